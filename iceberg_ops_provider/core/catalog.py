@@ -1,0 +1,249 @@
+"""Build a PyIceberg catalog from a kind and a few options.
+
+Every API of iceberg-ops takes any PyIceberg :class:`~pyiceberg.catalog.Catalog`;
+:class:`CatalogFactory` is the convenience that turns ``("sqlite", db_path=...)`` or
+``("rest", uri=...)`` into one, with the defaults of the specification:
+
+* ``sqlite``: a file-backed SQL catalog. Without ``db_path``/``warehouse_dir`` it uses
+  ``./local_data/iceberg_catalog.db`` and ``./local_data/iceberg_warehouse``, resolved against the
+  working directory at call time.
+* ``memory``: an in-memory SQL catalog that every thread of the process shares; data files go to
+  ``warehouse_dir`` or a fresh temporary directory.
+* ``glue``, ``rest``, ``hive``, ``s3tables``: loaded through :func:`pyiceberg.catalog.load_catalog`
+  under a name that defaults to the kind, so ``.pyiceberg.yaml`` and ``PYICEBERG_CATALOG__*``
+  environment variables apply; keyword arguments win. ``s3tables`` is REST with SigV4 preset.
+
+Backends are imported only when built, through :func:`_lazy_import`, so this module imports with no
+optional extra installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import tempfile
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from iceberg_ops_provider.errors import CatalogConfigError, MissingExtraError, UnknownCatalogKindError
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+__all__ = ["DEFAULT_DB_PATH", "DEFAULT_WAREHOUSE_DIR", "CatalogFactory"]
+
+DEFAULT_DB_PATH = Path("local_data") / "iceberg_catalog.db"
+DEFAULT_WAREHOUSE_DIR = Path("local_data") / "iceberg_warehouse"
+
+# The module each kind needs, and the extra that installs what that module imports.
+_BACKEND_MODULES: dict[str, tuple[str, str]] = {
+    "sqlite": ("pyiceberg.catalog.sql", "sqlite"),
+    "memory": ("pyiceberg.catalog.sql", "sqlite"),
+    "glue": ("pyiceberg.catalog.glue", "glue"),
+    "rest": ("pyiceberg.catalog.rest", "rest"),
+    "hive": ("pyiceberg.catalog.hive", "hive"),
+    # SigV4 signing of REST requests imports botocore lazily, at the first request: check up front.
+    "s3tables": ("botocore.auth", "s3tables"),
+}
+
+# Options of the SQL kinds besides db_path/warehouse_dir/name: SqlCatalog's own switches.
+_SQL_SWITCHES = frozenset({"echo", "pool_pre_ping", "init_catalog_tables"})
+
+# Plain (no dot, no dash) option names PyIceberg's remote catalogs understand. Keys with a dot or a
+# dash (``s3.endpoint``, ``oauth2-server-uri``) are PyIceberg properties and pass through unchecked;
+# a plain key outside this set is almost always a typo, so it is refused.
+_REMOTE_PLAIN_KEYS = frozenset(
+    {"name", "uri", "warehouse", "credential", "token", "scope", "audience", "resource", "prefix", "region", "ugi"}
+)
+
+
+def _lazy_import(module: str, *, kind: str, extra: str) -> ModuleType:
+    """Import ``module`` for catalog ``kind``, or explain which extra to install.
+
+    Raises:
+        MissingExtraError: ``module`` (or something it imports) is not installed.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingExtraError(f"The {kind!r} catalog kind", extra, exc.name or module) from exc
+
+
+def _property_value(kind: str, key: str, value: object) -> str:
+    """PyIceberg properties are strings: convert simple values, refuse anything else."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float | os.PathLike):
+        return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+    raise CatalogConfigError(
+        f"Option {key!r} of the {kind!r} catalog is {value!r} ({type(value).__name__}); "
+        "catalog options must be strings, numbers, booleans or paths."
+    )
+
+
+def _location(path_or_uri: str | os.PathLike[str]) -> str:
+    """A warehouse location: URIs (``s3://...``, ``file://...``) as given, paths as absolute file URIs."""
+    text = os.fspath(path_or_uri)
+    if "://" in text:
+        return text
+    path = Path(text).expanduser().resolve()
+    path.mkdir(parents=True, exist_ok=True)
+    return path.as_uri()
+
+
+class CatalogFactory:
+    """Build a PyIceberg catalog of one of the six kinds of the specification.
+
+    Example:
+        >>> catalog = CatalogFactory.build("sqlite", db_path="catalog.db", warehouse_dir="warehouse")
+    """
+
+    KINDS: ClassVar[tuple[str, ...]] = ("sqlite", "memory", "glue", "rest", "hive", "s3tables")
+    """Every kind :meth:`build` accepts, in the order the documentation lists them."""
+
+    REMOTE_KINDS: ClassVar[tuple[str, ...]] = ("glue", "rest", "hive", "s3tables")
+    """The kinds loaded through :func:`pyiceberg.catalog.load_catalog`."""
+
+    @classmethod
+    def build(cls, kind: str, **options: Any) -> Catalog:
+        """Build a catalog of ``kind``.
+
+        Args:
+            kind: One of :attr:`KINDS`.
+            **options: For ``sqlite``: ``db_path``, ``warehouse_dir``, ``name`` and PyIceberg
+                properties such as ``s3.endpoint`` (for a warehouse on object storage). For
+                ``memory``: ``warehouse_dir`` and ``name``. For the remote kinds: ``name`` (the
+                catalog name looked up in ``.pyiceberg.yaml``/environment, default the kind) and
+                any PyIceberg catalog property (``uri``, ``warehouse``, ``credential``,
+                ``s3.endpoint``, ...). ``s3tables`` also takes ``region``; ``glue`` takes
+                ``region`` as a shorthand for ``client.region``. Dotted names are passed as
+                ``**{"s3.endpoint": url}``.
+
+        Returns:
+            A ready PyIceberg catalog.
+
+        Raises:
+            UnknownCatalogKindError: ``kind`` is not one of :attr:`KINDS` (a ``ValueError``).
+            MissingExtraError: The kind's optional dependencies are missing (an ``ImportError``
+                naming the ``pip install`` line to run).
+            CatalogConfigError: An option is unknown for the kind or has a bad value.
+        """
+        if not isinstance(kind, str) or kind.lower() not in cls.KINDS:
+            raise UnknownCatalogKindError(str(kind), cls.KINDS)
+        kind = kind.lower()
+        if "type" in options:
+            raise CatalogConfigError(
+                f"Do not pass 'type' to CatalogFactory.build: the kind ({kind!r}) decides the catalog type."
+            )
+        module, extra = _BACKEND_MODULES[kind]
+        _lazy_import(module, kind=kind, extra=extra)
+        if kind == "sqlite":
+            return cls._build_sqlite(**options)
+        if kind == "memory":
+            return cls._build_memory(**options)
+        return cls._build_remote(kind, options)
+
+    @staticmethod
+    def _sql_properties(kind: str, options: dict[str, Any]) -> dict[str, str]:
+        """Check and stringify the options of the SQL kinds left after their named parameters."""
+        named = {"db_path", "warehouse_dir", "name"} if kind == "sqlite" else {"warehouse_dir", "name"}
+        for key in options:
+            if "." not in key and key not in _SQL_SWITCHES:
+                valid = ", ".join(sorted(named | _SQL_SWITCHES))
+                raise CatalogConfigError(
+                    f"Unknown option {key!r} for the {kind!r} catalog. Valid options: {valid}, "
+                    "or a dotted PyIceberg property such as 's3.endpoint'."
+                )
+        return {key: _property_value(kind, key, value) for key, value in options.items()}
+
+    @classmethod
+    def _build_sqlite(
+        cls,
+        db_path: str | os.PathLike[str] | None = None,
+        warehouse_dir: str | os.PathLike[str] | None = None,
+        name: str = "sqlite",
+        **options: Any,
+    ) -> Catalog:
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        properties = cls._sql_properties("sqlite", options)
+        database = Path(os.fspath(db_path) if db_path is not None else DEFAULT_DB_PATH).expanduser().resolve()
+        if database.is_dir():
+            raise CatalogConfigError(
+                f"db_path {str(database)!r} is a directory; pass the path of the SQLite database file "
+                "(it is created if missing)."
+            )
+        database.parent.mkdir(parents=True, exist_ok=True)
+        warehouse = _location(warehouse_dir if warehouse_dir is not None else DEFAULT_WAREHOUSE_DIR)
+        return SqlCatalog(name, uri=f"sqlite:///{database}", warehouse=warehouse, **properties)
+
+    @classmethod
+    def _build_memory(
+        cls,
+        warehouse_dir: str | os.PathLike[str] | None = None,
+        name: str = "memory",
+        **options: Any,
+    ) -> Catalog:
+        if "db_path" in options:
+            raise CatalogConfigError(
+                "The 'memory' catalog keeps no database file, so it takes no db_path; "
+                "use kind 'sqlite' to keep the catalog in a file."
+            )
+        from iceberg_ops_provider.core._memory_catalog import SharedMemorySqlCatalog
+
+        properties = cls._sql_properties("memory", options)
+        if warehouse_dir is None:
+            warehouse_dir = tempfile.mkdtemp(prefix="iceberg_ops_memory_")
+        return SharedMemorySqlCatalog(name, warehouse=_location(warehouse_dir), **properties)
+
+    @classmethod
+    def _build_remote(cls, kind: str, options: dict[str, Any]) -> Catalog:
+        from pyiceberg.catalog import load_catalog
+
+        for key in ("db_path", "warehouse_dir"):
+            if key in options:
+                raise CatalogConfigError(
+                    f"Option {key!r} belongs to the 'sqlite' kind; the {kind!r} catalog takes "
+                    "'warehouse' (a location or, for s3tables, the table bucket ARN) instead."
+                )
+        for key in options:
+            if "." not in key and "-" not in key and key not in _REMOTE_PLAIN_KEYS:
+                raise CatalogConfigError(
+                    f"Unknown option {key!r} for the {kind!r} catalog. Plain options are: "
+                    f"{', '.join(sorted(_REMOTE_PLAIN_KEYS))}; anything else must be a PyIceberg "
+                    "property such as 'rest.sigv4-enabled' or 's3.endpoint'."
+                )
+        name = str(options.pop("name", kind))
+        properties = {key: _property_value(kind, key, value) for key, value in options.items()}
+        if kind == "s3tables":
+            properties = cls._s3tables_properties(properties)
+            catalog_type = "rest"
+        else:
+            catalog_type = kind
+            if "region" in properties:
+                properties["client.region"] = properties.pop("region")
+        return load_catalog(name, type=catalog_type, **properties)
+
+    @staticmethod
+    def _s3tables_properties(properties: dict[str, str]) -> dict[str, str]:
+        """REST + SigV4 as AWS S3 Tables expects it; explicit properties win over the preset."""
+        region = properties.pop("region", None) or properties.get("rest.signing-region")
+        if not region:
+            raise CatalogConfigError(
+                "The 's3tables' catalog needs region=... (for example region='us-east-1'): it signs "
+                "requests for that region and derives the endpoint from it."
+            )
+        if "warehouse" not in properties:
+            raise CatalogConfigError(
+                "The 's3tables' catalog needs warehouse=<table bucket ARN>, for example "
+                "'arn:aws:s3tables:us-east-1:123456789012:bucket/my-bucket'."
+            )
+        preset = {
+            "uri": f"https://s3tables.{region}.amazonaws.com/iceberg",
+            "rest.sigv4-enabled": "true",
+            "rest.signing-name": "s3tables",
+            "rest.signing-region": region,
+            "client.region": region,
+        }
+        return {**preset, **properties}

@@ -1,0 +1,212 @@
+"""Schema evolution that allows only what the Iceberg specification allows.
+
+PyIceberg 0.12 accepts two type changes the specification forbids, and both corrupt reads of
+existing data: changing a decimal's *scale* (``decimal(12,2)`` -> ``decimal(14,4)``) and
+``string`` <-> ``binary``. It also lets ``union_by_name`` turn a required column optional because the
+incoming Arrow field happens to be nullable. The helpers here refuse the first two with
+:class:`~iceberg_ops_provider.errors.ForbiddenPromotionError` and make the third an explicit choice.
+
+Allowed type promotions (Iceberg table spec, "Schema Evolution"): ``int -> long``,
+``float -> double``, ``decimal(P, S) -> decimal(P', S)`` with ``P' > P``. Anything else needs a new
+column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyiceberg.schema import Schema
+from pyiceberg.table import Transaction
+from pyiceberg.types import DecimalType, DoubleType, FloatType, IcebergType, IntegerType, LongType, PrimitiveType
+
+from iceberg_ops_provider.core.schema_diff import SchemaChange, SchemaDiff, diff_schemas, field_paths
+from iceberg_ops_provider.core.types import as_iceberg_schema
+from iceberg_ops_provider.errors import ForbiddenPromotionError, SchemaEvolutionError
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+    from pyiceberg.table.update.schema import UpdateSchema
+
+__all__ = [
+    "EvolutionPlan",
+    "check_promotion",
+    "evolve_schema",
+    "is_allowed_promotion",
+    "plan_evolution",
+    "promotion_problem",
+]
+
+
+def promotion_problem(old: IcebergType, new: IcebergType) -> str | None:
+    """Why changing a column from ``old`` to ``new`` is not allowed, or ``None`` when it is.
+
+    Identical types are allowed (there is nothing to change).
+    """
+    if old == new:
+        return None
+    if isinstance(old, IntegerType) and isinstance(new, LongType):
+        return None
+    if isinstance(old, FloatType) and isinstance(new, DoubleType):
+        return None
+    if isinstance(old, DecimalType) and isinstance(new, DecimalType):
+        if new.scale != old.scale:
+            return "a decimal's scale cannot change, because existing values would be read with the wrong scale."
+        if new.precision < old.precision:
+            return "a decimal's precision can only grow, because existing values may not fit."
+        return None
+    if not isinstance(old, PrimitiveType) or not isinstance(new, PrimitiveType):
+        return "nested types cannot change kind; evolve their fields one by one instead."
+    if {str(old), str(new)} == {"string", "binary"}:
+        return "string and binary are different types in Iceberg, even though both are stored as bytes."
+    if (isinstance(old, LongType) and isinstance(new, IntegerType)) or (
+        isinstance(old, DoubleType) and isinstance(new, FloatType)
+    ):
+        return "types can only be widened, never narrowed, because existing values may not fit."
+    return "that is not one of the promotions the Iceberg specification allows."
+
+
+def is_allowed_promotion(old: IcebergType, new: IcebergType) -> bool:
+    """Whether the Iceberg specification allows changing a column from ``old`` to ``new``."""
+    return promotion_problem(old, new) is None
+
+
+def check_promotion(column: str, old: IcebergType, new: IcebergType) -> None:
+    """Raise when changing ``column`` from ``old`` to ``new`` is not allowed.
+
+    Raises:
+        ForbiddenPromotionError: Names the column, both types and why.
+    """
+    problem = promotion_problem(old, new)
+    if problem is not None:
+        raise ForbiddenPromotionError(column, old, new, problem)
+
+
+@dataclass(frozen=True)
+class EvolutionPlan:
+    """What :func:`evolve_schema` would do to reach a target schema, computed without committing.
+
+    Attributes:
+        apply: The changes that will be made, in order.
+        ignored: Differences left alone on purpose (columns missing from the target when drops are
+            not allowed, required columns the target declares nullable when relaxing is off, moves).
+    """
+
+    apply: tuple[SchemaChange, ...]
+    ignored: tuple[SchemaChange, ...]
+
+    def __bool__(self) -> bool:
+        """True when there is something to apply."""
+        return bool(self.apply)
+
+
+def plan_evolution(
+    current: Schema,
+    target: Schema | pa.Schema,
+    *,
+    allow_drop_columns: bool = False,
+    relax_required: bool = False,
+) -> EvolutionPlan:
+    """Work out how to evolve ``current`` towards ``target``, matching columns by name.
+
+    Args:
+        current: The table's schema now.
+        target: The schema wanted (Arrow or Iceberg; matched by name, so renames look like a drop
+            plus an add: rename explicitly first).
+        allow_drop_columns: Drop columns that the target does not have. Off by default: they are
+            left in place and listed in ``ignored``.
+        relax_required: Make required columns optional when the target declares them nullable.
+            Off by default because Arrow fields are nullable unless said otherwise.
+
+    Raises:
+        ForbiddenPromotionError: A column's type would change in a way Iceberg forbids.
+        SchemaEvolutionError: The target adds a required column, or makes an optional one required.
+    """
+    diff: SchemaDiff = diff_schemas(current, target, by="name")
+    target_fields = field_paths(as_iceberg_schema(target))
+    apply: list[SchemaChange] = []
+    ignored: list[SchemaChange] = []
+    for change in diff.changes:
+        if change.kind == "added":
+            if target_fields[change.path].required:
+                raise SchemaEvolutionError(
+                    f"Cannot add required column {change.column!r}: existing rows have no value for it. "
+                    "Add it as optional (nullable), backfill it, then make the data non-null."
+                )
+            apply.append(change)
+        elif change.kind == "removed":
+            (apply if allow_drop_columns else ignored).append(change)
+        elif change.kind == "type_changed":
+            check_promotion(change.column, change.old, change.new)  # type: ignore[arg-type]
+            apply.append(change)
+        elif change.kind == "required_changed":
+            if change.new:
+                raise SchemaEvolutionError(
+                    f"Cannot make column {change.column!r} required: existing rows may hold nulls and "
+                    "the Iceberg specification does not allow optional -> required."
+                )
+            (apply if relax_required else ignored).append(change)
+        elif change.kind == "doc_changed":
+            apply.append(change)
+        else:
+            ignored.append(change)
+    # A removed parent takes its children with it: drop only the outermost path.
+    dropped = [c.path for c in apply if c.kind == "removed"]
+    apply = [
+        c for c in apply if not (c.kind == "removed" and any(c.path[: len(p)] == p and c.path != p for p in dropped))
+    ]
+    added = [c.path for c in apply if c.kind == "added"]
+    apply = [c for c in apply if not (c.kind == "added" and any(c.path[: len(p)] == p and c.path != p for p in added))]
+    return EvolutionPlan(tuple(apply), tuple(ignored))
+
+
+def _apply(update: UpdateSchema, plan: EvolutionPlan, target_fields: dict[tuple[str, ...], Any]) -> None:
+    for change in plan.apply:
+        path = change.path if len(change.path) > 1 else change.path[0]
+        if change.kind == "added":
+            field = target_fields[change.path]
+            update.add_column(path, field.field_type, doc=field.doc)
+        elif change.kind == "removed":
+            update.delete_column(path)
+        elif change.kind == "type_changed":
+            update.update_column(path, field_type=change.new)  # type: ignore[arg-type]
+        elif change.kind == "required_changed":
+            update.make_column_optional(path)
+        elif change.kind == "doc_changed":
+            update.update_column(path, doc=change.new)  # type: ignore[arg-type]
+
+
+def evolve_schema(
+    table: Table | Transaction,
+    target: Schema | pa.Schema,
+    *,
+    allow_drop_columns: bool = False,
+    relax_required: bool = False,
+) -> EvolutionPlan:
+    """Evolve a table's schema towards ``target`` in one schema commit, refusing forbidden changes.
+
+    Adds missing columns (optional), applies allowed promotions and doc changes, and, when asked,
+    drops columns and relaxes required ones. Nothing is committed when any change is refused.
+
+    Args:
+        table: A PyIceberg table, or a transaction to stage the change into (committed with it).
+        target: The schema wanted, matched by name.
+        allow_drop_columns: See :func:`plan_evolution`.
+        relax_required: See :func:`plan_evolution`.
+
+    Returns:
+        The plan that was applied (empty when the table already matched).
+
+    Raises:
+        ForbiddenPromotionError: A type change Iceberg forbids (decimal scale, string <-> binary, ...).
+        SchemaEvolutionError: A required column added, or an optional column made required.
+    """
+    current = table.table_metadata.schema() if isinstance(table, Transaction) else table.schema()
+    plan = plan_evolution(current, target, allow_drop_columns=allow_drop_columns, relax_required=relax_required)
+    if not plan:
+        return plan
+    target_fields = field_paths(as_iceberg_schema(target))
+    with table.update_schema() as update:
+        _apply(update, plan, target_fields)
+    return plan

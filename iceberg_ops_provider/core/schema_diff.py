@@ -1,0 +1,241 @@
+"""Compare two schemas and list what changed, by field id or by name.
+
+Iceberg identifies columns by field id, so comparing two versions of one table's schema by id
+tells renames apart from drop-and-add. Schemas without meaningful ids (an Arrow schema, a schema
+declared in a model file) are compared by name instead, where a rename necessarily shows up as one
+column removed and another added.
+
+Nested fields are compared too; their paths are tuples of names, as PyIceberg addresses them
+(list elements are ``element``, map keys and values ``key`` and ``value``).
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+import pyarrow as pa
+from pyiceberg.schema import Schema
+from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
+
+from iceberg_ops_provider.core.types import as_iceberg_schema, has_field_ids
+
+__all__ = ["ChangeKind", "SchemaChange", "SchemaDiff", "diff_schemas", "field_paths"]
+
+ChangeKind = Literal["added", "removed", "renamed", "type_changed", "required_changed", "doc_changed", "moved"]
+
+Path = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SchemaChange:
+    """One difference between two schemas.
+
+    Attributes:
+        kind: What changed.
+        path: Where, in the new schema (in the old one for ``removed``).
+        old: The old value: name for ``renamed``, type for ``type_changed``, required flag,
+            doc, or the position among its siblings for ``moved``.
+        new: The new value, likewise.
+        field_id: The field id in the new schema (old for ``removed``), when compared by id.
+    """
+
+    kind: ChangeKind
+    path: Path
+    old: object = None
+    new: object = None
+    field_id: int | None = None
+
+    @property
+    def column(self) -> str:
+        """The column as a dotted name."""
+        return ".".join(self.path)
+
+    def __str__(self) -> str:
+        """A readable one-line description."""
+        column = self.column
+        if self.kind == "added":
+            return f"column {column!r} added ({self.new})"
+        if self.kind == "removed":
+            return f"column {column!r} removed (was {self.old})"
+        if self.kind == "renamed":
+            return f"column {self.old!r} renamed to {self.new!r}"
+        if self.kind == "type_changed":
+            return f"column {column!r} type changed from {self.old} to {self.new}"
+        if self.kind == "required_changed":
+            describe = {True: "required", False: "optional"}
+            return f"column {column!r} changed from {describe[bool(self.old)]} to {describe[bool(self.new)]}"
+        if self.kind == "doc_changed":
+            return f"column {column!r} doc changed from {self.old!r} to {self.new!r}"
+        return f"column {column!r} moved from position {self.old} to {self.new}"
+
+
+@dataclass(frozen=True)
+class SchemaDiff:
+    """Every difference between an old and a new schema, parents before children.
+
+    A diff is falsy when the schemas are the same.
+    """
+
+    changes: tuple[SchemaChange, ...] = field(default_factory=tuple)
+    matched_by: Literal["id", "name"] = "id"
+
+    def __bool__(self) -> bool:
+        """True when anything differs."""
+        return bool(self.changes)
+
+    def of_kind(self, *kinds: ChangeKind) -> list[SchemaChange]:
+        """The changes of the given kinds, in order."""
+        return [change for change in self.changes if change.kind in kinds]
+
+    def __str__(self) -> str:
+        """One line per change, or ``no changes``."""
+        return "\n".join(str(change) for change in self.changes) or "no changes"
+
+
+@dataclass(frozen=True)
+class _Entry:
+    field: NestedField
+    path: Path
+    parent: object  # parent field id (by id) or parent path (by name); the schema root is None
+    position: int
+
+
+def _children(field_type: IcebergType) -> list[NestedField]:
+    if isinstance(field_type, StructType):
+        return list(field_type.fields)
+    if isinstance(field_type, ListType):
+        return [field_type.element_field]
+    if isinstance(field_type, MapType):
+        return [field_type.key_field, field_type.value_field]
+    return []
+
+
+def _walk(fields: list[NestedField], prefix: Path, parent_key: object, by: str) -> Iterator[_Entry]:
+    for position, nested in enumerate(fields):
+        path = (*prefix, nested.name)
+        yield _Entry(nested, path, parent_key, position)
+        key = nested.field_id if by == "id" else path
+        yield from _walk(_children(nested.field_type), path, key, by)
+
+
+def field_paths(schema: Schema) -> dict[Path, NestedField]:
+    """Every field of ``schema``, nested ones included, keyed by its path of names."""
+    return {entry.path: entry.field for entry in _walk(list(schema.fields), (), None, "name")}
+
+
+def _shape(field_type: IcebergType) -> str:
+    """Nested types compare by kind here; their children are compared field by field."""
+    if isinstance(field_type, StructType):
+        return "struct"
+    if isinstance(field_type, ListType):
+        return "list"
+    if isinstance(field_type, MapType):
+        return "map"
+    return str(field_type)
+
+
+def _moved(old_order: list[object], new_order: list[object]) -> set[object]:
+    """The fewest siblings to move so that ``old_order`` becomes ``new_order``.
+
+    Both lists hold the same keys. The keys on a longest run that keeps its relative order stay;
+    the rest moved.
+    """
+    old_index = {key: index for index, key in enumerate(old_order)}
+    sequence = [old_index[key] for key in new_order]
+    tails: list[int] = []
+    tail_at: list[int] = []
+    previous: list[int] = [-1] * len(sequence)
+    for index, value in enumerate(sequence):
+        slot = bisect.bisect_left(tails, value)
+        if slot == len(tails):
+            tails.append(value)
+            tail_at.append(index)
+        else:
+            tails[slot] = value
+            tail_at[slot] = index
+        previous[index] = tail_at[slot - 1] if slot else -1
+    keep: set[int] = set()
+    cursor = tail_at[-1] if tail_at else -1
+    while cursor != -1:
+        keep.add(cursor)
+        cursor = previous[cursor]
+    return {new_order[index] for index in range(len(new_order)) if index not in keep}
+
+
+def diff_schemas(
+    old: Schema | pa.Schema, new: Schema | pa.Schema, *, by: Literal["auto", "id", "name"] = "auto"
+) -> SchemaDiff:
+    """List what changed from ``old`` to ``new``.
+
+    Args:
+        old: The schema before (Iceberg, or Arrow with or without ``PARQUET:field_id`` metadata).
+        new: The schema after.
+        by: Match fields by ``"id"`` or by ``"name"``. ``"auto"`` matches by id when both schemas
+            carry ids (Iceberg schemas, or Arrow read from Iceberg), by name otherwise.
+
+    Returns:
+        The differences: added, removed, renamed (by id only), type, required flag, doc, and
+        columns that moved among their siblings.
+    """
+    if by == "auto":
+        by = "id" if has_field_ids(old) and has_field_ids(new) else "name"
+    old_schema, new_schema = as_iceberg_schema(old), as_iceberg_schema(new)
+    old_entries = {_key(e, by): e for e in _walk(list(old_schema.fields), (), None, by)}
+    new_entries = {_key(e, by): e for e in _walk(list(new_schema.fields), (), None, by)}
+    changes: list[SchemaChange] = []
+    for key, entry in new_entries.items():
+        field_id = entry.field.field_id if by == "id" else None
+        before = old_entries.get(key)
+        if before is None:
+            changes.append(SchemaChange("added", entry.path, new=entry.field.field_type, field_id=field_id))
+            continue
+        changes.extend(_field_changes(before, entry, field_id))
+    for key, entry in old_entries.items():
+        if key not in new_entries:
+            field_id = entry.field.field_id if by == "id" else None
+            changes.append(SchemaChange("removed", entry.path, old=entry.field.field_type, field_id=field_id))
+    changes.extend(_order_changes(old_entries, new_entries, by))
+    return SchemaDiff(tuple(changes), matched_by=by)
+
+
+def _key(entry: _Entry, by: str) -> object:
+    return entry.field.field_id if by == "id" else entry.path
+
+
+def _field_changes(before: _Entry, after: _Entry, field_id: int | None) -> Iterator[SchemaChange]:
+    old_field, new_field, path = before.field, after.field, after.path
+    if old_field.name != new_field.name:
+        yield SchemaChange("renamed", path, old=".".join(before.path), new=".".join(path), field_id=field_id)
+    if _shape(old_field.field_type) != _shape(new_field.field_type):
+        yield SchemaChange("type_changed", path, old=old_field.field_type, new=new_field.field_type, field_id=field_id)
+    if old_field.required != new_field.required:
+        yield SchemaChange("required_changed", path, old=old_field.required, new=new_field.required, field_id=field_id)
+    if (old_field.doc or None) != (new_field.doc or None):
+        yield SchemaChange("doc_changed", path, old=old_field.doc, new=new_field.doc, field_id=field_id)
+
+
+def _order_changes(
+    old_entries: dict[object, _Entry], new_entries: dict[object, _Entry], by: str
+) -> Iterator[SchemaChange]:
+    siblings_old: dict[object, list[object]] = {}
+    siblings_new: dict[object, list[object]] = {}
+    for key, entry in old_entries.items():
+        if key in new_entries and new_entries[key].parent == entry.parent:
+            siblings_old.setdefault(entry.parent, []).append(key)
+    for key, entry in new_entries.items():
+        if key in old_entries and old_entries[key].parent == entry.parent:
+            siblings_new.setdefault(entry.parent, []).append(key)
+    for parent, new_order in siblings_new.items():
+        old_order = sorted(siblings_old.get(parent, []), key=lambda k: old_entries[k].position)
+        new_order = sorted(new_order, key=lambda k: new_entries[k].position)
+        if old_order == new_order:
+            continue
+        for key in _moved(old_order, new_order):
+            entry = new_entries[key]
+            field_id = entry.field.field_id if by == "id" else None
+            yield SchemaChange(
+                "moved", entry.path, old=old_entries[key].position, new=entry.position, field_id=field_id
+            )

@@ -1,0 +1,225 @@
+"""Snapshots and time travel: list them, read a table as it was, roll it back.
+
+Reading goes one scan task at a time (:func:`iter_batches`), so memory stays bounded by the
+largest data file rather than the table: PyIceberg's own ``to_arrow_batch_reader()`` prefetches
+every file of the scan.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.io.pyarrow import ArrowScan
+
+from iceberg_ops_provider.core.types import iceberg_to_arrow_schema
+from iceberg_ops_provider.errors import IcebergOpsError, SnapshotNotFoundError
+
+if TYPE_CHECKING:
+    from pyiceberg.table import DataScan, Table
+    from pyiceberg.table.snapshots import Snapshot
+
+ALWAYS_TRUE: BooleanExpression = AlwaysTrue()
+"""The filter that selects every row (the default ``row_filter``)."""
+
+__all__ = [
+    "SnapshotInfo",
+    "iter_batches",
+    "list_snapshots",
+    "read_table",
+    "rollback_to",
+    "snapshot_as_of",
+]
+
+
+@dataclass(frozen=True)
+class SnapshotInfo:
+    """A snapshot, summarised.
+
+    Attributes:
+        snapshot_id: The snapshot id.
+        parent_id: The parent snapshot's id, or ``None`` for the first one.
+        committed_at: Commit time (UTC).
+        operation: ``append``, ``overwrite``, ``delete`` or ``replace``.
+        summary: The snapshot summary (record and file counts, custom properties).
+        is_current: Whether it is the table's current snapshot.
+    """
+
+    snapshot_id: int
+    parent_id: int | None
+    committed_at: datetime
+    operation: str
+    summary: dict[str, str] = field(default_factory=dict)
+    is_current: bool = False
+
+    @classmethod
+    def from_snapshot(cls, snapshot: Snapshot, current_id: int | None) -> SnapshotInfo:
+        """Summarise a PyIceberg snapshot."""
+        summary = dict(snapshot.summary.additional_properties) if snapshot.summary else {}
+        operation = snapshot.summary.operation.value if snapshot.summary else "unknown"
+        return cls(
+            snapshot_id=snapshot.snapshot_id,
+            parent_id=snapshot.parent_snapshot_id,
+            committed_at=datetime.fromtimestamp(snapshot.timestamp_ms / 1000, tz=UTC),
+            operation=operation,
+            summary=summary,
+            is_current=snapshot.snapshot_id == current_id,
+        )
+
+
+def _current_id(table: Table) -> int | None:
+    current = table.current_snapshot()
+    return current.snapshot_id if current else None
+
+
+def list_snapshots(table: Table) -> list[SnapshotInfo]:
+    """Every snapshot the table's metadata still holds, oldest first."""
+    current_id = _current_id(table)
+    ordered = sorted(table.snapshots(), key=lambda s: (s.timestamp_ms, s.sequence_number or 0))
+    return [SnapshotInfo.from_snapshot(s, current_id) for s in ordered]
+
+
+def _to_ms(moment: datetime | int) -> int:
+    if isinstance(moment, datetime):
+        if moment.tzinfo is None:
+            raise IcebergOpsError(
+                f"Timestamp {moment.isoformat()} has no time zone; pass an aware datetime such as "
+                "datetime(2026, 1, 1, tzinfo=timezone.utc) so the instant is unambiguous."
+            )
+        return int(moment.timestamp() * 1000)
+    return int(moment)
+
+
+def _format_moment(timestamp_ms: int) -> str:
+    return datetime.fromtimestamp(timestamp_ms / 1000, tz=UTC).isoformat()
+
+
+def snapshot_as_of(table: Table, moment: datetime | int) -> SnapshotInfo:
+    """The snapshot that was current at ``moment`` (an aware datetime or epoch milliseconds).
+
+    Raises:
+        SnapshotNotFoundError: The table had no snapshot yet at that moment.
+    """
+    timestamp_ms = _to_ms(moment)
+    snapshot = table.snapshot_as_of_timestamp(timestamp_ms, inclusive=True)
+    if snapshot is None:
+        first = min((s.timestamp_ms for s in table.snapshots()), default=None)
+        since = f"its first snapshot is from {_format_moment(first)}" if first is not None else "it has no snapshots"
+        raise SnapshotNotFoundError(
+            f"Table {'.'.join(table.name())} had no snapshot at {_format_moment(timestamp_ms)}: {since}. "
+            "Pass a later time, or a snapshot id from list_snapshots()."
+        )
+    return SnapshotInfo.from_snapshot(snapshot, _current_id(table))
+
+
+def _resolve_snapshot_id(table: Table, snapshot_id: int | None, as_of: datetime | int | None) -> int | None:
+    if snapshot_id is not None and as_of is not None:
+        raise IcebergOpsError("Pass either snapshot_id or as_of, not both.")
+    if as_of is not None:
+        return snapshot_as_of(table, as_of).snapshot_id
+    if snapshot_id is not None and table.snapshot_by_id(snapshot_id) is None:
+        known = ", ".join(str(s.snapshot_id) for s in table.snapshots()[-5:]) or "none"
+        raise SnapshotNotFoundError(
+            f"Table {'.'.join(table.name())} has no snapshot {snapshot_id} (it may have expired). "
+            f"Latest snapshot ids: {known}."
+        )
+    return snapshot_id
+
+
+def iter_batches(
+    table: Table,
+    *,
+    snapshot_id: int | None = None,
+    as_of: datetime | int | None = None,
+    row_filter: str | BooleanExpression = ALWAYS_TRUE,
+    selected_fields: Sequence[str] = ("*",),
+) -> Iterator[pa.RecordBatch]:
+    """Stream a table's rows as it is now or was at a snapshot, one data file at a time.
+
+    Args:
+        table: The table.
+        snapshot_id: Read this snapshot instead of the current one.
+        as_of: Read the snapshot that was current at this moment (aware datetime or epoch ms).
+        row_filter: An Iceberg filter expression or its text form (``"amount > 10"``).
+        selected_fields: Columns to read.
+
+    Returns:
+        An iterator of record batches without field-id metadata, ready to be written elsewhere.
+
+    Raises:
+        SnapshotNotFoundError: No such snapshot, or none at ``as_of`` (raised here, before iterating).
+    """
+    resolved = _resolve_snapshot_id(table, snapshot_id, as_of)
+    scan = table.scan(row_filter=row_filter, selected_fields=tuple(selected_fields), snapshot_id=resolved)
+    return _stream(table, scan)
+
+
+def _stream(table: Table, scan: DataScan) -> Iterator[pa.RecordBatch]:
+    projected = scan.projection()
+    arrow_scan = ArrowScan(table.metadata, table.io, projected, scan.row_filter, scan.case_sensitive)
+    target = iceberg_to_arrow_schema(projected)
+    for task in scan.plan_files():
+        for batch in arrow_scan.to_record_batches([task]):
+            yield batch if batch.schema.equals(target, check_metadata=True) else batch.cast(target)
+
+
+def read_table(
+    table: Table,
+    *,
+    snapshot_id: int | None = None,
+    as_of: datetime | int | None = None,
+    row_filter: str | BooleanExpression = ALWAYS_TRUE,
+    selected_fields: Sequence[str] = ("*",),
+) -> pa.Table:
+    """Read a table (or the part a filter selects) as it is now or was at a snapshot.
+
+    Same arguments as :func:`iter_batches`; the whole result is held in memory.
+    """
+    resolved = _resolve_snapshot_id(table, snapshot_id, as_of)
+    scan = table.scan(row_filter=row_filter, selected_fields=tuple(selected_fields), snapshot_id=resolved)
+    schema = iceberg_to_arrow_schema(scan.projection())
+    return pa.Table.from_batches(list(_stream(table, scan)), schema=schema)
+
+
+def rollback_to(table: Table, snapshot_id: int | None = None, *, as_of: datetime | int | None = None) -> SnapshotInfo:
+    """Make an earlier snapshot the table's current one again.
+
+    The snapshot must be an ancestor of the current one (rolling *back*, not sideways); the
+    snapshots after it stay in the metadata until they expire, so the rollback can itself be undone.
+
+    Args:
+        table: The table; refreshed after the commit.
+        snapshot_id: The snapshot to return to.
+        as_of: Or: return to the snapshot that was current at this moment.
+
+    Returns:
+        The snapshot that is now current.
+
+    Raises:
+        SnapshotNotFoundError: No such snapshot, none at ``as_of``, or not an ancestor of the
+            current snapshot.
+    """
+    if snapshot_id is None and as_of is None:
+        raise IcebergOpsError("Pass the snapshot_id to roll back to, or as_of=<moment>.")
+    target = _resolve_snapshot_id(table, snapshot_id, as_of)
+    assert target is not None
+    current = table.current_snapshot()
+    ancestors = set()
+    cursor = current
+    while cursor is not None:
+        ancestors.add(cursor.snapshot_id)
+        cursor = table.snapshot_by_id(cursor.parent_snapshot_id) if cursor.parent_snapshot_id is not None else None
+    if target not in ancestors:
+        raise SnapshotNotFoundError(
+            f"Snapshot {target} is not an ancestor of the current snapshot of {'.'.join(table.name())}, "
+            "so rolling back to it would not undo later commits. Choose a snapshot from the current "
+            "lineage (list_snapshots(), following parent_id from the current one)."
+        )
+    if current is not None and current.snapshot_id != target:
+        table.manage_snapshots().rollback_to_snapshot(target).commit()
+        table.refresh()
+    return SnapshotInfo.from_snapshot(table.snapshot_by_id(target), _current_id(table))  # type: ignore[arg-type]

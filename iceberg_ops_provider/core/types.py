@@ -1,0 +1,347 @@
+"""Translate types and schemas between Apache Arrow and Apache Iceberg, both directions.
+
+Arrow can express types an Iceberg table cannot hold (unsigned integers, durations, intervals,
+time zones other than UTC, ...). PyIceberg accepts some of them and fails late, sometimes at write
+time with an unrelated message; here they are refused up front with an
+:class:`~iceberg_ops_provider.errors.UnsupportedTypeError` that names the column and says what to
+cast it to.
+
+Field ids: :func:`arrow_to_iceberg_schema` numbers fields fresh (1, 2, ...) unless asked to keep the
+``PARQUET:field_id`` metadata; :func:`iceberg_to_arrow_schema` writes no field-id metadata unless
+asked, because Arrow data that carries one table's ids is matched *by id* when written to another.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+
+import pyarrow as pa
+from pyiceberg.schema import Schema, assign_fresh_schema_ids
+from pyiceberg.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FixedType,
+    FloatType,
+    IcebergType,
+    IntegerType,
+    ListType,
+    LongType,
+    MapType,
+    NestedField,
+    PrimitiveType,
+    StringType,
+    StructType,
+    TimestampNanoType,
+    TimestampType,
+    TimestamptzNanoType,
+    TimestamptzType,
+    TimeType,
+    UUIDType,
+)
+
+from iceberg_ops_provider.errors import UnsupportedTypeError
+
+__all__ = [
+    "FIELD_ID_KEY",
+    "UTC_ZONES",
+    "arrow_to_iceberg_schema",
+    "as_iceberg_schema",
+    "has_field_ids",
+    "arrow_to_iceberg_type",
+    "iceberg_to_arrow_schema",
+    "iceberg_to_arrow_type",
+    "strip_field_ids",
+]
+
+FIELD_ID_KEY = b"PARQUET:field_id"
+"""The Arrow field-metadata key that carries an Iceberg field id (as Parquet and PyIceberg write it)."""
+
+_DOC_KEY = b"doc"
+
+UTC_ZONES = frozenset({"UTC", "utc", "Etc/UTC", "Etc/Universal", "Universal", "Zulu", "Z", "+00:00", "-00:00", "GMT"})
+"""Arrow time-zone strings that mean UTC, the only zone an Iceberg ``timestamptz`` stores."""
+
+_UNSIGNED_HINTS = {
+    pa.uint8(): "Cast it to int16 or int32 (pc.cast(column, pa.int32())).",
+    pa.uint16(): "Cast it to int32 (pc.cast(column, pa.int32())).",
+    pa.uint32(): "Cast it to int64 (pc.cast(column, pa.int64())); values of 2**31 and above do not fit an int.",
+    pa.uint64(): "Cast it to int64 if every value is below 2**63, otherwise to decimal128(20, 0).",
+}
+
+
+def arrow_to_iceberg_type(arrow_type: pa.DataType, column: str = "") -> IcebergType:
+    """Translate one Arrow type to the Iceberg type that stores it.
+
+    Args:
+        arrow_type: The Arrow type.
+        column: Dotted column path, used only in error messages.
+
+    Returns:
+        The Iceberg type. Nested types get fresh field ids starting at 1.
+
+    Raises:
+        UnsupportedTypeError: Iceberg cannot store ``arrow_type``; the message says what to cast to.
+    """
+    return _to_iceberg(arrow_type, column, itertools.count(1), keep_ids=False)
+
+
+def _to_iceberg(t: pa.DataType, column: str, ids: Iterator[int], keep_ids: bool) -> IcebergType:
+    if pa.types.is_dictionary(t):
+        return _to_iceberg(t.value_type, column, ids, keep_ids)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        (element,) = _fields_to_iceberg([t.value_field], column, ids, keep_ids)
+        return ListType(element.field_id, element.field_type, element_required=element.required)
+    if pa.types.is_map(t):
+        key, value = _fields_to_iceberg([t.key_field, t.item_field], column, ids, keep_ids)
+        return MapType(key.field_id, key.field_type, value.field_id, value.field_type, value_required=value.required)
+    if pa.types.is_struct(t):
+        return StructType(*_fields_to_iceberg([t.field(i) for i in range(t.num_fields)], column, ids, keep_ids))
+    return _primitive_to_iceberg(t, column)
+
+
+def _primitive_to_iceberg(t: pa.DataType, column: str) -> PrimitiveType:
+    if pa.types.is_boolean(t):
+        return BooleanType()
+    if pa.types.is_unsigned_integer(t):
+        raise UnsupportedTypeError(column, str(t), "Iceberg has no unsigned integers. " + _UNSIGNED_HINTS[t])
+    if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t):
+        return IntegerType()
+    if pa.types.is_int64(t):
+        return LongType()
+    if pa.types.is_float16(t):
+        raise UnsupportedTypeError(column, str(t), "Iceberg has no half floats; cast it to float32.")
+    if pa.types.is_float32(t):
+        return FloatType()
+    if pa.types.is_float64(t):
+        return DoubleType()
+    if pa.types.is_decimal(t) and t.bit_width <= 128:
+        return DecimalType(t.precision, t.scale)
+    if pa.types.is_decimal(t):
+        hint = "Iceberg decimals have at most 38 digits; cast it to decimal128(38, scale) if the values fit."
+        raise UnsupportedTypeError(column, str(t), hint)
+    if pa.types.is_date32(t):
+        return DateType()
+    if pa.types.is_date64(t):
+        raise UnsupportedTypeError(column, str(t), "Cast it to date32, which Iceberg stores as date.")
+    if pa.types.is_time64(t) and t.unit == "us":
+        return TimeType()
+    if pa.types.is_time(t):
+        raise UnsupportedTypeError(column, str(t), "Iceberg stores time in microseconds; cast it to time64('us').")
+    if pa.types.is_timestamp(t):
+        return _timestamp_type(t, column)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or _is_view(t, "string_view"):
+        return StringType()
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or _is_view(t, "binary_view"):
+        return BinaryType()
+    if isinstance(t, pa.BaseExtensionType) and t.extension_name == "arrow.uuid":
+        return UUIDType()
+    if pa.types.is_fixed_size_binary(t):
+        return FixedType(t.byte_width)
+    raise UnsupportedTypeError(column, str(t), _unsupported_hint(t))
+
+
+def _is_view(t: pa.DataType, name: str) -> bool:
+    check = getattr(pa.types, f"is_{name}", None)
+    return bool(check and check(t))
+
+
+def _timestamp_type(t: pa.TimestampType, column: str) -> PrimitiveType:
+    if t.unit == "ns":
+        raise UnsupportedTypeError(
+            column,
+            str(t),
+            "Format-version 2 tables store microseconds; cast it to timestamp('us'"
+            + (", tz='UTC')" if t.tz else ")")
+            + " or set PyIceberg's downcast-ns-timestamp-to-us-on-write=true.",
+        )
+    if t.tz is None:
+        return TimestampType()
+    if t.tz in UTC_ZONES:
+        return TimestamptzType()
+    raise UnsupportedTypeError(
+        column,
+        str(t),
+        f"Iceberg's timestamptz stores UTC only; convert the column from time zone {t.tz!r} to 'UTC' "
+        "(pc.cast(column, pa.timestamp('us', tz='UTC'))): the instants stay the same.",
+    )
+
+
+def _unsupported_hint(t: pa.DataType) -> str:
+    if pa.types.is_duration(t):
+        return "Store durations as int64 microseconds (pc.cast(column, pa.int64()) after casting to duration('us'))."
+    if pa.types.is_interval(t):
+        return "Store intervals as a struct of months, days and nanoseconds, or as int64 microseconds."
+    if pa.types.is_null(t):
+        return "A column of only nulls has no type; cast it to the type it will hold (for example pa.string())."
+    if _is_view(t, "list_view") or _is_view(t, "large_list_view"):
+        return "Cast it to a plain list type (pa.list_(value_type))."
+    if pa.types.is_union(t):
+        return "Iceberg has no union type; split the variants into separate nullable columns."
+    if _is_view(t, "run_end_encoded"):
+        return "Decode it to its value type first (pc.run_end_decode)."
+    return "Cast it to one of the types listed in the iceberg-ops documentation (docs/core.md)."
+
+
+def _field_id(field: pa.Field) -> int | None:
+    if field.metadata and FIELD_ID_KEY in field.metadata:
+        return int(field.metadata[FIELD_ID_KEY])
+    return None
+
+
+def _fields_to_iceberg(fields: list[pa.Field], prefix: str, ids: Iterator[int], keep_ids: bool) -> list[NestedField]:
+    result = []
+    for field in fields:
+        path = f"{prefix}.{field.name}" if prefix else field.name
+        field_id = _field_id(field) if keep_ids else next(ids)
+        if field_id is None:
+            hint = "keep_field_ids=True needs PARQUET:field_id metadata on every field, nested ones included."
+            raise UnsupportedTypeError(path, str(field.type), hint)
+        doc = field.metadata[_DOC_KEY].decode() if field.metadata and _DOC_KEY in field.metadata else None
+        field_type = _to_iceberg(field.type, path, ids, keep_ids)
+        result.append(NestedField(field_id, field.name, field_type, required=not field.nullable, doc=doc))
+    return result
+
+
+def arrow_to_iceberg_schema(schema: pa.Schema, *, keep_field_ids: bool = False) -> Schema:
+    """Translate an Arrow schema to an Iceberg schema.
+
+    Args:
+        schema: The Arrow schema. Non-nullable fields become required; ``doc`` field metadata
+            becomes the column doc.
+        keep_field_ids: Use the ``PARQUET:field_id`` metadata of every field (as in data read from
+            an Iceberg table) instead of numbering fields afresh as PyIceberg's ``create_table`` does.
+
+    Returns:
+        The Iceberg schema.
+
+    Raises:
+        UnsupportedTypeError: A column's type cannot be stored in Iceberg; names the column.
+    """
+    fields = _fields_to_iceberg(list(schema), "", itertools.count(1), keep_field_ids)
+    # Number fresh ids the way PyIceberg does when it creates a table (top-level fields first).
+    return Schema(*fields) if keep_field_ids else assign_fresh_schema_ids(Schema(*fields))
+
+
+def has_field_ids(schema: Schema | pa.Schema) -> bool:
+    """Whether ``schema`` numbers its fields.
+
+    Iceberg schemas always do; Arrow schemas when every top-level field carries ``PARQUET:field_id``
+    metadata, as data read from an Iceberg table does.
+    """
+    if isinstance(schema, Schema):
+        return True
+    return all(f.metadata and FIELD_ID_KEY in f.metadata for f in schema)
+
+
+def as_iceberg_schema(schema: Schema | pa.Schema) -> Schema:
+    """``schema`` as an Iceberg schema; Arrow schemas keep their field ids when they all have one."""
+    if isinstance(schema, Schema):
+        return schema
+    return arrow_to_iceberg_schema(schema, keep_field_ids=has_field_ids(schema))
+
+
+def iceberg_to_arrow_type(iceberg_type: IcebergType, *, include_field_ids: bool = False) -> pa.DataType:
+    """Translate an Iceberg type to the Arrow type PyIceberg reads it as.
+
+    Args:
+        iceberg_type: The Iceberg type.
+        include_field_ids: Put ``PARQUET:field_id`` metadata on nested fields.
+
+    Returns:
+        The Arrow type (``string``/``binary`` rather than their large variants, microsecond
+        timestamps, ``timestamptz`` as UTC).
+    """
+    t = iceberg_type
+    simple = _ICEBERG_TO_ARROW.get(type(t))
+    if simple is not None:
+        return simple
+    if isinstance(t, DecimalType):
+        return pa.decimal128(t.precision, t.scale)
+    if isinstance(t, FixedType):
+        return pa.binary(len(t))
+    if isinstance(t, UUIDType):
+        return pa.uuid() if hasattr(pa, "uuid") else pa.binary(16)
+    if isinstance(t, StructType):
+        return pa.struct([_iceberg_field_to_arrow(f, include_field_ids) for f in t.fields])
+    if isinstance(t, ListType):
+        return pa.list_(_iceberg_field_to_arrow(t.element_field, include_field_ids))
+    if isinstance(t, MapType):
+        key = _iceberg_field_to_arrow(t.key_field, include_field_ids)
+        value = _iceberg_field_to_arrow(t.value_field, include_field_ids)
+        return pa.map_(key, value)
+    raise UnsupportedTypeError("", str(t), "iceberg-ops has no Arrow translation for this Iceberg type yet.")
+
+
+_ICEBERG_TO_ARROW: dict[type, pa.DataType] = {
+    BooleanType: pa.bool_(),
+    IntegerType: pa.int32(),
+    LongType: pa.int64(),
+    FloatType: pa.float32(),
+    DoubleType: pa.float64(),
+    DateType: pa.date32(),
+    TimeType: pa.time64("us"),
+    TimestampType: pa.timestamp("us"),
+    TimestamptzType: pa.timestamp("us", tz="UTC"),
+    TimestampNanoType: pa.timestamp("ns"),
+    TimestamptzNanoType: pa.timestamp("ns", tz="UTC"),
+    StringType: pa.string(),
+    BinaryType: pa.binary(),
+}
+
+
+def _iceberg_field_to_arrow(field: NestedField, include_field_ids: bool) -> pa.Field:
+    metadata: dict[bytes, bytes] = {}
+    if include_field_ids:
+        metadata[FIELD_ID_KEY] = str(field.field_id).encode()
+    if field.doc:
+        metadata[_DOC_KEY] = field.doc.encode()
+    arrow_type = iceberg_to_arrow_type(field.field_type, include_field_ids=include_field_ids)
+    return pa.field(field.name, arrow_type, nullable=field.optional, metadata=metadata or None)
+
+
+def iceberg_to_arrow_schema(schema: Schema, *, include_field_ids: bool = False) -> pa.Schema:
+    """Translate an Iceberg schema to an Arrow schema.
+
+    Args:
+        schema: The Iceberg schema.
+        include_field_ids: Put ``PARQUET:field_id`` metadata on every field. Leave it off for data
+            that will be written to another table: writers match such data by id, not by name.
+
+    Returns:
+        The Arrow schema; required fields are non-nullable, docs are kept as ``doc`` metadata.
+    """
+    return pa.schema([_iceberg_field_to_arrow(f, include_field_ids) for f in schema.fields])
+
+
+def strip_field_ids(schema: pa.Schema) -> pa.Schema:
+    """Remove ``PARQUET:field_id`` metadata from every field, nested ones included.
+
+    Data read from one Iceberg table carries that table's field ids; PyIceberg matches such data
+    to another table's columns by id, which silently puts values in the wrong columns when the two
+    tables number their fields differently. Cast the data to the stripped schema before writing it
+    elsewhere: ``batch.cast(strip_field_ids(batch.schema))``.
+    """
+    return pa.schema([_strip_field(f) for f in schema])
+
+
+def _strip_field(field: pa.Field) -> pa.Field:
+    metadata = {k: v for k, v in (field.metadata or {}).items() if k != FIELD_ID_KEY}
+    return pa.field(field.name, _strip_type(field.type), nullable=field.nullable, metadata=metadata or None)
+
+
+def _strip_type(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct([_strip_field(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_large_list(t):
+        return pa.large_list(_strip_field(t.value_field))
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(_strip_field(t.value_field), t.list_size)
+    if pa.types.is_list(t):
+        return pa.list_(_strip_field(t.value_field))
+    if pa.types.is_map(t):
+        return pa.map_(_strip_field(t.key_field), _strip_field(t.item_field))
+    return t

@@ -1,0 +1,162 @@
+"""Upsert with the checks PyIceberg leaves to the caller.
+
+:func:`upsert` does what :meth:`pyiceberg.table.Table.upsert` does, in one atomic commit (an
+overwrite of the changed rows and an append of the new ones), and first makes sure the request
+makes sense: the key columns exist and identify rows (no nulls, no duplicates in the incoming data),
+the data has every column and satisfies the table's schema, and it carries no field ids from another
+table. The data is cast to the table's column types, so ``int32`` data lands in a ``long`` column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.table import DataScan, Table, Transaction, UpsertResult, upsert_util
+
+from iceberg_ops_provider.core.contract import conform_to_table
+from iceberg_ops_provider.errors import UpsertError
+
+if TYPE_CHECKING:
+    from pyiceberg.schema import Schema
+
+__all__ = ["key_columns", "upsert"]
+
+
+def key_columns(table: Table, join_cols: Sequence[str] | None = None) -> list[str]:
+    """The columns that identify a row: ``join_cols`` if given, else the table's identifier fields.
+
+    Raises:
+        UpsertError: No key columns at all, or a key column the table does not have.
+    """
+    schema = table.schema()
+    name = ".".join(table.name())
+    if join_cols is None:
+        keys = [schema.find_column_name(field_id) for field_id in schema.identifier_field_ids]
+        if not keys:
+            raise UpsertError(
+                f"Table {name} has no identifier fields, so an upsert does not know which rows match. "
+                "Pass join_cols=[...] or set identifier fields on the table "
+                "(with table.update_schema() as u: u.set_identifier_fields('id'))."
+            )
+        return [key for key in keys if key is not None]
+    keys = list(join_cols)
+    if not keys:
+        raise UpsertError("join_cols is empty; name at least one column that identifies a row.")
+    missing = [key for key in keys if not _has_column(schema, key)]
+    if missing:
+        raise UpsertError(f"Key column(s) {missing} are not in table {name}; its columns are {schema.column_names}.")
+    return keys
+
+
+def _has_column(schema: Schema, name: str) -> bool:
+    try:
+        schema.find_field(name, case_sensitive=True)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_keys(data: pa.Table, keys: list[str]) -> None:
+    absent = [key for key in keys if key not in data.column_names]
+    if absent:
+        raise UpsertError(f"Key column(s) {absent} are missing from the data; the data has {data.column_names}.")
+    for key in keys:
+        nulls = data.column(key).null_count
+        if nulls:
+            raise UpsertError(f"Key column {key!r} has {nulls} null value(s) in the data; a null key matches no row.")
+    counts = data.group_by(keys).aggregate([([], "count_all")])
+    duplicated = counts.filter(pc.greater(counts.column("count_all"), 1))
+    if duplicated.num_rows:
+        example = {key: duplicated.column(key)[0].as_py() for key in keys}
+        raise UpsertError(
+            f"The data has {duplicated.num_rows} key(s) that occur more than once (for example {example}); "
+            "an upsert needs one row per key. Deduplicate the data first."
+        )
+
+
+def upsert(
+    table: Table,
+    data: pa.Table,
+    *,
+    join_cols: Sequence[str] | None = None,
+    update_matched: bool = True,
+    insert_unmatched: bool = True,
+    snapshot_properties: Mapping[str, str] | None = None,
+) -> UpsertResult:
+    """Update rows whose key matches and insert the rest, in one commit.
+
+    Args:
+        table: The target table.
+        data: The incoming rows, with every column of the table (matched by name; extra columns
+            are an error).
+        join_cols: Key columns; default the table's identifier fields.
+        update_matched: Update rows whose key exists and whose other values differ.
+        insert_unmatched: Insert rows whose key does not exist.
+        snapshot_properties: Extra key/values stored in the snapshot summary.
+
+    Returns:
+        PyIceberg's ``UpsertResult`` (``rows_updated``, ``rows_inserted``). Empty data commits
+        nothing and returns zeros.
+
+    Raises:
+        UpsertError: No usable key, null or duplicate keys in the data.
+        SchemaContractError: The data does not match the table's schema (every problem listed).
+    """
+    from pyiceberg.table import UpsertResult
+
+    if not isinstance(data, pa.Table):
+        raise UpsertError(f"upsert takes a pyarrow.Table, got {type(data).__name__}; use pa.Table.from_batches(...).")
+    keys = key_columns(table, join_cols)
+    _check_keys(data, keys)
+    missing = [f.name for f in table.schema().fields if f.name not in data.column_names]
+    if missing:
+        raise UpsertError(
+            f"The data lacks column(s) {missing} of table {'.'.join(table.name())}; an upsert replaces whole "
+            "rows, so it needs every column. Add them (pa.nulls(n, type) for unknown values) or use append."
+        )
+    prepared = conform_to_table(data, table)
+    if prepared.num_rows == 0 or not (update_matched or insert_unmatched):
+        return UpsertResult(rows_updated=0, rows_inserted=0)
+    properties = dict(snapshot_properties or {})
+    with table.transaction() as transaction:
+        existing = _matching_rows(table, transaction, prepared, keys)
+        to_update = _rows_to_update(prepared, existing, keys) if update_matched else prepared.slice(0, 0)
+        to_insert = _rows_to_insert(prepared, existing, keys) if insert_unmatched else None
+        if to_update.num_rows:
+            match = upsert_util.create_match_filter(to_update, keys)
+            transaction.overwrite(to_update, overwrite_filter=match, snapshot_properties=properties)
+        if to_insert is not None and to_insert.num_rows:
+            transaction.append(to_insert, snapshot_properties=properties)
+    return UpsertResult(
+        rows_updated=to_update.num_rows, rows_inserted=to_insert.num_rows if to_insert is not None else 0
+    )
+
+
+def _matching_rows(table: Table, transaction: Transaction, data: pa.Table, keys: list[str]) -> pa.Table:
+    """The table's current rows whose key occurs in ``data``, read with the table's current schema.
+
+    PyIceberg 0.12's own ``upsert`` reads these rows with the schema of the last *snapshot*, so it
+    fails after a schema change that no data commit has followed yet; this reads with the current one.
+    """
+    scan = DataScan(
+        table_metadata=transaction.table_metadata,
+        io=table.io,
+        row_filter=upsert_util.create_match_filter(data, keys),
+    )
+    return scan.to_arrow().cast(data.schema)
+
+
+def _rows_to_insert(data: pa.Table, existing: pa.Table, keys: list[str]) -> pa.Table:
+    """Rows of ``data`` whose key is not in the table yet, in ``data``'s schema (joins drop NOT NULL)."""
+    unmatched = data.join(existing.select(keys), keys=keys, join_type="left anti")
+    return unmatched.select(data.column_names).cast(data.schema)
+
+
+def _rows_to_update(data: pa.Table, existing: pa.Table, keys: list[str]) -> pa.Table:
+    """Rows of ``data`` whose key exists and whose other values differ from the stored ones."""
+    if existing.num_rows == 0:
+        return data.slice(0, 0)
+    return upsert_util.get_rows_to_update(data, existing, keys).cast(data.schema)

@@ -1,0 +1,139 @@
+"""The one exception hierarchy of iceberg-ops.
+
+Every error the package raises on purpose derives from :class:`IcebergOpsError`, so callers can
+catch everything iceberg-ops reports with one ``except`` clause. Where Python has a natural
+built-in category (a bad value, a missing package, a bad type) the class derives from that
+built-in as well, so ``except ValueError`` keeps working for code that expects it.
+
+Every message says what was wrong and what to do about it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = [
+    "CatalogConfigError",
+    "ForbiddenPromotionError",
+    "IcebergOpsError",
+    "MissingExtraError",
+    "SchemaContractError",
+    "SchemaEvolutionError",
+    "SnapshotNotFoundError",
+    "TypeParseError",
+    "UnknownCatalogKindError",
+    "UnsupportedTypeError",
+    "UpsertError",
+]
+
+
+class IcebergOpsError(Exception):
+    """Base class of every error iceberg-ops raises on purpose."""
+
+
+class CatalogConfigError(IcebergOpsError, ValueError):
+    """A catalog was asked for with options that cannot work (bad name, bad value, wrong kind)."""
+
+
+class UnknownCatalogKindError(CatalogConfigError):
+    """``CatalogFactory.build`` was given a kind it does not know.
+
+    Attributes:
+        kind: The kind that was asked for.
+        valid_kinds: The kinds that exist.
+    """
+
+    def __init__(self, kind: str, valid_kinds: Sequence[str]) -> None:
+        self.kind = kind
+        self.valid_kinds = tuple(valid_kinds)
+        super().__init__(
+            f"Unknown catalog kind {kind!r}. Valid kinds are: {', '.join(self.valid_kinds)}. "
+            "To open any other catalog PyIceberg can load, call "
+            "pyiceberg.catalog.load_catalog() yourself and pass the catalog object."
+        )
+
+
+class MissingExtraError(IcebergOpsError, ImportError):
+    """An optional dependency is not installed.
+
+    Attributes:
+        extra: The ``iceberg-ops`` extra that installs it.
+        install_command: The exact command that fixes the problem.
+    """
+
+    def __init__(self, what: str, extra: str, missing_module: str | None) -> None:
+        self.extra = extra
+        self.install_command = f"pip install 'iceberg-ops[{extra}]'"
+        missing = f" (module {missing_module!r} could not be imported)" if missing_module else ""
+        super().__init__(
+            f"{what} needs the optional dependencies of the {extra!r} extra{missing}. "
+            f"Install them with: {self.install_command}",
+            name=missing_module,
+        )
+
+
+class UnsupportedTypeError(IcebergOpsError, TypeError):
+    """A column has an Arrow type that an Iceberg table cannot hold.
+
+    Attributes:
+        column: Dotted path of the offending column (``""`` when converting a bare type).
+        arrow_type: The Arrow type, as text.
+    """
+
+    def __init__(self, column: str, arrow_type: str, hint: str) -> None:
+        self.column = column
+        self.arrow_type = arrow_type
+        where = f"Column {column!r}" if column else "The type"
+        super().__init__(f"{where} has Arrow type {arrow_type}, which Iceberg cannot store. {hint}")
+
+
+class TypeParseError(IcebergOpsError, ValueError):
+    """A type given as a string (``"decimal(12,2)"``, ``"list<string>"``) could not be parsed."""
+
+
+class SchemaContractError(IcebergOpsError, ValueError):
+    """Arrow data does not satisfy a table's schema.
+
+    Attributes:
+        violations: Every problem found, not only the first.
+    """
+
+    def __init__(self, table: str, violations: Sequence[object]) -> None:
+        self.violations = list(violations)
+        lines = "\n".join(f"  - {violation}" for violation in self.violations)
+        super().__init__(
+            f"The data does not match the schema of {table} ({len(self.violations)} problem(s)):\n{lines}\n"
+            "Cast or rename the columns of the data, or evolve the table's schema first."
+        )
+
+
+class SchemaEvolutionError(IcebergOpsError, ValueError):
+    """A schema change was refused because it would break readers or lose data."""
+
+
+class ForbiddenPromotionError(SchemaEvolutionError):
+    """A column type change that the Iceberg specification does not allow.
+
+    Attributes:
+        column: Dotted path of the column.
+        old_type: Current type, as Iceberg text.
+        new_type: Requested type, as Iceberg text.
+    """
+
+    def __init__(self, column: str, old_type: object, new_type: object, reason: str) -> None:
+        self.column = column
+        self.old_type = str(old_type)
+        self.new_type = str(new_type)
+        super().__init__(
+            f"Cannot change column {column!r} from {self.old_type} to {self.new_type}: {reason} "
+            "Iceberg allows only int -> long, float -> double and widening a decimal's precision at the "
+            "same scale. To change the type otherwise, add a new column, backfill it and drop the old one."
+        )
+
+
+class SnapshotNotFoundError(IcebergOpsError, LookupError):
+    """A snapshot id or timestamp does not name a snapshot of the table."""
+
+
+class UpsertError(IcebergOpsError, ValueError):
+    """An upsert was asked for with data or keys that cannot work."""

@@ -1,0 +1,214 @@
+"""CatalogFactory: the SQL kinds for real, option checking, missing extras, unknown kinds."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import CommitFailedException
+
+from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.errors import CatalogConfigError, IcebergOpsError, MissingExtraError, UnknownCatalogKindError
+
+SCHEMA = pa.schema([pa.field("n", pa.int64())])
+
+
+def test_sqlite_defaults_resolve_against_the_working_directory_at_call_time(tmp_path, monkeypatch):
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    monkeypatch.chdir(first)
+    catalog_one = CatalogFactory.build("sqlite")
+    monkeypatch.chdir(second)
+    catalog_two = CatalogFactory.build("sqlite")
+
+    assert (first / "local_data" / "iceberg_catalog.db").is_file()
+    assert (second / "local_data" / "iceberg_catalog.db").is_file()
+    catalog_one.create_namespace("only_in_first")
+    table = catalog_one.create_table("only_in_first.t", SCHEMA)
+    table.append(pa.table({"n": [1, 2]}))
+    data_files = list((first / "local_data" / "iceberg_warehouse").rglob("*.parquet"))
+    assert len(data_files) == 1
+    assert catalog_two.list_namespaces() == []
+
+
+def test_sqlite_explicit_paths_and_name(tmp_path):
+    catalog = CatalogFactory.build(
+        "sqlite", db_path=tmp_path / "db" / "c.db", warehouse_dir=str(tmp_path / "wh"), name="lake"
+    )
+    assert isinstance(catalog, SqlCatalog)
+    assert catalog.name == "lake"
+    catalog.create_namespace("ns")
+    catalog.create_table("ns.t", SCHEMA).append(pa.table({"n": [1]}))
+    reopened = CatalogFactory.build(
+        "sqlite", db_path=tmp_path / "db" / "c.db", warehouse_dir=tmp_path / "wh", name="lake"
+    )
+    assert reopened.load_table("ns.t").scan().to_arrow().column("n").to_pylist() == [1]
+    assert list((tmp_path / "wh").rglob("*.parquet"))
+
+
+def test_kind_is_case_insensitive(tmp_path):
+    catalog = CatalogFactory.build("SQLite", db_path=tmp_path / "c.db", warehouse_dir=tmp_path / "wh")
+    assert isinstance(catalog, SqlCatalog)
+
+
+def test_memory_catalog_is_shared_by_every_thread_without_lost_writes(tmp_path):
+    catalog = CatalogFactory.build("memory", warehouse_dir=tmp_path / "wh")
+    catalog.create_namespace("ns")
+    catalog.create_table("ns.t", SCHEMA)
+    acknowledged: list[int] = []
+    created: list[str] = []
+    errors: list[BaseException] = []
+    lock = threading.Lock()
+
+    def writer(worker: int) -> None:
+        try:
+            name = f"ns.created_by_{worker}"
+            catalog.create_table(name, SCHEMA)
+            with lock:
+                created.append(name)
+            for step in range(5):
+                value = worker * 100 + step
+                for _attempt in range(20):
+                    try:
+                        catalog.load_table("ns.t").append(pa.table({"n": [value]}))
+                        break
+                    except CommitFailedException:
+                        continue
+                else:
+                    raise AssertionError(f"append of {value} never committed")
+                with lock:
+                    acknowledged.append(value)
+        except BaseException as exc:  # collected and re-raised in the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(worker,)) for worker in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    rows = catalog.load_table("ns.t").scan().to_arrow().column("n").to_pylist()
+    assert sorted(rows) == sorted(acknowledged)
+    assert len(rows) == 30
+    listed = {".".join(identifier) for identifier in catalog.list_tables("ns")}
+    assert listed == {"ns.t", *created}
+    # Visible from a thread that did not exist when the tables were written.
+    seen: list[int] = []
+    reader = threading.Thread(target=lambda: seen.append(len(catalog.load_table("ns.t").scan().to_arrow())))
+    reader.start()
+    reader.join()
+    assert seen == [30]
+
+
+def test_memory_catalogs_are_independent_and_use_a_temporary_warehouse():
+    one = CatalogFactory.build("memory")
+    two = CatalogFactory.build("memory")
+    one.create_namespace("ns")
+    table = one.create_table("ns.t", SCHEMA)
+    table.append(pa.table({"n": [1]}))
+    assert two.list_namespaces() == []
+    location = table.location()
+    assert location.startswith("file://") and "iceberg_ops_memory_" in location
+    one.close()
+    two.close()
+
+
+def test_unknown_kind_lists_the_valid_kinds():
+    with pytest.raises(ValueError, match="Unknown catalog kind 'postgres'") as info:
+        CatalogFactory.build("postgres")
+    assert isinstance(info.value, UnknownCatalogKindError)
+    for kind in CatalogFactory.KINDS:
+        assert kind in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("kind", "options", "message"),
+    [
+        ("sqlite", {"db_pth": "x.db"}, "Unknown option 'db_pth' for the 'sqlite' catalog. Valid options: db_path"),
+        ("memory", {"db_path": "x.db"}, "takes no db_path"),
+        ("memory", {"uri": "sqlite://"}, "Unknown option 'uri' for the 'memory' catalog"),
+        ("sqlite", {"echo": object()}, "Option 'echo' of the 'sqlite' catalog"),
+        ("sqlite", {"type": "sql"}, "Do not pass 'type'"),
+        ("rest", {"db_path": "x.db"}, "Option 'db_path' belongs to the 'sqlite' kind"),
+        ("rest", {"wharehouse": "s3://b"}, "Unknown option 'wharehouse' for the 'rest' catalog"),
+        ("s3tables", {"warehouse": "arn:aws:s3tables:us-east-1:1:bucket/b"}, "needs region="),
+        ("s3tables", {"region": "us-east-1"}, "needs warehouse=<table bucket ARN>"),
+    ],
+)
+def test_bad_options_are_refused_with_a_clear_message(tmp_path, monkeypatch, kind, options, message):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(CatalogConfigError, match=message) as info:
+        CatalogFactory.build(kind, **options)
+    assert isinstance(info.value, ValueError | IcebergOpsError)
+
+
+def test_db_path_that_is_a_directory_is_refused(tmp_path):
+    with pytest.raises(CatalogConfigError, match="is a directory"):
+        CatalogFactory.build("sqlite", db_path=tmp_path, warehouse_dir=tmp_path / "wh")
+
+
+@pytest.mark.parametrize(
+    ("kind", "blocked_module", "extra"),
+    [
+        ("glue", "boto3", "glue"),
+        ("s3tables", "botocore.auth", "s3tables"),
+        ("hive", "hive_metastore", "hive"),
+        ("sqlite", "sqlalchemy", "sqlite"),
+        ("memory", "sqlalchemy", "sqlite"),
+    ],
+)
+def test_missing_extra_names_the_pip_install_line(kind, blocked_module, extra):
+    # Runs in a fresh interpreter where the extra's module cannot be imported, as on a machine
+    # without that extra installed.
+    code = f"""
+import sys
+sys.modules[{blocked_module!r}] = None
+from iceberg_ops_provider.core.catalog import CatalogFactory
+try:
+    if {kind!r} in ("sqlite", "memory"):
+        CatalogFactory.build({kind!r})
+    else:
+        CatalogFactory.build({kind!r}, uri="http://127.0.0.1:1", warehouse="w", region="us-east-1")
+except ImportError as exc:
+    print(type(exc).__name__, "|", exc)
+else:
+    print("no error")
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=os.getcwd())
+    assert result.returncode == 0, result.stderr
+    assert "MissingExtraError" in result.stdout
+    assert f"pip install 'iceberg-ops[{extra}]'" in result.stdout
+
+
+def test_missing_extra_error_is_an_import_error():
+    error = MissingExtraError("The 'glue' catalog kind", "glue", "boto3")
+    assert isinstance(error, ImportError) and isinstance(error, IcebergOpsError)
+    assert error.install_command == "pip install 'iceberg-ops[glue]'"
+    assert error.name == "boto3"
+
+
+def test_hive_kind_is_loaded_through_load_catalog(tmp_path):
+    # No Hive Metastore runs here; the catalog object is built without connecting.
+    from pyiceberg.catalog.hive import HiveCatalog
+
+    catalog = CatalogFactory.build("hive", uri="thrift://127.0.0.1:1", warehouse=(tmp_path / "wh").as_uri())
+    assert isinstance(catalog, HiveCatalog)
+    assert catalog.name == "hive"
+    assert catalog.properties["uri"] == "thrift://127.0.0.1:1"
+
+
+def test_sqlite_with_a_warehouse_uri_passes_it_unchanged(tmp_path):
+    catalog = CatalogFactory.build(
+        "sqlite", db_path=tmp_path / "c.db", warehouse_dir="s3://bucket/wh", **{"s3.endpoint": "http://127.0.0.1:1"}
+    )
+    assert catalog.properties["warehouse"] == "s3://bucket/wh"
+    assert catalog.properties["s3.endpoint"] == "http://127.0.0.1:1"
+    assert not Path("s3:").exists()
