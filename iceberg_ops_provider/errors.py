@@ -14,8 +14,16 @@ from collections.abc import Sequence
 
 __all__ = [
     "CatalogConfigError",
+    "ConcurrentMigrationError",
     "ForbiddenPromotionError",
     "IcebergOpsError",
+    "InvalidOperationError",
+    "IrreversibleMigrationError",
+    "MigrationDiscoveryError",
+    "MigrationError",
+    "MigrationFailedError",
+    "MigrationIntegrityError",
+    "MigrationTargetError",
     "MissingExtraError",
     "SchemaContractError",
     "SchemaEvolutionError",
@@ -137,3 +145,89 @@ class SnapshotNotFoundError(IcebergOpsError, LookupError):
 
 class UpsertError(IcebergOpsError, ValueError):
     """An upsert was asked for with data or keys that cannot work."""
+
+
+class MigrationError(IcebergOpsError):
+    """Base class of the errors of the migration engine."""
+
+
+class MigrationDiscoveryError(MigrationError):
+    """A migration file could not be used: bad name, duplicate number, syntax error, no ``Migration`` class.
+
+    Raised before anything touches the catalog.
+
+    Attributes:
+        path: The offending file (or folder).
+    """
+
+    def __init__(self, path: object, problem: str) -> None:
+        self.path = str(path)
+        super().__init__(f"{self.path}: {problem}")
+
+
+class InvalidOperationError(MigrationError, ValueError):
+    """A migration operation was called with arguments that cannot work (unknown column, bad transform...)."""
+
+
+class IrreversibleMigrationError(MigrationError):
+    """Raised by a ``downgrade()`` that cannot undo its ``upgrade()``.
+
+    The runner stops, leaves that version applied and reports the reason given here.
+    """
+
+
+class MigrationFailedError(MigrationError):
+    """A migration's ``upgrade()`` or ``downgrade()`` raised; the run stopped there.
+
+    The original exception is ``__cause__``, and also :attr:`cause`.
+
+    Attributes:
+        version: The migration's version.
+        direction: ``upgrade`` or ``downgrade``.
+        cause: The exception the migration raised.
+        completed: Results of the migrations this run finished before the failure.
+    """
+
+    def __init__(self, version: str, direction: str, cause: BaseException, *, hint: str = "") -> None:
+        self.version = version
+        self.direction = direction
+        self.cause = cause
+        self.completed: list[object] = []
+        super().__init__(
+            f"Migration {version} failed during {direction}(): {type(cause).__name__}: {cause}. "
+            + (hint or "Its changes to each table were not committed; fix the migration and run again.")
+        )
+
+
+class ConcurrentMigrationError(MigrationError):
+    """Another run is migrating the same namespace (or wrote its history first).
+
+    Attributes:
+        namespace: The namespace being migrated.
+        holder: Who holds the lock (owner, host, pid, run id, since when), when known.
+    """
+
+    def __init__(self, namespace: str, message: str, holder: dict[str, str] | None = None) -> None:
+        self.namespace = namespace
+        self.holder = dict(holder or {})
+        super().__init__(message)
+
+
+class MigrationTargetError(MigrationError, ValueError):
+    """A target (``head``, ``base``, ``0003``, ``+1``, ``-2``) that does not fit the direction or the state."""
+
+
+class MigrationIntegrityError(MigrationError):
+    """Applied migrations and the files on disk disagree: changed, missing or out-of-order files.
+
+    Attributes:
+        problems: One line per problem found.
+    """
+
+    def __init__(self, namespace: str, problems: Sequence[str], how_to_allow: str) -> None:
+        self.problems = list(problems)
+        lines = "\n".join(f"  - {problem}" for problem in self.problems)
+        super().__init__(
+            f"Refusing to migrate namespace {namespace!r}: the migration files disagree with its history:\n"
+            f"{lines}\n{how_to_allow}"
+        )

@@ -1,0 +1,89 @@
+"""The rows of the migration history table and the table's schema."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+import pyarrow as pa
+
+__all__ = ["HISTORY_SCHEMA", "HISTORY_TABLE", "HistoryRow", "Operation", "Status"]
+
+HISTORY_TABLE = "migration_history"
+"""Name of the history table inside the meta-namespace."""
+
+Status = Literal["applied", "rolled_back", "failed"]
+Operation = Literal["upgrade", "downgrade", "stamp"]
+
+HISTORY_SCHEMA = pa.schema(
+    [
+        pa.field("version", pa.string(), nullable=False),
+        pa.field("namespace", pa.string(), nullable=False),
+        pa.field("description", pa.string()),
+        pa.field("applied_at", pa.timestamp("us", tz="UTC"), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+        pa.field("error", pa.string()),
+        pa.field("checksum", pa.string()),
+        pa.field("duration_ms", pa.int64()),
+        pa.field("operation", pa.string()),
+        pa.field("executed_by", pa.string()),
+        pa.field("run_id", pa.string()),
+    ]
+)
+"""The specification's columns (``version`` ... ``error``) and what Flyway users expect beside them:
+the file's checksum, how long it ran, which operation wrote the row, who/where ran it, and the run id."""
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """The latest state of one migration version in one namespace.
+
+    Attributes:
+        version: The migration's version (``"0003"``).
+        namespace: The namespace it was applied to.
+        description: The migration's description.
+        applied_at: When this state was recorded (UTC).
+        status: ``applied``, ``rolled_back`` or ``failed``.
+        error: The error text of a failure, else ``None``.
+        checksum: SHA-256 of the migration file when this state was recorded.
+        duration_ms: How long ``upgrade()``/``downgrade()`` ran, in milliseconds.
+        operation: ``upgrade``, ``downgrade`` or ``stamp``.
+        executed_by: ``user@host:pid`` of the process that wrote the row.
+        run_id: The id of the runner invocation that wrote the row.
+    """
+
+    version: str
+    namespace: str
+    description: str
+    applied_at: datetime
+    status: Status
+    error: str | None = None
+    checksum: str | None = None
+    duration_ms: int | None = None
+    operation: Operation = "upgrade"
+    executed_by: str | None = None
+    run_id: str | None = None
+
+    @classmethod
+    def from_dict(cls, row: dict[str, Any]) -> HistoryRow:
+        """Build a row from a dict read from the table."""
+        applied_at = row["applied_at"]
+        if applied_at.tzinfo is None:
+            applied_at = applied_at.replace(tzinfo=UTC)
+        return cls(**{**row, "applied_at": applied_at})
+
+    def to_dict(self) -> dict[str, Any]:
+        """The row as a dict in the table's column order."""
+        return asdict(self)
+
+    def to_json(self) -> dict[str, Any]:
+        """The row as JSON-able values (ISO timestamps)."""
+        data = self.to_dict()
+        data["applied_at"] = self.applied_at.isoformat()
+        return data
+
+
+def rows_to_arrow(rows: list[HistoryRow]) -> pa.Table:
+    """Rows as an Arrow table with :data:`HISTORY_SCHEMA`."""
+    return pa.Table.from_pylist([row.to_dict() for row in rows], schema=HISTORY_SCHEMA)

@@ -1,0 +1,176 @@
+"""The migration history: an Iceberg table inside the user's catalog.
+
+``<meta_namespace>.migration_history`` holds one row per (version, namespace) with its latest
+state. It is partitioned by namespace, and each write replaces the namespace's partition with one
+file in one commit, so runners of different namespaces never touch each other's files and a
+namespace's rows always sit in one small file.
+
+The table maintains itself: PyIceberg's commit cost grows with the number of snapshots in the
+metadata, so after writing, snapshots beyond a window (``keep_snapshots``, default 100) are expired
+and only the last few metadata files are kept. Earlier states stay readable by time travel within
+that window (:meth:`HistoryStore.rows` with ``as_of``).
+
+Reading never creates anything; the meta-namespace and the table are created by the first write.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import warnings
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError, ValidationException
+from pyiceberg.expressions import EqualTo
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.transforms import IdentityTransform
+
+from iceberg_ops_provider.core.snapshots import read_table
+from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
+from iceberg_ops_provider.errors import ConcurrentMigrationError
+from iceberg_ops_provider.history.records import HISTORY_SCHEMA, HISTORY_TABLE, HistoryRow, rows_to_arrow
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+__all__ = ["DEFAULT_META_NAMESPACE", "HistoryStore"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_META_NAMESPACE = "_iceberg_ops"
+"""Where history (and locks) live unless told otherwise."""
+
+_TABLE_PROPERTIES = {
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "10",
+    "commit.retry.num-retries": "10",
+}
+_WRITE_ATTEMPTS = 8
+
+
+class HistoryStore:
+    """Read and write the migration history of any namespace of one catalog.
+
+    Args:
+        catalog: The catalog.
+        meta_namespace: The namespace that holds the history table.
+        keep_snapshots: How many snapshots of the history table to keep for time travel; older ones
+            are expired after writes (in batches, so not every write pays for an expiry commit).
+    """
+
+    def __init__(self, catalog: Catalog, meta_namespace: str = DEFAULT_META_NAMESPACE, keep_snapshots: int = 100):
+        if keep_snapshots < 1:
+            raise ValueError(f"keep_snapshots must be at least 1, got {keep_snapshots}.")
+        self.catalog = catalog
+        self.meta_namespace = meta_namespace
+        self.keep_snapshots = keep_snapshots
+        self.identifier = (*meta_namespace.split("."), HISTORY_TABLE)
+
+    # -- reading --------------------------------------------------------------------------------
+
+    def table(self) -> Table | None:
+        """The history table, or ``None`` if nothing was ever recorded. Creates nothing."""
+        try:
+            return self.catalog.load_table(self.identifier)
+        except NoSuchTableError:
+            return None
+
+    def rows(self, namespace: str, *, as_of: datetime | None = None) -> list[HistoryRow]:
+        """The history rows of ``namespace``, oldest first; with ``as_of``, as they were then."""
+        table = self.table()
+        if table is None or table.current_snapshot() is None:
+            return []
+        return self._read(table, namespace, as_of=as_of)
+
+    def _read(self, table: Table, namespace: str, *, as_of: datetime | None = None) -> list[HistoryRow]:
+        data = read_table(table, as_of=as_of, row_filter=EqualTo("namespace", namespace))
+        rows = [HistoryRow.from_dict(row) for row in data.to_pylist()]
+        return sorted(rows, key=lambda row: (row.applied_at, int(row.version)))
+
+    # -- writing --------------------------------------------------------------------------------
+
+    def record(self, namespace: str, updates: Iterable[HistoryRow], expected: Mapping[str, str | None]) -> None:
+        """Write new states for some versions of ``namespace`` in one commit.
+
+        Args:
+            namespace: The namespace.
+            updates: The new rows (replacing any row of the same version).
+            expected: For each updated version, the status this run last saw (``None``: no row).
+                If the table says otherwise, another run wrote in between.
+
+        Raises:
+            ConcurrentMigrationError: The history changed under this run: the last line of defence
+                when two runs bypass the lock (for example after a forced unlock).
+        """
+        updates = list(updates)
+        table = self._ensure_table()
+        for attempt in range(1, _WRITE_ATTEMPTS + 1):
+            current = {row.version: row for row in self._read(table, namespace)} if table.current_snapshot() else {}
+            self._check_expected(namespace, current, expected)
+            merged = {**current, **{row.version: row for row in updates}}
+            data = rows_to_arrow(sorted(merged.values(), key=lambda row: int(row.version)))
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore", UserWarning)  # "Delete operation did not match any records"
+                    if current:
+                        table.overwrite(data, overwrite_filter=EqualTo("namespace", namespace))
+                    else:
+                        table.append(data)
+                break
+            except (CommitFailedException, ValidationException):
+                # Lost a race with another writer (retries exhausted, or it touched the same files):
+                # read again; the expectations above catch a real conflict on this namespace.
+                if attempt == _WRITE_ATTEMPTS:
+                    raise
+            time.sleep(0.05 * attempt)
+            table = self.catalog.load_table(self.identifier)
+        self._expire(table)
+
+    def _check_expected(
+        self, namespace: str, current: dict[str, HistoryRow], expected: Mapping[str, str | None]
+    ) -> None:
+        for version, status in expected.items():
+            row = current.get(version)
+            seen = row.status if row else None
+            if seen != status:
+                by = f" by {row.executed_by} (run {row.run_id}) at {row.applied_at.isoformat()}" if row else ""
+                raise ConcurrentMigrationError(
+                    namespace,
+                    f"The history of {namespace!r} changed under this run: version {version} is now "
+                    f"{seen or 'absent'}{by}, but this run expected {status or 'no row'}. Another run migrated "
+                    "the namespace at the same time (was its lock force-released?). Check the tables, then run "
+                    "`status` before migrating again.",
+                    {"version": version, "status": str(seen), "run_id": str(row.run_id if row else "")},
+                )
+
+    def _ensure_table(self) -> Table:
+        table = self.table()
+        if table is not None:
+            return table
+        self.catalog.create_namespace_if_not_exists(self.identifier[:-1])
+        schema = arrow_to_iceberg_schema(HISTORY_SCHEMA)
+        spec = PartitionSpec(
+            PartitionField(schema.find_field("namespace").field_id, 1000, IdentityTransform(), "namespace")
+        )
+        try:
+            return self.catalog.create_table(self.identifier, schema, partition_spec=spec, properties=_TABLE_PROPERTIES)
+        except TableAlreadyExistsError:  # another runner created it first
+            return self.catalog.load_table(self.identifier)
+
+    def _expire(self, table: Table) -> None:
+        """Expire snapshots beyond the window, in batches; never fails the write that preceded it."""
+        snapshots = sorted(table.snapshots(), key=lambda snapshot: snapshot.timestamp_ms)
+        slack = max(10, self.keep_snapshots // 5)
+        if len(snapshots) <= self.keep_snapshots + slack:
+            return
+        protected = {ref.snapshot_id for ref in table.refs().values()}
+        expired = [s.snapshot_id for s in snapshots[: -self.keep_snapshots] if s.snapshot_id not in protected]
+        if not expired:
+            return
+        try:
+            table.maintenance.expire_snapshots().by_ids(expired).commit()
+        except CommitFailedException:
+            log.debug("history snapshot expiry lost a race with another writer; the next write retries it")

@@ -1,0 +1,471 @@
+"""MigrationContext: what a migration's ``upgrade()``/``downgrade()`` uses to change tables.
+
+Changes to one table are staged in one PyIceberg transaction and reach the catalog as one atomic
+commit when the migration returns (:meth:`MigrationContext.commit`, called by the runner). If the
+migration raises, staged changes are discarded, so a failed migration leaves its tables as they were.
+Catalog-level operations (``drop_table``, ``rename_table``) and :meth:`MigrationContext.load_table`
+cannot be staged: they first commit what is pending for the table they touch, then act at once.
+
+Bare table names resolve in the runner's namespace; a dotted name (``"finance.orders"``) addresses
+another namespace. Nested columns are given as dotted paths (``"address.city"``) or tuples.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.schema import Schema
+from pyiceberg.table.sorting import SortDirection
+from pyiceberg.types import IcebergType, NestedField
+
+from iceberg_ops_provider.core.evolution import check_promotion
+from iceberg_ops_provider.core.type_strings import to_iceberg_type
+from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
+from iceberg_ops_provider.errors import InvalidOperationError
+from iceberg_ops_provider.migration.transforms import parse_partition_expr, parse_sort_field
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table, Transaction
+    from pyiceberg.table.update.schema import UpdateSchema
+    from pyiceberg.table.update.spec import UpdateSpec
+
+__all__ = ["ColumnPath", "MigrationContext", "TypeLike"]
+
+TypeLike = str | pa.DataType | IcebergType
+"""A column type: text (``"decimal(12,2)"``), an Arrow type or a PyIceberg type."""
+
+ColumnPath = str | tuple[str, ...]
+"""A column: ``"name"``, a dotted path ``"address.city"``, or a tuple ``("address", "city")``."""
+
+Identifier = tuple[str, ...]
+
+
+def _path(column: ColumnPath) -> str | tuple[str, ...]:
+    if isinstance(column, tuple):
+        return column
+    if not isinstance(column, str) or not column:
+        raise InvalidOperationError(f"A column must be a non-empty name or tuple path, got {column!r}.")
+    return tuple(column.split(".")) if "." in column else column
+
+
+def _text(column: ColumnPath) -> str:
+    return ".".join(column) if isinstance(column, tuple) else column
+
+
+class MigrationContext:
+    """The per-migration API over one catalog and namespace.
+
+    It creates, drops and renames tables and evolves schemas, partition specs, sort orders and
+    properties.
+
+    Args:
+        catalog: The catalog to migrate.
+        namespace: The namespace bare table names resolve in (``"sales"`` or ``"a.b"``).
+    """
+
+    def __init__(self, catalog: Catalog, namespace: str) -> None:
+        self._catalog = catalog
+        self._namespace = namespace
+        self._pending: dict[Identifier, Transaction] = {}
+        self._created: set[Identifier] = set()
+
+    # -- what a migration can read --------------------------------------------------------------
+
+    @property
+    def catalog(self) -> Catalog:
+        """The PyIceberg catalog, for anything the context does not cover."""
+        return self._catalog
+
+    @property
+    def namespace(self) -> str:
+        """The runner's namespace."""
+        return self._namespace
+
+    def identifier(self, name: str) -> Identifier:
+        """The full identifier of a table name: bare names resolve in :attr:`namespace`."""
+        if not isinstance(name, str) or not name.strip() or name.startswith(".") or name.endswith("."):
+            raise InvalidOperationError(f"Table name {name!r} is not valid; use 'orders' or 'other_namespace.orders'.")
+        parts = tuple(name.split("."))
+        if len(parts) == 1:
+            return (*self._namespace.split("."), name)
+        return parts
+
+    def _label(self, identifier: Identifier) -> str:
+        return ".".join(identifier)
+
+    def load_table(self, name: str) -> Table:
+        """Load a table, after committing the changes staged for it so far.
+
+        Raises:
+            InvalidOperationError: The table does not exist.
+        """
+        identifier = self.identifier(name)
+        self._flush(identifier)
+        try:
+            return self._catalog.load_table(identifier)
+        except NoSuchTableError as exc:
+            raise InvalidOperationError(f"Table {self._label(identifier)} does not exist.") from exc
+
+    # -- staging and committing -----------------------------------------------------------------
+
+    @property
+    def has_pending_changes(self) -> bool:
+        """Whether anything is staged and not yet committed."""
+        return bool(self._pending)
+
+    def commit(self) -> None:
+        """Commit the staged changes, one atomic commit per table, in the order the tables were first touched."""
+        for identifier in list(self._pending):
+            self._flush(identifier)
+
+    def discard(self) -> None:
+        """Forget everything staged and not yet committed."""
+        self._pending.clear()
+        self._created.clear()
+
+    def _flush(self, identifier: Identifier) -> None:
+        transaction = self._pending.pop(identifier, None)
+        self._created.discard(identifier)
+        if transaction is not None:
+            transaction.commit_transaction()
+
+    def _transaction(self, name: str) -> tuple[Identifier, Transaction]:
+        identifier = self.identifier(name)
+        if identifier not in self._pending:
+            try:
+                table = self._catalog.load_table(identifier)
+            except NoSuchTableError as exc:
+                raise InvalidOperationError(
+                    f"Table {self._label(identifier)} does not exist; create it first (ctx.create_table) "
+                    "or check the name and namespace."
+                ) from exc
+            self._pending[identifier] = table.transaction()
+        return identifier, self._pending[identifier]
+
+    def _staged(self, name: str, what: str, build: Callable[[Transaction], object]) -> None:
+        """Run ``build`` against the table's transaction, turning PyIceberg's refusals into clear errors."""
+        identifier, transaction = self._transaction(name)
+        try:
+            build(transaction)
+        except (ValueError, KeyError, NotImplementedError) as exc:
+            reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+            raise InvalidOperationError(f"Cannot {what} on table {self._label(identifier)}: {reason}") from exc
+
+    def _schema_change(
+        self, table: str, what: str, change: Callable[[UpdateSchema], object], *, allow_incompatible: bool = False
+    ) -> None:
+        def build(transaction: Transaction) -> None:
+            with transaction.update_schema(allow_incompatible_changes=allow_incompatible) as update:
+                change(update)
+
+        self._staged(table, what, build)
+
+    def _spec_change(self, table: str, what: str, change: Callable[[UpdateSpec], object]) -> None:
+        def build(transaction: Transaction) -> None:
+            with transaction.update_spec() as update:
+                change(update)
+
+        self._staged(table, what, build)
+
+    # -- tables ---------------------------------------------------------------------------------
+
+    def create_table(
+        self,
+        name: str,
+        schema: pa.Schema | Schema,
+        partition_by: Iterable[str] | None = None,
+        sort_by: Iterable[str] | None = None,
+        properties: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Create a table (and its namespace if missing), with its spec, sort order and properties.
+
+        Args:
+            name: Table name, bare or dotted.
+            schema: An Arrow schema (non-nullable fields become required) or a PyIceberg ``Schema``.
+            partition_by: Partition expressions, e.g. ``["day(ts)", "bucket(16, id)"]``.
+            sort_by: Sort fields, e.g. ``["ts desc", "id"]``.
+            properties: Table properties.
+
+        Raises:
+            InvalidOperationError: The table exists, or a partition/sort expression is invalid.
+            UnsupportedTypeError: An Arrow column type Iceberg cannot hold.
+        """
+        identifier = self.identifier(name)
+        if identifier in self._pending or self._catalog.table_exists(identifier):
+            raise InvalidOperationError(f"Cannot create table {self._label(identifier)}: it already exists.")
+        if isinstance(schema, pa.Schema):
+            iceberg_schema = arrow_to_iceberg_schema(schema)
+        elif isinstance(schema, Schema):
+            iceberg_schema = schema
+        else:
+            raise InvalidOperationError(
+                f"The schema of {self._label(identifier)} must be a pyarrow.Schema or a pyiceberg Schema, "
+                f"got {type(schema).__name__}."
+            )
+        self._catalog.create_namespace_if_not_exists(identifier[:-1])
+        transaction = self._catalog.create_table_transaction(
+            identifier, iceberg_schema, properties={k: str(v) for k, v in (properties or {}).items()}
+        )
+        self._pending[identifier] = transaction
+        self._created.add(identifier)
+        try:
+            if partition_by:
+                self.add_partition_fields(name, list(partition_by))
+            if sort_by:
+                self.set_sort_order(name, list(sort_by))
+        except BaseException:
+            self._pending.pop(identifier, None)
+            self._created.discard(identifier)
+            raise
+
+    def drop_table(self, name: str, purge: bool = False) -> None:
+        """Drop a table; with ``purge=True`` also delete its data and metadata files.
+
+        Raises:
+            InvalidOperationError: The table does not exist.
+        """
+        identifier = self.identifier(name)
+        if identifier in self._created:
+            # Created earlier in this migration and never committed: nothing reached the catalog.
+            self._pending.pop(identifier, None)
+            self._created.discard(identifier)
+            return
+        self._flush(identifier)
+        try:
+            if purge:
+                self._catalog.purge_table(identifier)
+            else:
+                self._catalog.drop_table(identifier)
+        except NoSuchTableError as exc:
+            raise InvalidOperationError(f"Cannot drop table {self._label(identifier)}: it does not exist.") from exc
+
+    def rename_table(self, old: str, new: str) -> None:
+        """Rename a table, or move it to another namespace (created if missing).
+
+        Raises:
+            InvalidOperationError: The table does not exist or the new name is taken.
+        """
+        source, target = self.identifier(old), self.identifier(new)
+        self._flush(source)
+        if self._catalog.table_exists(target):
+            raise InvalidOperationError(f"Cannot rename {self._label(source)} to {self._label(target)}: it exists.")
+        if not self._catalog.table_exists(source):
+            raise InvalidOperationError(f"Cannot rename table {self._label(source)}: it does not exist.")
+        self._catalog.create_namespace_if_not_exists(target[:-1])
+        try:
+            self._catalog.rename_table(source, target)
+        except NoSuchTableError as exc:
+            raise InvalidOperationError(f"Cannot rename table {self._label(source)}: it does not exist.") from exc
+
+    # -- columns --------------------------------------------------------------------------------
+
+    def add_column(
+        self,
+        table: str,
+        name: ColumnPath,
+        type: TypeLike,
+        required: bool = False,
+        doc: str | None = None,
+        after: ColumnPath | None = None,
+        before: ColumnPath | None = None,
+        first: bool = False,
+    ) -> None:
+        """Add a column, optionally placed first, or before/after another column.
+
+        A required column can only be added to a table with no rows (existing rows would have no value).
+
+        Raises:
+            InvalidOperationError: The column exists, the position is ambiguous, or a required column
+                is added to a table that has rows.
+        """
+        if sum([first, after is not None, before is not None]) > 1:
+            raise InvalidOperationError("Give at most one of first=True, after= and before= for add_column.")
+        field_type = to_iceberg_type(type, _text(name))
+        if required:
+            self._require_empty(table, f"add required column {_text(name)!r}")
+        path = _path(name)
+
+        def change(update: UpdateSchema) -> None:
+            update.add_column(path, field_type, doc=doc, required=required)
+            self._place(update, path, first=first, after=after, before=before)
+
+        self._schema_change(table, f"add column {_text(name)!r}", change, allow_incompatible=required)
+
+    def _require_empty(self, table: str, what: str) -> None:
+        identifier, transaction = self._transaction(table)
+        snapshot = transaction.table_metadata.current_snapshot()
+        records = int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
+        if records:
+            raise InvalidOperationError(
+                f"Cannot {what} to table {self._label(identifier)}: it has {records} row(s), which would have "
+                "no value. Add the column as optional, backfill it, and keep it optional (Iceberg cannot make "
+                "an optional column required)."
+            )
+
+    @staticmethod
+    def _place(
+        update: UpdateSchema, path: Any, *, first: bool, after: ColumnPath | None, before: ColumnPath | None
+    ) -> None:
+        if first:
+            update.move_first(path)
+        elif after is not None:
+            update.move_after(path, _path(after))
+        elif before is not None:
+            update.move_before(path, _path(before))
+
+    def drop_column(self, table: str, name: ColumnPath) -> None:
+        """Drop a column (its data stays in old files and snapshots; it is no longer read)."""
+        path = _path(name)
+        self._schema_change(table, f"drop column {_text(name)!r}", lambda update: update.delete_column(path))
+
+    def rename_column(self, table: str, old: ColumnPath, new: str) -> None:
+        """Rename a column; ``new`` is the new last name (the column stays where it is)."""
+        path = _path(old)
+        self._schema_change(table, f"rename column {_text(old)!r}", lambda update: update.rename_column(path, new))
+
+    def alter_column(
+        self,
+        table: str,
+        name: ColumnPath,
+        type: TypeLike | None = None,
+        doc: str | None = None,
+        required: bool | None = None,
+    ) -> None:
+        """Change a column's type (only the promotions Iceberg allows), doc, or make it optional.
+
+        Raises:
+            ForbiddenPromotionError: A type change Iceberg does not allow.
+            InvalidOperationError: ``required=True`` on an optional column, or nothing to change.
+        """
+        if type is None and doc is None and required is None:
+            raise InvalidOperationError(f"alter_column({table!r}, {_text(name)!r}) needs type=, doc= or required=.")
+        path = _path(name)
+        _, transaction = self._transaction(table)
+        current = self._field(table, transaction, name)
+        new_type = to_iceberg_type(type, _text(name)) if type is not None else None
+        if new_type is not None:
+            check_promotion(_text(name), current.field_type, new_type)
+        if required and not current.required:
+            raise InvalidOperationError(
+                f"Cannot make column {_text(name)!r} of {table!r} required: existing rows may hold nulls and the "
+                "Iceberg specification does not allow optional -> required."
+            )
+
+        def change(update: UpdateSchema) -> None:
+            if new_type is not None and new_type != current.field_type:
+                update.update_column(path, field_type=new_type)
+            if doc is not None:
+                update.update_column(path, doc=doc)
+            if required is False and current.required:
+                update.make_column_optional(path)
+
+        self._schema_change(table, f"alter column {_text(name)!r}", change)
+
+    def _field(self, table: str, transaction: Transaction, name: ColumnPath) -> NestedField:
+        dotted = _text(name)
+        try:
+            return transaction.table_metadata.schema().find_field(dotted)
+        except ValueError as exc:
+            columns = ", ".join(transaction.table_metadata.schema().column_names)
+            raise InvalidOperationError(
+                f"Table {table!r} has no column {dotted!r}; its columns are {columns}."
+            ) from exc
+
+    def move_column(
+        self,
+        table: str,
+        name: ColumnPath,
+        first: bool = False,
+        before: ColumnPath | None = None,
+        after: ColumnPath | None = None,
+    ) -> None:
+        """Move a column first, or before/after another column (exactly one of them)."""
+        if sum([first, after is not None, before is not None]) != 1:
+            raise InvalidOperationError("move_column needs exactly one of first=True, after= or before=.")
+        path = _path(name)
+
+        self._schema_change(
+            table,
+            f"move column {_text(name)!r}",
+            lambda update: self._place(update, path, first=first, after=after, before=before),
+        )
+
+    def set_identifier_fields(self, table: str, *names: str) -> None:
+        """Set the table's identifier fields (the row key; the columns must be required). No names clears them."""
+        self._schema_change(table, "set identifier fields", lambda update: update.set_identifier_fields(*names))
+
+    # -- partition spec and sort order ----------------------------------------------------------
+
+    def add_partition_field(self, table: str, expr: str, name: str | None = None) -> None:
+        """Add a partition field, e.g. ``"day(ts)"`` or ``"bucket(16, id)"`` (existing files keep their spec)."""
+        parsed = parse_partition_expr(expr)
+        self._spec_change(
+            table,
+            f"add partition field {expr!r}",
+            lambda update: update.add_field(parsed.column, parsed.transform, name),
+        )
+
+    def add_partition_fields(self, table: str, exprs: Iterable[str]) -> None:
+        """Add several partition fields in one spec change."""
+        parsed = [parse_partition_expr(expr) for expr in exprs]
+
+        def change(update: UpdateSpec) -> None:
+            for item in parsed:
+                update.add_field(item.column, item.transform, None)
+
+        self._spec_change(table, "add partition fields", change)
+
+    def drop_partition_field(self, table: str, name: str) -> None:
+        """Remove a partition field by its name (see ``table.spec()``)."""
+        self._spec_change(table, f"drop partition field {name!r}", lambda update: update.remove_field(name))
+
+    def rename_partition_field(self, table: str, old: str, new: str) -> None:
+        """Rename a partition field."""
+        self._spec_change(table, f"rename partition field {old!r}", lambda update: update.rename_field(old, new))
+
+    def set_sort_order(self, table: str, fields: Iterable[str] | str) -> None:
+        """Replace the table's sort order; an empty list makes it unsorted.
+
+        Args:
+            table: Table name.
+            fields: Sort fields such as ``["ts desc", "day(ts) asc nulls last", "id"]``.
+        """
+        parsed = [parse_sort_field(fields)] if isinstance(fields, str) else [parse_sort_field(f) for f in fields]
+
+        def build(transaction: Transaction) -> None:
+            with transaction.update_sort_order() as update:
+                for item in parsed:
+                    add = update.asc if item.direction == SortDirection.ASC else update.desc
+                    add(item.column, item.transform, item.null_order)
+
+        self._staged(table, "set the sort order", build)
+
+    # -- properties -----------------------------------------------------------------------------
+
+    def set_properties(self, table: str, properties: Mapping[str, Any] | None = None, /, **props: Any) -> None:
+        """Set table properties, as keywords or (for dotted keys) a mapping.
+
+        Example:
+            ``ctx.set_properties("orders", {"write.target-file-size-bytes": 134217728}, owner="sales")``
+        """
+        merged = {**(properties or {}), **props}
+        if not merged:
+            raise InvalidOperationError("set_properties needs at least one property.")
+        values = {key: str(value) for key, value in merged.items()}
+        self._staged(table, "set properties", lambda transaction: transaction.set_properties(values))
+
+    def remove_properties(self, table: str, *keys: str) -> None:
+        """Remove table properties.
+
+        Raises:
+            InvalidOperationError: A key is not set on the table.
+        """
+        identifier, transaction = self._transaction(table)
+        missing = [key for key in keys if key not in transaction.table_metadata.properties]
+        if missing:
+            raise InvalidOperationError(f"Cannot remove properties {missing} from {self._label(identifier)}: not set.")
+        self._staged(table, "remove properties", lambda transaction: transaction.remove_properties(*keys))

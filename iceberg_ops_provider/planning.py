@@ -1,0 +1,285 @@
+"""Pure migration logic: compare files with history, resolve targets into ordered steps.
+
+Nothing here does I/O: it takes the discovered scripts and the namespace's history rows and answers
+"what is applied, what is pending, what is odd" and "which steps would this target take". The runner
+executes what this module decides; tests exercise it without a catalog.
+
+Targets: ``head`` (everything), ``base`` (nothing), an exact version (``0003``, ``3``), ``+N``
+(the next N pending) and ``-N`` (the last N applied).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Literal
+
+from iceberg_ops_provider.discovery import MigrationScript
+from iceberg_ops_provider.errors import MigrationIntegrityError, MigrationTargetError
+from iceberg_ops_provider.history.records import HistoryRow
+
+__all__ = [
+    "Direction",
+    "NamespaceState",
+    "PlanStep",
+    "classify",
+    "downgrade_steps",
+    "infer_direction",
+    "stamp_changes",
+    "upgrade_steps",
+]
+
+Direction = Literal["upgrade", "downgrade"]
+
+_RELATIVE = re.compile(r"^([+-])(\d+)$")
+
+
+@dataclass(frozen=True)
+class PlanStep:
+    """One step a run would take.
+
+    Attributes:
+        direction: ``upgrade`` or ``downgrade``.
+        version: The migration's version.
+        description: The migration's description.
+        script: The loaded file (``None`` only for a missing file, which cannot run).
+    """
+
+    direction: Direction
+    version: str
+    description: str
+    script: MigrationScript | None = field(default=None, compare=False, repr=False)
+
+    def to_json(self) -> dict[str, str]:
+        """JSON-able form."""
+        return {"direction": self.direction, "version": self.version, "description": self.description}
+
+
+@dataclass(frozen=True)
+class NamespaceState:
+    """Files and history of one namespace, compared.
+
+    Attributes:
+        scripts: Every migration file, by version order.
+        rows: The history rows, keyed by version.
+        applied: Versions whose latest status is ``applied``, ascending.
+        pending: Files not applied (never run, rolled back or failed), ascending.
+        failed: Versions whose latest status is ``failed``.
+        changed: Applied versions whose file changed since (checksum differs).
+        missing: Applied versions whose file is gone.
+        out_of_order: Pending files numbered below the current version.
+    """
+
+    scripts: tuple[MigrationScript, ...]
+    rows: dict[str, HistoryRow]
+    applied: tuple[str, ...]
+    pending: tuple[str, ...]
+    failed: tuple[str, ...]
+    changed: tuple[str, ...]
+    missing: tuple[str, ...]
+    out_of_order: tuple[str, ...]
+
+    @property
+    def current(self) -> str | None:
+        """The highest applied version, or ``None`` at base."""
+        return self.applied[-1] if self.applied else None
+
+    def script(self, version: str) -> MigrationScript | None:
+        """The file of ``version`` (matched by number), if present."""
+        number = int(version)
+        return next((script for script in self.scripts if script.number == number), None)
+
+    def description(self, version: str) -> str:
+        """The description from the file, else from the history."""
+        script = self.script(version)
+        if script is not None:
+            return script.description
+        row = self.rows.get(version)
+        return row.description if row else ""
+
+    def problems(self) -> list[str]:
+        """Human lines for everything odd: changed, missing and out-of-order migrations."""
+        lines = [
+            f"{v} was applied but its file has changed since (checksum differs): {self.script(v).path.name}"  # type: ignore[union-attr]
+            for v in self.changed
+        ]
+        lines += [f"{v} was applied but its file is missing ({self.rows[v].description!r})" for v in self.missing]
+        current = self.current
+        lines += [f"{v} is pending but numbered below the current version {current}" for v in self.out_of_order]
+        return lines
+
+
+def classify(scripts: list[MigrationScript], rows: list[HistoryRow]) -> NamespaceState:
+    """Compare the files with the history rows of one namespace."""
+    by_version = {row.version: row for row in rows}
+    by_number = {int(row.version): row for row in rows}
+    applied_numbers = sorted(number for number, row in by_number.items() if row.status == "applied")
+    applied = tuple(by_number[number].version for number in applied_numbers)
+    script_numbers = {script.number: script for script in scripts}
+    pending = tuple(
+        script.version
+        for script in scripts
+        if script.number not in by_number or by_number[script.number].status != "applied"
+    )
+    current = applied_numbers[-1] if applied_numbers else None
+    changed = tuple(
+        by_number[n].version
+        for n in applied_numbers
+        if n in script_numbers and by_number[n].checksum and by_number[n].checksum != script_numbers[n].checksum
+    )
+    missing = tuple(by_number[n].version for n in applied_numbers if n not in script_numbers)
+    out_of_order = tuple(v for v in pending if current is not None and int(v) < current)
+    failed = tuple(row.version for row in sorted(rows, key=lambda r: int(r.version)) if row.status == "failed")
+    return NamespaceState(
+        scripts=tuple(scripts),
+        rows=by_version,
+        applied=applied,
+        pending=pending,
+        failed=failed,
+        changed=changed,
+        missing=missing,
+        out_of_order=out_of_order,
+    )
+
+
+def _known_version(state: NamespaceState, target: str) -> str:
+    number = int(target)
+    for version in [s.version for s in state.scripts] + list(state.rows):
+        if int(version) == number:
+            return version
+    known = ", ".join(s.version for s in state.scripts) or "none"
+    raise MigrationTargetError(f"Unknown target version {target!r}. Known versions: {known}.")
+
+
+def _check_target_syntax(target: str) -> None:
+    if not isinstance(target, str) or not (target in ("head", "base") or target.isdigit() or _RELATIVE.match(target)):
+        raise MigrationTargetError(
+            f"Target {target!r} is not valid. Use 'head', 'base', a version such as '0003', '+N' or '-N'."
+        )
+
+
+def infer_direction(state: NamespaceState, target: str) -> Direction:
+    """Which way ``target`` points from the current state (``plan`` uses it when not told)."""
+    _check_target_syntax(target)
+    if target == "base" or target.startswith("-"):
+        return "downgrade"
+    if target == "head" or target.startswith("+"):
+        return "upgrade"
+    version = _known_version(state, target)
+    above = [v for v in state.applied if int(v) > int(version)]
+    return "downgrade" if above else "upgrade"
+
+
+def check_integrity(
+    state: NamespaceState,
+    namespace: str,
+    *,
+    allow_changed: bool = False,
+    allow_missing: bool = False,
+    allow_out_of_order: bool = False,
+) -> None:
+    """Refuse to migrate when files and history disagree, unless the caller allows each kind.
+
+    Raises:
+        MigrationIntegrityError: Lists every problem not allowed, and the flags that allow them.
+    """
+    problems = []
+    if state.changed and not allow_changed:
+        problems += [p for p in state.problems() if "has changed" in p]
+    if state.missing and not allow_missing:
+        problems += [p for p in state.problems() if "is missing" in p]
+    if state.out_of_order and not allow_out_of_order:
+        problems += [p for p in state.problems() if "numbered below" in p]
+    if problems:
+        raise MigrationIntegrityError(
+            namespace,
+            problems,
+            "Restore the files, or allow this explicitly: allow_changed=True / allow_missing=True / "
+            "allow_out_of_order=True (CLI: --allow-changed / --allow-missing / --allow-out-of-order).",
+        )
+
+
+def _step(state: NamespaceState, direction: Direction, version: str) -> PlanStep:
+    return PlanStep(direction, version, state.description(version), state.script(version))
+
+
+def upgrade_steps(state: NamespaceState, target: str = "head") -> list[PlanStep]:
+    """The migrations an upgrade to ``target`` applies, in order.
+
+    Raises:
+        MigrationTargetError: The target points down (``base``, ``-N``, a version below the
+            current one), is unknown, or asks for more steps than are pending.
+    """
+    _check_target_syntax(target)
+    if target == "base" or target.startswith("-"):
+        raise MigrationTargetError(f"Target {target!r} points down; use downgrade.")
+    pending = list(state.pending)
+    if target == "head":
+        chosen = pending
+    elif target.startswith("+"):
+        count = int(target[1:])
+        if count < 1:
+            raise MigrationTargetError("'+N' needs N of at least 1.")
+        if count > len(pending):
+            raise MigrationTargetError(f"Target {target!r} asks for {count} migrations but {len(pending)} are pending.")
+        chosen = pending[:count]
+    else:
+        version = _known_version(state, target)
+        if state.script(version) is None:
+            raise MigrationTargetError(f"Version {version} has no migration file, so it cannot be upgraded to.")
+        current = state.current
+        if current is not None and int(version) < int(current) and version in state.applied:
+            raise MigrationTargetError(
+                f"Version {version} is below the current version {current}; use downgrade to go back."
+            )
+        chosen = [v for v in pending if int(v) <= int(version)]
+    return [_step(state, "upgrade", version) for version in chosen]
+
+
+def downgrade_steps(state: NamespaceState, target: str) -> list[PlanStep]:
+    """The migrations a downgrade to ``target`` rolls back, newest first.
+
+    An exact version stays applied: ``downgrade("0003")`` leaves 0003 as the current version.
+
+    Raises:
+        MigrationTargetError: The target points up, is unknown, or asks for more steps than are applied.
+    """
+    _check_target_syntax(target)
+    if target == "head" or target.startswith("+"):
+        raise MigrationTargetError(f"Target {target!r} points up; use upgrade.")
+    applied = list(reversed(state.applied))
+    if target == "base":
+        chosen = applied
+    elif target.startswith("-"):
+        count = int(target[1:])
+        if count < 1:
+            raise MigrationTargetError("'-N' needs N of at least 1.")
+        if count > len(applied):
+            raise MigrationTargetError(f"Target {target!r} asks for {count} rollbacks but {len(applied)} are applied.")
+        chosen = applied[:count]
+    else:
+        version = _known_version(state, target)
+        chosen = [v for v in applied if int(v) > int(version)]
+    return [_step(state, "downgrade", version) for version in chosen]
+
+
+def stamp_changes(state: NamespaceState, target: str) -> tuple[list[str], list[str]]:
+    """What ``stamp(target)`` records: versions to mark applied, and versions to mark rolled back.
+
+    After a stamp, exactly the files up to ``target`` count as applied (``head``: all, ``base``: none).
+
+    Raises:
+        MigrationTargetError: Relative targets, or an unknown version.
+    """
+    _check_target_syntax(target)
+    if _RELATIVE.match(target):
+        raise MigrationTargetError("stamp takes 'head', 'base' or a version, not a relative target.")
+    if target == "head":
+        limit = max((s.number for s in state.scripts), default=-1)
+    elif target == "base":
+        limit = -1
+    else:
+        limit = int(_known_version(state, target))
+    to_apply = [s.version for s in state.scripts if s.number <= limit and s.version not in state.applied]
+    to_roll_back = [v for v in state.applied if int(v) > limit]
+    return to_apply, to_roll_back

@@ -1,0 +1,247 @@
+"""Every MigrationContext operation against a real SQLite catalog."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+from pyiceberg.schema import Schema
+from pyiceberg.table.sorting import NullOrder, SortDirection
+from pyiceberg.transforms import BucketTransform, DayTransform, IdentityTransform
+from pyiceberg.types import DecimalType, IntegerType, LongType, NestedField, StringType
+
+from iceberg_ops_provider.core.contract import conform_to_table
+from iceberg_ops_provider.errors import ForbiddenPromotionError, InvalidOperationError, UnsupportedTypeError
+from iceberg_ops_provider.migration import MigrationContext
+
+ORDERS = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        pa.field("qty", pa.int32()),
+        pa.field("amount", pa.decimal128(12, 2)),
+        pa.field("ts", pa.timestamp("us", tz="UTC")),
+        pa.field("address", pa.struct([pa.field("city", pa.string())])),
+    ]
+)
+
+
+@pytest.fixture
+def ctx(catalog) -> MigrationContext:
+    return MigrationContext(catalog, "sales")
+
+
+@pytest.fixture
+def orders(catalog, ctx):
+    ctx.create_table("orders", ORDERS, partition_by=["day(ts)"], sort_by=["ts desc"], properties={"owner": "sales"})
+    ctx.commit()
+    return catalog.load_table("sales.orders")
+
+
+def _metadata_versions(catalog, name: str) -> int:
+    return len(catalog.load_table(name).metadata.metadata_log)
+
+
+def test_create_table_with_spec_sort_order_properties_and_namespace(catalog, orders):
+    assert ("sales",) in catalog.list_namespaces()
+    assert orders.schema().find_field("id").required
+    (field,) = orders.spec().fields
+    assert field.name == "ts_day" and isinstance(field.transform, DayTransform)
+    (sort,) = orders.sort_order().fields
+    assert sort.direction == SortDirection.DESC and sort.null_order == NullOrder.NULLS_LAST
+    assert orders.properties["owner"] == "sales"
+    # One atomic commit: the table's first metadata has everything.
+    assert orders.metadata.metadata_log == []
+
+
+def test_create_table_from_an_iceberg_schema_in_another_namespace(catalog, ctx):
+    ctx.create_table("finance.ledger", Schema(NestedField(1, "n", LongType(), required=True)))
+    assert not catalog.table_exists("finance.ledger")  # staged until commit
+    ctx.commit()
+    assert catalog.load_table("finance.ledger").schema().find_field("n").required
+
+
+def test_create_table_errors(catalog, ctx, orders):
+    with pytest.raises(InvalidOperationError, match=r"Cannot create table sales\.orders: it already exists"):
+        ctx.create_table("orders", ORDERS)
+    with pytest.raises(UnsupportedTypeError, match="'bad'"):
+        ctx.create_table("other", pa.schema([pa.field("bad", pa.uint32())]))
+    with pytest.raises(InvalidOperationError, match=r"must be a pyarrow\.Schema"):
+        ctx.create_table("other", {"id": "long"})  # type: ignore[arg-type]
+    with pytest.raises(InvalidOperationError, match="unknown transform 'weekly'"):
+        ctx.create_table("other", ORDERS, partition_by=["weekly(ts)"])
+    with pytest.raises(InvalidOperationError, match="Table name"):
+        ctx.create_table("bad.", ORDERS)
+    ctx.commit()
+    assert not catalog.table_exists("sales.other")
+
+
+def test_many_changes_to_one_table_are_one_commit(catalog, ctx, orders):
+    before = _metadata_versions(catalog, "sales.orders")
+    ctx.add_column("orders", "email", "string", doc="contact", after="id")
+    ctx.rename_column("orders", "qty", "quantity")
+    ctx.alter_column("orders", "quantity", type="long")
+    ctx.add_partition_field("orders", "bucket(16, id)")
+    ctx.set_sort_order("orders", ["id", "day(ts) asc nulls last"])
+    ctx.set_properties("orders", {"write.target-file-size-bytes": 1024}, team="core")
+    ctx.set_identifier_fields("orders", "id")
+    assert _metadata_versions(catalog, "sales.orders") == before  # nothing committed yet
+    ctx.commit()
+    table = catalog.load_table("sales.orders")
+    assert _metadata_versions(catalog, "sales.orders") == before + 1
+    schema = table.schema()
+    assert schema.column_names[:2] == ["id", "email"]
+    assert schema.find_field("email").doc == "contact"
+    assert schema.find_field("quantity").field_type == LongType()
+    assert schema.identifier_field_names() == {"id"}
+    assert [f.name for f in table.spec().fields] == ["ts_day", "id_bucket_16"]
+    assert isinstance(table.spec().fields[1].transform, BucketTransform)
+    first, second = table.sort_order().fields
+    assert first.direction == SortDirection.ASC and first.null_order == NullOrder.NULLS_FIRST
+    assert second.null_order == NullOrder.NULLS_LAST and isinstance(second.transform, DayTransform)
+    assert table.properties["write.target-file-size-bytes"] == "1024" and table.properties["team"] == "core"
+
+
+def test_discard_leaves_the_table_untouched(catalog, ctx, orders):
+    ctx.add_column("orders", "email", "string")
+    ctx.discard()
+    ctx.commit()
+    assert "email" not in catalog.load_table("sales.orders").schema().column_names
+
+
+def test_add_column_positions_nested_and_required(catalog, ctx, orders):
+    ctx.add_column("orders", "first_col", pa.string(), first=True)
+    ctx.add_column("orders", "before_ts", StringType(), before="ts")
+    ctx.add_column("orders", "address.zip", "string")
+    ctx.add_column("orders", ("address", "country"), "string", required=True)  # table has no rows yet
+    ctx.commit()
+    schema = catalog.load_table("sales.orders").schema()
+    assert schema.column_names[0] == "first_col"
+    names = [f.name for f in schema.fields]
+    assert names.index("before_ts") == names.index("ts") - 1
+    assert schema.find_field("address.zip").field_type == StringType()
+    assert schema.find_field("address.country").required
+    with pytest.raises(InvalidOperationError, match="at most one of"):
+        ctx.add_column("orders", "x", "int", first=True, after="id")
+
+
+def test_required_column_on_a_table_with_rows_is_refused(catalog, ctx, orders):
+    orders.append(conform_to_table(pa.table({"id": [1], "ts": pa.array([None], pa.timestamp("us", tz="UTC"))}), orders))
+    with pytest.raises(InvalidOperationError, match=r"it has 1 row\(s\)"):
+        ctx.add_column("orders", "region", "string", required=True)
+
+
+def test_add_existing_column_names_the_table(ctx, orders):
+    with pytest.raises(InvalidOperationError, match=r"Cannot add column 'qty' on table sales\.orders"):
+        ctx.add_column("orders", "qty", "int")
+
+
+def test_drop_and_move_columns(catalog, ctx, orders):
+    ctx.drop_column("orders", "amount")
+    ctx.move_column("orders", "ts", first=True)
+    ctx.move_column("orders", "qty", after="id")
+    ctx.commit()
+    assert catalog.load_table("sales.orders").schema().column_names[:3] == ["ts", "id", "qty"]
+    with pytest.raises(InvalidOperationError, match="exactly one of"):
+        ctx.move_column("orders", "ts")
+    with pytest.raises(InvalidOperationError, match="drop column 'nope'"):
+        ctx.drop_column("orders", "nope")
+
+
+def test_alter_column_promotions_docs_and_required(catalog, ctx, orders):
+    ctx.alter_column("orders", "qty", type=pa.int64(), doc="how many")
+    ctx.alter_column("orders", "amount", type="decimal(18,2)")
+    ctx.alter_column("orders", "id", required=False)
+    ctx.commit()
+    schema = catalog.load_table("sales.orders").schema()
+    assert schema.find_field("qty").field_type == LongType() and schema.find_field("qty").doc == "how many"
+    assert schema.find_field("amount").field_type == DecimalType(18, 2)
+    assert not schema.find_field("id").required
+
+
+@pytest.mark.parametrize(
+    ("column", "kwargs", "error", "message"),
+    [
+        ("amount", {"type": "decimal(12,4)"}, ForbiddenPromotionError, "scale cannot change"),
+        ("qty", {"type": "string"}, ForbiddenPromotionError, "from int to string"),
+        ("qty", {"required": True}, InvalidOperationError, "Cannot make column 'qty'"),
+        ("qty", {}, InvalidOperationError, "needs type=, doc= or required="),
+        ("nope", {"doc": "x"}, InvalidOperationError, "has no column 'nope'"),
+        ("qty", {"type": "intt"}, ValueError, "unknown type name 'intt'"),
+    ],
+)
+def test_alter_column_refusals(catalog, ctx, orders, column, kwargs, error, message):
+    with pytest.raises(error, match=message):
+        ctx.alter_column("orders", column, **kwargs)
+    ctx.commit()
+    assert catalog.load_table("sales.orders").schema().find_field("qty").field_type == IntegerType()
+
+
+def test_partition_fields_rename_drop_and_errors(catalog, ctx, orders):
+    ctx.add_partition_field("orders", "truncate(4, address.city)", name="city_prefix")
+    ctx.add_partition_field("orders", "id")
+    ctx.rename_partition_field("orders", "ts_day", "day")
+    ctx.commit()
+    table = catalog.load_table("sales.orders")
+    assert [f.name for f in table.spec().fields] == ["day", "city_prefix", "id"]
+    assert isinstance(table.spec().fields[2].transform, IdentityTransform)
+    ctx.drop_partition_field("orders", "city_prefix")
+    ctx.commit()
+    assert [f.name for f in catalog.load_table("sales.orders").spec().fields] == ["day", "id"]
+    with pytest.raises(InvalidOperationError, match="drop partition field 'nope'"):
+        ctx.drop_partition_field("orders", "nope")
+    with pytest.raises(InvalidOperationError, match="bucket\\(\\) takes a positive whole number"):
+        ctx.add_partition_field("orders", "bucket(id)")
+
+
+def test_sort_order_can_be_cleared(catalog, ctx, orders):
+    ctx.set_sort_order("orders", [])
+    ctx.commit()
+    assert catalog.load_table("sales.orders").sort_order().is_unsorted
+
+
+def test_properties_set_and_remove(catalog, ctx, orders):
+    ctx.set_properties("orders", a="1", b=2)
+    ctx.remove_properties("orders", "owner", "a")
+    ctx.commit()
+    properties = catalog.load_table("sales.orders").properties
+    assert properties.get("b") == "2" and "owner" not in properties and "a" not in properties
+    with pytest.raises(InvalidOperationError, match=r"Cannot remove properties \['zzz'\]"):
+        ctx.remove_properties("orders", "zzz")
+    with pytest.raises(InvalidOperationError, match="at least one property"):
+        ctx.set_properties("orders")
+
+
+def test_identifier_fields_must_be_required(ctx, orders):
+    with pytest.raises(InvalidOperationError, match="set identifier fields"):
+        ctx.set_identifier_fields("orders", "qty")
+
+
+def test_rename_and_drop_tables(catalog, ctx, orders):
+    ctx.add_column("orders", "email", "string")
+    ctx.rename_table("orders", "orders_v2")  # commits the pending change first
+    assert "email" in catalog.load_table("sales.orders_v2").schema().column_names
+    ctx.rename_table("orders_v2", "archive.orders")
+    assert catalog.table_exists("archive.orders")
+    ctx.drop_table("archive.orders", purge=True)
+    assert not catalog.table_exists("archive.orders")
+    with pytest.raises(InvalidOperationError, match="does not exist"):
+        ctx.drop_table("orders")
+    with pytest.raises(InvalidOperationError, match="does not exist"):
+        ctx.rename_table("orders", "x")
+    with pytest.raises(InvalidOperationError, match="does not exist; create it first"):
+        ctx.add_column("missing", "x", "int")
+
+
+def test_create_then_drop_in_one_migration_touches_nothing(catalog, ctx):
+    ctx.create_table("scratch", ORDERS)
+    ctx.drop_table("scratch")
+    ctx.commit()
+    assert not catalog.table_exists("sales.scratch")
+
+
+def test_load_table_commits_pending_changes_for_custom_work(catalog, ctx):
+    ctx.create_table("orders", ORDERS)
+    table = ctx.load_table("orders")  # commits the creation, then hands over the table
+    table.append(conform_to_table(pa.table({"id": [1, 2]}), table))
+    assert catalog.load_table("sales.orders").scan().to_arrow().num_rows == 2
+    assert ctx.namespace == "sales" and ctx.catalog is catalog
+    assert ctx.identifier("x.y.z") == ("x", "y", "z")
