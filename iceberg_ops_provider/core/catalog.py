@@ -31,7 +31,7 @@ from iceberg_ops_provider.errors import CatalogConfigError, MissingExtraError, U
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-__all__ = ["DEFAULT_DB_PATH", "DEFAULT_WAREHOUSE_DIR", "CatalogFactory"]
+__all__ = ["DEFAULT_DB_PATH", "DEFAULT_WAREHOUSE_DIR", "CatalogFactory", "ensure_namespace"]
 
 DEFAULT_DB_PATH = Path("local_data") / "iceberg_catalog.db"
 DEFAULT_WAREHOUSE_DIR = Path("local_data") / "iceberg_warehouse"
@@ -56,6 +56,20 @@ _SQL_SWITCHES = frozenset({"echo", "pool_pre_ping", "init_catalog_tables"})
 _REMOTE_PLAIN_KEYS = frozenset(
     {"name", "uri", "warehouse", "credential", "token", "scope", "audience", "resource", "prefix", "region", "ugi"}
 )
+
+
+def ensure_namespace(catalog: Catalog, namespace: str | tuple[str, ...]) -> None:
+    """Create ``namespace`` unless it exists, safely when other processes do the same.
+
+    PyIceberg's ``create_namespace_if_not_exists`` checks and then creates, and the SQL catalog
+    reports losing that race as a raw database ``IntegrityError``: a namespace that exists
+    afterwards is success, whoever created it.
+    """
+    try:
+        catalog.create_namespace_if_not_exists(namespace)
+    except Exception:
+        if not catalog.namespace_exists(namespace):
+            raise
 
 
 def _lazy_import(module: str, *, kind: str, extra: str) -> ModuleType:

@@ -1,10 +1,13 @@
 """A per-namespace migration lock that is a real compare-and-swap in every catalog.
 
 Appending a "lock row" is no lock: PyIceberg retries and rebases appends, so two runs would both
-succeed. Creating a table is atomic everywhere (SQL catalogs insert under a unique key; REST, Glue
-and Hive refuse an existing name), so the lock *is* a small table,
-``<meta_namespace>.migration_lock_<namespace>``, created to acquire and dropped to release. Its table
-properties record who holds it: owner, host, pid, run id and since when.
+succeed. Creating a table is no reliable lock either: some REST catalogs answer a second create of
+the same name with the existing table instead of a conflict. What every catalog checks is a commit's
+requirements, and creating a tag carries "this ref must not exist yet" (checked by the catalog, not
+the client). So each namespace has a small lock table, ``<meta_namespace>.migration_lock_<namespace>``
+(created once, with one empty snapshot), and the lock is its tag ``held``: acquiring creates the tag,
+in the same commit as table properties saying who holds it (owner, host, pid, run id, since when);
+releasing removes the tag.
 """
 
 from __future__ import annotations
@@ -21,12 +24,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.table.update.snapshot import ManageSnapshots
 
+from iceberg_ops_provider.core.catalog import ensure_namespace
 from iceberg_ops_provider.errors import ConcurrentMigrationError
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
 
 __all__ = ["LockInfo", "NamespaceLock", "lock_table_name", "process_identity"]
 
@@ -34,6 +40,11 @@ log = logging.getLogger(__name__)
 
 _LOCK_SCHEMA = pa.schema([pa.field("held", pa.bool_())])
 _PREFIX = "iceberg-ops.lock."
+_LOCK_TABLE_PROPERTIES = {
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "5",
+}
+_ACQUIRE_ATTEMPTS = 10
 
 
 def process_identity() -> tuple[str, str, int]:
@@ -127,19 +138,42 @@ class NamespaceLock:
         namespace: The namespace being migrated.
     """
 
+    TAG = "held"
+    """The tag whose existence means "locked"."""
+
     def __init__(self, catalog: Catalog, meta_namespace: str, namespace: str) -> None:
         self.catalog = catalog
         self.meta_namespace = meta_namespace
         self.namespace = namespace
         self.identifier = (*meta_namespace.split("."), lock_table_name(namespace))
 
-    def info(self) -> LockInfo | None:
-        """Who holds the lock now, or ``None``. Creates nothing."""
+    def _table(self) -> Table | None:
         try:
-            table = self.catalog.load_table(self.identifier)
+            return self.catalog.load_table(self.identifier)
         except NoSuchTableError:
             return None
+
+    def _holder(self, table: Table) -> LockInfo | None:
+        if self.TAG not in table.metadata.refs:
+            return None
         return LockInfo.from_properties(self.namespace, dict(table.properties))
+
+    def info(self) -> LockInfo | None:
+        """Who holds the lock now, or ``None``. Creates nothing."""
+        table = self._table()
+        return self._holder(table) if table is not None else None
+
+    def _ensure_table(self) -> Table:
+        table = self._table()
+        if table is None:
+            ensure_namespace(self.catalog, self.identifier[:-1])
+            with contextlib.suppress(TableAlreadyExistsError):
+                self.catalog.create_table(self.identifier, _LOCK_SCHEMA, properties=_LOCK_TABLE_PROPERTIES)
+            table = self.catalog.load_table(self.identifier)
+        if table.current_snapshot() is None:
+            table.append(_LOCK_SCHEMA.empty_table())  # a snapshot for the tag to point at
+            table = self.catalog.load_table(self.identifier)
+        return table
 
     def acquire(self, run_id: str) -> LockInfo:
         """Take the lock for ``run_id``.
@@ -149,40 +183,60 @@ class NamespaceLock:
         """
         user, host, pid = process_identity()
         mine = LockInfo(self.namespace, user, host, pid, run_id, datetime.now(UTC))
-        self.catalog.create_namespace_if_not_exists(self.identifier[:-1])
-        try:
-            self.catalog.create_table(self.identifier, _LOCK_SCHEMA, properties=mine.to_properties())
-        except TableAlreadyExistsError:
-            holder = self.info()
-            who = holder.describe() if holder else "another run (it released the lock just now; try again)"
-            raise ConcurrentMigrationError(
-                self.namespace,
-                f"Namespace {self.namespace!r} is being migrated by {who}. Nothing was executed. Wait for that "
-                "run to finish; if it crashed, release its lock with runner.force_unlock() or "
-                "`iceberg-ops unlock`.",
-                holder.to_json() if holder else None,  # type: ignore[arg-type]
-            ) from None
-        log.debug("acquired migration lock %s for run %s", ".".join(self.identifier), run_id)
-        return mine
+        table = self._ensure_table()
+        for _attempt in range(_ACQUIRE_ATTEMPTS):
+            holder = self._holder(table)
+            if holder is not None:
+                raise self._held_error(holder)
+            snapshot = table.current_snapshot()
+            assert snapshot is not None
+            try:
+                with table.transaction() as transaction:
+                    transaction.set_properties(mine.to_properties())
+                    # The requirement "tag must not exist" travels with this commit and is checked by the catalog.
+                    ManageSnapshots(transaction).create_tag(snapshot.snapshot_id, self.TAG).commit()
+            except CommitFailedException:
+                table = self.catalog.load_table(self.identifier)  # someone committed first: look again
+                continue
+            log.debug("acquired migration lock %s for run %s", ".".join(self.identifier), run_id)
+            return mine
+        raise ConcurrentMigrationError(
+            self.namespace, f"Could not take the migration lock of {self.namespace!r}: too many concurrent commits."
+        )
+
+    def _held_error(self, holder: LockInfo) -> ConcurrentMigrationError:
+        return ConcurrentMigrationError(
+            self.namespace,
+            f"Namespace {self.namespace!r} is being migrated by {holder.describe()}. Nothing was executed. Wait "
+            "for that run to finish; if it crashed, release its lock with runner.force_unlock() or "
+            "`iceberg-ops unlock`.",
+            holder.to_json(),  # type: ignore[arg-type]
+        )
 
     def release(self, run_id: str) -> None:
         """Release the lock if ``run_id`` still holds it (a force-unlocked lock taken by another run is left alone)."""
-        holder = self.info()
-        if holder is None:
+        table = self._table()
+        holder = self._holder(table) if table is not None else None
+        if table is None or holder is None:
             log.warning("migration lock of %r was already released (force-unlocked?)", self.namespace)
             return
         if holder.run_id != run_id:
             log.warning("migration lock of %r now belongs to %s; leaving it", self.namespace, holder.describe())
             return
-        self._drop()
+        self._remove_tag(table)
 
     def force_unlock(self) -> LockInfo | None:
         """Release the lock whoever holds it; returns who held it, or ``None`` if it was free."""
-        holder = self.info()
-        if holder is not None:
-            self._drop()
+        table = self._table()
+        holder = self._holder(table) if table is not None else None
+        if table is not None and holder is not None:
+            self._remove_tag(table)
         return holder
 
-    def _drop(self) -> None:
-        with contextlib.suppress(NoSuchTableError):
-            self.catalog.purge_table(self.identifier)
+    def _remove_tag(self, table: Table) -> None:
+        try:
+            table.manage_snapshots().remove_tag(self.TAG).commit()
+        except CommitFailedException:
+            table = self.catalog.load_table(self.identifier)
+            if self.TAG in table.metadata.refs:
+                table.manage_snapshots().remove_tag(self.TAG).commit()

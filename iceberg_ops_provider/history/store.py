@@ -27,6 +27,7 @@ from pyiceberg.expressions import EqualTo
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.transforms import IdentityTransform
 
+from iceberg_ops_provider.core.catalog import ensure_namespace
 from iceberg_ops_provider.core.snapshots import read_table
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import ConcurrentMigrationError
@@ -150,7 +151,7 @@ class HistoryStore:
         table = self.table()
         if table is not None:
             return table
-        self.catalog.create_namespace_if_not_exists(self.identifier[:-1])
+        ensure_namespace(self.catalog, self.identifier[:-1])
         schema = arrow_to_iceberg_schema(HISTORY_SCHEMA)
         spec = PartitionSpec(
             PartitionField(schema.find_field("namespace").field_id, 1000, IdentityTransform(), "namespace")

@@ -21,6 +21,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.sorting import SortDirection
 from pyiceberg.types import IcebergType, NestedField
 
+from iceberg_ops_provider.core.catalog import ensure_namespace
 from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.type_strings import to_iceberg_type
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
@@ -206,7 +207,7 @@ class MigrationContext:
                 f"The schema of {self._label(identifier)} must be a pyarrow.Schema or a pyiceberg Schema, "
                 f"got {type(schema).__name__}."
             )
-        self._catalog.create_namespace_if_not_exists(identifier[:-1])
+        ensure_namespace(self._catalog, identifier[:-1])
         transaction = self._catalog.create_table_transaction(
             identifier, iceberg_schema, properties={k: str(v) for k, v in (properties or {}).items()}
         )
@@ -255,7 +256,7 @@ class MigrationContext:
             raise InvalidOperationError(f"Cannot rename {self._label(source)} to {self._label(target)}: it exists.")
         if not self._catalog.table_exists(source):
             raise InvalidOperationError(f"Cannot rename table {self._label(source)}: it does not exist.")
-        self._catalog.create_namespace_if_not_exists(target[:-1])
+        ensure_namespace(self._catalog, target[:-1])
         try:
             self._catalog.rename_table(source, target)
         except NoSuchTableError as exc:
