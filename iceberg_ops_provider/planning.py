@@ -281,5 +281,5 @@ def stamp_changes(state: NamespaceState, target: str) -> tuple[list[str], list[s
     else:
         limit = int(_known_version(state, target))
     to_apply = [s.version for s in state.scripts if s.number <= limit and s.version not in state.applied]
-    to_roll_back = [v for v in state.applied if int(v) > limit]
+    to_roll_back = [v for v in reversed(state.applied) if int(v) > limit]
     return to_apply, to_roll_back

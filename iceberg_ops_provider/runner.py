@@ -142,7 +142,7 @@ class MigrationRunner:
         migrations_dir: str | Path = "migrations",
         meta_namespace: str = DEFAULT_META_NAMESPACE,
         *,
-        keep_history_snapshots: int = 100,
+        keep_history_snapshots: int = 20,
         on_event: Callable[[str], None] | None = None,
     ) -> None:
         if not isinstance(namespace, str) or not namespace.strip():
