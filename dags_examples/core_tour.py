@@ -1,96 +1,79 @@
-"""A tour of the iceberg-ops core on the embedded SQLite catalog in ./local_data (run by `make demo`).
+"""A tour of iceberg-ops on the embedded SQLite catalog in ./local_data (run by `make demo`).
 
-Creates a day-partitioned table, loads rows, evolves its schema within the rules Iceberg allows,
-shows a forbidden change being refused, upserts, and reads the table as it was before. Safe to run
-again: it starts from a fresh table each time.
+Migrates the ``demo`` namespace with the files in ``dags_examples/migrations`` (creating a
+day-partitioned orders table, then evolving it), loads a batch of orders with an upsert, shows a
+change Iceberg forbids being refused, reads the table as it was before the load, and prints the
+namespace's migration status and history. Running it again finds nothing pending and loads the same
+batch idempotently.
 """
 
 from __future__ import annotations
 
-import contextlib
 import decimal
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pyarrow as pa
-from pyiceberg.exceptions import NoSuchTableError
-from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.transforms import DayTransform
 
 from iceberg_ops_provider.core.catalog import CatalogFactory
-from iceberg_ops_provider.core.contract import conform_to_table
-from iceberg_ops_provider.core.evolution import evolve_schema
+from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.snapshots import list_snapshots, read_table
-from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
+from iceberg_ops_provider.core.type_strings import parse_type
 from iceberg_ops_provider.core.upsert import upsert
 from iceberg_ops_provider.errors import ForbiddenPromotionError
+from iceberg_ops_provider.runner import MigrationRunner
 
-TABLE = "demo.orders"
-ORDERS = pa.schema(
-    [
-        pa.field("id", pa.int64(), nullable=False),
-        pa.field("customer", pa.string()),
-        pa.field("amount", pa.decimal128(12, 2)),
-        pa.field("ts", pa.timestamp("us", tz="UTC")),
-    ]
-)
+MIGRATIONS = Path(__file__).parent / "migrations"
+NAMESPACE = "demo"
 
 
-def main() -> None:
-    catalog = CatalogFactory.build("sqlite")  # ./local_data/iceberg_catalog.db + ./local_data/iceberg_warehouse
-    catalog.create_namespace_if_not_exists("demo")
-    with contextlib.suppress(NoSuchTableError):
-        catalog.drop_table(TABLE)
-    schema = arrow_to_iceberg_schema(ORDERS)
-    spec = PartitionSpec(PartitionField(schema.find_field("ts").field_id, 1000, DayTransform(), "ts_day"))
-    table = catalog.create_table(TABLE, schema, partition_spec=spec)
-    with table.update_schema() as update:
-        update.set_identifier_fields("id")
-    print(f"created {TABLE} at {table.location()}")
-
+def _batch() -> pa.Table:
     start = datetime(2026, 11, 1, tzinfo=UTC)
-    rows = pa.table(
+    return pa.table(
         {
-            "id": pa.array(range(1, 7), pa.int32()),
+            "id": pa.array(range(1, 7), pa.int64()),
             "customer": ["ada", "bo", "cy", "di", "ed", "flo"],
+            "channel": ["web", "shop", "web", "phone", "web", "shop"],
             "amount": [decimal.Decimal(f"{n}.50") for n in range(1, 7)],
             "ts": [start + timedelta(days=n % 3) for n in range(6)],
         }
     )
-    table.append(conform_to_table(rows, table))
-    print(f"loaded {rows.num_rows} rows into {len(table.inspect.files())} data files (one per day)")
 
-    plan = evolve_schema(
-        table, pa.schema([*ORDERS, pa.field("channel", pa.string())]).set(2, pa.field("amount", pa.decimal128(18, 2)))
-    )
-    print("evolved schema:", ", ".join(str(change) for change in plan.apply))
+
+def main() -> None:
+    catalog = CatalogFactory.build("sqlite")  # ./local_data/iceberg_catalog.db + ./local_data/iceberg_warehouse
+    runner = MigrationRunner(catalog, NAMESPACE, MIGRATIONS, on_event=lambda line: print("  " + line))
+
+    print(f"== migrate namespace {NAMESPACE!r}")
+    for step in runner.plan():
+        print(f"  plan: {step.direction} {step.version} {step.description}")
+    runner.upgrade()
+
+    table = catalog.load_table(f"{NAMESPACE}.orders")
+    print(f"== load {table.name()[-1]} (upsert on its identifier field 'id')")
+    before = table.current_snapshot()
+    result = upsert(table, _batch())
+    print(f"  {result.rows_inserted} inserted, {result.rows_updated} updated; {len(table.inspect.files())} data files")
+
+    print("== what Iceberg refuses")
     try:
-        evolve_schema(table, pa.schema([pa.field("amount", pa.decimal128(18, 4))]))
+        check_promotion("amount", parse_type("decimal(18,2)"), parse_type("decimal(18,4)"))
     except ForbiddenPromotionError as refused:
-        print("refused as expected:", refused)
+        print(f"  {refused}")
 
-    before_upsert = table.current_snapshot().snapshot_id
-    changes = pa.table(
-        {
-            "id": [2, 7],
-            "customer": ["bo", "gus"],
-            "amount": [decimal.Decimal("20.00"), decimal.Decimal("7.00")],
-            "ts": [start, start + timedelta(days=1)],
-            "channel": ["web", "shop"],
-        }
-    )
-    result = upsert(table, changes)
-    print(f"upsert: {result.rows_updated} updated, {result.rows_inserted} inserted")
-
-    print(
-        f"rows now: {table.scan().to_arrow().num_rows}; before the upsert: "
-        f"{read_table(table, snapshot_id=before_upsert).num_rows}"
-    )
-    for snapshot in list_snapshots(table):
+    print("== time travel")
+    rows_before = read_table(table, snapshot_id=before.snapshot_id).num_rows if before else 0
+    print(f"  rows now: {table.scan().to_arrow().num_rows}; before this load: {rows_before}")
+    for snapshot in list_snapshots(table)[-3:]:
         marker = "*" if snapshot.is_current else " "
         print(
-            f" {marker} {snapshot.snapshot_id} {snapshot.operation:<9} {snapshot.committed_at:%H:%M:%S} "
-            f"records={snapshot.summary.get('total-records')}"
+            f"  {marker} {snapshot.snapshot_id} {snapshot.operation:<9} records={snapshot.summary.get('total-records')}"
         )
+
+    status = runner.status()
+    print(f"== status of {NAMESPACE!r}: current {status.current}, {len(status.pending)} pending")
+    for row in runner.history():
+        print(f"  {row.version} {row.status:<8} {row.applied_at:%Y-%m-%d %H:%M:%S} {row.description}")
 
 
 if __name__ == "__main__":
