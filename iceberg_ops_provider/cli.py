@@ -1,18 +1,324 @@
-"""The ``iceberg-ops`` command line: a thin front over the same engine calls as the Python API."""
+"""The ``iceberg-ops`` command line: a thin front over the runner, ``commands`` and ``scaffolding``.
+
+Exit codes: 0 success; 1 a check that found something, a failed migration, or a state that stops
+the run (lock held, files disagreeing with history, pending migrations before autogenerate);
+2 bad usage, configuration or input. Errors print one line (a traceback with ``-v``); ``--json``
+prints machine-readable output on stdout, progress goes to stderr.
+"""
 
 from __future__ import annotations
+
+import functools
+import json
+import sys
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
 from iceberg_ops_provider import __version__
+from iceberg_ops_provider.errors import (
+    ConcurrentMigrationError,
+    IcebergOpsError,
+    IrreversibleMigrationError,
+    MigrationError,
+    MigrationFailedError,
+    MigrationIntegrityError,
+)
 
 __all__ = ["cli", "main"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# Errors that describe the state of the world rather than a mistake in the command: exit 1.
+_STATE_ERRORS = (MigrationFailedError, IrreversibleMigrationError, ConcurrentMigrationError, MigrationIntegrityError)
+
+
+@dataclass
+class _Settings:
+    config_path: Path | None
+    namespace: str | None
+    catalog_kind: str | None
+    catalog_name: str | None
+    db_path: str | None
+    warehouse: str | None
+    as_json: bool
+    verbose: int
+    _config: Any = field(default=None, repr=False)
+
+    def config(self, *, required: bool = True) -> Any:
+        from iceberg_ops_provider.config import load_config
+
+        if self._config is None:
+            loaded = load_config(self.config_path, required=required)
+            self._config = loaded.with_overrides(
+                namespace=self.namespace,
+                catalog_kind=self.catalog_kind,
+                catalog_name=self.catalog_name,
+                db_path=self.db_path,
+                warehouse=self.warehouse,
+            )
+        return self._config
+
+    def progress(self, line: str) -> None:
+        click.echo(line, err=True)
+
+    def emit(self, data: Any, human: str) -> None:
+        click.echo(json.dumps(data, indent=2, default=str) if self.as_json else human)
+
+
+def _handles_errors(command: F) -> F:
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        settings: _Settings = click.get_current_context().obj
+        try:
+            return command(*args, **kwargs)
+        except click.exceptions.Exit:
+            raise
+        except (click.ClickException, click.Abort):
+            raise
+        except Exception as exc:
+            code = 1 if isinstance(exc, _STATE_ERRORS) or type(exc) is MigrationError else 2
+            if not isinstance(exc, IcebergOpsError):
+                code = 1 if not isinstance(exc, ValueError | TypeError | LookupError) else 2
+            if settings.verbose:
+                traceback.print_exc()
+            message = " ".join(str(exc).split()) or type(exc).__name__
+            if not isinstance(exc, IcebergOpsError):
+                message = f"{type(exc).__name__}: {message}"
+            if settings.as_json:
+                click.echo(json.dumps({"error": message, "type": type(exc).__name__, "exit_code": code}))
+            click.echo(f"error: {message}", err=True)
+            sys.exit(code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A plain text table."""
+    if not rows:
+        return ""
+    cells = [[str(c) for c in headers], *[["" if c is None else str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="iceberg-ops")
-def cli() -> None:
-    """Version and operate Apache Iceberg tables: migrations, maintenance and data moves."""
+@click.option(
+    "--config",
+    "config_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Project file (default ./iceberg-ops.yaml).",
+)
+@click.option("--namespace", help="Namespace to work on (overrides the project file).")
+@click.option("--catalog", "catalog_kind", help="Catalog kind: sqlite, glue, rest, hive or s3tables.")
+@click.option("--catalog-name", help="Open any catalog PyIceberg can load by name (.pyiceberg.yaml / environment).")
+@click.option("--db-path", help="SQLite catalog database (default local_data/ next to the project file).")
+@click.option("--warehouse", help="SQLite catalog warehouse folder or URI.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+@click.option("-v", "--verbose", count=True, help="Show tracebacks.")
+@click.pass_context
+def cli(ctx: click.Context, **options: Any) -> None:
+    """Version and operate Apache Iceberg tables: numbered migrations with history in your catalog."""
+    ctx.obj = _Settings(**options)
+
+
+@cli.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.pass_obj
+@_handles_errors
+def init(settings: _Settings, directory: Path | None) -> None:
+    """Create iceberg-ops.yaml, migrations/ and models/ (refuses to overwrite)."""
+    from iceberg_ops_provider.scaffolding import init_project
+
+    target = directory or (settings.config_path.parent if settings.config_path else Path.cwd())
+    created = init_project(target, namespace=settings.namespace or "default")
+    settings.emit({"created": [str(p) for p in created]}, "\n".join(f"created {p}" for p in created))
+
+
+@cli.command()
+@click.option("-m", "--message", required=True, help="What the migration does.")
+@click.option("--autogenerate", is_flag=True, help="Write the operations that make live tables match models/.")
+@click.option("--target-table", help="With --autogenerate: only this table's model.")
+@click.pass_obj
+@_handles_errors
+def revision(settings: _Settings, message: str, autogenerate: bool, target_table: str | None) -> None:
+    """Write the next NNNN_slug.py migration."""
+    from iceberg_ops_provider.commands import revision as write_revision
+
+    result = write_revision(
+        settings.config(), message, autogenerate_from_models=autogenerate, target_table=target_table
+    )
+    if result.path is None:
+        settings.emit(result.to_json(), "No changes between the models and the live tables; nothing written.")
+        return
+    lines = [f"wrote {result.path}"] + [f"  [{op.risk}] {op.describe()}" for op in result.operations]
+    settings.emit(result.to_json(), "\n".join(lines))
+
+
+def _results(settings: _Settings, results: list[Any], verb: str) -> None:
+    rows = [(r.version, r.description, r.status, f"{r.duration:.2f}s") for r in results]
+    human = _table(["version", "description", "status", "duration"], rows) or f"Nothing to {verb}."
+    settings.emit([r.to_json() for r in results], human)
+
+
+@cli.command()
+@click.argument("target", default="head")
+@click.option("--allow-changed", is_flag=True, help="Run even if applied migration files changed.")
+@click.option("--allow-missing", is_flag=True, help="Run even if applied migration files are missing.")
+@click.option("--allow-out-of-order", is_flag=True, help="Apply pending files numbered below the current version.")
+@click.pass_obj
+@_handles_errors
+def upgrade(
+    settings: _Settings, target: str, allow_changed: bool, allow_missing: bool, allow_out_of_order: bool
+) -> None:
+    """Apply pending migrations up to TARGET (head, a version, +N)."""
+    from iceberg_ops_provider.commands import open_runner
+
+    runner = open_runner(settings.config(), on_event=settings.progress)
+    results = runner.upgrade(
+        target, allow_changed=allow_changed, allow_missing=allow_missing, allow_out_of_order=allow_out_of_order
+    )
+    _results(settings, results, "apply")
+
+
+@cli.command()
+@click.argument("target")
+@click.option("--allow-changed", is_flag=True, help="Roll back even if the migration files changed.")
+@click.pass_obj
+@_handles_errors
+def downgrade(settings: _Settings, target: str, allow_changed: bool) -> None:
+    """Roll back migrations down to TARGET (base, a version that stays applied, -N)."""
+    from iceberg_ops_provider.commands import open_runner, require_known_namespace
+
+    runner = open_runner(settings.config(), on_event=settings.progress)
+    require_known_namespace(runner)
+    _results(settings, runner.downgrade(target, allow_changed=allow_changed), "roll back")
+
+
+@cli.command()
+@click.argument("version")
+@click.pass_obj
+@_handles_errors
+def stamp(settings: _Settings, version: str) -> None:
+    """Record the namespace as migrated to VERSION (head, base, a version) without running anything."""
+    from iceberg_ops_provider.commands import open_runner
+
+    _results(settings, open_runner(settings.config()).stamp(version), "stamp")
+
+
+@cli.command()
+@click.argument("target", default="head")
+@click.option("--direction", type=click.Choice(["upgrade", "downgrade"]), help="Default: inferred from TARGET.")
+@click.pass_obj
+@_handles_errors
+def plan(settings: _Settings, target: str, direction: str | None) -> None:
+    """Show the steps a run to TARGET would take; changes nothing."""
+    from iceberg_ops_provider.commands import open_runner
+
+    steps = open_runner(settings.config()).plan(target, direction)  # type: ignore[arg-type]
+    data, lines = [], []
+    for step in steps:
+        operations = list(getattr(step.script.migration, "operations", ()) if step.script else ())
+        data.append({**step.to_json(), "operations": operations})
+        lines.append(f"{step.direction} {step.version} {step.description}")
+        lines += [f"    {operation}" for operation in operations]
+    settings.emit(data, "\n".join(lines) or "Nothing to do.")
+
+
+@cli.command()
+@click.pass_obj
+@_handles_errors
+def status(settings: _Settings) -> None:
+    """Show the current version, pending migrations, anything odd, and the lock."""
+    from iceberg_ops_provider.commands import open_runner, require_known_namespace
+
+    runner = open_runner(settings.config())
+    require_known_namespace(runner)
+    state = runner.status()
+    lines = [f"namespace: {state.namespace}", f"current:   {state.current or 'base'}"]
+    if state.lock:
+        lines.append(f"lock:      held by {state.lock.describe()}")
+    pending = [(s.version, s.description, "failed" if s.version in state.failed else "") for s in state.pending]
+    lines.append(f"pending:   {len(pending)}")
+    if pending:
+        lines.append(_table(["version", "description", "note"], pending))
+    for label, versions in (
+        ("changed", state.changed),
+        ("missing", state.missing),
+        ("out of order", state.out_of_order),
+    ):
+        if versions:
+            lines.append(f"{label}: {', '.join(versions)}")
+    settings.emit(state.to_json(), "\n".join(lines))
+
+
+@cli.command()
+@click.pass_obj
+@_handles_errors
+def history(settings: _Settings) -> None:
+    """Show the namespace's migration history, oldest first."""
+    from iceberg_ops_provider.commands import open_runner, require_known_namespace
+
+    runner = open_runner(settings.config())
+    require_known_namespace(runner)
+    rows = runner.history()
+    table = [
+        (r.version, r.status, r.operation, r.applied_at.strftime("%Y-%m-%d %H:%M:%S"), r.executed_by, r.description)
+        for r in rows
+    ]
+    human = _table(["version", "status", "operation", "applied_at", "by", "description"], table) or "No history."
+    settings.emit([r.to_json() for r in rows], human)
+
+
+@cli.command()
+@click.pass_obj
+@_handles_errors
+def current(settings: _Settings) -> None:
+    """Print the current version (base when nothing is applied)."""
+    from iceberg_ops_provider.commands import open_runner, require_known_namespace
+
+    runner = open_runner(settings.config())
+    require_known_namespace(runner)
+    version = runner.current()
+    settings.emit({"current": version}, version or "base")
+
+
+@cli.command()
+@click.pass_obj
+@_handles_errors
+def check(settings: _Settings) -> None:
+    """CI gate: exit 0 when nothing is pending and every model matches its table, else 1."""
+    from iceberg_ops_provider.commands import check as run_check
+
+    report = run_check(settings.config())
+    lines = [f"{report.namespace}: " + ("up to date" if report.ok else "NOT up to date")]
+    lines += [f"  pending {s.version} {s.description}" for s in report.pending]
+    lines += [f"  drift [{op.risk}] {op.describe()}" for op in report.drift]
+    lines += [f"  problem: {p}" for p in report.problems]
+    settings.emit(report.to_json(), "\n".join(lines))
+    if not report.ok:
+        sys.exit(1)
+
+
+@cli.command()
+@click.pass_obj
+@_handles_errors
+def unlock(settings: _Settings) -> None:
+    """Release the namespace's migration lock after a crashed run."""
+    from iceberg_ops_provider.commands import open_runner, require_known_namespace
+
+    runner = open_runner(settings.config())
+    require_known_namespace(runner)
+    holder = runner.force_unlock()
+    human = f"released the lock held by {holder.describe()}" if holder else "The namespace was not locked."
+    settings.emit({"released": holder.to_json() if holder else None}, human)
 
 
 def main() -> None:

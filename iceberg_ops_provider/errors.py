@@ -19,6 +19,9 @@ __all__ = [
     "IcebergOpsError",
     "InvalidOperationError",
     "IrreversibleMigrationError",
+    "ModelError",
+    "ProjectConfigError",
+    "ScaffoldingError",
     "MigrationDiscoveryError",
     "MigrationError",
     "MigrationFailedError",
@@ -231,3 +234,15 @@ class MigrationIntegrityError(MigrationError):
             f"Refusing to migrate namespace {namespace!r}: the migration files disagree with its history:\n"
             f"{lines}\n{how_to_allow}"
         )
+
+
+class ModelError(IcebergOpsError, ValueError):
+    """A table model file (``models/*.yaml``) is malformed; the message names the file and the key."""
+
+
+class ProjectConfigError(IcebergOpsError, ValueError):
+    """``iceberg-ops.yaml`` (or a command-line option) is missing, malformed or contradictory."""
+
+
+class ScaffoldingError(IcebergOpsError):
+    """Scaffolding refused to write, usually because the file already exists."""

@@ -397,8 +397,9 @@ class _Session:
         except IrreversibleMigrationError as exc:
             context.discard()
             raise IrreversibleMigrationError(
-                f"Cannot roll back {runner.namespace!r} past {step.version} ({step.description}): {exc} "
-                f"Version {step.version} stays applied; {len(self.completed)} step(s) of this run were rolled back."
+                f"Cannot roll back {runner.namespace!r} past {step.version} ({step.description}): "
+                f"{str(exc).rstrip('.')}. Version {step.version} stays applied; {len(self.completed)} step(s) of "
+                "this run were rolled back."
             ) from exc
         except Exception as exc:
             context.discard()

@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import pyarrow as pa
 from pyiceberg.schema import Schema
@@ -22,7 +22,7 @@ from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructT
 
 from iceberg_ops_provider.core.types import as_iceberg_schema, has_field_ids
 
-__all__ = ["ChangeKind", "SchemaChange", "SchemaDiff", "diff_schemas", "field_paths"]
+__all__ = ["ChangeKind", "SchemaChange", "SchemaDiff", "diff_schemas", "field_paths", "unmoved"]
 
 ChangeKind = Literal["added", "removed", "renamed", "type_changed", "required_changed", "doc_changed", "moved"]
 
@@ -137,17 +137,17 @@ def _shape(field_type: IcebergType) -> str:
     return str(field_type)
 
 
-def _moved(old_order: list[object], new_order: list[object]) -> set[object]:
-    """The fewest siblings to move so that ``old_order`` becomes ``new_order``.
+def unmoved(current: list[Any], desired: list[Any]) -> set[Any]:
+    """Keys on a longest run of ``desired`` whose relative order ``current`` already has.
 
-    Both lists hold the same keys. The keys on a longest run that keeps its relative order stay;
-    the rest moved.
+    Both lists hold the same keys. Moving every other key (in ``desired`` order, after its
+    predecessor there) turns ``current`` into ``desired`` with the fewest moves.
     """
-    old_index = {key: index for index, key in enumerate(old_order)}
-    sequence = [old_index[key] for key in new_order]
+    position = {key: index for index, key in enumerate(current)}
+    sequence = [position[key] for key in desired]
     tails: list[int] = []
     tail_at: list[int] = []
-    previous: list[int] = [-1] * len(sequence)
+    previous = [-1] * len(sequence)
     for index, value in enumerate(sequence):
         slot = bisect.bisect_left(tails, value)
         if slot == len(tails):
@@ -157,12 +157,12 @@ def _moved(old_order: list[object], new_order: list[object]) -> set[object]:
             tails[slot] = value
             tail_at[slot] = index
         previous[index] = tail_at[slot - 1] if slot else -1
-    keep: set[int] = set()
+    keep = set()
     cursor = tail_at[-1] if tail_at else -1
     while cursor != -1:
-        keep.add(cursor)
+        keep.add(desired[cursor])
         cursor = previous[cursor]
-    return {new_order[index] for index in range(len(new_order)) if index not in keep}
+    return keep
 
 
 def diff_schemas(
@@ -233,7 +233,7 @@ def _order_changes(
         new_order = sorted(new_order, key=lambda k: new_entries[k].position)
         if old_order == new_order:
             continue
-        for key in _moved(old_order, new_order):
+        for key in set(new_order) - unmoved(old_order, new_order):
             entry = new_entries[key]
             field_id = entry.field.field_id if by == "id" else None
             yield SchemaChange(

@@ -1,0 +1,285 @@
+"""Compare a table model with the live table and list the operations that close the gap.
+
+Order of the steps (each table's steps become one commit, so the order only has to be valid for
+PyIceberg's builders): partition fields that go away, a sort order or identifier fields that
+would block a column drop, renames, drops, type/required/doc changes, additions, moves, then the
+new partition fields, sort order, identifier fields and properties.
+
+Nested struct fields are compared field by field (add, drop, promote, doc, optional); changes
+inside lists and maps, and nested moves, are not generated: write those migrations by hand.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pyiceberg.transforms import VoidTransform
+from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
+
+from iceberg_ops_provider.autogen.models import ColumnModel, TableModel
+from iceberg_ops_provider.autogen.operations import (
+    AddColumn,
+    AddPartitionField,
+    AlterColumnType,
+    CreateTable,
+    DropColumn,
+    DropPartitionField,
+    DropTable,
+    MakeColumnOptional,
+    MoveColumn,
+    Operation,
+    RemoveProperties,
+    RenameColumn,
+    SetColumnDoc,
+    SetIdentifierFields,
+    SetProperties,
+    SetSortOrder,
+)
+from iceberg_ops_provider.autogen.render import schema_literal
+from iceberg_ops_provider.core.evolution import check_promotion
+from iceberg_ops_provider.core.schema_diff import unmoved
+from iceberg_ops_provider.core.type_strings import format_type
+from iceberg_ops_provider.errors import ModelError, SchemaEvolutionError
+from iceberg_ops_provider.migration.transforms import (
+    PartitionExpr,
+    SortExpr,
+    format_partition_expr,
+    parse_partition_expr,
+    parse_sort_field,
+)
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+__all__ = ["compare_table", "default_partition_name", "live_partition_exprs", "live_sort_fields"]
+
+
+def default_partition_name(expr: PartitionExpr) -> str:
+    """The partition field name PyIceberg would choose (``id_bucket_16``, ``ts_day``...)."""
+    column = expr.column.replace(".", "_")
+    transform = str(expr.transform)
+    if transform == "identity":
+        return expr.column
+    if transform.startswith("bucket"):
+        return f"{column}_bucket_{expr.transform.num_buckets}"  # type: ignore[attr-defined]
+    if transform.startswith("truncate"):
+        return f"{column}_trunc_{expr.transform.width}"  # type: ignore[attr-defined]
+    return f"{column}_{transform}"
+
+
+def live_partition_exprs(table: Table) -> dict[str, str]:
+    """The current spec as ``{canonical expression: partition field name}`` (void fields left out)."""
+    schema = table.schema()
+    result = {}
+    for spec_field in table.spec().fields:
+        if isinstance(spec_field.transform, VoidTransform):
+            continue
+        source = schema.find_column_name(spec_field.source_id)
+        result[format_partition_expr(source, spec_field.transform)] = spec_field.name  # type: ignore[arg-type]
+    return result
+
+
+def live_sort_fields(table: Table) -> tuple[str, ...]:
+    """The current sort order as canonical sort-field strings."""
+    schema = table.schema()
+    fields = []
+    for sort_field in table.sort_order().fields:
+        source = schema.find_column_name(sort_field.source_id)
+        fields.append(str(SortExpr(source, sort_field.transform, sort_field.direction, sort_field.null_order)))  # type: ignore[arg-type]
+    return tuple(fields)
+
+
+def _canonical_sort(fields: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(str(parse_sort_field(f)) for f in fields)
+
+
+def _referenced_columns(expressions: tuple[str, ...] | list[str], parse: object) -> set[str]:
+    return {parse(expression).column.split(".")[0] for expression in expressions}  # type: ignore[operator]
+
+
+def compare_table(model: TableModel, table: Table | None) -> list[Operation]:
+    """The operations that make ``table`` (``None``: it does not exist) match ``model``.
+
+    Raises:
+        ForbiddenPromotionError: The model changes a type in a way Iceberg forbids.
+        SchemaEvolutionError: The model makes an optional column required.
+        ModelError: The model asks for something autogenerate cannot express.
+    """
+    if model.dropped:
+        return [DropTable(model.name)] if table is not None else []
+    if table is None:
+        return _create(model)
+    return _Differ(model, table).run()
+
+
+def _create(model: TableModel) -> list[Operation]:
+    properties = {key: value for key, value in model.properties.items() if value is not None}
+    ops: list[Operation] = [
+        CreateTable(
+            model.name,
+            schema=schema_literal(model.schema()),
+            partition_by=tuple(str(parse_partition_expr(e)) for e in model.partition_by),
+            sort_by=_canonical_sort(model.sort_by),
+            properties=properties,
+        )
+    ]
+    if model.identifier_fields:
+        ops.append(SetIdentifierFields(model.name, model.identifier_fields, ()))
+    return ops
+
+
+class _Differ:
+    """Walks one model against one live table, keeping the simulated column order up to date."""
+
+    def __init__(self, model: TableModel, table: Table) -> None:
+        self.model = model
+        self.table = table
+        self.name = model.name
+        schema = table.schema()
+        self.live: dict[str, NestedField] = {f.name: f for f in schema.fields}
+        self.order: list[str] = [f.name for f in schema.fields]
+        self.identifiers = tuple(sorted(schema.identifier_field_names()))
+        self.ops: list[Operation] = []
+
+    def run(self) -> list[Operation]:
+        model_names = [c.name for c in self.model.columns]
+        live_parts = live_partition_exprs(self.table)
+        wanted_parts = {str(parse_partition_expr(e)): e for e in self.model.partition_by}
+        live_sort = live_sort_fields(self.table)
+        wanted_sort = _canonical_sort(self.model.sort_by)
+        wanted_ids = tuple(sorted(self.model.identifier_fields))
+
+        for expr, field_name in live_parts.items():
+            if expr not in wanted_parts:
+                self.ops.append(DropPartitionField(self.name, field_name, expr))
+        self._renames()
+        dropped = [name for name in self.order if name not in model_names]
+        # A sort order or identifier set that uses a column about to be dropped must change first.
+        sort_early = wanted_sort != live_sort and (
+            _referenced_columns(live_sort, parse_sort_field) & set(dropped) or not wanted_sort
+        )
+        if sort_early:
+            early_sort = (
+                wanted_sort if not (_referenced_columns(wanted_sort, parse_sort_field) - set(self.order)) else ()
+            )
+            self.ops.append(SetSortOrder(self.name, early_sort, live_sort))
+            live_sort = early_sort
+        if set(self.identifiers) & set(dropped):
+            keep = tuple(i for i in wanted_ids if i in self.live and i not in dropped)
+            self.ops.append(SetIdentifierFields(self.name, keep, self.identifiers))
+            self.identifiers = keep
+        for name in dropped:
+            self.ops.append(DropColumn(self.name, name))
+            self.order.remove(name)
+        for column in self.model.columns:
+            if column.name in self.live:
+                self._changes(column.name, self.live[column.name], column.type, column.required, column.doc)
+        self._additions()
+        self._moves(model_names)
+        for expr, original in wanted_parts.items():
+            if expr not in live_parts:
+                parsed = parse_partition_expr(original)
+                self.ops.append(AddPartitionField(self.name, expr, default_partition_name(parsed)))
+        if wanted_sort != live_sort:
+            self.ops.append(SetSortOrder(self.name, wanted_sort, live_sort))
+        if wanted_ids != self.identifiers:
+            self.ops.append(SetIdentifierFields(self.name, wanted_ids, self.identifiers))
+        self._properties()
+        return self.ops
+
+    def _renames(self) -> None:
+        for column in self.model.columns:
+            source = column.renamed_from
+            if not source or column.name in self.live:
+                continue  # no rename, or already renamed
+            if source not in self.live:
+                raise ModelError(
+                    f"{self.model.source}: column {column.name!r} is renamed_from {source!r}, but table "
+                    f"{self.name} has neither column; remove renamed_from or fix the name."
+                )
+            self.ops.append(RenameColumn(self.name, source, column.name))
+            self.live[column.name] = self.live.pop(source)
+            self.order[self.order.index(source)] = column.name
+            self.identifiers = tuple(sorted(column.name if i == source else i for i in self.identifiers))
+
+    def _changes(self, path: str, live: NestedField, wanted: IcebergType, required: bool, doc: str | None) -> None:
+        live_type = live.field_type
+        if isinstance(live_type, StructType) and isinstance(wanted, StructType):
+            self._struct_changes(path, live_type, wanted)
+        elif isinstance(live_type, ListType | MapType) or isinstance(wanted, ListType | MapType):
+            if format_type(live_type) != format_type(wanted):
+                raise ModelError(
+                    f"{self.model.source}: column {path!r} changes from {format_type(live_type)} to "
+                    f"{format_type(wanted)}; autogenerate does not change list or map types. Write this "
+                    "migration by hand (ctx.alter_column on the element path, or a new column)."
+                )
+        elif live_type != wanted:
+            check_promotion(path, live_type, wanted)
+            self.ops.append(AlterColumnType(self.name, path, live_type, wanted))
+        if live.required and not required:
+            self.ops.append(MakeColumnOptional(self.name, path))
+        elif required and not live.required:
+            raise SchemaEvolutionError(
+                f"{self.model.source}: column {path!r} is optional in table {self.name} and required in the model; "
+                "Iceberg cannot make an optional column required. Keep it optional in the model."
+            )
+        if (live.doc or None) != (doc or None):
+            self.ops.append(SetColumnDoc(self.name, path, live.doc or None, doc or None))
+
+    def _struct_changes(self, path: str, live: StructType, wanted: StructType) -> None:
+        live_fields = {f.name: f for f in live.fields}
+        wanted_names = {f.name for f in wanted.fields}
+        for nested in live.fields:
+            if nested.name not in wanted_names:
+                self.ops.append(DropColumn(self.name, f"{path}.{nested.name}"))
+        for nested in wanted.fields:
+            nested_path = f"{path}.{nested.name}"
+            if nested.name in live_fields:
+                self._changes(nested_path, live_fields[nested.name], nested.field_type, nested.required, nested.doc)
+            else:
+                self.ops.append(AddColumn(self.name, nested_path, nested.field_type, nested.required, nested.doc))
+
+    def _additions(self) -> None:
+        previous: str | None = None
+        for column in self.model.columns:
+            if column.name not in self.live:
+                self.ops.append(self._add(column, previous))
+                position = self.order.index(previous) + 1 if previous is not None else 0
+                self.order.insert(position, column.name)
+            previous = column.name
+
+    def _add(self, column: ColumnModel, previous: str | None) -> AddColumn:
+        return AddColumn(
+            self.name,
+            column.name,
+            column.type,
+            column.required,
+            column.doc,
+            after=previous,
+            first=previous is None,
+        )
+
+    def _moves(self, desired: list[str]) -> None:
+        if self.order == desired:
+            return
+        keep = unmoved(self.order, desired)
+        for index, name in enumerate(desired):
+            if name in keep:
+                continue
+            after = desired[index - 1] if index else None
+            old_position = self.order.index(name)
+            old_after = self.order[old_position - 1] if old_position else None
+            if after == old_after:
+                continue
+            self.ops.append(MoveColumn(self.name, name, after, old_after))
+            self.order.remove(name)
+            self.order.insert(self.order.index(after) + 1 if after is not None else 0, name)
+
+    def _properties(self) -> None:
+        live = dict(self.table.properties)
+        to_set = {k: v for k, v in self.model.properties.items() if v is not None and live.get(k) != v}
+        to_remove = tuple(k for k, v in self.model.properties.items() if v is None and k in live)
+        if to_set:
+            self.ops.append(SetProperties(self.name, to_set, {k: live.get(k) for k in to_set}))
+        if to_remove:
+            self.ops.append(RemoveProperties(self.name, to_remove, {k: live[k] for k in to_remove}))

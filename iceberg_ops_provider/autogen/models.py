@@ -1,0 +1,219 @@
+"""Table models: the desired state of a table, declared in ``models/<table>.yaml``.
+
+Example::
+
+    name: orders
+    columns:
+      - {name: id, type: long, required: true, doc: "order id"}
+      - {name: ts, type: timestamptz}
+      - {name: customer_email, type: string, renamed_from: email}   # the only way a rename is detected
+    partition_by: ["day(ts)", "bucket(16, id)"]
+    sort_by: ["ts desc"]
+    properties: {write.target-file-size-bytes: "134217728", obsolete.key: null}   # null removes a key
+    identifier_fields: [id]
+
+A model may also say ``dropped: true`` to declare that the table should not exist.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pyiceberg.schema import Schema
+from pyiceberg.types import IcebergType, NestedField
+
+from iceberg_ops_provider.core.type_strings import parse_type
+from iceberg_ops_provider.errors import IcebergOpsError, ModelError
+from iceberg_ops_provider.migration.transforms import parse_partition_expr, parse_sort_field
+
+__all__ = ["ColumnModel", "TableModel", "load_model", "load_models"]
+
+_TABLE_KEYS = {"name", "columns", "partition_by", "sort_by", "properties", "identifier_fields", "dropped"}
+_COLUMN_KEYS = {"name", "type", "required", "doc", "renamed_from"}
+
+
+@dataclass(frozen=True)
+class ColumnModel:
+    """One declared column.
+
+    Attributes:
+        name: Column name.
+        type: The Iceberg type.
+        required: Whether values are required.
+        doc: Column doc, or ``None``.
+        renamed_from: The column's previous name, when it is being renamed.
+    """
+
+    name: str
+    type: IcebergType
+    required: bool = False
+    doc: str | None = None
+    renamed_from: str | None = None
+
+
+@dataclass(frozen=True)
+class TableModel:
+    """The desired state of one table.
+
+    Attributes:
+        name: Table name (bare: it lives in the namespace being migrated).
+        columns: Columns, in order.
+        partition_by: Partition expressions (``"day(ts)"``).
+        sort_by: Sort fields (``"ts desc"``).
+        properties: Properties to set; a ``None`` value means "remove this key".
+        identifier_fields: Row-key columns.
+        dropped: The table should not exist.
+        source: The file it was read from.
+    """
+
+    name: str
+    columns: tuple[ColumnModel, ...] = ()
+    partition_by: tuple[str, ...] = ()
+    sort_by: tuple[str, ...] = ()
+    properties: Mapping[str, str | None] = field(default_factory=dict)
+    identifier_fields: tuple[str, ...] = ()
+    dropped: bool = False
+    source: Path | None = None
+
+    def schema(self) -> Schema:
+        """The declared columns as an Iceberg schema (ids numbered from 1)."""
+        fields = [
+            NestedField(index, column.name, column.type, required=column.required, doc=column.doc)
+            for index, column in enumerate(self.columns, start=1)
+        ]
+        from pyiceberg.schema import assign_fresh_schema_ids
+
+        return assign_fresh_schema_ids(Schema(*fields))
+
+
+def _fail(source: object, problem: str) -> ModelError:
+    return ModelError(f"{source}: {problem}")
+
+
+def _string_list(source: object, key: str, value: Any) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise _fail(source, f"'{key}' must be a list of strings, got {value!r}.")
+    return tuple(value)
+
+
+def _column(source: object, index: int, raw: Any) -> ColumnModel:
+    where = f"columns[{index}]"
+    if not isinstance(raw, dict):
+        raise _fail(source, f"{where} must be a mapping such as {{name: id, type: long}}, got {raw!r}.")
+    unknown = set(raw) - _COLUMN_KEYS
+    if unknown:
+        raise _fail(source, f"{where} has unknown key(s) {sorted(unknown)}; valid keys: {sorted(_COLUMN_KEYS)}.")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name:
+        raise _fail(source, f"{where} needs a 'name'.")
+    if "type" not in raw or not isinstance(raw["type"], str):
+        raise _fail(source, f"column {name!r} needs a 'type' written as text, such as long or decimal(12,2).")
+    try:
+        column_type = parse_type(raw["type"])
+    except IcebergOpsError as exc:
+        raise _fail(source, f"column {name!r}: {exc}") from exc
+    required = raw.get("required", False)
+    if not isinstance(required, bool):
+        raise _fail(source, f"column {name!r}: 'required' must be true or false, got {required!r}.")
+    doc = raw.get("doc")
+    renamed_from = raw.get("renamed_from")
+    for key, value in (("doc", doc), ("renamed_from", renamed_from)):
+        if value is not None and not isinstance(value, str):
+            raise _fail(source, f"column {name!r}: '{key}' must be text, got {value!r}.")
+    return ColumnModel(name, column_type, required, doc, renamed_from)
+
+
+def model_from_dict(raw: Any, source: object = "<model>") -> TableModel:
+    """Validate a parsed model document.
+
+    Raises:
+        ModelError: Names the file and the key that is wrong.
+    """
+    if not isinstance(raw, dict):
+        raise _fail(source, "a model must be a mapping with at least 'name' and 'columns'.")
+    unknown = set(raw) - _TABLE_KEYS
+    if unknown:
+        raise _fail(source, f"unknown key(s) {sorted(unknown)}; valid keys: {sorted(_TABLE_KEYS)}.")
+    name = raw.get("name")
+    if not isinstance(name, str) or not name or "." in name:
+        raise _fail(source, f"'name' must be a bare table name such as orders, got {name!r}.")
+    dropped = raw.get("dropped", False)
+    if not isinstance(dropped, bool):
+        raise _fail(source, f"'dropped' must be true or false, got {dropped!r}.")
+    raw_columns = raw.get("columns") or []
+    if not isinstance(raw_columns, list) or (not raw_columns and not dropped):
+        raise _fail(source, "'columns' must be a non-empty list of columns.")
+    columns = tuple(_column(source, index, item) for index, item in enumerate(raw_columns))
+    names = [column.name for column in columns]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise _fail(source, f"column(s) {duplicates} are declared more than once.")
+    partition_by = _string_list(source, "partition_by", raw.get("partition_by"))
+    sort_by = _string_list(source, "sort_by", raw.get("sort_by"))
+    for expression in partition_by:
+        _check_expression(source, "partition_by", expression, names, parse_partition_expr)
+    for expression in sort_by:
+        _check_expression(source, "sort_by", expression, names, parse_sort_field)
+    properties = raw.get("properties") or {}
+    if not isinstance(properties, dict):
+        raise _fail(source, f"'properties' must be a mapping, got {properties!r}.")
+    clean: dict[str, str | None] = {}
+    for key, value in properties.items():
+        if isinstance(value, dict | list):
+            raise _fail(source, f"property {key!r} must be a single value (or null to remove it).")
+        clean[str(key)] = None if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    identifier_fields = _string_list(source, "identifier_fields", raw.get("identifier_fields"))
+    for column_name in identifier_fields:
+        column = next((c for c in columns if c.name == column_name), None)
+        if column is None or not column.required:
+            raise _fail(source, f"identifier field {column_name!r} must be a declared column with required: true.")
+    return TableModel(name, columns, partition_by, sort_by, clean, identifier_fields, dropped, Path(str(source)))
+
+
+def _check_expression(source: object, key: str, expression: str, names: list[str], parse: Any) -> None:
+    try:
+        parsed = parse(expression)
+    except IcebergOpsError as exc:
+        raise _fail(source, f"{key}: {exc}") from exc
+    if parsed.column.split(".")[0] not in names:
+        raise _fail(source, f"{key}: {expression!r} uses column {parsed.column!r}, which is not declared.")
+
+
+def load_model(path: str | Path) -> TableModel:
+    """Read and validate one model file.
+
+    Raises:
+        ModelError: The file is missing, is not YAML, or declares something invalid.
+    """
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError as exc:
+        raise _fail(path, "model file not found.") from exc
+    except yaml.YAMLError as exc:
+        raise _fail(path, f"not valid YAML: {str(exc).splitlines()[0]}") from exc
+    return model_from_dict(raw, path)
+
+
+def load_models(models_dir: str | Path) -> list[TableModel]:
+    """Every ``*.yaml``/``*.yml`` model in a folder, ordered by table name.
+
+    Raises:
+        ModelError: A bad file, or two files declaring the same table.
+    """
+    folder = Path(models_dir)
+    if not folder.is_dir():
+        raise _fail(folder, "models folder not found; create it (iceberg-ops init) or set models_dir.")
+    models = [load_model(path) for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])]
+    seen: dict[str, TableModel] = {}
+    for model in models:
+        if model.name in seen:
+            raise _fail(model.source, f"declares table {model.name!r}, as does {seen[model.name].source}.")
+        seen[model.name] = model
+    return sorted(models, key=lambda model: model.name)

@@ -1,0 +1,166 @@
+"""One function per command that needs more than a runner call: ``check`` and ``revision``.
+
+The CLI and the Airflow operators are fronts over these and over :class:`MigrationRunner`; nothing
+here prints or parses arguments.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from iceberg_ops_provider.autogen import autogenerate, load_model, load_models, render_migration
+from iceberg_ops_provider.autogen.operations import Operation
+from iceberg_ops_provider.config import ProjectConfig
+from iceberg_ops_provider.errors import MigrationError, ModelError, ProjectConfigError
+from iceberg_ops_provider.planning import PlanStep
+from iceberg_ops_provider.runner import MigrationRunner
+from iceberg_ops_provider.scaffolding import create_revision
+
+__all__ = ["CheckReport", "RevisionResult", "check", "open_runner", "require_known_namespace", "revision"]
+
+
+def open_runner(config: ProjectConfig, on_event: Callable[[str], None] | None = None) -> MigrationRunner:
+    """A runner for the project's catalog, namespace and migrations folder."""
+    return MigrationRunner(
+        config.build_catalog(),
+        config.require_namespace(),
+        config.migrations_dir,
+        config.meta_namespace,
+        on_event=on_event,
+    )
+
+
+def require_known_namespace(runner: MigrationRunner) -> None:
+    """Refuse a namespace that neither exists in the catalog nor has history (most likely a typo).
+
+    Raises:
+        ProjectConfigError: Names the namespace and the namespaces that do exist.
+    """
+    namespace = tuple(runner.namespace.split("."))
+    if runner.catalog.namespace_exists(namespace) or runner.history():
+        return
+    existing = sorted(".".join(n) for n in runner.catalog.list_namespaces() if ".".join(n) != runner.meta_namespace)
+    raise ProjectConfigError(
+        f"Namespace {runner.namespace!r} does not exist in the catalog and has no migration history. Check "
+        f"--namespace (existing: {', '.join(existing) or 'none'}); `iceberg-ops plan` and `upgrade` create a new one."
+    )
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What ``check`` found.
+
+    Attributes:
+        namespace: The namespace checked.
+        pending: Migrations not applied yet.
+        drift: Operations that would make the live tables match their models.
+        problems: Applied migrations whose files changed or went missing.
+    """
+
+    namespace: str
+    pending: list[PlanStep] = field(default_factory=list)
+    drift: list[Operation] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """Nothing pending, nothing drifted, nothing odd."""
+        return not (self.pending or self.drift or self.problems)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "namespace": self.namespace,
+            "ok": self.ok,
+            "pending": [step.to_json() for step in self.pending],
+            "drift": [op.to_json() for op in self.drift],
+            "problems": self.problems,
+        }
+
+
+def check(config: ProjectConfig) -> CheckReport:
+    """Compare files, history and models with the catalog; change nothing.
+
+    Models are compared only when the models folder exists.
+    """
+    runner = open_runner(config)
+    state = runner.state()
+    status = runner.status()
+    drift: list[Operation] = []
+    if config.models_dir.is_dir():
+        drift = autogenerate(runner.catalog, runner.namespace, load_models(config.models_dir))
+    return CheckReport(
+        runner.namespace, status.pending, drift, [p for p in state.problems() if "numbered below" not in p]
+    )
+
+
+@dataclass(frozen=True)
+class RevisionResult:
+    """What ``revision`` wrote: the file (``None`` when autogenerate found nothing) and its operations."""
+
+    path: Path | None
+    operations: list[Operation] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "path": str(self.path) if self.path else None,
+            "operations": [op.to_json() for op in self.operations],
+        }
+
+
+def revision(
+    config: ProjectConfig, message: str, *, autogenerate_from_models: bool = False, target_table: str | None = None
+) -> RevisionResult:
+    """Write the next migration file: a skeleton, or the operations that close the models' drift.
+
+    Args:
+        config: The project.
+        message: The revision message.
+        autogenerate_from_models: Diff the models with the live tables and write those operations.
+        target_table: With autogenerate, only this table's model (a bare name, kept bare in the file).
+
+    Raises:
+        MigrationError: Autogenerate while migrations are pending (the diff would repeat them).
+        ModelError: A bad model, or no model for ``target_table``.
+        ForbiddenPromotionError: A model asks for a type change Iceberg forbids.
+    """
+    if not autogenerate_from_models:
+        if target_table:
+            raise ModelError("--target-table only applies with --autogenerate.")
+        return RevisionResult(create_revision(config.migrations_dir, message))
+    runner = open_runner(config)
+    pending = runner.status().pending
+    if pending:
+        raise MigrationError(
+            f"Namespace {runner.namespace!r} has {len(pending)} pending migration(s) ({pending[0].version} first); "
+            "upgrade first, so the comparison does not repeat their changes."
+        )
+    if target_table:
+        if "." in target_table:
+            raise ModelError(
+                f"--target-table takes a bare table name (it lives in the namespace), got {target_table!r}."
+            )
+        candidates = [config.models_dir / f"{target_table}.yaml", config.models_dir / f"{target_table}.yml"]
+        found = next((path for path in candidates if path.is_file()), None)
+        models = [load_model(found)] if found else [m for m in load_models(config.models_dir) if m.name == target_table]
+        if not models:
+            raise ModelError(f"No model for table {target_table!r} in {config.models_dir}.")
+    else:
+        models = load_models(config.models_dir)
+    operations = autogenerate(runner.catalog, runner.namespace, models)
+    if not operations:
+        return RevisionResult(None, [])
+    sources = ", ".join(_display(m.source, config.root) if m.source else m.name for m in models)
+    text = render_migration(message, operations, source=sources)
+    return RevisionResult(create_revision(config.migrations_dir, message, content=text), operations)
+
+
+def _display(path: Path, root: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(root))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,185 @@
+"""The project file ``iceberg-ops.yaml``: which catalog, namespace and folders a project uses.
+
+Example::
+
+    catalog:
+      kind: sqlite            # sqlite | glue | rest | hive | s3tables; or `name: <catalog>`
+      # options of that kind (uri, warehouse, region, db_path, ...)
+    namespace: sales
+    migrations_dir: migrations
+    models_dir: models
+    meta_namespace: _iceberg_ops
+
+Every key is optional until a command needs it. Relative paths resolve against the folder of the
+file; the SQLite kind keeps its database in ``local_data/`` there unless told otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.errors import ProjectConfigError
+from iceberg_ops_provider.history.store import DEFAULT_META_NAMESPACE
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+__all__ = ["CONFIG_FILE", "ProjectConfig", "load_config"]
+
+CONFIG_FILE = "iceberg-ops.yaml"
+_KEYS = {"catalog", "namespace", "migrations_dir", "models_dir", "meta_namespace"}
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    """A project's settings, with command-line overrides applied.
+
+    Attributes:
+        path: The configuration file, or ``None`` when there is none.
+        root: The folder relative paths resolve against.
+        catalog: ``{"kind": ..., **options}`` or ``{"name": ..., **options}``.
+        namespace: The namespace to migrate, if set.
+        migrations_dir: The migrations folder.
+        models_dir: The models folder.
+        meta_namespace: Where history and locks live.
+    """
+
+    path: Path | None
+    root: Path
+    catalog: dict[str, Any] = field(default_factory=lambda: {"kind": "sqlite"})
+    namespace: str | None = None
+    migrations_dir: Path = Path("migrations")
+    models_dir: Path = Path("models")
+    meta_namespace: str = DEFAULT_META_NAMESPACE
+
+    def require_namespace(self) -> str:
+        """The namespace, or a clear error saying how to give one."""
+        if not self.namespace:
+            raise ProjectConfigError(
+                f"No namespace given: pass --namespace NS or set `namespace:` in {self.path or CONFIG_FILE}."
+            )
+        return self.namespace
+
+    def build_catalog(self) -> Catalog:
+        """Open the configured catalog.
+
+        Raises:
+            ProjectConfigError: The ``memory`` kind (its state would be gone when the command exits).
+            CatalogConfigError, MissingExtraError: From :class:`CatalogFactory`.
+        """
+        options = dict(self.catalog)
+        if "name" in options:
+            from pyiceberg.catalog import load_catalog
+
+            name = str(options.pop("name"))
+            return load_catalog(name, **{key: str(value) for key, value in options.items()})
+        kind = str(options.pop("kind", "sqlite")).lower()
+        if kind == "memory":
+            raise ProjectConfigError(
+                "The 'memory' catalog cannot be used from the command line: its state is gone when the command "
+                "exits. Use kind 'sqlite' for a local catalog."
+            )
+        if kind == "sqlite":
+            options["db_path"] = self._resolve(options.get("db_path", Path("local_data") / "iceberg_catalog.db"))
+            warehouse = options.get("warehouse_dir", Path("local_data") / "iceberg_warehouse")
+            options["warehouse_dir"] = warehouse if "://" in str(warehouse) else self._resolve(warehouse)
+        return CatalogFactory.build(kind, **options)
+
+    def _resolve(self, path: Any) -> Path:
+        candidate = Path(str(path)).expanduser()
+        return candidate if candidate.is_absolute() else self.root / candidate
+
+    def with_overrides(
+        self,
+        *,
+        namespace: str | None = None,
+        catalog_kind: str | None = None,
+        catalog_name: str | None = None,
+        db_path: str | None = None,
+        warehouse: str | None = None,
+    ) -> ProjectConfig:
+        """This configuration with command-line options applied (they win over the file)."""
+        if catalog_kind and catalog_name:
+            raise ProjectConfigError("Pass either --catalog KIND or --catalog-name NAME, not both.")
+        catalog = dict(self.catalog)
+        if catalog_name:
+            catalog = {"name": catalog_name}
+        elif catalog_kind:
+            same_kind = str(catalog.get("kind", "")).lower() == catalog_kind.lower()
+            catalog = {**(catalog if same_kind else {}), "kind": catalog_kind}
+            catalog.pop("name", None)
+        if db_path or warehouse:
+            if str(catalog.get("kind", "sqlite")).lower() != "sqlite" or "name" in catalog:
+                raise ProjectConfigError("--db-path and --warehouse apply to the sqlite catalog only.")
+            if db_path:
+                catalog["db_path"] = str(Path(db_path).expanduser().resolve())
+            if warehouse:
+                catalog["warehouse_dir"] = warehouse if "://" in warehouse else str(Path(warehouse).resolve())
+        return replace(self, catalog=catalog, namespace=namespace or self.namespace)
+
+
+def _string(path: Path, key: str, value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ProjectConfigError(f"{path}: '{key}' must be a non-empty string, got {value!r}.")
+    return value
+
+
+def load_config(path: str | Path | None = None, *, required: bool = True) -> ProjectConfig:
+    """Read ``iceberg-ops.yaml`` (``path``, default ``./iceberg-ops.yaml``).
+
+    Args:
+        path: The file.
+        required: Raise when it does not exist; otherwise return defaults rooted in the working directory.
+
+    Raises:
+        ProjectConfigError: Missing file (when required), not YAML, unknown key or bad value; the
+            message names the key.
+    """
+    file = Path(path) if path is not None else Path.cwd() / CONFIG_FILE
+    if not file.is_file():
+        if required:
+            raise ProjectConfigError(
+                f"Configuration file {file} not found. Run `iceberg-ops init` to create one, or pass --config PATH."
+            )
+        return ProjectConfig(path=None, root=file.parent.resolve())
+    try:
+        raw = yaml.safe_load(file.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise ProjectConfigError(f"{file}: not valid YAML: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(raw, dict):
+        raise ProjectConfigError(f"{file}: expected a mapping of settings, got {type(raw).__name__}.")
+    unknown = sorted(set(raw) - _KEYS)
+    if unknown:
+        raise ProjectConfigError(f"{file}: unknown key(s) {unknown}; valid keys: {sorted(_KEYS)}.")
+    catalog = raw.get("catalog") or {"kind": "sqlite"}
+    if not isinstance(catalog, dict):
+        raise ProjectConfigError(f"{file}: 'catalog' must be a mapping such as {{kind: sqlite}}, got {catalog!r}.")
+    if "kind" in catalog and "name" in catalog:
+        raise ProjectConfigError(f"{file}: 'catalog' takes either 'kind' or 'name', not both.")
+    kind = catalog.get("kind")
+    if kind is not None and str(kind).lower() not in CatalogFactory.KINDS:
+        raise ProjectConfigError(
+            f"{file}: catalog kind {kind!r} is unknown; valid kinds: {', '.join(CatalogFactory.KINDS)} "
+            "(or `name:` for any catalog PyIceberg can load)."
+        )
+    for key, value in catalog.items():
+        if isinstance(value, dict | list) or value is None:
+            raise ProjectConfigError(f"{file}: catalog option {key!r} must be a single value, got {value!r}.")
+    root = file.parent.resolve()
+    settings: dict[str, Any] = {"catalog": dict(catalog)}
+    if "namespace" in raw:
+        settings["namespace"] = _string(file, "namespace", raw["namespace"])
+    if "meta_namespace" in raw:
+        settings["meta_namespace"] = _string(file, "meta_namespace", raw["meta_namespace"])
+    for key in ("migrations_dir", "models_dir"):
+        if key in raw:
+            folder = Path(_string(file, key, raw[key])).expanduser()
+            settings[key] = folder if folder.is_absolute() else root / folder
+        else:
+            settings[key] = root / ("migrations" if key == "migrations_dir" else "models")
+    return ProjectConfig(path=file.resolve(), root=root, **settings)
