@@ -24,9 +24,10 @@ __all__ = ["CheckReport", "RevisionResult", "check", "open_runner", "require_kno
 
 def open_runner(config: ProjectConfig, on_event: Callable[[str], None] | None = None) -> MigrationRunner:
     """A runner for the project's catalog, namespace and migrations folder."""
+    namespace = config.require_namespace()  # before opening the catalog, which may create local_data/
     return MigrationRunner(
         config.build_catalog(),
-        config.require_namespace(),
+        namespace,
         config.migrations_dir,
         config.meta_namespace,
         on_event=on_event,

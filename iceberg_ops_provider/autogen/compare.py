@@ -143,15 +143,17 @@ class _Differ:
 
     def run(self) -> list[Operation]:
         model_names = [c.name for c in self.model.columns]
-        live_parts = live_partition_exprs(self.table)
+        renames = self._rename_map()
+        # Specs and sort orders follow field ids, so a renamed column keeps its partition and sort fields.
+        live_parts = {_renamed_partition(e, renames): (n, e) for e, n in live_partition_exprs(self.table).items()}
         wanted_parts = {str(parse_partition_expr(e)): e for e in self.model.partition_by}
-        live_sort = live_sort_fields(self.table)
+        live_sort = tuple(_renamed_sort(f, renames) for f in live_sort_fields(self.table))
         wanted_sort = _canonical_sort(self.model.sort_by)
         wanted_ids = tuple(sorted(self.model.identifier_fields))
 
-        for expr, field_name in live_parts.items():
+        for expr, (field_name, before_renames) in live_parts.items():
             if expr not in wanted_parts:
-                self.ops.append(DropPartitionField(self.name, field_name, expr))
+                self.ops.append(DropPartitionField(self.name, field_name, before_renames))
         self._renames()
         dropped = [name for name in self.order if name not in model_names]
         # A sort order or identifier set that uses a column about to be dropped must change first.
@@ -164,10 +166,15 @@ class _Differ:
             )
             self.ops.append(SetSortOrder(self.name, early_sort, live_sort))
             live_sort = early_sort
-        if set(self.identifiers) & set(dropped):
-            keep = tuple(i for i in wanted_ids if i in self.live and i not in dropped)
-            self.ops.append(SetIdentifierFields(self.name, keep, self.identifiers))
-            self.identifiers = keep
+        # Identifier fields must stay required and present: drop the ones that go away first.
+        staying = tuple(
+            i
+            for i in self.identifiers
+            if i in wanted_ids and i not in dropped and self._model_column(i).required  # type: ignore[union-attr]
+        )
+        if staying != self.identifiers:
+            self.ops.append(SetIdentifierFields(self.name, staying, self.identifiers))
+            self.identifiers = staying
         for name in dropped:
             self.ops.append(DropColumn(self.name, name))
             self.order.remove(name)
@@ -187,7 +194,11 @@ class _Differ:
         self._properties()
         return self.ops
 
-    def _renames(self) -> None:
+    def _model_column(self, name: str) -> ColumnModel | None:
+        return next((column for column in self.model.columns if column.name == name), None)
+
+    def _rename_map(self) -> dict[str, str]:
+        renames = {}
         for column in self.model.columns:
             source = column.renamed_from
             if not source or column.name in self.live:
@@ -197,6 +208,13 @@ class _Differ:
                     f"{self.model.source}: column {column.name!r} is renamed_from {source!r}, but table "
                     f"{self.name} has neither column; remove renamed_from or fix the name."
                 )
+            renames[source] = column.name
+        return renames
+
+    def _renames(self) -> None:
+        for source, new in self._rename_map().items():
+            column = self._model_column(new)
+            assert column is not None
             self.ops.append(RenameColumn(self.name, source, column.name))
             self.live[column.name] = self.live.pop(source)
             self.order[self.order.index(source)] = column.name
@@ -283,3 +301,19 @@ class _Differ:
             self.ops.append(SetProperties(self.name, to_set, {k: live.get(k) for k in to_set}))
         if to_remove:
             self.ops.append(RemoveProperties(self.name, to_remove, {k: live[k] for k in to_remove}))
+
+
+def _renamed_partition(expression: str, renames: dict[str, str]) -> str:
+    parsed = parse_partition_expr(expression)
+    return format_partition_expr(_renamed_column(parsed.column, renames), parsed.transform)
+
+
+def _renamed_sort(field_text: str, renames: dict[str, str]) -> str:
+    parsed = parse_sort_field(field_text)
+    return str(SortExpr(_renamed_column(parsed.column, renames), parsed.transform, parsed.direction, parsed.null_order))
+
+
+def _renamed_column(column: str, renames: dict[str, str]) -> str:
+    head, _, rest = column.partition(".")
+    head = renames.get(head, head)
+    return f"{head}.{rest}" if rest else head

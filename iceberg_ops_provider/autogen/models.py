@@ -24,7 +24,7 @@ from typing import Any
 
 import yaml
 from pyiceberg.schema import Schema
-from pyiceberg.types import IcebergType, NestedField
+from pyiceberg.types import DoubleType, FloatType, IcebergType, NestedField, PrimitiveType
 
 from iceberg_ops_provider.core.type_strings import parse_type
 from iceberg_ops_provider.errors import IcebergOpsError, ModelError
@@ -173,6 +173,8 @@ def model_from_dict(raw: Any, source: object = "<model>") -> TableModel:
         column = next((c for c in columns if c.name == column_name), None)
         if column is None or not column.required:
             raise _fail(source, f"identifier field {column_name!r} must be a declared column with required: true.")
+        if not isinstance(column.type, PrimitiveType) or isinstance(column.type, FloatType | DoubleType):
+            raise _fail(source, f"identifier field {column_name!r} must not be a float, double or nested column.")
     return TableModel(name, columns, partition_by, sort_by, clean, identifier_fields, dropped, Path(str(source)))
 
 
