@@ -203,6 +203,16 @@ def _step(state: NamespaceState, direction: Direction, version: str) -> PlanStep
     return PlanStep(direction, version, state.description(version), state.script(version))
 
 
+def _first(target: str, versions: list[str], what: str, state: str) -> list[str]:
+    """The first N of ``versions`` for a relative target ``+N``/``-N``."""
+    count = int(target[1:])
+    if count < 1:
+        raise MigrationTargetError(f"'{target[0]}N' needs N of at least 1.")
+    if count > len(versions):
+        raise MigrationTargetError(f"Target {target!r} asks for {count} {what} but {len(versions)} are {state}.")
+    return versions[:count]
+
+
 def upgrade_steps(state: NamespaceState, target: str = "head") -> list[PlanStep]:
     """The migrations an upgrade to ``target`` applies, in order.
 
@@ -217,12 +227,7 @@ def upgrade_steps(state: NamespaceState, target: str = "head") -> list[PlanStep]
     if target == "head":
         chosen = pending
     elif target.startswith("+"):
-        count = int(target[1:])
-        if count < 1:
-            raise MigrationTargetError("'+N' needs N of at least 1.")
-        if count > len(pending):
-            raise MigrationTargetError(f"Target {target!r} asks for {count} migrations but {len(pending)} are pending.")
-        chosen = pending[:count]
+        chosen = _first(target, pending, "migrations", "pending")
     else:
         version = _known_version(state, target)
         if state.script(version) is None:
@@ -251,12 +256,7 @@ def downgrade_steps(state: NamespaceState, target: str) -> list[PlanStep]:
     if target == "base":
         chosen = applied
     elif target.startswith("-"):
-        count = int(target[1:])
-        if count < 1:
-            raise MigrationTargetError("'-N' needs N of at least 1.")
-        if count > len(applied):
-            raise MigrationTargetError(f"Target {target!r} asks for {count} rollbacks but {len(applied)} are applied.")
-        chosen = applied[:count]
+        chosen = _first(target, applied, "rollbacks", "applied")
     else:
         version = _known_version(state, target)
         chosen = [v for v in applied if int(v) > int(version)]

@@ -80,6 +80,16 @@ def boto_kwargs(endpoint: str) -> dict[str, str]:
     }
 
 
+def s3_properties(endpoint: str) -> dict[str, str]:
+    """PyIceberg FileIO properties for an S3 endpoint on loopback."""
+    return {
+        "s3.endpoint": endpoint,
+        "s3.access-key-id": ACCESS_KEY,
+        "s3.secret-access-key": SECRET_KEY,
+        "s3.region": REGION,
+    }
+
+
 @dataclass(frozen=True)
 class SeaweedFS:
     """A running ``weed mini``: S3 endpoint and Iceberg REST (S3 Tables protocol) endpoint."""
@@ -90,12 +100,7 @@ class SeaweedFS:
 
     def s3_properties(self) -> dict[str, str]:
         """PyIceberg FileIO properties for its S3 endpoint."""
-        return {
-            "s3.endpoint": self.s3_endpoint,
-            "s3.access-key-id": ACCESS_KEY,
-            "s3.secret-access-key": SECRET_KEY,
-            "s3.region": REGION,
-        }
+        return s3_properties(self.s3_endpoint)
 
     def create_table_bucket(self, name: str) -> str:
         """Create an S3 Tables table bucket and return its ARN."""
@@ -173,12 +178,7 @@ class Moto:
 
     def s3_properties(self) -> dict[str, str]:
         """PyIceberg FileIO properties for its S3 endpoint."""
-        return {
-            "s3.endpoint": self.endpoint,
-            "s3.access-key-id": ACCESS_KEY,
-            "s3.secret-access-key": SECRET_KEY,
-            "s3.region": REGION,
-        }
+        return s3_properties(self.endpoint)
 
     def glue_properties(self) -> dict[str, str]:
         """PyIceberg Glue catalog properties for its Glue endpoint."""
