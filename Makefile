@@ -24,8 +24,18 @@ test: lint
 unit: $(INSTALLED)
 	$(PY) -m pytest -n 2 --dist loadfile -m "not backends"
 
+# The main job: the example DAG migrates the `demo` namespace, then loads into it, on a real Airflow
+# (metadata database in airflow_home/) against the embedded SQLite catalog in local_data/.
+demo: export AIRFLOW_HOME := $(CURDIR)/airflow_home
+demo: export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags_examples
+demo: export AIRFLOW__CORE__LOAD_EXAMPLES := False
+demo: export AIRFLOW_CONN_ICEBERG_OPS_DEFAULT := {"conn_type": "iceberg_ops", "extra": {"kind": "sqlite", "db_path": "$(CURDIR)/local_data/iceberg_catalog.db", "warehouse_dir": "$(CURDIR)/local_data/iceberg_warehouse"}}
 demo: $(INSTALLED)
-	$(PY) dags_examples/core_tour.py
+	mkdir -p airflow_home local_data
+	$(VENV)/bin/airflow db migrate > airflow_home/db-migrate.log 2>&1 || (cat airflow_home/db-migrate.log; exit 1)
+	$(VENV)/bin/airflow dags test migrate_then_load
+	$(VENV)/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml status
+	$(VENV)/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml history
 
 clean:
 	rm -rf $(VENV) local_data .pytest_cache

@@ -8,15 +8,68 @@ from iceberg_ops_provider import __version__
 
 __all__ = ["get_provider_info"]
 
+_TEXT = {"type": ["string", "null"]}
+
 
 def get_provider_info() -> dict[str, Any]:
     """Describe the provider to Airflow's ProvidersManager.
 
-    ``package-name`` must equal the distribution name, or Airflow refuses the provider.
+    ``package-name`` must equal the distribution name, or Airflow refuses the provider. The
+    declarative ``conn-fields``/``ui-field-behaviour`` serve Airflow 3.2+; the hook's legacy methods
+    serve 3.1.
     """
     return {
         "package-name": "iceberg-ops",
         "name": "iceberg-ops",
         "description": "Versioned migrations, maintenance and a resumable data mover for Apache Iceberg tables.",
         "versions": [__version__],
+        "integrations": [
+            {
+                "integration-name": "Apache Iceberg (iceberg-ops)",
+                "external-doc-url": "https://iceberg.apache.org/",
+                "tags": ["software"],
+            }
+        ],
+        "hooks": [
+            {
+                "integration-name": "Apache Iceberg (iceberg-ops)",
+                "python-modules": ["iceberg_ops_provider.hooks.catalog"],
+            }
+        ],
+        "operators": [
+            {
+                "integration-name": "Apache Iceberg (iceberg-ops)",
+                "python-modules": ["iceberg_ops_provider.operators.migrate"],
+            }
+        ],
+        "connection-types": [
+            {
+                "hook-class-name": "iceberg_ops_provider.hooks.catalog.IcebergCatalogHook",
+                "hook-name": "Apache Iceberg (iceberg-ops)",
+                "connection-type": "iceberg_ops",
+                "conn-fields": {
+                    "kind": {
+                        "label": "Catalog kind",
+                        "schema": {
+                            "type": ["string", "null"],
+                            "default": "rest",
+                            "enum": ["sqlite", "rest", "glue", "hive", "s3tables"],
+                        },
+                    },
+                    "warehouse": {
+                        "label": "Warehouse",
+                        "schema": _TEXT,
+                        "description": "Warehouse location, or the table bucket ARN for s3tables",
+                    },
+                    "region": {"label": "Region", "schema": _TEXT, "description": "For glue and s3tables"},
+                    "db_path": {"label": "SQLite database path", "schema": _TEXT},
+                    "warehouse_dir": {"label": "SQLite warehouse folder", "schema": _TEXT},
+                },
+                "ui-field-behaviour": {
+                    "hidden-fields": ["schema", "port"],
+                    "relabeling": {"host": "Catalog URI", "login": "Client ID", "password": "Client secret"},
+                    "placeholders": {"host": "https://polaris.example.com/api/catalog (empty for sqlite and glue)"},
+                },
+            }
+        ],
     }

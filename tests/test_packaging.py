@@ -44,7 +44,8 @@ def test_airflow_discovers_the_provider(tmp_path):
         [str(BIN / "airflow"), "providers", "list", "-o", "json"], capture_output=True, text=True, env=env, timeout=300
     )
     assert result.returncode == 0, result.stderr
-    providers = {p["package_name"]: p for p in json.loads(result.stdout[result.stdout.index("[") :])}
+    listed = json.loads(next(line for line in result.stdout.splitlines() if line.startswith("[{")))
+    providers = {p["package_name"]: p for p in listed}
     assert providers["iceberg-ops"]["version"] == iceberg_ops_provider.__version__
 
 

@@ -1,0 +1,1 @@
+"""Airflow hooks of the iceberg-ops provider."""

@@ -1,0 +1,135 @@
+"""IcebergMigrateOperator: migrate a namespace as a retryable, observable Airflow task."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from iceberg_ops_provider.history.store import DEFAULT_META_NAMESPACE
+from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+__all__ = ["ACTIONS", "IcebergMigrateOperator"]
+
+ACTIONS = ("upgrade", "downgrade", "plan", "check")
+
+try:  # Airflow 3.2+
+    from airflow.sdk.exceptions import AirflowException
+except ImportError:  # pragma: no cover - Airflow 3.1
+    from airflow.exceptions import AirflowException
+
+
+class IcebergMigrateOperator(BaseOperator):
+    """Run the migrations of one namespace: ``upgrade``, ``downgrade``, ``plan`` or ``check``.
+
+    Retries are safe: history records every applied migration, so a retried task resumes where the
+    failed attempt stopped and never applies a migration twice. When another run holds the
+    namespace's lock the task fails with a message naming the holder, and Airflow's ``retries`` /
+    ``retry_delay`` decide whether it tries again later (nothing was executed).
+
+    Args:
+        namespace: The namespace to migrate (templated).
+        migrations_dir: The folder of migration files, on the worker (templated).
+        target: ``head``, ``base``, a version, ``+N`` or ``-N`` (templated).
+        action: ``upgrade`` (default), ``downgrade``, ``plan`` (changes nothing) or ``check`` (fails the
+            task while migrations are pending or files disagree with history, so a DAG can gate loads
+            on it).
+        iceberg_conn_id: The Airflow connection of the catalog.
+        meta_namespace: Where history and locks live.
+        allow_changed: Let ``upgrade``/``downgrade`` run although applied files changed.
+        allow_missing: Let ``upgrade`` run although applied files are missing.
+        allow_out_of_order: Let ``upgrade`` apply files numbered below the current version.
+
+    Returns (XCom):
+        ``{"namespace", "action", "target", "version_before", "version_after", "migrations": [...]}``
+        where ``migrations`` lists what was applied or rolled back (or planned / pending).
+    """
+
+    template_fields: Sequence[str] = ("namespace", "migrations_dir", "target")
+    ui_color = "#cfe8fc"
+
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        migrations_dir: str,
+        target: str = "head",
+        action: str = "upgrade",
+        iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
+        meta_namespace: str = DEFAULT_META_NAMESPACE,
+        allow_changed: bool = False,
+        allow_missing: bool = False,
+        allow_out_of_order: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if action not in ACTIONS:
+            raise ValueError(f"action must be one of {', '.join(ACTIONS)}, got {action!r}.")
+        self.namespace = namespace
+        self.migrations_dir = migrations_dir
+        self.target = target
+        self.action = action
+        self.iceberg_conn_id = iceberg_conn_id
+        self.meta_namespace = meta_namespace
+        self.allow_changed = allow_changed
+        self.allow_missing = allow_missing
+        self.allow_out_of_order = allow_out_of_order
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Run the action and return a small JSON-able summary for XCom."""
+        from iceberg_ops_provider.runner import MigrationRunner
+
+        hook = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)
+        # Each step is logged on the iceberg_ops_provider.runner logger, which reaches the task log.
+        runner = MigrationRunner(hook.get_conn(), self.namespace, self.migrations_dir, self.meta_namespace)
+        before = runner.current()
+        self.log.info(
+            "Namespace %r is at %s; action %s to %s", self.namespace, before or "base", self.action, self.target
+        )
+        migrations: list[dict[str, Any]]
+        if self.action == "upgrade":
+            results = runner.upgrade(
+                self.target,
+                allow_changed=self.allow_changed,
+                allow_missing=self.allow_missing,
+                allow_out_of_order=self.allow_out_of_order,
+            )
+            migrations = [result.to_json() for result in results]
+        elif self.action == "downgrade":
+            migrations = [
+                result.to_json() for result in runner.downgrade(self.target, allow_changed=self.allow_changed)
+            ]
+        elif self.action == "plan":
+            migrations = [step.to_json() for step in runner.plan(self.target)]
+            for step in migrations:
+                self.log.info("plan: %s %s %s", step["direction"], step["version"], step["description"])
+        else:
+            migrations = self._check(runner)
+        summary = {
+            "namespace": self.namespace,
+            "action": self.action,
+            "target": self.target,
+            "version_before": before,
+            "version_after": runner.current(),
+            "migrations": migrations,
+        }
+        self.log.info("Namespace %r is now at %s", self.namespace, summary["version_after"] or "base")
+        return summary
+
+    def _check(self, runner: Any) -> list[dict[str, Any]]:
+        status = runner.status()
+        pending = [step.to_json() for step in status.pending]
+        problems = [f"{v} changed since it was applied" for v in status.changed]
+        problems += [f"{v} was applied but its file is missing" for v in status.missing]
+        if pending or problems:
+            listed = ", ".join([f"{p['version']} {p['description']}" for p in pending] + problems)
+            raise AirflowException(
+                f"Namespace {self.namespace!r} is not up to date ({len(pending)} pending): {listed}. "
+                "Run the migrate task (action='upgrade') first."
+            )
+        self.log.info("Namespace %r is up to date at %s", self.namespace, status.current or "base")
+        return []

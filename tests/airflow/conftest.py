@@ -1,0 +1,86 @@
+"""A real Airflow for the tests: SQLite metadata database, DAG files in a temporary dags folder.
+
+Airflow reads its configuration when first imported, so the environment is set here, at import,
+before any test module imports ``airflow``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+AIRFLOW_ROOT = Path(tempfile.mkdtemp(prefix="iceberg_ops_airflow_"))
+DAGS = AIRFLOW_ROOT / "dags"
+EXAMPLES = Path(__file__).parent.parent.parent / "dags_examples"
+os.environ.update(
+    {
+        "AIRFLOW_HOME": str(AIRFLOW_ROOT / "home"),
+        "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
+        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+        "AIRFLOW__CORE__UNIT_TEST_MODE": "True",
+    }
+)
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """A migrated metadata database and a dags folder holding the example DAG and the test DAGs."""
+    shutil.copytree(EXAMPLES, DAGS)
+    shutil.copy(Path(__file__).parent / "dags_for_tests.py", DAGS / "dags_for_tests.py")
+    (AIRFLOW_ROOT / "home").mkdir(exist_ok=True)
+    migrate = subprocess.run(
+        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"], capture_output=True, text=True, timeout=300
+    )
+    assert migrate.returncode == 0, migrate.stderr[-3000:]
+    return DAGS
+
+
+@pytest.fixture
+def iceberg_connection(tmp_path, monkeypatch) -> Path:
+    """Point ``iceberg_ops_default`` at a fresh SQLite catalog; returns the catalog folder."""
+    connection = {
+        "conn_type": "iceberg_ops",
+        "extra": {
+            "kind": "sqlite",
+            "db_path": str(tmp_path / "catalog.db"),
+            "warehouse_dir": str(tmp_path / "warehouse"),
+        },
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_OPS_DEFAULT", json.dumps(connection))
+    monkeypatch.setenv("ICEBERG_OPS_TEST_ROOT", str(tmp_path))
+    return tmp_path
+
+
+@pytest.fixture
+def run_dag(airflow_db) -> Iterator[Callable[..., object]]:
+    """Run a DAG of the dags folder with ``dag.test()`` and return its DagRun."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    bag = DagBag(dag_folder=str(airflow_db))
+    assert not bag.import_errors, bag.import_errors
+
+    def run(dag_id: str, **conf: object) -> object:
+        return bag.get_dag(dag_id).test(run_conf=conf or None)
+
+    yield run
+
+
+def xcom(dag_run: object, task_id: str) -> object:
+    """The return value a task pushed."""
+    ti = dag_run.get_task_instance(task_id)  # type: ignore[attr-defined]
+    return ti.xcom_pull(task_ids=task_id)
+
+
+def catalog_at(root: Path):
+    """The SQLite catalog a test connection points at."""
+    from iceberg_ops_provider.core.catalog import CatalogFactory
+
+    return CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")

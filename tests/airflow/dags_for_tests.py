@@ -1,0 +1,54 @@
+"""DAGs the Airflow tests run with dag.test(); their inputs arrive as run config (params)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from airflow.sdk import dag, task
+
+from iceberg_ops_provider.operators.migrate import IcebergMigrateOperator
+
+DEFAULTS = {"start_date": datetime(2026, 1, 1, tzinfo=UTC), "schedule": None, "catchup": False}
+
+
+@dag(params={"namespace": "sales", "migrations_dir": "", "target": "head"}, **DEFAULTS)
+def iceberg_ops_migrate():
+    IcebergMigrateOperator(
+        task_id="migrate",
+        namespace="{{ params.namespace }}",
+        migrations_dir="{{ params.migrations_dir }}",
+        target="{{ params.target }}",
+        retries=1,
+        retry_delay=timedelta(seconds=0),
+    )
+
+
+@dag(params={"namespace": "sales", "migrations_dir": ""}, **DEFAULTS)
+def iceberg_ops_gate():
+    check = IcebergMigrateOperator(
+        task_id="check",
+        action="check",
+        namespace="{{ params.namespace }}",
+        migrations_dir="{{ params.migrations_dir }}",
+    )
+
+    @task
+    def load() -> str:
+        return "loaded"
+
+    check >> load()
+
+
+@dag(params={"namespace": "sales", "migrations_dir": ""}, **DEFAULTS)
+def iceberg_ops_plan():
+    IcebergMigrateOperator(
+        task_id="plan",
+        action="plan",
+        namespace="{{ params.namespace }}",
+        migrations_dir="{{ params.migrations_dir }}",
+    )
+
+
+iceberg_ops_migrate()
+iceberg_ops_gate()
+iceberg_ops_plan()

@@ -1,0 +1,116 @@
+"""IcebergCatalogHook: connection mapping, lazy catalog, test_connection, form metadata, discovery."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from airflow.sdk import Connection
+
+from iceberg_ops_provider.get_provider_info import get_provider_info
+from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook, catalog_options
+
+
+def _conn(**fields) -> Connection:
+    extra = fields.pop("extra", {})
+    return Connection(conn_id="c", extra=json.dumps(extra), **fields)
+
+
+def test_iceberg_ops_connection_kinds():
+    assert catalog_options(_conn(conn_type="iceberg_ops", extra={"kind": "sqlite", "db_path": "/x.db"})) == (
+        "sqlite",
+        {"db_path": "/x.db"},
+    )
+    kind, options = catalog_options(
+        _conn(
+            conn_type="iceberg_ops",
+            host="https://polaris.local/api/catalog",
+            login="client",
+            password="s3cret-password",
+            extra={"warehouse": "analytics", "extra__iceberg_ops__scope": "PRINCIPAL_ROLE:ALL"},
+        )
+    )
+    assert kind == "rest"  # the default
+    assert options == {
+        "warehouse": "analytics",
+        "scope": "PRINCIPAL_ROLE:ALL",
+        "uri": "https://polaris.local/api/catalog",
+        "credential": "client:s3cret-password",
+    }
+    kind, options = catalog_options(
+        _conn(conn_type="iceberg_ops", host="s3tables.us-east-1.amazonaws.com/iceberg", extra={"kind": "s3tables"})
+    )
+    assert kind == "s3tables" and options["uri"] == "https://s3tables.us-east-1.amazonaws.com/iceberg"
+
+
+def test_official_iceberg_connections_are_mapped_like_the_official_provider():
+    kind, options = catalog_options(
+        _conn(
+            conn_type="iceberg", host="http://127.0.0.1:8181", login="id", password="pw-12345", extra={"warehouse": "w"}
+        )
+    )
+    assert kind == "rest" and options == {"warehouse": "w", "uri": "http://127.0.0.1:8181", "credential": "id:pw-12345"}
+    kind, options = catalog_options(_conn(conn_type="iceberg", extra={"type": "glue", "glue.region": "eu-west-1"}))
+    assert kind == "glue" and options == {"glue.region": "eu-west-1"}
+
+
+def test_credential_is_masked():
+    from airflow.sdk._shared.secrets_masker.secrets_masker import redact
+
+    _, options = catalog_options(
+        _conn(conn_type="iceberg_ops", host="http://h", login="client-id", password="pw-abcdef-123")
+    )
+    assert "pw-abcdef-123" not in str(redact(f"using credential {options['credential']}"))
+
+
+def test_hook_builds_the_catalog_lazily_once_and_tests_the_connection(tmp_path, monkeypatch):
+    connection = {"conn_type": "iceberg_ops", "extra": {"kind": "sqlite", "db_path": str(tmp_path / "c.db")}}
+    monkeypatch.setenv(
+        "AIRFLOW_CONN_LAKE",
+        json.dumps({**connection, "extra": {**connection["extra"], "warehouse_dir": str(tmp_path / "w")}}),
+    )
+    hook = IcebergCatalogHook(iceberg_conn_id="lake")
+    assert not (tmp_path / "c.db").exists()  # nothing built yet
+    catalog = hook.get_conn()
+    assert hook.get_conn() is catalog
+    catalog.create_namespace("sales")
+    assert hook.test_connection() == (True, "Connected; the catalog has 1 top-level namespace(s).")
+
+    monkeypatch.setenv("AIRFLOW_CONN_BROKEN", json.dumps({"conn_type": "iceberg_ops", "extra": {"kind": "postgres"}}))
+    ok, message = IcebergCatalogHook(iceberg_conn_id="broken").test_connection()
+    assert not ok and "Unknown catalog kind 'postgres'" in message
+
+
+def test_connection_form_metadata():
+    (connection_type,) = get_provider_info()["connection-types"]
+    assert connection_type["connection-type"] == IcebergCatalogHook.conn_type == "iceberg_ops"
+    assert connection_type["hook-class-name"] == "iceberg_ops_provider.hooks.catalog.IcebergCatalogHook"
+    assert set(connection_type["conn-fields"]) == {"kind", "warehouse", "region", "db_path", "warehouse_dir"}
+    assert IcebergCatalogHook.get_ui_field_behaviour()["relabeling"]["host"] == "Catalog URI"
+    widgets = IcebergCatalogHook.get_connection_form_widgets()
+    assert set(widgets) == set(connection_type["conn-fields"])
+
+
+def test_real_airflow_lists_the_provider_hook_and_connection_type(tmp_path):
+    env = {**os.environ, "AIRFLOW_HOME": str(tmp_path)}
+    airflow = str(Path(sys.executable).parent / "airflow")
+    hooks = subprocess.run(
+        [airflow, "providers", "hooks", "-o", "json"], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert hooks.returncode == 0, hooks.stderr
+    listed = json.loads(next(line for line in hooks.stdout.splitlines() if line.startswith("[{")))
+    ours = [h for h in listed if h.get("connection_type") == "iceberg_ops"]
+    assert ours and ours[0]["class"] == "iceberg_ops_provider.hooks.catalog.IcebergCatalogHook"
+
+
+def test_operator_refuses_an_unknown_action():
+    from iceberg_ops_provider.operators.migrate import IcebergMigrateOperator
+
+    with pytest.raises(ValueError, match="action must be one of upgrade, downgrade, plan, check"):
+        IcebergMigrateOperator(task_id="x", namespace="n", migrations_dir="m", action="migrate")
+    operator = IcebergMigrateOperator(task_id="y", namespace="{{ params.ns }}", migrations_dir="m")
+    assert operator.template_fields == ("namespace", "migrations_dir", "target")
