@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 
 import pytest
 
-from iceberg_ops_provider.history import NamespaceLock
 from iceberg_ops_provider.runner import MigrationRunner
 from tests.airflow.conftest import EXAMPLES, catalog_at, xcom
 from tests.migration.conftest import write_migration
@@ -77,18 +79,57 @@ def test_retry_after_an_injected_failure_resumes_without_repeating(run_dag, iceb
     assert [(r.version, r.status) for r in runner.history()] == [("0001", "applied"), ("0002", "applied")]
 
 
-def test_lock_held_by_another_run_fails_the_task_without_executing(run_dag, iceberg_connection, capfd):
+HOLDER = """
+import sys
+from pathlib import Path
+from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.runner import MigrationRunner
+root = Path(sys.argv[1])
+catalog = CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
+print([r.version for r in MigrationRunner(catalog, "sales", root / "migrations").upgrade()])
+"""
+
+
+def test_a_concurrent_run_holding_the_lock_fails_the_task_without_executing(run_dag, iceberg_connection, capfd):
+    # Another run (a separate process) is in the middle of a slow migration of the same namespace.
     migrations = iceberg_connection / "migrations"
-    write_migration(migrations, "0001_create.py", 'ctx.create_table("t", pa.schema([("n", pa.int64())]))')
+    started, release = iceberg_connection / "started", iceberg_connection / "release"
+    write_migration(
+        migrations,
+        "0001_slow.py",
+        "import pathlib, time\n"
+        f"pathlib.Path({str(started)!r}).touch()\n"
+        "deadline = time.monotonic() + 120\n"
+        f"while not pathlib.Path({str(release)!r}).exists() and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        'ctx.create_table("t", pa.schema([("n", pa.int64())]))',
+    )
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(iceberg_connection)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert started.exists(), "the holding run never started"
+        # The DAG's migrate task has retries=1: both attempts meet the held lock and execute nothing.
+        dag_run = run_dag("iceberg_ops_migrate", namespace="sales", migrations_dir=str(migrations))
+        assert str(dag_run.state) == "failed"
+        captured = capfd.readouterr()
+        assert "'sales' is being migrated by run" in captured.out + captured.err
+    finally:
+        release.touch()
+        out, err = holder.communicate(timeout=120)
+    assert holder.returncode == 0, err
+    assert out.strip().splitlines()[-1] == "['0001']"
     catalog = catalog_at(iceberg_connection)
-    NamespaceLock(catalog, "_iceberg_ops", "sales").acquire("other-task-run")
-    dag_run = run_dag("iceberg_ops_migrate", namespace="sales", migrations_dir=str(migrations))
-    assert str(dag_run.state) == "failed"
-    assert "is being migrated by run other-task-run" in capfd.readouterr().out
-    assert not catalog.table_exists("sales.t")
-    NamespaceLock(catalog, "_iceberg_ops", "sales").force_unlock()
-    assert str(run_dag("iceberg_ops_migrate", namespace="sales", migrations_dir=str(migrations)).state) == "success"
-    assert catalog.table_exists("sales.t")
+    runner = MigrationRunner(catalog, "sales", migrations)
+    assert [(r.version, r.status) for r in runner.history()] == [("0001", "applied")]
+    rerun = run_dag("iceberg_ops_migrate", namespace="sales", migrations_dir=str(migrations))
+    assert str(rerun.state) == "success" and xcom(rerun, "migrate")["migrations"] == []
 
 
 def test_check_fails_on_pending_migrations_and_gates_the_load(run_dag, iceberg_connection):
