@@ -315,9 +315,20 @@ class MigrationRunner:
         try:
             # Read the history only now: a run that held the lock before us may have just changed it.
             state = classify(scripts, self.history_store.rows(self.namespace))
-            return run(state, _Session(self, run_id, state))
-        finally:
-            self.lock.release(run_id)
+            results = run(state, _Session(self, run_id, state))
+        except BaseException:
+            # Report the run's own error; a lock that cannot be released as well only gets a warning.
+            try:
+                self.lock.release(run_id)
+            except Exception as release_error:
+                log.warning(
+                    "could not release the migration lock of %r (%s); release it with force_unlock()",
+                    self.namespace,
+                    release_error,
+                )
+            raise
+        self.lock.release(run_id)
+        return results
 
 
 def _restricted(state: NamespaceState, versions: set[str]) -> NamespaceState:

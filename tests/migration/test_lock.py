@@ -44,3 +44,20 @@ def test_lock_table_names_are_safe_and_distinct():
     assert lock_table_name("sales") == "migration_lock_sales"
     assert lock_table_name("a.b") != lock_table_name("a_b")
     assert lock_table_name("Sales-EU").startswith("migration_lock_sales_eu_")
+
+
+def test_a_lock_released_under_a_failing_run_does_not_hide_the_runs_error(catalog, runner, migrations_dir, caplog):
+    from iceberg_ops_provider.errors import MigrationFailedError
+    from tests.migration.conftest import write_migration
+
+    write_migration(
+        migrations_dir,
+        "0001_unlocks_then_fails.py",
+        "from iceberg_ops_provider.history import NamespaceLock\n"
+        'NamespaceLock(ctx.catalog, "_iceberg_ops", "sales").force_unlock()\n'
+        'raise RuntimeError("after someone force-unlocked")',
+    )
+    with pytest.raises(MigrationFailedError, match="after someone force-unlocked"):
+        runner.upgrade()
+    assert "was already released" in caplog.text
+    assert runner.lock.info() is None
