@@ -27,6 +27,7 @@ from iceberg_ops_provider.errors import (
     MigrationError,
     MigrationFailedError,
     MigrationIntegrityError,
+    MigrationNotRecordedError,
 )
 
 __all__ = ["cli", "main"]
@@ -34,7 +35,14 @@ __all__ = ["cli", "main"]
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Errors that describe the state of the world rather than a mistake in the command: exit 1.
-_STATE_ERRORS = (MigrationFailedError, IrreversibleMigrationError, ConcurrentMigrationError, MigrationIntegrityError)
+_STATE_ERRORS = (
+    MigrationFailedError,
+    MigrationNotRecordedError,
+    IrreversibleMigrationError,
+    ConcurrentMigrationError,
+    MigrationIntegrityError,
+    MigrationNotRecordedError,
+)
 
 
 @dataclass
@@ -225,7 +233,9 @@ def plan(settings: _Settings, target: str, direction: str | None) -> None:
     steps = open_runner(settings.config()).plan(target, direction)  # type: ignore[arg-type]
     data, lines = [], []
     for step in steps:
-        operations = list(getattr(step.script.migration, "operations", ()) if step.script else ())
+        # A generated migration lists its upgrade's operations; a downgrade step runs other ones.
+        declared = getattr(step.script.migration, "operations", ()) if step.script else ()
+        operations = list(declared) if step.direction == "upgrade" else []
         data.append({**step.to_json(), "operations": operations})
         lines.append(f"{step.direction} {step.version} {step.description}")
         lines += [f"    {operation}" for operation in operations]

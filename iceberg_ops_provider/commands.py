@@ -14,6 +14,7 @@ from typing import Any
 from iceberg_ops_provider.autogen import autogenerate, load_model, load_models, render_migration
 from iceberg_ops_provider.autogen.operations import Operation
 from iceberg_ops_provider.config import ProjectConfig
+from iceberg_ops_provider.discovery import migrations_folder
 from iceberg_ops_provider.errors import MigrationError, ModelError, ProjectConfigError
 from iceberg_ops_provider.planning import PlanStep
 from iceberg_ops_provider.runner import MigrationRunner
@@ -41,12 +42,15 @@ def require_known_namespace(runner: MigrationRunner) -> None:
         ProjectConfigError: Names the namespace and the namespaces that do exist.
     """
     namespace = tuple(runner.namespace.split("."))
-    if runner.catalog.namespace_exists(namespace) or runner.history():
+    # A first run that crashed leaves only its lock table behind: that namespace is known too.
+    if runner.catalog.namespace_exists(namespace) or runner.catalog.table_exists(runner.lock.identifier):
+        return
+    if runner.history():
         return
     existing = sorted(".".join(n) for n in runner.catalog.list_namespaces() if ".".join(n) != runner.meta_namespace)
     raise ProjectConfigError(
         f"Namespace {runner.namespace!r} does not exist in the catalog and has no migration history. Check "
-        f"--namespace (existing: {', '.join(existing) or 'none'}); `iceberg-ops plan` and `upgrade` create a new one."
+        f"--namespace (existing: {', '.join(existing) or 'none'}); `iceberg-ops upgrade` creates a new one."
     )
 
 
@@ -89,13 +93,12 @@ def check(config: ProjectConfig) -> CheckReport:
     """
     runner = open_runner(config)
     state = runner.state()
-    status = runner.status()
+    pending = [PlanStep("upgrade", v, state.description(v)) for v in state.pending]
     drift: list[Operation] = []
     if config.models_dir.is_dir():
         drift = autogenerate(runner.catalog, runner.namespace, load_models(config.models_dir))
-    return CheckReport(
-        runner.namespace, status.pending, drift, [p for p in state.problems() if "numbered below" not in p]
-    )
+    problems = state.problems_by_kind()
+    return CheckReport(runner.namespace, pending, drift, problems["changed"] + problems["missing"])
 
 
 @dataclass(frozen=True)
@@ -129,10 +132,12 @@ def revision(
         ModelError: A bad model, or no model for ``target_table``.
         ForbiddenPromotionError: A model asks for a type change Iceberg forbids.
     """
+    # Write where the runner reads: migrations_dir/<namespace>/ when that folder exists.
+    folder = migrations_folder(config.migrations_dir, config.namespace) if config.namespace else config.migrations_dir
     if not autogenerate_from_models:
         if target_table:
             raise ModelError("--target-table only applies with --autogenerate.")
-        return RevisionResult(create_revision(config.migrations_dir, message))
+        return RevisionResult(create_revision(folder, message))
     runner = open_runner(config)
     pending = runner.status().pending
     if pending:
@@ -157,7 +162,7 @@ def revision(
         return RevisionResult(None, [])
     sources = ", ".join(_display(m.source, config.root) if m.source else m.name for m in models)
     text = render_migration(message, operations, source=sources)
-    return RevisionResult(create_revision(config.migrations_dir, message, content=text), operations)
+    return RevisionResult(create_revision(folder, message, content=text), operations)
 
 
 def _display(path: Path, root: Path) -> str:

@@ -26,6 +26,7 @@ __all__ = [
     "MigrationError",
     "MigrationFailedError",
     "MigrationIntegrityError",
+    "MigrationNotRecordedError",
     "MigrationTargetError",
     "MissingExtraError",
     "SchemaContractError",
@@ -196,9 +197,33 @@ class MigrationFailedError(MigrationError):
         self.direction = direction
         self.cause = cause
         self.completed: list[object] = []
+        reason = str(cause).rstrip(".")
         super().__init__(
-            f"Migration {version} failed during {direction}(): {type(cause).__name__}: {cause}. "
+            f"Migration {version} failed during {direction}(): {type(cause).__name__}: {reason}. "
             + (hint or "Its changes to each table were not committed; fix the migration and run again.")
+        )
+
+
+class MigrationNotRecordedError(MigrationError):
+    """A migration's changes were committed but its history row could not be written.
+
+    The next run would see the version as pending and run it again, so the run stops here and says
+    so. Inspect the tables, then record the version with ``stamp`` (or fix what blocked the write).
+
+    Attributes:
+        version: The migration's version.
+        direction: ``upgrade`` or ``downgrade``.
+    """
+
+    def __init__(self, version: str, direction: str, cause: BaseException) -> None:
+        self.version = version
+        self.direction = direction
+        reason = str(cause).rstrip(".")
+        super().__init__(
+            f"Migration {version} ran its {direction}() and its changes were committed, but recording it in "
+            f"the history failed: {type(cause).__name__}: {reason}. The history does not show it yet, so a "
+            f"new run would repeat it: check the tables, then record it with `stamp` (to {version} after an "
+            "upgrade, to the version below after a downgrade)."
         )
 
 

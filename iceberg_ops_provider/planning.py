@@ -31,7 +31,8 @@ __all__ = [
 
 Direction = Literal["upgrade", "downgrade"]
 
-_RELATIVE = re.compile(r"^([+-])(\d+)$")
+_RELATIVE = re.compile(r"^([+-])([0-9]+)$")
+_VERSION = re.compile(r"^[0-9]+$")
 
 
 @dataclass(frozen=True)
@@ -97,16 +98,24 @@ class NamespaceState:
         row = self.rows.get(version)
         return row.description if row else ""
 
+    def problems_by_kind(self) -> dict[str, list[str]]:
+        """Human lines for everything odd, by kind: ``changed``, ``missing`` and ``out_of_order``."""
+        return {
+            "changed": [
+                f"{v} was applied but its file has changed since (checksum differs): {self.script(v).path.name}"  # type: ignore[union-attr]
+                for v in self.changed
+            ],
+            "missing": [
+                f"{v} was applied but its file is missing ({self.rows[v].description!r})" for v in self.missing
+            ],
+            "out_of_order": [
+                f"{v} is pending but numbered below the current version {self.current}" for v in self.out_of_order
+            ],
+        }
+
     def problems(self) -> list[str]:
         """Human lines for everything odd: changed, missing and out-of-order migrations."""
-        lines = [
-            f"{v} was applied but its file has changed since (checksum differs): {self.script(v).path.name}"  # type: ignore[union-attr]
-            for v in self.changed
-        ]
-        lines += [f"{v} was applied but its file is missing ({self.rows[v].description!r})" for v in self.missing]
-        current = self.current
-        lines += [f"{v} is pending but numbered below the current version {current}" for v in self.out_of_order]
-        return lines
+        return [line for lines in self.problems_by_kind().values() for line in lines]
 
 
 def classify(scripts: list[MigrationScript], rows: list[HistoryRow]) -> NamespaceState:
@@ -152,7 +161,9 @@ def _known_version(state: NamespaceState, target: str) -> str:
 
 
 def _check_target_syntax(target: str) -> None:
-    if not isinstance(target, str) or not (target in ("head", "base") or target.isdigit() or _RELATIVE.match(target)):
+    if not isinstance(target, str) or not (
+        target in ("head", "base") or _VERSION.match(target) or _RELATIVE.match(target)
+    ):
         raise MigrationTargetError(
             f"Target {target!r} is not valid. Use 'head', 'base', a version such as '0003', '+N' or '-N'."
         )
@@ -183,13 +194,9 @@ def check_integrity(
     Raises:
         MigrationIntegrityError: Lists every problem not allowed, and the flags that allow them.
     """
-    problems = []
-    if state.changed and not allow_changed:
-        problems += [p for p in state.problems() if "has changed" in p]
-    if state.missing and not allow_missing:
-        problems += [p for p in state.problems() if "is missing" in p]
-    if state.out_of_order and not allow_out_of_order:
-        problems += [p for p in state.problems() if "numbered below" in p]
+    by_kind = state.problems_by_kind()
+    allowed = {"changed": allow_changed, "missing": allow_missing, "out_of_order": allow_out_of_order}
+    problems = [line for kind, lines in by_kind.items() if not allowed[kind] for line in lines]
     if problems:
         raise MigrationIntegrityError(
             namespace,
@@ -259,6 +266,11 @@ def downgrade_steps(state: NamespaceState, target: str) -> list[PlanStep]:
         chosen = _first(target, applied, "rollbacks", "applied")
     else:
         version = _known_version(state, target)
+        current = state.current
+        if current is None or int(version) > int(current):
+            raise MigrationTargetError(
+                f"Version {version} is above the current version {current or 'base'}; use upgrade to go forward."
+            )
         chosen = [v for v in applied if int(v) > int(version)]
     return [_step(state, "downgrade", version) for version in chosen]
 

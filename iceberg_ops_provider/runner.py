@@ -15,13 +15,18 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iceberg_ops_provider.discovery import MigrationScript, discover, migrations_folder
-from iceberg_ops_provider.errors import IrreversibleMigrationError, MigrationFailedError
+from iceberg_ops_provider.errors import (
+    ConcurrentMigrationError,
+    IrreversibleMigrationError,
+    MigrationFailedError,
+    MigrationNotRecordedError,
+)
 from iceberg_ops_provider.history.lock import LockInfo, NamespaceLock, process_identity
 from iceberg_ops_provider.history.records import HistoryRow, Operation, Status
 from iceberg_ops_provider.history.store import DEFAULT_META_NAMESPACE, HistoryStore
@@ -145,8 +150,8 @@ class MigrationRunner:
         keep_history_snapshots: int = 20,
         on_event: Callable[[str], None] | None = None,
     ) -> None:
-        if not isinstance(namespace, str) or not namespace.strip():
-            raise ValueError("namespace must be a non-empty string such as 'sales'.")
+        _check_namespace("namespace", namespace)
+        _check_namespace("meta_namespace", meta_namespace)
         if namespace == meta_namespace:
             raise ValueError(f"namespace {namespace!r} is the meta-namespace that holds the history; migrate another.")
         self.catalog = catalog
@@ -206,6 +211,8 @@ class MigrationRunner:
             target: ``head``, ``base``, a version, ``+N`` or ``-N``.
             direction: ``upgrade`` or ``downgrade``; inferred from the target when omitted.
         """
+        if direction not in (None, "upgrade", "downgrade"):
+            raise ValueError(f"direction must be 'upgrade' or 'downgrade', got {direction!r}.")
         state = self.state()
         direction = direction or infer_direction(state, target)
         return upgrade_steps(state, target) if direction == "upgrade" else downgrade_steps(state, target)
@@ -333,16 +340,21 @@ class MigrationRunner:
 
 def _restricted(state: NamespaceState, versions: set[str]) -> NamespaceState:
     """``state`` with its problems limited to ``versions`` (what a downgrade will touch)."""
-    return NamespaceState(
-        scripts=state.scripts,
-        rows=state.rows,
-        applied=state.applied,
-        pending=state.pending,
-        failed=state.failed,
+    return replace(
+        state,
         changed=tuple(v for v in state.changed if v in versions),
         missing=tuple(v for v in state.missing if v in versions),
         out_of_order=(),
     )
+
+
+def _check_namespace(what: str, value: object) -> None:
+    parts = value.split(".") if isinstance(value, str) else []
+    if not parts or any(not part or part != part.strip() for part in parts):
+        raise ValueError(
+            f"{what} {value!r} is not a valid namespace: use a name such as 'sales' or dotted parts "
+            "such as 'lake.sales'."
+        )
 
 
 class _Session:
@@ -370,6 +382,13 @@ class _Session:
         script = state.script(version)
         # Keep the version string the history already uses for this number, so rows stay one per version.
         known = next((v for v in state.rows if int(v) == int(version)), version)
+        previous = state.rows.get(known)
+        # A status that does not change keeps the recorded checksum: a failed downgrade must not make
+        # a changed file look unchanged.
+        if previous is not None and (previous.status == status or script is None):
+            checksum = previous.checksum
+        else:
+            checksum = script.checksum if script else None
         return HistoryRow(
             version=known,
             namespace=self.runner.namespace,
@@ -377,7 +396,7 @@ class _Session:
             applied_at=datetime.now(UTC),
             status=status,
             error=error,
-            checksum=script.checksum if script else (state.rows[known].checksum if known in state.rows else None),
+            checksum=checksum,
             duration_ms=duration_ms,
             operation=operation,
             executed_by=self.executed_by,
@@ -414,34 +433,46 @@ class _Session:
             ) from exc
         except Exception as exc:
             context.discard()
-            duration_ms = int((time.perf_counter() - started) * 1000)
-            error = f"{type(exc).__name__}: {exc}"
-            if step.direction == "upgrade":
-                self.write([self.row(step.version, "failed", "upgrade", error=error, duration_ms=duration_ms)])
-                hint = (
-                    "It is recorded as failed; its changes to each table were not committed. Fix it and upgrade again."
-                )
-            else:
-                self.write(
-                    [
-                        self.row(
-                            step.version,
-                            "applied",
-                            "downgrade",
-                            error=f"downgrade failed: {error}",
-                            duration_ms=duration_ms,
-                        )
-                    ]
-                )
-                hint = "The version stays applied; its downgrade's changes were not committed."
-            runner._event(f"[{index}/{total}] {step.version} FAILED: {error}")
-            failure = MigrationFailedError(step.version, step.direction, exc, hint=hint)
-            failure.completed = list(self.completed)
-            raise failure from exc
+            raise self._failure(step, index, total, exc, context.committed, started) from exc
         duration = time.perf_counter() - started
         status: Status = "applied" if step.direction == "upgrade" else "rolled_back"
-        self.write([self.row(step.version, status, step.direction, duration_ms=int(duration * 1000))])
+        try:
+            self.write([self.row(step.version, status, step.direction, duration_ms=int(duration * 1000))])
+        except ConcurrentMigrationError:
+            raise
+        except Exception as exc:
+            raise MigrationNotRecordedError(step.version, step.direction, exc) from exc
         runner._event(f"[{index}/{total}] {step.version} {status} in {duration:.2f}s")
         result = MigrationResult(step.version, step.description, status, duration, step.direction)
         self.completed.append(result)
         return result
+
+    def _failure(
+        self, step: PlanStep, index: int, total: int, exc: Exception, committed: list[str], started: float
+    ) -> MigrationFailedError:
+        """Record a failed step (best effort) and build the error that stops the run."""
+        duration_ms = int((time.perf_counter() - started) * 1000)
+        error = f"{type(exc).__name__}: {exc}"
+        if step.direction == "upgrade":
+            row = self.row(step.version, "failed", "upgrade", error=error, duration_ms=duration_ms)
+            hint = "It is recorded as failed and will be retried by the next upgrade."
+        else:
+            row = self.row(
+                step.version, "applied", "downgrade", error=f"downgrade failed: {error}", duration_ms=duration_ms
+            )
+            hint = "The version stays applied."
+        if committed:
+            hint += (
+                f" Changes already committed to {', '.join(committed)} stay (PyIceberg has no multi-table commit); "
+                "the rest were not committed: check those tables before running it again."
+            )
+        else:
+            hint += " None of its changes were committed."
+        try:
+            self.write([row])
+        except Exception as record_error:  # the migration's own error matters more
+            hint += f" Recording the failure in the history failed too: {type(record_error).__name__}: {record_error}"
+        self.runner._event(f"[{index}/{total}] {step.version} FAILED: {error}")
+        failure = MigrationFailedError(step.version, step.direction, exc, hint=hint)
+        failure.completed = list(self.completed)
+        return failure

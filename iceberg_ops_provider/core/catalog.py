@@ -31,7 +31,7 @@ from iceberg_ops_provider.errors import CatalogConfigError, MissingExtraError, U
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-__all__ = ["DEFAULT_DB_PATH", "DEFAULT_WAREHOUSE_DIR", "CatalogFactory", "ensure_namespace"]
+__all__ = ["DEFAULT_DB_PATH", "DEFAULT_WAREHOUSE_DIR", "CatalogFactory", "ensure_namespace", "to_property_value"]
 
 DEFAULT_DB_PATH = Path("local_data") / "iceberg_catalog.db"
 DEFAULT_WAREHOUSE_DIR = Path("local_data") / "iceberg_warehouse"
@@ -84,16 +84,24 @@ def _lazy_import(module: str, *, kind: str, extra: str) -> ModuleType:
         raise MissingExtraError(f"The {kind!r} catalog kind", extra, exc.name or module) from exc
 
 
-def _property_value(kind: str, key: str, value: object) -> str:
-    """PyIceberg properties are strings: convert simple values, refuse anything else."""
+def to_property_value(key: str, value: object, where: str) -> str:
+    """An Iceberg property value (always a string): booleans as ``true``/``false``, numbers and paths as text.
+
+    Raises:
+        CatalogConfigError: ``None``, a container or another object; names ``key`` and ``where``.
+    """
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str | int | float | os.PathLike):
         return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
     raise CatalogConfigError(
-        f"Option {key!r} of the {kind!r} catalog is {value!r} ({type(value).__name__}); "
-        "catalog options must be strings, numbers, booleans or paths."
+        f"Option {key!r} of {where} is {value!r} ({type(value).__name__}); "
+        "values must be strings, numbers, booleans or paths."
     )
+
+
+def _property_value(kind: str, key: str, value: object) -> str:
+    return to_property_value(key, value, f"the {kind!r} catalog")
 
 
 def _location(path_or_uri: str | os.PathLike[str]) -> str:

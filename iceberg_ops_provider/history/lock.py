@@ -223,7 +223,7 @@ class NamespaceLock:
         if holder.run_id != run_id:
             log.warning("migration lock of %r now belongs to %s; leaving it", self.namespace, holder.describe())
             return
-        self._remove_tag(table)
+        self._remove_tag(table, run_id)
 
     def force_unlock(self) -> LockInfo | None:
         """Release the lock whoever holds it; returns who held it, or ``None`` if it was free."""
@@ -233,10 +233,14 @@ class NamespaceLock:
             self._remove_tag(table)
         return holder
 
-    def _remove_tag(self, table: Table) -> None:
-        try:
-            table.manage_snapshots().remove_tag(self.TAG).commit()
-        except CommitFailedException:
-            table = self.catalog.load_table(self.identifier)
-            if self.TAG in table.metadata.refs:
+    def _remove_tag(self, table: Table, run_id: str | None = None) -> None:
+        """Remove the tag; with ``run_id``, only while that run still holds it (checked again after a race)."""
+        for _attempt in range(_ACQUIRE_ATTEMPTS):
+            try:
                 table.manage_snapshots().remove_tag(self.TAG).commit()
+                return
+            except CommitFailedException:
+                table = self.catalog.load_table(self.identifier)
+                holder = self._holder(table)
+                if holder is None or (run_id is not None and holder.run_id != run_id):
+                    return

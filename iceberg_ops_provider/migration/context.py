@@ -21,7 +21,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.sorting import SortDirection
 from pyiceberg.types import IcebergType, NestedField
 
-from iceberg_ops_provider.core.catalog import ensure_namespace
+from iceberg_ops_provider.core.catalog import ensure_namespace, to_property_value
 from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.type_strings import to_iceberg_type
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
@@ -73,6 +73,8 @@ class MigrationContext:
         self._namespace = namespace
         self._pending: dict[Identifier, Transaction] = {}
         self._created: set[Identifier] = set()
+        self.committed: list[str] = []
+        """Tables whose changes already reached the catalog (commits and immediate operations), in order."""
 
     # -- what a migration can read --------------------------------------------------------------
 
@@ -88,9 +90,9 @@ class MigrationContext:
 
     def identifier(self, name: str) -> Identifier:
         """The full identifier of a table name: bare names resolve in :attr:`namespace`."""
-        if not isinstance(name, str) or not name.strip() or name.startswith(".") or name.endswith("."):
+        parts = tuple(name.split(".")) if isinstance(name, str) else ()
+        if not parts or any(not part or part != part.strip() for part in parts):
             raise InvalidOperationError(f"Table name {name!r} is not valid; use 'orders' or 'other_namespace.orders'.")
-        parts = tuple(name.split("."))
         if len(parts) == 1:
             return (*self._namespace.split("."), name)
         return parts
@@ -133,6 +135,12 @@ class MigrationContext:
         self._created.discard(identifier)
         if transaction is not None:
             transaction.commit_transaction()
+            self._record(identifier)
+
+    def _record(self, identifier: Identifier) -> None:
+        label = self._label(identifier)
+        if label not in self.committed:
+            self.committed.append(label)
 
     def _transaction(self, name: str) -> tuple[Identifier, Transaction]:
         identifier = self.identifier(name)
@@ -189,7 +197,7 @@ class MigrationContext:
             schema: An Arrow schema (non-nullable fields become required) or a PyIceberg ``Schema``.
             partition_by: Partition expressions, e.g. ``["day(ts)", "bucket(16, id)"]``.
             sort_by: Sort fields, e.g. ``["ts desc", "id"]``.
-            properties: Table properties.
+            properties: Table properties (strings, numbers or booleans).
 
         Raises:
             InvalidOperationError: The table exists, or a partition/sort expression is invalid.
@@ -208,16 +216,18 @@ class MigrationContext:
                 f"got {type(schema).__name__}."
             )
         ensure_namespace(self._catalog, identifier[:-1])
-        transaction = self._catalog.create_table_transaction(
-            identifier, iceberg_schema, properties={k: str(v) for k, v in (properties or {}).items()}
-        )
+        values = {
+            key: to_property_value(key, value, f"table {self._label(identifier)}")
+            for key, value in (properties or {}).items()
+        }
+        transaction = self._catalog.create_table_transaction(identifier, iceberg_schema, properties=values)
         self._pending[identifier] = transaction
         self._created.add(identifier)
         try:
             if partition_by:
-                self.add_partition_fields(name, list(partition_by))
+                self.add_partition_fields(name, [partition_by] if isinstance(partition_by, str) else list(partition_by))
             if sort_by:
-                self.set_sort_order(name, list(sort_by))
+                self.set_sort_order(name, [sort_by] if isinstance(sort_by, str) else list(sort_by))
         except BaseException:
             self._pending.pop(identifier, None)
             self._created.discard(identifier)
@@ -243,6 +253,7 @@ class MigrationContext:
                 self._catalog.drop_table(identifier)
         except NoSuchTableError as exc:
             raise InvalidOperationError(f"Cannot drop table {self._label(identifier)}: it does not exist.") from exc
+        self._record(identifier)
 
     def rename_table(self, old: str, new: str) -> None:
         """Rename a table, or move it to another namespace (created if missing).
@@ -261,6 +272,7 @@ class MigrationContext:
             self._catalog.rename_table(source, target)
         except NoSuchTableError as exc:
             raise InvalidOperationError(f"Cannot rename table {self._label(source)}: it does not exist.") from exc
+        self._record(source)
 
     # -- columns --------------------------------------------------------------------------------
 
@@ -456,7 +468,7 @@ class MigrationContext:
         merged = {**(properties or {}), **props}
         if not merged:
             raise InvalidOperationError("set_properties needs at least one property.")
-        values = {key: str(value) for key, value in merged.items()}
+        values = {key: to_property_value(key, value, f"table {table!r}") for key, value in merged.items()}
         self._staged(table, "set properties", lambda transaction: transaction.set_properties(values))
 
     def remove_properties(self, table: str, *keys: str) -> None:

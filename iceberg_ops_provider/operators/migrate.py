@@ -121,15 +121,15 @@ class IcebergMigrateOperator(BaseOperator):
         return summary
 
     def _check(self, runner: Any) -> list[dict[str, Any]]:
-        status = runner.status()
-        pending = [step.to_json() for step in status.pending]
-        problems = [f"{v} changed since it was applied" for v in status.changed]
-        problems += [f"{v} was applied but its file is missing" for v in status.missing]
+        state = runner.state()
+        pending = [{"version": v, "description": state.description(v)} for v in state.pending]
+        by_kind = state.problems_by_kind()
+        problems = by_kind["changed"] + by_kind["missing"]
         if pending or problems:
             listed = ", ".join([f"{p['version']} {p['description']}" for p in pending] + problems)
             raise AirflowException(
                 f"Namespace {self.namespace!r} is not up to date ({len(pending)} pending): {listed}. "
                 "Run the migrate task (action='upgrade') first."
             )
-        self.log.info("Namespace %r is up to date at %s", self.namespace, status.current or "base")
+        self.log.info("Namespace %r is up to date at %s", self.namespace, state.current or "base")
         return []

@@ -232,8 +232,11 @@ def test_progress_events_and_logging(catalog, migrations_dir, three_migrations, 
 
 
 def test_runner_argument_errors(catalog, migrations_dir):
-    with pytest.raises(ValueError, match="non-empty"):
-        MigrationRunner(catalog, "", migrations_dir)
+    for bad in ("", "sales.", ".sales", "a..b", "  x", None):
+        with pytest.raises(ValueError, match="is not a valid namespace"):
+            MigrationRunner(catalog, bad, migrations_dir)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="meta_namespace '' is not a valid namespace"):
+        MigrationRunner(catalog, "sales", migrations_dir, meta_namespace="")
     with pytest.raises(ValueError, match="meta-namespace"):
         MigrationRunner(catalog, "_iceberg_ops", migrations_dir)
 
