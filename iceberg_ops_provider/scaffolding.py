@@ -9,7 +9,10 @@ from iceberg_ops_provider.config import CONFIG_FILE
 from iceberg_ops_provider.discovery import MIGRATION_FILE
 from iceberg_ops_provider.errors import ScaffoldingError
 
-__all__ = ["CONFIG_TEMPLATE", "create_revision", "init_project", "next_version", "slugify"]
+_BACKSLASH = chr(92)
+_QUOTE = chr(34)
+
+__all__ = ["CONFIG_TEMPLATE", "create_revision", "docstring", "init_project", "next_version", "slugify"]
 
 CONFIG_TEMPLATE = """\
 # iceberg-ops project settings. Every key is optional until a command needs it.
@@ -22,8 +25,8 @@ models_dir: models
 meta_namespace: _iceberg_ops   # where history lives; S3 Tables rejects names that start with `_`
 """
 
-SKELETON = '''\
-"""{message}"""
+SKELETON = """\
+{docstring}
 
 from iceberg_ops_provider.migration import BaseMigration, IrreversibleMigrationError
 
@@ -36,7 +39,13 @@ class Migration(BaseMigration):
 
     def downgrade(self, ctx):
         raise IrreversibleMigrationError("{version} has no downgrade yet")
-'''
+"""
+
+
+def docstring(text: str) -> str:
+    """``text`` as a triple-quoted Python string literal, whatever quotes or backslashes it holds."""
+    escaped = text.replace(_BACKSLASH, _BACKSLASH * 2).replace(_QUOTE, _BACKSLASH + _QUOTE)
+    return f"{_QUOTE * 3}{escaped}{_QUOTE * 3}"
 
 
 def init_project(directory: str | Path = ".", *, namespace: str = "default") -> list[Path]:
@@ -99,7 +108,7 @@ def create_revision(migrations_dir: str | Path, message: str, *, content: str | 
     text = (
         content
         if content is not None
-        else SKELETON.format(message=message.replace('"""', "'''"), description=repr(message), version=version)
+        else SKELETON.format(docstring=docstring(message), description=repr(message), version=version)
     )
     try:
         with path.open("x") as handle:

@@ -247,6 +247,14 @@ class _Differ:
     def _struct_changes(self, path: str, live: StructType, wanted: StructType) -> None:
         live_fields = {f.name: f for f in live.fields}
         wanted_names = {f.name for f in wanted.fields}
+        common_live = [f.name for f in live.fields if f.name in wanted_names]
+        common_wanted = [f.name for f in wanted.fields if f.name in live_fields]
+        if common_live != common_wanted:
+            raise ModelError(
+                f"{self.model.source}: the fields of struct column {path!r} are reordered "
+                f"({', '.join(common_live)} -> {', '.join(common_wanted)}); autogenerate does not move nested "
+                "fields. Keep their order in the model, or write the migration by hand (ctx.move_column)."
+            )
         for nested in live.fields:
             if nested.name not in wanted_names:
                 self.ops.append(DropColumn(self.name, f"{path}.{nested.name}"))

@@ -26,7 +26,7 @@ import yaml
 from pyiceberg.schema import Schema
 from pyiceberg.types import DoubleType, FloatType, IcebergType, NestedField, PrimitiveType
 
-from iceberg_ops_provider.core.type_strings import parse_type
+from iceberg_ops_provider.core.type_strings import format_type, parse_type
 from iceberg_ops_provider.errors import IcebergOpsError, ModelError
 from iceberg_ops_provider.migration.transforms import parse_partition_expr, parse_sort_field
 
@@ -118,6 +118,12 @@ def _column(source: object, index: int, raw: Any) -> ColumnModel:
         column_type = parse_type(raw["type"])
     except IcebergOpsError as exc:
         raise _fail(source, f"column {name!r}: {exc}") from exc
+    if "timestamp_ns" in format_type(column_type) or "timestamptz_ns" in format_type(column_type):
+        raise _fail(
+            source,
+            f"column {name!r}: nanosecond timestamps need Iceberg format version 3, which PyIceberg 0.12 cannot "
+            "write; use timestamp or timestamptz (microseconds).",
+        )
     required = raw.get("required", False)
     if not isinstance(required, bool):
         raise _fail(source, f"column {name!r}: 'required' must be true or false, got {required!r}.")

@@ -110,6 +110,8 @@ def _location(path_or_uri: str | os.PathLike[str]) -> str:
     if "://" in text:
         return text
     path = Path(text).expanduser().resolve()
+    if path.exists() and not path.is_dir():
+        raise CatalogConfigError(f"warehouse_dir {str(path)!r} is a file; pass a folder (it is created if missing).")
     path.mkdir(parents=True, exist_ok=True)
     return path.as_uri()
 
@@ -154,6 +156,12 @@ class CatalogFactory:
         if not isinstance(kind, str) or kind.lower() not in cls.KINDS:
             raise UnknownCatalogKindError(str(kind), cls.KINDS)
         kind = kind.lower()
+        name = options.get("name", kind.lower())
+        if not isinstance(name, str) or not name.strip():
+            raise CatalogConfigError(f"Option 'name' must be a non-empty string, got {name!r}.")
+        for key in ("db_path", "warehouse_dir"):
+            if key in options and not isinstance(options[key], str | os.PathLike):
+                raise CatalogConfigError(f"Option {key!r} must be a path (str or os.PathLike), got {options[key]!r}.")
         if "type" in options:
             raise CatalogConfigError(
                 f"Do not pass 'type' to CatalogFactory.build: the kind ({kind!r}) decides the catalog type."
@@ -245,7 +253,10 @@ class CatalogFactory:
             catalog_type = kind
             if "region" in properties:
                 properties["client.region"] = properties.pop("region")
-        return load_catalog(name, type=catalog_type, **properties)
+        try:
+            return load_catalog(name, type=catalog_type, **properties)
+        except ValueError as exc:  # PyIceberg's word for a missing or malformed property (e.g. no uri)
+            raise CatalogConfigError(f"Could not build the {kind!r} catalog {name!r}: {exc}") from exc
 
     @staticmethod
     def _s3tables_properties(properties: dict[str, str]) -> dict[str, str]:

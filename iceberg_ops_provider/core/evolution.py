@@ -148,7 +148,8 @@ def plan_evolution(
                 )
             (apply if relax_required else ignored).append(change)
         elif change.kind == "doc_changed":
-            apply.append(change)
+            # A target without a doc (an Arrow field without doc metadata) has no opinion about it.
+            (apply if change.new else ignored).append(change)
         else:
             ignored.append(change)
     # A removed parent takes its children with it: drop only the outermost path.

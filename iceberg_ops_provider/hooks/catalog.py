@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
 
 from airflow.sdk import BaseHook
 
@@ -28,7 +29,8 @@ __all__ = ["CONN_TYPE", "IcebergCatalogHook", "catalog_options"]
 
 CONN_TYPE = "iceberg_ops"
 OFFICIAL_CONN_TYPE = "iceberg"
-_SECRET_WORDS = ("secret", "password", "token", "credential", "access-key", "session", "private")
+# Any option whose key mentions one of these is masked (over-masking an id is cheaper than leaking a key).
+_SECRET_WORDS = ("secret", "password", "token", "credential", "key", "session", "private", "authorization", "sas")
 
 
 def _mask(value: str) -> None:
@@ -57,8 +59,7 @@ def catalog_options(conn: Any) -> tuple[str, dict[str, Any]]:
     kind = kind.lower()
     options: dict[str, Any] = dict(extra)
     if conn.host and kind != "sqlite":
-        uri = conn.host if "://" in conn.host else f"https://{conn.host}"
-        options.setdefault("uri", f"{uri}:{conn.port}" if conn.port and f":{conn.port}" not in uri else uri)
+        options.setdefault("uri", _uri(conn.host, conn.port))
     if (conn.login or conn.password) and kind in ("rest", "s3tables"):
         options.setdefault("credential", f"{conn.login or ''}:{conn.password or ''}")
     for key, value in options.items():
@@ -67,6 +68,14 @@ def catalog_options(conn: Any) -> tuple[str, dict[str, Any]]:
     if conn.password:
         _mask(conn.password)
     return kind, options
+
+
+def _uri(host: str, port: int | None) -> str:
+    """The connection's host as a URI: ``https://`` unless a scheme is given; the port goes into the netloc."""
+    parts = urlsplit(host if "://" in host else f"https://{host}")
+    if port and parts.port is None:
+        parts = parts._replace(netloc=f"{parts.netloc}:{port}")
+    return urlunsplit(parts)
 
 
 class IcebergCatalogHook(BaseHook):

@@ -114,3 +114,26 @@ def test_operator_refuses_an_unknown_action():
         IcebergMigrateOperator(task_id="x", namespace="n", migrations_dir="m", action="migrate")
     operator = IcebergMigrateOperator(task_id="y", namespace="{{ params.ns }}", migrations_dir="m")
     assert operator.template_fields == ("namespace", "migrations_dir", "target")
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "uri"),
+    [
+        ("https://h/api/catalog", 8181, "https://h:8181/api/catalog"),
+        ("http://h:8080", 80, "http://h:8080"),
+        ("h", None, "https://h"),
+        ("thrift://metastore", 9083, "thrift://metastore:9083"),
+    ],
+)
+def test_host_and_port_become_the_uri(host, port, uri):
+    _, options = catalog_options(_conn(conn_type="iceberg_ops", host=host, port=port, extra={"kind": "hive"}))
+    assert options["uri"] == uri
+
+
+def test_secret_named_options_are_masked():
+    from airflow.sdk._shared.secrets_masker.secrets_masker import redact
+
+    extra = {"kind": "rest", "adls.account-key": "adls-key-value-1", "header.Authorization": "Bearer header-value-2"}
+    catalog_options(_conn(conn_type="iceberg_ops", host="http://h", extra=extra))
+    line = str(redact("adls-key-value-1 and Bearer header-value-2"))
+    assert "adls-key-value-1" not in line and "header-value-2" not in line

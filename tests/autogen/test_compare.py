@@ -98,3 +98,30 @@ def test_generated_create_table_is_readable_arrow(catalog):
     exec(compile(text, "generated.py", "exec"), namespace)  # it imports and defines Migration
     assert namespace["Migration"].description == "create"
     assert isinstance(namespace["pa"].schema([]), pa.Schema)
+
+
+def test_nested_reordering_and_nanosecond_timestamps_are_refused(live):
+    ctx = MigrationContext(live, "sales")
+    ctx.add_column("orders", "addr.zip", "string")
+    ctx.commit()
+    reordered = [
+        *BASE["columns"][:2],
+        {"name": "addr", "type": "struct<zip: string, city: string>"},
+        BASE["columns"][3],
+    ]
+    with pytest.raises(ModelError, match=r"reordered .*does not move nested fields"):
+        autogenerate(live, "sales", [_with(columns=reordered)])
+    with pytest.raises(ModelError, match="nanosecond timestamps need Iceberg format version 3"):
+        model_from_dict({"name": "t", "columns": [{"name": "ts", "type": "timestamp_ns"}]})
+
+
+@pytest.mark.parametrize("message", ['add """x"""', "C:\\new\\path", 'ends with "', "it's"])
+def test_any_message_renders_a_file_that_parses(message):
+    import ast
+
+    from iceberg_ops_provider.scaffolding import SKELETON, docstring
+
+    tree = ast.parse(render_migration(message, []))
+    assert ast.get_docstring(tree).startswith(message)
+    skeleton = ast.parse(SKELETON.format(docstring=docstring(message), description=repr(message), version="0001"))
+    assert ast.get_docstring(skeleton) == message

@@ -157,3 +157,30 @@ def test_plain_revision_skeleton_imports(project):
     path = project / "migrations" / "0001_backfill_e_mails.py"
     assert result.exit_code == 0 and path.exists()
     assert _run(project, "plan").output.startswith("upgrade 0001 Backfill: e-mails!")
+
+
+def test_revision_writes_into_the_per_namespace_folder(project):
+    (project / "migrations" / "sales").mkdir()
+    assert _run(project, "revision", "-m", "first").exit_code == 0
+    assert (project / "migrations" / "sales" / "0001_first.py").exists()
+    assert _run(project, "plan").stdout.startswith("upgrade 0001 first")
+
+
+def test_unlock_after_a_crashed_first_run(project):
+    from iceberg_ops_provider.config import load_config
+    from iceberg_ops_provider.history import NamespaceLock
+
+    catalog = load_config(project / "iceberg-ops.yaml").build_catalog()
+    NamespaceLock(catalog, "_iceberg_ops", "sales").acquire("crashed-first-run")  # before "sales" ever existed
+    status = _run(project, "status")
+    assert status.exit_code == 0 and "held by run crashed-first-run" in status.stdout
+    released = _run(project, "unlock")
+    assert released.exit_code == 0 and "crashed-first-run" in released.stdout
+
+
+def test_plan_of_a_downgrade_does_not_list_upgrade_operations(project):
+    (project / "models" / "orders.yaml").write_text(GOOD_MODEL)
+    _run(project, "revision", "-m", "create", "--autogenerate")
+    _run(project, "upgrade")
+    plan = json.loads(_run(project, "--json", "plan", "base").stdout)
+    assert plan == [{"direction": "downgrade", "version": "0001", "description": "create", "operations": []}]

@@ -212,3 +212,25 @@ def test_sqlite_with_a_warehouse_uri_passes_it_unchanged(tmp_path):
     assert catalog.properties["warehouse"] == "s3://bucket/wh"
     assert catalog.properties["s3.endpoint"] == "http://127.0.0.1:1"
     assert not Path("s3:").exists()
+
+
+@pytest.mark.parametrize(
+    ("kind", "options", "message"),
+    [
+        ("sqlite", {"db_path": 5}, "'db_path' must be a path"),
+        ("sqlite", {"name": None}, "'name' must be a non-empty string"),
+        ("rest", {"name": 5}, "'name' must be a non-empty string"),
+        ("rest", {"warehouse": "w"}, "Could not build the 'rest' catalog 'rest': URI missing"),
+    ],
+)
+def test_more_bad_options(tmp_path, monkeypatch, kind, options, message):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("PYICEBERG_CATALOG__REST__URI", raising=False)
+    with pytest.raises(CatalogConfigError, match=message):
+        CatalogFactory.build(kind, **options)
+
+
+def test_warehouse_dir_that_is_a_file_is_refused(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with pytest.raises(CatalogConfigError, match="is a file"):
+        CatalogFactory.build("sqlite", db_path=tmp_path / "c.db", warehouse_dir=tmp_path / "file")

@@ -149,3 +149,12 @@ def test_evolve_inside_a_transaction_commits_with_it(orders):
     orders.refresh()
     assert orders.schema().find_field("extra")
     assert orders.properties["owner"] == "sales"
+
+
+def test_a_target_without_docs_keeps_existing_docs(orders):
+    with orders.update_schema() as update:
+        update.update_column("customer", doc="who ordered")
+    plan = evolve_schema(orders, pa.schema([pa.field("customer", pa.string())]))
+    assert not plan and [c.kind for c in plan.ignored if c.column == "customer"] == ["doc_changed"]
+    orders.refresh()
+    assert orders.schema().find_field("customer").doc == "who ordered"

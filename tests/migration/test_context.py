@@ -245,3 +245,25 @@ def test_load_table_commits_pending_changes_for_custom_work(catalog, ctx):
     assert catalog.load_table("sales.orders").scan().to_arrow().num_rows == 2
     assert ctx.namespace == "sales" and ctx.catalog is catalog
     assert ctx.identifier("x.y.z") == ("x", "y", "z")
+
+
+def test_single_string_partition_and_sort_and_property_values(catalog, ctx):
+    ctx.create_table("single", ORDERS, partition_by="id", sort_by="ts desc", properties={"flag": True, "n": 3})
+    ctx.commit()
+    table = catalog.load_table("sales.single")
+    assert [f.name for f in table.spec().fields] == ["id"] and len(table.sort_order().fields) == 1
+    assert table.properties["flag"] == "true" and table.properties["n"] == "3"
+    with pytest.raises(ValueError, match="Option 'x' of table 'single' is None"):
+        ctx.set_properties("single", x=None)
+    for bad in ("a..b", " x", "x.", ""):
+        with pytest.raises(InvalidOperationError, match="is not valid"):
+            ctx.identifier(bad)
+
+
+def test_committed_tables_are_tracked(catalog, orders):
+    ctx = MigrationContext(catalog, "sales")
+    ctx.set_properties("orders", a="1")
+    ctx.create_table("second", ORDERS)
+    assert ctx.committed == []
+    ctx.commit()
+    assert ctx.committed == ["sales.orders", "sales.second"]

@@ -255,3 +255,57 @@ ctx.create_table(
     runner.upgrade()
     table = catalog.load_table("sales.orders")
     assert [f.name for f in table.spec().fields] == ["ts_day"] and table.properties["owner"] == "sales"
+
+
+def test_committed_but_unrecorded_migration_stops_with_a_clear_error(catalog, runner, migrations_dir, three_migrations):
+    from iceberg_ops_provider.errors import MigrationNotRecordedError
+
+    runner.upgrade()
+    write_migration(
+        migrations_dir,
+        "0004_breaks_history.py",
+        # A migration that (wrongly) changes the history table, so recording it afterwards fails.
+        'ctx.create_table("extra", pa.schema([("n", pa.int64())]))\n'
+        'ctx.drop_column("_iceberg_ops.migration_history", "error")',
+    )
+    with pytest.raises(MigrationNotRecordedError, match=r"0004 ran its upgrade\(\) and its changes were committed"):
+        runner.upgrade()
+    assert catalog.table_exists("sales.extra")
+    assert runner.lock.info() is None
+
+
+def test_partially_committed_migration_names_the_committed_tables(catalog, runner, migrations_dir, three_migrations):
+    runner.upgrade()
+    write_migration(
+        migrations_dir,
+        "0004_two_tables.py",
+        'ctx.set_properties("orders", touched="yes")\n'
+        'ctx.create_table("late", pa.schema([("n", pa.int64())]))\n'
+        # Someone else creates the same table before this migration commits.
+        'ctx.catalog.create_table("sales.late", pa.schema([("n", pa.int64())]))',
+    )
+    with pytest.raises(MigrationFailedError, match=r"Changes already committed to sales\.orders stay"):
+        runner.upgrade()
+    assert catalog.load_table("sales.orders").properties["touched"] == "yes"
+    assert _statuses(runner)["0004"] == "failed"
+
+
+def test_failed_downgrade_keeps_a_changed_file_visible(catalog, runner, migrations_dir, three_migrations):
+    write_migration(migrations_dir, "0004_bad_down.py", "pass", 'ctx.drop_column("orders", "nope")')
+    runner.upgrade()
+    path = migrations_dir / "0004_bad_down.py"
+    path.write_text(path.read_text() + "# edited\n")
+    assert runner.status().changed == ["0004"]
+    with pytest.raises(MigrationFailedError):
+        runner.downgrade("-1", allow_changed=True)
+    assert runner.status().changed == ["0004"]
+
+
+def test_more_target_and_argument_checks(catalog, runner, three_migrations):
+    runner.upgrade("0001")
+    with pytest.raises(MigrationTargetError, match="above the current version 0001; use upgrade"):
+        runner.downgrade("0003")
+    with pytest.raises(ValueError, match="direction must be 'upgrade' or 'downgrade'"):
+        runner.plan("head", direction="sideways")  # type: ignore[arg-type]
+    with pytest.raises(MigrationTargetError, match="is not valid"):
+        runner.plan("²")
