@@ -1,6 +1,6 @@
 """iceberg-ops: version and operate Apache Iceberg tables from Python, with no JVM.
 
-The engine (``core``, migrations, maintenance, the data mover) works without Airflow; the Airflow
+The engine (``core``, the migration runner, autogenerate, the CLI) works without Airflow; the Airflow
 adapters (``hooks``, ``operators``) translate between Airflow tasks and the engine. Importing this
 package imports nothing heavy: each module imports what it needs.
 """

@@ -21,7 +21,7 @@ def get_provider_info() -> dict[str, Any]:
     return {
         "package-name": "iceberg-ops",
         "name": "iceberg-ops",
-        "description": "Versioned migrations, maintenance and a resumable data mover for Apache Iceberg tables.",
+        "description": "Alembic-style versioned migrations for Apache Iceberg tables, with history in your catalog.",
         "versions": [__version__],
         "integrations": [
             {

@@ -27,7 +27,8 @@ class IcebergMigrateOperator(BaseOperator):
     """Run the migrations of one namespace: ``upgrade``, ``downgrade``, ``plan`` or ``check``.
 
     Retries are safe: history records every applied migration, so a retried task resumes where the
-    failed attempt stopped and never applies a migration twice. When another run holds the
+    failed attempt stopped and never applies a migration twice (a migration committed but not recorded
+    fails with ``MigrationNotRecordedError`` naming the version to ``stamp``). When another run holds the
     namespace's lock the task fails with a message naming the holder, and Airflow's ``retries`` /
     ``retry_delay`` decide whether it tries again later (nothing was executed).
 
