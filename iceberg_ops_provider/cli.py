@@ -71,6 +71,15 @@ class _Settings:
             )
         return self._config
 
+    def runner(self, *, known: bool = False, progress: bool = False) -> Any:
+        """A runner for the project; ``known`` refuses a namespace that is most likely a typo."""
+        from iceberg_ops_provider.commands import open_runner, require_known_namespace
+
+        runner = open_runner(self.config(), on_event=self.progress if progress else None)
+        if known:
+            require_known_namespace(runner)
+        return runner
+
     def progress(self, line: str) -> None:
         click.echo(line, err=True)
 
@@ -187,9 +196,7 @@ def upgrade(
     settings: _Settings, target: str, allow_changed: bool, allow_missing: bool, allow_out_of_order: bool
 ) -> None:
     """Apply pending migrations up to TARGET (head, a version, +N)."""
-    from iceberg_ops_provider.commands import open_runner
-
-    runner = open_runner(settings.config(), on_event=settings.progress)
+    runner = settings.runner(progress=True)
     results = runner.upgrade(
         target, allow_changed=allow_changed, allow_missing=allow_missing, allow_out_of_order=allow_out_of_order
     )
@@ -203,10 +210,7 @@ def upgrade(
 @_handles_errors
 def downgrade(settings: _Settings, target: str, allow_changed: bool) -> None:
     """Roll back migrations down to TARGET (base, a version that stays applied, -N)."""
-    from iceberg_ops_provider.commands import open_runner, require_known_namespace
-
-    runner = open_runner(settings.config(), on_event=settings.progress)
-    require_known_namespace(runner)
+    runner = settings.runner(known=True, progress=True)
     _results(settings, runner.downgrade(target, allow_changed=allow_changed), "roll back")
 
 
@@ -216,9 +220,7 @@ def downgrade(settings: _Settings, target: str, allow_changed: bool) -> None:
 @_handles_errors
 def stamp(settings: _Settings, version: str) -> None:
     """Record the namespace as migrated to VERSION (head, base, a version) without running anything."""
-    from iceberg_ops_provider.commands import open_runner
-
-    _results(settings, open_runner(settings.config()).stamp(version), "stamp")
+    _results(settings, settings.runner().stamp(version), "stamp")
 
 
 @cli.command()
@@ -228,9 +230,7 @@ def stamp(settings: _Settings, version: str) -> None:
 @_handles_errors
 def plan(settings: _Settings, target: str, direction: str | None) -> None:
     """Show the steps a run to TARGET would take; changes nothing."""
-    from iceberg_ops_provider.commands import open_runner
-
-    steps = open_runner(settings.config()).plan(target, direction)  # type: ignore[arg-type]
+    steps = settings.runner().plan(target, direction)  # type: ignore[arg-type]
     data, lines = [], []
     for step in steps:
         # A generated migration lists its upgrade's operations; a downgrade step runs other ones.
@@ -247,10 +247,7 @@ def plan(settings: _Settings, target: str, direction: str | None) -> None:
 @_handles_errors
 def status(settings: _Settings) -> None:
     """Show the current version, pending migrations, anything odd, and the lock."""
-    from iceberg_ops_provider.commands import open_runner, require_known_namespace
-
-    runner = open_runner(settings.config())
-    require_known_namespace(runner)
+    runner = settings.runner(known=True)
     state = runner.status()
     lines = [f"namespace: {state.namespace}", f"current:   {state.current or 'base'}"]
     if state.lock:
@@ -274,10 +271,7 @@ def status(settings: _Settings) -> None:
 @_handles_errors
 def history(settings: _Settings) -> None:
     """Show the namespace's migration history, oldest first."""
-    from iceberg_ops_provider.commands import open_runner, require_known_namespace
-
-    runner = open_runner(settings.config())
-    require_known_namespace(runner)
+    runner = settings.runner(known=True)
     rows = runner.history()
     table = [
         (r.version, r.status, r.operation, r.applied_at.strftime("%Y-%m-%d %H:%M:%S"), r.executed_by, r.description)
@@ -292,10 +286,7 @@ def history(settings: _Settings) -> None:
 @_handles_errors
 def current(settings: _Settings) -> None:
     """Print the current version (base when nothing is applied)."""
-    from iceberg_ops_provider.commands import open_runner, require_known_namespace
-
-    runner = open_runner(settings.config())
-    require_known_namespace(runner)
+    runner = settings.runner(known=True)
     version = runner.current()
     settings.emit({"current": version}, version or "base")
 
@@ -322,10 +313,7 @@ def check(settings: _Settings) -> None:
 @_handles_errors
 def unlock(settings: _Settings) -> None:
     """Release the namespace's migration lock after a crashed run."""
-    from iceberg_ops_provider.commands import open_runner, require_known_namespace
-
-    runner = open_runner(settings.config())
-    require_known_namespace(runner)
+    runner = settings.runner(known=True)
     holder = runner.force_unlock()
     human = f"released the lock held by {holder.describe()}" if holder else "The namespace was not locked."
     settings.emit({"released": holder.to_json() if holder else None}, human)
