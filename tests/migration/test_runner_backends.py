@@ -38,3 +38,11 @@ def test_full_cycle_on_s3_tables_with_its_own_meta_namespace(rest_catalog, migra
     assert [r.version for r in runner.downgrade("base")] == ["0003", "0002", "0001"]
     assert not rest_catalog.table_exists("sales.orders")
     assert {row.status for row in runner.history()} == {"rolled_back"}
+
+
+def test_nested_namespace_on_a_rest_catalog(rest_catalog, migrations_dir, three_migrations):
+    runner = MigrationRunner(rest_catalog, "lake.sales", migrations_dir, meta_namespace="iceberg_ops_meta")
+    assert len(runner.upgrade()) == 3
+    assert rest_catalog.table_exists(("lake", "sales", "orders"))
+    assert runner.current() == "0003"
+    assert [r.version for r in runner.downgrade("base")] == ["0003", "0002", "0001"]
