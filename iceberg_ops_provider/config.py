@@ -146,7 +146,8 @@ def load_config(path: str | Path | None = None, *, required: bool = True) -> Pro
             raise ProjectConfigError(
                 f"Configuration file {file} not found. Run `iceberg-ops init` to create one, or pass --config PATH."
             )
-        return ProjectConfig(path=None, root=file.parent.resolve())
+        root = file.parent.resolve()
+        return ProjectConfig(path=None, root=root, migrations_dir=root / "migrations", models_dir=root / "models")
     try:
         raw = yaml.safe_load(file.read_text()) or {}
     except yaml.YAMLError as exc:

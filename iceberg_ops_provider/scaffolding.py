@@ -9,8 +9,8 @@ from iceberg_ops_provider.config import CONFIG_FILE
 from iceberg_ops_provider.discovery import MIGRATION_FILE
 from iceberg_ops_provider.errors import ScaffoldingError
 
-_BACKSLASH = chr(92)
-_QUOTE = chr(34)
+_BACKSLASH = "\\"
+_QUOTE = '"'
 
 __all__ = ["CONFIG_TEMPLATE", "create_revision", "docstring", "init_project", "next_version", "slugify"]
 

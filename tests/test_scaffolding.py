@@ -34,3 +34,10 @@ def test_slugify():
     assert slugify("Rename email -> customer_email") == "rename_email_customer_email"
     assert slugify("!!!") == "revision"
     assert len(slugify("x" * 200)) <= 48
+
+
+def test_config_without_a_file_resolves_folders_next_to_where_it_was_looked_for(tmp_path):
+    config = load_config(tmp_path / "iceberg-ops.yaml", required=False)
+    assert config.path is None
+    assert config.migrations_dir == tmp_path.resolve() / "migrations"
+    assert config.models_dir == tmp_path.resolve() / "models"

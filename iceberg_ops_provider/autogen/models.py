@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pyiceberg.schema import Schema
+from pyiceberg.schema import Schema, assign_fresh_schema_ids
 from pyiceberg.types import DoubleType, FloatType, IcebergType, NestedField, PrimitiveType
 
 from iceberg_ops_provider.core.type_strings import format_type, parse_type
@@ -85,8 +85,6 @@ class TableModel:
             NestedField(index, column.name, column.type, required=column.required, doc=column.doc)
             for index, column in enumerate(self.columns, start=1)
         ]
-        from pyiceberg.schema import assign_fresh_schema_ids
-
         return assign_fresh_schema_ids(Schema(*fields))
 
 
