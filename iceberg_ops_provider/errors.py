@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 __all__ = [
     "CatalogConfigError",
+    "CatalogUnavailableError",
     "ConcurrentMigrationError",
     "ForbiddenPromotionError",
     "IcebergOpsError",
@@ -28,6 +29,7 @@ __all__ = [
     "MigrationIntegrityError",
     "MigrationNotRecordedError",
     "MigrationTargetError",
+    "PartialMigrationError",
     "MissingExtraError",
     "SchemaContractError",
     "SchemaEvolutionError",
@@ -45,6 +47,20 @@ class IcebergOpsError(Exception):
 
 class CatalogConfigError(IcebergOpsError, ValueError):
     """A catalog was asked for with options that cannot work (bad name, bad value, wrong kind)."""
+
+
+class CatalogUnavailableError(IcebergOpsError, ConnectionError):
+    """The catalog (or its storage) did not answer in time, or could not be reached.
+
+    Attributes:
+        endpoint: What was called (a URL, a database, a service), as far as it is known.
+        timeout: The bound that was exceeded, in seconds, when the error is a timeout.
+    """
+
+    def __init__(self, message: str, *, endpoint: str = "", timeout: float | None = None) -> None:
+        self.endpoint = endpoint
+        self.timeout = timeout
+        super().__init__(message)
 
 
 class UnknownCatalogKindError(CatalogConfigError):
@@ -228,7 +244,7 @@ class MigrationNotRecordedError(MigrationError):
 
 
 class ConcurrentMigrationError(MigrationError):
-    """Another run is migrating the same namespace (or wrote its history first).
+    """Another run is migrating the same namespace (or wrote its history first, or took over its lock).
 
     Attributes:
         namespace: The namespace being migrated.
@@ -239,6 +255,57 @@ class ConcurrentMigrationError(MigrationError):
         self.namespace = namespace
         self.holder = dict(holder or {})
         super().__init__(message)
+
+
+class PartialMigrationError(MigrationError):
+    """A migration touching several tables committed to some of them and not to the others.
+
+    Found after a crash (or a failed commit) from the run's intent record and the receipts in each
+    table's commit. Nothing can finish or undo it safely without a person: the runner refuses to
+    migrate the namespace until someone does, then records the outcome with ``stamp``.
+
+    Attributes:
+        namespace: The namespace.
+        version: The migration's version.
+        direction: ``upgrade`` or ``downgrade``.
+        committed: The tables (and what was done to them) whose changes reached the catalog.
+        not_committed: The tables whose changes did not.
+    """
+
+    def __init__(
+        self,
+        namespace: str,
+        version: str,
+        direction: str,
+        committed: Sequence[str],
+        not_committed: Sequence[str],
+        *,
+        run_id: str = "",
+    ) -> None:
+        self.namespace = namespace
+        self.version = version
+        self.direction = direction
+        self.committed = list(committed)
+        self.not_committed = list(not_committed)
+        self.run_id = run_id
+        run = f" (run {run_id})" if run_id else ""
+        if direction == "upgrade":
+            how = (
+                f"Either finish the remaining changes by hand and record the migration as applied with "
+                f"`iceberg-ops stamp {version}`, or undo the committed ones and stamp the version below it "
+                "(or `base`)."
+            )
+        else:
+            how = (
+                f"Either finish the rollback by hand and stamp the version below {version} (or `base`), or "
+                f"redo the rolled-back changes and record `iceberg-ops stamp {version}`."
+            )
+        super().__init__(
+            f"Migration {version} of namespace {namespace!r} was only partly committed by its {direction}(){run}: "
+            f"committed: {', '.join(self.committed) or 'nothing'}; not committed: "
+            f"{', '.join(self.not_committed) or 'nothing'}. Nothing more runs in this namespace until this is "
+            f"resolved. {how} A stamp (runner.stamp) clears this record."
+        )
 
 
 class MigrationTargetError(MigrationError, ValueError):

@@ -1,10 +1,13 @@
 """MigrationRunner: apply, roll back, stamp, plan and report migrations for one namespace.
 
 A run that changes anything (``upgrade``, ``downgrade``, ``stamp``) first takes the namespace's lock
-(:class:`~iceberg_ops_provider.history.NamespaceLock`), then reads the history afresh, checks it
-against the files, and executes one migration at a time: the migration's staged changes are
-committed (one commit per table), then its history row is written. A failure stops the run with the
-cause attached; the lock is released in every case.
+(:class:`~iceberg_ops_provider.history.NamespaceLock`, kept alive by a lease), then settles whatever
+an earlier, interrupted run left (its intent record, checked against the receipts in the tables),
+reads the history afresh, checks it against the files, and executes one migration at a time: the
+migration's intent is recorded, its staged changes are committed (one commit per table, each with a
+receipt), then its history row is written. A failure of any kind (an exception, a timeout, an
+interrupt, ``sys.exit``) is recorded and stops the run; the lock is released in every case, and a
+run killed outright leaves a lock whose lease runs out, so the next run takes over.
 
 ``plan``, ``status``, ``history`` and ``current`` only read, and never create anything.
 """
@@ -14,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -24,10 +27,22 @@ from iceberg_ops_provider.discovery import MigrationScript, discover, migrations
 from iceberg_ops_provider.errors import (
     ConcurrentMigrationError,
     IrreversibleMigrationError,
+    MigrationError,
     MigrationFailedError,
     MigrationNotRecordedError,
+    PartialMigrationError,
 )
-from iceberg_ops_provider.history.lock import LockInfo, NamespaceLock, process_identity
+from iceberg_ops_provider.history.events import EventLog, MigrationEvent
+from iceberg_ops_provider.history.intent import Assessment, Intent, IntentAction, assess, receipt
+from iceberg_ops_provider.history.lease import LeaseKeeper
+from iceberg_ops_provider.history.lock import (
+    DEFAULT_STALE_AFTER,
+    Acquisition,
+    LockInfo,
+    LockLostError,
+    NamespaceLock,
+    process_identity,
+)
 from iceberg_ops_provider.history.records import HistoryRow, Operation, Status
 from iceberg_ops_provider.history.store import DEFAULT_META_NAMESPACE, HistoryStore
 from iceberg_ops_provider.migration.context import MigrationContext
@@ -94,6 +109,8 @@ class NamespaceStatus:
         missing: Applied versions whose file is gone.
         out_of_order: Pending versions numbered below ``current``.
         lock: Who holds the namespace's lock, if anyone.
+        interrupted: The intent of a run that stopped mid-migration and is not settled yet (the next
+            run settles it by itself unless it was partial), else ``None``.
     """
 
     namespace: str
@@ -105,6 +122,7 @@ class NamespaceStatus:
     missing: list[str] = field(default_factory=list)
     out_of_order: list[str] = field(default_factory=list)
     lock: LockInfo | None = None
+    interrupted: Intent | None = None
 
     @property
     def is_clean(self) -> bool:
@@ -123,6 +141,7 @@ class NamespaceStatus:
             "missing": self.missing,
             "out_of_order": self.out_of_order,
             "lock": self.lock.to_json() if self.lock else None,
+            "interrupted": self.interrupted.to_json() if self.interrupted else None,
         }
 
 
@@ -138,6 +157,11 @@ class MigrationRunner:
         keep_history_snapshots: Snapshots of the history table kept for time travel.
         on_event: Called with a one-line message at every step (progress for CLIs and task logs);
             every message is also logged at INFO on ``iceberg_ops_provider.runner``.
+        stale_after: Lease length of the namespace lock, in seconds. A run renews its lease every
+            quarter of this while it works; a lock not renewed for this long (its run was killed) is
+            taken over by the next run, as is at once a lock whose process is gone from this host.
+        lock_context: Where runs come from, stored with the lock and shown to whoever finds it held
+            (the Airflow operator passes dag, run, task and try).
     """
 
     def __init__(
@@ -149,6 +173,8 @@ class MigrationRunner:
         *,
         keep_history_snapshots: int = 20,
         on_event: Callable[[str], None] | None = None,
+        stale_after: float = DEFAULT_STALE_AFTER,
+        lock_context: Mapping[str, str] | None = None,
     ) -> None:
         _check_namespace("namespace", namespace)
         _check_namespace("meta_namespace", meta_namespace)
@@ -159,8 +185,11 @@ class MigrationRunner:
         self.migrations_dir = Path(migrations_dir)
         self.meta_namespace = meta_namespace
         self.history_store = HistoryStore(catalog, meta_namespace, keep_snapshots=keep_history_snapshots)
-        self.lock = NamespaceLock(catalog, meta_namespace, namespace)
+        self.lock = NamespaceLock(catalog, meta_namespace, namespace, stale_after=stale_after)
+        self.event_log = EventLog(catalog, meta_namespace)
+        self.lock_context = dict(lock_context or {})
         self._on_event = on_event
+        self._active: _Session | None = None
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -189,9 +218,14 @@ class MigrationRunner:
         """The history rows of this namespace, oldest first."""
         return self.history_store.rows(self.namespace)
 
+    def events(self) -> list[MigrationEvent]:
+        """Lock takeovers, crash recoveries and forced unlocks of this namespace, oldest first."""
+        return self.event_log.events(self.namespace)
+
     def status(self) -> NamespaceStatus:
         """Current version, applied and pending migrations, and anything odd."""
         state = self.state()
+        intent = self.lock.intent()
         return NamespaceStatus(
             namespace=self.namespace,
             current=state.current,
@@ -202,6 +236,7 @@ class MigrationRunner:
             missing=list(state.missing),
             out_of_order=list(state.out_of_order),
             lock=self.lock.info(),
+            interrupted=intent if intent is not None and not _settled(state, intent) else None,
         )
 
     def plan(self, target: str = "head", direction: Direction | None = None) -> list[PlanStep]:
@@ -283,7 +318,8 @@ class MigrationRunner:
         """Record the namespace as migrated to ``target`` without running anything.
 
         Files up to ``target`` are recorded ``applied``; applied versions above it ``rolled_back``.
-        All in one history commit.
+        All in one history commit. A stamp is also how a person settles a partly committed
+        migration (:class:`~iceberg_ops_provider.errors.PartialMigrationError`): it clears that record.
         """
         scripts = self.scripts()
 
@@ -298,14 +334,41 @@ class MigrationRunner:
             )
             return [MigrationResult(r.version, r.description, r.status, 0.0, "stamp") for r in rows]
 
-        return self._locked(scripts, run)
+        return self._locked(scripts, run, stamping=True)
 
     def force_unlock(self) -> LockInfo | None:
-        """Release this namespace's lock whoever holds it (after a crashed run). Returns who held it."""
+        """Release this namespace's lock whoever holds it (after a crashed run). Returns who held it.
+
+        A run whose lease expired is taken over without this; use it when a holder is known to be
+        gone and waiting for its lease is not wanted. Its intent record stays and is checked by the next run.
+        """
         holder = self.lock.force_unlock()
         if holder is not None:
-            self._event(f"{self.namespace}: released the lock held by {holder.describe()}")
+            message = f"{self.namespace}: released the lock held by {holder.describe()}"
+            self._event(message)
+            user, host, pid = process_identity()
+            self.event_log.record(
+                self.namespace, "force_unlock", message, executed_by=f"{user}@{host}:{pid}", details=holder.to_json()
+            )
         return holder
+
+    def stop(self) -> None:
+        """Stop a run in progress from another thread or a signal handler (Airflow's ``on_kill``).
+
+        Releases this runner's lock if it still holds it and makes the run refuse any further
+        commit; what it committed so far is settled by the next run from its intent record.
+        """
+        session = self._active
+        if session is None:
+            return
+        session.keeper.stop()
+        session.keeper.lost = LockLostError(
+            self.namespace, f"Run {session.run_id} of {self.namespace!r} was stopped; it commits nothing more."
+        )
+        try:
+            self.lock.release(session.run_id)
+        except Exception as exc:
+            log.warning("could not release the migration lock of %r while stopping: %s", self.namespace, exc)
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -315,27 +378,47 @@ class MigrationRunner:
             self._on_event(message)
 
     def _locked(
-        self, scripts: list[MigrationScript], run: Callable[[NamespaceState, _Session], list[MigrationResult]]
+        self,
+        scripts: list[MigrationScript],
+        run: Callable[[NamespaceState, _Session], list[MigrationResult]],
+        *,
+        stamping: bool = False,
     ) -> list[MigrationResult]:
         run_id = uuid.uuid4().hex
-        self.lock.acquire(run_id)
+        acquisition = self.lock.acquire_run(run_id, context=self.lock_context)
+        keeper = LeaseKeeper(self.lock, acquisition.held).start()
+        session: _Session | None = None
         try:
             # Read the history only now: a run that held the lock before us may have just changed it.
             state = classify(scripts, self.history_store.rows(self.namespace))
-            results = run(state, _Session(self, run_id, state))
+            session = _Session(self, run_id, state, acquisition.held, keeper)
+            self._active = session
+            if session.settle_previous(acquisition, stamping=stamping):
+                session.state = state = classify(scripts, self.history_store.rows(self.namespace))
+            results = run(state, session)
         except BaseException:
-            # Report the run's own error; a lock that cannot be released as well only gets a warning.
-            try:
-                self.lock.release(run_id)
-            except Exception as release_error:
-                log.warning(
-                    "could not release the migration lock of %r (%s); release it with force_unlock()",
-                    self.namespace,
-                    release_error,
-                )
+            self._finish(run_id, keeper, session, failed=True)
             raise
-        self.lock.release(run_id)
+        self._finish(run_id, keeper, session, failed=False)
         return results
+
+    def _finish(self, run_id: str, keeper: LeaseKeeper, session: _Session | None, *, failed: bool) -> None:
+        """Stop the lease and release the lock; never hides the run's own outcome."""
+        self._active = None
+        keeper.stop()
+        try:
+            self.lock.release(run_id, clear_intent=session is not None and session.intent_settled)
+        except Exception as release_error:
+            outcome = "The run's own error is raised" if failed else "The run itself succeeded"
+            log.warning(
+                "could not release the migration lock of %r (%s: %s). %s; the lock's lease runs out by itself "
+                "in %g s, or release it now with force_unlock() / `iceberg-ops unlock`.",
+                self.namespace,
+                type(release_error).__name__,
+                release_error,
+                outcome,
+                self.lock.stale_after,
+            )
 
 
 def _restricted(state: NamespaceState, versions: set[str]) -> NamespaceState:
@@ -357,17 +440,85 @@ def _check_namespace(what: str, value: object) -> None:
         )
 
 
-class _Session:
-    """One locked run: executes steps and records them, tracking what it expects the history to hold."""
+def _success_status(direction: str) -> Status:
+    return "applied" if direction == "upgrade" else "rolled_back"
 
-    def __init__(self, runner: MigrationRunner, run_id: str, state: NamespaceState) -> None:
+
+def _settled(state: NamespaceState, intent: Intent) -> bool:
+    """Whether the history already records the outcome the intent's run reached (it finished its bookkeeping)."""
+    row = next((r for v, r in state.rows.items() if int(v) == int(intent.version)), None)
+    return (
+        row is not None
+        and row.run_id == intent.run_id
+        and row.operation == intent.direction
+        and row.status == _success_status(intent.direction)
+    )
+
+
+def _labels(actions: tuple[IntentAction, ...]) -> list[str]:
+    return [action.label() for action in actions]
+
+
+class _Journal:
+    """The :class:`~iceberg_ops_provider.migration.context.CommitJournal` of one migration step.
+
+    Records the intent in the lock table before the first commit (and again when a commit not yet
+    listed comes, or when the body finishes after an early commit), and refuses to let a commit
+    through once the lease is lost.
+    """
+
+    def __init__(self, session: _Session, step: PlanStep) -> None:
+        self.session = session
+        self.step = step
+        self.intent: Intent | None = None
+
+    def receipt(self, step: int) -> str:
+        return receipt(self.session.runner.namespace, self.step.version, self.step.direction, self.session.run_id, step)
+
+    def before_commit(self, actions: list[IntentAction], *, complete: bool) -> None:
+        session = self.session
+        session.keeper.check()
+        intent = self.intent
+        if intent is None:
+            if not actions:
+                return  # nothing was or will be committed
+            intent = Intent(
+                namespace=session.runner.namespace,
+                version=self.step.version,
+                direction=self.step.direction,
+                run_id=session.run_id,
+                executed_by=session.executed_by,
+                started_at=datetime.now(UTC),
+            )
+        elif intent.covers(actions) and (intent.complete or not complete):
+            return
+        intent = intent.with_actions(actions, complete=complete)
+        session.intent_settled = False
+        session.runner.lock.write_intent(session.held, intent)
+        self.intent = intent
+
+
+class _Session:
+    """One locked run: settles what an earlier run left, executes steps and records them.
+
+    It tracks what it expects the history to hold, so a run that bypassed the lock is caught when
+    writing, and whether the lock table's intent record is settled (recorded in the history), so the
+    release can clear it.
+    """
+
+    def __init__(
+        self, runner: MigrationRunner, run_id: str, state: NamespaceState, held: LockInfo, keeper: LeaseKeeper
+    ) -> None:
         self.runner = runner
         self.state = state
         self.run_id = run_id
+        self.held = held
+        self.keeper = keeper
         user, host, pid = process_identity()
         self.executed_by = f"{user}@{host}:{pid}"
         self.expected: dict[str, str | None] = {v: row.status for v, row in state.rows.items()}
         self.completed: list[MigrationResult] = []
+        self.intent_settled = True
 
     def row(
         self,
@@ -377,6 +528,8 @@ class _Session:
         *,
         error: str | None = None,
         duration_ms: int | None = None,
+        run_id: str | None = None,
+        executed_by: str | None = None,
     ) -> HistoryRow:
         state = self.state
         script = state.script(version)
@@ -399,15 +552,121 @@ class _Session:
             checksum=checksum,
             duration_ms=duration_ms,
             operation=operation,
-            executed_by=self.executed_by,
-            run_id=self.run_id,
+            executed_by=executed_by or self.executed_by,
+            run_id=run_id or self.run_id,
         )
 
     def write(self, rows: list[HistoryRow]) -> None:
+        self.keeper.check()
         expected = {row.version: self.expected.get(row.version) for row in rows}
         self.runner.history_store.record(self.runner.namespace, rows, expected)
         for row in rows:
             self.expected[row.version] = row.status
+
+    # -- what an earlier run left ---------------------------------------------------------------
+
+    def settle_previous(self, acquisition: Acquisition, *, stamping: bool) -> bool:
+        """Record a takeover and settle an interrupted run's intent; returns whether the history changed.
+
+        Raises:
+            PartialMigrationError: The interrupted migration committed some of its tables and not the
+                others (unless this run is a stamp, which is how a person settles it).
+        """
+        runner = self.runner
+        if acquisition.taken_over is not None:
+            holder, reason = acquisition.taken_over
+            message = f"{runner.namespace}: took over the migration lock from {holder.describe()}: {reason}"
+            runner._event(message)
+            runner.event_log.record(
+                runner.namespace,
+                "lock_taken_over",
+                message,
+                run_id=self.run_id,
+                executed_by=self.executed_by,
+                details={"previous_holder": holder.to_json(), "reason": reason},
+            )
+        intent = acquisition.intent
+        if intent is None or intent.namespace != runner.namespace:
+            return False
+        if _settled(self.state, intent):
+            return False  # its run recorded the outcome and stopped before clearing the record
+        self.intent_settled = False
+        assessment = assess(runner.catalog, intent)
+        return self._settle(intent, assessment, stamping=stamping)
+
+    def _settle(self, intent: Intent, assessment: Assessment, *, stamping: bool) -> bool:
+        runner = self.runner
+        version, direction = intent.version, intent.direction
+        details = {
+            "intent": intent.to_json(),
+            "committed": _labels(assessment.committed),
+            "not_committed": _labels(assessment.not_committed),
+        }
+        outcome = assessment.outcome
+        wrote = False
+        if outcome == "all":
+            row = self.row(
+                version,
+                _success_status(direction),
+                direction,
+                run_id=intent.run_id,
+                executed_by=intent.executed_by,
+            )
+            self.write([row])
+            wrote = True
+            message = (
+                f"{runner.namespace}: run {intent.run_id} was interrupted after committing every change of "
+                f"{version} ({direction}); recorded it as {row.status} without running it again"
+            )
+        elif outcome == "none":
+            if direction == "upgrade":
+                error = f"interrupted before committing anything (run {intent.run_id})"
+                self.write([self.row(version, "failed", "upgrade", error=error, run_id=intent.run_id)])
+                wrote = True
+            message = (
+                f"{runner.namespace}: run {intent.run_id} was interrupted before committing any change of "
+                f"{version} ({direction}); it will run again"
+            )
+        elif stamping:
+            message = (
+                f"{runner.namespace}: cleared the record of {version} ({direction}) partly committed by run "
+                f"{intent.run_id} (committed: {', '.join(details['committed'])}); this stamp records the outcome"
+            )
+        else:
+            partial = PartialMigrationError(
+                runner.namespace,
+                version,
+                direction,
+                details["committed"],
+                details["not_committed"],
+                run_id=intent.run_id,
+            )
+            runner._event(str(partial))
+            runner.event_log.record(
+                runner.namespace,
+                "recovery_partial",
+                str(partial),
+                version=version,
+                run_id=self.run_id,
+                executed_by=self.executed_by,
+                details=details,
+            )
+            raise partial
+        log.warning("%s", message)
+        runner._event(message)
+        runner.event_log.record(
+            runner.namespace,
+            "recovered" if outcome != "partial" else "intent_cleared",
+            message,
+            version=version,
+            run_id=self.run_id,
+            executed_by=self.executed_by,
+            details=details,
+        )
+        self.intent_settled = True
+        return wrote
+
+    # -- executing ------------------------------------------------------------------------------
 
     def execute(self, step: PlanStep, index: int, total: int) -> MigrationResult:
         runner = self.runner
@@ -416,7 +675,8 @@ class _Session:
             raise MigrationFailedError(step.version, step.direction, FileNotFoundError("migration file is missing"))
         verb = "applying" if step.direction == "upgrade" else "rolling back"
         runner._event(f"[{index}/{total}] {verb} {step.version} {step.description}")
-        context = MigrationContext(runner.catalog, runner.namespace)
+        journal = _Journal(self, step)
+        context = MigrationContext(runner.catalog, runner.namespace, journal)
         started = time.perf_counter()
         try:
             if step.direction == "upgrade":
@@ -426,53 +686,113 @@ class _Session:
             context.commit()
         except IrreversibleMigrationError as exc:
             context.discard()
+            if journal.intent is not None:  # it committed something before refusing: a failure like any other
+                raise self._failure(step, index, total, exc, journal, context, started) from exc
             raise IrreversibleMigrationError(
                 f"Cannot roll back {runner.namespace!r} past {step.version} ({step.description}): "
                 f"{str(exc).rstrip('.')}. Version {step.version} stays applied; {len(self.completed)} step(s) of "
                 "this run were rolled back."
             ) from exc
-        except Exception as exc:
+        except BaseException as exc:
             context.discard()
-            raise self._failure(step, index, total, exc, context.committed, started) from exc
+            failure = self._failure(step, index, total, exc, journal, context, started)
+            if isinstance(failure, MigrationResult) and isinstance(exc, Exception):
+                self.completed.append(failure)
+                return failure
+            if isinstance(exc, Exception | SystemExit):  # a migration that exits is a failed migration
+                raise failure from exc
+            raise  # interrupts and task timeouts keep their type, after being recorded
         duration = time.perf_counter() - started
-        status: Status = "applied" if step.direction == "upgrade" else "rolled_back"
+        status = _success_status(step.direction)
         try:
             self.write([self.row(step.version, status, step.direction, duration_ms=int(duration * 1000))])
         except ConcurrentMigrationError:
             raise
         except Exception as exc:
             raise MigrationNotRecordedError(step.version, step.direction, exc) from exc
+        if journal.intent is not None:
+            self.intent_settled = True
         runner._event(f"[{index}/{total}] {step.version} {status} in {duration:.2f}s")
         result = MigrationResult(step.version, step.description, status, duration, step.direction)
         self.completed.append(result)
         return result
 
     def _failure(
-        self, step: PlanStep, index: int, total: int, exc: Exception, committed: list[str], started: float
-    ) -> MigrationFailedError:
-        """Record a failed step (best effort) and build the error that stops the run."""
+        self,
+        step: PlanStep,
+        index: int,
+        total: int,
+        exc: BaseException,
+        journal: _Journal,
+        context: MigrationContext,
+        started: float,
+    ) -> MigrationError | MigrationResult:
+        """Record a failed step (best effort) and build the error that stops the run.
+
+        Returns a result instead when every commit of the finished body landed although one of them
+        reported an error (an answer lost on the way back): the migration is done and recorded so.
+        """
         duration_ms = int((time.perf_counter() - started) * 1000)
         error = f"{type(exc).__name__}: {exc}"
-        if step.direction == "upgrade":
+        assessment: Assessment | None = None
+        hint = ""
+        if journal.intent is None:
+            assessment = Assessment(committed=(), not_committed=())
+        else:
+            try:
+                assessment = assess(self.runner.catalog, journal.intent)
+            except Exception as check_error:
+                hint = (
+                    f" Could not check which of its commits landed ({type(check_error).__name__}: {check_error}); "
+                    "the next run checks before doing anything else."
+                )
+        outcome = assessment.outcome if assessment is not None else "unknown"
+        if outcome == "all" and journal.intent is not None and journal.intent.complete:
+            # Every commit landed, though one reported an error (a lost answer): the migration is done.
+            hint = " Every one of its commits did land, so it is recorded as done."
+            status = _success_status(step.direction)
+            row = self.row(step.version, status, step.direction, duration_ms=duration_ms)
+        elif step.direction == "upgrade":
             row = self.row(step.version, "failed", "upgrade", error=error, duration_ms=duration_ms)
-            hint = "It is recorded as failed and will be retried by the next upgrade."
+            hint = (
+                " It is recorded as failed"
+                + (" and will be retried by the next upgrade." if outcome == "none" else ".")
+                + hint
+            )
         else:
             row = self.row(
                 step.version, "applied", "downgrade", error=f"downgrade failed: {error}", duration_ms=duration_ms
             )
-            hint = "The version stays applied."
-        if committed:
-            hint += (
-                f" Changes already committed to {', '.join(committed)} stay (PyIceberg has no multi-table commit); "
-                "the rest were not committed: check those tables before running it again."
-            )
-        else:
+            hint = " The version stays applied." + hint
+        if outcome == "none":
             hint += " None of its changes were committed."
+        elif outcome == "partial" and assessment is not None:
+            hint += (
+                f" It was only partly committed: {', '.join(_labels(assessment.committed))} committed, "
+                f"{', '.join(_labels(assessment.not_committed)) or 'the rest of its body'} not."
+            )
+        if context.created_namespaces:
+            hint += f" It created namespace(s) {', '.join(context.created_namespaces)}."
         try:
             self.write([row])
+            if outcome in ("none", "all"):
+                self.intent_settled = True
         except Exception as record_error:  # the migration's own error matters more
             hint += f" Recording the failure in the history failed too: {type(record_error).__name__}: {record_error}"
+        if row.status == _success_status(step.direction) and row.operation == step.direction:
+            self.runner._event(f"[{index}/{total}] {step.version} {row.status} (a commit reported {error}, yet landed)")
+            return MigrationResult(step.version, step.description, row.status, duration_ms / 1000, step.direction)
         self.runner._event(f"[{index}/{total}] {step.version} FAILED: {error}")
-        failure = MigrationFailedError(step.version, step.direction, exc, hint=hint)
-        failure.completed = list(self.completed)
+        if outcome == "partial" and assessment is not None:
+            failure: MigrationError = PartialMigrationError(
+                self.runner.namespace,
+                step.version,
+                step.direction,
+                _labels(assessment.committed),
+                _labels(assessment.not_committed) or ["the rest of its body"],
+                run_id=self.run_id,
+            )
+        else:
+            failure = MigrationFailedError(step.version, step.direction, exc, hint=hint.strip())
+        failure.completed = list(self.completed)  # type: ignore[attr-defined]
         return failure

@@ -5,6 +5,11 @@ commit when the migration returns (:meth:`MigrationContext.commit`, called by th
 migration raises, staged changes are discarded, so a failed migration leaves its tables as they were.
 Catalog-level operations (``drop_table``, ``rename_table``) and :meth:`MigrationContext.load_table`
 cannot be staged: they first commit what is pending for the table they touch, then act at once.
+Namespaces that a new table needs are created when that table is committed, never while staging.
+
+Every commit is announced to the run's :class:`CommitJournal` first (the runner records its intent
+there) and carries a receipt property naming the namespace, version, run and step, so that after a
+crash the runner can tell from the tables themselves which commits landed.
 
 Bare table names resolve in the runner's namespace; a dotted name (``"finance.orders"``) addresses
 another namespace. Nested columns are given as dotted paths (``"address.city"``) or tuples.
@@ -13,7 +18,8 @@ another namespace. Nested columns are given as dotted paths (``"address.city"``)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 from pyiceberg.exceptions import NoSuchTableError
@@ -26,6 +32,7 @@ from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.type_strings import to_iceberg_type
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import InvalidOperationError
+from iceberg_ops_provider.history.intent import RECEIPT_PROPERTY, IntentAction
 from iceberg_ops_provider.migration.transforms import parse_partition_expr, parse_sort_field
 
 if TYPE_CHECKING:
@@ -34,7 +41,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.update.schema import UpdateSchema
     from pyiceberg.table.update.spec import UpdateSpec
 
-__all__ = ["ColumnPath", "MigrationContext", "TypeLike"]
+__all__ = ["ColumnPath", "CommitJournal", "MigrationContext", "TypeLike"]
 
 TypeLike = str | pa.DataType | IcebergType
 """A column type: text (``"decimal(12,2)"``), an Arrow type or a PyIceberg type."""
@@ -43,6 +50,30 @@ ColumnPath = str | tuple[str, ...]
 """A column: ``"name"``, a dotted path ``"address.city"``, or a tuple ``("address", "city")``."""
 
 Identifier = tuple[str, ...]
+
+
+class CommitJournal(Protocol):
+    """What the runner is told before each commit of a migration (its intent record and lease check)."""
+
+    def receipt(self, step: int) -> str:
+        """The receipt the ``step``-th commit of this migration carries."""
+        ...
+
+    def before_commit(self, actions: list[IntentAction], *, complete: bool) -> None:
+        """Called before ``actions`` are committed, in that order; raising stops the commit.
+
+        ``complete`` is true when the migration's body has finished, so ``actions`` are its last ones.
+        """
+        ...
+
+
+@dataclass
+class _DeferredCreate:
+    """A table to create in a namespace that does not exist yet: staged on a local placeholder, replayed at commit."""
+
+    schema: Schema
+    properties: dict[str, str]
+    builds: list[Callable[[Transaction], object]] = field(default_factory=list)
 
 
 def _path(column: ColumnPath) -> str | tuple[str, ...]:
@@ -66,15 +97,21 @@ class MigrationContext:
     Args:
         catalog: The catalog to migrate.
         namespace: The namespace bare table names resolve in (``"sales"`` or ``"a.b"``).
+        journal: Told before every commit (the runner passes one; standalone use needs none).
     """
 
-    def __init__(self, catalog: Catalog, namespace: str) -> None:
+    def __init__(self, catalog: Catalog, namespace: str, journal: CommitJournal | None = None) -> None:
         self._catalog = catalog
         self._namespace = namespace
+        self._journal = journal
         self._pending: dict[Identifier, Transaction] = {}
         self._created: set[Identifier] = set()
+        self._deferred: dict[Identifier, _DeferredCreate] = {}
+        self._steps = 0
         self.committed: list[str] = []
         """Tables whose changes already reached the catalog (commits and immediate operations), in order."""
+        self.created_namespaces: list[str] = []
+        """Namespaces created by this migration's commits."""
 
     # -- what a migration can read --------------------------------------------------------------
 
@@ -122,20 +159,57 @@ class MigrationContext:
 
     def commit(self) -> None:
         """Commit the staged changes, one atomic commit per table, in the order the tables were first touched."""
-        for identifier in list(self._pending):
-            self._flush(identifier)
+        order = list(self._pending)
+        actions = [self._staged_action(identifier, offset) for offset, identifier in enumerate(order, 1)]
+        self._announce(actions, complete=True)
+        for identifier in order:
+            self._flush(identifier, announced=True)
 
     def discard(self) -> None:
         """Forget everything staged and not yet committed."""
         self._pending.clear()
         self._created.clear()
+        self._deferred.clear()
 
-    def _flush(self, identifier: Identifier) -> None:
-        transaction = self._pending.pop(identifier, None)
+    def _staged_action(self, identifier: Identifier, offset: int = 1) -> IntentAction:
+        """The intent entry of the next commit of a staged table (``offset`` counts commits announced together)."""
+        kind = "create" if identifier in self._created else "commit"
+        receipt = self._journal.receipt(self._steps + offset) if self._journal else None
+        return IntentAction(self._label(identifier), kind, receipt=receipt)
+
+    def _announce(self, actions: list[IntentAction], *, complete: bool = False) -> None:
+        if self._journal is not None:
+            self._journal.before_commit(actions, complete=complete)
+
+    def _flush(self, identifier: Identifier, *, announced: bool = False) -> None:
+        transaction = self._pending.get(identifier)
+        if transaction is None:
+            return
+        if not announced:
+            self._announce([self._staged_action(identifier)])
+        self._steps += 1
+        deferred = self._deferred.pop(identifier, None)
+        if deferred is not None:
+            transaction = self._create_for_real(identifier, deferred)
+        if self._journal is not None:
+            transaction.set_properties({RECEIPT_PROPERTY: self._journal.receipt(self._steps)})
+        self._pending.pop(identifier, None)
         self._created.discard(identifier)
-        if transaction is not None:
-            transaction.commit_transaction()
-            self._record(identifier)
+        transaction.commit_transaction()
+        self._record(identifier)
+
+    def _create_for_real(self, identifier: Identifier, deferred: _DeferredCreate) -> Transaction:
+        """Create the missing namespace, then stage the table for real and replay what was staged on the placeholder."""
+        namespace = identifier[:-1]
+        if not self._catalog.namespace_exists(namespace):
+            ensure_namespace(self._catalog, namespace)
+            self.created_namespaces.append(".".join(namespace))
+        transaction = self._catalog.create_table_transaction(
+            identifier, deferred.schema, properties=deferred.properties
+        )
+        for build in deferred.builds:
+            build(transaction)
+        return transaction
 
     def _record(self, identifier: Identifier) -> None:
         label = self._label(identifier)
@@ -163,6 +237,8 @@ class MigrationContext:
         except (ValueError, KeyError, NotImplementedError) as exc:
             reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
             raise InvalidOperationError(f"Cannot {what} on table {self._label(identifier)}: {reason}") from exc
+        if identifier in self._deferred:
+            self._deferred[identifier].builds.append(build)
 
     def _schema_change(
         self, table: str, what: str, change: Callable[[UpdateSchema], object], *, allow_incompatible: bool = False
@@ -215,12 +291,16 @@ class MigrationContext:
                 f"The schema of {self._label(identifier)} must be a pyarrow.Schema or a pyiceberg Schema, "
                 f"got {type(schema).__name__}."
             )
-        ensure_namespace(self._catalog, identifier[:-1])
         values = {
             key: to_property_value(key, value, f"table {self._label(identifier)}")
             for key, value in (properties or {}).items()
         }
-        transaction = self._catalog.create_table_transaction(identifier, iceberg_schema, properties=values)
+        if self._catalog.namespace_exists(identifier[:-1]):
+            transaction = self._catalog.create_table_transaction(identifier, iceberg_schema, properties=values)
+        else:
+            # The namespace is created only when this table is committed: stage on a local placeholder.
+            transaction = self._placeholder_create(identifier, iceberg_schema, values)
+            self._deferred[identifier] = _DeferredCreate(iceberg_schema, values)
         self._pending[identifier] = transaction
         self._created.add(identifier)
         try:
@@ -231,7 +311,28 @@ class MigrationContext:
         except BaseException:
             self._pending.pop(identifier, None)
             self._created.discard(identifier)
+            self._deferred.pop(identifier, None)
             raise
+
+    def _placeholder_create(self, identifier: Identifier, schema: Schema, properties: dict[str, str]) -> Transaction:
+        """A create transaction that exists only in memory, for validating what a migration stages."""
+        from pyiceberg.io import load_file_io
+        from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+        from pyiceberg.table import CreateTableTransaction, StagedTable
+        from pyiceberg.table.metadata import new_table_metadata
+        from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+
+        metadata = new_table_metadata(
+            schema=schema,
+            partition_spec=UNPARTITIONED_PARTITION_SPEC,
+            sort_order=UNSORTED_SORT_ORDER,
+            location=f"memory://placeholder/{self._label(identifier)}",
+            properties=dict(properties),
+        )
+        staged = StagedTable(
+            identifier=identifier, metadata=metadata, metadata_location="", io=load_file_io(), catalog=self._catalog
+        )
+        return CreateTableTransaction(staged)
 
     def drop_table(self, name: str, purge: bool = False) -> None:
         """Drop a table; with ``purge=True`` also delete its data and metadata files.
@@ -244,8 +345,13 @@ class MigrationContext:
             # Created earlier in this migration and never committed: nothing reached the catalog.
             self._pending.pop(identifier, None)
             self._created.discard(identifier)
+            self._deferred.pop(identifier, None)
             return
         self._flush(identifier)
+        if not self._catalog.table_exists(identifier):
+            raise InvalidOperationError(f"Cannot drop table {self._label(identifier)}: it does not exist.")
+        self._announce([IntentAction(self._label(identifier), "drop")])
+        self._steps += 1
         try:
             if purge:
                 self._catalog.purge_table(identifier)
@@ -267,7 +373,11 @@ class MigrationContext:
             raise InvalidOperationError(f"Cannot rename {self._label(source)} to {self._label(target)}: it exists.")
         if not self._catalog.table_exists(source):
             raise InvalidOperationError(f"Cannot rename table {self._label(source)}: it does not exist.")
-        ensure_namespace(self._catalog, target[:-1])
+        self._announce([IntentAction(self._label(source), "rename", to=self._label(target))])
+        self._steps += 1
+        if not self._catalog.namespace_exists(target[:-1]):
+            ensure_namespace(self._catalog, target[:-1])
+            self.created_namespaces.append(".".join(target[:-1]))
         try:
             self._catalog.rename_table(source, target)
         except NoSuchTableError as exc:

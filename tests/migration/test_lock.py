@@ -54,7 +54,7 @@ def test_a_failed_lock_release_does_not_hide_the_runs_error(catalog, runner, mig
 
     write_migration(migrations_dir, "0001_fails.py", 'raise RuntimeError("the run\'s own error")')
 
-    def broken_release(run_id: str) -> None:
+    def broken_release(run_id: str, **_options: object) -> None:
         raise OSError("catalog unreachable")
 
     monkeypatch.setattr(runner.lock, "release", broken_release)

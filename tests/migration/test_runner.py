@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import pyarrow as pa
 import pytest
 
 from iceberg_ops_provider.errors import (
     IrreversibleMigrationError,
     MigrationFailedError,
     MigrationTargetError,
+    PartialMigrationError,
 )
 from iceberg_ops_provider.runner import MigrationRunner
 from tests.migration.conftest import write_migration
@@ -284,10 +286,20 @@ def test_partially_committed_migration_names_the_committed_tables(catalog, runne
         # Someone else creates the same table before this migration commits.
         'ctx.catalog.create_table("sales.late", pa.schema([("n", pa.int64())]))',
     )
-    with pytest.raises(MigrationFailedError, match=r"Changes already committed to sales\.orders stay"):
+    with pytest.raises(PartialMigrationError, match=r"committed: sales\.orders \(commit\); not committed: sales\.late"):
         runner.upgrade()
     assert catalog.load_table("sales.orders").properties["touched"] == "yes"
     assert _statuses(runner)["0004"] == "failed"
+    # Nothing more runs until a person settles it: the next run stops before running the body again.
+    with pytest.raises(PartialMigrationError, match="iceberg-ops stamp 0004"):
+        runner.upgrade()
+    assert runner.status().interrupted.version == "0004"
+    catalog.drop_table("sales.late")  # the person finishes it by hand ...
+    catalog.create_table("sales.late", pa.schema([("n", pa.int64())]))
+    runner.stamp("0004")  # ... and records it
+    assert _statuses(runner)["0004"] == "applied"
+    assert runner.status().interrupted is None and runner.lock.intent() is None
+    assert [event.event for event in runner.events()] == ["recovery_partial", "intent_cleared"]
 
 
 def test_failed_downgrade_keeps_a_changed_file_visible(catalog, runner, migrations_dir, three_migrations):

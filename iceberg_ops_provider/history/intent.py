@@ -1,0 +1,215 @@
+"""Intent records and receipts: knowing, after any crash, what a migration committed.
+
+A migration commits table by table (PyIceberg has no multi-table commit), then the runner records it
+in the history. A crash in between used to leave changes committed and unrecorded. Two records close
+that gap without adding a commit to the common path beyond one small property write:
+
+* the **intent**, written to the namespace's lock table before the migration's first commit: which
+  version, which run, and the ordered actions it is about to take (commit to table T, drop T, rename
+  T to U), each with a unique receipt;
+* a **receipt**, a table property (:data:`RECEIPT_PROPERTY`) written in the same commit as each
+  table's change, so the change and its proof land together or not at all.
+
+After a crash, :func:`assess` reads the tables: drops and renames are visible in the catalog, other
+commits by their receipt. Commits happen in order, so the last action found done marks everything
+before it as done too. The outcome is all committed (record it without running it again), nothing
+committed (run it again), or partial (stop and ask a person).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from pyiceberg.exceptions import NoSuchTableError
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+__all__ = ["INTENT_PROPERTY", "RECEIPT_PROPERTY", "Assessment", "Intent", "IntentAction", "assess"]
+
+log = logging.getLogger(__name__)
+
+INTENT_PROPERTY = "iceberg-ops.intent"
+"""Lock table property holding the intent of the run that holds (or last held) the lock, as JSON."""
+
+RECEIPT_PROPERTY = "iceberg-ops.last-migration"
+"""Table property set in every migration commit: namespace, version, direction, run and step."""
+
+ActionKind = Literal["commit", "create", "drop", "rename"]
+
+
+@dataclass(frozen=True)
+class IntentAction:
+    """One catalog change a migration is about to make.
+
+    Attributes:
+        table: The table's full name (``sales.orders``).
+        kind: ``create`` or ``commit`` (a staged change; proven by its receipt), ``drop`` or ``rename``.
+        receipt: The receipt its commit carries (``create``/``commit`` only).
+        to: The new name, for ``rename``.
+    """
+
+    table: str
+    kind: ActionKind
+    receipt: str | None = None
+    to: str | None = None
+
+    def label(self) -> str:
+        """``sales.orders (drop)``."""
+        return f"{self.table} ({self.kind}{' to ' + self.to if self.to else ''})"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            key: value
+            for key, value in (("table", self.table), ("kind", self.kind), ("receipt", self.receipt), ("to", self.to))
+            if value is not None
+        }
+
+
+@dataclass(frozen=True)
+class Intent:
+    """What one run is about to commit for one migration.
+
+    Attributes:
+        namespace: The namespace being migrated.
+        version: The migration's version.
+        direction: ``upgrade`` or ``downgrade``.
+        run_id: The run.
+        executed_by: ``user@host:pid`` of the run.
+        started_at: When the intent was first written.
+        actions: The changes, in commit order.
+        complete: Whether the migration's body had finished when this was written (so ``actions`` is
+            everything it does). A crash after committing every listed action of an incomplete
+            intent is still a partial migration.
+    """
+
+    namespace: str
+    version: str
+    direction: Literal["upgrade", "downgrade"]
+    run_id: str
+    executed_by: str
+    started_at: datetime
+    actions: tuple[IntentAction, ...] = field(default=())
+    complete: bool = False
+
+    def covers(self, actions: list[IntentAction]) -> bool:
+        """Whether every one of ``actions`` is already recorded."""
+        return all(action in self.actions for action in actions)
+
+    def with_actions(self, actions: list[IntentAction], *, complete: bool) -> Intent:
+        """This intent with ``actions`` appended (those not yet listed), marked complete or not."""
+        added = tuple(action for action in actions if action not in self.actions)
+        return replace(self, actions=self.actions + added, complete=complete)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "namespace": self.namespace,
+            "version": self.version,
+            "direction": self.direction,
+            "run_id": self.run_id,
+            "executed_by": self.executed_by,
+            "started_at": self.started_at.isoformat(),
+            "actions": [action.to_json() for action in self.actions],
+            "complete": self.complete,
+        }
+
+    def to_json_text(self) -> str:
+        """The property value that stores it."""
+        return json.dumps(self.to_json(), sort_keys=True, separators=(",", ":"))
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> Intent | None:
+        """Read the intent from lock table properties; ``None`` when there is none (or it is unreadable)."""
+        text = properties.get(INTENT_PROPERTY)
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            return cls(
+                namespace=str(data["namespace"]),
+                version=str(data["version"]),
+                direction=data["direction"],
+                run_id=str(data["run_id"]),
+                executed_by=str(data.get("executed_by", "unknown")),
+                started_at=datetime.fromisoformat(data["started_at"]),
+                actions=tuple(
+                    IntentAction(table=a["table"], kind=a["kind"], receipt=a.get("receipt"), to=a.get("to"))
+                    for a in data.get("actions", [])
+                ),
+                complete=bool(data.get("complete", False)),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            log.warning("ignoring an unreadable migration intent record (%s): %r", exc, text[:200])
+            return None
+
+
+def receipt(namespace: str, version: str, direction: str, run_id: str, step: int) -> str:
+    """The receipt of one commit: unique to the run, the migration and the commit's position in it."""
+    return f"namespace={namespace} version={version} direction={direction} run={run_id} step={step}"
+
+
+@dataclass(frozen=True)
+class Assessment:
+    """What an interrupted migration committed, read from the tables.
+
+    Attributes:
+        committed: The actions that reached the catalog, in order.
+        not_committed: The actions that did not.
+        complete: Whether the intent listed everything the migration does (its body had finished).
+    """
+
+    committed: tuple[IntentAction, ...]
+    not_committed: tuple[IntentAction, ...]
+
+    complete: bool = True
+
+    @property
+    def outcome(self) -> Literal["all", "none", "partial"]:
+        """``all`` committed (and the body had finished), ``none``, or ``partial``."""
+        if not self.committed:
+            return "none"
+        return "all" if not self.not_committed and self.complete else "partial"
+
+
+def _identifier(name: str) -> tuple[str, ...]:
+    return tuple(name.split("."))
+
+
+def _done(catalog: Catalog, action: IntentAction) -> bool:
+    """Whether ``action`` reached the catalog, judged from the tables as they are now."""
+    if action.kind == "drop":
+        return not catalog.table_exists(_identifier(action.table))
+    if action.kind == "rename":
+        return not catalog.table_exists(_identifier(action.table)) and catalog.table_exists(
+            _identifier(action.to or "")
+        )
+    try:
+        table = catalog.load_table(_identifier(action.table))
+    except NoSuchTableError:
+        return False
+    return table.properties.get(RECEIPT_PROPERTY) == action.receipt
+
+
+def assess(catalog: Catalog, intent: Intent) -> Assessment:
+    """Find which of the intent's actions were committed.
+
+    Actions commit in order, so the last one found done marks every earlier one done; each action is
+    judged only while no later action has committed, so a later change to the same table cannot hide
+    or fake an earlier one.
+    """
+    actions = intent.actions
+    last_done = -1
+    for index in range(len(actions) - 1, -1, -1):
+        if _done(catalog, actions[index]):
+            last_done = index
+            break
+    return Assessment(
+        committed=actions[: last_done + 1], not_committed=actions[last_done + 1 :], complete=intent.complete
+    )
