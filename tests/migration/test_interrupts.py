@@ -1,4 +1,4 @@
-"""Failures that are not ordinary exceptions, races on a fresh namespace, and namespaces created by failed migrations."""
+"""Failures that are not ordinary exceptions, races on a fresh namespace, namespaces created by failed migrations."""
 
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_interrupts_and_task_timeouts_are_recorded_and_keep_their_type(runner, m
 
 def test_a_migration_that_exits_is_a_failed_migration(runner, migrations_dir):
     write_migration(migrations_dir, "0001_exit.py", "import sys\nsys.exit(0)")
-    with pytest.raises(MigrationFailedError, match="Migration 0001 failed during upgrade.*SystemExit"):
+    with pytest.raises(MigrationFailedError, match=r"Migration 0001 failed during upgrade.*SystemExit"):
         runner.upgrade()
     assert _statuses(runner)["0001"][0] == "failed"
 
@@ -96,7 +96,9 @@ def test_simultaneous_first_runs_on_a_fresh_namespace_only_ever_see_the_lock_err
         barrier = threading.Barrier(8, timeout=60)
         outcomes: list[str] = []
 
-        def contend(index: int, namespace: str = namespace, barrier: threading.Barrier = barrier) -> None:
+        def contend(
+            index: int, namespace: str = namespace, barrier: threading.Barrier = barrier, outcomes: list = outcomes
+        ) -> None:
             catalog = CatalogFactory.build("sqlite", db_path=tmp_path / "c.db", warehouse_dir=tmp_path / "w")
             lock = NamespaceLock(catalog, "_iceberg_ops", namespace)
             barrier.wait()
