@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test lint unit demo clean
+.PHONY: test lint unit crash demo clean
 
 $(INSTALLED): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ test: lint
 # The suite without the tests that start SeaweedFS and moto servers.
 unit: $(INSTALLED)
 	$(PY) -m pytest -n 2 --dist loadfile -m "not backends"
+
+# The crash test in full: 40 random SIGKILLs during upgrades, each followed by a recovering run.
+crash: $(INSTALLED)
+	ICEBERG_OPS_CRASH_KILLS=40 $(PY) -m pytest tests/migration/test_crash_recovery.py
 
 # The main job: the example DAG migrates the `demo` namespace, then loads into it, on a real Airflow
 # (metadata database in airflow_home/) against the embedded SQLite catalog in local_data/.

@@ -1,7 +1,8 @@
 """The ``iceberg-ops`` command line: a thin front over the runner, ``commands`` and ``scaffolding``.
 
 Exit codes: 0 success; 1 a check that found something, a failed migration, or a state that stops
-the run (lock held, files disagreeing with history, pending migrations before autogenerate);
+the run (lock held, files disagreeing with history, pending migrations before autogenerate, a
+catalog that cannot be reached or does not answer within ``--catalog-timeout``);
 2 bad usage, configuration or input. Errors print one line (a traceback with ``-v``); ``--json``
 prints machine-readable output on stdout, progress goes to stderr.
 """
@@ -21,6 +22,7 @@ import click
 
 from iceberg_ops_provider import __version__
 from iceberg_ops_provider.errors import (
+    CatalogUnavailableError,
     ConcurrentMigrationError,
     IcebergOpsError,
     IrreversibleMigrationError,
@@ -28,6 +30,7 @@ from iceberg_ops_provider.errors import (
     MigrationFailedError,
     MigrationIntegrityError,
     MigrationNotRecordedError,
+    PartialMigrationError,
 )
 
 __all__ = ["cli", "main"]
@@ -41,7 +44,8 @@ _STATE_ERRORS = (
     IrreversibleMigrationError,
     ConcurrentMigrationError,
     MigrationIntegrityError,
-    MigrationNotRecordedError,
+    PartialMigrationError,
+    CatalogUnavailableError,
 )
 
 
@@ -53,6 +57,8 @@ class _Settings:
     catalog_name: str | None
     db_path: str | None
     warehouse: str | None
+    catalog_timeout: float | None
+    stale_after: float | None
     as_json: bool
     verbose: int
     _config: Any = field(default=None, repr=False)
@@ -68,14 +74,27 @@ class _Settings:
                 catalog_name=self.catalog_name,
                 db_path=self.db_path,
                 warehouse=self.warehouse,
+                catalog_timeout=self.catalog_timeout,
             )
         return self._config
+
+    def unavailable(self, exc: Exception) -> Exception:
+        """``exc``, or the :class:`CatalogUnavailableError` it amounts to (a REST timeout or connection error)."""
+        from iceberg_ops_provider.core.timeouts import unavailable_error
+
+        config = self._config
+        endpoint = config.catalog_uri if config is not None else ""
+        try:
+            seconds = config.catalog_timeout if config is not None else self.catalog_timeout
+        except Exception:
+            seconds = self.catalog_timeout
+        return unavailable_error(exc, endpoint, seconds) or exc
 
     def runner(self, *, known: bool = False, progress: bool = False) -> Any:
         """A runner for the project; ``known`` refuses a namespace that is most likely a typo."""
         from iceberg_ops_provider.commands import open_runner, require_known_namespace
 
-        runner = open_runner(self.config(), on_event=self.progress if progress else None)
+        runner = open_runner(self.config(), on_event=self.progress if progress else None, stale_after=self.stale_after)
         if known:
             require_known_namespace(runner)
         return runner
@@ -97,12 +116,13 @@ def _handles_errors(command: F) -> F:
             raise
         except (click.ClickException, click.Abort):
             raise
-        except Exception as exc:
+        except Exception as raised:
+            exc = settings.unavailable(raised)
             code = 1 if isinstance(exc, _STATE_ERRORS) or type(exc) is MigrationError else 2
             if not isinstance(exc, IcebergOpsError):
                 code = 1 if not isinstance(exc, ValueError | TypeError | LookupError) else 2
             if settings.verbose:
-                traceback.print_exc()
+                traceback.print_exception(raised)
             message = " ".join(str(exc).split()) or type(exc).__name__
             if not isinstance(exc, IcebergOpsError):
                 message = f"{type(exc).__name__}: {message}"
@@ -138,6 +158,18 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 @click.option("--catalog-name", help="Open any catalog PyIceberg can load by name (.pyiceberg.yaml / environment).")
 @click.option("--db-path", help="SQLite catalog database (default local_data/ next to the project file).")
 @click.option("--warehouse", help="SQLite catalog warehouse folder or URI.")
+@click.option(
+    "--catalog-timeout",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Seconds the catalog may take to answer before the command fails (default 60; overrides the file).",
+)
+@click.option(
+    "--stale-after",
+    type=click.FloatRange(min=0, min_open=True),
+    metavar="SECONDS",
+    help="Lease of the migration lock: a lock not renewed for this long (its run died) is taken over (default 180).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.option("-v", "--verbose", count=True, help="Show tracebacks.")
 @click.pass_context
@@ -251,7 +283,13 @@ def status(settings: _Settings) -> None:
     state = runner.status()
     lines = [f"namespace: {state.namespace}", f"current:   {state.current or 'base'}"]
     if state.lock:
-        lines.append(f"lock:      held by {state.lock.describe()}")
+        lines.append(f"lock:      held by {state.lock.describe()}, lease until {state.lock.expires_at().isoformat()}")
+    if state.interrupted:
+        interrupted = state.interrupted
+        lines.append(
+            f"interrupted: {interrupted.direction} of {interrupted.version} by run {interrupted.run_id} "
+            f"({interrupted.executed_by}); the next run settles it"
+        )
     pending = [(s.version, s.description, "failed" if s.version in state.failed else "") for s in state.pending]
     lines.append(f"pending:   {len(pending)}")
     if pending:

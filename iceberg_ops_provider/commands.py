@@ -23,8 +23,16 @@ from iceberg_ops_provider.scaffolding import create_revision
 __all__ = ["CheckReport", "RevisionResult", "check", "open_runner", "require_known_namespace", "revision"]
 
 
-def open_runner(config: ProjectConfig, on_event: Callable[[str], None] | None = None) -> MigrationRunner:
-    """A runner for the project's catalog, namespace and migrations folder."""
+def open_runner(
+    config: ProjectConfig, on_event: Callable[[str], None] | None = None, *, stale_after: float | None = None
+) -> MigrationRunner:
+    """A runner for the project's catalog, namespace and migrations folder.
+
+    Args:
+        config: The project.
+        on_event: Progress callback.
+        stale_after: Lease length of the migration lock (default: the runner's).
+    """
     namespace = config.require_namespace()  # before opening the catalog, which may create local_data/
     return MigrationRunner(
         config.build_catalog(),
@@ -32,6 +40,8 @@ def open_runner(config: ProjectConfig, on_event: Callable[[str], None] | None = 
         config.migrations_dir,
         config.meta_namespace,
         on_event=on_event,
+        catalog_timeout=config.catalog_timeout,
+        **({"stale_after": stale_after} if stale_after is not None else {}),
     )
 
 

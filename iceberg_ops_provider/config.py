@@ -5,6 +5,7 @@ Example::
     catalog:
       kind: sqlite            # sqlite | glue | rest | hive | s3tables; or `name: <catalog>`
       # options of that kind (uri, warehouse, region, db_path, ...)
+      timeout: 60             # seconds a remote catalog may take to answer (any kind; default 60)
     namespace: sales
     migrations_dir: migrations
     models_dir: models
@@ -22,8 +23,15 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
-from iceberg_ops_provider.errors import ProjectConfigError
+from iceberg_ops_provider.core.catalog import CatalogFactory, _configured_uri
+from iceberg_ops_provider.core.timeouts import (
+    DEFAULT_CATALOG_TIMEOUT,
+    bound_catalog_requests,
+    call_with_timeout,
+    catalog_errors,
+    check_timeout,
+)
+from iceberg_ops_provider.errors import CatalogConfigError, ProjectConfigError
 from iceberg_ops_provider.history.store import DEFAULT_META_NAMESPACE
 
 if TYPE_CHECKING:
@@ -42,7 +50,8 @@ class ProjectConfig:
     Attributes:
         path: The configuration file, or ``None`` when there is none.
         root: The folder relative paths resolve against.
-        catalog: ``{"kind": ..., **options}`` or ``{"name": ..., **options}``.
+        catalog: ``{"kind": ..., **options}`` or ``{"name": ..., **options}``; either may hold
+            ``timeout`` (seconds).
         namespace: The namespace to migrate, if set.
         migrations_dir: The migrations folder.
         models_dir: The models folder.
@@ -65,19 +74,34 @@ class ProjectConfig:
             )
         return self.namespace
 
+    @property
+    def catalog_timeout(self) -> float:
+        """Seconds the catalog may take to answer: ``catalog.timeout``, else the default (60)."""
+        value = self.catalog.get("timeout", DEFAULT_CATALOG_TIMEOUT)
+        try:
+            return check_timeout(value, "catalog.timeout")
+        except CatalogConfigError as exc:
+            raise ProjectConfigError(f"{self.path or CONFIG_FILE}: {exc}") from exc
+
+    @property
+    def catalog_uri(self) -> str:
+        """The catalog's ``uri`` when the configuration gives one (else empty), for messages."""
+        uri = self.catalog.get("uri")
+        return uri if isinstance(uri, str) else ""
+
     def build_catalog(self) -> Catalog:
-        """Open the configured catalog.
+        """Open the configured catalog, within :attr:`catalog_timeout`.
 
         Raises:
             ProjectConfigError: The ``memory`` kind (its state would be gone when the command exits).
             CatalogConfigError, MissingExtraError: From :class:`CatalogFactory`.
+            CatalogUnavailableError: The catalog could not be reached or did not answer in time.
         """
         options = dict(self.catalog)
+        timeout = self.catalog_timeout
+        options["timeout"] = timeout
         if "name" in options:
-            from pyiceberg.catalog import load_catalog
-
-            name = str(options.pop("name"))
-            return load_catalog(name, **{key: str(value) for key, value in options.items()})
+            return self._load_named_catalog(options)
         kind = str(options.pop("kind", "sqlite")).lower()
         if kind == "memory":
             raise ProjectConfigError(
@@ -89,6 +113,25 @@ class ProjectConfig:
             warehouse = options.get("warehouse_dir", Path("local_data") / "iceberg_warehouse")
             options["warehouse_dir"] = warehouse if "://" in str(warehouse) else self._resolve(warehouse)
         return CatalogFactory.build(kind, **options)
+
+    @staticmethod
+    def _load_named_catalog(options: dict[str, Any]) -> Catalog:
+        """A catalog PyIceberg loads by name, bounded like the ones :class:`CatalogFactory` builds."""
+        from pyiceberg.catalog import load_catalog
+
+        name = str(options.pop("name"))
+        timeout = float(options.pop("timeout"))
+        properties = {key: str(value) for key, value in options.items()}
+        endpoint = properties.get("uri") or _configured_uri(name) or f"(catalog {name!r})"
+        with catalog_errors(endpoint, timeout):
+            catalog = call_with_timeout(
+                lambda: load_catalog(name, **properties),
+                timeout,
+                what=f"opening the catalog {name!r}",
+                endpoint=endpoint,
+            )
+        bound_catalog_requests(catalog, timeout)
+        return catalog
 
     def _resolve(self, path: Any) -> Path:
         candidate = Path(str(path)).expanduser()
@@ -102,17 +145,27 @@ class ProjectConfig:
         catalog_name: str | None = None,
         db_path: str | None = None,
         warehouse: str | None = None,
+        catalog_timeout: float | None = None,
     ) -> ProjectConfig:
-        """This configuration with command-line options applied (they win over the file)."""
+        """This configuration with command-line options applied (they win over the file).
+
+        The file's ``catalog.timeout`` survives ``--catalog``/``--catalog-name``: it is not an
+        option of one kind. ``catalog_timeout`` (``--catalog-timeout``) wins over it.
+        """
         if catalog_kind and catalog_name:
             raise ProjectConfigError("Pass either --catalog KIND or --catalog-name NAME, not both.")
         catalog = dict(self.catalog)
+        timeout = catalog.get("timeout")
         if catalog_name:
             catalog = {"name": catalog_name}
         elif catalog_kind:
             same_kind = str(catalog.get("kind", "")).lower() == catalog_kind.lower()
             catalog = {**(catalog if same_kind else {}), "kind": catalog_kind}
             catalog.pop("name", None)
+        if catalog_timeout is not None:
+            timeout = catalog_timeout
+        if timeout is not None:
+            catalog["timeout"] = timeout
         if db_path or warehouse:
             if str(catalog.get("kind", "sqlite")).lower() != "sqlite" or "name" in catalog:
                 raise ProjectConfigError("--db-path and --warehouse apply to the sqlite catalog only.")
@@ -171,6 +224,11 @@ def load_config(path: str | Path | None = None, *, required: bool = True) -> Pro
     for key, value in catalog.items():
         if isinstance(value, dict | list) or value is None:
             raise ProjectConfigError(f"{file}: catalog option {key!r} must be a single value, got {value!r}.")
+    if "timeout" in catalog:
+        try:
+            check_timeout(catalog["timeout"], "catalog.timeout")
+        except CatalogConfigError as exc:
+            raise ProjectConfigError(f"{file}: {exc}") from exc
     root = file.parent.resolve()
     settings: dict[str, Any] = {"catalog": dict(catalog)}
     if "namespace" in raw:

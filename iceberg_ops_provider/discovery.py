@@ -2,25 +2,44 @@
 
 Discovery is pure file work: it never touches a catalog, so a bad file is reported before anything
 changes. ``migrations_dir/<namespace>/`` is used instead of the flat folder when it exists.
+
+Each file is loaded as a module registered in ``sys.modules`` under a name unique to its path, so
+its classes can be pickled and introspected (and ``@dataclass`` works in it). While the files load,
+the folder is on ``sys.path``: helper modules next to the migrations (``_common.py``) can be
+imported with ``from _common import X``. :func:`importable` does the same around code that runs
+later, such as a migration's ``upgrade()``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
+import inspect
+import os
 import re
 import sys
 import traceback
+import unicodedata
+from collections.abc import Iterator
 from dataclasses import dataclass
+from importlib.abc import Loader
 from pathlib import Path
+from types import ModuleType
 
 from iceberg_ops_provider.errors import MigrationDiscoveryError
 from iceberg_ops_provider.migration.base import BaseMigration
 
-__all__ = ["MIGRATION_FILE", "MigrationScript", "discover", "file_checksum", "migrations_folder"]
+__all__ = ["MIGRATION_FILE", "MigrationScript", "discover", "file_checksum", "importable", "migrations_folder"]
 
-MIGRATION_FILE = re.compile(r"^(?P<version>\d{4,})_(?P<slug>[A-Za-z0-9_]+)\.py$")
-"""File names of migrations: four or more digits, an underscore, a slug of letters, digits and ``_``."""
+MIGRATION_FILE = re.compile(r"^(?P<version>[0-9]{4,})_(?P<slug>[A-Za-z0-9_]+)\.py$")
+"""File names of migrations: four or more ASCII digits, an underscore, a slug of letters, digits and ``_``."""
+
+# A version written with digits of any script (Arabic-Indic, full-width...), to explain the refusal.
+_ANY_DIGITS_VERSION = re.compile(r"^(\d+)_")
+
+# Prefix of the sys.modules names of loaded migration files; these stay registered.
+_MODULE_PREFIX = "iceberg_ops_migration_"
 
 
 @dataclass(frozen=True)
@@ -62,23 +81,146 @@ def migrations_folder(migrations_dir: str | Path, namespace: str) -> Path:
     return per_namespace if per_namespace.is_dir() else root
 
 
-def _load(path: Path, version: str, slug: str) -> BaseMigration:
-    module_name = f"iceberg_ops_migrations._{hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]}_{path.stem}"
-    spec = importlib.util.spec_from_file_location(module_name, path)
-    if spec is None or spec.loader is None:
-        raise MigrationDiscoveryError(path, "cannot be loaded as a Python module.")
-    module = importlib.util.module_from_spec(spec)
+@contextlib.contextmanager
+def importable(folder: str | Path) -> Iterator[None]:
+    """Make the helper modules of a migrations folder importable while a ``with`` block runs.
+
+    Puts ``folder`` first on ``sys.path``, so ``from _common import X`` finds ``folder/_common.py``,
+    whether at the top of a migration file or inside its ``upgrade()``. Modules named like a ``_``
+    helper of the folder but imported earlier from elsewhere are set aside for the block.
+    Afterwards the folder leaves ``sys.path``, the modules imported from it during the block leave
+    ``sys.modules`` (so another folder's ``_common`` is not mistaken for this one's), and the modules
+    set aside come back. Loaded migration files stay registered. This changes process-wide state,
+    so do not use it from several threads at once.
+
+    Args:
+        folder: The migrations folder.
+
+    Yields:
+        Nothing; the folder is importable inside the ``with`` block.
+
+    Example:
+        ``with importable(runner.folder): script.migration.upgrade(ctx)``
+    """
+    root = Path(folder).resolve()
+    entry = os.path.abspath(folder)
+    modules_before = dict(sys.modules)
+    set_aside = _set_aside_shadowed(root, modules_before)
+    sys.path.insert(0, entry)
     try:
-        spec.loader.exec_module(module)
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            sys.path.remove(entry)
+        if entry not in sys.path:
+            sys.path_importer_cache.pop(entry, None)
+        for name, module in list(sys.modules.items()):
+            if (
+                modules_before.get(name) is not module
+                and not name.startswith(_MODULE_PREFIX)
+                and _comes_from(module, root)
+            ):
+                del sys.modules[name]
+        sys.modules.update(set_aside)
+
+
+def _helper_names(root: Path) -> set[str]:
+    """Top-level names the folder's helpers are imported by: ``_x.py`` files and ``_x/`` folders."""
+    if not root.is_dir():
+        return set()
+    return {
+        path.stem if path.suffix == ".py" else path.name
+        for path in root.glob("_*")
+        if path.name not in {"__init__.py", "__pycache__"} and (path.suffix == ".py" or path.is_dir())
+    }
+
+
+def _set_aside_shadowed(root: Path, modules: dict[str, ModuleType]) -> dict[str, ModuleType]:
+    """Remove from ``sys.modules`` the modules named like the folder's helpers but loaded elsewhere."""
+    helpers = _helper_names(root)
+    shadowed = {
+        name: module
+        for name, module in modules.items()
+        if name.split(".")[0] in helpers and not _comes_from(module, root)
+    }
+    for name in shadowed:
+        sys.modules.pop(name, None)
+    return shadowed
+
+
+def _comes_from(module: ModuleType | None, root: Path) -> bool:
+    """Whether ``module`` was loaded from a file (or is a package folder) under ``root``."""
+    if module is None:
+        return False
+    locations = [getattr(module, "__file__", None), *(getattr(module, "__path__", None) or ())]
+    return any(isinstance(location, str) and Path(location).resolve().is_relative_to(root) for location in locations)
+
+
+def _module_name(path: Path) -> str:
+    """The ``sys.modules`` name of a migration file: unique to its path, a plain identifier."""
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    return f"{_MODULE_PREFIX}{digest}_{path.stem}"
+
+
+def _where(exc: BaseException, path: Path) -> str:
+    """``line N of file.py``: the innermost frame in the migration file, else the innermost frame."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    in_file = [frame for frame in frames if Path(frame.filename).resolve() == path.resolve()]
+    frame = (in_file or frames)[-1]
+    return f"line {frame.lineno} of {Path(frame.filename).name}"
+
+
+def _exit_problem(exc: SystemExit, what: str, where: str) -> str:
+    return (
+        f"{what} called sys.exit({exc.code!r}) ({where}); a migration file must not call sys.exit()/exit(), "
+        "which would end the whole run: raise an exception to report a problem instead."
+    )
+
+
+def _execute(loader: Loader, module: ModuleType, path: Path) -> None:
+    """Run the file's code in ``module``, turning what it raises into a discovery error."""
+    try:
+        loader.exec_module(module)
     except SyntaxError as exc:
         raise MigrationDiscoveryError(path, f"syntax error on line {exc.lineno}: {exc.msg}.") from exc
+    except SystemExit as exc:
+        raise MigrationDiscoveryError(path, _exit_problem(exc, "importing it", _where(exc, path))) from exc
     except Exception as exc:
         last = traceback.extract_tb(exc.__traceback__)[-1]
         raise MigrationDiscoveryError(
             path, f"importing it raised {type(exc).__name__}: {exc} (line {last.lineno} of {Path(last.filename).name})."
         ) from exc
-    finally:
-        sys.modules.pop(module_name, None)
+
+
+def _import_file(path: Path) -> ModuleType:
+    """Import a migration file as a module kept in ``sys.modules`` (removed again if it fails)."""
+    module_name = _module_name(path)
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    if spec is None or spec.loader is None:
+        raise MigrationDiscoveryError(path, "cannot be loaded as a Python module.")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        _execute(spec.loader, module, path)
+    except BaseException:
+        if sys.modules.get(module_name) is module:
+            del sys.modules[module_name]
+        raise
+    return module
+
+
+def _check_synchronous(path: Path, migration_class: type[BaseMigration]) -> None:
+    """Refuse ``async def`` upgrade/downgrade: nothing would await them, so they would do nothing."""
+    for name in ("upgrade", "downgrade"):
+        method = getattr(migration_class, name)
+        if inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method):
+            raise MigrationDiscoveryError(
+                path, f"{name}() is declared `async def`; migrations run synchronously: make it a plain `def`."
+            )
+
+
+def _load(path: Path, version: str) -> BaseMigration:
+    module = _import_file(path)
     migration_class = getattr(module, "Migration", None)
     if migration_class is None:
         raise MigrationDiscoveryError(path, "defines no class named Migration; add `class Migration(BaseMigration):`.")
@@ -88,12 +230,30 @@ def _load(path: Path, version: str, slug: str) -> BaseMigration:
         )
     if migration_class.upgrade is BaseMigration.upgrade:
         raise MigrationDiscoveryError(path, "its Migration class defines no upgrade(self, ctx) method.")
+    _check_synchronous(path, migration_class)
     try:
         migration = migration_class()
+    except SystemExit as exc:
+        raise MigrationDiscoveryError(path, _exit_problem(exc, "Migration()", _where(exc, path))) from exc
     except Exception as exc:
         raise MigrationDiscoveryError(path, f"Migration() raised {type(exc).__name__}: {exc}.") from exc
     migration.version = version
     return migration
+
+
+def _bad_name_problem(name: str) -> str:
+    """Why ``name`` is not a migration file name, and how to name it."""
+    digits = _ANY_DIGITS_VERSION.match(name)
+    if digits and not digits.group(1).isascii():
+        ascii_name = "".join(str(unicodedata.decimal(char)) for char in digits.group(1)) + name[digits.end(1) :]
+        return (
+            f"its version number {digits.group(1)!r} is not written with ASCII digits; "
+            f"use ASCII digits 0-9 for the version: rename it to {ascii_name}."
+        )
+    return (
+        "is not a migration file name; name migrations NNNN_slug.py (four or more digits, then letters, "
+        "digits and underscores), or start helper modules with '_'."
+    )
 
 
 def _description(migration: BaseMigration, slug: str) -> str:
@@ -106,12 +266,14 @@ def _description(migration: BaseMigration, slug: str) -> str:
 def discover(migrations_dir: str | Path, namespace: str | None = None) -> list[MigrationScript]:
     """Load every migration in the folder for ``namespace``, ordered by version.
 
-    ``__init__.py`` and files starting with ``_`` are helpers, not migrations, and are skipped.
+    ``__init__.py`` and files starting with ``_`` are helpers, not migrations, and are skipped; the
+    migrations can import them (``from _common import X``) while they load, see :func:`importable`.
 
     Raises:
         MigrationDiscoveryError: The folder is missing, a ``.py`` file has a bad name, two files
-            share a number, or a file does not load or has no proper ``Migration`` class. The
-            message names the file.
+            share a number, a version is not written in ASCII digits, or a file does not load (it
+            raises, or calls ``sys.exit()``), has no proper ``Migration`` class, or declares its
+            ``upgrade``/``downgrade`` with ``async def``. The message names the file.
     """
     folder = migrations_folder(migrations_dir, namespace) if namespace else Path(migrations_dir)
     if not folder.is_dir():
@@ -119,29 +281,32 @@ def discover(migrations_dir: str | Path, namespace: str | None = None) -> list[M
             folder, "migrations folder not found; create it (iceberg-ops init) or pass the right migrations_dir."
         )
     found: dict[int, MigrationScript] = {}
-    for path in sorted(folder.glob("*.py")):
-        if path.name.startswith("_"):
-            continue
-        match = MIGRATION_FILE.match(path.name)
-        if not match:
-            raise MigrationDiscoveryError(
-                path,
-                "is not a migration file name; name migrations NNNN_slug.py (four or more digits, then letters, "
-                "digits and underscores), or start helper modules with '_'.",
-            )
-        version, slug = match.group("version"), match.group("slug")
-        number = int(version)
-        if number in found:
-            raise MigrationDiscoveryError(
-                path, f"has the same version number as {found[number].path.name}; renumber one of them."
-            )
-        migration = _load(path, version, slug)
-        found[number] = MigrationScript(
-            version=version,
-            slug=slug,
-            description=_description(migration, slug),
-            path=path,
-            checksum=file_checksum(path),
-            migration=migration,
-        )
+    with importable(folder):
+        for path in sorted(folder.glob("*.py")):
+            if path.name.startswith("_"):
+                continue
+            script = _script(path, found)
+            found[script.number] = script
     return [found[number] for number in sorted(found)]
+
+
+def _script(path: Path, found: dict[int, MigrationScript]) -> MigrationScript:
+    """Check one file's name against the others found so far, then load it."""
+    match = MIGRATION_FILE.match(path.name)
+    if not match:
+        raise MigrationDiscoveryError(path, _bad_name_problem(path.name))
+    version, slug = match.group("version"), match.group("slug")
+    number = int(version)
+    if number in found:
+        raise MigrationDiscoveryError(
+            path, f"has the same version number as {found[number].path.name}; renumber one of them."
+        )
+    migration = _load(path, version)
+    return MigrationScript(
+        version=version,
+        slug=slug,
+        description=_description(migration, slug),
+        path=path,
+        checksum=file_checksum(path),
+        migration=migration,
+    )

@@ -64,6 +64,11 @@ def get_provider_info() -> dict[str, Any]:
                     "region": {"label": "Region", "schema": _TEXT, "description": "For glue and s3tables"},
                     "db_path": {"label": "SQLite database path", "schema": _TEXT},
                     "warehouse_dir": {"label": "SQLite warehouse folder", "schema": _TEXT},
+                    "timeout": {
+                        "label": "Timeout (seconds)",
+                        "schema": _TEXT,
+                        "description": "Seconds the catalog may take to answer (default 60)",
+                    },
                 },
                 "ui-field-behaviour": {
                     "hidden-fields": ["schema", "port"],

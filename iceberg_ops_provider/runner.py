@@ -14,6 +14,7 @@ run killed outright leaves a lock whose lease runs out, so the next run takes ov
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 import uuid
@@ -21,9 +22,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from iceberg_ops_provider.discovery import MigrationScript, discover, migrations_folder
+from iceberg_ops_provider.core.timeouts import (
+    DEFAULT_CATALOG_TIMEOUT,
+    bound_catalog_requests,
+    catalog_endpoint,
+    catalog_errors,
+)
+from iceberg_ops_provider.discovery import MigrationScript, discover, importable, migrations_folder
 from iceberg_ops_provider.errors import (
     ConcurrentMigrationError,
     IrreversibleMigrationError,
@@ -46,6 +53,7 @@ from iceberg_ops_provider.history.lock import (
 from iceberg_ops_provider.history.records import HistoryRow, Operation, Status
 from iceberg_ops_provider.history.store import DEFAULT_META_NAMESPACE, HistoryStore
 from iceberg_ops_provider.migration.context import MigrationContext
+from iceberg_ops_provider.namespaces import check_runner_namespaces
 from iceberg_ops_provider.planning import (
     Direction,
     NamespaceState,
@@ -64,6 +72,19 @@ if TYPE_CHECKING:
 __all__ = ["MigrationResult", "MigrationRunner", "NamespaceStatus"]
 
 log = logging.getLogger(__name__)
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _catalog_call(method: _F) -> _F:
+    """Report a catalog that times out or cannot be reached as :class:`CatalogUnavailableError` naming it."""
+
+    @functools.wraps(method)
+    def wrapper(self: MigrationRunner, *args: Any, **kwargs: Any) -> Any:
+        with catalog_errors(self.endpoint, self.catalog_timeout):
+            return method(self, *args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 @dataclass(frozen=True)
@@ -162,6 +183,10 @@ class MigrationRunner:
             taken over by the next run, as is at once a lock whose process is gone from this host.
         lock_context: Where runs come from, stored with the lock and shown to whoever finds it held
             (the Airflow operator passes dag, run, task and try).
+        catalog_timeout: Seconds every request to a REST catalog may take before the run stops with
+            :class:`~iceberg_ops_provider.errors.CatalogUnavailableError` naming the endpoint
+            (``None`` keeps the catalog as configured). SQL catalogs on SQLite wait at most 5 s for
+            a database lock.
     """
 
     def __init__(
@@ -175,12 +200,14 @@ class MigrationRunner:
         on_event: Callable[[str], None] | None = None,
         stale_after: float = DEFAULT_STALE_AFTER,
         lock_context: Mapping[str, str] | None = None,
+        catalog_timeout: float | None = DEFAULT_CATALOG_TIMEOUT,
     ) -> None:
-        _check_namespace("namespace", namespace)
-        _check_namespace("meta_namespace", meta_namespace)
-        if namespace == meta_namespace:
-            raise ValueError(f"namespace {namespace!r} is the meta-namespace that holds the history; migrate another.")
+        check_runner_namespaces(catalog, namespace, meta_namespace)
         self.catalog = catalog
+        self.catalog_timeout = catalog_timeout
+        if catalog_timeout is not None:
+            bound_catalog_requests(catalog, catalog_timeout)
+        self.endpoint = catalog_endpoint(catalog)
         self.namespace = namespace
         self.migrations_dir = Path(migrations_dir)
         self.meta_namespace = meta_namespace
@@ -206,22 +233,27 @@ class MigrationRunner:
         """
         return discover(self.migrations_dir, self.namespace)
 
+    @_catalog_call
     def state(self) -> NamespaceState:
         """Files compared with history (no lock, no writes)."""
         return classify(self.scripts(), self.history_store.rows(self.namespace))
 
+    @_catalog_call
     def current(self) -> str | None:
         """The current version (highest applied), or ``None``."""
         return classify([], self.history_store.rows(self.namespace)).current
 
+    @_catalog_call
     def history(self) -> list[HistoryRow]:
         """The history rows of this namespace, oldest first."""
         return self.history_store.rows(self.namespace)
 
+    @_catalog_call
     def events(self) -> list[MigrationEvent]:
         """Lock takeovers, crash recoveries and forced unlocks of this namespace, oldest first."""
         return self.event_log.events(self.namespace)
 
+    @_catalog_call
     def status(self) -> NamespaceStatus:
         """Current version, applied and pending migrations, and anything odd."""
         state = self.state()
@@ -239,6 +271,7 @@ class MigrationRunner:
             interrupted=intent if intent is not None and not _settled(state, intent) else None,
         )
 
+    @_catalog_call
     def plan(self, target: str = "head", direction: Direction | None = None) -> list[PlanStep]:
         """The ordered steps a run to ``target`` would take; writes nothing.
 
@@ -254,6 +287,7 @@ class MigrationRunner:
 
     # -- changing -------------------------------------------------------------------------------
 
+    @_catalog_call
     def upgrade(
         self,
         target: str = "head",
@@ -289,6 +323,7 @@ class MigrationRunner:
 
         return self._locked(scripts, run)
 
+    @_catalog_call
     def downgrade(self, target: str, *, allow_changed: bool = False) -> list[MigrationResult]:
         """Roll back applied migrations down to ``target`` (``base``, a version that stays applied, ``-N``).
 
@@ -314,6 +349,7 @@ class MigrationRunner:
 
         return self._locked(scripts, run)
 
+    @_catalog_call
     def stamp(self, target: str) -> list[MigrationResult]:
         """Record the namespace as migrated to ``target`` without running anything.
 
@@ -336,6 +372,7 @@ class MigrationRunner:
 
         return self._locked(scripts, run, stamping=True)
 
+    @_catalog_call
     def force_unlock(self) -> LockInfo | None:
         """Release this namespace's lock whoever holds it (after a crashed run). Returns who held it.
 
@@ -429,15 +466,6 @@ def _restricted(state: NamespaceState, versions: set[str]) -> NamespaceState:
         missing=tuple(v for v in state.missing if v in versions),
         out_of_order=(),
     )
-
-
-def _check_namespace(what: str, value: object) -> None:
-    parts = value.split(".") if isinstance(value, str) else []
-    if not parts or any(not part or part != part.strip() for part in parts):
-        raise ValueError(
-            f"{what} {value!r} is not a valid namespace: use a name such as 'sales' or dotted parts "
-            "such as 'lake.sales'."
-        )
 
 
 def _success_status(direction: str) -> Status:
@@ -679,10 +707,11 @@ class _Session:
         context = MigrationContext(runner.catalog, runner.namespace, journal)
         started = time.perf_counter()
         try:
-            if step.direction == "upgrade":
-                script.migration.upgrade(context)
-            else:
-                script.migration.downgrade(context)
+            with importable(runner.folder):  # a lazy `from _helpers import x` in a body works as at import time
+                if step.direction == "upgrade":
+                    script.migration.upgrade(context)
+                else:
+                    script.migration.downgrade(context)
             context.commit()
         except IrreversibleMigrationError as exc:
             context.discard()

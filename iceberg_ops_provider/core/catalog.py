@@ -13,6 +13,11 @@ Every API of iceberg-ops takes any PyIceberg :class:`~pyiceberg.catalog.Catalog`
   under a name that defaults to the kind, so ``.pyiceberg.yaml`` and ``PYICEBERG_CATALOG__*``
   environment variables apply; keyword arguments win. ``s3tables`` is REST with SigV4 preset.
 
+Every kind takes ``timeout`` (seconds, default
+:data:`~iceberg_ops_provider.core.timeouts.DEFAULT_CATALOG_TIMEOUT`): building a remote catalog
+gives up after it, and every request of a REST catalog is bounded by it (see
+:mod:`iceberg_ops_provider.core.timeouts`). The SQL kinds accept it and need nothing from it.
+
 Backends are imported only when built, through :func:`_lazy_import`, so this module imports with no
 optional extra installed.
 """
@@ -26,6 +31,13 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from iceberg_ops_provider.core.timeouts import (
+    DEFAULT_CATALOG_TIMEOUT,
+    bound_catalog_requests,
+    call_with_timeout,
+    catalog_errors,
+    check_timeout,
+)
 from iceberg_ops_provider.errors import CatalogConfigError, MissingExtraError, UnknownCatalogKindError
 
 if TYPE_CHECKING:
@@ -104,6 +116,18 @@ def _property_value(kind: str, key: str, value: object) -> str:
     return to_property_value(key, value, f"the {kind!r} catalog")
 
 
+def _configured_uri(name: str) -> str:
+    """The uri ``.pyiceberg.yaml`` / ``PYICEBERG_CATALOG__*`` give catalog ``name``, as load_catalog sees it."""
+    try:
+        import pyiceberg.catalog
+
+        config = pyiceberg.catalog._ENV_CONFIG.get_catalog_config(name) or {}
+    except Exception:
+        return ""
+    uri = config.get("uri")
+    return uri if isinstance(uri, str) else ""
+
+
 def _location(path_or_uri: str | os.PathLike[str]) -> str:
     """A warehouse location: URIs (``s3://...``, ``file://...``) as given, paths as absolute file URIs."""
     text = os.fspath(path_or_uri)
@@ -142,7 +166,10 @@ class CatalogFactory:
                 any PyIceberg catalog property (``uri``, ``warehouse``, ``credential``,
                 ``s3.endpoint``, ...). ``s3tables`` also takes ``region``; ``glue`` takes
                 ``region`` as a shorthand for ``client.region``. Dotted names are passed as
-                ``**{"s3.endpoint": url}``.
+                ``**{"s3.endpoint": url}``. Every kind also takes ``timeout``: seconds (a
+                number above zero, default :data:`DEFAULT_CATALOG_TIMEOUT`) that building a
+                remote catalog, and each request of a REST catalog, may take (``None`` means
+                the default). It is not passed to PyIceberg as a property.
 
         Returns:
             A ready PyIceberg catalog.
@@ -152,10 +179,15 @@ class CatalogFactory:
             MissingExtraError: The kind's optional dependencies are missing (an ``ImportError``
                 naming the ``pip install`` line to run).
             CatalogConfigError: An option is unknown for the kind or has a bad value.
+            CatalogUnavailableError: A remote catalog could not be reached, or did not answer
+                within ``timeout`` while being built (a ``ConnectionError`` naming the endpoint).
         """
         if not isinstance(kind, str) or kind.lower() not in cls.KINDS:
             raise UnknownCatalogKindError(str(kind), cls.KINDS)
         kind = kind.lower()
+        options = dict(options)
+        timeout = options.pop("timeout", None)
+        timeout = DEFAULT_CATALOG_TIMEOUT if timeout is None else check_timeout(timeout)
         name = options.get("name", kind.lower())
         if not isinstance(name, str) or not name.strip():
             raise CatalogConfigError(f"Option 'name' must be a non-empty string, got {name!r}.")
@@ -172,7 +204,7 @@ class CatalogFactory:
             return cls._build_sqlite(**options)
         if kind == "memory":
             return cls._build_memory(**options)
-        return cls._build_remote(kind, options)
+        return cls._build_remote(kind, options, timeout)
 
     @staticmethod
     def _sql_properties(kind: str, options: dict[str, Any]) -> dict[str, str]:
@@ -228,7 +260,7 @@ class CatalogFactory:
         return SharedMemorySqlCatalog(name, warehouse=_location(warehouse_dir), **properties)
 
     @classmethod
-    def _build_remote(cls, kind: str, options: dict[str, Any]) -> Catalog:
+    def _build_remote(cls, kind: str, options: dict[str, Any], timeout: float = DEFAULT_CATALOG_TIMEOUT) -> Catalog:
         from pyiceberg.catalog import load_catalog
 
         for key in ("db_path", "warehouse_dir"):
@@ -253,10 +285,22 @@ class CatalogFactory:
             catalog_type = kind
             if "region" in properties:
                 properties["client.region"] = properties.pop("region")
+        endpoint = properties.get("uri") or _configured_uri(name) or f"({kind} catalog {name!r})"
+        what = f"opening the {kind!r} catalog {name!r}"
+        if catalog_type == "rest":  # its constructor already asks the server for its configuration
+            what = f"GET /v1/config while {what}"
         try:
-            return load_catalog(name, type=catalog_type, **properties)
+            with catalog_errors(endpoint, timeout):
+                catalog = call_with_timeout(
+                    lambda: load_catalog(name, type=catalog_type, **properties),
+                    timeout,
+                    what=what,
+                    endpoint=endpoint,
+                )
         except ValueError as exc:  # PyIceberg's word for a missing or malformed property (e.g. no uri)
             raise CatalogConfigError(f"Could not build the {kind!r} catalog {name!r}: {exc}") from exc
+        bound_catalog_requests(catalog, timeout)
+        return catalog
 
     @staticmethod
     def _s3tables_properties(properties: dict[str, str]) -> dict[str, str]:

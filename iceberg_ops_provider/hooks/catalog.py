@@ -6,6 +6,8 @@ Connection type ``iceberg_ops``:
   and that kind's options exactly as :meth:`CatalogFactory.build` takes them (``db_path`` and
   ``warehouse_dir`` for sqlite; ``warehouse``, ``region``, ``s3.endpoint``, ... for the others).
 * ``host``: the catalog URI (REST, Hive, S3 Tables); login/password: the REST ``credential``.
+* ``extra.timeout``: seconds the catalog may take to answer (default 60), for every kind; a
+  number, or its text as the connection form stores it.
 
 Connections of the official Iceberg provider's type ``iceberg`` are accepted too and mapped the way
 that provider maps them (``extra.type`` chooses the catalog type, default ``rest``), so its users can
@@ -58,6 +60,8 @@ def catalog_options(conn: Any) -> tuple[str, dict[str, Any]]:
         extra.pop("type", None)
     kind = kind.lower()
     options: dict[str, Any] = dict(extra)
+    if isinstance(options.get("timeout"), str):
+        options["timeout"] = _number(options["timeout"])
     if conn.host and kind != "sqlite":
         options.setdefault("uri", _uri(conn.host, conn.port))
     if (conn.login or conn.password) and kind in ("rest", "s3tables"):
@@ -68,6 +72,14 @@ def catalog_options(conn: Any) -> tuple[str, dict[str, Any]]:
     if conn.password:
         _mask(conn.password)
     return kind, options
+
+
+def _number(text: str) -> float | str:
+    """``text`` as a number when it is one; otherwise unchanged, for ``CatalogFactory`` to refuse by name."""
+    try:
+        return float(text.strip())
+    except ValueError:
+        return text
 
 
 def _uri(host: str, port: int | None) -> str:
@@ -137,4 +149,5 @@ class IcebergCatalogHook(BaseHook):
             "region": StringField("Region (glue, s3tables)"),
             "db_path": StringField("SQLite database path (sqlite)"),
             "warehouse_dir": StringField("SQLite warehouse folder (sqlite)"),
+            "timeout": StringField("Timeout in seconds for catalog requests (default 60)"),
         }

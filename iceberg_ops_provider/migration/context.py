@@ -316,7 +316,7 @@ class MigrationContext:
 
     def _placeholder_create(self, identifier: Identifier, schema: Schema, properties: dict[str, str]) -> Transaction:
         """A create transaction that exists only in memory, for validating what a migration stages."""
-        from pyiceberg.io import load_file_io
+        from pyiceberg.io.pyarrow import PyArrowFileIO
         from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
         from pyiceberg.table import CreateTableTransaction, StagedTable
         from pyiceberg.table.metadata import new_table_metadata
@@ -330,7 +330,7 @@ class MigrationContext:
             properties=dict(properties),
         )
         staged = StagedTable(
-            identifier=identifier, metadata=metadata, metadata_location="", io=load_file_io(), catalog=self._catalog
+            identifier=identifier, metadata=metadata, metadata_location="", io=PyArrowFileIO(), catalog=self._catalog
         )
         return CreateTableTransaction(staged)
 

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
+from iceberg_ops_provider.history.lock import DEFAULT_STALE_AFTER
 from iceberg_ops_provider.history.store import DEFAULT_META_NAMESPACE
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 
@@ -15,7 +16,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ACTIONS", "IcebergMigrateOperator"]
 
-ACTIONS = ("upgrade", "downgrade", "plan", "check")
+ACTIONS = ("upgrade", "downgrade", "plan", "check", "unlock")
 
 try:  # Airflow 3.2+
     from airflow.sdk.exceptions import AirflowException
@@ -27,23 +28,30 @@ class IcebergMigrateOperator(BaseOperator):
     """Run the migrations of one namespace: ``upgrade``, ``downgrade``, ``plan`` or ``check``.
 
     Retries are safe: history records every applied migration, so a retried task resumes where the
-    failed attempt stopped and never applies a migration twice (a migration committed but not recorded
-    fails with ``MigrationNotRecordedError`` naming the version to ``stamp``). When another run holds the
-    namespace's lock the task fails with a message naming the holder, and Airflow's ``retries`` /
-    ``retry_delay`` decide whether it tries again later (nothing was executed).
+    failed attempt stopped and never applies a migration twice. A worker killed mid-migration (OOM,
+    a task marked failed, a lost node) leaves an intent record and receipts: the retry records a fully
+    committed migration without running it again and runs one that committed nothing; only a
+    migration that committed some of its tables and not others stops for a person
+    (``PartialMigrationError``). When another live run holds the namespace's lock the task fails with
+    a message naming the holder, and Airflow's ``retries`` / ``retry_delay`` decide whether it tries
+    again later (nothing was executed); a lock whose holder died is taken over once its lease
+    (``stale_after``) runs out, or at once when the holder ran on the same host. ``on_kill`` releases
+    the lock and stops the run before its next commit.
 
     Args:
         namespace: The namespace to migrate (templated).
         migrations_dir: The folder of migration files, on the worker (templated).
         target: ``head``, ``base``, a version, ``+N`` or ``-N`` (templated).
-        action: ``upgrade`` (default), ``downgrade``, ``plan`` (changes nothing) or ``check`` (fails the
+        action: ``upgrade`` (default), ``downgrade``, ``plan`` (changes nothing), ``check`` (fails the
             task while migrations are pending or files disagree with history, so a DAG can gate loads
-            on it).
+            on it) or ``unlock`` (releases the namespace's lock whoever holds it, for a run known to be gone).
         iceberg_conn_id: The Airflow connection of the catalog.
         meta_namespace: Where history and locks live.
         allow_changed: Let ``upgrade``/``downgrade`` run although applied files changed.
         allow_missing: Let ``upgrade`` run although applied files are missing.
         allow_out_of_order: Let ``upgrade`` apply files numbered below the current version.
+        stale_after: Lease length of the namespace lock in seconds: a lock not renewed for this long
+            (its worker died) is taken over by the next run.
 
     Returns (XCom):
         ``{"namespace", "action", "target", "version_before", "version_after", "migrations": [...]}``
@@ -65,6 +73,7 @@ class IcebergMigrateOperator(BaseOperator):
         allow_changed: bool = False,
         allow_missing: bool = False,
         allow_out_of_order: bool = False,
+        stale_after: float = DEFAULT_STALE_AFTER,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -79,6 +88,8 @@ class IcebergMigrateOperator(BaseOperator):
         self.allow_changed = allow_changed
         self.allow_missing = allow_missing
         self.allow_out_of_order = allow_out_of_order
+        self.stale_after = stale_after
+        self._runner: Any = None
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Run the action and return a small JSON-able summary for XCom."""
@@ -86,7 +97,15 @@ class IcebergMigrateOperator(BaseOperator):
 
         hook = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)
         # Each step is logged on the iceberg_ops_provider.runner logger, which reaches the task log.
-        runner = MigrationRunner(hook.get_conn(), self.namespace, self.migrations_dir, self.meta_namespace)
+        runner = MigrationRunner(
+            hook.get_conn(),
+            self.namespace,
+            self.migrations_dir,
+            self.meta_namespace,
+            stale_after=self.stale_after,
+            lock_context=_task_identity(context),
+        )
+        self._runner = runner
         before = runner.current()
         self.log.info(
             "Namespace %r is at %s; action %s to %s", self.namespace, before or "base", self.action, self.target
@@ -108,6 +127,10 @@ class IcebergMigrateOperator(BaseOperator):
             migrations = [step.to_json() for step in runner.plan(self.target)]
             for step in migrations:
                 self.log.info("plan: %s %s %s", step["direction"], step["version"], step["description"])
+        elif self.action == "unlock":
+            holder = runner.force_unlock()
+            self.log.info("Lock of %r: %s", self.namespace, f"released ({holder.describe()})" if holder else "was free")
+            migrations = []
         else:
             migrations = self._check(runner)
         summary = {
@@ -120,6 +143,12 @@ class IcebergMigrateOperator(BaseOperator):
         }
         self.log.info("Namespace %r is now at %s", self.namespace, summary["version_after"] or "base")
         return summary
+
+    def on_kill(self) -> None:
+        """Release the namespace's lock and stop the run before its next commit (task killed or timed out)."""
+        if self._runner is not None:
+            self.log.warning("Task killed: releasing the migration lock of %r", self.namespace)
+            self._runner.stop()
 
     def _check(self, runner: Any) -> list[dict[str, Any]]:
         state = runner.state()
@@ -134,3 +163,15 @@ class IcebergMigrateOperator(BaseOperator):
             )
         self.log.info("Namespace %r is up to date at %s", self.namespace, state.current or "base")
         return []
+
+
+def _task_identity(context: Context) -> dict[str, str]:
+    """Dag, run, task and try of the running task, stored with the lock so its holder is recognisable."""
+    task_instance = context.get("ti") or context.get("task_instance")
+    identity = {
+        "dag_id": getattr(task_instance, "dag_id", None),
+        "run_id": getattr(task_instance, "run_id", None),
+        "task_id": getattr(task_instance, "task_id", None),
+        "try_number": getattr(task_instance, "try_number", None),
+    }
+    return {key: str(value) for key, value in identity.items() if value is not None}

@@ -49,6 +49,17 @@ def iceberg_ops_plan():
     )
 
 
+@dag(params={"namespace": "sales", "migrations_dir": ""}, **DEFAULTS)
+def iceberg_ops_unlock():
+    IcebergMigrateOperator(
+        task_id="unlock",
+        action="unlock",
+        namespace="{{ params.namespace }}",
+        migrations_dir="{{ params.migrations_dir }}",
+    )
+
+
 iceberg_ops_migrate()
+iceberg_ops_unlock()
 iceberg_ops_gate()
 iceberg_ops_plan()

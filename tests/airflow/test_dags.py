@@ -132,6 +132,73 @@ def test_a_concurrent_run_holding_the_lock_fails_the_task_without_executing(run_
     assert str(rerun.state) == "success" and xcom(rerun, "migrate")["migrations"] == []
 
 
+def test_the_lock_names_the_task_that_holds_it_and_the_unlock_action_releases_a_dead_runs_lock(
+    run_dag, iceberg_connection
+):
+    migrations = iceberg_connection / "migrations"
+    seen = iceberg_connection / "holder.json"
+    # The migration looks at the lock while it holds it: the holder carries the task's identity.
+    write_migration(
+        migrations,
+        "0001_look.py",
+        "import json\nfrom iceberg_ops_provider.history.lock import NamespaceLock\n"
+        'holder = NamespaceLock(ctx.catalog, "_iceberg_ops", ctx.namespace).info()\n'
+        f"open({str(seen)!r}, 'w').write(json.dumps(holder.to_json()))",
+    )
+    dag_run = run_dag("iceberg_ops_migrate", namespace="sales", migrations_dir=str(migrations))
+    assert str(dag_run.state) == "success"
+    context = json.loads(seen.read_text())["context"]
+    assert context["dag_id"] == "iceberg_ops_migrate" and context["task_id"] == "migrate"
+    assert context["try_number"] == "1" and context["run_id"]
+
+    runner = MigrationRunner(catalog_at(iceberg_connection), "sales", migrations)
+    runner.lock.acquire("a-run-on-a-lost-worker")
+    unlocked = run_dag("iceberg_ops_unlock", namespace="sales", migrations_dir=str(migrations))
+    assert str(unlocked.state) == "success"
+    assert runner.lock.info() is None
+    assert [event.event for event in runner.events()] == ["force_unlock"]
+
+
+def test_on_kill_releases_the_lock_and_stops_the_run(iceberg_connection):
+    import threading
+
+    from iceberg_ops_provider.operators.migrate import IcebergMigrateOperator
+
+    migrations = iceberg_connection / "migrations"
+    started, release = iceberg_connection / "started", iceberg_connection / "release"
+    write_migration(
+        migrations,
+        "0001_slow.py",
+        "import pathlib, time\n"
+        f"pathlib.Path({str(started)!r}).touch()\n"
+        f"while not pathlib.Path({str(release)!r}).exists():\n"
+        "    time.sleep(0.05)\n"
+        'ctx.create_table("t", pa.schema([("n", pa.int64())]))',
+    )
+    operator = IcebergMigrateOperator(task_id="migrate", namespace="sales", migrations_dir=str(migrations))
+    errors: list[BaseException] = []
+
+    def execute() -> None:
+        try:
+            operator.execute({})
+        except BaseException as exc:
+            errors.append(exc)
+
+    worker = threading.Thread(target=execute)
+    worker.start()
+    deadline = time.monotonic() + 60
+    while not started.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    runner = MigrationRunner(catalog_at(iceberg_connection), "sales", migrations)
+    assert runner.lock.info() is not None
+    operator.on_kill()  # what Airflow calls on SIGTERM or execution_timeout
+    assert runner.lock.info() is None
+    release.touch()
+    worker.join(60)
+    assert errors and "was stopped" in str(errors[0])
+    assert not runner.catalog.table_exists("sales.t")
+
+
 def test_check_fails_on_pending_migrations_and_gates_the_load(run_dag, iceberg_connection):
     migrations = iceberg_connection / "migrations"
     write_migration(migrations, "0001_create.py", 'ctx.create_table("t", pa.schema([("n", pa.int64())]))')

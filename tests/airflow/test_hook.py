@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from airflow.sdk import Connection
 
+from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.get_provider_info import get_provider_info
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook, catalog_options
 
@@ -89,7 +90,7 @@ def test_connection_form_metadata():
     (connection_type,) = get_provider_info()["connection-types"]
     assert connection_type["connection-type"] == IcebergCatalogHook.conn_type == "iceberg_ops"
     assert connection_type["hook-class-name"] == "iceberg_ops_provider.hooks.catalog.IcebergCatalogHook"
-    assert set(connection_type["conn-fields"]) == {"kind", "warehouse", "region", "db_path", "warehouse_dir"}
+    assert set(connection_type["conn-fields"]) == {"kind", "warehouse", "region", "db_path", "warehouse_dir", "timeout"}
     assert IcebergCatalogHook.get_ui_field_behaviour()["relabeling"]["host"] == "Catalog URI"
     widgets = IcebergCatalogHook.get_connection_form_widgets()
     assert set(widgets) == set(connection_type["conn-fields"])
@@ -137,3 +138,16 @@ def test_secret_named_options_are_masked():
     catalog_options(_conn(conn_type="iceberg_ops", host="http://h", extra=extra))
     line = str(redact("adls-key-value-1 and Bearer header-value-2"))
     assert "adls-key-value-1" not in line and "header-value-2" not in line
+
+
+def test_the_connection_timeout_extra_reaches_the_catalog_factory(tmp_path):
+    kind, options = catalog_options(
+        _conn(conn_type="iceberg_ops", host="http://127.0.0.1:8181", extra={"kind": "rest", "timeout": " 12.5 "})
+    )
+    assert kind == "rest" and options["timeout"] == 12.5
+    _, options = catalog_options(_conn(conn_type="iceberg", host="http://127.0.0.1:8181", extra={"timeout": 30}))
+    assert options["timeout"] == 30
+    _, options = catalog_options(_conn(conn_type="iceberg_ops", extra={"kind": "sqlite", "timeout": "soon"}))
+    assert options["timeout"] == "soon"  # left for CatalogFactory to refuse by name
+    with pytest.raises(ValueError, match="Option 'timeout' must be a number of seconds"):
+        CatalogFactory.build("sqlite", db_path=tmp_path / "c.db", **options)
