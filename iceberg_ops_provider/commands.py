@@ -16,6 +16,7 @@ from iceberg_ops_provider.autogen.operations import Operation
 from iceberg_ops_provider.config import ProjectConfig
 from iceberg_ops_provider.discovery import migrations_folder
 from iceberg_ops_provider.errors import MigrationError, ModelError, ProjectConfigError
+from iceberg_ops_provider.history.intent import Intent
 from iceberg_ops_provider.planning import PlanStep
 from iceberg_ops_provider.runner import MigrationRunner
 from iceberg_ops_provider.scaffolding import create_revision
@@ -108,7 +109,18 @@ def check(config: ProjectConfig) -> CheckReport:
     if config.models_dir.is_dir():
         drift = autogenerate(runner.catalog, runner.namespace, load_models(config.models_dir))
     problems = state.problems_by_kind()
-    return CheckReport(runner.namespace, pending, drift, problems["changed"] + problems["missing"])
+    found = problems["changed"] + problems["missing"]
+    if (interrupted := runner.interrupted()) is not None:
+        found.append(interrupted_problem(interrupted))
+    return CheckReport(runner.namespace, pending, drift, found)
+
+
+def interrupted_problem(intent: Intent) -> str:
+    """The line ``check`` reports for a run that stopped mid-migration."""
+    return (
+        f"run {intent.run_id} ({intent.executed_by}) stopped during the {intent.direction} of {intent.version}; "
+        "the next upgrade settles it (or, if it was partly committed, says what to do)"
+    )
 
 
 @dataclass(frozen=True)

@@ -223,8 +223,8 @@ class MigrationFailedError(MigrationError):
 class MigrationNotRecordedError(MigrationError):
     """A migration's changes were committed but its history row could not be written.
 
-    The next run would see the version as pending and run it again, so the run stops here and says
-    so. Inspect the tables, then record the version with ``stamp`` (or fix what blocked the write).
+    The run stops here. Its intent record and the receipts in the tables let the next run record the
+    version without running it again; ``stamp`` records it by hand.
 
     Attributes:
         version: The migration's version.
@@ -237,9 +237,9 @@ class MigrationNotRecordedError(MigrationError):
         reason = str(cause).rstrip(".")
         super().__init__(
             f"Migration {version} ran its {direction}() and its changes were committed, but recording it in "
-            f"the history failed: {type(cause).__name__}: {reason}. The history does not show it yet, so a "
-            f"new run would repeat it: check the tables, then record it with `stamp` (to {version} after an "
-            "upgrade, to the version below after a downgrade)."
+            f"the history failed: {type(cause).__name__}: {reason}. The next run records it from the receipts "
+            "in its tables without running it again (fix what blocked the write first); to record it by hand, "
+            f"`stamp` {version} after an upgrade, the version below after a downgrade."
         )
 
 

@@ -147,8 +147,8 @@ class NamespaceStatus:
 
     @property
     def is_clean(self) -> bool:
-        """Nothing pending and nothing odd."""
-        return not (self.pending or self.changed or self.missing)
+        """Nothing pending, nothing odd, no interrupted run."""
+        return not (self.pending or self.changed or self.missing or self.interrupted)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -252,6 +252,14 @@ class MigrationRunner:
     def events(self) -> list[MigrationEvent]:
         """Lock takeovers, crash recoveries and forced unlocks of this namespace, oldest first."""
         return self.event_log.events(self.namespace)
+
+    @_catalog_call
+    def interrupted(self) -> Intent | None:
+        """The intent of a run that stopped mid-migration and is not settled yet, else ``None``."""
+        intent = self.lock.intent()
+        if intent is None or _settled(classify([], self.history_store.rows(self.namespace)), intent):
+            return None
+        return intent
 
     @_catalog_call
     def status(self) -> NamespaceStatus:

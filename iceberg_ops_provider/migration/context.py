@@ -163,7 +163,7 @@ class MigrationContext:
         actions = [self._staged_action(identifier, offset) for offset, identifier in enumerate(order, 1)]
         self._announce(actions, complete=True)
         for identifier in order:
-            self._flush(identifier, announced=True)
+            self._flush(identifier)
 
     def discard(self) -> None:
         """Forget everything staged and not yet committed."""
@@ -181,12 +181,12 @@ class MigrationContext:
         if self._journal is not None:
             self._journal.before_commit(actions, complete=complete)
 
-    def _flush(self, identifier: Identifier, *, announced: bool = False) -> None:
+    def _flush(self, identifier: Identifier) -> None:
         transaction = self._pending.get(identifier)
         if transaction is None:
             return
-        if not announced:
-            self._announce([self._staged_action(identifier)])
+        # Already listed when commit() announced everything: then this only checks the lease still holds.
+        self._announce([self._staged_action(identifier)])
         self._steps += 1
         deferred = self._deferred.pop(identifier, None)
         if deferred is not None:

@@ -155,6 +155,10 @@ class IcebergMigrateOperator(BaseOperator):
         pending = [{"version": v, "description": state.description(v)} for v in state.pending]
         by_kind = state.problems_by_kind()
         problems = by_kind["changed"] + by_kind["missing"]
+        if (interrupted := runner.interrupted()) is not None:
+            from iceberg_ops_provider.commands import interrupted_problem
+
+            problems.append(interrupted_problem(interrupted))
         if pending or problems:
             listed = ", ".join([f"{p['version']} {p['description']}" for p in pending] + problems)
             raise AirflowException(
