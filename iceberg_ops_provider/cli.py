@@ -49,6 +49,10 @@ _STATE_ERRORS = (
 )
 
 
+# Lets a relative target such as ``-1`` parse as the TARGET argument instead of an unknown option.
+_TARGET_ARGUMENT = {"ignore_unknown_options": True}
+
+
 @dataclass
 class _Settings:
     config_path: Path | None
@@ -217,7 +221,7 @@ def _results(settings: _Settings, results: list[Any], verb: str) -> None:
     settings.emit([r.to_json() for r in results], human)
 
 
-@cli.command()
+@cli.command(context_settings=_TARGET_ARGUMENT)
 @click.argument("target", default="head")
 @click.option("--allow-changed", is_flag=True, help="Run even if applied migration files changed.")
 @click.option("--allow-missing", is_flag=True, help="Run even if applied migration files are missing.")
@@ -235,7 +239,7 @@ def upgrade(
     _results(settings, results, "apply")
 
 
-@cli.command()
+@cli.command(context_settings=_TARGET_ARGUMENT)
 @click.argument("target")
 @click.option("--allow-changed", is_flag=True, help="Roll back even if the migration files changed.")
 @click.pass_obj
@@ -246,7 +250,7 @@ def downgrade(settings: _Settings, target: str, allow_changed: bool) -> None:
     _results(settings, runner.downgrade(target, allow_changed=allow_changed), "roll back")
 
 
-@cli.command()
+@cli.command(context_settings=_TARGET_ARGUMENT)
 @click.argument("version")
 @click.pass_obj
 @_handles_errors
@@ -255,7 +259,7 @@ def stamp(settings: _Settings, version: str) -> None:
     _results(settings, settings.runner().stamp(version), "stamp")
 
 
-@cli.command()
+@cli.command(context_settings=_TARGET_ARGUMENT)
 @click.argument("target", default="head")
 @click.option("--direction", type=click.Choice(["upgrade", "downgrade"]), help="Default: inferred from TARGET.")
 @click.pass_obj

@@ -184,3 +184,19 @@ def test_plan_of_a_downgrade_does_not_list_upgrade_operations(project):
     _run(project, "upgrade")
     plan = json.loads(_run(project, "--json", "plan", "base").stdout)
     assert plan == [{"direction": "downgrade", "version": "0001", "description": "create", "operations": []}]
+
+
+def test_relative_targets_parse_as_arguments(project):
+    (project / "migrations" / "0001_a.py").write_text(
+        "from iceberg_ops_provider.migration import BaseMigration\n\n\n"
+        "class Migration(BaseMigration):\n    def upgrade(self, ctx):\n        pass\n\n"
+        "    def downgrade(self, ctx):\n        pass\n"
+    )
+    assert _run(project, "upgrade", "+1").exit_code == 0
+    assert "points down; use downgrade" in _error_line(_run(project, "upgrade", "-999"))
+    assert "needs N of at least 1" in _error_line(_run(project, "downgrade", "-0"))
+    planned = _run(project, "--json", "plan", "-1")
+    assert planned.exit_code == 0 and json.loads(planned.stdout)[0]["version"] == "0001"
+    result = _run(project, "downgrade", "-1")
+    assert result.exit_code == 0, result.stderr
+    assert "No such option" not in result.stderr
