@@ -23,7 +23,6 @@ import traceback
 import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
-from importlib.abc import Loader
 from pathlib import Path
 from types import ModuleType
 
@@ -177,10 +176,14 @@ def _exit_problem(exc: SystemExit, what: str, where: str) -> str:
     )
 
 
-def _execute(loader: Loader, module: ModuleType, path: Path) -> None:
-    """Run the file's code in ``module``, turning what it raises into a discovery error."""
+def _execute(module: ModuleType, path: Path) -> None:
+    """Run the file's code in ``module``, turning what it raises into a discovery error.
+
+    The code is compiled from the file's current text, never from a cached ``.pyc``: an edit within
+    the same second that keeps the size would otherwise run the old code under the new checksum.
+    """
     try:
-        loader.exec_module(module)
+        exec(compile(path.read_bytes(), str(path), "exec", dont_inherit=True), module.__dict__)
     except SyntaxError as exc:
         raise MigrationDiscoveryError(path, f"syntax error on line {exc.lineno}: {exc.msg}.") from exc
     except SystemExit as exc:
@@ -201,7 +204,7 @@ def _import_file(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        _execute(spec.loader, module, path)
+        _execute(module, path)
     except BaseException:
         if sys.modules.get(module_name) is module:
             del sys.modules[module_name]
@@ -216,6 +219,10 @@ def _check_synchronous(path: Path, migration_class: type[BaseMigration]) -> None
         if inspect.iscoroutinefunction(method) or inspect.isasyncgenfunction(method):
             raise MigrationDiscoveryError(
                 path, f"{name}() is declared `async def`; migrations run synchronously: make it a plain `def`."
+            )
+        if inspect.isgeneratorfunction(method):
+            raise MigrationDiscoveryError(
+                path, f"{name}() contains `yield`, so calling it would run nothing: remove the `yield`."
             )
 
 

@@ -219,6 +219,32 @@ def test_async_methods_are_refused(migrations_dir, method, body, message):
     assert "make it a plain `def`" in str(info.value)
 
 
+def test_a_generator_upgrade_is_refused(migrations_dir):
+    write(
+        migrations_dir / "0001_gen.py",
+        HEADER + "class Migration(BaseMigration):\n    def upgrade(self, ctx):\n        yield\n",
+    )
+    with pytest.raises(MigrationDiscoveryError, match=r"upgrade\(\) contains `yield`"):
+        discover(migrations_dir)
+
+
+def test_an_edit_that_keeps_size_and_second_runs_the_new_code(migrations_dir, monkeypatch):
+    import os
+
+    monkeypatch.setattr("sys.dont_write_bytecode", False)
+    path = migrations_dir / "0001_edit.py"
+    write(
+        path,
+        HEADER
+        + "class Migration(BaseMigration):\n    description = 'AAA'\n\n    def upgrade(self, ctx):\n        pass\n",
+    )
+    stat = path.stat()
+    assert discover(migrations_dir)[0].description == "AAA"
+    path.write_text(path.read_text().replace("AAA", "BBB"))
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # same size, same modification time
+    assert discover(migrations_dir)[0].description == "BBB"
+
+
 @pytest.mark.parametrize(
     "code",
     ["import sys\nsys.exit(0)\n", "import sys\nsys.exit('done')\n", "exit()\n", "raise SystemExit(3)\n"],
