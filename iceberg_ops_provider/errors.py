@@ -11,6 +11,7 @@ Every message says what was wrong and what to do about it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import ClassVar
 
 __all__ = [
     "CatalogConfigError",
@@ -42,7 +43,16 @@ __all__ = [
 
 
 class IcebergOpsError(Exception):
-    """Base class of every error iceberg-ops raises on purpose."""
+    """Base class of every error iceberg-ops raises on purpose.
+
+    Attributes:
+        transient: Whether trying the same thing again later may succeed (a lock held by another
+            run, a commit conflict, a catalog that did not answer). Permanent errors (bad input,
+            configuration, integrity, an irreversible migration) need a change first. The command
+            line maps this to exit codes and the Airflow operators to retry or fail at once.
+    """
+
+    transient: ClassVar[bool] = False
 
 
 class CatalogConfigError(IcebergOpsError, ValueError):
@@ -56,6 +66,8 @@ class CatalogUnavailableError(IcebergOpsError, ConnectionError):
         endpoint: What was called (a URL, a database, a service), as far as it is known.
         timeout: The bound that was exceeded, in seconds, when the error is a timeout.
     """
+
+    transient: ClassVar[bool] = True
 
     def __init__(self, message: str, *, endpoint: str = "", timeout: float | None = None) -> None:
         self.endpoint = endpoint
@@ -250,6 +262,8 @@ class ConcurrentMigrationError(MigrationError):
         namespace: The namespace being migrated.
         holder: Who holds the lock (owner, host, pid, run id, since when), when known.
     """
+
+    transient: ClassVar[bool] = True
 
     def __init__(self, namespace: str, message: str, holder: dict[str, str] | None = None) -> None:
         self.namespace = namespace
