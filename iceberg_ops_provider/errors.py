@@ -218,7 +218,12 @@ class MigrationFailedError(MigrationError):
         direction: ``upgrade`` or ``downgrade``.
         cause: The exception the migration raised.
         completed: Results of the migrations this run finished before the failure.
+
+    It counts as transient: the cause may be a conflict or a network failure, and a retry runs the
+    migration again only when none of its changes were committed.
     """
+
+    transient: ClassVar[bool] = True
 
     def __init__(self, version: str, direction: str, cause: BaseException, *, hint: str = "") -> None:
         self.version = version
@@ -238,10 +243,14 @@ class MigrationNotRecordedError(MigrationError):
     The run stops here. Its intent record and the receipts in the tables let the next run record the
     version without running it again; ``stamp`` records it by hand.
 
+    It counts as transient: the next run settles it by itself.
+
     Attributes:
         version: The migration's version.
         direction: ``upgrade`` or ``downgrade``.
     """
+
+    transient: ClassVar[bool] = True
 
     def __init__(self, version: str, direction: str, cause: BaseException) -> None:
         self.version = version
