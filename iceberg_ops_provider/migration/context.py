@@ -18,13 +18,13 @@ another namespace. Nested columns are given as dotted paths (``"address.city"``)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.schema import Schema
-from pyiceberg.table.sorting import SortDirection
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortDirection
+from pyiceberg.table.update import AddSortOrderUpdate, AssertDefaultSortOrderId, SetDefaultSortOrderUpdate
 from pyiceberg.types import IcebergType, NestedField
 
 from iceberg_ops_provider.core.catalog import ensure_namespace, to_property_value
@@ -67,21 +67,20 @@ class CommitJournal(Protocol):
         ...
 
 
-@dataclass
-class _DeferredCreate:
-    """A table to create in a namespace that does not exist yet: staged on a local placeholder, replayed at commit."""
-
-    schema: Schema
-    properties: dict[str, str]
-    builds: list[Callable[[Transaction], object]] = field(default_factory=list)
-
-
 def _path(column: ColumnPath) -> str | tuple[str, ...]:
     if isinstance(column, tuple):
         return column
     if not isinstance(column, str) or not column:
         raise InvalidOperationError(f"A column must be a non-empty name or tuple path, got {column!r}.")
     return tuple(column.split(".")) if "." in column else column
+
+
+def _resolves(schema: Schema, column: ColumnPath) -> bool:
+    try:
+        schema.find_field(_text(column))
+    except ValueError:
+        return False
+    return True
 
 
 def _text(column: ColumnPath) -> str:
@@ -106,7 +105,7 @@ class MigrationContext:
         self._journal = journal
         self._pending: dict[Identifier, Transaction] = {}
         self._created: set[Identifier] = set()
-        self._deferred: dict[Identifier, _DeferredCreate] = {}
+        self._schema_updates: dict[Identifier, UpdateSchema] = {}
         self._steps = 0
         self.committed: list[str] = []
         """Tables whose changes already reached the catalog (commits and immediate operations), in order."""
@@ -169,7 +168,7 @@ class MigrationContext:
         """Forget everything staged and not yet committed."""
         self._pending.clear()
         self._created.clear()
-        self._deferred.clear()
+        self._schema_updates.clear()
 
     def _staged_action(self, identifier: Identifier, offset: int = 1) -> IntentAction:
         """The intent entry of the next commit of a staged table (``offset`` counts commits announced together)."""
@@ -187,10 +186,10 @@ class MigrationContext:
             return
         # Already listed when commit() announced everything: then this only checks the lease still holds.
         self._announce([self._staged_action(identifier)])
+        self._apply_schema_update(identifier)
         self._steps += 1
-        deferred = self._deferred.pop(identifier, None)
-        if deferred is not None:
-            transaction = self._create_for_real(identifier, deferred)
+        if identifier in self._created:
+            transaction = self._create_for_real(identifier, transaction)
         if self._journal is not None:
             transaction.set_properties({RECEIPT_PROPERTY: self._journal.receipt(self._steps)})
         self._pending.pop(identifier, None)
@@ -198,18 +197,24 @@ class MigrationContext:
         transaction.commit_transaction()
         self._record(identifier)
 
-    def _create_for_real(self, identifier: Identifier, deferred: _DeferredCreate) -> Transaction:
-        """Create the missing namespace, then stage the table for real and replay what was staged on the placeholder."""
+    def _create_for_real(self, identifier: Identifier, placeholder: Transaction) -> Transaction:
+        """Create the namespace if missing, then stage the table as the placeholder ended up.
+
+        The table is created with its final schema, partition spec, sort order and properties, so a
+        new table has exactly one of each, whatever the migration staged on it.
+        """
         namespace = identifier[:-1]
         if not self._catalog.namespace_exists(namespace):
             ensure_namespace(self._catalog, namespace)
             self.created_namespaces.append(".".join(namespace))
-        transaction = self._catalog.create_table_transaction(
-            identifier, deferred.schema, properties=deferred.properties
+        metadata = placeholder.table_metadata
+        return self._catalog.create_table_transaction(
+            identifier,
+            metadata.schema(),
+            partition_spec=metadata.spec(),
+            sort_order=metadata.sort_order(),
+            properties={**metadata.properties, "format-version": str(metadata.format_version)},
         )
-        for build in deferred.builds:
-            build(transaction)
-        return transaction
 
     def _record(self, identifier: Identifier) -> None:
         label = self._label(identifier)
@@ -232,22 +237,66 @@ class MigrationContext:
     def _staged(self, name: str, what: str, build: Callable[[Transaction], object]) -> None:
         """Run ``build`` against the table's transaction, turning PyIceberg's refusals into clear errors."""
         identifier, transaction = self._transaction(name)
+        self._apply_schema_update(identifier)  # later changes (a partition on a new column) see the new schema
         try:
             build(transaction)
         except (ValueError, KeyError, NotImplementedError) as exc:
-            reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-            raise InvalidOperationError(f"Cannot {what} on table {self._label(identifier)}: {reason}") from exc
-        if identifier in self._deferred:
-            self._deferred[identifier].builds.append(build)
+            raise self._refusal(what, identifier, exc) from exc
+
+    def _refusal(self, what: str, identifier: Identifier, exc: Exception) -> InvalidOperationError:
+        reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        return InvalidOperationError(f"Cannot {what} on table {self._label(identifier)}: {reason}")
 
     def _schema_change(
-        self, table: str, what: str, change: Callable[[UpdateSchema], object], *, allow_incompatible: bool = False
+        self,
+        table: str,
+        what: str,
+        change: Callable[[UpdateSchema], object],
+        *,
+        allow_incompatible: bool = False,
+        refs: Iterable[ColumnPath] = (),
+        anchors: Iterable[ColumnPath] = (),
     ) -> None:
-        def build(transaction: Transaction) -> None:
-            with transaction.update_schema(allow_incompatible_changes=allow_incompatible) as update:
-                change(update)
+        """Stage a schema change; a table's schema changes in one migration make one new schema.
 
-        self._staged(table, what, build)
+        PyIceberg resolves column names against the schema a schema update started from, so a change
+        naming a column that only exists after earlier staged changes (a renamed or added column)
+        first folds those into the transaction and starts a new update.
+        """
+        identifier, transaction = self._transaction(table)
+        update = self._schema_updates.get(identifier)
+        if update is not None and not (
+            all(_resolves(update._schema, ref) for ref in refs)
+            and all(_resolves(update._schema, ref) or _text(ref) in update._added_name_to_id for ref in anchors)
+        ):
+            self._apply_schema_update(identifier)
+            update = None
+        if update is None:
+            update = self._schema_updates[identifier] = transaction.update_schema()
+        allowed = update._allow_incompatible_changes
+        update._allow_incompatible_changes = allow_incompatible or allowed
+        try:
+            change(update)
+            update._apply()  # validate now (identifier fields, ...), so the error names this change
+        except (ValueError, KeyError, NotImplementedError) as exc:
+            raise self._refusal(what, identifier, exc) from exc
+        finally:
+            update._allow_incompatible_changes = allowed
+
+    def _apply_schema_update(self, identifier: Identifier) -> None:
+        """Fold the table's pending schema changes into its transaction (before other changes or the commit)."""
+        update = self._schema_updates.pop(identifier, None)
+        if update is None:
+            return
+        try:
+            update.commit()
+        except (ValueError, KeyError, NotImplementedError) as exc:
+            raise self._refusal("apply the schema changes", identifier, exc) from exc
+
+    def _schema(self, identifier: Identifier, transaction: Transaction) -> Schema:
+        """The table's schema including changes staged in this migration."""
+        update = self._schema_updates.get(identifier)
+        return update._apply() if update is not None else transaction.table_metadata.schema()
 
     def _spec_change(self, table: str, what: str, change: Callable[[UpdateSpec], object]) -> None:
         def build(transaction: Transaction) -> None:
@@ -265,8 +314,13 @@ class MigrationContext:
         partition_by: Iterable[str] | None = None,
         sort_by: Iterable[str] | None = None,
         properties: Mapping[str, Any] | None = None,
+        if_not_exists: bool = False,
     ) -> None:
         """Create a table (and its namespace if missing), with its spec, sort order and properties.
+
+        The table is staged and created when the migration commits, with its final schema, spec,
+        sort order and properties (changes staged on it later in the same migration included), so
+        it starts with one of each. Its namespace, if missing, is created then too.
 
         Args:
             name: Table name, bare or dotted.
@@ -274,13 +328,21 @@ class MigrationContext:
             partition_by: Partition expressions, e.g. ``["day(ts)", "bucket(16, id)"]``.
             sort_by: Sort fields, e.g. ``["ts desc", "id"]``.
             properties: Table properties (strings, numbers or booleans).
+            if_not_exists: Do nothing when the table already exists (for re-runnable migrations).
 
         Raises:
-            InvalidOperationError: The table exists, or a partition/sort expression is invalid.
+            InvalidOperationError: The table exists (unless ``if_not_exists``), or a partition/sort
+                expression is invalid.
             UnsupportedTypeError: An Arrow column type Iceberg cannot hold.
         """
         identifier = self.identifier(name)
+        if identifier in self._created:
+            if if_not_exists:
+                return
+            raise InvalidOperationError(f"Cannot create table {self._label(identifier)}: this migration creates it.")
         if identifier in self._pending or self._catalog.table_exists(identifier):
+            if if_not_exists:
+                return
             raise InvalidOperationError(f"Cannot create table {self._label(identifier)}: it already exists.")
         if isinstance(schema, pa.Schema):
             iceberg_schema = arrow_to_iceberg_schema(schema)
@@ -295,12 +357,7 @@ class MigrationContext:
             key: to_property_value(key, value, f"table {self._label(identifier)}")
             for key, value in (properties or {}).items()
         }
-        if self._catalog.namespace_exists(identifier[:-1]):
-            transaction = self._catalog.create_table_transaction(identifier, iceberg_schema, properties=values)
-        else:
-            # The namespace is created only when this table is committed: stage on a local placeholder.
-            transaction = self._placeholder_create(identifier, iceberg_schema, values)
-            self._deferred[identifier] = _DeferredCreate(iceberg_schema, values)
+        transaction = self._placeholder_create(identifier, iceberg_schema, values)
         self._pending[identifier] = transaction
         self._created.add(identifier)
         try:
@@ -309,18 +366,20 @@ class MigrationContext:
             if sort_by:
                 self.set_sort_order(name, [sort_by] if isinstance(sort_by, str) else list(sort_by))
         except BaseException:
-            self._pending.pop(identifier, None)
-            self._created.discard(identifier)
-            self._deferred.pop(identifier, None)
+            self._forget(identifier)
             raise
 
+    def _forget(self, identifier: Identifier) -> None:
+        self._pending.pop(identifier, None)
+        self._created.discard(identifier)
+        self._schema_updates.pop(identifier, None)
+
     def _placeholder_create(self, identifier: Identifier, schema: Schema, properties: dict[str, str]) -> Transaction:
-        """A create transaction that exists only in memory, for validating what a migration stages."""
+        """A create transaction that exists only in memory: what the migration stages on a new table."""
         from pyiceberg.io.pyarrow import PyArrowFileIO
         from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
         from pyiceberg.table import CreateTableTransaction, StagedTable
         from pyiceberg.table.metadata import new_table_metadata
-        from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
         metadata = new_table_metadata(
             schema=schema,
@@ -334,21 +393,26 @@ class MigrationContext:
         )
         return CreateTableTransaction(staged)
 
-    def drop_table(self, name: str, purge: bool = False) -> None:
+    def drop_table(self, name: str, purge: bool = False, if_exists: bool = False) -> None:
         """Drop a table; with ``purge=True`` also delete its data and metadata files.
 
+        Args:
+            name: Table name, bare or dotted.
+            purge: Also delete the table's files.
+            if_exists: Do nothing when the table does not exist (for re-runnable migrations).
+
         Raises:
-            InvalidOperationError: The table does not exist.
+            InvalidOperationError: The table does not exist (unless ``if_exists``).
         """
         identifier = self.identifier(name)
         if identifier in self._created:
             # Created earlier in this migration and never committed: nothing reached the catalog.
-            self._pending.pop(identifier, None)
-            self._created.discard(identifier)
-            self._deferred.pop(identifier, None)
+            self._forget(identifier)
             return
         self._flush(identifier)
         if not self._catalog.table_exists(identifier):
+            if if_exists:
+                return
             raise InvalidOperationError(f"Cannot drop table {self._label(identifier)}: it does not exist.")
         self._announce([IntentAction(self._label(identifier), "drop")])
         self._steps += 1
@@ -396,17 +460,21 @@ class MigrationContext:
         after: ColumnPath | None = None,
         before: ColumnPath | None = None,
         first: bool = False,
+        if_not_exists: bool = False,
     ) -> None:
         """Add a column, optionally placed first, or before/after another column.
 
         A required column can only be added to a table with no rows (existing rows would have no value).
+        With ``if_not_exists=True`` an existing column of that name is left as it is.
 
         Raises:
-            InvalidOperationError: The column exists, the position is ambiguous, or a required column
-                is added to a table that has rows.
+            InvalidOperationError: The column exists (unless ``if_not_exists``), the position is
+                ambiguous, or a required column is added to a table that has rows.
         """
         if sum([first, after is not None, before is not None]) > 1:
             raise InvalidOperationError("Give at most one of first=True, after= and before= for add_column.")
+        if if_not_exists and self._has_column(table, name):
+            return
         field_type = to_iceberg_type(type, _text(name))
         if required:
             self._require_empty(table, f"add required column {_text(name)!r}")
@@ -416,7 +484,15 @@ class MigrationContext:
             update.add_column(path, field_type, doc=doc, required=required)
             self._place(update, path, first=first, after=after, before=before)
 
-        self._schema_change(table, f"add column {_text(name)!r}", change, allow_incompatible=required)
+        parents = [_text(name).rsplit(".", 1)[0]] if "." in _text(name) else []
+        self._schema_change(
+            table,
+            f"add column {_text(name)!r}",
+            change,
+            allow_incompatible=required,
+            refs=parents,
+            anchors=[ref for ref in (after, before) if ref is not None],
+        )
 
     def _require_empty(self, table: str, what: str) -> None:
         identifier, transaction = self._transaction(table)
@@ -440,15 +516,32 @@ class MigrationContext:
         elif before is not None:
             update.move_before(path, _path(before))
 
-    def drop_column(self, table: str, name: ColumnPath) -> None:
-        """Drop a column (its data stays in old files and snapshots; it is no longer read)."""
+    def _has_column(self, table: str, name: ColumnPath) -> bool:
+        identifier, transaction = self._transaction(table)
+        try:
+            self._schema(identifier, transaction).find_field(_text(name))
+        except ValueError:
+            return False
+        return True
+
+    def drop_column(self, table: str, name: ColumnPath, if_exists: bool = False) -> None:
+        """Drop a column (its data stays in old files and snapshots; it is no longer read).
+
+        With ``if_exists=True`` a missing column is not an error.
+        """
+        if if_exists and not self._has_column(table, name):
+            return
         path = _path(name)
-        self._schema_change(table, f"drop column {_text(name)!r}", lambda update: update.delete_column(path))
+        self._schema_change(
+            table, f"drop column {_text(name)!r}", lambda update: update.delete_column(path), refs=[name]
+        )
 
     def rename_column(self, table: str, old: ColumnPath, new: str) -> None:
         """Rename a column; ``new`` is the new last name (the column stays where it is)."""
         path = _path(old)
-        self._schema_change(table, f"rename column {_text(old)!r}", lambda update: update.rename_column(path, new))
+        self._schema_change(
+            table, f"rename column {_text(old)!r}", lambda update: update.rename_column(path, new), refs=[old]
+        )
 
     def alter_column(
         self,
@@ -486,14 +579,15 @@ class MigrationContext:
             if required is False and current.required:
                 update.make_column_optional(path)
 
-        self._schema_change(table, f"alter column {_text(name)!r}", change)
+        self._schema_change(table, f"alter column {_text(name)!r}", change, refs=[name])
 
     def _field(self, table: str, transaction: Transaction, name: ColumnPath) -> NestedField:
         dotted = _text(name)
+        schema = self._schema(self.identifier(table), transaction)
         try:
-            return transaction.table_metadata.schema().find_field(dotted)
+            return schema.find_field(dotted)
         except ValueError as exc:
-            columns = ", ".join(transaction.table_metadata.schema().column_names)
+            columns = ", ".join(schema.column_names)
             raise InvalidOperationError(
                 f"Table {table!r} has no column {dotted!r}; its columns are {columns}."
             ) from exc
@@ -515,11 +609,14 @@ class MigrationContext:
             table,
             f"move column {_text(name)!r}",
             lambda update: self._place(update, path, first=first, after=after, before=before),
+            anchors=[ref for ref in (name, after, before) if ref is not None],
         )
 
     def set_identifier_fields(self, table: str, *names: str) -> None:
         """Set the table's identifier fields (the row key; the columns must be required). No names clears them."""
-        self._schema_change(table, "set identifier fields", lambda update: update.set_identifier_fields(*names))
+        self._schema_change(
+            table, "set identifier fields", lambda update: update.set_identifier_fields(*names), refs=list(names)
+        )
 
     # -- partition spec and sort order ----------------------------------------------------------
 
@@ -560,6 +657,18 @@ class MigrationContext:
         parsed = [parse_sort_field(fields)] if isinstance(fields, str) else [parse_sort_field(f) for f in fields]
 
         def build(transaction: Transaction) -> None:
+            metadata = transaction.table_metadata
+            if not parsed and metadata.sort_order_by_id(UNSORTED_SORT_ORDER.order_id) is None:
+                # A table created sorted has no unsorted order yet, and PyIceberg 0.12 cannot add one
+                # through update_sort_order(): add it and make it the default explicitly.
+                transaction._apply(
+                    (
+                        AddSortOrderUpdate(sort_order=UNSORTED_SORT_ORDER),
+                        SetDefaultSortOrderUpdate(sort_order_id=UNSORTED_SORT_ORDER.order_id),
+                    ),
+                    (AssertDefaultSortOrderId(default_sort_order_id=metadata.default_sort_order_id),),
+                )
+                return
             with transaction.update_sort_order() as update:
                 for item in parsed:
                     add = update.asc if item.direction == SortDirection.ASC else update.desc

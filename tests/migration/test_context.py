@@ -267,3 +267,49 @@ def test_committed_tables_are_tracked(catalog, orders):
     assert ctx.committed == []
     ctx.commit()
     assert ctx.committed == ["sales.orders", "sales.second"]
+
+
+def test_a_new_table_gets_its_spec_and_sort_order_at_creation(catalog, orders):
+    table = catalog.load_table("sales.orders")
+    assert len(table.specs()) == 1 and len(table.sort_orders()) == 1  # no unpartitioned spec 0, no unsorted order
+    assert len(table.schemas()) == 1
+
+
+def test_changes_staged_on_a_new_table_are_part_of_its_creation(catalog, ctx):
+    ctx.create_table("events", pa.schema([("id", pa.int64())]), partition_by=["id"])
+    ctx.add_column("events", "kind", "string")
+    ctx.rename_column("events", "kind", "event_kind")
+    ctx.set_sort_order("events", ["id desc"])
+    ctx.commit()
+    table = catalog.load_table("sales.events")
+    assert table.schema().column_names == ["id", "event_kind"]
+    assert (len(table.schemas()), len(table.specs()), len(table.sort_orders())) == (1, 1, 1)
+
+
+def test_column_changes_to_one_table_make_one_schema(catalog, ctx, orders):
+    before = len(catalog.load_table("sales.orders").schemas())
+    ctx.add_column("orders", "a", "string", doc="first")
+    ctx.add_column("orders", "b", "string", after="a")
+    ctx.drop_column("orders", "qty")
+    ctx.alter_column("orders", "amount", doc="money")
+    ctx.move_column("orders", "a", first=True)
+    ctx.commit()
+    table = catalog.load_table("sales.orders")
+    assert len(table.schemas()) == before + 1
+    assert table.schema().column_names[0] == "a" and table.schema().column_names[-1] == "b"
+    assert table.schema().find_field("a").doc == "first" and table.schema().find_field("amount").doc == "money"
+
+
+def test_re_runnable_operations(catalog, ctx, orders):
+    ctx.create_table("orders", pa.schema([("x", pa.int64())]), if_not_exists=True)  # exists: nothing happens
+    ctx.add_column("orders", "qty", "string", if_not_exists=True)  # exists (an int): left as it is
+    ctx.drop_column("orders", "nope", if_exists=True)
+    ctx.drop_table("missing", if_exists=True)
+    ctx.add_column("orders", "note", "string", if_not_exists=True)
+    ctx.add_column("orders", "note", "string", if_not_exists=True)  # staged already: once
+    ctx.commit()
+    schema = catalog.load_table("sales.orders").schema()
+    assert schema.find_field("qty").field_type == IntegerType() and schema.column_names.count("note") == 1
+    assert not catalog.table_exists("sales.missing")
+    with pytest.raises(InvalidOperationError, match="it does not exist"):
+        ctx.drop_table("missing")
