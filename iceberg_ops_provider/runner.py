@@ -51,7 +51,7 @@ from iceberg_ops_provider.history.lock import (
     process_identity,
 )
 from iceberg_ops_provider.history.records import HistoryRow, Operation, Status
-from iceberg_ops_provider.history.store import DEFAULT_META_NAMESPACE, HistoryStore
+from iceberg_ops_provider.history.store import HistoryStore, default_meta_namespace
 from iceberg_ops_provider.migration.context import MigrationContext
 from iceberg_ops_provider.namespaces import check_runner_namespaces
 from iceberg_ops_provider.planning import (
@@ -174,7 +174,8 @@ class MigrationRunner:
         namespace: The namespace to migrate (``"sales"``; nested as ``"a.b"``).
         migrations_dir: The folder of ``NNNN_slug.py`` files; ``migrations_dir/<namespace>/`` is used
             instead when it exists.
-        meta_namespace: Where the history table and the locks live.
+        meta_namespace: Where the history table and the locks live; by default ``_iceberg_ops``, or
+            ``iceberg_ops`` on S3 Tables (which refuses names starting with ``_``).
         keep_history_snapshots: Snapshots of the history table kept for time travel.
         on_event: Called with a one-line message at every step (progress for CLIs and task logs);
             every message is also logged at INFO on ``iceberg_ops_provider.runner``.
@@ -194,7 +195,7 @@ class MigrationRunner:
         catalog: Catalog,
         namespace: str,
         migrations_dir: str | Path = "migrations",
-        meta_namespace: str = DEFAULT_META_NAMESPACE,
+        meta_namespace: str | None = None,
         *,
         keep_history_snapshots: int = 20,
         on_event: Callable[[str], None] | None = None,
@@ -202,6 +203,7 @@ class MigrationRunner:
         lock_context: Mapping[str, str] | None = None,
         catalog_timeout: float | None = DEFAULT_CATALOG_TIMEOUT,
     ) -> None:
+        meta_namespace = meta_namespace if meta_namespace is not None else default_meta_namespace(catalog)
         check_runner_namespaces(catalog, namespace, meta_namespace)
         self.catalog = catalog
         self.catalog_timeout = catalog_timeout

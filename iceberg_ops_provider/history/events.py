@@ -18,7 +18,6 @@ import pyarrow as pa
 from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.expressions import EqualTo
 
-from iceberg_ops_provider.core.catalog import ensure_namespace
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 
 if TYPE_CHECKING:
@@ -122,11 +121,10 @@ class EventLog:
 
     def events(self, namespace: str) -> list[MigrationEvent]:
         """The events of ``namespace``, oldest first. Creates nothing."""
-        try:
-            table = self.catalog.load_table(self.identifier)
-        except NoSuchTableError:
-            return []
-        if table.current_snapshot() is None:
+        from iceberg_ops_provider.history.store import load_meta_table
+
+        table = load_meta_table(self.catalog, self.identifier)
+        if table is None or table.current_snapshot() is None:
             return []
         data = table.scan(row_filter=EqualTo("namespace", namespace)).to_arrow()
         events = [
@@ -140,7 +138,9 @@ class EventLog:
             return self.catalog.load_table(self.identifier)
         except NoSuchTableError:
             pass
-        ensure_namespace(self.catalog, self.identifier[:-1])
+        from iceberg_ops_provider.history.store import ensure_meta_namespace
+
+        ensure_meta_namespace(self.catalog, self.identifier)
         try:
             return self.catalog.create_table(
                 self.identifier, arrow_to_iceberg_schema(EVENTS_SCHEMA), properties=_TABLE_PROPERTIES

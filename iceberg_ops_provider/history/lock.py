@@ -42,7 +42,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
 from pyiceberg.manifest import write_manifest_list
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
@@ -57,7 +57,6 @@ from pyiceberg.table.update import (
     SetSnapshotRefUpdate,
 )
 
-from iceberg_ops_provider.core.catalog import ensure_namespace
 from iceberg_ops_provider.errors import ConcurrentMigrationError
 from iceberg_ops_provider.history.intent import INTENT_PROPERTY, Intent
 
@@ -287,10 +286,9 @@ class NamespaceLock:
     # -- reading --------------------------------------------------------------------------------
 
     def _table(self) -> Table | None:
-        try:
-            return self.catalog.load_table(self.identifier)
-        except NoSuchTableError:
-            return None
+        from iceberg_ops_provider.history.store import load_meta_table
+
+        return load_meta_table(self.catalog, self.identifier)
 
     def _holder(self, table: Table) -> LockInfo | None:
         ref = table.metadata.refs.get(self.TAG)
@@ -313,7 +311,9 @@ class NamespaceLock:
     def _ensure_table(self) -> Table:
         table = self._table()
         if table is None:
-            ensure_namespace(self.catalog, self.identifier[:-1])
+            from iceberg_ops_provider.history.store import ensure_meta_namespace
+
+            ensure_meta_namespace(self.catalog, self.identifier)
             with contextlib.suppress(TableAlreadyExistsError, CommitFailedException):
                 self.catalog.create_table(self.identifier, _LOCK_SCHEMA, properties=_LOCK_TABLE_PROPERTIES)
             table = self.catalog.load_table(self.identifier)

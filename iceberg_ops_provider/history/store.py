@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.exceptions import CommitFailedException, NoSuchTableError, TableAlreadyExistsError, ValidationException
+from pyiceberg.exceptions import (
+    BadRequestError,
+    CommitFailedException,
+    NoSuchTableError,
+    TableAlreadyExistsError,
+    ValidationException,
+)
 from pyiceberg.expressions import EqualTo
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.transforms import IdentityTransform
@@ -34,19 +40,80 @@ from pyiceberg.transforms import IdentityTransform
 from iceberg_ops_provider.core.catalog import ensure_namespace
 from iceberg_ops_provider.core.snapshots import read_table
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
-from iceberg_ops_provider.errors import ConcurrentMigrationError
+from iceberg_ops_provider.errors import CatalogConfigError, ConcurrentMigrationError
 from iceberg_ops_provider.history.records import HISTORY_SCHEMA, HISTORY_TABLE, HistoryRow, rows_to_arrow
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-__all__ = ["DEFAULT_META_NAMESPACE", "HistoryStore"]
+__all__ = [
+    "DEFAULT_META_NAMESPACE",
+    "S3_TABLES_META_NAMESPACE",
+    "HistoryStore",
+    "default_meta_namespace",
+    "ensure_meta_namespace",
+    "load_meta_table",
+]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_META_NAMESPACE = "_iceberg_ops"
 """Where history (and locks) live unless told otherwise."""
+
+S3_TABLES_META_NAMESPACE = "iceberg_ops"
+"""The default on AWS S3 Tables, which refuses namespace names that start or end with ``_``."""
+
+
+def default_meta_namespace(catalog: Catalog) -> str:
+    """The meta-namespace to use when none is given.
+
+    :data:`DEFAULT_META_NAMESPACE`, or :data:`S3_TABLES_META_NAMESPACE` for a catalog speaking the S3
+    Tables protocol (REST requests signed for ``s3tables``).
+    """
+    properties = getattr(catalog, "properties", {}) or {}
+    if str(properties.get("rest.signing-name", "")).lower() == "s3tables":
+        return S3_TABLES_META_NAMESPACE
+    return DEFAULT_META_NAMESPACE
+
+
+def _refused(namespace: tuple[str, ...], exc: Exception) -> CatalogConfigError:
+    name = ".".join(namespace)
+    return CatalogConfigError(
+        f"The catalog refused the meta-namespace {name!r}, where iceberg-ops keeps migration history and "
+        f"locks: {exc}. Choose another name: meta_namespace= (MigrationRunner, IcebergMigrateOperator), "
+        "`meta_namespace:` in iceberg-ops.yaml, --meta-namespace, or the connection extra 'meta_namespace'. "
+        f"S3 Tables accepts names starting with a letter or digit, such as {S3_TABLES_META_NAMESPACE!r}."
+    )
+
+
+def load_meta_table(catalog: Catalog, identifier: tuple[str, ...]) -> Table | None:
+    """Load a table of the meta-namespace, or ``None`` when it does not exist yet.
+
+    Raises:
+        CatalogConfigError: The catalog refuses the meta-namespace's name.
+    """
+    try:
+        return catalog.load_table(identifier)
+    except NoSuchTableError:
+        return None
+    except BadRequestError as exc:
+        raise _refused(identifier[:-1], exc) from exc
+
+
+def ensure_meta_namespace(catalog: Catalog, identifier: tuple[str, ...]) -> None:
+    """Create the meta-namespace of ``identifier`` if missing; a catalog refusing its name gets a clear error.
+
+    Raises:
+        CatalogConfigError: The catalog refused to create it (S3 Tables refuses names starting with
+            ``_``); the message names the settings that choose another.
+    """
+    namespace = identifier[:-1]
+    try:
+        ensure_namespace(catalog, namespace)
+    except (BadRequestError, ValueError) as exc:
+        raise _refused(namespace, exc) from exc
+
 
 _TABLE_PROPERTIES = {
     "write.metadata.delete-after-commit.enabled": "true",
@@ -78,10 +145,7 @@ class HistoryStore:
 
     def table(self) -> Table | None:
         """The history table, or ``None`` if nothing was ever recorded. Creates nothing."""
-        try:
-            return self.catalog.load_table(self.identifier)
-        except NoSuchTableError:
-            return None
+        return load_meta_table(self.catalog, self.identifier)
 
     def rows(self, namespace: str, *, as_of: datetime | None = None) -> list[HistoryRow]:
         """The history rows of ``namespace``, oldest first; with ``as_of``, as they were then."""
@@ -165,7 +229,7 @@ class HistoryStore:
         table = self.table()
         if table is not None:
             return table
-        ensure_namespace(self.catalog, self.identifier[:-1])
+        ensure_meta_namespace(self.catalog, self.identifier)
         schema = arrow_to_iceberg_schema(HISTORY_SCHEMA)
         spec = PartitionSpec(
             PartitionField(schema.find_field("namespace").field_id, 1000, IdentityTransform(), "namespace")

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from iceberg_ops_provider.history.lock import DEFAULT_STALE_AFTER
-from iceberg_ops_provider.history.store import DEFAULT_META_NAMESPACE
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 
 if TYPE_CHECKING:
@@ -46,7 +45,7 @@ class IcebergMigrateOperator(BaseOperator):
             task while migrations are pending or files disagree with history, so a DAG can gate loads
             on it) or ``unlock`` (releases the namespace's lock whoever holds it, for a run known to be gone).
         iceberg_conn_id: The Airflow connection of the catalog.
-        meta_namespace: Where history and locks live.
+        meta_namespace: Where history and locks live (default ``_iceberg_ops``, ``iceberg_ops`` on S3 Tables).
         allow_changed: Let ``upgrade``/``downgrade`` run although applied files changed.
         allow_missing: Let ``upgrade`` run although applied files are missing.
         allow_out_of_order: Let ``upgrade`` apply files numbered below the current version.
@@ -69,7 +68,7 @@ class IcebergMigrateOperator(BaseOperator):
         target: str = "head",
         action: str = "upgrade",
         iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
-        meta_namespace: str = DEFAULT_META_NAMESPACE,
+        meta_namespace: str | None = None,
         allow_changed: bool = False,
         allow_missing: bool = False,
         allow_out_of_order: bool = False,

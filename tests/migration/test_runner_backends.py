@@ -46,3 +46,19 @@ def test_nested_namespace_on_a_rest_catalog(rest_catalog, migrations_dir, three_
     assert rest_catalog.table_exists(("lake", "sales", "orders"))
     assert runner.current() == "0003"
     assert [r.version for r in runner.downgrade("base")] == ["0003", "0002", "0001"]
+
+
+def test_s3_tables_gets_a_meta_namespace_it_accepts_by_default(rest_catalog, migrations_dir, three_migrations):
+    runner = MigrationRunner(rest_catalog, "sales", migrations_dir)
+    assert runner.meta_namespace == "iceberg_ops"
+    assert [r.version for r in runner.upgrade()] == ["0001", "0002", "0003"]
+    assert rest_catalog.table_exists("iceberg_ops.migration_history")
+
+
+def test_a_meta_namespace_the_catalog_refuses_names_the_setting(rest_catalog, migrations_dir, three_migrations):
+    from iceberg_ops_provider.errors import CatalogConfigError
+
+    runner = MigrationRunner(rest_catalog, "sales", migrations_dir, meta_namespace="_iceberg_ops")
+    with pytest.raises(CatalogConfigError, match=r"refused the meta-namespace '_iceberg_ops'.*--meta-namespace"):
+        runner.upgrade()
+    assert not rest_catalog.table_exists("sales.orders")
