@@ -69,7 +69,7 @@ from iceberg_ops_provider.planning import (
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-__all__ = ["MigrationResult", "MigrationRunner", "NamespaceStatus"]
+__all__ = ["MigrationResult", "MigrationRunner", "NamespaceStatus", "RunReport"]
 
 log = logging.getLogger(__name__)
 
@@ -166,6 +166,21 @@ class NamespaceStatus:
         }
 
 
+@dataclass(frozen=True)
+class RunReport:
+    """The versions a changing run (``upgrade``, ``downgrade``, ``stamp``) saw, read under its lock.
+
+    Attributes:
+        run_id: The run.
+        version_before: The current version when the run took the lock (after settling an interrupted run).
+        version_after: The current version when it finished (``None`` also at base).
+    """
+
+    run_id: str
+    version_before: str | None
+    version_after: str | None
+
+
 class MigrationRunner:
     """Run the migrations of one namespace against one catalog.
 
@@ -219,6 +234,8 @@ class MigrationRunner:
         self.lock_context = dict(lock_context or {})
         self._on_event = on_event
         self._active: _Session | None = None
+        self.last_run: RunReport | None = None
+        """What the last changing run of this runner saw (its version before and after), read under its lock."""
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -442,7 +459,9 @@ class MigrationRunner:
             self._active = session
             if session.settle_previous(acquisition, stamping=stamping):
                 session.state = state = classify(scripts, self.history_store.rows(self.namespace))
+            before = state.current
             results = run(state, session)
+            self.last_run = RunReport(run_id, before, _current_after(state, results))
         except BaseException:
             self._finish(run_id, keeper, session, failed=True)
             raise
@@ -476,6 +495,17 @@ def _restricted(state: NamespaceState, versions: set[str]) -> NamespaceState:
         missing=tuple(v for v in state.missing if v in versions),
         out_of_order=(),
     )
+
+
+def _current_after(state: NamespaceState, results: list[MigrationResult]) -> str | None:
+    """The current version after ``results`` were applied to ``state``."""
+    applied = {int(v): v for v in state.applied}
+    for result in results:
+        if result.status == "applied":
+            applied[int(result.version)] = result.version
+        elif result.status == "rolled_back":
+            applied.pop(int(result.version), None)
+    return applied[max(applied)] if applied else None
 
 
 def _success_status(direction: str) -> Status:

@@ -18,9 +18,9 @@ __all__ = ["ACTIONS", "IcebergMigrateOperator"]
 ACTIONS = ("upgrade", "downgrade", "plan", "check", "unlock")
 
 try:  # Airflow 3.2+
-    from airflow.sdk.exceptions import AirflowException
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
 except ImportError:  # pragma: no cover - Airflow 3.1
-    from airflow.exceptions import AirflowException
+    from airflow.exceptions import AirflowException, AirflowFailException
 
 
 class IcebergMigrateOperator(BaseOperator):
@@ -57,7 +57,7 @@ class IcebergMigrateOperator(BaseOperator):
         where ``migrations`` lists what was applied or rolled back (or planned / pending).
     """
 
-    template_fields: Sequence[str] = ("namespace", "migrations_dir", "target")
+    template_fields: Sequence[str] = ("namespace", "migrations_dir", "target", "iceberg_conn_id")
     ui_color = "#cfe8fc"
 
     def __init__(
@@ -91,7 +91,25 @@ class IcebergMigrateOperator(BaseOperator):
         self._runner: Any = None
 
     def execute(self, context: Context) -> dict[str, Any]:
-        """Run the action and return a small JSON-able summary for XCom."""
+        """Run the action and return a small JSON-able summary for XCom.
+
+        Raises:
+            AirflowFailException: A permanent error (configuration, a bad migration file, files that
+                disagree with history, an irreversible or partly committed migration): retrying cannot
+                help, so the task fails at once.
+            IcebergOpsError: A transient one (the lock is held, a commit conflict, the catalog did not
+                answer, a migration failed): Airflow's retries apply.
+        """
+        from iceberg_ops_provider.errors import IcebergOpsError
+
+        try:
+            return self._execute(context)
+        except IcebergOpsError as exc:
+            if exc.transient:
+                raise
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+
+    def _execute(self, context: Context) -> dict[str, Any]:
         from iceberg_ops_provider.runner import MigrationRunner
 
         hook = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)
@@ -132,12 +150,14 @@ class IcebergMigrateOperator(BaseOperator):
             migrations = []
         else:
             migrations = self._check(runner)
+        report = runner.last_run if self.action in ("upgrade", "downgrade") else None
         summary = {
             "namespace": self.namespace,
             "action": self.action,
             "target": self.target,
-            "version_before": before,
-            "version_after": runner.current(),
+            # For a change, what the run saw under its lock (another run may have moved it in between).
+            "version_before": report.version_before if report else before,
+            "version_after": report.version_after if report else runner.current(),
             "migrations": migrations,
         }
         self.log.info("Namespace %r is now at %s", self.namespace, summary["version_after"] or "base")

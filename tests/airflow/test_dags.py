@@ -79,6 +79,15 @@ def test_retry_after_an_injected_failure_resumes_without_repeating(run_dag, iceb
     assert [(r.version, r.status) for r in runner.history()] == [("0001", "applied"), ("0002", "applied")]
 
 
+def test_a_permanent_error_fails_the_task_at_once_without_retrying(run_dag, iceberg_connection):
+    migrations = iceberg_connection / "migrations"
+    migrations.mkdir()
+    (migrations / "0001_bad name.py").write_text("")  # a discovery error: retrying cannot help
+    dag_run = run_dag("iceberg_ops_migrate", namespace="sales", migrations_dir=str(migrations))
+    assert str(dag_run.state) == "failed"
+    assert dag_run.get_task_instance("migrate").try_number == 1  # retries=1 was not used
+
+
 HOLDER = """
 import sys
 from pathlib import Path
