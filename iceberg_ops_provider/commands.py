@@ -103,11 +103,20 @@ def check(config: ProjectConfig) -> CheckReport:
     Models are compared only when the models folder exists.
     """
     runner = open_runner(config)
+    return check_namespace(runner, config.models_dir if config.models_dir.is_dir() else None)
+
+
+def check_namespace(runner: MigrationRunner, models_dir: Path | None = None) -> CheckReport:
+    """The one ``check``, behind the CLI and the operator; changes nothing.
+
+    It reports pending migrations, applied files that changed or went missing, an interrupted run,
+    and drift of the live tables from ``models_dir`` (when given).
+    """
     state = runner.state()
     pending = [PlanStep("upgrade", v, state.description(v)) for v in state.pending]
     drift: list[Operation] = []
-    if config.models_dir.is_dir():
-        drift = autogenerate(runner.catalog, runner.namespace, load_models(config.models_dir))
+    if models_dir is not None:
+        drift = autogenerate(runner.catalog, runner.namespace, load_models(models_dir))
     problems = state.problems_by_kind()
     found = problems["changed"] + problems["missing"]
     if (interrupted := runner.interrupted()) is not None:

@@ -51,13 +51,15 @@ class IcebergMigrateOperator(BaseOperator):
         allow_out_of_order: Let ``upgrade`` apply files numbered below the current version.
         stale_after: Lease length of the namespace lock in seconds: a lock not renewed for this long
             (its worker died) is taken over by the next run.
+        models_dir: With ``check``: a folder of table models (``models/*.yaml``); drift of the live
+            tables from them fails the check too, as ``iceberg-ops check`` does (templated).
 
     Returns (XCom):
         ``{"namespace", "action", "target", "version_before", "version_after", "migrations": [...]}``
         where ``migrations`` lists what was applied or rolled back (or planned / pending).
     """
 
-    template_fields: Sequence[str] = ("namespace", "migrations_dir", "target", "iceberg_conn_id")
+    template_fields: Sequence[str] = ("namespace", "migrations_dir", "target", "iceberg_conn_id", "models_dir")
     ui_color = "#cfe8fc"
 
     def __init__(
@@ -73,6 +75,7 @@ class IcebergMigrateOperator(BaseOperator):
         allow_missing: bool = False,
         allow_out_of_order: bool = False,
         stale_after: float = DEFAULT_STALE_AFTER,
+        models_dir: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -88,6 +91,7 @@ class IcebergMigrateOperator(BaseOperator):
         self.allow_missing = allow_missing
         self.allow_out_of_order = allow_out_of_order
         self.stale_after = stale_after
+        self.models_dir = models_dir
         self._runner: Any = None
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -170,21 +174,22 @@ class IcebergMigrateOperator(BaseOperator):
             self._runner.stop()
 
     def _check(self, runner: Any) -> list[dict[str, Any]]:
-        state = runner.state()
-        pending = [{"version": v, "description": state.description(v)} for v in state.pending]
-        by_kind = state.problems_by_kind()
-        problems = by_kind["changed"] + by_kind["missing"]
-        if (interrupted := runner.interrupted()) is not None:
-            from iceberg_ops_provider.commands import interrupted_problem
+        from pathlib import Path
 
-            problems.append(interrupted_problem(interrupted))
-        if pending or problems:
-            listed = ", ".join([f"{p['version']} {p['description']}" for p in pending] + problems)
-            raise AirflowException(
-                f"Namespace {self.namespace!r} is not up to date ({len(pending)} pending): {listed}. "
-                "Run the migrate task (action='upgrade') first."
+        from iceberg_ops_provider.commands import check_namespace
+
+        report = check_namespace(runner, Path(self.models_dir) if self.models_dir else None)
+        if not report.ok:
+            listed = "; ".join(
+                [f"{step.version} {step.description} (pending)" for step in report.pending]
+                + [f"{op.describe()} (drift)" for op in report.drift]
+                + report.problems
             )
-        self.log.info("Namespace %r is up to date at %s", self.namespace, state.current or "base")
+            raise AirflowException(
+                f"Namespace {self.namespace!r} is not up to date: {listed}. Run the migrate task (action='upgrade') "
+                "first, or write a migration for the drift (iceberg-ops revision --autogenerate)."
+            )
+        self.log.info("Namespace %r is up to date at %s", self.namespace, runner.current() or "base")
         return []
 
 

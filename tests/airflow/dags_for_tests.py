@@ -23,13 +23,14 @@ def iceberg_ops_migrate():
     )
 
 
-@dag(params={"namespace": "sales", "migrations_dir": ""}, **DEFAULTS)
+@dag(params={"namespace": "sales", "migrations_dir": "", "models_dir": ""}, **DEFAULTS)
 def iceberg_ops_gate():
     check = IcebergMigrateOperator(
         task_id="check",
         action="check",
         namespace="{{ params.namespace }}",
         migrations_dir="{{ params.migrations_dir }}",
+        models_dir="{{ params.models_dir }}",
     )
 
     @task

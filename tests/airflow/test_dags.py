@@ -221,6 +221,12 @@ def test_check_fails_on_pending_migrations_and_gates_the_load(run_dag, iceberg_c
     assert str(run_dag("iceberg_ops_migrate", namespace="sales", migrations_dir=str(migrations)).state) == "success"
     opened = run_dag("iceberg_ops_gate", namespace="sales", migrations_dir=str(migrations))
     assert _state(opened) == {"check": "success", "load": "success"}
+    # With models, drift of the live tables from them fails the check too, as `iceberg-ops check` does.
+    models = iceberg_connection / "models"
+    models.mkdir()
+    (models / "t.yaml").write_text("name: t\ncolumns:\n  - {name: n, type: long}\n  - {name: extra, type: string}\n")
+    drifted = run_dag("iceberg_ops_gate", namespace="sales", migrations_dir=str(migrations), models_dir=str(models))
+    assert _state(drifted)["check"] == "failed"
 
 
 def test_secrets_are_registered_with_airflows_masker(iceberg_connection, monkeypatch):
