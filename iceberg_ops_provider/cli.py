@@ -2,15 +2,19 @@
 
 Exit codes: 0 success; 1 a check that found something, a failed migration, or a state that stops
 the run (lock held, files disagreeing with history, pending migrations before autogenerate, a
-catalog that cannot be reached or does not answer within ``--catalog-timeout``);
-2 bad usage, configuration or input. Errors print one line (a traceback with ``-v``); ``--json``
-prints machine-readable output on stdout, progress goes to stderr.
+catalog that cannot be reached or does not answer within ``--catalog-timeout``): every transient
+error is among them; 2 bad usage, configuration or input (refused or missing credentials, a
+``db_path`` that is not an SQLite database, an unreadable ``iceberg-ops.yaml``). Errors print one
+line (a traceback with ``-v``); ``--json`` prints machine-readable output on stdout, progress goes
+to stderr. ``docs/errors.md`` lists every error class with its exit code.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import logging
+import os
 import sys
 import traceback
 from collections.abc import Callable, Sequence
@@ -31,13 +35,15 @@ from iceberg_ops_provider.errors import (
     MigrationIntegrityError,
     MigrationNotRecordedError,
     PartialMigrationError,
+    ProjectConfigError,
 )
 
 __all__ = ["cli", "main"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-# Errors that describe the state of the world rather than a mistake in the command: exit 1.
+# Errors that describe the state of the world rather than a mistake in the command: exit 1. Every
+# transient error (``IcebergOpsError.transient``) exits 1 as well; every other IcebergOpsError exits 2.
 _STATE_ERRORS = (
     MigrationFailedError,
     MigrationNotRecordedError,
@@ -59,6 +65,7 @@ class _Settings:
     namespace: str | None
     catalog_kind: str | None
     catalog_name: str | None
+    conn_id: str | None
     db_path: str | None
     warehouse: str | None
     catalog_timeout: float | None
@@ -79,20 +86,33 @@ class _Settings:
                 db_path=self.db_path,
                 warehouse=self.warehouse,
                 catalog_timeout=self.catalog_timeout,
+                conn_id=self.conn_id,
             )
+            if self._config.airflow_conn_id:
+                config = self._config
+                _without_airflow_logging(lambda: config.catalog_timeout)  # reads the connection
         return self._config
 
-    def unavailable(self, exc: Exception) -> Exception:
-        """``exc``, or the :class:`CatalogUnavailableError` it amounts to (a REST timeout or connection error)."""
-        from iceberg_ops_provider.core.timeouts import unavailable_error
+    def translate(self, exc: Exception) -> Exception:
+        """``exc``, or the iceberg-ops error it amounts to.
 
+        A catalog client's error (unreachable, timed out, credentials refused or missing, a SQLite
+        file that is not a database; see :func:`~iceberg_ops_provider.core.timeouts.catalog_error`)
+        or an unreadable ``.pyiceberg.yaml``. Never fails, and never talks to Airflow.
+        """
+        if isinstance(exc, IcebergOpsError):
+            return exc
+        found = _pyiceberg_file_error(exc)  # before anything that imports PyIceberg, which fails again then
+        if found is not None:
+            return found
+        try:
+            from iceberg_ops_provider.core.timeouts import catalog_error
+        except Exception:  # pragma: no cover - report exc as it is rather than fail while reporting it
+            return exc
         config = self._config
         endpoint = config.catalog_uri if config is not None else ""
-        try:
-            seconds = config.catalog_timeout if config is not None else self.catalog_timeout
-        except Exception:
-            seconds = self.catalog_timeout
-        return unavailable_error(exc, endpoint, seconds) or exc
+        seconds = config.known_catalog_timeout if config is not None else self.catalog_timeout
+        return catalog_error(exc, endpoint, seconds) or exc
 
     def runner(self, *, known: bool = False, progress: bool = False) -> Any:
         """A runner for the project; ``known`` refuses a namespace that is most likely a typo."""
@@ -110,6 +130,50 @@ class _Settings:
         click.echo(json.dumps(data, indent=2, default=str) if self.as_json else human)
 
 
+def _without_airflow_logging(read: Callable[[], object]) -> None:
+    """Run ``read`` (which imports Airflow) and undo the logging Airflow sets up when imported.
+
+    Airflow gives the root logger a handler that prints every INFO record on stdout, where ``--json``
+    output goes; the command line prints its own progress on stderr and its errors as one line.
+    """
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        read()
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)
+
+
+def _pyiceberg_file_error(exc: BaseException) -> ProjectConfigError | None:
+    """PyIceberg's own configuration file (``.pyiceberg.yaml``) could not be read: which file, and why.
+
+    PyIceberg reads that file when it is first imported; a file that is not UTF-8 or not valid
+    YAML makes that import fail with a bare decoding or parsing error that names
+    no file. Returns ``None`` when ``exc`` was raised elsewhere.
+    """
+    path = None
+    trace = exc.__traceback__
+    while trace is not None:
+        code = trace.tb_frame.f_code
+        if code.co_name == "_load_yaml" and code.co_filename.endswith(os.path.join("pyiceberg", "utils", "config.py")):
+            path = trace.tb_frame.f_locals.get("path")
+        trace = trace.tb_next
+    if not path:
+        return None
+    if isinstance(exc, UnicodeDecodeError):
+        reason = f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+    else:
+        reason = " ".join(str(exc).split())
+    return ProjectConfigError(
+        f"PyIceberg's configuration file {path} could not be read ({type(exc).__name__}: {reason}); fix it or move "
+        "it away. PyIceberg reads the first .pyiceberg.yaml it finds in $PYICEBERG_HOME, the home folder and the "
+        "working directory."
+    )
+
+
 def _handles_errors(command: F) -> F:
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -121,10 +185,11 @@ def _handles_errors(command: F) -> F:
         except (click.ClickException, click.Abort):
             raise
         except Exception as raised:
-            exc = settings.unavailable(raised)
-            code = 1 if isinstance(exc, _STATE_ERRORS) or type(exc) is MigrationError else 2
-            if not isinstance(exc, IcebergOpsError):
-                code = 1 if not isinstance(exc, ValueError | TypeError | LookupError) else 2
+            exc = settings.translate(raised)
+            if isinstance(exc, IcebergOpsError):
+                code = 1 if exc.transient or isinstance(exc, _STATE_ERRORS) or type(exc) is MigrationError else 2
+            else:
+                code = 2 if isinstance(exc, ValueError | TypeError | LookupError) else 1
             if settings.verbose:
                 traceback.print_exception(raised)
             message = " ".join(str(exc).split()) or type(exc).__name__
@@ -136,6 +201,12 @@ def _handles_errors(command: F) -> F:
             sys.exit(code)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _namespace_known(runner: Any) -> bool:
+    from iceberg_ops_provider.commands import namespace_known
+
+    return namespace_known(runner)
 
 
 def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -160,6 +231,12 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 @click.option("--namespace", help="Namespace to work on (overrides the project file).")
 @click.option("--catalog", "catalog_kind", help="Catalog kind: sqlite, glue, rest, hive or s3tables.")
 @click.option("--catalog-name", help="Open any catalog PyIceberg can load by name (.pyiceberg.yaml / environment).")
+@click.option(
+    "--conn-id",
+    metavar="NAME",
+    help="Build the catalog from this Airflow connection, as the Airflow tasks do (needs apache-airflow; "
+    "overrides the project file's catalog; not with --catalog or --catalog-name).",
+)
 @click.option("--db-path", help="SQLite catalog database (default local_data/ next to the project file).")
 @click.option("--warehouse", help="SQLite catalog warehouse folder or URI.")
 @click.option(
@@ -179,6 +256,11 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 @click.pass_context
 def cli(ctx: click.Context, **options: Any) -> None:
     """Version and operate Apache Iceberg tables: numbered migrations with history in your catalog."""
+    # Thrift (Hive) logs each failed connection attempt, tracebacks included; without a handler
+    # Python would print them next to the one-line error. Configured logging still receives them.
+    thrift = logging.getLogger("thrift")
+    if not any(isinstance(handler, logging.NullHandler) for handler in thrift.handlers):
+        thrift.addHandler(logging.NullHandler())
     ctx.obj = _Settings(**options)
 
 
@@ -283,9 +365,11 @@ def plan(settings: _Settings, target: str, direction: str | None) -> None:
 @_handles_errors
 def status(settings: _Settings) -> None:
     """Show the current version, pending migrations, anything odd, and the lock."""
-    runner = settings.runner(known=True)
+    runner = settings.runner()
     state = runner.status()
     lines = [f"namespace: {state.namespace}", f"current:   {state.current or 'base'}"]
+    if not state.applied and not _namespace_known(runner):
+        lines.append(f"note:      namespace {state.namespace!r} does not exist yet; `iceberg-ops upgrade` creates it")
     if state.lock:
         lines.append(f"lock:      held by {state.lock.describe()}, lease until {state.lock.expires_at().isoformat()}")
     if state.interrupted:
@@ -313,13 +397,15 @@ def status(settings: _Settings) -> None:
 @_handles_errors
 def history(settings: _Settings) -> None:
     """Show the namespace's migration history, oldest first."""
-    runner = settings.runner(known=True)
+    runner = settings.runner()
     rows = runner.history()
     table = [
         (r.version, r.status, r.operation, r.applied_at.strftime("%Y-%m-%d %H:%M:%S"), r.executed_by, r.description)
         for r in rows
     ]
-    human = _table(["version", "status", "operation", "applied_at", "by", "description"], table) or "No history."
+    human = _table(["version", "status", "operation", "applied_at", "by", "description"], table) or (
+        f"No history yet: base, {len(runner.state().pending)} pending."
+    )
     settings.emit([r.to_json() for r in rows], human)
 
 
@@ -328,7 +414,7 @@ def history(settings: _Settings) -> None:
 @_handles_errors
 def current(settings: _Settings) -> None:
     """Print the current version (base when nothing is applied)."""
-    runner = settings.runner(known=True)
+    runner = settings.runner()
     version = runner.current()
     settings.emit({"current": version}, version or "base")
 

@@ -46,17 +46,19 @@ def open_runner(
     )
 
 
+def namespace_known(runner: MigrationRunner) -> bool:
+    """Whether the namespace exists in the catalog, or a first run that crashed left its lock table."""
+    namespace = tuple(runner.namespace.split("."))
+    return runner.catalog.namespace_exists(namespace) or runner.catalog.table_exists(runner.lock.identifier)
+
+
 def require_known_namespace(runner: MigrationRunner) -> None:
     """Refuse a namespace that neither exists in the catalog nor has history (most likely a typo).
 
     Raises:
         ProjectConfigError: Names the namespace and the namespaces that do exist.
     """
-    namespace = tuple(runner.namespace.split("."))
-    # A first run that crashed leaves only its lock table behind: that namespace is known too.
-    if runner.catalog.namespace_exists(namespace) or runner.catalog.table_exists(runner.lock.identifier):
-        return
-    if runner.history():
+    if namespace_known(runner) or runner.history():
         return
     existing = sorted(".".join(n) for n in runner.catalog.list_namespaces() if ".".join(n) != runner.meta_namespace)
     raise ProjectConfigError(
@@ -188,6 +190,12 @@ def revision(
             raise ModelError(f"No model for table {target_table!r} in {config.models_dir}.")
     else:
         models = load_models(config.models_dir)
+        if not models:
+            raise ModelError(
+                f"No table models in {config.models_dir}: autogenerate compares models/*.yaml with the live "
+                "tables, so declare a table first (models/_example.yaml shows the format), or write the "
+                "migration by hand with `iceberg-ops revision -m ...` (no --autogenerate)."
+            )
     operations = autogenerate(runner.catalog, runner.namespace, models)
     if not operations:
         return RevisionResult(None, [])

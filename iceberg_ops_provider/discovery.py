@@ -12,6 +12,7 @@ later, such as a migration's ``upgrade()``.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import hashlib
 import importlib.util
@@ -29,13 +30,34 @@ from types import ModuleType
 from iceberg_ops_provider.errors import MigrationDiscoveryError
 from iceberg_ops_provider.migration.base import BaseMigration
 
-__all__ = ["MIGRATION_FILE", "MigrationScript", "discover", "file_checksum", "importable", "migrations_folder"]
+__all__ = [
+    "CHECKSUM_PREFIX",
+    "MIGRATION_FILE",
+    "MigrationScript",
+    "checksum_matches",
+    "discover",
+    "file_checksum",
+    "importable",
+    "migrations_folder",
+]
 
 MIGRATION_FILE = re.compile(r"^(?P<version>[0-9]{4,})_(?P<slug>[A-Za-z0-9_]+)\.py$")
 """File names of migrations: four or more ASCII digits, an underscore, a slug of letters, digits and ``_``."""
 
 # A version written with digits of any script (Arabic-Indic, full-width...), to explain the refusal.
 _ANY_DIGITS_VERSION = re.compile(r"^(\d+)_")
+
+CHECKSUM_PREFIX = "ast1:"
+"""Start of the checksums :func:`file_checksum` computes; a recorded checksum without it is a legacy one."""
+
+# What histories recorded before checksums looked at the code: the SHA-256 of the file's bytes.
+_LEGACY_CHECKSUM = re.compile(r"[0-9a-f]{64}")
+
+# Nodes whose first statement, when a string, is a docstring (left out of the checksum).
+_DOCSTRING_OWNERS = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+# Syntax tree fields that do not change what the code does: a string's ``u`` prefix, type comments.
+_IGNORED_FIELDS = frozenset({"kind", "type_comment"})
 
 # Prefix of the sys.modules names of loaded migration files; these stay registered.
 _MODULE_PREFIX = "iceberg_ops_migration_"
@@ -50,8 +72,8 @@ class MigrationScript:
         slug: The rest of the file name (``"add_email"``).
         description: The class's ``description``, its docstring's first line, or the slug.
         path: The file.
-        checksum: SHA-256 of the file with line endings normalised (a checkout on Windows does not
-            count as a change).
+        checksum: The file's code checksum (:func:`file_checksum`): comments, formatting and
+            docstrings do not count.
         migration: An instance of the file's ``Migration`` class.
     """
 
@@ -69,8 +91,156 @@ class MigrationScript:
 
 
 def file_checksum(path: Path) -> str:
-    """SHA-256 of a file's bytes, with Windows line endings normalised to Unix ones."""
+    """Checksum of a migration file's code, blind to comments, formatting and docstrings.
+
+    The SHA-256 of a canonical dump of the file's parsed syntax tree, prefixed with
+    :data:`CHECKSUM_PREFIX` (``"ast1:"``) so that it is told apart from the byte checksums older
+    histories hold (see :func:`checksum_matches`).
+
+    What does not count, because it does not change what the migration does: comments, blank
+    lines, indentation, line breaks and line endings, parentheses and trailing commas, how a string
+    or number is spelled (quotes, escapes, ``u`` prefixes, implicit concatenation, ``0x10`` for
+    ``16``), and the docstrings of the module, its classes and functions. Editing a docstring thus
+    leaves the checksum alone, even the class docstring a migration without ``description`` takes
+    its description from. So running a formatter over ``migrations/`` or adding a comment to an
+    applied migration is not a change; any other edit (a name, a value, a statement) is.
+
+    The dump leaves out empty and missing fields, so that it does not depend on the Python version
+    that parses the file (newer versions add fields such as ``type_params`` and print fewer empty
+    ones).
+
+    Args:
+        path: The migration file.
+
+    Returns:
+        ``"ast1:"`` followed by 64 hexadecimal digits.
+
+    Raises:
+        SyntaxError: The file is not valid Python (:func:`discover` reports this before).
+        OSError: The file cannot be read.
+    """
+    tree = ast.parse(path.read_bytes(), filename=str(path))
+    _normalise(tree)
+    return CHECKSUM_PREFIX + hashlib.sha256(_canonical_dump(tree).encode()).hexdigest()
+
+
+def checksum_matches(recorded: str | None, current: MigrationScript | str | os.PathLike[str]) -> bool:
+    """Whether a checksum recorded in the history still matches a migration file.
+
+    Two kinds of recorded checksums are understood:
+
+    * ``"ast1:<hex>"``, what :func:`file_checksum` computes: it matches as long as the file's code
+      is the same, whatever happened to its comments, formatting or docstrings.
+    * A bare SHA-256 in hexadecimal, the legacy checksum of the file's bytes (line endings
+      normalised) recorded by earlier versions: it matches while the file's bytes are unchanged,
+      so for such a version any edit, even a comment, still counts as a change.
+
+    A checksum equal to ``current``'s own always matches; any other form (an unknown prefix) does not.
+
+    Args:
+        recorded: The checksum of the history row. ``None`` or ``""`` (nothing recorded) matches,
+            there being nothing to contradict.
+        current: The discovered migration (its ``checksum`` is used, and its file is read only
+            for a legacy checksum), or the path of the file.
+
+    Returns:
+        ``True`` when the file is unchanged as far as ``recorded`` can tell, ``False`` when it
+        changed, cannot be read, or (for an ``"ast1:"`` checksum) no longer parses.
+
+    Example:
+        ``changed = [v for v, row in applied.items() if not checksum_matches(row.checksum, scripts[v])]``
+    """
+    if not recorded:
+        return True
+    if isinstance(current, MigrationScript):
+        if recorded == current.checksum:
+            return True
+        path, checksum = current.path, current.checksum
+    else:
+        path, checksum = Path(current), None
+    try:
+        if recorded.startswith(CHECKSUM_PREFIX):
+            return recorded == (checksum if checksum is not None else file_checksum(path))
+        if _LEGACY_CHECKSUM.fullmatch(recorded):
+            return recorded == _byte_checksum(path)
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return False
+
+
+def _byte_checksum(path: Path) -> str:
+    """The legacy checksum: SHA-256 of the file's bytes, Windows line endings normalised."""
     return hashlib.sha256(path.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
+
+
+def _normalise(tree: ast.AST) -> None:
+    """Remove from ``tree`` what does not count in the checksum, and what Python versions parse apart.
+
+    Drops the docstrings of the module, classes and functions. In f-strings, drops the empty text
+    parts (some Python 3.12 releases add them to nested format specs) and joins adjacent text parts.
+    """
+    for node in ast.walk(tree):
+        if isinstance(node, _DOCSTRING_OWNERS) and node.body and _is_text(node.body[0]):
+            node.body = node.body[1:]
+        elif isinstance(node, ast.JoinedStr):
+            values: list[ast.expr] = []
+            for value in node.values:
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    if not value.value:
+                        continue
+                    if values and isinstance(values[-1], ast.Constant) and isinstance(values[-1].value, str):
+                        values[-1] = ast.Constant(values[-1].value + value.value)
+                        continue
+                values.append(value)
+            node.values = values
+
+
+def _is_text(statement: ast.stmt) -> bool:
+    """Whether ``statement`` is a bare string: a docstring when it comes first in a body."""
+    return (
+        isinstance(statement, ast.Expr)
+        and isinstance(statement.value, ast.Constant)
+        and isinstance(statement.value.value, str)
+    )
+
+
+class _Text(str):
+    """A piece of the dump itself, as opposed to a constant of the code (which is dumped typed)."""
+
+    __slots__ = ()
+
+
+def _canonical_dump(tree: ast.AST) -> str:
+    """A text that is the same for the same tree, on every Python version.
+
+    Like ``ast.dump(tree, include_attributes=False)`` (node names and field names, no positions),
+    but without empty or missing fields nor the fields in ``_IGNORED_FIELDS``, constants written as
+    ``type:repr`` (so ``1``, ``1.0`` and ``True`` differ), and iterative, so deep trees do not hit
+    the recursion limit.
+    """
+    parts: list[str] = []
+    pending: list[object] = [tree]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, _Text):
+            parts.append(item)
+        elif isinstance(item, ast.AST):
+            children: list[object] = [_Text(f"{type(item).__name__}(")]
+            for name, value in ast.iter_fields(item):
+                if name in _IGNORED_FIELDS or value is None or (isinstance(value, list) and not value):
+                    continue
+                children += [_Text(f"{name}="), value, _Text(",")]
+            children.append(_Text(")"))
+            pending.extend(reversed(children))
+        elif isinstance(item, list):
+            children = [_Text("[")]
+            for value in item:
+                children += [value, _Text(",")]
+            children.append(_Text("]"))
+            pending.extend(reversed(children))
+        else:
+            parts.append(f"{type(item).__name__}:{item!r}")
+    return "".join(parts)
 
 
 def migrations_folder(migrations_dir: str | Path, namespace: str) -> Path:

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-from iceberg_ops_provider.discovery import MigrationScript
+from iceberg_ops_provider.discovery import MigrationScript, checksum_matches
 from iceberg_ops_provider.errors import MigrationIntegrityError, MigrationTargetError
 from iceberg_ops_provider.history.records import HistoryRow
 
@@ -66,7 +66,7 @@ class NamespaceState:
         applied: Versions whose latest status is ``applied``, ascending.
         pending: Files not applied (never run, rolled back or failed), ascending.
         failed: Versions whose latest status is ``failed``.
-        changed: Applied versions whose file changed since (checksum differs).
+        changed: Applied versions whose code changed since (comments, layout and docstrings do not count).
         missing: Applied versions whose file is gone.
         out_of_order: Pending files numbered below the current version.
     """
@@ -134,7 +134,7 @@ def classify(scripts: list[MigrationScript], rows: list[HistoryRow]) -> Namespac
     changed = tuple(
         by_number[n].version
         for n in applied_numbers
-        if n in script_numbers and by_number[n].checksum and by_number[n].checksum != script_numbers[n].checksum
+        if n in script_numbers and not checksum_matches(by_number[n].checksum, script_numbers[n])
     )
     missing = tuple(by_number[n].version for n in applied_numbers if n not in script_numbers)
     out_of_order = tuple(v for v in pending if current is not None and int(v) < current)

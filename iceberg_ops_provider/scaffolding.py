@@ -1,8 +1,14 @@
-"""Write new project files: ``init_project`` and ``create_revision``. Neither overwrites anything."""
+"""Write new project files: ``init_project`` and ``create_revision``. Neither overwrites anything.
+
+Generated source is written as ``ruff format`` would write it (:func:`string_literal`,
+:func:`docstring`, :func:`fitted_value`), so that linting and formatting ``migrations/`` with default
+settings leaves a new file as it is.
+"""
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 
 from iceberg_ops_provider.config import CONFIG_FILE
@@ -11,8 +17,26 @@ from iceberg_ops_provider.errors import ScaffoldingError
 
 _BACKSLASH = "\\"
 _QUOTE = '"'
+_APOSTROPHE = "'"
 
-__all__ = ["CONFIG_TEMPLATE", "create_revision", "docstring", "init_project", "next_version", "slugify"]
+# Characters written as a named escape in generated string literals.
+_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+__all__ = [
+    "CONFIG_TEMPLATE",
+    "LINE_LENGTH",
+    "create_revision",
+    "display_width",
+    "docstring",
+    "fitted_value",
+    "init_project",
+    "next_version",
+    "slugify",
+    "string_literal",
+]
+
+LINE_LENGTH = 88
+"""Columns the lines of generated files keep within: the default of ``ruff format``."""
 
 CONFIG_TEMPLATE = """\
 # iceberg-ops project settings. Every key is optional until a command needs it.
@@ -42,10 +66,97 @@ class Migration(BaseMigration):
 """
 
 
+def string_literal(text: str) -> str:
+    """``text`` as a Python string literal written the way ``ruff format`` writes it.
+
+    Double quotes, unless ``text`` holds more double quotes than single ones (then single quotes,
+    for fewer escapes). Backslashes, the chosen quote and characters that are not printable
+    (newlines, tabs, NUL, ``U+2028``, ...) are escaped; other characters are written as they are.
+
+    Args:
+        text: Any string.
+
+    Returns:
+        A literal that evaluates to ``text``, e.g. ``"it's"`` or ``'say "hi"'``.
+    """
+    quote = _APOSTROPHE if text.count(_QUOTE) > text.count(_APOSTROPHE) else _QUOTE
+    body = "".join(_BACKSLASH + char if char == quote else _escaped(char) for char in text)
+    return f"{quote}{body}{quote}"
+
+
 def docstring(text: str) -> str:
-    """``text`` as a triple-quoted Python string literal, whatever quotes or backslashes it holds."""
-    escaped = text.replace(_BACKSLASH, _BACKSLASH * 2).replace(_QUOTE, _BACKSLASH + _QUOTE)
-    return f"{_QUOTE * 3}{escaped}{_QUOTE * 3}"
+    """``text`` as a module docstring that ``ruff format`` leaves as it is.
+
+    Whatever quotes or backslashes ``text`` holds, the result is one triple-quoted literal: quotes
+    and backslashes are escaped, and so are characters that are not printable (tabs, NUL,
+    ``U+2028``, ...) except the line breaks. The layout is the formatters': no blanks around the
+    first line or at line ends, the later lines dedented by their common indentation, and closing
+    quotes on their own line when ``text`` ends with a line break after its first line.
+
+    Args:
+        text: The docstring's text.
+
+    Returns:
+        The literal, between triple double quotes.
+    """
+    lines = [
+        "".join(_BACKSLASH + char if char == _QUOTE else _escaped(char) for char in line) for line in text.split("\n")
+    ]
+    first, rest = lines[0].strip(" "), lines[1:]
+    margin = min((len(line) - len(line.lstrip(" ")) for line in rest if line.strip(" ")), default=0)
+    rest = [line[margin:].rstrip(" ") for line in rest]
+    if not any(rest):
+        return f"{_QUOTE * 3}{first or ' '}{_QUOTE * 3}"
+    body = "\n".join([first, *rest])
+    return f"{_QUOTE * 3}{body}{_QUOTE * 3}"
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes, counted as ``ruff format`` counts them.
+
+    Wide East Asian characters take two columns, combining marks none, other characters one.
+    """
+    return sum(
+        0 if unicodedata.category(char) in ("Mn", "Me") else 2 if unicodedata.east_asian_width(char) in "WF" else 1
+        for char in text
+    )
+
+
+def fitted_value(line_start: str, value: str) -> str:
+    """``value`` as ``ruff format`` writes it after ``line_start`` (such as ``"    description = "``).
+
+    For a value it cannot split, such as a string literal: as it is when the line fits in
+    :data:`LINE_LENGTH` columns, or when the value would not fit on a line of its own either; else
+    between parentheses, on a line of its own.
+
+    Args:
+        line_start: What comes before the value on its line, indentation included.
+        value: The value's source, on one line.
+
+    Returns:
+        The source to write after ``line_start``.
+    """
+    if display_width(line_start + value) <= LINE_LENGTH:
+        return value
+    indent = " " * (len(line_start) - len(line_start.lstrip(" ")))
+    inner = f"{indent}    {value}"
+    if display_width(inner) > LINE_LENGTH:
+        return value
+    return f"(\n{inner}\n{indent})"
+
+
+def _escaped(char: str) -> str:
+    """``char`` as it is written inside a string literal: itself, or an escape sequence."""
+    if char == _BACKSLASH:
+        return _BACKSLASH * 2
+    if char in _NAMED_ESCAPES:
+        return _NAMED_ESCAPES[char]
+    if char.isprintable():
+        return char
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
 def init_project(directory: str | Path = ".", *, namespace: str = "default") -> list[Path]:
@@ -108,10 +219,14 @@ def create_revision(migrations_dir: str | Path, message: str, *, content: str | 
     text = (
         content
         if content is not None
-        else SKELETON.format(docstring=docstring(message), description=repr(message), version=version)
+        else SKELETON.format(
+            docstring=docstring(message),
+            description=fitted_value("    description = ", string_literal(message)),
+            version=version,
+        )
     )
     try:
-        with path.open("x") as handle:
+        with path.open("x", encoding="utf-8") as handle:
             handle.write(text)
     except FileExistsError as exc:
         raise ScaffoldingError(f"{path} already exists; refusing to overwrite it.") from exc

@@ -75,6 +75,19 @@ def _path(column: ColumnPath) -> str | tuple[str, ...]:
     return tuple(column.split(".")) if "." in column else column
 
 
+def _stage_schema_change(
+    update: UpdateSchema, change: Callable[[UpdateSchema], object], allow_incompatible: bool
+) -> None:
+    """Apply ``change`` to ``update`` and validate the result now, so an error names this change."""
+    allowed = update._allow_incompatible_changes
+    update._allow_incompatible_changes = allow_incompatible or allowed
+    try:
+        change(update)
+        update._apply()
+    finally:
+        update._allow_incompatible_changes = allowed
+
+
 def _resolves(schema: Schema, column: ColumnPath) -> bool:
     try:
         schema.find_field(_text(column))
@@ -106,6 +119,7 @@ class MigrationContext:
         self._pending: dict[Identifier, Transaction] = {}
         self._created: set[Identifier] = set()
         self._schema_updates: dict[Identifier, UpdateSchema] = {}
+        self._schema_steps: dict[Identifier, list[tuple[Callable[[UpdateSchema], object], bool]]] = {}
         self._steps = 0
         self.committed: list[str] = []
         """Tables whose changes already reached the catalog (commits and immediate operations), in order."""
@@ -169,6 +183,7 @@ class MigrationContext:
         self._pending.clear()
         self._created.clear()
         self._schema_updates.clear()
+        self._schema_steps.clear()
 
     def _staged_action(self, identifier: Identifier, offset: int = 1) -> IntentAction:
         """The intent entry of the next commit of a staged table (``offset`` counts commits announced together)."""
@@ -257,11 +272,12 @@ class MigrationContext:
         refs: Iterable[ColumnPath] = (),
         anchors: Iterable[ColumnPath] = (),
     ) -> None:
-        """Stage a schema change; a table's schema changes in one migration make one new schema.
+        """Stage a schema change; a table's schema changes in one migration make one new schema where they can.
 
-        PyIceberg resolves column names against the schema a schema update started from, so a change
-        naming a column that only exists after earlier staged changes (a renamed or added column)
-        first folds those into the transaction and starts a new update.
+        PyIceberg resolves column names against the schema a schema update started from and cannot
+        combine every pair of changes (moving a column next to one dropped in the same update), so a
+        change that names a column only earlier staged changes create, or that does not combine with
+        them, first folds those into the transaction (a schema of their own) and starts a new update.
         """
         identifier, transaction = self._transaction(table)
         update = self._schema_updates.get(identifier)
@@ -271,21 +287,35 @@ class MigrationContext:
         ):
             self._apply_schema_update(identifier)
             update = None
+        earlier = self._schema_steps.setdefault(identifier, []) if update is not None else []
         if update is None:
             update = self._schema_updates[identifier] = transaction.update_schema()
-        allowed = update._allow_incompatible_changes
-        update._allow_incompatible_changes = allow_incompatible or allowed
+            self._schema_steps[identifier] = earlier
         try:
-            change(update)
-            update._apply()  # validate now (identifier fields, ...), so the error names this change
-        except (ValueError, KeyError, NotImplementedError) as exc:
-            raise self._refusal(what, identifier, exc) from exc
-        finally:
-            update._allow_incompatible_changes = allowed
+            _stage_schema_change(update, change, allow_incompatible)
+        except Exception as exc:
+            if not earlier:
+                self._schema_updates.pop(identifier, None)  # holds nothing but the refused change
+                raise self._refusal(what, identifier, exc) from exc
+            # The change does not combine with the earlier ones: give those a schema of their own first.
+            rebuilt = transaction.update_schema()
+            for step, allowed in earlier:
+                _stage_schema_change(rebuilt, step, allowed)
+            self._schema_updates[identifier] = rebuilt
+            self._apply_schema_update(identifier)
+            update = self._schema_updates[identifier] = transaction.update_schema()
+            earlier = self._schema_steps[identifier] = []
+            try:
+                _stage_schema_change(update, change, allow_incompatible)
+            except Exception as again:
+                self._schema_updates.pop(identifier, None)
+                raise self._refusal(what, identifier, again) from again
+        earlier.append((change, allow_incompatible))
 
     def _apply_schema_update(self, identifier: Identifier) -> None:
         """Fold the table's pending schema changes into its transaction (before other changes or the commit)."""
         update = self._schema_updates.pop(identifier, None)
+        self._schema_steps.pop(identifier, None)
         if update is None:
             return
         try:
@@ -373,6 +403,7 @@ class MigrationContext:
         self._pending.pop(identifier, None)
         self._created.discard(identifier)
         self._schema_updates.pop(identifier, None)
+        self._schema_steps.pop(identifier, None)
 
     def _placeholder_create(self, identifier: Identifier, schema: Schema, properties: dict[str, str]) -> Transaction:
         """A create transaction that exists only in memory: what the migration stages on a new table."""

@@ -98,11 +98,18 @@ def test_unknown_namespace(project):
     (project / "models" / "orders.yaml").write_text(GOOD_MODEL)
     _run(project, "revision", "-m", "create", "--autogenerate")
     assert _run(project, "upgrade").exit_code == 0
-    for command in (["status"], ["history"], ["current"], ["downgrade", "base"], ["unlock"]):
+    for command in (["downgrade", "base"], ["unlock"]):
         result = _run(project, "--namespace", "salse", *command)
         assert result.exit_code == 2, command
         assert "Namespace 'salse' does not exist in the catalog" in _error_line(result)
         assert "existing: sales" in _error_line(result)
+    # Reading commands answer as Alembic does: base, with what is pending.
+    status = _run(project, "--namespace", "salse", "status")
+    assert status.exit_code == 0 and "current:   base" in status.stdout and "pending:   1" in status.stdout
+    assert "namespace 'salse' does not exist yet" in status.stdout
+    assert _run(project, "--namespace", "salse", "current").stdout.strip() == "base"
+    history = _run(project, "--namespace", "salse", "history")
+    assert history.exit_code == 0 and "No history yet: base, 1 pending." in history.stdout
 
 
 def test_bad_target_and_json_errors(project):
@@ -200,3 +207,166 @@ def test_relative_targets_parse_as_arguments(project):
     result = _run(project, "downgrade", "-1")
     assert result.exit_code == 0, result.stderr
     assert "No such option" not in result.stderr
+
+
+# --- unreadable configuration, unreachable catalogs, refused credentials ---------------------------------
+
+
+def _run_real(*args: str, **kwargs):
+    """The installed ``iceberg-ops`` console script as a real subprocess."""
+    import subprocess
+    import sys
+
+    command = [str(Path(sys.executable).parent / "iceberg-ops"), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120, **kwargs)
+
+
+def _closed_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _write_config(project: Path, catalog: dict[str, object]) -> Path:
+    import yaml
+
+    config = project / "iceberg-ops.yaml"
+    config.write_text(yaml.safe_dump({"catalog": catalog, "namespace": "sales"}))
+    return config
+
+
+def test_a_config_file_that_is_not_utf8_names_the_file(project):
+    config = project / "iceberg-ops.yaml"
+    config.write_bytes(b"catalog: {kind: sqlite}\nnamespace: caf\xe9\n")
+    result = _run(project, "status")
+    assert result.exit_code == 2
+    line = _error_line(result)
+    assert f"{config}: not UTF-8 text (byte 0xe9 on line 2)" in line and "UnicodeDecodeError" not in line
+
+
+def test_a_config_path_that_is_a_folder_or_missing_names_it(project):
+    result = CliRunner().invoke(cli, ["--config", str(project), "status"])
+    assert result.exit_code == 2 and f"{project}' is a directory" in result.stderr
+    missing = CliRunner().invoke(cli, ["--config", str(project / "nope" / "iceberg-ops.yaml"), "status"])
+    assert missing.exit_code == 2 and str(project / "nope" / "iceberg-ops.yaml") in _error_line(missing)
+
+
+def test_invalid_yaml_says_where(project):
+    (project / "iceberg-ops.yaml").write_text("namespace: sales\ncatalog: {kind: sqlite\n")
+    line = _error_line(_run(project, "status"))
+    assert "not valid YAML (line 3, column 1)" in line
+
+
+def test_a_db_path_that_is_not_an_sqlite_database_exits_2_naming_the_file(project, tmp_path):
+    notes = tmp_path / "notes.txt"
+    notes.write_text("not a database\n" * 50)
+    result = _run(project, "--db-path", str(notes), "status")
+    assert result.exit_code == 2
+    line = _error_line(result)
+    assert f"The catalog database {notes} is not an SQLite database" in line and "--db-path" in line
+    assert notes.read_text() == "not a database\n" * 50
+
+
+def test_a_named_catalog_without_uri_names_this_projects_settings(project, monkeypatch, tmp_path):
+    monkeypatch.setenv("PYICEBERG_HOME", str(tmp_path))
+    result = _run(project, "--catalog-name", "lake_without_uri", "status")
+    assert result.exit_code == 2
+    line = _error_line(result)
+    assert "--uri" not in line and "URI missing" in line
+    assert "`uri:` under `catalog:` in iceberg-ops.yaml" in line and "PYICEBERG_CATALOG__LAKE_WITHOUT_URI__URI" in line
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "no-such-host.invalid:8181"])
+def test_an_unreachable_rest_catalog_exits_1_naming_the_url(project, host):
+    uri = "http://" + host.format(port=_closed_port())
+    _write_config(project, {"kind": "rest", "uri": uri, "timeout": 10})
+    result = _run(project, "--json", "status")
+    assert result.exit_code == 1
+    line = _error_line(result)
+    assert line.startswith(f"error: The catalog at {uri} could not be reached (GET {uri}/v1/config: ")
+    assert json.loads(result.stdout) == {
+        "error": line.removeprefix("error: "),
+        "type": "CatalogUnavailableError",
+        "exit_code": 1,
+    }
+
+
+def test_a_hive_metastore_on_a_closed_port_exits_1_with_one_line_as_a_real_subprocess(project):
+    port = _closed_port()
+    config = _write_config(project, {"kind": "hive", "uri": f"thrift://127.0.0.1:{port}"})
+    result = _run_real("--config", str(config), "status")
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr  # Thrift's own log lines stay out of it
+    assert result.stderr.startswith(f"error: The catalog at thrift://127.0.0.1:{port} could not be reached (Thrift: ")
+    assert f"Hive metastore at 127.0.0.1:{port} is running" in result.stderr
+
+
+def test_an_unreadable_pyiceberg_yaml_is_named_as_a_real_subprocess(project, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".pyiceberg.yaml").write_bytes(b"catalog:\n  lake:\n    uri: http://caf\xe9\n")
+    import os
+
+    env = {**os.environ, "PYICEBERG_HOME": str(home), "HOME": str(home)}
+    result = _run_real("--config", str(project / "iceberg-ops.yaml"), "status", env=env, cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert f"PyIceberg's configuration file {home / '.pyiceberg.yaml'} could not be read" in result.stderr
+    assert "not UTF-8" in result.stderr
+
+
+@pytest.mark.backends
+def test_a_sigv4_signature_mismatch_exits_2_naming_the_endpoint_and_settings(project, seaweedfs, unique_name):
+    seaweedfs.create_table_bucket(unique_name)
+    _write_config(
+        project,
+        {
+            "kind": "rest",
+            "uri": seaweedfs.iceberg_uri,
+            "warehouse": f"s3://{unique_name}",
+            "rest.sigv4-enabled": "true",
+            "rest.signing-name": "s3tables",
+            "rest.signing-region": "us-east-1",
+            "client.access-key-id": "admin",
+            "client.secret-access-key": "not-the-secret",
+            "client.region": "us-east-1",
+        },
+    )
+    for command in (["status"], ["upgrade"], ["unlock"]):
+        result = _run(project, "--json", *command)
+        assert result.exit_code == 2, (command, result.stderr)
+        line = _error_line(result)
+        assert line.startswith(f"error: The catalog at {seaweedfs.iceberg_uri} refused access (403 "), line
+        assert "client.secret-access-key" in line and "rest.signing-region" in line
+        assert "not-the-secret" not in line
+        assert json.loads(result.stdout)["type"] == "CatalogAuthError"
+
+
+@pytest.mark.backends
+def test_glue_without_aws_credentials_exits_2_naming_the_variables(project, moto_server):
+    _write_config(project, {"kind": "glue", "glue.endpoint": moto_server.endpoint, "glue.region": "us-east-1"})
+    env = {
+        "AWS_ACCESS_KEY_ID": None,
+        "AWS_SECRET_ACCESS_KEY": None,
+        "AWS_SESSION_TOKEN": None,
+        "AWS_PROFILE": None,
+        "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent/credentials",
+        "AWS_CONFIG_FILE": "/nonexistent/config",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
+    result = CliRunner().invoke(cli, ["--config", str(project / "iceberg-ops.yaml"), "status"], env=env)
+    assert result.exit_code == 2
+    line = _error_line(result)
+    assert line.startswith(
+        f"error: No AWS credentials were found to sign the requests to the catalog at {moto_server.endpoint}"
+    )
+    assert "AWS_ACCESS_KEY_ID" in line and "glue.access-key-id" in line
+
+
+def test_autogenerate_with_no_models_says_so(project):
+    result = _run(project, "revision", "-m", "x", "--autogenerate")
+    assert result.exit_code == 2
+    assert "No table models in" in _error_line(result) and "declare a table first" in _error_line(result)
+    assert not list((project / "migrations").glob("*.py"))

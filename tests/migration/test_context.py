@@ -313,3 +313,22 @@ def test_re_runnable_operations(catalog, ctx, orders):
     assert not catalog.table_exists("sales.missing")
     with pytest.raises(InvalidOperationError, match="it does not exist"):
         ctx.drop_table("missing")
+
+
+def test_changes_that_do_not_combine_in_one_schema_update_still_apply(catalog, ctx, orders):
+    # Moving a column next to one dropped later in the same migration cannot be one schema update in PyIceberg.
+    ctx.add_column("orders", "extra", "string")
+    ctx.commit()
+    ctx.move_column("orders", "qty", after="extra")
+    ctx.drop_column("orders", "extra")
+    ctx.rename_column("orders", "qty", "quantity")
+    ctx.commit()
+    names = catalog.load_table("sales.orders").schema().column_names
+    assert "extra" not in names and names[-1] == "quantity"
+
+
+def test_a_refused_column_change_leaves_nothing_staged(catalog, ctx, orders):
+    with pytest.raises(InvalidOperationError):
+        ctx.drop_column("orders", "nope")
+    ctx.commit()
+    assert len(catalog.load_table("sales.orders").schemas()) == 1

@@ -12,7 +12,7 @@ from tests.migration.conftest import write_migration
 def test_changed_file_shows_in_status_and_blocks_upgrade(runner, three_migrations):
     runner.upgrade("0002")
     path = three_migrations / "0001_create_orders.py"
-    path.write_text(path.read_text() + "\n# edited after it was applied\n")
+    path.write_text(path.read_text() + "\nEDITED = True  # a code change after it was applied\n")
     status = runner.status()
     assert status.changed == ["0001"] and not status.is_clean
     with pytest.raises(MigrationIntegrityError, match="0001 was applied but its file has changed") as info:

@@ -306,7 +306,7 @@ def test_failed_downgrade_keeps_a_changed_file_visible(catalog, runner, migratio
     write_migration(migrations_dir, "0004_bad_down.py", "pass", 'ctx.drop_column("orders", "nope")')
     runner.upgrade()
     path = migrations_dir / "0004_bad_down.py"
-    path.write_text(path.read_text() + "# edited\n")
+    path.write_text(path.read_text() + "EDITED = True\n")
     assert runner.status().changed == ["0004"]
     with pytest.raises(MigrationFailedError):
         runner.downgrade("-1", allow_changed=True)
