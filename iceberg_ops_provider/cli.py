@@ -11,6 +11,7 @@ to stderr. ``docs/errors.md`` lists every error class with its exit code.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -29,6 +30,7 @@ from iceberg_ops_provider.errors import (
     CatalogUnavailableError,
     ConcurrentMigrationError,
     IcebergOpsError,
+    IntentRecordError,
     IrreversibleMigrationError,
     MigrationError,
     MigrationFailedError,
@@ -51,6 +53,7 @@ _STATE_ERRORS = (
     ConcurrentMigrationError,
     MigrationIntegrityError,
     PartialMigrationError,
+    IntentRecordError,
     CatalogUnavailableError,
 )
 
@@ -135,11 +138,13 @@ def _without_airflow_logging(read: Callable[[], object]) -> None:
 
     Airflow gives the root logger a handler that prints every INFO record on stdout, where ``--json``
     output goes; the command line prints its own progress on stderr and its errors as one line.
+    Whatever Airflow prints while it loads goes to stderr.
     """
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     try:
-        read()
+        with contextlib.redirect_stdout(sys.stderr):
+            read()
     finally:
         for handler in root.handlers[:]:
             if handler not in handlers:
@@ -371,13 +376,17 @@ def status(settings: _Settings) -> None:
     if not state.applied and not _namespace_known(runner):
         lines.append(f"note:      namespace {state.namespace!r} does not exist yet; `iceberg-ops upgrade` creates it")
     if state.lock:
-        lines.append(f"lock:      held by {state.lock.describe()}, lease until {state.lock.expires_at().isoformat()}")
-    if state.interrupted:
-        interrupted = state.interrupted
-        lines.append(
-            f"interrupted: {interrupted.direction} of {interrupted.version} by run {interrupted.run_id} "
-            f"({interrupted.executed_by}); the next run settles it"
+        stale = state.lock.stale_reason()
+        lease = (
+            f"stale ({stale}): the next run takes it over"
+            if stale
+            else f"lease until {state.lock.expires_at().isoformat()}"
         )
+        lines.append(f"lock:      held by {state.lock.describe()}, {lease}")
+    if state.interrupted:
+        from iceberg_ops_provider.commands import interrupted_problem
+
+        lines.append(f"interrupted: {interrupted_problem(state.interrupted, state.interrupted_outcome or '')}")
     pending = [(s.version, s.description, "failed" if s.version in state.failed else "") for s in state.pending]
     lines.append(f"pending:   {len(pending)}")
     if pending:

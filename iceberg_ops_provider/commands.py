@@ -122,16 +122,19 @@ def check_namespace(runner: MigrationRunner, models_dir: Path | None = None) -> 
     problems = state.problems_by_kind()
     found = problems["changed"] + problems["missing"]
     if (interrupted := runner.interrupted()) is not None:
-        found.append(interrupted_problem(interrupted))
+        found.append(interrupted_problem(interrupted, runner.interrupted_outcome(interrupted)))
     return CheckReport(runner.namespace, pending, drift, found)
 
 
-def interrupted_problem(intent: Intent) -> str:
-    """The line ``check`` reports for a run that stopped mid-migration."""
-    return (
-        f"run {intent.run_id} ({intent.executed_by}) stopped during the {intent.direction} of {intent.version}; "
-        "the next upgrade settles it (or, if it was partly committed, says what to do)"
-    )
+def interrupted_problem(intent: Intent, outcome: str) -> str:
+    """The line ``check`` and ``status`` report for a run that stopped mid-migration."""
+    stopped = f"run {intent.run_id} ({intent.executed_by}) stopped during the {intent.direction} of {intent.version}"
+    if outcome == "partial":
+        return (
+            f"{stopped} after committing part of it; nothing runs until a person finishes or undoes it and "
+            f"records the outcome with `iceberg-ops stamp`"
+        )
+    return f"{stopped}; the next run settles it by itself"
 
 
 @dataclass(frozen=True)

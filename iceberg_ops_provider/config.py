@@ -11,19 +11,28 @@ Example::
     models_dir: models
     meta_namespace: _iceberg_ops
 
+Instead of ``catalog:``, ``airflow_conn_id: <connection id>`` builds the catalog from an Airflow
+connection, mapped exactly as :class:`~iceberg_ops_provider.hooks.catalog.IcebergCatalogHook` maps
+it, so the project file holds no secrets (needs Apache Airflow; ``--conn-id`` does the same from
+the command line).
+
 Every key is optional until a command needs it. Relative paths resolve against the folder of the
-file; the SQLite kind keeps its database in ``local_data/`` there unless told otherwise.
+file; the SQLite kind keeps its database in ``local_data/`` there unless told otherwise. The file
+must be UTF-8 text; a file that cannot be read, decoded or parsed is a
+:class:`~iceberg_ops_provider.errors.ProjectConfigError` naming it.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from iceberg_ops_provider.core.catalog import CatalogFactory, _configured_uri
+from iceberg_ops_provider.core.catalog import CatalogFactory, _configured_uri, pyiceberg_config_error
 from iceberg_ops_provider.core.timeouts import (
     DEFAULT_CATALOG_TIMEOUT,
     bound_catalog_requests,
@@ -31,7 +40,12 @@ from iceberg_ops_provider.core.timeouts import (
     catalog_errors,
     check_timeout,
 )
-from iceberg_ops_provider.errors import CatalogConfigError, ProjectConfigError
+from iceberg_ops_provider.errors import (
+    CatalogAuthError,
+    CatalogConfigError,
+    MissingAirflowError,
+    ProjectConfigError,
+)
 from iceberg_ops_provider.history.store import DEFAULT_META_NAMESPACE
 
 if TYPE_CHECKING:
@@ -40,7 +54,7 @@ if TYPE_CHECKING:
 __all__ = ["CONFIG_FILE", "ProjectConfig", "load_config"]
 
 CONFIG_FILE = "iceberg-ops.yaml"
-_KEYS = {"catalog", "namespace", "migrations_dir", "models_dir", "meta_namespace"}
+_KEYS = {"catalog", "airflow_conn_id", "namespace", "migrations_dir", "models_dir", "meta_namespace"}
 
 
 @dataclass(frozen=True)
@@ -51,11 +65,14 @@ class ProjectConfig:
         path: The configuration file, or ``None`` when there is none.
         root: The folder relative paths resolve against.
         catalog: ``{"kind": ..., **options}`` or ``{"name": ..., **options}``; either may hold
-            ``timeout`` (seconds).
+            ``timeout`` (seconds). With :attr:`airflow_conn_id` it holds at most ``timeout``
+            (from ``--catalog-timeout``).
         namespace: The namespace to migrate, if set.
         migrations_dir: The migrations folder.
         models_dir: The models folder.
         meta_namespace: Where history and locks live.
+        airflow_conn_id: The Airflow connection the catalog is built from (``--conn-id`` or
+            ``airflow_conn_id:``), instead of :attr:`catalog`.
     """
 
     path: Path | None
@@ -65,6 +82,7 @@ class ProjectConfig:
     migrations_dir: Path = Path("migrations")
     models_dir: Path = Path("models")
     meta_namespace: str = DEFAULT_META_NAMESPACE
+    airflow_conn_id: str | None = None
 
     def require_namespace(self) -> str:
         """The namespace, or a clear error saying how to give one."""
@@ -76,27 +94,65 @@ class ProjectConfig:
 
     @property
     def catalog_timeout(self) -> float:
-        """Seconds the catalog may take to answer: ``catalog.timeout``, else the default (60)."""
-        value = self.catalog.get("timeout", DEFAULT_CATALOG_TIMEOUT)
+        """Seconds the catalog may take to answer: ``catalog.timeout``, else the default (60).
+
+        With :attr:`airflow_conn_id`: ``--catalog-timeout``, else the connection's ``timeout``
+        extra (reading the connection), else the default.
+        """
+        value = self.catalog.get("timeout")
+        where, option = f"{self.path or CONFIG_FILE}", "catalog.timeout"
+        if value is None and self.airflow_conn_id:
+            value = self._connection_catalog[1].get("timeout")
+            where, option = f"Airflow connection {self.airflow_conn_id!r}", "timeout"
+        if value is None:
+            return DEFAULT_CATALOG_TIMEOUT
         try:
-            return check_timeout(value, "catalog.timeout")
+            return check_timeout(value, option)
         except CatalogConfigError as exc:
-            raise ProjectConfigError(f"{self.path or CONFIG_FILE}: {exc}") from exc
+            raise ProjectConfigError(f"{where}: {exc}") from exc
+
+    @property
+    def known_catalog_timeout(self) -> float | None:
+        """:attr:`catalog_timeout` when it can be told without reading an Airflow connection, else ``None``.
+
+        For messages about a failure, which must neither fail nor talk to Airflow themselves.
+        """
+        if self.airflow_conn_id and "timeout" not in self.catalog:
+            if "_connection_catalog" not in self.__dict__:  # not read (yet, or reading it failed)
+                return None
+            value = self.__dict__["_connection_catalog"][1].get("timeout", DEFAULT_CATALOG_TIMEOUT)
+        else:
+            value = self.catalog.get("timeout", DEFAULT_CATALOG_TIMEOUT)
+        try:
+            return check_timeout(value)
+        except CatalogConfigError:
+            return None
 
     @property
     def catalog_uri(self) -> str:
-        """The catalog's ``uri`` when the configuration gives one (else empty), for messages."""
-        uri = self.catalog.get("uri")
+        """The catalog's ``uri`` (or ``glue.endpoint``) when the configuration gives one (else empty), for messages.
+
+        With :attr:`airflow_conn_id`, the connection's once it has been read.
+        """
+        options = self.catalog
+        if self.airflow_conn_id and "_connection_catalog" in self.__dict__:
+            options = self.__dict__["_connection_catalog"][1]
+        uri = options.get("uri") or options.get("glue.endpoint")
         return uri if isinstance(uri, str) else ""
 
     def build_catalog(self) -> Catalog:
         """Open the configured catalog, within :attr:`catalog_timeout`.
 
         Raises:
-            ProjectConfigError: The ``memory`` kind (its state would be gone when the command exits).
+            ProjectConfigError: The ``memory`` kind (its state would be gone when the command exits);
+                an Airflow connection that is not defined or does not describe a catalog.
+            MissingAirflowError: :attr:`airflow_conn_id` is set and Airflow is not installed.
             CatalogConfigError, MissingExtraError: From :class:`CatalogFactory`.
+            CatalogAuthError: The catalog refused the credentials, or none were found.
             CatalogUnavailableError: The catalog could not be reached or did not answer in time.
         """
+        if self.airflow_conn_id:
+            return self._build_connection_catalog()
         options = dict(self.catalog)
         timeout = self.catalog_timeout
         options["timeout"] = timeout
@@ -114,6 +170,63 @@ class ProjectConfig:
             options["warehouse_dir"] = warehouse if "://" in str(warehouse) else self._resolve(warehouse)
         return CatalogFactory.build(kind, **options)
 
+    @cached_property
+    def _connection_catalog(self) -> tuple[str, dict[str, Any]]:
+        """The kind and options of :attr:`airflow_conn_id`, mapped as the hook maps them; read once.
+
+        Airflow is imported here and only here, so nothing else of the engine needs it.
+        """
+        conn_id = str(self.airflow_conn_id)
+        try:
+            from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+        except ImportError as exc:
+            missing = exc.name or ""
+            if missing == "airflow" or missing.startswith("airflow."):
+                raise MissingAirflowError(conn_id, missing) from exc
+            raise
+        try:
+            return IcebergCatalogHook(iceberg_conn_id=conn_id).catalog_spec()
+        except Exception as exc:
+            if any(cls.__name__ == "AirflowNotFoundException" for cls in type(exc).__mro__):
+                variable = "AIRFLOW_CONN_" + conn_id.upper()
+                if os.environ.get(variable):
+                    raise ProjectConfigError(
+                        f"Airflow connection {conn_id!r} ({self._conn_id_source()}) could not be read from the "
+                        f"environment variable {variable}: check that it holds the connection as JSON (for example "
+                        '{"conn_type": "iceberg_ops", "extra": {"kind": "sqlite"}}) or as a URI.'
+                    ) from exc
+                raise ProjectConfigError(
+                    f"Airflow connection {conn_id!r} is not defined ({self._conn_id_source()}). Define it "
+                    f"(`airflow connections add {conn_id} ...`, the environment variable {variable} holding its "
+                    "JSON or URI, or a secrets backend), or pass the id of an existing connection."
+                ) from exc
+            raise
+
+    def _conn_id_source(self) -> str:
+        return f"--conn-id, or `airflow_conn_id:` in {self.path}" if self.path else "--conn-id"
+
+    def _build_connection_catalog(self) -> Catalog:
+        """The catalog of the Airflow connection, built as :meth:`IcebergCatalogHook.get_conn` builds it.
+
+        From the hook's :meth:`~IcebergCatalogHook.catalog_spec`, without the hook's log line (the
+        command line prints its own output); ``--catalog-timeout`` wins over the ``timeout`` extra.
+        """
+        kind, options = self._connection_catalog
+        conn_id = self.airflow_conn_id
+        if kind == "memory":
+            raise ProjectConfigError(
+                f"Airflow connection {conn_id!r} describes a 'memory' catalog, which cannot be used from the "
+                "command line: its state is gone when the command exits."
+            )
+        try:
+            return CatalogFactory.build(kind, **{**options, "timeout": self.catalog_timeout})
+        except CatalogAuthError:
+            raise
+        except CatalogConfigError as exc:
+            raise ProjectConfigError(
+                f"The catalog of Airflow connection {conn_id!r} ({self._conn_id_source()}) cannot be built: {exc}"
+            ) from exc
+
     @staticmethod
     def _load_named_catalog(options: dict[str, Any]) -> Catalog:
         """A catalog PyIceberg loads by name, bounded like the ones :class:`CatalogFactory` builds."""
@@ -123,13 +236,18 @@ class ProjectConfig:
         timeout = float(options.pop("timeout"))
         properties = {key: str(value) for key, value in options.items()}
         endpoint = properties.get("uri") or _configured_uri(name) or f"(catalog {name!r})"
-        with catalog_errors(endpoint, timeout):
-            catalog = call_with_timeout(
-                lambda: load_catalog(name, **properties),
-                timeout,
-                what=f"opening the catalog {name!r}",
-                endpoint=endpoint,
-            )
+        try:
+            with catalog_errors(endpoint, timeout):
+                catalog = call_with_timeout(
+                    lambda: load_catalog(name, **properties),
+                    timeout,
+                    what=f"opening the catalog {name!r}",
+                    endpoint=endpoint,
+                )
+        except CatalogConfigError:
+            raise
+        except ValueError as exc:  # PyIceberg's word for a missing or malformed property (e.g. no uri)
+            raise pyiceberg_config_error(exc, f"the catalog {name!r} (--catalog-name / `name:`)", name) from exc
         bound_catalog_requests(catalog, timeout)
         return catalog
 
@@ -146,34 +264,61 @@ class ProjectConfig:
         db_path: str | None = None,
         warehouse: str | None = None,
         catalog_timeout: float | None = None,
+        conn_id: str | None = None,
     ) -> ProjectConfig:
         """This configuration with command-line options applied (they win over the file).
 
         The file's ``catalog.timeout`` survives ``--catalog``/``--catalog-name``: it is not an
         option of one kind. ``catalog_timeout`` (``--catalog-timeout``) wins over it.
+        ``conn_id`` (``--conn-id``) replaces the file's catalog (or ``airflow_conn_id``) with an
+        Airflow connection; ``--catalog``/``--catalog-name`` replace a file's ``airflow_conn_id``.
+
+        Raises:
+            ProjectConfigError: Two options that each choose the catalog (``--conn-id`` with
+                ``--catalog`` or ``--catalog-name``, or those two together), or ``--db-path`` /
+                ``--warehouse`` for a catalog that is not the project file's sqlite one.
         """
-        if catalog_kind and catalog_name:
-            raise ProjectConfigError("Pass either --catalog KIND or --catalog-name NAME, not both.")
+        chosen = [
+            flag
+            for flag, value in (("--conn-id", conn_id), ("--catalog", catalog_kind), ("--catalog-name", catalog_name))
+            if value
+        ]
+        if len(chosen) > 1:
+            raise ProjectConfigError(
+                f"Pass only one of {' and '.join(chosen)}: each chooses the catalog (--conn-id from an Airflow "
+                "connection, --catalog a kind configured in the project file, --catalog-name a catalog PyIceberg "
+                "loads by name)."
+            )
         catalog = dict(self.catalog)
         timeout = catalog.get("timeout")
-        if catalog_name:
-            catalog = {"name": catalog_name}
+        airflow_conn_id = self.airflow_conn_id
+        if conn_id:
+            # The connection holds the catalog's options, its timeout included; only --catalog-timeout wins over it.
+            catalog, timeout, airflow_conn_id = {}, None, conn_id
+        elif catalog_name:
+            catalog, airflow_conn_id = {"name": catalog_name}, None
         elif catalog_kind:
             same_kind = str(catalog.get("kind", "")).lower() == catalog_kind.lower()
             catalog = {**(catalog if same_kind else {}), "kind": catalog_kind}
             catalog.pop("name", None)
+            airflow_conn_id = None
         if catalog_timeout is not None:
             timeout = catalog_timeout
         if timeout is not None:
             catalog["timeout"] = timeout
         if db_path or warehouse:
+            if airflow_conn_id:
+                raise ProjectConfigError(
+                    f"--db-path and --warehouse apply to the sqlite catalog of the project file, not to Airflow "
+                    f"connection {airflow_conn_id!r}: set db_path and warehouse_dir in the connection's extra instead."
+                )
             if str(catalog.get("kind", "sqlite")).lower() != "sqlite" or "name" in catalog:
                 raise ProjectConfigError("--db-path and --warehouse apply to the sqlite catalog only.")
             if db_path:
                 catalog["db_path"] = str(Path(db_path).expanduser().resolve())
             if warehouse:
                 catalog["warehouse_dir"] = warehouse if "://" in warehouse else str(Path(warehouse).resolve())
-        return replace(self, catalog=catalog, namespace=namespace or self.namespace)
+        return replace(self, catalog=catalog, namespace=namespace or self.namespace, airflow_conn_id=airflow_conn_id)
 
 
 def _string(path: Path, key: str, value: Any) -> str:
@@ -190,10 +335,14 @@ def load_config(path: str | Path | None = None, *, required: bool = True) -> Pro
         required: Raise when it does not exist; otherwise return defaults rooted in the working directory.
 
     Raises:
-        ProjectConfigError: Missing file (when required), not YAML, unknown key or bad value; the
-            message names the key.
+        ProjectConfigError: Missing file (when required), a folder, unreadable, not UTF-8, not
+            YAML, unknown key or bad value; the message names the file and the key.
     """
     file = Path(path) if path is not None else Path.cwd() / CONFIG_FILE
+    if file.is_dir() and required:
+        raise ProjectConfigError(
+            f"Configuration file {file} is a folder; pass the project file itself, e.g. --config {file / CONFIG_FILE}."
+        )
     if not file.is_file():
         if required:
             raise ProjectConfigError(
@@ -201,16 +350,18 @@ def load_config(path: str | Path | None = None, *, required: bool = True) -> Pro
             )
         root = file.parent.resolve()
         return ProjectConfig(path=None, root=root, migrations_dir=root / "migrations", models_dir=root / "models")
-    try:
-        raw = yaml.safe_load(file.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise ProjectConfigError(f"{file}: not valid YAML: {str(exc).splitlines()[0]}") from exc
+    raw = _read_yaml(file)
     if not isinstance(raw, dict):
         raise ProjectConfigError(f"{file}: expected a mapping of settings, got {type(raw).__name__}.")
     unknown = sorted(set(raw) - _KEYS)
     if unknown:
         raise ProjectConfigError(f"{file}: unknown key(s) {unknown}; valid keys: {sorted(_KEYS)}.")
-    catalog = raw.get("catalog") or {"kind": "sqlite"}
+    if "airflow_conn_id" in raw and "catalog" in raw:
+        raise ProjectConfigError(
+            f"{file}: set either `catalog:` or `airflow_conn_id:`, not both; the Airflow connection describes the "
+            "catalog (its timeout included)."
+        )
+    catalog = raw.get("catalog") or ({} if "airflow_conn_id" in raw else {"kind": "sqlite"})
     if not isinstance(catalog, dict):
         raise ProjectConfigError(f"{file}: 'catalog' must be a mapping such as {{kind: sqlite}}, got {catalog!r}.")
     if "kind" in catalog and "name" in catalog:
@@ -231,6 +382,8 @@ def load_config(path: str | Path | None = None, *, required: bool = True) -> Pro
             raise ProjectConfigError(f"{file}: {exc}") from exc
     root = file.parent.resolve()
     settings: dict[str, Any] = {"catalog": dict(catalog)}
+    if "airflow_conn_id" in raw:
+        settings["airflow_conn_id"] = _string(file, "airflow_conn_id", raw["airflow_conn_id"])
     if "namespace" in raw:
         settings["namespace"] = _string(file, "namespace", raw["namespace"])
     if "meta_namespace" in raw:
@@ -242,3 +395,27 @@ def load_config(path: str | Path | None = None, *, required: bool = True) -> Pro
         else:
             settings[key] = root / ("migrations" if key == "migrations_dir" else "models")
     return ProjectConfig(path=file.resolve(), root=root, **settings)
+
+
+def _read_yaml(file: Path) -> Any:
+    """The YAML document of ``file``, or a :class:`ProjectConfigError` naming the file and what is wrong."""
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise ProjectConfigError(
+            f"Configuration file {file} could not be read ({exc.strerror or exc}); check its permissions."
+        ) from exc
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ProjectConfigError(
+            f"{file}: not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}); save the file as UTF-8."
+        ) from exc
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise ProjectConfigError(f"{file}: not valid YAML{where}: {problem}") from exc

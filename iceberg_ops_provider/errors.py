@@ -19,6 +19,7 @@ __all__ = [
     "ConcurrentMigrationError",
     "ForbiddenPromotionError",
     "IcebergOpsError",
+    "IntentRecordError",
     "InvalidOperationError",
     "IrreversibleMigrationError",
     "ModelError",
@@ -39,6 +40,8 @@ __all__ = [
     "UnknownCatalogKindError",
     "UnsupportedTypeError",
     "UpsertError",
+    "CatalogAuthError",
+    "MissingAirflowError",
 ]
 
 
@@ -331,6 +334,14 @@ class PartialMigrationError(MigrationError):
         )
 
 
+class IntentRecordError(MigrationError):
+    """The intent record an interrupted run left in the lock table cannot be read (it was edited by hand?).
+
+    Nothing runs in the namespace until a person checks its tables and records the outcome with
+    ``stamp``, which clears the record.
+    """
+
+
 class MigrationTargetError(MigrationError, ValueError):
     """A target (``head``, ``base``, ``0003``, ``+1``, ``-2``) that does not fit the direction or the state."""
 
@@ -361,3 +372,47 @@ class ProjectConfigError(IcebergOpsError, ValueError):
 
 class ScaffoldingError(IcebergOpsError):
     """Scaffolding refused to write, usually because the file already exists."""
+
+
+class CatalogAuthError(CatalogConfigError):
+    """The catalog (or its storage) refused the credentials, or none could be found.
+
+    A 401 or 403 answer, a SigV4 signature the server does not accept, an expired token, an access
+    key it does not know, or no AWS credentials anywhere (options, environment, profile). Trying
+    again does not help: the credentials, their permissions or the signing settings must change.
+
+    Attributes:
+        endpoint: What refused (a URL, a bucket, a service), as far as it is known.
+        settings: The options and environment variables to check, most likely first.
+    """
+
+    transient: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, endpoint: str = "", settings: Sequence[str] = ()) -> None:
+        self.endpoint = endpoint
+        self.settings = tuple(settings)
+        super().__init__(message)
+
+
+class MissingAirflowError(MissingExtraError):
+    """An Airflow connection was asked for (``--conn-id``, ``airflow_conn_id:``) where Airflow is not installed.
+
+    Attributes:
+        conn_id: The connection that was asked for.
+        install_command: The command that installs Airflow.
+    """
+
+    transient: ClassVar[bool] = False
+
+    def __init__(self, conn_id: str, missing_module: str | None) -> None:
+        self.conn_id = conn_id
+        self.extra = ""
+        self.install_command = "pip install apache-airflow"
+        missing = f" (module {missing_module!r} could not be imported)" if missing_module else ""
+        ImportError.__init__(
+            self,
+            f"Reading the Airflow connection {conn_id!r} (--conn-id, or `airflow_conn_id:` in iceberg-ops.yaml) "
+            f"needs Apache Airflow{missing}. Install it with: {self.install_command}; or describe the catalog "
+            "without Airflow: `catalog:` in iceberg-ops.yaml, or --catalog / --catalog-name.",
+            name=missing_module,
+        )

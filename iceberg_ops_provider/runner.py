@@ -29,9 +29,11 @@ from iceberg_ops_provider.core.timeouts import (
     bound_catalog_requests,
     catalog_endpoint,
     catalog_errors,
+    check_timeout,
 )
 from iceberg_ops_provider.discovery import MigrationScript, discover, importable, migrations_folder
 from iceberg_ops_provider.errors import (
+    CatalogConfigError,
     ConcurrentMigrationError,
     IrreversibleMigrationError,
     MigrationError,
@@ -132,6 +134,8 @@ class NamespaceStatus:
         lock: Who holds the namespace's lock, if anyone.
         interrupted: The intent of a run that stopped mid-migration and is not settled yet (the next
             run settles it by itself unless it was partial), else ``None``.
+        interrupted_outcome: What that run committed: ``all`` or ``none`` (the next run settles it)
+            or ``partial`` (a person settles it with ``stamp``).
     """
 
     namespace: str
@@ -144,6 +148,7 @@ class NamespaceStatus:
     out_of_order: list[str] = field(default_factory=list)
     lock: LockInfo | None = None
     interrupted: Intent | None = None
+    interrupted_outcome: str | None = None
 
     @property
     def is_clean(self) -> bool:
@@ -163,6 +168,7 @@ class NamespaceStatus:
             "out_of_order": self.out_of_order,
             "lock": self.lock.to_json() if self.lock else None,
             "interrupted": self.interrupted.to_json() if self.interrupted else None,
+            "interrupted_outcome": self.interrupted_outcome,
         }
 
 
@@ -221,6 +227,8 @@ class MigrationRunner:
         meta_namespace = meta_namespace if meta_namespace is not None else default_meta_namespace(catalog)
         check_runner_namespaces(catalog, namespace, meta_namespace)
         self.catalog = catalog
+        if catalog_timeout is not None:
+            catalog_timeout = _check_catalog_timeout(catalog_timeout)
         self.catalog_timeout = catalog_timeout
         if catalog_timeout is not None:
             bound_catalog_requests(catalog, catalog_timeout)
@@ -278,13 +286,21 @@ class MigrationRunner:
         intent = self.lock.intent()
         if intent is None or _settled(classify([], self.history_store.rows(self.namespace)), intent):
             return None
+        holder = self.lock.info()
+        if holder is not None and holder.run_id == intent.run_id and holder.stale_reason() is None:
+            return None  # its run is still going
         return intent
+
+    @_catalog_call
+    def interrupted_outcome(self, intent: Intent) -> str:
+        """What an interrupted run committed, read from the tables: ``all``, ``none`` or ``partial``."""
+        return assess(self.catalog, intent).outcome
 
     @_catalog_call
     def status(self) -> NamespaceStatus:
         """Current version, applied and pending migrations, and anything odd."""
         state = self.state()
-        intent = self.lock.intent()
+        interrupted = self.interrupted()
         return NamespaceStatus(
             namespace=self.namespace,
             current=state.current,
@@ -295,7 +311,8 @@ class MigrationRunner:
             missing=list(state.missing),
             out_of_order=list(state.out_of_order),
             lock=self.lock.info(),
-            interrupted=intent if intent is not None and not _settled(state, intent) else None,
+            interrupted=interrupted,
+            interrupted_outcome=self.interrupted_outcome(interrupted) if interrupted is not None else None,
         )
 
     @_catalog_call
@@ -436,8 +453,8 @@ class MigrationRunner:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _event(self, message: str) -> None:
-        log.info("%s", message)
+    def _event(self, message: str, level: int = logging.INFO) -> None:
+        log.log(level, "%s", message)
         if self._on_event is not None:
             self._on_event(message)
 
@@ -472,8 +489,10 @@ class MigrationRunner:
         """Stop the lease and release the lock; never hides the run's own outcome."""
         self._active = None
         keeper.stop()
+        NamespaceLock.forget_run(run_id)
         try:
-            self.lock.release(run_id, clear_intent=session is not None and session.intent_settled)
+            clear = session is not None and (session.intent_settled or session.clear_unreadable)
+            self.lock.release(run_id, clear_intent=clear)
         except Exception as release_error:
             outcome = "The run's own error is raised" if failed else "The run itself succeeded"
             log.warning(
@@ -485,6 +504,14 @@ class MigrationRunner:
                 outcome,
                 self.lock.stale_after,
             )
+
+
+def _check_catalog_timeout(value: object) -> float:
+    """``catalog_timeout`` as seconds: a finite number above zero, at most a week."""
+    too_big = isinstance(value, int | float) and not isinstance(value, bool) and not value <= 7 * 24 * 3600
+    if too_big:
+        raise CatalogConfigError(f"Option 'catalog_timeout' must be at most a week (604800 s), got {value!r}.")
+    return check_timeout(value, "catalog_timeout")
 
 
 def _restricted(state: NamespaceState, versions: set[str]) -> NamespaceState:
@@ -523,6 +550,21 @@ def _settled(state: NamespaceState, intent: Intent) -> bool:
     )
 
 
+def _failure_hint(direction: str, outcome: str, recorded: bool) -> str:
+    """What a failed step's error says happened and happens next; consistent with what was recorded."""
+    if outcome == "partial":
+        return " It was only partly committed; the next run stops until a person settles it with `stamp`."
+    if direction == "upgrade":
+        record = " It is recorded as failed" if recorded else " It could not be recorded"
+        if outcome == "none":
+            return record + " and will run again on the next upgrade. None of its changes were committed."
+        return record + "; the next run checks what it committed before anything else."
+    kept = " The version stays applied"
+    if outcome == "none":
+        return kept + ". None of its rollback's changes were committed."
+    return kept + "; the next run checks what its rollback committed before anything else."
+
+
 def _labels(actions: tuple[IntentAction, ...]) -> list[str]:
     return [action.label() for action in actions]
 
@@ -559,6 +601,9 @@ class _Journal:
                 started_at=datetime.now(UTC),
             )
         elif intent.covers(actions) and (intent.complete or not complete):
+            # Nothing to record; make sure the lock is still ours right before the commit, from the
+            # catalog itself (the lease thread may not have noticed a takeover yet).
+            session.runner.lock.check_held(session.held)
             return
         intent = intent.with_actions(actions, complete=complete)
         session.intent_settled = False
@@ -587,6 +632,7 @@ class _Session:
         self.expected: dict[str, str | None] = {v: row.status for v, row in state.rows.items()}
         self.completed: list[MigrationResult] = []
         self.intent_settled = True
+        self.clear_unreadable = False
 
     def row(
         self,
@@ -644,7 +690,7 @@ class _Session:
         if acquisition.taken_over is not None:
             holder, reason = acquisition.taken_over
             message = f"{runner.namespace}: took over the migration lock from {holder.describe()}: {reason}"
-            runner._event(message)
+            runner._event(message, logging.WARNING)
             runner.event_log.record(
                 runner.namespace,
                 "lock_taken_over",
@@ -653,6 +699,17 @@ class _Session:
                 executed_by=self.executed_by,
                 details={"previous_holder": holder.to_json(), "reason": reason},
             )
+        if acquisition.intent_error is not None:
+            if not stamping:
+                raise acquisition.intent_error
+            message = f"{runner.namespace}: cleared an unreadable intent record; this stamp records the outcome"
+            runner._event(message, logging.WARNING)
+            runner.event_log.record(
+                runner.namespace, "intent_cleared", message, run_id=self.run_id, executed_by=self.executed_by
+            )
+            self.intent_settled = False
+            self.clear_unreadable = True
+            return False
         intent = acquisition.intent
         if intent is None or intent.namespace != runner.namespace:
             return False
@@ -668,7 +725,7 @@ class _Session:
         details = {
             "intent": intent.to_json(),
             "committed": _labels(assessment.committed),
-            "not_committed": _labels(assessment.not_committed),
+            "not_committed": assessment.unfinished(),
         }
         outcome = assessment.outcome
         wrote = False
@@ -709,7 +766,7 @@ class _Session:
                 details["not_committed"],
                 run_id=intent.run_id,
             )
-            runner._event(str(partial))
+            runner._event(str(partial), logging.WARNING)
             runner.event_log.record(
                 runner.namespace,
                 "recovery_partial",
@@ -720,8 +777,7 @@ class _Session:
                 details=details,
             )
             raise partial
-        log.warning("%s", message)
-        runner._event(message)
+        runner._event(message, logging.WARNING)
         runner.event_log.record(
             runner.namespace,
             "recovered" if outcome != "partial" else "intent_cleared",
@@ -744,7 +800,7 @@ class _Session:
         verb = "applying" if step.direction == "upgrade" else "rolling back"
         runner._event(f"[{index}/{total}] {verb} {step.version} {step.description}")
         journal = _Journal(self, step)
-        context = MigrationContext(runner.catalog, runner.namespace, journal)
+        context = MigrationContext(runner.catalog, runner.namespace, journal, meta_namespace=runner.meta_namespace)
         started = time.perf_counter()
         try:
             with importable(runner.folder):  # a lazy `from _helpers import x` in a body works as at import time
@@ -752,7 +808,7 @@ class _Session:
                     script.migration.upgrade(context)
                 else:
                     script.migration.downgrade(context)
-            context.commit()
+            context.finish()
         except IrreversibleMigrationError as exc:
             context.discard()
             if journal.intent is not None:  # it committed something before refusing: a failure like any other
@@ -803,62 +859,61 @@ class _Session:
         """
         duration_ms = int((time.perf_counter() - started) * 1000)
         error = f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, LockLostError):
+            # Another run holds the namespace now and settles this migration from the intent record.
+            self.runner._event(f"[{index}/{total}] {step.version} STOPPED: {exc}", logging.WARNING)
+            failure: MigrationError = exc
+            failure.completed = list(self.completed)  # type: ignore[attr-defined]
+            return failure
         assessment: Assessment | None = None
-        hint = ""
+        checked = ""
         if journal.intent is None:
-            assessment = Assessment(committed=(), not_committed=())
+            assessment = Assessment(committed=(), not_committed=(), complete=False)
         else:
             try:
                 assessment = assess(self.runner.catalog, journal.intent)
             except Exception as check_error:
-                hint = (
+                checked = (
                     f" Could not check which of its commits landed ({type(check_error).__name__}: {check_error}); "
                     "the next run checks before doing anything else."
                 )
         outcome = assessment.outcome if assessment is not None else "unknown"
-        if outcome == "all" and journal.intent is not None and journal.intent.complete:
-            # Every commit landed, though one reported an error (a lost answer): the migration is done.
-            hint = " Every one of its commits did land, so it is recorded as done."
-            status = _success_status(step.direction)
-            row = self.row(step.version, status, step.direction, duration_ms=duration_ms)
+        done = outcome == "all"  # every commit of the finished body landed, though one reported an error
+        if done:
+            row = self.row(step.version, _success_status(step.direction), step.direction, duration_ms=duration_ms)
         elif step.direction == "upgrade":
-            row = self.row(step.version, "failed", "upgrade", error=error, duration_ms=duration_ms)
-            hint = (
-                " It is recorded as failed"
-                + (" and will be retried by the next upgrade." if outcome == "none" else ".")
-                + hint
+            noted = (
+                f"{error} (partly committed: {', '.join(_labels(assessment.committed))})"
+                if (outcome == "partial" and assessment is not None and assessment.committed)
+                else error
             )
+            row = self.row(step.version, "failed", "upgrade", error=noted, duration_ms=duration_ms)
         else:
             row = self.row(
                 step.version, "applied", "downgrade", error=f"downgrade failed: {error}", duration_ms=duration_ms
             )
-            hint = " The version stays applied." + hint
-        if outcome == "none":
-            hint += " None of its changes were committed."
-        elif outcome == "partial" and assessment is not None:
-            hint += (
-                f" It was only partly committed: {', '.join(_labels(assessment.committed))} committed, "
-                f"{', '.join(_labels(assessment.not_committed)) or 'the rest of its body'} not."
-            )
-        if context.created_namespaces:
-            hint += f" It created namespace(s) {', '.join(context.created_namespaces)}."
         try:
             self.write([row])
+            recorded = True
             if outcome in ("none", "all"):
                 self.intent_settled = True
         except Exception as record_error:  # the migration's own error matters more
-            hint += f" Recording the failure in the history failed too: {type(record_error).__name__}: {record_error}"
-        if row.status == _success_status(step.direction) and row.operation == step.direction:
+            recorded = False
+            checked += f" Recording it in the history failed: {type(record_error).__name__}: {record_error}."
+        if done:
             self.runner._event(f"[{index}/{total}] {step.version} {row.status} (a commit reported {error}, yet landed)")
             return MigrationResult(step.version, step.description, row.status, duration_ms / 1000, step.direction)
-        self.runner._event(f"[{index}/{total}] {step.version} FAILED: {error}")
+        hint = _failure_hint(step.direction, outcome, recorded) + checked
+        if context.created_namespaces:
+            hint += f" It created namespace(s) {', '.join(context.created_namespaces)}."
+        self.runner._event(f"[{index}/{total}] {step.version} FAILED: {error.rstrip('.')}.{hint}", logging.WARNING)
         if outcome == "partial" and assessment is not None:
-            failure: MigrationError = PartialMigrationError(
+            failure = PartialMigrationError(
                 self.runner.namespace,
                 step.version,
                 step.direction,
                 _labels(assessment.committed),
-                _labels(assessment.not_committed) or ["the rest of its body"],
+                assessment.unfinished(),
                 run_id=self.run_id,
             )
         else:

@@ -5,8 +5,12 @@ PyIceberg's builders): partition fields that go away, a sort order or identifier
 would block a column drop, renames, drops, type/required/doc changes, additions, moves, then the
 new partition fields, sort order, identifier fields and properties.
 
-Nested struct fields are compared field by field (add, drop, promote, doc, optional); changes
-inside lists and maps, and nested moves, are not generated: write those migrations by hand.
+Nested fields are compared field by field (add, drop, promote, doc, optional), inside structs and
+inside list elements and map values (``items.element.sku``, ``prices.value.amount``). An added
+nested field is placed after its predecessor in the model (or first), so the live order ends up as
+the model's; the fields a struct loses are dropped after its additions, so it never has none.
+Reordering existing nested fields, changing map keys and changing a column between struct, list,
+map and primitive kinds are not generated: write those migrations by hand.
 """
 
 from __future__ import annotations
@@ -180,7 +184,7 @@ class _Differ:
             self.order.remove(name)
         for column in self.model.columns:
             if column.name in self.live:
-                self._changes(column.name, self.live[column.name], column.type, column.required, column.doc)
+                self._changes(column.name, self.live[column.name], _as_field(column))
         self._additions()
         self._moves(model_names)
         for expr, original in wanted_parts.items():
@@ -220,29 +224,46 @@ class _Differ:
             self.order[self.order.index(source)] = column.name
             self.identifiers = tuple(sorted(column.name if i == source else i for i in self.identifiers))
 
-    def _changes(self, path: str, live: NestedField, wanted: IcebergType, required: bool, doc: str | None) -> None:
-        live_type = live.field_type
-        if isinstance(live_type, StructType) and isinstance(wanted, StructType):
-            self._struct_changes(path, live_type, wanted)
-        elif isinstance(live_type, ListType | MapType) or isinstance(wanted, ListType | MapType):
-            if format_type(live_type) != format_type(wanted):
-                raise ModelError(
-                    f"{self.model.source}: column {path!r} changes from {format_type(live_type)} to "
-                    f"{format_type(wanted)}; autogenerate does not change list or map types. Write this "
-                    "migration by hand (ctx.alter_column on the element path, or a new column)."
-                )
-        elif live_type != wanted:
-            check_promotion(path, live_type, wanted)
-            self.ops.append(AlterColumnType(self.name, path, live_type, wanted))
-        if live.required and not required:
+    def _changes(self, path: str, live: NestedField, wanted: NestedField, *, has_doc: bool = True) -> None:
+        """The steps that turn the live field at ``path`` into the wanted one (its type, then required, then doc).
+
+        ``has_doc`` is false for list elements and map values, which carry no doc of their own.
+        """
+        self._type_changes(path, live.field_type, wanted.field_type)
+        if live.required and not wanted.required:
             self.ops.append(MakeColumnOptional(self.name, path))
-        elif required and not live.required:
+        elif wanted.required and not live.required:
             raise SchemaEvolutionError(
                 f"{self.model.source}: column {path!r} is optional in table {self.name} and required in the model; "
                 "Iceberg cannot make an optional column required. Keep it optional in the model."
             )
-        if (live.doc or None) != (doc or None):
-            self.ops.append(SetColumnDoc(self.name, path, live.doc or None, doc or None))
+        if has_doc and (live.doc or None) != (wanted.doc or None):
+            self.ops.append(SetColumnDoc(self.name, path, live.doc or None, wanted.doc or None))
+
+    def _type_changes(self, path: str, live: IcebergType, wanted: IcebergType) -> None:
+        if isinstance(live, StructType) and isinstance(wanted, StructType):
+            self._struct_changes(path, live, wanted)
+        elif isinstance(live, ListType) and isinstance(wanted, ListType):
+            self._changes(f"{path}.element", live.element_field, wanted.element_field, has_doc=False)
+        elif isinstance(live, MapType) and isinstance(wanted, MapType):
+            self._map_changes(path, live, wanted)
+        elif isinstance(live, ListType | MapType) or isinstance(wanted, ListType | MapType):
+            raise ModelError(
+                f"{self.model.source}: column {path!r} changes from {format_type(live)} to {format_type(wanted)}; "
+                "a list or map cannot change kind. Write this migration by hand (a new column, backfilled)."
+            )
+        elif live != wanted:
+            check_promotion(path, live, wanted)
+            self.ops.append(AlterColumnType(self.name, path, live, wanted))
+
+    def _map_changes(self, path: str, live: MapType, wanted: MapType) -> None:
+        if format_type(live.key_type) != format_type(wanted.key_type):
+            raise ModelError(
+                f"{self.model.source}: the keys of map column {path!r} change from {format_type(live.key_type)} to "
+                f"{format_type(wanted.key_type)}; Iceberg cannot change map keys. Write this migration by hand "
+                "(a new column, backfilled)."
+            )
+        self._changes(f"{path}.value", live.value_field, wanted.value_field, has_doc=False)
 
     def _struct_changes(self, path: str, live: StructType, wanted: StructType) -> None:
         live_fields = {f.name: f for f in live.fields}
@@ -255,15 +276,19 @@ class _Differ:
                 f"({', '.join(common_live)} -> {', '.join(common_wanted)}); autogenerate does not move nested "
                 "fields. Keep their order in the model, or write the migration by hand (ctx.move_column)."
             )
-        for nested in live.fields:
-            if nested.name not in wanted_names:
-                self.ops.append(DropColumn(self.name, f"{path}.{nested.name}"))
+        previous: str | None = None
         for nested in wanted.fields:
             nested_path = f"{path}.{nested.name}"
             if nested.name in live_fields:
-                self._changes(nested_path, live_fields[nested.name], nested.field_type, nested.required, nested.doc)
+                self._changes(nested_path, live_fields[nested.name], nested)
             else:
-                self.ops.append(AddColumn(self.name, nested_path, nested.field_type, nested.required, nested.doc))
+                self.ops.append(_add_nested(self.name, nested_path, nested, previous))
+            previous = nested_path
+        # Drops come last, so a struct never goes through having no fields (PyIceberg 0.12 cannot
+        # rebuild a list or map around an empty struct).
+        for nested in live.fields:
+            if nested.name not in wanted_names:
+                self.ops.append(DropColumn(self.name, f"{path}.{nested.name}"))
 
     def _additions(self) -> None:
         previous: str | None = None
@@ -309,6 +334,28 @@ class _Differ:
             self.ops.append(SetProperties(self.name, to_set, {k: live.get(k) for k in to_set}))
         if to_remove:
             self.ops.append(RemoveProperties(self.name, to_remove, {k: live[k] for k in to_remove}))
+
+
+def _as_field(column: ColumnModel) -> NestedField:
+    """A model column as a field, to compare it like nested ones (its id is never used)."""
+    return NestedField(0, column.name, column.type, required=column.required, doc=column.doc)
+
+
+def _add_nested(table: str, path: str, nested: NestedField, previous: str | None) -> AddColumn:
+    """Add a struct field right after ``previous`` (its predecessor in the model, by path), or first.
+
+    PyIceberg appends a new field at the end of its struct; placing it keeps the live order equal to
+    the model's, which the next comparison requires.
+    """
+    return AddColumn(
+        table,
+        path,
+        nested.field_type,
+        nested.required,
+        nested.doc,
+        after=previous,
+        first=previous is None,
+    )
 
 
 def _renamed_partition(expression: str, renames: dict[str, str]) -> str:

@@ -178,7 +178,11 @@ class DropTable(Operation):
 
 @dataclass(frozen=True)
 class AddColumn(Operation):
-    """Add a column, placed after another one (or first)."""
+    """Add a column, placed after another one (or first).
+
+    A nested field is a dotted path (``address.zip``, ``items.element.sku``), and ``after`` names its
+    sibling by full path too (``address.street``).
+    """
 
     name: str = ""
     type: IcebergType | None = None

@@ -18,6 +18,12 @@ Every kind takes ``timeout`` (seconds, default
 gives up after it, and every request of a REST catalog is bounded by it (see
 :mod:`iceberg_ops_provider.core.timeouts`). The SQL kinds accept it and need nothing from it.
 
+What goes wrong while building is reported in this project's terms, naming what to check (see
+``docs/errors.md``): an unreachable catalog as
+:class:`~iceberg_ops_provider.errors.CatalogUnavailableError`, refused or missing credentials as
+:class:`~iceberg_ops_provider.errors.CatalogAuthError`, and a missing ``uri`` or a ``db_path``
+that is not an SQLite database as :class:`~iceberg_ops_provider.errors.CatalogConfigError`.
+
 Backends are imported only when built, through :func:`_lazy_import`, so this module imports with no
 optional extra installed.
 """
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import re
 import tempfile
 from pathlib import Path
 from types import ModuleType
@@ -43,7 +50,14 @@ from iceberg_ops_provider.errors import CatalogConfigError, MissingExtraError, U
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-__all__ = ["DEFAULT_DB_PATH", "DEFAULT_WAREHOUSE_DIR", "CatalogFactory", "ensure_namespace", "to_property_value"]
+__all__ = [
+    "DEFAULT_DB_PATH",
+    "DEFAULT_WAREHOUSE_DIR",
+    "CatalogFactory",
+    "ensure_namespace",
+    "pyiceberg_config_error",
+    "to_property_value",
+]
 
 DEFAULT_DB_PATH = Path("local_data") / "iceberg_catalog.db"
 DEFAULT_WAREHOUSE_DIR = Path("local_data") / "iceberg_warehouse"
@@ -128,6 +142,37 @@ def _configured_uri(name: str) -> str:
     return uri if isinstance(uri, str) else ""
 
 
+# PyIceberg's own message for a missing uri names the flag of its own command line.
+_URI_MISSING = re.compile(
+    r"URI missing, please provide using --uri, the config or environment variable (PYICEBERG_CATALOG__\S+__URI)"
+)
+_URI_SETTING = (
+    "`uri:` under `catalog:` in iceberg-ops.yaml, the Host of the Airflow connection, or uri= for CatalogFactory.build"
+)
+
+
+def pyiceberg_config_error(exc: ValueError, what: str, name: str) -> CatalogConfigError:
+    """PyIceberg's ``ValueError`` about a catalog's properties, in this project's terms.
+
+    PyIceberg writes for its own command line ("please provide using --uri"); iceberg-ops has no
+    ``--uri``, so the message names the settings that give a catalog its ``uri`` instead.
+
+    Args:
+        exc: What ``load_catalog`` (or a catalog's constructor) raised.
+        what: The catalog, for the message (``"the 'rest' catalog 'rest'"``).
+        name: The catalog's name, which is also its section of ``.pyiceberg.yaml``.
+    """
+    text = " ".join(str(exc).split())
+    found = _URI_MISSING.search(text)
+    if found:
+        text = (
+            f"URI missing: give the catalog's `uri` ({_URI_SETTING}), or set {found.group(1)} or `uri` under "
+            f"catalogs.{name.lower()} in .pyiceberg.yaml"
+        )
+    text = text.replace("--uri", "the `uri` option")
+    return CatalogConfigError(f"Could not build {what}: {text}.".replace("..", "."))
+
+
 def _location(path_or_uri: str | os.PathLike[str]) -> str:
     """A warehouse location: URIs (``s3://...``, ``file://...``) as given, paths as absolute file URIs."""
     text = os.fspath(path_or_uri)
@@ -178,7 +223,10 @@ class CatalogFactory:
             UnknownCatalogKindError: ``kind`` is not one of :attr:`KINDS` (a ``ValueError``).
             MissingExtraError: The kind's optional dependencies are missing (an ``ImportError``
                 naming the ``pip install`` line to run).
-            CatalogConfigError: An option is unknown for the kind or has a bad value.
+            CatalogConfigError: An option is unknown for the kind or has a bad value, a remote
+                kind lacks a required one (no ``uri``), or ``db_path`` is not an SQLite database.
+            CatalogAuthError: The catalog refused the credentials while being built, or it signs
+                with SigV4 and no AWS credentials were found (a ``CatalogConfigError``).
             CatalogUnavailableError: A remote catalog could not be reached, or did not answer
                 within ``timeout`` while being built (a ``ConnectionError`` naming the endpoint).
         """
@@ -238,7 +286,9 @@ class CatalogFactory:
             )
         database.parent.mkdir(parents=True, exist_ok=True)
         warehouse = _location(warehouse_dir if warehouse_dir is not None else DEFAULT_WAREHOUSE_DIR)
-        return SqlCatalog(name, uri=f"sqlite:///{database}", warehouse=warehouse, **properties)
+        uri = f"sqlite:///{database}"
+        with catalog_errors(uri, None):  # a db_path that is not an SQLite database fails here, naming the file
+            return SqlCatalog(name, uri=uri, warehouse=warehouse, **properties)
 
     @classmethod
     def _build_memory(
@@ -297,8 +347,10 @@ class CatalogFactory:
                     what=what,
                     endpoint=endpoint,
                 )
+        except CatalogConfigError:  # already says what to do (e.g. CatalogAuthError)
+            raise
         except ValueError as exc:  # PyIceberg's word for a missing or malformed property (e.g. no uri)
-            raise CatalogConfigError(f"Could not build the {kind!r} catalog {name!r}: {exc}") from exc
+            raise pyiceberg_config_error(exc, f"the {kind!r} catalog {name!r}", name) from exc
         bound_catalog_requests(catalog, timeout)
         return catalog
 

@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pyiceberg.exceptions import NoSuchTableError
 
+from iceberg_ops_provider.errors import IntentRecordError
+
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
@@ -40,7 +42,7 @@ INTENT_PROPERTY = "iceberg-ops.intent"
 RECEIPT_PROPERTY = "iceberg-ops.last-migration"
 """Table property set in every migration commit: namespace, version, direction, run and step."""
 
-ActionKind = Literal["commit", "create", "drop", "rename"]
+ActionKind = Literal["commit", "create", "drop", "rename", "direct"]
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,9 @@ class IntentAction:
 
     Attributes:
         table: The table's full name (``sales.orders``).
-        kind: ``create`` or ``commit`` (a staged change; proven by its receipt), ``drop`` or ``rename``.
+        kind: ``create`` or ``commit`` (a staged change; proven by its receipt), ``drop``, ``rename``,
+            or ``direct``: the migration reached the table (or the catalog) itself, through
+            ``ctx.load_table()`` or ``ctx.catalog``, so what it wrote there cannot be proven either way.
         receipt: The receipt its commit carries (``create``/``commit`` only).
         to: The new name, for ``rename``.
     """
@@ -61,6 +65,8 @@ class IntentAction:
 
     def label(self) -> str:
         """``sales.orders (drop)``."""
+        if self.kind == "direct":
+            return f"{self.table} (written directly by the migration, if at all: cannot be checked)"
         return f"{self.table} ({self.kind}{' to ' + self.to if self.to else ''})"
 
     def to_json(self) -> dict[str, Any]:
@@ -126,13 +132,17 @@ class Intent:
 
     @classmethod
     def from_properties(cls, properties: Mapping[str, str]) -> Intent | None:
-        """Read the intent from lock table properties; ``None`` when there is none (or it is unreadable)."""
+        """Read the intent from lock table properties; ``None`` when there is none.
+
+        Raises:
+            IntentRecordError: The record exists but cannot be read or makes no sense.
+        """
         text = properties.get(INTENT_PROPERTY)
         if not text:
             return None
         try:
             data = json.loads(text)
-            return cls(
+            intent = cls(
                 namespace=str(data["namespace"]),
                 version=str(data["version"]),
                 direction=data["direction"],
@@ -145,9 +155,31 @@ class Intent:
                 ),
                 complete=bool(data.get("complete", False)),
             )
-        except (ValueError, KeyError, TypeError) as exc:
-            log.warning("ignoring an unreadable migration intent record (%s): %r", exc, text[:200])
-            return None
+            _validate(intent)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            raise IntentRecordError(
+                f"The record of an interrupted migration run ({INTENT_PROPERTY} on the namespace's lock table) "
+                f"cannot be read ({type(exc).__name__}: {exc}): {text[:200]!r}. Nothing runs in this namespace "
+                "until a person checks its tables and records the outcome with `iceberg-ops stamp <version>`, "
+                "which clears the record."
+            ) from exc
+        return intent
+
+
+def _validate(intent: Intent) -> None:
+    if not intent.version.isascii() or not intent.version.isdigit():
+        raise ValueError(f"version {intent.version!r} is not a migration version")
+    if intent.direction not in ("upgrade", "downgrade"):
+        raise ValueError(f"direction {intent.direction!r} is not upgrade or downgrade")
+    for action in intent.actions:
+        if action.kind not in ("commit", "create", "drop", "rename", "direct"):
+            raise ValueError(f"action kind {action.kind!r} is unknown")
+        names = [action.table] if action.kind == "direct" else [action.table, *([action.to] if action.to else [])]
+        if action.kind == "rename" and not action.to:
+            raise ValueError(f"rename of {action.table!r} has no new name")
+        for name in names if action.kind != "direct" else []:
+            if not isinstance(name, str) or any(not part for part in name.split(".")):
+                raise ValueError(f"table name {name!r} is not valid")
 
 
 def receipt(namespace: str, version: str, direction: str, run_id: str, step: int) -> str:
@@ -163,19 +195,29 @@ class Assessment:
         committed: The actions that reached the catalog, in order.
         not_committed: The actions that did not.
         complete: Whether the intent listed everything the migration does (its body had finished).
+        direct: Tables (or the catalog) the migration reached itself; what it wrote there is unknown.
     """
 
     committed: tuple[IntentAction, ...]
     not_committed: tuple[IntentAction, ...]
-
     complete: bool = True
+    direct: tuple[IntentAction, ...] = ()
 
     @property
     def outcome(self) -> Literal["all", "none", "partial"]:
-        """``all`` committed (and the body had finished), ``none``, or ``partial``."""
-        if not self.committed:
+        """``all`` committed (and the body had finished), ``none`` (provably), or ``partial``."""
+        if self.complete and not self.not_committed:
+            return "all"
+        if not self.committed and not self.direct:
             return "none"
-        return "all" if not self.not_committed and self.complete else "partial"
+        return "partial"
+
+    def unfinished(self) -> list[str]:
+        """Human labels of what did not, or may not, have reached the catalog."""
+        labels = [action.label() for action in self.not_committed + self.direct]
+        if not self.complete:
+            labels.append("the rest of its body (it stopped before finishing)")
+        return labels
 
 
 def _identifier(name: str) -> tuple[str, ...]:
@@ -204,12 +246,15 @@ def assess(catalog: Catalog, intent: Intent) -> Assessment:
     judged only while no later action has committed, so a later change to the same table cannot hide
     or fake an earlier one.
     """
-    actions = intent.actions
+    actions = tuple(action for action in intent.actions if action.kind != "direct")
     last_done = -1
     for index in range(len(actions) - 1, -1, -1):
         if _done(catalog, actions[index]):
             last_done = index
             break
     return Assessment(
-        committed=actions[: last_done + 1], not_committed=actions[last_done + 1 :], complete=intent.complete
+        committed=actions[: last_done + 1],
+        not_committed=actions[last_done + 1 :],
+        complete=intent.complete,
+        direct=tuple(action for action in intent.actions if action.kind == "direct"),
     )

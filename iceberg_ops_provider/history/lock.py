@@ -31,6 +31,7 @@ import getpass
 import hashlib
 import json
 import logging
+import math
 import os
 import re
 import socket
@@ -42,7 +43,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
+from pyiceberg.exceptions import CommitFailedException, RESTError, TableAlreadyExistsError
 from pyiceberg.manifest import write_manifest_list
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
@@ -57,7 +58,7 @@ from pyiceberg.table.update import (
     SetSnapshotRefUpdate,
 )
 
-from iceberg_ops_provider.errors import ConcurrentMigrationError
+from iceberg_ops_provider.errors import CatalogUnavailableError, ConcurrentMigrationError, IntentRecordError
 from iceberg_ops_provider.history.intent import INTENT_PROPERTY, Intent
 
 if TYPE_CHECKING:
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_STALE_AFTER",
+    "check_stale_after",
     "LockInfo",
     "LockLostError",
     "NamespaceLock",
@@ -87,6 +89,11 @@ _LOCK_TABLE_PROPERTIES = {
 }
 _ATTEMPTS = 10
 _MAX_TABLE_NAME = 200
+_MIN_STALE_AFTER = 1.0
+
+# Runs of this process that hold (or are taking) a lock: a lock naming this process and a run not
+# listed here was left by a run that ended without releasing it, and may be taken over at once.
+_ACTIVE_RUNS: set[str] = set()
 
 
 class LockLostError(ConcurrentMigrationError):
@@ -130,9 +137,44 @@ def _process_is_gone(pid: int) -> bool:
 def _timestamp(value: str | None) -> datetime | None:
     if not value:
         return None
-    with contextlib.suppress(ValueError):
-        return datetime.fromisoformat(value)
-    return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def _seconds(value: str | None) -> float:
+    try:
+        seconds = float(value) if value is not None else DEFAULT_STALE_AFTER
+    except ValueError:
+        return DEFAULT_STALE_AFTER
+    return seconds if math.isfinite(seconds) and seconds > 0 else DEFAULT_STALE_AFTER
+
+
+def _pid(value: str | None) -> int:
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
+
+
+def check_stale_after(value: object) -> float:
+    """A valid lease length in seconds.
+
+    Raises:
+        ValueError: Not a finite number of at least one second (renewals run every quarter of it).
+    """
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not _MIN_STALE_AFTER <= value <= 7 * 24 * 3600  # also refuses NaN, and ints too big for a float
+    ):
+        raise ValueError(
+            f"stale_after must be a number of seconds between {_MIN_STALE_AFTER:g} and one week, got {value!r}: "
+            "the lock is renewed every quarter of it and taken over after it."
+        )
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -198,10 +240,7 @@ class LockInfo:
     def from_properties(cls, namespace: str, properties: Mapping[str, str], snapshot_id: int | None = None) -> LockInfo:
         """Read it back from table properties (tolerating a lock written by hand or by an older release)."""
         acquired = _timestamp(properties.get(f"{_PREFIX}acquired-at")) or datetime.fromtimestamp(0, UTC)
-        try:
-            stale_after = float(properties.get(f"{_PREFIX}stale-after", DEFAULT_STALE_AFTER))
-        except ValueError:
-            stale_after = DEFAULT_STALE_AFTER
+        stale_after = _seconds(properties.get(f"{_PREFIX}stale-after"))
         try:
             context = json.loads(properties.get(f"{_PREFIX}context", "{}"))
         except ValueError:
@@ -210,7 +249,7 @@ class LockInfo:
             namespace=properties.get(f"{_PREFIX}namespace", namespace),
             owner=properties.get(f"{_PREFIX}owner", "unknown"),
             host=properties.get(f"{_PREFIX}host", "unknown"),
-            pid=int(properties.get(f"{_PREFIX}pid", "0") or 0),
+            pid=_pid(properties.get(f"{_PREFIX}pid")),
             run_id=properties.get(f"{_PREFIX}run-id", "unknown"),
             acquired_at=acquired,
             lease_expires_at=_timestamp(properties.get(f"{_PREFIX}lease-expires-at")),
@@ -224,8 +263,11 @@ class LockInfo:
         now = now or datetime.now(UTC)
         if now >= self.expires_at():
             return f"its lease expired at {self.expires_at().isoformat()} (no renewal for {self.stale_after:g} s)"
-        if self.host == socket.gethostname() and self.pid != os.getpid() and _process_is_gone(self.pid):
-            return f"its process (pid {self.pid}) no longer runs on this host"
+        if self.host == socket.gethostname():
+            if self.pid != os.getpid() and _process_is_gone(self.pid):
+                return f"its process (pid {self.pid}) no longer runs on this host"
+            if self.pid == os.getpid() and self.run_id not in _ACTIVE_RUNS:
+                return "its run, in this very process, ended without releasing it"
         return None
 
     def to_json(self) -> dict[str, object]:
@@ -252,11 +294,13 @@ class Acquisition:
         taken_over: The stale holder this run replaced, if any, and why it was stale.
         intent: The intent record left by an earlier run that did not clear it (it crashed, or
             stopped on a partial migration); the runner resolves it before doing anything else.
+        intent_error: Why such a record could not be read, when it could not.
     """
 
     held: LockInfo
     taken_over: tuple[LockInfo, str] | None = None
     intent: Intent | None = None
+    intent_error: IntentRecordError | None = None
 
 
 class NamespaceLock:
@@ -275,8 +319,7 @@ class NamespaceLock:
     def __init__(
         self, catalog: Catalog, meta_namespace: str, namespace: str, *, stale_after: float = DEFAULT_STALE_AFTER
     ) -> None:
-        if not isinstance(stale_after, int | float) or isinstance(stale_after, bool) or stale_after <= 0:
-            raise ValueError(f"stale_after must be a positive number of seconds, got {stale_after!r}.")
+        stale_after = check_stale_after(stale_after)
         self.catalog = catalog
         self.meta_namespace = meta_namespace
         self.namespace = namespace
@@ -368,11 +411,16 @@ class NamespaceLock:
                 if reason is None:
                     raise self._held_error(holder)
                 taken_over = (holder, reason)
+            _ACTIVE_RUNS.add(run_id)
             try:
                 snapshot_id = self._commit_acquisition(table, mine, holder)
             except CommitFailedException:
+                _ACTIVE_RUNS.discard(run_id)
                 table = self.catalog.load_table(self.identifier)  # someone committed first: look again
                 continue
+            except BaseException:
+                _ACTIVE_RUNS.discard(run_id)  # if the commit did land, this process may take it over at once
+                raise
             held = replace(mine, snapshot_id=snapshot_id)
             if taken_over is not None:
                 log.warning(
@@ -382,7 +430,10 @@ class NamespaceLock:
                     taken_over[0].describe(),
                     taken_over[1],
                 )
-            return Acquisition(held, taken_over, Intent.from_properties(table.properties))
+            try:
+                return Acquisition(held, taken_over, Intent.from_properties(table.properties))
+            except IntentRecordError as exc:
+                return Acquisition(held, taken_over, None, exc)
         raise self._busy_error(None)
 
     def _commit_acquisition(self, table: Table, mine: LockInfo, holder: LockInfo | None) -> int:
@@ -438,7 +489,16 @@ class NamespaceLock:
     @staticmethod
     def _commit(table: Table, updates: list[TableUpdate], requirements: list[TableRequirement]) -> None:
         requirements = [AssertTableUUID(uuid=table.metadata.table_uuid), *requirements]
-        table._do_commit(updates=tuple(updates), requirements=tuple(requirements))
+        try:
+            table._do_commit(updates=tuple(updates), requirements=tuple(requirements))
+        except CommitFailedException:
+            raise
+        except RESTError as exc:  # 5xx, unknown commit state: the catalog's answer, not a lost race
+            raise CatalogUnavailableError(
+                f"The catalog failed a commit to the migration lock table {'.'.join(table.name())} "
+                f"({type(exc).__name__}: {exc}); nothing was executed. Run again; a lock this run may have "
+                "taken is released by its lease, or at once by a new run from this host."
+            ) from exc
 
     def _held_error(self, holder: LockInfo) -> ConcurrentMigrationError:
         return ConcurrentMigrationError(
@@ -492,6 +552,14 @@ class NamespaceLock:
                 table = self._table()
         raise self._busy_error(None)
 
+    def check_held(self, held: LockInfo) -> None:
+        """Make sure ``held`` is still the lock, reading the catalog (not the lease thread's last word).
+
+        Raises:
+            LockLostError: The lock changed hands or was released.
+        """
+        self._guarded(held, lambda _table: [], "commit")
+
     def renew(self, held: LockInfo) -> LockInfo:
         """Extend the lease of ``held`` by :attr:`stale_after` from now.
 
@@ -515,6 +583,11 @@ class NamespaceLock:
         expires = datetime.now(UTC) + timedelta(seconds=held.stale_after)
         updates = {INTENT_PROPERTY: intent.to_json_text(), f"{_PREFIX}lease-expires-at": expires.isoformat()}
         self._guarded(held, lambda _table: [SetPropertiesUpdate(updates=updates)], "record its intent")
+
+    @staticmethod
+    def forget_run(run_id: str) -> None:
+        """Note that ``run_id`` ended in this process (its lock, if left behind, may be taken over at once)."""
+        _ACTIVE_RUNS.discard(run_id)
 
     def release(self, run_id: str, *, clear_intent: bool = False) -> bool:
         """Release the lock if ``run_id`` still holds it; a lock that changed hands is left alone.

@@ -12,6 +12,10 @@ Connection type ``iceberg_ops``:
 Connections of the official Iceberg provider's type ``iceberg`` are accepted too and mapped the way
 that provider maps them (``extra.type`` chooses the catalog type, default ``rest``), so its users can
 reuse theirs. Every secret built or passed on is masked in task logs.
+
+The command line's ``--conn-id`` (and ``airflow_conn_id:`` in ``iceberg-ops.yaml``) reads a
+connection through :meth:`IcebergCatalogHook.catalog_spec`, so the CLI and the tasks build the same
+catalog from it.
 """
 
 from __future__ import annotations
@@ -106,11 +110,18 @@ class IcebergCatalogHook(BaseHook):
         super().__init__(**kwargs)
         self.iceberg_conn_id = iceberg_conn_id
 
+    def catalog_spec(self) -> tuple[str, dict[str, Any]]:
+        """The :meth:`CatalogFactory.build` kind and options of the connection, read now.
+
+        Raises:
+            AirflowNotFoundException: Airflow does not know the connection.
+        """
+        return catalog_options(self.get_connection(self.iceberg_conn_id))
+
     @cached_property
     def catalog(self) -> Catalog:
         """The catalog (built on first use)."""
-        conn = self.get_connection(self.iceberg_conn_id)
-        kind, options = catalog_options(conn)
+        kind, options = self.catalog_spec()
         self.log.info("Opening %s catalog of connection %r", kind, self.iceberg_conn_id)
         return CatalogFactory.build(kind, **options)
 

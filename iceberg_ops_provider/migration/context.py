@@ -18,7 +18,8 @@ another namespace. Nested columns are given as dotted paths (``"address.city"``)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import pyarrow as pa
 from pyiceberg.exceptions import NoSuchTableError
@@ -75,6 +76,16 @@ def _path(column: ColumnPath) -> str | tuple[str, ...]:
     return tuple(column.split(".")) if "." in column else column
 
 
+@dataclass
+class _Queued:
+    """One staged change, in the order the migration made it: a table's transaction, a drop or a rename."""
+
+    kind: Literal["table", "drop", "rename"]
+    identifier: tuple[str, ...]
+    target: tuple[str, ...] | None = None
+    purge: bool = False
+
+
 def _stage_schema_change(
     update: UpdateSchema, change: Callable[[UpdateSchema], object], allow_incompatible: bool
 ) -> None:
@@ -110,13 +121,26 @@ class MigrationContext:
         catalog: The catalog to migrate.
         namespace: The namespace bare table names resolve in (``"sales"`` or ``"a.b"``).
         journal: Told before every commit (the runner passes one; standalone use needs none).
+        meta_namespace: Where migration history and locks live: a migration may not touch it.
     """
 
-    def __init__(self, catalog: Catalog, namespace: str, journal: CommitJournal | None = None) -> None:
+    def __init__(
+        self,
+        catalog: Catalog,
+        namespace: str,
+        journal: CommitJournal | None = None,
+        *,
+        meta_namespace: str | None = None,
+    ) -> None:
         self._catalog = catalog
         self._namespace = namespace
         self._journal = journal
+        self._meta_namespace = meta_namespace
         self._pending: dict[Identifier, Transaction] = {}
+        self._queue: list[_Queued] = []
+        self._gone: set[Identifier] = set()
+        self._rename_targets: set[Identifier] = set()
+        self._direct: set[str] = set()
         self._created: set[Identifier] = set()
         self._schema_updates: dict[Identifier, UpdateSchema] = {}
         self._schema_steps: dict[Identifier, list[tuple[Callable[[UpdateSchema], object], bool]]] = {}
@@ -130,7 +154,12 @@ class MigrationContext:
 
     @property
     def catalog(self) -> Catalog:
-        """The PyIceberg catalog, for anything the context does not cover."""
+        """The PyIceberg catalog, for anything the context does not cover.
+
+        What a migration changes through it is its own affair: the runner cannot see those changes,
+        so a migration that used it and was interrupted is reported as possibly partial, not retried.
+        """
+        self._mark_direct("the catalog (ctx.catalog)")
         return self._catalog
 
     @property
@@ -139,77 +168,139 @@ class MigrationContext:
         return self._namespace
 
     def identifier(self, name: str) -> Identifier:
-        """The full identifier of a table name: bare names resolve in :attr:`namespace`."""
+        """The full identifier of a table name: bare names resolve in :attr:`namespace`.
+
+        Raises:
+            InvalidOperationError: A malformed name, or a table of the meta-namespace (history and locks).
+        """
         parts = tuple(name.split(".")) if isinstance(name, str) else ()
         if not parts or any(not part or part != part.strip() for part in parts):
             raise InvalidOperationError(f"Table name {name!r} is not valid; use 'orders' or 'other_namespace.orders'.")
-        if len(parts) == 1:
-            return (*self._namespace.split("."), name)
-        return parts
+        identifier = (*self._namespace.split("."), name) if len(parts) == 1 else parts
+        meta = self._meta_namespace
+        if meta is not None and (".".join(identifier[:-1]) + ".").startswith(meta + "."):
+            raise InvalidOperationError(
+                f"Table {'.'.join(identifier)} is in the meta-namespace {meta!r}, where iceberg-ops keeps the "
+                "migration history and locks of every namespace; migrations cannot change it."
+            )
+        return identifier
 
     def _label(self, identifier: Identifier) -> str:
         return ".".join(identifier)
 
     def load_table(self, name: str) -> Table:
-        """Load a table, after committing the changes staged for it so far.
+        """Load a table to read it or write data to it, after committing everything staged so far.
+
+        Data written through the returned table (appends, overwrites, deletes) is the migration's own
+        commit: the runner cannot see it, so a migration interrupted after calling this is reported
+        as possibly partial rather than retried (see the recovery documentation).
 
         Raises:
             InvalidOperationError: The table does not exist.
         """
         identifier = self.identifier(name)
-        self._flush(identifier)
+        self._mark_direct(self._label(identifier))
+        self._commit_queue(complete=False)
         try:
             return self._catalog.load_table(identifier)
         except NoSuchTableError as exc:
             raise InvalidOperationError(f"Table {self._label(identifier)} does not exist.") from exc
+
+    def _mark_direct(self, what: str) -> None:
+        """Note in the intent that the migration reached the catalog directly (its writes are not tracked)."""
+        if what not in self._direct:
+            self._direct.add(what)
+            self._announce([IntentAction(what, "direct")])
 
     # -- staging and committing -----------------------------------------------------------------
 
     @property
     def has_pending_changes(self) -> bool:
         """Whether anything is staged and not yet committed."""
-        return bool(self._pending)
+        return bool(self._queue)
 
     def commit(self) -> None:
-        """Commit the staged changes, one atomic commit per table, in the order the tables were first touched."""
-        order = list(self._pending)
-        actions = [self._staged_action(identifier, offset) for offset, identifier in enumerate(order, 1)]
-        self._announce(actions, complete=True)
-        for identifier in order:
-            self._flush(identifier)
+        """Commit everything staged so far, in the order it was staged (one atomic commit per table).
+
+        The runner commits what is left when the migration returns; call this only to make changes
+        visible to code later in the same migration.
+        """
+        self._commit_queue(complete=False)
+
+    def finish(self) -> None:
+        """Commit what the migration staged, once it has returned (called by the runner, not by migrations)."""
+        self._commit_queue(complete=True)
 
     def discard(self) -> None:
         """Forget everything staged and not yet committed."""
         self._pending.clear()
+        self._queue.clear()
+        self._gone.clear()
+        self._rename_targets.clear()
         self._created.clear()
         self._schema_updates.clear()
         self._schema_steps.clear()
 
-    def _staged_action(self, identifier: Identifier, offset: int = 1) -> IntentAction:
-        """The intent entry of the next commit of a staged table (``offset`` counts commits announced together)."""
-        kind = "create" if identifier in self._created else "commit"
-        receipt = self._journal.receipt(self._steps + offset) if self._journal else None
-        return IntentAction(self._label(identifier), kind, receipt=receipt)
+    def _action(self, item: _Queued, step: int) -> IntentAction:
+        """The intent entry of one queued change, the ``step``-th commit of this migration."""
+        label = self._label(item.identifier)
+        if item.kind == "drop":
+            return IntentAction(label, "drop")
+        if item.kind == "rename":
+            return IntentAction(label, "rename", to=self._label(item.target or ()))
+        kind = "create" if item.identifier in self._created else "commit"
+        return IntentAction(label, kind, receipt=self._journal.receipt(step) if self._journal else None)
 
     def _announce(self, actions: list[IntentAction], *, complete: bool = False) -> None:
         if self._journal is not None:
             self._journal.before_commit(actions, complete=complete)
 
-    def _flush(self, identifier: Identifier) -> None:
-        transaction = self._pending.get(identifier)
-        if transaction is None:
-            return
-        # Already listed when commit() announced everything: then this only checks the lease still holds.
-        self._announce([self._staged_action(identifier)])
-        self._apply_schema_update(identifier)
-        self._steps += 1
-        if identifier in self._created:
-            transaction = self._create_for_real(identifier, transaction)
-        if self._journal is not None:
-            transaction.set_properties({RECEIPT_PROPERTY: self._journal.receipt(self._steps)})
-        self._pending.pop(identifier, None)
-        self._created.discard(identifier)
-        transaction.commit_transaction()
+    def _commit_queue(self, *, complete: bool) -> None:
+        """Announce every queued change (the intent), then commit them one by one in order."""
+        actions = [self._action(item, self._steps + offset) for offset, item in enumerate(self._queue, 1)]
+        self._announce(actions, complete=complete)
+        while self._queue:
+            item = self._queue[0]
+            self._announce([self._action(item, self._steps + 1)])  # listed already: checks the lock still holds
+            self._commit_item(item)
+            self._queue.pop(0)
+        self._gone.clear()
+        self._rename_targets.clear()
+
+    def _commit_item(self, item: _Queued) -> None:
+        identifier = item.identifier
+        if item.kind == "drop":
+            self._steps += 1
+            try:
+                if item.purge:
+                    self._catalog.purge_table(identifier)
+                else:
+                    self._catalog.drop_table(identifier)
+            except NoSuchTableError as exc:
+                raise InvalidOperationError(f"Cannot drop table {self._label(identifier)}: it does not exist.") from exc
+        elif item.kind == "rename":
+            target = item.target or ()
+            self._steps += 1
+            if not self._catalog.namespace_exists(target[:-1]):
+                ensure_namespace(self._catalog, target[:-1])
+                self.created_namespaces.append(".".join(target[:-1]))
+            try:
+                self._catalog.rename_table(identifier, target)
+            except NoSuchTableError as exc:
+                raise InvalidOperationError(
+                    f"Cannot rename table {self._label(identifier)}: it does not exist."
+                ) from exc
+        else:
+            transaction = self._pending[identifier]
+            self._apply_schema_update(identifier)
+            self._steps += 1
+            if identifier in self._created:
+                transaction = self._create_for_real(identifier, transaction)
+            if self._journal is not None:
+                transaction.set_properties({RECEIPT_PROPERTY: self._journal.receipt(self._steps)})
+            self._pending.pop(identifier, None)
+            self._created.discard(identifier)
+            transaction.commit_transaction()
         self._record(identifier)
 
     def _create_for_real(self, identifier: Identifier, placeholder: Transaction) -> Transaction:
@@ -238,6 +329,13 @@ class MigrationContext:
 
     def _transaction(self, name: str) -> tuple[Identifier, Transaction]:
         identifier = self.identifier(name)
+        if identifier in self._gone:
+            raise InvalidOperationError(
+                f"Table {self._label(identifier)} is dropped or renamed earlier in this migration; "
+                "use its new name, or create it again first."
+            )
+        if identifier in self._rename_targets and identifier not in self._pending:
+            self._commit_queue(complete=False)  # the rename must happen before the table can be changed
         if identifier not in self._pending:
             try:
                 table = self._catalog.load_table(identifier)
@@ -247,6 +345,7 @@ class MigrationContext:
                     "or check the name and namespace."
                 ) from exc
             self._pending[identifier] = table.transaction()
+            self._queue.append(_Queued("table", identifier))
         return identifier, self._pending[identifier]
 
     def _staged(self, name: str, what: str, build: Callable[[Transaction], object]) -> None:
@@ -370,7 +469,9 @@ class MigrationContext:
             if if_not_exists:
                 return
             raise InvalidOperationError(f"Cannot create table {self._label(identifier)}: this migration creates it.")
-        if identifier in self._pending or self._catalog.table_exists(identifier):
+        if identifier not in self._gone and (
+            identifier in self._pending or identifier in self._rename_targets or self._catalog.table_exists(identifier)
+        ):
             if if_not_exists:
                 return
             raise InvalidOperationError(f"Cannot create table {self._label(identifier)}: it already exists.")
@@ -388,7 +489,9 @@ class MigrationContext:
             for key, value in (properties or {}).items()
         }
         transaction = self._placeholder_create(identifier, iceberg_schema, values)
+        self._gone.discard(identifier)
         self._pending[identifier] = transaction
+        self._queue.append(_Queued("table", identifier))
         self._created.add(identifier)
         try:
             if partition_by:
@@ -400,7 +503,9 @@ class MigrationContext:
             raise
 
     def _forget(self, identifier: Identifier) -> None:
+        """Drop what is staged for one table (its queued transaction and schema changes)."""
         self._pending.pop(identifier, None)
+        self._queue = [item for item in self._queue if not (item.kind == "table" and item.identifier == identifier)]
         self._created.discard(identifier)
         self._schema_updates.pop(identifier, None)
         self._schema_steps.pop(identifier, None)
@@ -437,47 +542,57 @@ class MigrationContext:
         """
         identifier = self.identifier(name)
         if identifier in self._created:
-            # Created earlier in this migration and never committed: nothing reached the catalog.
+            # Created earlier in this migration and never committed: nothing reaches the catalog.
             self._forget(identifier)
+            self._gone.add(identifier)
             return
-        self._flush(identifier)
-        if not self._catalog.table_exists(identifier):
+        exists = identifier in self._rename_targets or (
+            identifier not in self._gone and self._catalog.table_exists(identifier)
+        )
+        if not exists:
             if if_exists:
                 return
             raise InvalidOperationError(f"Cannot drop table {self._label(identifier)}: it does not exist.")
-        self._announce([IntentAction(self._label(identifier), "drop")])
-        self._steps += 1
-        try:
-            if purge:
-                self._catalog.purge_table(identifier)
-            else:
-                self._catalog.drop_table(identifier)
-        except NoSuchTableError as exc:
-            raise InvalidOperationError(f"Cannot drop table {self._label(identifier)}: it does not exist.") from exc
-        self._record(identifier)
+        self._forget(identifier)  # changes staged on a table about to be dropped are moot
+        self._queue.append(_Queued("drop", identifier, purge=purge))
+        self._gone.add(identifier)
+        self._rename_targets.discard(identifier)
 
     def rename_table(self, old: str, new: str) -> None:
         """Rename a table, or move it to another namespace (created if missing).
+
+        The rename is staged like other changes; later changes to the table under its new name first
+        commit what is staged so far.
 
         Raises:
             InvalidOperationError: The table does not exist or the new name is taken.
         """
         source, target = self.identifier(old), self.identifier(new)
-        self._flush(source)
-        if self._catalog.table_exists(target):
+        target_taken = target not in self._gone and (
+            target in self._pending or target in self._rename_targets or self._catalog.table_exists(target)
+        )
+        if target_taken:
             raise InvalidOperationError(f"Cannot rename {self._label(source)} to {self._label(target)}: it exists.")
-        if not self._catalog.table_exists(source):
+        if source in self._created:  # not in the catalog yet: it is simply created under the new name
+            self._pending[target] = self._pending.pop(source)
+            self._created.discard(source)
+            self._created.add(target)
+            if source in self._schema_updates:
+                self._schema_updates[target] = self._schema_updates.pop(source)
+                self._schema_steps[target] = self._schema_steps.pop(source, [])
+            for item in self._queue:
+                if item.kind == "table" and item.identifier == source:
+                    item.identifier = target
+            self._gone.discard(target)
+            return
+        exists = source in self._rename_targets or (source not in self._gone and self._catalog.table_exists(source))
+        if not exists:
             raise InvalidOperationError(f"Cannot rename table {self._label(source)}: it does not exist.")
-        self._announce([IntentAction(self._label(source), "rename", to=self._label(target))])
-        self._steps += 1
-        if not self._catalog.namespace_exists(target[:-1]):
-            ensure_namespace(self._catalog, target[:-1])
-            self.created_namespaces.append(".".join(target[:-1]))
-        try:
-            self._catalog.rename_table(source, target)
-        except NoSuchTableError as exc:
-            raise InvalidOperationError(f"Cannot rename table {self._label(source)}: it does not exist.") from exc
-        self._record(source)
+        self._queue.append(_Queued("rename", source, target))
+        self._gone.add(source)
+        self._gone.discard(target)
+        self._rename_targets.discard(source)
+        self._rename_targets.add(target)
 
     # -- columns --------------------------------------------------------------------------------
 

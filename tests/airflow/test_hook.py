@@ -114,7 +114,7 @@ def test_operator_refuses_an_unknown_action():
     with pytest.raises(ValueError, match="action must be one of upgrade, downgrade, plan, check"):
         IcebergMigrateOperator(task_id="x", namespace="n", migrations_dir="m", action="migrate")
     operator = IcebergMigrateOperator(task_id="y", namespace="{{ params.ns }}", migrations_dir="m")
-    assert operator.template_fields == ("namespace", "migrations_dir", "target")
+    assert operator.template_fields == ("namespace", "migrations_dir", "target", "iceberg_conn_id", "models_dir")
 
 
 @pytest.mark.parametrize(

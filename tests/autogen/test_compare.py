@@ -70,8 +70,12 @@ def test_forbidden_promotion_and_required_in_a_model_are_refused(live):
         autogenerate(
             live, "sales", [_with(columns=[BASE["columns"][0], {"name": "qty", "type": "int", "required": True}])]
         )
-    with pytest.raises(ModelError, match="does not change list or map types"):
+    with pytest.raises(ForbiddenPromotionError, match=r"'tags\.element' from string to long"):
         autogenerate(live, "sales", [_with(columns=[*BASE["columns"][:3], {"name": "tags", "type": "list<long>"}])])
+    with pytest.raises(ModelError, match="a list or map cannot change kind"):
+        autogenerate(
+            live, "sales", [_with(columns=[*BASE["columns"][:3], {"name": "tags", "type": "map<string,long>"}])]
+        )
     with pytest.raises(ModelError, match="has neither column"):
         autogenerate(live, "sales", [_with(columns=[{"name": "x", "type": "int", "renamed_from": "nope"}])])
 

@@ -217,18 +217,37 @@ def test_identifier_fields_must_be_required(ctx, orders):
 
 def test_rename_and_drop_tables(catalog, ctx, orders):
     ctx.add_column("orders", "email", "string")
-    ctx.rename_table("orders", "orders_v2")  # commits the pending change first
+    ctx.rename_table("orders", "orders_v2")  # staged, in order after the column
+    assert catalog.table_exists("sales.orders")  # nothing reached the catalog yet
+    ctx.add_column("orders_v2", "note", "string")  # the new name is needed now: what is staged commits first
     assert "email" in catalog.load_table("sales.orders_v2").schema().column_names
-    ctx.rename_table("orders_v2", "archive.orders")
-    assert catalog.table_exists("archive.orders")
-    ctx.drop_table("archive.orders", purge=True)
-    assert not catalog.table_exists("archive.orders")
     with pytest.raises(InvalidOperationError, match="does not exist"):
         ctx.drop_table("orders")
+    ctx.rename_table("orders_v2", "archive.orders")
+    ctx.drop_table("archive.orders", purge=True)
+    with pytest.raises(InvalidOperationError, match="dropped or renamed earlier in this migration"):
+        ctx.add_column("archive.orders", "x", "int")
+    ctx.commit()
+    assert not catalog.table_exists("archive.orders") and not catalog.table_exists("sales.orders_v2")
+    assert catalog.namespace_exists("archive")
     with pytest.raises(InvalidOperationError, match="does not exist"):
         ctx.rename_table("orders", "x")
     with pytest.raises(InvalidOperationError, match="does not exist; create it first"):
         ctx.add_column("missing", "x", "int")
+
+
+def test_a_table_can_be_dropped_and_created_again_in_one_migration(catalog, ctx, orders):
+    ctx.drop_table("orders")
+    ctx.create_table("orders", pa.schema([("fresh", pa.int64())]))
+    ctx.commit()
+    assert catalog.load_table("sales.orders").schema().column_names == ["fresh"]
+
+
+def test_the_meta_namespace_is_out_of_bounds(catalog):
+    ctx = MigrationContext(catalog, "sales", meta_namespace="_iceberg_ops")
+    for name in ("_iceberg_ops.migration_history", "_iceberg_ops.inner.t"):
+        with pytest.raises(InvalidOperationError, match="meta-namespace '_iceberg_ops'"):
+            ctx.drop_table(name)
 
 
 def test_create_then_drop_in_one_migration_touches_nothing(catalog, ctx):

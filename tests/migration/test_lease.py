@@ -65,9 +65,9 @@ def test_a_lock_whose_lease_expired_is_taken_over_and_recorded(catalog, migratio
 
 
 def test_the_lease_is_renewed_while_a_long_migration_body_runs(catalog, migrations_dir):
-    write_migration(migrations_dir, "0001_slow.py", "import time\ntime.sleep(2.5)")
-    runner = MigrationRunner(catalog, "sales", migrations_dir, stale_after=1)
-    rival = NamespaceLock(catalog, "_iceberg_ops", "sales", stale_after=1)
+    write_migration(migrations_dir, "0001_slow.py", "import time\ntime.sleep(6)")
+    runner = MigrationRunner(catalog, "sales", migrations_dir, stale_after=2)  # renewed every 0.5 s
+    rival = NamespaceLock(catalog, "_iceberg_ops", "sales", stale_after=2)
     outcome: dict[str, object] = {}
     worker = threading.Thread(target=lambda: outcome.update(results=runner.upgrade()))
     worker.start()
@@ -77,9 +77,9 @@ def test_the_lease_is_renewed_while_a_long_migration_body_runs(catalog, migratio
         with pytest.raises(ConcurrentMigrationError, match="is being migrated by"):
             rival.acquire("rival")
         refusals += 1
-        time.sleep(0.4)
+        time.sleep(0.5)
     worker.join()
-    assert refusals >= 4
+    assert refusals >= 8
     assert [r.version for r in outcome["results"]] == ["0001"]
 
 
