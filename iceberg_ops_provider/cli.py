@@ -446,6 +446,26 @@ def check(settings: _Settings) -> None:
 
 
 @cli.command()
+@click.option("--yes", is_flag=True, help="Apply without asking.")
+@click.pass_obj
+@_handles_errors
+def repair(settings: _Settings, yes: bool) -> None:
+    """Re-record checksums of changed applied files and clear failed attempts (shows what first)."""
+    runner = settings.runner(known=True, progress=True)
+    planned = runner.repair(dry_run=True)
+    if not planned.changes:
+        settings.emit(planned.to_json(), "Nothing to repair.")
+        return
+    click.echo(f"repair: {planned.describe()}", err=True)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise click.UsageError("repair changes the history; run it again with --yes to apply.")
+        click.confirm("Apply?", abort=True, err=True)
+    done = runner.repair()
+    settings.emit(done.to_json(), f"repaired: {done.describe()}")
+
+
+@cli.command()
 @click.pass_obj
 @_handles_errors
 def unlock(settings: _Settings) -> None:

@@ -71,7 +71,7 @@ from iceberg_ops_provider.planning import (
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-__all__ = ["MigrationResult", "MigrationRunner", "NamespaceStatus", "RunReport"]
+__all__ = ["MigrationResult", "MigrationRunner", "NamespaceStatus", "RepairReport", "RunReport"]
 
 log = logging.getLogger(__name__)
 
@@ -185,6 +185,51 @@ class RunReport:
     run_id: str
     version_before: str | None
     version_after: str | None
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """What ``repair`` changed (or, with ``dry_run``, would change).
+
+    Attributes:
+        namespace: The namespace.
+        rechecked: Applied versions whose changed file's checksum is recorded anew.
+        modernised: Applied versions whose unchanged file had a checksum in the older byte format.
+        cleared: Versions whose failed attempts are cleared (they stay pending).
+        dry_run: Whether nothing was written.
+    """
+
+    namespace: str
+    rechecked: list[str]
+    modernised: list[str]
+    cleared: list[str]
+    dry_run: bool = False
+
+    @property
+    def changes(self) -> bool:
+        """Whether there is anything to repair."""
+        return bool(self.rechecked or self.modernised or self.cleared)
+
+    def describe(self) -> str:
+        """One line: what is (or would be) repaired."""
+        parts = []
+        if self.rechecked:
+            parts.append(f"re-record the checksums of changed files {', '.join(self.rechecked)}")
+        if self.modernised:
+            parts.append(f"update the checksum format of {', '.join(self.modernised)}")
+        if self.cleared:
+            parts.append(f"clear the failed attempts of {', '.join(self.cleared)}")
+        return "; ".join(parts) or "nothing to repair"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "namespace": self.namespace,
+            "rechecked": self.rechecked,
+            "modernised": self.modernised,
+            "cleared": self.cleared,
+            "dry_run": self.dry_run,
+        }
 
 
 class MigrationRunner:
@@ -415,6 +460,58 @@ class MigrationRunner:
             return [MigrationResult(r.version, r.description, r.status, 0.0, "stamp") for r in rows]
 
         return self._locked(scripts, run, stamping=True)
+
+    @_catalog_call
+    def repair(self, *, dry_run: bool = False) -> RepairReport:
+        """Make the history agree with the files again, as Flyway's ``repair`` does.
+
+        Applied versions whose file changed get the file's current checksum (after an edit that was
+        reviewed and is wanted, e.g. a fixed comment in a newer style, or a reformat of an old file);
+        recorded ``failed`` attempts are cleared, so the version is plainly pending. Runs under the
+        namespace's lock, in one history commit, recorded as an event.
+
+        Args:
+            dry_run: Only report what would change.
+        """
+        scripts = self.scripts()
+        report: list[RepairReport] = []
+
+        def run(state: NamespaceState, session: _Session) -> list[MigrationResult]:
+            rechecked = [v for v in state.changed]
+            legacy = [
+                v
+                for v in state.applied
+                if v not in state.changed
+                and (row := state.rows[v]).checksum
+                and state.script(v) is not None
+                and row.checksum != state.script(v).checksum  # type: ignore[union-attr]
+            ]
+            cleared = list(state.failed)
+            found = RepairReport(self.namespace, rechecked, legacy, cleared, dry_run)
+            report.append(found)
+            if dry_run or not (rechecked or legacy or cleared):
+                return []
+            rows = [
+                replace(state.rows[v], checksum=state.script(v).checksum, operation="repair")  # type: ignore[union-attr]
+                for v in rechecked + legacy
+            ]
+            expected = {v: session.expected.get(v) for v in [*rechecked, *legacy, *cleared]}
+            session.keeper.check()
+            self.history_store.record(self.namespace, rows, expected, removals=cleared)
+            message = f"{self.namespace}: repair {found.describe()}"
+            self._event(message)
+            self.event_log.record(
+                self.namespace,
+                "repair",
+                message,
+                run_id=session.run_id,
+                executed_by=session.executed_by,
+                details=found.to_json(),
+            )
+            return []
+
+        self._locked(scripts, run)
+        return report[0]
 
     @_catalog_call
     def force_unlock(self) -> LockInfo | None:

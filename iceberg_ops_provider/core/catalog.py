@@ -335,6 +335,10 @@ class CatalogFactory:
             catalog_type = kind
             if "region" in properties:
                 properties["client.region"] = properties.pop("region")
+        if catalog_type == "rest":
+            # PyIceberg's SigV4 signing retries a request 10 times by default, each retry waiting up to
+            # the timeout again: a stalled endpoint would take 11 timeouts to report. Two retries.
+            properties.setdefault("rest.sigv4.max-retries", "2")
         endpoint = properties.get("uri") or _configured_uri(name) or f"({kind} catalog {name!r})"
         what = f"opening the {kind!r} catalog {name!r}"
         if catalog_type == "rest":  # its constructor already asks the server for its configuration

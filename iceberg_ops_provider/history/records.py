@@ -14,7 +14,7 @@ HISTORY_TABLE = "migration_history"
 """Name of the history table inside the meta-namespace."""
 
 Status = Literal["applied", "rolled_back", "failed"]
-Operation = Literal["upgrade", "downgrade", "stamp"]
+Operation = Literal["upgrade", "downgrade", "stamp", "repair"]
 
 HISTORY_SCHEMA = pa.schema(
     [

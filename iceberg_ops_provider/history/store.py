@@ -167,25 +167,34 @@ class HistoryStore:
 
     # -- writing --------------------------------------------------------------------------------
 
-    def record(self, namespace: str, updates: Iterable[HistoryRow], expected: Mapping[str, str | None]) -> None:
+    def record(
+        self,
+        namespace: str,
+        updates: Iterable[HistoryRow],
+        expected: Mapping[str, str | None],
+        *,
+        removals: Iterable[str] = (),
+    ) -> None:
         """Write new states for some versions of ``namespace`` in one commit.
 
         Args:
             namespace: The namespace.
             updates: The new rows (replacing any row of the same version).
-            expected: For each updated version, the status this run last saw (``None``: no row).
-                If the table says otherwise, another run wrote in between.
+            expected: For each updated or removed version, the status this run last saw (``None``:
+                no row). If the table says otherwise, another run wrote in between.
+            removals: Versions whose rows are deleted (``repair`` clearing failed attempts).
 
         Raises:
             ConcurrentMigrationError: The history changed under this run: the last line of defence
                 when two runs bypass the lock (for example after a forced unlock).
         """
         updates = list(updates)
+        removed = list(removals)
         table = self._ensure_table()
         for attempt in range(1, _WRITE_ATTEMPTS + 1):
             # Arrow throughout: a write costs the same whether the namespace has 10 rows or 10,000.
             existing = self._read_arrow(table, namespace)
-            changed = pa.array([row.version for row in updates], pa.string())
+            changed = pa.array([row.version for row in updates] + removed, pa.string())
             touched = existing.filter(pc.is_in(existing.column("version"), value_set=changed))
             current = {row["version"]: HistoryRow.from_dict(row) for row in touched.to_pylist()}
             self._check_expected(namespace, current, expected)
@@ -194,7 +203,9 @@ class HistoryStore:
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", UserWarning)  # "Delete operation did not match any records"
-                    if existing.num_rows:
+                    if existing.num_rows and not data.num_rows:
+                        table.delete(EqualTo("namespace", namespace))
+                    elif existing.num_rows:
                         table.overwrite(data, overwrite_filter=EqualTo("namespace", namespace))
                     else:
                         table.append(data)

@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ACTIONS", "IcebergMigrateOperator"]
 
-ACTIONS = ("upgrade", "downgrade", "plan", "check", "unlock")
+ACTIONS = ("upgrade", "downgrade", "plan", "check", "unlock", "repair")
 
 try:  # Airflow 3.2+
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -43,7 +43,8 @@ class IcebergMigrateOperator(BaseOperator):
         target: ``head``, ``base``, a version, ``+N`` or ``-N`` (templated).
         action: ``upgrade`` (default), ``downgrade``, ``plan`` (changes nothing), ``check`` (fails the
             task while migrations are pending or files disagree with history, so a DAG can gate loads
-            on it) or ``unlock`` (releases the namespace's lock whoever holds it, for a run known to be gone).
+            on it), ``unlock`` (releases the namespace's lock whoever holds it, for a run known to be gone)
+            or ``repair`` (re-records checksums of changed applied files and clears failed attempts).
         iceberg_conn_id: The Airflow connection of the catalog.
         meta_namespace: Where history and locks live (default ``_iceberg_ops``, ``iceberg_ops`` on S3 Tables).
         allow_changed: Let ``upgrade``/``downgrade`` run although applied files changed.
@@ -148,6 +149,10 @@ class IcebergMigrateOperator(BaseOperator):
             migrations = [step.to_json() for step in runner.plan(self.target)]
             for step in migrations:
                 self.log.info("plan: %s %s %s", step["direction"], step["version"], step["description"])
+        elif self.action == "repair":
+            report = runner.repair()
+            self.log.info("Repair of %r: %s", self.namespace, report.describe())
+            migrations = [report.to_json()]
         elif self.action == "unlock":
             holder = runner.force_unlock()
             self.log.info("Lock of %r: %s", self.namespace, f"released ({holder.describe()})" if holder else "was free")

@@ -258,3 +258,20 @@ def test_secrets_are_registered_with_airflows_masker(iceberg_connection, monkeyp
     for secret in (secret_key, client_secret, "session-token-value-44"):
         assert secret in line and secret not in redacted
     assert "***" in redacted
+
+
+def test_the_repair_action_re_records_a_changed_file(iceberg_connection):
+    from iceberg_ops_provider.operators.migrate import IcebergMigrateOperator
+
+    migrations = iceberg_connection / "migrations"
+    path = write_migration(migrations, "0001_create.py", 'ctx.create_table("t", pa.schema([("n", pa.int64())]))')
+    runner = MigrationRunner(catalog_at(iceberg_connection), "sales", migrations)
+    runner.upgrade()
+    path.write_text(path.read_text() + "EDITED = True\n")
+    assert runner.status().changed == ["0001"]
+    operator = IcebergMigrateOperator(
+        task_id="repair", action="repair", namespace="sales", migrations_dir=str(migrations)
+    )
+    summary = operator.execute({})
+    assert summary["migrations"][0]["rechecked"] == ["0001"]
+    assert runner.status().changed == []

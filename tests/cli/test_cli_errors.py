@@ -370,3 +370,21 @@ def test_autogenerate_with_no_models_says_so(project):
     assert result.exit_code == 2
     assert "No table models in" in _error_line(result) and "declare a table first" in _error_line(result)
     assert not list((project / "migrations").glob("*.py"))
+
+
+def test_repair_shows_what_it_changes_and_needs_yes(project):
+    path = project / "migrations" / "0001_a.py"
+    path.write_text(
+        "from iceberg_ops_provider.migration import BaseMigration\n\n\n"
+        "class Migration(BaseMigration):\n    def upgrade(self, ctx):\n        pass\n"
+    )
+    assert _run(project, "upgrade").exit_code == 0
+    path.write_text(path.read_text() + "\nEDITED = True\n")
+    assert _run(project, "check").exit_code == 1
+    refused = _run(project, "repair")
+    assert refused.exit_code == 2 and "--yes" in refused.stderr
+    assert "re-record the checksums of changed files 0001" in refused.stderr
+    applied = _run(project, "repair", "--yes")
+    assert applied.exit_code == 0 and "repaired: re-record" in applied.stdout
+    assert _run(project, "check").exit_code == 0
+    assert "Nothing to repair." in _run(project, "repair").stdout

@@ -328,3 +328,24 @@ def test_more_target_and_argument_checks(catalog, runner, three_migrations):
         runner.plan("head", direction="sideways")  # type: ignore[arg-type]
     with pytest.raises(MigrationTargetError, match="is not valid"):
         runner.plan("²")
+
+
+def test_repair_re_records_changed_files_and_clears_failed_attempts(catalog, runner, migrations_dir, three_migrations):
+    write_migration(migrations_dir, "0004_boom.py", 'raise RuntimeError("boom")')
+    runner.upgrade("0003")
+    with pytest.raises(MigrationFailedError):
+        runner.upgrade()
+    path = migrations_dir / "0002_add_email.py"
+    path.write_text(path.read_text().replace('"email"', '"email"  ') + "EDITED = True\n")
+    assert runner.status().changed == ["0002"] and runner.status().failed == ["0004"]
+    planned = runner.repair(dry_run=True)
+    assert (planned.rechecked, planned.cleared) == (["0002"], ["0004"])
+    assert runner.status().changed == ["0002"]  # a dry run writes nothing
+    done = runner.repair()
+    status = runner.status()
+    assert status.changed == [] and status.failed == [] and [s.version for s in status.pending] == ["0004"]
+    assert "0004" not in {row.version for row in runner.history()}
+    assert _statuses(runner)["0002"] == "applied"
+    assert done.describe().startswith("re-record the checksums of changed files 0002")
+    assert [event.event for event in runner.events()] == ["repair"]
+    assert not runner.repair().changes
