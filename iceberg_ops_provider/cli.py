@@ -73,6 +73,7 @@ class _Settings:
     warehouse: str | None
     catalog_timeout: float | None
     stale_after: float | None
+    meta_namespace: str | None
     as_json: bool
     verbose: int
     _config: Any = field(default=None, repr=False)
@@ -89,6 +90,7 @@ class _Settings:
                 db_path=self.db_path,
                 warehouse=self.warehouse,
                 catalog_timeout=self.catalog_timeout,
+                meta_namespace=self.meta_namespace,
                 conn_id=self.conn_id,
             )
             if self._config.airflow_conn_id:
@@ -255,6 +257,10 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     type=click.FloatRange(min=0, min_open=True),
     metavar="SECONDS",
     help="Lease of the migration lock: a lock not renewed for this long (its run died) is taken over (default 180).",
+)
+@click.option(
+    "--meta-namespace",
+    help="Where migration history and locks live (default _iceberg_ops; iceberg_ops on S3 Tables).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 @click.option("-v", "--verbose", count=True, help="Show tracebacks.")

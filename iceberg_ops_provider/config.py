@@ -46,7 +46,6 @@ from iceberg_ops_provider.errors import (
     MissingAirflowError,
     ProjectConfigError,
 )
-from iceberg_ops_provider.history.store import DEFAULT_META_NAMESPACE
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -70,7 +69,7 @@ class ProjectConfig:
         namespace: The namespace to migrate, if set.
         migrations_dir: The migrations folder.
         models_dir: The models folder.
-        meta_namespace: Where history and locks live.
+        meta_namespace: Where history and locks live (``None``: ``_iceberg_ops``, or ``iceberg_ops`` on S3 Tables).
         airflow_conn_id: The Airflow connection the catalog is built from (``--conn-id`` or
             ``airflow_conn_id:``), instead of :attr:`catalog`.
     """
@@ -81,7 +80,7 @@ class ProjectConfig:
     namespace: str | None = None
     migrations_dir: Path = Path("migrations")
     models_dir: Path = Path("models")
-    meta_namespace: str = DEFAULT_META_NAMESPACE
+    meta_namespace: str | None = None
     airflow_conn_id: str | None = None
 
     def require_namespace(self) -> str:
@@ -265,6 +264,7 @@ class ProjectConfig:
         warehouse: str | None = None,
         catalog_timeout: float | None = None,
         conn_id: str | None = None,
+        meta_namespace: str | None = None,
     ) -> ProjectConfig:
         """This configuration with command-line options applied (they win over the file).
 
@@ -318,7 +318,13 @@ class ProjectConfig:
                 catalog["db_path"] = str(Path(db_path).expanduser().resolve())
             if warehouse:
                 catalog["warehouse_dir"] = warehouse if "://" in warehouse else str(Path(warehouse).resolve())
-        return replace(self, catalog=catalog, namespace=namespace or self.namespace, airflow_conn_id=airflow_conn_id)
+        return replace(
+            self,
+            catalog=catalog,
+            namespace=namespace or self.namespace,
+            airflow_conn_id=airflow_conn_id,
+            meta_namespace=meta_namespace or self.meta_namespace,
+        )
 
 
 def _string(path: Path, key: str, value: Any) -> str:

@@ -46,7 +46,7 @@ catalog:
 namespace: {namespace}
 migrations_dir: migrations
 models_dir: models
-meta_namespace: _iceberg_ops   # where history lives; S3 Tables rejects names that start with `_`
+# meta_namespace: _iceberg_ops   # where history and locks live; default _iceberg_ops, iceberg_ops on S3 Tables
 """
 
 SKELETON = """\
@@ -159,6 +159,27 @@ def _escaped(char: str) -> str:
     return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
+EXAMPLE_MODEL_FILE = "_example.yaml"
+"""The commented example model ``init`` writes; files starting with ``_`` are not models."""
+
+EXAMPLE_MODEL = """\
+# An example table model. Files in models/ whose name starts with `_` are ignored: copy this one to
+# models/orders.yaml, edit it, then run `iceberg-ops revision -m "create orders" --autogenerate`.
+#
+# name: orders                      # the table, in the project's namespace
+# columns:
+#   - {name: id, type: long, required: true, doc: "order id"}
+#   - {name: ts, type: timestamptz}
+#   - {name: amount, type: "decimal(12,2)"}
+#   - {name: address, type: "struct<street: string, city: string>"}
+#   - {name: tags, type: "list<string>"}
+# partition_by: ["day(ts)"]
+# sort_by: ["ts desc"]
+# identifier_fields: [id]
+# properties: {owner: sales}
+"""
+
+
 def init_project(directory: str | Path = ".", *, namespace: str = "default") -> list[Path]:
     """Create ``iceberg-ops.yaml``, ``migrations/`` and ``models/`` in ``directory``.
 
@@ -180,6 +201,10 @@ def init_project(directory: str | Path = ".", *, namespace: str = "default") -> 
             created.append(folder)
     with config.open("x") as handle:
         handle.write(CONFIG_TEMPLATE.format(namespace=namespace))
+    example = root / "models" / EXAMPLE_MODEL_FILE
+    if not example.exists():
+        example.write_text(EXAMPLE_MODEL, encoding="utf-8")
+        created.append(example)
     return [config, *created]
 
 

@@ -36,9 +36,10 @@ TRICKY = [
 
 def test_init_project_writes_a_loadable_config(tmp_path):
     created = init_project(tmp_path / "p", namespace="sales")
-    assert [p.name for p in created] == ["iceberg-ops.yaml", "migrations", "models"]
+    assert [p.name for p in created] == ["iceberg-ops.yaml", "migrations", "models", "_example.yaml"]
     config = load_config(tmp_path / "p" / "iceberg-ops.yaml")
     assert config.namespace == "sales" and config.catalog == {"kind": "sqlite"}
+    assert config.meta_namespace is None  # the runner picks the catalog's default (iceberg_ops on S3 Tables)
     assert config.migrations_dir == (tmp_path / "p" / "migrations").resolve()
     with pytest.raises(ScaffoldingError, match="refusing to overwrite"):
         init_project(tmp_path / "p")

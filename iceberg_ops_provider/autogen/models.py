@@ -208,7 +208,7 @@ def load_model(path: str | Path) -> TableModel:
 
 
 def load_models(models_dir: str | Path) -> list[TableModel]:
-    """Every ``*.yaml``/``*.yml`` model in a folder, ordered by table name.
+    """Every ``*.yaml``/``*.yml`` model in a folder, ordered by table name (files starting with ``_`` are skipped).
 
     Raises:
         ModelError: A bad file, or two files declaring the same table.
@@ -216,7 +216,8 @@ def load_models(models_dir: str | Path) -> list[TableModel]:
     folder = Path(models_dir)
     if not folder.is_dir():
         raise _fail(folder, "models folder not found; create it (iceberg-ops init) or set models_dir.")
-    models = [load_model(path) for path in sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])]
+    paths = sorted([*folder.glob("*.yaml"), *folder.glob("*.yml")])
+    models = [load_model(path) for path in paths if not path.name.startswith("_")]  # `_` files are examples
     seen: dict[str, TableModel] = {}
     for model in models:
         if model.name in seen:

@@ -46,9 +46,10 @@ class HistoryRow:
         applied_at: When this state was recorded (UTC).
         status: ``applied``, ``rolled_back`` or ``failed``.
         error: The error text of a failure, else ``None``.
-        checksum: SHA-256 of the migration file when this state was recorded.
+        checksum: The migration file's checksum when this state was recorded (``ast1:`` + SHA-256 of its parsed
+            code; older rows hold the SHA-256 of its bytes).
         duration_ms: How long ``upgrade()``/``downgrade()`` ran, in milliseconds.
-        operation: ``upgrade``, ``downgrade`` or ``stamp``.
+        operation: ``upgrade``, ``downgrade``, ``stamp`` or ``repair``.
         executed_by: ``user@host:pid`` of the process that wrote the row.
         run_id: The id of the runner invocation that wrote the row.
     """

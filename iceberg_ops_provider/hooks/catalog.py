@@ -45,6 +45,16 @@ def _mask(value: str) -> None:
     mask_secret(value)
 
 
+def connection_meta_namespace(conn: Any) -> str | None:
+    """The ``meta_namespace`` a connection's extra names, if any (where migration history and locks live)."""
+    for key, value in (conn.extra_dejson or {}).items():
+        for prefix in (f"extra__{CONN_TYPE}__", f"extra__{OFFICIAL_CONN_TYPE}__"):
+            key = key.removeprefix(prefix)
+        if key == "meta_namespace" and value not in (None, ""):
+            return str(value)
+    return None
+
+
 def catalog_options(conn: Any) -> tuple[str, dict[str, Any]]:
     """The ``CatalogFactory`` kind and options for an Airflow Connection (``iceberg_ops`` or ``iceberg``).
 
@@ -63,6 +73,7 @@ def catalog_options(conn: Any) -> tuple[str, dict[str, Any]]:
         kind = str(extra.pop("kind", "rest"))
         extra.pop("type", None)
     kind = kind.lower()
+    extra.pop("meta_namespace", None)  # where the runner keeps history (see connection_meta_namespace)
     options: dict[str, Any] = dict(extra)
     if isinstance(options.get("timeout"), str):
         options["timeout"] = _number(options["timeout"])
@@ -124,6 +135,10 @@ class IcebergCatalogHook(BaseHook):
         kind, options = self.catalog_spec()
         self.log.info("Opening %s catalog of connection %r", kind, self.iceberg_conn_id)
         return CatalogFactory.build(kind, **options)
+
+    def meta_namespace(self) -> str | None:
+        """The ``meta_namespace`` set in the connection's extra, if any."""
+        return connection_meta_namespace(self.get_connection(self.iceberg_conn_id))
 
     def get_conn(self) -> Catalog:
         """The PyIceberg catalog of the connection."""

@@ -46,7 +46,8 @@ class IcebergMigrateOperator(BaseOperator):
             on it), ``unlock`` (releases the namespace's lock whoever holds it, for a run known to be gone)
             or ``repair`` (re-records checksums of changed applied files and clears failed attempts).
         iceberg_conn_id: The Airflow connection of the catalog.
-        meta_namespace: Where history and locks live (default ``_iceberg_ops``, ``iceberg_ops`` on S3 Tables).
+        meta_namespace: Where history and locks live: this, else the connection extra's ``meta_namespace``,
+            else ``_iceberg_ops`` (``iceberg_ops`` on S3 Tables).
         allow_changed: Let ``upgrade``/``downgrade`` run although applied files changed.
         allow_missing: Let ``upgrade`` run although applied files are missing.
         allow_out_of_order: Let ``upgrade`` apply files numbered below the current version.
@@ -123,7 +124,7 @@ class IcebergMigrateOperator(BaseOperator):
             hook.get_conn(),
             self.namespace,
             self.migrations_dir,
-            self.meta_namespace,
+            self.meta_namespace or hook.meta_namespace(),
             stale_after=self.stale_after,
             lock_context=_task_identity(context),
         )

@@ -151,3 +151,12 @@ def test_the_connection_timeout_extra_reaches_the_catalog_factory(tmp_path):
     assert options["timeout"] == "soon"  # left for CatalogFactory to refuse by name
     with pytest.raises(ValueError, match="Option 'timeout' must be a number of seconds"):
         CatalogFactory.build("sqlite", db_path=tmp_path / "c.db", **options)
+
+
+def test_the_meta_namespace_extra_is_for_the_runner_not_the_catalog():
+    from iceberg_ops_provider.hooks.catalog import connection_meta_namespace
+
+    connection = _conn(conn_type="iceberg_ops", extra={"kind": "sqlite", "db_path": "/x.db", "meta_namespace": "ops"})
+    assert catalog_options(connection) == ("sqlite", {"db_path": "/x.db"})
+    assert connection_meta_namespace(connection) == "ops"
+    assert connection_meta_namespace(_conn(conn_type="iceberg_ops", extra={"kind": "sqlite"})) is None

@@ -388,3 +388,16 @@ def test_repair_shows_what_it_changes_and_needs_yes(project):
     assert applied.exit_code == 0 and "repaired: re-record" in applied.stdout
     assert _run(project, "check").exit_code == 0
     assert "Nothing to repair." in _run(project, "repair").stdout
+
+
+def test_meta_namespace_option_and_init_example_model(project):
+    assert (project / "models" / "_example.yaml").read_text().startswith("# An example table model.")
+    assert "# meta_namespace:" in (project / "iceberg-ops.yaml").read_text()
+    (project / "migrations" / "0001_a.py").write_text(
+        "from iceberg_ops_provider.migration import BaseMigration\n\n\n"
+        "class Migration(BaseMigration):\n    def upgrade(self, ctx):\n        pass\n"
+    )
+    assert _run(project, "--meta-namespace", "ops_meta", "upgrade").exit_code == 0
+    assert _run(project, "--meta-namespace", "ops_meta", "current").stdout.strip() == "0001"
+    assert _run(project, "current").stdout.strip() == "base"  # the default meta-namespace has no history
+    assert _run(project, "check").exit_code == 1
