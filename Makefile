@@ -33,6 +33,8 @@ crash: $(INSTALLED)
 demo: export AIRFLOW_HOME := $(CURDIR)/airflow_home
 demo: export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags_examples
 demo: export AIRFLOW__CORE__LOAD_EXAMPLES := False
+# Third-party deprecation notices (Airflow's own dependencies) are not the demo's business.
+demo: export PYTHONWARNINGS := ignore::DeprecationWarning,ignore:Could not import graphviz:UserWarning,ignore::Warning:fastapi.testclient
 demo: export AIRFLOW_CONN_ICEBERG_OPS_DEFAULT := {"conn_type": "iceberg_ops", "extra": {"kind": "sqlite", "db_path": "$(CURDIR)/local_data/iceberg_catalog.db", "warehouse_dir": "$(CURDIR)/local_data/iceberg_warehouse"}}
 demo: $(INSTALLED)
 	mkdir -p airflow_home local_data
@@ -40,6 +42,15 @@ demo: $(INSTALLED)
 	$(VENV)/bin/airflow dags test migrate_then_load
 	$(VENV)/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml status
 	$(VENV)/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml history
+	@echo ""
+	@echo "Done: the DAG migrate_then_load applied dags_examples/migrations/ to namespace 'demo', then upserted a batch of orders."
+	@echo "  catalog   local_data/iceberg_catalog.db (SQLite); data files under local_data/iceberg_warehouse/"
+	@echo "  Airflow   airflow_home/ (metadata database and task logs)"
+	@echo "Try next:"
+	@echo "  .venv/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml check          # exit 0: up to date"
+	@echo "  .venv/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml plan -1        # what rolling back 0002 would do"
+	@echo "  .venv/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml downgrade -1   # roll it back"
+	@echo "  make demo                                                                     # again: migrates what is pending, upserts"
 
 clean:
 	rm -rf $(VENV) local_data .pytest_cache
