@@ -408,11 +408,23 @@ def status(settings: _Settings) -> None:
 
 
 @cli.command()
+@click.option(
+    "--events", "show_events", is_flag=True, help="Show lock takeovers, recoveries, repairs and unlocks instead."
+)
 @click.pass_obj
 @_handles_errors
-def history(settings: _Settings) -> None:
+def history(settings: _Settings, show_events: bool) -> None:
     """Show the namespace's migration history, oldest first."""
     runner = settings.runner()
+    if show_events:
+        events = runner.events()
+        lines = [
+            (e.at.strftime("%Y-%m-%d %H:%M:%S"), e.event, e.version or "", e.executed_by or "", e.message)
+            for e in events
+        ]
+        human = _table(["at", "event", "version", "by", "message"], lines) or "No events."
+        settings.emit([event.to_json() for event in events], human)
+        return
     rows = runner.history()
     table = [
         (r.version, r.status, r.operation, r.applied_at.strftime("%Y-%m-%d %H:%M:%S"), r.executed_by, r.description)

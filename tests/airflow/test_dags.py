@@ -275,3 +275,31 @@ def test_the_repair_action_re_records_a_changed_file(iceberg_connection):
     summary = operator.execute({})
     assert summary["migrations"][0]["rechecked"] == ["0001"]
     assert runner.status().changed == []
+
+
+@pytest.mark.backends
+def test_the_example_dag_runs_unchanged_on_s3_tables(run_dag, seaweedfs, unique_name, monkeypatch):
+    from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
+
+    arn = seaweedfs.create_table_bucket(unique_name)
+    connection = {
+        "conn_type": "iceberg_ops",
+        "host": seaweedfs.iceberg_uri,
+        "extra": {
+            "kind": "s3tables",
+            "warehouse": arn,
+            "region": REGION,
+            "client.access-key-id": ACCESS_KEY,
+            "client.secret-access-key": SECRET_KEY,
+            **seaweedfs.s3_properties(),
+        },
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_OPS_DEFAULT", json.dumps(connection))
+    dag_run = run_dag("migrate_then_load")
+    assert str(dag_run.state) == "success", _state(dag_run)
+    summary = xcom(dag_run, "migrate")
+    assert summary["version_after"] == "0002" and xcom(dag_run, "report")["total_records"] == 6
+    from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+
+    catalog = IcebergCatalogHook().get_conn()
+    assert catalog.table_exists("iceberg_ops.migration_history")  # S3 Tables' default meta-namespace

@@ -388,6 +388,9 @@ def test_repair_shows_what_it_changes_and_needs_yes(project):
     assert applied.exit_code == 0 and "repaired: re-record" in applied.stdout
     assert _run(project, "check").exit_code == 0
     assert "Nothing to repair." in _run(project, "repair").stdout
+    events = _run(project, "--json", "history", "--events")
+    assert events.exit_code == 0 and [e["event"] for e in json.loads(events.stdout)] == ["repair"]
+    assert "re-record the checksums" in _run(project, "history", "--events").stdout
 
 
 def test_meta_namespace_option_and_init_example_model(project):
