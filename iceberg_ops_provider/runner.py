@@ -498,12 +498,9 @@ class MigrationRunner:
             expected = {v: session.expected.get(v) for v in [*rechecked, *legacy, *cleared]}
             session.keeper.check()
             self.history_store.record(self.namespace, rows, expected, removals=cleared)
-            message = f"{self.namespace}: repair {found.describe()}"
-            self._event(message)
-            self.event_log.record(
-                self.namespace,
+            self._note(
                 "repair",
-                message,
+                f"{self.namespace}: repair {found.describe()}",
                 run_id=session.run_id,
                 executed_by=session.executed_by,
                 details=found.to_json(),
@@ -522,11 +519,12 @@ class MigrationRunner:
         """
         holder = self.lock.force_unlock()
         if holder is not None:
-            message = f"{self.namespace}: released the lock held by {holder.describe()}"
-            self._event(message)
             user, host, pid = process_identity()
-            self.event_log.record(
-                self.namespace, "force_unlock", message, executed_by=f"{user}@{host}:{pid}", details=holder.to_json()
+            self._note(
+                "force_unlock",
+                f"{self.namespace}: released the lock held by {holder.describe()}",
+                executed_by=f"{user}@{host}:{pid}",
+                details=holder.to_json(),
             )
         return holder
 
@@ -549,6 +547,23 @@ class MigrationRunner:
             log.warning("could not release the migration lock of %r while stopping: %s", self.namespace, exc)
 
     # -- internals ------------------------------------------------------------------------------
+
+    def _note(
+        self,
+        event: str,
+        message: str,
+        *,
+        level: int = logging.INFO,
+        version: str | None = None,
+        run_id: str | None = None,
+        executed_by: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        """Report ``message`` like any step, and keep it in the event log as ``event``."""
+        self._event(message, level)
+        self.event_log.record(
+            self.namespace, event, message, version=version, run_id=run_id, executed_by=executed_by, details=details
+        )
 
     def _event(self, message: str, level: int = logging.INFO) -> None:
         log.log(level, "%s", message)
@@ -776,6 +791,20 @@ class _Session:
 
     # -- what an earlier run left ---------------------------------------------------------------
 
+    def _note(
+        self, event: str, message: str, *, version: str | None = None, details: dict[str, Any] | None = None
+    ) -> None:
+        """A warning-level event of this run, reported and kept in the event log."""
+        self.runner._note(
+            event,
+            message if message.startswith(f"{self.runner.namespace}:") else f"{self.runner.namespace}: {message}",
+            level=logging.WARNING,
+            version=version,
+            run_id=self.run_id,
+            executed_by=self.executed_by,
+            details=details,
+        )
+
     def settle_previous(self, acquisition: Acquisition, *, stamping: bool) -> bool:
         """Record a takeover and settle an interrupted run's intent; returns whether the history changed.
 
@@ -786,12 +815,10 @@ class _Session:
         runner = self.runner
         if acquisition.taken_over is not None:
             holder, reason = acquisition.taken_over
-            message = f"{runner.namespace}: took over the migration lock from {holder.describe()}: {reason}"
-            runner._event(message, logging.WARNING)
-            runner.event_log.record(
-                runner.namespace,
+            runner._note(
                 "lock_taken_over",
-                message,
+                f"{runner.namespace}: took over the migration lock from {holder.describe()}: {reason}",
+                level=logging.WARNING,
                 run_id=self.run_id,
                 executed_by=self.executed_by,
                 details={"previous_holder": holder.to_json(), "reason": reason},
@@ -799,11 +826,7 @@ class _Session:
         if acquisition.intent_error is not None:
             if not stamping:
                 raise acquisition.intent_error
-            message = f"{runner.namespace}: cleared an unreadable intent record; this stamp records the outcome"
-            runner._event(message, logging.WARNING)
-            runner.event_log.record(
-                runner.namespace, "intent_cleared", message, run_id=self.run_id, executed_by=self.executed_by
-            )
+            self._note("intent_cleared", "cleared an unreadable intent record; this stamp records the outcome")
             self.intent_settled = False
             self.clear_unreadable = True
             return False
@@ -863,27 +886,18 @@ class _Session:
                 details["not_committed"],
                 run_id=intent.run_id,
             )
-            runner._event(str(partial), logging.WARNING)
-            runner.event_log.record(
-                runner.namespace,
+            runner._note(
                 "recovery_partial",
                 str(partial),
+                level=logging.WARNING,
                 version=version,
                 run_id=self.run_id,
                 executed_by=self.executed_by,
                 details=details,
             )
             raise partial
-        runner._event(message, logging.WARNING)
-        runner.event_log.record(
-            runner.namespace,
-            "recovered" if outcome != "partial" else "intent_cleared",
-            message,
-            version=version,
-            run_id=self.run_id,
-            executed_by=self.executed_by,
-            details=details,
-        )
+        event = "recovered" if outcome != "partial" else "intent_cleared"
+        self._note(event, message, version=version, details=details)
         self.intent_settled = True
         return wrote
 

@@ -11,9 +11,8 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import boto3
@@ -30,7 +29,16 @@ from iceberg_ops_provider.errors import (
     IcebergOpsError,
 )
 from iceberg_ops_provider.runner import MigrationRunner
-from tests.servers import ACCESS_KEY, REGION, SECRET_KEY, boto_kwargs, free_ports, stop_process, wait_for_http
+from tests.servers import (
+    ACCESS_KEY,
+    REGION,
+    SECRET_KEY,
+    boto_kwargs,
+    free_ports,
+    serve_http,
+    stop_process,
+    wait_for_http,
+)
 
 # No AWS credentials anywhere botocore looks: options, environment, files, instance metadata.
 NO_AWS_CREDENTIALS = {
@@ -98,14 +106,8 @@ def answering(request) -> Iterator[str]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with serve_http(Handler) as uri:
+        yield uri
 
 
 # --- unreachable: transient --------------------------------------------------------------------------

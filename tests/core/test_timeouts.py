@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -28,6 +28,7 @@ from iceberg_ops_provider.core.timeouts import (
     catalog_errors,
 )
 from iceberg_ops_provider.errors import CatalogConfigError, CatalogUnavailableError, ProjectConfigError
+from tests.servers import serve_http
 
 BIN = Path(sys.executable).parent / "iceberg-ops"
 
@@ -87,15 +88,11 @@ def half_stalled_uri() -> Iterator[str]:
         def log_message(self, format: str, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    release.set()
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with serve_http(Handler) as uri:
+        try:
+            yield uri
+        finally:
+            release.set()
 
 
 def _project(root: Path, uri: str, *, timeout: float | None = None) -> Path:
