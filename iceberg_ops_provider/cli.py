@@ -335,11 +335,24 @@ def upgrade(
 @cli.command(context_settings=_TARGET_ARGUMENT)
 @click.argument("target")
 @click.option("--allow-changed", is_flag=True, help="Roll back even if the migration files changed.")
+@click.option("--yes", is_flag=True, help="Roll back even when it drops tables or columns holding data.")
 @click.pass_obj
 @_handles_errors
-def downgrade(settings: _Settings, target: str, allow_changed: bool) -> None:
+def downgrade(settings: _Settings, target: str, allow_changed: bool, yes: bool) -> None:
     """Roll back migrations down to TARGET (base, a version that stays applied, -N)."""
     runner = settings.runner(known=True, progress=True)
+    if not yes:
+        destructive = [
+            f"{step.version}: {op['operation']}"
+            for step in runner.plan(target, "downgrade", inspect=True)
+            for op in step.operations
+            if op["risk"] == "destructive"
+        ]
+        if destructive:
+            listed = "; ".join(destructive)
+            if not sys.stdin.isatty():
+                raise click.UsageError(f"this rollback loses data ({listed}); run it again with --yes to go ahead.")
+            click.confirm(f"This rollback loses data ({listed}). Go ahead?", abort=True, err=True)
     _results(settings, runner.downgrade(target, allow_changed=allow_changed), "roll back")
 
 
@@ -359,16 +372,12 @@ def stamp(settings: _Settings, version: str) -> None:
 @_handles_errors
 def plan(settings: _Settings, target: str, direction: str | None) -> None:
     """Show the steps a run to TARGET would take; changes nothing."""
-    steps = settings.runner().plan(target, direction)  # type: ignore[arg-type]
-    data, lines = [], []
+    steps = settings.runner().plan(target, direction, inspect=True)  # type: ignore[arg-type]
+    lines = []
     for step in steps:
-        # A generated migration lists its upgrade's operations; a downgrade step runs other ones.
-        declared = getattr(step.script.migration, "operations", ()) if step.script else ()
-        operations = list(declared) if step.direction == "upgrade" else []
-        data.append({**step.to_json(), "operations": operations})
-        lines.append(f"{step.direction} {step.version} {step.description}")
-        lines += [f"    {operation}" for operation in operations]
-    settings.emit(data, "\n".join(lines) or "Nothing to do.")
+        lines.append(f"{step.direction} {step.version} {step.description}  [{step.risk}]")
+        lines += [f"    [{op['risk']}] {op['operation']}" for op in step.operations]
+    settings.emit([step.to_json() for step in steps], "\n".join(lines) or "Nothing to do.")
 
 
 @cli.command()

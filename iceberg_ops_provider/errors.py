@@ -19,6 +19,7 @@ __all__ = [
     "ConcurrentMigrationError",
     "ForbiddenPromotionError",
     "IcebergOpsError",
+    "DryRunLimit",
     "IntentRecordError",
     "InvalidOperationError",
     "IrreversibleMigrationError",
@@ -332,6 +333,14 @@ class PartialMigrationError(MigrationError):
             f"{', '.join(self.not_committed) or 'nothing'}. Nothing more runs in this namespace until this is "
             f"resolved. {how} A stamp (runner.stamp) clears this record."
         )
+
+
+class DryRunLimit(MigrationError):
+    """A dry run of a migration (``plan``) reached something it cannot stage.
+
+    That is a table or the catalog used directly; the planner reports the migration's risk as unknown
+    from there. Nothing was changed.
+    """
 
 
 class IntentRecordError(MigrationError):

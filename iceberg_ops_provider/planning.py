@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from iceberg_ops_provider.discovery import MigrationScript, checksum_matches
 from iceberg_ops_provider.errors import MigrationIntegrityError, MigrationTargetError
@@ -44,16 +44,25 @@ class PlanStep:
         version: The migration's version.
         description: The migration's description.
         script: The loaded file (``None`` only for a missing file, which cannot run).
+        operations: With an inspecting plan: what the step's body asks for, each with its risk.
+        risk: With an inspecting plan: the step's highest risk (``safe``, ``review``,
+            ``destructive``), or ``unknown`` when its body could not be run dry.
     """
 
     direction: Direction
     version: str
     description: str
     script: MigrationScript | None = field(default=None, compare=False, repr=False)
+    operations: tuple[dict[str, str], ...] = field(default=(), compare=False)
+    risk: str | None = field(default=None, compare=False)
 
-    def to_json(self) -> dict[str, str]:
+    def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {"direction": self.direction, "version": self.version, "description": self.description}
+        data: dict[str, Any] = {"direction": self.direction, "version": self.version, "description": self.description}
+        if self.risk is not None:
+            data["risk"] = self.risk
+            data["operations"] = list(self.operations)
+        return data
 
 
 @dataclass(frozen=True)

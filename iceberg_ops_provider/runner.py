@@ -35,6 +35,7 @@ from iceberg_ops_provider.discovery import MigrationScript, discover, importable
 from iceberg_ops_provider.errors import (
     CatalogConfigError,
     ConcurrentMigrationError,
+    DryRunLimit,
     IrreversibleMigrationError,
     MigrationError,
     MigrationFailedError,
@@ -361,18 +362,51 @@ class MigrationRunner:
         )
 
     @_catalog_call
-    def plan(self, target: str = "head", direction: Direction | None = None) -> list[PlanStep]:
+    def plan(
+        self, target: str = "head", direction: Direction | None = None, *, inspect: bool = False
+    ) -> list[PlanStep]:
         """The ordered steps a run to ``target`` would take; writes nothing.
 
         Args:
             target: ``head``, ``base``, a version, ``+N`` or ``-N``.
             direction: ``upgrade`` or ``downgrade``; inferred from the target when omitted.
+            inspect: Also run each step's body against a context that stages but never commits, to
+                list what it asks for and its risk (a drop of a table or column holding rows is
+                ``destructive``). Each step is inspected against the tables as they are now.
         """
         if direction not in (None, "upgrade", "downgrade"):
             raise ValueError(f"direction must be 'upgrade' or 'downgrade', got {direction!r}.")
         state = self.state()
         direction = direction or infer_direction(state, target)
-        return upgrade_steps(state, target) if direction == "upgrade" else downgrade_steps(state, target)
+        steps = upgrade_steps(state, target) if direction == "upgrade" else downgrade_steps(state, target)
+        return [self._inspect(step) for step in steps] if inspect else steps
+
+    def _inspect(self, step: PlanStep) -> PlanStep:
+        """``step`` with the operations its body asks for and their highest risk, from a dry run."""
+        if step.script is None:
+            return replace(step, risk="unknown", operations=({"operation": "the file is missing", "risk": "unknown"},))
+        context = MigrationContext(self.catalog, self.namespace, meta_namespace=self.meta_namespace, dry_run=True)
+        stopped: str | None = None
+        try:
+            with importable(self.folder):
+                if step.direction == "upgrade":
+                    step.script.migration.upgrade(context)
+                else:
+                    step.script.migration.downgrade(context)
+        except DryRunLimit as exc:
+            stopped = f"unknown from here: {exc}"
+        except IrreversibleMigrationError as exc:
+            stopped = f"irreversible: {exc}"
+        except Exception as exc:
+            stopped = f"unknown: a dry run of its body raised {type(exc).__name__}: {exc}"
+        operations = list(context.operations)
+        if stopped is not None:
+            operations.append({"operation": stopped, "risk": "unknown"})
+            risk = "unknown"
+        else:
+            order = {"safe": 0, "review": 1, "destructive": 2}
+            risk = max((op["risk"] for op in operations), key=lambda r: order.get(r, 1), default="safe")
+        return replace(step, operations=tuple(operations), risk=risk)
 
     # -- changing -------------------------------------------------------------------------------
 

@@ -32,7 +32,7 @@ from iceberg_ops_provider.core.catalog import ensure_namespace, to_property_valu
 from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.type_strings import to_iceberg_type
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
-from iceberg_ops_provider.errors import InvalidOperationError
+from iceberg_ops_provider.errors import DryRunLimit, InvalidOperationError
 from iceberg_ops_provider.history.intent import RECEIPT_PROPERTY, IntentAction
 from iceberg_ops_provider.migration.transforms import parse_partition_expr, parse_sort_field
 
@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.update.schema import UpdateSchema
     from pyiceberg.table.update.spec import UpdateSpec
 
-__all__ = ["ColumnPath", "CommitJournal", "MigrationContext", "TypeLike"]
+__all__ = ["ColumnPath", "CommitJournal", "DryRunLimit", "MigrationContext", "TypeLike"]
 
 TypeLike = str | pa.DataType | IcebergType
 """A column type: text (``"decimal(12,2)"``), an Arrow type or a PyIceberg type."""
@@ -122,6 +122,8 @@ class MigrationContext:
         namespace: The namespace bare table names resolve in (``"sales"`` or ``"a.b"``).
         journal: Told before every commit (the runner passes one; standalone use needs none).
         meta_namespace: Where migration history and locks live: a migration may not touch it.
+        dry_run: Stage and record what the migration asks for, but commit nothing (``plan``); reaching
+            tables directly (``load_table``, ``catalog``) stops a dry run with :class:`DryRunLimit`.
     """
 
     def __init__(
@@ -131,8 +133,12 @@ class MigrationContext:
         journal: CommitJournal | None = None,
         *,
         meta_namespace: str | None = None,
+        dry_run: bool = False,
     ) -> None:
         self._catalog = catalog
+        self._dry_run = dry_run
+        self.operations: list[dict[str, str]] = []
+        """What the migration asked for, in order, each with its risk (``safe``, ``review``, ``destructive``)."""
         self._namespace = namespace
         self._journal = journal
         self._meta_namespace = meta_namespace
@@ -206,8 +212,22 @@ class MigrationContext:
         except NoSuchTableError as exc:
             raise InvalidOperationError(f"Table {self._label(identifier)} does not exist.") from exc
 
+    def _note_op(self, description: str, risk: str) -> None:
+        self.operations.append({"operation": description, "risk": risk})
+
+    def _drop_risk(self, name: str) -> str:
+        """``destructive`` when the table holds rows now (a drop loses them for readers), else ``review``."""
+        try:
+            snapshot = self._catalog.load_table(self.identifier(name)).current_snapshot()
+        except (NoSuchTableError, InvalidOperationError):
+            return "review"
+        records = int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
+        return "destructive" if records else "review"
+
     def _mark_direct(self, what: str) -> None:
         """Note in the intent that the migration reached the catalog directly (its writes are not tracked)."""
+        if self._dry_run:
+            raise DryRunLimit(f"it reaches {what} directly, so a dry run stops there")
         if what not in self._direct:
             self._direct.add(what)
             self._announce([IntentAction(what, "direct")])
@@ -257,6 +277,8 @@ class MigrationContext:
 
     def _commit_queue(self, *, complete: bool) -> None:
         """Announce every queued change (the intent), then commit them one by one in order."""
+        if self._dry_run:
+            return
         actions = [self._action(item, self._steps + offset) for offset, item in enumerate(self._queue, 1)]
         self._announce(actions, complete=complete)
         while self._queue:
@@ -464,6 +486,7 @@ class MigrationContext:
                 expression is invalid.
             UnsupportedTypeError: An Arrow column type Iceberg cannot hold.
         """
+        self._note_op(f"create table {name}", "safe")
         identifier = self.identifier(name)
         if identifier in self._created:
             if if_not_exists:
@@ -540,6 +563,7 @@ class MigrationContext:
         Raises:
             InvalidOperationError: The table does not exist (unless ``if_exists``).
         """
+        self._note_op(f"drop table {name}", self._drop_risk(name))
         identifier = self.identifier(name)
         if identifier in self._created:
             # Created earlier in this migration and never committed: nothing reaches the catalog.
@@ -567,6 +591,7 @@ class MigrationContext:
         Raises:
             InvalidOperationError: The table does not exist or the new name is taken.
         """
+        self._note_op(f"rename table {old} to {new}", "review")
         source, target = self.identifier(old), self.identifier(new)
         target_taken = target not in self._gone and (
             target in self._pending or target in self._rename_targets or self._catalog.table_exists(target)
@@ -617,6 +642,7 @@ class MigrationContext:
             InvalidOperationError: The column exists (unless ``if_not_exists``), the position is
                 ambiguous, or a required column is added to a table that has rows.
         """
+        self._note_op(f"add column {table}.{_text(name)}", "review" if required else "safe")
         if sum([first, after is not None, before is not None]) > 1:
             raise InvalidOperationError("Give at most one of first=True, after= and before= for add_column.")
         if if_not_exists and self._has_column(table, name):
@@ -675,6 +701,7 @@ class MigrationContext:
 
         With ``if_exists=True`` a missing column is not an error.
         """
+        self._note_op(f"drop column {table}.{_text(name)}", self._drop_risk(table))
         if if_exists and not self._has_column(table, name):
             return
         path = _path(name)
@@ -684,6 +711,7 @@ class MigrationContext:
 
     def rename_column(self, table: str, old: ColumnPath, new: str) -> None:
         """Rename a column; ``new`` is the new last name (the column stays where it is)."""
+        self._note_op(f"rename column {table}.{_text(old)} to {new}", "review")
         path = _path(old)
         self._schema_change(
             table, f"rename column {_text(old)!r}", lambda update: update.rename_column(path, new), refs=[old]
@@ -703,6 +731,7 @@ class MigrationContext:
             ForbiddenPromotionError: A type change Iceberg does not allow.
             InvalidOperationError: ``required=True`` on an optional column, or nothing to change.
         """
+        self._note_op(f"alter column {table}.{_text(name)}", "review")
         if type is None and doc is None and required is None:
             raise InvalidOperationError(f"alter_column({table!r}, {_text(name)!r}) needs type=, doc= or required=.")
         path = _path(name)
@@ -747,6 +776,7 @@ class MigrationContext:
         after: ColumnPath | None = None,
     ) -> None:
         """Move a column first, or before/after another column (exactly one of them)."""
+        self._note_op(f"move column {table}.{_text(name)}", "safe")
         if sum([first, after is not None, before is not None]) != 1:
             raise InvalidOperationError("move_column needs exactly one of first=True, after= or before=.")
         path = _path(name)
@@ -760,6 +790,7 @@ class MigrationContext:
 
     def set_identifier_fields(self, table: str, *names: str) -> None:
         """Set the table's identifier fields (the row key; the columns must be required). No names clears them."""
+        self._note_op(f"set identifier fields of {table}", "review")
         self._schema_change(
             table, "set identifier fields", lambda update: update.set_identifier_fields(*names), refs=list(names)
         )
@@ -768,6 +799,7 @@ class MigrationContext:
 
     def add_partition_field(self, table: str, expr: str, name: str | None = None) -> None:
         """Add a partition field, e.g. ``"day(ts)"`` or ``"bucket(16, id)"`` (existing files keep their spec)."""
+        self._note_op(f"partition {table} by {expr}", "review")
         parsed = parse_partition_expr(expr)
         self._spec_change(
             table,
@@ -787,10 +819,12 @@ class MigrationContext:
 
     def drop_partition_field(self, table: str, name: str) -> None:
         """Remove a partition field by its name (see ``table.spec()``)."""
+        self._note_op(f"drop partition field {table}.{name}", "review")
         self._spec_change(table, f"drop partition field {name!r}", lambda update: update.remove_field(name))
 
     def rename_partition_field(self, table: str, old: str, new: str) -> None:
         """Rename a partition field."""
+        self._note_op(f"rename partition field {table}.{old}", "review")
         self._spec_change(table, f"rename partition field {old!r}", lambda update: update.rename_field(old, new))
 
     def set_sort_order(self, table: str, fields: Iterable[str] | str) -> None:
@@ -800,6 +834,7 @@ class MigrationContext:
             table: Table name.
             fields: Sort fields such as ``["ts desc", "day(ts) asc nulls last", "id"]``.
         """
+        self._note_op(f"set the sort order of {table}", "review")
         parsed = [parse_sort_field(fields)] if isinstance(fields, str) else [parse_sort_field(f) for f in fields]
 
         def build(transaction: Transaction) -> None:
@@ -830,6 +865,7 @@ class MigrationContext:
         Example:
             ``ctx.set_properties("orders", {"write.target-file-size-bytes": 134217728}, owner="sales")``
         """
+        self._note_op(f"set properties of {table}", "safe")
         merged = {**(properties or {}), **props}
         if not merged:
             raise InvalidOperationError("set_properties needs at least one property.")
@@ -842,6 +878,7 @@ class MigrationContext:
         Raises:
             InvalidOperationError: A key is not set on the table.
         """
+        self._note_op(f"remove properties of {table}", "safe")
         identifier, transaction = self._transaction(table)
         missing = [key for key in keys if key not in transaction.table_metadata.properties]
         if missing:

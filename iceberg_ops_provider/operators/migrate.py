@@ -53,6 +53,8 @@ class IcebergMigrateOperator(BaseOperator):
         allow_out_of_order: Let ``upgrade`` apply files numbered below the current version.
         stale_after: Lease length of the namespace lock in seconds: a lock not renewed for this long
             (its worker died) is taken over by the next run.
+        allow_destructive: Let ``downgrade`` drop tables or columns that hold rows (refused otherwise,
+            before anything runs).
         models_dir: With ``check``: a folder of table models (``models/*.yaml``); drift of the live
             tables from them fails the check too, as ``iceberg-ops check`` does (templated).
 
@@ -78,6 +80,7 @@ class IcebergMigrateOperator(BaseOperator):
         allow_out_of_order: bool = False,
         stale_after: float = DEFAULT_STALE_AFTER,
         models_dir: str | None = None,
+        allow_destructive: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -94,6 +97,7 @@ class IcebergMigrateOperator(BaseOperator):
         self.allow_out_of_order = allow_out_of_order
         self.stale_after = stale_after
         self.models_dir = models_dir
+        self.allow_destructive = allow_destructive
         self._runner: Any = None
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -143,6 +147,7 @@ class IcebergMigrateOperator(BaseOperator):
             )
             migrations = [result.to_json() for result in results]
         elif self.action == "downgrade":
+            self._refuse_data_loss(runner)
             migrations = [
                 result.to_json() for result in runner.downgrade(self.target, allow_changed=self.allow_changed)
             ]
@@ -172,6 +177,21 @@ class IcebergMigrateOperator(BaseOperator):
         }
         self.log.info("Namespace %r is now at %s", self.namespace, summary["version_after"] or "base")
         return summary
+
+    def _refuse_data_loss(self, runner: Any) -> None:
+        if self.allow_destructive:
+            return
+        destructive = [
+            f"{step.version}: {op['operation']}"
+            for step in runner.plan(self.target, "downgrade", inspect=True)
+            for op in step.operations
+            if op["risk"] == "destructive"
+        ]
+        if destructive:
+            raise AirflowFailException(
+                f"The rollback of {self.namespace!r} to {self.target} loses data ({'; '.join(destructive)}); "
+                "set allow_destructive=True on the task to go ahead."
+            )
 
     def on_kill(self) -> None:
         """Release the namespace's lock and stop the run before its next commit (task killed or timed out)."""

@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+import pyarrow as pa
 import pytest
 
 from iceberg_ops_provider.runner import MigrationRunner
@@ -303,3 +304,36 @@ def test_the_example_dag_runs_unchanged_on_s3_tables(run_dag, seaweedfs, unique_
 
     catalog = IcebergCatalogHook().get_conn()
     assert catalog.table_exists("iceberg_ops.migration_history")  # S3 Tables' default meta-namespace
+
+
+def test_a_rollback_that_loses_data_fails_at_once_unless_allowed(iceberg_connection):
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from iceberg_ops_provider.operators.migrate import IcebergMigrateOperator
+
+    migrations = iceberg_connection / "migrations"
+    write_migration(
+        migrations,
+        "0001_create.py",
+        'ctx.create_table("t", pa.schema([("n", pa.int64())]))',
+        'ctx.drop_table("t")',
+    )
+    runner = MigrationRunner(catalog_at(iceberg_connection), "sales", migrations)
+    runner.upgrade()
+    runner.catalog.load_table("sales.t").append(pa.table({"n": pa.array([1], pa.int64())}))
+
+    def downgrade(**options):
+        return IcebergMigrateOperator(
+            task_id="down",
+            action="downgrade",
+            target="base",
+            namespace="sales",
+            migrations_dir=str(migrations),
+            **options,
+        ).execute({})
+
+    with pytest.raises(AirflowFailException, match=r"loses data \(0001: drop table t\).*allow_destructive=True"):
+        downgrade()
+    assert runner.catalog.table_exists("sales.t")
+    assert downgrade(allow_destructive=True)["version_after"] is None
+    assert not runner.catalog.table_exists("sales.t")

@@ -190,7 +190,40 @@ def test_plan_of_a_downgrade_does_not_list_upgrade_operations(project):
     _run(project, "revision", "-m", "create", "--autogenerate")
     _run(project, "upgrade")
     plan = json.loads(_run(project, "--json", "plan", "base").stdout)
-    assert plan == [{"direction": "downgrade", "version": "0001", "description": "create", "operations": []}]
+    # The downgrade's own operations, from a dry run of its body: the table is empty, so a review.
+    assert plan == [
+        {
+            "direction": "downgrade",
+            "version": "0001",
+            "description": "create",
+            "risk": "review",
+            "operations": [{"operation": "drop table orders", "risk": "review"}],
+        }
+    ]
+
+
+def test_a_rollback_that_loses_data_needs_yes_and_plan_says_why(project):
+    (project / "models" / "orders.yaml").write_text(GOOD_MODEL)
+    _run(project, "revision", "-m", "create", "--autogenerate")
+    assert _run(project, "upgrade").exit_code == 0
+    from iceberg_ops_provider.config import load_config
+
+    catalog = load_config(project / "iceberg-ops.yaml").build_catalog()
+    import pyarrow as pa
+
+    table = catalog.load_table("sales.orders")
+    table.append(pa.table({"id": [1], "qty": [2]}, schema=table.schema().as_arrow()))
+    plan = json.loads(_run(project, "--json", "plan", "base").stdout)
+    assert plan[0]["risk"] == "destructive"
+    refused = _run(project, "downgrade", "base")
+    assert (
+        refused.exit_code == 2
+        and "loses data (0001: drop table orders)" in refused.stderr
+        and "--yes" in refused.stderr
+    )
+    assert catalog.table_exists("sales.orders")
+    assert _run(project, "downgrade", "base", "--yes").exit_code == 0
+    assert not catalog.table_exists("sales.orders")
 
 
 def test_relative_targets_parse_as_arguments(project):

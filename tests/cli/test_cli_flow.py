@@ -80,7 +80,7 @@ def test_the_whole_workflow_with_clicks_runner(tmp_path):
 
     plan = json.loads(_invoke(project, "--json", "plan").stdout)
     assert [step["version"] for step in plan] == ["0002"]
-    assert "[review] rename column orders.email to customer_email" in plan[0]["operations"]
+    assert {"operation": "rename column orders.email to customer_email", "risk": "review"} in plan[0]["operations"]
     upgraded = json.loads(_invoke(project, "--json", "upgrade").stdout)
     assert [(r["version"], r["status"]) for r in upgraded] == [("0002", "applied")]
     assert _invoke(project, "check").exit_code == 0
