@@ -342,12 +342,9 @@ def downgrade(settings: _Settings, target: str, allow_changed: bool, yes: bool) 
     """Roll back migrations down to TARGET (base, a version that stays applied, -N)."""
     runner = settings.runner(known=True, progress=True)
     if not yes:
-        destructive = [
-            f"{step.version}: {op['operation']}"
-            for step in runner.plan(target, "downgrade", inspect=True)
-            for op in step.operations
-            if op["risk"] == "destructive"
-        ]
+        from iceberg_ops_provider.commands import data_loss
+
+        destructive = data_loss(runner, target)
         if destructive:
             listed = "; ".join(destructive)
             if not sys.stdin.isatty():

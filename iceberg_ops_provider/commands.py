@@ -212,3 +212,16 @@ def _display(path: Path, root: Path) -> str:
         return str(path.resolve().relative_to(root))
     except ValueError:
         return str(path)
+
+
+def data_loss(runner: MigrationRunner, target: str) -> list[str]:
+    """What a rollback to ``target`` would lose: its ``destructive`` operations, from a dry run of each step.
+
+    The CLI asks before such a rollback (``--yes``), the operator refuses it unless ``allow_destructive``.
+    """
+    return [
+        f"{step.version}: {operation['operation']}"
+        for step in runner.plan(target, "downgrade", inspect=True)
+        for operation in step.operations
+        if operation["risk"] == "destructive"
+    ]

@@ -181,12 +181,9 @@ class IcebergMigrateOperator(BaseOperator):
     def _refuse_data_loss(self, runner: Any) -> None:
         if self.allow_destructive:
             return
-        destructive = [
-            f"{step.version}: {op['operation']}"
-            for step in runner.plan(self.target, "downgrade", inspect=True)
-            for op in step.operations
-            if op["risk"] == "destructive"
-        ]
+        from iceberg_ops_provider.commands import data_loss
+
+        destructive = data_loss(runner, self.target)
         if destructive:
             raise AirflowFailException(
                 f"The rollback of {self.namespace!r} to {self.target} loses data ({'; '.join(destructive)}); "
