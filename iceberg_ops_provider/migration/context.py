@@ -99,6 +99,18 @@ def _stage_schema_change(
         update._allow_incompatible_changes = allowed
 
 
+def _nested_ids(field_type: IcebergType) -> set[int]:
+    """The field ids inside a struct, list or map type (a dropped parent drops them too)."""
+    ids: set[int] = set()
+    for child in getattr(field_type, "fields", ()) or ():
+        ids |= {child.field_id, *_nested_ids(child.field_type)}
+    for attribute in ("element_field", "key_field", "value_field"):
+        child = getattr(field_type, attribute, None)
+        if child is not None:
+            ids |= {child.field_id, *_nested_ids(child.field_type)}
+    return ids
+
+
 def _resolves(schema: Schema, column: ColumnPath) -> bool:
     try:
         schema.find_field(_text(column))
@@ -704,10 +716,43 @@ class MigrationContext:
         self._note_op(f"drop column {table}.{_text(name)}", self._drop_risk(table))
         if if_exists and not self._has_column(table, name):
             return
+        self._check_droppable(table, name)
         path = _path(name)
         self._schema_change(
             table, f"drop column {_text(name)!r}", lambda update: update.delete_column(path), refs=[name]
         )
+
+    def _check_droppable(self, table: str, name: ColumnPath) -> None:
+        """Refuse, naming the fix, to drop a column the partition spec, sort order or row key still uses."""
+        identifier, transaction = self._transaction(table)
+        schema = self._schema(identifier, transaction)
+        try:
+            field = schema.find_field(_text(name))
+        except ValueError:
+            return  # the schema update names the missing column itself
+        ids = {field.field_id, *(_nested_ids(field.field_type))}
+        label, column = self._label(identifier), _text(name)
+        metadata = transaction.table_metadata
+        for partition in metadata.spec().fields:
+            if partition.source_id in ids:
+                raise InvalidOperationError(
+                    f"Cannot drop column {column!r} of table {label}: partition field {partition.name!r} "
+                    f"({partition.transform}) uses it. Drop the partition field first, in the same migration: "
+                    f"ctx.drop_partition_field({table!r}, {partition.name!r})."
+                )
+        for sort in metadata.sort_order().fields:
+            if sort.source_id in ids:
+                raise InvalidOperationError(
+                    f"Cannot drop column {column!r} of table {label}: the table's sort order uses it. Set a sort "
+                    f"order without it first, in the same migration: ctx.set_sort_order({table!r}, [...])."
+                )
+        if ids & set(schema.identifier_field_ids):
+            kept = [n for n in schema.identifier_field_names() if schema.find_field(n).field_id not in ids]
+            raise InvalidOperationError(
+                f"Cannot drop column {column!r} of table {label}: it is one of the table's identifier fields (its "
+                f"row key). Set the identifier fields without it first, in the same migration: "
+                f"ctx.set_identifier_fields({', '.join(repr(x) for x in [table, *sorted(kept)])})."
+            )
 
     def rename_column(self, table: str, old: ColumnPath, new: str) -> None:
         """Rename a column; ``new`` is the new last name (the column stays where it is)."""

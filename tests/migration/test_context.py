@@ -351,3 +351,25 @@ def test_a_refused_column_change_leaves_nothing_staged(catalog, ctx, orders):
         ctx.drop_column("orders", "nope")
     ctx.commit()
     assert len(catalog.load_table("sales.orders").schemas()) == 1
+
+
+def test_dropping_a_column_the_spec_sort_order_or_row_key_uses_names_the_fix(catalog, ctx):
+    schema = pa.schema(
+        [pa.field("id", pa.int64(), nullable=False), pa.field("ts", pa.timestamp("us", tz="UTC")), ("k", pa.int64())]
+    )
+    ctx.create_table("events", schema, partition_by=["day(ts)"], sort_by=["k"])
+    ctx.set_identifier_fields("events", "id")
+    ctx.commit()
+    with pytest.raises(
+        InvalidOperationError, match=r"partition field 'ts_day'.*ctx.drop_partition_field\('events', 'ts_day'\)"
+    ):
+        ctx.drop_column("events", "ts")
+    with pytest.raises(InvalidOperationError, match=r"sort order uses it.*ctx.set_sort_order\('events'"):
+        ctx.drop_column("events", "k")
+    with pytest.raises(InvalidOperationError, match=r"identifier fields.*ctx.set_identifier_fields\('events'\)"):
+        ctx.drop_column("events", "id")
+    ctx.discard()
+    ctx.drop_partition_field("events", "ts_day")
+    ctx.drop_column("events", "ts")  # in the right order it works
+    ctx.commit()
+    assert catalog.load_table("sales.events").schema().column_names == ["id", "k"]
