@@ -49,7 +49,7 @@ demo: $(INSTALLED)
 	@echo "Try next:"
 	@echo "  .venv/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml check          # exit 0: up to date"
 	@echo "  .venv/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml plan -1        # what rolling back 0002 would do"
-	@echo "  .venv/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml downgrade -1   # roll it back"
+	@echo "  .venv/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml downgrade -1 --yes   # roll it back (drops the channel column)"
 	@echo "  make demo                                                                     # again: migrates what is pending, upserts"
 
 clean:
