@@ -16,11 +16,9 @@ from __future__ import annotations
 
 import functools
 import logging
-import time
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -34,26 +32,20 @@ from iceberg_ops_provider.core.timeouts import (
 from iceberg_ops_provider.discovery import MigrationScript, discover, importable, migrations_folder
 from iceberg_ops_provider.errors import (
     CatalogConfigError,
-    ConcurrentMigrationError,
     DryRunLimit,
     IrreversibleMigrationError,
-    MigrationError,
-    MigrationFailedError,
-    MigrationNotRecordedError,
-    PartialMigrationError,
 )
 from iceberg_ops_provider.history.events import EventLog, MigrationEvent
-from iceberg_ops_provider.history.intent import Assessment, Intent, IntentAction, assess, receipt
+from iceberg_ops_provider.history.intent import Intent, assess
 from iceberg_ops_provider.history.lease import LeaseKeeper
 from iceberg_ops_provider.history.lock import (
     DEFAULT_STALE_AFTER,
-    Acquisition,
     LockInfo,
     LockLostError,
     NamespaceLock,
     process_identity,
 )
-from iceberg_ops_provider.history.records import HistoryRow, Operation, Status
+from iceberg_ops_provider.history.records import HistoryRow
 from iceberg_ops_provider.history.store import HistoryStore, default_meta_namespace
 from iceberg_ops_provider.migration.context import MigrationContext
 from iceberg_ops_provider.namespaces import check_runner_namespaces
@@ -68,6 +60,8 @@ from iceberg_ops_provider.planning import (
     stamp_changes,
     upgrade_steps,
 )
+from iceberg_ops_provider.results import MigrationResult, NamespaceStatus, RepairReport, RunReport
+from iceberg_ops_provider.session import RunSession, is_settled
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -88,149 +82,6 @@ def _catalog_call(method: _F) -> _F:
             return method(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
-
-
-@dataclass(frozen=True)
-class MigrationResult:
-    """What happened to one migration in a run.
-
-    Attributes:
-        version: The migration's version.
-        description: Its description.
-        status: The status recorded: ``applied``, ``rolled_back`` or ``failed``.
-        duration: Seconds its ``upgrade()``/``downgrade()`` and commits took (0 for a stamp).
-        direction: ``upgrade``, ``downgrade`` or ``stamp``.
-    """
-
-    version: str
-    description: str
-    status: Status
-    duration: float
-    direction: Operation
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-able form (for XCom and ``--json``)."""
-        return {
-            "version": self.version,
-            "description": self.description,
-            "status": self.status,
-            "duration": round(self.duration, 3),
-            "direction": self.direction,
-        }
-
-
-@dataclass(frozen=True)
-class NamespaceStatus:
-    """The state of one namespace, as ``status()`` reports it.
-
-    Attributes:
-        namespace: The namespace.
-        current: The highest applied version, or ``None``.
-        applied: Applied versions with their history rows, ascending.
-        pending: Migrations not applied yet, in the order ``upgrade`` would run them.
-        failed: Versions whose last attempt failed (they are pending too).
-        changed: Applied versions whose file changed.
-        missing: Applied versions whose file is gone.
-        out_of_order: Pending versions numbered below ``current``.
-        lock: Who holds the namespace's lock, if anyone.
-        interrupted: The intent of a run that stopped mid-migration and is not settled yet (the next
-            run settles it by itself unless it was partial), else ``None``.
-        interrupted_outcome: What that run committed: ``all`` or ``none`` (the next run settles it)
-            or ``partial`` (a person settles it with ``stamp``).
-    """
-
-    namespace: str
-    current: str | None
-    applied: list[HistoryRow]
-    pending: list[PlanStep]
-    failed: list[str] = field(default_factory=list)
-    changed: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
-    out_of_order: list[str] = field(default_factory=list)
-    lock: LockInfo | None = None
-    interrupted: Intent | None = None
-    interrupted_outcome: str | None = None
-
-    @property
-    def is_clean(self) -> bool:
-        """Nothing pending, nothing odd, no interrupted run."""
-        return not (self.pending or self.changed or self.missing or self.interrupted)
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-able form."""
-        return {
-            "namespace": self.namespace,
-            "current": self.current,
-            "applied": [row.to_json() for row in self.applied],
-            "pending": [step.to_json() for step in self.pending],
-            "failed": self.failed,
-            "changed": self.changed,
-            "missing": self.missing,
-            "out_of_order": self.out_of_order,
-            "lock": self.lock.to_json() if self.lock else None,
-            "interrupted": self.interrupted.to_json() if self.interrupted else None,
-            "interrupted_outcome": self.interrupted_outcome,
-        }
-
-
-@dataclass(frozen=True)
-class RunReport:
-    """The versions a changing run (``upgrade``, ``downgrade``, ``stamp``) saw, read under its lock.
-
-    Attributes:
-        run_id: The run.
-        version_before: The current version when the run took the lock (after settling an interrupted run).
-        version_after: The current version when it finished (``None`` also at base).
-    """
-
-    run_id: str
-    version_before: str | None
-    version_after: str | None
-
-
-@dataclass(frozen=True)
-class RepairReport:
-    """What ``repair`` changed (or, with ``dry_run``, would change).
-
-    Attributes:
-        namespace: The namespace.
-        rechecked: Applied versions whose changed file's checksum is recorded anew.
-        modernised: Applied versions whose unchanged file had a checksum in the older byte format.
-        cleared: Versions whose failed attempts are cleared (they stay pending).
-        dry_run: Whether nothing was written.
-    """
-
-    namespace: str
-    rechecked: list[str]
-    modernised: list[str]
-    cleared: list[str]
-    dry_run: bool = False
-
-    @property
-    def changes(self) -> bool:
-        """Whether there is anything to repair."""
-        return bool(self.rechecked or self.modernised or self.cleared)
-
-    def describe(self) -> str:
-        """One line: what is (or would be) repaired."""
-        parts = []
-        if self.rechecked:
-            parts.append(f"re-record the checksums of changed files {', '.join(self.rechecked)}")
-        if self.modernised:
-            parts.append(f"update the checksum format of {', '.join(self.modernised)}")
-        if self.cleared:
-            parts.append(f"clear the failed attempts of {', '.join(self.cleared)}")
-        return "; ".join(parts) or "nothing to repair"
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-able form."""
-        return {
-            "namespace": self.namespace,
-            "rechecked": self.rechecked,
-            "modernised": self.modernised,
-            "cleared": self.cleared,
-            "dry_run": self.dry_run,
-        }
 
 
 class MigrationRunner:
@@ -287,7 +138,7 @@ class MigrationRunner:
         self.event_log = EventLog(catalog, meta_namespace)
         self.lock_context = dict(lock_context or {})
         self._on_event = on_event
-        self._active: _Session | None = None
+        self._active: RunSession | None = None
         self.last_run: RunReport | None = None
         """What the last changing run of this runner saw (its version before and after), read under its lock."""
 
@@ -330,7 +181,7 @@ class MigrationRunner:
     def interrupted(self) -> Intent | None:
         """The intent of a run that stopped mid-migration and is not settled yet, else ``None``."""
         intent = self.lock.intent()
-        if intent is None or _settled(classify([], self.history_store.rows(self.namespace)), intent):
+        if intent is None or is_settled(classify([], self.history_store.rows(self.namespace)), intent):
             return None
         holder = self.lock.info()
         if holder is not None and holder.run_id == intent.run_id and holder.stale_reason() is None:
@@ -432,7 +283,7 @@ class MigrationRunner:
         """
         scripts = self.scripts()
 
-        def run(state: NamespaceState, session: _Session) -> list[MigrationResult]:
+        def run(state: NamespaceState, session: RunSession) -> list[MigrationResult]:
             check_integrity(
                 state,
                 self.namespace,
@@ -459,7 +310,7 @@ class MigrationRunner:
         """
         scripts = self.scripts()
 
-        def run(state: NamespaceState, session: _Session) -> list[MigrationResult]:
+        def run(state: NamespaceState, session: RunSession) -> list[MigrationResult]:
             steps = downgrade_steps(state, target)
             involved = {step.version for step in steps}
             check_integrity(
@@ -482,7 +333,7 @@ class MigrationRunner:
         """
         scripts = self.scripts()
 
-        def run(state: NamespaceState, session: _Session) -> list[MigrationResult]:
+        def run(state: NamespaceState, session: RunSession) -> list[MigrationResult]:
             to_apply, to_roll_back = stamp_changes(state, target)
             rows = [session.row(v, "applied", "stamp") for v in to_apply]
             rows += [session.row(v, "rolled_back", "stamp") for v in to_roll_back]
@@ -510,7 +361,7 @@ class MigrationRunner:
         scripts = self.scripts()
         report: list[RepairReport] = []
 
-        def run(state: NamespaceState, session: _Session) -> list[MigrationResult]:
+        def run(state: NamespaceState, session: RunSession) -> list[MigrationResult]:
             rechecked = [v for v in state.changed]
             legacy = [
                 v
@@ -607,18 +458,18 @@ class MigrationRunner:
     def _locked(
         self,
         scripts: list[MigrationScript],
-        run: Callable[[NamespaceState, _Session], list[MigrationResult]],
+        run: Callable[[NamespaceState, RunSession], list[MigrationResult]],
         *,
         stamping: bool = False,
     ) -> list[MigrationResult]:
         run_id = uuid.uuid4().hex
         acquisition = self.lock.acquire_run(run_id, context=self.lock_context)
         keeper = LeaseKeeper(self.lock, acquisition.held).start()
-        session: _Session | None = None
+        session: RunSession | None = None
         try:
             # Read the history only now: a run that held the lock before us may have just changed it.
             state = classify(scripts, self.history_store.rows(self.namespace))
-            session = _Session(self, run_id, state, acquisition.held, keeper)
+            session = RunSession(self, run_id, state, acquisition.held, keeper)
             self._active = session
             if session.settle_previous(acquisition, stamping=stamping):
                 session.state = state = classify(scripts, self.history_store.rows(self.namespace))
@@ -631,7 +482,7 @@ class MigrationRunner:
         self._finish(run_id, keeper, session, failed=False)
         return results
 
-    def _finish(self, run_id: str, keeper: LeaseKeeper, session: _Session | None, *, failed: bool) -> None:
+    def _finish(self, run_id: str, keeper: LeaseKeeper, session: RunSession | None, *, failed: bool) -> None:
         """Stop the lease and release the lock; never hides the run's own outcome."""
         self._active = None
         keeper.stop()
@@ -679,389 +530,3 @@ def _current_after(state: NamespaceState, results: list[MigrationResult]) -> str
         elif result.status == "rolled_back":
             applied.pop(int(result.version), None)
     return applied[max(applied)] if applied else None
-
-
-def _success_status(direction: str) -> Status:
-    return "applied" if direction == "upgrade" else "rolled_back"
-
-
-def _settled(state: NamespaceState, intent: Intent) -> bool:
-    """Whether the history already records the outcome the intent's run reached (it finished its bookkeeping)."""
-    row = next((r for v, r in state.rows.items() if int(v) == int(intent.version)), None)
-    return (
-        row is not None
-        and row.run_id == intent.run_id
-        and row.operation == intent.direction
-        and row.status == _success_status(intent.direction)
-    )
-
-
-def _failure_hint(direction: str, outcome: str, recorded: bool) -> str:
-    """What a failed step's error says happened and happens next; consistent with what was recorded."""
-    if outcome == "partial":
-        return " It was only partly committed; the next run stops until a person settles it with `stamp`."
-    if direction == "upgrade":
-        record = " It is recorded as failed" if recorded else " It could not be recorded"
-        if outcome == "none":
-            return record + " and will run again on the next upgrade. None of its changes were committed."
-        return record + "; the next run checks what it committed before anything else."
-    kept = " The version stays applied"
-    if outcome == "none":
-        return kept + ". None of its rollback's changes were committed."
-    return kept + "; the next run checks what its rollback committed before anything else."
-
-
-def _labels(actions: tuple[IntentAction, ...]) -> list[str]:
-    return [action.label() for action in actions]
-
-
-class _Journal:
-    """The :class:`~iceberg_ops_provider.migration.context.CommitJournal` of one migration step.
-
-    Records the intent in the lock table before the first commit (and again when a commit not yet
-    listed comes, or when the body finishes after an early commit), and refuses to let a commit
-    through once the lease is lost.
-    """
-
-    def __init__(self, session: _Session, step: PlanStep) -> None:
-        self.session = session
-        self.step = step
-        self.intent: Intent | None = None
-
-    def receipt(self, step: int) -> str:
-        return receipt(self.session.runner.namespace, self.step.version, self.step.direction, self.session.run_id, step)
-
-    def before_commit(self, actions: list[IntentAction], *, complete: bool) -> None:
-        session = self.session
-        session.keeper.check()
-        intent = self.intent
-        if intent is None:
-            if not actions:
-                return  # nothing was or will be committed
-            intent = Intent(
-                namespace=session.runner.namespace,
-                version=self.step.version,
-                direction=self.step.direction,
-                run_id=session.run_id,
-                executed_by=session.executed_by,
-                started_at=datetime.now(UTC),
-            )
-        elif intent.covers(actions) and (intent.complete or not complete):
-            # Nothing to record; make sure the lock is still ours right before the commit, from the
-            # catalog itself (the lease thread may not have noticed a takeover yet).
-            session.runner.lock.check_held(session.held)
-            return
-        intent = intent.with_actions(actions, complete=complete)
-        session.intent_settled = False
-        session.runner.lock.write_intent(session.held, intent)
-        self.intent = intent
-
-
-class _Session:
-    """One locked run: settles what an earlier run left, executes steps and records them.
-
-    It tracks what it expects the history to hold, so a run that bypassed the lock is caught when
-    writing, and whether the lock table's intent record is settled (recorded in the history), so the
-    release can clear it.
-    """
-
-    def __init__(
-        self, runner: MigrationRunner, run_id: str, state: NamespaceState, held: LockInfo, keeper: LeaseKeeper
-    ) -> None:
-        self.runner = runner
-        self.state = state
-        self.run_id = run_id
-        self.held = held
-        self.keeper = keeper
-        user, host, pid = process_identity()
-        self.executed_by = f"{user}@{host}:{pid}"
-        self.expected: dict[str, str | None] = {v: row.status for v, row in state.rows.items()}
-        self.completed: list[MigrationResult] = []
-        self.intent_settled = True
-        self.clear_unreadable = False
-
-    def row(
-        self,
-        version: str,
-        status: Status,
-        operation: Operation,
-        *,
-        error: str | None = None,
-        duration_ms: int | None = None,
-        run_id: str | None = None,
-        executed_by: str | None = None,
-    ) -> HistoryRow:
-        state = self.state
-        script = state.script(version)
-        # Keep the version string the history already uses for this number, so rows stay one per version.
-        known = next((v for v in state.rows if int(v) == int(version)), version)
-        previous = state.rows.get(known)
-        # A status that does not change keeps the recorded checksum: a failed downgrade must not make
-        # a changed file look unchanged.
-        if previous is not None and (previous.status == status or script is None):
-            checksum = previous.checksum
-        else:
-            checksum = script.checksum if script else None
-        return HistoryRow(
-            version=known,
-            namespace=self.runner.namespace,
-            description=state.description(version),
-            applied_at=datetime.now(UTC),
-            status=status,
-            error=error,
-            checksum=checksum,
-            duration_ms=duration_ms,
-            operation=operation,
-            executed_by=executed_by or self.executed_by,
-            run_id=run_id or self.run_id,
-        )
-
-    def write(self, rows: list[HistoryRow]) -> None:
-        self.keeper.check()
-        expected = {row.version: self.expected.get(row.version) for row in rows}
-        self.runner.history_store.record(self.runner.namespace, rows, expected)
-        for row in rows:
-            self.expected[row.version] = row.status
-
-    # -- what an earlier run left ---------------------------------------------------------------
-
-    def _note(
-        self, event: str, message: str, *, version: str | None = None, details: dict[str, Any] | None = None
-    ) -> None:
-        """A warning-level event of this run, reported and kept in the event log."""
-        self.runner._note(
-            event,
-            message if message.startswith(f"{self.runner.namespace}:") else f"{self.runner.namespace}: {message}",
-            level=logging.WARNING,
-            version=version,
-            run_id=self.run_id,
-            executed_by=self.executed_by,
-            details=details,
-        )
-
-    def settle_previous(self, acquisition: Acquisition, *, stamping: bool) -> bool:
-        """Record a takeover and settle an interrupted run's intent; returns whether the history changed.
-
-        Raises:
-            PartialMigrationError: The interrupted migration committed some of its tables and not the
-                others (unless this run is a stamp, which is how a person settles it).
-        """
-        runner = self.runner
-        if acquisition.taken_over is not None:
-            holder, reason = acquisition.taken_over
-            runner._note(
-                "lock_taken_over",
-                f"{runner.namespace}: took over the migration lock from {holder.describe()}: {reason}",
-                level=logging.WARNING,
-                run_id=self.run_id,
-                executed_by=self.executed_by,
-                details={"previous_holder": holder.to_json(), "reason": reason},
-            )
-        if acquisition.intent_error is not None:
-            if not stamping:
-                raise acquisition.intent_error
-            self._note("intent_cleared", "cleared an unreadable intent record; this stamp records the outcome")
-            self.intent_settled = False
-            self.clear_unreadable = True
-            return False
-        intent = acquisition.intent
-        if intent is None or intent.namespace != runner.namespace:
-            return False
-        if _settled(self.state, intent):
-            return False  # its run recorded the outcome and stopped before clearing the record
-        self.intent_settled = False
-        assessment = assess(runner.catalog, intent)
-        return self._settle(intent, assessment, stamping=stamping)
-
-    def _settle(self, intent: Intent, assessment: Assessment, *, stamping: bool) -> bool:
-        runner = self.runner
-        version, direction = intent.version, intent.direction
-        details = {
-            "intent": intent.to_json(),
-            "committed": _labels(assessment.committed),
-            "not_committed": assessment.unfinished(),
-        }
-        outcome = assessment.outcome
-        wrote = False
-        if outcome == "all":
-            row = self.row(
-                version,
-                _success_status(direction),
-                direction,
-                run_id=intent.run_id,
-                executed_by=intent.executed_by,
-            )
-            self.write([row])
-            wrote = True
-            message = (
-                f"{runner.namespace}: run {intent.run_id} was interrupted after committing every change of "
-                f"{version} ({direction}); recorded it as {row.status} without running it again"
-            )
-        elif outcome == "none":
-            if direction == "upgrade":
-                error = f"interrupted before committing anything (run {intent.run_id})"
-                self.write([self.row(version, "failed", "upgrade", error=error, run_id=intent.run_id)])
-                wrote = True
-            message = (
-                f"{runner.namespace}: run {intent.run_id} was interrupted before committing any change of "
-                f"{version} ({direction}); it will run again"
-            )
-        elif stamping:
-            message = (
-                f"{runner.namespace}: cleared the record of {version} ({direction}) partly committed by run "
-                f"{intent.run_id} (committed: {', '.join(details['committed'])}); this stamp records the outcome"
-            )
-        else:
-            partial = PartialMigrationError(
-                runner.namespace,
-                version,
-                direction,
-                details["committed"],
-                details["not_committed"],
-                run_id=intent.run_id,
-            )
-            runner._note(
-                "recovery_partial",
-                str(partial),
-                level=logging.WARNING,
-                version=version,
-                run_id=self.run_id,
-                executed_by=self.executed_by,
-                details=details,
-            )
-            raise partial
-        event = "recovered" if outcome != "partial" else "intent_cleared"
-        self._note(event, message, version=version, details=details)
-        self.intent_settled = True
-        return wrote
-
-    # -- executing ------------------------------------------------------------------------------
-
-    def execute(self, step: PlanStep, index: int, total: int) -> MigrationResult:
-        runner = self.runner
-        script = step.script
-        if script is None:  # check_integrity refuses missing files before we get here
-            raise MigrationFailedError(step.version, step.direction, FileNotFoundError("migration file is missing"))
-        verb = "applying" if step.direction == "upgrade" else "rolling back"
-        runner._event(f"[{index}/{total}] {verb} {step.version} {step.description}")
-        journal = _Journal(self, step)
-        context = MigrationContext(runner.catalog, runner.namespace, journal, meta_namespace=runner.meta_namespace)
-        started = time.perf_counter()
-        try:
-            with importable(runner.folder):  # a lazy `from _helpers import x` in a body works as at import time
-                if step.direction == "upgrade":
-                    script.migration.upgrade(context)
-                else:
-                    script.migration.downgrade(context)
-            context.finish()
-        except IrreversibleMigrationError as exc:
-            context.discard()
-            if journal.intent is not None:  # it committed something before refusing: a failure like any other
-                raise self._failure(step, index, total, exc, journal, context, started) from exc
-            raise IrreversibleMigrationError(
-                f"Cannot roll back {runner.namespace!r} past {step.version} ({step.description}): "
-                f"{str(exc).rstrip('.')}. Version {step.version} stays applied; {len(self.completed)} step(s) of "
-                "this run were rolled back."
-            ) from exc
-        except BaseException as exc:
-            context.discard()
-            failure = self._failure(step, index, total, exc, journal, context, started)
-            if isinstance(failure, MigrationResult) and isinstance(exc, Exception):
-                self.completed.append(failure)
-                return failure
-            if isinstance(exc, Exception | SystemExit):  # a migration that exits is a failed migration
-                raise failure from exc
-            raise  # interrupts and task timeouts keep their type, after being recorded
-        duration = time.perf_counter() - started
-        status = _success_status(step.direction)
-        try:
-            self.write([self.row(step.version, status, step.direction, duration_ms=int(duration * 1000))])
-        except ConcurrentMigrationError:
-            raise
-        except Exception as exc:
-            raise MigrationNotRecordedError(step.version, step.direction, exc) from exc
-        if journal.intent is not None:
-            self.intent_settled = True
-        runner._event(f"[{index}/{total}] {step.version} {status} in {duration:.2f}s")
-        result = MigrationResult(step.version, step.description, status, duration, step.direction)
-        self.completed.append(result)
-        return result
-
-    def _failure(
-        self,
-        step: PlanStep,
-        index: int,
-        total: int,
-        exc: BaseException,
-        journal: _Journal,
-        context: MigrationContext,
-        started: float,
-    ) -> MigrationError | MigrationResult:
-        """Record a failed step (best effort) and build the error that stops the run.
-
-        Returns a result instead when every commit of the finished body landed although one of them
-        reported an error (an answer lost on the way back): the migration is done and recorded so.
-        """
-        duration_ms = int((time.perf_counter() - started) * 1000)
-        error = f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, LockLostError):
-            # Another run holds the namespace now and settles this migration from the intent record.
-            self.runner._event(f"[{index}/{total}] {step.version} STOPPED: {exc}", logging.WARNING)
-            failure: MigrationError = exc
-            failure.completed = list(self.completed)  # type: ignore[attr-defined]
-            return failure
-        assessment: Assessment | None = None
-        checked = ""
-        if journal.intent is None:
-            assessment = Assessment(committed=(), not_committed=(), complete=False)
-        else:
-            try:
-                assessment = assess(self.runner.catalog, journal.intent)
-            except Exception as check_error:
-                checked = (
-                    f" Could not check which of its commits landed ({type(check_error).__name__}: {check_error}); "
-                    "the next run checks before doing anything else."
-                )
-        outcome = assessment.outcome if assessment is not None else "unknown"
-        done = outcome == "all"  # every commit of the finished body landed, though one reported an error
-        if done:
-            row = self.row(step.version, _success_status(step.direction), step.direction, duration_ms=duration_ms)
-        elif step.direction == "upgrade":
-            noted = (
-                f"{error} (partly committed: {', '.join(_labels(assessment.committed))})"
-                if (outcome == "partial" and assessment is not None and assessment.committed)
-                else error
-            )
-            row = self.row(step.version, "failed", "upgrade", error=noted, duration_ms=duration_ms)
-        else:
-            row = self.row(
-                step.version, "applied", "downgrade", error=f"downgrade failed: {error}", duration_ms=duration_ms
-            )
-        try:
-            self.write([row])
-            recorded = True
-            if outcome in ("none", "all"):
-                self.intent_settled = True
-        except Exception as record_error:  # the migration's own error matters more
-            recorded = False
-            checked += f" Recording it in the history failed: {type(record_error).__name__}: {record_error}."
-        if done:
-            self.runner._event(f"[{index}/{total}] {step.version} {row.status} (a commit reported {error}, yet landed)")
-            return MigrationResult(step.version, step.description, row.status, duration_ms / 1000, step.direction)
-        hint = _failure_hint(step.direction, outcome, recorded) + checked
-        if context.created_namespaces:
-            hint += f" It created namespace(s) {', '.join(context.created_namespaces)}."
-        self.runner._event(f"[{index}/{total}] {step.version} FAILED: {error.rstrip('.')}.{hint}", logging.WARNING)
-        if outcome == "partial" and assessment is not None:
-            failure = PartialMigrationError(
-                self.runner.namespace,
-                step.version,
-                step.direction,
-                _labels(assessment.committed),
-                assessment.unfinished(),
-                run_id=self.run_id,
-            )
-        else:
-            failure = MigrationFailedError(step.version, step.direction, exc, hint=hint.strip())
-        failure.completed = list(self.completed)  # type: ignore[attr-defined]
-        return failure

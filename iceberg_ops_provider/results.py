@@ -1,0 +1,156 @@
+"""What the migration runner reports: per-migration results, namespace status, run and repair reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from iceberg_ops_provider.history.intent import Intent
+from iceberg_ops_provider.history.lock import LockInfo
+from iceberg_ops_provider.history.records import HistoryRow, Operation, Status
+from iceberg_ops_provider.planning import PlanStep
+
+__all__ = ["MigrationResult", "NamespaceStatus", "RepairReport", "RunReport"]
+
+
+@dataclass(frozen=True)
+class MigrationResult:
+    """What happened to one migration in a run.
+
+    Attributes:
+        version: The migration's version.
+        description: Its description.
+        status: The status recorded: ``applied``, ``rolled_back`` or ``failed``.
+        duration: Seconds its ``upgrade()``/``downgrade()`` and commits took (0 for a stamp).
+        direction: ``upgrade``, ``downgrade`` or ``stamp``.
+    """
+
+    version: str
+    description: str
+    status: Status
+    duration: float
+    direction: Operation
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form (for XCom and ``--json``)."""
+        return {
+            "version": self.version,
+            "description": self.description,
+            "status": self.status,
+            "duration": round(self.duration, 3),
+            "direction": self.direction,
+        }
+
+
+@dataclass(frozen=True)
+class NamespaceStatus:
+    """The state of one namespace, as ``status()`` reports it.
+
+    Attributes:
+        namespace: The namespace.
+        current: The highest applied version, or ``None``.
+        applied: Applied versions with their history rows, ascending.
+        pending: Migrations not applied yet, in the order ``upgrade`` would run them.
+        failed: Versions whose last attempt failed (they are pending too).
+        changed: Applied versions whose file changed.
+        missing: Applied versions whose file is gone.
+        out_of_order: Pending versions numbered below ``current``.
+        lock: Who holds the namespace's lock, if anyone.
+        interrupted: The intent of a run that stopped mid-migration and is not settled yet (the next
+            run settles it by itself unless it was partial), else ``None``.
+        interrupted_outcome: What that run committed: ``all`` or ``none`` (the next run settles it)
+            or ``partial`` (a person settles it with ``stamp``).
+    """
+
+    namespace: str
+    current: str | None
+    applied: list[HistoryRow]
+    pending: list[PlanStep]
+    failed: list[str] = field(default_factory=list)
+    changed: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    out_of_order: list[str] = field(default_factory=list)
+    lock: LockInfo | None = None
+    interrupted: Intent | None = None
+    interrupted_outcome: str | None = None
+
+    @property
+    def is_clean(self) -> bool:
+        """Nothing pending, nothing odd, no interrupted run."""
+        return not (self.pending or self.changed or self.missing or self.interrupted)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "namespace": self.namespace,
+            "current": self.current,
+            "applied": [row.to_json() for row in self.applied],
+            "pending": [step.to_json() for step in self.pending],
+            "failed": self.failed,
+            "changed": self.changed,
+            "missing": self.missing,
+            "out_of_order": self.out_of_order,
+            "lock": self.lock.to_json() if self.lock else None,
+            "interrupted": self.interrupted.to_json() if self.interrupted else None,
+            "interrupted_outcome": self.interrupted_outcome,
+        }
+
+
+@dataclass(frozen=True)
+class RunReport:
+    """The versions a changing run (``upgrade``, ``downgrade``, ``stamp``) saw, read under its lock.
+
+    Attributes:
+        run_id: The run.
+        version_before: The current version when the run took the lock (after settling an interrupted run).
+        version_after: The current version when it finished (``None`` also at base).
+    """
+
+    run_id: str
+    version_before: str | None
+    version_after: str | None
+
+
+@dataclass(frozen=True)
+class RepairReport:
+    """What ``repair`` changed (or, with ``dry_run``, would change).
+
+    Attributes:
+        namespace: The namespace.
+        rechecked: Applied versions whose changed file's checksum is recorded anew.
+        modernised: Applied versions whose unchanged file had a checksum in the older byte format.
+        cleared: Versions whose failed attempts are cleared (they stay pending).
+        dry_run: Whether nothing was written.
+    """
+
+    namespace: str
+    rechecked: list[str]
+    modernised: list[str]
+    cleared: list[str]
+    dry_run: bool = False
+
+    @property
+    def changes(self) -> bool:
+        """Whether there is anything to repair."""
+        return bool(self.rechecked or self.modernised or self.cleared)
+
+    def describe(self) -> str:
+        """One line: what is (or would be) repaired."""
+        parts = []
+        if self.rechecked:
+            parts.append(f"re-record the checksums of changed files {', '.join(self.rechecked)}")
+        if self.modernised:
+            parts.append(f"update the checksum format of {', '.join(self.modernised)}")
+        if self.cleared:
+            parts.append(f"clear the failed attempts of {', '.join(self.cleared)}")
+        return "; ".join(parts) or "nothing to repair"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "namespace": self.namespace,
+            "rechecked": self.rechecked,
+            "modernised": self.modernised,
+            "cleared": self.cleared,
+            "dry_run": self.dry_run,
+        }
