@@ -1,7 +1,7 @@
 """The migration event log: things that happened to a namespace besides applying and rolling back.
 
 ``<meta_namespace>.migration_events`` is append-only: lock takeovers, crash recoveries, forced
-unlocks and cleared intent records, each with who, when and details. Its writes are rare (they
+unlocks, cleared intent records and repairs, each with who, when and details. Its writes are rare (they
 happen only when something went wrong), so each event is one fast append; a write that fails is
 logged and never fails the run it describes.
 """
@@ -57,7 +57,8 @@ class MigrationEvent:
     Attributes:
         namespace: The namespace.
         at: When it happened (UTC).
-        event: ``lock_taken_over``, ``recovered``, ``recovery_partial``, ``intent_cleared`` or ``force_unlock``.
+        event: ``lock_taken_over``, ``recovered``, ``recovery_partial``, ``intent_cleared``, ``force_unlock``
+            or ``repair``.
         version: The migration version concerned, if any.
         run_id: The run that recorded it.
         executed_by: ``user@host:pid`` of that run.
