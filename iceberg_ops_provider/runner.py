@@ -31,7 +31,6 @@ from iceberg_ops_provider.core.timeouts import (
 )
 from iceberg_ops_provider.discovery import MigrationScript, discover, importable, migrations_folder
 from iceberg_ops_provider.errors import (
-    CatalogConfigError,
     DryRunLimit,
     IrreversibleMigrationError,
 )
@@ -125,7 +124,7 @@ class MigrationRunner:
         check_runner_namespaces(catalog, namespace, meta_namespace)
         self.catalog = catalog
         if catalog_timeout is not None:
-            catalog_timeout = _check_catalog_timeout(catalog_timeout)
+            catalog_timeout = check_timeout(catalog_timeout, "catalog_timeout")
         self.catalog_timeout = catalog_timeout
         if catalog_timeout is not None:
             bound_catalog_requests(catalog, catalog_timeout)
@@ -180,13 +179,8 @@ class MigrationRunner:
     @_catalog_call
     def interrupted(self) -> Intent | None:
         """The intent of a run that stopped mid-migration and is not settled yet, else ``None``."""
-        intent = self.lock.intent()
-        if intent is None or is_settled(classify([], self.history_store.rows(self.namespace)), intent):
-            return None
-        holder = self.lock.info()
-        if holder is not None and holder.run_id == intent.run_id and holder.stale_reason() is None:
-            return None  # its run is still going
-        return intent
+        holder, intent = self.lock.read()
+        return _unsettled(self.history_store.rows(self.namespace), holder, intent)
 
     @_catalog_call
     def interrupted_outcome(self, intent: Intent) -> str:
@@ -197,7 +191,8 @@ class MigrationRunner:
     def status(self) -> NamespaceStatus:
         """Current version, applied and pending migrations, and anything odd."""
         state = self.state()
-        interrupted = self.interrupted()
+        holder, intent = self.lock.read()
+        interrupted = _unsettled(list(state.rows.values()), holder, intent)
         return NamespaceStatus(
             namespace=self.namespace,
             current=state.current,
@@ -207,7 +202,7 @@ class MigrationRunner:
             changed=list(state.changed),
             missing=list(state.missing),
             out_of_order=list(state.out_of_order),
-            lock=self.lock.info(),
+            lock=holder,
             interrupted=interrupted,
             interrupted_outcome=self.interrupted_outcome(interrupted) if interrupted is not None else None,
         )
@@ -503,12 +498,13 @@ class MigrationRunner:
             )
 
 
-def _check_catalog_timeout(value: object) -> float:
-    """``catalog_timeout`` as seconds: a finite number above zero, at most a week."""
-    too_big = isinstance(value, int | float) and not isinstance(value, bool) and not value <= 7 * 24 * 3600
-    if too_big:
-        raise CatalogConfigError(f"Option 'catalog_timeout' must be at most a week (604800 s), got {value!r}.")
-    return check_timeout(value, "catalog_timeout")
+def _unsettled(rows: list[HistoryRow], holder: LockInfo | None, intent: Intent | None) -> Intent | None:
+    """``intent`` when its run stopped mid-migration and the history does not settle it; ``None`` otherwise."""
+    if intent is None or is_settled(classify([], rows), intent):
+        return None
+    if holder is not None and holder.run_id == intent.run_id and holder.stale_reason() is None:
+        return None  # its run is still going
+    return intent
 
 
 def _restricted(state: NamespaceState, versions: set[str]) -> NamespaceState:

@@ -85,6 +85,7 @@ class RunJournal:
         self.session = session
         self.step = step
         self.intent: Intent | None = None
+        self._proven = False  # the intent write just now was itself a check that the lock is ours
 
     def receipt(self, step: int) -> str:
         """The receipt of this migration's ``step``-th commit."""
@@ -108,13 +109,17 @@ class RunJournal:
             )
         elif intent.covers(actions) and (intent.complete or not complete):
             # Nothing to record; make sure the lock is still ours right before the commit, from the
-            # catalog itself (the lease thread may not have noticed a takeover yet).
-            session.runner.lock.check_held(session.held)
+            # catalog itself (the lease thread may not have noticed a takeover yet), unless the intent
+            # write that came just before proved it.
+            if not self._proven:
+                session.runner.lock.check_held(session.held)
+            self._proven = False
             return
         intent = intent.with_actions(actions, complete=complete)
         session.intent_settled = False
         session.runner.lock.write_intent(session.held, intent)
         self.intent = intent
+        self._proven = True
 
 
 class RunSession:

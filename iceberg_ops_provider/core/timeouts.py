@@ -46,7 +46,6 @@ loaded afterwards get them in their FileIO.
 from __future__ import annotations
 
 import contextvars
-import math
 import re
 import threading
 from collections.abc import Callable, Iterator
@@ -87,24 +86,27 @@ _HINT = (
 T = TypeVar("T")
 
 
+_MAX_TIMEOUT = 7 * 24 * 3600
+
+
 def check_timeout(value: object, option: str = "timeout") -> float:
     """``value`` as a number of seconds, refusing anything that is not a finite number above zero.
 
     Raises:
         CatalogConfigError: ``value`` is not a number (booleans and strings included), is zero,
-            negative, infinite or NaN; the message names ``option``.
+            negative, NaN or more than a week; the message names ``option``.
     """
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise CatalogConfigError(
             f"Option {option!r} must be a number of seconds greater than 0 (for example 30), "
             f"got {value!r} ({type(value).__name__})."
         )
-    seconds = float(value)
-    if not math.isfinite(seconds) or seconds <= 0:
+    if not 0 < value <= _MAX_TIMEOUT:  # also refuses NaN, and integers too large for a float
         raise CatalogConfigError(
-            f"Option {option!r} must be a number of seconds greater than 0 (for example 30), got {value!r}."
+            f"Option {option!r} must be a number of seconds greater than 0 and at most a week "
+            f"(for example 30), got {value!r}."
         )
-    return seconds
+    return float(value)
 
 
 def _seconds_text(seconds: float) -> str:

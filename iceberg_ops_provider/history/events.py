@@ -19,6 +19,7 @@ from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.expressions import EqualTo
 
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
+from iceberg_ops_provider.history.store import ensure_meta_namespace, load_meta_table
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -122,8 +123,6 @@ class EventLog:
 
     def events(self, namespace: str) -> list[MigrationEvent]:
         """The events of ``namespace``, oldest first. Creates nothing."""
-        from iceberg_ops_provider.history.store import load_meta_table
-
         table = load_meta_table(self.catalog, self.identifier)
         if table is None or table.current_snapshot() is None:
             return []
@@ -139,8 +138,6 @@ class EventLog:
             return self.catalog.load_table(self.identifier)
         except NoSuchTableError:
             pass
-        from iceberg_ops_provider.history.store import ensure_meta_namespace
-
         ensure_meta_namespace(self.catalog, self.identifier)
         try:
             return self.catalog.create_table(

@@ -174,10 +174,11 @@ def _validate(intent: Intent) -> None:
     for action in intent.actions:
         if action.kind not in ("commit", "create", "drop", "rename", "direct"):
             raise ValueError(f"action kind {action.kind!r} is unknown")
-        names = [action.table] if action.kind == "direct" else [action.table, *([action.to] if action.to else [])]
         if action.kind == "rename" and not action.to:
             raise ValueError(f"rename of {action.table!r} has no new name")
-        for name in names if action.kind != "direct" else []:
+        if action.kind == "direct":
+            continue  # names what was reached ("the catalog (ctx.catalog)"), not a table
+        for name in (action.table, action.to or action.table):
             if not isinstance(name, str) or any(not part for part in name.split(".")):
                 raise ValueError(f"table name {name!r} is not valid")
 

@@ -60,6 +60,7 @@ from pyiceberg.table.update import (
 
 from iceberg_ops_provider.errors import CatalogUnavailableError, ConcurrentMigrationError, IntentRecordError
 from iceberg_ops_provider.history.intent import INTENT_PROPERTY, Intent
+from iceberg_ops_provider.history.store import ensure_meta_namespace, load_meta_table
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -329,8 +330,6 @@ class NamespaceLock:
     # -- reading --------------------------------------------------------------------------------
 
     def _table(self) -> Table | None:
-        from iceberg_ops_provider.history.store import load_meta_table
-
         return load_meta_table(self.catalog, self.identifier)
 
     def _holder(self, table: Table) -> LockInfo | None:
@@ -341,21 +340,28 @@ class NamespaceLock:
 
     def info(self) -> LockInfo | None:
         """Who holds the lock now, or ``None``. Creates nothing."""
-        table = self._table()
-        return self._holder(table) if table is not None else None
+        return self.read()[0]
 
     def intent(self) -> Intent | None:
         """The intent record left in the lock table, if any. Creates nothing."""
+        return self.read()[1]
+
+    def read(self) -> tuple[LockInfo | None, Intent | None]:
+        """Who holds the lock and the intent record, from one read of the lock table. Creates nothing.
+
+        Raises:
+            IntentRecordError: The intent record cannot be read.
+        """
         table = self._table()
-        return Intent.from_properties(table.properties) if table is not None else None
+        if table is None:
+            return None, None
+        return self._holder(table), Intent.from_properties(table.properties)
 
     # -- acquiring ------------------------------------------------------------------------------
 
     def _ensure_table(self) -> Table:
         table = self._table()
         if table is None:
-            from iceberg_ops_provider.history.store import ensure_meta_namespace
-
             ensure_meta_namespace(self.catalog, self.identifier)
             with contextlib.suppress(TableAlreadyExistsError, CommitFailedException):
                 self.catalog.create_table(self.identifier, _LOCK_SCHEMA, properties=_LOCK_TABLE_PROPERTIES)

@@ -17,6 +17,22 @@ from tests.migration.conftest import write_migration
 pytestmark = pytest.mark.slow
 
 
+def _slow_migration(root) -> tuple:
+    """Write 0001, which marks a file when it starts and waits (two minutes at most) for a second one."""
+    started, release = root / "started", root / "release"
+    write_migration(
+        root / "migrations",
+        "0001_slow.py",
+        "import pathlib, time\n"
+        f"pathlib.Path({str(started)!r}).touch()\n"
+        "deadline = time.monotonic() + 120\n"
+        f"while not pathlib.Path({str(release)!r}).exists() and time.monotonic() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        'ctx.create_table("t", pa.schema([("n", pa.int64())]))',
+    )
+    return started, release
+
+
 def _state(dag_run) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in dag_run.get_task_instances()}
 
@@ -103,17 +119,7 @@ print([r.version for r in MigrationRunner(catalog, "sales", root / "migrations")
 def test_a_concurrent_run_holding_the_lock_fails_the_task_without_executing(run_dag, iceberg_connection, capfd):
     # Another run (a separate process) is in the middle of a slow migration of the same namespace.
     migrations = iceberg_connection / "migrations"
-    started, release = iceberg_connection / "started", iceberg_connection / "release"
-    write_migration(
-        migrations,
-        "0001_slow.py",
-        "import pathlib, time\n"
-        f"pathlib.Path({str(started)!r}).touch()\n"
-        "deadline = time.monotonic() + 120\n"
-        f"while not pathlib.Path({str(release)!r}).exists() and time.monotonic() < deadline:\n"
-        "    time.sleep(0.05)\n"
-        'ctx.create_table("t", pa.schema([("n", pa.int64())]))',
-    )
+    started, release = _slow_migration(iceberg_connection)
     holder = subprocess.Popen(
         [sys.executable, "-c", HOLDER, str(iceberg_connection)],
         stdout=subprocess.PIPE,
@@ -175,16 +181,7 @@ def test_on_kill_releases_the_lock_and_stops_the_run(iceberg_connection):
     from iceberg_ops_provider.operators.migrate import IcebergMigrateOperator
 
     migrations = iceberg_connection / "migrations"
-    started, release = iceberg_connection / "started", iceberg_connection / "release"
-    write_migration(
-        migrations,
-        "0001_slow.py",
-        "import pathlib, time\n"
-        f"pathlib.Path({str(started)!r}).touch()\n"
-        f"while not pathlib.Path({str(release)!r}).exists():\n"
-        "    time.sleep(0.05)\n"
-        'ctx.create_table("t", pa.schema([("n", pa.int64())]))',
-    )
+    started, release = _slow_migration(iceberg_connection)
     operator = IcebergMigrateOperator(task_id="migrate", namespace="sales", migrations_dir=str(migrations))
     errors: list[BaseException] = []
 

@@ -188,7 +188,9 @@ def test_catalog_endpoint_never_shows_a_password(half_stalled_uri, tmp_path):
 # --- the timeout option --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("value", [0, -1, 0.0, "30", True, float("nan"), float("inf"), [30]])
+@pytest.mark.parametrize(
+    "value", [0, -1, 0.0, "30", True, float("nan"), float("inf"), 10**400, 7 * 24 * 3600 + 1, [30]]
+)
 @pytest.mark.parametrize("kind", ["rest", "sqlite"])
 def test_bad_timeouts_are_refused_naming_the_option(tmp_path, kind, value):
     options = {"uri": "http://127.0.0.1:1"} if kind == "rest" else {"db_path": tmp_path / "c.db"}
