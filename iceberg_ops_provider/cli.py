@@ -415,7 +415,10 @@ def status(settings: _Settings) -> None:
 
 @cli.command()
 @click.option(
-    "--events", "show_events", is_flag=True, help="Show lock takeovers, recoveries, repairs and unlocks instead."
+    "--events",
+    "show_events",
+    is_flag=True,
+    help="Show the audit trail: every apply, rollback, stamp, failure, lock takeover, recovery, repair, unlock.",
 )
 @click.pass_obj
 @_handles_errors

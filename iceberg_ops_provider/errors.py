@@ -43,6 +43,11 @@ __all__ = [
     "UpsertError",
     "CatalogAuthError",
     "MissingAirflowError",
+    "MaintenanceError",
+    "UnsafeLocationError",
+    "FileListingError",
+    "UnsupportedDeleteFilesError",
+    "MaintenanceConflictError",
 ]
 
 
@@ -425,3 +430,34 @@ class MissingAirflowError(MissingExtraError):
             "without Airflow: `catalog:` in iceberg-ops.yaml, or --catalog / --catalog-name.",
             name=missing_module,
         )
+
+
+class MaintenanceError(IcebergOpsError):
+    """Base class of the errors of table maintenance (compaction, expiry, orphan removal, manifest rewrite)."""
+
+
+class UnsafeLocationError(MaintenanceError, ValueError):
+    """A maintenance call was pointed at a location outside the table's own (nothing was deleted)."""
+
+    transient: ClassVar[bool] = False
+
+
+class FileListingError(MaintenanceError):
+    """Listing a table's files failed part way; orphan removal deleted nothing (retry when storage answers)."""
+
+    transient: ClassVar[bool] = True
+
+
+class UnsupportedDeleteFilesError(MaintenanceError):
+    """The table holds delete files this toolkit cannot apply (equality deletes); nothing was rewritten."""
+
+    transient: ClassVar[bool] = False
+
+
+class MaintenanceConflictError(MaintenanceError):
+    """A concurrent commit changed or removed files a maintenance commit rewrites; that commit was not made.
+
+    Earlier groups of the same call stay committed; running it again picks up where it stopped.
+    """
+
+    transient: ClassVar[bool] = True

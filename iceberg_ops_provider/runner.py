@@ -173,8 +173,12 @@ class MigrationRunner:
 
     @_catalog_call
     def events(self) -> list[MigrationEvent]:
-        """Lock takeovers, crash recoveries and forced unlocks of this namespace, oldest first."""
-        return self.event_log.events(self.namespace)
+        """The audit trail of this namespace, oldest first.
+
+        Every apply, rollback, stamp and failure, and every lock takeover, crash recovery, forced
+        unlock and repair.
+        """
+        return self.event_log.events(self.namespace, self.history_store.rows(self.namespace))
 
     @_catalog_call
     def interrupted(self) -> Intent | None:
@@ -478,7 +482,7 @@ class MigrationRunner:
         return results
 
     def _finish(self, run_id: str, keeper: LeaseKeeper, session: RunSession | None, *, failed: bool) -> None:
-        """Stop the lease and release the lock; never hides the run's own outcome."""
+        """Stop the lease, release the lock, log the run's outcomes; never hides the run's own outcome."""
         self._active = None
         keeper.stop()
         NamespaceLock.forget_run(run_id)
@@ -496,6 +500,8 @@ class MigrationRunner:
                 outcome,
                 self.lock.stale_after,
             )
+        if session is not None:
+            self.event_log.record_many(session.outcomes)
 
 
 def _unsettled(rows: list[HistoryRow], holder: LockInfo | None, intent: Intent | None) -> Intent | None:

@@ -22,6 +22,7 @@ from iceberg_ops_provider.errors import (
     MigrationNotRecordedError,
     PartialMigrationError,
 )
+from iceberg_ops_provider.history.events import MigrationEvent
 from iceberg_ops_provider.history.intent import Assessment, Intent, IntentAction, assess, receipt
 from iceberg_ops_provider.history.lease import LeaseKeeper
 from iceberg_ops_provider.history.lock import Acquisition, LockInfo, LockLostError, process_identity
@@ -142,6 +143,8 @@ class RunSession:
         self.executed_by = f"{user}@{host}:{pid}"
         self.expected: dict[str, str | None] = {v: row.status for v, row in state.rows.items()}
         self.completed: list[MigrationResult] = []
+        self.outcomes: list[MigrationEvent] = []
+        """The outcomes this run recorded, appended to the event log in one commit when it ends."""
         self.intent_settled = True
         self.clear_unreadable = False
 
@@ -189,6 +192,13 @@ class RunSession:
         self.runner.history_store.record(self.runner.namespace, rows, expected)
         for row in rows:
             self.expected[row.version] = row.status
+        self.outcomes += [self.outcome(row) for row in rows]
+
+    def outcome(self, row: HistoryRow, **details: Any) -> MigrationEvent:
+        """The event of a history row this run writes (or tried to write)."""
+        if row.run_id != self.run_id:  # settled from an interrupted run's intent record
+            details["recorded_by_run"] = self.run_id
+        return MigrationEvent.from_history_row(row, **details)
 
     # -- what an earlier run left ---------------------------------------------------------------
 
@@ -412,6 +422,9 @@ class RunSession:
                 self.intent_settled = True
         except Exception as record_error:  # the migration's own error matters more
             recorded = False
+            self.outcomes.append(
+                self.outcome(row, history_write_failed=f"{type(record_error).__name__}: {record_error}")
+            )
             checked += f" Recording it in the history failed: {type(record_error).__name__}: {record_error}."
         if done:
             self.runner._event(f"[{index}/{total}] {step.version} {row.status} (a commit reported {error}, yet landed)")

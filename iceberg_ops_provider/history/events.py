@@ -1,28 +1,38 @@
-"""The migration event log: things that happened to a namespace besides applying and rolling back.
+"""The migration event log: the audit trail of every namespace.
 
-``<meta_namespace>.migration_events`` is append-only: lock takeovers, crash recoveries, forced
-unlocks, cleared intent records and repairs, each with who, when and details. Its writes are rare (they
-happen only when something went wrong), so each event is one fast append; a write that fails is
-logged and never fails the run it describes.
+``<meta_namespace>.migration_events`` is append-only: every apply, rollback, stamp and failure (who,
+when, how long, the file's checksum, the error), and every lock takeover, crash recovery, forced
+unlock, cleared intent record and repair. The history table keeps each version's latest state; this
+log keeps every state it went through.
+
+Cost: a run's outcomes are appended in one commit when the run ends (not one per migration), and the
+rare events of something going wrong are appended at once. A write that fails is logged and never
+fails the run it describes; what a lost batch held is still in the history table, and
+:meth:`EventLog.events` shows it from there. The log stays bounded: once it holds more than
+:attr:`EventLog.compact_after_files` files it is rewritten into one (dropping events older than
+``keep_days``) and the old files are deleted.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyiceberg.exceptions import NoSuchTableError, TableAlreadyExistsError
+import pyarrow.compute as pc
+from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
 from pyiceberg.expressions import EqualTo
 
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
-from iceberg_ops_provider.history.store import ensure_meta_namespace, load_meta_table
+from iceberg_ops_provider.history.records import HistoryRow
+from iceberg_ops_provider.history.store import ensure_meta_namespace, load_meta_table, trim_table
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
 
 __all__ = ["EVENTS_SCHEMA", "EVENTS_TABLE", "EventLog", "MigrationEvent"]
 
@@ -41,6 +51,9 @@ EVENTS_SCHEMA = pa.schema(
         pa.field("executed_by", pa.string()),
         pa.field("message", pa.string()),
         pa.field("details", pa.string()),
+        pa.field("duration_ms", pa.int64()),
+        pa.field("checksum", pa.string()),
+        pa.field("error", pa.string()),
     ]
 )
 
@@ -58,13 +71,17 @@ class MigrationEvent:
     Attributes:
         namespace: The namespace.
         at: When it happened (UTC).
-        event: ``lock_taken_over``, ``recovered``, ``recovery_partial``, ``intent_cleared``, ``force_unlock``
-            or ``repair``.
+        event: ``applied``, ``rolled_back``, ``failed``, ``rollback_failed``, ``stamped`` (a version's
+            outcomes), or ``lock_taken_over``, ``recovered``, ``recovery_partial``, ``intent_cleared``,
+            ``force_unlock``, ``repair``.
         version: The migration version concerned, if any.
         run_id: The run that recorded it.
         executed_by: ``user@host:pid`` of that run.
         message: One human line.
         details: Structured details (the previous holder, the actions found committed, ...).
+        duration_ms: How long the migration ran.
+        checksum: The migration file's checksum.
+        error: The error of a failure.
     """
 
     namespace: str
@@ -74,11 +91,51 @@ class MigrationEvent:
     run_id: str | None
     executed_by: str | None
     message: str
-    details: dict[str, Any]
+    details: dict[str, Any] = field(default_factory=dict)
+    duration_ms: int | None = None
+    checksum: str | None = None
+    error: str | None = None
+
+    @classmethod
+    def from_history_row(cls, row: HistoryRow, **details: Any) -> MigrationEvent:
+        """The event a history row records (an apply, rollback, stamp or failure)."""
+        event = _ROW_EVENTS.get((row.operation, row.status), row.operation)
+        took = f" in {row.duration_ms / 1000:.2f}s" if row.duration_ms is not None else ""
+        message = f"{event.replace('_', ' ')} {row.version} {row.description}".rstrip()
+        if row.operation == "stamp":
+            message = f"stamped {row.version} as {row.status.replace('_', ' ')}"
+        return cls(
+            namespace=row.namespace,
+            at=row.applied_at,
+            event=event,
+            version=row.version,
+            run_id=row.run_id,
+            executed_by=row.executed_by,
+            message=message + (took if row.operation != "stamp" else "") + (f": {row.error}" if row.error else ""),
+            details=details,
+            duration_ms=row.duration_ms,
+            checksum=row.checksum,
+            error=row.error,
+        )
+
+    def to_row(self) -> dict[str, Any]:
+        """The event as a row of :data:`EVENTS_SCHEMA`."""
+        return {**self.__dict__, "details": json.dumps(self.details, sort_keys=True, default=str)}
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
         return {**self.__dict__, "at": self.at.isoformat()}
+
+
+_ROW_EVENTS = {
+    ("upgrade", "applied"): "applied",
+    ("upgrade", "failed"): "failed",
+    ("downgrade", "rolled_back"): "rolled_back",
+    ("downgrade", "applied"): "rollback_failed",
+    ("stamp", "applied"): "stamped",
+    ("stamp", "rolled_back"): "stamped",
+    ("repair", "applied"): "repair",
+}
 
 
 class EventLog:
@@ -87,11 +144,21 @@ class EventLog:
     Args:
         catalog: The catalog.
         meta_namespace: The namespace that holds the history.
+        keep_days: Events older than this are dropped when the log is compacted (``None``: keep all).
     """
 
-    def __init__(self, catalog: Catalog, meta_namespace: str) -> None:
+    compact_after_files = 32
+    """Data files the log may hold before it is rewritten into one."""
+
+    keep_snapshots = 5
+    """Snapshots of the log kept for time travel; the files of older ones are deleted."""
+
+    def __init__(self, catalog: Catalog, meta_namespace: str, keep_days: float | None = 400) -> None:
+        if keep_days is not None and keep_days <= 0:
+            raise ValueError(f"keep_days must be positive (or None to keep every event), got {keep_days}.")
         self.catalog = catalog
         self.identifier = (*meta_namespace.split("."), EVENTS_TABLE)
+        self.keep_days = keep_days
 
     def record(
         self,
@@ -104,47 +171,96 @@ class EventLog:
         executed_by: str | None = None,
         details: dict[str, Any] | None = None,
     ) -> None:
-        """Append one event (best effort: a failure is logged, never raised)."""
-        row = {
-            "namespace": namespace,
-            "at": datetime.now(UTC),
-            "event": event,
-            "version": version,
-            "run_id": run_id,
-            "executed_by": executed_by,
-            "message": message,
-            "details": json.dumps(details or {}, sort_keys=True, default=str),
-        }
+        """Append one event now (best effort: a failure is logged, never raised)."""
+        self.record_many(
+            [
+                MigrationEvent(
+                    namespace=namespace,
+                    at=datetime.now(UTC),
+                    event=event,
+                    version=version,
+                    run_id=run_id,
+                    executed_by=executed_by,
+                    message=message,
+                    details=details or {},
+                )
+            ]
+        )
+
+    def record_many(self, events: list[MigrationEvent]) -> None:
+        """Append ``events`` in one commit (best effort: a failure is logged, never raised)."""
+        if not events:
+            return
         try:
             table = self._ensure_table()
-            table.append(pa.Table.from_pylist([row], schema=EVENTS_SCHEMA))
+            table.append(pa.Table.from_pylist([event.to_row() for event in events], schema=EVENTS_SCHEMA))
         except Exception as exc:
-            log.warning("could not record the %s event of %r in the event log: %s", event, namespace, exc)
+            kinds = ", ".join(sorted({event.event for event in events}))
+            log.warning("could not record %d event(s) (%s) in the event log: %s", len(events), kinds, exc)
+            return
+        self._maintain(table)
 
-    def events(self, namespace: str) -> list[MigrationEvent]:
-        """The events of ``namespace``, oldest first. Creates nothing."""
+    def events(self, namespace: str, history: list[HistoryRow] | None = None) -> list[MigrationEvent]:
+        """The events of ``namespace``, oldest first. Creates nothing.
+
+        Args:
+            namespace: The namespace.
+            history: Its history rows: any outcome they hold that the log lacks (its run's batch was
+                lost to a crash, or it was recorded before the log kept outcomes) is shown from there.
+        """
         table = load_meta_table(self.catalog, self.identifier)
-        if table is None or table.current_snapshot() is None:
-            return []
-        data = table.scan(row_filter=EqualTo("namespace", namespace)).to_arrow()
-        events = [
-            MigrationEvent(**{**row, "at": _utc(row["at"]), "details": json.loads(row["details"] or "{}")})
-            for row in data.select(EVENTS_SCHEMA.names).to_pylist()
-        ]
+        events: list[MigrationEvent] = []
+        if table is not None and table.current_snapshot() is not None:
+            data = table.scan(row_filter=EqualTo("namespace", namespace)).to_arrow()
+            names = [name for name in EVENTS_SCHEMA.names if name in data.column_names]
+            events = [
+                MigrationEvent(**{**row, "at": _utc(row["at"]), "details": json.loads(row["details"] or "{}")})
+                for row in data.select(names).to_pylist()
+            ]
+        logged = {(event.run_id, event.version, event.event) for event in events}
+        for row in history or []:
+            event = MigrationEvent.from_history_row(row, source="history")
+            if event.event != "repair" and (event.run_id, event.version, event.event) not in logged:
+                events.append(event)
         return sorted(events, key=lambda event: event.at)
 
-    def _ensure_table(self) -> Any:
+    def _ensure_table(self) -> Table:
+        table = load_meta_table(self.catalog, self.identifier)
+        if table is None:
+            ensure_meta_namespace(self.catalog, self.identifier)
+            try:
+                return self.catalog.create_table(
+                    self.identifier, arrow_to_iceberg_schema(EVENTS_SCHEMA), properties=_TABLE_PROPERTIES
+                )
+            except TableAlreadyExistsError:
+                table = self.catalog.load_table(self.identifier)
+        missing = [name for name in EVENTS_SCHEMA.names if name not in {f.name for f in table.schema().fields}]
+        if missing:  # a log written by an earlier release: add the columns it lacks
+            try:
+                with table.update_schema() as update:
+                    update.union_by_name(arrow_to_iceberg_schema(EVENTS_SCHEMA))
+            except CommitFailedException:
+                pass  # another writer evolved it first
+            table = self.catalog.load_table(self.identifier)
+        return table
+
+    def _maintain(self, table: Table) -> None:
+        """Rewrite the log into one file once it holds many, then delete the files of old snapshots."""
+        snapshot = table.current_snapshot()
+        files = int(snapshot.summary.additional_properties.get("total-data-files", "0")) if snapshot else 0
+        if files <= self.compact_after_files:
+            return
         try:
-            return self.catalog.load_table(self.identifier)
-        except NoSuchTableError:
-            pass
-        ensure_meta_namespace(self.catalog, self.identifier)
-        try:
-            return self.catalog.create_table(
-                self.identifier, arrow_to_iceberg_schema(EVENTS_SCHEMA), properties=_TABLE_PROPERTIES
-            )
-        except TableAlreadyExistsError:
-            return self.catalog.load_table(self.identifier)
+            data = table.scan().to_arrow()
+            if self.keep_days is not None:
+                cutoff = datetime.now(UTC) - timedelta(days=self.keep_days)
+                data = data.filter(pc.greater_equal(data.column("at"), pa.scalar(cutoff, pa.timestamp("us", tz="UTC"))))
+            # Fails (and is retried by the next batch) if another run appended meanwhile: never loses an event.
+            table.overwrite(data.sort_by("at"))
+        except Exception as exc:
+            log.info("could not compact the event log (%s: %s); the next batch tries again", type(exc).__name__, exc)
+            return
+        trim_table(table, self.keep_snapshots)
 
 
 def _utc(value: datetime) -> datetime:

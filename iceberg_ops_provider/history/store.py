@@ -8,7 +8,9 @@ namespace's rows always sit in one small file.
 The table maintains itself: PyIceberg's commit cost grows with the number of snapshots in the
 metadata (measured here: about 90 ms per history write with 20 snapshots, 240 ms with 120), so after
 writing, snapshots beyond a window (``keep_snapshots``, default 20: about the last ten writes, as
-each write is a delete and an append) are expired and only the last few metadata files are kept.
+each write is a delete and an append) are expired, the files only they held are deleted
+(:func:`~iceberg_ops_provider.maintenance.expire.expire_snapshots`), and only the last few metadata
+files are kept: the table's file count stays bounded however many runs.
 Earlier states stay readable by time travel within that window (:meth:`HistoryStore.rows` with
 ``as_of``).
 
@@ -21,7 +23,7 @@ import logging
 import time
 import warnings
 from collections.abc import Iterable, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -42,6 +44,7 @@ from iceberg_ops_provider.core.snapshots import read_table
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import CatalogConfigError, ConcurrentMigrationError
 from iceberg_ops_provider.history.records import HISTORY_SCHEMA, HISTORY_TABLE, HistoryRow, rows_to_arrow
+from iceberg_ops_provider.maintenance.expire import expire_snapshots
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -54,6 +57,7 @@ __all__ = [
     "default_meta_namespace",
     "ensure_meta_namespace",
     "load_meta_table",
+    "trim_table",
 ]
 
 log = logging.getLogger(__name__)
@@ -121,6 +125,20 @@ _TABLE_PROPERTIES = {
     "commit.retry.num-retries": "10",
 }
 _WRITE_ATTEMPTS = 8
+
+
+def trim_table(table: Table, keep_snapshots: int) -> None:
+    """Keep the last ``keep_snapshots`` snapshots of a meta table and delete every file the rest held.
+
+    Best effort: losing a race with a concurrent writer, or a storage error, is logged and left for
+    the next write.
+    """
+    try:
+        expire_snapshots(table, older_than=datetime.now(UTC), retain_last=keep_snapshots)
+    except CommitFailedException:
+        log.debug("expiry of %s lost a race with another writer; the next write retries it", table.name())
+    except Exception as exc:
+        log.warning("could not expire old snapshots of %s: %s: %s", ".".join(table.name()), type(exc).__name__, exc)
 
 
 class HistoryStore:
@@ -251,16 +269,8 @@ class HistoryStore:
             return self.catalog.load_table(self.identifier)
 
     def _expire(self, table: Table) -> None:
-        """Expire snapshots beyond the window, in batches; never fails the write that preceded it."""
-        snapshots = sorted(table.snapshots(), key=lambda snapshot: snapshot.timestamp_ms)
+        """Expire snapshots beyond the window and delete their files, in batches; never fails the write before it."""
         slack = max(10, self.keep_snapshots // 5)
-        if len(snapshots) <= self.keep_snapshots + slack:
+        if len(table.snapshots()) <= self.keep_snapshots + slack:
             return
-        protected = {ref.snapshot_id for ref in table.refs().values()}
-        expired = [s.snapshot_id for s in snapshots[: -self.keep_snapshots] if s.snapshot_id not in protected]
-        if not expired:
-            return
-        try:
-            table.maintenance.expire_snapshots().by_ids(expired).commit()
-        except CommitFailedException:
-            log.debug("history snapshot expiry lost a race with another writer; the next write retries it")
+        trim_table(table, self.keep_snapshots)

@@ -422,7 +422,7 @@ def test_repair_shows_what_it_changes_and_needs_yes(project):
     assert _run(project, "check").exit_code == 0
     assert "Nothing to repair." in _run(project, "repair").stdout
     events = _run(project, "--json", "history", "--events")
-    assert events.exit_code == 0 and [e["event"] for e in json.loads(events.stdout)] == ["repair"]
+    assert events.exit_code == 0 and [e["event"] for e in json.loads(events.stdout)] == ["applied", "repair"]
     assert "re-record the checksums" in _run(project, "history", "--events").stdout
 
 

@@ -98,6 +98,10 @@ def test_the_whole_workflow_with_clicks_runner(tmp_path):
     assert "pending 0001 create orders" in failing.output
     assert _invoke(project, "current").stdout.strip() == "base"
     assert _invoke(project, "unlock").stdout.strip() == "The namespace was not locked."
+    # The audit trail keeps every state each version went through; `history` only the latest.
+    trail = _invoke(project, "history", "--events").stdout
+    assert [line.split()[2] for line in trail.splitlines()[2:]] == ["applied", "applied", "rolled_back", "rolled_back"]
+    assert "rolled back 0001 create orders in " in trail
 
 
 def test_the_workflow_as_a_real_subprocess(tmp_path):

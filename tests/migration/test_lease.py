@@ -58,7 +58,8 @@ def test_a_lock_whose_lease_expired_is_taken_over_and_recorded(catalog, migratio
         runner.upgrade()
     time.sleep(1.2)
     assert [r.version for r in runner.upgrade()] == ["0001"]
-    (event,) = runner.events()
+    event, applied = runner.events()
+    assert (applied.event, applied.version) == ("applied", "0001")
     assert event.event == "lock_taken_over" and "lease expired" in event.message
     assert event.details["previous_holder"]["run_id"] == "crashed-elsewhere"
     assert runner.lock.info() is None
@@ -125,7 +126,8 @@ def test_a_killed_run_is_taken_over_without_unlock_and_its_commit_is_recorded_no
 
     with pytest.raises(PartialMigrationError, match=r"committed: sales\.orders \(commit\)"):
         runner.upgrade()
-    assert [e.event for e in runner.events()] == ["lock_taken_over", "recovery_partial"]
+    trail = [(e.event, e.version) for e in runner.events()]
+    assert trail == [("applied", "0001"), ("lock_taken_over", None), ("recovery_partial", "0002")]
     assert "email" in runner.catalog.load_table("sales.orders").schema().column_names
     assert runner.lock.info() is None  # the stopped run released what it took over
 
@@ -156,7 +158,11 @@ def test_a_killed_run_after_all_its_commits_is_recorded_as_applied_by_the_next_r
     assert runner.upgrade() == []  # recorded without running it again (a rerun would fail: column exists)
     history = {row.version: row for row in runner.history()}
     assert history["0002"].status == "applied" and history["0002"].run_id != history["0001"].run_id
-    assert [e.event for e in runner.events()] == ["lock_taken_over", "recovered"]
+    trail = [(e.event, e.version) for e in runner.events()]
+    # The killed run's apply of 0002 is recorded for it (its run id, not the recovering run's).
+    assert trail == [("applied", "0001"), ("lock_taken_over", None), ("applied", "0002"), ("recovered", "0002")]
+    recovered = runner.events()[2]
+    assert recovered.run_id == history["0002"].run_id and recovered.details["recorded_by_run"] != recovered.run_id
     assert runner.status().is_clean and runner.lock.intent() is None
 
 

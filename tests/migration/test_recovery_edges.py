@@ -124,7 +124,7 @@ def test_a_lock_left_by_an_ended_run_of_this_process_is_taken_over_at_once(catal
     runner.lock.acquire("ended-run")
     NamespaceLock.forget_run("ended-run")  # as when its commit's answer was lost and the run gave up
     assert [r.version for r in runner.upgrade()] == ["0001"]
-    assert [event.event for event in runner.events()] == ["lock_taken_over"]
+    assert [event.event for event in runner.events()] == ["lock_taken_over", "applied"]
 
 
 def test_a_live_run_is_not_reported_as_interrupted(catalog, migrations_dir):

@@ -132,6 +132,7 @@ def test_two_namespaces_share_one_history_table(catalog, migrations_dir, three_m
     finance.downgrade("base")
     assert sales.current() == "0003" and finance.current() is None
     assert sorted(name for _, name in catalog.list_tables("_iceberg_ops")) == [
+        "migration_events",
         "migration_history",
         "migration_lock_finance",
         "migration_lock_sales",
@@ -306,7 +307,8 @@ def test_partially_committed_migration_names_the_committed_tables(catalog, runne
     runner.stamp("0004")  # ... and records it
     assert _statuses(runner)["0004"] == "applied"
     assert runner.status().interrupted is None and runner.lock.intent() is None
-    assert [event.event for event in runner.events()] == ["recovery_partial", "intent_cleared"]
+    trail = [(event.event, event.version) for event in runner.events() if event.version == "0004"]
+    assert trail == [("failed", "0004"), ("recovery_partial", "0004"), ("intent_cleared", "0004"), ("stamped", "0004")]
 
 
 def test_failed_downgrade_keeps_a_changed_file_visible(catalog, runner, migrations_dir, three_migrations):
@@ -347,5 +349,6 @@ def test_repair_re_records_changed_files_and_clears_failed_attempts(catalog, run
     assert "0004" not in {row.version for row in runner.history()}
     assert _statuses(runner)["0002"] == "applied"
     assert done.describe().startswith("re-record the checksums of changed files 0002")
-    assert [event.event for event in runner.events()] == ["repair"]
+    trail = [(event.event, event.version) for event in runner.events()]
+    assert trail == [*[("applied", f"000{n}") for n in (1, 2, 3)], ("failed", "0004"), ("repair", None)]
     assert not runner.repair().changes

@@ -1,0 +1,318 @@
+"""Snapshot expiry that also deletes the files nothing needs any more (PyIceberg's deletes none).
+
+Which snapshots go follows Iceberg's Java ``ExpireSnapshots`` (and Spark's ``expire_snapshots``
+procedure): refs older than their ``max-ref-age-ms`` are removed (never ``main``); every branch keeps
+its head and the ancestors within its ``min-snapshots-to-keep`` / ``max-snapshot-age-ms``; every tag
+keeps its snapshot; snapshots no ref reaches are kept while newer than ``older_than``. The table's
+``history.expire.*`` properties are the defaults, as in Java.
+
+The commit asserts that no ref moved since the plan (a concurrent commit makes it retry with a fresh
+plan), and files are deleted only after it landed: the files of expired snapshots minus every file a
+retained snapshot still lists. A crash after the commit leaves some of those files behind, harmless
+and found by :func:`~iceberg_ops_provider.maintenance.orphans.remove_orphan_files`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID, RemoveSnapshotRefUpdate, RemoveSnapshotsUpdate
+
+from iceberg_ops_provider.maintenance import files as _files
+from iceberg_ops_provider.maintenance.files import ManifestReader
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+    from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Snapshot
+
+__all__ = ["ExpirePlan", "ExpireSnapshotsResult", "expire_snapshots", "plan_expiry"]
+
+log = logging.getLogger(__name__)
+
+MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
+MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
+MAX_REF_AGE_MS = "history.expire.max-ref-age-ms"
+_DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000  # Iceberg's default: 5 days
+_COMMIT_ATTEMPTS = 4
+
+
+@dataclass(frozen=True)
+class ExpirePlan:
+    """What an expiry would change in a table's metadata.
+
+    Attributes:
+        expired_snapshot_ids: The snapshots to remove.
+        removed_refs: Branches and tags past their ``max-ref-age-ms``.
+        retained_snapshot_ids: The snapshots that stay.
+    """
+
+    expired_snapshot_ids: tuple[int, ...]
+    removed_refs: tuple[str, ...]
+    retained_snapshot_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class ExpireSnapshotsResult:
+    """What :func:`expire_snapshots` did (or, with ``dry_run``, would do).
+
+    Counts use the names of Spark's ``expire_snapshots`` procedure.
+    """
+
+    table: str
+    dry_run: bool
+    expired_snapshot_ids: list[int] = field(default_factory=list)
+    removed_refs: list[str] = field(default_factory=list)
+    deleted_data_files_count: int = 0
+    deleted_position_delete_files_count: int = 0
+    deleted_equality_delete_files_count: int = 0
+    deleted_manifest_files_count: int = 0
+    deleted_manifest_lists_count: int = 0
+    deleted_statistics_files_count: int = 0
+    deleted_metadata_files_count: int = 0
+    deleted_bytes: int = 0
+    failed_deletes: list[str] = field(default_factory=list)
+    """``path: error`` of files that could not be deleted (left for orphan removal)."""
+
+    @property
+    def deleted_files_count(self) -> int:
+        """Every file deleted, of any kind."""
+        return (
+            self.deleted_data_files_count
+            + self.deleted_position_delete_files_count
+            + self.deleted_equality_delete_files_count
+            + self.deleted_manifest_files_count
+            + self.deleted_manifest_lists_count
+            + self.deleted_statistics_files_count
+            + self.deleted_metadata_files_count
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form (also what the operator pushes to XCom)."""
+        return {**asdict(self), "deleted_files_count": self.deleted_files_count}
+
+
+def _int_property(metadata: TableMetadata, key: str, default: int | None) -> int | None:
+    raw = metadata.properties.get(key)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError as exc:
+        raise ValueError(f"Table property {key}={raw!r} is not an integer; fix it with a property update.") from exc
+
+
+def _ancestors(metadata: TableMetadata, snapshot_id: int) -> Iterator[Snapshot]:
+    snapshot = metadata.snapshot_by_id(snapshot_id)
+    while snapshot is not None:
+        yield snapshot
+        if snapshot.parent_snapshot_id is None:
+            return
+        snapshot = metadata.snapshot_by_id(snapshot.parent_snapshot_id)
+
+
+def plan_expiry(
+    metadata: TableMetadata, *, now_ms: int, older_than_ms: int | None = None, retain_last: int = 1
+) -> ExpirePlan:
+    """Decide which snapshots and refs an expiry removes (pure: reads only ``metadata``).
+
+    Args:
+        metadata: The table's metadata.
+        now_ms: The current time in epoch milliseconds.
+        older_than_ms: Snapshots older than this may go; default: now minus the table's
+            ``history.expire.max-snapshot-age-ms`` (5 days).
+        retain_last: Ancestors of each branch head kept whatever their age (at least the table's
+            ``history.expire.min-snapshots-to-keep``; a branch's own setting wins).
+    """
+    if retain_last < 1:
+        raise ValueError(f"retain_last must be at least 1 (the current snapshot always stays), got {retain_last}.")
+    default_age = _int_property(metadata, MAX_SNAPSHOT_AGE_MS, _DEFAULT_MAX_SNAPSHOT_AGE_MS)
+    default_cutoff = older_than_ms if older_than_ms is not None else now_ms - (default_age or 0)
+    default_keep = max(retain_last, _int_property(metadata, MIN_SNAPSHOTS_TO_KEEP, 1) or 1)
+    default_ref_age = _int_property(metadata, MAX_REF_AGE_MS, None)
+
+    removed_refs: list[str] = []
+    retained: set[int] = set()
+    for name, ref in metadata.refs.items():
+        head = metadata.snapshot_by_id(ref.snapshot_id)
+        max_ref_age = ref.max_ref_age_ms or default_ref_age
+        if name != MAIN_BRANCH and max_ref_age and head is not None and now_ms - head.timestamp_ms > max_ref_age:
+            removed_refs.append(name)
+            continue
+        if ref.snapshot_ref_type == SnapshotRefType.TAG:
+            retained.add(ref.snapshot_id)
+            continue
+        keep = ref.min_snapshots_to_keep or default_keep
+        cutoff = now_ms - ref.max_snapshot_age_ms if ref.max_snapshot_age_ms else default_cutoff
+        for count, snapshot in enumerate(_ancestors(metadata, ref.snapshot_id)):
+            if count >= keep and snapshot.timestamp_ms < cutoff:
+                break
+            retained.add(snapshot.snapshot_id)
+
+    in_some_branch: set[int] = set()
+    for name, ref in metadata.refs.items():
+        if name not in removed_refs and ref.snapshot_ref_type == SnapshotRefType.BRANCH:
+            in_some_branch.update(s.snapshot_id for s in _ancestors(metadata, ref.snapshot_id))
+    for snapshot in metadata.snapshots:
+        # A snapshot no branch reaches (left by a rollback, or by a removed ref) ages out like Java's.
+        if snapshot.snapshot_id not in in_some_branch and snapshot.timestamp_ms >= default_cutoff:
+            retained.add(snapshot.snapshot_id)
+    if metadata.current_snapshot_id is not None:
+        retained.add(metadata.current_snapshot_id)
+
+    expired = tuple(s.snapshot_id for s in metadata.snapshots if s.snapshot_id not in retained)
+    kept = tuple(s.snapshot_id for s in metadata.snapshots if s.snapshot_id in retained)
+    return ExpirePlan(expired, tuple(removed_refs), kept)
+
+
+@dataclass
+class _Doomed:
+    """Files an expiry makes unreachable, by kind."""
+
+    by_kind: dict[str, list[str]] = field(default_factory=dict)
+    bytes: int = 0
+
+    def add(self, kind: str, path: str, size: int = 0) -> None:
+        self.by_kind.setdefault(kind, []).append(path)
+        self.bytes += size
+
+
+def _unreachable_files(table: Table, metadata: TableMetadata, plan: ExpirePlan) -> _Doomed:
+    """The files of the expired snapshots that no retained snapshot lists."""
+    reader = ManifestReader(table.io)
+    doomed = _Doomed()
+    expired = [s for s in metadata.snapshots if s.snapshot_id in set(plan.expired_snapshot_ids)]
+    retained = [s for s in metadata.snapshots if s.snapshot_id in set(plan.retained_snapshot_ids)]
+    if not expired:
+        return doomed
+    kept_manifests = {m.manifest_path: m for s in retained for m in reader.manifests(s)}
+    gone_manifests = {
+        m.manifest_path: m for s in expired for m in reader.manifests(s) if m.manifest_path not in kept_manifests
+    }
+    for snapshot in expired:
+        doomed.add("manifest_lists", snapshot.manifest_list)
+    for path, manifest in gone_manifests.items():
+        doomed.add("manifests", path, manifest.manifest_length)
+    if gone_manifests:
+        reader.prefetch(gone_manifests.values())
+        candidates = {entry.path: entry for m in gone_manifests.values() for entry in reader.entries(m)}
+        # A manifest lists a file only if it was written at or after the commit that added the file,
+        # so kept manifests whose entries are all newer than every candidate need not be read.
+        newest = max((entry.sequence_number for entry in candidates.values()), default=0)
+        relevant = [m for m in kept_manifests.values() if (m.min_sequence_number or 0) <= newest]
+        still_live = reader.live_paths(relevant)
+        for path, entry in candidates.items():
+            if path not in still_live:
+                doomed.add(entry.content, path, entry.size)
+    gone_ids = set(plan.expired_snapshot_ids)
+    for statistics in metadata.statistics:
+        if statistics.snapshot_id in gone_ids:
+            doomed.add("statistics", statistics.statistics_path)
+    return doomed
+
+
+def _identifier(table: Table) -> str:
+    return ".".join(table.name())
+
+
+def _commit(table: Table, plan: ExpirePlan) -> None:
+    """Remove the planned refs and snapshots in one commit that fails if any ref moved meanwhile."""
+    metadata = table.metadata
+    requirements: list[Any] = [AssertTableUUID(uuid=metadata.table_uuid)]
+    requirements += [AssertRefSnapshotId(ref=name, snapshot_id=ref.snapshot_id) for name, ref in metadata.refs.items()]
+    updates: list[Any] = [RemoveSnapshotRefUpdate(ref_name=name) for name in plan.removed_refs]
+    if plan.expired_snapshot_ids:
+        updates.append(RemoveSnapshotsUpdate(snapshot_ids=list(plan.expired_snapshot_ids)))
+    with table.transaction() as transaction:
+        transaction._apply(tuple(updates), tuple(requirements))
+
+
+def expire_snapshots(
+    table: Table,
+    older_than: datetime | None = None,
+    retain_last: int = 1,
+    delete_files: bool = True,
+    dry_run: bool = False,
+) -> ExpireSnapshotsResult:
+    """Expire old snapshots of ``table`` and delete the files no retained snapshot or ref reaches.
+
+    Args:
+        table: The table (refreshed by the call).
+        older_than: Snapshots committed before this may be expired (a naive datetime is UTC); default:
+            now minus the table's ``history.expire.max-snapshot-age-ms`` (5 days).
+        retain_last: How many of each branch's latest snapshots stay whatever their age.
+        delete_files: Delete data, delete, manifest, manifest-list, statistics and dropped metadata
+            files that became unreachable (``False``: only change the metadata, like PyIceberg).
+        dry_run: Report what would be expired and deleted; change nothing.
+
+    Raises:
+        ValueError: ``retain_last`` below 1, or a ``history.expire.*`` property that is not a number.
+        CommitFailedException: Other commits moved the table's refs on every attempt.
+    """
+    if older_than is not None and older_than.tzinfo is None:
+        older_than = older_than.replace(tzinfo=UTC)
+    older_than_ms = int(older_than.timestamp() * 1000) if older_than is not None else None
+    name = _identifier(table)
+    for attempt in range(1, _COMMIT_ATTEMPTS + 1):
+        table.refresh()
+        metadata = table.metadata
+        plan = plan_expiry(
+            metadata, now_ms=int(time.time() * 1000), older_than_ms=older_than_ms, retain_last=retain_last
+        )
+        if not plan.expired_snapshot_ids and not plan.removed_refs:
+            return ExpireSnapshotsResult(name, dry_run)
+        doomed = _unreachable_files(table, metadata, plan) if delete_files else _Doomed()
+        log_before = [entry.metadata_file for entry in metadata.metadata_log] + [table.metadata_location]
+        if dry_run:
+            keep = _int_property(metadata, "write.metadata.previous-versions-max", 100) or 100
+            dropped = log_before[: max(0, len(log_before) - keep)] if delete_files else []
+            return _result(name, True, plan, doomed, dropped, [])
+        try:
+            _commit(table, plan)
+        except CommitFailedException:
+            if attempt == _COMMIT_ATTEMPTS:
+                raise
+            log.info("%s: a concurrent commit moved a ref; planning the expiry again", name)
+            continue
+        log.info("%s: expired %d snapshot(s)", name, len(plan.expired_snapshot_ids))
+        if not delete_files:
+            return _result(name, False, plan, doomed, [], [])
+        log_after = {entry.metadata_file for entry in table.metadata.metadata_log} | {table.metadata_location}
+        dropped = [path for path in log_before if path not in log_after]
+        failures: list[str] = []
+        for kind, paths in [*doomed.by_kind.items(), ("metadata", dropped)]:
+            failures += _files.delete_files(table.io, paths, what=f"{kind.replace('_', ' ')} of {name}")[1]
+        return _result(name, False, plan, doomed, dropped, failures)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _result(
+    name: str, dry_run: bool, plan: ExpirePlan, doomed: _Doomed, metadata_files: list[str], failures: list[str]
+) -> ExpireSnapshotsResult:
+    failed = {failure.rsplit(": ", 2)[0] for failure in failures}
+
+    def count(kind: str) -> int:
+        return sum(path not in failed for path in doomed.by_kind.get(kind, []))
+
+    return ExpireSnapshotsResult(
+        table=name,
+        dry_run=dry_run,
+        expired_snapshot_ids=list(plan.expired_snapshot_ids),
+        removed_refs=list(plan.removed_refs),
+        deleted_data_files_count=count("data"),
+        deleted_position_delete_files_count=count("position_deletes"),
+        deleted_equality_delete_files_count=count("equality_deletes"),
+        deleted_manifest_files_count=count("manifests"),
+        deleted_manifest_lists_count=count("manifest_lists"),
+        deleted_statistics_files_count=count("statistics"),
+        deleted_metadata_files_count=sum(path not in failed for path in metadata_files),
+        deleted_bytes=doomed.bytes,
+        failed_deletes=failures,
+    )

@@ -1,0 +1,149 @@
+"""Which files a table's snapshots reach: manifest lists, manifests, data and delete files.
+
+Maintenance decides what it may delete from these sets, so they are read from the table's own
+metadata (never guessed from paths), each manifest once however many snapshots share it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
+
+if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
+    from pyiceberg.manifest import ManifestFile
+    from pyiceberg.table.snapshots import Snapshot
+
+__all__ = ["FileEntry", "ManifestReader", "delete_files"]
+
+log = logging.getLogger(__name__)
+
+CONTENT_KINDS = {
+    DataFileContent.DATA: "data",
+    DataFileContent.POSITION_DELETES: "position_deletes",
+    DataFileContent.EQUALITY_DELETES: "equality_deletes",
+}
+"""The name of each kind of file a manifest lists."""
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """One file listed by a manifest.
+
+    Attributes:
+        path: The file's location.
+        content: ``data``, ``position_deletes`` or ``equality_deletes``.
+        live: Whether the entry is ``ADDED`` or ``EXISTING`` (a ``DELETED`` entry records the file's removal).
+        size: The file's size in bytes.
+        sequence_number: The data sequence number of the commit that added the file (0 when unknown).
+    """
+
+    path: str
+    content: str
+    live: bool
+    size: int
+    sequence_number: int = 0
+
+
+class ManifestReader:
+    """Reads manifest lists and manifests of one table, each manifest at most once.
+
+    Args:
+        io: The table's FileIO.
+    """
+
+    _lists: ClassVar[OrderedDict[str, list[ManifestFile]]] = OrderedDict()
+    """Manifest lists read lately, shared by every reader: they never change once written (their names
+    are unique), and a table maintained every few commits finds most of its lists here."""
+
+    _lists_lock = threading.Lock()
+    LISTS_CACHED: ClassVar[int] = 512
+
+    def __init__(self, io: FileIO) -> None:
+        self.io = io
+        self._entries: dict[str, list[FileEntry]] = {}
+
+    def manifests(self, snapshot: Snapshot) -> list[ManifestFile]:
+        """The manifests of ``snapshot``'s manifest list."""
+        key = snapshot.manifest_list
+        with self._lists_lock:
+            cached = self._lists.get(key)
+            if cached is not None:
+                self._lists.move_to_end(key)
+                return cached
+        manifests = list(snapshot.manifests(self.io))
+        with self._lists_lock:
+            self._lists[key] = manifests
+            while len(self._lists) > self.LISTS_CACHED:
+                self._lists.popitem(last=False)
+        return manifests
+
+    def entries(self, manifest: ManifestFile) -> list[FileEntry]:
+        """Every entry of ``manifest``, deleted ones included."""
+        path = manifest.manifest_path
+        if path not in self._entries:
+            self._entries[path] = [
+                FileEntry(
+                    path=entry.data_file.file_path,
+                    content=CONTENT_KINDS[entry.data_file.content],
+                    live=entry.status != ManifestEntryStatus.DELETED,
+                    size=entry.data_file.file_size_in_bytes,
+                    sequence_number=entry.sequence_number or 0,
+                )
+                for entry in manifest.fetch_manifest_entry(self.io, discard_deleted=False)
+            ]
+        return self._entries[path]
+
+    def prefetch(self, manifests: Iterable[ManifestFile], workers: int = 8) -> None:
+        """Read many manifests in parallel (object stores answer each read with latency, not bandwidth)."""
+        todo = {m.manifest_path: m for m in manifests if m.manifest_path not in self._entries}
+        if len(todo) < 2:
+            for manifest in todo.values():
+                self.entries(manifest)
+            return
+        with ThreadPoolExecutor(max_workers=min(workers, len(todo))) as pool:
+            list(pool.map(self.entries, todo.values()))
+
+    def live_paths(self, manifests: Iterable[ManifestFile]) -> set[str]:
+        """The files that ``manifests`` list as live."""
+        manifests = list(manifests)
+        self.prefetch(manifests)
+        return {entry.path for manifest in manifests for entry in self.entries(manifest) if entry.live}
+
+
+def delete_files(io: FileIO, paths: Iterable[str], *, what: str, workers: int = 8) -> tuple[int, list[str]]:
+    """Delete ``paths`` through ``io``, in parallel; a file already gone counts as deleted.
+
+    Returns:
+        How many were deleted, and ``path: error`` for each that could not be (never raised: the
+        commit that made them unreachable already landed; what is left is found by orphan removal).
+    """
+    paths = list(paths)
+    failures: list[str] = []
+
+    def delete(path: str) -> bool:
+        try:
+            io.delete(path)
+            return True
+        except FileNotFoundError:
+            return True
+        except Exception as exc:
+            failures.append(f"{path}: {type(exc).__name__}: {exc}")
+            return False
+
+    deleted = 0
+    if not paths:
+        return 0, failures
+    with ThreadPoolExecutor(max_workers=min(workers, len(paths))) as pool:
+        for done, ok in enumerate(pool.map(delete, paths), 1):
+            deleted += ok
+            if done % 1000 == 0:
+                log.info("deleted %d of %d %s", done, len(paths), what)
+    return deleted, failures

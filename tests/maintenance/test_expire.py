@@ -1,0 +1,152 @@
+"""expire_snapshots: which snapshots go, which files are deleted, and that nothing retained breaks."""
+
+from __future__ import annotations
+
+import os
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.expressions import EqualTo
+
+from iceberg_ops_provider.maintenance import expire as expire_module
+from iceberg_ops_provider.maintenance import expire_snapshots
+
+SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])
+
+
+def _rows(start: int, count: int) -> pa.Table:
+    return pa.table({"id": pa.array(range(start, start + count), pa.int64()), "name": [f"n{i}" for i in range(count)]})
+
+
+def _files(root: Path) -> set[str]:
+    return {os.path.join(d, f) for d, _, files in os.walk(root) for f in files}
+
+
+def _table_with_history(catalog, name: str = "sales.events"):
+    """Five appends, then a delete: six snapshots, the first five holding files the last no longer lists."""
+    catalog.create_namespace_if_not_exists("sales")
+    table = catalog.create_table(name, SCHEMA)
+    for batch in range(5):
+        table.append(_rows(batch * 10, 10))
+    table.delete(EqualTo("id", 3))
+    return table
+
+
+def _ids(table) -> list[int]:
+    return sorted(table.scan().to_arrow().column("id").to_pylist())
+
+
+def test_expiry_deletes_exactly_the_files_no_retained_snapshot_reaches(catalog, tmp_path: Path):
+    table = _table_with_history(catalog)
+    root = tmp_path / "warehouse" / "sales" / "events"
+    before_files, expected_ids = _files(root), _ids(table)
+    first = table.snapshots()[0]
+
+    result = expire_snapshots(table, older_than=datetime.now(UTC), retain_last=1)
+
+    assert [s.snapshot_id for s in table.snapshots()] == [table.current_snapshot().snapshot_id]
+    assert len(result.expired_snapshot_ids) == 5 and first.snapshot_id in result.expired_snapshot_ids
+    deleted = before_files - _files(root)
+    assert len([p for p in deleted if p.endswith(".parquet")]) == result.deleted_data_files_count == 1  # ids 0..9
+    assert result.deleted_manifest_lists_count == 5
+    assert len([p for p in deleted if os.path.basename(p).startswith("snap-")]) == 5
+    assert result.failed_deletes == [] and not result.dry_run
+    assert _ids(table) == expected_ids  # the current snapshot reads the same rows
+    # Every file the remaining snapshot lists is still there.
+    assert all(
+        os.path.exists(path.removeprefix("file://")) for path in table.inspect.files().column("file_path").to_pylist()
+    )
+    assert result.to_json()["deleted_files_count"] == result.deleted_files_count == len(deleted)
+
+
+def test_a_dry_run_reports_what_the_real_run_then_does_and_changes_nothing(catalog, tmp_path: Path):
+    table = _table_with_history(catalog)
+    root = tmp_path / "warehouse" / "sales" / "events"
+    files, snapshots = _files(root), [s.snapshot_id for s in table.snapshots()]
+    cutoff = datetime.now(UTC)
+
+    planned = expire_snapshots(table, older_than=cutoff, retain_last=2, dry_run=True)
+
+    assert _files(root) == files and [s.snapshot_id for s in table.snapshots()] == snapshots
+    done = expire_snapshots(table, older_than=cutoff, retain_last=2)
+    assert planned.dry_run and not done.dry_run
+    assert {k: v for k, v in planned.to_json().items() if k != "dry_run"} == {
+        k: v for k, v in done.to_json().items() if k != "dry_run"
+    }
+    assert len(table.snapshots()) == 2
+
+
+def test_tags_branches_and_time_travel_within_what_is_kept(catalog):
+    table = _table_with_history(catalog)
+    snapshots = table.snapshots()
+    table.manage_snapshots().create_tag(snapshots[1].snapshot_id, "audit").commit()
+    table.manage_snapshots().create_branch(snapshots[2].snapshot_id, "dev").commit()
+    tagged_rows = sorted(table.scan(snapshot_id=snapshots[1].snapshot_id).to_arrow().column("id").to_pylist())
+    kept_for_travel = snapshots[4].snapshot_id  # the parent of the current snapshot
+    travel_rows = sorted(table.scan(snapshot_id=kept_for_travel).to_arrow().column("id").to_pylist())
+
+    result = expire_snapshots(table, older_than=datetime.now(UTC), retain_last=2)
+
+    remaining = {s.snapshot_id for s in table.snapshots()}
+    assert {snapshots[1].snapshot_id, snapshots[2].snapshot_id, kept_for_travel} <= remaining
+    assert snapshots[0].snapshot_id in result.expired_snapshot_ids
+    assert sorted(table.scan(snapshot_id=snapshots[1].snapshot_id).to_arrow().column("id").to_pylist()) == tagged_rows
+    assert sorted(table.scan(snapshot_id=kept_for_travel).to_arrow().column("id").to_pylist()) == travel_rows
+    assert sorted(table.scan().use_ref("dev").to_arrow().column("id").to_pylist()) == list(range(30))
+    assert result.deleted_data_files_count == 0  # every data file is still listed by a kept snapshot
+
+
+def test_table_properties_are_the_defaults_and_refs_past_their_age_are_removed(catalog):
+    table = _table_with_history(catalog)
+    # Nothing is older than the default max age (5 days): a plain call expires nothing.
+    assert expire_snapshots(table).expired_snapshot_ids == []
+    with table.transaction() as transaction:
+        transaction.set_properties({"history.expire.min-snapshots-to-keep": "3"})
+    table.manage_snapshots().create_tag(table.snapshots()[0].snapshot_id, "old", max_ref_age_ms=1).commit()
+    time.sleep(0.01)
+    result = expire_snapshots(table, older_than=datetime.now(UTC))
+    assert result.removed_refs == ["old"] and "old" not in table.refs()
+    assert len(table.snapshots()) == 3  # min-snapshots-to-keep wins over retain_last=1
+    with table.transaction() as transaction:
+        transaction.set_properties({"history.expire.max-snapshot-age-ms": "soon"})
+    with pytest.raises(ValueError, match=r"history.expire.max-snapshot-age-ms='soon' is not an integer"):
+        expire_snapshots(table)
+    with pytest.raises(ValueError, match="retain_last must be at least 1"):
+        expire_snapshots(table, retain_last=0)
+
+
+def test_a_naive_older_than_is_utc(catalog):
+    table = _table_with_history(catalog)
+    naive_future = datetime.now(UTC).replace(tzinfo=None) + timedelta(minutes=5)
+    assert len(expire_snapshots(table, older_than=naive_future).expired_snapshot_ids) == 5
+
+
+def test_a_commit_that_lands_between_plan_and_commit_makes_it_plan_again(catalog, monkeypatch):
+    table = _table_with_history(catalog)
+    other = catalog.load_table("sales.events")  # another writer, through its own handle
+    real_commit = expire_module._commit
+    raced = []
+
+    def commit_after_a_rival_append(table_, plan):
+        # The only stand-in here is the timing: the rival's append is a real commit to the catalog.
+        if not raced:
+            raced.append(True)
+            other.append(_rows(100, 5))
+        return real_commit(table_, plan)
+
+    monkeypatch.setattr(expire_module, "_commit", commit_after_a_rival_append)
+    result = expire_snapshots(table, older_than=datetime.now(UTC))
+    assert raced and 104 in _ids(table)  # the rival's rows survive, and are in the kept snapshot
+    assert len(table.snapshots()) == 1 and len(result.expired_snapshot_ids) == 6
+
+
+def test_metadata_only_expiry_keeps_files(catalog, tmp_path: Path):
+    table = _table_with_history(catalog)
+    root = tmp_path / "warehouse" / "sales" / "events" / "data"
+    files = _files(root)
+    result = expire_snapshots(table, older_than=datetime.now(UTC), delete_files=False)
+    assert len(result.expired_snapshot_ids) == 5 and result.deleted_files_count == 0
+    assert _files(root) == files
