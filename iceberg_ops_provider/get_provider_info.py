@@ -39,7 +39,10 @@ def get_provider_info() -> dict[str, Any]:
         "operators": [
             {
                 "integration-name": "Apache Iceberg (iceberg-ops)",
-                "python-modules": ["iceberg_ops_provider.operators.migrate"],
+                "python-modules": [
+                    "iceberg_ops_provider.operators.migrate",
+                    "iceberg_ops_provider.operators.maintenance",
+                ],
             }
         ],
         "connection-types": [

@@ -64,3 +64,24 @@ iceberg_ops_migrate()
 iceberg_ops_unlock()
 iceberg_ops_gate()
 iceberg_ops_plan()
+
+
+@dag(
+    params={"table": "sales.events", "older_than": "0s", "dry_run": False},
+    render_template_as_native_obj=True,
+    **DEFAULTS,
+)
+def iceberg_ops_expire():
+    from iceberg_ops_provider.operators.maintenance import IcebergExpireSnapshotsOperator
+
+    IcebergExpireSnapshotsOperator(
+        task_id="expire",
+        table="{{ params.table }}",
+        older_than="{{ params.older_than }}",
+        dry_run="{{ params.dry_run }}",
+        retries=1,
+        retry_delay=timedelta(seconds=0),
+    )
+
+
+iceberg_ops_expire()

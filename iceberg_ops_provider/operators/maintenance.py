@@ -1,0 +1,345 @@
+"""Table maintenance operators: health, compaction, manifest rewrite, snapshot expiry, orphan removal.
+
+Each is a thin front over one function of :mod:`iceberg_ops_provider.maintenance`: ``table`` and
+``iceberg_conn_id`` are templated, the hook is built in ``execute()``, the function's result goes to
+XCom as its ``to_json()``, and errors map as for migrations (permanent ones fail the task at once,
+transient ones keep Airflow's retries). Every one is safe to retry: compaction commits group by
+group, so a retried task only has the groups not yet committed left to do; expiry and orphan removal
+recompute what is left from the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from airflow.sdk import BaseOperator
+
+from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from pyiceberg.table import Table
+
+try:  # Airflow 3.2+
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+except ImportError:  # pragma: no cover - Airflow 3.1
+    from airflow.exceptions import AirflowException, AirflowFailException
+
+__all__ = [
+    "IcebergCompactOperator",
+    "IcebergExpireSnapshotsOperator",
+    "IcebergRemoveOrphanFilesOperator",
+    "IcebergRewriteManifestsOperator",
+    "IcebergTableHealthOperator",
+    "as_flag",
+    "parse_older_than",
+]
+
+
+def parse_older_than(value: datetime | timedelta | str | None, field: str = "older_than") -> datetime | None:
+    """A cut-off time from a datetime, an age (``timedelta``, or ``"7d"``/``"12h"``/``"30m"``) or an ISO timestamp.
+
+    Raises:
+        ValueError: Anything else, naming the forms accepted.
+    """
+    if value is None or isinstance(value, datetime):
+        return value
+    if isinstance(value, timedelta):
+        return datetime.now(UTC) - value
+    text = str(value).strip()
+    units = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+    if text[-1:] in units and text[:-1].replace(".", "", 1).isdigit():
+        return datetime.now(UTC) - timedelta(**{units[text[-1]]: float(text[:-1])})
+    try:
+        return datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{field}={value!r} is not a time: pass a datetime, a timedelta, an age such as '7d', '12h' or "
+            "'30m', or an ISO timestamp such as '2026-11-01T00:00:00+00:00'."
+        ) from None
+
+
+def as_flag(value: bool | str, field: str = "dry_run") -> bool:
+    """A boolean argument that may arrive rendered from a template (``"True"``, ``"false"``).
+
+    Raises:
+        ValueError: Anything but a bool or the words true/false.
+    """
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "false"):
+        return text == "true"
+    raise ValueError(f"{field}={value!r} is not true or false.")
+
+
+class _TableMaintenanceOperator(BaseOperator):
+    """Shared front of the maintenance operators: open the table, call the function, push its result."""
+
+    template_fields: Sequence[str] = ("table", "iceberg_conn_id")
+    ui_color = "#d5f5e3"
+    verb: ClassVar[str] = ""
+
+    def __init__(
+        self, *, table: str, iceberg_conn_id: str = IcebergCatalogHook.default_conn_name, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.iceberg_conn_id = iceberg_conn_id
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Run the maintenance function on the table and return its result's JSON for XCom.
+
+        Raises:
+            AirflowFailException: A permanent error (bad argument, unsafe location, unsupported table):
+                retrying cannot help.
+            IcebergOpsError: A transient one (a commit conflict, storage that did not answer): retried.
+        """
+        from iceberg_ops_provider.errors import IcebergOpsError
+
+        try:
+            table = self._load(IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id).get_conn())
+            result = self.run(table)
+        except IcebergOpsError as exc:
+            if exc.transient:
+                raise
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+        except ValueError as exc:  # a bad argument or table property: the same on every try
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+        payload = result.to_json()
+        self.log.info("%s of %s: %s", self.verb, self.table, _brief(payload))
+        return payload
+
+    def _load(self, catalog: Any) -> Table:
+        from pyiceberg.exceptions import NoSuchTableError
+
+        try:
+            return catalog.load_table(self.table)
+        except NoSuchTableError as exc:
+            raise AirflowFailException(
+                f"Table {self.table!r} does not exist in the catalog of connection {self.iceberg_conn_id!r} ({exc}). "
+                "Check the `table` argument (namespace.table)."
+            ) from exc
+
+    def run(self, table: Table) -> Any:
+        """Call the maintenance function (each operator's one job)."""
+        raise NotImplementedError
+
+
+def _brief(payload: dict[str, Any]) -> str:
+    """The counts of a result, for the task log."""
+    shown = {k: v for k, v in payload.items() if isinstance(v, int | float | bool) and not isinstance(v, bool)}
+    return ", ".join(f"{k}={v}" for k, v in shown.items()) or "done"
+
+
+class IcebergCompactOperator(_TableMaintenanceOperator):
+    """Compact the small data files of a table (``compact_small_files_streaming``).
+
+    Args:
+        table: ``namespace.table`` (templated).
+        iceberg_conn_id: The catalog's Airflow connection (templated).
+        target_file_size_bytes: Output file size; default the table's ``write.target-file-size-bytes``.
+        min_input_files: Partitions with fewer small files are left alone.
+        where: A filter restricting the files considered, e.g. ``"day >= '2026-11-01'"`` (templated).
+        strategy: ``binpack`` or ``sort`` (also sort each output file by the table's sort order).
+        dry_run: Only report what would be rewritten.
+
+    Returns (XCom): the compaction result (``rewritten_data_files_count``, ``added_data_files_count``, ...).
+    """
+
+    template_fields: Sequence[str] = ("table", "iceberg_conn_id", "where", "dry_run")
+    verb = "compaction"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        target_file_size_bytes: int | None = None,
+        min_input_files: int = 5,
+        where: str | None = None,
+        strategy: str = "binpack",
+        dry_run: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, **kwargs)
+        self.target_file_size_bytes = target_file_size_bytes
+        self.min_input_files = min_input_files
+        self.where = where
+        self.strategy = strategy
+        self.dry_run = dry_run
+
+    def run(self, table: Table) -> Any:
+        """Compact."""
+        from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
+
+        return compact_small_files_streaming(
+            table,
+            target_file_size_bytes=self.target_file_size_bytes,
+            min_input_files=self.min_input_files,
+            where=self.where or None,
+            strategy=self.strategy,
+            dry_run=as_flag(self.dry_run),
+        )
+
+
+class IcebergExpireSnapshotsOperator(_TableMaintenanceOperator):
+    """Expire old snapshots and delete the files nothing reaches any more (``expire_snapshots``).
+
+    Args:
+        table: ``namespace.table`` (templated).
+        iceberg_conn_id: The catalog's Airflow connection (templated).
+        older_than: Snapshots older than this may go: a datetime, an age (``timedelta`` or ``"7d"``) or
+            an ISO timestamp (templated); default the table's ``history.expire.max-snapshot-age-ms`` (5 days).
+        retain_last: Latest snapshots of each branch kept whatever their age.
+        delete_files: Delete unreachable files (``False``: metadata only).
+        dry_run: Only report what would be expired and deleted.
+
+    Returns (XCom): the expiry result (``expired_snapshot_ids``, ``deleted_data_files_count``, ...).
+    """
+
+    template_fields: Sequence[str] = ("table", "iceberg_conn_id", "older_than", "dry_run")
+    verb = "snapshot expiry"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        older_than: datetime | timedelta | str | None = None,
+        retain_last: int = 1,
+        delete_files: bool = True,
+        dry_run: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, **kwargs)
+        self.older_than = older_than
+        self.retain_last = retain_last
+        self.delete_files = delete_files
+        self.dry_run = dry_run
+
+    def run(self, table: Table) -> Any:
+        """Expire."""
+        from iceberg_ops_provider.maintenance.expire import expire_snapshots
+
+        return expire_snapshots(
+            table,
+            older_than=parse_older_than(self.older_than),
+            retain_last=self.retain_last,
+            delete_files=self.delete_files,
+            dry_run=as_flag(self.dry_run),
+        )
+
+
+class IcebergRemoveOrphanFilesOperator(_TableMaintenanceOperator):
+    """Delete files under the table's location that no metadata references (``remove_orphan_files``).
+
+    Args:
+        table: ``namespace.table`` (templated).
+        iceberg_conn_id: The catalog's Airflow connection (templated).
+        older_than: Only files older than this (default: 3 days ago, so writes in flight are safe);
+            the same forms as :class:`IcebergExpireSnapshotsOperator` (templated).
+        location: A folder inside the table's location to limit the listing to (templated).
+        dry_run: Only report the orphans found.
+
+    Returns (XCom): the result (``orphan_file_locations``, ``deleted_orphan_files_count``, ...).
+    """
+
+    template_fields: Sequence[str] = ("table", "iceberg_conn_id", "older_than", "location", "dry_run")
+    verb = "orphan file removal"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        older_than: datetime | timedelta | str | None = None,
+        location: str | None = None,
+        dry_run: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, **kwargs)
+        self.older_than = older_than
+        self.location = location
+        self.dry_run = dry_run
+
+    def run(self, table: Table) -> Any:
+        """Remove orphans."""
+        from iceberg_ops_provider.maintenance.orphans import remove_orphan_files
+
+        return remove_orphan_files(
+            table,
+            older_than=parse_older_than(self.older_than),
+            dry_run=as_flag(self.dry_run),
+            location=self.location or None,
+        )
+
+
+class IcebergRewriteManifestsOperator(_TableMaintenanceOperator):
+    """Merge many small manifests into few (``rewrite_manifests``); data is untouched.
+
+    Args:
+        table: ``namespace.table`` (templated).
+        iceberg_conn_id: The catalog's Airflow connection (templated).
+        target_manifest_size_bytes: Manifest size to aim for; default the table's
+            ``commit.manifest.target-size-bytes``.
+        dry_run: Only report what would be rewritten.
+
+    Returns (XCom): the result (``rewritten_manifests_count``, ``added_manifests_count``).
+    """
+
+    template_fields: Sequence[str] = ("table", "iceberg_conn_id", "dry_run")
+    verb = "manifest rewrite"
+
+    def __init__(
+        self, *, table: str, target_manifest_size_bytes: int | None = None, dry_run: bool = False, **kwargs: Any
+    ) -> None:
+        super().__init__(table=table, **kwargs)
+        self.target_manifest_size_bytes = target_manifest_size_bytes
+        self.dry_run = dry_run
+
+    def run(self, table: Table) -> Any:
+        """Rewrite manifests."""
+        from iceberg_ops_provider.maintenance.manifests import rewrite_manifests
+
+        return rewrite_manifests(
+            table, target_manifest_size_bytes=self.target_manifest_size_bytes, dry_run=as_flag(self.dry_run)
+        )
+
+
+class IcebergTableHealthOperator(_TableMaintenanceOperator):
+    """Report a table's health and what maintenance it needs (``table_health_report``); changes nothing.
+
+    Args:
+        table: ``namespace.table`` (templated).
+        iceberg_conn_id: The catalog's Airflow connection (templated).
+        thresholds: Overrides of :class:`~iceberg_ops_provider.maintenance.health.HealthThresholds`
+            (a dict of its field names, or an instance).
+        fail_on: Needs that fail the task when the report finds them (``"compact"``,
+            ``"rewrite_manifests"``, ``"expire_snapshots"``, ``"remove_orphan_files"``, or ``"any"``):
+            a quality gate. Default: never fail, only report.
+
+    Returns (XCom): the report, whose ``needs`` lists the maintenance recommended.
+    """
+
+    verb = "health report"
+
+    def __init__(self, *, table: str, thresholds: Any = None, fail_on: Sequence[str] = (), **kwargs: Any) -> None:
+        super().__init__(table=table, **kwargs)
+        self.thresholds = thresholds
+        self.fail_on = tuple(fail_on)
+
+    def run(self, table: Table) -> Any:
+        """Report, then fail when a need named in ``fail_on`` was found."""
+        from iceberg_ops_provider.maintenance.health import HealthThresholds, table_health_report
+
+        thresholds = self.thresholds
+        if isinstance(thresholds, dict):
+            thresholds = HealthThresholds(**thresholds)
+        report = table_health_report(table, thresholds)
+        needs = list(report.to_json().get("needs", []))
+        failing = needs if "any" in self.fail_on else [need for need in needs if need in self.fail_on]
+        for line in report.summary().splitlines():
+            self.log.info("%s", line)
+        if failing:
+            raise AirflowException(f"Table {self.table!r} needs {', '.join(failing)}: {report.summary()}")
+        return report

@@ -1,0 +1,58 @@
+"""The maintenance operators under a real Airflow (dag.test with an SQLite metadata database)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pyarrow as pa
+import pytest
+
+from iceberg_ops_provider.operators.maintenance import as_flag, parse_older_than
+from tests.airflow.conftest import catalog_at, xcom
+
+
+def _events_table(root, appends: int = 4):
+    catalog = catalog_at(root)
+    catalog.create_namespace_if_not_exists("sales")
+    table = catalog.create_table("sales.events", pa.schema([pa.field("id", pa.int64())]))
+    for n in range(appends):
+        table.append(pa.table({"id": pa.array([n], pa.int64())}))
+    return catalog
+
+
+def test_the_expire_operator_pushes_its_result_and_a_dry_run_changes_nothing(run_dag, iceberg_connection):
+    catalog = _events_table(iceberg_connection)
+    planned = run_dag("iceberg_ops_expire", table="sales.events", older_than="0s", dry_run=True)
+    assert str(planned.state) == "success"
+    result = xcom(planned, "expire")
+    assert result["dry_run"] is True and len(result["expired_snapshot_ids"]) == 3
+    assert len(catalog.load_table("sales.events").snapshots()) == 4
+
+    done = run_dag("iceberg_ops_expire", table="sales.events", older_than="0s", dry_run=False)
+    result = xcom(done, "expire")
+    assert str(done.state) == "success" and result["deleted_manifest_lists_count"] == 3
+    table = catalog.load_table("sales.events")
+    assert len(table.snapshots()) == 1 and sorted(table.scan().to_arrow().column("id").to_pylist()) == [0, 1, 2, 3]
+
+
+def test_a_missing_table_or_a_bad_argument_fails_at_once(run_dag, iceberg_connection):
+    _events_table(iceberg_connection, appends=1)
+    missing = run_dag("iceberg_ops_expire", table="sales.nope", older_than="1d")
+    assert str(missing.state) == "failed"
+    ti = missing.get_task_instance("expire")
+    assert ti.try_number == 1  # AirflowFailException: no retry for what a retry cannot fix
+    bad = run_dag("iceberg_ops_expire", table="sales.events", older_than="last tuesday")
+    assert str(bad.state) == "failed" and bad.get_task_instance("expire").try_number == 1
+
+
+def test_older_than_and_flags_accept_what_templates_render():
+    now = datetime.now(UTC)
+    assert abs(parse_older_than("7d") - (now - timedelta(days=7))) < timedelta(seconds=5)
+    assert abs(parse_older_than(timedelta(hours=2)) - (now - timedelta(hours=2))) < timedelta(seconds=5)
+    assert parse_older_than("2026-11-01T00:00:00+00:00") == datetime(2026, 11, 1, tzinfo=UTC)
+    assert parse_older_than(None) is None
+    with pytest.raises(ValueError, match="an age such as '7d'"):
+        parse_older_than("soon")
+    assert as_flag("True") is True and as_flag("false") is False and as_flag(True) is True
+    with pytest.raises(ValueError, match="is not true or false"):
+        as_flag("yes please")
