@@ -29,6 +29,7 @@ from iceberg_ops_provider import __version__
 from iceberg_ops_provider.errors import (
     CatalogUnavailableError,
     ConcurrentMigrationError,
+    ConfirmationRequiredError,
     IcebergOpsError,
     IntentRecordError,
     IrreversibleMigrationError,
@@ -272,7 +273,29 @@ def cli(ctx: click.Context, **options: Any) -> None:
     thrift = logging.getLogger("thrift")
     if not any(isinstance(handler, logging.NullHandler) for handler in thrift.handlers):
         thrift.addHandler(logging.NullHandler())
+    _warnings_once(logging.getLogger("iceberg_ops_provider"))
     ctx.obj = _Settings(**options)
+
+
+class _Warnings(logging.Handler):
+    """Prints the package's warnings as ``warning: ...`` on stderr, except the runner's step lines.
+
+    The step lines were already printed as progress. Without a handler Python's last-resort handler
+    would print every warning, and a failed step's line twice.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not getattr(record, "progress", False):
+            click.echo(f"warning: {record.getMessage()}", err=True)
+
+
+def _warnings_once(logger: logging.Logger) -> None:
+    """Attach :class:`_Warnings` to ``logger`` unless it is there."""
+    if not any(isinstance(handler, _Warnings) for handler in logger.handlers):
+        logger.addHandler(_Warnings())
 
 
 @cli.command()
@@ -348,7 +371,9 @@ def downgrade(settings: _Settings, target: str, allow_changed: bool, yes: bool) 
         if destructive:
             listed = "; ".join(destructive)
             if not sys.stdin.isatty():
-                raise click.UsageError(f"this rollback loses data ({listed}); run it again with --yes to go ahead.")
+                raise ConfirmationRequiredError(
+                    f"This rollback loses data ({listed}); nothing was rolled back. Run it again with --yes."
+                )
             click.confirm(f"This rollback loses data ({listed}). Go ahead?", abort=True, err=True)
     _results(settings, runner.downgrade(target, allow_changed=allow_changed), "roll back")
 
@@ -486,7 +511,9 @@ def repair(settings: _Settings, yes: bool) -> None:
     click.echo(f"repair: {planned.describe()}", err=True)
     if not yes:
         if not sys.stdin.isatty():
-            raise click.UsageError("repair changes the history; run it again with --yes to apply.")
+            raise ConfirmationRequiredError(
+                f"repair changes the history ({planned.describe()}); nothing was changed. Run it again with --yes."
+            )
         click.confirm("Apply?", abort=True, err=True)
     done = runner.repair()
     settings.emit(done.to_json(), f"repaired: {done.describe()}")

@@ -43,6 +43,7 @@ __all__ = [
     "UpsertError",
     "CatalogAuthError",
     "MissingAirflowError",
+    "ConfirmationRequiredError",
     "MaintenanceError",
     "UnsafeLocationError",
     "FileListingError",
@@ -430,6 +431,10 @@ class MissingAirflowError(MissingExtraError):
             "without Airflow: `catalog:` in iceberg-ops.yaml, or --catalog / --catalog-name.",
             name=missing_module,
         )
+
+
+class ConfirmationRequiredError(IcebergOpsError):
+    """A change that loses data or rewrites history was asked for without confirmation (``--yes``); nothing ran."""
 
 
 class MaintenanceError(IcebergOpsError):

@@ -211,7 +211,9 @@ def check_integrity(
             namespace,
             problems,
             "Restore the files, or allow this explicitly: allow_changed=True / allow_missing=True / "
-            "allow_out_of_order=True (CLI: --allow-changed / --allow-missing / --allow-out-of-order).",
+            "allow_out_of_order=True (CLI: --allow-changed / --allow-missing / --allow-out-of-order). If a "
+            "change to an applied file is intended (a reviewed edit), record the file as it is now with "
+            "`iceberg-ops repair` (operator action='repair').",
         )
 
 

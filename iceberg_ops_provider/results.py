@@ -135,14 +135,22 @@ class RepairReport:
         return bool(self.rechecked or self.modernised or self.cleared)
 
     def describe(self) -> str:
-        """One line: what is (or would be) repaired."""
+        """One line: what would be repaired (a dry run) or what was."""
+        done = not self.dry_run
+
+        def versions(listed: list[str], noun: str) -> str:
+            return f"{noun}{'s' if len(listed) > 1 else ''} {', '.join(listed)}"
+
         parts = []
         if self.rechecked:
-            parts.append(f"re-record the checksums of changed files {', '.join(self.rechecked)}")
+            verb = "re-recorded" if done else "re-record"
+            parts.append(f"{verb} the checksum of changed {versions(self.rechecked, 'file')}")
         if self.modernised:
-            parts.append(f"update the checksum format of {', '.join(self.modernised)}")
+            verb = "updated" if done else "update"
+            parts.append(f"{verb} the checksum format of {versions(self.modernised, 'version')}")
         if self.cleared:
-            parts.append(f"clear the failed attempts of {', '.join(self.cleared)}")
+            verb = "cleared" if done else "clear"
+            parts.append(f"{verb} the failed attempts of {versions(self.cleared, 'version')}")
         return "; ".join(parts) or "nothing to repair"
 
     def to_json(self) -> dict[str, Any]:

@@ -384,7 +384,7 @@ class MigrationRunner:
             self.history_store.record(self.namespace, rows, expected, removals=cleared)
             self._note(
                 "repair",
-                f"{self.namespace}: repair {found.describe()}",
+                f"{self.namespace}: {found.describe()}",
                 run_id=session.run_id,
                 executed_by=session.executed_by,
                 details=found.to_json(),
@@ -450,7 +450,7 @@ class MigrationRunner:
         )
 
     def _event(self, message: str, level: int = logging.INFO) -> None:
-        log.log(level, "%s", message)
+        log.log(level, "%s", message, extra={"progress": self._on_event is not None})
         if self._on_event is not None:
             self._on_event(message)
 

@@ -198,7 +198,24 @@ class RunSession:
         """The event of a history row this run writes (or tried to write)."""
         if row.run_id != self.run_id:  # settled from an interrupted run's intent record
             details["recorded_by_run"] = self.run_id
+        if self.runner.lock_context:  # which Airflow dag run / task / try ran it
+            details["context"] = dict(self.runner.lock_context)
         return MigrationEvent.from_history_row(row, **details)
+
+    def refused(self, step: PlanStep, reason: str) -> None:
+        """Keep, as an event, a step refused before it committed anything (an irreversible rollback)."""
+        event = MigrationEvent(
+            namespace=self.runner.namespace,
+            at=datetime.now(UTC),
+            event="rollback_refused",
+            version=step.version,
+            run_id=self.run_id,
+            executed_by=self.executed_by,
+            message=f"refused to roll back {step.version} {step.description}: {reason}",
+            details={"context": dict(self.runner.lock_context)} if self.runner.lock_context else {},
+            error=reason,
+        )
+        self.outcomes.append(event)
 
     # -- what an earlier run left ---------------------------------------------------------------
 
@@ -336,6 +353,7 @@ class RunSession:
             context.discard()
             if journal.intent is not None:  # it committed something before refusing: a failure like any other
                 raise self._failure(step, index, total, exc, journal, context, started) from exc
+            self.refused(step, str(exc))
             raise IrreversibleMigrationError(
                 f"Cannot roll back {runner.namespace!r} past {step.version} ({step.description}): "
                 f"{str(exc).rstrip('.')}. Version {step.version} stays applied; {len(self.completed)} step(s) of "

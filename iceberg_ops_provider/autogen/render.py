@@ -96,7 +96,8 @@ def render_migration(message: str, operations: list[Operation], *, source: str =
     header = docstring(f"{message}\n\n{generated}. Review before applying.\n") + "\n\n"
     run = trees if reasons else trees + undo_trees  # the undoing steps are only comments when the downgrade refuses
     uses_arrow = any(isinstance(node, ast.Name) and node.id == "pa" for tree in run for node in ast.walk(tree))
-    imports = "import pyarrow as pa\n\n" if uses_arrow else ""
+    # One block: in a user's project both packages are third-party (ruff's isort wants no blank line).
+    imports = "import pyarrow as pa\n" if uses_arrow else ""
     names = "BaseMigration, IrreversibleMigrationError" if reasons else "BaseMigration"
     imports += f"from iceberg_ops_provider.migration import {names}\n\n\n"
     summary = _Bracketed(

@@ -17,16 +17,18 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
-from pyiceberg.expressions import EqualTo
+from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError, ValidationException
+from pyiceberg.expressions import AlwaysTrue, EqualTo
 
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
+from iceberg_ops_provider.history.commit import SNAPSHOT_ISOLATION, replace_files
 from iceberg_ops_provider.history.records import HistoryRow
 from iceberg_ops_provider.history.store import ensure_meta_namespace, load_meta_table, trim_table
 
@@ -61,7 +63,11 @@ _TABLE_PROPERTIES = {
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "10",
     "commit.retry.num-retries": "10",
+    # The compaction replaces exactly the files it read; appends landing meanwhile are kept (the
+    # default, serializable, would refuse the rewrite whenever any append landed meanwhile).
+    **SNAPSHOT_ISOLATION,
 }
+_APPEND_ATTEMPTS = 6
 
 
 @dataclass(frozen=True)
@@ -71,9 +77,9 @@ class MigrationEvent:
     Attributes:
         namespace: The namespace.
         at: When it happened (UTC).
-        event: ``applied``, ``rolled_back``, ``failed``, ``rollback_failed``, ``stamped`` (a version's
-            outcomes), or ``lock_taken_over``, ``recovered``, ``recovery_partial``, ``intent_cleared``,
-            ``force_unlock``, ``repair``.
+        event: ``applied``, ``rolled_back``, ``failed``, ``rollback_failed``, ``rollback_refused``,
+            ``stamped`` (a version's outcomes), or ``lock_taken_over``, ``recovered``, ``recovery_partial``,
+            ``intent_cleared``, ``force_unlock``, ``repair``.
         version: The migration version concerned, if any.
         run_id: The run that recorded it.
         executed_by: ``user@host:pid`` of that run.
@@ -191,14 +197,28 @@ class EventLog:
         """Append ``events`` in one commit (best effort: a failure is logged, never raised)."""
         if not events:
             return
-        try:
-            table = self._ensure_table()
-            table.append(pa.Table.from_pylist([event.to_row() for event in events], schema=EVENTS_SCHEMA))
-        except Exception as exc:
-            kinds = ", ".join(sorted({event.event for event in events}))
-            log.warning("could not record %d event(s) (%s) in the event log: %s", len(events), kinds, exc)
-            return
+        rows = pa.Table.from_pylist([event.to_row() for event in events], schema=EVENTS_SCHEMA)
+        for attempt in range(1, _APPEND_ATTEMPTS + 1):
+            try:
+                table = self._ensure_table()
+                replace_files(table, None, rows)
+                break
+            except (CommitFailedException, ValidationException, FileNotFoundError) as exc:
+                # Lost a race: another writer's compaction or expiry removed the snapshot this append
+                # started from. An append that failed left nothing behind, so trying again is safe.
+                if attempt == _APPEND_ATTEMPTS:
+                    self._lost(events, exc)
+                    return
+                time.sleep(0.05 * attempt)
+            except Exception as exc:
+                self._lost(events, exc)
+                return
         self._maintain(table)
+
+    @staticmethod
+    def _lost(events: list[MigrationEvent], exc: BaseException) -> None:
+        kinds = ", ".join(sorted({event.event for event in events}))
+        log.warning("could not record %d event(s) (%s) in the event log: %s", len(events), kinds, exc)
 
     def events(self, namespace: str, history: list[HistoryRow] | None = None) -> list[MigrationEvent]:
         """The events of ``namespace``, oldest first. Creates nothing.
@@ -235,12 +255,17 @@ class EventLog:
             except TableAlreadyExistsError:
                 table = self.catalog.load_table(self.identifier)
         missing = [name for name in EVENTS_SCHEMA.names if name not in {f.name for f in table.schema().fields}]
-        if missing:  # a log written by an earlier release: add the columns it lacks
+        unset = {k: v for k, v in _TABLE_PROPERTIES.items() if table.properties.get(k) != v}
+        if missing or unset:  # a log written by an earlier release: add what it lacks
             try:
-                with table.update_schema() as update:
-                    update.union_by_name(arrow_to_iceberg_schema(EVENTS_SCHEMA))
+                with table.transaction() as transaction:
+                    if missing:
+                        with transaction.update_schema() as update:
+                            update.union_by_name(arrow_to_iceberg_schema(EVENTS_SCHEMA))
+                    if unset:
+                        transaction.set_properties(unset)
             except CommitFailedException:
-                pass  # another writer evolved it first
+                pass  # another writer upgraded it first
             table = self.catalog.load_table(self.identifier)
         return table
 
@@ -248,19 +273,29 @@ class EventLog:
         """Rewrite the log into one file once it holds many, then delete the files of old snapshots."""
         snapshot = table.current_snapshot()
         files = int(snapshot.summary.additional_properties.get("total-data-files", "0")) if snapshot else 0
-        if files <= self.compact_after_files:
+        if snapshot is None or files <= self.compact_after_files:
             return
         try:
-            data = table.scan().to_arrow()
+            data = table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()
             if self.keep_days is not None:
-                cutoff = datetime.now(UTC) - timedelta(days=self.keep_days)
-                data = data.filter(pc.greater_equal(data.column("at"), pa.scalar(cutoff, pa.timestamp("us", tz="UTC"))))
-            # Fails (and is retried by the next batch) if another run appended meanwhile: never loses an event.
-            table.overwrite(data.sort_by("at"))
+                data = data.filter(pc.greater_equal(data.column("at"), self._cutoff(data)))
+            # Deletes the files of the snapshot just read; events appended meanwhile stay.
+            replace_files(table, AlwaysTrue(), data.sort_by("at"), properties={"iceberg-ops.operation": "compaction"})
         except Exception as exc:
             log.info("could not compact the event log (%s: %s); the next batch tries again", type(exc).__name__, exc)
             return
         trim_table(table, self.keep_snapshots)
+
+    def _cutoff(self, data: pa.Table) -> pa.Scalar:
+        """The time before which events are dropped.
+
+        ``keep_days`` before the earlier of now and the newest event, so a host whose clock runs ahead
+        of the hosts that wrote the events cannot drop recent ones.
+        """
+        newest = pc.max(data.column("at")).as_py()
+        now = datetime.now(UTC)
+        reference = min(now, _utc(newest)) if newest is not None else now
+        return pa.scalar(reference - timedelta(days=self.keep_days or 0), pa.timestamp("us", tz="UTC"))
 
 
 def _utc(value: datetime) -> datetime:

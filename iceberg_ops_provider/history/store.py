@@ -19,6 +19,7 @@ Reading never creates anything; the meta-namespace and the table are created by 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import warnings
@@ -43,11 +44,13 @@ from iceberg_ops_provider.core.catalog import ensure_namespace
 from iceberg_ops_provider.core.snapshots import read_table
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import CatalogConfigError, ConcurrentMigrationError
+from iceberg_ops_provider.history.commit import SNAPSHOT_ISOLATION, replace_files
 from iceberg_ops_provider.history.records import HISTORY_SCHEMA, HISTORY_TABLE, HistoryRow, rows_to_arrow
 from iceberg_ops_provider.maintenance.expire import expire_snapshots
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+    from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table
 
 __all__ = [
@@ -123,6 +126,7 @@ _TABLE_PROPERTIES = {
     "write.metadata.delete-after-commit.enabled": "true",
     "write.metadata.previous-versions-max": "10",
     "commit.retry.num-retries": "10",
+    **SNAPSHOT_ISOLATION,
 }
 _WRITE_ATTEMPTS = 8
 
@@ -177,6 +181,19 @@ class HistoryStore:
         return sorted(rows, key=lambda row: (row.applied_at, int(row.version)))
 
     @staticmethod
+    def _read_files(table: Table, namespace: str) -> tuple[pa.Table, list[DataFile]]:
+        """The namespace's rows now, and the data files they are in (what a write replaces)."""
+        snapshot = table.current_snapshot()
+        if snapshot is None:
+            return HISTORY_SCHEMA.empty_table(), []
+        scan = table.scan(row_filter=EqualTo("namespace", namespace), snapshot_id=snapshot.snapshot_id)
+        files = [task.file for task in scan.plan_files()]
+        if not files:
+            return HISTORY_SCHEMA.empty_table(), []
+        data = scan.to_arrow().filter(pc.equal(pc.field("namespace"), namespace))
+        return data.select(HISTORY_SCHEMA.names).cast(HISTORY_SCHEMA), files
+
+    @staticmethod
     def _read_arrow(table: Table, namespace: str, *, as_of: datetime | None = None) -> pa.Table:
         if table.current_snapshot() is None:
             return HISTORY_SCHEMA.empty_table()
@@ -211,26 +228,25 @@ class HistoryStore:
         table = self._ensure_table()
         for attempt in range(1, _WRITE_ATTEMPTS + 1):
             # Arrow throughout: a write costs the same whether the namespace has 10 rows or 10,000.
-            existing = self._read_arrow(table, namespace)
+            existing, files = self._read_files(table, namespace)
             changed = pa.array([row.version for row in updates] + removed, pa.string())
             touched = existing.filter(pc.is_in(existing.column("version"), value_set=changed))
             current = {row["version"]: HistoryRow.from_dict(row) for row in touched.to_pylist()}
             self._check_expected(namespace, current, expected)
             kept = existing.filter(pc.invert(pc.is_in(existing.column("version"), value_set=changed)))
-            data = pa.concat_tables([kept, rows_to_arrow(updates)])
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", UserWarning)  # "Delete operation did not match any records"
-                    if existing.num_rows and not data.num_rows:
-                        table.delete(EqualTo("namespace", namespace))
-                    elif existing.num_rows:
-                        table.overwrite(data, overwrite_filter=EqualTo("namespace", namespace))
-                    else:
-                        table.append(data)
+                    replace_files(
+                        table,
+                        EqualTo("namespace", namespace) if files else None,
+                        pa.concat_tables([kept, rows_to_arrow(updates)]),
+                    )
                 break
-            except (CommitFailedException, ValidationException):
-                # Lost a race with another writer (retries exhausted, or it touched the same files):
-                # read again; the expectations above catch a real conflict on this namespace.
+            except (CommitFailedException, ValidationException, FileNotFoundError):
+                # Lost a race with another writer (retries exhausted, or it touched the same files), or
+                # with an expiry that deleted the files of the snapshot this write started from: read
+                # again; the expectations above catch a real conflict on this namespace.
                 if attempt == _WRITE_ATTEMPTS:
                     raise
             time.sleep(0.05 * attempt)
@@ -257,6 +273,11 @@ class HistoryStore:
     def _ensure_table(self) -> Table:
         table = self.table()
         if table is not None:
+            unset = {k: v for k, v in _TABLE_PROPERTIES.items() if table.properties.get(k) != v}
+            if unset:  # a table created by an earlier release
+                with contextlib.suppress(CommitFailedException), table.transaction() as transaction:
+                    transaction.set_properties(unset)
+                table = self.catalog.load_table(self.identifier)
             return table
         ensure_meta_namespace(self.catalog, self.identifier)
         schema = arrow_to_iceberg_schema(HISTORY_SCHEMA)

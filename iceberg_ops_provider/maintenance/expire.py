@@ -17,13 +17,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.serializers import FromInputFile
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
-from pyiceberg.table.update import AssertRefSnapshotId, AssertTableUUID, RemoveSnapshotRefUpdate, RemoveSnapshotsUpdate
+from pyiceberg.table.update import (
+    AddSnapshotUpdate,
+    AssertRefSnapshotId,
+    AssertTableUUID,
+    RemoveSnapshotRefUpdate,
+    RemoveSnapshotsUpdate,
+    SetSnapshotRefUpdate,
+)
 
 from iceberg_ops_provider.maintenance import files as _files
 from iceberg_ops_provider.maintenance.files import ManifestReader
@@ -218,6 +226,68 @@ def _unreachable_files(table: Table, metadata: TableMetadata, plan: ExpirePlan) 
     return doomed
 
 
+def _deletes_metadata(metadata: TableMetadata) -> bool:
+    """Whether the table's owner lets old metadata files be deleted (as Iceberg does only when asked)."""
+    return metadata.properties.get("write.metadata.delete-after-commit.enabled", "false").lower() == "true"
+
+
+def _restore_refs_created_meanwhile(
+    table: Table, planned_on: TableMetadata, plan: ExpirePlan
+) -> tuple[int, ...] | None:
+    """Put back any ref created between the plan and the commit that pointed at an expired snapshot.
+
+    The commit asserts only the refs known when planning; a tag or branch created meanwhile on an old
+    snapshot would be dropped with that snapshot. Its snapshot is read from the metadata the commit
+    was applied to and added back (without a parent, as Iceberg allows after expiry), with the ref.
+
+    Returns:
+        The snapshot ids put back (empty when nothing was lost), or ``None`` when the commit's base
+        could not be read, so the caller deletes nothing.
+    """
+    known = {name: ref.snapshot_id for name, ref in planned_on.refs.items()}
+    log_entries = table.metadata.metadata_log
+    if not log_entries:
+        return None
+    try:
+        base = FromInputFile.table_metadata(table.io.new_input(log_entries[-1].metadata_file))
+    except Exception:
+        return None
+    expired = set(plan.expired_snapshot_ids)
+    lost = {
+        name: ref
+        for name, ref in base.refs.items()
+        if ref.snapshot_id in expired and known.get(name) != ref.snapshot_id and name not in table.metadata.refs
+    }
+    if not lost:
+        return ()
+    updates: list[Any] = []
+    for snapshot_id in sorted({ref.snapshot_id for ref in lost.values()}):
+        snapshot = base.snapshot_by_id(snapshot_id)
+        if snapshot is not None:
+            updates.append(AddSnapshotUpdate(snapshot=snapshot.model_copy(update={"parent_snapshot_id": None})))
+    for name, ref in lost.items():
+        updates.append(
+            SetSnapshotRefUpdate(
+                ref_name=name,
+                type=ref.snapshot_ref_type,
+                snapshot_id=ref.snapshot_id,
+                max_ref_age_ms=ref.max_ref_age_ms,
+                max_snapshot_age_ms=ref.max_snapshot_age_ms,
+                min_snapshots_to_keep=ref.min_snapshots_to_keep,
+            )
+        )
+    requirements = [AssertTableUUID(uuid=table.metadata.table_uuid)]
+    requirements += [AssertRefSnapshotId(ref=name, snapshot_id=None) for name in lost]
+    with table.transaction() as transaction:
+        transaction._apply(tuple(updates), tuple(requirements))
+    log.warning(
+        "%s: ref(s) %s were created on snapshots this expiry removed at the same time; they were put back",
+        ".".join(table.name()),
+        ", ".join(sorted(lost)),
+    )
+    return tuple(sorted({ref.snapshot_id for ref in lost.values()}))
+
+
 def _identifier(table: Table) -> str:
     return ".".join(table.name())
 
@@ -230,8 +300,19 @@ def _commit(table: Table, plan: ExpirePlan) -> None:
     updates: list[Any] = [RemoveSnapshotRefUpdate(ref_name=name) for name in plan.removed_refs]
     if plan.expired_snapshot_ids:
         updates.append(RemoveSnapshotsUpdate(snapshot_ids=list(plan.expired_snapshot_ids)))
-    with table.transaction() as transaction:
-        transaction._apply(tuple(updates), tuple(requirements))
+    try:
+        with table.transaction() as transaction:
+            transaction._apply(tuple(updates), tuple(requirements))
+    except ValueError as exc:
+        # Another expiry removed one of these snapshots first (PyIceberg reports it with a dump of
+        # every snapshot): a lost race like any other, planned again by the caller.
+        if "does not exist" in str(exc):
+            raise _SnapshotGone("a snapshot planned for expiry was already removed by another expiry") from None
+        raise
+
+
+class _SnapshotGone(Exception):
+    """A snapshot planned for expiry was removed by a concurrent expiry."""
 
 
 def expire_snapshots(
@@ -272,20 +353,35 @@ def expire_snapshots(
         log_before = [entry.metadata_file for entry in metadata.metadata_log] + [table.metadata_location]
         if dry_run:
             keep = _int_property(metadata, "write.metadata.previous-versions-max", 100) or 100
-            dropped = log_before[: max(0, len(log_before) - keep)] if delete_files else []
+            dropped = (
+                log_before[: max(0, len(log_before) - keep)] if delete_files and _deletes_metadata(metadata) else []
+            )
             return _result(name, True, plan, doomed, dropped, [])
         try:
             _commit(table, plan)
-        except CommitFailedException:
+        except (CommitFailedException, _SnapshotGone) as exc:
             if attempt == _COMMIT_ATTEMPTS:
-                raise
-            log.info("%s: a concurrent commit moved a ref; planning the expiry again", name)
+                raise CommitFailedException(f"{name}: other commits changed the table on every attempt: {exc}") from exc
+            log.info("%s: a concurrent commit changed the table; planning the expiry again", name)
             continue
         log.info("%s: expired %d snapshot(s)", name, len(plan.expired_snapshot_ids))
+        restored = _restore_refs_created_meanwhile(table, metadata, plan)
+        if restored is None:
+            log.warning("%s: could not check the commit's base for refs created meanwhile; no file deleted", name)
+            return _result(name, False, plan, _Doomed(), [], [])
+        if restored:
+            # A ref created while this expiry ran pointed at a snapshot it removed: the ref and its
+            # snapshot are back, and nothing they reach is deleted.
+            plan = replace(
+                plan,
+                expired_snapshot_ids=tuple(i for i in plan.expired_snapshot_ids if i not in restored),
+                retained_snapshot_ids=(*plan.retained_snapshot_ids, *restored),
+            )
+            doomed = _unreachable_files(table, metadata, plan) if delete_files else _Doomed()
         if not delete_files:
             return _result(name, False, plan, doomed, [], [])
         log_after = {entry.metadata_file for entry in table.metadata.metadata_log} | {table.metadata_location}
-        dropped = [path for path in log_before if path not in log_after]
+        dropped = [path for path in log_before if path not in log_after] if _deletes_metadata(metadata) else []
         failures: list[str] = []
         for kind, paths in [*doomed.by_kind.items(), ("metadata", dropped)]:
             failures += _files.delete_files(table.io, paths, what=f"{kind.replace('_', ' ')} of {name}")[1]

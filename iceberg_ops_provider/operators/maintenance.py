@@ -334,7 +334,7 @@ class IcebergTableHealthOperator(_TableMaintenanceOperator):
 
         thresholds = self.thresholds
         if isinstance(thresholds, dict):
-            thresholds = HealthThresholds(**thresholds)
+            thresholds = HealthThresholds.from_json(thresholds)
         report = table_health_report(table, thresholds)
         needs = list(report.to_json().get("needs", []))
         failing = needs if "any" in self.fail_on else [need for need in needs if need in self.fail_on]

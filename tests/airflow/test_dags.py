@@ -172,7 +172,11 @@ def test_the_lock_names_the_task_that_holds_it_and_the_unlock_action_releases_a_
     unlocked = run_dag("iceberg_ops_unlock", namespace="sales", migrations_dir=str(migrations))
     assert str(unlocked.state) == "success"
     assert runner.lock.info() is None
-    assert [event.event for event in runner.events()][-1] == "force_unlock"
+    events = runner.events()
+    assert [event.event for event in events][-1] == "force_unlock"
+    applied = next(event for event in events if event.event == "applied")  # the audit trail names the task
+    assert applied.details["context"]["dag_id"] == "iceberg_ops_migrate"
+    assert applied.details["context"]["task_id"] == "migrate" and applied.details["context"]["try_number"] == "1"
 
 
 def test_on_kill_releases_the_lock_and_stops_the_run(iceberg_connection):

@@ -131,6 +131,7 @@ def test_failed_migration_exits_1_and_verbose_shows_the_traceback(project):
     )
     result = _run(project, "upgrade")
     assert result.exit_code == 1 and "RuntimeError: boom" in result.stderr
+    assert result.stderr.count("0001 FAILED") == 1  # the step line once, then the error line
     verbose = _run(project, "-v", "upgrade")
     assert verbose.exit_code == 1 and "Traceback" in verbose.stderr
 
@@ -221,6 +222,9 @@ def test_a_rollback_that_loses_data_needs_yes_and_plan_says_why(project):
         and "loses data (0001: drop table orders)" in refused.stderr
         and "--yes" in refused.stderr
     )
+    assert "Usage:" not in refused.stderr and refused.stderr.count("\n") == 1  # one line, not a usage block
+    as_json = _run(project, "--json", "downgrade", "base")
+    assert json.loads(as_json.stdout)["type"] == "ConfirmationRequiredError" and as_json.exit_code == 2
     assert catalog.table_exists("sales.orders")
     assert _run(project, "downgrade", "base", "--yes").exit_code == 0
     assert not catalog.table_exists("sales.orders")
@@ -416,14 +420,14 @@ def test_repair_shows_what_it_changes_and_needs_yes(project):
     assert _run(project, "check").exit_code == 1
     refused = _run(project, "repair")
     assert refused.exit_code == 2 and "--yes" in refused.stderr
-    assert "re-record the checksums of changed files 0001" in refused.stderr
+    assert "re-record the checksum of changed file 0001" in refused.stderr and "Usage:" not in refused.stderr
     applied = _run(project, "repair", "--yes")
-    assert applied.exit_code == 0 and "repaired: re-record" in applied.stdout
+    assert applied.exit_code == 0 and "repaired: re-recorded the checksum of changed file 0001" in applied.stdout
     assert _run(project, "check").exit_code == 0
     assert "Nothing to repair." in _run(project, "repair").stdout
     events = _run(project, "--json", "history", "--events")
     assert events.exit_code == 0 and [e["event"] for e in json.loads(events.stdout)] == ["applied", "repair"]
-    assert "re-record the checksums" in _run(project, "history", "--events").stdout
+    assert "re-recorded the checksum" in _run(project, "history", "--events").stdout
 
 
 def test_meta_namespace_option_and_init_example_model(project):

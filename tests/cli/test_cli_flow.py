@@ -131,6 +131,13 @@ def test_the_workflow_as_a_real_subprocess(tmp_path):
     final = run("--json", "check")
     assert final.returncode == 1
     assert json.loads(final.stdout)["ok"] is False
+    (project / "migrations" / "0003_boom.py").write_text(
+        "from iceberg_ops_provider.migration import BaseMigration\n\n\n"
+        "class Migration(BaseMigration):\n    def upgrade(self, ctx):\n        raise RuntimeError('boom')\n"
+    )
+    failed = run("upgrade", "0003")
+    assert failed.returncode == 1 and failed.stderr.count("0003 FAILED") == 1, failed.stderr  # not twice
+    assert failed.stderr.rstrip().splitlines()[-1].startswith("error: ")
 
 
 @pytest.mark.parametrize("flag", ["--db-path", "--warehouse"])

@@ -150,3 +150,23 @@ def test_metadata_only_expiry_keeps_files(catalog, tmp_path: Path):
     result = expire_snapshots(table, older_than=datetime.now(UTC), delete_files=False)
     assert len(result.expired_snapshot_ids) == 5 and result.deleted_files_count == 0
     assert _files(root) == files
+
+
+def test_a_tag_created_on_an_old_snapshot_while_expiry_runs_is_put_back_with_its_files(catalog, monkeypatch):
+    table = _table_with_history(catalog)
+    old = table.snapshots()[0].snapshot_id
+    old_rows = sorted(table.scan(snapshot_id=old).to_arrow().column("id").to_pylist())
+    other = catalog.load_table("sales.events")
+    real_commit = expire_module._commit
+
+    def commit_after_a_rival_tag(table_, plan):
+        # The stand-in is the timing only: the rival's tag is a real commit to the catalog.
+        other.manage_snapshots().create_tag(old, "audit-2024").commit()
+        return real_commit(table_, plan)
+
+    monkeypatch.setattr(expire_module, "_commit", commit_after_a_rival_tag)
+    result = expire_snapshots(table, older_than=datetime.now(UTC))
+    table = catalog.load_table("sales.events")
+    assert "audit-2024" in table.refs() and table.refs()["audit-2024"].snapshot_id == old
+    assert old not in result.expired_snapshot_ids
+    assert sorted(table.scan(snapshot_id=old).to_arrow().column("id").to_pylist()) == old_rows  # files kept

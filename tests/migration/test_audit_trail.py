@@ -16,6 +16,7 @@ import pytest
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.errors import MigrationFailedError
 from iceberg_ops_provider.history.events import EVENTS_SCHEMA, EventLog, MigrationEvent
+from iceberg_ops_provider.history.store import HistoryStore
 from iceberg_ops_provider.runner import MigrationRunner
 from tests.migration.conftest import write_migration
 
@@ -162,3 +163,69 @@ def test_the_history_table_stays_bounded_on_disk_however_many_runs(catalog, name
     assert counts[60] <= counts[30] + 6, counts  # what is left does not grow with the number of runs
     assert counts[60] < 60, counts  # PyIceberg's own expiry would leave ~5 files per run
     assert len(runner.history()) == 60 and runner.current() == "0060"
+
+
+RACER = """
+import sys
+from pathlib import Path
+from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.history.events import EventLog
+from iceberg_ops_provider.history.records import HistoryRow
+from iceberg_ops_provider.history.store import HistoryStore
+from datetime import UTC, datetime
+
+root, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+catalog = CatalogFactory.build("sqlite", db_path=root / "c.db", warehouse_dir=root / "w")
+store = HistoryStore(catalog, keep_snapshots=3)
+log = EventLog(catalog, "_iceberg_ops")
+log.compact_after_files = 3
+status = None
+for n in range(count):
+    row = HistoryRow("0001", name, "d", datetime.now(UTC), "applied" if n % 2 == 0 else "rolled_back")
+    store.record(name, [row], {"0001": status})
+    status = row.status
+    log.record(name, "applied", f"{name} {n}")
+"""
+
+
+def _unreferenced(table, data_root: Path) -> set[str]:
+    from iceberg_ops_provider.maintenance.files import ManifestReader
+
+    reader = ManifestReader(table.io)
+    live = {
+        entry.path.removeprefix("file://")
+        for snapshot in table.snapshots()
+        for manifest in reader.manifests(snapshot)
+        for entry in reader.entries(manifest)
+        if entry.live
+    }
+    on_disk = {os.path.join(folder, name) for folder, _, names in os.walk(data_root) for name in names}
+    return on_disk - live
+
+
+def test_concurrent_writers_of_history_and_events_lose_nothing_and_leave_no_files_behind(tmp_path: Path):
+    # Several processes (one namespace each) write the shared history and event tables while each
+    # other's expiries and compactions remove the snapshots they started from.
+    catalog = CatalogFactory.build("sqlite", db_path=tmp_path / "c.db", warehouse_dir=tmp_path / "w")
+    catalog.create_namespace("_iceberg_ops")
+    HistoryStore(catalog)._ensure_table()
+    EventLog(catalog, "_iceberg_ops").record("setup", "applied", "setup")
+    names, count = ["ns0", "ns1", "ns2"], 16
+    workers = [
+        subprocess.Popen([sys.executable, "-c", RACER, str(tmp_path), name, str(count)], stderr=subprocess.PIPE)
+        for name in names
+    ]
+    errors = [worker.communicate(timeout=300)[1].decode() for worker in workers]
+    assert [worker.returncode for worker in workers] == [0, 0, 0], errors
+    assert not any("could not record" in error for error in errors), errors
+
+    log = EventLog(catalog, "_iceberg_ops")
+    for name in names:
+        assert sorted(e.message for e in log.events(name)) == sorted(f"{name} {n}" for n in range(count))
+    store = HistoryStore(catalog)
+    assert {name: [r.status for r in store.rows(name)] for name in names} == {name: ["rolled_back"] for name in names}
+    for table_name in ("migration_history", "migration_events"):
+        table = catalog.load_table(("_iceberg_ops", table_name))
+        for snapshot in table.snapshots():  # every retained snapshot still reads
+            table.scan(snapshot_id=snapshot.snapshot_id).to_arrow()
+        assert _unreferenced(table, tmp_path / "w" / "_iceberg_ops" / table_name / "data") == set()

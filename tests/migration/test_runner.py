@@ -212,6 +212,8 @@ def test_explicit_irreversible_error_in_the_middle_of_a_downgrade(catalog, runne
     with pytest.raises(IrreversibleMigrationError, match="the old values are gone"):
         runner.downgrade("0002")
     assert runner.current() == "0004"
+    refused = runner.events()[-1]  # the audit trail keeps the refusal, though nothing was committed
+    assert (refused.event, refused.version, refused.error) == ("rollback_refused", "0004", "the old values are gone")
 
 
 def test_failed_downgrade_keeps_the_version_applied(catalog, runner, migrations_dir, three_migrations):
@@ -348,7 +350,8 @@ def test_repair_re_records_changed_files_and_clears_failed_attempts(catalog, run
     assert status.changed == [] and status.failed == [] and [s.version for s in status.pending] == ["0004"]
     assert "0004" not in {row.version for row in runner.history()}
     assert _statuses(runner)["0002"] == "applied"
-    assert done.describe().startswith("re-record the checksums of changed files 0002")
+    assert done.describe().startswith("re-recorded the checksum of changed file 0002")
+    assert planned.describe().startswith("re-record the checksum of changed file 0002")
     trail = [(event.event, event.version) for event in runner.events()]
     assert trail == [*[("applied", f"000{n}") for n in (1, 2, 3)], ("failed", "0004"), ("repair", None)]
     assert not runner.repair().changes

@@ -1,0 +1,66 @@
+"""One commit that replaces exactly the given data files of a meta table, leaving nothing behind if it fails.
+
+PyIceberg's ``append``/``overwrite`` leave the Parquet files they wrote on storage when the commit
+fails (a lost race, retries exhausted). The history and event tables write often and race each
+other's writers, so they commit through :func:`replace_files`: the new rows are written once, one
+transaction deletes the files the filter selects (whole files: a namespace's partition, or the whole
+log) and appends the new ones, and the new files are deleted if it fails. A caller that retries calls
+it again with what it reads then.
+
+The tables it writes use ``write.delete.isolation-level=snapshot``: the delete is planned on the
+snapshot the caller read, and a retry inside PyIceberg keeps that plan, so files other writers
+appended meanwhile (other namespaces' rows, new events) are kept, never deleted unread; the commit
+still fails if a file it deletes was removed or rewritten meanwhile. (An explicit
+``delete_data_file`` rewrite would be one snapshot instead of two, but PyIceberg 0.12 then carries a
+manifest of deleted entries into every later snapshot: the manifest list would grow with each write.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table
+
+__all__ = ["SNAPSHOT_ISOLATION", "replace_files"]
+
+SNAPSHOT_ISOLATION = {"write.delete.isolation-level": "snapshot"}
+"""The table property :func:`replace_files` relies on to keep concurrent appends."""
+
+
+def replace_files(
+    table: Table,
+    delete_filter: BooleanExpression | None,
+    rows: pa.Table | None,
+    *,
+    properties: Mapping[str, str] | None = None,
+) -> None:
+    """Delete the files ``delete_filter`` selects (as read in ``table``'s current snapshot) and append ``rows``.
+
+    Raises:
+        CommitFailedException, ValidationException: The commit lost a race (the files written for it
+            were deleted again); read again and retry.
+    """
+    written: list[DataFile] = []
+    try:
+        if rows is not None and rows.num_rows:
+            written = list(_dataframe_to_data_files(table.metadata, rows, table.io))
+        with table.transaction() as transaction:
+            if delete_filter is not None:
+                transaction.delete(delete_filter, snapshot_properties=dict(properties or {}))
+            if written:
+                with transaction.update_snapshot(snapshot_properties=dict(properties or {})).fast_append() as append:
+                    for data_file in written:
+                        append.append_data_file(data_file)
+    except BaseException:
+        for data_file in written:
+            with contextlib.suppress(Exception):
+                table.io.delete(data_file.file_path)
+        raise

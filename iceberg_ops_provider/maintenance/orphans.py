@@ -1,0 +1,234 @@
+"""Orphan removal: delete the files under a table's location that no metadata references.
+
+Files are left behind by writers that crashed before committing, by commits that failed, and by
+expiries that did not delete (PyIceberg's own deletes nothing). They cost storage and are invisible
+to every reader, so they are deleted, as Spark's ``remove_orphan_files`` procedure does.
+
+Guarantees:
+
+- A file is referenced, and never deleted, when it is the current metadata file or one in the
+  metadata log, ``metadata/version-hint.text``, a statistics or partition-statistics file, the
+  manifest list of any snapshot (every branch and tag points at one), a manifest one of them lists,
+  or a data or delete file such a manifest lists as live. The same file spelled under an equivalent
+  scheme (``s3a://`` for ``s3://``, ``file:/`` for ``file:///`` or a plain path) is the same file.
+- Only files older than ``older_than`` (default: three days) are deleted, so files of writes still in
+  flight survive; a file whose storage reports no modification time is kept.
+- Only files under the table's location are listed; a ``location`` outside it is refused.
+- Nothing is deleted unless the whole listing succeeded. After the listing the table is read again
+  and whatever commits landed meanwhile reference is kept too.
+- Hidden names (starting with ``.`` or ``_``, except partition directories such as ``_key=1``) are
+  left alone, as Spark does.
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from iceberg_ops_provider.errors import FileListingError, UnsafeLocationError
+from iceberg_ops_provider.maintenance import files as _files
+from iceberg_ops_provider.maintenance.files import ManifestReader
+from iceberg_ops_provider.maintenance.listing import contains, list_files, normalize_location
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pyiceberg.table import Table
+    from pyiceberg.table.metadata import TableMetadata
+
+__all__ = ["ReferencedFiles", "RemoveOrphanFilesResult", "remove_orphan_files"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_OLDER_THAN = timedelta(days=3)
+"""Iceberg's default guard: files younger than this may belong to a write still in flight."""
+
+_MANIFESTS_PER_BATCH = 256  # manifests whose entries are held at once while collecting references
+
+
+@dataclass(frozen=True)
+class RemoveOrphanFilesResult:
+    """What :func:`remove_orphan_files` did (or, with ``dry_run``, would do).
+
+    ``orphan_file_locations`` is the column Spark's procedure returns (``orphan_file_location``),
+    sorted; ``deleted_orphan_files_count`` counts those deleted (a dry run: those a real run would).
+    """
+
+    table: str
+    dry_run: bool
+    location: str
+    older_than: str
+    """The guard, ISO 8601 in UTC: only files modified before it were candidates."""
+    orphan_file_locations: list[str] = field(default_factory=list)
+    deleted_orphan_files_count: int = 0
+    failed_deletes: list[str] = field(default_factory=list)
+    """``path: error`` of orphans that could not be deleted (a later run tries again)."""
+    listed_files_count: int = 0
+    kept_recent_files_count: int = 0
+    """Unreferenced files kept because they are newer than ``older_than`` (or have no time)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form (also what the operator pushes to XCom)."""
+        return asdict(self)
+
+
+class ReferencedFiles:
+    """The normalised locations of every file a table's metadata references.
+
+    :meth:`add` can be called again with newer metadata of the same table: only manifest lists and
+    manifests not seen before are read.
+
+    Args:
+        table: The table (its FileIO reads the manifests).
+    """
+
+    def __init__(self, table: Table) -> None:
+        self.io = table.io
+        self.locations: set[str] = set()
+        self._lists_seen: set[str] = set()
+        self._manifests_seen: set[str] = set()
+
+    def __contains__(self, location: object) -> bool:
+        """Whether ``location`` (any spelling) is referenced."""
+        return isinstance(location, str) and normalize_location(location) in self.locations
+
+    def __len__(self) -> int:
+        """How many distinct files are referenced."""
+        return len(self.locations)
+
+    def _keep(self, location: str | None) -> None:
+        if location:
+            self.locations.add(normalize_location(location))
+
+    def add(self, metadata: TableMetadata, metadata_location: str | None) -> None:
+        """Add what ``metadata`` (stored at ``metadata_location``) references."""
+        self._keep(metadata_location)
+        for entry in metadata.metadata_log:
+            self._keep(entry.metadata_file)
+        self._keep(f"{metadata.location.rstrip('/')}/metadata/version-hint.text")
+        for statistics in [*metadata.statistics, *metadata.partition_statistics]:
+            self._keep(statistics.statistics_path)
+        snapshots = [s for s in metadata.snapshots if s.manifest_list not in self._lists_seen]
+        for snapshot in snapshots:
+            self._keep(snapshot.manifest_list)
+        reader = ManifestReader(self.io)
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            lists = list(pool.map(reader.manifests, snapshots))
+        self._lists_seen.update(s.manifest_list for s in snapshots)
+        manifests = {
+            m.manifest_path: m for listed in lists for m in listed if m.manifest_path not in self._manifests_seen
+        }
+        todo = list(manifests.values())
+        for start in range(0, len(todo), _MANIFESTS_PER_BATCH):
+            batch = todo[start : start + _MANIFESTS_PER_BATCH]
+            for manifest in batch:
+                self._keep(manifest.manifest_path)
+            # A fresh reader per batch: its entry cache is dropped with it, so memory stays bounded.
+            for path in ManifestReader(self.io).live_paths(batch):
+                self._keep(path)
+            self._manifests_seen.update(m.manifest_path for m in batch)
+            if len(todo) > _MANIFESTS_PER_BATCH:
+                log.info("read %d of %d manifests", min(start + _MANIFESTS_PER_BATCH, len(todo)), len(todo))
+
+
+def _hidden(partition_names: set[str]) -> Callable[[str, bool], bool]:
+    """Spark's filter: names starting with ``_`` or ``.`` are skipped, except partition directories."""
+
+    def skip(name: str, is_dir: bool) -> bool:
+        if not name.startswith(("_", ".")):
+            return False
+        return not (is_dir and "=" in name and name.split("=", 1)[0] in partition_names)
+
+    return skip
+
+
+def _utc(moment: datetime | None) -> datetime:
+    if moment is None:
+        return datetime.now(UTC) - DEFAULT_OLDER_THAN
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+
+
+def remove_orphan_files(
+    table: Table,
+    older_than: datetime | None = None,
+    dry_run: bool = False,
+    location: str | None = None,
+) -> RemoveOrphanFilesResult:
+    """Delete the files under ``table``'s location that no metadata references.
+
+    Args:
+        table: The table (refreshed by the call).
+        older_than: Only files modified before this are deleted (a naive datetime is UTC); default:
+            three days ago. Newer unreferenced files may belong to writes still in flight.
+        dry_run: List the orphans; delete nothing.
+        location: A directory under the table's location to clean instead of all of it.
+
+    Raises:
+        UnsafeLocationError: ``location`` is not under the table's location.
+        FileListingError: The listing failed part way (nothing was deleted), or it did not show the
+            table's current metadata file (an inconsistent listing: nothing was deleted).
+        MissingExtraError: The file-system package of the location's scheme is not installed.
+    """
+    cutoff = _utc(older_than)
+    if cutoff > datetime.now(UTC):
+        log.warning("older_than %s is in the future: files of writes in flight may be deleted", cutoff.isoformat())
+    cutoff_ms = int(cutoff.timestamp() * 1000)
+    table.refresh()
+    name = ".".join(table.name())
+    root = table.location()
+    target = location if location is not None else root
+    if not contains(root, target):
+        raise UnsafeLocationError(
+            f"Location {target!r} is not under the location of table {name} ({root!r}); nothing was listed or "
+            f"deleted. Pass a location under {root!r}, or leave it out to clean the whole table."
+        )
+
+    referenced = ReferencedFiles(table)
+    referenced.add(table.metadata, table.metadata_location)
+    log.info("%s: %d referenced files; listing %s", name, len(referenced), target)
+    must_see = normalize_location(table.metadata_location) if contains(target, table.metadata_location) else None
+    listed = kept_recent = 0
+    seen_metadata = False
+    candidates: list[str] = []
+    partition_names = {f.name for spec in table.metadata.specs().values() for f in spec.fields}
+    for found in list_files(table.io, target, skip=_hidden(partition_names)):
+        listed += 1
+        key = normalize_location(found.location)
+        if key in referenced.locations:
+            seen_metadata = seen_metadata or key == must_see
+            continue
+        if found.modified_ms is None or found.modified_ms >= cutoff_ms:
+            kept_recent += 1
+            continue
+        candidates.append(found.location)
+    if must_see is not None and not seen_metadata:
+        raise FileListingError(
+            f"Listing {target!r} did not show the current metadata file {table.metadata_location!r} of {name}; "
+            "the listing cannot be trusted and nothing was deleted. Check that the storage lists consistently "
+            "and run again."
+        )
+
+    table.refresh()  # commits that landed while listing may reference candidates (add_files of old files)
+    referenced.add(table.metadata, table.metadata_location)
+    orphans = sorted(path for path in candidates if path not in referenced)
+    log.info("%s: %d of %d listed files are orphans older than %s", name, len(orphans), listed, cutoff.isoformat())
+    result = RemoveOrphanFilesResult(
+        table=name,
+        dry_run=dry_run,
+        location=target,
+        older_than=cutoff.isoformat(),
+        orphan_file_locations=orphans,
+        deleted_orphan_files_count=len(orphans),
+        listed_files_count=listed,
+        kept_recent_files_count=kept_recent,
+    )
+    if dry_run or not orphans:
+        return result
+    deleted, failures = _files.delete_files(table.io, orphans, what=f"orphan files of {name}")
+    log.info("%s: deleted %d orphan files (%d failed)", name, deleted, len(failures))
+    return RemoveOrphanFilesResult(
+        **{**asdict(result), "deleted_orphan_files_count": deleted, "failed_deletes": failures}
+    )
