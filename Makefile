@@ -53,4 +53,4 @@ demo: $(INSTALLED)
 	@echo "  make demo                                                                     # again: migrates what is pending, upserts"
 
 clean:
-	rm -rf $(VENV) local_data .pytest_cache
+	rm -rf $(VENV) local_data airflow_home .pytest_cache .hypothesis

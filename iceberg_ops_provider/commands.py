@@ -49,7 +49,21 @@ def open_runner(
 def namespace_known(runner: MigrationRunner) -> bool:
     """Whether the namespace exists in the catalog, or a first run that crashed left its lock table."""
     namespace = tuple(runner.namespace.split("."))
-    return runner.catalog.namespace_exists(namespace) or runner.catalog.table_exists(runner.lock.identifier)
+    if runner.catalog.namespace_exists(namespace) or runner.catalog.table_exists(runner.lock.identifier):
+        return True
+    # "Does not exist" may mean the whole catalog is not there (an S3 Tables table bucket that does not
+    # exist answers like an empty one): listing the root tells the two apart.
+    try:
+        runner.catalog.list_namespaces()
+    except Exception as exc:
+        from iceberg_ops_provider.core.rest_errors import missing_warehouse_error
+
+        warehouse = str(runner.catalog.properties.get("warehouse", ""))
+        error = missing_warehouse_error(exc, warehouse, listing_root=True)
+        if error is not None:
+            raise error from exc
+        raise
+    return False
 
 
 def require_known_namespace(runner: MigrationRunner) -> None:

@@ -602,7 +602,15 @@ def catalog_error(exc: BaseException, endpoint: str = "", seconds: float | None 
     """
     if isinstance(exc, IcebergOpsError):
         return None
-    return unavailable_error(exc, endpoint, seconds) or auth_error(exc, endpoint) or _sqlite_error(exc, endpoint)
+    from iceberg_ops_provider.core.rest_errors import missing_warehouse_error, not_a_catalog_error
+
+    return (
+        unavailable_error(exc, endpoint, seconds)
+        or auth_error(exc, endpoint)
+        or _sqlite_error(exc, endpoint)
+        or not_a_catalog_error(exc, endpoint)
+        or missing_warehouse_error(exc)
+    )
 
 
 @contextmanager

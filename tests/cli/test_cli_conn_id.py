@@ -228,3 +228,33 @@ def test_a_sigv4_rest_catalog_whose_secrets_stay_in_the_connection(seaweedfs, un
     line = _error_line(refused)
     assert line.startswith(f"error: The catalog at {seaweedfs.iceberg_uri} refused access (403 ")
     assert "client.secret-access-key" in line and "not-the-secret" not in line
+
+
+@pytest.mark.backends
+def test_a_missing_table_bucket_or_a_uri_that_is_no_catalog_is_a_configuration_error(
+    seaweedfs, unique_name, project, monkeypatch
+):
+    seaweedfs.create_table_bucket(unique_name)  # a real bucket exists, just not the one named
+    extra = {
+        "kind": "s3tables",
+        "warehouse": f"arn:aws:s3tables:us-east-1:admin:bucket/{unique_name}-missing",
+        "region": "us-east-1",
+        "client.access-key-id": "admin",
+        "client.secret-access-key": "password",
+        **seaweedfs.s3_properties(),
+    }
+    connection = {"conn_type": "iceberg_ops", "host": seaweedfs.iceberg_uri, "extra": extra}
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE", json.dumps(connection))
+    (project / "iceberg-ops.yaml").write_text("namespace: sales\n")
+    for command in ("status", "upgrade"):
+        result = _run(project, "--conn-id", "lake", command)
+        assert result.exit_code == 2, (command, result.stderr)
+        line = _error_line(result)
+        assert "warehouse" in line and f"{unique_name}-missing" in line and "table bucket" in line, line
+
+    connection["host"] = seaweedfs.s3_endpoint  # the S3 port, not the catalog's
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE", json.dumps(connection))
+    wrong = _run(project, "--conn-id", "lake", "status")
+    assert wrong.exit_code == 2
+    line = _error_line(wrong)
+    assert "is not an Iceberg REST catalog" in line and "Check `uri`" in line, line
