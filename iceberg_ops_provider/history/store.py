@@ -37,6 +37,7 @@ from pyiceberg.exceptions import (
     ValidationException,
 )
 from pyiceberg.expressions import EqualTo
+from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.transforms import IdentityTransform
 
@@ -187,11 +188,12 @@ class HistoryStore:
         if snapshot is None:
             return HISTORY_SCHEMA.empty_table(), []
         scan = table.scan(row_filter=EqualTo("namespace", namespace), snapshot_id=snapshot.snapshot_id)
-        files = [task.file for task in scan.plan_files()]
-        if not files:
+        tasks = list(scan.plan_files())  # planned once: the files read are the files replaced
+        if not tasks:
             return HISTORY_SCHEMA.empty_table(), []
-        data = scan.to_arrow().filter(pc.equal(pc.field("namespace"), namespace))
-        return data.select(HISTORY_SCHEMA.names).cast(HISTORY_SCHEMA), files
+        arrow_scan = ArrowScan(table.metadata, table.io, scan.projection(), scan.row_filter, scan.case_sensitive)
+        data = arrow_scan.to_table(tasks)
+        return data.select(HISTORY_SCHEMA.names).cast(HISTORY_SCHEMA), [task.file for task in tasks]
 
     @staticmethod
     def _read_arrow(table: Table, namespace: str, *, as_of: datetime | None = None) -> pa.Table:
