@@ -1,11 +1,15 @@
 """Scheduled maintenance of every table of a namespace, doing only what each table's health needs.
 
-For each table (dynamic task mapping): a health report, then compaction, manifest rewrite, snapshot
-expiry and orphan-file removal, each mapped over just the tables whose report asks for it; a step no
-table needs is skipped. Every task is retry-safe (compaction commits group by group, so a retry only
-does what is left). Runs against whatever catalog the ``iceberg_ops_default`` connection points at.
+For each table (dynamic task mapping): a health report, then compaction, manifest rewrite and
+snapshot expiry, each mapped over just the tables whose report asks for it, with the parameters the
+report recommends (a table with a sort order is compacted with ``strategy="sort"``, expiry keeps what
+the table's ``history.expire.*`` properties say); a step no table needs is skipped. Orphan removal
+cannot be judged from metadata, so it runs on every table, last, with its three-day guard. Every
+task is retry-safe (compaction commits group by group, so a retry only does what is left). Runs
+against whatever catalog the ``iceberg_ops_default`` connection points at.
 
-Trigger with ``{"namespace": "sales", "dry_run": true}`` as run config to see what it would do.
+Trigger with ``{"namespace": "sales"}`` as run config (``"dry_run": true`` to see what it would do).
+Set the ``namespace`` param's default to yours before unpausing: a scheduled run uses the default.
 """
 
 from __future__ import annotations
@@ -39,35 +43,51 @@ AFTER_EARLIER_STEPS = {"trigger_rule": "none_failed", **RETRIES}
 def table_maintenance():
     @task
     def list_tables(namespace: str) -> list[str]:
+        from pyiceberg.exceptions import NoSuchNamespaceError
+
         from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 
-        tables = IcebergCatalogHook().get_conn().list_tables(namespace)
+        try:
+            tables = IcebergCatalogHook().get_conn().list_tables(namespace)
+        except NoSuchNamespaceError as exc:
+            raise ValueError(
+                f"Namespace {namespace!r} does not exist in the catalog of connection iceberg_ops_default: set the "
+                "DAG's `namespace` param (run config, or its default for scheduled runs)."
+            ) from exc
         return sorted(".".join(identifier) for identifier in tables)
 
     @task
-    def tables_needing(need: str, tables: list[str], reports: list[dict]) -> list[str]:
-        chosen = [table for table, report in zip(tables, reports, strict=True) if need in report["needs"]]
-        print(f"{need}: {', '.join(chosen) or 'no table needs it'}")
-        return chosen
+    def recommended(action: str, tables: list[str], reports: list[dict], dry_run: bool) -> list[dict]:
+        """The keyword arguments of each table whose report needs ``action``: the table and the report's parameters."""
+        calls = []
+        for table, report in zip(tables, reports, strict=True):
+            if action not in report["needs"]:
+                continue
+            advice = next(r for r in report["recommendations"] if r["action"] == action)
+            calls.append({"table": table, **advice["params"], "dry_run": dry_run})
+        print(f"{action}: {', '.join(call['table'] for call in calls) or 'no table needs it'}")
+        return calls
 
-    tables = list_tables("{{ params.namespace }}")
+    namespace = "{{ params.namespace }}"
+    dry_run = "{{ params.dry_run }}"
+    tables = list_tables(namespace)
     health = IcebergTableHealthOperator.partial(task_id="health", **RETRIES).expand(table=tables)
-    compact = IcebergCompactOperator.partial(
-        task_id="compact", dry_run="{{ params.dry_run }}", **AFTER_EARLIER_STEPS
-    ).expand(table=tables_needing.override(task_id="needs_compaction")("compact", tables, health.output))
-    rewrite = IcebergRewriteManifestsOperator.partial(
-        task_id="rewrite_manifests", dry_run="{{ params.dry_run }}", **AFTER_EARLIER_STEPS
-    ).expand(
-        table=tables_needing.override(task_id="needs_manifest_rewrite")("rewrite_manifests", tables, health.output)
+
+    def needing(action: str, task_id: str):
+        return recommended.override(task_id=task_id)(action, tables, health.output, dry_run)
+
+    compact = IcebergCompactOperator.partial(task_id="compact", **AFTER_EARLIER_STEPS).expand_kwargs(
+        needing("compact", "needs_compaction")
     )
-    expire = IcebergExpireSnapshotsOperator.partial(
-        task_id="expire_snapshots", dry_run="{{ params.dry_run }}", **AFTER_EARLIER_STEPS
-    ).expand(table=tables_needing.override(task_id="needs_expiry")("expire_snapshots", tables, health.output))
+    rewrite = IcebergRewriteManifestsOperator.partial(task_id="rewrite_manifests", **AFTER_EARLIER_STEPS).expand_kwargs(
+        needing("rewrite_manifests", "needs_manifest_rewrite")
+    )
+    expire = IcebergExpireSnapshotsOperator.partial(task_id="expire_snapshots", **AFTER_EARLIER_STEPS).expand_kwargs(
+        needing("expire_snapshots", "needs_expiry")
+    )
     orphans = IcebergRemoveOrphanFilesOperator.partial(
-        task_id="remove_orphan_files", dry_run="{{ params.dry_run }}", **AFTER_EARLIER_STEPS
-    ).expand(
-        table=tables_needing.override(task_id="needs_orphan_removal")("remove_orphan_files", tables, health.output)
-    )
+        task_id="remove_orphan_files", dry_run=dry_run, **AFTER_EARLIER_STEPS
+    ).expand(table=tables)
     compact >> rewrite >> expire >> orphans
 
 

@@ -7,12 +7,19 @@ Every function takes a PyIceberg ``Table``, returns a result with ``to_json()``,
 ``dry_run=True`` that reports what a real run would do and changes nothing.
 """
 
+from iceberg_ops_provider.maintenance.compaction import CompactionResult, compact_small_files_streaming
 from iceberg_ops_provider.maintenance.expire import ExpireSnapshotsResult, expire_snapshots
+from iceberg_ops_provider.maintenance.health import HealthThresholds, TableHealthReport, table_health_report
 from iceberg_ops_provider.maintenance.manifests import RewriteManifestsResult, rewrite_manifests
 from iceberg_ops_provider.maintenance.orphans import RemoveOrphanFilesResult, remove_orphan_files
 
 __all__ = [
+    "CompactionResult",
     "ExpireSnapshotsResult",
+    "HealthThresholds",
+    "TableHealthReport",
+    "compact_small_files_streaming",
+    "table_health_report",
     "RemoveOrphanFilesResult",
     "RewriteManifestsResult",
     "expire_snapshots",

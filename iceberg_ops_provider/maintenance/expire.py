@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import CommitFailedException
@@ -35,6 +35,7 @@ from pyiceberg.table.update import (
 
 from iceberg_ops_provider.maintenance import files as _files
 from iceberg_ops_provider.maintenance.files import ManifestReader
+from iceberg_ops_provider.maintenance.times import parse_older_than
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -317,7 +318,7 @@ class _SnapshotGone(Exception):
 
 def expire_snapshots(
     table: Table,
-    older_than: datetime | None = None,
+    older_than: datetime | timedelta | str | None = None,
     retain_last: int = 1,
     delete_files: bool = True,
     dry_run: bool = False,
@@ -326,7 +327,8 @@ def expire_snapshots(
 
     Args:
         table: The table (refreshed by the call).
-        older_than: Snapshots committed before this may be expired (a naive datetime is UTC); default:
+        older_than: Snapshots committed before this may be expired: a datetime (naive ones are UTC), an
+            age (``timedelta`` or ``"7d"``) or an ISO timestamp; default:
             now minus the table's ``history.expire.max-snapshot-age-ms`` (5 days).
         retain_last: How many of each branch's latest snapshots stay whatever their age.
         delete_files: Delete data, delete, manifest, manifest-list, statistics and dropped metadata
@@ -337,8 +339,7 @@ def expire_snapshots(
         ValueError: ``retain_last`` below 1, or a ``history.expire.*`` property that is not a number.
         CommitFailedException: Other commits moved the table's refs on every attempt.
     """
-    if older_than is not None and older_than.tzinfo is None:
-        older_than = older_than.replace(tzinfo=UTC)
+    older_than = parse_older_than(older_than)
     older_than_ms = int(older_than.timestamp() * 1000) if older_than is not None else None
     name = _identifier(table)
     for attempt in range(1, _COMMIT_ATTEMPTS + 1):

@@ -32,6 +32,7 @@ from iceberg_ops_provider.errors import FileListingError, UnsafeLocationError
 from iceberg_ops_provider.maintenance import files as _files
 from iceberg_ops_provider.maintenance.files import ManifestReader
 from iceberg_ops_provider.maintenance.listing import contains, list_files, normalize_location
+from iceberg_ops_provider.maintenance.times import parse_older_than
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -145,15 +146,14 @@ def _hidden(partition_names: set[str]) -> Callable[[str, bool], bool]:
     return skip
 
 
-def _utc(moment: datetime | None) -> datetime:
-    if moment is None:
-        return datetime.now(UTC) - DEFAULT_OLDER_THAN
-    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+def _utc(moment: datetime | timedelta | str | None) -> datetime:
+    parsed = parse_older_than(moment)
+    return datetime.now(UTC) - DEFAULT_OLDER_THAN if parsed is None else parsed.astimezone(UTC)
 
 
 def remove_orphan_files(
     table: Table,
-    older_than: datetime | None = None,
+    older_than: datetime | timedelta | str | None = None,
     dry_run: bool = False,
     location: str | None = None,
 ) -> RemoveOrphanFilesResult:
@@ -161,8 +161,9 @@ def remove_orphan_files(
 
     Args:
         table: The table (refreshed by the call).
-        older_than: Only files modified before this are deleted (a naive datetime is UTC); default:
-            three days ago. Newer unreferenced files may belong to writes still in flight.
+        older_than: Only files modified before this are deleted: a datetime (naive ones are UTC), an age
+            (``timedelta`` or ``"7d"``) or an ISO timestamp; default: three days ago. Newer unreferenced
+            files may belong to writes still in flight.
         dry_run: List the orphans; delete nothing.
         location: A directory under the table's location to clean instead of all of it.
 

@@ -11,12 +11,13 @@ recompute what is left from the table.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+from iceberg_ops_provider.maintenance.times import parse_older_than
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -36,29 +37,6 @@ __all__ = [
     "as_flag",
     "parse_older_than",
 ]
-
-
-def parse_older_than(value: datetime | timedelta | str | None, field: str = "older_than") -> datetime | None:
-    """A cut-off time from a datetime, an age (``timedelta``, or ``"7d"``/``"12h"``/``"30m"``) or an ISO timestamp.
-
-    Raises:
-        ValueError: Anything else, naming the forms accepted.
-    """
-    if value is None or isinstance(value, datetime):
-        return value
-    if isinstance(value, timedelta):
-        return datetime.now(UTC) - value
-    text = str(value).strip()
-    units = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
-    if text[-1:] in units and text[:-1].replace(".", "", 1).isdigit():
-        return datetime.now(UTC) - timedelta(**{units[text[-1]]: float(text[:-1])})
-    try:
-        return datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError(
-            f"{field}={value!r} is not a time: pass a datetime, a timedelta, an age such as '7d', '12h' or "
-            "'30m', or an ISO timestamp such as '2026-11-01T00:00:00+00:00'."
-        ) from None
 
 
 def as_flag(value: bool | str, field: str = "dry_run") -> bool:

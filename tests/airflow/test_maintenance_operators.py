@@ -56,3 +56,33 @@ def test_older_than_and_flags_accept_what_templates_render():
     assert as_flag("True") is True and as_flag("false") is False and as_flag(True) is True
     with pytest.raises(ValueError, match="is not true or false"):
         as_flag("yes please")
+
+
+def test_rewrite_manifests_orphans_and_the_health_gate_through_their_operators(iceberg_connection):
+    from airflow.sdk.exceptions import AirflowException
+
+    from iceberg_ops_provider.operators.maintenance import (
+        IcebergRemoveOrphanFilesOperator,
+        IcebergRewriteManifestsOperator,
+        IcebergTableHealthOperator,
+    )
+
+    catalog = _events_table(iceberg_connection, appends=6)
+    rewritten = IcebergRewriteManifestsOperator(task_id="m", table="sales.events").execute({})
+    assert rewritten["rewritten_manifests_count"] == 6 and rewritten["added_manifests_count"] == 1
+    assert len(catalog.load_table("sales.events").inspect.manifests()) == 1
+
+    data = iceberg_connection / "warehouse" / "sales" / "events" / "data"
+    planted = data / "left-by-a-crashed-writer.parquet"
+    planted.write_bytes(b"not referenced")
+    orphans = IcebergRemoveOrphanFilesOperator(task_id="o", table="sales.events", older_than="0s").execute({})
+    assert [path.rsplit("/", 1)[-1] for path in orphans["orphan_file_locations"]] == [planted.name]
+    assert not planted.exists()
+
+    report = IcebergTableHealthOperator(task_id="h", table="sales.events").execute({})
+    assert report["needs"] == ["compact"]  # six one-row files
+    gate = IcebergTableHealthOperator(task_id="g", table="sales.events", fail_on=["compact"])
+    with pytest.raises(AirflowException, match="needs compact"):
+        gate.execute({})
+    strict = IcebergTableHealthOperator(task_id="s", table="sales.events", thresholds={"min_input_files": 7})
+    assert strict.execute({})["needs"] == []

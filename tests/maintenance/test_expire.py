@@ -170,3 +170,12 @@ def test_a_tag_created_on_an_old_snapshot_while_expiry_runs_is_put_back_with_its
     assert "audit-2024" in table.refs() and table.refs()["audit-2024"].snapshot_id == old
     assert old not in result.expired_snapshot_ids
     assert sorted(table.scan(snapshot_id=old).to_arrow().column("id").to_pylist()) == old_rows  # files kept
+
+
+def test_older_than_takes_an_age_or_an_iso_timestamp_and_refuses_anything_else(catalog):
+    table = _table_with_history(catalog)
+    assert len(expire_snapshots(table, older_than="0s", dry_run=True).expired_snapshot_ids) == 5
+    assert expire_snapshots(table, older_than="7d", dry_run=True).expired_snapshot_ids == []
+    assert expire_snapshots(table, older_than="2000-01-01T00:00:00", dry_run=True).expired_snapshot_ids == []
+    with pytest.raises(ValueError, match="older_than='soon' is not a time"):
+        expire_snapshots(table, older_than="soon")

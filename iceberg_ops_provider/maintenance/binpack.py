@@ -1,0 +1,202 @@
+"""Which files a compaction rewrites, in which groups, into how many files (pure: reads no file).
+
+The rules follow Spark's ``rewrite_data_files`` bin-packing:
+
+- a data file is a candidate when it is smaller than 75% of the target size (Spark's
+  ``min-file-size-bytes`` default), or when it was written under an older partition spec (it is
+  rewritten into the current one, whatever its size);
+- candidates are grouped by the partition they were written in (spec and partition value); a
+  partition with fewer than ``min_input_files`` candidates is left alone;
+- a partition holding more than :data:`MAX_GROUP_OUTPUT_FILES` target files of candidates is split
+  into groups of about equal size, each committed on its own (Spark's partial progress);
+- a group is written into ``n`` files of about equal size, ``n`` chosen as Spark does: one file
+  per target size, plus one for a remainder larger than 75% of the target (a smaller remainder is
+  spread over the others), so no output is itself a small file unless the whole group is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.partitioning import PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import FileScanTask
+    from pyiceberg.typedef import Record
+
+__all__ = [
+    "MAX_GROUP_OUTPUT_FILES",
+    "MIN_FILE_SIZE_RATIO",
+    "FileGroup",
+    "expected_output_files",
+    "is_candidate",
+    "plan_groups",
+]
+
+MIN_FILE_SIZE_RATIO = 0.75
+"""Files below this fraction of the target size are small (Spark's ``min-file-size-bytes`` default)."""
+
+MAX_GROUP_OUTPUT_FILES = 10
+"""A group holds at most this many target sizes of input; larger partitions are split into several groups."""
+
+
+@dataclass(frozen=True)
+class FileGroup:
+    """Candidate files of one partition that one commit rewrites.
+
+    Attributes:
+        index: Position in the plan, from 1.
+        spec_id: The partition spec the files were written under.
+        partition: Their partition value under that spec.
+        partition_path: The partition as text (``day=2024-01-02``; ``""`` when unpartitioned).
+        tasks: The files, each with the position delete files that apply to it.
+        output_files: How many files the group is written into (fewer when deletes remove rows).
+        repartition: Whether the files were written under an older spec, so rows are split by the
+            current spec's partitions while they are rewritten.
+    """
+
+    index: int
+    spec_id: int
+    partition: Record
+    partition_path: str
+    tasks: tuple[FileScanTask, ...]
+    output_files: int
+    repartition: bool
+
+    @property
+    def data_files(self) -> list[DataFile]:
+        """The data files the group rewrites."""
+        return [task.file for task in self.tasks]
+
+    @property
+    def bytes(self) -> int:
+        """Their total size on storage."""
+        return sum(task.file.file_size_in_bytes for task in self.tasks)
+
+    @property
+    def records(self) -> int:
+        """Their rows, before position deletes are applied."""
+        return sum(task.file.record_count for task in self.tasks)
+
+    @property
+    def delete_files(self) -> list[DataFile]:
+        """The position delete files that apply to at least one of the group's files."""
+        seen: dict[str, DataFile] = {}
+        for task in self.tasks:
+            for delete_file in task.delete_files:
+                seen.setdefault(delete_file.file_path, delete_file)
+        return [seen[path] for path in sorted(seen)]
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-able summary (paths left out)."""
+        return {
+            "index": self.index,
+            "partition": self.partition_path,
+            "spec_id": self.spec_id,
+            "data_files": len(self.tasks),
+            "bytes": self.bytes,
+            "records": self.records,
+            "delete_files": len(self.delete_files),
+            "output_files": self.output_files,
+        }
+
+
+def is_candidate(data_file: DataFile, *, current_spec_id: int, target_file_size_bytes: int) -> bool:
+    """Whether compaction rewrites ``data_file``: it is small, or written under an older spec."""
+    if data_file.spec_id != current_spec_id:
+        return True
+    return data_file.file_size_in_bytes < MIN_FILE_SIZE_RATIO * target_file_size_bytes
+
+
+def expected_output_files(total_bytes: int, target_file_size_bytes: int) -> int:
+    """How many files of about equal size ``total_bytes`` of input become (Spark's rule, at least 1)."""
+    whole, remainder = divmod(total_bytes, target_file_size_bytes)
+    if remainder > MIN_FILE_SIZE_RATIO * target_file_size_bytes or whole == 0:
+        whole += 1
+    return max(1, whole)
+
+
+def _split(tasks: list[FileScanTask], parts: int) -> list[list[FileScanTask]]:
+    """Consecutive runs of ``tasks`` of about equal total size."""
+    if parts <= 1:
+        return [tasks]
+    share = sum(task.file.file_size_in_bytes for task in tasks) / parts
+    runs: list[list[FileScanTask]] = [[]]
+    filled = 0
+    for task in tasks:
+        if runs[-1] and filled >= share * len(runs) and len(runs) < parts:
+            runs.append([])
+        runs[-1].append(task)
+        filled += task.file.file_size_in_bytes
+    return runs
+
+
+def _path(task: FileScanTask) -> str:
+    return task.file.file_path
+
+
+def _partition_path(spec: PartitionSpec, partition: Record, schema: Schema) -> str:
+    if spec.is_unpartitioned():
+        return ""
+    try:
+        return spec.partition_to_path(partition, schema)
+    except Exception:  # an old spec whose source column was dropped since
+        return f"spec {spec.spec_id}: {partition}"
+
+
+def plan_groups(
+    tasks: Iterable[FileScanTask],
+    *,
+    specs: Mapping[int, PartitionSpec],
+    schema: Schema,
+    current_spec_id: int,
+    target_file_size_bytes: int,
+    min_input_files: int,
+) -> list[FileGroup]:
+    """Group the candidate files of ``tasks`` by partition, in a stable order.
+
+    Args:
+        tasks: The table's planned files (a filtered scan plans fewer).
+        specs: The table's partition specs by id.
+        schema: The table's current schema (names partition fields in ``partition_path``).
+        current_spec_id: The spec new files are written under.
+        target_file_size_bytes: The size output files aim at.
+        min_input_files: Partitions with fewer candidates are left alone.
+    """
+    by_partition: dict[tuple[int, Record], list[FileScanTask]] = {}
+    for task in tasks:
+        data_file = task.file
+        if is_candidate(data_file, current_spec_id=current_spec_id, target_file_size_bytes=target_file_size_bytes):
+            by_partition.setdefault((data_file.spec_id, data_file.partition), []).append(task)
+
+    keyed: list[tuple[str, int, Record, list[FileScanTask]]] = []
+    for (spec_id, partition), members in by_partition.items():
+        if len(members) < min_input_files:
+            continue
+        keyed.append(
+            (_partition_path(specs[spec_id], partition, schema), spec_id, partition, sorted(members, key=_path))
+        )
+    keyed.sort(key=lambda item: (item[1] != current_spec_id, item[1], item[0]))
+
+    groups: list[FileGroup] = []
+    max_group_bytes = MAX_GROUP_OUTPUT_FILES * target_file_size_bytes
+    for path, spec_id, partition, members in keyed:
+        total = sum(task.file.file_size_in_bytes for task in members)
+        for run in _split(members, math.ceil(total / max_group_bytes)):
+            run_bytes = sum(task.file.file_size_in_bytes for task in run)
+            groups.append(
+                FileGroup(
+                    index=len(groups) + 1,
+                    spec_id=spec_id,
+                    partition=partition,
+                    partition_path=path,
+                    tasks=tuple(run),
+                    output_files=expected_output_files(run_bytes, target_file_size_bytes),
+                    repartition=spec_id != current_spec_id,
+                )
+            )
+    return groups

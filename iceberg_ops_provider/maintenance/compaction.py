@@ -1,0 +1,487 @@
+"""Data compaction without a JVM: small files bin-packed into files near the target size, streaming.
+
+Guarantees (what the tests check):
+
+- **Same rows.** The multiset of rows the table reads is identical before and after; position
+  deletes (written by Spark or Flink merge-on-read) are applied while rewriting, and a table with
+  equality deletes is refused before anything is written (PyIceberg cannot apply them).
+- **Bounded memory.** Files are read one at a time and written one row group at a time (one whole
+  output file with ``strategy="sort"``), on two threads, whatever the table size.
+- **Partial progress.** Groups (a partition's small files, large partitions split) commit one by
+  one, each as an atomic ``replace`` snapshot that keeps files appended concurrently and fails if a
+  file it rewrites was removed, replaced or given new deletes since the plan (Spark's
+  ``RewriteFiles`` rules). A crash or a conflict loses at most one group; a rerun finds only what
+  is still small.
+- **Crash safety.** The table is only changed by those commits. A process killed mid-group leaves
+  the files it was writing behind as orphans (unreferenced, removed by orphan-file removal); the
+  table reads exactly as before.
+- **Time travel.** Nothing is deleted: older snapshots keep reading their files until expired.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pyiceberg.exceptions import CommitFailedException, ValidationException
+from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.expressions.parser import parse
+from pyiceberg.expressions.visitors import bind
+from pyiceberg.table import TableProperties
+
+from iceberg_ops_provider.errors import MaintenanceConflictError, MaintenanceError
+from iceberg_ops_provider.maintenance import files as _files
+from iceberg_ops_provider.maintenance.binpack import FileGroup, is_candidate, plan_groups
+from iceberg_ops_provider.maintenance.candidates import plan_candidates
+from iceberg_ops_provider.maintenance.compaction_deletes import refuse_equality_deletes, removable_delete_files
+from iceberg_ops_provider.maintenance.rewrite_commit import RewriteValidator, commit_rewrite
+from iceberg_ops_provider.maintenance.streaming import GroupRewriter
+
+if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile, ManifestEntry
+    from pyiceberg.table import Table
+    from pyiceberg.table.metadata import TableMetadata
+
+__all__ = ["CompactionGroupResult", "CompactionResult", "compact_small_files_streaming"]
+
+log = logging.getLogger(__name__)
+
+OPERATION_PROPERTY = "iceberg-ops.operation"
+"""Snapshot summary key naming the maintenance operation that wrote a snapshot (value ``compaction``)."""
+
+STRATEGIES = ("binpack", "sort")
+_PROGRESS_EVERY_SECONDS = 10.0
+_MIB = 2**20
+
+
+@dataclass(frozen=True)
+class CompactionGroupResult:
+    """One group of a compaction: what it rewrote (or, in a dry run, would rewrite) and how it ended.
+
+    Attributes:
+        index: Position in the plan, from 1.
+        partition: The partition the files were written in (``""`` when unpartitioned).
+        spec_id: The partition spec they were written under.
+        status: ``planned`` (dry run), ``committed`` or ``failed`` (a conflict: nothing committed).
+        data_files: The data files rewritten (or to rewrite).
+        bytes: Their size.
+        delete_files: The position delete files removed because every row they delete is rewritten.
+        expected_output_files: How many files the plan expects from the input size (rewritten small
+            files usually shrink, so fewer may be written).
+        added_data_files: The files written (empty unless committed).
+        added_bytes: Their size.
+        snapshot_id: The ``replace`` snapshot the group committed.
+        error: Why a failed group failed.
+        seconds: How long the group took (reading, writing and committing).
+    """
+
+    index: int
+    partition: str
+    spec_id: int
+    status: str
+    data_files: list[str]
+    bytes: int
+    delete_files: list[str] = field(default_factory=list)
+    expected_output_files: int = 0
+    added_data_files: list[str] = field(default_factory=list)
+    added_bytes: int = 0
+    snapshot_id: int | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+    def to_json(self, include_files: bool = False) -> dict[str, Any]:
+        """JSON-able form; file lists become counts unless ``include_files``."""
+        data = asdict(self)
+        if not include_files:
+            for key in ("data_files", "delete_files", "added_data_files"):
+                data[key] = len(data[key])
+        return data
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What :func:`compact_small_files_streaming` did (or, with ``dry_run``, would do).
+
+    Counts use the names of Spark's ``rewrite_data_files`` procedure; a dry run reports the files it
+    would rewrite and adds none.
+    """
+
+    table: str
+    dry_run: bool
+    strategy: str
+    target_file_size_bytes: int
+    planned_snapshot_id: int | None = None
+    """The snapshot the plan was made on; every commit is validated against what landed since."""
+    rewritten_data_files_count: int = 0
+    added_data_files_count: int = 0
+    rewritten_bytes_count: int = 0
+    added_bytes_count: int = 0
+    failed_data_files_count: int = 0
+    removed_delete_files_count: int = 0
+    file_groups_count: int = 0
+    committed_groups_count: int = 0
+    failed_groups_count: int = 0
+    snapshot_ids: list[int] = field(default_factory=list)
+    groups: list[CompactionGroupResult] = field(default_factory=list)
+    planning_seconds: float = 0.0
+    duration_seconds: float = 0.0
+
+    def to_json(self, include_files: bool = False) -> dict[str, Any]:
+        """JSON-able form (also what the operator pushes to XCom); file paths only with ``include_files``."""
+        data = asdict(self)
+        data["groups"] = [group.to_json(include_files) for group in self.groups]
+        return data
+
+
+def _identifier(table: Table) -> str:
+    return ".".join(table.name())
+
+
+def _check_arguments(
+    table: Table,
+    target_file_size_bytes: int | None,
+    min_input_files: int,
+    where: str | BooleanExpression | None,
+    strategy: str,
+) -> tuple[int, BooleanExpression]:
+    """Validate the arguments; returns the target size and the bound-checked filter."""
+    from pyiceberg.table import Table
+
+    if not isinstance(table, Table):
+        raise TypeError(f"table must be a pyiceberg Table (from catalog.load_table), got {type(table).__name__}.")
+    if strategy not in STRATEGIES:
+        raise ValueError(f"strategy must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}.")
+    if isinstance(min_input_files, bool) or not isinstance(min_input_files, int) or min_input_files < 1:
+        raise ValueError(f"min_input_files must be an integer of at least 1, got {min_input_files!r}.")
+    if target_file_size_bytes is None:
+        raw = table.metadata.properties.get(TableProperties.WRITE_TARGET_FILE_SIZE_BYTES)
+        try:
+            target = int(raw) if raw is not None else TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
+        except ValueError as exc:
+            raise ValueError(
+                f"Table property {TableProperties.WRITE_TARGET_FILE_SIZE_BYTES}={raw!r} is not an integer; fix it "
+                "with a property update or pass target_file_size_bytes."
+            ) from exc
+        source = f"the table property {TableProperties.WRITE_TARGET_FILE_SIZE_BYTES}"
+    else:
+        if isinstance(target_file_size_bytes, bool) or not isinstance(target_file_size_bytes, int):
+            raise ValueError(
+                f"target_file_size_bytes must be an integer number of bytes, got {target_file_size_bytes!r}."
+            )
+        target, source = target_file_size_bytes, "target_file_size_bytes"
+    if target < 1:
+        raise ValueError(f"{source} must be a positive number of bytes, got {target}.")
+    if where is None:
+        expression: BooleanExpression = AlwaysTrue()
+    elif isinstance(where, str):
+        try:
+            expression = parse(where)
+        except Exception as exc:
+            raise ValueError(f"where={where!r} is not a filter PyIceberg can parse: {exc}") from exc
+    elif isinstance(where, BooleanExpression):
+        expression = where
+    else:
+        raise ValueError(f"where must be a filter string or a pyiceberg BooleanExpression, got {type(where).__name__}.")
+    try:
+        bind(table.schema(), expression, case_sensitive=True)
+    except Exception as exc:
+        raise ValueError(f"where={where!r} does not fit the schema of {_identifier(table)}: {exc}") from exc
+    if strategy == "sort" and table.sort_order().is_unsorted:
+        raise ValueError(
+            f"strategy='sort' sorts by the table's sort order, and {_identifier(table)} has none. Set one "
+            "(with table.update_sort_order(), or a migration) or use strategy='binpack'."
+        )
+    if table.format_version > 2:
+        raise MaintenanceError(
+            f"{_identifier(table)} is a format v{table.format_version} table; PyIceberg 0.12 writes v1 and v2 only."
+        )
+    return target, expression
+
+
+def _summary(group: FileGroup, groups: int, strategy: str, removed_deletes: int) -> dict[str, str]:
+    return {
+        OPERATION_PROPERTY: "compaction",
+        "iceberg-ops.compaction.strategy": strategy,
+        "iceberg-ops.compaction.group": f"{group.index}/{groups}",
+        "iceberg-ops.compaction.partition": group.partition_path,
+        "iceberg-ops.compaction.rewritten-data-files": str(len(group.tasks)),
+        "iceberg-ops.compaction.rewritten-bytes": str(group.bytes),
+        "iceberg-ops.compaction.removed-delete-files": str(removed_deletes),
+    }
+
+
+class _Progress:
+    """Logs bytes read and the rate every few seconds while a group is written."""
+
+    def __init__(self, label: str, total: int) -> None:
+        self.label, self.total, self.done = label, total, 0
+        self.started = self.last = time.monotonic()
+
+    def __call__(self, consumed: int) -> None:
+        self.done += consumed
+        now = time.monotonic()
+        if now - self.last >= _PROGRESS_EVERY_SECONDS:
+            self.last = now
+            log.info(
+                "%s%.1f of %.1f MiB read, %.1f MiB/s",
+                self.label,
+                self.done / _MIB,
+                self.total / _MIB,
+                self.done / _MIB / max(now - self.started, 1e-9),
+            )
+
+
+def compact_small_files_streaming(
+    table: Table,
+    target_file_size_bytes: int | None = None,
+    min_input_files: int = 5,
+    where: str | BooleanExpression | None = None,
+    strategy: Literal["binpack", "sort"] = "binpack",
+    dry_run: bool = False,
+) -> CompactionResult:
+    """Rewrite the small data files of ``table`` into files near the target size, group by group.
+
+    Args:
+        table: The table (refreshed by the call); compacts its ``main`` branch.
+        target_file_size_bytes: The output file size to aim at; default: the table property
+            ``write.target-file-size-bytes`` (Iceberg's default, 512 MiB). Files under 75% of it are small.
+        min_input_files: A partition with fewer small files than this is left alone.
+        where: A PyIceberg filter (string or expression): only files whose partition or column
+            statistics may match it are considered (whole files are rewritten, never split by it).
+        strategy: ``binpack`` keeps the rows' order; ``sort`` also sorts each output file by the
+            table's sort order (memory then holds one output file).
+        dry_run: Plan, and report the groups, files and bytes a real run would rewrite; write nothing.
+
+    Raises:
+        ValueError: A bad argument, ``strategy="sort"`` on a table without a sort order, or a
+            non-integer ``write.target-file-size-bytes``.
+        UnsupportedDeleteFilesError: The table holds equality delete files; nothing was written.
+        MaintenanceConflictError: A concurrent commit removed, replaced or added deletes to files of
+            some groups; those groups were not committed (their files were deleted), the others
+            were. The result is the exception's ``result`` attribute. Running again redoes them.
+    """
+    started = time.monotonic()
+    target, expression = _check_arguments(table, target_file_size_bytes, min_input_files, where, strategy)
+    name = _identifier(table)
+    table.refresh()
+    metadata = table.metadata
+    snapshot = table.current_snapshot()
+    base = {"table": name, "dry_run": dry_run, "strategy": strategy, "target_file_size_bytes": target}
+    if snapshot is None:
+        return CompactionResult(**base, duration_seconds=time.monotonic() - started)
+    refuse_equality_deletes(table, snapshot)
+
+    def small(data_file: DataFile) -> bool:
+        return is_candidate(data_file, current_spec_id=metadata.default_spec_id, target_file_size_bytes=target)
+
+    groups = plan_groups(
+        plan_candidates(metadata, table.io, snapshot, expression, small),
+        specs=metadata.specs(),
+        schema=metadata.schema(),
+        current_spec_id=metadata.default_spec_id,
+        target_file_size_bytes=target,
+        min_input_files=min_input_files,
+    )
+    planning_seconds = time.monotonic() - started
+    total_bytes = sum(group.bytes for group in groups)
+    log.info(
+        "%s: %s%d group(s), %d small file(s), %.1f MiB to rewrite (target %.1f MiB, %s), planned on snapshot %d",
+        name,
+        "dry run: " if dry_run else "",
+        len(groups),
+        sum(len(group.tasks) for group in groups),
+        total_bytes / _MIB,
+        target / _MIB,
+        strategy,
+        snapshot.snapshot_id,
+    )
+    references: dict[str, frozenset[str]] = {}
+    rewritten: set[str] = set()
+    removed_deletes: set[str] = set()
+    results: list[CompactionGroupResult] = []
+    runner = _GroupRunner(table, metadata, len(groups), strategy, target)
+    done_bytes = 0
+    try:
+        for group in groups:
+            removable = removable_delete_files(table.io, group, rewritten, removed_deletes, references)
+            planned = CompactionGroupResult(
+                index=group.index,
+                partition=group.partition_path,
+                spec_id=group.spec_id,
+                status="planned",
+                data_files=[data_file.file_path for data_file in group.data_files],
+                bytes=group.bytes,
+                delete_files=[delete_file.file_path for delete_file in removable],
+                expected_output_files=group.output_files,
+            )
+            if dry_run:
+                rewritten.update(planned.data_files)
+                removed_deletes.update(planned.delete_files)
+                results.append(planned)
+                continue
+            outcome = runner.run(group, planned, removable)
+            results.append(outcome)
+            if outcome.status == "committed":
+                rewritten.update(outcome.data_files)
+                removed_deletes.update(outcome.delete_files)
+            done_bytes += group.bytes
+            log.info(
+                "%s: group %d/%d %s; %.1f of %.1f MiB done in %.1f s",
+                name,
+                group.index,
+                len(groups),
+                outcome.status,
+                done_bytes / _MIB,
+                total_bytes / _MIB,
+                time.monotonic() - started,
+            )
+    finally:
+        if len(results) < len(groups) and not dry_run:
+            log.warning("%s: stopped after %d of %d group(s)", name, len(results), len(groups))
+    result = _result(base, snapshot.snapshot_id, groups, results, planning_seconds, time.monotonic() - started)
+    if result.failed_groups_count:
+        failed = [group for group in result.groups if group.status == "failed"]
+        error = MaintenanceConflictError(
+            f"{name}: {len(failed)} of {len(groups)} compaction group(s) were not committed because concurrent "
+            f"commits changed their files (first: group {failed[0].index}, {failed[0].error}). The other "
+            f"{result.committed_groups_count} group(s) were committed. Run the compaction again to redo them."
+        )
+        error.result = result  # type: ignore[attr-defined]
+        raise error
+    return result
+
+
+class _GroupRunner:
+    """Writes and commits the groups of one call, carrying what they share (caches, the size ratio)."""
+
+    def __init__(self, table: Table, metadata: TableMetadata, groups: int, strategy: str, target: int) -> None:
+        self.table = table
+        self.metadata = metadata
+        self.groups = groups
+        self.strategy = strategy
+        self.target = target
+        self.sort_order = metadata.sort_order_by_id(metadata.default_sort_order_id) if strategy == "sort" else None
+        self.manifest_cache: dict[str, list[ManifestEntry]] = {}
+        self.ratio: float | None = None
+        """Output bytes per input byte of the groups written so far."""
+
+    def run(self, group: FileGroup, planned: CompactionGroupResult, removable: list[DataFile]) -> CompactionGroupResult:
+        """Write and commit ``group``; a conflict returns a ``failed`` result, anything else raises."""
+        table, metadata = self.table, self.metadata
+        label = f"{_identifier(table)}: group {group.index}/{self.groups}: "
+        log.info(
+            "%s%d file(s), %.1f MiB of partition %r -> about %d file(s)",
+            label,
+            len(group.tasks),
+            group.bytes / _MIB,
+            group.partition_path or "(unpartitioned)",
+            group.output_files,
+        )
+        started = time.monotonic()
+        written: list[str] = []
+        committing = False
+        try:
+            rewriter = GroupRewriter(
+                metadata,
+                table.io,
+                group.tasks,
+                partition=None if group.repartition else group.partition,
+                target_file_size_bytes=self.target,
+                sort_order=self.sort_order,
+                written=written,
+                label=label,
+                ratio_hint=self.ratio,
+            )
+            added = rewriter.run(_Progress(label, group.bytes))
+            self.ratio = rewriter.ratio() or self.ratio
+            table.refresh()
+            validator = RewriteValidator(
+                table.io,
+                metadata.current_snapshot_id,
+                group.data_files,
+                removable,
+                cache=self.manifest_cache,
+                spec_id=metadata.default_spec_id,
+            )
+            committing = True
+            snapshot_id = commit_rewrite(
+                table,
+                validator,
+                removed=[*group.data_files, *removable],
+                added=added,
+                snapshot_properties=_summary(group, self.groups, self.strategy, len(removable)),
+            )
+        except (ValidationException, CommitFailedException) as exc:  # the commit certainly did not land
+            _delete_written(table, written, label)
+            log.warning("%snot committed, a concurrent commit conflicts: %s", label, exc)
+            seconds = time.monotonic() - started
+            return _with(planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
+        except BaseException:
+            if committing:  # it may have landed: its files may be referenced, so they stay
+                log.error("%sthe commit's outcome is unknown; its files are kept: %s", label, ", ".join(written))
+            else:
+                _delete_written(table, written, label)
+            raise
+        seconds = time.monotonic() - started
+        added_bytes = sum(data_file.file_size_in_bytes for data_file in added)
+        log.info(
+            "%scommitted snapshot %d: %d -> %d file(s), %.1f -> %.1f MiB in %.1f s (%.1f MiB/s)",
+            label,
+            snapshot_id,
+            len(group.tasks),
+            len(added),
+            group.bytes / _MIB,
+            added_bytes / _MIB,
+            seconds,
+            group.bytes / _MIB / max(seconds, 1e-9),
+        )
+        return _with(
+            planned,
+            status="committed",
+            added_data_files=[data_file.file_path for data_file in added],
+            added_bytes=added_bytes,
+            snapshot_id=snapshot_id,
+            seconds=seconds,
+        )
+
+
+def _with(result: CompactionGroupResult, **changes: Any) -> CompactionGroupResult:
+    return CompactionGroupResult(**{**asdict(result), **changes})
+
+
+def _delete_written(table: Table, written: list[str], label: str) -> None:
+    if written:
+        _, failures = _files.delete_files(table.io, written, what=f"files of {label.rstrip(': ')}")
+        for failure in failures:
+            log.warning("%scould not delete an uncommitted file (an orphan now): %s", label, failure)
+
+
+def _result(
+    base: dict[str, Any],
+    planned_snapshot: int,
+    groups: list[FileGroup],
+    results: list[CompactionGroupResult],
+    planning_seconds: float,
+    duration_seconds: float,
+) -> CompactionResult:
+    counted = [r for r in results if r.status in ("committed", "planned")]
+    failed = [r for r in results if r.status == "failed"]
+    return CompactionResult(
+        **base,
+        planned_snapshot_id=planned_snapshot,
+        rewritten_data_files_count=sum(len(r.data_files) for r in counted),
+        added_data_files_count=sum(len(r.added_data_files) for r in counted),
+        rewritten_bytes_count=sum(r.bytes for r in counted),
+        added_bytes_count=sum(r.added_bytes for r in counted),
+        failed_data_files_count=sum(len(r.data_files) for r in failed),
+        removed_delete_files_count=sum(len(r.delete_files) for r in counted),
+        file_groups_count=len(groups),
+        committed_groups_count=sum(r.status == "committed" for r in results),
+        failed_groups_count=len(failed),
+        snapshot_ids=[r.snapshot_id for r in results if r.snapshot_id is not None],
+        groups=results,
+        planning_seconds=planning_seconds,
+        duration_seconds=duration_seconds,
+    )

@@ -1,0 +1,562 @@
+"""Streams the rows of one compaction group into new Parquet data files near the target size.
+
+A reader thread reads the group's files one at a time (position deletes applied, every column
+projected to the current schema, so files written under older schemas read as they always did)
+and hands record batches to the writer through a queue bounded in bytes; the writer encodes and
+compresses them with PyArrow's ``ParquetWriter``, one row group at a time, and rolls to a new file
+near the target size. Both sides spend most of their time in Arrow code that releases the GIL, so
+two cores work at once. Memory stays near one row group plus the queue with ``binpack`` and near
+one output file with ``sort`` (a file is sorted whole before it is written), whatever the table size.
+
+Each output file carries the current schema's field ids in its Parquet schema and becomes a
+``DataFile`` through PyIceberg's own statistics code (bounds, null, value and NaN counts, split
+offsets), with its partition value and a location from the table's location provider, as files
+PyIceberg writes itself do.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io.pyarrow import (
+    ArrowScan,
+    ParquetFormatModel,
+    _determine_partitions,
+    _get_field_from_arrow_table,
+    _get_parquet_writer_kwargs,
+    _read_all_delete_files,
+    _to_requested_schema,
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+    pyarrow_to_schema,
+)
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
+from pyiceberg.schema import sanitize_column_names
+from pyiceberg.table import TableProperties
+from pyiceberg.table.locations import load_location_provider
+from pyiceberg.table.sorting import NullOrder, SortDirection, SortOrder
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.typedef import Record
+from pyiceberg.utils.properties import property_as_int
+
+from iceberg_ops_provider.maintenance.binpack import expected_output_files
+
+if TYPE_CHECKING:
+    from pyiceberg.io import FileIO, OutputStream
+    from pyiceberg.table import FileScanTask
+    from pyiceberg.table.metadata import TableMetadata
+
+__all__ = ["MAX_FILE_SIZE_RATIO", "QUEUE_BYTES", "ROW_GROUP_BYTES", "GroupRewriter"]
+
+log = logging.getLogger(__name__)
+
+QUEUE_BYTES = 32 * 1024 * 1024
+"""Arrow bytes the reader may run ahead of the writer."""
+
+ROW_GROUP_BYTES = 64 * 1024 * 1024
+"""Arrow bytes buffered per output row group (``binpack``); the table's row-group row limit also applies."""
+
+MAX_FILE_SIZE_RATIO = 1.8
+"""An output file is closed once it reaches this multiple of the target (Spark's ``max-file-size-bytes``)."""
+
+READ_BATCH_ROWS = 128 * 1024
+"""Rows per batch read from an input file."""
+
+MAX_OPEN_FILES = 8
+"""Output files open at once when rows are split into the current spec's partitions."""
+
+
+@dataclass
+class _Piece:
+    """What the reader hands the writer: rows for one output partition and the input bytes they stand for."""
+
+    batch: pa.RecordBatch | None
+    partition: PartitionKey | None
+    consumed: int
+
+
+@dataclass
+class _Failure:
+    error: BaseException
+
+
+_DONE = object()
+
+
+class _ByteQueue:
+    """A FIFO bounded by the Arrow bytes it holds (one item always fits); ``close()`` releases a blocked producer."""
+
+    def __init__(self, capacity: int) -> None:
+        self._items: deque[tuple[Any, int]] = deque()
+        self._bytes = 0
+        self._capacity = capacity
+        self._closed = False
+        self._changed = threading.Condition()
+
+    def put(self, item: Any, nbytes: int) -> bool:
+        """Add ``item``; returns False, without adding it, once the queue is closed."""
+        with self._changed:
+            while self._items and self._bytes + nbytes > self._capacity and not self._closed:
+                self._changed.wait()
+            if self._closed:
+                return False
+            self._items.append((item, nbytes))
+            self._bytes += nbytes
+            self._changed.notify_all()
+            return True
+
+    def get(self) -> Any:
+        """Take the oldest item, waiting for one."""
+        with self._changed:
+            while not self._items:
+                self._changed.wait()
+            item, nbytes = self._items.popleft()
+            self._bytes -= nbytes
+            self._changed.notify_all()
+            return item
+
+    def close(self) -> None:
+        """Refuse further items and drop those waiting."""
+        with self._changed:
+            self._closed = True
+            self._items.clear()
+            self._bytes = 0
+            self._changed.notify_all()
+
+
+class _OutputFile:
+    """One Parquet data file being written."""
+
+    def __init__(self, path: str, io: FileIO, schema: pa.Schema, writer_kwargs: dict[str, Any]) -> None:
+        self.path = path
+        self._stream: OutputStream = io.new_output(path).create(overwrite=True)
+        try:
+            self._writer = pq.ParquetWriter(self._stream, schema=schema, store_decimal_as_integer=True, **writer_kwargs)
+        except BaseException:
+            self._stream.close()
+            raise
+        self.rows = 0
+
+    def write(self, table: pa.Table, row_group_rows: int) -> None:
+        self._writer.write_table(table, row_group_size=max(1, row_group_rows))
+        self.rows += table.num_rows
+
+    @property
+    def bytes_written(self) -> int:
+        return self._stream.tell()
+
+    def close(self) -> tuple[pq.FileMetaData, int]:
+        """Finish the file; returns its footer and its size."""
+        self._writer.close()
+        size = self._stream.tell()
+        self._stream.close()
+        return self._writer.writer.metadata, size
+
+    def abort(self) -> None:
+        try:
+            self._stream.close()
+        except Exception:  # the caller deletes the file anyway
+            log.debug("closing %s after a failure failed", self.path, exc_info=True)
+
+
+class _PartitionOutput:
+    """Rows waiting for one output partition, and the file they go to."""
+
+    def __init__(self, rewriter: GroupRewriter, key: PartitionKey | None, record: Record) -> None:
+        self.rewriter = rewriter
+        self.key = key
+        self.record = record
+        self.pending: list[pa.RecordBatch] = []
+        self.pending_bytes = 0
+        self.pending_rows = 0
+        self.pending_input = 0
+        self.file: _OutputFile | None = None
+
+    @property
+    def bytes_written(self) -> int:
+        return self.file.bytes_written if self.file is not None else 0
+
+    def add(self, batch: pa.RecordBatch | None, consumed: int) -> None:
+        if batch is not None:
+            self.pending.append(batch)
+            self.pending_bytes += batch.nbytes
+            self.pending_rows += batch.num_rows
+        self.pending_input += consumed
+
+    @property
+    def row_group_full(self) -> bool:
+        rewriter = self.rewriter
+        return rewriter.sort_order is None and (
+            self.pending_bytes >= rewriter.row_group_bytes or self.pending_rows >= rewriter.row_group_rows
+        )
+
+    def expected_size(self) -> float:
+        """The size the file would have if the pending rows were written now."""
+        return self.bytes_written + self.rewriter.estimate_output(self.pending_input, self.pending_bytes)
+
+    def flush(self) -> None:
+        """Write the pending rows as (at least) one row group."""
+        rewriter = self.rewriter
+        if not self.pending:
+            rewriter.input_written += self.pending_input
+            self.pending_input = 0
+            return
+        table = pa.Table.from_batches(self.pending, schema=rewriter.arrow_schema)
+        if rewriter.sort_order is not None:
+            table = rewriter.sort(table)
+        if self.file is None:
+            self.file = rewriter.open_file(self.key)
+        before = self.file.bytes_written
+        self.file.write(table, min(table.num_rows, rewriter.row_group_rows))
+        rewriter.output_written += self.file.bytes_written - before
+        rewriter.arrow_written += self.pending_bytes
+        rewriter.input_written += self.pending_input
+        self.pending, self.pending_bytes, self.pending_rows, self.pending_input = [], 0, 0, 0
+
+    def roll(self) -> None:
+        """Write what is pending and close the file (the next rows start a new one)."""
+        self.flush()
+        if self.file is not None:
+            file, self.file = self.file, None
+            self.rewriter.close_file(file, self.record)
+
+
+class GroupRewriter:
+    """Rewrites the data files of one group into new data files of the table's current spec.
+
+    Args:
+        metadata: The table metadata the group was planned on (its current schema, spec and properties).
+        io: The table's FileIO.
+        tasks: The files to read, each with the position delete files that apply to it.
+        partition: The partition all rows belong to under the current spec, or ``None`` to split
+            rows by the current spec (files written under an older spec).
+        ratio_hint: Output bytes per input byte seen in earlier groups (how much smaller files get
+            when rewritten); learned from this group's own writes as soon as it writes.
+        target_file_size_bytes: The size output files aim at.
+        sort_order: Sort each output file by this order; ``None`` keeps the input order.
+        written: Receives the location of each file as it is created, so the caller can delete them
+            if the group does not commit.
+        label: Names the group in log lines.
+    """
+
+    def __init__(
+        self,
+        metadata: TableMetadata,
+        io: FileIO,
+        tasks: Sequence[FileScanTask],
+        *,
+        partition: Record | None,
+        target_file_size_bytes: int,
+        sort_order: SortOrder | None,
+        written: list[str],
+        label: str = "",
+        ratio_hint: float | None = None,
+    ) -> None:
+        self.metadata = metadata
+        self.io = io
+        self.tasks = list(tasks)
+        self.schema = metadata.schema()
+        self.spec = metadata.spec()
+        self.file_schema = sanitize_column_names(self.schema)
+        self._names_plain = self.file_schema == self.schema
+        self.partition = partition
+        self.total_bytes = sum(task.file.file_size_in_bytes for task in self.tasks)
+        self.ratio_hint = ratio_hint
+        self.target = target_file_size_bytes
+        self.sort_order = sort_order if sort_order is not None and not sort_order.is_unsorted else None
+        self.written = written
+        self.label = label
+        properties = metadata.properties
+        self.row_group_rows: int = property_as_int(  # type: ignore[assignment]
+            properties, TableProperties.PARQUET_ROW_GROUP_LIMIT, TableProperties.PARQUET_ROW_GROUP_LIMIT_DEFAULT
+        )
+        self.row_group_bytes = ROW_GROUP_BYTES
+        self._writer_kwargs = _get_parquet_writer_kwargs(properties)
+        self._stats_plan = compute_statistics_plan(self.file_schema, properties)
+        self._id_mapping = parquet_path_to_id_mapping(self.file_schema)
+        self._locations = load_location_provider(table_location=metadata.location, table_properties=properties)
+        self._format = ParquetFormatModel()
+        self._write_uuid = uuid.uuid4()
+        self._file_counter = 0
+        self._queue = _ByteQueue(QUEUE_BYTES)
+        self._stop = threading.Event()
+        self.arrow_schema: pa.Schema | None = None
+        self.data_files: list[DataFile] = []
+        self.consumed = 0
+        self.arrow_bytes = 0
+        self._batches_seen = 0
+        self.input_written = 0
+        self.output_written = 0
+        self.arrow_written = 0
+        self._outputs: dict[Record, _PartitionOutput] = {}
+        self._plain_schemas: dict[str, bool] = {}
+
+    # Reader side (its own thread).
+
+    def _convert(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        return _to_requested_schema(
+            self.file_schema, self.schema, batch, include_field_ids=True, format_model=self._format
+        )
+
+    def _pieces(self, batch: pa.RecordBatch, consumed: int) -> Iterator[_Piece]:
+        if self.partition is not None or self.spec.is_unpartitioned():
+            yield _Piece(batch, None, consumed)
+            return
+        # Batches carry the file schema's (sanitized) names, which the partition transforms look up.
+        for part in _determine_partitions(self.spec, self.file_schema, pa.Table.from_batches([batch])):
+            for chunk in part.arrow_table_partition.to_batches():
+                yield _Piece(chunk, part.partition_key, consumed)
+                consumed = 0
+
+    def _plain(self, arrow_schema: pa.Schema) -> bool:
+        """Whether a file with this Arrow schema holds exactly the current schema's columns (ids, names, types).
+
+        Such a file (the usual case) is read with PyArrow alone; any other goes through PyIceberg's
+        projection (added, dropped, renamed or promoted columns, files without field ids).
+        """
+        key = arrow_schema.to_string(show_field_metadata=True, show_schema_metadata=False)
+        if key not in self._plain_schemas:
+            try:
+                # No name mapping: a file without field ids everywhere goes through the projection,
+                # which gives its rows the ids the new file must carry.
+                file_schema = pyarrow_to_schema(arrow_schema, None, format_version=self.metadata.format_version)
+                self._plain_schemas[key] = file_schema.as_struct() == self.schema.as_struct()
+            except Exception:
+                self._plain_schemas[key] = False
+        return self._plain_schemas[key]
+
+    def _batches(self, scan: ArrowScan, task: FileScanTask, deletes: dict[str, Any]) -> Iterator[pa.RecordBatch]:
+        """The rows of ``task``'s file as the table reads them, in the file's order, in the writer's schema."""
+        if self._names_plain and not task.delete_files and task.file.file_format == FileFormat.PARQUET:
+            with self.io.new_input(task.file.file_path).open() as stream:
+                parquet = pq.ParquetFile(stream, pre_buffer=True)
+                if self._plain(parquet.schema_arrow):
+                    yield from parquet.iter_batches(batch_size=READ_BATCH_ROWS, use_threads=False)
+                    return
+        for batch in scan._record_batches_from_scan_tasks_and_deletes([task], deletes):
+            yield self._convert(batch)
+
+    def _read(self) -> None:
+        try:
+            deletes = _read_all_delete_files(self.io, self.tasks)
+            scan = ArrowScan(self.metadata, self.io, self.schema, AlwaysTrue())
+            for task in self.tasks:
+                size, rows, used = task.file.file_size_in_bytes, max(1, task.file.record_count), 0
+                for batch in self._batches(scan, task, deletes):
+                    share = min(size - used, size * batch.num_rows // rows)
+                    used += share
+                    for piece in self._pieces(batch, share):
+                        if not self._queue.put(piece, piece.batch.nbytes if piece.batch is not None else 0):
+                            return
+                if self._stop.is_set() or not self._queue.put(_Piece(None, None, size - used), 0):
+                    return
+            self._queue.put(_DONE, 0)
+        except BaseException as exc:  # handed to the writer, which raises it
+            self._queue.put(_Failure(exc), 0)
+
+    # Writer side.
+
+    def open_file(self, key: PartitionKey | None) -> _OutputFile:
+        """Create the next output file under the table's data location."""
+        name = f"00000-{self._file_counter}-{self._write_uuid}.parquet"
+        self._file_counter += 1
+        path = self._locations.new_data_location(data_file_name=name, partition_key=key)
+        self.written.append(path)
+        assert self.arrow_schema is not None
+        return _OutputFile(path, self.io, self.arrow_schema, self._writer_kwargs)
+
+    def close_file(self, file: _OutputFile, record: Record) -> None:
+        """Finish ``file`` and describe it as a ``DataFile`` of the current spec."""
+        footer, size = file.close()
+        statistics = data_file_statistics_from_parquet_metadata(footer, self._stats_plan, self._id_mapping)
+        self.data_files.append(
+            DataFile.from_args(
+                content=DataFileContent.DATA,
+                file_path=file.path,
+                file_format=FileFormat.PARQUET,
+                partition=record,
+                file_size_in_bytes=size,
+                sort_order_id=self.sort_order.order_id if self.sort_order is not None else None,
+                spec_id=self.metadata.default_spec_id,
+                equality_ids=None,
+                key_metadata=None,
+                **statistics.to_serialized_dict(),
+            )
+        )
+        log.info(
+            "%swrote %s (%.1f MiB, %d rows; %.1f of %.1f MiB read)",
+            self.label,
+            file.path,
+            size / 2**20,
+            file.rows,
+            self.consumed / 2**20,
+            self.total_bytes / 2**20,
+        )
+
+    def sort(self, table: pa.Table) -> pa.Table:
+        """``table`` ordered by the sort order (transforms, directions and null order included)."""
+        assert self.sort_order is not None
+        keyed = table
+        keys: list[tuple[str, str, str]] = []
+        for position, field in enumerate(self.sort_order.fields):
+            name = self.file_schema.find_column_name(field.source_id)
+            if name is None:
+                raise ValueError(f"The sort order refers to column id {field.source_id}, which the schema lacks.")
+            column = _get_field_from_arrow_table(table, name)
+            if isinstance(column, pa.ChunkedArray):
+                column = column.combine_chunks()
+            if not isinstance(field.transform, IdentityTransform):
+                column = field.transform.pyarrow_transform(self.schema.find_type(field.source_id))(column)
+            key = f"__sort_key_{position}"
+            keyed = keyed.append_column(key, column)
+            keys.append(
+                (
+                    key,
+                    "ascending" if field.direction == SortDirection.ASC else "descending",
+                    "at_start" if field.null_order == NullOrder.NULLS_FIRST else "at_end",
+                )
+            )
+        return table.take(pc.sort_indices(keyed, sort_keys=keys))
+
+    def _output(self, key: PartitionKey | None) -> _PartitionOutput:
+        if key is None:
+            record = self.partition if self.partition is not None else Record()
+            if record not in self._outputs:
+                self._outputs[record] = _PartitionOutput(self, self._key_for(record), record)
+            return self._outputs[record]
+        record = key.partition
+        if record not in self._outputs:
+            open_files = [output for output in self._outputs.values() if output.file is not None or output.pending]
+            if len(open_files) >= MAX_OPEN_FILES:
+                max(open_files, key=lambda output: output.bytes_written + output.pending_bytes).roll()
+            self._outputs[record] = _PartitionOutput(self, key, record)
+        return self._outputs[record]
+
+    def _key_for(self, record: Record) -> PartitionKey | None:
+        if self.spec.is_unpartitioned():
+            return None
+        key = PartitionKey(
+            field_values=[PartitionFieldValue(field, record[pos]) for pos, field in enumerate(self.spec.fields)],
+            partition_spec=self.spec,
+            schema=self.schema,
+        )
+        key.__dict__["partition"] = record  # already in Iceberg's internal form: keep it exact
+        return key
+
+    def ratio(self) -> float | None:
+        """Output bytes per input byte: measured once something was written, else the hint."""
+        if self.input_written and self.output_written:
+            return self.output_written / self.input_written
+        return self.ratio_hint
+
+    def estimate_output(self, input_bytes: float, arrow_bytes: float) -> float:
+        """Bytes that rows standing for ``input_bytes`` (``arrow_bytes`` in memory) take once written."""
+        if self.arrow_written and self.output_written:
+            return arrow_bytes * self.output_written / self.arrow_written
+        return input_bytes * (self.ratio() or 1.0)
+
+    def _expansion(self) -> float:
+        """Arrow bytes per input byte so far (how much memory a file's worth of input takes)."""
+        return self.arrow_bytes / self.consumed if self.consumed else 4.0
+
+    def _take(self, piece: _Piece) -> None:
+        single = self.partition is not None or self.spec.is_unpartitioned()
+        self.consumed += piece.consumed
+        if piece.batch is None and not single:
+            return
+        output = self._output(piece.partition)
+        batch = piece.batch
+        if batch is not None:
+            if self.arrow_schema is None:
+                self.arrow_schema = batch.schema
+            elif not batch.schema.equals(self.arrow_schema):
+                batch = batch.cast(self.arrow_schema)
+            self.arrow_bytes += batch.nbytes
+            self._batches_seen += 1
+        output.add(batch, piece.consumed)
+        if single:
+            self._roll_single(output)
+        elif output.bytes_written >= MAX_FILE_SIZE_RATIO * self.target or output.expected_size() >= self.target:
+            output.roll()
+        else:
+            pending = sum(each.pending_bytes for each in self._outputs.values())
+            budget = self.row_group_bytes if self.sort_order is None else self.target * self._expansion()
+            if pending > budget:
+                largest = max(self._outputs.values(), key=lambda each: each.pending_bytes)
+                if self.sort_order is not None:
+                    largest.roll()
+                else:
+                    largest.flush()
+        if output.row_group_full:
+            output.flush()
+
+    def _roll_single(self, output: _PartitionOutput) -> None:
+        """Roll so the group ends in files of about equal size, none of them small unless all are.
+
+        The number of files follows Spark's rule applied to the expected output size (the input
+        size times the output/input ratio measured so far): rewritten small files shrink, so
+        planning on input bytes alone would leave small files behind.
+        """
+        ratio = self.ratio()
+        if ratio is None and self.sort_order is None:
+            # Learn the ratio with a first row group before the first roll can be due.
+            first_split = self.total_bytes / expected_output_files(self.total_bytes, self.target)
+            if output.pending_input >= first_split / 2:
+                output.flush()
+                ratio = self.ratio()
+        expected_total = self.total_bytes * (ratio or 1.0)
+        files = expected_output_files(int(expected_total), self.target)
+        # Re-balanced after each file, and rounded to the nearest batch, so errors do not pile up on the last.
+        remaining_files = files - len(self.data_files)
+        share = (expected_total - sum(f.file_size_in_bytes for f in self.data_files)) / max(1, remaining_files)
+        half_batch = self.estimate_output(self.consumed, self.arrow_bytes) / max(1, self._batches_seen) / 2
+        due = remaining_files > 1 and output.expected_size() + half_batch >= share
+        too_big = output.bytes_written >= MAX_FILE_SIZE_RATIO * self.target
+        memory = output.pending_bytes >= self.target * self._expansion() * MAX_FILE_SIZE_RATIO
+        if due or too_big or memory:
+            output.roll()
+
+    def run(self, on_progress: Callable[[int], None] | None = None) -> list[DataFile]:
+        """Read every file of the group and write the new files; returns their ``DataFile``s.
+
+        On failure the files already written stay listed in ``written`` for the caller to delete.
+        """
+        reader = threading.Thread(target=self._read, name="iceberg-ops-compaction-reader", daemon=True)
+        reader.start()
+        try:
+            while True:
+                item = self._queue.get()
+                if item is _DONE:
+                    break
+                if isinstance(item, _Failure):
+                    raise item.error
+                self._take(item)
+                if on_progress is not None and item.consumed:
+                    on_progress(item.consumed)
+            for output in self._outputs.values():
+                output.roll()
+            return self.data_files
+        except BaseException:
+            self._stop.set()
+            self._queue.close()
+            for output in self._outputs.values():
+                if output.file is not None:
+                    output.file.abort()
+            raise
+        finally:
+            reader.join()
+            # Hand the buffers back to the system before the commit reads manifests (Arrow's allocator
+            # keeps freed memory for reuse, which the commit's Python objects cannot use).
+            pa.default_memory_pool().release_unused()

@@ -1,0 +1,37 @@
+"""The cut-off times maintenance calls take: a datetime, an age, or an ISO timestamp."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["parse_older_than"]
+
+_UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+
+
+def parse_older_than(value: datetime | timedelta | str | None, field: str = "older_than") -> datetime | None:
+    """A UTC cut-off from a datetime, an age or an ISO timestamp; ``None`` stays ``None``.
+
+    Naive datetimes are UTC; an age (``timedelta``, ``"7d"``, ``"12h"``, ``"30m"``, ``"0s"``) means that
+    long before now.
+
+    Raises:
+        ValueError: Anything else, naming the forms accepted.
+    """
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+    if isinstance(value, timedelta):
+        return datetime.now(UTC) - value
+    text = str(value).strip()
+    if text[-1:] in _UNITS and text[:-1].replace(".", "", 1).isdigit():
+        return datetime.now(UTC) - timedelta(**{_UNITS[text[-1]]: float(text[:-1])})
+    try:
+        parsed = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{field}={value!r} is not a time: pass a datetime, a timedelta, an age such as '7d', '12h' or "
+            "'30m', or an ISO timestamp such as '2026-11-01T00:00:00+00:00'."
+        ) from None
+    return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)

@@ -1,0 +1,142 @@
+"""A compaction killed with SIGKILL, in a subprocess, at chosen points and at arbitrary moments: the
+table stays readable with the same rows, the killed group's files are orphans nothing references,
+and a rerun finishes the job."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
+from iceberg_ops_provider.maintenance.files import ManifestReader
+from iceberg_ops_provider.maintenance.orphans import remove_orphan_files
+from tests.maintenance.test_compaction_support import files_on_disk, live_data_files, rows, small_files_table
+
+CHILD = """
+import os, signal, sys
+from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.maintenance import streaming
+from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
+
+db, warehouse, point, target = sys.argv[1:5]
+catalog = CatalogFactory.build("sqlite", db_path=db, warehouse_dir=warehouse)
+table = catalog.load_table("sales.events")
+
+def die():
+    os.kill(os.getpid(), signal.SIGKILL)
+
+if point == "mid-write":  # group 2 has closed its first output file
+    close_file = streaming.GroupRewriter.close_file
+    def closing(self, file, record):
+        close_file(self, file, record)
+        if "group 2/" in self.label:
+            die()
+    streaming.GroupRewriter.close_file = closing
+elif point in ("before-commit", "after-commit"):  # group 2's manifests are written; its catalog commit
+    commit_table = type(catalog).commit_table
+    calls = []
+    def committing(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2 and point == "before-commit":
+            die()
+        response = commit_table(self, *args, **kwargs)
+        if len(calls) == 2:
+            die()
+        return response
+    type(catalog).commit_table = committing
+print("compacting", flush=True)
+compact_small_files_streaming(table, target_file_size_bytes=int(target))
+print("done", flush=True)
+"""
+
+
+def _referenced(table) -> set[str]:
+    """Every file the table's metadata reaches: metadata log, manifest lists, manifests, data and delete files."""
+    reader = ManifestReader(table.io)
+    metadata = table.metadata
+    paths = {table.metadata_location} | {entry.metadata_file for entry in metadata.metadata_log}
+    for snapshot in metadata.snapshots:
+        paths.add(snapshot.manifest_list)
+        for manifest in reader.manifests(snapshot):
+            paths.add(manifest.manifest_path)
+            paths.update(entry.path for entry in reader.entries(manifest))
+    return {path.removeprefix("file://") for path in paths}
+
+
+@pytest.fixture
+def setup(catalog, tmp_path: Path):
+    table = small_files_table(catalog, "sales.events", appends=40, rows=100)
+    target = sum(f.file_size_in_bytes for f in live_data_files(table)) // 25  # three groups
+    return table, target, rows(table), tmp_path
+
+
+def _child(tmp_path: Path, point: str, target: int) -> subprocess.Popen[str]:
+    command = [
+        sys.executable,
+        "-c",
+        CHILD,
+        str(tmp_path / "catalog.db"),
+        str(tmp_path / "warehouse"),
+        point,
+        str(target),
+    ]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _check_and_finish(catalog, before, target: int, tmp_path: Path) -> set[str]:
+    """The table reads the same; returns the orphans; then a rerun compacts what is left and nothing more."""
+    table = catalog.load_table("sales.events")
+    assert rows(table) == before
+    orphans = files_on_disk(tmp_path / "warehouse") - _referenced(table)
+    assert all(path.startswith(str(tmp_path / "warehouse" / "sales" / "events")) for path in orphans)
+    # Orphan-file removal finds exactly these and deletes them; the table does not notice.
+    removed = remove_orphan_files(table, older_than=datetime.now(UTC))
+    assert {path.removeprefix("file://") for path in removed.orphan_file_locations} == orphans
+    assert files_on_disk(tmp_path / "warehouse") & orphans == set() and rows(table) == before
+    rerun = compact_small_files_streaming(table, target_file_size_bytes=target)
+    assert rerun.failed_groups_count == 0 and rows(table) == before
+    assert compact_small_files_streaming(table, target_file_size_bytes=target).file_groups_count == 0
+    return orphans
+
+
+@pytest.mark.parametrize("point", ["mid-write", "before-commit", "after-commit"])
+def test_sigkill_at_each_point_of_a_group(catalog, setup, point: str):
+    table, target, before, tmp_path = setup
+    child = _child(tmp_path, point, target)
+    _, stderr = child.communicate(timeout=120)
+    assert child.returncode == -signal.SIGKILL, stderr
+
+    table = catalog.load_table("sales.events")
+    committed = [s for s in table.snapshots() if s.summary.get("iceberg-ops.operation") == "compaction"]
+    assert len(committed) == (2 if point == "after-commit" else 1)  # group 1 always, group 2 if it committed
+    orphans = _check_and_finish(catalog, before, target, tmp_path)
+    orphan_data = {path for path in orphans if path.endswith(".parquet")}
+    if point == "after-commit":
+        assert orphans == set()
+    else:
+        # Group 2's output files, nothing a snapshot needs; before the commit also its manifests and list.
+        assert orphan_data and all("/data/" in path for path in orphan_data)
+        assert bool(orphans - orphan_data) == (point == "before-commit")
+        assert all("/metadata/" in path and path.endswith(".avro") for path in orphans - orphan_data)
+
+
+@pytest.mark.parametrize("delay", [0.15, 0.4, 0.8])
+def test_sigkill_at_an_arbitrary_moment(catalog, setup, delay: float):
+    table, target, before, tmp_path = setup
+    child = _child(tmp_path, "none", target)
+    assert child.stdout is not None
+    assert child.stdout.readline().strip() == "compacting"
+    time.sleep(delay)
+    child.send_signal(signal.SIGKILL)
+    child.communicate(timeout=60)
+
+    orphans = _check_and_finish(catalog, before, target, tmp_path)
+    table = catalog.load_table("sales.events")
+    assert all(f.file_size_in_bytes >= 0.5 * target for f in live_data_files(table)) or len(live_data_files(table)) < 5
+    assert all("/data/" in path or "/metadata/" in path for path in orphans)
