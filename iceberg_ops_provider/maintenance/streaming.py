@@ -165,10 +165,15 @@ class _OutputFile:
         return self._writer.writer.metadata, size
 
     def abort(self) -> None:
-        try:
-            self._stream.close()
-        except Exception:  # the caller deletes the file anyway
-            log.debug("closing %s after a failure failed", self.path, exc_info=True)
+        """Close after a failure; the caller deletes the file.
+
+        The writer is closed first, so that it does not try again on a closed stream when collected.
+        """
+        for closing in (self._writer.close, self._stream.close):
+            try:
+                closing()
+            except Exception:  # the caller deletes the file anyway
+                log.debug("closing %s after a failure failed", self.path, exc_info=True)
 
 
 class _PartitionOutput:

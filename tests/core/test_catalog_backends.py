@@ -42,20 +42,7 @@ def _s3_keys(endpoint: str, bucket: str, prefix: str = "") -> list[str]:
 
 def test_rest_kind_against_seaweedfs(seaweedfs, unique_name):
     seaweedfs.create_table_bucket(unique_name)
-    catalog = CatalogFactory.build(
-        "rest",
-        uri=seaweedfs.iceberg_uri,
-        warehouse=f"s3://{unique_name}",
-        **{
-            "rest.sigv4-enabled": True,
-            "rest.signing-name": "s3tables",
-            "rest.signing-region": REGION,
-            "client.access-key-id": ACCESS_KEY,
-            "client.secret-access-key": SECRET_KEY,
-            "client.region": REGION,
-        },
-        **seaweedfs.s3_properties(),
-    )
+    catalog = seaweedfs.rest_catalog(unique_name)  # CatalogFactory.build("rest", ...) with SigV4
     assert isinstance(catalog, RestCatalog)
     assert catalog.name == "rest"
     location = _round_trip(catalog, "rest_ns")

@@ -20,7 +20,7 @@ from tests.maintenance.test_compaction_support import (
     rows,
     small_files_table,
 )
-from tests.servers import ACCESS_KEY, REGION, SECRET_KEY, boto_kwargs
+from tests.servers import boto_kwargs
 
 pytestmark = pytest.mark.backends
 
@@ -28,20 +28,7 @@ TARGET = 1024 * 1024
 
 
 def _rest_catalog(seaweedfs, bucket: str):
-    return CatalogFactory.build(
-        "rest",
-        uri=seaweedfs.iceberg_uri,
-        warehouse=f"s3://{bucket}",
-        **{
-            "rest.sigv4-enabled": True,
-            "rest.signing-name": "s3tables",
-            "rest.signing-region": REGION,
-            "client.access-key-id": ACCESS_KEY,
-            "client.secret-access-key": SECRET_KEY,
-            "client.region": REGION,
-        },
-        **seaweedfs.s3_properties(),
-    )
+    return seaweedfs.rest_catalog(bucket)
 
 
 def _keys(endpoint: str, bucket: str) -> set[str]:

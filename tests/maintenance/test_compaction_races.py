@@ -137,3 +137,29 @@ def test_a_spec_change_between_plan_and_commit_refuses_the_group(catalog, other,
     # Run again: it plans on the new spec and rewrites the old-spec files into it.
     assert compact_small_files_streaming(table, target_file_size_bytes=TARGET).committed_groups_count == 1
     assert rows(table) == before and {f.spec_id for f in live_data_files(table)} == {table.spec().spec_id}
+
+
+def test_an_expiry_that_deletes_planned_input_files_is_a_conflict_not_a_crash(catalog, other, monkeypatch):
+    from datetime import UTC, datetime
+
+    from iceberg_ops_provider.maintenance import expire_snapshots
+
+    table = small_files_table(catalog, "sales.events", appends=8, rows=30, partitioned=True)
+    started = []
+    real_run = compaction._GroupRunner.run
+
+    def run_after_a_rival_expiry(self, group, planned, removable):
+        # Timing is the only stand-in: the rival's delete and expiry are real commits and deletes.
+        if not started:
+            started.append(True)
+            rival = other.load_table("sales.events")
+            rival.delete("id = 1")  # rewrites one planned input file ...
+            expire_snapshots(rival, older_than=datetime.now(UTC))  # ... and deletes the old one from storage
+        return real_run(self, group, planned, removable)
+
+    monkeypatch.setattr(compaction._GroupRunner, "run", run_after_a_rival_expiry)
+    with pytest.raises(MaintenanceConflictError, match=r"compaction group\(s\) were not committed") as caught:
+        compact_small_files_streaming(table, target_file_size_bytes=TARGET)
+    assert {g.status for g in caught.value.result.groups} == {"failed"}  # its plan's snapshot is gone: all refused
+    table.refresh()
+    assert 1 not in {row[0] for row in rows(table)} and len(rows(table)) == 8 * 30 - 1

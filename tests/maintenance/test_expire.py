@@ -179,3 +179,41 @@ def test_older_than_takes_an_age_or_an_iso_timestamp_and_refuses_anything_else(c
     assert expire_snapshots(table, older_than="2000-01-01T00:00:00", dry_run=True).expired_snapshot_ids == []
     with pytest.raises(ValueError, match="older_than='soon' is not a time"):
         expire_snapshots(table, older_than="soon")
+
+
+def test_a_branch_made_and_written_on_an_old_snapshot_while_expiry_runs_keeps_its_files(catalog, monkeypatch):
+    table = _table_with_history(catalog)
+    old = table.snapshots()[0].snapshot_id
+    other = catalog.load_table("sales.events")
+    real_commit = expire_module._commit
+
+    def commit_after_a_rival_branch(table_, plan):
+        # Timing is the only stand-in: the rival's branch and append are real commits.
+        other.manage_snapshots().create_branch(old, "b").commit()
+        other.append(_rows(500, 2), branch="b")
+        return real_commit(table_, plan)
+
+    monkeypatch.setattr(expire_module, "_commit", commit_after_a_rival_branch)
+    expire_snapshots(table, older_than=datetime.now(UTC))
+    table = catalog.load_table("sales.events")
+    assert sorted(table.scan().use_ref("b").to_arrow().column("id").to_pylist()) == [*range(10), 500, 501]
+
+
+def test_a_file_added_again_after_it_was_removed_is_not_deleted(catalog, tmp_path: Path):
+    import pyarrow.parquet as pq
+
+    catalog.create_namespace("sales")
+    table = catalog.create_table("sales.events", SCHEMA)
+    external = tmp_path / "external.parquet"
+    pq.write_table(_rows(0, 10), external)
+    table.add_files([str(external)])
+    table.delete(EqualTo("name", "n1"))  # rewrites the file's rows into a new file, removing it ...
+    table.overwrite(_rows(100, 1))  # ... everything goes ...
+    table.add_files([str(external)])  # ... and the same file comes back, later in sequence
+
+    expire_snapshots(table, older_than=datetime.now(UTC))
+    assert external.exists()
+    assert sorted(catalog.load_table("sales.events").scan().to_arrow().column("id").to_pylist()) == [
+        *range(10),
+        100,
+    ]

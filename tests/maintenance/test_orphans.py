@@ -473,3 +473,24 @@ def test_on_s3_a_listing_cut_off_part_way_deletes_nothing(request, server, tmp_p
         assert handler.fired and _s3_keys(real, root) == before
     finally:
         proxy.close()
+
+
+def test_files_reached_through_a_symbolic_link_out_of_the_table_are_never_deleted(catalog, tmp_path):
+    import pyarrow as pa
+
+    catalog.create_namespace_if_not_exists("links")
+    table = catalog.create_table("links.t", pa.schema([pa.field("id", pa.int64())]))
+    table.append(pa.table({"id": pa.array([1], pa.int64())}))
+    outside = tmp_path / "precious"
+    outside.mkdir()
+    (outside / "keep.txt").write_text("not the table's")
+    (tmp_path / "elsewhere.txt").write_text("not the table's either")
+    data = tmp_path / "warehouse" / "links" / "t" / "data"
+    (data / "link").symlink_to(outside, target_is_directory=True)
+    (data / "filelink.txt").symlink_to(tmp_path / "elsewhere.txt")
+    planted = data / "old-orphan.parquet"
+    planted.write_bytes(b"left behind")
+
+    result = remove_orphan_files(table, older_than=datetime.now(UTC) + timedelta(minutes=1))
+    assert [p.rsplit("/", 1)[-1] for p in result.orphan_file_locations] == ["old-orphan.parquet"]
+    assert (outside / "keep.txt").exists() and (tmp_path / "elsewhere.txt").exists() and not planted.exists()
