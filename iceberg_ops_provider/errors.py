@@ -11,7 +11,7 @@ Every message says what was wrong and what to do about it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 __all__ = [
     "CatalogConfigError",
@@ -463,6 +463,11 @@ class MaintenanceConflictError(MaintenanceError):
     """A concurrent commit changed or removed files a maintenance commit rewrites; that commit was not made.
 
     Earlier groups of the same call stay committed; running it again picks up where it stopped.
+
+    Attributes:
+        result: For a compaction, the :class:`~iceberg_ops_provider.maintenance.compaction.CompactionResult`
+            of the whole call (which groups were committed, which failed and why), else ``None``.
     """
 
     transient: ClassVar[bool] = True
+    result: Any = None

@@ -348,7 +348,7 @@ def compact_small_files_streaming(
             f"commits changed their files (first: group {failed[0].index}, {failed[0].error}). The other "
             f"{result.committed_groups_count} group(s) were committed. Run the compaction again to redo them."
         )
-        error.result = result  # type: ignore[attr-defined]
+        error.result = result
         raise error
     return result
 

@@ -63,8 +63,14 @@ class ManifestReader:
     """Manifest lists read lately, shared by every reader: they never change once written (their names
     are unique), and a table maintained every few commits finds most of its lists here."""
 
+    _small_manifests: ClassVar[OrderedDict[str, list[FileEntry]]] = OrderedDict()
+    """Entries of small manifests read lately, shared likewise (manifests never change either): a table
+    maintained every few commits (the history table) reads mostly the same ones. Bounded in count and
+    in entries per manifest, so a large table's manifests are never held here."""
+
     _lists_lock = threading.Lock()
     LISTS_CACHED: ClassVar[int] = 512
+    SMALL_MANIFEST_ENTRIES: ClassVar[int] = 16
 
     def __init__(self, io: FileIO) -> None:
         self.io = io
@@ -88,8 +94,14 @@ class ManifestReader:
     def entries(self, manifest: ManifestFile) -> list[FileEntry]:
         """Every entry of ``manifest``, deleted ones included."""
         path = manifest.manifest_path
-        if path not in self._entries:
-            self._entries[path] = [
+        if path in self._entries:
+            return self._entries[path]
+        with self._lists_lock:
+            shared = self._small_manifests.get(path)
+            if shared is not None:
+                self._small_manifests.move_to_end(path)
+        if shared is None:
+            shared = [
                 FileEntry(
                     path=entry.data_file.file_path,
                     content=CONTENT_KINDS[entry.data_file.content],
@@ -99,12 +111,22 @@ class ManifestReader:
                 )
                 for entry in manifest.fetch_manifest_entry(self.io, discard_deleted=False)
             ]
-        return self._entries[path]
+            if len(shared) <= self.SMALL_MANIFEST_ENTRIES:
+                with self._lists_lock:
+                    self._small_manifests[path] = shared
+                    while len(self._small_manifests) > self.LISTS_CACHED:
+                        self._small_manifests.popitem(last=False)
+        self._entries[path] = shared
+        return shared
 
     def prefetch(self, manifests: Iterable[ManifestFile], workers: int = 8) -> None:
         """Read many manifests in parallel (object stores answer each read with latency, not bandwidth)."""
-        todo = {m.manifest_path: m for m in manifests if m.manifest_path not in self._entries}
-        if len(todo) < 2:
+        todo = {
+            m.manifest_path: m
+            for m in manifests
+            if m.manifest_path not in self._entries and m.manifest_path not in self._small_manifests
+        }
+        if len(todo) < 4:  # not worth the threads
             for manifest in todo.values():
                 self.entries(manifest)
             return

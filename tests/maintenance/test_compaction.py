@@ -294,11 +294,11 @@ def test_a_storage_failure_mid_group_deletes_what_the_group_wrote_and_keeps_earl
 ):
     table = small_files_table(catalog, "sales.events", appends=10, rows=200, partitioned=True)
     plan = compact_small_files_streaming(table, target_file_size_bytes=8 * KIB, dry_run=True)
-    lost = plan.groups[1].data_files[-1]  # read last, after the group has written files
-    Path(lost.removeprefix("file://")).unlink()
+    damaged = plan.groups[1].data_files[-1]  # read last, after the group has written files
+    Path(damaged.removeprefix("file://")).write_bytes(b"not a parquet file")  # storage returns garbage
     on_disk = files_on_disk(tmp_path / "warehouse")
 
-    with caplog.at_level("INFO", logger="iceberg_ops_provider.maintenance"), pytest.raises(OSError):
+    with caplog.at_level("INFO", logger="iceberg_ops_provider.maintenance"), pytest.raises(pa.ArrowInvalid):
         compact_small_files_streaming(table, target_file_size_bytes=8 * KIB)
 
     assert any("group 2/2: wrote" in message for message in caplog.messages), "group 2 had written files"
