@@ -114,7 +114,7 @@ class MigrationRunner:
         migrations_dir: str | Path = "migrations",
         meta_namespace: str | None = None,
         *,
-        keep_history_snapshots: int = 20,
+        keep_history_snapshots: int = 10,
         on_event: Callable[[str], None] | None = None,
         stale_after: float = DEFAULT_STALE_AFTER,
         lock_context: Mapping[str, str] | None = None,
