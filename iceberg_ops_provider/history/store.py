@@ -8,7 +8,8 @@ namespace's rows always sit in one small file.
 The table maintains itself: PyIceberg's commit cost grows with the number of snapshots in the
 metadata (measured here: about 90 ms per history write with 20 snapshots, 240 ms with 120), so after
 writing, snapshots beyond a window (``keep_snapshots``, default 10: about the last five writes, as
-each write is a delete and an append; every state a version went through is in the event log) are expired, the files only they held are deleted
+each write is a delete and an append; every state a version went through is in the event log) are
+expired, the files only they held are deleted
 (:func:`~iceberg_ops_provider.maintenance.expire.expire_snapshots`), and only the last few metadata
 files are kept: the table's file count stays bounded however many runs.
 Earlier states stay readable by time travel within that window (:meth:`HistoryStore.rows` with
