@@ -42,7 +42,6 @@ from pyiceberg.manifest import (
     ManifestEntry,
     ManifestFile,
     ManifestWriter,
-    ManifestWriterV2,
     write_manifest,
     write_manifest_list,
 )
@@ -52,6 +51,7 @@ from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, Asser
 
 from iceberg_ops_provider.errors import MaintenanceConflictError, MaintenanceError
 from iceberg_ops_provider.maintenance.files import ManifestReader
+from iceberg_ops_provider.maintenance.rewrite_commit import DeleteManifestWriterV2
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
@@ -92,17 +92,6 @@ class RewriteManifestsResult:
     def to_json(self) -> dict[str, Any]:
         """JSON-able form (also what the operator pushes to XCom)."""
         return asdict(self)
-
-
-class _DeleteManifestWriter(ManifestWriterV2):
-    """A v2 manifest of delete files (PyIceberg 0.12 writes data manifests only)."""
-
-    def content(self) -> ManifestContent:
-        return ManifestContent.DELETES
-
-    @property
-    def _meta(self) -> dict[str, str]:
-        return {**super()._meta, "content": "deletes"}
 
 
 class _CountingStream:
@@ -264,7 +253,7 @@ class _Writer:
         self._counter += 1
         output = self._output(f"optimized-m-{self.commit_uuid}-{self._counter}.avro")
         if content == ManifestContent.DELETES:
-            return _DeleteManifestWriter(spec, schema, output, self.snapshot_id, self.compression)  # type: ignore[arg-type]
+            return DeleteManifestWriterV2(spec, schema, output, self.snapshot_id, self.compression)  # type: ignore[arg-type]
         return write_manifest(
             format_version=self.metadata.format_version,  # type: ignore[arg-type]
             spec=spec,

@@ -54,15 +54,16 @@ if TYPE_CHECKING:
     from pyiceberg.table.snapshots import Snapshot
     from pyiceberg.typedef import Record
 
-__all__ = ["RewriteFiles", "RewriteValidator", "commit_rewrite", "delete_manifest_writer"]
+__all__ = ["DeleteManifestWriterV2", "RewriteFiles", "RewriteValidator", "commit_rewrite", "delete_manifest_writer"]
 
 log = logging.getLogger(__name__)
 
 
-class _DeleteManifestWriterV2(ManifestWriterV2):
+class DeleteManifestWriterV2(ManifestWriterV2):
     """A v2 manifest of delete files (PyIceberg 0.12 writes data manifests only)."""
 
     def content(self) -> ManifestContent:
+        """What the manifest lists: delete files."""
         return ManifestContent.DELETES
 
     @property
@@ -75,7 +76,7 @@ def delete_manifest_writer(producer: _SnapshotProducer[Any], spec_id: int) -> Ma
     metadata = producer._transaction.table_metadata
     if metadata.format_version != 2:
         raise ValidationException(f"Delete files exist only in format v2 tables, not v{metadata.format_version}.")
-    return _DeleteManifestWriterV2(
+    return DeleteManifestWriterV2(
         producer.spec(spec_id),
         producer.schema(),
         producer.new_manifest_output(),

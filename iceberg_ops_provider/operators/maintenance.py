@@ -284,6 +284,9 @@ class IcebergRewriteManifestsOperator(_TableMaintenanceOperator):
         )
 
 
+_NEEDS = ("compact", "rewrite_manifests", "expire_snapshots", "remove_orphan_files", "any")
+
+
 class IcebergTableHealthOperator(_TableMaintenanceOperator):
     """Report a table's health and what maintenance it needs (``table_health_report``); changes nothing.
 
@@ -301,10 +304,13 @@ class IcebergTableHealthOperator(_TableMaintenanceOperator):
 
     verb = "health report"
 
-    def __init__(self, *, table: str, thresholds: Any = None, fail_on: Sequence[str] = (), **kwargs: Any) -> None:
+    def __init__(self, *, table: str, thresholds: Any = None, fail_on: str | Sequence[str] = (), **kwargs: Any) -> None:
         super().__init__(table=table, **kwargs)
         self.thresholds = thresholds
-        self.fail_on = tuple(fail_on)
+        self.fail_on = (fail_on,) if isinstance(fail_on, str) else tuple(fail_on)
+        unknown = [need for need in self.fail_on if need not in _NEEDS]
+        if unknown:
+            raise ValueError(f"fail_on={fail_on!r} names {', '.join(map(repr, unknown))}; use {', '.join(_NEEDS)}.")
 
     def run(self, table: Table) -> Any:
         """Report, then fail when a need named in ``fail_on`` was found."""

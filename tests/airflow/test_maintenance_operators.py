@@ -84,5 +84,9 @@ def test_rewrite_manifests_orphans_and_the_health_gate_through_their_operators(i
     gate = IcebergTableHealthOperator(task_id="g", table="sales.events", fail_on=["compact"])
     with pytest.raises(AirflowException, match="needs compact"):
         gate.execute({})
+    single = IcebergTableHealthOperator(task_id="one", table="sales.events", fail_on="compact")
+    assert single.fail_on == ("compact",)
+    with pytest.raises(ValueError, match="fail_on='compaction' names 'compaction'; use compact"):
+        IcebergTableHealthOperator(task_id="typo", table="sales.events", fail_on="compaction")
     strict = IcebergTableHealthOperator(task_id="s", table="sales.events", thresholds={"min_input_files": 7})
     assert strict.execute({})["needs"] == []

@@ -18,10 +18,8 @@ from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
     FileFormat,
-    ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
-    ManifestWriterV2,
     write_manifest_list,
 )
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -45,6 +43,7 @@ from iceberg_ops_provider.maintenance.health import (
     table_health_report,
 )
 from iceberg_ops_provider.maintenance.health_stats import window_map
+from iceberg_ops_provider.maintenance.rewrite_commit import DeleteManifestWriterV2
 from tests.servers import boto_kwargs
 
 SCHEMA = Schema(
@@ -108,16 +107,10 @@ def _commit_delete_file(table, content: DataFileContent, rows: pa.Table, partiti
     delete_file.spec_id = metadata.default_spec_id
     snapshot_id, sequence_number = metadata.new_snapshot_id(), metadata.next_sequence_number()
 
-    class DeleteManifestWriter(ManifestWriterV2):
-        def content(self) -> ManifestContent:
-            return ManifestContent.DELETES
-
-        @property
-        def _meta(self) -> dict[str, str]:
-            return {**super()._meta, "content": "deletes"}
-
     manifest_path = f"{table.location()}/metadata/{uuid.uuid4().hex}-m0.avro"
-    with DeleteManifestWriter(table.spec(), table.schema(), io.new_output(manifest_path), snapshot_id, "deflate") as w:
+    with DeleteManifestWriterV2(
+        table.spec(), table.schema(), io.new_output(manifest_path), snapshot_id, "deflate"
+    ) as w:
         w.add(
             ManifestEntry.from_args(
                 status=ManifestEntryStatus.ADDED, snapshot_id=snapshot_id, sequence_number=None, data_file=delete_file

@@ -33,6 +33,7 @@ from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance import expire_snapshots
 from iceberg_ops_provider.maintenance import manifests as manifests_module
 from iceberg_ops_provider.maintenance.manifests import rewrite_manifests
+from iceberg_ops_provider.maintenance.rewrite_commit import DeleteManifestWriterV2
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("region", pa.string())])
 
@@ -325,7 +326,7 @@ def _commit_position_deletes(table, data_path: str, positions: list[int]) -> Non
     delete_file.spec_id = 0
     snapshot_id, sequence = metadata.new_snapshot_id(), metadata.next_sequence_number()
     manifest_path = f"{table.location()}/metadata/{uuid.uuid4()}-m0.avro"
-    writer = manifests_module._DeleteManifestWriter(
+    writer = DeleteManifestWriterV2(
         metadata.spec(), metadata.schema(), table.io.new_output(manifest_path), snapshot_id, "gzip"
     )
     with writer:
