@@ -49,6 +49,12 @@ __all__ = [
     "FileListingError",
     "UnsupportedDeleteFilesError",
     "MaintenanceConflictError",
+    "DataMoveError",
+    "InvalidMoveError",
+    "ReconciliationError",
+    "MoveStateError",
+    "MoveConflictError",
+    "VerificationFailedError",
 ]
 
 
@@ -471,3 +477,52 @@ class MaintenanceConflictError(MaintenanceError):
 
     transient: ClassVar[bool] = True
     result: Any = None
+
+
+class DataMoveError(IcebergOpsError):
+    """Base class of the errors of the data mover (:mod:`iceberg_ops_provider.data_migration`)."""
+
+
+class InvalidMoveError(DataMoveError, ValueError):
+    """An argument of a move is invalid (a mode, a verify method, a filter, a missing table); nothing was written."""
+
+
+class ReconciliationError(DataMoveError, ValueError):
+    """The source's columns cannot be written to the target as asked (checked before anything is written).
+
+    A required target column with no source column, a source column the target lacks, an
+    incompatible type, or values that do not fit a narrower target type. The message names the
+    column and what to change (``rename``, ``columns``, or the target's schema).
+    """
+
+
+class MoveStateError(DataMoveError, ValueError):
+    """A move cannot start or resume as asked; nothing was written.
+
+    Its ``move_id`` already belongs to another source snapshot, filter or mapping, or the source
+    changed in a way the chosen ``mode`` cannot carry (rows deleted or overwritten since an
+    incremental move's last run).
+    """
+
+
+class MoveConflictError(DataMoveError):
+    """A unit's commit kept losing to concurrent commits on the target; what committed stays committed.
+
+    Running the same move again resumes with the units not yet committed.
+    """
+
+    transient: ClassVar[bool] = True
+
+
+class VerificationFailedError(DataMoveError):
+    """The target does not hold the source's rows: the move's verification found a difference.
+
+    Attributes:
+        report: The :class:`~iceberg_ops_provider.data_migration.results.VerifyReport` with the details.
+    """
+
+    report: Any = None
+
+    def __init__(self, message: str, report: Any = None) -> None:
+        super().__init__(message)
+        self.report = report

@@ -36,12 +36,9 @@ from pyiceberg.io.pyarrow import (
     _get_parquet_writer_kwargs,
     _read_all_delete_files,
     _to_requested_schema,
-    compute_statistics_plan,
-    data_file_statistics_from_parquet_metadata,
-    parquet_path_to_id_mapping,
     pyarrow_to_schema,
 )
-from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.manifest import DataFile, FileFormat
 from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
 from pyiceberg.schema import sanitize_column_names
 from pyiceberg.table import TableProperties
@@ -51,10 +48,11 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.utils.properties import property_as_int
 
+from iceberg_ops_provider.core.parquet_output import OutputFile, StatisticsPlan, data_file_from_footer
 from iceberg_ops_provider.maintenance.binpack import expected_output_files
 
 if TYPE_CHECKING:
-    from pyiceberg.io import FileIO, OutputStream
+    from pyiceberg.io import FileIO
     from pyiceberg.table import FileScanTask
     from pyiceberg.table.metadata import TableMetadata
 
@@ -136,46 +134,6 @@ class _ByteQueue:
             self._changed.notify_all()
 
 
-class _OutputFile:
-    """One Parquet data file being written."""
-
-    def __init__(self, path: str, io: FileIO, schema: pa.Schema, writer_kwargs: dict[str, Any]) -> None:
-        self.path = path
-        self._stream: OutputStream = io.new_output(path).create(overwrite=True)
-        try:
-            self._writer = pq.ParquetWriter(self._stream, schema=schema, store_decimal_as_integer=True, **writer_kwargs)
-        except BaseException:
-            self._stream.close()
-            raise
-        self.rows = 0
-
-    def write(self, table: pa.Table, row_group_rows: int) -> None:
-        self._writer.write_table(table, row_group_size=max(1, row_group_rows))
-        self.rows += table.num_rows
-
-    @property
-    def bytes_written(self) -> int:
-        return self._stream.tell()
-
-    def close(self) -> tuple[pq.FileMetaData, int]:
-        """Finish the file; returns its footer and its size."""
-        self._writer.close()
-        size = self._stream.tell()
-        self._stream.close()
-        return self._writer.writer.metadata, size
-
-    def abort(self) -> None:
-        """Close after a failure; the caller deletes the file.
-
-        The writer is closed first, so that it does not try again on a closed stream when collected.
-        """
-        for closing in (self._writer.close, self._stream.close):
-            try:
-                closing()
-            except Exception:  # the caller deletes the file anyway
-                log.debug("closing %s after a failure failed", self.path, exc_info=True)
-
-
 class _PartitionOutput:
     """Rows waiting for one output partition, and the file they go to."""
 
@@ -187,7 +145,7 @@ class _PartitionOutput:
         self.pending_bytes = 0
         self.pending_rows = 0
         self.pending_input = 0
-        self.file: _OutputFile | None = None
+        self.file: OutputFile | None = None
 
     @property
     def bytes_written(self) -> int:
@@ -289,8 +247,7 @@ class GroupRewriter:
         )
         self.row_group_bytes = ROW_GROUP_BYTES
         self._writer_kwargs = _get_parquet_writer_kwargs(properties)
-        self._stats_plan = compute_statistics_plan(self.file_schema, properties)
-        self._id_mapping = parquet_path_to_id_mapping(self.file_schema)
+        self._statistics = StatisticsPlan.for_table(metadata)
         self._locations = load_location_provider(table_location=metadata.location, table_properties=properties)
         self._format = ParquetFormatModel()
         self._write_uuid = uuid.uuid4()
@@ -373,31 +330,27 @@ class GroupRewriter:
 
     # Writer side.
 
-    def open_file(self, key: PartitionKey | None) -> _OutputFile:
+    def open_file(self, key: PartitionKey | None) -> OutputFile:
         """Create the next output file under the table's data location."""
         name = f"00000-{self._file_counter}-{self._write_uuid}.parquet"
         self._file_counter += 1
         path = self._locations.new_data_location(data_file_name=name, partition_key=key)
         self.written.append(path)
         assert self.arrow_schema is not None
-        return _OutputFile(path, self.io, self.arrow_schema, self._writer_kwargs)
+        return OutputFile(path, self.io, self.arrow_schema, self._writer_kwargs)
 
-    def close_file(self, file: _OutputFile, record: Record) -> None:
+    def close_file(self, file: OutputFile, record: Record) -> None:
         """Finish ``file`` and describe it as a ``DataFile`` of the current spec."""
         footer, size = file.close()
-        statistics = data_file_statistics_from_parquet_metadata(footer, self._stats_plan, self._id_mapping)
         self.data_files.append(
-            DataFile.from_args(
-                content=DataFileContent.DATA,
-                file_path=file.path,
-                file_format=FileFormat.PARQUET,
+            data_file_from_footer(
+                file.path,
+                footer,
+                size,
+                plan=self._statistics,
                 partition=record,
-                file_size_in_bytes=size,
-                sort_order_id=self.sort_order.order_id if self.sort_order is not None else None,
                 spec_id=self.metadata.default_spec_id,
-                equality_ids=None,
-                key_metadata=None,
-                **statistics.to_serialized_dict(),
+                sort_order_id=self.sort_order.order_id if self.sort_order is not None else None,
             )
         )
         log.info(

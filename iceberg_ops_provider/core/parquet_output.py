@@ -1,0 +1,148 @@
+"""Parquet data files written with PyArrow and described as Iceberg ``DataFile``s from their own footers.
+
+Writing a data file directly with ``pyarrow.parquet.ParquetWriter`` (instead of through a table
+append) keeps memory at one row group and lets the caller roll files at any size. What turns such
+a file into a ``DataFile`` is the statistics code PyIceberg runs on the files it writes itself:
+bounds, null, value and NaN counts and split offsets read from the footer through the table's
+file schema (its column names with special characters sanitized) and its ``write.metadata.metrics.*``
+properties. The result equals what ``pyiceberg.io.pyarrow.parquet_file_to_data_file`` derives from
+the same file, without reading it back.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg.io.pyarrow import (
+    StatisticsCollector,
+    compute_statistics_plan,
+    data_file_statistics_from_parquet_metadata,
+    parquet_path_to_id_mapping,
+)
+from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.schema import sanitize_column_names
+
+if TYPE_CHECKING:
+    from pyiceberg.io import FileIO, OutputStream
+    from pyiceberg.schema import Schema
+    from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.typedef import Record
+
+__all__ = ["OutputFile", "StatisticsPlan", "data_file_from_footer"]
+
+log = logging.getLogger(__name__)
+
+
+class OutputFile:
+    """One Parquet data file being written: a FileIO output stream and the PyArrow writer on it.
+
+    Args:
+        path: Where the file goes (created, or replaced if it exists).
+        io: The FileIO of the table the file belongs to.
+        schema: The Arrow schema of every row written (with the table's field ids in its field metadata).
+        writer_kwargs: Parquet writer options (PyIceberg's ``_get_parquet_writer_kwargs`` for the table's properties).
+    """
+
+    def __init__(self, path: str, io: FileIO, schema: pa.Schema, writer_kwargs: dict[str, Any]) -> None:
+        self.path = path
+        self.schema = schema
+        self._stream: OutputStream = io.new_output(path).create(overwrite=True)
+        try:
+            self._writer = pq.ParquetWriter(self._stream, schema=schema, store_decimal_as_integer=True, **writer_kwargs)
+        except BaseException:
+            self._stream.close()
+            raise
+        self.rows = 0
+
+    def write(self, table: pa.Table, row_group_rows: int) -> None:
+        """Write ``table`` in row groups of at most ``row_group_rows`` rows."""
+        self._writer.write_table(table, row_group_size=max(1, row_group_rows))
+        self.rows += table.num_rows
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes written to storage so far (every finished row group)."""
+        return self._stream.tell()
+
+    def close(self) -> tuple[pq.FileMetaData, int]:
+        """Finish the file; returns its footer and its size."""
+        self._writer.close()
+        size = self._stream.tell()
+        self._stream.close()
+        return self._writer.writer.metadata, size
+
+    def abort(self) -> None:
+        """Close after a failure; the caller deletes the file.
+
+        The writer is closed first, so that it does not try again on a closed stream when collected.
+        """
+        for closing in (self._writer.close, self._stream.close):
+            try:
+                closing()
+            except Exception:  # the caller deletes the file anyway
+                log.debug("closing %s after a failure failed", self.path, exc_info=True)
+
+
+@dataclass(frozen=True)
+class StatisticsPlan:
+    """How a table reads the statistics of its data files' footers: which metrics per column, and column ids.
+
+    Attributes:
+        stats_columns: The metrics mode of each field id (``write.metadata.metrics.*``).
+        column_ids: Field id of each Parquet column path of the table's file schema.
+    """
+
+    stats_columns: dict[int, StatisticsCollector]
+    column_ids: dict[str, int]
+
+    @classmethod
+    def for_table(cls, metadata: TableMetadata, schema: Schema | None = None) -> StatisticsPlan:
+        """The plan for data files of ``metadata``'s table written with ``schema`` (default: its current schema)."""
+        file_schema = sanitize_column_names(schema if schema is not None else metadata.schema())
+        return cls(
+            stats_columns=compute_statistics_plan(file_schema, metadata.properties),
+            column_ids=parquet_path_to_id_mapping(file_schema),
+        )
+
+
+def data_file_from_footer(
+    path: str,
+    footer: pq.FileMetaData,
+    size: int,
+    *,
+    plan: StatisticsPlan,
+    partition: Record,
+    spec_id: int,
+    sort_order_id: int | None = None,
+) -> DataFile:
+    """The ``DataFile`` of a Parquet data file that was written and closed.
+
+    Args:
+        path: The file's location.
+        footer: Its Parquet footer (:meth:`OutputFile.close` returns it).
+        size: Its size in bytes.
+        plan: The target table's statistics plan (:meth:`StatisticsPlan.for_table`).
+        partition: Its partition value under ``spec_id``, in Iceberg's internal form (``Record()`` if unpartitioned).
+        spec_id: The partition spec the file is written under.
+        sort_order_id: The sort order its rows follow, or ``None`` if they follow none.
+    """
+    statistics = data_file_statistics_from_parquet_metadata(footer, plan.stats_columns, plan.column_ids)
+    data_file = DataFile.from_args(
+        content=DataFileContent.DATA,
+        file_path=path,
+        file_format=FileFormat.PARQUET,
+        partition=partition,
+        file_size_in_bytes=size,
+        sort_order_id=sort_order_id,
+        spec_id=spec_id,
+        equality_ids=None,
+        key_metadata=None,
+        **statistics.to_serialized_dict(),
+    )
+    # Not a field of the manifest entry, so from_args drops it; code that groups files by spec reads it.
+    data_file.spec_id = spec_id
+    return data_file

@@ -1,0 +1,118 @@
+"""The target files a move committed, and streaming readers of both sides for verification.
+
+Verification compares the source rows the move was defined over (its pinned snapshot and filter)
+with the rows of the data files the move's commits added that the target still holds (deletes
+applied), so rows other writers appended to the target never count. A target compacted after the
+move holds its rows in rewritten files; verify before compacting, or expect a difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.manifest import ManifestEntryStatus
+from pyiceberg.schema import sanitize_column_names
+from pyiceberg.table.snapshots import Operation
+
+from iceberg_ops_provider.data_migration.state import move_snapshots
+
+if TYPE_CHECKING:
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import FileScanTask, Table
+
+__all__ = ["added_files", "move_data_paths", "source_batches", "target_batches"]
+
+BatchStream = Callable[[], Iterator[pa.RecordBatch]]
+
+
+def added_files(table: Table, snapshot_id: int) -> list[DataFile]:
+    """The data files ``snapshot_id`` added to ``table`` (entries ``ADDED`` by that snapshot)."""
+    snapshot = table.metadata.snapshot_by_id(snapshot_id)
+    if snapshot is None:
+        return []
+    files: list[DataFile] = []
+    for manifest in snapshot.manifests(table.io):
+        if manifest.added_snapshot_id != snapshot_id:
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            if entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id == snapshot_id:
+                files.append(entry.data_file)
+    return files
+
+
+def move_data_paths(table: Table, move_id: str, branch: str) -> set[str]:
+    """Locations of the data files the move's commits on ``branch`` added."""
+    paths: set[str] = set()
+    for snapshot in move_snapshots(table.metadata, move_id, branch):
+        operation = snapshot.summary.operation if snapshot.summary is not None else Operation.APPEND
+        if operation == Operation.APPEND:
+            paths.update(data_file.file_path for data_file in added_files(table, snapshot.snapshot_id))
+    return paths
+
+
+def _read(table: Table, tasks: Sequence[FileScanTask], columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    schema = table.metadata.schema().select(*columns)
+    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
+    yield from scan.to_record_batches(tasks)
+
+
+def target_batches(
+    table: Table, move_id: str, branch: str, columns: Sequence[str], row_filter: BooleanExpression
+) -> tuple[BatchStream, dict[str, object]]:
+    """A stream of the target rows to compare with the source, and what they are (``scope``, ``target_files``).
+
+    ``scope`` is ``move_files`` (the files the move's commits added) while the target still holds all
+    of them. Once a later commit rewrote some (a delete, a compaction), the move's rows cannot be told
+    apart from others any more and the scope is ``table``: every target row matching ``row_filter``.
+    """
+    paths = move_data_paths(table, move_id, branch)
+    head = table.metadata.snapshot_by_name(branch)
+    if head is None:
+        return (lambda: iter(())), {"scope": "move_files", "target_files": 0}
+    tasks = list(table.scan(snapshot_id=head.snapshot_id).plan_files())
+    live = {task.file.file_path for task in tasks}
+    if paths <= live:
+        mine = [task for task in tasks if task.file.file_path in paths]
+        return (lambda: _read(table, mine, columns)), {"scope": "move_files", "target_files": len(mine)}
+    matching = list(table.scan(snapshot_id=head.snapshot_id, row_filter=row_filter).plan_files())
+
+    def stream() -> Iterator[pa.RecordBatch]:
+        schema = table.metadata.schema().select(*columns)
+        yield from ArrowScan(table.metadata, table.io, schema, row_filter).to_record_batches(matching)
+
+    return stream, {"scope": "table", "target_files": len(matching), "rewritten_since_move": len(paths - live)}
+
+
+def source_batches(
+    table: Table,
+    snapshot_id: int | None,
+    row_filter: BooleanExpression,
+    source_columns: Sequence[str],
+    convert: Callable[[pa.RecordBatch], pa.RecordBatch],
+    target_schema_names: Sequence[str],
+    target_file_names: Sequence[str],
+    compared: Sequence[str],
+) -> BatchStream:
+    """A stream of the source's rows as the move writes them: converted, named as the target's columns."""
+    by_name = dict(zip(target_schema_names, target_file_names, strict=True))
+
+    def stream() -> Iterator[pa.RecordBatch]:
+        if snapshot_id is None:
+            return
+        scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=tuple(source_columns))
+        for batch in scan.to_arrow_batch_reader():
+            converted = convert(batch)
+            arrays = [converted.column(by_name[name]) for name in compared]
+            yield pa.RecordBatch.from_arrays(arrays, names=list(compared))
+
+    return stream
+
+
+def file_names(table_schema: object) -> list[str]:
+    """The column names a data file of a table with ``table_schema`` uses (sanitized for Avro)."""
+    return [field.name for field in sanitize_column_names(table_schema).fields]  # type: ignore[arg-type]

@@ -1,0 +1,443 @@
+"""The data mover: copy the rows of one Iceberg table into another, exactly once, resumable, streaming.
+
+A move is defined over the source snapshot pinned when it starts and the move's filter, columns
+and renames. :meth:`DataMover.plan` groups the files that snapshot's scan reads into units of about
+``commit_every_bytes``; :meth:`DataMover.run` copies units one after the other (each one read and
+written in parallel lanes, memory flat in table size) and commits each with the move's progress in
+the same atomic commit (see :mod:`~iceberg_ops_provider.data_migration.state` and
+:mod:`~iceberg_ops_provider.data_migration.unit_commit`). Killed at any point, the move leaves the
+target with whole units only; running it again resumes with the units not committed. Workers may
+run different units of one move at once (``run(units=...)``).
+
+Modes:
+
+- ``append`` (default): the moved rows are appended to the target as each unit commits.
+- ``overwrite``: units commit to a staging branch; the last one replaces the target's rows that
+  match the filter (all rows without one) with the moved rows in one commit on ``main``.
+- ``incremental``: like ``append``; run again later with the same ``move_id``, it moves only what was
+  appended to the source since the run before finished (refusing when rows were deleted or overwritten).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.expressions.parser import parse
+from pyiceberg.table.refs import MAIN_BRANCH
+
+from iceberg_ops_provider.data_migration.copy import FileCopier
+from iceberg_ops_provider.data_migration.planning import definition_fingerprint
+from iceberg_ops_provider.data_migration.resolution import (
+    Resolved,
+    create_target,
+    current_state,
+    resolve,
+)
+from iceberg_ops_provider.data_migration.results import VERIFY_METHODS, MovePlan, MoveResult, MoveUnit, VerifyReport
+from iceberg_ops_provider.data_migration.state import STATE_KEY, MoveState, find_state, move_snapshots
+from iceberg_ops_provider.data_migration.unit_commit import commit_unit
+from iceberg_ops_provider.data_migration.verification import verify_move
+from iceberg_ops_provider.errors import InvalidMoveError, MoveConflictError, MoveStateError, VerificationFailedError
+from iceberg_ops_provider.maintenance.files import delete_files
+from iceberg_ops_provider.progress import ProgressCallback, ProgressTracker
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+__all__ = ["DEFAULT_COMMIT_EVERY_BYTES", "MODES", "DataMover"]
+
+log = logging.getLogger(__name__)
+
+MODES = ("append", "overwrite", "incremental")
+DEFAULT_COMMIT_EVERY_BYTES = 256 * 2**20
+STAGING_BRANCH_PREFIX = "iceberg-ops-move-"
+
+
+def _discard(table: Table, written: list[str]) -> None:
+    if written:
+        delete_files(table.io, written, what="data files of an uncommitted unit")
+
+
+def _identifier(table: str | Table) -> str:
+    if isinstance(table, str):
+        if "." not in table.strip("."):
+            raise InvalidMoveError(f"Table {table!r} has no namespace: name it as namespace.table.")
+        return table
+    return ".".join(table.name())
+
+
+class DataMover:
+    """Copies the rows of ``source`` into ``target``, exactly once, resumable, in units that may run on many workers.
+
+    Args:
+        source_catalog: The catalog holding the source table.
+        source: The source table (``namespace.table``, or a loaded ``Table``).
+        target: The target table (``namespace.table``).
+        target_catalog: The target's catalog; default ``source_catalog``.
+        where: Rows to move, a PyIceberg filter (``"day >= '2026-11-01'"``) or expression on source columns.
+            With ``mode="overwrite"`` also the target rows replaced (columns renamed as ``rename`` says).
+        columns: Source columns to move; default all.
+        rename: ``{source_column: target_column}`` for columns whose names differ.
+        create_target: Create the target from the source's schema, partition spec and sort order when missing.
+        mode: ``append``, ``overwrite`` or ``incremental`` (see the module documentation).
+        move_id: Names the move: the same id runs again resume it. Default: derived from the source,
+            target, filter, columns, renames and mode, so the same call resumes.
+        commit_every_bytes: Source bytes per unit (one commit each).
+        verify: ``count``, ``checksum`` or ``sample``: verify after the move completes and fail when not ok.
+        parallelism: Files read and written at once; default the number of CPUs.
+        on_progress: Receives :class:`~iceberg_ops_provider.progress.Progress` as the move advances.
+        sample_size: Rows compared by the ``sample`` verification.
+        source_snapshot_id: The source snapshot to move when the move starts; default the current one.
+    """
+
+    def __init__(
+        self,
+        source_catalog: Catalog,
+        source: str | Table,
+        target: str,
+        target_catalog: Catalog | None = None,
+        *,
+        where: str | BooleanExpression | None = None,
+        columns: Sequence[str] | None = None,
+        rename: Mapping[str, str] | None = None,
+        create_target: bool = False,
+        mode: str = "append",
+        move_id: str | None = None,
+        commit_every_bytes: int = DEFAULT_COMMIT_EVERY_BYTES,
+        verify: str | None = None,
+        parallelism: int | None = None,
+        on_progress: ProgressCallback | None = None,
+        sample_size: int = 100,
+        source_snapshot_id: int | None = None,
+    ) -> None:
+        if mode not in MODES:
+            raise InvalidMoveError(f"mode={mode!r} is not one of {', '.join(MODES)}.")
+        if verify is not None and verify not in VERIFY_METHODS:
+            raise InvalidMoveError(f"verify={verify!r} is not one of {', '.join(VERIFY_METHODS)} (or None).")
+        if isinstance(commit_every_bytes, bool) or not isinstance(commit_every_bytes, int) or commit_every_bytes <= 0:
+            raise InvalidMoveError(f"commit_every_bytes={commit_every_bytes!r} must be a positive number of bytes.")
+        if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
+            raise InvalidMoveError(f"parallelism={parallelism!r} must be a positive integer.")
+        if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
+            raise InvalidMoveError(f"columns={columns!r} must be a list of column names.")
+        if rename is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in dict(rename).items()):
+            raise InvalidMoveError(f"rename={rename!r} must map source column names to target column names.")
+        self.source_catalog = source_catalog
+        self.target_catalog = target_catalog if target_catalog is not None else source_catalog
+        self.source_table = None if isinstance(source, str) else source
+        self.source = _identifier(source)
+        self.target = _identifier(target)
+        self.where_text = where if isinstance(where, str) else (repr(where) if where is not None else None)
+        try:
+            self.where: BooleanExpression = (
+                parse(where) if isinstance(where, str) and where.strip() else where or AlwaysTrue()  # type: ignore[assignment]
+            )
+        except Exception as exc:
+            raise InvalidMoveError(f"where={where!r} does not parse as a PyIceberg filter: {exc}") from exc
+        self.columns = list(columns) if columns is not None else None
+        self.rename = dict(rename or {})
+        self.create_target = create_target
+        self.mode = mode
+        self.commit_every_bytes = commit_every_bytes
+        self.verify_method = verify
+        self.parallelism = parallelism or os.cpu_count() or 1
+        self.on_progress = on_progress
+        self.sample_size = sample_size
+        self.source_snapshot_id = source_snapshot_id
+        self.definition = definition_fingerprint(
+            target=self.target, where=self.where_text, columns=self.columns, rename=self.rename, mode=mode
+        )
+        self.move_id = move_id or f"{self.source}-to-{self.target}-{self.definition}"
+        self.branch = MAIN_BRANCH if mode != "overwrite" else STAGING_BRANCH_PREFIX + self.move_id
+
+    # Resolution: tables, mapping, state, plan.
+
+    def plan(self) -> MovePlan:
+        """What the move will do: its source snapshot, its units and which are done. Changes nothing.
+
+        Raises:
+            InvalidMoveError: A missing table or a filter that does not fit the source.
+            ReconciliationError: The source's columns cannot be written to the target.
+            MoveStateError: The ``move_id`` belongs to another move, or the source changed in a way
+                the mode cannot carry.
+        """
+        return resolve(self).plan
+
+    # Running.
+
+    def _units(self, plan: MovePlan, units: Sequence[MoveUnit | Mapping[str, Any] | int] | None) -> list[MoveUnit]:
+        if units is None:
+            return list(plan.pending)
+        chosen: list[MoveUnit] = []
+        for item in units:
+            if isinstance(item, int) and not isinstance(item, bool):
+                if not 0 <= item < len(plan.units):
+                    raise InvalidMoveError(f"Unit {item} does not exist: the plan has {len(plan.units)} units.")
+                chosen.append(plan.units[item])
+                continue
+            unit = item if isinstance(item, MoveUnit) else MoveUnit.from_json(dict(item))  # type: ignore[arg-type]
+            if unit.move_id != self.move_id:
+                raise InvalidMoveError(
+                    f"Unit {unit.index} belongs to move {unit.move_id!r}, not {self.move_id!r}: "
+                    f"pass move_id={unit.move_id!r}."
+                )
+            chosen.append(unit)
+        return chosen
+
+    def _settled_elsewhere(self, target: Table | None, unit: MoveUnit) -> bool:
+        """Whether ``unit``, from an older plan than the current one, was committed by that plan's run."""
+        if target is None:
+            return False
+        for snapshot in move_snapshots(target.metadata, self.move_id, self.branch):
+            text = (snapshot.summary.additional_properties if snapshot.summary else {}).get(STATE_KEY)
+            if text is None:
+                continue
+            recorded = MoveState.from_summary(text, f"target snapshot {snapshot.snapshot_id}")
+            if recorded.plan_id == unit.plan_id:
+                return unit.index in recorded.done
+        return False
+
+    def run(self, units: Sequence[MoveUnit | Mapping[str, Any] | int] | None = None) -> MoveResult:
+        """Copy the pending units (or only ``units``), committing each with the move's progress.
+
+        Args:
+            units: Units to run (from :meth:`plan`, as ``MoveUnit``, their JSON, or their indexes);
+                default every unit not yet committed. Units already committed are skipped.
+
+        Raises:
+            InvalidMoveError, ReconciliationError, MoveStateError: Bad input; nothing was written.
+            MoveConflictError: A unit kept losing its commit to concurrent commits (transient; run again).
+            VerificationFailedError: ``verify`` was set and the target does not hold the source's rows.
+        """
+        started = time.monotonic()
+        resolved = resolve(self)
+        plan = resolved.plan
+        if resolved.target is None:
+            resolved.target = create_target(self, resolved.source)
+        target = resolved.target
+        selected = self._units(plan, units)
+        tracker = ProgressTracker(
+            f"move {self.source} -> {self.target}",
+            total_bytes=sum(unit.bytes for unit in selected if unit.index not in plan.done),
+            units_total=len(selected),
+            on_progress=self.on_progress,
+        )
+        copier = FileCopier(
+            source_metadata=resolved.source.metadata,
+            source_io=resolved.source.io,
+            target_metadata=target.metadata,
+            target_io=target.io,
+            convert=resolved.mapping.convert,
+            source_columns=resolved.mapping.source_columns,
+            row_filter=self.where,
+            parallelism=self.parallelism,
+            file_name_prefix=f"move-{plan.plan_id}-",
+            on_progress=tracker.add,
+        )
+        totals = {"committed": 0, "skipped": 0, "rows": 0, "read": 0, "written": 0, "files": 0}
+        snapshots: list[int] = []
+        for unit in selected:
+            if unit.plan_id != plan.plan_id:
+                if self._settled_elsewhere(target, unit):
+                    totals["skipped"] += 1
+                    continue
+                raise MoveStateError(
+                    f"Unit {unit.index} comes from plan {unit.plan_id}, but move {self.move_id!r} now runs plan "
+                    f"{plan.plan_id} (another run of it started since the units were planned). Plan again."
+                )
+            snapshot_id = self._run_unit(resolved, copier, unit, totals)
+            tracker.unit_done()
+            if snapshot_id is not None:
+                snapshots.append(snapshot_id)
+        if not plan.units and resolved.initial_state is not None:
+            recorded = self._record_empty(resolved)
+            snapshots.extend([recorded] if recorded is not None else [])
+        target.refresh()
+        state = current_state(self, target)
+        if self.mode == "overwrite" and state is not None and state.complete:
+            snapshots.extend(self._publish(resolved, state))
+            state = current_state(self, target)
+        complete = state is not None and state.complete and self._published(target)
+        tracker.finish()
+        report = None
+        if self.verify_method is not None and complete:
+            report = self.verify(self.verify_method)
+        result = MoveResult(
+            move_id=self.move_id,
+            source=self.source,
+            target=self.target,
+            mode=self.mode,
+            source_snapshot_id=plan.source_snapshot_id,
+            units_total=len(plan.units),
+            units_committed=totals["committed"],
+            units_skipped=totals["skipped"],
+            rows=totals["rows"],
+            bytes_read=totals["read"],
+            bytes_written=totals["written"],
+            files_written=totals["files"],
+            seconds=round(time.monotonic() - started, 3),
+            complete=complete,
+            target_snapshot_ids=tuple(snapshots),
+            verify=report,
+        )
+        if report is not None and not report.ok:
+            raise VerificationFailedError(
+                f"Verification ({report.method}) of move {self.move_id!r} failed: the target's moved rows differ "
+                f"from the source's ({report.source_rows} source rows, {report.target_rows} target rows; "
+                f"details: {report.details}).",
+                report,
+            )
+        return result
+
+    def _published(self, target: Table) -> bool:
+        if self.mode != "overwrite":
+            return True
+        state, _ = find_state(target.metadata, self.move_id, MAIN_BRANCH)
+        return state is not None and state.complete
+
+    def _decide(self, resolved: Resolved, unit: MoveUnit, rows: int) -> Callable[[MoveState | None], MoveState | None]:
+        """How a unit's commit chooses the state it records, given the state at the branch head it commits on."""
+        plan = resolved.plan
+
+        def decide(state: MoveState | None) -> MoveState | None:
+            if state is not None and state.plan_id == plan.plan_id:
+                return None if unit.index in state.done else state.with_unit(unit.index, rows)
+            if resolved.initial_state is not None and state == resolved.state:
+                return resolved.initial_state.with_unit(unit.index, rows)
+            raise MoveStateError(
+                f"Move {self.move_id!r} was taken over by another plan while unit {unit.index} was copied "
+                f"(the target records plan {state.plan_id if state else None}, this run has {plan.plan_id}). "
+                "Nothing of this unit was committed; plan again."
+            )
+
+        return decide
+
+    def _run_unit(self, resolved: Resolved, copier: FileCopier, unit: MoveUnit, totals: dict[str, int]) -> int | None:
+        target = resolved.target
+        assert target is not None
+        target.refresh()
+        state = current_state(self, target)
+        label = f"{unit.index + 1}/{unit.count}"
+        if state is not None and state.plan_id == unit.plan_id and unit.index in state.done:
+            log.info("unit %s of move %s: already committed", label, self.move_id)
+            totals["skipped"] += 1
+            return None
+        tasks = [resolved.tasks[path] for path in unit.files]
+        written: list[str] = []
+        try:
+            outcome = copier.copy(tasks, written)
+        except BaseException:
+            _discard(target, written)
+            raise
+        try:
+            commit = commit_unit(
+                target,
+                outcome.data_files,
+                move_id=self.move_id,
+                branch=self.branch,
+                decide=self._decide(resolved, unit, outcome.rows),
+                unit_label=label,
+            )
+        except (MoveConflictError, MoveStateError):  # the commit did not land
+            _discard(target, written)
+            raise
+        except BaseException:
+            log.warning(
+                "unit %s of move %s: the commit's outcome is unknown; its %d files are kept (orphan-file removal "
+                "deletes them if the commit did not land). Run the move again to resume.",
+                label,
+                self.move_id,
+                len(written),
+            )
+            raise
+        if not commit.committed:
+            log.info("unit %s of move %s: committed by another worker meanwhile", label, self.move_id)
+            _discard(target, written)
+            totals["skipped"] += 1
+            return None
+        totals["committed"] += 1
+        totals["rows"] += outcome.rows
+        totals["read"] += outcome.bytes_read
+        totals["written"] += outcome.bytes_written
+        totals["files"] += len(outcome.data_files)
+        log.info(
+            "unit %s of move %s committed: %d rows, %d files, target snapshot %s",
+            label,
+            self.move_id,
+            outcome.rows,
+            len(outcome.data_files),
+            commit.snapshot_id,
+        )
+        return commit.snapshot_id
+
+    def _record_empty(self, resolved: Resolved) -> int | None:
+        """Record a move whose plan has no units (nothing matched), so it counts as finished."""
+        target = resolved.target
+        initial = resolved.initial_state
+        assert target is not None and initial is not None
+        finished = replace(initial, completed_snapshot_id=initial.snapshot_id)
+
+        def decide(state: MoveState | None) -> MoveState | None:
+            if state is not None and state.plan_id == finished.plan_id:
+                return None
+            if state == resolved.state:
+                return finished
+            raise MoveStateError(f"Move {self.move_id!r} was taken over by another plan meanwhile; plan again.")
+
+        commit = commit_unit(target, [], move_id=self.move_id, branch=self.branch, decide=decide, unit_label="0/0")
+        return commit.snapshot_id
+
+    def _publish(self, resolved: Resolved, branch_state: MoveState) -> list[int]:
+        """An overwrite's last step: replace the target's matching rows with the staged ones, then drop the branch."""
+        target = resolved.target
+        assert target is not None
+        staged_head = target.metadata.snapshot_by_name(self.branch)
+        finished, _ = find_state(target.metadata, self.move_id, MAIN_BRANCH)
+        snapshots: list[int] = []
+        if not (finished is not None and finished.complete) and staged_head is not None:
+            files = [task.file for task in target.scan(snapshot_id=staged_head.snapshot_id).plan_files()]
+            delete_filter = resolved.mapping.target_expression(self.where)
+
+            def decide(state: MoveState | None) -> MoveState | None:
+                return None if state is not None and state.complete else branch_state
+
+            commit = commit_unit(
+                target,
+                files,
+                move_id=self.move_id,
+                branch=MAIN_BRANCH,
+                decide=decide,
+                unit_label="publish",
+                delete_filter=delete_filter,
+            )
+            if commit.snapshot_id is not None:
+                snapshots.append(commit.snapshot_id)
+                log.info("move %s published to main: %d files replace the matching rows", self.move_id, len(files))
+        if self.branch in target.metadata.refs:
+            try:
+                with target.manage_snapshots() as manage:
+                    manage.remove_branch(self.branch)
+            except Exception as exc:  # a rerun removes it
+                log.warning("could not remove the staging branch %s (%s); the next run removes it", self.branch, exc)
+        return snapshots
+
+    # Verification.
+
+    def verify(self, method: str | None = None, *, seed: int | None = None) -> VerifyReport:
+        """Compare the source rows the move was defined over with the rows its commits hold in the target.
+
+        Args:
+            method: ``count``, ``checksum`` or ``sample``; default the ``verify`` given to the mover, else ``count``.
+            seed: Seed of the ``sample`` method's choice of rows (recorded in the report).
+
+        Raises:
+            MoveStateError: The move has not finished (or never ran).
+        """
+        return verify_move(self, method, seed=seed)

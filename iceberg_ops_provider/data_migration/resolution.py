@@ -1,0 +1,227 @@
+"""What a move starts from: its tables, column mapping, recorded state and plan.
+
+Resolving a move loads both tables, reconciles the columns, reads the move's state from the
+target's snapshot summaries and decides which source snapshot to read: a new move pins the
+source's current snapshot, an unfinished one keeps the snapshot it pinned (with the unit size it
+started with, so the units are the same), a finished one is a no-op, and a finished incremental
+move starts another run over what was appended since. The plan follows from that.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.expressions.visitors import bind
+from pyiceberg.table.refs import MAIN_BRANCH
+
+from iceberg_ops_provider.data_migration.planning import group_units, incremental_range, scan_tasks
+from iceberg_ops_provider.data_migration.reconcile import (
+    ColumnMapping,
+    target_schema_for,
+    target_sort_order_for,
+    target_spec_for,
+)
+from iceberg_ops_provider.data_migration.results import MovePlan
+from iceberg_ops_provider.data_migration.state import MoveState, find_state
+from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError
+
+if TYPE_CHECKING:
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.table import FileScanTask, Table
+
+    from iceberg_ops_provider.data_migration.mover import DataMover
+
+__all__ = ["Resolved", "create_target", "current_state", "load_source", "load_target", "resolve"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Resolved:
+    """Everything a plan was made from, kept for the run that follows it.
+
+    ``initial_state`` is the state a new plan records with its first unit (``None`` when resuming).
+    """
+
+    source: Table
+    target: Table | None
+    mapping: ColumnMapping
+    state: MoveState | None
+    plan: MovePlan
+    tasks: dict[str, FileScanTask]
+    initial_state: MoveState | None
+
+
+def load_source(mover: DataMover) -> Table:
+    """The source table (the one given, or loaded from the source catalog)."""
+    if mover.source_table is not None:
+        return mover.source_table
+    try:
+        return mover.source_catalog.load_table(mover.source)
+    except NoSuchTableError as exc:
+        raise InvalidMoveError(f"The source table {mover.source} does not exist ({exc}).") from exc
+
+
+def load_target(mover: DataMover) -> Table | None:
+    """The target table, or ``None`` when it is missing and the move may create it."""
+    try:
+        return mover.target_catalog.load_table(mover.target)
+    except NoSuchTableError as exc:
+        if mover.create_target:
+            return None
+        raise InvalidMoveError(
+            f"The target table {mover.target} does not exist ({exc}). Create it first, "
+            "or pass create_target=True to create it from the source's schema, partition spec and sort order."
+        ) from exc
+
+
+def bound_filter(mover: DataMover, source: Table) -> BooleanExpression:
+    """The move's filter, checked against the source's columns."""
+    try:
+        bind(source.schema(), mover.where, case_sensitive=True)
+    except Exception as exc:
+        raise InvalidMoveError(
+            f"where={mover.where_text!r} does not fit the columns of {mover.source}: {exc}. "
+            f"Columns: {', '.join(f.name for f in source.schema().fields)}."
+        ) from exc
+    return mover.where
+
+
+def current_state(mover: DataMover, target: Table | None) -> MoveState | None:
+    """The move's newest state: on ``main`` once an overwrite is published, else on the move's branch."""
+    if target is None:
+        return None
+    if mover.mode == "overwrite":
+        finished, _ = find_state(target.metadata, mover.move_id, MAIN_BRANCH)
+        if finished is not None:
+            return finished
+    state, _ = find_state(target.metadata, mover.move_id, mover.branch)
+    return state
+
+
+def check_owner(mover: DataMover, state: MoveState, source: Table) -> None:
+    """Refuse a state recorded by another move under the same ``move_id``."""
+    if state.source != mover.source or state.source_uuid != str(source.metadata.table_uuid):
+        raise MoveStateError(
+            f"move_id {mover.move_id!r} belongs to a move from {state.source} (table uuid {state.source_uuid}), "
+            f"not from {mover.source} (uuid {source.metadata.table_uuid}). Use another move_id."
+        )
+    if state.definition != mover.definition:
+        raise MoveStateError(
+            f"move_id {mover.move_id!r} was started with another filter, column list, renames or mode. "
+            "Run it with the arguments it started with to finish it, or use another move_id."
+        )
+
+
+def resolve(mover: DataMover) -> Resolved:
+    """Load, reconcile, read the state and plan (changes nothing)."""
+    source = load_source(mover)
+    target = load_target(mover)
+    row_filter = bound_filter(mover, source)
+    target_schema = (
+        target.schema()
+        if target is not None
+        else target_schema_for(source.schema(), columns=mover.columns, rename=mover.rename)
+    )
+    mapping = ColumnMapping.build(source.schema(), target_schema, columns=mover.columns, rename=mover.rename)
+    state = current_state(mover, target)
+    notes: list[str] = list(mapping.notes())
+    current = source.metadata.current_snapshot_id
+    snapshot_id = mover.source_snapshot_id if mover.source_snapshot_id is not None else current
+    from_snapshot: int | None = None
+    commit_every = mover.commit_every_bytes
+    initial: MoveState | None = None
+    if state is not None:
+        check_owner(mover, state, source)
+    if state is not None and not state.complete:
+        snapshot_id, from_snapshot, commit_every = (
+            state.snapshot_id,
+            state.from_snapshot_id,
+            state.commit_every_bytes,
+        )
+        notes.append(f"resuming: {len(state.done)} of {state.unit_count} units committed")
+        if commit_every != mover.commit_every_bytes:
+            notes.append(f"units of {commit_every} bytes, as the move started with")
+    elif state is not None and mover.mode == "incremental" and snapshot_id != state.completed_snapshot_id:
+        from_snapshot = state.completed_snapshot_id
+        notes.append(f"incremental: moving what was appended after source snapshot {from_snapshot}")
+    elif state is not None:
+        if snapshot_id != state.snapshot_id:
+            raise MoveStateError(
+                f"Move {mover.move_id!r} already finished copying {mover.source} at snapshot {state.snapshot_id}; "
+                f"the source is now at snapshot {snapshot_id}. Copying again would duplicate rows: use "
+                "mode='incremental' to move only what was appended since, or another move_id to copy anew."
+            )
+        notes.append("already complete: nothing to do")
+    if snapshot_id is not None and source.metadata.snapshot_by_id(snapshot_id) is None:
+        raise MoveStateError(
+            f"Source snapshot {snapshot_id} of {mover.source} no longer exists (expired?); the move cannot "
+            "resume from it. Start another move_id (the target keeps the units already committed)."
+        )
+    tasks = scan_tasks(source, snapshot_id, row_filter, mapping.source_columns)
+    if from_snapshot is not None and snapshot_id is not None:
+        appended = incremental_range(source, from_snapshot, snapshot_id, mover.source)
+        tasks = [task for task in tasks if task.file.file_path in appended.added_paths]
+        notes.append(f"{appended.appends} appends, {appended.rewrites_skipped} rewrites skipped")
+    plan_id, units = group_units(tasks, commit_every, move_id=mover.move_id, source_snapshot_id=snapshot_id)
+    done: frozenset[int] = frozenset()
+    if state is not None and state.plan_id == plan_id:
+        done = state.done
+    elif state is not None and state.complete and from_snapshot is None:
+        done = frozenset(range(len(units)))
+    else:
+        initial = MoveState(
+            move_id=mover.move_id,
+            source=mover.source,
+            source_uuid=str(source.metadata.table_uuid),
+            definition=mover.definition,
+            snapshot_id=snapshot_id,
+            plan_id=plan_id,
+            unit_count=len(units),
+            commit_every_bytes=commit_every,
+            from_snapshot_id=from_snapshot,
+            completed_snapshot_id=state.completed_snapshot_id if state is not None else None,
+            epoch=state.epoch + 1 if state is not None else 0,
+            rows=state.rows if state is not None else 0,
+        )
+    mapping.check_files(task.file for task in tasks)
+    plan = MovePlan(
+        move_id=mover.move_id,
+        plan_id=plan_id,
+        source=mover.source,
+        target=mover.target,
+        source_snapshot_id=snapshot_id,
+        mode=mover.mode,
+        units=units,
+        done=done,
+        from_snapshot_id=from_snapshot,
+        target_exists=target is not None,
+        notes=tuple(notes),
+    )
+    by_path = {task.file.file_path: task for task in tasks}
+    return Resolved(source, target, mapping, state, plan, by_path, initial)
+
+
+def create_target(mover: DataMover, source: Table) -> Table:
+    """Create the target (and its namespace) from the source's schema, partition spec and sort order."""
+    namespace = mover.target.rsplit(".", 1)[0]
+    try:
+        mover.target_catalog.create_namespace(namespace)
+        log.info("created namespace %s for the move's target", namespace)
+    except NamespaceAlreadyExistsError:
+        pass
+    schema = target_schema_for(source.schema(), columns=mover.columns, rename=mover.rename)
+    try:
+        table = mover.target_catalog.create_table(
+            mover.target,
+            schema=schema,
+            partition_spec=target_spec_for(source.spec(), source.schema(), schema, rename=mover.rename),
+            sort_order=target_sort_order_for(source.sort_order(), source.schema(), schema, rename=mover.rename),
+        )
+        log.info("created %s from the schema, partition spec and sort order of %s", mover.target, mover.source)
+        return table
+    except TableAlreadyExistsError:  # another worker of the same move created it first
+        return mover.target_catalog.load_table(mover.target)

@@ -1,0 +1,178 @@
+"""A move's progress, kept in the target table's snapshot summaries.
+
+Every commit a move makes carries the whole state of the move (which source snapshot, which plan,
+which units are done) under the summary key :data:`STATE_KEY`, next to :data:`MOVE_ID_KEY`. The
+state is cumulative: each unit's commit records the units done before it plus itself, and that
+commit requires the branch head it read the state from, so the newest snapshot of the move on the
+branch always holds the complete truth. There is no side table that could drift from the data:
+the progress and the rows it describes land in one atomic commit.
+
+Reading the state walks the branch's ancestry from its head to the newest snapshot of the move.
+Snapshot expiry that removes every snapshot of an unfinished move removes its progress with it;
+keep a move's snapshots until it finishes (the default expiry keeps the current snapshot).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.table.snapshots import ancestors_of
+
+from iceberg_ops_provider.errors import MoveStateError
+
+if TYPE_CHECKING:
+    from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Snapshot
+
+__all__ = ["MOVE_ID_KEY", "STATE_KEY", "MoveState", "find_state", "format_ranges", "parse_ranges"]
+
+MOVE_ID_KEY = "iceberg-ops.move-id"
+"""Snapshot summary key: the move a snapshot was committed by."""
+
+STATE_KEY = "iceberg-ops.move-state"
+"""Snapshot summary key: the move's state (JSON) as of that snapshot."""
+
+UNIT_KEY = "iceberg-ops.move-unit"
+"""Snapshot summary key: the unit a snapshot committed (``index/count``), for people reading the history."""
+
+STATE_VERSION = 1
+
+
+def format_ranges(indexes: Iterable[int]) -> str:
+    """``{0, 1, 2, 5, 7, 8}`` as ``"0-2,5,7-8"`` (compact in a summary however many units are done)."""
+    ordered = sorted(set(indexes))
+    parts: list[str] = []
+    start = previous = None
+    for index in ordered:
+        if previous is not None and index == previous + 1:
+            previous = index
+            continue
+        if start is not None:
+            parts.append(str(start) if start == previous else f"{start}-{previous}")
+        start = previous = index
+    if start is not None:
+        parts.append(str(start) if start == previous else f"{start}-{previous}")
+    return ",".join(parts)
+
+
+def parse_ranges(text: str) -> frozenset[int]:
+    """The indexes ``format_ranges`` wrote."""
+    indexes: set[int] = set()
+    for part in filter(None, text.split(",")):
+        low, _, high = part.partition("-")
+        indexes.update(range(int(low), int(high or low) + 1))
+    return frozenset(indexes)
+
+
+@dataclass(frozen=True)
+class MoveState:
+    """What a move has done, as its newest commit recorded it.
+
+    Attributes:
+        move_id: The move.
+        source: The source table's identifier.
+        source_uuid: The source table's UUID (a table dropped and created again under the same name is another source).
+        definition: Fingerprint of what the move copies (filter, columns, rename, mode); resuming with
+            another definition under the same ``move_id`` is refused.
+        snapshot_id: The source snapshot the current run of the move reads.
+        from_snapshot_id: For an incremental run, the source snapshot the previous run finished at.
+        completed_snapshot_id: The newest source snapshot whose rows are all in the target.
+        plan_id: The plan the done units belong to.
+        unit_count: Units in that plan.
+        done: Indexes of the units committed.
+        commit_every_bytes: The unit size the plan was made with (a resumed run plans the same units).
+        epoch: How many runs of an incremental move started (0 for the first).
+        rows: Rows committed by the move so far, over every run.
+    """
+
+    move_id: str
+    source: str
+    source_uuid: str
+    definition: str
+    snapshot_id: int | None
+    plan_id: str
+    unit_count: int
+    commit_every_bytes: int
+    done: frozenset[int] = field(default_factory=frozenset)
+    from_snapshot_id: int | None = None
+    completed_snapshot_id: int | None = None
+    epoch: int = 0
+    rows: int = 0
+
+    @property
+    def complete(self) -> bool:
+        """Whether every unit of the current plan is committed."""
+        return len(self.done) >= self.unit_count
+
+    def with_unit(self, index: int, rows: int) -> MoveState:
+        """The state after committing unit ``index`` with ``rows`` rows."""
+        done = self.done | {index}
+        state = replace(self, done=done, rows=self.rows + rows)
+        if len(done) >= self.unit_count:
+            state = replace(state, completed_snapshot_id=self.snapshot_id)
+        return state
+
+    def to_summary(self) -> dict[str, str]:
+        """The summary properties of a commit that records this state."""
+        payload = asdict(self)
+        payload["done"] = format_ranges(self.done)
+        payload["v"] = STATE_VERSION
+        return {MOVE_ID_KEY: self.move_id, STATE_KEY: json.dumps(payload, sort_keys=True, separators=(",", ":"))}
+
+    @classmethod
+    def from_summary(cls, text: str, where: str) -> MoveState:
+        """Read the state a commit recorded; ``where`` names the snapshot for the error message."""
+        try:
+            payload: dict[str, Any] = json.loads(text)
+            version = payload.pop("v", None)
+            if version != STATE_VERSION:
+                raise MoveStateError(
+                    f"The move state in {where} has version {version!r}; this release reads version {STATE_VERSION}. "
+                    "Use the release that started the move to finish it, or start a new move_id."
+                )
+            payload["done"] = parse_ranges(payload.get("done", ""))
+            return cls(**payload)
+        except MoveStateError:
+            raise
+        except (ValueError, TypeError) as exc:
+            raise MoveStateError(
+                f"The move state in {where} cannot be read ({exc}); the summary was changed by hand? "
+                "Start a new move_id."
+            ) from exc
+
+
+def _summary_value(snapshot: Snapshot, key: str) -> str | None:
+    summary = snapshot.summary
+    if summary is None:
+        return None
+    return summary.additional_properties.get(key)
+
+
+def find_state(metadata: TableMetadata, move_id: str, branch: str) -> tuple[MoveState | None, Snapshot | None]:
+    """The newest state of ``move_id`` on ``branch`` and the branch head it was read at.
+
+    Returns ``(None, head)`` when no snapshot of the branch's ancestry belongs to the move (or the
+    branch has no snapshot: ``(None, None)``).
+    """
+    head = metadata.snapshot_by_name(branch)
+    if head is None:
+        return None, None
+    for snapshot in ancestors_of(head, metadata):
+        if _summary_value(snapshot, MOVE_ID_KEY) != move_id:
+            continue
+        text = _summary_value(snapshot, STATE_KEY)
+        if text is None:
+            continue
+        return MoveState.from_summary(text, f"target snapshot {snapshot.snapshot_id}"), head
+    return None, head
+
+
+def move_snapshots(metadata: TableMetadata, move_id: str, branch: str) -> list[Snapshot]:
+    """Every snapshot on ``branch``'s ancestry committed by ``move_id``, newest first."""
+    head = metadata.snapshot_by_name(branch)
+    if head is None:
+        return []
+    return [s for s in ancestors_of(head, metadata) if _summary_value(s, MOVE_ID_KEY) == move_id]

@@ -1,0 +1,476 @@
+"""Which source columns a move takes, their names in the target, and the source's definitions in those names.
+
+:func:`select_columns` checks ``columns=`` and ``rename=`` against the source schema once, for both the
+column mapping of :mod:`~iceberg_ops_provider.data_migration.reconcile` and the functions here that
+express the source's schema, partition spec and sort order on the target's names (to create the
+target with ``create_target=True``): :func:`target_schema_for`, :func:`target_spec_for` and
+:func:`target_sort_order_for`; and :func:`rename_references` for a ``where`` filter.
+
+Paths: a field is addressed by the tuple of names from the top-level column down, the way PyIceberg
+names nested fields (``("points", "element", "x")`` for field ``x`` of the structs in list ``points``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from pyiceberg.expressions import (
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    BooleanExpression,
+    BoundLiteralPredicate,
+    BoundPredicate,
+    BoundSetPredicate,
+    BoundUnaryPredicate,
+    LiteralPredicate,
+    Not,
+    Or,
+    Reference,
+    SetPredicate,
+    UnaryPredicate,
+    UnboundPredicate,
+)
+from pyiceberg.expressions.visitors import BooleanExpressionVisitor, visit
+from pyiceberg.partitioning import INITIAL_PARTITION_SPEC_ID, PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table.sorting import INITIAL_SORT_ORDER_ID, UNSORTED_SORT_ORDER, SortField, SortOrder
+from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
+
+from iceberg_ops_provider.errors import ReconciliationError
+
+__all__ = [
+    "Selection",
+    "select_columns",
+    "target_schema_for",
+    "target_spec_for",
+    "target_sort_order_for",
+    "rename_references",
+]
+
+logger = logging.getLogger(__name__)
+
+Path = tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The source columns a move takes and their names in the target.
+
+    Attributes:
+        source: The source schema.
+        fields: The selected top-level source columns, in source order.
+        renames: New names by source path: ``("a",)`` for a top-level column, ``("a", "b")`` for field
+            ``b`` of struct ``a``; the value is the new name of the last element only.
+        paths: The path of every source field, by field id.
+    """
+
+    source: Schema
+    fields: tuple[NestedField, ...]
+    renames: Mapping[Path, str]
+    paths: Mapping[int, Path]
+
+    @property
+    def names(self) -> list[str]:
+        """The selected top-level source column names, in source order."""
+        return [f.name for f in self.fields]
+
+    def target_path(self, path: Path) -> Path:
+        """The target path of the source field at ``path`` (each renamed level replaced)."""
+        return tuple(self.renames.get(path[: i + 1], name) for i, name in enumerate(path))
+
+
+def select_columns(
+    source: Schema, columns: Sequence[str] | None = None, rename: Mapping[str, str] | None = None
+) -> Selection:
+    """Check ``columns`` and ``rename`` against the source schema.
+
+    Args:
+        source: The source table's current schema.
+        columns: Top-level source column names to move; ``None`` moves every column.
+        rename: ``{source_name: target_name}``. Keys are top-level column names, or dotted paths to
+            fields of structs (``"address.zip": "postcode"``; the value is the new field name).
+
+    Returns:
+        The selection.
+
+    Raises:
+        ReconciliationError: An unknown or nested name in ``columns``, an unknown name in ``rename``,
+            a rename of a column left out by ``columns`` or of a list element or map key/value, or two
+            source fields given the same target name.
+    """
+    available = ", ".join(f"`{f.name}`" for f in source.fields)
+    paths = _index_paths(source)
+    if isinstance(columns, str):
+        raise ReconciliationError(f"columns= takes a list of column names, not the string {columns!r}.")
+    if columns is None:
+        selected = list(source.fields)
+    else:
+        wanted = list(dict.fromkeys(columns))
+        if not wanted:
+            raise ReconciliationError(f"columns= is empty: name at least one source column (available: {available}).")
+        top = {f.name for f in source.fields}
+        unknown = [c for c in wanted if c not in top]
+        if unknown:
+            raise ReconciliationError(
+                f"columns= names {_quoted(unknown)}, which the source does not have as top-level columns "
+                f"(nested fields move with their column). Available columns: {available}."
+            )
+        selected = [f for f in source.fields if f.name in wanted]
+    names = [f.name for f in selected]
+    renames = _check_renames(source, paths, names, rename or {}, available)
+    selection = Selection(source=source, fields=tuple(selected), renames=renames, paths=paths)
+    _check_unique_targets(selection)
+    return selection
+
+
+def _check_renames(
+    source: Schema, paths: Mapping[int, Path], names: list[str], rename: Mapping[str, str], available: str
+) -> dict[Path, str]:
+    renames: dict[Path, str] = {}
+    top = {f.name: f for f in source.fields}
+    for key, new in rename.items():
+        if not isinstance(new, str) or not new:
+            raise ReconciliationError(f"rename={{{key!r}: {new!r}}}: the new name must be a non-empty string.")
+        if key in top:
+            path: Path = (key,)
+        else:
+            try:
+                path = paths[source.find_field(key).field_id]
+            except ValueError:
+                raise ReconciliationError(
+                    f"rename= names `{key}`, which the source does not have. Available columns: {available} "
+                    "(nested struct fields as dotted paths, for example `address.zip`)."
+                ) from None
+            parent = source.find_field(".".join(path[:-1]))
+            if not isinstance(parent.field_type, StructType):
+                raise ReconciliationError(
+                    f"rename= names `{key}`, a list element or map key/value: only columns and struct fields "
+                    "can be renamed."
+                )
+            prefix = ".".join(path[:-1]) + "."
+            new = new.removeprefix(prefix)
+        if path[0] not in names:
+            raise ReconciliationError(
+                f"rename= names `{key}`, but columns= leaves out `{path[0]}`: add `{path[0]}` to columns= "
+                "or drop the rename."
+            )
+        renames[path] = new
+    return renames
+
+
+def _check_unique_targets(selection: Selection) -> None:
+    """Two source fields renamed onto one target name (at the top level or inside one struct)."""
+
+    def check(fields: Sequence[NestedField], parent: Path) -> None:
+        seen: dict[str, str] = {}
+        for f in fields:
+            path = (*parent, f.name)
+            target = selection.renames.get(path, f.name)
+            if target in seen:
+                where = f" inside `{'.'.join(parent)}`" if parent else ""
+                raise ReconciliationError(
+                    f"Source columns `{seen[target]}` and `{'.'.join(path)}` would both become `{target}`{where}: "
+                    "fix rename= so each target column receives one source column, or leave one out with columns=."
+                )
+            seen[target] = ".".join(path)
+            for child_parent, child_fields in _child_structs(f.field_type, path):
+                check(child_fields, child_parent)
+
+    check(selection.fields, ())
+
+
+def _child_structs(field_type: IcebergType, path: Path) -> list[tuple[Path, tuple[NestedField, ...]]]:
+    if isinstance(field_type, StructType):
+        return [(path, field_type.fields)]
+    if isinstance(field_type, ListType):
+        return _child_structs(field_type.element_type, (*path, "element"))
+    if isinstance(field_type, MapType):
+        return _child_structs(field_type.key_type, (*path, "key")) + _child_structs(
+            field_type.value_type, (*path, "value")
+        )
+    return []
+
+
+def _index_paths(schema: Schema) -> dict[int, Path]:
+    paths: dict[int, Path] = {}
+
+    def walk(field: NestedField, path: Path) -> None:
+        paths[field.field_id] = path
+        t = field.field_type
+        if isinstance(t, StructType):
+            for child in t.fields:
+                walk(child, (*path, child.name))
+        elif isinstance(t, ListType):
+            walk(t.element_field, (*path, "element"))
+        elif isinstance(t, MapType):
+            walk(t.key_field, (*path, "key"))
+            walk(t.value_field, (*path, "value"))
+
+    for f in schema.fields:
+        walk(f, (f.name,))
+    return paths
+
+
+def _quoted(names: Sequence[str]) -> str:
+    return ", ".join(f"`{n}`" for n in names)
+
+
+def target_schema_for(
+    source: Schema,
+    *,
+    columns: Sequence[str] | None = None,
+    rename: Mapping[str, str] | None = None,
+    notes: list[str] | None = None,
+) -> Schema:
+    """The schema of a new target table: the source's columns restricted to ``columns`` and renamed.
+
+    Field ids stay the source's, so :func:`target_spec_for` and :func:`target_sort_order_for` can refer
+    to them; the catalog assigns fresh ids when it creates the table and rebinds the partition spec and
+    sort order through the names. Identifier fields are kept when they are moved.
+
+    Args:
+        source: The source table's current schema.
+        columns: Top-level source column names to move; ``None`` moves every column.
+        rename: ``{source_name: target_name}`` (see :func:`select_columns`).
+        notes: Receives a line for each identifier field left out.
+
+    Returns:
+        The schema to pass to ``catalog.create_table``.
+
+    Raises:
+        ReconciliationError: Bad ``columns`` or ``rename`` (see :func:`select_columns`).
+    """
+    selection = select_columns(source, columns, rename)
+    fields = [_renamed_field(f, (f.name,), selection) for f in selection.fields]
+    kept = {fid for fid, path in selection.paths.items() if path[0] in selection.names}
+    identifiers = [i for i in source.identifier_field_ids if i in kept]
+    dropped = [source.find_column_name(i) for i in source.identifier_field_ids if i not in kept]
+    if dropped and notes is not None:
+        notes.append(
+            f"identifier fields {_quoted([str(d) for d in dropped])} are not moved: the target will not have them"
+        )
+    return Schema(*fields, identifier_field_ids=identifiers)
+
+
+def _renamed_field(field: NestedField, path: Path, selection: Selection) -> NestedField:
+    return NestedField(
+        field_id=field.field_id,
+        name=selection.renames.get(path, field.name),
+        field_type=_renamed_type(field.field_type, path, selection),
+        required=field.required,
+        doc=field.doc,
+        initial_default=field.initial_default,
+        write_default=field.write_default,
+    )
+
+
+def _renamed_type(field_type: IcebergType, path: Path, selection: Selection) -> IcebergType:
+    if isinstance(field_type, StructType):
+        return StructType(*(_renamed_field(c, (*path, c.name), selection) for c in field_type.fields))
+    if isinstance(field_type, ListType):
+        element = _renamed_type(field_type.element_type, (*path, "element"), selection)
+        return ListType(field_type.element_id, element, element_required=field_type.element_required)
+    if isinstance(field_type, MapType):
+        key = _renamed_type(field_type.key_type, (*path, "key"), selection)
+        value = _renamed_type(field_type.value_type, (*path, "value"), selection)
+        return MapType(field_type.key_id, key, field_type.value_id, value, value_required=field_type.value_required)
+    return field_type
+
+
+def _target_field(
+    source_id: int, what: str, selection: Selection, target: Schema
+) -> tuple[str, str, NestedField | None]:
+    """The source name, target name and target field of the column a partition or sort field uses."""
+    path = selection.paths.get(source_id)
+    if path is None:
+        raise ReconciliationError(
+            f"The source's {what} uses field id {source_id}, which the source schema does not have: "
+            "pass the partition spec and sort order of the same table as the schema."
+        )
+    source_name = ".".join(path)
+    target_name = ".".join(selection.target_path(path))
+    try:
+        return source_name, target_name, target.find_field(target_name)
+    except ValueError:
+        return source_name, target_name, None
+
+
+def target_spec_for(
+    source_spec: PartitionSpec,
+    source: Schema,
+    target: Schema,
+    *,
+    rename: Mapping[str, str] | None = None,
+    notes: list[str] | None = None,
+) -> PartitionSpec:
+    """The source's partition spec expressed on the target schema (its columns found by their new names).
+
+    Partition field names that follow the source column's name (``region``, ``ts_day``) follow its
+    rename (``area``, ``event_ts_day``).
+
+    Args:
+        source_spec: The source table's partition spec.
+        source: The source table's schema.
+        target: The target schema (from :func:`target_schema_for`, or an existing table's).
+        rename: The ``rename=`` of the move.
+        notes: Receives a line for each partition field renamed.
+
+    Returns:
+        The partition spec to pass to ``catalog.create_table``.
+
+    Raises:
+        ReconciliationError: A partition field's source column is not moved, or its transform cannot
+            apply to the target column's type.
+    """
+    selection = select_columns(source, None, rename)
+    fields = []
+    for pf in source_spec.fields:
+        source_name, target_name, field = _target_field(pf.source_id, "partition spec", selection, target)
+        if field is None:
+            raise ReconciliationError(
+                f"The source is partitioned by {pf.transform}(`{source_name}`) (partition field `{pf.name}`), "
+                f"but `{target_name}` is not moved: add `{source_name}` to columns=, or create the target "
+                "yourself with the partition spec you want."
+            )
+        if not pf.transform.can_transform(field.field_type):
+            raise ReconciliationError(
+                f"Partition field `{pf.name}` applies {pf.transform} to `{source_name}`, which cannot apply to "
+                f"the target column `{target_name}` of type {field.field_type}: create the target yourself."
+            )
+        name = _follow_rename(pf.name, source_name, target_name)
+        if name != pf.name and notes is not None:
+            notes.append(f"partition field `{pf.name}` is called `{name}` in the target")
+        fields.append(PartitionField(source_id=field.field_id, field_id=pf.field_id, transform=pf.transform, name=name))
+    return PartitionSpec(*fields, spec_id=INITIAL_PARTITION_SPEC_ID)
+
+
+def _follow_rename(name: str, source_name: str, target_name: str) -> str:
+    if source_name == target_name:
+        return name
+    if name == source_name:
+        return target_name
+    if name.startswith(source_name + "_"):
+        return target_name + name[len(source_name) :]
+    return name
+
+
+def target_sort_order_for(
+    source_order: SortOrder,
+    source: Schema,
+    target: Schema,
+    *,
+    rename: Mapping[str, str] | None = None,
+    notes: list[str] | None = None,
+) -> SortOrder:
+    """The source's sort order expressed on the target schema; sort fields on columns not moved are dropped.
+
+    Args:
+        source_order: The source table's sort order.
+        source: The source table's schema.
+        target: The target schema (from :func:`target_schema_for`, or an existing table's).
+        rename: The ``rename=`` of the move.
+        notes: Receives a line for each sort field dropped.
+
+    Returns:
+        The sort order to pass to ``catalog.create_table`` (unsorted when no field is left).
+    """
+    selection = select_columns(source, None, rename)
+    fields = []
+    for sf in source_order.fields:
+        source_name, target_name, field = _target_field(sf.source_id, "sort order", selection, target)
+        if field is None or not sf.transform.can_transform(field.field_type):
+            line = f"sort field {sf.transform}(`{source_name}`) is dropped: `{target_name}` is not moved"
+            if field is not None:
+                line = f"sort field {sf.transform}(`{source_name}`) is dropped: it cannot apply to {field.field_type}"
+            logger.info("%s", line)
+            if notes is not None:
+                notes.append(line)
+            continue
+        fields.append(
+            SortField(
+                source_id=field.field_id, transform=sf.transform, direction=sf.direction, null_order=sf.null_order
+            )
+        )
+    if not fields:
+        return UNSORTED_SORT_ORDER
+    return SortOrder(*fields, order_id=INITIAL_SORT_ORDER_ID)
+
+
+def rename_references(
+    expr: BooleanExpression,
+    source: Schema,
+    target_name: Callable[[int, str], str],
+    *,
+    case_sensitive: bool = True,
+) -> BooleanExpression:
+    """Rewrite the column references of a filter on the source into the target's column names.
+
+    Args:
+        expr: An unbound expression (``pyiceberg.expressions.parser.parse(where)``), or one bound to ``source``.
+        source: The source schema the names refer to.
+        target_name: The target's dotted name for a source field (its id and the name used), raising
+            :class:`~iceberg_ops_provider.errors.ReconciliationError` when it is not moved.
+        case_sensitive: Whether to match names case-sensitively.
+
+    Returns:
+        The same expression, unbound, on the target's names.
+
+    Raises:
+        ReconciliationError: A name the source does not have, or one ``target_name`` refuses.
+    """
+    return visit(expr, _RenameReferences(source, target_name, case_sensitive))
+
+
+class _RenameReferences(BooleanExpressionVisitor[BooleanExpression]):
+    def __init__(self, source: Schema, target_name: Callable[[int, str], str], case_sensitive: bool) -> None:
+        self.source = source
+        self.target_name = target_name
+        self.case_sensitive = case_sensitive
+
+    def visit_true(self) -> BooleanExpression:
+        return AlwaysTrue()
+
+    def visit_false(self) -> BooleanExpression:
+        return AlwaysFalse()
+
+    def visit_not(self, child_result: BooleanExpression) -> BooleanExpression:
+        return Not(child_result)
+
+    def visit_and(self, left_result: BooleanExpression, right_result: BooleanExpression) -> BooleanExpression:
+        return And(left_result, right_result)
+
+    def visit_or(self, left_result: BooleanExpression, right_result: BooleanExpression) -> BooleanExpression:
+        return Or(left_result, right_result)
+
+    def visit_unbound_predicate(self, predicate: UnboundPredicate) -> BooleanExpression:
+        name = predicate.term.name  # type: ignore[attr-defined]
+        source = self.source
+        try:
+            field = source.find_field(name, case_sensitive=self.case_sensitive)
+        except ValueError:
+            columns = ", ".join(f"`{f.name}`" for f in source.fields)
+            raise ReconciliationError(
+                f"The filter uses column `{name}`, which the source does not have (columns: {columns})."
+            ) from None
+        term = Reference(self.target_name(field.field_id, name))
+        if isinstance(predicate, UnaryPredicate):
+            return type(predicate)(term)
+        if isinstance(predicate, LiteralPredicate):
+            return type(predicate)(term, predicate.literal)
+        if isinstance(predicate, SetPredicate):
+            return type(predicate)(term, predicate.literals)
+        raise ReconciliationError(f"The filter uses a predicate this version cannot rewrite: {predicate!r}.")
+
+    def visit_bound_predicate(self, predicate: BoundPredicate) -> BooleanExpression:
+        field = predicate.term.ref().field
+        name = self.target_name(field.field_id, field.name)
+        if isinstance(predicate, BoundUnaryPredicate):
+            return predicate.as_unbound(name)
+        if isinstance(predicate, BoundLiteralPredicate):
+            return predicate.as_unbound(name, predicate.literal)
+        if isinstance(predicate, BoundSetPredicate):
+            return predicate.as_unbound(name, predicate.literals)
+        raise ReconciliationError(f"The filter uses a predicate this version cannot rewrite: {predicate!r}.")

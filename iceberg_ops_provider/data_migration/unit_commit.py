@@ -1,0 +1,144 @@
+"""The commit of one unit of a move: its data files and the move's new state, exactly once.
+
+"Check that the unit is not done, then append" duplicates rows when two workers (or a zombie task
+and its retry) do it at once, because PyIceberg's own retry rebases an append onto whatever landed
+meanwhile. Here the check is part of the commit instead: the state is read at a branch head, the
+commit requires that head (``AssertRefSnapshotId``), and PyIceberg's rebase-and-retry is switched
+off for it. When the requirement fails, the table is read again and the unit's state checked again
+before another attempt, so a unit committed by someone else in the meantime is never committed twice.
+
+An attempt whose outcome is unknown (the catalog did not answer) is settled by reading the table
+again: the unit is done if any state on the branch says so; otherwise the error is raised and the
+written files are left for orphan removal (they may yet be referenced).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+from iceberg_ops_provider.data_migration.state import UNIT_KEY, MoveState, find_state
+from iceberg_ops_provider.errors import MoveConflictError
+
+if TYPE_CHECKING:
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table
+    from pyiceberg.table.update.snapshot import _SnapshotProducer
+
+__all__ = ["UnitCommit", "commit_unit"]
+
+log = logging.getLogger(__name__)
+
+MAX_ATTEMPTS = 60
+"""Attempts of one unit's commit before giving up with :class:`MoveConflictError` (transient)."""
+
+MAX_WAIT_SECONDS = 2.0
+
+
+@dataclass(frozen=True)
+class UnitCommit:
+    """What committing a unit did.
+
+    Attributes:
+        committed: Whether this call made the commit (``False``: the unit was already done).
+        snapshot_id: The target snapshot it committed, if it did.
+        state: The move's state after the commit (or as found, when already done).
+        attempts: Commit attempts made.
+    """
+
+    committed: bool
+    snapshot_id: int | None
+    state: MoveState
+    attempts: int
+
+
+def _stage(
+    table: Table,
+    files: Sequence[DataFile],
+    properties: dict[str, str],
+    branch: str,
+    delete_filter: BooleanExpression | None,
+) -> tuple[object, list[_SnapshotProducer]]:
+    transaction = table.transaction()
+    if delete_filter is not None:
+        transaction.delete(delete_filter, snapshot_properties=properties, branch=branch)
+    with transaction.update_snapshot(snapshot_properties=properties, branch=branch).fast_append() as append:
+        for data_file in files:
+            append.append_data_file(data_file)
+    producers = list(transaction._snapshot_producers)
+    # No rebase-and-retry by PyIceberg: a failed requirement must bring us back to the state check.
+    transaction._snapshot_producers = []
+    return transaction, producers
+
+
+def _clean(producers: Sequence[_SnapshotProducer]) -> None:
+    for producer in producers:
+        producer._clean_all_uncommitted()
+
+
+def commit_unit(
+    table: Table,
+    files: Sequence[DataFile],
+    *,
+    move_id: str,
+    branch: str,
+    decide: Callable[[MoveState | None], MoveState | None],
+    unit_label: str,
+    delete_filter: BooleanExpression | None = None,
+    max_attempts: int = MAX_ATTEMPTS,
+) -> UnitCommit:
+    """Commit ``files`` with the state ``decide`` returns, unless the unit is already done.
+
+    Args:
+        table: The target table (refreshed between attempts).
+        files: The unit's data files, already written.
+        move_id: The move.
+        branch: The branch the move commits to.
+        decide: Given the move's state at the branch head, the state to record with this commit, or
+            ``None`` when the unit is already done (nothing is committed). It may raise
+            :class:`~iceberg_ops_provider.errors.MoveStateError` to refuse (another plan owns the move).
+        unit_label: ``index/count``, recorded in the summary for people reading the history.
+        delete_filter: Rows of the branch to delete in the same commit (an overwrite's final commit).
+        max_attempts: Attempts before :class:`MoveConflictError`.
+
+    Returns:
+        What happened; the caller deletes ``files`` when ``committed`` is ``False``.
+    """
+    for attempt in range(1, max_attempts + 1):
+        state, _head = find_state(table.metadata, move_id, branch)
+        new_state = decide(state)
+        if new_state is None:
+            assert state is not None
+            return UnitCommit(False, None, state, attempt - 1)
+        properties = {**new_state.to_summary(), UNIT_KEY: unit_label}
+        transaction, producers = _stage(table, files, properties, branch, delete_filter)
+        try:
+            transaction.commit_transaction()  # type: ignore[attr-defined]
+        except (CommitFailedException, ValidationException) as exc:
+            _clean(producers)
+            wait = min(MAX_WAIT_SECONDS, 0.02 * 2 ** min(attempt, 10)) * random.uniform(0.5, 1.0)
+            log.info(
+                "unit %s: the target changed under the commit (%s); checking again in %.2f s", unit_label, exc, wait
+            )
+            time.sleep(wait)
+            table.refresh()
+            continue
+        except Exception:
+            snapshot_ids = {producer.snapshot_id for producer in producers}
+            table.refresh()
+            if any(table.metadata.snapshot_by_id(snapshot_id) is not None for snapshot_id in snapshot_ids):
+                log.warning("unit %s: the commit's answer was lost, but the commit landed", unit_label)
+                return UnitCommit(True, producers[-1].snapshot_id, new_state, attempt)
+            raise
+        return UnitCommit(True, producers[-1].snapshot_id, new_state, attempt)
+    raise MoveConflictError(
+        f"Unit {unit_label} of move {move_id!r} lost {max_attempts} commits in a row to concurrent commits on "
+        f"{'.'.join(table.name())}; what was committed stays committed. Run the move again to resume."
+    )

@@ -1,0 +1,364 @@
+"""Whether the target holds the source's rows: three ways to compare two streams of Arrow record batches.
+
+Rows are compared as multisets over the given columns: their order and the batch boundaries never
+matter, duplicates count. Equal values compare equal however each side types them (``string`` and
+``large_string``, a promoted ``int32`` and its ``int64``, timestamps in microseconds and nanoseconds;
+see :mod:`~iceberg_ops_provider.data_migration.row_hash`).
+
+- ``count``: the number of rows on each side.
+- ``checksum``: an order-independent content checksum of each side, computed streaming in memory
+  that does not grow with the data: the sum modulo ``2**64`` of a 64-bit hash of every row, with the
+  row count. A changed, missing, extra or duplicated row, or values swapped between rows or between
+  columns, change it (short of a hash collision: about ``2**-31`` for a string or binary value
+  changed to another of the same length, about ``2**-63`` otherwise).
+- ``sample``: ``sample_size`` source rows picked at random (reservoir sampling, seeded), each looked
+  for value by value among the target's rows (candidates found by row hash), plus the counts.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from iceberg_ops_provider.data_migration.results import VERIFY_METHODS, VerifyReport
+from iceberg_ops_provider.data_migration.row_hash import canonical_values, column_arrays, hash_columns, row_hashes
+
+__all__ = ["ContentChecksum", "row_hashes", "verify_rows"]
+
+Stream = Callable[[], Iterable[pa.RecordBatch]]
+"""A function returning a fresh iterator over the rows each time it is called."""
+
+MISSING_REPORTED = 100
+"""At most this many unmatched sampled rows are listed in a ``sample`` report (all are counted)."""
+
+_LOW32 = pa.scalar(0xFFFFFFFF, pa.uint64())
+_SHIFT32 = pa.scalar(32, pa.uint64())
+
+
+class ContentChecksum:
+    """An order-independent checksum of rows over fixed columns, updated batch by batch in constant memory.
+
+    The sum modulo ``2**64`` of :func:`~iceberg_ops_provider.data_migration.row_hash.row_hashes`
+    over every row, kept with the row count. Two multisets of rows with equal values (however typed)
+    have equal digests; the order of rows and the way they are cut into batches do not matter.
+
+    Attributes:
+        columns: The columns hashed, in order.
+        rows: Rows seen so far.
+    """
+
+    def __init__(self, columns: Sequence[str], *, side: str = "rows") -> None:
+        """Start an empty checksum.
+
+        Args:
+            columns: The columns to hash, in a fixed order (the same for the checksums compared).
+            side: What the rows are, for error messages (``source rows``, ``target rows``).
+
+        Raises:
+            ValueError: ``columns`` is empty or names a column twice.
+        """
+        self.columns = _checked_columns(columns)
+        self.rows = 0
+        self._side = side
+        self._low = 0
+        self._high = 0
+
+    def update(self, batch: pa.RecordBatch | pa.Table) -> None:
+        """Add the rows of ``batch``.
+
+        Raises:
+            ValueError: The batch lacks one of the columns.
+        """
+        for part in batch.to_batches() if isinstance(batch, pa.Table) else (batch,):
+            arrays = column_arrays(part, self.columns, side=self._side)
+            if not part.num_rows:
+                continue
+            hashes = hash_columns(arrays)
+            # Each half sums without overflow for any batch under 2**32 rows; Python ints carry the rest.
+            self._low += pc.sum(pc.bit_wise_and(hashes, _LOW32)).as_py()
+            self._high += pc.sum(pc.shift_right(hashes, _SHIFT32)).as_py()
+            self.rows += part.num_rows
+
+    @property
+    def value(self) -> int:
+        """The sum of the row hashes modulo ``2**64``."""
+        return (self._low + (self._high << 32)) % 2**64
+
+    def digest(self) -> str:
+        """The checksum as text: ``<rows>-<sum as 16 hex digits>``."""
+        return f"{self.rows}-{self.value:016x}"
+
+
+def verify_rows(
+    method: str,
+    source: Stream,
+    target: Stream,
+    *,
+    columns: Sequence[str],
+    sample_size: int = 100,
+    seed: int | None = None,
+) -> VerifyReport:
+    """Compare the source's rows with the target's as multisets over ``columns``.
+
+    Args:
+        method: ``count``, ``checksum`` or ``sample`` (see the module's description).
+        source: Returns a fresh iterator over the source rows (already named as in the target) each call.
+        target: The same for the target rows.
+        columns: The columns compared (``count`` only checks that the batches have them).
+        sample_size: Rows the ``sample`` method picks from the source.
+        seed: Seed of the ``sample`` method's choice; a random one (recorded in the report) when ``None``.
+
+    Returns:
+        The report. ``details`` holds, for ``count``: ``difference`` (target rows minus source rows);
+        for ``checksum``: ``source_checksum``, ``target_checksum``, ``columns``, ``difference``; for
+        ``sample``: ``seed``, ``sample_size``, ``sampled``, ``matched``, ``missing`` (the unmatched
+        sampled rows with their source position and values, at most :data:`MISSING_REPORTED`),
+        ``missing_count``, ``columns``, ``difference``.
+
+    Raises:
+        ValueError: Unknown method, empty or repeated ``columns``, ``sample_size`` under 1, or a batch
+            without one of the columns.
+    """
+    if method not in VERIFY_METHODS:
+        raise ValueError(f"Unknown verification method {method!r}: use one of {', '.join(VERIFY_METHODS)}.")
+    if method == "count":
+        names = _checked_columns(columns, allow_empty=True)
+        source_rows = _count(source, names, "source rows")
+        target_rows = _count(target, names, "target rows")
+        return VerifyReport(
+            ok=source_rows == target_rows,
+            method=method,
+            source_rows=source_rows,
+            target_rows=target_rows,
+            details={"difference": target_rows - source_rows},
+        )
+    names = _checked_columns(columns)
+    if method == "checksum":
+        return _verify_checksum(source, target, names)
+    if isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1:
+        raise ValueError(f"sample_size must be a whole number of rows, at least 1; got {sample_size!r}.")
+    if seed is None:
+        seed = random.SystemRandom().getrandbits(32)
+    return _verify_sample(source, target, names, sample_size, seed)
+
+
+def _checked_columns(columns: Sequence[str], *, allow_empty: bool = False) -> tuple[str, ...]:
+    if isinstance(columns, str):
+        raise ValueError(f"columns must be a sequence of column names, not the string {columns!r}.")
+    names = tuple(columns)
+    if not names and not allow_empty:
+        raise ValueError("columns is empty: name at least one column to compare.")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"columns names {', '.join(map(repr, repeated))} more than once: name each column once.")
+    return names
+
+
+def _batches(stream: Stream) -> Iterator[pa.RecordBatch]:
+    for batch in stream():
+        if isinstance(batch, pa.Table):
+            yield from batch.to_batches()
+        else:
+            yield batch
+
+
+def _count(stream: Stream, columns: Sequence[str], side: str) -> int:
+    rows = 0
+    for batch in _batches(stream):
+        column_arrays(batch, columns, side=side)
+        rows += batch.num_rows
+    return rows
+
+
+def _verify_checksum(source: Stream, target: Stream, columns: tuple[str, ...]) -> VerifyReport:
+    sums = []
+    for stream, side in ((source, "source rows"), (target, "target rows")):
+        checksum = ContentChecksum(columns, side=side)
+        for batch in _batches(stream):
+            checksum.update(batch)
+        sums.append(checksum)
+    source_sum, target_sum = sums
+    return VerifyReport(
+        ok=source_sum.digest() == target_sum.digest(),
+        method="checksum",
+        source_rows=source_sum.rows,
+        target_rows=target_sum.rows,
+        details={
+            "source_checksum": source_sum.digest(),
+            "target_checksum": target_sum.digest(),
+            "columns": list(columns),
+            "difference": target_sum.rows - source_sum.rows,
+        },
+    )
+
+
+@dataclass
+class _SampledRow:
+    position: int
+    hash: int
+    values: tuple[Hashable, ...]
+    shown: dict[str, Any]
+
+
+class _Reservoir:
+    """Reservoir sampling (Li's algorithm L): which positions of a stream to keep, in O(k log(n/k)) steps."""
+
+    def __init__(self, size: int, rng: random.Random) -> None:
+        self.size = size
+        self.seen = 0
+        self._rng = rng
+        self._weight = 0.0
+        self._next = size  # the next position to keep once the reservoir is full
+
+    def offer(self, count: int) -> dict[int, int]:
+        """Slots replaced by the next ``count`` rows: slot -> index of the row within them (the last one wins)."""
+        start, end = self.seen, self.seen + count
+        picks: dict[int, int] = {}
+        for position in range(start, min(end, self.size)):
+            picks[position] = position - start
+            if position == self.size - 1:
+                self._weight = math.exp(math.log(self._uniform()) / self.size)
+                self._next = position + self._skip()
+        while self._next < end:  # never true before the reservoir is full: _next starts at its size
+            picks[self._rng.randrange(self.size)] = self._next - start
+            self._weight *= math.exp(math.log(self._uniform()) / self.size)
+            self._next += self._skip()
+        self.seen = end
+        return picks
+
+    def _uniform(self) -> float:
+        value = self._rng.random()
+        return value if value > 0.0 else 5e-324
+
+    def _skip(self) -> int:
+        if self._weight >= 1.0:  # rounding with a huge reservoir: keep the very next row
+            return 1
+        return math.floor(math.log(self._uniform()) / math.log1p(-self._weight)) + 1
+
+
+def _verify_sample(
+    source: Stream, target: Stream, columns: tuple[str, ...], sample_size: int, seed: int
+) -> VerifyReport:
+    reservoir = _Reservoir(sample_size, random.Random(seed))
+    sampled: dict[int, _SampledRow] = {}
+    for batch in _batches(source):
+        arrays = [_takeable(array) for array in column_arrays(batch, columns, side="source rows")]
+        picks = reservoir.offer(batch.num_rows)
+        if picks:
+            slots = list(picks)
+            indices = pa.array([picks[slot] for slot in slots], pa.int64())
+            taken = [array.take(indices) for array in arrays]
+            start = reservoir.seen - batch.num_rows
+            for slot, row in zip(slots, _described_rows(taken, columns), strict=True):
+                hash_, values, shown = row
+                sampled[slot] = _SampledRow(start + picks[slot], hash_, values, shown)
+    source_rows = reservoir.seen
+
+    wanted: dict[int, list[_SampledRow]] = {}
+    for row in sampled.values():
+        wanted.setdefault(row.hash, []).append(row)
+    target_rows = 0
+    for batch in _batches(target):
+        arrays = [_takeable(array) for array in column_arrays(batch, columns, side="target rows")]
+        target_rows += batch.num_rows
+        if wanted and batch.num_rows:
+            _match(arrays, wanted)
+
+    missing = sorted((row for rows in wanted.values() for row in rows), key=lambda row: row.position)
+    return VerifyReport(
+        ok=not missing and source_rows == target_rows,
+        method="sample",
+        source_rows=source_rows,
+        target_rows=target_rows,
+        details={
+            "seed": seed,
+            "sample_size": sample_size,
+            "sampled": len(sampled),
+            "matched": len(sampled) - len(missing),
+            "missing_count": len(missing),
+            "missing": [{"position": row.position, "values": row.shown} for row in missing[:MISSING_REPORTED]],
+            "columns": list(columns),
+            "difference": target_rows - source_rows,
+        },
+    )
+
+
+def _takeable(array: pa.Array) -> pa.Array:
+    """The array, with view layouts (which Arrow cannot ``take`` from) as plain ones."""
+    if pa.types.is_string_view(array.type):
+        return array.cast(pa.large_string())
+    if pa.types.is_binary_view(array.type):
+        return array.cast(pa.large_binary())
+    return array
+
+
+def _described_rows(
+    arrays: Sequence[pa.Array], columns: Sequence[str]
+) -> Iterator[tuple[int, tuple[Hashable, ...], dict[str, Any]]]:
+    """Each row's hash, canonical values and values as shown in a report."""
+    hashes = hash_columns(arrays).to_pylist()
+    values = zip(*(canonical_values(array) for array in arrays), strict=True)
+    shown = zip(*(_shown_values(array) for array in arrays), strict=True)
+    for hash_, row, display in zip(hashes, values, shown, strict=True):
+        yield hash_, row, dict(zip(columns, display, strict=True))
+
+
+def _match(arrays: Sequence[pa.Array], wanted: dict[int, list[_SampledRow]]) -> None:
+    """Strike from ``wanted`` the sampled rows that rows of this batch equal (each row matches one)."""
+    hashes = hash_columns(arrays)
+    candidates = pc.indices_nonzero(pc.is_in(hashes, value_set=pa.array(list(wanted), pa.uint64())))
+    if not len(candidates):
+        return
+    candidate_values = zip(*(canonical_values(array.take(candidates)) for array in arrays), strict=True)
+    for hash_, values in zip(hashes.take(candidates).to_pylist(), candidate_values, strict=True):
+        rows = wanted.get(hash_)
+        if not rows:
+            continue
+        for i, row in enumerate(rows):
+            if row.values == values:
+                del rows[i]
+                if not rows:
+                    del wanted[hash_]
+                break
+
+
+def _shown_values(array: pa.Array) -> list[Any]:
+    """The values as JSON-serializable Python values (``str()`` of the others), for a report."""
+    kind = array.type
+    if pa.types.is_timestamp(kind) or pa.types.is_time(kind) or pa.types.is_date(kind):
+        return array.cast(pa.string()).to_pylist()  # also nanoseconds, which datetime cannot hold
+    try:
+        values = array.to_pylist()
+    except (pa.ArrowException, ValueError):  # e.g. nanoseconds nested in a struct
+        return [_scalar_text(value) for value in array]
+    return [_jsonable(value) for value in values]
+
+
+def _scalar_text(value: pa.Scalar) -> str:
+    try:
+        return str(value)
+    except (pa.ArrowException, ValueError):
+        return f"<{value.type} value>"
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {str(key): _jsonable(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(item) for item in value]
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return str(value)
+    return value

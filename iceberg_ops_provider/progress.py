@@ -1,0 +1,179 @@
+"""Progress of long work (rows, bytes, rate, ETA), reported through one callback and the log.
+
+Long engine calls take ``on_progress``: a callable receiving :class:`Progress` snapshots as work
+advances (from worker threads; keep it quick). The same tracker writes a log line at a steady cadence,
+so a task log or a plain terminal shows the work moving without any callback.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+__all__ = ["Progress", "ProgressCallback", "ProgressTracker"]
+
+log = logging.getLogger(__name__)
+
+_MIB = 2**20
+
+
+@dataclass(frozen=True)
+class Progress:
+    """A snapshot of the progress of one piece of long work.
+
+    Attributes:
+        label: What is being done (``move sales.orders -> archive.orders``).
+        rows: Rows done so far.
+        bytes: Input bytes done so far.
+        total_bytes: Input bytes in total, when known.
+        units_done: Units of work finished (a move's units, a compaction's groups).
+        units_total: Units in total, when known.
+        elapsed: Seconds since the work started.
+    """
+
+    label: str
+    rows: int
+    bytes: int
+    total_bytes: int | None
+    units_done: int
+    units_total: int | None
+    elapsed: float
+
+    @property
+    def bytes_per_second(self) -> float:
+        """Input bytes per second so far."""
+        return self.bytes / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def rows_per_second(self) -> float:
+        """Rows per second so far."""
+        return self.rows / self.elapsed if self.elapsed > 0 else 0.0
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Seconds left at the rate so far, when the total is known and something is done."""
+        if not self.total_bytes or not self.bytes or self.elapsed <= 0:
+            return None
+        return max(0.0, (self.total_bytes - self.bytes) / self.bytes_per_second)
+
+    def describe(self) -> str:
+        """One line for a log or a terminal."""
+        parts = [f"{self.rows:,} rows", f"{self.bytes / _MIB:,.1f}"]
+        if self.total_bytes:
+            parts[-1] += f" of {self.total_bytes / _MIB:,.1f} MiB ({100 * self.bytes / self.total_bytes:.0f}%)"
+        else:
+            parts[-1] += " MiB"
+        if self.units_total:
+            parts.append(f"unit {self.units_done} of {self.units_total} done")
+        parts.append(f"{self.bytes_per_second / _MIB:,.1f} MiB/s, {self.rows_per_second:,.0f} rows/s")
+        eta = self.eta_seconds
+        if eta is not None:
+            parts.append(f"ETA {_duration(eta)}")
+        return f"{self.label}: " + ", ".join(parts)
+
+
+ProgressCallback = Callable[[Progress], None]
+"""What long engine calls accept as ``on_progress``."""
+
+
+def _duration(seconds: float) -> str:
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    minutes, seconds = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes}m{seconds:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+class ProgressTracker:
+    """Counts work from any thread, logs it every ``log_every`` seconds and hands it to ``on_progress``.
+
+    Args:
+        label: What is being done.
+        total_bytes: Input bytes in total, when known (for the percentage and the ETA).
+        units_total: Units in total, when known.
+        on_progress: Receives a :class:`Progress` at most every ``callback_every`` seconds and at the end.
+        log_every: Seconds between log lines (``0`` logs nothing).
+        callback_every: Seconds between callbacks.
+    """
+
+    def __init__(
+        self,
+        label: str,
+        *,
+        total_bytes: int | None = None,
+        units_total: int | None = None,
+        on_progress: ProgressCallback | None = None,
+        log_every: float = 10.0,
+        callback_every: float = 0.5,
+    ) -> None:
+        self.label = label
+        self.total_bytes = total_bytes
+        self.units_total = units_total
+        self._on_progress = on_progress
+        self._log_every = log_every
+        self._callback_every = callback_every
+        self._lock = threading.Lock()
+        self._started = time.monotonic()
+        self._rows = 0
+        self._bytes = 0
+        self._units = 0
+        self._last_log = self._started
+        self._last_callback = 0.0
+
+    def snapshot(self) -> Progress:
+        """The progress now."""
+        with self._lock:
+            return self._snapshot_locked()
+
+    def _snapshot_locked(self) -> Progress:
+        return Progress(
+            label=self.label,
+            rows=self._rows,
+            bytes=self._bytes,
+            total_bytes=self.total_bytes,
+            units_done=self._units,
+            units_total=self.units_total,
+            elapsed=time.monotonic() - self._started,
+        )
+
+    def add(self, rows: int, nbytes: int) -> None:
+        """Count ``rows`` rows and ``nbytes`` input bytes done (thread-safe)."""
+        now = time.monotonic()
+        with self._lock:
+            self._rows += rows
+            self._bytes += nbytes
+            log_due = self._log_every > 0 and now - self._last_log >= self._log_every
+            callback_due = self._on_progress is not None and now - self._last_callback >= self._callback_every
+            if log_due:
+                self._last_log = now
+            if callback_due:
+                self._last_callback = now
+            progress = self._snapshot_locked() if log_due or callback_due else None
+        if progress is not None:
+            if log_due:
+                log.info("%s", progress.describe())
+            if callback_due and self._on_progress is not None:
+                self._on_progress(progress)
+
+    def unit_done(self) -> None:
+        """Count one unit finished and report it."""
+        with self._lock:
+            self._units += 1
+            progress = self._snapshot_locked()
+        if self._on_progress is not None:
+            self._on_progress(progress)
+
+    def finish(self) -> Progress:
+        """Report the final progress (log line and callback) and return it."""
+        progress = self.snapshot()
+        if self._log_every > 0:
+            log.info("%s", progress.describe())
+        if self._on_progress is not None:
+            self._on_progress(progress)
+        return progress

@@ -1,0 +1,355 @@
+"""The data mover end to end on a real SQLite catalog: exactly-once units, resume, modes, reconciliation, bad input."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.transforms import DayTransform, IdentityTransform
+from pyiceberg.types import DateType, DecimalType, LongType, NestedField, StringType, TimestamptzType
+
+from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.data_migration import DataMover, MoveUnit
+from iceberg_ops_provider.data_migration.state import MOVE_ID_KEY, find_state
+from iceberg_ops_provider.data_migration.unit_commit import commit_unit
+from iceberg_ops_provider.errors import (
+    InvalidMoveError,
+    MoveStateError,
+    ReconciliationError,
+    VerificationFailedError,
+)
+from tests.data_migration.support import orders, row_multiset, source_table
+
+SMALL_UNITS = 1  # every source file is a unit of its own
+
+
+def second_handle(tmp_path: Path):
+    """Another catalog object on the same SQLite database, as another worker process would have."""
+    return CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
+
+
+def move_snapshot_count(table, move_id: str) -> int:
+    table.refresh()
+    return sum(
+        1 for s in table.snapshots() if s.summary and s.summary.additional_properties.get(MOVE_ID_KEY) == move_id
+    )
+
+
+def test_moves_every_row_exactly_once_into_a_created_target(catalog):
+    source = source_table(catalog, files=5)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, commit_every_bytes=SMALL_UNITS)
+
+    plan = mover.plan()
+    assert not plan.target_exists and len(plan.units) == 5 and plan.pending == plan.units
+    result = mover.run()
+
+    target = catalog.load_table("archive.orders")
+    assert row_multiset(target) == row_multiset(source)
+    assert result.complete and result.units_committed == 5 and result.rows == 2500
+    assert len(result.target_snapshot_ids) == 5
+    assert move_snapshot_count(target, mover.move_id) == 5
+    assert target.schema().find_field("id").required
+
+
+def test_a_finished_move_run_again_changes_nothing(catalog):
+    source_table(catalog, files=3)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, commit_every_bytes=SMALL_UNITS)
+    mover.run()
+    target = catalog.load_table("archive.orders")
+    snapshots = len(target.snapshots())
+
+    again = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, commit_every_bytes=SMALL_UNITS)
+    result = again.run()
+
+    assert again.move_id == mover.move_id  # the default id is derived from the call: the same call resumes
+    assert result.complete and result.units_committed == 0 and result.rows == 0
+    target.refresh()
+    assert len(target.snapshots()) == snapshots
+    assert again.plan().complete
+
+
+def test_units_run_apart_then_the_rest(catalog):
+    source = source_table(catalog, files=4)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, commit_every_bytes=SMALL_UNITS)
+    units = [unit.to_json() for unit in mover.plan().units]
+
+    first = mover.run(units=[units[1], units[3]])
+    assert first.units_committed == 2 and not first.complete
+    assert mover.plan().done == frozenset({1, 3})
+    again = mover.run(units=[MoveUnit.from_json(units[1])])
+    assert again.units_committed == 0 and again.units_skipped == 1
+    rest = mover.run()
+
+    assert rest.units_committed == 2 and rest.complete
+    assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(source)
+
+
+def test_the_same_unit_on_two_workers_at_once_commits_once(catalog, tmp_path):
+    source = source_table(catalog, files=4)
+    DataMover(catalog, "sales.orders", "archive.orders", create_target=True, commit_every_bytes=SMALL_UNITS).plan()
+    catalog.create_namespace("archive")
+    catalog.create_table("archive.orders", schema=source.schema())
+    errors: list[BaseException] = []
+
+    def work(handle):
+        try:
+            DataMover(handle, "sales.orders", "archive.orders", commit_every_bytes=SMALL_UNITS).run()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(second_handle(tmp_path),)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert not errors
+    target = catalog.load_table("archive.orders")
+    assert row_multiset(target) == row_multiset(source)
+    state, _ = find_state(target.metadata, DataMover(catalog, "sales.orders", "archive.orders").move_id, "main")
+    assert state is not None and state.complete and state.rows == 2000
+
+
+def test_a_commit_from_a_stale_view_rechecks_the_state_instead_of_rebasing(catalog, tmp_path):
+    """The check is inside the commit: a worker that read the table before another committed the unit backs off."""
+    source = source_table(catalog, files=2)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, commit_every_bytes=SMALL_UNITS)
+    mover.run(units=[0])
+    stale = second_handle(tmp_path).load_table("archive.orders")  # sees unit 0 done, unit 1 not
+    mover.run(units=[1])  # moves the head on
+
+    state_seen: list[object] = []
+
+    def decide(state):
+        state_seen.append(state)
+        return None if 1 in state.done else state.with_unit(1, 500)
+
+    outcome = commit_unit(stale, [], move_id=mover.move_id, branch="main", decide=decide, unit_label="2/2")
+
+    assert not outcome.committed and outcome.attempts == 1
+    assert len(state_seen) == 2 and 1 not in state_seen[0].done and 1 in state_seen[1].done
+    assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(source)
+
+
+def test_columns_are_matched_by_name_renamed_and_filled(catalog):
+    source_table(catalog, files=2)
+    catalog.create_namespace("archive")
+    # Field ids in another order than the source's, a renamed column and a column the source lacks.
+    target_schema = Schema(
+        NestedField(1, "note", StringType(), required=False),
+        NestedField(2, "day", DateType(), required=False),
+        NestedField(3, "created_at", TimestamptzType(), required=False),
+        NestedField(4, "amount", DecimalType(14, 2), required=False),
+        NestedField(5, "customer", StringType(), required=False),
+        NestedField(6, "order_id", LongType(), required=True),
+    )
+    catalog.create_table("archive.orders", schema=target_schema)
+
+    DataMover(catalog, "sales.orders", "archive.orders", rename={"id": "order_id", "ts": "created_at"}).run()
+
+    target = catalog.load_table("archive.orders").scan().to_arrow().sort_by("order_id")
+    expected = pa.concat_tables([orders(0, 500), orders(500, 500)]).sort_by("id")
+    assert target.column("order_id").to_pylist() == expected.column("id").to_pylist()
+    assert target.column("customer").to_pylist() == expected.column("customer").to_pylist()
+    assert target.column("created_at").to_pylist() == expected.column("ts").to_pylist()
+    assert target.column("amount").to_pylist() == expected.column("amount").to_pylist()
+    assert target.column("note").null_count == len(target)
+
+
+def test_a_required_target_column_without_a_source_is_refused_before_writing(catalog):
+    source_table(catalog, files=1)
+    catalog.create_namespace("archive")
+    schema = Schema(
+        NestedField(1, "id", LongType(), required=True), NestedField(2, "region", StringType(), required=True)
+    )
+    target = catalog.create_table("archive.orders", schema=schema)
+
+    with pytest.raises(ReconciliationError, match="region"):
+        DataMover(catalog, "sales.orders", "archive.orders", columns=["id"]).run()
+    target.refresh()
+    assert target.current_snapshot() is None
+
+
+def test_rows_are_routed_to_the_targets_partitions(catalog):
+    source = source_table(catalog, files=3)
+    catalog.create_namespace("archive")
+    spec = PartitionSpec(PartitionField(source_id=4, field_id=1000, transform=DayTransform(), name="ts_day"))
+    catalog.create_table("archive.orders", schema=source.schema(), partition_spec=spec)
+
+    DataMover(catalog, "sales.orders", "archive.orders").run()
+
+    target = catalog.load_table("archive.orders")
+    assert row_multiset(target) == row_multiset(source)
+    for task in target.scan().plan_files():
+        days = {
+            ts.date() for ts in pa.parquet.read_table(task.file.file_path[len("file://") :]).column("ts").to_pylist()
+        }
+        assert len(days) == 1  # one partition value per file
+
+
+def test_create_target_keeps_the_partition_spec_and_renames_its_column(catalog):
+    spec = PartitionSpec(PartitionField(source_id=5, field_id=1000, transform=IdentityTransform(), name="day"))
+    source = source_table(catalog, files=2, partition_spec=spec)
+
+    DataMover(catalog, "sales.orders", "archive.orders", create_target=True, rename={"day": "order_day"}).run()
+
+    target = catalog.load_table("archive.orders")
+    field = target.spec().fields[0]
+    assert target.schema().find_column_name(field.source_id) == "order_day"
+    assert sum(row_multiset(target).values()) == sum(row_multiset(source).values())
+
+
+def test_where_moves_only_matching_rows(catalog):
+    source = source_table(catalog, files=3)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, where="id < 700")
+    mover.run()
+    target = catalog.load_table("archive.orders")
+    assert row_multiset(target) == only(row_multiset(source), lambda row: row[0] < 700)
+    assert mover.verify("checksum").ok
+
+
+def only(counter: Counter, keep) -> Counter:
+    return Counter({row: n for row, n in counter.items() if keep(row)})
+
+
+def test_an_empty_selection_is_recorded_as_finished(catalog):
+    source_table(catalog, files=2)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, where="id < 0")
+    result = mover.run()
+    assert result.complete and result.rows == 0
+    assert mover.verify("count").ok
+    assert mover.run().target_snapshot_ids == ()
+
+
+def test_incremental_moves_only_what_was_appended(catalog):
+    source = source_table(catalog, files=2)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, mode="incremental")
+    mover.run()
+    assert mover.run().units_committed == 0  # nothing new
+
+    source.append(orders(5000, 300))
+    source.append(orders(6000, 200))
+    result = mover.run()
+
+    assert result.rows == 500 and result.complete
+    target = catalog.load_table("archive.orders")
+    assert row_multiset(target) == row_multiset(source)
+    assert mover.verify("checksum").ok
+
+
+def test_incremental_refuses_deleted_rows(catalog):
+    source = source_table(catalog, files=2)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, mode="incremental")
+    mover.run()
+    source.delete("id < 10")
+    with pytest.raises(MoveStateError, match=r"delete|overwrite"):
+        mover.run()
+
+
+def test_append_mode_refuses_a_new_source_snapshot_under_a_finished_move(catalog):
+    source = source_table(catalog, files=1)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True)
+    mover.run()
+    source.append(orders(9000, 10))
+    with pytest.raises(MoveStateError, match="incremental"):
+        mover.run()
+    assert sum(row_multiset(catalog.load_table("archive.orders")).values()) == 500
+
+
+def test_overwrite_replaces_the_matching_rows_at_the_end(catalog):
+    source = source_table(catalog, files=3)
+    catalog.create_namespace("archive")
+    target = catalog.create_table("archive.orders", schema=source.schema())
+    target.append(orders(0, 100))  # stale copies of rows the move brings again
+    target.append(orders(100_000, 50))  # rows outside the filter: kept
+    mover = DataMover(
+        catalog, "sales.orders", "archive.orders", mode="overwrite", where="id < 1000", commit_every_bytes=SMALL_UNITS
+    )
+
+    mover.run(units=[0])
+    partial = row_multiset(target)
+    assert sum(partial.values()) == 150  # staged units are not visible on main
+    result = mover.run()
+
+    assert result.complete
+    moved = row_multiset(catalog.load_table("archive.orders"))
+    assert moved == only(row_multiset(source), lambda row: row[0] < 1000) + only(partial, lambda row: row[0] >= 100_000)
+    assert mover.branch not in catalog.load_table("archive.orders").metadata.refs
+    assert mover.verify("sample").ok
+
+
+def test_verification_failure_fails_the_run(catalog):
+    source_table(catalog, files=2)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True)
+    mover.run()
+    catalog.load_table("archive.orders").delete("id = 7")
+
+    report = mover.verify("checksum")
+    assert not report.ok
+    with pytest.raises(VerificationFailedError) as failure:
+        DataMover(catalog, "sales.orders", "archive.orders", create_target=True, verify="count").run()
+    assert failure.value.report.source_rows == failure.value.report.target_rows + 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"mode": "merge"}, InvalidMoveError, "mode"),
+        ({"verify": "hash"}, InvalidMoveError, "verify"),
+        ({"commit_every_bytes": 0}, InvalidMoveError, "commit_every_bytes"),
+        ({"where": "id <<< 3"}, InvalidMoveError, "where"),
+        ({"columns": "id"}, InvalidMoveError, "columns"),
+    ],
+)
+def test_bad_arguments_are_refused_up_front(catalog, kwargs, error, match):
+    source_table(catalog, files=1)
+    with pytest.raises(error, match=match):
+        DataMover(catalog, "sales.orders", "archive.orders", create_target=True, **kwargs)
+
+
+def test_bad_tables_and_filters_are_refused_before_writing(catalog):
+    source_table(catalog, files=1)
+    with pytest.raises(InvalidMoveError, match="does not exist"):
+        DataMover(catalog, "sales.missing", "archive.orders", create_target=True).plan()
+    with pytest.raises(InvalidMoveError, match="create_target"):
+        DataMover(catalog, "sales.orders", "archive.orders").plan()
+    with pytest.raises(InvalidMoveError, match="nope"):
+        DataMover(catalog, "sales.orders", "archive.orders", create_target=True, where="nope = 1").plan()
+    assert ("archive",) not in catalog.list_namespaces()
+
+
+def test_a_unit_of_another_move_is_refused(catalog):
+    source_table(catalog, files=1)
+    unit = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, move_id="a").plan().units[0]
+    with pytest.raises(InvalidMoveError, match="move_id='a'"):
+        DataMover(catalog, "sales.orders", "archive.orders", create_target=True, move_id="b").run(units=[unit])
+
+
+def test_another_definition_under_the_same_move_id_is_refused(catalog):
+    source_table(catalog, files=2)
+    DataMover(catalog, "sales.orders", "archive.orders", create_target=True, move_id="m").run(units=[0])
+    with pytest.raises(MoveStateError, match="another filter"):
+        DataMover(catalog, "sales.orders", "archive.orders", move_id="m", where="id > 3").run()
+
+
+def test_progress_is_reported_and_logged(catalog, caplog):
+    source_table(catalog, files=3)
+    seen = []
+    caplog.set_level(logging.INFO, logger="iceberg_ops_provider")
+    DataMover(
+        catalog,
+        "sales.orders",
+        "archive.orders",
+        create_target=True,
+        commit_every_bytes=SMALL_UNITS,
+        on_progress=seen.append,
+    ).run()
+    assert seen and seen[-1].rows == 1500 and seen[-1].units_done == 3
+    assert seen[-1].bytes == seen[-1].total_bytes
+    assert any("rows/s" in record.getMessage() for record in caplog.records)

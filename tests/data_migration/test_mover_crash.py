@@ -1,0 +1,101 @@
+"""Moves killed with SIGKILL at random moments, alone and beside a second worker, then resumed: the target
+holds exactly the source rows (as multisets), never fewer, never more.
+
+``ICEBERG_OPS_MOVE_KILLS`` sets the number of kills (a few by default; ``make crash`` runs 30).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.data_migration import DataMover
+from tests.data_migration.support import row_multiset, source_table
+
+KILLS = int(os.environ.get("ICEBERG_OPS_MOVE_KILLS", "3"))
+
+CHILD = """
+import sys
+from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.data_migration import DataMover
+
+db, warehouse, target, move_id = sys.argv[1:5]
+catalog = CatalogFactory.build("sqlite", db_path=db, warehouse_dir=warehouse)
+mover = DataMover(catalog, "sales.orders", target, create_target=True, move_id=move_id, commit_every_bytes=40_000)
+print("start", flush=True)
+mover.run()
+print("done", flush=True)
+"""
+
+
+def _spawn(tmp_path: Path, target: str, move_id: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(tmp_path / "catalog.db"), str(tmp_path / "warehouse"), target, move_id],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _started(child: subprocess.Popen) -> float:
+    line = child.stdout.readline()
+    assert line.strip() == "start", child.stderr.read()
+    return time.monotonic()
+
+
+@pytest.fixture
+def moving(tmp_path: Path):
+    """A source of 16 files of 2,000 rows (units of about two files), and the duration of one whole move."""
+    catalog = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
+    source = source_table(catalog, files=16, rows_per_file=2000)
+    child = _spawn(tmp_path, "archive.calibration", "calibration")
+    began = _started(child)
+    assert child.wait(timeout=120) == 0, child.stderr.read()
+    yield catalog, source, time.monotonic() - began
+    catalog.close()
+
+
+def _finish_and_check(catalog, source, target: str, move_id: str) -> None:
+    mover = DataMover(catalog, "sales.orders", target, create_target=True, move_id=move_id, commit_every_bytes=40_000)
+    result = mover.run()
+    assert result.complete
+    assert row_multiset(catalog.load_table(target)) == row_multiset(source)
+    assert mover.verify("checksum").ok
+
+
+@pytest.mark.slow
+def test_a_move_killed_at_random_moments_resumes_to_exactly_the_source_rows(moving, tmp_path):
+    catalog, source, duration = moving
+    chance = random.Random()
+    for trial in range(KILLS):
+        target, move_id = f"archive.killed_{trial}", f"killed-{trial}"
+        child = _spawn(tmp_path, target, move_id)
+        _started(child)
+        time.sleep(chance.uniform(0, duration * 1.1))
+        child.send_signal(signal.SIGKILL)
+        child.wait(timeout=60)
+        _finish_and_check(catalog, source, target, move_id)
+
+
+@pytest.mark.slow
+def test_two_workers_on_one_move_one_killed(moving, tmp_path):
+    catalog, source, duration = moving
+    chance = random.Random()
+    for trial in range(max(1, KILLS // 3)):
+        target, move_id = f"archive.pair_{trial}", f"pair-{trial}"
+        victim, survivor = _spawn(tmp_path, target, move_id), _spawn(tmp_path, target, move_id)
+        _started(victim)
+        _started(survivor)
+        time.sleep(chance.uniform(0, duration))
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=60)
+        assert survivor.wait(timeout=120) == 0, survivor.stderr.read()
+        _finish_and_check(catalog, source, target, move_id)
