@@ -42,10 +42,12 @@ demo: $(INSTALLED)
 	mkdir -p airflow_home local_data
 	$(VENV)/bin/airflow db migrate > airflow_home/db-migrate.log 2>&1 || (cat airflow_home/db-migrate.log; exit 1)
 	$(VENV)/bin/airflow dags test migrate_then_load
+	$(VENV)/bin/airflow dags test backfill_with_mover
 	$(VENV)/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml status
 	$(VENV)/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml history
 	@echo ""
-	@echo "Done: the DAG migrate_then_load applied dags_examples/migrations/ to namespace 'demo', then upserted a batch of orders."
+	@echo "Done: the DAG migrate_then_load applied dags_examples/migrations/ to namespace 'demo', then upserted a batch of orders;"
+	@echo "      the DAG backfill_with_mover copied two weeks of demo.events into demo.events_v2, one verified move per week."
 	@echo "  catalog   local_data/iceberg_catalog.db (SQLite); data files under local_data/iceberg_warehouse/"
 	@echo "  Airflow   airflow_home/ (metadata database and task logs)"
 	@echo "Try next:"

@@ -42,6 +42,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "iceberg_ops_provider.operators.migrate",
                     "iceberg_ops_provider.operators.maintenance",
+                    "iceberg_ops_provider.operators.data_move",
                 ],
             }
         ],

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Progress", "ProgressCallback", "ProgressTracker"]
+__all__ = ["Progress", "ProgressCallback", "ProgressTracker", "size_text"]
 
 log = logging.getLogger(__name__)
 
@@ -61,14 +61,12 @@ class Progress:
 
     def describe(self) -> str:
         """One line for a log or a terminal."""
-        parts = [f"{self.rows:,} rows", f"{self.bytes / _MIB:,.1f}"]
+        parts = [f"{self.rows:,} rows", size_text(self.bytes)]
         if self.total_bytes:
-            parts[-1] += f" of {self.total_bytes / _MIB:,.1f} MiB ({100 * self.bytes / self.total_bytes:.0f}%)"
-        else:
-            parts[-1] += " MiB"
+            parts[-1] += f" of {size_text(self.total_bytes)} ({100 * self.bytes / self.total_bytes:.0f}%)"
         if self.units_total:
             parts.append(f"unit {self.units_done} of {self.units_total} done")
-        parts.append(f"{self.bytes_per_second / _MIB:,.1f} MiB/s, {self.rows_per_second:,.0f} rows/s")
+        parts.append(f"{size_text(self.bytes_per_second)}/s, {self.rows_per_second:,.0f} rows/s")
         eta = self.eta_seconds
         if eta is not None:
             parts.append(f"ETA {_duration(eta)}")
@@ -77,6 +75,17 @@ class Progress:
 
 ProgressCallback = Callable[[Progress], None]
 """What long engine calls accept as ``on_progress``."""
+
+
+def size_text(nbytes: float) -> str:
+    """``nbytes`` in the largest binary unit that keeps it at 1 or more (``812 B``, ``3.4 KiB``, ``1,024.0 MiB``)."""
+    if nbytes < 1024:
+        return f"{nbytes:,.0f} B"
+    if nbytes < _MIB:
+        return f"{nbytes / 1024:,.1f} KiB"
+    if nbytes < 2**30 * 10:
+        return f"{nbytes / _MIB:,.1f} MiB"
+    return f"{nbytes / 2**30:,.2f} GiB"
 
 
 def _duration(seconds: float) -> str:

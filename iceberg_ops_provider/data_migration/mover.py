@@ -134,6 +134,11 @@ class DataMover:
         self.source_table = None if isinstance(source, str) else source
         self.source = _identifier(source)
         self.target = _identifier(target)
+        if self.source == self.target and self.target_catalog is self.source_catalog:
+            raise InvalidMoveError(
+                f"Source and target are the same table ({self.source}): a move copies rows into another table. "
+                "To rewrite a table's files, use compaction (compact_small_files_streaming)."
+            )
         self.where_text = where if isinstance(where, str) else (repr(where) if where is not None else None)
         try:
             self.where: BooleanExpression = (
@@ -182,7 +187,9 @@ class DataMover:
                     raise InvalidMoveError(f"Unit {item} does not exist: the plan has {len(plan.units)} units.")
                 chosen.append(plan.units[item])
                 continue
-            unit = item if isinstance(item, MoveUnit) else MoveUnit.from_json(dict(item))  # type: ignore[arg-type]
+            unit = self._given([item])[0] if isinstance(item, MoveUnit | Mapping) else None
+            if unit is None:
+                raise InvalidMoveError(f"{item!r} is not a unit: pass MoveUnit objects, their JSON, or unit indexes.")
             if unit.move_id != self.move_id:
                 raise InvalidMoveError(
                     f"Unit {unit.index} belongs to move {unit.move_id!r}, not {self.move_id!r}: "
@@ -190,6 +197,20 @@ class DataMover:
                 )
             chosen.append(unit)
         return chosen
+
+    @staticmethod
+    def _given(units: Sequence[MoveUnit | Mapping[str, Any] | int] | None) -> list[MoveUnit]:
+        """The units given as ``MoveUnit`` or JSON (indexes name units of the plan about to be made)."""
+        given: list[MoveUnit] = []
+        for item in units or ():
+            if isinstance(item, MoveUnit):
+                given.append(item)
+            elif isinstance(item, Mapping):
+                try:
+                    given.append(MoveUnit.from_json(dict(item)))
+                except (KeyError, TypeError, ValueError) as exc:
+                    raise InvalidMoveError(f"{item!r} is not a unit of a move plan ({exc!r}).") from exc
+        return given
 
     def _settled_elsewhere(self, target: Table | None, unit: MoveUnit) -> bool:
         """Whether ``unit``, from an older plan than the current one, was committed by that plan's run."""
@@ -217,12 +238,13 @@ class DataMover:
             VerificationFailedError: ``verify`` was set and the target does not hold the source's rows.
         """
         started = time.monotonic()
-        resolved = resolve(self)
+        planned = {unit.source_snapshot_id for unit in self._given(units)}
+        resolved = resolve(self, pinned=planned.pop() if len(planned) == 1 else None)
         plan = resolved.plan
+        selected = self._units(plan, units)
         if resolved.target is None:
             resolved.target = create_target(self, resolved.source)
         target = resolved.target
-        selected = self._units(plan, units)
         tracker = ProgressTracker(
             f"move {self.source} -> {self.target}",
             total_bytes=sum(unit.bytes for unit in selected if unit.index not in plan.done),

@@ -116,8 +116,12 @@ def check_owner(mover: DataMover, state: MoveState, source: Table) -> None:
         )
 
 
-def resolve(mover: DataMover) -> Resolved:
-    """Load, reconcile, read the state and plan (changes nothing)."""
+def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
+    """Load, reconcile, read the state and plan (changes nothing).
+
+    ``pinned`` is the source snapshot a new move reads when the mover names none (the snapshot of
+    units planned elsewhere): a commit to the source between planning and running changes nothing.
+    """
     source = load_source(mover)
     target = load_target(mover)
     row_filter = bound_filter(mover, source)
@@ -130,7 +134,7 @@ def resolve(mover: DataMover) -> Resolved:
     state = current_state(mover, target)
     notes: list[str] = list(mapping.notes())
     current = source.metadata.current_snapshot_id
-    snapshot_id = mover.source_snapshot_id if mover.source_snapshot_id is not None else current
+    snapshot_id = next((s for s in (mover.source_snapshot_id, pinned) if s is not None), current)
     from_snapshot: int | None = None
     commit_every = mover.commit_every_bytes
     initial: MoveState | None = None

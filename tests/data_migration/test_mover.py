@@ -24,6 +24,7 @@ from iceberg_ops_provider.errors import (
     ReconciliationError,
     VerificationFailedError,
 )
+from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from tests.data_migration.support import orders, row_multiset, source_table
 
 SMALL_UNITS = 1  # every source file is a unit of its own
@@ -324,6 +325,31 @@ def test_bad_tables_and_filters_are_refused_before_writing(catalog):
     assert ("archive",) not in catalog.list_namespaces()
 
 
+def test_a_table_cannot_be_moved_into_itself(catalog):
+    source_table(catalog, files=1)
+    with pytest.raises(InvalidMoveError, match="same table"):
+        DataMover(catalog, "sales.orders", "sales.orders")
+
+
+def test_incremental_skips_a_compaction_of_rows_already_moved_and_refuses_one_of_new_rows(catalog):
+    source = source_table(catalog, files=4, rows_per_file=100)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, mode="incremental")
+    mover.run()
+    compacted = compact_small_files_streaming(source, min_input_files=2)
+    assert compacted.rewritten_data_files_count == 4
+    source.append(orders(7000, 30))
+
+    result = mover.run()
+    assert result.rows == 30
+    assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(source)
+
+    source.append(orders(8000, 30))
+    source.append(orders(9000, 30))
+    compact_small_files_streaming(source, min_input_files=2)  # folds the two new files into one
+    with pytest.raises(MoveStateError, match="rewrote files appended"):
+        mover.run()
+
+
 def test_a_unit_of_another_move_is_refused(catalog):
     source_table(catalog, files=1)
     unit = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, move_id="a").plan().units[0]
@@ -353,3 +379,26 @@ def test_progress_is_reported_and_logged(catalog, caplog):
     assert seen and seen[-1].rows == 1500 and seen[-1].units_done == 3
     assert seen[-1].bytes == seen[-1].total_bytes
     assert any("rows/s" in record.getMessage() for record in caplog.records)
+
+
+def test_units_planned_before_a_source_commit_run_on_their_snapshot(catalog):
+    source = source_table(catalog, files=2)
+    before = row_multiset(source)
+    units = [
+        unit.to_json() for unit in DataMover(catalog, "sales.orders", "archive.orders", create_target=True).plan().units
+    ]
+    source.append(orders(9000, 10))  # lands between the planning task and the move tasks
+
+    result = DataMover(catalog, "sales.orders", "archive.orders", create_target=True).run(units=units)
+
+    assert result.complete
+    assert row_multiset(catalog.load_table("archive.orders")) == before
+
+
+def test_something_that_is_not_a_unit_is_refused(catalog):
+    source_table(catalog, files=1)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True)
+    with pytest.raises(InvalidMoveError, match="not a unit"):
+        mover.run(units=[{"index": 0}])
+    with pytest.raises(InvalidMoveError, match="does not exist"):
+        mover.run(units=[5])

@@ -1,0 +1,404 @@
+"""Data mover operators: move rows between Iceberg tables, plan a move for fan-out, verify a move.
+
+Thin fronts over :class:`iceberg_ops_provider.data_migration.DataMover`: the hooks are built in
+``execute()``, results go to XCom as their ``to_json()``, and errors map as for the other operators
+(permanent ones fail the task at once, transient ones keep Airflow's retries).
+
+Every move has a ``move_id``, the key of its progress in the target's snapshot summaries. The
+default one is built from the task instance (dag id, task id, map index, logical date), so a retried
+task resumes the move its failed try started, and a unit already committed is never written twice.
+The fan-out pattern::
+
+    plan = IcebergMovePlanOperator(task_id="plan", source=SRC, target=DST)
+    move = IcebergDataMoveOperator.partial(task_id="move", source=SRC, target=DST).expand(units=plan.output)
+    verify = IcebergMoveVerifyOperator(task_id="verify", source=SRC, target=DST, move_id=plan.output["move_id"])
+    move >> verify
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from pyiceberg.expressions import BooleanExpression
+
+    from iceberg_ops_provider.data_migration import DataMover
+
+try:  # Airflow 3.2+
+    from airflow.sdk.exceptions import AirflowFailException
+except ImportError:  # pragma: no cover - Airflow 3.1
+    from airflow.exceptions import AirflowFailException
+
+__all__ = [
+    "IcebergDataMoveOperator",
+    "IcebergMovePlanOperator",
+    "IcebergMoveVerifyOperator",
+    "default_move_id",
+]
+
+# The engine checks these too; repeated here so a typo fails at DAG parse without importing the engine.
+MODES = ("append", "overwrite", "incremental")
+VERIFY_METHODS = ("count", "checksum", "sample")
+DEFAULT_COMMIT_EVERY_BYTES = 256 * 2**20
+MOVE_TEMPLATE_FIELDS = ("source", "target", "where", "move_id", "source_conn_id", "target_conn_id")
+
+
+def default_move_id(context: Context | Mapping[str, Any]) -> str | None:
+    """The move id of the running task instance: the same on every try of it, different for any other.
+
+    Built from the dag id, task id, map index and logical date (the run id when the run has no
+    logical date). ``None`` outside a task instance (an operator's ``execute`` called directly): the
+    engine then uses its own default, a hash of the move's arguments.
+    """
+    ti = context.get("ti") or context.get("task_instance")
+    if ti is None:
+        return None
+    logical_date = context.get("logical_date")
+    if logical_date is None:
+        logical_date = getattr(context.get("dag_run"), "logical_date", None)
+    when = logical_date.isoformat() if logical_date is not None else str(ti.run_id)
+    return f"airflow:{ti.dag_id}:{ti.task_id}:{getattr(ti, 'map_index', -1)}:{when}"
+
+
+def _text(value: str | None) -> str | None:
+    """A templated optional argument: an empty rendering (an unset param) means not given."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+class _MoveOperator(BaseOperator):
+    """What the three operators share: the move's arguments, the mover, and the error mapping."""
+
+    template_fields: Sequence[str] = MOVE_TEMPLATE_FIELDS
+    ui_color = "#fdebd0"
+
+    def __init__(
+        self,
+        *,
+        source: str,
+        target: str,
+        source_conn_id: str = IcebergCatalogHook.default_conn_name,
+        target_conn_id: str | None = None,
+        where: str | BooleanExpression | None = None,
+        columns: Sequence[str] | None = None,
+        rename: Mapping[str, str] | None = None,
+        mode: str = "append",
+        move_id: str | None = None,
+        create_target: bool = False,
+        commit_every_bytes: int = DEFAULT_COMMIT_EVERY_BYTES,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        if mode not in MODES:
+            raise ValueError(f"mode={mode!r} is not a move mode; use one of {', '.join(MODES)}.")
+        if int(commit_every_bytes) <= 0:
+            raise ValueError(f"commit_every_bytes={commit_every_bytes!r} must be a positive number of bytes.")
+        self.source = source
+        self.target = target
+        self.source_conn_id = source_conn_id
+        self.target_conn_id = target_conn_id
+        self.where = where
+        self.columns = columns
+        self.rename = rename
+        self.mode = mode
+        self.move_id = move_id
+        self.create_target = create_target
+        self.commit_every_bytes = commit_every_bytes
+
+    def _mover(
+        self, move_id: str | None, verify: str | None = None, source_snapshot_id: int | None = None
+    ) -> DataMover:
+        """The engine for this move, on the catalogs of the connections."""
+        from iceberg_ops_provider.data_migration import DataMover
+
+        source_catalog = IcebergCatalogHook(iceberg_conn_id=self.source_conn_id).get_conn()
+        target_conn_id = _text(self.target_conn_id)
+        target_catalog = (
+            IcebergCatalogHook(iceberg_conn_id=target_conn_id).get_conn()
+            if target_conn_id and target_conn_id != self.source_conn_id
+            else None
+        )
+        return DataMover(
+            source_catalog,
+            self.source,
+            self.target,
+            target_catalog,
+            where=_text(self.where) if isinstance(self.where, str) else self.where,
+            columns=list(self.columns) if self.columns else None,
+            rename=dict(self.rename) if self.rename else None,
+            create_target=self.create_target,
+            mode=self.mode,
+            move_id=move_id,
+            commit_every_bytes=int(self.commit_every_bytes),
+            verify=verify,
+            source_snapshot_id=source_snapshot_id,
+        )
+
+    def execute(self, context: Context) -> Any:
+        """Run the operator's step; permanent errors fail the task at once, transient ones are retried.
+
+        Raises:
+            AirflowFailException: Bad input (a column that does not reconcile, a ``move_id`` that
+                belongs to another move, a missing table, a bad filter) or a failed verification:
+                retrying cannot help.
+            IcebergOpsError: A transient error (commits that kept conflicting): Airflow's retries apply,
+                and the retry resumes with the units not yet committed.
+        """
+        from iceberg_ops_provider.errors import IcebergOpsError, VerificationFailedError
+
+        try:
+            return self._execute(context)
+        except VerificationFailedError as exc:
+            if exc.report is not None and "ti" in context:
+                context["ti"].xcom_push(key="report", value=exc.report.to_json())
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+        except IcebergOpsError as exc:
+            if exc.transient:
+                raise
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+        except ValueError as exc:  # a bad argument: the same on every try
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+
+    def _execute(self, context: Context) -> Any:
+        raise NotImplementedError
+
+
+class IcebergDataMoveOperator(_MoveOperator):
+    """Move the rows of one Iceberg table into another, exactly once, resuming after a failed try.
+
+    The move reads the source snapshot current when it first commits, streams its files into the
+    target and commits unit by unit, each commit carrying the move's progress. A retried task (or a
+    second run with the same ``move_id``) skips the committed units and does the rest; a finished
+    move run again changes nothing. The engine's progress lines (rows, bytes, rate, ETA) reach the
+    task log.
+
+    Args:
+        source: The source table, ``namespace.table`` (templated).
+        target: The target table (templated).
+        source_conn_id: The source catalog's connection (templated).
+        target_conn_id: The target catalog's connection; default the source's (templated).
+        where: A row filter on the source in PyIceberg syntax, e.g. ``"day >= '2026-11-01'"`` (templated), or a
+            PyIceberg ``BooleanExpression``.
+        columns: Source columns to move; default all.
+        rename: ``{"source_column": "target_column"}``.
+        mode: ``append`` (default), ``overwrite`` (replace the target rows matched by ``where`` at the
+            end) or ``incremental`` (only what was appended to the source since this ``move_id`` last
+            completed).
+        verify: ``count``, ``checksum`` or ``sample``: compare source and target once the move is
+            complete, and fail the task when they differ. In a fan-out, verify in a task of its own
+            (:class:`IcebergMoveVerifyOperator`) after all the units ran.
+        move_id: The move's identifier (templated). Default: one built from the task instance (see
+            :func:`default_move_id`); with ``units``, theirs.
+        units: Units of a plan to run, as :class:`IcebergMovePlanOperator` returns them (one unit's
+            JSON or a list of them); set through ``.expand(units=plan.output)``. Default: every pending unit.
+        create_target: Create a missing target from the source's schema, partition spec and sort order.
+        commit_every_bytes: Source bytes per unit (per target commit).
+
+    Returns (XCom): the ``MoveResult`` JSON (``rows``, ``units_committed``, ``units_skipped``,
+    ``complete``, ``target_snapshot_ids``, ``verify``...). When verification fails, its report is
+    pushed under the XCom key ``report`` before the task fails.
+    """
+
+    def __init__(
+        self,
+        *,
+        source: str,
+        target: str,
+        verify: str | None = None,
+        units: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(source=source, target=target, **kwargs)
+        if verify is not None and verify not in VERIFY_METHODS:
+            raise ValueError(f"verify={verify!r} is not a verification method; use one of {', '.join(VERIFY_METHODS)}.")
+        self.verify = verify
+        self.units = units
+
+    def _execute(self, context: Context) -> dict[str, Any]:
+        units = _unit_list(self.units)
+        move_id = _text(self.move_id)
+        snapshot_id = None
+        if units:
+            move_id, snapshot_id = _units_move(units, move_id)
+        move_id = move_id or default_move_id(context)
+        self.log.info(
+            "Moving %s -> %s (move_id %s, mode %s%s)",
+            self.source,
+            self.target,
+            move_id,
+            self.mode,
+            f", {len(units)} unit(s) of the plan" if units else "",
+        )
+        # With units, the move reads the snapshot they were planned on, even if the source moved on since.
+        mover = self._mover(move_id, verify=self.verify, source_snapshot_id=snapshot_id)
+        result = mover.run(units=units) if units else mover.run()
+        payload = result.to_json()
+        self.log.info(
+            "Moved %s rows in %.1f s: %s unit(s) committed, %s already done, move %s",
+            payload["rows"],
+            payload["seconds"],
+            payload["units_committed"],
+            payload["units_skipped"],
+            "complete" if payload["complete"] else "not complete yet (other units pending)",
+        )
+        return payload
+
+
+class IcebergMovePlanOperator(_MoveOperator):
+    """Plan a move and return its pending units, for a mapped :class:`IcebergDataMoveOperator` to run.
+
+    Changes nothing. Takes the same move arguments as the move operator (the move tasks must get the
+    same ``where``, ``columns``, ``rename`` and ``mode``: a unit runs only under the plan it came
+    from). The default ``move_id`` is built from this task's instance (dag id, task id, map index,
+    logical date) and travels with the units, so the move tasks need none; a retried or cleared plan
+    task keeps it, and a plan of a move already partly done lists only what is left.
+
+    Args:
+        units_per_task: Units each mapped move task runs; raised as far as needed to keep the number of
+            move tasks within Airflow's ``[core] max_map_length`` (1024 by default).
+        source, target, source_conn_id, target_conn_id, where, columns, rename, mode, move_id,
+            create_target, commit_every_bytes: As for :class:`IcebergDataMoveOperator`.
+
+    Returns (XCom): a list with one item per move task to map: the list of its units' JSON; empty
+    when nothing is pending (the mapped move task is then skipped). The move id is pushed under the
+    XCom key ``move_id`` (``plan.output["move_id"]``) for the verify task.
+    """
+
+    def __init__(self, *, source: str, target: str, units_per_task: int = 1, **kwargs: Any) -> None:
+        super().__init__(source=source, target=target, **kwargs)
+        if int(units_per_task) < 1:
+            raise ValueError(f"units_per_task={units_per_task!r} must be 1 or more.")
+        self.units_per_task = units_per_task
+
+    def _execute(self, context: Context) -> list[list[dict[str, Any]]]:
+        plan = self._mover(_text(self.move_id) or default_move_id(context)).plan()
+        pending = [unit.to_json() for unit in plan.pending]
+        self.log.info(
+            "Plan of %s -> %s (move_id %s): %s unit(s), %s pending, %s source bytes, %s source records%s",
+            self.source,
+            self.target,
+            plan.move_id,
+            len(plan.units),
+            len(pending),
+            plan.bytes,
+            plan.records,
+            "".join(f"\n  {note}" for note in plan.notes),
+        )
+        if "ti" in context:
+            context["ti"].xcom_push(key="move_id", value=plan.move_id)
+        step = int(self.units_per_task)
+        most = _max_map_length()
+        if -(-len(pending) // step) > most:
+            step = -(-len(pending) // most)
+            self.log.warning(
+                "%d pending units, %d a task, would map more move tasks than [core] max_map_length (%d) allows: "
+                "%d units a task instead",
+                len(pending),
+                int(self.units_per_task),
+                most,
+                step,
+            )
+        return [pending[start : start + step] for start in range(0, len(pending), step)]
+
+
+class IcebergMoveVerifyOperator(_MoveOperator):
+    """Compare a move's source rows with the rows it wrote to the target; fail the task when they differ.
+
+    Args:
+        move_id: The move to verify (templated), e.g. ``plan.output["move_id"]``.
+        method: ``checksum`` (default: an order-independent content hash of both sides), ``count``
+            or ``sample`` (random rows compared value by value).
+        source, target, source_conn_id, target_conn_id, where, columns, rename, mode: As the move was
+            planned and run.
+
+    Returns (XCom): the ``VerifyReport`` JSON (``ok``, ``method``, ``source_rows``, ``target_rows``,
+    ``details``). When the rows differ the report is pushed under the XCom key ``report`` and the task
+    fails without retrying.
+    """
+
+    def __init__(self, *, source: str, target: str, move_id: str, method: str = "checksum", **kwargs: Any) -> None:
+        super().__init__(source=source, target=target, move_id=move_id, **kwargs)
+        if method not in VERIFY_METHODS:
+            raise ValueError(f"method={method!r} is not a verification method; use one of {', '.join(VERIFY_METHODS)}.")
+        self.method = method
+
+    def _execute(self, context: Context) -> dict[str, Any]:
+        from iceberg_ops_provider.errors import VerificationFailedError
+
+        move_id = _text(self.move_id)
+        if move_id is None:
+            raise ValueError(
+                "move_id is empty: pass the move's id, e.g. move_id=plan.output['move_id'] from the plan task."
+            )
+        report = self._mover(move_id).verify(self.method)
+        payload = report.to_json()
+        self.log.info(
+            "Verification (%s) of move %s: %s; source rows %s, target rows %s",
+            report.method,
+            move_id,
+            "ok" if report.ok else "DIFFERENT",
+            report.source_rows,
+            report.target_rows,
+        )
+        if not report.ok:
+            raise VerificationFailedError(
+                f"The target {self.target!r} does not hold the rows move {move_id!r} read from {self.source!r} "
+                f"({report.method}: details {payload['details']}). Look for writes to the target outside the move, "
+                "then run the move again under a new move_id into an emptied target.",
+                report=report,
+            )
+        return payload
+
+
+def _max_map_length() -> int:
+    """How many task instances Airflow maps from one upstream value at most (``[core] max_map_length``)."""
+    from airflow.sdk import conf
+
+    return conf.getint("core", "max_map_length", fallback=1024)
+
+
+def _unit_list(units: Any) -> list[dict[str, Any]]:
+    """The units a move task was given: one unit's JSON or a list of them (as the plan task returns)."""
+    if units is None:
+        return []
+    if isinstance(units, Mapping):
+        return [dict(units)]
+    if isinstance(units, str) or not isinstance(units, Sequence):
+        raise ValueError(
+            f"units={units!r} is not a unit's JSON or a list of them: pass what IcebergMovePlanOperator returns, "
+            "e.g. .expand(units=plan.output)."
+        )
+    listed = [dict(unit) for unit in units if isinstance(unit, Mapping)]
+    if len(listed) != len(units):
+        raise ValueError(f"units holds items that are not a unit's JSON: {units!r}.")
+    return listed
+
+
+def _units_move(units: list[dict[str, Any]], given: str | None) -> tuple[str, int]:
+    """The move id and source snapshot the units carry (one plan's units share them); ``given`` must agree."""
+    if any(not unit.get("move_id") or unit.get("source_snapshot_id") is None for unit in units):
+        raise ValueError(
+            f"units holds a unit without a move_id or source snapshot: {units!r}; pass what "
+            "IcebergMovePlanOperator returns."
+        )
+    ids = {str(unit["move_id"]) for unit in units}
+    if len(ids) != 1:
+        raise ValueError(f"The units belong to different moves ({', '.join(sorted(ids))}): map a move task per plan.")
+    (carried,) = ids
+    if given is not None and given != carried:
+        raise ValueError(
+            f"move_id={given!r} differs from the move id its units carry ({carried!r}): leave move_id unset when "
+            "passing units; they carry the plan's."
+        )
+    snapshots = {int(unit["source_snapshot_id"]) for unit in units}
+    if len(snapshots) != 1:
+        raise ValueError(f"The units come from plans of different source snapshots ({sorted(snapshots)}): plan again.")
+    return carried, snapshots.pop()
