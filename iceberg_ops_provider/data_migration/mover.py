@@ -245,6 +245,10 @@ class DataMover:
         if resolved.target is None:
             resolved.target = create_target(self, resolved.source)
         target = resolved.target
+        if self.mode == "overwrite" and target.metadata.current_snapshot_id is None:
+            # A catalog accepts a branch only on a table with a snapshot: give the empty table one.
+            with target.transaction() as transaction:
+                transaction.update_snapshot().fast_append().commit()
         tracker = ProgressTracker(
             f"move {self.source} -> {self.target}",
             total_bytes=sum(unit.bytes for unit in selected if unit.index not in plan.done),

@@ -300,6 +300,24 @@ def test_position_deletes_are_applied(catalog) -> None:
     assert sum(multiset(target).values()) == 296
 
 
+@pytest.mark.parametrize("row_filter", [ALL, GreaterThanOrEqual("id", 120)], ids=["all", "filtered"])
+def test_position_deletes_across_row_groups(catalog, row_filter) -> None:
+    source = source_table(catalog, files=2, rows_per_file=500, properties={"write.parquet.row-group-limit": "100"})
+    files = [task.file for task in source.scan().plan_files()]
+    path = files[0].file_path
+    assert pq.ParquetFile(path.removeprefix("file://")).num_row_groups == 5
+    first_id = pq.read_table(path.removeprefix("file://"), columns=["id"])["id"][0].as_py()
+    deleted = [0, 99, 100, 101, 250, 399, 499]  # row-group edges of a file read one row group at a time
+    commit_delete_files(source, [position_delete_file(source, {path: deleted}, of=files[0])])
+    source.refresh()
+    target = target_table(catalog, "sales.copy")
+    outcome, _ = copy_all(source, target, row_filter=row_filter, parallelism=1)
+    expected = multiset(source, row_filter=row_filter)
+    assert multiset(target) == expected
+    assert not {first_id + position for position in deleted} & {row[0] for row in multiset(target)}
+    assert outcome.rows == sum(expected.values())
+
+
 def test_row_filter_applies_on_both_read_paths(catalog) -> None:
     source = target_table(catalog, "sales.parted", columns=ORDERS.names, partition=lambda u: u.add_identity("customer"))
     source.append(orders(0, 600))

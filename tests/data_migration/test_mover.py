@@ -402,3 +402,11 @@ def test_something_that_is_not_a_unit_is_refused(catalog):
         mover.run(units=[{"index": 0}])
     with pytest.raises(InvalidMoveError, match="does not exist"):
         mover.run(units=[5])
+
+
+def test_overwrite_into_a_new_empty_target(catalog):
+    source = source_table(catalog, files=2)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, mode="overwrite")
+    assert mover.run().complete
+    assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(source)
+    assert mover.verify("checksum").ok
