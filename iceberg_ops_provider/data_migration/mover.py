@@ -40,7 +40,7 @@ from iceberg_ops_provider.data_migration.resolution import (
     resolve,
 )
 from iceberg_ops_provider.data_migration.results import VERIFY_METHODS, MovePlan, MoveResult, MoveUnit, VerifyReport
-from iceberg_ops_provider.data_migration.state import STATE_KEY, MoveState, find_state, move_snapshots
+from iceberg_ops_provider.data_migration.state import STATE_KEY, MoveState, file_prefix, find_state, move_snapshots
 from iceberg_ops_provider.data_migration.unit_commit import commit_unit
 from iceberg_ops_provider.data_migration.verification import verify_move
 from iceberg_ops_provider.errors import InvalidMoveError, MoveConflictError, MoveStateError, VerificationFailedError
@@ -243,7 +243,7 @@ class DataMover:
         plan = resolved.plan
         selected = self._units(plan, units)
         if resolved.target is None:
-            resolved.target = create_target(self, resolved.source)
+            resolved.target = create_target(self, resolved.source, resolved.source_metadata.schema())
         target = resolved.target
         if self.mode == "overwrite" and target.metadata.current_snapshot_id is None:
             # A catalog accepts a branch only on a table with a snapshot: give the empty table one.
@@ -256,7 +256,7 @@ class DataMover:
             on_progress=self.on_progress,
         )
         copier = FileCopier(
-            source_metadata=resolved.source.metadata,
+            source_metadata=resolved.source_metadata,
             source_io=resolved.source.io,
             target_metadata=target.metadata,
             target_io=target.io,
@@ -264,7 +264,7 @@ class DataMover:
             source_columns=resolved.mapping.source_columns,
             row_filter=self.where,
             parallelism=self.parallelism,
-            file_name_prefix=f"move-{plan.plan_id}-",
+            file_name_prefix=f"{file_prefix(self.move_id)}{plan.plan_id}-",
             on_progress=tracker.add,
         )
         totals = {"committed": 0, "skipped": 0, "rows": 0, "read": 0, "written": 0, "files": 0}

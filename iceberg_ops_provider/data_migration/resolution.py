@@ -25,16 +25,28 @@ from iceberg_ops_provider.data_migration.reconcile import (
     target_spec_for,
 )
 from iceberg_ops_provider.data_migration.results import MovePlan
-from iceberg_ops_provider.data_migration.state import MoveState, find_state
+from iceberg_ops_provider.data_migration.state import MoveState, file_prefix, find_state
 from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError
+from iceberg_ops_provider.maintenance.files import ManifestReader
 
 if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.schema import Schema
     from pyiceberg.table import FileScanTask, Table
+    from pyiceberg.table.metadata import TableMetadata
 
     from iceberg_ops_provider.data_migration.mover import DataMover
 
-__all__ = ["Resolved", "create_target", "current_state", "load_source", "load_target", "resolve"]
+__all__ = [
+    "Resolved",
+    "build_mapping",
+    "create_target",
+    "current_state",
+    "load_source",
+    "load_target",
+    "metadata_at",
+    "resolve",
+]
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +65,7 @@ class Resolved:
     plan: MovePlan
     tasks: dict[str, FileScanTask]
     initial_state: MoveState | None
+    source_metadata: TableMetadata
 
 
 def load_source(mover: DataMover) -> Table:
@@ -78,16 +91,63 @@ def load_target(mover: DataMover) -> Table | None:
         ) from exc
 
 
-def bound_filter(mover: DataMover, source: Table) -> BooleanExpression:
-    """The move's filter, checked against the source's columns."""
+def bound_filter(mover: DataMover, schema: Schema) -> BooleanExpression:
+    """The move's filter, checked against the columns of the source schema it reads."""
     try:
-        bind(source.schema(), mover.where, case_sensitive=True)
+        bind(schema, mover.where, case_sensitive=True)
     except Exception as exc:
         raise InvalidMoveError(
             f"where={mover.where_text!r} does not fit the columns of {mover.source}: {exc}. "
-            f"Columns: {', '.join(f.name for f in source.schema().fields)}."
+            f"Columns: {', '.join(f.name for f in schema.fields)}."
         ) from exc
     return mover.where
+
+
+def metadata_at(table: Table, snapshot_id: int | None) -> TableMetadata:
+    """``table``'s metadata with the schema of ``snapshot_id`` as its current one.
+
+    A move reads its pinned snapshot as it was written: a column dropped or renamed in the source
+    since then does not change what the move copies (PyIceberg's scan of a snapshot does the same).
+    """
+    snapshot = table.metadata.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
+    if snapshot is None or snapshot.schema_id is None or snapshot.schema_id == table.metadata.current_schema_id:
+        return table.metadata
+    return table.metadata.model_copy(update={"current_schema_id": snapshot.schema_id})
+
+
+def build_mapping(mover: DataMover, source_schema: Schema, target: Table | None) -> ColumnMapping:
+    """The column mapping from ``source_schema`` to the target's (or the schema a created target gets)."""
+    target_schema = (
+        target.schema()
+        if target is not None
+        else target_schema_for(source_schema, columns=mover.columns, rename=mover.rename)
+    )
+    mapping = ColumnMapping.build(source_schema, target_schema, columns=mover.columns, rename=mover.rename)
+    if mover.mode == "overwrite":
+        mapping.target_expression(mover.where)  # the rows an overwrite replaces must be named in the target
+    return mapping
+
+
+def refuse_forgotten_move(mover: DataMover, target: Table) -> None:
+    """Refuse to start a move whose files the target holds although its state is gone from the history.
+
+    The state lives in snapshot summaries; expiring every snapshot of a move forgets it. Its data
+    files keep the move's key in their names, so a run that would copy the same rows again is
+    stopped here instead.
+    """
+    head = target.metadata.current_snapshot()
+    if head is None:
+        return
+    marker = f"/{file_prefix(mover.move_id)}"
+    reader = ManifestReader(target.io)
+    left = [path for path in reader.live_paths(reader.manifests(head)) if marker in path]
+    if left:
+        raise MoveStateError(
+            f"{mover.target} holds {len(left)} data files written by move {mover.move_id!r} (e.g. {left[0]}), but "
+            "the move's progress is no longer in the target's snapshot history (its snapshots were expired). "
+            "Running it again could copy the same rows twice, so it was not started. If the target should get "
+            "the rows again, use another move_id (or mode='overwrite')."
+        )
 
 
 def current_state(mover: DataMover, target: Table | None) -> MoveState | None:
@@ -124,20 +184,14 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
     """
     source = load_source(mover)
     target = load_target(mover)
-    row_filter = bound_filter(mover, source)
-    target_schema = (
-        target.schema()
-        if target is not None
-        else target_schema_for(source.schema(), columns=mover.columns, rename=mover.rename)
-    )
-    mapping = ColumnMapping.build(source.schema(), target_schema, columns=mover.columns, rename=mover.rename)
     state = current_state(mover, target)
-    notes: list[str] = list(mapping.notes())
+    notes: list[str] = []
     current = source.metadata.current_snapshot_id
     snapshot_id = next((s for s in (mover.source_snapshot_id, pinned) if s is not None), current)
     from_snapshot: int | None = None
     commit_every = mover.commit_every_bytes
     initial: MoveState | None = None
+    finished = False
     if state is not None:
         check_owner(mover, state, source)
     if state is not None and not state.complete:
@@ -151,7 +205,10 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
             notes.append(f"units of {commit_every} bytes, as the move started with")
     elif state is not None and mover.mode == "incremental" and snapshot_id != state.completed_snapshot_id:
         from_snapshot = state.completed_snapshot_id
-        notes.append(f"incremental: moving what was appended after source snapshot {from_snapshot}")
+        if from_snapshot is not None:
+            notes.append(f"incremental: moving what was appended after source snapshot {from_snapshot}")
+        else:
+            notes.append("incremental: the source was empty when the move last ran; moving all of it")
     elif state is not None:
         if snapshot_id != state.snapshot_id:
             raise MoveStateError(
@@ -160,11 +217,18 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
                 "mode='incremental' to move only what was appended since, or another move_id to copy anew."
             )
         notes.append("already complete: nothing to do")
+        finished = True
     if snapshot_id is not None and source.metadata.snapshot_by_id(snapshot_id) is None:
         raise MoveStateError(
             f"Source snapshot {snapshot_id} of {mover.source} no longer exists (expired?); the move cannot "
             "resume from it. Start another move_id (the target keeps the units already committed)."
         )
+    if state is None and target is not None:
+        refuse_forgotten_move(mover, target)
+    source_metadata = metadata_at(source, snapshot_id)
+    row_filter = bound_filter(mover, source_metadata.schema())
+    mapping = build_mapping(mover, source_metadata.schema(), target)
+    notes[:0] = mapping.notes()
     tasks = scan_tasks(source, snapshot_id, row_filter, mapping.source_columns)
     if from_snapshot is not None and snapshot_id is not None:
         appended = incremental_range(source, from_snapshot, snapshot_id, mover.source)
@@ -174,7 +238,7 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
     done: frozenset[int] = frozenset()
     if state is not None and state.plan_id == plan_id:
         done = state.done
-    elif state is not None and state.complete and from_snapshot is None:
+    elif finished:
         done = frozenset(range(len(units)))
     else:
         initial = MoveState(
@@ -206,24 +270,24 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
         notes=tuple(notes),
     )
     by_path = {task.file.file_path: task for task in tasks}
-    return Resolved(source, target, mapping, state, plan, by_path, initial)
+    return Resolved(source, target, mapping, state, plan, by_path, initial, source_metadata)
 
 
-def create_target(mover: DataMover, source: Table) -> Table:
-    """Create the target (and its namespace) from the source's schema, partition spec and sort order."""
+def create_target(mover: DataMover, source: Table, source_schema: Schema) -> Table:
+    """Create the target (and its namespace) from the source's schema (as the move reads it), spec and sort order."""
     namespace = mover.target.rsplit(".", 1)[0]
     try:
         mover.target_catalog.create_namespace(namespace)
         log.info("created namespace %s for the move's target", namespace)
     except NamespaceAlreadyExistsError:
         pass
-    schema = target_schema_for(source.schema(), columns=mover.columns, rename=mover.rename)
+    schema = target_schema_for(source_schema, columns=mover.columns, rename=mover.rename)
     try:
         table = mover.target_catalog.create_table(
             mover.target,
             schema=schema,
-            partition_spec=target_spec_for(source.spec(), source.schema(), schema, rename=mover.rename),
-            sort_order=target_sort_order_for(source.sort_order(), source.schema(), schema, rename=mover.rename),
+            partition_spec=target_spec_for(source.spec(), source_schema, schema, rename=mover.rename),
+            sort_order=target_sort_order_for(source.sort_order(), source_schema, schema, rename=mover.rename),
         )
         log.info("created %s from the schema, partition spec and sort order of %s", mover.target, mover.source)
         return table

@@ -14,6 +14,7 @@ keep a move's snapshots until it finishes (the default expiry keeps the current 
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["MOVE_ID_KEY", "STATE_KEY", "MoveState", "find_state", "format_ranges", "parse_ranges"]
+__all__ = ["MOVE_ID_KEY", "STATE_KEY", "MoveState", "file_prefix", "find_state", "format_ranges", "parse_ranges"]
 
 MOVE_ID_KEY = "iceberg-ops.move-id"
 """Snapshot summary key: the move a snapshot was committed by."""
@@ -39,6 +40,15 @@ UNIT_KEY = "iceberg-ops.move-unit"
 """Snapshot summary key: the unit a snapshot committed (``index/count``), for people reading the history."""
 
 STATE_VERSION = 1
+
+
+def file_prefix(move_id: str) -> str:
+    """The start of the names of the data files a move writes (``move-<hash of move_id>-``).
+
+    The move's key survives in the target's file names when its snapshots are expired, so a move
+    whose progress was forgotten can still be recognised before it copies rows again.
+    """
+    return f"move-{hashlib.sha256(move_id.encode()).hexdigest()[:12]}-"
 
 
 def format_ranges(indexes: Iterable[int]) -> str:

@@ -9,8 +9,7 @@ from typing import TYPE_CHECKING
 from pyiceberg.table.refs import MAIN_BRANCH
 
 from iceberg_ops_provider.data_migration import move_files
-from iceberg_ops_provider.data_migration.reconcile import ColumnMapping
-from iceberg_ops_provider.data_migration.resolution import load_source, load_target
+from iceberg_ops_provider.data_migration.resolution import build_mapping, load_source, load_target, metadata_at
 from iceberg_ops_provider.data_migration.results import VERIFY_METHODS, VerifyReport
 from iceberg_ops_provider.data_migration.state import find_state
 from iceberg_ops_provider.data_migration.verify import verify_rows
@@ -47,7 +46,7 @@ def verify_move(mover: DataMover, method: str | None = None, *, seed: int | None
             f"Move {mover.move_id!r} has not finished ({done} committed to {mover.target}); run it first."
         )
     assert target is not None
-    mapping = ColumnMapping.build(source.schema(), target.schema(), columns=mover.columns, rename=mover.rename)
+    mapping = build_mapping(mover, metadata_at(source, state.completed_snapshot_id).schema(), target)
     compared = list(mapping.compared_columns) if method != "count" else list(mapping.compared_columns[:1])
     target_schema = target.schema()
     names = [field.name for field in target_schema.fields]

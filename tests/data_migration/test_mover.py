@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
@@ -24,7 +25,7 @@ from iceberg_ops_provider.errors import (
     ReconciliationError,
     VerificationFailedError,
 )
-from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
+from iceberg_ops_provider.maintenance import compact_small_files_streaming, expire_snapshots
 from tests.data_migration.support import orders, row_multiset, source_table
 
 SMALL_UNITS = 1  # every source file is a unit of its own
@@ -409,4 +410,60 @@ def test_overwrite_into_a_new_empty_target(catalog):
     mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, mode="overwrite")
     assert mover.run().complete
     assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(source)
+    assert mover.verify("checksum").ok
+
+
+def test_incremental_whose_first_run_found_an_empty_source_moves_everything_later(catalog):
+    catalog.create_namespace("sales")
+    source = catalog.create_table("sales.orders", schema=orders(0, 1).schema)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, mode="incremental")
+    assert mover.run().complete
+    source.append(orders(0, 40))
+
+    result = mover.run()
+
+    assert result.rows == 40
+    assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(source)
+    assert mover.verify("checksum").ok
+
+
+def test_an_overwrite_filter_on_a_column_not_moved_is_refused_before_writing(catalog):
+    source_table(catalog, files=1)
+    with pytest.raises(ReconciliationError, match="customer"):
+        DataMover(
+            catalog,
+            "sales.orders",
+            "archive.orders",
+            create_target=True,
+            mode="overwrite",
+            where="customer = 'x'",
+            columns=["id", "ts"],
+        ).run()
+    assert ("archive",) not in catalog.list_namespaces()
+
+
+def test_a_finished_move_whose_snapshots_were_expired_is_not_copied_again(catalog):
+    source_table(catalog, files=2)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True)
+    mover.run()
+    target = catalog.load_table("archive.orders")
+    target.append(orders(100_000, 5))  # another writer; then the move's snapshots expire
+    expire_snapshots(target, older_than=datetime.now(UTC) + timedelta(seconds=1), retain_last=1)
+
+    with pytest.raises(MoveStateError, match="expired"):
+        mover.run()
+    assert sum(row_multiset(catalog.load_table("archive.orders")).values()) == 1005
+
+
+def test_a_resumed_move_reads_its_pinned_snapshot_with_that_snapshots_schema(catalog):
+    source = source_table(catalog, files=3)
+    pinned = row_multiset(source)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, commit_every_bytes=SMALL_UNITS)
+    mover.run(units=[0])
+    with source.update_schema() as update:
+        update.delete_column("customer")
+
+    assert mover.run().complete
+
+    assert row_multiset(catalog.load_table("archive.orders")) == pinned
     assert mover.verify("checksum").ok
