@@ -243,8 +243,12 @@ class DataMover:
         plan = resolved.plan
         selected = self._units(plan, units)
         if resolved.target is None:
-            resolved.target = create_target(self, resolved.source, resolved.source_metadata.schema())
+            create_target(self, resolved.source, resolved.source_metadata.schema())
+            # The catalog numbered the new table's columns afresh: map the columns to those ids.
+            resolved = resolve(self, pinned=plan.source_snapshot_id)
+            plan = resolved.plan
         target = resolved.target
+        assert target is not None
         if self.mode == "overwrite" and target.metadata.current_snapshot_id is None:
             # A catalog accepts a branch only on a table with a snapshot: give the empty table one.
             with target.transaction() as transaction:

@@ -467,3 +467,13 @@ def test_a_resumed_move_reads_its_pinned_snapshot_with_that_snapshots_schema(cat
 
     assert row_multiset(catalog.load_table("archive.orders")) == pinned
     assert mover.verify("checksum").ok
+
+
+def test_a_created_target_gets_values_by_name_although_the_catalog_numbers_its_columns_afresh(catalog):
+    source = source_table(catalog, files=2)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, columns=["amount", "day"])
+    mover.run()
+    target = catalog.load_table("archive.orders")
+    assert [field.field_id for field in target.schema().fields] == [1, 2]  # the source's are 3 and 5
+    assert row_multiset(target) == row_multiset(source, ["amount", "day"])
+    assert mover.verify("checksum").ok
