@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
+from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.expressions.visitors import bind
+from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.table.refs import MAIN_BRANCH
 
 from iceberg_ops_provider.data_migration.planning import group_units, incremental_range, scan_tasks
@@ -26,11 +28,12 @@ from iceberg_ops_provider.data_migration.reconcile import (
 )
 from iceberg_ops_provider.data_migration.results import MovePlan
 from iceberg_ops_provider.data_migration.state import MoveState, file_prefix, find_state
-from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError
+from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError, ReconciliationError
 from iceberg_ops_provider.maintenance.files import ManifestReader
 
 if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.io import FileIO
     from pyiceberg.schema import Schema
     from pyiceberg.table import FileScanTask, Table
     from pyiceberg.table.metadata import TableMetadata
@@ -126,6 +129,35 @@ def build_mapping(mover: DataMover, source_schema: Schema, target: Table | None)
     if mover.mode == "overwrite":
         mapping.target_expression(mover.where)  # the rows an overwrite replaces must be named in the target
     return mapping
+
+
+def check_values(
+    mapping: ColumnMapping,
+    metadata: TableMetadata,
+    io: FileIO,
+    tasks: list[FileScanTask],
+    row_filter: BooleanExpression,
+) -> None:
+    """Check, before anything is written, that the moved values fit the target's narrower or required columns.
+
+    File statistics settle it for whole files. Under a filter, a file whose statistics show values
+    that do not fit may hold them only in rows the filter leaves out: such files are read (filtered,
+    nothing written) and their values checked one by one.
+    """
+    if row_filter == AlwaysTrue():
+        mapping.check_files(task.file for task in tasks)
+        return
+    suspects = []
+    for task in tasks:
+        try:
+            mapping.check_files([task.file])
+        except ReconciliationError:
+            suspects.append(task)
+    if suspects:
+        log.info("reading %d source files the filter may clear of values that do not fit", len(suspects))
+        schema = metadata.schema().select(*mapping.source_columns)
+        for batch in ArrowScan(metadata, io, schema, row_filter).to_record_batches(suspects):
+            mapping.convert(batch)
 
 
 def refuse_forgotten_move(mover: DataMover, target: Table) -> None:
@@ -255,7 +287,7 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
             epoch=state.epoch + 1 if state is not None else 0,
             rows=state.rows if state is not None else 0,
         )
-    mapping.check_files(task.file for task in tasks)
+    check_values(mapping, source_metadata, source.io, tasks, row_filter)
     plan = MovePlan(
         move_id=mover.move_id,
         plan_id=plan_id,

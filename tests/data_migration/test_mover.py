@@ -13,7 +13,7 @@ import pytest
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import DayTransform, IdentityTransform
-from pyiceberg.types import DateType, DecimalType, LongType, NestedField, StringType, TimestamptzType
+from pyiceberg.types import DateType, DecimalType, IntegerType, LongType, NestedField, StringType, TimestamptzType
 
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.data_migration import DataMover, MoveUnit
@@ -477,3 +477,24 @@ def test_a_created_target_gets_values_by_name_although_the_catalog_numbers_its_c
     assert [field.field_id for field in target.schema().fields] == [1, 2]  # the source's are 3 and 5
     assert row_multiset(target) == row_multiset(source, ["amount", "day"])
     assert mover.verify("checksum").ok
+
+
+def test_a_filter_that_leaves_out_the_values_that_do_not_fit_lets_the_move_run(catalog):
+    catalog.create_namespace("sales")
+    source = catalog.create_table(
+        "sales.t", schema=pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])
+    )
+    source.append(pa.table({"id": pa.array([1, 2, 3_000_000_000], pa.int64()), "name": ["a", None, "c"]}))
+    catalog.create_namespace("archive")
+    narrow = Schema(
+        NestedField(1, "id", IntegerType(), required=False), NestedField(2, "name", StringType(), required=True)
+    )
+    catalog.create_table("archive.t", schema=narrow)
+
+    with pytest.raises(ReconciliationError, match="3000000000"):
+        DataMover(catalog, "sales.t", "archive.t", where="name is not null").plan()
+    with pytest.raises(ReconciliationError, match="required"):
+        DataMover(catalog, "sales.t", "archive.t", where="id < 1000").plan()
+    DataMover(catalog, "sales.t", "archive.t", where="id < 1000 and name is not null").run()
+
+    assert row_multiset(catalog.load_table("archive.t")) == Counter({(1, "a"): 1})
