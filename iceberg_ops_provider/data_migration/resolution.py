@@ -18,6 +18,7 @@ from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.expressions.visitors import bind
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.table.refs import MAIN_BRANCH
+from pyiceberg.table.snapshots import ancestors_of
 
 from iceberg_ops_provider.data_migration.planning import group_units, incremental_range, scan_tasks
 from iceberg_ops_provider.data_migration.reconcile import (
@@ -208,6 +209,16 @@ def check_owner(mover: DataMover, state: MoveState, source: Table) -> None:
         )
 
 
+def _after(metadata: TableMetadata, snapshot_id: int, earlier_id: int | None) -> bool:
+    """Whether ``snapshot_id`` descends from ``earlier_id`` (any snapshot does from ``None``)."""
+    if earlier_id is None:
+        return True
+    snapshot = metadata.snapshot_by_id(snapshot_id)
+    return snapshot is not None and any(
+        ancestor.snapshot_id == earlier_id for ancestor in ancestors_of(snapshot, metadata) if ancestor is not snapshot
+    )
+
+
 def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
     """Load, reconcile, read the state and plan (changes nothing).
 
@@ -219,6 +230,8 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
     state = current_state(mover, target)
     notes: list[str] = []
     current = source.metadata.current_snapshot_id
+    if pinned is not None and state is not None and not _after(source.metadata, pinned, state.completed_snapshot_id):
+        pinned = None  # units of a run that already finished: they are settled against the current plan
     snapshot_id = next((s for s in (mover.source_snapshot_id, pinned) if s is not None), current)
     from_snapshot: int | None = None
     commit_every = mover.commit_every_bytes
@@ -253,7 +266,9 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
     if snapshot_id is not None and source.metadata.snapshot_by_id(snapshot_id) is None:
         raise MoveStateError(
             f"Source snapshot {snapshot_id} of {mover.source} no longer exists (expired?); the move cannot "
-            "resume from it. Start another move_id (the target keeps the units already committed)."
+            "resume from it. The units already committed stay in the target, so starting another move_id in "
+            "append mode would copy their rows twice: copy again with mode='overwrite' and another move_id "
+            "(it replaces the target's rows matching the filter), or delete those rows from the target first."
         )
     if state is None and target is not None:
         refuse_forgotten_move(mover, target)

@@ -498,3 +498,18 @@ def test_a_filter_that_leaves_out_the_values_that_do_not_fit_lets_the_move_run(c
     DataMover(catalog, "sales.t", "archive.t", where="id < 1000 and name is not null").run()
 
     assert row_multiset(catalog.load_table("archive.t")) == Counter({(1, "a"): 1})
+
+
+def test_a_unit_of_an_earlier_incremental_run_is_skipped_as_settled(catalog):
+    source = source_table(catalog, files=2)
+    first = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, mode="incremental")
+    old_units = [unit.to_json() for unit in first.plan().units]
+    first.run(units=old_units)
+    source.append(orders(50_000, 20))
+    first.run()  # the second run, complete
+
+    retried = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, mode="incremental")
+    result = retried.run(units=old_units[:1])  # an Airflow retry of a task of the first run
+
+    assert result.units_committed == 0 and result.units_skipped == 1
+    assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(source)
