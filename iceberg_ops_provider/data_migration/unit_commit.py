@@ -78,6 +78,37 @@ def _stage(
     return transaction, producers
 
 
+def _settle_unknown(
+    table: Table,
+    producers: Sequence[_SnapshotProducer],
+    state: MoveState,
+    attempt: int,
+    unit_label: str,
+    error: Exception,
+) -> UnitCommit:
+    """An attempt failed in a way that does not say whether it landed: read the table to find out.
+
+    Raises ``error`` when the commit is not there; the written files are then kept, since a commit
+    still in flight might reference them.
+    """
+    snapshot_ids = {producer.snapshot_id for producer in producers}
+    table.refresh()
+    if any(table.metadata.snapshot_by_id(snapshot_id) is not None for snapshot_id in snapshot_ids):
+        log.warning("unit %s: the commit's answer was lost, but the commit landed", unit_label)
+        return UnitCommit(True, producers[-1].snapshot_id, state, attempt)
+    raise error
+
+
+def _lost_race(exc: Exception) -> bool:
+    """Whether the catalog refused the commit because another one advanced the table meanwhile.
+
+    A commit on one branch requires only that branch's head; when a commit on another branch landed
+    since the metadata was read, PyIceberg's catalogs refuse the new snapshot's sequence number with a
+    ``ValueError`` before writing anything. Like a failed requirement, it calls for reading again.
+    """
+    return isinstance(exc, ValueError) and "sequence number" in str(exc)
+
+
 def _clean(producers: Sequence[_SnapshotProducer]) -> None:
     for producer in producers:
         producer._clean_all_uncommitted()
@@ -121,7 +152,9 @@ def commit_unit(
         transaction, producers = _stage(table, files, properties, branch, delete_filter)
         try:
             transaction.commit_transaction()  # type: ignore[attr-defined]
-        except (CommitFailedException, ValidationException) as exc:
+        except Exception as exc:
+            if not isinstance(exc, CommitFailedException | ValidationException) and not _lost_race(exc):
+                return _settle_unknown(table, producers, new_state, attempt, unit_label, exc)
             _clean(producers)
             wait = min(MAX_WAIT_SECONDS, 0.02 * 2 ** min(attempt, 10)) * random.uniform(0.5, 1.0)
             log.info(
@@ -130,13 +163,6 @@ def commit_unit(
             time.sleep(wait)
             table.refresh()
             continue
-        except Exception:
-            snapshot_ids = {producer.snapshot_id for producer in producers}
-            table.refresh()
-            if any(table.metadata.snapshot_by_id(snapshot_id) is not None for snapshot_id in snapshot_ids):
-                log.warning("unit %s: the commit's answer was lost, but the commit landed", unit_label)
-                return UnitCommit(True, producers[-1].snapshot_id, new_state, attempt)
-            raise
         return UnitCommit(True, producers[-1].snapshot_id, new_state, attempt)
     raise MoveConflictError(
         f"Unit {unit_label} of move {move_id!r} lost {max_attempts} commits in a row to concurrent commits on "

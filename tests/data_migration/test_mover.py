@@ -17,7 +17,7 @@ from pyiceberg.types import DateType, DecimalType, IntegerType, LongType, Nested
 
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.data_migration import DataMover, MoveUnit
-from iceberg_ops_provider.data_migration.state import MOVE_ID_KEY, find_state
+from iceberg_ops_provider.data_migration.state import MOVE_ID_KEY, MoveState, find_state
 from iceberg_ops_provider.data_migration.unit_commit import commit_unit
 from iceberg_ops_provider.errors import (
     InvalidMoveError,
@@ -513,3 +513,21 @@ def test_a_unit_of_an_earlier_incremental_run_is_skipped_as_settled(catalog):
 
     assert result.units_committed == 0 and result.units_skipped == 1
     assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(source)
+
+
+def test_a_commit_on_main_after_another_move_committed_to_its_staging_branch_reads_again(catalog, tmp_path):
+    """A branch commit advances the table's sequence number without moving main: the catalog refuses a
+    commit built on older metadata with a ValueError, which the unit's commit treats as a lost race."""
+    source = source_table(catalog, files=2)
+    catalog.create_namespace("archive")
+    catalog.create_table("archive.orders", schema=source.schema()).append(orders(90_000, 3))
+    stale = second_handle(tmp_path).load_table("archive.orders")
+    overwrite = DataMover(catalog, "sales.orders", "archive.orders", mode="overwrite", commit_every_bytes=SMALL_UNITS)
+    overwrite.run(units=[0])  # staged on its branch
+    state = MoveState("other", "sales.orders", "uuid", "def", None, "plan", 1, 1)
+
+    outcome = commit_unit(
+        stale, [], move_id="other", branch="main", decide=lambda s: state.with_unit(0, 0), unit_label="1/1"
+    )
+
+    assert outcome.committed and outcome.attempts == 2
