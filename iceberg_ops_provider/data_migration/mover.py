@@ -49,6 +49,7 @@ from iceberg_ops_provider.progress import ProgressCallback, ProgressTracker
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import Schema
     from pyiceberg.table import Table
 
 __all__ = ["DEFAULT_COMMIT_EVERY_BYTES", "MODES", "DataMover"]
@@ -58,6 +59,22 @@ log = logging.getLogger(__name__)
 MODES = ("append", "overwrite", "incremental")
 DEFAULT_COMMIT_EVERY_BYTES = 256 * 2**20
 STAGING_BRANCH_PREFIX = "iceberg-ops-move-"
+
+
+def _check_schema_unchanged(written: Schema, current: Schema, target: str) -> None:
+    """Refuse to commit files written for a target schema whose columns changed since (ids, types, nullability).
+
+    A column dropped and added again under the same name has a new id: files written with the old
+    one would read as nulls. Columns added since are fine (the files read them as nulls, as allowed).
+    """
+    for field in written.as_struct().fields:
+        now = current.find_field(field.field_id) if current.find_column_name(field.field_id) else None
+        if now is None or now.field_type != field.field_type or (now.required and not field.required):
+            raise MoveConflictError(
+                f"The schema of {target} changed while a unit was copied (column {field.name!r}, id "
+                f"{field.field_id}, is now {now.field_type if now is not None else 'gone'}); nothing of the unit "
+                "was committed. Run the move again: it maps the columns to the new schema."
+            )
 
 
 def _discard(table: Table, written: list[str]) -> None:
@@ -337,8 +354,12 @@ class DataMover:
         plan = resolved.plan
 
         def decide(state: MoveState | None) -> MoveState | None:
+            if state is not None and state.plan_id == plan.plan_id and unit.index in state.done:
+                return None
+            assert resolved.target is not None
+            _check_schema_unchanged(resolved.mapping.target_schema, resolved.target.schema(), self.target)
             if state is not None and state.plan_id == plan.plan_id:
-                return None if unit.index in state.done else state.with_unit(unit.index, rows)
+                return state.with_unit(unit.index, rows)
             if resolved.initial_state is not None and state == resolved.state:
                 return resolved.initial_state.with_unit(unit.index, rows)
             raise MoveStateError(

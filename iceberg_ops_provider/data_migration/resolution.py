@@ -35,6 +35,7 @@ from iceberg_ops_provider.maintenance.files import ManifestReader
 if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
+    from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.table import FileScanTask, Table
     from pyiceberg.table.metadata import TableMetadata
@@ -320,6 +321,14 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
     return Resolved(source, target, mapping, state, plan, by_path, initial, source_metadata)
 
 
+def _spec_for(source: Table, schema: Schema) -> PartitionSpec:
+    """The source's newest partition spec whose columns ``schema`` (the one the move reads) has."""
+    for spec in sorted(source.metadata.partition_specs, key=lambda spec: spec.spec_id, reverse=True):
+        if all(schema.find_column_name(field.source_id) is not None for field in spec.fields):
+            return spec
+    return source.spec()
+
+
 def create_target(mover: DataMover, source: Table, source_schema: Schema) -> Table:
     """Create the target (and its namespace) from the source's schema (as the move reads it), spec and sort order."""
     namespace = mover.target.rsplit(".", 1)[0]
@@ -333,7 +342,9 @@ def create_target(mover: DataMover, source: Table, source_schema: Schema) -> Tab
         table = mover.target_catalog.create_table(
             mover.target,
             schema=schema,
-            partition_spec=target_spec_for(source.spec(), source_schema, schema, rename=mover.rename),
+            partition_spec=target_spec_for(
+                _spec_for(source, source_schema), source_schema, schema, rename=mover.rename
+            ),
             sort_order=target_sort_order_for(source.sort_order(), source_schema, schema, rename=mover.rename),
         )
         log.info("created %s from the schema, partition spec and sort order of %s", mover.target, mover.source)

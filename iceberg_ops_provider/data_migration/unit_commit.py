@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyiceberg.exceptions import CommitFailedException, ValidationException
+from pyiceberg.table.update import AssertCurrentSchemaId
 
 from iceberg_ops_provider.data_migration.state import UNIT_KEY, MoveState, find_state
 from iceberg_ops_provider.errors import MoveConflictError
@@ -67,6 +68,8 @@ def _stage(
     delete_filter: BooleanExpression | None,
 ) -> tuple[object, list[_SnapshotProducer]]:
     transaction = table.transaction()
+    # The files were written for the schema the state check saw: a schema change since fails the commit.
+    transaction._stage((), (AssertCurrentSchemaId(current_schema_id=table.metadata.current_schema_id),))
     if delete_filter is not None:
         transaction.delete(delete_filter, snapshot_properties=properties, branch=branch)
     with transaction.update_snapshot(snapshot_properties=properties, branch=branch).fast_append() as append:
@@ -132,8 +135,8 @@ def commit_unit(
         files: The unit's data files, already written.
         move_id: The move.
         branch: The branch the move commits to.
-        decide: Given the move's state at the branch head, the state to record with this commit, or
-            ``None`` when the unit is already done (nothing is committed). It may raise
+        decide: Given the move's state at the branch head (the table read again just before), the state
+            to record with this commit, or ``None`` when the unit is already done (nothing is committed). It may raise
             :class:`~iceberg_ops_provider.errors.MoveStateError` to refuse (another plan owns the move).
         unit_label: ``index/count``, recorded in the summary for people reading the history.
         delete_filter: Rows of the branch to delete in the same commit (an overwrite's final commit).
@@ -143,6 +146,7 @@ def commit_unit(
         What happened; the caller deletes ``files`` when ``committed`` is ``False``.
     """
     for attempt in range(1, max_attempts + 1):
+        table.refresh()
         state, _head = find_state(table.metadata, move_id, branch)
         new_state = decide(state)
         if new_state is None:
@@ -161,7 +165,6 @@ def commit_unit(
                 "unit %s: the target changed under the commit (%s); checking again in %.2f s", unit_label, exc, wait
             )
             time.sleep(wait)
-            table.refresh()
             continue
         return UnitCommit(True, producers[-1].snapshot_id, new_state, attempt)
     raise MoveConflictError(

@@ -17,10 +17,12 @@ from pyiceberg.types import DateType, DecimalType, IntegerType, LongType, Nested
 
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.data_migration import DataMover, MoveUnit
+from iceberg_ops_provider.data_migration.copy import FileCopier
 from iceberg_ops_provider.data_migration.state import MOVE_ID_KEY, MoveState, find_state
 from iceberg_ops_provider.data_migration.unit_commit import commit_unit
 from iceberg_ops_provider.errors import (
     InvalidMoveError,
+    MoveConflictError,
     MoveStateError,
     ReconciliationError,
     VerificationFailedError,
@@ -118,25 +120,54 @@ def test_the_same_unit_on_two_workers_at_once_commits_once(catalog, tmp_path):
     assert state is not None and state.complete and state.rows == 2000
 
 
-def test_a_commit_from_a_stale_view_rechecks_the_state_instead_of_rebasing(catalog, tmp_path):
-    """The check is inside the commit: a worker that read the table before another committed the unit backs off."""
+def test_a_commit_made_meanwhile_is_caught_by_the_commit_itself_not_rebased_over(catalog, tmp_path):
+    """The check is inside the commit: when another worker commits the unit between this worker's check
+    and its commit, the commit fails its requirement and the state is checked again."""
     source = source_table(catalog, files=2)
     mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, commit_every_bytes=SMALL_UNITS)
     mover.run(units=[0])
-    stale = second_handle(tmp_path).load_table("archive.orders")  # sees unit 0 done, unit 1 not
-    mover.run(units=[1])  # moves the head on
-
+    worker = second_handle(tmp_path).load_table("archive.orders")
     state_seen: list[object] = []
 
     def decide(state):
         state_seen.append(state)
+        if len(state_seen) == 1:
+            mover.run(units=[1])  # the other worker commits the same unit now
         return None if 1 in state.done else state.with_unit(1, 500)
 
-    outcome = commit_unit(stale, [], move_id=mover.move_id, branch="main", decide=decide, unit_label="2/2")
+    outcome = commit_unit(worker, [], move_id=mover.move_id, branch="main", decide=decide, unit_label="2/2")
 
     assert not outcome.committed and outcome.attempts == 1
     assert len(state_seen) == 2 and 1 not in state_seen[0].done and 1 in state_seen[1].done
     assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(source)
+
+
+def test_a_target_schema_change_while_a_unit_is_copied_fails_its_commit(catalog):
+    source = source_table(catalog, files=2)
+    catalog.create_namespace("archive")
+    catalog.create_table("archive.orders", schema=source.schema())
+    mover = DataMover(catalog, "sales.orders", "archive.orders", commit_every_bytes=SMALL_UNITS)
+    copy = FileCopier.copy
+
+    def copy_then_evolve(self, tasks, written):
+        outcome = copy(self, tasks, written)
+        with catalog.load_table("archive.orders").update_schema() as update:
+            update.delete_column("customer")
+        with catalog.load_table("archive.orders").update_schema() as update:
+            update.add_column("customer", StringType())  # same name, new field id
+        return outcome
+
+    FileCopier.copy = copy_then_evolve
+    try:
+        with pytest.raises(MoveConflictError, match="customer"):
+            mover.run()
+    finally:
+        FileCopier.copy = copy
+    assert catalog.load_table("archive.orders").current_snapshot() is None
+    assert mover.run().complete  # a rerun maps the columns to the new schema
+    assert row_multiset(catalog.load_table("archive.orders"), ["id", "amount"]) == row_multiset(
+        source, ["id", "amount"]
+    )
 
 
 def test_columns_are_matched_by_name_renamed_and_filled(catalog):
@@ -523,11 +554,15 @@ def test_a_commit_on_main_after_another_move_committed_to_its_staging_branch_rea
     catalog.create_table("archive.orders", schema=source.schema()).append(orders(90_000, 3))
     stale = second_handle(tmp_path).load_table("archive.orders")
     overwrite = DataMover(catalog, "sales.orders", "archive.orders", mode="overwrite", commit_every_bytes=SMALL_UNITS)
-    overwrite.run(units=[0])  # staged on its branch
     state = MoveState("other", "sales.orders", "uuid", "def", None, "plan", 1, 1)
+    calls: list[int] = []
 
-    outcome = commit_unit(
-        stale, [], move_id="other", branch="main", decide=lambda s: state.with_unit(0, 0), unit_label="1/1"
-    )
+    def decide(_state):
+        calls.append(1)
+        if len(calls) == 1:
+            overwrite.run(units=[0])  # staged on its branch, between this commit's read and its commit
+        return state.with_unit(0, 0)
+
+    outcome = commit_unit(stale, [], move_id="other", branch="main", decide=decide, unit_label="1/1")
 
     assert outcome.committed and outcome.attempts == 2
