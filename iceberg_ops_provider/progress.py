@@ -106,6 +106,7 @@ class ProgressTracker:
         label: What is being done.
         total_bytes: Input bytes in total, when known (for the percentage and the ETA).
         units_total: Units in total, when known.
+        units_done: Units already done before this call (a resumed move's committed units).
         on_progress: Receives a :class:`Progress` at most every ``callback_every`` seconds and at the end.
         log_every: Seconds between log lines (``0`` logs nothing).
         callback_every: Seconds between callbacks.
@@ -117,6 +118,7 @@ class ProgressTracker:
         *,
         total_bytes: int | None = None,
         units_total: int | None = None,
+        units_done: int = 0,
         on_progress: ProgressCallback | None = None,
         log_every: float = 10.0,
         callback_every: float = 0.5,
@@ -131,7 +133,7 @@ class ProgressTracker:
         self._started = time.monotonic()
         self._rows = 0
         self._bytes = 0
-        self._units = 0
+        self._units = units_done
         self._last_log = self._started
         self._last_callback = 0.0
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.io.pyarrow import ArrowScan, _read_all_delete_files
 from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.schema import sanitize_column_names
 from pyiceberg.table.snapshots import Operation
@@ -22,12 +22,15 @@ from iceberg_ops_provider.data_migration.state import move_snapshots
 
 if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.io import FileIO
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import FileScanTask, Table
+    from pyiceberg.table.metadata import TableMetadata
 
 __all__ = ["added_files", "move_data_paths", "source_batches", "target_batches"]
 
 BatchStream = Callable[[], Iterator[pa.RecordBatch]]
+_ALWAYS_TRUE = AlwaysTrue()
 
 
 def added_files(table: Table, snapshot_id: int) -> list[DataFile]:
@@ -55,10 +58,25 @@ def move_data_paths(table: Table, move_id: str, branch: str) -> set[str]:
     return paths
 
 
+def stream_tasks(
+    metadata: TableMetadata,
+    io: FileIO,
+    tasks: Sequence[FileScanTask],
+    columns: Sequence[str],
+    row_filter: BooleanExpression = _ALWAYS_TRUE,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of ``tasks`` (deletes and ``row_filter`` applied) as ``columns``, one file at a time, batch by batch.
+
+    PyIceberg's ``to_record_batches`` holds every file it reads whole and reads them all at once;
+    verification reads tables of any size, so it streams instead.
+    """
+    scan = ArrowScan(metadata, io, metadata.schema().select(*columns), row_filter)
+    for task in tasks:
+        yield from scan._record_batches_from_scan_tasks_and_deletes([task], _read_all_delete_files(io, [task]))
+
+
 def _read(table: Table, tasks: Sequence[FileScanTask], columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
-    schema = table.metadata.schema().select(*columns)
-    scan = ArrowScan(table.metadata, table.io, schema, AlwaysTrue())
-    yield from scan.to_record_batches(tasks)
+    return stream_tasks(table.metadata, table.io, tasks, columns)
 
 
 def target_batches(
@@ -82,14 +100,14 @@ def target_batches(
     matching = list(table.scan(snapshot_id=head.snapshot_id, row_filter=row_filter).plan_files())
 
     def stream() -> Iterator[pa.RecordBatch]:
-        schema = table.metadata.schema().select(*columns)
-        yield from ArrowScan(table.metadata, table.io, schema, row_filter).to_record_batches(matching)
+        yield from stream_tasks(table.metadata, table.io, matching, columns, row_filter)
 
     return stream, {"scope": "table", "target_files": len(matching), "rewritten_since_move": len(paths - live)}
 
 
 def source_batches(
     table: Table,
+    metadata: TableMetadata,
     snapshot_id: int | None,
     row_filter: BooleanExpression,
     source_columns: Sequence[str],
@@ -105,7 +123,7 @@ def source_batches(
         if snapshot_id is None:
             return
         scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=tuple(source_columns))
-        for batch in scan.to_arrow_batch_reader():
+        for batch in stream_tasks(metadata, table.io, list(scan.plan_files()), source_columns, row_filter):
             converted = convert(batch)
             arrays = [converted.column(by_name[name]) for name in compared]
             yield pa.RecordBatch.from_arrays(arrays, names=list(compared))

@@ -173,8 +173,14 @@ class DataMover:
         self.on_progress = on_progress
         self.sample_size = sample_size
         self.source_snapshot_id = source_snapshot_id
+        # append and incremental copy the same rows the same way (incremental continues later): one
+        # definition, so a finished append move can go on incrementally under the same move_id.
         self.definition = definition_fingerprint(
-            target=self.target, where=self.where_text, columns=self.columns, rename=self.rename, mode=mode
+            target=self.target,
+            where=self.where_text,
+            columns=self.columns,
+            rename=self.rename,
+            mode="overwrite" if mode == "overwrite" else "append",
         )
         self.move_id = move_id or f"{self.source}-to-{self.target}-{self.definition}"
         self.branch = MAIN_BRANCH if mode != "overwrite" else STAGING_BRANCH_PREFIX + self.move_id
@@ -273,7 +279,8 @@ class DataMover:
         tracker = ProgressTracker(
             f"move {self.source} -> {self.target}",
             total_bytes=sum(unit.bytes for unit in selected if unit.index not in plan.done),
-            units_total=len(selected),
+            units_total=len(plan.units) if units is None else len(selected),
+            units_done=len(plan.done) if units is None else 0,
             on_progress=self.on_progress,
         )
         copier = FileCopier(

@@ -260,7 +260,8 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
             raise MoveStateError(
                 f"Move {mover.move_id!r} already finished copying {mover.source} at snapshot {state.snapshot_id}; "
                 f"the source is now at snapshot {snapshot_id}. Copying again would duplicate rows: use "
-                "mode='incremental' to move only what was appended since, or another move_id to copy anew."
+                "mode='incremental' (same arguments otherwise: it continues this move) to move only what was "
+                "appended since, or another move_id to copy anew."
             )
         notes.append("already complete: nothing to do")
         finished = True
@@ -277,6 +278,8 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
     row_filter = bound_filter(mover, source_metadata.schema())
     mapping = build_mapping(mover, source_metadata.schema(), target)
     notes[:0] = mapping.notes()
+    if target is None:  # what run() will create, checked now so a plan shows every refusal
+        notes.extend(target_layout_notes(mover, source, source_metadata.schema()))
     tasks = scan_tasks(source, snapshot_id, row_filter, mapping.source_columns)
     if from_snapshot is not None and snapshot_id is not None:
         appended = incremental_range(source, from_snapshot, snapshot_id, mover.source)
@@ -319,6 +322,15 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
     )
     by_path = {task.file.file_path: task for task in tasks}
     return Resolved(source, target, mapping, state, plan, by_path, initial, source_metadata)
+
+
+def target_layout_notes(mover: DataMover, source: Table, source_schema: Schema) -> list[str]:
+    """Check the partition spec and sort order a created target would get; returns the notes about them."""
+    notes: list[str] = []
+    schema = target_schema_for(source_schema, columns=mover.columns, rename=mover.rename)
+    target_spec_for(_spec_for(source, source_schema), source_schema, schema, rename=mover.rename, notes=notes)
+    target_sort_order_for(source.sort_order(), source_schema, schema, rename=mover.rename, notes=notes)
+    return notes
 
 
 def _spec_for(source: Table, schema: Schema) -> PartitionSpec:

@@ -166,7 +166,9 @@ class MoveResult:
         source_snapshot_id: The source snapshot moved.
         units_total: Units in the plan.
         units_committed: Units this call committed.
-        units_skipped: Units asked for that were already committed (by an earlier run or another worker).
+        units_skipped: Units this call found already committed when it came to them: by another worker
+            meanwhile, or, when ``units`` were named, by an earlier run (a run of a finished move names
+            none and skips none).
         rows: Rows this call wrote.
         bytes_read: Source bytes this call read.
         bytes_written: Target bytes this call wrote.

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -71,7 +72,9 @@ def _stage(
     # The files were written for the schema the state check saw: a schema change since fails the commit.
     transaction._stage((), (AssertCurrentSchemaId(current_schema_id=table.metadata.current_schema_id),))
     if delete_filter is not None:
-        transaction.delete(delete_filter, snapshot_properties=properties, branch=branch)
+        with warnings.catch_warnings():  # replacing rows of an empty target is not worth a warning
+            warnings.filterwarnings("ignore", message="Delete operation did not match any records")
+            transaction.delete(delete_filter, snapshot_properties=properties, branch=branch)
     with transaction.update_snapshot(snapshot_properties=properties, branch=branch).fast_append() as append:
         for data_file in files:
             append.append_data_file(data_file)

@@ -46,12 +46,14 @@ def verify_move(mover: DataMover, method: str | None = None, *, seed: int | None
             f"Move {mover.move_id!r} has not finished ({done} committed to {mover.target}); run it first."
         )
     assert target is not None
-    mapping = build_mapping(mover, metadata_at(source, state.completed_snapshot_id).schema(), target)
+    source_metadata = metadata_at(source, state.completed_snapshot_id)
+    mapping = build_mapping(mover, source_metadata.schema(), target)
     compared = list(mapping.compared_columns) if method != "count" else list(mapping.compared_columns[:1])
     target_schema = target.schema()
     names = [field.name for field in target_schema.fields]
     source_stream = move_files.source_batches(
         source,
+        source_metadata,
         state.completed_snapshot_id,
         mover.where,
         mapping.source_columns,

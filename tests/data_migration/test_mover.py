@@ -566,3 +566,23 @@ def test_a_commit_on_main_after_another_move_committed_to_its_staging_branch_rea
     outcome = commit_unit(stale, [], move_id="other", branch="main", decide=decide, unit_label="1/1")
 
     assert outcome.committed and outcome.attempts == 2
+
+
+def test_a_finished_append_move_continues_incrementally_as_its_error_advises(catalog):
+    source = source_table(catalog, files=2)
+    DataMover(catalog, "sales.orders", "archive.orders", create_target=True).run()
+    source.append(orders(70_000, 10))
+    with pytest.raises(MoveStateError, match="incremental"):
+        DataMover(catalog, "sales.orders", "archive.orders", create_target=True).run()
+
+    result = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, mode="incremental").run()
+
+    assert result.rows == 10
+    assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(source)
+
+
+def test_plan_refuses_a_created_target_whose_partition_column_is_not_moved(catalog):
+    spec = PartitionSpec(PartitionField(source_id=5, field_id=1000, transform=IdentityTransform(), name="day"))
+    source_table(catalog, files=1, partition_spec=spec)
+    with pytest.raises(ReconciliationError, match="day"):
+        DataMover(catalog, "sales.orders", "archive.orders", create_target=True, columns=["id", "amount"]).plan()
