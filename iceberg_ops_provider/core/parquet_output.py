@@ -1,4 +1,4 @@
-"""Parquet data files written with PyArrow and described as Iceberg ``DataFile``s from their own footers.
+"""Parquet data files written with PyArrow, described as Iceberg ``DataFile``s from their own footers.
 
 Writing a data file directly with ``pyarrow.parquet.ParquetWriter`` (instead of through a table
 append) keeps memory at one row group and lets the caller roll files at any size. What turns such
@@ -7,32 +7,40 @@ bounds, null, value and NaN counts and split offsets read from the footer throug
 file schema (its column names with special characters sanitized) and its ``write.metadata.metrics.*``
 properties. The result equals what ``pyiceberg.io.pyarrow.parquet_file_to_data_file`` derives from
 the same file, without reading it back.
+
+Rows bound for a partitioned table are grouped by partition first (:func:`split_by_partition`), since
+a data file holds one partition value.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyiceberg.io.pyarrow import (
     StatisticsCollector,
+    _get_field_from_arrow_table,
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
     parquet_path_to_id_mapping,
 )
 from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
 from pyiceberg.schema import sanitize_column_names
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO, OutputStream
+    from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.typedef import Record
 
-__all__ = ["OutputFile", "StatisticsPlan", "data_file_from_footer"]
+__all__ = ["OutputFile", "StatisticsPlan", "data_file_from_footer", "split_by_partition"]
 
 log = logging.getLogger(__name__)
 
@@ -146,3 +154,77 @@ def data_file_from_footer(
     # Not a field of the manifest entry, so from_args drops it; code that groups files by spec reads it.
     data_file.spec_id = spec_id
     return data_file
+
+
+def split_by_partition(
+    batch: pa.RecordBatch, spec: PartitionSpec, file_schema: Schema
+) -> list[tuple[PartitionKey | None, pa.RecordBatch]]:
+    """``batch``'s rows grouped by their partition under ``spec``, each group with its partition key.
+
+    The keys are those PyIceberg's ``_determine_partitions`` builds, but the rows are grouped by one
+    stable sort instead of one filter per partition (which costs a pass over the batch per partition:
+    0.7 s for a 128 Ki-row batch of 226 partitions here); a batch of one partition, the usual case
+    when source files follow the target's partitioning, is passed on as it is. Rows of a group keep
+    their order; each group has its own buffers, so a written group frees its memory.
+
+    Args:
+        batch: Rows named as ``file_schema``'s columns.
+        spec: The partition spec; an unpartitioned spec gives one group with no key.
+        file_schema: The schema the rows follow, with the names the file stores (see ``sanitize_column_names``).
+    """
+    if spec.is_unpartitioned():
+        return [(None, batch)]
+    table = pa.Table.from_batches([batch])
+    keys: list[pa.Array] = []
+    for partition_field in spec.fields:
+        source = file_schema.find_field(partition_field.source_id)
+        name = file_schema.find_column_name(partition_field.source_id)
+        assert name is not None  # the spec binds to the schema
+        values = partition_field.transform.pyarrow_transform(source.field_type)(
+            _get_field_from_arrow_table(table, name)
+        )
+        keys.append(values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values)
+    if all(_single_value(values) for values in keys):
+        return [(_partition_key(spec, file_schema, [values[0].as_py() for values in keys]), batch)]
+    names = [f"k{position}" for position in range(len(keys))]
+    order = pc.sort_indices(
+        pa.table(dict(zip(names, keys, strict=True))),
+        sort_keys=[(name, "ascending", "at_end") for name in names],
+    )
+    sorted_keys = [values.take(order) for values in keys]
+    rows = batch.num_rows
+    changed = None
+    for values in sorted_keys:
+        before, after = values.slice(0, rows - 1), values.slice(1)
+        differs = pc.or_(
+            pc.fill_null(pc.not_equal(after, before), False), pc.xor(pc.is_null(after), pc.is_null(before))
+        )
+        if pa.types.is_floating(values.type):  # NaN differs from NaN, but it is one partition value
+            both_nan = pc.fill_null(pc.and_(pc.is_nan(after), pc.is_nan(before)), False)
+            differs = pc.and_(differs, pc.invert(both_nan))
+        changed = differs if changed is None else pc.or_(changed, differs)
+    assert changed is not None
+    bounds = [0, *(int(index) + 1 for index in pc.indices_nonzero(changed).to_pylist()), rows]
+    return [
+        (
+            _partition_key(spec, file_schema, [values[start].as_py() for values in sorted_keys]),
+            batch.take(order.slice(start, end - start)),
+        )
+        for start, end in itertools.pairwise(bounds)
+    ]
+
+
+def _partition_key(spec: PartitionSpec, file_schema: Schema, values: list[Any]) -> PartitionKey:
+    return PartitionKey(
+        field_values=[PartitionFieldValue(field, value) for field, value in zip(spec.fields, values, strict=True)],
+        partition_spec=spec,
+        schema=file_schema,
+    )
+
+
+def _single_value(values: pa.Array) -> bool:
+    """Whether every element of ``values`` is the same (all null counts as one value)."""
+    try:
+        return bool(pc.count_distinct(values, mode="all").as_py() == 1)
+    except pa.ArrowNotImplementedError:
+        return False

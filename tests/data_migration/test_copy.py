@@ -13,10 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import AlwaysTrue, EqualTo, GreaterThanOrEqual
 from pyiceberg.io.pyarrow import (
+    _determine_partitions,
     compute_statistics_plan,
     data_file_statistics_from_parquet_metadata,
     parquet_file_to_data_file,
@@ -24,10 +27,20 @@ from pyiceberg.io.pyarrow import (
     schema_to_pyarrow,
 )
 from pyiceberg.manifest import DataFile, FileFormat
+from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema, sanitize_column_names
-from pyiceberg.transforms import BucketTransform, DayTransform
-from pyiceberg.types import LongType, NestedField, StringType
+from pyiceberg.transforms import BucketTransform, DayTransform, IdentityTransform
+from pyiceberg.types import (
+    DateType,
+    DecimalType,
+    DoubleType,
+    LongType,
+    NestedField,
+    StringType,
+    TimestamptzType,
+)
 
+from iceberg_ops_provider.core.parquet_output import split_by_partition
 from iceberg_ops_provider.data_migration.copy import MAX_OPEN_FILES, CopyOutcome, FileCopier
 from iceberg_ops_provider.errors import ReconciliationError
 from tests.data_migration.support import ORDERS, orders, source_table
@@ -35,6 +48,13 @@ from tests.maintenance.test_compaction_support import commit_delete_files, posit
 
 EPOCH = date(1970, 1, 1)
 ALL = AlwaysTrue()
+_ICEBERG = {
+    "id": LongType(),
+    "customer": StringType(),
+    "amount": DecimalType(12, 2),
+    "ts": TimestamptzType(),
+    "day": DateType(),
+}
 
 # The target lists the columns in another order, so its field ids differ from the source's: a copy
 # matching columns by id instead of by name would put values in the wrong columns.
@@ -204,7 +224,7 @@ def test_unpartitioned_copy_puts_values_in_the_target_columns_with_pyiceberg_sta
     assert len({name for _, _, name in seen}) == 2
 
 
-def test_written_files_carry_target_field_ids_and_source_arrow_types(catalog) -> None:
+def test_written_files_carry_the_target_names_and_field_ids(catalog) -> None:
     source = source_table(catalog, files=2, rows_per_file=100)
     target = target_table(catalog, "sales.copy")
     outcome, _ = copy_all(source, target)
@@ -282,6 +302,54 @@ def test_more_partitions_than_open_files_keeps_at_most_eight_open_per_lane(catal
     assert max(most_open) == MAX_OPEN_FILES  # every batch holds all 20 buckets
     assert len({tuple(f.partition) for f in outcome.data_files}) == 20
     assert len(outcome.data_files) > 20  # partitions rolled to make room came back in new files
+
+
+def _spec(schema: Schema, *fields: tuple[str, Any]) -> PartitionSpec:
+    return PartitionSpec(
+        *(
+            PartitionField(schema.find_field(name).field_id, 1000 + position, transform, f"p{position}")
+            for position, (name, transform) in enumerate(fields)
+        )
+    )
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        [("customer", IdentityTransform())],
+        [("customer", IdentityTransform()), ("id", BucketTransform(3)), ("ts", DayTransform())],
+        [("day", IdentityTransform())],
+    ],
+    ids=["identity-with-nulls", "three-fields", "one-value-per-batch"],
+)
+def test_split_by_partition_groups_rows_as_pyiceberg_does(fields) -> None:
+    schema = Schema(*(NestedField(i + 1, f.name, _ICEBERG[f.name], required=False) for i, f in enumerate(ORDERS)))
+    spec = _spec(schema, *fields)
+    data = orders(0, 3000).cast(schema_to_pyarrow(schema, include_field_ids=False))
+    if fields[0][0] == "day":
+        data = data.filter(pc.equal(data["day"], data["day"][0]))
+    batch = data.combine_chunks().to_batches()[0]
+    pieces = split_by_partition(batch, spec, schema)
+    expected = {
+        part.partition_key.partition: part.arrow_table_partition.to_pylist()
+        for part in _determine_partitions(spec, schema, data)
+    }
+    assert {key.partition: piece.to_pylist() for key, piece in pieces} == expected  # same keys, rows in order
+    assert sum(piece.num_rows for _, piece in pieces) == batch.num_rows
+    if fields[0][0] == "day":
+        assert pieces[0][1] is batch
+
+
+def test_split_by_partition_keeps_nan_and_null_rows_together() -> None:
+    schema = Schema(NestedField(1, "x", DoubleType()), NestedField(2, "n", LongType()))
+    batch = pa.RecordBatch.from_pydict(
+        {"x": [1.5, float("nan"), None, 1.5, float("nan"), None, 2.0], "n": list(range(7))},
+        schema=schema_to_pyarrow(schema, include_field_ids=False),
+    )
+    pieces = split_by_partition(batch, _spec(schema, ("x", IdentityTransform())), schema)
+    rows = sorted(piece.column("n").to_pylist() for _, piece in pieces)
+    assert rows == [[0, 3], [1, 4], [2, 5], [6]]
+    assert split_by_partition(batch, PartitionSpec(), schema) == [(None, batch)]
 
 
 def test_position_deletes_are_applied(catalog) -> None:
@@ -431,6 +499,31 @@ def test_a_failure_mid_copy_closes_every_writer_and_lists_every_file(catalog) ->
     assert not any(thread.name.startswith("iceberg-ops-copy") for thread in threading.enumerate())
 
 
+def test_a_failure_in_another_lane_stops_every_lane(catalog) -> None:
+    source = source_table(catalog, files=8, rows_per_file=1000, properties={"write.parquet.row-group-limit": "100"})
+    target = target_table(catalog, "sales.copy", **{"write.parquet.row-group-limit": "100"})
+    plain = converter(target)
+    converted: Counter[str] = Counter()
+    failing = threading.Event()
+
+    def convert(batch: pa.RecordBatch) -> pa.RecordBatch:
+        name = threading.current_thread().name
+        converted[name] += 1
+        if name == "iceberg-ops-copy-1" and converted[name] == 2:
+            failing.set()
+            raise OSError("storage went away")
+        if name == "MainThread" and converted[name] == 3:
+            assert failing.wait(timeout=30)
+        return plain(batch)
+
+    written: list[str] = []
+    with pytest.raises(OSError, match="storage went away"):
+        copier(source, target, convert=convert, parallelism=2).copy(list(source.scan().plan_files()), written)
+    assert converted["MainThread"] < 40  # lane 0 (this thread) stopped before reading all its 4 files' 40 row groups
+    assert data_files_on_disk(target) == {path.removeprefix("file://") for path in written}
+    assert open_paths(target.location().removeprefix("file://")) == []
+
+
 def test_a_source_file_that_cannot_be_read_fails_the_copy(catalog) -> None:
     source = source_table(catalog, files=3, rows_per_file=100)
     target = target_table(catalog, "sales.copy")
@@ -519,3 +612,27 @@ def test_column_names_match_case_insensitively_when_asked(catalog) -> None:
     assert multiset(target, ["id", "customer"]) == multiset(source, ["id", "customer"])
     with pytest.raises(ReconciliationError):
         copier(source, target, source_columns=["ID"])
+
+
+@pytest.mark.backends
+def test_copy_between_tables_on_s3(moto_server, tmp_path: Path, unique_name: str) -> None:
+    moto_server.create_bucket(unique_name)
+    s3 = SqlCatalog(
+        "s3",
+        uri=f"sqlite:///{tmp_path / 'catalog.db'}",
+        warehouse=f"s3://{unique_name}/warehouse",
+        **moto_server.s3_properties(),
+    )
+    try:
+        source = source_table(s3, files=3, rows_per_file=400, properties={"write.parquet.row-group-limit": "100"})
+        files = [task.file for task in source.scan().plan_files()]
+        commit_delete_files(source, [position_delete_file(source, {files[0].file_path: [3, 150]}, of=files[0])])
+        source.refresh()
+        target = target_table(s3, "sales.copy", partition=lambda u: u.add_identity("day"))
+        outcome, written = copy_all(source, target, parallelism=2)
+        assert multiset(target) == multiset(source)
+        assert sum(multiset(target).values()) == 1198
+        assert all(path.startswith(f"s3://{unique_name}/") for path in written)
+        assert_stats_match_pyiceberg(target, outcome.data_files)
+    finally:
+        s3.close()
