@@ -80,13 +80,15 @@ def _read(table: Table, tasks: Sequence[FileScanTask], columns: Sequence[str]) -
 
 
 def target_batches(
-    table: Table, move_id: str, branch: str, columns: Sequence[str], row_filter: BooleanExpression
+    table: Table, move_id: str, branch: str, columns: Sequence[str], row_filter: BooleanExpression, moved_rows: int
 ) -> tuple[BatchStream, dict[str, object]]:
     """A stream of the target rows to compare with the source, and what they are (``scope``, ``target_files``).
 
     ``scope`` is ``move_files`` (the files the move's commits added) while the target still holds all
-    of them. Once a later commit rewrote some (a delete, a compaction), the move's rows cannot be told
-    apart from others any more and the scope is ``table``: every target row matching ``row_filter``.
+    of them and they hold the ``moved_rows`` the move committed. Once a later commit rewrote some (a
+    delete, a compaction) or expiry removed some of the move's commits from the history, the move's
+    rows cannot be told apart from others any more and the scope is ``table``: every target row
+    matching ``row_filter`` (exact when the move's target holds nothing else there).
     """
     paths = move_data_paths(table, move_id, branch)
     head = table.metadata.snapshot_by_name(branch)
@@ -94,8 +96,9 @@ def target_batches(
         return (lambda: iter(())), {"scope": "move_files", "target_files": 0}
     tasks = list(table.scan(snapshot_id=head.snapshot_id).plan_files())
     live = {task.file.file_path for task in tasks}
-    if paths <= live:
-        mine = [task for task in tasks if task.file.file_path in paths]
+    mine = [task for task in tasks if task.file.file_path in paths]
+    # Every commit of the move still in the history and none of its files rewritten: its rows are these files'.
+    if paths and paths <= live and sum(task.file.record_count for task in mine) == moved_rows:
         return (lambda: _read(table, mine, columns)), {"scope": "move_files", "target_files": len(mine)}
     matching = list(table.scan(snapshot_id=head.snapshot_id, row_filter=row_filter).plan_files())
 

@@ -298,6 +298,9 @@ class DataMover:
         totals = {"committed": 0, "skipped": 0, "rows": 0, "read": 0, "written": 0, "files": 0}
         snapshots: list[int] = []
         for unit in selected:
+            if unit.plan_id == plan.plan_id and unit.index in plan.done:
+                totals["skipped"] += 1
+                continue
             if unit.plan_id != plan.plan_id:
                 if self._settled_elsewhere(target, unit):
                     totals["skipped"] += 1
@@ -350,11 +353,14 @@ class DataMover:
             )
         return result
 
-    def _published(self, target: Table) -> bool:
+    def _published(self, target: Table | None, plan_id: str | None = None) -> bool:
+        """Whether the move is complete on ``main`` (always, but for an overwrite not yet published)."""
         if self.mode != "overwrite":
             return True
+        if target is None:
+            return False
         state, _ = find_state(target.metadata, self.move_id, MAIN_BRANCH)
-        return state is not None and state.complete
+        return state is not None and state.complete and plan_id in (None, state.plan_id)
 
     def _decide(self, resolved: Resolved, unit: MoveUnit, rows: int) -> Callable[[MoveState | None], MoveState | None]:
         """How a unit's commit chooses the state it records, given the state at the branch head it commits on."""
@@ -363,6 +369,8 @@ class DataMover:
         def decide(state: MoveState | None) -> MoveState | None:
             if state is not None and state.plan_id == plan.plan_id and unit.index in state.done:
                 return None
+            if self.mode == "overwrite" and self._published(resolved.target, plan.plan_id):
+                return None  # a peer finished and published the move (and removed its branch) meanwhile
             assert resolved.target is not None
             _check_schema_unchanged(resolved.mapping.target_schema, resolved.target.schema(), self.target)
             if state is not None and state.plan_id == plan.plan_id:

@@ -74,9 +74,9 @@ class Resolved:
 
 
 def load_source(mover: DataMover) -> Table:
-    """The source table (the one given, or loaded from the source catalog)."""
+    """The source table (the one given, read again, or loaded from the source catalog)."""
     if mover.source_table is not None:
-        return mover.source_table
+        return mover.source_table.refresh()
     try:
         return mover.source_catalog.load_table(mover.source)
     except NoSuchTableError as exc:
@@ -211,12 +211,12 @@ def check_owner(mover: DataMover, state: MoveState, source: Table) -> None:
 
 
 def _after(metadata: TableMetadata, snapshot_id: int, earlier_id: int | None) -> bool:
-    """Whether ``snapshot_id`` descends from ``earlier_id`` (any snapshot does from ``None``)."""
+    """Whether ``snapshot_id`` is ``earlier_id`` or descends from it (any snapshot does from ``None``)."""
     if earlier_id is None:
         return True
     snapshot = metadata.snapshot_by_id(snapshot_id)
     return snapshot is not None and any(
-        ancestor.snapshot_id == earlier_id for ancestor in ancestors_of(snapshot, metadata) if ancestor is not snapshot
+        ancestor.snapshot_id == earlier_id for ancestor in ancestors_of(snapshot, metadata)
     )
 
 
@@ -271,6 +271,11 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
             "resume from it. The units already committed stay in the target, so starting another move_id in "
             "append mode would copy their rows twice: copy again with mode='overwrite' and another move_id "
             "(it replaces the target's rows matching the filter), or delete those rows from the target first."
+        )
+    if target is not None and str(target.metadata.table_uuid) == str(source.metadata.table_uuid):
+        raise InvalidMoveError(
+            f"{mover.source} and {mover.target} are the same table (uuid {source.metadata.table_uuid}), reached "
+            "through two catalogs: a move copies rows into another table."
         )
     if state is None and target is not None:
         refuse_forgotten_move(mover, target)

@@ -39,6 +39,9 @@ STATE_KEY = "iceberg-ops.move-state"
 UNIT_KEY = "iceberg-ops.move-unit"
 """Snapshot summary key: the unit a snapshot committed (``index/count``), for people reading the history."""
 
+PROPERTY_PREFIX = "iceberg-ops.move."
+"""Table properties ``iceberg-ops.move.<move_id>`` mirror each move's newest state."""
+
 STATE_VERSION = 1
 
 
@@ -161,23 +164,66 @@ def _summary_value(snapshot: Snapshot, key: str) -> str | None:
     return summary.additional_properties.get(key)
 
 
+def property_key(move_id: str) -> str:
+    """The table property that mirrors a move's newest state (it outlives snapshot expiry and compaction)."""
+    return f"{PROPERTY_PREFIX}{move_id}"
+
+
+def mirror_properties(state: MoveState, branch: str, snapshot_id: int) -> dict[str, str]:
+    """The table property recording ``state`` as committed by ``snapshot_id`` on ``branch``."""
+    payload = json.loads(state.to_summary()[STATE_KEY])
+    payload["branch"], payload["snapshot"] = branch, snapshot_id
+    return {property_key(state.move_id): json.dumps(payload, sort_keys=True, separators=(",", ":"))}
+
+
+def _mirrored(metadata: TableMetadata, move_id: str, branch: str, ancestry: set[int]) -> MoveState | None:
+    """The state the table property keeps, when the branch's history no longer holds one.
+
+    Its commit's snapshot expired: the rows it committed are still in the table (expiry removes no
+    live rows), so the state holds. Its snapshot still there but off the branch's history: the branch
+    was rolled back past the move's commits, and the state no longer describes the data.
+    """
+    text = metadata.properties.get(property_key(move_id))
+    if text is None:
+        return None
+    where = f"table property {property_key(move_id)}"
+    try:
+        payload: dict[str, Any] = json.loads(text)
+        recorded_branch, snapshot_id = payload.pop("branch"), int(payload.pop("snapshot"))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise MoveStateError(f"The {where} cannot be read ({exc}); remove it and use another move_id.") from exc
+    if recorded_branch != branch:
+        return None
+    if snapshot_id not in ancestry and metadata.snapshot_by_id(snapshot_id) is not None:
+        raise MoveStateError(
+            f"Move {move_id!r} committed target snapshot {snapshot_id}, which is no longer in the history of "
+            f"{branch} (the table was rolled back past it): its recorded progress no longer matches the data. "
+            "Use another move_id (mode='overwrite' replaces the rows), and remove the property "
+            f"{property_key(move_id)}."
+        )
+    return MoveState.from_summary(json.dumps(payload), where)
+
+
 def find_state(metadata: TableMetadata, move_id: str, branch: str) -> tuple[MoveState | None, Snapshot | None]:
     """The newest state of ``move_id`` on ``branch`` and the branch head it was read at.
 
-    Returns ``(None, head)`` when no snapshot of the branch's ancestry belongs to the move (or the
-    branch has no snapshot: ``(None, None)``).
+    The state is read from the newest snapshot of the move on the branch; when expiry removed all of
+    them, from the table property mirroring it. Returns ``(None, head)`` when neither knows the move
+    (or the branch has no snapshot: ``(None, None)``).
     """
     head = metadata.snapshot_by_name(branch)
     if head is None:
         return None, None
+    ancestry: set[int] = set()
     for snapshot in ancestors_of(head, metadata):
+        ancestry.add(snapshot.snapshot_id)
         if _summary_value(snapshot, MOVE_ID_KEY) != move_id:
             continue
         text = _summary_value(snapshot, STATE_KEY)
         if text is None:
             continue
         return MoveState.from_summary(text, f"target snapshot {snapshot.snapshot_id}"), head
-    return None, head
+    return _mirrored(metadata, move_id, branch, ancestry), head
 
 
 def move_snapshots(metadata: TableMetadata, move_id: str, branch: str) -> list[Snapshot]:

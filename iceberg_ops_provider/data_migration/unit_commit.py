@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.table.update import AssertCurrentSchemaId
 
-from iceberg_ops_provider.data_migration.state import UNIT_KEY, MoveState, find_state
+from iceberg_ops_provider.data_migration.state import UNIT_KEY, MoveState, find_state, mirror_properties
 from iceberg_ops_provider.errors import MoveConflictError
 
 if TYPE_CHECKING:
@@ -51,19 +51,21 @@ class UnitCommit:
     Attributes:
         committed: Whether this call made the commit (``False``: the unit was already done).
         snapshot_id: The target snapshot it committed, if it did.
-        state: The move's state after the commit (or as found, when already done).
+        state: The move's state after the commit (or as found, when already done; ``None`` when the
+            branch is gone because the move was published meanwhile).
         attempts: Commit attempts made.
     """
 
     committed: bool
     snapshot_id: int | None
-    state: MoveState
+    state: MoveState | None
     attempts: int
 
 
 def _stage(
     table: Table,
     files: Sequence[DataFile],
+    state: MoveState,
     properties: dict[str, str],
     branch: str,
     delete_filter: BooleanExpression | None,
@@ -78,6 +80,7 @@ def _stage(
     with transaction.update_snapshot(snapshot_properties=properties, branch=branch).fast_append() as append:
         for data_file in files:
             append.append_data_file(data_file)
+    transaction.set_properties(mirror_properties(state, branch, append.snapshot_id))
     producers = list(transaction._snapshot_producers)
     # No rebase-and-retry by PyIceberg: a failed requirement must bring us back to the state check.
     transaction._snapshot_producers = []
@@ -153,10 +156,9 @@ def commit_unit(
         state, _head = find_state(table.metadata, move_id, branch)
         new_state = decide(state)
         if new_state is None:
-            assert state is not None
             return UnitCommit(False, None, state, attempt - 1)
         properties = {**new_state.to_summary(), UNIT_KEY: unit_label}
-        transaction, producers = _stage(table, files, properties, branch, delete_filter)
+        transaction, producers = _stage(table, files, new_state, properties, branch, delete_filter)
         try:
             transaction.commit_transaction()  # type: ignore[attr-defined]
         except Exception as exc:

@@ -63,7 +63,7 @@ def verify_move(mover: DataMover, method: str | None = None, *, seed: int | None
         compared,
     )
     target_stream, scope = move_files.target_batches(
-        target, mover.move_id, MAIN_BRANCH, compared, mapping.target_expression(mover.where)
+        target, mover.move_id, MAIN_BRANCH, compared, mapping.target_expression(mover.where), state.rows
     )
     report = verify_rows(
         method, source_stream, target_stream, columns=compared, sample_size=mover.sample_size, seed=seed

@@ -18,7 +18,7 @@ from pyiceberg.types import DateType, DecimalType, IntegerType, LongType, Nested
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.data_migration import DataMover, MoveUnit
 from iceberg_ops_provider.data_migration.copy import FileCopier
-from iceberg_ops_provider.data_migration.state import MOVE_ID_KEY, MoveState, find_state
+from iceberg_ops_provider.data_migration.state import MOVE_ID_KEY, MoveState, find_state, property_key
 from iceberg_ops_provider.data_migration.unit_commit import commit_unit
 from iceberg_ops_provider.errors import (
     InvalidMoveError,
@@ -481,9 +481,33 @@ def test_a_finished_move_whose_snapshots_were_expired_is_not_copied_again(catalo
     target.append(orders(100_000, 5))  # another writer; then the move's snapshots expire
     expire_snapshots(target, older_than=datetime.now(UTC) + timedelta(seconds=1), retain_last=1)
 
-    with pytest.raises(MoveStateError, match="expired"):
+    assert mover.run().units_committed == 0  # the table property keeps the state expiry removed
+    assert sum(row_multiset(catalog.load_table("archive.orders")).values()) == 1005
+    assert mover.verify("count").details["scope"] == "table"
+
+    with catalog.load_table("archive.orders").transaction() as transaction:
+        transaction.remove_properties(property_key(mover.move_id))
+    with pytest.raises(MoveStateError, match="expired"):  # its files still carry the move's key
         mover.run()
     assert sum(row_multiset(catalog.load_table("archive.orders")).values()) == 1005
+
+
+def test_an_incremental_rerun_after_compaction_and_expiry_of_the_target_moves_only_new_rows(catalog):
+    """The backfill DAG beside the maintenance DAG: the target compacted and expired, then a range run again."""
+    source = source_table(catalog, files=4, rows_per_file=100)
+    mover = DataMover(
+        catalog, "sales.orders", "archive.orders", create_target=True, mode="incremental", verify="checksum"
+    )
+    mover.run()
+    target = catalog.load_table("archive.orders")
+    compact_small_files_streaming(target, min_input_files=2)
+    expire_snapshots(target, older_than=datetime.now(UTC) + timedelta(seconds=1), retain_last=1)
+    source.append(orders(60_000, 7))
+
+    result = mover.run()
+
+    assert result.rows == 7 and result.verify.ok and result.verify.details["scope"] == "table"
+    assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(source)
 
 
 def test_a_resumed_move_reads_its_pinned_snapshot_with_that_snapshots_schema(catalog):
@@ -586,3 +610,10 @@ def test_plan_refuses_a_created_target_whose_partition_column_is_not_moved(catal
     source_table(catalog, files=1, partition_spec=spec)
     with pytest.raises(ReconciliationError, match="day"):
         DataMover(catalog, "sales.orders", "archive.orders", create_target=True, columns=["id", "amount"]).plan()
+
+
+def test_the_default_move_id_is_a_stable_format(catalog):
+    """Default move ids name moves recorded in targets: a release that changed them would restart moves."""
+    assert DataMover(catalog, "a.s", "b.t").move_id == "a.s-to-b.t-f76061c52cbe9185"
+    assert DataMover(catalog, "a.s", "b.t", mode="incremental").move_id == "a.s-to-b.t-f76061c52cbe9185"
+    assert DataMover(catalog, "a.s", "b.t", mode="overwrite").move_id != "a.s-to-b.t-f76061c52cbe9185"
