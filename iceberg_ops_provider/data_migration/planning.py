@@ -117,19 +117,21 @@ def group_units(
 ) -> tuple[str, tuple[MoveUnit, ...]]:
     """Group ``tasks`` (in order) into units of about ``commit_every_bytes``; returns the plan id and the units.
 
-    A file larger than the limit is a unit of its own. The plan id fingerprints the move, the snapshot
-    and the grouping, so a unit from another plan is recognised and refused.
+    A unit is closed once it holds ``commit_every_bytes`` (it may exceed it by less than one file), so
+    source files written near half the unit size (files of "128 MiB" are often a little larger) still
+    come two to a unit and are copied in two parallel lanes. The plan id fingerprints the move, the
+    snapshot and the grouping, so a unit from another plan is recognised and refused. The grouping
+    does not depend on the machine: every worker plans the same units.
     """
     groups: list[list[FileScanTask]] = []
     current: list[FileScanTask] = []
     size = 0
     for task in tasks:
-        file_bytes = task.file.file_size_in_bytes
-        if current and size + file_bytes > commit_every_bytes:
+        current.append(task)
+        size += task.file.file_size_in_bytes
+        if size >= commit_every_bytes:
             groups.append(current)
             current, size = [], 0
-        current.append(task)
-        size += file_bytes
     if current:
         groups.append(current)
     plan_id = plan_fingerprint(move_id, source_snapshot_id, [[t.file.file_path for t in g] for g in groups])
