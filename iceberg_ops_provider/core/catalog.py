@@ -34,6 +34,7 @@ import importlib
 import os
 import re
 import tempfile
+import time
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -185,6 +186,27 @@ def _location(path_or_uri: str | os.PathLike[str]) -> str:
     return path.as_uri()
 
 
+def _open_sql_catalog(
+    catalog_class: type[Catalog], name: str, uri: str, warehouse: str, properties: dict[str, Any]
+) -> Catalog:
+    """Open PyIceberg's SQL catalog, tolerating another process creating its tables at the same moment.
+
+    PyIceberg checks whether the catalog tables exist, then creates them; two processes opening a new
+    database at once can both find them missing, and the second ``CREATE TABLE`` fails. Opening again
+    finds them.
+    """
+    from sqlalchemy.exc import OperationalError
+
+    for attempt in range(5):
+        try:
+            return catalog_class(name, uri=uri, warehouse=warehouse, **properties)  # type: ignore[call-arg]
+        except OperationalError as exc:
+            if "already exists" not in str(exc) or attempt == 4:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
 class CatalogFactory:
     """Build a PyIceberg catalog of one of the six kinds of the specification.
 
@@ -288,7 +310,7 @@ class CatalogFactory:
         warehouse = _location(warehouse_dir if warehouse_dir is not None else DEFAULT_WAREHOUSE_DIR)
         uri = f"sqlite:///{database}"
         with catalog_errors(uri, None):  # a db_path that is not an SQLite database fails here, naming the file
-            return SqlCatalog(name, uri=uri, warehouse=warehouse, **properties)
+            return _open_sql_catalog(SqlCatalog, name, uri, warehouse, properties)
 
     @classmethod
     def _build_memory(

@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -234,3 +235,24 @@ def test_warehouse_dir_that_is_a_file_is_refused(tmp_path):
     (tmp_path / "file").write_text("x")
     with pytest.raises(CatalogConfigError, match="is a file"):
         CatalogFactory.build("sqlite", db_path=tmp_path / "c.db", warehouse_dir=tmp_path / "file")
+
+
+def test_processes_opening_a_new_sqlite_catalog_at_once_all_succeed(tmp_path):
+    """PyIceberg creates the catalog tables after checking they are missing: openers race on a new file."""
+    script = (
+        "import sys, time\n"
+        "from iceberg_ops_provider.core.catalog import CatalogFactory\n"
+        "while time.time() < float(sys.argv[2]): pass\n"
+        "CatalogFactory.build('sqlite', db_path=sys.argv[1] + '/catalog.db', warehouse_dir=sys.argv[1] + '/wh')\n"
+    )
+    for attempt in range(3):
+        folder = tmp_path / f"attempt{attempt}"
+        folder.mkdir()
+        start_at = str(time.time() + 3.0)  # every process opens the catalog at the same moment
+        processes = [
+            subprocess.Popen([sys.executable, "-c", script, str(folder), start_at], stderr=subprocess.PIPE, text=True)
+            for _ in range(6)
+        ]
+        for process in processes:
+            _, err = process.communicate(timeout=120)
+            assert process.returncode == 0, err
