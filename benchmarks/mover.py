@@ -94,7 +94,7 @@ def _check_disk(path: Path, needed: int, what: str) -> None:
 
 def prepare_data(cache_root: Path, small_gib: float, file_mibs: list[int]) -> tuple[Path, dict[str, Any]]:
     """Generate (or reuse) the source tables; returns the cache folder and each table's shape."""
-    cache = cache_root / f"v{DATA_VERSION}-{small_gib:g}gib-f{'-'.join(map(str, file_mibs))}mib"
+    cache = cache_root / f"v{DATA_VERSION}-{small_gib:g}gib"  # one table per (size, file size), added as needed
     shapes_file = cache / "shapes.json"
     shapes: dict[str, Any] = json.loads(shapes_file.read_text()) if shapes_file.exists() else {}
     missing = [(size, mib) for size in SIZES for mib in file_mibs if _table_name(size, mib) not in shapes]
