@@ -8,14 +8,13 @@ move holds its rows in rewritten files; verify before compacting, or expect a di
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan, _read_all_delete_files
 from pyiceberg.manifest import ManifestEntryStatus
-from pyiceberg.schema import sanitize_column_names
 from pyiceberg.table.snapshots import Operation
 
 from iceberg_ops_provider.data_migration.state import move_snapshots
@@ -115,12 +114,14 @@ def source_batches(
     row_filter: BooleanExpression,
     source_columns: Sequence[str],
     convert: Callable[[pa.RecordBatch], pa.RecordBatch],
-    target_schema_names: Sequence[str],
-    target_file_names: Sequence[str],
+    file_names: Mapping[str, str],
     compared: Sequence[str],
 ) -> BatchStream:
-    """A stream of the source's rows as the move writes them: converted, named as the target's columns."""
-    by_name = dict(zip(target_schema_names, target_file_names, strict=True))
+    """A stream of the source's rows as the move writes them: converted, named as the target's columns.
+
+    ``file_names`` maps each target column to its name in converted batches (``ColumnMapping.file_names``).
+    """
+    by_name = file_names
 
     def stream() -> Iterator[pa.RecordBatch]:
         if snapshot_id is None:
@@ -132,8 +133,3 @@ def source_batches(
             yield pa.RecordBatch.from_arrays(arrays, names=list(compared))
 
     return stream
-
-
-def file_names(table_schema: object) -> list[str]:
-    """The column names a data file of a table with ``table_schema`` uses (sanitized for Avro)."""
-    return [field.name for field in sanitize_column_names(table_schema).fields]  # type: ignore[arg-type]

@@ -40,7 +40,7 @@ from iceberg_ops_provider.data_migration.resolution import (
     resolve,
 )
 from iceberg_ops_provider.data_migration.results import VERIFY_METHODS, MovePlan, MoveResult, MoveUnit, VerifyReport
-from iceberg_ops_provider.data_migration.state import STATE_KEY, MoveState, file_prefix, find_state, move_snapshots
+from iceberg_ops_provider.data_migration.state import MoveState, file_prefix, find_state, move_snapshots, state_of
 from iceberg_ops_provider.data_migration.unit_commit import commit_unit
 from iceberg_ops_provider.data_migration.verification import verify_move
 from iceberg_ops_provider.errors import InvalidMoveError, MoveConflictError, MoveStateError, VerificationFailedError
@@ -68,7 +68,10 @@ def _check_schema_unchanged(written: Schema, current: Schema, target: str) -> No
     one would read as nulls. Columns added since are fine (the files read them as nulls, as allowed).
     """
     for field in written.as_struct().fields:
-        now = current.find_field(field.field_id) if current.find_column_name(field.field_id) else None
+        try:
+            now = current.find_field(field.field_id)
+        except ValueError:  # the id is gone
+            now = None
         if now is None or now.field_type != field.field_type or (now.required and not field.required):
             raise MoveConflictError(
                 f"The schema of {target} changed while a unit was copied (column {field.name!r}, id "
@@ -156,11 +159,15 @@ class DataMover:
                 f"Source and target are the same table ({self.source}): a move copies rows into another table. "
                 "To rewrite a table's files, use compaction (compact_small_files_streaming)."
             )
+        if isinstance(where, str) and not where.strip():
+            where = None  # an empty templated filter: every row
+        if where is not None and not isinstance(where, str | BooleanExpression):
+            raise InvalidMoveError(f"where={where!r} must be a PyIceberg filter string or expression.")
+        if isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1:
+            raise InvalidMoveError(f"sample_size={sample_size!r} must be a positive number of rows.")
         self.where_text = where if isinstance(where, str) else (repr(where) if where is not None else None)
         try:
-            self.where: BooleanExpression = (
-                parse(where) if isinstance(where, str) and where.strip() else where or AlwaysTrue()  # type: ignore[assignment]
-            )
+            self.where: BooleanExpression = parse(where) if isinstance(where, str) else where or AlwaysTrue()
         except Exception as exc:
             raise InvalidMoveError(f"where={where!r} does not parse as a PyIceberg filter: {exc}") from exc
         self.columns = list(columns) if columns is not None else None
@@ -240,11 +247,8 @@ class DataMover:
         if target is None:
             return False
         for snapshot in move_snapshots(target.metadata, self.move_id, self.branch):
-            text = (snapshot.summary.additional_properties if snapshot.summary else {}).get(STATE_KEY)
-            if text is None:
-                continue
-            recorded = MoveState.from_summary(text, f"target snapshot {snapshot.snapshot_id}")
-            if recorded.plan_id == unit.plan_id:
+            recorded = state_of(snapshot, self.move_id)
+            if recorded is not None and recorded.plan_id == unit.plan_id:
                 return unit.index in recorded.done
         return False
 

@@ -28,7 +28,16 @@ if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["MOVE_ID_KEY", "STATE_KEY", "MoveState", "file_prefix", "find_state", "format_ranges", "parse_ranges"]
+__all__ = [
+    "MOVE_ID_KEY",
+    "STATE_KEY",
+    "MoveState",
+    "file_prefix",
+    "find_state",
+    "format_ranges",
+    "state_of",
+    "parse_ranges",
+]
 
 MOVE_ID_KEY = "iceberg-ops.move-id"
 """Snapshot summary key: the move a snapshot was committed by."""
@@ -217,13 +226,18 @@ def find_state(metadata: TableMetadata, move_id: str, branch: str) -> tuple[Move
     ancestry: set[int] = set()
     for snapshot in ancestors_of(head, metadata):
         ancestry.add(snapshot.snapshot_id)
-        if _summary_value(snapshot, MOVE_ID_KEY) != move_id:
-            continue
-        text = _summary_value(snapshot, STATE_KEY)
-        if text is None:
-            continue
-        return MoveState.from_summary(text, f"target snapshot {snapshot.snapshot_id}"), head
+        state = state_of(snapshot, move_id)
+        if state is not None:
+            return state, head
     return _mirrored(metadata, move_id, branch, ancestry), head
+
+
+def state_of(snapshot: Snapshot, move_id: str) -> MoveState | None:
+    """The state of ``move_id`` that ``snapshot``'s summary records, if it records one."""
+    if _summary_value(snapshot, MOVE_ID_KEY) != move_id:
+        return None
+    text = _summary_value(snapshot, STATE_KEY)
+    return MoveState.from_summary(text, f"target snapshot {snapshot.snapshot_id}") if text is not None else None
 
 
 def move_snapshots(metadata: TableMetadata, move_id: str, branch: str) -> list[Snapshot]:

@@ -49,8 +49,6 @@ def verify_move(mover: DataMover, method: str | None = None, *, seed: int | None
     source_metadata = metadata_at(source, state.completed_snapshot_id)
     mapping = build_mapping(mover, source_metadata.schema(), target)
     compared = list(mapping.compared_columns) if method != "count" else list(mapping.compared_columns[:1])
-    target_schema = target.schema()
-    names = [field.name for field in target_schema.fields]
     source_stream = move_files.source_batches(
         source,
         source_metadata,
@@ -58,8 +56,7 @@ def verify_move(mover: DataMover, method: str | None = None, *, seed: int | None
         mover.where,
         mapping.source_columns,
         mapping.convert,
-        names,
-        move_files.file_names(target_schema),
+        mapping.file_names,
         compared,
     )
     target_stream, scope = move_files.target_batches(

@@ -338,6 +338,8 @@ def test_verification_failure_fails_the_run(catalog):
         ({"commit_every_bytes": 0}, InvalidMoveError, "commit_every_bytes"),
         ({"where": "id <<< 3"}, InvalidMoveError, "where"),
         ({"columns": "id"}, InvalidMoveError, "columns"),
+        ({"where": 3}, InvalidMoveError, "where"),
+        ({"sample_size": 0}, InvalidMoveError, "sample_size"),
     ],
 )
 def test_bad_arguments_are_refused_up_front(catalog, kwargs, error, match):
@@ -617,3 +619,9 @@ def test_the_default_move_id_is_a_stable_format(catalog):
     assert DataMover(catalog, "a.s", "b.t").move_id == "a.s-to-b.t-f76061c52cbe9185"
     assert DataMover(catalog, "a.s", "b.t", mode="incremental").move_id == "a.s-to-b.t-f76061c52cbe9185"
     assert DataMover(catalog, "a.s", "b.t", mode="overwrite").move_id != "a.s-to-b.t-f76061c52cbe9185"
+
+
+def test_a_blank_filter_moves_every_row(catalog):
+    source = source_table(catalog, files=1)
+    DataMover(catalog, "sales.orders", "archive.orders", create_target=True, where="  ").run()
+    assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(source)
