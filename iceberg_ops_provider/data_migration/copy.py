@@ -1,12 +1,17 @@
 """Copies the rows of source data files into new Parquet data files of a target table, one stream per core.
 
-The tasks are split into lanes of about equal bytes, one thread each. A lane reads its files one
-after the other and writes its own output files, so decoding one file and encoding another run at
-once on different cores (PyArrow releases the GIL in both). A source file that holds exactly the
-source's current schema, has no delete files and needs no filtering (the usual case) is read with
-PyArrow alone; any other goes through PyIceberg's ``ArrowScan`` projection, which reads old schemas
-and applies position deletes and the row filter. Both read a file one row group at a time (PyArrow's
-and PyIceberg's own whole-file reads pre-buffer the whole file: +1.2 to 1.6 GB for a 1.1 GiB file).
+The tasks are cut into pieces of whole row groups (:mod:`.source_pieces`) that the lanes, one thread
+per core, take from one shared queue in the tasks' order. A lane reads its pieces one after the
+other and writes its own output files, so decoding one piece and encoding another run at once on
+different cores (PyArrow releases the GIL in both), and no lane idles while another still has a
+large file to read. :meth:`FileCopier.pipeline` runs the lanes over several units in a row
+(:mod:`.pipeline`), so they do not idle between units either; :meth:`FileCopier.copy` copies one.
+
+A source file that holds exactly the source's current schema, has no delete files and needs no
+filtering (the usual case) is read with PyArrow alone; any other goes through PyIceberg's
+``ArrowScan`` projection, which reads old schemas and applies position deletes and the row filter.
+Both read a file one row group at a time (PyArrow's and PyIceberg's own whole-file reads pre-buffer
+the whole file: +1.2 to 1.6 GB for a 1.1 GiB file).
 
 Rows keep the Arrow types they were read with: casting every batch to the target's types (string to
 large_string, say) costs about a tenth of the throughput. Only batches bound for the same output
@@ -26,30 +31,23 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
-import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
-from pyiceberg.expressions.visitors import bind, translate_column_names
 from pyiceberg.io.pyarrow import (
     ArrowScan,
-    _combine_positional_deletes,
-    _get_column_projection_values,
     _get_parquet_writer_kwargs,
     _read_all_delete_files,
-    _to_requested_schema,
-    expression_to_pyarrow,
     pyarrow_to_schema,
 )
 from pyiceberg.manifest import DataFile, FileFormat
 from pyiceberg.partitioning import PartitionKey
-from pyiceberg.schema import prune_columns, sanitize_column_names
+from pyiceberg.schema import sanitize_column_names
 from pyiceberg.table import TableProperties
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.typedef import Record
@@ -60,6 +58,14 @@ from iceberg_ops_provider.core.parquet_output import (
     StatisticsPlan,
     data_file_from_footer,
     split_by_partition,
+)
+from iceberg_ops_provider.data_migration.pipeline import CopyPipeline, LaneShare, Stopped, UnitCopy
+from iceberg_ops_provider.data_migration.source_pieces import (
+    PIECE_BYTES,
+    SourcePiece,
+    group_range,
+    projected_row_groups,
+    split_into_pieces,
 )
 from iceberg_ops_provider.errors import ReconciliationError
 
@@ -95,9 +101,6 @@ MAX_OPEN_FILES = 8
 READ_BATCH_ROWS = 128 * 1024
 """Rows per batch read from a source file on the PyArrow-only path."""
 
-READ_BUFFER_BYTES = 8 * 1024 * 1024
-"""Read buffer of the projecting read path (PyIceberg's own setting)."""
-
 _ALWAYS_TRUE = AlwaysTrue()
 
 
@@ -116,10 +119,6 @@ class CopyOutcome:
     rows: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
-
-
-class _Stopped(Exception):
-    """Another lane failed: this one stops at the next batch."""
 
 
 class _Output:
@@ -162,10 +161,12 @@ class FileCopier:
         file_name_prefix: Prepended to every output file name.
         on_progress: Called with ``(rows, source_bytes)`` as rows are read, from any lane thread,
             without a lock held; the source bytes of a copy sum to its files' sizes.
+        piece_bytes: Source files are cut into pieces of whole row groups of at least this many
+            bytes, which the lanes share out (see :func:`.split_into_pieces`).
 
     Raises:
         ReconciliationError: ``source_columns`` names a column the source lacks, or none at all.
-        ValueError: ``parallelism`` or ``target_file_size_bytes`` is not positive, or ``row_filter``
+        ValueError: ``parallelism``, ``target_file_size_bytes`` or ``piece_bytes`` is not positive, or ``row_filter``
             does not bind to the source's schema.
     """
 
@@ -184,6 +185,7 @@ class FileCopier:
         target_file_size_bytes: int | None = None,
         file_name_prefix: str = "",
         on_progress: Callable[[int, int], None] | None = None,
+        piece_bytes: int = PIECE_BYTES,
     ) -> None:
         self.source_metadata = source_metadata
         self.source_io = source_io
@@ -199,6 +201,9 @@ class FileCopier:
         if parallelism < 1:
             raise ValueError(f"parallelism must be at least 1, got {parallelism}.")
         self.parallelism = parallelism
+        if piece_bytes < 1:
+            raise ValueError(f"piece_bytes must be a positive number of bytes, got {piece_bytes}.")
+        self.piece_bytes = piece_bytes
         properties = target_metadata.properties
         if target_file_size_bytes is None:
             target_file_size_bytes = property_as_int(
@@ -266,17 +271,9 @@ class FileCopier:
             and task.residual == _ALWAYS_TRUE
         )
 
-    def lanes(self, tasks: Sequence[FileScanTask]) -> list[list[FileScanTask]]:
-        """``tasks`` split into at most ``parallelism`` lanes of about equal bytes, each in the tasks' order."""
-        count = min(self.parallelism, len(tasks))
-        loads = [0] * count
-        assigned: list[list[int]] = [[] for _ in range(count)]
-        by_size = sorted(range(len(tasks)), key=lambda i: tasks[i].file.file_size_in_bytes, reverse=True)
-        for index in by_size:
-            lane = min(range(count), key=loads.__getitem__)
-            assigned[lane].append(index)
-            loads[lane] += tasks[index].file.file_size_in_bytes
-        return [[tasks[i] for i in sorted(indexes)] for indexes in assigned]
+    def pieces(self, tasks: Sequence[FileScanTask]) -> list[SourcePiece]:
+        """The pieces the lanes of a copy of ``tasks`` take in turn (see :func:`.split_into_pieces`)."""
+        return split_into_pieces(tasks, self.piece_bytes)
 
     def copy(self, tasks: Sequence[FileScanTask], written: list[str]) -> CopyOutcome:
         """Read ``tasks`` and write their rows as new data files of the target; nothing is committed.
@@ -289,104 +286,71 @@ class FileCopier:
         Returns:
             The new files' ``DataFile``s (target spec, partition values, statistics from their footers) and counts.
         """
+        with self.pipeline([tasks], lookahead=0) as pipeline:
+            pipeline.units[0].written = written
+            copied = pipeline.next_unit()
+        return CopyOutcome(copied.data_files, copied.rows, copied.bytes_read, copied.bytes_written)
+
+    def pipeline(self, units: Sequence[Sequence[FileScanTask]], lookahead: int = 1) -> CopyPipeline:
+        """A :class:`.CopyPipeline` that copies ``units`` (each a list of scan tasks) in order with this copier's lanes.
+
+        Use it as a context manager; leaving it stops the lanes and closes or aborts their files.
+        Each returned :class:`.UnitCopy` lists its files and counts like :meth:`copy`'s outcome.
+        """
+        pieces = [self.pieces(tasks) for tasks in units]
         write_id = uuid.uuid4()
-        stop = threading.Event()
-        lanes = [
-            _Lane(self, number, lane_tasks, write_id, written, stop)
-            for number, lane_tasks in enumerate(self.lanes(tasks))
-        ]
-        threads = [
-            threading.Thread(target=lane.run_catching, name=f"iceberg-ops-copy-{lane.number}", daemon=True)
-            for lane in lanes[1:]
-        ]
-        interrupted: BaseException | None = None
-        try:
-            for thread in threads:
-                thread.start()
-            if lanes:
-                lanes[0].run_catching()
-        except BaseException as exc:  # e.g. KeyboardInterrupt while starting the threads
-            interrupted = exc
-            stop.set()
-        for thread in threads:
-            # Every lane closes its files before this returns, even when interrupted while waiting.
-            while thread.is_alive():
-                try:
-                    thread.join()
-                except BaseException as exc:
-                    interrupted = interrupted or exc
-                    stop.set()
-        pa.default_memory_pool().release_unused()
-        if interrupted is not None:
-            raise interrupted
-        errors = [lane.error for lane in lanes if lane.error is not None and not isinstance(lane.error, _Stopped)]
-        if errors:
-            raise errors[0]
-        outcome = CopyOutcome()
-        for lane in lanes:
-            outcome.data_files.extend(lane.data_files)
-            outcome.rows += lane.rows
-            outcome.bytes_read += lane.bytes_read
-        outcome.bytes_written = sum(data_file.file_size_in_bytes for data_file in outcome.data_files)
-        return outcome
+        lanes = min(self.parallelism, max(1, sum(map(len, pieces))))
+        return CopyPipeline(pieces, [_Lane(self, number, write_id).run for number in range(lanes)], lookahead)
 
 
 class _Lane:
-    """One thread's share of a copy: reads its tasks in order, writes its own files."""
+    """One thread of a copy: copies the pieces it takes from the pipeline, into its own files."""
 
-    def __init__(
-        self,
-        copier: FileCopier,
-        number: int,
-        tasks: list[FileScanTask],
-        write_id: uuid.UUID,
-        written: list[str],
-        stop: threading.Event,
-    ) -> None:
+    def __init__(self, copier: FileCopier, number: int, write_id: uuid.UUID) -> None:
         self.copier = copier
         self.number = number
-        self.tasks = tasks
         self.write_id = write_id
-        self.written = written
-        self.stop = stop
-        self.error: BaseException | None = None
-        self.data_files: list[DataFile] = []
-        self.rows = 0
-        self.bytes_read = 0
+        self.unit: UnitCopy | None = None
+        self.share = LaneShare()
         self.outputs: dict[Record, _Output] = {}
         self.pending_bytes = 0
         self.counter = 0
         # Output bytes per Arrow byte: measured once something was written, else guessed from the source.
         self.arrow_read = 0
+        self.source_read = 0
         self.arrow_written = 0
         self.output_written = 0
 
-    def run_catching(self) -> None:
-        """Run the lane; a failure is kept in ``error`` and stops the other lanes."""
-        try:
-            self.run()
-        except BaseException as exc:
-            self.error = exc
-            self.stop.set()
+    def run(self, pipeline: CopyPipeline) -> None:
+        """Copy pieces until none is left, closing the lane's files of each unit when it moves past it.
 
-    def run(self) -> None:
-        """Copy every task of the lane, then close its files; on failure abort them and re-raise."""
+        On failure (or when the pipeline stops) every open file is aborted and the error re-raised.
+        """
         copier = self.copier
         try:
             scan = ArrowScan(
                 copier.source_metadata, copier.source_io, copier.read_schema, copier.row_filter, copier.case_sensitive
             )
-            for task in self.tasks:
-                for batch, source_bytes in self._read(scan, task):
-                    if self.stop.is_set():
-                        raise _Stopped()
-                    self.bytes_read += source_bytes
+            while True:
+                taken = pipeline.take(self.unit, wait=self.unit is None)
+                if taken is None:
+                    if self.unit is None:
+                        return  # every piece was taken
+                    self._leave(pipeline)  # nothing more of this unit now: close its files, then wait
+                    continue
+                unit, piece = taken
+                if unit is not self.unit:
+                    self._leave(pipeline)
+                    self.unit = unit
+                for batch, source_bytes in self._read(scan, piece):
+                    if pipeline.stop.is_set():
+                        raise Stopped()
+                    self.share.bytes_read += source_bytes
+                    self.source_read += source_bytes
                     if batch is not None:
                         self._write(copier.convert(batch))
                     if copier.on_progress is not None and (source_bytes or batch is not None):
                         copier.on_progress(batch.num_rows if batch is not None else 0, source_bytes)
-            for output in list(self.outputs.values()):
-                self._roll(output)
         except BaseException:
             for output in self.outputs.values():
                 if output.file is not None:
@@ -395,15 +359,25 @@ class _Lane:
             self.outputs.clear()
             raise
 
+    def _leave(self, pipeline: CopyPipeline) -> None:
+        """Close the lane's files of its current unit and hand what it wrote to the unit."""
+        if self.unit is None:
+            return
+        for output in list(self.outputs.values()):
+            self._roll(output)
+        unit, share = self.unit, self.share
+        self.unit, self.share = None, LaneShare()
+        pipeline.leave(unit, share)
+
     # Reading.
 
-    def _read(self, scan: ArrowScan, task: FileScanTask) -> Iterator[tuple[pa.RecordBatch | None, int]]:
-        """The rows of ``task`` (source names, selected columns), each batch with its share of the file's bytes.
+    def _read(self, scan: ArrowScan, piece: SourcePiece) -> Iterator[tuple[pa.RecordBatch | None, int]]:
+        """The rows of ``piece`` (source names, selected columns), each batch with its share of the piece's bytes.
 
-        The shares are prorated by rows read and sum to the file's size (a last ``(None, rest)`` if needed).
+        The shares are prorated by rows read and sum to the piece's size (a last ``(None, rest)`` if needed).
         """
-        size, records, read, used = task.file.file_size_in_bytes, max(1, task.file.record_count), 0, 0
-        for batch in self._batches(scan, task):
+        size, records, read, used = piece.size, piece.estimated_rows, 0, 0
+        for batch in self._batches(scan, piece):
             read += batch.num_rows
             share = min(size, size * read // records) - used
             used += share
@@ -412,9 +386,10 @@ class _Lane:
         if used < size:
             yield None, size - used
 
-    def _batches(self, scan: ArrowScan, task: FileScanTask) -> Iterator[pa.RecordBatch]:
-        copier = self.copier
+    def _batches(self, scan: ArrowScan, piece: SourcePiece) -> Iterator[pa.RecordBatch]:
+        copier, task = self.copier, piece.task
         if task.file.file_format != FileFormat.PARQUET:
+            assert piece.whole_file
             deletes = _read_all_delete_files(copier.source_io, [task])
             yield from scan._record_batches_from_scan_tasks_and_deletes([task], deletes)
             return
@@ -423,7 +398,7 @@ class _Lane:
                 parquet = pq.ParquetFile(stream, pre_buffer=True)
                 if copier.plain(parquet.schema_arrow):
                     # One row group per call: pre-buffering a whole file's row groups holds the file in memory.
-                    for group in range(parquet.num_row_groups):
+                    for group in group_range(piece, parquet.num_row_groups):
                         yield from parquet.iter_batches(
                             batch_size=READ_BATCH_ROWS,
                             row_groups=[group],
@@ -432,7 +407,7 @@ class _Lane:
                         )
                     return
             deletes = _read_all_delete_files(copier.source_io, [task]) if task.delete_files else {}
-            yield from _projected_row_groups(scan, task, stream, deletes.get(task.file.file_path))
+            yield from projected_row_groups(scan, task, stream, deletes.get(task.file.file_path), piece)
 
     # Writing.
 
@@ -449,7 +424,7 @@ class _Lane:
             output.pending_bytes += part.nbytes
             output.pending_rows += part.num_rows
             self.pending_bytes += part.nbytes
-            self.rows += part.num_rows
+            self.share.rows += part.num_rows
             on_storage = output.file.bytes_written if output.file is not None else 0
             if on_storage + output.pending_bytes * self._ratio() >= self.copier.target_file_size_bytes:
                 self._roll(output)
@@ -471,8 +446,8 @@ class _Lane:
         """Bytes on storage per Arrow byte: measured on this lane's writes, else the source files' own ratio."""
         if self.arrow_written and self.output_written:
             return self.output_written / self.arrow_written
-        if self.arrow_read and self.bytes_read:
-            return self.bytes_read / self.arrow_read
+        if self.arrow_read and self.source_read:
+            return self.source_read / self.arrow_read
         return 1.0
 
     def _flush(self, output: _Output) -> None:
@@ -495,7 +470,8 @@ class _Lane:
         name = f"{copier.file_name_prefix}{self.write_id}-{self.number}-{self.counter}.parquet"
         self.counter += 1
         path = copier.locations.new_data_location(data_file_name=name, partition_key=output.key)
-        self.written.append(path)
+        assert self.unit is not None
+        self.unit.written.append(path)
         assert output.schema is not None
         return OutputFile(path, copier.target_io, output.schema, copier.writer_kwargs)
 
@@ -511,7 +487,7 @@ class _Lane:
         except BaseException:
             file.abort()
             raise
-        self.data_files.append(
+        self.share.data_files.append(
             data_file_from_footer(
                 file.path,
                 footer,
@@ -522,72 +498,3 @@ class _Lane:
             )
         )
         log.debug("wrote %s (%.1f MiB, %d rows)", file.path, size / 2**20, file.rows)
-
-
-def _projected_row_groups(
-    scan: ArrowScan, task: FileScanTask, stream: Any, positional_deletes: list[pa.ChunkedArray] | None
-) -> Iterator[pa.RecordBatch]:
-    """The rows of a Parquet data file as ``scan`` reads them, one row group at a time.
-
-    What PyIceberg's ``_task_to_record_batches`` does (schema projection, identity partition values
-    for columns the file lacks, position deletes, the row filter), except that it scans the file's
-    row groups one after the other: PyIceberg scans the whole file at once with pre-buffering,
-    which holds all of it in memory.
-    """
-    metadata = scan._table_metadata
-    downcast = scan._downcast_ns_timestamp_to_us
-    if downcast is None:
-        downcast = metadata.format_version <= 2
-    fragment = ds.ParquetFileFormat(pre_buffer=True, buffer_size=READ_BUFFER_BYTES).make_fragment(stream)
-    physical_schema = fragment.physical_schema
-    file_schema = pyarrow_to_schema(
-        physical_schema,
-        metadata.name_mapping(),
-        downcast_ns_timestamp_to_us=downcast,
-        format_version=metadata.format_version,
-    )
-    projected_schema = scan._projected_schema
-    missing_values = _get_column_projection_values(
-        task.file, projected_schema, metadata.schema(), metadata.specs().get(task.file.spec_id), file_schema.field_ids
-    )
-    row_filter = None
-    if scan._bound_row_filter != _ALWAYS_TRUE:
-        translated = translate_column_names(
-            scan._bound_row_filter,
-            file_schema,
-            case_sensitive=scan._case_sensitive,
-            projected_field_values=missing_values,
-        )
-        row_filter = expression_to_pyarrow(
-            bind(file_schema, translated, case_sensitive=scan._case_sensitive), file_schema
-        )
-    file_project_schema = prune_columns(file_schema, scan._projected_field_ids, select_full_types=False)
-    columns = [column.name for column in file_project_schema.columns]
-    fragment.ensure_complete_metadata()
-    group_start = 0  # position in the file of the row group's first row, for the position deletes
-    for group in fragment.row_groups:
-        position, group_start = group_start, group_start + group.num_rows
-        scanner = ds.Scanner.from_fragment(
-            fragment.subset(row_group_ids=[group.id]),
-            schema=physical_schema,
-            # With position deletes, rows are filtered after the deleted positions are dropped.
-            filter=row_filter if not positional_deletes else None,
-            columns=columns,
-            use_threads=False,
-        )
-        for batch in scanner.to_batches():
-            start, position = position, position + batch.num_rows
-            if positional_deletes:
-                batch = batch.take(_combine_positional_deletes(positional_deletes, start, position))
-                if row_filter is not None:
-                    filtered = pa.Table.from_batches([batch]).filter(row_filter)
-                    batch = filtered.combine_chunks().to_batches()[0] if filtered.num_rows else batch.slice(0, 0)
-            if batch.num_rows:
-                yield _to_requested_schema(
-                    projected_schema,
-                    file_project_schema,
-                    batch,
-                    downcast_ns_timestamp_to_us=downcast,
-                    projected_missing_fields=missing_values,
-                    allow_timestamp_tz_mismatch=True,
-                )

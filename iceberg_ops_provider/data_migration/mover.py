@@ -52,6 +52,9 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table
 
+    from iceberg_ops_provider.data_migration.pipeline import CopyPipeline, UnitCopy
+    from iceberg_ops_provider.data_migration.unit_commit import UnitCommit
+
 __all__ = ["DEFAULT_COMMIT_EVERY_BYTES", "MODES", "DataMover"]
 
 log = logging.getLogger(__name__)
@@ -83,6 +86,18 @@ def _check_schema_unchanged(written: Schema, current: Schema, target: str) -> No
 def _discard(table: Table, written: list[str]) -> None:
     if written:
         delete_files(table.io, written, what="data files of an uncommitted unit")
+
+
+def _done_units(state: MoveState | None, plan_id: str) -> set[int]:
+    """The units of plan ``plan_id`` that ``state`` records as committed."""
+    return set(state.done) if state is not None and state.plan_id == plan_id else set()
+
+
+def _skip_done(pipeline: CopyPipeline, units: Sequence[MoveUnit], done: set[int]) -> None:
+    """Drop from ``pipeline`` the units in ``done`` that no lane has started."""
+    for position, unit in enumerate(units):
+        if unit.index in done:
+            pipeline.skip(position)
 
 
 def _identifier(table: str | Table) -> str:
@@ -300,23 +315,20 @@ class DataMover:
             on_progress=tracker.add,
         )
         totals = {"committed": 0, "skipped": 0, "rows": 0, "read": 0, "written": 0, "files": 0}
-        snapshots: list[int] = []
+        pending: list[MoveUnit] = []
         for unit in selected:
             if unit.plan_id == plan.plan_id and unit.index in plan.done:
                 totals["skipped"] += 1
-                continue
-            if unit.plan_id != plan.plan_id:
-                if self._settled_elsewhere(target, unit):
-                    totals["skipped"] += 1
-                    continue
+            elif unit.plan_id == plan.plan_id:
+                pending.append(unit)
+            elif self._settled_elsewhere(target, unit):
+                totals["skipped"] += 1
+            else:
                 raise MoveStateError(
                     f"Unit {unit.index} comes from plan {unit.plan_id}, but move {self.move_id!r} now runs plan "
                     f"{plan.plan_id} (another run of it started since the units were planned). Plan again."
                 )
-            snapshot_id = self._run_unit(resolved, copier, unit, totals)
-            tracker.unit_done()
-            if snapshot_id is not None:
-                snapshots.append(snapshot_id)
+        snapshots = self._run_units(resolved, copier, pending, totals, tracker)
         if not plan.units and resolved.initial_state is not None:
             recorded = self._record_empty(resolved)
             snapshots.extend([recorded] if recorded is not None else [])
@@ -389,34 +401,77 @@ class DataMover:
 
         return decide
 
-    def _run_unit(self, resolved: Resolved, copier: FileCopier, unit: MoveUnit, totals: dict[str, int]) -> int | None:
+    def _run_units(
+        self,
+        resolved: Resolved,
+        copier: FileCopier,
+        units: list[MoveUnit],
+        totals: dict[str, int],
+        tracker: ProgressTracker,
+    ) -> list[int]:
+        """Copy ``units`` in a pipeline and commit each as soon as it is copied; the new snapshots' ids.
+
+        A unit found committed (by another worker) before its copy started is skipped; after a
+        failure, the files of every unit not committed are deleted, except those of a commit whose
+        outcome is unknown.
+        """
         target = resolved.target
         assert target is not None
         target.refresh()
-        state = current_state(self, target)
-        label = f"{unit.index + 1}/{unit.count}"
-        if state is not None and state.plan_id == unit.plan_id and unit.index in state.done:
-            log.info("unit %s of move %s: already committed", label, self.move_id)
-            totals["skipped"] += 1
-            return None
-        tasks = [resolved.tasks[path] for path in unit.files]
-        written: list[str] = []
-        try:
-            outcome = copier.copy(tasks, written)
-        except BaseException:
-            _discard(target, written)
-            raise
+        done = _done_units(current_state(self, target), resolved.plan.plan_id)
+        tasks = [[resolved.tasks[path] for path in unit.files] for unit in units]
+        snapshots: list[int] = []
+        settled, unknown = 0, -1  # units whose files were committed or deleted; a commit of unknown outcome
+        with copier.pipeline(tasks) as pipeline:
+            try:
+                _skip_done(pipeline, units, done)
+                for position, unit in enumerate(units):
+                    copied = pipeline.next_unit()
+                    label = f"{unit.index + 1}/{unit.count}"
+                    if copied.skipped:
+                        log.info("unit %s of move %s: already committed", label, self.move_id)
+                        totals["skipped"] += 1
+                    else:
+                        try:
+                            commit = self._commit_copied(resolved, unit, copied, totals, label)
+                        except (MoveConflictError, MoveStateError):  # the commit did not land
+                            raise
+                        except BaseException:
+                            unknown = position
+                            raise
+                        if commit is not None:
+                            snapshots.append(commit.snapshot_id)
+                            # Units other workers committed meanwhile are not copied (if not started yet).
+                            _skip_done(pipeline, units, _done_units(commit.state, resolved.plan.plan_id))
+                    settled = position + 1
+                    pipeline.release(copied)
+                    tracker.unit_done()
+            except BaseException:
+                try:
+                    pipeline.close()
+                finally:
+                    for copied in pipeline.units[settled:]:
+                        if copied.index != unknown:
+                            _discard(target, copied.written)
+                raise
+        return snapshots
+
+    def _commit_copied(
+        self, resolved: Resolved, unit: MoveUnit, copied: UnitCopy, totals: dict[str, int], label: str
+    ) -> UnitCommit | None:
+        """Commit a copied unit with the move's state; ``None`` if another worker committed it meanwhile."""
+        target = resolved.target
+        assert target is not None
         try:
             commit = commit_unit(
                 target,
-                outcome.data_files,
+                copied.data_files,
                 move_id=self.move_id,
                 branch=self.branch,
-                decide=self._decide(resolved, unit, outcome.rows),
+                decide=self._decide(resolved, unit, copied.rows),
                 unit_label=label,
             )
-        except (MoveConflictError, MoveStateError):  # the commit did not land
-            _discard(target, written)
+        except (MoveConflictError, MoveStateError):
             raise
         except BaseException:
             log.warning(
@@ -424,28 +479,28 @@ class DataMover:
                 "deletes them if the commit did not land). Run the move again to resume.",
                 label,
                 self.move_id,
-                len(written),
+                len(copied.written),
             )
             raise
         if not commit.committed:
             log.info("unit %s of move %s: committed by another worker meanwhile", label, self.move_id)
-            _discard(target, written)
+            _discard(target, copied.written)
             totals["skipped"] += 1
             return None
         totals["committed"] += 1
-        totals["rows"] += outcome.rows
-        totals["read"] += outcome.bytes_read
-        totals["written"] += outcome.bytes_written
-        totals["files"] += len(outcome.data_files)
+        totals["rows"] += copied.rows
+        totals["read"] += copied.bytes_read
+        totals["written"] += copied.bytes_written
+        totals["files"] += len(copied.data_files)
         log.info(
             "unit %s of move %s committed: %d rows, %d files, target snapshot %s",
             label,
             self.move_id,
-            outcome.rows,
-            len(outcome.data_files),
+            copied.rows,
+            len(copied.data_files),
             commit.snapshot_id,
         )
-        return commit.snapshot_id
+        return commit
 
     def _record_empty(self, resolved: Resolved) -> int | None:
         """Record a move whose plan has no units (nothing matched), so it counts as finished."""

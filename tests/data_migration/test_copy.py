@@ -4,12 +4,14 @@ every created file listed."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 from collections import Counter
 from collections.abc import Callable
 from datetime import date
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pyarrow as pa
@@ -42,6 +44,7 @@ from pyiceberg.types import (
 
 from iceberg_ops_provider.core.parquet_output import split_by_partition
 from iceberg_ops_provider.data_migration.copy import MAX_OPEN_FILES, CopyOutcome, FileCopier
+from iceberg_ops_provider.data_migration.source_pieces import SourcePiece, split_into_pieces
 from iceberg_ops_provider.errors import ReconciliationError
 from tests.data_migration.support import ORDERS, orders, source_table
 from tests.maintenance.test_compaction_support import commit_delete_files, position_delete_file
@@ -512,14 +515,14 @@ def test_a_failure_in_another_lane_stops_every_lane(catalog) -> None:
         if name == "iceberg-ops-copy-1" and converted[name] == 2:
             failing.set()
             raise OSError("storage went away")
-        if name == "MainThread" and converted[name] == 3:
+        if name == "iceberg-ops-copy-0" and converted[name] == 3:
             assert failing.wait(timeout=30)
         return plain(batch)
 
     written: list[str] = []
     with pytest.raises(OSError, match="storage went away"):
         copier(source, target, convert=convert, parallelism=2).copy(list(source.scan().plan_files()), written)
-    assert converted["MainThread"] < 40  # lane 0 (this thread) stopped before reading all its 4 files' 40 row groups
+    assert converted["iceberg-ops-copy-0"] < 40  # lane 0 stopped long before reading half of the 80 row groups
     assert data_files_on_disk(target) == {path.removeprefix("file://") for path in written}
     assert open_paths(target.location().removeprefix("file://")) == []
 
@@ -570,21 +573,78 @@ def test_rows_all_filtered_out_write_no_file(catalog) -> None:
     assert outcome.rows == 0 and outcome.data_files == [] and written == []
 
 
-def test_lanes_are_balanced_by_bytes_and_keep_the_task_order(catalog) -> None:
+def test_files_are_cut_into_pieces_of_whole_row_groups_that_cover_each_file_once(catalog) -> None:
+    source = source_table(catalog, files=3, rows_per_file=1000, properties={"write.parquet.row-group-limit": "100"})
+    files = [task.file for task in source.scan().plan_files()]
+    commit_delete_files(source, [position_delete_file(source, {files[2].file_path: [3]}, of=files[2])])
+    source.refresh()
+    tasks = list(source.scan().plan_files())
+    size = tasks[0].file.file_size_in_bytes
+    assert len(tasks[0].file.split_offsets) == 10
+    pieces = split_into_pieces(tasks, piece_bytes=size // 4)
+    by_file: dict[str, list[SourcePiece]] = {}
+    for piece in pieces:
+        by_file.setdefault(piece.task.file.file_path, []).append(piece)
+    assert list(by_file) == [task.file.file_path for task in tasks]  # the tasks' order
+    for task in tasks:
+        cut = by_file[task.file.file_path]
+        assert sum(piece.size for piece in cut) == task.file.file_size_in_bytes
+        if task.delete_files:
+            assert [piece.whole_file for piece in cut] == [True]
+            continue
+        assert 3 <= len(cut) <= 4
+        assert cut[0].first_group == 0 and cut[-1].stop_group is None
+        assert all(a.stop_group == b.first_group for a, b in itertools.pairwise(cut))
+        assert all(piece.size >= size // 4 for piece in cut)
+    # Small files, and files without row-group offsets, stay whole.
+    assert all(piece.whole_file for piece in split_into_pieces(tasks, piece_bytes=size))
+    file = tasks[0].file
+    unknown_groups = SimpleNamespace(
+        file=SimpleNamespace(file_format=file.file_format, file_size_in_bytes=size, split_offsets=None), delete_files=()
+    )
+    assert split_into_pieces([unknown_groups], piece_bytes=size // 4)[0].whole_file
+
+
+@pytest.mark.parametrize("row_filter", [ALL, GreaterThanOrEqual("id", 250)], ids=["all", "filtered"])
+def test_one_large_file_is_shared_by_every_lane(catalog, row_filter) -> None:
+    source = source_table(catalog, files=1, rows_per_file=2000, properties={"write.parquet.row-group-limit": "100"})
+    target = target_table(catalog, "sales.copy")
+    (task,) = source.scan(row_filter=row_filter).plan_files()
+    plain = converter(target)
+    both_lanes = threading.Barrier(2, timeout=30)
+    lanes_seen: set[str] = set()
+    progress: list[tuple[int, int]] = []
+
+    def convert(batch: pa.RecordBatch) -> pa.RecordBatch:
+        name = threading.current_thread().name
+        if name not in lanes_seen:
+            lanes_seen.add(name)
+            both_lanes.wait()  # breaks (and fails the copy) unless a second lane reads the same file
+        return plain(batch)
+
+    written: list[str] = []
+    outcome = copier(
+        source,
+        target,
+        convert=convert,
+        row_filter=row_filter,
+        parallelism=2,
+        piece_bytes=task.file.file_size_in_bytes // 5,
+        on_progress=lambda rows, size: progress.append((rows, size)),
+    ).copy([task], written)
+    commit(target, outcome.data_files)
+    assert len(lanes_seen) == 2
+    assert multiset(target) == multiset(source, row_filter=row_filter)
+    assert outcome.bytes_read == sum(size for _, size in progress) == task.file.file_size_in_bytes
+    assert outcome.rows == sum(rows for rows, _ in progress) == sum(multiset(target).values())
+
+
+def test_parallelism_defaults_to_the_cpu_count_and_piece_bytes_must_be_positive(catalog) -> None:
     source = source_table(catalog, files=1, rows_per_file=10)
     target = target_table(catalog, "sales.copy")
-
-    class Sized:
-        def __init__(self, size: int) -> None:
-            self.file = type("F", (), {"file_size_in_bytes": size})()
-
-    tasks = [Sized(size) for size in (10, 70, 20, 30, 40)]
-    lanes = copier(source, target, parallelism=2).lanes(tasks)
-    assert sorted(sum(t.file.file_size_in_bytes for t in lane) for lane in lanes) == [80, 90]
-    for lane in lanes:
-        assert [tasks.index(t) for t in lane] == sorted(tasks.index(t) for t in lane)
-    assert len(copier(source, target, parallelism=8).lanes(tasks[:3])) == 3
     assert copier(source, target, parallelism=None).parallelism == (os.cpu_count() or 1)
+    with pytest.raises(ValueError, match="piece_bytes must be a positive"):
+        copier(source, target, piece_bytes=0)
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from pyiceberg.types import DateType, DecimalType, IntegerType, LongType, Nested
 
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.data_migration import DataMover, MoveUnit
-from iceberg_ops_provider.data_migration.copy import FileCopier
+from iceberg_ops_provider.data_migration.pipeline import CopyPipeline
 from iceberg_ops_provider.data_migration.state import MOVE_ID_KEY, MoveState, find_state, property_key
 from iceberg_ops_provider.data_migration.unit_commit import commit_unit
 from iceberg_ops_provider.errors import (
@@ -142,27 +142,25 @@ def test_a_commit_made_meanwhile_is_caught_by_the_commit_itself_not_rebased_over
     assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(source)
 
 
-def test_a_target_schema_change_while_a_unit_is_copied_fails_its_commit(catalog):
+def test_a_target_schema_change_while_a_unit_is_copied_fails_its_commit(catalog, monkeypatch):
     source = source_table(catalog, files=2)
     catalog.create_namespace("archive")
     catalog.create_table("archive.orders", schema=source.schema())
     mover = DataMover(catalog, "sales.orders", "archive.orders", commit_every_bytes=SMALL_UNITS)
-    copy = FileCopier.copy
+    next_unit = CopyPipeline.next_unit
 
-    def copy_then_evolve(self, tasks, written):
-        outcome = copy(self, tasks, written)
+    def copy_then_evolve(self):
+        copied = next_unit(self)
         with catalog.load_table("archive.orders").update_schema() as update:
             update.delete_column("customer")
         with catalog.load_table("archive.orders").update_schema() as update:
             update.add_column("customer", StringType())  # same name, new field id
-        return outcome
+        return copied
 
-    FileCopier.copy = copy_then_evolve
-    try:
+    with monkeypatch.context() as patched:
+        patched.setattr(CopyPipeline, "next_unit", copy_then_evolve)
         with pytest.raises(MoveConflictError, match="customer"):
             mover.run()
-    finally:
-        FileCopier.copy = copy
     assert catalog.load_table("archive.orders").current_snapshot() is None
     assert mover.run().complete  # a rerun maps the columns to the new schema
     assert row_multiset(catalog.load_table("archive.orders"), ["id", "amount"]) == row_multiset(

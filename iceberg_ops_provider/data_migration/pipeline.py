@@ -1,0 +1,227 @@
+"""Copies a move's units one after the other with the same lanes, so no core idles between units.
+
+The pieces of every unit wait in one queue, in unit order. A lane takes the next piece; when that
+piece belongs to a later unit, the lane first closes its files of the earlier unit. A unit is
+copied once all its pieces were taken and every lane that wrote some of its rows closed its files.
+The caller commits the units in order (:meth:`CopyPipeline.next_unit`, then
+:meth:`CopyPipeline.release`) while the lanes already copy the next one: a lane that runs out of
+pieces of one unit starts on the next instead of waiting for the slowest lane and the commit.
+
+At most ``lookahead`` units beyond the oldest one not yet released are copied at once, which bounds
+the work lost (and the uncommitted files left behind) when the process dies.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from iceberg_ops_provider.data_migration.source_pieces import SourcePiece
+
+if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
+
+__all__ = ["CopyPipeline", "Stopped", "UnitCopy"]
+
+
+class Stopped(Exception):
+    """The pipeline stopped (a lane failed, or the caller left): a lane stops at its next batch."""
+
+
+@dataclass
+class UnitCopy:
+    """One unit's copy: what its lanes wrote, and how far it got.
+
+    Attributes:
+        index: The unit's position in the pipeline's units.
+        data_files: Its new target data files (not committed).
+        rows: Rows written.
+        bytes_read: Source data file bytes read (its files' sizes once done).
+        written: Every file created for it, listed the moment it is created.
+        skipped: Dropped by :meth:`CopyPipeline.skip` before any of it was copied.
+    """
+
+    index: int
+    data_files: list[DataFile] = field(default_factory=list)
+    rows: int = 0
+    bytes_read: int = 0
+    written: list[str] = field(default_factory=list)
+    skipped: bool = False
+    pieces_total: int = 0
+    pieces_left: int = 0  # not yet taken by a lane
+    lanes_in: int = 0  # lanes that took some of its pieces and have not closed their files of it
+
+    @property
+    def done(self) -> bool:
+        """Whether every piece was copied and every file of the unit closed."""
+        return self.pieces_left == 0 and self.lanes_in == 0
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes of the unit's new data files."""
+        return sum(data_file.file_size_in_bytes for data_file in self.data_files)
+
+
+@dataclass
+class LaneShare:
+    """What one lane wrote of one unit, added to the unit when the lane closes its files of it."""
+
+    data_files: list[DataFile] = field(default_factory=list)
+    rows: int = 0
+    bytes_read: int = 0
+
+
+class CopyPipeline:
+    """Runs ``lanes`` threads over the pieces of ``units`` in order; use as a context manager.
+
+    Args:
+        units: Each unit's pieces.
+        lanes: Lane callables; each is run in its own thread with this pipeline and loops over
+            :meth:`take` until it returns ``None``.
+        lookahead: Units beyond the oldest unreleased one that lanes may copy (at least 0).
+    """
+
+    def __init__(
+        self,
+        units: Sequence[Sequence[SourcePiece]],
+        lanes: Sequence[Callable[[CopyPipeline], None]],
+        lookahead: int = 1,
+    ) -> None:
+        if lookahead < 0:
+            raise ValueError(f"lookahead must be 0 or more, got {lookahead}.")
+        self.units = [
+            UnitCopy(index, pieces_total=len(pieces), pieces_left=len(pieces)) for index, pieces in enumerate(units)
+        ]
+        self._queue: deque[tuple[UnitCopy, SourcePiece]] = deque(
+            (unit, piece) for unit, pieces in zip(self.units, units, strict=True) for piece in pieces
+        )
+        self._lanes = lanes
+        self._threads: list[threading.Thread] = []
+        self.lookahead = lookahead
+        self._released = 0  # units released so far, in order
+        self._next = 0  # the unit next_unit returns next
+        self._changed = threading.Condition()
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def __enter__(self) -> CopyPipeline:
+        for number, lane in enumerate(self._lanes):
+            thread = threading.Thread(
+                target=self._run_lane, args=(lane,), name=f"iceberg-ops-copy-{number}", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the lanes and wait until every one closed or aborted its files (also when interrupted)."""
+        with self._changed:
+            self.stop.set()
+            self._changed.notify_all()
+        interrupted: BaseException | None = None
+        for thread in self._threads:
+            while thread.is_alive():
+                try:
+                    thread.join()
+                except BaseException as exc:  # e.g. a second Ctrl-C: the files are still closed first
+                    interrupted = interrupted or exc
+        pa.default_memory_pool().release_unused()
+        if interrupted is not None:
+            raise interrupted
+
+    def _run_lane(self, lane: Callable[[CopyPipeline], None]) -> None:
+        try:
+            lane(self)
+        except BaseException as exc:
+            with self._changed:
+                if self.error is None and not isinstance(exc, Stopped):
+                    self.error = exc
+                self.stop.set()
+                self._changed.notify_all()
+
+    # The lanes' side.
+
+    def _allowed(self, unit: UnitCopy) -> bool:
+        return unit.index <= self._released + self.lookahead
+
+    def take(self, current: UnitCopy | None, *, wait: bool) -> tuple[UnitCopy, SourcePiece] | None:
+        """The next piece for a lane whose open files belong to ``current``.
+
+        Without ``wait``, ``None`` means no piece can be taken right now (the lane should close its
+        files of ``current``, :meth:`leave` it and ask again with ``wait``); with ``wait``, it
+        means every piece was taken. A piece of a unit other than ``current`` counts the lane in
+        that unit; the lane then closes its files of ``current`` and leaves it before copying.
+
+        Raises:
+            Stopped: The pipeline stopped.
+        """
+        with self._changed:
+            while True:
+                if self.stop.is_set():
+                    raise Stopped()
+                if self._queue and self._allowed(self._queue[0][0]):
+                    unit, piece = self._queue.popleft()
+                    unit.pieces_left -= 1
+                    if unit is not current:
+                        unit.lanes_in += 1
+                    return unit, piece
+                if not wait or not self._queue:
+                    return None
+                self._changed.wait()
+
+    def leave(self, unit: UnitCopy, share: LaneShare) -> None:
+        """A lane closed its files of ``unit``: add what it wrote."""
+        with self._changed:
+            unit.data_files.extend(share.data_files)
+            unit.rows += share.rows
+            unit.bytes_read += share.bytes_read
+            unit.lanes_in -= 1
+            self._changed.notify_all()
+
+    # The caller's side.
+
+    def next_unit(self) -> UnitCopy:
+        """Wait until the next unit (in order) is copied, and return it.
+
+        Raises:
+            BaseException: A lane's failure (every lane stops).
+            IndexError: Every unit was returned already.
+        """
+        if self._next >= len(self.units):
+            raise IndexError("every unit of the pipeline was returned already")
+        unit = self.units[self._next]
+        with self._changed:
+            while not unit.done and self.error is None and not self.stop.is_set():
+                self._changed.wait()
+            if self.error is not None:
+                raise self.error
+            if not unit.done:
+                raise Stopped()
+        self._next += 1
+        return unit
+
+    def release(self, unit: UnitCopy) -> None:
+        """The caller is done with ``unit`` (committed or discarded): lanes may start one more unit."""
+        with self._changed:
+            self._released = max(self._released, unit.index + 1)
+            self._changed.notify_all()
+
+    def skip(self, index: int) -> bool:
+        """Drop unit ``index`` if no lane took any of its pieces and it was not returned; whether it was dropped."""
+        with self._changed:
+            unit = self.units[index]
+            if index < self._next or unit.skipped or unit.pieces_left != unit.pieces_total or unit.lanes_in:
+                return False
+            self._queue = deque(entry for entry in self._queue if entry[0] is not unit)
+            unit.pieces_left = 0
+            unit.skipped = True
+            self._changed.notify_all()
+            return True

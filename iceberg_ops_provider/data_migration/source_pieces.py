@@ -1,0 +1,189 @@
+"""Source data files cut into pieces of whole row groups, and the reads of one piece.
+
+A copy hands its lanes pieces rather than whole files, from one shared queue: a lane that finishes
+early takes the next piece instead of waiting while another lane still reads a large file alone.
+Pieces are cut from the row-group offsets Iceberg keeps for every data file (``split_offsets``),
+without opening the file; a file without them, with delete files or in another format than Parquet
+is one piece.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+from pyiceberg.expressions import AlwaysTrue
+from pyiceberg.expressions.visitors import bind, translate_column_names
+from pyiceberg.io.pyarrow import (
+    ArrowScan,
+    _combine_positional_deletes,
+    _get_column_projection_values,
+    _to_requested_schema,
+    expression_to_pyarrow,
+    pyarrow_to_schema,
+)
+from pyiceberg.manifest import FileFormat
+from pyiceberg.schema import prune_columns
+
+if TYPE_CHECKING:
+    from pyiceberg.table import FileScanTask
+
+__all__ = ["PIECE_BYTES", "SourcePiece", "projected_row_groups", "split_into_pieces"]
+
+PIECE_BYTES = 16 * 1024 * 1024
+"""A file is cut into pieces of whole row groups of at least this many bytes on storage."""
+
+READ_BUFFER_BYTES = 8 * 1024 * 1024
+"""Read buffer of the projecting read path (PyIceberg's own setting)."""
+
+_ALWAYS_TRUE = AlwaysTrue()
+
+
+@dataclass(frozen=True)
+class SourcePiece:
+    """Row groups ``[first_group, stop_group)`` of one source scan task (``stop_group`` ``None``: to the end).
+
+    Attributes:
+        task: The scan task the rows come from.
+        first_group: Index of the piece's first row group.
+        stop_group: Index of the row group after the piece's last, or ``None`` for the rest of the file.
+        size: Bytes of the file this piece accounts for; the pieces of a file sum to its size.
+    """
+
+    task: FileScanTask
+    first_group: int
+    stop_group: int | None
+    size: int
+
+    @property
+    def whole_file(self) -> bool:
+        """Whether the piece is the whole file."""
+        return self.first_group == 0 and self.stop_group is None
+
+    @property
+    def estimated_rows(self) -> int:
+        """The file's rows prorated by the piece's share of its bytes (at least 1), for progress."""
+        file = self.task.file
+        return max(1, round(file.record_count * self.size / max(1, file.file_size_in_bytes)))
+
+
+def _cuttable(task: FileScanTask, piece_bytes: int) -> bool:
+    file = task.file
+    offsets = file.split_offsets or []
+    return (
+        file.file_format == FileFormat.PARQUET
+        and not task.delete_files
+        and len(offsets) > 1
+        and file.file_size_in_bytes >= 2 * piece_bytes
+        and offsets == sorted(offsets)
+        and offsets[0] >= 0
+        and offsets[-1] < file.file_size_in_bytes
+    )
+
+
+def split_into_pieces(tasks: Sequence[FileScanTask], piece_bytes: int = PIECE_BYTES) -> list[SourcePiece]:
+    """The pieces of ``tasks``, in the tasks' order and each file's row-group order.
+
+    Consecutive row groups are joined until a piece holds at least ``piece_bytes``; a last piece
+    smaller than that joins the one before it. The first piece of a file also accounts for the
+    bytes before its first row group, the last one for the footer.
+    """
+    pieces: list[SourcePiece] = []
+    for task in tasks:
+        size = task.file.file_size_in_bytes
+        if not _cuttable(task, piece_bytes):
+            pieces.append(SourcePiece(task, 0, None, size))
+            continue
+        offsets = list(task.file.split_offsets or [])
+        # Piece boundaries as (row group index, byte offset); the file's start and end close them.
+        bounds: list[tuple[int, int]] = [(0, 0)]
+        for group, offset in enumerate(offsets[1:], start=1):
+            if offset - bounds[-1][1] >= piece_bytes and size - offset >= piece_bytes:
+                bounds.append((group, offset))
+        for (first, start), (stop, end) in zip(bounds, [*bounds[1:], (-1, size)], strict=True):
+            pieces.append(SourcePiece(task, first, None if stop == -1 else stop, end - start))
+    return pieces
+
+
+def group_range(piece: SourcePiece, groups: int) -> range:
+    """The row-group indexes of ``piece`` in a file that has ``groups`` row groups."""
+    stop = groups if piece.stop_group is None else min(piece.stop_group, groups)
+    return range(min(piece.first_group, stop), stop)
+
+
+def projected_row_groups(
+    scan: ArrowScan,
+    task: FileScanTask,
+    stream: Any,
+    positional_deletes: list[pa.ChunkedArray] | None,
+    piece: SourcePiece | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of a Parquet data file (or of one piece of it) as ``scan`` reads them, one row group at a time.
+
+    What PyIceberg's ``_task_to_record_batches`` does (schema projection, identity partition values
+    for columns the file lacks, position deletes, the row filter), except that it scans the file's
+    row groups one after the other: PyIceberg scans the whole file at once with pre-buffering,
+    which holds all of it in memory.
+    """
+    metadata = scan._table_metadata
+    downcast = scan._downcast_ns_timestamp_to_us
+    if downcast is None:
+        downcast = metadata.format_version <= 2
+    fragment = ds.ParquetFileFormat(pre_buffer=True, buffer_size=READ_BUFFER_BYTES).make_fragment(stream)
+    physical_schema = fragment.physical_schema
+    file_schema = pyarrow_to_schema(
+        physical_schema,
+        metadata.name_mapping(),
+        downcast_ns_timestamp_to_us=downcast,
+        format_version=metadata.format_version,
+    )
+    projected_schema = scan._projected_schema
+    missing_values = _get_column_projection_values(
+        task.file, projected_schema, metadata.schema(), metadata.specs().get(task.file.spec_id), file_schema.field_ids
+    )
+    row_filter = None
+    if scan._bound_row_filter != _ALWAYS_TRUE:
+        translated = translate_column_names(
+            scan._bound_row_filter,
+            file_schema,
+            case_sensitive=scan._case_sensitive,
+            projected_field_values=missing_values,
+        )
+        row_filter = expression_to_pyarrow(
+            bind(file_schema, translated, case_sensitive=scan._case_sensitive), file_schema
+        )
+    file_project_schema = prune_columns(file_schema, scan._projected_field_ids, select_full_types=False)
+    columns = [column.name for column in file_project_schema.columns]
+    fragment.ensure_complete_metadata()
+    groups = fragment.row_groups
+    wanted = group_range(piece, len(groups)) if piece is not None else range(len(groups))
+    group_start = sum(group.num_rows for group in groups[: wanted.start])  # position of the group's first row
+    for group in groups[wanted.start : wanted.stop]:
+        position, group_start = group_start, group_start + group.num_rows
+        scanner = ds.Scanner.from_fragment(
+            fragment.subset(row_group_ids=[group.id]),
+            schema=physical_schema,
+            # With position deletes, rows are filtered after the deleted positions are dropped.
+            filter=row_filter if not positional_deletes else None,
+            columns=columns,
+            use_threads=False,
+        )
+        for batch in scanner.to_batches():
+            start, position = position, position + batch.num_rows
+            if positional_deletes:
+                batch = batch.take(_combine_positional_deletes(positional_deletes, start, position))
+                if row_filter is not None:
+                    filtered = pa.Table.from_batches([batch]).filter(row_filter)
+                    batch = filtered.combine_chunks().to_batches()[0] if filtered.num_rows else batch.slice(0, 0)
+            if batch.num_rows:
+                yield _to_requested_schema(
+                    projected_schema,
+                    file_project_schema,
+                    batch,
+                    downcast_ns_timestamp_to_us=downcast,
+                    projected_missing_fields=missing_values,
+                    allow_timestamp_tz_mismatch=True,
+                )
