@@ -55,6 +55,14 @@ __all__ = [
     "MoveStateError",
     "MoveConflictError",
     "VerificationFailedError",
+    "PolarisError",
+    "PolarisAuthError",
+    "PolarisForbiddenError",
+    "PolarisNotFoundError",
+    "PolarisConflictError",
+    "PolarisRequestError",
+    "PolarisServerError",
+    "PolicyContentError",
 ]
 
 
@@ -526,3 +534,59 @@ class VerificationFailedError(DataMoveError):
     def __init__(self, message: str, report: Any = None) -> None:
         super().__init__(message)
         self.report = report
+
+
+class PolarisError(IcebergOpsError):
+    """Apache Polaris's policy API refused a request, answered something unexpected, or was not reached.
+
+    Attributes:
+        url: The request's URL (without credentials), when there was one.
+        status: The HTTP status Polaris answered with, if it answered.
+        error_type: The ``type`` of Polaris's error envelope (``NoSuchTableException``, ...), if given.
+    """
+
+    def __init__(self, message: str, *, url: str = "", status: int | None = None, error_type: str = "") -> None:
+        self.url = url
+        self.status = status
+        self.error_type = error_type
+        super().__init__(message)
+
+
+class PolarisAuthError(PolarisError):
+    """Polaris refused the credentials (401) or the token could not be obtained; change the credentials."""
+
+
+class PolarisForbiddenError(PolarisAuthError):
+    """The principal may not read what was asked (403); grant its role the privilege the message names."""
+
+
+class PolarisNotFoundError(PolarisError, LookupError):
+    """The catalog, namespace, table or policy does not exist in Polaris (404)."""
+
+
+class PolarisConflictError(PolarisError):
+    """Polaris refused a change that conflicts with its current state (409); reload and try again."""
+
+    transient: ClassVar[bool] = True
+
+
+class PolarisRequestError(PolarisError, ValueError):
+    """Polaris refused the request as malformed (400, 422), or the client was given bad arguments."""
+
+
+class PolarisServerError(PolarisError):
+    """Polaris failed (5xx), throttled (429) past the retries, or could not be reached in time."""
+
+    transient: ClassVar[bool] = True
+
+
+class PolicyContentError(PolarisError, ValueError):
+    """A policy's ``content`` is not valid for its type (not JSON, an unknown key, ``enable`` not a boolean, ...).
+
+    Attributes:
+        policy: The policy's name, as far as it is known.
+    """
+
+    def __init__(self, message: str, *, policy: str = "", url: str = "") -> None:
+        self.policy = policy
+        super().__init__(message, url=url)

@@ -43,6 +43,7 @@ def get_provider_info() -> dict[str, Any]:
                     "iceberg_ops_provider.operators.migrate",
                     "iceberg_ops_provider.operators.maintenance",
                     "iceberg_ops_provider.operators.data_move",
+                    "iceberg_ops_provider.operators.policy_maintenance",
                 ],
             }
         ],

@@ -1,0 +1,137 @@
+"""IcebergPolicyMaintenanceOperator: the maintenance Apache Polaris policies ask for, table by table.
+
+Polaris stores maintenance policies (``system.data-compaction``, ``system.metadata-compaction``,
+``system.snapshot-expiry``, ``system.orphan-file-removal``) and resolves which apply to a table, but
+runs nothing. This operator runs :class:`~iceberg_ops_provider.polaris.dispatcher.PolicyDispatcher`
+over every table of a namespace: each table's effective policies run their maintenance functions.
+
+Polaris serves its policy API beside its Iceberg REST API, with the same credentials, so the policy
+client is built from the catalog's connection by default (its ``uri``, ``warehouse`` as the Polaris
+catalog name, and ``credential`` or ``token``). ``polaris_conn_id`` names another connection for
+the policy API when the tables live elsewhere (or behind another endpoint); it is read the same way
+(an ``iceberg_ops`` connection of kind ``rest``: host = the catalog API root, login/password =
+client id and secret, extra ``warehouse`` = the Polaris catalog, ``token``, ``scope``,
+``oauth2-server-uri``, ``ssl``...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseOperator
+
+from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+from iceberg_ops_provider.operators.maintenance import as_flag
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+
+try:  # Airflow 3.2+
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+except ImportError:  # pragma: no cover - Airflow 3.1
+    from airflow.exceptions import AirflowException, AirflowFailException
+
+__all__ = ["IcebergPolicyMaintenanceOperator"]
+
+
+class IcebergPolicyMaintenanceOperator(BaseOperator):
+    """Run the maintenance that Polaris policies ask for on every table of a namespace.
+
+    Args:
+        namespace: The namespace whose tables are maintained (``a.b`` for nested ones; templated).
+        iceberg_conn_id: The catalog's Airflow connection (templated).
+        polaris_conn_id: A separate connection for Polaris's policy API; default: the catalog's (templated).
+        dry_run: Report per table what would run, with which parameters, and what the functions would
+            do; change nothing (templated; ``"true"``/``"false"`` accepted).
+        overrides: Explicit arguments per policy type, which win over the policies, e.g.
+            ``{"system.snapshot-expiry": {"retain_last": 3}}``.
+        types: Only these policy types (default: all four).
+
+    Returns (XCom): the namespace outcome: per table and policy type, the policy applied (name, where
+    it is defined, inherited or not), every parameter with where it came from, the function's result,
+    and errors. When some table failed, the same outcome is pushed under the key ``outcome`` before
+    the task fails.
+
+    Raises:
+        AirflowFailException: A permanent failure (bad policy content, bad argument, a location outside
+            a table, a refused credential): retrying cannot help.
+        AirflowException: Only transient failures (a commit conflict, Polaris not answering): retried.
+    """
+
+    template_fields: Sequence[str] = ("namespace", "iceberg_conn_id", "polaris_conn_id", "dry_run")
+    ui_color = "#d5f5e3"
+
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
+        polaris_conn_id: str | None = None,
+        dry_run: bool | str = False,
+        overrides: Mapping[str, Mapping[str, Any]] | None = None,
+        types: Sequence[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.namespace = namespace
+        self.iceberg_conn_id = iceberg_conn_id
+        self.polaris_conn_id = polaris_conn_id
+        self.dry_run = dry_run
+        self.overrides = dict(overrides or {})
+        self.types = list(types) if types is not None else None
+
+    def policy_client(self, catalog_hook: IcebergCatalogHook) -> Any:
+        """The Polaris policy client: from ``polaris_conn_id`` if given, else from the catalog's connection."""
+        from iceberg_ops_provider.polaris.client import PolarisPolicyClient
+
+        conn_id = self.polaris_conn_id or self.iceberg_conn_id
+        hook = IcebergCatalogHook(iceberg_conn_id=self.polaris_conn_id) if self.polaris_conn_id else catalog_hook
+        kind, options = hook.catalog_spec()
+        if kind != "rest" or not options.get("uri"):
+            raise AirflowFailException(
+                f"Connection {conn_id!r} describes a {kind!r} catalog, which serves no Polaris policy API. "
+                "Point iceberg_conn_id at the Polaris REST catalog, or pass polaris_conn_id: a connection whose "
+                "host is Polaris's catalog API root (e.g. http://polaris:8181/api/catalog), login/password the "
+                "client id and secret, and extra.warehouse the Polaris catalog name."
+            )
+        return PolarisPolicyClient.from_catalog_properties(options)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        """Resolve and run the namespace's policies; return the outcome's JSON for XCom."""
+        from iceberg_ops_provider.errors import IcebergOpsError, MaintenanceError
+        from iceberg_ops_provider.polaris.dispatcher import PolicyDispatcher
+
+        dry_run = as_flag(self.dry_run)
+        try:
+            catalog_hook = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)
+            dispatcher = PolicyDispatcher(self.policy_client(catalog_hook), catalog_hook.get_conn(), dry_run=dry_run)
+            outcome = dispatcher.run_namespace(self.namespace, self.overrides, self.types)
+        except MaintenanceError as exc:
+            result = getattr(exc, "result", None)
+            if result is not None:
+                payload = result.to_json()
+                context["ti"].xcom_push(key="outcome", value=payload)
+                self.log.error("policy maintenance of %s: %s", self.namespace, _summary(payload))
+            if exc.transient:
+                raise AirflowException(f"{type(exc).__name__}: {exc}") from exc
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+        except IcebergOpsError as exc:
+            if exc.transient:
+                raise
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+        except ValueError as exc:
+            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+        payload = outcome.to_json()
+        suffix = " (dry run)" if dry_run else ""
+        self.log.info("policy maintenance of %s%s: %s", self.namespace, suffix, _summary(payload))
+        return payload
+
+
+def _summary(payload: Mapping[str, Any]) -> str:
+    """One entry per table: the action taken for each policy type."""
+    parts = []
+    for name, table in (payload.get("tables") or {}).items():
+        actions = ", ".join(f"{kind}: {item.get('action')}" for kind, item in (table.get("policies") or {}).items())
+        parts.append(f"{name} [{actions or 'no policy'}]")
+    return "; ".join(parts) or "no tables"

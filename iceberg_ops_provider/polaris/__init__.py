@@ -1,0 +1,50 @@
+"""Apache Polaris policies (experimental): a client for Polaris 1.x's policy API and typed policies.
+
+Polaris stores maintenance policies (``system.snapshot-expiry``, ``system.data-compaction``,
+``system.metadata-compaction``, ``system.orphan-file-removal``) and resolves which apply to a table;
+it runs none of them. :class:`PolarisPolicyClient` reads and manages them over HTTP;
+:class:`PolicyDispatcher` runs the maintenance each table's effective policies ask for;
+:mod:`iceberg_ops_provider.testing` has fakes to drive the client without HTTP.
+"""
+
+from __future__ import annotations
+
+from iceberg_ops_provider.polaris.client import NamespaceLike, PolarisPolicyClient, TargetType
+from iceberg_ops_provider.polaris.dispatcher import (
+    NamespacePolicyOutcome,
+    PolicyDispatcher,
+    PolicyOutcome,
+    PolicySource,
+    TablePolicyOutcome,
+)
+from iceberg_ops_provider.polaris.policies import (
+    CONTENT_VERSION,
+    ApplicablePolicy,
+    ConfigValue,
+    Policy,
+    PolicyContent,
+    PolicyType,
+)
+from iceberg_ops_provider.polaris.transport import HTTPResponse, HTTPSession
+
+__all__ = [
+    # the client
+    "PolarisPolicyClient",
+    "HTTPSession",
+    "HTTPResponse",
+    "NamespaceLike",
+    "TargetType",
+    # policies
+    "CONTENT_VERSION",
+    "ApplicablePolicy",
+    "ConfigValue",
+    "Policy",
+    "PolicyContent",
+    "PolicyType",
+    # the dispatcher
+    "PolicyDispatcher",
+    "PolicySource",
+    "PolicyOutcome",
+    "TablePolicyOutcome",
+    "NamespacePolicyOutcome",
+]

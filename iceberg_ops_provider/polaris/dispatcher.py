@@ -1,0 +1,591 @@
+"""Polaris maintenance policies enforced: for each table, the effective policy of each type runs its function.
+
+Polaris stores policies and resolves which apply to a table (the nearest attachment wins for inheritable
+types), but runs nothing. :class:`PolicyDispatcher` asks a :class:`PolicySource` (the Polaris policy
+client, or anything with its ``applicable_policies`` method) for a table's policies and runs:
+
+- ``system.data-compaction`` -> :func:`~iceberg_ops_provider.maintenance.compaction.compact_small_files_streaming`
+- ``system.metadata-compaction`` -> :func:`~iceberg_ops_provider.maintenance.manifests.rewrite_manifests`
+- ``system.snapshot-expiry`` -> :func:`~iceberg_ops_provider.maintenance.expire.expire_snapshots`
+- ``system.orphan-file-removal`` -> :func:`~iceberg_ops_provider.maintenance.orphans.remove_orphan_files`
+  (once per location of the policy; a location outside the table's is refused before anything runs)
+
+with the arguments :mod:`~iceberg_ops_provider.polaris.parameters` resolves (explicit argument > policy >
+table property > default). A type with no policy is not run, whatever the overrides say: policies drive
+the maintenance, overrides only adjust it. A disabled policy (``enable: false``) is skipped and logged;
+a policy of a type this project does not know is reported and not run. If Polaris returns several
+policies of one type for a table anyway, the one attached to the table itself (``inherited=false``)
+applies, else the first, and the outcome says so.
+
+Failures are recorded, not raised on the spot: a failing type does not stop the other types of its table,
+and a failing table does not stop the other tables of a namespace. When the run is over,
+``raise_on_failure=True`` (the default) raises with the complete outcome as the error's ``result``:
+:class:`~iceberg_ops_provider.errors.MaintenanceConflictError` when every failure may pass on a retry (a
+commit conflict, a server that did not answer), else :class:`~iceberg_ops_provider.errors.MaintenanceError`.
+An Airflow task can then push ``error.result.to_json()`` to XCom and fail (retried or not by the error's
+``transient``). ``raise_on_failure=False`` returns the outcome; :meth:`TablePolicyOutcome.raise_for_failures`
+and :meth:`NamespacePolicyOutcome.raise_for_failures` raise the same error later.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Protocol
+
+from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, NoSuchNamespaceError
+
+from iceberg_ops_provider.errors import (
+    IcebergOpsError,
+    MaintenanceConflictError,
+    MaintenanceError,
+    PolarisRequestError,
+    UnsafeLocationError,
+)
+from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
+from iceberg_ops_provider.maintenance.expire import expire_snapshots
+from iceberg_ops_provider.maintenance.listing import contains
+from iceberg_ops_provider.maintenance.manifests import rewrite_manifests
+from iceberg_ops_provider.maintenance.orphans import remove_orphan_files
+from iceberg_ops_provider.polaris.parameters import MAPPINGS, ResolvedParameters, check_overrides, resolve_parameters
+from iceberg_ops_provider.polaris.policies import ApplicablePolicy, PolicyType
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
+
+__all__ = [
+    "DRY_RUN",
+    "FAILED",
+    "RAN",
+    "RUN_ORDER",
+    "SKIPPED_DISABLED",
+    "SKIPPED_NO_POLICY",
+    "NamespacePolicyOutcome",
+    "PolicyDispatcher",
+    "PolicyOutcome",
+    "PolicySource",
+    "TablePolicyOutcome",
+]
+
+log = logging.getLogger(__name__)
+
+RAN = "ran"
+DRY_RUN = "dry run"
+FAILED = "failed"
+SKIPPED_DISABLED = "skipped: disabled"
+SKIPPED_NO_POLICY = "skipped: no policy"
+
+# Rewrites first: compaction and the manifest rewrite replace files, whose old copies stay referenced by
+# the snapshots before them; expiry then expires those snapshots and deletes the replaced files (once old
+# enough). Orphan removal goes last, against the final metadata, for whatever earlier crashed writes or
+# undeleted expiries left behind.
+RUN_ORDER: tuple[PolicyType, ...] = (
+    PolicyType.DATA_COMPACTION,
+    PolicyType.METADATA_COMPACTION,
+    PolicyType.SNAPSHOT_EXPIRY,
+    PolicyType.ORPHAN_FILE_REMOVAL,
+)
+"""The order the policy types run in on one table."""
+
+_OverridesArg = Mapping[PolicyType | str, Mapping[str, Any]] | None
+
+
+class PolicySource(Protocol):
+    """Where policies come from: the Polaris policy client, or an in-memory stand-in."""
+
+    def applicable_policies(
+        self, namespace: Sequence[str], table: str | None = None, policy_type: PolicyType | str | None = None
+    ) -> list[ApplicablePolicy]:
+        """The policies that apply to the table ``namespace.table`` (or to the namespace), as Polaris resolves them."""
+        ...
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _transient(exc: BaseException) -> bool:
+    """Whether the same run may succeed later without a change (a conflict, a server that did not answer)."""
+    if isinstance(exc, IcebergOpsError):
+        return exc.transient
+    return isinstance(exc, CommitFailedException | CommitStateUnknownException | ConnectionError | TimeoutError)
+
+
+@dataclass
+class PolicyOutcome:
+    """What one policy type did on one table.
+
+    Attributes:
+        policy_type: The policy type.
+        action: ``ran``, ``dry run``, ``failed``, ``skipped: disabled`` or ``skipped: no policy``.
+        policy: The effective policy's name.
+        defined_in: The namespace the policy is defined in (not where it is attached).
+        inherited: Whether it came from a parent (namespace or catalog) rather than the table itself.
+        enabled: The policy's ``enable``.
+        policy_version: Polaris's version of the policy.
+        function: The maintenance function it maps to.
+        parameters: The arguments, each with its value and source (``None`` when nothing was resolved).
+        notes: How the policy was chosen when Polaris returned several of its type.
+        results: The function's results' ``to_json()``: one per call (one per location for orphan removal);
+            for a dry run, what a real run would do.
+        error: Why the type failed.
+        transient: Whether the failure may pass on a retry.
+        seconds: How long the type took.
+    """
+
+    policy_type: PolicyType
+    action: str
+    policy: str | None = None
+    defined_in: tuple[str, ...] | None = None
+    inherited: bool | None = None
+    enabled: bool | None = None
+    policy_version: int | None = None
+    function: str | None = None
+    parameters: ResolvedParameters | None = None
+    notes: list[str] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    transient: bool | None = None
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (for XCom)."""
+        resolved = self.parameters.to_json() if self.parameters is not None else {}
+        return {
+            "policy_type": self.policy_type.value,
+            "action": self.action,
+            "policy": self.policy,
+            "defined_in": list(self.defined_in) if self.defined_in is not None else None,
+            "inherited": self.inherited,
+            "enabled": self.enabled,
+            "policy_version": self.policy_version,
+            "function": self.function,
+            "parameters": resolved.get("parameters", {}),
+            "unknown_keys": resolved.get("unknown_keys", []),
+            "not_applied": resolved.get("not_applied", {}),
+            "notes": [*self.notes, *resolved.get("notes", [])],
+            "results": self.results,
+            "error": self.error,
+            "transient": self.transient,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def _failure_error(what: str, failures: list[tuple[str, str, bool]], result: Any) -> MaintenanceError:
+    """The error a failed run raises: ``failures`` are ``(where, error, transient)``."""
+    retryable = all(transient for _, _, transient in failures)
+    shown = "; ".join(f"{where}: {error}" for where, error, _ in failures[:3])
+    more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
+    advice = (
+        "Every failure may pass on a retry: run it again."
+        if retryable
+        else "Fix what each error names (the policy, the table or the argument) and run it again."
+    )
+    message = (
+        f"Policy maintenance of {what} failed: {shown}{more}. Everything else ran; the error's `result` holds "
+        f"the whole outcome. {advice}"
+    )
+    error = MaintenanceConflictError(message) if retryable else MaintenanceError(message)
+    error.result = result  # type: ignore[attr-defined]  # MaintenanceError declares no result
+    return error
+
+
+@dataclass
+class TablePolicyOutcome:
+    """What the policies of one table did.
+
+    Attributes:
+        table: The table (``namespace.table``).
+        dry_run: Whether the functions only reported what they would do.
+        policies: One outcome per policy type run, in :data:`RUN_ORDER`.
+        unknown_policies: Policies of types this project does not know (``name`` and ``policy_type``): not run.
+        error: Why nothing ran (the table could not be loaded, or its policies not read).
+        transient: Whether that error may pass on a retry.
+        seconds: How long the table took.
+    """
+
+    table: str
+    dry_run: bool
+    policies: list[PolicyOutcome] = field(default_factory=list)
+    unknown_policies: list[dict[str, str]] = field(default_factory=list)
+    error: str | None = None
+    transient: bool | None = None
+    seconds: float = 0.0
+
+    def failures(self) -> list[tuple[str, str, bool]]:
+        """``(where, error, transient)`` of each failure."""
+        if self.error is not None:
+            return [(self.table, self.error, bool(self.transient))]
+        return [
+            (f"{self.table} {outcome.policy_type.value}", outcome.error or "failed", bool(outcome.transient))
+            for outcome in self.policies
+            if outcome.action == FAILED
+        ]
+
+    @property
+    def failed(self) -> bool:
+        """Whether the table, or any of its policy types, failed."""
+        return bool(self.failures())
+
+    def raise_for_failures(self) -> None:
+        """Raise if anything failed, with this outcome as the error's ``result``.
+
+        Raises:
+            MaintenanceConflictError: Every failure may pass on a retry.
+            MaintenanceError: Some failure needs a change first.
+        """
+        failures = self.failures()
+        if failures:
+            raise _failure_error(f"table {self.table}", failures, self)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (for XCom): ``policies`` keyed by policy type, in the order they ran."""
+        return {
+            "table": self.table,
+            "dry_run": self.dry_run,
+            "status": "failed" if self.failed else "ok",
+            "error": self.error,
+            "transient": self.transient,
+            "policies": {outcome.policy_type.value: outcome.to_json() for outcome in self.policies},
+            "unknown_policies": [dict(item) for item in self.unknown_policies],
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass
+class NamespacePolicyOutcome:
+    """What the policies of every table of a namespace did.
+
+    Attributes:
+        namespace: The namespace (dotted).
+        dry_run: Whether the functions only reported what they would do.
+        tables: One outcome per table, in name order.
+    """
+
+    namespace: str
+    dry_run: bool
+    tables: list[TablePolicyOutcome] = field(default_factory=list)
+
+    @property
+    def failed_tables(self) -> list[str]:
+        """The tables where something failed."""
+        return [table.table for table in self.tables if table.failed]
+
+    @property
+    def failed(self) -> bool:
+        """Whether any table failed."""
+        return any(table.failed for table in self.tables)
+
+    def raise_for_failures(self) -> None:
+        """Raise if any table failed, with this outcome as the error's ``result``.
+
+        Raises:
+            MaintenanceConflictError: Every failure may pass on a retry.
+            MaintenanceError: Some failure needs a change first.
+        """
+        failures = [failure for table in self.tables for failure in table.failures()]
+        if failures:
+            what = f"namespace {self.namespace} ({len(self.failed_tables)} of {len(self.tables)} table(s))"
+            raise _failure_error(what, failures, self)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (for XCom): ``tables`` keyed by table name."""
+        return {
+            "namespace": self.namespace,
+            "dry_run": self.dry_run,
+            "status": "failed" if self.failed else "ok",
+            "tables_count": len(self.tables),
+            "failed_tables": self.failed_tables,
+            "tables": {table.table: table.to_json() for table in self.tables},
+        }
+
+
+def _levels(value: str | Sequence[str], what: str, minimum: int) -> tuple[str, ...]:
+    levels = tuple(value.split(".")) if isinstance(value, str) else tuple(value)
+    if len(levels) < minimum or not all(isinstance(level, str) and level for level in levels):
+        shape = "'namespace.table' or a tuple of its parts" if minimum > 1 else "'sales' or ('lake', 'sales')"
+        raise PolarisRequestError(f"{value!r} is not a {what} name; pass {shape}.")
+    return levels
+
+
+def _selected(types: Sequence[PolicyType | str] | None) -> tuple[PolicyType, ...]:
+    if types is None:
+        return RUN_ORDER
+    if isinstance(types, str):
+        types = [types]
+    wanted = set()
+    for item in types:
+        try:
+            wanted.add(PolicyType(item))
+        except ValueError:
+            raise PolarisRequestError(
+                f"types names {item!r}, which is not a maintenance policy type; use some of "
+                f"{', '.join(member.value for member in RUN_ORDER)}, or None for all."
+            ) from None
+    if not wanted:
+        raise PolarisRequestError("types is empty, so nothing would run; pass None to run every policy type.")
+    return tuple(policy_type for policy_type in RUN_ORDER if policy_type in wanted)
+
+
+def _effective(
+    policies: Sequence[ApplicablePolicy], table: str
+) -> tuple[dict[PolicyType, ApplicablePolicy], dict[PolicyType, list[str]], list[ApplicablePolicy]]:
+    """The policy of each type that applies, notes where there was a choice, and the unknown ones."""
+    by_type: dict[PolicyType, list[ApplicablePolicy]] = {}
+    unknown: list[ApplicablePolicy] = []
+    for policy in policies:
+        if policy.policy_type in PolicyType._value2member_map_:
+            by_type.setdefault(PolicyType(policy.policy_type), []).append(policy)
+        else:
+            unknown.append(policy)
+            log.warning(
+                "%s: policy %r has the type %r, which is not a maintenance policy type; it is reported, not run",
+                table,
+                policy.name,
+                policy.policy_type,
+            )
+    chosen: dict[PolicyType, ApplicablePolicy] = {}
+    notes: dict[PolicyType, list[str]] = {}
+    for policy_type, candidates in by_type.items():
+        attached = [policy for policy in candidates if not policy.inherited]
+        chosen[policy_type] = pick = (attached or candidates)[0]
+        if len(candidates) > 1:
+            why = "it is attached to the table itself" if not pick.inherited else "it was returned first"
+            note = (
+                f"Polaris returned {len(candidates)} {policy_type.value} policies "
+                f"({', '.join(repr(policy.name) for policy in candidates)}); {pick.name!r} applies because {why}"
+            )
+            notes[policy_type] = [note]
+            log.warning("%s: %s", table, note)
+    return chosen, notes, unknown
+
+
+class PolicyDispatcher:
+    """Runs the maintenance the Polaris policies of a table or namespace ask for.
+
+    Args:
+        source: Where the applicable policies come from (the Polaris policy client).
+        catalog: The Iceberg catalog holding the tables (the same tables Polaris knows).
+        dry_run: Resolve everything and call the functions with ``dry_run=True``: report what would be
+            done, change nothing.
+        now: The time ages count back from (default: the clock when each run starts; naive is UTC).
+    """
+
+    def __init__(
+        self, source: PolicySource, catalog: Catalog, *, dry_run: bool = False, now: datetime | None = None
+    ) -> None:
+        self.source = source
+        self.catalog = catalog
+        self.dry_run = dry_run
+        self.now = now if now is None or now.tzinfo is not None else now.replace(tzinfo=UTC)
+
+    def _clock(self) -> datetime:
+        return self.now if self.now is not None else datetime.now(UTC)
+
+    def run_table(
+        self,
+        identifier: str | Sequence[str],
+        overrides: _OverridesArg = None,
+        types: Sequence[PolicyType | str] | None = None,
+        *,
+        raise_on_failure: bool = True,
+    ) -> TablePolicyOutcome:
+        """Run the policies of one table.
+
+        Args:
+            identifier: ``"namespace.table"`` or a tuple of its parts.
+            overrides: Explicit arguments, ``{policy type: {argument: value}}``, winning over the policy
+                (see :mod:`~iceberg_ops_provider.polaris.parameters` for the arguments of each type).
+            types: Only these policy types (default: all four).
+            raise_on_failure: Raise when anything failed (after everything ran).
+
+        Raises:
+            PolarisRequestError: A bad identifier, type or override (checked before anything runs).
+            MaintenanceConflictError: Something failed and every failure may pass on a retry; ``result``
+                holds the outcome.
+            MaintenanceError: Something failed that needs a change first; ``result`` holds the outcome.
+        """
+        levels = _levels(identifier, "table", 2)
+        now = self._clock()
+        checked = check_overrides(overrides, now)
+        outcome = self._run_table(levels, checked, _selected(types), now)
+        if raise_on_failure:
+            outcome.raise_for_failures()
+        return outcome
+
+    def run_namespace(
+        self,
+        namespace: str | Sequence[str],
+        overrides: _OverridesArg = None,
+        types: Sequence[PolicyType | str] | None = None,
+        *,
+        raise_on_failure: bool = True,
+    ) -> NamespacePolicyOutcome:
+        """Run the policies of every table directly in ``namespace`` (not of nested namespaces), in name order.
+
+        A failing table does not stop the others; its error is recorded in its outcome. Every table's
+        cut-offs count back from the same ``now``.
+
+        Args:
+            namespace: ``"sales"``, ``"lake.sales"`` or a tuple of its parts.
+            overrides: Explicit arguments for every table, as for :meth:`run_table`.
+            types: Only these policy types (default: all four).
+            raise_on_failure: Raise when any table failed (after every table ran).
+
+        Raises:
+            PolarisRequestError: A bad namespace, type or override (checked before anything runs).
+            MaintenanceError: The namespace does not exist; or, with ``raise_on_failure``, some table failed
+                (:class:`~iceberg_ops_provider.errors.MaintenanceConflictError` when every failure may pass
+                on a retry); ``result`` then holds the outcome.
+        """
+        levels = _levels(namespace, "namespace", 1)
+        now = self._clock()
+        checked = check_overrides(overrides, now)
+        selected = _selected(types)
+        name = ".".join(levels)
+        try:
+            identifiers = sorted(tuple(identifier) for identifier in self.catalog.list_tables(levels))
+        except NoSuchNamespaceError as exc:
+            raise MaintenanceError(
+                f"Namespace {name!r} does not exist in the catalog ({exc}); check the namespace argument."
+            ) from exc
+        log.info("%s: running the policies of %d table(s)%s", name, len(identifiers), " (dry run)" * self.dry_run)
+        outcome = NamespacePolicyOutcome(name, self.dry_run)
+        for identifier in identifiers:
+            outcome.tables.append(self._run_table(identifier, checked, selected, now))
+        if outcome.failed_tables:
+            log.warning(
+                "%s: %d table(s) failed: %s", name, len(outcome.failed_tables), ", ".join(outcome.failed_tables)
+            )
+        if raise_on_failure:
+            outcome.raise_for_failures()
+        return outcome
+
+    def _run_table(
+        self,
+        identifier: tuple[str, ...],
+        overrides: Mapping[PolicyType, Mapping[str, tuple[Any, Any]]],
+        selected: tuple[PolicyType, ...],
+        now: datetime,
+    ) -> TablePolicyOutcome:
+        name = ".".join(identifier)
+        started = time.monotonic()
+        outcome = TablePolicyOutcome(name, self.dry_run)
+        try:
+            table = self.catalog.load_table(identifier)
+            policies = self.source.applicable_policies(identifier[:-1], table=identifier[-1])
+        except Exception as exc:
+            log.error("%s: nothing ran: %s", name, _describe(exc))
+            outcome.error, outcome.transient = _describe(exc), _transient(exc)
+            outcome.seconds = time.monotonic() - started
+            return outcome
+        effective, notes, unknown = _effective(policies, name)
+        outcome.unknown_policies = [{"name": policy.name, "policy_type": policy.policy_type} for policy in unknown]
+        for policy_type in selected:
+            outcome.policies.append(
+                self._run_policy(
+                    table,
+                    name,
+                    policy_type,
+                    effective.get(policy_type),
+                    notes.get(policy_type, []),
+                    overrides.get(policy_type, {}),
+                    now,
+                )
+            )
+        outcome.seconds = time.monotonic() - started
+        return outcome
+
+    def _run_policy(
+        self,
+        table: Table,
+        name: str,
+        policy_type: PolicyType,
+        policy: ApplicablePolicy | None,
+        notes: list[str],
+        overrides: Mapping[str, tuple[Any, Any]],
+        now: datetime,
+    ) -> PolicyOutcome:
+        if policy is None:
+            log.info("%s: no %s policy applies; skipped", name, policy_type.value)
+            return PolicyOutcome(policy_type, SKIPPED_NO_POLICY, notes=notes)
+        outcome = PolicyOutcome(
+            policy_type,
+            FAILED,
+            policy=policy.name,
+            defined_in=policy.namespace,
+            inherited=policy.inherited,
+            enabled=policy.content.enable if policy.content is not None else None,
+            policy_version=policy.version,
+            function=MAPPINGS[policy_type].function,
+            notes=notes,
+        )
+        where = f"{'inherited' if policy.inherited else 'attached'}, defined in {'.'.join(policy.namespace) or '?'}"
+        if outcome.enabled is False:
+            log.info("%s: %s policy %r (%s) is disabled; skipped", name, policy_type.value, policy.name, where)
+            outcome.action = SKIPPED_DISABLED
+            return outcome
+        started = time.monotonic()
+        try:
+            outcome.parameters = resolve_parameters(
+                policy_type,
+                policy,
+                table=name,
+                properties=table.metadata.properties,
+                table_location=table.location(),
+                now=now,
+                overrides=overrides,
+            )
+            log.info(
+                "%s: %s policy %r (%s): %s%s",
+                name,
+                policy_type.value,
+                policy.name,
+                where,
+                outcome.function,
+                " (dry run)" * self.dry_run,
+            )
+            self._call(policy_type, table, outcome.parameters, outcome.results)
+        except Exception as exc:
+            partial = getattr(exc, "result", None)  # a compaction that committed some groups says which
+            if partial is not None and hasattr(partial, "to_json"):
+                outcome.results.append(partial.to_json())
+            log.error("%s: %s policy %r failed: %s", name, policy_type.value, policy.name, _describe(exc))
+            outcome.error, outcome.transient = _describe(exc), _transient(exc)
+        else:
+            outcome.action = DRY_RUN if self.dry_run else RAN
+        outcome.seconds = time.monotonic() - started
+        return outcome
+
+    def _call(
+        self, policy_type: PolicyType, table: Table, parameters: ResolvedParameters, results: list[dict[str, Any]]
+    ) -> None:
+        """Call the type's function (once per location for orphan removal), appending each result to ``results``."""
+        arguments = {name: parameter.value for name, parameter in parameters.parameters.items()}
+        if policy_type == PolicyType.DATA_COMPACTION:
+            results.append(compact_small_files_streaming(table, **arguments, dry_run=self.dry_run).to_json())
+        elif policy_type == PolicyType.METADATA_COMPACTION:
+            results.append(rewrite_manifests(table, **arguments, dry_run=self.dry_run).to_json())
+        elif policy_type == PolicyType.SNAPSHOT_EXPIRY:
+            results.append(expire_snapshots(table, **arguments, dry_run=self.dry_run).to_json())
+        else:
+            locations: tuple[str, ...] = arguments["locations"]
+            root = table.location()
+            outside = [location for location in locations if not contains(root, location)]
+            if outside:
+                # Checked for all before any runs: a policy naming a broad location must not clean even part of it.
+                raise UnsafeLocationError(
+                    f"The orphan-file-removal policy names location(s) {', '.join(map(repr, outside))} outside the "
+                    f"location of table {'.'.join(table.name())} ({root!r}); nothing was listed or deleted. Limit "
+                    "the policy's locations to folders under the table's location, or drop them to clean the whole "
+                    "table."
+                )
+            for location in locations:
+                result = remove_orphan_files(
+                    table, older_than=arguments["older_than"], dry_run=self.dry_run, location=location
+                )
+                results.append(result.to_json())

@@ -1,0 +1,276 @@
+"""Apache Polaris policies as typed values: the four maintenance policy types and their content.
+
+Polaris sends a policy's ``content`` as a JSON *string*. :meth:`PolicyContent.parse` reads it and
+checks it against the type's content schema (version ``2025-02-03``): an object with a boolean
+``enable`` (required, strictly a boolean, as Polaris's own validator demands), an optional
+``version`` that must be ``2025-02-03``, and an optional ``config`` object of strings, numbers and
+booleans; ``system.orphan-file-removal`` also allows ``max_orphan_file_age_in_days`` (a number) and
+``locations`` (a list of strings). Anything else is a :class:`PolicyContentError` naming the policy
+and the key.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from types import MappingProxyType
+from typing import Any
+
+from iceberg_ops_provider.errors import PolicyContentError
+
+__all__ = [
+    "CONTENT_VERSION",
+    "ApplicablePolicy",
+    "ConfigValue",
+    "Policy",
+    "PolicyContent",
+    "PolicyType",
+]
+
+CONTENT_VERSION = "2025-02-03"
+"""The only content schema version Polaris 1.x knows for its predefined policy types."""
+
+ConfigValue = str | int | float | bool
+"""A value of a policy's ``config`` (Polaris's schema allows strings, numbers and booleans)."""
+
+
+class PolicyType(StrEnum):
+    """Polaris's predefined maintenance policy types (all inheritable)."""
+
+    DATA_COMPACTION = "system.data-compaction"
+    METADATA_COMPACTION = "system.metadata-compaction"
+    ORPHAN_FILE_REMOVAL = "system.orphan-file-removal"
+    SNAPSHOT_EXPIRY = "system.snapshot-expiry"
+
+
+_ORPHAN_FIELDS = ("max_orphan_file_age_in_days", "locations")
+
+
+def _refuse(message: str, policy: str) -> PolicyContentError:
+    return PolicyContentError(
+        f"Policy {policy!r}: {message}. Fix the policy's content (it must be a JSON object like "
+        f'{{"version": "{CONTENT_VERSION}", "enable": true, "config": {{...}}}}).',
+        policy=policy,
+    )
+
+
+@dataclass(frozen=True)
+class PolicyContent:
+    """The parsed ``content`` of a maintenance policy.
+
+    Attributes:
+        enable: Whether the policy asks for the maintenance to run.
+        config: The type-specific settings (keys are not standardized by Polaris).
+        version: The content schema version (``2025-02-03``).
+        max_orphan_file_age_in_days: ``system.orphan-file-removal`` only: the age below which files are kept.
+        locations: ``system.orphan-file-removal`` only: the locations to clean.
+    """
+
+    enable: bool
+    config: Mapping[str, ConfigValue] = field(default_factory=dict)
+    version: str = CONTENT_VERSION
+    max_orphan_file_age_in_days: float | None = None
+    locations: tuple[str, ...] | None = None
+
+    @classmethod
+    def parse(cls, policy_type: str, content: str | Mapping[str, Any] | None, *, policy: str = "") -> PolicyContent:
+        """Read and check ``content`` (Polaris's JSON string, or its already decoded object).
+
+        Raises:
+            PolicyContentError: Not JSON, not an object, or not valid for the type's content schema.
+        """
+        if content is None or (isinstance(content, str) and not content.strip()):
+            raise _refuse("has no content", policy)
+        if isinstance(content, str):
+            try:
+                decoded = json.loads(content)
+            except json.JSONDecodeError as exc:
+                raise _refuse(f"its content is not JSON ({exc.msg} at character {exc.pos})", policy) from None
+            if isinstance(decoded, str):  # content that was JSON-encoded twice
+                raise _refuse("its content is a JSON string, not an object (was it encoded twice?)", policy)
+        else:
+            decoded = content
+        if not isinstance(decoded, Mapping):
+            raise _refuse(f"its content is a JSON {type(decoded).__name__}, not an object", policy)
+        allowed = {"version", "enable", "config"}
+        if policy_type == PolicyType.ORPHAN_FILE_REMOVAL:
+            allowed.update(_ORPHAN_FIELDS)
+        unknown = sorted(set(decoded) - allowed)
+        if unknown:
+            raise _refuse(
+                f"its content has the unknown key(s) {', '.join(map(repr, unknown))} "
+                f"(a {policy_type} policy allows {', '.join(sorted(allowed))}; settings go inside config)",
+                policy,
+            )
+        if "enable" not in decoded:
+            raise _refuse("its content lacks the required key 'enable'", policy)
+        enable = decoded["enable"]
+        if not isinstance(enable, bool):
+            raise _refuse(f"'enable' must be true or false (a JSON boolean), not {enable!r}", policy)
+        version = decoded.get("version")
+        if version is None or version == "":  # Polaris reads a null or empty version as the default one
+            version = CONTENT_VERSION
+        if version != CONTENT_VERSION:
+            raise _refuse(f"'version' must be {CONTENT_VERSION!r}, not {version!r}", policy)
+        config = decoded.get("config")
+        if config is None:
+            config = {}
+        if not isinstance(config, Mapping):
+            raise _refuse(f"'config' must be an object, not {config!r}", policy)
+        for key, value in config.items():
+            if not isinstance(value, (str, int, float, bool)):
+                raise _refuse(f"config key {key!r} must be a string, number or boolean, not {value!r}", policy)
+        age = decoded.get("max_orphan_file_age_in_days")
+        if isinstance(age, str):  # Polaris's own parser accepts a number written as text
+            with contextlib.suppress(ValueError):
+                age = float(age.strip())
+        if age is not None and (isinstance(age, bool) or not isinstance(age, (int, float)) or age < 0):
+            raise _refuse(f"'max_orphan_file_age_in_days' must be a number of days, not {age!r}", policy)
+        locations = decoded.get("locations")
+        if locations is not None and (
+            not isinstance(locations, list) or not all(isinstance(item, str) and item for item in locations)
+        ):
+            raise _refuse(f"'locations' must be a list of locations, not {locations!r}", policy)
+        return cls(
+            enable=enable,
+            config=MappingProxyType(dict(config)),
+            version=version,
+            max_orphan_file_age_in_days=age,
+            locations=tuple(locations) if locations is not None else None,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The content as Polaris stores it (decoded), for logs and XCom."""
+        data: dict[str, Any] = {"version": self.version, "enable": self.enable, "config": dict(self.config)}
+        if self.max_orphan_file_age_in_days is not None:
+            data["max_orphan_file_age_in_days"] = self.max_orphan_file_age_in_days
+        if self.locations is not None:
+            data["locations"] = list(self.locations)
+        return data
+
+
+def _policy_version(value: Any, name: str, where: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PolicyContentError(
+            f"Polaris answered policy {name!r} with the version {value!r}, not a whole number ({where}). "
+            "Is this a Polaris 1.x policy endpoint?",
+            policy=name,
+            url=where,
+        )
+    return value
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A policy as Polaris's ``loadPolicy`` returns it.
+
+    Attributes:
+        name: The policy's name (unique within its namespace).
+        policy_type: Its type string (``system.snapshot-expiry``, ...).
+        inheritable: Whether it applies to the entities below the one it is attached to.
+        content: Its parsed content; ``None`` for a type this project does not know (left unparsed).
+        raw_content: The content string as Polaris sent it.
+        version: Polaris's version of the policy (raised by every update).
+        description: Its description, if any.
+    """
+
+    name: str
+    policy_type: str
+    inheritable: bool
+    content: PolicyContent | None
+    raw_content: str | None
+    version: int
+    description: str | None = None
+
+    @property
+    def known_type(self) -> bool:
+        """Whether the type is one of Polaris's four maintenance types."""
+        return self.policy_type in PolicyType._value2member_map_
+
+    @staticmethod
+    def _fields(payload: Mapping[str, Any], where: str) -> dict[str, Any]:
+        name = payload.get("name")
+        policy_type = payload.get("policy-type")
+        if not isinstance(name, str) or not isinstance(policy_type, str):
+            raise PolicyContentError(
+                f"Polaris answered a policy without a 'name' or 'policy-type' ({where}): {dict(payload)!r}. "
+                "Is this a Polaris 1.x policy endpoint?",
+                policy=str(name or ""),
+                url=where,
+            )
+        raw = payload.get("content")
+        known = policy_type in PolicyType._value2member_map_
+        content = None
+        if known:
+            try:
+                content = PolicyContent.parse(policy_type, raw, policy=name)
+            except PolicyContentError as exc:
+                if not where:
+                    raise
+                raise PolicyContentError(f"{exc} Polaris served it at {where}.", policy=name, url=where) from None
+        return {
+            "name": name,
+            "policy_type": policy_type,
+            "inheritable": bool(payload.get("inheritable", True)),
+            "content": content,
+            "raw_content": raw if isinstance(raw, str) or raw is None else json.dumps(raw),
+            "version": _policy_version(payload.get("version"), name, where),
+            "description": payload.get("description"),
+        }
+
+    @classmethod
+    def from_json(cls, payload: Mapping[str, Any], where: str = "") -> Policy:
+        """A policy from Polaris's JSON (``Policy`` in its OpenAPI spec).
+
+        Raises:
+            PolicyContentError: A required field is missing, or the content is invalid for a maintenance type.
+        """
+        return cls(**cls._fields(payload, where))
+
+    def to_json(self) -> dict[str, Any]:
+        """The policy as JSON-ready values, with its content decoded."""
+        return {
+            "name": self.name,
+            "policy_type": self.policy_type,
+            "inheritable": self.inheritable,
+            "content": self.content.to_json() if self.content is not None else self.raw_content,
+            "version": self.version,
+            "description": self.description,
+        }
+
+
+@dataclass(frozen=True)
+class ApplicablePolicy(Policy):
+    """A policy that applies to an entity, as ``getApplicablePolicies`` returns it.
+
+    Attributes:
+        inherited: ``True`` when it came from a parent (namespace or catalog), ``False`` when it is
+            attached to the entity itself.
+        namespace: The namespace where the policy is *defined* (not where it is attached).
+    """
+
+    inherited: bool = False
+    namespace: tuple[str, ...] = ()
+
+    @classmethod
+    def from_json(cls, payload: Mapping[str, Any], where: str = "") -> ApplicablePolicy:
+        """An applicable policy from Polaris's JSON (``ApplicablePolicy`` in its OpenAPI spec).
+
+        Raises:
+            PolicyContentError: A required field is missing, or the content is invalid for a maintenance type.
+        """
+        namespace = payload.get("namespace") or ()
+        return cls(
+            **cls._fields(payload, where),
+            inherited=bool(payload.get("inherited", False)),
+            namespace=tuple(str(level) for level in namespace),
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The policy as JSON-ready values, with where it is defined and whether it was inherited."""
+        return {**super().to_json(), "inherited": self.inherited, "namespace": list(self.namespace)}

@@ -1,0 +1,407 @@
+"""HTTP to Apache Polaris: timeouts, bounded retries, bearer tokens, and typed errors with hints.
+
+:class:`Transport` sends one API call through a ``requests``-like session: every request has a
+timeout; 429 and 503 answers are retried with exponential backoff (``Retry-After`` honoured, both
+capped), and so are failed connections of calls that change nothing (reads, token requests). A 401
+to a fetched token fetches a new one and tries once more. Anything but a 2xx answer becomes a
+:class:`~iceberg_ops_provider.errors.PolarisError` subclass whose message names the action, the
+method and URL (never a secret), Polaris's error envelope (``{"error": {"message", "type", "code"}}``,
+or OAuth's ``{"error", "error_description"}``), and what to check.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email.utils
+import logging
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+from urllib.parse import quote, urlencode, urlsplit, urlunsplit
+
+import requests
+
+from iceberg_ops_provider.errors import (
+    PolarisAuthError,
+    PolarisConflictError,
+    PolarisError,
+    PolarisForbiddenError,
+    PolarisNotFoundError,
+    PolarisRequestError,
+    PolarisServerError,
+)
+from iceberg_ops_provider.polaris.auth import BearerAuth
+
+__all__ = ["Call", "HTTPResponse", "HTTPSession", "Transport"]
+
+logger = logging.getLogger(__name__)
+
+_RETRY_STATUSES = frozenset({429, 503})
+_NOT_POLARIS = (
+    "a proxy, load balancer or login page may have answered instead of Polaris: check that base_url is "
+    "Polaris's catalog API root (https://host:8181/api/catalog)"
+)
+_BAD_REQUEST_HINTS = {
+    "PolicyInUseException": "The policy is still attached: detach it first, or drop it with detach_all=True.",
+    "InvalidPolicyException": (
+        'Fix the policy content: a maintenance policy takes {"version": "2025-02-03", "enable": true, '
+        '"config": {...}} with enable a JSON boolean and no other top-level keys.'
+    ),
+    "PolicyAttachException": "Maintenance policies attach only to the catalog, namespaces and Iceberg tables.",
+}
+_NOT_FOUND_HINTS = {
+    "NoSuchPolicyException": "Check the policy name and the namespace it is defined in.",
+    "NoSuchNamespaceException": "Check that the namespace exists in the catalog.",
+    "NoSuchTableException": "Check that the table exists (only Iceberg tables take maintenance policies).",
+    "NoSuchViewException": "Views take no maintenance policies; check the table name.",
+    "NoSuchTargetException": "Check that the target (namespace or table) exists.",
+    "NoSuchMappingException": "The policy is not attached to that target; applicable_policies() shows what applies.",
+}
+_ATTACHED_TWICE = (
+    "Another policy of the same inheritable type is already attached to that target (Polaris allows one per "
+    "type per entity): detach it first."
+)
+_CONFLICT_HINTS = {
+    "PolicyVersionMismatchException": "The policy changed since it was loaded: load it again and retry.",
+    "PolicyMappingAlreadyExistsException": _ATTACHED_TWICE,
+    "ConflictPolicyAttachmentException": _ATTACHED_TWICE,
+    "AlreadyExistsException": "A policy of that name exists in the namespace: load or update it, or pick another name.",
+}
+
+
+class HTTPResponse(Protocol):
+    """What is read from an answer: a ``requests.Response`` or a :class:`~iceberg_ops_provider.testing.FakeResponse`."""
+
+    status_code: int
+    headers: Mapping[str, str]
+    text: str
+
+    def json(self) -> Any:
+        """The decoded JSON body; raises ``ValueError`` when it is not JSON."""
+        ...
+
+
+class HTTPSession(Protocol):
+    """What sends: a ``requests.Session`` or a :class:`~iceberg_ops_provider.testing.FakeSession`.
+
+    ``request`` is called with the keywords ``params``, ``json``, ``data``, ``headers``, ``timeout``,
+    ``verify`` and ``cert``, as ``requests.Session.request`` takes them.
+    """
+
+    def request(self, method: str, url: str, **kwargs: Any) -> HTTPResponse:
+        """Send one request and return its answer."""
+        ...
+
+
+def short(text: object, limit: int = 300) -> str:
+    """``text`` on one line, cut to ``limit`` characters."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+@dataclass(frozen=True)
+class Call:
+    """One API call: what it does (for messages), where it goes, and what a 403 means for it.
+
+    Attributes:
+        action: What the call does, as in "Could not <action>".
+        method: The HTTP method.
+        url: The URL without query.
+        params: Query parameters.
+        json: A JSON body.
+        data: A form body (the token request).
+        privilege: The Polaris privilege the call needs, for a 403's message.
+        token_endpoint: Whether this is the OAuth2 token request.
+    """
+
+    action: str
+    method: str
+    url: str
+    params: Mapping[str, str] | None = None
+    json: Any = None
+    data: Mapping[str, str] | None = field(default=None, repr=False)  # holds the client secret
+    privilege: str = ""
+    token_endpoint: bool = False
+
+    @property
+    def shown_url(self) -> str:
+        """The URL with its query and without any ``user:password@`` part, for messages and logs."""
+        parts = urlsplit(self.url)
+        query = urlencode(self.params, quote_via=quote) if self.params else ""
+        return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, query, ""))
+
+    @property
+    def retry_connection(self) -> bool:
+        """Whether a failed connection may be retried: reads and token requests change nothing."""
+        return self.method == "GET" or self.token_endpoint
+
+
+def retry_after(value: str | None) -> float | None:
+    """A ``Retry-After`` header (seconds, or an HTTP date) as seconds from now; ``None`` if absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _cause(exc: BaseException) -> str:
+    """The innermost reason of a ``requests`` error (urllib3 wraps it in "Max retries exceeded ...")."""
+    reason = getattr(exc.args[0], "reason", None) if exc.args else None
+    return short(reason if reason is not None else exc, 240)
+
+
+def _body_summary(response: HTTPResponse) -> str:
+    content_type = response.headers.get("Content-Type") or "no content type"
+    return f"{content_type}, starting {short(response.text or '', 80)!r}"
+
+
+class Transport:
+    """Sends :class:`Call` objects to Polaris with retries, authentication and typed errors.
+
+    Args:
+        session: The ``requests.Session``-like object to send with.
+        base_url: Polaris's catalog API root, for messages.
+        catalog: The Polaris catalog, for messages.
+        verify: TLS verification: ``True``, ``False`` or a CA bundle path.
+        timeout: Seconds each request may take to connect and to answer.
+        max_retries: Retries after a 429 or 503, or a failed connection of a call that changes nothing.
+        backoff: Seconds before the first retry, doubled for each further one.
+        max_backoff: The longest wait between retries, ``Retry-After`` included.
+        headers: Headers for every request.
+        cert: A client certificate (path, or ``(cert, key)`` paths) for mutual TLS.
+
+    Attributes:
+        auth: What puts the ``Authorization`` header on requests (none by default).
+    """
+
+    def __init__(
+        self,
+        session: HTTPSession,
+        *,
+        base_url: str,
+        catalog: str,
+        verify: bool | str = True,
+        timeout: float = 30.0,
+        max_retries: int = 3,
+        backoff: float = 0.5,
+        max_backoff: float = 30.0,
+        headers: Mapping[str, str] | None = None,
+        cert: str | tuple[str, str] | None = None,
+    ) -> None:
+        self.session = session
+        self.base_url = base_url
+        self.catalog = catalog
+        self.verify = verify
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        self.headers = {"Accept": "application/json", **dict(headers or {})}
+        self.cert = cert
+        self.auth: BearerAuth = BearerAuth()
+
+    def request(self, call: Call, *, authenticate: bool = True) -> Any:
+        """Send ``call`` and return its decoded JSON body (``None`` for an empty answer).
+
+        Raises:
+            PolarisError: The typed subclass for the failure (see the module docstring).
+        """
+        for refetched in (False, True):
+            header = self.auth.header() if authenticate else None
+            headers = {**self.headers, "Authorization": header} if header else dict(self.headers)
+            response, attempts = self._send(call, headers)
+            if response.status_code == 401 and authenticate and not refetched and self.auth.invalidate(header):
+                logger.info("Polaris refused the access token on %s %s; fetching a new one", call.method, call.url)
+                continue
+            return self._decode(call, response, attempts)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def fetch_token(self, url: str, form: Mapping[str, str]) -> Mapping[str, Any]:
+        """Post an OAuth2 token request form to ``url`` and return the JSON answer.
+
+        Raises:
+            PolarisAuthError: The endpoint refused the request or answered no JSON object.
+            PolarisServerError: The endpoint failed or could not be reached.
+        """
+        body = self.request(
+            Call("fetch an access token", "POST", url, data=form, token_endpoint=True), authenticate=False
+        )
+        if not isinstance(body, Mapping):
+            raise PolarisAuthError(
+                f"The token endpoint {url} answered {short(body, 80)!r}, not a JSON object. Check oauth2-server-uri "
+                "(normally <base_url>/v1/oauth/tokens).",
+                url=url,
+            )
+        return body
+
+    def _send(self, call: Call, headers: Mapping[str, str]) -> tuple[HTTPResponse, int]:
+        attempts = self.max_retries + 1
+        for attempt in range(1, attempts + 1):
+            logger.debug("Polaris request %s %s (attempt %d)", call.method, call.shown_url, attempt)
+            try:
+                response = self.session.request(
+                    call.method,
+                    call.url,
+                    params=dict(call.params) if call.params else None,
+                    json=call.json,
+                    data=dict(call.data) if call.data is not None else None,
+                    headers=dict(headers),
+                    timeout=self.timeout,
+                    verify=self.verify,
+                    cert=self.cert,
+                )
+            except requests.exceptions.SSLError as exc:
+                raise PolarisError(
+                    f"Could not {call.action}: the TLS connection for {call.method} {call.shown_url} failed "
+                    f"({_cause(exc)}). If Polaris's certificate comes from a private CA, pass its CA bundle as "
+                    "verify='/path/ca.pem' (PyIceberg property ssl.cabundle); check also that the host name in "
+                    "base_url matches the certificate.",
+                    url=call.shown_url,
+                ) from None
+            except requests.exceptions.ConnectionError as exc:
+                if call.retry_connection and attempt < attempts:
+                    self._pause(call, attempt, None, f"the connection failed ({_cause(exc)})")
+                    continue
+                unsure = "" if call.retry_connection else " The change may or may not have been applied: check first."
+                raise PolarisServerError(
+                    f"Could not {call.action}: {call.method} {call.shown_url} failed after {attempt} attempt(s) "
+                    f"because the connection failed ({_cause(exc)}). Check that Polaris is running and "
+                    f"reachable at {self.base_url}.{unsure}",
+                    url=call.shown_url,
+                ) from None
+            except requests.exceptions.Timeout:
+                raise PolarisServerError(
+                    f"Could not {call.action}: {call.method} {call.shown_url} got no answer within {self.timeout:g} s. "
+                    "Polaris may be overloaded; pass a larger timeout= if it is only slow.",
+                    url=call.shown_url,
+                ) from None
+            except requests.exceptions.RequestException as exc:
+                raise PolarisRequestError(
+                    f"Could not {call.action}: {call.method} {call.shown_url} could not be sent ({short(exc, 240)}). "
+                    "Check base_url and the client's arguments.",
+                    url=call.shown_url,
+                ) from None
+            if response.status_code in _RETRY_STATUSES and attempt < attempts:
+                wait = retry_after(response.headers.get("Retry-After"))
+                self._pause(call, attempt, wait, f"HTTP {response.status_code}")
+                continue
+            return response, attempt
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _pause(self, call: Call, attempt: int, wait: float | None, why: str) -> None:
+        delay = min(wait if wait is not None else self.backoff * 2 ** (attempt - 1), self.max_backoff)
+        logger.warning(
+            "Polaris %s %s: %s; retrying in %.2f s (attempt %d of %d)",
+            call.method,
+            call.shown_url,
+            why,
+            delay,
+            attempt + 1,
+            self.max_retries + 1,
+        )
+        time.sleep(delay)
+
+    def _decode(self, call: Call, response: HTTPResponse, attempts: int) -> Any:
+        status = response.status_code
+        if not 200 <= status < 300:
+            raise self._error(call, response, attempts)
+        if status == 204 or not (response.text or "").strip():
+            return None
+        try:
+            return response.json()
+        except ValueError:
+            raise PolarisError(
+                f"Could not {call.action}: {call.method} {call.shown_url} answered HTTP {status} with a body that "
+                f"is not JSON ({_body_summary(response)}); {_NOT_POLARIS}.",
+                url=call.shown_url,
+                status=status,
+            ) from None
+
+    def _error(self, call: Call, response: HTTPResponse, attempts: int) -> PolarisError:
+        status = response.status_code
+        text = response.text or ""
+        body: Any = None
+        json_body = False
+        if text.strip():
+            with contextlib.suppress(ValueError):
+                body, json_body = response.json(), True
+        error_type = message = ""
+        if isinstance(body, Mapping):
+            envelope = body.get("error")
+            if isinstance(envelope, Mapping):  # Iceberg REST / Polaris
+                error_type, message = str(envelope.get("type") or ""), str(envelope.get("message") or "")
+            elif isinstance(envelope, str):  # OAuth2 token endpoint
+                error_type, message = envelope, str(body.get("error_description") or "")
+        if error_type or message:
+            said = ": ".join(part for part in (error_type, short(message)) if part)
+        elif not text.strip():
+            said = "no body"
+        elif not json_body:
+            said = f"a body that is not JSON ({_body_summary(response)}); {_NOT_POLARIS}"
+        else:
+            said = f"JSON without Polaris's error envelope: {short(body, 160)}"
+        cls, hint = self._hint(call, status, error_type, message, attempts)
+        return cls(
+            f"Could not {call.action}: {call.method} {call.shown_url} answered HTTP {status} ({said}). {hint}",
+            url=call.shown_url,
+            status=status,
+            error_type=error_type,
+        )
+
+    def _hint(
+        self, call: Call, status: int, error_type: str, message: str, attempts: int
+    ) -> tuple[type[PolarisError], str]:
+        tries = f" through {attempts} attempts" if attempts > 1 else ""
+        if status == 429:
+            return PolarisServerError, f"Polaris throttled the client{tries}: try again later, or raise max_retries."
+        if status >= 500:
+            return PolarisServerError, f"Polaris failed on its side{tries}: see its server log and try again later."
+        if call.token_endpoint:
+            scope = getattr(self.auth, "scope", "")
+            if error_type == "invalid_scope":
+                return PolarisAuthError, (
+                    f"The scope {scope!r} was refused: Polaris takes 'PRINCIPAL_ROLE:ALL' or 'PRINCIPAL_ROLE:<role>'."
+                )
+            return PolarisAuthError, (
+                f"No access token could be obtained with {self.auth.description}: check the client id and secret "
+                "of the credential ('client_id:client_secret') and the token endpoint (oauth2-server-uri, by "
+                "default <base_url>/v1/oauth/tokens)."
+            )
+        if status in (400, 422):
+            generic = "Check the call's arguments (names, policy type, content, target)."
+            return PolarisRequestError, _BAD_REQUEST_HINTS.get(error_type, generic)
+        if status == 401:
+            return PolarisAuthError, (
+                f"Polaris refused the credentials (the client uses {self.auth.description}): check the token or the "
+                "credential ('client_id:client_secret') and the token endpoint; a static token may have expired."
+            )
+        if status == 403:
+            needed = call.privilege or "the privilege this call needs"
+            return PolarisForbiddenError, (
+                f"Grant one of the principal's roles a catalog role on catalog {self.catalog!r} holding {needed} "
+                "(CATALOG_MANAGE_CONTENT includes it)."
+            )
+        if status == 404:
+            hint = _NOT_FOUND_HINTS.get(error_type)
+            if hint is None:
+                hint = (
+                    f"Check the catalog name {self.catalog!r} (PyIceberg's `warehouse` for Polaris), the namespace, "
+                    f"table and policy names, and base_url {self.base_url} (the catalog API root); and that this "
+                    "Polaris is 1.0 or later with its policy store enabled (feature flag ENABLE_POLICY_STORE)."
+                )
+            return PolarisNotFoundError, hint
+        if status == 406 and ("ENABLE_POLICY_STORE" in message or "Feature not enabled" in message):
+            return PolarisError, (
+                "Polaris's policy store is switched off: set the realm feature flag ENABLE_POLICY_STORE to true."
+            )
+        if status == 409:
+            return PolarisConflictError, _CONFLICT_HINTS.get(error_type, "Polaris changed meanwhile: reload and retry.")
+        return PolarisError, f"This status is not part of Polaris's policy API: check base_url {self.base_url}."

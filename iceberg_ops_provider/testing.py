@@ -1,0 +1,354 @@
+"""Fakes for driving :class:`~iceberg_ops_provider.polaris.PolarisPolicyClient` without HTTP.
+
+:class:`FakeSession` stands in for the ``requests.Session`` the client sends with: it answers from
+routes you add and records every request. :class:`FakeResponse` is an answer. The builders
+:func:`policy_json`, :func:`applicable_policies_page` and :func:`error_response` write the JSON
+Polaris 1.x sends, so a test reads like the scenario it checks.
+
+Example (a test of code that asks Polaris which snapshot expiry applies to a table)::
+
+    from iceberg_ops_provider.polaris import PolarisPolicyClient
+    from iceberg_ops_provider.testing import FakeSession, applicable_policies_page, policy_json
+
+    def test_the_namespace_policy_applies():
+        session = FakeSession()
+        session.add(
+            "GET",
+            "/polaris/v1/prod/applicable-policies",
+            applicable_policies_page(
+                [policy_json("expire-7d", config={"max_snapshot_age_days": 7}, inherited=True, namespace=["sales"])]
+            ),
+        )
+        client = PolarisPolicyClient("https://polaris.example/api/catalog", "prod", token="t", session=session)
+
+        [policy] = client.applicable_policies("sales", "orders")
+
+        assert policy.content.config["max_snapshot_age_days"] == 7
+        assert session.requests[0].params == {"namespace": "sales", "target-name": "orders"}
+
+Routes match on the URL path: a route's path matches a request whose path is the same or ends with
+it at a ``/`` (so ``/polaris/v1/prod/applicable-policies`` needs no host or ``/api/catalog``).
+A route path with a query (``...?pageToken=2``) matches only requests that carry those query
+parameters (others may be present too). The most specific route wins: with a query over without,
+then the longer path. An answer is a :class:`FakeResponse`, a mapping (a 200 JSON answer), an
+exception to raise (``requests.ConnectionError(...)`` for a dropped connection), a list of those
+served in turn, or a callable that takes the :class:`FakeRequest` and returns one of them.
+"""
+
+from __future__ import annotations
+
+import json as jsonlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeAlias
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from requests.structures import CaseInsensitiveDict
+
+__all__ = [
+    "Answer",
+    "FakeRequest",
+    "FakeResponse",
+    "FakeSession",
+    "UnexpectedRequestError",
+    "applicable_policies_page",
+    "error_response",
+    "policy_json",
+    "token_response",
+]
+
+
+class FakeResponse:
+    """An HTTP answer, shaped like the parts of ``requests.Response`` the Polaris client reads.
+
+    Args:
+        status_code: The HTTP status.
+        json: The JSON body (``None``: no JSON body).
+        headers: Response headers (``Content-Type: application/json`` is added for a JSON body).
+        text: The raw body, for answers that are not JSON (an HTML page) or are malformed JSON.
+
+    Attributes:
+        url: The URL of the request it answered (set when a :class:`FakeSession` serves it).
+    """
+
+    def __init__(
+        self,
+        status_code: int = 200,
+        json: Any = None,
+        *,
+        headers: Mapping[str, str] | None = None,
+        text: str | None = None,
+    ) -> None:
+        self.status_code = status_code
+        self._json = json
+        self.headers: CaseInsensitiveDict[str] = CaseInsensitiveDict(headers or {})
+        if json is not None:
+            self.headers.setdefault("Content-Type", "application/json")
+        self.text = text if text is not None else (jsonlib.dumps(json) if json is not None else "")
+        self.url = ""
+
+    @property
+    def ok(self) -> bool:
+        """Whether the status is below 400."""
+        return self.status_code < 400
+
+    def json(self) -> Any:
+        """The JSON body.
+
+        Raises:
+            ValueError: The body is empty or not JSON (as ``requests`` raises a ``ValueError`` subclass).
+        """
+        if self._json is not None:
+            return self._json
+        return jsonlib.loads(self.text)
+
+    def __repr__(self) -> str:
+        return f"FakeResponse(status_code={self.status_code}, text={self.text[:60]!r})"
+
+
+@dataclass(frozen=True)
+class FakeRequest:
+    """A request a :class:`FakeSession` received.
+
+    Attributes:
+        method: The HTTP method, upper case.
+        url: The URL as given (without the ``params``).
+        path: The URL's path, percent-decoded (an encoded 0x1F separator becomes the character itself).
+        params: The query parameters: those in the URL and those passed as ``params``.
+        headers: The request headers.
+        json: The JSON body, if any.
+        data: The form body, if any (the OAuth2 token request).
+        timeout: The timeout the client passed.
+        verify: The TLS verification the client passed.
+        cert: The client certificate the client passed, if any.
+    """
+
+    method: str
+    url: str
+    path: str
+    params: dict[str, str]
+    headers: dict[str, str] = field(default_factory=dict)
+    json: Any = None
+    data: Any = None
+    timeout: Any = None
+    verify: Any = None
+    cert: Any = None
+
+
+Answer: TypeAlias = "FakeResponse | Mapping[str, Any] | BaseException | Callable[[FakeRequest], Any]"
+"""What a route answers: a response, a 200 JSON body, an exception to raise, or a callable returning one."""
+
+
+class UnexpectedRequestError(AssertionError):
+    """A :class:`FakeSession` received a request no route matches, or a route ran out of answers."""
+
+
+@dataclass
+class _Route:
+    method: str
+    path: str
+    query: dict[str, str]
+    answers: list[Any]
+    repeat: bool
+    served: int = 0
+
+    def matches(self, request: FakeRequest) -> bool:
+        if self.method != request.method:
+            return False
+        if request.path != self.path and not (self.path.startswith("/") and request.path.endswith(self.path)):
+            return False
+        return all(request.params.get(key) == value for key, value in self.query.items())
+
+    def describe(self) -> str:
+        query = "&".join(f"{key}={value}" for key, value in self.query.items())
+        return f"{self.method} {self.path}{'?' + query if query else ''}"
+
+
+class FakeSession:
+    """A ``requests.Session`` stand-in that answers from routes and records every request.
+
+    Args:
+        routes: Initial routes, ``{(method, path): answer}`` (see :meth:`add`).
+
+    Attributes:
+        requests: Every request received, in order.
+        headers: Session headers (kept for compatibility with ``requests.Session``; not sent anywhere).
+    """
+
+    def __init__(self, routes: Mapping[tuple[str, str], Any] | None = None) -> None:
+        self._routes: list[_Route] = []
+        self.requests: list[FakeRequest] = []
+        self.headers: dict[str, str] = {}
+        self.closed = False
+        for (method, path), answer in (routes or {}).items():
+            self.add(method, path, answer)
+
+    def add(self, method: str, path: str, answer: Any) -> FakeSession:
+        """Answer ``method path`` with ``answer``; returns the session, so calls chain.
+
+        Args:
+            method: The HTTP method (any case).
+            path: The URL path, or its tail, optionally with a query that must match.
+            answer: A :class:`FakeResponse`, a mapping (200 JSON), an exception to raise, a callable
+                ``(FakeRequest) -> answer``, or a list of those served one per request (an error
+                once they are used up). A single answer is served to every matching request.
+        """
+        parts = urlsplit(path)
+        route_path = unquote(parts.path)
+        query = dict(parse_qsl(parts.query, keep_blank_values=True))
+        many = isinstance(answer, list)
+        self._routes.append(_Route(method.upper(), route_path, query, list(answer) if many else [answer], not many))
+        return self
+
+    def request(self, method: str, url: str, **kwargs: Any) -> FakeResponse:
+        """Record the request and serve the best matching route's next answer.
+
+        Raises:
+            UnexpectedRequestError: No route matches, or the matching route's answers are used up.
+            BaseException: Whatever exception the route answers with.
+        """
+        parts = urlsplit(url)
+        params = dict(parse_qsl(parts.query, keep_blank_values=True))
+        params.update({str(key): str(value) for key, value in (kwargs.get("params") or {}).items()})
+        request = FakeRequest(
+            method=method.upper(),
+            url=url,
+            path=unquote(parts.path),
+            params=params,
+            headers=dict(kwargs.get("headers") or {}),
+            json=kwargs.get("json"),
+            data=kwargs.get("data"),
+            timeout=kwargs.get("timeout"),
+            verify=kwargs.get("verify"),
+            cert=kwargs.get("cert"),
+        )
+        self.requests.append(request)
+        candidates = [route for route in self._routes if route.matches(request)]
+        if not candidates:
+            known = "; ".join(route.describe() for route in self._routes) or "none"
+            raise UnexpectedRequestError(
+                f"FakeSession has no route for {request.method} {request.path} with params {request.params!r}. "
+                f"Routes known: {known}. Add one with session.add({request.method!r}, {request.path!r}, ...)."
+            )
+        route = max(candidates, key=lambda item: (len(item.query), len(item.path)))
+        if route.repeat:
+            answer = route.answers[0]
+        elif route.served < len(route.answers):
+            answer = route.answers[route.served]
+        else:
+            raise UnexpectedRequestError(
+                f"FakeSession route {route.describe()} served all its {len(route.answers)} answers; "
+                f"request {len(self.requests)} ({request.method} {request.path}) wants one more."
+            )
+        route.served += 1
+        if callable(answer) and not isinstance(answer, (FakeResponse, BaseException)):
+            answer = answer(request)
+        return self._respond(answer, request)
+
+    @staticmethod
+    def _respond(answer: Any, request: FakeRequest) -> FakeResponse:
+        if isinstance(answer, BaseException):
+            raise answer
+        if isinstance(answer, Mapping):
+            answer = FakeResponse(200, dict(answer))
+        if not isinstance(answer, FakeResponse):
+            raise UnexpectedRequestError(
+                f"The answer for {request.method} {request.path} is a {type(answer).__name__}; "
+                "answer with a FakeResponse, a mapping, an exception or a callable returning one."
+            )
+        answer.url = request.url
+        return answer
+
+    def get(self, url: str, **kwargs: Any) -> FakeResponse:
+        """``request("GET", url, ...)``."""
+        return self.request("GET", url, **kwargs)
+
+    def post(self, url: str, **kwargs: Any) -> FakeResponse:
+        """``request("POST", url, ...)``."""
+        return self.request("POST", url, **kwargs)
+
+    def put(self, url: str, **kwargs: Any) -> FakeResponse:
+        """``request("PUT", url, ...)``."""
+        return self.request("PUT", url, **kwargs)
+
+    def delete(self, url: str, **kwargs: Any) -> FakeResponse:
+        """``request("DELETE", url, ...)``."""
+        return self.request("DELETE", url, **kwargs)
+
+    def close(self) -> None:
+        """Mark the session closed (nothing to release)."""
+        self.closed = True
+
+    def __enter__(self) -> FakeSession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+def policy_json(
+    name: str,
+    policy_type: str = "system.snapshot-expiry",
+    *,
+    enable: bool = True,
+    config: Mapping[str, Any] | None = None,
+    content: Mapping[str, Any] | str | None = None,
+    version: int = 0,
+    description: str | None = None,
+    inherited: bool | None = None,
+    namespace: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """A policy as Polaris sends it, its ``content`` a JSON string.
+
+    Args:
+        name: The policy name.
+        policy_type: Its type.
+        enable: ``enable`` of the content (ignored when ``content`` is given).
+        config: ``config`` of the content (ignored when ``content`` is given).
+        content: The whole content: a mapping (JSON-encoded here) or the exact string to send.
+        version: Polaris's version of the policy.
+        description: Its description, if any.
+        inherited: For applicable policies: whether it came from a parent.
+        namespace: For applicable policies: where it is defined (``["sales"]``).
+    """
+    if content is None:
+        content = {"version": "2025-02-03", "enable": enable, "config": dict(config or {})}
+    payload: dict[str, Any] = {
+        "policy-type": policy_type,
+        "inheritable": True,
+        "name": name,
+        "content": content if isinstance(content, str) else jsonlib.dumps(dict(content)),
+        "version": version,
+    }
+    if description is not None:
+        payload["description"] = description
+    if inherited is not None or namespace is not None:
+        payload["inherited"] = bool(inherited)
+        payload["namespace"] = list(namespace or [])
+    return payload
+
+
+def applicable_policies_page(
+    policies: Iterable[Mapping[str, Any]], next_page_token: str | None = None
+) -> dict[str, Any]:
+    """A ``getApplicablePolicies`` answer: ``{"next-page-token", "applicable-policies"}``."""
+    return {"next-page-token": next_page_token, "applicable-policies": [dict(policy) for policy in policies]}
+
+
+def error_response(
+    status: int, message: str, error_type: str, *, headers: Mapping[str, str] | None = None
+) -> FakeResponse:
+    """A Polaris error answer in the Iceberg envelope ``{"error": {"message", "type", "code"}}``."""
+    return FakeResponse(status, {"error": {"message": message, "type": error_type, "code": status}}, headers=headers)
+
+
+def token_response(access_token: str = "token", expires_in: int | None = 3600) -> dict[str, Any]:
+    """An OAuth2 token endpoint answer as Polaris sends it."""
+    answer: dict[str, Any] = {
+        "access_token": access_token,
+        "token_type": "bearer",
+        "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+    }
+    if expires_in is not None:
+        answer["expires_in"] = expires_in
+    return answer
