@@ -368,8 +368,14 @@ class NamespaceLock:
             table = self.catalog.load_table(self.identifier)
         if table.current_snapshot() is None:
             # PyIceberg refuses a requirement on a tag of a table without snapshots: give it a base one.
-            with contextlib.suppress(CommitFailedException):
+            try:
                 table.append(_LOCK_SCHEMA.empty_table())
+            except CommitFailedException:
+                pass  # another run gave it one first
+            except ValueError as exc:
+                # The same race, when PyIceberg's retry rebases onto the other run's snapshot.
+                if "sequence number" not in str(exc):
+                    raise
             table = self.catalog.load_table(self.identifier)
         return table
 
