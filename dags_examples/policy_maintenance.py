@@ -4,7 +4,8 @@ Policies attached in Polaris to the catalog, the namespace or a table (``system.
 ``system.metadata-compaction``, ``system.snapshot-expiry``, ``system.orphan-file-removal``) decide
 what runs on each table and with which settings; the nearest attachment wins, a disabled policy
 skips its step, and a table without policies is left alone. A first task shows what would run (a
-dry run, in its log and XCom); the second runs it. Both are retry-safe.
+dry run, in its log and XCom); the second runs it, even when the plan found a broken policy (the
+other tables still get their maintenance). Both are retry-safe.
 
 The catalog is the ``iceberg_ops_default`` connection. When it points at Polaris's REST catalog, the
 policy API is reached with the same credentials; set the DAG's ``polaris_conn_id`` param to a
@@ -46,6 +47,9 @@ def policy_maintenance():
         task_id="run",
         namespace="{{ params.namespace }}",
         polaris_conn_id="{{ params.polaris_conn_id }}",
+        # A table whose policy the plan found broken must not hold back the maintenance of the others:
+        # the run does what it can and fails on that table again.
+        trigger_rule="all_done",
         **RETRIES,
     )
     plan >> run

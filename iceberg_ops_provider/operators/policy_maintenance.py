@@ -87,7 +87,16 @@ class IcebergPolicyMaintenanceOperator(BaseOperator):
 
         conn_id = self.polaris_conn_id or self.iceberg_conn_id
         hook = IcebergCatalogHook(iceberg_conn_id=self.polaris_conn_id) if self.polaris_conn_id else catalog_hook
-        kind, options = hook.catalog_spec()
+        try:
+            kind, options = hook.catalog_spec()
+        except Exception as exc:
+            if type(exc).__name__ != "AirflowNotFoundException":
+                raise
+            argument = "polaris_conn_id" if self.polaris_conn_id else "iceberg_conn_id"
+            raise AirflowFailException(
+                f"The connection {conn_id!r} ({argument}) is not defined in Airflow: check the name (a DAG param "
+                "or template may have rendered it), or add the connection."
+            ) from exc
         if kind != "rest" or not options.get("uri"):
             raise AirflowFailException(
                 f"Connection {conn_id!r} describes a {kind!r} catalog, which serves no Polaris policy API. "
@@ -133,5 +142,7 @@ def _summary(payload: Mapping[str, Any]) -> str:
     parts = []
     for name, table in (payload.get("tables") or {}).items():
         actions = ", ".join(f"{kind}: {item.get('action')}" for kind, item in (table.get("policies") or {}).items())
+        if table.get("error"):
+            actions = f"failed: {table['error']}"
         parts.append(f"{name} [{actions or 'no policy'}]")
     return "; ".join(parts) or "no tables"

@@ -223,6 +223,12 @@ class PolarisPolicyClient:
                 "The catalog properties have no 'uri': Polaris's policy API lives beside its Iceberg REST API, "
                 "so pass the REST catalog's properties (uri, warehouse, credential, ...)."
             )
+        if urlsplit(str(uri)).scheme not in ("http", "https"):
+            raise PolarisRequestError(
+                f"The catalog's uri {uri!r} is not an HTTP(S) URL: these are not a REST catalog's properties. "
+                "Polaris's policy API needs Polaris's catalog API root (https://<host>:8181/api/catalog): build "
+                "PolarisPolicyClient(base_url, catalog, ...) directly, or pass the Polaris REST catalog's properties."
+            )
         name = catalog or props.get("warehouse")
         if not name or "://" in str(name):
             raise PolarisRequestError(
@@ -284,9 +290,12 @@ class PolarisPolicyClient:
             table: A table of ``namespace`` (``None`` for the namespace itself).
             policy_type: Only policies of this type (``system.snapshot-expiry``, ...).
 
+        A maintenance policy whose content is malformed is returned with ``content=None`` and the
+        reason in ``content_error`` (so one bad policy does not hide the others).
+
         Raises:
             PolarisError: A typed subclass for each way the request can fail (see the module docstring).
-            PolicyContentError: A maintenance policy's content is malformed.
+            PolicyContentError: Polaris answered a policy without a name or type.
         """
         params: dict[str, str] = {}
         if table is not None:
@@ -309,7 +318,8 @@ class PolarisPolicyClient:
             params["policyType"] = _check_policy_type(policy_type)
         url = f"{self._api}/applicable-policies"
         items = self._pages(f"list the policies applicable to {target}", url, params, "applicable-policies", privilege)
-        policies = [ApplicablePolicy.from_json(self._object(item, url), where=url) for item in items]
+        # Leniently: a policy with bad content comes back with its content_error, so the others still apply.
+        policies = [ApplicablePolicy.from_json(self._object(item, url), where=url, lenient=True) for item in items]
         # Polaris 1.x ignores a policyType it does not know instead of filtering by it.
         return [policy for policy in policies if policy_type is None or policy.policy_type == policy_type]
 

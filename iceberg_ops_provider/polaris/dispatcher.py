@@ -32,16 +32,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, NoSuchNamespaceError
+from pyiceberg.exceptions import NoSuchNamespaceError
 
 from iceberg_ops_provider.errors import (
-    IcebergOpsError,
-    MaintenanceConflictError,
     MaintenanceError,
+    PolarisNotFoundError,
     PolarisRequestError,
     UnsafeLocationError,
 )
@@ -50,6 +48,20 @@ from iceberg_ops_provider.maintenance.expire import expire_snapshots
 from iceberg_ops_provider.maintenance.listing import contains
 from iceberg_ops_provider.maintenance.manifests import rewrite_manifests
 from iceberg_ops_provider.maintenance.orphans import remove_orphan_files
+from iceberg_ops_provider.polaris.outcomes import (
+    DRY_RUN,
+    FAILED,
+    RAN,
+    SKIPPED_DISABLED,
+    SKIPPED_NO_POLICY,
+    NamespacePolicyOutcome,
+    PolicyOutcome,
+    TablePolicyOutcome,
+    describe,
+    not_attempted,
+    stops_every_table,
+    transient,
+)
 from iceberg_ops_provider.polaris.parameters import MAPPINGS, ResolvedParameters, check_overrides, resolve_parameters
 from iceberg_ops_provider.polaris.policies import ApplicablePolicy, PolicyType
 
@@ -73,11 +85,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-RAN = "ran"
-DRY_RUN = "dry run"
-FAILED = "failed"
-SKIPPED_DISABLED = "skipped: disabled"
-SKIPPED_NO_POLICY = "skipped: no policy"
 
 # Rewrites first: compaction and the manifest rewrite replace files, whose old copies stay referenced by
 # the snapshots before them; expiry then expires those snapshots and deletes the replaced files (once old
@@ -102,206 +109,6 @@ class PolicySource(Protocol):
     ) -> list[ApplicablePolicy]:
         """The policies that apply to the table ``namespace.table`` (or to the namespace), as Polaris resolves them."""
         ...
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"
-
-
-def _transient(exc: BaseException) -> bool:
-    """Whether the same run may succeed later without a change (a conflict, a server that did not answer)."""
-    if isinstance(exc, IcebergOpsError):
-        return exc.transient
-    return isinstance(exc, CommitFailedException | CommitStateUnknownException | ConnectionError | TimeoutError)
-
-
-@dataclass
-class PolicyOutcome:
-    """What one policy type did on one table.
-
-    Attributes:
-        policy_type: The policy type.
-        action: ``ran``, ``dry run``, ``failed``, ``skipped: disabled`` or ``skipped: no policy``.
-        policy: The effective policy's name.
-        defined_in: The namespace the policy is defined in (not where it is attached).
-        inherited: Whether it came from a parent (namespace or catalog) rather than the table itself.
-        enabled: The policy's ``enable``.
-        policy_version: Polaris's version of the policy.
-        function: The maintenance function it maps to.
-        parameters: The arguments, each with its value and source (``None`` when nothing was resolved).
-        notes: How the policy was chosen when Polaris returned several of its type.
-        results: The function's results' ``to_json()``: one per call (one per location for orphan removal);
-            for a dry run, what a real run would do.
-        error: Why the type failed.
-        transient: Whether the failure may pass on a retry.
-        seconds: How long the type took.
-    """
-
-    policy_type: PolicyType
-    action: str
-    policy: str | None = None
-    defined_in: tuple[str, ...] | None = None
-    inherited: bool | None = None
-    enabled: bool | None = None
-    policy_version: int | None = None
-    function: str | None = None
-    parameters: ResolvedParameters | None = None
-    notes: list[str] = field(default_factory=list)
-    results: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None
-    transient: bool | None = None
-    seconds: float = 0.0
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready form (for XCom)."""
-        resolved = self.parameters.to_json() if self.parameters is not None else {}
-        return {
-            "policy_type": self.policy_type.value,
-            "action": self.action,
-            "policy": self.policy,
-            "defined_in": list(self.defined_in) if self.defined_in is not None else None,
-            "inherited": self.inherited,
-            "enabled": self.enabled,
-            "policy_version": self.policy_version,
-            "function": self.function,
-            "parameters": resolved.get("parameters", {}),
-            "unknown_keys": resolved.get("unknown_keys", []),
-            "not_applied": resolved.get("not_applied", {}),
-            "notes": [*self.notes, *resolved.get("notes", [])],
-            "results": self.results,
-            "error": self.error,
-            "transient": self.transient,
-            "seconds": round(self.seconds, 3),
-        }
-
-
-def _failure_error(what: str, failures: list[tuple[str, str, bool]], result: Any) -> MaintenanceError:
-    """The error a failed run raises: ``failures`` are ``(where, error, transient)``."""
-    retryable = all(transient for _, _, transient in failures)
-    shown = "; ".join(f"{where}: {error}" for where, error, _ in failures[:3])
-    more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
-    advice = (
-        "Every failure may pass on a retry: run it again."
-        if retryable
-        else "Fix what each error names (the policy, the table or the argument) and run it again."
-    )
-    message = (
-        f"Policy maintenance of {what} failed: {shown}{more}. Everything else ran; the error's `result` holds "
-        f"the whole outcome. {advice}"
-    )
-    error = MaintenanceConflictError(message) if retryable else MaintenanceError(message)
-    error.result = result  # type: ignore[attr-defined]  # MaintenanceError declares no result
-    return error
-
-
-@dataclass
-class TablePolicyOutcome:
-    """What the policies of one table did.
-
-    Attributes:
-        table: The table (``namespace.table``).
-        dry_run: Whether the functions only reported what they would do.
-        policies: One outcome per policy type run, in :data:`RUN_ORDER`.
-        unknown_policies: Policies of types this project does not know (``name`` and ``policy_type``): not run.
-        error: Why nothing ran (the table could not be loaded, or its policies not read).
-        transient: Whether that error may pass on a retry.
-        seconds: How long the table took.
-    """
-
-    table: str
-    dry_run: bool
-    policies: list[PolicyOutcome] = field(default_factory=list)
-    unknown_policies: list[dict[str, str]] = field(default_factory=list)
-    error: str | None = None
-    transient: bool | None = None
-    seconds: float = 0.0
-
-    def failures(self) -> list[tuple[str, str, bool]]:
-        """``(where, error, transient)`` of each failure."""
-        if self.error is not None:
-            return [(self.table, self.error, bool(self.transient))]
-        return [
-            (f"{self.table} {outcome.policy_type.value}", outcome.error or "failed", bool(outcome.transient))
-            for outcome in self.policies
-            if outcome.action == FAILED
-        ]
-
-    @property
-    def failed(self) -> bool:
-        """Whether the table, or any of its policy types, failed."""
-        return bool(self.failures())
-
-    def raise_for_failures(self) -> None:
-        """Raise if anything failed, with this outcome as the error's ``result``.
-
-        Raises:
-            MaintenanceConflictError: Every failure may pass on a retry.
-            MaintenanceError: Some failure needs a change first.
-        """
-        failures = self.failures()
-        if failures:
-            raise _failure_error(f"table {self.table}", failures, self)
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready form (for XCom): ``policies`` keyed by policy type, in the order they ran."""
-        return {
-            "table": self.table,
-            "dry_run": self.dry_run,
-            "status": "failed" if self.failed else "ok",
-            "error": self.error,
-            "transient": self.transient,
-            "policies": {outcome.policy_type.value: outcome.to_json() for outcome in self.policies},
-            "unknown_policies": [dict(item) for item in self.unknown_policies],
-            "seconds": round(self.seconds, 3),
-        }
-
-
-@dataclass
-class NamespacePolicyOutcome:
-    """What the policies of every table of a namespace did.
-
-    Attributes:
-        namespace: The namespace (dotted).
-        dry_run: Whether the functions only reported what they would do.
-        tables: One outcome per table, in name order.
-    """
-
-    namespace: str
-    dry_run: bool
-    tables: list[TablePolicyOutcome] = field(default_factory=list)
-
-    @property
-    def failed_tables(self) -> list[str]:
-        """The tables where something failed."""
-        return [table.table for table in self.tables if table.failed]
-
-    @property
-    def failed(self) -> bool:
-        """Whether any table failed."""
-        return any(table.failed for table in self.tables)
-
-    def raise_for_failures(self) -> None:
-        """Raise if any table failed, with this outcome as the error's ``result``.
-
-        Raises:
-            MaintenanceConflictError: Every failure may pass on a retry.
-            MaintenanceError: Some failure needs a change first.
-        """
-        failures = [failure for table in self.tables for failure in table.failures()]
-        if failures:
-            what = f"namespace {self.namespace} ({len(self.failed_tables)} of {len(self.tables)} table(s))"
-            raise _failure_error(what, failures, self)
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-ready form (for XCom): ``tables`` keyed by table name."""
-        return {
-            "namespace": self.namespace,
-            "dry_run": self.dry_run,
-            "status": "failed" if self.failed else "ok",
-            "tables_count": len(self.tables),
-            "failed_tables": self.failed_tables,
-            "tables": {table.table: table.to_json() for table in self.tables},
-        }
 
 
 def _levels(value: str | Sequence[str], what: str, minimum: int) -> tuple[str, ...]:
@@ -455,8 +262,16 @@ class PolicyDispatcher:
             ) from exc
         log.info("%s: running the policies of %d table(s)%s", name, len(identifiers), " (dry run)" * self.dry_run)
         outcome = NamespacePolicyOutcome(name, self.dry_run)
+        stopped: BaseException | None = None
         for identifier in identifiers:
-            outcome.tables.append(self._run_table(identifier, checked, selected, now))
+            if stopped is not None:
+                outcome.tables.append(not_attempted(identifier, stopped, self.dry_run))
+                continue
+            table_outcome = self._run_table(identifier, checked, selected, now)
+            outcome.tables.append(table_outcome)
+            if table_outcome.cause is not None and stops_every_table(table_outcome.cause):
+                stopped = table_outcome.cause
+                log.error("%s: the remaining tables are not attempted: %s", name, describe(stopped))
         if outcome.failed_tables:
             log.warning(
                 "%s: %d table(s) failed: %s", name, len(outcome.failed_tables), ", ".join(outcome.failed_tables)
@@ -479,8 +294,14 @@ class PolicyDispatcher:
             table = self.catalog.load_table(identifier)
             policies = self.source.applicable_policies(identifier[:-1], table=identifier[-1])
         except Exception as exc:
-            log.error("%s: nothing ran: %s", name, _describe(exc))
-            outcome.error, outcome.transient = _describe(exc), _transient(exc)
+            described = describe(exc)
+            if isinstance(exc, PolarisNotFoundError) and "Table" in (exc.error_type or str(exc)):
+                described += (
+                    f" Polaris must hold the table {name} under the same namespace and name as the catalog the "
+                    "tables are read from (with a separate policy connection, register the table there too)."
+                )
+            log.error("%s: nothing ran: %s", name, described)
+            outcome.error, outcome.transient, outcome.cause = described, transient(exc), exc
             outcome.seconds = time.monotonic() - started
             return outcome
         effective, notes, unknown = _effective(policies, name)
@@ -525,6 +346,17 @@ class PolicyDispatcher:
             notes=notes,
         )
         where = f"{'inherited' if policy.inherited else 'attached'}, defined in {'.'.join(policy.namespace) or '?'}"
+        if policy.content_error is not None:
+            log.error(
+                "%s: %s policy %r (%s) cannot be used: %s",
+                name,
+                policy_type.value,
+                policy.name,
+                where,
+                policy.content_error,
+            )
+            outcome.error, outcome.transient = f"PolicyContentError: {policy.content_error}", False
+            return outcome
         if outcome.enabled is False:
             log.info("%s: %s policy %r (%s) is disabled; skipped", name, policy_type.value, policy.name, where)
             outcome.action = SKIPPED_DISABLED
@@ -554,8 +386,8 @@ class PolicyDispatcher:
             partial = getattr(exc, "result", None)  # a compaction that committed some groups says which
             if partial is not None and hasattr(partial, "to_json"):
                 outcome.results.append(partial.to_json())
-            log.error("%s: %s policy %r failed: %s", name, policy_type.value, policy.name, _describe(exc))
-            outcome.error, outcome.transient = _describe(exc), _transient(exc)
+            log.error("%s: %s policy %r failed: %s", name, policy_type.value, policy.name, describe(exc))
+            outcome.error, outcome.transient = describe(exc), transient(exc)
         else:
             outcome.action = DRY_RUN if self.dry_run else RAN
         outcome.seconds = time.monotonic() - started

@@ -175,6 +175,7 @@ class Policy:
         inheritable: Whether it applies to the entities below the one it is attached to.
         content: Its parsed content; ``None`` for a type this project does not know (left unparsed).
         raw_content: The content string as Polaris sent it.
+        content_error: Why the content is invalid for its type, when read leniently (``content`` is then ``None``).
         version: Polaris's version of the policy (raised by every update).
         description: Its description, if any.
     """
@@ -186,6 +187,7 @@ class Policy:
     raw_content: str | None
     version: int
     description: str | None = None
+    content_error: str | None = None
 
     @property
     def known_type(self) -> bool:
@@ -193,7 +195,7 @@ class Policy:
         return self.policy_type in PolicyType._value2member_map_
 
     @staticmethod
-    def _fields(payload: Mapping[str, Any], where: str) -> dict[str, Any]:
+    def _fields(payload: Mapping[str, Any], where: str, lenient: bool = False) -> dict[str, Any]:
         name = payload.get("name")
         policy_type = payload.get("policy-type")
         if not isinstance(name, str) or not isinstance(policy_type, str):
@@ -205,14 +207,15 @@ class Policy:
             )
         raw = payload.get("content")
         known = policy_type in PolicyType._value2member_map_
-        content = None
+        content, content_error = None, None
         if known:
             try:
                 content = PolicyContent.parse(policy_type, raw, policy=name)
             except PolicyContentError as exc:
-                if not where:
-                    raise
-                raise PolicyContentError(f"{exc} Polaris served it at {where}.", policy=name, url=where) from None
+                served = f"{exc} Polaris served it at {where}." if where else str(exc)
+                if not lenient:
+                    raise PolicyContentError(served, policy=name, url=where) from None
+                content_error = served
         return {
             "name": name,
             "policy_type": policy_type,
@@ -221,6 +224,7 @@ class Policy:
             "raw_content": raw if isinstance(raw, str) or raw is None else json.dumps(raw),
             "version": _policy_version(payload.get("version"), name, where),
             "description": payload.get("description"),
+            "content_error": content_error,
         }
 
     @classmethod
@@ -258,15 +262,23 @@ class ApplicablePolicy(Policy):
     namespace: tuple[str, ...] = ()
 
     @classmethod
-    def from_json(cls, payload: Mapping[str, Any], where: str = "") -> ApplicablePolicy:
+    def from_json(cls, payload: Mapping[str, Any], where: str = "", *, lenient: bool = False) -> ApplicablePolicy:
         """An applicable policy from Polaris's JSON (``ApplicablePolicy`` in its OpenAPI spec).
 
+        Args:
+            payload: The JSON object.
+            where: The URL it came from, for messages.
+            lenient: Keep a policy whose content is invalid for its type, with ``content=None`` and the
+                reason in ``content_error``, instead of raising (so one bad policy does not hide the
+                others of a table).
+
         Raises:
-            PolicyContentError: A required field is missing, or the content is invalid for a maintenance type.
+            PolicyContentError: A required field is missing, or (unless ``lenient``) the content is invalid
+                for a maintenance type.
         """
         namespace = payload.get("namespace") or ()
         return cls(
-            **cls._fields(payload, where),
+            **cls._fields(payload, where, lenient),
             inherited=bool(payload.get("inherited", False)),
             namespace=tuple(str(level) for level in namespace),
         )

@@ -143,4 +143,23 @@ def test_bad_policy_content_fails_the_task_at_once_with_the_outcome_in_xcom(
     assert str(plan.state) == "failed" and plan.try_number == 1  # permanent: no retry
     outcome = plan.xcom_pull(task_ids="plan", key="outcome")
     assert outcome["failed_tables"] == ["shop.quiet"]
-    assert "broken" in json.dumps(outcome["tables"]["shop.quiet"])
+    quiet = outcome["tables"]["shop.quiet"]["policies"]
+    assert quiet["system.orphan-file-removal"]["action"] == "failed" and "broken" in json.dumps(quiet)
+    assert quiet["system.snapshot-expiry"]["action"] == "dry run"  # the table's other policies still apply
+    # The run goes ahead for the tables the broken policy does not concern, then fails on it again.
+    run = dag_run.get_task_instance("run")
+    assert str(run.state) == "failed" and run.try_number == 1
+    ran = run.xcom_pull(task_ids="run", key="outcome")
+    assert ran["tables"]["shop.clicks"]["policies"]["system.data-compaction"]["action"] == "ran"
+    assert len(catalog.load_table("shop.clicks").scan().plan_files()) == 1
+
+
+def test_a_mistyped_policy_connection_fails_at_once_naming_it(run_dag, iceberg_connection, polaris_connection):
+    catalog = catalog_at(iceberg_connection)
+    _shop(catalog, polaris_connection)
+
+    dag_run = run_dag("policy_maintenance", namespace="shop", polaris_conn_id="polaris_policy")
+
+    plan = dag_run.get_task_instance("plan")
+    assert str(plan.state) == "failed" and plan.try_number == 1
+    assert len(catalog.load_table("shop.clicks").scan().plan_files()) == 12  # nothing ran

@@ -248,15 +248,18 @@ def test_content_is_checked_before_sending_and_polaris_refusals_are_typed(polari
     assert info.value.status == 400
 
 
-def test_a_malformed_stored_policy_is_a_clear_content_error(polaris, client):
+def test_a_malformed_stored_policy_is_a_clear_content_error_and_does_not_hide_the_others(polaris, client):
     polaris.add_table(CATALOG, "sales.orders")
     polaris.put_policy(CATALOG, "sales", "broken", EXPIRY, '{"enable": "yes", "config": {}}')
     polaris.attach(CATALOG, "sales", "broken", "table-like", "sales.orders")
+    polaris.put_policy(CATALOG, "sales", "fine", "system.data-compaction")
+    polaris.attach(CATALOG, "sales", "fine", "namespace", "sales")
 
-    with pytest.raises(PolicyContentError) as info:
-        client.applicable_policies("sales", "orders")
-    assert info.value.policy == "broken"
-    assert "'enable' must be true or false" in str(info.value)
+    by_name = {policy.name: policy for policy in client.applicable_policies("sales", "orders")}
+    assert by_name["broken"].content is None and by_name["fine"].content is not None
+    assert "Policy 'broken'" in by_name["broken"].content_error
+    assert "'enable' must be true or false" in by_name["broken"].content_error
+    assert by_name["fine"].content_error is None
     with pytest.raises(PolicyContentError, match="Policy 'broken'"):
         client.load_policy("sales", "broken")
 
@@ -548,6 +551,8 @@ def test_from_catalog_properties_reads_pyiceberg_rest_properties(https_polaris, 
         assert overridden.applicable_policies() == []
     with pytest.raises(PolarisRequestError, match="no 'uri'"):
         PolarisPolicyClient.from_catalog_properties({"warehouse": CATALOG})
+    with pytest.raises(PolarisRequestError, match="not a REST catalog's properties"):
+        PolarisPolicyClient.from_catalog_properties({"uri": "sqlite:////lake/catalog.db", "warehouse": "file:///w"})
     with pytest.raises(PolarisRequestError, match="'timeout' must be a number"):
         PolarisPolicyClient.from_catalog_properties({**properties, "timeout": "soon"})
 

@@ -16,6 +16,7 @@ import pytest
 from iceberg_ops_provider.errors import (
     MaintenanceConflictError,
     MaintenanceError,
+    PolarisAuthError,
     PolarisNotFoundError,
     PolarisRequestError,
     PolarisServerError,
@@ -428,3 +429,55 @@ def test_only_the_selected_types_run(catalog, tmp_path: Path):
     assert isinstance(outcome, TablePolicyOutcome)
     assert [p.policy_type for p in outcome.policies] == [COMPACTION, ORPHANS]
     assert not orphan.exists() and len(catalog.load_table("sales.events").snapshots()) == 7  # compacted, not expired
+
+
+def test_a_policy_with_unusable_content_fails_its_type_and_the_other_types_of_the_table_run(catalog):
+    small_files_table(catalog, "sales.a", appends=3, rows=10)
+    broken = ApplicablePolicy.from_json(
+        {"policy-type": COMPACTION.value, "name": "broken", "content": "not-json", "inherited": False},
+        where="http://polaris/applicable-policies",
+        lenient=True,
+    )
+    expire = applicable(EXPIRY, {"min_snapshot_to_keep": "1", "max_snapshot_age_days": "0"})
+    source = MemoryPolicySource({"sales.a": [broken, expire]})
+    dispatcher = PolicyDispatcher(source, catalog, now=datetime.now(UTC) + timedelta(seconds=1))
+
+    outcome = dispatcher.run_table("sales.a", raise_on_failure=False)
+
+    by_type = {p.policy_type: p for p in outcome.policies}
+    assert by_type[COMPACTION].action == FAILED and by_type[COMPACTION].transient is False
+    assert "not JSON" in by_type[COMPACTION].error and "broken" in by_type[COMPACTION].error
+    assert by_type[EXPIRY].action == RAN
+    assert len(catalog.load_table("sales.a").snapshots()) == 1
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        PolarisAuthError("Polaris refused the credentials (401).", status=401),
+        PolarisServerError("Polaris did not answer within 30 s.", status=None),
+        PolarisNotFoundError("No such catalog 'prdo'.", status=404, error_type="NotFoundException Catalog"),
+    ],
+    ids=["auth", "unreachable", "no-catalog"],
+)
+def test_a_failure_every_table_would_repeat_stops_the_namespace_after_the_first_table(catalog, error):
+    for name in ("sales.a", "sales.b", "sales.c"):
+        small_files_table(catalog, name, appends=2, rows=5)
+    source = MemoryPolicySource(errors={f"sales.{t}": error for t in "abc"})
+
+    outcome = PolicyDispatcher(source, catalog).run_namespace("sales", raise_on_failure=False)
+
+    assert len(source.calls) == 1  # one token request, one timeout, not one per table
+    assert outcome.failed_tables == ["sales.a", "sales.b", "sales.c"]
+    assert [t.error.startswith("not attempted") for t in outcome.tables] == [False, True, True]
+    assert type(error).__name__ in outcome.tables[2].error
+
+
+def test_a_table_polaris_does_not_hold_says_polaris_needs_the_same_names(catalog):
+    small_files_table(catalog, "sales.a", appends=2, rows=5)
+    missing = PolarisNotFoundError("Table does not exist: sales.a", status=404, error_type="NoSuchTableException")
+    source = MemoryPolicySource(errors={"sales.a": missing})
+
+    outcome = PolicyDispatcher(source, catalog).run_namespace("sales", raise_on_failure=False)
+
+    assert "Polaris must hold the table sales.a under the same namespace and name" in outcome.tables[0].error

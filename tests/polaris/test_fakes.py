@@ -134,7 +134,10 @@ def test_exhausted_retries_and_malformed_answers_are_typed():
 
     broken = applicable_policies_page([policy_json("p", content={"enable": "true"})])
     session = FakeSession().add("GET", APPLICABLE, broken)
-    with pytest.raises(PolicyContentError, match="'enable' must be true or false"):
+    (policy,) = PolarisPolicyClient(BASE, "prod", token="t", session=session).applicable_policies()
+    assert policy.content is None and "'enable' must be true or false" in policy.content_error
+    session = FakeSession().add("GET", APPLICABLE, applicable_policies_page([{"content": "{}"}]))
+    with pytest.raises(PolicyContentError, match="without a 'name' or 'policy-type'"):
         PolarisPolicyClient(BASE, "prod", token="t", session=session).applicable_policies()
 
 

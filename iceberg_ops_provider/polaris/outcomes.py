@@ -1,0 +1,272 @@
+"""What a policy run did, per policy type, table and namespace, and the error a failed run raises.
+
+Every outcome has ``to_json()`` (JSON-ready, for XCom). :class:`PolicyOutcome` is one policy type on one
+table, :class:`TablePolicyOutcome` one table, :class:`NamespacePolicyOutcome` every table of a namespace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
+
+from iceberg_ops_provider.errors import (
+    IcebergOpsError,
+    MaintenanceConflictError,
+    MaintenanceError,
+    PolarisAuthError,
+    PolarisError,
+    PolarisNotFoundError,
+    PolarisServerError,
+    PolicyContentError,
+)
+from iceberg_ops_provider.polaris.parameters import ResolvedParameters
+from iceberg_ops_provider.polaris.policies import PolicyType
+
+__all__ = [
+    "DRY_RUN",
+    "FAILED",
+    "RAN",
+    "SKIPPED_DISABLED",
+    "SKIPPED_NO_POLICY",
+    "NamespacePolicyOutcome",
+    "PolicyOutcome",
+    "TablePolicyOutcome",
+    "describe",
+    "not_attempted",
+    "stops_every_table",
+    "transient",
+]
+
+RAN = "ran"
+DRY_RUN = "dry run"
+FAILED = "failed"
+SKIPPED_DISABLED = "skipped: disabled"
+SKIPPED_NO_POLICY = "skipped: no policy"
+
+
+def describe(exc: BaseException) -> str:
+    """``Type: message`` of an exception, as outcomes and logs show it."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether the same run may succeed later without a change (a conflict, a server that did not answer)."""
+    if isinstance(exc, IcebergOpsError):
+        return exc.transient
+    return isinstance(exc, CommitFailedException | CommitStateUnknownException | ConnectionError | TimeoutError)
+
+
+@dataclass
+class PolicyOutcome:
+    """What one policy type did on one table.
+
+    Attributes:
+        policy_type: The policy type.
+        action: ``ran``, ``dry run``, ``failed``, ``skipped: disabled`` or ``skipped: no policy``.
+        policy: The effective policy's name.
+        defined_in: The namespace the policy is defined in (not where it is attached).
+        inherited: Whether it came from a parent (namespace or catalog) rather than the table itself.
+        enabled: The policy's ``enable``.
+        policy_version: Polaris's version of the policy.
+        function: The maintenance function it maps to.
+        parameters: The arguments, each with its value and source (``None`` when nothing was resolved).
+        notes: How the policy was chosen when Polaris returned several of its type.
+        results: The function's results' ``to_json()``: one per call (one per location for orphan removal);
+            for a dry run, what a real run would do.
+        error: Why the type failed.
+        transient: Whether the failure may pass on a retry.
+        seconds: How long the type took.
+    """
+
+    policy_type: PolicyType
+    action: str
+    policy: str | None = None
+    defined_in: tuple[str, ...] | None = None
+    inherited: bool | None = None
+    enabled: bool | None = None
+    policy_version: int | None = None
+    function: str | None = None
+    parameters: ResolvedParameters | None = None
+    notes: list[str] = field(default_factory=list)
+    results: list[dict[str, Any]] = field(default_factory=list)
+    error: str | None = None
+    transient: bool | None = None
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (for XCom)."""
+        resolved = self.parameters.to_json() if self.parameters is not None else {}
+        return {
+            "policy_type": self.policy_type.value,
+            "action": self.action,
+            "policy": self.policy,
+            "defined_in": list(self.defined_in) if self.defined_in is not None else None,
+            "inherited": self.inherited,
+            "enabled": self.enabled,
+            "policy_version": self.policy_version,
+            "function": self.function,
+            "parameters": resolved.get("parameters", {}),
+            "unknown_keys": resolved.get("unknown_keys", []),
+            "not_applied": resolved.get("not_applied", {}),
+            "notes": [*self.notes, *resolved.get("notes", [])],
+            "results": self.results,
+            "error": self.error,
+            "transient": self.transient,
+            "seconds": round(self.seconds, 3),
+        }
+
+
+def stops_every_table(exc: BaseException) -> bool:
+    """Whether a failure to read one table's policies will fail every other table the same way.
+
+    Refused credentials or privileges, an unknown catalog, and a Polaris that does not answer: asking
+    again for every table of a namespace would only repeat the error (and the token requests, and
+    the timeouts).
+    """
+    if isinstance(exc, PolarisAuthError | PolarisServerError):
+        return True
+    if isinstance(exc, PolarisNotFoundError):
+        return "Catalog" in exc.error_type
+    return isinstance(exc, PolarisError) and exc.status is None and not isinstance(exc, PolicyContentError)
+
+
+def not_attempted(identifier: tuple[str, ...], cause: BaseException, dry_run: bool) -> TablePolicyOutcome:
+    """The outcome of a table left out because an earlier one failed in a way every table would repeat."""
+    outcome = TablePolicyOutcome(".".join(identifier), dry_run)
+    outcome.error = f"not attempted: an earlier table failed with {describe(cause)}"
+    outcome.transient = transient(cause)
+    return outcome
+
+
+def _failure_error(what: str, failures: list[tuple[str, str, bool]], result: Any) -> MaintenanceError:
+    """The error a failed run raises: ``failures`` are ``(where, error, transient)``."""
+    retryable = all(transient for _, _, transient in failures)
+    shown = "; ".join(f"{where}: {error.rstrip('.')}" for where, error, _ in failures[:3])
+    more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
+    advice = (
+        "Every failure may pass on a retry: run it again."
+        if retryable
+        else "Fix what each error names (the policy, the table or the argument) and run it again."
+    )
+    message = (
+        f"Policy maintenance of {what} failed: {shown}{more}. A failure stops only its own policy type (or its "
+        f"table, when the table or its policies could not be read); the error's `result` holds the whole outcome. "
+        f"{advice}"
+    )
+    error = MaintenanceConflictError(message) if retryable else MaintenanceError(message)
+    error.result = result  # type: ignore[attr-defined]  # MaintenanceError declares no result
+    return error
+
+
+@dataclass
+class TablePolicyOutcome:
+    """What the policies of one table did.
+
+    Attributes:
+        table: The table (``namespace.table``).
+        dry_run: Whether the functions only reported what they would do.
+        policies: One outcome per policy type run, in :data:`RUN_ORDER`.
+        unknown_policies: Policies of types this project does not know (``name`` and ``policy_type``): not run.
+        error: Why nothing ran (the table could not be loaded, or its policies not read).
+        transient: Whether that error may pass on a retry.
+        seconds: How long the table took.
+        cause: The exception behind ``error`` (not part of the JSON).
+    """
+
+    table: str
+    dry_run: bool
+    policies: list[PolicyOutcome] = field(default_factory=list)
+    unknown_policies: list[dict[str, str]] = field(default_factory=list)
+    error: str | None = None
+    transient: bool | None = None
+    seconds: float = 0.0
+    cause: BaseException | None = field(default=None, repr=False, compare=False)
+
+    def failures(self) -> list[tuple[str, str, bool]]:
+        """``(where, error, transient)`` of each failure."""
+        if self.error is not None:
+            return [(self.table, self.error, bool(self.transient))]
+        return [
+            (f"{self.table} {outcome.policy_type.value}", outcome.error or "failed", bool(outcome.transient))
+            for outcome in self.policies
+            if outcome.action == FAILED
+        ]
+
+    @property
+    def failed(self) -> bool:
+        """Whether the table, or any of its policy types, failed."""
+        return bool(self.failures())
+
+    def raise_for_failures(self) -> None:
+        """Raise if anything failed, with this outcome as the error's ``result``.
+
+        Raises:
+            MaintenanceConflictError: Every failure may pass on a retry.
+            MaintenanceError: Some failure needs a change first.
+        """
+        failures = self.failures()
+        if failures:
+            raise _failure_error(f"table {self.table}", failures, self)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (for XCom): ``policies`` keyed by policy type, in the order they ran."""
+        return {
+            "table": self.table,
+            "dry_run": self.dry_run,
+            "status": "failed" if self.failed else "ok",
+            "error": self.error,
+            "transient": self.transient,
+            "policies": {outcome.policy_type.value: outcome.to_json() for outcome in self.policies},
+            "unknown_policies": [dict(item) for item in self.unknown_policies],
+            "seconds": round(self.seconds, 3),
+        }
+
+
+@dataclass
+class NamespacePolicyOutcome:
+    """What the policies of every table of a namespace did.
+
+    Attributes:
+        namespace: The namespace (dotted).
+        dry_run: Whether the functions only reported what they would do.
+        tables: One outcome per table, in name order.
+    """
+
+    namespace: str
+    dry_run: bool
+    tables: list[TablePolicyOutcome] = field(default_factory=list)
+
+    @property
+    def failed_tables(self) -> list[str]:
+        """The tables where something failed."""
+        return [table.table for table in self.tables if table.failed]
+
+    @property
+    def failed(self) -> bool:
+        """Whether any table failed."""
+        return any(table.failed for table in self.tables)
+
+    def raise_for_failures(self) -> None:
+        """Raise if any table failed, with this outcome as the error's ``result``.
+
+        Raises:
+            MaintenanceConflictError: Every failure may pass on a retry.
+            MaintenanceError: Some failure needs a change first.
+        """
+        failures = [failure for table in self.tables for failure in table.failures()]
+        if failures:
+            what = f"namespace {self.namespace} ({len(self.failed_tables)} of {len(self.tables)} table(s))"
+            raise _failure_error(what, failures, self)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready form (for XCom): ``tables`` keyed by table name."""
+        return {
+            "namespace": self.namespace,
+            "dry_run": self.dry_run,
+            "status": "failed" if self.failed else "ok",
+            "tables_count": len(self.tables),
+            "failed_tables": self.failed_tables,
+            "tables": {table.table: table.to_json() for table in self.tables},
+        }
