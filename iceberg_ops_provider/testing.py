@@ -121,6 +121,7 @@ class FakeRequest:
         timeout: The timeout the client passed.
         verify: The TLS verification the client passed.
         cert: The client certificate the client passed, if any.
+        allow_redirects: Whether the client let the session follow redirects (it never does).
     """
 
     method: str
@@ -133,6 +134,7 @@ class FakeRequest:
     timeout: Any = None
     verify: Any = None
     cert: Any = None
+    allow_redirects: Any = None
 
 
 Answer: TypeAlias = "FakeResponse | Mapping[str, Any] | BaseException | Callable[[FakeRequest], Any]"
@@ -221,6 +223,7 @@ class FakeSession:
             timeout=kwargs.get("timeout"),
             verify=kwargs.get("verify"),
             cert=kwargs.get("cert"),
+            allow_redirects=kwargs.get("allow_redirects"),
         )
         self.requests.append(request)
         candidates = [route for route in self._routes if route.matches(request)]

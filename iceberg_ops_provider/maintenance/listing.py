@@ -74,7 +74,9 @@ def normalize_location(location: str) -> str:
     scheme = _SAME_SCHEME.get(scheme, scheme)
     if scheme == "file":
         path = parsed.path if parsed.scheme else location
-        if parsed.netloc not in ("", "localhost"):
+        if parsed.netloc:
+            # PyArrow's file system reads file://localhost/p as the relative path localhost/p, not /p:
+            # keep the host, so such a location never counts as lying under a table's /p.
             path = f"//{parsed.netloc}{path}"
         return "file://" + posixpath.normpath(os.path.abspath(path))
     return f"{scheme}://{parsed.netloc}{parsed.path}".rstrip("/")

@@ -10,6 +10,8 @@ revoked or a clock skewed). Secrets never appear in ``repr()``, in logs or in er
 from __future__ import annotations
 
 import logging
+import math
+import re
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -27,6 +29,9 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+_TOKEN_CHARACTERS = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+"""The characters of an OAuth2 bearer token (RFC 6750's b64token)."""
 
 DEFAULT_SCOPE = "PRINCIPAL_ROLE:ALL"
 """The scope Polaris grants every principal role of the caller under (PyIceberg's ``catalog`` is refused)."""
@@ -177,10 +182,22 @@ class ClientCredentialsAuth(BearerAuth):
                 "Polaris's token endpoint (normally <base_url>/v1/oauth/tokens).",
                 url=self.token_url,
             )
+        if not _TOKEN_CHARACTERS.fullmatch(token):
+            # Never echo it: a token that cannot go into a header would end up in error messages.
+            raise PolarisAuthError(
+                f"The token endpoint {self.token_url} answered an access_token with characters a bearer token "
+                "cannot hold (RFC 6750). Check that oauth2-server-uri points at Polaris's token endpoint.",
+                url=self.token_url,
+            )
         self.fetches += 1
         lifetime = answer.get("expires_in")
         refresh_at = None
-        if isinstance(lifetime, (int, float)) and not isinstance(lifetime, bool) and lifetime > 0:
+        if (
+            isinstance(lifetime, (int, float))
+            and not isinstance(lifetime, bool)
+            and math.isfinite(lifetime)
+            and 0 < lifetime < 10 * 365 * 24 * 3600
+        ):
             refresh_at = started + lifetime - min(REFRESH_MARGIN, lifetime / 2)
         logger.debug(
             "Fetched a Polaris access token for client id %r (expires in %s s)",

@@ -145,10 +145,17 @@ class PolarisPolicyClient:
     ) -> None:
         parts = urlsplit(base_url) if isinstance(base_url, str) else None
         if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+            shown = base_url if isinstance(base_url, str) and "@" not in base_url else "<a URL with credentials>"
             raise PolarisRequestError(
                 f"base_url must be Polaris's catalog API root like 'https://polaris.example:8181/api/catalog', "
-                f"not {base_url!r}."
+                f"not {shown!r}."
             )
+        for argument, url in (("base_url", base_url), ("oauth2_server_uri", oauth2_server_uri)):
+            if isinstance(url, str) and "@" in urlsplit(url).netloc:  # not echoed: it holds a password
+                raise PolarisRequestError(
+                    f"{argument} holds a user name or password (user:password@host): it would show up in logs "
+                    "and messages. Pass the credentials as credential='client-id:secret' or token= instead."
+                )
         if not isinstance(catalog, str) or not catalog.strip() or "/" in catalog:
             raise PolarisRequestError(
                 f"catalog must name the Polaris catalog (PyIceberg's `warehouse` for Polaris), not {catalog!r}."

@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from pyiceberg.exceptions import NoSuchNamespaceError
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
 from iceberg_ops_provider.errors import (
     MaintenanceError,
@@ -219,7 +219,7 @@ class PolicyDispatcher:
         levels = _levels(identifier, "table", 2)
         now = self._clock()
         checked = check_overrides(overrides, now)
-        outcome = self._run_table(levels, checked, _selected(types), now)
+        outcome = self._run_table(levels, checked, _selected(types), now, listed=False)
         if raise_on_failure:
             outcome.raise_for_failures()
         return outcome
@@ -286,12 +286,24 @@ class PolicyDispatcher:
         overrides: Mapping[PolicyType, Mapping[str, tuple[Any, Any]]],
         selected: tuple[PolicyType, ...],
         now: datetime,
+        *,
+        listed: bool = True,
     ) -> TablePolicyOutcome:
         name = ".".join(identifier)
         started = time.monotonic()
         outcome = TablePolicyOutcome(name, self.dry_run)
         try:
             table = self.catalog.load_table(identifier)
+        except Exception as exc:
+            if listed and isinstance(exc, NoSuchTableError):
+                log.warning("%s: dropped since the namespace was listed; skipped", name)
+                outcome.skipped = "the table was dropped after the namespace was listed"
+                return outcome
+            log.error("%s: nothing ran: %s", name, describe(exc))
+            outcome.error, outcome.transient, outcome.cause = describe(exc), transient(exc), exc
+            outcome.seconds = time.monotonic() - started
+            return outcome
+        try:
             policies = self.source.applicable_policies(identifier[:-1], table=identifier[-1])
         except Exception as exc:
             described = describe(exc)

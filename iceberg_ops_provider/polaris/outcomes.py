@@ -173,6 +173,7 @@ class TablePolicyOutcome:
         transient: Whether that error may pass on a retry.
         seconds: How long the table took.
         cause: The exception behind ``error`` (not part of the JSON).
+        skipped: Why the table was left alone without failing (it was dropped since the namespace was listed).
     """
 
     table: str
@@ -183,6 +184,7 @@ class TablePolicyOutcome:
     transient: bool | None = None
     seconds: float = 0.0
     cause: BaseException | None = field(default=None, repr=False, compare=False)
+    skipped: str | None = None
 
     def failures(self) -> list[tuple[str, str, bool]]:
         """``(where, error, transient)`` of each failure."""
@@ -218,6 +220,7 @@ class TablePolicyOutcome:
             "status": "failed" if self.failed else "ok",
             "error": self.error,
             "transient": self.transient,
+            "skipped": self.skipped,
             "policies": {outcome.policy_type.value: outcome.to_json() for outcome in self.policies},
             "unknown_policies": [dict(item) for item in self.unknown_policies],
             "seconds": round(self.seconds, 3),

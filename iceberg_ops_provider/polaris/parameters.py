@@ -89,6 +89,8 @@ ARGUMENT = "argument"
 DEFAULT = "default"
 """The source of a value nothing else gave."""
 
+MIN_ORPHAN_AGE_DAYS = 1.0
+"""The youngest orphan file age a policy may ask for (explicit arguments may go lower)."""
 _DEFAULT_SNAPSHOT_AGE = timedelta(days=5)  # Iceberg's history.expire.max-snapshot-age-ms default
 _DEFAULT_MIN_INPUT_FILES = 5  # compact_small_files_streaming's own default
 _STRATEGIES = {"binpack": "binpack", "bin-pack": "binpack", "bin_pack": "binpack", "sort": "sort"}
@@ -129,18 +131,40 @@ def _whole(minimum: int) -> Callable[[Any, datetime], int]:
     return coerce
 
 
-def _days_before(value: Any, now: datetime) -> datetime:
-    """A number of days (at least 0, from a number or its text) as the cut-off that long before ``now``."""
-    expected = "a number of days of at least 0 (such as 3 or 2.5)"
+def _before(now: datetime, age: timedelta | float, unit: str = "days") -> datetime:
+    """``now`` minus ``age``; an age reaching before year 1 is no limit at all (the earliest time)."""
+    try:
+        return now - (age if isinstance(age, timedelta) else timedelta(**{unit: age}))
+    except OverflowError:
+        return datetime.min.replace(tzinfo=UTC)
+
+
+def _days(value: Any, minimum: float) -> float:
+    expected = f"a number of days of at least {minimum:g} (such as 3 or 2.5)"
     if isinstance(value, bool) or not isinstance(value, int | float | str):
         raise _Invalid(expected)
     try:
         days = float(value.strip()) if isinstance(value, str) else float(value)
-    except ValueError:
+    except (ValueError, OverflowError):
         raise _Invalid(expected) from None
-    if not math.isfinite(days) or days < 0:
+    if not math.isfinite(days) or days < minimum:
         raise _Invalid(expected)
-    return now - timedelta(days=days)
+    return days
+
+
+def _days_before(value: Any, now: datetime) -> datetime:
+    """A number of days (at least 0, from a number or its text) as the cut-off that long before ``now``."""
+    return _before(now, _days(value, 0))
+
+
+def _orphan_days_before(value: Any, now: datetime) -> datetime:
+    """An orphan file age from a policy: at least one day.
+
+    A younger cut-off deletes the files of writes still in flight (staged, not yet committed), and
+    the table breaks when they commit; Spark's procedure refuses less than a day for the same
+    reason. A shorter age can only be asked for as an explicit argument.
+    """
+    return _before(now, _days(value, MIN_ORPHAN_AGE_DAYS))
 
 
 def _flag(value: Any, now: datetime) -> bool:
@@ -179,7 +203,9 @@ def _locations(value: Any, now: datetime) -> tuple[str, ...]:
 def _cutoff(value: Any, now: datetime) -> datetime:
     """An explicit ``older_than``: a timedelta counts back from the run's ``now``."""
     if isinstance(value, timedelta):
-        return now - value
+        if value < timedelta(0):
+            raise _Invalid("an age of at least 0 (a negative timedelta is a cut-off in the future)")
+        return _before(now, value)
     expected = "a datetime, a timedelta, an age such as '7d' or an ISO timestamp such as '2026-11-01T00:00:00+00:00'"
     if not isinstance(value, datetime | str) or (isinstance(value, str) and not value.strip()):
         raise _Invalid(expected)
@@ -257,7 +283,7 @@ _EXPIRY = PolicyMapping(
             "max_snapshot_age_days",
             policy_coerce=_days_before,
             table_property=MAX_SNAPSHOT_AGE_MS,
-            property_coerce=lambda value, now: now - timedelta(milliseconds=_whole(0)(value, now)),
+            property_coerce=lambda value, now: _before(now, _whole(0)(value, now), "milliseconds"),
         ),
         ParameterSpec("delete_files", _flag, _constant(True)),
     ),
@@ -310,7 +336,7 @@ _ORPHANS = PolicyMapping(
             lambda now, location: now - DEFAULT_OLDER_THAN,
             "max_orphan_file_age_in_days",
             top_level=True,
-            policy_coerce=_days_before,
+            policy_coerce=_orphan_days_before,
         ),
         ParameterSpec("locations", _locations, lambda now, location: (location,), "locations", top_level=True),
     ),

@@ -89,6 +89,8 @@ class PolicyContent:
                 decoded = json.loads(content)
             except json.JSONDecodeError as exc:
                 raise _refuse(f"its content is not JSON ({exc.msg} at character {exc.pos})", policy) from None
+            except RecursionError:
+                raise _refuse("its content nests too deeply to be a policy", policy) from None
             if isinstance(decoded, str):  # content that was JSON-encoded twice
                 raise _refuse("its content is a JSON string, not an object (was it encoded twice?)", policy)
         else:

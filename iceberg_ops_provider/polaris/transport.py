@@ -257,6 +257,9 @@ class Transport:
                     timeout=self.timeout,
                     verify=self.verify,
                     cert=self.cert,
+                    # Polaris never redirects; following one would post the client secret (or the
+                    # token) to whatever host the answer names.
+                    allow_redirects=False,
                 )
             except requests.exceptions.SSLError as exc:
                 raise PolarisError(
@@ -264,6 +267,24 @@ class Transport:
                     f"({_cause(exc)}). If Polaris's certificate comes from a private CA, pass its CA bundle as "
                     "verify='/path/ca.pem' (PyIceberg property ssl.cabundle); check also that the host name in "
                     "base_url matches the certificate.",
+                    url=call.shown_url,
+                ) from None
+            except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError) as exc:
+                # A garbled answer (a proxy or a connection cut mid-body): the next try may be fine.
+                if call.retry_connection and attempt < attempts:
+                    self._pause(call, attempt, None, f"the answer was garbled ({type(exc).__name__})")
+                    continue
+                raise PolarisServerError(
+                    f"Could not {call.action}: {call.method} {call.shown_url} got a garbled answer after {attempt} "
+                    f"attempt(s) ({type(exc).__name__}). Check that nothing between here and Polaris cuts answers.",
+                    url=call.shown_url,
+                ) from None
+            except (requests.exceptions.InvalidHeader, UnicodeError):
+                # The message would show the header's value: a token or a configured header.
+                raise PolarisRequestError(
+                    f"Could not {call.action}: a header of {call.method} {call.shown_url} (the bearer token, or one "
+                    "given with headers= / header.* properties) holds characters an HTTP header cannot carry. Check "
+                    "the token (or what the token endpoint answered) and the configured headers.",
                     url=call.shown_url,
                 ) from None
             except requests.exceptions.ConnectionError as exc:
@@ -289,6 +310,14 @@ class Transport:
                     "Check base_url and the client's arguments.",
                     url=call.shown_url,
                 ) from None
+            if 300 <= response.status_code < 400:
+                raise PolarisError(
+                    f"Could not {call.action}: {call.method} {call.shown_url} answered a redirect (HTTP "
+                    f"{response.status_code}); Polaris does not redirect, and the request is not sent on (its "
+                    "credentials would go with it). Set base_url (or oauth2_server_uri) to the final address.",
+                    url=call.shown_url,
+                    status=response.status_code,
+                )
             if response.status_code in _RETRY_STATUSES and attempt < attempts:
                 wait = retry_after(response.headers.get("Retry-After"))
                 self._pause(call, attempt, wait, f"HTTP {response.status_code}")
@@ -317,7 +346,7 @@ class Transport:
             return None
         try:
             return response.json()
-        except ValueError:
+        except (ValueError, RecursionError):
             raise PolarisError(
                 f"Could not {call.action}: {call.method} {call.shown_url} answered HTTP {status} with a body that "
                 f"is not JSON ({_body_summary(response)}); {_NOT_POLARIS}.",
@@ -331,7 +360,7 @@ class Transport:
         body: Any = None
         json_body = False
         if text.strip():
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError, RecursionError):
                 body, json_body = response.json(), True
         error_type = message = ""
         if isinstance(body, Mapping):

@@ -373,7 +373,7 @@ def test_a_policy_location_outside_the_table_is_refused_and_nothing_is_deleted(c
     if inside_too:
         locations.insert(0, f"{table.location()}/data")
     source = MemoryPolicySource(
-        {"sales.events": [applicable(ORPHANS, max_orphan_file_age_in_days=0, locations=locations)]}
+        {"sales.events": [applicable(ORPHANS, max_orphan_file_age_in_days=1, locations=locations)]}
     )
 
     with pytest.raises(MaintenanceError) as raised:
@@ -481,3 +481,23 @@ def test_a_table_polaris_does_not_hold_says_polaris_needs_the_same_names(catalog
     outcome = PolicyDispatcher(source, catalog).run_namespace("sales", raise_on_failure=False)
 
     assert "Polaris must hold the table sales.a under the same namespace and name" in outcome.tables[0].error
+
+
+def test_a_table_dropped_after_the_namespace_was_listed_is_skipped_not_failed(catalog, monkeypatch):
+    for name in ("sales.a", "sales.b"):
+        small_files_table(catalog, name, appends=2, rows=5)
+    expire = applicable(EXPIRY, {"min_snapshot_to_keep": "1", "max_snapshot_age_days": "0"})
+    source = MemoryPolicySource({"sales.a": [expire], "sales.b": [expire]})
+    listed = catalog.list_tables
+
+    def list_then_drop(namespace):
+        tables = listed(namespace)
+        catalog.drop_table("sales.b")  # dropped by someone else right after the listing
+        return tables
+
+    monkeypatch.setattr(catalog, "list_tables", list_then_drop)
+    outcome = PolicyDispatcher(source, catalog, now=datetime.now(UTC) + timedelta(seconds=1)).run_namespace("sales")
+
+    assert not outcome.failed and outcome.tables[1].skipped.startswith("the table was dropped")
+    assert outcome.to_json()["tables"]["sales.b"]["skipped"]
+    assert {p.policy_type: p.action for p in outcome.tables[0].policies}[EXPIRY] == RAN

@@ -231,3 +231,39 @@ def test_from_catalog_properties_passes_tls_settings_and_headers_to_the_session(
     )
     insecure.applicable_policies()
     assert session.requests[-1].verify is False
+
+
+def test_redirects_are_refused_not_followed_and_odd_tokens_or_urls_never_reach_a_message():
+    from iceberg_ops_provider.errors import PolarisAuthError, PolarisRequestError
+    from iceberg_ops_provider.testing import token_response
+
+    moved = FakeResponse(307, headers={"Location": "https://elsewhere.example/steal"})
+    session = FakeSession().add("POST", "/v1/oauth/tokens", moved)
+    client = PolarisPolicyClient(BASE, "prod", credential="id:Secret-42", session=session, backoff=0)
+    with pytest.raises(PolarisError, match="redirect \\(HTTP 307\\)") as info:
+        client.applicable_policies()
+    assert "Secret-42" not in str(info.value)
+    assert session.requests[0].allow_redirects is False
+
+    forged = "abc\r\nX-Injected: 1"
+    session = FakeSession().add("POST", "/v1/oauth/tokens", token_response(forged))
+    client = PolarisPolicyClient(BASE, "prod", credential="id:Secret-42", session=session, backoff=0)
+    with pytest.raises(PolarisAuthError, match="cannot hold") as info:
+        client.applicable_policies()
+    assert "abc" not in str(info.value) and "Injected" not in str(info.value)
+
+    with pytest.raises(PolarisRequestError, match="user name or password") as info:
+        PolarisPolicyClient("https://root:Pa55word@polaris.example/api/catalog", "prod", token="t")
+    assert "Pa55word" not in str(info.value)
+
+
+def test_a_garbled_answer_is_retried_then_transient():
+    garbled = requests.exceptions.ChunkedEncodingError("connection cut mid-body")
+    session = FakeSession().add("GET", APPLICABLE, [garbled, applicable_policies_page([])])
+    client = PolarisPolicyClient(BASE, "prod", token="t", session=session, backoff=0)
+    assert client.applicable_policies() == []
+    session = FakeSession().add("GET", APPLICABLE, [garbled] * 4)
+    client = PolarisPolicyClient(BASE, "prod", token="t", session=session, backoff=0)
+    with pytest.raises(PolarisServerError, match="garbled") as info:
+        client.applicable_policies()
+    assert info.value.transient

@@ -295,3 +295,46 @@ def test_the_resolution_is_json_ready():
         "not_applied": {"prefix_mismatch_mode": resolved.not_applied["prefix_mismatch_mode"]},
         "notes": [],
     }
+
+
+def test_a_policy_orphan_age_under_a_day_is_refused_and_huge_ages_mean_no_limit():
+    from datetime import UTC, datetime, timedelta
+
+    from iceberg_ops_provider.errors import PolarisRequestError, PolicyContentError
+    from iceberg_ops_provider.polaris.parameters import check_overrides, resolve_parameters
+    from iceberg_ops_provider.polaris.policies import ApplicablePolicy, PolicyType
+
+    now = datetime(2026, 12, 1, tzinfo=UTC)
+
+    def policy(kind: PolicyType, **content: object) -> ApplicablePolicy:
+        body = {"version": "2025-02-03", "enable": True, "config": {}, **content}
+        return ApplicablePolicy.from_json({"policy-type": kind.value, "name": "p", "content": json.dumps(body)})
+
+    def resolve(kind: PolicyType, given: ApplicablePolicy, properties: dict | None = None, overrides=None):
+        return resolve_parameters(
+            kind,
+            given,
+            table="s.t",
+            properties=properties or {},
+            table_location="file:///w/s/t",
+            now=now,
+            overrides=overrides or {},
+        )
+
+    # A cut-off of now deletes the files of writes in flight: a policy may not ask for less than a day.
+    with pytest.raises(PolicyContentError, match="at least 1"):
+        resolve(PolicyType.ORPHAN_FILE_REMOVAL, policy(PolicyType.ORPHAN_FILE_REMOVAL, max_orphan_file_age_in_days=0.5))
+    day = resolve(PolicyType.ORPHAN_FILE_REMOVAL, policy(PolicyType.ORPHAN_FILE_REMOVAL, max_orphan_file_age_in_days=1))
+    assert day.parameters["older_than"].value == now - timedelta(days=1)
+    # Long.MAX as the max snapshot age ("never") and absurd policy ages are no limit, not an OverflowError.
+    never = resolve(
+        PolicyType.SNAPSHOT_EXPIRY,
+        policy(PolicyType.SNAPSHOT_EXPIRY),
+        {"history.expire.max-snapshot-age-ms": str(2**63 - 1)},
+    )
+    assert never.parameters["older_than"].value == datetime.min.replace(tzinfo=UTC)
+    huge_age = policy(PolicyType.SNAPSHOT_EXPIRY, config={"max_snapshot_age_days": "1e9"})
+    huge = resolve(PolicyType.SNAPSHOT_EXPIRY, huge_age)
+    assert huge.parameters["older_than"].value == datetime.min.replace(tzinfo=UTC)
+    with pytest.raises(PolarisRequestError, match="negative timedelta"):
+        check_overrides({PolicyType.ORPHAN_FILE_REMOVAL: {"older_than": timedelta(hours=-1)}}, now)
