@@ -167,6 +167,21 @@ def _policy_version(value: Any, name: str, where: str) -> int:
     return value
 
 
+def _flag(payload: Mapping[str, Any], key: str, default: bool, policy: str, where: str) -> bool:
+    """A boolean field of Polaris's policy JSON (``"false"`` as text is false, not a non-empty string)."""
+    value = payload.get(key, default)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise PolicyContentError(
+        f"Polaris answered policy {policy!r} with {key}={value!r}, not true or false, at {where or 'an unknown URL'}. "
+        "Is this a Polaris 1.x policy endpoint?",
+        policy=policy,
+        url=where,
+    )
+
+
 @dataclass(frozen=True)
 class Policy:
     """A policy as Polaris's ``loadPolicy`` returns it.
@@ -221,7 +236,7 @@ class Policy:
         return {
             "name": name,
             "policy_type": policy_type,
-            "inheritable": bool(payload.get("inheritable", True)),
+            "inheritable": _flag(payload, "inheritable", True, name, where),
             "content": content,
             "raw_content": raw if isinstance(raw, str) or raw is None else json.dumps(raw),
             "version": _policy_version(payload.get("version"), name, where),
@@ -278,11 +293,19 @@ class ApplicablePolicy(Policy):
             PolicyContentError: A required field is missing, or (unless ``lenient``) the content is invalid
                 for a maintenance type.
         """
-        namespace = payload.get("namespace") or ()
+        fields = cls._fields(payload, where, lenient)
+        namespace = payload.get("namespace") or []
+        if not isinstance(namespace, list) or not all(isinstance(level, str) for level in namespace):
+            raise PolicyContentError(
+                f"Polaris answered policy {fields['name']!r} with a 'namespace' that is not a list of names "
+                f"({namespace!r}) at {where or 'an unknown URL'}. Is this a Polaris 1.x policy endpoint?",
+                policy=fields["name"],
+                url=where,
+            )
         return cls(
-            **cls._fields(payload, where, lenient),
-            inherited=bool(payload.get("inherited", False)),
-            namespace=tuple(str(level) for level in namespace),
+            **fields,
+            inherited=_flag(payload, "inherited", False, fields["name"], where),
+            namespace=tuple(namespace),
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -167,3 +167,26 @@ def test_an_applicable_policy_keeps_where_it_is_defined_and_whether_inherited():
 def test_an_orphan_age_written_as_text_is_read_as_polaris_reads_it():
     parsed = PolicyContent.parse(ORPHANS, '{"enable": true, "max_orphan_file_age_in_days": " 7 "}', policy="p1")
     assert parsed.max_orphan_file_age_in_days == 7.0
+
+
+@pytest.mark.parametrize(
+    ("fields", "expected"),
+    [
+        ({"inherited": "false", "inheritable": "true"}, (False, True)),
+        ({"inherited": True, "inheritable": False}, (True, False)),
+        ({}, (False, True)),
+    ],
+)
+def test_boolean_fields_of_an_applicable_policy_are_read_strictly(fields, expected):
+    payload = {"policy-type": EXPIRY, "name": "p", "content": '{"enable": true}', "namespace": ["sales"], **fields}
+    policy = ApplicablePolicy.from_json(payload)
+    assert (policy.inherited, policy.inheritable) == expected
+
+
+@pytest.mark.parametrize(
+    "fields", [{"inherited": "no"}, {"inheritable": 1}, {"namespace": "sales"}, {"namespace": [None]}]
+)
+def test_odd_fields_of_an_applicable_policy_are_refused(fields):
+    payload = {"policy-type": EXPIRY, "name": "p", "content": '{"enable": true}', "namespace": ["sales"], **fields}
+    with pytest.raises(PolicyContentError, match=r"Polaris 1\.x policy endpoint"):
+        ApplicablePolicy.from_json(payload, where="http://polaris/x")
