@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -168,14 +169,14 @@ class PolarisPolicyClient:
                 )
         elif not isinstance(verify, bool):
             raise PolarisRequestError(f"verify must be True, False or a CA bundle path, not {verify!r}.")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < math.inf:
             raise PolarisRequestError(f"timeout must be a positive number of seconds, not {timeout!r}.")
         if isinstance(max_retries, bool) or not isinstance(max_retries, int) or max_retries < 0:
             raise PolarisRequestError(f"max_retries must be a whole number >= 0, not {max_retries!r}.")
         if page_size is not None and (isinstance(page_size, bool) or not isinstance(page_size, int) or page_size < 1):
             raise PolarisRequestError(f"page_size must be a whole number >= 1 or None, not {page_size!r}.")
         for name, value in (("backoff", backoff), ("max_backoff", max_backoff)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < math.inf:
                 raise PolarisRequestError(f"{name} must be a number of seconds >= 0, not {value!r}.")
         self.base_url = base_url.rstrip("/")
         self.catalog = catalog
