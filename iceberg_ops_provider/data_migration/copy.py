@@ -286,8 +286,9 @@ class FileCopier:
         Returns:
             The new files' ``DataFile``s (target spec, partition values, statistics from their footers) and counts.
         """
-        with self.pipeline([tasks], lookahead=0) as pipeline:
-            pipeline.units[0].written = written
+        pipeline = self.pipeline([tasks], lookahead=0)
+        pipeline.units[0].written = written  # before the lanes start: they list every file they create here
+        with pipeline:
             copied = pipeline.next_unit()
         return CopyOutcome(copied.data_files, copied.rows, copied.bytes_read, copied.bytes_written)
 

@@ -438,6 +438,14 @@ class DataMover:
                             raise
                         except BaseException:
                             unknown = position
+                            log.warning(
+                                "unit %s of move %s: the commit's outcome is unknown; its %d files are kept "
+                                "(orphan-file removal deletes them if the commit did not land). Run the move "
+                                "again to resume.",
+                                label,
+                                self.move_id,
+                                len(copied.written),
+                            )
                             raise
                         if commit is not None:
                             snapshots.append(commit.snapshot_id)
@@ -462,26 +470,14 @@ class DataMover:
         """Commit a copied unit with the move's state; ``None`` if another worker committed it meanwhile."""
         target = resolved.target
         assert target is not None
-        try:
-            commit = commit_unit(
-                target,
-                copied.data_files,
-                move_id=self.move_id,
-                branch=self.branch,
-                decide=self._decide(resolved, unit, copied.rows),
-                unit_label=label,
-            )
-        except (MoveConflictError, MoveStateError):
-            raise
-        except BaseException:
-            log.warning(
-                "unit %s of move %s: the commit's outcome is unknown; its %d files are kept (orphan-file removal "
-                "deletes them if the commit did not land). Run the move again to resume.",
-                label,
-                self.move_id,
-                len(copied.written),
-            )
-            raise
+        commit = commit_unit(
+            target,
+            copied.data_files,
+            move_id=self.move_id,
+            branch=self.branch,
+            decide=self._decide(resolved, unit, copied.rows),
+            unit_label=label,
+        )
         if not commit.committed:
             log.info("unit %s of move %s: committed by another worker meanwhile", label, self.move_id)
             _discard(target, copied.written)

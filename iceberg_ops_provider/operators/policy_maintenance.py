@@ -28,9 +28,9 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 try:  # Airflow 3.2+
-    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 except ImportError:  # pragma: no cover - Airflow 3.1
-    from airflow.exceptions import AirflowException, AirflowFailException
+    from airflow.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
 __all__ = ["IcebergPolicyMaintenanceOperator"]
 
@@ -89,9 +89,7 @@ class IcebergPolicyMaintenanceOperator(BaseOperator):
         hook = IcebergCatalogHook(iceberg_conn_id=self.polaris_conn_id) if self.polaris_conn_id else catalog_hook
         try:
             kind, options = hook.catalog_spec()
-        except Exception as exc:
-            if type(exc).__name__ != "AirflowNotFoundException":
-                raise
+        except AirflowNotFoundException as exc:
             argument = "polaris_conn_id" if self.polaris_conn_id else "iceberg_conn_id"
             raise AirflowFailException(
                 f"The connection {conn_id!r} ({argument}) is not defined in Airflow: check the name (a DAG param "

@@ -307,7 +307,7 @@ class PolicyDispatcher:
             policies = self.source.applicable_policies(identifier[:-1], table=identifier[-1])
         except Exception as exc:
             described = describe(exc)
-            if isinstance(exc, PolarisNotFoundError) and "Table" in (exc.error_type or str(exc)):
+            if isinstance(exc, PolarisNotFoundError) and exc.error_type == "NoSuchTableException":
                 described += (
                     f" Polaris must hold the table {name} under the same namespace and name as the catalog the "
                     "tables are read from (with a separate policy connection, register the table there too)."

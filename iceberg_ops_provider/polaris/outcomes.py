@@ -121,14 +121,15 @@ class PolicyOutcome:
 def stops_every_table(exc: BaseException) -> bool:
     """Whether a failure to read one table's policies will fail every other table the same way.
 
-    Refused credentials or privileges, an unknown catalog, and a Polaris that does not answer: asking
+    Refused credentials or privileges, an unknown catalog or namespace, and a Polaris that does not answer: asking
     again for every table of a namespace would only repeat the error (and the token requests, and
     the timeouts).
     """
     if isinstance(exc, PolarisAuthError | PolarisServerError):
         return True
     if isinstance(exc, PolarisNotFoundError):
-        return "Catalog" in exc.error_type
+        # Only a missing table is the table's own; an unknown catalog or namespace is every table's.
+        return exc.error_type != "NoSuchTableException"
     return isinstance(exc, PolarisError) and exc.status is None and not isinstance(exc, PolicyContentError)
 
 

@@ -92,6 +92,22 @@ def converter(target: Any, rename: dict[str, str] | None = None) -> Callable[[pa
     return convert
 
 
+def failing_converter(target: Any, on_call: int, error: Exception) -> Callable[[pa.RecordBatch], pa.RecordBatch]:
+    """The target's converter, raising ``error`` on its ``on_call``-th call (counted across lanes)."""
+    plain = converter(target)
+    calls = []
+    lock = threading.Lock()
+
+    def convert(batch: pa.RecordBatch) -> pa.RecordBatch:
+        with lock:
+            calls.append(1)
+            if len(calls) == on_call:
+                raise error
+        return plain(batch)
+
+    return convert
+
+
 def target_table(catalog: Any, name: str, columns: list[str] = TARGET_ORDER, partition: Any = None, **properties: str):
     """An empty table with the orders columns in ``columns``' order, partitioned by ``partition(update)``."""
     schema = pa.schema([ORDERS.field(column) for column in columns])
@@ -481,17 +497,7 @@ def test_a_failure_mid_copy_closes_every_writer_and_lists_every_file(catalog) ->
     source = source_table(catalog, files=6, rows_per_file=2000)
     target = target_table(catalog, "sales.copy", **{"write.parquet.row-group-limit": "500"})
     root = target.location().removeprefix("file://")
-    plain = converter(target)
-    calls = []
-    lock = threading.Lock()
-
-    def convert(batch: pa.RecordBatch) -> pa.RecordBatch:
-        with lock:
-            calls.append(1)
-            if len(calls) == 5:
-                raise RuntimeError("conversion failed")
-        return plain(batch)
-
+    convert = failing_converter(target, on_call=5, error=RuntimeError("conversion failed"))
     written: list[str] = []
     tasks = list(source.scan().plan_files())
     with pytest.raises(RuntimeError, match="conversion failed"):

@@ -9,14 +9,13 @@ import os
 import threading
 import time
 
-import pyarrow as pa
 import pytest
 
 from iceberg_ops_provider.data_migration import DataMover
 from iceberg_ops_provider.data_migration import mover as mover_module
 from iceberg_ops_provider.errors import MoveConflictError
 from tests.data_migration.support import row_multiset, source_table
-from tests.data_migration.test_copy import converter, copier, open_paths, target_table
+from tests.data_migration.test_copy import copier, failing_converter, open_paths, target_table
 
 SMALL_UNITS = 1  # every source file is a unit of its own
 
@@ -83,17 +82,7 @@ def test_a_unit_not_started_can_be_skipped_and_one_started_cannot(catalog) -> No
 def test_a_lane_failure_stops_every_lane_and_reaches_the_caller(catalog) -> None:
     source = source_table(catalog, files=4, rows_per_file=200)
     target = target_table(catalog, "sales.copy")
-    plain = converter(target)
-    calls = []
-    lock = threading.Lock()
-
-    def convert(batch: pa.RecordBatch) -> pa.RecordBatch:
-        with lock:
-            calls.append(1)
-            if len(calls) == 3:
-                raise OSError("storage went away")
-        return plain(batch)
-
+    convert = failing_converter(target, on_call=3, error=OSError("storage went away"))
     tasks = list(source.scan().plan_files())
     pipeline = copier(source, target, convert=convert, parallelism=2).pipeline([tasks[:2], tasks[2:]])
     with pytest.raises(OSError, match="storage went away"), pipeline:

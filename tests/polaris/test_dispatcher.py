@@ -22,6 +22,7 @@ from iceberg_ops_provider.errors import (
     PolarisServerError,
     UnsafeLocationError,
 )
+from iceberg_ops_provider.polaris import PolarisPolicyClient
 from iceberg_ops_provider.polaris.dispatcher import (
     DRY_RUN,
     FAILED,
@@ -35,6 +36,7 @@ from iceberg_ops_provider.polaris.dispatcher import (
 )
 from iceberg_ops_provider.polaris.policies import ApplicablePolicy, PolicyType
 from tests.maintenance.test_compaction_support import files_on_disk, live_data_files, rows, small_files_table
+from tests.polaris.conftest import CLIENT_ID, CLIENT_SECRET
 
 EXPIRY = PolicyType.SNAPSHOT_EXPIRY
 COMPACTION = PolicyType.DATA_COMPACTION
@@ -303,7 +305,11 @@ def test_a_namespace_runs_every_table_and_one_failing_table_stops_none_of_the_ot
             "sales.b": [applicable(EXPIRY, {"min_snapshot_to_keep": "abc"}), applicable(ORPHANS)],
             "sales.d": [applicable(EXPIRY, expire)],
         },
-        errors={"sales.c": PolarisNotFoundError("Table sales.c is not in Polaris's catalog 'lake'.", status=404)},
+        errors={
+            "sales.c": PolarisNotFoundError(
+                "Table does not exist: sales.c", status=404, error_type="NoSuchTableException"
+            )
+        },
     )
     dispatcher = PolicyDispatcher(source, catalog, now=datetime.now(UTC) + timedelta(seconds=1))
 
@@ -456,9 +462,9 @@ def test_a_policy_with_unusable_content_fails_its_type_and_the_other_types_of_th
     [
         PolarisAuthError("Polaris refused the credentials (401).", status=401),
         PolarisServerError("Polaris did not answer within 30 s.", status=None),
-        PolarisNotFoundError("No such catalog 'prdo'.", status=404, error_type="NotFoundException Catalog"),
+        PolarisNotFoundError("Namespace does not exist: sales", status=404, error_type="NoSuchNamespaceException"),
     ],
-    ids=["auth", "unreachable", "no-catalog"],
+    ids=["auth", "unreachable", "no-namespace"],
 )
 def test_a_failure_every_table_would_repeat_stops_the_namespace_after_the_first_table(catalog, error):
     for name in ("sales.a", "sales.b", "sales.c"):
@@ -501,3 +507,16 @@ def test_a_table_dropped_after_the_namespace_was_listed_is_skipped_not_failed(ca
     assert not outcome.failed and outcome.tables[1].skipped.startswith("the table was dropped")
     assert outcome.to_json()["tables"]["sales.b"]["skipped"]
     assert {p.policy_type: p.action for p in outcome.tables[0].policies}[EXPIRY] == RAN
+
+
+def test_a_catalog_polaris_does_not_know_stops_the_namespace_after_the_first_table(catalog, polaris):
+    for name in ("sales.a", "sales.b", "sales.c"):
+        small_files_table(catalog, name, appends=2, rows=5)
+        polaris.add_table("prod", name)
+    client = PolarisPolicyClient(polaris.base_url, "prdo", credential=f"{CLIENT_ID}:{CLIENT_SECRET}", backoff=0)
+
+    outcome = PolicyDispatcher(client, catalog).run_namespace("sales", raise_on_failure=False)
+
+    assert outcome.tables[0].error.startswith("PolarisNotFoundError") and "prdo" in outcome.tables[0].error
+    assert [t.error.startswith("not attempted") for t in outcome.tables] == [False, True, True]
+    assert sum("applicable-policies" in seen.path for seen in polaris.requests) == 1
