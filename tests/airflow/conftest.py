@@ -34,7 +34,8 @@ os.environ.update(
 def airflow_db() -> Path:
     """A migrated metadata database and a dags folder holding the example DAG and the test DAGs."""
     shutil.copytree(EXAMPLES, DAGS)
-    shutil.copy(Path(__file__).parent / "dags_for_tests.py", DAGS / "dags_for_tests.py")
+    for test_dags in Path(__file__).parent.glob("dags_*.py"):
+        shutil.copy(test_dags, DAGS / test_dags.name)
     (AIRFLOW_ROOT / "home").mkdir(exist_ok=True)
     migrate = subprocess.run(
         [str(Path(sys.executable).parent / "airflow"), "db", "migrate"], capture_output=True, text=True, timeout=300
