@@ -49,12 +49,14 @@ from mover_child import machine_busy_seconds
 
 CHILD = Path(__file__).with_name("mover_child.py")
 DATA_VERSION = 1  # bump when the generated data changes, so stale caches are rebuilt
-METHODS = ("raw", "naive", "mover")
+METHODS = ("raw", "naive", "mover", "rewrite")
 LABELS = {
     "raw": "raw PyArrow, 1 process per core",
     "naive": "naive `append(scan().to_arrow())`",
     "mover": "`DataMover.run()`",
+    "rewrite": "`DataMover(rewrite=True).run()`",
 }
+MOVERS = ("mover", "rewrite")  # the two ways the mover copies: files as they are where possible, or re-encoded
 SIZES = ("small", "large")
 TARGET_VS_RAW, TARGET_VS_NAIVE, TARGET_PEAK_MIB, TARGET_GROWTH = 0.8, 1.15, 600, 1.1
 
@@ -247,21 +249,8 @@ def summarize(rounds: list[Round], cells: list[Cell], shapes: dict[str, Any]) ->
         }
     methods = sorted({c[0] for c in cells}, key=METHODS.index)
     file_mibs = sorted({c[2] for c in cells})
-    ratios: dict[str, float] = {}
-    cpu_ratios: dict[str, float] = {}
-    spreads: dict[str, tuple[float, float]] = {}
-    if "mover" in methods:
-        for other in (m for m in methods if m != "mover"):
-            for size in SIZES:
-                for mib in file_mibs:
-                    pairs = [(r.samples[(other, size, mib)], r.samples[("mover", size, mib)]) for r in kept]
-                    # Ratios within a round (minutes apart) are steadier than ratios of medians on a shared VM.
-                    per_round = [theirs["seconds"] / ours["seconds"] for theirs, ours in pairs]
-                    ratios[f"{other}/{size}/{mib}"] = _median(per_round)
-                    spreads[f"{other}/{size}/{mib}"] = (min(per_round), max(per_round))
-                    cpu_ratios[f"{other}/{size}/{mib}"] = _median(
-                        [theirs["cpu_seconds"] / ours["cpu_seconds"] for theirs, ours in pairs]
-                    )
+    ratios, cpu_ratios, spreads = _ratios(kept, "mover", methods, file_mibs)
+    rewrite_ratios, _, rewrite_spreads = _ratios(kept, "rewrite", methods, file_mibs)
     growth = {
         f"{method}/{mib}": medians[f"{method}/large/{mib}"]["peak_mib"] / medians[f"{method}/small/{mib}"]["peak_mib"]
         for method in methods
@@ -272,10 +261,35 @@ def summarize(rounds: list[Round], cells: list[Cell], shapes: dict[str, Any]) ->
         "mover_ratio": ratios,
         "mover_cpu_ratio": cpu_ratios,
         "mover_ratio_range": spreads,
+        "rewrite_ratio": rewrite_ratios,
+        "rewrite_ratio_range": rewrite_spreads,
         "growth": growth,
         "methods": methods,
         "file_mibs": file_mibs,
     }
+
+
+def _ratios(
+    kept: list[Round], ours: str, methods: list[str], file_mibs: list[int]
+) -> tuple[dict[str, float], dict[str, float], dict[str, tuple[float, float]]]:
+    """Per-cell medians of the per-round throughput and CPU ratios of ``ours`` against each baseline."""
+    ratios: dict[str, float] = {}
+    cpu_ratios: dict[str, float] = {}
+    spreads: dict[str, tuple[float, float]] = {}
+    if ours not in methods:
+        return ratios, cpu_ratios, spreads
+    for other in (m for m in methods if m not in MOVERS):
+        for size in SIZES:
+            for mib in file_mibs:
+                pairs = [(r.samples[(other, size, mib)], r.samples[(ours, size, mib)]) for r in kept]
+                # Ratios within a round (minutes apart) are steadier than ratios of medians on a shared VM.
+                per_round = [theirs["seconds"] / mine["seconds"] for theirs, mine in pairs]
+                ratios[f"{other}/{size}/{mib}"] = _median(per_round)
+                spreads[f"{other}/{size}/{mib}"] = (min(per_round), max(per_round))
+                cpu_ratios[f"{other}/{size}/{mib}"] = _median(
+                    [theirs["cpu_seconds"] / mine["cpu_seconds"] for theirs, mine in pairs]
+                )
+    return ratios, cpu_ratios, spreads
 
 
 def _shape_label(shape: dict[str, Any]) -> str:
@@ -337,10 +351,11 @@ def report(
         for size in SIZES:
             lines.append(f"- {size}, {mib} MiB files: {_shape_label(shapes[_table_name(size, mib)])}")
     header = "| source | " + " | ".join(LABELS[m] for m in methods)
-    has_ratios = "mover" in methods and len(methods) > 1
-    others = [m for m in methods if m != "mover"]
+    others = [m for m in methods if m not in MOVERS]
+    movers = [m for m in MOVERS if m in methods]
+    has_ratios = bool(others and movers)
     if has_ratios:
-        header += " | " + " | ".join(f"mover / {m}" for m in others)
+        header += " | " + " | ".join(f"{ours} / {m}" for ours in movers for m in others)
     lines += [
         "",
         "**Throughput** (MiB/s of Arrow data, M rows/s; ratios: medians of per-round ratios, their range in brackets)",
@@ -355,9 +370,11 @@ def report(
                 for m in methods
             ]
             if has_ratios:
-                for m in others:
-                    low, high = summary["mover_ratio_range"][f"{m}/{size}/{mib}"]
-                    cells.append(f"{summary['mover_ratio'][f'{m}/{size}/{mib}']:.2f} ({low:.2f}-{high:.2f})")
+                for ours in movers:
+                    for m in others:
+                        low, high = summary[f"{ours}_ratio_range"][f"{m}/{size}/{mib}"]
+                        ratio = summary[f"{ours}_ratio"][f"{m}/{size}/{mib}"]
+                        cells.append(f"{ratio:.2f} ({low:.2f}-{high:.2f})")
             lines.append(f"| {size}, {mib} MiB files | " + " | ".join(cells) + " |")
     header = "| source | " + " | ".join(LABELS[m] for m in methods)
     if has_ratios:
@@ -485,7 +502,7 @@ def main() -> None:
     parser.add_argument("--pause", type=float, default=3.0, help="idle seconds before each measurement")
     parser.add_argument("--small-gib", type=float, default=1.0, help="Arrow GiB of the smaller size (4x: the larger)")
     parser.add_argument("--file-mib", type=int, nargs="+", default=[8, 128], help="source file sizes on storage")
-    parser.add_argument("--methods", default=",".join(METHODS), help="comma-separated subset of raw,naive,mover")
+    parser.add_argument("--methods", default=",".join(METHODS), help="subset of raw,naive,mover,rewrite")
     parser.add_argument("--mover-option", action="append", default=[], metavar="KEY=VALUE", help="DataMover keyword")
     parser.add_argument("--raw-processes", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "iceberg-ops-mover-bench")

@@ -27,7 +27,7 @@ SOURCE_NAMESPACE, TARGET_NAMESPACE = "src", "dst"
 TARGET_TABLE = f"{TARGET_NAMESPACE}.copy"
 ROW_GROUP_LIMIT = 1024 * 1024  # PyIceberg's default write.parquet.row-group-limit
 CHUNK_ROWS = ROW_GROUP_LIMIT  # one row group per chunk, as PyIceberg writes them
-METHODS = ("raw", "naive", "mover")
+METHODS = ("raw", "naive", "mover", "rewrite")
 
 
 def _arrow_schema() -> Any:
@@ -280,10 +280,10 @@ def measure(method: str, cache: Path, name: str, scratch: Path, options: dict[st
         return {**_raw_copy(source, scratch, int(options.get("processes") or os.cpu_count() or 2)), "rows": rows}
     target = catalog.create_table(TARGET_TABLE, source.schema(), location=(scratch / "target").as_uri())
     mover = None
-    if method == "mover":
+    if method in ("mover", "rewrite"):
         from iceberg_ops_provider.data_migration import DataMover
 
-        mover_options = {"create_target": False, **options.get("mover", {})}
+        mover_options = {"create_target": False, **options.get("mover", {}), "rewrite": method == "rewrite"}
     start_rss = _rss_now()
     busy, cpu = machine_busy_seconds(), time.process_time()
     started = time.perf_counter()

@@ -67,7 +67,8 @@ from iceberg_ops_provider.data_migration.source_pieces import (
     projected_row_groups,
     split_into_pieces,
 )
-from iceberg_ops_provider.errors import ReconciliationError
+from iceberg_ops_provider.data_migration.verbatim import PartitionPath, copy_stream, partition_as_is
+from iceberg_ops_provider.errors import DataMoveError, ReconciliationError
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
@@ -163,6 +164,8 @@ class FileCopier:
             without a lock held; the source bytes of a copy sum to its files' sizes.
         piece_bytes: Source files are cut into pieces of whole row groups of at least this many
             bytes, which the lanes share out (see :func:`.split_into_pieces`).
+        verbatim: Copy the bytes of source files that need no change instead of re-encoding their
+            rows (:mod:`.verbatim`); the caller has checked that the two schemas allow it.
 
     Raises:
         ReconciliationError: ``source_columns`` names a column the source lacks, or none at all.
@@ -186,6 +189,7 @@ class FileCopier:
         file_name_prefix: str = "",
         on_progress: Callable[[int, int], None] | None = None,
         piece_bytes: int = PIECE_BYTES,
+        verbatim: bool = False,
     ) -> None:
         self.source_metadata = source_metadata
         self.source_io = source_io
@@ -234,6 +238,9 @@ class FileCopier:
         self.writer_kwargs = _get_parquet_writer_kwargs(properties)
         self.locations = load_location_provider(table_location=target_metadata.location, table_properties=properties)
         self._plain_schemas: dict[str, bool] = {}
+        self.verbatim = verbatim and self.read_schema == self.source_schema
+        # Statistics of a copied file: its columns carry the source's names, the target's metrics settings.
+        self.verbatim_statistics = StatisticsPlan.for_table(target_metadata, self.source_schema)
 
     @staticmethod
     def _select(schema: Schema, columns: Sequence[str] | None, case_sensitive: bool) -> Schema:
@@ -271,9 +278,25 @@ class FileCopier:
             and task.residual == _ALWAYS_TRUE
         )
 
+    def partition_as_is(self, task: FileScanTask) -> Record | None:
+        """The target partition of ``task``'s file if its bytes can be copied as they are, else ``None``."""
+        if not self.verbatim or not self.fast_path(task):
+            return None
+        file_spec = self.source_metadata.specs().get(task.file.spec_id)
+        return partition_as_is(task.file.partition, file_spec, self.spec)
+
     def pieces(self, tasks: Sequence[FileScanTask]) -> list[SourcePiece]:
-        """The pieces the lanes of a copy of ``tasks`` take in turn (see :func:`.split_into_pieces`)."""
-        return split_into_pieces(tasks, self.piece_bytes)
+        """The pieces the lanes of a copy of ``tasks`` take in turn (see :func:`.split_into_pieces`).
+
+        A file whose bytes can be copied as they are stays one piece.
+        """
+        pieces: list[SourcePiece] = []
+        for task in tasks:
+            if self.partition_as_is(task) is not None:
+                pieces.append(SourcePiece(task, 0, None, task.file.file_size_in_bytes))
+            else:
+                pieces.extend(split_into_pieces([task], self.piece_bytes))
+        return pieces
 
     def copy(self, tasks: Sequence[FileScanTask], written: list[str]) -> CopyOutcome:
         """Read ``tasks`` and write their rows as new data files of the target; nothing is committed.
@@ -343,6 +366,8 @@ class _Lane:
                 if unit is not self.unit:
                     self._leave(pipeline)
                     self.unit = unit
+                if piece.whole_file and self._copy_as_is(piece, pipeline):
+                    continue
                 for batch, source_bytes in self._read(scan, piece):
                     if pipeline.stop.is_set():
                         raise Stopped()
@@ -369,6 +394,61 @@ class _Lane:
         unit, share = self.unit, self.share
         self.unit, self.share = None, LaneShare()
         pipeline.leave(unit, share)
+
+    def _copy_as_is(self, piece: SourcePiece, pipeline: CopyPipeline) -> bool:
+        """Copy the piece's file byte for byte if it qualifies (:mod:`.verbatim`); whether it did."""
+        copier, file = self.copier, piece.task.file
+        partition = copier.partition_as_is(piece.task)
+        if partition is None:
+            return False
+        with copier.source_io.new_input(file.file_path).open() as stream:
+            parquet = pq.ParquetFile(stream)
+            if not copier.plain(parquet.schema_arrow):
+                return False  # an older schema, or no field ids: re-encoded
+            footer, rows = parquet.metadata, parquet.metadata.num_rows
+            stream.seek(0)
+            name = f"{copier.file_name_prefix}{self.write_id}-{self.number}-{self.counter}.parquet"
+            self.counter += 1
+            key = PartitionPath(copier.spec, copier.target_metadata.schema(), partition) if partition else None
+            path = copier.locations.new_data_location(data_file_name=name, partition_key=key)  # type: ignore[arg-type]
+            assert self.unit is not None
+            self.unit.written.append(path)
+            copied = {"bytes": 0, "rows": 0}
+
+            def progress(chunk: int) -> None:
+                copied["bytes"] += chunk
+                rows_now = rows * copied["bytes"] // max(1, file.file_size_in_bytes)
+                if copier.on_progress is not None:
+                    copier.on_progress(rows_now - copied["rows"], chunk)
+                copied["rows"] = rows_now
+
+            try:
+                output = copier.target_io.new_output(path)
+                size = copy_stream(stream, output, on_bytes=progress, stop=pipeline.stop.is_set)
+            except InterruptedError as exc:
+                raise Stopped() from exc
+        if size != file.file_size_in_bytes:
+            raise DataMoveError(
+                f"Source file {file.file_path} holds {size} bytes but the source's metadata says "
+                f"{file.file_size_in_bytes}: the file changed after it was committed. Check the source table."
+            )
+        if copier.on_progress is not None and rows > copied["rows"]:
+            copier.on_progress(rows - copied["rows"], 0)
+        self.share.data_files.append(
+            data_file_from_footer(
+                path,
+                footer,
+                size,
+                plan=copier.verbatim_statistics,
+                partition=partition,
+                spec_id=copier.target_metadata.default_spec_id,
+            )
+        )
+        self.share.rows += rows
+        self.share.bytes_read += size
+        self.source_read += size
+        log.debug("copied %s as it is to %s (%.1f MiB, %d rows)", file.file_path, path, size / 2**20, rows)
+        return True
 
     # Reading.
 

@@ -42,6 +42,7 @@ from iceberg_ops_provider.data_migration.resolution import (
 from iceberg_ops_provider.data_migration.results import VERIFY_METHODS, MovePlan, MoveResult, MoveUnit, VerifyReport
 from iceberg_ops_provider.data_migration.state import MoveState, file_prefix, find_state, move_snapshots, state_of
 from iceberg_ops_provider.data_migration.unit_commit import commit_unit
+from iceberg_ops_provider.data_migration.verbatim import schema_blocker
 from iceberg_ops_provider.data_migration.verification import verify_move
 from iceberg_ops_provider.errors import InvalidMoveError, MoveConflictError, MoveStateError, VerificationFailedError
 from iceberg_ops_provider.maintenance.files import delete_files
@@ -130,6 +131,9 @@ class DataMover:
         on_progress: Receives :class:`~iceberg_ops_provider.progress.Progress` as the move advances.
         sample_size: Rows compared by the ``sample`` verification.
         source_snapshot_id: The source snapshot to move when the move starts; default the current one.
+        rewrite: Re-encode every row into new files. By default a source file that needs no change
+            (same field ids, names and types in the target, read in full, compatible partitioning;
+            see :mod:`.verbatim`) is copied byte for byte, keeping its size, row groups and compression.
     """
 
     def __init__(
@@ -151,6 +155,7 @@ class DataMover:
         on_progress: ProgressCallback | None = None,
         sample_size: int = 100,
         source_snapshot_id: int | None = None,
+        rewrite: bool = False,
     ) -> None:
         if mode not in MODES:
             raise InvalidMoveError(f"mode={mode!r} is not one of {', '.join(MODES)}.")
@@ -195,6 +200,9 @@ class DataMover:
         self.on_progress = on_progress
         self.sample_size = sample_size
         self.source_snapshot_id = source_snapshot_id
+        if not isinstance(rewrite, bool):
+            raise InvalidMoveError(f"rewrite={rewrite!r} must be True or False.")
+        self.rewrite = rewrite
         # append and incremental copy the same rows the same way (incremental continues later): one
         # definition, so a finished append move can go on incrementally under the same move_id.
         self.definition = definition_fingerprint(
@@ -313,6 +321,7 @@ class DataMover:
             parallelism=self.parallelism,
             file_name_prefix=f"{file_prefix(self.move_id)}{plan.plan_id}-",
             on_progress=tracker.add,
+            verbatim=self._verbatim(resolved, target),
         )
         totals = {"committed": 0, "skipped": 0, "rows": 0, "read": 0, "written": 0, "files": 0}
         pending: list[MoveUnit] = []
@@ -368,6 +377,23 @@ class DataMover:
                 report,
             )
         return result
+
+    def _verbatim(self, resolved: Resolved, target: Table) -> bool:
+        """Whether source files that need no change may be copied byte for byte (logged either way)."""
+        if self.rewrite:
+            log.info("Move %s: every file is re-encoded (rewrite=True)", self.move_id)
+            return False
+        source_schema = resolved.source_metadata.schema()
+        columns = resolved.mapping.source_columns
+        blocker = schema_blocker(
+            source_schema,
+            target.metadata.schema(),
+            rename=self.rename,
+            all_columns=set(columns) == {field.name for field in source_schema.fields},
+        )
+        if blocker is not None:
+            log.info("Move %s: files are re-encoded, none copied as they are, because %s", self.move_id, blocker)
+        return blocker is None
 
     def _published(self, target: Table | None, plan_id: str | None = None) -> bool:
         """Whether the move is complete on ``main`` (always, but for an overwrite not yet published)."""

@@ -3,6 +3,7 @@ holds exactly the source rows (as multisets), never fewer, never more.
 
 ``ICEBERG_OPS_MOVE_KILLS`` sets the number of kills per mode (a few by default; ``make crash`` runs 30,
 and 10 beside a second worker). An overwrite killed before its last unit leaves ``main`` untouched.
+Trials alternate between copying source files byte for byte (the default) and re-encoding them.
 """
 
 from __future__ import annotations
@@ -28,10 +29,17 @@ import sys
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.data_migration import DataMover
 
-db, warehouse, target, move_id, mode = sys.argv[1:6]
+db, warehouse, target, move_id, mode, rewrite = sys.argv[1:7]
 catalog = CatalogFactory.build("sqlite", db_path=db, warehouse_dir=warehouse)
 mover = DataMover(
-    catalog, "sales.orders", target, create_target=True, move_id=move_id, mode=mode, commit_every_bytes=40_000
+    catalog,
+    "sales.orders",
+    target,
+    create_target=True,
+    move_id=move_id,
+    mode=mode,
+    commit_every_bytes=40_000,
+    rewrite=rewrite == "rewrite",
 )
 print("start", flush=True)
 mover.run()
@@ -39,9 +47,10 @@ print("done", flush=True)
 """
 
 
-def _spawn(tmp_path: Path, target: str, move_id: str, mode: str = "append") -> subprocess.Popen:
+def _spawn(tmp_path: Path, target: str, move_id: str, mode: str = "append", rewrite: bool = False) -> subprocess.Popen:
+    db, warehouse = str(tmp_path / "catalog.db"), str(tmp_path / "warehouse")
     return subprocess.Popen(
-        [sys.executable, "-c", CHILD, str(tmp_path / "catalog.db"), str(tmp_path / "warehouse"), target, move_id, mode],
+        [sys.executable, "-c", CHILD, db, warehouse, target, move_id, mode, "rewrite" if rewrite else "verbatim"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -66,9 +75,16 @@ def moving(tmp_path: Path):
     catalog.close()
 
 
-def _finish_and_check(catalog, source, target: str, move_id: str, mode: str = "append") -> None:
+def _finish_and_check(catalog, source, target: str, move_id: str, mode: str = "append", rewrite: bool = False) -> None:
     mover = DataMover(
-        catalog, "sales.orders", target, create_target=True, move_id=move_id, mode=mode, commit_every_bytes=40_000
+        catalog,
+        "sales.orders",
+        target,
+        create_target=True,
+        move_id=move_id,
+        mode=mode,
+        commit_every_bytes=40_000,
+        rewrite=rewrite,
     )
     result = mover.run()
     assert result.complete
@@ -83,12 +99,13 @@ def test_a_move_killed_at_random_moments_resumes_to_exactly_the_source_rows(movi
     chance = random.Random()
     for trial in range(KILLS):
         target, move_id = f"archive.killed_{mode}_{trial}", f"killed-{mode}-{trial}"
-        child = _spawn(tmp_path, target, move_id, mode)
+        rewrite = trial % 2 == 1
+        child = _spawn(tmp_path, target, move_id, mode, rewrite)
         _started(child)
         time.sleep(chance.uniform(0, duration * 1.1))
         child.send_signal(signal.SIGKILL)
         child.wait(timeout=60)
-        _finish_and_check(catalog, source, target, move_id, mode)
+        _finish_and_check(catalog, source, target, move_id, mode, rewrite)
 
 
 @pytest.mark.slow
@@ -97,7 +114,8 @@ def test_two_workers_on_one_move_one_killed(moving, tmp_path):
     chance = random.Random()
     for trial in range(max(1, KILLS // 3)):
         target, move_id = f"archive.pair_{trial}", f"pair-{trial}"
-        victim, survivor = _spawn(tmp_path, target, move_id), _spawn(tmp_path, target, move_id)
+        # One worker copies files as they are, the other re-encodes: units of either kind are exactly once.
+        victim, survivor = _spawn(tmp_path, target, move_id, rewrite=trial % 2 == 0), _spawn(tmp_path, target, move_id)
         _started(victim)
         _started(survivor)
         time.sleep(chance.uniform(0, duration))
