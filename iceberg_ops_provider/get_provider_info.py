@@ -47,6 +47,24 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "sensors": [
+            {
+                "integration-name": "Apache Iceberg (iceberg-ops)",
+                "python-modules": [
+                    "iceberg_ops_provider.sensors.migration",
+                    "iceberg_ops_provider.sensors.partition",
+                ],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Apache Iceberg (iceberg-ops)",
+                "python-modules": [
+                    "iceberg_ops_provider.triggers.migration",
+                    "iceberg_ops_provider.triggers.partition",
+                ],
+            }
+        ],
         "connection-types": [
             {
                 "hook-class-name": "iceberg_ops_provider.hooks.catalog.IcebergCatalogHook",
@@ -58,7 +76,7 @@ def get_provider_info() -> dict[str, Any]:
                         "schema": {
                             "type": ["string", "null"],
                             "default": "rest",
-                            "enum": ["sqlite", "rest", "glue", "hive", "s3tables"],
+                            "enum": ["sqlite", "sql", "rest", "glue", "hive", "s3tables"],
                         },
                     },
                     "warehouse": {

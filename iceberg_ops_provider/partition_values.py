@@ -1,0 +1,282 @@
+"""Partition values given as text or Python values, converted as a table's partition transforms store them.
+
+The partition sensor's ``partition={"day": "{{ ds }}"}`` arrives as rendered text; this module checks
+each key against the table's current spec and turns each value into what manifests hold for it:
+``day`` takes a date (``2026-01-02``), ``hour`` a date and hour (``2026-01-02-05``, ``2026-01-02T05``),
+``month`` ``2026-01``, ``year`` ``2026`` (each also takes a finer value, such as a full timestamp, and
+keeps what the transform keeps); ``identity`` takes a value of the source column's type; ``bucket``
+and ``truncate`` take a value of the source column, which is bucketed or truncated as the table does.
+``None`` asks for the null partition. :func:`pruning_filter` turns the values into a row filter that
+lets a scan skip other partitions' manifests, and :func:`file_matches` decides per data file.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import uuid
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, EqualTo, GreaterThanOrEqual, IsNull, LessThan
+from pyiceberg.transforms import (
+    BucketTransform,
+    DayTransform,
+    HourTransform,
+    IdentityTransform,
+    MonthTransform,
+    TruncateTransform,
+    YearTransform,
+)
+from pyiceberg.types import (
+    BinaryType,
+    DateType,
+    DecimalType,
+    FixedType,
+    IcebergType,
+    StringType,
+    TimestampNanoType,
+    TimestampType,
+    TimestamptzNanoType,
+    TimestamptzType,
+    UUIDType,
+)
+
+if TYPE_CHECKING:
+    from pyiceberg.partitioning import PartitionField
+    from pyiceberg.table import FileScanTask, Table
+
+__all__ = ["WantedValue", "file_matches", "pruning_filter", "table_name", "wanted_values"]
+
+_EPOCH_DAY = dt.date(1970, 1, 1)
+_EPOCH = dt.datetime(1970, 1, 1)
+_TIMESTAMPS = (TimestampType, TimestamptzType, TimestampNanoType, TimestamptzNanoType)
+_NANOS = (TimestampNanoType, TimestamptzNanoType)
+_PRECISIONS = ("year", "month", "day", "hour", "instant")
+_TIME_TRANSFORMS = {YearTransform: "year", MonthTransform: "month", DayTransform: "day", HourTransform: "hour"}
+_TIME_EXAMPLES = {"year": "'2026'", "month": "'2026-01'", "day": "'2026-01-02'", "hour": "'2026-01-02-05'"}
+_TIME_FORMS = (
+    (re.compile(r"^(\d{4})$"), "year"),
+    (re.compile(r"^(\d{4})-(\d{2})$"), "month"),
+    (re.compile(r"^(\d{4})-(\d{2})-(\d{2})$"), "day"),
+    (re.compile(r"^(\d{4})-(\d{2})-(\d{2})[-T ](\d{2})$"), "hour"),
+)
+
+
+@dataclass(frozen=True)
+class WantedValue:
+    """One wanted partition value: the field of the current spec and the value as manifests hold it."""
+
+    field: PartitionField
+    value: Any
+
+
+def table_name(table: Table) -> str:
+    """``namespace.table`` of a loaded table."""
+    return ".".join(table.name())
+
+
+def _field_listing(table: Table) -> str:
+    fields = table.spec().fields
+    if not fields:
+        return "it is not partitioned (use where= to filter on columns)"
+    schema = table.schema()
+    shown = [f"{f.name} ({f.transform}({schema.find_column_name(f.source_id)}))" for f in fields]
+    return "its partition fields are " + ", ".join(shown)
+
+
+def wanted_values(table: Table, partition: dict[str, Any]) -> list[WantedValue]:
+    """The partition values asked for, checked against the table's current spec and converted."""
+    if not isinstance(partition, dict):
+        raise ValueError(f"partition must be a mapping of partition field names to values, got {partition!r}.")
+    by_name = {field.name: field for field in table.spec().fields}
+    unknown = [key for key in partition if key not in by_name]
+    if unknown:
+        names = ", ".join(repr(key) for key in unknown)
+        verb = "is not a partition field" if len(unknown) == 1 else "are not partition fields"
+        raise ValueError(f"{names} {verb} of {table_name(table)}: {_field_listing(table)}.")
+    schema = table.schema()
+    wanted = []
+    for key, given in partition.items():
+        field = by_name[key]
+        source_type = schema.find_field(field.source_id).field_type
+        wanted.append(WantedValue(field, _partition_value(field, source_type, given)))
+    return wanted
+
+
+def _partition_value(field: PartitionField, source_type: IcebergType, given: Any) -> Any:
+    """``given`` as the field's transform stores it in partition records."""
+    if given is None:
+        return None
+    transform = field.transform
+    precision = _TIME_TRANSFORMS.get(type(transform))
+    try:
+        if precision is not None:
+            return _time_ordinal(precision, given)
+        if isinstance(transform, IdentityTransform):
+            return _source_value(source_type, given)
+        if isinstance(transform, BucketTransform | TruncateTransform):
+            return transform.transform(source_type)(_source_value(source_type, given))
+    except (ValueError, TypeError, ArithmeticError, InvalidOperation) as exc:
+        raise ValueError(
+            f"partition field {field.name!r} ({transform} of a {source_type} column) cannot take {given!r}: {exc}"
+        ) from exc
+    raise ValueError(
+        f"partition field {field.name!r} has the transform {transform}, which partition= cannot match; "
+        "use where= on its source column instead."
+    )
+
+
+def _source_value(source_type: IcebergType, given: Any) -> Any:
+    """``given`` (text or a Python value) as a value of ``source_type``, in PyIceberg's internal form."""
+    from pyiceberg.expressions.literals import literal
+
+    if isinstance(source_type, _TIMESTAMPS):
+        micros = _micros(given)
+        return micros * 1000 if isinstance(source_type, _NANOS) else micros
+    if isinstance(source_type, DateType):
+        day = dt.date.fromisoformat(given) if isinstance(given, str) else given
+        if isinstance(day, dt.datetime):
+            day = day.date()
+        if not isinstance(day, dt.date):
+            raise ValueError("expected a date such as '2026-01-02'")
+        return (day - _EPOCH_DAY).days
+    if isinstance(source_type, DecimalType):
+        number = Decimal(str(given).strip())
+        exact = number.quantize(Decimal(1).scaleb(-source_type.scale))
+        if exact != number:
+            raise ValueError(f"it has more than {source_type.scale} decimal places")
+        return exact
+    if isinstance(source_type, StringType):
+        return str(given)
+    if isinstance(source_type, BinaryType | FixedType):
+        return given.encode() if isinstance(given, str) else bytes(given)
+    if isinstance(source_type, UUIDType):
+        return given if isinstance(given, uuid.UUID) else uuid.UUID(str(given))
+    return literal(given).to(source_type).value
+
+
+def _micros(given: Any) -> int:
+    """Microseconds since the epoch of a timestamp (text or datetime); aware values are taken in UTC."""
+    instant, precision = _instant(given)
+    if precision in ("year", "month"):
+        raise ValueError("expected a timestamp such as '2026-01-02T05:30:00+00:00' (or a date for midnight)")
+    return (instant - _EPOCH) // dt.timedelta(microseconds=1)
+
+
+def _instant(given: Any) -> tuple[dt.datetime, str]:
+    """A naive UTC datetime from text, a date or a datetime, and how precise the input was."""
+    if isinstance(given, dt.datetime):
+        moment, precision = given, "instant"
+    elif isinstance(given, dt.date):
+        moment, precision = dt.datetime(given.year, given.month, given.day), "day"
+    elif isinstance(given, str):
+        text = given.strip()
+        for pattern, form in _TIME_FORMS:
+            match = pattern.match(text)
+            if match:
+                parts = [int(part) for part in match.groups()]
+                year, month, day, hour = (parts + [1, 1, 0][len(parts) - 1 :])[:4]
+                return dt.datetime(year, month, day, hour), form
+        moment, precision = dt.datetime.fromisoformat(text.replace("Z", "+00:00")), "instant"
+    else:
+        raise ValueError("expected a date or timestamp such as '2026-01-02' or '2026-01-02T05:30:00+00:00'")
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
+    return moment, precision
+
+
+def _time_ordinal(precision: str, given: Any) -> int:
+    """Years, months, days or hours since the epoch, as the time transforms store them."""
+    if precision == "year" and isinstance(given, int) and not isinstance(given, bool):
+        given = str(given)
+    moment, given_precision = _instant(given)
+    if _PRECISIONS.index(given_precision) < _PRECISIONS.index(precision):
+        article = "an" if precision == "hour" else "a"
+        raise ValueError(
+            f"{article} {precision} partition needs at least {article} {precision}, such as {_TIME_EXAMPLES[precision]}"
+        )
+    years = moment.year - 1970
+    if precision == "year":
+        return years
+    if precision == "month":
+        return years * 12 + moment.month - 1
+    days = (moment.date() - _EPOCH_DAY).days
+    return days if precision == "day" else days * 24 + moment.hour
+
+
+def _time_start(precision: str, ordinal: int) -> dt.datetime:
+    """The first instant of a time partition."""
+    if precision == "year":
+        return dt.datetime(1970 + ordinal, 1, 1)
+    if precision == "month":
+        return dt.datetime(1970 + ordinal // 12, ordinal % 12 + 1, 1)
+    if precision == "day":
+        return _EPOCH + dt.timedelta(days=ordinal)
+    return _EPOCH + dt.timedelta(hours=ordinal)
+
+
+def pruning_filter(table: Table, wanted: list[WantedValue]) -> BooleanExpression:
+    """A row filter on the source columns that lets the scan skip manifests and files of other partitions.
+
+    Only an optimisation: the partition records decide. What it cannot express (bucket, truncate,
+    nanosecond timestamps, values the column's type does not bind) adds nothing.
+    """
+    from pyiceberg.expressions.visitors import bind
+
+    schema = table.schema()
+    expression: BooleanExpression = AlwaysTrue()
+    for item in wanted:
+        column = schema.find_column_name(item.field.source_id)
+        source_type = schema.find_field(item.field.source_id).field_type
+        precision = _TIME_TRANSFORMS.get(type(item.field.transform))
+        identity = isinstance(item.field.transform, IdentityTransform)
+        if column is None or isinstance(source_type, _NANOS) or not (identity or precision):
+            continue
+        predicate: BooleanExpression
+        if item.value is None:
+            predicate = IsNull(column)
+        elif identity:
+            predicate = EqualTo(column, item.value)
+        else:
+            low, high = _time_start(precision, item.value), _time_start(precision, item.value + 1)  # type: ignore[arg-type]
+            if isinstance(source_type, DateType):
+                bounds = [(moment.date() - _EPOCH_DAY).days for moment in (low, high)]
+            else:
+                bounds = [(moment - _EPOCH) // dt.timedelta(microseconds=1) for moment in (low, high)]
+            predicate = And(GreaterThanOrEqual(column, bounds[0]), LessThan(column, bounds[1]))
+        try:
+            bind(schema, predicate, case_sensitive=True)
+        except Exception:  # a value this column's type does not bind as a literal: no pruning on it
+            continue
+        expression = And(expression, predicate)
+    return expression
+
+
+def file_matches(task: FileScanTask, table: Table, wanted: list[WantedValue]) -> bool:
+    """Whether the task's data file sits in the wanted partition (files of specs without a field do not)."""
+    if not wanted:
+        return True
+    data_file = task.file
+    spec = table.specs().get(data_file.spec_id)
+    if spec is None:
+        return False
+    for item in wanted:
+        position = next(
+            (
+                index
+                for index, field in enumerate(spec.fields)
+                if field.field_id == item.field.field_id
+                or (field.source_id == item.field.source_id and field.transform == item.field.transform)
+            ),
+            None,
+        )
+        if position is None:
+            return False
+        value = data_file.partition[position]
+        if isinstance(item.value, uuid.UUID) and isinstance(value, bytes):
+            value = uuid.UUID(bytes=value)
+        if value != item.value:
+            return False
+    return True

@@ -1,0 +1,167 @@
+"""What the iceberg-ops sensors share: deferral by default, reschedule mode otherwise, clear timeouts.
+
+A sensor checks once on the worker. If the check passes it succeeds at once; otherwise, when
+deferrable (the default), it hands the wait to its trigger with an absolute deadline (now plus
+``timeout``) and frees the worker slot; when not, it waits as any Airflow sensor does, by default in
+``reschedule`` mode (each check a short try on a worker). Either way the check is the same engine
+call (:mod:`iceberg_ops_provider.readiness`).
+
+Errors: a transient one (the catalog did not answer) is logged and the wait goes on; a permanent one
+(no such table, a bad partition key, a bad argument) fails the task at once, without retries. A wait
+that runs out raises ``AirflowSensorTimeout`` naming what was awaited and what was last seen.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk import BaseSensorOperator, PokeReturnValue
+
+from iceberg_ops_provider.errors import IcebergOpsError
+from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+from iceberg_ops_provider.readiness import describe_error, is_transient, timeout_message
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from airflow.triggers.base import BaseTrigger
+
+    from iceberg_ops_provider.triggers.polling import CheckResult
+
+try:  # Airflow 3.2+
+    from airflow.sdk.exceptions import (
+        AirflowException,
+        AirflowFailException,
+        AirflowSensorTimeout,
+        AirflowSkipException,
+    )
+except ImportError:  # pragma: no cover - Airflow 3.1
+    from airflow.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout, AirflowSkipException
+
+__all__ = ["DEFERRAL_GRACE", "IcebergCatalogSensor"]
+
+DEFERRAL_GRACE = timedelta(minutes=5)
+"""Airflow's own limit on a deferral is the trigger's deadline plus this: the trigger ends the wait
+itself, with a clear message, and Airflow's limit only catches a trigger that never reports."""
+
+
+class IcebergCatalogSensor(BaseSensorOperator):
+    """Base of the iceberg-ops sensors: one metadata check per poke, deferrable by default.
+
+    Args:
+        iceberg_conn_id: The Airflow connection of the catalog (templated in subclasses).
+        deferrable: Wait in the triggerer (default) instead of on a worker.
+        mode: ``poke`` or ``reschedule`` when not deferred; ``reschedule`` by default.
+        poke_interval: Seconds between checks (on the worker or in the triggerer).
+        **kwargs: The rest of ``BaseSensorOperator``'s arguments (``timeout``, ``soft_fail``, ...).
+    """
+
+    def __init__(
+        self,
+        *,
+        iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
+        deferrable: bool = True,
+        mode: str | None = None,
+        poke_interval: timedelta | float = 60,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(mode=mode or "reschedule", poke_interval=poke_interval, **kwargs)
+        self.iceberg_conn_id = iceberg_conn_id
+        self.deferrable = deferrable
+        self._hook: IcebergCatalogHook | None = None
+        self._last_seen: str | None = None
+        self._last_error: str | None = None
+
+    # -- what subclasses say -------------------------------------------------------------------
+
+    @abstractmethod
+    def prepare(self) -> None:
+        """Check and convert the rendered arguments before the first check.
+
+        Raises:
+            ValueError: A bad argument (the task fails at once).
+        """
+
+    @abstractmethod
+    def waiting_for(self) -> str:
+        """What the sensor waits for, for messages."""
+
+    @abstractmethod
+    def check(self, hook: IcebergCatalogHook) -> CheckResult:
+        """Check once: whether the wait is over, what was seen (JSON-able), and that seen in words."""
+
+    @abstractmethod
+    def trigger(self, deadline: datetime, started_at: datetime) -> BaseTrigger:
+        """The trigger that goes on waiting in the triggerer."""
+
+    # -- Airflow --------------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> Any:
+        """Check once, then defer to the trigger or wait as a classic sensor.
+
+        Returns (XCom):
+            What the last check saw (see the subclass).
+        """
+        try:
+            self.prepare()
+        except (ValueError, IcebergOpsError) as exc:
+            if isinstance(exc, IcebergOpsError) and exc.transient:
+                raise
+            raise AirflowFailException(f"{type(self).__name__}: {exc}") from exc
+        if not self.deferrable:
+            try:
+                return super().execute(context)
+            except AirflowSensorTimeout as exc:
+                raise AirflowSensorTimeout(self._timeout_message()) from exc
+        started_at = datetime.now(UTC)
+        try:
+            first = self.poke(context)
+        except AirflowFailException as exc:
+            if self.soft_fail or self.never_fail:
+                raise AirflowSkipException(f"Skipping (soft_fail/never_fail): {exc}") from exc
+            raise
+        if first:
+            return first.xcom_value
+        self.defer(
+            trigger=self.trigger(started_at + timedelta(seconds=self.timeout), started_at),
+            method_name="execute_complete",
+            timeout=timedelta(seconds=self.timeout) + DEFERRAL_GRACE,
+        )
+
+    def poke(self, context: Context) -> PokeReturnValue:
+        """One metadata check; a transient error counts as "not yet", a permanent one fails the task."""
+        try:
+            if self._hook is None:
+                self._hook = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)
+            done, seen, seen_text = self.check(self._hook)
+        except Exception as exc:
+            if not is_transient(exc):
+                raise AirflowFailException(f"Stopped waiting for {self.waiting_for()}: {describe_error(exc)}") from exc
+            self._last_error = describe_error(exc)
+            self._hook = None  # open the catalog afresh at the next check
+            self.log.warning("Check failed, trying again at the next poke: %s", self._last_error)
+            return PokeReturnValue(False)
+        self._last_seen, self._last_error = seen_text, None
+        self.log.info("%s %s; seen: %s", "Done waiting for" if done else "Waiting for", self.waiting_for(), seen_text)
+        return PokeReturnValue(done, seen if done else None)
+
+    def execute_complete(self, context: Context, event: dict[str, Any] | None = None) -> Any:
+        """Resume after the trigger: return what it saw, or raise its timeout or failure with its message.
+
+        Raises:
+            AirflowSensorTimeout: The deadline passed (the message says what was awaited and seen).
+            AirflowFailException: A permanent error ended the wait.
+        """
+        if not event or "status" not in event:
+            raise AirflowException(f"The trigger of {self.task_id} ended without saying why (event {event!r}).")
+        message = str(event.get("message", ""))
+        if event["status"] == "success":
+            self.log.info("%s", message)
+            return event.get("seen")
+        if event["status"] == "timeout":
+            raise AirflowSensorTimeout(message)
+        raise AirflowFailException(message)
+
+    def _timeout_message(self) -> str:
+        return timeout_message(self.waiting_for(), self.timeout, self._last_seen, self._last_error)

@@ -1,0 +1,106 @@
+"""IcebergMigrationSensor: wait until a namespace has reached a migration version, without running anything."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+from iceberg_ops_provider.readiness import (
+    check_wanted_version,
+    describe_version_wait,
+    namespace_version,
+    resolve_version,
+)
+from iceberg_ops_provider.readiness import version_reached as reached
+from iceberg_ops_provider.sensors.base import IcebergCatalogSensor
+
+if TYPE_CHECKING:
+    from datetime import datetime
+
+    from iceberg_ops_provider.triggers.migration import IcebergMigrationTrigger
+    from iceberg_ops_provider.triggers.polling import CheckResult
+
+__all__ = ["IcebergMigrationSensor"]
+
+
+class IcebergMigrationSensor(IcebergCatalogSensor):
+    """Wait until ``namespace`` is at ``version`` or above, so loads can wait on another team's migration.
+
+    "Reached" means the namespace's current version (its highest applied migration, as the runner
+    orders versions: by number) is at least the wanted one. The sensor only reads the history: it
+    takes no lock, runs no migration and creates nothing; a namespace never migrated is at base and
+    the sensor keeps waiting. A version whose last attempt failed is named in the log and in the
+    timeout message (a later migrate run retries it).
+
+    Args:
+        namespace: The namespace (templated).
+        migrations_dir: The migrations folder on the worker (templated); needed for ``head``, whose
+            newest file is resolved on the worker before deferring.
+        version: ``"head"`` (the newest migration of ``migrations_dir``) or a version such as ``"0003"``.
+        iceberg_conn_id: The Airflow connection of the catalog (templated).
+        meta_namespace: Where the history lives: this, else the connection extra's ``meta_namespace``,
+            else ``_iceberg_ops`` (``iceberg_ops`` on S3 Tables) (templated).
+        deferrable: Wait in the triggerer (default); else wait on a worker in ``mode``.
+        **kwargs: ``poke_interval``, ``timeout``, ``mode`` (default ``reschedule``), ``soft_fail``, ...
+
+    Returns (XCom):
+        ``{"namespace", "version", "failed"}``: the version seen when the wait ended.
+
+    Raises:
+        ValueError: At construction, ``version="head"`` without ``migrations_dir``, or a malformed version.
+    """
+
+    template_fields: Sequence[str] = ("namespace", "migrations_dir", "meta_namespace", "iceberg_conn_id")
+    ui_color = "#cfe8fc"
+
+    def __init__(
+        self,
+        *,
+        namespace: str,
+        migrations_dir: str | None = None,
+        version: str = "head",
+        iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
+        meta_namespace: str | None = None,
+        deferrable: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(iceberg_conn_id=iceberg_conn_id, deferrable=deferrable, **kwargs)
+        version = check_wanted_version(version)
+        if version == "head" and not migrations_dir:
+            raise ValueError(
+                f"{type(self).__name__} {self.task_id!r}: version='head' needs migrations_dir (the folder whose "
+                "newest migration is awaited); pass migrations_dir=..., or a version such as version='0003'."
+            )
+        self.namespace = namespace
+        self.migrations_dir = migrations_dir
+        self.version = version
+        self.meta_namespace = meta_namespace
+        self._wanted: str | None = None
+
+    def prepare(self) -> None:
+        """Resolve ``head`` from the migration files on the worker."""
+        self._wanted = resolve_version(self.version, self.migrations_dir, self.namespace)
+
+    def waiting_for(self) -> str:
+        """``namespace 'sales' to reach migration version 0003``."""
+        return describe_version_wait(self.namespace, self._wanted)
+
+    def check(self, hook: IcebergCatalogHook) -> CheckResult:
+        """Read the namespace's current version once."""
+        seen = namespace_version(hook.get_conn(), self.namespace, self.meta_namespace or hook.meta_namespace())
+        return reached(seen.current, self._wanted), seen.to_json(), seen.describe()
+
+    def trigger(self, deadline: datetime, started_at: datetime) -> IcebergMigrationTrigger:
+        """The trigger that waits for the resolved version."""
+        from iceberg_ops_provider.triggers.migration import IcebergMigrationTrigger
+
+        return IcebergMigrationTrigger(
+            namespace=self.namespace,
+            version=self._wanted,
+            meta_namespace=self.meta_namespace,
+            iceberg_conn_id=self.iceberg_conn_id,
+            deadline=deadline,
+            poll_interval=self.poke_interval,
+            started_at=started_at,
+        )

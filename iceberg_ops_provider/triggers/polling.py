@@ -1,0 +1,177 @@
+"""The polling loop the iceberg-ops triggers share: check a catalog until done or until an absolute deadline.
+
+A trigger re-created from :meth:`~CatalogPollingTrigger.serialize` (after a triggerer restart) keeps
+the same deadline, so the wait resumes rather than starts over. Every check runs in a thread: PyIceberg
+is synchronous and must not block the triggerer's event loop. The catalog is opened from the Airflow
+connection read with the SDK's asynchronous connection lookup (``BaseHook.aget_connection``), once per
+run of the trigger, and opened again after a transient error.
+
+Each run yields exactly one event, a payload ``{"status", "message", "seen"}``:
+
+* ``success``: the check passed; ``seen`` is what it saw (a version, or rows, files and a snapshot id);
+* ``timeout``: the deadline passed; ``message`` says what was awaited, what was last seen and the
+  last transient error, if any;
+* ``failed``: a permanent error (no such table, a bad partition key, an unknown connection).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from abc import abstractmethod
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+from iceberg_ops_provider.readiness import describe_error, is_transient, timeout_message
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+__all__ = ["CatalogPollingTrigger", "CheckResult", "as_utc_datetime"]
+
+CheckResult = tuple[bool, dict[str, Any], str]
+"""What one check returns: whether the wait is over, what was seen (JSON-able), and that seen in words."""
+
+
+def as_utc_datetime(value: datetime | str | float, what: str) -> datetime:
+    """A timezone-aware UTC datetime from a datetime, its ISO 8601 text, or a UNIX timestamp.
+
+    Raises:
+        ValueError: Anything else, or a naive datetime (which would be read in the machine's zone).
+    """
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return datetime.fromtimestamp(value, UTC)
+    if isinstance(value, str):
+        value = datetime.fromisoformat(value)
+    if not isinstance(value, datetime) or value.tzinfo is None:
+        raise ValueError(f"{what} must be a timezone-aware datetime or its ISO 8601 text, got {value!r}.")
+    return value.astimezone(UTC)
+
+
+async def _connection(conn_id: str) -> Any:
+    """The Airflow connection, read without blocking the event loop."""
+    lookup = getattr(IcebergCatalogHook, "aget_connection", None)
+    if lookup is not None:  # Airflow 3.2+: the triggerer serves it asynchronously
+        return await lookup(conn_id)
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(IcebergCatalogHook.get_connection)(conn_id)
+
+
+def _open_catalog(connection: Any) -> Catalog:
+    """The catalog of an Airflow connection (blocking: REST catalogs already talk to their server)."""
+    from iceberg_ops_provider.core.catalog import CatalogFactory
+    from iceberg_ops_provider.hooks.catalog import catalog_options
+
+    kind, options = catalog_options(connection)
+    return CatalogFactory.build(kind, **options)
+
+
+def _close(catalog: Catalog | None) -> None:
+    close = getattr(catalog, "close", None)
+    if close is not None:
+        with contextlib.suppress(Exception):
+            close()
+
+
+class CatalogPollingTrigger(BaseTrigger):
+    """Check an Iceberg catalog every ``poll_interval`` seconds until the check passes or ``deadline``.
+
+    Subclasses say what they wait for (:meth:`waiting_for`), check once (:meth:`check`, run in a
+    thread) and add their own arguments to :meth:`serialize` (:meth:`arguments`).
+
+    Args:
+        iceberg_conn_id: The Airflow connection of the catalog.
+        deadline: When to stop waiting: an absolute time (aware datetime, ISO 8601 text or UNIX
+            timestamp), so a trigger re-created after a triggerer restart keeps the same deadline.
+            One last check runs at the deadline.
+        poll_interval: Seconds between checks.
+        started_at: When the wait began, for the timeout message (default: now; kept when serialized).
+    """
+
+    def __init__(
+        self,
+        *,
+        iceberg_conn_id: str,
+        deadline: datetime | str | float,
+        poll_interval: float = 60.0,
+        started_at: datetime | str | float | None = None,
+    ) -> None:
+        super().__init__()
+        if isinstance(poll_interval, bool) or not isinstance(poll_interval, int | float) or not poll_interval > 0:
+            raise ValueError(f"poll_interval must be a number of seconds above zero, got {poll_interval!r}.")
+        self.iceberg_conn_id = iceberg_conn_id
+        self.deadline = as_utc_datetime(deadline, "deadline")
+        self.poll_interval = float(poll_interval)
+        self.started_at = as_utc_datetime(started_at, "started_at") if started_at is not None else datetime.now(UTC)
+
+    @abstractmethod
+    def arguments(self) -> dict[str, Any]:
+        """The subclass's own constructor arguments, JSON-able."""
+
+    @abstractmethod
+    def waiting_for(self) -> str:
+        """What the trigger waits for, for messages."""
+
+    @abstractmethod
+    def check(self, catalog: Catalog, connection: Any) -> CheckResult:
+        """Check once (blocking; runs in a thread). Raises what the catalog raises."""
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        """The class path and the keyword arguments that re-create this trigger, deadline included."""
+        return (
+            f"{type(self).__module__}.{type(self).__qualname__}",
+            {
+                **self.arguments(),
+                "iceberg_conn_id": self.iceberg_conn_id,
+                "deadline": self.deadline.isoformat(),
+                "poll_interval": self.poll_interval,
+                "started_at": self.started_at.isoformat(),
+            },
+        )
+
+    def _event(self, status: str, message: str, seen: dict[str, Any] | None) -> TriggerEvent:
+        return TriggerEvent({"status": status, "message": message, "seen": seen})
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Check until done, a permanent error, or the deadline; yield one event."""
+        catalog: Catalog | None = None
+        connection: Any = None
+        seen: dict[str, Any] | None = None
+        seen_text: str | None = None
+        last_error: str | None = None
+        try:
+            while True:
+                try:
+                    if catalog is None:
+                        connection = await _connection(self.iceberg_conn_id)
+                        catalog = await asyncio.to_thread(_open_catalog, connection)
+                    done, seen, seen_text = await asyncio.to_thread(self.check, catalog, connection)
+                    last_error = None
+                    if done:
+                        yield self._event("success", f"Done waiting for {self.waiting_for()}: {seen_text}.", seen)
+                        return
+                    self.log.info("Waiting for %s; seen: %s", self.waiting_for(), seen_text)
+                except Exception as exc:
+                    if not is_transient(exc):
+                        message = f"Stopped waiting for {self.waiting_for()}: {describe_error(exc)}"
+                        yield self._event("failed", message, seen)
+                        return
+                    last_error = describe_error(exc)
+                    self.log.warning("Check failed, trying again at the next poll: %s", last_error)
+                    _close(catalog)
+                    catalog = None
+                now = datetime.now(UTC)
+                remaining = (self.deadline - now).total_seconds()
+                if remaining <= 0:
+                    waited = (now - self.started_at).total_seconds()
+                    message = timeout_message(self.waiting_for(), round(waited, 1), seen_text, last_error)
+                    yield self._event("timeout", message, seen)
+                    return
+                await asyncio.sleep(min(self.poll_interval, remaining))
+        finally:
+            _close(catalog)
