@@ -69,6 +69,7 @@ class _Settings:
     namespace: str | None
     catalog_kind: str | None
     catalog_name: str | None
+    catalog_uri: str | None
     conn_id: str | None
     db_path: str | None
     warehouse: str | None
@@ -93,6 +94,7 @@ class _Settings:
                 catalog_timeout=self.catalog_timeout,
                 meta_namespace=self.meta_namespace,
                 conn_id=self.conn_id,
+                catalog_uri=self.catalog_uri,
             )
             if self._config.airflow_conn_id:
                 config = self._config
@@ -237,7 +239,15 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     help="Project file (default ./iceberg-ops.yaml).",
 )
 @click.option("--namespace", help="Namespace to work on (overrides the project file).")
-@click.option("--catalog", "catalog_kind", help="Catalog kind: sqlite, glue, rest, hive or s3tables.")
+@click.option(
+    "--catalog", "--catalog-kind", "catalog_kind", help="Catalog kind: sqlite, sql, glue, rest, hive or s3tables."
+)
+@click.option(
+    "--catalog-uri",
+    metavar="URL",
+    help="The catalog's uri: the SQLAlchemy URL of a sql catalog (postgresql+psycopg://user@host:5432/db), the "
+    "endpoint of a rest or hive one (overrides the file).",
+)
 @click.option("--catalog-name", help="Open any catalog PyIceberg can load by name (.pyiceberg.yaml / environment).")
 @click.option(
     "--conn-id",
@@ -246,7 +256,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     "overrides the project file's catalog; not with --catalog or --catalog-name).",
 )
 @click.option("--db-path", help="SQLite catalog database (default local_data/ next to the project file).")
-@click.option("--warehouse", help="SQLite catalog warehouse folder or URI.")
+@click.option("--warehouse", help="Warehouse folder or URI of the sqlite or sql catalog.")
 @click.option(
     "--catalog-timeout",
     type=click.FloatRange(min=0, min_open=True),

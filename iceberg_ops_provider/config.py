@@ -3,8 +3,8 @@
 Example::
 
     catalog:
-      kind: sqlite            # sqlite | glue | rest | hive | s3tables; or `name: <catalog>`
-      # options of that kind (uri, warehouse, region, db_path, ...)
+      kind: sqlite            # sqlite | sql | glue | rest | hive | s3tables; or `name: <catalog>`
+      # options of that kind (uri, warehouse, warehouse_dir, region, db_path, ...)
       timeout: 60             # seconds a remote catalog may take to answer (any kind; default 60)
     namespace: sales
     migrations_dir: migrations
@@ -17,7 +17,8 @@ it, so the project file holds no secrets (needs Apache Airflow; ``--conn-id`` do
 the command line).
 
 Every key is optional until a command needs it. Relative paths resolve against the folder of the
-file; the SQLite kind keeps its database in ``local_data/`` there unless told otherwise. The file
+file (``warehouse_dir``, and the database file of a ``sqlite:///relative/path`` URL of the ``sql``
+kind); the SQLite kind keeps its database in ``local_data/`` there unless told otherwise. The file
 must be UTF-8 text; a file that cannot be read, decoded or parsed is a
 :class:`~iceberg_ops_provider.errors.ProjectConfigError` naming it.
 """
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from iceberg_ops_provider.core.catalog import CatalogFactory, _configured_uri, pyiceberg_config_error
+from iceberg_ops_provider.core.catalog import CatalogFactory, _configured_uri, _redacted, pyiceberg_config_error
 from iceberg_ops_provider.core.timeouts import (
     DEFAULT_CATALOG_TIMEOUT,
     bound_catalog_requests,
@@ -137,7 +138,7 @@ class ProjectConfig:
         if self.airflow_conn_id and "_connection_catalog" in self.__dict__:
             options = self.__dict__["_connection_catalog"][1]
         uri = options.get("uri") or options.get("glue.endpoint")
-        return uri if isinstance(uri, str) else ""
+        return _redacted(uri) if isinstance(uri, str) else ""  # a sql catalog's URL may hold a password
 
     def build_catalog(self) -> Catalog:
         """Open the configured catalog, within :attr:`catalog_timeout`.
@@ -167,7 +168,27 @@ class ProjectConfig:
             options["db_path"] = self._resolve(options.get("db_path", Path("local_data") / "iceberg_catalog.db"))
             warehouse = options.get("warehouse_dir", Path("local_data") / "iceberg_warehouse")
             options["warehouse_dir"] = warehouse if "://" in str(warehouse) else self._resolve(warehouse)
+        if kind == "sql":
+            if "warehouse_dir" in options and "://" not in str(options["warehouse_dir"]):
+                options["warehouse_dir"] = self._resolve(options["warehouse_dir"])
+            if isinstance(options.get("uri"), str):
+                options["uri"] = self._resolve_sqlite_url(options["uri"])
         return CatalogFactory.build(kind, **options)
+
+    def _resolve_sqlite_url(self, uri: str) -> str:
+        """``uri`` with the file of a ``sqlite:///relative/path`` URL resolved against :attr:`root`; others as given."""
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            url = make_url(uri.strip())
+        except ArgumentError:  # CatalogFactory refuses it with a message naming the fix
+            return uri
+        if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:"):
+            return uri
+        if url.database.startswith("file:") or Path(url.database).expanduser().is_absolute():
+            return uri
+        return url.set(database=str(self._resolve(url.database))).render_as_string(hide_password=False)
 
     @cached_property
     def _connection_catalog(self) -> tuple[str, dict[str, Any]]:
@@ -265,6 +286,7 @@ class ProjectConfig:
         catalog_timeout: float | None = None,
         conn_id: str | None = None,
         meta_namespace: str | None = None,
+        catalog_uri: str | None = None,
     ) -> ProjectConfig:
         """This configuration with command-line options applied (they win over the file).
 
@@ -272,11 +294,17 @@ class ProjectConfig:
         option of one kind. ``catalog_timeout`` (``--catalog-timeout``) wins over it.
         ``conn_id`` (``--conn-id``) replaces the file's catalog (or ``airflow_conn_id``) with an
         Airflow connection; ``--catalog``/``--catalog-name`` replace a file's ``airflow_conn_id``.
+        ``catalog_uri`` (``--catalog-uri``) sets the catalog's ``uri`` (the SQLAlchemy URL of a
+        ``sql`` catalog, the endpoint of ``rest``/``hive``). ``warehouse`` (``--warehouse``) is the
+        ``warehouse_dir`` of a ``sqlite`` catalog, and of a ``sql`` one unless it is a URI
+        (``s3://...``), which becomes its ``warehouse``.
 
         Raises:
             ProjectConfigError: Two options that each choose the catalog (``--conn-id`` with
-                ``--catalog`` or ``--catalog-name``, or those two together), or ``--db-path`` /
-                ``--warehouse`` for a catalog that is not the project file's sqlite one.
+                ``--catalog`` or ``--catalog-name``, or those two together), ``--db-path`` for a
+                catalog that is not the project file's sqlite one, ``--warehouse`` for one that is
+                neither sqlite nor sql, or ``--catalog-uri`` with an Airflow connection or for a
+                sqlite or memory catalog.
         """
         chosen = [
             flag
@@ -306,18 +334,39 @@ class ProjectConfig:
             timeout = catalog_timeout
         if timeout is not None:
             catalog["timeout"] = timeout
+        kind = None if "name" in catalog else str(catalog.get("kind", "sqlite")).lower()
+        if catalog_uri:
+            if airflow_conn_id:
+                raise ProjectConfigError(
+                    f"--catalog-uri does not apply to Airflow connection {airflow_conn_id!r}: its Host (or `uri` "
+                    "extra) holds the catalog's uri."
+                )
+            if kind in ("sqlite", "memory"):
+                raise ProjectConfigError(
+                    f"--catalog-uri does not apply to the {kind!r} catalog (it has db_path instead); pass "
+                    "--catalog sql with it for a SQL database such as PostgreSQL, or --catalog rest / hive."
+                )
+            catalog["uri"] = catalog_uri
         if db_path or warehouse:
             if airflow_conn_id:
                 raise ProjectConfigError(
                     f"--db-path and --warehouse apply to the sqlite catalog of the project file, not to Airflow "
                     f"connection {airflow_conn_id!r}: set db_path and warehouse_dir in the connection's extra instead."
                 )
-            if str(catalog.get("kind", "sqlite")).lower() != "sqlite" or "name" in catalog:
-                raise ProjectConfigError("--db-path and --warehouse apply to the sqlite catalog only.")
+            if db_path and kind != "sqlite":
+                raise ProjectConfigError(
+                    "--db-path applies to the sqlite catalog only (a sql catalog has --catalog-uri)."
+                )
+            if warehouse and kind not in ("sqlite", "sql"):
+                raise ProjectConfigError("--warehouse applies to the sqlite and sql catalogs only.")
             if db_path:
                 catalog["db_path"] = str(Path(db_path).expanduser().resolve())
-            if warehouse:
+            if warehouse and (kind == "sqlite" or "://" not in warehouse):
+                catalog.pop("warehouse", None)
                 catalog["warehouse_dir"] = warehouse if "://" in warehouse else str(Path(warehouse).resolve())
+            elif warehouse:
+                catalog.pop("warehouse_dir", None)
+                catalog["warehouse"] = warehouse
         return replace(
             self,
             catalog=catalog,

@@ -1,16 +1,25 @@
-"""Canonical fixtures: a real SQLite-backed PyIceberg catalog per test, and real servers for the
-tests marked ``backends``."""
+"""Canonical fixtures: a real SQLite-backed PyIceberg catalog per test, a catalog on each database the
+``sql`` kind is tested on (SQLite, PostgreSQL), and real servers for the tests marked ``backends``."""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import socket
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 
 from tests.servers import Moto, SeaweedFS, run_moto, run_seaweedfs
+
+# The PostgreSQL server the tests marked ``postgres`` use: it must let this user create databases.
+POSTGRES_ADMIN_URL = os.environ.get("ICEBERG_OPS_TEST_POSTGRES", "postgresql+psycopg://root@127.0.0.1:5432/postgres")
 
 
 @pytest.fixture
@@ -61,3 +70,87 @@ def moto_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moto]:
 def unique_name() -> str:
     """A short unique lowercase name for buckets and namespaces on shared servers."""
     return f"t{uuid.uuid4().hex[:10]}"
+
+
+def _postgres_unavailable(admin_url: str) -> str | None:
+    """Why the PostgreSQL tests cannot run here (one line), or ``None`` when they can."""
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        return "psycopg is not installed (pip install -e '.[postgres]')"
+    from sqlalchemy.engine import make_url
+
+    url = make_url(admin_url)
+    host, port = url.host or "127.0.0.1", url.port or 5432
+    try:
+        socket.create_connection((host, port), timeout=1).close()
+    except OSError as exc:
+        return f"PostgreSQL does not answer on {host}:{port} ({exc.strerror or exc})"
+    return None
+
+
+@contextlib.contextmanager
+def _postgres_database(prefix: str) -> Iterator[str]:
+    """A new PostgreSQL database with a random name, dropped on exit (whoever is still connected)."""
+    reason = _postgres_unavailable(POSTGRES_ADMIN_URL)
+    if reason:
+        pytest.skip(reason)
+    import psycopg
+    from sqlalchemy.engine import make_url
+
+    admin = make_url(POSTGRES_ADMIN_URL)
+    conninfo = admin._replace(drivername="postgresql").render_as_string(hide_password=False)
+    database = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(conninfo, autocommit=True) as connection:
+        connection.execute(f'CREATE DATABASE "{database}"')
+    try:
+        yield admin._replace(database=database).render_as_string(hide_password=False)
+    finally:
+        with psycopg.connect(conninfo, autocommit=True) as connection:
+            connection.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A SQLAlchemy URL of a PostgreSQL database of this test session (created here, dropped at the end).
+
+    Tests share it; each catalog in it gets a name of its own, which keeps its tables apart. Skips
+    (one line saying why) where PostgreSQL does not answer or psycopg is missing.
+    """
+    with _postgres_database("iceberg_ops_test") as url:
+        yield url
+
+
+@pytest.fixture
+def new_postgres_database() -> Iterator[str]:
+    """A SQLAlchemy URL of a database of this test alone, still without catalog tables; dropped after the test."""
+    with _postgres_database("iceberg_ops_test_own") as url:
+        yield url
+
+
+@dataclass(frozen=True)
+class CatalogBackend:
+    """How to open one empty catalog from any process: a ``CatalogFactory`` kind and its options."""
+
+    kind: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    def build(self) -> Any:
+        """Another catalog object on the same catalog, as another worker would have."""
+        from iceberg_ops_provider.core.catalog import CatalogFactory
+
+        return CatalogFactory.build(self.kind, **self.options)
+
+    def to_json(self) -> str:
+        """The kind and options as JSON, for a worker process: ``CatalogFactory.build(kind, **options)``."""
+        return json.dumps({"kind": self.kind, "options": self.options})
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def catalog_backend(request: pytest.FixtureRequest, tmp_path: Path) -> CatalogBackend:
+    """An empty catalog on SQLite (kind ``sqlite``), then on PostgreSQL (kind ``sql``), with data in ``tmp_path``."""
+    warehouse = str(tmp_path / "warehouse")
+    if request.param == "sqlite":
+        return CatalogBackend("sqlite", {"db_path": str(tmp_path / "catalog.db"), "warehouse_dir": warehouse})
+    url = request.getfixturevalue("postgres_url")
+    return CatalogBackend("sql", {"uri": url, "warehouse_dir": warehouse, "name": f"t{uuid.uuid4().hex[:12]}"})

@@ -482,7 +482,16 @@ class NamespaceLock:
             updates.append(RemoveSnapshotsUpdate(snapshot_ids=obsolete))
         requirement = AssertRefSnapshotId(ref=self.TAG, snapshot_id=holder.snapshot_id if holder else None)
         try:
-            self._commit(table, updates, [requirement])
+            try:
+                self._commit(table, updates, [requirement])
+            except ValueError as exc:
+                # A SQL catalog applies the updates to the metadata current at commit time. When another run
+                # acquired and released the lock since ``table`` was read, its acquisition already dropped
+                # the old lock snapshots listed here, and the catalog refuses before writing anything: a
+                # lost race like any other, retried on fresh metadata.
+                if not str(exc).startswith("Snapshot with snapshot id"):
+                    raise
+                raise CommitFailedException(f"The lock table changed while this run acquired it: {exc}") from exc
         except BaseException:
             with contextlib.suppress(Exception):
                 table.io.delete(manifest_list)

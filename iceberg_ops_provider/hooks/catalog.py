@@ -2,10 +2,14 @@
 
 Connection type ``iceberg_ops``:
 
-* ``extra.kind``: ``sqlite``, ``rest``, ``glue``, ``hive`` or ``s3tables`` (``rest`` when absent),
-  and that kind's options exactly as :meth:`CatalogFactory.build` takes them (``db_path`` and
-  ``warehouse_dir`` for sqlite; ``warehouse``, ``region``, ``s3.endpoint``, ... for the others).
+* ``extra.kind``: ``sqlite``, ``sql``, ``rest``, ``glue``, ``hive`` or ``s3tables`` (``rest`` when
+  absent), and that kind's options exactly as :meth:`CatalogFactory.build` takes them (``db_path``
+  and ``warehouse_dir`` for sqlite; ``warehouse_dir`` or ``warehouse`` for sql; ``warehouse``,
+  ``region``, ``s3.endpoint``, ... for the others).
 * ``host``: the catalog URI (REST, Hive, S3 Tables); login/password: the REST ``credential``.
+* ``kind: sql``: the database's SQLAlchemy URL in ``host`` (the whole URL,
+  ``postgresql+psycopg://host:5432/db``) or ``extra.uri``; login/password fill the URL's user and
+  password when it has none.
 * ``extra.timeout``: seconds the catalog may take to answer (default 60), for every kind; a
   number, or its text as the connection form stores it.
 
@@ -22,7 +26,7 @@ from __future__ import annotations
 
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, quote_plus, urlsplit, urlunsplit
 
 from airflow.sdk import BaseHook
 
@@ -77,7 +81,9 @@ def catalog_options(conn: Any) -> tuple[str, dict[str, Any]]:
     options: dict[str, Any] = dict(extra)
     if isinstance(options.get("timeout"), str):
         options["timeout"] = _number(options["timeout"])
-    if conn.host and kind != "sqlite":
+    if kind == "sql":
+        options = _sql_options(conn, options)
+    elif conn.host and kind != "sqlite":
         options.setdefault("uri", _uri(conn.host, conn.port))
     if (conn.login or conn.password) and kind in ("rest", "s3tables"):
         options.setdefault("credential", f"{conn.login or ''}:{conn.password or ''}")
@@ -87,6 +93,34 @@ def catalog_options(conn: Any) -> tuple[str, dict[str, Any]]:
     if conn.password:
         _mask(conn.password)
     return kind, options
+
+
+def _sql_options(conn: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """Options of a ``sql`` catalog: ``extra.uri``, else the host as the whole SQLAlchemy URL, with login/password.
+
+    The connection's login and password go into the URL only where it has no user or password of its
+    own. A password in the URL, however it got there, is masked in task logs, as written and as the
+    URL encodes it.
+    """
+    uri = options.get("uri") or conn.host
+    if not isinstance(uri, str) or not uri.strip():
+        return options
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(uri.strip())
+    except ArgumentError:  # CatalogFactory refuses it, naming what a SQLAlchemy URL looks like
+        return {**options, "uri": uri}
+    if url.username is None and conn.login:
+        url = url.set(username=conn.login)
+    if url.password is None and conn.password:
+        url = url.set(password=conn.password)
+    if url.password:
+        password = str(url.password)
+        for form in {password, quote(password, safe=" +"), quote_plus(password)}:  # SQLAlchemy keeps " " and "+"
+            _mask(form)
+    return {**options, "uri": url.render_as_string(hide_password=False)}
 
 
 def _number(text: str) -> float | str:
@@ -170,7 +204,7 @@ class IcebergCatalogHook(BaseHook):
         from wtforms import StringField
 
         return {
-            "kind": StringField("Catalog kind (sqlite, rest, glue, hive, s3tables)"),
+            "kind": StringField("Catalog kind (sqlite, sql, rest, glue, hive, s3tables)"),
             "warehouse": StringField("Warehouse (location, or table bucket ARN for s3tables)"),
             "region": StringField("Region (glue, s3tables)"),
             "db_path": StringField("SQLite database path (sqlite)"),

@@ -1,4 +1,6 @@
-"""The data mover end to end on a real SQLite catalog: exactly-once units, resume, modes, reconciliation, bad input."""
+"""The data mover end to end on a real SQLite catalog: exactly-once units, resume, modes, reconciliation, bad input.
+
+The tests of workers racing on one move run on PostgreSQL as well (``catalog_backend``)."""
 
 from __future__ import annotations
 
@@ -6,7 +8,6 @@ import logging
 import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -15,7 +16,6 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import DayTransform, IdentityTransform
 from pyiceberg.types import DateType, DecimalType, IntegerType, LongType, NestedField, StringType, TimestamptzType
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.data_migration import DataMover, MoveUnit
 from iceberg_ops_provider.data_migration.pipeline import CopyPipeline
 from iceberg_ops_provider.data_migration.state import MOVE_ID_KEY, MoveState, find_state, property_key
@@ -31,11 +31,6 @@ from iceberg_ops_provider.maintenance import compact_small_files_streaming, expi
 from tests.data_migration.support import orders, row_multiset, source_table
 
 SMALL_UNITS = 1  # every source file is a unit of its own
-
-
-def second_handle(tmp_path: Path):
-    """Another catalog object on the same SQLite database, as another worker process would have."""
-    return CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
 
 
 def move_snapshot_count(table, move_id: str) -> int:
@@ -94,7 +89,8 @@ def test_units_run_apart_then_the_rest(catalog):
     assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(source)
 
 
-def test_the_same_unit_on_two_workers_at_once_commits_once(catalog, tmp_path):
+def test_the_same_unit_on_two_workers_at_once_commits_once(catalog_backend):
+    catalog = catalog_backend.build()
     source = source_table(catalog, files=4)
     DataMover(catalog, "sales.orders", "archive.orders", create_target=True, commit_every_bytes=SMALL_UNITS).plan()
     catalog.create_namespace("archive")
@@ -107,7 +103,7 @@ def test_the_same_unit_on_two_workers_at_once_commits_once(catalog, tmp_path):
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(second_handle(tmp_path),)) for _ in range(3)]
+    threads = [threading.Thread(target=work, args=(catalog_backend.build(),)) for _ in range(3)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -120,13 +116,14 @@ def test_the_same_unit_on_two_workers_at_once_commits_once(catalog, tmp_path):
     assert state is not None and state.complete and state.rows == 2000
 
 
-def test_a_commit_made_meanwhile_is_caught_by_the_commit_itself_not_rebased_over(catalog, tmp_path):
+def test_a_commit_made_meanwhile_is_caught_by_the_commit_itself_not_rebased_over(catalog_backend):
     """The check is inside the commit: when another worker commits the unit between this worker's check
     and its commit, the commit fails its requirement and the state is checked again."""
+    catalog = catalog_backend.build()
     source = source_table(catalog, files=2)
     mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, commit_every_bytes=SMALL_UNITS)
     mover.run(units=[0])
-    worker = second_handle(tmp_path).load_table("archive.orders")
+    worker = catalog_backend.build().load_table("archive.orders")
     state_seen: list[object] = []
 
     def decide(state):
@@ -570,13 +567,14 @@ def test_a_unit_of_an_earlier_incremental_run_is_skipped_as_settled(catalog):
     assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(source)
 
 
-def test_a_commit_on_main_after_another_move_committed_to_its_staging_branch_reads_again(catalog, tmp_path):
+def test_a_commit_on_main_after_another_move_committed_to_its_staging_branch_reads_again(catalog_backend):
     """A branch commit advances the table's sequence number without moving main: the catalog refuses a
     commit built on older metadata with a ValueError, which the unit's commit treats as a lost race."""
+    catalog = catalog_backend.build()
     source = source_table(catalog, files=2)
     catalog.create_namespace("archive")
     catalog.create_table("archive.orders", schema=source.schema()).append(orders(90_000, 3))
-    stale = second_handle(tmp_path).load_table("archive.orders")
+    stale = catalog_backend.build().load_table("archive.orders")
     overwrite = DataMover(catalog, "sales.orders", "archive.orders", mode="overwrite", commit_every_bytes=SMALL_UNITS)
     state = MoveState("other", "sales.orders", "uuid", "def", None, "plan", 1, 1)
     calls: list[int] = []

@@ -3,7 +3,8 @@ holds exactly the source rows (as multisets), never fewer, never more.
 
 ``ICEBERG_OPS_MOVE_KILLS`` sets the number of kills per mode (a few by default; ``make crash`` runs 30,
 and 10 beside a second worker). An overwrite killed before its last unit leaves ``main`` untouched.
-Trials alternate between copying source files byte for byte (the default) and re-encoding them.
+Trials alternate between copying source files byte for byte (the default) and re-encoding them. The
+two-worker test runs on SQLite and on PostgreSQL (``catalog_backend``).
 """
 
 from __future__ import annotations
@@ -14,23 +15,21 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.data_migration import DataMover
 from tests.data_migration.support import row_multiset, source_table
 
 KILLS = int(os.environ.get("ICEBERG_OPS_MOVE_KILLS", "3"))
 
 CHILD = """
-import sys
+import json, sys
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.data_migration import DataMover
 
-db, warehouse, target, move_id, mode, rewrite = sys.argv[1:7]
-catalog = CatalogFactory.build("sqlite", db_path=db, warehouse_dir=warehouse)
+backend, target, move_id, mode, rewrite = json.loads(sys.argv[1]), *sys.argv[2:6]
+catalog = CatalogFactory.build(backend["kind"], **backend["options"])
 mover = DataMover(
     catalog,
     "sales.orders",
@@ -47,10 +46,9 @@ print("done", flush=True)
 """
 
 
-def _spawn(tmp_path: Path, target: str, move_id: str, mode: str = "append", rewrite: bool = False) -> subprocess.Popen:
-    db, warehouse = str(tmp_path / "catalog.db"), str(tmp_path / "warehouse")
+def _spawn(backend, target: str, move_id: str, mode: str = "append", rewrite: bool = False) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-c", CHILD, db, warehouse, target, move_id, mode, "rewrite" if rewrite else "verbatim"],
+        [sys.executable, "-c", CHILD, backend.to_json(), target, move_id, mode, "rewrite" if rewrite else "verbatim"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -64,11 +62,11 @@ def _started(child: subprocess.Popen) -> float:
 
 
 @pytest.fixture
-def moving(tmp_path: Path):
+def moving(catalog_backend):
     """A source of 16 files of 2,000 rows (units of about two files), and the duration of one whole move."""
-    catalog = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
+    catalog = catalog_backend.build()
     source = source_table(catalog, files=16, rows_per_file=2000)
-    child = _spawn(tmp_path, "archive.calibration", "calibration")
+    child = _spawn(catalog_backend, "archive.calibration", "calibration")
     began = _started(child)
     assert child.wait(timeout=120) == 0, child.stderr.read()
     yield catalog, source, time.monotonic() - began
@@ -93,14 +91,15 @@ def _finish_and_check(catalog, source, target: str, move_id: str, mode: str = "a
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("catalog_backend", ["sqlite"], indirect=True)
 @pytest.mark.parametrize("mode", ["append", "overwrite"])
-def test_a_move_killed_at_random_moments_resumes_to_exactly_the_source_rows(moving, tmp_path, mode):
+def test_a_move_killed_at_random_moments_resumes_to_exactly_the_source_rows(moving, catalog_backend, mode):
     catalog, source, duration = moving
     chance = random.Random()
     for trial in range(KILLS):
         target, move_id = f"archive.killed_{mode}_{trial}", f"killed-{mode}-{trial}"
         rewrite = trial % 2 == 1
-        child = _spawn(tmp_path, target, move_id, mode, rewrite)
+        child = _spawn(catalog_backend, target, move_id, mode, rewrite)
         _started(child)
         time.sleep(chance.uniform(0, duration * 1.1))
         child.send_signal(signal.SIGKILL)
@@ -109,13 +108,14 @@ def test_a_move_killed_at_random_moments_resumes_to_exactly_the_source_rows(movi
 
 
 @pytest.mark.slow
-def test_two_workers_on_one_move_one_killed(moving, tmp_path):
+def test_two_workers_on_one_move_one_killed(moving, catalog_backend):
     catalog, source, duration = moving
     chance = random.Random()
     for trial in range(max(1, KILLS // 3)):
         target, move_id = f"archive.pair_{trial}", f"pair-{trial}"
         # One worker copies files as they are, the other re-encodes: units of either kind are exactly once.
-        victim, survivor = _spawn(tmp_path, target, move_id, rewrite=trial % 2 == 0), _spawn(tmp_path, target, move_id)
+        victim = _spawn(catalog_backend, target, move_id, rewrite=trial % 2 == 0)
+        survivor = _spawn(catalog_backend, target, move_id)
         _started(victim)
         _started(survivor)
         time.sleep(chance.uniform(0, duration))

@@ -1,4 +1,4 @@
-"""Real concurrency: several processes upgrading one namespace of one SQLite catalog at once."""
+"""Real concurrency: several processes upgrading one namespace of one catalog (SQLite, PostgreSQL) at once."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.runner import MigrationRunner
 from tests.migration.conftest import write_migration
 
@@ -20,8 +19,8 @@ from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.errors import ConcurrentMigrationError
 from iceberg_ops_provider.runner import MigrationRunner
 
-root = Path(sys.argv[1])
-catalog = CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
+root, backend = Path(sys.argv[1]), json.loads(sys.argv[2])
+catalog = CatalogFactory.build(backend["kind"], **backend["options"])
 runner = MigrationRunner(catalog, "sales", root / "migrations")
 while not (root / "go").exists():
     time.sleep(0.01)
@@ -46,7 +45,7 @@ ctx.set_properties("orders", v{version}="1")
 """
 
 
-def test_several_processes_upgrade_one_namespace_each_body_runs_once(tmp_path: Path):
+def test_several_processes_upgrade_one_namespace_each_body_runs_once(tmp_path: Path, catalog_backend):
     migrations = tmp_path / "migrations"
     marker = tmp_path / "executions.log"
     write_migration(
@@ -60,7 +59,10 @@ def test_several_processes_upgrade_one_namespace_each_body_runs_once(tmp_path: P
         write_migration(migrations, f"{version}_step.py", MARK.format(marker=str(marker), version=version))
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(tmp_path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+            [sys.executable, "-c", WORKER, str(tmp_path), catalog_backend.to_json()],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         for _ in range(4)
     ]
@@ -78,7 +80,7 @@ def test_several_processes_upgrade_one_namespace_each_body_runs_once(tmp_path: P
     assert sorted(applied_by_workers) == ["0001", *versions]  # each version reported by exactly one worker
     assert sum(report["refused"] for report in reports) > 0  # the lock really was contended
 
-    catalog = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
+    catalog = catalog_backend.build()
     runner = MigrationRunner(catalog, "sales", migrations)
     history = runner.history()
     assert sorted(row.version for row in history) == ["0001", *versions]  # one row per version
