@@ -3,6 +3,11 @@
 Works unchanged against any catalog the ``iceberg_ops_default`` connection points at; ``make demo``
 points it at the embedded SQLite catalog in ``local_data/``. Trigger with
 ``{"namespace": "other"}`` as run config to migrate and load another namespace.
+
+The load task updates the asset of the orders table: its event carries the table loaded, the
+snapshot the load left and the rows it inserted and updated, and the DAG ``report_loaded_orders``
+(``loaded_orders_report.py``) is scheduled on it. The asset names the default namespace's table;
+the event's ``table`` says which table a run really loaded.
 """
 
 from __future__ import annotations
@@ -12,11 +17,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow as pa
-from airflow.sdk import dag, task
+from airflow.sdk import dag, get_current_context, task
 
+from iceberg_ops_provider.assets import iceberg_asset
 from iceberg_ops_provider.operators.migrate import IcebergMigrateOperator
 
 MIGRATIONS = Path(__file__).parent / "migrations"
+# "lake" is what these example DAGs call the catalog of the iceberg_ops_default connection.
+ORDERS = iceberg_asset("lake", "demo.orders")
 
 
 @dag(
@@ -35,7 +43,7 @@ def migrate_then_load():
         retry_delay=timedelta(seconds=30),
     )
 
-    @task
+    @task(outlets=[ORDERS])
     def load(namespace: str) -> dict:
         from iceberg_ops_provider.core.upsert import upsert
         from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
@@ -52,6 +60,14 @@ def migrate_then_load():
             }
         )
         result = upsert(table, batch, snapshot_properties={"loaded-by": "migrate_then_load"})
+        snapshot = table.refresh().current_snapshot()
+        get_current_context()["outlet_events"][ORDERS].extra = {
+            "table": f"{namespace}.orders",
+            "snapshot_id": snapshot.snapshot_id if snapshot else None,
+            "rows": result.rows_inserted + result.rows_updated,
+            "inserted": result.rows_inserted,
+            "updated": result.rows_updated,
+        }
         return {"inserted": result.rows_inserted, "updated": result.rows_updated}
 
     @task

@@ -7,17 +7,42 @@ splits object-store and file-system paths: ``s3://bucket`` + ``path/to/table``, 
 beside it as a symlink whose namespace names the catalog: its URI, stripped of any credentials.
 Producers and consumers that follow these rules (Spark, Flink, this provider) then name the same
 table the same way.
+
+:class:`TableLineage` is everything lineage says about one table at one snapshot (its names, catalog,
+schema, snapshot, what was written, and how the table itself changed), built from a PyIceberg
+catalog and table by :func:`table_lineage`. It is plain data: the Airflow operators turn it into
+OpenLineage datasets and asset event extras.
 """
 
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
-__all__ = ["DatasetName", "catalog_namespace", "table_dataset"]
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Table
+    from pyiceberg.types import NestedField
+
+    from iceberg_ops_provider.migration.touched import TouchedTable
+
+__all__ = [
+    "DatasetName",
+    "SchemaField",
+    "TableLineage",
+    "catalog_namespace",
+    "catalog_type",
+    "dropped_table_lineage",
+    "public_uri",
+    "table_dataset",
+    "table_lineage",
+    "touched_lineage",
+    "written_statistics",
+]
 
 _SAME_SCHEME = {"s3a": "s3", "s3n": "s3", "gcs": "gs"}
 
@@ -70,7 +95,7 @@ def catalog_namespace(catalog_type: str, properties: Mapping[str, Any], catalog_
         region = properties.get("glue.region") or properties.get("client.region") or properties.get("region_name")
         return f"arn:aws:glue:{region}" if region else "arn:aws:glue"
     if uri:
-        return _without_credentials(uri)
+        return public_uri(uri) or uri
     return f"{kind}://{catalog_name}" if catalog_name else f"{kind}://"
 
 
@@ -80,3 +105,224 @@ def _without_credentials(uri: str) -> str:
         return uri.rstrip("/")
     host = parts.netloc.rsplit("@", 1)[1]
     return urlunsplit(parts._replace(netloc=host, query="", fragment="")).rstrip("/")
+
+
+_SECRET_WORDS = ("password", "passwd", "secret", "token", "credential", "key", "signature", "sig")
+
+
+def public_uri(uri: str | None) -> str | None:
+    """``uri`` fit to publish: without user info, fragment, trailing ``/`` and query parameters naming a secret."""
+    if not uri:
+        return None
+    base, _, query = _without_credentials(str(uri)).split("#", 1)[0].partition("?")
+    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if not _secret(k)]
+    base = base.rstrip("/")
+    return f"{base}?{urlencode(kept)}" if kept else base
+
+
+def _secret(key: str) -> bool:
+    lowered = key.lower()
+    return any(word in lowered for word in _SECRET_WORDS)
+
+
+# PyIceberg catalog classes and the type names OpenLineage's catalog facet uses for them.
+_CATALOG_TYPES = {
+    "SqlCatalog": "sql",
+    "RestCatalog": "rest",
+    "GlueCatalog": "glue",
+    "HiveCatalog": "hive",
+    "DynamoDbCatalog": "dynamodb",
+    "BigQueryMetastoreCatalog": "bigquery",
+    "InMemoryCatalog": "in-memory",
+}
+
+
+def catalog_type(catalog: Catalog) -> str:
+    """The type of a PyIceberg catalog (``sql``, ``rest``, ``glue``, ``hive``, ...), subclasses included."""
+    for klass in type(catalog).__mro__:
+        if klass.__name__ in _CATALOG_TYPES:
+            return _CATALOG_TYPES[klass.__name__]
+    declared = getattr(catalog, "properties", {}).get("type")
+    return str(declared) if declared else type(catalog).__name__.lower()
+
+
+@dataclass(frozen=True)
+class SchemaField:
+    """A column as lineage shows it: its name, Iceberg type, doc, and the fields of a struct.
+
+    Attributes:
+        name: The column name.
+        type: The Iceberg type as text (``long``, ``decimal(18, 2)``, ``struct<...>``).
+        doc: The column's doc, if any.
+        fields: The fields of a struct column.
+    """
+
+    name: str
+    type: str
+    doc: str | None = None
+    fields: tuple[SchemaField, ...] = ()
+
+
+def _schema_fields(fields: Iterable[NestedField]) -> tuple[SchemaField, ...]:
+    return tuple(
+        SchemaField(
+            field.name,
+            str(field.field_type),
+            field.doc or None,
+            _schema_fields(field.field_type.fields) if field.field_type.is_struct else (),  # type: ignore[attr-defined]
+        )
+        for field in fields
+    )
+
+
+@dataclass(frozen=True)
+class TableLineage:
+    """What lineage says about one table at one snapshot.
+
+    Attributes:
+        catalog_name: The catalog's name (PyIceberg's ``catalog.name``).
+        catalog_type: ``sql``, ``rest``, ``glue``, ``hive``, ... (see :func:`catalog_type`).
+        catalog_namespace: The symlink namespace of the catalog (:func:`catalog_namespace`).
+        catalog_uri: The catalog's URI without credentials, if it has one.
+        warehouse: The catalog's warehouse (a location, or a warehouse name for REST catalogs).
+        table: ``namespace.table``.
+        location: Where the table is stored (``None`` when it could not be known, e.g. a dropped
+            table whose location was unreadable before the drop: it then cannot be named).
+        schema: The columns at :attr:`snapshot_id` (empty for a dropped table).
+        snapshot_id: The snapshot read or written, ``None`` for a table without one.
+        rows: Rows written, when the operation knows them.
+        bytes: Bytes written, when known.
+        files: Data files written, when known.
+        change: How the table itself changed: ``create``, ``alter``, ``drop``, ``rename``,
+            ``overwrite`` (``None``: only data, or nothing, changed).
+        previous_table: For a rename, the name it had.
+        file_format: The format new data files are written in (``write.format.default``).
+    """
+
+    catalog_name: str
+    catalog_type: str
+    catalog_namespace: str
+    catalog_uri: str | None
+    warehouse: str | None
+    table: str
+    location: str | None
+    schema: tuple[SchemaField, ...] = ()
+    snapshot_id: int | None = None
+    rows: int | None = None
+    bytes: int | None = None
+    files: int | None = None
+    change: str | None = None
+    previous_table: str | None = None
+    file_format: str | None = None
+
+    @property
+    def dataset(self) -> DatasetName | None:
+        """The table's dataset identity, from its location; ``None`` when the location is unknown."""
+        return table_dataset(self.location) if self.location else None
+
+    @property
+    def symlink(self) -> DatasetName:
+        """The catalog's name of the table: ``(catalog namespace, namespace.table)``."""
+        return DatasetName(self.catalog_namespace, self.table)
+
+
+def _catalog_part(catalog: Catalog) -> dict[str, Any]:
+    """The catalog fields of a :class:`TableLineage`."""
+    kind = catalog_type(catalog)
+    properties = dict(getattr(catalog, "properties", {}) or {})
+    name = str(getattr(catalog, "name", "") or kind)
+    return {
+        "catalog_name": name,
+        "catalog_type": kind,
+        "catalog_namespace": catalog_namespace(kind, properties, name),
+        "catalog_uri": public_uri(properties.get("uri")),
+        "warehouse": public_uri(properties.get("warehouse")),
+    }
+
+
+def _schema_at(table: Table, snapshot_id: int | None) -> Schema:
+    """The schema a snapshot was written with (the current one when unknown)."""
+    snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
+    schema_id = getattr(snapshot, "schema_id", None)
+    if schema_id is not None:
+        for schema in table.metadata.schemas:
+            if schema.schema_id == schema_id:
+                return schema
+    return table.schema()
+
+
+def table_lineage(
+    catalog: Catalog,
+    table: Table,
+    *,
+    snapshot_id: int | None = None,
+    rows: int | None = None,
+    bytes: int | None = None,
+    files: int | None = None,
+    change: str | None = None,
+    previous_table: str | None = None,
+) -> TableLineage:
+    """The lineage of ``table`` (loaded from ``catalog``) at ``snapshot_id``, default its current snapshot.
+
+    The schema is the table's current one, or, for an older snapshot, the one that snapshot was
+    written with. Reads only what the loaded table's metadata holds: no call to the catalog.
+    """
+    current = table.current_snapshot()
+    current_id = current.snapshot_id if current is not None else None
+    if snapshot_id is None:
+        snapshot_id = current_id
+    schema = table.schema() if snapshot_id == current_id else _schema_at(table, snapshot_id)
+    return TableLineage(
+        **_catalog_part(catalog),
+        table=".".join(table.name()),
+        location=table.location(),
+        schema=_schema_fields(schema.fields),
+        snapshot_id=snapshot_id,
+        rows=rows,
+        bytes=bytes,
+        files=files,
+        change=change,
+        previous_table=previous_table,
+        file_format=str(table.properties.get("write.format.default", "parquet")).lower(),
+    )
+
+
+def dropped_table_lineage(catalog: Catalog, table: str, location: str | None) -> TableLineage:
+    """The lineage of a table that is gone: its names and where it was stored, nothing else."""
+    return TableLineage(**_catalog_part(catalog), table=table, location=location, change="drop")
+
+
+def written_statistics(table: Table, snapshot_ids: Iterable[int]) -> tuple[int, int, int]:
+    """Rows, bytes and data files the snapshots ``snapshot_ids`` added, from their summaries."""
+    rows = size = files = 0
+    for snapshot_id in snapshot_ids:
+        snapshot = table.snapshot_by_id(snapshot_id)
+        summary = snapshot.summary if snapshot is not None and snapshot.summary is not None else None
+        if summary is None:
+            continue
+        rows += int(summary.get("added-records", 0) or 0)
+        size += int(summary.get("added-files-size", 0) or 0)
+        files += int(summary.get("added-data-files", 0) or 0)
+    return rows, size, files
+
+
+def touched_lineage(catalog: Catalog, touched: Iterable[TouchedTable]) -> list[TableLineage]:
+    """The lineage of every table a migration run touched, each at its snapshot now (one load per table).
+
+    A table that is gone names itself by the location noted before its drop; a table that cannot be
+    loaded any more (dropped by someone else since) is left out.
+    """
+    from pyiceberg.exceptions import NoSuchTableError
+
+    found = []
+    for item in touched:
+        change = None if item.change == "write" else item.change
+        if item.change == "drop":
+            found.append(dropped_table_lineage(catalog, item.table, item.location))
+            continue
+        try:
+            table = catalog.load_table(item.table)
+        except NoSuchTableError:
+            continue
+        found.append(table_lineage(catalog, table, change=change, previous_table=item.previous))
+    return found

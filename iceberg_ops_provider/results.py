@@ -8,6 +8,7 @@ from typing import Any
 from iceberg_ops_provider.history.intent import Intent
 from iceberg_ops_provider.history.lock import LockInfo
 from iceberg_ops_provider.history.records import HistoryRow, Operation, Status
+from iceberg_ops_provider.migration.touched import TouchedTable
 from iceberg_ops_provider.planning import PlanStep
 
 __all__ = ["MigrationResult", "NamespaceStatus", "RepairReport", "RunReport"]
@@ -23,6 +24,9 @@ class MigrationResult:
         status: The status recorded: ``applied``, ``rolled_back`` or ``failed``.
         duration: Seconds its ``upgrade()``/``downgrade()`` and commits took (0 for a stamp).
         direction: ``upgrade``, ``downgrade`` or ``stamp``.
+        tables: The tables its commits reached, each with its net change (``create``, ``alter``,
+            ``drop``, ``rename``, ``overwrite``, or ``write`` for a table it loaded to write itself);
+            empty for a stamp.
     """
 
     version: str
@@ -30,6 +34,7 @@ class MigrationResult:
     status: Status
     duration: float
     direction: Operation
+    tables: tuple[TouchedTable, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form (for XCom and ``--json``)."""
@@ -39,6 +44,7 @@ class MigrationResult:
             "status": self.status,
             "duration": round(self.duration, 3),
             "direction": self.direction,
+            "tables": [table.to_json() for table in self.tables],
         }
 
 

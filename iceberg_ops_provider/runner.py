@@ -47,6 +47,7 @@ from iceberg_ops_provider.history.lock import (
 from iceberg_ops_provider.history.records import HistoryRow
 from iceberg_ops_provider.history.store import HistoryStore, default_meta_namespace
 from iceberg_ops_provider.migration.context import MigrationContext
+from iceberg_ops_provider.migration.touched import TouchedTable, merge_touched, recording
 from iceberg_ops_provider.namespaces import check_runner_namespaces
 from iceberg_ops_provider.planning import (
     Direction,
@@ -140,6 +141,9 @@ class MigrationRunner:
         self._active: RunSession | None = None
         self.last_run: RunReport | None = None
         """What the last changing run of this runner saw (its version before and after), read under its lock."""
+        self.touched: tuple[TouchedTable, ...] = ()
+        """The tables the last ``upgrade``/``downgrade`` reached, net change per table, kept up to date
+        step by step (also what a failed step committed before it failed)."""
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -292,8 +296,9 @@ class MigrationRunner:
             )
             steps = upgrade_steps(state, target)
             self._event(f"{self.namespace}: {len(steps)} migration(s) to apply (current: {state.current or 'base'})")
-            return [session.execute(step, index, len(steps)) for index, step in enumerate(steps, 1)]
+            return [self._execute(session, step, index, len(steps)) for index, step in enumerate(steps, 1)]
 
+        self.touched = ()
         return self._locked(scripts, run)
 
     @_catalog_call
@@ -318,8 +323,9 @@ class MigrationRunner:
             self._event(
                 f"{self.namespace}: {len(steps)} migration(s) to roll back (current: {state.current or 'base'})"
             )
-            return [session.execute(step, index, len(steps)) for index, step in enumerate(steps, 1)]
+            return [self._execute(session, step, index, len(steps)) for index, step in enumerate(steps, 1)]
 
+        self.touched = ()
         return self._locked(scripts, run)
 
     @_catalog_call
@@ -431,6 +437,15 @@ class MigrationRunner:
             log.warning("could not release the migration lock of %r while stopping: %s", self.namespace, exc)
 
     # -- internals ------------------------------------------------------------------------------
+
+    def _execute(self, session: RunSession, step: PlanStep, index: int, total: int) -> MigrationResult:
+        """Execute one step, learning which tables it touched (kept in :attr:`touched` even when it fails)."""
+        with recording() as touched:
+            try:
+                result = session.execute(step, index, total)
+            finally:
+                self.touched = merge_touched(self.touched, touched.tables())
+        return replace(result, tables=touched.tables())
 
     def _note(
         self,

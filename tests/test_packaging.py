@@ -15,14 +15,15 @@ from iceberg_ops_provider.get_provider_info import get_provider_info
 
 BIN = Path(sys.executable).parent
 ADAPTER_PACKAGES = {"hooks", "operators", "sensors", "triggers"}
+ADAPTER_MODULES = {"get_provider_info", "assets"}  # Airflow-facing modules outside the adapter packages
 
 
 def engine_modules() -> list[str]:
-    """Every module of the package except the Airflow adapters and the provider-info module."""
+    """Every module of the package except the Airflow adapters (packages and modules)."""
     names = []
     for info in pkgutil.walk_packages(iceberg_ops_provider.__path__, prefix="iceberg_ops_provider."):
         parts = info.name.split(".")
-        if ADAPTER_PACKAGES & set(parts) or parts[-1] == "get_provider_info":
+        if ADAPTER_PACKAGES & set(parts) or parts[-1] in ADAPTER_MODULES:
             continue
         names.append(info.name)
     return names

@@ -34,6 +34,7 @@ from iceberg_ops_provider.core.type_strings import to_iceberg_type
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import DryRunLimit, InvalidOperationError
 from iceberg_ops_provider.history.intent import RECEIPT_PROPERTY, IntentAction
+from iceberg_ops_provider.migration.touched import TouchedTables, current_recording, stored_location
 from iceberg_ops_provider.migration.transforms import parse_partition_expr, parse_sort_field
 
 if TYPE_CHECKING:
@@ -167,6 +168,8 @@ class MigrationContext:
         """Tables whose changes already reached the catalog (commits and immediate operations), in order."""
         self.created_namespaces: list[str] = []
         """Namespaces created by this migration's commits."""
+        self.touched: TouchedTables = current_recording() or TouchedTables()
+        """The net change of every table this migration reached (the runner's recording, when one is open)."""
 
     # -- what a migration can read --------------------------------------------------------------
 
@@ -220,9 +223,11 @@ class MigrationContext:
         self._mark_direct(self._label(identifier))
         self._commit_queue(complete=False)
         try:
-            return self._catalog.load_table(identifier)
+            table = self._catalog.load_table(identifier)
         except NoSuchTableError as exc:
             raise InvalidOperationError(f"Table {self._label(identifier)} does not exist.") from exc
+        self.touched.written(self._label(identifier))
+        return table
 
     def _note_op(self, description: str, risk: str) -> None:
         self.operations.append({"operation": description, "risk": risk})
@@ -305,6 +310,7 @@ class MigrationContext:
         identifier = item.identifier
         if item.kind == "drop":
             self._steps += 1
+            location = stored_location(self._catalog, identifier)
             try:
                 if item.purge:
                     self._catalog.purge_table(identifier)
@@ -312,6 +318,7 @@ class MigrationContext:
                     self._catalog.drop_table(identifier)
             except NoSuchTableError as exc:
                 raise InvalidOperationError(f"Cannot drop table {self._label(identifier)}: it does not exist.") from exc
+            self.touched.dropped(self._label(identifier), location)
         elif item.kind == "rename":
             target = item.target or ()
             self._steps += 1
@@ -324,17 +331,20 @@ class MigrationContext:
                 raise InvalidOperationError(
                     f"Cannot rename table {self._label(identifier)}: it does not exist."
                 ) from exc
+            self.touched.renamed(self._label(identifier), self._label(target))
         else:
             transaction = self._pending[identifier]
             self._apply_schema_update(identifier)
             self._steps += 1
-            if identifier in self._created:
+            created = identifier in self._created
+            if created:
                 transaction = self._create_for_real(identifier, transaction)
             if self._journal is not None:
                 transaction.set_properties({RECEIPT_PROPERTY: self._journal.receipt(self._steps)})
             self._pending.pop(identifier, None)
             self._created.discard(identifier)
             transaction.commit_transaction()
+            (self.touched.created if created else self.touched.altered)(self._label(identifier))
         self._record(identifier)
 
     def _create_for_real(self, identifier: Identifier, placeholder: Transaction) -> Transaction:

@@ -13,6 +13,12 @@ The fan-out pattern::
     move = IcebergDataMoveOperator.partial(task_id="move", source=SRC, target=DST).expand(units=plan.output)
     verify = IcebergMoveVerifyOperator(task_id="verify", source=SRC, target=DST, move_id=plan.output["move_id"])
     move >> verify
+
+Lineage: a move reports its source as an OpenLineage input at the snapshot it reads and its target
+as an output at the last snapshot the task wrote, with the rows, bytes and files written (and an
+``OVERWRITE`` lifecycle change in ``overwrite`` mode); a plan reports the source it planned on; a
+verification both tables it compared. Asset outlets naming the target get its snapshot id and the
+rows written as their event extra.
 """
 
 from __future__ import annotations
@@ -23,12 +29,14 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+from iceberg_ops_provider.operators.lineage import IcebergLineageMixin
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
     from pyiceberg.expressions import BooleanExpression
 
     from iceberg_ops_provider.data_migration import DataMover
+    from iceberg_ops_provider.data_migration.results import MoveResult
 
 try:  # Airflow 3.2+
     from airflow.sdk.exceptions import AirflowFailException
@@ -74,7 +82,7 @@ def _text(value: str | None) -> str | None:
     return text or None
 
 
-class _MoveOperator(BaseOperator):
+class _MoveOperator(IcebergLineageMixin, BaseOperator):
     """What the three operators share: the move's arguments, the mover, and the error mapping."""
 
     template_fields: Sequence[str] = MOVE_TEMPLATE_FIELDS
@@ -154,6 +162,7 @@ class _MoveOperator(BaseOperator):
         """
         from iceberg_ops_provider.errors import IcebergOpsError, VerificationFailedError
 
+        self.record_lineage()
         try:
             return self._execute(context)
         except VerificationFailedError as exc:
@@ -169,6 +178,40 @@ class _MoveOperator(BaseOperator):
 
     def _execute(self, context: Context) -> Any:
         raise NotImplementedError
+
+    def _record_tables(
+        self,
+        mover: DataMover,
+        *,
+        source_snapshot_id: int | None,
+        target_read: bool = False,
+        result: MoveResult | None = None,
+    ) -> None:
+        """Record the source as read at ``source_snapshot_id``; the target as read, or as written by ``result``."""
+        from iceberg_ops_provider.lineage import table_lineage
+
+        source = mover.source_catalog.load_table(mover.source)
+        inputs = [table_lineage(mover.source_catalog, source, snapshot_id=source_snapshot_id)]
+        outputs = []
+        if target_read or result is not None:
+            target = mover.target_catalog.load_table(mover.target)
+            if result is None:
+                inputs.append(table_lineage(mover.target_catalog, target))
+            else:
+                written = result.target_snapshot_ids[-1] if result.target_snapshot_ids else None
+                change = "overwrite" if self.mode == "overwrite" and written is not None else None
+                outputs.append(
+                    table_lineage(
+                        mover.target_catalog,
+                        target,
+                        snapshot_id=written,
+                        rows=result.rows,
+                        bytes=result.bytes_written,
+                        files=result.files_written,
+                        change=change,
+                    )
+                )
+        self.record_lineage(inputs, outputs)
 
 
 class IcebergDataMoveOperator(_MoveOperator):
@@ -240,6 +283,9 @@ class IcebergDataMoveOperator(_MoveOperator):
         # With units, the move reads the snapshot they were planned on, even if the source moved on since.
         mover = self._mover(move_id, verify=self.verify, source_snapshot_id=snapshot_id)
         result = mover.run(units=units) if units else mover.run()
+        self.collect_lineage(
+            lambda: self._record_tables(mover, source_snapshot_id=result.source_snapshot_id, result=result)
+        )
         payload = result.to_json()
         self.log.info(
             "Moved %s rows in %.1f s: %s unit(s) committed, %s already done, move %s",
@@ -248,6 +294,19 @@ class IcebergDataMoveOperator(_MoveOperator):
             payload["units_committed"],
             payload["units_skipped"],
             "complete" if payload["complete"] else "not complete yet (other units pending)",
+        )
+        last_written = result.target_snapshot_ids[-1] if result.target_snapshot_ids else None
+        self.publish_asset_extras(
+            context,
+            {
+                "source": self.source,
+                "target": self.target,
+                "move_id": result.move_id,
+                "rows": result.rows,
+                "snapshot_id": last_written,
+                "complete": result.complete,
+            },
+            {"move_id": result.move_id, "source": self.source, "complete": result.complete},
         )
         return payload
 
@@ -279,7 +338,13 @@ class IcebergMovePlanOperator(_MoveOperator):
         self.units_per_task = units_per_task
 
     def _execute(self, context: Context) -> list[list[dict[str, Any]]]:
-        plan = self._mover(_text(self.move_id) or default_move_id(context)).plan()
+        mover = self._mover(_text(self.move_id) or default_move_id(context))
+        plan = mover.plan()
+        self.collect_lineage(lambda: self._record_tables(mover, source_snapshot_id=plan.source_snapshot_id))
+        self.publish_asset_extras(
+            context,
+            {"source": self.source, "target": self.target, "move_id": plan.move_id, "pending": len(plan.pending)},
+        )
         pending = [unit.to_json() for unit in plan.pending]
         self.log.info(
             "Plan of %s -> %s (move_id %s): %s unit(s), %s pending, %s source bytes, %s source records%s",
@@ -338,7 +403,11 @@ class IcebergMoveVerifyOperator(_MoveOperator):
             raise ValueError(
                 "move_id is empty: pass the move's id, e.g. move_id=plan.output['move_id'] from the plan task."
             )
-        report = self._mover(move_id).verify(self.method)
+        mover = self._mover(move_id)
+        report = mover.verify(self.method)
+        self.collect_lineage(
+            lambda: self._record_tables(mover, source_snapshot_id=_verified_source_snapshot(mover), target_read=True)
+        )
         payload = report.to_json()
         self.log.info(
             "Verification (%s) of move %s: %s; source rows %s, target rows %s",
@@ -356,6 +425,16 @@ class IcebergMoveVerifyOperator(_MoveOperator):
                 report=report,
             )
         return payload
+
+
+def _verified_source_snapshot(mover: DataMover) -> int | None:
+    """The source snapshot a finished move read (what verification compares against), from the target's state."""
+    from pyiceberg.table.refs import MAIN_BRANCH
+
+    from iceberg_ops_provider.data_migration.state import find_state
+
+    state, _ = find_state(mover.target_catalog.load_table(mover.target).metadata, mover.move_id, MAIN_BRANCH)
+    return state.completed_snapshot_id if state is not None else None
 
 
 def _max_map_length() -> int:

@@ -6,6 +6,11 @@ XCom as its ``to_json()``, and errors map as for migrations (permanent ones fail
 transient ones keep Airflow's retries). Every one is safe to retry: compaction commits group by
 group, so a retried task only has the groups not yet committed left to do; expiry and orphan removal
 recompute what is left from the table.
+
+Lineage: each reports its table as an OpenLineage input at the snapshot it started from and, unless
+it changed nothing (the health report, a dry run), as an output at the snapshot after (compaction
+adds the rows, bytes and files it wrote). Asset outlets get the table's snapshot id and the
+operation as their event extra.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from airflow.sdk import BaseOperator
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.maintenance.times import parse_older_than
+from iceberg_ops_provider.operators.lineage import IcebergLineageMixin
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -53,7 +59,7 @@ def as_flag(value: bool | str, field: str = "dry_run") -> bool:
     raise ValueError(f"{field}={value!r} is not true or false.")
 
 
-class _TableMaintenanceOperator(BaseOperator):
+class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
     """Shared front of the maintenance operators: open the table, call the function, push its result."""
 
     template_fields: Sequence[str] = ("table", "iceberg_conn_id")
@@ -76,9 +82,13 @@ class _TableMaintenanceOperator(BaseOperator):
             IcebergOpsError: A transient one (a commit conflict, storage that did not answer): retried.
         """
         from iceberg_ops_provider.errors import IcebergOpsError
+        from iceberg_ops_provider.lineage import table_lineage
 
+        self.record_lineage()
         try:
-            table = self._load(IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id).get_conn())
+            catalog = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id).get_conn()
+            table = self._load(catalog)
+            self.collect_lineage(lambda: self.record_lineage(inputs=[table_lineage(catalog, table)]))
             result = self.run(table)
         except IcebergOpsError as exc:
             if exc.transient:
@@ -88,7 +98,28 @@ class _TableMaintenanceOperator(BaseOperator):
             raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
         payload = result.to_json()
         self.log.info("%s of %s: %s", self.verb, self.table, _brief(payload))
+        if self.changes_table():
+            self.collect_lineage(lambda: self._record_output(catalog, result))
+        self.publish_asset_extras(
+            context, {"table": self.table, "operation": self.verb, **_counts(payload)}, {"operation": self.verb}
+        )
         return payload
+
+    def changes_table(self) -> bool:
+        """Whether this run may have changed the table (not a dry run): it is then a lineage output too."""
+        return not as_flag(getattr(self, "dry_run", False))
+
+    def written(self, table: Table, result: Any) -> tuple[int, int, int] | None:
+        """Rows, bytes and data files the run wrote, when it wrote data (compaction); else ``None``."""
+        return None
+
+    def _record_output(self, catalog: Any, result: Any) -> None:
+        """Record the table as written, at its snapshot after the run (one load)."""
+        from iceberg_ops_provider.lineage import table_lineage
+
+        after = catalog.load_table(self.table)
+        rows, size, files = self.written(after, result) or (None, None, None)
+        self.record_lineage(self.lineage_inputs, [table_lineage(catalog, after, rows=rows, bytes=size, files=files)])
 
     def _load(self, catalog: Any) -> Table:
         from pyiceberg.exceptions import NoSuchTableError
@@ -106,10 +137,14 @@ class _TableMaintenanceOperator(BaseOperator):
         raise NotImplementedError
 
 
+def _counts(payload: dict[str, Any]) -> dict[str, int | float]:
+    """The counts of a result (its numbers)."""
+    return {k: v for k, v in payload.items() if isinstance(v, int | float) and not isinstance(v, bool)}
+
+
 def _brief(payload: dict[str, Any]) -> str:
     """The counts of a result, for the task log."""
-    shown = {k: v for k, v in payload.items() if isinstance(v, int | float | bool) and not isinstance(v, bool)}
-    return ", ".join(f"{k}={v}" for k, v in shown.items()) or "done"
+    return ", ".join(f"{k}={v}" for k, v in _counts(payload).items()) or "done"
 
 
 class IcebergCompactOperator(_TableMaintenanceOperator):
@@ -160,6 +195,12 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
             strategy=self.strategy,
             dry_run=as_flag(self.dry_run),
         )
+
+    def written(self, table: Table, result: Any) -> tuple[int, int, int] | None:
+        """What the compaction's commits added, from their snapshot summaries."""
+        from iceberg_ops_provider.lineage import written_statistics
+
+        return written_statistics(table, result.snapshot_ids)
 
 
 class IcebergExpireSnapshotsOperator(_TableMaintenanceOperator):
@@ -311,6 +352,10 @@ class IcebergTableHealthOperator(_TableMaintenanceOperator):
         unknown = [need for need in self.fail_on if need not in _NEEDS]
         if unknown:
             raise ValueError(f"fail_on={fail_on!r} names {', '.join(map(repr, unknown))}; use {', '.join(_NEEDS)}.")
+
+    def changes_table(self) -> bool:
+        """Never: the report only reads the table (its lineage is the table as an input)."""
+        return False
 
     def run(self, table: Table) -> Any:
         """Report, then fail when a need named in ``fail_on`` was found."""

@@ -9,6 +9,7 @@ from airflow.sdk import BaseOperator
 
 from iceberg_ops_provider.history.lock import DEFAULT_STALE_AFTER
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+from iceberg_ops_provider.operators.lineage import IcebergLineageMixin, table_extra
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -23,7 +24,7 @@ except ImportError:  # pragma: no cover - Airflow 3.1
     from airflow.exceptions import AirflowException, AirflowFailException
 
 
-class IcebergMigrateOperator(BaseOperator):
+class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
     """Run the migrations of one namespace: ``upgrade``, ``downgrade``, ``plan`` or ``check``.
 
     Retries are safe: history records every applied migration, so a retried task resumes where the
@@ -60,7 +61,15 @@ class IcebergMigrateOperator(BaseOperator):
 
     Returns (XCom):
         ``{"namespace", "action", "target", "version_before", "version_after", "migrations": [...]}``
-        where ``migrations`` lists what was applied or rolled back (or planned / pending).
+        where ``migrations`` lists what was applied or rolled back (or planned / pending), each with the
+        ``tables`` it touched.
+
+    Lineage: every table an ``upgrade``/``downgrade`` touched is an OpenLineage output at its snapshot
+    afterwards, with its ``lifecycleStateChange`` (a dropped table is named by the location it had),
+    also when the run failed part way. Outlets built with
+    :func:`~iceberg_ops_provider.assets.iceberg_asset` naming a touched table get that table's
+    ``table``, ``snapshot_id`` and ``change`` plus the ``version`` now applied as their event extra;
+    other Asset outlets get the run's summary.
     """
 
     template_fields: Sequence[str] = ("namespace", "migrations_dir", "target", "iceberg_conn_id", "models_dir")
@@ -122,6 +131,7 @@ class IcebergMigrateOperator(BaseOperator):
     def _execute(self, context: Context) -> dict[str, Any]:
         from iceberg_ops_provider.runner import MigrationRunner
 
+        self.record_lineage()
         hook = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)
         # Each step is logged on the iceberg_ops_provider.runner logger, which reaches the task log.
         runner = MigrationRunner(
@@ -133,6 +143,31 @@ class IcebergMigrateOperator(BaseOperator):
             lock_context=_task_identity(context),
         )
         self._runner = runner
+        try:
+            summary = self._run(runner)
+        finally:
+            if self.action in ("upgrade", "downgrade"):
+                self.collect_lineage(lambda: self._record_touched(runner))
+        self.publish_asset_extras(
+            context,
+            {
+                "namespace": self.namespace,
+                "action": self.action,
+                "version_before": summary["version_before"],
+                "version_after": summary["version_after"],
+                "tables": [table_extra(table) for table in self.lineage_outputs],
+            },
+            {"namespace": self.namespace, "version": summary["version_after"]},
+        )
+        return summary
+
+    def _record_touched(self, runner: Any) -> None:
+        """Record every table the run touched, at its snapshot now (one load per table that still exists)."""
+        from iceberg_ops_provider.lineage import touched_lineage
+
+        self.record_lineage(outputs=touched_lineage(runner.catalog, runner.touched))
+
+    def _run(self, runner: Any) -> dict[str, Any]:
         before = runner.current()
         self.log.info(
             "Namespace %r is at %s; action %s to %s", self.namespace, before or "base", self.action, self.target

@@ -12,6 +12,11 @@ the policy API when the tables live elsewhere (or behind another endpoint); it i
 (an ``iceberg_ops`` connection of kind ``rest``: host = the catalog API root, login/password =
 client id and secret, extra ``warehouse`` = the Polaris catalog, ``token``, ``scope``,
 ``oauth2-server-uri``, ``ssl``...).
+
+Lineage: every table some policy's maintenance ran on is an OpenLineage output at its snapshot
+afterwards (compaction adds the rows, bytes and files it wrote), also when other tables failed. A
+dry run maintains nothing and reports no table. Asset outlets naming a maintained table get its
+snapshot id and the policy types that ran as their event extra.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+from iceberg_ops_provider.operators.lineage import IcebergLineageMixin, table_extra
 from iceberg_ops_provider.operators.maintenance import as_flag
 
 if TYPE_CHECKING:
@@ -35,7 +41,7 @@ except ImportError:  # pragma: no cover - Airflow 3.1
 __all__ = ["IcebergPolicyMaintenanceOperator"]
 
 
-class IcebergPolicyMaintenanceOperator(BaseOperator):
+class IcebergPolicyMaintenanceOperator(IcebergLineageMixin, BaseOperator):
     """Run the maintenance that Polaris policies ask for on every table of a namespace.
 
     Args:
@@ -109,15 +115,19 @@ class IcebergPolicyMaintenanceOperator(BaseOperator):
         from iceberg_ops_provider.errors import IcebergOpsError, MaintenanceError
         from iceberg_ops_provider.polaris.dispatcher import PolicyDispatcher
 
+        self.record_lineage()
         dry_run = as_flag(self.dry_run)
+        catalog: Any = None
         try:
             catalog_hook = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)
-            dispatcher = PolicyDispatcher(self.policy_client(catalog_hook), catalog_hook.get_conn(), dry_run=dry_run)
+            catalog = catalog_hook.get_conn()
+            dispatcher = PolicyDispatcher(self.policy_client(catalog_hook), catalog, dry_run=dry_run)
             outcome = dispatcher.run_namespace(self.namespace, self.overrides, self.types)
         except MaintenanceError as exc:
             result = getattr(exc, "result", None)
             if result is not None:
                 payload = result.to_json()
+                self.collect_lineage(lambda: self._record_maintained(catalog, payload))
                 context["ti"].xcom_push(key="outcome", value=payload)
                 self.log.error("policy maintenance of %s: %s", self.namespace, _summary(payload))
             if exc.transient:
@@ -132,7 +142,47 @@ class IcebergPolicyMaintenanceOperator(BaseOperator):
         payload = outcome.to_json()
         suffix = " (dry run)" if dry_run else ""
         self.log.info("policy maintenance of %s%s: %s", self.namespace, suffix, _summary(payload))
+        self.collect_lineage(lambda: self._record_maintained(catalog, payload))
+        ran = _ran(payload)
+        self.publish_asset_extras(
+            context,
+            {
+                "namespace": self.namespace,
+                "dry_run": dry_run,
+                "tables": [{**table_extra(table), "ran": ran[table.table]} for table in self.lineage_outputs],
+            },
+            lambda table: {"namespace": self.namespace, "ran": ran[table.table]},
+        )
         return payload
+
+    def _record_maintained(self, catalog: Any, payload: Mapping[str, Any]) -> None:
+        """Record every table some policy ran on as written, at its snapshot now (one load per table)."""
+        from iceberg_ops_provider.lineage import table_lineage, written_statistics
+
+        outputs = []
+        for name, ran in _ran(payload).items():
+            if not ran:
+                continue
+            table = catalog.load_table(name)
+            snapshot_ids = [
+                snapshot_id
+                for item in (payload["tables"][name].get("policies") or {}).values()
+                for result in item.get("results") or ()
+                for snapshot_id in result.get("snapshot_ids") or ()
+            ]
+            rows, size, files = written_statistics(table, snapshot_ids) if snapshot_ids else (None, None, None)
+            outputs.append(table_lineage(catalog, table, rows=rows, bytes=size, files=files))
+        self.record_lineage(outputs=outputs)
+
+
+def _ran(payload: Mapping[str, Any]) -> dict[str, list[str]]:
+    """Per table of an outcome, the policy types whose maintenance ran on it (a dry run runs none)."""
+    from iceberg_ops_provider.polaris.outcomes import RAN
+
+    return {
+        name: [kind for kind, item in (table.get("policies") or {}).items() if item.get("action") == RAN]
+        for name, table in (payload.get("tables") or {}).items()
+    }
 
 
 def _summary(payload: Mapping[str, Any]) -> str:

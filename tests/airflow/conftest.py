@@ -26,6 +26,8 @@ os.environ.update(
         "AIRFLOW__CORE__DAGS_FOLDER": str(DAGS),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "AIRFLOW__CORE__UNIT_TEST_MODE": "True",
+        # No OpenLineage listener in this suite (it forks per task event); test_lineage_e2e.py turns it on.
+        "AIRFLOW__OPENLINEAGE__DISABLED": "true",
     }
 )
 

@@ -1,0 +1,92 @@
+"""Airflow Assets for Iceberg tables: one consistent name and URI per table, and back again.
+
+``iceberg_asset("lake", "sales.orders")`` is ``Asset(name="lake.sales.orders",
+uri="iceberg://lake/sales/orders")``: DAGs that produce and consume a table agree on its asset by
+building it the same way. The ``iceberg`` URI scheme is not registered with Airflow (see
+``docs/assets.md``): Airflow applies only its basic URI normalisation to it.
+
+The operators of this provider attach metadata to the events of such assets (snapshot id, rows,
+change, ...); :func:`asset_table` tells them which table an outlet names.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow.sdk import Asset
+
+__all__ = ["SCHEME", "asset_table", "iceberg_asset"]
+
+SCHEME = "iceberg"
+# Characters that would make the URI or the dotted name ambiguous, or that Airflow's URI handling drops.
+_NOT_IN_CATALOG = set("./:@?#% \t\n")
+_NOT_IN_PART = set("/:@?#% \t\n")
+
+
+def _check_catalog(catalog_name: object) -> str:
+    if not isinstance(catalog_name, str) or not catalog_name:
+        raise ValueError(
+            f"catalog_name={catalog_name!r}: give the catalog's name as a non-empty string, e.g. iceberg_asset("
+            "'lake', 'sales.orders')."
+        )
+    bad = sorted(set(catalog_name) & _NOT_IN_CATALOG)
+    if bad:
+        raise ValueError(
+            f"catalog_name={catalog_name!r} contains {''.join(bad)!r}; a catalog name here is one word (letters, "
+            "digits, '_' or '-'), as it appears in the asset's URI host."
+        )
+    return catalog_name
+
+
+def _split_table(table: object) -> tuple[str, str]:
+    """``("ns", "table")`` of ``"ns.table"`` (``("a.b", "t")`` for a nested namespace)."""
+    parts = table.split(".") if isinstance(table, str) else []
+    if len(parts) < 2:
+        raise ValueError(
+            f"table={table!r}: give the table with its namespace, as 'namespace.table' (e.g. 'sales.orders'); "
+            "an asset without its namespace would name a different table in every namespace."
+        )
+    for part in parts:
+        if not part or part != part.strip() or set(part) & _NOT_IN_PART:
+            raise ValueError(
+                f"table={table!r} has an empty or malformed part {part!r}; use 'namespace.table' with parts of "
+                "letters, digits, '_' or '-'."
+            )
+    return ".".join(parts[:-1]), parts[-1]
+
+
+def iceberg_asset(catalog_name: str, table: str, **asset_options: Any) -> Asset:
+    """The Airflow Asset of an Iceberg table.
+
+    Args:
+        catalog_name: The catalog, as the DAGs call it (one word: it is the URI's host).
+        table: ``namespace.table`` (``a.b.table`` for a nested namespace).
+        **asset_options: More :class:`airflow.sdk.Asset` arguments (``group``, ``extra``, ``watchers``).
+
+    Returns:
+        ``Asset(name=f"{catalog}.{namespace}.{table}", uri=f"iceberg://{catalog}/{namespace}/{table}")``.
+
+    Raises:
+        ValueError: An empty or malformed catalog name, or a table without its namespace.
+    """
+    from airflow.sdk import Asset
+
+    catalog = _check_catalog(catalog_name)
+    namespace, name = _split_table(table)
+    for reserved in ("name", "uri"):
+        if reserved in asset_options:
+            raise ValueError(f"iceberg_asset builds the asset's {reserved} itself; do not pass {reserved}=.")
+    return Asset(name=f"{catalog}.{namespace}.{name}", uri=f"{SCHEME}://{catalog}/{namespace}/{name}", **asset_options)
+
+
+def asset_table(asset: object) -> tuple[str, str] | None:
+    """``(catalog, "namespace.table")`` of an asset :func:`iceberg_asset` built; ``None`` for any other asset."""
+    uri = getattr(asset, "uri", None)
+    if not isinstance(uri, str) or not uri.startswith(f"{SCHEME}://"):
+        return None
+    parts = uri[len(SCHEME) + 3 :].split("/")
+    if len(parts) != 3 or not all(parts):
+        return None
+    catalog, namespace, name = parts
+    return catalog, f"{namespace}.{name}"

@@ -1,0 +1,240 @@
+"""OpenLineage datasets and asset event extras of the operators, made from the engine's :class:`TableLineage`.
+
+Every operator of this provider mixes in :class:`IcebergLineageMixin`: its ``execute()`` records the
+tables it read and wrote (each a :class:`~iceberg_ops_provider.lineage.TableLineage`, built from
+what the run already loaded or one load per table afterwards), and
+``get_openlineage_facets_on_complete`` turns them into OpenLineage datasets without calling the
+catalog. OpenLineage is an optional extra: it is imported only inside the functions that build its
+objects, which return ``None`` when it is not installed.
+
+A table is named as OpenLineage-Spark names Iceberg tables (namespace and name from its storage
+location, see :mod:`iceberg_ops_provider.lineage`) and carries the facets ``symlinks`` (the catalog's
+``namespace.table``), ``catalog``, ``storage``, ``schema``, ``version`` (the snapshot id),
+``lifecycleStateChange`` when the table itself changed, and, on outputs, ``outputStatistics``
+when the operation knows what it wrote.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from types import SimpleNamespace
+from typing import Any
+
+from iceberg_ops_provider.lineage import DatasetName, SchemaField, TableLineage
+
+__all__ = [
+    "LIFECYCLE_STATES",
+    "IcebergLineageMixin",
+    "input_dataset",
+    "operator_lineage",
+    "output_dataset",
+    "table_extra",
+]
+
+log = logging.getLogger(__name__)
+
+LIFECYCLE_STATES = {"create": "CREATE", "alter": "ALTER", "drop": "DROP", "rename": "RENAME", "overwrite": "OVERWRITE"}
+"""The OpenLineage ``lifecycleStateChange`` of each table change."""
+
+
+def _openlineage() -> SimpleNamespace | None:
+    """The OpenLineage classes used here, or ``None`` when the OpenLineage provider is not installed."""
+    try:
+        from airflow.providers.common.compat.openlineage.facet import (
+            Identifier,
+            InputDataset,
+            LifecycleStateChange,
+            LifecycleStateChangeDatasetFacet,
+            OutputDataset,
+            OutputStatisticsOutputDatasetFacet,
+            PreviousIdentifier,
+            SchemaDatasetFacet,
+            SchemaDatasetFacetFields,
+            SymlinksDatasetFacet,
+        )
+        from airflow.providers.openlineage.extractors import OperatorLineage
+        from openlineage.client.generated.catalog_dataset import CatalogDatasetFacet
+        from openlineage.client.generated.dataset_version_dataset import DatasetVersionDatasetFacet
+        from openlineage.client.generated.storage_dataset import StorageDatasetFacet
+    except ImportError:
+        return None
+    return SimpleNamespace(
+        CatalogDatasetFacet=CatalogDatasetFacet,
+        DatasetVersionDatasetFacet=DatasetVersionDatasetFacet,
+        Identifier=Identifier,
+        InputDataset=InputDataset,
+        LifecycleStateChange=LifecycleStateChange,
+        LifecycleStateChangeDatasetFacet=LifecycleStateChangeDatasetFacet,
+        OperatorLineage=OperatorLineage,
+        OutputDataset=OutputDataset,
+        OutputStatisticsOutputDatasetFacet=OutputStatisticsOutputDatasetFacet,
+        PreviousIdentifier=PreviousIdentifier,
+        SchemaDatasetFacet=SchemaDatasetFacet,
+        SchemaDatasetFacetFields=SchemaDatasetFacetFields,
+        StorageDatasetFacet=StorageDatasetFacet,
+        SymlinksDatasetFacet=SymlinksDatasetFacet,
+    )
+
+
+def _schema_field(ol: SimpleNamespace, field: SchemaField) -> Any:
+    return ol.SchemaDatasetFacetFields(
+        name=field.name,
+        type=field.type,
+        description=field.doc,
+        fields=[_schema_field(ol, child) for child in field.fields],
+    )
+
+
+def _name(table: TableLineage) -> DatasetName:
+    """The dataset identity: from the location; the catalog's name when the location is unknown."""
+    return table.dataset or table.symlink
+
+
+def _facets(ol: SimpleNamespace, table: TableLineage, *, changed: bool) -> dict[str, Any]:
+    facets: dict[str, Any] = {
+        "symlinks": ol.SymlinksDatasetFacet(
+            identifiers=[ol.Identifier(namespace=table.catalog_namespace, name=table.table, type="TABLE")]
+        ),
+        "catalog": ol.CatalogDatasetFacet(
+            framework="iceberg",
+            type=table.catalog_type,
+            name=table.catalog_name,
+            metadataUri=table.catalog_uri,
+            warehouseUri=table.warehouse,
+        ),
+    }
+    if table.file_format:
+        facets["storage"] = ol.StorageDatasetFacet(storageLayer="iceberg", fileFormat=table.file_format)
+    if table.schema:
+        facets["schema"] = ol.SchemaDatasetFacet(fields=[_schema_field(ol, field) for field in table.schema])
+    if table.snapshot_id is not None:
+        facets["version"] = ol.DatasetVersionDatasetFacet(datasetVersion=str(table.snapshot_id))
+    state = LIFECYCLE_STATES.get(table.change or "")
+    if changed and state:
+        previous = (
+            ol.PreviousIdentifier(namespace=table.catalog_namespace, name=table.previous_table)
+            if table.previous_table
+            else None
+        )
+        facets["lifecycleStateChange"] = ol.LifecycleStateChangeDatasetFacet(
+            lifecycleStateChange=ol.LifecycleStateChange[state], previousIdentifier=previous
+        )
+    return facets
+
+
+def input_dataset(table: TableLineage) -> Any:
+    """The OpenLineage ``InputDataset`` of a table read at ``table.snapshot_id``; ``None`` without OpenLineage."""
+    ol = _openlineage()
+    if ol is None:
+        return None
+    name = _name(table)
+    return ol.InputDataset(namespace=name.namespace, name=name.name, facets=_facets(ol, table, changed=False))
+
+
+def output_dataset(table: TableLineage) -> Any:
+    """The OpenLineage ``OutputDataset`` of a table written (or changed); ``None`` without OpenLineage."""
+    ol = _openlineage()
+    if ol is None:
+        return None
+    name = _name(table)
+    statistics = {}
+    if any(value is not None for value in (table.rows, table.bytes, table.files)):
+        statistics["outputStatistics"] = ol.OutputStatisticsOutputDatasetFacet(
+            rowCount=table.rows, size=table.bytes, fileCount=table.files
+        )
+    return ol.OutputDataset(
+        namespace=name.namespace, name=name.name, facets=_facets(ol, table, changed=True), outputFacets=statistics
+    )
+
+
+def operator_lineage(inputs: Iterable[TableLineage], outputs: Iterable[TableLineage]) -> Any:
+    """An ``OperatorLineage`` of the tables read and written; ``None`` when OpenLineage is not installed."""
+    ol = _openlineage()
+    if ol is None:
+        return None
+    return ol.OperatorLineage(
+        inputs=[input_dataset(table) for table in inputs], outputs=[output_dataset(table) for table in outputs]
+    )
+
+
+def table_extra(table: TableLineage) -> dict[str, Any]:
+    """The asset event extra of a table: ``table``, ``snapshot_id``, and ``rows`` / ``change`` when known."""
+    extra: dict[str, Any] = {"table": table.table, "snapshot_id": table.snapshot_id}
+    if table.rows is not None:
+        extra["rows"] = table.rows
+    if table.change is not None:
+        extra["change"] = table.change
+    if table.previous_table is not None:
+        extra["previous_table"] = table.previous_table
+    return extra
+
+
+class IcebergLineageMixin:
+    """What every operator of this provider shares for lineage: the tables its run read and wrote.
+
+    ``execute()`` calls :meth:`record_lineage` (through :meth:`collect_lineage`, which never fails the
+    task); :meth:`get_openlineage_facets_on_complete` reports them. A task that failed reports what
+    was recorded before it stopped (often nothing): OpenLineage's listener uses the same method for
+    failures. There is no ``get_openlineage_facets_on_start``: naming a table needs its storage
+    location, which only the catalog knows, and that method must not call it.
+    """
+
+    lineage_inputs: tuple[TableLineage, ...] = ()
+    """The tables the last run read (each at the snapshot it read)."""
+    lineage_outputs: tuple[TableLineage, ...] = ()
+    """The tables the last run wrote or changed (each at its snapshot afterwards)."""
+
+    def record_lineage(self, inputs: Iterable[TableLineage] = (), outputs: Iterable[TableLineage] = ()) -> None:
+        """Set the tables this run read and wrote."""
+        self.lineage_inputs = tuple(inputs)
+        self.lineage_outputs = tuple(outputs)
+
+    def collect_lineage(self, build: Callable[[], None]) -> None:
+        """Run ``build`` (which reads the catalog and calls :meth:`record_lineage`); a failure is only logged.
+
+        Lineage never fails a task whose work is done.
+        """
+        try:
+            build()
+        except Exception as exc:
+            log.warning("Lineage of this task is incomplete: %s: %s", type(exc).__name__, exc)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """The OpenLineage inputs and outputs of the run, from what ``execute()`` recorded (no catalog call).
+
+        Returns ``None`` when the OpenLineage provider is not installed.
+        """
+        return operator_lineage(self.lineage_inputs, self.lineage_outputs)
+
+    def publish_asset_extras(
+        self,
+        context: Mapping[str, Any],
+        summary: Mapping[str, Any],
+        per_table: Mapping[str, Any] | Callable[[TableLineage], Mapping[str, Any]] | None = None,
+    ) -> None:
+        """Attach metadata to the event of every Asset among the task's outlets.
+
+        An outlet built by :func:`~iceberg_ops_provider.assets.iceberg_asset` that names a table this run
+        wrote gets that table's :func:`table_extra` plus ``per_table`` (a mapping, or a function of the
+        table); any other Asset gets ``summary``.
+        """
+        from airflow.sdk import Asset
+
+        from iceberg_ops_provider.assets import asset_table
+
+        events = context.get("outlet_events")
+        outlets: Sequence[Any] = getattr(self, "outlets", None) or ()
+        if events is None or not outlets:
+            return
+        written = {table.table: table for table in self.lineage_outputs}
+        for outlet in outlets:
+            if not isinstance(outlet, Asset):
+                continue
+            named = asset_table(outlet)
+            table = written.get(named[1]) if named is not None else None
+            if table is None:
+                events[outlet].extra = dict(summary)
+                continue
+            more = per_table(table) if callable(per_table) else per_table
+            events[outlet].extra = {**table_extra(table), **(more or {})}
