@@ -102,6 +102,7 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
         move_id: str | None = None,
         create_target: bool = False,
         commit_every_bytes: int = DEFAULT_COMMIT_EVERY_BYTES,
+        rewrite: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -120,6 +121,7 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
         self.move_id = move_id
         self.create_target = create_target
         self.commit_every_bytes = commit_every_bytes
+        self.rewrite = rewrite
 
     def _mover(
         self, move_id: str | None, verify: str | None = None, source_snapshot_id: int | None = None
@@ -148,6 +150,7 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
             commit_every_bytes=int(self.commit_every_bytes),
             verify=verify,
             source_snapshot_id=source_snapshot_id,
+            rewrite=self.rewrite,
         )
 
     def execute(self, context: Context) -> Any:
@@ -244,6 +247,8 @@ class IcebergDataMoveOperator(_MoveOperator):
             JSON or a list of them); set through ``.expand(units=plan.output)``. Default: every pending unit.
         create_target: Create a missing target from the source's schema, partition spec and sort order.
         commit_every_bytes: Source bytes per unit (per target commit).
+        rewrite: Re-encode every row into new files. By default a source file whose rows need no
+            change is copied byte for byte (see ``docs/data_mover.md``).
 
     Returns (XCom): the ``MoveResult`` JSON (``rows``, ``units_committed``, ``units_skipped``,
     ``complete``, ``target_snapshot_ids``, ``verify``...). When verification fails, its report is
@@ -324,7 +329,7 @@ class IcebergMovePlanOperator(_MoveOperator):
         units_per_task: Units each mapped move task runs; raised as far as needed to keep the number of
             move tasks within Airflow's ``[core] max_map_length`` (1024 by default).
         source, target, source_conn_id, target_conn_id, where, columns, rename, mode, move_id,
-            create_target, commit_every_bytes: As for :class:`IcebergDataMoveOperator`.
+            create_target, commit_every_bytes, rewrite: As for :class:`IcebergDataMoveOperator`.
 
     Returns (XCom): a list with one item per move task to map: the list of its units' JSON; empty
     when nothing is pending (the mapped move task is then skipped). The move id is pushed under the

@@ -90,12 +90,12 @@ def move_dags(airflow_db):
     return airflow_db
 
 
-def _source(root, files: int = 3, rows: int = 50):
+def _source(root, files: int = 3, rows: int = 50, properties: dict[str, str] | None = None):
     """``sales.events`` with ``files`` appends of ``rows`` rows (ids from 0, ``day`` 1..files)."""
     catalog = catalog_at(root)
     catalog.create_namespace_if_not_exists("sales")
     schema = pa.schema([pa.field("id", pa.int64()), pa.field("day", pa.int32()), pa.field("note", pa.string())])
-    table = catalog.create_table("sales.events", schema)
+    table = catalog.create_table("sales.events", schema, properties=properties or {})
     for n in range(files):
         batch = {"id": range(n * rows, (n + 1) * rows), "day": [n + 1] * rows, "note": [f"n{n}"] * rows}
         table.append(pa.table(batch, schema=schema))
@@ -209,6 +209,22 @@ def test_the_same_move_id_run_twice_writes_the_rows_once(iceberg_connection):
     target.delete("id < 10")  # rows of the move lost behind its back
     with pytest.raises(AirflowFailException, match=r"VerificationFailedError: .*140 target rows"):
         _moving(move_id="copy-1", verify="count").execute({})
+
+
+def _data_files(table) -> set[bytes]:
+    """The contents of the table's current data files."""
+    return {table.io.new_input(task.file.file_path).open().read() for task in table.scan().plan_files()}
+
+
+@pytest.mark.parametrize("rewrite", [False, True])
+def test_rewrite_chooses_between_copying_files_as_they_are_and_re_encoding_them(iceberg_connection, rewrite):
+    # Source files compressed otherwise than the target writes: a re-encoded file cannot match one byte for byte.
+    catalog = _source(iceberg_connection, properties={"write.parquet.compression-codec": "gzip"})
+    result = _moving(move_id="copy", rewrite=rewrite).execute({})
+    source, target = catalog.load_table("sales.events"), catalog.load_table("sales.copy")
+    assert result["rows"] == 150 and _rows(target) == _rows(source)
+    shared = _data_files(source) & _data_files(target)
+    assert len(shared) == (0 if rewrite else 3)
 
 
 def test_units_run_one_by_one_on_their_snapshot_then_the_rest_resumes_and_verify_catches_a_damaged_target(
