@@ -54,7 +54,8 @@ def test_identical_schemas_copy_every_file_byte_for_byte(catalog):
 
 
 def test_rewrite_re_encodes_every_file(catalog):
-    source = source_table(catalog, files=4)
+    # Compressed otherwise than the target writes: a file re-encoded alone cannot match its source byte for byte.
+    source = source_table(catalog, files=4, properties={"write.parquet.compression-codec": "gzip"})
     DataMover(catalog, "sales.orders", "archive.orders", create_target=True, rewrite=True).run()
 
     target = catalog.load_table("archive.orders")
