@@ -233,9 +233,10 @@ class ProjectConfig:
         """
         kind, options = self._connection_catalog
         conn_id = self.airflow_conn_id
-        if kind == "memory":
+        in_memory = kind in ("memory", "in-memory") or str(options.get("type", "")).lower() == "in-memory"
+        if in_memory:
             raise ProjectConfigError(
-                f"Airflow connection {conn_id!r} describes a 'memory' catalog, which cannot be used from the "
+                f"Airflow connection {conn_id!r} describes an in-memory catalog, which cannot be used from the "
                 "command line: its state is gone when the command exits."
             )
         try:

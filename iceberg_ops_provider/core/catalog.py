@@ -16,6 +16,11 @@ Every API of iceberg-ops takes any PyIceberg :class:`~pyiceberg.catalog.Catalog`
 * ``glue``, ``rest``, ``hive``, ``s3tables``: loaded through :func:`pyiceberg.catalog.load_catalog`
   under a name that defaults to the kind, so ``.pyiceberg.yaml`` and ``PYICEBERG_CATALOG__*``
   environment variables apply; keyword arguments win. ``s3tables`` is REST with SigV4 preset.
+* any other catalog type PyIceberg knows (``dynamodb``, ``in-memory``, ``bigquery``): passed to
+  ``load_catalog`` as its ``type``, the options as its properties, with a note in the log.
+* ``pyiceberg``: no defaults and no checks: the options are ``load_catalog``'s properties exactly,
+  ``type`` included (:meth:`CatalogFactory.load`, :mod:`iceberg_ops_provider.core.pyiceberg_catalogs`).
+  Airflow connections of type ``iceberg`` are opened this way, as the official provider opens them.
 
 Every kind takes ``timeout`` (seconds, default
 :data:`~iceberg_ops_provider.core.timeouts.DEFAULT_CATALOG_TIMEOUT`): building a remote catalog
@@ -63,7 +68,6 @@ from iceberg_ops_provider.errors import (
     CatalogConfigError,
     CatalogUnavailableError,
     MissingExtraError,
-    UnknownCatalogKindError,
 )
 
 if TYPE_CHECKING:
@@ -411,7 +415,7 @@ def _open_sql_catalog(
 
 
 class CatalogFactory:
-    """Build a PyIceberg catalog of one of the seven kinds of the specification.
+    """Build a PyIceberg catalog of one of the seven kinds of the specification, or any PyIceberg type.
 
     Example:
         >>> catalog = CatalogFactory.build("sqlite", db_path="catalog.db", warehouse_dir="warehouse")
@@ -427,8 +431,14 @@ class CatalogFactory:
     def build(cls, kind: str, **options: Any) -> Catalog:
         """Build a catalog of ``kind``.
 
+        Besides :attr:`KINDS`, ``kind`` may be ``pyiceberg`` (the options are
+        :func:`~pyiceberg.catalog.load_catalog`'s properties, ``type`` and ``name`` included: see
+        :meth:`load`) or any other catalog type PyIceberg knows (``dynamodb``, ``in-memory``,
+        ``bigquery``): that is passed to ``load_catalog`` as its ``type``, under ``name`` (default the
+        kind), with the options as properties unchanged, and noted in the log.
+
         Args:
-            kind: One of :attr:`KINDS`.
+            kind: One of :attr:`KINDS`, ``pyiceberg``, or another PyIceberg catalog type.
             **options: For ``sqlite``: ``db_path``, ``warehouse_dir``, ``name`` and PyIceberg
                 properties such as ``s3.endpoint`` (for a warehouse on object storage). For
                 ``memory``: ``warehouse_dir`` and ``name``. For ``sql``: ``uri`` (a SQLAlchemy
@@ -450,7 +460,8 @@ class CatalogFactory:
             A ready PyIceberg catalog.
 
         Raises:
-            UnknownCatalogKindError: ``kind`` is not one of :attr:`KINDS` (a ``ValueError``).
+            UnknownCatalogKindError: ``kind`` is none of :attr:`KINDS`, ``pyiceberg`` and the catalog
+                types PyIceberg knows (a ``ValueError``).
             MissingExtraError: The kind's optional dependencies are missing (an ``ImportError``
                 naming the ``pip install`` line to run).
             CatalogConfigError: An option is unknown for the kind or has a bad value, a remote
@@ -464,7 +475,9 @@ class CatalogFactory:
                 within ``timeout`` while being built (a ``ConnectionError`` naming the endpoint).
         """
         if not isinstance(kind, str) or kind.lower() not in cls.KINDS:
-            raise UnknownCatalogKindError(str(kind), cls.KINDS)
+            from iceberg_ops_provider.core.pyiceberg_catalogs import build_other_kind
+
+            return build_other_kind(kind, options, cls.KINDS)
         kind = kind.lower()
         options = dict(options)
         timeout = options.pop("timeout", None)
@@ -488,6 +501,30 @@ class CatalogFactory:
         if kind == "sql":
             return cls._build_sql(options, timeout)
         return cls._build_remote(kind, options, timeout)
+
+    @classmethod
+    def load(cls, name: str | None = None, *, timeout: float | None = None, **properties: Any) -> Catalog:
+        """Open a catalog of any type PyIceberg supports: ``load_catalog(name, **properties)``, nothing added.
+
+        No defaults and no checks of this project's kinds: ``type`` (absent: PyIceberg infers it
+        from ``uri``) and every other property go to PyIceberg as given; ``.pyiceberg.yaml`` and
+        ``PYICEBERG_CATALOG__<NAME>__*`` add theirs. Only the bound and the error translation apply
+        (:func:`~iceberg_ops_provider.core.pyiceberg_catalogs.load_pyiceberg_catalog`, which lists
+        what it raises: the errors of :meth:`build`, and ``UnknownCatalogKindError`` for a
+        ``type`` PyIceberg does not know).
+
+        Example:
+            >>> catalog = CatalogFactory.load("lake", type="sql", uri="sqlite:////data/c.db", warehouse="file:///data/w")
+
+        Args:
+            name: The catalog's name (``None``: PyIceberg's default catalog name).
+            timeout: Seconds building may take, and each request of a REST catalog (default
+                :data:`DEFAULT_CATALOG_TIMEOUT`).
+            **properties: PyIceberg catalog properties (dotted names as ``**{"s3.endpoint": url}``).
+        """
+        from iceberg_ops_provider.core.pyiceberg_catalogs import load_pyiceberg_catalog
+
+        return load_pyiceberg_catalog(name, properties, timeout)
 
     @staticmethod
     def _sql_properties(kind: str, options: dict[str, Any]) -> dict[str, str]:

@@ -101,7 +101,9 @@ class IcebergPolicyMaintenanceOperator(IcebergLineageMixin, BaseOperator):
                 f"The connection {conn_id!r} ({argument}) is not defined in Airflow: check the name (a DAG param "
                 "or template may have rendered it), or add the connection."
             ) from exc
-        if kind != "rest" or not options.get("uri"):
+        # An `iceberg` connection (the official provider's type) maps to kind "pyiceberg" with its `type`.
+        is_rest = kind == "rest" or (kind == "pyiceberg" and str(options.get("type") or "rest") == "rest")
+        if not is_rest or not options.get("uri"):
             raise AirflowFailException(
                 f"Connection {conn_id!r} describes a {kind!r} catalog, which serves no Polaris policy API. "
                 "Point iceberg_conn_id at the Polaris REST catalog, or pass polaris_conn_id: a connection whose "

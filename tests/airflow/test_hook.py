@@ -54,9 +54,16 @@ def test_official_iceberg_connections_are_mapped_like_the_official_provider():
             conn_type="iceberg", host="http://127.0.0.1:8181", login="id", password="pw-12345", extra={"warehouse": "w"}
         )
     )
-    assert kind == "rest" and options == {"warehouse": "w", "uri": "http://127.0.0.1:8181", "credential": "id:pw-12345"}
+    assert kind == "pyiceberg"  # load_catalog with exactly these properties, named after the connection
+    assert options == {
+        "name": "c",
+        "type": "rest",
+        "warehouse": "w",
+        "uri": "http://127.0.0.1:8181",
+        "credential": "id:pw-12345",
+    }
     kind, options = catalog_options(_conn(conn_type="iceberg", extra={"type": "glue", "glue.region": "eu-west-1"}))
-    assert kind == "glue" and options == {"glue.region": "eu-west-1"}
+    assert kind == "pyiceberg" and options == {"name": "c", "type": "glue", "glue.region": "eu-west-1"}
 
 
 def test_credential_is_masked():

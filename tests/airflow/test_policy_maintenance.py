@@ -100,6 +100,27 @@ def test_the_operator_builds_the_policy_client_from_the_catalog_connection(polar
     assert CLIENT_SECRET not in repr(client)
 
 
+def test_an_official_iceberg_connection_to_polaris_serves_the_policy_client(polaris_connection, monkeypatch):
+    """Users of the official provider keep their `iceberg` connection (type from the extra, default rest)."""
+    from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+    from iceberg_ops_provider.operators.policy_maintenance import IcebergPolicyMaintenanceOperator
+
+    official = {
+        "conn_type": "iceberg",
+        "host": polaris_connection.base_url,
+        "login": CLIENT_ID,
+        "password": CLIENT_SECRET,
+        "extra": {"warehouse": CATALOG},
+    }
+    monkeypatch.setenv("AIRFLOW_CONN_POLARIS_OFFICIAL", json.dumps(official))
+    operator = IcebergPolicyMaintenanceOperator(task_id="t", namespace="shop", iceberg_conn_id="polaris_official")
+    client = operator.policy_client(IcebergCatalogHook(iceberg_conn_id="polaris_official"))
+    polaris_connection.add_table(CATALOG, "shop.clicks")
+    polaris_connection.put_policy(CATALOG, "shop", "keep-two", "system.snapshot-expiry", content())
+    polaris_connection.attach(CATALOG, "shop", "keep-two", "namespace", "shop")
+    assert [policy.name for policy in client.applicable_policies("shop", table="clicks")] == ["keep-two"]
+
+
 class IcebergConnectionJson:
     """The catalog connection users of Polaris have: the REST catalog at Polaris, client credentials."""
 

@@ -1,0 +1,156 @@
+"""Catalogs of any PyIceberg type through load_catalog: CatalogFactory.load, the ``pyiceberg`` kind, PyIceberg's
+own types as kinds (with a note in the log), and the arguments of an official ``iceberg`` connection.
+
+Real SQLite files, PyIceberg's in-memory catalog, PostgreSQL on loopback (skipped where it does not
+answer) and TCP servers on loopback that refuse or never answer.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+
+import pytest
+
+from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.core.pyiceberg_catalogs import (
+    PYICEBERG_KIND,
+    official_connection_arguments,
+    pyiceberg_catalog_types,
+)
+from iceberg_ops_provider.errors import (
+    CatalogConfigError,
+    CatalogUnavailableError,
+    MissingExtraError,
+    UnknownCatalogKindError,
+)
+
+
+def test_the_types_are_those_of_the_installed_pyiceberg():
+    from pyiceberg.catalog import CatalogType
+
+    assert pyiceberg_catalog_types() == tuple(member.value for member in CatalogType)
+    assert {"rest", "hive", "glue", "dynamodb", "sql", "in-memory", "bigquery"} <= set(pyiceberg_catalog_types())
+
+
+@pytest.mark.parametrize(
+    ("fields", "properties"),
+    [
+        (
+            {"host": "https://cat.example/api/", "login": "id", "password": "pw"},
+            {"type": "rest", "uri": "https://cat.example/api", "credential": "id:pw"},
+        ),
+        ({"host": "cat.example:8181"}, {"type": "rest", "uri": "cat.example:8181"}),  # no scheme added
+        ({"host": "/"}, {"type": "rest"}),  # nothing left of it
+        ({"login": "id"}, {"type": "rest"}),  # one of the two: no credential
+        ({"password": "pw", "extra": {"credential": "a:b"}}, {"type": "rest", "credential": "a:b"}),
+        ({"login": "id", "password": "pw", "extra": {"credential": "a:b"}}, {"type": "rest", "credential": "id:pw"}),
+        ({"host": "http://h", "extra": {"uri": "http://other"}}, {"type": "rest", "uri": "http://h"}),  # host wins
+        ({"login": "id", "password": "pw", "extra": {"type": "glue"}}, {"type": "glue"}),  # credential is REST's
+        ({"login": "id", "password": "pw", "extra": {"type": "REST"}}, {"type": "REST"}),  # exactly "rest", as there
+        (
+            {"extra": {"type": None, "ssl": {"cabundle": "/ca.pem"}, "n": 5}},
+            {"type": "rest", "ssl": {"cabundle": "/ca.pem"}, "n": 5},
+        ),
+    ],
+)
+def test_official_connection_arguments(fields, properties):
+    name, mapped = official_connection_arguments(
+        "conn",
+        host=fields.get("host"),
+        login=fields.get("login"),
+        password=fields.get("password"),
+        extra=fields.get("extra", {}),
+    )
+    assert name == "conn" and mapped == properties
+
+
+def test_load_opens_any_pyiceberg_type_with_the_properties_as_given(tmp_path):
+    uri, warehouse = f"sqlite:///{tmp_path / 'c.db'}", (tmp_path / "w").as_uri()
+    catalog = CatalogFactory.load("lake", type="sql", uri=uri, warehouse=warehouse, **{"x.flag": True})
+    assert type(catalog).__name__ == "SqlCatalog" and catalog.name == "lake"
+    assert catalog.properties == {"type": "sql", "uri": uri, "warehouse": warehouse, "x.flag": True}
+    catalog.create_namespace("sales")
+    # The pyiceberg kind is the same thing; without type, PyIceberg infers it from the uri.
+    again = CatalogFactory.build(PYICEBERG_KIND, name="lake", uri=uri, warehouse=warehouse, timeout=5)
+    assert type(again).__name__ == "SqlCatalog" and again.list_namespaces() == [("sales",)]
+    assert "timeout" not in again.properties
+
+
+def test_an_in_memory_catalog_is_built_in_the_calling_thread():
+    # PyIceberg's in-memory SQLite database exists per thread: built elsewhere, its tables would be missing here.
+    catalog = CatalogFactory.load("scratch", type="in-memory")
+    catalog.create_namespace("a")
+    assert catalog.list_namespaces() == [("a",)]
+
+
+def test_pyiceberg_types_outside_the_kinds_are_kinds_too_with_a_note_in_the_log(caplog):
+    caplog.set_level(logging.INFO, logger="iceberg_ops_provider.core.pyiceberg_catalogs")
+    catalog = CatalogFactory.build("in-memory", warehouse="file:///tmp/unused")
+    assert type(catalog).__name__ == "InMemoryCatalog" and catalog.name == "in-memory"
+    assert catalog.properties["type"] == "in-memory"
+    notes = [r.getMessage() for r in caplog.records if r.name == "iceberg_ops_provider.core.pyiceberg_catalogs"]
+    assert any("Catalog kind 'in-memory' is not one of CatalogFactory's kinds" in note for note in notes), notes
+    with pytest.raises(CatalogConfigError, match="Do not pass 'type'"):
+        CatalogFactory.build("dynamodb", type="glue")
+
+
+def test_unknown_kinds_and_types_are_refused_listing_what_exists():
+    with pytest.raises(UnknownCatalogKindError) as info:
+        CatalogFactory.build("nessie")
+    for kind in (*CatalogFactory.KINDS, PYICEBERG_KIND, "dynamodb", "in-memory", "bigquery"):
+        assert kind in str(info.value)
+    with pytest.raises(UnknownCatalogKindError, match=r"Unknown catalog kind 'nessie'\. Valid kinds are: rest, hive"):
+        CatalogFactory.load("x", type="nessie")
+    with pytest.raises(CatalogConfigError, match="Option 'type' must name a PyIceberg catalog type"):
+        CatalogFactory.load("x", type=["rest"])
+    with pytest.raises(CatalogConfigError, match="name must be a non-empty string"):
+        CatalogFactory.load(" ", type="in-memory")
+
+
+def test_missing_properties_and_dependencies_are_named():
+    with pytest.raises(CatalogConfigError, match=r"URI missing: give the catalog's `uri`.*PYICEBERG_CATALOG__X__URI"):
+        CatalogFactory.load("x", type="rest")
+    with pytest.raises(CatalogConfigError, match="has no scheme: give it whole, such as 'https://h:1'"):
+        CatalogFactory.load("x", type="rest", uri="h:1", timeout=5)
+    try:
+        import google.cloud.bigquery  # noqa: F401
+    except ImportError:
+        with pytest.raises(CatalogConfigError, match=r"pip install 'pyiceberg\[bigquery\]'") as info:
+            CatalogFactory.load("x", type="bigquery")
+        assert not isinstance(info.value, MissingExtraError)
+
+
+def test_an_unreachable_rest_catalog_is_unavailable():
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        uri = f"http://127.0.0.1:{probe.getsockname()[1]}"
+    with pytest.raises(CatalogUnavailableError, match="could not be reached") as info:
+        CatalogFactory.load("x", type="rest", uri=uri, credential="id:pw-unsent")
+    assert info.value.endpoint == uri
+
+
+def test_a_rest_catalog_that_never_answers_gives_up_within_the_timeout():
+    with socket.socket() as server:  # the kernel completes the handshake; nobody ever answers
+        server.bind(("127.0.0.1", 0))
+        server.listen(8)
+        uri = f"http://127.0.0.1:{server.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(CatalogUnavailableError, match=r"did not answer within 1 s \(GET /v1/config") as info:
+            CatalogFactory.load("x", type="rest", uri=uri, timeout=1)
+        assert time.monotonic() - started < 5 and info.value.timeout == 1
+
+
+def test_a_sql_catalog_on_postgresql_commits_at_read_committed_and_hides_the_password(postgres_url, tmp_path):
+    from sqlalchemy.engine import make_url
+
+    catalog = CatalogFactory.load("pyiceberg_pg", type="sql", uri=postgres_url, warehouse=tmp_path.as_uri())
+    assert catalog.engine.get_execution_options()["isolation_level"] == "READ COMMITTED"
+    catalog.create_namespace_if_not_exists("sales")
+    assert ("sales",) in catalog.list_namespaces()
+
+    url = make_url(postgres_url).set(password="wrong-password-42", database="no_such_database_here")
+    with pytest.raises(CatalogConfigError) as info:
+        CatalogFactory.load("pyiceberg_pg", type="sql", uri=url.render_as_string(hide_password=False))
+    assert "wrong-password-42" not in str(info.value)
