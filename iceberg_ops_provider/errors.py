@@ -112,8 +112,8 @@ class UnknownCatalogKindError(CatalogConfigError):
         self.valid_kinds = tuple(valid_kinds)
         super().__init__(
             f"Unknown catalog kind {kind!r}. Valid kinds are: {', '.join(self.valid_kinds)}. "
-            "To open any other catalog PyIceberg can load, call "
-            "pyiceberg.catalog.load_catalog() yourself and pass the catalog object."
+            "A catalog type of PyIceberg's own opens with CatalogFactory.load(name, type=..., ...); "
+            "anything else, build the catalog yourself and pass the catalog object."
         )
 
 

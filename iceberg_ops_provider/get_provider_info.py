@@ -76,7 +76,7 @@ def get_provider_info() -> dict[str, Any]:
                         "schema": {
                             "type": ["string", "null"],
                             "default": "rest",
-                            "enum": ["sqlite", "sql", "rest", "glue", "hive", "s3tables"],
+                            "enum": ["sqlite", "sql", "rest", "glue", "hive", "s3tables", "dynamodb", "bigquery"],
                         },
                     },
                     "warehouse": {

@@ -291,7 +291,7 @@ class IcebergCatalogHook(BaseHook):
         from wtforms import StringField
 
         return {
-            "kind": StringField("Catalog kind (sqlite, sql, rest, glue, hive, s3tables)"),
+            "kind": StringField("Catalog kind (sqlite, sql, rest, glue, hive, s3tables; or a PyIceberg type)"),
             "warehouse": StringField("Warehouse (location, or table bucket ARN for s3tables)"),
             "region": StringField("Region (glue, s3tables)"),
             "db_path": StringField("SQLite database path (sqlite)"),
