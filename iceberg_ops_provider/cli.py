@@ -1,12 +1,14 @@
 """The ``iceberg-ops`` command line: a thin front over the runner, ``commands`` and ``scaffolding``.
 
-Exit codes: 0 success; 1 a check that found something, a failed migration, or a state that stops
+The ``maintain`` and ``move`` groups live in :mod:`~iceberg_ops_provider.cli_maintain` and
+:mod:`~iceberg_ops_provider.cli_move`. Exit codes: 0 success; 1 a check that found something
+(``check``, ``maintain health``, a failed verification), a failed migration, or a state that stops
 the run (lock held, files disagreeing with history, pending migrations before autogenerate, a
 catalog that cannot be reached or does not answer within ``--catalog-timeout``): every transient
 error is among them; 2 bad usage, configuration or input (refused or missing credentials, a
-``db_path`` that is not an SQLite database, an unreadable ``iceberg-ops.yaml``). Errors print one
-line (a traceback with ``-v``); ``--json`` prints machine-readable output on stdout, progress goes
-to stderr. ``docs/errors.md`` lists every error class with its exit code.
+``db_path`` that is not an SQLite database, an unreadable ``iceberg-ops.yaml``); 130 interrupted
+(Ctrl-C). Errors print one line (a traceback with ``-v``); ``--json`` prints machine-readable
+output on stdout, progress goes to stderr. ``docs/errors.md`` lists every error class with its exit code.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from iceberg_ops_provider.errors import (
     MigrationNotRecordedError,
     PartialMigrationError,
     ProjectConfigError,
+    VerificationFailedError,
 )
 
 __all__ = ["cli", "main"]
@@ -56,6 +59,7 @@ _STATE_ERRORS = (
     PartialMigrationError,
     IntentRecordError,
     CatalogUnavailableError,
+    VerificationFailedError,
 )
 
 
@@ -184,6 +188,21 @@ def _pyiceberg_file_error(exc: BaseException) -> ProjectConfigError | None:
     )
 
 
+def _error_report(settings: _Settings, raised: Exception) -> tuple[int, str, str]:
+    """The exit code, the one-line message and the error's type name for ``raised`` (a traceback with ``-v``)."""
+    exc = settings.translate(raised)
+    if isinstance(exc, IcebergOpsError):
+        code = 1 if exc.transient or isinstance(exc, _STATE_ERRORS) or type(exc) is MigrationError else 2
+    else:
+        code = 2 if isinstance(exc, ValueError | TypeError | LookupError) else 1
+    if settings.verbose:
+        traceback.print_exception(raised)
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    if not isinstance(exc, IcebergOpsError):
+        message = f"{type(exc).__name__}: {message}"
+    return code, message, type(exc).__name__
+
+
 def _handles_errors(command: F) -> F:
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -195,18 +214,9 @@ def _handles_errors(command: F) -> F:
         except (click.ClickException, click.Abort):
             raise
         except Exception as raised:
-            exc = settings.translate(raised)
-            if isinstance(exc, IcebergOpsError):
-                code = 1 if exc.transient or isinstance(exc, _STATE_ERRORS) or type(exc) is MigrationError else 2
-            else:
-                code = 2 if isinstance(exc, ValueError | TypeError | LookupError) else 1
-            if settings.verbose:
-                traceback.print_exception(raised)
-            message = " ".join(str(exc).split()) or type(exc).__name__
-            if not isinstance(exc, IcebergOpsError):
-                message = f"{type(exc).__name__}: {message}"
+            code, message, kind = _error_report(settings, raised)
             if settings.as_json:
-                click.echo(json.dumps({"error": message, "type": type(exc).__name__, "exit_code": code}))
+                click.echo(json.dumps({"error": message, "type": kind, "exit_code": code}))
             click.echo(f"error: {message}", err=True)
             sys.exit(code)
 
@@ -538,6 +548,18 @@ def unlock(settings: _Settings) -> None:
     holder = runner.force_unlock()
     human = f"released the lock held by {holder.describe()}" if holder else "The namespace was not locked."
     settings.emit({"released": holder.to_json() if holder else None}, human)
+
+
+def _add_command_groups() -> None:
+    """Register ``maintain`` and ``move``, which live in modules of their own."""
+    from iceberg_ops_provider.cli_maintain import maintain
+    from iceberg_ops_provider.cli_move import move
+
+    cli.add_command(maintain)
+    cli.add_command(move)
+
+
+_add_command_groups()
 
 
 def main() -> None:

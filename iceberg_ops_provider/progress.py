@@ -32,6 +32,9 @@ class Progress:
         units_done: Units of work finished (a move's units, a compaction's groups).
         units_total: Units in total, when known.
         elapsed: Seconds since the work started.
+        files_done: Input files done (a compaction's small files); ``0`` when the work does not count files.
+        files_total: Input files in total, when counted.
+        unit_name: What a unit is called in messages (``unit``, ``group``).
     """
 
     label: str
@@ -41,6 +44,9 @@ class Progress:
     units_done: int
     units_total: int | None
     elapsed: float
+    files_done: int = 0
+    files_total: int | None = None
+    unit_name: str = "unit"
 
     @property
     def bytes_per_second(self) -> float:
@@ -64,8 +70,10 @@ class Progress:
         parts = [f"{self.rows:,} rows", size_text(self.bytes)]
         if self.total_bytes:
             parts[-1] += f" of {size_text(self.total_bytes)} ({100 * self.bytes / self.total_bytes:.0f}%)"
+        if self.files_total:
+            parts.append(f"{self.files_done:,} of {self.files_total:,} files")
         if self.units_total:
-            parts.append(f"unit {self.units_done} of {self.units_total} done")
+            parts.append(f"{self.unit_name} {self.units_done} of {self.units_total} done")
         parts.append(f"{size_text(self.bytes_per_second)}/s, {self.rows_per_second:,.0f} rows/s")
         eta = self.eta_seconds
         if eta is not None:
@@ -107,9 +115,12 @@ class ProgressTracker:
         total_bytes: Input bytes in total, when known (for the percentage and the ETA).
         units_total: Units in total, when known.
         units_done: Units already done before this call (a resumed move's committed units).
-        on_progress: Receives a :class:`Progress` at most every ``callback_every`` seconds and at the end.
+        on_progress: Receives a :class:`Progress` at most every ``callback_every`` seconds, whenever a
+            unit is done, and at the end.
         log_every: Seconds between log lines (``0`` logs nothing).
         callback_every: Seconds between callbacks.
+        files_total: Input files in total, when the work counts files (compaction).
+        unit_name: What a unit is called in messages (``unit``, ``group``).
     """
 
     def __init__(
@@ -122,10 +133,14 @@ class ProgressTracker:
         on_progress: ProgressCallback | None = None,
         log_every: float = 10.0,
         callback_every: float = 0.5,
+        files_total: int | None = None,
+        unit_name: str = "unit",
     ) -> None:
         self.label = label
         self.total_bytes = total_bytes
         self.units_total = units_total
+        self.files_total = files_total
+        self.unit_name = unit_name
         self._on_progress = on_progress
         self._log_every = log_every
         self._callback_every = callback_every
@@ -134,6 +149,7 @@ class ProgressTracker:
         self._rows = 0
         self._bytes = 0
         self._units = units_done
+        self._files = 0
         self._last_log = self._started
         self._last_callback = 0.0
 
@@ -151,14 +167,18 @@ class ProgressTracker:
             units_done=self._units,
             units_total=self.units_total,
             elapsed=time.monotonic() - self._started,
+            files_done=self._files,
+            files_total=self.files_total,
+            unit_name=self.unit_name,
         )
 
-    def add(self, rows: int, nbytes: int) -> None:
-        """Count ``rows`` rows and ``nbytes`` input bytes done (thread-safe)."""
+    def add(self, rows: int, nbytes: int, files: int = 0) -> None:
+        """Count ``rows`` rows, ``nbytes`` input bytes and ``files`` input files done (thread-safe)."""
         now = time.monotonic()
         with self._lock:
             self._rows += rows
             self._bytes += nbytes
+            self._files += files
             log_due = self._log_every > 0 and now - self._last_log >= self._log_every
             callback_due = self._on_progress is not None and now - self._last_callback >= self._callback_every
             if log_due:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -214,6 +215,7 @@ class DataMover:
         )
         self.move_id = move_id or f"{self.source}-to-{self.target}-{self.definition}"
         self.branch = MAIN_BRANCH if mode != "overwrite" else STAGING_BRANCH_PREFIX + self.move_id
+        self._stop_requested = threading.Event()
 
     # Resolution: tables, mapping, state, plan.
 
@@ -282,11 +284,30 @@ class DataMover:
             units: Units to run (from :meth:`plan`, as ``MoveUnit``, their JSON, or their indexes);
                 default every unit not yet committed. Units already committed are skipped.
 
+        Returns:
+            What the call did; ``complete=False`` when :meth:`stop` ended it between units.
+
         Raises:
             InvalidMoveError, ReconciliationError, MoveStateError: Bad input; nothing was written.
             MoveConflictError: A unit kept losing its commit to concurrent commits (transient; run again).
             VerificationFailedError: ``verify`` was set and the target does not hold the source's rows.
         """
+        try:
+            return self._run(units)
+        finally:
+            self._stop_requested.clear()
+
+    def stop(self) -> None:
+        """Make a running :meth:`run` stop between units; safe from a signal handler or another thread.
+
+        The unit being committed finishes; a unit copied ahead is discarded (its files deleted) and
+        no other starts. :meth:`run` then returns with ``complete=False``, and running the move again
+        (the same arguments, or its ``move_id``) resumes with the units not committed. A stop asked
+        for before :meth:`run` reaches its first unit stops it there; every :meth:`run` forgets it when it returns.
+        """
+        self._stop_requested.set()
+
+    def _run(self, units: Sequence[MoveUnit | Mapping[str, Any] | int] | None) -> MoveResult:
         started = time.monotonic()
         planned = {unit.source_snapshot_id for unit in self._given(units)}
         resolved = resolve(self, pinned=planned.pop() if len(planned) == 1 else None)
@@ -448,10 +469,23 @@ class DataMover:
         tasks = [[resolved.tasks[path] for path in unit.files] for unit in units]
         snapshots: list[int] = []
         settled, unknown = 0, -1  # units whose files were committed or deleted; a commit of unknown outcome
+        stopped = False
         with copier.pipeline(tasks) as pipeline:
+
+            def discard_unsettled() -> None:
+                try:
+                    pipeline.close()
+                finally:
+                    for copied in pipeline.units[settled:]:
+                        if copied.index != unknown:
+                            _discard(target, copied.written)
+
             try:
                 _skip_done(pipeline, units, done)
                 for position, unit in enumerate(units):
+                    if self._stop_requested.is_set():
+                        stopped = True
+                        break
                     copied = pipeline.next_unit()
                     label = f"{unit.index + 1}/{unit.count}"
                     if copied.skipped:
@@ -481,13 +515,16 @@ class DataMover:
                     pipeline.release(copied)
                     tracker.unit_done()
             except BaseException:
-                try:
-                    pipeline.close()
-                finally:
-                    for copied in pipeline.units[settled:]:
-                        if copied.index != unknown:
-                            _discard(target, copied.written)
+                discard_unsettled()
                 raise
+            if stopped:
+                discard_unsettled()
+                log.info(
+                    "move %s stopped on request with %d of %d units of this run done; run it again to resume",
+                    self.move_id,
+                    settled,
+                    len(units),
+                )
         return snapshots
 
     def _commit_copied(

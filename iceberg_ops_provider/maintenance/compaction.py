@@ -38,6 +38,7 @@ from iceberg_ops_provider.maintenance.candidates import plan_candidates
 from iceberg_ops_provider.maintenance.compaction_deletes import refuse_equality_deletes, removable_delete_files
 from iceberg_ops_provider.maintenance.rewrite_commit import RewriteValidator, commit_rewrite
 from iceberg_ops_provider.maintenance.streaming import GroupRewriter
+from iceberg_ops_provider.progress import ProgressCallback, ProgressTracker
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile, ManifestEntry
@@ -52,7 +53,6 @@ OPERATION_PROPERTY = "iceberg-ops.operation"
 """Snapshot summary key naming the maintenance operation that wrote a snapshot (value ``compaction``)."""
 
 STRATEGIES = ("binpack", "sort")
-_PROGRESS_EVERY_SECONDS = 10.0
 _MIB = 2**20
 
 
@@ -212,25 +212,47 @@ def _summary(group: FileGroup, groups: int, strategy: str, removed_deletes: int)
     }
 
 
-class _Progress:
-    """Logs bytes read and the rate every few seconds while a group is written."""
+class _GroupProgress:
+    """Counts a group's input as the rewriter consumes it: bytes, and rows and files derived from them.
 
-    def __init__(self, label: str, total: int) -> None:
-        self.label, self.total, self.done = label, total, 0
-        self.started = self.last = time.monotonic()
+    The rewriter reads the group's files in order and reports each file's bytes in full by its end,
+    so the bytes consumed tell which files are done; rows are prorated within the file being read.
+    """
+
+    def __init__(self, tracker: ProgressTracker, group: FileGroup) -> None:
+        self.tracker = tracker
+        self.files = [(task.file.file_size_in_bytes, task.file.record_count) for task in group.tasks]
+        self.index = 0  # the file being read
+        self.into = 0  # bytes of it consumed
 
     def __call__(self, consumed: int) -> None:
-        self.done += consumed
-        now = time.monotonic()
-        if now - self.last >= _PROGRESS_EVERY_SECONDS:
-            self.last = now
-            log.info(
-                "%s%.1f of %.1f MiB read, %.1f MiB/s",
-                self.label,
-                self.done / _MIB,
-                self.total / _MIB,
-                self.done / _MIB / max(now - self.started, 1e-9),
-            )
+        rows = files = 0
+        left = consumed
+        while self.index < len(self.files):
+            size, records = self.files[self.index]
+            take = min(left, size - self.into)
+            before = records * self.into // size if size else 0
+            self.into += take
+            left -= take
+            if self.into < size:
+                rows += records * self.into // size - before
+                break
+            rows += records - before
+            files += 1
+            self.index += 1
+            self.into = 0
+        self.tracker.add(rows, consumed, files)
+
+    def finish(self) -> None:
+        """Count whatever the rewriter did not report (empty files) once the group is written."""
+        rows = sum(records for _, records in self.files[self.index :])
+        if self.index < len(self.files):
+            size, records = self.files[self.index]
+            rows -= records * self.into // size if size else 0
+        files = len(self.files) - self.index
+        self.index, self.into = len(self.files), 0
+        if rows or files:
+            self.tracker.add(rows, 0, files)
 
 
 def compact_small_files_streaming(
@@ -240,6 +262,7 @@ def compact_small_files_streaming(
     where: str | BooleanExpression | None = None,
     strategy: Literal["binpack", "sort"] = "binpack",
     dry_run: bool = False,
+    on_progress: ProgressCallback | None = None,
 ) -> CompactionResult:
     """Rewrite the small data files of ``table`` into files near the target size, group by group.
 
@@ -253,6 +276,8 @@ def compact_small_files_streaming(
         strategy: ``binpack`` keeps the rows' order; ``sort`` also sorts each output file by the
             table's sort order (memory then holds one output file).
         dry_run: Plan, and report the groups, files and bytes a real run would rewrite; write nothing.
+        on_progress: Receives :class:`~iceberg_ops_provider.progress.Progress` (rows, bytes and small
+            files read, groups done, rate, ETA) as the groups are rewritten; not called in a dry run.
 
     Raises:
         ValueError: A bad argument, ``strategy="sort"`` on a table without a sort order, or a
@@ -301,7 +326,16 @@ def compact_small_files_streaming(
     rewritten: set[str] = set()
     removed_deletes: set[str] = set()
     results: list[CompactionGroupResult] = []
-    runner = _GroupRunner(table, metadata, len(groups), strategy, target)
+    tracker = ProgressTracker(
+        f"compact {name}",
+        total_bytes=total_bytes,
+        units_total=len(groups),
+        on_progress=on_progress,
+        log_every=0 if dry_run else 10.0,
+        files_total=sum(len(group.tasks) for group in groups),
+        unit_name="group",
+    )
+    runner = _GroupRunner(table, metadata, len(groups), strategy, target, tracker)
     done_bytes = 0
     try:
         for group in groups:
@@ -322,6 +356,7 @@ def compact_small_files_streaming(
                 results.append(planned)
                 continue
             outcome = runner.run(group, planned, removable)
+            tracker.unit_done()
             results.append(outcome)
             if outcome.status == "committed":
                 rewritten.update(outcome.data_files)
@@ -340,6 +375,8 @@ def compact_small_files_streaming(
     finally:
         if len(results) < len(groups) and not dry_run:
             log.warning("%s: stopped after %d of %d group(s)", name, len(results), len(groups))
+    if groups and not dry_run:
+        tracker.finish()
     result = _result(base, snapshot.snapshot_id, groups, results, planning_seconds, time.monotonic() - started)
     if result.failed_groups_count:
         failed = [group for group in result.groups if group.status == "failed"]
@@ -354,10 +391,13 @@ def compact_small_files_streaming(
 
 
 class _GroupRunner:
-    """Writes and commits the groups of one call, carrying what they share (caches, the size ratio)."""
+    """Writes and commits the groups of one call, carrying what they share (caches, the size ratio, progress)."""
 
-    def __init__(self, table: Table, metadata: TableMetadata, groups: int, strategy: str, target: int) -> None:
+    def __init__(
+        self, table: Table, metadata: TableMetadata, groups: int, strategy: str, target: int, tracker: ProgressTracker
+    ) -> None:
         self.table = table
+        self.tracker = tracker
         self.metadata = metadata
         self.groups = groups
         self.strategy = strategy
@@ -394,7 +434,9 @@ class _GroupRunner:
                 label=label,
                 ratio_hint=self.ratio,
             )
-            added = rewriter.run(_Progress(label, group.bytes))
+            progress = _GroupProgress(self.tracker, group)
+            added = rewriter.run(progress)
+            progress.finish()
             self.ratio = rewriter.ratio() or self.ratio
             table.refresh()
             validator = RewriteValidator(

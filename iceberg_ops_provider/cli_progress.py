@@ -1,0 +1,220 @@
+"""Progress of long commands on the terminal, and Ctrl-C that stops work at its next safe point.
+
+:class:`ProgressDisplay` is a :data:`~iceberg_ops_provider.progress.ProgressCallback`: the engine
+calls it with :class:`~iceberg_ops_provider.progress.Progress` snapshots (from worker threads too).
+On a terminal it draws a live bar with rich (bytes, rows, files, units, rate, ETA); otherwise it
+prints a plain line when a unit is done (at most one a second) and every ``interval`` seconds,
+so a CI or cron log shows the work moving. Everything goes to stderr: stdout stays for the result (``--json``).
+
+:class:`StopOnInterrupt` turns the first Ctrl-C into a request to stop between units and lets the
+second one interrupt at once.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from types import FrameType
+from typing import Any, Literal, TextIO
+
+import click
+
+from iceberg_ops_provider.progress import Progress, size_text
+
+__all__ = ["ProgressDisplay", "StopOnInterrupt"]
+
+Mode = Literal["auto", "bar", "lines", "none"]
+_BAR_WIDTH = 24
+_MIN_LINE_GAP = 1.0  # seconds between plain lines, however fast units finish
+
+
+def _eta(seconds: float | None) -> str:
+    if seconds is None:
+        return "ETA ?"
+    seconds = round(seconds)
+    minutes, seconds = divmod(seconds, 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"ETA {hours}:{minutes:02d}:{seconds:02d}" if hours else f"ETA {minutes}:{seconds:02d}"
+
+
+def _detail(progress: Progress, width: int | None = None) -> str:
+    """The figures next to the bar: bytes, rows, files, units, rate, ETA; the least useful go first when narrow."""
+    size = size_text(progress.bytes)
+    if progress.total_bytes:
+        size += f" / {size_text(progress.total_bytes)}"
+    parts: list[tuple[int, str]] = [(0, size), (2, f"{progress.rows:,} rows")]  # (drop order, text); 0 stays
+    if progress.files_total:
+        parts.append((3, f"{progress.files_done:,}/{progress.files_total:,} files"))
+    if progress.units_total:
+        parts.append((4, f"{progress.unit_name}s {progress.units_done}/{progress.units_total}"))
+    parts += [(1, f"{size_text(progress.bytes_per_second)}/s"), (0, _eta(progress.eta_seconds))]
+    text = " · ".join(part for _, part in parts)
+    while width is not None and len(text) > width and any(priority for priority, _ in parts):
+        parts.remove(max(parts, key=lambda part: part[0]))
+        text = " · ".join(part for _, part in parts)
+    return text
+
+
+class ProgressDisplay:
+    """Shows the progress the engine reports; use as a context manager and pass it as ``on_progress``.
+
+    Args:
+        mode: ``bar`` (a live rich bar), ``lines`` (plain lines), ``none``, or ``auto``: a bar when
+            ``stream`` is a terminal, lines otherwise.
+        interval: Seconds between plain lines while no unit finishes.
+        stream: Where to draw (default stderr).
+
+    Attributes:
+        last: The latest snapshot received (``None`` before the first).
+    """
+
+    def __init__(self, mode: Mode = "auto", *, interval: float = 10.0, stream: TextIO | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stderr
+        if mode == "auto":
+            mode = "bar" if _isatty(self.stream) else "lines"
+        self.mode = mode
+        self.interval = interval
+        self.last: Progress | None = None
+        self._lock = threading.RLock()  # re-entrant: a signal handler may print while the main thread does
+        self._bar: Any = None
+        self._tasks: dict[str, Any] = {}
+        self._printed: dict[str, tuple[float, Progress]] = {}
+        self._pending: dict[str, Progress] = {}
+
+    def __enter__(self) -> ProgressDisplay:
+        if self.mode == "bar":
+            from rich.console import Console
+            from rich.progress import BarColumn, TaskProgressColumn, TextColumn
+            from rich.progress import Progress as Bar
+
+            self._bar = Bar(
+                TextColumn("[bold]{task.description}"),
+                BarColumn(bar_width=_BAR_WIDTH),
+                TaskProgressColumn(),
+                TextColumn("{task.fields[detail]}"),
+                console=Console(file=self.stream),
+                refresh_per_second=4,
+                redirect_stdout=False,
+            )
+            self._bar.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+        elif self.mode == "lines":
+            with self._lock:
+                for progress in list(self._pending.values()):
+                    printed = self._printed.get(progress.label)
+                    if printed is None or _figures(printed[1]) != _figures(progress):
+                        self._line(progress)
+                self._pending.clear()
+
+    def __call__(self, progress: Progress) -> None:
+        """Take one snapshot (thread-safe)."""
+        with self._lock:
+            self.last = progress
+            if self.mode == "none":
+                return
+            if self._bar is not None:
+                self._draw(progress)
+                return
+            printed = self._printed.get(progress.label)
+            since = time.monotonic() - printed[0] if printed is not None else self.interval
+            unit_done = printed is None or printed[1].units_done != progress.units_done
+            if since >= self.interval or (unit_done and since >= _MIN_LINE_GAP):
+                self._line(progress)
+            else:
+                self._pending[progress.label] = progress
+
+    def note(self, message: str) -> None:
+        """Print a message above the bar (or as a line) on the display's stream."""
+        with self._lock:
+            if self._bar is not None:
+                self._bar.console.print(message, markup=False, highlight=False)
+            else:
+                click.echo(message, file=self.stream)
+
+    def _draw(self, progress: Progress) -> None:
+        task = self._tasks.get(progress.label)
+        total = progress.total_bytes or None
+        if task is None:
+            task = self._bar.add_task(progress.label, total=total, detail="")
+            self._tasks[progress.label] = task
+        room = self._bar.console.width - len(progress.label) - _BAR_WIDTH - 8
+        self._bar.update(task, completed=progress.bytes, total=total, detail=_detail(progress, max(room, 20)))
+
+    def _line(self, progress: Progress) -> None:
+        self._printed[progress.label] = (time.monotonic(), progress)
+        self._pending.pop(progress.label, None)
+        click.echo(progress.describe(), file=self.stream)
+
+
+def _figures(progress: Progress) -> tuple[int, int, int, int]:
+    return progress.rows, progress.bytes, progress.files_done, progress.units_done
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class StopOnInterrupt:
+    """While active, Ctrl-C (SIGINT) first asks the work to stop at its next safe point, then interrupts it.
+
+    The first Ctrl-C calls :attr:`stop` (it must be safe from a signal handler: set a flag that the
+    work checks between units) and prints ``message``; the second raises ``KeyboardInterrupt``. Before
+    :attr:`stop` is set (while the work is being prepared) the first Ctrl-C raises at once, and after
+    :meth:`finished` Ctrl-C is ignored (the command is only printing what happened). Installed in the
+    main thread only; elsewhere Ctrl-C keeps its usual meaning.
+
+    Args:
+        notice: Prints a message (the display's :meth:`ProgressDisplay.note`).
+        message: What the first Ctrl-C prints.
+
+    Attributes:
+        stop: Asks the work to stop at its next safe point; ``None`` until there is work to stop.
+        requested: Whether Ctrl-C was pressed.
+    """
+
+    def __init__(self, notice: Callable[[str], None], message: str) -> None:
+        self.notice = notice
+        self.message = message
+        self.stop: Callable[[], None] | None = None
+        self.requested = False
+        self._finished = False
+        self._previous: Any = None
+        self._installed = False
+
+    def __enter__(self) -> StopOnInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._installed = True
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        if self._installed:
+            # Exiting because of Ctrl-C: one more must not turn the clean exit into a traceback.
+            leaving = self.requested and exc_type is not None and issubclass(exc_type, SystemExit)
+            signal.signal(signal.SIGINT, signal.SIG_IGN if leaving else self._previous)
+            self._installed = False
+
+    def finished(self) -> None:
+        """The work ended: from now on Ctrl-C is ignored until the context exits."""
+        self._finished = True
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self._finished:
+            return
+        if self.requested or self.stop is None:
+            self.requested = True
+            raise KeyboardInterrupt
+        self.requested = True
+        self.stop()
+        self.notice(self.message)

@@ -1,0 +1,63 @@
+"""Running ``iceberg-ops maintain``/``move`` as a real subprocess against real catalogs; no tests here."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
+
+BIN = Path(sys.executable).parent / "iceberg-ops"
+
+
+def sqlite_flags(root: Path) -> list[str]:
+    """Global options naming a SQLite catalog under ``root`` (no project file needed)."""
+    return ["--catalog", "sqlite", "--db-path", str(root / "catalog.db"), "--warehouse", str(root / "warehouse")]
+
+
+def sqlite_catalog(root: Path) -> Any:
+    """The catalog :func:`sqlite_flags` names, opened in the test process."""
+    from iceberg_ops_provider.core.catalog import CatalogFactory
+
+    return CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
+
+
+def run(
+    cwd: Path, *args: str, timeout: float = 180, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``iceberg-ops ARGS`` in ``cwd`` (with ``env`` added), stdout and stderr captured (neither is a terminal)."""
+    return subprocess.run(
+        [str(BIN), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
+    )
+
+
+def start(cwd: Path, *args: str) -> subprocess.Popen[str]:
+    """``iceberg-ops ARGS`` started in ``cwd`` (to be interrupted), stdout and stderr piped."""
+    return subprocess.Popen(
+        [str(BIN), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+    )
+
+
+def seaweedfs_project(root: Path, seaweedfs: Any, bucket: str) -> Path:
+    """An ``iceberg-ops.yaml`` naming SeaweedFS's Iceberg REST catalog (S3 Tables protocol) for ``bucket``."""
+    root.mkdir(parents=True, exist_ok=True)
+    catalog = {
+        "kind": "rest",
+        "uri": seaweedfs.iceberg_uri,
+        "warehouse": f"s3://{bucket}",
+        "rest.sigv4-enabled": "true",
+        "rest.signing-name": "s3tables",
+        "rest.signing-region": REGION,
+        "client.access-key-id": ACCESS_KEY,
+        "client.secret-access-key": SECRET_KEY,
+        "client.region": REGION,
+        **seaweedfs.s3_properties(),
+    }
+    path = root / "iceberg-ops.yaml"
+    path.write_text(yaml.safe_dump({"catalog": catalog, "namespace": bucket}))
+    return path

@@ -1,0 +1,187 @@
+"""``iceberg-ops maintain ...`` run for real: subprocesses against a SQLite catalog (and SeaweedFS's S3
+Tables catalog), checking exit codes, the JSON on stdout, progress on stderr, and the tables after."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from pyiceberg.transforms import IdentityTransform
+
+from iceberg_ops_provider.cli import cli
+from iceberg_ops_provider.maintenance.compaction import CompactionResult
+from tests.cli.ops_support import run, seaweedfs_project, sqlite_catalog, sqlite_flags
+from tests.maintenance.test_compaction_support import live_data_files, rows, small_files_table
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Path:
+    """A SQLite catalog with ``sales.events`` (12 small files in 2 partitions) and ``sales.tidy`` (one file)."""
+    catalog = sqlite_catalog(tmp_path)
+    small_files_table(catalog, "sales.events", appends=6, rows=50, partitioned=True)
+    small_files_table(catalog, "sales.tidy", appends=1, rows=50)
+    return tmp_path
+
+
+def _json(result) -> object:
+    assert result.stdout.lstrip().startswith(("{", "[")), result.stdout
+    return json.loads(result.stdout)
+
+
+def test_health_exits_1_when_maintenance_is_due_and_0_when_not(lake):
+    tidy = run(lake, *sqlite_flags(lake), "--json", "maintain", "health", "sales.tidy")
+    assert tidy.returncode == 0, tidy.stderr
+    assert _json(tidy)["healthy"] is True and tidy.stderr == ""
+
+    every = run(lake, *sqlite_flags(lake), "--json", "maintain", "health", "--all", "sales")
+    assert every.returncode == 1, every.stderr
+    reports = {report["table"]: report for report in _json(every)}
+    assert reports["sales.events"]["needs"] == ["compact"] and reports["sales.tidy"]["needs"] == []
+
+    human = run(lake, *sqlite_flags(lake), "maintain", "health", "sales.events")
+    assert human.returncode == 1
+    assert human.stdout.startswith("sales.events: needs compact") and "compact_small_files_streaming(" in human.stdout
+
+    bad = run(lake, *sqlite_flags(lake), "maintain", "health", "sales.events", "--threshold", "max_snapshots=0")
+    assert bad.returncode == 2 and "'--threshold'" in bad.stderr and "max_snapshots" in bad.stderr
+
+
+def test_compact_shows_progress_on_stderr_and_prints_only_the_result_on_stdout(lake):
+    table = sqlite_catalog(lake).load_table("sales.events")
+    before = rows(table)
+
+    result = run(
+        lake, *sqlite_flags(lake), "--json", "maintain", "compact", "sales.events", "--target-file-size", "1MiB"
+    )
+
+    assert result.returncode == 0, result.stderr
+    document = _json(result)
+    assert set(document) == set(CompactionResult("t", False, "binpack", 1).to_json())  # the operators' XCom
+    assert document["rewritten_data_files_count"] == 12 and document["committed_groups_count"] == 2
+    progress = result.stderr.splitlines()
+    assert progress and all(line.startswith("compact sales.events: ") for line in progress), result.stderr
+    assert "12 of 12 files" in progress[-1] and "group 2 of 2 done" in progress[-1]
+    table.refresh()
+    assert rows(table) == before and len(live_data_files(table)) == 2
+
+    again = run(lake, *sqlite_flags(lake), "maintain", "compact", "sales.events", "--target-file-size", "1MiB")
+    assert again.returncode == 0 and "nothing to compact" in again.stdout and again.stderr == ""
+
+
+def test_manifests_expire_and_orphans_change_the_table_as_asked(lake):
+    catalog = sqlite_catalog(lake)
+    table = catalog.load_table("sales.events")
+    flags = sqlite_flags(lake)
+
+    planned = run(lake, *flags, "--json", "maintain", "manifests", "sales.events", "--dry-run")
+    assert planned.returncode == 0, planned.stderr
+    assert _json(planned)["rewritten_manifests_count"] == 6
+    table.refresh()
+    assert len(table.current_snapshot().manifests(table.io)) == 6  # a dry run changes nothing
+
+    rewritten = run(lake, *flags, "--json", "maintain", "manifests", "sales.events")
+    assert rewritten.returncode == 0 and _json(rewritten)["added_manifests_count"] == 1
+    table.refresh()
+    assert len(table.current_snapshot().manifests(table.io)) == 1
+
+    expired = run(
+        lake, *flags, "--json", "maintain", "expire", "sales.events", "--older-than", "0s", "--retain-last", "2"
+    )
+    assert expired.returncode == 0, expired.stderr
+    assert len(_json(expired)["expired_snapshot_ids"]) == 5  # 6 appends and the manifest rewrite, 2 kept
+    table.refresh()
+    assert len(table.snapshots()) == 2
+
+    orphan = Path(table.location().removeprefix("file://")) / "data" / "leftover.parquet"
+    orphan.write_bytes(b"not referenced")
+    os.utime(orphan, (orphan.stat().st_mtime - 60,) * 2)
+    listed = run(lake, *flags, "--json", "maintain", "orphans", "sales.events", "--older-than", "0s", "--dry-run")
+    assert listed.returncode == 0 and [
+        p.endswith("leftover.parquet") for p in _json(listed)["orphan_file_locations"]
+    ] == [True]
+    assert orphan.exists()
+    removed = run(lake, *flags, "maintain", "orphans", "sales.events", "--older-than", "0s")
+    assert removed.returncode == 0 and "deleted 1 of 1 orphan file(s)" in removed.stdout
+    assert not orphan.exists()
+
+
+def test_all_reports_a_failing_table_and_goes_on_with_the_others(lake):
+    catalog = sqlite_catalog(lake)
+    small_files_table(catalog, "sales.sorted", appends=6, rows=50)
+    with catalog.load_table("sales.sorted").update_sort_order() as order:
+        order.asc("id", IdentityTransform())
+
+    result = run(lake, *sqlite_flags(lake), "--json", "maintain", "compact", "--all", "sales", "--strategy", "sort")
+
+    assert result.returncode == 2
+    documents = {document["table"]: document for document in _json(result)}
+    assert documents["sales.sorted"]["rewritten_data_files_count"] == 6
+    assert documents["sales.events"]["exit_code"] == 2 and "'--strategy'" in documents["sales.events"]["error"]
+    assert "error: sales.events: Invalid value for '--strategy'" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        (["expire", "sales.events", "--older-than", "3x"], "Invalid value for '--older-than': '3x' is not an age"),
+        (["compact", "sales.events", "--target-file-size", "12zz"], "Invalid value for '--target-file-size'"),
+        (
+            ["compact", "sales.events", "--where", "nope = 1"],
+            "Invalid value for '--where': where='nope = 1' does not fit",
+        ),
+        (
+            ["compact", "sales.events", "--where", "category ="],
+            "Invalid value for '--where': 'category =' does not parse",
+        ),
+        (["compact", "sales.events", "--strategy", "sort"], "Invalid value for '--strategy'"),
+        (["expire", "sales.events", "--retain-last", "0"], "Invalid value for '--retain-last'"),
+        (["health", "sales.events", "--threshold", "nonsense=1"], "Unknown health threshold(s) ['nonsense']"),
+        (["health", "sales.events", "--threshold", "nope"], "'nope' is not NAME=VALUE"),
+        (["compact", "sales.missing"], "Invalid value for 'TABLE': table 'sales.missing' does not exist"),
+        (["compact", "events"], "'events' has no namespace"),
+        (["compact", "--all", "archive"], "namespace 'archive' does not exist"),
+        (["orphans"], "name a table (namespace.table), or a namespace with --all"),
+    ],
+)
+def test_bad_input_exits_2_naming_the_option_and_changes_nothing(lake, arguments, expected):
+    snapshot = sqlite_catalog(lake).load_table("sales.events").current_snapshot().snapshot_id
+
+    result = CliRunner().invoke(cli, [*sqlite_flags(lake), "maintain", *arguments])
+
+    assert result.exit_code == 2, result.output
+    assert expected in " ".join(result.stderr.split()), result.stderr
+    assert sqlite_catalog(lake).load_table("sales.events").current_snapshot().snapshot_id == snapshot
+
+
+def test_a_bare_table_name_is_read_in_the_namespace_option(lake):
+    result = CliRunner().invoke(
+        cli, [*sqlite_flags(lake), "--namespace", "sales", "--json", "maintain", "health", "tidy"]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["table"] == "sales.tidy"
+
+
+@pytest.mark.backends
+def test_compact_and_health_on_seaweedfs_s3_tables(seaweedfs, unique_name, tmp_path):
+    seaweedfs.create_table_bucket(unique_name)
+    catalog = seaweedfs.rest_catalog(unique_name)
+    table = small_files_table(catalog, f"{unique_name}.events", appends=6, rows=40, partitioned=True)
+    before = rows(table)
+    config = seaweedfs_project(tmp_path / "project", seaweedfs, unique_name)
+
+    health = run(tmp_path, "--config", str(config), "--json", "maintain", "health", "events")
+    assert health.returncode == 1 and _json(health)["needs"] == ["compact"], health.stderr
+
+    compacted = run(
+        tmp_path, "--config", str(config), "--json", "maintain", "compact", "--all", "--target-file-size", "1MiB"
+    )
+    assert compacted.returncode == 0, compacted.stderr
+    [document] = _json(compacted)
+    assert document["table"] == f"{unique_name}.events" and document["committed_groups_count"] == 2
+    assert "12 of 12 files" in compacted.stderr
+    table.refresh()
+    assert rows(table) == before
+    assert len(live_data_files(table)) == 2 and all(f.file_path.startswith("s3://") for f in live_data_files(table))

@@ -1,0 +1,261 @@
+"""``iceberg-ops move ...`` run for real: subprocesses against SQLite catalogs (and SeaweedFS's S3 Tables
+catalog), a move interrupted with SIGINT (once: it stops between units; twice: it abandons the unit
+at once) and resumed by the same command, ending with exactly the source's rows."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from iceberg_ops_provider.cli import cli
+from iceberg_ops_provider.data_migration.results import MoveResult
+from tests.cli.ops_support import run, seaweedfs_project, sqlite_catalog, sqlite_flags, start
+from tests.maintenance.test_compaction_support import files_on_disk, live_data_files, rows, small_files_table
+
+SOURCE_FILES, ROWS_PER_FILE = 8, 50
+SLOW_SOURCE_FILES = 40  # one unit each: a move long enough to interrupt
+
+
+@pytest.fixture
+def lake(tmp_path: Path) -> Path:
+    """A SQLite catalog with ``sales.events``: 8 appends of 50 rows (one small file each)."""
+    small_files_table(sqlite_catalog(tmp_path), "sales.events", appends=SOURCE_FILES, rows=ROWS_PER_FILE)
+    return tmp_path
+
+
+def _ids(table: Any) -> Counter[int]:
+    table.refresh()
+    return Counter(table.scan(selected_fields=("id",)).to_arrow().column("id").to_pylist())
+
+
+def _target_snapshots(catalog: Any, name: str) -> int:
+    try:
+        return len(catalog.load_table(name).snapshots())
+    except Exception:  # not created yet, or the database is busy with the move's commit
+        return 0
+
+
+def _interrupt(process: subprocess.Popen[str], catalog: Any, target: str, after: int, signals: int) -> tuple[str, str]:
+    """Send ``signals`` SIGINTs once ``target`` has ``after`` snapshots; the process's stdout and stderr.
+
+    The process must exit 130 (interrupted).
+    """
+    deadline = time.monotonic() + 90
+    while _target_snapshots(catalog, target) < after:
+        assert process.poll() is None, f"the move ended before it was interrupted: {process.communicate()}"
+        assert time.monotonic() < deadline, "the move made no progress"
+        time.sleep(0.02)
+    for number in range(signals):
+        if number:
+            time.sleep(0.05)
+        process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130, (stdout, stderr)
+    return stdout, stderr
+
+
+def test_a_move_interrupted_by_ctrl_c_resumes_with_the_same_command_and_ends_with_exactly_the_source_rows(tmp_path):
+    lake = tmp_path
+    catalog = sqlite_catalog(lake)
+    source = small_files_table(catalog, "sales.events", appends=SLOW_SOURCE_FILES, rows=ROWS_PER_FILE)
+    command = [
+        *sqlite_flags(lake),
+        "--json",
+        "move",
+        "sales.events",
+        "archive.events",
+        "--create-target",
+        "--commit-every-bytes",
+        "1",  # one unit per source file
+        "--parallelism",
+        "1",
+    ]
+
+    # Ctrl-C once: the unit being committed finishes, the one copied ahead is discarded, exit 130.
+    stdout, stderr = _interrupt(start(lake, *command), catalog, "archive.events", after=2, signals=1)
+    partial = json.loads(stdout)
+    assert partial["complete"] is False and 2 <= partial["units_committed"] < SLOW_SOURCE_FILES, stderr
+    assert "Stopping once the unit being committed is in" in stderr
+    assert f"Run the same command again to resume (or pass --move-id {partial['move_id']}" in stderr
+    target = catalog.load_table("archive.events")
+    assert sum(_ids(target).values()) == partial["units_committed"] * ROWS_PER_FILE  # whole units only
+    folder = Path(target.location().removeprefix("file://"))
+    data = {path for path in files_on_disk(folder) if path.endswith(".parquet")}
+    assert data == {f.file_path.removeprefix("file://") for f in live_data_files(target)}  # nothing left behind
+
+    # Ctrl-C twice: the unit in flight is abandoned at once; still whole units only.
+    target.refresh()
+    after = len(target.snapshots()) + 2
+    stdout, stderr = _interrupt(start(lake, *command), catalog, "archive.events", after=after, signals=2)
+    assert "interrupted: move sales.events-to-archive.events-" in stderr
+    document = json.loads(stdout)  # the error, or what the run did when the first Ctrl-C was enough
+    assert document.get("exit_code") == 130 or document.get("complete") is False
+    moved = sum(_ids(target).values())
+    assert moved % ROWS_PER_FILE == 0 and moved < SLOW_SOURCE_FILES * ROWS_PER_FILE
+
+    # The same command again finishes the move: every source row exactly once.
+    finished = run(lake, *command, "--verify", "checksum")
+    assert finished.returncode == 0, finished.stderr
+    result = json.loads(finished.stdout)
+    assert result["complete"] is True and result["verify"]["ok"] is True
+    assert _ids(target) == _ids(source) and rows(target) == rows(source)
+
+
+def test_move_prints_the_result_on_stdout_progress_on_stderr_and_a_rerun_changes_nothing(lake):
+    moved = run(
+        lake,
+        *sqlite_flags(lake),
+        "--json",
+        "move",
+        "sales.events",
+        "archive.events",
+        "--create-target",
+        "--commit-every-bytes",
+        "5KiB",
+        "--verify",
+        "count",
+    )
+
+    assert moved.returncode == 0, moved.stderr
+    result = json.loads(moved.stdout)
+    assert set(result) == set(MoveResult("m", "s", "t", "append", None, 0, 0, 0, 0, 0, 0, 0, 0.0, True).to_json())
+    assert result["complete"] and result["rows"] == SOURCE_FILES * ROWS_PER_FILE and result["verify"]["ok"]
+    lines = moved.stderr.splitlines()
+    assert lines and all(line.startswith("move sales.events -> archive.events: ") for line in lines), moved.stderr
+    assert f"unit {result['units_total']} of {result['units_total']} done" in lines[-1]
+
+    again = run(lake, *sqlite_flags(lake), "move", "sales.events", "archive.events", "--create-target", "--no-progress")
+    assert again.returncode == 0 and again.stderr == ""
+    assert ": complete" in again.stdout and "this run: 0 unit(s) committed" in again.stdout
+    catalog = sqlite_catalog(lake)
+    assert rows(catalog.load_table("archive.events")) == rows(catalog.load_table("sales.events"))
+
+
+def test_plan_changes_nothing_and_verify_exits_1_when_the_target_lost_rows(lake):
+    flags = sqlite_flags(lake)
+    planned = run(
+        lake,
+        *flags,
+        "--json",
+        "move",
+        "plan",
+        "sales.events",
+        "archive.events",
+        "--create-target",
+        "--commit-every-bytes",
+        "1",
+    )
+    assert planned.returncode == 0, planned.stderr
+    plan = json.loads(planned.stdout)
+    assert len(plan["units"]) == SOURCE_FILES and plan["done"] == [] and plan["target_exists"] is False
+    catalog = sqlite_catalog(lake)
+    assert not catalog.table_exists("archive.events")
+
+    assert (
+        run(lake, *flags, "move", "sales.events", "archive.events", "--create-target", "--no-progress").returncode == 0
+    )
+    verified = run(lake, *flags, "--json", "move", "verify", "sales.events", "archive.events", "--method", "checksum")
+    assert verified.returncode == 0 and json.loads(verified.stdout)["ok"] is True, verified.stderr
+
+    catalog.load_table("archive.events").delete("id < 10")
+    different = run(lake, *flags, "move", "verify", "sales.events", "archive.events")
+    assert different.returncode == 1 and "verify (count): DIFFERENT" in different.stdout
+
+
+def test_the_target_may_live_in_another_catalog(lake, tmp_path):
+    other = tmp_path / "other"
+    result = CliRunner().invoke(
+        cli,
+        [
+            *sqlite_flags(lake),
+            "move",
+            "--where",  # options before the tables: still the move itself
+            "id < 200",
+            "sales.events",
+            "sales.events",
+            "--create-target",
+            "--columns",
+            "id,note",
+            "--rename",
+            "note=comment",
+            "--target-db-path",
+            str(other / "catalog.db"),
+            "--target-warehouse",
+            str(other / "warehouse"),
+            "--no-progress",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    moved = sqlite_catalog(other).load_table("sales.events")
+    assert moved.schema().column_names == ["id", "comment"]
+    assert _ids(moved) == Counter(range(200))
+
+
+def test_source_and_target_from_two_airflow_connections_keep_stdout_for_the_json(lake, tmp_path):
+    def connection(root: Path) -> str:
+        extra = {"kind": "sqlite", "db_path": str(root / "catalog.db"), "warehouse_dir": str(root / "warehouse")}
+        return json.dumps({"conn_type": "iceberg_ops", "extra": extra})
+
+    env = {
+        "AIRFLOW_HOME": str(tmp_path / "airflow"),
+        "AIRFLOW_CONN_LAKE": connection(lake),
+        "AIRFLOW_CONN_ARCHIVE": connection(tmp_path / "archive"),
+    }
+    command = ["--conn-id", "lake", "--json", "move", "sales.events", "sales.events", "--target-conn-id", "archive"]
+
+    moved = run(lake, *command, "--create-target", "--verify", "count", "--no-progress", env=env)
+
+    assert moved.returncode == 0, moved.stderr
+    assert json.loads(moved.stdout)["verify"]["ok"] is True  # nothing of Airflow's logging on stdout
+    archived = sqlite_catalog(tmp_path / "archive").load_table("sales.events")
+    assert rows(archived) == rows(sqlite_catalog(lake).load_table("sales.events"))
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        (["sales.events", "archive.events"], "pass --create-target to create it"),
+        (
+            ["sales.events", "archive.events", "--rename", "note"],
+            "Invalid value for --rename: 'note' is not NAME=VALUE",
+        ),
+        (["sales.events", "archive.events", "--where", "id >"], "Invalid value for '--where': 'id >' does not parse"),
+        (["sales.events", "archive.events", "--create-target", "--where", "x = 1"], "--where='x = 1' does not fit"),
+        (["sales.events", "archive.events", "--commit-every-bytes", "0"], "'0' must be at least 1 byte"),
+        (["sales.events", "archive.events", "--mode", "upsert"], "Invalid value for '--mode'"),
+        (["sales.events", "sales.events"], "Source and target are the same table"),
+        (["sales.events", "archive.events", "--target-catalog-uri", "http://x"], "The target's catalog (--target-*"),
+        (["verify", "sales.events", "archive.events", "--create-target"], "has not finished"),
+    ],
+)
+def test_bad_input_exits_2_with_a_message_naming_the_option(lake, arguments, expected):
+    result = CliRunner().invoke(cli, [*sqlite_flags(lake), "move", *arguments])
+    assert result.exit_code == 2, result.output
+    assert expected in " ".join(result.stderr.split()), result.stderr
+    assert not sqlite_catalog(lake).table_exists("archive.events")
+
+
+@pytest.mark.backends
+def test_move_on_seaweedfs_s3_tables(seaweedfs, unique_name, tmp_path):
+    seaweedfs.create_table_bucket(unique_name)
+    catalog = seaweedfs.rest_catalog(unique_name)
+    source = small_files_table(catalog, f"{unique_name}.events", appends=4, rows=40)
+    config = seaweedfs_project(tmp_path / "project", seaweedfs, unique_name)
+    command = ["--config", str(config), "--json", "move", f"{unique_name}.events", f"{unique_name}.archive"]
+
+    moved = run(tmp_path, *command, "--create-target", "--commit-every-bytes", "1", "--verify", "checksum")
+
+    assert moved.returncode == 0, moved.stderr
+    result = json.loads(moved.stdout)
+    assert result["complete"] and result["units_committed"] == 4 and result["verify"]["ok"]
+    target = catalog.load_table(f"{unique_name}.archive")
+    assert rows(target) == rows(source)
+    assert all(f.file_path.startswith("s3://") for f in live_data_files(target))
