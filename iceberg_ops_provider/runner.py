@@ -5,7 +5,9 @@ A run that changes anything (``upgrade``, ``downgrade``, ``stamp``) first takes 
 an earlier, interrupted run left (its intent record, checked against the receipts in the tables),
 reads the history afresh, checks it against the files, and executes one migration at a time: the
 migration's intent is recorded, its staged changes are committed (one commit per table, each with a
-receipt), then its history row is written. A failure of any kind (an exception, a timeout, an
+receipt), then its history row is written. Where the catalog can commit several tables at once
+(:meth:`MigrationRunner.commit_mode`), a migration's table changes and its history row are one
+commit instead, all or nothing, and need no intent. A failure of any kind (an exception, a timeout, an
 interrupt, ``sys.exit``) is recorded and stops the run; the lock is released in every case, and a
 run killed outright leaves a lock whose lease runs out, so the next run takes over.
 
@@ -22,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from iceberg_ops_provider.core.atomic_commit import CommitMode, atomic_commit_mode
 from iceberg_ops_provider.core.timeouts import (
     DEFAULT_CATALOG_TIMEOUT,
     bound_catalog_requests,
@@ -106,6 +109,10 @@ class MigrationRunner:
             :class:`~iceberg_ops_provider.errors.CatalogUnavailableError` naming the endpoint
             (``None`` keeps the catalog as configured). SQL catalogs on SQLite wait at most 5 s for
             a database lock.
+        atomic_commits: Where the catalog can commit several tables at once (PyIceberg's SQL
+            catalog; REST catalogs serving ``transactions/commit``), commit each migration's table
+            changes together with its history record, all or nothing (:meth:`commit_mode`). Off by
+            default: one commit per table, then the history record, on every catalog.
     """
 
     def __init__(
@@ -120,6 +127,7 @@ class MigrationRunner:
         stale_after: float = DEFAULT_STALE_AFTER,
         lock_context: Mapping[str, str] | None = None,
         catalog_timeout: float | None = DEFAULT_CATALOG_TIMEOUT,
+        atomic_commits: bool = False,
     ) -> None:
         meta_namespace = meta_namespace if meta_namespace is not None else default_meta_namespace(catalog)
         check_runner_namespaces(catalog, namespace, meta_namespace)
@@ -137,6 +145,8 @@ class MigrationRunner:
         self.lock = NamespaceLock(catalog, meta_namespace, namespace, stale_after=stale_after)
         self.event_log = EventLog(catalog, meta_namespace)
         self.lock_context = dict(lock_context or {})
+        self.atomic_commits = bool(atomic_commits)
+        self._commit_mode: CommitMode | None = None
         self._on_event = on_event
         self._active: RunSession | None = None
         self.last_run: RunReport | None = None
@@ -194,6 +204,23 @@ class MigrationRunner:
     def interrupted_outcome(self, intent: Intent) -> str:
         """What an interrupted run committed, read from the tables: ``all``, ``none`` or ``partial``."""
         return assess(self.catalog, intent).outcome
+
+    @_catalog_call
+    def commit_mode(self) -> CommitMode | None:
+        """How this runner commits a migration's changes to several tables.
+
+        ``sql-transaction`` or ``rest-transaction``: each migration's table changes and its history
+        record in one all-or-nothing commit (drops, renames, namespace creation and early commits
+        excepted: see the recovery documentation); ``per-table``: one commit per table, then the
+        history record (the catalog cannot, or ``atomic_commits=False``). A REST catalog is asked
+        once, with an empty multi-table commit that changes nothing; ``None`` when it could not
+        answer (it is asked again next time, and commits go table by table meanwhile).
+        """
+        if not self.atomic_commits:
+            return "per-table"
+        if self._commit_mode is None:
+            self._commit_mode = atomic_commit_mode(self.catalog, probe=True)
+        return self._commit_mode
 
     @_catalog_call
     def status(self) -> NamespaceStatus:

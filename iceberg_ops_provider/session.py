@@ -13,6 +13,10 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, TableAlreadyExistsError
+from pyiceberg.table.update import AssertRefSnapshotId
+
+from iceberg_ops_provider.core.atomic_commit import TableChange, commit_atomically
 from iceberg_ops_provider.discovery import importable
 from iceberg_ops_provider.errors import (
     ConcurrentMigrationError,
@@ -25,7 +29,7 @@ from iceberg_ops_provider.errors import (
 from iceberg_ops_provider.history.events import MigrationEvent
 from iceberg_ops_provider.history.intent import Assessment, Intent, IntentAction, assess, receipt
 from iceberg_ops_provider.history.lease import LeaseKeeper
-from iceberg_ops_provider.history.lock import Acquisition, LockInfo, LockLostError, process_identity
+from iceberg_ops_provider.history.lock import Acquisition, LockInfo, LockLostError, NamespaceLock, process_identity
 from iceberg_ops_provider.history.records import HistoryRow, Operation, Status
 from iceberg_ops_provider.migration.context import MigrationContext
 from iceberg_ops_provider.planning import NamespaceState, PlanStep
@@ -37,6 +41,8 @@ if TYPE_CHECKING:
 __all__ = ["RunJournal", "RunSession", "is_settled", "success_status"]
 
 log = logging.getLogger("iceberg_ops_provider.runner")
+
+_ATOMIC_ATTEMPTS = 8
 
 
 def success_status(direction: str) -> Status:
@@ -80,6 +86,11 @@ class RunJournal:
     Records the intent in the lock table before the first commit (and again when a commit not yet
     listed comes, or when the body finishes after an early commit), and refuses to let a commit
     through once the lease is lost.
+
+    Where the catalog can commit several tables at once (:meth:`atomic_mode`), a finished body's
+    table changes are committed together with the step's history row and a check that the lock is
+    still this run's, in one commit (:meth:`commit_together`): the step is then applied and recorded,
+    or nothing of it is, and no intent is needed for that commit.
     """
 
     def __init__(self, session: RunSession, step: PlanStep) -> None:
@@ -87,6 +98,9 @@ class RunJournal:
         self.step = step
         self.intent: Intent | None = None
         self._proven = False  # the intent write just now was itself a check that the lock is ours
+        self.started = time.perf_counter()
+        self.recorded: HistoryRow | None = None
+        """The history row committed together with the step's changes, when they were (else ``None``)."""
 
     def receipt(self, step: int) -> str:
         """The receipt of this migration's ``step``-th commit."""
@@ -100,14 +114,7 @@ class RunJournal:
         if intent is None:
             if not actions:
                 return  # nothing was or will be committed
-            intent = Intent(
-                namespace=session.runner.namespace,
-                version=self.step.version,
-                direction=self.step.direction,
-                run_id=session.run_id,
-                executed_by=session.executed_by,
-                started_at=datetime.now(UTC),
-            )
+            intent = self._new_intent()
         elif intent.covers(actions) and (intent.complete or not complete):
             # Nothing to record; make sure the lock is still ours right before the commit, from the
             # catalog itself (the lease thread may not have noticed a takeover yet), unless the intent
@@ -121,6 +128,130 @@ class RunJournal:
         session.runner.lock.write_intent(session.held, intent)
         self.intent = intent
         self._proven = True
+
+    def _new_intent(self) -> Intent:
+        session = self.session
+        return Intent(
+            namespace=session.runner.namespace,
+            version=self.step.version,
+            direction=self.step.direction,
+            run_id=session.run_id,
+            executed_by=session.executed_by,
+            started_at=datetime.now(UTC),
+        )
+
+    # -- all-or-nothing commits -----------------------------------------------------------------
+
+    def atomic_mode(self) -> str | None:
+        """The multi-table commit this step's remaining changes can use, or ``None`` (one commit per table).
+
+        ``None`` also once the step committed something on its own (an early commit, a table or the
+        catalog reached directly): its intent record then covers the rest as well.
+        """
+        if self.intent is not None:
+            return None
+        mode = self.session.runner.commit_mode()
+        return mode if mode in ("sql-transaction", "rest-transaction") else None
+
+    def commit_together(self, changes: list[TableChange], actions: list[IntentAction], *, outside: list[str]) -> bool:
+        """Commit the step's table changes, its history row and a check of the lock in one commit.
+
+        A commit refused because the history or the lock table moved on meanwhile (another
+        namespace's run recorded its own step, the lease was renewed) is staged again and retried; one
+        refused because a migrated table changed, or the lock is no longer this run's, raises.
+
+        Args:
+            changes: The step's table changes, receipts included.
+            actions: What they are, as the intent would list them (used to check an unknown outcome).
+            outside: What the step committed separately just before (for the log).
+
+        Returns:
+            Whether they were committed (false: the catalog cannot commit them together after all;
+            nothing was committed).
+
+        Raises:
+            CommitFailedException, TableAlreadyExistsError: A migrated table changed (or appeared)
+                under this run; nothing of the step was committed.
+            LockLostError: The lock is no longer this run's; nothing was committed.
+            ConcurrentMigrationError: The history changed under this run.
+            CommitStateUnknownException: The catalog failed while committing and its outcome could
+                not be read back.
+        """
+        session = self.session
+        runner = session.runner
+        session.keeper.check()
+        step = self.step
+        duration_ms = int((time.perf_counter() - self.started) * 1000)
+        row = session.row(step.version, success_status(step.direction), step.direction, duration_ms=duration_ms)
+        expected = {row.version: session.expected.get(row.version)}
+        held = AssertRefSnapshotId(ref=NamespaceLock.TAG, snapshot_id=session.held.snapshot_id)
+        lock = TableChange(runner.lock.identifier, (), (held,))
+        for attempt in range(1, _ATOMIC_ATTEMPTS + 1):
+            staged = runner.history_store.stage(runner.namespace, [row], expected)
+            try:
+                result = commit_atomically(runner.catalog, [*changes, staged.change, lock])
+            except CommitFailedException:
+                staged.discard()
+                self._explain_refusal(changes)
+                if attempt == _ATOMIC_ATTEMPTS:
+                    raise
+                time.sleep(0.05 * attempt)
+                continue
+            except CommitStateUnknownException:
+                if not self._landed(row, actions):
+                    raise
+                break
+            except BaseException:
+                staged.discard()
+                raise
+            if not result.applied:
+                staged.discard()
+                runner._event(f"{runner.namespace}: {step.version}: {result.reason}; committing table by table")
+                return False
+            staged.committed()
+            break
+        self.recorded = row
+        if outside:
+            runner._event(
+                f"{runner.namespace}: {step.version}: committed outside its all-or-nothing commit, one by one "
+                f"before it: {', '.join(outside)}"
+            )
+        return True
+
+    def _explain_refusal(self, changes: list[TableChange]) -> None:
+        """After a refused multi-table commit: raise when a migrated table or the lock is the reason."""
+        runner = self.session.runner
+        runner.lock.check_held(self.session.held)  # LockLostError
+        for change in changes:
+            if change.creates:
+                if runner.catalog.table_exists(change.identifier):
+                    raise TableAlreadyExistsError(f"Table {change.label()} already exists; nothing was committed")
+                continue
+            metadata = runner.catalog.load_table(change.identifier).metadata
+            for requirement in change.requirements:
+                try:
+                    requirement.validate(metadata)
+                except CommitFailedException as exc:
+                    raise CommitFailedException(
+                        f"{change.label()} changed under this run ({exc}); nothing was committed"
+                    ) from exc
+
+    def _landed(self, row: HistoryRow, actions: list[IntentAction]) -> bool:
+        """Whether a commit of unknown outcome landed, read back from the history it would have written.
+
+        When that cannot be read either, the intent is kept here (not written anywhere): the step's
+        failure handling then checks its receipts in the tables.
+        """
+        runner = self.session.runner
+        try:
+            rows = runner.history_store.rows(runner.namespace)
+        except Exception:
+            self.intent = self._new_intent().with_actions(actions, complete=True)
+            return False
+        return any(
+            found.version == row.version and found.run_id == row.run_id and found.applied_at == row.applied_at
+            for found in rows
+        )
 
 
 class RunSession:
@@ -190,6 +321,10 @@ class RunSession:
         self.keeper.check()
         expected = {row.version: self.expected.get(row.version) for row in rows}
         self.runner.history_store.record(self.runner.namespace, rows, expected)
+        self._written(rows)
+
+    def _written(self, rows: list[HistoryRow]) -> None:
+        """Note history rows that reached the history table (written here, or with the step's changes)."""
         for row in rows:
             self.expected[row.version] = row.status
         self.outcomes += [self.outcome(row) for row in rows]
@@ -341,7 +476,7 @@ class RunSession:
         runner._event(f"[{index}/{total}] {verb} {step.version} {step.description}")
         journal = RunJournal(self, step)
         context = MigrationContext(runner.catalog, runner.namespace, journal, meta_namespace=runner.meta_namespace)
-        started = time.perf_counter()
+        started = journal.started = time.perf_counter()
         try:
             with importable(runner.folder):  # a lazy `from _helpers import x` in a body works as at import time
                 if step.direction == "upgrade":
@@ -370,15 +505,19 @@ class RunSession:
             raise  # interrupts and task timeouts keep their type, after being recorded
         duration = time.perf_counter() - started
         status = success_status(step.direction)
-        try:
-            self.write([self.row(step.version, status, step.direction, duration_ms=int(duration * 1000))])
-        except ConcurrentMigrationError:
-            raise
-        except Exception as exc:
-            raise MigrationNotRecordedError(step.version, step.direction, exc) from exc
+        if journal.recorded is not None:  # committed together with the step's changes
+            self._written([journal.recorded])
+        else:
+            try:
+                self.write([self.row(step.version, status, step.direction, duration_ms=int(duration * 1000))])
+            except ConcurrentMigrationError:
+                raise
+            except Exception as exc:
+                raise MigrationNotRecordedError(step.version, step.direction, exc) from exc
         if journal.intent is not None:
             self.intent_settled = True
-        runner._event(f"[{index}/{total}] {step.version} {status} in {duration:.2f}s")
+        together = " (all-or-nothing, with its history record)" if journal.recorded is not None else ""
+        runner._event(f"[{index}/{total}] {step.version} {status} in {duration:.2f}s{together}")
         result = MigrationResult(step.version, step.description, status, duration, step.direction)
         self.completed.append(result)
         return result

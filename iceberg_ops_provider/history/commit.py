@@ -27,12 +27,48 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.manifest import DataFile
-    from pyiceberg.table import Table
+    from pyiceberg.table import Table, Transaction
 
-__all__ = ["SNAPSHOT_ISOLATION", "replace_files"]
+__all__ = ["SNAPSHOT_ISOLATION", "delete_written", "replace_files", "stage_replace_files"]
 
 SNAPSHOT_ISOLATION = {"write.delete.isolation-level": "snapshot"}
 """The table property :func:`replace_files` relies on to keep concurrent appends."""
+
+
+def stage_replace_files(
+    table: Table,
+    delete_filter: BooleanExpression | None,
+    rows: pa.Table | None,
+    *,
+    properties: Mapping[str, str] | None = None,
+) -> tuple[Transaction, list[DataFile]]:
+    """Stage what :func:`replace_files` commits, without committing it: the transaction and the files written.
+
+    The caller commits the transaction (alone, or with other tables' changes in one multi-table
+    commit) and deletes the written files if that fails.
+    """
+    written: list[DataFile] = []
+    try:
+        if rows is not None and rows.num_rows:
+            written = list(_dataframe_to_data_files(table.metadata, rows, table.io))
+        transaction = table.transaction()
+        if delete_filter is not None:
+            transaction.delete(delete_filter, snapshot_properties=dict(properties or {}))
+        if written:
+            with transaction.update_snapshot(snapshot_properties=dict(properties or {})).fast_append() as append:
+                for data_file in written:
+                    append.append_data_file(data_file)
+    except BaseException:
+        delete_written(table, written)
+        raise
+    return transaction, written
+
+
+def delete_written(table: Table, written: list[DataFile]) -> None:
+    """Delete data files written for a commit that did not land (best effort)."""
+    for data_file in written:
+        with contextlib.suppress(Exception):
+            table.io.delete(data_file.file_path)
 
 
 def replace_files(
@@ -48,19 +84,9 @@ def replace_files(
         CommitFailedException, ValidationException: The commit lost a race (the files written for it
             were deleted again); read again and retry.
     """
-    written: list[DataFile] = []
+    transaction, written = stage_replace_files(table, delete_filter, rows, properties=properties)
     try:
-        if rows is not None and rows.num_rows:
-            written = list(_dataframe_to_data_files(table.metadata, rows, table.io))
-        with table.transaction() as transaction:
-            if delete_filter is not None:
-                transaction.delete(delete_filter, snapshot_properties=dict(properties or {}))
-            if written:
-                with transaction.update_snapshot(snapshot_properties=dict(properties or {})).fast_append() as append:
-                    for data_file in written:
-                        append.append_data_file(data_file)
+        transaction.commit_transaction()
     except BaseException:
-        for data_file in written:
-            with contextlib.suppress(Exception):
-                table.io.delete(data_file.file_path)
+        delete_written(table, written)
         raise

@@ -25,6 +25,7 @@ import logging
 import time
 import warnings
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -46,7 +47,12 @@ from iceberg_ops_provider.core.catalog import ensure_namespace
 from iceberg_ops_provider.core.snapshots import read_table
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import CatalogConfigError, ConcurrentMigrationError
-from iceberg_ops_provider.history.commit import SNAPSHOT_ISOLATION, replace_files
+from iceberg_ops_provider.history.commit import (
+    SNAPSHOT_ISOLATION,
+    delete_written,
+    replace_files,
+    stage_replace_files,
+)
 from iceberg_ops_provider.history.records import HISTORY_SCHEMA, HISTORY_TABLE, HistoryRow, rows_to_arrow
 from iceberg_ops_provider.maintenance.expire import expire_snapshots
 
@@ -55,10 +61,13 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table
 
+    from iceberg_ops_provider.core.atomic_commit import TableChange
+
 __all__ = [
     "DEFAULT_META_NAMESPACE",
     "S3_TABLES_META_NAMESPACE",
     "HistoryStore",
+    "StagedWrite",
     "default_meta_namespace",
     "ensure_meta_namespace",
     "load_meta_table",
@@ -147,6 +156,35 @@ def trim_table(table: Table, keep_snapshots: int) -> None:
         log.warning("could not expire old snapshots of %s: %s: %s", ".".join(table.name()), type(exc).__name__, exc)
 
 
+@dataclass
+class StagedWrite:
+    """A history write staged on the history table (:meth:`HistoryStore.stage`), not committed yet.
+
+    Attributes:
+        change: The history table's change, for a multi-table commit.
+        table: The history table as it was read.
+        written: The data files written for it (deleted by :meth:`discard`).
+    """
+
+    store: HistoryStore
+    change: TableChange
+    table: Table
+    written: list[DataFile] = field(default_factory=list)
+
+    def discard(self) -> None:
+        """The commit did not land: delete the files written for it."""
+        delete_written(self.table, self.written)
+        self.written = []
+
+    def committed(self) -> None:
+        """The commit landed: keep the history table small, as after :meth:`HistoryStore.record`."""
+        self.written = []
+        try:
+            self.store._expire(self.store.catalog.load_table(self.store.identifier))
+        except Exception as exc:  # housekeeping only: the next write tries again
+            log.warning("could not trim the history table after a commit: %s: %s", type(exc).__name__, exc)
+
+
 class HistoryStore:
     """Read and write the migration history of any namespace of one catalog.
 
@@ -230,21 +268,11 @@ class HistoryStore:
         removed = list(removals)
         table = self._ensure_table()
         for attempt in range(1, _WRITE_ATTEMPTS + 1):
-            # Arrow throughout: a write costs the same whether the namespace has 10 rows or 10,000.
-            existing, files = self._read_files(table, namespace)
-            changed = pa.array([row.version for row in updates] + removed, pa.string())
-            touched = existing.filter(pc.is_in(existing.column("version"), value_set=changed))
-            current = {row["version"]: HistoryRow.from_dict(row) for row in touched.to_pylist()}
-            self._check_expected(namespace, current, expected)
-            kept = existing.filter(pc.invert(pc.is_in(existing.column("version"), value_set=changed)))
+            new_rows, files = self._new_partition(table, namespace, updates, expected, removed)
             try:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", UserWarning)  # "Delete operation did not match any records"
-                    replace_files(
-                        table,
-                        EqualTo("namespace", namespace) if files else None,
-                        pa.concat_tables([kept, rows_to_arrow(updates)]),
-                    )
+                    replace_files(table, EqualTo("namespace", namespace) if files else None, new_rows)
                 break
             except (CommitFailedException, ValidationException, FileNotFoundError):
                 # Lost a race with another writer (retries exhausted, or it touched the same files), or
@@ -255,6 +283,46 @@ class HistoryStore:
             time.sleep(0.05 * attempt)
             table = self.catalog.load_table(self.identifier)
         self._expire(table)
+
+    def stage(self, namespace: str, updates: Iterable[HistoryRow], expected: Mapping[str, str | None]) -> StagedWrite:
+        """Stage what :meth:`record` writes as a transaction on the history table, without committing it.
+
+        The caller commits :attr:`StagedWrite.change` together with other tables' changes in one
+        multi-table commit (:func:`~iceberg_ops_provider.core.atomic_commit.commit_atomically`), then
+        calls :meth:`StagedWrite.committed` or, if the commit did not land, :meth:`StagedWrite.discard`.
+        A commit that lost a race needs a new stage: read again, as :meth:`record` does.
+
+        Raises:
+            ConcurrentMigrationError: The history already says otherwise than ``expected``.
+        """
+        from iceberg_ops_provider.core.atomic_commit import TableChange
+
+        table = self._ensure_table()
+        new_rows, files = self._new_partition(table, namespace, list(updates), expected, [])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # "Delete operation did not match any records"
+            transaction, written = stage_replace_files(
+                table, EqualTo("namespace", namespace) if files else None, new_rows
+            )
+        return StagedWrite(self, TableChange.of(transaction), table, written)
+
+    def _new_partition(
+        self,
+        table: Table,
+        namespace: str,
+        updates: list[HistoryRow],
+        expected: Mapping[str, str | None],
+        removed: list[str],
+    ) -> tuple[pa.Table, list[DataFile]]:
+        """The namespace's rows after the write, and the files they replace; checks ``expected`` first."""
+        # Arrow throughout: a write costs the same whether the namespace has 10 rows or 10,000.
+        existing, files = self._read_files(table, namespace)
+        changed = pa.array([row.version for row in updates] + removed, pa.string())
+        touched = existing.filter(pc.is_in(existing.column("version"), value_set=changed))
+        current = {row["version"]: HistoryRow.from_dict(row) for row in touched.to_pylist()}
+        self._check_expected(namespace, current, expected)
+        kept = existing.filter(pc.invert(pc.is_in(existing.column("version"), value_set=changed)))
+        return pa.concat_tables([kept, rows_to_arrow(updates)]), files
 
     def _check_expected(
         self, namespace: str, current: dict[str, HistoryRow], expected: Mapping[str, str | None]

@@ -11,6 +11,11 @@ Every commit is announced to the run's :class:`CommitJournal` first (the runner 
 there) and carries a receipt property naming the namespace, version, run and step, so that after a
 crash the runner can tell from the tables themselves which commits landed.
 
+A journal that can commit several tables at once (:class:`AtomicCommitJournal`, the runner's with
+``atomic_commits=True`` on a catalog that supports it) instead takes a finished migration's table
+changes in one commit with its history record; drops, renames and namespace creation are still
+committed one by one, before it.
+
 Bare table names resolve in the runner's namespace; a dotted name (``"finance.orders"``) addresses
 another namespace. Nested columns are given as dotted paths (``"address.city"``) or tuples.
 """
@@ -28,6 +33,7 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortDirection
 from pyiceberg.table.update import AddSortOrderUpdate, AssertDefaultSortOrderId, SetDefaultSortOrderUpdate
 from pyiceberg.types import IcebergType, NestedField
 
+from iceberg_ops_provider.core.atomic_commit import TableChange
 from iceberg_ops_provider.core.catalog import ensure_namespace, to_property_value
 from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.type_strings import to_iceberg_type
@@ -43,7 +49,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.update.schema import UpdateSchema
     from pyiceberg.table.update.spec import UpdateSpec
 
-__all__ = ["ColumnPath", "CommitJournal", "DryRunLimit", "MigrationContext", "TypeLike"]
+__all__ = ["AtomicCommitJournal", "ColumnPath", "CommitJournal", "DryRunLimit", "MigrationContext", "TypeLike"]
 
 TypeLike = str | pa.DataType | IcebergType
 """A column type: text (``"decimal(12,2)"``), an Arrow type or a PyIceberg type."""
@@ -65,6 +71,31 @@ class CommitJournal(Protocol):
         """Called before ``actions`` are committed, in that order; raising stops the commit.
 
         ``complete`` is true when the migration's body has finished, so ``actions`` are its last ones.
+        """
+        ...
+
+
+class AtomicCommitJournal(CommitJournal, Protocol):
+    """A journal that can commit a finished migration's table changes together with its own bookkeeping.
+
+    The runner's journal commits them with the migration's history record (and a check that the run
+    still holds the namespace's lock) in one multi-table commit, where the catalog can.
+    """
+
+    def atomic_mode(self) -> str | None:
+        """The multi-table commit the remaining changes can use now, or ``None`` to commit them one by one.
+
+        ``sql-transaction`` or ``rest-transaction``; ``None`` when the catalog cannot, or this
+        migration already committed something on its own (early commits, direct writes).
+        """
+        ...
+
+    def commit_together(self, changes: list[TableChange], actions: list[IntentAction], *, outside: list[str]) -> bool:
+        """Commit ``changes`` (described by ``actions``) in one multi-table commit with the bookkeeping.
+
+        ``outside`` names what this migration committed separately just before (drops, renames,
+        created namespaces). Returns false, having committed nothing, when the catalog turned out
+        unable to; raises when the commit failed (nothing of it applied) or its outcome is unknown.
         """
         ...
 
@@ -122,6 +153,29 @@ def _resolves(schema: Schema, column: ColumnPath) -> bool:
 
 def _text(column: ColumnPath) -> str:
     return ".".join(column) if isinstance(column, tuple) else column
+
+
+def _split_for_atomic(
+    queue: list[_Queued], created: set[Identifier], *, creates_inside: bool
+) -> tuple[list[_Queued], list[_Queued]]:
+    """The queued changes that must be committed on their own, in order, and those one atomic commit can take.
+
+    Drops and renames are catalog operations of their own (and so are creations, on catalogs whose
+    multi-table commit cannot create). A table's change can wait for the atomic commit after them
+    unless a later drop or rename names that table.
+    """
+    outside: list[_Queued] = []
+    inside: list[_Queued] = []
+    for index, item in enumerate(queue):
+        if item.kind != "table" or (not creates_inside and item.identifier in created):
+            outside.append(item)
+            continue
+        later = queue[index + 1 :]
+        if any(other.kind != "table" and item.identifier in (other.identifier, other.target) for other in later):
+            outside.append(item)
+        else:
+            inside.append(item)
+    return outside, inside
 
 
 class MigrationContext:
@@ -293,8 +347,15 @@ class MigrationContext:
             self._journal.before_commit(actions, complete=complete)
 
     def _commit_queue(self, *, complete: bool) -> None:
-        """Announce every queued change (the intent), then commit them one by one in order."""
+        """Announce every queued change (the intent), then commit them one by one in order.
+
+        Once the body has finished, a journal that can commit several tables at once takes the table
+        changes in one atomic commit with its own bookkeeping (see :meth:`_commit_queue_atomic`).
+        """
         if self._dry_run:
+            return
+        mode = self._atomic_mode() if complete else None
+        if mode is not None and self._commit_queue_atomic(mode):
             return
         actions = [self._action(item, self._steps + offset) for offset, item in enumerate(self._queue, 1)]
         self._announce(actions, complete=complete)
@@ -305,6 +366,69 @@ class MigrationContext:
             self._queue.pop(0)
         self._gone.clear()
         self._rename_targets.clear()
+
+    def _atomic_mode(self) -> str | None:
+        atomic_mode = getattr(self._journal, "atomic_mode", None)
+        return atomic_mode() if atomic_mode is not None else None
+
+    def _commit_queue_atomic(self, mode: str) -> bool:
+        """Commit the queue with its table changes in one atomic commit; false when there are none to.
+
+        What cannot be part of that commit (drops, renames, and table changes a later drop or rename
+        depends on; creations where the catalog cannot create in a multi-table commit) is committed
+        first, one by one and in order, under an intent listing everything, as without it.
+        """
+        journal: Any = self._journal
+        outside, inside = _split_for_atomic(self._queue, self._created, creates_inside=mode == "sql-transaction")
+        if not inside:
+            return False
+        ordered = outside + inside
+        actions = [self._action(item, self._steps + offset) for offset, item in enumerate(ordered, 1)]
+        if outside:  # these commit one by one: the intent lists everything, as for per-table commits
+            self._announce(actions, complete=True)
+        namespaces_before = len(self.created_namespaces)
+        for item in outside:
+            self._announce([self._action(item, self._steps + 1)])
+            self._commit_item(item)
+            self._queue = [queued for queued in self._queue if queued is not item]
+        prepared = [(item, *self._prepare_table(item)) for item in inside]
+        outside_labels = [action.label() for action in actions[: len(outside)]]
+        outside_labels += [f"create namespace {name}" for name in self.created_namespaces[namespaces_before:]]
+        changes = [TableChange.of(transaction) for _, transaction, _ in prepared]
+        inside_actions = actions[len(outside) :]
+        if not journal.commit_together(changes, inside_actions, outside=outside_labels):
+            if not outside:  # the catalog cannot after all: per-table commits under an intent
+                self._announce(inside_actions, complete=True)
+            for (item, transaction, created), action in zip(prepared, inside_actions, strict=True):
+                self._announce([action])
+                transaction.commit_transaction()
+                self._table_committed(item, created)
+        else:
+            for item, _, created in prepared:
+                self._table_committed(item, created)
+        self._queue.clear()
+        self._gone.clear()
+        self._rename_targets.clear()
+        return True
+
+    def _prepare_table(self, item: _Queued) -> tuple[Transaction, bool]:
+        """The transaction that commits a queued table change (receipt included), and whether it creates the table."""
+        identifier = item.identifier
+        transaction = self._pending[identifier]
+        self._apply_schema_update(identifier)
+        self._steps += 1
+        created = identifier in self._created
+        if created:
+            transaction = self._create_for_real(identifier, transaction)
+        if self._journal is not None:
+            transaction.set_properties({RECEIPT_PROPERTY: self._journal.receipt(self._steps)})
+        self._pending.pop(identifier, None)
+        self._created.discard(identifier)
+        return transaction, created
+
+    def _table_committed(self, item: _Queued, created: bool) -> None:
+        (self.touched.created if created else self.touched.altered)(self._label(item.identifier))
+        self._record(item.identifier)
 
     def _commit_item(self, item: _Queued) -> None:
         identifier = item.identifier
@@ -333,18 +457,10 @@ class MigrationContext:
                 ) from exc
             self.touched.renamed(self._label(identifier), self._label(target))
         else:
-            transaction = self._pending[identifier]
-            self._apply_schema_update(identifier)
-            self._steps += 1
-            created = identifier in self._created
-            if created:
-                transaction = self._create_for_real(identifier, transaction)
-            if self._journal is not None:
-                transaction.set_properties({RECEIPT_PROPERTY: self._journal.receipt(self._steps)})
-            self._pending.pop(identifier, None)
-            self._created.discard(identifier)
+            transaction, created = self._prepare_table(item)
             transaction.commit_transaction()
-            (self.touched.created if created else self.touched.altered)(self._label(identifier))
+            self._table_committed(item, created)
+            return
         self._record(identifier)
 
     def _create_for_real(self, identifier: Identifier, placeholder: Transaction) -> Transaction:

@@ -1,0 +1,251 @@
+"""Multi-table commits on REST catalogs: ``POST /v1/{prefix}/transactions/commit``.
+
+The request is sent through the catalog's own HTTP session, so it carries the catalog's
+authentication (OAuth2 token, SigV4 signature, custom headers) and its request timeout, and goes to
+the URL PyIceberg builds for the catalog's prefix. The body is the specification's
+``CommitTransactionRequest``: ``{"table-changes": [CommitTableRequest, ...]}``, each serialised as
+PyIceberg serialises a one-table commit.
+
+Whether a server serves the endpoint is learnt by using it (servers do not always list it in
+``/v1/config``; SeaweedFS does not), and remembered per endpoint URL for the life of the process:
+
+* 2xx: applied; supported.
+* 404 whose error is not an Iceberg "no such table/namespace", 405, 501, or a 400 saying the server
+  has no route for the request: not supported (nothing was applied); remembered.
+* 409: :class:`~pyiceberg.exceptions.CommitFailedException`, nothing applied.
+* 404 "no such table" / "no such namespace": :class:`~pyiceberg.exceptions.NoSuchTableError` /
+  :class:`~pyiceberg.exceptions.NoSuchNamespaceError`, nothing applied.
+* any other 5xx (500, 502, 503, 504, ...), a timeout waiting for the answer, or a connection lost after
+  the request was sent: :class:`~pyiceberg.exceptions.CommitStateUnknownException`.
+* a connection that could not be made: :class:`~iceberg_ops_provider.errors.CatalogUnavailableError`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    CommitStateUnknownException,
+    NoSuchNamespaceError,
+    NoSuchTableError,
+)
+from pyiceberg.table import CommitTableRequest, TableIdentifier
+
+from iceberg_ops_provider.core.atomic_commit import AtomicCommitResult, TableChange
+from iceberg_ops_provider.core.timeouts import unavailable_error
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog.rest import RestCatalog
+    from requests import Response
+
+__all__ = ["TRANSACTIONS_PATH", "commit_rest", "forget_support", "known_support", "probe", "transactions_url"]
+
+log = logging.getLogger("iceberg_ops_provider.core.atomic_commit")
+
+TRANSACTIONS_PATH = "transactions/commit"
+"""The endpoint's path below ``/v1/{prefix}/``."""
+
+_UNSUPPORTED_STATUSES = frozenset({404, 405, 501})
+_SUPPORT: dict[str, bool] = {}
+_SUPPORT_LOCK = threading.Lock()
+
+
+def transactions_url(catalog: RestCatalog) -> str:
+    """The URL of the catalog's ``transactions/commit`` endpoint (with its prefix, as PyIceberg builds URLs)."""
+    return catalog.url(TRANSACTIONS_PATH, prefixed=True)
+
+
+def known_support(catalog: RestCatalog) -> bool | None:
+    """What this process learnt about the catalog's endpoint: served, not served, or ``None`` (not asked yet)."""
+    with _SUPPORT_LOCK:
+        return _SUPPORT.get(transactions_url(catalog))
+
+
+def forget_support(catalog: RestCatalog | None = None) -> None:
+    """Forget what was learnt about one catalog's endpoint (every catalog's with ``None``), to ask again."""
+    with _SUPPORT_LOCK:
+        if catalog is None:
+            _SUPPORT.clear()
+        else:
+            _SUPPORT.pop(transactions_url(catalog), None)
+
+
+def _remember(url: str, supported: bool) -> None:
+    with _SUPPORT_LOCK:
+        _SUPPORT[url] = supported
+
+
+def _error_of(response: Response) -> tuple[str, str]:
+    """The Iceberg error ``type`` and ``message`` of an answer (empty when it is not an Iceberg error)."""
+    try:
+        error = json.loads(response.text or "{}").get("error") or {}
+    except (ValueError, AttributeError):
+        return "", ""
+    if not isinstance(error, dict):
+        return "", ""
+    return str(error.get("type") or ""), str(error.get("message") or "")
+
+
+def _short(text: str, limit: int = 300) -> str:
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _describe(response: Response) -> str:
+    kind, message = _error_of(response)
+    if kind or message:
+        return f"HTTP {response.status_code} {kind}: {_short(message)}".strip()
+    return f"HTTP {response.status_code} {_short(response.text or response.reason or '')}".strip()
+
+
+def _not_served(response: Response) -> bool:
+    """Whether the answer says the server has no such endpoint (rather than refusing this request)."""
+    status = response.status_code
+    kind, message = _error_of(response)
+    if status == 404:
+        return not kind.startswith("NoSuch")  # NoSuchTableException: the endpoint exists, the table does not
+    if status in _UNSUPPORTED_STATUSES:
+        return True
+    return status == 400 and "no route" in message.lower()
+
+
+def _post(catalog: RestCatalog, url: str, body: bytes) -> Response:
+    """POST through the catalog's session; a refused or expired token is refreshed once, as PyIceberg does."""
+    import requests
+
+    for attempt in (1, 2):
+        try:
+            response = catalog._session.post(url, data=body)
+        except requests.exceptions.RequestException as exc:
+            if _not_sent(exc):
+                error = unavailable_error(exc, catalog.uri)
+                if error is not None:
+                    raise error from exc
+            raise CommitStateUnknownException(
+                f"The multi-table commit to {url} got no answer ({type(exc).__name__}: {_short(str(exc))}): all or "
+                "none of its changes were applied. Load the tables to find out."
+            ) from exc
+        if response.status_code in (401, 419) and attempt == 1 and hasattr(catalog, "_refresh_token"):
+            try:
+                catalog._refresh_token()
+            except Exception:  # no token to refresh (SigV4, basic auth) or refused: report the answer as it is
+                return response
+            continue
+        return response
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _not_sent(exc: BaseException) -> bool:
+    """Whether a transport error happened before the request could reach the server (nothing applied)."""
+    import requests
+
+    if isinstance(exc, requests.exceptions.ConnectTimeout):
+        return True
+    if not isinstance(exc, requests.exceptions.ConnectionError):
+        return False
+    text = repr(exc)
+    return any(marker in text for marker in ("NewConnectionError", "Connection refused", "Failed to resolve"))
+
+
+def _request_body(changes: Sequence[TableChange]) -> bytes:
+    parts = [
+        CommitTableRequest(
+            identifier=TableIdentifier(namespace=list(change.identifier[:-1]), name=change.identifier[-1]),
+            requirements=change.requirements,
+            updates=change.updates,
+        ).model_dump_json()
+        for change in changes
+    ]
+    return ('{"table-changes": [' + ", ".join(parts) + "]}").encode("utf-8")
+
+
+def _raise_for(response: Response, url: str, changes: Sequence[TableChange]) -> None:
+    """Raise what a refusal of a multi-table commit means (the endpoint is served)."""
+    from pyiceberg.catalog.rest.response import _handle_non_200_response
+    from requests import HTTPError
+
+    status = response.status_code
+    kind, message = _error_of(response)
+    tables = ", ".join(change.label() for change in changes)
+    what = _describe(response)
+    if status == 409:
+        raise CommitFailedException(
+            f"The catalog refused the multi-table commit of {tables} ({what}); nothing was applied."
+        )
+    if status == 404:
+        error = NoSuchNamespaceError if "Namespace" in kind else NoSuchTableError
+        raise error(f"{kind}: {message} (multi-table commit of {tables}; nothing was applied)")
+    if 500 <= status < 600:
+        raise CommitStateUnknownException(
+            f"The catalog failed during the multi-table commit of {tables} ({what}): all or none of its changes "
+            "were applied. Load the tables to find out."
+        )
+    try:
+        response.raise_for_status()
+    except HTTPError as exc:
+        _handle_non_200_response(exc, {})
+    raise CommitFailedException(f"Unexpected answer to the multi-table commit of {tables} at {url}: {what}")
+
+
+def commit_rest(catalog: RestCatalog, changes: Sequence[TableChange]) -> AtomicCommitResult:
+    """Commit ``changes`` in one ``transactions/commit`` request (see the module's documentation).
+
+    Returns:
+        An applied result, or a ``per-table`` one when the server does not serve the endpoint (now
+        remembered) or the changes create a table (which the endpoint cannot do).
+    """
+    url = transactions_url(catalog)
+    creates = [change.label() for change in changes if change.creates]
+    if creates:
+        reason = f"a REST catalog's multi-table commit cannot create tables ({', '.join(creates)})"
+        log.info("%s: committing table by table instead of all at once", reason)
+        return AtomicCommitResult("per-table", reason=reason)
+    if known_support(catalog) is False:
+        reason = f"the REST catalog at {catalog.uri} does not serve {TRANSACTIONS_PATH} (learnt earlier)"
+        log.info("%s: committing table by table instead of all at once", reason)
+        return AtomicCommitResult("per-table", reason=reason)
+    response = _post(catalog, url, _request_body(changes))
+    if 200 <= response.status_code < 300:
+        _remember(url, True)
+        return AtomicCommitResult("rest-transaction", tuple(change.label() for change in changes))
+    if _not_served(response):
+        _remember(url, False)
+        reason = f"the REST catalog does not serve POST {url} ({_describe(response)})"
+        log.info("%s: committing table by table instead of all at once (remembered for this catalog)", reason)
+        return AtomicCommitResult("per-table", reason=reason)
+    if response.status_code not in (401, 403, 419) and response.status_code < 500:
+        _remember(url, True)  # it answered as the endpoint does: refusing this request, not the path
+    _raise_for(response, url, changes)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def probe(catalog: RestCatalog) -> bool | None:
+    """Ask the catalog whether it serves the endpoint, with an empty multi-table commit (which changes nothing).
+
+    Returns:
+        Whether it does (remembered), or ``None`` when the answer says neither (a 5xx, refused
+        credentials, no connection): asked again next time.
+    """
+    known = known_support(catalog)
+    if known is not None:
+        return known
+    url = transactions_url(catalog)
+    try:
+        response = _post(catalog, url, b'{"table-changes": []}')
+    except Exception as exc:
+        log.debug("probing %s failed: %s: %s", url, type(exc).__name__, exc)
+        return None
+    status = response.status_code
+    if _not_served(response):
+        _remember(url, False)
+        log.info("the REST catalog does not serve POST %s (%s): commits go table by table", url, _describe(response))
+        return False
+    if 200 <= status < 300 or status in (400, 409, 422):  # served; an empty change list may be refused as such
+        _remember(url, True)
+        return True
+    return None

@@ -1,0 +1,120 @@
+"""SIGKILL at random moments of multi-table upgrades with all-or-nothing commits (SQLite, PostgreSQL).
+
+Each round upgrades a fresh namespace in a worker process and kills it at a random moment. Every
+migration but the first changes two tables. Right after the kill, before anything recovers, the
+catalog must show each migration entirely applied and recorded, or not at all: no table carries a
+change its history does not record, and no recorded migration misses a change. The next run then
+finishes the upgrade by itself; no migration ever needs a person, and none runs twice (each adds
+columns, which fails when done twice).
+
+The default suite runs a few rounds; ``ICEBERG_OPS_ATOMIC_KILLS=30`` runs the full test.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from iceberg_ops_provider.runner import MigrationRunner
+from tests.migration.conftest import write_migration
+
+KILLS = int(os.environ.get("ICEBERG_OPS_ATOMIC_KILLS", "4"))
+VERSIONS = [f"{n:04d}" for n in range(2, 10)]
+
+WORKER = """
+import json, sys
+from pathlib import Path
+from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.runner import MigrationRunner
+
+root, namespace, backend = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+catalog = CatalogFactory.build(backend["kind"], **backend["options"])
+runner = MigrationRunner(catalog, namespace, root / "migrations", atomic_commits=True)
+(root / f"ready-{namespace}").touch()
+runner.upgrade()
+"""
+
+
+def _write_migrations(folder: Path) -> None:
+    write_migration(
+        folder,
+        "0001_create.py",
+        'ctx.create_table("orders", pa.schema([("id", pa.int64())]))\n'
+        'ctx.create_table("items", pa.schema([("id", pa.int64())]))',
+    )
+    for version in VERSIONS:
+        body = f'ctx.add_column("orders", "c{version}", "string")\nctx.add_column("items", "c{version}", "string")'
+        if int(version) % 3 == 0:
+            body += f'\nctx.set_properties("orders", step="{version}")'
+        write_migration(folder, f"{version}_step.py", body)
+
+
+def _check_all_or_nothing(catalog, namespace: str, migrations: Path, seed: int) -> int:
+    """What a kill left: each migration applied and recorded, or neither. Returns how many were applied."""
+    runner = MigrationRunner(catalog, namespace, migrations, atomic_commits=True)
+    statuses = {row.version: row.status for row in runner.history()}
+    assert set(statuses.values()) <= {"applied"}, f"{statuses} (seed {seed})"
+    tables = [name for name in ("orders", "items") if catalog.table_exists(f"{namespace}.{name}")]
+    assert tables in ([], ["orders", "items"]), f"0001 half-applied: {tables} (seed {seed})"
+    assert ("0001" in statuses) == bool(tables), f"0001 recorded {statuses.get('0001')}, tables {tables} (seed {seed})"
+    if not tables:
+        return 0
+    columns = {name: set(catalog.load_table(f"{namespace}.{name}").schema().column_names) for name in tables}
+    for version in VERSIONS:
+        landed = {name: f"c{version}" in columns[name] for name in tables}
+        assert len(set(landed.values())) == 1, f"{version} half-applied: {landed} (seed {seed})"
+        assert landed["orders"] == (version in statuses), (
+            f"{version}: committed {landed['orders']}, recorded {statuses.get(version)} (seed {seed})"
+        )
+    return len(statuses)
+
+
+@pytest.mark.slow
+def test_random_sigkills_never_leave_a_partial_or_unrecorded_migration(catalog_backend, tmp_path: Path):
+    migrations = tmp_path / "migrations"
+    _write_migrations(migrations)
+    catalog = catalog_backend.build()
+    rounds = KILLS if catalog_backend.kind == "sqlite" else max(2, KILLS // 4)
+    seed = int(os.environ.get("ICEBERG_OPS_CRASH_SEED", time.time_ns() % 10_000))
+    chooser = random.Random(seed)
+    killed_mid_run = 0
+    applied_at_kill: list[int] = []
+    for round_number in range(rounds):
+        namespace = f"atomic{round_number}"
+        process = subprocess.Popen(
+            [sys.executable, "-c", WORKER, str(tmp_path), namespace, catalog_backend.to_json()],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        ready = tmp_path / f"ready-{namespace}"
+        deadline = time.monotonic() + 60
+        while not ready.exists():
+            assert process.poll() is None and time.monotonic() < deadline, f"worker failed to start (seed {seed})"
+            time.sleep(0.01)
+        time.sleep(chooser.uniform(0, 2.0))
+        if process.poll() is None:
+            killed_mid_run += 1
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        assert process.returncode in (0, -signal.SIGKILL), f"worker failed (seed {seed})"
+        applied_at_kill.append(_check_all_or_nothing(catalog, namespace, migrations, seed))
+
+        runner = MigrationRunner(catalog, namespace, migrations, atomic_commits=True)
+        runner.upgrade()  # no PartialMigrationError, no migration run twice
+        history = runner.history()
+        assert sorted(row.version for row in history) == ["0001", *VERSIONS]
+        assert {row.status for row in history} == {"applied"}
+        for name in ("orders", "items"):
+            expected = ["id", *[f"c{v}" for v in VERSIONS]]
+            assert catalog.load_table(f"{namespace}.{name}").schema().column_names == expected
+        status = runner.status()
+        assert status.is_clean and status.lock is None and status.interrupted is None
+    assert killed_mid_run >= rounds // 2, f"most kills should land mid-run (seed {seed}): {applied_at_kill}"

@@ -1,0 +1,258 @@
+"""All-or-nothing migrations: a migration's table changes and its history row in one commit.
+
+On SQLite and PostgreSQL catalogs (``catalog_backend``) and on SeaweedFS's REST catalog. A migration
+body reaches out through ``builtins`` hooks to act as a concurrent writer or a rival run at a chosen
+moment; everything it does is a real commit on the same catalog.
+"""
+
+from __future__ import annotations
+
+import builtins
+import threading
+from pathlib import Path
+
+import pytest
+from pyiceberg.types import StringType
+
+from iceberg_ops_provider.errors import MigrationFailedError
+from iceberg_ops_provider.history.intent import INTENT_PROPERTY, RECEIPT_PROPERTY
+from iceberg_ops_provider.history.lock import LockLostError, NamespaceLock
+from iceberg_ops_provider.runner import MigrationRunner
+from tests.migration.conftest import write_migration
+
+TWO_TABLES = (
+    'ctx.create_table("orders", pa.schema([("id", pa.int64())]))\n'
+    'ctx.create_table("items", pa.schema([("id", pa.int64())]))'
+)
+
+
+@pytest.fixture
+def hook():
+    """``builtins._atomic_test_hook``: called by a migration body; the test sets what it does."""
+    calls: list[object] = []
+    builtins._atomic_test_hook = lambda: calls.append(None)  # type: ignore[attr-defined]
+    yield builtins
+    del builtins._atomic_test_hook  # type: ignore[attr-defined]
+
+
+def _statuses(runner: MigrationRunner) -> dict[str, str]:
+    return {row.version: row.status for row in runner.history()}
+
+
+def _columns(catalog, name: str) -> list[str]:
+    return catalog.load_table(name).schema().column_names
+
+
+def _runner(catalog, migrations: Path, **kwargs) -> MigrationRunner:
+    return MigrationRunner(catalog, "sales", migrations, atomic_commits=True, **kwargs)
+
+
+def test_a_multi_table_migration_and_its_history_row_are_one_commit(catalog_backend, migrations_dir):
+    catalog = catalog_backend.build()
+    write_migration(migrations_dir, "0001_tables.py", TWO_TABLES)
+    write_migration(
+        migrations_dir,
+        "0002_columns.py",
+        'ctx.add_column("orders", "note", "string")\nctx.set_properties("items", owner="sales")',
+    )
+    events: list[str] = []
+    runner = _runner(catalog, migrations_dir, on_event=events.append)
+    assert runner.commit_mode() == "sql-transaction"
+    lock_before = runner.lock._table()
+
+    assert [r.version for r in runner.upgrade()] == ["0001", "0002"]
+
+    assert _statuses(runner) == {"0001": "applied", "0002": "applied"}
+    assert "note" in _columns(catalog, "sales.orders")
+    assert catalog.load_table("sales.items").properties["owner"] == "sales"
+    assert any(
+        e.startswith("[2/2] 0002 applied in") and e.endswith("(all-or-nothing, with its history record)")
+        for e in events
+    )
+    # No intent was needed: the lock table saw only the acquisition and the release of each run.
+    lock = runner.lock._table()
+    assert INTENT_PROPERTY not in lock.properties
+    assert lock_before is None and len(lock.metadata.metadata_log) <= 4
+    # The receipts still ride on each table's commit.
+    assert catalog.load_table("sales.items").properties[RECEIPT_PROPERTY].endswith("step=2")
+    assert runner.status().is_clean
+    events_log = [(e.event, e.version) for e in runner.events()]
+    assert events_log == [("applied", "0001"), ("applied", "0002")]
+
+
+def test_a_rejected_last_table_change_leaves_every_table_and_the_history_untouched(
+    catalog_backend, migrations_dir, hook
+):
+    catalog = catalog_backend.build()
+    other = catalog_backend.build()
+    write_migration(migrations_dir, "0001_tables.py", TWO_TABLES)
+    write_migration(
+        migrations_dir,
+        "0002_both.py",
+        'ctx.add_column("orders", "c2", "string")\nctx.add_column("items", "c2", "string")\n'
+        "import builtins\nbuiltins._atomic_test_hook()",
+    )
+    runner = _runner(catalog, migrations_dir)
+    runner.upgrade("0001")
+    orders_before = catalog.load_table("sales.orders").metadata_location
+
+    def concurrent_writer() -> None:  # another writer evolves items after the migration staged its change
+        with other.load_table("sales.items").update_schema() as update:
+            update.add_column("theirs", StringType())
+
+    hook._atomic_test_hook = concurrent_writer
+    with pytest.raises(MigrationFailedError, match=r"sales\.items changed under this run") as failure:
+        runner.upgrade()
+    assert "None of its changes were committed" in str(failure.value)
+
+    assert catalog.load_table("sales.orders").metadata_location == orders_before
+    assert _columns(catalog, "sales.orders") == ["id"]
+    assert _columns(catalog, "sales.items") == ["id", "theirs"]
+    assert _statuses(runner) == {"0001": "applied", "0002": "failed"}
+    assert runner.status().interrupted is None  # nothing partial to settle
+    hook._atomic_test_hook = lambda: None
+    assert [r.version for r in runner.upgrade()] == ["0002"]  # simply runs again
+    assert _columns(catalog, "sales.items") == ["id", "theirs", "c2"]
+    other.close()
+
+
+def test_a_run_that_lost_its_lock_commits_nothing(catalog_backend, migrations_dir, hook):
+    catalog = catalog_backend.build()
+    write_migration(migrations_dir, "0001_tables.py", TWO_TABLES)
+    write_migration(
+        migrations_dir,
+        "0002_both.py",
+        'ctx.add_column("orders", "c2", "string")\nctx.add_column("items", "c2", "string")\n'
+        "import builtins\nbuiltins._atomic_test_hook()",
+    )
+    runner = _runner(catalog, migrations_dir)
+    runner.upgrade("0001")
+    rival = NamespaceLock(catalog_backend.build(), runner.meta_namespace, "sales")
+
+    def take_over() -> None:  # an operator force-unlocks and another run takes the lock mid-body
+        rival.force_unlock()
+        rival.acquire("rival-run")
+
+    hook._atomic_test_hook = take_over
+    with pytest.raises(LockLostError):
+        runner.upgrade()
+    assert _columns(catalog, "sales.orders") == _columns(catalog, "sales.items") == ["id"]
+    assert _statuses(runner) == {"0001": "applied"}
+    assert rival.info().run_id == "rival-run"
+
+
+def test_drops_and_renames_fall_outside_and_are_named(catalog_backend, migrations_dir):
+    catalog = catalog_backend.build()
+    write_migration(
+        migrations_dir, "0001_tables.py", TWO_TABLES + '\nctx.create_table("old", pa.schema([("n", pa.int64())]))'
+    )
+    write_migration(
+        migrations_dir,
+        "0002_mixed.py",
+        'ctx.drop_table("old")\nctx.rename_table("items", "archive.items")\nctx.add_column("orders", "c2", "string")',
+    )
+    events: list[str] = []
+    runner = _runner(catalog, migrations_dir, on_event=events.append)
+    runner.upgrade()
+    outside = [e for e in events if "committed outside its all-or-nothing commit" in e]
+    assert outside == [
+        "sales: 0001: committed outside its all-or-nothing commit, one by one before it: create namespace sales",
+        "sales: 0002: committed outside its all-or-nothing commit, one by one before it: sales.old (drop), "
+        "sales.items (rename to archive.items), create namespace archive",
+    ]
+    assert not catalog.table_exists("sales.old") and catalog.table_exists("archive.items")
+    assert "c2" in _columns(catalog, "sales.orders")
+    assert _statuses(runner) == {"0001": "applied", "0002": "applied"}
+    assert runner.status().is_clean
+
+
+def test_a_migration_that_commits_early_keeps_per_table_commits(catalog_backend, migrations_dir):
+    catalog = catalog_backend.build()
+    write_migration(migrations_dir, "0001_tables.py", TWO_TABLES)
+    write_migration(
+        migrations_dir,
+        "0002_early.py",
+        'ctx.add_column("orders", "c2", "string")\nctx.commit()\nctx.add_column("items", "c2", "string")',
+    )
+    events: list[str] = []
+    runner = _runner(catalog, migrations_dir, on_event=events.append)
+    runner.upgrade()
+    assert not any("all-or-nothing" in e for e in events if "0002" in e)
+    assert _statuses(runner) == {"0001": "applied", "0002": "applied"}
+    assert "c2" in _columns(catalog, "sales.items")
+
+
+def test_runs_of_two_namespaces_share_the_history_table(catalog_backend, tmp_path: Path):
+    """Each run's atomic commits race the other's on the history table; a lost race is staged again."""
+    errors: list[BaseException] = []
+    for namespace in ("east", "west"):
+        folder = tmp_path / namespace
+        for number in range(1, 7):
+            body = (
+                f'ctx.create_table("t{number}", pa.schema([("id", pa.int64())]))\n'
+                f'ctx.set_properties("t{number}" if {number} == 1 else "t1", step="{number}")'
+            )
+            write_migration(folder, f"{number:04d}_step.py", body)
+
+    def run(namespace: str) -> None:
+        catalog = catalog_backend.build()
+        try:
+            MigrationRunner(catalog, namespace, tmp_path / namespace, atomic_commits=True).upgrade()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(namespace,)) for namespace in ("east", "west")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(300)
+    assert not errors, errors
+    catalog = catalog_backend.build()
+    for namespace in ("east", "west"):
+        runner = MigrationRunner(catalog, namespace, tmp_path / namespace, atomic_commits=True)
+        assert set(_statuses(runner).values()) == {"applied"} and len(_statuses(runner)) == 6
+        assert catalog.load_table(f"{namespace}.t1").properties["step"] == "6"
+
+
+def test_per_table_when_atomic_commits_are_off(catalog, migrations_dir):
+    runner = MigrationRunner(catalog, "sales", migrations_dir)
+    assert runner.commit_mode() == "per-table"
+    assert _runner(catalog, migrations_dir).commit_mode() == "sql-transaction"
+
+
+@pytest.mark.backends
+def test_all_or_nothing_on_a_rest_catalog(seaweedfs, unique_name, migrations_dir, hook):
+    seaweedfs.create_table_bucket(unique_name)
+    catalog, other = seaweedfs.rest_catalog(unique_name), seaweedfs.rest_catalog(unique_name)
+    write_migration(migrations_dir, "0001_tables.py", TWO_TABLES)
+    write_migration(
+        migrations_dir,
+        "0002_both.py",
+        'ctx.add_column("orders", "c2", "string")\nctx.add_column("items", "c2", "string")\n'
+        "import builtins\nbuiltins._atomic_test_hook()",
+    )
+    events: list[str] = []
+    runner = MigrationRunner(
+        catalog, "sales", migrations_dir, meta_namespace="ops_meta", atomic_commits=True, on_event=events.append
+    )
+    assert runner.commit_mode() == "rest-transaction"
+    runner.upgrade("0001")  # creating tables is not part of a REST multi-table commit: they go one by one
+    assert not any("all-or-nothing" in e for e in events)
+
+    def concurrent_writer() -> None:
+        with other.load_table("sales.items").update_schema() as update:
+            update.add_column("theirs", StringType())
+
+    hook._atomic_test_hook = concurrent_writer
+    with pytest.raises(MigrationFailedError, match=r"sales\.items changed under this run"):
+        runner.upgrade()
+    assert _columns(catalog, "sales.orders") == ["id"]
+    assert _statuses(runner) == {"0001": "applied", "0002": "failed"}
+
+    hook._atomic_test_hook = lambda: None
+    events.clear()
+    assert [r.version for r in runner.upgrade()] == ["0002"]
+    assert any(e.endswith("(all-or-nothing, with its history record)") for e in events)
+    assert _columns(catalog, "sales.orders") == ["id", "c2"]
+    assert _columns(catalog, "sales.items") == ["id", "theirs", "c2"]
+    assert runner.status().is_clean
