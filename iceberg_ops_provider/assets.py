@@ -19,9 +19,27 @@ if TYPE_CHECKING:
 __all__ = ["SCHEME", "asset_table", "iceberg_asset"]
 
 SCHEME = "iceberg"
-# Characters that would make the URI or the dotted name ambiguous, or that Airflow's URI handling drops.
-_NOT_IN_CATALOG = set("./:@?#% \t\n")
-_NOT_IN_PART = set("/:@?#% \t\n")
+# Characters a URI cannot carry as they are, or that would change what it means (RFC 3986's gen-delims and
+# the characters it leaves out); whitespace and control characters are refused too.
+_RESERVED = frozenset('/:@?#%<>"\\^`{}|[]')
+_RULE = (
+    "letters (of any script), digits and punctuation such as '_', '-', '+', '$' are fine; whitespace, control "
+    'characters and / : @ ? # % < > " \\ ^ ` { } | [ ] are not'
+)
+
+
+def _refused(text: str, also: str = "") -> list[str]:
+    """The characters of ``text`` that may not be in a name part, each shown once, in order."""
+    found: list[str] = []
+    for char in text:
+        bad = char in _RESERVED or char in also or char.isspace() or not char.isprintable()
+        if bad and char not in found:
+            found.append(char)
+    return found
+
+
+def _shown(chars: list[str]) -> str:
+    return " ".join(repr(char) for char in chars)
 
 
 def _check_catalog(catalog_name: object) -> str:
@@ -30,11 +48,11 @@ def _check_catalog(catalog_name: object) -> str:
             f"catalog_name={catalog_name!r}: give the catalog's name as a non-empty string, e.g. iceberg_asset("
             "'lake', 'sales.orders')."
         )
-    bad = sorted(set(catalog_name) & _NOT_IN_CATALOG)
+    bad = _refused(catalog_name, also=".")
     if bad:
         raise ValueError(
-            f"catalog_name={catalog_name!r} contains {''.join(bad)!r}; a catalog name here is one word (letters, "
-            "digits, '_' or '-'), as it appears in the asset's URI host."
+            f"catalog_name={catalog_name!r} contains {_shown(bad)}; a catalog name here is one word without '.', "
+            f"as it appears in the asset's URI host: {_RULE}."
         )
     return catalog_name
 
@@ -48,10 +66,12 @@ def _split_table(table: object) -> tuple[str, str]:
             "an asset without its namespace would name a different table in every namespace."
         )
     for part in parts:
-        if not part or part != part.strip() or set(part) & _NOT_IN_PART:
+        bad = _refused(part)
+        if not part or bad:
+            what = f"contains {_shown(bad)}" if bad else "is empty"
             raise ValueError(
-                f"table={table!r} has an empty or malformed part {part!r}; use 'namespace.table' with parts of "
-                "letters, digits, '_' or '-'."
+                f"table={table!r} has a malformed part {part!r}: it {what}. Use 'namespace.table' whose parts are "
+                f"not empty: {_RULE}."
             )
     return ".".join(parts[:-1]), parts[-1]
 

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table
-    from pyiceberg.types import NestedField
+    from pyiceberg.types import IcebergType, NestedField
 
     from iceberg_ops_provider.migration.touched import TouchedTable
 
@@ -35,6 +35,7 @@ __all__ = [
     "SchemaField",
     "TableLineage",
     "catalog_namespace",
+    "catalog_table_name",
     "catalog_type",
     "dropped_table_lineage",
     "public_uri",
@@ -85,18 +86,33 @@ def table_dataset(location: str) -> DatasetName:
 def catalog_namespace(catalog_type: str, properties: Mapping[str, Any], catalog_name: str = "") -> str:
     """The symlink namespace of a table's catalog: the catalog's URI without credentials.
 
-    REST and Hive catalogs are named by their ``uri``, SQL catalogs by their database URI (user name
-    and password removed), Glue by ``arn:aws:glue:<region>`` (the account is not known without a
-    call to AWS), and any other catalog by ``<type>://<catalog name>``.
+    As OpenLineage's naming specification names them: a Hive metastore ``hive://<host>:<port>`` (its
+    first ``thrift://`` URI), Glue ``arn:aws:glue:<region>:<account>`` (the account is the catalog's
+    ``glue.id`` when set; without it, not known without a call to AWS, ``arn:aws:glue:<region>``).
+    REST catalogs are named by their ``uri``, SQL catalogs by their database URI (user name and
+    password removed), and any other catalog by ``<type>://<catalog name>``.
     """
     kind = catalog_type.lower()
     uri = str(properties.get("uri") or "")
     if kind == "glue":
         region = properties.get("glue.region") or properties.get("client.region") or properties.get("region_name")
-        return f"arn:aws:glue:{region}" if region else "arn:aws:glue"
+        account = properties.get("glue.id")
+        return ":".join(str(part) for part in ("arn:aws:glue", region, account) if part)
+    if kind == "hive" and uri:
+        first = urlsplit(uri.split(",")[0].strip())
+        if first.scheme == "thrift" and first.hostname:
+            return f"hive://{first.hostname}:{first.port}" if first.port else f"hive://{first.hostname}"
     if uri:
         return public_uri(uri) or uri
     return f"{kind}://{catalog_name}" if catalog_name else f"{kind}://"
+
+
+def catalog_table_name(catalog_type: str, table: str) -> str:
+    """The symlink name of ``namespace.table`` in a catalog: itself, or ``table/<database>/<table>`` in Glue."""
+    if catalog_type.lower() == "glue":
+        namespace, _, name = table.rpartition(".")
+        return f"table/{namespace.replace('.', '/')}/{name}" if namespace else f"table/{name}"
+    return table
 
 
 def _without_credentials(uri: str) -> str:
@@ -148,13 +164,15 @@ def catalog_type(catalog: Catalog) -> str:
 
 @dataclass(frozen=True)
 class SchemaField:
-    """A column as lineage shows it: its name, Iceberg type, doc, and the fields of a struct.
+    """A column as lineage shows it: its name, Iceberg type, doc, and what a nested type holds.
 
     Attributes:
-        name: The column name.
-        type: The Iceberg type as text (``long``, ``decimal(18, 2)``, ``struct<...>``).
+        name: The column name (``_element`` for a list's elements, ``key`` and ``value`` for a map's).
+        type: The Iceberg type as text: a primitive as Iceberg writes it (``long``, ``decimal(18, 2)``,
+            ``timestamptz``), and ``struct``, ``list`` or ``map`` for nested types, whose content is in
+            :attr:`fields` (as OpenLineage-Spark nests arrays and maps).
         doc: The column's doc, if any.
-        fields: The fields of a struct column.
+        fields: The fields of a struct, the element of a list, the key and value of a map.
     """
 
     name: str
@@ -163,16 +181,21 @@ class SchemaField:
     fields: tuple[SchemaField, ...] = ()
 
 
+def _schema_field(name: str, field_type: IcebergType, doc: str | None = None) -> SchemaField:
+    from pyiceberg.types import ListType, MapType, StructType
+
+    if isinstance(field_type, StructType):
+        return SchemaField(name, "struct", doc, _schema_fields(field_type.fields))
+    if isinstance(field_type, ListType):
+        return SchemaField(name, "list", doc, (_schema_field("_element", field_type.element_type),))
+    if isinstance(field_type, MapType):
+        children = (_schema_field("key", field_type.key_type), _schema_field("value", field_type.value_type))
+        return SchemaField(name, "map", doc, children)
+    return SchemaField(name, str(field_type), doc)
+
+
 def _schema_fields(fields: Iterable[NestedField]) -> tuple[SchemaField, ...]:
-    return tuple(
-        SchemaField(
-            field.name,
-            str(field.field_type),
-            field.doc or None,
-            _schema_fields(field.field_type.fields) if field.field_type.is_struct else (),  # type: ignore[attr-defined]
-        )
-        for field in fields
-    )
+    return tuple(_schema_field(field.name, field.field_type, field.doc or None) for field in fields)
 
 
 @dataclass(frozen=True)
@@ -222,8 +245,15 @@ class TableLineage:
 
     @property
     def symlink(self) -> DatasetName:
-        """The catalog's name of the table: ``(catalog namespace, namespace.table)``."""
-        return DatasetName(self.catalog_namespace, self.table)
+        """The catalog's name of the table: ``(catalog namespace, namespace.table)``; ``table/<db>/<table>`` in Glue."""
+        return DatasetName(self.catalog_namespace, catalog_table_name(self.catalog_type, self.table))
+
+    @property
+    def previous_symlink(self) -> DatasetName | None:
+        """For a rename, the catalog's name of the table before it."""
+        if self.previous_table is None:
+            return None
+        return DatasetName(self.catalog_namespace, catalog_table_name(self.catalog_type, self.previous_table))
 
 
 def _catalog_part(catalog: Catalog) -> dict[str, Any]:

@@ -8,12 +8,18 @@ keeps what the transform keeps); ``identity`` takes a value of the source column
 and ``truncate`` take a value of the source column, which is bucketed or truncated as the table does.
 ``None`` asks for the null partition. :func:`pruning_filter` turns the values into a row filter that
 lets a scan skip other partitions' manifests, and :func:`file_matches` decides per data file.
+
+Columns without a time zone (``timestamp``, ``date``) hold wall-clock values: a value with a UTC
+offset other than zero is refused for them rather than shifted (``+00:00``, as Airflow renders
+``{{ data_interval_start }}``, is accepted). ``float`` and ``double`` identity values also match
+partition records holding the value rounded to 32 bits, as PyIceberg 0.12 writes them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import re
+import struct
 import uuid
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
@@ -33,7 +39,9 @@ from pyiceberg.types import (
     BinaryType,
     DateType,
     DecimalType,
+    DoubleType,
     FixedType,
+    FloatType,
     IcebergType,
     StringType,
     TimestampNanoType,
@@ -44,8 +52,9 @@ from pyiceberg.types import (
 )
 
 if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
     from pyiceberg.partitioning import PartitionField
-    from pyiceberg.table import FileScanTask, Table
+    from pyiceberg.table import Table
 
 __all__ = ["WantedValue", "file_matches", "pruning_filter", "table_name", "wanted_values"]
 
@@ -53,6 +62,8 @@ _EPOCH_DAY = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
 _TIMESTAMPS = (TimestampType, TimestamptzType, TimestampNanoType, TimestamptzNanoType)
 _NANOS = (TimestampNanoType, TimestamptzNanoType)
+_WITH_ZONE = (TimestamptzType, TimestamptzNanoType)
+_FLOATS = (FloatType, DoubleType)
 _PRECISIONS = ("year", "month", "day", "hour", "instant")
 _TIME_TRANSFORMS = {YearTransform: "year", MonthTransform: "month", DayTransform: "day", HourTransform: "hour"}
 _TIME_EXAMPLES = {"year": "'2026'", "month": "'2026-01'", "day": "'2026-01-02'", "hour": "'2026-01-02-05'"}
@@ -66,10 +77,24 @@ _TIME_FORMS = (
 
 @dataclass(frozen=True)
 class WantedValue:
-    """One wanted partition value: the field of the current spec and the value as manifests hold it."""
+    """One wanted partition value: the field of the current spec and the value as manifests hold it.
+
+    Attributes:
+        field: The partition field of the current spec.
+        value: The value as partition records hold it.
+        accepted: Every value a partition record may hold for it (``value``, and for ``float`` and
+            ``double`` identity fields the value rounded to 32 bits).
+    """
 
     field: PartitionField
     value: Any
+    accepted: tuple[Any, ...] = ()
+
+    def matches(self, held: Any) -> bool:
+        """Whether a partition record holding ``held`` is in the wanted partition."""
+        if isinstance(self.value, uuid.UUID) and isinstance(held, bytes):
+            held = uuid.UUID(bytes=held)
+        return held in (self.accepted or (self.value,))
 
 
 def table_name(table: Table) -> str:
@@ -101,8 +126,20 @@ def wanted_values(table: Table, partition: dict[str, Any]) -> list[WantedValue]:
     for key, given in partition.items():
         field = by_name[key]
         source_type = schema.find_field(field.source_id).field_type
-        wanted.append(WantedValue(field, _partition_value(field, source_type, given)))
+        value = _partition_value(field, source_type, given)
+        accepted: tuple[Any, ...] = (value,)
+        if isinstance(field.transform, IdentityTransform) and isinstance(source_type, _FLOATS) and value is not None:
+            accepted = (value, _float32(value))
+        wanted.append(WantedValue(field, value, accepted))
     return wanted
+
+
+def _float32(value: float) -> float:
+    """``value`` rounded to the nearest 32-bit float (what a ``float`` column holds)."""
+    try:
+        return float(struct.unpack("<f", struct.pack("<f", value))[0])
+    except (OverflowError, struct.error):
+        return value
 
 
 def _partition_value(field: PartitionField, source_type: IcebergType, given: Any) -> Any:
@@ -113,7 +150,7 @@ def _partition_value(field: PartitionField, source_type: IcebergType, given: Any
     precision = _TIME_TRANSFORMS.get(type(transform))
     try:
         if precision is not None:
-            return _time_ordinal(precision, given)
+            return _time_ordinal(precision, given, source_type)
         if isinstance(transform, IdentityTransform):
             return _source_value(source_type, given)
         if isinstance(transform, BucketTransform | TruncateTransform):
@@ -133,8 +170,10 @@ def _source_value(source_type: IcebergType, given: Any) -> Any:
     from pyiceberg.expressions.literals import literal
 
     if isinstance(source_type, _TIMESTAMPS):
-        micros = _micros(given)
+        micros = _micros(given, source_type)
         return micros * 1000 if isinstance(source_type, _NANOS) else micros
+    if isinstance(source_type, FloatType):
+        return _float32(float(literal(given).to(source_type).value))
     if isinstance(source_type, DateType):
         day = dt.date.fromisoformat(given) if isinstance(given, str) else given
         if isinstance(day, dt.datetime):
@@ -157,16 +196,20 @@ def _source_value(source_type: IcebergType, given: Any) -> Any:
     return literal(given).to(source_type).value
 
 
-def _micros(given: Any) -> int:
+def _micros(given: Any, source_type: IcebergType) -> int:
     """Microseconds since the epoch of a timestamp (text or datetime); aware values are taken in UTC."""
-    instant, precision = _instant(given)
+    instant, precision = _instant(given, source_type)
     if precision in ("year", "month"):
         raise ValueError("expected a timestamp such as '2026-01-02T05:30:00+00:00' (or a date for midnight)")
     return (instant - _EPOCH) // dt.timedelta(microseconds=1)
 
 
-def _instant(given: Any) -> tuple[dt.datetime, str]:
-    """A naive UTC datetime from text, a date or a datetime, and how precise the input was."""
+def _instant(given: Any, source_type: IcebergType) -> tuple[dt.datetime, str]:
+    """A naive datetime from text, a date or a datetime, and how precise the input was.
+
+    For a ``timestamptz`` column an aware value is taken in UTC; any other column holds wall-clock
+    values, so only a zero offset is accepted (and dropped).
+    """
     if isinstance(given, dt.datetime):
         moment, precision = given, "instant"
     elif isinstance(given, dt.date):
@@ -183,15 +226,29 @@ def _instant(given: Any) -> tuple[dt.datetime, str]:
     else:
         raise ValueError("expected a date or timestamp such as '2026-01-02' or '2026-01-02T05:30:00+00:00'")
     if moment.tzinfo is not None:
+        offset = moment.utcoffset()
+        if not isinstance(source_type, _WITH_ZONE) and offset:
+            raise ValueError(
+                f"a {source_type} column holds wall-clock values without a time zone, so a value with the UTC "
+                f"offset {_offset_text(offset)} cannot be placed; give the wall-clock value without an offset "
+                f"(such as {moment.replace(tzinfo=None).isoformat()!r})"
+            )
         moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
     return moment, precision
 
 
-def _time_ordinal(precision: str, given: Any) -> int:
+def _offset_text(offset: dt.timedelta) -> str:
+    """``+02:00`` of a UTC offset."""
+    minutes = int(offset.total_seconds()) // 60
+    sign = "-" if minutes < 0 else "+"
+    return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
+
+
+def _time_ordinal(precision: str, given: Any, source_type: IcebergType) -> int:
     """Years, months, days or hours since the epoch, as the time transforms store them."""
     if precision == "year" and isinstance(given, int) and not isinstance(given, bool):
         given = str(given)
-    moment, given_precision = _instant(given)
+    moment, given_precision = _instant(given, source_type)
     if _PRECISIONS.index(given_precision) < _PRECISIONS.index(precision):
         article = "an" if precision == "hour" else "a"
         raise ValueError(
@@ -221,7 +278,8 @@ def pruning_filter(table: Table, wanted: list[WantedValue]) -> BooleanExpression
     """A row filter on the source columns that lets the scan skip manifests and files of other partitions.
 
     Only an optimisation: the partition records decide. What it cannot express (bucket, truncate,
-    nanosecond timestamps, values the column's type does not bind) adds nothing.
+    nanosecond timestamps, values the column's type does not bind) adds nothing; nor do ``float`` and
+    ``double`` identity values, whose partition summaries may hold them rounded to 32 bits.
     """
     from pyiceberg.expressions.visitors import bind
 
@@ -233,6 +291,8 @@ def pruning_filter(table: Table, wanted: list[WantedValue]) -> BooleanExpression
         precision = _TIME_TRANSFORMS.get(type(item.field.transform))
         identity = isinstance(item.field.transform, IdentityTransform)
         if column is None or isinstance(source_type, _NANOS) or not (identity or precision):
+            continue
+        if identity and isinstance(source_type, _FLOATS):
             continue
         predicate: BooleanExpression
         if item.value is None:
@@ -254,11 +314,10 @@ def pruning_filter(table: Table, wanted: list[WantedValue]) -> BooleanExpression
     return expression
 
 
-def file_matches(task: FileScanTask, table: Table, wanted: list[WantedValue]) -> bool:
-    """Whether the task's data file sits in the wanted partition (files of specs without a field do not)."""
+def file_matches(data_file: DataFile, table: Table, wanted: list[WantedValue]) -> bool:
+    """Whether ``data_file`` sits in the wanted partition (files of specs without a field do not)."""
     if not wanted:
         return True
-    data_file = task.file
     spec = table.specs().get(data_file.spec_id)
     if spec is None:
         return False
@@ -272,11 +331,6 @@ def file_matches(task: FileScanTask, table: Table, wanted: list[WantedValue]) ->
             ),
             None,
         )
-        if position is None:
-            return False
-        value = data_file.partition[position]
-        if isinstance(item.value, uuid.UUID) and isinstance(value, bytes):
-            value = uuid.UUID(bytes=value)
-        if value != item.value:
+        if position is None or not item.matches(data_file.partition[position]):
             return False
     return True

@@ -380,9 +380,14 @@ def compact_small_files_streaming(
     result = _result(base, snapshot.snapshot_id, groups, results, planning_seconds, time.monotonic() - started)
     if result.failed_groups_count:
         failed = [group for group in result.groups if group.status == "failed"]
+        missing = sum(str(group.error or "").startswith("FileNotFoundError") for group in failed)
+        lost = "a file they read was missing (removed by a concurrent expiry, or lost from storage)"
+        reason = lost if missing == len(failed) else "concurrent commits changed their files"
+        if 0 < missing < len(failed):
+            reason += f", or {lost}"
         error = MaintenanceConflictError(
-            f"{name}: {len(failed)} of {len(groups)} compaction group(s) were not committed because concurrent "
-            f"commits changed their files (first: group {failed[0].index}, {failed[0].error}). The other "
+            f"{name}: {len(failed)} of {len(groups)} compaction group(s) were not committed because {reason} "
+            f"(first: group {failed[0].index}, {failed[0].error}). The other "
             f"{result.committed_groups_count} group(s) were committed. Run the compaction again to redo them."
         )
         error.result = result

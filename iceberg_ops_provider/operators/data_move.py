@@ -23,6 +23,7 @@ rows written as their event extra.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -87,6 +88,8 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
 
     template_fields: Sequence[str] = MOVE_TEMPLATE_FIELDS
     ui_color = "#fdebd0"
+    _active_mover: DataMover | None = None
+    """The mover of the running try (to report what a failed try committed)."""
 
     def __init__(
         self,
@@ -136,7 +139,7 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
             if target_conn_id and target_conn_id != self.source_conn_id
             else None
         )
-        return DataMover(
+        self._active_mover = DataMover(
             source_catalog,
             self.source,
             self.target,
@@ -152,6 +155,7 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
             source_snapshot_id=source_snapshot_id,
             rewrite=self.rewrite,
         )
+        return self._active_mover
 
     def execute(self, context: Context) -> Any:
         """Run the operator's step; permanent errors fail the task at once, transient ones are retried.
@@ -166,8 +170,15 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
         from iceberg_ops_provider.errors import IcebergOpsError, VerificationFailedError
 
         self.record_lineage()
+        self._active_mover = None
+        started_ms = int(time.time() * 1000)
         try:
-            return self._execute(context)
+            try:
+                return self._execute(context)
+            except BaseException:
+                # A move that fails part way has committed some units: report what this try wrote.
+                self.collect_lineage(lambda: self._record_after_failure(started_ms))
+                raise
         except VerificationFailedError as exc:
             if exc.report is not None and "ti" in context:
                 context["ti"].xcom_push(key="report", value=exc.report.to_json())
@@ -181,6 +192,9 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
 
     def _execute(self, context: Context) -> Any:
         raise NotImplementedError
+
+    def _record_after_failure(self, started_ms: int) -> None:
+        """Record what a failed try committed (nothing by default: only the move operator commits)."""
 
     def _record_tables(
         self,
@@ -314,6 +328,44 @@ class IcebergDataMoveOperator(_MoveOperator):
             {"move_id": result.move_id, "source": self.source, "complete": result.complete},
         )
         return payload
+
+    def _record_after_failure(self, started_ms: int) -> None:
+        """Record the source, and the target at the last commit this try made, if it made one.
+
+        The commits are the target snapshots on its main branch that carry this move's id and were made
+        since the try began; the source is read at the snapshot their state names.
+        """
+        from pyiceberg.exceptions import NoSuchTableError
+        from pyiceberg.table.refs import MAIN_BRANCH
+
+        from iceberg_ops_provider.data_migration.state import move_snapshots, state_of
+        from iceberg_ops_provider.lineage import table_lineage, written_statistics
+
+        mover: DataMover | None = self._active_mover
+        if mover is None:
+            return
+        try:
+            target = mover.target_catalog.load_table(mover.target)
+        except NoSuchTableError:
+            target = None
+        mine = [
+            snapshot
+            for snapshot in (move_snapshots(target.metadata, mover.move_id, MAIN_BRANCH) if target else [])
+            if snapshot.timestamp_ms >= started_ms
+        ]
+        state = state_of(mine[0], mover.move_id) if mine else None
+        read = state.snapshot_id if state is not None else mover.source_snapshot_id
+        source = mover.source_catalog.load_table(mover.source)
+        inputs = [table_lineage(mover.source_catalog, source, snapshot_id=read)]
+        outputs = []
+        if target is not None and mine:
+            rows, size, files = written_statistics(target, [snapshot.snapshot_id for snapshot in mine])
+            outputs.append(
+                table_lineage(
+                    mover.target_catalog, target, snapshot_id=mine[0].snapshot_id, rows=rows, bytes=size, files=files
+                )
+            )
+        self.record_lineage(inputs, outputs)
 
 
 class IcebergMovePlanOperator(_MoveOperator):

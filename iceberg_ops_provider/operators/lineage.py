@@ -94,7 +94,7 @@ def _name(table: TableLineage) -> DatasetName:
 def _facets(ol: SimpleNamespace, table: TableLineage, *, changed: bool) -> dict[str, Any]:
     facets: dict[str, Any] = {
         "symlinks": ol.SymlinksDatasetFacet(
-            identifiers=[ol.Identifier(namespace=table.catalog_namespace, name=table.table, type="TABLE")]
+            identifiers=[ol.Identifier(namespace=table.symlink.namespace, name=table.symlink.name, type="TABLE")]
         ),
         "catalog": ol.CatalogDatasetFacet(
             framework="iceberg",
@@ -112,11 +112,8 @@ def _facets(ol: SimpleNamespace, table: TableLineage, *, changed: bool) -> dict[
         facets["version"] = ol.DatasetVersionDatasetFacet(datasetVersion=str(table.snapshot_id))
     state = LIFECYCLE_STATES.get(table.change or "")
     if changed and state:
-        previous = (
-            ol.PreviousIdentifier(namespace=table.catalog_namespace, name=table.previous_table)
-            if table.previous_table
-            else None
-        )
+        before = table.previous_symlink
+        previous = ol.PreviousIdentifier(namespace=before.namespace, name=before.name) if before else None
         facets["lifecycleStateChange"] = ol.LifecycleStateChangeDatasetFacet(
             lifecycleStateChange=ol.LifecycleStateChange[state], previousIdentifier=previous
         )
@@ -174,10 +171,12 @@ class IcebergLineageMixin:
     """What every operator of this provider shares for lineage: the tables its run read and wrote.
 
     ``execute()`` calls :meth:`record_lineage` (through :meth:`collect_lineage`, which never fails the
-    task); :meth:`get_openlineage_facets_on_complete` reports them. A task that failed reports what
-    was recorded before it stopped (often nothing): OpenLineage's listener uses the same method for
-    failures. There is no ``get_openlineage_facets_on_start``: naming a table needs its storage
-    location, which only the catalog knows, and that method must not call it.
+    task); :meth:`get_openlineage_facets_on_complete` reports them. OpenLineage's listener uses the
+    same method for failures, so an operator that fails part way records what it committed before
+    failing: a migration the tables it touched, a move the target at the last unit this try
+    committed, a maintenance operator the table when the run changed it (with what a compaction's
+    committed groups wrote). There is no ``get_openlineage_facets_on_start``: naming a table needs its
+    storage location, which only the catalog knows, and that method must not call it.
     """
 
     lineage_inputs: tuple[TableLineage, ...] = ()

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
@@ -89,7 +90,14 @@ class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
             catalog = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id).get_conn()
             table = self._load(catalog)
             self.collect_lineage(lambda: self.record_lineage(inputs=[table_lineage(catalog, table)]))
-            result = self.run(table)
+            loaded_at = table.metadata_location
+            try:
+                result = self.run(table)
+            except BaseException as exc:
+                # A run that fails part way may have committed (a compaction group, say): report what it did.
+                if self.changes_table():
+                    self.collect_lineage(partial(self._record_after_failure, catalog, loaded_at, exc))
+                raise
         except IcebergOpsError as exc:
             if exc.transient:
                 raise
@@ -119,6 +127,20 @@ class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
 
         after = catalog.load_table(self.table)
         rows, size, files = self.written(after, result) or (None, None, None)
+        self.record_lineage(self.lineage_inputs, [table_lineage(catalog, after, rows=rows, bytes=size, files=files)])
+
+    def _record_after_failure(self, catalog: Any, loaded_at: str, error: BaseException) -> None:
+        """Record the table as written when a failed run changed it (its metadata moved on since it was loaded).
+
+        What it wrote is counted when the error carries the run's partial result (``error.result``).
+        """
+        from iceberg_ops_provider.lineage import table_lineage
+
+        after = catalog.load_table(self.table)
+        if after.metadata_location == loaded_at:
+            return
+        partial = getattr(error, "result", None)
+        rows, size, files = (self.written(after, partial) if partial is not None else None) or (None, None, None)
         self.record_lineage(self.lineage_inputs, [table_lineage(catalog, after, rows=rows, bytes=size, files=files)])
 
     def _load(self, catalog: Any) -> Table:

@@ -6,9 +6,10 @@ deferrable (the default), it hands the wait to its trigger with an absolute dead
 ``reschedule`` mode (each check a short try on a worker). Either way the check is the same engine
 call (:mod:`iceberg_ops_provider.readiness`).
 
-Errors: a transient one (the catalog did not answer) is logged and the wait goes on; a permanent one
-(no such table, a bad partition key, a bad argument) fails the task at once, without retries. A wait
-that runs out raises ``AirflowSensorTimeout`` naming what was awaited and what was last seen.
+Errors: a transient one (the catalog did not answer, its database was busy) is logged and the wait
+goes on; a permanent one (no such table at the first check, a bad partition key, a bad argument)
+fails the task at once, without retries. A wait that runs out raises ``AirflowSensorTimeout`` naming
+what was awaited and what was last seen.
 """
 
 from __future__ import annotations
@@ -67,11 +68,17 @@ class IcebergCatalogSensor(BaseSensorOperator):
         **kwargs: Any,
     ) -> None:
         super().__init__(mode=mode or "reschedule", poke_interval=poke_interval, **kwargs)
+        if deferrable and not self.poke_interval > 0:
+            raise ValueError(
+                f"{type(self).__name__} {self.task_id!r}: poke_interval must be above zero seconds when deferrable "
+                f"(the trigger checks every poke_interval seconds), got {poke_interval!r}."
+            )
         self.iceberg_conn_id = iceberg_conn_id
         self.deferrable = deferrable
         self._hook: IcebergCatalogHook | None = None
         self._last_seen: str | None = None
         self._last_error: str | None = None
+        self._checked_before = False
 
     # -- what subclasses say -------------------------------------------------------------------
 
@@ -95,6 +102,10 @@ class IcebergCatalogSensor(BaseSensorOperator):
     def trigger(self, deadline: datetime, started_at: datetime) -> BaseTrigger:
         """The trigger that goes on waiting in the triggerer."""
 
+    def transient(self, exc: BaseException, first_check: bool) -> bool:
+        """Whether the wait goes on after ``exc``; ``first_check``: no check of this wait ran before."""
+        return is_transient(exc)
+
     # -- Airflow --------------------------------------------------------------------------------
 
     def execute(self, context: Context) -> Any:
@@ -109,6 +120,7 @@ class IcebergCatalogSensor(BaseSensorOperator):
             if isinstance(exc, IcebergOpsError) and exc.transient:
                 raise
             raise AirflowFailException(f"{type(self).__name__}: {exc}") from exc
+        self._checked_before = self._rescheduled(context)
         if not self.deferrable:
             try:
                 return super().execute(context)
@@ -136,12 +148,14 @@ class IcebergCatalogSensor(BaseSensorOperator):
                 self._hook = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)
             done, seen, seen_text = self.check(self._hook)
         except Exception as exc:
-            if not is_transient(exc):
+            first_check, self._checked_before = not self._checked_before, True
+            if not self.transient(exc, first_check):
                 raise AirflowFailException(f"Stopped waiting for {self.waiting_for()}: {describe_error(exc)}") from exc
             self._last_error = describe_error(exc)
             self._hook = None  # open the catalog afresh at the next check
             self.log.warning("Check failed, trying again at the next poke: %s", self._last_error)
             return PokeReturnValue(False)
+        self._checked_before = True
         self._last_seen, self._last_error = seen_text, None
         self.log.info("%s %s; seen: %s", "Done waiting for" if done else "Waiting for", self.waiting_for(), seen_text)
         return PokeReturnValue(done, seen if done else None)
@@ -162,6 +176,19 @@ class IcebergCatalogSensor(BaseSensorOperator):
         if event["status"] == "timeout":
             raise AirflowSensorTimeout(message)
         raise AirflowFailException(message)
+
+    def _rescheduled(self, context: Context) -> bool:
+        """Whether this try of a rescheduled sensor follows earlier checks of the same wait."""
+        if self.deferrable or not self.reschedule:
+            return False
+        ti = context.get("ti") if hasattr(context, "get") else None
+        first = getattr(ti, "get_first_reschedule_date", None)
+        if first is None:
+            return False
+        try:
+            return first(context) is not None
+        except Exception:  # no reschedule record to read (a task run outside a DAG run)
+            return False
 
     def _timeout_message(self) -> str:
         return timeout_message(self.waiting_for(), self.timeout, self._last_seen, self._last_error)

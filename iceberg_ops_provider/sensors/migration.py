@@ -7,9 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.readiness import (
+    NOTE_WARNING,
     check_wanted_version,
     describe_version_wait,
     namespace_version,
+    newest_version,
     resolve_version,
 )
 from iceberg_ops_provider.readiness import version_reached as reached
@@ -31,13 +33,18 @@ class IcebergMigrationSensor(IcebergCatalogSensor):
     orders versions: by number) is at least the wanted one. The sensor only reads the history: it
     takes no lock, runs no migration and creates nothing; a namespace never migrated is at base and
     the sensor keeps waiting. A version whose last attempt failed is named in the log and in the
-    timeout message (a later migrate run retries it).
+    timeout message (a later migrate run retries it). While the namespace does not exist, or no
+    history of it is found, every check logs a warning saying so (a mistyped ``namespace`` or
+    ``meta_namespace`` would otherwise wait silently until the timeout), as does a ``version`` above
+    the newest migration of ``migrations_dir`` when both are given.
 
     Args:
         namespace: The namespace (templated).
         migrations_dir: The migrations folder on the worker (templated); needed for ``head``, whose
-            newest file is resolved on the worker before deferring.
-        version: ``"head"`` (the newest migration of ``migrations_dir``) or a version such as ``"0003"``.
+            newest file is resolved on the worker before deferring. A folder holding no migration
+            file fails the task (``head`` of a wrong folder would otherwise pass at once).
+        version: ``"head"`` (the newest migration of ``migrations_dir``) or a version such as ``"0003"``
+            (templated: ``"{{ params.version }}"`` is checked once rendered).
         iceberg_conn_id: The Airflow connection of the catalog (templated).
         meta_namespace: Where the history lives: this, else the connection extra's ``meta_namespace``,
             else ``_iceberg_ops`` (``iceberg_ops`` on S3 Tables) (templated).
@@ -51,7 +58,7 @@ class IcebergMigrationSensor(IcebergCatalogSensor):
         ValueError: At construction, ``version="head"`` without ``migrations_dir``, or a malformed version.
     """
 
-    template_fields: Sequence[str] = ("namespace", "migrations_dir", "meta_namespace", "iceberg_conn_id")
+    template_fields: Sequence[str] = ("namespace", "migrations_dir", "version", "meta_namespace", "iceberg_conn_id")
     ui_color = "#cfe8fc"
 
     def __init__(
@@ -66,7 +73,8 @@ class IcebergMigrationSensor(IcebergCatalogSensor):
         **kwargs: Any,
     ) -> None:
         super().__init__(iceberg_conn_id=iceberg_conn_id, deferrable=deferrable, **kwargs)
-        version = check_wanted_version(version)
+        if not (isinstance(version, str) and "{{" in version):  # a template is checked once rendered
+            version = check_wanted_version(version)
         if version == "head" and not migrations_dir:
             raise ValueError(
                 f"{type(self).__name__} {self.task_id!r}: version='head' needs migrations_dir (the folder whose "
@@ -79,8 +87,24 @@ class IcebergMigrationSensor(IcebergCatalogSensor):
         self._wanted: str | None = None
 
     def prepare(self) -> None:
-        """Resolve ``head`` from the migration files on the worker."""
-        self._wanted = resolve_version(self.version, self.migrations_dir, self.namespace)
+        """Check the rendered version and resolve ``head`` from the migration files on the worker."""
+        version = check_wanted_version(self.version.strip() if isinstance(self.version, str) else self.version)
+        self._wanted = resolve_version(version, self.migrations_dir, self.namespace)
+        if version != "head" and self.migrations_dir and self._wanted is not None:
+            try:
+                newest = newest_version(self.migrations_dir, self.namespace)
+            except Exception as exc:  # the folder is only advisory for an explicit version
+                self.log.warning("Could not read migrations_dir %r: %s", self.migrations_dir, exc)
+                return
+            if newest is None or int(self._wanted) > int(newest):
+                self.log.warning(
+                    "Waiting for version %s of namespace %r, above the newest migration in %s (%s): only a migrate "
+                    "run with newer files can reach it; check the version and migrations_dir.",
+                    self._wanted,
+                    self.namespace,
+                    self.migrations_dir,
+                    newest or "none",
+                )
 
     def waiting_for(self) -> str:
         """``namespace 'sales' to reach migration version 0003``."""
@@ -89,6 +113,8 @@ class IcebergMigrationSensor(IcebergCatalogSensor):
     def check(self, hook: IcebergCatalogHook) -> CheckResult:
         """Read the namespace's current version once."""
         seen = namespace_version(hook.get_conn(), self.namespace, self.meta_namespace or hook.meta_namespace())
+        if seen.note:
+            self.log.warning(NOTE_WARNING, seen.namespace, seen.note)
         return reached(seen.current, self._wanted), seen.to_json(), seen.describe()
 
     def trigger(self, deadline: datetime, started_at: datetime) -> IcebergMigrationTrigger:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook, connection_meta_namespace
 from iceberg_ops_provider.readiness import (
+    NOTE_WARNING,
     check_wanted_version,
     describe_version_wait,
     namespace_version,
@@ -25,6 +26,7 @@ class IcebergMigrationTrigger(CatalogPollingTrigger):
     """Poll a namespace's migration history until its current version is at least ``version``.
 
     Reads the history only: takes no lock, creates nothing; a namespace never migrated is at base.
+    While the namespace does not exist, or no history of it is found, each check logs a warning.
     Yields ``{"status": "success", "seen": {"namespace", "version", "failed"}, ...}`` once reached, or a
     ``timeout``/``failed`` event (see :mod:`iceberg_ops_provider.triggers.polling`).
 
@@ -72,4 +74,6 @@ class IcebergMigrationTrigger(CatalogPollingTrigger):
         """Read the namespace's current version once."""
         meta_namespace = self.meta_namespace or connection_meta_namespace(connection)
         seen = namespace_version(catalog, self.namespace, meta_namespace)
+        if seen.note:
+            self.log.warning(NOTE_WARNING, seen.namespace, seen.note)
         return version_reached(seen.current, self.version), seen.to_json(), seen.describe()

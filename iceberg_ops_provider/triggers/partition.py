@@ -4,8 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from pyiceberg.exceptions import NoSuchTableError
+
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
-from iceberg_ops_provider.readiness import describe_partition_wait, parse_after_snapshot, probe_partition
+from iceberg_ops_provider.partition_probe import (
+    SnapshotMark,
+    describe_partition_wait,
+    parse_after_snapshot,
+    probe_partition,
+)
 from iceberg_ops_provider.triggers.polling import CatalogPollingTrigger, CheckResult
 
 if TYPE_CHECKING:
@@ -15,22 +22,52 @@ if TYPE_CHECKING:
 
 __all__ = ["IcebergPartitionTrigger"]
 
+_BYTES_KEY = "bytes_hex"
+
+
+def _stored_partition(partition: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``partition`` as Airflow can store it: ``bytes`` values become ``{"bytes_hex": "..."}``."""
+    if not partition:
+        return None
+    return {key: {_BYTES_KEY: value.hex()} if isinstance(value, bytes) else value for key, value in partition.items()}
+
+
+def _given_partition(partition: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``partition`` with ``{"bytes_hex": "..."}`` values read back as ``bytes`` (a value is never a mapping)."""
+    if not partition:
+        return None
+    return {
+        key: bytes.fromhex(value[_BYTES_KEY])
+        if isinstance(value, dict) and set(value) == {_BYTES_KEY} and isinstance(value[_BYTES_KEY], str)
+        else value
+        for key, value in partition.items()
+    }
+
 
 class IcebergPartitionTrigger(CatalogPollingTrigger):
     """Poll a table's metadata until at least ``min_rows`` rows match ``partition`` and/or ``where``.
 
-    Each check plans a scan (manifests only, no data file read) with
-    :func:`~iceberg_ops_provider.readiness.partition_rows`. Yields ``{"status": "success", "seen":
-    {"table", "snapshot_id", "rows", "files", "files_with_deletes"}, ...}`` once enough rows are
-    committed, or a ``timeout``/``failed`` event (see :mod:`iceberg_ops_provider.triggers.polling`).
-    A missing table or a partition key that is not a field of the table's spec fails at once.
+    Each check walks the table's manifests (no data file read) with
+    :func:`~iceberg_ops_provider.partition_probe.partition_rows`. Yields ``{"status": "success",
+    "seen": {"table", "snapshot_id", "rows", "possible_rows", "files", "files_with_deletes"}, ...}``
+    once enough rows are committed, or a ``timeout``/``failed`` event (see
+    :mod:`iceberg_ops_provider.triggers.polling`). A partition key that is not a field of the table's
+    spec or a malformed filter fails at once. A missing table does not: the sensor already checked
+    it exists before deferring, so the table is taken to be dropped and re-created (a migration) and
+    the wait goes on.
 
     Args:
         table: The table (``namespace.table``).
-        partition: Wanted partition values by partition field name (values rendered as text).
+        partition: Wanted partition values by partition field name (values rendered as text; ``bytes``
+            values are stored as ``{"bytes_hex": ...}``).
         where: A PyIceberg row filter string.
-        min_rows: Rows needed (the sum of the matching data files' record counts).
+        min_rows: Rows needed: certain rows (see :class:`~iceberg_ops_provider.partition_probe.PartitionProbe`),
+            or possible rows with ``count_possible_rows``.
         after_snapshot: Count only data files committed after this snapshot id.
+        after_sequence_number: That snapshot's sequence number, and
+        after_timestamp_ms: its commit time, as the sensor read them before deferring: with both, the
+            wait needs no lookup of the snapshot and goes on if it is expired meanwhile.
+        count_possible_rows: Judge ``min_rows`` on possible rows (an upper bound) instead of certain ones.
         iceberg_conn_id: The Airflow connection of the catalog.
         deadline: When to stop waiting (absolute; see :class:`CatalogPollingTrigger`).
         poll_interval: Seconds between checks.
@@ -45,6 +82,9 @@ class IcebergPartitionTrigger(CatalogPollingTrigger):
         where: str | None = None,
         min_rows: int = 1,
         after_snapshot: int | str | None = None,
+        after_sequence_number: int | None = None,
+        after_timestamp_ms: int | None = None,
+        count_possible_rows: bool = False,
         iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
         deadline: datetime | str | float,
         poll_interval: float = 60.0,
@@ -53,27 +93,43 @@ class IcebergPartitionTrigger(CatalogPollingTrigger):
         super().__init__(
             iceberg_conn_id=iceberg_conn_id, deadline=deadline, poll_interval=poll_interval, started_at=started_at
         )
-        self.table = table
-        self.partition = dict(partition) if partition else None
+        self.table = table.strip() if isinstance(table, str) else table
+        self.partition = _given_partition(dict(partition)) if partition else None
         self.where = where or None
         self.min_rows = int(min_rows)
         self.after_snapshot = parse_after_snapshot(after_snapshot)
+        self.mark: SnapshotMark | None = None
+        if self.after_snapshot is not None and after_sequence_number is not None and after_timestamp_ms is not None:
+            self.mark = SnapshotMark(self.after_snapshot, int(after_sequence_number), int(after_timestamp_ms))
+        self.count_possible_rows = bool(count_possible_rows)
 
     def arguments(self) -> dict[str, Any]:
-        """The table, partition, filter, rows needed and snapshot."""
+        """The table, partition, filter, rows needed and snapshot (with its mark when known)."""
         return {
             "table": self.table,
-            "partition": self.partition,
+            "partition": _stored_partition(self.partition),
             "where": self.where,
             "min_rows": self.min_rows,
             "after_snapshot": self.after_snapshot,
+            "after_sequence_number": self.mark.sequence_number if self.mark else None,
+            "after_timestamp_ms": self.mark.timestamp_ms if self.mark else None,
+            "count_possible_rows": self.count_possible_rows,
         }
 
     def waiting_for(self) -> str:
         """``at least 1 row(s) in partition day='2026-01-02' of sales.events``."""
-        return describe_partition_wait(self.table, self.partition, self.where, self.min_rows, self.after_snapshot)
+        return describe_partition_wait(
+            self.table, self.partition, self.where, self.min_rows, self.after_snapshot, self.count_possible_rows
+        )
+
+    def transient(self, exc: BaseException) -> bool:
+        """As for any check, and a missing table too (it existed when the sensor deferred)."""
+        return isinstance(exc, NoSuchTableError) or super().transient(exc)
 
     def check(self, catalog: Catalog, connection: Any) -> CheckResult:
         """Count the matching rows once."""
-        probe = probe_partition(catalog, self.table, self.partition, self.where, self.after_snapshot)
-        return probe.rows >= self.min_rows, probe.to_json(), probe.describe()
+        after = self.mark or self.after_snapshot
+        probe = probe_partition(catalog, self.table, self.partition, self.where, after)
+        if self.mark is None and probe.after is not None:
+            self.mark = probe.after  # later checks of this run need the snapshot no more
+        return probe.enough(self.min_rows, self.count_possible_rows), probe.to_json(), probe.describe()

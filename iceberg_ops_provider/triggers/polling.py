@@ -2,9 +2,17 @@
 
 A trigger re-created from :meth:`~CatalogPollingTrigger.serialize` (after a triggerer restart) keeps
 the same deadline, so the wait resumes rather than starts over. Every check runs in a thread: PyIceberg
-is synchronous and must not block the triggerer's event loop. The catalog is opened from the Airflow
-connection read with the SDK's asynchronous connection lookup (``BaseHook.aget_connection``), once per
-run of the trigger, and opened again after a transient error.
+is synchronous and must not block the triggerer's event loop. The threads are the provider's own, a
+few per Airflow connection (:data:`CHECK_THREADS_PER_CONNECTION`), so checks on a catalog that hangs
+hold neither asyncio's default thread pool (shared with every other trigger of the triggerer) nor the
+checks of other catalogs. A check still running at the deadline is not waited for beyond
+:data:`DEADLINE_GRACE` seconds: the wait ends on time and the check's thread finishes on its own (each
+catalog call is bounded by the connection's ``timeout``).
+
+The catalog is opened from the Airflow connection read with the SDK's asynchronous connection lookup
+(``BaseHook.aget_connection``), once per run of the trigger, and opened again after a transient
+error. A SQL catalog's database connections are released after every check (its engine's pool is
+disposed), so a waiting trigger holds none between checks.
 
 Each run yields exactly one event, a payload ``{"status", "message", "seen"}``:
 
@@ -18,10 +26,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import functools
+import threading
 from abc import abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -31,7 +43,17 @@ from iceberg_ops_provider.readiness import describe_error, is_transient, timeout
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-__all__ = ["CatalogPollingTrigger", "CheckResult", "as_utc_datetime"]
+__all__ = ["CHECK_THREADS_PER_CONNECTION", "DEADLINE_GRACE", "CatalogPollingTrigger", "CheckResult", "as_utc_datetime"]
+
+CHECK_THREADS_PER_CONNECTION = 4
+"""Threads that run the checks of the triggers on one Airflow connection, in one triggerer."""
+
+DEADLINE_GRACE = 5.0
+"""Seconds a check still running at the deadline is waited for before the wait ends without it."""
+
+T = TypeVar("T")
+_POOLS: dict[str, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
 
 CheckResult = tuple[bool, dict[str, Any], str]
 """What one check returns: whether the wait is over, what was seen (JSON-able), and that seen in words."""
@@ -76,6 +98,29 @@ def _close(catalog: Catalog | None) -> None:
     if close is not None:
         with contextlib.suppress(Exception):
             close()
+
+
+def _release(catalog: Catalog | None) -> None:
+    """Give back a SQL catalog's pooled database connections (its engine opens new ones when next used)."""
+    engine = getattr(catalog, "engine", None)
+    dispose = getattr(engine, "dispose", None)
+    if dispose is not None:
+        with contextlib.suppress(Exception):
+            dispose()
+
+
+def _pool(conn_id: str) -> ThreadPoolExecutor:
+    """The threads that run the checks of the triggers on ``conn_id`` (created once per process)."""
+    with _POOLS_LOCK:
+        pool = _POOLS.get(conn_id)
+        if pool is None:
+            pool = ThreadPoolExecutor(CHECK_THREADS_PER_CONNECTION, thread_name_prefix=f"iceberg-ops-check-{conn_id}")
+            _POOLS[conn_id] = pool
+        return pool
+
+
+class _CheckOverran(Exception):
+    """A check was still running when the wait's deadline (plus the grace) passed."""
 
 
 class CatalogPollingTrigger(BaseTrigger):
@@ -137,6 +182,24 @@ class CatalogPollingTrigger(BaseTrigger):
     def _event(self, status: str, message: str, seen: dict[str, Any] | None) -> TriggerEvent:
         return TriggerEvent({"status": status, "message": message, "seen": seen})
 
+    def transient(self, exc: BaseException) -> bool:
+        """Whether the wait goes on after ``exc`` (default: :func:`~iceberg_ops_provider.readiness.is_transient`)."""
+        return is_transient(exc)
+
+    async def _in_thread(self, remaining: float, function: Callable[..., T], *args: Any) -> T:
+        """``function(*args)`` in a check thread of this connection, waited for until the deadline plus the grace."""
+        loop = asyncio.get_running_loop()
+        call = functools.partial(contextvars.copy_context().run, function, *args)
+        future = loop.run_in_executor(_pool(self.iceberg_conn_id), call)
+        finished, _ = await asyncio.wait({future}, timeout=max(remaining, 0.0) + DEADLINE_GRACE)
+        if not finished:
+            future.cancel()  # only stops a call still queued; one running ends on its own
+            raise _CheckOverran(
+                f"the check was still running {DEADLINE_GRACE:g} s after the deadline (the catalog did not answer "
+                "in time; each of its calls is bounded by the connection's `timeout`)"
+            )
+        return future.result()
+
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Check until done, a permanent error, or the deadline; yield one event."""
         catalog: Catalog | None = None
@@ -146,18 +209,22 @@ class CatalogPollingTrigger(BaseTrigger):
         last_error: str | None = None
         try:
             while True:
+                remaining = (self.deadline - datetime.now(UTC)).total_seconds()
                 try:
                     if catalog is None:
                         connection = await _connection(self.iceberg_conn_id)
-                        catalog = await asyncio.to_thread(_open_catalog, connection)
-                    done, seen, seen_text = await asyncio.to_thread(self.check, catalog, connection)
+                        catalog = await self._in_thread(remaining, _open_catalog, connection)
+                    done, seen, seen_text = await self._in_thread(remaining, self.check, catalog, connection)
                     last_error = None
                     if done:
                         yield self._event("success", f"Done waiting for {self.waiting_for()}: {seen_text}.", seen)
                         return
                     self.log.info("Waiting for %s; seen: %s", self.waiting_for(), seen_text)
+                except _CheckOverran as exc:
+                    last_error = str(exc)
+                    catalog = None  # its thread may still use it; the trigger ends below
                 except Exception as exc:
-                    if not is_transient(exc):
+                    if not self.transient(exc):
                         message = f"Stopped waiting for {self.waiting_for()}: {describe_error(exc)}"
                         yield self._event("failed", message, seen)
                         return
@@ -165,6 +232,7 @@ class CatalogPollingTrigger(BaseTrigger):
                     self.log.warning("Check failed, trying again at the next poll: %s", last_error)
                     _close(catalog)
                     catalog = None
+                _release(catalog)
                 now = datetime.now(UTC)
                 remaining = (self.deadline - now).total_seconds()
                 if remaining <= 0:

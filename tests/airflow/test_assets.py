@@ -46,6 +46,31 @@ def test_bad_catalog_or_table_names_are_refused_with_the_fix(catalog, table, mes
         iceberg_asset(catalog, table)
 
 
+@pytest.mark.parametrize(
+    ("catalog", "table", "refused"),
+    [
+        ("lake", "sales.ord<ers>", "'<' '>'"),
+        ("lake", 'sales."orders"', "'\"'"),
+        ("lake", "sales.o\\x", "'\\\\'"),
+        ("lake", "sales.orders\x00", "'\\x00'"),
+        ("lake", "sales.[orders]", "'[' ']'"),
+        ("lake", "sales.or ders", "' '"),
+        ("la{ke}", "sales.orders", "'{' '}'"),
+        ("lake\t", "sales.orders", "'\\t'"),
+    ],
+)
+def test_what_the_rule_refuses_is_refused_and_named(catalog, table, refused):
+    with pytest.raises(ValueError) as error:
+        iceberg_asset(catalog, table)
+    assert f"contains {refused}" in str(error.value)
+    assert 'whitespace, control characters and / : @ ? # % < > " \\ ^ ` { } | [ ] are not' in str(error.value)
+
+
+@pytest.mark.parametrize("table", ["ventes.données", "Sales.Orders", "sales.orders+v2", "sales.o&x=1", "a.b.c.orders"])
+def test_what_the_rule_allows_is_allowed_and_read_back(table):
+    assert asset_table(iceberg_asset("lake", table)) == ("lake", table)
+
+
 def test_name_and_uri_cannot_be_overridden():
     with pytest.raises(ValueError, match="do not pass uri"):
         iceberg_asset("lake", "sales.orders", uri="s3://x/y")

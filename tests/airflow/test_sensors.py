@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import DayTransform
@@ -84,7 +85,14 @@ def test_deferred_sensors_see_existing_data_and_a_migration_that_lands_while_the
     assert _first_start(root, "wait_migration") < _arrival(root)  # it was waiting when the migration landed
     seen = xcom(dag_run, "wait_partition")
     snapshot = catalog.load_table("shop.events").current_snapshot().snapshot_id
-    assert seen == {"table": "shop.events", "snapshot_id": snapshot, "rows": 4, "files": 1, "files_with_deletes": 0}
+    assert seen == {
+        "table": "shop.events",
+        "snapshot_id": snapshot,
+        "rows": 4,
+        "possible_rows": 4,
+        "files": 1,
+        "files_with_deletes": 0,
+    }
     assert MigrationRunner(catalog, "sales", migrations).current() == "0002"
 
 
@@ -119,7 +127,8 @@ def _assert_clear_timeouts(failures: dict[str, dict], snapshot: int) -> None:
     assert migration["type"] == "AirflowSensorTimeout"
     assert migration["message"].startswith("Timed out after ")
     assert migration["message"].endswith(
-        " s waiting for namespace 'sales' to reach migration version 0002; last seen: namespace 'sales' at base."
+        " s waiting for namespace 'sales' to reach migration version 0002; last seen: namespace 'sales' at base "
+        "(no migration history of it in '_iceberg_ops')."
     )
     assert partition["type"] == "AirflowSensorTimeout"
     assert partition["message"].endswith(
@@ -169,6 +178,13 @@ def test_defaults_and_bad_arguments_at_construction():
     assert IcebergPartitionSensor(task_id="q", table="a.b", where="x > 1", mode="poke").mode == "poke"
     migration = IcebergMigrationSensor(task_id="m", namespace="sales", version="0003")
     assert (migration.deferrable, migration.mode) == (True, "reschedule")
+    assert set(migration.template_fields) == {
+        "namespace",
+        "migrations_dir",
+        "version",
+        "meta_namespace",
+        "iceberg_conn_id",
+    }
 
     with pytest.raises(ValueError, match="version='head' needs migrations_dir"):
         IcebergMigrationSensor(task_id="m2", namespace="sales")
@@ -178,6 +194,10 @@ def test_defaults_and_bad_arguments_at_construction():
         IcebergPartitionSensor(task_id="p2", table="shop.events")
     with pytest.raises(ValueError, match="min_rows must be an integer of at least 1"):
         IcebergPartitionSensor(task_id="p3", table="shop.events", where="id > 0", min_rows=0)
+    for interval in (0, 0.0, timedelta(0)):  # the trigger could never poll: refused when the DAG is parsed
+        with pytest.raises(ValueError, match="poke_interval must be above zero seconds when deferrable"):
+            IcebergPartitionSensor(task_id="p4", table="shop.events", where="id > 0", poke_interval=interval)
+    assert IcebergPartitionSensor(task_id="p5", table="a.b", where="x > 1", deferrable=False, poke_interval=0)
 
 
 def test_rendered_arguments_are_checked_before_the_first_check():
@@ -233,6 +253,7 @@ def test_partition_trigger_recreated_from_serialize_finds_the_rows(iceberg_conne
         "table": "shop.events",
         "snapshot_id": snapshot,
         "rows": 5,
+        "possible_rows": 5,
         "files": 1,
         "files_with_deletes": 0,
     }
@@ -298,10 +319,6 @@ def test_permanent_errors_end_the_wait_at_once(iceberg_connection):
     started = datetime.now(UTC)
     for trigger, expected in [
         (
-            IcebergPartitionTrigger(table="shop.nope", partition={"day": DAY}, deadline=_deadline(60)),
-            "NoSuchTableError: Table does not exist: shop.nope",
-        ),
-        (
             IcebergPartitionTrigger(table="shop.events", partition={"hour": DAY}, deadline=_deadline(60)),
             "'hour' is not a partition field of shop.events: its partition fields are day (day(ts))",
         ),
@@ -345,3 +362,137 @@ def unused_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+# -- rendered arguments ---------------------------------------------------------------------------
+
+
+def test_a_table_name_with_surrounding_spaces_names_the_table(iceberg_connection):
+    _setup(iceberg_connection, rows_on_day=2)
+    sensor = IcebergPartitionSensor(task_id="p", table=" shop.events ", partition={"day": DAY})
+    assert sensor.execute({})["rows"] == 2
+    for bad in ("shop. events", "shop..events", "events"):
+        with pytest.raises(AirflowFailException, match=r"table must be 'namespace\.table'"):
+            IcebergPartitionSensor(task_id="b", table=bad, partition={"day": DAY}).execute({})
+
+
+def test_an_after_snapshot_that_rendered_none_is_refused_and_an_empty_one_counts_all(iceberg_connection):
+    _setup(iceberg_connection, rows_on_day=2)
+    sensor = IcebergPartitionSensor(
+        task_id="p", table="shop.events", partition={"day": DAY}, after_snapshot="{{ ti.xcom_pull('load') }}"
+    )
+    for rendered in ("None", None):  # what the template gives when the upstream pushed nothing
+        sensor.after_snapshot = rendered
+        with pytest.raises(AirflowFailException, match=r"after_snapshot rendered as .*holds no snapshot id"):
+            sensor.execute({})
+    sensor.after_snapshot = ""  # "{{ ti.xcom_pull('load') or '' }}": all data, on purpose
+    assert sensor.execute({})["rows"] == 2
+    unset = IcebergPartitionSensor(task_id="q", table="shop.events", partition={"day": DAY})
+    assert unset.execute({})["rows"] == 2  # not given at all: all data
+
+
+def test_the_migration_version_is_templated_and_checked_once_rendered(iceberg_connection):
+    catalog, migrations = _setup(iceberg_connection)
+    MigrationRunner(catalog, "sales", migrations).upgrade("0001")
+    sensor = IcebergMigrationSensor(task_id="m", namespace="sales", version="{{ params.version }}")
+    sensor.version = "0001"  # as rendered
+    assert sensor.execute({}) == {"namespace": "sales", "version": "0001", "failed": []}
+    sensor.version = "latest"
+    with pytest.raises(AirflowFailException, match="'head' or a migration version"):
+        sensor.execute({})
+
+
+def test_head_of_a_folder_without_migrations_fails_instead_of_passing(iceberg_connection, tmp_path):
+    _setup(iceberg_connection)
+    (tmp_path / "empty").mkdir()
+    for folder in (tmp_path / "empty", tmp_path):  # an empty folder; the folder above the migrations
+        sensor = IcebergMigrationSensor(task_id="m", namespace="sales", migrations_dir=str(folder))
+        with pytest.raises(AirflowFailException, match="holds no migration file"):
+            sensor.execute({})
+
+
+def test_a_missing_table_fails_the_first_check_only(iceberg_connection):
+    catalog, _ = _setup(iceberg_connection, rows_on_day=1)
+    missing = IcebergPartitionSensor(task_id="p", table="shop.nope", partition={"day": DAY}, deferrable=False)
+    missing.prepare()
+    with pytest.raises(AirflowFailException, match=r"NoSuchTableError: Table does not exist: shop\.nope"):
+        missing.poke({})
+
+    waiting = IcebergPartitionSensor(task_id="q", table="shop.events", partition={"day": DAY}, min_rows=5)
+    waiting.prepare()
+    assert not waiting.poke({})  # a first check that saw the table
+    catalog.drop_table("shop.events")  # a migration drops and re-creates it
+    assert not waiting.poke({})  # the wait goes on
+    assert "Table does not exist: shop.events" in waiting._timeout_message()
+
+
+def test_possible_rows_count_only_when_asked(iceberg_connection):
+    _setup(iceberg_connection, rows_on_day=3)  # ids 0-2 on the day, one file: statistics cannot settle id = 1
+    certain = IcebergPartitionSensor(task_id="p", table="shop.events", partition={"day": DAY}, where="id = 1")
+    with pytest.raises(TaskDeferred) as deferred:
+        certain.execute({})
+    assert deferred.value.trigger.serialize()[1]["count_possible_rows"] is False
+    possible = IcebergPartitionSensor(
+        task_id="q", table="shop.events", partition={"day": DAY}, where="id = 1", count_possible_rows=True
+    )
+    seen = possible.execute({})
+    assert possible.waiting_for().startswith("at least 1 possible row(s) in partition")
+    assert (seen["rows"], seen["possible_rows"]) == (0, 3)
+
+
+def test_the_sensor_hands_the_trigger_the_mark_of_after_snapshot_which_outlives_its_expiry(iceberg_connection):
+    catalog, _ = _setup(iceberg_connection, rows_on_day=1)
+    before = catalog.load_table("shop.events").current_snapshot()
+    sensor = IcebergPartitionSensor(
+        task_id="p", table="shop.events", partition={"day": DAY}, after_snapshot=str(before.snapshot_id)
+    )
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor.execute({})
+    _, kwargs = deferred.value.trigger.serialize()
+    assert (kwargs["after_snapshot"], kwargs["after_sequence_number"], kwargs["after_timestamp_ms"]) == (
+        before.snapshot_id,
+        before.sequence_number,
+        before.timestamp_ms,
+    )
+    table = catalog.load_table("shop.events")
+    table.append(pa.table({"id": [7, 8], "ts": [datetime(2026, 1, 2, 9, tzinfo=UTC)] * 2}, ARROW))
+    table.maintenance.expire_snapshots().by_id(before.snapshot_id).commit()  # expired while the trigger waits
+    event = _event(_recreated(deferred.value.trigger))
+    assert event["status"] == "success", event
+    assert (event["seen"]["rows"], event["seen"]["files"]) == (2, 1)
+
+
+def test_bytes_partition_values_survive_airflow_storing_the_trigger():
+    from airflow.models.trigger import Trigger
+
+    trigger = IcebergPartitionTrigger(
+        table="shop.t", partition={"key": b"\x00ab", "day": DAY}, deadline=_deadline(60), poll_interval=1
+    )
+    classpath, kwargs = trigger.serialize()
+    stored = Trigger._decrypt_kwargs(Trigger.encrypt_kwargs(kwargs))  # as the triggerer stores and reads it
+    module, name = classpath.rsplit(".", 1)
+    again = getattr(importlib.import_module(module), name)(**stored)
+    assert again.partition == {"key": b"\x00ab", "day": DAY}
+    assert again.serialize() == (classpath, kwargs)
+
+
+def test_the_partition_sensor_reports_the_table_it_read_as_lineage(iceberg_connection):
+    catalog, _ = _setup(iceberg_connection, rows_on_day=2)
+    snapshot = catalog.load_table("shop.events").current_snapshot().snapshot_id
+    sensor = IcebergPartitionSensor(task_id="p", table="shop.events", partition={"day": DAY})
+    assert sensor.get_openlineage_facets_on_complete(None).inputs == []  # nothing before it ran
+    sensor.execute({})
+    lineage = sensor.get_openlineage_facets_on_complete(None)
+    (read,) = lineage.inputs
+    assert read.facets["symlinks"].identifiers[0].name == "shop.events" and lineage.outputs == []
+    assert read.facets["version"].datasetVersion == str(snapshot)
+
+    resumed = IcebergPartitionSensor(task_id="q", table="shop.events", partition={"day": DAY})
+    resumed.prepare()
+    seen = resumed.execute_complete(
+        {},
+        {"status": "success", "message": "done", "seen": {"table": "shop.events", "snapshot_id": snapshot, "rows": 2}},
+    )
+    assert seen["rows"] == 2
+    (read,) = resumed.get_openlineage_facets_on_complete(None).inputs
+    assert read.facets["version"].datasetVersion == str(snapshot)

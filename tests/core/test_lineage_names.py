@@ -39,7 +39,7 @@ def test_a_table_without_a_location_cannot_be_named():
             "https://polaris.example:8181/api/catalog",
         ),
         ("sql", {"uri": "postgresql+psycopg://ops:Pa55@db:5432/lake"}, "lake", "postgresql+psycopg://db:5432/lake"),
-        ("hive", {"uri": "thrift://metastore:9083"}, "hive", "thrift://metastore:9083"),
+        ("hive", {"uri": "thrift://metastore:9083"}, "hive", "hive://metastore:9083"),
         ("glue", {"glue.region": "eu-west-1"}, "glue", "arn:aws:glue:eu-west-1"),
         ("in-memory", {}, "scratch", "in-memory://scratch"),
     ],

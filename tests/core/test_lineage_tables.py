@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pyarrow as pa
 import pytest
 
@@ -9,6 +11,8 @@ from iceberg_ops_provider.lineage import (
     DatasetName,
     SchemaField,
     TableLineage,
+    catalog_namespace,
+    catalog_table_name,
     catalog_type,
     dropped_table_lineage,
     public_uri,
@@ -49,10 +53,39 @@ def test_a_table_is_described_by_its_location_catalog_schema_and_current_snapsho
     assert lineage.snapshot_id == orders.current_snapshot().snapshot_id
     assert lineage.schema == (
         SchemaField("id", "long"),
-        SchemaField("where", "struct<3: city: optional string>", fields=(SchemaField("city", "string"),)),
+        SchemaField("where", "struct", fields=(SchemaField("city", "string"),)),
     )
     assert lineage.file_format == "parquet"
     assert (lineage.rows, lineage.bytes, lineage.files, lineage.change) == (None, None, None, None)
+
+
+def test_nested_types_are_named_plainly_and_their_content_nested(catalog, namespace):
+    nested = pa.schema(
+        [
+            pa.field("place", pa.struct([("city", pa.string()), ("geo", pa.struct([("lat", pa.decimal128(9, 6))]))])),
+            pa.field("tags", pa.list_(pa.string())),
+            pa.field("lines", pa.list_(pa.struct([("sku", pa.string())]))),
+            pa.field("attrs", pa.map_(pa.string(), pa.int64())),
+            pa.field("h", pa.binary(16)),
+        ]
+    )
+    lineage = table_lineage(catalog, catalog.create_table("sales.nested", nested))
+    assert lineage.schema == (
+        SchemaField(
+            "place",
+            "struct",
+            fields=(
+                SchemaField("city", "string"),
+                SchemaField("geo", "struct", fields=(SchemaField("lat", "decimal(9, 6)"),)),
+            ),
+        ),
+        SchemaField("tags", "list", fields=(SchemaField("_element", "string"),)),
+        SchemaField(
+            "lines", "list", fields=(SchemaField("_element", "struct", fields=(SchemaField("sku", "string"),)),)
+        ),
+        SchemaField("attrs", "map", fields=(SchemaField("key", "string"), SchemaField("value", "long"))),
+        SchemaField("h", "fixed[16]"),
+    )
 
 
 def test_an_older_snapshot_is_described_with_the_schema_it_was_written_with(catalog, orders):
@@ -144,3 +177,26 @@ def test_table_lineage_is_plain_frozen_data(catalog, orders):
     assert isinstance(lineage, TableLineage) and (lineage.rows, lineage.bytes, lineage.files) == (3, 10, 1)
     with pytest.raises(AttributeError):
         lineage.table = "other"  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("kind", "properties", "namespace"),
+    [
+        ("hive", {"uri": "thrift://metastore.example:9083"}, "hive://metastore.example:9083"),
+        ("hive", {"uri": "thrift://hms-a:9083,thrift://hms-b:9083"}, "hive://hms-a:9083"),
+        ("glue", {"glue.region": "eu-west-1", "glue.id": "123456789012"}, "arn:aws:glue:eu-west-1:123456789012"),
+        ("glue", {"glue.region": "eu-west-1"}, "arn:aws:glue:eu-west-1"),  # the account needs a call to AWS
+        ("rest", {"uri": "https://polaris.example/api/catalog"}, "https://polaris.example/api/catalog"),
+    ],
+)
+def test_symlink_namespaces_follow_the_openlineage_naming_of_each_catalog(kind, properties, namespace):
+    assert catalog_namespace(kind, properties, "c") == namespace
+
+
+def test_glue_names_tables_as_openlineage_does_and_a_rename_names_both(catalog, orders):
+    lineage = table_lineage(catalog, orders, change="rename", previous_table="sales.old")
+    glue = replace(lineage, catalog_type="glue", catalog_namespace="arn:aws:glue:eu-west-1:123456789012")
+    assert glue.symlink == DatasetName("arn:aws:glue:eu-west-1:123456789012", "table/sales/orders")
+    assert glue.previous_symlink == DatasetName("arn:aws:glue:eu-west-1:123456789012", "table/sales/old")
+    assert lineage.symlink.name == "sales.orders" and lineage.previous_symlink.name == "sales.old"
+    assert catalog_table_name("glue", "orders") == "table/orders"

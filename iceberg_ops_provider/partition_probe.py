@@ -1,0 +1,402 @@
+"""Has data for a partition (or matching a row filter) been committed: counted from a table's metadata alone.
+
+What :class:`~iceberg_ops_provider.sensors.IcebergPartitionSensor` and its trigger ask.
+:func:`partition_rows` walks the manifest entries of the table's current snapshot (the manifest
+list and the manifests whose partition summaries may match; never a data file) and keeps the data
+files whose partition record holds the wanted values and whose statistics do not rule the row filter
+out. It counts two numbers (a :class:`PartitionProbe`):
+
+* ``rows``, the rows that are **certainly** there and match: the record counts of the data files
+  all of whose rows match (the filter's residual on the file's partition is always true, or its
+  column statistics prove every row matches), less what position delete files may have removed
+  (files with equality deletes count none);
+* ``possible_rows``, an upper bound: the record counts of every data file that may hold matching
+  rows, deleted rows included.
+
+With ``after_snapshot``, only data files committed after that snapshot count, judged by data
+sequence numbers (snapshot times on format 1 tables) kept in a :class:`SnapshotMark`, so the wait
+goes on if the snapshot is expired meanwhile. Files added by an ``append`` (or a partition
+replacement) after it hold new rows; files added by another ``overwrite`` (a copy-on-write delete or
+update), a ``replace`` (compaction) or a ``delete`` may hold rows that were there before, so they
+count as possible only.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from itertools import chain
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression
+from pyiceberg.manifest import DataFileContent
+from pyiceberg.table.snapshots import Operation
+
+from iceberg_ops_provider.partition_deletes import DeleteScope
+from iceberg_ops_provider.partition_values import file_matches, pruning_filter, table_name, wanted_values
+from iceberg_ops_provider.readiness import check_errors
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.manifest import DataFile, ManifestEntry
+    from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
+
+__all__ = [
+    "PartitionProbe",
+    "SnapshotMark",
+    "describe_partition_wait",
+    "parse_after_snapshot",
+    "partition_rows",
+    "probe_partition",
+    "snapshot_mark",
+]
+
+
+# -- after a snapshot -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SnapshotMark:
+    """Where "committed after a snapshot" begins, kept so that a wait survives the snapshot's expiry.
+
+    Attributes:
+        snapshot_id: The snapshot.
+        sequence_number: Its sequence number: data files with a higher data sequence number came later.
+        timestamp_ms: When it was committed (what format 1 tables, which have no sequence numbers, compare).
+    """
+
+    snapshot_id: int
+    sequence_number: int
+    timestamp_ms: int
+
+
+def snapshot_mark(table: Table, snapshot_id: int) -> SnapshotMark:
+    """The :class:`SnapshotMark` of ``snapshot_id``.
+
+    A snapshot expired since is still found through its child on the current branch, which records
+    its parent's id: the mark then sits just before that child.
+
+    Raises:
+        ValueError: The table has no such snapshot, nor a snapshot whose parent it was.
+    """
+    snapshot = table.snapshot_by_id(snapshot_id)
+    if snapshot is not None:
+        return SnapshotMark(snapshot_id, snapshot.sequence_number or 0, snapshot.timestamp_ms)
+    child = next((s for s in _ancestry(table) if s.parent_snapshot_id == snapshot_id), None)
+    if child is not None:
+        return SnapshotMark(snapshot_id, max((child.sequence_number or 0) - 1, 0), child.timestamp_ms - 1)
+    raise ValueError(
+        f"after_snapshot {snapshot_id} is not a snapshot of {table_name(table)} (expired, or of another table); "
+        "pass a snapshot id the table still has, or none."
+    )
+
+
+def _ancestry(table: Table) -> list[Snapshot]:
+    """The current snapshot and its ancestors the table still has, newest first."""
+    found = []
+    snapshot = table.current_snapshot()
+    while snapshot is not None and len(found) < 100_000:
+        found.append(snapshot)
+        parent = snapshot.parent_snapshot_id
+        snapshot = table.snapshot_by_id(parent) if parent is not None else None
+    return found
+
+
+def parse_after_snapshot(value: object) -> int | None:
+    """A snapshot id from a parameter: an integer, its digits as text, or ``None`` / ``""`` / ``"None"`` for none.
+
+    ``"None"`` is accepted here because a template of an absent value renders so; the sensor refuses
+    it when ``after_snapshot`` was given (see :class:`~iceberg_ops_provider.sensors.IcebergPartitionSensor`).
+
+    Raises:
+        ValueError: Anything else.
+    """
+    if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
+        return None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"-?[0-9]+", value.strip()):
+        return int(value.strip())
+    raise ValueError(f"after_snapshot must be a snapshot id (an integer), got {value!r}.")
+
+
+_NEW_ROWS = "new"
+_MAYBE_OLD_ROWS = "maybe old"
+
+
+def _snapshots_after(table: Table, mark: SnapshotMark) -> set[int] | None:
+    """For a format 1 table, the ids of the current snapshot's ancestors after the mark's; ``None`` if not reached."""
+    if table.metadata.format_version >= 2:
+        return None
+    later: set[int] = set()
+    for snapshot in _ancestry(table):
+        if snapshot.snapshot_id == mark.snapshot_id:
+            return later
+        later.add(snapshot.snapshot_id)
+    return None
+
+
+def _added_after(entry: ManifestEntry, mark: SnapshotMark, table: Table, later: set[int] | None) -> str | None:
+    """Whether the entry's file came after ``mark``: ``None`` (no), new rows, or rows that may be old.
+
+    ``later``: on a format 1 table, the snapshots after the mark's (``None``: compare commit times).
+    """
+    added_by = table.snapshot_by_id(entry.snapshot_id) if entry.snapshot_id is not None else None
+    if table.metadata.format_version >= 2:
+        sequence = entry.sequence_number
+        if sequence is not None and sequence <= mark.sequence_number:
+            return None
+    elif later is not None:
+        if entry.snapshot_id not in later:
+            return None
+    elif added_by is None:
+        return _MAYBE_OLD_ROWS
+    elif added_by.timestamp_ms <= mark.timestamp_ms:
+        return None
+    summary = added_by.summary if added_by is not None else None
+    if summary is None:
+        return _MAYBE_OLD_ROWS
+    if summary.operation == Operation.APPEND:
+        return _NEW_ROWS
+    if summary.operation == Operation.OVERWRITE and summary.additional_properties.get("replace-partitions") == "true":
+        return _NEW_ROWS  # a partition replaced with data written for it (Spark's INSERT OVERWRITE)
+    return _MAYBE_OLD_ROWS
+
+
+# -- the probe ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionProbe:
+    """The data files a partition check found, at one snapshot.
+
+    Attributes:
+        table: The table's identifier.
+        snapshot_id: The snapshot the check read (``None``: the table has no snapshot yet).
+        rows: Rows certainly there and matching (a lower bound, see the module's documentation).
+        possible_rows: Rows that may be there and match (an upper bound: the files' record counts).
+        files: How many data files may hold matching rows.
+        files_with_deletes: How many of them have delete files applying to them.
+        files_unproven: How many of them the row filter may match only in part (their statistics
+            cannot tell), counted as possible only.
+        files_maybe_old: With a mark, how many were added after it by a rewrite (a copy-on-write
+            delete or update, a compaction), counted as possible only.
+        after: The mark of ``after_snapshot``, when one was given.
+    """
+
+    table: str
+    snapshot_id: int | None
+    rows: int
+    possible_rows: int
+    files: int
+    files_with_deletes: int = 0
+    files_unproven: int = 0
+    files_maybe_old: int = 0
+    after: SnapshotMark | None = None
+
+    def enough(self, min_rows: int, count_possible_rows: bool = False) -> bool:
+        """Whether ``min_rows`` is reached: by the certain rows, or the possible ones when asked to."""
+        return (self.possible_rows if count_possible_rows else self.rows) >= min_rows
+
+    def describe(self) -> str:
+        """One line for logs and messages."""
+        at = f"snapshot {self.snapshot_id}" if self.snapshot_id is not None else "no snapshot yet"
+        where = f"{self.files} data file(s) of {self.table} at {at}"
+        if self.rows == self.possible_rows:
+            text = f"{self.rows} row(s) in {where}"
+        else:
+            text = f"{self.rows} row(s) certain, up to {self.possible_rows} possible, in {where}"
+        reasons = []
+        if self.files_with_deletes:
+            reasons.append(f"{self.files_with_deletes} with delete files")
+        if self.files_unproven:
+            reasons.append(f"{self.files_unproven} the filter may match only in part")
+        if self.files_maybe_old:
+            since = f" since snapshot {self.after.snapshot_id}" if self.after is not None else ""
+            reasons.append(f"{self.files_maybe_old} rewritten{since}, perhaps holding older rows")
+        return text + (f" ({'; '.join(reasons)})" if reasons else "")
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form (what the sensor pushes to XCom)."""
+        return {
+            "table": self.table,
+            "snapshot_id": self.snapshot_id,
+            "rows": self.rows,
+            "possible_rows": self.possible_rows,
+            "files": self.files,
+            "files_with_deletes": self.files_with_deletes,
+        }
+
+
+class _FilterJudge:
+    """Whether every row of a data file matches the row filter, from its partition and statistics."""
+
+    def __init__(self, table: Table, row_filter: BooleanExpression) -> None:
+        self.table = table
+        self.row_filter = row_filter
+        self.always = isinstance(row_filter, AlwaysTrue)
+        self._residuals: dict[int, Any] = {}
+        self._strict: Any = None
+
+    def all_rows_match(self, data_file: DataFile) -> bool:
+        if self.always:
+            return True
+        from pyiceberg.expressions.visitors import _StrictMetricsEvaluator, residual_evaluator_of
+
+        spec = self.table.specs().get(data_file.spec_id)
+        if spec is not None:
+            if data_file.spec_id not in self._residuals:
+                self._residuals[data_file.spec_id] = residual_evaluator_of(
+                    spec, self.row_filter, True, self.table.schema()
+                )
+            if isinstance(self._residuals[data_file.spec_id].residual_for(data_file.partition), AlwaysTrue):
+                return True
+        if self._strict is None:
+            self._strict = _StrictMetricsEvaluator(self.table.schema(), self.row_filter, case_sensitive=True)
+        return bool(self._strict.eval(data_file))
+
+
+def _row_filter(table: Table, where: str | None) -> BooleanExpression:
+    """``where`` parsed and checked against the table's schema."""
+    if where is None or not where.strip():
+        return AlwaysTrue()
+    from pyiceberg.expressions.parser import parse
+    from pyiceberg.expressions.visitors import bind
+
+    try:
+        expression = parse(where)
+    except Exception as exc:  # pyparsing's ParseException, whose own message recites the whole grammar
+        raise ValueError(
+            f"where={where!r} is not a PyIceberg row filter; write it like \"day = '2026-01-02' and amount > 0\" "
+            "(=, !=, <, <=, >, >=, in (...), not in (...), is null, is not null, like 'a%', between ... and ..., "
+            "combined with and, or, not; text in single quotes)."
+        ) from exc
+    try:
+        bind(table.schema(), expression, case_sensitive=True)
+    except ValueError as exc:
+        raise ValueError(f"where={where!r} does not fit {table_name(table)}: {exc}") from exc
+    return expression
+
+
+def _entries(table: Table, snapshot: Snapshot, scan_filter: BooleanExpression) -> list[ManifestEntry]:
+    """The live entries (data and delete files) of the snapshot's manifests that ``scan_filter`` may match.
+
+    Manifests are skipped by their partition summaries and entries by their partition and column
+    statistics, as a scan plans; unlike ``plan_files()``, equality deletes do not stop it.
+    """
+    from pyiceberg.table import ManifestGroupPlanner
+
+    planner = ManifestGroupPlanner(table_metadata=table.metadata, io=table.io, row_filter=scan_filter)
+    return list(chain.from_iterable(planner.plan_manifest_entries(snapshot.manifests(table.io))))
+
+
+def partition_rows(
+    table: Table,
+    partition: dict[str, Any] | None = None,
+    where: str | None = None,
+    after_snapshot: int | str | SnapshotMark | None = None,
+) -> PartitionProbe:
+    """Count the committed data for a partition and/or a row filter, from metadata only.
+
+    Walks the manifest entries of the current snapshot (no data file is opened) and keeps the data
+    files that match:
+
+    * ``partition``: the file's partition record holds every wanted value (keys are partition field
+      names of the table's current spec; values converted per transform, see
+      :mod:`iceberg_ops_provider.partition_values`). Files written under an older spec without one of
+      the fields do not match.
+    * ``where``: the file may hold matching rows, judged as a scan judges it (partition values and
+      column statistics). Its rows are certain only when all of them match.
+    * ``after_snapshot``: only files committed after that snapshot (see the module's documentation).
+
+    Args:
+        table: The table, as loaded.
+        partition: Wanted partition values by field name.
+        where: A PyIceberg row filter string.
+        after_snapshot: A snapshot id of the table (or its :class:`SnapshotMark`, which needs no lookup).
+
+    Returns:
+        What matched: certain and possible rows, files, delete files, and the mark used.
+
+    Raises:
+        ValueError: Unknown partition fields (the message lists the table's), values a field cannot
+            take, a malformed or mismatched ``where``, or an ``after_snapshot`` the table does not have.
+    """
+    wanted = wanted_values(table, partition) if partition else []
+    row_filter = _row_filter(table, where)
+    mark = after_snapshot if isinstance(after_snapshot, SnapshotMark) else None
+    if mark is None:
+        after = parse_after_snapshot(after_snapshot)
+        mark = snapshot_mark(table, after) if after is not None else None
+    name = table_name(table)
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return PartitionProbe(name, None, 0, 0, 0, after=mark)
+    scan_filter = And(row_filter, pruning_filter(table, wanted)) if wanted else row_filter
+    deletes = DeleteScope(table.schema(), table.specs())
+    data = []
+    for entry in _entries(table, snapshot, scan_filter):
+        if entry.data_file.content != DataFileContent.DATA:
+            deletes.add(entry)
+        elif file_matches(entry.data_file, table, wanted):
+            data.append(entry)
+    judge = _FilterJudge(table, row_filter)
+    later = _snapshots_after(table, mark) if mark is not None else None
+    rows = possible = files = with_deletes = unproven = maybe_old = 0
+    for entry in data:
+        added = _NEW_ROWS if mark is None else _added_after(entry, mark, table, later)
+        if added is None:
+            continue
+        records = max(entry.data_file.record_count, 0)
+        applied = deletes.for_data(entry)
+        files += 1
+        possible += records
+        with_deletes += 1 if applied.files else 0
+        if added == _MAYBE_OLD_ROWS:
+            maybe_old += 1
+        elif not judge.all_rows_match(entry.data_file):
+            unproven += 1
+        elif not applied.equality:
+            rows += max(records - applied.position_rows, 0)
+    return PartitionProbe(name, snapshot.snapshot_id, rows, possible, files, with_deletes, unproven, maybe_old, mark)
+
+
+def probe_partition(
+    catalog: Catalog,
+    table: str,
+    partition: dict[str, Any] | None = None,
+    where: str | None = None,
+    after_snapshot: int | str | SnapshotMark | None = None,
+) -> PartitionProbe:
+    """Load ``table`` from ``catalog`` and run :func:`partition_rows` on it, catalog errors translated.
+
+    Raises:
+        NoSuchTableError: The table does not exist.
+        CatalogUnavailableError: The catalog or its storage did not answer, or its database was busy (transient).
+        ValueError: See :func:`partition_rows`.
+    """
+    with check_errors(catalog):
+        loaded = catalog.load_table(table)
+        return partition_rows(loaded, partition=partition, where=where, after_snapshot=after_snapshot)
+
+
+def describe_partition_wait(
+    table: str,
+    partition: dict[str, Any] | None,
+    where: str | None,
+    min_rows: int,
+    after_snapshot: int | str | SnapshotMark | None = None,
+    count_possible_rows: bool = False,
+) -> str:
+    """What a partition wait is for, for messages."""
+    parts = []
+    if partition:
+        parts.append("partition " + ", ".join(f"{key}={value!r}" for key, value in partition.items()))
+    if where:
+        parts.append(f"rows matching {where!r}")
+    rows = "possible row(s)" if count_possible_rows else "row(s)"
+    text = f"at least {min_rows} {rows} in {' and '.join(parts) or 'the table'} of {table}"
+    after = after_snapshot.snapshot_id if isinstance(after_snapshot, SnapshotMark) else after_snapshot
+    after = parse_after_snapshot(after)
+    return text + (f", committed after snapshot {after}" if after is not None else "")
