@@ -24,10 +24,12 @@ test: lint
 unit: $(INSTALLED)
 	$(PY) -m pytest -n 2 --dist loadfile -m "not backends"
 
-# The crash tests in full: 40 random SIGKILLs during upgrades, each followed by a recovering run;
+# The crash tests in full: 40 random SIGKILLs during upgrades committing table by table, each followed
+# by a recovering run; 30 during all-or-nothing upgrades, each checked before anything recovers;
 # 30 during data moves (and 10 beside a second worker), each resumed and checked row for row.
 crash: $(INSTALLED)
 	ICEBERG_OPS_CRASH_KILLS=40 $(PY) -m pytest tests/migration/test_crash_recovery.py
+	ICEBERG_OPS_ATOMIC_KILLS=30 $(PY) -m pytest tests/migration/test_atomic_crashes.py
 	ICEBERG_OPS_MOVE_KILLS=30 $(PY) -m pytest tests/data_migration/test_mover_crash.py
 
 # The main job: the example DAG migrates the `demo` namespace, then loads into it, on a real Airflow

@@ -126,11 +126,16 @@ class _Settings:
         seconds = config.known_catalog_timeout if config is not None else self.catalog_timeout
         return catalog_error(exc, endpoint, seconds) or exc
 
-    def runner(self, *, known: bool = False, progress: bool = False) -> Any:
-        """A runner for the project; ``known`` refuses a namespace that is most likely a typo."""
+    def runner(self, *, known: bool = False, progress: bool = False, atomic: bool = True) -> Any:
+        """A runner for the project; ``known`` refuses a namespace that is most likely a typo.
+
+        ``atomic=False`` makes it commit table by table even where the catalog can commit a
+        migration's changes and its history record at once (``--no-atomic``).
+        """
         from iceberg_ops_provider.commands import open_runner, require_known_namespace
 
         runner = open_runner(self.config(), on_event=self.progress if progress else None, stale_after=self.stale_after)
+        runner.atomic_commits = atomic
         if known:
             require_known_namespace(runner)
         return runner
@@ -352,9 +357,25 @@ def revision(settings: _Settings, message: str, autogenerate: bool, target_table
 
 
 def _results(settings: _Settings, results: list[Any], verb: str) -> None:
-    rows = [(r.version, r.description, r.status, f"{r.duration:.2f}s") for r in results]
-    human = _table(["version", "description", "status", "duration"], rows) or f"Nothing to {verb}."
+    rows = [
+        (r.version, r.description, r.status, f"{r.duration:.2f}s", _commit_column(r.atomic, r.direction))
+        for r in results
+    ]
+    human = _table(["version", "description", "status", "duration", "commit"], rows) or f"Nothing to {verb}."
     settings.emit([r.to_json() for r in results], human)
+
+
+def _commit_column(atomic: bool, direction: str) -> str:
+    """How a migration was committed: ``atomic`` (with its history record), ``per-table``; nothing for a stamp."""
+    if direction == "stamp":
+        return ""
+    return "atomic" if atomic else "per-table"
+
+
+_NO_ATOMIC_HELP = (
+    "Commit each migration table by table (with intent and receipts), even where the catalog can commit its "
+    "table changes and its history record all or nothing."
+)
 
 
 @cli.command(context_settings=_TARGET_ARGUMENT)
@@ -362,13 +383,19 @@ def _results(settings: _Settings, results: list[Any], verb: str) -> None:
 @click.option("--allow-changed", is_flag=True, help="Run even if applied migration files changed.")
 @click.option("--allow-missing", is_flag=True, help="Run even if applied migration files are missing.")
 @click.option("--allow-out-of-order", is_flag=True, help="Apply pending files numbered below the current version.")
+@click.option("--no-atomic", is_flag=True, help=_NO_ATOMIC_HELP)
 @click.pass_obj
 @_handles_errors
 def upgrade(
-    settings: _Settings, target: str, allow_changed: bool, allow_missing: bool, allow_out_of_order: bool
+    settings: _Settings,
+    target: str,
+    allow_changed: bool,
+    allow_missing: bool,
+    allow_out_of_order: bool,
+    no_atomic: bool,
 ) -> None:
     """Apply pending migrations up to TARGET (head, a version, +N)."""
-    runner = settings.runner(progress=True)
+    runner = settings.runner(progress=True, atomic=not no_atomic)
     results = runner.upgrade(
         target, allow_changed=allow_changed, allow_missing=allow_missing, allow_out_of_order=allow_out_of_order
     )
@@ -379,11 +406,12 @@ def upgrade(
 @click.argument("target")
 @click.option("--allow-changed", is_flag=True, help="Roll back even if the migration files changed.")
 @click.option("--yes", is_flag=True, help="Roll back even when it drops tables or columns holding data.")
+@click.option("--no-atomic", is_flag=True, help=_NO_ATOMIC_HELP)
 @click.pass_obj
 @_handles_errors
-def downgrade(settings: _Settings, target: str, allow_changed: bool, yes: bool) -> None:
+def downgrade(settings: _Settings, target: str, allow_changed: bool, yes: bool, no_atomic: bool) -> None:
     """Roll back migrations down to TARGET (base, a version that stays applied, -N)."""
-    runner = settings.runner(known=True, progress=True)
+    runner = settings.runner(known=True, progress=True, atomic=not no_atomic)
     if not yes:
         from iceberg_ops_provider.commands import data_loss
 
@@ -426,10 +454,14 @@ def plan(settings: _Settings, target: str, direction: str | None) -> None:
 @click.pass_obj
 @_handles_errors
 def status(settings: _Settings) -> None:
-    """Show the current version, pending migrations, anything odd, and the lock."""
+    """Show the current version, pending migrations, anything odd, the lock, and how migrations commit."""
     runner = settings.runner()
     state = runner.status()
-    lines = [f"namespace: {state.namespace}", f"current:   {state.current or 'base'}"]
+    lines = [
+        f"namespace: {state.namespace}",
+        f"current:   {state.current or 'base'}",
+        f"commits:   {state.commit_mode} ({state.commit_mode_reason})",
+    ]
     if not state.applied and not _namespace_known(runner):
         lines.append(f"note:      namespace {state.namespace!r} does not exist yet; `iceberg-ops upgrade` creates it")
     if state.lock:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from iceberg_ops_provider.history.intent import Intent
 from iceberg_ops_provider.history.lock import LockInfo
@@ -27,6 +27,14 @@ class MigrationResult:
         tables: The tables its commits reached, each with its net change (``create``, ``alter``,
             ``drop``, ``rename``, ``overwrite``, or ``write`` for a table it loaded to write itself);
             empty for a stamp.
+        atomic: Whether its table changes and its history record were one all-or-nothing commit.
+        outside_atomic_commit: What it committed one commit at a time, in order, then the namespaces
+            it created (``sales.old (drop)``, ``sales.items (rename to archive.items)``,
+            ``create namespace archive``): for an ``atomic`` migration, what fell outside that
+            commit; otherwise every commit it made.
+        not_atomic_reason: Why it was not ``atomic`` (the catalog has no multi-table commit, atomic
+            commits are off, it committed early with ``ctx.commit()``, ...); ``None`` when it was,
+            and for a stamp.
     """
 
     version: str
@@ -35,6 +43,9 @@ class MigrationResult:
     duration: float
     direction: Operation
     tables: tuple[TouchedTable, ...] = ()
+    atomic: bool = False
+    outside_atomic_commit: tuple[str, ...] = ()
+    not_atomic_reason: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form (for XCom and ``--json``)."""
@@ -45,6 +56,9 @@ class MigrationResult:
             "duration": round(self.duration, 3),
             "direction": self.direction,
             "tables": [table.to_json() for table in self.tables],
+            "atomic": self.atomic,
+            "outside_atomic_commit": list(self.outside_atomic_commit),
+            "not_atomic_reason": self.not_atomic_reason,
         }
 
 
@@ -66,6 +80,12 @@ class NamespaceStatus:
             run settles it by itself unless it was partial), else ``None``.
         interrupted_outcome: What that run committed: ``all`` or ``none`` (the next run settles it)
             or ``partial`` (a person settles it with ``stamp``).
+        commit_mode: How the catalog takes each migration's commits: ``atomic`` (its table changes
+            and its history record in one all-or-nothing commit), ``per-table`` (one commit per
+            table with intent and receipts, then the history record) or ``unknown`` (a REST catalog
+            that could not be asked; it commits table by table until it answers).
+        commit_mode_reason: Why, naming the mechanism (``sql-transaction``, ``rest-transaction``),
+            the missing endpoint, or ``atomic_commits=False``.
     """
 
     namespace: str
@@ -79,6 +99,8 @@ class NamespaceStatus:
     lock: LockInfo | None = None
     interrupted: Intent | None = None
     interrupted_outcome: str | None = None
+    commit_mode: Literal["atomic", "per-table", "unknown"] = "per-table"
+    commit_mode_reason: str = ""
 
     @property
     def is_clean(self) -> bool:
@@ -99,6 +121,8 @@ class NamespaceStatus:
             "lock": self.lock.to_json() if self.lock else None,
             "interrupted": self.interrupted.to_json() if self.interrupted else None,
             "interrupted_outcome": self.interrupted_outcome,
+            "commit_mode": self.commit_mode,
+            "commit_mode_reason": self.commit_mode_reason,
         }
 
 

@@ -111,8 +111,9 @@ class MigrationRunner:
             a database lock.
         atomic_commits: Where the catalog can commit several tables at once (PyIceberg's SQL
             catalog; REST catalogs serving ``transactions/commit``), commit each migration's table
-            changes together with its history record, all or nothing (:meth:`commit_mode`). Off by
-            default: one commit per table, then the history record, on every catalog.
+            changes together with its history record, all or nothing (:meth:`commit_mode`); other
+            catalogs commit table by table with intent and receipts either way. On by default;
+            ``False`` commits table by table on every catalog.
     """
 
     def __init__(
@@ -127,7 +128,7 @@ class MigrationRunner:
         stale_after: float = DEFAULT_STALE_AFTER,
         lock_context: Mapping[str, str] | None = None,
         catalog_timeout: float | None = DEFAULT_CATALOG_TIMEOUT,
-        atomic_commits: bool = False,
+        atomic_commits: bool = True,
     ) -> None:
         meta_namespace = meta_namespace if meta_namespace is not None else default_meta_namespace(catalog)
         check_runner_namespaces(catalog, namespace, meta_namespace)
@@ -222,12 +223,40 @@ class MigrationRunner:
             self._commit_mode = atomic_commit_mode(self.catalog, probe=True)
         return self._commit_mode
 
+    def commit_mode_reason(self) -> str:
+        """Why this runner commits as :meth:`commit_mode` says, for people (the status shows it)."""
+        return self._commit_mode_reason(self.commit_mode())
+
+    def _commit_mode_reason(self, mode: CommitMode | None) -> str:
+        if mode == "sql-transaction":
+            return (
+                "PyIceberg's SQL catalog: one database transaction takes each migration's table changes and "
+                "its history record (sql-transaction)"
+            )
+        if mode == "rest-transaction":
+            return (
+                f"the REST catalog serves POST {_transactions_url(self.catalog)}: one request takes each "
+                "migration's table changes and its history record (rest-transaction)"
+            )
+        if not self.atomic_commits:
+            return "all-or-nothing commits are turned off (atomic_commits=False)"
+        if mode is None:
+            return (
+                "the REST catalog could not be asked whether it serves transactions/commit; migrations commit "
+                "table by table until it answers"
+            )
+        url = _transactions_url(self.catalog)
+        if url:
+            return f"the REST catalog does not serve POST {url}"
+        return f"{type(self.catalog).__name__} has no multi-table commit"
+
     @_catalog_call
     def status(self) -> NamespaceStatus:
         """Current version, applied and pending migrations, and anything odd."""
         state = self.state()
         holder, intent = self.lock.read()
         interrupted = _unsettled(list(state.rows.values()), holder, intent)
+        mode = self.commit_mode()
         return NamespaceStatus(
             namespace=self.namespace,
             current=state.current,
@@ -240,6 +269,8 @@ class MigrationRunner:
             lock=holder,
             interrupted=interrupted,
             interrupted_outcome=self.interrupted_outcome(interrupted) if interrupted is not None else None,
+            commit_mode=("atomic" if mode in _ATOMIC_MODES else "per-table") if mode is not None else "unknown",
+            commit_mode_reason=self._commit_mode_reason(mode),
         )
 
     @_catalog_call
@@ -544,6 +575,20 @@ class MigrationRunner:
             )
         if session is not None:
             self.event_log.record_many(session.outcomes)
+
+
+_ATOMIC_MODES = ("sql-transaction", "rest-transaction")
+
+
+def _transactions_url(catalog: Catalog) -> str:
+    """The ``transactions/commit`` URL of a REST catalog; empty for any other catalog."""
+    from pyiceberg.catalog.rest import RestCatalog
+
+    if not isinstance(catalog, RestCatalog):
+        return ""
+    from iceberg_ops_provider.core.atomic_commit_rest import transactions_url
+
+    return transactions_url(catalog)
 
 
 def _unsettled(rows: list[HistoryRow], holder: LockInfo | None, intent: Intent | None) -> Intent | None:

@@ -80,6 +80,26 @@ def _labels(actions: tuple[IntentAction, ...]) -> list[str]:
     return [action.label() for action in actions]
 
 
+def _result(
+    step: PlanStep, status: Status, duration: float, journal: RunJournal, context: MigrationContext
+) -> MigrationResult:
+    """The result of a step whose changes were all committed: how they were committed, and what fell outside."""
+    atomic = journal.recorded is not None
+    reason = None
+    if not atomic:
+        reason = journal.not_atomic or context.not_atomic_reason or "its changes were committed table by table"
+    return MigrationResult(
+        step.version,
+        step.description,
+        status,
+        duration,
+        step.direction,
+        atomic=atomic,
+        outside_atomic_commit=tuple(context.separate_commits),
+        not_atomic_reason=reason,
+    )
+
+
 class RunJournal:
     """The :class:`~iceberg_ops_provider.migration.context.CommitJournal` of one migration step.
 
@@ -101,6 +121,8 @@ class RunJournal:
         self.started = time.perf_counter()
         self.recorded: HistoryRow | None = None
         """The history row committed together with the step's changes, when they were (else ``None``)."""
+        self.not_atomic: str | None = None
+        """Why the catalog did not take the step's changes in one commit (it cannot, or atomic commits are off)."""
 
     def receipt(self, step: int) -> str:
         """The receipt of this migration's ``step``-th commit."""
@@ -148,10 +170,12 @@ class RunJournal:
         ``None`` also once the step committed something on its own (an early commit, a table or the
         catalog reached directly): its intent record then covers the rest as well.
         """
-        if self.intent is not None:
+        runner = self.session.runner
+        mode = runner.commit_mode()
+        if mode not in ("sql-transaction", "rest-transaction"):
+            self.not_atomic = runner._commit_mode_reason(mode)
             return None
-        mode = self.session.runner.commit_mode()
-        return mode if mode in ("sql-transaction", "rest-transaction") else None
+        return mode if self.intent is None else None
 
     def commit_together(self, changes: list[TableChange], actions: list[IntentAction], *, outside: list[str]) -> bool:
         """Commit the step's table changes, its history row and a check of the lock in one commit.
@@ -206,6 +230,7 @@ class RunJournal:
                 raise
             if not result.applied:
                 staged.discard()
+                self.not_atomic = result.reason
                 runner._event(f"{runner.namespace}: {step.version}: {result.reason}; committing table by table")
                 return False
             staged.committed()
@@ -518,7 +543,7 @@ class RunSession:
             self.intent_settled = True
         together = " (all-or-nothing, with its history record)" if journal.recorded is not None else ""
         runner._event(f"[{index}/{total}] {step.version} {status} in {duration:.2f}s{together}")
-        result = MigrationResult(step.version, step.description, status, duration, step.direction)
+        result = _result(step, status, duration, journal, context)
         self.completed.append(result)
         return result
 
@@ -585,7 +610,7 @@ class RunSession:
             checked += f" Recording it in the history failed: {type(record_error).__name__}: {record_error}."
         if done:
             self.runner._event(f"[{index}/{total}] {step.version} {row.status} (a commit reported {error}, yet landed)")
-            return MigrationResult(step.version, step.description, row.status, duration_ms / 1000, step.direction)
+            return _result(step, row.status, duration_ms / 1000, journal, context)
         hint = _failure_hint(step.direction, outcome, recorded) + checked
         if context.created_namespaces:
             hint += f" It created namespace(s) {', '.join(context.created_namespaces)}."

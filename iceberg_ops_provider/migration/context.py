@@ -1,20 +1,17 @@
 """MigrationContext: what a migration's ``upgrade()``/``downgrade()`` uses to change tables.
 
 Changes to one table are staged in one PyIceberg transaction and reach the catalog as one atomic
-commit when the migration returns (:meth:`MigrationContext.commit`, called by the runner). If the
+commit when the migration returns (:meth:`MigrationContext.finish`, called by the runner). If the
 migration raises, staged changes are discarded, so a failed migration leaves its tables as they were.
-Catalog-level operations (``drop_table``, ``rename_table``) and :meth:`MigrationContext.load_table`
-cannot be staged: they first commit what is pending for the table they touch, then act at once.
+Catalog-level operations (``drop_table``, ``rename_table``) are staged in order with the rest;
+:meth:`MigrationContext.load_table` and :meth:`MigrationContext.commit` first commit what is pending.
 Namespaces that a new table needs are created when that table is committed, never while staging.
 
-Every commit is announced to the run's :class:`CommitJournal` first (the runner records its intent
-there) and carries a receipt property naming the namespace, version, run and step, so that after a
-crash the runner can tell from the tables themselves which commits landed.
-
-A journal that can commit several tables at once (:class:`AtomicCommitJournal`, the runner's with
-``atomic_commits=True`` on a catalog that supports it) instead takes a finished migration's table
-changes in one commit with its history record; drops, renames and namespace creation are still
-committed one by one, before it.
+What is staged, and how it is committed (announced to the run's :class:`CommitJournal`, each table's
+commit carrying a receipt, or all of a finished migration's table changes in one commit with its
+history record where the runner's :class:`AtomicCommitJournal` can), lives in
+:mod:`~iceberg_ops_provider.migration.commit_queue`; pending schema changes in
+:mod:`~iceberg_ops_provider.migration.schema_changes`.
 
 Bare table names resolve in the runner's namespace; a dotted name (``"finance.orders"``) addresses
 another namespace. Nested columns are given as dotted paths (``"address.city"``) or tuples.
@@ -23,8 +20,7 @@ another namespace. Nested columns are given as dotted paths (``"address.city"``)
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyiceberg.exceptions import NoSuchTableError
@@ -33,14 +29,20 @@ from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortDirection
 from pyiceberg.table.update import AddSortOrderUpdate, AssertDefaultSortOrderId, SetDefaultSortOrderUpdate
 from pyiceberg.types import IcebergType, NestedField
 
-from iceberg_ops_provider.core.atomic_commit import TableChange
-from iceberg_ops_provider.core.catalog import ensure_namespace, to_property_value
+from iceberg_ops_provider.core.catalog import to_property_value
 from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.type_strings import to_iceberg_type
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import DryRunLimit, InvalidOperationError
-from iceberg_ops_provider.history.intent import RECEIPT_PROPERTY, IntentAction
-from iceberg_ops_provider.migration.touched import TouchedTables, current_recording, stored_location
+from iceberg_ops_provider.migration.commit_queue import (
+    AtomicCommitJournal,
+    CommitJournal,
+    CommitQueue,
+    placeholder_create,
+)
+from iceberg_ops_provider.migration.schema_changes import ColumnPath, SchemaChanges, refusal
+from iceberg_ops_provider.migration.schema_changes import dotted as _text
+from iceberg_ops_provider.migration.touched import TouchedTables, current_recording
 from iceberg_ops_provider.migration.transforms import parse_partition_expr, parse_sort_field
 
 if TYPE_CHECKING:
@@ -54,50 +56,7 @@ __all__ = ["AtomicCommitJournal", "ColumnPath", "CommitJournal", "DryRunLimit", 
 TypeLike = str | pa.DataType | IcebergType
 """A column type: text (``"decimal(12,2)"``), an Arrow type or a PyIceberg type."""
 
-ColumnPath = str | tuple[str, ...]
-"""A column: ``"name"``, a dotted path ``"address.city"``, or a tuple ``("address", "city")``."""
-
 Identifier = tuple[str, ...]
-
-
-class CommitJournal(Protocol):
-    """What the runner is told before each commit of a migration (its intent record and lease check)."""
-
-    def receipt(self, step: int) -> str:
-        """The receipt the ``step``-th commit of this migration carries."""
-        ...
-
-    def before_commit(self, actions: list[IntentAction], *, complete: bool) -> None:
-        """Called before ``actions`` are committed, in that order; raising stops the commit.
-
-        ``complete`` is true when the migration's body has finished, so ``actions`` are its last ones.
-        """
-        ...
-
-
-class AtomicCommitJournal(CommitJournal, Protocol):
-    """A journal that can commit a finished migration's table changes together with its own bookkeeping.
-
-    The runner's journal commits them with the migration's history record (and a check that the run
-    still holds the namespace's lock) in one multi-table commit, where the catalog can.
-    """
-
-    def atomic_mode(self) -> str | None:
-        """The multi-table commit the remaining changes can use now, or ``None`` to commit them one by one.
-
-        ``sql-transaction`` or ``rest-transaction``; ``None`` when the catalog cannot, or this
-        migration already committed something on its own (early commits, direct writes).
-        """
-        ...
-
-    def commit_together(self, changes: list[TableChange], actions: list[IntentAction], *, outside: list[str]) -> bool:
-        """Commit ``changes`` (described by ``actions``) in one multi-table commit with the bookkeeping.
-
-        ``outside`` names what this migration committed separately just before (drops, renames,
-        created namespaces). Returns false, having committed nothing, when the catalog turned out
-        unable to; raises when the commit failed (nothing of it applied) or its outcome is unknown.
-        """
-        ...
 
 
 def _path(column: ColumnPath) -> str | tuple[str, ...]:
@@ -106,29 +65,6 @@ def _path(column: ColumnPath) -> str | tuple[str, ...]:
     if not isinstance(column, str) or not column:
         raise InvalidOperationError(f"A column must be a non-empty name or tuple path, got {column!r}.")
     return tuple(column.split(".")) if "." in column else column
-
-
-@dataclass
-class _Queued:
-    """One staged change, in the order the migration made it: a table's transaction, a drop or a rename."""
-
-    kind: Literal["table", "drop", "rename"]
-    identifier: tuple[str, ...]
-    target: tuple[str, ...] | None = None
-    purge: bool = False
-
-
-def _stage_schema_change(
-    update: UpdateSchema, change: Callable[[UpdateSchema], object], allow_incompatible: bool
-) -> None:
-    """Apply ``change`` to ``update`` and validate the result now, so an error names this change."""
-    allowed = update._allow_incompatible_changes
-    update._allow_incompatible_changes = allow_incompatible or allowed
-    try:
-        change(update)
-        update._apply()
-    finally:
-        update._allow_incompatible_changes = allowed
 
 
 def _nested_ids(field_type: IcebergType) -> set[int]:
@@ -141,41 +77,6 @@ def _nested_ids(field_type: IcebergType) -> set[int]:
         if child is not None:
             ids |= {child.field_id, *_nested_ids(child.field_type)}
     return ids
-
-
-def _resolves(schema: Schema, column: ColumnPath) -> bool:
-    try:
-        schema.find_field(_text(column))
-    except ValueError:
-        return False
-    return True
-
-
-def _text(column: ColumnPath) -> str:
-    return ".".join(column) if isinstance(column, tuple) else column
-
-
-def _split_for_atomic(
-    queue: list[_Queued], created: set[Identifier], *, creates_inside: bool
-) -> tuple[list[_Queued], list[_Queued]]:
-    """The queued changes that must be committed on their own, in order, and those one atomic commit can take.
-
-    Drops and renames are catalog operations of their own (and so are creations, on catalogs whose
-    multi-table commit cannot create). A table's change can wait for the atomic commit after them
-    unless a later drop or rename names that table.
-    """
-    outside: list[_Queued] = []
-    inside: list[_Queued] = []
-    for index, item in enumerate(queue):
-        if item.kind != "table" or (not creates_inside and item.identifier in created):
-            outside.append(item)
-            continue
-        later = queue[index + 1 :]
-        if any(other.kind != "table" and item.identifier in (other.identifier, other.target) for other in later):
-            outside.append(item)
-        else:
-            inside.append(item)
-    return outside, inside
 
 
 class MigrationContext:
@@ -207,23 +108,36 @@ class MigrationContext:
         self.operations: list[dict[str, str]] = []
         """What the migration asked for, in order, each with its risk (``safe``, ``review``, ``destructive``)."""
         self._namespace = namespace
-        self._journal = journal
         self._meta_namespace = meta_namespace
-        self._pending: dict[Identifier, Transaction] = {}
-        self._queue: list[_Queued] = []
-        self._gone: set[Identifier] = set()
-        self._rename_targets: set[Identifier] = set()
         self._direct: set[str] = set()
-        self._created: set[Identifier] = set()
-        self._schema_updates: dict[Identifier, UpdateSchema] = {}
-        self._schema_steps: dict[Identifier, list[tuple[Callable[[UpdateSchema], object], bool]]] = {}
-        self._steps = 0
-        self.committed: list[str] = []
-        """Tables whose changes already reached the catalog (commits and immediate operations), in order."""
-        self.created_namespaces: list[str] = []
-        """Namespaces created by this migration's commits."""
+        self._schemas = SchemaChanges()
         self.touched: TouchedTables = current_recording() or TouchedTables()
         """The net change of every table this migration reached (the runner's recording, when one is open)."""
+        self._commits = CommitQueue(catalog, journal, self.touched, dry_run=dry_run, fold=self._schemas.fold)
+
+    @property
+    def committed(self) -> list[str]:
+        """Tables whose changes already reached the catalog (commits and immediate operations), in order."""
+        return self._commits.committed
+
+    @property
+    def created_namespaces(self) -> list[str]:
+        """Namespaces created by this migration's commits."""
+        return self._commits.created_namespaces
+
+    @property
+    def separate_commits(self) -> list[str]:
+        """What reached the catalog one commit at a time, in order, then the namespaces created.
+
+        With a journal that commits a finished migration's table changes all at once, these are what
+        fell outside that commit (drops, renames, and so on); otherwise every commit of the migration.
+        """
+        return [*self._commits.separate, *(f"create namespace {name}" for name in self.created_namespaces)]
+
+    @property
+    def not_atomic_reason(self) -> str | None:
+        """Why this migration's changes went table by table although the journal could commit them at once."""
+        return self._commits.not_atomic
 
     # -- what a migration can read --------------------------------------------------------------
 
@@ -275,7 +189,7 @@ class MigrationContext:
         """
         identifier = self.identifier(name)
         self._mark_direct(self._label(identifier))
-        self._commit_queue(complete=False)
+        self._commits.commit(complete=False, why=f"ctx.load_table({name!r})")
         try:
             table = self._catalog.load_table(identifier)
         except NoSuchTableError as exc:
@@ -301,14 +215,14 @@ class MigrationContext:
             raise DryRunLimit(f"it reaches {what} directly, so a dry run stops there")
         if what not in self._direct:
             self._direct.add(what)
-            self._announce([IntentAction(what, "direct")])
+            self._commits.reached_directly(what)
 
     # -- staging and committing -----------------------------------------------------------------
 
     @property
     def has_pending_changes(self) -> bool:
         """Whether anything is staged and not yet committed."""
-        return bool(self._queue)
+        return bool(self._commits)
 
     def commit(self) -> None:
         """Commit everything staged so far, in the order it was staged (one atomic commit per table).
@@ -316,187 +230,29 @@ class MigrationContext:
         The runner commits what is left when the migration returns; call this only to make changes
         visible to code later in the same migration.
         """
-        self._commit_queue(complete=False)
+        self._commits.commit(complete=False, why="ctx.commit()")
 
     def finish(self) -> None:
         """Commit what the migration staged, once it has returned (called by the runner, not by migrations)."""
-        self._commit_queue(complete=True)
+        self._commits.commit(complete=True)
 
     def discard(self) -> None:
         """Forget everything staged and not yet committed."""
-        self._pending.clear()
-        self._queue.clear()
-        self._gone.clear()
-        self._rename_targets.clear()
-        self._created.clear()
-        self._schema_updates.clear()
-        self._schema_steps.clear()
-
-    def _action(self, item: _Queued, step: int) -> IntentAction:
-        """The intent entry of one queued change, the ``step``-th commit of this migration."""
-        label = self._label(item.identifier)
-        if item.kind == "drop":
-            return IntentAction(label, "drop")
-        if item.kind == "rename":
-            return IntentAction(label, "rename", to=self._label(item.target or ()))
-        kind = "create" if item.identifier in self._created else "commit"
-        return IntentAction(label, kind, receipt=self._journal.receipt(step) if self._journal else None)
-
-    def _announce(self, actions: list[IntentAction], *, complete: bool = False) -> None:
-        if self._journal is not None:
-            self._journal.before_commit(actions, complete=complete)
-
-    def _commit_queue(self, *, complete: bool) -> None:
-        """Announce every queued change (the intent), then commit them one by one in order.
-
-        Once the body has finished, a journal that can commit several tables at once takes the table
-        changes in one atomic commit with its own bookkeeping (see :meth:`_commit_queue_atomic`).
-        """
-        if self._dry_run:
-            return
-        mode = self._atomic_mode() if complete else None
-        if mode is not None and self._commit_queue_atomic(mode):
-            return
-        actions = [self._action(item, self._steps + offset) for offset, item in enumerate(self._queue, 1)]
-        self._announce(actions, complete=complete)
-        while self._queue:
-            item = self._queue[0]
-            self._announce([self._action(item, self._steps + 1)])  # listed already: checks the lock still holds
-            self._commit_item(item)
-            self._queue.pop(0)
-        self._gone.clear()
-        self._rename_targets.clear()
-
-    def _atomic_mode(self) -> str | None:
-        atomic_mode = getattr(self._journal, "atomic_mode", None)
-        return atomic_mode() if atomic_mode is not None else None
-
-    def _commit_queue_atomic(self, mode: str) -> bool:
-        """Commit the queue with its table changes in one atomic commit; false when there are none to.
-
-        What cannot be part of that commit (drops, renames, and table changes a later drop or rename
-        depends on; creations where the catalog cannot create in a multi-table commit) is committed
-        first, one by one and in order, under an intent listing everything, as without it.
-        """
-        journal: Any = self._journal
-        outside, inside = _split_for_atomic(self._queue, self._created, creates_inside=mode == "sql-transaction")
-        if not inside:
-            return False
-        ordered = outside + inside
-        actions = [self._action(item, self._steps + offset) for offset, item in enumerate(ordered, 1)]
-        if outside:  # these commit one by one: the intent lists everything, as for per-table commits
-            self._announce(actions, complete=True)
-        namespaces_before = len(self.created_namespaces)
-        for item in outside:
-            self._announce([self._action(item, self._steps + 1)])
-            self._commit_item(item)
-            self._queue = [queued for queued in self._queue if queued is not item]
-        prepared = [(item, *self._prepare_table(item)) for item in inside]
-        outside_labels = [action.label() for action in actions[: len(outside)]]
-        outside_labels += [f"create namespace {name}" for name in self.created_namespaces[namespaces_before:]]
-        changes = [TableChange.of(transaction) for _, transaction, _ in prepared]
-        inside_actions = actions[len(outside) :]
-        if not journal.commit_together(changes, inside_actions, outside=outside_labels):
-            if not outside:  # the catalog cannot after all: per-table commits under an intent
-                self._announce(inside_actions, complete=True)
-            for (item, transaction, created), action in zip(prepared, inside_actions, strict=True):
-                self._announce([action])
-                transaction.commit_transaction()
-                self._table_committed(item, created)
-        else:
-            for item, _, created in prepared:
-                self._table_committed(item, created)
-        self._queue.clear()
-        self._gone.clear()
-        self._rename_targets.clear()
-        return True
-
-    def _prepare_table(self, item: _Queued) -> tuple[Transaction, bool]:
-        """The transaction that commits a queued table change (receipt included), and whether it creates the table."""
-        identifier = item.identifier
-        transaction = self._pending[identifier]
-        self._apply_schema_update(identifier)
-        self._steps += 1
-        created = identifier in self._created
-        if created:
-            transaction = self._create_for_real(identifier, transaction)
-        if self._journal is not None:
-            transaction.set_properties({RECEIPT_PROPERTY: self._journal.receipt(self._steps)})
-        self._pending.pop(identifier, None)
-        self._created.discard(identifier)
-        return transaction, created
-
-    def _table_committed(self, item: _Queued, created: bool) -> None:
-        (self.touched.created if created else self.touched.altered)(self._label(item.identifier))
-        self._record(item.identifier)
-
-    def _commit_item(self, item: _Queued) -> None:
-        identifier = item.identifier
-        if item.kind == "drop":
-            self._steps += 1
-            location = stored_location(self._catalog, identifier)
-            try:
-                if item.purge:
-                    self._catalog.purge_table(identifier)
-                else:
-                    self._catalog.drop_table(identifier)
-            except NoSuchTableError as exc:
-                raise InvalidOperationError(f"Cannot drop table {self._label(identifier)}: it does not exist.") from exc
-            self.touched.dropped(self._label(identifier), location)
-        elif item.kind == "rename":
-            target = item.target or ()
-            self._steps += 1
-            if not self._catalog.namespace_exists(target[:-1]):
-                ensure_namespace(self._catalog, target[:-1])
-                self.created_namespaces.append(".".join(target[:-1]))
-            try:
-                self._catalog.rename_table(identifier, target)
-            except NoSuchTableError as exc:
-                raise InvalidOperationError(
-                    f"Cannot rename table {self._label(identifier)}: it does not exist."
-                ) from exc
-            self.touched.renamed(self._label(identifier), self._label(target))
-        else:
-            transaction, created = self._prepare_table(item)
-            transaction.commit_transaction()
-            self._table_committed(item, created)
-            return
-        self._record(identifier)
-
-    def _create_for_real(self, identifier: Identifier, placeholder: Transaction) -> Transaction:
-        """Create the namespace if missing, then stage the table as the placeholder ended up.
-
-        The table is created with its final schema, partition spec, sort order and properties, so a
-        new table has exactly one of each, whatever the migration staged on it.
-        """
-        namespace = identifier[:-1]
-        if not self._catalog.namespace_exists(namespace):
-            ensure_namespace(self._catalog, namespace)
-            self.created_namespaces.append(".".join(namespace))
-        metadata = placeholder.table_metadata
-        return self._catalog.create_table_transaction(
-            identifier,
-            metadata.schema(),
-            partition_spec=metadata.spec(),
-            sort_order=metadata.sort_order(),
-            properties={**metadata.properties, "format-version": str(metadata.format_version)},
-        )
-
-    def _record(self, identifier: Identifier) -> None:
-        label = self._label(identifier)
-        if label not in self.committed:
-            self.committed.append(label)
+        self._commits.discard()
+        self._schemas.clear()
 
     def _transaction(self, name: str) -> tuple[Identifier, Transaction]:
         identifier = self.identifier(name)
-        if identifier in self._gone:
+        commits = self._commits
+        if identifier in commits.gone:
             raise InvalidOperationError(
                 f"Table {self._label(identifier)} is dropped or renamed earlier in this migration; "
                 "use its new name, or create it again first."
             )
-        if identifier in self._rename_targets and identifier not in self._pending:
-            self._commit_queue(complete=False)  # the rename must happen before the table can be changed
-        if identifier not in self._pending:
+        if identifier in commits.rename_targets and identifier not in commits.pending:
+            # the rename must happen before the table can be changed
+            commits.commit(complete=False, why=f"a change to {self._label(identifier)} after renaming it")
+        if identifier not in commits.pending:
             try:
                 table = self._catalog.load_table(identifier)
             except NoSuchTableError as exc:
@@ -504,22 +260,17 @@ class MigrationContext:
                     f"Table {self._label(identifier)} does not exist; create it first (ctx.create_table) "
                     "or check the name and namespace."
                 ) from exc
-            self._pending[identifier] = table.transaction()
-            self._queue.append(_Queued("table", identifier))
-        return identifier, self._pending[identifier]
+            commits.stage_table(identifier, table.transaction())
+        return identifier, commits.pending[identifier]
 
     def _staged(self, name: str, what: str, build: Callable[[Transaction], object]) -> None:
         """Run ``build`` against the table's transaction, turning PyIceberg's refusals into clear errors."""
         identifier, transaction = self._transaction(name)
-        self._apply_schema_update(identifier)  # later changes (a partition on a new column) see the new schema
+        self._schemas.fold(identifier)  # later changes (a partition on a new column) see the new schema
         try:
             build(transaction)
         except (ValueError, KeyError, NotImplementedError) as exc:
-            raise self._refusal(what, identifier, exc) from exc
-
-    def _refusal(self, what: str, identifier: Identifier, exc: Exception) -> InvalidOperationError:
-        reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        return InvalidOperationError(f"Cannot {what} on table {self._label(identifier)}: {reason}")
+            raise refusal(what, identifier, exc) from exc
 
     def _schema_change(
         self,
@@ -531,61 +282,15 @@ class MigrationContext:
         refs: Iterable[ColumnPath] = (),
         anchors: Iterable[ColumnPath] = (),
     ) -> None:
-        """Stage a schema change; a table's schema changes in one migration make one new schema where they can.
-
-        PyIceberg resolves column names against the schema a schema update started from and cannot
-        combine every pair of changes (moving a column next to one dropped in the same update), so a
-        change that names a column only earlier staged changes create, or that does not combine with
-        them, first folds those into the transaction (a schema of their own) and starts a new update.
-        """
+        """Stage a schema change (see :meth:`SchemaChanges.stage`)."""
         identifier, transaction = self._transaction(table)
-        update = self._schema_updates.get(identifier)
-        if update is not None and not (
-            all(_resolves(update._schema, ref) for ref in refs)
-            and all(_resolves(update._schema, ref) or _text(ref) in update._added_name_to_id for ref in anchors)
-        ):
-            self._apply_schema_update(identifier)
-            update = None
-        earlier = self._schema_steps.setdefault(identifier, []) if update is not None else []
-        if update is None:
-            update = self._schema_updates[identifier] = transaction.update_schema()
-            self._schema_steps[identifier] = earlier
-        try:
-            _stage_schema_change(update, change, allow_incompatible)
-        except Exception as exc:
-            if not earlier:
-                self._schema_updates.pop(identifier, None)  # holds nothing but the refused change
-                raise self._refusal(what, identifier, exc) from exc
-            # The change does not combine with the earlier ones: give those a schema of their own first.
-            rebuilt = transaction.update_schema()
-            for step, allowed in earlier:
-                _stage_schema_change(rebuilt, step, allowed)
-            self._schema_updates[identifier] = rebuilt
-            self._apply_schema_update(identifier)
-            update = self._schema_updates[identifier] = transaction.update_schema()
-            earlier = self._schema_steps[identifier] = []
-            try:
-                _stage_schema_change(update, change, allow_incompatible)
-            except Exception as again:
-                self._schema_updates.pop(identifier, None)
-                raise self._refusal(what, identifier, again) from again
-        earlier.append((change, allow_incompatible))
-
-    def _apply_schema_update(self, identifier: Identifier) -> None:
-        """Fold the table's pending schema changes into its transaction (before other changes or the commit)."""
-        update = self._schema_updates.pop(identifier, None)
-        self._schema_steps.pop(identifier, None)
-        if update is None:
-            return
-        try:
-            update.commit()
-        except (ValueError, KeyError, NotImplementedError) as exc:
-            raise self._refusal("apply the schema changes", identifier, exc) from exc
+        self._schemas.stage(
+            identifier, transaction, what, change, allow_incompatible=allow_incompatible, refs=refs, anchors=anchors
+        )
 
     def _schema(self, identifier: Identifier, transaction: Transaction) -> Schema:
         """The table's schema including changes staged in this migration."""
-        update = self._schema_updates.get(identifier)
-        return update._apply() if update is not None else transaction.table_metadata.schema()
+        return self._schemas.schema(identifier, transaction)
 
     def _spec_change(self, table: str, what: str, change: Callable[[UpdateSpec], object]) -> None:
         def build(transaction: Transaction) -> None:
@@ -626,12 +331,15 @@ class MigrationContext:
         """
         self._note_op(f"create table {name}", "safe")
         identifier = self.identifier(name)
-        if identifier in self._created:
+        commits = self._commits
+        if identifier in commits.created:
             if if_not_exists:
                 return
             raise InvalidOperationError(f"Cannot create table {self._label(identifier)}: this migration creates it.")
-        if identifier not in self._gone and (
-            identifier in self._pending or identifier in self._rename_targets or self._catalog.table_exists(identifier)
+        if identifier not in commits.gone and (
+            identifier in commits.pending
+            or identifier in commits.rename_targets
+            or self._catalog.table_exists(identifier)
         ):
             if if_not_exists:
                 return
@@ -649,11 +357,9 @@ class MigrationContext:
             key: to_property_value(key, value, f"table {self._label(identifier)}")
             for key, value in (properties or {}).items()
         }
-        transaction = self._placeholder_create(identifier, iceberg_schema, values)
-        self._gone.discard(identifier)
-        self._pending[identifier] = transaction
-        self._queue.append(_Queued("table", identifier))
-        self._created.add(identifier)
+        commits.stage_table(
+            identifier, placeholder_create(self._catalog, identifier, iceberg_schema, values), create=True
+        )
         try:
             if partition_by:
                 self.add_partition_fields(name, [partition_by] if isinstance(partition_by, str) else list(partition_by))
@@ -665,30 +371,8 @@ class MigrationContext:
 
     def _forget(self, identifier: Identifier) -> None:
         """Drop what is staged for one table (its queued transaction and schema changes)."""
-        self._pending.pop(identifier, None)
-        self._queue = [item for item in self._queue if not (item.kind == "table" and item.identifier == identifier)]
-        self._created.discard(identifier)
-        self._schema_updates.pop(identifier, None)
-        self._schema_steps.pop(identifier, None)
-
-    def _placeholder_create(self, identifier: Identifier, schema: Schema, properties: dict[str, str]) -> Transaction:
-        """A create transaction that exists only in memory: what the migration stages on a new table."""
-        from pyiceberg.io.pyarrow import PyArrowFileIO
-        from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
-        from pyiceberg.table import CreateTableTransaction, StagedTable
-        from pyiceberg.table.metadata import new_table_metadata
-
-        metadata = new_table_metadata(
-            schema=schema,
-            partition_spec=UNPARTITIONED_PARTITION_SPEC,
-            sort_order=UNSORTED_SORT_ORDER,
-            location=f"memory://placeholder/{self._label(identifier)}",
-            properties=dict(properties),
-        )
-        staged = StagedTable(
-            identifier=identifier, metadata=metadata, metadata_location="", io=PyArrowFileIO(), catalog=self._catalog
-        )
-        return CreateTableTransaction(staged)
+        self._commits.forget(identifier)
+        self._schemas.forget(identifier)
 
     def drop_table(self, name: str, purge: bool = False, if_exists: bool = False) -> None:
         """Drop a table; with ``purge=True`` also delete its data and metadata files.
@@ -703,22 +387,21 @@ class MigrationContext:
         """
         self._note_op(f"drop table {name}", self._drop_risk(name))
         identifier = self.identifier(name)
-        if identifier in self._created:
+        commits = self._commits
+        if identifier in commits.created:
             # Created earlier in this migration and never committed: nothing reaches the catalog.
             self._forget(identifier)
-            self._gone.add(identifier)
+            commits.gone.add(identifier)
             return
-        exists = identifier in self._rename_targets or (
-            identifier not in self._gone and self._catalog.table_exists(identifier)
+        exists = identifier in commits.rename_targets or (
+            identifier not in commits.gone and self._catalog.table_exists(identifier)
         )
         if not exists:
             if if_exists:
                 return
             raise InvalidOperationError(f"Cannot drop table {self._label(identifier)}: it does not exist.")
-        self._forget(identifier)  # changes staged on a table about to be dropped are moot
-        self._queue.append(_Queued("drop", identifier, purge=purge))
-        self._gone.add(identifier)
-        self._rename_targets.discard(identifier)
+        self._schemas.forget(identifier)  # changes staged on a table about to be dropped are moot
+        commits.stage_drop(identifier, purge=purge)
 
     def rename_table(self, old: str, new: str) -> None:
         """Rename a table, or move it to another namespace (created if missing).
@@ -731,31 +414,20 @@ class MigrationContext:
         """
         self._note_op(f"rename table {old} to {new}", "review")
         source, target = self.identifier(old), self.identifier(new)
-        target_taken = target not in self._gone and (
-            target in self._pending or target in self._rename_targets or self._catalog.table_exists(target)
+        commits = self._commits
+        target_taken = target not in commits.gone and (
+            target in commits.pending or target in commits.rename_targets or self._catalog.table_exists(target)
         )
         if target_taken:
             raise InvalidOperationError(f"Cannot rename {self._label(source)} to {self._label(target)}: it exists.")
-        if source in self._created:  # not in the catalog yet: it is simply created under the new name
-            self._pending[target] = self._pending.pop(source)
-            self._created.discard(source)
-            self._created.add(target)
-            if source in self._schema_updates:
-                self._schema_updates[target] = self._schema_updates.pop(source)
-                self._schema_steps[target] = self._schema_steps.pop(source, [])
-            for item in self._queue:
-                if item.kind == "table" and item.identifier == source:
-                    item.identifier = target
-            self._gone.discard(target)
+        if source in commits.created:  # not in the catalog yet: it is simply created under the new name
+            commits.rename_created(source, target)
+            self._schemas.rename(source, target)
             return
-        exists = source in self._rename_targets or (source not in self._gone and self._catalog.table_exists(source))
+        exists = source in commits.rename_targets or (source not in commits.gone and self._catalog.table_exists(source))
         if not exists:
             raise InvalidOperationError(f"Cannot rename table {self._label(source)}: it does not exist.")
-        self._queue.append(_Queued("rename", source, target))
-        self._gone.add(source)
-        self._gone.discard(target)
-        self._rename_targets.discard(source)
-        self._rename_targets.add(target)
+        commits.stage_rename(source, target)
 
     # -- columns --------------------------------------------------------------------------------
 

@@ -58,11 +58,16 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
             before anything runs).
         models_dir: With ``check``: a folder of table models (``models/*.yaml``); drift of the live
             tables from them fails the check too, as ``iceberg-ops check`` does (templated).
+        atomic_commits: Where the catalog can (PyIceberg's SQL catalog, REST catalogs serving
+            ``transactions/commit``), commit each migration's table changes and its history record
+            in one all-or-nothing commit (default); ``False`` commits table by table, with intent
+            and receipts, as on every other catalog.
 
     Returns (XCom):
         ``{"namespace", "action", "target", "version_before", "version_after", "migrations": [...]}``
         where ``migrations`` lists what was applied or rolled back (or planned / pending), each with the
-        ``tables`` it touched.
+        ``tables`` it touched and how it was committed: ``atomic``, ``outside_atomic_commit`` (what was
+        committed one commit at a time) and ``not_atomic_reason``.
 
     Lineage: every table an ``upgrade``/``downgrade`` touched is an OpenLineage output at its snapshot
     afterwards, with its ``lifecycleStateChange`` (a dropped table is named by the location it had),
@@ -90,6 +95,7 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         stale_after: float = DEFAULT_STALE_AFTER,
         models_dir: str | None = None,
         allow_destructive: bool = False,
+        atomic_commits: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -107,6 +113,7 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         self.stale_after = stale_after
         self.models_dir = models_dir
         self.allow_destructive = allow_destructive
+        self.atomic_commits = atomic_commits
         self._runner: Any = None
 
     def execute(self, context: Context) -> dict[str, Any]:
@@ -141,6 +148,7 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
             self.meta_namespace or hook.meta_namespace(),
             stale_after=self.stale_after,
             lock_context=_task_identity(context),
+            atomic_commits=self.atomic_commits,
         )
         self._runner = runner
         try:

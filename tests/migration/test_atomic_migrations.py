@@ -214,10 +214,11 @@ def test_runs_of_two_namespaces_share_the_history_table(catalog_backend, tmp_pat
         assert catalog.load_table(f"{namespace}.t1").properties["step"] == "6"
 
 
-def test_per_table_when_atomic_commits_are_off(catalog, migrations_dir):
-    runner = MigrationRunner(catalog, "sales", migrations_dir)
+def test_all_or_nothing_by_default_and_per_table_when_turned_off(catalog, migrations_dir):
+    assert MigrationRunner(catalog, "sales", migrations_dir).commit_mode() == "sql-transaction"
+    runner = MigrationRunner(catalog, "sales", migrations_dir, atomic_commits=False)
     assert runner.commit_mode() == "per-table"
-    assert _runner(catalog, migrations_dir).commit_mode() == "sql-transaction"
+    assert runner.commit_mode_reason() == "all-or-nothing commits are turned off (atomic_commits=False)"
 
 
 @pytest.mark.backends

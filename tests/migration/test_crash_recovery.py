@@ -5,6 +5,11 @@ the upgrade again here. Every migration makes a change that fails if it is made 
 column), so a body whose commit landed and ran again would show up as a failed migration. The only
 human step allowed is settling a migration that committed some of its tables and not the others.
 
+The worker commits table by table (``atomic_commits=False``), as on catalogs without a multi-table
+commit (Glue, Hive); the runs that recover use the default, so they settle what a per-table run left
+and finish with all-or-nothing commits. The SQLite catalog's all-or-nothing commits have their own
+kill test, ``test_atomic_crashes.py``.
+
 The default suite runs a few rounds; ``ICEBERG_OPS_CRASH_KILLS=40`` (``make crash``) runs the full test.
 """
 
@@ -38,7 +43,7 @@ from iceberg_ops_provider.runner import MigrationRunner
 
 root, namespace = Path(sys.argv[1]), sys.argv[2]
 catalog = CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
-runner = MigrationRunner(catalog, namespace, root / "migrations")
+runner = MigrationRunner(catalog, namespace, root / "migrations", atomic_commits=False)
 (root / f"ready-{namespace}").touch()
 runner.upgrade()
 """

@@ -75,9 +75,15 @@ def test_the_lease_is_renewed_while_a_long_migration_body_runs(catalog, migratio
     time.sleep(0.3)
     refusals = 0
     while worker.is_alive():  # well past one lease length: the holder keeps renewing, so no takeover
-        with pytest.raises(ConcurrentMigrationError, match="is being migrated by"):
+        try:
             rival.acquire("rival")
-        refusals += 1
+        except ConcurrentMigrationError as refused:
+            assert "is being migrated by" in str(refused)
+            refusals += 1
+        else:  # only once the run has recorded 0001 and released the lock (it then logs its events)
+            assert runner.current() == "0001"
+            rival.release("rival")
+            break
         time.sleep(0.5)
     worker.join()
     assert refusals >= 8
@@ -92,8 +98,26 @@ from iceberg_ops_provider.runner import MigrationRunner
 
 root = Path(sys.argv[1])
 catalog = CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
-MigrationRunner(catalog, "sales", root / "migrations").upgrade()
+atomic = sys.argv[2:] != ["per-table"]
+MigrationRunner(catalog, "sales", root / "migrations", atomic_commits=atomic).upgrade()
 """
+
+
+def _kill_in(tmp_path: Path, module: str, target: str, *, after: bool = False) -> dict[str, str]:
+    """The environment of a worker that SIGKILLs itself in ``module.target`` (or right after it returns)."""
+    hook = tmp_path / "sitecustomize_dir"
+    hook.mkdir()
+    owner, _, name = target.rpartition(".")
+    (hook / "sitecustomize.py").write_text(
+        "import os, signal\n"
+        f"import {module} as patched\n"
+        f"original = patched.{target}\n"
+        "def _die(*args, **kwargs):\n"
+        f"    {'original(*args, **kwargs)' if after else 'pass'}\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"{'patched.' + owner if owner else 'patched'}.{name} = _die\n"
+    )
+    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")])}
 
 
 def test_a_killed_run_is_taken_over_without_unlock_and_its_commit_is_recorded_not_repeated(tmp_path: Path):
@@ -133,24 +157,16 @@ def test_a_killed_run_is_taken_over_without_unlock_and_its_commit_is_recorded_no
 
 
 def test_a_killed_run_after_all_its_commits_is_recorded_as_applied_by_the_next_run(tmp_path: Path):
+    """Committed but not recorded: the per-table commits that catalogs without a multi-table commit use."""
     migrations = tmp_path / "migrations"
     write_migration(migrations, "0001_create.py", 'ctx.create_table("orders", pa.schema([("id", pa.int64())]))')
     write_migration(migrations, "0002_add.py", 'ctx.add_column("orders", "email", "string")')
     catalog = _sqlite(tmp_path)
-    runner = MigrationRunner(catalog, "sales", migrations)
+    runner = MigrationRunner(catalog, "sales", migrations, atomic_commits=False)
     runner.upgrade("0001")
     # Kill the worker right after 0002's table commit: the history write is where it dies.
-    hook = tmp_path / "sitecustomize_dir"
-    hook.mkdir()
-    (hook / "sitecustomize.py").write_text(
-        "import os, signal\n"
-        "from iceberg_ops_provider.history import store\n"
-        "def _die(*args, **kwargs):\n"
-        "    os.kill(os.getpid(), signal.SIGKILL)\n"
-        "store.HistoryStore.record = _die\n"
-    )
-    environment = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hook), os.environ.get("PYTHONPATH", "")])}
-    result = subprocess.run([sys.executable, "-c", WORKER, str(tmp_path)], env=environment, timeout=120)
+    environment = _kill_in(tmp_path, "iceberg_ops_provider.history.store", "HistoryStore.record")
+    result = subprocess.run([sys.executable, "-c", WORKER, str(tmp_path), "per-table"], env=environment, timeout=120)
     assert result.returncode == -signal.SIGKILL
     assert runner.status().pending[0].version == "0002"  # not recorded ...
     assert "email" in catalog.load_table("sales.orders").schema().column_names  # ... but committed
@@ -164,6 +180,34 @@ def test_a_killed_run_after_all_its_commits_is_recorded_as_applied_by_the_next_r
     recovered = runner.events()[2]
     assert recovered.run_id == history["0002"].run_id and recovered.details["recorded_by_run"] != recovered.run_id
     assert runner.status().is_clean and runner.lock.intent() is None
+
+
+def test_a_run_killed_right_after_its_all_or_nothing_commit_left_the_migration_recorded(tmp_path: Path):
+    """With the history row in the migration's own commit, "committed but not recorded" cannot happen."""
+    migrations = tmp_path / "migrations"
+    write_migration(migrations, "0001_create.py", 'ctx.create_table("orders", pa.schema([("id", pa.int64())]))')
+    write_migration(
+        migrations,
+        "0002_add.py",
+        'ctx.add_column("orders", "email", "string")\nctx.create_table("items", pa.schema([("id", pa.int64())]))',
+    )
+    catalog = _sqlite(tmp_path)
+    runner = MigrationRunner(catalog, "sales", migrations)
+    runner.upgrade("0001")
+    # Kill the worker the moment 0002's one commit returns, before anything else of the run.
+    environment = _kill_in(tmp_path, "iceberg_ops_provider.session", "commit_atomically", after=True)
+    result = subprocess.run([sys.executable, "-c", WORKER, str(tmp_path)], env=environment, timeout=120)
+    assert result.returncode == -signal.SIGKILL
+    status = runner.status()
+    assert status.current == "0002" and status.pending == [] and status.interrupted is None
+    assert "email" in catalog.load_table("sales.orders").schema().column_names and catalog.table_exists("sales.items")
+    assert runner.lock.intent() is None  # no intent was needed for it
+
+    assert runner.upgrade() == []  # nothing to settle, nothing to run
+    trail = [(e.event, e.version) for e in runner.events()]
+    # The dead run's own event batch never reached the log; the history row shows its apply all the same.
+    assert trail == [("applied", "0001"), ("applied", "0002"), ("lock_taken_over", None)]
+    assert runner.status().is_clean and runner.lock.info() is None
 
 
 def test_stop_releases_the_lock_and_refuses_further_commits(catalog, migrations_dir):

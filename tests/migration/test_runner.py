@@ -263,10 +263,12 @@ ctx.create_table(
 
 
 def test_committed_but_unrecorded_migration_stops_and_the_next_run_records_it(
-    catalog, runner, migrations_dir, three_migrations, monkeypatch
+    catalog, migrations_dir, three_migrations, monkeypatch
 ):
+    """Per-table commits (catalogs without a multi-table commit): the history write comes after them."""
     from iceberg_ops_provider.errors import MigrationNotRecordedError
 
+    runner = MigrationRunner(catalog, "sales", migrations_dir, atomic_commits=False)
     runner.upgrade()
     write_migration(migrations_dir, "0004_extra.py", 'ctx.create_table("extra", pa.schema([("n", pa.int64())]))')
     # A history write that fails after the migration committed cannot be staged with a real catalog
@@ -284,6 +286,27 @@ def test_committed_but_unrecorded_migration_stops_and_the_next_run_records_it(
     assert runner.lock.info() is None and runner.status().interrupted.version == "0004"
     assert runner.upgrade() == []  # recorded from the receipts, not run again (it would fail: the table exists)
     assert _statuses(runner)["0004"] == "applied"
+
+
+def test_a_history_record_that_cannot_be_staged_leaves_the_all_or_nothing_migration_uncommitted(
+    catalog, runner, migrations_dir, three_migrations, monkeypatch
+):
+    runner.upgrade()
+    write_migration(migrations_dir, "0004_extra.py", 'ctx.create_table("extra", pa.schema([("n", pa.int64())]))')
+    # The history row is part of the migration's one commit: when it cannot be staged, nothing is committed.
+    stage = runner.history_store.stage
+
+    def failing_once(*args, **kwargs):
+        monkeypatch.setattr(runner.history_store, "stage", stage)
+        raise OSError("history unreachable")
+
+    monkeypatch.setattr(runner.history_store, "stage", failing_once)
+    with pytest.raises(MigrationFailedError, match="None of its changes were committed"):
+        runner.upgrade()
+    assert not catalog.table_exists("sales.extra")
+    assert _statuses(runner)["0004"] == "failed" and runner.status().interrupted is None
+    assert [(r.version, r.atomic) for r in runner.upgrade()] == [("0004", True)]  # simply runs again
+    assert catalog.table_exists("sales.extra") and _statuses(runner)["0004"] == "applied"
 
 
 def test_partially_committed_migration_names_the_committed_tables(catalog, runner, migrations_dir, three_migrations):

@@ -1,0 +1,418 @@
+"""What a migration staged, in order, and how it reaches the catalog.
+
+A :class:`~iceberg_ops_provider.migration.context.MigrationContext` stages every change it is asked
+for in a :class:`CommitQueue`: one PyIceberg transaction per table (a new table is a placeholder
+transaction until it is committed), drops and renames in the order the migration made them. The
+queue commits them one by one, each announced to the run's :class:`CommitJournal` first (the runner
+records its intent there) and each table's commit carrying a receipt property naming the namespace,
+version, run and step, so that after a crash the runner can tell from the tables which commits landed.
+
+A journal that can commit several tables at once (:class:`AtomicCommitJournal`, the runner's on a
+catalog that supports it) instead takes a finished migration's table changes in one commit with its
+history record; drops, renames, namespace creation (and, on REST catalogs, table creation) are still
+committed one by one, before it. The queue keeps what it committed one by one
+(:attr:`CommitQueue.separate`) and why a migration's commits could not be all or nothing
+(:attr:`CommitQueue.not_atomic`), for the migration's result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
+
+from iceberg_ops_provider.core.atomic_commit import TableChange
+from iceberg_ops_provider.core.catalog import ensure_namespace
+from iceberg_ops_provider.errors import InvalidOperationError
+from iceberg_ops_provider.history.intent import RECEIPT_PROPERTY, IntentAction
+from iceberg_ops_provider.migration.touched import TouchedTables, stored_location
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Transaction
+
+__all__ = ["AtomicCommitJournal", "CommitJournal", "CommitQueue", "Queued", "placeholder_create", "split_for_atomic"]
+
+Identifier = tuple[str, ...]
+
+
+class CommitJournal(Protocol):
+    """What the runner is told before each commit of a migration (its intent record and lease check)."""
+
+    def receipt(self, step: int) -> str:
+        """The receipt the ``step``-th commit of this migration carries."""
+        ...
+
+    def before_commit(self, actions: list[IntentAction], *, complete: bool) -> None:
+        """Called before ``actions`` are committed, in that order; raising stops the commit.
+
+        ``complete`` is true when the migration's body has finished, so ``actions`` are its last ones.
+        """
+        ...
+
+
+class AtomicCommitJournal(CommitJournal, Protocol):
+    """A journal that can commit a finished migration's table changes together with its own bookkeeping.
+
+    The runner's journal commits them with the migration's history record (and a check that the run
+    still holds the namespace's lock) in one multi-table commit, where the catalog can.
+    """
+
+    def atomic_mode(self) -> str | None:
+        """The multi-table commit the remaining changes can use now, or ``None`` to commit them one by one.
+
+        ``sql-transaction`` or ``rest-transaction``; ``None`` when the catalog cannot, or this
+        migration already committed something on its own (early commits, direct writes).
+        """
+        ...
+
+    def commit_together(self, changes: list[TableChange], actions: list[IntentAction], *, outside: list[str]) -> bool:
+        """Commit ``changes`` (described by ``actions``) in one multi-table commit with the bookkeeping.
+
+        ``outside`` names what this migration committed separately just before (drops, renames,
+        created namespaces). Returns false, having committed nothing, when the catalog turned out
+        unable to; raises when the commit failed (nothing of it applied) or its outcome is unknown.
+        """
+        ...
+
+
+@dataclass
+class Queued:
+    """One staged change, in the order the migration made it: a table's transaction, a drop or a rename."""
+
+    kind: Literal["table", "drop", "rename"]
+    identifier: Identifier
+    target: Identifier | None = None
+    purge: bool = False
+
+
+def split_for_atomic(
+    queue: list[Queued], created: set[Identifier], *, creates_inside: bool
+) -> tuple[list[Queued], list[Queued]]:
+    """The queued changes that must be committed on their own, in order, and those one atomic commit can take.
+
+    Drops and renames are catalog operations of their own (and so are creations, on catalogs whose
+    multi-table commit cannot create). A table's change can wait for the atomic commit after them
+    unless a later drop or rename names that table.
+    """
+    outside: list[Queued] = []
+    inside: list[Queued] = []
+    for index, item in enumerate(queue):
+        if item.kind != "table" or (not creates_inside and item.identifier in created):
+            outside.append(item)
+            continue
+        later = queue[index + 1 :]
+        if any(other.kind != "table" and item.identifier in (other.identifier, other.target) for other in later):
+            outside.append(item)
+        else:
+            inside.append(item)
+    return outside, inside
+
+
+def placeholder_create(catalog: Catalog, identifier: Identifier, schema: Schema, properties: dict[str, str]) -> Any:
+    """A create-table transaction that exists only in memory: what a migration stages on a new table."""
+    from pyiceberg.io.pyarrow import PyArrowFileIO
+    from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
+    from pyiceberg.table import CreateTableTransaction, StagedTable
+    from pyiceberg.table.metadata import new_table_metadata
+
+    metadata = new_table_metadata(
+        schema=schema,
+        partition_spec=UNPARTITIONED_PARTITION_SPEC,
+        sort_order=UNSORTED_SORT_ORDER,
+        location=f"memory://placeholder/{'.'.join(identifier)}",
+        properties=dict(properties),
+    )
+    staged = StagedTable(
+        identifier=identifier, metadata=metadata, metadata_location="", io=PyArrowFileIO(), catalog=catalog
+    )
+    return CreateTableTransaction(staged)
+
+
+class CommitQueue:
+    """The changes one migration staged and has not committed yet, and what it committed so far.
+
+    Args:
+        catalog: The catalog the changes go to.
+        journal: Told before every commit (``None`` for a context used on its own).
+        touched: Where the net change of every committed table is noted.
+        dry_run: Never commit anything (a plan).
+        fold: Called with a table's identifier right before its transaction is committed, so the
+            context can fold the table's pending schema changes into it.
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        journal: CommitJournal | None,
+        touched: TouchedTables,
+        *,
+        dry_run: bool = False,
+        fold: Callable[[Identifier], None] = lambda identifier: None,
+    ) -> None:
+        self.catalog = catalog
+        self.journal = journal
+        self.touched = touched
+        self.dry_run = dry_run
+        self._fold = fold
+        self.pending: dict[Identifier, Transaction] = {}
+        """Each staged table's transaction (a placeholder for a table to create)."""
+        self.items: list[Queued] = []
+        """The staged changes, in order."""
+        self.gone: set[Identifier] = set()
+        """Tables a staged drop or rename removes."""
+        self.rename_targets: set[Identifier] = set()
+        """Names a staged rename creates."""
+        self.created: set[Identifier] = set()
+        """Staged tables that do not exist yet."""
+        self.steps = 0
+        self.committed: list[str] = []
+        """Tables whose changes already reached the catalog (commits and immediate operations), in order."""
+        self.created_namespaces: list[str] = []
+        """Namespaces created by this migration's commits."""
+        self.separate: list[str] = []
+        """What reached the catalog one commit at a time, in order (``sales.old (drop)``): everything but
+        the table changes of an all-or-nothing commit."""
+        self.not_atomic: str | None = None
+        """Why this migration's changes could not be one all-or-nothing commit although the journal could
+        make one (it committed early, reached the catalog directly, or had no table change to commit)."""
+
+    @staticmethod
+    def label(identifier: Identifier) -> str:
+        """The dotted name of a table."""
+        return ".".join(identifier)
+
+    def __bool__(self) -> bool:
+        return bool(self.items)
+
+    # -- staging ----------------------------------------------------------------------------------
+
+    def stage_table(self, identifier: Identifier, transaction: Transaction, *, create: bool = False) -> None:
+        """Queue a table's transaction: its first change in this migration, or (``create``) its creation."""
+        if create:
+            self.gone.discard(identifier)
+            self.created.add(identifier)
+        self.pending[identifier] = transaction
+        self.items.append(Queued("table", identifier))
+
+    def stage_drop(self, identifier: Identifier, *, purge: bool) -> None:
+        """Queue a drop of an existing table (what was staged on it is forgotten first)."""
+        self.forget(identifier)
+        self.items.append(Queued("drop", identifier, purge=purge))
+        self.gone.add(identifier)
+        self.rename_targets.discard(identifier)
+
+    def stage_rename(self, source: Identifier, target: Identifier) -> None:
+        """Queue a rename of an existing table."""
+        self.items.append(Queued("rename", source, target))
+        self.gone.add(source)
+        self.gone.discard(target)
+        self.rename_targets.discard(source)
+        self.rename_targets.add(target)
+
+    def rename_created(self, source: Identifier, target: Identifier) -> None:
+        """Give a table this migration creates (not in the catalog yet) another name."""
+        self.pending[target] = self.pending.pop(source)
+        self.created.discard(source)
+        self.created.add(target)
+        for item in self.items:
+            if item.kind == "table" and item.identifier == source:
+                item.identifier = target
+        self.gone.discard(target)
+
+    def forget(self, identifier: Identifier) -> None:
+        """Drop what is staged for one table (its queued transaction; a creation is forgotten too)."""
+        self.pending.pop(identifier, None)
+        self.items = [item for item in self.items if not (item.kind == "table" and item.identifier == identifier)]
+        self.created.discard(identifier)
+
+    def discard(self) -> None:
+        """Forget everything staged and not yet committed."""
+        self.pending.clear()
+        self.items.clear()
+        self.gone.clear()
+        self.rename_targets.clear()
+        self.created.clear()
+
+    # -- committing -------------------------------------------------------------------------------
+
+    def announce(self, actions: list[IntentAction], *, complete: bool = False) -> None:
+        """Tell the journal what is about to be committed (or, with no journal, nothing)."""
+        if self.journal is not None:
+            self.journal.before_commit(actions, complete=complete)
+
+    def reached_directly(self, what: str) -> None:
+        """Note (in the intent) that the migration reached ``what`` itself: its writes there are not tracked."""
+        self.announce([IntentAction(what, "direct")])
+        self.separate.append(f"{what} (reached directly)")
+        self.not_atomic = self.not_atomic or f"it reached {what} directly"
+
+    def commit(self, *, complete: bool, why: str | None = None) -> None:
+        """Announce every queued change (the intent), then commit them one by one in order.
+
+        Once the body has finished (``complete``), a journal that can commit several tables at once
+        takes the table changes in one atomic commit with its own bookkeeping (see :meth:`_commit_atomic`).
+
+        Args:
+            complete: Whether the migration's body has finished.
+            why: What made the migration commit before finishing (``ctx.commit()``), for its result.
+        """
+        if self.dry_run:
+            return
+        mode = self._atomic_mode() if complete else None
+        if mode is not None and self._commit_atomic(mode):
+            return
+        if self.items:
+            if not complete:
+                self.not_atomic = self.not_atomic or f"it committed before its body finished ({why or 'early'})"
+            elif mode is not None:
+                self.not_atomic = self.not_atomic or "it has no table change to commit with its history record"
+        elif complete and mode is not None and not self.separate:
+            self.not_atomic = self.not_atomic or "it changes no table"
+        actions = [self._action(item, self.steps + offset) for offset, item in enumerate(self.items, 1)]
+        self.announce(actions, complete=complete)
+        while self.items:
+            item = self.items[0]
+            self.announce([self._action(item, self.steps + 1)])  # listed already: checks the lock still holds
+            self._commit_item(item)
+            self.items.pop(0)
+        self.gone.clear()
+        self.rename_targets.clear()
+
+    def _action(self, item: Queued, step: int) -> IntentAction:
+        """The intent entry of one queued change, the ``step``-th commit of this migration."""
+        label = self.label(item.identifier)
+        if item.kind == "drop":
+            return IntentAction(label, "drop")
+        if item.kind == "rename":
+            return IntentAction(label, "rename", to=self.label(item.target or ()))
+        kind = "create" if item.identifier in self.created else "commit"
+        return IntentAction(label, kind, receipt=self.journal.receipt(step) if self.journal else None)
+
+    def _atomic_mode(self) -> str | None:
+        atomic_mode = getattr(self.journal, "atomic_mode", None)
+        return atomic_mode() if atomic_mode is not None else None
+
+    def _commit_atomic(self, mode: str) -> bool:
+        """Commit the queue with its table changes in one atomic commit; false when there are none to.
+
+        What cannot be part of that commit (drops, renames, and table changes a later drop or rename
+        depends on; creations where the catalog cannot create in a multi-table commit) is committed
+        first, one by one and in order, under an intent listing everything, as without it.
+        """
+        journal: Any = self.journal
+        outside, inside = split_for_atomic(self.items, self.created, creates_inside=mode == "sql-transaction")
+        if not inside:
+            return False
+        ordered = outside + inside
+        actions = [self._action(item, self.steps + offset) for offset, item in enumerate(ordered, 1)]
+        if outside:  # these commit one by one: the intent lists everything, as for per-table commits
+            self.announce(actions, complete=True)
+        namespaces_before = len(self.created_namespaces)
+        for item in outside:
+            self.announce([self._action(item, self.steps + 1)])
+            self._commit_item(item)
+            self.items = [queued for queued in self.items if queued is not item]
+        prepared = [(item, *self._prepare_table(item)) for item in inside]
+        outside_labels = [action.label() for action in actions[: len(outside)]]
+        outside_labels += [f"create namespace {name}" for name in self.created_namespaces[namespaces_before:]]
+        changes = [TableChange.of(transaction) for _, transaction, _ in prepared]
+        inside_actions = actions[len(outside) :]
+        if not journal.commit_together(changes, inside_actions, outside=outside_labels):
+            if not outside:  # the catalog cannot after all: per-table commits under an intent
+                self.announce(inside_actions, complete=True)
+            for (item, transaction, created), action in zip(prepared, inside_actions, strict=True):
+                self.announce([action])
+                transaction.commit_transaction()
+                self._table_committed(item, created)
+                self.separate.append(action.label())
+        else:
+            for item, _, created in prepared:
+                self._table_committed(item, created)
+        self.items.clear()
+        self.gone.clear()
+        self.rename_targets.clear()
+        return True
+
+    def _prepare_table(self, item: Queued) -> tuple[Transaction, bool]:
+        """The transaction that commits a queued table change (receipt included), and whether it creates the table."""
+        identifier = item.identifier
+        transaction = self.pending[identifier]
+        self._fold(identifier)
+        self.steps += 1
+        created = identifier in self.created
+        if created:
+            transaction = self._create_for_real(identifier, transaction)
+        if self.journal is not None:
+            transaction.set_properties({RECEIPT_PROPERTY: self.journal.receipt(self.steps)})
+        self.pending.pop(identifier, None)
+        self.created.discard(identifier)
+        return transaction, created
+
+    def _table_committed(self, item: Queued, created: bool) -> None:
+        (self.touched.created if created else self.touched.altered)(self.label(item.identifier))
+        self._record(item.identifier)
+
+    def _commit_item(self, item: Queued) -> None:
+        identifier = item.identifier
+        label = self._action(item, self.steps + 1).label()
+        if item.kind == "drop":
+            self.steps += 1
+            location = stored_location(self.catalog, identifier)
+            try:
+                if item.purge:
+                    self.catalog.purge_table(identifier)
+                else:
+                    self.catalog.drop_table(identifier)
+            except NoSuchTableError as exc:
+                raise InvalidOperationError(f"Cannot drop table {self.label(identifier)}: it does not exist.") from exc
+            self.touched.dropped(self.label(identifier), location)
+        elif item.kind == "rename":
+            target = item.target or ()
+            self.steps += 1
+            if not self.catalog.namespace_exists(target[:-1]):
+                ensure_namespace(self.catalog, target[:-1])
+                self.created_namespaces.append(".".join(target[:-1]))
+            try:
+                self.catalog.rename_table(identifier, target)
+            except NoSuchTableError as exc:
+                raise InvalidOperationError(
+                    f"Cannot rename table {self.label(identifier)}: it does not exist."
+                ) from exc
+            self.touched.renamed(self.label(identifier), self.label(target))
+        else:
+            transaction, created = self._prepare_table(item)
+            transaction.commit_transaction()
+            self._table_committed(item, created)
+            self.separate.append(label)
+            return
+        self._record(identifier)
+        self.separate.append(label)
+
+    def _create_for_real(self, identifier: Identifier, placeholder: Transaction) -> Transaction:
+        """Create the namespace if missing, then stage the table as the placeholder ended up.
+
+        The table is created with its final schema, partition spec, sort order and properties, so a
+        new table has exactly one of each, whatever the migration staged on it.
+        """
+        namespace = identifier[:-1]
+        if not self.catalog.namespace_exists(namespace):
+            ensure_namespace(self.catalog, namespace)
+            self.created_namespaces.append(".".join(namespace))
+        metadata = placeholder.table_metadata
+        return self.catalog.create_table_transaction(
+            identifier,
+            metadata.schema(),
+            partition_spec=metadata.spec(),
+            sort_order=metadata.sort_order(),
+            properties={**metadata.properties, "format-version": str(metadata.format_version)},
+        )
+
+    def _record(self, identifier: Identifier) -> None:
+        label = self.label(identifier)
+        if label not in self.committed:
+            self.committed.append(label)

@@ -1,0 +1,150 @@
+"""A migration's pending schema changes, per table, merged into as few new schemas as they allow.
+
+:class:`~iceberg_ops_provider.migration.context.MigrationContext` stages column changes here and
+folds them into the table's transaction right before another kind of change to that table (a
+partition field on a new column must see it) or the table's commit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from iceberg_ops_provider.errors import InvalidOperationError
+
+if TYPE_CHECKING:
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Transaction
+    from pyiceberg.table.update.schema import UpdateSchema
+
+__all__ = ["ColumnPath", "SchemaChanges", "dotted", "refusal"]
+
+ColumnPath = str | tuple[str, ...]
+"""A column: ``"name"``, a dotted path ``"address.city"``, or a tuple ``("address", "city")``."""
+
+Identifier = tuple[str, ...]
+_Change = Callable[["UpdateSchema"], object]
+
+
+def dotted(column: ColumnPath) -> str:
+    """A column's dotted name (``"address.city"``)."""
+    return ".".join(column) if isinstance(column, tuple) else column
+
+
+def refusal(what: str, identifier: Identifier, exc: Exception) -> InvalidOperationError:
+    """The error saying PyIceberg refused ``what`` on a table, with its reason."""
+    reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+    return InvalidOperationError(f"Cannot {what} on table {'.'.join(identifier)}: {reason}")
+
+
+def _stage(update: UpdateSchema, change: _Change, allow_incompatible: bool) -> None:
+    """Apply ``change`` to ``update`` and validate the result now, so an error names this change."""
+    allowed = update._allow_incompatible_changes
+    update._allow_incompatible_changes = allow_incompatible or allowed
+    try:
+        change(update)
+        update._apply()
+    finally:
+        update._allow_incompatible_changes = allowed
+
+
+def _resolves(schema: Schema, column: ColumnPath) -> bool:
+    try:
+        schema.find_field(dotted(column))
+    except ValueError:
+        return False
+    return True
+
+
+class SchemaChanges:
+    """The schema changes staged on each table and not yet folded into its transaction."""
+
+    def __init__(self) -> None:
+        self._updates: dict[Identifier, UpdateSchema] = {}
+        self._steps: dict[Identifier, list[tuple[_Change, bool]]] = {}
+
+    def stage(
+        self,
+        identifier: Identifier,
+        transaction: Transaction,
+        what: str,
+        change: _Change,
+        *,
+        allow_incompatible: bool = False,
+        refs: Iterable[ColumnPath] = (),
+        anchors: Iterable[ColumnPath] = (),
+    ) -> None:
+        """Stage a schema change; a table's schema changes in one migration make one new schema where they can.
+
+        PyIceberg resolves column names against the schema a schema update started from and cannot
+        combine every pair of changes (moving a column next to one dropped in the same update), so a
+        change that names a column only earlier staged changes create (``refs``: must exist;
+        ``anchors``: may be added by this update), or that does not combine with them, first folds
+        those into the transaction (a schema of their own) and starts a new update.
+
+        Raises:
+            InvalidOperationError: PyIceberg refused the change (nothing of it is staged).
+        """
+        update = self._updates.get(identifier)
+        if update is not None and not (
+            all(_resolves(update._schema, ref) for ref in refs)
+            and all(_resolves(update._schema, ref) or dotted(ref) in update._added_name_to_id for ref in anchors)
+        ):
+            self.fold(identifier)
+            update = None
+        earlier = self._steps.setdefault(identifier, []) if update is not None else []
+        if update is None:
+            update = self._updates[identifier] = transaction.update_schema()
+            self._steps[identifier] = earlier
+        try:
+            _stage(update, change, allow_incompatible)
+        except Exception as exc:
+            if not earlier:
+                self._updates.pop(identifier, None)  # holds nothing but the refused change
+                raise refusal(what, identifier, exc) from exc
+            # The change does not combine with the earlier ones: give those a schema of their own first.
+            rebuilt = transaction.update_schema()
+            for step, allowed in earlier:
+                _stage(rebuilt, step, allowed)
+            self._updates[identifier] = rebuilt
+            self.fold(identifier)
+            update = self._updates[identifier] = transaction.update_schema()
+            earlier = self._steps[identifier] = []
+            try:
+                _stage(update, change, allow_incompatible)
+            except Exception as again:
+                self._updates.pop(identifier, None)
+                raise refusal(what, identifier, again) from again
+        earlier.append((change, allow_incompatible))
+
+    def fold(self, identifier: Identifier) -> None:
+        """Fold the table's pending schema changes into its transaction (before other changes or the commit)."""
+        update = self._updates.pop(identifier, None)
+        self._steps.pop(identifier, None)
+        if update is None:
+            return
+        try:
+            update.commit()
+        except (ValueError, KeyError, NotImplementedError) as exc:
+            raise refusal("apply the schema changes", identifier, exc) from exc
+
+    def schema(self, identifier: Identifier, transaction: Transaction) -> Schema:
+        """The table's schema including the changes staged here."""
+        update = self._updates.get(identifier)
+        return update._apply() if update is not None else transaction.table_metadata.schema()
+
+    def rename(self, source: Identifier, target: Identifier) -> None:
+        """Keep what is staged for ``source`` under its new name ``target``."""
+        if source in self._updates:
+            self._updates[target] = self._updates.pop(source)
+            self._steps[target] = self._steps.pop(source, [])
+
+    def forget(self, identifier: Identifier) -> None:
+        """Drop what is staged for one table."""
+        self._updates.pop(identifier, None)
+        self._steps.pop(identifier, None)
+
+    def clear(self) -> None:
+        """Drop everything staged."""
+        self._updates.clear()
+        self._steps.clear()
