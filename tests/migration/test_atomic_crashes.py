@@ -76,6 +76,22 @@ def _check_all_or_nothing(catalog, namespace: str, migrations: Path, seed: int) 
     return len(statuses)
 
 
+def _start_worker(root: Path, namespace: str, backend, seed: int) -> subprocess.Popen[bytes]:
+    """A worker upgrading ``namespace``, returned once it has opened the catalog and is about to upgrade."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", WORKER, str(root), namespace, backend.to_json()],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    ready = root / f"ready-{namespace}"
+    deadline = time.monotonic() + 60
+    while not ready.exists():
+        assert process.poll() is None and time.monotonic() < deadline, f"worker failed to start (seed {seed})"
+        time.sleep(0.01)
+    return process
+
+
 @pytest.mark.slow
 def test_random_sigkills_never_leave_a_partial_or_unrecorded_migration(catalog_backend, tmp_path: Path):
     migrations = tmp_path / "migrations"
@@ -84,22 +100,17 @@ def test_random_sigkills_never_leave_a_partial_or_unrecorded_migration(catalog_b
     rounds = KILLS if catalog_backend.kind == "sqlite" else max(2, KILLS // 4)
     seed = int(os.environ.get("ICEBERG_OPS_CRASH_SEED", time.time_ns() % 10_000))
     chooser = random.Random(seed)
+    # How long a whole upgrade takes here and now: kills are spread over that span, whatever the load.
+    reference = _start_worker(tmp_path, "reference", catalog_backend, seed)
+    started = time.monotonic()
+    assert reference.wait(timeout=120) == 0, f"the reference upgrade failed (seed {seed})"
+    span = time.monotonic() - started
     killed_mid_run = 0
     applied_at_kill: list[int] = []
     for round_number in range(rounds):
         namespace = f"atomic{round_number}"
-        process = subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(tmp_path), namespace, catalog_backend.to_json()],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        ready = tmp_path / f"ready-{namespace}"
-        deadline = time.monotonic() + 60
-        while not ready.exists():
-            assert process.poll() is None and time.monotonic() < deadline, f"worker failed to start (seed {seed})"
-            time.sleep(0.01)
-        time.sleep(chooser.uniform(0, 2.0))
+        process = _start_worker(tmp_path, namespace, catalog_backend, seed)
+        time.sleep(chooser.uniform(0, span))
         if process.poll() is None:
             killed_mid_run += 1
             os.killpg(process.pid, signal.SIGKILL)
