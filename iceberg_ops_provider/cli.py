@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 import click
 
 from iceberg_ops_provider import __version__
+from iceberg_ops_provider.cli_shared import CommandLine
 from iceberg_ops_provider.errors import (
     CatalogUnavailableError,
     ConcurrentMigrationError,
@@ -245,7 +246,7 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(lines)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=CommandLine, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="iceberg-ops")
 @click.option(
     "--config",

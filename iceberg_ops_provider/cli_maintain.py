@@ -16,13 +16,14 @@ interrupted (Ctrl-C).
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from iceberg_ops_provider.cli_progress import ProgressDisplay
+from iceberg_ops_provider.cli_progress import ProgressDisplay, StopOnInterrupt
 from iceberg_ops_provider.cli_shared import (
     OLDER_THAN,
     SIZE,
@@ -32,6 +33,7 @@ from iceberg_ops_provider.cli_shared import (
     exit_interrupted,
     for_each_table,
     handles_errors,
+    json_option,
     open_catalog,
     pairs,
     resolve_tables,
@@ -52,6 +54,7 @@ _DRY_RUN = click.option("--dry-run", is_flag=True, help="Report what a real run 
 
 
 @click.group()
+@json_option
 def maintain() -> None:
     """Table maintenance without a JVM: health report, compaction, snapshot expiry, orphan files, manifests.
 
@@ -75,9 +78,12 @@ def _run(
     ``display`` (the progress ``call`` reports to) is shown while the tables are worked on and
     closed before the results are printed.
     """
-    catalog = open_catalog(settings)
-    names = resolve_tables(settings, catalog, table, every)
     results: list[Any] = []
+    try:
+        catalog = open_catalog(settings)
+        names = resolve_tables(settings, catalog, table, every)
+    except KeyboardInterrupt:
+        exit_interrupted(settings, "stopped before any table was worked on; nothing was changed.")
 
     def work(name: str) -> tuple[dict[str, Any], str]:
         loaded = catalog.load_table(name)
@@ -112,6 +118,7 @@ def _exit(code: int) -> None:
 @maintain.command()
 @_TABLE
 @_ALL
+@json_option
 @click.option(
     "--target-file-size", type=SIZE, help="Data file target the files are judged against (default: the table's)."
 )
@@ -154,7 +161,7 @@ def _thresholds(values: tuple[str, ...], target_file_size: int | None) -> dict[s
     """``--threshold`` pairs as :meth:`HealthThresholds.from_json` takes them; a usage error for a bad one."""
     from iceberg_ops_provider.maintenance.health import HealthThresholds
 
-    raw = pairs(values, "--threshold")
+    raw = pairs(values, "--threshold", "max_snapshots=100")
     parsed: dict[str, Any] = {}
     for name, text in raw.items():
         lowered = text.lower()
@@ -182,6 +189,7 @@ def _thresholds(values: tuple[str, ...], target_file_size: int | None) -> dict[s
 @maintain.command()
 @_TABLE
 @_ALL
+@json_option
 @click.option("--target-file-size", type=SIZE, help="Output file size (128MiB, 1GiB; default: the table's, 512 MiB).")
 @click.option(
     "--min-input-files",
@@ -220,11 +228,18 @@ def compact(
 
     where = check_filter(where)
     display = ProgressDisplay("none" if no_progress or dry_run else "auto")
-    _, worst = _run(
-        settings,
-        table,
-        every,
-        lambda loaded: compact_small_files_streaming(
+    stop = threading.Event()
+    stopping = StopOnInterrupt(
+        display.note,
+        "Stopping once the group being written is committed (Ctrl-C again stops at once; the files of a group "
+        "not committed are deleted)...",
+    )
+    stopping.stop = stop.set
+
+    def call(loaded: Any) -> Any:
+        if stop.is_set():
+            raise KeyboardInterrupt  # no further table starts
+        result = compact_small_files_streaming(
             loaded,
             target_file_size_bytes=target_file_size,
             min_input_files=min_input_files,
@@ -232,16 +247,27 @@ def compact(
             strategy=strategy,  # type: ignore[arg-type]
             dry_run=dry_run,
             on_progress=display,
-        ),
-        _describe_compaction,
-        {
-            "where": "--where",
-            "strategy": "--strategy",
-            "target_file_size_bytes": "--target-file-size",
-            "min_input_files": "--min-input-files",
-        },
-        display=display,
-    )
+            should_stop=stop.is_set,
+        )
+        if result.stopped:  # the engine said after how many groups
+            raise KeyboardInterrupt
+        return result
+
+    with stopping:
+        _, worst = _run(
+            settings,
+            table,
+            every,
+            call,
+            _describe_compaction,
+            {
+                "where": "--where",
+                "strategy": "--strategy",
+                "target_file_size_bytes": "--target-file-size",
+                "min_input_files": "--min-input-files",
+            },
+            display=display,
+        )
     _exit(worst)
 
 
@@ -268,6 +294,7 @@ def _describe_compaction(result: Any) -> str:
 @maintain.command()
 @_TABLE
 @_ALL
+@json_option
 @click.option(
     "--older-than",
     type=OLDER_THAN,
@@ -326,6 +353,7 @@ def expire(
 @maintain.command()
 @_TABLE
 @_ALL
+@json_option
 @click.option(
     "--older-than",
     type=OLDER_THAN,
@@ -374,6 +402,7 @@ def orphans(
 @maintain.command()
 @_TABLE
 @_ALL
+@json_option
 @click.option(
     "--target-manifest-size",
     type=SIZE,

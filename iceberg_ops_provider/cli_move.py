@@ -31,6 +31,7 @@ from iceberg_ops_provider.cli_shared import (
     check_filter,
     exit_interrupted,
     handles_errors,
+    json_option,
     open_catalog,
     pairs,
     text_table,
@@ -125,6 +126,7 @@ def _definition(command: Callable[..., Any]) -> Callable[..., Any]:
         ),
         click.option("--target-db-path", metavar="PATH", help="The target's SQLite catalog database."),
         click.option("--target-warehouse", metavar="PATH", help="The target's sqlite or sql catalog warehouse."),
+        json_option,
     ]
     for decorator in reversed(decorators):
         command = decorator(command)
@@ -309,10 +311,12 @@ def _describe_result(result: Any) -> str:
 
 
 def _describe_report(report: Any) -> str:
-    verdict = "ok" if report.ok else "DIFFERENT"
-    return (
+    untrusted = report.details.get("untrusted")
+    verdict = "ok" if report.ok else ("CANNOT TELL" if untrusted else "DIFFERENT")
+    text = (
         f"verify ({report.method}): {verdict}, {report.source_rows:,} source rows, {report.target_rows:,} target rows"
     )
+    return f"{text}\n  {untrusted}" if untrusted else text
 
 
 @move.command("plan")
@@ -321,7 +325,10 @@ def _describe_report(report: Any) -> str:
 @handles_errors
 def plan_move(settings: _Settings, **options: Any) -> None:
     """Show the move's units, their sizes and which are done; changes nothing."""
-    plan = _engine(_mover(settings, options).plan)
+    try:
+        plan = _engine(_mover(settings, options).plan)
+    except KeyboardInterrupt:
+        exit_interrupted(settings, "stopped while planning the move; plan changes nothing.")
     head = (
         f"move {plan.source} -> {plan.target} ({plan.mode}, move id {plan.move_id})\n"
         f"source snapshot {plan.source_snapshot_id}; {len(plan.units)} unit(s), {size_text(plan.bytes)}, "
@@ -353,8 +360,11 @@ def plan_move(settings: _Settings, **options: Any) -> None:
 def verify_move(settings: _Settings, method: str, seed: int | None, **options: Any) -> None:
     """Compare the rows a finished move wrote with the source's; exit 1 when they differ."""
     sample_size = options.pop("sample_size")
-    mover = _mover(settings, options, sample_size=sample_size)
-    report = _engine(lambda: mover.verify(method, seed=seed))
+    try:
+        mover = _mover(settings, options, sample_size=sample_size)
+        report = _engine(lambda: mover.verify(method, seed=seed))
+    except KeyboardInterrupt:
+        exit_interrupted(settings, "stopped while verifying the move; verify changes nothing.")
     settings.emit(report.to_json(), _describe_report(report))
     if not report.ok:
         raise SystemExit(1)

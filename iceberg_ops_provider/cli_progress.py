@@ -172,7 +172,8 @@ class StopOnInterrupt:
     work checks between units) and prints ``message``; the second raises ``KeyboardInterrupt``. Before
     :attr:`stop` is set (while the work is being prepared) the first Ctrl-C raises at once, and after
     :meth:`finished` Ctrl-C is ignored (the command is only printing what happened). Installed in the
-    main thread only; elsewhere Ctrl-C keeps its usual meaning.
+    main thread only, and not when SIGINT is ignored (as the parent process left it); elsewhere
+    Ctrl-C keeps its usual meaning.
 
     Args:
         notice: Prints a message (the display's :meth:`ProgressDisplay.note`).
@@ -193,7 +194,8 @@ class StopOnInterrupt:
         self._installed = False
 
     def __enter__(self) -> StopOnInterrupt:
-        if threading.current_thread() is threading.main_thread():
+        # A SIGINT the parent set to be ignored (``nohup``, a background job of a non-interactive shell) stays so.
+        if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) != signal.SIG_IGN:
             self._previous = signal.signal(signal.SIGINT, self._handle)
             self._installed = True
         return self

@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
@@ -30,6 +30,7 @@ __all__ = [
     "OLDER_THAN",
     "SIZE",
     "AgeOrTime",
+    "CommandLine",
     "Size",
     "bad_input",
     "check_filter",
@@ -37,6 +38,7 @@ __all__ = [
     "exit_interrupted",
     "for_each_table",
     "handles_errors",
+    "json_option",
     "open_catalog",
     "pairs",
     "report_error",
@@ -85,6 +87,73 @@ def handles_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def _json_given(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if value and ctx.find_root().obj is not None:
+        ctx.find_root().obj.as_json = True
+
+
+json_option = click.option(
+    "--json",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_json_given,
+    help="Print machine-readable JSON (as --json before the command group does).",
+)
+"""``--json`` for a subcommand: the same as the global ``--json`` (``maintain health T --json``)."""
+
+
+def _wants_json(args: Sequence[str]) -> bool:
+    """Whether the command line asks for JSON (``--json`` anywhere before a ``--``)."""
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg == "--json":
+            return True
+    return False
+
+
+class CommandLine(click.Group):
+    """The ``iceberg-ops`` group: usage errors and Ctrl-C follow the same contract as every other error.
+
+    With ``--json`` a usage error prints ``{"error", "type": "UsageError", "exit_code": 2}`` on stdout
+    next to click's usage text on stderr. Ctrl-C that no command handles itself exits 130 with an
+    ``interrupted:`` line (and the JSON error object with ``--json``) instead of click's "Aborted!"
+    and exit 1; a declined confirmation still says "Aborted!" and exits 1.
+    """
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the command line; in standalone mode, exit with the command's exit code."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            if _wants_json(argv):
+                document = {"error": " ".join(exc.format_message().split()), "type": "UsageError"}
+                click.echo(json.dumps({**document, "exit_code": exc.exit_code}))
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort as exc:
+            if not isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):  # a confirmation declined
+                click.echo("Aborted!", err=True)
+                sys.exit(1)
+            message = "stopped by Ctrl-C before the command finished; run it again."
+            if _wants_json(argv):
+                click.echo(json.dumps({"error": message, "type": "KeyboardInterrupt", "exit_code": EXIT_INTERRUPTED}))
+            click.echo(f"interrupted: {message}", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        sys.exit(code if isinstance(code, int) else 0)
+
+
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain text table, as the other commands print them."""
     from iceberg_ops_provider.cli import _table
@@ -118,7 +187,7 @@ class Size(click.ParamType):
 
 
 class AgeOrTime(click.ParamType):
-    """An age (``3d``, ``12h``, ``30m``, ``0s``) or an ISO timestamp (naive ones are UTC), as a UTC datetime."""
+    """An age (``3d``, ``12h``, ``30m``, ``0s``) or a past ISO timestamp (naive ones are UTC), as a UTC datetime."""
 
     name = "age|timestamp"
 
@@ -139,6 +208,14 @@ class AgeOrTime(click.ParamType):
                 param,
                 ctx,
             )
+        now = datetime.now(UTC)
+        if parsed > now + timedelta(seconds=1):
+            self.fail(
+                f"{value!r} is in the future ({parsed.isoformat()}, now is {now.replace(microsecond=0).isoformat()}): "
+                "everything would count as old. Pass an age (0s means now) or a past timestamp.",
+                param,
+                ctx,
+            )
         return parsed
 
 
@@ -146,14 +223,17 @@ SIZE = Size()
 OLDER_THAN = AgeOrTime()
 
 
-def pairs(values: Sequence[str], option: str) -> dict[str, str]:
-    """``["a=b", ...]`` as ``{"a": "b"}``; a usage error naming ``option`` for anything else or a repeated key."""
+def pairs(values: Sequence[str], option: str, example: str = "old_name=new_name") -> dict[str, str]:
+    """``["a=b", ...]`` as ``{"a": "b"}``; a usage error naming ``option`` (and showing ``example``) otherwise.
+
+    A repeated key is refused too.
+    """
     found: dict[str, str] = {}
     for value in values:
         key, sep, item = value.partition("=")
         key, item = key.strip(), item.strip()
         if not sep or not key or not item:
-            raise click.BadParameter(f"{value!r} is not NAME=VALUE (for example old_name=new_name).", param_hint=option)
+            raise click.BadParameter(f"{value!r} is not NAME=VALUE (for example {example}).", param_hint=option)
         if key in found:
             raise click.BadParameter(f"{key!r} is given twice.", param_hint=option)
         found[key] = item
@@ -233,6 +313,11 @@ def resolve_tables(settings: _Settings, catalog: Catalog, table: str | None, eve
             found = catalog.list_tables(namespace)
         except NoSuchNamespaceError:
             found = None
+        if found is None and "." in namespace.strip(".") and catalog.table_exists(namespace):
+            raise click.BadParameter(
+                f"{namespace!r} is a table, not a namespace: leave out --all to work on that table.",
+                param_hint="'TABLE'",
+            )
         if found is None or (not found and not catalog.namespace_exists(namespace)):
             raise click.BadParameter(f"namespace {namespace!r} does not exist in the catalog.", param_hint="'TABLE'")
         return sorted(".".join(identifier) for identifier in found)
@@ -240,6 +325,11 @@ def resolve_tables(settings: _Settings, catalog: Catalog, table: str | None, eve
         raise click.BadParameter("name a table (namespace.table), or a namespace with --all.", param_hint="'TABLE'")
     if "." not in table.strip("."):
         namespace = _namespace_of(settings)
+        if not (namespace and catalog.table_exists(f"{namespace}.{table}")) and catalog.namespace_exists(table):
+            raise click.BadParameter(
+                f"{table!r} is a namespace: pass --all to work on every table of it, or name a table as {table}.TABLE.",
+                param_hint="'TABLE'",
+            )
         if not namespace:
             raise click.BadParameter(
                 f"{table!r} has no namespace: name it as namespace.table (or pass --namespace, or --all for every "

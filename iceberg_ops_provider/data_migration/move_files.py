@@ -15,9 +15,9 @@ import pyarrow as pa
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan, _read_all_delete_files
 from pyiceberg.manifest import ManifestEntryStatus
-from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.snapshots import Operation, ancestors_of
 
-from iceberg_ops_provider.data_migration.state import move_snapshots
+from iceberg_ops_provider.data_migration.state import move_snapshots, state_of
 
 if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import FileScanTask, Table
     from pyiceberg.table.metadata import TableMetadata
 
-__all__ = ["added_files", "move_data_paths", "source_batches", "target_batches"]
+__all__ = ["added_files", "foreign_changes", "move_data_paths", "source_batches", "target_batches"]
 
 BatchStream = Callable[[], Iterator[pa.RecordBatch]]
 _ALWAYS_TRUE = AlwaysTrue()
@@ -79,7 +79,14 @@ def _read(table: Table, tasks: Sequence[FileScanTask], columns: Sequence[str]) -
 
 
 def target_batches(
-    table: Table, move_id: str, branch: str, columns: Sequence[str], row_filter: BooleanExpression, moved_rows: int
+    table: Table,
+    move_id: str,
+    branch: str,
+    columns: Sequence[str],
+    row_filter: BooleanExpression,
+    moved_rows: int,
+    *,
+    replaces_earlier_rows: bool = False,
 ) -> tuple[BatchStream, dict[str, object]]:
     """A stream of the target rows to compare with the source, and what they are (``scope``, ``target_files``).
 
@@ -87,7 +94,10 @@ def target_batches(
     of them and they hold the ``moved_rows`` the move committed. Once a later commit rewrote some (a
     delete, a compaction) or expiry removed some of the move's commits from the history, the move's
     rows cannot be told apart from others any more and the scope is ``table``: every target row
-    matching ``row_filter`` (exact when the move's target holds nothing else there).
+    matching ``row_filter``. That scope is exact only when the target holds nothing else there;
+    ``foreign_changes`` then lists why it may not (see :func:`foreign_changes`; empty: exact).
+    ``replaces_earlier_rows`` says the move replaced the target's earlier rows matching the filter
+    (``overwrite`` mode), so rows the target held before the move do not count.
     """
     paths = move_data_paths(table, move_id, branch)
     head = table.metadata.snapshot_by_name(branch)
@@ -104,7 +114,46 @@ def target_batches(
     def stream() -> Iterator[pa.RecordBatch]:
         yield from stream_tasks(table.metadata, table.io, matching, columns, row_filter)
 
-    return stream, {"scope": "table", "target_files": len(matching), "rewritten_since_move": len(paths - live)}
+    scope: dict[str, object] = {
+        "scope": "table",
+        "target_files": len(matching),
+        "rewritten_since_move": len(paths - live),
+        "foreign_changes": foreign_changes(table.metadata, move_id, branch, replaces_earlier_rows),
+    }
+    return stream, scope
+
+
+def foreign_changes(metadata: TableMetadata, move_id: str, branch: str, replaces_earlier_rows: bool) -> list[str]:
+    """Why rows on ``branch`` may not all be rows the move committed (empty when they can only be its rows).
+
+    Counted as such: a commit of another writer since the move's first commit other than a
+    ``replace`` (a compaction, which changes no rows); rows the target held before the move (unless
+    ``replaces_earlier_rows``); or a history that no longer reaches back to the move's first commit.
+    """
+    head = metadata.snapshot_by_name(branch)
+    if head is None:
+        return []
+    ancestry = list(ancestors_of(head, metadata))  # newest first
+    own = [index for index, snapshot in enumerate(ancestry) if state_of(snapshot, move_id) is not None]
+    if not own:
+        return ["the move's commits are no longer in the target's history (expired)"]
+    reasons = []
+    for snapshot in ancestry[: own[-1]]:
+        operation = snapshot.summary.operation if snapshot.summary is not None else Operation.APPEND
+        if state_of(snapshot, move_id) is None and operation != Operation.REPLACE:
+            reasons.append(f"snapshot {snapshot.snapshot_id} of another writer ({operation.value})")
+    first = ancestry[own[-1]]
+    state = state_of(first, move_id)
+    summary = first.summary
+    added = int(summary.get("added-records", "0") or 0) if summary is not None else 0
+    if state is not None and summary is not None and summary.operation == Operation.APPEND and state.rows != added:
+        reasons.append("the move's earliest commits are no longer in the target's history (expired)")
+    elif not replaces_earlier_rows and first.parent_snapshot_id is not None:
+        parent = metadata.snapshot_by_id(first.parent_snapshot_id)
+        held = int(parent.summary.get("total-records", "0") or 0) if parent is not None and parent.summary else 0
+        if parent is None or held:
+            reasons.append(f"the target held {held:,} rows before the move" if parent else "its history expired")
+    return reasons
 
 
 def source_batches(

@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import asdict, dataclass, field
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pyiceberg.exceptions import CommitFailedException, ValidationException
@@ -127,6 +129,8 @@ class CompactionResult:
     groups: list[CompactionGroupResult] = field(default_factory=list)
     planning_seconds: float = 0.0
     duration_seconds: float = 0.0
+    stopped: bool = False
+    """``should_stop`` asked to stop before every group was done: ``groups`` are those that were."""
 
     def to_json(self, include_files: bool = False) -> dict[str, Any]:
         """JSON-able form (also what the operator pushes to XCom); file paths only with ``include_files``."""
@@ -200,9 +204,14 @@ def _check_arguments(
     return target, expression
 
 
+_COMMIT_KEY = "iceberg-ops.compaction.commit-id"
+"""Snapshot summary key: a fresh id per group commit, to tell after an interrupted commit whether it landed."""
+
+
 def _summary(group: FileGroup, groups: int, strategy: str, removed_deletes: int) -> dict[str, str]:
     return {
         OPERATION_PROPERTY: "compaction",
+        _COMMIT_KEY: uuid.uuid4().hex,
         "iceberg-ops.compaction.strategy": strategy,
         "iceberg-ops.compaction.group": f"{group.index}/{groups}",
         "iceberg-ops.compaction.partition": group.partition_path,
@@ -263,6 +272,7 @@ def compact_small_files_streaming(
     strategy: Literal["binpack", "sort"] = "binpack",
     dry_run: bool = False,
     on_progress: ProgressCallback | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> CompactionResult:
     """Rewrite the small data files of ``table`` into files near the target size, group by group.
 
@@ -278,6 +288,9 @@ def compact_small_files_streaming(
         dry_run: Plan, and report the groups, files and bytes a real run would rewrite; write nothing.
         on_progress: Receives :class:`~iceberg_ops_provider.progress.Progress` (rows, bytes and small
             files read, groups done, rate, ETA) as the groups are rewritten; not called in a dry run.
+        should_stop: Asked before each group (it must be quick, e.g. ``threading.Event.is_set``):
+            once it returns ``True`` no further group starts and the result is ``stopped``, listing
+            the groups done. A group being written when it turns ``True`` is finished and committed.
 
     Raises:
         ValueError: A bad argument, ``strategy="sort"`` on a table without a sort order, or a
@@ -337,8 +350,12 @@ def compact_small_files_streaming(
     )
     runner = _GroupRunner(table, metadata, len(groups), strategy, target, tracker)
     done_bytes = 0
+    stopped = False
     try:
         for group in groups:
+            if should_stop is not None and not dry_run and should_stop():
+                stopped = True
+                break
             removable = removable_delete_files(table.io, group, rewritten, removed_deletes, references)
             planned = CompactionGroupResult(
                 index=group.index,
@@ -378,6 +395,7 @@ def compact_small_files_streaming(
     if groups and not dry_run:
         tracker.finish()
     result = _result(base, snapshot.snapshot_id, groups, results, planning_seconds, time.monotonic() - started)
+    result = replace(result, stopped=stopped)
     if result.failed_groups_count:
         failed = [group for group in result.groups if group.status == "failed"]
         missing = sum(str(group.error or "").startswith("FileNotFoundError") for group in failed)
@@ -427,6 +445,7 @@ class _GroupRunner:
         started = time.monotonic()
         written: list[str] = []
         committing = False
+        summary = _summary(group, self.groups, self.strategy, len(removable))
         try:
             rewriter = GroupRewriter(
                 metadata,
@@ -458,7 +477,7 @@ class _GroupRunner:
                 validator,
                 removed=[*group.data_files, *removable],
                 added=added,
-                snapshot_properties=_summary(group, self.groups, self.strategy, len(removable)),
+                snapshot_properties=summary,
             )
         except (ValidationException, CommitFailedException) as exc:  # the commit certainly did not land
             _delete_written(table, written, label)
@@ -476,9 +495,10 @@ class _GroupRunner:
             seconds = time.monotonic() - started
             return _with(planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
         except BaseException:
-            if committing:  # it may have landed: its files may be referenced, so they stay
+            landed = _landed(table, summary[_COMMIT_KEY]) if committing else False
+            if landed is None:  # it may have landed: its files may be referenced, so they stay
                 log.error("%sthe commit's outcome is unknown; its files are kept: %s", label, ", ".join(written))
-            else:
+            elif not landed:
                 _delete_written(table, written, label)
             raise
         seconds = time.monotonic() - started
@@ -502,6 +522,23 @@ class _GroupRunner:
             snapshot_id=snapshot_id,
             seconds=seconds,
         )
+
+
+def _landed(table: Table, commit_id: str) -> bool | None:
+    """Whether the commit with ``commit_id`` is in the table's history, after an interrupted commit call.
+
+    ``None`` when the catalog cannot tell (it does not answer, or a second interrupt stops the look).
+    The client's commit call was abandoned when it was interrupted, so what the catalog holds now is
+    its outcome.
+    """
+    try:
+        table.refresh()
+    except BaseException:
+        return None
+    return any(
+        snapshot.summary is not None and snapshot.summary.additional_properties.get(_COMMIT_KEY) == commit_id
+        for snapshot in table.metadata.snapshots
+    )
 
 
 def _with(result: CompactionGroupResult, **changes: Any) -> CompactionGroupResult:

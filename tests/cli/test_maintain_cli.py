@@ -144,6 +144,11 @@ def test_all_reports_a_failing_table_and_goes_on_with_the_others(lake):
         (["compact", "events"], "'events' has no namespace"),
         (["compact", "--all", "archive"], "namespace 'archive' does not exist"),
         (["orphans"], "name a table (namespace.table), or a namespace with --all"),
+        (["expire", "sales.events", "--older-than", "2999-01-01"], "'--older-than': '2999-01-01' is in the future"),
+        (["orphans", "sales.events", "--older-than", "2999-01-01T00:00:00"], "'2999-01-01T00:00:00' is in the future"),
+        (["health", "sales.events", "--threshold", "x"], "'x' is not NAME=VALUE (for example max_snapshots=100)"),
+        (["health", "sales"], "'sales' is a namespace: pass --all to work on every table of it"),
+        (["health", "--all", "sales.events"], "'sales.events' is a table, not a namespace: leave out --all"),
     ],
 )
 def test_bad_input_exits_2_naming_the_option_and_changes_nothing(lake, arguments, expected):
@@ -185,3 +190,50 @@ def test_compact_and_health_on_seaweedfs_s3_tables(seaweedfs, unique_name, tmp_p
     table.refresh()
     assert rows(table) == before
     assert len(live_data_files(table)) == 2 and all(f.file_path.startswith("s3://") for f in live_data_files(table))
+
+
+def test_json_is_accepted_after_the_subcommand_and_usage_errors_print_the_json_error(lake):
+    after = run(lake, *sqlite_flags(lake), "maintain", "health", "--all", "sales", "--json")
+    assert after.returncode == 1, after.stderr
+    assert {report["table"] for report in _json(after)} == {"sales.events", "sales.tidy"}
+    on_group = run(lake, *sqlite_flags(lake), "maintain", "--json", "health", "sales.tidy")
+    assert on_group.returncode == 0 and _json(on_group)["healthy"] is True
+
+    for arguments in (["--json", "maintain", "health", "sales.tidy", "--bogus"], ["maintain", "compact", "--json"]):
+        usage = run(lake, *sqlite_flags(lake), *arguments)
+        assert usage.returncode == 2, usage.stderr
+        error = _json(usage)
+        assert error["type"] == "UsageError" and error["exit_code"] == 2 and error["error"], error
+        assert "Usage:" in usage.stderr
+
+
+def test_ctrl_c_before_any_table_work_exits_130_with_the_json_error(lake, monkeypatch):
+    # Ctrl-C at a chosen moment cannot be timed in a subprocess: the interrupt is raised where the catalog opens.
+    import iceberg_ops_provider.cli_maintain as cli_maintain
+
+    def interrupted(settings):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_maintain, "open_catalog", interrupted)
+    result = CliRunner().invoke(cli, [*sqlite_flags(lake), "--json", "maintain", "compact", "sales.events"])
+
+    assert result.exit_code == 130, result.output
+    assert json.loads(result.stdout) == {
+        "error": "stopped before any table was worked on; nothing was changed.",
+        "type": "KeyboardInterrupt",
+        "exit_code": 130,
+    }
+    assert "interrupted: stopped before any table" in result.stderr and "Aborted!" not in result.stderr
+
+
+def test_ctrl_c_that_no_command_handles_exits_130_with_the_json_error(lake, monkeypatch):
+    # The interrupt is raised where the command opens its catalog, as a Ctrl-C there would.
+    from iceberg_ops_provider import cli as cli_module
+
+    def interrupted(self, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_module._Settings, "runner", interrupted)
+    result = CliRunner().invoke(cli, [*sqlite_flags(lake), "--json", "status"])
+    assert result.exit_code == 130, result.output
+    assert json.loads(result.stdout)["exit_code"] == 130 and "interrupted: stopped by Ctrl-C" in result.stderr

@@ -147,3 +147,14 @@ def test_ctrl_c_first_asks_to_stop_then_interrupts_and_is_ignored_once_finished(
         stopping.finished()
         os.kill(os.getpid(), signal.SIGINT)  # ignored
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_stop_on_interrupt_leaves_an_inherited_ignored_sigint_alone():
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as nohup or a non-interactive shell's & leave it
+    try:
+        with StopOnInterrupt(lambda message: None, "stopping") as stopping:
+            stopping.stop = lambda: None
+            assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
