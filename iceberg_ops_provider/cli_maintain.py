@@ -25,6 +25,7 @@ import click
 
 from iceberg_ops_provider.cli_progress import ProgressDisplay, StopOnInterrupt
 from iceberg_ops_provider.cli_shared import (
+    FILE_SIZE,
     OLDER_THAN,
     SIZE,
     bad_input,
@@ -120,7 +121,7 @@ def _exit(code: int) -> None:
 @_ALL
 @json_option
 @click.option(
-    "--target-file-size", type=SIZE, help="Data file target the files are judged against (default: the table's)."
+    "--target-file-size", type=FILE_SIZE, help="Data file target the files are judged against (default: the table's)."
 )
 @click.option(
     "--threshold",
@@ -190,7 +191,9 @@ def _thresholds(values: tuple[str, ...], target_file_size: int | None) -> dict[s
 @_TABLE
 @_ALL
 @json_option
-@click.option("--target-file-size", type=SIZE, help="Output file size (128MiB, 1GiB; default: the table's, 512 MiB).")
+@click.option(
+    "--target-file-size", type=FILE_SIZE, help="Output file size (128MiB, 1GiB; default: the table's, 512 MiB)."
+)
 @click.option(
     "--min-input-files",
     type=click.IntRange(min=1),

@@ -19,8 +19,10 @@ replaced).
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -133,27 +135,69 @@ def _definition(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
+# The settings a catalog error names for the catalog of the global options, and the target's own.
+_TARGET_WORDS = (
+    (re.compile(r"`uri:` under `catalog:` in iceberg-ops\.yaml(, --catalog-uri)?"), "--target-catalog-uri"),
+    (re.compile(r",? or `airflow_conn_id:` in [^)]*"), ""),
+    (re.compile(r"`catalog:` in iceberg-ops\.yaml"), "PYICEBERG_CATALOG__<NAME>__* for --catalog-name"),
+    (re.compile(r"(?<![\w-])--(conn-id|catalog-uri|catalog-name|catalog|db-path|warehouse)(?![\w-])"), r"--target-\1"),
+)
+
+
+def _for_target(exc: Exception, endpoint: str, seconds: float | None) -> Exception:
+    """An error met opening the target's catalog, saying so and naming the ``--target-*`` options.
+
+    A catalog client's own error (unreachable, credentials refused) becomes the iceberg-ops error it
+    amounts to first, with the target's endpoint; the error's type (and so the exit code) stays.
+    """
+    from iceberg_ops_provider.core.timeouts import catalog_error
+    from iceberg_ops_provider.errors import CatalogAuthError, CatalogUnavailableError, IcebergOpsError
+
+    translated = catalog_error(exc, endpoint, seconds) or exc
+    if not isinstance(translated, IcebergOpsError):
+        return exc
+    message = " ".join(str(translated).split())
+    for pattern, words in _TARGET_WORDS:
+        message = pattern.sub(words, message)
+    reached = isinstance(translated, CatalogAuthError | CatalogUnavailableError)  # the endpoint answered, or not
+    where = f" ({endpoint})" if reached and endpoint and endpoint not in message else ""
+    renamed = copy.copy(translated)
+    message = message[0].lower() + message[1:] if message.startswith("The ") else message
+    renamed.args = (f"The target catalog{where}: {message}",)
+    return renamed
+
+
 def _target_catalog(settings: _Settings, options: dict[str, Any]) -> Catalog | None:
-    """The target's catalog when a ``--target-*`` option names one: the source's settings with those replaced."""
+    """The target's catalog when a ``--target-*`` option names one: the source's settings with those replaced.
+
+    ``--target-db-path`` without ``--target-warehouse`` keeps the target's data next to its database
+    (``<name>_warehouse`` beside ``<name>.db``), not in the warehouse of the source's project file.
+    """
     from iceberg_ops_provider.cli import _without_airflow_logging
-    from iceberg_ops_provider.errors import ProjectConfigError
 
     if not any(options.get(name) for name in _TARGET_OPTIONS):
         return None
+    warehouse = options.get("target_warehouse")
+    db_path = options.get("target_db_path")
+    if db_path and not warehouse:
+        path = Path(db_path).expanduser().resolve()
+        warehouse = str(path.with_name(f"{path.stem}_warehouse"))
+    endpoint, seconds = options.get("target_catalog_uri") or "", None
     try:
         config = settings.config(required=False).with_overrides(
             conn_id=options.get("target_conn_id"),
             catalog_kind=options.get("target_catalog"),
             catalog_name=options.get("target_catalog_name"),
             catalog_uri=options.get("target_catalog_uri"),
-            db_path=options.get("target_db_path"),
-            warehouse=options.get("target_warehouse"),
+            db_path=db_path,
+            warehouse=warehouse,
         )
-    except ProjectConfigError as exc:
-        raise ProjectConfigError(f"The target's catalog (--target-* options): {exc}") from exc
-    if config.airflow_conn_id:
-        _without_airflow_logging(lambda: config.catalog_timeout)  # reads the connection, keeping stdout clean
-    return config.build_catalog()
+        if config.airflow_conn_id:
+            _without_airflow_logging(lambda: config.catalog_timeout)  # reads the connection, keeping stdout clean
+        endpoint, seconds = config.catalog_uri, config.known_catalog_timeout
+        return config.build_catalog()
+    except Exception as exc:
+        raise _for_target(exc, endpoint, seconds) from exc
 
 
 _ARGUMENTS = (
@@ -194,10 +238,16 @@ def _mover(settings: _Settings, options: dict[str, Any], **extra: Any) -> DataMo
     """The mover the options describe, on the catalogs of the global and ``--target-*`` options."""
     from iceberg_ops_provider.data_migration import DEFAULT_COMMIT_EVERY_BYTES, DataMover
 
-    columns = [name.strip() for value in options["columns"] for name in value.split(",") if name.strip()]
+    columns = [name.strip() for value in options["columns"] for name in value.split(",")]
+    if "" in columns:
+        raise click.BadParameter(
+            f"{','.join(options['columns'])!r} has an empty column name: list names separated by single commas "
+            "(id,day,amount).",
+            param_hint="'--columns'",
+        )
     source_catalog = open_catalog(settings)
     try:
-        return DataMover(
+        mover = DataMover(
             source_catalog,
             options["source"],
             options["target"],
@@ -214,6 +264,54 @@ def _mover(settings: _Settings, options: dict[str, Any], **extra: Any) -> DataMo
         )
     except Exception as exc:
         raise bad_input(_in_option_words(exc), _ENGINE_OPTIONS) from exc
+    if options["source_snapshot_id"] is not None:
+        _check_snapshot(mover, options["source_snapshot_id"])
+    return mover
+
+
+def _recorded_state(mover: DataMover) -> Any:
+    """The move's state recorded in the target (``None`` for a new move, or a target not there yet)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from iceberg_ops_provider.data_migration.resolution import current_state
+
+    try:
+        target = mover.target_catalog.load_table(mover.target)
+    except NoSuchTableError:
+        return None
+    return current_state(mover, target)
+
+
+def _check_snapshot(mover: DataMover, snapshot_id: int) -> None:
+    """Refuse a ``--source-snapshot-id`` the source does not have, when it starts a new move.
+
+    A move under way reads the snapshot it started with; the engine says so when that one is gone.
+    """
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        source = mover.source_catalog.load_table(mover.source)
+    except NoSuchTableError:
+        return  # the engine says the source does not exist
+    if source.metadata.snapshot_by_id(snapshot_id) is not None or _recorded_state(mover) is not None:
+        return
+    current = source.metadata.current_snapshot_id
+    raise click.BadParameter(
+        f"{snapshot_id} is not a snapshot of {mover.source} (expired, or of another table); its current snapshot "
+        f"is {current}. Pass one of its snapshots, or leave the option out to move the current one.",
+        param_hint="'--source-snapshot-id'",
+    )
+
+
+def _resume_notes(mover: DataMover) -> list[str]:
+    """What a run resumes, as ``move plan`` says it: the units already committed, and their size."""
+    state = _recorded_state(mover)
+    if state is None or state.complete:
+        return []
+    notes = [f"resuming: {len(state.done)} of {state.unit_count} units committed"]
+    if state.commit_every_bytes != mover.commit_every_bytes:
+        notes.append(f"units of {size_text(state.commit_every_bytes)} each, as the move started with")
+    return notes
 
 
 @click.group(cls=MoveGroup)
@@ -247,6 +345,7 @@ def run_move(settings: _Settings, **options: Any) -> None:
 
     result = None
     mover: DataMover | None = None
+    notes: list[str] = []
     abandoned = False
     display = ProgressDisplay("none" if options["no_progress"] else "auto")
     stopping = StopOnInterrupt(
@@ -266,15 +365,18 @@ def run_move(settings: _Settings, **options: Any) -> None:
                     on_progress=display,
                 )
                 stopping.stop = mover.stop
+                notes = _resume_notes(mover)
+                for note in notes:
+                    display.note(f"note: {note}")
                 result = _engine(mover.run)
                 stopping.finished()
         except KeyboardInterrupt:  # while preparing, or a second Ctrl-C
             abandoned = True
         stopping.finished()
         if abandoned or (stopping.requested and result is not None and not result.complete):
-            _interrupted(settings, mover, display.last, result)
+            _interrupted(settings, mover, display.last, result, notes)
         assert result is not None
-        settings.emit(result.to_json(), _describe_result(result))
+        settings.emit({**result.to_json(), "notes": notes}, _describe_result(result))
         if not result.complete:
             click.echo(
                 f"error: move {result.move_id} is not complete ({result.units_committed} unit(s) committed by this "
@@ -284,16 +386,25 @@ def run_move(settings: _Settings, **options: Any) -> None:
             raise SystemExit(1)
 
 
-def _interrupted(settings: _Settings, mover: DataMover | None, last: Any, result: Any) -> None:
+def _interrupted(settings: _Settings, mover: DataMover | None, last: Any, result: Any, notes: list[str]) -> None:
     """Say what an interrupted move left and how to resume it; exit 130."""
     if mover is None:
         exit_interrupted(settings, "stopped before the move started; nothing was written.")
-    done = f"{last.units_done} of {last.units_total} units" if last is not None and last.units_total else "whole units"
+    if last is not None and last.units_total and last.units_done:
+        done = (
+            f"{last.units_done} of {last.units_total} units committed; the target holds exactly the rows of its "
+            "committed units"
+        )
+    else:  # no unit reported done: at most the one whose commit was under way is in, and whole
+        before = next((note.removeprefix("resuming: ") for note in notes if note.startswith("resuming: ")), None)
+        done = (
+            f"{before} before this run, none by it" if before else "no unit committed before the stop"
+        ) + " (a unit being committed then is in whole or not at all)"
     exit_interrupted(
         settings,
-        f"move {mover.move_id}: {done} committed; the target holds exactly the rows of its committed units. Run the "
-        f"same command again to resume (or pass --move-id {mover.move_id} with the same options).",
-        result.to_json() if result is not None else None,
+        f"move {mover.move_id}: {done}. Run the same command again to resume (or pass --move-id {mover.move_id} "
+        "with the same options).",
+        {**result.to_json(), "notes": notes} if result is not None else None,
     )
 
 

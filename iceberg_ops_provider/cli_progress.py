@@ -12,6 +12,7 @@ second one interrupt at once.
 
 from __future__ import annotations
 
+import dataclasses
 import signal
 import sys
 import threading
@@ -28,6 +29,7 @@ __all__ = ["ProgressDisplay", "StopOnInterrupt"]
 
 Mode = Literal["auto", "bar", "lines", "none"]
 _BAR_WIDTH = 24
+_MIN_LABEL = 16  # characters of a long label kept on a narrow terminal
 _MIN_LINE_GAP = 1.0  # seconds between plain lines, however fast units finish
 
 
@@ -56,6 +58,15 @@ def _detail(progress: Progress, width: int | None = None) -> str:
         parts.remove(max(parts, key=lambda part: part[0]))
         text = " · ".join(part for _, part in parts)
     return text
+
+
+def _short_label(label: str, room: int) -> str:
+    """``label`` in ``room`` characters (at least ``_MIN_LABEL``), its middle left out: the figures go last."""
+    room = max(room, _MIN_LABEL)
+    if len(label) <= room:
+        return label
+    head = (room - 1) // 2
+    return f"{label[:head]}…{label[len(label) - (room - 1 - head) :]}"
 
 
 class ProgressDisplay:
@@ -145,8 +156,11 @@ class ProgressDisplay:
         if task is None:
             task = self._bar.add_task(progress.label, total=total, detail="")
             self._tasks[progress.label] = task
-        room = self._bar.console.width - len(progress.label) - _BAR_WIDTH - 8
-        self._bar.update(task, completed=progress.bytes, total=total, detail=_detail(progress, max(room, 20)))
+        width = self._bar.console.width - _BAR_WIDTH - 8  # the bar, its percentage and the gaps
+        essential = _detail(dataclasses.replace(progress, files_total=None, units_total=None))  # size, rows, rate
+        label = _short_label(progress.label, width - len(essential))
+        detail = _detail(progress, max(width - len(label), 20))
+        self._bar.update(task, description=label, completed=progress.bytes, total=total, detail=detail)
 
     def _line(self, progress: Progress) -> None:
         self._printed[progress.label] = (time.monotonic(), progress)

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXIT_INTERRUPTED",
+    "FILE_SIZE",
     "OLDER_THAN",
     "SIZE",
     "AgeOrTime",
@@ -162,9 +163,17 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
 
 
 class Size(click.ParamType):
-    """A positive number of bytes: ``134217728``, ``128MiB``, ``128M`` (binary), ``100MB`` (decimal), ``1GiB``."""
+    """A positive number of bytes: ``134217728``, ``128MiB``, ``128M`` (binary), ``100MB`` (decimal), ``1GiB``.
+
+    Args:
+        maximum: The largest size accepted and how to write it (``(2**40, "1 TiB")``); above it, a usage
+            error names the option. Default: no bound.
+    """
 
     name = "size"
+
+    def __init__(self, maximum: tuple[int, str] | None = None) -> None:
+        self.maximum = maximum
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         """The number of bytes, or a usage error naming the option."""
@@ -183,6 +192,8 @@ class Size(click.ParamType):
             number = int(float(match.group(1)) * _UNITS[unit])
         if number < 1:
             self.fail(f"{value!r} must be at least 1 byte.", param, ctx)
+        if self.maximum is not None and number > self.maximum[0]:
+            self.fail(f"{value!r} is more than {self.maximum[1]}, the largest size accepted.", param, ctx)
         return number
 
 
@@ -220,6 +231,8 @@ class AgeOrTime(click.ParamType):
 
 
 SIZE = Size()
+FILE_SIZE = Size(maximum=(2**40, "1 TiB"))
+"""A data file size: at most 1 TiB (a larger target is a typo, and no engine writes such files)."""
 OLDER_THAN = AgeOrTime()
 
 

@@ -41,8 +41,9 @@ LINE_LENGTH = 88
 CONFIG_TEMPLATE = """\
 # iceberg-ops project settings. Every key is optional until a command needs it.
 catalog:
-  kind: sqlite            # sqlite | glue | rest | hive | s3tables; or `name: <catalog>` for any PyIceberg catalog
-  # options of that kind, e.g. for rest: uri, warehouse, credential; for s3tables: warehouse (table bucket ARN), region
+  kind: sqlite      # sqlite | sql | glue | rest | hive | s3tables; or `name: <catalog>` for any PyIceberg catalog
+  # options of that kind, e.g. for sql: uri (a SQLAlchemy URL), warehouse; for rest: uri, warehouse, credential;
+  # for s3tables: warehouse (table bucket ARN), region
 namespace: {namespace}
 migrations_dir: migrations
 models_dir: models

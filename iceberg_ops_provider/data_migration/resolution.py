@@ -265,6 +265,7 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
             )
         notes.append("already complete: nothing to do")
         finished = True
+        commit_every = state.commit_every_bytes  # the units the move committed, whatever size is asked for now
     if snapshot_id is not None and source.metadata.snapshot_by_id(snapshot_id) is None:
         raise MoveStateError(
             f"Source snapshot {snapshot_id} of {mover.source} no longer exists (expired?); the move cannot "

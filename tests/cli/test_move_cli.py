@@ -127,7 +127,10 @@ def test_move_prints_the_result_on_stdout_progress_on_stderr_and_a_rerun_changes
 
     assert moved.returncode == 0, moved.stderr
     result = json.loads(moved.stdout)
-    assert set(result) == set(MoveResult("m", "s", "t", "append", None, 0, 0, 0, 0, 0, 0, 0, 0.0, True).to_json())
+    assert set(result) == {
+        *MoveResult("m", "s", "t", "append", None, 0, 0, 0, 0, 0, 0, 0, 0.0, True).to_json(),
+        "notes",
+    }
     assert result["complete"] and result["rows"] == SOURCE_FILES * ROWS_PER_FILE and result["verify"]["ok"]
     lines = moved.stderr.splitlines()
     assert lines and all(line.startswith("move sales.events -> archive.events: ") for line in lines), moved.stderr
@@ -233,7 +236,10 @@ def test_source_and_target_from_two_airflow_connections_keep_stdout_for_the_json
         (["sales.events", "archive.events", "--commit-every-bytes", "0"], "'0' must be at least 1 byte"),
         (["sales.events", "archive.events", "--mode", "upsert"], "Invalid value for '--mode'"),
         (["sales.events", "sales.events"], "Source and target are the same table"),
-        (["sales.events", "archive.events", "--target-catalog-uri", "http://x"], "The target's catalog (--target-*"),
+        (
+            ["sales.events", "archive.events", "--target-catalog-uri", "http://x"],
+            "The target catalog: --target-catalog-uri",
+        ),
         (["verify", "sales.events", "archive.events", "--create-target"], "has not finished"),
     ],
 )

@@ -158,3 +158,15 @@ def test_stop_on_interrupt_leaves_an_inherited_ignored_sigint_alone():
         assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_a_narrow_terminal_shortens_a_long_label_before_leaving_out_rows_and_rate(monkeypatch):
+    monkeypatch.setenv("COLUMNS", "110")
+    label = "move warehouse_sales.customer_events -> archive_2026.customer_events_copy"
+    stream = io.StringIO()
+    with ProgressDisplay("bar", stream=stream) as display:
+        display(_progress(label, rows=12_345, files_total=None, units_done=1, unit_name="unit"))
+    text = stream.getvalue()
+    assert "12,345 rows" in text and "KiB/s" in text and "ETA" in text
+    assert "move wa" in text and "…" in text and "events_copy" in text
+    assert all(len(line) <= 110 for line in text.splitlines())
