@@ -7,7 +7,6 @@ database); concurrent writers are other catalog objects (or threads) on the same
 from __future__ import annotations
 
 import logging
-import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -25,6 +24,7 @@ from iceberg_ops_provider.core.atomic_commit import (
     describe_commit_mode,
 )
 from iceberg_ops_provider.errors import InvalidOperationError
+from tests.core.atomic_support import race_on_two_tables
 
 SCHEMA = pa.schema([pa.field("id", pa.int64())])
 
@@ -158,39 +158,10 @@ def test_a_concurrent_append_fails_a_staged_append_of_the_commit_and_nothing_lan
 
 def test_concurrent_multi_table_commits_never_half_apply(sql, catalog_backend):
     """Threads append the same value to both tables in one commit each (in both table orders), retrying lost races."""
-    errors: list[BaseException] = []
-
-    def worker(number: int) -> None:
-        catalog = catalog_backend.build()
-        try:
-            for step in range(4):
-                value = number * 100 + step
-                for _ in range(50):
-                    names = ("ns.a", "ns.b") if number % 2 else ("ns.b", "ns.a")
-                    transactions = [catalog.load_table(name).transaction() for name in names]
-                    for transaction in transactions:
-                        transaction.append(pa.table({"id": pa.array([value], pa.int64())}))
-                    try:
-                        commit_atomically(catalog, [TableChange.of(t) for t in transactions])
-                        break
-                    except CommitFailedException:
-                        continue
-                else:
-                    raise AssertionError(f"worker {number} never committed step {step}")
-        except BaseException as exc:
-            errors.append(exc)
-        finally:
-            catalog.close()
-
-    threads = [threading.Thread(target=worker, args=(number,)) for number in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert not errors, errors
+    expected = race_on_two_tables(catalog_backend.build, writers=4, steps=4, attempts=50)
     a = sorted(sql.load_table("ns.a").scan().to_arrow().column("id").to_pylist())
     b = sorted(sql.load_table("ns.b").scan().to_arrow().column("id").to_pylist())
-    assert a == b == sorted(number * 100 + step for number in range(4) for step in range(4))
+    assert a == b == expected
 
 
 def test_a_table_is_created_in_the_same_commit(sql):

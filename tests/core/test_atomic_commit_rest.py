@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import http.client
 import logging
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -26,6 +25,7 @@ from pyiceberg.types import StringType
 from iceberg_ops_provider.core import atomic_commit_rest
 from iceberg_ops_provider.core.atomic_commit import TableChange, atomic_commit_mode, commit_atomically
 from iceberg_ops_provider.core.catalog import CatalogFactory
+from tests.core.atomic_support import race_on_two_tables
 from tests.servers import ACCESS_KEY, REGION, SECRET_KEY, serve_http
 
 pytestmark = pytest.mark.backends
@@ -252,35 +252,8 @@ def test_a_commit_whose_answer_times_out_is_reported_unknown(seaweedfs, bucket):
 
 
 def test_concurrent_multi_table_commits_never_half_apply(seaweedfs, bucket):
-    errors: list[BaseException] = []
-
-    def worker(number: int) -> None:
-        catalog = _open(seaweedfs, bucket)
-        try:
-            for step in range(3):
-                value = number * 100 + step
-                for _ in range(40):
-                    names = ("ns.a", "ns.b") if number % 2 else ("ns.b", "ns.a")
-                    transactions = [catalog.load_table(name).transaction() for name in names]
-                    for transaction in transactions:
-                        transaction.append(pa.table({"id": pa.array([value], pa.int64())}))
-                    try:
-                        commit_atomically(catalog, [TableChange.of(t) for t in transactions])
-                        break
-                    except CommitFailedException:
-                        continue
-                else:
-                    raise AssertionError(f"worker {number} never committed step {step}")
-        except BaseException as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(number,)) for number in range(3)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(300)
-    assert not errors, errors
+    expected = race_on_two_tables(lambda: _open(seaweedfs, bucket), writers=3, steps=3, attempts=40)
     catalog = _open(seaweedfs, bucket)
     a = sorted(catalog.load_table("ns.a").scan().to_arrow().column("id").to_pylist())
     b = sorted(catalog.load_table("ns.b").scan().to_arrow().column("id").to_pylist())
-    assert a == b == sorted(number * 100 + step for number in range(3) for step in range(3))
+    assert a == b == expected
