@@ -111,24 +111,25 @@ class SeaweedFS:
         client = boto3.client("s3tables", **boto_kwargs(self.s3_endpoint))
         return client.create_table_bucket(name=name)["arn"]
 
-    def rest_catalog(self, bucket: str):
-        """A ``rest`` catalog on its Iceberg endpoint for table bucket ``bucket``, signed as S3 Tables are."""
+    def rest_properties(self, bucket: str) -> dict[str, str]:
+        """Properties (all text) of its Iceberg endpoint for table bucket ``bucket``, signed as S3 Tables are."""
+        return {
+            "uri": self.iceberg_uri,
+            "warehouse": f"s3://{bucket}",
+            "rest.sigv4-enabled": "true",
+            "rest.signing-name": "s3tables",
+            "rest.signing-region": REGION,
+            "client.access-key-id": ACCESS_KEY,
+            "client.secret-access-key": SECRET_KEY,
+            "client.region": REGION,
+            **self.s3_properties(),
+        }
+
+    def rest_catalog(self, bucket: str, **overrides: object):
+        """A ``rest`` catalog on its Iceberg endpoint for table bucket ``bucket`` (:meth:`rest_properties`)."""
         from iceberg_ops_provider.core.catalog import CatalogFactory
 
-        return CatalogFactory.build(
-            "rest",
-            uri=self.iceberg_uri,
-            warehouse=f"s3://{bucket}",
-            **{
-                "rest.sigv4-enabled": True,
-                "rest.signing-name": "s3tables",
-                "rest.signing-region": REGION,
-                "client.access-key-id": ACCESS_KEY,
-                "client.secret-access-key": SECRET_KEY,
-                "client.region": REGION,
-            },
-            **self.s3_properties(),
-        )
+        return CatalogFactory.build("rest", **{**self.rest_properties(bucket), **overrides})
 
 
 def weed_binary() -> str:

@@ -25,7 +25,7 @@ from airflow.providers.apache.iceberg.hooks.iceberg import IcebergHook
 
 from iceberg_ops_provider.errors import CatalogAuthError, CatalogConfigError, IcebergOpsError
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
-from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
+from tests.servers import ACCESS_KEY, SECRET_KEY
 
 OURS_ONLY = frozenset({"rest.sigv4.max-retries"})  # what this project adds to a REST catalog's properties
 KEPT_BACK = frozenset({"timeout", "meta_namespace"})  # extras this project reads and does not pass on
@@ -96,16 +96,7 @@ def rest_bucket(seaweedfs, unique_name) -> str:
 
 
 def _sigv4_extra(seaweedfs, bucket: str) -> dict[str, Any]:
-    return {
-        "warehouse": f"s3://{bucket}",
-        "rest.sigv4-enabled": "true",
-        "rest.signing-name": "s3tables",
-        "rest.signing-region": REGION,
-        "client.access-key-id": ACCESS_KEY,
-        "client.secret-access-key": SECRET_KEY,
-        "client.region": REGION,
-        **seaweedfs.s3_properties(),
-    }
+    return {key: value for key, value in seaweedfs.rest_properties(bucket).items() if key != "uri"}
 
 
 @pytest.mark.backends

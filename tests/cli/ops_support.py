@@ -10,8 +10,6 @@ from typing import Any
 
 import yaml
 
-from tests.servers import ACCESS_KEY, REGION, SECRET_KEY
-
 BIN = Path(sys.executable).parent / "iceberg-ops"
 
 
@@ -48,15 +46,7 @@ def seaweedfs_project(root: Path, seaweedfs: Any, bucket: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     catalog = {
         "kind": "rest",
-        "uri": seaweedfs.iceberg_uri,
-        "warehouse": f"s3://{bucket}",
-        "rest.sigv4-enabled": "true",
-        "rest.signing-name": "s3tables",
-        "rest.signing-region": REGION,
-        "client.access-key-id": ACCESS_KEY,
-        "client.secret-access-key": SECRET_KEY,
-        "client.region": REGION,
-        **seaweedfs.s3_properties(),
+        **seaweedfs.rest_properties(bucket),
     }
     path = root / "iceberg-ops.yaml"
     path.write_text(yaml.safe_dump({"catalog": catalog, "namespace": bucket}))

@@ -24,9 +24,8 @@ from pyiceberg.types import StringType
 
 from iceberg_ops_provider.core import atomic_commit_rest
 from iceberg_ops_provider.core.atomic_commit import TableChange, atomic_commit_mode, commit_atomically
-from iceberg_ops_provider.core.catalog import CatalogFactory
 from tests.core.atomic_support import race_on_two_tables
-from tests.servers import ACCESS_KEY, REGION, SECRET_KEY, serve_http
+from tests.servers import serve_http
 
 pytestmark = pytest.mark.backends
 
@@ -34,21 +33,7 @@ SCHEMA = pa.schema([pa.field("id", pa.int64())])
 
 
 def _open(seaweedfs, bucket: str, uri: str | None = None, timeout: float = 60.0):
-    return CatalogFactory.build(
-        "rest",
-        uri=uri or seaweedfs.iceberg_uri,
-        timeout=timeout,
-        warehouse=f"s3://{bucket}",
-        **{
-            "rest.sigv4-enabled": True,
-            "rest.signing-name": "s3tables",
-            "rest.signing-region": REGION,
-            "client.access-key-id": ACCESS_KEY,
-            "client.secret-access-key": SECRET_KEY,
-            "client.region": REGION,
-        },
-        **seaweedfs.s3_properties(),
-    )
+    return seaweedfs.rest_catalog(bucket, uri=uri or seaweedfs.iceberg_uri, timeout=timeout)
 
 
 @pytest.fixture

@@ -30,9 +30,7 @@ from iceberg_ops_provider.errors import (
 )
 from iceberg_ops_provider.runner import MigrationRunner
 from tests.servers import (
-    ACCESS_KEY,
     REGION,
-    SECRET_KEY,
     boto_kwargs,
     free_ports,
     serve_http,
@@ -63,17 +61,7 @@ def _without_aws_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _sigv4_rest(seaweedfs, bucket: str, **overrides: str) -> dict[str, str]:
-    options = {
-        "uri": seaweedfs.iceberg_uri,
-        "warehouse": f"s3://{bucket}",
-        "rest.sigv4-enabled": "true",
-        "rest.signing-name": "s3tables",
-        "rest.signing-region": REGION,
-        "client.access-key-id": ACCESS_KEY,
-        "client.secret-access-key": SECRET_KEY,
-        "client.region": REGION,
-        **seaweedfs.s3_properties(),
-    }
+    options = seaweedfs.rest_properties(bucket)
     options.update(overrides)
     return {key: value for key, value in options.items() if value != ""}
 
