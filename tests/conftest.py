@@ -154,3 +154,18 @@ def catalog_backend(request: pytest.FixtureRequest, tmp_path: Path) -> CatalogBa
         return CatalogBackend("sqlite", {"db_path": str(tmp_path / "catalog.db"), "warehouse_dir": warehouse})
     url = request.getfixturevalue("postgres_url")
     return CatalogBackend("sql", {"uri": url, "warehouse_dir": warehouse, "name": f"t{uuid.uuid4().hex[:12]}"})
+
+
+@pytest.fixture
+def sigint_interrupts() -> Iterator[None]:
+    """SIGINT raising KeyboardInterrupt, as in an interactive shell, for tests that send it to their own process.
+
+    pytest-xdist's workers ignore SIGINT, and the command line leaves an inherited ignored SIGINT alone.
+    """
+    import signal
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

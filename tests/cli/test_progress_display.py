@@ -131,7 +131,7 @@ def test_nothing_is_drawn_without_progress():
     assert stream.getvalue() == "" and display.last is not None
 
 
-def test_ctrl_c_first_asks_to_stop_then_interrupts_and_is_ignored_once_finished():
+def test_ctrl_c_first_asks_to_stop_then_interrupts_and_is_ignored_once_finished(sigint_interrupts):
     calls: list[str] = []
     before = signal.getsignal(signal.SIGINT)
     with StopOnInterrupt(calls.append, "stopping") as stopping, pytest.raises(KeyboardInterrupt):

@@ -216,12 +216,13 @@ def test_a_worker_killed_in_the_middle_of_a_move_unit_the_other_worker_retries_i
 
 
 def _second_try(cluster: AirflowCluster, run_id: str, map_index: int, timeout: float = 120.0) -> dict[str, Any]:
-    """The second try of a move task instance once a worker has taken it (its hostname set)."""
+    """The second try of a move task instance once a worker has started it (running or done, its hostname set)."""
     deadline = time.monotonic() + timeout
     tries: list[dict[str, Any]] = []
     while time.monotonic() < deadline:
         tries = cluster.tries(BACKFILL, run_id, "move", map_index)
-        if len(tries) > 1 and tries[-1]["hostname"]:
+        # Until a worker starts the new try, its row may still carry the hostname of the try before.
+        if len(tries) > 1 and tries[-1]["hostname"] and tries[-1]["state"] in ("running", "success", "failed"):
             return tries[-1]
         time.sleep(0.5)
     raise AssertionError(f"move[{map_index}] was not retried on a worker within {timeout:.0f}s: {tries}")

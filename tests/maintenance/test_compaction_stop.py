@@ -70,7 +70,9 @@ def test_an_interrupt_inside_the_commit_deletes_the_group_files_unless_the_commi
         assert _data_files(table) == files_before and len(live) == 12  # no orphan left behind
 
 
-def test_the_first_ctrl_c_of_maintain_compact_stops_after_the_group_being_written(tmp_path, table, monkeypatch):
+def test_the_first_ctrl_c_of_maintain_compact_stops_after_the_group_being_written(
+    tmp_path, table, monkeypatch, sigint_interrupts
+):
     real_run = compaction._GroupRunner.run
 
     def run_and_press_ctrl_c(self, *args, **kwargs):
