@@ -31,6 +31,7 @@ crash: $(INSTALLED)
 	ICEBERG_OPS_CRASH_KILLS=40 $(PY) -m pytest tests/migration/test_crash_recovery.py
 	ICEBERG_OPS_ATOMIC_KILLS=30 $(PY) -m pytest tests/migration/test_atomic_crashes.py
 	ICEBERG_OPS_MOVE_KILLS=30 $(PY) -m pytest tests/data_migration/test_mover_crash.py
+	ICEBERG_OPS_DEPLOYMENT_KILL=1 $(PY) -m pytest tests/deployment -k worker_killed
 
 # The main job: the example DAG migrates the `demo` namespace, then loads into it, on a real Airflow
 # (metadata database in airflow_home/) against the embedded SQLite catalog in local_data/.

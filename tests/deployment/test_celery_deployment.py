@@ -9,6 +9,7 @@ process groups, and the commit it dies in is a real catalog commit waiting for a
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -101,8 +102,13 @@ def test_table_maintenance_compacts_the_namespace_tables_that_need_it(cluster):
 def test_backfill_move_units_run_on_both_workers_and_move_each_row_once(cluster):
     catalog = cluster.catalog()
     source = _events(catalog, "backfill.events", weeks=4)
+    catalog.create_table("backfill.events_v2", source.schema())  # so its commits can be held below
 
-    run = cluster.run_dag(BACKFILL, _backfill_conf("backfill.events", "backfill.events_v2", weeks=4))
+    # Commits wait until two units run at once, on two workers: neither worker can take every unit alone.
+    with _commits_held(cluster, "backfill", "events_v2"):
+        run_id = cluster.trigger(BACKFILL, _backfill_conf("backfill.events", "backfill.events_v2", weeks=4))
+        _wait_for_moves_on_workers(cluster, run_id, workers=2)
+    run = cluster.wait_for_run(BACKFILL, run_id, timeout=180)
 
     assert run.state == "success", cluster.failure_report(run)
     moves = run.of("move")
@@ -117,6 +123,19 @@ def test_backfill_move_units_run_on_both_workers_and_move_each_row_once(cluster)
     assert all(report["ok"] for report in _mapped_results(cluster, run, "verify"))
     target = catalog.load_table("backfill.events_v2")
     assert _rows(target) == _rows(source.refresh())  # exactly the source rows, each once
+
+
+def _wait_for_moves_on_workers(cluster: AirflowCluster, run_id: str, workers: int, timeout: float = 120.0) -> None:
+    """Wait until move task instances of ``run_id`` run on ``workers`` different workers at once."""
+    deadline = time.monotonic() + timeout
+    hosts: set[str] = set()
+    while time.monotonic() < deadline:
+        running = [ti for ti in cluster.task_instances(BACKFILL, run_id) if ti["task_id"] == "move"]
+        hosts = {ti["hostname"] for ti in running if ti["state"] == "running" and ti["hostname"]}
+        if len(hosts) >= workers:
+            return
+        time.sleep(0.3)
+    raise AssertionError(f"move tasks did not run on {workers} workers at once within {timeout:.0f}s: {hosts}")
 
 
 @contextlib.contextmanager
@@ -180,6 +199,10 @@ def _move_waiting_to_commit(cluster: AirflowCluster, run_id: str, timeout: float
     raise AssertionError(f"No move task waited in its commit within {timeout:.0f}s.\n{cluster.failure_report(run)}")
 
 
+@pytest.mark.skipif(
+    os.environ.get("ICEBERG_OPS_DEPLOYMENT_KILL") != "1",
+    reason="kills a Celery worker mid-move; set ICEBERG_OPS_DEPLOYMENT_KILL=1 (make crash does) to run it",
+)
 def test_a_worker_killed_in_the_middle_of_a_move_unit_the_other_worker_retries_it(cluster):
     catalog = cluster.catalog()
     source = _events(catalog, "crash.events", weeks=2)
