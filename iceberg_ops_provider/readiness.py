@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import NoSuchNamespaceError
 
-from iceberg_ops_provider.core.catalog import _sql_database_error
+from iceberg_ops_provider.core.catalog import sql_database_error
 from iceberg_ops_provider.core.timeouts import catalog_endpoint, catalog_errors
 from iceberg_ops_provider.discovery import discover
 from iceberg_ops_provider.errors import CatalogUnavailableError, IcebergOpsError
@@ -267,7 +267,7 @@ def check_errors(catalog: Catalog) -> Iterator[None]:
         try:
             yield
         except Exception as exc:
-            error = _sql_database_error(exc, endpoint, seconds)  # type: ignore[arg-type]  # None: no bound known
+            error = sql_database_error(exc, endpoint, seconds)  # seconds None: no bound known
             error = error or _sql_transient_error(exc, endpoint)
             if error is None:
                 raise

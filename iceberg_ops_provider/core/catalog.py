@@ -82,6 +82,7 @@ __all__ = [
     "CatalogFactory",
     "ensure_namespace",
     "pyiceberg_config_error",
+    "sql_database_error",
     "to_property_value",
 ]
 
@@ -312,8 +313,13 @@ _SQL_REFUSED = (
 )
 
 
-def _sql_database_error(exc: BaseException, endpoint: str, seconds: float) -> Exception | None:
-    """What a database driver's connection error amounts to (unreachable, refused login, no such database)."""
+def sql_database_error(exc: BaseException, endpoint: str, seconds: float | None) -> Exception | None:
+    """What a database driver's connection error amounts to (unreachable, refused login, no such database).
+
+    Shared by building a catalog and by every later check that reaches its database (the sensors'
+    triggers); ``seconds`` is the bound the caller waited, ``None`` when it set none. ``None`` when
+    ``exc`` is not such an error.
+    """
     from sqlalchemy.exc import DBAPIError
 
     if not isinstance(exc, DBAPIError) or exc.orig is None:
@@ -344,11 +350,11 @@ def _sql_database_error(exc: BaseException, endpoint: str, seconds: float) -> Ex
 
 @contextmanager
 def _sql_database_errors(endpoint: str, seconds: float) -> Iterator[None]:
-    """Translate a database driver's connection errors raised inside (see :func:`_sql_database_error`)."""
+    """Translate a database driver's connection errors raised inside (see :func:`sql_database_error`)."""
     try:
         yield
     except Exception as exc:
-        error = _sql_database_error(exc, endpoint, seconds)
+        error = sql_database_error(exc, endpoint, seconds)
         if error is None:
             raise
         raise error from exc
