@@ -194,14 +194,16 @@ def test_runs_of_two_namespaces_share_the_history_table(catalog_backend, tmp_pat
             )
             write_migration(folder, f"{number:04d}_step.py", body)
 
-    def run(namespace: str) -> None:
-        catalog = catalog_backend.build()
+    def run(namespace: str, catalog) -> None:
         try:
             MigrationRunner(catalog, namespace, tmp_path / namespace, atomic_commits=True).upgrade()
         except BaseException as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=run, args=(namespace,)) for namespace in ("east", "west")]
+    # Each run has a catalog object of its own, built before the race (as each worker process builds its own).
+    threads = [
+        threading.Thread(target=run, args=(namespace, catalog_backend.build())) for namespace in ("east", "west")
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
