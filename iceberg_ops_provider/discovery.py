@@ -20,6 +20,7 @@ import inspect
 import os
 import re
 import sys
+import threading
 import traceback
 import unicodedata
 from collections.abc import Iterator
@@ -61,6 +62,11 @@ _IGNORED_FIELDS = frozenset({"kind", "type_comment"})
 
 # Prefix of the sys.modules names of loaded migration files; these stay registered.
 _MODULE_PREFIX = "iceberg_ops_migration_"
+
+# sys.path and sys.modules are process-wide: one importable() block at a time, so runs of several
+# namespaces in threads of one process neither import each other's helpers nor see sys.modules
+# change under their bookkeeping. Re-entrant, so a block may open another in the same thread.
+_IMPORT_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -259,8 +265,8 @@ def importable(folder: str | Path) -> Iterator[None]:
     helper of the folder but imported earlier from elsewhere are set aside for the block.
     Afterwards the folder leaves ``sys.path``, the modules imported from it during the block leave
     ``sys.modules`` (so another folder's ``_common`` is not mistaken for this one's), and the modules
-    set aside come back. Loaded migration files stay registered. This changes process-wide state,
-    so do not use it from several threads at once.
+    set aside come back. Loaded migration files stay registered. Since this changes process-wide
+    state, blocks in several threads take turns: a thread entering waits until the others' blocks end.
 
     Args:
         folder: The migrations folder.
@@ -273,24 +279,30 @@ def importable(folder: str | Path) -> Iterator[None]:
     """
     root = Path(folder).resolve()
     entry = os.path.abspath(folder)
-    modules_before = dict(sys.modules)
-    set_aside = _set_aside_shadowed(root, modules_before)
-    sys.path.insert(0, entry)
-    try:
-        yield
-    finally:
-        with contextlib.suppress(ValueError):
-            sys.path.remove(entry)
-        if entry not in sys.path:
-            sys.path_importer_cache.pop(entry, None)
-        for name, module in list(sys.modules.items()):
-            if (
-                modules_before.get(name) is not module
-                and not name.startswith(_MODULE_PREFIX)
-                and _comes_from(module, root)
-            ):
-                del sys.modules[name]
-        sys.modules.update(set_aside)
+    with _IMPORT_LOCK:
+        modules_before = _modules_now()
+        set_aside = _set_aside_shadowed(root, modules_before)
+        sys.path.insert(0, entry)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(entry)
+            if entry not in sys.path:
+                sys.path_importer_cache.pop(entry, None)
+            for name, module in _modules_now().items():
+                if (
+                    modules_before.get(name) is not module
+                    and not name.startswith(_MODULE_PREFIX)
+                    and _comes_from(module, root)
+                ):
+                    sys.modules.pop(name, None)
+            sys.modules.update(set_aside)
+
+
+def _modules_now() -> dict[str, ModuleType]:
+    """A copy of ``sys.modules``, taken at once: other threads may import while the caller looks through it."""
+    return sys.modules.copy()
 
 
 def _helper_names(root: Path) -> set[str]:

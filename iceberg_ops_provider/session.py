@@ -17,6 +17,7 @@ from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownExcept
 from pyiceberg.table.update import AssertRefSnapshotId
 
 from iceberg_ops_provider.core.atomic_commit import TableChange, commit_atomically
+from iceberg_ops_provider.core.contention import backoff_seconds
 from iceberg_ops_provider.discovery import importable
 from iceberg_ops_provider.errors import (
     ConcurrentMigrationError,
@@ -42,7 +43,9 @@ __all__ = ["RunJournal", "RunSession", "is_settled", "success_status"]
 
 log = logging.getLogger("iceberg_ops_provider.runner")
 
-_ATOMIC_ATTEMPTS = 8
+_ATOMIC_ATTEMPTS = 40
+"""Attempts of a step's all-or-nothing commit lost to other runs' commits (of other namespaces, on the
+shared history table) before giving up: up to about a minute of waiting under heavy contention."""
 
 
 def success_status(direction: str) -> Status:
@@ -219,7 +222,7 @@ class RunJournal:
                 self._explain_refusal(changes)
                 if attempt == _ATOMIC_ATTEMPTS:
                     raise
-                time.sleep(0.05 * attempt)
+                time.sleep(backoff_seconds(attempt))
                 continue
             except CommitStateUnknownException:
                 if not self._landed(row, actions):

@@ -15,7 +15,6 @@ written files are left for orphan removal (they may yet be referenced).
 from __future__ import annotations
 
 import logging
-import random
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -25,6 +24,7 @@ from typing import TYPE_CHECKING
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.table.update import AssertCurrentSchemaId
 
+from iceberg_ops_provider.core.contention import backoff_seconds
 from iceberg_ops_provider.data_migration.state import UNIT_KEY, MoveState, find_state, mirror_properties
 from iceberg_ops_provider.errors import MoveConflictError
 
@@ -40,8 +40,6 @@ log = logging.getLogger(__name__)
 
 MAX_ATTEMPTS = 60
 """Attempts of one unit's commit before giving up with :class:`MoveConflictError` (transient)."""
-
-MAX_WAIT_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -165,7 +163,7 @@ def commit_unit(
             if not isinstance(exc, CommitFailedException | ValidationException) and not _lost_race(exc):
                 return _settle_unknown(table, producers, new_state, attempt, unit_label, exc)
             _clean(producers)
-            wait = min(MAX_WAIT_SECONDS, 0.02 * 2 ** min(attempt, 10)) * random.uniform(0.5, 1.0)
+            wait = backoff_seconds(attempt)
             log.info(
                 "unit %s: the target changed under the commit (%s); checking again in %.2f s", unit_label, exc, wait
             )

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError, ValidationException
 from pyiceberg.expressions import AlwaysTrue, EqualTo
 
+from iceberg_ops_provider.core.contention import backoff_seconds
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.history.commit import SNAPSHOT_ISOLATION, replace_files
 from iceberg_ops_provider.history.records import HistoryRow
@@ -209,7 +210,7 @@ class EventLog:
                 if attempt == _APPEND_ATTEMPTS:
                     self._lost(events, exc)
                     return
-                time.sleep(0.05 * attempt)
+                time.sleep(backoff_seconds(attempt))
             except Exception as exc:
                 self._lost(events, exc)
                 return

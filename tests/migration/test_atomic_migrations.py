@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import threading
+import traceback
 from pathlib import Path
 
 import pytest
@@ -182,10 +183,11 @@ def test_a_migration_that_commits_early_keeps_per_table_commits(catalog_backend,
     assert "c2" in _columns(catalog, "sales.items")
 
 
-def test_runs_of_two_namespaces_share_the_history_table(catalog_backend, tmp_path: Path):
-    """Each run's atomic commits race the other's on the history table; a lost race is staged again."""
+def test_runs_of_several_namespaces_share_the_history_table(catalog_backend, tmp_path: Path):
+    """Each run's atomic commits race the others' on the history table; a lost race is staged again."""
     errors: list[BaseException] = []
-    for namespace in ("east", "west"):
+    namespaces = ("east", "west", "north", "south")
+    for namespace in namespaces:
         folder = tmp_path / namespace
         for number in range(1, 7):
             body = (
@@ -201,16 +203,14 @@ def test_runs_of_two_namespaces_share_the_history_table(catalog_backend, tmp_pat
             errors.append(exc)
 
     # Each run has a catalog object of its own, built before the race (as each worker process builds its own).
-    threads = [
-        threading.Thread(target=run, args=(namespace, catalog_backend.build())) for namespace in ("east", "west")
-    ]
+    threads = [threading.Thread(target=run, args=(namespace, catalog_backend.build())) for namespace in namespaces]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join(300)
-    assert not errors, errors
+    assert not errors, "".join(line for exc in errors for line in traceback.format_exception(exc))
     catalog = catalog_backend.build()
-    for namespace in ("east", "west"):
+    for namespace in namespaces:
         runner = MigrationRunner(catalog, namespace, tmp_path / namespace, atomic_commits=True)
         assert set(_statuses(runner).values()) == {"applied"} and len(_statuses(runner)) == 6
         assert catalog.load_table(f"{namespace}.t1").properties["step"] == "6"

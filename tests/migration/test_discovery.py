@@ -6,6 +6,8 @@ import inspect
 import pickle
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -170,6 +172,40 @@ def test_importable_cleans_up_when_the_body_raises(migrations_dir):
 
         raise RuntimeError("boom")
     assert sys.path == path_before
+    assert helper_modules() == set()
+
+
+def test_importable_blocks_of_two_threads_take_turns_and_each_sees_its_own_helpers(tmp_path):
+    """Runs of two namespaces in threads of one process: sys.path and sys.modules are shared."""
+    folders = {owner: write(tmp_path / owner / "_common.py", f"OWNER = {owner!r}\n").parent for owner in ("a", "b")}
+    seen: dict[str, list[str]] = {"a": [], "b": []}
+    inside: list[str] = []
+    overlaps: list[tuple[str, ...]] = []
+    errors: list[BaseException] = []
+
+    def run(owner: str) -> None:
+        try:
+            for _ in range(20):
+                with importable(folders[owner]):
+                    inside.append(owner)
+                    if len(inside) > 1:
+                        overlaps.append(tuple(inside))
+                    time.sleep(0.001)  # the other thread gets the interpreter here
+                    from _common import OWNER  # type: ignore[import-not-found]
+
+                    seen[owner].append(OWNER)
+                    inside.remove(owner)
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(owner,)) for owner in folders]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert not errors, errors
+    assert not overlaps
+    assert seen == {"a": ["a"] * 20, "b": ["b"] * 20}
     assert helper_modules() == set()
 
 
