@@ -5,8 +5,9 @@ points it at the embedded SQLite catalog in ``local_data/``. Trigger with
 ``{"namespace": "other"}`` as run config to migrate and load another namespace.
 
 The load task updates the asset of the orders table: its event carries the table loaded, the
-snapshot the load left and the rows it inserted and updated, and the DAG ``report_loaded_orders``
-(``loaded_orders_report.py``) is scheduled on it. The asset names the default namespace's table;
+snapshot the load left and the rows it inserted and updated, and the DAG ``loaded_orders_report``
+(``loaded_orders_report.py``) is scheduled on it: unpause it before the load runs, since Airflow
+starts no run for asset events that arrive while the consumer is paused. The asset names the default namespace's table;
 the event's ``table`` says which table a run really loaded.
 """
 

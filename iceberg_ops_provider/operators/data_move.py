@@ -16,9 +16,9 @@ The fan-out pattern::
 
 Lineage: a move reports its source as an OpenLineage input at the snapshot it reads and its target
 as an output at the last snapshot the task wrote, with the rows, bytes and files written (and an
-``OVERWRITE`` lifecycle change in ``overwrite`` mode); a plan reports the source it planned on; a
-verification both tables it compared. Asset outlets naming the target get its snapshot id and the
-rows written as their event extra.
+``OVERWRITE`` lifecycle change in ``overwrite`` mode, ``CREATE`` when it created the target); a
+plan reports the source it planned on; a verification both tables it compared. Asset outlets
+naming the target get its snapshot id and the rows written as their event extra.
 """
 
 from __future__ import annotations
@@ -203,8 +203,12 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
         source_snapshot_id: int | None,
         target_read: bool = False,
         result: MoveResult | None = None,
+        created: bool = False,
     ) -> None:
-        """Record the source as read at ``source_snapshot_id``; the target as read, or as written by ``result``."""
+        """Record the source as read at ``source_snapshot_id``; the target as read, or as written by ``result``.
+
+        ``created``: this run created the target (``create_target``), reported as its ``CREATE``.
+        """
         from iceberg_ops_provider.lineage import table_lineage
 
         source = mover.source_catalog.load_table(mover.source)
@@ -217,6 +221,7 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
             else:
                 written = result.target_snapshot_ids[-1] if result.target_snapshot_ids else None
                 change = "overwrite" if self.mode == "overwrite" and written is not None else None
+                change = "create" if created else change
                 outputs.append(
                     table_lineage(
                         mover.target_catalog,
@@ -301,9 +306,12 @@ class IcebergDataMoveOperator(_MoveOperator):
         )
         # With units, the move reads the snapshot they were planned on, even if the source moved on since.
         mover = self._mover(move_id, verify=self.verify, source_snapshot_id=snapshot_id)
+        creates = bool(self.create_target) and not mover.target_catalog.table_exists(mover.target)
         result = mover.run(units=units) if units else mover.run()
         self.collect_lineage(
-            lambda: self._record_tables(mover, source_snapshot_id=result.source_snapshot_id, result=result)
+            lambda: self._record_tables(
+                mover, source_snapshot_id=result.source_snapshot_id, result=result, created=creates
+            )
         )
         payload = result.to_json()
         self.log.info(

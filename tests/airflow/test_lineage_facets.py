@@ -231,7 +231,7 @@ def test_a_move_reports_the_source_at_the_snapshot_it_read_and_the_target_at_its
     assert _version(read) == source_snapshot == str(result["source_snapshot_id"])
     assert _version(written) == str(result["target_snapshot_ids"][-1])
     assert written.facets["symlinks"].identifiers[0].name == "shop.copy"
-    assert written.facets["lifecycleStateChange"].lifecycleStateChange.value == "OVERWRITE"
+    assert written.facets["lifecycleStateChange"].lifecycleStateChange.value == "CREATE"  # it created shop.copy
     statistics = written.outputFacets["outputStatistics"]
     assert (statistics.rowCount, statistics.size, statistics.fileCount) == (
         result["rows"],
@@ -243,6 +243,11 @@ def test_a_move_reports_the_source_at_the_snapshot_it_read_and_the_target_at_its
     verify.execute(context={})
     compared = verify.get_openlineage_facets_on_complete(None)
     assert [_version(d) for d in compared.inputs] == [source_snapshot, _current(catalog, "shop.copy")]
+
+    again = IcebergDataMoveOperator(task_id="again", move_id="m2", mode="overwrite", **move)
+    again.execute(context={})
+    (rewritten,) = again.get_openlineage_facets_on_complete(None).outputs
+    assert rewritten.facets["lifecycleStateChange"].lifecycleStateChange.value == "OVERWRITE"  # it existed
 
 
 def test_a_move_that_fails_part_way_reports_the_units_it_committed(catalog):
