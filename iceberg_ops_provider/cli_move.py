@@ -304,14 +304,45 @@ def _check_snapshot(mover: DataMover, snapshot_id: int) -> None:
 
 
 def _resume_notes(mover: DataMover) -> list[str]:
-    """What a run resumes, as ``move plan`` says it: the units already committed, and their size."""
+    """What a run resumes, as ``move plan`` says it: the units already committed, and their size.
+
+    A new move into a target that already holds other moves from the same source says so: their
+    rows stay, and this move copies its own (options that differ from an earlier run's make a new
+    move, with a move id of its own).
+    """
     state = _recorded_state(mover)
-    if state is None or state.complete:
+    if state is None:
+        return _other_moves_notes(mover)
+    if state.complete:
         return []
     notes = [f"resuming: {len(state.done)} of {state.unit_count} units committed"]
     if state.commit_every_bytes != mover.commit_every_bytes:
         notes.append(f"units of {size_text(state.commit_every_bytes)} each, as the move started with")
     return notes
+
+
+def _other_moves_notes(mover: DataMover) -> list[str]:
+    """For a new move: the other moves from the same source the target holds, and what that means."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    from iceberg_ops_provider.data_migration.state import moves_from_source
+
+    try:
+        source = mover.source_catalog.load_table(mover.source)
+        target = mover.target_catalog.load_table(mover.target)
+    except NoSuchTableError:
+        return []
+    others = moves_from_source(target.metadata, str(source.metadata.table_uuid))
+    others.pop(mover.move_id, None)
+    if not others:
+        return []
+    listed = ", ".join(f"{move_id} ({rows:,} rows)" for move_id, rows in sorted(others.items()))
+    return [
+        f"{mover.target} already holds rows of {len(others)} other move(s) from {mover.source}: {listed}. "
+        f"These options make a new move ({mover.move_id}), which copies the rows they select again beside "
+        "those; to go on with an earlier move instead, run it with its own options or pass its --move-id "
+        "(--mode overwrite replaces the rows the --where selects)"
+    ]
 
 
 @click.group(cls=MoveGroup)
@@ -425,7 +456,8 @@ def _describe_report(report: Any) -> str:
     untrusted = report.details.get("untrusted")
     verdict = "ok" if report.ok else ("CANNOT TELL" if untrusted else "DIFFERENT")
     text = (
-        f"verify ({report.method}): {verdict}, {report.source_rows:,} source rows, {report.target_rows:,} target rows"
+        f"verify ({report.method}): {verdict}, {report.source_rows:,} source rows, "
+        f"{report.target_rows:,} rows of this move in the target"
     )
     return f"{text}\n  {untrusted}" if untrusted else text
 

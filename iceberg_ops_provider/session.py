@@ -544,9 +544,13 @@ class RunSession:
                 raise MigrationNotRecordedError(step.version, step.direction, exc) from exc
         if journal.intent is not None:
             self.intent_settled = True
-        together = " (all-or-nothing, with its history record)" if journal.recorded is not None else ""
-        runner._event(f"[{index}/{total}] {step.version} {status} in {duration:.2f}s{together}")
         result = _result(step, status, duration, journal, context)
+        how = (
+            "all-or-nothing, with its history record"
+            if result.atomic
+            else f"table by table: {result.not_atomic_reason}"
+        )
+        runner._event(f"[{index}/{total}] {step.version} {status} in {duration:.2f}s ({how})")
         self.completed.append(result)
         return result
 

@@ -35,6 +35,7 @@ __all__ = [
     "file_prefix",
     "find_state",
     "format_ranges",
+    "moves_from_source",
     "state_of",
     "parse_ranges",
 ]
@@ -246,3 +247,22 @@ def move_snapshots(metadata: TableMetadata, move_id: str, branch: str) -> list[S
     if head is None:
         return []
     return [s for s in ancestors_of(head, metadata) if _summary_value(s, MOVE_ID_KEY) == move_id]
+
+
+def moves_from_source(metadata: TableMetadata, source_uuid: str) -> dict[str, int]:
+    """The moves whose state the target's properties keep, copied from the source with ``source_uuid``.
+
+    Returns:
+        Rows committed so far by each such move, by move id (a property that cannot be read is left out).
+    """
+    found: dict[str, int] = {}
+    for key, text in metadata.properties.items():
+        if not key.startswith(PROPERTY_PREFIX):
+            continue
+        try:
+            payload = json.loads(text)
+            if payload.get("source_uuid") == source_uuid:
+                found[key.removeprefix(PROPERTY_PREFIX)] = int(payload.get("rows", 0))
+        except (ValueError, TypeError, AttributeError):
+            continue
+    return found

@@ -143,6 +143,28 @@ def test_move_prints_the_result_on_stdout_progress_on_stderr_and_a_rerun_changes
     assert rows(catalog.load_table("archive.events")) == rows(catalog.load_table("sales.events"))
 
 
+def test_a_rerun_with_other_options_is_a_new_move_and_says_the_target_holds_the_earlier_one(lake):
+    flags = sqlite_flags(lake)
+    first = run(lake, *flags, "--json", "move", "sales.events", "archive.events", "--create-target", "--no-progress")
+    assert first.returncode == 0, first.stderr
+    first_id = json.loads(first.stdout)["move_id"]
+    assert json.loads(first.stdout)["notes"] == []
+
+    other = run(lake, *flags, "--json", "move", "sales.events", "archive.events", "--columns", "id", "--no-progress")
+    assert other.returncode == 0, other.stderr
+    result = json.loads(other.stdout)
+    (note,) = result["notes"]
+    assert result["move_id"] != first_id
+    assert f"archive.events already holds rows of 1 other move(s) from sales.events: {first_id} (400 rows)" in note
+    assert "copies the rows they select again" in note and "--move-id" in note
+    assert f"note: {note}" in other.stderr
+    catalog = sqlite_catalog(lake)
+    assert len(rows(catalog.load_table("archive.events"))) == 2 * SOURCE_FILES * ROWS_PER_FILE  # as the note says
+
+    verified = run(lake, *flags, "move", "verify", "sales.events", "archive.events")
+    assert verified.returncode == 0 and "400 source rows, 400 rows of this move in the target" in verified.stdout
+
+
 def test_plan_changes_nothing_and_verify_exits_1_when_the_target_lost_rows(lake):
     flags = sqlite_flags(lake)
     planned = run(
