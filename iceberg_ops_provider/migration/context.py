@@ -25,8 +25,15 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.schema import Schema
+from pyiceberg.table import CreateTableTransaction
+from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortDirection
-from pyiceberg.table.update import AddSortOrderUpdate, AssertDefaultSortOrderId, SetDefaultSortOrderUpdate
+from pyiceberg.table.update import (
+    AddSortOrderUpdate,
+    AssertDefaultSortOrderId,
+    AssertRefSnapshotId,
+    SetDefaultSortOrderUpdate,
+)
 from pyiceberg.types import IcebergType, NestedField
 
 from iceberg_ops_provider.core.catalog import to_property_value
@@ -477,6 +484,12 @@ class MigrationContext:
         )
 
     def _require_empty(self, table: str, what: str) -> None:
+        """Refuse ``what`` unless the table has no rows, and make the commit require that it still has none.
+
+        The commit asserts the main branch is still at the snapshot checked here (or still absent), so
+        rows another writer appends meanwhile make the catalog refuse the whole commit instead of
+        leaving rows without a value in a required column.
+        """
         identifier, transaction = self._transaction(table)
         snapshot = transaction.table_metadata.current_snapshot()
         records = int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
@@ -486,6 +499,10 @@ class MigrationContext:
                 "no value. Add the column as optional, backfill it, and keep it optional (Iceberg cannot make "
                 "an optional column required)."
             )
+        if identifier in self._commits.created or isinstance(transaction, CreateTableTransaction):
+            return  # created by this migration: nobody else can have written to it
+        checked = AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=snapshot.snapshot_id if snapshot else None)
+        transaction._stage((), (checked,))
 
     @staticmethod
     def _place(

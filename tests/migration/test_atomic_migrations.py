@@ -12,6 +12,7 @@ import threading
 import traceback
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 from pyiceberg.types import StringType
 
@@ -114,6 +115,40 @@ def test_a_rejected_last_table_change_leaves_every_table_and_the_history_untouch
     hook._atomic_test_hook = lambda: None
     assert [r.version for r in runner.upgrade()] == ["0002"]  # simply runs again
     assert _columns(catalog, "sales.items") == ["id", "theirs", "c2"]
+    other.close()
+
+
+@pytest.mark.parametrize("atomic", [True, False], ids=["all-or-nothing", "per-table"])
+def test_rows_appended_after_the_emptiness_check_refuse_a_required_column(
+    catalog_backend, migrations_dir, hook, atomic
+):
+    """A required column may only go to an empty table: the commit requires it to be empty still."""
+    catalog = catalog_backend.build()
+    other = catalog_backend.build()
+    write_migration(migrations_dir, "0001_tables.py", TWO_TABLES)
+    write_migration(
+        migrations_dir,
+        "0002_required.py",
+        'ctx.add_column("orders", "must", "long", required=True)\nctx.set_properties("items", k="v")\n'
+        "import builtins\nbuiltins._atomic_test_hook()",
+    )
+    runner = MigrationRunner(catalog, "sales", migrations_dir, atomic_commits=atomic)
+    runner.upgrade("0001")
+
+    def concurrent_writer() -> None:  # rows land after the body checked the table was empty
+        other.load_table("sales.orders").append(pa.table({"id": pa.array([1, 2, 3], pa.int64())}))
+
+    hook._atomic_test_hook = concurrent_writer
+    with pytest.raises(MigrationFailedError, match="branch main was created concurrently") as failure:
+        runner.upgrade()
+    assert "None of its changes were committed" in str(failure.value)
+    assert _columns(catalog, "sales.orders") == ["id"]
+    assert catalog.load_table("sales.orders").scan().to_arrow().num_rows == 3  # still readable
+    assert "k" not in catalog.load_table("sales.items").properties
+    assert _statuses(runner) == {"0001": "applied", "0002": "failed"}
+    hook._atomic_test_hook = lambda: None
+    with pytest.raises(MigrationFailedError, match="it has 3 row"):  # the rerun sees the rows and says what to do
+        runner.upgrade()
     other.close()
 
 
