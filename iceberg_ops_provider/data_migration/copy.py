@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.expressions.visitors import bind, rewrite_not
 from pyiceberg.io.pyarrow import (
     ArrowScan,
     _get_parquet_writer_kwargs,
@@ -59,6 +60,7 @@ from iceberg_ops_provider.core.parquet_output import (
     data_file_from_footer,
     split_by_partition,
 )
+from iceberg_ops_provider.data_migration.null_residuals import negated_field_ids, residual_holds
 from iceberg_ops_provider.data_migration.pipeline import CopyPipeline, LaneShare, Stopped, UnitCopy
 from iceberg_ops_provider.data_migration.source_pieces import (
     PIECE_BYTES,
@@ -231,6 +233,8 @@ class FileCopier:
         # is read through ArrowScan, which maps them back.
         self._names_plain = sanitize_column_names(self.source_schema) == self.source_schema
         ArrowScan(source_metadata, source_io, self.read_schema, row_filter, case_sensitive)  # binds the filter
+        # Columns of negated predicates: a file that may hold nulls in them needs the filter row by row.
+        self._negated_ids = negated_field_ids(bind(self.source_schema, rewrite_not(row_filter), case_sensitive))
 
         self.spec = target_metadata.spec()
         self.file_schema = sanitize_column_names(target_metadata.schema())
@@ -276,6 +280,7 @@ class FileCopier:
             and not task.delete_files
             and task.file.file_format == FileFormat.PARQUET
             and task.residual == _ALWAYS_TRUE
+            and residual_holds(task.file, self._negated_ids)
         )
 
     def partition_as_is(self, task: FileScanTask) -> Record | None:

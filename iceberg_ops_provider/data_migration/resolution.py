@@ -257,11 +257,19 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
             notes.append("incremental: the source was empty when the move last ran; moving all of it")
     elif state is not None:
         if snapshot_id != state.snapshot_id:
-            raise MoveStateError(
+            finished = (
                 f"Move {mover.move_id!r} already finished copying {mover.source} at snapshot {state.snapshot_id}; "
-                f"the source is now at snapshot {snapshot_id}. Copying again would duplicate rows: use "
-                "mode='incremental' (same arguments otherwise: it continues this move) to move only what was "
-                "appended since, or another move_id to copy anew."
+                f"the source is now at snapshot {snapshot_id}."
+            )
+            if mover.mode == "overwrite":  # an incremental run is another definition: it would copy everything again
+                raise MoveStateError(
+                    f"{finished} To replace the target's rows matching the filter with the source's rows now, run "
+                    "mode='overwrite' again under another move_id."
+                )
+            raise MoveStateError(
+                f"{finished} Copying again would duplicate rows: use mode='incremental' (same arguments "
+                "otherwise: it continues this move) to move only what was appended since, or another move_id "
+                "to copy anew."
             )
         notes.append("already complete: nothing to do")
         finished = True

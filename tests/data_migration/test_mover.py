@@ -290,6 +290,18 @@ def test_append_mode_refuses_a_new_source_snapshot_under_a_finished_move(catalog
     assert sum(row_multiset(catalog.load_table("archive.orders")).values()) == 500
 
 
+def test_a_finished_overwrite_move_points_to_another_overwrite_not_to_incremental(catalog):
+    source = source_table(catalog, files=1)
+    mover = DataMover(catalog, "sales.orders", "archive.orders", create_target=True, mode="overwrite")
+    mover.run()
+    source.append(orders(9000, 10))
+    with pytest.raises(MoveStateError, match="run mode='overwrite' again under another move_id") as refused:
+        mover.run()
+    assert "incremental" not in str(refused.value)  # it would start another move and copy every row again
+    DataMover(catalog, "sales.orders", "archive.orders", mode="overwrite", move_id="again").run()
+    assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(catalog.load_table("sales.orders"))
+
+
 def test_overwrite_replaces_the_matching_rows_at_the_end(catalog):
     source = source_table(catalog, files=3)
     catalog.create_namespace("archive")

@@ -8,8 +8,9 @@ moment; everything it does is a real commit on the same catalog.
 from __future__ import annotations
 
 import builtins
-import threading
-import traceback
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -218,9 +219,24 @@ def test_a_migration_that_commits_early_keeps_per_table_commits(catalog_backend,
     assert "c2" in _columns(catalog, "sales.items")
 
 
+RACER = """
+import json, sys, time
+from pathlib import Path
+from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.runner import MigrationRunner
+
+root, namespace, backend = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
+catalog = CatalogFactory.build(backend["kind"], **backend["options"])
+runner = MigrationRunner(catalog, namespace, root / namespace, atomic_commits=True)
+(root / f"ready-{namespace}").touch()
+while not (root / "go").exists():
+    time.sleep(0.005)
+runner.upgrade()
+"""
+
+
 def test_runs_of_several_namespaces_share_the_history_table(catalog_backend, tmp_path: Path):
-    """Each run's atomic commits race the others' on the history table; a lost race is staged again."""
-    errors: list[BaseException] = []
+    """Worker processes migrating four namespaces at once race on the history table; a lost race is staged again."""
     namespaces = ("east", "west", "north", "south")
     for namespace in namespaces:
         folder = tmp_path / namespace
@@ -230,21 +246,28 @@ def test_runs_of_several_namespaces_share_the_history_table(catalog_backend, tmp
                 f'ctx.set_properties("t{number}" if {number} == 1 else "t1", step="{number}")'
             )
             write_migration(folder, f"{number:04d}_step.py", body)
+    catalog = catalog_backend.build()  # the catalog's tables exist before the workers open it
 
-    def run(namespace: str, catalog) -> None:
-        try:
-            MigrationRunner(catalog, namespace, tmp_path / namespace, atomic_commits=True).upgrade()
-        except BaseException as exc:
-            errors.append(exc)
-
-    # Each run has a catalog object of its own, built before the race (as each worker process builds its own).
-    threads = [threading.Thread(target=run, args=(namespace, catalog_backend.build())) for namespace in namespaces]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(300)
-    assert not errors, "".join(line for exc in errors for line in traceback.format_exception(exc))
-    catalog = catalog_backend.build()
+    workers = {
+        namespace: subprocess.Popen(
+            [sys.executable, "-c", RACER, str(tmp_path), namespace, catalog_backend.to_json()],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for namespace in namespaces
+    }
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"ready-{namespace}").exists() for namespace in namespaces):
+        assert time.monotonic() < deadline and all(w.poll() is None for w in workers.values()), "a worker died"
+        time.sleep(0.01)
+    (tmp_path / "go").touch()  # all start their upgrades at the same moment
+    failures = {}
+    for namespace, worker in workers.items():
+        _, stderr = worker.communicate(timeout=300)
+        if worker.returncode != 0:
+            failures[namespace] = stderr[-3000:]
+    assert not failures, failures
     for namespace in namespaces:
         runner = MigrationRunner(catalog, namespace, tmp_path / namespace, atomic_commits=True)
         assert set(_statuses(runner).values()) == {"applied"} and len(_statuses(runner)) == 6

@@ -1,0 +1,66 @@
+"""When a scan task's "always true" residual can be trusted for a file's null values.
+
+PyIceberg plans a filtered scan per file and gives each task a *residual*: the part of the filter
+the file's partition values do not already decide. A file whose residual is always true needs no
+row filter, so the mover reads it with PyArrow alone, or copies it byte for byte. PyIceberg 0.12
+computes the residual of a negated predicate (``!=``, ``not in``, ``not starts with``, ``not nan``)
+on the partition value in Python, where ``None != 'eu'`` is true: the residual of a partition
+whose value is null comes out always true. Row by row, the filter keeps no null (SQL's three-valued
+logic, which PyIceberg's own scan applies), so such a file would be copied whole, nulls included.
+
+:func:`residual_holds` says whether that cannot happen for one file: the filter has no negated
+predicate, or the file's statistics say none of the columns those predicates read holds a null.
+Otherwise the mover applies the whole filter to the file, row by row.
+"""
+
+from __future__ import annotations
+
+from pyiceberg.expressions import (
+    And,
+    BooleanExpression,
+    BoundNotEqualTo,
+    BoundNotIn,
+    BoundNotNaN,
+    BoundNotStartsWith,
+    BoundPredicate,
+    Not,
+    Or,
+)
+from pyiceberg.manifest import DataFile
+
+__all__ = ["negated_field_ids", "residual_holds"]
+
+_NEGATED = (BoundNotEqualTo, BoundNotIn, BoundNotStartsWith, BoundNotNaN)
+
+
+def negated_field_ids(bound_filter: BooleanExpression) -> frozenset[int]:
+    """The field ids read by the negated predicates of ``bound_filter`` (a filter bound to the source schema).
+
+    A ``not`` around a predicate counts as negated too: PyIceberg rewrites ``not (x = 1)`` into
+    ``x != 1`` before it computes residuals.
+    """
+    ids: set[int] = set()
+
+    def walk(expression: BooleanExpression, negated: bool) -> None:
+        if isinstance(expression, And | Or):
+            walk(expression.left, negated)
+            walk(expression.right, negated)
+        elif isinstance(expression, Not):
+            walk(expression.child, not negated)
+        elif isinstance(expression, BoundPredicate) and (negated or isinstance(expression, _NEGATED)):
+            ids.add(expression.term.ref().field.field_id)
+
+    walk(bound_filter, False)
+    return frozenset(ids)
+
+
+def residual_holds(data_file: DataFile, negated_ids: frozenset[int]) -> bool:
+    """Whether an always-true residual of ``data_file`` really keeps all its rows.
+
+    True when no negated predicate reads a column, or the file's null counts say each column they
+    read holds no null (a count that is missing means it may).
+    """
+    if not negated_ids:
+        return True
+    counts = data_file.null_value_counts or {}
+    return all(counts.get(field_id) == 0 for field_id in negated_ids)
