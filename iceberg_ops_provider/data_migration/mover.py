@@ -216,6 +216,8 @@ class DataMover:
         self.move_id = move_id or f"{self.source}-to-{self.target}-{self.definition}"
         self.branch = MAIN_BRANCH if mode != "overwrite" else STAGING_BRANCH_PREFIX + self.move_id
         self._stop_requested = threading.Event()
+        self.created_target = False
+        """Whether this object's run created the target (``create_target=True`` and it was missing)."""
 
     # Resolution: tables, mapping, state, plan.
 

@@ -374,6 +374,7 @@ def create_target(mover: DataMover, source: Table, source_schema: Schema) -> Tab
             sort_order=target_sort_order_for(source.sort_order(), source_schema, schema, rename=mover.rename),
         )
         log.info("created %s from the schema, partition spec and sort order of %s", mover.target, mover.source)
+        mover.created_target = True
         return table
     except TableAlreadyExistsError:  # another worker of the same move created it first
         return mover.target_catalog.load_table(mover.target)

@@ -306,11 +306,10 @@ class IcebergDataMoveOperator(_MoveOperator):
         )
         # With units, the move reads the snapshot they were planned on, even if the source moved on since.
         mover = self._mover(move_id, verify=self.verify, source_snapshot_id=snapshot_id)
-        creates = bool(self.create_target) and not mover.target_catalog.table_exists(mover.target)
         result = mover.run(units=units) if units else mover.run()
         self.collect_lineage(
             lambda: self._record_tables(
-                mover, source_snapshot_id=result.source_snapshot_id, result=result, created=creates
+                mover, source_snapshot_id=result.source_snapshot_id, result=result, created=mover.created_target
             )
         )
         payload = result.to_json()
