@@ -42,6 +42,7 @@ from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
 
     from iceberg_ops_provider.cli import _Settings
     from iceberg_ops_provider.data_migration import DataMover
@@ -269,17 +270,21 @@ def _mover(settings: _Settings, options: dict[str, Any], **extra: Any) -> DataMo
     return mover
 
 
-def _recorded_state(mover: DataMover) -> Any:
-    """The move's state recorded in the target (``None`` for a new move, or a target not there yet)."""
+def _target_table(mover: DataMover) -> Table | None:
+    """The target as the catalog has it now (``None``: not there yet)."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    from iceberg_ops_provider.data_migration.resolution import current_state
-
     try:
-        target = mover.target_catalog.load_table(mover.target)
+        return mover.target_catalog.load_table(mover.target)
     except NoSuchTableError:
         return None
-    return current_state(mover, target)
+
+
+def _recorded_state(mover: DataMover, target: Table | None = None) -> Any:
+    """The move's state recorded in ``target`` (loaded when not given; ``None`` for a new move or no target)."""
+    from iceberg_ops_provider.data_migration.resolution import current_state
+
+    return current_state(mover, target if target is not None else _target_table(mover))
 
 
 def _check_snapshot(mover: DataMover, snapshot_id: int) -> None:
@@ -310,9 +315,10 @@ def _resume_notes(mover: DataMover) -> list[str]:
     rows stay, and this move copies its own (options that differ from an earlier run's make a new
     move, with a move id of its own).
     """
-    state = _recorded_state(mover)
+    target = _target_table(mover)
+    state = _recorded_state(mover, target)
     if state is None:
-        return _other_moves_notes(mover)
+        return _other_moves_notes(mover, target)
     if state.complete:
         return []
     notes = [f"resuming: {len(state.done)} of {state.unit_count} units committed"]
@@ -321,17 +327,18 @@ def _resume_notes(mover: DataMover) -> list[str]:
     return notes
 
 
-def _other_moves_notes(mover: DataMover) -> list[str]:
-    """For a new move: the other moves from the same source the target holds, and what that means."""
+def _other_moves_notes(mover: DataMover, target: Table | None) -> list[str]:
+    """For a new move: the other moves from the same source ``target`` holds, and what that means."""
     from pyiceberg.exceptions import NoSuchTableError
 
-    from iceberg_ops_provider.data_migration.state import moves_from_source
+    from iceberg_ops_provider.data_migration.state import PROPERTY_PREFIX, moves_from_source
 
+    if target is None or not any(key.startswith(PROPERTY_PREFIX) for key in target.metadata.properties):
+        return []  # no earlier move: the source need not be loaded
     try:
         source = mover.source_catalog.load_table(mover.source)
-        target = mover.target_catalog.load_table(mover.target)
     except NoSuchTableError:
-        return []
+        return []  # the move itself says the source does not exist
     others = moves_from_source(target.metadata, str(source.metadata.table_uuid))
     others.pop(mover.move_id, None)
     if not others:

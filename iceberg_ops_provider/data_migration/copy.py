@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
-from pyiceberg.expressions.visitors import bind, rewrite_not
+from pyiceberg.expressions.visitors import bind
 from pyiceberg.io.pyarrow import (
     ArrowScan,
     _get_parquet_writer_kwargs,
@@ -234,7 +234,7 @@ class FileCopier:
         self._names_plain = sanitize_column_names(self.source_schema) == self.source_schema
         ArrowScan(source_metadata, source_io, self.read_schema, row_filter, case_sensitive)  # binds the filter
         # Columns of negated predicates: a file that may hold nulls in them needs the filter row by row.
-        self._negated_ids = negated_field_ids(bind(self.source_schema, rewrite_not(row_filter), case_sensitive))
+        self._negated_ids = negated_field_ids(bind(self.source_schema, row_filter, case_sensitive))
 
         self.spec = target_metadata.spec()
         self.file_schema = sanitize_column_names(target_metadata.schema())

@@ -22,10 +22,9 @@ from pyiceberg.expressions import (
     BoundNotIn,
     BoundNotNaN,
     BoundNotStartsWith,
-    BoundPredicate,
-    Not,
     Or,
 )
+from pyiceberg.expressions.visitors import rewrite_not
 from pyiceberg.manifest import DataFile
 
 __all__ = ["negated_field_ids", "residual_holds"]
@@ -36,21 +35,19 @@ _NEGATED = (BoundNotEqualTo, BoundNotIn, BoundNotStartsWith, BoundNotNaN)
 def negated_field_ids(bound_filter: BooleanExpression) -> frozenset[int]:
     """The field ids read by the negated predicates of ``bound_filter`` (a filter bound to the source schema).
 
-    A ``not`` around a predicate counts as negated too: PyIceberg rewrites ``not (x = 1)`` into
-    ``x != 1`` before it computes residuals.
+    ``not`` is pushed down first, as PyIceberg does before it computes residuals: ``not (x = 1)``
+    counts as ``x != 1``, and ``not (x != 1)`` as ``x = 1``.
     """
     ids: set[int] = set()
 
-    def walk(expression: BooleanExpression, negated: bool) -> None:
+    def walk(expression: BooleanExpression) -> None:
         if isinstance(expression, And | Or):
-            walk(expression.left, negated)
-            walk(expression.right, negated)
-        elif isinstance(expression, Not):
-            walk(expression.child, not negated)
-        elif isinstance(expression, BoundPredicate) and (negated or isinstance(expression, _NEGATED)):
+            walk(expression.left)
+            walk(expression.right)
+        elif isinstance(expression, _NEGATED):
             ids.add(expression.term.ref().field.field_id)
 
-    walk(bound_filter, False)
+    walk(rewrite_not(bound_filter))
     return frozenset(ids)
 
 

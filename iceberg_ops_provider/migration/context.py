@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.schema import Schema
-from pyiceberg.table import CreateTableTransaction
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortDirection
 from pyiceberg.table.update import (
@@ -499,7 +498,7 @@ class MigrationContext:
                 "no value. Add the column as optional, backfill it, and keep it optional (Iceberg cannot make "
                 "an optional column required)."
             )
-        if identifier in self._commits.created or isinstance(transaction, CreateTableTransaction):
+        if identifier in self._commits.created:
             return  # created by this migration: nobody else can have written to it
         checked = AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=snapshot.snapshot_id if snapshot else None)
         transaction._stage((), (checked,))

@@ -220,8 +220,8 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
                 inputs.append(table_lineage(mover.target_catalog, target))
             else:
                 written = result.target_snapshot_ids[-1] if result.target_snapshot_ids else None
-                change = "overwrite" if self.mode == "overwrite" and written is not None else None
-                change = "create" if created else change
+                overwrote = self.mode == "overwrite" and written is not None
+                change = "create" if created else ("overwrite" if overwrote else None)
                 outputs.append(
                     table_lineage(
                         mover.target_catalog,
