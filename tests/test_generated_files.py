@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 
 from iceberg_ops_provider.autogen import autogenerate, render_migration
 from iceberg_ops_provider.autogen.models import model_from_dict
-from iceberg_ops_provider.discovery import discover
+from iceberg_ops_provider.autogen.scaffolding import create_revision
 from iceberg_ops_provider.errors import IrreversibleMigrationError
 from iceberg_ops_provider.migration import MigrationContext
-from iceberg_ops_provider.scaffolding import create_revision
+from iceberg_ops_provider.migration.discovery import discover
 
 RUFF = Path(sys.executable).parent / "ruff"
 

@@ -6,10 +6,7 @@ import ast
 
 import pytest
 
-from iceberg_ops_provider.config import load_config
-from iceberg_ops_provider.discovery import discover
-from iceberg_ops_provider.errors import ScaffoldingError
-from iceberg_ops_provider.scaffolding import (
+from iceberg_ops_provider.autogen.scaffolding import (
     LINE_LENGTH,
     create_revision,
     display_width,
@@ -20,6 +17,9 @@ from iceberg_ops_provider.scaffolding import (
     slugify,
     string_literal,
 )
+from iceberg_ops_provider.config import load_config
+from iceberg_ops_provider.errors import ScaffoldingError
+from iceberg_ops_provider.migration.discovery import discover
 
 TRICKY = [
     "",

@@ -16,8 +16,8 @@ import pyarrow as pa
 from pyiceberg.schema import Schema
 
 from iceberg_ops_provider.autogen.operations import Irreversible, Operation, Rendered
+from iceberg_ops_provider.autogen.scaffolding import LINE_LENGTH, display_width, docstring, fitted_value, string_literal
 from iceberg_ops_provider.core.types import iceberg_to_arrow_schema
-from iceberg_ops_provider.scaffolding import LINE_LENGTH, display_width, docstring, fitted_value, string_literal
 
 __all__ = ["render_arrow_schema", "render_migration", "schema_literal"]
 

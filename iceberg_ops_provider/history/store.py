@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table
 
-    from iceberg_ops_provider.core.atomic_commit import TableChange
+    from iceberg_ops_provider.core.atomic.commit import TableChange
 
 __all__ = [
     "DEFAULT_META_NAMESPACE",
@@ -288,14 +288,14 @@ class HistoryStore:
         """Stage what :meth:`record` writes as a transaction on the history table, without committing it.
 
         The caller commits :attr:`StagedWrite.change` together with other tables' changes in one
-        multi-table commit (:func:`~iceberg_ops_provider.core.atomic_commit.commit_atomically`), then
+        multi-table commit (:func:`~iceberg_ops_provider.core.atomic.commit.commit_atomically`), then
         calls :meth:`StagedWrite.committed` or, if the commit did not land, :meth:`StagedWrite.discard`.
         A commit that lost a race needs a new stage: read again, as :meth:`record` does.
 
         Raises:
             ConcurrentMigrationError: The history already says otherwise than ``expected``.
         """
-        from iceberg_ops_provider.core.atomic_commit import TableChange
+        from iceberg_ops_provider.core.atomic.commit import TableChange
 
         table = self._ensure_table()
         new_rows, files = self._new_partition(table, namespace, list(updates), expected, [])

@@ -136,11 +136,11 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
             raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
 
     def _execute(self, context: Context) -> dict[str, Any]:
-        from iceberg_ops_provider.runner import MigrationRunner
+        from iceberg_ops_provider.runner.migration_runner import MigrationRunner
 
         self.record_lineage()
         hook = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)
-        # Each step is logged on the iceberg_ops_provider.runner logger, which reaches the task log.
+        # Each step is logged on the iceberg_ops_provider.runner.migration_runner logger, which reaches the task log.
         runner = MigrationRunner(
             hook.get_conn(),
             self.namespace,
@@ -224,7 +224,7 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
     def _refuse_data_loss(self, runner: Any) -> None:
         if self.allow_destructive:
             return
-        from iceberg_ops_provider.commands import data_loss
+        from iceberg_ops_provider.runner.commands import data_loss
 
         destructive = data_loss(runner, self.target)
         if destructive:
@@ -242,7 +242,7 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
     def _check(self, runner: Any) -> list[dict[str, Any]]:
         from pathlib import Path
 
-        from iceberg_ops_provider.commands import check_namespace
+        from iceberg_ops_provider.runner.commands import check_namespace
 
         report = check_namespace(runner, Path(self.models_dir) if self.models_dir else None)
         if not report.ok:

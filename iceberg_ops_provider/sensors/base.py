@@ -4,7 +4,7 @@ A sensor checks once on the worker. If the check passes it succeeds at once; oth
 deferrable (the default), it hands the wait to its trigger with an absolute deadline (now plus
 ``timeout``) and frees the worker slot; when not, it waits as any Airflow sensor does, by default in
 ``reschedule`` mode (each check a short try on a worker). Either way the check is the same engine
-call (:mod:`iceberg_ops_provider.readiness`).
+call (:mod:`iceberg_ops_provider.runner.readiness`).
 
 Errors: a transient one (the catalog did not answer, its database was busy) is logged and the wait
 goes on; a permanent one (no such table at the first check, a bad partition key, a bad argument)
@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 
+from iceberg_ops_provider.core.polling import describe_error, is_transient, timeout_message
 from iceberg_ops_provider.errors import IcebergOpsError
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
-from iceberg_ops_provider.readiness import describe_error, is_transient, timeout_message
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

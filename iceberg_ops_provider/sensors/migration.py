@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
-from iceberg_ops_provider.readiness import (
+from iceberg_ops_provider.runner.readiness import (
     NOTE_WARNING,
     check_wanted_version,
     describe_version_wait,
@@ -14,7 +14,7 @@ from iceberg_ops_provider.readiness import (
     newest_version,
     resolve_version,
 )
-from iceberg_ops_provider.readiness import version_reached as reached
+from iceberg_ops_provider.runner.readiness import version_reached as reached
 from iceberg_ops_provider.sensors.base import IcebergCatalogSensor
 
 if TYPE_CHECKING:

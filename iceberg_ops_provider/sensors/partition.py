@@ -12,7 +12,7 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.operators.lineage import IcebergLineageMixin
-from iceberg_ops_provider.partition_probe import (
+from iceberg_ops_provider.partitions.probe import (
     SnapshotMark,
     describe_partition_wait,
     parse_after_snapshot,
@@ -39,7 +39,7 @@ class IcebergPartitionSensor(IcebergLineageMixin, IcebergCatalogSensor):
     Judged from the table's metadata only, at its current snapshot: the manifests are walked (their
     partition summaries, the data files' partition records and column statistics; no data file is
     read) and the data files in the partition that may hold matching rows are kept. Two counts come
-    out (see :mod:`iceberg_ops_provider.partition_probe`):
+    out (see :mod:`iceberg_ops_provider.partitions.probe`):
 
     * ``rows``: rows that are **certainly** there: the record counts of the files all of whose rows
       match the filter (its residual on the partition is always true, or the column statistics prove

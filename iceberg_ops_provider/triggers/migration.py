@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook, connection_meta_namespace
-from iceberg_ops_provider.readiness import (
+from iceberg_ops_provider.runner.readiness import (
     NOTE_WARNING,
     check_wanted_version,
     describe_version_wait,

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.exceptions import NoSuchTableError
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
-from iceberg_ops_provider.partition_probe import (
+from iceberg_ops_provider.partitions.probe import (
     SnapshotMark,
     describe_partition_wait,
     parse_after_snapshot,
@@ -48,7 +48,7 @@ class IcebergPartitionTrigger(CatalogPollingTrigger):
     """Poll a table's metadata until at least ``min_rows`` rows match ``partition`` and/or ``where``.
 
     Each check walks the table's manifests (no data file read) with
-    :func:`~iceberg_ops_provider.partition_probe.partition_rows`. Yields ``{"status": "success",
+    :func:`~iceberg_ops_provider.partitions.probe.partition_rows`. Yields ``{"status": "success",
     "seen": {"table", "snapshot_id", "rows", "possible_rows", "files", "files_with_deletes"}, ...}``
     once enough rows are committed, or a ``timeout``/``failed`` event (see
     :mod:`iceberg_ops_provider.triggers.polling`). A partition key that is not a field of the table's
@@ -61,7 +61,7 @@ class IcebergPartitionTrigger(CatalogPollingTrigger):
         partition: Wanted partition values by partition field name (values rendered as text; ``bytes``
             values are stored as ``{"bytes_hex": ...}``).
         where: A PyIceberg row filter string.
-        min_rows: Rows needed: certain rows (see :class:`~iceberg_ops_provider.partition_probe.PartitionProbe`),
+        min_rows: Rows needed: certain rows (see :class:`~iceberg_ops_provider.partitions.probe.PartitionProbe`),
             or possible rows with ``count_possible_rows``.
         after_snapshot: Count only data files committed after this snapshot id.
         after_sequence_number: That snapshot's sequence number, and

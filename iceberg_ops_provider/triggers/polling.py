@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
+from iceberg_ops_provider.core.polling import describe_error, is_transient, timeout_message
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
-from iceberg_ops_provider.readiness import describe_error, is_transient, timeout_message
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -183,7 +183,7 @@ class CatalogPollingTrigger(BaseTrigger):
         return TriggerEvent({"status": status, "message": message, "seen": seen})
 
     def transient(self, exc: BaseException) -> bool:
-        """Whether the wait goes on after ``exc`` (default: :func:`~iceberg_ops_provider.readiness.is_transient`)."""
+        """Whether the wait goes on after ``exc`` (default: :func:`~iceberg_ops_provider.core.polling.is_transient`)."""
         return is_transient(exc)
 
     async def _in_thread(self, remaining: float, function: Callable[..., T], *args: Any) -> T:

@@ -123,7 +123,7 @@ def test_nested_reordering_and_nanosecond_timestamps_are_refused(live):
 def test_any_message_renders_a_file_that_parses(message):
     import ast
 
-    from iceberg_ops_provider.scaffolding import SKELETON, docstring
+    from iceberg_ops_provider.autogen.scaffolding import SKELETON, docstring
 
     tree = ast.parse(render_migration(message, []))
     assert ast.get_docstring(tree).startswith(message)

@@ -28,9 +28,9 @@ from iceberg_ops_provider.autogen.models import TableModel, model_from_dict
 from iceberg_ops_provider.autogen.operations import Irreversible
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.core.type_strings import format_type, parse_type
-from iceberg_ops_provider.discovery import discover
 from iceberg_ops_provider.errors import IrreversibleMigrationError
 from iceberg_ops_provider.migration import MigrationContext
+from iceberg_ops_provider.migration.discovery import discover
 from iceberg_ops_provider.migration.transforms import parse_partition_expr, parse_sort_field
 
 TYPES = ["int", "long", "float", "double", "string", "date", "timestamptz", "decimal(10,2)", "boolean"]

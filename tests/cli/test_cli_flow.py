@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from iceberg_ops_provider.cli import cli
-from iceberg_ops_provider.discovery import discover
+from iceberg_ops_provider.migration.discovery import discover
 
 ORDERS_V1 = """\
 name: orders

@@ -82,7 +82,7 @@ def test_source_snapshot_id_of_a_new_move_that_does_not_exist_says_so_without_re
 
 
 def test_an_interrupted_move_that_committed_nothing_does_not_claim_whole_units(capsys):
-    from iceberg_ops_provider.cli_move import _interrupted
+    from iceberg_ops_provider.cli.move import _interrupted
 
     settings = SimpleNamespace(as_json=False)
     mover: Any = SimpleNamespace(move_id="m1")
@@ -219,6 +219,6 @@ def test_options_that_cannot_work_are_refused_naming_them(lake: Path, arguments:
 
 
 def test_the_init_template_lists_the_sql_kind():
-    from iceberg_ops_provider.scaffolding import CONFIG_TEMPLATE
+    from iceberg_ops_provider.autogen.scaffolding import CONFIG_TEMPLATE
 
     assert "sqlite | sql | glue" in CONFIG_TEMPLATE

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iceberg_ops_provider.cli_progress import ProgressDisplay, StopOnInterrupt
+from iceberg_ops_provider.cli.progress import ProgressDisplay, StopOnInterrupt
 from iceberg_ops_provider.data_migration import DataMover
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from iceberg_ops_provider.progress import Progress, ProgressTracker

@@ -17,7 +17,7 @@ from pyiceberg.table.update import AssertCurrentSchemaId, SetPropertiesUpdate
 from pyiceberg.types import StringType
 from sqlalchemy import event
 
-from iceberg_ops_provider.core.atomic_commit import (
+from iceberg_ops_provider.core.atomic.commit import (
     TableChange,
     atomic_commit_mode,
     commit_atomically,
@@ -251,7 +251,7 @@ def test_catalogs_without_a_multi_table_commit_say_so_and_commit_nothing(caplog)
         },
     )
     assert atomic_commit_mode(glue) == "per-table"
-    with caplog.at_level(logging.INFO, logger="iceberg_ops_provider.core.atomic_commit"):
+    with caplog.at_level(logging.INFO, logger="iceberg_ops_provider.core.atomic.commit"):
         result = commit_atomically(glue, [TableChange(("ns", "a"), (SetPropertiesUpdate(updates={"x": "1"}),))])
     assert not result.applied and result.mode == "per-table"
     assert "GlueCatalog has no multi-table commit" in result.reason

@@ -22,8 +22,8 @@ from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownExcept
 from pyiceberg.table.update import AssertCurrentSchemaId, SetPropertiesUpdate
 from pyiceberg.types import StringType
 
-from iceberg_ops_provider.core import atomic_commit_rest
-from iceberg_ops_provider.core.atomic_commit import TableChange, atomic_commit_mode, commit_atomically
+from iceberg_ops_provider.core.atomic import rest as atomic_commit_rest
+from iceberg_ops_provider.core.atomic.commit import TableChange, atomic_commit_mode, commit_atomically
 from tests.core.atomic_support import race_on_two_tables
 from tests.servers import serve_http
 
@@ -191,7 +191,7 @@ def test_a_catalog_without_the_endpoint_is_detected_and_remembered(seaweedfs, bu
     with proxy(seaweedfs.iceberg_uri, "404") as (uri, seen):
         catalog = _open(seaweedfs, bucket, uri)
         first = _set(catalog, "ns.a", step="1")
-        with caplog.at_level(logging.INFO, logger="iceberg_ops_provider.core.atomic_commit"):
+        with caplog.at_level(logging.INFO, logger="iceberg_ops_provider.core.atomic.commit"):
             result = commit_atomically(
                 catalog, [TableChange.of(first), TableChange.of(_set(catalog, "ns.b", step="1"))]
             )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iceberg_ops_provider import discovery
+from iceberg_ops_provider.migration import discovery
 from tests.migration.conftest import write_migration
 
 RUFF = Path(sys.executable).parent / "ruff"

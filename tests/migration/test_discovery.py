@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from iceberg_ops_provider.discovery import discover, importable
 from iceberg_ops_provider.errors import MigrationDiscoveryError
+from iceberg_ops_provider.migration.discovery import discover, importable
 from tests.migration.conftest import write_migration
 
 HEADER = "from iceberg_ops_provider.migration import BaseMigration\n\n\n"

@@ -195,7 +195,7 @@ def test_a_run_killed_right_after_its_all_or_nothing_commit_left_the_migration_r
     runner = MigrationRunner(catalog, "sales", migrations)
     runner.upgrade("0001")
     # Kill the worker the moment 0002's one commit returns, before anything else of the run.
-    environment = _kill_in(tmp_path, "iceberg_ops_provider.session", "commit_atomically", after=True)
+    environment = _kill_in(tmp_path, "iceberg_ops_provider.runner.session", "commit_atomically", after=True)
     result = subprocess.run([sys.executable, "-c", WORKER, str(tmp_path)], env=environment, timeout=120)
     assert result.returncode == -signal.SIGKILL
     status = runner.status()

@@ -9,8 +9,8 @@ from pyiceberg.catalog.glue import GlueCatalog
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.errors import CatalogConfigError
 from iceberg_ops_provider.history.lock import lock_table_name
-from iceberg_ops_provider.namespaces import MAX_PART_LENGTH, check_namespace, check_runner_namespaces
 from iceberg_ops_provider.runner import MigrationRunner
+from iceberg_ops_provider.runner.namespaces import MAX_PART_LENGTH, check_namespace, check_runner_namespaces
 from tests.migration.conftest import ORDERS, write_migration
 
 SHAPE = r"use a name such as 'sales' or dotted parts such as 'lake\.sales'"

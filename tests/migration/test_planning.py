@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from iceberg_ops_provider.discovery import MigrationScript
 from iceberg_ops_provider.errors import MigrationIntegrityError, MigrationTargetError
 from iceberg_ops_provider.history import HistoryRow
 from iceberg_ops_provider.migration import BaseMigration
-from iceberg_ops_provider.planning import (
+from iceberg_ops_provider.migration.discovery import MigrationScript
+from iceberg_ops_provider.runner.planning import (
     check_integrity,
     classify,
     downgrade_steps,

@@ -1,6 +1,6 @@
 """The partition check on a real SQLite catalog: certain and possible rows from manifests alone, delete files,
 row filters the statistics cannot settle, data committed after a snapshot, and the partition values of every
-transform (see ``iceberg_ops_provider.partition_probe``)."""
+transform (see ``iceberg_ops_provider.partitions.probe``)."""
 
 from __future__ import annotations
 
@@ -37,7 +37,8 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-from iceberg_ops_provider.partition_probe import (
+from iceberg_ops_provider.core.polling import is_transient
+from iceberg_ops_provider.partitions.probe import (
     PartitionProbe,
     SnapshotMark,
     parse_after_snapshot,
@@ -45,7 +46,6 @@ from iceberg_ops_provider.partition_probe import (
     probe_partition,
     snapshot_mark,
 )
-from iceberg_ops_provider.readiness import is_transient
 from tests.maintenance.test_compaction_support import (
     batch,
     commit_delete_files,

@@ -15,20 +15,19 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
 from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.core.polling import is_transient, timeout_message
 from iceberg_ops_provider.errors import CatalogUnavailableError, MigrationFailedError
-from iceberg_ops_provider.partition_probe import PartitionProbe, describe_partition_wait, probe_partition
-from iceberg_ops_provider.readiness import (
+from iceberg_ops_provider.partitions.probe import PartitionProbe, describe_partition_wait, probe_partition
+from iceberg_ops_provider.runner import MigrationRunner
+from iceberg_ops_provider.runner.readiness import (
     NamespaceVersion,
     check_wanted_version,
     describe_version_wait,
-    is_transient,
     namespace_version,
     newest_version,
     resolve_version,
-    timeout_message,
     version_reached,
 )
-from iceberg_ops_provider.runner import MigrationRunner
 from tests.migration.conftest import ORDERS, write_migration
 from tests.readiness.proxy import TcpProxy
 

@@ -24,7 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from iceberg_ops_provider.core.atomic_commit import CommitMode, atomic_commit_mode
+from iceberg_ops_provider.core.atomic.commit import CommitMode, atomic_commit_mode
 from iceberg_ops_provider.core.timeouts import (
     DEFAULT_CATALOG_TIMEOUT,
     bound_catalog_requests,
@@ -32,7 +32,6 @@ from iceberg_ops_provider.core.timeouts import (
     catalog_errors,
     check_timeout,
 )
-from iceberg_ops_provider.discovery import MigrationScript, discover, importable, migrations_folder
 from iceberg_ops_provider.errors import (
     DryRunLimit,
     IrreversibleMigrationError,
@@ -50,9 +49,10 @@ from iceberg_ops_provider.history.lock import (
 from iceberg_ops_provider.history.records import HistoryRow
 from iceberg_ops_provider.history.store import HistoryStore, default_meta_namespace
 from iceberg_ops_provider.migration.context import MigrationContext
+from iceberg_ops_provider.migration.discovery import MigrationScript, discover, importable, migrations_folder
 from iceberg_ops_provider.migration.touched import TouchedTable, merge_touched, recording
-from iceberg_ops_provider.namespaces import check_runner_namespaces
-from iceberg_ops_provider.planning import (
+from iceberg_ops_provider.runner.namespaces import check_runner_namespaces
+from iceberg_ops_provider.runner.planning import (
     Direction,
     NamespaceState,
     PlanStep,
@@ -63,8 +63,8 @@ from iceberg_ops_provider.planning import (
     stamp_changes,
     upgrade_steps,
 )
-from iceberg_ops_provider.results import MigrationResult, NamespaceStatus, RepairReport, RunReport
-from iceberg_ops_provider.session import RunSession, is_settled
+from iceberg_ops_provider.runner.results import MigrationResult, NamespaceStatus, RepairReport, RunReport
+from iceberg_ops_provider.runner.session import RunSession, is_settled
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -99,7 +99,7 @@ class MigrationRunner:
             ``iceberg_ops`` on S3 Tables (which refuses names starting with ``_``).
         keep_history_snapshots: Snapshots of the history table kept for time travel.
         on_event: Called with a one-line message at every step (progress for CLIs and task logs);
-            every message is also logged at INFO on ``iceberg_ops_provider.runner``.
+            every message is also logged at INFO on ``iceberg_ops_provider.runner.migration_runner``.
         stale_after: Lease length of the namespace lock, in seconds. A run renews its lease every
             quarter of this while it works; a lock not renewed for this long (its run was killed) is
             taken over by the next run, as is at once a lock whose process is gone from this host.
@@ -586,7 +586,7 @@ def _transactions_url(catalog: Catalog) -> str:
 
     if not isinstance(catalog, RestCatalog):
         return ""
-    from iceberg_ops_provider.core.atomic_commit_rest import transactions_url
+    from iceberg_ops_provider.core.atomic.rest import transactions_url
 
     return transactions_url(catalog)
 

@@ -23,8 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from iceberg_ops_provider.cli_progress import ProgressDisplay, StopOnInterrupt
-from iceberg_ops_provider.cli_shared import (
+from iceberg_ops_provider.cli.progress import ProgressDisplay, StopOnInterrupt
+from iceberg_ops_provider.cli.shared import (
     FILE_SIZE,
     OLDER_THAN,
     SIZE,
@@ -43,7 +43,7 @@ from iceberg_ops_provider.cli_shared import (
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
-    from iceberg_ops_provider.cli import _Settings
+    from iceberg_ops_provider.cli.main import _Settings
 
 __all__ = ["maintain"]
 

@@ -12,8 +12,8 @@ import unicodedata
 from pathlib import Path
 
 from iceberg_ops_provider.config import CONFIG_FILE
-from iceberg_ops_provider.discovery import MIGRATION_FILE
 from iceberg_ops_provider.errors import ScaffoldingError
+from iceberg_ops_provider.migration.discovery import MIGRATION_FILE
 
 _BACKSLASH = "\\"
 _QUOTE = '"'

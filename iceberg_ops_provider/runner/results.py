@@ -9,7 +9,7 @@ from iceberg_ops_provider.history.intent import Intent
 from iceberg_ops_provider.history.lock import LockInfo
 from iceberg_ops_provider.history.records import HistoryRow, Operation, Status
 from iceberg_ops_provider.migration.touched import TouchedTable
-from iceberg_ops_provider.planning import PlanStep
+from iceberg_ops_provider.runner.planning import PlanStep
 
 __all__ = ["MigrationResult", "NamespaceStatus", "RepairReport", "RunReport"]
 

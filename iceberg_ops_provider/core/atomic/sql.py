@@ -32,7 +32,7 @@ from pyiceberg.exceptions import (
     TableAlreadyExistsError,
 )
 
-from iceberg_ops_provider.core.atomic_commit import AtomicCommitResult, TableChange
+from iceberg_ops_provider.core.atomic.commit import AtomicCommitResult, TableChange
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.sql import SqlCatalog
@@ -41,7 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = ["commit_sql"]
 
-log = logging.getLogger("iceberg_ops_provider.core.atomic_commit")
+log = logging.getLogger("iceberg_ops_provider.core.atomic.commit")
 
 
 @dataclass

@@ -14,9 +14,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from iceberg_ops_provider.discovery import MigrationScript, checksum_matches
 from iceberg_ops_provider.errors import MigrationIntegrityError, MigrationTargetError
 from iceberg_ops_provider.history.records import HistoryRow
+from iceberg_ops_provider.migration.discovery import MigrationScript, checksum_matches
 
 __all__ = [
     "Direction",

@@ -13,13 +13,13 @@ from typing import Any
 
 from iceberg_ops_provider.autogen import autogenerate, load_model, load_models, render_migration
 from iceberg_ops_provider.autogen.operations import Operation
+from iceberg_ops_provider.autogen.scaffolding import create_revision
 from iceberg_ops_provider.config import ProjectConfig
-from iceberg_ops_provider.discovery import migrations_folder
 from iceberg_ops_provider.errors import MigrationError, ModelError, ProjectConfigError
 from iceberg_ops_provider.history.intent import Intent
-from iceberg_ops_provider.planning import PlanStep
-from iceberg_ops_provider.runner import MigrationRunner
-from iceberg_ops_provider.scaffolding import create_revision
+from iceberg_ops_provider.migration.discovery import migrations_folder
+from iceberg_ops_provider.runner.migration_runner import MigrationRunner
+from iceberg_ops_provider.runner.planning import PlanStep
 
 __all__ = ["CheckReport", "RevisionResult", "check", "open_runner", "require_known_namespace", "revision"]
 

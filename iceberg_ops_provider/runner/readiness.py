@@ -7,29 +7,26 @@ and without writing anything:
   a namespace never migrated is at base, and the result notes a namespace or a history that does not
   exist) and :func:`version_reached` compares versions numerically, as the runner orders them.
   :func:`resolve_version` turns ``head`` into the highest version of a migrations folder.
-* Whether data for a partition has been committed is :mod:`iceberg_ops_provider.partition_probe`.
-* Every check runs inside :func:`check_errors`, which turns what the catalog's clients raise into
-  iceberg-ops errors, and :func:`is_transient` says whether a wait should go on after an error.
+* Whether data for a partition has been committed is :mod:`iceberg_ops_provider.partitions.probe`.
+* Every check runs inside :func:`~iceberg_ops_provider.core.polling.check_errors`, which turns what
+  the catalog's clients raise into iceberg-ops errors, and
+  :func:`~iceberg_ops_provider.core.polling.is_transient` says whether a wait should go on after an error.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import NoSuchNamespaceError
 
-from iceberg_ops_provider.core.catalog import sql_database_error
-from iceberg_ops_provider.core.timeouts import catalog_endpoint, catalog_errors
-from iceberg_ops_provider.discovery import discover
-from iceberg_ops_provider.errors import CatalogUnavailableError, IcebergOpsError
+from iceberg_ops_provider.core.polling import check_errors
 from iceberg_ops_provider.history.store import HistoryStore, default_meta_namespace
-from iceberg_ops_provider.namespaces import check_namespace
-from iceberg_ops_provider.planning import classify
+from iceberg_ops_provider.migration.discovery import discover
+from iceberg_ops_provider.runner.namespaces import check_namespace
+from iceberg_ops_provider.runner.planning import classify
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -37,21 +34,15 @@ if TYPE_CHECKING:
 __all__ = [
     "NOTE_WARNING",
     "NamespaceVersion",
-    "check_errors",
     "check_wanted_version",
-    "describe_error",
     "describe_version_wait",
-    "is_transient",
     "namespace_version",
     "newest_version",
-    "request_bound",
     "resolve_version",
-    "timeout_message",
     "version_reached",
 ]
 
 _DIGITS = re.compile(r"^[0-9]+$")
-_MAX_ERROR_TEXT = 500
 
 
 # -- migrations ---------------------------------------------------------------------------------
@@ -188,114 +179,3 @@ def version_reached(current: str | None, wanted: str | None) -> bool:
 def describe_version_wait(namespace: str, version: str | None) -> str:
     """What a migration wait is for, for messages."""
     return f"namespace {namespace!r} to reach migration version {version or 'base'}"
-
-
-# -- waiting --------------------------------------------------------------------------------------
-
-
-def timeout_message(waiting_for: str, waited: float, last_seen: str | None, last_error: str | None = None) -> str:
-    """The message of a wait that ran out: what was awaited, for how long, what was last seen."""
-    seen = last_seen or "nothing (no check succeeded)"
-    text = f"Timed out after {waited:g} s waiting for {waiting_for}; last seen: {seen}"
-    if last_error:
-        text += f"; last error: {last_error}"
-    return text + "."
-
-
-# What database drivers say when a catalog database is busy or its connection broke: worth another try.
-_SQL_TRANSIENT = (
-    "database is locked",
-    "database is busy",
-    "database table is locked",
-    "server closed the connection",
-    "terminating connection",
-    "connection reset",
-    "connection timed out",
-    "could not receive data",
-    "could not send data",
-    "ssl connection has been closed",
-    "ssl syscall error",
-    "the connection is closed",
-    "connection is lost",
-    "lost connection",
-    "canceling statement due to conflict with recovery",
-    "too many connections",
-    "remaining connection slots are reserved",
-)
-
-
-def request_bound(catalog: Catalog) -> float | None:
-    """The per-request timeout of a REST catalog's HTTP session (see ``bound_catalog_requests``), if set."""
-    session = getattr(catalog, "_session", None)
-    seconds = getattr(getattr(session, "request", None), "seconds", None)
-    return float(seconds) if isinstance(seconds, int | float) and not isinstance(seconds, bool) else None
-
-
-def _sql_transient_error(exc: BaseException, endpoint: str) -> CatalogUnavailableError | None:
-    """A database error worth another try (busy, locked, a connection that broke), as ``CatalogUnavailableError``."""
-    from sqlalchemy.exc import DBAPIError
-    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-
-    if isinstance(exc, PoolTimeoutError):
-        reason = describe_error(exc)
-    elif isinstance(exc, DBAPIError):
-        reason = " ".join(str(exc.orig if exc.orig is not None else exc).split())
-        if not exc.connection_invalidated and not any(marker in reason.lower() for marker in _SQL_TRANSIENT):
-            return None
-    else:
-        return None
-    return CatalogUnavailableError(
-        f"The catalog database at {endpoint} did not serve the check ({reason[:300]}); it is busy, locked by "
-        "another writer, or its connection broke. The wait goes on.",
-        endpoint=endpoint,
-    )
-
-
-@contextmanager
-def check_errors(catalog: Catalog) -> Iterator[None]:
-    """Translate what a readiness check on ``catalog`` raises inside into iceberg-ops errors.
-
-    The catalog clients' errors become what :func:`~iceberg_ops_provider.core.timeouts.catalog_errors`
-    makes of them (naming the endpoint and the REST request timeout); a catalog database that cannot
-    be reached, refuses the login or does not exist becomes what opening the catalog would have
-    raised; a database that is locked or busy, or whose connection broke, becomes a transient
-    :class:`~iceberg_ops_provider.errors.CatalogUnavailableError`. Anything else passes unchanged.
-    """
-    endpoint = catalog_endpoint(catalog)
-    seconds = request_bound(catalog)
-    with catalog_errors(endpoint, seconds):
-        try:
-            yield
-        except Exception as exc:
-            error = sql_database_error(exc, endpoint, seconds)  # seconds None: no bound known
-            error = error or _sql_transient_error(exc, endpoint)
-            if error is None:
-                raise
-            raise error from exc
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Whether checking again later may succeed, so a wait should go on rather than end.
-
-    Transient: iceberg-ops errors saying so (a catalog that did not answer, a busy or locked catalog
-    database), connection errors and timeouts, server-side catalog errors and rate limits (429),
-    database errors of a broken connection, and storage errors (a manifest removed by an expiry
-    between two reads). Anything else (no such table, a bad partition key or filter, bad credentials)
-    is permanent.
-    """
-    from pyiceberg.exceptions import ServerError, ServiceUnavailableError, TooManyRequestsError
-
-    if isinstance(exc, IcebergOpsError):
-        return exc.transient
-    transient = (ServerError, ServiceUnavailableError, TooManyRequestsError, ConnectionError, TimeoutError)
-    if isinstance(exc, transient):
-        return True
-    if _sql_transient_error(exc, "") is not None:
-        return True
-    return isinstance(exc, OSError) and not isinstance(exc, PermissionError)
-
-
-def describe_error(exc: BaseException) -> str:
-    """``Type: message`` on one line, shortened, for logs and event messages."""
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return text if len(text) <= _MAX_ERROR_TEXT else text[: _MAX_ERROR_TEXT - 3] + "..."

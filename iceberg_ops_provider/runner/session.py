@@ -1,6 +1,6 @@
 """One locked migration run: settling what an earlier run left, executing steps, recording outcomes.
 
-:class:`~iceberg_ops_provider.runner.MigrationRunner` takes the namespace's lock and hands the run to
+:class:`~iceberg_ops_provider.runner.migration_runner.MigrationRunner` takes the namespace's lock and hands the run to
 a :class:`RunSession`; each migration step gets a :class:`RunJournal`, the commit journal of its
 :class:`~iceberg_ops_provider.migration.context.MigrationContext` (the intent record and the lock
 check before every commit).
@@ -16,9 +16,8 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, TableAlreadyExistsError
 from pyiceberg.table.update import AssertRefSnapshotId
 
-from iceberg_ops_provider.core.atomic_commit import TableChange, commit_atomically
+from iceberg_ops_provider.core.atomic.commit import TableChange, commit_atomically
 from iceberg_ops_provider.core.contention import backoff_seconds
-from iceberg_ops_provider.discovery import importable
 from iceberg_ops_provider.errors import (
     ConcurrentMigrationError,
     IrreversibleMigrationError,
@@ -33,15 +32,16 @@ from iceberg_ops_provider.history.lease import LeaseKeeper
 from iceberg_ops_provider.history.lock import Acquisition, LockInfo, LockLostError, NamespaceLock, process_identity
 from iceberg_ops_provider.history.records import HistoryRow, Operation, Status
 from iceberg_ops_provider.migration.context import MigrationContext
-from iceberg_ops_provider.planning import NamespaceState, PlanStep
-from iceberg_ops_provider.results import MigrationResult
+from iceberg_ops_provider.migration.discovery import importable
+from iceberg_ops_provider.runner.planning import NamespaceState, PlanStep
+from iceberg_ops_provider.runner.results import MigrationResult
 
 if TYPE_CHECKING:
-    from iceberg_ops_provider.runner import MigrationRunner
+    from iceberg_ops_provider.runner.migration_runner import MigrationRunner
 
 __all__ = ["RunJournal", "RunSession", "is_settled", "success_status"]
 
-log = logging.getLogger("iceberg_ops_provider.runner")
+log = logging.getLogger("iceberg_ops_provider.runner.migration_runner")
 
 _ATOMIC_ATTEMPTS = 40
 """Attempts of a step's all-or-nothing commit lost to other runs' commits (of other namespaces, on the

@@ -23,7 +23,7 @@ import click
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from iceberg_ops_provider.cli import _Settings
+    from iceberg_ops_provider.cli.main import _Settings
 
 __all__ = [
     "EXIT_INTERRUPTED",
@@ -75,13 +75,13 @@ _CATALOG_FLAGS = ("conn_id", "catalog_kind", "catalog_name", "catalog_uri", "db_
 def handles_errors(command: F) -> F:
     """The command line's error handling (one ``error:`` line, the exit code, JSON with ``--json``).
 
-    :mod:`iceberg_ops_provider.cli` is imported when the command runs, so that module can register
+    :mod:`iceberg_ops_provider.cli.main` is imported when the command runs, so that module can register
     the command groups when it is imported itself.
     """
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from iceberg_ops_provider.cli import _handles_errors
+        from iceberg_ops_provider.cli.main import _handles_errors
 
         return _handles_errors(command)(*args, **kwargs)
 
@@ -157,7 +157,7 @@ class CommandLine(click.Group):
 
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """A plain text table, as the other commands print them."""
-    from iceberg_ops_provider.cli import _table
+    from iceberg_ops_provider.cli.main import _table
 
     return _table(headers, rows)
 
@@ -388,7 +388,7 @@ def exit_interrupted(settings: _Settings, message: str, document: dict[str, Any]
 
 def report_error(settings: _Settings, table: str, exc: Exception) -> tuple[int, dict[str, Any]]:
     """One table's failure among several (``--all``): its line on stderr, its exit code and JSON."""
-    from iceberg_ops_provider.cli import _error_report
+    from iceberg_ops_provider.cli.main import _error_report
 
     if isinstance(exc, click.ClickException):
         code, message, kind = exc.exit_code, exc.format_message(), "UsageError"

@@ -1,7 +1,7 @@
 """The ``iceberg-ops`` command line: a thin front over the runner, ``commands`` and ``scaffolding``.
 
-The ``maintain`` and ``move`` groups live in :mod:`~iceberg_ops_provider.cli_maintain` and
-:mod:`~iceberg_ops_provider.cli_move`. Exit codes: 0 success; 1 a check that found something
+The ``maintain`` and ``move`` groups live in :mod:`~iceberg_ops_provider.cli.maintain` and
+:mod:`~iceberg_ops_provider.cli.move`. Exit codes: 0 success; 1 a check that found something
 (``check``, ``maintain health``, a failed verification), a failed migration, or a state that stops
 the run (lock held, files disagreeing with history, pending migrations before autogenerate, a
 catalog that cannot be reached or does not answer within ``--catalog-timeout``): every transient
@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import click
 
 from iceberg_ops_provider import __version__
-from iceberg_ops_provider.cli_shared import CommandLine
+from iceberg_ops_provider.cli.shared import CommandLine
 from iceberg_ops_provider.errors import (
     CatalogUnavailableError,
     ConcurrentMigrationError,
@@ -133,7 +133,7 @@ class _Settings:
         ``atomic=False`` makes it commit table by table even where the catalog can commit a
         migration's changes and its history record at once (``--no-atomic``).
         """
-        from iceberg_ops_provider.commands import open_runner, require_known_namespace
+        from iceberg_ops_provider.runner.commands import open_runner, require_known_namespace
 
         runner = open_runner(self.config(), on_event=self.progress if progress else None, stale_after=self.stale_after)
         runner.atomic_commits = atomic
@@ -230,7 +230,7 @@ def _handles_errors(command: F) -> F:
 
 
 def _namespace_known(runner: Any) -> bool:
-    from iceberg_ops_provider.commands import namespace_known
+    from iceberg_ops_provider.runner.commands import namespace_known
 
     return namespace_known(runner)
 
@@ -330,7 +330,7 @@ def _warnings_once(logger: logging.Logger) -> None:
 @_handles_errors
 def init(settings: _Settings, directory: Path | None) -> None:
     """Create iceberg-ops.yaml, migrations/ and models/ (refuses to overwrite)."""
-    from iceberg_ops_provider.scaffolding import init_project
+    from iceberg_ops_provider.autogen.scaffolding import init_project
 
     target = directory or (settings.config_path.parent if settings.config_path else Path.cwd())
     created = init_project(target, namespace=settings.namespace or "default")
@@ -345,7 +345,7 @@ def init(settings: _Settings, directory: Path | None) -> None:
 @_handles_errors
 def revision(settings: _Settings, message: str, autogenerate: bool, target_table: str | None) -> None:
     """Write the next NNNN_slug.py migration."""
-    from iceberg_ops_provider.commands import revision as write_revision
+    from iceberg_ops_provider.runner.commands import revision as write_revision
 
     result = write_revision(
         settings.config(), message, autogenerate_from_models=autogenerate, target_table=target_table
@@ -414,7 +414,7 @@ def downgrade(settings: _Settings, target: str, allow_changed: bool, yes: bool, 
     """Roll back migrations down to TARGET (base, a version that stays applied, -N)."""
     runner = settings.runner(known=True, progress=True, atomic=not no_atomic)
     if not yes:
-        from iceberg_ops_provider.commands import data_loss
+        from iceberg_ops_provider.runner.commands import data_loss
 
         destructive = data_loss(runner, target)
         if destructive:
@@ -474,7 +474,7 @@ def status(settings: _Settings) -> None:
         )
         lines.append(f"lock:      held by {state.lock.describe()}, {lease}")
     if state.interrupted:
-        from iceberg_ops_provider.commands import interrupted_problem
+        from iceberg_ops_provider.runner.commands import interrupted_problem
 
         lines.append(f"interrupted: {interrupted_problem(state.interrupted, state.interrupted_outcome or '')}")
     pending = [(s.version, s.description, "failed" if s.version in state.failed else "") for s in state.pending]
@@ -538,7 +538,7 @@ def current(settings: _Settings) -> None:
 @_handles_errors
 def check(settings: _Settings) -> None:
     """CI gate: exit 0 when nothing is pending and every model matches its table, else 1."""
-    from iceberg_ops_provider.commands import check as run_check
+    from iceberg_ops_provider.runner.commands import check as run_check
 
     report = run_check(settings.config())
     lines = [f"{report.namespace}: " + ("up to date" if report.ok else "NOT up to date")]
@@ -585,8 +585,8 @@ def unlock(settings: _Settings) -> None:
 
 def _add_command_groups() -> None:
     """Register ``maintain`` and ``move``, which live in modules of their own."""
-    from iceberg_ops_provider.cli_maintain import maintain
-    from iceberg_ops_provider.cli_move import move
+    from iceberg_ops_provider.cli.maintain import maintain
+    from iceberg_ops_provider.cli.move import move
 
     cli.add_command(maintain)
     cli.add_command(move)

@@ -32,9 +32,9 @@ from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.table.snapshots import Operation
 
-from iceberg_ops_provider.partition_deletes import DeleteScope
-from iceberg_ops_provider.partition_values import file_matches, pruning_filter, table_name, wanted_values
-from iceberg_ops_provider.readiness import check_errors
+from iceberg_ops_provider.core.polling import check_errors
+from iceberg_ops_provider.partitions.deletes import DeleteScope
+from iceberg_ops_provider.partitions.values import file_matches, pruning_filter, table_name, wanted_values
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -304,7 +304,7 @@ def partition_rows(
 
     * ``partition``: the file's partition record holds every wanted value (keys are partition field
       names of the table's current spec; values converted per transform, see
-      :mod:`iceberg_ops_provider.partition_values`). Files written under an older spec without one of
+      :mod:`iceberg_ops_provider.partitions.values`). Files written under an older spec without one of
       the fields do not match.
     * ``where``: the file may hold matching rows, judged as a scan judges it (partition values and
       column statistics). Its rows are certain only when all of them match.

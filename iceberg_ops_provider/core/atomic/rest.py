@@ -36,7 +36,7 @@ from pyiceberg.exceptions import (
 )
 from pyiceberg.table import CommitTableRequest, TableIdentifier
 
-from iceberg_ops_provider.core.atomic_commit import AtomicCommitResult, TableChange
+from iceberg_ops_provider.core.atomic.commit import AtomicCommitResult, TableChange
 from iceberg_ops_provider.core.timeouts import unavailable_error
 
 if TYPE_CHECKING:
@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 __all__ = ["TRANSACTIONS_PATH", "commit_rest", "forget_support", "known_support", "probe", "transactions_url"]
 
-log = logging.getLogger("iceberg_ops_provider.core.atomic_commit")
+log = logging.getLogger("iceberg_ops_provider.core.atomic.commit")
 
 TRANSACTIONS_PATH = "transactions/commit"
 """The endpoint's path below ``/v1/{prefix}/``."""

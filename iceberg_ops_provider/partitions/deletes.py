@@ -1,6 +1,6 @@
 """Which delete files apply to a data file, and how many of its rows they may remove, judged from manifests alone.
 
-The partition check (:mod:`iceberg_ops_provider.partition_probe`) walks a snapshot's manifest
+The partition check (:mod:`iceberg_ops_provider.partitions.probe`) walks a snapshot's manifest
 entries itself rather than planning a scan, so that tables with equality deletes (as Flink upserts
 write them) can be judged too. :class:`DeleteScope` collects the delete entries of that walk and
 answers, per data file entry, without reading any file:

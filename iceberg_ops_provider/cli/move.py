@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from iceberg_ops_provider.cli_shared import (
+from iceberg_ops_provider.cli.shared import (
     SIZE,
     bad_input,
     check_filter,
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-    from iceberg_ops_provider.cli import _Settings
+    from iceberg_ops_provider.cli.main import _Settings
     from iceberg_ops_provider.data_migration import DataMover
 
 __all__ = ["MoveGroup", "move"]
@@ -174,7 +174,7 @@ def _target_catalog(settings: _Settings, options: dict[str, Any]) -> Catalog | N
     ``--target-db-path`` without ``--target-warehouse`` keeps the target's data next to its database
     (``<name>_warehouse`` beside ``<name>.db``), not in the warehouse of the source's project file.
     """
-    from iceberg_ops_provider.cli import _without_airflow_logging
+    from iceberg_ops_provider.cli.main import _without_airflow_logging
 
     if not any(options.get(name) for name in _TARGET_OPTIONS):
         return None
@@ -379,7 +379,7 @@ def move() -> None:
 @handles_errors
 def run_move(settings: _Settings, **options: Any) -> None:
     """Move the rows of SOURCE into TARGET (the same command again resumes; Ctrl-C stops between units)."""
-    from iceberg_ops_provider.cli_progress import ProgressDisplay, StopOnInterrupt
+    from iceberg_ops_provider.cli.progress import ProgressDisplay, StopOnInterrupt
 
     result = None
     mover: DataMover | None = None

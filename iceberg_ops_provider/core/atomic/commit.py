@@ -4,13 +4,13 @@ PyIceberg commits one table at a time. Two kinds of catalog can do better, and t
 
 * **REST catalogs** that serve ``POST /v1/{prefix}/transactions/commit`` (Iceberg REST
   specification): one request carries every table's requirements and updates, and the server applies
-  all of them or none (:mod:`~iceberg_ops_provider.core.atomic_commit_rest`). Servers do not always
+  all of them or none (:mod:`~iceberg_ops_provider.core.atomic.rest`). Servers do not always
   list the endpoint in ``/v1/config``, so support is learnt by trying: a 404/405/501 answer (or a
   harmless empty probe, :func:`atomic_commit_mode` with ``probe=True``) is remembered per endpoint.
 * **PyIceberg's SQL catalog** (SQLite, PostgreSQL, any SQLAlchemy database): every table's new
   metadata file is written first, then one database transaction moves every table's metadata pointer
   under the same compare-and-swap PyIceberg uses for one table
-  (:mod:`~iceberg_ops_provider.core.atomic_commit_sql`).
+  (:mod:`~iceberg_ops_provider.core.atomic.sql`).
 
 Other catalogs (Glue, Hive, DynamoDB, ...) cannot: :func:`commit_atomically` then commits nothing,
 logs so, and returns a result whose :attr:`~AtomicCommitResult.applied` is false, so the caller falls
@@ -175,11 +175,11 @@ def atomic_commit_mode(catalog: Catalog, *, probe: bool = False) -> CommitMode |
         return "sql-transaction"
     if kind == "other":
         return "per-table"
-    from iceberg_ops_provider.core import atomic_commit_rest
+    from iceberg_ops_provider.core.atomic import rest
 
-    known = atomic_commit_rest.known_support(catalog)  # type: ignore[arg-type]
+    known = rest.known_support(catalog)  # type: ignore[arg-type]
     if known is None and probe:
-        known = atomic_commit_rest.probe(catalog)  # type: ignore[arg-type]
+        known = rest.probe(catalog)  # type: ignore[arg-type]
     if known is None:
         return None
     return "rest-transaction" if known else "per-table"
@@ -268,11 +268,11 @@ def commit_atomically(catalog: Catalog, changes: Sequence[TableChange]) -> Atomi
         return AtomicCommitResult(atomic_commit_mode(catalog) or "rest-transaction")
     try:
         if kind == "sql":
-            from iceberg_ops_provider.core.atomic_commit_sql import commit_sql
+            from iceberg_ops_provider.core.atomic.sql import commit_sql
 
             result = commit_sql(catalog, changes)  # type: ignore[arg-type]
         else:
-            from iceberg_ops_provider.core.atomic_commit_rest import commit_rest
+            from iceberg_ops_provider.core.atomic.rest import commit_rest
 
             result = commit_rest(catalog, changes)  # type: ignore[arg-type]
     except (CommitFailedException, ValidationException):
