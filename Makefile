@@ -28,8 +28,8 @@ unit: $(INSTALLED)
 # by a recovering run; 30 during all-or-nothing upgrades, each checked before anything recovers;
 # 30 during data moves (and 10 beside a second worker), each resumed and checked row for row.
 crash: $(INSTALLED)
-	ICEBERG_OPS_CRASH_KILLS=40 $(PY) -m pytest tests/migration/test_crash_recovery.py
-	ICEBERG_OPS_ATOMIC_KILLS=30 $(PY) -m pytest tests/migration/test_atomic_crashes.py
+	ICEBERG_OPS_CRASH_KILLS=40 $(PY) -m pytest tests/runner/test_crash_recovery.py
+	ICEBERG_OPS_ATOMIC_KILLS=30 $(PY) -m pytest tests/runner/test_atomic_crashes.py
 	ICEBERG_OPS_MOVE_KILLS=30 $(PY) -m pytest tests/data_migration/test_mover_crash.py
 	ICEBERG_OPS_DEPLOYMENT_KILL=1 $(PY) -m pytest tests/deployment -k worker_killed
 

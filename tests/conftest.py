@@ -16,7 +16,10 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.servers import Moto, SeaweedFS, run_moto, run_seaweedfs
+from tests.support.servers import Moto, SeaweedFS, run_moto, run_seaweedfs
+
+# Migration folders and a runner on a real catalog, for every folder of tests that runs migrations.
+pytest_plugins = ["tests.support.migrations"]
 
 # The PostgreSQL server the tests marked ``postgres`` use: it must let this user create databases.
 POSTGRES_ADMIN_URL = os.environ.get("ICEBERG_OPS_TEST_POSTGRES", "postgresql+psycopg://root@127.0.0.1:5432/postgres")

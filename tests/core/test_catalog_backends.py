@@ -18,7 +18,7 @@ from pyiceberg.catalog.glue import GlueCatalog
 from pyiceberg.catalog.rest import RestCatalog
 
 from iceberg_ops_provider.core.catalog import CatalogFactory
-from tests.servers import ACCESS_KEY, REGION, SECRET_KEY, boto_kwargs
+from tests.support.servers import ACCESS_KEY, REGION, SECRET_KEY, boto_kwargs
 
 pytestmark = pytest.mark.backends
 

@@ -29,7 +29,7 @@ from iceberg_ops_provider.errors import (
     IcebergOpsError,
 )
 from iceberg_ops_provider.runner import MigrationRunner
-from tests.servers import (
+from tests.support.servers import (
     REGION,
     boto_kwargs,
     free_ports,

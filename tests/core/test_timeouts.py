@@ -28,7 +28,7 @@ from iceberg_ops_provider.core.timeouts import (
     catalog_errors,
 )
 from iceberg_ops_provider.errors import CatalogConfigError, CatalogUnavailableError, ProjectConfigError
-from tests.servers import serve_http
+from tests.support.servers import serve_http
 
 BIN = Path(sys.executable).parent / "iceberg-ops"
 

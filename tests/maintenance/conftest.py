@@ -10,7 +10,7 @@ import boto3
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from tests.servers import boto_kwargs
+from tests.support.servers import boto_kwargs
 
 
 @dataclass

@@ -20,7 +20,7 @@ from tests.maintenance.test_compaction_support import (
     rows,
     small_files_table,
 )
-from tests.servers import boto_kwargs
+from tests.support.servers import boto_kwargs
 
 pytestmark = pytest.mark.backends
 

@@ -44,7 +44,7 @@ from iceberg_ops_provider.maintenance.health import (
 )
 from iceberg_ops_provider.maintenance.health_stats import window_map
 from iceberg_ops_provider.maintenance.rewrite_commit import DeleteManifestWriterV2
-from tests.servers import boto_kwargs
+from tests.support.servers import boto_kwargs
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),

@@ -35,7 +35,7 @@ from iceberg_ops_provider.maintenance import (
     rewrite_manifests,
 )
 from iceberg_ops_provider.maintenance.files import ManifestReader
-from tests.servers import boto_kwargs
+from tests.support.servers import boto_kwargs
 
 STEPS = st.lists(
     st.one_of(

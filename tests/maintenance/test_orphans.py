@@ -27,7 +27,7 @@ from iceberg_ops_provider.maintenance import expire_snapshots
 from iceberg_ops_provider.maintenance import listing as listing_module
 from iceberg_ops_provider.maintenance.listing import contains, list_files, normalize_location
 from iceberg_ops_provider.maintenance.orphans import remove_orphan_files
-from tests.servers import boto_kwargs
+from tests.support.servers import boto_kwargs
 
 SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("name", pa.string())])
 OLD = time.time() - 10 * 24 * 3600

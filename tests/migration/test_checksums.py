@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from iceberg_ops_provider.migration import discovery
-from tests.migration.conftest import write_migration
+from tests.support.migrations import write_migration
 
 RUFF = Path(sys.executable).parent / "ruff"
 

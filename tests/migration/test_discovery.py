@@ -14,7 +14,7 @@ import pytest
 
 from iceberg_ops_provider.errors import MigrationDiscoveryError
 from iceberg_ops_provider.migration.discovery import discover, importable
-from tests.migration.conftest import write_migration
+from tests.support.migrations import write_migration
 
 HEADER = "from iceberg_ops_provider.migration import BaseMigration\n\n\n"
 

@@ -7,7 +7,7 @@ import pytest
 from iceberg_ops_provider.errors import MigrationError
 from iceberg_ops_provider.migration.context import MigrationContext
 from iceberg_ops_provider.migration.touched import TouchedTable, TouchedTables, merge_touched, recording
-from tests.migration.conftest import ORDERS, write_migration
+from tests.support.migrations import ORDERS, write_migration
 
 
 def _changes(tables) -> list[tuple]:

@@ -1,0 +1,74 @@
+"""The history table: layout, self-maintenance, time travel and the last line of defence."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from iceberg_ops_provider.errors import ConcurrentMigrationError
+from iceberg_ops_provider.history import HISTORY_SCHEMA, HistoryRow, HistoryStore
+from iceberg_ops_provider.runner import MigrationRunner
+from tests.support.migrations import write_migration
+
+
+def _row(version: str, status: str = "applied", namespace: str = "sales") -> HistoryRow:
+    return HistoryRow(version, namespace, f"migration {version}", datetime.now(UTC), status)  # type: ignore[arg-type]
+
+
+def test_history_table_has_the_specified_columns_and_is_created_by_the_first_write(catalog):
+    store = HistoryStore(catalog)
+    assert store.rows("sales") == [] and store.table() is None
+    assert catalog.list_namespaces() == []
+    store.record("sales", [_row("0001")], {"0001": None})
+    table = catalog.load_table("_iceberg_ops.migration_history")
+    names = table.schema().column_names
+    assert names[:6] == ["version", "namespace", "description", "applied_at", "status", "error"]
+    assert set(names) == set(HISTORY_SCHEMA.names)
+    assert [f.name for f in table.spec().fields] == ["namespace"]
+
+
+def test_history_maintains_itself_snapshots_bounded_files_few(catalog, migrations_dir):
+    for number in range(1, 41):
+        write_migration(
+            migrations_dir, f"{number:04d}_step.py", f'ctx.catalog.create_namespace_if_not_exists("n{number}")'
+        )
+    runner = MigrationRunner(catalog, "sales", migrations_dir, keep_history_snapshots=6)
+    runner.upgrade()
+    table = catalog.load_table("_iceberg_ops.migration_history")
+    assert len(table.snapshots()) <= 6 + 10  # the window plus the expiry batch slack
+    assert len(table.inspect.files()) == 1  # the namespace's rows live in one file
+    assert len(table.metadata.metadata_log) <= 10
+    assert len(runner.history()) == 40
+
+
+def test_earlier_states_are_readable_by_time_travel(catalog, runner, three_migrations):
+    runner.upgrade()
+    between = datetime.now(UTC)
+    runner.downgrade("base")
+    then = runner.history_store.rows("sales", as_of=between)
+    assert {row.version: row.status for row in then} == {"0001": "applied", "0002": "applied", "0003": "applied"}
+    assert {row.status for row in runner.history()} == {"rolled_back"}
+
+
+def test_history_written_by_someone_else_under_a_run_raises(catalog):
+    store = HistoryStore(catalog)
+    store.record("sales", [_row("0001")], {"0001": None})
+    # A second writer that believes 0001 has no row (it read before the first one wrote) is refused.
+    with pytest.raises(ConcurrentMigrationError, match=r"version 0001 is now applied.*expected no row"):
+        store.record("sales", [_row("0001")], {"0001": None})
+    assert [row.version for row in store.rows("sales")] == ["0001"]
+
+
+def test_other_namespaces_rows_are_untouched_by_a_write(catalog):
+    store = HistoryStore(catalog)
+    store.record("sales", [_row("0001"), _row("0002")], {"0001": None, "0002": None})
+    store.record("finance", [_row("0001", namespace="finance")], {"0001": None})
+    store.record("sales", [_row("0002", "rolled_back")], {"0002": "applied"})
+    assert [(r.version, r.status) for r in store.rows("sales")] == [("0001", "applied"), ("0002", "rolled_back")]
+    assert [(r.version, r.status) for r in store.rows("finance")] == [("0001", "applied")]
+
+
+def test_keep_snapshots_must_be_positive(catalog):
+    with pytest.raises(ValueError, match="at least 1"):
+        HistoryStore(catalog, keep_snapshots=0)

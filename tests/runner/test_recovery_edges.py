@@ -1,0 +1,197 @@
+"""Edges of crash recovery: early commits, direct writes, staged drops, lost locks, damaged records."""
+
+from __future__ import annotations
+
+import builtins
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.errors import (
+    ConcurrentMigrationError,
+    IntentRecordError,
+    MigrationFailedError,
+    PartialMigrationError,
+)
+from iceberg_ops_provider.history.intent import INTENT_PROPERTY
+from iceberg_ops_provider.history.lock import NamespaceLock
+from iceberg_ops_provider.runner import MigrationRunner
+from tests.support.migrations import write_migration
+
+TWO_TABLES = """
+ctx.create_table("orders", pa.schema([("id", pa.int64())]))
+ctx.create_table("items", pa.schema([("id", pa.int64())]))
+"""
+
+
+def _statuses(runner: MigrationRunner) -> dict[str, str]:
+    return {row.version: row.status for row in runner.history()}
+
+
+def test_a_failure_after_the_migration_committed_early_is_partial_not_applied(catalog, runner, migrations_dir):
+    write_migration(migrations_dir, "0001_tables.py", TWO_TABLES)
+    write_migration(
+        migrations_dir,
+        "0002_early.py",
+        'ctx.add_column("orders", "c2", "string")\nctx.commit()\nraise RuntimeError("after the early commit")\n'
+        'ctx.add_column("items", "c2", "string")',
+    )
+    with pytest.raises(PartialMigrationError, match=r"committed: sales\.orders \(commit\); not committed: the rest"):
+        runner.upgrade()
+    assert _statuses(runner)["0002"] == "failed"
+    assert "c2" not in catalog.load_table("sales.items").schema().column_names
+
+
+def test_data_written_through_load_table_is_never_silently_written_twice(catalog, runner, migrations_dir):
+    write_migration(migrations_dir, "0001_tables.py", TWO_TABLES)
+    write_migration(
+        migrations_dir,
+        "0002_backfill.py",
+        'ctx.load_table("orders").append(pa.table({"id": pa.array([1, 2, 3], pa.int64())}))\n'
+        'raise RuntimeError("after the append")',
+    )
+    with pytest.raises(PartialMigrationError, match=r"sales\.orders \(written directly by the migration"):
+        runner.upgrade()
+    with pytest.raises(PartialMigrationError):  # a retry stops too, instead of appending the rows again
+        runner.upgrade()
+    assert catalog.load_table("sales.orders").scan().to_arrow().num_rows == 3
+
+
+def test_a_migration_that_only_read_through_load_table_and_finished_is_applied(catalog, runner, migrations_dir):
+    write_migration(migrations_dir, "0001_tables.py", TWO_TABLES)
+    write_migration(migrations_dir, "0002_read.py", 'assert ctx.load_table("orders").scan().to_arrow().num_rows == 0')
+    assert [r.version for r in runner.upgrade()] == ["0001", "0002"]
+
+
+DROP_WORKER = """
+import os, signal, sys
+from pathlib import Path
+from pyiceberg.catalog.sql import SqlCatalog
+from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.runner import MigrationRunner
+
+original = SqlCatalog.drop_table
+def drop_then_die(self, identifier):
+    original(self, identifier)
+    os.kill(os.getpid(), signal.SIGKILL)  # killed right after the drop, before anything is recorded
+SqlCatalog.drop_table = drop_then_die
+root = Path(sys.argv[1])
+catalog = CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
+MigrationRunner(catalog, "sales", root / "migrations").upgrade()
+"""
+
+
+def test_a_run_killed_right_after_a_drop_is_recorded_not_reported_partial(tmp_path: Path):
+    migrations = tmp_path / "migrations"
+    write_migration(migrations, "0001_tables.py", TWO_TABLES)
+    write_migration(migrations, "0002_drop.py", 'ctx.drop_table("items")')
+    catalog = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
+    MigrationRunner(catalog, "sales", migrations).upgrade("0001")
+    result = subprocess.run([sys.executable, "-c", DROP_WORKER, str(tmp_path)], timeout=120)
+    assert result.returncode == -signal.SIGKILL
+    runner = MigrationRunner(catalog, "sales", migrations)
+    assert runner.upgrade() == []  # the drop is recorded, not repeated and not called partial
+    assert _statuses(runner) == {"0001": "applied", "0002": "applied"}
+
+
+def test_a_run_whose_lock_was_taken_over_commits_nothing_more(catalog, runner, migrations_dir):
+    write_migration(migrations_dir, "0001_tables.py", TWO_TABLES)
+
+    def take_over() -> None:  # what a run that found this one's lease expired does
+        rival = NamespaceLock(catalog, "_iceberg_ops", "sales")
+        rival.force_unlock()
+        rival.acquire("rival-run")
+
+    builtins._iceberg_ops_take_over = take_over  # type: ignore[attr-defined]
+    write_migration(
+        migrations_dir,
+        "0002_slow.py",
+        'ctx.add_column("orders", "late", "string")\nimport builtins\nbuiltins._iceberg_ops_take_over()',
+    )
+    with pytest.raises(ConcurrentMigrationError, match="lost the migration lock"):
+        runner.upgrade()
+    assert "late" not in catalog.load_table("sales.orders").schema().column_names
+    assert runner.lock.info().run_id == "rival-run"
+
+
+def test_a_lock_left_by_an_ended_run_of_this_process_is_taken_over_at_once(catalog, runner, migrations_dir):
+    write_migration(migrations_dir, "0001_tables.py", TWO_TABLES)
+    runner.lock.acquire("ended-run")
+    NamespaceLock.forget_run("ended-run")  # as when its commit's answer was lost and the run gave up
+    assert [r.version for r in runner.upgrade()] == ["0001"]
+    assert [event.event for event in runner.events()] == ["lock_taken_over", "applied"]
+
+
+def test_a_live_run_is_not_reported_as_interrupted(catalog, migrations_dir):
+    started, release = threading.Event(), threading.Event()
+    builtins._iceberg_ops_started, builtins._iceberg_ops_release = started, release  # type: ignore[attr-defined]
+    write_migration(migrations_dir, "0001_tables.py", TWO_TABLES)
+    write_migration(
+        migrations_dir,
+        "0002_wait.py",
+        'ctx.add_column("orders", "c2", "string")\nctx.commit()\nimport builtins\n'
+        "builtins._iceberg_ops_started.set()\nbuiltins._iceberg_ops_release.wait(30)",
+    )
+    runner = MigrationRunner(catalog, "sales", migrations_dir)
+    worker = threading.Thread(target=runner.upgrade)
+    worker.start()
+    assert started.wait(30)
+    observer = MigrationRunner(catalog, "sales", migrations_dir)
+    assert observer.interrupted() is None and observer.status().interrupted is None
+    release.set()
+    worker.join(30)
+    assert observer.status().is_clean
+
+
+def test_a_damaged_intent_record_stops_runs_until_a_stamp_clears_it(catalog, runner, migrations_dir):
+    write_migration(migrations_dir, "0001_tables.py", TWO_TABLES)
+    runner.upgrade()
+    table = catalog.load_table(runner.lock.identifier)
+    with table.transaction() as transaction:
+        transaction.set_properties({INTENT_PROPERTY: '{"version": "x", "oops'})
+    write_migration(migrations_dir, "0002_more.py", 'ctx.add_column("orders", "c2", "string")')
+    with pytest.raises(IntentRecordError, match=r"cannot be read.*iceberg-ops stamp"):
+        runner.upgrade()
+    assert "c2" not in catalog.load_table("sales.orders").schema().column_names
+    runner.stamp("0001")
+    assert [r.version for r in runner.upgrade()] == ["0002"]
+
+
+@pytest.mark.parametrize("bad", [0, 0.1, -1, float("nan"), float("inf"), 10**400, "60", True])
+def test_bad_lease_lengths_are_refused_up_front(catalog, migrations_dir, bad):
+    with pytest.raises(ValueError, match="stale_after must be a number of seconds"):
+        MigrationRunner(catalog, "sales", migrations_dir, stale_after=bad)
+
+
+def test_hand_edited_lock_properties_do_not_break_status_or_unlock(catalog, runner, migrations_dir):
+    write_migration(migrations_dir, "0001_tables.py", TWO_TABLES)
+    runner.lock.acquire("some-run")
+    table = catalog.load_table(runner.lock.identifier)
+    with table.transaction() as transaction:
+        transaction.set_properties(
+            {
+                "iceberg-ops.lock.pid": "abc",
+                "iceberg-ops.lock.acquired-at": "2026-01-01T00:00:00",
+                "iceberg-ops.lock.stale-after": "nan",
+            }
+        )
+    holder = runner.status().lock
+    assert holder.pid == 0 and holder.acquired_at.tzinfo is not None and holder.stale_after == 180.0
+    assert runner.force_unlock().run_id == "some-run"
+
+
+def test_a_failure_that_could_not_be_recorded_does_not_claim_it_was(catalog, runner, migrations_dir, monkeypatch):
+    write_migration(migrations_dir, "0001_boom.py", 'raise RuntimeError("boom")')
+
+    def unreachable(*args, **kwargs):  # the history is unreachable exactly when the failure is recorded
+        raise OSError("history unreachable")
+
+    monkeypatch.setattr(runner.history_store, "record", unreachable)
+    with pytest.raises(MigrationFailedError) as info:
+        runner.upgrade()
+    assert "It could not be recorded" in str(info.value) and "recorded as failed" not in str(info.value)
