@@ -16,6 +16,7 @@ $(INSTALLED): pyproject.toml constraints.txt
 lint: $(INSTALLED)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 
 test: lint
 	$(PY) -m pytest -n 2 --dist loadfile
