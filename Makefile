@@ -1,11 +1,12 @@
-# The two commands of the README: `make test` and `make demo`. Both create .venv when it is missing.
+# The commands of the README: `make demo`, `make test` (lint and the fast suite) and `make test-all` (everything,
+# as CI runs it). Each creates .venv when it is missing.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test lint unit crash demo clean
+.PHONY: test test-all lint unit crash demo clean
 
 $(INSTALLED): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,20 +19,29 @@ lint: $(INSTALLED)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 
+# Lint, then every test that runs in seconds against the real local servers: under 10 minutes on 2 cores.
 test: lint
+	$(PY) -m pytest -n 2 --dist loadfile -m "not long"
+
+# Lint and the whole suite, the long end-to-end suites included (random-kill loops, the Celery deployment
+# with a worker killed mid-unit, the LocalExecutor backfill): what .ci/run runs.
+test-all: export ICEBERG_OPS_DEPLOYMENT_KILL := 1
+test-all: lint
 	$(PY) -m pytest -n 2 --dist loadfile
 
 # The suite without the tests that start SeaweedFS and moto servers.
 unit: $(INSTALLED)
-	$(PY) -m pytest -n 2 --dist loadfile -m "not backends"
+	$(PY) -m pytest -n 2 --dist loadfile -m "not backends and not long"
 
 # The crash tests in full: 40 random SIGKILLs during upgrades committing table by table, each followed
 # by a recovering run; 30 during all-or-nothing upgrades, each checked before anything recovers;
-# 30 during data moves (and 10 beside a second worker), each resumed and checked row for row.
+# 30 during data moves (and 10 beside a second worker), each resumed and checked row for row;
+# 12 during compactions. make test-all runs the same tests with a few kills each.
 crash: $(INSTALLED)
 	ICEBERG_OPS_CRASH_KILLS=40 $(PY) -m pytest tests/runner/test_crash_recovery.py
 	ICEBERG_OPS_ATOMIC_KILLS=30 $(PY) -m pytest tests/runner/test_atomic_crashes.py
 	ICEBERG_OPS_MOVE_KILLS=30 $(PY) -m pytest tests/data_migration/test_mover_crash.py
+	ICEBERG_OPS_COMPACTION_KILLS=12 $(PY) -m pytest tests/maintenance/test_compaction_crash.py -k random
 	ICEBERG_OPS_DEPLOYMENT_KILL=1 $(PY) -m pytest tests/deployment -k worker_killed
 
 # The main job: the example DAG migrates the `demo` namespace, then loads into it, on a real Airflow

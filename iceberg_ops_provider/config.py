@@ -14,7 +14,10 @@ Example::
 Instead of ``catalog:``, ``airflow_conn_id: <connection id>`` builds the catalog from an Airflow
 connection, mapped exactly as :class:`~iceberg_ops_provider.hooks.catalog.IcebergCatalogHook` maps
 it, so the project file holds no secrets (needs Apache Airflow; ``--conn-id`` does the same from
-the command line).
+the command line). This module never imports Airflow: whoever builds the configuration hands it a
+:data:`ConnectionReader` (``connection_reader=`` of :func:`load_config` or
+:meth:`ProjectConfig.with_overrides`); the command line hands it
+:func:`~iceberg_ops_provider.cli.airflow_connections.read_airflow_connection`.
 
 Every key is optional until a command needs it. Relative paths resolve against the folder of the
 file (``warehouse_dir``, and the database file of a ``sqlite:///relative/path`` URL of the ``sql``
@@ -25,35 +28,48 @@ must be UTF-8 text; a file that cannot be read, decoded or parsed is a
 
 from __future__ import annotations
 
-import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import yaml
 
-from iceberg_ops_provider.core.catalog import CatalogFactory, _configured_uri, _redacted, pyiceberg_config_error
+from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.core.catalog_messages import redacted as _redacted
+from iceberg_ops_provider.core.catalog_properties import configured_uri as _configured_uri
+from iceberg_ops_provider.core.catalog_properties import pyiceberg_config_error
+from iceberg_ops_provider.core.error_translation import catalog_errors
 from iceberg_ops_provider.core.timeouts import (
     DEFAULT_CATALOG_TIMEOUT,
     bound_catalog_requests,
     call_with_timeout,
-    catalog_errors,
     check_timeout,
 )
 from iceberg_ops_provider.errors import (
     CatalogAuthError,
     CatalogConfigError,
-    MissingAirflowError,
     ProjectConfigError,
 )
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-__all__ = ["CONFIG_FILE", "ProjectConfig", "load_config"]
+__all__ = ["CONFIG_FILE", "ConnectionReader", "ProjectConfig", "load_config"]
 
 CONFIG_FILE = "iceberg-ops.yaml"
+
+ConnectionReader: TypeAlias = Callable[[str, str], tuple[str, dict[str, Any]]]
+"""Reads an Airflow connection: ``reader(conn_id, source)`` returns the catalog's ``(kind, options)``.
+
+``source`` says where the id was given (``--conn-id, or `airflow_conn_id:` in <file>``), for the
+reader's messages. It raises :class:`~iceberg_ops_provider.errors.ProjectConfigError` for a
+connection that is not defined, and :class:`~iceberg_ops_provider.errors.MissingAirflowError` when
+Airflow is not installed. The command line's is
+:func:`~iceberg_ops_provider.cli.airflow_connections.read_airflow_connection`.
+"""
+
 _KEYS = {"catalog", "airflow_conn_id", "namespace", "migrations_dir", "models_dir", "meta_namespace"}
 
 
@@ -73,6 +89,8 @@ class ProjectConfig:
         meta_namespace: Where history and locks live (``None``: ``_iceberg_ops``, or ``iceberg_ops`` on S3 Tables).
         airflow_conn_id: The Airflow connection the catalog is built from (``--conn-id`` or
             ``airflow_conn_id:``), instead of :attr:`catalog`.
+        connection_reader: How :attr:`airflow_conn_id` is read (see :data:`ConnectionReader`);
+            ``None``: a configuration with an Airflow connection cannot open its catalog.
     """
 
     path: Path | None
@@ -83,6 +101,7 @@ class ProjectConfig:
     models_dir: Path = Path("models")
     meta_namespace: str | None = None
     airflow_conn_id: str | None = None
+    connection_reader: ConnectionReader | None = field(default=None, compare=False, repr=False)
 
     def require_namespace(self) -> str:
         """The namespace, or a clear error saying how to give one."""
@@ -145,8 +164,9 @@ class ProjectConfig:
 
         Raises:
             ProjectConfigError: The ``memory`` kind (its state would be gone when the command exits);
-                an Airflow connection that is not defined or does not describe a catalog.
-            MissingAirflowError: :attr:`airflow_conn_id` is set and Airflow is not installed.
+                an Airflow connection that is not defined or does not describe a catalog, or that
+                there is no :attr:`connection_reader` to read.
+            MissingAirflowError: :attr:`airflow_conn_id` is set and Airflow is not installed (from the reader).
             CatalogConfigError, MissingExtraError: From :class:`CatalogFactory`.
             CatalogAuthError: The catalog refused the credentials, or none were found.
             CatalogUnavailableError: The catalog could not be reached or did not answer in time.
@@ -192,35 +212,23 @@ class ProjectConfig:
 
     @cached_property
     def _connection_catalog(self) -> tuple[str, dict[str, Any]]:
-        """The kind and options of :attr:`airflow_conn_id`, mapped as the hook maps them; read once.
+        """The kind and options of :attr:`airflow_conn_id`, from :attr:`connection_reader`; read once.
 
-        Airflow is imported here and only here, so nothing else of the engine needs it.
+        The reader imports Airflow (the engine never does).
+
+        Raises:
+            ProjectConfigError: No reader was given, or the connection is not defined.
+            MissingAirflowError: Airflow is not installed.
         """
         conn_id = str(self.airflow_conn_id)
-        try:
-            from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
-        except ImportError as exc:
-            missing = exc.name or ""
-            if missing == "airflow" or missing.startswith("airflow."):
-                raise MissingAirflowError(conn_id, missing) from exc
-            raise
-        try:
-            return IcebergCatalogHook(iceberg_conn_id=conn_id).catalog_spec()
-        except Exception as exc:
-            if any(cls.__name__ == "AirflowNotFoundException" for cls in type(exc).__mro__):
-                variable = "AIRFLOW_CONN_" + conn_id.upper()
-                if os.environ.get(variable):
-                    raise ProjectConfigError(
-                        f"Airflow connection {conn_id!r} ({self._conn_id_source()}) could not be read from the "
-                        f"environment variable {variable}: check that it holds the connection as JSON (for example "
-                        '{"conn_type": "iceberg_ops", "extra": {"kind": "sqlite"}}) or as a URI.'
-                    ) from exc
-                raise ProjectConfigError(
-                    f"Airflow connection {conn_id!r} is not defined ({self._conn_id_source()}). Define it "
-                    f"(`airflow connections add {conn_id} ...`, the environment variable {variable} holding its "
-                    "JSON or URI, or a secrets backend), or pass the id of an existing connection."
-                ) from exc
-            raise
+        if self.connection_reader is None:
+            raise ProjectConfigError(
+                f"Airflow connection {conn_id!r} ({self._conn_id_source()}) cannot be read: this configuration was "
+                "built without a connection reader. From Python, pass connection_reader= to load_config() or "
+                "with_overrides(), e.g. read_airflow_connection from iceberg_ops_provider.cli.airflow_connections; "
+                "or run the iceberg-ops command line, which reads it."
+            )
+        return self.connection_reader(conn_id, self._conn_id_source())
 
     def _conn_id_source(self) -> str:
         return f"--conn-id, or `airflow_conn_id:` in {self.path}" if self.path else "--conn-id"
@@ -288,6 +296,7 @@ class ProjectConfig:
         conn_id: str | None = None,
         meta_namespace: str | None = None,
         catalog_uri: str | None = None,
+        connection_reader: ConnectionReader | None = None,
     ) -> ProjectConfig:
         """This configuration with command-line options applied (they win over the file).
 
@@ -298,7 +307,8 @@ class ProjectConfig:
         ``catalog_uri`` (``--catalog-uri``) sets the catalog's ``uri`` (the SQLAlchemy URL of a
         ``sql`` catalog, the endpoint of ``rest``/``hive``). ``warehouse`` (``--warehouse``) is the
         ``warehouse_dir`` of a ``sqlite`` catalog, and of a ``sql`` one unless it is a URI
-        (``s3://...``), which becomes its ``warehouse``.
+        (``s3://...``), which becomes its ``warehouse``. ``connection_reader`` replaces the
+        :attr:`connection_reader` (default: keep it).
 
         Raises:
             ProjectConfigError: Two options that each choose the catalog (``--conn-id`` with
@@ -374,6 +384,7 @@ class ProjectConfig:
             namespace=namespace or self.namespace,
             airflow_conn_id=airflow_conn_id,
             meta_namespace=meta_namespace or self.meta_namespace,
+            connection_reader=self.connection_reader if connection_reader is None else connection_reader,
         )
 
 
@@ -383,12 +394,16 @@ def _string(path: Path, key: str, value: Any) -> str:
     return value
 
 
-def load_config(path: str | Path | None = None, *, required: bool = True) -> ProjectConfig:
+def load_config(
+    path: str | Path | None = None, *, required: bool = True, connection_reader: ConnectionReader | None = None
+) -> ProjectConfig:
     """Read ``iceberg-ops.yaml`` (``path``, default ``./iceberg-ops.yaml``).
 
     Args:
         path: The file.
         required: Raise when it does not exist; otherwise return defaults rooted in the working directory.
+        connection_reader: How an Airflow connection (``airflow_conn_id:``, or ``conn_id`` of
+            :meth:`ProjectConfig.with_overrides`) is read; see :data:`ConnectionReader`.
 
     Raises:
         ProjectConfigError: Missing file (when required), a folder, unreadable, not UTF-8, not
@@ -405,7 +420,13 @@ def load_config(path: str | Path | None = None, *, required: bool = True) -> Pro
                 f"Configuration file {file} not found. Run `iceberg-ops init` to create one, or pass --config PATH."
             )
         root = file.parent.resolve()
-        return ProjectConfig(path=None, root=root, migrations_dir=root / "migrations", models_dir=root / "models")
+        return ProjectConfig(
+            path=None,
+            root=root,
+            migrations_dir=root / "migrations",
+            models_dir=root / "models",
+            connection_reader=connection_reader,
+        )
     raw = _read_yaml(file)
     if not isinstance(raw, dict):
         raise ProjectConfigError(f"{file}: expected a mapping of settings, got {type(raw).__name__}.")
@@ -450,7 +471,7 @@ def load_config(path: str | Path | None = None, *, required: bool = True) -> Pro
             settings[key] = folder if folder.is_absolute() else root / folder
         else:
             settings[key] = root / ("migrations" if key == "migrations_dir" else "models")
-    return ProjectConfig(path=file.resolve(), root=root, **settings)
+    return ProjectConfig(path=file.resolve(), root=root, connection_reader=connection_reader, **settings)
 
 
 def _read_yaml(file: Path) -> Any:

@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from iceberg_ops_provider.cli.errors import exit_interrupted, handles_errors
 from iceberg_ops_provider.cli.progress import ProgressDisplay, StopOnInterrupt
+from iceberg_ops_provider.cli.settings import open_catalog
 from iceberg_ops_provider.cli.shared import (
     FILE_SIZE,
     OLDER_THAN,
@@ -31,11 +33,8 @@ from iceberg_ops_provider.cli.shared import (
     bad_input,
     check_filter,
     emit,
-    exit_interrupted,
     for_each_table,
-    handles_errors,
     json_option,
-    open_catalog,
     pairs,
     resolve_tables,
     text_table,
@@ -43,7 +42,7 @@ from iceberg_ops_provider.cli.shared import (
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
-    from iceberg_ops_provider.cli.main import _Settings
+    from iceberg_ops_provider.cli.settings import Settings
 
 __all__ = ["maintain"]
 
@@ -65,7 +64,7 @@ def maintain() -> None:
 
 
 def _run(
-    settings: _Settings,
+    settings: Settings,
     table: str | None,
     every: bool,
     call: Callable[[Any], Any],
@@ -135,7 +134,7 @@ def _exit(code: int) -> None:
 @click.pass_obj
 @handles_errors
 def health(
-    settings: _Settings,
+    settings: Settings,
     table: str | None,
     every: bool,
     target_file_size: int | None,
@@ -216,7 +215,7 @@ def _thresholds(values: tuple[str, ...], target_file_size: int | None) -> dict[s
 @click.pass_obj
 @handles_errors
 def compact(
-    settings: _Settings,
+    settings: Settings,
     table: str | None,
     every: bool,
     target_file_size: int | None,
@@ -316,7 +315,7 @@ def _describe_compaction(result: Any) -> str:
 @click.pass_obj
 @handles_errors
 def expire(
-    settings: _Settings,
+    settings: Settings,
     table: str | None,
     every: bool,
     older_than: datetime | None,
@@ -368,7 +367,7 @@ def expire(
 @click.pass_obj
 @handles_errors
 def orphans(
-    settings: _Settings,
+    settings: Settings,
     table: str | None,
     every: bool,
     older_than: datetime | None,
@@ -415,7 +414,7 @@ def orphans(
 @click.pass_obj
 @handles_errors
 def manifests(
-    settings: _Settings, table: str | None, every: bool, target_manifest_size: int | None, dry_run: bool
+    settings: Settings, table: str | None, every: bool, target_manifest_size: int | None, dry_run: bool
 ) -> None:
     """Merge TABLE's many small manifests into few; data files are untouched."""
     from iceberg_ops_provider.maintenance.manifests import rewrite_manifests

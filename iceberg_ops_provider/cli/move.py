@@ -27,24 +27,17 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from iceberg_ops_provider.cli.shared import (
-    SIZE,
-    bad_input,
-    check_filter,
-    exit_interrupted,
-    handles_errors,
-    json_option,
-    open_catalog,
-    pairs,
-    text_table,
-)
+from iceberg_ops_provider.cli.airflow_connections import without_airflow_logging
+from iceberg_ops_provider.cli.errors import exit_interrupted, handles_errors
+from iceberg_ops_provider.cli.settings import open_catalog
+from iceberg_ops_provider.cli.shared import SIZE, bad_input, check_filter, json_option, pairs, text_table
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
 
-    from iceberg_ops_provider.cli.main import _Settings
+    from iceberg_ops_provider.cli.settings import Settings
     from iceberg_ops_provider.data_migration import DataMover
 
 __all__ = ["MoveGroup", "move"]
@@ -151,7 +144,7 @@ def _for_target(exc: Exception, endpoint: str, seconds: float | None) -> Excepti
     A catalog client's own error (unreachable, credentials refused) becomes the iceberg-ops error it
     amounts to first, with the target's endpoint; the error's type (and so the exit code) stays.
     """
-    from iceberg_ops_provider.core.timeouts import catalog_error
+    from iceberg_ops_provider.core.error_translation import catalog_error
     from iceberg_ops_provider.errors import CatalogAuthError, CatalogUnavailableError, IcebergOpsError
 
     translated = catalog_error(exc, endpoint, seconds) or exc
@@ -168,14 +161,12 @@ def _for_target(exc: Exception, endpoint: str, seconds: float | None) -> Excepti
     return renamed
 
 
-def _target_catalog(settings: _Settings, options: dict[str, Any]) -> Catalog | None:
+def _target_catalog(settings: Settings, options: dict[str, Any]) -> Catalog | None:
     """The target's catalog when a ``--target-*`` option names one: the source's settings with those replaced.
 
     ``--target-db-path`` without ``--target-warehouse`` keeps the target's data next to its database
     (``<name>_warehouse`` beside ``<name>.db``), not in the warehouse of the source's project file.
     """
-    from iceberg_ops_provider.cli.main import _without_airflow_logging
-
     if not any(options.get(name) for name in _TARGET_OPTIONS):
         return None
     warehouse = options.get("target_warehouse")
@@ -194,7 +185,7 @@ def _target_catalog(settings: _Settings, options: dict[str, Any]) -> Catalog | N
             warehouse=warehouse,
         )
         if config.airflow_conn_id:
-            _without_airflow_logging(lambda: config.catalog_timeout)  # reads the connection, keeping stdout clean
+            without_airflow_logging(lambda: config.catalog_timeout)  # reads the connection, keeping stdout clean
         endpoint, seconds = config.catalog_uri, config.known_catalog_timeout
         return config.build_catalog()
     except Exception as exc:
@@ -235,7 +226,7 @@ def _engine(call: Callable[[], Any]) -> Any:
         raise _in_option_words(exc) from exc
 
 
-def _mover(settings: _Settings, options: dict[str, Any], **extra: Any) -> DataMover:
+def _mover(settings: Settings, options: dict[str, Any], **extra: Any) -> DataMover:
     """The mover the options describe, on the catalogs of the global and ``--target-*`` options."""
     from iceberg_ops_provider.data_migration import DEFAULT_COMMIT_EVERY_BYTES, DataMover
 
@@ -377,7 +368,7 @@ def move() -> None:
 @click.option("--no-progress", is_flag=True, help="Do not show progress.")
 @click.pass_obj
 @handles_errors
-def run_move(settings: _Settings, **options: Any) -> None:
+def run_move(settings: Settings, **options: Any) -> None:
     """Move the rows of SOURCE into TARGET (the same command again resumes; Ctrl-C stops between units)."""
     from iceberg_ops_provider.cli.progress import ProgressDisplay, StopOnInterrupt
 
@@ -424,7 +415,7 @@ def run_move(settings: _Settings, **options: Any) -> None:
             raise SystemExit(1)
 
 
-def _interrupted(settings: _Settings, mover: DataMover | None, last: Any, result: Any, notes: list[str]) -> None:
+def _interrupted(settings: Settings, mover: DataMover | None, last: Any, result: Any, notes: list[str]) -> None:
     """Say what an interrupted move left and how to resume it; exit 130."""
     if mover is None:
         exit_interrupted(settings, "stopped before the move started; nothing was written.")
@@ -473,7 +464,7 @@ def _describe_report(report: Any) -> str:
 @_definition
 @click.pass_obj
 @handles_errors
-def plan_move(settings: _Settings, **options: Any) -> None:
+def plan_move(settings: Settings, **options: Any) -> None:
     """Show the move's units, their sizes and which are done; changes nothing."""
     try:
         plan = _engine(_mover(settings, options).plan)
@@ -507,7 +498,7 @@ def plan_move(settings: _Settings, **options: Any) -> None:
 @click.option("--seed", type=int, help="Seed of the sample's choice of rows (recorded in the report).")
 @click.pass_obj
 @handles_errors
-def verify_move(settings: _Settings, method: str, seed: int | None, **options: Any) -> None:
+def verify_move(settings: Settings, method: str, seed: int | None, **options: Any) -> None:
     """Compare the rows a finished move wrote with the source's; exit 1 when they differ."""
     sample_size = options.pop("sample_size")
     try:

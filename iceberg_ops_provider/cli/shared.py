@@ -1,56 +1,46 @@
-"""What the ``maintain`` and ``move`` command groups share: catalogs, option types, tables, exits.
+"""What the command modules share: option types, ``TABLE`` resolution, text tables and output.
 
-The command groups are fronts over the engine: they parse options (sizes, times, ``a=b`` pairs)
-into the engine's arguments, open the catalog the global options describe, resolve ``TABLE`` (or a
-namespace with ``--all``), and turn the engine's results and errors into output and exit codes.
-Bad input is a click usage error naming the option (exit 2).
+The command groups are fronts over the engine: they parse options (sizes, times, ``a=b`` pairs,
+filters) into the engine's arguments, resolve ``TABLE`` (or a namespace with ``--all``), run the
+work table by table and print the results. Bad input is a click usage error naming the option
+(exit 2). The settings and catalog of the global options live in
+:mod:`~iceberg_ops_provider.cli.settings`, error reporting and exit codes in
+:mod:`~iceberg_ops_provider.cli.errors`.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import re
-import signal
-import sys
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
+
+from iceberg_ops_provider.cli.errors import report_error
+from iceberg_ops_provider.cli.settings import namespace_of
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-    from iceberg_ops_provider.cli.main import _Settings
+    from iceberg_ops_provider.cli.settings import Settings
 
 __all__ = [
-    "EXIT_INTERRUPTED",
     "FILE_SIZE",
     "OLDER_THAN",
     "SIZE",
     "AgeOrTime",
-    "CommandLine",
     "Size",
     "bad_input",
     "check_filter",
     "emit",
-    "exit_interrupted",
     "for_each_table",
-    "handles_errors",
     "json_option",
-    "open_catalog",
     "pairs",
-    "report_error",
     "resolve_tables",
     "text_table",
 ]
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-EXIT_INTERRUPTED = 130
-"""The exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it."""
 
 _UNITS = {
     "": 1,
@@ -69,23 +59,6 @@ _UNITS = {
     "tb": 10**12,
 }
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
-_CATALOG_FLAGS = ("conn_id", "catalog_kind", "catalog_name", "catalog_uri", "db_path")
-
-
-def handles_errors(command: F) -> F:
-    """The command line's error handling (one ``error:`` line, the exit code, JSON with ``--json``).
-
-    :mod:`iceberg_ops_provider.cli.main` is imported when the command runs, so that module can register
-    the command groups when it is imported itself.
-    """
-
-    @functools.wraps(command)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from iceberg_ops_provider.cli.main import _handles_errors
-
-        return _handles_errors(command)(*args, **kwargs)
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _json_given(ctx: click.Context, param: click.Parameter, value: bool) -> None:
@@ -104,62 +77,15 @@ json_option = click.option(
 """``--json`` for a subcommand: the same as the global ``--json`` (``maintain health T --json``)."""
 
 
-def _wants_json(args: Sequence[str]) -> bool:
-    """Whether the command line asks for JSON (``--json`` anywhere before a ``--``)."""
-    for arg in args:
-        if arg == "--":
-            return False
-        if arg == "--json":
-            return True
-    return False
-
-
-class CommandLine(click.Group):
-    """The ``iceberg-ops`` group: usage errors and Ctrl-C follow the same contract as every other error.
-
-    With ``--json`` a usage error prints ``{"error", "type": "UsageError", "exit_code": 2}`` on stdout
-    next to click's usage text on stderr. Ctrl-C that no command handles itself exits 130 with an
-    ``interrupted:`` line (and the JSON error object with ``--json``) instead of click's "Aborted!"
-    and exit 1; a declined confirmation still says "Aborted!" and exits 1.
-    """
-
-    def main(  # type: ignore[override]
-        self,
-        args: Sequence[str] | None = None,
-        prog_name: str | None = None,
-        complete_var: str | None = None,
-        standalone_mode: bool = True,
-        **extra: Any,
-    ) -> Any:
-        """Run the command line; in standalone mode, exit with the command's exit code."""
-        if not standalone_mode:
-            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
-        argv = list(sys.argv[1:] if args is None else args)
-        try:
-            code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
-        except click.ClickException as exc:
-            if _wants_json(argv):
-                document = {"error": " ".join(exc.format_message().split()), "type": "UsageError"}
-                click.echo(json.dumps({**document, "exit_code": exc.exit_code}))
-            exc.show()
-            sys.exit(exc.exit_code)
-        except click.Abort as exc:
-            if not isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):  # a confirmation declined
-                click.echo("Aborted!", err=True)
-                sys.exit(1)
-            message = "stopped by Ctrl-C before the command finished; run it again."
-            if _wants_json(argv):
-                click.echo(json.dumps({"error": message, "type": "KeyboardInterrupt", "exit_code": EXIT_INTERRUPTED}))
-            click.echo(f"interrupted: {message}", err=True)
-            sys.exit(EXIT_INTERRUPTED)
-        sys.exit(code if isinstance(code, int) else 0)
-
-
 def text_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """A plain text table, as the other commands print them."""
-    from iceberg_ops_provider.cli.main import _table
-
-    return _table(headers, rows)
+    """A plain text table: a header row, a dashed rule, the rows (``None`` as empty); empty without rows."""
+    if not rows:
+        return ""
+    cells = [[str(c) for c in headers], *[["" if c is None else str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() for row in cells]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
 
 
 class Size(click.ParamType):
@@ -292,22 +218,7 @@ def bad_input(exc: Exception, options: Mapping[str, str]) -> Exception:
     return exc
 
 
-def open_catalog(settings: _Settings) -> Catalog:
-    """The catalog of the global options: ``iceberg-ops.yaml``, ``--catalog*`` flags or ``--conn-id``.
-
-    A project file is needed only when no option names a catalog (a cron job or a CI step can pass
-    ``--catalog sqlite --db-path ...`` or ``--conn-id`` alone).
-    """
-    explicit = any(getattr(settings, name) for name in _CATALOG_FLAGS)
-    return settings.config(required=not explicit).build_catalog()
-
-
-def _namespace_of(settings: _Settings) -> str | None:
-    explicit = any(getattr(settings, name) for name in _CATALOG_FLAGS)
-    return settings.namespace or settings.config(required=not explicit).namespace
-
-
-def resolve_tables(settings: _Settings, catalog: Catalog, table: str | None, every: bool) -> list[str]:
+def resolve_tables(settings: Settings, catalog: Catalog, table: str | None, every: bool) -> list[str]:
     """The tables a maintenance command works on: ``TABLE``, or every table of a namespace with ``--all``.
 
     ``TABLE`` is ``namespace.table``, or a bare name in the namespace of ``--namespace`` (or the
@@ -319,7 +230,7 @@ def resolve_tables(settings: _Settings, catalog: Catalog, table: str | None, eve
     from pyiceberg.exceptions import NoSuchNamespaceError
 
     if every:
-        namespace = table or _namespace_of(settings)
+        namespace = table or namespace_of(settings)
         if not namespace:
             raise click.BadParameter("name the namespace whose tables to work on (or pass --namespace).", "'TABLE'")
         try:
@@ -337,7 +248,7 @@ def resolve_tables(settings: _Settings, catalog: Catalog, table: str | None, eve
     if not table:
         raise click.BadParameter("name a table (namespace.table), or a namespace with --all.", param_hint="'TABLE'")
     if "." not in table.strip("."):
-        namespace = _namespace_of(settings)
+        namespace = namespace_of(settings)
         if not (namespace and catalog.table_exists(f"{namespace}.{table}")) and catalog.namespace_exists(table):
             raise click.BadParameter(
                 f"{table!r} is a namespace: pass --all to work on every table of it, or name a table as {table}.TABLE.",
@@ -362,7 +273,7 @@ def resolve_tables(settings: _Settings, catalog: Catalog, table: str | None, eve
     return [table]
 
 
-def emit(settings: _Settings, documents: list[dict[str, Any]], human: list[str], single: bool) -> None:
+def emit(settings: Settings, documents: list[dict[str, Any]], human: list[str], single: bool) -> None:
     """Print the results: their JSON (one document, or a list for several tables) or the human text."""
     if settings.as_json:
         payload: Any = documents[0] if single and len(documents) == 1 else documents
@@ -371,35 +282,8 @@ def emit(settings: _Settings, documents: list[dict[str, Any]], human: list[str],
         click.echo("\n\n".join(text for text in human if text))
 
 
-def exit_interrupted(settings: _Settings, message: str, document: dict[str, Any] | None = None) -> NoReturn:
-    """Say what an interrupted command left and how to go on, then exit 130.
-
-    With ``--json``, stdout gets ``document`` (what the command did before it stopped) or an error
-    object like every other error's. Further Ctrl-C is ignored from here on: the process is exiting.
-    """
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if settings.as_json:
-        payload = document or {"error": message, "type": "KeyboardInterrupt", "exit_code": EXIT_INTERRUPTED}
-        click.echo(json.dumps(payload, indent=2, default=str))
-    click.echo(f"interrupted: {message}", err=True)
-    sys.exit(EXIT_INTERRUPTED)
-
-
-def report_error(settings: _Settings, table: str, exc: Exception) -> tuple[int, dict[str, Any]]:
-    """One table's failure among several (``--all``): its line on stderr, its exit code and JSON."""
-    from iceberg_ops_provider.cli.main import _error_report
-
-    if isinstance(exc, click.ClickException):
-        code, message, kind = exc.exit_code, exc.format_message(), "UsageError"
-    else:
-        code, message, kind = _error_report(settings, exc)
-    click.echo(f"error: {table}: {message}", err=True)
-    return code, {"table": table, "error": message, "type": kind, "exit_code": code}
-
-
 def for_each_table(
-    settings: _Settings,
+    settings: Settings,
     tables: list[str],
     work: Callable[[str], tuple[dict[str, Any], str]],
 ) -> tuple[list[dict[str, Any]], list[str], int]:

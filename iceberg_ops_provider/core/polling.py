@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from iceberg_ops_provider.core.catalog import sql_database_error
-from iceberg_ops_provider.core.timeouts import catalog_endpoint, catalog_errors
+from iceberg_ops_provider.core.catalog_messages import catalog_endpoint
+from iceberg_ops_provider.core.error_translation import catalog_errors
+from iceberg_ops_provider.core.sql_catalog import sql_database_error
 from iceberg_ops_provider.errors import CatalogUnavailableError, IcebergOpsError
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def _sql_transient_error(exc: BaseException, endpoint: str) -> CatalogUnavailabl
 def check_errors(catalog: Catalog) -> Iterator[None]:
     """Translate what a readiness check on ``catalog`` raises inside into iceberg-ops errors.
 
-    The catalog clients' errors become what :func:`~iceberg_ops_provider.core.timeouts.catalog_errors`
+    The catalog clients' errors become what :func:`~iceberg_ops_provider.core.error_translation.catalog_errors`
     makes of them (naming the endpoint and the REST request timeout); a catalog database that cannot
     be reached, refuses the login or does not exist becomes what opening the catalog would have
     raised; a database that is locked or busy, or whose connection broke, becomes a transient

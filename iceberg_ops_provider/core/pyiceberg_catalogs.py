@@ -32,18 +32,14 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from iceberg_ops_provider.core.catalog import (
-    _configured_uri,
-    _settle_postgres_engine,
-    _sql_database_errors,
-    pyiceberg_config_error,
-)
+from iceberg_ops_provider.core.catalog_messages import without_password
+from iceberg_ops_provider.core.catalog_properties import configured_uri, pyiceberg_config_error
+from iceberg_ops_provider.core.error_translation import catalog_errors
+from iceberg_ops_provider.core.sql_catalog import settle_postgres_engine, sql_database_errors
 from iceberg_ops_provider.core.timeouts import (
     DEFAULT_CATALOG_TIMEOUT,
-    _without_password,
     bound_catalog_requests,
     call_with_timeout,
-    catalog_errors,
     check_timeout,
 )
 from iceberg_ops_provider.errors import CatalogConfigError, MissingExtraError, UnknownCatalogKindError
@@ -150,10 +146,10 @@ def _endpoint(name: str, catalog_type: str | None, properties: Mapping[str, Any]
     for key in ("uri", "glue.endpoint"):
         value = properties.get(key)
         if isinstance(value, str) and value.strip():
-            return _without_password(value.strip())
-    configured = _configured_uri(name)
+            return without_password(value.strip())
+    configured = configured_uri(name)
     if configured:
-        return _without_password(configured)
+        return without_password(configured)
     return f"({catalog_type or 'PyIceberg'} catalog {name!r})"
 
 
@@ -213,7 +209,7 @@ def load_pyiceberg_catalog(
     if catalog_type == "rest":  # its constructor already asks the server for its configuration
         doing = f"GET /v1/config while {doing}"
     try:
-        with catalog_errors(endpoint, seconds), _sql_database_errors(endpoint, seconds):
+        with catalog_errors(endpoint, seconds), sql_database_errors(endpoint, seconds):
             if _local(catalog_type, properties):
                 catalog = load_catalog(name, **properties)
             else:
@@ -239,7 +235,7 @@ def load_pyiceberg_catalog(
         raise error from exc
     engine = getattr(catalog, "engine", None)
     if engine is not None and getattr(engine, "url", None) is not None:
-        _settle_postgres_engine(catalog, engine.url, seconds)
+        settle_postgres_engine(catalog, engine.url, seconds)
     bound_catalog_requests(catalog, seconds)
     return catalog
 

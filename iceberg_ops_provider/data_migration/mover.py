@@ -4,8 +4,9 @@ A move is defined over the source snapshot pinned when it starts and the move's 
 and renames. :meth:`DataMover.plan` groups the files that snapshot's scan reads into units of about
 ``commit_every_bytes``; :meth:`DataMover.run` copies units one after the other (each one read and
 written in parallel lanes, memory flat in table size) and commits each with the move's progress in
-the same atomic commit (see :mod:`~iceberg_ops_provider.data_migration.state` and
-:mod:`~iceberg_ops_provider.data_migration.unit_commit`). Killed at any point, the move leaves the
+the same atomic commit (see :mod:`~iceberg_ops_provider.data_migration.state`,
+:mod:`~iceberg_ops_provider.data_migration.unit_commit` and
+:mod:`~iceberg_ops_provider.data_migration.unit_runner`). Killed at any point, the move leaves the
 target with whole units only; running it again resumes with the units not committed. Workers may
 run different units of one move at once (``run(units=...)``).
 
@@ -24,8 +25,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
@@ -41,21 +41,16 @@ from iceberg_ops_provider.data_migration.resolution import (
     resolve,
 )
 from iceberg_ops_provider.data_migration.results import VERIFY_METHODS, MovePlan, MoveResult, MoveUnit, VerifyReport
-from iceberg_ops_provider.data_migration.state import MoveState, file_prefix, find_state, move_snapshots, state_of
-from iceberg_ops_provider.data_migration.unit_commit import commit_unit
+from iceberg_ops_provider.data_migration.state import file_prefix, move_snapshots, state_of
+from iceberg_ops_provider.data_migration.unit_runner import publish, published, record_empty, run_units
 from iceberg_ops_provider.data_migration.verbatim import schema_blocker
 from iceberg_ops_provider.data_migration.verification import verify_move
-from iceberg_ops_provider.errors import InvalidMoveError, MoveConflictError, MoveStateError, VerificationFailedError
-from iceberg_ops_provider.maintenance.files import delete_files
+from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError, VerificationFailedError
 from iceberg_ops_provider.progress import ProgressCallback, ProgressTracker
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-    from pyiceberg.schema import Schema
     from pyiceberg.table import Table
-
-    from iceberg_ops_provider.data_migration.pipeline import CopyPipeline, UnitCopy
-    from iceberg_ops_provider.data_migration.unit_commit import UnitCommit
 
 __all__ = ["DEFAULT_COMMIT_EVERY_BYTES", "MODES", "DataMover"]
 
@@ -64,42 +59,6 @@ log = logging.getLogger(__name__)
 MODES = ("append", "overwrite", "incremental")
 DEFAULT_COMMIT_EVERY_BYTES = 256 * 2**20
 STAGING_BRANCH_PREFIX = "iceberg-ops-move-"
-
-
-def _check_schema_unchanged(written: Schema, current: Schema, target: str) -> None:
-    """Refuse to commit files written for a target schema whose columns changed since (ids, types, nullability).
-
-    A column dropped and added again under the same name has a new id: files written with the old
-    one would read as nulls. Columns added since are fine (the files read them as nulls, as allowed).
-    """
-    for field in written.as_struct().fields:
-        try:
-            now = current.find_field(field.field_id)
-        except ValueError:  # the id is gone
-            now = None
-        if now is None or now.field_type != field.field_type or (now.required and not field.required):
-            raise MoveConflictError(
-                f"The schema of {target} changed while a unit was copied (column {field.name!r}, id "
-                f"{field.field_id}, is now {now.field_type if now is not None else 'gone'}); nothing of the unit "
-                "was committed. Run the move again: it maps the columns to the new schema."
-            )
-
-
-def _discard(table: Table, written: list[str]) -> None:
-    if written:
-        delete_files(table.io, written, what="data files of an uncommitted unit")
-
-
-def _done_units(state: MoveState | None, plan_id: str) -> set[int]:
-    """The units of plan ``plan_id`` that ``state`` records as committed."""
-    return set(state.done) if state is not None and state.plan_id == plan_id else set()
-
-
-def _skip_done(pipeline: CopyPipeline, units: Sequence[MoveUnit], done: set[int]) -> None:
-    """Drop from ``pipeline`` the units in ``done`` that no lane has started."""
-    for position, unit in enumerate(units):
-        if unit.index in done:
-            pipeline.skip(position)
 
 
 def _identifier(table: str | Table) -> str:
@@ -316,7 +275,9 @@ class DataMover:
         plan = resolved.plan
         selected = self._units(plan, units)
         if resolved.target is None:
-            create_target(self, resolved.source, resolved.source_metadata.schema())
+            _, created = create_target(self, resolved.source, resolved.source_metadata.schema())
+            if created:
+                self.created_target = True
             # The catalog numbered the new table's columns afresh: map the columns to those ids.
             resolved = resolve(self, pinned=plan.source_snapshot_id)
             plan = resolved.plan
@@ -360,16 +321,16 @@ class DataMover:
                     f"Unit {unit.index} comes from plan {unit.plan_id}, but move {self.move_id!r} now runs plan "
                     f"{plan.plan_id} (another run of it started since the units were planned). Plan again."
                 )
-        snapshots = self._run_units(resolved, copier, pending, totals, tracker)
+        snapshots = run_units(self, resolved, copier, pending, totals, tracker, self._stop_requested)
         if not plan.units and resolved.initial_state is not None:
-            recorded = self._record_empty(resolved)
+            recorded = record_empty(self, resolved)
             snapshots.extend([recorded] if recorded is not None else [])
         target.refresh()
         state = current_state(self, target)
         if self.mode == "overwrite" and state is not None and state.complete:
-            snapshots.extend(self._publish(resolved, state))
+            snapshots.extend(publish(self, resolved, state))
             state = current_state(self, target)
-        complete = state is not None and state.complete and self._published(target)
+        complete = state is not None and state.complete and published(self, target)
         tracker.finish()
         report = None
         if self.verify_method is not None and complete:
@@ -417,202 +378,6 @@ class DataMover:
         if blocker is not None:
             log.info("Move %s: files are re-encoded, none copied as they are, because %s", self.move_id, blocker)
         return blocker is None
-
-    def _published(self, target: Table | None, plan_id: str | None = None) -> bool:
-        """Whether the move is complete on ``main`` (always, but for an overwrite not yet published)."""
-        if self.mode != "overwrite":
-            return True
-        if target is None:
-            return False
-        state, _ = find_state(target.metadata, self.move_id, MAIN_BRANCH)
-        return state is not None and state.complete and plan_id in (None, state.plan_id)
-
-    def _decide(self, resolved: Resolved, unit: MoveUnit, rows: int) -> Callable[[MoveState | None], MoveState | None]:
-        """How a unit's commit chooses the state it records, given the state at the branch head it commits on."""
-        plan = resolved.plan
-
-        def decide(state: MoveState | None) -> MoveState | None:
-            if state is not None and state.plan_id == plan.plan_id and unit.index in state.done:
-                return None
-            if self.mode == "overwrite" and self._published(resolved.target, plan.plan_id):
-                return None  # a peer finished and published the move (and removed its branch) meanwhile
-            assert resolved.target is not None
-            _check_schema_unchanged(resolved.mapping.target_schema, resolved.target.schema(), self.target)
-            if state is not None and state.plan_id == plan.plan_id:
-                return state.with_unit(unit.index, rows)
-            if resolved.initial_state is not None and state == resolved.state:
-                return resolved.initial_state.with_unit(unit.index, rows)
-            raise MoveStateError(
-                f"Move {self.move_id!r} was taken over by another plan while unit {unit.index} was copied "
-                f"(the target records plan {state.plan_id if state else None}, this run has {plan.plan_id}). "
-                "Nothing of this unit was committed; plan again."
-            )
-
-        return decide
-
-    def _run_units(
-        self,
-        resolved: Resolved,
-        copier: FileCopier,
-        units: list[MoveUnit],
-        totals: dict[str, int],
-        tracker: ProgressTracker,
-    ) -> list[int]:
-        """Copy ``units`` in a pipeline and commit each as soon as it is copied; the new snapshots' ids.
-
-        A unit found committed (by another worker) before its copy started is skipped; after a
-        failure, the files of every unit not committed are deleted, except those of a commit whose
-        outcome is unknown.
-        """
-        target = resolved.target
-        assert target is not None
-        target.refresh()
-        done = _done_units(current_state(self, target), resolved.plan.plan_id)
-        tasks = [[resolved.tasks[path] for path in unit.files] for unit in units]
-        snapshots: list[int] = []
-        settled, unknown = 0, -1  # units whose files were committed or deleted; a commit of unknown outcome
-        stopped = False
-        with copier.pipeline(tasks) as pipeline:
-
-            def discard_unsettled() -> None:
-                try:
-                    pipeline.close()
-                finally:
-                    for copied in pipeline.units[settled:]:
-                        if copied.index != unknown:
-                            _discard(target, copied.written)
-
-            try:
-                _skip_done(pipeline, units, done)
-                for position, unit in enumerate(units):
-                    if self._stop_requested.is_set():
-                        stopped = True
-                        break
-                    copied = pipeline.next_unit()
-                    label = f"{unit.index + 1}/{unit.count}"
-                    if copied.skipped:
-                        log.info("unit %s of move %s: already committed", label, self.move_id)
-                        totals["skipped"] += 1
-                    else:
-                        try:
-                            commit = self._commit_copied(resolved, unit, copied, totals, label)
-                        except (MoveConflictError, MoveStateError):  # the commit did not land
-                            raise
-                        except BaseException:
-                            unknown = position
-                            log.warning(
-                                "unit %s of move %s: the commit's outcome is unknown; its %d files are kept "
-                                "(orphan-file removal deletes them if the commit did not land). Run the move "
-                                "again to resume.",
-                                label,
-                                self.move_id,
-                                len(copied.written),
-                            )
-                            raise
-                        if commit is not None:
-                            snapshots.append(commit.snapshot_id)
-                            # Units other workers committed meanwhile are not copied (if not started yet).
-                            _skip_done(pipeline, units, _done_units(commit.state, resolved.plan.plan_id))
-                    settled = position + 1
-                    pipeline.release(copied)
-                    tracker.unit_done()
-            except BaseException:
-                discard_unsettled()
-                raise
-            if stopped:
-                discard_unsettled()
-                log.info(
-                    "move %s stopped on request with %d of %d units of this run done; run it again to resume",
-                    self.move_id,
-                    settled,
-                    len(units),
-                )
-        return snapshots
-
-    def _commit_copied(
-        self, resolved: Resolved, unit: MoveUnit, copied: UnitCopy, totals: dict[str, int], label: str
-    ) -> UnitCommit | None:
-        """Commit a copied unit with the move's state; ``None`` if another worker committed it meanwhile."""
-        target = resolved.target
-        assert target is not None
-        commit = commit_unit(
-            target,
-            copied.data_files,
-            move_id=self.move_id,
-            branch=self.branch,
-            decide=self._decide(resolved, unit, copied.rows),
-            unit_label=label,
-        )
-        if not commit.committed:
-            log.info("unit %s of move %s: committed by another worker meanwhile", label, self.move_id)
-            _discard(target, copied.written)
-            totals["skipped"] += 1
-            return None
-        totals["committed"] += 1
-        totals["rows"] += copied.rows
-        totals["read"] += copied.bytes_read
-        totals["written"] += copied.bytes_written
-        totals["files"] += len(copied.data_files)
-        log.info(
-            "unit %s of move %s committed: %d rows, %d files, target snapshot %s",
-            label,
-            self.move_id,
-            copied.rows,
-            len(copied.data_files),
-            commit.snapshot_id,
-        )
-        return commit
-
-    def _record_empty(self, resolved: Resolved) -> int | None:
-        """Record a move whose plan has no units (nothing matched), so it counts as finished."""
-        target = resolved.target
-        initial = resolved.initial_state
-        assert target is not None and initial is not None
-        finished = replace(initial, completed_snapshot_id=initial.snapshot_id)
-
-        def decide(state: MoveState | None) -> MoveState | None:
-            if state is not None and state.plan_id == finished.plan_id:
-                return None
-            if state == resolved.state:
-                return finished
-            raise MoveStateError(f"Move {self.move_id!r} was taken over by another plan meanwhile; plan again.")
-
-        commit = commit_unit(target, [], move_id=self.move_id, branch=self.branch, decide=decide, unit_label="0/0")
-        return commit.snapshot_id
-
-    def _publish(self, resolved: Resolved, branch_state: MoveState) -> list[int]:
-        """An overwrite's last step: replace the target's matching rows with the staged ones, then drop the branch."""
-        target = resolved.target
-        assert target is not None
-        staged_head = target.metadata.snapshot_by_name(self.branch)
-        finished, _ = find_state(target.metadata, self.move_id, MAIN_BRANCH)
-        snapshots: list[int] = []
-        if not (finished is not None and finished.complete) and staged_head is not None:
-            files = [task.file for task in target.scan(snapshot_id=staged_head.snapshot_id).plan_files()]
-            delete_filter = resolved.mapping.target_expression(self.where)
-
-            def decide(state: MoveState | None) -> MoveState | None:
-                return None if state is not None and state.complete else branch_state
-
-            commit = commit_unit(
-                target,
-                files,
-                move_id=self.move_id,
-                branch=MAIN_BRANCH,
-                decide=decide,
-                unit_label="publish",
-                delete_filter=delete_filter,
-            )
-            if commit.snapshot_id is not None:
-                snapshots.append(commit.snapshot_id)
-                log.info("move %s published to main: %d files replace the matching rows", self.move_id, len(files))
-        if self.branch in target.metadata.refs:
-            try:
-                with target.manage_snapshots() as manage:
-                    manage.remove_branch(self.branch)
-            except Exception as exc:  # a rerun removes it
-                log.warning("could not remove the staging branch %s (%s); the next run removes it", self.branch, exc)
-        return snapshots
 
     # Verification.
 

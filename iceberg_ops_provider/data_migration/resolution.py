@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import FileScanTask, Table
     from pyiceberg.table.metadata import TableMetadata
 
-    from iceberg_ops_provider.data_migration.mover import DataMover
+    from iceberg_ops_provider.data_migration.definition import MoveDefinition
 
 __all__ = [
     "Resolved",
@@ -73,7 +73,7 @@ class Resolved:
     source_metadata: TableMetadata
 
 
-def load_source(mover: DataMover) -> Table:
+def load_source(mover: MoveDefinition) -> Table:
     """The source table (the one given, read again, or loaded from the source catalog)."""
     if mover.source_table is not None:
         return mover.source_table.refresh()
@@ -83,7 +83,7 @@ def load_source(mover: DataMover) -> Table:
         raise InvalidMoveError(f"The source table {mover.source} does not exist ({exc}).") from exc
 
 
-def load_target(mover: DataMover) -> Table | None:
+def load_target(mover: MoveDefinition) -> Table | None:
     """The target table, or ``None`` when it is missing and the move may create it."""
     try:
         return mover.target_catalog.load_table(mover.target)
@@ -96,7 +96,7 @@ def load_target(mover: DataMover) -> Table | None:
         ) from exc
 
 
-def bound_filter(mover: DataMover, schema: Schema) -> BooleanExpression:
+def bound_filter(mover: MoveDefinition, schema: Schema) -> BooleanExpression:
     """The move's filter, checked against the columns of the source schema it reads."""
     try:
         bind(schema, mover.where, case_sensitive=True)
@@ -120,7 +120,7 @@ def metadata_at(table: Table, snapshot_id: int | None) -> TableMetadata:
     return table.metadata.model_copy(update={"current_schema_id": snapshot.schema_id})
 
 
-def build_mapping(mover: DataMover, source_schema: Schema, target: Table | None) -> ColumnMapping:
+def build_mapping(mover: MoveDefinition, source_schema: Schema, target: Table | None) -> ColumnMapping:
     """The column mapping from ``source_schema`` to the target's (or the schema a created target gets)."""
     target_schema = (
         target.schema()
@@ -162,7 +162,7 @@ def check_values(
             mapping.convert(batch)
 
 
-def refuse_forgotten_move(mover: DataMover, target: Table) -> None:
+def refuse_forgotten_move(mover: MoveDefinition, target: Table) -> None:
     """Refuse to start a move whose files the target holds although its state is gone from the history.
 
     The state lives in snapshot summaries; expiring every snapshot of a move forgets it. Its data
@@ -184,7 +184,7 @@ def refuse_forgotten_move(mover: DataMover, target: Table) -> None:
         )
 
 
-def current_state(mover: DataMover, target: Table | None) -> MoveState | None:
+def current_state(mover: MoveDefinition, target: Table | None) -> MoveState | None:
     """The move's newest state: on ``main`` once an overwrite is published, else on the move's branch."""
     if target is None:
         return None
@@ -196,7 +196,7 @@ def current_state(mover: DataMover, target: Table | None) -> MoveState | None:
     return state
 
 
-def check_owner(mover: DataMover, state: MoveState, source: Table) -> None:
+def check_owner(mover: MoveDefinition, state: MoveState, source: Table) -> None:
     """Refuse a state recorded by another move under the same ``move_id``."""
     if state.source != mover.source or state.source_uuid != str(source.metadata.table_uuid):
         raise MoveStateError(
@@ -220,7 +220,7 @@ def _after(metadata: TableMetadata, snapshot_id: int, earlier_id: int | None) ->
     )
 
 
-def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
+def resolve(mover: MoveDefinition, pinned: int | None = None) -> Resolved:
     """Load, reconcile, read the state and plan (changes nothing).
 
     ``pinned`` is the source snapshot a new move reads when the mover names none (the snapshot of
@@ -338,7 +338,7 @@ def resolve(mover: DataMover, pinned: int | None = None) -> Resolved:
     return Resolved(source, target, mapping, state, plan, by_path, initial, source_metadata)
 
 
-def target_layout_notes(mover: DataMover, source: Table, source_schema: Schema) -> list[str]:
+def target_layout_notes(mover: MoveDefinition, source: Table, source_schema: Schema) -> list[str]:
     """Check the partition spec and sort order a created target would get; returns the notes about them."""
     notes: list[str] = []
     schema = target_schema_for(source_schema, columns=mover.columns, rename=mover.rename)
@@ -355,8 +355,12 @@ def _spec_for(source: Table, schema: Schema) -> PartitionSpec:
     return source.spec()
 
 
-def create_target(mover: DataMover, source: Table, source_schema: Schema) -> Table:
-    """Create the target (and its namespace) from the source's schema (as the move reads it), spec and sort order."""
+def create_target(mover: MoveDefinition, source: Table, source_schema: Schema) -> tuple[Table, bool]:
+    """Create the target (and its namespace) from the source's schema (as the move reads it), spec and sort order.
+
+    Returns:
+        The target, and whether this call created it (``False`` when another worker of the move did first).
+    """
     namespace = mover.target.rsplit(".", 1)[0]
     try:
         mover.target_catalog.create_namespace(namespace)
@@ -374,7 +378,6 @@ def create_target(mover: DataMover, source: Table, source_schema: Schema) -> Tab
             sort_order=target_sort_order_for(source.sort_order(), source_schema, schema, rename=mover.rename),
         )
         log.info("created %s from the schema, partition spec and sort order of %s", mover.target, mover.source)
-        mover.created_target = True
-        return table
+        return table, True
     except TableAlreadyExistsError:  # another worker of the same move created it first
-        return mover.target_catalog.load_table(mover.target)
+        return mover.target_catalog.load_table(mover.target), False

@@ -16,7 +16,7 @@ from iceberg_ops_provider.data_migration.verify import verify_rows
 from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError
 
 if TYPE_CHECKING:
-    from iceberg_ops_provider.data_migration.mover import DataMover
+    from iceberg_ops_provider.data_migration.definition import MoveDefinition
 
 __all__ = ["UNTRUSTED_METHODS", "verify_move"]
 
@@ -26,7 +26,7 @@ UNTRUSTED_METHODS = ("count", "sample")
 log = logging.getLogger(__name__)
 
 
-def verify_move(mover: DataMover, method: str | None = None, *, seed: int | None = None) -> VerifyReport:
+def verify_move(mover: MoveDefinition, method: str | None = None, *, seed: int | None = None) -> VerifyReport:
     """Compare the source rows the move was defined over with the rows its commits hold in the target.
 
     Args:

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table
 
-    from iceberg_ops_provider.core.atomic.commit import TableChange
+    from iceberg_ops_provider.core.atomic.changes import TableChange
 
 __all__ = [
     "DEFAULT_META_NAMESPACE",
@@ -295,7 +295,7 @@ class HistoryStore:
         Raises:
             ConcurrentMigrationError: The history already says otherwise than ``expected``.
         """
-        from iceberg_ops_provider.core.atomic.commit import TableChange
+        from iceberg_ops_provider.core.atomic.changes import TableChange
 
         table = self._ensure_table()
         new_rows, files = self._new_partition(table, namespace, list(updates), expected, [])

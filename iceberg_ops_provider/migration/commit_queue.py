@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
-from iceberg_ops_provider.core.atomic.commit import TableChange
+from iceberg_ops_provider.core.atomic.changes import TableChange
 from iceberg_ops_provider.core.catalog import ensure_namespace
 from iceberg_ops_provider.errors import InvalidOperationError
 from iceberg_ops_provider.history.intent import RECEIPT_PROPERTY, IntentAction

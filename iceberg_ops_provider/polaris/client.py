@@ -21,82 +21,40 @@ Example::
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
-import re
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import requests
 
-from iceberg_ops_provider.errors import PolarisError, PolarisRequestError, PolicyContentError
+from iceberg_ops_provider.errors import PolarisError, PolarisRequestError
+from iceberg_ops_provider.polaris.arguments import (
+    SEPARATOR,
+    NamespaceLike,
+    TargetType,
+    attachment_target,
+    check_name,
+    check_policy_type,
+    check_table,
+    content_text,
+    describe_target,
+    dotted,
+    namespace_levels,
+    target_privilege,
+)
 from iceberg_ops_provider.polaris.auth import DEFAULT_SCOPE, ClientCredentialsAuth, StaticTokenAuth
-from iceberg_ops_provider.polaris.policies import ApplicablePolicy, Policy, PolicyContent, PolicyType
+from iceberg_ops_provider.polaris.policies import ApplicablePolicy, Policy, PolicyContent
 from iceberg_ops_provider.polaris.transport import Call, HTTPResponse, HTTPSession, Transport, short
 
 __all__ = ["HTTPResponse", "HTTPSession", "NamespaceLike", "PolarisPolicyClient", "TargetType"]
 
 logger = logging.getLogger(__name__)
 
-TargetType = Literal["catalog", "namespace", "table-like"]
-"""What a policy is attached to (Polaris's ``PolicyAttachmentTarget.type``)."""
-
-NamespaceLike = str | Sequence[str]
-"""A namespace as ``"a.b"`` or ``("a", "b")`` (the tuple form allows dots inside a level)."""
-
-SEPARATOR = "\x1f"
-_NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-_TARGET_TYPES = ("catalog", "namespace", "table-like")
 MAX_PAGES = 10_000
 """Pages followed before a listing is declared endless."""
-
-
-def _levels(value: NamespaceLike, what: str = "namespace") -> tuple[str, ...]:
-    if isinstance(value, str):
-        levels = tuple(value.split(".")) if value else ()
-    elif isinstance(value, Sequence):
-        levels = tuple(value)
-    else:
-        raise PolarisRequestError(f"The {what} must be 'a.b' or a sequence of levels like ('a', 'b'), not {value!r}.")
-    if not levels:
-        raise PolarisRequestError(f"The {what} is empty: name at least one level, like 'sales' or ('sales',).")
-    for level in levels:
-        if not isinstance(level, str) or not level:
-            raise PolarisRequestError(f"The {what} {value!r} has an empty or non-text level: every level needs a name.")
-        if SEPARATOR in level:
-            raise PolarisRequestError(f"The {what} {value!r} contains the 0x1F unit separator, which Polaris reserves.")
-    return levels
-
-
-def _dotted(levels: Sequence[str]) -> str:
-    return ".".join(levels)
-
-
-def _check_name(name: object, what: str = "policy name") -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
-        raise PolarisRequestError(
-            f"Invalid {what} {name!r}: Polaris allows only letters, digits, '-' and '_' (pattern ^[A-Za-z0-9\\-_]+$)."
-        )
-    return name
-
-
-def _check_policy_type(policy_type: object) -> str:
-    if not isinstance(policy_type, str) or not policy_type.strip():
-        known = ", ".join(member.value for member in PolicyType)
-        raise PolarisRequestError(f"The policy type must be a non-empty string such as {known}; not {policy_type!r}.")
-    return policy_type
-
-
-def _json_value(value: Any) -> Any:
-    """``json.dumps`` fallback: read-only mappings and tuples as plain JSON."""
-    if isinstance(value, Mapping):
-        return dict(value)
-    if isinstance(value, (set, frozenset)):
-        return sorted(value)
-    raise TypeError(f"{type(value).__name__} is not JSON")
 
 
 class PolarisPolicyClient:
@@ -311,19 +269,19 @@ class PolarisPolicyClient:
                 raise PolarisRequestError(
                     f"The table {table!r} needs its namespace: call applicable_policies('<namespace>', {table!r})."
                 )
-            _check_table(table)
+            check_table(table)
         if namespace is not None:
-            levels = _levels(namespace)
+            levels = namespace_levels(namespace)
             params["namespace"] = SEPARATOR.join(levels)
         if table is not None:
             params["target-name"] = table
-            target, privilege = f"table {_dotted(levels)}.{table}", "TABLE_READ_PROPERTIES on the table"
+            target, privilege = f"table {dotted(levels)}.{table}", "TABLE_READ_PROPERTIES on the table"
         elif namespace is not None:
-            target, privilege = f"namespace {_dotted(levels)}", "NAMESPACE_READ_PROPERTIES on the namespace"
+            target, privilege = f"namespace {dotted(levels)}", "NAMESPACE_READ_PROPERTIES on the namespace"
         else:
             target, privilege = "the catalog", "CATALOG_READ_PROPERTIES on the catalog"
         if policy_type is not None:
-            params["policyType"] = _check_policy_type(policy_type)
+            params["policyType"] = check_policy_type(policy_type)
         url = f"{self._api}/applicable-policies"
         items = self._pages(f"list the policies applicable to {target}", url, params, "applicable-policies", privilege)
         # Leniently: a policy with bad content comes back with its content_error, so the others still apply.
@@ -338,10 +296,10 @@ class PolarisPolicyClient:
             PolarisNotFoundError: No such policy (or namespace, or catalog).
             PolicyContentError: Its content is malformed for its maintenance type.
         """
-        levels = _levels(namespace)
-        url = self._policy_url(levels, _check_name(name))
+        levels = namespace_levels(namespace)
+        url = self._policy_url(levels, check_name(name))
         body = self._transport.request(
-            Call(f"load policy {name!r} of namespace {_dotted(levels)}", "GET", url, privilege="POLICY_READ on it")
+            Call(f"load policy {name!r} of namespace {dotted(levels)}", "GET", url, privilege="POLICY_READ on it")
         )
         return self._policy(body, url)
 
@@ -353,11 +311,11 @@ class PolarisPolicyClient:
         Raises:
             PolarisNotFoundError: No such namespace (or catalog).
         """
-        levels = _levels(namespace)
-        params = {"policyType": _check_policy_type(policy_type)} if policy_type is not None else {}
+        levels = namespace_levels(namespace)
+        params = {"policyType": check_policy_type(policy_type)} if policy_type is not None else {}
         url = self._policies_url(levels)
         items = self._pages(
-            f"list the policies of namespace {_dotted(levels)}", url, params, "identifiers", "POLICY_LIST on it"
+            f"list the policies of namespace {dotted(levels)}", url, params, "identifiers", "POLICY_LIST on it"
         )
         found: list[tuple[tuple[str, ...], str]] = []
         for item in items:
@@ -392,14 +350,14 @@ class PolarisPolicyClient:
             PolicyContentError: The content is not valid for the type (nothing was sent).
             PolarisConflictError: A policy of that name exists in the namespace.
         """
-        levels = _levels(namespace)
-        _check_name(name)
-        _check_policy_type(policy_type)
-        body: dict[str, Any] = {"name": name, "type": policy_type, "content": _content_text(policy_type, content, name)}
+        levels = namespace_levels(namespace)
+        check_name(name)
+        check_policy_type(policy_type)
+        body: dict[str, Any] = {"name": name, "type": policy_type, "content": content_text(policy_type, content, name)}
         if description is not None:
             body["description"] = description
         url = self._policies_url(levels)
-        action = f"create policy {name!r} in namespace {_dotted(levels)}"
+        action = f"create policy {name!r} in namespace {dotted(levels)}"
         return self._policy(
             self._transport.request(Call(action, "POST", url, json=body, privilege="POLICY_CREATE on it")), url
         )
@@ -421,15 +379,15 @@ class PolarisPolicyClient:
             PolarisConflictError: The policy changed since it was loaded (load it again and retry).
             PolicyContentError: The new content is not valid for the policy's type.
         """
-        levels = _levels(namespace)
-        _check_name(policy.name)
-        text = _content_text(policy.policy_type, content, policy.name) if content is not None else policy.raw_content
+        levels = namespace_levels(namespace)
+        check_name(policy.name)
+        text = content_text(policy.policy_type, content, policy.name) if content is not None else policy.raw_content
         body: dict[str, Any] = {"current-policy-version": policy.version, "content": text}
         new_description = description if description is not None else policy.description
         if new_description is not None:
             body["description"] = new_description
         url = self._policy_url(levels, policy.name)
-        action = f"update policy {policy.name!r} of namespace {_dotted(levels)}"
+        action = f"update policy {policy.name!r} of namespace {dotted(levels)}"
         return self._policy(
             self._transport.request(Call(action, "PUT", url, json=body, privilege="POLICY_WRITE on it")), url
         )
@@ -455,9 +413,9 @@ class PolarisPolicyClient:
         Raises:
             PolarisConflictError: Another inheritable policy of the same type is attached to the target.
         """
-        levels = _levels(namespace)
-        _check_name(name)
-        target = _target(target_type, path)
+        levels = namespace_levels(namespace)
+        check_name(name)
+        target = attachment_target(target_type, path)
         body: dict[str, Any] = {"target": target}
         if parameters is not None:
             if not isinstance(parameters, Mapping) or not all(
@@ -466,8 +424,8 @@ class PolarisPolicyClient:
                 raise PolarisRequestError(f"Attachment parameters must map strings to strings, not {parameters!r}.")
             body["parameters"] = dict(parameters)
         url = f"{self._policy_url(levels, name)}/mappings"
-        action = f"attach policy {name!r} of namespace {_dotted(levels)} to {_describe_target(target)}"
-        privilege = f"POLICY_ATTACH on the policy and {_target_privilege(target_type, 'ATTACH')} on the target"
+        action = f"attach policy {name!r} of namespace {dotted(levels)} to {describe_target(target)}"
+        privilege = f"POLICY_ATTACH on the policy and {target_privilege(target_type, 'ATTACH')} on the target"
         self._transport.request(Call(action, "PUT", url, json=body, privilege=privilege))
 
     def detach_policy(
@@ -478,12 +436,12 @@ class PolarisPolicyClient:
         Raises:
             PolarisNotFoundError: The policy is not attached to that target, or either does not exist.
         """
-        levels = _levels(namespace)
-        _check_name(name)
-        target = _target(target_type, path)
+        levels = namespace_levels(namespace)
+        check_name(name)
+        target = attachment_target(target_type, path)
         url = f"{self._policy_url(levels, name)}/mappings"
-        action = f"detach policy {name!r} of namespace {_dotted(levels)} from {_describe_target(target)}"
-        privilege = f"POLICY_DETACH on the policy and {_target_privilege(target_type, 'DETACH')} on the target"
+        action = f"detach policy {name!r} of namespace {dotted(levels)} from {describe_target(target)}"
+        privilege = f"POLICY_DETACH on the policy and {target_privilege(target_type, 'DETACH')} on the target"
         self._transport.request(Call(action, "POST", url, json={"target": target}, privilege=privilege))
 
     def drop_policy(self, namespace: NamespaceLike, name: str, detach_all: bool = False) -> None:
@@ -492,10 +450,10 @@ class PolarisPolicyClient:
         Raises:
             PolarisRequestError: The policy is still attached and ``detach_all`` is false.
         """
-        levels = _levels(namespace)
-        url = self._policy_url(levels, _check_name(name))
+        levels = namespace_levels(namespace)
+        url = self._policy_url(levels, check_name(name))
         params = {"detach-all": "true" if detach_all else "false"}
-        action = f"drop policy {name!r} of namespace {_dotted(levels)}"
+        action = f"drop policy {name!r} of namespace {dotted(levels)}"
         self._transport.request(Call(action, "DELETE", url, params=params, privilege="POLICY_DROP on it"))
 
     # --- lifecycle ----------------------------------------------------------------------------------
@@ -574,51 +532,3 @@ class PolarisPolicyClient:
             seen.add(next_token)
             page_token = next_token
         raise PolarisError(f"Could not {action}: Polaris kept answering new pages past {MAX_PAGES}.", url=url)
-
-
-def _check_table(table: object) -> None:
-    if not isinstance(table, str) or not table:
-        raise PolarisRequestError(f"The table must be a non-empty name, not {table!r}.")
-
-
-def _target(target_type: str, path: NamespaceLike) -> dict[str, Any]:
-    if target_type not in _TARGET_TYPES:
-        raise PolarisRequestError(f"target_type must be one of {', '.join(_TARGET_TYPES)}, not {target_type!r}.")
-    if target_type == "catalog":
-        if path not in ((), [], "", None):
-            raise PolarisRequestError(f"A catalog target takes no path (got {path!r}); the catalog is the client's.")
-        return {"type": "catalog", "path": []}
-    levels = _levels(path, what=f"{target_type} path")
-    if target_type == "table-like" and len(levels) < 2:
-        raise PolarisRequestError(
-            f"A table-like target's path is its namespace levels followed by its name, like 'sales.orders'; "
-            f"got {path!r}."
-        )
-    return {"type": target_type, "path": list(levels)}
-
-
-def _describe_target(target: Mapping[str, Any]) -> str:
-    if target["type"] == "catalog":
-        return "the catalog"
-    kind = "table" if target["type"] == "table-like" else "namespace"
-    return f"{kind} {_dotted(target['path'])}"
-
-
-def _target_privilege(target_type: str, verb: str) -> str:
-    return {"catalog": "CATALOG", "namespace": "NAMESPACE", "table-like": "TABLE"}[target_type] + f"_{verb}_POLICY"
-
-
-def _content_text(policy_type: str, content: Mapping[str, Any] | PolicyContent | str | None, name: str) -> str:
-    if isinstance(content, PolicyContent):
-        return json.dumps(content.to_json())
-    if not isinstance(content, (str, Mapping)):
-        raise PolarisRequestError(
-            f"Policy {name!r}: content must be a mapping, a PolicyContent or its JSON text, "
-            f"not {type(content).__name__}."
-        )
-    if policy_type in PolicyType._value2member_map_:
-        try:
-            PolicyContent.parse(policy_type, content, policy=name)
-        except PolicyContentError as exc:
-            raise PolicyContentError(f"{exc} Nothing was sent to Polaris.", policy=name) from None
-    return content if isinstance(content, str) else json.dumps(content, default=_json_value)

@@ -48,6 +48,7 @@ from iceberg_ops_provider.maintenance.expire import expire_snapshots
 from iceberg_ops_provider.maintenance.listing import contains
 from iceberg_ops_provider.maintenance.manifests import rewrite_manifests
 from iceberg_ops_provider.maintenance.orphans import remove_orphan_files
+from iceberg_ops_provider.polaris.mappings import MAPPINGS
 from iceberg_ops_provider.polaris.outcomes import (
     DRY_RUN,
     FAILED,
@@ -62,7 +63,7 @@ from iceberg_ops_provider.polaris.outcomes import (
     stops_every_table,
     transient,
 )
-from iceberg_ops_provider.polaris.parameters import MAPPINGS, ResolvedParameters, check_overrides, resolve_parameters
+from iceberg_ops_provider.polaris.parameters import ResolvedParameters, check_overrides, resolve_parameters
 from iceberg_ops_provider.polaris.policies import ApplicablePolicy, PolicyType
 
 if TYPE_CHECKING:
@@ -206,7 +207,7 @@ class PolicyDispatcher:
         Args:
             identifier: ``"namespace.table"`` or a tuple of its parts.
             overrides: Explicit arguments, ``{policy type: {argument: value}}``, winning over the policy
-                (see :mod:`~iceberg_ops_provider.polaris.parameters` for the arguments of each type).
+                (see :mod:`~iceberg_ops_provider.polaris.mappings` for the arguments of each type).
             types: Only these policy types (default: all four).
             raise_on_failure: Raise when anything failed (after everything ran).
 

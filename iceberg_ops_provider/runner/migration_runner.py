@@ -24,17 +24,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from iceberg_ops_provider.core.atomic.commit import CommitMode, atomic_commit_mode
+from iceberg_ops_provider.core.atomic.changes import CommitMode
+from iceberg_ops_provider.core.catalog_messages import catalog_endpoint
+from iceberg_ops_provider.core.error_translation import catalog_errors
 from iceberg_ops_provider.core.timeouts import (
     DEFAULT_CATALOG_TIMEOUT,
     bound_catalog_requests,
-    catalog_endpoint,
-    catalog_errors,
     check_timeout,
-)
-from iceberg_ops_provider.errors import (
-    DryRunLimit,
-    IrreversibleMigrationError,
 )
 from iceberg_ops_provider.history.events import EventLog, MigrationEvent
 from iceberg_ops_provider.history.intent import Intent, assess
@@ -48,9 +44,9 @@ from iceberg_ops_provider.history.lock import (
 )
 from iceberg_ops_provider.history.records import HistoryRow
 from iceberg_ops_provider.history.store import HistoryStore, default_meta_namespace
-from iceberg_ops_provider.migration.context import MigrationContext
-from iceberg_ops_provider.migration.discovery import MigrationScript, discover, importable, migrations_folder
+from iceberg_ops_provider.migration.discovery import MigrationScript, discover, migrations_folder
 from iceberg_ops_provider.migration.touched import TouchedTable, merge_touched, recording
+from iceberg_ops_provider.runner.commit_modes import CommitModeProbe, commit_mode_label, explain_commit_mode
 from iceberg_ops_provider.runner.namespaces import check_runner_namespaces
 from iceberg_ops_provider.runner.planning import (
     Direction,
@@ -60,18 +56,26 @@ from iceberg_ops_provider.runner.planning import (
     classify,
     downgrade_steps,
     infer_direction,
+    restricted_to,
     stamp_changes,
     upgrade_steps,
 )
-from iceberg_ops_provider.runner.results import MigrationResult, NamespaceStatus, RepairReport, RunReport
-from iceberg_ops_provider.runner.session import RunSession, is_settled
+from iceberg_ops_provider.runner.results import (
+    MigrationResult,
+    NamespaceStatus,
+    RepairReport,
+    RunReport,
+    current_after,
+)
+from iceberg_ops_provider.runner.session import Reporter, RunSession, unsettled
+from iceberg_ops_provider.runner.steps import execute_step, inspect_step
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
 __all__ = ["MigrationResult", "MigrationRunner", "NamespaceStatus", "RepairReport", "RunReport"]
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("iceberg_ops_provider.runner")  # the engine's one logger, whichever module logs
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -147,8 +151,8 @@ class MigrationRunner:
         self.event_log = EventLog(catalog, meta_namespace)
         self.lock_context = dict(lock_context or {})
         self.atomic_commits = bool(atomic_commits)
-        self._commit_mode: CommitMode | None = None
-        self._on_event = on_event
+        self._commit_modes = CommitModeProbe(catalog)
+        self._reporter = Reporter(namespace, self.event_log, on_event)
         self._active: RunSession | None = None
         self.last_run: RunReport | None = None
         """What the last changing run of this runner saw (its version before and after), read under its lock."""
@@ -199,7 +203,7 @@ class MigrationRunner:
     def interrupted(self) -> Intent | None:
         """The intent of a run that stopped mid-migration and is not settled yet, else ``None``."""
         holder, intent = self.lock.read()
-        return _unsettled(self.history_store.rows(self.namespace), holder, intent)
+        return unsettled(self.history_store.rows(self.namespace), holder, intent)
 
     @_catalog_call
     def interrupted_outcome(self, intent: Intent) -> str:
@@ -217,45 +221,18 @@ class MigrationRunner:
         once, with an empty multi-table commit that changes nothing; ``None`` when it could not
         answer (it is asked again next time, and commits go table by table meanwhile).
         """
-        if not self.atomic_commits:
-            return "per-table"
-        if self._commit_mode is None:
-            self._commit_mode = atomic_commit_mode(self.catalog, probe=True)
-        return self._commit_mode
+        return self._commit_modes.mode(atomic_commits=self.atomic_commits)
 
     def commit_mode_reason(self) -> str:
         """Why this runner commits as :meth:`commit_mode` says, for people (the status shows it)."""
-        return self._commit_mode_reason(self.commit_mode())
-
-    def _commit_mode_reason(self, mode: CommitMode | None) -> str:
-        if mode == "sql-transaction":
-            return (
-                "PyIceberg's SQL catalog: one database transaction takes each migration's table changes and "
-                "its history record (sql-transaction)"
-            )
-        if mode == "rest-transaction":
-            return (
-                f"the REST catalog serves POST {_transactions_url(self.catalog)}: one request takes each "
-                "migration's table changes and its history record (rest-transaction)"
-            )
-        if not self.atomic_commits:
-            return "all-or-nothing commits are turned off (atomic_commits=False)"
-        if mode is None:
-            return (
-                "the REST catalog could not be asked whether it serves transactions/commit; migrations commit "
-                "table by table until it answers"
-            )
-        url = _transactions_url(self.catalog)
-        if url:
-            return f"the REST catalog does not serve POST {url}"
-        return f"{type(self.catalog).__name__} has no multi-table commit"
+        return explain_commit_mode(self.catalog, self.commit_mode(), atomic_commits=self.atomic_commits)
 
     @_catalog_call
     def status(self) -> NamespaceStatus:
         """Current version, applied and pending migrations, and anything odd."""
         state = self.state()
         holder, intent = self.lock.read()
-        interrupted = _unsettled(list(state.rows.values()), holder, intent)
+        interrupted = unsettled(list(state.rows.values()), holder, intent)
         mode = self.commit_mode()
         return NamespaceStatus(
             namespace=self.namespace,
@@ -269,8 +246,8 @@ class MigrationRunner:
             lock=holder,
             interrupted=interrupted,
             interrupted_outcome=self.interrupted_outcome(interrupted) if interrupted is not None else None,
-            commit_mode=("atomic" if mode in _ATOMIC_MODES else "per-table") if mode is not None else "unknown",
-            commit_mode_reason=self._commit_mode_reason(mode),
+            commit_mode=commit_mode_label(mode),
+            commit_mode_reason=explain_commit_mode(self.catalog, mode, atomic_commits=self.atomic_commits),
         )
 
     @_catalog_call
@@ -291,34 +268,7 @@ class MigrationRunner:
         state = self.state()
         direction = direction or infer_direction(state, target)
         steps = upgrade_steps(state, target) if direction == "upgrade" else downgrade_steps(state, target)
-        return [self._inspect(step) for step in steps] if inspect else steps
-
-    def _inspect(self, step: PlanStep) -> PlanStep:
-        """``step`` with the operations its body asks for and their highest risk, from a dry run."""
-        if step.script is None:
-            return replace(step, risk="unknown", operations=({"operation": "the file is missing", "risk": "unknown"},))
-        context = MigrationContext(self.catalog, self.namespace, meta_namespace=self.meta_namespace, dry_run=True)
-        stopped: str | None = None
-        try:
-            with importable(self.folder):
-                if step.direction == "upgrade":
-                    step.script.migration.upgrade(context)
-                else:
-                    step.script.migration.downgrade(context)
-        except DryRunLimit as exc:
-            stopped = f"unknown from here: {exc}"
-        except IrreversibleMigrationError as exc:
-            stopped = f"irreversible: {exc}"
-        except Exception as exc:
-            stopped = f"unknown: a dry run of its body raised {type(exc).__name__}: {exc}"
-        operations = list(context.operations)
-        if stopped is not None:
-            operations.append({"operation": stopped, "risk": "unknown"})
-            risk = "unknown"
-        else:
-            order = {"safe": 0, "review": 1, "destructive": 2}
-            risk = max((op["risk"] for op in operations), key=lambda r: order.get(r, 1), default="safe")
-        return replace(step, operations=tuple(operations), risk=risk)
+        return [inspect_step(self, step) for step in steps] if inspect else steps
 
     # -- changing -------------------------------------------------------------------------------
 
@@ -353,7 +303,9 @@ class MigrationRunner:
                 allow_out_of_order=allow_out_of_order,
             )
             steps = upgrade_steps(state, target)
-            self._event(f"{self.namespace}: {len(steps)} migration(s) to apply (current: {state.current or 'base'})")
+            self._reporter.event(
+                f"{self.namespace}: {len(steps)} migration(s) to apply (current: {state.current or 'base'})"
+            )
             return [self._execute(session, step, index, len(steps)) for index, step in enumerate(steps, 1)]
 
         self.touched = ()
@@ -376,9 +328,9 @@ class MigrationRunner:
             steps = downgrade_steps(state, target)
             involved = {step.version for step in steps}
             check_integrity(
-                _restricted(state, involved), self.namespace, allow_changed=allow_changed, allow_out_of_order=True
+                restricted_to(state, involved), self.namespace, allow_changed=allow_changed, allow_out_of_order=True
             )
-            self._event(
+            self._reporter.event(
                 f"{self.namespace}: {len(steps)} migration(s) to roll back (current: {state.current or 'base'})"
             )
             return [self._execute(session, step, index, len(steps)) for index, step in enumerate(steps, 1)]
@@ -402,7 +354,7 @@ class MigrationRunner:
             rows += [session.row(v, "rolled_back", "stamp") for v in to_roll_back]
             if rows:
                 session.write(rows)
-            self._event(
+            self._reporter.event(
                 f"{self.namespace}: stamped {target} ({len(to_apply)} applied, {len(to_roll_back)} rolled back)"
             )
             return [MigrationResult(r.version, r.description, r.status, 0.0, "stamp") for r in rows]
@@ -446,7 +398,7 @@ class MigrationRunner:
             expected = {v: session.expected.get(v) for v in [*rechecked, *legacy, *cleared]}
             session.keeper.check()
             self.history_store.record(self.namespace, rows, expected, removals=cleared)
-            self._note(
+            self._reporter.note(
                 "repair",
                 f"{self.namespace}: {found.describe()}",
                 run_id=session.run_id,
@@ -468,7 +420,7 @@ class MigrationRunner:
         holder = self.lock.force_unlock()
         if holder is not None:
             user, host, pid = process_identity()
-            self._note(
+            self._reporter.note(
                 "force_unlock",
                 f"{self.namespace}: released the lock held by {holder.describe()}",
                 executed_by=f"{user}@{host}:{pid}",
@@ -500,32 +452,10 @@ class MigrationRunner:
         """Execute one step, learning which tables it touched (kept in :attr:`touched` even when it fails)."""
         with recording() as touched:
             try:
-                result = session.execute(step, index, total)
+                result = execute_step(session, step, index, total)
             finally:
                 self.touched = merge_touched(self.touched, touched.tables())
         return replace(result, tables=touched.tables())
-
-    def _note(
-        self,
-        event: str,
-        message: str,
-        *,
-        level: int = logging.INFO,
-        version: str | None = None,
-        run_id: str | None = None,
-        executed_by: str | None = None,
-        details: dict[str, Any] | None = None,
-    ) -> None:
-        """Report ``message`` like any step, and keep it in the event log as ``event``."""
-        self._event(message, level)
-        self.event_log.record(
-            self.namespace, event, message, version=version, run_id=run_id, executed_by=executed_by, details=details
-        )
-
-    def _event(self, message: str, level: int = logging.INFO) -> None:
-        log.log(level, "%s", message, extra={"progress": self._on_event is not None})
-        if self._on_event is not None:
-            self._on_event(message)
 
     def _locked(
         self,
@@ -541,13 +471,13 @@ class MigrationRunner:
         try:
             # Read the history only now: a run that held the lock before us may have just changed it.
             state = classify(scripts, self.history_store.rows(self.namespace))
-            session = RunSession(self, run_id, state, acquisition.held, keeper)
+            session = RunSession(self, self._reporter, run_id, state, acquisition.held, keeper)
             self._active = session
             if session.settle_previous(acquisition, stamping=stamping):
                 session.state = state = classify(scripts, self.history_store.rows(self.namespace))
             before = state.current
             results = run(state, session)
-            self.last_run = RunReport(run_id, before, _current_after(state, results))
+            self.last_run = RunReport(run_id, before, current_after(state, results))
         except BaseException:
             self._finish(run_id, keeper, session, failed=True)
             raise
@@ -575,47 +505,3 @@ class MigrationRunner:
             )
         if session is not None:
             self.event_log.record_many(session.outcomes)
-
-
-_ATOMIC_MODES = ("sql-transaction", "rest-transaction")
-
-
-def _transactions_url(catalog: Catalog) -> str:
-    """The ``transactions/commit`` URL of a REST catalog; empty for any other catalog."""
-    from pyiceberg.catalog.rest import RestCatalog
-
-    if not isinstance(catalog, RestCatalog):
-        return ""
-    from iceberg_ops_provider.core.atomic.rest import transactions_url
-
-    return transactions_url(catalog)
-
-
-def _unsettled(rows: list[HistoryRow], holder: LockInfo | None, intent: Intent | None) -> Intent | None:
-    """``intent`` when its run stopped mid-migration and the history does not settle it; ``None`` otherwise."""
-    if intent is None or is_settled(classify([], rows), intent):
-        return None
-    if holder is not None and holder.run_id == intent.run_id and holder.stale_reason() is None:
-        return None  # its run is still going
-    return intent
-
-
-def _restricted(state: NamespaceState, versions: set[str]) -> NamespaceState:
-    """``state`` with its problems limited to ``versions`` (what a downgrade will touch)."""
-    return replace(
-        state,
-        changed=tuple(v for v in state.changed if v in versions),
-        missing=tuple(v for v in state.missing if v in versions),
-        out_of_order=(),
-    )
-
-
-def _current_after(state: NamespaceState, results: list[MigrationResult]) -> str | None:
-    """The current version after ``results`` were applied to ``state``."""
-    applied = {int(v): v for v in state.applied}
-    for result in results:
-        if result.status == "applied":
-            applied[int(result.version)] = result.version
-        elif result.status == "rolled_back":
-            applied.pop(int(result.version), None)
-    return applied[max(applied)] if applied else None

@@ -11,7 +11,7 @@ Targets: ``head`` (everything), ``base`` (nothing), an exact version (``0003``, 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from iceberg_ops_provider.errors import MigrationIntegrityError, MigrationTargetError
@@ -215,6 +215,16 @@ def check_integrity(
             "change to an applied file is intended (a reviewed edit), record the file as it is now with "
             "`iceberg-ops repair` (operator action='repair').",
         )
+
+
+def restricted_to(state: NamespaceState, versions: set[str]) -> NamespaceState:
+    """``state`` with its problems limited to ``versions`` (what a downgrade will touch)."""
+    return replace(
+        state,
+        changed=tuple(v for v in state.changed if v in versions),
+        missing=tuple(v for v in state.missing if v in versions),
+        out_of_order=(),
+    )
 
 
 def _step(state: NamespaceState, direction: Direction, version: str) -> PlanStep:

@@ -9,9 +9,9 @@ from iceberg_ops_provider.history.intent import Intent
 from iceberg_ops_provider.history.lock import LockInfo
 from iceberg_ops_provider.history.records import HistoryRow, Operation, Status
 from iceberg_ops_provider.migration.touched import TouchedTable
-from iceberg_ops_provider.runner.planning import PlanStep
+from iceberg_ops_provider.runner.planning import NamespaceState, PlanStep
 
-__all__ = ["MigrationResult", "NamespaceStatus", "RepairReport", "RunReport"]
+__all__ = ["MigrationResult", "NamespaceStatus", "RepairReport", "RunReport", "current_after"]
 
 
 @dataclass(frozen=True)
@@ -139,6 +139,17 @@ class RunReport:
     run_id: str
     version_before: str | None
     version_after: str | None
+
+
+def current_after(state: NamespaceState, results: list[MigrationResult]) -> str | None:
+    """The current version after ``results`` were applied to ``state`` (what a run reports as its version after)."""
+    applied = {int(v): v for v in state.applied}
+    for result in results:
+        if result.status == "applied":
+            applied[int(result.version)] = result.version
+        elif result.status == "rolled_back":
+            applied.pop(int(result.version), None)
+    return applied[max(applied)] if applied else None
 
 
 @dataclass(frozen=True)

@@ -1,51 +1,47 @@
-"""One locked migration run: settling what an earlier run left, executing steps, recording outcomes.
+"""One locked run's bookkeeping: its history rows and outcomes, and settling what an earlier run left.
 
 :class:`~iceberg_ops_provider.runner.migration_runner.MigrationRunner` takes the namespace's lock and hands the run to
-a :class:`RunSession`; each migration step gets a :class:`RunJournal`, the commit journal of its
-:class:`~iceberg_ops_provider.migration.context.MigrationContext` (the intent record and the lock
-check before every commit).
+a :class:`RunSession`, which first settles an interrupted run's intent record (checked against the
+receipts in the tables), then writes the history rows of the steps it executes
+(:mod:`~iceberg_ops_provider.runner.steps`) and keeps their outcomes for the event log. The session
+knows its runner only as a :class:`RunTarget` and reports through a :class:`Reporter`, so nothing
+here imports the runner.
 """
 
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, TableAlreadyExistsError
-from pyiceberg.table.update import AssertRefSnapshotId
-
-from iceberg_ops_provider.core.atomic.commit import TableChange, commit_atomically
-from iceberg_ops_provider.core.contention import backoff_seconds
-from iceberg_ops_provider.errors import (
-    ConcurrentMigrationError,
-    IrreversibleMigrationError,
-    MigrationError,
-    MigrationFailedError,
-    MigrationNotRecordedError,
-    PartialMigrationError,
-)
-from iceberg_ops_provider.history.events import MigrationEvent
-from iceberg_ops_provider.history.intent import Assessment, Intent, IntentAction, assess, receipt
+from iceberg_ops_provider.errors import PartialMigrationError
+from iceberg_ops_provider.history.events import EventLog, MigrationEvent
+from iceberg_ops_provider.history.intent import Assessment, Intent, IntentAction, assess
 from iceberg_ops_provider.history.lease import LeaseKeeper
-from iceberg_ops_provider.history.lock import Acquisition, LockInfo, LockLostError, NamespaceLock, process_identity
+from iceberg_ops_provider.history.lock import Acquisition, LockInfo, NamespaceLock, process_identity
 from iceberg_ops_provider.history.records import HistoryRow, Operation, Status
-from iceberg_ops_provider.migration.context import MigrationContext
-from iceberg_ops_provider.migration.discovery import importable
-from iceberg_ops_provider.runner.planning import NamespaceState, PlanStep
+from iceberg_ops_provider.history.store import HistoryStore
+from iceberg_ops_provider.runner.planning import NamespaceState, PlanStep, classify
 from iceberg_ops_provider.runner.results import MigrationResult
 
 if TYPE_CHECKING:
-    from iceberg_ops_provider.runner.migration_runner import MigrationRunner
+    from pyiceberg.catalog import Catalog
 
-__all__ = ["RunJournal", "RunSession", "is_settled", "success_status"]
+    from iceberg_ops_provider.core.atomic.changes import CommitMode
 
-log = logging.getLogger("iceberg_ops_provider.runner.migration_runner")
+__all__ = [
+    "Reporter",
+    "RunSession",
+    "RunTarget",
+    "action_labels",
+    "is_settled",
+    "success_status",
+    "unsettled",
+]
 
-_ATOMIC_ATTEMPTS = 40
-"""Attempts of a step's all-or-nothing commit lost to other runs' commits (of other namespaces, on the
-shared history table) before giving up: up to about a minute of waiting under heavy contention."""
+log = logging.getLogger("iceberg_ops_provider.runner")
 
 
 def success_status(direction: str) -> Status:
@@ -64,236 +60,116 @@ def is_settled(state: NamespaceState, intent: Intent) -> bool:
     )
 
 
-def _failure_hint(direction: str, outcome: str, recorded: bool) -> str:
-    """What a failed step's error says happened and happens next; consistent with what was recorded."""
-    if outcome == "partial":
-        return " It was only partly committed; the next run stops until a person settles it with `stamp`."
-    if direction == "upgrade":
-        record = " It is recorded as failed" if recorded else " It could not be recorded"
-        if outcome == "none":
-            return record + " and will run again on the next upgrade. None of its changes were committed."
-        return record + "; the next run checks what it committed before anything else."
-    kept = " The version stays applied"
-    if outcome == "none":
-        return kept + ". None of its rollback's changes were committed."
-    return kept + "; the next run checks what its rollback committed before anything else."
+def unsettled(rows: list[HistoryRow], holder: LockInfo | None, intent: Intent | None) -> Intent | None:
+    """``intent`` when its run stopped mid-migration and the history does not settle it; ``None`` otherwise."""
+    if intent is None or is_settled(classify([], rows), intent):
+        return None
+    if holder is not None and holder.run_id == intent.run_id and holder.stale_reason() is None:
+        return None  # its run is still going
+    return intent
 
 
-def _labels(actions: tuple[IntentAction, ...]) -> list[str]:
+def action_labels(actions: tuple[IntentAction, ...]) -> list[str]:
+    """The labels of intent actions, for messages and event details."""
     return [action.label() for action in actions]
 
 
-def _result(
-    step: PlanStep, status: Status, duration: float, journal: RunJournal, context: MigrationContext
-) -> MigrationResult:
-    """The result of a step whose changes were all committed: how they were committed, and what fell outside."""
-    atomic = journal.recorded is not None
-    reason = None
-    if not atomic:
-        reason = journal.not_atomic or context.not_atomic_reason or "its changes were committed table by table"
-    return MigrationResult(
-        step.version,
-        step.description,
-        status,
-        duration,
-        step.direction,
-        atomic=atomic,
-        outside_atomic_commit=tuple(context.separate_commits),
-        not_atomic_reason=reason,
-    )
+class Reporter:
+    """Where a runner's messages go: every one to ``on_event`` and the log, notable ones to the event log too.
 
-
-class RunJournal:
-    """The :class:`~iceberg_ops_provider.migration.context.CommitJournal` of one migration step.
-
-    Records the intent in the lock table before the first commit (and again when a commit not yet
-    listed comes, or when the body finishes after an early commit), and refuses to let a commit
-    through once the lease is lost.
-
-    Where the catalog can commit several tables at once (:meth:`atomic_mode`), a finished body's
-    table changes are committed together with the step's history row and a check that the lock is
-    still this run's, in one commit (:meth:`commit_together`): the step is then applied and recorded,
-    or nothing of it is, and no intent is needed for that commit.
+    Args:
+        namespace: The runner's namespace (the event log keeps events per namespace).
+        event_log: The event log.
+        on_event: Called with each one-line message (progress for CLIs and task logs), if given.
     """
 
-    def __init__(self, session: RunSession, step: PlanStep) -> None:
-        self.session = session
-        self.step = step
-        self.intent: Intent | None = None
-        self._proven = False  # the intent write just now was itself a check that the lock is ours
-        self.started = time.perf_counter()
-        self.recorded: HistoryRow | None = None
-        """The history row committed together with the step's changes, when they were (else ``None``)."""
-        self.not_atomic: str | None = None
-        """Why the catalog did not take the step's changes in one commit (it cannot, or atomic commits are off)."""
+    def __init__(self, namespace: str, event_log: EventLog, on_event: Callable[[str], None] | None) -> None:
+        self.namespace = namespace
+        self.event_log = event_log
+        self.on_event = on_event
 
-    def receipt(self, step: int) -> str:
-        """The receipt of this migration's ``step``-th commit."""
-        return receipt(self.session.runner.namespace, self.step.version, self.step.direction, self.session.run_id, step)
+    def event(self, message: str, level: int = logging.INFO) -> None:
+        """Report ``message``: logged on ``iceberg_ops_provider.runner.migration_runner`` and passed to ``on_event``."""
+        log.log(level, "%s", message, extra={"progress": self.on_event is not None})
+        if self.on_event is not None:
+            self.on_event(message)
 
-    def before_commit(self, actions: list[IntentAction], *, complete: bool) -> None:
-        """Record the intent when ``actions`` are not listed yet, else check the lock is still this run's."""
-        session = self.session
-        session.keeper.check()
-        intent = self.intent
-        if intent is None:
-            if not actions:
-                return  # nothing was or will be committed
-            intent = self._new_intent()
-        elif intent.covers(actions) and (intent.complete or not complete):
-            # Nothing to record; make sure the lock is still ours right before the commit, from the
-            # catalog itself (the lease thread may not have noticed a takeover yet), unless the intent
-            # write that came just before proved it.
-            if not self._proven:
-                session.runner.lock.check_held(session.held)
-            self._proven = False
-            return
-        intent = intent.with_actions(actions, complete=complete)
-        session.intent_settled = False
-        session.runner.lock.write_intent(session.held, intent)
-        self.intent = intent
-        self._proven = True
-
-    def _new_intent(self) -> Intent:
-        session = self.session
-        return Intent(
-            namespace=session.runner.namespace,
-            version=self.step.version,
-            direction=self.step.direction,
-            run_id=session.run_id,
-            executed_by=session.executed_by,
-            started_at=datetime.now(UTC),
+    def note(
+        self,
+        event: str,
+        message: str,
+        *,
+        level: int = logging.INFO,
+        version: str | None = None,
+        run_id: str | None = None,
+        executed_by: str | None = None,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        """Report ``message`` like any step, and keep it in the event log as ``event``."""
+        self.event(message, level)
+        self.event_log.record(
+            self.namespace, event, message, version=version, run_id=run_id, executed_by=executed_by, details=details
         )
 
-    # -- all-or-nothing commits -----------------------------------------------------------------
 
-    def atomic_mode(self) -> str | None:
-        """The multi-table commit this step's remaining changes can use, or ``None`` (one commit per table).
+class RunTarget(Protocol):
+    """What a run needs of its runner (:class:`~iceberg_ops_provider.runner.migration_runner.MigrationRunner` is one).
 
-        ``None`` also once the step committed something on its own (an early commit, a table or the
-        catalog reached directly): its intent record then covers the rest as well.
-        """
-        runner = self.session.runner
-        mode = runner.commit_mode()
-        if mode not in ("sql-transaction", "rest-transaction"):
-            self.not_atomic = runner._commit_mode_reason(mode)
-            return None
-        return mode if self.intent is None else None
+    Attributes:
+        catalog: The catalog the migrations change.
+        namespace: The namespace migrated.
+        meta_namespace: Where the history table and the locks live.
+        lock: The namespace's lock (the intent record lives with it).
+        history_store: The history table.
+        lock_context: Where runs come from (kept with each outcome event).
+        atomic_commits: Whether all-or-nothing commits are wanted.
+    """
 
-    def commit_together(self, changes: list[TableChange], actions: list[IntentAction], *, outside: list[str]) -> bool:
-        """Commit the step's table changes, its history row and a check of the lock in one commit.
+    catalog: Catalog
+    namespace: str
+    meta_namespace: str
+    lock: NamespaceLock
+    history_store: HistoryStore
+    lock_context: dict[str, str]
+    atomic_commits: bool
 
-        A commit refused because the history or the lock table moved on meanwhile (another
-        namespace's run recorded its own step, the lease was renewed) is staged again and retried; one
-        refused because a migrated table changed, or the lock is no longer this run's, raises.
+    @property
+    def folder(self) -> Path:
+        """The folder the migrations of the namespace are read from."""
+        ...
 
-        Args:
-            changes: The step's table changes, receipts included.
-            actions: What they are, as the intent would list them (used to check an unknown outcome).
-            outside: What the step committed separately just before (for the log).
-
-        Returns:
-            Whether they were committed (false: the catalog cannot commit them together after all;
-            nothing was committed).
-
-        Raises:
-            CommitFailedException, TableAlreadyExistsError: A migrated table changed (or appeared)
-                under this run; nothing of the step was committed.
-            LockLostError: The lock is no longer this run's; nothing was committed.
-            ConcurrentMigrationError: The history changed under this run.
-            CommitStateUnknownException: The catalog failed while committing and its outcome could
-                not be read back.
-        """
-        session = self.session
-        runner = session.runner
-        session.keeper.check()
-        step = self.step
-        duration_ms = int((time.perf_counter() - self.started) * 1000)
-        row = session.row(step.version, success_status(step.direction), step.direction, duration_ms=duration_ms)
-        expected = {row.version: session.expected.get(row.version)}
-        held = AssertRefSnapshotId(ref=NamespaceLock.TAG, snapshot_id=session.held.snapshot_id)
-        lock = TableChange(runner.lock.identifier, (), (held,))
-        for attempt in range(1, _ATOMIC_ATTEMPTS + 1):
-            staged = runner.history_store.stage(runner.namespace, [row], expected)
-            try:
-                result = commit_atomically(runner.catalog, [*changes, staged.change, lock])
-            except CommitFailedException:
-                staged.discard()
-                self._explain_refusal(changes)
-                if attempt == _ATOMIC_ATTEMPTS:
-                    raise
-                time.sleep(backoff_seconds(attempt))
-                continue
-            except CommitStateUnknownException:
-                if not self._landed(row, actions):
-                    raise
-                break
-            except BaseException:
-                staged.discard()
-                raise
-            if not result.applied:
-                staged.discard()
-                self.not_atomic = result.reason
-                runner._event(f"{runner.namespace}: {step.version}: {result.reason}; committing table by table")
-                return False
-            staged.committed()
-            break
-        self.recorded = row
-        if outside:
-            runner._event(
-                f"{runner.namespace}: {step.version}: committed outside its all-or-nothing commit, one by one "
-                f"before it: {', '.join(outside)}"
-            )
-        return True
-
-    def _explain_refusal(self, changes: list[TableChange]) -> None:
-        """After a refused multi-table commit: raise when a migrated table or the lock is the reason."""
-        runner = self.session.runner
-        runner.lock.check_held(self.session.held)  # LockLostError
-        for change in changes:
-            if change.creates:
-                if runner.catalog.table_exists(change.identifier):
-                    raise TableAlreadyExistsError(f"Table {change.label()} already exists; nothing was committed")
-                continue
-            metadata = runner.catalog.load_table(change.identifier).metadata
-            for requirement in change.requirements:
-                try:
-                    requirement.validate(metadata)
-                except CommitFailedException as exc:
-                    raise CommitFailedException(
-                        f"{change.label()} changed under this run ({exc}); nothing was committed"
-                    ) from exc
-
-    def _landed(self, row: HistoryRow, actions: list[IntentAction]) -> bool:
-        """Whether a commit of unknown outcome landed, read back from the history it would have written.
-
-        When that cannot be read either, the intent is kept here (not written anywhere): the step's
-        failure handling then checks its receipts in the tables.
-        """
-        runner = self.session.runner
-        try:
-            rows = runner.history_store.rows(runner.namespace)
-        except Exception:
-            self.intent = self._new_intent().with_actions(actions, complete=True)
-            return False
-        return any(
-            found.version == row.version and found.run_id == row.run_id and found.applied_at == row.applied_at
-            for found in rows
-        )
+    def commit_mode(self) -> CommitMode | None:
+        """How a migration's changes to several tables are committed (``None``: not known yet)."""
+        ...
 
 
 class RunSession:
-    """One locked run: settles what an earlier run left, executes steps and records them.
+    """One locked run: settles what an earlier run left, and records the steps it executes.
 
     It tracks what it expects the history to hold, so a run that bypassed the lock is caught when
     writing, and whether the lock table's intent record is settled (recorded in the history), so the
     release can clear it.
+
+    Args:
+        target: The runner whose namespace this run migrates.
+        reporter: Where the run's messages and notable events go.
+        run_id: This run.
+        state: The files compared with the history, read under the lock.
+        held: The lock as this run holds it.
+        keeper: The lease keeper of that lock.
     """
 
     def __init__(
-        self, runner: MigrationRunner, run_id: str, state: NamespaceState, held: LockInfo, keeper: LeaseKeeper
+        self,
+        target: RunTarget,
+        reporter: Reporter,
+        run_id: str,
+        state: NamespaceState,
+        held: LockInfo,
+        keeper: LeaseKeeper,
     ) -> None:
-        self.runner = runner
+        self.target = target
+        self.reporter = reporter
         self.state = state
         self.run_id = run_id
         self.held = held
@@ -332,7 +208,7 @@ class RunSession:
             checksum = script.checksum if script else None
         return HistoryRow(
             version=known,
-            namespace=self.runner.namespace,
+            namespace=self.target.namespace,
             description=state.description(version),
             applied_at=datetime.now(UTC),
             status=status,
@@ -348,10 +224,10 @@ class RunSession:
         """Write history rows, checking they replace what this run last saw."""
         self.keeper.check()
         expected = {row.version: self.expected.get(row.version) for row in rows}
-        self.runner.history_store.record(self.runner.namespace, rows, expected)
-        self._written(rows)
+        self.target.history_store.record(self.target.namespace, rows, expected)
+        self.written(rows)
 
-    def _written(self, rows: list[HistoryRow]) -> None:
+    def written(self, rows: list[HistoryRow]) -> None:
         """Note history rows that reached the history table (written here, or with the step's changes)."""
         for row in rows:
             self.expected[row.version] = row.status
@@ -361,21 +237,21 @@ class RunSession:
         """The event of a history row this run writes (or tried to write)."""
         if row.run_id != self.run_id:  # settled from an interrupted run's intent record
             details["recorded_by_run"] = self.run_id
-        if self.runner.lock_context:  # which Airflow dag run / task / try ran it
-            details["context"] = dict(self.runner.lock_context)
+        if self.target.lock_context:  # which Airflow dag run / task / try ran it
+            details["context"] = dict(self.target.lock_context)
         return MigrationEvent.from_history_row(row, **details)
 
     def refused(self, step: PlanStep, reason: str) -> None:
         """Keep, as an event, a step refused before it committed anything (an irreversible rollback)."""
         event = MigrationEvent(
-            namespace=self.runner.namespace,
+            namespace=self.target.namespace,
             at=datetime.now(UTC),
             event="rollback_refused",
             version=step.version,
             run_id=self.run_id,
             executed_by=self.executed_by,
             message=f"refused to roll back {step.version} {step.description}: {reason}",
-            details={"context": dict(self.runner.lock_context)} if self.runner.lock_context else {},
+            details={"context": dict(self.target.lock_context)} if self.target.lock_context else {},
             error=reason,
         )
         self.outcomes.append(event)
@@ -386,9 +262,9 @@ class RunSession:
         self, event: str, message: str, *, version: str | None = None, details: dict[str, Any] | None = None
     ) -> None:
         """A warning-level event of this run, reported and kept in the event log."""
-        self.runner._note(
+        self.reporter.note(
             event,
-            message if message.startswith(f"{self.runner.namespace}:") else f"{self.runner.namespace}: {message}",
+            message if message.startswith(f"{self.target.namespace}:") else f"{self.target.namespace}: {message}",
             level=logging.WARNING,
             version=version,
             run_id=self.run_id,
@@ -403,12 +279,12 @@ class RunSession:
             PartialMigrationError: The interrupted migration committed some of its tables and not the
                 others (unless this run is a stamp, which is how a person settles it).
         """
-        runner = self.runner
+        target = self.target
         if acquisition.taken_over is not None:
             holder, reason = acquisition.taken_over
-            runner._note(
+            self.reporter.note(
                 "lock_taken_over",
-                f"{runner.namespace}: took over the migration lock from {holder.describe()}: {reason}",
+                f"{target.namespace}: took over the migration lock from {holder.describe()}: {reason}",
                 level=logging.WARNING,
                 run_id=self.run_id,
                 executed_by=self.executed_by,
@@ -422,20 +298,20 @@ class RunSession:
             self.clear_unreadable = True
             return False
         intent = acquisition.intent
-        if intent is None or intent.namespace != runner.namespace:
+        if intent is None or intent.namespace != target.namespace:
             return False
         if is_settled(self.state, intent):
             return False  # its run recorded the outcome and stopped before clearing the record
         self.intent_settled = False
-        assessment = assess(runner.catalog, intent)
+        assessment = assess(target.catalog, intent)
         return self._settle(intent, assessment, stamping=stamping)
 
     def _settle(self, intent: Intent, assessment: Assessment, *, stamping: bool) -> bool:
-        runner = self.runner
+        target = self.target
         version, direction = intent.version, intent.direction
         details = {
             "intent": intent.to_json(),
-            "committed": _labels(assessment.committed),
+            "committed": action_labels(assessment.committed),
             "not_committed": assessment.unfinished(),
         }
         outcome = assessment.outcome
@@ -451,7 +327,7 @@ class RunSession:
             self.write([row])
             wrote = True
             message = (
-                f"{runner.namespace}: run {intent.run_id} was interrupted after committing every change of "
+                f"{target.namespace}: run {intent.run_id} was interrupted after committing every change of "
                 f"{version} ({direction}); recorded it as {row.status} without running it again"
             )
         elif outcome == "none":
@@ -460,24 +336,24 @@ class RunSession:
                 self.write([self.row(version, "failed", "upgrade", error=error, run_id=intent.run_id)])
                 wrote = True
             message = (
-                f"{runner.namespace}: run {intent.run_id} was interrupted before committing any change of "
+                f"{target.namespace}: run {intent.run_id} was interrupted before committing any change of "
                 f"{version} ({direction}); it will run again"
             )
         elif stamping:
             message = (
-                f"{runner.namespace}: cleared the record of {version} ({direction}) partly committed by run "
+                f"{target.namespace}: cleared the record of {version} ({direction}) partly committed by run "
                 f"{intent.run_id} (committed: {', '.join(details['committed'])}); this stamp records the outcome"
             )
         else:
             partial = PartialMigrationError(
-                runner.namespace,
+                target.namespace,
                 version,
                 direction,
                 details["committed"],
                 details["not_committed"],
                 run_id=intent.run_id,
             )
-            runner._note(
+            self.reporter.note(
                 "recovery_partial",
                 str(partial),
                 level=logging.WARNING,
@@ -491,147 +367,3 @@ class RunSession:
         self._note(event, message, version=version, details=details)
         self.intent_settled = True
         return wrote
-
-    # -- executing ------------------------------------------------------------------------------
-
-    def execute(self, step: PlanStep, index: int, total: int) -> MigrationResult:
-        """Run one step: its body, its commits (with intent and receipts), then its history row."""
-        runner = self.runner
-        script = step.script
-        if script is None:  # check_integrity refuses missing files before we get here
-            raise MigrationFailedError(step.version, step.direction, FileNotFoundError("migration file is missing"))
-        verb = "applying" if step.direction == "upgrade" else "rolling back"
-        runner._event(f"[{index}/{total}] {verb} {step.version} {step.description}")
-        journal = RunJournal(self, step)
-        context = MigrationContext(runner.catalog, runner.namespace, journal, meta_namespace=runner.meta_namespace)
-        started = journal.started = time.perf_counter()
-        try:
-            with importable(runner.folder):  # a lazy `from _helpers import x` in a body works as at import time
-                if step.direction == "upgrade":
-                    script.migration.upgrade(context)
-                else:
-                    script.migration.downgrade(context)
-            context.finish()
-        except IrreversibleMigrationError as exc:
-            context.discard()
-            if journal.intent is not None:  # it committed something before refusing: a failure like any other
-                raise self._failure(step, index, total, exc, journal, context, started) from exc
-            self.refused(step, str(exc))
-            raise IrreversibleMigrationError(
-                f"Cannot roll back {runner.namespace!r} past {step.version} ({step.description}): "
-                f"{str(exc).rstrip('.')}. Version {step.version} stays applied; {len(self.completed)} step(s) of "
-                "this run were rolled back."
-            ) from exc
-        except BaseException as exc:
-            context.discard()
-            failure = self._failure(step, index, total, exc, journal, context, started)
-            if isinstance(failure, MigrationResult) and isinstance(exc, Exception):
-                self.completed.append(failure)
-                return failure
-            if isinstance(exc, Exception | SystemExit):  # a migration that exits is a failed migration
-                raise failure from exc
-            raise  # interrupts and task timeouts keep their type, after being recorded
-        duration = time.perf_counter() - started
-        status = success_status(step.direction)
-        if journal.recorded is not None:  # committed together with the step's changes
-            self._written([journal.recorded])
-        else:
-            try:
-                self.write([self.row(step.version, status, step.direction, duration_ms=int(duration * 1000))])
-            except ConcurrentMigrationError:
-                raise
-            except Exception as exc:
-                raise MigrationNotRecordedError(step.version, step.direction, exc) from exc
-        if journal.intent is not None:
-            self.intent_settled = True
-        result = _result(step, status, duration, journal, context)
-        how = (
-            "all-or-nothing, with its history record"
-            if result.atomic
-            else f"table by table: {result.not_atomic_reason}"
-        )
-        runner._event(f"[{index}/{total}] {step.version} {status} in {duration:.2f}s ({how})")
-        self.completed.append(result)
-        return result
-
-    def _failure(
-        self,
-        step: PlanStep,
-        index: int,
-        total: int,
-        exc: BaseException,
-        journal: RunJournal,
-        context: MigrationContext,
-        started: float,
-    ) -> MigrationError | MigrationResult:
-        """Record a failed step (best effort) and build the error that stops the run.
-
-        Returns a result instead when every commit of the finished body landed although one of them
-        reported an error (an answer lost on the way back): the migration is done and recorded so.
-        """
-        duration_ms = int((time.perf_counter() - started) * 1000)
-        error = f"{type(exc).__name__}: {exc}"
-        if isinstance(exc, LockLostError):
-            # Another run holds the namespace now and settles this migration from the intent record.
-            self.runner._event(f"[{index}/{total}] {step.version} STOPPED: {exc}", logging.WARNING)
-            failure: MigrationError = exc
-            failure.completed = list(self.completed)  # type: ignore[attr-defined]
-            return failure
-        assessment: Assessment | None = None
-        checked = ""
-        if journal.intent is None:
-            assessment = Assessment(committed=(), not_committed=(), complete=False)
-        else:
-            try:
-                assessment = assess(self.runner.catalog, journal.intent)
-            except Exception as check_error:
-                checked = (
-                    f" Could not check which of its commits landed ({type(check_error).__name__}: {check_error}); "
-                    "the next run checks before doing anything else."
-                )
-        outcome = assessment.outcome if assessment is not None else "unknown"
-        done = outcome == "all"  # every commit of the finished body landed, though one reported an error
-        if done:
-            row = self.row(step.version, success_status(step.direction), step.direction, duration_ms=duration_ms)
-        elif step.direction == "upgrade":
-            noted = (
-                f"{error} (partly committed: {', '.join(_labels(assessment.committed))})"
-                if (outcome == "partial" and assessment is not None and assessment.committed)
-                else error
-            )
-            row = self.row(step.version, "failed", "upgrade", error=noted, duration_ms=duration_ms)
-        else:
-            row = self.row(
-                step.version, "applied", "downgrade", error=f"downgrade failed: {error}", duration_ms=duration_ms
-            )
-        try:
-            self.write([row])
-            recorded = True
-            if outcome in ("none", "all"):
-                self.intent_settled = True
-        except Exception as record_error:  # the migration's own error matters more
-            recorded = False
-            self.outcomes.append(
-                self.outcome(row, history_write_failed=f"{type(record_error).__name__}: {record_error}")
-            )
-            checked += f" Recording it in the history failed: {type(record_error).__name__}: {record_error}."
-        if done:
-            self.runner._event(f"[{index}/{total}] {step.version} {row.status} (a commit reported {error}, yet landed)")
-            return _result(step, row.status, duration_ms / 1000, journal, context)
-        hint = _failure_hint(step.direction, outcome, recorded) + checked
-        if context.created_namespaces:
-            hint += f" It created namespace(s) {', '.join(context.created_namespaces)}."
-        self.runner._event(f"[{index}/{total}] {step.version} FAILED: {error.rstrip('.')}.{hint}", logging.WARNING)
-        if outcome == "partial" and assessment is not None:
-            failure = PartialMigrationError(
-                self.runner.namespace,
-                step.version,
-                step.direction,
-                _labels(assessment.committed),
-                assessment.unfinished(),
-                run_id=self.run_id,
-            )
-        else:
-            failure = MigrationFailedError(step.version, step.direction, exc, hint=hint.strip())
-        failure.completed = list(self.completed)  # type: ignore[attr-defined]
-        return failure

@@ -1,10 +1,11 @@
 """DAGs the sensor tests run with dag.test(): each sensor deferred, rescheduled and poking, as data arrives or not.
 
 Every DAG has an ``arrive`` task that, when ``params.arrive_after`` is zero or more, starts a thread
-which waits that many seconds and then commits what the sensors wait for (``params.arrive``:
-``migration`` upgrades the namespace, ``partition`` appends rows for ``params.day``), so the data lands
-while the sensors wait. Callbacks write each sensor's try starts and failures (with the exception's
-message) to files under ``$ICEBERG_OPS_TEST_ROOT`` for the tests to read.
+that commits what the sensors wait for (``params.arrive``: ``migration`` upgrades the namespace,
+``partition`` appends rows for ``params.day``) once the sensor awaiting it has started
+``params.arrive_after_starts`` tries (its start notes are the handshake), plus ``arrive_after``
+seconds, so the data lands while that sensor waits. Callbacks write each sensor's try starts and
+failures (with the exception's message) to files under ``$ICEBERG_OPS_TEST_ROOT`` for the tests to read.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ PARAMS = {
     "day": "2026-01-02",
     "arrive": "none",
     "arrive_after": -1,
+    "arrive_after_starts": 1,
 }
 
 
@@ -45,7 +47,15 @@ def failed(context) -> None:
     _note("failures.jsonl", {"task_id": context["ti"].task_id, "type": type(error).__name__, "message": str(error)})
 
 
-def _arrive_later(what: str, delay: float, namespace: str, migrations_dir: str, table: str, day: str) -> None:
+def _starts(task_id: str) -> int:
+    path = Path(os.environ["ICEBERG_OPS_TEST_ROOT"]) / "starts.jsonl"
+    lines = path.read_text().splitlines() if path.exists() else []
+    return sum(json.loads(line)["task_id"] == task_id for line in lines)
+
+
+def _arrive_later(
+    what: str, delay: float, starts: int, namespace: str, migrations_dir: str, table: str, day: str
+) -> None:
     import pyarrow as pa
 
     from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
@@ -54,6 +64,12 @@ def _arrive_later(what: str, delay: float, namespace: str, migrations_dir: str, 
     catalog = IcebergCatalogHook().get_conn()  # in the task: the thread only commits
 
     def commit() -> None:
+        awaiting = "wait_migration" if what == "migration" else "wait_partition"
+        deadline = time.monotonic() + 60
+        while _starts(awaiting) < starts:  # the handshake: the sensor is waiting
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.05)
         time.sleep(delay)
         if what == "migration":
             MigrationRunner(catalog, namespace, migrations_dir).upgrade()
@@ -72,14 +88,17 @@ def sensors_dag(dag_id: str, *, timeout: float, bad_key: bool = False, **sensor_
     @dag(dag_id=dag_id, params=PARAMS, **DEFAULTS)
     def sensors():
         @task
-        def arrive(what: str, delay: float, namespace: str, migrations_dir: str, table: str, day: str) -> None:
+        def arrive(
+            what: str, delay: float, starts: int, namespace: str, migrations_dir: str, table: str, day: str
+        ) -> None:
             if float(delay) >= 0:
-                _arrive_later(what, float(delay), namespace, migrations_dir, table, day)
+                _arrive_later(what, float(delay), int(starts), namespace, migrations_dir, table, day)
 
         common = {"timeout": timeout, "on_execute_callback": started, "on_failure_callback": failed, **sensor_args}
         arrived = arrive(
             "{{ params.arrive }}",
             "{{ params.arrive_after }}",
+            "{{ params.arrive_after_starts }}",
             "{{ params.namespace }}",
             "{{ params.migrations_dir }}",
             "{{ params.table }}",

@@ -16,6 +16,7 @@ import pytest
 from click.testing import CliRunner
 
 from iceberg_ops_provider.cli import cli
+from iceberg_ops_provider.cli.airflow_connections import read_airflow_connection
 from iceberg_ops_provider.config import load_config
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.errors import ProjectConfigError
@@ -145,7 +146,7 @@ def test_a_connection_that_does_not_describe_a_catalog_names_the_connection(proj
 def test_the_timeout_comes_from_the_connection_unless_given_on_the_command_line(connection, project, monkeypatch):
     extra = {"kind": "sqlite", "db_path": str(connection / "catalog.db"), "timeout": "12"}
     monkeypatch.setenv("AIRFLOW_CONN_SLOW", json.dumps({"conn_type": "iceberg_ops", "extra": extra}))
-    config = load_config(project / "iceberg-ops.yaml")
+    config = load_config(project / "iceberg-ops.yaml", connection_reader=read_airflow_connection)
     assert config.with_overrides(conn_id="slow").catalog_timeout == 12
     assert config.with_overrides(conn_id="slow", catalog_timeout=3).catalog_timeout == 3
     assert config.with_overrides(conn_id="my_iceberg").catalog_timeout == 60
@@ -153,6 +154,19 @@ def test_the_timeout_comes_from_the_connection_unless_given_on_the_command_line(
     monkeypatch.setenv("AIRFLOW_CONN_SLOW", json.dumps({"conn_type": "iceberg_ops", "extra": extra}))
     with pytest.raises(ProjectConfigError, match="Airflow connection 'slow': Option 'timeout' must be a number"):
         _ = config.with_overrides(conn_id="slow").catalog_timeout
+
+
+def test_a_configuration_without_a_connection_reader_says_how_to_read_the_connection(connection, project):
+    config = load_config(project / "iceberg-ops.yaml").with_overrides(conn_id="my_iceberg")
+    with pytest.raises(ProjectConfigError, match="without a connection reader") as raised:
+        config.build_catalog()
+    assert "connection_reader=" in str(raised.value) and "iceberg_ops_provider.cli.airflow_connections" in str(
+        raised.value
+    )
+    with_reader = config.with_overrides(connection_reader=read_airflow_connection)
+    assert with_reader.with_overrides(namespace="other").connection_reader is read_airflow_connection  # kept
+    assert with_reader.build_catalog().list_namespaces() == []  # the connection's (empty) catalog
+    assert with_reader == config  # the reader is not part of the settings compared
 
 
 def test_conn_id_as_a_real_subprocess_keeps_stdout_for_json(connection, project, tmp_path):

@@ -228,12 +228,12 @@ def test_ctrl_c_before_any_table_work_exits_130_with_the_json_error(lake, monkey
 
 def test_ctrl_c_that_no_command_handles_exits_130_with_the_json_error(lake, monkeypatch):
     # The interrupt is raised where the command opens its catalog, as a Ctrl-C there would.
-    from iceberg_ops_provider import cli as cli_module
+    from iceberg_ops_provider.cli.settings import Settings
 
     def interrupted(self, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli_module._Settings, "runner", interrupted)
+    monkeypatch.setattr(Settings, "runner", interrupted)
     result = CliRunner().invoke(cli, [*sqlite_flags(lake), "--json", "status"])
     assert result.exit_code == 130, result.output
     assert json.loads(result.stdout)["exit_code"] == 130 and "interrupted: stopped by Ctrl-C" in result.stderr

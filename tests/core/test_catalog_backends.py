@@ -75,11 +75,9 @@ def test_s3tables_kind_presets_sigv4_and_takes_the_table_bucket_arn(seaweedfs, u
 def test_s3tables_without_uri_targets_the_aws_endpoint_of_the_region():
     # Only the preset is checked here: the AWS endpoint itself is not reachable from this machine,
     # so the catalog is not contacted (building a REST catalog fetches /v1/config, hence the error).
-    from iceberg_ops_provider.core.catalog import CatalogFactory as Factory
+    from iceberg_ops_provider.core.catalog_properties import s3tables_properties
 
-    properties = Factory._s3tables_properties(
-        {"warehouse": "arn:aws:s3tables:eu-west-1:1:bucket/b", "region": "eu-west-1"}
-    )
+    properties = s3tables_properties({"warehouse": "arn:aws:s3tables:eu-west-1:1:bucket/b", "region": "eu-west-1"})
     assert properties["uri"] == "https://s3tables.eu-west-1.amazonaws.com/iceberg"
     assert properties["rest.signing-region"] == "eu-west-1"
 

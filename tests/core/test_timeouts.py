@@ -20,12 +20,12 @@ from click.testing import CliRunner
 from iceberg_ops_provider.cli import cli
 from iceberg_ops_provider.config import load_config
 from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.core.catalog_messages import catalog_endpoint
+from iceberg_ops_provider.core.error_translation import catalog_errors
 from iceberg_ops_provider.core.timeouts import (
     DEFAULT_CATALOG_TIMEOUT,
     bound_catalog_requests,
     call_with_timeout,
-    catalog_endpoint,
-    catalog_errors,
 )
 from iceberg_ops_provider.errors import CatalogConfigError, CatalogUnavailableError, ProjectConfigError
 from tests.support.servers import serve_http

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from iceberg_ops_provider.data_migration import DataMover
-from iceberg_ops_provider.data_migration import mover as mover_module
+from iceberg_ops_provider.data_migration import unit_runner as runner_module
 from iceberg_ops_provider.errors import MoveConflictError
 from tests.data_migration.support import row_multiset, source_table
 from tests.data_migration.test_copy import copier, failing_converter, open_paths, target_table
@@ -99,7 +99,7 @@ def test_a_failed_commit_deletes_its_files_and_those_of_the_unit_copied_ahead(ca
     source = source_table(catalog, files=4, rows_per_file=300)
     catalog.create_namespace("archive")
     catalog.create_table("archive.orders", schema=source.schema())
-    commit_unit = mover_module.commit_unit
+    commit_unit = runner_module.commit_unit
     commits = []
 
     def failing_second(table, files, **kwargs):
@@ -111,7 +111,7 @@ def test_a_failed_commit_deletes_its_files_and_those_of_the_unit_copied_ahead(ca
         return commit_unit(table, files, **kwargs)
 
     with monkeypatch.context() as patched:
-        patched.setattr(mover_module, "commit_unit", failing_second)
+        patched.setattr(runner_module, "commit_unit", failing_second)
         with pytest.raises(MoveConflictError, match="lost the race"):
             DataMover(catalog, "sales.orders", "archive.orders", commit_every_bytes=SMALL_UNITS).run()
     target = catalog.load_table("archive.orders")
@@ -133,7 +133,7 @@ def test_a_commit_of_unknown_outcome_keeps_its_files_and_deletes_the_unit_ahead(
         raise ConnectionResetError("the catalog hung up")
 
     with monkeypatch.context() as patched:
-        patched.setattr(mover_module, "commit_unit", unknown)
+        patched.setattr(runner_module, "commit_unit", unknown)
         with pytest.raises(ConnectionResetError):
             DataMover(catalog, "sales.orders", "archive.orders", commit_every_bytes=SMALL_UNITS).run()
     target = catalog.load_table("archive.orders")
@@ -149,15 +149,15 @@ def test_units_committed_by_another_worker_meanwhile_are_not_copied(catalog, mon
     catalog.create_table("archive.orders", schema=source.schema())
     mover = DataMover(catalog, "sales.orders", "archive.orders", commit_every_bytes=SMALL_UNITS)
     plan = mover.plan()
-    commit_unit = mover_module.commit_unit
+    commit_unit = runner_module.commit_unit
 
     def peer_finishes_the_rest(table, files, **kwargs):
         if kwargs["unit_label"] == "1/4":  # units 3 and 4 are not started yet (one unit of lookahead)
             DataMover(catalog, "sales.orders", "archive.orders", commit_every_bytes=SMALL_UNITS).run(plan.units[2:])
         return commit_unit(table, files, **kwargs)
 
-    with monkeypatch.context() as patched, caplog.at_level(logging.INFO, logger=mover_module.__name__):
-        patched.setattr(mover_module, "commit_unit", peer_finishes_the_rest)
+    with monkeypatch.context() as patched, caplog.at_level(logging.INFO, logger=runner_module.__name__):
+        patched.setattr(runner_module, "commit_unit", peer_finishes_the_rest)
         result = mover.run()
     assert result.complete and result.units_committed == 2 and result.units_skipped == 2
     assert "unit 3/4 of move" in caplog.text and "unit 4/4 of move" in caplog.text

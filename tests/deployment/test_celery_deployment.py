@@ -22,7 +22,7 @@ import pytest
 
 from tests.deployment.cluster import POSTGRES_HOST, POSTGRES_PORT, POSTGRES_USER, AirflowCluster
 
-pytestmark = [pytest.mark.deployment, pytest.mark.slow]
+pytestmark = [pytest.mark.deployment, pytest.mark.long]
 
 BACKFILL = "backfill_with_mover"
 EVENTS = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("kind", pa.string())])

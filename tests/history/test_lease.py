@@ -17,6 +17,7 @@ from pyiceberg.table.update import AssertRefSnapshotId, RemoveSnapshotRefUpdate
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.errors import ConcurrentMigrationError
 from iceberg_ops_provider.history.lock import LockLostError, NamespaceLock
+from iceberg_ops_provider.history.lock_table import cas_commit
 from iceberg_ops_provider.runner import MigrationRunner
 from tests.support.migrations import write_migration
 
@@ -35,7 +36,7 @@ def test_release_renew_and_intent_are_compare_and_swap_on_the_holders_own_snapsh
 
     # A's release, acted on what it read earlier, is refused by the catalog itself ...
     with pytest.raises(CommitFailedException):
-        lock._commit(
+        cas_commit(
             stale_view,
             [RemoveSnapshotRefUpdate(ref_name="held")],
             [AssertRefSnapshotId(ref="held", snapshot_id=held_a.snapshot_id)],
@@ -195,7 +196,7 @@ def test_a_run_killed_right_after_its_all_or_nothing_commit_left_the_migration_r
     runner = MigrationRunner(catalog, "sales", migrations)
     runner.upgrade("0001")
     # Kill the worker the moment 0002's one commit returns, before anything else of the run.
-    environment = _kill_in(tmp_path, "iceberg_ops_provider.runner.session", "commit_atomically", after=True)
+    environment = _kill_in(tmp_path, "iceberg_ops_provider.runner.journal", "commit_atomically", after=True)
     result = subprocess.run([sys.executable, "-c", WORKER, str(tmp_path)], env=environment, timeout=120)
     assert result.returncode == -signal.SIGKILL
     status = runner.status()

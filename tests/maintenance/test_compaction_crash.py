@@ -1,9 +1,17 @@
 """A compaction killed with SIGKILL, in a subprocess, at chosen points and at arbitrary moments: the
 table stays readable with the same rows, the killed group's files are orphans nothing references,
-and a rerun finishes the job."""
+and a rerun finishes the job.
+
+The kills at chosen points run in the default suite. The kills at random moments are a long suite
+(``make test-all``): each kill falls within the time a whole compaction takes on this machine,
+measured by a reference run first; ``ICEBERG_OPS_COMPACTION_KILLS`` sets how many (``make crash``
+runs 12) and ``ICEBERG_OPS_CRASH_SEED`` replays a run's moments.
+"""
 
 from __future__ import annotations
 
+import os
+import random
 import signal
 import subprocess
 import sys
@@ -13,10 +21,13 @@ from pathlib import Path
 
 import pytest
 
+from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from iceberg_ops_provider.maintenance.files import ManifestReader
 from iceberg_ops_provider.maintenance.orphans import remove_orphan_files
 from tests.maintenance.test_compaction_support import files_on_disk, live_data_files, rows, small_files_table
+
+KILLS = int(os.environ.get("ICEBERG_OPS_COMPACTION_KILLS", "3"))
 
 CHILD = """
 import os, signal, sys
@@ -90,7 +101,10 @@ def _child(tmp_path: Path, point: str, target: int) -> subprocess.Popen[str]:
 
 
 def _check_and_finish(catalog, before, target: int, tmp_path: Path) -> set[str]:
-    """The table reads the same; returns the orphans; then a rerun compacts what is left and nothing more."""
+    """The table reads the same; returns the orphans; then a rerun compacts what is left and nothing more.
+
+    ``tmp_path`` holds the catalog and warehouse of this table alone.
+    """
     table = catalog.load_table("sales.events")
     assert rows(table) == before
     orphans = files_on_disk(tmp_path / "warehouse") - _referenced(table)
@@ -126,17 +140,52 @@ def test_sigkill_at_each_point_of_a_group(catalog, setup, point: str):
         assert all("/metadata/" in path and path.endswith(".avro") for path in orphans - orphan_data)
 
 
-@pytest.mark.parametrize("delay", [0.15, 0.4, 0.8])
-def test_sigkill_at_an_arbitrary_moment(catalog, setup, delay: float):
-    table, target, before, tmp_path = setup
-    child = _child(tmp_path, "none", target)
+def _compaction_at(root: Path):
+    """A catalog in ``root`` holding ``sales.events``: 40 small files, compacted in three groups."""
+    catalog = CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
+    table = small_files_table(catalog, "sales.events", appends=40, rows=100)
+    target = sum(f.file_size_in_bytes for f in live_data_files(table)) // 25
+    return catalog, target, rows(table)
+
+
+def _run_child(root: Path, target: int, kill_after: float | None) -> tuple[bool, float]:
+    """Compact in a child; SIGKILL it ``kill_after`` seconds into the compaction. Whether the kill landed
+    before the compaction finished, and how long the child compacted."""
+    child = _child(root, "none", target)
     assert child.stdout is not None
     assert child.stdout.readline().strip() == "compacting"
-    time.sleep(delay)
-    child.send_signal(signal.SIGKILL)
-    child.communicate(timeout=60)
+    began = time.monotonic()
+    if kill_after is None:
+        assert child.stdout.readline().strip() == "done"  # the compaction itself, not the interpreter's exit
+        took = time.monotonic() - began
+    else:
+        time.sleep(kill_after)
+        child.send_signal(signal.SIGKILL)  # harmless if it already exited
+        took = time.monotonic() - began
+    stdout, stderr = child.communicate(timeout=120)
+    assert child.returncode in (0, -signal.SIGKILL), stderr
+    return child.returncode == -signal.SIGKILL and "done" not in stdout, took
 
-    orphans = _check_and_finish(catalog, before, target, tmp_path)
-    table = catalog.load_table("sales.events")
-    assert all(f.file_size_in_bytes >= 0.5 * target for f in live_data_files(table)) or len(live_data_files(table)) < 5
-    assert all("/data/" in path or "/metadata/" in path for path in orphans)
+
+@pytest.mark.long
+def test_sigkills_at_random_moments_of_a_compaction(tmp_path: Path):
+    seed = int(os.environ.get("ICEBERG_OPS_CRASH_SEED", time.time_ns() % 10_000))
+    chooser = random.Random(seed)
+    _, target, _ = _compaction_at(tmp_path / "reference")
+    _, duration = _run_child(tmp_path / "reference", target, None)
+    landed = 0
+    for trial in range(KILLS):
+        root = tmp_path / f"trial{trial}"
+        catalog, target, before = _compaction_at(root)
+        killed, _ = _run_child(root, target, chooser.uniform(0.05, 0.9) * duration)
+        landed += killed
+        orphans = _check_and_finish(catalog, before, target, root)
+        table = catalog.load_table("sales.events")
+        files = live_data_files(table)
+        assert all(f.file_size_in_bytes >= 0.5 * target for f in files) or len(files) < 5, f"seed {seed}"
+        assert all("/data/" in path or "/metadata/" in path for path in orphans), f"seed {seed}"
+        catalog.close()
+    # A kill after the compaction finished proves nothing: most must land while it runs.
+    assert landed >= KILLS // 2 + 1, (
+        f"{landed} of {KILLS} kills landed mid-compaction of {duration:.2f} s (seed {seed})"
+    )

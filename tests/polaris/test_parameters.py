@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from iceberg_ops_provider.errors import MaintenanceError, PolarisRequestError, PolicyContentError
-from iceberg_ops_provider.polaris.parameters import MAPPINGS, check_overrides, resolve_parameters
+from iceberg_ops_provider.polaris.mappings import MAPPINGS
+from iceberg_ops_provider.polaris.parameters import check_overrides, resolve_parameters
 from iceberg_ops_provider.polaris.policies import ApplicablePolicy, PolicyType
 
 NOW = datetime(2026, 11, 20, 12, 0, tzinfo=UTC)

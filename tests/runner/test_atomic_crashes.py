@@ -11,7 +11,7 @@ On SeaweedFS's REST catalog (the S3 Tables protocol), creating tables falls outs
 (its multi-table commit changes existing tables only), so there the tables are created first and
 the kills land among the multi-table changes that follow.
 
-The default suite runs a few rounds; ``ICEBERG_OPS_ATOMIC_KILLS=30`` runs the full test.
+A long suite (``make test-all``) of a few rounds; ``ICEBERG_OPS_ATOMIC_KILLS=30`` runs the full test.
 """
 
 from __future__ import annotations
@@ -144,13 +144,13 @@ def _kill_rounds(backend: CatalogBackend, tmp_path: Path, rounds: int, *, create
     assert killed_mid_run >= rounds // 2, f"most kills should land mid-run (seed {seed}): {applied_at_kill}"
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_random_sigkills_never_leave_a_partial_or_unrecorded_migration(catalog_backend, tmp_path: Path):
     rounds = KILLS if catalog_backend.kind == "sqlite" else max(2, KILLS // 4)
     _kill_rounds(catalog_backend, tmp_path, rounds)
 
 
-@pytest.mark.slow
+@pytest.mark.long
 @pytest.mark.backends
 def test_random_sigkills_on_a_rest_catalog(seaweedfs, unique_name, tmp_path: Path):
     seaweedfs.create_table_bucket(unique_name)

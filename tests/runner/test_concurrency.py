@@ -19,9 +19,10 @@ from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.errors import ConcurrentMigrationError
 from iceberg_ops_provider.runner import MigrationRunner
 
-root, backend = Path(sys.argv[1]), json.loads(sys.argv[2])
+root, backend, number = Path(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3]
 catalog = CatalogFactory.build(backend["kind"], **backend["options"])
 runner = MigrationRunner(catalog, "sales", root / "migrations")
+(root / f"ready-{number}").touch()  # at the start line
 while not (root / "go").exists():
     time.sleep(0.01)
 applied, refused = [], 0
@@ -59,14 +60,19 @@ def test_several_processes_upgrade_one_namespace_each_body_runs_once(tmp_path: P
         write_migration(migrations, f"{version}_step.py", MARK.format(marker=str(marker), version=version))
     processes = [
         subprocess.Popen(
-            [sys.executable, "-c", WORKER, str(tmp_path), catalog_backend.to_json()],
+            [sys.executable, "-c", WORKER, str(tmp_path), catalog_backend.to_json(), str(number)],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        for _ in range(4)
+        for number in range(4)
     ]
-    time.sleep(1.5)  # let every worker import and wait at the start line
+    deadline = time.monotonic() + 120
+    while not all((tmp_path / f"ready-{number}").exists() for number in range(4)):  # all at the start line
+        for process in processes:
+            assert process.poll() is None, process.communicate()[1]
+        assert time.monotonic() < deadline, "the workers did not reach the start line"
+        time.sleep(0.01)
     (tmp_path / "go").touch()
     reports = []
     for process in processes:

@@ -10,7 +10,7 @@ commit (Glue, Hive); the runs that recover use the default, so they settle what 
 and finish with all-or-nothing commits. The SQLite catalog's all-or-nothing commits have their own
 kill test, ``test_atomic_crashes.py``.
 
-The default suite runs a few rounds; ``ICEBERG_OPS_CRASH_KILLS=40`` (``make crash``) runs the full test.
+A long suite (``make test-all``) of a few rounds; ``ICEBERG_OPS_CRASH_KILLS=40`` (``make crash``) runs the full test.
 """
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def _check(catalog, namespace: str, migrations: Path) -> None:
     assert status.is_clean and status.lock is None and status.interrupted is None
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_random_sigkills_during_upgrades_leave_nothing_for_a_person_but_partial_multi_table_migrations(
     tmp_path: Path,
 ):

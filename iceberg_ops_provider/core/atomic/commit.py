@@ -34,117 +34,19 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from pyiceberg.exceptions import CommitFailedException, ValidationException
-from pyiceberg.table import CreateTableTransaction
-from pyiceberg.table.update import AssertCreate, AssertTableUUID
 
+from iceberg_ops_provider.core.atomic.changes import AtomicCommitResult, CommitMode, Identifier, TableChange
 from iceberg_ops_provider.errors import InvalidOperationError
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-    from pyiceberg.table import Transaction
-    from pyiceberg.table.metadata import TableMetadata
-    from pyiceberg.table.update import TableRequirement, TableUpdate
 
-__all__ = [
-    "AtomicCommitResult",
-    "CommitMode",
-    "TableChange",
-    "atomic_commit_mode",
-    "commit_atomically",
-    "describe_commit_mode",
-]
+__all__ = ["atomic_commit_mode", "commit_atomically", "describe_commit_mode"]
 
 log = logging.getLogger(__name__)
-
-CommitMode = Literal["rest-transaction", "sql-transaction", "per-table"]
-"""How a catalog commits changes to several tables.
-
-``rest-transaction``: one ``transactions/commit`` request; ``sql-transaction``: one database
-transaction of a SQL catalog; ``per-table``: no multi-table commit, one commit per table.
-"""
-
-Identifier = tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class TableChange:
-    """The staged change of one table: PyIceberg's updates and the requirements they are checked against.
-
-    Build one from a PyIceberg transaction with :meth:`of`, or give the parts. A change whose
-    requirements include :class:`~pyiceberg.table.update.AssertCreate` creates the table.
-
-    Attributes:
-        identifier: The table's full identifier (namespace parts, then the name).
-        updates: PyIceberg table updates, in order.
-        requirements: What must hold of the table's current metadata for the updates to apply.
-        transaction: The transaction the change came from, if any: after the commit it is settled as
-            PyIceberg's own ``commit_transaction`` would leave it (emptied after success; files of its
-            snapshot producers deleted after a failure that applied nothing; refused for reuse after
-            any failure).
-    """
-
-    identifier: Identifier
-    updates: tuple[TableUpdate, ...]
-    requirements: tuple[TableRequirement, ...] = ()
-    transaction: Transaction | None = field(default=None, compare=False, repr=False)
-
-    @classmethod
-    def of(cls, transaction: Transaction) -> TableChange:
-        """The change a PyIceberg transaction (or create-table transaction) holds, with its table's UUID asserted.
-
-        Raises:
-            InvalidOperationError: The transaction already failed to commit once.
-        """
-        if getattr(transaction, "_failed", False):
-            raise InvalidOperationError(
-                f"The transaction of {'.'.join(transaction._table.name())} failed to commit and cannot be reused."
-            )
-        identifier = tuple(transaction._table.name())
-        if isinstance(transaction, CreateTableTransaction):
-            return cls(identifier, tuple(transaction._updates), (AssertCreate(),), transaction)
-        requirements = tuple(transaction._requirements)
-        if not any(isinstance(requirement, AssertTableUUID) for requirement in requirements):
-            requirements += (AssertTableUUID(uuid=transaction.table_metadata.table_uuid),)
-        return cls(identifier, tuple(transaction._updates), requirements, transaction)
-
-    @property
-    def creates(self) -> bool:
-        """Whether this change creates the table (it asserts that the table does not exist)."""
-        return any(isinstance(requirement, AssertCreate) for requirement in self.requirements)
-
-    def label(self) -> str:
-        """The table's dotted name."""
-        return ".".join(self.identifier)
-
-
-@dataclass(frozen=True)
-class AtomicCommitResult:
-    """What :func:`commit_atomically` did.
-
-    Attributes:
-        mode: How the catalog committed (``per-table`` when it cannot commit several tables at once:
-            then nothing was committed).
-        tables: The tables committed, in the order given (empty when nothing was).
-        metadata: The new metadata of each committed table, where the catalog returned it (SQL
-            catalogs); a REST catalog answers ``transactions/commit`` without it: load the tables.
-        metadata_locations: The new metadata file of each committed table, where known.
-        reason: Why nothing was committed, when :attr:`applied` is false.
-    """
-
-    mode: CommitMode
-    tables: tuple[str, ...] = ()
-    metadata: dict[str, TableMetadata] = field(default_factory=dict, repr=False)
-    metadata_locations: dict[str, str] = field(default_factory=dict)
-    reason: str = ""
-
-    @property
-    def applied(self) -> bool:
-        """Whether the changes were committed (false: the catalog cannot commit them together; nothing was)."""
-        return self.mode != "per-table"
 
 
 def _kind(catalog: Catalog) -> Literal["rest", "sql", "other"]:

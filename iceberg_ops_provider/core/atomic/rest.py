@@ -36,8 +36,8 @@ from pyiceberg.exceptions import (
 )
 from pyiceberg.table import CommitTableRequest, TableIdentifier
 
-from iceberg_ops_provider.core.atomic.commit import AtomicCommitResult, TableChange
-from iceberg_ops_provider.core.timeouts import unavailable_error
+from iceberg_ops_provider.core.atomic.changes import AtomicCommitResult, TableChange
+from iceberg_ops_provider.core.error_translation import unavailable_error
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.rest import RestCatalog

@@ -32,7 +32,7 @@ from pyiceberg.exceptions import (
     TableAlreadyExistsError,
 )
 
-from iceberg_ops_provider.core.atomic.commit import AtomicCommitResult, TableChange
+from iceberg_ops_provider.core.atomic.changes import AtomicCommitResult, TableChange
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.sql import SqlCatalog

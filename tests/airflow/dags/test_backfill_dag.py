@@ -104,7 +104,7 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_the_backfill_dag_under_the_local_executor_runs_each_task_in_a_worker_process(tmp_path):
     """A real multi-process executor: LocalExecutor (two worker slots) and the API server its workers report to."""
     port = _free_port()

@@ -13,6 +13,7 @@ import logging
 import pytest
 from airflow.sdk import Connection
 
+from iceberg_ops_provider.cli.airflow_connections import read_airflow_connection
 from iceberg_ops_provider.config import load_config
 from iceberg_ops_provider.errors import ProjectConfigError, UnknownCatalogKindError
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook, catalog_options
@@ -93,7 +94,7 @@ def test_conn_id_opens_an_iceberg_connection_as_the_official_provider_does(tmp_p
     SqlCatalog("seed", **where).create_namespace("sales")  # the namespace lives under the catalog name "seed"
     _define(monkeypatch, "seed", "iceberg", extra={"type": "sql", **where, "timeout": "15"})
     monkeypatch.chdir(tmp_path)
-    config = load_config(required=False).with_overrides(conn_id="seed")
+    config = load_config(required=False, connection_reader=read_airflow_connection).with_overrides(conn_id="seed")
     catalog = config.build_catalog()
     assert type(catalog).__name__ == "SqlCatalog" and catalog.name == "seed"
     assert catalog.list_namespaces() == [("sales",)]
@@ -104,7 +105,9 @@ def test_conn_id_refuses_an_in_memory_catalog(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for conn_type, extra in (("iceberg", {"type": "in-memory"}), ("iceberg_ops", {"kind": "in-memory"})):
         _define(monkeypatch, "scratch", conn_type, extra=extra)
-        config = load_config(required=False).with_overrides(conn_id="scratch")
+        config = load_config(required=False, connection_reader=read_airflow_connection).with_overrides(
+            conn_id="scratch"
+        )
         with pytest.raises(ProjectConfigError, match="describes an in-memory catalog"):
             config.build_catalog()
 

@@ -77,7 +77,7 @@ def test_deferred_sensors_see_existing_data_and_a_migration_that_lands_while_the
     catalog, migrations = _setup(root, rows_on_day=4)
 
     dag_run = run_dag(
-        "iceberg_ops_sensors_deferrable", migrations_dir=str(migrations), arrive="migration", arrive_after=2
+        "iceberg_ops_sensors_deferrable", migrations_dir=str(migrations), arrive="migration", arrive_after=1
     )
 
     assert _states(dag_run) == {"arrive": "success", "wait_migration": "success", "wait_partition": "success"}
@@ -102,7 +102,11 @@ def test_rescheduled_sensors_see_an_applied_migration_and_data_that_lands_while_
     MigrationRunner(catalog, "sales", migrations).upgrade()
 
     dag_run = run_dag(
-        "iceberg_ops_sensors_reschedule", migrations_dir=str(migrations), arrive="partition", arrive_after=2
+        "iceberg_ops_sensors_reschedule",
+        migrations_dir=str(migrations),
+        arrive="partition",
+        arrive_after=0,
+        arrive_after_starts=2,  # once a try found nothing and the sensor was rescheduled
     )
 
     assert _states(dag_run) == {"arrive": "success", "wait_migration": "success", "wait_partition": "success"}

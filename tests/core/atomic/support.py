@@ -9,7 +9,8 @@ from typing import Any
 import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException
 
-from iceberg_ops_provider.core.atomic.commit import TableChange, commit_atomically
+from iceberg_ops_provider.core.atomic.changes import TableChange
+from iceberg_ops_provider.core.atomic.commit import commit_atomically
 
 
 def race_on_two_tables(open_catalog: Callable[[], Any], *, writers: int, steps: int, attempts: int) -> list[int]:

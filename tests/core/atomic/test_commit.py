@@ -17,8 +17,8 @@ from pyiceberg.table.update import AssertCurrentSchemaId, SetPropertiesUpdate
 from pyiceberg.types import StringType
 from sqlalchemy import event
 
+from iceberg_ops_provider.core.atomic.changes import TableChange
 from iceberg_ops_provider.core.atomic.commit import (
-    TableChange,
     atomic_commit_mode,
     commit_atomically,
     describe_commit_mode,

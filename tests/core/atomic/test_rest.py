@@ -23,7 +23,8 @@ from pyiceberg.table.update import AssertCurrentSchemaId, SetPropertiesUpdate
 from pyiceberg.types import StringType
 
 from iceberg_ops_provider.core.atomic import rest as atomic_commit_rest
-from iceberg_ops_provider.core.atomic.commit import TableChange, atomic_commit_mode, commit_atomically
+from iceberg_ops_provider.core.atomic.changes import TableChange
+from iceberg_ops_provider.core.atomic.commit import atomic_commit_mode, commit_atomically
 from tests.core.atomic.support import race_on_two_tables
 from tests.support.servers import serve_http
 

@@ -1,0 +1,92 @@
+"""How the command line reads an Airflow connection for ``--conn-id`` and ``airflow_conn_id:``.
+
+The engine's :class:`~iceberg_ops_provider.config.ProjectConfig` never imports Airflow: whoever
+builds it hands it a connection reader. :func:`read_airflow_connection` is the one the command line
+hands it, mapping a connection exactly as :class:`~iceberg_ops_provider.hooks.catalog.IcebergCatalogHook`
+maps it for the Airflow tasks (the command line reaches Airflow only through that hook). Python
+callers can pass it too::
+
+    from iceberg_ops_provider.cli.airflow_connections import read_airflow_connection
+    from iceberg_ops_provider.config import load_config
+
+    catalog = load_config(connection_reader=read_airflow_connection).build_catalog()
+
+:func:`without_airflow_logging` keeps Airflow's logging, set up when Airflow is first imported, off
+stdout, where ``--json`` output goes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from iceberg_ops_provider.errors import MissingAirflowError, ProjectConfigError
+
+__all__ = ["read_airflow_connection", "without_airflow_logging"]
+
+
+def read_airflow_connection(conn_id: str, source: str) -> tuple[str, dict[str, Any]]:
+    """The catalog kind and options of Airflow connection ``conn_id``, mapped as the hook maps them.
+
+    A :data:`~iceberg_ops_provider.config.ConnectionReader`: Airflow is imported here, when a
+    connection is read, and only then.
+
+    Args:
+        conn_id: The Airflow connection's id.
+        source: Where the id was given (``--conn-id, or `airflow_conn_id:` in <file>``), for messages.
+
+    Returns:
+        ``(kind, options)`` from :meth:`IcebergCatalogHook.catalog_spec`.
+
+    Raises:
+        MissingAirflowError: Airflow is not installed.
+        ProjectConfigError: The connection is not defined, or its ``AIRFLOW_CONN_<ID>`` variable
+            could not be read.
+    """
+    try:
+        from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+    except ImportError as exc:
+        missing = exc.name or ""
+        if missing == "airflow" or missing.startswith("airflow."):
+            raise MissingAirflowError(conn_id, missing) from exc
+        raise
+    try:
+        return IcebergCatalogHook(iceberg_conn_id=conn_id).catalog_spec()
+    except Exception as exc:
+        if any(cls.__name__ == "AirflowNotFoundException" for cls in type(exc).__mro__):
+            variable = "AIRFLOW_CONN_" + conn_id.upper()
+            if os.environ.get(variable):
+                raise ProjectConfigError(
+                    f"Airflow connection {conn_id!r} ({source}) could not be read from the "
+                    f"environment variable {variable}: check that it holds the connection as JSON (for example "
+                    '{"conn_type": "iceberg_ops", "extra": {"kind": "sqlite"}}) or as a URI.'
+                ) from exc
+            raise ProjectConfigError(
+                f"Airflow connection {conn_id!r} is not defined ({source}). Define it "
+                f"(`airflow connections add {conn_id} ...`, the environment variable {variable} holding its "
+                "JSON or URI, or a secrets backend), or pass the id of an existing connection."
+            ) from exc
+        raise
+
+
+def without_airflow_logging(read: Callable[[], object]) -> None:
+    """Run ``read`` (which imports Airflow) and undo the logging Airflow sets up when imported.
+
+    Airflow gives the root logger a handler that prints every INFO record on stdout, where ``--json``
+    output goes; the command line prints its own progress on stderr and its errors as one line.
+    Whatever Airflow prints while it loads goes to stderr.
+    """
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        with contextlib.redirect_stdout(sys.stderr):
+            read()
+    finally:
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+        root.setLevel(level)

@@ -1,0 +1,186 @@
+"""How the command line reports errors: one ``error:`` line, the exit code, a JSON error object with ``--json``.
+
+:func:`error_report` chooses the exit code and the message of an error, :func:`handles_errors` wraps
+every command with it, :func:`report_error` reports one table's failure among several, and
+:func:`exit_interrupted` says what a command stopped by Ctrl-C left. :class:`CommandLine` (the class
+of the ``iceberg-ops`` group) gives usage errors and a Ctrl-C that no command handles the same
+contract. Exit codes: 1 for a state that stops the run (:data:`STATE_ERRORS`, every transient
+error), 2 for bad usage, configuration or input, 130 for Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import signal
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+import click
+
+from iceberg_ops_provider.errors import (
+    CatalogUnavailableError,
+    ConcurrentMigrationError,
+    IcebergOpsError,
+    IntentRecordError,
+    IrreversibleMigrationError,
+    MigrationError,
+    MigrationFailedError,
+    MigrationIntegrityError,
+    MigrationNotRecordedError,
+    PartialMigrationError,
+    VerificationFailedError,
+)
+
+if TYPE_CHECKING:
+    from iceberg_ops_provider.cli.settings import Settings
+
+__all__ = [
+    "EXIT_INTERRUPTED",
+    "STATE_ERRORS",
+    "CommandLine",
+    "error_report",
+    "exit_interrupted",
+    "handles_errors",
+    "report_error",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_INTERRUPTED = 130
+"""The exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it."""
+
+STATE_ERRORS = (
+    MigrationFailedError,
+    MigrationNotRecordedError,
+    IrreversibleMigrationError,
+    ConcurrentMigrationError,
+    MigrationIntegrityError,
+    PartialMigrationError,
+    IntentRecordError,
+    CatalogUnavailableError,
+    VerificationFailedError,
+)
+"""Errors that describe the state of the world rather than a mistake in the command: exit 1.
+
+Every transient error (``IcebergOpsError.transient``) exits 1 as well; every other IcebergOpsError exits 2.
+"""
+
+
+def error_report(settings: Settings, raised: Exception) -> tuple[int, str, str]:
+    """The exit code, the one-line message and the error's type name for ``raised`` (a traceback with ``-v``)."""
+    exc = settings.translate(raised)
+    if isinstance(exc, IcebergOpsError):
+        code = 1 if exc.transient or isinstance(exc, STATE_ERRORS) or type(exc) is MigrationError else 2
+    else:
+        code = 2 if isinstance(exc, ValueError | TypeError | LookupError) else 1
+    if settings.verbose:
+        traceback.print_exception(raised)
+    message = " ".join(str(exc).split()) or type(exc).__name__
+    if not isinstance(exc, IcebergOpsError):
+        message = f"{type(exc).__name__}: {message}"
+    return code, message, type(exc).__name__
+
+
+def handles_errors(command: F) -> F:
+    """The command line's error handling (one ``error:`` line, the exit code, JSON with ``--json``).
+
+    Click's own exceptions (usage errors, aborts, exits) pass through to :class:`CommandLine`.
+    """
+
+    @functools.wraps(command)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        settings: Settings = click.get_current_context().obj
+        try:
+            return command(*args, **kwargs)
+        except click.exceptions.Exit:
+            raise
+        except (click.ClickException, click.Abort):
+            raise
+        except Exception as raised:
+            code, message, kind = error_report(settings, raised)
+            if settings.as_json:
+                click.echo(json.dumps({"error": message, "type": kind, "exit_code": code}))
+            click.echo(f"error: {message}", err=True)
+            sys.exit(code)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def report_error(settings: Settings, table: str, exc: Exception) -> tuple[int, dict[str, Any]]:
+    """One table's failure among several (``--all``): its line on stderr, its exit code and JSON."""
+    if isinstance(exc, click.ClickException):
+        code, message, kind = exc.exit_code, exc.format_message(), "UsageError"
+    else:
+        code, message, kind = error_report(settings, exc)
+    click.echo(f"error: {table}: {message}", err=True)
+    return code, {"table": table, "error": message, "type": kind, "exit_code": code}
+
+
+def exit_interrupted(settings: Settings, message: str, document: dict[str, Any] | None = None) -> NoReturn:
+    """Say what an interrupted command left and how to go on, then exit 130.
+
+    With ``--json``, stdout gets ``document`` (what the command did before it stopped) or an error
+    object like every other error's. Further Ctrl-C is ignored from here on: the process is exiting.
+    """
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if settings.as_json:
+        payload = document or {"error": message, "type": "KeyboardInterrupt", "exit_code": EXIT_INTERRUPTED}
+        click.echo(json.dumps(payload, indent=2, default=str))
+    click.echo(f"interrupted: {message}", err=True)
+    sys.exit(EXIT_INTERRUPTED)
+
+
+def _wants_json(args: Sequence[str]) -> bool:
+    """Whether the command line asks for JSON (``--json`` anywhere before a ``--``)."""
+    for arg in args:
+        if arg == "--":
+            return False
+        if arg == "--json":
+            return True
+    return False
+
+
+class CommandLine(click.Group):
+    """The ``iceberg-ops`` group: usage errors and Ctrl-C follow the same contract as every other error.
+
+    With ``--json`` a usage error prints ``{"error", "type": "UsageError", "exit_code": 2}`` on stdout
+    next to click's usage text on stderr. Ctrl-C that no command handles itself exits 130 with an
+    ``interrupted:`` line (and the JSON error object with ``--json``) instead of click's "Aborted!"
+    and exit 1; a declined confirmation still says "Aborted!" and exits 1.
+    """
+
+    def main(  # type: ignore[override]
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        """Run the command line; in standalone mode, exit with the command's exit code."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode, **extra)
+        argv = list(sys.argv[1:] if args is None else args)
+        try:
+            code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+        except click.ClickException as exc:
+            if _wants_json(argv):
+                document = {"error": " ".join(exc.format_message().split()), "type": "UsageError"}
+                click.echo(json.dumps({**document, "exit_code": exc.exit_code}))
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.Abort as exc:
+            if not isinstance(exc.__cause__ or exc.__context__, KeyboardInterrupt):  # a confirmation declined
+                click.echo("Aborted!", err=True)
+                sys.exit(1)
+            message = "stopped by Ctrl-C before the command finished; run it again."
+            if _wants_json(argv):
+                click.echo(json.dumps({"error": message, "type": "KeyboardInterrupt", "exit_code": EXIT_INTERRUPTED}))
+            click.echo(f"interrupted: {message}", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        sys.exit(code if isinstance(code, int) else 0)

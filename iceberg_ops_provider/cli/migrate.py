@@ -1,0 +1,322 @@
+"""The migration commands: ``init``, ``revision``, ``upgrade``, ``downgrade``, ``stamp``, ``plan``, ``status``, ...
+
+Each command is a thin front over the runner, :mod:`~iceberg_ops_provider.runner.commands` and
+:mod:`~iceberg_ops_provider.autogen.scaffolding`: it opens the runner the global options describe
+(:class:`~iceberg_ops_provider.cli.settings.Settings`), calls one verb and prints its result (a
+table, or JSON with ``--json``). The commands are defined here without their group;
+:mod:`iceberg_ops_provider.cli.main` adds :data:`COMMANDS` to ``iceberg-ops``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from iceberg_ops_provider.cli.errors import handles_errors
+from iceberg_ops_provider.cli.settings import Settings
+from iceberg_ops_provider.cli.shared import text_table
+from iceberg_ops_provider.errors import ConfirmationRequiredError
+
+__all__ = [
+    "COMMANDS",
+    "check",
+    "current",
+    "downgrade",
+    "history",
+    "init",
+    "plan",
+    "repair",
+    "revision",
+    "stamp",
+    "status",
+    "unlock",
+    "upgrade",
+]
+
+# Lets a relative target such as ``-1`` parse as the TARGET argument instead of an unknown option.
+_TARGET_ARGUMENT = {"ignore_unknown_options": True}
+
+
+def _namespace_known(runner: Any) -> bool:
+    from iceberg_ops_provider.runner.commands import namespace_known
+
+    return namespace_known(runner)
+
+
+@click.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
+@click.pass_obj
+@handles_errors
+def init(settings: Settings, directory: Path | None) -> None:
+    """Create iceberg-ops.yaml, migrations/ and models/ (refuses to overwrite)."""
+    from iceberg_ops_provider.autogen.scaffolding import init_project
+
+    target = directory or (settings.config_path.parent if settings.config_path else Path.cwd())
+    created = init_project(target, namespace=settings.namespace or "default")
+    settings.emit({"created": [str(p) for p in created]}, "\n".join(f"created {p}" for p in created))
+
+
+@click.command()
+@click.option("-m", "--message", required=True, help="What the migration does.")
+@click.option("--autogenerate", is_flag=True, help="Write the operations that make live tables match models/.")
+@click.option("--target-table", help="With --autogenerate: only this table's model.")
+@click.pass_obj
+@handles_errors
+def revision(settings: Settings, message: str, autogenerate: bool, target_table: str | None) -> None:
+    """Write the next NNNN_slug.py migration."""
+    from iceberg_ops_provider.runner.commands import revision as write_revision
+
+    result = write_revision(
+        settings.config(), message, autogenerate_from_models=autogenerate, target_table=target_table
+    )
+    if result.path is None:
+        settings.emit(result.to_json(), "No changes between the models and the live tables; nothing written.")
+        return
+    lines = [f"wrote {result.path}"] + [f"  [{op.risk}] {op.describe()}" for op in result.operations]
+    settings.emit(result.to_json(), "\n".join(lines))
+
+
+def _results(settings: Settings, results: list[Any], verb: str) -> None:
+    rows = [
+        (r.version, r.description, r.status, f"{r.duration:.2f}s", _commit_column(r.atomic, r.direction))
+        for r in results
+    ]
+    human = text_table(["version", "description", "status", "duration", "commit"], rows) or f"Nothing to {verb}."
+    settings.emit([r.to_json() for r in results], human)
+
+
+def _commit_column(atomic: bool, direction: str) -> str:
+    """How a migration was committed: ``atomic`` (with its history record), ``per-table``; nothing for a stamp."""
+    if direction == "stamp":
+        return ""
+    return "atomic" if atomic else "per-table"
+
+
+_NO_ATOMIC_HELP = (
+    "Commit each migration table by table (with intent and receipts), even where the catalog can commit its "
+    "table changes and its history record all or nothing."
+)
+
+
+@click.command(context_settings=_TARGET_ARGUMENT)
+@click.argument("target", default="head")
+@click.option("--allow-changed", is_flag=True, help="Run even if applied migration files changed.")
+@click.option("--allow-missing", is_flag=True, help="Run even if applied migration files are missing.")
+@click.option("--allow-out-of-order", is_flag=True, help="Apply pending files numbered below the current version.")
+@click.option("--no-atomic", is_flag=True, help=_NO_ATOMIC_HELP)
+@click.pass_obj
+@handles_errors
+def upgrade(
+    settings: Settings,
+    target: str,
+    allow_changed: bool,
+    allow_missing: bool,
+    allow_out_of_order: bool,
+    no_atomic: bool,
+) -> None:
+    """Apply pending migrations up to TARGET (head, a version, +N)."""
+    runner = settings.runner(progress=True, atomic=not no_atomic)
+    results = runner.upgrade(
+        target, allow_changed=allow_changed, allow_missing=allow_missing, allow_out_of_order=allow_out_of_order
+    )
+    _results(settings, results, "apply")
+
+
+@click.command(context_settings=_TARGET_ARGUMENT)
+@click.argument("target")
+@click.option("--allow-changed", is_flag=True, help="Roll back even if the migration files changed.")
+@click.option("--yes", is_flag=True, help="Roll back even when it drops tables or columns holding data.")
+@click.option("--no-atomic", is_flag=True, help=_NO_ATOMIC_HELP)
+@click.pass_obj
+@handles_errors
+def downgrade(settings: Settings, target: str, allow_changed: bool, yes: bool, no_atomic: bool) -> None:
+    """Roll back migrations down to TARGET (base, a version that stays applied, -N)."""
+    runner = settings.runner(known=True, progress=True, atomic=not no_atomic)
+    if not yes:
+        from iceberg_ops_provider.runner.commands import data_loss
+
+        destructive = data_loss(runner, target)
+        if destructive:
+            listed = "; ".join(destructive)
+            if not sys.stdin.isatty():
+                raise ConfirmationRequiredError(
+                    f"This rollback loses data ({listed}); nothing was rolled back. Run it again with --yes."
+                )
+            click.confirm(f"This rollback loses data ({listed}). Go ahead?", abort=True, err=True)
+    _results(settings, runner.downgrade(target, allow_changed=allow_changed), "roll back")
+
+
+@click.command(context_settings=_TARGET_ARGUMENT)
+@click.argument("version")
+@click.pass_obj
+@handles_errors
+def stamp(settings: Settings, version: str) -> None:
+    """Record the namespace as migrated to VERSION (head, base, a version) without running anything."""
+    _results(settings, settings.runner().stamp(version), "stamp")
+
+
+@click.command(context_settings=_TARGET_ARGUMENT)
+@click.argument("target", default="head")
+@click.option("--direction", type=click.Choice(["upgrade", "downgrade"]), help="Default: inferred from TARGET.")
+@click.pass_obj
+@handles_errors
+def plan(settings: Settings, target: str, direction: str | None) -> None:
+    """Show the steps a run to TARGET would take; changes nothing."""
+    steps = settings.runner().plan(target, direction, inspect=True)  # type: ignore[arg-type]
+    lines = []
+    for step in steps:
+        lines.append(f"{step.direction} {step.version} {step.description}  [{step.risk}]")
+        lines += [f"    [{op['risk']}] {op['operation']}" for op in step.operations]
+    settings.emit([step.to_json() for step in steps], "\n".join(lines) or "Nothing to do.")
+
+
+@click.command()
+@click.pass_obj
+@handles_errors
+def status(settings: Settings) -> None:
+    """Show the current version, pending migrations, anything odd, the lock, and how migrations commit."""
+    runner = settings.runner()
+    state = runner.status()
+    lines = [
+        f"namespace: {state.namespace}",
+        f"current:   {state.current or 'base'}",
+        f"commits:   {state.commit_mode} ({state.commit_mode_reason})",
+    ]
+    if not state.applied and not _namespace_known(runner):
+        lines.append(f"note:      namespace {state.namespace!r} does not exist yet; `iceberg-ops upgrade` creates it")
+    if state.lock:
+        stale = state.lock.stale_reason()
+        lease = (
+            f"stale ({stale}): the next run takes it over"
+            if stale
+            else f"lease until {state.lock.expires_at().isoformat()}"
+        )
+        lines.append(f"lock:      held by {state.lock.describe()}, {lease}")
+    if state.interrupted:
+        from iceberg_ops_provider.runner.commands import interrupted_problem
+
+        lines.append(f"interrupted: {interrupted_problem(state.interrupted, state.interrupted_outcome or '')}")
+    pending = [(s.version, s.description, "failed" if s.version in state.failed else "") for s in state.pending]
+    lines.append(f"pending:   {len(pending)}")
+    if pending:
+        lines.append(text_table(["version", "description", "note"], pending))
+    for label, versions in (
+        ("changed", state.changed),
+        ("missing", state.missing),
+        ("out of order", state.out_of_order),
+    ):
+        if versions:
+            lines.append(f"{label}: {', '.join(versions)}")
+    settings.emit(state.to_json(), "\n".join(lines))
+
+
+@click.command()
+@click.option(
+    "--events",
+    "show_events",
+    is_flag=True,
+    help="Show the audit trail: every apply, rollback, stamp, failure, lock takeover, recovery, repair, unlock.",
+)
+@click.pass_obj
+@handles_errors
+def history(settings: Settings, show_events: bool) -> None:
+    """Show the namespace's migration history, oldest first."""
+    runner = settings.runner()
+    if show_events:
+        events = runner.events()
+        lines = [
+            (e.at.strftime("%Y-%m-%d %H:%M:%S"), e.event, e.version or "", e.executed_by or "", e.message)
+            for e in events
+        ]
+        human = text_table(["at", "event", "version", "by", "message"], lines) or "No events."
+        settings.emit([event.to_json() for event in events], human)
+        return
+    rows = runner.history()
+    table = [
+        (r.version, r.status, r.operation, r.applied_at.strftime("%Y-%m-%d %H:%M:%S"), r.executed_by, r.description)
+        for r in rows
+    ]
+    human = text_table(["version", "status", "operation", "applied_at", "by", "description"], table) or (
+        f"No history yet: base, {len(runner.state().pending)} pending."
+    )
+    settings.emit([r.to_json() for r in rows], human)
+
+
+@click.command()
+@click.pass_obj
+@handles_errors
+def current(settings: Settings) -> None:
+    """Print the current version (base when nothing is applied)."""
+    runner = settings.runner()
+    version = runner.current()
+    settings.emit({"current": version}, version or "base")
+
+
+@click.command()
+@click.pass_obj
+@handles_errors
+def check(settings: Settings) -> None:
+    """CI gate: exit 0 when nothing is pending and every model matches its table, else 1."""
+    from iceberg_ops_provider.runner.commands import check as run_check
+
+    report = run_check(settings.config())
+    lines = [f"{report.namespace}: " + ("up to date" if report.ok else "NOT up to date")]
+    lines += [f"  pending {s.version} {s.description}" for s in report.pending]
+    lines += [f"  drift [{op.risk}] {op.describe()}" for op in report.drift]
+    lines += [f"  problem: {p}" for p in report.problems]
+    settings.emit(report.to_json(), "\n".join(lines))
+    if not report.ok:
+        sys.exit(1)
+
+
+@click.command()
+@click.option("--yes", is_flag=True, help="Apply without asking.")
+@click.pass_obj
+@handles_errors
+def repair(settings: Settings, yes: bool) -> None:
+    """Re-record checksums of changed applied files and clear failed attempts (shows what first)."""
+    runner = settings.runner(known=True, progress=True)
+    planned = runner.repair(dry_run=True)
+    if not planned.changes:
+        settings.emit(planned.to_json(), "Nothing to repair.")
+        return
+    click.echo(f"repair: {planned.describe()}", err=True)
+    if not yes:
+        if not sys.stdin.isatty():
+            raise ConfirmationRequiredError(
+                f"repair changes the history ({planned.describe()}); nothing was changed. Run it again with --yes."
+            )
+        click.confirm("Apply?", abort=True, err=True)
+    done = runner.repair()
+    settings.emit(done.to_json(), f"repaired: {done.describe()}")
+
+
+@click.command()
+@click.pass_obj
+@handles_errors
+def unlock(settings: Settings) -> None:
+    """Release the namespace's migration lock after a crashed run."""
+    runner = settings.runner(known=True)
+    holder = runner.force_unlock()
+    human = f"released the lock held by {holder.describe()}" if holder else "The namespace was not locked."
+    settings.emit({"released": holder.to_json() if holder else None}, human)
+
+
+COMMANDS: tuple[click.Command, ...] = (
+    init,
+    revision,
+    upgrade,
+    downgrade,
+    stamp,
+    plan,
+    status,
+    history,
+    current,
+    check,
+    repair,
+    unlock,
+)
+"""The migration commands, in the order ``iceberg-ops`` registers them."""

@@ -1,0 +1,180 @@
+"""One invocation's settings: the global options, the project configuration and catalog they open.
+
+:class:`Settings` is the object every command receives (``click.pass_obj``): the global options
+as given, the project file loaded once with those options applied (and the command line's Airflow
+connection reader, for ``--conn-id`` and ``airflow_conn_id:``), a runner over it, and how output is
+printed. :func:`open_catalog` opens the catalog the options describe. :meth:`Settings.translate`
+turns a catalog client's error (or an unreadable ``.pyiceberg.yaml``) into the iceberg-ops error it
+amounts to, for the error reporting of :mod:`iceberg_ops_provider.cli.errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from iceberg_ops_provider.cli.airflow_connections import read_airflow_connection, without_airflow_logging
+from iceberg_ops_provider.errors import IcebergOpsError, ProjectConfigError
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+    from iceberg_ops_provider.config import ProjectConfig
+
+__all__ = ["CATALOG_FLAGS", "Settings", "namespace_of", "open_catalog"]
+
+CATALOG_FLAGS = ("conn_id", "catalog_kind", "catalog_name", "catalog_uri", "db_path")
+"""The global options that name a catalog by themselves, without a project file."""
+
+
+@dataclass
+class Settings:
+    """The global options of one ``iceberg-ops`` invocation, and what they open.
+
+    Attributes:
+        config_path: ``--config``: the project file (default ``./iceberg-ops.yaml``).
+        namespace: ``--namespace``.
+        catalog_kind: ``--catalog``.
+        catalog_name: ``--catalog-name``.
+        catalog_uri: ``--catalog-uri``.
+        conn_id: ``--conn-id``: the Airflow connection the catalog is built from.
+        db_path: ``--db-path``.
+        warehouse: ``--warehouse``.
+        catalog_timeout: ``--catalog-timeout``, in seconds.
+        stale_after: ``--stale-after``, in seconds.
+        meta_namespace: ``--meta-namespace``.
+        as_json: ``--json``: print machine-readable JSON.
+        verbose: ``-v``: print tracebacks.
+    """
+
+    config_path: Path | None
+    namespace: str | None
+    catalog_kind: str | None
+    catalog_name: str | None
+    catalog_uri: str | None
+    conn_id: str | None
+    db_path: str | None
+    warehouse: str | None
+    catalog_timeout: float | None
+    stale_after: float | None
+    meta_namespace: str | None
+    as_json: bool
+    verbose: int
+    _config: ProjectConfig | None = field(default=None, repr=False)
+
+    def config(self, *, required: bool = True) -> ProjectConfig:
+        """The project configuration with the global options applied; loaded once.
+
+        An Airflow connection (``--conn-id``, ``airflow_conn_id:``) is read here, keeping Airflow's
+        logging off stdout.
+        """
+        from iceberg_ops_provider.config import load_config
+
+        if self._config is None:
+            loaded = load_config(self.config_path, required=required, connection_reader=read_airflow_connection)
+            self._config = loaded.with_overrides(
+                namespace=self.namespace,
+                catalog_kind=self.catalog_kind,
+                catalog_name=self.catalog_name,
+                db_path=self.db_path,
+                warehouse=self.warehouse,
+                catalog_timeout=self.catalog_timeout,
+                meta_namespace=self.meta_namespace,
+                conn_id=self.conn_id,
+                catalog_uri=self.catalog_uri,
+            )
+            if self._config.airflow_conn_id:
+                config = self._config
+                without_airflow_logging(lambda: config.catalog_timeout)  # reads the connection
+        return self._config
+
+    def translate(self, exc: Exception) -> Exception:
+        """``exc``, or the iceberg-ops error it amounts to.
+
+        A catalog client's error (unreachable, timed out, credentials refused or missing, a SQLite
+        file that is not a database; see :func:`~iceberg_ops_provider.core.error_translation.catalog_error`)
+        or an unreadable ``.pyiceberg.yaml``. Never fails, and never talks to Airflow.
+        """
+        if isinstance(exc, IcebergOpsError):
+            return exc
+        found = _pyiceberg_file_error(exc)  # before anything that imports PyIceberg, which fails again then
+        if found is not None:
+            return found
+        try:
+            from iceberg_ops_provider.core.error_translation import catalog_error
+        except Exception:  # pragma: no cover - report exc as it is rather than fail while reporting it
+            return exc
+        config = self._config
+        endpoint = config.catalog_uri if config is not None else ""
+        seconds = config.known_catalog_timeout if config is not None else self.catalog_timeout
+        return catalog_error(exc, endpoint, seconds) or exc
+
+    def runner(self, *, known: bool = False, progress: bool = False, atomic: bool = True) -> Any:
+        """A runner for the project; ``known`` refuses a namespace that is most likely a typo.
+
+        ``atomic=False`` makes it commit table by table even where the catalog can commit a
+        migration's changes and its history record at once (``--no-atomic``).
+        """
+        from iceberg_ops_provider.runner.commands import open_runner, require_known_namespace
+
+        runner = open_runner(self.config(), on_event=self.progress if progress else None, stale_after=self.stale_after)
+        runner.atomic_commits = atomic
+        if known:
+            require_known_namespace(runner)
+        return runner
+
+    def progress(self, line: str) -> None:
+        """Print a progress line on stderr."""
+        click.echo(line, err=True)
+
+    def emit(self, data: Any, human: str) -> None:
+        """Print a command's result: ``data`` as JSON with ``--json``, else the ``human`` text."""
+        click.echo(json.dumps(data, indent=2, default=str) if self.as_json else human)
+
+
+def _pyiceberg_file_error(exc: BaseException) -> ProjectConfigError | None:
+    """PyIceberg's own configuration file (``.pyiceberg.yaml``) could not be read: which file, and why.
+
+    PyIceberg reads that file when it is first imported; a file that is not UTF-8 or not valid
+    YAML makes that import fail with a bare decoding or parsing error that names
+    no file. Returns ``None`` when ``exc`` was raised elsewhere.
+    """
+    path = None
+    trace = exc.__traceback__
+    while trace is not None:
+        code = trace.tb_frame.f_code
+        if code.co_name == "_load_yaml" and code.co_filename.endswith(os.path.join("pyiceberg", "utils", "config.py")):
+            path = trace.tb_frame.f_locals.get("path")
+        trace = trace.tb_next
+    if not path:
+        return None
+    if isinstance(exc, UnicodeDecodeError):
+        reason = f"not UTF-8 text: byte 0x{exc.object[exc.start]:02x} at offset {exc.start}"
+    else:
+        reason = " ".join(str(exc).split())
+    return ProjectConfigError(
+        f"PyIceberg's configuration file {path} could not be read ({type(exc).__name__}: {reason}); fix it or move "
+        "it away. PyIceberg reads the first .pyiceberg.yaml it finds in $PYICEBERG_HOME, the home folder and the "
+        "working directory."
+    )
+
+
+def open_catalog(settings: Settings) -> Catalog:
+    """The catalog of the global options: ``iceberg-ops.yaml``, ``--catalog*`` flags or ``--conn-id``.
+
+    A project file is needed only when no option names a catalog (a cron job or a CI step can pass
+    ``--catalog sqlite --db-path ...`` or ``--conn-id`` alone).
+    """
+    explicit = any(getattr(settings, name) for name in CATALOG_FLAGS)
+    return settings.config(required=not explicit).build_catalog()
+
+
+def namespace_of(settings: Settings) -> str | None:
+    """The namespace of ``--namespace`` or the project file (which is optional when an option names a catalog)."""
+    explicit = any(getattr(settings, name) for name in CATALOG_FLAGS)
+    return settings.namespace or settings.config(required=not explicit).namespace

@@ -1,0 +1,202 @@
+"""How a migration's operations reach what is staged for each table.
+
+Every operation of :class:`~iceberg_ops_provider.migration.context.MigrationContext` goes through one
+:class:`TableStaging`. It resolves table names (bare names in the runner's namespace, never a table
+of the meta-namespace), finds or opens the table's transaction in the
+:class:`~iceberg_ops_provider.migration.commit_queue.CommitQueue` (committing a staged rename first
+when a change names the table's new name), runs each change against that transaction turning
+PyIceberg's refusals into clear errors, and sends column changes through
+:class:`~iceberg_ops_provider.migration.schema_changes.SchemaChanges`, which are folded in before any
+other kind of change to the table and before its commit.
+
+It also keeps the record of what the migration asked for, each operation with its risk, and notes
+in the run's intent when the migration reached the catalog directly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+from pyiceberg.exceptions import NoSuchTableError
+
+from iceberg_ops_provider.errors import DryRunLimit, InvalidOperationError
+from iceberg_ops_provider.migration.commit_queue import CommitJournal, CommitQueue
+from iceberg_ops_provider.migration.schema_changes import ColumnPath, SchemaChanges, refusal
+from iceberg_ops_provider.migration.touched import TouchedTables, current_recording
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import Schema
+    from pyiceberg.table import Transaction
+    from pyiceberg.table.update.schema import UpdateSchema
+    from pyiceberg.table.update.spec import UpdateSpec
+
+__all__ = ["Identifier", "TableStaging"]
+
+Identifier = tuple[str, ...]
+"""A table's full identifier: its namespace's parts, then its name."""
+
+
+class TableStaging:
+    """What one migration staged, and how its operations add to it.
+
+    Args:
+        catalog: The catalog to migrate.
+        namespace: The namespace bare table names resolve in (``"sales"`` or ``"a.b"``).
+        journal: Told before every commit (``None`` for a context used on its own).
+        meta_namespace: Where migration history and locks live: a migration may not touch it.
+        dry_run: Stage and record, but commit nothing; reaching tables directly raises :class:`DryRunLimit`.
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        namespace: str,
+        journal: CommitJournal | None,
+        *,
+        meta_namespace: str | None,
+        dry_run: bool,
+    ) -> None:
+        self.catalog = catalog
+        self.namespace = namespace
+        self.meta_namespace = meta_namespace
+        self.dry_run = dry_run
+        self.operations: list[dict[str, str]] = []
+        """What the migration asked for, in order, each with its risk (``safe``, ``review``, ``destructive``)."""
+        self._direct: set[str] = set()
+        self.schemas = SchemaChanges()
+        """The column changes staged on each table and not yet folded into its transaction."""
+        self.touched: TouchedTables = current_recording() or TouchedTables()
+        """The net change of every table this migration reached (the runner's recording, when one is open)."""
+        self.commits = CommitQueue(catalog, journal, self.touched, dry_run=dry_run, fold=self.schemas.fold)
+        """Each table's transaction, the drops and renames, in order, and what was committed so far."""
+
+    # -- names ------------------------------------------------------------------------------------
+
+    def identifier(self, name: str) -> Identifier:
+        """The full identifier of a table name: bare names resolve in :attr:`namespace`.
+
+        Raises:
+            InvalidOperationError: A malformed name, or a table of the meta-namespace (history and locks).
+        """
+        parts = tuple(name.split(".")) if isinstance(name, str) else ()
+        if not parts or any(not part or part != part.strip() for part in parts):
+            raise InvalidOperationError(f"Table name {name!r} is not valid; use 'orders' or 'other_namespace.orders'.")
+        identifier = (*self.namespace.split("."), name) if len(parts) == 1 else parts
+        meta = self.meta_namespace
+        if meta is not None and (".".join(identifier[:-1]) + ".").startswith(meta + "."):
+            raise InvalidOperationError(
+                f"Table {'.'.join(identifier)} is in the meta-namespace {meta!r}, where iceberg-ops keeps the "
+                "migration history and locks of every namespace; migrations cannot change it."
+            )
+        return identifier
+
+    @staticmethod
+    def label(identifier: Identifier) -> str:
+        """The dotted name of a table."""
+        return ".".join(identifier)
+
+    # -- the record of what was asked -------------------------------------------------------------
+
+    def note(self, description: str, risk: str) -> None:
+        """Record an operation the migration asked for, with its risk."""
+        self.operations.append({"operation": description, "risk": risk})
+
+    def drop_risk(self, name: str) -> str:
+        """``destructive`` when the table holds rows now (a drop loses them for readers), else ``review``."""
+        try:
+            snapshot = self.catalog.load_table(self.identifier(name)).current_snapshot()
+        except (NoSuchTableError, InvalidOperationError):
+            return "review"
+        records = int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
+        return "destructive" if records else "review"
+
+    def mark_direct(self, what: str) -> None:
+        """Note in the intent that the migration reached the catalog directly (its writes are not tracked).
+
+        Raises:
+            DryRunLimit: In a dry run, which cannot follow the migration there.
+        """
+        if self.dry_run:
+            raise DryRunLimit(f"it reaches {what} directly, so a dry run stops there")
+        if what not in self._direct:
+            self._direct.add(what)
+            self.commits.reached_directly(what)
+
+    # -- staging ----------------------------------------------------------------------------------
+
+    def transaction(self, name: str) -> tuple[Identifier, Transaction]:
+        """The table's identifier and the transaction its changes in this migration are staged in.
+
+        Raises:
+            InvalidOperationError: The table is dropped or renamed earlier in the migration, or does not exist.
+        """
+        identifier = self.identifier(name)
+        commits = self.commits
+        if identifier in commits.gone:
+            raise InvalidOperationError(
+                f"Table {self.label(identifier)} is dropped or renamed earlier in this migration; "
+                "use its new name, or create it again first."
+            )
+        if identifier in commits.rename_targets and identifier not in commits.pending:
+            # the rename must happen before the table can be changed
+            commits.commit(complete=False, why=f"a change to {self.label(identifier)} after renaming it")
+        if identifier not in commits.pending:
+            try:
+                table = self.catalog.load_table(identifier)
+            except NoSuchTableError as exc:
+                raise InvalidOperationError(
+                    f"Table {self.label(identifier)} does not exist; create it first (ctx.create_table) "
+                    "or check the name and namespace."
+                ) from exc
+            commits.stage_table(identifier, table.transaction())
+        return identifier, commits.pending[identifier]
+
+    def staged(self, name: str, what: str, build: Callable[[Transaction], object]) -> None:
+        """Run ``build`` against the table's transaction, turning PyIceberg's refusals into clear errors."""
+        identifier, transaction = self.transaction(name)
+        self.schemas.fold(identifier)  # later changes (a partition on a new column) see the new schema
+        try:
+            build(transaction)
+        except (ValueError, KeyError, NotImplementedError) as exc:
+            raise refusal(what, identifier, exc) from exc
+
+    def schema_change(
+        self,
+        table: str,
+        what: str,
+        change: Callable[[UpdateSchema], object],
+        *,
+        allow_incompatible: bool = False,
+        refs: Iterable[ColumnPath] = (),
+        anchors: Iterable[ColumnPath] = (),
+    ) -> None:
+        """Stage a schema change (see :meth:`SchemaChanges.stage`)."""
+        identifier, transaction = self.transaction(table)
+        self.schemas.stage(
+            identifier, transaction, what, change, allow_incompatible=allow_incompatible, refs=refs, anchors=anchors
+        )
+
+    def schema(self, identifier: Identifier, transaction: Transaction) -> Schema:
+        """The table's schema including changes staged in this migration."""
+        return self.schemas.schema(identifier, transaction)
+
+    def spec_change(self, table: str, what: str, change: Callable[[UpdateSpec], object]) -> None:
+        """Stage a partition spec change on the table's transaction."""
+
+        def build(transaction: Transaction) -> None:
+            with transaction.update_spec() as update:
+                change(update)
+
+        self.staged(table, what, build)
+
+    def forget(self, identifier: Identifier) -> None:
+        """Drop what is staged for one table (its queued transaction and schema changes)."""
+        self.commits.forget(identifier)
+        self.schemas.forget(identifier)
+
+    def discard(self) -> None:
+        """Forget everything staged and not yet committed."""
+        self.commits.discard()
+        self.schemas.clear()

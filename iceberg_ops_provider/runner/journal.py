@@ -1,0 +1,214 @@
+"""The commit journal of one migration step: its intent record, lock checks and all-or-nothing commit.
+
+A step of a :class:`~iceberg_ops_provider.runner.session.RunSession` gets a :class:`RunJournal`, the
+:class:`~iceberg_ops_provider.migration.context.CommitJournal` of its
+:class:`~iceberg_ops_provider.migration.context.MigrationContext`: it records the step's intent in the
+lock table before its first commit and checks the lock is still the run's before every commit.
+Where the catalog can commit several tables at once, it commits the finished body's table changes
+together with the step's history row and a check of the lock, all or nothing.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+
+from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException, TableAlreadyExistsError
+from pyiceberg.table.update import AssertRefSnapshotId
+
+from iceberg_ops_provider.core.atomic.changes import TableChange
+from iceberg_ops_provider.core.atomic.commit import commit_atomically
+from iceberg_ops_provider.core.contention import backoff_seconds
+from iceberg_ops_provider.history.intent import Intent, IntentAction, receipt
+from iceberg_ops_provider.history.lock import NamespaceLock
+from iceberg_ops_provider.history.records import HistoryRow
+from iceberg_ops_provider.runner.commit_modes import ATOMIC_MODES, explain_commit_mode
+from iceberg_ops_provider.runner.planning import PlanStep
+from iceberg_ops_provider.runner.session import RunSession, success_status
+
+__all__ = ["RunJournal"]
+
+_ATOMIC_ATTEMPTS = 40
+"""Attempts of a step's all-or-nothing commit lost to other runs' commits (of other namespaces, on the
+shared history table) before giving up: up to about a minute of waiting under heavy contention."""
+
+
+class RunJournal:
+    """The :class:`~iceberg_ops_provider.migration.context.CommitJournal` of one migration step.
+
+    Records the intent in the lock table before the first commit (and again when a commit not yet
+    listed comes, or when the body finishes after an early commit), and refuses to let a commit
+    through once the lease is lost.
+
+    Where the catalog can commit several tables at once (:meth:`atomic_mode`), a finished body's
+    table changes are committed together with the step's history row and a check that the lock is
+    still this run's, in one commit (:meth:`commit_together`): the step is then applied and recorded,
+    or nothing of it is, and no intent is needed for that commit.
+    """
+
+    def __init__(self, session: RunSession, step: PlanStep) -> None:
+        self.session = session
+        self.step = step
+        self.intent: Intent | None = None
+        self._proven = False  # the intent write just now was itself a check that the lock is ours
+        self.started = time.perf_counter()
+        self.recorded: HistoryRow | None = None
+        """The history row committed together with the step's changes, when they were (else ``None``)."""
+        self.not_atomic: str | None = None
+        """Why the catalog did not take the step's changes in one commit (it cannot, or atomic commits are off)."""
+
+    def receipt(self, step: int) -> str:
+        """The receipt of this migration's ``step``-th commit."""
+        return receipt(self.session.target.namespace, self.step.version, self.step.direction, self.session.run_id, step)
+
+    def before_commit(self, actions: list[IntentAction], *, complete: bool) -> None:
+        """Record the intent when ``actions`` are not listed yet, else check the lock is still this run's."""
+        session = self.session
+        session.keeper.check()
+        intent = self.intent
+        if intent is None:
+            if not actions:
+                return  # nothing was or will be committed
+            intent = self._new_intent()
+        elif intent.covers(actions) and (intent.complete or not complete):
+            # Nothing to record; make sure the lock is still ours right before the commit, from the
+            # catalog itself (the lease thread may not have noticed a takeover yet), unless the intent
+            # write that came just before proved it.
+            if not self._proven:
+                session.target.lock.check_held(session.held)
+            self._proven = False
+            return
+        intent = intent.with_actions(actions, complete=complete)
+        session.intent_settled = False
+        session.target.lock.write_intent(session.held, intent)
+        self.intent = intent
+        self._proven = True
+
+    def _new_intent(self) -> Intent:
+        session = self.session
+        return Intent(
+            namespace=session.target.namespace,
+            version=self.step.version,
+            direction=self.step.direction,
+            run_id=session.run_id,
+            executed_by=session.executed_by,
+            started_at=datetime.now(UTC),
+        )
+
+    # -- all-or-nothing commits -----------------------------------------------------------------
+
+    def atomic_mode(self) -> str | None:
+        """The multi-table commit this step's remaining changes can use, or ``None`` (one commit per table).
+
+        ``None`` also once the step committed something on its own (an early commit, a table or the
+        catalog reached directly): its intent record then covers the rest as well.
+        """
+        target = self.session.target
+        mode = target.commit_mode()
+        if mode not in ATOMIC_MODES:
+            self.not_atomic = explain_commit_mode(target.catalog, mode, atomic_commits=target.atomic_commits)
+            return None
+        return mode if self.intent is None else None
+
+    def commit_together(self, changes: list[TableChange], actions: list[IntentAction], *, outside: list[str]) -> bool:
+        """Commit the step's table changes, its history row and a check of the lock in one commit.
+
+        A commit refused because the history or the lock table moved on meanwhile (another
+        namespace's run recorded its own step, the lease was renewed) is staged again and retried; one
+        refused because a migrated table changed, or the lock is no longer this run's, raises.
+
+        Args:
+            changes: The step's table changes, receipts included.
+            actions: What they are, as the intent would list them (used to check an unknown outcome).
+            outside: What the step committed separately just before (for the log).
+
+        Returns:
+            Whether they were committed (false: the catalog cannot commit them together after all;
+            nothing was committed).
+
+        Raises:
+            CommitFailedException, TableAlreadyExistsError: A migrated table changed (or appeared)
+                under this run; nothing of the step was committed.
+            LockLostError: The lock is no longer this run's; nothing was committed.
+            ConcurrentMigrationError: The history changed under this run.
+            CommitStateUnknownException: The catalog failed while committing and its outcome could
+                not be read back.
+        """
+        session = self.session
+        target = session.target
+        session.keeper.check()
+        step = self.step
+        duration_ms = int((time.perf_counter() - self.started) * 1000)
+        row = session.row(step.version, success_status(step.direction), step.direction, duration_ms=duration_ms)
+        expected = {row.version: session.expected.get(row.version)}
+        held = AssertRefSnapshotId(ref=NamespaceLock.TAG, snapshot_id=session.held.snapshot_id)
+        lock = TableChange(target.lock.identifier, (), (held,))
+        for attempt in range(1, _ATOMIC_ATTEMPTS + 1):
+            staged = target.history_store.stage(target.namespace, [row], expected)
+            try:
+                result = commit_atomically(target.catalog, [*changes, staged.change, lock])
+            except CommitFailedException:
+                staged.discard()
+                self._explain_refusal(changes)
+                if attempt == _ATOMIC_ATTEMPTS:
+                    raise
+                time.sleep(backoff_seconds(attempt))
+                continue
+            except CommitStateUnknownException:
+                if not self._landed(row, actions):
+                    raise
+                break
+            except BaseException:
+                staged.discard()
+                raise
+            if not result.applied:
+                staged.discard()
+                self.not_atomic = result.reason
+                session.reporter.event(
+                    f"{target.namespace}: {step.version}: {result.reason}; committing table by table"
+                )
+                return False
+            staged.committed()
+            break
+        self.recorded = row
+        if outside:
+            session.reporter.event(
+                f"{target.namespace}: {step.version}: committed outside its all-or-nothing commit, one by one "
+                f"before it: {', '.join(outside)}"
+            )
+        return True
+
+    def _explain_refusal(self, changes: list[TableChange]) -> None:
+        """After a refused multi-table commit: raise when a migrated table or the lock is the reason."""
+        target = self.session.target
+        target.lock.check_held(self.session.held)  # LockLostError
+        for change in changes:
+            if change.creates:
+                if target.catalog.table_exists(change.identifier):
+                    raise TableAlreadyExistsError(f"Table {change.label()} already exists; nothing was committed")
+                continue
+            metadata = target.catalog.load_table(change.identifier).metadata
+            for requirement in change.requirements:
+                try:
+                    requirement.validate(metadata)
+                except CommitFailedException as exc:
+                    raise CommitFailedException(
+                        f"{change.label()} changed under this run ({exc}); nothing was committed"
+                    ) from exc
+
+    def _landed(self, row: HistoryRow, actions: list[IntentAction]) -> bool:
+        """Whether a commit of unknown outcome landed, read back from the history it would have written.
+
+        When that cannot be read either, the intent is kept here (not written anywhere): the step's
+        failure handling then checks its receipts in the tables.
+        """
+        target = self.session.target
+        try:
+            rows = target.history_store.rows(target.namespace)
+        except Exception:
+            self.intent = self._new_intent().with_actions(actions, complete=True)
+            return False
+        return any(
+            found.version == row.version and found.run_id == row.run_id and found.applied_at == row.applied_at
+            for found in rows
+        )

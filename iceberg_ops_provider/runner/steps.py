@@ -1,0 +1,244 @@
+"""Executing one step of a locked run: its body, its commits, its history row, or the failure that stops the run.
+
+:func:`execute_step` runs a migration's ``upgrade()`` or ``downgrade()`` against a
+:class:`~iceberg_ops_provider.migration.context.MigrationContext` whose commits go through the step's
+:class:`~iceberg_ops_provider.runner.journal.RunJournal` (intent and receipts, or one all-or-nothing
+commit with the history row), then records the outcome in the run's
+:class:`~iceberg_ops_provider.runner.session.RunSession`. A failure of any kind is recorded (best
+effort) and turned into the error that stops the run. :func:`inspect_step` runs a body as a dry run
+instead, for ``plan(inspect=True)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import replace
+
+from iceberg_ops_provider.errors import (
+    ConcurrentMigrationError,
+    DryRunLimit,
+    IrreversibleMigrationError,
+    MigrationError,
+    MigrationFailedError,
+    MigrationNotRecordedError,
+    PartialMigrationError,
+)
+from iceberg_ops_provider.history.intent import Assessment, assess
+from iceberg_ops_provider.history.lock import LockLostError
+from iceberg_ops_provider.history.records import Status
+from iceberg_ops_provider.migration.context import MigrationContext
+from iceberg_ops_provider.migration.discovery import importable
+from iceberg_ops_provider.runner.journal import RunJournal
+from iceberg_ops_provider.runner.planning import PlanStep
+from iceberg_ops_provider.runner.results import MigrationResult
+from iceberg_ops_provider.runner.session import RunSession, RunTarget, action_labels, success_status
+
+__all__ = ["execute_step", "inspect_step"]
+
+
+def _failure_hint(direction: str, outcome: str, recorded: bool) -> str:
+    """What a failed step's error says happened and happens next; consistent with what was recorded."""
+    if outcome == "partial":
+        return " It was only partly committed; the next run stops until a person settles it with `stamp`."
+    if direction == "upgrade":
+        record = " It is recorded as failed" if recorded else " It could not be recorded"
+        if outcome == "none":
+            return record + " and will run again on the next upgrade. None of its changes were committed."
+        return record + "; the next run checks what it committed before anything else."
+    kept = " The version stays applied"
+    if outcome == "none":
+        return kept + ". None of its rollback's changes were committed."
+    return kept + "; the next run checks what its rollback committed before anything else."
+
+
+def _result(
+    step: PlanStep, status: Status, duration: float, journal: RunJournal, context: MigrationContext
+) -> MigrationResult:
+    """The result of a step whose changes were all committed: how they were committed, and what fell outside."""
+    atomic = journal.recorded is not None
+    reason = None
+    if not atomic:
+        reason = journal.not_atomic or context.not_atomic_reason or "its changes were committed table by table"
+    return MigrationResult(
+        step.version,
+        step.description,
+        status,
+        duration,
+        step.direction,
+        atomic=atomic,
+        outside_atomic_commit=tuple(context.separate_commits),
+        not_atomic_reason=reason,
+    )
+
+
+def execute_step(session: RunSession, step: PlanStep, index: int, total: int) -> MigrationResult:
+    """Run one step: its body, its commits (with intent and receipts), then its history row."""
+    target = session.target
+    script = step.script
+    if script is None:  # check_integrity refuses missing files before we get here
+        raise MigrationFailedError(step.version, step.direction, FileNotFoundError("migration file is missing"))
+    verb = "applying" if step.direction == "upgrade" else "rolling back"
+    session.reporter.event(f"[{index}/{total}] {verb} {step.version} {step.description}")
+    journal = RunJournal(session, step)
+    context = MigrationContext(target.catalog, target.namespace, journal, meta_namespace=target.meta_namespace)
+    started = journal.started = time.perf_counter()
+    try:
+        with importable(target.folder):  # a lazy `from _helpers import x` in a body works as at import time
+            if step.direction == "upgrade":
+                script.migration.upgrade(context)
+            else:
+                script.migration.downgrade(context)
+        context.finish()
+    except IrreversibleMigrationError as exc:
+        context.discard()
+        if journal.intent is not None:  # it committed something before refusing: a failure like any other
+            raise _failure(session, step, index, total, exc, journal, context, started) from exc
+        session.refused(step, str(exc))
+        raise IrreversibleMigrationError(
+            f"Cannot roll back {target.namespace!r} past {step.version} ({step.description}): "
+            f"{str(exc).rstrip('.')}. Version {step.version} stays applied; {len(session.completed)} step(s) of "
+            "this run were rolled back."
+        ) from exc
+    except BaseException as exc:
+        context.discard()
+        failure = _failure(session, step, index, total, exc, journal, context, started)
+        if isinstance(failure, MigrationResult) and isinstance(exc, Exception):
+            session.completed.append(failure)
+            return failure
+        if isinstance(exc, Exception | SystemExit):  # a migration that exits is a failed migration
+            raise failure from exc
+        raise  # interrupts and task timeouts keep their type, after being recorded
+    duration = time.perf_counter() - started
+    status = success_status(step.direction)
+    if journal.recorded is not None:  # committed together with the step's changes
+        session.written([journal.recorded])
+    else:
+        try:
+            session.write([session.row(step.version, status, step.direction, duration_ms=int(duration * 1000))])
+        except ConcurrentMigrationError:
+            raise
+        except Exception as exc:
+            raise MigrationNotRecordedError(step.version, step.direction, exc) from exc
+    if journal.intent is not None:
+        session.intent_settled = True
+    result = _result(step, status, duration, journal, context)
+    how = "all-or-nothing, with its history record" if result.atomic else f"table by table: {result.not_atomic_reason}"
+    session.reporter.event(f"[{index}/{total}] {step.version} {status} in {duration:.2f}s ({how})")
+    session.completed.append(result)
+    return result
+
+
+def _failure(
+    session: RunSession,
+    step: PlanStep,
+    index: int,
+    total: int,
+    exc: BaseException,
+    journal: RunJournal,
+    context: MigrationContext,
+    started: float,
+) -> MigrationError | MigrationResult:
+    """Record a failed step (best effort) and build the error that stops the run.
+
+    Returns a result instead when every commit of the finished body landed although one of them
+    reported an error (an answer lost on the way back): the migration is done and recorded so.
+    """
+    duration_ms = int((time.perf_counter() - started) * 1000)
+    error = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, LockLostError):
+        # Another run holds the namespace now and settles this migration from the intent record.
+        session.reporter.event(f"[{index}/{total}] {step.version} STOPPED: {exc}", logging.WARNING)
+        failure: MigrationError = exc
+        failure.completed = list(session.completed)  # type: ignore[attr-defined]
+        return failure
+    assessment: Assessment | None = None
+    checked = ""
+    if journal.intent is None:
+        assessment = Assessment(committed=(), not_committed=(), complete=False)
+    else:
+        try:
+            assessment = assess(session.target.catalog, journal.intent)
+        except Exception as check_error:
+            checked = (
+                f" Could not check which of its commits landed ({type(check_error).__name__}: {check_error}); "
+                "the next run checks before doing anything else."
+            )
+    outcome = assessment.outcome if assessment is not None else "unknown"
+    done = outcome == "all"  # every commit of the finished body landed, though one reported an error
+    if done:
+        row = session.row(step.version, success_status(step.direction), step.direction, duration_ms=duration_ms)
+    elif step.direction == "upgrade":
+        noted = (
+            f"{error} (partly committed: {', '.join(action_labels(assessment.committed))})"
+            if (outcome == "partial" and assessment is not None and assessment.committed)
+            else error
+        )
+        row = session.row(step.version, "failed", "upgrade", error=noted, duration_ms=duration_ms)
+    else:
+        row = session.row(
+            step.version, "applied", "downgrade", error=f"downgrade failed: {error}", duration_ms=duration_ms
+        )
+    try:
+        session.write([row])
+        recorded = True
+        if outcome in ("none", "all"):
+            session.intent_settled = True
+    except Exception as record_error:  # the migration's own error matters more
+        recorded = False
+        session.outcomes.append(
+            session.outcome(row, history_write_failed=f"{type(record_error).__name__}: {record_error}")
+        )
+        checked += f" Recording it in the history failed: {type(record_error).__name__}: {record_error}."
+    if done:
+        session.reporter.event(f"[{index}/{total}] {step.version} {row.status} (a commit reported {error}, yet landed)")
+        return _result(step, row.status, duration_ms / 1000, journal, context)
+    hint = _failure_hint(step.direction, outcome, recorded) + checked
+    if context.created_namespaces:
+        hint += f" It created namespace(s) {', '.join(context.created_namespaces)}."
+    session.reporter.event(f"[{index}/{total}] {step.version} FAILED: {error.rstrip('.')}.{hint}", logging.WARNING)
+    if outcome == "partial" and assessment is not None:
+        failure = PartialMigrationError(
+            session.target.namespace,
+            step.version,
+            step.direction,
+            action_labels(assessment.committed),
+            assessment.unfinished(),
+            run_id=session.run_id,
+        )
+    else:
+        failure = MigrationFailedError(step.version, step.direction, exc, hint=hint.strip())
+    failure.completed = list(session.completed)  # type: ignore[attr-defined]
+    return failure
+
+
+def inspect_step(target: RunTarget, step: PlanStep) -> PlanStep:
+    """``step`` with the operations its body asks for and their highest risk, from a dry run.
+
+    The body runs against a context that stages but never commits; a drop of a table or column
+    holding rows is ``destructive``, and a body that cannot be followed to its end is ``unknown``.
+    """
+    if step.script is None:
+        return replace(step, risk="unknown", operations=({"operation": "the file is missing", "risk": "unknown"},))
+    context = MigrationContext(target.catalog, target.namespace, meta_namespace=target.meta_namespace, dry_run=True)
+    stopped: str | None = None
+    try:
+        with importable(target.folder):
+            if step.direction == "upgrade":
+                step.script.migration.upgrade(context)
+            else:
+                step.script.migration.downgrade(context)
+    except DryRunLimit as exc:
+        stopped = f"unknown from here: {exc}"
+    except IrreversibleMigrationError as exc:
+        stopped = f"irreversible: {exc}"
+    except Exception as exc:
+        stopped = f"unknown: a dry run of its body raised {type(exc).__name__}: {exc}"
+    operations = list(context.operations)
+    if stopped is not None:
+        operations.append({"operation": stopped, "risk": "unknown"})
+        risk = "unknown"
+    else:
+        order = {"safe": 0, "review": 1, "destructive": 2}
+        risk = max((op["risk"] for op in operations), key=lambda r: order.get(r, 1), default="safe")
+    return replace(step, operations=tuple(operations), risk=risk)
