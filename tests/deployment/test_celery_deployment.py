@@ -201,7 +201,7 @@ def _move_waiting_to_commit(cluster: AirflowCluster, run_id: str, timeout: float
 
 @pytest.mark.skipif(
     os.environ.get("ICEBERG_OPS_DEPLOYMENT_KILL") != "1",
-    reason="kills a Celery worker mid-move; set ICEBERG_OPS_DEPLOYMENT_KILL=1 (make crash does) to run it",
+    reason="kills a Celery worker mid-move; ICEBERG_OPS_DEPLOYMENT_KILL=1 runs it (make test-all, make crash set it)",
 )
 def test_a_worker_killed_in_the_middle_of_a_move_unit_the_other_worker_retries_it(cluster):
     catalog = cluster.catalog()
