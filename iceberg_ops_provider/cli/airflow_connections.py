@@ -78,14 +78,20 @@ def without_airflow_logging(read: Callable[[], object]) -> None:
 
     Airflow gives the root logger a handler that prints every INFO record on stdout, where ``--json``
     output goes; the command line prints its own progress on stderr and its errors as one line.
-    Whatever Airflow prints while it loads goes to stderr.
+    Whatever Airflow prints while it loads goes to stderr; its log records below ERROR are dropped
+    while the connection is read (the secrets masker warns about every secret too short to mask, and
+    the command line prints no secret). Airflow configures its logging when first imported, resetting
+    the levels of its loggers, so only a process-wide threshold holds for the read.
     """
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
+    disabled = logging.root.manager.disable
     try:
+        logging.disable(logging.WARNING)
         with contextlib.redirect_stdout(sys.stderr):
             read()
     finally:
+        logging.disable(disabled)
         for handler in root.handlers[:]:
             if handler not in handlers:
                 root.removeHandler(handler)
