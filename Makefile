@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test test-all lint unit crash demo clean
+.PHONY: test test-all lint unit crash demo airflow clean
 
 $(INSTALLED): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,31 +44,89 @@ crash: $(INSTALLED)
 	ICEBERG_OPS_COMPACTION_KILLS=12 $(PY) -m pytest tests/maintenance/test_compaction_crash.py -k random
 	ICEBERG_OPS_DEPLOYMENT_KILL=1 $(PY) -m pytest tests/deployment -k worker_killed
 
-# The main job: the example DAG migrates the `demo` namespace, then loads into it, on a real Airflow
-# (metadata database in airflow_home/) against the embedded SQLite catalog in local_data/.
-demo: export AIRFLOW_HOME := $(CURDIR)/airflow_home
-demo: export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags_examples
-demo: export AIRFLOW__CORE__LOAD_EXAMPLES := False
+# Where the demo and the local Airflow keep Airflow's state and the SQLite catalog (override for a scratch copy).
+AIRFLOW_LOCAL_HOME ?= $(CURDIR)/airflow_home
+LOCAL_DATA ?= $(CURDIR)/local_data
+AIRFLOW_PORT ?= 8080
+CATALOG_CONNECTION := {"conn_type": "iceberg_ops", "extra": {"kind": "sqlite", "db_path": "$(LOCAL_DATA)/iceberg_catalog.db", "warehouse_dir": "$(LOCAL_DATA)/iceberg_warehouse"}}
+DEMO_CLI := $(VENV)/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml --db-path $(LOCAL_DATA)/iceberg_catalog.db --warehouse $(LOCAL_DATA)/iceberg_warehouse
+
+demo airflow: export AIRFLOW_HOME := $(AIRFLOW_LOCAL_HOME)
+demo airflow: export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags_examples
+demo airflow: export AIRFLOW__CORE__LOAD_EXAMPLES := False
+demo airflow: export AIRFLOW_CONN_ICEBERG_OPS_DEFAULT := $(CATALOG_CONNECTION)
 # Third-party deprecation notices (Airflow's own dependencies) are not the demo's business.
-demo: export PYTHONWARNINGS := ignore::DeprecationWarning,ignore:Could not import graphviz:UserWarning,ignore::Warning:fastapi.testclient
-demo: export AIRFLOW_CONN_ICEBERG_OPS_DEFAULT := {"conn_type": "iceberg_ops", "extra": {"kind": "sqlite", "db_path": "$(CURDIR)/local_data/iceberg_catalog.db", "warehouse_dir": "$(CURDIR)/local_data/iceberg_warehouse"}}
+demo airflow: export PYTHONWARNINGS := ignore::DeprecationWarning,ignore:Could not import graphviz:UserWarning,ignore::Warning:fastapi.testclient
+
+# The main job: the example DAG migrates the `demo` namespace, then loads into it, and the backfill DAG
+# copies two weeks of events, on a real Airflow (metadata database in airflow_home/) against the
+# embedded SQLite catalog in local_data/. Prints each run's outcome; Airflow's full logs go to files.
 demo: $(INSTALLED)
-	mkdir -p airflow_home local_data
-	$(VENV)/bin/airflow db migrate > airflow_home/db-migrate.log 2>&1 || (cat airflow_home/db-migrate.log; exit 1)
-	$(VENV)/bin/airflow dags test migrate_then_load
-	$(VENV)/bin/airflow dags test backfill_with_mover
-	$(VENV)/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml status
-	$(VENV)/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml history
+	@mkdir -p $(AIRFLOW_LOCAL_HOME) $(LOCAL_DATA)
+	@$(VENV)/bin/airflow db migrate > $(AIRFLOW_LOCAL_HOME)/db-migrate.log 2>&1 || (cat $(AIRFLOW_LOCAL_HOME)/db-migrate.log; exit 1)
+	@for dag in migrate_then_load backfill_with_mover; do \
+	  log=$(AIRFLOW_LOCAL_HOME)/demo-$$dag.log; \
+	  echo "running $$dag ..."; \
+	  $(VENV)/bin/airflow dags test $$dag > $$log 2>&1; \
+	  finished=$$(grep -o "DagRun Finished: dag_id=$$dag,.*" $$log | tail -1); \
+	  state=$$(echo "$$finished" | sed -n 's/.*, state=\([a-z_]*\),.*/\1/p'); \
+	  seconds=$$(echo "$$finished" | sed -n 's/.*run_duration=\([0-9]*\.[0-9]\).*/\1/p'); \
+	  tasks=$$(grep -c "\[DAG TEST\] end task" $$log); \
+	  if [ "$$state" != success ]; then \
+	    echo "$$dag: $${state:-did not finish}; the end of its log ($$log):"; tail -40 $$log; exit 1; \
+	  fi; \
+	  echo "$$dag: success, $$tasks task runs in $${seconds}s (full log: $$log)"; \
+	done
+	@echo ""
+	@$(DEMO_CLI) status
+	@echo ""
+	@$(DEMO_CLI) history
 	@echo ""
 	@echo "Done: the DAG migrate_then_load applied dags_examples/migrations/ to namespace 'demo', then upserted a batch of orders;"
 	@echo "      the DAG backfill_with_mover copied two weeks of demo.events into demo.events_v2, one verified move per week."
-	@echo "  catalog   local_data/iceberg_catalog.db (SQLite); data files under local_data/iceberg_warehouse/"
-	@echo "  Airflow   airflow_home/ (metadata database and task logs)"
+	@echo "  catalog   $(LOCAL_DATA)/iceberg_catalog.db (SQLite); data files under $(LOCAL_DATA)/iceberg_warehouse/"
+	@echo "  Airflow   $(AIRFLOW_LOCAL_HOME)/ (metadata database, task logs, the demo's logs)"
 	@echo "Try next:"
 	@echo "  .venv/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml check          # exit 0: up to date"
 	@echo "  .venv/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml plan -1        # what rolling back 0002 would do"
 	@echo "  .venv/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml downgrade -1 --yes   # roll it back (drops the channel column)"
+	@echo "  make airflow                                                                  # the example DAGs in Airflow's UI"
 	@echo "  make demo                                                                     # again: migrates what is pending, upserts"
+
+# The example DAGs under a real Airflow on this machine (`airflow standalone`: scheduler, dag-processor,
+# triggerer and api-server, on 127.0.0.1), with the SQLite catalog connection of `make demo`. Prints
+# the UI's address and login once it answers; Ctrl-C stops every process. Airflow's output goes to
+# airflow_home/standalone.log. Standalone runs in a session of its own with Ctrl-C's default action
+# restored (a background job would ignore it), and stops its components when the recipe passes Ctrl-C on.
+airflow: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+airflow: export AIRFLOW__API__HOST := 127.0.0.1
+airflow: export AIRFLOW__API__PORT := $(AIRFLOW_PORT)
+airflow: export AIRFLOW__API__BASE_URL := http://127.0.0.1:$(AIRFLOW_PORT)
+airflow: export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS := admin:admin
+airflow: $(INSTALLED)
+	@mkdir -p $(AIRFLOW_LOCAL_HOME) $(LOCAL_DATA)
+	@log=$(AIRFLOW_LOCAL_HOME)/standalone.log; \
+	echo "starting Airflow (output in $$log) ..."; \
+	$(PY) -c 'import os, signal, sys; os.setsid(); signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(*sys.argv[1:2], sys.argv[1:])' \
+	  $(VENV)/bin/airflow standalone > $$log 2>&1 & pid=$$!; \
+	trap 'kill -INT $$pid 2>/dev/null; wait $$pid; echo "Airflow stopped."; exit 0' INT TERM; \
+	up=; for attempt in $$(seq 300); do \
+	  if $(PY) -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
+	       http://127.0.0.1:$(AIRFLOW_PORT)/api/v2/monitor/health 2>/dev/null; then up=1; break; fi; \
+	  kill -0 $$pid 2>/dev/null || break; \
+	  sleep 1; \
+	done; \
+	if [ -z "$$up" ]; then \
+	  echo "Airflow did not come up; the end of $$log:"; tail -40 $$log; kill -INT $$pid 2>/dev/null; wait $$pid; exit 1; \
+	fi; \
+	password=$$($(PY) -c 'import json, sys; print(json.load(open(sys.argv[1]))["admin"])' $(AIRFLOW_LOCAL_HOME)/simple_auth_manager_passwords.json.generated); \
+	echo ""; \
+	echo "Airflow is up: http://127.0.0.1:$(AIRFLOW_PORT)  (user admin, password $$password)"; \
+	echo "  DAGs      dags_examples/ (migrate_then_load, backfill_with_mover, table_maintenance, policy_maintenance, ...)"; \
+	echo "  catalog   connection iceberg_ops_default: SQLite in $(LOCAL_DATA)/"; \
+	echo "  logs      $$log"; \
+	echo "Ctrl-C stops it."; \
+	wait $$pid
 
 clean:
 	rm -rf $(VENV) local_data airflow_home .pytest_cache .hypothesis

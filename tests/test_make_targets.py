@@ -1,0 +1,124 @@
+"""The README's `make demo` and `make airflow`, run for real in scratch folders (a long suite).
+
+``make demo`` prints each DAG run's outcome and the namespace's status and history, not Airflow's own
+log, which goes to files. ``make airflow`` starts Airflow with the example DAGs, prints the UI's
+address and login once the API answers, serves the example DAGs to that login, and stops every
+process on Ctrl-C (SIGINT to its process group, as a terminal sends it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.long
+
+
+def _scratch(tmp_path: Path) -> list[str]:
+    return [f"AIRFLOW_LOCAL_HOME={tmp_path / 'airflow_home'}", f"LOCAL_DATA={tmp_path / 'local_data'}"]
+
+
+def test_make_demo_prints_outcomes_and_keeps_airflow_logs_in_files(tmp_path: Path):
+    result = subprocess.run(
+        ["make", "--no-print-directory", "demo", *_scratch(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    assert len(lines) < 40, result.stdout  # outcomes and summary, not Airflow's INFO lines
+    assert re.search(r"^migrate_then_load: success, \d+ task runs in [0-9.]+s", result.stdout, re.M)
+    assert re.search(r"^backfill_with_mover: success, \d+ task runs in [0-9.]+s", result.stdout, re.M)
+    assert "current:   0002" in result.stdout  # status of the demo namespace
+    assert "[info" not in result.stdout and "[info" not in result.stderr
+    for dag in ("migrate_then_load", "backfill_with_mover"):
+        log = tmp_path / "airflow_home" / f"demo-{dag}.log"
+        assert f"DagRun Finished: dag_id={dag}" in log.read_text()
+    assert (tmp_path / "local_data" / "iceberg_catalog.db").exists()
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _processes_of(home: Path) -> list[int]:
+    """Processes whose environment points AIRFLOW_HOME at ``home``."""
+    found = []
+    marker = f"AIRFLOW_HOME={home}".encode()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker in (entry / "environ").read_bytes().split(b"\0"):
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def test_make_airflow_serves_the_examples_and_stops_on_ctrl_c(tmp_path: Path):
+    port = _free_port()
+    home = tmp_path / "airflow_home"
+    make = subprocess.Popen(
+        ["make", "--no-print-directory", "airflow", *_scratch(tmp_path), f"AIRFLOW_PORT={port}"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own process group, which Ctrl-C signals as a whole
+    )
+    try:
+        banner = ""
+        deadline = time.monotonic() + 420
+        assert make.stdout is not None
+        while "Ctrl-C stops it." not in banner:
+            line = make.stdout.readline()
+            assert line, f"make airflow ended before Airflow was up:\n{banner}"
+            assert time.monotonic() < deadline, banner
+            banner += line
+        found = re.search(r"Airflow is up: (http://127\.0\.0\.1:\d+)  \(user admin, password (\S+)\)", banner)
+        assert found, banner
+        url, password = found.groups()
+        assert url == f"http://127.0.0.1:{port}"
+
+        token_request = urllib.request.Request(
+            f"{url}/auth/token",
+            data=json.dumps({"username": "admin", "password": password}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        token = json.load(urllib.request.urlopen(token_request, timeout=30))["access_token"]
+        dags = {}
+        deadline = time.monotonic() + 180
+        while "migrate_then_load" not in dags and time.monotonic() < deadline:  # the dag-processor parses them
+            listing = urllib.request.Request(f"{url}/api/v2/dags", headers={"Authorization": f"Bearer {token}"})
+            dags = {dag["dag_id"] for dag in json.load(urllib.request.urlopen(listing, timeout=30))["dags"]}
+            time.sleep(1)
+        assert {"migrate_then_load", "backfill_with_mover", "table_maintenance"} <= dags
+        assert _processes_of(home), "no Airflow process found by its AIRFLOW_HOME"
+    finally:
+        os.killpg(make.pid, signal.SIGINT)
+        rest, _ = make.communicate(timeout=120)
+
+    assert "Airflow stopped." in rest, rest
+    deadline = time.monotonic() + 60
+    while _processes_of(home) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _processes_of(home) == [], "processes of the local Airflow outlived Ctrl-C"
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", port)) != 0, "the API server still listens"
