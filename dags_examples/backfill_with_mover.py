@@ -50,15 +50,22 @@ RETRIES = {"retries": 2, "retry_delay": timedelta(seconds=30)}
 )
 def backfill_with_mover():
     @task
-    def demo_source(source: str) -> None:
-        """DEMO DATA ONLY: create and fill a small source table when it does not exist (yours is left alone)."""
+    def demo_source(source: str) -> dict:
+        """DEMO DATA ONLY: create and fill a small source table when it does not exist (yours is left alone).
+
+        Logs and returns what it found or created: the table, its rows and its current snapshot.
+        """
         import pyarrow as pa
 
         from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 
         catalog = IcebergCatalogHook().get_conn()
         if catalog.table_exists(source):
-            return
+            snapshot = catalog.load_table(source).current_snapshot()
+            rows = int(snapshot.summary["total-records"]) if snapshot and snapshot.summary else 0
+            found = {"table": source, "created": False, "rows": rows, "snapshot_id": snapshot and snapshot.snapshot_id}
+            print(f"{source} exists ({rows:,} rows, snapshot {found['snapshot_id']}): left as it is")
+            return found
         catalog.create_namespace_if_not_exists(source.rsplit(".", 1)[0])
         schema = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("kind", pa.string())])
         table = catalog.create_table(source, schema)
@@ -66,6 +73,9 @@ def backfill_with_mover():
             day = date(2026, 11, 2) + timedelta(days=n)
             rows = {"id": range(n * 100, n * 100 + 100), "day": [day] * 100, "kind": ["click", "view"] * 50}
             table.append(pa.table(rows, schema=schema))
+        snapshot_id = table.current_snapshot().snapshot_id
+        print(f"created demo table {source}: 2,100 rows (100 a day, 2026-11-02 to 2026-11-22), snapshot {snapshot_id}")
+        return {"table": source, "created": True, "rows": 2100, "snapshot_id": snapshot_id}
 
     @task
     def date_ranges(column: str, start: str, end: str, days: int) -> list[dict]:

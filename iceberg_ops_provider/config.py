@@ -23,11 +23,14 @@ Every key is optional until a command needs it. Relative paths resolve against t
 file (``warehouse_dir``, and the database file of a ``sqlite:///relative/path`` URL of the ``sql``
 kind); the SQLite kind keeps its database in ``local_data/`` there unless told otherwise. The file
 must be UTF-8 text; a file that cannot be read, decoded or parsed is a
-:class:`~iceberg_ops_provider.errors.ProjectConfigError` naming it.
+:class:`~iceberg_ops_provider.errors.ProjectConfigError` naming it (and the line and column where
+it stops being YAML: :func:`yaml_document`, which the table models read their files with too). A
+``kind`` it does not know lists :data:`CATALOG_KINDS`, the kinds the command line accepts.
 """
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -51,12 +54,13 @@ from iceberg_ops_provider.errors import (
     CatalogAuthError,
     CatalogConfigError,
     ProjectConfigError,
+    UnknownCatalogKindError,
 )
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-__all__ = ["CONFIG_FILE", "ConnectionReader", "ProjectConfig", "load_config"]
+__all__ = ["CATALOG_KINDS", "CONFIG_FILE", "ConnectionReader", "ProjectConfig", "load_config", "yaml_document"]
 
 CONFIG_FILE = "iceberg-ops.yaml"
 
@@ -71,6 +75,19 @@ Airflow is not installed. The command line's is
 """
 
 _KEYS = {"catalog", "airflow_conn_id", "namespace", "migrations_dir", "models_dir", "meta_namespace"}
+
+_IN_MEMORY_KINDS = ("memory", "in-memory")
+"""Catalog kinds (and PyIceberg types) whose state is gone when the command exits: refused here."""
+
+CATALOG_KINDS: tuple[str, ...] = tuple(kind for kind in CatalogFactory.KINDS if kind not in _IN_MEMORY_KINDS)
+"""The kinds a project file's ``catalog.kind`` (and the command line's ``--catalog``) may name.
+
+:attr:`CatalogFactory.KINDS <iceberg_ops_provider.core.catalog.CatalogFactory.KINDS>` without
+``memory``, whose state is gone when the command exits; ``name:`` (``--catalog-name``) opens any
+other catalog PyIceberg can load. An unknown kind is an error listing these, not the factory's list.
+"""
+
+_KIND_ADVICE = "Or open any catalog PyIceberg can load by name: `name:` in the project file, or --catalog-name."
 
 
 @dataclass(frozen=True)
@@ -163,10 +180,12 @@ class ProjectConfig:
         """Open the configured catalog, within :attr:`catalog_timeout`.
 
         Raises:
-            ProjectConfigError: The ``memory`` kind (its state would be gone when the command exits);
-                an Airflow connection that is not defined or does not describe a catalog, or that
-                there is no :attr:`connection_reader` to read.
+            ProjectConfigError: The ``memory`` kind, or PyIceberg's ``in-memory`` (its state would be
+                gone when the command exits); an Airflow connection that is not defined or does not
+                describe a catalog, or that there is no :attr:`connection_reader` to read.
             MissingAirflowError: :attr:`airflow_conn_id` is set and Airflow is not installed (from the reader).
+            UnknownCatalogKindError: A kind nobody knows, listing :data:`CATALOG_KINDS` (not the
+                factory's list, which has ``memory``).
             CatalogConfigError, MissingExtraError: From :class:`CatalogFactory`.
             CatalogAuthError: The catalog refused the credentials, or none were found.
             CatalogUnavailableError: The catalog could not be reached or did not answer in time.
@@ -179,9 +198,9 @@ class ProjectConfig:
         if "name" in options:
             return self._load_named_catalog(options)
         kind = str(options.pop("kind", "sqlite")).lower()
-        if kind == "memory":
+        if kind in _IN_MEMORY_KINDS:
             raise ProjectConfigError(
-                "The 'memory' catalog cannot be used from the command line: its state is gone when the command "
+                f"The {kind!r} catalog cannot be used from the command line: its state is gone when the command "
                 "exits. Use kind 'sqlite' for a local catalog."
             )
         if kind == "sqlite":
@@ -193,7 +212,10 @@ class ProjectConfig:
                 options["warehouse_dir"] = self._resolve(options["warehouse_dir"])
             if isinstance(options.get("uri"), str):
                 options["uri"] = self._resolve_sqlite_url(options["uri"])
-        return CatalogFactory.build(kind, **options)
+        try:
+            return CatalogFactory.build(kind, **options)
+        except UnknownCatalogKindError as exc:  # the factory's list has kinds the command line refuses
+            raise UnknownCatalogKindError(exc.kind, CATALOG_KINDS, advice=_KIND_ADVICE) from exc
 
     def _resolve_sqlite_url(self, uri: str) -> str:
         """``uri`` with the file of a ``sqlite:///relative/path`` URL resolved against :attr:`root`; others as given."""
@@ -241,7 +263,7 @@ class ProjectConfig:
         """
         kind, options = self._connection_catalog
         conn_id = self.airflow_conn_id
-        in_memory = kind in ("memory", "in-memory") or str(options.get("type", "")).lower() == "in-memory"
+        in_memory = kind in _IN_MEMORY_KINDS or str(options.get("type", "")).lower() in _IN_MEMORY_KINDS
         if in_memory:
             raise ProjectConfigError(
                 f"Airflow connection {conn_id!r} describes an in-memory catalog, which cannot be used from the "
@@ -252,6 +274,9 @@ class ProjectConfig:
         except CatalogAuthError:
             raise
         except CatalogConfigError as exc:
+            if isinstance(exc, UnknownCatalogKindError):  # without the kinds the command line refuses
+                usable = [kind for kind in exc.valid_kinds if kind not in _IN_MEMORY_KINDS]
+                exc = UnknownCatalogKindError(exc.kind, usable, advice="")
             raise ProjectConfigError(
                 f"The catalog of Airflow connection {conn_id!r} ({self._conn_id_source()}) cannot be built: {exc}"
             ) from exc
@@ -444,10 +469,11 @@ def load_config(
     if "kind" in catalog and "name" in catalog:
         raise ProjectConfigError(f"{file}: 'catalog' takes either 'kind' or 'name', not both.")
     kind = catalog.get("kind")
-    if kind is not None and str(kind).lower() not in CatalogFactory.KINDS:
+    if kind is not None and str(kind).lower() not in CatalogFactory.KINDS:  # `memory` is refused when built
+        close = difflib.get_close_matches(str(kind).lower(), CATALOG_KINDS, n=1)
         raise ProjectConfigError(
-            f"{file}: catalog kind {kind!r} is unknown; valid kinds: {', '.join(CatalogFactory.KINDS)} "
-            "(or `name:` for any catalog PyIceberg can load)."
+            f"{file}: catalog kind {kind!r} is unknown; valid kinds: {', '.join(CATALOG_KINDS)} "
+            f"(or `name:` for any catalog PyIceberg can load).{f' Did you mean {close[0]!r}?' if close else ''}"
         )
     for key, value in catalog.items():
         if isinstance(value, dict | list) or value is None:
@@ -482,17 +508,33 @@ def _read_yaml(file: Path) -> Any:
         raise ProjectConfigError(
             f"Configuration file {file} could not be read ({exc.strerror or exc}); check its permissions."
         ) from exc
+    return yaml_document(data, file, ProjectConfigError) or {}
+
+
+def yaml_document(data: bytes, source: object, error: Callable[[str], Exception]) -> Any:
+    """The YAML document in ``data``, the bytes of file ``source``; raises ``error(message)`` if it is not one.
+
+    The message names the file and where the problem is, for the project file and the table models
+    (:func:`~iceberg_ops_provider.autogen.models.load_model`) alike:
+    ``<source>: not UTF-8 text (byte 0xe9 on line 2); save the file as UTF-8.`` or
+    ``<source>: not valid YAML (line 5, column 1): could not find expected ':' (while scanning a simple
+    key on line 4, column 1)`` (counted from 1; the second place, where the construct the parser was
+    reading began, when it is on another line).
+    """
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
-        raise ProjectConfigError(
-            f"{file}: not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}); save the file as UTF-8."
+        raise error(
+            f"{source}: not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}); save the file as UTF-8."
         ) from exc
     try:
-        return yaml.safe_load(text) or {}
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        raise ProjectConfigError(f"{file}: not valid YAML{where}: {problem}") from exc
+        context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and start is not None and (mark is None or start.line != mark.line):
+            problem = f"{problem} ({context} on line {start.line + 1}, column {start.column + 1})"
+        raise error(f"{source}: not valid YAML{where}: {problem}") from exc

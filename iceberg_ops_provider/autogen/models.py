@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pyiceberg.schema import Schema, assign_fresh_schema_ids
 from pyiceberg.types import DoubleType, FloatType, IcebergType, NestedField, PrimitiveType
 
+from iceberg_ops_provider.config import yaml_document
 from iceberg_ops_provider.core.type_strings import format_type, parse_type
 from iceberg_ops_provider.errors import IcebergOpsError, ModelError
 from iceberg_ops_provider.migration.transforms import parse_partition_expr, parse_sort_field
@@ -195,16 +195,15 @@ def load_model(path: str | Path) -> TableModel:
     """Read and validate one model file.
 
     Raises:
-        ModelError: The file is missing, is not YAML, or declares something invalid.
+        ModelError: The file is missing, is not UTF-8 or not YAML (naming the line, and the column),
+            or declares something invalid.
     """
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
+        data = path.read_bytes()
     except FileNotFoundError as exc:
         raise _fail(path, "model file not found.") from exc
-    except yaml.YAMLError as exc:
-        raise _fail(path, f"not valid YAML: {str(exc).splitlines()[0]}") from exc
-    return model_from_dict(raw, path)
+    return model_from_dict(yaml_document(data, path, ModelError), path)
 
 
 def load_models(models_dir: str | Path) -> list[TableModel]:

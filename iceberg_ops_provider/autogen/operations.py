@@ -1,12 +1,10 @@
 """Operations: one change to one table, as data.
 
 Autogenerate builds a list of these; the renderer turns them into ``MigrationContext`` calls,
-``check`` and ``plan`` print them, and each knows how to reverse itself (or why it cannot) and how
-risky it is:
-
-* ``safe``: adds or changes metadata without touching what existing readers see.
-* ``review``: changes what readers or writers see (renames, promotions, partitioning, keys).
-* ``destructive``: data becomes unreachable (dropped columns and tables).
+``check`` and ``revision`` print them, and each knows how to reverse itself (or why it cannot) and
+how risky it is: its :attr:`Operation.kind` is looked up in
+:data:`~iceberg_ops_provider.migration.risks.RISKS`, the table ``plan`` labels what a migration's
+body asks for from, so a generated step has the same label in its file and in ``plan``.
 """
 
 from __future__ import annotations
@@ -14,11 +12,12 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 from pyiceberg.types import IcebergType
 
 from iceberg_ops_provider.core.type_strings import format_type
+from iceberg_ops_provider.migration.risks import Risk, risk_of
 
 __all__ = [
     "AddColumn",
@@ -41,8 +40,6 @@ __all__ = [
     "SetSortOrder",
 ]
 
-Risk = Literal["safe", "review", "destructive"]
-
 
 class Irreversible(Exception):
     """Raised by :meth:`Operation.reverse` for a step that cannot be undone; the message is the reason."""
@@ -53,7 +50,13 @@ class Operation:
     """One change to one table."""
 
     table: str
-    risk: ClassVar[Risk] = "safe"
+    kind: ClassVar[str]
+    """Its kind in :data:`~iceberg_ops_provider.migration.risks.RISKS` (the ``MigrationContext`` call, more or less)."""
+
+    @property
+    def risk(self) -> Risk:
+        """How risky the step is (``safe``, ``review``, ``destructive``), from the table ``plan`` reads too."""
+        return risk_of(self.kind)
 
     def call(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:
         """The ``MigrationContext`` method, positional and keyword arguments that perform this step."""
@@ -134,6 +137,8 @@ class Rendered:
 class CreateTable(Operation):
     """Create a table with its columns, spec, sort order and properties."""
 
+    kind: ClassVar[str] = "create_table"
+
     schema: Rendered = field(default_factory=lambda: Rendered(lambda indent: "None"))
     partition_by: tuple[str, ...] = ()
     sort_by: tuple[str, ...] = ()
@@ -164,7 +169,7 @@ class CreateTable(Operation):
 class DropTable(Operation):
     """Drop a table."""
 
-    risk: ClassVar[Risk] = "destructive"
+    kind: ClassVar[str] = "drop_table"
 
     def call(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         return "drop_table", (self.table,), {}
@@ -192,9 +197,9 @@ class AddColumn(Operation):
     first: bool = False
 
     @property
-    def risk(self) -> Risk:  # type: ignore[override]
-        """Adding a required column is refused on tables with rows: review it."""
-        return "review" if self.required else "safe"
+    def kind(self) -> str:  # type: ignore[override]
+        """Adding a required column is refused on tables with rows: a kind of its own, to review."""
+        return "add_required_column" if self.required else "add_column"
 
     def call(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         kwargs: dict[str, Any] = {}
@@ -220,8 +225,9 @@ class AddColumn(Operation):
 class DropColumn(Operation):
     """Drop a column."""
 
+    kind: ClassVar[str] = "drop_column"
+
     name: str = ""
-    risk: ClassVar[Risk] = "destructive"
 
     def call(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         return "drop_column", (self.table, self.name), {}
@@ -239,9 +245,10 @@ class DropColumn(Operation):
 class RenameColumn(Operation):
     """Rename a column (``renamed_from`` in the model)."""
 
+    kind: ClassVar[str] = "rename_column"
+
     old: str = ""
     new: str = ""
-    risk: ClassVar[Risk] = "review"
 
     def call(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         return "rename_column", (self.table, self.old, self.new.split(".")[-1]), {}
@@ -257,10 +264,11 @@ class RenameColumn(Operation):
 class AlterColumnType(Operation):
     """Promote a column's type (only the promotions Iceberg allows)."""
 
+    kind: ClassVar[str] = "promote_column"
+
     name: str = ""
     old: IcebergType | None = None
     new: IcebergType | None = None
-    risk: ClassVar[Risk] = "review"
 
     def call(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         return "alter_column", (self.table, self.name), {"type": self.new}
@@ -279,8 +287,9 @@ class AlterColumnType(Operation):
 class MakeColumnOptional(Operation):
     """Make a required column optional."""
 
+    kind: ClassVar[str] = "make_column_optional"
+
     name: str = ""
-    risk: ClassVar[Risk] = "review"
 
     def call(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         return "alter_column", (self.table, self.name), {"required": False}
@@ -297,6 +306,8 @@ class MakeColumnOptional(Operation):
 @dataclass(frozen=True)
 class SetColumnDoc(Operation):
     """Change a column's doc."""
+
+    kind: ClassVar[str] = "set_column_doc"
 
     name: str = ""
     old: str | None = None
@@ -315,6 +326,8 @@ class SetColumnDoc(Operation):
 @dataclass(frozen=True)
 class MoveColumn(Operation):
     """Move a column after another one, or first."""
+
+    kind: ClassVar[str] = "move_column"
 
     name: str = ""
     after: str | None = None
@@ -337,9 +350,10 @@ class MoveColumn(Operation):
 class SetIdentifierFields(Operation):
     """Replace the table's identifier fields."""
 
+    kind: ClassVar[str] = "set_identifier_fields"
+
     names: tuple[str, ...] = ()
     old: tuple[str, ...] = ()
-    risk: ClassVar[Risk] = "review"
 
     def call(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         return "set_identifier_fields", (self.table, *self.names), {}
@@ -355,9 +369,10 @@ class SetIdentifierFields(Operation):
 class AddPartitionField(Operation):
     """Add a partition field (new data is partitioned by it; existing files keep their spec)."""
 
+    kind: ClassVar[str] = "add_partition_field"
+
     expr: str = ""
     name: str = ""
-    risk: ClassVar[Risk] = "review"
 
     def call(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         return "add_partition_field", (self.table, self.expr), {"name": self.name}
@@ -373,9 +388,10 @@ class AddPartitionField(Operation):
 class DropPartitionField(Operation):
     """Remove a partition field."""
 
+    kind: ClassVar[str] = "drop_partition_field"
+
     name: str = ""
     expr: str = ""
-    risk: ClassVar[Risk] = "review"
 
     def call(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         return "drop_partition_field", (self.table, self.name), {}
@@ -390,6 +406,8 @@ class DropPartitionField(Operation):
 @dataclass(frozen=True)
 class SetSortOrder(Operation):
     """Replace the table's sort order."""
+
+    kind: ClassVar[str] = "set_sort_order"
 
     fields: tuple[str, ...] = ()
     old: tuple[str, ...] = ()
@@ -407,6 +425,8 @@ class SetSortOrder(Operation):
 @dataclass(frozen=True)
 class SetProperties(Operation):
     """Set table properties; ``old`` holds the previous values (``None``: was not set)."""
+
+    kind: ClassVar[str] = "set_properties"
 
     values: Mapping[str, str] = field(default_factory=dict)
     old: Mapping[str, str | None] = field(default_factory=dict)
@@ -431,6 +451,8 @@ class SetProperties(Operation):
 @dataclass(frozen=True)
 class RemoveProperties(Operation):
     """Remove table properties; ``old`` holds their values."""
+
+    kind: ClassVar[str] = "remove_properties"
 
     keys: tuple[str, ...] = ()
     old: Mapping[str, str] = field(default_factory=dict)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
+from iceberg_ops_provider.cli.wording import cli_message
 from iceberg_ops_provider.errors import (
     CatalogUnavailableError,
     ConcurrentMigrationError,
@@ -40,6 +41,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EXIT_INTERRUPTED",
+    "EXIT_IRREVERSIBLE",
     "STATE_ERRORS",
     "CommandLine",
     "error_report",
@@ -52,6 +54,15 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_INTERRUPTED = 130
 """The exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it."""
+
+EXIT_IRREVERSIBLE = 3
+"""The exit code of a ``plan`` whose rollback reaches a migration that cannot be rolled back (``[irreversible]``).
+
+Apart from 1 (which also means the catalog could not be reached), so a script can tell "this
+rollback cannot be done" from "the plan could not be made".
+"""
+
+_ALLOW_FLAGS = {"changed": "--allow-changed", "missing": "--allow-missing", "out_of_order": "--allow-out-of-order"}
 
 STATE_ERRORS = (
     MigrationFailedError,
@@ -79,10 +90,32 @@ def error_report(settings: Settings, raised: Exception) -> tuple[int, str, str]:
         code = 2 if isinstance(exc, ValueError | TypeError | LookupError) else 1
     if settings.verbose:
         traceback.print_exception(raised)
-    message = " ".join(str(exc).split()) or type(exc).__name__
+    message = cli_message(exc) or type(exc).__name__
+    if isinstance(exc, MigrationIntegrityError):
+        message = integrity_message(exc)
     if not isinstance(exc, IcebergOpsError):
         message = f"{type(exc).__name__}: {message}"
     return code, message, type(exc).__name__
+
+
+def integrity_message(exc: MigrationIntegrityError) -> str:
+    """The refusal of files that disagree with history: one problem per line, and the options of this command.
+
+    Only the ``--allow-*`` options the command being run has are offered (``downgrade`` has no
+    ``--allow-missing``: it cannot roll back a migration whose file is gone).
+    """
+    context = click.get_current_context(silent=True)
+    offered = {opt for param in context.command.params for opt in param.opts} if context is not None else set()
+    flags = [_ALLOW_FLAGS[kind] for kind in exc.kinds if _ALLOW_FLAGS.get(kind) in offered]
+    head = str(exc).splitlines()[0]
+    lines = [head, *(f"  - {' '.join(problem.split())}" for problem in exc.problems)]
+    advice = "Restore the files" + (f", or run again with {' '.join(flags)} to go ahead anyway" if flags else "") + "."
+    if "changed" in exc.kinds:
+        advice += (
+            " If the change to an applied file is intended (a reviewed edit), record the file as it is now with "
+            "`iceberg-ops repair`."
+        )
+    return "\n".join([*lines, advice])
 
 
 def handles_errors(command: F) -> F:

@@ -10,9 +10,11 @@ none of them imports this module. The global options become a
 the run (lock held, files disagreeing with history, pending migrations before autogenerate, a
 catalog that cannot be reached or does not answer within ``--catalog-timeout``): every transient
 error is among them; 2 bad usage, configuration or input (refused or missing credentials, a
-``db_path`` that is not an SQLite database, an unreadable ``iceberg-ops.yaml``); 130 interrupted
-(Ctrl-C). Errors print one line (a traceback with ``-v``); ``--json`` prints machine-readable
-output on stdout, progress goes to stderr. ``docs/errors.md`` lists every error class with its exit code.
+``db_path`` that is not an SQLite database, an unreadable ``iceberg-ops.yaml``); 3 a ``plan``
+whose rollback reaches an irreversible migration; 130 interrupted (Ctrl-C). Errors print one line
+(a traceback with ``-v``; the refusal of files that disagree with history lists one file per line);
+``--json`` prints machine-readable output on stdout, progress goes to stderr. ``docs/errors.md``
+lists every error class with its exit code.
 """
 
 from __future__ import annotations
@@ -42,6 +44,12 @@ __all__ = ["cli", "main"]
     help="Project file (default ./iceberg-ops.yaml).",
 )
 @click.option("--namespace", help="Namespace to work on (overrides the project file).")
+@click.option(
+    "--migrations-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="Folder of the migration files (overrides the project file's migrations_dir; without a project file, "
+    "what upgrade, downgrade, stamp, plan, check and repair read, and what status and history compare).",
+)
 @click.option(
     "--catalog", "--catalog-kind", "catalog_kind", help="Catalog kind: sqlite, sql, glue, rest, hive or s3tables."
 )

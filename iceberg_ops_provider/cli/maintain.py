@@ -39,6 +39,7 @@ from iceberg_ops_provider.cli.shared import (
     resolve_tables,
     text_table,
 )
+from iceberg_ops_provider.cli.wording import global_options, maintenance_command
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
@@ -69,7 +70,6 @@ def _run(
     every: bool,
     call: Callable[[Any], Any],
     describe: Callable[[Any], str],
-    options: dict[str, str],
     document: Callable[[Any], dict[str, Any]] | None = None,
     display: ProgressDisplay | None = None,
 ) -> tuple[list[Any], int]:
@@ -90,7 +90,7 @@ def _run(
         try:
             result = call(loaded)
         except Exception as exc:
-            raise bad_input(exc, options) from exc
+            raise bad_input(exc) from exc
         results.append(result)
         return (document or (lambda r: r.to_json()))(result), describe(result)
 
@@ -150,11 +150,27 @@ def health(
         table,
         every,
         lambda loaded: table_health_report(loaded, limits),
-        lambda report: report.summary(),
-        {},
+        lambda report: _describe_health(settings, report),
         document=lambda report: report.to_json(max_partitions=max_partitions),
     )
     _exit(max(worst, 1 if any(report.needs for report in reports) else 0))
+
+
+def _describe_health(settings: Settings, report: Any) -> str:
+    """The report's summary, each recommendation as the ``iceberg-ops maintain`` command that carries it out.
+
+    The command repeats the global options that named the catalog; sizes are written as the size
+    options take them (``512MiB``) and a cut-off time as the age it was (``--older-than 5d``).
+    """
+    prefix = global_options(settings)
+
+    def command(recommendation: Any) -> str:
+        typed = maintenance_command(
+            recommendation.action, recommendation.params, report.table, at=report.generated_at, prefix=prefix
+        )
+        return typed or recommendation.call()
+
+    return report.summary(call=command)
 
 
 def _thresholds(values: tuple[str, ...], target_file_size: int | None) -> dict[str, Any]:
@@ -195,10 +211,11 @@ def _thresholds(values: tuple[str, ...], target_file_size: int | None) -> dict[s
 )
 @click.option(
     "--min-input-files",
-    type=click.IntRange(min=1),
+    type=int,
     default=5,
     show_default=True,
-    help="Partitions with fewer small files are left alone.",
+    help="Partitions with fewer small files are left alone (1: a lone small file is rewritten too, to sort it or "
+    "apply its deletes).",
 )
 @click.option(
     "--where", metavar="FILTER", help="Only files that may hold rows matching this filter: \"day >= '2026-11-01'\"."
@@ -226,8 +243,12 @@ def compact(
     no_progress: bool,
 ) -> None:
     """Bin-pack TABLE's small data files into files near the target size, group by group."""
+    from iceberg_ops_provider.maintenance.binpack import min_input_files_problem
     from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 
+    problem = min_input_files_problem(min_input_files)  # the engine's rule, before any table is opened
+    if problem is not None:
+        raise click.BadParameter(f"--min-input-files {problem}.", param_hint="'--min-input-files'")
     where = check_filter(where)
     display = ProgressDisplay("none" if no_progress or dry_run else "auto")
     stop = threading.Event()
@@ -262,12 +283,6 @@ def compact(
             every,
             call,
             _describe_compaction,
-            {
-                "where": "--where",
-                "strategy": "--strategy",
-                "target_file_size_bytes": "--target-file-size",
-                "min_input_files": "--min-input-files",
-            },
             display=display,
         )
     _exit(worst)
@@ -347,7 +362,6 @@ def expire(
             loaded, older_than=older_than, retain_last=retain_last, delete_files=not keep_files, dry_run=dry_run
         ),
         describe,
-        {"older_than": "--older-than", "retain_last": "--retain-last"},
     )
     _exit(worst)
 
@@ -396,7 +410,6 @@ def orphans(
         every,
         lambda loaded: remove_orphan_files(loaded, older_than=older_than, dry_run=dry_run, location=location),
         describe,
-        {"older_than": "--older-than", "location": "--location"},
     )
     _exit(worst)
 
@@ -432,6 +445,5 @@ def manifests(
         every,
         lambda loaded: rewrite_manifests(loaded, target_manifest_size_bytes=target_manifest_size, dry_run=dry_run),
         describe,
-        {"target_manifest_size_bytes": "--target-manifest-size"},
     )
     _exit(worst)

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from iceberg_ops_provider.cli.errors import handles_errors
+from iceberg_ops_provider.cli.errors import EXIT_IRREVERSIBLE, handles_errors
 from iceberg_ops_provider.cli.settings import Settings
 from iceberg_ops_provider.cli.shared import text_table
 from iceberg_ops_provider.errors import ConfirmationRequiredError
@@ -70,7 +70,7 @@ def revision(settings: Settings, message: str, autogenerate: bool, target_table:
     from iceberg_ops_provider.runner.commands import revision as write_revision
 
     result = write_revision(
-        settings.config(), message, autogenerate_from_models=autogenerate, target_table=target_table
+        settings.migration_config("project"), message, autogenerate_from_models=autogenerate, target_table=target_table
     )
     if result.path is None:
         settings.emit(result.to_json(), "No changes between the models and the live tables; nothing written.")
@@ -164,13 +164,23 @@ def stamp(settings: Settings, version: str) -> None:
 @click.pass_obj
 @handles_errors
 def plan(settings: Settings, target: str, direction: str | None) -> None:
-    """Show the steps a run to TARGET would take; changes nothing."""
+    """Show the steps a run to TARGET would take; changes nothing (exit 3: the rollback reaches an irreversible one)."""
     steps = settings.runner().plan(target, direction, inspect=True)  # type: ignore[arg-type]
     lines = []
     for step in steps:
         lines.append(f"{step.direction} {step.version} {step.description}  [{step.risk}]")
         lines += [f"    [{op['risk']}] {op['operation']}" for op in step.operations]
+    stop = next((index for index, step in enumerate(steps) if step.risk == "irreversible"), None)
+    if stop is not None:
+        blocked, before = steps[stop], [step.version for step in steps[:stop]]
+        done = f"it would roll back {', '.join(before)} first, then stop" if before else "nothing would be rolled back"
+        lines.append(
+            f"irreversible: a downgrade to {target} stops at {blocked.version} ({blocked.description}), which "
+            f"cannot be rolled back: {done}; {blocked.version} and the versions below it stay applied."
+        )
     settings.emit([step.to_json() for step in steps], "\n".join(lines) or "Nothing to do.")
+    if stop is not None:
+        sys.exit(EXIT_IRREVERSIBLE)
 
 
 @click.command()
@@ -178,13 +188,18 @@ def plan(settings: Settings, target: str, direction: str | None) -> None:
 @handles_errors
 def status(settings: Settings) -> None:
     """Show the current version, pending migrations, anything odd, the lock, and how migrations commit."""
-    runner = settings.runner()
+    runner = settings.runner(files="optional")
     state = runner.status()
     lines = [
         f"namespace: {state.namespace}",
         f"current:   {state.current or 'base'}",
         f"commits:   {state.commit_mode} ({state.commit_mode_reason})",
     ]
+    if not state.files_compared:
+        lines.append(
+            "files:     not compared (no project file and no --migrations-dir): what is pending, changed or "
+            "missing is not known; this is what the history says"
+        )
     if not state.applied and not _namespace_known(runner):
         lines.append(f"note:      namespace {state.namespace!r} does not exist yet; `iceberg-ops upgrade` creates it")
     if state.lock:
@@ -199,10 +214,16 @@ def status(settings: Settings) -> None:
         from iceberg_ops_provider.runner.commands import interrupted_problem
 
         lines.append(f"interrupted: {interrupted_problem(state.interrupted, state.interrupted_outcome or '')}")
-    pending = [(s.version, s.description, "failed" if s.version in state.failed else "") for s in state.pending]
-    lines.append(f"pending:   {len(pending)}")
-    if pending:
-        lines.append(text_table(["version", "description", "note"], pending))
+    if state.files_compared:
+        broken = {int(file.version) for file in state.broken if file.version is not None}
+        pending = [(s.version, s.description, _pending_note(s.version, state.failed, broken)) for s in state.pending]
+        lines.append(f"pending:   {len(pending)}")
+        if pending:
+            lines.append(text_table(["version", "description", "note"], pending))
+    else:
+        lines.append("pending:   not known (files not compared; pass --migrations-dir DIR)")
+        if state.failed:
+            lines.append(f"failed:    {', '.join(state.failed)} (its last attempt failed)")
     for label, versions in (
         ("changed", state.changed),
         ("missing", state.missing),
@@ -210,7 +231,15 @@ def status(settings: Settings) -> None:
     ):
         if versions:
             lines.append(f"{label}: {', '.join(versions)}")
+    lines += [f"broken:    {file.describe()}" for file in state.broken]
     settings.emit(state.to_json(), "\n".join(lines))
+
+
+def _pending_note(version: str, failed: list[str], broken: set[int]) -> str:
+    notes = ["failed"] if version in failed else []
+    if int(version) in broken:
+        notes.append("broken: its file cannot be loaded (below)")
+    return "; ".join(notes)
 
 
 @click.command()
@@ -224,7 +253,7 @@ def status(settings: Settings) -> None:
 @handles_errors
 def history(settings: Settings, show_events: bool) -> None:
     """Show the namespace's migration history, oldest first."""
-    runner = settings.runner()
+    runner = settings.runner(files="optional")
     if show_events:
         events = runner.events()
         lines = [
@@ -239,9 +268,12 @@ def history(settings: Settings, show_events: bool) -> None:
         (r.version, r.status, r.operation, r.applied_at.strftime("%Y-%m-%d %H:%M:%S"), r.executed_by, r.description)
         for r in rows
     ]
-    human = text_table(["version", "status", "operation", "applied_at", "by", "description"], table) or (
-        f"No history yet: base, {len(runner.state().pending)} pending."
-    )
+    if table:
+        human = text_table(["version", "status", "operation", "applied_at", "by", "description"], table)
+    elif runner.files_compared:
+        human = f"No history yet: base, {len(runner.state(report_broken=True).pending)} pending."
+    else:
+        human = "No history yet: base (files not compared; pass --migrations-dir DIR to count the pending migrations)."
     settings.emit([r.to_json() for r in rows], human)
 
 
@@ -250,7 +282,7 @@ def history(settings: Settings, show_events: bool) -> None:
 @handles_errors
 def current(settings: Settings) -> None:
     """Print the current version (base when nothing is applied)."""
-    runner = settings.runner()
+    runner = settings.runner(files="none")
     version = runner.current()
     settings.emit({"current": version}, version or "base")
 
@@ -260,13 +292,18 @@ def current(settings: Settings) -> None:
 @handles_errors
 def check(settings: Settings) -> None:
     """CI gate: exit 0 when nothing is pending and every model matches its table, else 1."""
-    from iceberg_ops_provider.runner.commands import check as run_check
+    from iceberg_ops_provider.runner.commands import check_namespace
 
-    report = run_check(settings.config())
+    runner = settings.runner()
+    config = settings.config()
+    with_models = config.path is not None and config.models_dir.is_dir()
+    report = check_namespace(runner, config.models_dir if with_models else None)
     lines = [f"{report.namespace}: " + ("up to date" if report.ok else "NOT up to date")]
     lines += [f"  pending {s.version} {s.description}" for s in report.pending]
     lines += [f"  drift [{op.risk}] {op.describe()}" for op in report.drift]
     lines += [f"  problem: {p}" for p in report.problems]
+    if config.path is None:
+        lines.append("  note: models not compared (no project file names a models folder)")
     settings.emit(report.to_json(), "\n".join(lines))
     if not report.ok:
         sys.exit(1)
@@ -299,7 +336,7 @@ def repair(settings: Settings, yes: bool) -> None:
 @handles_errors
 def unlock(settings: Settings) -> None:
     """Release the namespace's migration lock after a crashed run."""
-    runner = settings.runner(known=True)
+    runner = settings.runner(known=True, files="none")
     holder = runner.force_unlock()
     human = f"released the lock held by {holder.describe()}" if holder else "The namespace was not locked."
     settings.emit({"released": holder.to_json() if holder else None}, human)

@@ -42,14 +42,6 @@ if TYPE_CHECKING:
 
 __all__ = ["MoveGroup", "move"]
 
-_ENGINE_OPTIONS = {
-    "where": "--where",
-    "columns": "--columns",
-    "rename": "--rename",
-    "commit_every_bytes": "--commit-every-bytes",
-    "parallelism": "--parallelism",
-    "sample_size": "--sample-size",
-}
 _TARGET_OPTIONS = (
     "target_conn_id",
     "target_catalog",
@@ -192,40 +184,6 @@ def _target_catalog(settings: Settings, options: dict[str, Any]) -> Catalog | No
         raise _for_target(exc, endpoint, seconds) from exc
 
 
-_ARGUMENTS = (
-    "where|columns|rename|mode|move_id|commit_every_bytes|create_target|verify|parallelism|sample_size|"
-    "source_snapshot_id|rewrite"
-)
-_FLAG = re.compile(rf"(?<![\w-])({_ARGUMENTS})=True\b")  # create_target=True: --create-target
-_VALUE = re.compile(rf"(?<![\w-])({_ARGUMENTS})=(?=['\"\w\[{{(-])")  # where='x': --where='x'
-_BARE = re.compile(rf"(?<![\w-])({_ARGUMENTS})=")  # "add it to columns=": --columns
-
-
-def _in_option_words(exc: Exception) -> Exception:
-    """A mover's bad-input error with the engine's argument names (``columns=``) written as options (``--columns``)."""
-    from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError, ReconciliationError
-
-    if type(exc) not in (InvalidMoveError, ReconciliationError, MoveStateError):
-        return exc
-
-    def option(match: re.Match[str]) -> str:
-        return "--" + match.group(1).replace("_", "-")
-
-    message = _FLAG.sub(option, str(exc))
-    message = _VALUE.sub(lambda match: option(match) + "=", message)
-    translated = type(exc)(_BARE.sub(option, message))
-    translated.__cause__ = exc
-    return translated
-
-
-def _engine(call: Callable[[], Any]) -> Any:
-    """``call()``, with the mover's bad-input errors naming the options."""
-    try:
-        return call()
-    except Exception as exc:
-        raise _in_option_words(exc) from exc
-
-
 def _mover(settings: Settings, options: dict[str, Any], **extra: Any) -> DataMover:
     """The mover the options describe, on the catalogs of the global and ``--target-*`` options."""
     from iceberg_ops_provider.data_migration import DEFAULT_COMMIT_EVERY_BYTES, DataMover
@@ -255,7 +213,7 @@ def _mover(settings: Settings, options: dict[str, Any], **extra: Any) -> DataMov
             **extra,
         )
     except Exception as exc:
-        raise bad_input(_in_option_words(exc), _ENGINE_OPTIONS) from exc
+        raise bad_input(exc) from exc
     if options["source_snapshot_id"] is not None:
         _check_snapshot(mover, options["source_snapshot_id"])
     return mover
@@ -397,7 +355,7 @@ def run_move(settings: Settings, **options: Any) -> None:
                 notes = _resume_notes(mover)
                 for note in notes:
                     display.note(f"note: {note}")
-                result = _engine(mover.run)
+                result = mover.run()
                 stopping.finished()
         except KeyboardInterrupt:  # while preparing, or a second Ctrl-C
             abandoned = True
@@ -467,7 +425,7 @@ def _describe_report(report: Any) -> str:
 def plan_move(settings: Settings, **options: Any) -> None:
     """Show the move's units, their sizes and which are done; changes nothing."""
     try:
-        plan = _engine(_mover(settings, options).plan)
+        plan = _mover(settings, options).plan()
     except KeyboardInterrupt:
         exit_interrupted(settings, "stopped while planning the move; plan changes nothing.")
     head = (
@@ -503,7 +461,7 @@ def verify_move(settings: Settings, method: str, seed: int | None, **options: An
     sample_size = options.pop("sample_size")
     try:
         mover = _mover(settings, options, sample_size=sample_size)
-        report = _engine(lambda: mover.verify(method, seed=seed))
+        report = mover.verify(method, seed=seed)
     except KeyboardInterrupt:
         exit_interrupted(settings, "stopped while verifying the move; verify changes nothing.")
     settings.emit(report.to_json(), _describe_report(report))

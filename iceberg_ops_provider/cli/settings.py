@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import click
 
@@ -26,10 +26,13 @@ if TYPE_CHECKING:
 
     from iceberg_ops_provider.config import ProjectConfig
 
-__all__ = ["CATALOG_FLAGS", "Settings", "namespace_of", "open_catalog"]
+__all__ = ["CATALOG_FLAGS", "Files", "Settings", "namespace_of", "open_catalog"]
 
 CATALOG_FLAGS = ("conn_id", "catalog_kind", "catalog_name", "catalog_uri", "db_path")
 """The global options that name a catalog by themselves, without a project file."""
+
+Files = Literal["project", "required", "optional", "none"]
+"""What a migration command needs of the migration files (see :meth:`Settings.migration_config`)."""
 
 
 @dataclass
@@ -50,6 +53,8 @@ class Settings:
         meta_namespace: ``--meta-namespace``.
         as_json: ``--json``: print machine-readable JSON.
         verbose: ``-v``: print tracebacks.
+        migrations_dir: ``--migrations-dir``: the migrations folder (overrides the project file's;
+            without a project file, the only way the migration commands find the files).
     """
 
     config_path: Path | None
@@ -65,6 +70,7 @@ class Settings:
     meta_namespace: str | None
     as_json: bool
     verbose: int
+    migrations_dir: Path | None = None
     _config: ProjectConfig | None = field(default=None, repr=False)
 
     def config(self, *, required: bool = True) -> ProjectConfig:
@@ -88,10 +94,57 @@ class Settings:
                 conn_id=self.conn_id,
                 catalog_uri=self.catalog_uri,
             )
+            if self.migrations_dir is not None:  # as typed: relative to the working directory
+                self._config = replace(self._config, migrations_dir=self.migrations_dir.expanduser().resolve())
             if self._config.airflow_conn_id:
                 config = self._config
                 without_airflow_logging(lambda: config.catalog_timeout)  # reads the connection
         return self._config
+
+    def migration_config(self, files: Files = "required") -> ProjectConfig:
+        """The configuration a migration command runs on: the project file, or the options alone.
+
+        Without options naming the catalog (``--catalog``, ``--conn-id``, ``--catalog-name``,
+        ``--catalog-uri``, ``--db-path``), the project file names it and must exist (so must a file
+        given with ``--config``). With them, the file is read when it is there and is optional
+        otherwise; then ``--namespace`` gives the namespace, and ``files="required"`` (commands that
+        read migration files) needs ``--migrations-dir``. ``files="project"`` (``revision``, which
+        writes into the project's folders) needs the project file whatever the options.
+
+        Raises:
+            ProjectConfigError: No project file and no options naming the catalog, or a command that
+                needs the migration files without them. The message says which options to pass.
+        """
+        from iceberg_ops_provider.config import CONFIG_FILE
+
+        explicit = any(getattr(self, name) for name in CATALOG_FLAGS)
+        file = self.config_path or Path.cwd() / CONFIG_FILE
+        command = _command_name()
+        if files == "project" and not file.is_file():
+            raise ProjectConfigError(
+                f"Configuration file {file} not found: `iceberg-ops {command}` needs the project file, since it "
+                "writes into the project's migrations folder (and --autogenerate compares the project's models "
+                "folder with the tables). Run `iceberg-ops init` to create one, or pass --config PATH."
+            )
+        if not explicit and not file.exists():
+            needs = " and --migrations-dir DIR" if files == "required" else ""
+            raise ProjectConfigError(
+                f"Configuration file {file} not found. Run `iceberg-ops init` to create one, pass --config PATH, or "
+                f"name the catalog and namespace on the command line: `iceberg-ops {command}` runs without the file "
+                f"given --catalog KIND (with --db-path, --catalog-uri, ...), --conn-id NAME or --catalog-name NAME, "
+                f"and --namespace NS{needs}."
+            )
+        config = self.config(required=not explicit or self.config_path is not None)
+        if files == "required" and config.path is None and self.migrations_dir is None:
+            raise ProjectConfigError(
+                f"`iceberg-ops {command}` needs the migration files: pass --migrations-dir DIR, or run it with the "
+                f"project file ({CONFIG_FILE} in the working directory, or --config PATH)."
+            )
+        return config
+
+    def files_known(self) -> bool:
+        """Whether the migration files are known: a project file was read, or ``--migrations-dir`` given."""
+        return self.migrations_dir is not None or (self._config is not None and self._config.path is not None)
 
     def translate(self, exc: Exception) -> Exception:
         """``exc``, or the iceberg-ops error it amounts to.
@@ -114,15 +167,26 @@ class Settings:
         seconds = config.known_catalog_timeout if config is not None else self.catalog_timeout
         return catalog_error(exc, endpoint, seconds) or exc
 
-    def runner(self, *, known: bool = False, progress: bool = False, atomic: bool = True) -> Any:
+    def runner(
+        self, *, known: bool = False, progress: bool = False, atomic: bool = True, files: Files = "required"
+    ) -> Any:
         """A runner for the project; ``known`` refuses a namespace that is most likely a typo.
 
         ``atomic=False`` makes it commit table by table even where the catalog can commit a
-        migration's changes and its history record at once (``--no-atomic``).
+        migration's changes and its history record at once (``--no-atomic``). ``files`` says what
+        the command needs of the migration files (:meth:`migration_config`): ``required`` (it reads
+        them), ``optional`` (it compares them when they are known: ``status``, ``history``) or
+        ``none`` (``current``, ``unlock``). A runner without them reads the history only.
         """
         from iceberg_ops_provider.runner.commands import open_runner, require_known_namespace
 
-        runner = open_runner(self.config(), on_event=self.progress if progress else None, stale_after=self.stale_after)
+        config = self.migration_config(files)
+        runner = open_runner(
+            config,
+            on_event=self.progress if progress else None,
+            stale_after=self.stale_after,
+            files=files != "none" and self.files_known(),
+        )
         runner.atomic_commits = atomic
         if known:
             require_known_namespace(runner)
@@ -135,6 +199,12 @@ class Settings:
     def emit(self, data: Any, human: str) -> None:
         """Print a command's result: ``data`` as JSON with ``--json``, else the ``human`` text."""
         click.echo(json.dumps(data, indent=2, default=str) if self.as_json else human)
+
+
+def _command_name() -> str:
+    """The name of the command being run (``status``), for messages; ``iceberg-ops`` outside a command."""
+    context = click.get_current_context(silent=True)
+    return context.info_name or "" if context is not None else ""
 
 
 def _pyiceberg_file_error(exc: BaseException) -> ProjectConfigError | None:

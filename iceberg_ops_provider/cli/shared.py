@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +20,7 @@ import click
 
 from iceberg_ops_provider.cli.errors import report_error
 from iceberg_ops_provider.cli.settings import namespace_of
+from iceberg_ops_provider.cli.wording import usage_error
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -201,21 +202,14 @@ def check_filter(text: str | None, option: str = "--where") -> str | None:
     return text
 
 
-def bad_input(exc: Exception, options: Mapping[str, str]) -> Exception:
-    """A usage error naming the option for an engine's plain ``ValueError`` about one of its arguments.
+def bad_input(exc: Exception) -> Exception:
+    """A usage error naming the option for an engine's refusal of one of its arguments; else ``exc`` as it is.
 
-    ``options`` maps the engine's argument names (``where``) to the options that set them
-    (``--where``). Any other exception is returned as it is.
+    The engine's message says which argument it refuses (:func:`~iceberg_ops_provider.errors.message_about`);
+    :data:`~iceberg_ops_provider.cli.wording.OPTIONS` names the option that sets it, and the message is
+    worded with the options as typed.
     """
-    if type(exc) not in (ValueError, TypeError):
-        return exc
-    message = " ".join(str(exc).split())
-    for argument, option in options.items():
-        if re.match(rf"{re.escape(argument)}[=\s]", message) or f"pass {argument}" in message:
-            error = click.BadParameter(message, param_hint=f"'{option}'")
-            error.__cause__ = exc
-            return error
-    return exc
+    return usage_error(exc) or exc
 
 
 def resolve_tables(settings: Settings, catalog: Catalog, table: str | None, every: bool) -> list[str]:

@@ -32,6 +32,7 @@ from pyiceberg.types import FloatType, IcebergType, ListType, MapType, StructTyp
 
 from iceberg_ops_provider.core.types import FIELD_ID_KEY, UTC_ZONES
 from iceberg_ops_provider.errors import ReconciliationError
+from iceberg_ops_provider.messages import Arg, message
 
 __all__ = ["BatchPlan", "Converter", "FieldNode"]
 
@@ -386,8 +387,11 @@ def _cast(array: pa.Array, node: FieldNode, narrow_float: bool) -> pa.Array:
         out = pc.cast(array, node.arrow_type, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
         raise ReconciliationError(
-            f"A value of column `{node.source_column}` does not fit the target column `{node.column}` of type "
-            f"{node.target_type} ({exc}). Fix: widen the target column, or leave the rows out with where=."
+            message(
+                f"A value of column `{node.source_column}` does not fit the target column `{node.column}` of type "
+                f"{node.target_type} ({exc}). Fix: widen the target column, or leave the rows out with {{where}}.",
+                where=Arg("where", keyword=True),
+            )
         ) from exc
     if narrow_float:
         # A safe cast turns a double beyond float's range into infinity without complaint.
@@ -409,7 +413,10 @@ def _check_no_nulls(values: pa.Array, node: FieldNode, valid: pa.Array | None) -
     count = values.null_count if valid is None else pc.sum(pc.and_(values.is_null(), valid)).as_py() or 0
     if count:
         raise ReconciliationError(
-            f"Column `{node.source_column}` holds {count} null(s) in this batch, but the target column "
-            f"`{node.column}` is required. Fix: make `{node.column}` optional in the target's schema, or leave "
-            "the null rows out with where=."
+            message(
+                f"Column `{node.source_column}` holds {count} null(s) in this batch, but the target column "
+                f"`{node.column}` is required. Fix: make `{node.column}` optional in the target's schema, or leave "
+                "the null rows out with {where}.",
+                where=Arg("where", keyword=True),
+            )
         )

@@ -71,6 +71,7 @@ from iceberg_ops_provider.data_migration.source_pieces import (
 )
 from iceberg_ops_provider.data_migration.verbatim import PartitionPath, copy_stream, partition_as_is
 from iceberg_ops_provider.errors import DataMoveError, ReconciliationError
+from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
@@ -211,6 +212,7 @@ class FileCopier:
             raise ValueError(f"piece_bytes must be a positive number of bytes, got {piece_bytes}.")
         self.piece_bytes = piece_bytes
         properties = target_metadata.properties
+        given = target_file_size_bytes is not None
         if target_file_size_bytes is None:
             target_file_size_bytes = property_as_int(
                 properties,
@@ -218,9 +220,13 @@ class FileCopier:
                 TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
             )
         if target_file_size_bytes is None or target_file_size_bytes < 1:
+            if given:
+                raise ValueError(
+                    f"target_file_size_bytes must be a positive number of bytes, got {target_file_size_bytes}."
+                )
             raise ValueError(
-                f"target_file_size_bytes must be a positive number of bytes, got {target_file_size_bytes}; "
-                "pass one or fix the target's write.target-file-size-bytes property."
+                f"The target's table property {TableProperties.WRITE_TARGET_FILE_SIZE_BYTES} is "
+                f"{target_file_size_bytes}: set it to a positive number of bytes (a table property update)."
             )
         self.target_file_size_bytes = target_file_size_bytes
         self.row_group_rows: int = property_as_int(  # type: ignore[assignment]
@@ -452,7 +458,7 @@ class _Lane:
         self.share.rows += rows
         self.share.bytes_read += size
         self.source_read += size
-        log.debug("copied %s as it is to %s (%.1f MiB, %d rows)", file.file_path, path, size / 2**20, rows)
+        log.debug("copied %s as it is to %s (%s, %d rows)", file.file_path, path, size_text(size), rows)
         return True
 
     # Reading.
@@ -583,4 +589,4 @@ class _Lane:
                 spec_id=self.copier.target_metadata.default_spec_id,
             )
         )
-        log.debug("wrote %s (%.1f MiB, %d rows)", file.path, size / 2**20, file.rows)
+        log.debug("wrote %s (%s, %d rows)", file.path, size_text(size), file.rows)

@@ -46,6 +46,7 @@ from iceberg_ops_provider.data_migration.unit_runner import publish, published, 
 from iceberg_ops_provider.data_migration.verbatim import schema_blocker
 from iceberg_ops_provider.data_migration.verification import verify_move
 from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError, VerificationFailedError
+from iceberg_ops_provider.messages import Arg, Hint, message
 from iceberg_ops_provider.progress import ProgressCallback, ProgressTracker
 
 if TYPE_CHECKING:
@@ -118,17 +119,45 @@ class DataMover:
         rewrite: bool = False,
     ) -> None:
         if mode not in MODES:
-            raise InvalidMoveError(f"mode={mode!r} is not one of {', '.join(MODES)}.")
+            raise InvalidMoveError(
+                message(f"{{mode}} is not one of {', '.join(MODES)}.", about="mode", mode=Arg("mode", mode))
+            )
         if verify is not None and verify not in VERIFY_METHODS:
-            raise InvalidMoveError(f"verify={verify!r} is not one of {', '.join(VERIFY_METHODS)} (or None).")
+            raise InvalidMoveError(
+                message(
+                    f"{{verify}} is not one of {', '.join(VERIFY_METHODS)} (or None).",
+                    about="verify",
+                    verify=Arg("verify", verify),
+                )
+            )
         if isinstance(commit_every_bytes, bool) or not isinstance(commit_every_bytes, int) or commit_every_bytes <= 0:
-            raise InvalidMoveError(f"commit_every_bytes={commit_every_bytes!r} must be a positive number of bytes.")
+            raise InvalidMoveError(
+                message(
+                    "{commit_every_bytes} must be a positive number of bytes.",
+                    about="commit_every_bytes",
+                    commit_every_bytes=Arg("commit_every_bytes", commit_every_bytes),
+                )
+            )
         if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
-            raise InvalidMoveError(f"parallelism={parallelism!r} must be a positive integer.")
+            raise InvalidMoveError(
+                message(
+                    "{parallelism} must be a positive integer.",
+                    about="parallelism",
+                    parallelism=Arg("parallelism", parallelism),
+                )
+            )
         if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
-            raise InvalidMoveError(f"columns={columns!r} must be a list of column names.")
+            raise InvalidMoveError(
+                message("{columns} must be a list of column names.", about="columns", columns=Arg("columns", columns))
+            )
         if rename is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in dict(rename).items()):
-            raise InvalidMoveError(f"rename={rename!r} must map source column names to target column names.")
+            raise InvalidMoveError(
+                message(
+                    "{rename} must map source column names to target column names.",
+                    about="rename",
+                    rename=Arg("rename", rename),
+                )
+            )
         self.source_catalog = source_catalog
         self.target_catalog = target_catalog if target_catalog is not None else source_catalog
         self.source_table = None if isinstance(source, str) else source
@@ -136,20 +165,37 @@ class DataMover:
         self.target = _identifier(target)
         if self.source == self.target and self.target_catalog is self.source_catalog:
             raise InvalidMoveError(
-                f"Source and target are the same table ({self.source}): a move copies rows into another table. "
-                "To rewrite a table's files, use compaction (compact_small_files_streaming)."
+                message(
+                    f"Source and target are the same table ({self.source}): a move copies rows into another "
+                    "table. To rewrite a table's files, use {compaction}.",
+                    compaction=Hint("compaction", "compaction (compact_small_files_streaming)", {"table": self.source}),
+                )
             )
         if isinstance(where, str) and not where.strip():
             where = None  # an empty templated filter: every row
         if where is not None and not isinstance(where, str | BooleanExpression):
-            raise InvalidMoveError(f"where={where!r} must be a PyIceberg filter string or expression.")
+            raise InvalidMoveError(
+                message(
+                    "{where} must be a PyIceberg filter string or expression.", about="where", where=Arg("where", where)
+                )
+            )
         if isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1:
-            raise InvalidMoveError(f"sample_size={sample_size!r} must be a positive number of rows.")
+            raise InvalidMoveError(
+                message(
+                    "{sample_size} must be a positive number of rows.",
+                    about="sample_size",
+                    sample_size=Arg("sample_size", sample_size),
+                )
+            )
         self.where_text = where if isinstance(where, str) else (repr(where) if where is not None else None)
         try:
             self.where: BooleanExpression = parse(where) if isinstance(where, str) else where or AlwaysTrue()
         except Exception as exc:
-            raise InvalidMoveError(f"where={where!r} does not parse as a PyIceberg filter: {exc}") from exc
+            raise InvalidMoveError(
+                message(
+                    f"{{where}} does not parse as a PyIceberg filter: {exc}", about="where", where=Arg("where", where)
+                )
+            ) from exc
         self.columns = list(columns) if columns is not None else None
         self.rename = dict(rename or {})
         self.create_target = create_target
@@ -161,7 +207,9 @@ class DataMover:
         self.sample_size = sample_size
         self.source_snapshot_id = source_snapshot_id
         if not isinstance(rewrite, bool):
-            raise InvalidMoveError(f"rewrite={rewrite!r} must be True or False.")
+            raise InvalidMoveError(
+                message("{rewrite} must be True or False.", about="rewrite", rewrite=Arg("rewrite", rewrite))
+            )
         self.rewrite = rewrite
         # append and incremental copy the same rows the same way (incremental continues later): one
         # definition, so a finished append move can go on incrementally under the same move_id.
@@ -208,8 +256,10 @@ class DataMover:
                 raise InvalidMoveError(f"{item!r} is not a unit: pass MoveUnit objects, their JSON, or unit indexes.")
             if unit.move_id != self.move_id:
                 raise InvalidMoveError(
-                    f"Unit {unit.index} belongs to move {unit.move_id!r}, not {self.move_id!r}: "
-                    f"pass move_id={unit.move_id!r}."
+                    message(
+                        f"Unit {unit.index} belongs to move {unit.move_id!r}, not {self.move_id!r}: pass {{move_id}}.",
+                        move_id=Arg("move_id", unit.move_id),
+                    )
                 )
             chosen.append(unit)
         return chosen
@@ -301,7 +351,7 @@ class DataMover:
             target_io=target.io,
             convert=resolved.mapping.convert,
             source_columns=resolved.mapping.source_columns,
-            row_filter=self.where,
+            row_filter=resolved.row_filter,
             parallelism=self.parallelism,
             file_name_prefix=f"{file_prefix(self.move_id)}{plan.plan_id}-",
             on_progress=tracker.add,

@@ -21,6 +21,7 @@ from pyiceberg.table.snapshots import Operation, ancestors_of
 from iceberg_ops_provider.data_migration.results import MoveUnit
 from iceberg_ops_provider.errors import MoveStateError
 from iceberg_ops_provider.maintenance.files import ManifestReader
+from iceberg_ops_provider.messages import Arg, message
 
 if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
@@ -82,9 +83,14 @@ def incremental_range(table: Table, from_snapshot_id: int, to_snapshot_id: int, 
         chain.append(snapshot)
     if from_snapshot is None or not reached:
         raise MoveStateError(
-            f"The incremental move's last source snapshot {from_snapshot_id} is no longer an ancestor of {source}'s "
-            f"current snapshot {to_snapshot_id} (the source was rolled back, replaced, or that snapshot expired). "
-            "The appended rows cannot be told apart: start a new move_id with mode='overwrite' to copy the table again."
+            message(
+                f"The incremental move's last source snapshot {from_snapshot_id} is no longer an ancestor of "
+                f"{source}'s current snapshot {to_snapshot_id} (the source was rolled back, replaced, or that "
+                "snapshot expired). The appended rows cannot be told apart: start a new {move_id} with "
+                "{overwrite} to copy the table again.",
+                move_id=Arg("move_id"),
+                overwrite=Arg("mode", "overwrite"),
+            )
         )
     reader = ManifestReader(table.io)
     added: set[str] = set()
@@ -104,10 +110,14 @@ def incremental_range(table: Table, from_snapshot_id: int, to_snapshot_id: int, 
             refused.append(f"{snapshot.snapshot_id} ({operation.value})")
     if refused:
         raise MoveStateError(
-            f"{source} changed rows since the incremental move's last run at snapshot {from_snapshot_id}: "
-            f"{', '.join(refused)}. An incremental move only carries appended rows, so deleting or overwriting "
-            "them in the target is not something it can do. Re-copy with mode='overwrite' (a new move_id), "
-            "or move from a snapshot before the change."
+            message(
+                f"{source} changed rows since the incremental move's last run at snapshot {from_snapshot_id}: "
+                f"{', '.join(refused)}. An incremental move only carries appended rows, so deleting or overwriting "
+                "them in the target is not something it can do. Re-copy with {overwrite} (a new {move_id}), "
+                "or move from a snapshot before the change.",
+                overwrite=Arg("mode", "overwrite"),
+                move_id=Arg("move_id"),
+            )
         )
     return IncrementalRange(frozenset(added), appends, rewrites)
 

@@ -62,6 +62,7 @@ from iceberg_ops_provider.data_migration.target_schema import (
     target_spec_for,
 )
 from iceberg_ops_provider.errors import ReconciliationError
+from iceberg_ops_provider.messages import Arg, Message, message
 
 __all__ = ["ColumnMapping", "target_schema_for", "target_spec_for", "target_sort_order_for"]
 
@@ -81,7 +82,7 @@ class _FileCheck:
     nulls: bool  # True: null counts must be 0; False: bounds must fit target_type
     within: str = ""  # "list": inside a list or map; "struct": inside an optional struct
 
-    def problem(self, data_file: DataFile) -> str | None:
+    def problem(self, data_file: DataFile) -> str | Message | None:
         """What is wrong with ``data_file`` for this check, or ``None``."""
         path = data_file.file_path
         values = (data_file.value_counts or {}).get(self.source_id)
@@ -101,10 +102,11 @@ class _FileCheck:
                     )
                 fix = f"make `{self.column}` optional in the target's schema"
                 if not self.within:
-                    fix += f", or leave the null rows out with where='{self.source_column} IS NOT NULL'"
-                return (
+                    fix += ", or leave the null rows out with {where}"
+                return message(
                     f"column `{self.source_column}` has {nulls} null(s){counted} in file {path}, but the target "
-                    f"column `{self.column}` is required. Fix: {fix}."
+                    f"column `{self.column}` is required. Fix: {fix}.",
+                    where=Arg("where", f"{self.source_column} IS NOT NULL"),
                 )
             return None
         low = (data_file.lower_bounds or {}).get(self.source_id)
@@ -126,10 +128,11 @@ class _FileCheck:
             )
         for bound in (from_bytes(self.source_type, low), from_bytes(self.source_type, high)):
             if not _fits(bound, self.target_type):
-                return (
+                return message(
                     f"value {bound} in column `{self.source_column}` does not fit the target's {self.target_type} "
                     f"(file {path}). Fix: widen the target column `{self.column}` to {self.source_type}, or leave "
-                    "the rows that do not fit out with where=."
+                    "the rows that do not fit out with {where}.",
+                    where=Arg("where", keyword=True),
                 )
         return None
 
@@ -171,7 +174,7 @@ class _Builder:
         self.selection = selection
         self.target = target
         self.file_schema = sanitize_column_names(target)
-        self.errors: list[str] = []
+        self.errors: list[str | Message] = []
         self.notes: list[str] = []
         self.checks: list[_FileCheck] = []
         self.moved: dict[int, int] = {}  # source field id -> target field id
@@ -279,35 +282,40 @@ class _Builder:
             children=children,
         )
 
-    def _no_target(self, source: str, target: str, targets: Sequence[NestedField], parent: Path) -> str:
+    def _no_target(self, source: str, target: str, targets: Sequence[NestedField], parent: Path) -> Message:
         where = f"struct `{'.'.join(parent)}` of the target" if parent else "the target"
-        fixes = f"rename={{'{source}': '<target column>'}}"
+        fixes = "{rename}"
         if not parent:
-            fixes += f", leave it out with columns=, or add column `{target}` to the target's schema"
+            fixes += f", leave it out with {{columns}}, or add column `{target}` to the target's schema"
         else:
             fixes += f" or add field `{target}` to the target's schema"
-        return (
+        return message(
             f"Source column `{source}` has no column `{target}` in {where} (it has: "
-            f"{', '.join(f'`{f.name}`' for f in targets) or 'none'}). Fix: map it to a target column with {fixes}."
+            f"{', '.join(f'`{f.name}`' for f in targets) or 'none'}). Fix: map it to a target column with {fixes}.",
+            rename=Arg("rename", {source: "<target column>"}),
+            columns=Arg("columns", keyword=True),
         )
 
-    def _no_source(self, column: str, parent: str) -> str:
+    def _no_source(self, column: str, parent: str) -> Message:
         hint = ""
         if not parent and column in {f.name for f in self.selection.source.fields}:
-            hint = f" The source has `{column}`, but columns= leaves it out: add it."
-        return (
-            f"Target column `{column}` is required but no source column maps to it.{hint} Fix: rename= a source "
-            f"column to `{column}`, include it in columns=, or make `{column}` optional in the target's schema."
+            hint = f" The source has `{column}`, but {{columns}} leaves it out: add it."
+        return message(
+            f"Target column `{column}` is required but no source column maps to it.{hint} Fix: {{rename}} a source "
+            f"column to `{column}`, include it in {{columns}}, or make `{column}` optional in the target's schema.",
+            rename=Arg("rename", keyword=True),
+            columns=Arg("columns", keyword=True),
         )
 
     @staticmethod
-    def _incompatible(source: str, st: IcebergType, target: str, tt: IcebergType) -> str:
+    def _incompatible(source: str, st: IcebergType, target: str, tt: IcebergType) -> Message:
         reason = f"Iceberg cannot convert {st} to {tt}"
         if isinstance(st, DecimalType) and isinstance(tt, DecimalType):
             reason = "a decimal's scale cannot change (old values would read wrong)"
-        return (
+        return message(
             f"Column `{source}` is {st} in the source but `{target}` is {tt} in the target: {reason}. Fix: evolve "
-            f"the target column to {st} (or a type {st} promotes to), or leave the column out with columns=."
+            f"the target column to {st} (or a type {st} promotes to), or leave the column out with {{columns}}.",
+            columns=Arg("columns", keyword=True),
         )
 
 
@@ -380,7 +388,7 @@ class ColumnMapping:
             if len(builder.errors) == 1:
                 raise ReconciliationError(builder.errors[0])
             raise ReconciliationError(
-                "The source's columns cannot be written to the target:\n- " + "\n- ".join(builder.errors)
+                "The source's columns cannot be written to the target:\n- " + Message.join("\n- ", builder.errors)
             )
         return cls(source, target, selection, nodes, builder)
 
@@ -411,9 +419,12 @@ class ColumnMapping:
         if problems:
             more = f"\n- ... and {len(problems) - _MAX_LISTED} more" if len(problems) > _MAX_LISTED else ""
             if len(problems) == 1:
-                raise ReconciliationError(problems[0][0].upper() + problems[0][1:])
+                first = problems[0]
+                raise ReconciliationError(
+                    first.upper_first() if isinstance(first, Message) else first[0].upper() + first[1:]
+                )
             raise ReconciliationError(
-                "The source's values do not fit the target:\n- " + "\n- ".join(problems[:_MAX_LISTED]) + more
+                "The source's values do not fit the target:\n- " + Message.join("\n- ", problems[:_MAX_LISTED]) + more
             )
 
     def convert(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -460,8 +471,12 @@ class ColumnMapping:
         target_id = self._moved.get(field_id)
         if target_id is None:
             raise ReconciliationError(
-                f"The filter uses column `{name}`, which the move does not write to the target (moved columns: "
-                f"{', '.join(f'`{c}`' for c in self.source_columns)}): add it to columns=, or filter on moved columns."
+                message(
+                    f"The filter uses column `{name}`, which the move does not write to the target (moved columns: "
+                    f"{', '.join(f'`{c}`' for c in self.source_columns)}): add it to {{columns}}, or filter on moved "
+                    "columns.",
+                    columns=Arg("columns", keyword=True),
+                )
             )
         found = self.target_schema.find_column_name(target_id)
         assert found is not None  # every moved field id is one of the target schema's

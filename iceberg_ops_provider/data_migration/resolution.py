@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.expressions.visitors import bind
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import ancestors_of
 
+from iceberg_ops_provider.core.filters import bind_filter
 from iceberg_ops_provider.data_migration.planning import group_units, incremental_range, scan_tasks
 from iceberg_ops_provider.data_migration.reconcile import (
     ColumnMapping,
@@ -31,6 +31,7 @@ from iceberg_ops_provider.data_migration.results import MovePlan
 from iceberg_ops_provider.data_migration.state import MoveState, file_prefix, find_state
 from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError, ReconciliationError
 from iceberg_ops_provider.maintenance.files import ManifestReader
+from iceberg_ops_provider.messages import Arg, message
 
 if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
@@ -61,6 +62,7 @@ class Resolved:
     """Everything a plan was made from, kept for the run that follows it.
 
     ``initial_state`` is the state a new plan records with its first unit (``None`` when resuming).
+    ``row_filter`` is the move's filter as the source schema reads it (:func:`bound_filter`).
     """
 
     source: Table
@@ -71,6 +73,7 @@ class Resolved:
     tasks: dict[str, FileScanTask]
     initial_state: MoveState | None
     source_metadata: TableMetadata
+    row_filter: BooleanExpression
 
 
 def load_source(mover: MoveDefinition) -> Table:
@@ -91,21 +94,31 @@ def load_target(mover: MoveDefinition) -> Table | None:
         if mover.create_target:
             return None
         raise InvalidMoveError(
-            f"The target table {mover.target} does not exist ({exc}). Create it first, "
-            "or pass create_target=True to create it from the source's schema, partition spec and sort order."
+            message(
+                f"The target table {mover.target} does not exist ({exc}). Create it first, or pass "
+                "{create_target} to create it from the source's schema, partition spec and sort order.",
+                create_target=Arg("create_target", True),
+            )
         ) from exc
 
 
 def bound_filter(mover: MoveDefinition, schema: Schema) -> BooleanExpression:
-    """The move's filter, checked against the columns of the source schema it reads."""
+    """The move's filter as ``schema`` (the source's, as the move reads it) reads it, checked against its columns.
+
+    A date compared with a timestamp column stands for that day's midnight (UTC for ``timestamptz``),
+    as in Spark (:func:`~iceberg_ops_provider.core.filters.with_timestamp_dates`).
+    """
     try:
-        bind(schema, mover.where, case_sensitive=True)
+        return bind_filter(mover.where, schema)
     except Exception as exc:
         raise InvalidMoveError(
-            f"where={mover.where_text!r} does not fit the columns of {mover.source}: {exc}. "
-            f"Columns: {', '.join(f.name for f in schema.fields)}."
+            message(
+                f"{{where}} does not fit the columns of {mover.source}: {exc}. "
+                f"Columns: {', '.join(f.name for f in schema.fields)}.",
+                about="where",
+                where=Arg("where", mover.where_text),
+            )
         ) from exc
-    return mover.where
 
 
 def metadata_at(table: Table, snapshot_id: int | None) -> TableMetadata:
@@ -177,10 +190,14 @@ def refuse_forgotten_move(mover: MoveDefinition, target: Table) -> None:
     left = [path for path in reader.live_paths(reader.manifests(head)) if marker in path]
     if left:
         raise MoveStateError(
-            f"{mover.target} holds {len(left)} data files written by move {mover.move_id!r} (e.g. {left[0]}), but "
-            "the move's progress is no longer in the target's snapshot history (its snapshots were expired). "
-            "Running it again could copy the same rows twice, so it was not started. If the target should get "
-            "the rows again, use another move_id (or mode='overwrite')."
+            message(
+                f"{mover.target} holds {len(left)} data files written by move {mover.move_id!r} (e.g. {left[0]}), "
+                "but the move's progress is no longer in the target's snapshot history (its snapshots were "
+                "expired). Running it again could copy the same rows twice, so it was not started. If the target "
+                "should get the rows again, use another {move_id} (or {overwrite}).",
+                move_id=Arg("move_id"),
+                overwrite=Arg("mode", "overwrite"),
+            )
         )
 
 
@@ -200,13 +217,26 @@ def check_owner(mover: MoveDefinition, state: MoveState, source: Table) -> None:
     """Refuse a state recorded by another move under the same ``move_id``."""
     if state.source != mover.source or state.source_uuid != str(source.metadata.table_uuid):
         raise MoveStateError(
-            f"move_id {mover.move_id!r} belongs to a move from {state.source} (table uuid {state.source_uuid}), "
-            f"not from {mover.source} (uuid {source.metadata.table_uuid}). Use another move_id."
+            message(
+                f"{{this_move}} belongs to a move from {state.source} (table uuid {state.source_uuid}), "
+                f"not from {mover.source} (uuid {source.metadata.table_uuid}). Use another {{move_id}}.",
+                this_move=Arg("move_id", mover.move_id),
+                move_id=Arg("move_id"),
+            )
         )
     if state.definition != mover.definition:
         raise MoveStateError(
-            f"move_id {mover.move_id!r} was started with another filter, column list, renames or mode. "
-            "Run it with the arguments it started with to finish it, or use another move_id."
+            message(
+                "{this_move} was started with another filter, column list, renames or mode. Run it with the "
+                "arguments it started with ({where}, {columns}, {rename}, {mode}) to finish it, or use another "
+                "{move_id}.",
+                this_move=Arg("move_id", mover.move_id),
+                where=Arg("where"),
+                columns=Arg("columns"),
+                rename=Arg("rename"),
+                mode=Arg("mode"),
+                move_id=Arg("move_id"),
+            )
         )
 
 
@@ -263,23 +293,35 @@ def resolve(mover: MoveDefinition, pinned: int | None = None) -> Resolved:
             )
             if mover.mode == "overwrite":  # an incremental run is another definition: it would copy everything again
                 raise MoveStateError(
-                    f"{finished} To replace the target's rows matching the filter with the source's rows now, run "
-                    "mode='overwrite' again under another move_id."
+                    message(
+                        f"{finished} To replace the target's rows matching the filter with the source's rows now, "
+                        "run {overwrite} again under another {move_id}.",
+                        overwrite=Arg("mode", "overwrite"),
+                        move_id=Arg("move_id"),
+                    )
                 )
             raise MoveStateError(
-                f"{finished} Copying again would duplicate rows: use mode='incremental' (same arguments "
-                "otherwise: it continues this move) to move only what was appended since, or another move_id "
-                "to copy anew."
+                message(
+                    f"{finished} Copying again would duplicate rows: use {{incremental}} (same arguments otherwise: "
+                    "it continues this move) to move only what was appended since, or another {move_id} to copy "
+                    "anew.",
+                    incremental=Arg("mode", "incremental"),
+                    move_id=Arg("move_id"),
+                )
             )
         notes.append("already complete: nothing to do")
         finished = True
         commit_every = state.commit_every_bytes  # the units the move committed, whatever size is asked for now
     if snapshot_id is not None and source.metadata.snapshot_by_id(snapshot_id) is None:
         raise MoveStateError(
-            f"Source snapshot {snapshot_id} of {mover.source} no longer exists (expired?); the move cannot "
-            "resume from it. The units already committed stay in the target, so starting another move_id in "
-            "append mode would copy their rows twice: copy again with mode='overwrite' and another move_id "
-            "(it replaces the target's rows matching the filter), or delete those rows from the target first."
+            message(
+                f"Source snapshot {snapshot_id} of {mover.source} no longer exists (expired?); the move cannot "
+                "resume from it. The units already committed stay in the target, so starting another {move_id} "
+                "in append mode would copy their rows twice: copy again with {overwrite} and another {move_id} "
+                "(it replaces the target's rows matching the filter), or delete those rows from the target first.",
+                move_id=Arg("move_id"),
+                overwrite=Arg("mode", "overwrite"),
+            )
         )
     if target is not None and str(target.metadata.table_uuid) == str(source.metadata.table_uuid):
         raise InvalidMoveError(
@@ -335,7 +377,7 @@ def resolve(mover: MoveDefinition, pinned: int | None = None) -> Resolved:
         notes=tuple(notes),
     )
     by_path = {task.file.file_path: task for task in tasks}
-    return Resolved(source, target, mapping, state, plan, by_path, initial, source_metadata)
+    return Resolved(source, target, mapping, state, plan, by_path, initial, source_metadata, row_filter)
 
 
 def target_layout_notes(mover: MoveDefinition, source: Table, source_schema: Schema) -> list[str]:

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.table.snapshots import ancestors_of
 
 from iceberg_ops_provider.errors import MoveStateError
+from iceberg_ops_provider.messages import Arg, message
 
 if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
@@ -153,8 +154,12 @@ class MoveState:
             version = payload.pop("v", None)
             if version != STATE_VERSION:
                 raise MoveStateError(
-                    f"The move state in {where} has version {version!r}; this release reads version {STATE_VERSION}. "
-                    "Use the release that started the move to finish it, or start a new move_id."
+                    message(
+                        f"The move state in {where} has version {version!r}; this release reads version "
+                        f"{STATE_VERSION}. Use the release that started the move to finish it, or start a new "
+                        "{move_id}.",
+                        move_id=Arg("move_id"),
+                    )
                 )
             payload["done"] = parse_ranges(payload.get("done", ""))
             return cls(**payload)
@@ -162,8 +167,11 @@ class MoveState:
             raise
         except (ValueError, TypeError) as exc:
             raise MoveStateError(
-                f"The move state in {where} cannot be read ({exc}); the summary was changed by hand? "
-                "Start a new move_id."
+                message(
+                    f"The move state in {where} cannot be read ({exc}); the summary was changed by hand? "
+                    "Start a new {move_id}.",
+                    move_id=Arg("move_id"),
+                )
             ) from exc
 
 
@@ -201,15 +209,23 @@ def _mirrored(metadata: TableMetadata, move_id: str, branch: str, ancestry: set[
         payload: dict[str, Any] = json.loads(text)
         recorded_branch, snapshot_id = payload.pop("branch"), int(payload.pop("snapshot"))
     except (ValueError, KeyError, TypeError) as exc:
-        raise MoveStateError(f"The {where} cannot be read ({exc}); remove it and use another move_id.") from exc
+        raise MoveStateError(
+            message(
+                f"The {where} cannot be read ({exc}); remove it and use another {{move_id}}.", move_id=Arg("move_id")
+            )
+        ) from exc
     if recorded_branch != branch:
         return None
     if snapshot_id not in ancestry and metadata.snapshot_by_id(snapshot_id) is not None:
         raise MoveStateError(
-            f"Move {move_id!r} committed target snapshot {snapshot_id}, which is no longer in the history of "
-            f"{branch} (the table was rolled back past it): its recorded progress no longer matches the data. "
-            "Use another move_id (mode='overwrite' replaces the rows), and remove the property "
-            f"{property_key(move_id)}."
+            message(
+                f"Move {move_id!r} committed target snapshot {snapshot_id}, which is no longer in the history of "
+                f"{branch} (the table was rolled back past it): its recorded progress no longer matches the data. "
+                "Use another {move_id} ({overwrite} replaces the rows), and remove the property "
+                f"{property_key(move_id)}.",
+                move_id=Arg("move_id"),
+                overwrite=Arg("mode", "overwrite"),
+            )
         )
     return MoveState.from_summary(json.dumps(payload), where)
 

@@ -40,6 +40,7 @@ from pyiceberg.table.sorting import INITIAL_SORT_ORDER_ID, UNSORTED_SORT_ORDER, 
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
 from iceberg_ops_provider.errors import ReconciliationError
+from iceberg_ops_provider.messages import Arg, message
 
 __all__ = [
     "Selection",
@@ -82,6 +83,16 @@ class Selection:
         return tuple(self.renames.get(path[: i + 1], name) for i, name in enumerate(path))
 
 
+def _refused(text: str, about: str | None = None) -> ReconciliationError:
+    """The error for ``text``, whose ``{columns}`` and ``{rename}`` name the move's arguments (``about``: the bad one).
+
+    (``{columns}`` is worded ``columns=`` for Python, ``--columns`` on the command line.)
+    """
+    return ReconciliationError(
+        message(text, about=about, columns=Arg("columns", keyword=True), rename=Arg("rename", keyword=True))
+    )
+
+
 def select_columns(
     source: Schema, columns: Sequence[str] | None = None, rename: Mapping[str, str] | None = None
 ) -> Selection:
@@ -104,19 +115,22 @@ def select_columns(
     available = ", ".join(f"`{f.name}`" for f in source.fields)
     paths = _index_paths(source)
     if isinstance(columns, str):
-        raise ReconciliationError(f"columns= takes a list of column names, not the string {columns!r}.")
+        raise _refused(f"{{columns}} takes a list of column names, not the string {columns!r}.", "columns")
     if columns is None:
         selected = list(source.fields)
     else:
         wanted = list(dict.fromkeys(columns))
         if not wanted:
-            raise ReconciliationError(f"columns= is empty: name at least one source column (available: {available}).")
+            raise _refused(
+                f"{{columns}} is empty: name at least one source column (available: {available}).", "columns"
+            )
         top = {f.name for f in source.fields}
         unknown = [c for c in wanted if c not in top]
         if unknown:
-            raise ReconciliationError(
-                f"columns= names {_quoted(unknown)}, which the source does not have as top-level columns "
-                f"(nested fields move with their column). Available columns: {available}."
+            raise _refused(
+                f"{{columns}} names {_quoted(unknown)}, which the source does not have as top-level columns "
+                f"(nested fields move with their column). Available columns: {available}.",
+                "columns",
             )
         selected = [f for f in source.fields if f.name in wanted]
     names = [f.name for f in selected]
@@ -133,29 +147,38 @@ def _check_renames(
     top = {f.name: f for f in source.fields}
     for key, new in rename.items():
         if not isinstance(new, str) or not new:
-            raise ReconciliationError(f"rename={{{key!r}: {new!r}}}: the new name must be a non-empty string.")
+            raise ReconciliationError(
+                message(
+                    "{rename}: the new name must be a non-empty string.",
+                    about="rename",
+                    rename=Arg("rename", {key: new}),
+                )
+            )
         if key in top:
             path: Path = (key,)
         else:
             try:
                 path = paths[source.find_field(key).field_id]
             except ValueError:
-                raise ReconciliationError(
-                    f"rename= names `{key}`, which the source does not have. Available columns: {available} "
-                    "(nested struct fields as dotted paths, for example `address.zip`)."
+                raise _refused(
+                    f"{{rename}} names `{key}`, which the source does not have. Available columns: {available} "
+                    "(nested struct fields as dotted paths, for example `address.zip`).",
+                    "rename",
                 ) from None
             parent = source.find_field(".".join(path[:-1]))
             if not isinstance(parent.field_type, StructType):
-                raise ReconciliationError(
-                    f"rename= names `{key}`, a list element or map key/value: only columns and struct fields "
-                    "can be renamed."
+                raise _refused(
+                    f"{{rename}} names `{key}`, a list element or map key/value: only columns and struct fields "
+                    "can be renamed.",
+                    "rename",
                 )
             prefix = ".".join(path[:-1]) + "."
             new = new.removeprefix(prefix)
         if path[0] not in names:
-            raise ReconciliationError(
-                f"rename= names `{key}`, but columns= leaves out `{path[0]}`: add `{path[0]}` to columns= "
-                "or drop the rename."
+            raise _refused(
+                f"{{rename}} names `{key}`, but {{columns}} leaves out `{path[0]}`: add `{path[0]}` to {{columns}} "
+                "or drop the rename.",
+                "rename",
             )
         renames[path] = new
     return renames
@@ -171,9 +194,10 @@ def _check_unique_targets(selection: Selection) -> None:
             target = selection.renames.get(path, f.name)
             if target in seen:
                 where = f" inside `{'.'.join(parent)}`" if parent else ""
-                raise ReconciliationError(
+                raise _refused(
                     f"Source columns `{seen[target]}` and `{'.'.join(path)}` would both become `{target}`{where}: "
-                    "fix rename= so each target column receives one source column, or leave one out with columns=."
+                    "fix {rename} so each target column receives one source column, or leave one out with {columns}.",
+                    "rename",
                 )
             seen[target] = ".".join(path)
             for child_parent, child_fields in _child_structs(f.field_type, path):
@@ -330,9 +354,9 @@ def target_spec_for(
     for pf in source_spec.fields:
         source_name, target_name, field = _target_field(pf.source_id, "partition spec", selection, target)
         if field is None:
-            raise ReconciliationError(
+            raise _refused(
                 f"The source is partitioned by {pf.transform}(`{source_name}`) (partition field `{pf.name}`), "
-                f"but `{target_name}` is not moved: add `{source_name}` to columns=, or create the target "
+                f"but `{target_name}` is not moved: add `{source_name}` to {{columns}}, or create the target "
                 "yourself with the partition spec you want."
             )
         if not pf.transform.can_transform(field.field_type):

@@ -259,7 +259,7 @@ def publish(move: MoveDefinition, resolved: Resolved, branch_state: MoveState) -
     snapshots: list[int] = []
     if not (finished is not None and finished.complete) and staged_head is not None:
         files = [task.file for task in target.scan(snapshot_id=staged_head.snapshot_id).plan_files()]
-        delete_filter = resolved.mapping.target_expression(move.where)
+        delete_filter = resolved.mapping.target_expression(resolved.row_filter)
 
         def decide(state: MoveState | None) -> MoveState | None:
             return None if state is not None and state.complete else branch_state

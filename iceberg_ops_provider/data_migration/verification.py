@@ -6,14 +6,21 @@ import logging
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table.refs import MAIN_BRANCH
 
 from iceberg_ops_provider.data_migration import move_files
-from iceberg_ops_provider.data_migration.resolution import build_mapping, load_source, load_target, metadata_at
+from iceberg_ops_provider.data_migration.resolution import (
+    bound_filter,
+    build_mapping,
+    load_source,
+    metadata_at,
+)
 from iceberg_ops_provider.data_migration.results import VERIFY_METHODS, VerifyReport
 from iceberg_ops_provider.data_migration.state import find_state
 from iceberg_ops_provider.data_migration.verify import verify_rows
 from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError
+from iceberg_ops_provider.messages import Arg, Hint, message
 
 if TYPE_CHECKING:
     from iceberg_ops_provider.data_migration.definition import MoveDefinition
@@ -40,28 +47,45 @@ def verify_move(mover: MoveDefinition, method: str | None = None, *, seed: int |
     report is not ok and its ``untrusted`` detail says why; ``checksum`` still compares every value.
 
     Raises:
-        MoveStateError: The move has not finished (or never ran).
+        MoveStateError: The move has not finished (or never ran: its target does not exist).
     """
     method = method or mover.verify_method or "count"
     if method not in VERIFY_METHODS:
-        raise InvalidMoveError(f"method={method!r} is not one of {', '.join(VERIFY_METHODS)}.")
+        raise InvalidMoveError(
+            message(
+                f"{{method}} is not one of {', '.join(VERIFY_METHODS)}.", about="method", method=Arg("method", method)
+            )
+        )
     source = load_source(mover)
-    target = load_target(mover)
-    state, _ = find_state(target.metadata, mover.move_id, MAIN_BRANCH) if target is not None else (None, None)
+    try:
+        target = mover.target_catalog.load_table(mover.target)
+    except NoSuchTableError as exc:
+        raise MoveStateError(
+            message(
+                f"Move {mover.move_id!r} has not finished: its target {mover.target} does not exist, so nothing was "
+                "moved there yet and there is nothing to verify; {run_first}.",
+                run_first=Hint(
+                    "run_move_first",
+                    "run the move first (DataMover.run(); with create_target=True it creates the target)",
+                    {"source": mover.source, "target": mover.target},
+                ),
+            )
+        ) from exc
+    state, _ = find_state(target.metadata, mover.move_id, MAIN_BRANCH)
     if state is None or not state.complete:
         done = f"{len(state.done)} of {state.unit_count} units" if state is not None else "nothing"
         raise MoveStateError(
             f"Move {mover.move_id!r} has not finished ({done} committed to {mover.target}); run it first."
         )
-    assert target is not None
     source_metadata = metadata_at(source, state.completed_snapshot_id)
+    row_filter = bound_filter(mover, source_metadata.schema())
     mapping = build_mapping(mover, source_metadata.schema(), target)
     compared = list(mapping.compared_columns) if method != "count" else list(mapping.compared_columns[:1])
     source_stream = move_files.source_batches(
         source,
         source_metadata,
         state.completed_snapshot_id,
-        mover.where,
+        row_filter,
         mapping.source_columns,
         mapping.convert,
         mapping.file_names,
@@ -72,7 +96,7 @@ def verify_move(mover: MoveDefinition, method: str | None = None, *, seed: int |
         mover.move_id,
         MAIN_BRANCH,
         compared,
-        mapping.target_expression(mover.where),
+        mapping.target_expression(row_filter),
         state.rows,
         replaces_earlier_rows=mover.mode == "overwrite",
     )
@@ -94,7 +118,7 @@ def verify_move(mover: MoveDefinition, method: str | None = None, *, seed: int |
         "verify (%s) of move %s: %s (%d source rows, %d target rows)",
         method,
         mover.move_id,
-        "ok" if report.ok else "DIFFERENT",
+        "ok" if report.ok else ("CANNOT TELL" if report.details.get("untrusted") else "DIFFERENT"),
         report.source_rows,
         report.target_rows,
     )

@@ -6,7 +6,8 @@ The rules follow Spark's ``rewrite_data_files`` bin-packing:
   ``min-file-size-bytes`` default), or when it was written under an older partition spec (it is
   rewritten into the current one, whatever its size);
 - candidates are grouped by the partition they were written in (spec and partition value); a
-  partition with fewer than ``min_input_files`` candidates is left alone;
+  partition with fewer than ``min_input_files`` candidates is left alone (:func:`min_input_files_problem`
+  is the one rule for that number, which the health report's threshold follows too);
 - a partition holding more than :data:`MAX_GROUP_OUTPUT_FILES` target files of candidates is split
   into groups of about equal size, each committed on its own (Spark's partial progress);
 - a group is written into ``n`` files of about equal size, ``n`` chosen as Spark does: one file
@@ -34,14 +35,34 @@ __all__ = [
     "FileGroup",
     "expected_output_files",
     "is_candidate",
+    "min_input_files_problem",
     "plan_groups",
 ]
 
 MIN_FILE_SIZE_RATIO = 0.75
 """Files below this fraction of the target size are small (Spark's ``min-file-size-bytes`` default)."""
 
+MIN_INPUT_FILES = 1
+"""The least ``min_input_files`` may be: a lone small file is rewritten too, which is sometimes the point.
+
+Rewriting one file sorts it (``strategy="sort"``), applies the position deletes that touch it (and
+removes the delete files), or moves a file of an older partition spec into the current one; Spark's
+``min-input-files`` accepts 1 for the same reasons. (A partition whose only file is small stays
+small after it, so a schedule with 1 rewrites it every run.)
+"""
+
 MAX_GROUP_OUTPUT_FILES = 10
 """A group holds at most this many target sizes of input; larger partitions are split into several groups."""
+
+
+def min_input_files_problem(value: Any) -> str | None:
+    """What is wrong with ``value`` as ``min_input_files`` (of compaction, and of the health thresholds), or ``None``.
+
+    The text follows the argument's name as the caller words it: ``min_input_files must be ...``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int) or value < MIN_INPUT_FILES:
+        return f"must be an integer of at least {MIN_INPUT_FILES}, got {value!r}"
+    return None
 
 
 @dataclass(frozen=True)

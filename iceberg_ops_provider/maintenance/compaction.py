@@ -28,19 +28,17 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pyiceberg.exceptions import CommitFailedException, ValidationException
-from pyiceberg.expressions import AlwaysTrue, BooleanExpression
-from pyiceberg.expressions.parser import parse
-from pyiceberg.expressions.visitors import bind
-from pyiceberg.table import TableProperties
+from pyiceberg.expressions import BooleanExpression
 
-from iceberg_ops_provider.errors import MaintenanceConflictError, MaintenanceError
+from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance import files as _files
 from iceberg_ops_provider.maintenance.binpack import FileGroup, is_candidate, plan_groups
 from iceberg_ops_provider.maintenance.candidates import plan_candidates
+from iceberg_ops_provider.maintenance.compaction_arguments import check_arguments
 from iceberg_ops_provider.maintenance.compaction_deletes import refuse_equality_deletes, removable_delete_files
 from iceberg_ops_provider.maintenance.rewrite_commit import RewriteValidator, commit_rewrite
 from iceberg_ops_provider.maintenance.streaming import GroupRewriter
-from iceberg_ops_provider.progress import ProgressCallback, ProgressTracker
+from iceberg_ops_provider.progress import ProgressCallback, ProgressTracker, size_text
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile, ManifestEntry
@@ -53,9 +51,6 @@ log = logging.getLogger(__name__)
 
 OPERATION_PROPERTY = "iceberg-ops.operation"
 """Snapshot summary key naming the maintenance operation that wrote a snapshot (value ``compaction``)."""
-
-STRATEGIES = ("binpack", "sort")
-_MIB = 2**20
 
 
 @dataclass(frozen=True)
@@ -141,67 +136,6 @@ class CompactionResult:
 
 def _identifier(table: Table) -> str:
     return ".".join(table.name())
-
-
-def _check_arguments(
-    table: Table,
-    target_file_size_bytes: int | None,
-    min_input_files: int,
-    where: str | BooleanExpression | None,
-    strategy: str,
-) -> tuple[int, BooleanExpression]:
-    """Validate the arguments; returns the target size and the bound-checked filter."""
-    from pyiceberg.table import Table
-
-    if not isinstance(table, Table):
-        raise TypeError(f"table must be a pyiceberg Table (from catalog.load_table), got {type(table).__name__}.")
-    if strategy not in STRATEGIES:
-        raise ValueError(f"strategy must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}.")
-    if isinstance(min_input_files, bool) or not isinstance(min_input_files, int) or min_input_files < 1:
-        raise ValueError(f"min_input_files must be an integer of at least 1, got {min_input_files!r}.")
-    if target_file_size_bytes is None:
-        raw = table.metadata.properties.get(TableProperties.WRITE_TARGET_FILE_SIZE_BYTES)
-        try:
-            target = int(raw) if raw is not None else TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
-        except ValueError as exc:
-            raise ValueError(
-                f"Table property {TableProperties.WRITE_TARGET_FILE_SIZE_BYTES}={raw!r} is not an integer; fix it "
-                "with a property update or pass target_file_size_bytes."
-            ) from exc
-        source = f"the table property {TableProperties.WRITE_TARGET_FILE_SIZE_BYTES}"
-    else:
-        if isinstance(target_file_size_bytes, bool) or not isinstance(target_file_size_bytes, int):
-            raise ValueError(
-                f"target_file_size_bytes must be an integer number of bytes, got {target_file_size_bytes!r}."
-            )
-        target, source = target_file_size_bytes, "target_file_size_bytes"
-    if target < 1:
-        raise ValueError(f"{source} must be a positive number of bytes, got {target}.")
-    if where is None:
-        expression: BooleanExpression = AlwaysTrue()
-    elif isinstance(where, str):
-        try:
-            expression = parse(where)
-        except Exception as exc:
-            raise ValueError(f"where={where!r} is not a filter PyIceberg can parse: {exc}") from exc
-    elif isinstance(where, BooleanExpression):
-        expression = where
-    else:
-        raise ValueError(f"where must be a filter string or a pyiceberg BooleanExpression, got {type(where).__name__}.")
-    try:
-        bind(table.schema(), expression, case_sensitive=True)
-    except Exception as exc:
-        raise ValueError(f"where={where!r} does not fit the schema of {_identifier(table)}: {exc}") from exc
-    if strategy == "sort" and table.sort_order().is_unsorted:
-        raise ValueError(
-            f"strategy='sort' sorts by the table's sort order, and {_identifier(table)} has none. Set one "
-            "(with table.update_sort_order(), or a migration) or use strategy='binpack'."
-        )
-    if table.format_version > 2:
-        raise MaintenanceError(
-            f"{_identifier(table)} is a format v{table.format_version} table; PyIceberg 0.12 writes v1 and v2 only."
-        )
-    return target, expression
 
 
 _COMMIT_KEY = "iceberg-ops.compaction.commit-id"
@@ -301,7 +235,7 @@ def compact_small_files_streaming(
             were. The result is the exception's ``result`` attribute. Running again redoes them.
     """
     started = time.monotonic()
-    target, expression = _check_arguments(table, target_file_size_bytes, min_input_files, where, strategy)
+    target, expression = check_arguments(table, target_file_size_bytes, min_input_files, where, strategy)
     name = _identifier(table)
     table.refresh()
     metadata = table.metadata
@@ -325,13 +259,13 @@ def compact_small_files_streaming(
     planning_seconds = time.monotonic() - started
     total_bytes = sum(group.bytes for group in groups)
     log.info(
-        "%s: %s%d group(s), %d small file(s), %.1f MiB to rewrite (target %.1f MiB, %s), planned on snapshot %d",
+        "%s: %s%d group(s), %d small file(s), %s to rewrite (target %s, %s), planned on snapshot %d",
         name,
         "dry run: " if dry_run else "",
         len(groups),
         sum(len(group.tasks) for group in groups),
-        total_bytes / _MIB,
-        target / _MIB,
+        size_text(total_bytes),
+        size_text(target),
         strategy,
         snapshot.snapshot_id,
     )
@@ -380,13 +314,13 @@ def compact_small_files_streaming(
                 removed_deletes.update(outcome.delete_files)
             done_bytes += group.bytes
             log.info(
-                "%s: group %d/%d %s; %.1f of %.1f MiB done in %.1f s",
+                "%s: group %d/%d %s; %s of %s done in %.1f s",
                 name,
                 group.index,
                 len(groups),
                 outcome.status,
-                done_bytes / _MIB,
-                total_bytes / _MIB,
+                size_text(done_bytes),
+                size_text(total_bytes),
                 time.monotonic() - started,
             )
     finally:
@@ -435,10 +369,10 @@ class _GroupRunner:
         table, metadata = self.table, self.metadata
         label = f"{_identifier(table)}: group {group.index}/{self.groups}: "
         log.info(
-            "%s%d file(s), %.1f MiB of partition %r -> about %d file(s)",
+            "%s%d file(s), %s of partition %r -> about %d file(s)",
             label,
             len(group.tasks),
-            group.bytes / _MIB,
+            size_text(group.bytes),
             group.partition_path or "(unpartitioned)",
             group.output_files,
         )
@@ -504,15 +438,15 @@ class _GroupRunner:
         seconds = time.monotonic() - started
         added_bytes = sum(data_file.file_size_in_bytes for data_file in added)
         log.info(
-            "%scommitted snapshot %d: %d -> %d file(s), %.1f -> %.1f MiB in %.1f s (%.1f MiB/s)",
+            "%scommitted snapshot %d: %d -> %d file(s), %s -> %s in %.1f s (%s/s)",
             label,
             snapshot_id,
             len(group.tasks),
             len(added),
-            group.bytes / _MIB,
-            added_bytes / _MIB,
+            size_text(group.bytes),
+            size_text(added_bytes),
             seconds,
-            group.bytes / _MIB / max(seconds, 1e-9),
+            size_text(group.bytes / max(seconds, 1e-9)),
         )
         return _with(
             planned,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -37,6 +38,8 @@ from iceberg_ops_provider.maintenance.health_stats import (
     metadata_stats,
 )
 from iceberg_ops_provider.maintenance.health_thresholds import HealthThresholds
+from iceberg_ops_provider.messages import Hint, message
+from iceberg_ops_provider.progress import size_text as _size  # the one size formatter of logs and the CLI
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -191,8 +194,14 @@ class TableHealthReport:
             "duration_seconds": self.duration_seconds,
         }
 
-    def summary(self) -> str:
-        """A few lines for a person: the verdict, the numbers behind it, the calls to make."""
+    def summary(self, call: Callable[[Recommendation], str] | None = None) -> str:
+        """A few lines for a person: the verdict, the numbers behind it, the calls to make.
+
+        Args:
+            call: How each recommendation's call is written (default :meth:`Recommendation.call`, the
+                Python call; the command line passes one writing the ``iceberg-ops maintain`` command).
+        """
+        write = call or Recommendation.call
         data, deletes, manifests, snaps = self.data_files, self.delete_files, self.manifests, self.snapshots
         verdict = f"needs {', '.join(self.needs)}" if self.needs else "healthy, no maintenance due"
         small_limit = int(self.target_file_size_bytes * self.thresholds.small_file_fraction)
@@ -209,7 +218,7 @@ class TableHealthReport:
             f"{'?' if self.metadata.file_bytes is None else _size(self.metadata.file_bytes)}, "
             f"log of {self.metadata.log_length}",
         ]
-        lines += [f"{'run' if r.needed else 'advice'}: {r.call()} - {r.reason}" for r in self.recommendations]
+        lines += [f"{'run' if r.needed else 'advice'}: {write(r)} - {r.reason}" for r in self.recommendations]
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -357,9 +366,13 @@ def _size_property(table: Table, key: str, default: int) -> int:
     except ValueError:
         value = 0
     if value < 1:
+        threshold = "target_file_size_bytes" if key == TARGET_FILE_SIZE else "target_manifest_size_bytes"
         raise ValueError(
-            f"Table property {key}={raw!r} is not a positive integer (bytes); fix the property, "
-            "or pass the target in HealthThresholds."
+            message(
+                f"Table property {key}={raw!r} is not a positive integer (bytes); fix the property, or pass "
+                "{threshold}.",
+                threshold=Hint("threshold", f"{threshold} in HealthThresholds", {"name": threshold}),
+            )
         )
     return value
 
@@ -528,15 +541,6 @@ def _literal(value: Any) -> str:
     if isinstance(value, datetime):
         return f"datetime.fromisoformat({value.isoformat()!r})"
     return repr(value)
-
-
-def _size(n: int) -> str:
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(value) < 1024 or unit == "TiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def _age(seconds: float | None) -> str:

@@ -15,6 +15,8 @@ from dataclasses import dataclass, fields
 from datetime import timedelta
 from typing import Any
 
+from iceberg_ops_provider.maintenance.binpack import min_input_files_problem
+
 __all__ = ["HealthThresholds"]
 
 MIB = 1024 * 1024
@@ -40,7 +42,8 @@ class HealthThresholds:
         large_file_factor: A data file larger than this multiple of the target is counted as large
             (default 1.8, Spark's ``max-file-size-bytes``); reported only, ``>= 1``.
         min_input_files: A partition needs compaction only with at least this many small files
-            (default 5; also passed to ``compact_small_files_streaming``); ``>= 2``.
+            (default 5; also passed to ``compact_small_files_streaming``, whose rule it follows:
+            ``>= 1``, as a lone small file is worth rewriting to sort it or apply its deletes).
         max_small_file_ratio: ... and only when small files are more than this share of its data
             files (default 0.1); ``0 <= ratio < 1``.
         max_position_delete_files: More position delete files than this in the table (each scan reads
@@ -106,7 +109,9 @@ class HealthThresholds:
         integer("target_file_size_bytes", 1, optional=True)
         number("small_file_fraction", 0, 1, low_open=True, high_open=False)
         number("large_file_factor", 1, None, low_open=False, high_open=False)
-        integer("min_input_files", 2)
+        problem = min_input_files_problem(self.min_input_files)
+        if problem is not None:
+            problems.append(f"min_input_files {problem}")
         number("max_small_file_ratio", 0, 1, low_open=False, high_open=True)
         integer("max_position_delete_files", 0)
         integer("target_manifest_size_bytes", 1, optional=True)

@@ -35,6 +35,7 @@ from iceberg_ops_provider.maintenance import files as _files
 from iceberg_ops_provider.maintenance.files import ManifestReader
 from iceberg_ops_provider.maintenance.listing import contains, list_files, normalize_location
 from iceberg_ops_provider.maintenance.times import parse_older_than
+from iceberg_ops_provider.messages import Arg, message
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -201,8 +202,12 @@ def remove_orphan_files(
     target = location if location is not None else root
     if not contains(root, target):
         raise UnsafeLocationError(
-            f"Location {target!r} is not under the location of table {name} ({root!r}); nothing was listed or "
-            f"deleted. Pass a location under {root!r}, or leave it out to clean the whole table."
+            message(
+                f"Location {target!r} is not under the location of table {name} ({root!r}); nothing was listed or "
+                f"deleted. Pass a {{location}} under {root!r}, or leave it out to clean the whole table.",
+                about="location",
+                location=Arg("location"),
+            )
         )
 
     referenced = ReferencedFiles(table)

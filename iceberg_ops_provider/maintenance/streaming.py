@@ -50,6 +50,7 @@ from pyiceberg.utils.properties import property_as_int
 
 from iceberg_ops_provider.core.parquet_output import OutputFile, StatisticsPlan, data_file_from_footer
 from iceberg_ops_provider.maintenance.binpack import expected_output_files
+from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
@@ -354,13 +355,13 @@ class GroupRewriter:
             )
         )
         log.info(
-            "%swrote %s (%.1f MiB, %d rows; %.1f of %.1f MiB read)",
+            "%swrote %s (%s, %d rows; %s of %s read)",
             self.label,
             file.path,
-            size / 2**20,
+            size_text(size),
             file.rows,
-            self.consumed / 2**20,
-            self.total_bytes / 2**20,
+            size_text(self.consumed),
+            size_text(self.total_bytes),
         )
 
     def sort(self, table: pa.Table) -> pa.Table:

@@ -23,6 +23,7 @@ from pyiceberg.types import IcebergType, NestedField
 from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.type_strings import to_iceberg_type
 from iceberg_ops_provider.errors import InvalidOperationError
+from iceberg_ops_provider.migration.risks import highest_risk, risk_of
 from iceberg_ops_provider.migration.schema_changes import ColumnPath
 from iceberg_ops_provider.migration.schema_changes import dotted as _text
 
@@ -87,7 +88,9 @@ class ColumnOperations:
             InvalidOperationError: The column exists (unless ``if_not_exists``), the position is
                 ambiguous, or a required column is added to a table that has rows.
         """
-        self._staging.note(f"add column {table}.{_text(name)}", "review" if required else "safe")
+        self._staging.note(
+            f"add column {table}.{_text(name)}", risk_of("add_required_column" if required else "add_column")
+        )
         if sum([first, after is not None, before is not None]) > 1:
             raise InvalidOperationError("Give at most one of first=True, after= and before= for add_column.")
         if if_not_exists and self._has_column(table, name):
@@ -156,7 +159,7 @@ class ColumnOperations:
 
         With ``if_exists=True`` a missing column is not an error.
         """
-        self._staging.note(f"drop column {table}.{_text(name)}", self._staging.drop_risk(table))
+        self._staging.note(f"drop column {table}.{_text(name)}", self._staging.drop_risk("drop_column", table))
         if if_exists and not self._has_column(table, name):
             return
         self._check_droppable(table, name)
@@ -199,7 +202,7 @@ class ColumnOperations:
 
     def rename_column(self, table: str, old: ColumnPath, new: str) -> None:
         """Rename a column; ``new`` is the new last name (the column stays where it is)."""
-        self._staging.note(f"rename column {table}.{_text(old)} to {new}", "review")
+        self._staging.note(f"rename column {table}.{_text(old)} to {new}", risk_of("rename_column"))
         path = _path(old)
         self._staging.schema_change(
             table, f"rename column {_text(old)!r}", lambda update: update.rename_column(path, new), refs=[old]
@@ -219,7 +222,12 @@ class ColumnOperations:
             ForbiddenPromotionError: A type change Iceberg does not allow.
             InvalidOperationError: ``required=True`` on an optional column, or nothing to change.
         """
-        self._staging.note(f"alter column {table}.{_text(name)}", "review")
+        kinds = [
+            kind
+            for kind, given in (("promote_column", type), ("make_column_optional", required), ("set_column_doc", doc))
+            if given is not None
+        ]
+        self._staging.note(f"alter column {table}.{_text(name)}", highest_risk(kinds, "review"))
         if type is None and doc is None and required is None:
             raise InvalidOperationError(f"alter_column({table!r}, {_text(name)!r}) needs type=, doc= or required=.")
         path = _path(name)
@@ -264,7 +272,7 @@ class ColumnOperations:
         after: ColumnPath | None = None,
     ) -> None:
         """Move a column first, or before/after another column (exactly one of them)."""
-        self._staging.note(f"move column {table}.{_text(name)}", "safe")
+        self._staging.note(f"move column {table}.{_text(name)}", risk_of("move_column"))
         if sum([first, after is not None, before is not None]) != 1:
             raise InvalidOperationError("move_column needs exactly one of first=True, after= or before=.")
         path = _path(name)
@@ -278,7 +286,7 @@ class ColumnOperations:
 
     def set_identifier_fields(self, table: str, *names: str) -> None:
         """Set the table's identifier fields (the row key; the columns must be required). No names clears them."""
-        self._staging.note(f"set identifier fields of {table}", "review")
+        self._staging.note(f"set identifier fields of {table}", risk_of("set_identifier_fields"))
         self._staging.schema_change(
             table, "set identifier fields", lambda update: update.set_identifier_fields(*names), refs=list(names)
         )

@@ -35,7 +35,15 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.table import Transaction
 
-__all__ = ["AtomicCommitJournal", "CommitJournal", "CommitQueue", "Queued", "placeholder_create", "split_for_atomic"]
+__all__ = [
+    "AtomicCommitJournal",
+    "CommitJournal",
+    "CommitQueue",
+    "Queued",
+    "placeholder_create",
+    "separate_reason",
+    "split_for_atomic",
+]
 
 Identifier = tuple[str, ...]
 
@@ -113,6 +121,45 @@ def split_for_atomic(
     return outside, inside
 
 
+def separate_reason(committed: list[tuple[Queued, bool]], namespaces: list[str]) -> str:
+    """Why a finished migration was committed one commit at a time: what it did, each a commit of its own.
+
+    For a migration whose every change must be committed on its own (drops, renames, created
+    namespaces; tables created on a catalog whose multi-table commit cannot create; a table change
+    that a later drop or rename of that table waits for), so nothing was left for the all-or-nothing
+    commit: ``it dropped table sales.orders: a drop commits on its own, outside the all-or-nothing commit``.
+
+    Args:
+        committed: The changes committed, in order, each with whether it created its table.
+        namespaces: The namespaces created by those commits.
+    """
+    did: list[str] = []
+    kinds: list[str] = []
+    for item, created in committed:
+        name = ".".join(item.identifier)
+        if item.kind == "drop":
+            did.append(f"dropped table {name}")
+            kinds.append("a drop")
+        elif item.kind == "rename":
+            did.append(f"renamed table {name} to {'.'.join(item.target or ())}")
+            kinds.append("a rename")
+        elif created:
+            did.append(f"created table {name}")
+            kinds.append("a table created on this catalog")
+        else:
+            did.append(f"changed table {name}")
+            kinds.append("a change to a table that is then dropped or renamed")
+    did += [f"created namespace {namespace}" for namespace in namespaces]
+    kinds += ["a new namespace"] * len(namespaces)
+    unique = list(dict.fromkeys(kinds))
+    if len(unique) == 1:
+        how = f"{unique[0]} commits on its own"
+    else:
+        how = f"{', '.join(unique[:-1])} and {unique[-1]} each commit on their own"
+    listed = ", ".join(did[:-1]) + (" and " if len(did) > 1 else "") + did[-1]
+    return f"it {listed}: {how}, outside the all-or-nothing commit"
+
+
 def placeholder_create(catalog: Catalog, identifier: Identifier, schema: Schema, properties: dict[str, str]) -> Any:
     """A create-table transaction that exists only in memory: what a migration stages on a new table."""
     from pyiceberg.io.pyarrow import PyArrowFileIO
@@ -179,7 +226,8 @@ class CommitQueue:
         the table changes of an all-or-nothing commit."""
         self.not_atomic: str | None = None
         """Why this migration's changes could not be one all-or-nothing commit although the journal could
-        make one (it committed early, reached the catalog directly, or had no table change to commit)."""
+        make one: it committed early, reached the catalog directly, changed no table, or did only what
+        commits on its own (``it dropped table sales.orders: a drop commits on its own, ...``)."""
 
     @staticmethod
     def label(identifier: Identifier) -> str:
@@ -266,13 +314,15 @@ class CommitQueue:
         mode = self._atomic_mode() if complete else None
         if mode is not None and self._commit_atomic(mode):
             return
-        if self.items:
-            if not complete:
-                self.not_atomic = self.not_atomic or f"it committed before its body finished ({why or 'early'})"
-            elif mode is not None:
-                self.not_atomic = self.not_atomic or "it has no table change to commit with its history record"
-        elif complete and mode is not None and not self.separate:
+        # Everything left commits one by one. Could an all-or-nothing commit have taken it? Then say
+        # what it did instead (drops, renames, ...: each a commit of its own).
+        only_separate = bool(self.items) and complete and mode is not None
+        if self.items and not complete:
+            self.not_atomic = self.not_atomic or f"it committed before its body finished ({why or 'early'})"
+        elif not self.items and complete and mode is not None and not self.separate:
             self.not_atomic = self.not_atomic or "it changes no table"
+        done = [(item, item.identifier in self.created) for item in self.items]
+        namespaces_before = len(self.created_namespaces)
         actions = [self._action(item, self.steps + offset) for offset, item in enumerate(self.items, 1)]
         self.announce(actions, complete=complete)
         while self.items:
@@ -282,6 +332,8 @@ class CommitQueue:
             self.items.pop(0)
         self.gone.clear()
         self.rename_targets.clear()
+        if only_separate:
+            self.not_atomic = self.not_atomic or separate_reason(done, self.created_namespaces[namespaces_before:])
 
     def _action(self, item: Queued, step: int) -> IntentAction:
         """The intent entry of one queued change, the ``step``-th commit of this migration."""

@@ -36,6 +36,7 @@ from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import DryRunLimit, InvalidOperationError
 from iceberg_ops_provider.migration.columns import ColumnOperations, TypeLike
 from iceberg_ops_provider.migration.commit_queue import AtomicCommitJournal, CommitJournal, placeholder_create
+from iceberg_ops_provider.migration.risks import risk_of
 from iceberg_ops_provider.migration.schema_changes import ColumnPath
 from iceberg_ops_provider.migration.staging import Identifier, TableStaging
 from iceberg_ops_provider.migration.touched import TouchedTables
@@ -201,7 +202,7 @@ class MigrationContext(ColumnOperations):
                 expression is invalid.
             UnsupportedTypeError: An Arrow column type Iceberg cannot hold.
         """
-        self._staging.note(f"create table {name}", "safe")
+        self._staging.note(f"create table {name}", risk_of("create_table"))
         identifier = self.identifier(name)
         commits = self._staging.commits
         if identifier in commits.created:
@@ -254,7 +255,7 @@ class MigrationContext(ColumnOperations):
         Raises:
             InvalidOperationError: The table does not exist (unless ``if_exists``).
         """
-        self._staging.note(f"drop table {name}", self._staging.drop_risk(name))
+        self._staging.note(f"drop table {name}", self._staging.drop_risk("drop_table", name))
         identifier = self.identifier(name)
         commits = self._staging.commits
         if identifier in commits.created:
@@ -281,7 +282,7 @@ class MigrationContext(ColumnOperations):
         Raises:
             InvalidOperationError: The table does not exist or the new name is taken.
         """
-        self._staging.note(f"rename table {old} to {new}", "review")
+        self._staging.note(f"rename table {old} to {new}", risk_of("rename_table"))
         source, target = self.identifier(old), self.identifier(new)
         commits = self._staging.commits
         target_taken = target not in commits.gone and (
@@ -306,7 +307,7 @@ class MigrationContext(ColumnOperations):
 
     def add_partition_field(self, table: str, expr: str, name: str | None = None) -> None:
         """Add a partition field, e.g. ``"day(ts)"`` or ``"bucket(16, id)"`` (existing files keep their spec)."""
-        self._staging.note(f"partition {table} by {expr}", "review")
+        self._staging.note(f"partition {table} by {expr}", risk_of("add_partition_field"))
         parsed = parse_partition_expr(expr)
         self._staging.spec_change(
             table,
@@ -326,12 +327,12 @@ class MigrationContext(ColumnOperations):
 
     def drop_partition_field(self, table: str, name: str) -> None:
         """Remove a partition field by its name (see ``table.spec()``)."""
-        self._staging.note(f"drop partition field {table}.{name}", "review")
+        self._staging.note(f"drop partition field {table}.{name}", risk_of("drop_partition_field"))
         self._staging.spec_change(table, f"drop partition field {name!r}", lambda update: update.remove_field(name))
 
     def rename_partition_field(self, table: str, old: str, new: str) -> None:
         """Rename a partition field."""
-        self._staging.note(f"rename partition field {table}.{old}", "review")
+        self._staging.note(f"rename partition field {table}.{old}", risk_of("rename_partition_field"))
         self._staging.spec_change(
             table, f"rename partition field {old!r}", lambda update: update.rename_field(old, new)
         )
@@ -343,7 +344,7 @@ class MigrationContext(ColumnOperations):
             table: Table name.
             fields: Sort fields such as ``["ts desc", "day(ts) asc nulls last", "id"]``.
         """
-        self._staging.note(f"set the sort order of {table}", "review")
+        self._staging.note(f"set the sort order of {table}", risk_of("set_sort_order"))
         parsed = [parse_sort_field(fields)] if isinstance(fields, str) else [parse_sort_field(f) for f in fields]
 
         def build(transaction: Transaction) -> None:
@@ -374,7 +375,7 @@ class MigrationContext(ColumnOperations):
         Example:
             ``ctx.set_properties("orders", {"write.target-file-size-bytes": 134217728}, owner="sales")``
         """
-        self._staging.note(f"set properties of {table}", "safe")
+        self._staging.note(f"set properties of {table}", risk_of("set_properties"))
         merged = {**(properties or {}), **props}
         if not merged:
             raise InvalidOperationError("set_properties needs at least one property.")
@@ -387,7 +388,7 @@ class MigrationContext(ColumnOperations):
         Raises:
             InvalidOperationError: A key is not set on the table.
         """
-        self._staging.note(f"remove properties of {table}", "safe")
+        self._staging.note(f"remove properties of {table}", risk_of("remove_properties"))
         identifier, transaction = self._staging.transaction(table)
         missing = [key for key in keys if key not in transaction.table_metadata.properties]
         if missing:

@@ -34,6 +34,7 @@ from iceberg_ops_provider.migration.base import BaseMigration
 __all__ = [
     "CHECKSUM_PREFIX",
     "MIGRATION_FILE",
+    "BrokenFile",
     "MigrationScript",
     "checksum_matches",
     "discover",
@@ -367,14 +368,26 @@ def _execute(module: ModuleType, path: Path) -> None:
     try:
         exec(compile(path.read_bytes(), str(path), "exec", dont_inherit=True), module.__dict__)
     except SyntaxError as exc:
-        raise MigrationDiscoveryError(path, f"syntax error on line {exc.lineno}: {exc.msg}.") from exc
+        raise MigrationDiscoveryError(path, f"syntax error on line {exc.lineno}: {exc.msg}.", line=exc.lineno) from exc
     except SystemExit as exc:
-        raise MigrationDiscoveryError(path, _exit_problem(exc, "importing it", _where(exc, path))) from exc
+        raise MigrationDiscoveryError(
+            path, _exit_problem(exc, "importing it", _where(exc, path)), line=_line_in(exc, path)
+        ) from exc
     except Exception as exc:
         last = traceback.extract_tb(exc.__traceback__)[-1]
         raise MigrationDiscoveryError(
-            path, f"importing it raised {type(exc).__name__}: {exc} (line {last.lineno} of {Path(last.filename).name})."
+            path,
+            f"importing it raised {type(exc).__name__}: {exc} (line {last.lineno} of {Path(last.filename).name}).",
+            line=_line_in(exc, path),
         ) from exc
+
+
+def _line_in(exc: BaseException, path: Path) -> int | None:
+    """The line of the innermost frame of ``exc`` in the migration file ``path``, if it went through it."""
+    frames = [
+        frame for frame in traceback.extract_tb(exc.__traceback__) if Path(frame.filename).resolve() == path.resolve()
+    ]
+    return frames[-1].lineno if frames else None
 
 
 def _import_file(path: Path) -> ModuleType:
@@ -452,17 +465,65 @@ def _description(migration: BaseMigration, slug: str) -> str:
     return doc.splitlines()[0].strip() if doc else slug.replace("_", " ")
 
 
-def discover(migrations_dir: str | Path, namespace: str | None = None) -> list[MigrationScript]:
+@dataclass(frozen=True)
+class BrokenFile:
+    """A migration file that could not be loaded, as a read-only report lists it (``status``, ``check``).
+
+    Attributes:
+        path: The file.
+        version: Its version, when its name is a migration file name (``"0003"``), else ``None``.
+        line: The line the problem is on, when known (a syntax error, a failing import).
+        error: What is wrong (the :class:`~iceberg_ops_provider.errors.MigrationDiscoveryError`'s
+            problem, without the path).
+    """
+
+    path: Path
+    version: str | None
+    line: int | None
+    error: str
+
+    @classmethod
+    def of(cls, error: MigrationDiscoveryError) -> BrokenFile:
+        """The report of a file :func:`discover` refused with ``error``."""
+        path = Path(error.path)
+        match = MIGRATION_FILE.match(path.name)
+        return cls(path, match.group("version") if match else None, error.line, error.problem)
+
+    @property
+    def slug(self) -> str:
+        """The rest of the file name after the version (its description, since the file cannot say)."""
+        match = MIGRATION_FILE.match(self.path.name)
+        return match.group("slug").replace("_", " ") if match else self.path.stem
+
+    def describe(self) -> str:
+        """One line: the file and what is wrong with it (the message :func:`discover` raises)."""
+        return f"{self.path}: {self.error}"
+
+    def to_json(self) -> dict[str, object]:
+        """JSON-able form."""
+        return {"path": str(self.path), "version": self.version, "line": self.line, "error": self.error}
+
+
+def discover(
+    migrations_dir: str | Path, namespace: str | None = None, *, broken: list[BrokenFile] | None = None
+) -> list[MigrationScript]:
     """Load every migration in the folder for ``namespace``, ordered by version.
 
     ``__init__.py`` and files starting with ``_`` are helpers, not migrations, and are skipped; the
     migrations can import them (``from _common import X``) while they load, see :func:`importable`.
 
+    Args:
+        migrations_dir: The migrations folder.
+        namespace: Use ``migrations_dir/<namespace>/`` when that folder exists.
+        broken: For read-only reports: a file that cannot be used is appended here as a
+            :class:`BrokenFile` and left out, instead of stopping discovery (a missing folder still raises).
+
     Raises:
         MigrationDiscoveryError: The folder is missing, a ``.py`` file has a bad name, two files
             share a number, a version is not written in ASCII digits, or a file does not load (it
             raises, or calls ``sys.exit()``), has no proper ``Migration`` class, or declares its
-            ``upgrade``/``downgrade`` with ``async def``. The message names the file.
+            ``upgrade``/``downgrade`` with ``async def``. The message names the file (and the line,
+            for a syntax error or a failing import).
     """
     folder = migrations_folder(migrations_dir, namespace) if namespace else Path(migrations_dir)
     if not folder.is_dir():
@@ -474,7 +535,13 @@ def discover(migrations_dir: str | Path, namespace: str | None = None) -> list[M
         for path in sorted(folder.glob("*.py")):
             if path.name.startswith("_"):
                 continue
-            script = _script(path, found)
+            try:
+                script = _script(path, found)
+            except MigrationDiscoveryError as exc:
+                if broken is None:
+                    raise
+                broken.append(BrokenFile.of(exc))
+                continue
             found[script.number] = script
     return [found[number] for number in sorted(found)]
 

@@ -22,6 +22,7 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from iceberg_ops_provider.errors import DryRunLimit, InvalidOperationError
 from iceberg_ops_provider.migration.commit_queue import CommitJournal, CommitQueue
+from iceberg_ops_provider.migration.risks import Risk, drop_risk
 from iceberg_ops_provider.migration.schema_changes import ColumnPath, SchemaChanges, refusal
 from iceberg_ops_provider.migration.touched import TouchedTables, current_recording
 
@@ -99,18 +100,21 @@ class TableStaging:
 
     # -- the record of what was asked -------------------------------------------------------------
 
-    def note(self, description: str, risk: str) -> None:
-        """Record an operation the migration asked for, with its risk."""
+    def note(self, description: str, risk: Risk) -> None:
+        """Record an operation the migration asked for, with its risk (see :mod:`.risks`)."""
         self.operations.append({"operation": description, "risk": risk})
 
-    def drop_risk(self, name: str) -> str:
-        """``destructive`` when the table holds rows now (a drop loses them for readers), else ``review``."""
+    def drop_risk(self, kind: str, name: str) -> Risk:
+        """The risk of a drop (``kind``) from table ``name``: the kind's when it holds rows now, else lower.
+
+        See :func:`~iceberg_ops_provider.migration.risks.drop_risk`.
+        """
         try:
             snapshot = self.catalog.load_table(self.identifier(name)).current_snapshot()
         except (NoSuchTableError, InvalidOperationError):
-            return "review"
+            return drop_risk(kind, holds_rows=False)
         records = int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
-        return "destructive" if records else "review"
+        return drop_risk(kind, holds_rows=bool(records))
 
     def mark_direct(self, what: str) -> None:
         """Note in the intent that the migration reached the catalog directly (its writes are not tracked).

@@ -31,6 +31,7 @@ from airflow.sdk import BaseOperator
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.operators.lineage import IcebergLineageMixin
+from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -314,8 +315,10 @@ class IcebergDataMoveOperator(_MoveOperator):
         )
         payload = result.to_json()
         self.log.info(
-            "Moved %s rows in %.1f s: %s unit(s) committed, %s already done, move %s",
+            "Moved %s rows (%s read, %s written) in %.1f s: %s unit(s) committed, %s already done, move %s",
             payload["rows"],
+            size_text(result.bytes_read),
+            size_text(result.bytes_written),
             payload["seconds"],
             payload["units_committed"],
             payload["units_skipped"],
@@ -411,13 +414,13 @@ class IcebergMovePlanOperator(_MoveOperator):
         )
         pending = [unit.to_json() for unit in plan.pending]
         self.log.info(
-            "Plan of %s -> %s (move_id %s): %s unit(s), %s pending, %s source bytes, %s source records%s",
+            "Plan of %s -> %s (move_id %s): %s unit(s), %s pending, %s of source files, %s source records%s",
             self.source,
             self.target,
             plan.move_id,
             len(plan.units),
             len(pending),
-            plan.bytes,
+            size_text(plan.bytes),
             plan.records,
             "".join(f"\n  {note}" for note in plan.notes),
         )
@@ -472,15 +475,7 @@ class IcebergMoveVerifyOperator(_MoveOperator):
         self.collect_lineage(
             lambda: self._record_tables(mover, source_snapshot_id=_verified_source_snapshot(mover), target_read=True)
         )
-        payload = report.to_json()
-        self.log.info(
-            "Verification (%s) of move %s: %s; source rows %s, target rows %s",
-            report.method,
-            move_id,
-            "ok" if report.ok else "DIFFERENT",
-            report.source_rows,
-            report.target_rows,
-        )
+        payload = report.to_json()  # the engine logged the verdict (iceberg_ops_provider.data_migration.verification)
         if not report.ok:
             raise VerificationFailedError(
                 f"The target {self.target!r} does not hold the rows move {move_id!r} read from {self.source!r} "

@@ -25,6 +25,7 @@ from airflow.sdk import BaseOperator
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.maintenance.times import parse_older_than
 from iceberg_ops_provider.operators.lineage import IcebergLineageMixin
+from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -165,8 +166,8 @@ def _counts(payload: dict[str, Any]) -> dict[str, int | float]:
 
 
 def _brief(payload: dict[str, Any]) -> str:
-    """The counts of a result, for the task log."""
-    return ", ".join(f"{k}={v}" for k, v in _counts(payload).items()) or "done"
+    """The counts of a result, for the task log; byte counts as the command line shows sizes (``812.4 KiB``)."""
+    return ", ".join(f"{k}={size_text(v) if 'bytes' in k else v}" for k, v in _counts(payload).items()) or "done"
 
 
 class IcebergCompactOperator(_TableMaintenanceOperator):

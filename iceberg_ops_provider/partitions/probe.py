@@ -262,7 +262,8 @@ def _row_filter(table: Table, where: str | None) -> BooleanExpression:
     if where is None or not where.strip():
         return AlwaysTrue()
     from pyiceberg.expressions.parser import parse
-    from pyiceberg.expressions.visitors import bind
+
+    from iceberg_ops_provider.core.filters import bind_filter
 
     try:
         expression = parse(where)
@@ -273,10 +274,9 @@ def _row_filter(table: Table, where: str | None) -> BooleanExpression:
             "combined with and, or, not; text in single quotes)."
         ) from exc
     try:
-        bind(table.schema(), expression, case_sensitive=True)
+        return bind_filter(expression, table.schema())
     except ValueError as exc:
         raise ValueError(f"where={where!r} does not fit {table_name(table)}: {exc}") from exc
-    return expression
 
 
 def _entries(table: Table, snapshot: Snapshot, scan_filter: BooleanExpression) -> list[ManifestEntry]:

@@ -6,6 +6,7 @@ here prints or parses arguments.
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +18,7 @@ from iceberg_ops_provider.autogen.scaffolding import create_revision
 from iceberg_ops_provider.config import ProjectConfig
 from iceberg_ops_provider.errors import MigrationError, ModelError, ProjectConfigError
 from iceberg_ops_provider.history.intent import Intent
-from iceberg_ops_provider.migration.discovery import migrations_folder
+from iceberg_ops_provider.migration.discovery import BrokenFile, migrations_folder
 from iceberg_ops_provider.runner.migration_runner import MigrationRunner
 from iceberg_ops_provider.runner.planning import PlanStep
 
@@ -25,7 +26,11 @@ __all__ = ["CheckReport", "RevisionResult", "check", "open_runner", "require_kno
 
 
 def open_runner(
-    config: ProjectConfig, on_event: Callable[[str], None] | None = None, *, stale_after: float | None = None
+    config: ProjectConfig,
+    on_event: Callable[[str], None] | None = None,
+    *,
+    stale_after: float | None = None,
+    files: bool = True,
 ) -> MigrationRunner:
     """A runner for the project's catalog, namespace and migrations folder.
 
@@ -33,12 +38,14 @@ def open_runner(
         config: The project.
         on_event: Progress callback.
         stale_after: Lease length of the migration lock (default: the runner's).
+        files: ``False``: a runner without migration files (``migrations_dir=None``), which reads
+            the history only.
     """
     namespace = config.require_namespace()  # before opening the catalog, which may create local_data/
     return MigrationRunner(
         config.build_catalog(),
         namespace,
-        config.migrations_dir,
+        config.migrations_dir if files else None,
         config.meta_namespace,
         on_event=on_event,
         catalog_timeout=config.catalog_timeout,
@@ -89,13 +96,16 @@ class CheckReport:
         namespace: The namespace checked.
         pending: Migrations not applied yet.
         drift: Operations that would make the live tables match their models.
-        problems: Applied migrations whose files changed or went missing.
+        problems: Applied migrations whose files changed or went missing, files that cannot be
+            loaded (path, line and error), an interrupted run.
+        broken: The files that cannot be loaded (each also one of ``problems``).
     """
 
     namespace: str
     pending: list[PlanStep] = field(default_factory=list)
     drift: list[Operation] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    broken: list[BrokenFile] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -110,6 +120,7 @@ class CheckReport:
             "pending": [step.to_json() for step in self.pending],
             "drift": [op.to_json() for op in self.drift],
             "problems": self.problems,
+            "broken": [file.to_json() for file in self.broken],
         }
 
 
@@ -125,19 +136,20 @@ def check(config: ProjectConfig) -> CheckReport:
 def check_namespace(runner: MigrationRunner, models_dir: Path | None = None) -> CheckReport:
     """The one ``check``, behind the CLI and the operator; changes nothing.
 
-    It reports pending migrations, applied files that changed or went missing, an interrupted run,
-    and drift of the live tables from ``models_dir`` (when given).
+    It reports pending migrations, applied files that changed or went missing, files that cannot be
+    loaded (a syntax error: the file, the line, the error; the rest is checked without them), an
+    interrupted run, and drift of the live tables from ``models_dir`` (when given).
     """
-    state = runner.state()
+    state = runner.state(report_broken=True)
     pending = [PlanStep("upgrade", v, state.description(v)) for v in state.pending]
     drift: list[Operation] = []
     if models_dir is not None:
         drift = autogenerate(runner.catalog, runner.namespace, load_models(models_dir))
     problems = state.problems_by_kind()
-    found = problems["changed"] + problems["missing"]
+    found = problems["changed"] + problems["missing"] + [file.describe() for file in state.broken]
     if (interrupted := runner.interrupted()) is not None:
         found.append(interrupted_problem(interrupted, runner.interrupted_outcome(interrupted)))
-    return CheckReport(runner.namespace, pending, drift, found)
+    return CheckReport(runner.namespace, pending, drift, found, list(state.broken))
 
 
 def interrupted_problem(intent: Intent, outcome: str) -> str:
@@ -202,9 +214,10 @@ def revision(
             )
         candidates = [config.models_dir / f"{target_table}.yaml", config.models_dir / f"{target_table}.yml"]
         found = next((path for path in candidates if path.is_file()), None)
-        models = [load_model(found)] if found else [m for m in load_models(config.models_dir) if m.name == target_table]
+        every = [] if found else load_models(config.models_dir)
+        models = [load_model(found)] if found else [m for m in every if m.name == target_table]
         if not models:
-            raise ModelError(f"No model for table {target_table!r} in {config.models_dir}.")
+            raise ModelError(_no_model(target_table, config.models_dir, [m.name for m in every]))
     else:
         models = load_models(config.models_dir)
         if not models:
@@ -219,6 +232,16 @@ def revision(
     sources = ", ".join(_display(m.source, config.root) if m.source else m.name for m in models)
     text = render_migration(message, operations, source=sources)
     return RevisionResult(create_revision(folder, message, content=text), operations)
+
+
+def _no_model(table: str, folder: Path, names: list[str]) -> str:
+    """Why ``--target-table`` found no model: the models there are, and the closest name to ``table``."""
+    if not names:
+        return f"No model for table {table!r} in {folder}: it declares no tables."
+    close = difflib.get_close_matches(table, names, n=1, cutoff=0.6)
+    guess = f" Did you mean {close[0]!r}?" if close else ""
+    listed = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
+    return f"No model for table {table!r} in {folder} (its models: {listed}).{guess}"
 
 
 def _display(path: Path, root: Path) -> str:

@@ -57,6 +57,10 @@ class RunJournal:
         self.not_atomic: str | None = None
         """Why the catalog did not take the step's changes in one commit (it cannot, or atomic commits are off)."""
 
+    def elapsed_ms(self) -> int:
+        """Milliseconds since the step's body started: its one duration, taken when its history record is made."""
+        return int((time.perf_counter() - self.started) * 1000)
+
     def receipt(self, step: int) -> str:
         """The receipt of this migration's ``step``-th commit."""
         return receipt(self.session.target.namespace, self.step.version, self.step.direction, self.session.run_id, step)
@@ -138,8 +142,7 @@ class RunJournal:
         target = session.target
         session.keeper.check()
         step = self.step
-        duration_ms = int((time.perf_counter() - self.started) * 1000)
-        row = session.row(step.version, success_status(step.direction), step.direction, duration_ms=duration_ms)
+        row = session.row(step.version, success_status(step.direction), step.direction, duration_ms=self.elapsed_ms())
         expected = {row.version: session.expected.get(row.version)}
         held = AssertRefSnapshotId(ref=NamespaceLock.TAG, snapshot_id=session.held.snapshot_id)
         lock = TableChange(target.lock.identifier, (), (held,))

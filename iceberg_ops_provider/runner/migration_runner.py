@@ -32,6 +32,7 @@ from iceberg_ops_provider.core.timeouts import (
     bound_catalog_requests,
     check_timeout,
 )
+from iceberg_ops_provider.errors import MigrationError
 from iceberg_ops_provider.history.events import EventLog, MigrationEvent
 from iceberg_ops_provider.history.intent import Intent, assess
 from iceberg_ops_provider.history.lease import LeaseKeeper
@@ -44,7 +45,7 @@ from iceberg_ops_provider.history.lock import (
 )
 from iceberg_ops_provider.history.records import HistoryRow
 from iceberg_ops_provider.history.store import HistoryStore, default_meta_namespace
-from iceberg_ops_provider.migration.discovery import MigrationScript, discover, migrations_folder
+from iceberg_ops_provider.migration.discovery import BrokenFile, MigrationScript, discover, migrations_folder
 from iceberg_ops_provider.migration.touched import TouchedTable, merge_touched, recording
 from iceberg_ops_provider.runner.commit_modes import CommitModeProbe, commit_mode_label, explain_commit_mode
 from iceberg_ops_provider.runner.namespaces import check_runner_namespaces
@@ -56,6 +57,7 @@ from iceberg_ops_provider.runner.planning import (
     classify,
     downgrade_steps,
     infer_direction,
+    relative_hint,
     restricted_to,
     stamp_changes,
     upgrade_steps,
@@ -98,7 +100,9 @@ class MigrationRunner:
         catalog: Any PyIceberg catalog.
         namespace: The namespace to migrate (``"sales"``; nested as ``"a.b"``).
         migrations_dir: The folder of ``NNNN_slug.py`` files; ``migrations_dir/<namespace>/`` is used
-            instead when it exists.
+            instead when it exists. ``None``: a runner that reads the history only (``status``,
+            ``history``, ``current``, ``events``, ``force_unlock``); its status says it did not
+            compare files, and everything that needs the files raises.
         meta_namespace: Where the history table and the locks live; by default ``_iceberg_ops``, or
             ``iceberg_ops`` on S3 Tables (which refuses names starting with ``_``).
         keep_history_snapshots: Snapshots of the history table kept for time travel.
@@ -124,7 +128,7 @@ class MigrationRunner:
         self,
         catalog: Catalog,
         namespace: str,
-        migrations_dir: str | Path = "migrations",
+        migrations_dir: str | Path | None = "migrations",
         meta_namespace: str | None = None,
         *,
         keep_history_snapshots: int = 10,
@@ -144,7 +148,7 @@ class MigrationRunner:
             bound_catalog_requests(catalog, catalog_timeout)
         self.endpoint = catalog_endpoint(catalog)
         self.namespace = namespace
-        self.migrations_dir = Path(migrations_dir)
+        self.migrations_dir: Path | None = Path(migrations_dir) if migrations_dir is not None else None
         self.meta_namespace = meta_namespace
         self.history_store = HistoryStore(catalog, meta_namespace, keep_snapshots=keep_history_snapshots)
         self.lock = NamespaceLock(catalog, meta_namespace, namespace, stale_after=stale_after)
@@ -165,20 +169,46 @@ class MigrationRunner:
     @property
     def folder(self) -> Path:
         """The folder the migrations of this namespace are read from."""
-        return migrations_folder(self.migrations_dir, self.namespace)
+        return migrations_folder(self._files_dir(), self.namespace)
 
-    def scripts(self) -> list[MigrationScript]:
+    @property
+    def files_compared(self) -> bool:
+        """Whether this runner has migration files to compare with the history (``migrations_dir`` is not ``None``)."""
+        return self.migrations_dir is not None
+
+    def _files_dir(self) -> Path:
+        if self.migrations_dir is None:
+            raise MigrationError(
+                f"This runner of {self.namespace!r} has no migration files (migrations_dir=None): it reads the "
+                "history only. Pass migrations_dir to compare, plan or run migrations."
+            )
+        return self.migrations_dir
+
+    def scripts(self, *, broken: list[BrokenFile] | None = None) -> list[MigrationScript]:
         """The migration files of this namespace, loaded and ordered.
 
+        Args:
+            broken: For a read-only report: files that cannot be loaded are appended here and left
+                out, instead of raising.
+
         Raises:
-            MigrationDiscoveryError: A bad file; nothing in the catalog was touched.
+            MigrationDiscoveryError: A bad file (unless ``broken`` is given); nothing in the catalog was touched.
+            MigrationError: The runner has no migration files (``migrations_dir=None``).
         """
-        return discover(self.migrations_dir, self.namespace)
+        return discover(self._files_dir(), self.namespace, broken=broken)
 
     @_catalog_call
-    def state(self) -> NamespaceState:
-        """Files compared with history (no lock, no writes)."""
-        return classify(self.scripts(), self.history_store.rows(self.namespace))
+    def state(self, *, report_broken: bool = False) -> NamespaceState:
+        """Files compared with history (no lock, no writes).
+
+        Args:
+            report_broken: List files that cannot be loaded in ``state.broken`` and go on without
+                them (what ``status`` and ``check`` report), instead of raising
+                :class:`~iceberg_ops_provider.errors.MigrationDiscoveryError`.
+        """
+        broken: list[BrokenFile] | None = [] if report_broken else None
+        scripts = self.scripts(broken=broken)
+        return classify(scripts, self.history_store.rows(self.namespace), tuple(broken or ()))
 
     @_catalog_call
     def current(self) -> str | None:
@@ -229,8 +259,16 @@ class MigrationRunner:
 
     @_catalog_call
     def status(self) -> NamespaceStatus:
-        """Current version, applied and pending migrations, and anything odd."""
-        state = self.state()
+        """Current version, applied and pending migrations, and anything odd.
+
+        A file that cannot be loaded does not stop it: it is listed in ``broken`` (an unapplied one
+        is pending too). Without migration files (``migrations_dir=None``) it reports what the
+        history says, with ``files_compared`` false: nothing pending, changed or missing is known.
+        """
+        if self.files_compared:
+            state = self.state(report_broken=True)
+        else:
+            state = replace(classify([], self.history_store.rows(self.namespace)), missing=())
         holder, intent = self.lock.read()
         interrupted = unsettled(list(state.rows.values()), holder, intent)
         mode = self.commit_mode()
@@ -248,6 +286,8 @@ class MigrationRunner:
             interrupted_outcome=self.interrupted_outcome(interrupted) if interrupted is not None else None,
             commit_mode=commit_mode_label(mode),
             commit_mode_reason=explain_commit_mode(self.catalog, mode, atomic_commits=self.atomic_commits),
+            files_compared=self.files_compared,
+            broken=list(state.broken),
         )
 
     @_catalog_call
@@ -330,9 +370,14 @@ class MigrationRunner:
             check_integrity(
                 restricted_to(state, involved), self.namespace, allow_changed=allow_changed, allow_out_of_order=True
             )
-            self._reporter.event(
-                f"{self.namespace}: {len(steps)} migration(s) to roll back (current: {state.current or 'base'})"
-            )
+            message = f"{self.namespace}: {len(steps)} migration(s) to roll back (current: {state.current or 'base'})"
+            if not steps and state.current is not None:  # a version that is the current one: it stays applied
+                message = (
+                    f"{self.namespace}: nothing to roll back: the target {target} is the current version "
+                    f"{state.current}, and a downgrade keeps its target applied (a number is an absolute version; "
+                    f"'-N' rolls back the last N).{relative_hint(state, target)}"
+                )
+            self._reporter.event(message)
             return [self._execute(session, step, index, len(steps)) for index, step in enumerate(steps, 1)]
 
         self.touched = ()

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from iceberg_ops_provider.errors import MigrationIntegrityError, MigrationTargetError
 from iceberg_ops_provider.history.records import HistoryRow
-from iceberg_ops_provider.migration.discovery import MigrationScript, checksum_matches
+from iceberg_ops_provider.migration.discovery import BrokenFile, MigrationScript, checksum_matches
 
 __all__ = [
     "Direction",
@@ -25,6 +25,7 @@ __all__ = [
     "classify",
     "downgrade_steps",
     "infer_direction",
+    "relative_hint",
     "stamp_changes",
     "upgrade_steps",
 ]
@@ -46,7 +47,9 @@ class PlanStep:
         script: The loaded file (``None`` only for a missing file, which cannot run).
         operations: With an inspecting plan: what the step's body asks for, each with its risk.
         risk: With an inspecting plan: the step's highest risk (``safe``, ``review``,
-            ``destructive``), or ``unknown`` when its body could not be run dry.
+            ``destructive``), ``irreversible`` when its ``downgrade()`` raises
+            ``IrreversibleMigrationError`` (a rollback stops there), or ``unknown`` when its body
+            could not be run dry.
     """
 
     direction: Direction
@@ -78,6 +81,8 @@ class NamespaceState:
         changed: Applied versions whose code changed since (comments, layout and docstrings do not count).
         missing: Applied versions whose file is gone.
         out_of_order: Pending files numbered below the current version.
+        broken: Files that could not be loaded, in a read-only report (``status``, ``check``); an
+            applied one is not ``missing``, an unapplied one is ``pending``.
     """
 
     scripts: tuple[MigrationScript, ...]
@@ -88,6 +93,7 @@ class NamespaceState:
     changed: tuple[str, ...]
     missing: tuple[str, ...]
     out_of_order: tuple[str, ...]
+    broken: tuple[BrokenFile, ...] = ()
 
     @property
     def current(self) -> str | None:
@@ -105,7 +111,10 @@ class NamespaceState:
         if script is not None:
             return script.description
         row = self.rows.get(version)
-        return row.description if row else ""
+        if row is not None:
+            return row.description
+        file = next((file for file in self.broken if file.version and int(file.version) == int(version)), None)
+        return file.slug if file is not None else ""
 
     def problems_by_kind(self) -> dict[str, list[str]]:
         """Human lines for everything odd, by kind: ``changed``, ``missing`` and ``out_of_order``."""
@@ -127,17 +136,26 @@ class NamespaceState:
         return [line for lines in self.problems_by_kind().values() for line in lines]
 
 
-def classify(scripts: list[MigrationScript], rows: list[HistoryRow]) -> NamespaceState:
-    """Compare the files with the history rows of one namespace."""
+def classify(
+    scripts: list[MigrationScript], rows: list[HistoryRow], broken: tuple[BrokenFile, ...] = ()
+) -> NamespaceState:
+    """Compare the files with the history rows of one namespace.
+
+    ``broken`` lists files that could not be loaded (a read-only report goes on without them): an
+    applied one is not counted as missing, an unapplied one counts as pending.
+    """
     by_version = {row.version: row for row in rows}
     by_number = {int(row.version): row for row in rows}
     applied_numbers = sorted(number for number, row in by_number.items() if row.status == "applied")
     applied = tuple(by_number[number].version for number in applied_numbers)
     script_numbers = {script.number: script for script in scripts}
+    broken_versions = {int(file.version): file.version for file in broken if file.version is not None}
+    present = {number: script.version for number, script in script_numbers.items()}
+    present.update({number: v for number, v in broken_versions.items() if number not in present})
     pending = tuple(
-        script.version
-        for script in scripts
-        if script.number not in by_number or by_number[script.number].status != "applied"
+        present[number]
+        for number in sorted(present)
+        if number not in by_number or by_number[number].status != "applied"
     )
     current = applied_numbers[-1] if applied_numbers else None
     changed = tuple(
@@ -145,7 +163,7 @@ def classify(scripts: list[MigrationScript], rows: list[HistoryRow]) -> Namespac
         for n in applied_numbers
         if n in script_numbers and not checksum_matches(by_number[n].checksum, script_numbers[n])
     )
-    missing = tuple(by_number[n].version for n in applied_numbers if n not in script_numbers)
+    missing = tuple(by_number[n].version for n in applied_numbers if n not in present)
     out_of_order = tuple(v for v in pending if current is not None and int(v) < current)
     failed = tuple(row.version for row in sorted(rows, key=lambda r: int(r.version)) if row.status == "failed")
     return NamespaceState(
@@ -157,6 +175,7 @@ def classify(scripts: list[MigrationScript], rows: list[HistoryRow]) -> Namespac
         changed=changed,
         missing=missing,
         out_of_order=out_of_order,
+        broken=tuple(broken),
     )
 
 
@@ -214,6 +233,7 @@ def check_integrity(
             "allow_out_of_order=True (CLI: --allow-changed / --allow-missing / --allow-out-of-order). If a "
             "change to an applied file is intended (a reviewed edit), record the file as it is now with "
             "`iceberg-ops repair` (operator action='repair').",
+            kinds=[kind for kind, lines in by_kind.items() if lines and not allowed[kind]],
         )
 
 
@@ -286,14 +306,43 @@ def downgrade_steps(state: NamespaceState, target: str) -> list[PlanStep]:
     elif target.startswith("-"):
         chosen = _first(target, applied, "rollbacks", "applied")
     else:
-        version = _known_version(state, target)
+        try:
+            version = _known_version(state, target)
+        except MigrationTargetError as exc:
+            raise MigrationTargetError(f"{exc}{relative_hint(state, target)}") from exc
         current = state.current
         if current is None or int(version) > int(current):
             raise MigrationTargetError(
-                f"Version {version} is above the current version {current or 'base'}; use upgrade to go forward."
+                f"Version {version} is above the current version {current or 'base'}, so a downgrade cannot go "
+                "there: a target written as a number is an absolute version (it stays applied), while '-N' is "
+                f"relative and rolls back the last N applied migrations.{relative_hint(state, target)}"
+                " To go forward, use upgrade."
             )
         chosen = [v for v in applied if int(v) > int(version)]
     return [_step(state, "downgrade", version) for version in chosen]
+
+
+def relative_hint(state: NamespaceState, target: str) -> str:
+    """For a downgrade target written as a bare number: `` Did you mean '-N'? ...`` when ``-N`` can work; else empty.
+
+    ``1`` is the absolute version 0001 and ``-1`` the last applied migration, so a forgotten minus
+    points a downgrade at an old version (or up, or nowhere). A number written with leading zeros
+    (``0001``) is a version on purpose and gets no hint.
+    """
+    if not _VERSION.match(str(target)) or target != str(int(target)):
+        return ""
+    count = int(target)
+    if not 1 <= count <= len(state.applied):
+        return ""
+    try:
+        absolute = f"version {_known_version(state, target)}"
+    except MigrationTargetError:
+        absolute = f"version number {count}"
+    last = ", ".join(reversed(state.applied[-count:]))
+    return (
+        f" Did you mean '-{count}'? It rolls back the last {count} applied migration(s) ({last}); "
+        f"'{target}' is {absolute}."
+    )
 
 
 def stamp_changes(state: NamespaceState, target: str) -> tuple[list[str], list[str]]:

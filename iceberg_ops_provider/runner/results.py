@@ -8,6 +8,7 @@ from typing import Any, Literal
 from iceberg_ops_provider.history.intent import Intent
 from iceberg_ops_provider.history.lock import LockInfo
 from iceberg_ops_provider.history.records import HistoryRow, Operation, Status
+from iceberg_ops_provider.migration.discovery import BrokenFile
 from iceberg_ops_provider.migration.touched import TouchedTable
 from iceberg_ops_provider.runner.planning import NamespaceState, PlanStep
 
@@ -22,7 +23,10 @@ class MigrationResult:
         version: The migration's version.
         description: Its description.
         status: The status recorded: ``applied``, ``rolled_back`` or ``failed``.
-        duration: Seconds its ``upgrade()``/``downgrade()`` and commits took (0 for a stamp).
+        duration: Seconds the step took, the one duration measured for it: from the start of its
+            ``upgrade()``/``downgrade()`` until its history record was ready to be written (its
+            table commits included, except those committed together with that record). Its history
+            row's and event's ``duration_ms`` hold the same value in milliseconds (0 for a stamp).
         direction: ``upgrade``, ``downgrade`` or ``stamp``.
         tables: The tables its commits reached, each with its net change (``create``, ``alter``,
             ``drop``, ``rename``, ``overwrite``, or ``write`` for a table it loaded to write itself);
@@ -47,6 +51,11 @@ class MigrationResult:
     outside_atomic_commit: tuple[str, ...] = ()
     not_atomic_reason: str | None = None
 
+    @property
+    def duration_ms(self) -> int:
+        """:attr:`duration` in milliseconds, as the history row and the event of this step hold it."""
+        return round(self.duration * 1000)
+
     def to_json(self) -> dict[str, Any]:
         """JSON-able form (for XCom and ``--json``)."""
         return {
@@ -54,6 +63,7 @@ class MigrationResult:
             "description": self.description,
             "status": self.status,
             "duration": round(self.duration, 3),
+            "duration_ms": self.duration_ms,
             "direction": self.direction,
             "tables": [table.to_json() for table in self.tables],
             "atomic": self.atomic,
@@ -86,6 +96,11 @@ class NamespaceStatus:
             that could not be asked; it commits table by table until it answers).
         commit_mode_reason: Why, naming the mechanism (``sql-transaction``, ``rest-transaction``),
             the missing endpoint, or ``atomic_commits=False``.
+        files_compared: Whether the migration files were compared with the history; false for a
+            runner without them (``migrations_dir=None``), whose ``pending``, ``changed``,
+            ``missing`` and ``out_of_order`` are then empty because they are not known.
+        broken: Migration files that could not be loaded (a syntax error, a failing import, a bad
+            name), each with its path, line and error; the rest of the status is reported without them.
     """
 
     namespace: str
@@ -101,11 +116,13 @@ class NamespaceStatus:
     interrupted_outcome: str | None = None
     commit_mode: Literal["atomic", "per-table", "unknown"] = "per-table"
     commit_mode_reason: str = ""
+    files_compared: bool = True
+    broken: list[BrokenFile] = field(default_factory=list)
 
     @property
     def is_clean(self) -> bool:
-        """Nothing pending, nothing odd, no interrupted run."""
-        return not (self.pending or self.changed or self.missing or self.interrupted)
+        """Nothing pending, nothing odd (broken files included), no interrupted run."""
+        return not (self.pending or self.changed or self.missing or self.interrupted or self.broken)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -123,6 +140,8 @@ class NamespaceStatus:
             "interrupted_outcome": self.interrupted_outcome,
             "commit_mode": self.commit_mode,
             "commit_mode_reason": self.commit_mode_reason,
+            "files_compared": self.files_compared,
+            "broken": [file.to_json() for file in self.broken],
         }
 
 

@@ -82,7 +82,7 @@ def execute_step(session: RunSession, step: PlanStep, index: int, total: int) ->
     session.reporter.event(f"[{index}/{total}] {verb} {step.version} {step.description}")
     journal = RunJournal(session, step)
     context = MigrationContext(target.catalog, target.namespace, journal, meta_namespace=target.meta_namespace)
-    started = journal.started = time.perf_counter()
+    journal.started = time.perf_counter()
     try:
         with importable(target.folder):  # a lazy `from _helpers import x` in a body works as at import time
             if step.direction == "upgrade":
@@ -93,7 +93,7 @@ def execute_step(session: RunSession, step: PlanStep, index: int, total: int) ->
     except IrreversibleMigrationError as exc:
         context.discard()
         if journal.intent is not None:  # it committed something before refusing: a failure like any other
-            raise _failure(session, step, index, total, exc, journal, context, started) from exc
+            raise _failure(session, step, index, total, exc, journal, context) from exc
         session.refused(step, str(exc))
         raise IrreversibleMigrationError(
             f"Cannot roll back {target.namespace!r} past {step.version} ({step.description}): "
@@ -102,26 +102,30 @@ def execute_step(session: RunSession, step: PlanStep, index: int, total: int) ->
         ) from exc
     except BaseException as exc:
         context.discard()
-        failure = _failure(session, step, index, total, exc, journal, context, started)
+        failure = _failure(session, step, index, total, exc, journal, context)
         if isinstance(failure, MigrationResult) and isinstance(exc, Exception):
             session.completed.append(failure)
             return failure
         if isinstance(exc, Exception | SystemExit):  # a migration that exits is a failed migration
             raise failure from exc
         raise  # interrupts and task timeouts keep their type, after being recorded
-    duration = time.perf_counter() - started
     status = success_status(step.direction)
-    if journal.recorded is not None:  # committed together with the step's changes
-        session.written([journal.recorded])
-    else:
+    # One duration per step, measured once, when its history record is made: the record, the result
+    # (the CLI's table and --json), the progress line and the event all show this value.
+    row = journal.recorded  # committed together with the step's changes, its duration measured then
+    if row is None:
+        row = session.row(step.version, status, step.direction, duration_ms=journal.elapsed_ms())
         try:
-            session.write([session.row(step.version, status, step.direction, duration_ms=int(duration * 1000))])
+            session.write([row])
         except ConcurrentMigrationError:
             raise
         except Exception as exc:
             raise MigrationNotRecordedError(step.version, step.direction, exc) from exc
+    else:
+        session.written([row])
     if journal.intent is not None:
         session.intent_settled = True
+    duration = (row.duration_ms or 0) / 1000
     result = _result(step, status, duration, journal, context)
     how = "all-or-nothing, with its history record" if result.atomic else f"table by table: {result.not_atomic_reason}"
     session.reporter.event(f"[{index}/{total}] {step.version} {status} in {duration:.2f}s ({how})")
@@ -137,18 +141,21 @@ def _failure(
     exc: BaseException,
     journal: RunJournal,
     context: MigrationContext,
-    started: float,
 ) -> MigrationError | MigrationResult:
     """Record a failed step (best effort) and build the error that stops the run.
 
     Returns a result instead when every commit of the finished body landed although one of them
     reported an error (an answer lost on the way back): the migration is done and recorded so.
     """
-    duration_ms = int((time.perf_counter() - started) * 1000)
+    duration_ms = journal.elapsed_ms()
     error = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, LockLostError):
-        # Another run holds the namespace now and settles this migration from the intent record.
-        session.reporter.event(f"[{index}/{total}] {step.version} STOPPED: {exc}", logging.WARNING)
+        # Another run holds the namespace now and settles this migration from the intent record. The
+        # error raised says so in full; the step line only marks where the run stopped.
+        session.reporter.event(
+            f"[{index}/{total}] {step.version} STOPPED: this run lost the namespace's lock ({type(exc).__name__})",
+            logging.WARNING,
+        )
         failure: MigrationError = exc
         failure.completed = list(session.completed)  # type: ignore[attr-defined]
         return failure
@@ -196,7 +203,14 @@ def _failure(
     hint = _failure_hint(step.direction, outcome, recorded) + checked
     if context.created_namespaces:
         hint += f" It created namespace(s) {', '.join(context.created_namespaces)}."
-    session.reporter.event(f"[{index}/{total}] {step.version} FAILED: {error.rstrip('.')}.{hint}", logging.WARNING)
+    # The step line says which step failed and how; the error that stops the run carries the whole
+    # message (cause and what happens next), so a front that prints both shows it once. A partly
+    # committed step's error has a message of its own: what could not be recorded goes on the line.
+    extra = f".{checked}" if outcome == "partial" and checked else ""
+    session.reporter.event(
+        f"[{index}/{total}] {step.version} FAILED: its {step.direction}() raised {type(exc).__name__}{extra}",
+        logging.WARNING,
+    )
     if outcome == "partial" and assessment is not None:
         failure = PartialMigrationError(
             session.target.namespace,
@@ -216,12 +230,15 @@ def inspect_step(target: RunTarget, step: PlanStep) -> PlanStep:
     """``step`` with the operations its body asks for and their highest risk, from a dry run.
 
     The body runs against a context that stages but never commits; a drop of a table or column
-    holding rows is ``destructive``, and a body that cannot be followed to its end is ``unknown``.
+    holding rows is ``destructive``, a ``downgrade()`` that raises
+    :class:`~iceberg_ops_provider.errors.IrreversibleMigrationError` is ``irreversible`` (its reason
+    is the operation listed), and a body that cannot be followed to its end is ``unknown``.
     """
     if step.script is None:
         return replace(step, risk="unknown", operations=({"operation": "the file is missing", "risk": "unknown"},))
     context = MigrationContext(target.catalog, target.namespace, meta_namespace=target.meta_namespace, dry_run=True)
     stopped: str | None = None
+    irreversible: str | None = None
     try:
         with importable(target.folder):
             if step.direction == "upgrade":
@@ -231,11 +248,14 @@ def inspect_step(target: RunTarget, step: PlanStep) -> PlanStep:
     except DryRunLimit as exc:
         stopped = f"unknown from here: {exc}"
     except IrreversibleMigrationError as exc:
-        stopped = f"irreversible: {exc}"
+        irreversible = str(exc) or f"{step.version} cannot be rolled back"
     except Exception as exc:
         stopped = f"unknown: a dry run of its body raised {type(exc).__name__}: {exc}"
     operations = list(context.operations)
-    if stopped is not None:
+    if irreversible is not None:  # known: a rollback stops here, whatever the body staged before raising
+        operations.append({"operation": irreversible, "risk": "irreversible"})
+        risk = "irreversible"
+    elif stopped is not None:
         operations.append({"operation": stopped, "risk": "unknown"})
         risk = "unknown"
     else:

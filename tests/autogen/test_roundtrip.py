@@ -10,7 +10,7 @@ read back, each surviving value unchanged (looked up by field id) and each new f
 from __future__ import annotations
 
 import datetime as dt
-import tempfile
+import itertools
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -30,7 +30,7 @@ from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.core.type_strings import format_type, parse_type
 from iceberg_ops_provider.errors import IrreversibleMigrationError
 from iceberg_ops_provider.migration import MigrationContext
-from iceberg_ops_provider.migration.discovery import discover
+from iceberg_ops_provider.migration.discovery import MigrationScript, discover
 from iceberg_ops_provider.migration.transforms import parse_partition_expr, parse_sort_field
 
 TYPES = ["int", "long", "float", "double", "string", "date", "timestamptz", "decimal(10,2)", "boolean"]
@@ -276,65 +276,84 @@ def projected(rows: list[dict[str, Any]], old_table, new_table) -> list[dict[str
 # -- the property ---------------------------------------------------------------------------------
 
 
-def _run(migration_file: Path, catalog, direction: str) -> None:
+@pytest.fixture(scope="module")
+def shared_catalog(tmp_path_factory):
+    """One catalog for every example (opening one costs more than an example's table): each example
+    works in a namespace of its own, with its own migrations folder."""
+    root = tmp_path_factory.mktemp("roundtrip")
+    catalog = CatalogFactory.build("sqlite", db_path=root / "c.db", warehouse_dir=root / "wh")
+    yield catalog, root
+    catalog.close()
+
+
+_EXAMPLE_NUMBERS = itertools.count()
+
+
+def _load(migration_file: Path) -> MigrationScript:
+    """The migration of ``migration_file`` as discovery loads it from its folder."""
     (script,) = [s for s in discover(migration_file.parent) if s.path == migration_file]
-    ctx = MigrationContext(catalog, "ns")
+    return script
+
+
+def _run(script: MigrationScript, catalog, namespace: str, direction: str) -> None:
+    ctx = MigrationContext(catalog, namespace)
     getattr(script.migration, direction)(ctx)
     ctx.commit()
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model_pair())
-def test_upgrade_to_b_and_downgrade_to_a(pair):
+def test_upgrade_to_b_and_downgrade_to_a(shared_catalog, pair):
     raw_a, raw_b, with_rows = pair
     model_a, model_b = model_from_dict(raw_a), model_from_dict(raw_b)
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp)
-        catalog = CatalogFactory.build("sqlite", db_path=root / "c.db", warehouse_dir=root / "wh")
-        migrations = root / "migrations"
-        migrations.mkdir()
+    catalog, root = shared_catalog
+    namespace = f"ns{next(_EXAMPLE_NUMBERS)}"
+    migrations = root / namespace
+    migrations.mkdir()
+    table_name = f"{namespace}.t"
+    assert not catalog.namespace_exists(namespace)
 
-        first = migrations / "0001_a.py"
-        first.write_text(render_migration("create a", autogenerate(catalog, "ns", [model_a])))
-        _run(first, catalog, "upgrade")
-        table_a = catalog.load_table("ns.t")
-        assert live_state(table_a, model_a) == expected_state(model_a)
-        assert autogenerate(catalog, "ns", [model_a]) == []
-        if with_rows:
-            append_rows(table_a)
-            table_a = catalog.load_table("ns.t")
-        rows = read_rows(table_a)
-        assert len(rows) == (ROWS if with_rows else 0)
+    first = migrations / "0001_a.py"
+    first.write_text(render_migration("create a", autogenerate(catalog, namespace, [model_a])))
+    _run(_load(first), catalog, namespace, "upgrade")
+    table_a = catalog.load_table(table_name)
+    assert live_state(table_a, model_a) == expected_state(model_a)
+    assert autogenerate(catalog, namespace, [model_a]) == []
+    if with_rows:
+        append_rows(table_a)
+        table_a = catalog.load_table(table_name)
+    rows = read_rows(table_a)
+    assert len(rows) == (ROWS if with_rows else 0)
 
-        operations = autogenerate(catalog, "ns", [model_b])
-        second = migrations / "0002_b.py"
-        second.write_text(render_migration("a to b", operations))
-        _run(second, catalog, "upgrade")
-        table_b = catalog.load_table("ns.t")
-        assert live_state(table_b, model_b) == expected_state(model_b)
-        assert autogenerate(catalog, "ns", [model_b]) == []
-        assert read_rows(table_b) == projected(rows, table_a, table_b)
+    operations = autogenerate(catalog, namespace, [model_b])
+    second = migrations / "0002_b.py"
+    second.write_text(render_migration("a to b", operations))
+    second_script = _load(second)  # loaded once, like a run that upgrades then downgrades
+    _run(second_script, catalog, namespace, "upgrade")
+    table_b = catalog.load_table(table_name)
+    assert live_state(table_b, model_b) == expected_state(model_b)
+    assert autogenerate(catalog, namespace, [model_b]) == []
+    assert read_rows(table_b) == projected(rows, table_a, table_b)
 
-        irreversible = []
-        for op in operations:
-            try:
-                op.reverse()
-            except Irreversible as reason:
-                irreversible.append(str(reason))
-        if irreversible:
-            with pytest.raises(IrreversibleMigrationError) as info:
-                _run(second, catalog, "downgrade")
-            assert all(reason in str(info.value) for reason in irreversible)
-            table = catalog.load_table("ns.t")
-            assert live_state(table, model_b) == expected_state(model_b)
-            assert read_rows(table) == projected(rows, table_a, table)
-        else:
-            _run(second, catalog, "downgrade")
-            table = catalog.load_table("ns.t")
-            assert live_state(table, model_a) == expected_state(model_a)
-            assert index_name_by_id(table.schema()) == index_name_by_id(table_a.schema())  # same field ids
-            assert read_rows(table) == rows
-        catalog.close()
+    irreversible = []
+    for op in operations:
+        try:
+            op.reverse()
+        except Irreversible as reason:
+            irreversible.append(str(reason))
+    if irreversible:
+        with pytest.raises(IrreversibleMigrationError) as info:
+            _run(second_script, catalog, namespace, "downgrade")
+        assert all(reason in str(info.value) for reason in irreversible)
+        table = catalog.load_table(table_name)
+        assert live_state(table, model_b) == expected_state(model_b)
+        assert read_rows(table) == projected(rows, table_a, table)
+    else:
+        _run(second_script, catalog, namespace, "downgrade")
+        table = catalog.load_table(table_name)
+        assert live_state(table, model_a) == expected_state(model_a)
+        assert index_name_by_id(table.schema()) == index_name_by_id(table_a.schema())  # same field ids
+        assert read_rows(table) == rows
 
 
 def test_type_strings_used_by_the_generator_parse():

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -237,22 +239,68 @@ def test_warehouse_dir_that_is_a_file_is_refused(tmp_path):
         CatalogFactory.build("sqlite", db_path=tmp_path / "c.db", warehouse_dir=tmp_path / "file")
 
 
+# How many times the processes race to open a new catalog (make it larger to hunt for a rare failure).
+OPEN_RACES = int(os.environ.get("ICEBERG_OPS_OPEN_RACES", "8"))
+
+# Runs in one interpreter: per race, forks processes that open the same new catalog at one moment.
+OPEN_AT_ONCE = """
+import json, os, sys, traceback
+from iceberg_ops_provider.core.catalog import CatalogFactory
+
+root, races, processes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+# Opening another catalog first loads PyIceberg's SQL catalog and SQLAlchemy: the processes forked
+# below then reach the tables check within moments of each other, not after seconds of imports.
+CatalogFactory.build("sqlite", db_path=root + "/warm/catalog.db", warehouse_dir=root + "/warm/wh").close()
+for race in range(races):
+    folder = f"{root}/attempt{race}"
+    os.makedirs(folder)
+    go_read, go_write = os.pipe()
+    ready_read, ready_write = os.pipe()
+    children = []
+    for _ in range(processes):
+        pid = os.fork()
+        if pid == 0:
+            status = 1
+            try:
+                os.close(go_write)
+                os.write(ready_write, b".")
+                os.close(ready_write)
+                os.read(go_read, 1)  # returns when the parent closes go_write: in every process at once
+                CatalogFactory.build("sqlite", db_path=folder + "/catalog.db", warehouse_dir=folder + "/wh")
+                status = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stderr.flush()
+                os._exit(status)
+        children.append(pid)
+    os.close(go_read)
+    os.close(ready_write)
+    ready = 0
+    while ready < processes:  # every process is waiting for the signal (EOF: one ended before saying so)
+        chunk = os.read(ready_read, processes)
+        if not chunk:
+            break
+        ready += len(chunk)
+    os.close(go_write)
+    codes = [os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) for pid in children]
+    os.close(ready_read)
+    print(json.dumps({"folder": folder, "ready": ready, "exit_codes": codes}), flush=True)
+"""
+
+
 def test_processes_opening_a_new_sqlite_catalog_at_once_all_succeed(tmp_path):
     """PyIceberg creates the catalog tables after checking they are missing: openers race on a new file."""
-    script = (
-        "import sys, time\n"
-        "from iceberg_ops_provider.core.catalog import CatalogFactory\n"
-        "while time.time() < float(sys.argv[2]): pass\n"
-        "CatalogFactory.build('sqlite', db_path=sys.argv[1] + '/catalog.db', warehouse_dir=sys.argv[1] + '/wh')\n"
+    done = subprocess.run(
+        [sys.executable, "-c", OPEN_AT_ONCE, str(tmp_path), str(OPEN_RACES), "6"],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
-    for attempt in range(3):
-        folder = tmp_path / f"attempt{attempt}"
-        folder.mkdir()
-        start_at = str(time.time() + 3.0)  # every process opens the catalog at the same moment
-        processes = [
-            subprocess.Popen([sys.executable, "-c", script, str(folder), start_at], stderr=subprocess.PIPE, text=True)
-            for _ in range(6)
-        ]
-        for process in processes:
-            _, err = process.communicate(timeout=120)
-            assert process.returncode == 0, err
+    assert done.returncode == 0, done.stderr[-3000:]
+    races = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(race["ready"], race["exit_codes"]) for race in races] == [(6, [0] * 6)] * OPEN_RACES, done.stderr[-3000:]
+    for race in races:  # and they made the catalog's tables, once
+        with contextlib.closing(sqlite3.connect(Path(race["folder"]) / "catalog.db")) as database:
+            tables = sorted(name for (name,) in database.execute("SELECT name FROM sqlite_master WHERE type = 'table'"))
+        assert tables == ["iceberg_namespace_properties", "iceberg_tables"]

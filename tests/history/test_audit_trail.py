@@ -148,25 +148,51 @@ def test_an_event_log_of_an_earlier_release_gains_the_new_columns_and_keeps_its_
     assert "error" in catalog.load_table("_iceberg_ops.migration_events").schema().column_names
 
 
+# Runs of the bounded-history test. With keep_snapshots=4 the history table is trimmed every 6 runs, so
+# the two checkpoints (half way, the end) sit at the same point of that cycle; any leak of files is
+# caught exactly after every run. ICEBERG_OPS_HISTORY_RUNS=60 checks the growth over 30 runs again.
+HISTORY_RUNS = int(os.environ.get("ICEBERG_OPS_HISTORY_RUNS", "24"))
+
+
+def _unreachable_history_files(table, root: Path) -> set[str]:
+    """Files under ``root`` that no retained snapshot, manifest or metadata-log entry of ``table`` reaches."""
+    from iceberg_ops_provider.maintenance.files import ManifestReader
+
+    reader = ManifestReader(table.io)
+    reached = {table.metadata_location, *(entry.metadata_file for entry in table.metadata.metadata_log)}
+    for snapshot in table.snapshots():
+        reached.add(snapshot.manifest_list)
+        for manifest in reader.manifests(snapshot):
+            reached.add(manifest.manifest_path)
+            reached.update(entry.path for entry in reader.entries(manifest) if entry.live)
+    on_disk = {os.path.join(folder, name) for folder, _, names in os.walk(root) for name in names}
+    return on_disk - {path.removeprefix("file://") for path in reached}
+
+
 def test_the_history_table_stays_bounded_on_disk_however_many_runs(catalog, namespace, migrations_dir, tmp_path):
+    runs = HISTORY_RUNS
+    assert runs % 12 == 0, "the checkpoints must sit at the same point of the 6-run trimming cycle"
     runner = MigrationRunner(catalog, namespace, migrations_dir)
     runner.history_store.keep_snapshots = 4
     history_root = tmp_path / "warehouse" / "_iceberg_ops" / "migration_history"
     counts = {}
-    for n in range(1, 61):
+    for n in range(1, runs + 1):
         write_migration(migrations_dir, f"{n:04d}_p.py", f'ctx.set_properties("orders", step="{n}")')
     catalog.create_table(f"{namespace}.orders", pa.schema([("id", pa.int64())]))
-    for n in range(1, 61):
+    for n in range(1, runs + 1):
         runner.upgrade("+1")
-        if n in (30, 60):
+        # Nothing is left behind by any run: every file is one a retained snapshot or the metadata log reaches.
+        history = catalog.load_table(("_iceberg_ops", "migration_history"))
+        assert _unreachable_history_files(history, history_root) == set(), n
+        if n in (runs // 2, runs):
             counts[n] = _files_under(history_root)
-    assert counts[60] <= counts[30] + 6, counts  # what is left does not grow with the number of runs
-    assert counts[60] < 60, counts  # PyIceberg's own expiry would leave ~5 files per run
-    assert len(runner.history()) == 60 and runner.current() == "0060"
+    assert counts[runs] <= counts[runs // 2] + 6, counts  # what is left does not grow with the number of runs
+    assert counts[runs] < 60, counts  # PyIceberg's own expiry would leave ~5 files per run
+    assert len(runner.history()) == runs and runner.current() == f"{runs:04d}"
 
 
 RACER = """
-import sys
+import os, sys, time, traceback
 from pathlib import Path
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.history.events import EventLog
@@ -174,17 +200,49 @@ from iceberg_ops_provider.history.records import HistoryRow
 from iceberg_ops_provider.history.store import HistoryStore
 from datetime import UTC, datetime
 
-root, name, count = Path(sys.argv[1]), sys.argv[2], int(sys.argv[3])
-catalog = CatalogFactory.build("sqlite", db_path=root / "c.db", warehouse_dir=root / "w")
-store = HistoryStore(catalog, keep_snapshots=3)
-log = EventLog(catalog, "_iceberg_ops")
-log.compact_after_files = 3
-status = None
-for n in range(count):
-    row = HistoryRow("0001", name, "d", datetime.now(UTC), "applied" if n % 2 == 0 else "rolled_back")
-    store.record(name, [row], {"0001": status})
-    status = row.status
-    log.record(name, "applied", f"{name} {n}")
+
+def race(root, name, count, names):
+    catalog = CatalogFactory.build("sqlite", db_path=root / "c.db", warehouse_dir=root / "w")
+    store = HistoryStore(catalog, keep_snapshots=3)
+    log = EventLog(catalog, "_iceberg_ops")
+    log.compact_after_files = 3
+    (root / f"ready-{name}").touch()
+    deadline = time.monotonic() + 60
+    while not all((root / f"ready-{other}").exists() for other in names):  # all write at once
+        if time.monotonic() > deadline:
+            raise TimeoutError("another writer never got ready")
+        time.sleep(0.005)
+    status = None
+    for n in range(count):
+        row = HistoryRow("0001", name, "d", datetime.now(UTC), "applied" if n % 2 == 0 else "rolled_back")
+        store.record(name, [row], {"0001": status})
+        status = row.status
+        log.record(name, "applied", f"{name} {n}")
+
+
+# One writer process per namespace, forked once the modules are imported (as a prefork pool starts its
+# workers): each opens its own catalog. Exits 1 when any writer failed; their tracebacks are on stderr.
+root, count, names = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
+writers = {}
+for name in names:
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            race(root, name, count, names)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stderr.flush()
+            os._exit(code)
+    writers[pid] = name
+failed = []
+for _ in names:
+    pid, status = os.wait()
+    if os.waitstatus_to_exitcode(status) != 0:
+        failed.append(writers[pid])
+sys.exit(f"writers failed: {failed}" if failed else 0)
 """
 
 
@@ -211,13 +269,12 @@ def test_concurrent_writers_of_history_and_events_lose_nothing_and_leave_no_file
     HistoryStore(catalog)._ensure_table()
     EventLog(catalog, "_iceberg_ops").record("setup", "applied", "setup")
     names, count = ["ns0", "ns1", "ns2"], 16
-    workers = [
-        subprocess.Popen([sys.executable, "-c", RACER, str(tmp_path), name, str(count)], stderr=subprocess.PIPE)
-        for name in names
-    ]
-    errors = [worker.communicate(timeout=300)[1].decode() for worker in workers]
-    assert [worker.returncode for worker in workers] == [0, 0, 0], errors
-    assert not any("could not record" in error for error in errors), errors
+    writers = subprocess.run(
+        [sys.executable, "-c", RACER, str(tmp_path), str(count), *names], capture_output=True, text=True, timeout=300
+    )
+    errors = writers.stderr
+    assert writers.returncode == 0, errors
+    assert "could not record" not in errors, errors
 
     log = EventLog(catalog, "_iceberg_ops")
     for name in names:

@@ -314,7 +314,7 @@ def test_progress_is_logged_and_the_result_is_json(catalog, caplog):
         result = compact_small_files_streaming(table, target_file_size_bytes=64 * KIB)
     text = "\n".join(caplog.messages)
     assert "2 group(s), 12 small file(s)" in text
-    assert "group 1/2: 6 file(s)" in text and "group 2/2 committed;" in text and "MiB/s" in text
+    assert "group 1/2: 6 file(s)" in text and "group 2/2 committed;" in text and "iB/s" in text
     decoded = json.loads(json.dumps(result.to_json(include_files=True)))
     assert decoded["rewritten_data_files_count"] == 12 and len(decoded["groups"][1]["added_data_files"]) == 1
 

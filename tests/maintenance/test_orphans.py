@@ -15,6 +15,7 @@ from pathlib import Path
 
 import boto3
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
@@ -386,13 +387,24 @@ def _s3_server(request, which: str):
     return server.endpoint if which == "moto_server" else server.s3_endpoint
 
 
-def _s3_catalog(tmp_path: Path, endpoint: str, bucket: str, real_endpoint: str | None = None):
-    boto3.client("s3", **boto_kwargs(real_endpoint or endpoint)).create_bucket(Bucket=bucket)
+class _OneAttempt(pafs.AwsStandardS3RetryStrategy):
+    """pyarrow's standard S3 retry strategy, without the retries (for ``s3.retry-strategy-impl``)."""
+
+    def __init__(self) -> None:
+        super().__init__(max_attempts=1)
+
+
+def _s3_catalog(
+    tmp_path: Path, endpoint: str, bucket: str, real_endpoint: str | None = None, *, new_bucket: bool = True, **extra
+):
+    if new_bucket:
+        boto3.client("s3", **boto_kwargs(real_endpoint or endpoint)).create_bucket(Bucket=bucket)
     properties = {
         "s3.endpoint": endpoint,
         "s3.access-key-id": "admin",
         "s3.secret-access-key": "password",
         "s3.region": "us-east-1",
+        **extra,
     }
     return CatalogFactory.build("sqlite", db_path=tmp_path / "c.db", warehouse_dir=f"s3://{bucket}/wh", **properties)
 
@@ -412,6 +424,26 @@ def _put(table, location: str) -> str:
     return normalize_location(location)
 
 
+def _store_times(endpoint: str, bucket: str) -> dict[str, datetime]:
+    """The store's modification time of every object in ``bucket``, by ``s3://`` location."""
+    client = boto3.client("s3", **boto_kwargs(endpoint))
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket)
+    return {f"s3://{bucket}/{item['Key']}": item["LastModified"] for page in pages for item in page.get("Contents", [])}
+
+
+def _put_young(table, endpoint: str, location: str, guard: datetime) -> str:
+    """Write ``location`` so that the store dates it at or after ``guard`` (written again until it does)."""
+    bucket = location.removeprefix("s3://").partition("/")[0]
+    deadline = time.monotonic() + 30
+    while True:
+        time.sleep(max(0.0, (guard - datetime.now(UTC)).total_seconds()))
+        written = _put(table, location)
+        if _store_times(endpoint, bucket)[location] >= guard:
+            return written
+        assert time.monotonic() < deadline, "the store never dated a write at or after the guard"
+        time.sleep(0.05)
+
+
 @pytest.mark.backends
 @pytest.mark.parametrize("server", ["seaweedfs", "moto_server"])
 def test_on_s3_exactly_the_old_orphans_go_and_other_spellings_count(request, server, tmp_path, unique_name):
@@ -427,10 +459,11 @@ def test_on_s3_exactly_the_old_orphans_go_and_other_spellings_count(request, ser
     table.add_files([added.replace("s3://", "s3a://", 1)])
     planted = {_put(table, f"{root}/data/crashed.parquet"), _put(table, f"{root}/metadata/lost.avro")}
     sibling = _put(table, f"{root}2/data/not-ours.parquet")  # a prefix that merely starts like the table's
-    time.sleep(1.5)  # object stores keep their own times: a guard between the old files and the young one
-    cutoff = datetime.now(UTC)
-    time.sleep(1.5)
-    young = _put(table, f"{root}/data/in-flight.parquet")
+    # Object stores keep their own times (these two in whole seconds): the guard is a second after the
+    # newest file so far by the store's clock, and the young file is written once the store dates it
+    # at or after the guard.
+    cutoff = max(_store_times(endpoint, unique_name).values()) + timedelta(seconds=1)
+    young = _put_young(table, endpoint, f"{root}/data/in-flight.parquet", cutoff)
     expected = {normalize_location(k) for k in _s3_keys(endpoint, root)} - _referenced_by_pyiceberg(table) - {young}
     assert planted < expected
     reads, before = _reads(table), _s3_keys(endpoint, root)
@@ -463,12 +496,21 @@ def test_on_s3_a_listing_cut_off_part_way_deletes_nothing(request, server, tmp_p
         _put(table, f"{root}/data/crashed.parquet")
         _put(table, f"{root}/staging/crashed.parquet")
         before = _s3_keys(real, root)
+        # The listing meets the cut network once: pyarrow's default retries would back off on it (about
+        # 2.5 s) and fail the same way.
+        once = _s3_catalog(
+            tmp_path,
+            proxy.endpoint,
+            unique_name,
+            new_bucket=False,
+            **{"s3.retry-strategy-impl": f"{__name__}.{_OneAttempt.__name__}"},
+        ).load_table("sales.events")
         handler = on_first_listing(proxy.sever)  # the network to the store fails after the first listing
 
         with pytest.raises(
             FileListingError, match=r"failed part way \(OSError: .*NETWORK_CONNECTION.*nothing was deleted"
         ):
-            remove_orphan_files(table, older_than=datetime.now(UTC) + timedelta(seconds=5))
+            remove_orphan_files(once, older_than=datetime.now(UTC) + timedelta(seconds=5))
 
         assert handler.fired and _s3_keys(real, root) == before
     finally:

@@ -8,6 +8,7 @@ moment; everything it does is a real commit on the same catalog.
 from __future__ import annotations
 
 import builtins
+import json
 import subprocess
 import sys
 import time
@@ -220,18 +221,54 @@ def test_a_migration_that_commits_early_keeps_per_table_commits(catalog_backend,
 
 
 RACER = """
-import json, sys, time
+import json, os, signal, sys, time, traceback
 from pathlib import Path
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.runner import MigrationRunner
 
-root, namespace, backend = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])
-catalog = CatalogFactory.build(backend["kind"], **backend["options"])
-runner = MigrationRunner(catalog, namespace, root / namespace, atomic_commits=True)
-(root / f"ready-{namespace}").touch()
-while not (root / "go").exists():
-    time.sleep(0.005)
-runner.upgrade()
+
+def race(root, namespace, backend):
+    catalog = CatalogFactory.build(backend["kind"], **backend["options"])
+    runner = MigrationRunner(catalog, namespace, root / namespace, atomic_commits=True)
+    (root / f"ready-{namespace}").touch()
+    deadline = time.monotonic() + 150
+    while not (root / "go").exists():
+        if time.monotonic() > deadline:
+            raise TimeoutError("the test never said go")
+        time.sleep(0.005)
+    runner.upgrade()
+
+
+# One worker process per namespace, forked once the modules are imported (as a prefork pool starts its
+# workers): each opens its own catalog; each one's stderr goes to stderr-<namespace>.
+root, backend, namespaces = Path(sys.argv[1]), json.loads(sys.argv[2]), sys.argv[3:]
+workers = {}
+for namespace in namespaces:
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            with open(root / f"stderr-{namespace}", "w") as err:
+                os.dup2(err.fileno(), 2)
+            race(root, namespace, backend)
+            code = 0
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            sys.stderr.flush()
+            os._exit(code)
+    workers[pid] = namespace
+failed, running = [], set(workers)
+while running:
+    pid, status = os.wait()
+    running.discard(pid)
+    if os.waitstatus_to_exitcode(status) != 0:
+        failed.append(workers[pid])
+        if not (root / "go").exists():  # died before the start: stop the others, the test reports it
+            for other in running:
+                os.kill(other, signal.SIGKILL)
+print(json.dumps(failed))
+sys.exit(1 if failed else 0)
 """
 
 
@@ -248,25 +285,27 @@ def test_runs_of_several_namespaces_share_the_history_table(catalog_backend, tmp
             write_migration(folder, f"{number:04d}_step.py", body)
     catalog = catalog_backend.build()  # the catalog's tables exist before the workers open it
 
-    workers = {
-        namespace: subprocess.Popen(
-            [sys.executable, "-c", RACER, str(tmp_path), namespace, catalog_backend.to_json()],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        for namespace in namespaces
-    }
+    launcher = subprocess.Popen(
+        [sys.executable, "-c", RACER, str(tmp_path), catalog_backend.to_json(), *namespaces],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+    def stderr_of(namespace: str) -> str:
+        path = tmp_path / f"stderr-{namespace}"
+        return path.read_text()[-3000:] if path.exists() else ""
+
     deadline = time.monotonic() + 120
     while not all((tmp_path / f"ready-{namespace}").exists() for namespace in namespaces):
-        assert time.monotonic() < deadline and all(w.poll() is None for w in workers.values()), "a worker died"
+        if launcher.poll() is not None or time.monotonic() >= deadline:
+            launcher.kill()
+            raise AssertionError(f"a worker died: {launcher.communicate()}, {[stderr_of(n) for n in namespaces]}")
         time.sleep(0.01)
     (tmp_path / "go").touch()  # all start their upgrades at the same moment
-    failures = {}
-    for namespace, worker in workers.items():
-        _, stderr = worker.communicate(timeout=300)
-        if worker.returncode != 0:
-            failures[namespace] = stderr[-3000:]
+    stdout, stderr = launcher.communicate(timeout=300)
+    assert launcher.returncode in (0, 1) and stdout.startswith("["), (launcher.returncode, stdout, stderr)
+    failures = {namespace: stderr_of(namespace) for namespace in json.loads(stdout)}
     assert not failures, failures
     for namespace in namespaces:
         runner = MigrationRunner(catalog, namespace, tmp_path / namespace, atomic_commits=True)
@@ -298,7 +337,8 @@ def test_all_or_nothing_on_a_rest_catalog(seaweedfs, unique_name, migrations_dir
     )
     assert runner.commit_mode() == "rest-transaction"
     runner.upgrade("0001")  # creating tables is not part of a REST multi-table commit: they go one by one
-    assert not any("all-or-nothing" in e for e in events)
+    assert not any(e.endswith("(all-or-nothing, with its history record)") for e in events), events
+    assert any("0001 applied" in e and "commit on their own" in e for e in events), events
 
     def concurrent_writer() -> None:
         with other.load_table("sales.items").update_schema() as update:

@@ -58,7 +58,12 @@ def test_each_result_says_whether_it_was_all_or_nothing_and_what_fell_outside(ca
             "it committed before its body finished (ctx.commit())",
         ),
         ("0004", False, (), "it changes no table"),
-        ("0005", False, ("archive.items (drop)",), "it has no table change to commit with its history record"),
+        (
+            "0005",
+            False,
+            ("archive.items (drop)",),
+            "it dropped table archive.items: a drop commits on its own, outside the all-or-nothing commit",
+        ),
         ("0006", False, ("sales.orders (reached directly)",), "it reached sales.orders directly"),
     ]
     as_json = json.loads(json.dumps([r.to_json() for r in results]))

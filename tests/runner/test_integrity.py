@@ -77,10 +77,11 @@ def test_out_of_order_file_shows_in_status_and_blocks_upgrade(catalog, runner, t
 )
 def test_discovery_errors_name_the_file_and_touch_nothing(catalog, runner, three_migrations, name, content, message):
     (three_migrations / name).write_text(content)
-    for action in (runner.upgrade, runner.status, runner.plan, lambda: runner.stamp("head")):
+    for action in (runner.upgrade, runner.plan, lambda: runner.stamp("head")):
         with pytest.raises(MigrationDiscoveryError, match=message) as info:
             action()
         assert name in str(info.value)
+    assert [file.path.name for file in runner.status().broken] == [name]  # status reports it and goes on
     assert catalog.list_namespaces() == []
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import builtins
+import json
 import signal
 import subprocess
 import sys
@@ -127,7 +128,25 @@ def test_a_lock_left_by_an_ended_run_of_this_process_is_taken_over_at_once(catal
     assert [event.event for event in runner.events()] == ["lock_taken_over", "applied"]
 
 
-def test_a_live_run_is_not_reported_as_interrupted(catalog, migrations_dir):
+# Another process looking at the namespace (as ``iceberg-ops status`` would) while a run is in a migration.
+OBSERVE = """
+import json, sys
+from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.runner import MigrationRunner
+
+catalog = CatalogFactory.build("sqlite", db_path=sys.argv[1] + "/catalog.db", warehouse_dir=sys.argv[1] + "/warehouse")
+observer = MigrationRunner(catalog, "sales", sys.argv[2])
+status = observer.status()
+print(json.dumps({
+    "interrupted": repr(observer.interrupted()),
+    "status_interrupted": repr(status.interrupted),
+    "locked": status.lock is not None,
+    "applied": [row.version for row in status.applied],
+}))
+"""
+
+
+def test_a_live_run_is_not_reported_as_interrupted(catalog, migrations_dir, tmp_path):
     started, release = threading.Event(), threading.Event()
     builtins._iceberg_ops_started, builtins._iceberg_ops_release = started, release  # type: ignore[attr-defined]
     write_migration(migrations_dir, "0001_tables.py", TWO_TABLES)
@@ -135,16 +154,36 @@ def test_a_live_run_is_not_reported_as_interrupted(catalog, migrations_dir):
         migrations_dir,
         "0002_wait.py",
         'ctx.add_column("orders", "c2", "string")\nctx.commit()\nimport builtins\n'
-        "builtins._iceberg_ops_started.set()\nbuiltins._iceberg_ops_release.wait(30)",
+        "builtins._iceberg_ops_started.set()\nbuiltins._iceberg_ops_release.wait(300)",
     )
     runner = MigrationRunner(catalog, "sales", migrations_dir)
     worker = threading.Thread(target=runner.upgrade)
     worker.start()
-    assert started.wait(30)
-    observer = MigrationRunner(catalog, "sales", migrations_dir)
-    assert observer.interrupted() is None and observer.status().interrupted is None
-    release.set()
-    worker.join(30)
+    try:
+        assert started.wait(30)
+        # In this process: interrupted() reads the lock and the intent record only.
+        observer = MigrationRunner(catalog, "sales", migrations_dir)
+        assert observer.interrupted() is None
+        # status() loads the migration files, and a process loads them one thread at a time (the
+        # running migration holds its turn until it ends): a second process asks while 0002 still runs.
+        seen = subprocess.run(
+            [sys.executable, "-c", OBSERVE, str(tmp_path), str(migrations_dir)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert seen.returncode == 0, seen.stderr[-3000:]
+        assert worker.is_alive()  # still in 0002, which ends only once released: live all the while
+        assert json.loads(seen.stdout) == {
+            "interrupted": "None",
+            "status_interrupted": "None",
+            "locked": True,
+            "applied": ["0001"],
+        }
+    finally:
+        release.set()
+        worker.join(30)
+    assert not worker.is_alive()
     assert observer.status().is_clean
 
 

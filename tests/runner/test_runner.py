@@ -349,7 +349,7 @@ def test_failed_downgrade_keeps_a_changed_file_visible(catalog, runner, migratio
 
 def test_more_target_and_argument_checks(catalog, runner, three_migrations):
     runner.upgrade("0001")
-    with pytest.raises(MigrationTargetError, match="above the current version 0001; use upgrade"):
+    with pytest.raises(MigrationTargetError, match=r"above the current version 0001, .* use upgrade"):
         runner.downgrade("0003")
     with pytest.raises(ValueError, match="direction must be 'upgrade' or 'downgrade'"):
         runner.plan("head", direction="sideways")  # type: ignore[arg-type]

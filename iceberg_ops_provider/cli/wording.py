@@ -1,0 +1,245 @@
+"""The command line's words for what the engine's messages name: its options, as typed.
+
+The engine's errors name what to change as facts (:class:`~iceberg_ops_provider.errors.Arg`: an
+argument and the value to give it; :class:`~iceberg_ops_provider.errors.Hint`: a step such as
+setting a table's sort order), and ``str(error)`` words them for Python (``mode='incremental'``).
+This module is the one place that words them for the shell: :data:`OPTIONS` maps each argument of
+the ``maintain`` and ``move`` commands to its option (``--mode incremental``, ``--move-id``,
+``--create-target``, sizes as ``512MiB``), and :data:`HINTS` says each step as a command to type.
+:func:`cli_message` renders an error with them; :func:`usage_error` turns an engine's refusal of one
+argument into click's usage error of that option; :func:`maintenance_command` writes a health
+report's recommendation as the ``iceberg-ops maintain`` command that does it.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from iceberg_ops_provider.messages import MISSING, Arg, Hint, message_about, python_words, worded
+
+if TYPE_CHECKING:
+    from iceberg_ops_provider.cli.settings import Settings
+
+__all__ = [
+    "HINTS",
+    "OPTIONS",
+    "Option",
+    "cli_message",
+    "cli_words",
+    "global_options",
+    "maintenance_command",
+    "size_option_text",
+    "usage_error",
+]
+
+
+@dataclass(frozen=True)
+class Option:
+    """How an engine argument is typed on the command line.
+
+    Attributes:
+        flag: The option (``--mode``).
+        kind: ``value`` (``--mode incremental``; a list as ``a,b``, a mapping as one ``--rename a=b``
+            each), ``size`` (``--target-file-size 512MiB``), ``flag`` (``--create-target`` for
+            ``True``), ``inverse`` (``--keep-files`` for ``delete_files=False``).
+    """
+
+    flag: str
+    kind: str = "value"
+
+
+OPTIONS: dict[str, Option] = {
+    # maintain
+    "where": Option("--where"),
+    "strategy": Option("--strategy"),
+    "min_input_files": Option("--min-input-files"),
+    "target_file_size_bytes": Option("--target-file-size", "size"),
+    "dry_run": Option("--dry-run", "flag"),
+    "older_than": Option("--older-than"),
+    "retain_last": Option("--retain-last"),
+    "delete_files": Option("--keep-files", "inverse"),
+    "location": Option("--location"),
+    "target_manifest_size_bytes": Option("--target-manifest-size", "size"),
+    "thresholds": Option("--threshold"),
+    # move
+    "columns": Option("--columns"),
+    "rename": Option("--rename"),
+    "mode": Option("--mode"),
+    "move_id": Option("--move-id"),
+    "create_target": Option("--create-target", "flag"),
+    "commit_every_bytes": Option("--commit-every-bytes", "size"),
+    "verify": Option("--verify"),
+    "parallelism": Option("--parallelism"),
+    "sample_size": Option("--sample-size"),
+    "source_snapshot_id": Option("--source-snapshot-id"),
+    "rewrite": Option("--rewrite", "flag"),
+    "method": Option("--method"),
+    "seed": Option("--seed"),
+}
+"""Each argument of the engine's maintenance functions and ``DataMover`` that an option sets, and how."""
+
+HINTS: dict[str, str] = {
+    "set_sort_order": (
+        'in a migration: ctx.set_sort_order("{name}", ["<column>"]) in the file '
+        '`iceberg-ops --namespace {namespace} revision -m "sort order"` writes, then '
+        "`iceberg-ops --namespace {namespace} upgrade`"
+    ),
+    "compaction": "compaction (`iceberg-ops maintain compact {table}`)",
+    "run_move_first": (
+        "run `iceberg-ops move {source} {target} --create-target` first, with the same --where, --columns, "
+        "--rename and --mode as here"
+    ),
+    "threshold": "--threshold {name}=BYTES",
+}
+"""Each step the engine's messages advise (by :attr:`Hint.key`), as what to type; ``{...}`` from its details."""
+
+_BINARY_UNITS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+_MAINTAIN = {
+    "compact": "compact",
+    "rewrite_manifests": "manifests",
+    "expire_snapshots": "expire",
+    "remove_orphan_files": "orphans",
+}
+"""A health report's action and the ``maintain`` command that performs it."""
+
+
+def size_option_text(size: int) -> str:
+    """``size`` bytes as the size options take them: ``512MiB``, ``4KiB``, or bytes when no unit divides it."""
+    for unit, factor in _BINARY_UNITS:
+        if size and size % factor == 0:
+            return f"{size // factor}{unit}"
+    return str(size)
+
+
+def _quote(text: str) -> str:
+    """``text`` as a shell word: bare when safe, in double quotes when it holds single quotes (a filter)."""
+    quoted = shlex.quote(text)
+    if quoted != text and "'" in text and not any(char in text for char in '"$`\\!'):
+        return f'"{text}"'
+    return quoted
+
+
+def _value_text(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ",".join(str(item) for item in value)
+    return str(value)
+
+
+def _option_words(argument: str, value: Any) -> str | None:
+    """``argument=value`` as typed on the command line (``None``: no option sets it)."""
+    option = OPTIONS.get(argument)
+    if option is None:
+        return None
+    if value is MISSING:
+        return option.flag
+    if option.kind == "flag":
+        return option.flag if value else f"no {option.flag}"
+    if option.kind == "inverse":
+        return f"no {option.flag}" if value else option.flag
+    if option.kind == "size" and isinstance(value, int) and not isinstance(value, bool):
+        return f"{option.flag} {size_option_text(value)}"
+    if isinstance(value, Mapping):
+        return " ".join(f"{option.flag} {_quote(f'{key}={item}')}" for key, item in value.items())
+    return f"{option.flag} {_quote(_value_text(value))}"
+
+
+def cli_words(fact: Arg | Hint) -> str:
+    """A fact of an engine message as the command line words it (Python's words when no option sets it)."""
+    if isinstance(fact, Arg):
+        return _option_words(fact.name, fact.value) or python_words(fact)
+    template = HINTS.get(fact.key)
+    if template is None:
+        return fact.python
+    details = dict(fact.details)
+    if fact.key == "threshold" and details.get("name") == "target_file_size_bytes":
+        return "--target-file-size SIZE"
+    try:
+        return template.format(**details)
+    except (KeyError, IndexError):
+        return fact.python
+
+
+def cli_message(error: BaseException) -> str:
+    """``error``'s message in the command line's words, on one line."""
+    return " ".join(worded(error, cli_words).split())
+
+
+def usage_error(error: BaseException) -> click.BadParameter | None:
+    """Click's usage error of the option whose value ``error`` refuses (``None`` when it names no option).
+
+    The engine says which argument a refusal is about; the option is :data:`OPTIONS`' for it.
+    """
+    argument = message_about(error)
+    option = OPTIONS.get(argument) if argument else None
+    if option is None:
+        return None
+    usage = click.BadParameter(cli_message(error), param_hint=f"'{option.flag}'")
+    usage.__cause__ = error
+    return usage
+
+
+def _age_text(seconds: float) -> str:
+    """An age as ``--older-than`` takes it: ``5d``, ``12h``, ``30m``, ``45s``."""
+    whole = max(0, round(seconds))
+    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
+        if whole and whole % length == 0:
+            return f"{whole // length}{unit}"
+    return f"{whole}s"
+
+
+def _redacted(uri: str) -> str:
+    """A URI without the password it may carry (``postgresql://user:***@host/db``)."""
+    return re.sub(r"(://[^:/@\s]+:)[^@/\s]+@", r"\1***@", uri)
+
+
+def global_options(settings: Settings) -> list[str]:
+    """The global options of this invocation that name the catalog, as typed (a password in a URI hidden)."""
+    given = [
+        ("--config", settings.config_path),
+        ("--conn-id", settings.conn_id),
+        ("--catalog", settings.catalog_kind),
+        ("--catalog-name", settings.catalog_name),
+        ("--catalog-uri", _redacted(settings.catalog_uri) if settings.catalog_uri else None),
+        ("--db-path", settings.db_path),
+        ("--warehouse", settings.warehouse),
+    ]
+    return [f"{flag} {shlex.quote(str(value))}" for flag, value in given if value]
+
+
+def maintenance_command(
+    action: str, params: Mapping[str, Any], table: str, *, at: datetime, prefix: Sequence[str] = ()
+) -> str | None:
+    """A health report's recommendation as the ``iceberg-ops maintain`` command that performs it.
+
+    Args:
+        action: The recommendation's action (``compact``, ``rewrite_manifests``, ...).
+        params: Its keyword arguments (``None``: the command's own default, left out).
+        table: ``namespace.table``.
+        at: When the report was made: a cut-off time becomes the age it was then (``--older-than 5d``).
+        prefix: Global options to repeat (those naming the catalog).
+
+    Returns:
+        The command, or ``None`` when no ``maintain`` command performs the action.
+    """
+    command = _MAINTAIN.get(action)
+    if command is None:
+        return None
+    words = ["iceberg-ops", *prefix, "maintain", command, _quote(table)]
+    for name, value in params.items():
+        if value is None or (name == "delete_files" and value is True):
+            continue
+        if name == "older_than" and isinstance(value, datetime):
+            words.append(f"--older-than {_age_text((at - value).total_seconds())}")
+            continue
+        typed = _option_words(name, value)
+        if typed is None:
+            return None  # a parameter no option sets: the command would not do what the report says
+        words.append(typed)
+    return " ".join(words)

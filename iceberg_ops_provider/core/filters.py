@@ -1,0 +1,129 @@
+"""Row filters as the product reads them: a date may stand for a timestamp, as in Spark.
+
+PyIceberg's parser turns ``ts >= '2026-11-03'`` into a string literal, and binding it to a
+``timestamp`` or ``timestamptz`` column fails (``Invalid timestamp with zone: 2026-11-03 (must be
+ISO-8601)``): it wants ``'2026-11-03T00:00:00+00:00'``. Spark reads a date compared with a timestamp
+as that day's midnight. :func:`with_timestamp_dates` does the same before a filter is bound: a
+``YYYY-MM-DD`` literal on a ``timestamptz`` column becomes midnight UTC, on a ``timestamp`` column
+midnight; other literals on such columns that PyIceberg cannot read are refused with the forms that
+work. Every ``where`` the engine parses goes through it (the data mover, compaction, the partition
+probe behind the sensors), so the Python API, the command line and the Airflow tasks read filters alike.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from pyiceberg.expressions import (
+    AlwaysFalse,
+    AlwaysTrue,
+    And,
+    BooleanExpression,
+    LiteralPredicate,
+    Not,
+    Or,
+    Reference,
+    SetPredicate,
+    UnboundPredicate,
+)
+from pyiceberg.expressions.literals import StringLiteral
+from pyiceberg.expressions.visitors import BooleanExpressionVisitor, bind, visit
+from pyiceberg.types import TimestampType, TimestamptzType
+
+if TYPE_CHECKING:
+    from pyiceberg.expressions import BoundPredicate
+    from pyiceberg.expressions.literals import Literal
+    from pyiceberg.schema import Schema
+    from pyiceberg.types import IcebergType
+
+__all__ = ["bind_filter", "with_timestamp_dates"]
+
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+
+
+def with_timestamp_dates(
+    expression: BooleanExpression, schema: Schema, *, case_sensitive: bool = True
+) -> BooleanExpression:
+    """``expression`` with each date compared to a timestamp column written as that day's midnight.
+
+    ``'2026-11-03'`` becomes ``'2026-11-03T00:00:00+00:00'`` on a ``timestamptz`` column (midnight
+    UTC) and ``'2026-11-03T00:00:00'`` on a ``timestamp`` column; literals on other columns, and
+    bound predicates, are left as they are. A string on a timestamp column that is neither a date
+    nor a timestamp PyIceberg reads is refused, saying what to write.
+
+    Raises:
+        ValueError: Such a string, naming the column, the value and the forms accepted.
+    """
+    return visit(expression, _TimestampDates(schema, case_sensitive))
+
+
+def bind_filter(expression: BooleanExpression, schema: Schema, *, case_sensitive: bool = True) -> BooleanExpression:
+    """``expression`` read as :func:`with_timestamp_dates` reads it, checked by binding it to ``schema``.
+
+    Returns:
+        The unbound expression with dates on timestamp columns written out (bind it, or scan with it).
+
+    Raises:
+        ValueError: A column ``schema`` does not have, or a value its column's type cannot take.
+    """
+    adjusted = with_timestamp_dates(expression, schema, case_sensitive=case_sensitive)
+    bind(schema, adjusted, case_sensitive=case_sensitive)
+    return adjusted
+
+
+def _timestamp_literal(column: str, field_type: IcebergType, literal: Literal[object]) -> Literal[object]:
+    if not isinstance(literal, StringLiteral):
+        return literal
+    text = literal.value
+    zoned = isinstance(field_type, TimestamptzType)
+    if _DATE.fullmatch(text):
+        return StringLiteral(f"{text}T00:00:00{'+00:00' if zoned else ''}")
+    try:
+        literal.to(field_type)
+    except (ValueError, TypeError) as exc:
+        example = "'2026-11-03T10:30:00+00:00'" if zoned else "'2026-11-03T10:30:00'"
+        kind = "timestamptz (with a zone)" if zoned else "timestamp (without a zone)"
+        raise ValueError(
+            f"{text!r} is not a value of column {column!r}, a {kind}: write a date, '2026-11-03' (midnight"
+            f"{' UTC' if zoned else ''}), or an ISO 8601 timestamp such as {example} ({exc})"
+        ) from None
+    return literal
+
+
+class _TimestampDates(BooleanExpressionVisitor[BooleanExpression]):
+    def __init__(self, schema: Schema, case_sensitive: bool) -> None:
+        self.schema = schema
+        self.case_sensitive = case_sensitive
+
+    def visit_true(self) -> BooleanExpression:
+        return AlwaysTrue()
+
+    def visit_false(self) -> BooleanExpression:
+        return AlwaysFalse()
+
+    def visit_not(self, child_result: BooleanExpression) -> BooleanExpression:
+        return Not(child_result)
+
+    def visit_and(self, left_result: BooleanExpression, right_result: BooleanExpression) -> BooleanExpression:
+        return And(left_result, right_result)
+
+    def visit_or(self, left_result: BooleanExpression, right_result: BooleanExpression) -> BooleanExpression:
+        return Or(left_result, right_result)
+
+    def visit_unbound_predicate(self, predicate: UnboundPredicate) -> BooleanExpression:
+        term = predicate.term
+        if not isinstance(term, Reference) or not isinstance(predicate, LiteralPredicate | SetPredicate):
+            return predicate
+        try:
+            field = self.schema.find_field(term.name, case_sensitive=self.case_sensitive)
+        except ValueError:
+            return predicate  # binding names the missing column
+        if not isinstance(field.field_type, TimestampType | TimestamptzType):
+            return predicate
+        if isinstance(predicate, LiteralPredicate):
+            return type(predicate)(term, _timestamp_literal(term.name, field.field_type, predicate.literal))
+        return type(predicate)(term, {_timestamp_literal(term.name, field.field_type, v) for v in predicate.literals})
+
+    def visit_bound_predicate(self, predicate: BoundPredicate) -> BooleanExpression:
+        return predicate

@@ -1,0 +1,230 @@
+"""The root of the hierarchy, and the errors of configuration, catalogs, types, schemas and models."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Sequence
+from typing import ClassVar
+
+__all__ = [
+    "IcebergOpsError",
+    "CatalogConfigError",
+    "CatalogUnavailableError",
+    "UnknownCatalogKindError",
+    "MissingExtraError",
+    "UnsupportedTypeError",
+    "TypeParseError",
+    "SchemaContractError",
+    "SchemaEvolutionError",
+    "ForbiddenPromotionError",
+    "SnapshotNotFoundError",
+    "UpsertError",
+    "ModelError",
+    "ProjectConfigError",
+    "ScaffoldingError",
+    "CatalogAuthError",
+    "MissingAirflowError",
+]
+
+
+class IcebergOpsError(Exception):
+    """Base class of every error iceberg-ops raises on purpose.
+
+    Attributes:
+        transient: Whether trying the same thing again later may succeed (a lock held by another
+            run, a commit conflict, a catalog that did not answer). Permanent errors (bad input,
+            configuration, integrity, an irreversible migration) need a change first. The command
+            line maps this to exit codes and the Airflow operators to retry or fail at once.
+    """
+
+    transient: ClassVar[bool] = False
+
+
+class CatalogConfigError(IcebergOpsError, ValueError):
+    """A catalog was asked for with options that cannot work (bad name, bad value, wrong kind)."""
+
+
+class CatalogUnavailableError(IcebergOpsError, ConnectionError):
+    """The catalog (or its storage) did not answer in time, or could not be reached.
+
+    Attributes:
+        endpoint: What was called (a URL, a database, a service), as far as it is known.
+        timeout: The bound that was exceeded, in seconds, when the error is a timeout.
+    """
+
+    transient: ClassVar[bool] = True
+
+    def __init__(self, message: str, *, endpoint: str = "", timeout: float | None = None) -> None:
+        self.endpoint = endpoint
+        self.timeout = timeout
+        super().__init__(message)
+
+
+class UnknownCatalogKindError(CatalogConfigError):
+    """``CatalogFactory.build`` was given a kind it does not know.
+
+    The message lists ``valid_kinds``, names the closest of them when one is close, and ends with
+    ``advice``: by default the Python API's; a front that accepts fewer kinds (the command line
+    refuses ``memory``) raises its own, with its own list and advice.
+
+    Attributes:
+        kind: The kind that was asked for.
+        valid_kinds: The kinds that exist (for whoever raised it).
+    """
+
+    PYTHON_ADVICE: ClassVar[str] = (
+        "A catalog type of PyIceberg's own opens with CatalogFactory.load(name, type=..., ...); "
+        "anything else, build the catalog yourself and pass the catalog object."
+    )
+
+    def __init__(self, kind: str, valid_kinds: Sequence[str], *, advice: str | None = None) -> None:
+        self.kind = kind
+        self.valid_kinds = tuple(valid_kinds)
+        close = difflib.get_close_matches(str(kind).lower(), self.valid_kinds, n=1, cutoff=0.6)
+        guess = f" Did you mean {close[0]!r}?" if close else ""
+        super().__init__(
+            f"Unknown catalog kind {kind!r}. Valid kinds are: {', '.join(self.valid_kinds)}.{guess} "
+            f"{self.PYTHON_ADVICE if advice is None else advice}".rstrip()
+        )
+
+
+class MissingExtraError(IcebergOpsError, ImportError):
+    """An optional dependency is not installed.
+
+    Attributes:
+        extra: The ``iceberg-ops`` extra that installs it.
+        install_command: The exact command that fixes the problem.
+    """
+
+    def __init__(self, what: str, extra: str, missing_module: str | None) -> None:
+        self.extra = extra
+        self.install_command = f"pip install 'iceberg-ops[{extra}]'"
+        missing = f" (module {missing_module!r} could not be imported)" if missing_module else ""
+        super().__init__(
+            f"{what} needs the optional dependencies of the {extra!r} extra{missing}. "
+            f"Install them with: {self.install_command}",
+            name=missing_module,
+        )
+
+
+class UnsupportedTypeError(IcebergOpsError, TypeError):
+    """A column has an Arrow type that an Iceberg table cannot hold.
+
+    Attributes:
+        column: Dotted path of the offending column (``""`` when converting a bare type).
+        arrow_type: The Arrow type, as text.
+    """
+
+    def __init__(self, column: str, arrow_type: str, hint: str) -> None:
+        self.column = column
+        self.arrow_type = arrow_type
+        where = f"Column {column!r}" if column else "The type"
+        super().__init__(f"{where} has Arrow type {arrow_type}, which Iceberg cannot store. {hint}")
+
+
+class TypeParseError(IcebergOpsError, ValueError):
+    """A type given as a string (``"decimal(12,2)"``, ``"list<string>"``) could not be parsed."""
+
+
+class SchemaContractError(IcebergOpsError, ValueError):
+    """Arrow data does not satisfy a table's schema.
+
+    Attributes:
+        violations: Every problem found, not only the first.
+    """
+
+    def __init__(self, table: str, violations: Sequence[object]) -> None:
+        self.violations = list(violations)
+        lines = "\n".join(f"  - {violation}" for violation in self.violations)
+        super().__init__(
+            f"The data does not match the schema of {table} ({len(self.violations)} problem(s)):\n{lines}\n"
+            "Cast or rename the columns of the data, or evolve the table's schema first."
+        )
+
+
+class SchemaEvolutionError(IcebergOpsError, ValueError):
+    """A schema change was refused because it would break readers or lose data."""
+
+
+class ForbiddenPromotionError(SchemaEvolutionError):
+    """A column type change that the Iceberg specification does not allow.
+
+    Attributes:
+        column: Dotted path of the column.
+        old_type: Current type, as Iceberg text.
+        new_type: Requested type, as Iceberg text.
+    """
+
+    def __init__(self, column: str, old_type: object, new_type: object, reason: str) -> None:
+        self.column = column
+        self.old_type = str(old_type)
+        self.new_type = str(new_type)
+        super().__init__(
+            f"Cannot change column {column!r} from {self.old_type} to {self.new_type}: {reason} "
+            "Iceberg allows only int -> long, float -> double and widening a decimal's precision at the "
+            "same scale. To change the type otherwise, add a new column, backfill it and drop the old one."
+        )
+
+
+class SnapshotNotFoundError(IcebergOpsError, LookupError):
+    """A snapshot id or timestamp does not name a snapshot of the table."""
+
+
+class UpsertError(IcebergOpsError, ValueError):
+    """An upsert was asked for with data or keys that cannot work."""
+
+
+class ModelError(IcebergOpsError, ValueError):
+    """A table model file (``models/*.yaml``) is malformed; the message names the file and the key."""
+
+
+class ProjectConfigError(IcebergOpsError, ValueError):
+    """``iceberg-ops.yaml`` (or a command-line option) is missing, malformed or contradictory."""
+
+
+class ScaffoldingError(IcebergOpsError):
+    """Scaffolding refused to write, usually because the file already exists."""
+
+
+class CatalogAuthError(CatalogConfigError):
+    """The catalog (or its storage) refused the credentials, or none could be found.
+
+    A 401 or 403 answer, a SigV4 signature the server does not accept, an expired token, an access
+    key it does not know, or no AWS credentials anywhere (options, environment, profile). Trying
+    again does not help: the credentials, their permissions or the signing settings must change.
+
+    Attributes:
+        endpoint: What refused (a URL, a bucket, a service), as far as it is known.
+        settings: The options and environment variables to check, most likely first.
+    """
+
+    transient: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, endpoint: str = "", settings: Sequence[str] = ()) -> None:
+        self.endpoint = endpoint
+        self.settings = tuple(settings)
+        super().__init__(message)
+
+
+class MissingAirflowError(MissingExtraError):
+    """An Airflow connection was asked for (``--conn-id``, ``airflow_conn_id:``) where Airflow is not installed.
+
+    Attributes:
+        conn_id: The connection that was asked for.
+        install_command: The command that installs Airflow.
+    """
+
+    transient: ClassVar[bool] = False
+
+    def __init__(self, conn_id: str, missing_module: str | None) -> None:
+        self.conn_id = conn_id
+        self.extra = ""
+        self.install_command = "pip install apache-airflow"
+        missing = f" (module {missing_module!r} could not be imported)" if missing_module else ""
+        ImportError.__init__(
+            self,
+            f"Reading the Airflow connection {conn_id!r} (--conn-id, or `airflow_conn_id:` in iceberg-ops.yaml) "
+            f"needs Apache Airflow{missing}. Install it with: {self.install_command}; or describe the catalog "
+            "without Airflow: `catalog:` in iceberg-ops.yaml, or --catalog / --catalog-name.",
+            name=missing_module,
+        )

@@ -1,0 +1,222 @@
+"""The errors of migrations: discovery, operations, runs, recording, locking and integrity."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+from iceberg_ops_provider.errors.base import IcebergOpsError
+
+__all__ = [
+    "MigrationError",
+    "MigrationDiscoveryError",
+    "InvalidOperationError",
+    "IrreversibleMigrationError",
+    "MigrationFailedError",
+    "MigrationNotRecordedError",
+    "ConcurrentMigrationError",
+    "PartialMigrationError",
+    "DryRunLimit",
+    "IntentRecordError",
+    "MigrationTargetError",
+    "MigrationIntegrityError",
+]
+
+
+class MigrationError(IcebergOpsError):
+    """Base class of the errors of the migration engine."""
+
+
+class MigrationDiscoveryError(MigrationError):
+    """A migration file could not be used: bad name, duplicate number, syntax error, no ``Migration`` class.
+
+    Raised before anything touches the catalog.
+
+    Attributes:
+        path: The offending file (or folder).
+        problem: What is wrong with it (the message without the path).
+        line: The line of the file the problem is on, when known (a syntax error, a failing import).
+    """
+
+    def __init__(self, path: object, problem: str, *, line: int | None = None) -> None:
+        self.path = str(path)
+        self.problem = problem
+        self.line = line
+        super().__init__(f"{self.path}: {problem}")
+
+
+class InvalidOperationError(MigrationError, ValueError):
+    """A migration operation was called with arguments that cannot work (unknown column, bad transform...)."""
+
+
+class IrreversibleMigrationError(MigrationError):
+    """Raised by a ``downgrade()`` that cannot undo its ``upgrade()``.
+
+    The runner stops, leaves that version applied and reports the reason given here.
+    """
+
+
+class MigrationFailedError(MigrationError):
+    """A migration's ``upgrade()`` or ``downgrade()`` raised; the run stopped there.
+
+    The original exception is ``__cause__``, and also :attr:`cause`.
+
+    Attributes:
+        version: The migration's version.
+        direction: ``upgrade`` or ``downgrade``.
+        cause: The exception the migration raised.
+        completed: Results of the migrations this run finished before the failure.
+
+    It counts as transient: the cause may be a conflict or a network failure, and a retry runs the
+    migration again only when none of its changes were committed.
+    """
+
+    transient: ClassVar[bool] = True
+
+    def __init__(self, version: str, direction: str, cause: BaseException, *, hint: str = "") -> None:
+        self.version = version
+        self.direction = direction
+        self.cause = cause
+        self.completed: list[object] = []
+        reason = str(cause).rstrip(".")
+        super().__init__(
+            f"Migration {version} failed during {direction}(): {type(cause).__name__}: {reason}. "
+            + (hint or "Its changes to each table were not committed; fix the migration and run again.")
+        )
+
+
+class MigrationNotRecordedError(MigrationError):
+    """A migration's changes were committed but its history row could not be written.
+
+    The run stops here. Its intent record and the receipts in the tables let the next run record the
+    version without running it again; ``stamp`` records it by hand.
+
+    It counts as transient: the next run settles it by itself.
+
+    Attributes:
+        version: The migration's version.
+        direction: ``upgrade`` or ``downgrade``.
+    """
+
+    transient: ClassVar[bool] = True
+
+    def __init__(self, version: str, direction: str, cause: BaseException) -> None:
+        self.version = version
+        self.direction = direction
+        reason = str(cause).rstrip(".")
+        super().__init__(
+            f"Migration {version} ran its {direction}() and its changes were committed, but recording it in "
+            f"the history failed: {type(cause).__name__}: {reason}. The next run records it from the receipts "
+            "in its tables without running it again (fix what blocked the write first); to record it by hand, "
+            f"`stamp` {version} after an upgrade, the version below after a downgrade."
+        )
+
+
+class ConcurrentMigrationError(MigrationError):
+    """Another run is migrating the same namespace (or wrote its history first, or took over its lock).
+
+    Attributes:
+        namespace: The namespace being migrated.
+        holder: Who holds the lock (owner, host, pid, run id, since when), when known.
+    """
+
+    transient: ClassVar[bool] = True
+
+    def __init__(self, namespace: str, message: str, holder: dict[str, str] | None = None) -> None:
+        self.namespace = namespace
+        self.holder = dict(holder or {})
+        super().__init__(message)
+
+
+class PartialMigrationError(MigrationError):
+    """A migration touching several tables committed to some of them and not to the others.
+
+    Found after a crash (or a failed commit) from the run's intent record and the receipts in each
+    table's commit. Nothing can finish or undo it safely without a person: the runner refuses to
+    migrate the namespace until someone does, then records the outcome with ``stamp``.
+
+    Attributes:
+        namespace: The namespace.
+        version: The migration's version.
+        direction: ``upgrade`` or ``downgrade``.
+        committed: The tables (and what was done to them) whose changes reached the catalog.
+        not_committed: The tables whose changes did not.
+    """
+
+    def __init__(
+        self,
+        namespace: str,
+        version: str,
+        direction: str,
+        committed: Sequence[str],
+        not_committed: Sequence[str],
+        *,
+        run_id: str = "",
+    ) -> None:
+        self.namespace = namespace
+        self.version = version
+        self.direction = direction
+        self.committed = list(committed)
+        self.not_committed = list(not_committed)
+        self.run_id = run_id
+        run = f" (run {run_id})" if run_id else ""
+        if direction == "upgrade":
+            how = (
+                f"Either finish the remaining changes by hand and record the migration as applied with "
+                f"`iceberg-ops stamp {version}`, or undo the committed ones and stamp the version below it "
+                "(or `base`)."
+            )
+        else:
+            how = (
+                f"Either finish the rollback by hand and stamp the version below {version} (or `base`), or "
+                f"redo the rolled-back changes and record `iceberg-ops stamp {version}`."
+            )
+        super().__init__(
+            f"Migration {version} of namespace {namespace!r} was only partly committed by its {direction}(){run}: "
+            f"committed: {', '.join(self.committed) or 'nothing'}; not committed: "
+            f"{', '.join(self.not_committed) or 'nothing'}. Nothing more runs in this namespace until this is "
+            f"resolved. {how} A stamp (runner.stamp) clears this record."
+        )
+
+
+class DryRunLimit(MigrationError):
+    """A dry run of a migration (``plan``) reached something it cannot stage.
+
+    That is a table or the catalog used directly; the planner reports the migration's risk as unknown
+    from there. Nothing was changed.
+    """
+
+
+class IntentRecordError(MigrationError):
+    """The intent record an interrupted run left in the lock table cannot be read (it was edited by hand?).
+
+    Nothing runs in the namespace until a person checks its tables and records the outcome with
+    ``stamp``, which clears the record.
+    """
+
+
+class MigrationTargetError(MigrationError, ValueError):
+    """A target (``head``, ``base``, ``0003``, ``+1``, ``-2``) that does not fit the direction or the state."""
+
+
+class MigrationIntegrityError(MigrationError):
+    """Applied migrations and the files on disk disagree: changed, missing or out-of-order files.
+
+    Attributes:
+        namespace: The namespace refused.
+        problems: One line per problem found.
+        kinds: The kinds of problems found (``changed``, ``missing``, ``out_of_order``), for a front
+            that says in its own words how to allow them.
+    """
+
+    def __init__(
+        self, namespace: str, problems: Sequence[str], how_to_allow: str, *, kinds: Sequence[str] = ()
+    ) -> None:
+        self.namespace = namespace
+        self.problems = list(problems)
+        self.kinds = tuple(kinds)
+        lines = "\n".join(f"  - {problem}" for problem in self.problems)
+        super().__init__(
+            f"Refusing to migrate namespace {namespace!r}: the migration files disagree with its history:\n"
+            f"{lines}\n{how_to_allow}"
+        )

@@ -1,0 +1,175 @@
+"""The errors of table maintenance, the data mover and the Apache Polaris client, and refused confirmations."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+from iceberg_ops_provider.errors.base import IcebergOpsError
+
+__all__ = [
+    "ConfirmationRequiredError",
+    "MaintenanceError",
+    "UnsafeLocationError",
+    "FileListingError",
+    "UnsupportedDeleteFilesError",
+    "MaintenanceConflictError",
+    "DataMoveError",
+    "InvalidMoveError",
+    "ReconciliationError",
+    "MoveStateError",
+    "MoveConflictError",
+    "VerificationFailedError",
+    "PolarisError",
+    "PolarisAuthError",
+    "PolarisForbiddenError",
+    "PolarisNotFoundError",
+    "PolarisConflictError",
+    "PolarisRequestError",
+    "PolarisServerError",
+    "PolicyContentError",
+]
+
+
+class ConfirmationRequiredError(IcebergOpsError):
+    """A change that loses data or rewrites history was asked for without confirmation (``--yes``); nothing ran."""
+
+
+class MaintenanceError(IcebergOpsError):
+    """Base class of the errors of table maintenance (compaction, expiry, orphan removal, manifest rewrite)."""
+
+
+class UnsafeLocationError(MaintenanceError, ValueError):
+    """A maintenance call was pointed at a location outside the table's own (nothing was deleted)."""
+
+    transient: ClassVar[bool] = False
+
+
+class FileListingError(MaintenanceError):
+    """Listing a table's files failed part way; orphan removal deleted nothing (retry when storage answers)."""
+
+    transient: ClassVar[bool] = True
+
+
+class UnsupportedDeleteFilesError(MaintenanceError):
+    """The table holds delete files this toolkit cannot apply (equality deletes); nothing was rewritten."""
+
+    transient: ClassVar[bool] = False
+
+
+class MaintenanceConflictError(MaintenanceError):
+    """A concurrent commit changed or removed files a maintenance commit rewrites; that commit was not made.
+
+    Earlier groups of the same call stay committed; running it again picks up where it stopped.
+
+    Attributes:
+        result: For a compaction, the :class:`~iceberg_ops_provider.maintenance.compaction.CompactionResult`
+            of the whole call (which groups were committed, which failed and why), else ``None``.
+    """
+
+    transient: ClassVar[bool] = True
+    result: Any = None
+
+
+class DataMoveError(IcebergOpsError):
+    """Base class of the errors of the data mover (:mod:`iceberg_ops_provider.data_migration`)."""
+
+
+class InvalidMoveError(DataMoveError, ValueError):
+    """An argument of a move is invalid (a mode, a verify method, a filter, a missing table); nothing was written."""
+
+
+class ReconciliationError(DataMoveError, ValueError):
+    """The source's columns cannot be written to the target as asked (checked before anything is written).
+
+    A required target column with no source column, a source column the target lacks, an
+    incompatible type, or values that do not fit a narrower target type. The message names the
+    column and what to change (``rename``, ``columns``, or the target's schema).
+    """
+
+
+class MoveStateError(DataMoveError, ValueError):
+    """A move cannot start or resume as asked; nothing was written.
+
+    Its ``move_id`` already belongs to another source snapshot, filter or mapping, or the source
+    changed in a way the chosen ``mode`` cannot carry (rows deleted or overwritten since an
+    incremental move's last run).
+    """
+
+
+class MoveConflictError(DataMoveError):
+    """A unit's commit kept losing to concurrent commits on the target; what committed stays committed.
+
+    Running the same move again resumes with the units not yet committed.
+    """
+
+    transient: ClassVar[bool] = True
+
+
+class VerificationFailedError(DataMoveError):
+    """The target does not hold the source's rows: the move's verification found a difference.
+
+    Attributes:
+        report: The :class:`~iceberg_ops_provider.data_migration.results.VerifyReport` with the details.
+    """
+
+    report: Any = None
+
+    def __init__(self, message: str, report: Any = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class PolarisError(IcebergOpsError):
+    """Apache Polaris's policy API refused a request, answered something unexpected, or was not reached.
+
+    Attributes:
+        url: The request's URL (without credentials), when there was one.
+        status: The HTTP status Polaris answered with, if it answered.
+        error_type: The ``type`` of Polaris's error envelope (``NoSuchTableException``, ...), if given.
+    """
+
+    def __init__(self, message: str, *, url: str = "", status: int | None = None, error_type: str = "") -> None:
+        self.url = url
+        self.status = status
+        self.error_type = error_type
+        super().__init__(message)
+
+
+class PolarisAuthError(PolarisError):
+    """Polaris refused the credentials (401) or the token could not be obtained; change the credentials."""
+
+
+class PolarisForbiddenError(PolarisAuthError):
+    """The principal may not read what was asked (403); grant its role the privilege the message names."""
+
+
+class PolarisNotFoundError(PolarisError, LookupError):
+    """The catalog, namespace, table or policy does not exist in Polaris (404)."""
+
+
+class PolarisConflictError(PolarisError):
+    """Polaris refused a change that conflicts with its current state (409); reload and try again."""
+
+    transient: ClassVar[bool] = True
+
+
+class PolarisRequestError(PolarisError, ValueError):
+    """Polaris refused the request as malformed (400, 422), or the client was given bad arguments."""
+
+
+class PolarisServerError(PolarisError):
+    """Polaris failed (5xx), throttled (429) past the retries, or could not be reached in time."""
+
+    transient: ClassVar[bool] = True
+
+
+class PolicyContentError(PolarisError, ValueError):
+    """A policy's ``content`` is not valid for its type (not JSON, an unknown key, ``enable`` not a boolean, ...).
+
+    Attributes:
+        policy: The policy's name, as far as it is known.
+    """
+
+    def __init__(self, message: str, *, policy: str = "", url: str = "") -> None:
+        self.policy = policy
+        super().__init__(message, url=url)

@@ -1,0 +1,182 @@
+"""Error messages whose advice each front words in its own language.
+
+An error's "what to do" often names an argument of the call (``mode='incremental'``, ``move_id``) or
+a step whose wording depends on where the caller stands (how to give a table a sort order). The
+engine writes such a message as a :class:`Message`: text and facts, :class:`Arg` (an argument, and
+the value to give it) and :class:`Hint` (a step, with its Python wording and the details another
+front needs), built from a template with :func:`message`. ``str(message)`` (so ``str(error)``) is
+the Python wording, which the Airflow operators share (their fields are the arguments); the command
+line words the same facts as its options (``--mode incremental``) through :func:`worded`, and
+:func:`message_about` tells it which option a refusal is about. The engine decides what to say;
+each front only says it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "MISSING",
+    "Arg",
+    "Hint",
+    "Message",
+    "message",
+    "message_about",
+    "python_words",
+    "worded",
+]
+
+
+class _Missing:
+    """The value of an :class:`Arg` that names the argument only."""
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+    def __reduce__(self) -> str:
+        return "MISSING"  # one instance, also across pickling (an error sent to another process)
+
+
+MISSING: Any = _Missing()
+
+
+@dataclass(frozen=True)
+class Arg:
+    """An argument of the call that an error's message names, and the value to give it (if any).
+
+    Python words it ``name=value`` (``mode='incremental'``), or ``name`` without a value (``name=``
+    with ``keyword``: "add it to columns="); the command line as its option is typed (``--mode
+    incremental``, ``--move-id``, ``--create-target``).
+    """
+
+    name: str
+    value: Any = MISSING
+    keyword: bool = False
+
+    def python(self) -> str:
+        """The Python wording: ``name=value`` (the value's ``repr``), ``name=`` or ``name``."""
+        if self.value is not MISSING:
+            return f"{self.name}={self.value!r}"
+        return f"{self.name}=" if self.keyword else self.name
+
+
+@dataclass(frozen=True)
+class Hint:
+    """A step a message advises whose wording depends on the front (how to set a table's sort order).
+
+    Attributes:
+        key: What the step is (``set_sort_order``); a front that words it otherwise looks it up by key.
+        python: The Python wording.
+        details: What a front needs to word it (``{"table": "sales.orders"}``).
+    """
+
+    key: str
+    python: str
+    details: Mapping[str, str] = field(default_factory=dict)
+
+
+Fact = Arg | Hint
+_PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+
+
+@dataclass(frozen=True)
+class Message:
+    """An error message made of text and facts (:class:`Arg`, :class:`Hint`) that each front words.
+
+    ``str(message)`` is the Python wording. Messages concatenate with ``+`` (with text or another
+    message), so a message built from several problems keeps every fact.
+
+    Attributes:
+        parts: Text and facts, in order.
+        about: The argument the error is about, when it is a bad value of one (``where``): a front
+            may report it as a usage error of its own name for it.
+    """
+
+    parts: tuple[str | Arg | Hint, ...]
+    about: str | None = None
+
+    def worded(self, words: Callable[[Arg | Hint], str]) -> str:
+        """The message with each fact worded by ``words``."""
+        return "".join(part if isinstance(part, str) else words(part) for part in self.parts)
+
+    def __str__(self) -> str:
+        return self.worded(python_words)
+
+    def __add__(self, other: object) -> Message:
+        if isinstance(other, str):
+            return Message((*self.parts, other), self.about)
+        if isinstance(other, Message):
+            return Message((*self.parts, *other.parts), self.about or other.about)
+        return NotImplemented
+
+    def __radd__(self, other: object) -> Message:
+        if isinstance(other, str):
+            return Message((other, *self.parts), self.about)
+        return NotImplemented
+
+    def upper_first(self) -> Message:
+        """The message starting with a capital letter (a problem listed first becomes a sentence)."""
+        if self.parts and isinstance(self.parts[0], str) and self.parts[0]:
+            return Message((self.parts[0][0].upper() + self.parts[0][1:], *self.parts[1:]), self.about)
+        return self
+
+    @staticmethod
+    def join(separator: str, messages: Sequence[str | Message]) -> Message:
+        """``separator.join(messages)``, keeping the facts of each."""
+        joined = Message(())
+        for index, item in enumerate(messages):
+            joined = joined + (separator if index else "") + item
+        return joined
+
+
+def python_words(fact: Arg | Hint) -> str:
+    """A fact as the Python API (and the Airflow operators, whose fields are its arguments) words it."""
+    return fact.python() if isinstance(fact, Arg) else fact.python
+
+
+def message(template: str, /, *, about: str | None = None, **facts: Fact | str) -> Message:
+    """A :class:`Message` from ``template``, each ``{name}`` in it replaced by ``facts[name]``.
+
+    Text facts are inserted as they are; a ``{name}`` without a fact stays as written, so the
+    template may hold text with braces of its own.
+
+    Example:
+        ``message("use {mode} to move only what was appended", mode=Arg("mode", "incremental"))``
+    """
+    parts: list[str | Arg | Hint] = []
+    position = 0
+    for match in _PLACEHOLDER.finditer(template):
+        fact = facts.get(match.group(1))
+        if fact is None:
+            continue
+        parts.append(template[position : match.start()])
+        parts.append(fact)
+        position = match.end()
+    parts.append(template[position:])
+    merged: list[str | Arg | Hint] = []
+    for part in parts:
+        if isinstance(part, str) and merged and isinstance(merged[-1], str):
+            merged[-1] += part
+        elif part != "":
+            merged.append(part)
+    return Message(tuple(merged), about)
+
+
+def _message_of(error: BaseException) -> Message | None:
+    found = error.args[0] if len(error.args) == 1 else None
+    return found if isinstance(found, Message) else None
+
+
+def worded(error: BaseException, words: Callable[[Arg | Hint], str]) -> str:
+    """``error``'s message with its facts worded by ``words`` (``str(error)`` when it has none)."""
+    found = _message_of(error)
+    return found.worded(words) if found is not None else str(error)
+
+
+def message_about(error: BaseException) -> str | None:
+    """The argument ``error`` is a bad value of (``where``), when its message says so."""
+    found = _message_of(error)
+    return found.about if found is not None else None
