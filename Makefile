@@ -97,7 +97,8 @@ demo: $(INSTALLED)
 # triggerer and api-server, on 127.0.0.1), with the SQLite catalog connection of `make demo`. Prints
 # the UI's address and login once it answers; Ctrl-C stops every process. Airflow's output goes to
 # airflow_home/standalone.log. Standalone runs in a session of its own with Ctrl-C's default action
-# restored (a background job would ignore it), and stops its components when the recipe passes Ctrl-C on.
+# restored (a background job would ignore it), and stops its components when the recipe passes Ctrl-C on;
+# whatever of its process group still runs 90 seconds later is terminated, then killed.
 airflow: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 airflow: export AIRFLOW__API__HOST := 127.0.0.1
 airflow: export AIRFLOW__API__PORT := $(AIRFLOW_PORT)
@@ -109,7 +110,10 @@ airflow: $(INSTALLED)
 	echo "starting Airflow (output in $$log) ..."; \
 	$(PY) -c 'import os, signal, sys; os.setsid(); signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(*sys.argv[1:2], sys.argv[1:])' \
 	  $(VENV)/bin/airflow standalone > $$log 2>&1 & pid=$$!; \
-	trap 'kill -INT $$pid 2>/dev/null; wait $$pid; echo "Airflow stopped."; exit 0' INT TERM; \
+	stop() { kill -INT $$pid 2>/dev/null; \
+	  for second in $$(seq 90); do kill -0 $$pid 2>/dev/null || break; sleep 1; done; \
+	  kill -TERM -$$pid 2>/dev/null && sleep 5; kill -KILL -$$pid 2>/dev/null; wait $$pid; }; \
+	trap 'stop; echo "Airflow stopped."; exit 0' INT TERM; \
 	up=; for attempt in $$(seq 300); do \
 	  if $(PY) -c 'import sys, urllib.request; urllib.request.urlopen(sys.argv[1], timeout=2)' \
 	       http://127.0.0.1:$(AIRFLOW_PORT)/api/v2/monitor/health 2>/dev/null; then up=1; break; fi; \
@@ -117,7 +121,7 @@ airflow: $(INSTALLED)
 	  sleep 1; \
 	done; \
 	if [ -z "$$up" ]; then \
-	  echo "Airflow did not come up; the end of $$log:"; tail -40 $$log; kill -INT $$pid 2>/dev/null; wait $$pid; exit 1; \
+	  echo "Airflow did not come up; the end of $$log:"; tail -40 $$log; stop; exit 1; \
 	fi; \
 	password=$$($(PY) -c 'import json, sys; print(json.load(open(sys.argv[1]))["admin"])' $(AIRFLOW_LOCAL_HOME)/simple_auth_manager_passwords.json.generated); \
 	echo ""; \

@@ -113,7 +113,7 @@ def test_make_airflow_serves_the_examples_and_stops_on_ctrl_c(tmp_path: Path):
         assert _processes_of(home), "no Airflow process found by its AIRFLOW_HOME"
     finally:
         os.killpg(make.pid, signal.SIGINT)
-        rest, _ = make.communicate(timeout=120)
+        rest, _ = make.communicate(timeout=180)
 
     assert "Airflow stopped." in rest, rest
     deadline = time.monotonic() + 60

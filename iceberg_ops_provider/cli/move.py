@@ -19,7 +19,6 @@ replaced).
 
 from __future__ import annotations
 
-import copy
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -39,6 +38,7 @@ if TYPE_CHECKING:
 
     from iceberg_ops_provider.cli.settings import Settings
     from iceberg_ops_provider.data_migration import DataMover
+    from iceberg_ops_provider.errors import IcebergOpsError
 
 __all__ = ["MoveGroup", "move"]
 
@@ -147,9 +147,19 @@ def _for_target(exc: Exception, endpoint: str, seconds: float | None) -> Excepti
         message = pattern.sub(words, message)
     reached = isinstance(translated, CatalogAuthError | CatalogUnavailableError)  # the endpoint answered, or not
     where = f" ({endpoint})" if reached and endpoint and endpoint not in message else ""
-    renamed = copy.copy(translated)
     message = message[0].lower() + message[1:] if message.startswith("The ") else message
-    renamed.args = (f"The target catalog{where}: {message}",)
+    return _reworded(translated, f"The target catalog{where}: {message}")
+
+
+def _reworded(error: IcebergOpsError, message: str) -> IcebergOpsError:
+    """A copy of ``error`` (same type, same attributes, so the same exit code) saying ``message``.
+
+    Made without calling the class's ``__init__``, whose arguments are not the message for every
+    class (``copy.copy`` calls it with ``args``, which fails for ``MissingAirflowError``).
+    """
+    renamed = type(error).__new__(type(error))
+    renamed.__dict__.update(error.__dict__)
+    renamed.args = (message,)
     return renamed
 
 

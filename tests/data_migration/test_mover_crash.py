@@ -110,35 +110,38 @@ def _finish_and_check(catalog, source, target: str, move_id: str, mode: str = "a
 def test_a_move_killed_at_random_moments_resumes_to_exactly_the_source_rows(moving, catalog_backend, mode):
     catalog, source, duration = moving
     chance = random.Random(SEED)
-    landed = 0
-    for trial in range(KILLS):
+    # A kill after the move finished proves nothing: trials go on until KILLS kills landed while it ran
+    # (a trial can run faster than the calibration on a machine whose load changed), up to 3 x KILLS.
+    landed = trial = 0
+    while landed < KILLS and trial < 3 * KILLS:
         target, move_id = f"archive.killed_{mode}_{trial}", f"killed-{mode}-{trial}"
         rewrite = trial % 2 == 1
+        trial += 1
         child = _spawn(catalog_backend, target, move_id, mode, rewrite)
         _started(child)
-        time.sleep(chance.uniform(0.02, 0.9) * duration)
+        time.sleep(chance.uniform(0.02, 0.8) * duration)
         landed += _kill(child)
         _finish_and_check(catalog, source, target, move_id, mode, rewrite)
-    # A kill after the move finished proves nothing: most must land while it runs.
-    assert landed >= KILLS // 2 + 1, f"{landed} of {KILLS} kills landed in a {duration:.2f} s move (seed {SEED})"
+    assert landed == KILLS, f"{landed} of {trial} kills landed in a {duration:.2f} s move (seed {SEED})"
 
 
 @pytest.mark.long
 def test_two_workers_on_one_move_one_killed(moving, catalog_backend):
     catalog, source, duration = moving
     chance = random.Random(SEED)
-    trials = max(1, KILLS // 3)
-    landed = 0
-    for trial in range(trials):
+    wanted = max(1, KILLS // 3)
+    landed = trial = 0
+    while landed < wanted and trial < 3 * wanted:
         target, move_id = f"archive.pair_{trial}", f"pair-{trial}"
         # One worker copies files as they are, the other re-encodes: units of either kind are exactly once.
         victim = _spawn(catalog_backend, target, move_id, rewrite=trial % 2 == 0)
         survivor = _spawn(catalog_backend, target, move_id)
+        trial += 1
         _started(victim)
         _started(survivor)
         # Two workers share the units, so the move takes about half as long as one worker alone.
-        time.sleep(chance.uniform(0.02, 0.45) * duration)
+        time.sleep(chance.uniform(0.02, 0.4) * duration)
         landed += _kill(victim)
         assert survivor.wait(timeout=120) == 0, survivor.stderr.read()
         _finish_and_check(catalog, source, target, move_id)
-    assert landed >= trials // 2 + 1, f"{landed} of {trials} kills landed while both workers moved (seed {SEED})"
+    assert landed == wanted, f"{landed} of {trial} kills landed while both workers moved (seed {SEED})"

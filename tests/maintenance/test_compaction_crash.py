@@ -173,11 +173,14 @@ def test_sigkills_at_random_moments_of_a_compaction(tmp_path: Path):
     chooser = random.Random(seed)
     _, target, _ = _compaction_at(tmp_path / "reference")
     _, duration = _run_child(tmp_path / "reference", target, None)
-    landed = 0
-    for trial in range(KILLS):
-        root = tmp_path / f"trial{trial}"
+    # A kill after the compaction finished proves nothing: trials go on until KILLS kills landed while it
+    # ran (a trial can run faster than the reference on a machine whose load changed), up to 3 x KILLS.
+    landed = trials = 0
+    while landed < KILLS and trials < 3 * KILLS:
+        root = tmp_path / f"trial{trials}"
+        trials += 1
         catalog, target, before = _compaction_at(root)
-        killed, _ = _run_child(root, target, chooser.uniform(0.05, 0.9) * duration)
+        killed, _ = _run_child(root, target, chooser.uniform(0.02, 0.8) * duration)
         landed += killed
         orphans = _check_and_finish(catalog, before, target, root)
         table = catalog.load_table("sales.events")
@@ -185,7 +188,4 @@ def test_sigkills_at_random_moments_of_a_compaction(tmp_path: Path):
         assert all(f.file_size_in_bytes >= 0.5 * target for f in files) or len(files) < 5, f"seed {seed}"
         assert all("/data/" in path or "/metadata/" in path for path in orphans), f"seed {seed}"
         catalog.close()
-    # A kill after the compaction finished proves nothing: most must land while it runs.
-    assert landed >= KILLS // 2 + 1, (
-        f"{landed} of {KILLS} kills landed mid-compaction of {duration:.2f} s (seed {seed})"
-    )
+    assert landed == KILLS, f"{landed} of {trials} kills landed in a {duration:.2f} s compaction (seed {seed})"
