@@ -48,6 +48,11 @@ crash: $(INSTALLED)
 AIRFLOW_LOCAL_HOME ?= $(CURDIR)/airflow_home
 LOCAL_DATA ?= $(CURDIR)/local_data
 AIRFLOW_PORT ?= 8080
+# Airflow's two log servers (the scheduler's LocalExecutor serving task logs, and the triggerer's) listen on
+# 0.0.0.0 on ports of their own, 8793 and 8794 by default whatever the API's port: derived from AIRFLOW_PORT
+# (+1000, +2000) so that instances on different ports do not collide; either can be set instead.
+AIRFLOW_WORKER_LOG_PORT ?= $(shell expr $(AIRFLOW_PORT) + 1000)
+AIRFLOW_TRIGGER_LOG_PORT ?= $(shell expr $(AIRFLOW_PORT) + 2000)
 CATALOG_CONNECTION := {"conn_type": "iceberg_ops", "extra": {"kind": "sqlite", "db_path": "$(LOCAL_DATA)/iceberg_catalog.db", "warehouse_dir": "$(LOCAL_DATA)/iceberg_warehouse"}}
 DEMO_CLI := $(VENV)/bin/iceberg-ops --config dags_examples/iceberg-ops.yaml --db-path $(LOCAL_DATA)/iceberg_catalog.db --warehouse $(LOCAL_DATA)/iceberg_warehouse
 
@@ -98,14 +103,24 @@ demo: $(INSTALLED)
 # the UI's address and login once it answers; Ctrl-C stops every process. Airflow's output goes to
 # airflow_home/standalone.log. Standalone runs in a session of its own with Ctrl-C's default action
 # restored (a background job would ignore it), and stops its components when the recipe passes Ctrl-C on;
-# whatever of its process group still runs 90 seconds later is terminated, then killed.
+# whatever of its process group still runs 90 seconds later is terminated, then killed. The API listens on
+# AIRFLOW_PORT, the log servers on AIRFLOW_WORKER_LOG_PORT and AIRFLOW_TRIGGER_LOG_PORT (refused up front when
+# one is taken). New DAGs start unpaused, so a triggered run runs (the @daily examples run once at start).
 airflow: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 airflow: export AIRFLOW__API__HOST := 127.0.0.1
 airflow: export AIRFLOW__API__PORT := $(AIRFLOW_PORT)
 airflow: export AIRFLOW__API__BASE_URL := http://127.0.0.1:$(AIRFLOW_PORT)
 airflow: export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS := admin:admin
+airflow: export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
+airflow: export AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT := $(AIRFLOW_WORKER_LOG_PORT)
+airflow: export AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT := $(AIRFLOW_TRIGGER_LOG_PORT)
 airflow: $(INSTALLED)
 	@mkdir -p $(AIRFLOW_LOCAL_HOME) $(LOCAL_DATA)
+	@$(PY) -c 'import socket, sys; \
+	  taken = [f"{port} ({name})" for port, name in zip(sys.argv[1::2], sys.argv[2::2]) \
+	           if socket.socket().connect_ex(("127.0.0.1", int(port))) == 0]; \
+	  taken and sys.exit("port " + ", ".join(taken) + " is in use (another make airflow?): pick another AIRFLOW_PORT, or set that variable")' \
+	  $(AIRFLOW_PORT) AIRFLOW_PORT $(AIRFLOW_WORKER_LOG_PORT) AIRFLOW_WORKER_LOG_PORT $(AIRFLOW_TRIGGER_LOG_PORT) AIRFLOW_TRIGGER_LOG_PORT
 	@log=$(AIRFLOW_LOCAL_HOME)/standalone.log; \
 	echo "starting Airflow (output in $$log) ..."; \
 	$(PY) -c 'import os, signal, sys; os.setsid(); signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(*sys.argv[1:2], sys.argv[1:])' \
@@ -128,7 +143,7 @@ airflow: $(INSTALLED)
 	echo "Airflow is up: http://127.0.0.1:$(AIRFLOW_PORT)  (user admin, password $$password)"; \
 	echo "  DAGs      dags_examples/ (migrate_then_load, backfill_with_mover, table_maintenance, policy_maintenance, ...)"; \
 	echo "  catalog   connection iceberg_ops_default: SQLite in $(LOCAL_DATA)/"; \
-	echo "  logs      $$log"; \
+	echo "  logs      $$log (log servers on ports $(AIRFLOW_WORKER_LOG_PORT) and $(AIRFLOW_TRIGGER_LOG_PORT))"; \
 	echo "Ctrl-C stops it."; \
 	wait $$pid
 

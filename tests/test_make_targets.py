@@ -2,12 +2,14 @@
 
 ``make demo`` prints each DAG run's outcome and the namespace's status and history, not Airflow's own
 log, which goes to files. ``make airflow`` starts Airflow with the example DAGs, prints the UI's
-address and login once the API answers, serves the example DAGs to that login, and stops every
-process on Ctrl-C (SIGINT to its process group, as a terminal sends it).
+address and login once the API answers, serves the example DAGs to that login (unpaused), keeps its log
+servers on ports derived from AIRFLOW_PORT, and stops every process on Ctrl-C (SIGINT to its process
+group, as a terminal sends it). A run that fails or times out SIGKILLs every process of its AIRFLOW_HOME.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -51,10 +53,23 @@ def test_make_demo_prints_outcomes_and_keeps_airflow_logs_in_files(tmp_path: Pat
     assert (tmp_path / "local_data" / "iceberg_catalog.db").exists()
 
 
-def _free_port() -> int:
+LOG_PORT_OFFSETS = (1000, 2000)
+"""``make airflow``'s log servers (worker, triggerer): AIRFLOW_PORT plus these."""
+
+
+def _listening(port: int) -> bool:
     with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+        return probe.connect_ex(("127.0.0.1", port)) == 0
+
+
+def _free_port() -> int:
+    """A free port whose log-server ports (``LOG_PORT_OFFSETS`` above it) are free too."""
+    while True:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port + max(LOG_PORT_OFFSETS) <= 65535 and not any(_listening(port + o) for o in LOG_PORT_OFFSETS):
+            return port
 
 
 def _processes_of(home: Path) -> list[int]:
@@ -72,6 +87,30 @@ def _processes_of(home: Path) -> list[int]:
     return found
 
 
+def _as_a_terminal_runs_it() -> None:
+    """Give make Ctrl-C's default action, as a shell starting it in the foreground of a terminal does.
+
+    Started from a process that ignores SIGINT (a CI runner's background job does), make and its
+    recipe's shell would inherit the ignoring, and a shell cannot trap a signal ignored on entry.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _kill_everything(make: subprocess.Popen[str], home: Path) -> None:
+    """SIGKILL make's process group and every process of ``home``.
+
+    ``airflow standalone`` runs in a session of its own, which make's process group does not reach:
+    it is found by its environment.
+    """
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(make.pid, signal.SIGKILL)
+    for pid in _processes_of(home):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        make.communicate(timeout=30)
+
+
 def test_make_airflow_serves_the_examples_and_stops_on_ctrl_c(tmp_path: Path):
     port = _free_port()
     home = tmp_path / "airflow_home"
@@ -82,7 +121,16 @@ def test_make_airflow_serves_the_examples_and_stops_on_ctrl_c(tmp_path: Path):
         stderr=subprocess.STDOUT,
         text=True,
         start_new_session=True,  # its own process group, which Ctrl-C signals as a whole
+        preexec_fn=_as_a_terminal_runs_it,
     )
+    try:
+        _serves_the_examples_then_stops_on_ctrl_c(make, home, port)
+    except BaseException:  # a failure or a timeout leaves nothing running
+        _kill_everything(make, home)
+        raise
+
+
+def _serves_the_examples_then_stops_on_ctrl_c(make: subprocess.Popen[str], home: Path, port: int) -> None:
     try:
         banner = ""
         deadline = time.monotonic() + 420
@@ -96,6 +144,8 @@ def test_make_airflow_serves_the_examples_and_stops_on_ctrl_c(tmp_path: Path):
         assert found, banner
         url, password = found.groups()
         assert url == f"http://127.0.0.1:{port}"
+        log_ports = [port + offset for offset in LOG_PORT_OFFSETS]
+        assert f"log servers on ports {log_ports[0]} and {log_ports[1]}" in banner, banner
 
         token_request = urllib.request.Request(
             f"{url}/auth/token",
@@ -103,14 +153,19 @@ def test_make_airflow_serves_the_examples_and_stops_on_ctrl_c(tmp_path: Path):
             headers={"Content-Type": "application/json"},
         )
         token = json.load(urllib.request.urlopen(token_request, timeout=30))["access_token"]
-        dags = {}
+        dags: dict[str, bool] = {}
         deadline = time.monotonic() + 180
         while "migrate_then_load" not in dags and time.monotonic() < deadline:  # the dag-processor parses them
             listing = urllib.request.Request(f"{url}/api/v2/dags", headers={"Authorization": f"Bearer {token}"})
-            dags = {dag["dag_id"] for dag in json.load(urllib.request.urlopen(listing, timeout=30))["dags"]}
+            dags = {d["dag_id"]: d["is_paused"] for d in json.load(urllib.request.urlopen(listing, timeout=30))["dags"]}
             time.sleep(1)
-        assert {"migrate_then_load", "backfill_with_mover", "table_maintenance"} <= dags
+        assert {"migrate_then_load", "backfill_with_mover", "table_maintenance"} <= set(dags)
+        assert not dags["migrate_then_load"], "new DAGs start unpaused under make airflow"
         assert _processes_of(home), "no Airflow process found by its AIRFLOW_HOME"
+        deadline = time.monotonic() + 60
+        while not all(_listening(p) for p in log_ports) and time.monotonic() < deadline:  # not 8793 and 8794
+            time.sleep(0.5)
+        assert all(_listening(p) for p in log_ports), f"no log servers on {log_ports}"
     finally:
         os.killpg(make.pid, signal.SIGINT)
         rest, _ = make.communicate(timeout=180)
@@ -120,5 +175,4 @@ def test_make_airflow_serves_the_examples_and_stops_on_ctrl_c(tmp_path: Path):
     while _processes_of(home) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert _processes_of(home) == [], "processes of the local Airflow outlived Ctrl-C"
-    with socket.socket() as probe:
-        assert probe.connect_ex(("127.0.0.1", port)) != 0, "the API server still listens"
+    assert not _listening(port), "the API server still listens"
