@@ -377,6 +377,13 @@ def expire(
     "files may belong to writes in flight).",
 )
 @click.option("--location", help="A folder inside the table's location to clean instead of all of it.")
+@click.option(
+    "--check-nested-tables/--no-check-nested-tables",
+    default=True,
+    show_default=True,
+    help="Ask the catalog for its other tables whose location lies inside the folder and leave their files alone "
+    "(lists every namespace and loads every table).",
+)
 @_DRY_RUN
 @click.pass_obj
 @handles_errors
@@ -386,6 +393,7 @@ def orphans(
     every: bool,
     older_than: datetime | None,
     location: str | None,
+    check_nested_tables: bool,
     dry_run: bool,
 ) -> None:
     """Delete the files under TABLE's location that no metadata references."""
@@ -402,13 +410,20 @@ def orphans(
         if found > 50:
             lines.append(f"  ... and {found - 50} more (--json lists them all)")
         lines += [f"  could not delete: {failure}" for failure in result.failed_deletes]
+        lines += [f"  left alone, table inside: {nested}" for nested in result.nested_tables]
         return "\n".join(lines)
 
     _, worst = _run(
         settings,
         table,
         every,
-        lambda loaded: remove_orphan_files(loaded, older_than=older_than, dry_run=dry_run, location=location),
+        lambda loaded: remove_orphan_files(
+            loaded,
+            older_than=older_than,
+            dry_run=dry_run,
+            location=location,
+            check_nested_tables=check_nested_tables,
+        ),
         describe,
     )
     _exit(worst)

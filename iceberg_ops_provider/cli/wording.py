@@ -66,6 +66,7 @@ OPTIONS: dict[str, Option] = {
     "retain_last": Option("--retain-last"),
     "delete_files": Option("--keep-files", "inverse"),
     "location": Option("--location"),
+    "check_nested_tables": Option("--no-check-nested-tables", "inverse"),
     "target_manifest_size_bytes": Option("--target-manifest-size", "size"),
     "thresholds": Option("--threshold"),
     # move

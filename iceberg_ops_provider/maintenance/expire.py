@@ -14,6 +14,7 @@ and found by :func:`~iceberg_ops_provider.maintenance.orphans.remove_orphan_file
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Iterator
@@ -33,11 +34,13 @@ from pyiceberg.table.update import (
     SetSnapshotRefUpdate,
 )
 
+from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance import files as _files
-from iceberg_ops_provider.maintenance.files import ManifestReader
+from iceberg_ops_provider.maintenance.files import FileEntry, ManifestReader
 from iceberg_ops_provider.maintenance.times import parse_older_than
 
 if TYPE_CHECKING:
+    from pyiceberg.manifest import ManifestFile
     from pyiceberg.table import Table
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
@@ -215,17 +218,25 @@ def _unreachable_files(
     retained = [s for s in retained if s.snapshot_id not in gone_ids]
     if not expired:
         return doomed
+    # A retained snapshot's manifest that is missing raises FileNotFoundError: without it, which files
+    # are still live cannot be known (the caller plans again against fresher metadata).
     kept_manifests = {m.manifest_path: m for s in retained for m in reader.manifests(s)}
     gone_manifests = {
-        m.manifest_path: m for s in expired for m in reader.manifests(s) if m.manifest_path not in kept_manifests
+        m.manifest_path: m
+        for s in expired
+        for m in _manifests_unless_deleted(reader, s)
+        if m.manifest_path not in kept_manifests
     }
     for snapshot in expired:
         doomed.add("manifest_lists", snapshot.manifest_list)
     for path, manifest in gone_manifests.items():
         doomed.add("manifests", path, manifest.manifest_length)
     if gone_manifests:
-        reader.prefetch(gone_manifests.values())
-        candidates = {entry.path: entry for m in gone_manifests.values() for entry in reader.entries(m)}
+        with contextlib.suppress(FileNotFoundError):  # read one by one below, skipping the missing
+            reader.prefetch(gone_manifests.values())
+        candidates = {
+            entry.path: entry for m in gone_manifests.values() for entry in _entries_unless_deleted(reader, m)
+        }
         # Every kept manifest is read: a path removed once may have been added again later (add_files),
         # so no property of a manifest (such as its sequence numbers) proves it does not list a candidate.
         still_live = reader.live_paths(kept_manifests.values())
@@ -327,6 +338,41 @@ class _SnapshotGone(Exception):
     """A snapshot planned for expiry was removed by a concurrent expiry."""
 
 
+def _manifests_unless_deleted(reader: ManifestReader, snapshot: Snapshot) -> list[ManifestFile]:
+    """The manifests of an expired snapshot, or none when another expiry already deleted its manifest list.
+
+    Whoever deleted it deleted (or is deleting) what it alone referenced; what is left is an orphan.
+    """
+    try:
+        return reader.manifests(snapshot)
+    except FileNotFoundError:
+        log.info("manifest list %s is already gone (another expiry deleted it)", snapshot.manifest_list)
+        return []
+
+
+def _entries_unless_deleted(reader: ManifestReader, manifest: ManifestFile) -> list[FileEntry]:
+    """The entries of an expired manifest, or none when another expiry already deleted it."""
+    try:
+        return reader.entries(manifest)
+    except FileNotFoundError:
+        log.info("manifest %s is already gone (another expiry deleted it)", manifest.manifest_path)
+        return []
+
+
+def _concurrent_expiry(name: str, committed: bool, exc: Exception) -> MaintenanceConflictError:
+    done = (
+        "This run's commit landed, but it deleted no file; what the expired snapshots alone referenced is left for "
+        "a later expiry or orphan removal to delete."
+        if committed
+        else "Nothing was committed or deleted."
+    )
+    return MaintenanceConflictError(
+        f"{name}: a manifest this expiry had to read was deleted while it ran ({exc}); another expiry of the table "
+        f"is most likely running at the same time. {done} Run it again once the other one finished (if none ran, "
+        "the table's metadata lists a file that is gone: check the table)."
+    )
+
+
 def expire_snapshots(
     table: Table,
     older_than: datetime | timedelta | str | None = None,
@@ -349,6 +395,8 @@ def expire_snapshots(
     Raises:
         ValueError: ``retain_last`` below 1, or a ``history.expire.*`` property that is not a number.
         CommitFailedException: Other commits moved the table's refs on every attempt.
+        MaintenanceConflictError: Another expiry running at the same time kept deleting manifests this one
+            had to read (transient: a rerun finishes the job).
     """
     older_than = parse_older_than(older_than)
     older_than_ms = int(older_than.timestamp() * 1000) if older_than is not None else None
@@ -364,7 +412,13 @@ def expire_snapshots(
         log_before = [entry.metadata_file for entry in metadata.metadata_log] + [table.metadata_location]
         doomed = _Doomed()
         if dry_run:
-            doomed = _unreachable_files(table, metadata, plan) if delete_files else _Doomed()
+            try:
+                doomed = _unreachable_files(table, metadata, plan) if delete_files else _Doomed()
+            except FileNotFoundError as exc:  # another expiry removed what a retained snapshot lists
+                if attempt == _COMMIT_ATTEMPTS:
+                    raise _concurrent_expiry(name, False, exc) from exc
+                log.info("%s: a file changed under the plan (a concurrent expiry?); planning again", name)
+                continue
             keep = _int_property(metadata, "write.metadata.previous-versions-max", 100) or 100
             dropped = (
                 log_before[: max(0, len(log_before) - keep)] if delete_files and _deletes_metadata(metadata) else []
@@ -391,10 +445,7 @@ def expire_snapshots(
                 retained_snapshot_ids=(*plan.retained_snapshot_ids, *restored),
             )
         if delete_files:
-            # Decided again against what was committed, which includes what other writers committed
-            # while this expiry planned (their snapshots may reuse the expired snapshots' files).
-            table.refresh()
-            doomed = _unreachable_files(table, metadata, plan, retained=list(table.metadata.snapshots))
+            doomed = _after_commit(table, metadata, plan, name)
         if not delete_files:
             return _result(name, False, plan, doomed, [], [])
         log_after = {entry.metadata_file for entry in table.metadata.metadata_log} | {table.metadata_location}
@@ -403,6 +454,28 @@ def expire_snapshots(
         for kind, paths in [*doomed.by_kind.items(), ("metadata", dropped)]:
             failures += _files.delete_files(table.io, paths, what=f"{kind.replace('_', ' ')} of {name}")[1]
         return _result(name, False, plan, doomed, dropped, failures)
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _after_commit(table: Table, metadata: TableMetadata, plan: ExpirePlan, name: str) -> _Doomed:
+    """The files to delete once the expiry committed, decided against the table as it is now.
+
+    Decided against what was committed, which includes what other writers committed while this expiry
+    planned (their snapshots may reuse the expired snapshots' files). Another expiry running at the same
+    time may delete a manifest of a snapshot that was retained when read: then it is read again, against
+    the fresher metadata that no longer lists that snapshot.
+
+    Raises:
+        MaintenanceConflictError: A retained snapshot's manifest stayed missing on every attempt.
+    """
+    for attempt in range(1, _COMMIT_ATTEMPTS + 1):
+        table.refresh()
+        try:
+            return _unreachable_files(table, metadata, plan, retained=list(table.metadata.snapshots))
+        except FileNotFoundError as exc:
+            if attempt == _COMMIT_ATTEMPTS:
+                raise _concurrent_expiry(name, True, exc) from exc
+            log.info("%s: a retained manifest is gone (a concurrent expiry?); reading the table again", name)
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -18,6 +18,9 @@ Guarantees:
   and whatever commits landed meanwhile reference is kept too.
 - Hidden names (starting with ``.`` or ``_``, except partition directories such as ``_key=1``) are
   left alone, as Spark does.
+- Another table of the catalog whose location lies inside the folder being cleaned keeps every file
+  under its location (:mod:`~iceberg_ops_provider.maintenance.nested_tables`); the result names it.
+  When the catalog cannot say which tables those are, nothing is deleted.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from iceberg_ops_provider.errors import FileListingError, UnsafeLocationError
 from iceberg_ops_provider.maintenance import files as _files
 from iceberg_ops_provider.maintenance.files import ManifestReader
 from iceberg_ops_provider.maintenance.listing import contains, list_files, normalize_location
+from iceberg_ops_provider.maintenance.nested_tables import DEFAULT_LOOKUP_TIMEOUT, nested_tables
 from iceberg_ops_provider.maintenance.times import parse_older_than
 from iceberg_ops_provider.messages import Arg, message
 
@@ -42,6 +46,8 @@ if TYPE_CHECKING:
 
     from pyiceberg.table import Table
     from pyiceberg.table.metadata import TableMetadata
+
+    from iceberg_ops_provider.maintenance.nested_tables import NestedTable
 
 __all__ = ["ReferencedFiles", "RemoveOrphanFilesResult", "remove_orphan_files"]
 
@@ -73,6 +79,11 @@ class RemoveOrphanFilesResult:
     listed_files_count: int = 0
     kept_recent_files_count: int = 0
     """Unreferenced files kept because they are newer than ``older_than`` (or have no time)."""
+    nested_tables: list[str] = field(default_factory=list)
+    """``namespace.table: location`` of the catalog's other tables inside the cleaned folder, whose files
+    were all left alone."""
+    kept_nested_files_count: int = 0
+    """Files listed under those tables' locations (none of them deleted)."""
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form (also what the operator pushes to XCom)."""
@@ -170,11 +181,22 @@ def _escapes_through_a_link(location: str, root: str) -> bool:
     return os.path.islink(path) or os.path.commonpath([real, real_root]) != real_root
 
 
+def _nested(table: Table, folder: str) -> list[NestedTable]:
+    """The catalog's other tables inside ``folder``; none for a table without a catalog (a static table)."""
+    from pyiceberg.catalog.noop import NoopCatalog
+
+    if isinstance(table.catalog, NoopCatalog):
+        log.info("%s has no catalog to ask for tables inside %s", ".".join(table.name()), folder)
+        return []
+    return nested_tables(table.catalog, folder, outside=table.name(), timeout=DEFAULT_LOOKUP_TIMEOUT)
+
+
 def remove_orphan_files(
     table: Table,
     older_than: datetime | timedelta | str | None = None,
     dry_run: bool = False,
     location: str | None = None,
+    check_nested_tables: bool = True,
 ) -> RemoveOrphanFilesResult:
     """Delete the files under ``table``'s location that no metadata references.
 
@@ -185,11 +207,15 @@ def remove_orphan_files(
             files may belong to writes still in flight.
         dry_run: List the orphans; delete nothing.
         location: A directory under the table's location to clean instead of all of it.
+        check_nested_tables: Ask the catalog for its other tables whose location lies inside the folder
+            and leave their files alone (every namespace is listed and every table loaded, in parallel).
+            ``False`` skips that, for a catalog where no table can lie inside another's folder.
 
     Raises:
         UnsafeLocationError: ``location`` is not under the table's location.
-        FileListingError: The listing failed part way (nothing was deleted), or it did not show the
-            table's current metadata file (an inconsistent listing: nothing was deleted).
+        FileListingError: The listing failed part way (nothing was deleted), it did not show the
+            table's current metadata file (an inconsistent listing: nothing was deleted), or the catalog
+            could not say which of its tables lie inside the folder (nothing was listed or deleted).
         MissingExtraError: The file-system package of the location's scheme is not installed.
     """
     cutoff = _utc(older_than)
@@ -210,11 +236,14 @@ def remove_orphan_files(
             )
         )
 
+    inner = _nested(table, target) if check_nested_tables else []
+    for nested in inner:
+        log.info("%s: table %s lies inside, at %s; its files are left alone", name, nested.table, nested.location)
     referenced = ReferencedFiles(table)
     referenced.add(table.metadata, table.metadata_location)
     log.info("%s: %d referenced files; listing %s", name, len(referenced), target)
     must_see = normalize_location(table.metadata_location) if contains(target, table.metadata_location) else None
-    listed = kept_recent = 0
+    listed = kept_recent = kept_nested = 0
     seen_metadata = False
     candidates: list[str] = []
     partition_names = {f.name for spec in table.metadata.specs().values() for f in spec.fields}
@@ -223,6 +252,9 @@ def remove_orphan_files(
         key = normalize_location(found.location)
         if key in referenced.locations:
             seen_metadata = seen_metadata or key == must_see
+            continue
+        if any(contains(nested.location, key) for nested in inner):
+            kept_nested += 1
             continue
         if found.modified_ms is None or found.modified_ms >= cutoff_ms:
             kept_recent += 1
@@ -251,6 +283,8 @@ def remove_orphan_files(
         deleted_orphan_files_count=len(orphans),
         listed_files_count=listed,
         kept_recent_files_count=kept_recent,
+        nested_tables=[f"{nested.table}: {nested.location}" for nested in inner],
+        kept_nested_files_count=kept_nested,
     )
     if dry_run or not orphans:
         return result

@@ -283,8 +283,10 @@ class IcebergRemoveOrphanFilesOperator(_TableMaintenanceOperator):
             the same forms as :class:`IcebergExpireSnapshotsOperator` (templated).
         location: A folder inside the table's location to limit the listing to (templated).
         dry_run: Only report the orphans found.
+        check_nested_tables: Leave alone the files of the catalog's other tables whose location lies
+            inside this one's (the catalog is asked for all of its tables); ``False`` skips the look-up.
 
-    Returns (XCom): the result (``orphan_file_locations``, ``deleted_orphan_files_count``, ...).
+    Returns (XCom): the result (``orphan_file_locations``, ``deleted_orphan_files_count``, ``nested_tables``, ...).
     """
 
     template_fields: Sequence[str] = ("table", "iceberg_conn_id", "older_than", "location", "dry_run")
@@ -297,12 +299,14 @@ class IcebergRemoveOrphanFilesOperator(_TableMaintenanceOperator):
         older_than: datetime | timedelta | str | None = None,
         location: str | None = None,
         dry_run: bool = False,
+        check_nested_tables: bool = True,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, **kwargs)
         self.older_than = older_than
         self.location = location
         self.dry_run = dry_run
+        self.check_nested_tables = check_nested_tables
 
     def run(self, table: Table) -> Any:
         """Remove orphans."""
@@ -313,6 +317,7 @@ class IcebergRemoveOrphanFilesOperator(_TableMaintenanceOperator):
             older_than=parse_older_than(self.older_than),
             dry_run=as_flag(self.dry_run),
             location=self.location or None,
+            check_nested_tables=as_flag(self.check_nested_tables),
         )
 
 
