@@ -162,6 +162,7 @@ def model_from_dict(raw: Any, source: object = "<model>") -> TableModel:
     sort_by = _string_list(source, "sort_by", raw.get("sort_by"))
     for expression in partition_by:
         _check_expression(source, "partition_by", expression, names, parse_partition_expr)
+    _check_one_partition_field_per_column(source, partition_by)
     for expression in sort_by:
         _check_expression(source, "sort_by", expression, names, parse_sort_field)
     properties = raw.get("properties") or {}
@@ -189,6 +190,19 @@ def _check_expression(source: object, key: str, expression: str, names: list[str
         raise _fail(source, f"{key}: {exc}") from exc
     if parsed.column.split(".")[0] not in names:
         raise _fail(source, f"{key}: {expression!r} uses column {parsed.column!r}, which is not declared.")
+
+
+def _check_one_partition_field_per_column(source: object, partition_by: tuple[str, ...] | list[str]) -> None:
+    by_column: dict[str, list[str]] = {}
+    for expression in partition_by:
+        by_column.setdefault(parse_partition_expr(expression).column, []).append(expression)
+    for column, expressions in by_column.items():
+        if len(expressions) > 1:
+            raise _fail(
+                source,
+                f"partition_by: {', '.join(map(repr, expressions))} partition column {column!r} twice; PyIceberg "
+                "cannot write rows into such a table (every append, compaction and data move would fail). Keep one.",
+            )
 
 
 def load_model(path: str | Path) -> TableModel:

@@ -28,12 +28,40 @@ from iceberg_ops_provider.migration.touched import TouchedTables, current_record
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.table import Transaction
+    from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.update.schema import UpdateSchema
     from pyiceberg.table.update.spec import UpdateSpec
 
 __all__ = ["Identifier", "TableStaging"]
+
+
+def _fields_by_source(spec: PartitionSpec) -> dict[int, list[PartitionField]]:
+    fields: dict[int, list[PartitionField]] = {}
+    for field in spec.fields:
+        fields.setdefault(field.source_id, []).append(field)
+    return fields
+
+
+def _two_fields_on_one_column(table: str, metadata: TableMetadata, source_id: int, fields: list[PartitionField]) -> str:
+    """Why a spec with several partition fields on one column is refused, and what to write instead."""
+    column = metadata.schema().find_column_name(source_id) or f"field id {source_id}"
+    listed = ", ".join(f"{field.name}: {field.transform}" for field in fields)
+    v1 = (
+        " A table of format version 1 keeps a dropped partition field as a void field on the same column, so "
+        "there the column cannot be partitioned again."
+        if metadata.format_version == 1
+        else ""
+    )
+    return (
+        f"the partition spec would have {len(fields)} fields on column {column!r} ({listed}), and PyIceberg "
+        "cannot write rows into such a table: every append, compaction and data move would fail. To change how "
+        f"{column!r} is partitioned, drop the old field first in the same migration "
+        f"(ctx.drop_partition_field({table!r}, {fields[0].name!r})), then add the new one.{v1}"
+    )
+
 
 Identifier = tuple[str, ...]
 """A table's full identifier: its namespace's parts, then its name."""
@@ -187,11 +215,21 @@ class TableStaging:
         return self.schemas.schema(identifier, transaction)
 
     def spec_change(self, table: str, what: str, change: Callable[[UpdateSpec], object]) -> None:
-        """Stage a partition spec change on the table's transaction."""
+        """Stage a partition spec change on the table's transaction.
+
+        A change that gives one column a second partition field is refused: PyIceberg cannot write
+        rows into such a spec, so every append, compaction and move of the table would fail after it.
+        """
 
         def build(transaction: Transaction) -> None:
+            metadata = transaction.table_metadata
+            before = _fields_by_source(metadata.spec())
             with transaction.update_spec() as update:
                 change(update)
+                after = _fields_by_source(update._apply())  # checked before the block commits it
+                for source_id, fields in after.items():
+                    if len(fields) > 1 and len(fields) > len(before.get(source_id, [])):
+                        raise ValueError(_two_fields_on_one_column(table, metadata, source_id, fields))
 
         self.staged(table, what, build)
 
