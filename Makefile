@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test test-all lint unit crash demo airflow clean
+.PHONY: test test-all lint unit crash demo airflow clean spark-peer
 
 $(INSTALLED): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,8 +26,17 @@ test: lint
 # Lint and the whole suite, the long end-to-end suites included (random-kill loops, the Celery deployment
 # with a worker killed mid-unit, the LocalExecutor backfill): what .ci/run runs.
 test-all: export ICEBERG_OPS_DEPLOYMENT_KILL := 1
-test-all: lint
+test-all: lint spark-peer
 	$(PY) -m pytest -n 2 --dist loadfile
+
+# The Spark peer of the interop suite (tests/interop, docs/spark.md): pyspark 3.5 and Iceberg 1.10.2's jars in
+# a cache folder outside the checkout (~/.cache/iceberg-ops/spark-peer, or ICEBERG_OPS_SPARK_PEER_DIR), built
+# once per set of pins; a rerun only looks. Without Java, or without root to apt-get its Debian packages, it
+# says why in one line and the interop tests skip with that reason. Under test-all a failed build (a download
+# that failed) does the same instead of stopping the run (--optional); make spark-peer alone fails on it.
+test-all: SPARK_PEER_OPTIONS := --optional
+spark-peer: $(INSTALLED)
+	$(PY) tests/interop/spark_peer.py install $(SPARK_PEER_OPTIONS)
 
 # The suite without the tests that start SeaweedFS and moto servers.
 unit: $(INSTALLED)

@@ -29,6 +29,7 @@ from pyiceberg.table.update import (
     AddSnapshotUpdate,
     AssertRefSnapshotId,
     AssertTableUUID,
+    RemovePartitionStatisticsUpdate,
     RemoveSnapshotRefUpdate,
     RemoveSnapshotsUpdate,
     SetSnapshotRefUpdate,
@@ -243,7 +244,8 @@ def _unreachable_files(
         for path, entry in candidates.items():
             if path not in still_live:
                 doomed.add(entry.content, path, entry.size)
-    for statistics in planned_on.statistics:
+    # Table statistics (Puffin) and partition statistics files, as Java's expiry deletes both.
+    for statistics in [*planned_on.statistics, *planned_on.partition_statistics]:
         if statistics.snapshot_id in gone_ids:
             doomed.add("statistics", statistics.statistics_path)
     return doomed
@@ -323,6 +325,13 @@ def _commit(table: Table, plan: ExpirePlan) -> None:
     updates: list[Any] = [RemoveSnapshotRefUpdate(ref_name=name) for name in plan.removed_refs]
     if plan.expired_snapshot_ids:
         updates.append(RemoveSnapshotsUpdate(snapshot_ids=list(plan.expired_snapshot_ids)))
+        # PyIceberg drops the expired snapshots' table statistics but not their partition statistics.
+        expired = set(plan.expired_snapshot_ids)
+        updates += [
+            RemovePartitionStatisticsUpdate(snapshot_id=stats.snapshot_id)
+            for stats in metadata.partition_statistics
+            if stats.snapshot_id in expired
+        ]
     try:
         with table.transaction() as transaction:
             transaction._apply(tuple(updates), tuple(requirements))
