@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test test-all lint unit crash demo airflow clean spark-peer
+.PHONY: test test-all lint unit crash demo airflow clean spark-peer chromium
 
 $(INSTALLED): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,7 +26,7 @@ test: lint
 # Lint and the whole suite, the long end-to-end suites included (random-kill loops, the Celery deployment
 # with a worker killed mid-unit, the LocalExecutor backfill): what .ci/run runs.
 test-all: export ICEBERG_OPS_DEPLOYMENT_KILL := 1
-test-all: lint spark-peer
+test-all: lint spark-peer chromium
 	$(PY) -m pytest -n 2 --dist loadfile
 
 # The Spark peer of the interop suite (tests/interop, docs/spark.md): pyspark 3.5 and Iceberg 1.10.2's jars in
@@ -37,6 +37,16 @@ test-all: lint spark-peer
 test-all: SPARK_PEER_OPTIONS := --optional
 spark-peer: $(INSTALLED)
 	$(PY) tests/interop/spark_peer.py install $(SPARK_PEER_OPTIONS)
+
+# The browser of the UI suite (tests/airflow/ui, marker browser): Debian's Chromium at /usr/bin/chromium, installed
+# with apt where it is missing and make runs as root; elsewhere it says so in one line and the suite skips.
+chromium:
+	@if [ -x /usr/bin/chromium ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing Debian's chromium for the browser suite ..."; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation) >/dev/null \
+	    || echo "chromium could not be installed; the browser suite will skip"; \
+	else echo "no /usr/bin/chromium and no root to apt-get it: the browser suite (tests/airflow/ui) will skip"; fi
 
 # The suite without the tests that start SeaweedFS and moto servers.
 unit: $(INSTALLED)

@@ -73,18 +73,34 @@ def _free_port() -> int:
 
 
 def _processes_of(home: Path) -> list[int]:
-    """Processes whose environment points AIRFLOW_HOME at ``home``."""
-    found = []
+    """Processes whose environment points AIRFLOW_HOME at ``home``, and every process of their sessions.
+
+    Airflow's components retitle themselves (``airflow api_server -- host:...``), which can overwrite
+    what ``/proc/PID/environ`` shows; they stay in the session ``make airflow`` gave standalone.
+    """
     marker = f"AIRFLOW_HOME={home}".encode()
+    sessions: dict[int, int] = {}
+    found = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
+        pid = int(entry.name)
         try:
+            sessions[pid] = os.getsid(pid)
             if marker in (entry / "environ").read_bytes().split(b"\0"):
-                found.append(int(entry.name))
+                found.add(pid)
         except OSError:
             continue
-    return found
+    theirs = {sessions[pid] for pid in found if pid in sessions} - {os.getsid(0)}
+    zombie = {pid for pid in sessions if _is_zombie(pid)}
+    return sorted((found | {pid for pid, sid in sessions.items() if sid in theirs}) - zombie)
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (OSError, IndexError):
+        return True
 
 
 def _as_a_terminal_runs_it() -> None:

@@ -1,0 +1,139 @@
+"""The moves that copy into a table, and how far each has got, read from the table's metadata.
+
+A move keeps its progress in the target itself (:mod:`~iceberg_ops_provider.data_migration.state`):
+every unit's commit carries the move's whole state in its snapshot summary, and the table property
+``iceberg-ops.move.<move_id>`` mirrors the newest one. :func:`moves_into` finds every move a target
+knows (from those properties, and from the snapshot summaries of ``main`` and of the moves' staging
+branches) and reports each: units committed of planned, rows, the bytes its commits added, whether
+it is complete and when it last committed. It reads metadata only and never raises for one move
+whose state cannot be read: that move is reported with its ``error``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.table.refs import MAIN_BRANCH
+
+from iceberg_ops_provider.data_migration.state import (
+    MOVE_ID_KEY,
+    PROPERTY_PREFIX,
+    find_state,
+    move_snapshots,
+)
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+__all__ = ["MoveProgress", "moves_into"]
+
+_STAGING_PREFIX = "iceberg-ops-move-"
+
+
+@dataclass(frozen=True)
+class MoveProgress:
+    """How far one move into a table has got.
+
+    Attributes:
+        move_id: The move.
+        source: The source table's identifier (``None`` when the state cannot be read).
+        branch: Where its units commit: ``main``, or the staging branch of an ``overwrite`` move.
+        units_committed: Units of the current plan committed.
+        units_planned: Units in the current plan.
+        rows: Rows committed by the move over all its runs.
+        bytes: Bytes of data files its commits still in the table's history added (``added-files-size``);
+            commits whose snapshots were expired are not counted.
+        complete: Whether every unit of the current plan is committed.
+        last_commit_at: When its newest commit still in the history landed (UTC), if any.
+        runs: Runs the move started (an ``incremental`` move adds one per run; 1 otherwise).
+        error: Why the state could not be read, else ``None``.
+    """
+
+    move_id: str
+    source: str | None
+    branch: str
+    units_committed: int
+    units_planned: int
+    rows: int
+    bytes: int
+    complete: bool
+    last_commit_at: datetime | None
+    runs: int = 1
+    error: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "move_id": self.move_id,
+            "source": self.source,
+            "branch": self.branch,
+            "units_committed": self.units_committed,
+            "units_planned": self.units_planned,
+            "rows": self.rows,
+            "bytes": self.bytes,
+            "complete": self.complete,
+            "last_commit_at": self.last_commit_at.isoformat() if self.last_commit_at else None,
+            "runs": self.runs,
+            "error": self.error,
+        }
+
+
+def _known_moves(table: Table) -> list[str]:
+    """Every move the table knows: from its mirror properties and its snapshot summaries."""
+    metadata = table.metadata
+    moves = [key.removeprefix(PROPERTY_PREFIX) for key in metadata.properties if key.startswith(PROPERTY_PREFIX)]
+    for snapshot in metadata.snapshots:
+        move_id = snapshot.summary.additional_properties.get(MOVE_ID_KEY) if snapshot.summary else None
+        if move_id and move_id not in moves:
+            moves.append(move_id)
+    return moves
+
+
+def _progress(table: Table, move_id: str) -> MoveProgress:
+    """A move's progress, read where its newest state is.
+
+    That is ``main`` for an ``append`` or ``incremental`` move and a published ``overwrite``, and the
+    staging branch for an ``overwrite`` not yet published.
+    """
+    metadata = table.metadata
+    staging = f"{_STAGING_PREFIX}{move_id}"
+    branch = MAIN_BRANCH
+    try:
+        state, _ = find_state(metadata, move_id, MAIN_BRANCH)
+        if state is None and staging in metadata.refs:
+            branch = staging
+            state, _ = find_state(metadata, move_id, staging)
+    except Exception as exc:
+        return MoveProgress(move_id, None, branch, 0, 0, 0, 0, False, None, error=f"{type(exc).__name__}: {exc}")
+    snapshots = move_snapshots(metadata, move_id, branch)
+    added = 0
+    for snapshot in snapshots:
+        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        try:
+            added += int(summary.get("added-files-size", 0))
+        except ValueError:
+            continue
+    last = datetime.fromtimestamp(snapshots[0].timestamp_ms / 1000, UTC) if snapshots else None
+    if state is None:
+        return MoveProgress(move_id, None, branch, 0, 0, 0, added, False, last, error="no state recorded on " + branch)
+    return MoveProgress(
+        move_id=move_id,
+        source=state.source,
+        branch=branch,
+        units_committed=len(state.done),
+        units_planned=state.unit_count,
+        rows=state.rows,
+        bytes=added,
+        complete=state.complete,
+        last_commit_at=last,
+        runs=state.epoch + 1,
+    )
+
+
+def moves_into(table: Table) -> list[MoveProgress]:
+    """Every move into ``table`` the table's metadata knows, the most recently committed first."""
+    found = [_progress(table, move_id) for move_id in _known_moves(table)]
+    oldest = datetime.min.replace(tzinfo=UTC)
+    return sorted(found, key=lambda move: (move.last_commit_at or oldest, move.move_id), reverse=True)

@@ -1,0 +1,241 @@
+"""What maintenance did to a table lately, read back from its metadata.
+
+Three kinds of maintenance leave traces a reader can find without any log of their own:
+
+* **compaction** commits a ``replace`` snapshot. This project's compaction marks its summary with
+  ``iceberg-ops.operation=compaction`` and the group, partition, strategy, files and bytes it
+  rewrote; a ``replace`` that removed and added data files without that mark (Spark's
+  ``rewrite_data_files``, another engine) is reported as ``rewrite_data_files``.
+* **manifest rewrite** commits a ``replace`` snapshot whose summary counts ``manifests-created`` and
+  ``manifests-replaced`` (this project's ``rewrite_manifests`` and Spark's both write them).
+* **snapshot expiry** commits no snapshot: it removes some. It is found by comparing the snapshot
+  ids of consecutive metadata files of the metadata log (the newest ``metadata_files`` of them are
+  read, a few at a time): a metadata file that lost snapshots its predecessor had is an expiry.
+  Metadata files deleted since (``write.metadata.delete-after-commit.enabled``) end the search.
+
+Snapshots an expiry removed are still described by the earlier metadata files read, so a compaction
+or a manifest rewrite stays in the history after its snapshot was expired, as long as a metadata
+file from before the expiry is among those read. :func:`maintenance_history` returns them newest
+first.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from iceberg_ops_provider.maintenance.compaction import OPERATION_PROPERTY
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
+__all__ = ["MaintenanceCommit", "MaintenanceHistory", "maintenance_history"]
+
+Kind = Literal["compaction", "rewrite_data_files", "rewrite_manifests", "expire_snapshots"]
+
+_COMPACTION_KEYS = {
+    "iceberg-ops.compaction.strategy": "strategy",
+    "iceberg-ops.compaction.group": "group",
+    "iceberg-ops.compaction.partition": "partition",
+    "iceberg-ops.compaction.rewritten-data-files": "rewritten_data_files",
+    "iceberg-ops.compaction.rewritten-bytes": "rewritten_bytes",
+    "iceberg-ops.compaction.removed-delete-files": "removed_delete_files",
+    "added-data-files": "added_data_files",
+    "added-files-size": "added_bytes",
+}
+_REWRITE_KEYS = {
+    "deleted-data-files": "rewritten_data_files",
+    "removed-files-size": "rewritten_bytes",
+    "added-data-files": "added_data_files",
+    "added-files-size": "added_bytes",
+}
+_MANIFEST_KEYS = {
+    "manifests-created": "manifests_created",
+    "manifests-replaced": "manifests_replaced",
+    "manifests-kept": "manifests_kept",
+    "entries-processed": "entries_processed",
+}
+
+
+@dataclass(frozen=True)
+class MaintenanceCommit:
+    """One maintenance change of a table.
+
+    Attributes:
+        kind: ``compaction`` (this project's), ``rewrite_data_files`` (another engine's file
+            rewrite), ``rewrite_manifests`` or ``expire_snapshots``.
+        at: When it was committed (UTC).
+        snapshot_id: The snapshot it committed; ``None`` for an expiry, which commits none.
+        details: What it did, from the snapshot summary (files and bytes rewritten, manifests
+            created and replaced, ...) or, for an expiry, ``expired_snapshots`` and its
+            ``metadata_file``. Counts are integers.
+    """
+
+    kind: Kind
+    at: datetime
+    snapshot_id: int | None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {"kind": self.kind, "at": self.at.isoformat(), "snapshot_id": self.snapshot_id, "details": self.details}
+
+
+@dataclass(frozen=True)
+class MaintenanceHistory:
+    """The latest maintenance of a table, newest first.
+
+    Attributes:
+        table: ``namespace.name``.
+        commits: At most ``limit`` maintenance changes, newest first.
+        metadata_files_read: Earlier metadata files read to find expiries.
+        expiries_searched_since: The time of the oldest metadata file compared: an expiry before it
+            would not show. ``None`` when no earlier metadata file could be read.
+    """
+
+    table: str
+    commits: list[MaintenanceCommit]
+    metadata_files_read: int
+    expiries_searched_since: datetime | None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "table": self.table,
+            "commits": [commit.to_json() for commit in self.commits],
+            "metadata_files_read": self.metadata_files_read,
+            "expiries_searched_since": (
+                self.expiries_searched_since.isoformat() if self.expiries_searched_since else None
+            ),
+        }
+
+
+def _picked(summary: dict[str, str], keys: dict[str, str]) -> dict[str, Any]:
+    picked: dict[str, Any] = {}
+    for key, name in keys.items():
+        if key in summary:
+            value = summary[key]
+            picked[name] = int(value) if value.isdigit() else value
+    return picked
+
+
+Summary = tuple[int, int, dict[str, str]]
+"""A snapshot as this module reads it: its id, its ``timestamp-ms`` and its summary (``operation`` included)."""
+
+
+def _commit(snapshot_id: int, timestamp_ms: int, summary: dict[str, str]) -> MaintenanceCommit | None:
+    if summary.get("operation") != "replace":
+        return None
+    at = datetime.fromtimestamp(timestamp_ms / 1000, UTC)
+    if summary.get(OPERATION_PROPERTY) == "compaction":
+        return MaintenanceCommit("compaction", at, snapshot_id, _picked(summary, _COMPACTION_KEYS))
+    if "manifests-created" in summary or "manifests-replaced" in summary:
+        return MaintenanceCommit("rewrite_manifests", at, snapshot_id, _picked(summary, _MANIFEST_KEYS))
+    if "deleted-data-files" in summary or "added-data-files" in summary:
+        return MaintenanceCommit("rewrite_data_files", at, snapshot_id, _picked(summary, _REWRITE_KEYS))
+    return None
+
+
+def _current_snapshots(table: Table) -> dict[int, Summary]:
+    found = {}
+    for snapshot in table.metadata.snapshots:
+        summary = {}
+        if snapshot.summary is not None:
+            summary = {**snapshot.summary.additional_properties, "operation": snapshot.summary.operation.value}
+        found[snapshot.snapshot_id] = (snapshot.snapshot_id, snapshot.timestamp_ms, summary)
+    return found
+
+
+def _read_metadata(table: Table, location: str) -> tuple[dict[int, Summary], int] | None:
+    """The snapshots and ``last-updated-ms`` a metadata file holds; ``None`` when it cannot be read."""
+    try:
+        with table.io.new_input(location).open() as stream:
+            data = stream.read()
+        if data[:2] == b"\x1f\x8b":  # gzip-compressed metadata (``.gz.metadata.json``)
+            data = gzip.decompress(data)
+        document = json.loads(data)
+        snapshots = {}
+        for snapshot in document.get("snapshots") or ():
+            snapshot_id = int(snapshot["snapshot-id"])
+            summary = {str(k): str(v) for k, v in (snapshot.get("summary") or {}).items()}
+            snapshots[snapshot_id] = (snapshot_id, int(snapshot["timestamp-ms"]), summary)
+        return snapshots, int(document["last-updated-ms"])
+    except Exception:  # deleted since, unreadable: the search ends there
+        return None
+
+
+def _earlier(table: Table, metadata_files: int, parallelism: int) -> list[tuple[str, dict[int, Summary], int]]:
+    """The newest ``metadata_files`` earlier metadata files, newest first, up to the first that is gone."""
+    log = [entry.metadata_file for entry in table.metadata.metadata_log][-metadata_files:] if metadata_files else []
+    if not log:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(log))), thread_name_prefix="metadata") as pool:
+        read = list(pool.map(lambda location: _read_metadata(table, location), log))
+    chain = []
+    for location, found in zip(reversed(log), reversed(read), strict=True):
+        if found is None:  # older files cannot be compared in order without it
+            break
+        chain.append((location, found[0], found[1]))
+    return chain
+
+
+def _expiries(table: Table, chain: list[tuple[str, dict[int, Summary], int]]) -> list[MaintenanceCommit]:
+    found = []
+    newer_location, newer_ids = table.metadata_location, set(_current_snapshots(table))
+    newer_at = table.metadata.last_updated_ms
+    for location, snapshots, updated_ms in chain:
+        expired = set(snapshots) - newer_ids
+        if expired:
+            found.append(
+                MaintenanceCommit(
+                    "expire_snapshots",
+                    datetime.fromtimestamp(newer_at / 1000, UTC),
+                    None,
+                    {"expired_snapshots": len(expired), "metadata_file": newer_location},
+                )
+            )
+        newer_location, newer_ids, newer_at = location, set(snapshots), updated_ms
+    return found
+
+
+def maintenance_history(
+    table: Table, *, limit: int = 20, metadata_files: int = 20, parallelism: int = 8
+) -> MaintenanceHistory:
+    """The latest maintenance of ``table``: compactions, manifest rewrites and expiries, newest first.
+
+    Args:
+        table: The table, as loaded (refresh it for the latest commit).
+        limit: The most changes returned.
+        metadata_files: How many of the newest earlier metadata files are read to find expiries
+            (0: none, and no expiry is reported).
+        parallelism: Metadata files read at a time.
+
+    Raises:
+        ValueError: A count below its minimum (``limit`` and ``parallelism`` at least 1,
+            ``metadata_files`` at least 0).
+    """
+    for name, value, least in (
+        ("limit", limit, 1),
+        ("metadata_files", metadata_files, 0),
+        ("parallelism", parallelism, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
+    chain = _earlier(table, metadata_files, parallelism)
+    snapshots = _current_snapshots(table)
+    for _, earlier, _ in chain:  # snapshots expired since are still described by the metadata files before it
+        for snapshot_id, snapshot in earlier.items():
+            snapshots.setdefault(snapshot_id, snapshot)
+    found = [commit for commit in (_commit(*snapshot) for snapshot in snapshots.values()) if commit is not None]
+    commits = sorted([*found, *_expiries(table, chain)], key=lambda commit: commit.at, reverse=True)
+    oldest_ms = chain[-1][2] if chain else None
+    return MaintenanceHistory(
+        table=".".join(table.name()),
+        commits=commits[:limit],
+        metadata_files_read=len(chain),
+        expiries_searched_since=datetime.fromtimestamp(oldest_ms / 1000, UTC) if oldest_ms is not None else None,
+    )

@@ -1,0 +1,110 @@
+"""The JSON answers of the application, as OpenAPI documents them.
+
+The top of each answer is typed here; the engine's reports inside it are documented by their own
+``to_json()`` (docs/migrations.md, docs/maintenance/table_health_report.md, docs/ui.md) and typed as
+objects, so a new field of a report reaches the JSON without a change here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+__all__ = ["CatalogResponse", "CatalogsResponse", "NamespaceResponse", "TableResponse"]
+
+
+class CatalogInfo(BaseModel):
+    """A catalog connection, without any of its secrets."""
+
+    conn_id: str
+    conn_type: str = Field(description="`iceberg_ops` or `iceberg`.")
+    kind: str = Field(
+        description="The catalog kind (`sqlite`, `sql`, `rest`, `glue`, ...; PyIceberg's type for `iceberg`)."
+    )
+    endpoint: str = Field(description="Where the catalog lives, without any password; empty for embedded kinds.")
+    timeout: float = Field(description="Seconds each catalog call may take (the connection's `timeout`).")
+    meta_namespace: str | None = Field(description="Where migration history and locks live, if the connection sets it.")
+
+
+class CatalogState(CatalogInfo):
+    """A catalog connection and whether its catalog answers."""
+
+    answers: bool = Field(description="Whether listing its namespaces succeeded within the timeout.")
+    namespaces: int | None = Field(description="Top-level namespaces, when it answers.")
+    seconds: float = Field(description="How long the answer took (or the wait, when it did not answer).")
+    error: str | None = Field(description="Why it does not answer, naming the catalog.")
+
+
+class CatalogsResponse(BaseModel):
+    """Every catalog connection the user may read."""
+
+    catalogs: list[CatalogState]
+    read_at: str = Field(description="When this was read (ISO 8601, UTC).")
+    problems: list[str] = Field(description="Bad `[iceberg_ops]` options that fell back to their defaults.")
+
+
+class NamespaceSummary(BaseModel):
+    """A namespace at a glance (counts are of versions)."""
+
+    namespace: str
+    current: str | None = Field(default=None, description="The current version, `null` at base.")
+    applied: int | None = None
+    pending: int | None = Field(default=None, description="`null` when the migration files are not known to the pages.")
+    failed: int | None = None
+    changed: int | None = None
+    missing: int | None = None
+    broken: int | None = None
+    locked: bool | None = None
+    interrupted: bool | None = Field(default=None, description="An interrupted run is not settled yet.")
+    tables: int | None = None
+    error: str | None = Field(default=None, description="Why this namespace could not be read.")
+
+
+class CatalogResponse(BaseModel):
+    """A catalog's namespaces."""
+
+    catalog: CatalogInfo
+    migrations_dir: str | None = Field(
+        description="`[iceberg_ops] ui_migrations_dir`, where pending migrations are read."
+    )
+    namespaces: list[NamespaceSummary] | None
+    errors: dict[str, str] = Field(description="`{part: error}` for the parts that could not be read.")
+    read_at: str
+
+
+class NamespaceResponse(BaseModel):
+    """A namespace: its migrations, a page of its audit trail, its tables.
+
+    `migrations` holds `status` (`MigrationRunner.status().to_json()`) and `versions` (one row per
+    version); `audit` a page of events newest first with `total`, `offset`, `limit` and `origins`;
+    `tables` is `namespace_tables().to_json()`.
+    """
+
+    catalog: CatalogInfo
+    namespace: str
+    migrations_dir: str | None
+    page: int = Field(description="The page of the audit trail, 1 the newest.")
+    migrations: dict[str, Any] | None = Field(description="Status, versions and the meta-namespace.")
+    audit: dict[str, Any] | None = Field(description="`audit_trail().to_json()`: a page of events, newest first.")
+    tables: dict[str, Any] | None = Field(description="`namespace_tables().to_json()`: every table at a glance.")
+    errors: dict[str, str]
+    read_at: str
+
+
+class TableResponse(BaseModel):
+    """A table: what its metadata says, its health, its last maintenance, the moves into it.
+
+    `facts` holds `overview` and the `moves` into it; `health` is `table_health_report().to_json()`
+    (recommendations with the parameters the maintenance DAG uses); `maintenance` is
+    `maintenance_history().to_json()`.
+    """
+
+    catalog: CatalogInfo
+    namespace: str
+    table: str
+    facts: dict[str, Any] | None = Field(description="`overview` (table_overview) and `moves` (moves_into).")
+    health: dict[str, Any] | None = Field(description="The health report.")
+    maintenance: dict[str, Any] | None = Field(description="The last compactions, manifest rewrites and expiries.")
+    errors: dict[str, str]
+    read_at: str

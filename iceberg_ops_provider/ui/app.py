@@ -1,0 +1,354 @@
+"""The FastAPI application of the pages, mounted by the api-server at ``/iceberg-ops``.
+
+Every route, the HTML pages, the JSON endpoints and their OpenAPI document alike, depends on the
+api-server's own check of a user's right to read connections
+(:func:`airflow.api_fastapi.core_api.security.requires_access_connection`), so the deployment's
+auth manager and roles decide: no login is a 401, a user who may not read connections a 403. A
+route with a connection in its path checks that connection; the catalogs page lists only those the
+user may read. Names from the URL (connection, namespace, table) are checked before any catalog
+sees them. Every response passes through :data:`~.connections.SECRETS`, which replaces the secrets
+of the connections read by ``***``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity
+from airflow.api_fastapi.common.db.common import SessionDep
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_connection, requires_access_dag
+from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request, status
+from fastapi.encoders import jsonable_encoder
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from iceberg_ops_provider.errors import CatalogConfigError
+from iceberg_ops_provider.runner.namespaces import check_namespace
+from iceberg_ops_provider.ui import api_models as models
+from iceberg_ops_provider.ui import pages, views
+from iceberg_ops_provider.ui.connections import CONN_ID, SECRETS, CatalogConnection, find_connection, list_connections
+from iceberg_ops_provider.ui.reads import Reads
+from iceberg_ops_provider.ui.settings import ui_settings
+from iceberg_ops_provider.ui.table_page import table_page
+from iceberg_ops_provider.ui.task_links import MOUNT, URL_ROUTE, read_task, task_target
+
+__all__ = ["READS", "create_app"]
+
+log = logging.getLogger(__name__)
+
+READS = Reads()
+"""The application's reads (one per process)."""
+
+_UNPROCESSABLE = 422  # a name from the URL that is not one (Starlette renamed its constant: the number stays)
+
+ICON = (
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 24 24" fill="none" stroke="#0ea5e9" stroke-width="1.8" '
+    'stroke-linejoin="round"><path d="M3 15h18"/><path d="M8 15l3-9 2 4 1.5-2L17 15"/>'
+    '<path d="M5 15l2.5 5h9l2.5-5"/></svg>'
+)
+
+ConnectionId = Annotated[str, Path(description="An Airflow connection of type iceberg_ops or iceberg.", max_length=250)]
+Namespace = Annotated[str, Path(description="A namespace (`sales`, nested `lake.sales`).", max_length=1000)]
+TableName = Annotated[
+    str, Path(description="A table of the namespace (its name without the namespace).", max_length=255)
+]
+
+
+class _Redact:
+    """ASGI middleware: replace every known secret in every response body (and header) by ``***``."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start: Message | None = None
+        chunks: list[bytes] = []
+
+        async def capture(message: Message) -> None:
+            nonlocal start
+            if message["type"] == "http.response.start":
+                start = message
+                return
+            if message["type"] != "http.response.body":
+                await send(message)
+                return
+            chunks.append(message.get("body", b""))
+            if message.get("more_body"):
+                return
+            body = SECRETS.redact(b"".join(chunks).decode("utf-8", "replace")).encode() if chunks else b""
+            assert start is not None
+            headers = [
+                (name, SECRETS.redact(value.decode("latin-1")).encode("latin-1"))
+                for name, value in start.get("headers", [])
+                if name.lower() != b"content-length"
+            ]
+            headers.append((b"content-length", str(len(body)).encode()))
+            await send({**start, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+        await self.app(scope, receive, capture)
+
+
+def _urls(request: Request) -> pages.Urls:
+    root = str(request.scope.get("root_path", "")).rstrip("/")
+    airflow = root.removesuffix(MOUNT) if root.endswith(MOUNT) else ""
+    return pages.Urls(root=root or MOUNT, airflow=airflow)
+
+
+def _wants_html(request: Request) -> bool:
+    path = request.url.path
+    return f"{MOUNT}/api/" not in path and not path.endswith("/openapi.json")
+
+
+def _html(document: str, status_code: int = 200) -> HTMLResponse:
+    return HTMLResponse(document, status_code=status_code, headers={"Cache-Control": "no-store"})
+
+
+def _error_page(request: Request, code: int, detail: Any) -> Response:
+    if not _wants_html(request):
+        return JSONResponse({"detail": jsonable_encoder(detail)}, status_code=code)
+    urls = _urls(request)
+    action = None
+    if code == status.HTTP_401_UNAUTHORIZED:
+        title, message = "Log in first", "These pages need a user logged in to Airflow."
+        try:
+            from airflow.api_fastapi.app import get_auth_manager
+
+            action = (
+                "Log in to Airflow",
+                get_auth_manager().get_url_login(next_url=f"{urls.airflow}/plugin/{URL_ROUTE}"),
+            )
+        except Exception:  # no auth manager: the message says enough
+            action = None
+    elif code == status.HTTP_403_FORBIDDEN:
+        title, message = "Not allowed", "Your Airflow role may not read connections, which these pages need."
+    elif code == _UNPROCESSABLE:
+        title, message = "Invalid name", _validation_text(detail)
+    elif code == status.HTTP_404_NOT_FOUND:
+        title, message = "Not found", str(detail)
+    else:
+        title, message = f"Error {code}", str(detail)
+    return _html(pages.message_page(title, message, urls, action=action), code)
+
+
+def _validation_text(detail: Any) -> str:
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, list):
+        return "; ".join(f"{'.'.join(str(p) for p in item.get('loc', ()))}: {item.get('msg')}" for item in detail)
+    return str(detail)
+
+
+def _connection(connection_id: str) -> CatalogConnection:
+    """The catalog connection named in the URL: its id checked, then looked up among the catalog connections."""
+    if not CONN_ID.match(connection_id):
+        raise HTTPException(
+            _UNPROCESSABLE,
+            f"{connection_id[:60]!r} is not a connection id (letters, digits, '_', '.' and '-').",
+        )
+    settings = ui_settings()
+    conn = find_connection(connection_id, settings.connections, settings.cache_seconds)
+    if conn is None:
+        raise HTTPException(
+            status.HTTP_404_NOT_FOUND, f"No connection {connection_id!r} of type iceberg_ops or iceberg."
+        )
+    return conn
+
+
+def _check_namespace(namespace: str) -> str:
+    try:
+        check_namespace("namespace", namespace)
+    except CatalogConfigError as exc:
+        raise HTTPException(_UNPROCESSABLE, str(exc)) from exc
+    return namespace
+
+
+def _check_table(table: str) -> str:
+    try:
+        check_namespace("table", table)
+    except CatalogConfigError as exc:
+        raise HTTPException(_UNPROCESSABLE, str(exc).replace("namespace", "name")) from exc
+    if "." in table:
+        raise HTTPException(_UNPROCESSABLE, f"table {table!r} must be one name, without '.'")
+    return table
+
+
+def _readable(user: Any, connections: list[CatalogConnection]) -> list[CatalogConnection]:
+    """The connections ``user`` may read, as the auth manager says one by one."""
+    from airflow.api_fastapi.app import get_auth_manager
+
+    manager = get_auth_manager()
+    return [
+        conn
+        for conn in connections
+        if manager.is_authorized_connection(method="GET", details=ConnectionDetails(conn_id=conn.conn_id), user=user)
+    ]
+
+
+# --------------------------------------------------------------------------------------------------
+# What each route returns, for the HTML and the JSON alike
+
+
+def _catalogs(user: Any) -> dict[str, Any]:
+    settings = ui_settings()
+    connections = _readable(user, list_connections(settings.connections, settings.cache_seconds))
+    return views.catalogs_view(connections, settings, READS)
+
+
+def _catalog(connection_id: str) -> dict[str, Any]:
+    return views.catalog_view(_connection(connection_id), ui_settings(), READS)
+
+
+def _namespace(connection_id: str, namespace: str, page: int) -> dict[str, Any]:
+    conn = _connection(connection_id)
+    return views.namespace_view(conn, _check_namespace(namespace), ui_settings(), READS, page=page)
+
+
+def _table(connection_id: str, namespace: str, table: str) -> dict[str, Any]:
+    conn = _connection(connection_id)
+    return views.table_view(conn, _check_namespace(namespace), _check_table(table), ui_settings(), READS)
+
+
+def create_app() -> FastAPI:
+    """The application (the api-server mounts it at ``/iceberg-ops``; tests may mount it themselves)."""
+    app = FastAPI(
+        title="iceberg-ops",
+        summary="Iceberg catalogs, namespaces and tables as iceberg-ops sees them: read only.",
+        description=(
+            "The data of the Iceberg pages of Airflow's UI as JSON, for dashboards and scripts. Every endpoint "
+            "needs an Airflow user allowed to read connections (a JWT as `Authorization: Bearer <token>`, from "
+            "`POST /auth/token`, or the UI's session cookie). A part of a page the catalog could not give in time "
+            "is `null` and its error is in `errors`, naming the catalog."
+        ),
+        version="1",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        dependencies=[Depends(requires_access_connection("GET"))],
+    )
+    app.add_middleware(_Redact)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        response = _error_page(request, exc.status_code, exc.detail)
+        for name, value in (exc.headers or {}).items():
+            response.headers[name] = value
+        return response
+
+    @app.exception_handler(RequestValidationError)
+    async def validation_error(request: Request, exc: RequestValidationError) -> Response:
+        return _error_page(request, _UNPROCESSABLE, exc.errors())
+
+    # -- HTML ------------------------------------------------------------------------------------
+
+    @app.get("/", include_in_schema=False)
+    def catalogs_html(request: Request, user: GetUserDep) -> HTMLResponse:
+        return _html(pages.catalogs_page(_catalogs(user), _urls(request)))
+
+    @app.get("/c/{connection_id}/", include_in_schema=False)
+    def catalog_html(request: Request, connection_id: ConnectionId) -> HTMLResponse:
+        return _html(pages.catalog_page(_catalog(connection_id), _urls(request)))
+
+    @app.get("/c/{connection_id}", include_in_schema=False)
+    def catalog_html_slash(request: Request, connection_id: ConnectionId) -> RedirectResponse:
+        return RedirectResponse(
+            f"{_urls(request).catalog(connection_id)}", status_code=status.HTTP_307_TEMPORARY_REDIRECT
+        )
+
+    @app.get("/c/{connection_id}/ns/{namespace}", include_in_schema=False)
+    def namespace_html(
+        request: Request,
+        connection_id: ConnectionId,
+        namespace: Namespace,
+        page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+    ) -> HTMLResponse:
+        return _html(pages.namespace_page(_namespace(connection_id, namespace, page), _urls(request)))
+
+    @app.get("/c/{connection_id}/ns/{namespace}/t/{table}", include_in_schema=False)
+    def table_html(
+        request: Request, connection_id: ConnectionId, namespace: Namespace, table: TableName
+    ) -> HTMLResponse:
+        return _html(table_page(_table(connection_id, namespace, table), _urls(request)))
+
+    @app.get(
+        "/tasks/{dag_id}/{dag_run_id}/{task_id}",
+        include_in_schema=False,
+        dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))],
+    )
+    def task_page(
+        request: Request,
+        dag_id: str,
+        dag_run_id: str,
+        task_id: str,
+        session: SessionDep,
+        map_index: Annotated[int, Query(ge=-1)] = -1,
+    ) -> Response:
+        urls = _urls(request)
+        found = read_task(session, dag_id, dag_run_id, task_id, map_index)
+        if found is None:
+            raise HTTPException(status.HTTP_404_NOT_FOUND, f"No task instance {dag_id}.{task_id} in run {dag_run_id}.")
+        task_type, rendered = found
+        try:
+            target = task_target(task_type, rendered)
+        except ValueError as exc:
+            raise HTTPException(_UNPROCESSABLE, str(exc)) from exc
+        if target is None:
+            message = (
+                f"Task {task_id} ({task_type}) has no Iceberg page: it is not a task of iceberg-ops, or it has not "
+                "run yet (its namespace or table is known once its fields are rendered)."
+            )
+            return _html(pages.message_page("No Iceberg page", message, urls), status.HTTP_404_NOT_FOUND)
+        if target.table is None:
+            inner = urls.namespace(target.conn_id, target.namespace)
+        else:
+            inner = urls.table(target.conn_id, target.namespace, target.table)
+        return RedirectResponse(f"{urls.airflow}/plugin/{URL_ROUTE}{inner}", status_code=status.HTTP_303_SEE_OTHER)
+
+    @app.get("/icon.svg", include_in_schema=False)
+    def icon() -> Response:
+        return Response(ICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=3600"})
+
+    # -- JSON ------------------------------------------------------------------------------------
+
+    @app.get("/api/catalogs", response_model=models.CatalogsResponse, tags=["Iceberg"])
+    def catalogs_json(user: GetUserDep) -> Any:
+        """Every catalog connection the user may read: its kind, endpoint, timeout and whether it answers."""
+        return _catalogs(user)
+
+    @app.get("/api/c/{connection_id}", response_model=models.CatalogResponse, tags=["Iceberg"])
+    def catalog_json(connection_id: ConnectionId) -> Any:
+        """A catalog's namespaces, each with its current version, pending and failed migrations, and lock."""
+        return _catalog(connection_id)
+
+    @app.get("/api/c/{connection_id}/ns/{namespace}", response_model=models.NamespaceResponse, tags=["Iceberg"])
+    def namespace_json(
+        connection_id: ConnectionId,
+        namespace: Namespace,
+        page: Annotated[int, Query(ge=1, le=100_000, description="Page of the audit trail, 1 the newest.")] = 1,
+    ) -> Any:
+        """A namespace: versions, status, lock, unsettled run, a page of its audit trail, and its tables."""
+        return _namespace(connection_id, namespace, page)
+
+    @app.get("/api/c/{connection_id}/ns/{namespace}/t/{table}", response_model=models.TableResponse, tags=["Iceberg"])
+    def table_json(connection_id: ConnectionId, namespace: Namespace, table: TableName) -> Any:
+        """A table: its metadata, health report and recommendations, last maintenance, and the moves into it."""
+        return _table(connection_id, namespace, table)
+
+    # -- The OpenAPI document, behind the same check -------------------------------------------------
+
+    @app.get("/openapi.json", include_in_schema=False)
+    def openapi(request: Request) -> JSONResponse:
+        return JSONResponse({**app.openapi(), "servers": [{"url": _urls(request).root}]})
+
+    @app.get("/docs", include_in_schema=False)
+    def docs(request: Request) -> HTMLResponse:
+        return get_swagger_ui_html(openapi_url=f"{_urls(request).root}/openapi.json", title="iceberg-ops API")
+
+    return app

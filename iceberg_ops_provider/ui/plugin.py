@@ -1,0 +1,84 @@
+"""The Airflow plugin: the pages' application, the "Iceberg" navigation entry and the tasks' "Iceberg" link.
+
+Airflow finds it through the ``airflow.plugins`` entry point (``airflow plugins`` lists it) and the
+provider info's ``plugins``. Every process that loads plugins imports this module, task processes
+included, and most of them only want macros or listeners: so the application is built the first
+time ``fastapi_apps`` is read (by the api-server, or ``airflow plugins``), not at import.
+``[iceberg_ops] ui_enabled = False`` turns all three off.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from airflow.plugins_manager import AirflowPlugin
+
+__all__ = ["IcebergOpsPlugin"]
+
+
+class _Built:
+    """A class attribute computed on first read (by the class or an instance), then kept."""
+
+    def __init__(self, build: Callable[[], list[Any]]) -> None:
+        self._build = build
+        self._lock = threading.Lock()
+        self._value: list[Any] | None = None
+
+    def __get__(self, instance: object, owner: type | None = None) -> list[Any]:
+        if self._value is None:
+            with self._lock:
+                if self._value is None:
+                    self._value = self._build()
+        return self._value
+
+
+def _enabled() -> bool:
+    from iceberg_ops_provider.ui.settings import ui_settings
+
+    return ui_settings().enabled
+
+
+def _apps() -> list[Any]:
+    if not _enabled():
+        return []
+    from iceberg_ops_provider.ui.app import create_app
+    from iceberg_ops_provider.ui.task_links import MOUNT
+
+    return [{"app": create_app(), "url_prefix": MOUNT, "name": "iceberg-ops"}]
+
+
+def _views() -> list[Any]:
+    if not _enabled():
+        return []
+    from iceberg_ops_provider.ui.task_links import MOUNT, URL_ROUTE
+
+    prefix = MOUNT.lstrip("/")
+    return [
+        {
+            "name": "Iceberg",
+            "href": f"{prefix}/",  # relative: the UI resolves it against its base URL
+            "icon": f"{prefix}/icon.svg",
+            "url_route": URL_ROUTE,
+            "destination": "nav",
+            "nav_top_level": True,
+        }
+    ]
+
+
+def _links() -> list[Any]:
+    if not _enabled():
+        return []
+    from iceberg_ops_provider.ui.task_links import IcebergPageLink
+
+    return [IcebergPageLink()]
+
+
+class IcebergOpsPlugin(AirflowPlugin):
+    """Iceberg pages in Airflow's UI: catalogs, namespaces (migrations, lock, audit trail) and tables (health)."""
+
+    name = "iceberg_ops"
+    fastapi_apps = _Built(_apps)  # type: ignore[assignment]
+    external_views = _Built(_views)  # type: ignore[assignment]
+    global_operator_extra_links = _Built(_links)  # type: ignore[assignment]

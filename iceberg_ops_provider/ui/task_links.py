@@ -1,0 +1,124 @@
+"""From a task of this provider to its page: the "Iceberg" extra link and what it resolves to.
+
+The link is one of the plugin's ``global_operator_extra_links``: the api-server asks it for every
+task, and it answers only for tasks of this provider's operators and sensors (nothing for others,
+so Airflow shows no button there). It points at the application's ``/tasks/...`` route, which reads
+the task instance's rendered fields (the namespace or table and the connection it ran with, after
+templating) from Airflow's database and redirects to that namespace's or table's page inside the
+UI. A task that has not rendered its fields yet (it never ran) has no target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from airflow.sdk.bases.operatorlink import BaseOperatorLink
+
+__all__ = ["MOUNT", "TARGETS", "URL_ROUTE", "IcebergPageLink", "TaskTarget", "task_target"]
+
+MOUNT = "/iceberg-ops"
+"""Where the application is mounted in the api-server."""
+
+URL_ROUTE = "iceberg"
+"""The UI route of the navigation entry: the pages show at ``/plugin/iceberg/...``."""
+
+_MODULE = "iceberg_ops_provider."
+
+# task type -> (what its page is, the rendered field naming it, the connection fields in order of preference)
+TARGETS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "IcebergMigrateOperator": ("namespace", "namespace", ("iceberg_conn_id",)),
+    "IcebergMigrationSensor": ("namespace", "namespace", ("iceberg_conn_id",)),
+    "IcebergPolicyMaintenanceOperator": ("namespace", "namespace", ("iceberg_conn_id",)),
+    "IcebergTableHealthOperator": ("table", "table", ("iceberg_conn_id",)),
+    "IcebergCompactOperator": ("table", "table", ("iceberg_conn_id",)),
+    "IcebergExpireSnapshotsOperator": ("table", "table", ("iceberg_conn_id",)),
+    "IcebergRemoveOrphanFilesOperator": ("table", "table", ("iceberg_conn_id",)),
+    "IcebergRewriteManifestsOperator": ("table", "table", ("iceberg_conn_id",)),
+    "IcebergPartitionSensor": ("table", "table", ("iceberg_conn_id",)),
+    "IcebergDataMoveOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
+    "IcebergMovePlanOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
+    "IcebergMoveVerifyOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
+}
+_DEFAULT_CONN_ID = "iceberg_ops_default"
+
+
+def _airflow_root() -> str:
+    from airflow.api_fastapi.app import API_ROOT_PATH
+
+    return API_ROOT_PATH.rstrip("/")
+
+
+class IcebergPageLink(BaseOperatorLink):
+    """The "Iceberg" button of a task of this provider: its namespace's or table's page."""
+
+    name = "Iceberg"
+
+    def get_link(self, operator: Any, *, ti_key: Any) -> str:
+        """The link for a task of ours; an empty string (no button) for any other task."""
+        module = str(getattr(operator, "_task_module", "") or "")
+        task_type = str(getattr(operator, "task_type", "") or "")
+        if not module.startswith(_MODULE) or task_type not in TARGETS:
+            return ""
+        parts = "/".join(quote(str(part), safe="") for part in (ti_key.dag_id, ti_key.run_id, ti_key.task_id))
+        return f"{_airflow_root()}{MOUNT}/tasks/{parts}?map_index={ti_key.map_index}"
+
+
+@dataclass(frozen=True)
+class TaskTarget:
+    """Where a task of ours points: a namespace (``table`` is ``None``) or a table of a connection."""
+
+    conn_id: str
+    namespace: str
+    table: str | None = None
+
+
+def task_target(task_type: str, rendered: dict[str, Any] | None) -> TaskTarget | None:
+    """The page of a task of type ``task_type`` with these rendered fields; ``None`` when it has none.
+
+    Raises:
+        ValueError: The rendered value is not a name this task could have run with.
+    """
+    target = TARGETS.get(task_type)
+    if target is None or not rendered:
+        return None
+    kind, field, conn_fields = target
+    value = rendered.get(field)
+    if not isinstance(value, str) or not value.strip():
+        return None
+    conn_id = next((str(rendered[f]) for f in conn_fields if isinstance(rendered.get(f), str) and rendered[f]), None)
+    conn_id = conn_id or _DEFAULT_CONN_ID
+    value = value.strip()
+    if kind == "namespace":
+        return TaskTarget(conn_id, value)
+    namespace, _, table = value.rpartition(".")
+    if not namespace or not table:
+        raise ValueError(f"{field}={value!r} is not namespace.table")
+    return TaskTarget(conn_id, namespace, table)
+
+
+def read_task(session: Any, dag_id: str, run_id: str, task_id: str, map_index: int) -> tuple[str, dict | None] | None:
+    """The task instance's type and rendered fields, ``None`` when Airflow has no such task instance."""
+    from airflow.models.renderedtifields import RenderedTaskInstanceFields
+    from airflow.models.taskinstance import TaskInstance
+    from sqlalchemy import select
+
+    where = (
+        TaskInstance.dag_id == dag_id,
+        TaskInstance.run_id == run_id,
+        TaskInstance.task_id == task_id,
+        TaskInstance.map_index == map_index,
+    )
+    task_type = session.scalar(select(TaskInstance.operator).where(*where))
+    if task_type is None:
+        return None
+    rendered = session.scalar(
+        select(RenderedTaskInstanceFields.rendered_fields).where(
+            RenderedTaskInstanceFields.dag_id == dag_id,
+            RenderedTaskInstanceFields.run_id == run_id,
+            RenderedTaskInstanceFields.task_id == task_id,
+            RenderedTaskInstanceFields.map_index == map_index,
+        )
+    )
+    return str(task_type), rendered if isinstance(rendered, dict) else None

@@ -1,0 +1,254 @@
+"""What each page shows, gathered from the engine's verbs: the same dictionaries serve the HTML and the JSON.
+
+Each view is made of parts read side by side (:class:`~.reads.Reads`); a part that fails or runs out
+of time becomes an entry of the view's ``errors`` (``{part: message naming the catalog}``) and the
+others are shown. Nothing here decides anything about the data: it calls the engine and puts the
+results (their ``to_json()``) where the pages look for them. The engine's modules are imported
+with this one, when the api-server builds the application, not by a page's first request.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
+from typing import Any
+
+# The engine's bound on catalog calls imports PyIceberg's REST client on first use, whatever the catalog's kind
+# (a second on a busy machine): imported here, when the api-server builds the application.
+import pyiceberg.catalog.rest  # noqa: F401
+
+from iceberg_ops_provider.data_migration.progress_report import moves_into
+from iceberg_ops_provider.history.store import default_meta_namespace
+from iceberg_ops_provider.maintenance.activity import maintenance_history
+from iceberg_ops_provider.maintenance.health import table_health_report
+from iceberg_ops_provider.maintenance.overview import namespace_tables, table_overview
+from iceberg_ops_provider.runner.migration_runner import MigrationRunner
+from iceberg_ops_provider.runner.report import audit_trail, version_table
+from iceberg_ops_provider.ui.connections import CatalogConnection
+from iceberg_ops_provider.ui.reads import Part, Reads
+from iceberg_ops_provider.ui.settings import UiSettings
+
+__all__ = ["catalog_view", "catalogs_view", "namespace_view", "table_view"]
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
+
+
+def _catalog(reads: Reads, conn: CatalogConnection) -> Any:
+    if conn.problem:
+        raise ValueError(conn.problem)
+    return reads.catalog(conn.conn_id, conn.fingerprint, conn.build_catalog)
+
+
+def _runner(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSettings, *, files: bool = True):
+    migrations = settings.migrations_dir if files else None
+    return MigrationRunner(
+        _catalog(reads, conn),
+        namespace,
+        migrations,
+        conn.meta_namespace,
+        catalog_timeout=conn.timeout,
+    )
+
+
+def _finish(view: dict[str, Any], parts: dict[str, Part]) -> dict[str, Any]:
+    errors = {name: part.error for name, part in parts.items() if part.error}
+    for name, part in parts.items():
+        view[name] = part.value if part.ok else None
+    view["errors"] = errors
+    view["read_at"] = _iso(min((part.read_at for part in parts.values()), default=time.time()))
+    return view
+
+
+# --------------------------------------------------------------------------------------------------
+# The catalogs
+
+
+def _probe(reads: Reads, conn: CatalogConnection) -> dict[str, Any]:
+    started = time.monotonic()
+    catalog = _catalog(reads, conn)
+    namespaces = catalog.list_namespaces()
+    return {"namespaces": len(namespaces), "seconds": round(time.monotonic() - started, 3)}
+
+
+def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, reads: Reads) -> dict[str, Any]:
+    """Every catalog connection, with whether its catalog answers (listing its namespaces)."""
+    started = {
+        conn.conn_id: reads.start(
+            ("probe", conn.conn_id, conn.fingerprint),
+            lambda conn=conn: _probe(reads, conn),
+            ttl=settings.cache_seconds,
+            timeout=conn.timeout,
+        )
+        for conn in connections
+    }
+    catalogs = []
+    for conn in connections:
+        part = reads.result(started[conn.conn_id], timeout=conn.timeout, catalog=conn.conn_id)
+        catalogs.append(
+            {
+                **conn.describe(),
+                "answers": part.ok,
+                "namespaces": part.value["namespaces"] if part.ok else None,
+                "seconds": round(part.seconds, 3),
+                "error": part.error,
+            }
+        )
+    return {"catalogs": catalogs, "read_at": _iso(time.time()), "problems": list(settings.problems)}
+
+
+# --------------------------------------------------------------------------------------------------
+# One catalog: its namespaces
+
+
+def _namespace_summary(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSettings) -> dict[str, Any]:
+    try:
+        runner = _runner(reads, conn, namespace, settings)
+        status = runner.status()
+        tables = len(runner.catalog.list_tables(namespace))
+    except Exception as exc:
+        return {"namespace": namespace, "error": f"{type(exc).__name__}: {exc}"}
+    return {
+        "namespace": namespace,
+        "current": status.current,
+        "applied": len(status.applied),
+        "pending": len(status.pending) if status.files_compared else None,
+        "failed": len(status.failed),
+        "changed": len(status.changed),
+        "missing": len(status.missing),
+        "broken": len(status.broken),
+        "locked": status.lock is not None,
+        "interrupted": status.interrupted is not None,
+        "tables": tables,
+        "error": None,
+    }
+
+
+def _namespaces(reads: Reads, conn: CatalogConnection, settings: UiSettings) -> list[dict[str, Any]]:
+    catalog = _catalog(reads, conn)
+    meta = conn.meta_namespace or default_meta_namespace(catalog)
+    names = sorted(".".join(n) for n in catalog.list_namespaces() if ".".join(n) != meta)
+    if not names:
+        return []
+    with ThreadPoolExecutor(max_workers=min(settings.parallelism, len(names)), thread_name_prefix="ui-ns") as pool:
+        return list(pool.map(lambda name: _namespace_summary(reads, conn, name, settings), names))
+
+
+def catalog_view(conn: CatalogConnection, settings: UiSettings, reads: Reads) -> dict[str, Any]:
+    """One catalog's namespaces (the meta-namespace left out), each with its version, pending and lock."""
+    parts = {
+        "namespaces": reads.get(
+            ("namespaces", conn.conn_id, conn.fingerprint, str(settings.migrations_dir)),
+            lambda: _namespaces(reads, conn, settings),
+            ttl=settings.cache_seconds,
+            timeout=conn.timeout,
+            catalog=conn.conn_id,
+        )
+    }
+    view = {"catalog": conn.describe(), "migrations_dir": _folder(settings)}
+    return _finish(view, parts)
+
+
+def _folder(settings: UiSettings) -> str | None:
+    return str(settings.migrations_dir) if settings.migrations_dir is not None else None
+
+
+# --------------------------------------------------------------------------------------------------
+# One namespace
+
+
+def _migrations(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSettings) -> dict[str, Any]:
+    runner = _runner(reads, conn, namespace, settings)
+    status = runner.status()
+    history = runner.history()
+    scripts = runner.scripts(broken=[]) if runner.files_compared else []
+    return {
+        "status": status.to_json(),
+        "versions": [row.to_json() for row in version_table(status, history, scripts)],
+        "meta_namespace": runner.meta_namespace,
+    }
+
+
+def _audit(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSettings, offset: int, limit: int):
+    return audit_trail(_runner(reads, conn, namespace, settings, files=False), offset=offset, limit=limit).to_json()
+
+
+def _tables(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSettings) -> dict[str, Any]:
+    return namespace_tables(_catalog(reads, conn), namespace, parallelism=settings.parallelism).to_json()
+
+
+def namespace_view(
+    conn: CatalogConnection, namespace: str, settings: UiSettings, reads: Reads, *, page: int = 1
+) -> dict[str, Any]:
+    """A namespace: its versions and status, the lock and an unsettled run, a page of its audit trail, its tables."""
+    limit = settings.events_page_size
+    offset = (page - 1) * limit
+    key = (conn.conn_id, conn.fingerprint, namespace)
+    ttl = settings.cache_seconds
+    parts = reads.many(
+        {
+            "migrations": (
+                ("migrations", *key, _folder(settings)),
+                lambda: _migrations(reads, conn, namespace, settings),
+            ),
+            "audit": (("audit", *key, offset, limit), lambda: _audit(reads, conn, namespace, settings, offset, limit)),
+            "tables": (("tables", *key), lambda: _tables(reads, conn, namespace, settings)),
+        },
+        ttl=ttl,
+        timeout=conn.timeout,
+        catalog=conn.conn_id,
+    )
+    view = {
+        "catalog": conn.describe(),
+        "namespace": namespace,
+        "migrations_dir": _folder(settings),
+        "page": page,
+    }
+    return _finish(view, parts)
+
+
+# --------------------------------------------------------------------------------------------------
+# One table
+
+
+def _load(reads: Reads, conn: CatalogConnection, identifier: str) -> Any:
+    return _catalog(reads, conn).load_table(identifier)
+
+
+def _table_facts(reads: Reads, conn: CatalogConnection, identifier: str) -> dict[str, Any]:
+    table = _load(reads, conn, identifier)
+    overview = table_overview(table).to_json()
+    overview["location"] = table.metadata.location
+    overview["metadata_location"] = table.metadata_location
+    return {"overview": overview, "moves": [move.to_json() for move in moves_into(table)]}
+
+
+def _health(reads: Reads, conn: CatalogConnection, identifier: str) -> dict[str, Any]:
+    return table_health_report(_load(reads, conn, identifier)).to_json()
+
+
+def _maintenance(reads: Reads, conn: CatalogConnection, identifier: str, settings: UiSettings) -> dict[str, Any]:
+    table = _load(reads, conn, identifier)
+    return maintenance_history(table, parallelism=settings.parallelism).to_json()
+
+
+def table_view(
+    conn: CatalogConnection, namespace: str, name: str, settings: UiSettings, reads: Reads
+) -> dict[str, Any]:
+    """A table: what its metadata says, its health report, its last maintenance, the moves into it."""
+    identifier = f"{namespace}.{name}"
+    key = (conn.conn_id, conn.fingerprint, identifier)
+    parts = reads.many(
+        {
+            "facts": (("facts", *key), lambda: _table_facts(reads, conn, identifier)),
+            "health": (("health", *key), lambda: _health(reads, conn, identifier)),
+            "maintenance": (("maintenance", *key), lambda: _maintenance(reads, conn, identifier, settings)),
+        },
+        ttl=settings.cache_seconds,
+        timeout=conn.timeout,
+        catalog=conn.conn_id,
+    )
+    view = {"catalog": conn.describe(), "namespace": namespace, "table": name}
+    return _finish(view, parts)
