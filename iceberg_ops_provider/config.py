@@ -53,6 +53,7 @@ from iceberg_ops_provider.core.timeouts import (
 from iceberg_ops_provider.errors import (
     CatalogAuthError,
     CatalogConfigError,
+    CatalogNotFoundError,
     ProjectConfigError,
     UnknownCatalogKindError,
 )
@@ -176,8 +177,16 @@ class ProjectConfig:
         uri = options.get("uri") or options.get("glue.endpoint")
         return _redacted(uri) if isinstance(uri, str) else ""  # a sql catalog's URL may hold a password
 
-    def build_catalog(self) -> Catalog:
+    def build_catalog(self, *, create: bool = True) -> Catalog:
         """Open the configured catalog, within :attr:`catalog_timeout`.
+
+        Args:
+            create: ``False`` (a command that only reads): a SQLite catalog database that was named
+                (``db_path``, a ``sqlite:///`` ``uri``; in the file, an option or a connection) and
+                does not exist is refused instead of created, no warehouse folder is created, and a
+                ``sql`` catalog needs no warehouse (see :meth:`CatalogFactory.build`). The project's
+                own default database (``local_data/`` next to the file) is created on first use
+                either way.
 
         Raises:
             ProjectConfigError: The ``memory`` kind, or PyIceberg's ``in-memory`` (its state would be
@@ -187,11 +196,12 @@ class ProjectConfig:
             UnknownCatalogKindError: A kind nobody knows, listing :data:`CATALOG_KINDS` (not the
                 factory's list, which has ``memory``).
             CatalogConfigError, MissingExtraError: From :class:`CatalogFactory`.
+            CatalogNotFoundError: ``create=False`` and the named SQLite database does not exist.
             CatalogAuthError: The catalog refused the credentials, or none were found.
             CatalogUnavailableError: The catalog could not be reached or did not answer in time.
         """
         if self.airflow_conn_id:
-            return self._build_connection_catalog()
+            return self._build_connection_catalog(create=create)
         options = dict(self.catalog)
         timeout = self.catalog_timeout
         options["timeout"] = timeout
@@ -204,6 +214,7 @@ class ProjectConfig:
                 "exits. Use kind 'sqlite' for a local catalog."
             )
         if kind == "sqlite":
+            create = create or "db_path" not in options  # the project's own database is made on first use
             options["db_path"] = self._resolve(options.get("db_path", Path("local_data") / "iceberg_catalog.db"))
             warehouse = options.get("warehouse_dir", Path("local_data") / "iceberg_warehouse")
             options["warehouse_dir"] = warehouse if "://" in str(warehouse) else self._resolve(warehouse)
@@ -213,7 +224,7 @@ class ProjectConfig:
             if isinstance(options.get("uri"), str):
                 options["uri"] = self._resolve_sqlite_url(options["uri"])
         try:
-            return CatalogFactory.build(kind, **options)
+            return CatalogFactory.build(kind, create=create, **options)
         except UnknownCatalogKindError as exc:  # the factory's list has kinds the command line refuses
             raise UnknownCatalogKindError(exc.kind, CATALOG_KINDS, advice=_KIND_ADVICE) from exc
 
@@ -255,7 +266,7 @@ class ProjectConfig:
     def _conn_id_source(self) -> str:
         return f"--conn-id, or `airflow_conn_id:` in {self.path}" if self.path else "--conn-id"
 
-    def _build_connection_catalog(self) -> Catalog:
+    def _build_connection_catalog(self, *, create: bool = True) -> Catalog:
         """The catalog of the Airflow connection, built as :meth:`IcebergCatalogHook.get_conn` builds it.
 
         From the hook's :meth:`~IcebergCatalogHook.catalog_spec`, without the hook's log line (the
@@ -270,9 +281,14 @@ class ProjectConfig:
                 "command line: its state is gone when the command exits."
             )
         try:
-            return CatalogFactory.build(kind, **{**options, "timeout": self.catalog_timeout})
+            return CatalogFactory.build(kind, create=create, **{**options, "timeout": self.catalog_timeout})
         except CatalogAuthError:
             raise
+        except CatalogNotFoundError as exc:  # the connection's extra named it: its key is the setting to fix
+            found = exc.args[0] if len(exc.args) == 1 else str(exc)
+            raise CatalogNotFoundError(
+                f"The catalog of Airflow connection {conn_id!r} ({self._conn_id_source()}): " + found, path=exc.path
+            ) from exc
         except CatalogConfigError as exc:
             if isinstance(exc, UnknownCatalogKindError):  # without the kinds the command line refuses
                 usable = [kind for kind in exc.valid_kinds if kind not in _IN_MEMORY_KINDS]

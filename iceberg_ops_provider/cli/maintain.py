@@ -80,7 +80,7 @@ def _run(
     """
     results: list[Any] = []
     try:
-        catalog = open_catalog(settings)
+        catalog = open_catalog(settings, create=False)  # every command works on tables that exist already
         names = resolve_tables(settings, catalog, table, every)
     except KeyboardInterrupt:
         exit_interrupted(settings, "stopped before any table was worked on; nothing was changed.")

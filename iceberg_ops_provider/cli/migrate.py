@@ -17,7 +17,7 @@ import click
 
 from iceberg_ops_provider.cli.errors import EXIT_IRREVERSIBLE, handles_errors
 from iceberg_ops_provider.cli.settings import Settings
-from iceberg_ops_provider.cli.shared import text_table
+from iceberg_ops_provider.cli.shared import json_option, text_table
 from iceberg_ops_provider.errors import ConfirmationRequiredError
 
 __all__ = [
@@ -47,6 +47,7 @@ def _namespace_known(runner: Any) -> bool:
 
 
 @click.command()
+@json_option
 @click.argument("directory", required=False, type=click.Path(file_okay=False, path_type=Path))
 @click.pass_obj
 @handles_errors
@@ -60,6 +61,7 @@ def init(settings: Settings, directory: Path | None) -> None:
 
 
 @click.command()
+@json_option
 @click.option("-m", "--message", required=True, help="What the migration does.")
 @click.option("--autogenerate", is_flag=True, help="Write the operations that make live tables match models/.")
 @click.option("--target-table", help="With --autogenerate: only this table's model.")
@@ -102,6 +104,7 @@ _NO_ATOMIC_HELP = (
 
 
 @click.command(context_settings=_TARGET_ARGUMENT)
+@json_option
 @click.argument("target", default="head")
 @click.option("--allow-changed", is_flag=True, help="Run even if applied migration files changed.")
 @click.option("--allow-missing", is_flag=True, help="Run even if applied migration files are missing.")
@@ -126,6 +129,7 @@ def upgrade(
 
 
 @click.command(context_settings=_TARGET_ARGUMENT)
+@json_option
 @click.argument("target")
 @click.option("--allow-changed", is_flag=True, help="Roll back even if the migration files changed.")
 @click.option("--yes", is_flag=True, help="Roll back even when it drops tables or columns holding data.")
@@ -150,6 +154,7 @@ def downgrade(settings: Settings, target: str, allow_changed: bool, yes: bool, n
 
 
 @click.command(context_settings=_TARGET_ARGUMENT)
+@json_option
 @click.argument("version")
 @click.pass_obj
 @handles_errors
@@ -159,13 +164,14 @@ def stamp(settings: Settings, version: str) -> None:
 
 
 @click.command(context_settings=_TARGET_ARGUMENT)
+@json_option
 @click.argument("target", default="head")
 @click.option("--direction", type=click.Choice(["upgrade", "downgrade"]), help="Default: inferred from TARGET.")
 @click.pass_obj
 @handles_errors
 def plan(settings: Settings, target: str, direction: str | None) -> None:
     """Show the steps a run to TARGET would take; changes nothing (exit 3: the rollback reaches an irreversible one)."""
-    steps = settings.runner().plan(target, direction, inspect=True)  # type: ignore[arg-type]
+    steps = settings.runner(create=False).plan(target, direction, inspect=True)  # type: ignore[arg-type]
     lines = []
     for step in steps:
         lines.append(f"{step.direction} {step.version} {step.description}  [{step.risk}]")
@@ -184,11 +190,12 @@ def plan(settings: Settings, target: str, direction: str | None) -> None:
 
 
 @click.command()
+@json_option
 @click.pass_obj
 @handles_errors
 def status(settings: Settings) -> None:
     """Show the current version, pending migrations, anything odd, the lock, and how migrations commit."""
-    runner = settings.runner(files="optional")
+    runner = settings.runner(files="optional", create=False)
     state = runner.status()
     lines = [
         f"namespace: {state.namespace}",
@@ -243,6 +250,7 @@ def _pending_note(version: str, failed: list[str], broken: set[int]) -> str:
 
 
 @click.command()
+@json_option
 @click.option(
     "--events",
     "show_events",
@@ -253,7 +261,7 @@ def _pending_note(version: str, failed: list[str], broken: set[int]) -> str:
 @handles_errors
 def history(settings: Settings, show_events: bool) -> None:
     """Show the namespace's migration history, oldest first."""
-    runner = settings.runner(files="optional")
+    runner = settings.runner(files="optional", create=False)
     if show_events:
         events = runner.events()
         lines = [
@@ -278,23 +286,25 @@ def history(settings: Settings, show_events: bool) -> None:
 
 
 @click.command()
+@json_option
 @click.pass_obj
 @handles_errors
 def current(settings: Settings) -> None:
     """Print the current version (base when nothing is applied)."""
-    runner = settings.runner(files="none")
+    runner = settings.runner(files="none", create=False)
     version = runner.current()
     settings.emit({"current": version}, version or "base")
 
 
 @click.command()
+@json_option
 @click.pass_obj
 @handles_errors
 def check(settings: Settings) -> None:
     """CI gate: exit 0 when nothing is pending and every model matches its table, else 1."""
     from iceberg_ops_provider.runner.commands import check_namespace
 
-    runner = settings.runner()
+    runner = settings.runner(create=False)
     config = settings.config()
     with_models = config.path is not None and config.models_dir.is_dir()
     report = check_namespace(runner, config.models_dir if with_models else None)
@@ -310,12 +320,13 @@ def check(settings: Settings) -> None:
 
 
 @click.command()
+@json_option
 @click.option("--yes", is_flag=True, help="Apply without asking.")
 @click.pass_obj
 @handles_errors
 def repair(settings: Settings, yes: bool) -> None:
     """Re-record checksums of changed applied files and clear failed attempts (shows what first)."""
-    runner = settings.runner(known=True, progress=True)
+    runner = settings.runner(known=True, progress=True, create=False)
     planned = runner.repair(dry_run=True)
     if not planned.changes:
         settings.emit(planned.to_json(), "Nothing to repair.")
@@ -332,11 +343,12 @@ def repair(settings: Settings, yes: bool) -> None:
 
 
 @click.command()
+@json_option
 @click.pass_obj
 @handles_errors
 def unlock(settings: Settings) -> None:
     """Release the namespace's migration lock after a crashed run."""
-    runner = settings.runner(known=True, files="none")
+    runner = settings.runner(known=True, files="none", create=False)
     holder = runner.force_unlock()
     human = f"released the lock held by {holder.describe()}" if holder else "The namespace was not locked."
     settings.emit({"released": holder.to_json() if holder else None}, human)

@@ -30,6 +30,8 @@ from iceberg_ops_provider.cli.airflow_connections import without_airflow_logging
 from iceberg_ops_provider.cli.errors import exit_interrupted, handles_errors
 from iceberg_ops_provider.cli.settings import open_catalog
 from iceberg_ops_provider.cli.shared import SIZE, bad_input, check_filter, json_option, pairs, text_table
+from iceberg_ops_provider.cli.wording import cli_message, global_options, move_command
+from iceberg_ops_provider.errors import CatalogNotFoundError, MoveStateError
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
@@ -142,7 +144,7 @@ def _for_target(exc: Exception, endpoint: str, seconds: float | None) -> Excepti
     translated = catalog_error(exc, endpoint, seconds) or exc
     if not isinstance(translated, IcebergOpsError):
         return exc
-    message = " ".join(str(translated).split())
+    message = cli_message(translated)  # the global options' words, which become the --target-* ones
     for pattern, words in _TARGET_WORDS:
         message = pattern.sub(words, message)
     reached = isinstance(translated, CatalogAuthError | CatalogUnavailableError)  # the endpoint answered, or not
@@ -163,11 +165,14 @@ def _reworded(error: IcebergOpsError, message: str) -> IcebergOpsError:
     return renamed
 
 
-def _target_catalog(settings: Settings, options: dict[str, Any]) -> Catalog | None:
+def _target_catalog(settings: Settings, options: dict[str, Any], *, read_only: bool = False) -> Catalog | None:
     """The target's catalog when a ``--target-*`` option names one: the source's settings with those replaced.
 
     ``--target-db-path`` without ``--target-warehouse`` keeps the target's data next to its database
     (``<name>_warehouse`` beside ``<name>.db``), not in the warehouse of the source's project file.
+    ``read_only`` (``move plan``, ``move verify``): a target database that does not exist is not
+    created; the target is looked for in an empty catalog instead, so it is found missing (nothing
+    was moved there yet) and the command says what it says of any missing target.
     """
     if not any(options.get(name) for name in _TARGET_OPTIONS):
         return None
@@ -189,14 +194,32 @@ def _target_catalog(settings: Settings, options: dict[str, Any]) -> Catalog | No
         if config.airflow_conn_id:
             without_airflow_logging(lambda: config.catalog_timeout)  # reads the connection, keeping stdout clean
         endpoint, seconds = config.catalog_uri, config.known_catalog_timeout
-        return config.build_catalog()
+        return config.build_catalog(create=not read_only)
+    except CatalogNotFoundError:
+        return _no_catalog_yet()
     except Exception as exc:
         raise _for_target(exc, endpoint, seconds) from exc
 
 
-def _mover(settings: Settings, options: dict[str, Any], **extra: Any) -> DataMover:
-    """The mover the options describe, on the catalogs of the global and ``--target-*`` options."""
+def _no_catalog_yet() -> Catalog:
+    """An empty catalog standing for a target catalog whose database does not exist yet; it writes no file."""
+    import tempfile
+
+    from iceberg_ops_provider.core.catalog import CatalogFactory
+
+    # A URI, not a folder: the in-memory catalog would create a folder for its warehouse.
+    return CatalogFactory.build("memory", warehouse_dir=Path(tempfile.gettempdir(), "absent").as_uri())
+
+
+def _mover(settings: Settings, options: dict[str, Any], *, read_only: bool = False, **extra: Any) -> DataMover:
+    """The mover the options describe, on the catalogs of the global and ``--target-*`` options.
+
+    ``--where`` is checked against the source's columns here, before anything is printed, so a filter
+    that does not fit is the usage error of a filter that does not parse. ``read_only`` (``move
+    plan``, ``move verify``) creates no catalog database: the source's must exist.
+    """
     from iceberg_ops_provider.data_migration import DEFAULT_COMMIT_EVERY_BYTES, DataMover
+    from iceberg_ops_provider.data_migration.resolution import bound_filter, load_source
 
     columns = [name.strip() for value in options["columns"] for name in value.split(",")]
     if "" in columns:
@@ -205,13 +228,13 @@ def _mover(settings: Settings, options: dict[str, Any], **extra: Any) -> DataMov
             "(id,day,amount).",
             param_hint="'--columns'",
         )
-    source_catalog = open_catalog(settings)
+    source_catalog = open_catalog(settings, create=not read_only)
     try:
         mover = DataMover(
             source_catalog,
             options["source"],
             options["target"],
-            _target_catalog(settings, options),
+            _target_catalog(settings, options, read_only=read_only),
             where=check_filter(options["where"]),
             columns=columns or None,
             rename=pairs(options["rename"], "--rename") or None,
@@ -222,6 +245,8 @@ def _mover(settings: Settings, options: dict[str, Any], **extra: Any) -> DataMov
             source_snapshot_id=options["source_snapshot_id"],
             **extra,
         )
+        if mover.where_text is not None:
+            bound_filter(mover, load_source(mover).schema())
     except Exception as exc:
         raise bad_input(exc) from exc
     if options["source_snapshot_id"] is not None:
@@ -435,7 +460,7 @@ def _describe_report(report: Any) -> str:
 def plan_move(settings: Settings, **options: Any) -> None:
     """Show the move's units, their sizes and which are done; changes nothing."""
     try:
-        plan = _mover(settings, options).plan()
+        plan = _mover(settings, options, read_only=True).plan()
     except KeyboardInterrupt:
         exit_interrupted(settings, "stopped while planning the move; plan changes nothing.")
     head = (
@@ -470,10 +495,52 @@ def verify_move(settings: Settings, method: str, seed: int | None, **options: An
     """Compare the rows a finished move wrote with the source's; exit 1 when they differ."""
     sample_size = options.pop("sample_size")
     try:
-        mover = _mover(settings, options, sample_size=sample_size)
-        report = mover.verify(method, seed=seed)
+        mover = _mover(settings, options, read_only=True, sample_size=sample_size)
+        try:
+            report = mover.verify(method, seed=seed)
+        except MoveStateError as exc:
+            raise _with_move_command(exc, settings, options) from exc
     except KeyboardInterrupt:
         exit_interrupted(settings, "stopped while verifying the move; verify changes nothing.")
     settings.emit(report.to_json(), _describe_report(report))
     if not report.ok:
         raise SystemExit(1)
+
+
+def _with_move_command(error: IcebergOpsError, settings: Settings, options: dict[str, Any]) -> IcebergOpsError:
+    """``error`` with the move it advises to run first written as this command line's move, to paste as it is.
+
+    The command repeats the global options that named the source's catalog, the options that define
+    the move (so it is the same move, with the same id) and the ``--target-*`` options.
+    """
+    from iceberg_ops_provider.messages import Hint, Message
+
+    found = error.args[0] if len(error.args) == 1 else None
+    if not isinstance(found, Message) or not any(
+        isinstance(part, Hint) and part.key == "run_move_first" for part in found.parts
+    ):
+        return error
+    columns = [name.strip() for value in options["columns"] for name in value.split(",")]
+    arguments = {
+        "where": options["where"],
+        "columns": columns,
+        "rename": pairs(options["rename"], "--rename"),
+        "mode": options["mode"],
+        "move_id": options["move_id"],
+        "commit_every_bytes": options["commit_every_bytes"],
+        "source_snapshot_id": options["source_snapshot_id"],
+    }
+    command = move_command(
+        options["source"],
+        options["target"],
+        arguments,
+        target_options={name: options.get(name) for name in _TARGET_OPTIONS},
+        prefix=global_options(settings),
+    )
+    parts = tuple(
+        Hint(part.key, part.python, {**part.details, "command": command})
+        if isinstance(part, Hint) and part.key == "run_move_first"
+        else part
+        for part in found.parts
+    )
+    return _reworded(error, Message(parts, found.about))

@@ -101,6 +101,11 @@ class Settings:
                 without_airflow_logging(lambda: config.catalog_timeout)  # reads the connection
         return self._config
 
+    @property
+    def loaded_config(self) -> ProjectConfig | None:
+        """The configuration when it was loaded, else ``None`` (for messages, which must not load it)."""
+        return self._config
+
     def migration_config(self, files: Files = "required") -> ProjectConfig:
         """The configuration a migration command runs on: the project file, or the options alone.
 
@@ -168,7 +173,13 @@ class Settings:
         return catalog_error(exc, endpoint, seconds) or exc
 
     def runner(
-        self, *, known: bool = False, progress: bool = False, atomic: bool = True, files: Files = "required"
+        self,
+        *,
+        known: bool = False,
+        progress: bool = False,
+        atomic: bool = True,
+        files: Files = "required",
+        create: bool = True,
     ) -> Any:
         """A runner for the project; ``known`` refuses a namespace that is most likely a typo.
 
@@ -177,6 +188,9 @@ class Settings:
         the command needs of the migration files (:meth:`migration_config`): ``required`` (it reads
         them), ``optional`` (it compares them when they are known: ``status``, ``history``) or
         ``none`` (``current``, ``unlock``). A runner without them reads the history only.
+        ``create=False`` (a command that creates no table: it reads, or changes only the history or
+        the lock) refuses a named SQLite database that does not exist instead of creating an empty
+        catalog there, and opens a ``sql`` catalog without a warehouse.
         """
         from iceberg_ops_provider.runner.commands import open_runner, require_known_namespace
 
@@ -186,6 +200,7 @@ class Settings:
             on_event=self.progress if progress else None,
             stale_after=self.stale_after,
             files=files != "none" and self.files_known(),
+            create=create,
         )
         runner.atomic_commits = atomic
         if known:
@@ -234,14 +249,17 @@ def _pyiceberg_file_error(exc: BaseException) -> ProjectConfigError | None:
     )
 
 
-def open_catalog(settings: Settings) -> Catalog:
+def open_catalog(settings: Settings, *, create: bool = True) -> Catalog:
     """The catalog of the global options: ``iceberg-ops.yaml``, ``--catalog*`` flags or ``--conn-id``.
 
     A project file is needed only when no option names a catalog (a cron job or a CI step can pass
-    ``--catalog sqlite --db-path ...`` or ``--conn-id`` alone).
+    ``--catalog sqlite --db-path ...`` or ``--conn-id`` alone). ``create=False`` (a command that
+    creates no table: it reads, or works on tables that exist already) refuses a named SQLite
+    database that does not exist instead of creating an empty catalog there, and opens a ``sql``
+    catalog without a warehouse.
     """
     explicit = any(getattr(settings, name) for name in CATALOG_FLAGS)
-    return settings.config(required=not explicit).build_catalog()
+    return settings.config(required=not explicit).build_catalog(create=create)
 
 
 def namespace_of(settings: Settings) -> str | None:

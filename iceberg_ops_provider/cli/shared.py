@@ -21,6 +21,7 @@ import click
 from iceberg_ops_provider.cli.errors import report_error
 from iceberg_ops_provider.cli.settings import namespace_of
 from iceberg_ops_provider.cli.wording import usage_error
+from iceberg_ops_provider.core.name_hints import closest, did_you_mean, existing_namespaces, listed, missing_table
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -237,7 +238,12 @@ def resolve_tables(settings: Settings, catalog: Catalog, table: str | None, ever
                 param_hint="'TABLE'",
             )
         if found is None or (not found and not catalog.namespace_exists(namespace)):
-            raise click.BadParameter(f"namespace {namespace!r} does not exist in the catalog.", param_hint="'TABLE'")
+            existing = existing_namespaces(catalog)
+            raise click.BadParameter(
+                f"namespace {namespace!r} does not exist in the catalog (existing namespaces: {listed(existing)})."
+                + did_you_mean(closest(namespace, existing)),
+                param_hint="'TABLE'",
+            )
         return sorted(".".join(identifier) for identifier in found)
     if not table:
         raise click.BadParameter("name a table (namespace.table), or a namespace with --all.", param_hint="'TABLE'")
@@ -256,14 +262,13 @@ def resolve_tables(settings: Settings, catalog: Catalog, table: str | None, ever
             )
         table = f"{namespace}.{table}"
     if not catalog.table_exists(table):
-        namespace = table.rsplit(".", 1)[0]
-        if catalog.namespace_exists(namespace):
-            names = sorted(identifier[-1] for identifier in catalog.list_tables(namespace))
-            listed = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "") if names else "none"
-            hint = f" (tables of {namespace}: {listed}; with --all, {namespace} means every one of them)"
-        else:
-            hint = f" (namespace {namespace!r} does not exist either)"
-        raise click.BadParameter(f"table {table!r} does not exist in the catalog{hint}.", param_hint="'TABLE'")
+        missing = missing_table(catalog, table)
+        every_one = f"; with --all, {missing.namespace} means every one of them" if missing.namespace_exists else ""
+        raise click.BadParameter(
+            f"table {table!r} does not exist in the catalog ({missing.detail}{every_one})."
+            + did_you_mean(missing.guess),
+            param_hint="'TABLE'",
+        )
     return [table]
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -35,6 +35,7 @@ __all__ = [
     "cli_words",
     "global_options",
     "maintenance_command",
+    "move_command",
     "size_option_text",
     "usage_error",
 ]
@@ -83,8 +84,11 @@ OPTIONS: dict[str, Option] = {
     "rewrite": Option("--rewrite", "flag"),
     "method": Option("--method"),
     "seed": Option("--seed"),
+    # the catalog of the global options
+    "db_path": Option("--db-path"),
+    "uri": Option("--catalog-uri"),
 }
-"""Each argument of the engine's maintenance functions and ``DataMover`` that an option sets, and how."""
+"""Each argument of the engine's maintenance functions, ``DataMover`` and catalogs that an option sets, and how."""
 
 HINTS: dict[str, str] = {
     "set_sort_order": (
@@ -93,11 +97,12 @@ HINTS: dict[str, str] = {
         "`iceberg-ops --namespace {namespace} upgrade`"
     ),
     "compaction": "compaction (`iceberg-ops maintain compact {table}`)",
-    "run_move_first": (
-        "run `iceberg-ops move {source} {target} --create-target` first, with the same --where, --columns, "
-        "--rename and --mode as here"
-    ),
+    "run_move_first": "run `{command}` first",
     "threshold": "--threshold {name}=BYTES",
+    "sql_warehouse": "--warehouse (a folder, created if missing, or a URI such as s3://bucket/warehouse)",
+    "catalog_read_only": "this command does not create a catalog",
+    "create_catalog": "`iceberg-ops upgrade` creates a new catalog there",
+    "force_unlock": "`iceberg-ops unlock`",
 }
 """Each step the engine's messages advise (by :attr:`Hint.key`), as what to type; ``{...}`` from its details."""
 
@@ -161,15 +166,17 @@ def cli_words(fact: Arg | Hint) -> str:
     details = dict(fact.details)
     if fact.key == "threshold" and details.get("name") == "target_file_size_bytes":
         return "--target-file-size SIZE"
+    if fact.key == "run_move_first" and "command" not in details:  # without the options of a command line
+        details["command"] = move_command(details.get("source", "SOURCE"), details.get("target", "TARGET"), {})
     try:
         return template.format(**details)
     except (KeyError, IndexError):
         return fact.python
 
 
-def cli_message(error: BaseException) -> str:
-    """``error``'s message in the command line's words, on one line."""
-    return " ".join(worded(error, cli_words).split())
+def cli_message(error: BaseException, words: Callable[[Arg | Hint], str] = cli_words) -> str:
+    """``error``'s message in the command line's words (``words``: :func:`cli_words`), on one line."""
+    return " ".join(worded(error, words).split())
 
 
 def usage_error(error: BaseException) -> click.BadParameter | None:
@@ -212,6 +219,39 @@ def global_options(settings: Settings) -> list[str]:
         ("--warehouse", settings.warehouse),
     ]
     return [f"{flag} {shlex.quote(str(value))}" for flag, value in given if value]
+
+
+def move_command(
+    source: str,
+    target: str,
+    arguments: Mapping[str, Any],
+    *,
+    target_options: Mapping[str, Any] | None = None,
+    prefix: Sequence[str] = (),
+) -> str:
+    """The ``iceberg-ops move`` command that runs a move, with ``--create-target``: to paste as it is.
+
+    Args:
+        source: ``namespace.table``.
+        target: ``namespace.table``.
+        arguments: The mover's arguments that define the move (``where``, ``columns``, ``rename``,
+            ``mode``, ``move_id``, ...); ``None``, empty and ``mode='append'`` are left out.
+        target_options: The ``--target-*`` options given, by name (``target_db_path``), as typed.
+        prefix: Global options to repeat (those naming the source's catalog).
+    """
+    words = ["iceberg-ops", *prefix, "move", _quote(source), _quote(target)]
+    for name, value in arguments.items():
+        if value is None or value == [] or value == {} or (name == "mode" and value == "append"):
+            continue
+        typed = _option_words(name, value)
+        if typed is not None:
+            words.append(typed)
+    for name, value in (target_options or {}).items():
+        if value:
+            text = _redacted(str(value)) if name == "target_catalog_uri" else str(value)
+            words.append(f"--{name.replace('_', '-')} {_quote(text)}")
+    words.append("--create-target")
+    return " ".join(words)
 
 
 def maintenance_command(

@@ -67,6 +67,7 @@ from iceberg_ops_provider.core.sql_catalog import (
     sql_database_errors,
     sql_url,
     sql_warehouse,
+    sqlite_database_file,
     warehouse_location,
 )
 from iceberg_ops_provider.core.timeouts import (
@@ -75,7 +76,8 @@ from iceberg_ops_provider.core.timeouts import (
     call_with_timeout,
     check_timeout,
 )
-from iceberg_ops_provider.errors import CatalogConfigError, MissingExtraError
+from iceberg_ops_provider.errors import CatalogConfigError, CatalogNotFoundError, MissingExtraError
+from iceberg_ops_provider.messages import Arg, Hint, message
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -130,6 +132,34 @@ def _lazy_import(module: str, *, kind: str, extra: str) -> ModuleType:
         raise MissingExtraError(f"The {kind!r} catalog kind", extra, exc.name or module) from exc
 
 
+READ_ONLY_HINT = Hint("catalog_read_only", "the catalog was opened only to read (create=False)")
+"""Why a catalog database that does not exist was not created: the caller only reads."""
+
+CREATE_CATALOG_HINT = Hint(
+    "create_catalog", "opened with create=True (the default), a new, empty catalog is created there"
+)
+"""How a new catalog is created where a database does not exist yet."""
+
+
+def _require_database(database: Path, option: str) -> None:
+    """Refuse to open a SQLite catalog whose database file does not exist (``create=False``).
+
+    Raises:
+        CatalogNotFoundError: Names the file and ``option`` (``db_path``, ``uri``), the setting that gave it.
+    """
+    if not database.exists():
+        raise CatalogNotFoundError(
+            message(
+                f"The SQLite catalog database {database} ({{option}}) does not exist, and {{read_only}}, so nothing "
+                "was created. Check the path; {create}.",
+                option=Arg(option),
+                read_only=READ_ONLY_HINT,
+                create=CREATE_CATALOG_HINT,
+            ),
+            path=str(database),
+        )
+
+
 class CatalogFactory:
     """Build a PyIceberg catalog of one of the seven kinds of the specification, or any PyIceberg type.
 
@@ -144,7 +174,7 @@ class CatalogFactory:
     """The kinds loaded through :func:`pyiceberg.catalog.load_catalog`."""
 
     @classmethod
-    def build(cls, kind: str, **options: Any) -> Catalog:
+    def build(cls, kind: str, *, create: bool = True, **options: Any) -> Catalog:
         """Build a catalog of ``kind``.
 
         Besides :attr:`KINDS`, ``kind`` may be ``pyiceberg`` (the options are
@@ -171,6 +201,12 @@ class CatalogFactory:
                 remote or ``sql`` catalog, each request of a REST catalog and each connection
                 to a PostgreSQL catalog database may take (``None`` means the default). It is
                 not passed to PyIceberg as a property.
+            create: ``False`` opens a ``sqlite`` catalog (or a ``sql`` one on a ``sqlite:///`` file)
+                only if its database file exists, and creates no folder: for callers that only read,
+                which would otherwise create an empty catalog and answer as if it were the real one.
+                A ``sql`` catalog then needs no ``warehouse_dir``/``warehouse`` either (reading writes
+                no data files; creating a table is refused, naming them). Other kinds create nothing
+                when opened and ignore it.
 
         Returns:
             A ready PyIceberg catalog.
@@ -180,6 +216,7 @@ class CatalogFactory:
                 types PyIceberg knows (a ``ValueError``).
             MissingExtraError: The kind's optional dependencies are missing (an ``ImportError``
                 naming the ``pip install`` line to run).
+            CatalogNotFoundError: ``create=False`` and the SQLite database file does not exist.
             CatalogConfigError: An option is unknown for the kind or has a bad value, a remote
                 or ``sql`` kind lacks a required one (no ``uri``), ``uri`` of a ``sql`` catalog is
                 not a SQLAlchemy URL or names a database that does not exist, or ``db_path`` is not
@@ -211,11 +248,11 @@ class CatalogFactory:
         module, extra = _BACKEND_MODULES[kind]
         _lazy_import(module, kind=kind, extra=extra)
         if kind == "sqlite":
-            return cls._build_sqlite(**options)
+            return cls._build_sqlite(**options, create=create)
         if kind == "memory":
             return cls._build_memory(**options)
         if kind == "sql":
-            return cls._build_sql(options, timeout)
+            return cls._build_sql(options, timeout, create=create)
         return cls._build_remote(kind, options, timeout)
 
     @classmethod
@@ -248,6 +285,8 @@ class CatalogFactory:
         db_path: str | os.PathLike[str] | None = None,
         warehouse_dir: str | os.PathLike[str] | None = None,
         name: str = "sqlite",
+        *,
+        create: bool = True,
         **options: Any,
     ) -> Catalog:
         from pyiceberg.catalog.sql import SqlCatalog
@@ -259,8 +298,12 @@ class CatalogFactory:
                 f"db_path {str(database)!r} is a directory; pass the path of the SQLite database file "
                 "(it is created if missing)."
             )
+        if not create:
+            _require_database(database, "db_path")
         database.parent.mkdir(parents=True, exist_ok=True)
-        warehouse = warehouse_location(warehouse_dir if warehouse_dir is not None else DEFAULT_WAREHOUSE_DIR)
+        warehouse = warehouse_location(
+            warehouse_dir if warehouse_dir is not None else DEFAULT_WAREHOUSE_DIR, create=create
+        )
         uri = f"sqlite:///{database}"
         with catalog_errors(uri, None):  # a db_path that is not an SQLite database fails here, naming the file
             return open_sql_catalog(SqlCatalog, name, uri, warehouse, properties)
@@ -285,7 +328,7 @@ class CatalogFactory:
         return SharedMemorySqlCatalog(name, warehouse=warehouse_location(warehouse_dir), **properties)
 
     @classmethod
-    def _build_sql(cls, options: dict[str, Any], timeout: float) -> Catalog:
+    def _build_sql(cls, options: dict[str, Any], timeout: float, *, create: bool = True) -> Catalog:
         from pyiceberg.catalog.sql import SqlCatalog
 
         options = dict(options)
@@ -299,7 +342,10 @@ class CatalogFactory:
         warehouse_dir, warehouse = options.pop("warehouse_dir", None), options.pop("warehouse", None)
         properties = sql_kind_properties("sql", options)
         url = sql_url(uri)
-        location = sql_warehouse(warehouse_dir, warehouse)
+        database = sqlite_database_file(url)
+        if database is not None and not create:
+            _require_database(database, "uri")
+        location = sql_warehouse(warehouse_dir, warehouse, create=create)
         endpoint = url._replace(password=None).render_as_string(hide_password=False)  # URL.set ignores None
         with catalog_errors(endpoint, timeout), sql_database_errors(endpoint, timeout):
             catalog = call_with_timeout(

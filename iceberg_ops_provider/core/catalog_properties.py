@@ -20,14 +20,16 @@ that build catalogs (:mod:`~iceberg_ops_provider.core.catalog`,
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from iceberg_ops_provider.errors import CatalogConfigError
 
 __all__ = [
+    "check_option_names",
     "configured_uri",
     "pyiceberg_config_error",
     "remote_kind_properties",
@@ -70,25 +72,65 @@ def _property_value(kind: str, key: str, value: object) -> str:
     return to_property_value(key, value, f"the {kind!r} catalog")
 
 
+_SQL_NAMED = {
+    "sqlite": frozenset({"db_path", "warehouse_dir", "name"}),
+    "memory": frozenset({"warehouse_dir", "name"}),
+    "sql": frozenset({"uri", "warehouse_dir", "warehouse", "name"}),
+}
+"""The options each SQL kind takes by name, besides SqlCatalog's switches and dotted PyIceberg properties."""
+
+
+def _guess(key: str, valid: Iterable[str]) -> str:
+    close = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.6)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def check_option_names(kind: str, keys: Iterable[str]) -> None:
+    """Refuse option names ``kind`` does not take (almost always typos), naming the closest valid one.
+
+    For the SQL kinds (``sqlite``, ``memory``, ``sql``) a plain (undotted) option must be one of the
+    kind's own or SqlCatalog's switches; for the remote kinds (``glue``, ``rest``, ``hive``,
+    ``s3tables``) a plain, undashed one must be one PyIceberg knows, and the SQL kinds' ``db_path``
+    and ``warehouse_dir`` are refused. Dotted (and, for remote kinds, dashed) names are PyIceberg
+    properties and pass. Other kinds are not checked.
+
+    Raises:
+        CatalogConfigError: The first name refused, the valid ones, and ``Did you mean ...?``.
+    """
+    kind = kind.lower()
+    if kind in _SQL_NAMED:
+        valid = _SQL_NAMED[kind] | _SQL_SWITCHES
+        for key in keys:
+            if "." not in key and key not in valid:
+                raise CatalogConfigError(
+                    f"Unknown option {key!r} for the {kind!r} catalog. Valid options: {', '.join(sorted(valid))}, "
+                    f"or a dotted PyIceberg property such as 's3.endpoint'.{_guess(key, valid)}"
+                )
+        return
+    if kind not in ("glue", "rest", "hive", "s3tables"):
+        return
+    for key in keys:
+        if key in _OWNERS:
+            raise CatalogConfigError(
+                f"Option {key!r} belongs to the {_OWNERS[key]}; the {kind!r} catalog takes "
+                "'warehouse' (a location or, for s3tables, the table bucket ARN) instead."
+            )
+        if "." not in key and "-" not in key and key not in _REMOTE_PLAIN_KEYS:
+            raise CatalogConfigError(
+                f"Unknown option {key!r} for the {kind!r} catalog. Plain options are: "
+                f"{', '.join(sorted(_REMOTE_PLAIN_KEYS))}; anything else must be a PyIceberg property such as "
+                f"'rest.sigv4-enabled' or 's3.endpoint'.{_guess(key, _REMOTE_PLAIN_KEYS)}"
+            )
+
+
 def sql_kind_properties(kind: str, options: Mapping[str, Any]) -> dict[str, str]:
     """The PyIceberg properties of a SQL kind (``sqlite``, ``memory``, ``sql``): its options left after its named ones.
 
     Raises:
-        CatalogConfigError: A plain (undotted) option that is none of ``SqlCatalog``'s switches, or
-            a value that is not a string, number, boolean or path.
+        CatalogConfigError: A plain (undotted) option that is none of ``SqlCatalog``'s switches
+            (:func:`check_option_names`), or a value that is not a string, number, boolean or path.
     """
-    named = {
-        "sqlite": {"db_path", "warehouse_dir", "name"},
-        "memory": {"warehouse_dir", "name"},
-        "sql": {"uri", "warehouse_dir", "warehouse", "name"},
-    }[kind]
-    for key in options:
-        if "." not in key and key not in _SQL_SWITCHES:
-            valid = ", ".join(sorted(named | _SQL_SWITCHES))
-            raise CatalogConfigError(
-                f"Unknown option {key!r} for the {kind!r} catalog. Valid options: {valid}, "
-                "or a dotted PyIceberg property such as 's3.endpoint'."
-            )
+    check_option_names(kind, [key for key in options if key not in _SQL_NAMED[kind]])
     return {key: _property_value(kind, key, value) for key, value in options.items()}
 
 
@@ -101,22 +143,10 @@ def remote_kind_properties(kind: str, options: dict[str, Any]) -> tuple[str, str
 
     Raises:
         CatalogConfigError: An option of the SQL kinds, a plain (undotted, undashed) option that is
-            not one of PyIceberg's, a value that is not a string, number, boolean or path, or an
-            ``s3tables`` catalog without region or warehouse.
+            not one of PyIceberg's (:func:`check_option_names`), a value that is not a string,
+            number, boolean or path, or an ``s3tables`` catalog without region or warehouse.
     """
-    for key in ("db_path", "warehouse_dir"):
-        if key in options:
-            raise CatalogConfigError(
-                f"Option {key!r} belongs to the {_OWNERS[key]}; the {kind!r} catalog takes "
-                "'warehouse' (a location or, for s3tables, the table bucket ARN) instead."
-            )
-    for key in options:
-        if "." not in key and "-" not in key and key not in _REMOTE_PLAIN_KEYS:
-            raise CatalogConfigError(
-                f"Unknown option {key!r} for the {kind!r} catalog. Plain options are: "
-                f"{', '.join(sorted(_REMOTE_PLAIN_KEYS))}; anything else must be a PyIceberg "
-                "property such as 'rest.sigv4-enabled' or 's3.endpoint'."
-            )
+    check_option_names(kind, options)
     name = str(options.pop("name", kind))
     properties = {key: _property_value(kind, key, value) for key, value in options.items()}
     if kind == "s3tables":

@@ -37,6 +37,7 @@ from iceberg_ops_provider.errors import (
     CatalogUnavailableError,
     MissingExtraError,
 )
+from iceberg_ops_provider.messages import Hint, message
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -45,12 +46,14 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import URL
 
 __all__ = [
+    "SQL_WAREHOUSE_HINT",
     "open_sql_catalog",
     "settle_postgres_engine",
     "sql_database_error",
     "sql_database_errors",
     "sql_url",
     "sql_warehouse",
+    "sqlite_database_file",
     "warehouse_location",
 ]
 
@@ -116,8 +119,22 @@ def sql_url(uri: object) -> URL:
     return url
 
 
-def sql_warehouse(warehouse_dir: str | os.PathLike[str] | None, warehouse: object) -> str:
-    """The warehouse location of a ``sql`` catalog from exactly one of ``warehouse_dir`` and ``warehouse``."""
+SQL_WAREHOUSE_HINT = Hint(
+    "sql_warehouse",
+    "warehouse_dir=<local folder> (created if missing) or warehouse=<URI such as 's3://bucket/warehouse', with "
+    "s3.* properties>",
+)
+"""How a ``sql`` catalog is given a place for its data files; the command line words it as ``--warehouse``."""
+
+
+def sql_warehouse(
+    warehouse_dir: str | os.PathLike[str] | None, warehouse: object, *, create: bool = True
+) -> str | None:
+    """The warehouse location of a ``sql`` catalog from exactly one of ``warehouse_dir`` and ``warehouse``.
+
+    ``create=False`` (a catalog opened only to read): neither may be given, since reading writes no
+    data files (``None`` then), and a ``warehouse_dir`` is not created.
+    """
     if warehouse_dir is not None and warehouse is not None:
         raise CatalogConfigError(
             "The 'sql' catalog takes one of warehouse_dir (a local folder) and warehouse (a URI such as "
@@ -125,17 +142,27 @@ def sql_warehouse(warehouse_dir: str | os.PathLike[str] | None, warehouse: objec
         )
     if warehouse is None:
         if warehouse_dir is None:
+            if not create:
+                return None
             raise CatalogConfigError(
-                "The 'sql' catalog needs a place for its data files: warehouse_dir=<local folder> (created if "
-                "missing) or warehouse=<URI such as 's3://bucket/warehouse', with s3.* properties>."
+                message(
+                    "The 'sql' catalog needs a place for its data files: {warehouse}.", warehouse=SQL_WAREHOUSE_HINT
+                )
             )
-        return warehouse_location(warehouse_dir)
+        return warehouse_location(warehouse_dir, create=create)
     if not isinstance(warehouse, str) or "://" not in warehouse:
         raise CatalogConfigError(
             f"Option 'warehouse' of the 'sql' catalog must be a URI such as 's3://bucket/warehouse', got {warehouse!r};"
             " pass a local folder as warehouse_dir instead."
         )
     return warehouse
+
+
+def sqlite_database_file(url: URL) -> Path | None:
+    """The database file of a ``sqlite:///path`` URL (resolved), or ``None`` for another database or a ``file:`` URI."""
+    if url.get_backend_name() != "sqlite" or url.database in (None, "", ":memory:") or url.database.startswith("file:"):
+        return None
+    return Path(url.database).expanduser().resolve()
 
 
 _SQL_UNREACHABLE = (
@@ -230,36 +257,69 @@ def settle_postgres_engine(catalog: Catalog, url: URL, seconds: float) -> None:
     catalog.engine = engine.execution_options(isolation_level="READ COMMITTED")  # type: ignore[attr-defined]
 
 
-def warehouse_location(path_or_uri: str | os.PathLike[str]) -> str:
-    """A warehouse location: URIs (``s3://...``, ``file://...``) as given, paths as absolute file URIs."""
+def warehouse_location(path_or_uri: str | os.PathLike[str], *, create: bool = True) -> str:
+    """A warehouse location: URIs (``s3://...``, ``file://...``) as given, paths as absolute file URIs.
+
+    A local folder is created when missing, unless ``create=False`` (a catalog opened only to read).
+    """
     text = os.fspath(path_or_uri)
     if "://" in text:
         return text
     path = Path(text).expanduser().resolve()
     if path.exists() and not path.is_dir():
         raise CatalogConfigError(f"warehouse_dir {str(path)!r} is a file; pass a folder (it is created if missing).")
-    path.mkdir(parents=True, exist_ok=True)
+    if create:
+        path.mkdir(parents=True, exist_ok=True)
     return path.as_uri()
 
 
 def open_sql_catalog(
-    catalog_class: type[Catalog], name: str, uri: str, warehouse: str, properties: dict[str, Any]
+    catalog_class: type[Catalog], name: str, uri: str, warehouse: str | None, properties: dict[str, Any]
 ) -> Catalog:
     """Open PyIceberg's SQL catalog, tolerating another process creating its tables at the same moment.
 
     PyIceberg checks whether the catalog tables exist, then creates them; two processes opening a new
     database at once can both find them missing, and the second ``CREATE TABLE`` fails. Opening again
-    finds them.
+    finds them. Without a ``warehouse`` (a catalog opened only to read) creating a table is refused
+    with a :class:`~iceberg_ops_provider.errors.CatalogConfigError` saying how to give it one.
     """
     from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
+    location = {"warehouse": warehouse} if warehouse is not None else {}
     for attempt in range(5):
         try:
-            return catalog_class(name, uri=uri, warehouse=warehouse, **properties)  # type: ignore[call-arg]
+            catalog = catalog_class(name, uri=uri, **location, **properties)  # type: ignore[call-arg]
         except (OperationalError, IntegrityError, ProgrammingError) as exc:
             # SQLite: "table ... already exists"; PostgreSQL: DuplicateTable, or a UniqueViolation on pg_type.
             lost_race = "already exists" in str(exc) or "duplicate key" in str(exc)
             if not lost_race or attempt == 4:
                 raise
             time.sleep(0.05 * (attempt + 1))
+            continue
+        if warehouse is None:
+            _refuse_tables_without_warehouse(catalog, name)
+        return catalog
     raise AssertionError("unreachable")
+
+
+def _refuse_tables_without_warehouse(catalog: Catalog, name: str) -> None:
+    """Make a table created without a location in ``catalog`` (which has no warehouse) fail naming the fix.
+
+    PyIceberg's own ``ValueError`` ("No default path is set") names neither the catalog nor a setting.
+    A namespace with a ``location`` property still gives its tables a place.
+    """
+    default_location = catalog._get_default_warehouse_location  # type: ignore[attr-defined]
+
+    def location(database_name: str, table_name: str) -> str:
+        try:
+            return default_location(database_name, table_name)
+        except ValueError as exc:
+            raise CatalogConfigError(
+                message(
+                    f"The 'sql' catalog {name!r} was opened without a place for its data files, so table "
+                    f"{database_name}.{table_name} cannot be created: give it {{warehouse}}.",
+                    warehouse=SQL_WAREHOUSE_HINT,
+                )
+            ) from exc
+
+    catalog._get_default_warehouse_location = location  # type: ignore[attr-defined]

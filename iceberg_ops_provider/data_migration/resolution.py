@@ -20,6 +20,7 @@ from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import ancestors_of
 
 from iceberg_ops_provider.core.filters import bind_filter
+from iceberg_ops_provider.core.name_hints import did_you_mean, missing_table
 from iceberg_ops_provider.data_migration.planning import group_units, incremental_range, scan_tasks
 from iceberg_ops_provider.data_migration.reconcile import (
     ColumnMapping,
@@ -83,7 +84,10 @@ def load_source(mover: MoveDefinition) -> Table:
     try:
         return mover.source_catalog.load_table(mover.source)
     except NoSuchTableError as exc:
-        raise InvalidMoveError(f"The source table {mover.source} does not exist ({exc}).") from exc
+        missing = missing_table(mover.source_catalog, mover.source)
+        raise InvalidMoveError(
+            f"The source table {mover.source} does not exist ({missing.detail}).{did_you_mean(missing.guess)}"
+        ) from exc
 
 
 def load_target(mover: MoveDefinition) -> Table | None:
@@ -93,10 +97,12 @@ def load_target(mover: MoveDefinition) -> Table | None:
     except NoSuchTableError as exc:
         if mover.create_target:
             return None
+        missing = missing_table(mover.target_catalog, mover.target)
         raise InvalidMoveError(
             message(
-                f"The target table {mover.target} does not exist ({exc}). Create it first, or pass "
-                "{create_target} to create it from the source's schema, partition spec and sort order.",
+                f"The target table {mover.target} does not exist ({missing.detail}).{did_you_mean(missing.guess)} "
+                "Create it first, or pass {create_target} to create it from the source's schema, partition spec and "
+                "sort order.",
                 create_target=Arg("create_target", True),
             )
         ) from exc

@@ -19,6 +19,7 @@ from __future__ import annotations
 from iceberg_ops_provider.errors.base import (
     CatalogAuthError,
     CatalogConfigError,
+    CatalogNotFoundError,
     CatalogUnavailableError,
     ForbiddenPromotionError,
     IcebergOpsError,
@@ -101,6 +102,7 @@ __all__ = [
     "UnsupportedTypeError",
     "UpsertError",
     "CatalogAuthError",
+    "CatalogNotFoundError",
     "MissingAirflowError",
     "ConfirmationRequiredError",
     "MaintenanceError",

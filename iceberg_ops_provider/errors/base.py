@@ -23,6 +23,7 @@ __all__ = [
     "ProjectConfigError",
     "ScaffoldingError",
     "CatalogAuthError",
+    "CatalogNotFoundError",
     "MissingAirflowError",
 ]
 
@@ -203,6 +204,22 @@ class CatalogAuthError(CatalogConfigError):
     def __init__(self, message: str, *, endpoint: str = "", settings: Sequence[str] = ()) -> None:
         self.endpoint = endpoint
         self.settings = tuple(settings)
+        super().__init__(message)
+
+
+class CatalogNotFoundError(CatalogConfigError):
+    """A catalog opened only to read (``create=False``) does not exist: nothing was created.
+
+    Opening PyIceberg's SQL catalog on a SQLite file that is not there would create an empty catalog
+    (and its warehouse folder) and answer as if it were the real one; a command that only reads
+    refuses instead. The message says which setting named the database and what to do.
+
+    Attributes:
+        path: The database file that does not exist.
+    """
+
+    def __init__(self, message: object, *, path: str = "") -> None:
+        self.path = path
         super().__init__(message)
 
 

@@ -122,7 +122,7 @@ class ConcurrentMigrationError(MigrationError):
 
     transient: ClassVar[bool] = True
 
-    def __init__(self, namespace: str, message: str, holder: dict[str, str] | None = None) -> None:
+    def __init__(self, namespace: str, message: object, holder: dict[str, str] | None = None) -> None:
         self.namespace = namespace
         self.holder = dict(holder or {})
         super().__init__(message)

@@ -42,6 +42,7 @@ from iceberg_ops_provider.history.lock_table import (
     lock_table_name,
 )
 from iceberg_ops_provider.history.store import load_meta_table
+from iceberg_ops_provider.messages import Hint, message
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_STALE_AFTER",
+    "FORCE_UNLOCK_HINT",
     "check_stale_after",
     "LockInfo",
     "LockLostError",
@@ -61,6 +63,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 _ATTEMPTS = 10
+
+FORCE_UNLOCK_HINT = Hint("force_unlock", "runner.force_unlock() or `iceberg-ops unlock`")
+"""How a lock whose run is gone is released at once; the command line words it as the command alone."""
 
 
 class LockLostError(ConcurrentMigrationError):
@@ -216,10 +221,13 @@ class NamespaceLock:
     def _held_error(self, holder: LockInfo) -> ConcurrentMigrationError:
         return ConcurrentMigrationError(
             self.namespace,
-            f"Namespace {self.namespace!r} is being migrated by {holder.describe()}. Nothing was executed. Wait "
-            f"for that run to finish; its lease runs until {holder.expires_at().isoformat()}, after which a new "
-            "run takes the lock over by itself. To release it at once (only if that run is really gone): "
-            "runner.force_unlock() or `iceberg-ops unlock`.",
+            message(
+                f"Namespace {self.namespace!r} is being migrated by {holder.describe()}. Nothing was executed. Wait "
+                f"for that run to finish; its lease runs until {holder.expires_at().isoformat()}, after which a new "
+                "run takes the lock over by itself. To release it at once (only if that run is really gone): "
+                "{unlock}.",
+                unlock=FORCE_UNLOCK_HINT,
+            ),
             holder.to_json(),  # type: ignore[arg-type]
         )
 

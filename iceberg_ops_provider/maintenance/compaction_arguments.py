@@ -98,7 +98,8 @@ def check_arguments(
     except Exception as exc:
         raise ValueError(
             message(
-                f"{{where}} does not fit the schema of {_identifier(table)}: {exc}",
+                f"{{where}} does not fit the schema of {_identifier(table)}: {exc}. "
+                f"Columns: {', '.join(f.name for f in table.schema().fields)}.",
                 about="where",
                 where=Arg("where", where),
             )

@@ -15,6 +15,7 @@ from dataclasses import dataclass, fields
 from datetime import timedelta
 from typing import Any
 
+from iceberg_ops_provider.core.name_hints import closest
 from iceberg_ops_provider.maintenance.binpack import min_input_files_problem
 
 __all__ = ["HealthThresholds"]
@@ -146,7 +147,14 @@ class HealthThresholds:
         known = [f.name for f in fields(cls)]
         unknown = sorted(set(data) - set(known))
         if unknown:
-            raise ValueError(f"Unknown health threshold(s) {unknown}; the known ones are {known}.")
+            guesses = [(name, closest(name, known)) for name in unknown]
+            guessed = ", ".join(
+                f"{guess!r}" + (f" for {name!r}" if len(unknown) > 1 else "") for name, guess in guesses if guess
+            )
+            raise ValueError(
+                f"Unknown health threshold(s) {unknown}; the known ones are {known}."
+                + (f" Did you mean {guessed}?" if guessed else "")
+            )
         values = dict(data)
         age = values.get("max_snapshot_age")
         if _is_number(age):

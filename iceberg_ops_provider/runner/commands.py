@@ -6,7 +6,6 @@ here prints or parses arguments.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from iceberg_ops_provider.autogen import autogenerate, load_model, load_models, 
 from iceberg_ops_provider.autogen.operations import Operation
 from iceberg_ops_provider.autogen.scaffolding import create_revision
 from iceberg_ops_provider.config import ProjectConfig
+from iceberg_ops_provider.core.name_hints import closest, did_you_mean, existing_namespaces, listed
 from iceberg_ops_provider.errors import MigrationError, ModelError, ProjectConfigError
 from iceberg_ops_provider.history.intent import Intent
 from iceberg_ops_provider.migration.discovery import BrokenFile, migrations_folder
@@ -31,6 +31,7 @@ def open_runner(
     *,
     stale_after: float | None = None,
     files: bool = True,
+    create: bool = True,
 ) -> MigrationRunner:
     """A runner for the project's catalog, namespace and migrations folder.
 
@@ -40,10 +41,12 @@ def open_runner(
         stale_after: Lease length of the migration lock (default: the runner's).
         files: ``False``: a runner without migration files (``migrations_dir=None``), which reads
             the history only.
+        create: ``False`` for a verb that only reads: a catalog database that was named and does
+            not exist is refused, not created (:meth:`ProjectConfig.build_catalog`).
     """
     namespace = config.require_namespace()  # before opening the catalog, which may create local_data/
     return MigrationRunner(
-        config.build_catalog(),
+        config.build_catalog(create=create),
         namespace,
         config.migrations_dir if files else None,
         config.meta_namespace,
@@ -81,10 +84,11 @@ def require_known_namespace(runner: MigrationRunner) -> None:
     """
     if namespace_known(runner) or runner.history():
         return
-    existing = sorted(".".join(n) for n in runner.catalog.list_namespaces() if ".".join(n) != runner.meta_namespace)
+    existing = existing_namespaces(runner.catalog, hidden={runner.meta_namespace})
     raise ProjectConfigError(
         f"Namespace {runner.namespace!r} does not exist in the catalog and has no migration history. Check "
-        f"--namespace (existing: {', '.join(existing) or 'none'}); `iceberg-ops upgrade` creates a new one."
+        f"--namespace (existing: {listed(existing)}).{did_you_mean(closest(runner.namespace, existing))} "
+        "`iceberg-ops upgrade` creates a new one."
     )
 
 
@@ -238,10 +242,8 @@ def _no_model(table: str, folder: Path, names: list[str]) -> str:
     """Why ``--target-table`` found no model: the models there are, and the closest name to ``table``."""
     if not names:
         return f"No model for table {table!r} in {folder}: it declares no tables."
-    close = difflib.get_close_matches(table, names, n=1, cutoff=0.6)
-    guess = f" Did you mean {close[0]!r}?" if close else ""
-    listed = ", ".join(names[:20]) + (", ..." if len(names) > 20 else "")
-    return f"No model for table {table!r} in {folder} (its models: {listed}).{guess}"
+    guess = did_you_mean(closest(table, names))
+    return f"No model for table {table!r} in {folder} (its models: {listed(names)}).{guess}"
 
 
 def _display(path: Path, root: Path) -> str:

@@ -98,7 +98,8 @@ class NamespaceStatus:
             the missing endpoint, or ``atomic_commits=False``.
         files_compared: Whether the migration files were compared with the history; false for a
             runner without them (``migrations_dir=None``), whose ``pending``, ``changed``,
-            ``missing`` and ``out_of_order`` are then empty because they are not known.
+            ``missing`` and ``out_of_order`` are then empty because they are not known (``null`` in
+            :meth:`to_json`).
         broken: Migration files that could not be loaded (a syntax error, a failing import, a bad
             name), each with its path, line and error; the rest of the status is reported without them.
     """
@@ -124,17 +125,28 @@ class NamespaceStatus:
         """Nothing pending, nothing odd (broken files included), no interrupted run."""
         return not (self.pending or self.changed or self.missing or self.interrupted or self.broken)
 
+    def _compared_json(self) -> dict[str, Any]:
+        """What comparing the files finds; ``null`` each when they were not compared (not known, not none)."""
+        known = self.files_compared
+        return {
+            "pending": [step.to_json() for step in self.pending] if known else None,
+            "failed": self.failed,
+            "changed": self.changed if known else None,
+            "missing": self.missing if known else None,
+            "out_of_order": self.out_of_order if known else None,
+        }
+
     def to_json(self) -> dict[str, Any]:
-        """JSON-able form."""
+        """JSON-able form.
+
+        ``pending``, ``changed``, ``missing`` and ``out_of_order`` are ``null`` when :attr:`files_compared`
+        is false: not known, which an empty list would deny.
+        """
         return {
             "namespace": self.namespace,
             "current": self.current,
             "applied": [row.to_json() for row in self.applied],
-            "pending": [step.to_json() for step in self.pending],
-            "failed": self.failed,
-            "changed": self.changed,
-            "missing": self.missing,
-            "out_of_order": self.out_of_order,
+            **self._compared_json(),
             "lock": self.lock.to_json() if self.lock else None,
             "interrupted": self.interrupted.to_json() if self.interrupted else None,
             "interrupted_outcome": self.interrupted_outcome,

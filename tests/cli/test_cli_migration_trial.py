@@ -101,8 +101,8 @@ def test_read_only_commands_and_unlock_need_no_project_file(lake):
     assert (as_json["current"], as_json["files_compared"], as_json["pending"], as_json["missing"]) == (
         "0002",
         False,
-        [],
-        [],
+        None,
+        None,
     )
     compared = _ok(lake.run("status"))  # with --migrations-dir it compares the files
     assert "files:" not in compared.stdout and re.search(r"^0003\s+email", compared.stdout, re.M), compared.stdout

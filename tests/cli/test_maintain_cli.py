@@ -217,7 +217,7 @@ def test_ctrl_c_before_any_table_work_exits_130_with_the_json_error(lake, monkey
     # Ctrl-C at a chosen moment cannot be timed in a subprocess: the interrupt is raised where the catalog opens.
     import iceberg_ops_provider.cli.maintain as cli_maintain
 
-    def interrupted(settings):
+    def interrupted(settings, **options):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(cli_maintain, "open_catalog", interrupted)

@@ -98,7 +98,8 @@ def test_verify_of_a_missing_target_says_nothing_was_moved_and_the_command_that_
     assert result.returncode == 2  # as documented for verify of a move that has not finished
     text = _error(result)
     assert "its target archive.events does not exist, so nothing was moved there yet" in text
-    assert "run `iceberg-ops move sales.events archive.events --create-target` first" in text
+    catalog_flags = " ".join(sqlite_flags(lake))  # the command to paste repeats the options that named the catalog
+    assert f"run `iceberg-ops {catalog_flags} move sales.events archive.events --create-target` first" in text
     assert "Create it first" not in text and "pass --create-target" not in text
     document = json.loads(result.stdout)
     assert document["type"] == "MoveStateError" and document["exit_code"] == 2

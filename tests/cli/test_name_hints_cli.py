@@ -1,0 +1,87 @@
+"""Misspelt names on the command line get the names there are and the closest one.
+
+A namespace (``--namespace`` of ``unlock``, a namespace with ``--all``, the namespace part of a
+table), a table of ``maintain`` and ``move``, a ``--threshold`` name, and a model of ``revision
+--target-table``. Real subprocesses on a SQLite catalog in ``tmp_path``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.cli.ops_support import run, sqlite_catalog, sqlite_flags
+from tests.maintenance.test_compaction_support import small_files_table
+
+
+@pytest.fixture(scope="module")
+def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """``sales.events`` and ``sales.orders``."""
+    root = tmp_path_factory.mktemp("lake")
+    small_files_table(sqlite_catalog(root), "sales.events", appends=1, rows=10)
+    small_files_table(sqlite_catalog(root), "sales.orders", appends=1, rows=10)
+    return root
+
+
+def _said(result) -> str:
+    assert result.returncode == 2, result.stderr
+    return " ".join(result.stderr.split())
+
+
+def test_a_misspelt_namespace_of_unlock(lake: Path):
+    text = _said(run(lake, *sqlite_flags(lake), "--namespace", "salse", "unlock"))
+
+    assert "Namespace 'salse' does not exist in the catalog and has no migration history." in text
+    assert "Check --namespace (existing: sales). Did you mean 'sales'?" in text
+
+
+def test_a_misspelt_namespace_with_all(lake: Path):
+    text = _said(run(lake, *sqlite_flags(lake), "maintain", "health", "--all", "salse"))
+
+    assert "Error: Invalid value for 'TABLE': namespace 'salse' does not exist in the catalog" in text
+    assert "(existing namespaces: sales). Did you mean 'sales'?" in text
+
+
+@pytest.mark.parametrize(
+    ("table", "detail", "guess"),
+    [
+        ("sales.evnts", "(tables of sales: events, orders; with --all, sales means every one of them)", "sales.events"),
+        ("salse.orders", "(namespace 'salse' does not exist either; existing namespaces: sales)", "sales.orders"),
+    ],
+)
+def test_a_misspelt_table_of_maintain(lake: Path, table: str, detail: str, guess: str):
+    text = _said(run(lake, *sqlite_flags(lake), "maintain", "health", table))
+
+    assert f"Error: Invalid value for 'TABLE': table '{table}' does not exist in the catalog {detail}." in text
+    assert text.endswith(f"Did you mean '{guess}'?")
+
+
+def test_a_misspelt_source_and_target_of_move(lake: Path):
+    source = _said(run(lake, *sqlite_flags(lake), "move", "sales.evnts", "archive.events", "--create-target"))
+    assert (
+        "error: The source table sales.evnts does not exist (tables of sales: events, orders). "
+        "Did you mean 'sales.events'?" in source
+    )
+
+    target = _said(run(lake, *sqlite_flags(lake), "move", "sales.events", "sales.ordrs"))
+    assert "The target table sales.ordrs does not exist (tables of sales: events, orders). Did you mean" in target
+    assert "Did you mean 'sales.orders'? Create it first, or pass --create-target to create it" in target
+
+
+def test_a_misspelt_threshold(lake: Path):
+    text = _said(run(lake, *sqlite_flags(lake), "maintain", "health", "sales.events", "--threshold", "max_snapshot=3"))
+
+    assert "Error: Invalid value for '--threshold': Unknown health threshold(s) ['max_snapshot']" in text
+    assert text.endswith("Did you mean 'max_snapshots'?")
+
+
+def test_a_misspelt_model(tmp_path: Path):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "migrations").mkdir()
+    (tmp_path / "models" / "orders.yaml").write_text("name: orders\ncolumns:\n  - {name: id, type: long}\n")
+    (tmp_path / "iceberg-ops.yaml").write_text("catalog:\n  kind: sqlite\nnamespace: sales\n")
+
+    text = _said(run(tmp_path, "revision", "-m", "x", "--autogenerate", "--target-table", "ordrs"))
+
+    assert f"No model for table 'ordrs' in {tmp_path / 'models'} (its models: orders). Did you mean 'orders'?" in text
