@@ -81,12 +81,13 @@ def revision(settings: Settings, message: str, autogenerate: bool, target_table:
     settings.emit(result.to_json(), "\n".join(lines))
 
 
-def _results(settings: Settings, results: list[Any], verb: str) -> None:
+def _results(settings: Settings, results: list[Any], verb: str, nothing: str = "") -> None:
     rows = [
         (r.version, r.description, r.status, f"{r.duration:.2f}s", _commit_column(r.atomic, r.direction))
         for r in results
     ]
-    human = text_table(["version", "description", "status", "duration", "commit"], rows) or f"Nothing to {verb}."
+    table = text_table(["version", "description", "status", "duration", "commit"], rows)
+    human = table or nothing or f"Nothing to {verb}."
     settings.emit([r.to_json() for r in results], human)
 
 
@@ -160,7 +161,10 @@ def downgrade(settings: Settings, target: str, allow_changed: bool, yes: bool, n
 @handles_errors
 def stamp(settings: Settings, version: str) -> None:
     """Record the namespace as migrated to VERSION (head, base, a version) without running anything."""
-    _results(settings, settings.runner().stamp(version), "stamp")
+    runner = settings.runner()
+    results = runner.stamp(version)
+    nothing = f"The namespace is already at {runner.current() or 'base'}: no version to record." if not results else ""
+    _results(settings, results, "stamp", nothing)
 
 
 @click.command(context_settings=_TARGET_ARGUMENT)

@@ -167,8 +167,8 @@ def unavailable_error(
     return CatalogUnavailableError(message, endpoint=endpoint, timeout=seconds if isinstance(exc, Timeout) else None)
 
 
-def _sqlite_error(exc: BaseException, endpoint: str) -> CatalogConfigError | None:
-    """A SQL catalog whose SQLite database file is not a database, or cannot be opened."""
+def _sqlite_error(exc: BaseException, endpoint: str) -> CatalogConfigError | CatalogUnavailableError | None:
+    """A SQL catalog whose SQLite database file is not a database, cannot be opened, or is locked."""
     try:
         from sqlalchemy.exc import DatabaseError
     except ImportError:  # no SQLAlchemy, so no SQL catalog raised this
@@ -188,6 +188,14 @@ def _sqlite_error(exc: BaseException, endpoint: str) -> CatalogConfigError | Non
         return CatalogConfigError(
             f"{where} is not an SQLite database ({reason}); point {setting} at the catalog's SQLite database file, "
             "or at a path that does not exist yet to create a new catalog there."
+        )
+    if "database is locked" in reason or "database is busy" in reason:
+        # Transient: another process holds a write transaction open longer than SQLite's busy wait.
+        return CatalogUnavailableError(
+            f"{where} is locked by another process ({reason}), which kept it longer than SQLite waits (5 s): "
+            "another command or task writing to the catalog, or a program holding a transaction open on the "
+            "file. Run it again once that process finished.",
+            endpoint=endpoint,
         )
     if "unable to open database file" in reason:
         return CatalogConfigError(

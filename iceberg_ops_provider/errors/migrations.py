@@ -171,11 +171,25 @@ class PartialMigrationError(MigrationError):
                 f"Either finish the rollback by hand and stamp the version below {version} (or `base`), or "
                 f"redo the rolled-back changes and record `iceberg-ops stamp {version}`."
             )
+        if self.committed:
+            what = (
+                f"was only partly committed by its {direction}(){run}: committed: {', '.join(self.committed)}; "
+                f"not committed: {', '.join(self.not_committed) or 'nothing'}"
+            )
+        else:
+            what = (
+                f"was interrupted in its {direction}(){run} with changes that cannot be checked: "
+                f"{', '.join(self.not_committed) or 'none listed'} (nothing else of it was committed)"
+            )
+            again = "run the upgrade again" if direction == "upgrade" else "run the rollback again"
+            how = (
+                f"Check those tables: if nothing landed, stamp the version {direction} started from and {again}; "
+                "if something did, finish or undo the rest by hand and stamp the version that matches the tables."
+            )
         super().__init__(
-            f"Migration {version} of namespace {namespace!r} was only partly committed by its {direction}(){run}: "
-            f"committed: {', '.join(self.committed) or 'nothing'}; not committed: "
-            f"{', '.join(self.not_committed) or 'nothing'}. Nothing more runs in this namespace until this is "
-            f"resolved. {how} A stamp (runner.stamp) clears this record."
+            f"Migration {version} of namespace {namespace!r} {what}. Nothing more runs in this namespace until this "
+            f"is resolved. {how} A stamp (`iceberg-ops stamp`; in Python, MigrationRunner.stamp()) clears this "
+            "record."
         )
 
 

@@ -341,8 +341,8 @@ class RunSession:
             )
         elif stamping:
             message = (
-                f"{target.namespace}: cleared the record of {version} ({direction}) partly committed by run "
-                f"{intent.run_id} (committed: {', '.join(details['committed'])}); this stamp records the outcome"
+                f"{target.namespace}: cleared the record of {version} ({direction}) left unsettled by run "
+                f"{intent.run_id} ({_committed_text(details['committed'])}); this stamp records the outcome"
             )
         else:
             partial = PartialMigrationError(
@@ -367,3 +367,8 @@ class RunSession:
         self._note(event, message, version=version, details=details)
         self.intent_settled = True
         return wrote
+
+
+def _committed_text(committed: list[str]) -> str:
+    """What an interrupted run is known to have committed, for a message."""
+    return f"committed: {', '.join(committed)}" if committed else "no change of it was found committed"
