@@ -41,9 +41,10 @@ import yaml
 
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.core.catalog_messages import redacted as _redacted
+from iceberg_ops_provider.core.catalog_properties import check_option_names, pyiceberg_config_error
 from iceberg_ops_provider.core.catalog_properties import configured_uri as _configured_uri
-from iceberg_ops_provider.core.catalog_properties import pyiceberg_config_error
 from iceberg_ops_provider.core.error_translation import catalog_errors
+from iceberg_ops_provider.core.name_hints import closest
 from iceberg_ops_provider.core.timeouts import (
     DEFAULT_CATALOG_TIMEOUT,
     bound_catalog_requests,
@@ -223,6 +224,11 @@ class ProjectConfig:
                 options["warehouse_dir"] = self._resolve(options["warehouse_dir"])
             if isinstance(options.get("uri"), str):
                 options["uri"] = self._resolve_sqlite_url(options["uri"])
+        if self.path is not None:  # a misspelt option can only come from the file: name it
+            try:
+                check_option_names(kind, [key for key in options if key != "timeout"])
+            except CatalogConfigError as exc:
+                raise CatalogConfigError(f"{self.path}, under `catalog:`: {exc}") from exc
         try:
             return CatalogFactory.build(kind, create=create, **options)
         except UnknownCatalogKindError as exc:  # the factory's list has kinds the command line refuses
@@ -473,7 +479,9 @@ def load_config(
         raise ProjectConfigError(f"{file}: expected a mapping of settings, got {type(raw).__name__}.")
     unknown = sorted(set(raw) - _KEYS)
     if unknown:
-        raise ProjectConfigError(f"{file}: unknown key(s) {unknown}; valid keys: {sorted(_KEYS)}.")
+        guesses = [f"{guess!r} for {key!r}" for key in unknown if (guess := closest(key, _KEYS))]
+        hint = f" Did you mean {', '.join(guesses)}?" if guesses else ""
+        raise ProjectConfigError(f"{file}: unknown key(s) {unknown}; valid keys: {sorted(_KEYS)}.{hint}")
     if "airflow_conn_id" in raw and "catalog" in raw:
         raise ProjectConfigError(
             f"{file}: set either `catalog:` or `airflow_conn_id:`, not both; the Airflow connection describes the "

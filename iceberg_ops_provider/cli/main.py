@@ -20,6 +20,7 @@ lists every error class with its exit code.
 from __future__ import annotations
 
 import logging
+import math
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,13 @@ from iceberg_ops_provider.cli.move import move
 from iceberg_ops_provider.cli.settings import Settings
 
 __all__ = ["cli", "main"]
+
+
+def _finite(param: click.Parameter, value: float | None) -> float | None:
+    """Refuse ``nan`` and infinities, which a range check lets through."""
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a number of seconds.", param=param)
+    return value
 
 
 @click.group(cls=CommandLine, context_settings={"help_option_names": ["-h", "--help"]})
@@ -76,7 +84,8 @@ __all__ = ["cli", "main"]
 )
 @click.option(
     "--stale-after",
-    type=click.FloatRange(min=0, min_open=True),
+    type=click.FloatRange(min=1, max=7 * 24 * 3600),  # check_stale_after's range, refused before anything opens
+    callback=lambda ctx, param, value: _finite(param, value),
     metavar="SECONDS",
     help="Lease of the migration lock: a lock not renewed for this long (its run died) is taken over (default 180).",
 )

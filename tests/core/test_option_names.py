@@ -69,5 +69,6 @@ def test_the_project_file_gets_the_guess_on_the_command_line(tmp_path: Path):
     result = run(tmp_path, "status")
 
     assert result.returncode == 2
-    assert "error: Unknown option 'db_pth' for the 'sqlite' catalog." in result.stderr
+    project = tmp_path / "iceberg-ops.yaml"
+    assert f"error: {project}, under `catalog:`: Unknown option 'db_pth' for the 'sqlite' catalog." in result.stderr
     assert result.stderr.rstrip().endswith("Did you mean 'db_path'?")
