@@ -400,14 +400,18 @@ def _compaction(
     older = sum(p.compaction_candidates for p in due if p.spec_id != table.metadata.default_spec_id)
     sorted_table = not table.sort_order().is_unsorted
     of_all = "" if len(due) == len(partitions) else f" (of {len(partitions)})"
+    kinds = []
+    if candidates - older:
+        kinds.append(
+            f"{candidates - older} small files (under {_size(int(target * thresholds.small_file_fraction))}, "
+            f"{thresholds.small_file_fraction:.0%} of the {_size(target)} target)"
+        )
+    if older:
+        kinds.append(f"{older} written under an older partition spec (rewritten into the current one)")
     reason = (
         f"{len(due)} partition(s){of_all} hold at least {thresholds.min_input_files} files to rewrite, more than "
-        f"{thresholds.max_small_file_ratio:.0%} of their files: {candidates - older} small files (under "
-        f"{_size(int(target * thresholds.small_file_fraction))}, {thresholds.small_file_fraction:.0%} of the "
-        f"{_size(target)} target)"
+        f"{thresholds.max_small_file_ratio:.0%} of their files: {' and '.join(kinds)}"
     )
-    if older:
-        reason += f" and {older} written under an older partition spec (rewritten into the current one)"
     reason += f", {_size(sum(p.compaction_candidate_bytes for p in due))}, about {after} file(s) after compaction"
     if sorted_table:
         reason += "; the table has a sort order, so each output file is sorted by it"
