@@ -434,7 +434,8 @@ def _describe_result(result: Any) -> str:
     state = "complete" if result.complete else "NOT complete"
     lines = [
         f"move {result.source} -> {result.target} ({result.mode}, move id {result.move_id}): {state}",
-        f"this run: {result.units_committed} unit(s) committed, {result.units_skipped} skipped, of "
+        f"this run: {result.units_committed} unit(s) committed, {result.units_skipped} skipped"
+        f"{' (already committed by another run)' if result.units_skipped else ''}, of "
         f"{result.units_total}; {result.rows:,} rows, {size_text(result.bytes_read)} read, "
         f"{size_text(result.bytes_written)} written in {result.files_written} file(s), {result.seconds:.1f} s",
     ]
