@@ -9,6 +9,7 @@ table, or JSON with ``--json``). The commands are defined here without their gro
 
 from __future__ import annotations
 
+import socket
 import sys
 from pathlib import Path
 from typing import Any
@@ -355,6 +356,15 @@ def unlock(settings: Settings) -> None:
     runner = settings.runner(known=True, files="none", create=False)
     holder = runner.force_unlock()
     human = f"released the lock held by {holder.describe()}" if holder else "The namespace was not locked."
+    if holder is not None and holder.stale_reason() is None:
+        # Releasing a live run's lock is allowed (a person decided), but say what follows.
+        click.echo(
+            f"warning: that run did not look dead (its lease runs until {holder.expires_at().isoformat()}"
+            f"{', and its process still runs on this host' if holder.host == socket.gethostname() else ''}): it "
+            "stops with LockLostError when it next checks the lock (before its next commit, or at its next lease "
+            "renewal).",
+            err=True,
+        )
     settings.emit({"released": holder.to_json() if holder else None}, human)
 
 
