@@ -8,6 +8,11 @@ Every function takes a PyIceberg ``Table``, returns a result with ``to_json()``,
 """
 
 from iceberg_ops_provider.maintenance.compaction import CompactionResult, compact_small_files_streaming
+from iceberg_ops_provider.maintenance.compaction_units import (
+    CompactionUnit,
+    plan_compaction_units,
+    run_compaction_units,
+)
 from iceberg_ops_provider.maintenance.expire import ExpireSnapshotsResult, expire_snapshots
 from iceberg_ops_provider.maintenance.health import HealthThresholds, TableHealthReport, table_health_report
 from iceberg_ops_provider.maintenance.manifests import RewriteManifestsResult, rewrite_manifests
@@ -15,6 +20,9 @@ from iceberg_ops_provider.maintenance.orphans import RemoveOrphanFilesResult, re
 
 __all__ = [
     "CompactionResult",
+    "CompactionUnit",
+    "plan_compaction_units",
+    "run_compaction_units",
     "ExpireSnapshotsResult",
     "HealthThresholds",
     "TableHealthReport",

@@ -61,7 +61,9 @@ class CompactionGroupResult:
         index: Position in the plan, from 1.
         partition: The partition the files were written in (``""`` when unpartitioned).
         spec_id: The partition spec they were written under.
-        status: ``planned`` (dry run), ``committed`` or ``failed`` (a conflict: nothing committed).
+        status: ``planned`` (dry run), ``committed``, ``failed`` (a conflict: nothing committed) or, for
+            units run by :func:`~iceberg_ops_provider.maintenance.compaction_units.run_compaction_units`,
+            ``skipped`` (another run already replaced its files).
         data_files: The data files rewritten (or to rewrite).
         bytes: Their size.
         delete_files: The position delete files removed because every row they delete is rewritten.
@@ -120,6 +122,8 @@ class CompactionResult:
     file_groups_count: int = 0
     committed_groups_count: int = 0
     failed_groups_count: int = 0
+    skipped_groups_count: int = 0
+    """Units another run had already replaced (only from ``run_compaction_units``)."""
     snapshot_ids: list[int] = field(default_factory=list)
     groups: list[CompactionGroupResult] = field(default_factory=list)
     planning_seconds: float = 0.0

@@ -1,0 +1,312 @@
+"""Compaction that fans out: a plan of serializable units, each rewritten and committed on its own, anywhere.
+
+:func:`~iceberg_ops_provider.maintenance.compaction.compact_small_files_streaming` plans a table's
+groups and rewrites them one after the other in one process. For a table with thousands of
+partitions that is one worker doing what many could share, as Spark spreads the same groups over its
+executors. Here the same plan is split in two steps, the shape of the data mover:
+
+- :func:`plan_compaction_units` returns the groups as :class:`CompactionUnit` values: the files of one
+  partition (a large partition split, so each unit stays small enough for one task), JSON-able
+  (:meth:`CompactionUnit.to_json`, :meth:`CompactionUnit.from_json`) to pass to other processes (Airflow
+  tasks mapped with ``.expand``).
+- :func:`run_compaction_units` rewrites the given units of a table, each as one ``replace`` commit with
+  the safety compaction has everywhere: files appended meanwhile are kept, and the commit fails if a
+  file it rewrites was removed, replaced or given new deletes since (Spark's ``RewriteFiles`` rules).
+
+**Exactly once**, across retries, SIGKILLs and two runs given the same unit: a unit runs only when every
+one of its files is still live; a unit whose files another run already replaced is ``skipped``, never
+redone (also when that run's commit landed just before it was killed). Two runs rewriting the same unit
+at once race on the commit: one lands, the other's validation fails and, its files being gone, it
+reports ``skipped``. A process killed mid-unit leaves only unreferenced files (orphans, removed by
+orphan-file removal); the table reads exactly as before, and a rerun redoes the unit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, fields, replace
+from typing import TYPE_CHECKING, Any, Literal
+
+from pyiceberg.expressions import AlwaysTrue
+
+from iceberg_ops_provider.errors import MaintenanceConflictError
+from iceberg_ops_provider.maintenance.binpack import FileGroup
+from iceberg_ops_provider.maintenance.candidates import plan_candidates
+from iceberg_ops_provider.maintenance.compaction import (
+    CompactionGroupResult,
+    CompactionResult,
+    _GroupRunner,
+    _identifier,
+    _result,
+    compact_small_files_streaming,
+)
+from iceberg_ops_provider.maintenance.compaction_deletes import refuse_equality_deletes, removable_delete_files
+from iceberg_ops_provider.progress import ProgressCallback, ProgressTracker
+
+if TYPE_CHECKING:
+    from pyiceberg.expressions import BooleanExpression
+    from pyiceberg.table import FileScanTask, Table
+
+__all__ = ["CompactionUnit", "plan_compaction_units", "run_compaction_units"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CompactionUnit:
+    """One group of a compaction plan, to be rewritten and committed on its own (by any process).
+
+    Attributes:
+        table: The table, ``namespace.table``.
+        index: Position in the plan, from 1.
+        partition: The partition of its files (``day=2026-11-03``; ``""`` when unpartitioned).
+        spec_id: The partition spec they were written under.
+        data_files: The data files to rewrite, sorted.
+        bytes: Their size when planned.
+        expected_output_files: How many files the plan expects.
+        strategy: ``binpack`` or ``sort``.
+        target_file_size_bytes: The output file size aimed at.
+        planned_snapshot_id: The snapshot the plan was made on.
+    """
+
+    table: str
+    index: int
+    partition: str
+    spec_id: int
+    data_files: tuple[str, ...]
+    bytes: int
+    expected_output_files: int
+    strategy: str
+    target_file_size_bytes: int
+    planned_snapshot_id: int
+
+    @property
+    def unit_id(self) -> str:
+        """A stable id of the unit: its table and files (the same files give the same id in every plan)."""
+        digest = hashlib.sha256("\n".join([self.table, *self.data_files]).encode()).hexdigest()
+        return digest[:16]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form, with ``unit_id`` (ignored by :meth:`from_json`)."""
+        data = asdict(self)
+        data["data_files"] = list(self.data_files)
+        data["unit_id"] = self.unit_id
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> CompactionUnit:
+        """A unit from :meth:`to_json`'s form.
+
+        Raises:
+            ValueError: Not a mapping, a key missing, or a value of the wrong type; the message names it.
+        """
+        if not isinstance(data, Mapping):
+            raise ValueError(f"A compaction unit must be a mapping (CompactionUnit.to_json()), got {data!r}.")
+        missing = [f.name for f in fields(cls) if f.name not in data]
+        if missing:
+            raise ValueError(
+                f"A compaction unit lacks {', '.join(missing)}: pass units as plan_compaction_units() returned them "
+                "(CompactionUnit.to_json())."
+            )
+        files = data["data_files"]
+        if not isinstance(files, list | tuple) or not files or not all(isinstance(p, str) for p in files):
+            raise ValueError(f"A compaction unit's data_files must be a non-empty list of paths, got {files!r}.")
+        try:
+            return cls(
+                table=str(data["table"]),
+                index=int(data["index"]),
+                partition=str(data["partition"]),
+                spec_id=int(data["spec_id"]),
+                data_files=tuple(sorted(files)),
+                bytes=int(data["bytes"]),
+                expected_output_files=int(data["expected_output_files"]),
+                strategy=str(data["strategy"]),
+                target_file_size_bytes=int(data["target_file_size_bytes"]),
+                planned_snapshot_id=int(data["planned_snapshot_id"]),
+            )
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"A compaction unit has a value of the wrong type ({exc}): {dict(data)!r}") from exc
+
+
+def plan_compaction_units(
+    table: Table,
+    target_file_size_bytes: int | None = None,
+    min_input_files: int = 5,
+    where: str | BooleanExpression | None = None,
+    strategy: Literal["binpack", "sort"] = "binpack",
+) -> list[CompactionUnit]:
+    """The units a compaction of ``table`` would rewrite, as ``compact_small_files_streaming`` plans its groups.
+
+    Takes the arguments of :func:`~iceberg_ops_provider.maintenance.compaction.compact_small_files_streaming`
+    and raises what it raises for them; writes nothing. An empty list: nothing to compact.
+    """
+    planned = compact_small_files_streaming(
+        table, target_file_size_bytes, min_input_files, where, strategy, dry_run=True
+    )
+    if planned.planned_snapshot_id is None:
+        return []
+    return [
+        CompactionUnit(
+            table=planned.table,
+            index=group.index,
+            partition=group.partition,
+            spec_id=group.spec_id,
+            data_files=tuple(sorted(group.data_files)),
+            bytes=group.bytes,
+            expected_output_files=group.expected_output_files,
+            strategy=planned.strategy,
+            target_file_size_bytes=planned.target_file_size_bytes,
+            planned_snapshot_id=planned.planned_snapshot_id,
+        )
+        for group in planned.groups
+    ]
+
+
+def _units(table: Table, units: Iterable[CompactionUnit | Mapping[str, Any]]) -> list[CompactionUnit]:
+    parsed = [unit if isinstance(unit, CompactionUnit) else CompactionUnit.from_json(unit) for unit in units]
+    name = _identifier(table)
+    foreign = sorted({unit.table for unit in parsed if unit.table != name})
+    if foreign:
+        raise ValueError(
+            f"units of {', '.join(foreign)} were given to the compaction of {name}: pass each table's own."
+        )
+    strategies = {unit.strategy for unit in parsed} - {"binpack", "sort"}
+    if strategies:
+        raise ValueError(f"unknown compaction strategy {sorted(strategies)} in the units: 'binpack' or 'sort'.")
+    return parsed
+
+
+def _live(table: Table, paths: Iterable[str]) -> dict[str, FileScanTask]:
+    """The current snapshot's tasks (with their position deletes) of those of ``paths`` still live."""
+    wanted = set(paths)
+    snapshot = table.current_snapshot()
+    if snapshot is None or not wanted:
+        return {}
+    tasks = plan_candidates(table.metadata, table.io, snapshot, AlwaysTrue(), lambda f: f.file_path in wanted)
+    return {task.file.file_path: task for task in tasks}
+
+
+def run_compaction_units(
+    table: Table,
+    units: Iterable[CompactionUnit | Mapping[str, Any]],
+    on_progress: ProgressCallback | None = None,
+    should_stop: Callable[[], bool] | None = None,
+) -> CompactionResult:
+    """Rewrite the given units of ``table``, each as one commit, exactly once (see the module).
+
+    Args:
+        table: The table the units were planned on (refreshed by the call).
+        units: Units from :func:`plan_compaction_units`, or their JSON.
+        on_progress: Receives progress as the units are rewritten.
+        should_stop: Asked before each unit; once ``True`` no further unit starts (``stopped``).
+
+    Returns:
+        A :class:`~iceberg_ops_provider.maintenance.compaction.CompactionResult` whose ``groups`` are
+        the units, each ``committed``, ``skipped`` (another run already replaced its files) or, with
+        ``stopped``, left out.
+
+    Raises:
+        ValueError: A unit of another table, malformed JSON, or an unknown strategy; nothing was written.
+        UnsupportedDeleteFilesError: The table holds equality delete files; nothing was written.
+        MaintenanceConflictError: Concurrent commits changed the files of some units (not replaced them):
+            those were not committed, the others were; running the same units again redoes only them.
+    """
+    started = time.monotonic()
+    parsed = _units(table, units)
+    name = _identifier(table)
+    table.refresh()
+    metadata = table.metadata
+    snapshot = table.current_snapshot()
+    first = parsed[0] if parsed else None
+    base = {
+        "table": name,
+        "dry_run": False,
+        "strategy": first.strategy if first else "binpack",
+        "target_file_size_bytes": first.target_file_size_bytes if first else 0,
+    }
+    if snapshot is not None and parsed:
+        refuse_equality_deletes(table, snapshot)
+    live = _live(table, (path for unit in parsed for path in unit.data_files))
+    tracker = ProgressTracker(
+        f"compact {name}",
+        total_bytes=sum(unit.bytes for unit in parsed),
+        units_total=len(parsed),
+        on_progress=on_progress,
+        log_every=10.0,
+        files_total=sum(len(unit.data_files) for unit in parsed),
+        unit_name="unit",
+    )
+    runners: dict[tuple[str, int], _GroupRunner] = {}
+    rewritten: set[str] = set()
+    removed_deletes: set[str] = set()
+    references: dict[str, frozenset[str]] = {}
+    results: list[CompactionGroupResult] = []
+    stopped = False
+    for unit in parsed:
+        if should_stop is not None and should_stop():
+            stopped = True
+            break
+        planned = CompactionGroupResult(
+            index=unit.index,
+            partition=unit.partition,
+            spec_id=unit.spec_id,
+            status="planned",
+            data_files=list(unit.data_files),
+            bytes=unit.bytes,
+            expected_output_files=unit.expected_output_files,
+        )
+        tasks = [live.get(path) for path in unit.data_files]
+        if not all(tasks):
+            gone = sum(task is None for task in tasks)
+            log.info("%s: unit %d skipped: %d of its %d file(s) are no longer live", name, unit.index, gone, len(tasks))
+            results.append(_skipped(planned, f"{gone} of its {len(tasks)} file(s) were already replaced or removed"))
+            tracker.unit_done()
+            continue
+        group = FileGroup(
+            index=unit.index,
+            spec_id=unit.spec_id,
+            partition=tasks[0].file.partition,  # type: ignore[union-attr]
+            partition_path=unit.partition,
+            tasks=tuple(tasks),  # type: ignore[arg-type]
+            output_files=unit.expected_output_files,
+            repartition=unit.spec_id != metadata.default_spec_id,
+        )
+        removable = removable_delete_files(table.io, group, rewritten, removed_deletes, references)
+        planned = replace(planned, delete_files=[d.file_path for d in removable])
+        key = (unit.strategy, unit.target_file_size_bytes)
+        if key not in runners:
+            runners[key] = _GroupRunner(
+                table, metadata, len(parsed), unit.strategy, unit.target_file_size_bytes, tracker
+            )
+        outcome = runners[key].run(group, planned, removable)
+        tracker.unit_done()
+        if outcome.status == "failed":
+            table.refresh()
+            if not _live(table, unit.data_files):  # another run's commit replaced them first
+                outcome = _skipped(outcome, f"another run replaced its files first ({outcome.error})")
+        if outcome.status == "committed":
+            rewritten.update(outcome.data_files)
+            removed_deletes.update(outcome.delete_files)
+        results.append(outcome)
+    if parsed:
+        tracker.finish()
+    snapshot_id = snapshot.snapshot_id if snapshot is not None else None
+    result = _result(base, snapshot_id, parsed, results, 0.0, time.monotonic() - started)  # type: ignore[arg-type]
+    result = replace(result, stopped=stopped, skipped_groups_count=sum(r.status == "skipped" for r in results))
+    if result.failed_groups_count:
+        failed = [r for r in results if r.status == "failed"]
+        error = MaintenanceConflictError(
+            f"{name}: {len(failed)} of {len(parsed)} compaction unit(s) were not committed because concurrent commits "
+            f"changed their files (first: unit {failed[0].index}, {failed[0].error}). The other "
+            f"{result.committed_groups_count} were committed or skipped as done. Run the same units again to redo them."
+        )
+        error.result = result
+        raise error
+    return result
+
+
+def _skipped(result: CompactionGroupResult, why: str) -> CompactionGroupResult:
+    return replace(result, status="skipped", error=why, added_data_files=[], added_bytes=0, snapshot_id=None)
