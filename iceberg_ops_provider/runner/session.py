@@ -221,8 +221,13 @@ class RunSession:
         )
 
     def write(self, rows: list[HistoryRow]) -> None:
-        """Write history rows, checking they replace what this run last saw."""
+        """Write history rows, checking they replace what this run last saw and that the lock is still this run's.
+
+        The lock is read from the catalog, not taken from the lease thread's last word: a lock released by
+        ``unlock`` (or taken over) moments ago must stop the run before it records anything.
+        """
         self.keeper.check()
+        self.target.lock.check_held(self.held)
         expected = {row.version: self.expected.get(row.version) for row in rows}
         self.target.history_store.record(self.target.namespace, rows, expected)
         self.written(rows)
