@@ -213,7 +213,10 @@ def _namespace(connection_id: str, namespace: str, page: int) -> dict[str, Any]:
 
 def _table(connection_id: str, namespace: str, table: str) -> dict[str, Any]:
     conn = _connection(connection_id)
-    return views.table_view(conn, _check_namespace(namespace), _check_table(table), ui_settings(), READS)
+    view = views.table_view(conn, _check_namespace(namespace), _check_table(table), ui_settings(), READS)
+    if any(missing in str(view["errors"].get("facts", "")) for missing in ("NoSuchTableError", "NoSuchNamespaceError")):
+        raise HTTPException(status.HTTP_404_NOT_FOUND, f"No table {namespace}.{table} in catalog {connection_id!r}.")
+    return view
 
 
 def create_app() -> FastAPI:
