@@ -125,12 +125,14 @@ demo: $(INSTALLED)
 # whatever of its process group still runs 90 seconds later is terminated, then killed. The API listens on
 # AIRFLOW_PORT, the log servers on AIRFLOW_WORKER_LOG_PORT and AIRFLOW_TRIGGER_LOG_PORT (refused up front when
 # one is taken). New DAGs start unpaused, so a triggered run runs (the @daily examples run once at start).
+# The Iceberg pages read the example migrations, so they show what is pending.
 airflow: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 airflow: export AIRFLOW__API__HOST := 127.0.0.1
 airflow: export AIRFLOW__API__PORT := $(AIRFLOW_PORT)
 airflow: export AIRFLOW__API__BASE_URL := http://127.0.0.1:$(AIRFLOW_PORT)
 airflow: export AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS := admin:admin
 airflow: export AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION := False
+airflow: export AIRFLOW__ICEBERG_OPS__UI_MIGRATIONS_DIR := $(CURDIR)/dags_examples/migrations
 airflow: export AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT := $(AIRFLOW_WORKER_LOG_PORT)
 airflow: export AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT := $(AIRFLOW_TRIGGER_LOG_PORT)
 airflow: $(INSTALLED)
