@@ -19,7 +19,7 @@ import pytest
 from tests.cli.test_cli_migration_trial import BIN, CREATE_ORDERS, Lake
 from tests.support.migrations import write_migration
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 WRITES_DIRECTLY = """
 import time

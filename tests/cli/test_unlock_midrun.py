@@ -18,7 +18,7 @@ import pytest
 from tests.cli.test_cli_migration_trial import BIN, Lake
 from tests.support.migrations import write_migration
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]
 
 WAITS = """
 import time

@@ -114,6 +114,7 @@ def test_rows_appended_between_plan_and_run_are_kept(tmp_path: Path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_two_processes_given_the_same_units_commit_each_once(tmp_path: Path):
     _, table = _lake(tmp_path)
     before = rows(table)
@@ -133,6 +134,7 @@ def test_two_processes_given_the_same_units_commit_each_once(tmp_path: Path):
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_a_process_killed_after_its_first_commit_leaves_what_a_rerun_finishes(tmp_path: Path):
     _, table = _lake(tmp_path)
     before = rows(table)

@@ -127,6 +127,7 @@ def test_a_conflict_that_outlasts_every_attempt_is_transient_and_says_the_commit
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_two_processes_expiring_at_once_leave_a_readable_table(tmp_path: Path):
     for round_number, (first_keep, second_keep) in enumerate([(3, 20), (20, 3)]):
         root = tmp_path / f"round{round_number}"

@@ -13,7 +13,7 @@ import pytest
 from tests.airflow.ui.conftest import html_text
 from tests.airflow.ui.support import CONTEXT
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]  # Airflow's api-server application and metadata database
 
 ROUTES = [
     "/iceberg-ops/",
