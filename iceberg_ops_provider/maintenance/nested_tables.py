@@ -16,7 +16,7 @@ deletes nothing.
 from __future__ import annotations
 
 import logging
-from concurrent.futures import ThreadPoolExecutor, TimeoutError, wait
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -102,8 +102,6 @@ def nested_tables(
             for identifier in catalog.list_tables(namespace)
             if tuple(identifier) != tuple(outside)
         ]
-    except FileListingError:
-        raise
     except Exception as exc:
         raise _cannot_check(folder, f"listing the catalog's tables failed: {exc}") from exc
     log.info("looking for tables inside %s among %d other table(s) of the catalog", folder, len(identifiers))
@@ -117,8 +115,6 @@ def nested_tables(
         for future in done:
             try:
                 location = future.result()
-            except TimeoutError as exc:  # pragma: no cover - wait() returned it as done
-                raise _cannot_check(folder, str(exc)) from exc
             except Exception as exc:
                 name = ".".join(futures[future])
                 raise _cannot_check(folder, f"loading table {name} failed: {exc}") from exc

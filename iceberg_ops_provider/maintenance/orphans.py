@@ -37,7 +37,7 @@ from iceberg_ops_provider.errors import FileListingError, UnsafeLocationError
 from iceberg_ops_provider.maintenance import files as _files
 from iceberg_ops_provider.maintenance.files import ManifestReader
 from iceberg_ops_provider.maintenance.listing import contains, list_files, normalize_location
-from iceberg_ops_provider.maintenance.nested_tables import DEFAULT_LOOKUP_TIMEOUT, nested_tables
+from iceberg_ops_provider.maintenance.nested_tables import nested_tables
 from iceberg_ops_provider.maintenance.times import parse_older_than
 from iceberg_ops_provider.messages import Arg, message
 
@@ -188,7 +188,7 @@ def _nested(table: Table, folder: str) -> list[NestedTable]:
     if isinstance(table.catalog, NoopCatalog):
         log.info("%s has no catalog to ask for tables inside %s", ".".join(table.name()), folder)
         return []
-    return nested_tables(table.catalog, folder, outside=table.name(), timeout=DEFAULT_LOOKUP_TIMEOUT)
+    return nested_tables(table.catalog, folder, outside=table.name())
 
 
 def remove_orphan_files(
