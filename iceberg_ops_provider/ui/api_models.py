@@ -31,6 +31,10 @@ class CatalogState(CatalogInfo):
     """A catalog connection and whether its catalog answers."""
 
     answers: bool = Field(description="Whether listing its namespaces succeeded within the timeout.")
+    checking: bool = Field(
+        description="Whether the check is still running: the page waits at most 5 s in all, and a later visit "
+        "shows its answer."
+    )
     namespaces: int | None = Field(description="Top-level namespaces, when it answers.")
     seconds: float = Field(description="How long the answer took (or the wait, when it did not answer).")
     error: str | None = Field(description="Why it does not answer, naming the catalog.")

@@ -18,7 +18,7 @@ from typing import Annotated, Any
 from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity
 from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_connection, requires_access_dag
-from fastapi import Depends, FastAPI, HTTPException, Path, Query, Request, status
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Request, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
@@ -234,8 +234,10 @@ def create_app() -> FastAPI:
         docs_url=None,
         redoc_url=None,
         openapi_url=None,
-        dependencies=[Depends(requires_access_connection("GET"))],
     )
+    # Everything needs a user who may read connections; only the navigation's icon (a static picture every
+    # user's menu shows) is outside the check.
+    guarded = APIRouter(dependencies=[Depends(requires_access_connection("GET"))])
     app.add_middleware(_Redact)
 
     @app.exception_handler(StarletteHTTPException)
@@ -247,25 +249,27 @@ def create_app() -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def validation_error(request: Request, exc: RequestValidationError) -> Response:
-        return _error_page(request, _UNPROCESSABLE, exc.errors())
+        # Only where and what: pydantic's errors also echo the input, which may be kilobytes of URL.
+        errors = [{key: error[key] for key in ("loc", "msg", "type") if key in error} for error in exc.errors()]
+        return _error_page(request, _UNPROCESSABLE, errors)
 
     # -- HTML ------------------------------------------------------------------------------------
 
-    @app.get("/", include_in_schema=False)
+    @guarded.get("/", include_in_schema=False)
     def catalogs_html(request: Request, user: GetUserDep) -> HTMLResponse:
         return _html(pages.catalogs_page(_catalogs(user), _urls(request)))
 
-    @app.get("/c/{connection_id}/", include_in_schema=False)
+    @guarded.get("/c/{connection_id}/", include_in_schema=False)
     def catalog_html(request: Request, connection_id: ConnectionId) -> HTMLResponse:
         return _html(pages.catalog_page(_catalog(connection_id), _urls(request)))
 
-    @app.get("/c/{connection_id}", include_in_schema=False)
+    @guarded.get("/c/{connection_id}", include_in_schema=False)
     def catalog_html_slash(request: Request, connection_id: ConnectionId) -> RedirectResponse:
         return RedirectResponse(
             f"{_urls(request).catalog(connection_id)}", status_code=status.HTTP_307_TEMPORARY_REDIRECT
         )
 
-    @app.get("/c/{connection_id}/ns/{namespace}", include_in_schema=False)
+    @guarded.get("/c/{connection_id}/ns/{namespace}", include_in_schema=False)
     def namespace_html(
         request: Request,
         connection_id: ConnectionId,
@@ -274,13 +278,13 @@ def create_app() -> FastAPI:
     ) -> HTMLResponse:
         return _html(pages.namespace_page(_namespace(connection_id, namespace, page), _urls(request)))
 
-    @app.get("/c/{connection_id}/ns/{namespace}/t/{table}", include_in_schema=False)
+    @guarded.get("/c/{connection_id}/ns/{namespace}/t/{table}", include_in_schema=False)
     def table_html(
         request: Request, connection_id: ConnectionId, namespace: Namespace, table: TableName
     ) -> HTMLResponse:
         return _html(table_page(_table(connection_id, namespace, table), _urls(request)))
 
-    @app.get(
+    @guarded.get(
         "/tasks/{dag_id}/{dag_run_id}/{task_id}",
         include_in_schema=False,
         dependencies=[Depends(requires_access_dag("GET", DagAccessEntity.TASK_INSTANCE))],
@@ -320,17 +324,17 @@ def create_app() -> FastAPI:
 
     # -- JSON ------------------------------------------------------------------------------------
 
-    @app.get("/api/catalogs", response_model=models.CatalogsResponse, tags=["Iceberg"])
+    @guarded.get("/api/catalogs", response_model=models.CatalogsResponse, tags=["Iceberg"])
     def catalogs_json(user: GetUserDep) -> Any:
         """Every catalog connection the user may read: its kind, endpoint, timeout and whether it answers."""
         return _catalogs(user)
 
-    @app.get("/api/c/{connection_id}", response_model=models.CatalogResponse, tags=["Iceberg"])
+    @guarded.get("/api/c/{connection_id}", response_model=models.CatalogResponse, tags=["Iceberg"])
     def catalog_json(connection_id: ConnectionId) -> Any:
         """A catalog's namespaces, each with its current version, pending and failed migrations, and lock."""
         return _catalog(connection_id)
 
-    @app.get("/api/c/{connection_id}/ns/{namespace}", response_model=models.NamespaceResponse, tags=["Iceberg"])
+    @guarded.get("/api/c/{connection_id}/ns/{namespace}", response_model=models.NamespaceResponse, tags=["Iceberg"])
     def namespace_json(
         connection_id: ConnectionId,
         namespace: Namespace,
@@ -339,19 +343,22 @@ def create_app() -> FastAPI:
         """A namespace: versions, status, lock, unsettled run, a page of its audit trail, and its tables."""
         return _namespace(connection_id, namespace, page)
 
-    @app.get("/api/c/{connection_id}/ns/{namespace}/t/{table}", response_model=models.TableResponse, tags=["Iceberg"])
+    @guarded.get(
+        "/api/c/{connection_id}/ns/{namespace}/t/{table}", response_model=models.TableResponse, tags=["Iceberg"]
+    )
     def table_json(connection_id: ConnectionId, namespace: Namespace, table: TableName) -> Any:
         """A table: its metadata, health report and recommendations, last maintenance, and the moves into it."""
         return _table(connection_id, namespace, table)
 
     # -- The OpenAPI document, behind the same check -------------------------------------------------
 
-    @app.get("/openapi.json", include_in_schema=False)
+    @guarded.get("/openapi.json", include_in_schema=False)
     def openapi(request: Request) -> JSONResponse:
         return JSONResponse({**app.openapi(), "servers": [{"url": _urls(request).root}]})
 
-    @app.get("/docs", include_in_schema=False)
+    @guarded.get("/docs", include_in_schema=False)
     def docs(request: Request) -> HTMLResponse:
         return get_swagger_ui_html(openapi_url=f"{_urls(request).root}/openapi.json", title="iceberg-ops API")
 
+    app.include_router(guarded)
     return app

@@ -15,7 +15,7 @@ from urllib.parse import quote
 
 from iceberg_ops_provider.progress import size_text
 
-__all__ = ["Markup", "badge", "esc", "link", "page", "panel", "table"]
+__all__ = ["Markup", "badge", "errors_once", "esc", "link", "page", "panel", "table"]
 
 
 class Markup(str):
@@ -46,9 +46,28 @@ def tag(name: str, *children: Any, **attributes: Any) -> Markup:
     return Markup(f"<{name}{attrs}>{join(children)}</{name}>")
 
 
-def link(href: str, text: Any, *, top: bool = False, title: str | None = None) -> Markup:
-    """A link; ``top``: a page of Airflow's own, opened in Airflow's window when shown in its frame."""
+def link(href: str, text: Any, *, top: bool = False, title: str | None = None, new_tab: bool = False) -> Markup:
+    """A link.
+
+    ``top``: a page of Airflow's own, opened in Airflow's window when shown in its frame; ``new_tab``:
+    opened in a tab of its own (a JSON document, whose address the reader wants to see).
+    """
+    if new_tab:
+        return tag("a", text, href=href, title=title, target="_blank", rel="noopener")
     return tag("a", text, href=href, title=title, data_top="1" if top else None)
+
+
+def errors_once(view: dict[str, Any]) -> dict[str, Any]:
+    """``view`` with each error in full once: a later part failing the same way says so.
+
+    A catalog that does not answer fails every part of a page with the same message.
+    """
+    seen: set[str] = set()
+    errors: dict[str, str] = {}
+    for name, error in view.get("errors", {}).items():
+        errors[name] = "The same as above." if error in seen else error
+        seen.add(error)
+    return {**view, "errors": errors}
 
 
 def badge(text: Any, tone: str = "neutral") -> Markup:

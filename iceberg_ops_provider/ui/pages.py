@@ -16,6 +16,7 @@ from iceberg_ops_provider.ui.html import (
     count,
     dl,
     duration_ms,
+    errors_once,
     join,
     link,
     page,
@@ -83,7 +84,7 @@ def crumbs(urls: Urls, conn_id: str | None = None, namespace: str | None = None)
 
 def json_link(urls: Urls, suffix: str) -> Markup:
     """The line under a page that links to its JSON endpoint (``suffix`` after ``/api/``)."""
-    return tag("p", "The same data as JSON: ", link(urls.api(suffix), urls.api(suffix)), class_="muted")
+    return tag("p", "The same data as JSON: ", link(urls.api(suffix), urls.api(suffix), new_tab=True), class_="muted")
 
 
 def message_page(title: str, message: str, urls: Urls, *, action: tuple[str, str] | None = None) -> str:
@@ -103,6 +104,8 @@ def catalogs_page(view: dict[str, Any], urls: Urls) -> str:
     for catalog in view["catalogs"]:
         if catalog["answers"]:
             state = badge(f"answers: {catalog['namespaces']} namespace(s) in {catalog['seconds']:.2f}s", "ok")
+        elif catalog.get("checking"):
+            state = join([badge("still checking", "warn"), tag("div", catalog["error"], class_="error")])
         else:
             state = join([badge("does not answer", "bad"), tag("div", catalog["error"], class_="error")])
         rows.append(
@@ -416,6 +419,7 @@ def _tables_panel(view: dict[str, Any], urls: Urls) -> Markup:
 
 def namespace_page(view: dict[str, Any], urls: Urls) -> str:
     """A namespace: migrations, lock, unsettled run, the DAGs that migrate it, the audit trail, the tables."""
+    view = errors_once(view)
     conn_id, namespace = view["catalog"]["conn_id"], view["namespace"]
     migrations = view.get("migrations") or {}
     status = migrations.get("status") or {}

@@ -8,11 +8,21 @@ part (value or error) is reused for ``ttl`` seconds; a part still running is joi
 started again (a stalled catalog costs one waiting thread per part, not one per page view), until
 it has run longer than the timeout and a fresh attempt is allowed.
 
+A catalog that stalls must not take the api-server with it (its request threads are shared with
+Airflow's own pages), so two more bounds apply per catalog:
+
+- once a read of a catalog has timed out, the catalog counts as not answering for
+  :data:`RETRY_AFTER` seconds (or until one of its reads succeeds): its parts are errors at once,
+  saying when it is tried again, and no thread is started for them;
+- at most :data:`MAX_WAITING` requests wait for one catalog at a time; a further request gets an
+  error at once rather than holding one more thread for the whole timeout.
+
 Catalogs are built once per connection and reused while its options stay the same.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -23,9 +33,15 @@ from typing import Any, Generic, TypeVar
 
 from iceberg_ops_provider.core.catalog_messages import seconds_text
 
-__all__ = ["Part", "Reads"]
+__all__ = ["MAX_WAITING", "RETRY_AFTER", "Part", "Reads"]
 
 T = TypeVar("T")
+
+RETRY_AFTER = 30.0
+"""Seconds a catalog whose read timed out is shown as not answering before it is tried again."""
+
+MAX_WAITING = 4
+"""Requests that may wait for one catalog's reads at the same time; more are refused at once."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +66,10 @@ class _Entry:
     finished: float | None = None
 
 
+class _NotAnswering(Exception):
+    """A read not started because its catalog is known not to answer (the message is the page's error)."""
+
+
 def _error_text(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -58,14 +78,34 @@ def _error_text(exc: BaseException) -> str:
 class Reads:
     """Bounded, concurrent, briefly cached reads (one instance per application)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, retry_after: float = RETRY_AFTER, max_waiting: int = MAX_WAITING) -> None:
         self._lock = threading.Lock()
         self._entries: dict[Hashable, _Entry] = {}
         self._catalogs: dict[str, tuple[str, Any]] = {}
         self._building: dict[str, threading.Lock] = {}
+        self._retry_after = retry_after
+        self._max_waiting = max_waiting
+        self._silent: dict[str, tuple[float, float, float]] = {}  # catalog -> (monotonic, epoch, timeout)
+        self._waiting: dict[str, int] = {}
 
-    def start(self, key: Hashable, fn: Callable[[], Any], *, ttl: float, timeout: float) -> _Entry:
-        """Start (or join) the read of ``key``; :meth:`result` waits for it."""
+    def _silence(self, catalog: str, now: float) -> str | None:
+        """Why ``catalog`` is not asked now (it timed out less than ``retry_after`` ago), else ``None``."""
+        silent = self._silent.get(catalog)
+        if silent is None:
+            return None
+        since, epoch, timeout = silent
+        if now - since > self._retry_after:
+            del self._silent[catalog]
+            return None
+        at = time.strftime("%H:%M:%S", time.gmtime(epoch))
+        return (
+            f"The catalog of connection {catalog!r} did not answer within {seconds_text(timeout)} at {at} UTC; "
+            f"it is asked again {math.ceil(self._retry_after - (now - since))} s from now (the rest of the page "
+            "is shown without it). Raise `timeout` in the connection's extra if the catalog is slow but working."
+        )
+
+    def start(self, key: Hashable, fn: Callable[[], Any], *, ttl: float, timeout: float, catalog: str = "") -> _Entry:
+        """Start (or join) the read of ``key`` from ``catalog``; :meth:`result` waits for it."""
         now = time.monotonic()
         with self._lock:
             entry = self._entries.get(key)
@@ -75,6 +115,16 @@ class Reads:
             )
             if fresh:
                 return entry  # type: ignore[return-value]
+            if entry is not None and entry.finished is None and catalog:
+                # Still running past its timeout, though nobody waited that long (a page waiting less):
+                # the catalog did not answer in time all the same.
+                timed_out = entry.started + timeout
+                self._silent.setdefault(catalog, (timed_out, time.time() - (now - timed_out), timeout))
+            silence = self._silence(catalog, now) if catalog else None
+            if silence is not None:
+                refused = _Entry(Future(), now, now)
+                refused.future.set_exception(_NotAnswering(silence))
+                return refused
             if len(self._entries) > 2000:  # forget finished reads nobody asks for any more
                 self._entries = {
                     k: e for k, e in self._entries.items() if e.finished is None or now - e.finished <= ttl
@@ -84,40 +134,98 @@ class Reads:
 
         def run() -> None:
             try:
-                entry.future.set_result(fn())
+                value = fn()
             except BaseException as exc:  # handed to whoever waits
-                entry.future.set_exception(exc)
-            finally:
                 entry.finished = time.monotonic()
+                entry.future.set_exception(exc)
+                return
+            entry.finished = time.monotonic()
+            if catalog:
+                with self._lock:
+                    self._silent.pop(catalog, None)  # it answers again
+            entry.future.set_result(value)
 
         threading.Thread(target=run, name=f"iceberg-ops ui: {key}"[:60], daemon=True).start()
         return entry
 
-    def result(self, entry: _Entry, *, timeout: float, catalog: str) -> Part:
-        """Wait for a started read, at most until ``timeout`` seconds after it started."""
-        remaining = max(0.0, entry.started + timeout - time.monotonic())
+    def result(self, entry: _Entry, *, timeout: float, catalog: str, wait: float | None = None) -> Part:
+        """Wait for a started read, at most until ``timeout`` seconds after it started.
+
+        ``wait`` (seconds) waits less than that: a read still running then is an error saying it is
+        still being read (it goes on, and a later request picks up its answer).
+        """
+        now = time.monotonic()
+        remaining = max(0.0, entry.started + timeout - now)
+        patience = remaining if wait is None else min(remaining, wait)
+        if not entry.future.done() and remaining <= 0:  # timed out already (a part read beside a slower one)
+            return self._late(entry, timeout=timeout, catalog=catalog, gave_up=True)
+        if not entry.future.done():
+            with self._lock:
+                silence = self._silence(catalog, now)
+                busy = self._waiting.get(catalog, 0) >= self._max_waiting
+                if silence is None and not busy:
+                    self._waiting[catalog] = self._waiting.get(catalog, 0) + 1
+            if silence is not None and entry.started <= self._silent.get(catalog, (now,))[0]:
+                # In flight when another read of the catalog timed out: it fails the same way.
+                return self._late(entry, timeout=timeout, catalog=catalog, gave_up=True)
+            if silence is not None:
+                return Part(None, silence, time.time(), now - entry.started)
+            if busy:
+                return Part(
+                    None,
+                    f"The catalog of connection {catalog!r} is still answering {self._max_waiting} earlier "
+                    "requests; reload in a moment (the rest of the page is shown without it).",
+                    time.time(),
+                    now - entry.started,
+                )
+            try:
+                entry.future.result(timeout=patience)
+            except FutureTimeout:
+                return self._late(entry, timeout=timeout, catalog=catalog, gave_up=patience >= remaining)
+            except Exception:
+                pass  # reported below
+            finally:
+                with self._lock:
+                    self._waiting[catalog] -= 1
         try:
-            value = entry.future.result(timeout=remaining)
-        except FutureTimeout:
-            return Part(
-                None,
-                f"The catalog of connection {catalog!r} did not answer within {seconds_text(timeout)} (the "
-                "connection's timeout); the rest of the page is shown without it. Raise `timeout` in the "
-                "connection's extra if the catalog is slow but working.",
-                time.time(),
-                time.monotonic() - entry.started,
-            )
+            value = entry.future.result(timeout=0)
+        except _NotAnswering as exc:
+            return Part(None, str(exc), time.time(), _took(entry))
         except Exception as exc:
             return Part(None, f"Connection {catalog!r}: {_error_text(exc)}", time.time(), _took(entry))
         return Part(value, None, time.time(), _took(entry))
 
+    def _late(self, entry: _Entry, *, timeout: float, catalog: str, gave_up: bool) -> Part:
+        now = time.monotonic()
+        if not gave_up:
+            return Part(
+                None,
+                f"The catalog of connection {catalog!r} has not answered after {seconds_text(now - entry.started)}; "
+                f"it is still being asked (up to the connection's timeout, {seconds_text(timeout)}): reload to see.",
+                time.time(),
+                now - entry.started,
+            )
+        with self._lock:
+            self._silent.setdefault(catalog, (now, time.time(), timeout))
+        return Part(
+            None,
+            f"The catalog of connection {catalog!r} did not answer within {seconds_text(timeout)} (the "
+            "connection's timeout); the rest of the page is shown without it. Raise `timeout` in the "
+            "connection's extra if the catalog is slow but working.",
+            time.time(),
+            now - entry.started,
+        )
+
     def get(self, key: Hashable, fn: Callable[[], T], *, ttl: float, timeout: float, catalog: str) -> Part[T]:
         """Read ``key`` with ``fn`` (or reuse it), bounded by ``timeout`` seconds."""
-        return self.result(self.start(key, fn, ttl=ttl, timeout=timeout), timeout=timeout, catalog=catalog)
+        entry = self.start(key, fn, ttl=ttl, timeout=timeout, catalog=catalog)
+        return self.result(entry, timeout=timeout, catalog=catalog)
 
     def many(self, jobs: dict[str, tuple[Hashable, Callable[[], Any]]], *, ttl: float, timeout: float, catalog: str):
         """Several reads side by side: ``{name: (key, fn)}`` -> ``{name: Part}``."""
-        started = {name: self.start(key, fn, ttl=ttl, timeout=timeout) for name, (key, fn) in jobs.items()}
+        started = {
+            name: self.start(key, fn, ttl=ttl, timeout=timeout, catalog=catalog) for name, (key, fn) in jobs.items()
+        }
         return {name: self.result(entry, timeout=timeout, catalog=catalog) for name, entry in started.items()}
 
     def catalog(self, conn_id: str, fingerprint: str, build: Callable[[], Any]) -> Any:
@@ -146,6 +254,7 @@ class Reads:
         with self._lock:
             self._entries.clear()
             self._catalogs.clear()
+            self._silent.clear()
 
 
 def _took(entry: _Entry) -> float:

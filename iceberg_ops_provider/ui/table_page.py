@@ -14,6 +14,7 @@ from iceberg_ops_provider.ui.html import (
     badge,
     count,
     dl,
+    errors_once,
     join,
     page,
     panel,
@@ -181,6 +182,7 @@ def _moves_panel(facts: dict[str, Any] | None) -> Markup:
 
 def table_page(view: dict[str, Any], urls: Urls) -> str:
     """A table: facts, health and recommendations, maintenance history, data moves."""
+    view = errors_once(view)
     conn_id, namespace, name = view["catalog"]["conn_id"], view["namespace"], view["table"]
     facts = view.get("facts")
     if facts is None:

@@ -73,24 +73,36 @@ def _probe(reads: Reads, conn: CatalogConnection) -> dict[str, Any]:
     return {"namespaces": len(namespaces), "seconds": round(time.monotonic() - started, 3)}
 
 
+CHECK_SECONDS = 5.0
+"""How long the catalogs page waits, in all, for its catalogs to answer; a check still running is shown as such."""
+
+
 def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, reads: Reads) -> dict[str, Any]:
-    """Every catalog connection, with whether its catalog answers (listing its namespaces)."""
+    """Every catalog connection, with whether its catalog answers (listing its namespaces).
+
+    The checks run side by side and the page waits for them at most :data:`CHECK_SECONDS` in all: a
+    catalog still being asked then shows as such, and its answer is picked up by the next visit.
+    """
     started = {
         conn.conn_id: reads.start(
             ("probe", conn.conn_id, conn.fingerprint),
             lambda conn=conn: _probe(reads, conn),
             ttl=settings.cache_seconds,
             timeout=conn.timeout,
+            catalog=conn.conn_id,
         )
         for conn in connections
     }
     catalogs = []
+    deadline = time.monotonic() + CHECK_SECONDS
     for conn in connections:
-        part = reads.result(started[conn.conn_id], timeout=conn.timeout, catalog=conn.conn_id)
+        wait = max(0.0, deadline - time.monotonic())
+        part = reads.result(started[conn.conn_id], timeout=conn.timeout, catalog=conn.conn_id, wait=wait)
         catalogs.append(
             {
                 **conn.describe(),
                 "answers": part.ok,
+                "checking": not started[conn.conn_id].future.done(),
                 "namespaces": part.value["namespaces"] if part.ok else None,
                 "seconds": round(part.seconds, 3),
                 "error": part.error,

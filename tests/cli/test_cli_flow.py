@@ -104,6 +104,7 @@ def test_the_whole_workflow_with_clicks_runner(tmp_path):
     assert "rolled back 0001 create orders in " in trail
 
 
+@pytest.mark.long  # the same workflow as above, each step a process of its own (about 20 s)
 def test_the_workflow_as_a_real_subprocess(tmp_path):
     project = tmp_path / "project"
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from tests.cli.ops_support import run, sqlite_catalog, sqlite_flags
@@ -21,8 +22,10 @@ def test_a_locked_catalog_database_is_named_and_called_locked(tmp_path: Path):
     holder = sqlite3.connect(database, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
-        text = run(tmp_path, *sqlite_flags(tmp_path), "--namespace", "sales", "status")
-        as_json = run(tmp_path, *sqlite_flags(tmp_path), "--namespace", "sales", "--json", "status")
+        with ThreadPoolExecutor(2) as both:  # each waits SQLite's busy time: side by side, they wait it once
+            text_run = both.submit(run, tmp_path, *sqlite_flags(tmp_path), "--namespace", "sales", "status")
+            json_run = both.submit(run, tmp_path, *sqlite_flags(tmp_path), "--namespace", "sales", "--json", "status")
+            text, as_json = text_run.result(), json_run.result()
     finally:
         holder.rollback()
         holder.close()

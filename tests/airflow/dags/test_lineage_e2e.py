@@ -24,7 +24,7 @@ from iceberg_ops_provider.lineage import table_dataset
 from tests.airflow.conftest import catalog_at
 from tests.polaris.server import PolarisServer
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.long]  # every example DAG run under Airflow with OpenLineage (20 s)
 
 OL_NAMESPACE = "iceberg-ops-examples"
 POLARIS_CATALOG, CLIENT_ID, CLIENT_SECRET = "prod", "airflow", "airflow-Secret-77"

@@ -81,3 +81,70 @@ def test_parts_asking_for_a_catalog_at_the_same_time_build_it_once():
     assert len(builds) == 1 and len({id(catalog) for catalog in got}) == 1
     assert reads.catalog("lake", "v2", build) is not got[0]  # the connection's options changed: built again
     assert len(builds) == 2
+
+
+def test_a_catalog_that_timed_out_is_not_asked_again_until_retry_after_and_no_thread_is_started():
+    release = threading.Event()
+    calls: list[str] = []
+    reads = Reads(retry_after=0.6)
+
+    def stalls() -> None:
+        calls.append("stalls")
+        release.wait(30)
+
+    assert "did not answer within" in reads.get("a", stalls, ttl=5, timeout=0.2, catalog="lake").error
+    started = time.monotonic()
+    part = reads.get("b", lambda: calls.append("b"), ttl=5, timeout=0.2, catalog="lake")
+    assert time.monotonic() - started < 0.1  # at once, not after another timeout
+    assert "'lake' did not answer within 0.2 s at" in part.error and "asked again" in part.error
+    assert calls == ["stalls"]  # the second read never ran
+    assert reads.get("other", lambda: 7, ttl=5, timeout=0.2, catalog="warehouse").value == 7  # other catalogs are asked
+    time.sleep(0.7)
+    assert reads.get("b", lambda: 8, ttl=5, timeout=0.2, catalog="lake").value == 8  # asked again after retry_after
+    release.set()
+
+
+def test_a_read_that_succeeds_clears_the_catalogs_silence():
+    release = threading.Event()
+    reads = Reads(retry_after=60)
+    slow = reads.start("slow", lambda: release.wait(5) and "late", ttl=5, timeout=0.2, catalog="lake")
+    assert not reads.result(slow, timeout=0.2, catalog="lake").ok
+    assert "asked again" in reads.get("x", lambda: 1, ttl=5, timeout=0.2, catalog="lake").error
+    release.set()
+    slow.future.result(5)
+    assert reads.get("x2", lambda: 2, ttl=5, timeout=0.2, catalog="lake").value == 2
+
+
+def test_at_most_max_waiting_requests_wait_for_one_catalog_and_the_rest_are_refused_at_once():
+    release = threading.Event()
+    reads = Reads(max_waiting=2)
+    entry = reads.start("k", lambda: release.wait(5) and "done", ttl=5, timeout=5, catalog="lake")
+    parts: list = []
+    waiters = [
+        threading.Thread(target=lambda: parts.append(reads.result(entry, timeout=5, catalog="lake"))) for _ in range(2)
+    ]
+    for waiter in waiters:
+        waiter.start()
+    time.sleep(0.2)
+    started = time.monotonic()
+    refused = reads.result(entry, timeout=5, catalog="lake")
+    assert time.monotonic() - started < 0.1
+    assert "'lake' is still answering 2 earlier requests" in refused.error
+    assert reads.get("elsewhere", lambda: 3, ttl=5, timeout=5, catalog="warehouse").value == 3
+    release.set()
+    for waiter in waiters:
+        waiter.join(5)
+    assert [part.value for part in parts] == ["done", "done"]
+    assert reads.result(entry, timeout=5, catalog="lake").value == "done"  # a finished read needs no waiting
+
+
+def test_a_shorter_wait_says_the_catalog_is_still_being_asked_and_a_later_request_gets_its_answer():
+    release = threading.Event()
+    reads = Reads()
+    entry = reads.start("probe", lambda: release.wait(5) and 3, ttl=5, timeout=5, catalog="lake")
+    part = reads.result(entry, timeout=5, catalog="lake", wait=0.1)
+    assert "'lake' has not answered after" in part.error and "still being asked" in part.error
+    release.set()
+    again = reads.start("probe", lambda: 99, ttl=5, timeout=5, catalog="lake")
+    assert again is entry and reads.result(again, timeout=5, catalog="lake").value == 3
+    assert "asked again" not in (reads.get("n", lambda: 1, ttl=5, timeout=5, catalog="lake").error or "")
