@@ -3,12 +3,16 @@
 For each table (dynamic task mapping): a health report, then compaction, manifest rewrite and
 snapshot expiry, each mapped over just the tables whose report asks for it, with the parameters the
 report recommends (a table with a sort order is compacted with ``strategy="sort"``, expiry keeps what
-the table's ``history.expire.*`` properties say); a step no table needs is skipped. Orphan removal
+the table's ``history.expire.*`` properties say); a step no table needs is skipped. Compaction fans
+out: each table needing it is planned as units (a partition's small files each), and one compact
+task is mapped per unit of every table, so the workers share even one large table's groups; each
+unit commits on its own, exactly once across retries. Orphan removal
 cannot be judged from metadata, so it runs on every table, last, with its three-day guard. Every
 task is retry-safe (compaction commits group by group, so a retry only does what is left). Runs
 against whatever catalog the ``iceberg_ops_default`` connection points at.
 
-Trigger with ``{"namespace": "sales"}`` as run config (``"dry_run": true`` to see what it would do).
+Trigger with ``{"namespace": "sales"}`` as run config (``"dry_run": true`` to see what it would do: the
+plan task's XCom lists the compaction units; no unit runs).
 Set the ``namespace`` param's default to yours before unpausing: a scheduled run uses the default.
 """
 
@@ -21,6 +25,7 @@ from airflow.sdk import dag, task
 from iceberg_ops_provider.operators.maintenance import (
     IcebergCompactOperator,
     IcebergExpireSnapshotsOperator,
+    IcebergPlanCompactionOperator,
     IcebergRemoveOrphanFilesOperator,
     IcebergRewriteManifestsOperator,
     IcebergTableHealthOperator,
@@ -57,14 +62,16 @@ def table_maintenance():
         return sorted(".".join(identifier) for identifier in tables)
 
     @task
-    def recommended(action: str, tables: list[str], reports: list[dict], dry_run: bool) -> list[dict]:
-        """The keyword arguments of each table whose report needs ``action``: the table and the report's parameters."""
+    def recommended(action: str, tables: list[str], reports: list[dict], dry_run: bool | None) -> list[dict]:
+        """The keyword arguments of each table whose report needs ``action``: the table and the report's parameters
+        (and ``dry_run``, unless it is ``None``)."""
         calls = []
         for table, report in zip(tables, reports, strict=True):
             if action not in report["needs"]:
                 continue
             advice = next(r for r in report["recommendations"] if r["action"] == action)
-            calls.append({"table": table, **advice["params"], "dry_run": dry_run})
+            call = {"table": table, **advice["params"]}
+            calls.append(call if dry_run is None else {**call, "dry_run": dry_run})
         print(f"{action}: {', '.join(call['table'] for call in calls) or 'no table needs it'}")
         return calls
 
@@ -73,11 +80,22 @@ def table_maintenance():
     tables = list_tables(namespace)
     health = IcebergTableHealthOperator.partial(task_id="health", **RETRIES).expand(table=tables)
 
-    def needing(action: str, task_id: str):
+    def needing(action: str, task_id: str, dry_run=dry_run):
         return recommended.override(task_id=task_id)(action, tables, health.output, dry_run)
 
+    @task
+    def compaction_units(plans: list[list[dict]], dry_run: bool) -> list[dict]:
+        """One compact task's arguments per unit of every table planned; none in a dry run (the plan says it)."""
+        tasks = [task for plan in plans for task in plan]
+        print(f"{len(tasks)} compaction unit(s){' (dry run: none runs)' if dry_run else ''}")
+        return [] if dry_run else tasks
+
+    # The report's compaction parameters plan the units (planning writes nothing: no dry_run for it).
+    plans = IcebergPlanCompactionOperator.partial(task_id="plan_compaction", **AFTER_EARLIER_STEPS).expand_kwargs(
+        needing("compact", "needs_compaction", dry_run=None)
+    )
     compact = IcebergCompactOperator.partial(task_id="compact", **AFTER_EARLIER_STEPS).expand_kwargs(
-        needing("compact", "needs_compaction")
+        compaction_units(plans.output, dry_run)
     )
     rewrite = IcebergRewriteManifestsOperator.partial(task_id="rewrite_manifests", **AFTER_EARLIER_STEPS).expand_kwargs(
         needing("rewrite_manifests", "needs_manifest_rewrite")

@@ -39,6 +39,7 @@ except ImportError:  # pragma: no cover - Airflow 3.1
 __all__ = [
     "IcebergCompactOperator",
     "IcebergExpireSnapshotsOperator",
+    "IcebergPlanCompactionOperator",
     "IcebergRemoveOrphanFilesOperator",
     "IcebergRewriteManifestsOperator",
     "IcebergTableHealthOperator",
@@ -171,7 +172,13 @@ def _brief(payload: dict[str, Any]) -> str:
 
 
 class IcebergCompactOperator(_TableMaintenanceOperator):
-    """Compact the small data files of a table (``compact_small_files_streaming``).
+    """Compact the small data files of a table (``compact_small_files_streaming``), or given units of it.
+
+    With ``units`` (from :class:`IcebergPlanCompactionOperator`, mapped with ``.expand_kwargs``), only
+    those units are rewritten (``run_compaction_units``), each as one commit, exactly once: a unit
+    whose files another try or another task already replaced is ``skipped``. The units carry their own
+    strategy and target size, so ``target_file_size_bytes``, ``min_input_files``, ``where`` and
+    ``strategy`` are for planning only and must be left unset with ``units``.
 
     Args:
         table: ``namespace.table`` (templated).
@@ -180,12 +187,14 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
         min_input_files: Partitions with fewer small files are left alone.
         where: A filter restricting the files considered, e.g. ``"day >= '2026-11-01'"`` (templated).
         strategy: ``binpack`` or ``sort`` (also sort each output file by the table's sort order).
-        dry_run: Only report what would be rewritten.
+        dry_run: Only report what would be rewritten (not with ``units``: the plan is the dry run).
+        units: Units of the table to run (``CompactionUnit.to_json()`` each; templated).
 
-    Returns (XCom): the compaction result (``rewritten_data_files_count``, ``added_data_files_count``, ...).
+    Returns (XCom): the compaction result (``rewritten_data_files_count``, ``added_data_files_count``,
+    ``skipped_groups_count``, ...).
     """
 
-    template_fields: Sequence[str] = ("table", "iceberg_conn_id", "where", "dry_run")
+    template_fields: Sequence[str] = ("table", "iceberg_conn_id", "where", "dry_run", "units")
     verb = "compaction"
 
     def __init__(
@@ -197,6 +206,7 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
         where: str | None = None,
         strategy: str = "binpack",
         dry_run: bool = False,
+        units: list[dict[str, Any]] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, **kwargs)
@@ -205,11 +215,31 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
         self.where = where
         self.strategy = strategy
         self.dry_run = dry_run
+        self.units = units
+
+    def _planning_fields_set(self) -> list[str]:
+        defaults = {"target_file_size_bytes": None, "min_input_files": 5, "where": None, "strategy": "binpack"}
+        return [name for name, default in defaults.items() if getattr(self, name) not in (default, "")]
 
     def run(self, table: Table) -> Any:
-        """Compact."""
+        """Compact the table, or run the given units."""
         from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
+        from iceberg_ops_provider.maintenance.compaction_units import run_compaction_units
 
+        if self.units is not None:
+            units = _units_field(self.units)
+            if as_flag(self.dry_run):
+                raise ValueError(
+                    "dry_run=True with units: units are a plan already, and running them writes. See the plan in "
+                    "the XCom of IcebergPlanCompactionOperator instead, or set dry_run=False."
+                )
+            planning = self._planning_fields_set()
+            if planning:
+                raise ValueError(
+                    f"{', '.join(planning)} given with units: each unit carries the strategy and target size it was "
+                    "planned with. Pass these to IcebergPlanCompactionOperator, or leave units unset."
+                )
+            return run_compaction_units(table, units)
         return compact_small_files_streaming(
             table,
             target_file_size_bytes=self.target_file_size_bytes,
@@ -224,6 +254,124 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
         from iceberg_ops_provider.lineage import written_statistics
 
         return written_statistics(table, result.snapshot_ids)
+
+
+def _units_field(value: Any) -> list[Any]:
+    """The ``units`` field as a list (rendered from a template it may be JSON text)."""
+    import json
+
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"units is text that is not JSON ({exc}): pass the list the plan task returned.") from exc
+    if isinstance(value, dict):
+        value = [value]
+    if not isinstance(value, list | tuple):
+        raise ValueError(f"units must be a list of units (CompactionUnit.to_json()), got {type(value).__name__}.")
+    return list(value)
+
+
+class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
+    """Plan a table's compaction as units for mapped compact tasks (``plan_compaction_units``); writes nothing.
+
+    The XCom is a list of keyword arguments, one per compact task: ``{"table": ..., "units": [...]}``,
+    ready for ``IcebergCompactOperator.partial(...).expand_kwargs(plan.output)``, so Airflow's workers
+    share one table's groups. Each task gets ``units_per_task`` units, more when the table has so many
+    units that ``max_tasks`` tasks would not hold them (Airflow refuses more than ``max_map_length``,
+    1024 by default, mapped tasks).
+
+    Args:
+        table: ``namespace.table`` (templated).
+        iceberg_conn_id: The catalog's Airflow connection (templated).
+        target_file_size_bytes: Output file size; default the table's ``write.target-file-size-bytes``.
+        min_input_files: Partitions with fewer small files are left alone.
+        where: A filter restricting the files considered (templated).
+        strategy: ``binpack`` or ``sort``.
+        units_per_task: Units each compact task runs, one after the other (at least 1).
+        max_tasks: At most this many compact tasks (at least 1).
+
+    Returns (XCom): the list of compact tasks' keyword arguments (empty: nothing to compact).
+    """
+
+    template_fields: Sequence[str] = ("table", "iceberg_conn_id", "where")
+    verb = "compaction plan"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        target_file_size_bytes: int | None = None,
+        min_input_files: int = 5,
+        where: str | None = None,
+        strategy: str = "binpack",
+        units_per_task: int = 1,
+        max_tasks: int = 256,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(table=table, **kwargs)
+        for name, value in (("units_per_task", units_per_task), ("max_tasks", max_tasks)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{name}={value!r}: give a whole number of at least 1.")
+        self.target_file_size_bytes = target_file_size_bytes
+        self.min_input_files = min_input_files
+        self.where = where
+        self.strategy = strategy
+        self.units_per_task = units_per_task
+        self.max_tasks = max_tasks
+
+    def changes_table(self) -> bool:
+        """Never: planning only reads the table."""
+        return False
+
+    def execute(self, context: Context) -> list[dict[str, Any]]:  # type: ignore[override]
+        """Plan, log the plan, and return the compact tasks' keyword arguments."""
+        return super().execute(context)["tasks"]
+
+    def run(self, table: Table) -> Any:
+        """Plan the units and split them into tasks."""
+        from iceberg_ops_provider.maintenance.compaction_units import plan_compaction_units
+
+        units = plan_compaction_units(
+            table,
+            target_file_size_bytes=self.target_file_size_bytes,
+            min_input_files=self.min_input_files,
+            where=self.where or None,
+            strategy=self.strategy,  # type: ignore[arg-type]
+        )
+        per_task = max(self.units_per_task, -(-len(units) // self.max_tasks))
+        tasks = [
+            {"table": self.table, "units": [unit.to_json() for unit in units[start : start + per_task]]}
+            for start in range(0, len(units), per_task)
+        ]
+        for unit in units:
+            self.log.info(
+                "unit %d (%s): %d file(s), %s, partition %s",
+                unit.index,
+                unit.unit_id,
+                len(unit.data_files),
+                size_text(unit.bytes),
+                unit.partition or "-",
+            )
+        return _Plan(
+            {
+                "units_count": len(units),
+                "tasks_count": len(tasks),
+                "data_files_count": sum(len(unit.data_files) for unit in units),
+                "bytes_count": sum(unit.bytes for unit in units),
+                "tasks": tasks,
+            }
+        )
+
+
+class _Plan:
+    """A compaction plan as the shared front pushes results (``to_json()``)."""
+
+    def __init__(self, payload: dict[str, Any]) -> None:
+        self._payload = payload
+
+    def to_json(self) -> dict[str, Any]:
+        return self._payload
 
 
 class IcebergExpireSnapshotsOperator(_TableMaintenanceOperator):

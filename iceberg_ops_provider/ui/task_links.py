@@ -33,6 +33,7 @@ TARGETS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "IcebergPolicyMaintenanceOperator": ("namespace", "namespace", ("iceberg_conn_id",)),
     "IcebergTableHealthOperator": ("table", "table", ("iceberg_conn_id",)),
     "IcebergCompactOperator": ("table", "table", ("iceberg_conn_id",)),
+    "IcebergPlanCompactionOperator": ("table", "table", ("iceberg_conn_id",)),
     "IcebergExpireSnapshotsOperator": ("table", "table", ("iceberg_conn_id",)),
     "IcebergRemoveOrphanFilesOperator": ("table", "table", ("iceberg_conn_id",)),
     "IcebergRewriteManifestsOperator": ("table", "table", ("iceberg_conn_id",)),

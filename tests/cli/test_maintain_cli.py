@@ -215,7 +215,7 @@ def test_json_is_accepted_after_the_subcommand_and_usage_errors_print_the_json_e
 
 def test_ctrl_c_before_any_table_work_exits_130_with_the_json_error(lake, monkeypatch):
     # Ctrl-C at a chosen moment cannot be timed in a subprocess: the interrupt is raised where the catalog opens.
-    import iceberg_ops_provider.cli.maintain as cli_maintain
+    import iceberg_ops_provider.cli.maintain_tables as cli_maintain
 
     def interrupted(settings, **options):
         raise KeyboardInterrupt

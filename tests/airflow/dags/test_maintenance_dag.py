@@ -73,6 +73,7 @@ def test_a_dry_run_of_the_maintenance_dag_changes_nothing(run_dag, iceberg_conne
     dag_run = run_dag("table_maintenance", namespace="shop", dry_run=True)
 
     assert str(dag_run.state) == "success"
-    planned = _mapped(dag_run, "compact")
-    assert planned[0]["dry_run"] is True and planned[0]["rewritten_data_files_count"] == 6
+    ((task,),) = _mapped(dag_run, "plan_compaction")  # the plan: one task of one unit, shown, not run
+    assert task["table"] == "shop.clicks" and len(task["units"][0]["data_files"]) == 6
+    assert _states(dag_run, "compact") == {"skipped"}
     assert catalog.load_table("shop.clicks").metadata_location == location

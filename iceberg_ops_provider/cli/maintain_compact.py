@@ -1,0 +1,287 @@
+"""``iceberg-ops maintain compact``: bin-pack a table's small files, whole or as units (``--plan``, ``--units``).
+
+The whole compaction is :func:`~iceberg_ops_provider.maintenance.compaction.compact_small_files_streaming`;
+``--plan``, ``--units FILE`` and ``--unit ID`` are
+:func:`~iceberg_ops_provider.maintenance.compaction_units.plan_compaction_units` and
+:func:`~iceberg_ops_provider.maintenance.compaction_units.run_compaction_units` (:mod:`.compact_units`
+reads and words the units).
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from iceberg_ops_provider.cli.errors import handles_errors
+from iceberg_ops_provider.cli.maintain_tables import (
+    ALL_OPTION,
+    DRY_RUN_OPTION,
+    TABLE_ARGUMENT,
+    exit_with,
+    run_on_tables,
+)
+from iceberg_ops_provider.cli.progress import ProgressDisplay, StopOnInterrupt
+from iceberg_ops_provider.cli.shared import FILE_SIZE, check_filter, json_option, text_table
+from iceberg_ops_provider.progress import size_text
+
+if TYPE_CHECKING:
+    from iceberg_ops_provider.cli.settings import Settings
+
+__all__ = ["compact"]
+
+
+@click.command()
+@TABLE_ARGUMENT
+@ALL_OPTION
+@json_option
+@click.option(
+    "--target-file-size", type=FILE_SIZE, help="Output file size (128MiB, 1GiB; default: the table's, 512 MiB)."
+)
+@click.option(
+    "--min-input-files",
+    type=int,
+    default=5,
+    show_default=True,
+    help="Partitions with fewer small files are left alone (1: a lone small file is rewritten too, to sort it or "
+    "apply its deletes).",
+)
+@click.option(
+    "--where", metavar="FILTER", help="Only files that may hold rows matching this filter: \"day >= '2026-11-01'\"."
+)
+@click.option(
+    "--strategy",
+    type=click.Choice(["binpack", "sort"]),
+    default="binpack",
+    show_default=True,
+    help="sort also sorts each output file by the table's sort order.",
+)
+@DRY_RUN_OPTION
+@click.option(
+    "--plan",
+    "show_plan",
+    is_flag=True,
+    help="Print the units a compaction would rewrite, each committed on its own (with --json: the document "
+    "--units takes); change nothing.",
+)
+@click.option(
+    "--units",
+    "units_file",
+    metavar="FILE",
+    help="Run the units in FILE (what --plan --json printed; - reads standard input), each exactly once: a unit "
+    "another run already compacted is skipped.",
+)
+@click.option(
+    "--unit",
+    "unit_ids",
+    multiple=True,
+    metavar="ID",
+    help="Only this unit: its id or number in the plan (repeat for several); from --units FILE, or a fresh plan.",
+)
+@click.option("--no-progress", is_flag=True, help="Do not show progress.")
+@click.pass_obj
+@handles_errors
+def compact(
+    settings: Settings,
+    table: str | None,
+    every: bool,
+    target_file_size: int | None,
+    min_input_files: int,
+    where: str | None,
+    strategy: str,
+    dry_run: bool,
+    show_plan: bool,
+    units_file: str | None,
+    unit_ids: tuple[str, ...],
+    no_progress: bool,
+) -> None:
+    """Bin-pack TABLE's small data files into files near the target size, group by group.
+
+    --plan shows the groups as units; --units FILE and --unit ID run some of them, so several shells
+    or machines can share one table's compaction.
+    """
+    from iceberg_ops_provider.maintenance.binpack import min_input_files_problem
+    from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
+
+    problem = min_input_files_problem(min_input_files)  # the engine's rule, before any table is opened
+    if problem is not None:
+        raise click.BadParameter(f"--min-input-files {problem}.", param_hint="'--min-input-files'")
+    where = check_filter(where)
+    if show_plan or units_file or unit_ids:
+        planning = {
+            "--target-file-size": target_file_size is not None,
+            "--min-input-files": min_input_files != 5,
+            "--where": bool(where),
+            "--strategy": strategy != "binpack",
+        }
+        _compact_units(
+            settings,
+            table,
+            every,
+            show_plan,
+            units_file,
+            unit_ids,
+            dry_run,
+            [flag for flag, given in planning.items() if given],
+            plan_options={
+                "target_file_size_bytes": target_file_size,
+                "min_input_files": min_input_files,
+                "where": where or None,
+                "strategy": strategy,
+            },
+            no_progress=no_progress,
+        )
+        return
+    display = ProgressDisplay("none" if no_progress or dry_run else "auto")
+    stop = threading.Event()
+    stopping = StopOnInterrupt(
+        display.note,
+        "Stopping once the group being written is committed (Ctrl-C again stops at once; the files of a group "
+        "not committed are deleted)...",
+    )
+    stopping.stop = stop.set
+
+    def call(loaded: Any) -> Any:
+        if stop.is_set():
+            raise KeyboardInterrupt  # no further table starts
+        result = compact_small_files_streaming(
+            loaded,
+            target_file_size_bytes=target_file_size,
+            min_input_files=min_input_files,
+            where=where or None,
+            strategy=strategy,  # type: ignore[arg-type]
+            dry_run=dry_run,
+            on_progress=display,
+            should_stop=stop.is_set,
+        )
+        if result.stopped:  # the engine said after how many groups
+            raise KeyboardInterrupt
+        return result
+
+    with stopping:
+        _, worst = run_on_tables(
+            settings,
+            table,
+            every,
+            call,
+            _describe_compaction,
+            display=display,
+        )
+    exit_with(worst)
+
+
+def _compact_units(
+    settings: Settings,
+    table: str | None,
+    every: bool,
+    show_plan: bool,
+    units_file: str | None,
+    unit_ids: tuple[str, ...],
+    dry_run: bool,
+    planning_flags: list[str],
+    *,
+    plan_options: dict[str, Any],
+    no_progress: bool,
+) -> None:
+    """``compact --plan``, ``--units FILE`` and ``--unit ID`` (see :mod:`.compact_units`)."""
+    from iceberg_ops_provider.cli.compact_units import (
+        PlannedUnits,
+        describe_plan,
+        plan_document,
+        read_units,
+        select_units,
+        units_table,
+    )
+    from iceberg_ops_provider.maintenance.compaction_units import plan_compaction_units, run_compaction_units
+
+    if show_plan and units_file:
+        raise click.UsageError("--plan and --units: the file is a plan already; give one of them.")
+    if units_file and dry_run:
+        raise click.UsageError("--dry-run with --units: the units are a plan already (--plan shows one); drop one.")
+    if units_file and planning_flags:
+        raise click.UsageError(
+            f"{', '.join(planning_flags)} with --units: each unit carries the strategy and target size it was "
+            "planned with. Give these when planning (--plan), not when running its units."
+        )
+    if every and (units_file or unit_ids):
+        raise click.UsageError("--all with --units or --unit: units belong to one table; name it as TABLE.")
+
+    def planned(loaded: Any) -> list[Any]:
+        return plan_compaction_units(loaded, **plan_options)
+
+    if show_plan:
+
+        def plan(loaded: Any) -> PlannedUnits:
+            units = planned(loaded)
+            if unit_ids:
+                chosen = {unit["unit_id"] for unit in select_units(_json(units), unit_ids, "the plan")}
+                units = [unit for unit in units if unit.unit_id in chosen]
+            return PlannedUnits(".".join(loaded.name()), tuple(units))
+
+        run_on_tables(settings, table, every, plan, describe_plan, document=plan_document)
+        return
+
+    from_file: dict[str, list[dict[str, Any]]] | None = None
+    if units_file:
+        grouped = units_table(select_units(read_units(units_file), unit_ids, units_file))
+        if table:
+            name = table if "." in table else f"{settings.namespace}.{table}"
+            if name not in grouped:
+                raise click.BadParameter(
+                    f"{units_file} has no unit of {name} (it has units of {', '.join(grouped) or 'no table'}).",
+                    param_hint="'--units'",
+                )
+            table, from_file = name, {name: grouped[name]}
+        elif len(grouped) == 1:
+            table, from_file = next(iter(grouped)), grouped
+        else:
+            raise click.UsageError(
+                f"{units_file} has units of {len(grouped)} tables ({', '.join(grouped)}): name one as TABLE."
+            )
+    display = ProgressDisplay("none" if no_progress else "auto")
+    stop = threading.Event()
+    stopping = StopOnInterrupt(
+        display.note,
+        "Stopping once the unit being written is committed (Ctrl-C again stops at once; its files are deleted)...",
+    )
+    stopping.stop = stop.set
+
+    def run(loaded: Any) -> Any:
+        name = ".".join(loaded.name())
+        units = from_file[name] if from_file is not None else select_units(_json(planned(loaded)), unit_ids, "the plan")
+        result = run_compaction_units(loaded, units, on_progress=display, should_stop=stop.is_set)
+        if result.stopped:
+            raise KeyboardInterrupt
+        return result
+
+    with stopping:
+        _, worst = run_on_tables(settings, table, False, run, _describe_compaction, display=display)
+    exit_with(worst)
+
+
+def _json(units: list[Any]) -> list[dict[str, Any]]:
+    return [unit.to_json() for unit in units]
+
+
+def _describe_compaction(result: Any) -> str:
+    verb = "would rewrite" if result.dry_run else "rewrote"
+    head = (
+        f"{result.table}: {verb} {result.rewritten_data_files_count} small file(s), "
+        f"{size_text(result.rewritten_bytes_count)}, in "
+        f"{result.file_groups_count - result.skipped_groups_count} group(s)"
+    )
+    if not result.file_groups_count:
+        return f"{result.table}: nothing to compact (no partition has enough small files)."
+    if not result.dry_run:
+        head += (
+            f" into {result.added_data_files_count} file(s), {size_text(result.added_bytes_count)}; "
+            f"{result.committed_groups_count} committed in {result.duration_seconds:.1f} s"
+        )
+        if result.skipped_groups_count:
+            head += f"; {result.skipped_groups_count} skipped (another run had already compacted their files)"
+    rows = [
+        (g.index, g.partition or "-", g.status, len(g.data_files), size_text(g.bytes), len(g.added_data_files))
+        for g in result.groups
+    ]
+    return head + "\n" + text_table(["group", "partition", "status", "files", "size", "written"], rows)
