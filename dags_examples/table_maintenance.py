@@ -31,7 +31,7 @@ from iceberg_ops_provider.operators.maintenance import (
     IcebergTableHealthOperator,
 )
 
-RETRIES = {"retries": 2, "retry_delay": timedelta(minutes=5)}
+RETRIES = {"retries": 2, "retry_delay": timedelta(seconds=30)}
 # A step runs when the steps before it did not fail; a step that no table needed counts as done.
 AFTER_EARLIER_STEPS = {"trigger_rule": "none_failed", **RETRIES}
 

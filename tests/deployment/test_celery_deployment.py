@@ -8,11 +8,8 @@ process groups, and the commit it dies in is a real catalog commit waiting for a
 
 from __future__ import annotations
 
-import contextlib
 import os
-import time
 from collections import Counter
-from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
@@ -20,7 +17,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from tests.deployment.cluster import POSTGRES_HOST, POSTGRES_PORT, POSTGRES_USER, AirflowCluster
+from tests.deployment.cluster import AirflowCluster
+from tests.deployment.commit_holds import commits_held, second_try, task_waiting_to_commit, wait_for_tasks_on_workers
 
 pytestmark = [pytest.mark.deployment, pytest.mark.long]
 
@@ -105,9 +103,9 @@ def test_backfill_move_units_run_on_both_workers_and_move_each_row_once(cluster)
     catalog.create_table("backfill.events_v2", source.schema())  # so its commits can be held below
 
     # Commits wait until two units run at once, on two workers: neither worker can take every unit alone.
-    with _commits_held(cluster, "backfill", "events_v2"):
+    with commits_held(cluster, "backfill", "events_v2"):
         run_id = cluster.trigger(BACKFILL, _backfill_conf("backfill.events", "backfill.events_v2", weeks=4))
-        _wait_for_moves_on_workers(cluster, run_id, workers=2)
+        wait_for_tasks_on_workers(cluster, BACKFILL, run_id, "move", workers=2)
     run = cluster.wait_for_run(BACKFILL, run_id, timeout=180)
 
     assert run.state == "success", cluster.failure_report(run)
@@ -125,80 +123,6 @@ def test_backfill_move_units_run_on_both_workers_and_move_each_row_once(cluster)
     assert _rows(target) == _rows(source.refresh())  # exactly the source rows, each once
 
 
-def _wait_for_moves_on_workers(cluster: AirflowCluster, run_id: str, workers: int, timeout: float = 120.0) -> None:
-    """Wait until move task instances of ``run_id`` run on ``workers`` different workers at once."""
-    deadline = time.monotonic() + timeout
-    hosts: set[str] = set()
-    while time.monotonic() < deadline:
-        running = [ti for ti in cluster.task_instances(BACKFILL, run_id) if ti["task_id"] == "move"]
-        hosts = {ti["hostname"] for ti in running if ti["state"] == "running" and ti["hostname"]}
-        if len(hosts) >= workers:
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"move tasks did not run on {workers} workers at once within {timeout:.0f}s: {hosts}")
-
-
-@contextlib.contextmanager
-def _commits_held(cluster: AirflowCluster, namespace: str, table: str) -> Iterator[None]:
-    """Hold the catalog row of ``namespace.table`` locked: every commit to the table waits until the block ends.
-
-    PyIceberg's SQL catalog commits with an ``UPDATE`` of that row, so a writer gets as far as its
-    commit (its data files written) and waits there, as behind a slow catalog.
-    """
-    import psycopg
-
-    with psycopg.connect(
-        host=POSTGRES_HOST, port=POSTGRES_PORT, user=POSTGRES_USER, dbname=cluster.catalog_database
-    ) as connection:
-        locked = connection.execute(
-            "SELECT 1 FROM iceberg_tables WHERE table_namespace = %s AND table_name = %s FOR UPDATE",
-            (namespace, table),
-        ).fetchall()
-        assert locked, f"{namespace}.{table} is not in the catalog"
-        try:
-            yield
-        finally:
-            connection.rollback()
-
-
-def _processes_waiting_to_commit(cluster: AirflowCluster) -> list[int]:
-    """The processes whose catalog commit waits for a lock: PIDs of the clients of the waiting PostgreSQL backends."""
-    import psutil
-    import psycopg
-
-    with psycopg.connect(
-        host=POSTGRES_HOST, port=POSTGRES_PORT, user=POSTGRES_USER, dbname="postgres", autocommit=True
-    ) as connection:
-        ports = {
-            port
-            for (port,) in connection.execute(
-                "SELECT client_port FROM pg_stat_activity WHERE datname = %s AND wait_event_type = 'Lock' "
-                "AND query LIKE 'UPDATE iceberg_tables%%'",
-                (cluster.catalog_database,),
-            )
-        }
-    return sorted(
-        {
-            conn.pid
-            for conn in psutil.net_connections(kind="tcp")
-            if conn.pid and conn.laddr and conn.laddr.port in ports and conn.raddr and conn.raddr.port == POSTGRES_PORT
-        }
-    )
-
-
-def _move_waiting_to_commit(cluster: AirflowCluster, run_id: str, timeout: float = 120.0) -> dict[str, Any]:
-    """A running move task instance of ``run_id`` whose unit is copied and whose commit waits (the first found)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        waiting = set(_processes_waiting_to_commit(cluster))
-        for ti in cluster.task_instances(BACKFILL, run_id):
-            if ti["task_id"] == "move" and ti["state"] == "running" and ti["pid"] in waiting:
-                return ti
-        time.sleep(0.3)
-    run = cluster.wait_for_run(BACKFILL, run_id, timeout=0)
-    raise AssertionError(f"No move task waited in its commit within {timeout:.0f}s.\n{cluster.failure_report(run)}")
-
-
 @pytest.mark.skipif(
     os.environ.get("ICEBERG_OPS_DEPLOYMENT_KILL") != "1",
     reason="kills a Celery worker mid-move; ICEBERG_OPS_DEPLOYMENT_KILL=1 runs it (make test-all, make crash set it)",
@@ -209,9 +133,9 @@ def test_a_worker_killed_in_the_middle_of_a_move_unit_the_other_worker_retries_i
     # The target exists before the run, so its catalog row can be locked before any unit commits.
     target = catalog.create_table("crash.events_v2", source.schema())
 
-    with _commits_held(cluster, "crash", "events_v2"):
+    with commits_held(cluster, "crash", "events_v2"):
         run_id = cluster.trigger(BACKFILL, _backfill_conf("crash.events", "crash.events_v2", weeks=2))
-        victim = _move_waiting_to_commit(cluster, run_id)
+        victim = task_waiting_to_commit(cluster, BACKFILL, run_id, "move")
         doomed = cluster.worker_running(victim["pid"])
         assert doomed == victim["hostname"], (doomed, victim)
         # In the middle of the unit: its files are written, its commit has not landed.
@@ -221,7 +145,7 @@ def test_a_worker_killed_in_the_middle_of_a_move_unit_the_other_worker_retries_i
         cluster.kill_worker(doomed)
     # The commits go on; the killed worker's task stops heartbeating, fails, and is retried elsewhere.
     (survivor,) = set(cluster.worker_names) - cluster.killed
-    retry = _second_try(cluster, run_id, victim["map_index"])
+    retry = second_try(cluster, BACKFILL, run_id, "move", victim["map_index"])
     assert retry["hostname"] == survivor, retry
     # A replacement, so the cluster has two workers again for whatever runs after (started once the
     # retry has a worker, so it cannot be the one to take it).
@@ -236,16 +160,3 @@ def test_a_worker_killed_in_the_middle_of_a_move_unit_the_other_worker_retries_i
     assert all(report["ok"] for report in _mapped_results(cluster, run, "verify"))
     assert _rows(catalog.load_table("crash.events_v2")) == _rows(source.refresh())  # each source row exactly once
     assert replacement not in (doomed, survivor)
-
-
-def _second_try(cluster: AirflowCluster, run_id: str, map_index: int, timeout: float = 120.0) -> dict[str, Any]:
-    """The second try of a move task instance once a worker has started it (running or done, its hostname set)."""
-    deadline = time.monotonic() + timeout
-    tries: list[dict[str, Any]] = []
-    while time.monotonic() < deadline:
-        tries = cluster.tries(BACKFILL, run_id, "move", map_index)
-        # Until a worker starts the new try, its row may still carry the hostname of the try before.
-        if len(tries) > 1 and tries[-1]["hostname"] and tries[-1]["state"] in ("running", "success", "failed"):
-            return tries[-1]
-        time.sleep(0.5)
-    raise AssertionError(f"move[{map_index}] was not retried on a worker within {timeout:.0f}s: {tries}")
