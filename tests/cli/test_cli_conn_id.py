@@ -169,6 +169,7 @@ def test_a_configuration_without_a_connection_reader_says_how_to_read_the_connec
     assert with_reader == config  # the reader is not part of the settings compared
 
 
+@pytest.mark.long  # seconds of real subprocesses or catalogs; make test-all runs it
 def test_conn_id_as_a_real_subprocess_keeps_stdout_for_json(connection, project, tmp_path):
     # In unit-test mode Airflow also logs a line while it loads: that goes to stderr too.
     env = {**os.environ, "AIRFLOW_HOME": str(tmp_path / "airflow_home"), "AIRFLOW__CORE__UNIT_TEST_MODE": "True"}

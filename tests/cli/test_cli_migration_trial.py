@@ -86,6 +86,7 @@ def _error(result: subprocess.CompletedProcess[str]) -> str:
 # -- 1. No project file needed where the options name the catalog, the namespace (and the files) -----------------
 
 
+@pytest.mark.long  # seconds of real subprocesses or catalogs; make test-all runs it
 def test_read_only_commands_and_unlock_need_no_project_file(lake):
     write_migration(lake.migrations, "0001_create_orders.py", CREATE_ORDERS, 'ctx.drop_table("orders")')
     write_migration(lake.migrations, "0002_owner.py", 'ctx.set_properties("orders", owner="sales")')
@@ -128,6 +129,7 @@ def test_read_only_commands_and_unlock_need_no_project_file(lake):
     ]
 
 
+@pytest.mark.long  # seconds of real subprocesses or catalogs; make test-all runs it
 def test_status_and_unlock_with_an_airflow_connection_and_no_project_file(lake):
     pytest.importorskip("airflow")
     write_migration(lake.migrations, "0001_create_orders.py", CREATE_ORDERS)
@@ -146,6 +148,7 @@ def test_status_and_unlock_with_an_airflow_connection_and_no_project_file(lake):
 # -- 7. `downgrade 1` for `downgrade -1` ----------------------------------------------------------------------------
 
 
+@pytest.mark.long  # seconds of real subprocesses or catalogs; make test-all runs it
 def test_a_downgrade_to_a_number_not_below_the_current_version_says_minus_n_is_relative(lake):
     for number in (1, 2, 3):
         write_migration(
@@ -225,6 +228,7 @@ def test_a_rollback_that_drops_its_table_says_what_it_did(lake):
 # -- 11. One duration per step -------------------------------------------------------------------------------------
 
 
+@pytest.mark.long  # seconds of real subprocesses or catalogs; make test-all runs it
 def test_one_duration_per_step_everywhere(lake):
     slow = "import time\ntime.sleep(0.06)\n" + CREATE_ORDERS
     write_migration(lake.migrations, "0001_create_orders.py", slow, description="create orders")
@@ -252,6 +256,7 @@ def test_one_duration_per_step_everywhere(lake):
 # -- 14. A broken migration file -----------------------------------------------------------------------------------
 
 
+@pytest.mark.long  # seconds of real subprocesses or catalogs; make test-all runs it
 def test_a_broken_file_is_a_problem_status_and_check_report_and_upgrade_refuses(lake):
     write_migration(lake.migrations, "0001_create_orders.py", CREATE_ORDERS, 'ctx.drop_table("orders")')
     write_migration(lake.migrations, "0002_owner.py", 'ctx.set_properties("orders", owner="sales")')
@@ -307,6 +312,7 @@ def test_a_failed_step_prints_its_message_once(lake):
     assert failed.stderr.rstrip().splitlines()[-1].startswith("error: Migration 0001 failed during upgrade()")
 
 
+@pytest.mark.long  # seconds of real subprocesses or catalogs; make test-all runs it
 def test_the_refusal_of_changed_files_lists_one_file_per_line(lake):
     for number in (1, 2):
         write_migration(lake.migrations, f"000{number}_t{number}.py", _create(f"t{number}"))

@@ -63,6 +63,7 @@ def _interrupt(process: subprocess.Popen[str], catalog: Any, target: str, after:
     return stdout, stderr
 
 
+@pytest.mark.long  # seconds of real subprocesses or catalogs; make test-all runs it
 def test_a_move_interrupted_by_ctrl_c_resumes_with_the_same_command_and_ends_with_exactly_the_source_rows(tmp_path):
     lake = tmp_path
     catalog = sqlite_catalog(lake)

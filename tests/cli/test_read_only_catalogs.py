@@ -101,6 +101,7 @@ def test_an_upgrade_still_creates_the_catalog_a_db_path_names(tmp_path: Path):
     assert "current:   0001" in status.stdout and (tmp_path / "new" / "catalog.db").is_file()
 
 
+@pytest.mark.long  # seconds of real subprocesses or catalogs; make test-all runs it
 @pytest.mark.postgres
 def test_a_sql_catalog_is_read_without_a_warehouse(new_postgres_database: str, tmp_path: Path):
     (tmp_path / "migrations").mkdir()

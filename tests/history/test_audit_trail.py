@@ -261,6 +261,7 @@ def _unreferenced(table, data_root: Path) -> set[str]:
     return on_disk - live
 
 
+@pytest.mark.long  # seconds of real subprocesses or catalogs; make test-all runs it
 def test_concurrent_writers_of_history_and_events_lose_nothing_and_leave_no_files_behind(tmp_path: Path):
     # Several processes (one namespace each) write the shared history and event tables while each
     # other's expiries and compactions remove the snapshots they started from.

@@ -67,6 +67,7 @@ def test_compaction_through_the_s3_tables_protocol_on_seaweedfs_keeps_a_concurre
     assert len(live_data_files(table)) == 4  # one per partition, plus the two appended files
 
 
+@pytest.mark.long  # seconds of real subprocesses or catalogs; make test-all runs it
 def test_compaction_with_its_warehouse_on_moto_s3_and_a_refused_group_cleaned_up(
     moto_server, unique_name, tmp_path, monkeypatch
 ):

@@ -133,6 +133,7 @@ class S3Storage:
         return "s3://" + location.split("://", 1)[1]
 
 
+@pytest.mark.long  # seconds of real subprocesses or catalogs; make test-all runs it
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(steps=STEPS, last=EXPIRE)
 def test_maintenance_never_deletes_what_a_retained_snapshot_or_ref_needs(steps, last):

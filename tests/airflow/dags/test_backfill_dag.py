@@ -66,6 +66,7 @@ def test_the_backfill_dag_moves_exactly_the_rows_of_its_ranges(run_dag, iceberg_
     assert {row[1] for row in _rows(target)} == {date(2026, 11, 2) + timedelta(days=n) for n in range(14)}
 
 
+@pytest.mark.long  # seconds of real subprocesses or catalogs; make test-all runs it
 def test_the_backfill_dag_run_again_moves_late_rows_and_new_ranges_once(run_dag, iceberg_connection):
     assert str(run_dag("backfill_with_mover", **RUN).state) == "success"
     catalog = catalog_at(iceberg_connection)
