@@ -45,6 +45,7 @@ from pyiceberg.table.update import AssertDefaultSpecId
 from pyiceberg.table.update.snapshot import _SnapshotProducer
 from pyiceberg.typedef import EMPTY_DICT
 
+from iceberg_ops_provider.core.transactions import cached_transaction
 from iceberg_ops_provider.maintenance.files import ManifestReader
 
 if TYPE_CHECKING:
@@ -330,7 +331,7 @@ def commit_rewrite(
     Returns:
         The new snapshot's id.
     """
-    transaction = table.transaction()
+    transaction = cached_transaction(table)
     if validator.spec_id is not None:
         # Checked by the catalog itself, so a spec change that lands after the last refresh conflicts too.
         transaction._stage((), (AssertDefaultSpecId(default_spec_id=validator.spec_id),))
