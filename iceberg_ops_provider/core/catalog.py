@@ -75,6 +75,7 @@ from iceberg_ops_provider.core.timeouts import (
     bound_catalog_requests,
     call_with_timeout,
     check_timeout,
+    requests_bounded,
 )
 from iceberg_ops_provider.errors import CatalogConfigError, CatalogNotFoundError, MissingExtraError
 from iceberg_ops_provider.messages import Arg, Hint, message
@@ -369,7 +370,7 @@ class CatalogFactory:
         try:
             with catalog_errors(endpoint, timeout):
                 catalog = call_with_timeout(
-                    lambda: load_catalog(name, type=catalog_type, **properties),
+                    requests_bounded(lambda: load_catalog(name, type=catalog_type, **properties), timeout),
                     timeout,
                     what=what,
                     endpoint=endpoint,

@@ -41,6 +41,7 @@ from iceberg_ops_provider.core.timeouts import (
     bound_catalog_requests,
     call_with_timeout,
     check_timeout,
+    requests_bounded,
 )
 from iceberg_ops_provider.errors import CatalogConfigError, MissingExtraError, UnknownCatalogKindError
 
@@ -214,7 +215,10 @@ def load_pyiceberg_catalog(
                 catalog = load_catalog(name, **properties)
             else:
                 catalog = call_with_timeout(
-                    lambda: load_catalog(name, **properties), seconds, what=doing, endpoint=endpoint
+                    requests_bounded(lambda: load_catalog(name, **properties), seconds),
+                    seconds,
+                    what=doing,
+                    endpoint=endpoint,
                 )
     except CatalogConfigError:  # already says what to do (e.g. CatalogAuthError)
         raise

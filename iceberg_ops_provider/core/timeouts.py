@@ -56,6 +56,7 @@ __all__ = [
     "bound_catalog_requests",
     "call_with_timeout",
     "check_timeout",
+    "requests_bounded",
 ]
 
 DEFAULT_CATALOG_TIMEOUT = 60.0
@@ -125,6 +126,47 @@ def bound_catalog_requests(catalog: Catalog, seconds: float) -> None:
         current.seconds = seconds
     else:
         session.request = _BoundedRequest(session.request, seconds)
+
+
+_THIS_THREAD = threading.local()
+_WRAP_LOCK = threading.Lock()
+
+
+def _bounded_in_this_thread(request: Callable[..., Any]) -> Callable[..., Any]:
+    def request_with_bound(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+        seconds = getattr(_THIS_THREAD, "seconds", None)
+        if seconds is not None and len(args) < 7 and kwargs.get("timeout") is None:
+            kwargs["timeout"] = seconds
+        return request(self, method, url, *args, **kwargs)
+
+    request_with_bound.iceberg_ops_bound = True  # type: ignore[attr-defined]
+    return request_with_bound
+
+
+def requests_bounded(fn: Callable[[], T], seconds: float) -> Callable[[], T]:
+    """``fn`` made to give every HTTP request it sends through ``requests`` a default timeout of ``seconds``.
+
+    A REST catalog asks its server for its configuration (and a token) while it is built, on
+    sessions it makes itself, before :func:`bound_catalog_requests` can reach them: without a bound
+    a hung server holds the building thread forever. The bound applies only in the thread running
+    ``fn`` and only to requests without a timeout of their own; ``requests.Session.request`` is
+    wrapped once per process and passes everything else through unchanged.
+    """
+    import requests
+
+    with _WRAP_LOCK:
+        if not getattr(requests.Session.request, "iceberg_ops_bound", False):
+            requests.Session.request = _bounded_in_this_thread(requests.Session.request)  # type: ignore[method-assign]
+
+    def bounded() -> T:
+        previous = getattr(_THIS_THREAD, "seconds", None)
+        _THIS_THREAD.seconds = seconds
+        try:
+            return fn()
+        finally:
+            _THIS_THREAD.seconds = previous
+
+    return bounded
 
 
 def call_with_timeout(fn: Callable[[], T], seconds: float, *, what: str, endpoint: str) -> T:

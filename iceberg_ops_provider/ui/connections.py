@@ -12,6 +12,7 @@ mapping) for the logs.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import json
 import os
@@ -20,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote, quote_plus, unquote, urlsplit
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit, urlunsplit
 
 from iceberg_ops_provider.core.catalog_messages import without_password
 from iceberg_ops_provider.core.timeouts import DEFAULT_CATALOG_TIMEOUT
@@ -105,6 +106,9 @@ def _register_secrets(conn: Any, options: dict[str, Any]) -> None:
                 if password:
                     SECRETS.add(password)
                     SECRETS.add(unquote(password))
+                with contextlib.suppress(ValueError):
+                    for _, query_value in parse_qsl(urlsplit(values.strip()).query):
+                        SECRETS.add(query_value)  # ?apikey=...: never shown, in any error either
 
     walk(options)
     walk(dict(conn.extra_dejson or {}))
@@ -166,10 +170,21 @@ def _endpoint(kind: str, options: dict[str, Any]) -> str:
     for key in ("uri", "db_path"):
         value = options.get(key)
         if value:
-            return without_password(str(value))
+            return _without_query(without_password(str(value)))
     if kind in ("glue", "s3tables"):
         return str(options.get("region") or options.get("glue.region") or "")
     return ""
+
+
+def _without_query(url: str) -> str:
+    """``url`` without its query and fragment, which may carry keys (``?apikey=...``): a page shows where, not how."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.split("?", 1)[0].split("#", 1)[0]
+    if not parts.scheme:
+        return url
+    return urlunsplit(parts._replace(query="", fragment=""))
 
 
 def _timeout(options: dict[str, Any]) -> float:

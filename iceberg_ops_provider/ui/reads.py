@@ -14,8 +14,15 @@ Airflow's own pages), so two more bounds apply per catalog:
 - once a read of a catalog has timed out, the catalog counts as not answering for
   :data:`RETRY_AFTER` seconds (or until one of its reads succeeds): its parts are errors at once,
   saying when it is tried again, and no thread is started for them;
-- at most :data:`MAX_WAITING` requests wait for one catalog at a time; a further request gets an
-  error at once rather than holding one more thread for the whole timeout.
+- at most :data:`MAX_WAITING` requests wait for one catalog at a time, and :data:`MAX_WAITING_ALL`
+  for all catalogs together (Airflow's request threads are 40); a further request gets an error at
+  once rather than holding one more thread for the whole timeout;
+- at most :data:`MAX_RUNNING` reads of one catalog run at a time (each a thread of its own): a page
+  asking for more (new namespaces, tables, audit pages of a hung catalog) gets an error at once
+  and no thread is started.
+
+A read that ends with a value, or with an error other than a timeout, shows the catalog answers (a
+refused connection is an answer): the catalog is asked again at once.
 
 Catalogs are built once per connection and reused while its options stay the same.
 """
@@ -33,7 +40,7 @@ from typing import Any, Generic, TypeVar
 
 from iceberg_ops_provider.core.catalog_messages import seconds_text
 
-__all__ = ["MAX_WAITING", "RETRY_AFTER", "Part", "Reads"]
+__all__ = ["MAX_RUNNING", "MAX_WAITING", "MAX_WAITING_ALL", "RETRY_AFTER", "Part", "Reads"]
 
 T = TypeVar("T")
 
@@ -42,6 +49,12 @@ RETRY_AFTER = 30.0
 
 MAX_WAITING = 4
 """Requests that may wait for one catalog's reads at the same time; more are refused at once."""
+
+MAX_WAITING_ALL = 12
+"""Requests that may wait for catalog reads at the same time, all catalogs together."""
+
+MAX_RUNNING = 6
+"""Reads of one catalog that may run at the same time (each holds a thread); more are refused at once."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +65,7 @@ class Part(Generic[T]):
     error: str | None
     read_at: float  # time.time() when the read finished (or gave up)
     seconds: float  # how long it took
+    pending: bool = False  # still being read when the request stopped waiting (it goes on)
 
     @property
     def ok(self) -> bool:
@@ -78,15 +92,25 @@ def _error_text(exc: BaseException) -> str:
 class Reads:
     """Bounded, concurrent, briefly cached reads (one instance per application)."""
 
-    def __init__(self, *, retry_after: float = RETRY_AFTER, max_waiting: int = MAX_WAITING) -> None:
+    def __init__(
+        self,
+        *,
+        retry_after: float = RETRY_AFTER,
+        max_waiting: int = MAX_WAITING,
+        max_waiting_all: int = MAX_WAITING_ALL,
+        max_running: int = MAX_RUNNING,
+    ) -> None:
         self._lock = threading.Lock()
         self._entries: dict[Hashable, _Entry] = {}
         self._catalogs: dict[str, tuple[str, Any]] = {}
         self._building: dict[str, threading.Lock] = {}
         self._retry_after = retry_after
         self._max_waiting = max_waiting
+        self._max_waiting_all = max_waiting_all
+        self._max_running = max_running
         self._silent: dict[str, tuple[float, float, float]] = {}  # catalog -> (monotonic, epoch, timeout)
         self._waiting: dict[str, int] = {}
+        self._running: dict[str, int] = {}
 
     def _silence(self, catalog: str, now: float) -> str | None:
         """Why ``catalog`` is not asked now (it timed out less than ``retry_after`` ago), else ``None``."""
@@ -120,11 +144,18 @@ class Reads:
                 # the catalog did not answer in time all the same.
                 timed_out = entry.started + timeout
                 self._silent.setdefault(catalog, (timed_out, time.time() - (now - timed_out), timeout))
-            silence = self._silence(catalog, now) if catalog else None
-            if silence is not None:
+            refusal = self._silence(catalog, now) if catalog else None
+            if refusal is None and catalog and self._running.get(catalog, 0) >= self._max_running:
+                refusal = (
+                    f"The catalog of connection {catalog!r} is still answering {self._max_running} earlier reads; "
+                    "reload in a moment (the rest of the page is shown without it)."
+                )
+            if refusal is not None:
                 refused = _Entry(Future(), now, now)
-                refused.future.set_exception(_NotAnswering(silence))
+                refused.future.set_exception(_NotAnswering(refusal))
                 return refused
+            if catalog:
+                self._running[catalog] = self._running.get(catalog, 0) + 1
             if len(self._entries) > 2000:  # forget finished reads nobody asks for any more
                 self._entries = {
                     k: e for k, e in self._entries.items() if e.finished is None or now - e.finished <= ttl
@@ -133,17 +164,24 @@ class Reads:
             self._entries[key] = entry
 
         def run() -> None:
+            value: Any = None
+            error: BaseException | None = None
             try:
                 value = fn()
             except BaseException as exc:  # handed to whoever waits
-                entry.finished = time.monotonic()
-                entry.future.set_exception(exc)
-                return
+                error = exc
             entry.finished = time.monotonic()
             if catalog:
                 with self._lock:
-                    self._silent.pop(catalog, None)  # it answers again
-            entry.future.set_result(value)
+                    self._running[catalog] -= 1
+                    if error is None or not _is_timeout(error):
+                        self._silent.pop(catalog, None)  # it answers (a refusal is an answer too)
+                    else:  # the catalog's own bound gave up: it did not answer, whoever was waiting
+                        self._silent.setdefault(catalog, (entry.finished, time.time(), timeout))
+            if error is not None:
+                entry.future.set_exception(error)
+            else:
+                entry.future.set_result(value)
 
         threading.Thread(target=run, name=f"iceberg-ops ui: {key}"[:60], daemon=True).start()
         return entry
@@ -163,20 +201,26 @@ class Reads:
             with self._lock:
                 silence = self._silence(catalog, now)
                 busy = self._waiting.get(catalog, 0) >= self._max_waiting
-                if silence is None and not busy:
+                crowded = sum(self._waiting.values()) >= self._max_waiting_all
+                if silence is None and not busy and not crowded:
                     self._waiting[catalog] = self._waiting.get(catalog, 0) + 1
             if silence is not None and entry.started <= self._silent.get(catalog, (now,))[0]:
                 # In flight when another read of the catalog timed out: it fails the same way.
                 return self._late(entry, timeout=timeout, catalog=catalog, gave_up=True)
             if silence is not None:
                 return Part(None, silence, time.time(), now - entry.started)
-            if busy:
+            if busy or crowded:
+                why = (
+                    f"The catalog of connection {catalog!r} is still answering {self._max_waiting} earlier requests"
+                    if busy
+                    else f"{self._max_waiting_all} requests are waiting for catalogs already"
+                )
                 return Part(
                     None,
-                    f"The catalog of connection {catalog!r} is still answering {self._max_waiting} earlier "
-                    "requests; reload in a moment (the rest of the page is shown without it).",
+                    f"{why}; reload in a moment (the rest of the page is shown without it).",
                     time.time(),
                     now - entry.started,
+                    pending=True,
                 )
             try:
                 entry.future.result(timeout=patience)
@@ -192,6 +236,8 @@ class Reads:
         except _NotAnswering as exc:
             return Part(None, str(exc), time.time(), _took(entry))
         except Exception as exc:
+            if _took(entry) >= timeout and _is_timeout(exc):  # the catalog's own bound gave up: the page's words
+                return self._late(entry, timeout=timeout, catalog=catalog, gave_up=True)
             return Part(None, f"Connection {catalog!r}: {_error_text(exc)}", time.time(), _took(entry))
         return Part(value, None, time.time(), _took(entry))
 
@@ -200,10 +246,11 @@ class Reads:
         if not gave_up:
             return Part(
                 None,
-                f"The catalog of connection {catalog!r} has not answered after {seconds_text(now - entry.started)}; "
-                f"it is still being asked (up to the connection's timeout, {seconds_text(timeout)}): reload to see.",
+                f"The catalog of connection {catalog!r} has not answered after {_whole(now - entry.started)}; it is "
+                f"still being asked (up to the connection's timeout, {seconds_text(timeout)}): reload to see.",
                 time.time(),
                 now - entry.started,
+                pending=True,
             )
         with self._lock:
             self._silent.setdefault(catalog, (now, time.time(), timeout))
@@ -255,6 +302,19 @@ class Reads:
             self._entries.clear()
             self._catalogs.clear()
             self._silent.clear()
+            self._waiting.clear()
+
+
+def _whole(seconds: float) -> str:
+    """Seconds waited, as a page says them: ``5 s``, ``0.3 s``."""
+    return seconds_text(round(seconds) if seconds >= 1 else round(seconds, 1))
+
+
+def _is_timeout(exc: BaseException) -> bool:
+    """Whether ``exc`` is a catalog call that gave up waiting (the engine's bound, or the socket's)."""
+    from iceberg_ops_provider.errors import CatalogUnavailableError
+
+    return isinstance(exc, TimeoutError) or (isinstance(exc, CatalogUnavailableError) and "did not answer" in str(exc))
 
 
 def _took(entry: _Entry) -> float:

@@ -83,6 +83,7 @@ def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, re
     The checks run side by side and the page waits for them at most :data:`CHECK_SECONDS` in all: a
     catalog still being asked then shows as such, and its answer is picked up by the next visit.
     """
+    asked_at = time.monotonic()
     started = {
         conn.conn_id: reads.start(
             ("probe", conn.conn_id, conn.fingerprint),
@@ -96,13 +97,15 @@ def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, re
     catalogs = []
     deadline = time.monotonic() + CHECK_SECONDS
     for conn in connections:
-        wait = max(0.0, deadline - time.monotonic())
-        part = reads.result(started[conn.conn_id], timeout=conn.timeout, catalog=conn.conn_id, wait=wait)
+        entry = started[conn.conn_id]
+        # A check an earlier visit started is not waited for again: this visit shows it still running.
+        wait = max(0.0, deadline - time.monotonic()) if entry.started >= asked_at else 0.0
+        part = reads.result(entry, timeout=conn.timeout, catalog=conn.conn_id, wait=wait)
         catalogs.append(
             {
                 **conn.describe(),
                 "answers": part.ok,
-                "checking": not started[conn.conn_id].future.done(),
+                "checking": part.pending,
                 "namespaces": part.value["namespaces"] if part.ok else None,
                 "seconds": round(part.seconds, 3),
                 "error": part.error,

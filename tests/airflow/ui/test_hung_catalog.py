@@ -20,8 +20,12 @@ STALLED_PAGE = "/iceberg-ops/c/iceberg_stalled/ns/shop"
 
 @pytest.fixture
 def fresh_reads():
+    """The application's reads forgotten, once the reads of earlier tests have ended (each holds a thread)."""
     from iceberg_ops_provider.ui.app import READS
 
+    deadline = time.monotonic() + 10
+    while any(READS._running.values()) and time.monotonic() < deadline:
+        time.sleep(0.05)
     READS.clear()
     yield READS
     READS.clear()

@@ -4,6 +4,7 @@ page that ask for a catalog at the same time build it once."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -148,3 +149,77 @@ def test_a_shorter_wait_says_the_catalog_is_still_being_asked_and_a_later_reques
     again = reads.start("probe", lambda: 99, ttl=5, timeout=5, catalog="lake")
     assert again is entry and reads.result(again, timeout=5, catalog="lake").value == 3
     assert "asked again" not in (reads.get("n", lambda: 1, ttl=5, timeout=5, catalog="lake").error or "")
+
+
+def test_at_most_max_running_reads_of_one_catalog_hold_a_thread_and_new_names_are_refused_at_once():
+    release = threading.Event()
+    reads = Reads(max_running=2)
+    baseline = threading.active_count()
+    held = [reads.start(f"ns{n}", lambda: release.wait(5), ttl=5, timeout=5, catalog="lake") for n in range(2)]
+    started = time.monotonic()
+    refused = [reads.get(f"ns{n}", lambda: 1, ttl=5, timeout=5, catalog="lake") for n in range(2, 50)]
+    assert time.monotonic() - started < 0.5
+    assert all("still answering 2 earlier reads" in part.error for part in refused)
+    assert threading.active_count() <= baseline + 2  # 48 new names started no thread
+    assert reads.get("other", lambda: 3, ttl=5, timeout=5, catalog="warehouse").value == 3
+    release.set()
+    for entry in held:
+        entry.future.result(5)
+    assert reads.get("ns99", lambda: 4, ttl=5, timeout=5, catalog="lake").value == 4  # slots free again
+
+
+def test_all_catalogs_together_have_a_cap_on_waiting_requests():
+    release = threading.Event()
+    reads = Reads(max_waiting=4, max_waiting_all=3)
+    entries = [reads.start(f"k{n}", lambda: release.wait(5), ttl=5, timeout=5, catalog=f"c{n}") for n in range(4)]
+    waiters = [
+        threading.Thread(target=reads.result, args=(entries[n],), kwargs={"timeout": 5, "catalog": f"c{n}"})
+        for n in range(3)
+    ]
+    for waiter in waiters:
+        waiter.start()
+    time.sleep(0.2)
+    refused = reads.result(entries[3], timeout=5, catalog="c3")
+    assert "3 requests are waiting for catalogs already" in refused.error and refused.pending
+    release.set()
+    for waiter in waiters:
+        waiter.join(5)
+
+
+def test_a_read_that_fails_with_a_refusal_ends_the_catalogs_silence():
+    release = threading.Event()
+    reads = Reads(retry_after=60)
+
+    def stalls_then_is_refused() -> None:
+        release.wait(5)
+        raise ConnectionRefusedError("connection refused")  # the hung server went away
+
+    stalled = reads.start("slow", stalls_then_is_refused, ttl=0, timeout=0.2, catalog="lake")
+    assert not reads.result(stalled, timeout=0.2, catalog="lake").ok
+    assert "asked again" in reads.get("x", lambda: 1, ttl=0, timeout=0.2, catalog="lake").error
+    release.set()
+    with contextlib.suppress(ConnectionRefusedError):
+        stalled.future.result(5)
+    assert reads.get("y", lambda: 2, ttl=0, timeout=0.2, catalog="lake").value == 2  # asked again at once
+
+
+def test_a_catalogs_own_timeout_reads_as_the_pages_own_words_and_waits_are_rounded():
+    from iceberg_ops_provider.errors import CatalogUnavailableError
+
+    def gives_up() -> None:
+        time.sleep(0.25)
+        raise CatalogUnavailableError("The catalog did not answer within 0.2 s (timeout= of CatalogFactory.build)")
+
+    reads = Reads()
+    entry = reads.start("k", gives_up, ttl=5, timeout=0.2, catalog="lake")
+    entry.future.exception(5)  # finished with the catalog's own timeout before anyone waited
+    part = reads.result(entry, timeout=0.2, catalog="lake")
+    assert "The catalog of connection 'lake' did not answer within 0.2 s (the connection's timeout)" in part.error
+    assert "CatalogFactory.build" not in part.error
+    release = threading.Event()
+    reads = Reads()
+    entry = reads.start("p", lambda: release.wait(5), ttl=5, timeout=5, catalog="lake")
+    time.sleep(1.2)
+    waited = reads.result(entry, timeout=5, catalog="lake", wait=0.01)
+    assert "has not answered after 1 s;" in waited.error and waited.pending
+    release.set()
