@@ -65,9 +65,16 @@ class MoveGroup(click.Group):
     default_command = "run"
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        """Put the default command's name in front of arguments that do not start with a subcommand's."""
-        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
-            args = [self.default_command, *args]
+        """Put the default command's name in front of arguments that do not start with a subcommand's.
+
+        Flags typed between ``move`` and a subcommand (``move --json plan A B``) are the subcommand's.
+        """
+        if args and args[0] not in ctx.help_option_names:
+            first = next((i for i, arg in enumerate(args) if not arg.startswith("-")), None)
+            if first and args[first] in self.commands and all(arg.startswith("--") for arg in args[:first]):
+                args = [args[first], *args[:first], *args[first + 1 :]]
+            elif args[0] not in self.commands:
+                args = [self.default_command, *args]
         return super().parse_args(ctx, args)
 
 
