@@ -8,6 +8,7 @@ inside the UI's frame, instead of inside the frame.
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -65,9 +66,15 @@ def errors_once(view: dict[str, Any]) -> dict[str, Any]:
     seen: set[str] = set()
     errors: dict[str, str] = {}
     for name, error in view.get("errors", {}).items():
-        errors[name] = "The same as above." if error in seen else error
-        seen.add(error)
+        # A catalog that did not answer is one fact, whichever part saw it first and how it was worded.
+        match = _NOT_ANSWERING.match(error)
+        key = match.group(1) if match else error
+        errors[name] = "The same as above." if key in seen else error
+        seen.add(key)
     return {**view, "errors": errors}
+
+
+_NOT_ANSWERING = re.compile(r"^(The catalog of connection '.*?' did not answer within [\d.]+ s)")
 
 
 def badge(text: Any, tone: str = "neutral") -> Markup:

@@ -17,7 +17,8 @@ Airflow's own pages), so two more bounds apply per catalog:
 - at most :data:`MAX_WAITING` requests wait for one catalog at a time, and :data:`MAX_WAITING_ALL`
   for all catalogs together (Airflow's request threads are 40); a further request gets an error at
   once rather than holding one more thread for the whole timeout;
-- at most :data:`MAX_RUNNING` reads of one catalog run at a time (each a thread of its own): a page
+- at most :data:`MAX_RUNNING` reads of one catalog run at a time (each a thread of its own), and
+  :data:`MAX_RUNNING_ALL` of all catalogs together: a page
   asking for more (new namespaces, tables, audit pages of a hung catalog) gets an error at once
   and no thread is started.
 
@@ -40,7 +41,7 @@ from typing import Any, Generic, TypeVar
 
 from iceberg_ops_provider.core.catalog_messages import seconds_text
 
-__all__ = ["MAX_RUNNING", "MAX_WAITING", "MAX_WAITING_ALL", "RETRY_AFTER", "Part", "Reads"]
+__all__ = ["MAX_RUNNING", "MAX_RUNNING_ALL", "MAX_WAITING", "MAX_WAITING_ALL", "RETRY_AFTER", "Part", "Reads"]
 
 T = TypeVar("T")
 
@@ -55,6 +56,9 @@ MAX_WAITING_ALL = 12
 
 MAX_RUNNING = 6
 """Reads of one catalog that may run at the same time (each holds a thread); more are refused at once."""
+
+MAX_RUNNING_ALL = 24
+"""Catalog reads that may run at the same time, all catalogs together."""
 
 
 @dataclass(frozen=True)
@@ -99,6 +103,7 @@ class Reads:
         max_waiting: int = MAX_WAITING,
         max_waiting_all: int = MAX_WAITING_ALL,
         max_running: int = MAX_RUNNING,
+        max_running_all: int = MAX_RUNNING_ALL,
     ) -> None:
         self._lock = threading.Lock()
         self._entries: dict[Hashable, _Entry] = {}
@@ -108,9 +113,25 @@ class Reads:
         self._max_waiting = max_waiting
         self._max_waiting_all = max_waiting_all
         self._max_running = max_running
+        self._max_running_all = max_running_all
         self._silent: dict[str, tuple[float, float, float]] = {}  # catalog -> (monotonic, epoch, timeout)
+        self._answered: dict[str, float] = {}  # catalog -> monotonic time of its last answer (or refusal)
+        self._failed_builds: dict[str, tuple[str, float, BaseException]] = {}
         self._waiting: dict[str, int] = {}
         self._running: dict[str, int] = {}
+
+    def _timed_out(self, catalog: str, deadline: float, timeout: float) -> None:
+        """Record that a read of ``catalog`` had no answer by ``deadline`` (unless the catalog answered later).
+
+        The pause runs from the deadline, not from when the read was seen to fail: a read that ends
+        long after its time (queued behind a failing build) does not start a new pause.
+        """
+        if deadline <= self._answered.get(catalog, float("-inf")):
+            return  # the catalog has answered (or refused) since: that is the news
+        epoch = time.time() - (time.monotonic() - deadline)
+        current = self._silent.get(catalog)
+        if current is None or current[0] < deadline:
+            self._silent[catalog] = (deadline, epoch, timeout)
 
     def _silence(self, catalog: str, now: float) -> str | None:
         """Why ``catalog`` is not asked now (it timed out less than ``retry_after`` ago), else ``None``."""
@@ -142,9 +163,13 @@ class Reads:
             if entry is not None and entry.finished is None and catalog:
                 # Still running past its timeout, though nobody waited that long (a page waiting less):
                 # the catalog did not answer in time all the same.
-                timed_out = entry.started + timeout
-                self._silent.setdefault(catalog, (timed_out, time.time() - (now - timed_out), timeout))
+                self._timed_out(catalog, entry.started + timeout, timeout)
             refusal = self._silence(catalog, now) if catalog else None
+            if refusal is None and catalog and sum(self._running.values()) >= self._max_running_all:
+                refusal = (
+                    f"{self._max_running_all} catalog reads are running already; reload in a moment (the rest of "
+                    "the page is shown without it)."
+                )
             if refusal is None and catalog and self._running.get(catalog, 0) >= self._max_running:
                 refusal = (
                     f"The catalog of connection {catalog!r} is still answering {self._max_running} earlier reads; "
@@ -176,8 +201,9 @@ class Reads:
                     self._running[catalog] -= 1
                     if error is None or not _is_timeout(error):
                         self._silent.pop(catalog, None)  # it answers (a refusal is an answer too)
+                        self._answered[catalog] = entry.finished
                     else:  # the catalog's own bound gave up: it did not answer, whoever was waiting
-                        self._silent.setdefault(catalog, (entry.finished, time.time(), timeout))
+                        self._timed_out(catalog, entry.started + timeout, timeout)
             if error is not None:
                 entry.future.set_exception(error)
             else:
@@ -204,9 +230,6 @@ class Reads:
                 crowded = sum(self._waiting.values()) >= self._max_waiting_all
                 if silence is None and not busy and not crowded:
                     self._waiting[catalog] = self._waiting.get(catalog, 0) + 1
-            if silence is not None and entry.started <= self._silent.get(catalog, (now,))[0]:
-                # In flight when another read of the catalog timed out: it fails the same way.
-                return self._late(entry, timeout=timeout, catalog=catalog, gave_up=True)
             if silence is not None:
                 return Part(None, silence, time.time(), now - entry.started)
             if busy or crowded:
@@ -253,7 +276,7 @@ class Reads:
                 pending=True,
             )
         with self._lock:
-            self._silent.setdefault(catalog, (now, time.time(), timeout))
+            self._timed_out(catalog, entry.started + timeout, timeout)
         return Part(
             None,
             f"The catalog of connection {catalog!r} did not answer within {seconds_text(timeout)} (the "
@@ -279,8 +302,11 @@ class Reads:
         """The catalog of a connection, built on first use and again when its options change.
 
         The parts of a page ask for it at the same time: one of them builds it, the others wait for
-        that one (each part is bounded by the connection's timeout all the same).
+        that one (each part is bounded by the connection's timeout all the same). When that build
+        fails, the parts that were waiting for it fail with its error rather than each building
+        again in turn (against a hung catalog that would hold their threads for a timeout apiece).
         """
+        asked = time.monotonic()
         with self._lock:
             cached = self._catalogs.get(conn_id)
             building = self._building.setdefault(conn_id, threading.Lock())
@@ -289,11 +315,20 @@ class Reads:
         with building:
             with self._lock:
                 cached = self._catalogs.get(conn_id)
+                failed = self._failed_builds.get(conn_id)
             if cached is not None and cached[0] == fingerprint:
                 return cached[1]
-            built = build()
+            if failed is not None and failed[0] == fingerprint and failed[1] >= asked:
+                raise failed[2]  # the build this part waited for failed just now
+            try:
+                built = build()
+            except BaseException as exc:
+                with self._lock:
+                    self._failed_builds[conn_id] = (fingerprint, time.monotonic(), exc)
+                raise
             with self._lock:
                 self._catalogs[conn_id] = (fingerprint, built)
+                self._failed_builds.pop(conn_id, None)
             return built
 
     def clear(self) -> None:
@@ -302,6 +337,8 @@ class Reads:
             self._entries.clear()
             self._catalogs.clear()
             self._silent.clear()
+            self._answered.clear()
+            self._failed_builds.clear()
             self._waiting.clear()
 
 

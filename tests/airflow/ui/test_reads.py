@@ -8,6 +8,8 @@ import contextlib
 import threading
 import time
 
+import pytest
+
 from iceberg_ops_provider.ui.reads import Reads
 
 
@@ -223,3 +225,60 @@ def test_a_catalogs_own_timeout_reads_as_the_pages_own_words_and_waits_are_round
     waited = reads.result(entry, timeout=5, catalog="lake", wait=0.01)
     assert "has not answered after 1 s;" in waited.error and waited.pending
     release.set()
+
+
+def test_parts_waiting_for_a_build_that_fails_get_its_error_without_building_again():
+    builds: list[int] = []
+    reads = Reads()
+
+    def failing_build() -> object:
+        builds.append(1)
+        time.sleep(0.3)
+        raise ConnectionError("hung catalog gave up")
+
+    errors: list[str] = []
+
+    def part() -> None:
+        try:
+            reads.catalog("lake", "v1", failing_build)
+        except ConnectionError as exc:
+            errors.append(str(exc))
+
+    threads = [threading.Thread(target=part) for _ in range(3)]
+    started = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(5)
+    assert len(builds) == 1 and errors == ["hung catalog gave up"] * 3
+    assert time.monotonic() - started < 0.9  # one build's time, not three in a row
+    with pytest.raises(ConnectionError):
+        reads.catalog("lake", "v1", failing_build)  # a later request builds again
+    assert len(builds) == 2
+
+
+def test_a_late_timeout_neither_restarts_an_old_pause_nor_hides_a_later_refusal():
+    reads = Reads(retry_after=0.5)
+    release = threading.Event()
+
+    def hangs_then_times_out() -> None:
+        release.wait(5)
+        raise TimeoutError("gave up")
+
+    late = reads.start("late", hangs_then_times_out, ttl=0, timeout=0.1, catalog="lake")
+    time.sleep(0.7)  # its deadline, and the pause it would start from there, are over
+    release.set()
+    with contextlib.suppress(TimeoutError):
+        late.future.result(5)
+    assert reads.get("now", lambda: 1, ttl=0, timeout=0.1, catalog="lake").value == 1  # no pause from a late end
+
+    def refused() -> None:
+        raise ConnectionRefusedError("refused")
+
+    stalled = reads.start("stalled", lambda: time.sleep(0.3), ttl=60, timeout=0.1, catalog="lake")
+    assert "did not answer within 0.1 s" in reads.result(stalled, timeout=0.1, catalog="lake").error
+    reads._silent.clear()  # the pause is over early here; the refusal below is news after the timeout
+    assert "ConnectionRefusedError" in reads.get("r", refused, ttl=0, timeout=0.1, catalog="lake").error
+    again = reads.result(stalled, timeout=0.1, catalog="lake")  # the cached timed-out part, shown again
+    assert "did not answer" in again.error
+    assert reads.get("after", lambda: 2, ttl=0, timeout=0.1, catalog="lake").value == 2  # not paused again
