@@ -29,7 +29,7 @@ __all__ = [
     "plan_document",
     "read_units",
     "select_units",
-    "units_table",
+    "units_by_table",
 ]
 
 PLAN_COMMAND = "iceberg-ops maintain compact TABLE --plan --json"
@@ -108,7 +108,7 @@ def _matches(unit: dict[str, Any], wanted: str) -> bool:
     return wanted == str(unit.get("unit_id")) or (wanted.isdigit() and int(wanted) == unit.get("index"))
 
 
-def units_table(units: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def units_by_table(units: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Units grouped by their table, in the order met."""
     grouped: dict[str, list[dict[str, Any]]] = {}
     for unit in units:

@@ -191,7 +191,7 @@ def _compact_units(
         plan_document,
         read_units,
         select_units,
-        units_table,
+        units_by_table,
     )
     from iceberg_ops_provider.maintenance.compaction_units import plan_compaction_units, run_compaction_units
 
@@ -224,7 +224,7 @@ def _compact_units(
 
     from_file: dict[str, list[dict[str, Any]]] | None = None
     if units_file:
-        grouped = units_table(select_units(read_units(units_file), unit_ids, units_file))
+        grouped = units_by_table(select_units(read_units(units_file), unit_ids, units_file))
         if table:
             name = table if "." in table else f"{settings.namespace}.{table}"
             if name not in grouped:

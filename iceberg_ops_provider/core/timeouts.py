@@ -95,10 +95,15 @@ class _BoundedRequest:
         self.seconds = seconds
 
     def __call__(self, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-        # timeout is Session.request's seventh parameter after (method, url); PyIceberg passes keywords.
-        if len(args) < 7 and kwargs.get("timeout") is None:
-            kwargs["timeout"] = self.seconds
-        return self.request(method, url, *args, **kwargs)
+        return self.request(method, url, *args, **_with_timeout(args, kwargs, self.seconds))
+
+
+def _with_timeout(args: tuple[Any, ...], kwargs: dict[str, Any], seconds: float | None) -> dict[str, Any]:
+    """``kwargs`` of a ``Session.request`` call with ``timeout=seconds`` unless the call gives its own."""
+    # timeout is Session.request's seventh parameter after (method, url); PyIceberg passes keywords.
+    if seconds is not None and len(args) < 7 and kwargs.get("timeout") is None:
+        kwargs["timeout"] = seconds
+    return kwargs
 
 
 def bound_catalog_requests(catalog: Catalog, seconds: float) -> None:
@@ -135,9 +140,7 @@ _WRAP_LOCK = threading.Lock()
 def _bounded_in_this_thread(request: Callable[..., Any]) -> Callable[..., Any]:
     def request_with_bound(self: Any, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
         seconds = getattr(_THIS_THREAD, "seconds", None)
-        if seconds is not None and len(args) < 7 and kwargs.get("timeout") is None:
-            kwargs["timeout"] = seconds
-        return request(self, method, url, *args, **kwargs)
+        return request(self, method, url, *args, **_with_timeout(args, kwargs, seconds))
 
     request_with_bound.iceberg_ops_bound = True  # type: ignore[attr-defined]
     return request_with_bound

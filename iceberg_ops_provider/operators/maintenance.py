@@ -344,7 +344,7 @@ class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
             {"table": self.table, "units": [unit.to_json() for unit in units[start : start + per_task]]}
             for start in range(0, len(units), per_task)
         ]
-        for unit in units:
+        for unit in units[:_UNITS_LOGGED]:  # a table of thousands of partitions: the first ones, then a count
             self.log.info(
                 "unit %d (%s): %d file(s), %s, partition %s",
                 unit.index,
@@ -353,6 +353,8 @@ class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
                 size_text(unit.bytes),
                 unit.partition or "-",
             )
+        if len(units) > _UNITS_LOGGED:
+            self.log.info("... and %d more unit(s), all in the XCom", len(units) - _UNITS_LOGGED)
         return _Plan(
             {
                 "units_count": len(units),
@@ -362,6 +364,9 @@ class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
                 "tasks": tasks,
             }
         )
+
+
+_UNITS_LOGGED = 50
 
 
 class _Plan:

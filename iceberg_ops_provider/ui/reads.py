@@ -88,6 +88,10 @@ class _NotAnswering(Exception):
     """A read not started because its catalog is known not to answer (the message is the page's error)."""
 
 
+_LATER = "; reload in a moment (the rest of the page is shown without it)."
+_RAISE_TIMEOUT = "Raise `timeout` in the connection's extra if the catalog is slow but working."
+
+
 def _error_text(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -146,7 +150,7 @@ class Reads:
         return (
             f"The catalog of connection {catalog!r} did not answer within {seconds_text(timeout)} at {at} UTC; "
             f"it is asked again {math.ceil(self._retry_after - (now - since))} s from now (the rest of the page "
-            "is shown without it). Raise `timeout` in the connection's extra if the catalog is slow but working."
+            f"is shown without it). {_RAISE_TIMEOUT}"
         )
 
     def start(self, key: Hashable, fn: Callable[[], Any], *, ttl: float, timeout: float, catalog: str = "") -> _Entry:
@@ -166,15 +170,10 @@ class Reads:
                 self._timed_out(catalog, entry.started + timeout, timeout)
             refusal = self._silence(catalog, now) if catalog else None
             if refusal is None and catalog and sum(self._running.values()) >= self._max_running_all:
-                refusal = (
-                    f"{self._max_running_all} catalog reads are running already; reload in a moment (the rest of "
-                    "the page is shown without it)."
-                )
+                refusal = f"{self._max_running_all} catalog reads are running already{_LATER}"
             if refusal is None and catalog and self._running.get(catalog, 0) >= self._max_running:
-                refusal = (
-                    f"The catalog of connection {catalog!r} is still answering {self._max_running} earlier reads; "
-                    "reload in a moment (the rest of the page is shown without it)."
-                )
+                refusal = f"The catalog of connection {catalog!r} is still answering {self._max_running} earlier reads"
+                refusal += _LATER
             if refusal is not None:
                 refused = _Entry(Future(), now, now)
                 refused.future.set_exception(_NotAnswering(refusal))
@@ -240,7 +239,7 @@ class Reads:
                 )
                 return Part(
                     None,
-                    f"{why}; reload in a moment (the rest of the page is shown without it).",
+                    f"{why}{_LATER}",
                     time.time(),
                     now - entry.started,
                     pending=True,
@@ -280,8 +279,7 @@ class Reads:
         return Part(
             None,
             f"The catalog of connection {catalog!r} did not answer within {seconds_text(timeout)} (the "
-            "connection's timeout); the rest of the page is shown without it. Raise `timeout` in the "
-            "connection's extra if the catalog is slow but working.",
+            f"connection's timeout); the rest of the page is shown without it. {_RAISE_TIMEOUT}",
             time.time(),
             now - entry.started,
         )
@@ -351,7 +349,7 @@ def _is_timeout(exc: BaseException) -> bool:
     """Whether ``exc`` is a catalog call that gave up waiting (the engine's bound, or the socket's)."""
     from iceberg_ops_provider.errors import CatalogUnavailableError
 
-    return isinstance(exc, TimeoutError) or (isinstance(exc, CatalogUnavailableError) and "did not answer" in str(exc))
+    return isinstance(exc, TimeoutError) or (isinstance(exc, CatalogUnavailableError) and exc.timeout is not None)
 
 
 def _took(entry: _Entry) -> float:

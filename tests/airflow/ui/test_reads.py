@@ -210,7 +210,9 @@ def test_a_catalogs_own_timeout_reads_as_the_pages_own_words_and_waits_are_round
 
     def gives_up() -> None:
         time.sleep(0.25)
-        raise CatalogUnavailableError("The catalog did not answer within 0.2 s (timeout= of CatalogFactory.build)")
+        raise CatalogUnavailableError(
+            "The catalog did not answer within 0.2 s (timeout= of CatalogFactory.build)", timeout=0.2
+        )
 
     reads = Reads()
     entry = reads.start("k", gives_up, ttl=5, timeout=0.2, catalog="lake")
