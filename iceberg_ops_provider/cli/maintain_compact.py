@@ -137,7 +137,7 @@ def compact(
     stop = threading.Event()
     stopping = StopOnInterrupt(
         display.note,
-        "Stopping once the group being written is committed (Ctrl-C again stops at once; the files of a group "
+        "Stopping once the groups being written are committed (Ctrl-C again stops at once; the files of groups "
         "not committed are deleted)...",
     )
     stopping.stop = stop.set

@@ -23,7 +23,7 @@ from iceberg_ops_provider.messages import Arg, Hint, message
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-__all__ = ["STRATEGIES", "check_arguments"]
+__all__ = ["STRATEGIES", "check_arguments", "check_batching"]
 
 STRATEGIES = ("binpack", "sort")
 
@@ -126,3 +126,19 @@ def check_arguments(
             f"{_identifier(table)} is a format v{table.format_version} table; PyIceberg 0.12 writes v1 and v2 only."
         )
     return target, expression
+
+
+def check_batching(commit_every_bytes: int | None, max_concurrent_groups: int | None) -> None:
+    """Refuse a ``commit_every_bytes`` or ``max_concurrent_groups`` that is not a count of the right size."""
+    counts = (("commit_every_bytes", commit_every_bytes, 0), ("max_concurrent_groups", max_concurrent_groups, 1))
+    for name, value, least in counts:
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ValueError(
+                message(
+                    f"{{name}} must be an integer of at least {least}, got {value!r}.",
+                    about=name,
+                    name=Arg(name),
+                )
+            )

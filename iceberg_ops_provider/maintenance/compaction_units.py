@@ -35,15 +35,10 @@ from pyiceberg.expressions import AlwaysTrue
 from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance.binpack import FileGroup
 from iceberg_ops_provider.maintenance.candidates import plan_candidates
-from iceberg_ops_provider.maintenance.compaction import (
-    CompactionGroupResult,
-    CompactionResult,
-    _GroupRunner,
-    _identifier,
-    _result,
-    compact_small_files_streaming,
-)
+from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from iceberg_ops_provider.maintenance.compaction_deletes import refuse_equality_deletes, removable_delete_files
+from iceberg_ops_provider.maintenance.compaction_result import CompactionGroupResult, CompactionResult, build_result
+from iceberg_ops_provider.maintenance.group_runner import GroupRunner, identifier
 from iceberg_ops_provider.progress import ProgressCallback, ProgressTracker
 
 if TYPE_CHECKING:
@@ -167,7 +162,7 @@ def plan_compaction_units(
 
 def _units(table: Table, units: Iterable[CompactionUnit | Mapping[str, Any]]) -> list[CompactionUnit]:
     parsed = [unit if isinstance(unit, CompactionUnit) else CompactionUnit.from_json(unit) for unit in units]
-    name = _identifier(table)
+    name = identifier(table)
     foreign = sorted({unit.table for unit in parsed if unit.table != name})
     if foreign:
         raise ValueError(
@@ -216,7 +211,7 @@ def run_compaction_units(
     """
     started = time.monotonic()
     parsed = _units(table, units)
-    name = _identifier(table)
+    name = identifier(table)
     table.refresh()
     metadata = table.metadata
     snapshot = table.current_snapshot()
@@ -239,7 +234,7 @@ def run_compaction_units(
         files_total=sum(len(unit.data_files) for unit in parsed),
         unit_name="unit",
     )
-    runners: dict[tuple[str, int], _GroupRunner] = {}
+    runners: dict[tuple[str, int], GroupRunner] = {}
     rewritten: set[str] = set()
     removed_deletes: set[str] = set()
     references: dict[str, frozenset[str]] = {}
@@ -278,7 +273,7 @@ def run_compaction_units(
         planned = replace(planned, delete_files=[d.file_path for d in removable])
         key = (unit.strategy, unit.target_file_size_bytes)
         if key not in runners:
-            runners[key] = _GroupRunner(
+            runners[key] = GroupRunner(
                 table, metadata, len(parsed), unit.strategy, unit.target_file_size_bytes, tracker
             )
         outcome = runners[key].run(group, planned, removable)
@@ -294,7 +289,7 @@ def run_compaction_units(
     if parsed:
         tracker.finish()
     snapshot_id = snapshot.snapshot_id if snapshot is not None else None
-    result = _result(base, snapshot_id, parsed, results, 0.0, time.monotonic() - started)  # type: ignore[arg-type]
+    result = build_result(base, snapshot_id, parsed, results, 0.0, time.monotonic() - started)  # type: ignore[arg-type]
     result = replace(result, stopped=stopped, skipped_groups_count=sum(r.status == "skipped" for r in results))
     if result.failed_groups_count:
         failed = [r for r in results if r.status == "failed"]

@@ -61,8 +61,9 @@ __all__ = ["MAX_FILE_SIZE_RATIO", "QUEUE_BYTES", "ROW_GROUP_BYTES", "GroupRewrit
 
 log = logging.getLogger(__name__)
 
-QUEUE_BYTES = 32 * 1024 * 1024
-"""Arrow bytes the reader may run ahead of the writer."""
+QUEUE_BYTES = 64 * 1024 * 1024
+"""Arrow bytes the reader may run ahead of the writer: a row group's worth, so the next row group is read
+while the writer encodes one (with less, the writer waits for the reader at every row group)."""
 
 ROW_GROUP_BYTES = 64 * 1024 * 1024
 """Arrow bytes buffered per output row group (``binpack``); the table's row-group row limit also applies."""

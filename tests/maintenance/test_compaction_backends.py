@@ -9,7 +9,7 @@ import pytest
 
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.errors import MaintenanceConflictError
-from iceberg_ops_provider.maintenance import compaction
+from iceberg_ops_provider.maintenance import compaction, group_runner
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from tests.maintenance.test_compaction_support import (
     batch,
@@ -47,7 +47,7 @@ def test_compaction_through_the_s3_tables_protocol_on_seaweedfs_keeps_a_concurre
     commit_delete_files(table, [position_delete_file(table, {victim.file_path: [0, 1]})])
     before, old_snapshot = rows(table), table.current_snapshot().snapshot_id
     appended = batch(90_000, 6)
-    real = compaction.commit_rewrite
+    real = group_runner.commit_rewrite
     calls = []
 
     def racing(table_, validator, **kwargs):
@@ -56,7 +56,7 @@ def test_compaction_through_the_s3_tables_protocol_on_seaweedfs_keeps_a_concurre
             other.load_table(f"{unique_name}.events").append(appended)
         return real(table_, validator, **kwargs)
 
-    monkeypatch.setattr(compaction, "commit_rewrite", racing)
+    monkeypatch.setattr(group_runner, "commit_rewrite", racing)
 
     result = compact_small_files_streaming(table, target_file_size_bytes=TARGET)
 
@@ -93,7 +93,7 @@ def test_compaction_with_its_warehouse_on_moto_s3_and_a_refused_group_cleaned_up
     for number in range(6):
         table.append(batch(10_000 + number * 40, 40))
     other = build()
-    real = compaction.commit_rewrite
+    real = group_runner.commit_rewrite
     calls = []
 
     def racing(table_, validator, **kwargs):
@@ -103,7 +103,7 @@ def test_compaction_with_its_warehouse_on_moto_s3_and_a_refused_group_cleaned_up
         return real(table_, validator, **kwargs)
 
     keys = _keys(moto_server.endpoint, unique_name)
-    monkeypatch.setattr(compaction, "commit_rewrite", racing)
+    monkeypatch.setattr(group_runner, "commit_rewrite", racing)
     with pytest.raises(MaintenanceConflictError) as caught:
         compact_small_files_streaming(table, target_file_size_bytes=TARGET)
     assert [g.status for g in caught.value.result.groups] == ["failed", "committed"]

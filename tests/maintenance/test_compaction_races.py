@@ -8,6 +8,7 @@ written files deleted and the table as the other writer left it.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,7 @@ from pyiceberg.table.snapshots import Operation
 
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.errors import MaintenanceConflictError
-from iceberg_ops_provider.maintenance import compaction
+from iceberg_ops_provider.maintenance import compaction, group_runner
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from tests.maintenance.test_compaction_support import (
     batch,
@@ -42,7 +43,7 @@ def other(tmp_path: Path):
 
 def _before_commit_of(monkeypatch, group: int, action) -> None:
     """Run ``action`` right before group ``group`` commits."""
-    real = compaction.commit_rewrite
+    real = group_runner.commit_rewrite
     seen = []
 
     def racing(table, validator, **kwargs):
@@ -51,7 +52,7 @@ def _before_commit_of(monkeypatch, group: int, action) -> None:
             action()
         return real(table, validator, **kwargs)
 
-    monkeypatch.setattr(compaction, "commit_rewrite", racing)
+    monkeypatch.setattr(group_runner, "commit_rewrite", racing)
 
 
 def test_an_append_between_plan_and_commit_is_kept(catalog, other, monkeypatch):
@@ -83,7 +84,7 @@ def test_a_delete_of_a_rewritten_file_refuses_that_group_only(catalog, other, mo
     on_disk = files_on_disk(tmp_path / "warehouse")
 
     with pytest.raises(MaintenanceConflictError, match=r"1 of 2 compaction group\(s\) were not committed") as caught:
-        compact_small_files_streaming(table, target_file_size_bytes=TARGET)
+        compact_small_files_streaming(table, target_file_size_bytes=TARGET, commit_every_bytes=0)
 
     result = caught.value.result
     assert [g.status for g in result.groups] == ["committed", "failed"]
@@ -146,18 +147,20 @@ def test_an_expiry_that_deletes_planned_input_files_is_a_conflict_not_a_crash(ca
 
     table = small_files_table(catalog, "sales.events", appends=8, rows=30, partitioned=True)
     started = []
-    real_run = compaction._GroupRunner.run
+    first = threading.Lock()
+    real_write = group_runner.GroupRunner.write
 
-    def run_after_a_rival_expiry(self, group, planned, removable):
+    def write_after_a_rival_expiry(self, group, planned):
         # Timing is the only stand-in: the rival's delete and expiry are real commits and deletes.
-        if not started:
-            started.append(True)
-            rival = other.load_table("sales.events")
-            rival.delete("id = 1")  # rewrites one planned input file ...
-            expire_snapshots(rival, older_than=datetime.now(UTC))  # ... and deletes the old one from storage
-        return real_run(self, group, planned, removable)
+        with first:  # groups are written side by side: the rival runs once, before any group reads
+            if not started:
+                started.append(True)
+                rival = other.load_table("sales.events")
+                rival.delete("id = 1")  # rewrites one planned input file ...
+                expire_snapshots(rival, older_than=datetime.now(UTC))  # ... and deletes the old one from storage
+        return real_write(self, group, planned)
 
-    monkeypatch.setattr(compaction._GroupRunner, "run", run_after_a_rival_expiry)
+    monkeypatch.setattr(group_runner.GroupRunner, "write", write_after_a_rival_expiry)
     with pytest.raises(MaintenanceConflictError, match=r"compaction group\(s\) were not committed") as caught:
         compact_small_files_streaming(table, target_file_size_bytes=TARGET)
     assert {g.status for g in caught.value.result.groups} == {"failed"}  # its plan's snapshot is gone: all refused

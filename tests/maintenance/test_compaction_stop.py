@@ -8,6 +8,7 @@ took it. Everything else (the SQLite catalog, the files, the commits) is real.
 from __future__ import annotations
 
 import os
+import re
 import signal
 from pathlib import Path
 
@@ -15,10 +16,10 @@ import pytest
 from click.testing import CliRunner
 
 from iceberg_ops_provider.cli import cli
-from iceberg_ops_provider.maintenance import compaction
+from iceberg_ops_provider.maintenance import group_runner
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from tests.cli.ops_support import sqlite_catalog, sqlite_flags
-from tests.maintenance.test_compaction_support import files_on_disk, live_data_files, rows, small_files_table
+from tests.maintenance.test_compaction_support import batch, files_on_disk, live_data_files, rows, small_files_table
 
 
 @pytest.fixture
@@ -50,14 +51,14 @@ def test_should_stop_ends_the_compaction_between_groups(table):
 @pytest.mark.parametrize("landed", [False, True])
 def test_an_interrupt_inside_the_commit_deletes_the_group_files_unless_the_commit_landed(table, monkeypatch, landed):
     before, files_before = rows(table), _data_files(table)
-    real_commit = compaction.commit_rewrite
+    real_commit = group_runner.commit_rewrite
 
     def interrupted_commit(*args, **kwargs):
         if landed:
             real_commit(*args, **kwargs)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(compaction, "commit_rewrite", interrupted_commit)
+    monkeypatch.setattr(group_runner, "commit_rewrite", interrupted_commit)
     with pytest.raises(KeyboardInterrupt):
         compact_small_files_streaming(table, target_file_size_bytes=2**20)
 
@@ -65,26 +66,32 @@ def test_an_interrupt_inside_the_commit_deletes_the_group_files_unless_the_commi
     assert rows(table) == before
     live = {data_file.file_path.removeprefix("file://") for data_file in live_data_files(table)}
     if landed:
-        assert len(live) == 7 and live <= _data_files(table)  # the new file is referenced and kept
+        assert len(live) == 2 and live <= _data_files(table)  # the new files (both groups, one commit) are kept
     else:
         assert _data_files(table) == files_before and len(live) == 12  # no orphan left behind
 
 
-def test_the_first_ctrl_c_of_maintain_compact_stops_after_the_group_being_written(
+def test_the_first_ctrl_c_of_maintain_compact_stops_after_the_groups_being_written(
     tmp_path, table, monkeypatch, sigint_interrupts
 ):
-    real_run = compaction._GroupRunner.run
+    for number in range(6):  # a third partition, so a third group that the Ctrl-C keeps from starting
+        table.append(batch(10_000 + number * 50, 50, categories=("c",)))
+    before = rows(table)
+    real_write = group_runner.GroupRunner.write
 
-    def run_and_press_ctrl_c(self, *args, **kwargs):
-        os.kill(os.getpid(), signal.SIGINT)  # a real SIGINT, handled by the command's handler
-        return real_run(self, *args, **kwargs)
+    def write_and_press_ctrl_c(self, group, planned):
+        if group.index == 1:
+            os.kill(os.getpid(), signal.SIGINT)  # a real SIGINT, handled by the command's handler
+        return real_write(self, group, planned)
 
-    monkeypatch.setattr(compaction._GroupRunner, "run", run_and_press_ctrl_c)
+    monkeypatch.setattr(group_runner.GroupRunner, "write", write_and_press_ctrl_c)
     result = CliRunner().invoke(cli, [*sqlite_flags(tmp_path), "maintain", "compact", "sales.events"])
 
     assert result.exit_code == 130, result.output
-    assert "Stopping once the group being written is committed" in result.stderr
-    assert "sales.events: stopped after 1 of 2 group(s)" in result.stderr
+    assert "Stopping once the groups being written are committed" in result.stderr
+    # Two groups are written side by side: the second may have started before the Ctrl-C arrived.
+    done = re.search(r"sales\.events: stopped after ([12]) of 3 group\(s\)", result.stderr)
+    assert done, result.stderr
     assert "interrupted: stopped during maintenance" in result.stderr
     table.refresh()
-    assert len(live_data_files(table)) == 7
+    assert len(live_data_files(table)) == 18 - 5 * int(done.group(1)) and rows(table) == before

@@ -1,0 +1,374 @@
+"""Writes compaction groups and commits them, one group or several together per ``replace`` snapshot.
+
+Writing and committing are apart so that a call can write groups side by side and commit several
+small ones at once: a commit rewrites the manifests holding the files it replaces and writes a new
+metadata file, so a hundred small partitions committed one by one cost a hundred such rounds.
+A batch commits all of its groups or none; when a concurrent commit conflicts with a batch, its
+groups are committed one by one instead, so only the groups the conflict touches fail.
+
+Delete files are chosen at commit time, from what has been committed before and what the batch
+itself rewrites: a position delete file is removed only once every data file it applies to is
+replaced in the same snapshot or an earlier one, never on the strength of a group still in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+from iceberg_ops_provider.maintenance import files as _files
+from iceberg_ops_provider.maintenance.compaction_deletes import removable_delete_files
+from iceberg_ops_provider.maintenance.compaction_result import OPERATION_PROPERTY, CompactionGroupResult
+from iceberg_ops_provider.maintenance.rewrite_commit import RewriteValidator, commit_rewrite
+from iceberg_ops_provider.maintenance.streaming import GroupRewriter
+from iceberg_ops_provider.progress import ProgressTracker, size_text
+
+if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile, ManifestEntry
+    from pyiceberg.table import Table
+    from pyiceberg.table.metadata import TableMetadata
+
+    from iceberg_ops_provider.maintenance.binpack import FileGroup
+
+__all__ = [
+    "COMMIT_KEY",
+    "GroupCancelledError",
+    "GroupRunner",
+    "WrittenGroup",
+    "delete_written",
+    "identifier",
+    "planned_result",
+]
+
+log = logging.getLogger(__name__)
+
+COMMIT_KEY = "iceberg-ops.compaction.commit-id"
+"""Snapshot summary key: a fresh id per commit, to tell after an interrupted commit whether it landed."""
+
+
+def identifier(table: Table) -> str:
+    """The table's name as ``namespace.table``."""
+    return ".".join(table.name())
+
+
+def planned_result(group: FileGroup, removable: Sequence[DataFile] = ()) -> CompactionGroupResult:
+    """``group`` as planned: what it rewrites, and the delete files ``removable`` it would remove."""
+    return CompactionGroupResult(
+        index=group.index,
+        partition=group.partition_path,
+        spec_id=group.spec_id,
+        status="planned",
+        data_files=[data_file.file_path for data_file in group.data_files],
+        bytes=group.bytes,
+        delete_files=[delete_file.file_path for delete_file in removable],
+        expected_output_files=group.output_files,
+    )
+
+
+class GroupCancelledError(Exception):
+    """Raised inside a group being written once the call gave up (another group failed, or it was interrupted)."""
+
+
+@dataclass
+class WrittenGroup:
+    """A group whose new files are written and not yet committed."""
+
+    group: FileGroup
+    planned: CompactionGroupResult
+    added: list[DataFile]
+    written: list[str]
+    seconds: float
+
+
+def _group_text(groups: Sequence[FileGroup], total: int) -> str:
+    indexes = [group.index for group in groups]
+    if len(indexes) == 1:
+        return f"{indexes[0]}/{total}"
+    if indexes == list(range(indexes[0], indexes[0] + len(indexes))):
+        return f"{indexes[0]}-{indexes[-1]}/{total}"
+    return f"{','.join(map(str, indexes))}/{total}"
+
+
+def _summary(groups: Sequence[FileGroup], total: int, strategy: str, removed_deletes: int) -> dict[str, str]:
+    partitions = sorted({group.partition_path for group in groups})
+    return {
+        OPERATION_PROPERTY: "compaction",
+        COMMIT_KEY: uuid.uuid4().hex,
+        "iceberg-ops.compaction.strategy": strategy,
+        "iceberg-ops.compaction.group": _group_text(groups, total),
+        "iceberg-ops.compaction.partition": partitions[0] if len(partitions) == 1 else f"{len(partitions)} partitions",
+        "iceberg-ops.compaction.rewritten-data-files": str(sum(len(group.tasks) for group in groups)),
+        "iceberg-ops.compaction.rewritten-bytes": str(sum(group.bytes for group in groups)),
+        "iceberg-ops.compaction.removed-delete-files": str(removed_deletes),
+    }
+
+
+class _GroupProgress:
+    """Counts a group's input as the rewriter consumes it: bytes, and rows and files derived from them.
+
+    The rewriter reads the group's files in order and reports each file's bytes in full by its end,
+    so the bytes consumed tell which files are done; rows are prorated within the file being read.
+    It is also where a group being written learns that the call gave up.
+    """
+
+    def __init__(self, tracker: ProgressTracker, group: FileGroup, cancelled: threading.Event) -> None:
+        self.tracker = tracker
+        self.cancelled = cancelled
+        self.files = [(task.file.file_size_in_bytes, task.file.record_count) for task in group.tasks]
+        self.index = 0  # the file being read
+        self.into = 0  # bytes of it consumed
+
+    def __call__(self, consumed: int) -> None:
+        if self.cancelled.is_set():
+            raise GroupCancelledError("the compaction stopped")
+        rows = files = 0
+        left = consumed
+        while self.index < len(self.files):
+            size, records = self.files[self.index]
+            take = min(left, size - self.into)
+            before = records * self.into // size if size else 0
+            self.into += take
+            left -= take
+            if self.into < size:
+                rows += records * self.into // size - before
+                break
+            rows += records - before
+            files += 1
+            self.index += 1
+            self.into = 0
+        self.tracker.add(rows, consumed, files)
+
+    def finish(self) -> None:
+        """Count whatever the rewriter did not report (empty files) once the group is written."""
+        rows = sum(records for _, records in self.files[self.index :])
+        if self.index < len(self.files):
+            size, records = self.files[self.index]
+            rows -= records * self.into // size if size else 0
+        files = len(self.files) - self.index
+        self.index, self.into = len(self.files), 0
+        if rows or files:
+            self.tracker.add(rows, 0, files)
+
+
+class GroupRunner:
+    """Writes and commits the groups of one call, carrying what they share (caches, the size ratio, progress).
+
+    ``write`` may run on several threads at once; everything else runs on the caller's thread.
+    """
+
+    def __init__(
+        self, table: Table, metadata: TableMetadata, groups: int, strategy: str, target: int, tracker: ProgressTracker
+    ) -> None:
+        self.table = table
+        self.tracker = tracker
+        self.metadata = metadata
+        self.groups = groups
+        self.strategy = strategy
+        self.target = target
+        self.sort_order = metadata.sort_order_by_id(metadata.default_sort_order_id) if strategy == "sort" else None
+        self.manifest_cache: dict[str, list[ManifestEntry]] = {}
+        self.ratio: float | None = None
+        """Output bytes per input byte of the groups written so far."""
+        self.cancelled = threading.Event()
+        """Set when the call gives up: groups being written stop at their next batch of rows."""
+        self.rewritten: set[str] = set()
+        """Data files replaced by this runner's commits."""
+        self.removed_deletes: set[str] = set()
+        """Delete files removed by this runner's commits."""
+        self._references: dict[str, frozenset[str]] = {}
+
+    def _label(self, groups: Sequence[FileGroup]) -> str:
+        word = "group" if len(groups) == 1 else "groups"
+        return f"{identifier(self.table)}: {word} {_group_text(groups, self.groups)}: "
+
+    def write(self, group: FileGroup, planned: CompactionGroupResult) -> WrittenGroup | CompactionGroupResult:
+        """Write ``group``'s new files; a file it reads gone missing returns a ``failed`` result, anything else raises.
+
+        The files written are deleted when it fails or raises.
+        """
+        label = self._label([group])
+        log.info(
+            "%s%d file(s), %s of partition %r -> about %d file(s)",
+            label,
+            len(group.tasks),
+            size_text(group.bytes),
+            group.partition_path or "(unpartitioned)",
+            group.output_files,
+        )
+        started = time.monotonic()
+        written: list[str] = []
+        try:
+            rewriter = GroupRewriter(
+                self.metadata,
+                self.table.io,
+                group.tasks,
+                partition=None if group.repartition else group.partition,
+                target_file_size_bytes=self.target,
+                sort_order=self.sort_order,
+                written=written,
+                label=label,
+                ratio_hint=self.ratio,
+            )
+            progress = _GroupProgress(self.tracker, group, self.cancelled)
+            added = rewriter.run(progress)
+            progress.finish()
+            self.ratio = rewriter.ratio() or self.ratio
+        except FileNotFoundError as exc:
+            # A concurrent expiry deleted an input file: the group was replaced or removed meanwhile,
+            # a conflict like any other; the other groups go on.
+            delete_written(self.table, written, label)
+            log.warning("%snot committed, a file it reads was removed meanwhile: %s", label, exc)
+            seconds = time.monotonic() - started
+            return _with(planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
+        except BaseException:
+            delete_written(self.table, written, label)
+            raise
+        return WrittenGroup(group, planned, added, written, time.monotonic() - started)
+
+    def removable(self, groups: Sequence[FileGroup]) -> list[list[DataFile]]:
+        """For each of ``groups``, the delete files a commit of all of them together removes."""
+        done = set(self.rewritten).union(data_file.file_path for group in groups for data_file in group.data_files)
+        removed = set(self.removed_deletes)
+        chosen = []
+        for group in groups:
+            files = removable_delete_files(self.table.io, group, done, removed, self._references)
+            removed.update(delete_file.file_path for delete_file in files)
+            chosen.append(files)
+        return chosen
+
+    def commit(
+        self, batch: Sequence[WrittenGroup], removable: Sequence[Sequence[DataFile]] | None = None
+    ) -> list[CompactionGroupResult]:
+        """Commit ``batch`` as one ``replace`` snapshot; returns one result per group, in order.
+
+        ``removable`` gives each group's delete files to remove (default: :meth:`removable`). On a
+        conflict a batch of several groups is committed group by group; a group that still
+        conflicts is ``failed`` and its files deleted. Anything else raises, after deleting the
+        batch's files unless the commit may have landed.
+        """
+        if not batch:
+            return []
+        table, metadata = self.table, self.metadata
+        groups = [item.group for item in batch]
+        chosen = list(removable) if removable is not None else self.removable(groups)
+        label = self._label(groups)
+        summary = _summary(groups, self.groups, self.strategy, sum(len(files) for files in chosen))
+        written = [path for item in batch for path in item.written]
+        replaced = [data_file for group in groups for data_file in group.data_files]
+        deletes = [delete_file for files in chosen for delete_file in files]
+        added = [data_file for item in batch for data_file in item.added]
+        started = time.monotonic()
+        committing = False
+        try:
+            table.refresh()
+            validator = RewriteValidator(
+                table.io,
+                metadata.current_snapshot_id,
+                replaced,
+                deletes,
+                cache=self.manifest_cache,
+                spec_id=metadata.default_spec_id,
+            )
+            committing = True
+            snapshot_id = commit_rewrite(
+                table, validator, removed=[*replaced, *deletes], added=added, snapshot_properties=summary
+            )
+        except (ValidationException, CommitFailedException) as exc:  # the commit certainly did not land
+            if len(batch) > 1:
+                log.info("%sa concurrent commit conflicts (%s); committing them one by one", label, exc)
+                given = [None] * len(batch) if removable is None else [[files] for files in removable]
+                return [result for item, one in zip(batch, given, strict=True) for result in self.commit([item], one)]
+            delete_written(table, written, label)
+            log.warning("%snot committed, a concurrent commit conflicts: %s", label, exc)
+            return [self._failed(item, exc, started) for item in batch]
+        except FileNotFoundError as exc:
+            # The validation read a manifest a concurrent expiry removed: the files were replaced meanwhile.
+            if committing:
+                log.error("%sthe commit's outcome is unknown; its files are kept: %s", label, ", ".join(written))
+            else:
+                delete_written(table, written, label)
+            log.warning("%snot committed, a file it reads was removed meanwhile: %s", label, exc)
+            return [self._failed(item, exc, started) for item in batch]
+        except BaseException:
+            landed = _landed(table, summary[COMMIT_KEY]) if committing else False
+            if landed is None:  # it may have landed: its files may be referenced, so they stay
+                log.error("%sthe commit's outcome is unknown; its files are kept: %s", label, ", ".join(written))
+            elif not landed:
+                delete_written(table, written, label)
+            raise
+        self.rewritten.update(data_file.file_path for data_file in replaced)
+        self.removed_deletes.update(delete_file.file_path for delete_file in deletes)
+        commit_seconds = time.monotonic() - started
+        added_bytes = sum(data_file.file_size_in_bytes for data_file in added)
+        log.info(
+            "%scommitted snapshot %d: %d -> %d file(s), %s -> %s, written at %s/s, committed in %.1f s",
+            label,
+            snapshot_id,
+            len(replaced),
+            len(added),
+            size_text(sum(group.bytes for group in groups)),
+            size_text(added_bytes),
+            size_text(sum(group.bytes for group in groups) / max(sum(item.seconds for item in batch), 1e-9)),
+            commit_seconds,
+        )
+        return [
+            _with(
+                item.planned,
+                status="committed",
+                delete_files=[delete_file.file_path for delete_file in files],
+                added_data_files=[data_file.file_path for data_file in item.added],
+                added_bytes=sum(data_file.file_size_in_bytes for data_file in item.added),
+                snapshot_id=snapshot_id,
+                seconds=item.seconds + commit_seconds,
+            )
+            for item, files in zip(batch, chosen, strict=True)
+        ]
+
+    def run(
+        self, group: FileGroup, planned: CompactionGroupResult, removable: Sequence[DataFile]
+    ) -> CompactionGroupResult:
+        """Write and commit ``group`` alone, removing ``removable``; a conflict returns a ``failed`` result."""
+        written = self.write(group, planned)
+        if isinstance(written, CompactionGroupResult):
+            return written
+        return self.commit([written], [removable])[0]
+
+    def _failed(self, item: WrittenGroup, exc: BaseException, started: float) -> CompactionGroupResult:
+        seconds = item.seconds + time.monotonic() - started
+        return _with(item.planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
+
+
+def _landed(table: Table, commit_id: str) -> bool | None:
+    """Whether the commit with ``commit_id`` is in the table's history, after an interrupted commit call.
+
+    ``None`` when the catalog cannot tell (it does not answer, or a second interrupt stops the look).
+    The client's commit call was abandoned when it was interrupted, so what the catalog holds now is
+    its outcome.
+    """
+    try:
+        table.refresh()
+    except BaseException:
+        return None
+    return any(
+        snapshot.summary is not None and snapshot.summary.additional_properties.get(COMMIT_KEY) == commit_id
+        for snapshot in table.metadata.snapshots
+    )
+
+
+def _with(result: CompactionGroupResult, **changes: Any) -> CompactionGroupResult:
+    return CompactionGroupResult(**{**asdict(result), **changes})
+
+
+def delete_written(table: Table, written: Sequence[str], label: str) -> None:
+    """Delete files written for groups that will not be committed (failures become orphans, logged)."""
+    if written:
+        _, failures = _files.delete_files(table.io, list(written), what=f"files of {label.rstrip(': ')}")
+        for failure in failures:
+            log.warning("%scould not delete an uncommitted file (an orphan now): %s", label, failure)
