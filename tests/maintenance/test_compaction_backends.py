@@ -9,7 +9,7 @@ import pytest
 
 from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.errors import MaintenanceConflictError
-from iceberg_ops_provider.maintenance import compaction, group_runner
+from iceberg_ops_provider.maintenance import group_runner
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from tests.maintenance.test_compaction_support import (
     batch,

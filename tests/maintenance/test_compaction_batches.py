@@ -152,7 +152,7 @@ def test_a_delete_file_spanning_a_failed_group_stays(catalog, other, monkeypatch
 
 
 def test_without_conflicts_a_batch_removes_a_delete_file_spanning_its_groups(catalog):
-    table, target, spanning, _ = _spanning_delete(catalog)
+    table, target, _, _ = _spanning_delete(catalog)
     deleted = rows(table)
 
     result = compact_small_files_streaming(table, target_file_size_bytes=target, commit_every_bytes=2**40)
@@ -202,7 +202,7 @@ def test_a_group_that_cannot_be_read_stops_the_call_and_leaves_no_file(catalog, 
     broken = next(f for f in live_data_files(table) if f.partition[0] == "c")
     Path(broken.file_path.removeprefix("file://")).write_bytes(b"not parquet at all")
 
-    with pytest.raises(Exception, match="(?i)parquet"):
+    with pytest.raises(Exception, match=r"(?i)parquet"):
         compact_small_files_streaming(table, target_file_size_bytes=TARGET)
 
     table.refresh()

@@ -57,7 +57,8 @@ def test_compaction_logs_kilobytes_as_the_command_line_shows_them(iceberg_connec
 
     log = task_log()
     assert "0.0 MiB" not in log and "0.0 -> 0.0" not in log
-    assert re.search(r"committed snapshot \d+: 6 -> 1 file\(s\), [\d.]+ KiB -> \d+ B, written at [\d.]+ KiB/s", log), log
+    committed = r"committed snapshot \d+: 6 -> 1 file\(s\), [\d.]+ KiB -> \d+ B, written at [\d.]+ KiB/s"
+    assert re.search(committed, log), log
     assert re.search(r"[\d.]+ KiB to rewrite \(target 512\.0 MiB, binpack\)", log), log
     # The operator's summary line: byte counts as sizes, the other counts as numbers.
     assert re.search(r"compaction of sales\.events: .*rewritten_bytes_count=[\d.]+ KiB, added_bytes_count=\d+ B", log)
