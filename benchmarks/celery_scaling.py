@@ -28,48 +28,30 @@ import datetime as dt
 import json
 import os
 import platform
-import random
 import shutil
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
-REPOSITORY = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPOSITORY))
-
-from tests.deployment.cluster import AirflowCluster, unavailable_reason  # noqa: E402
+from celery_support import (
+    AirflowCluster,
+    add_run_options,
+    per_round_ratios,
+    ratio_lines,
+    run_rounds,
+    seconds_between,
+    task_window,
+    timed_run,
+    unavailable_reason,
+    wait_for_quiet,
+)
 
 DAG_ID = "backfill_with_mover"
 SOURCE, TARGET = "bench.events", "bench.events_v2"
 FIRST_DAY = dt.date(2026, 11, 2)  # a Monday: the DAG's weeks start on Mondays
 DATA_VERSION = 1  # bump when the generated data changes, so stale caches are rebuilt
-
-
-def _machine_busy_seconds() -> float:
-    """CPU seconds all processes on the machine have used since boot (steal included), from ``/proc/stat``."""
-    user, nice, system, _idle, _iowait, irq, softirq, steal = (
-        int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
-    )
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
-
-
-def _cpu_share(seconds: float) -> float:
-    """The share of the machine's CPU capacity in use over the next ``seconds``."""
-    busy, started = _machine_busy_seconds(), time.monotonic()
-    time.sleep(seconds)
-    return (_machine_busy_seconds() - busy) / ((time.monotonic() - started) * (os.cpu_count() or 1))
-
-
-def _wait_for_quiet(pause: float, quiet: float, max_wait: float) -> float:
-    """Sleep the idle pause, then until the machine's CPU use is below ``quiet`` (at most ``max_wait`` s)."""
-    started = time.monotonic()
-    time.sleep(pause)
-    while _cpu_share(1.0) > quiet and time.monotonic() - started < max_wait:
-        pass
-    return time.monotonic() - started
 
 
 # --------------------------------------------------------------------------------------------------
@@ -134,10 +116,6 @@ def _day(day: dt.date, first_id: int, rows: int) -> Any:
 # One measurement
 
 
-def _seconds_between(start: str, end: str) -> float:
-    return (dt.datetime.fromisoformat(end) - dt.datetime.fromisoformat(start)).total_seconds()
-
-
 def measure(workers: int, args: argparse.Namespace, metadata_location: str, rows: int) -> dict[str, Any]:
     """One backfill run on a fresh deployment with ``workers`` workers; the move tasks' throughput."""
     root = Path(tempfile.mkdtemp(prefix=f"celery-{workers}w-", dir=args.scratch))
@@ -147,13 +125,11 @@ def measure(workers: int, args: argparse.Namespace, metadata_location: str, rows
             catalog.create_namespace("bench")
             catalog.register_table(SOURCE, metadata_location)
             cluster.wait_for_dag(DAG_ID)
-            waited = _wait_for_quiet(args.pause, args.quiet, args.max_wait)
+            waited = wait_for_quiet(args.pause, args.quiet, args.max_wait)
             load = os.getloadavg()[0]
             last_day = FIRST_DAY + dt.timedelta(days=args.weeks * 7 - 1)
             conf = {"source": SOURCE, "target": TARGET, "start": str(FIRST_DAY), "end": str(last_day), "days": 7}
-            busy, started = _machine_busy_seconds(), time.monotonic()
-            run = cluster.run_dag(DAG_ID, conf, timeout=args.timeout)
-            machine_share = (_machine_busy_seconds() - busy) / ((time.monotonic() - started) * (os.cpu_count() or 1))
+            run, machine_share = timed_run(cluster, DAG_ID, conf, args.timeout)
             if run.state != "success":
                 raise RuntimeError(cluster.failure_report(run))
             moves = run.of("move")
@@ -161,7 +137,7 @@ def measure(workers: int, args: argparse.Namespace, metadata_location: str, rows
             moved_rows = sum(result["rows"] for result in results)
             if moved_rows != rows or catalog.load_table(TARGET).scan().count() != rows:
                 raise RuntimeError(f"moved {moved_rows:,} rows of {rows:,}")
-            window = _seconds_between(min(ti["start_date"] for ti in moves), max(ti["end_date"] for ti in moves))
+            window = task_window(moves)
             details = cluster.request("GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{run.run_id}")
             source_bytes = sum(result["bytes_read"] for result in results)
             return {
@@ -173,8 +149,8 @@ def measure(workers: int, args: argparse.Namespace, metadata_location: str, rows
                 "move_window_s": window,
                 "rows_per_s": moved_rows / window,
                 "mib_per_s": source_bytes / 2**20 / window,
-                "run_s": _seconds_between(details["start_date"], details["end_date"]),
-                "move_task_s": statistics.median(_seconds_between(ti["start_date"], ti["end_date"]) for ti in moves),
+                "run_s": seconds_between(details["start_date"], details["end_date"]),
+                "move_task_s": statistics.median(seconds_between(ti["start_date"], ti["end_date"]) for ti in moves),
                 "engine_s": statistics.median(result["seconds"] for result in results),
                 "hosts": sorted({ti["hostname"] for ti in moves}),
                 "waited_s": waited,
@@ -193,8 +169,7 @@ def report(samples: list[dict[str, Any]], args: argparse.Namespace, rows: int, s
     """The markdown report: medians per worker count and the two-to-one ratios."""
     by = {n: [s for s in samples if s["workers"] == n] for n in (1, 2)}
     rounds = sorted({s["round"] for s in samples})
-    per_round = {r: {s["workers"]: s for s in samples if s["round"] == r} for r in rounds}
-    ratios = [per_round[r][2]["rows_per_s"] / per_round[r][1]["rows_per_s"] for r in rounds if len(per_round[r]) == 2]
+    ratios = per_round_ratios(samples, "rows_per_s")
 
     def med(n: int, key: str) -> float:
         return statistics.median(s[key] for s in by[n])
@@ -213,12 +188,7 @@ def report(samples: list[dict[str, Any]], args: argparse.Namespace, rows: int, s
                 f"| {n} | {med(n, 'rows_per_s'):,.0f} | {med(n, 'mib_per_s'):,.1f} | {med(n, 'move_window_s'):.1f} s "
                 f"| {med(n, 'move_task_s'):.1f} s | {med(n, 'engine_s'):.2f} s | {med(n, 'run_s'):.1f} s |"
             )
-    if ratios:
-        lines += [
-            "",
-            f"Two workers / one: **{statistics.median(ratios):.2f}x** (median of per-round ratios; range "
-            f"{min(ratios):.2f}-{max(ratios):.2f}).",
-        ]
+    lines += ratio_lines(ratios)
     lines += [
         "",
         "Per measurement (round, workers: rows/s, move window, machine CPU use during the run, load before):",
@@ -238,12 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=None, help="measurements of each worker count (default 3)")
     parser.add_argument("--weeks", type=int, default=8, help="weeks of source data: one move task each")
     parser.add_argument("--rows-per-day", type=int, default=200_000, help="source rows a day (one file a day)")
-    parser.add_argument("--concurrency", type=int, default=1, help="task slots of each Celery worker")
-    parser.add_argument("--pause", type=float, default=5.0, help="idle seconds before each run")
-    parser.add_argument("--quiet", type=float, default=0.25, help="start once the machine's CPU use is below this")
-    parser.add_argument("--max-wait", type=float, default=120.0, help="seconds to wait for quiet at most")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds a DAG run may take")
-    parser.add_argument("--seed", type=int, default=None, help="seed of the shuffled order")
+    add_run_options(parser)
     parser.add_argument("--quick", action="store_true", help="smoke run: 4 weeks of 20,000 rows a day, 2 rounds")
     parser.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "iceberg-ops-celery-bench")
     parser.add_argument("--scratch", type=Path, default=None, help="folder for the deployments (default: temp)")
@@ -260,20 +225,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     metadata_location, rows, size = source_table(args.cache, args.weeks, args.rows_per_day)
     print(f"source: {rows:,} rows, {size / 2**20:,.1f} MiB in {args.weeks * 7} files", flush=True)
-    shuffle = random.Random(args.seed)
-    samples: list[dict[str, Any]] = []
-    for number in range(1, args.rounds + 1):
-        order = [1, 2]
-        shuffle.shuffle(order)
-        for workers in order:
-            sample = {"round": number, **measure(workers, args, metadata_location, rows)}
-            samples.append(sample)
-            print(
-                f"round {number}, {workers} worker(s): {sample['rows_per_s']:,.0f} rows/s, "
-                f"{sample['mib_per_s']:.1f} MiB/s over {sample['move_window_s']:.1f} s (run {sample['run_s']:.1f} s, "
-                f"hosts {', '.join(sample['hosts'])})",
-                flush=True,
-            )
+    samples = run_rounds(
+        args.rounds,
+        args.seed,
+        lambda workers: measure(workers, args, metadata_location, rows),
+        lambda sample: (
+            f"{sample['rows_per_s']:,.0f} rows/s, {sample['mib_per_s']:.1f} MiB/s over {sample['move_window_s']:.1f} s "
+            f"(run {sample['run_s']:.1f} s, hosts {', '.join(sample['hosts'])})"
+        ),
+    )
     text = report(samples, args, rows, size)
     print("\n" + text)
     if args.output:

@@ -23,7 +23,7 @@ from iceberg_ops_provider.cli.maintain_tables import (
     run_on_tables,
 )
 from iceberg_ops_provider.cli.progress import ProgressDisplay, StopOnInterrupt
-from iceberg_ops_provider.cli.shared import FILE_SIZE, check_filter, json_option, text_table
+from iceberg_ops_provider.cli.shared import FILE_SIZE, Size, check_filter, json_option, text_table
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
@@ -79,6 +79,19 @@ __all__ = ["compact"]
     metavar="ID",
     help="Only this unit: its id or number in the plan (repeat for several); from --units FILE, or a fresh plan.",
 )
+@click.option(
+    "--commit-every",
+    type=Size(maximum=(2**50, "1 PiB"), minimum=0),
+    metavar="SIZE",
+    help="Commit the groups written, as one snapshot, once their input reaches SIZE (default: the target size; "
+    "0: every group its own snapshot).",
+)
+@click.option(
+    "--concurrent-groups",
+    type=click.IntRange(min=1),
+    metavar="N",
+    help="Groups written side by side (default: 2 with --strategy binpack, 1 with --strategy sort).",
+)
 @click.option("--no-progress", is_flag=True, help="Do not show progress.")
 @click.pass_obj
 @handles_errors
@@ -94,6 +107,8 @@ def compact(
     show_plan: bool,
     units_file: str | None,
     unit_ids: tuple[str, ...],
+    commit_every: int | None,
+    concurrent_groups: int | None,
     no_progress: bool,
 ) -> None:
     """Bin-pack TABLE's small data files into files near the target size, group by group.
@@ -109,6 +124,16 @@ def compact(
         raise click.BadParameter(f"--min-input-files {problem}.", param_hint="'--min-input-files'")
     where = check_filter(where)
     if show_plan or units_file or unit_ids:
+        batching = [
+            flag
+            for flag, value in (("--commit-every", commit_every), ("--concurrent-groups", concurrent_groups))
+            if value is not None
+        ]
+        if batching:
+            raise click.UsageError(
+                f"{' and '.join(batching)} with {'--plan' if show_plan else '--units/--unit'}: units are written one "
+                "at a time and each is its own commit. Drop it, or compact the whole table without units."
+            )
         planning = {
             "--target-file-size": target_file_size is not None,
             "--min-input-files": min_input_files != 5,
@@ -154,6 +179,8 @@ def compact(
             dry_run=dry_run,
             on_progress=display,
             should_stop=stop.is_set,
+            commit_every_bytes=commit_every,
+            max_concurrent_groups=concurrent_groups,
         )
         if result.stopped:  # the engine said after how many groups
             raise KeyboardInterrupt

@@ -96,12 +96,14 @@ class Size(click.ParamType):
     Args:
         maximum: The largest size accepted and how to write it (``(2**40, "1 TiB")``); above it, a usage
             error names the option. Default: no bound.
+        minimum: The smallest size accepted (default 1 byte; 0 where zero means something).
     """
 
     name = "size"
 
-    def __init__(self, maximum: tuple[int, str] | None = None) -> None:
+    def __init__(self, maximum: tuple[int, str] | None = None, minimum: int = 1) -> None:
         self.maximum = maximum
+        self.minimum = minimum
 
     def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
         """The number of bytes, or a usage error naming the option."""
@@ -118,8 +120,8 @@ class Size(click.ParamType):
                     ctx,
                 )
             number = int(float(match.group(1)) * _UNITS[unit])
-        if number < 1:
-            self.fail(f"{value!r} must be at least 1 byte.", param, ctx)
+        if number < self.minimum:
+            self.fail(f"{value!r} must be at least {self.minimum} byte{'' if self.minimum == 1 else 's'}.", param, ctx)
         if self.maximum is not None and number > self.maximum[0]:
             self.fail(f"{value!r} is more than {self.maximum[1]}, the largest size accepted.", param, ctx)
         return number

@@ -189,6 +189,10 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
         strategy: ``binpack`` or ``sort`` (also sort each output file by the table's sort order).
         dry_run: Only report what would be rewritten (not with ``units``: the plan is the dry run).
         units: Units of the table to run (``CompactionUnit.to_json()`` each; templated).
+        commit_every_bytes: Commit the groups written, as one snapshot, once their input reaches this
+            many bytes (default: the target size; ``0``: every group its own snapshot). Not with ``units``.
+        max_concurrent_groups: Groups written side by side (default 2 with ``binpack``, 1 with ``sort``).
+            Not with ``units``.
 
     Returns (XCom): the compaction result (``rewritten_data_files_count``, ``added_data_files_count``,
     ``skipped_groups_count``, ...).
@@ -207,9 +211,13 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
         strategy: str = "binpack",
         dry_run: bool = False,
         units: list[dict[str, Any]] | None = None,
+        commit_every_bytes: int | None = None,
+        max_concurrent_groups: int | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(table=table, **kwargs)
+        self.commit_every_bytes = commit_every_bytes
+        self.max_concurrent_groups = max_concurrent_groups
         self.target_file_size_bytes = target_file_size_bytes
         self.min_input_files = min_input_files
         self.where = where
@@ -233,6 +241,14 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
                     "dry_run=True with units: units are a plan already, and running them writes. See the plan in "
                     "the XCom of IcebergPlanCompactionOperator instead, or set dry_run=False."
                 )
+            batching = [
+                name for name in ("commit_every_bytes", "max_concurrent_groups") if getattr(self, name) is not None
+            ]
+            if batching:
+                raise ValueError(
+                    f"{' and '.join(batching)} given with units: units run one at a time and each is its own commit. "
+                    "Leave them unset, or leave units unset to compact the whole table."
+                )
             planning = self._planning_fields_set()
             if planning:
                 raise ValueError(
@@ -247,6 +263,8 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
             where=self.where or None,
             strategy=self.strategy,
             dry_run=as_flag(self.dry_run),
+            commit_every_bytes=self.commit_every_bytes,
+            max_concurrent_groups=self.max_concurrent_groups,
         )
 
     def written(self, table: Table, result: Any) -> tuple[int, int, int] | None:

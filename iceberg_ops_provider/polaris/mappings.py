@@ -20,6 +20,8 @@ compaction  target_file_size_bytes      target_file_size_bytes       write.targe
             strategy                    compaction_strategy          -                                     binpack
             min_input_files             min_input_files              -                                     5
             where                       where                        -                                     every file
+            max_concurrent_groups       max-concurrent-file-group-   -                                     2 (sort: 1)
+                                        rewrites
 manifests   target_manifest_size_bytes  target_manifest_size_bytes   commit.manifest.target-size-bytes     8 MiB
 orphans     older_than                  max_orphan_file_age_in_days  -                                     now - 3 d
             locations                   locations                    -                                     whole table
@@ -33,8 +35,7 @@ under the table's location (a policy naming any other is refused before anything
 
 Known but not applied (reported with the reason): ``config.max_ref_age_days`` of snapshot expiry
 (``expire_snapshots`` takes no ref age: it applies ``history.expire.max-ref-age-ms`` and each ref's own
-``max-ref-age-ms``), ``config.max-concurrent-file-group-rewrites`` of data compaction (groups commit one
-by one), ``config.spec_id`` of metadata compaction (every spec's manifests are rewritten) and
+``max-ref-age-ms``), ``config.spec_id`` of metadata compaction (every spec's manifests are rewritten) and
 ``config.prefix_mismatch_mode`` of orphan-file removal (equivalent schemes are always compared as one).
 
 An explicit ``older_than`` is a datetime (naive is UTC), a ``timedelta`` before the run's ``now``, or what
@@ -277,11 +278,8 @@ _COMPACTION = PolicyMapping(
         ParameterSpec("strategy", _strategy, _constant("binpack"), "compaction_strategy"),
         ParameterSpec("min_input_files", _whole(1), _constant(_DEFAULT_MIN_INPUT_FILES), "min_input_files"),
         ParameterSpec("where", _filter, _constant(None), "where"),
+        ParameterSpec("max_concurrent_groups", _whole(1), _constant(None), "max_concurrent_file_group_rewrites"),
     ),
-    {
-        "max_concurrent_file_group_rewrites": "groups are written on two threads and committed one by one; there is "
-        "no concurrency setting"
-    },
 )
 _MANIFESTS = PolicyMapping(
     PolicyType.METADATA_COMPACTION,

@@ -79,6 +79,9 @@ PRECEDENCE = [
     Case(COMPACTION, "min_input_files", "min_input_files", "2", 2, 5, 9, 9),
     Case(COMPACTION, "where", "where", "id > 5", "id > 5", None, "id < 3", "id < 3"),
     Case(
+        COMPACTION, "max_concurrent_groups", "max-concurrent-file-group-rewrites", "4", 4, None, 1, 1
+    ),
+    Case(
         MANIFESTS, "target_manifest_size_bytes", "target_manifest_size_bytes", "65536", 65536, 8 * 1024 * 1024, 1024,
         1024, ("commit.manifest.target-size-bytes", "131072"), 131072,
     ),
@@ -201,7 +204,8 @@ def test_unknown_keys_are_reported_and_logged_and_known_inapplicable_ones_are_re
 
     compaction = resolve(COMPACTION, {"max-concurrent-file-group-rewrites": "4", "partial-progress.enabled": "true"})
     assert compaction.unknown_keys == ("partial-progress.enabled",)
-    assert list(compaction.not_applied) == ["max-concurrent-file-group-rewrites"]
+    assert list(compaction.not_applied) == []
+    assert compaction.parameters["max_concurrent_groups"].value == 4
     assert list(resolve(MANIFESTS, {"spec_id": 0}).not_applied) == ["spec_id"]
     orphans = resolve(ORPHANS, {"prefix_mismatch_mode": "ignore", "locations": "x"}, max_orphan_file_age_in_days=4)
     assert list(orphans.not_applied) == ["prefix_mismatch_mode", "locations"]
