@@ -28,6 +28,7 @@ import click
 
 from iceberg_ops_provider import __version__
 from iceberg_ops_provider.cli.errors import CommandLine
+from iceberg_ops_provider.cli.lint import lint
 from iceberg_ops_provider.cli.maintain import maintain
 from iceberg_ops_provider.cli.migrate import COMMANDS
 from iceberg_ops_provider.cli.move import move
@@ -128,7 +129,7 @@ def _warnings_once(logger: logging.Logger) -> None:
         logger.addHandler(_Warnings())
 
 
-for _command in (*COMMANDS, maintain, move):
+for _command in (*COMMANDS, lint, maintain, move):
     cli.add_command(_command)
 
 

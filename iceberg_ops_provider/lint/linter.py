@@ -1,0 +1,186 @@
+"""Lint migration files: each file's findings, its folder's, allowances applied, drops judged live.
+
+The folder's findings are version gaps and duplicate slugs; with a catalog, drops are judged
+against the live tables.
+
+A drop of a table, or of a column of a table, that holds no rows (or does not exist yet) loses
+nothing: with a catalog such a finding becomes ``info``, reported and never failing the lint.
+Without one, every finding keeps its rule's severity.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from iceberg_ops_provider.lint.rules import RULES
+from iceberg_ops_provider.lint.source import Finding, SourceFile, read_source
+from iceberg_ops_provider.migration.discovery import MIGRATION_FILE
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+
+__all__ = ["LintReport", "lint_paths", "migration_files", "rule_list"]
+
+log = logging.getLogger(__name__)
+
+_DROPS = ("drop-table", "drop-column")
+
+
+@dataclass(frozen=True)
+class LintReport:
+    """What ``iceberg-ops lint`` found.
+
+    Attributes:
+        files: The migration files read.
+        findings: Every finding, allowed ones included, by file and line.
+    """
+
+    files: tuple[str, ...]
+    findings: tuple[Finding, ...]
+
+    @property
+    def failed(self) -> tuple[Finding, ...]:
+        """The findings that fail the lint: neither allowed nor informational."""
+        return tuple(finding for finding in self.findings if finding.fails)
+
+    @property
+    def ok(self) -> bool:
+        """Whether the lint passes (exit 0)."""
+        return not self.failed
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form: ``ok``, the files, and each finding."""
+        return {
+            "ok": self.ok,
+            "files": list(self.files),
+            "findings": [finding.to_json() for finding in self.findings],
+        }
+
+    def text(self) -> str:
+        """The findings as ``path:line: [rule] message`` lines, then a summary line."""
+        lines = []
+        for finding in self.findings:
+            state = f"allowed: {finding.allowed}" if finding.allowed is not None else finding.severity
+            lines.append(f"{finding.path}:{finding.line}: [{finding.rule}] ({state}) {finding.message}")
+            if finding.fails:
+                lines.append(f"    fix: {finding.fix}")
+        failing = len(self.failed)
+        summary = f"{len(self.files)} file(s), {len(self.findings)} finding(s), {failing} not allowed"
+        lines.append(summary if failing else f"{summary}: ok")
+        return "\n".join(lines)
+
+    def github(self) -> str:
+        """The findings as GitHub Actions workflow commands (annotations on the pull request's files)."""
+        levels = {"error": "error", "warning": "warning", "info": "notice"}
+        lines = []
+        for finding in self.findings:
+            level = "notice" if finding.allowed is not None else levels[finding.severity]
+            message = finding.message + (
+                f" (allowed: {finding.allowed})" if finding.allowed else f" Fix: {finding.fix}"
+            )
+            lines.append(f"::{level} file={finding.path},line={finding.line},title={finding.rule}::{_escape(message)}")
+        return "\n".join(lines)
+
+
+def _escape(text: str) -> str:
+    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def migration_files(paths: Iterable[str | Path]) -> list[Path]:
+    """The migration files among ``paths``: files as given, folders searched (not recursively) for ``NNNN_slug.py``."""
+    found: list[Path] = []
+    for each in map(Path, paths):
+        if each.is_dir():
+            found.extend(sorted(p for p in each.iterdir() if MIGRATION_FILE.match(p.name)))
+        else:
+            found.append(each)
+    return found
+
+
+def lint_paths(
+    paths: Sequence[str | Path], *, catalog: Catalog | None = None, namespace: str | None = None
+) -> LintReport:
+    """Lint the migration files ``paths`` name (files, or folders of them).
+
+    Version gaps and duplicate slugs are looked for among every migration file of each file's
+    folder, and reported on the files asked about.
+
+    Args:
+        paths: Migration files or folders.
+        catalog: Judge drops against this catalog's tables (a drop of an empty table is ``info``).
+        namespace: Where bare table names live, with ``catalog``.
+
+    Raises:
+        FileNotFoundError: A path does not exist.
+    """
+    files = migration_files(paths)
+    missing = [str(path) for path in files if not path.is_file()]
+    if missing:
+        raise FileNotFoundError(f"No such migration file: {', '.join(missing)}")
+    sources = {path: read_source(path) for path in files}
+    for folder, names in _by_folder(files).items():
+        _folder_findings(folder, names, sources)
+    findings = [finding for path in files for finding in sources[path].allowed()]
+    if catalog is not None:
+        findings = [_judged(finding, catalog, namespace) for finding in findings]
+    findings.sort(key=lambda f: (f.path, f.line, f.rule))
+    return LintReport(tuple(str(path) for path in files), tuple(findings))
+
+
+def _by_folder(files: Iterable[Path]) -> dict[Path, set[str]]:
+    folders: dict[Path, set[str]] = defaultdict(set)
+    for path in files:
+        folders[path.parent].add(path.name)
+    return folders
+
+
+def _folder_findings(folder: Path, asked: set[str], sources: dict[Path, SourceFile]) -> None:
+    every = sorted(
+        (int(match.group("version")), match.group("slug"), name)
+        for name in (p.name for p in folder.iterdir())
+        if (match := MIGRATION_FILE.match(name))
+    )
+    by_slug: dict[str, list[str]] = defaultdict(list)
+    previous: int | None = None
+    for number, slug, name in every:
+        by_slug[slug].append(name)
+        path = folder / name
+        if name in asked and previous is not None and number > previous + 1:
+            sources[path].add(
+                1, "version-gap", f"{name} follows version {previous:04d}: {number - previous - 1} version(s) skipped"
+            )
+        previous = number
+    for slug, names in by_slug.items():
+        for name in names[1:]:
+            if name in asked:
+                sources[folder / name].add(1, "duplicate-slug", f"{name} has the slug {slug!r} of {names[0]}")
+
+
+def _judged(finding: Finding, catalog: Catalog, namespace: str | None) -> Finding:
+    if finding.rule not in _DROPS or finding.table is None or finding.allowed is not None:
+        return finding
+    identifier = finding.table if "." in finding.table or namespace is None else f"{namespace}.{finding.table}"
+    try:
+        table = catalog.load_table(identifier)
+    except Exception as exc:  # a table that does not exist yet holds nothing; a catalog error keeps the finding
+        if type(exc).__name__ != "NoSuchTableError":
+            log.warning("lint: could not look at %s (%s); the finding keeps its severity", identifier, exc)
+            return finding
+        rows = 0
+    else:
+        snapshot = table.current_snapshot()
+        rows = int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
+    if rows:
+        return replace(finding, message=f"{finding.message} ({identifier} holds {rows:,} rows)")
+    return replace(finding, severity="info", message=f"{finding.message} ({identifier} holds no rows: nothing is lost)")
+
+
+def rule_list() -> str:
+    """Every rule as ``id  severity  title`` lines."""
+    width = max(map(len, RULES))
+    return "\n".join(f"{rule.id:<{width}}  {rule.severity:<7}  {rule.title}" for rule in RULES.values())

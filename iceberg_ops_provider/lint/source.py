@@ -1,0 +1,302 @@
+"""Findings in one migration file, read from its source: nothing in it runs, no catalog is needed.
+
+The ``Migration`` class's ``upgrade()`` and ``downgrade()`` are walked for calls on their context
+argument (``ctx.drop_column(...)``), for reaching tables around it (``ctx.catalog``,
+``ctx.load_table``) and, in ``downgrade()``, for ``raise IrreversibleMigrationError``. Each call
+site is one finding, wherever it sits in the body (in a loop, under a condition), with its line.
+Operations made by helper functions outside the file are not seen.
+
+Allowances are read here too: ``# iceberg-ops: allow=<rule-id>[,<rule-id>] reason="..."`` on any
+line of the operation's call, or ``allow = {"<rule-id>": "reason"}`` on the ``Migration`` class
+(for every finding of that rule in the file).
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import re
+import tokenize
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from iceberg_ops_provider.lint.rules import RULES, Severity
+
+__all__ = ["Allowance", "Finding", "SourceFile", "read_source"]
+
+_PRAGMA = re.compile(r"#\s*iceberg-ops\s*:(?P<body>.*)$")
+_ALLOW = re.compile(
+    r"""^\s*allow\s*=\s*(?P<ids>[A-Za-z0-9_,\s-]+?)(?:\s+reason\s*=\s*(?P<q>["'])(?P<reason>.*?)(?P=q))?\s*$"""
+)
+
+# Context calls that make a finding, by method: the rule, and a keyword that must be True for it.
+_CALLS: dict[str, tuple[str, str | None]] = {
+    "drop_table": ("drop-table", None),
+    "drop_column": ("drop-column", None),
+    "rename_column": ("rename-column", None),
+    "rename_table": ("rename-table", None),
+    "add_column": ("add-required-column", "required"),
+    "drop_partition_field": ("drop-partition-field", None),
+}
+_DIRECT = ("catalog", "load_table")
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing a migration file does that a reviewer must know.
+
+    Attributes:
+        path: The file.
+        line: Its line (1 for findings about the whole file).
+        rule: The rule's id (:data:`~iceberg_ops_provider.lint.rules.RULES`).
+        severity: ``error``, ``warning`` or ``info`` (judged against a live table: nothing is lost).
+        message: What this change does, naming the table and column where the source says them.
+        fix: How to make it safe.
+        function: ``upgrade`` or ``downgrade`` (``None`` for the file or the class).
+        table: The table the operation names, when the source gives it as a literal.
+        allowed: The reason of the allowance that accepts it, or ``None``.
+    """
+
+    path: str
+    line: int
+    rule: str
+    severity: Severity
+    message: str
+    fix: str
+    function: str | None = None
+    table: str | None = None
+    allowed: str | None = None
+
+    @property
+    def fails(self) -> bool:
+        """Whether it fails the lint: not allowed and not informational."""
+        return self.allowed is None and self.severity != "info"
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {
+            "path": self.path,
+            "line": self.line,
+            "rule": self.rule,
+            "severity": self.severity,
+            "message": self.message,
+            "fix": self.fix,
+            "function": self.function,
+            "table": self.table,
+            "allowed": self.allowed,
+        }
+
+
+@dataclass(frozen=True)
+class Allowance:
+    """A rule a file allows, with the reason, on one line (``line``) or the whole file (``line=None``)."""
+
+    rule: str
+    reason: str
+    line: int | None
+
+
+@dataclass
+class SourceFile:
+    """What the source of one migration file says: its findings (allowances not yet applied) and allowances."""
+
+    path: Path
+    findings: list[Finding] = field(default_factory=list)
+    allowances: list[Allowance] = field(default_factory=list)
+    spans: dict[int, range] = field(default_factory=dict)
+    """For each finding's line, the lines of the statement it is in (an allowance on any of them counts)."""
+
+    def add(
+        self,
+        line: int,
+        rule_id: str,
+        message: str,
+        *,
+        function: str | None = None,
+        table: str | None = None,
+        span: range | None = None,
+    ) -> None:
+        """Record a finding of rule ``rule_id`` at ``line``."""
+        rule = RULES[rule_id]
+        self.findings.append(Finding(str(self.path), line, rule_id, rule.severity, message, rule.fix, function, table))
+        self.spans[line] = span or range(line, line + 1)
+
+    def allowed(self) -> list[Finding]:
+        """The findings, each with the reason of the allowance that accepts it (if any)."""
+        result = []
+        for finding in self.findings:
+            lines = self.spans.get(finding.line, range(finding.line, finding.line + 1))
+            reason = next(
+                (
+                    each.reason
+                    for each in self.allowances
+                    if each.rule == finding.rule and each.reason and (each.line is None or each.line in lines)
+                ),
+                None,
+            )
+            result.append(replace(finding, allowed=reason) if reason is not None else finding)
+        return result
+
+
+def read_source(path: Path) -> SourceFile:
+    """The findings and allowances of the migration file at ``path``."""
+    found = SourceFile(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+        tree = ast.parse(text, filename=str(path))
+    except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
+        line = getattr(exc, "lineno", None) or 1
+        found.add(line, "unreadable-file", f"{path.name} cannot be parsed: {exc}")
+        return found
+    _read_pragmas(found, text)
+    migration = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Migration"), None)
+    if migration is None:
+        return found
+    _read_class_allowances(found, migration)
+    for node in migration.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in ("upgrade", "downgrade"):
+            _read_body(found, node)
+    return found
+
+
+def _read_pragmas(found: SourceFile, text: str) -> None:
+    try:
+        comments = [
+            (t.start[0], t.string)
+            for t in tokenize.generate_tokens(io.StringIO(text).readline)
+            if t.type == tokenize.COMMENT
+        ]
+    except (tokenize.TokenError, IndentationError):
+        return
+    for line, comment in comments:
+        match = _PRAGMA.search(comment)
+        if match is None:
+            continue
+        allow = _ALLOW.match(match.group("body"))
+        if allow is None:
+            found.add(
+                line, "malformed-allowance", f"the comment {comment.strip()!r} is not an allowance iceberg-ops reads"
+            )
+            continue
+        reason = (allow.group("reason") or "").strip()
+        for rule_id in (part.strip() for part in allow.group("ids").split(",")):
+            _allowance(found, rule_id, reason, line, where=f"line {line}", at=line)
+
+
+def _allowance(found: SourceFile, rule_id: str, reason: str, line: int | None, *, where: str, at: int) -> None:
+    """Record the allowance of ``rule_id`` on ``line`` (``None``: the whole file), written at line ``at``."""
+    if not rule_id:
+        found.add(at, "malformed-allowance", f"the allowance on {where} names no rule")
+    elif rule_id not in RULES:
+        found.add(at, "unknown-rule", f"the allowance on {where} names {rule_id!r}, which is not a rule")
+    elif not reason:
+        found.add(at, "allowance-without-reason", f"the allowance of {rule_id} on {where} gives no reason")
+    else:
+        found.allowances.append(Allowance(rule_id, reason, line))
+
+
+def _read_class_allowances(found: SourceFile, migration: ast.ClassDef) -> None:
+    for node in migration.body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        if not any(isinstance(t, ast.Name) and t.id == "allow" for t in targets) or node.value is None:  # type: ignore[union-attr]
+            continue
+        try:
+            value = ast.literal_eval(node.value)  # type: ignore[union-attr]
+        except ValueError:
+            value = None
+        if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+            found.add(
+                node.lineno,
+                "malformed-allowance",
+                'the class attribute allow must be a literal {"<rule-id>": "reason"}',
+            )
+            continue
+        for rule_id, reason in value.items():
+            where = f"the Migration class (line {node.lineno})"
+            _allowance(found, rule_id, reason.strip(), None, where=where, at=node.lineno)
+
+
+def _context_name(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    arguments = [*function.args.posonlyargs, *function.args.args]
+    return arguments[1].arg if len(arguments) > 1 else "ctx"
+
+
+def _literal(node: ast.expr | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _walk(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[tuple[ast.AST, range]]:
+    """Every node of ``function``'s body with the lines of the statement holding it."""
+    for statement in function.body:
+        span = range(statement.lineno, (statement.end_lineno or statement.lineno) + 1)
+        for node in ast.walk(statement):
+            if isinstance(node, ast.stmt):
+                span = range(node.lineno, (node.end_lineno or node.lineno) + 1)
+            yield node, span
+
+
+def _read_body(found: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+    ctx, name = _context_name(function), function.name
+    direct_lines: set[int] = set()
+    for node, span in _walk(function):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            method = node.func.attr
+            on_context = isinstance(node.func.value, ast.Name) and node.func.value.id == ctx
+            if on_context and method in _CALLS:
+                rule_id, keyword = _CALLS[method]
+                if keyword is not None and not any(
+                    k.arg == keyword and isinstance(k.value, ast.Constant) and k.value.value is True
+                    for k in node.keywords
+                ):
+                    continue
+                table = (
+                    _literal(node.args[0])
+                    if node.args
+                    else _literal(next((k.value for k in node.keywords if k.arg == "table"), None))
+                )
+                column = _literal(node.args[1]) if len(node.args) > 1 else None
+                found.add(
+                    node.lineno,
+                    rule_id,
+                    _describe(rule_id, method, table, column, name),
+                    function=name,
+                    table=table,
+                    span=span,
+                )
+        elif isinstance(node, ast.Attribute) and node.attr in _DIRECT:
+            if isinstance(node.value, ast.Name) and node.value.id == ctx and node.lineno not in direct_lines:
+                direct_lines.add(node.lineno)
+                found.add(
+                    node.lineno,
+                    "direct-write",
+                    f"{name}() reaches tables through {ctx}.{node.attr}: its writes are not tracked",
+                    function=name,
+                    span=span,
+                )
+        elif isinstance(node, ast.Raise) and name == "downgrade" and _raises_irreversible(node):
+            found.add(
+                node.lineno,
+                "irreversible-downgrade",
+                "downgrade() raises IrreversibleMigrationError: a rollback stops here",
+                function=name,
+                span=span,
+            )
+
+
+def _raises_irreversible(node: ast.Raise) -> bool:
+    raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
+    return (isinstance(raised, ast.Name) and raised.id == "IrreversibleMigrationError") or (
+        isinstance(raised, ast.Attribute) and raised.attr == "IrreversibleMigrationError"
+    )
+
+
+def _describe(rule_id: str, method: str, table: str | None, column: str | None, function: str) -> str:
+    target = table or "a table"
+    if column is not None:
+        target = f"{target}.{column}"
+    effect = RULES[rule_id].effect
+    return f"{function}() calls {method} on {target}: {effect}"
