@@ -95,4 +95,5 @@ def test_without_paths_the_project_migrations_folder_is_linted(tmp_path):
     result = CliRunner().invoke(
         cli, [*sqlite_flags(tmp_path), "--namespace", "sales", "--migrations-dir", str(folder), "lint"]
     )
-    assert result.exit_code == 1 and "0001_drop_legacy.py:6" in result.stdout
+    # Judged against the catalog the options name, where sales.events does not exist yet: nothing is lost.
+    assert result.exit_code == 0 and "0001_drop_legacy.py:6: [drop-column] (info)" in result.stdout
