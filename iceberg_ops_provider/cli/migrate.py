@@ -303,18 +303,27 @@ def current(settings: Settings) -> None:
 
 @click.command()
 @json_option
+@click.option("--no-lint", is_flag=True, help="Do not lint the pending migrations.")
 @click.pass_obj
 @handles_errors
-def check(settings: Settings) -> None:
-    """CI gate: exit 0 when nothing is pending and every model matches its table, else 1."""
+def check(settings: Settings, no_lint: bool) -> None:
+    """CI gate: exit 0 when nothing is pending and every model matches its table, else 1.
+
+    The pending migrations are also linted (see `iceberg-ops lint`); a finding not allowed is listed
+    and fails the check too. --no-lint skips that.
+    """
     from iceberg_ops_provider.runner.commands import check_namespace
 
     runner = settings.runner(create=False)
     config = settings.config()
     with_models = config.path is not None and config.models_dir.is_dir()
-    report = check_namespace(runner, config.models_dir if with_models else None)
+    report = check_namespace(runner, config.models_dir if with_models else None, lint=not no_lint)
     lines = [f"{report.namespace}: " + ("up to date" if report.ok else "NOT up to date")]
     lines += [f"  pending {s.version} {s.description}" for s in report.pending]
+    lines += [
+        f"  lint {f.path}:{f.line}: [{f.rule}] {f.message}" + (f" (allowed: {f.allowed})" if f.allowed else "")
+        for f in report.findings
+    ]
     lines += [f"  drift [{op.risk}] {op.describe()}" for op in report.drift]
     lines += [f"  problem: {p}" for p in report.problems]
     if config.path is None:

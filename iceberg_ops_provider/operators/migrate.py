@@ -250,6 +250,7 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
                 [f"{step.version} {step.description} (pending)" for step in report.pending]
                 + [f"{op.describe()} (drift)" for op in report.drift]
                 + report.problems
+                + [f"{f.path}:{f.line}: [{f.rule}] {f.message} (lint)" for f in report.failed_findings]
             )
             raise AirflowException(
                 f"Namespace {self.namespace!r} is not up to date: {listed}. Run the migrate task (action='upgrade') "

@@ -18,6 +18,7 @@ from iceberg_ops_provider.config import ProjectConfig
 from iceberg_ops_provider.core.name_hints import closest, did_you_mean, existing_namespaces, listed
 from iceberg_ops_provider.errors import MigrationError, ModelError, ProjectConfigError
 from iceberg_ops_provider.history.intent import Intent
+from iceberg_ops_provider.lint import Finding, lint_paths
 from iceberg_ops_provider.migration.discovery import BrokenFile, migrations_folder
 from iceberg_ops_provider.runner.migration_runner import MigrationRunner
 from iceberg_ops_provider.runner.planning import PlanStep
@@ -103,6 +104,8 @@ class CheckReport:
         problems: Applied migrations whose files changed or went missing, files that cannot be
             loaded (path, line and error), an interrupted run.
         broken: The files that cannot be loaded (each also one of ``problems``).
+        findings: The lint findings of the pending migrations (``iceberg-ops lint``'s rules, drops
+            judged against the live tables), allowed ones included; empty when not linted.
     """
 
     namespace: str
@@ -110,11 +113,17 @@ class CheckReport:
     drift: list[Operation] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     broken: list[BrokenFile] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def failed_findings(self) -> list[Finding]:
+        """The lint findings that are neither allowed nor informational."""
+        return [finding for finding in self.findings if finding.fails]
 
     @property
     def ok(self) -> bool:
-        """Nothing pending, nothing drifted, nothing odd."""
-        return not (self.pending or self.drift or self.problems)
+        """Nothing pending, nothing drifted, nothing odd, no finding left unallowed."""
+        return not (self.pending or self.drift or self.problems or self.failed_findings)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
@@ -125,6 +134,7 @@ class CheckReport:
             "drift": [op.to_json() for op in self.drift],
             "problems": self.problems,
             "broken": [file.to_json() for file in self.broken],
+            "findings": [finding.to_json() for finding in self.findings],
         }
 
 
@@ -137,15 +147,20 @@ def check(config: ProjectConfig) -> CheckReport:
     return check_namespace(runner, config.models_dir if config.models_dir.is_dir() else None)
 
 
-def check_namespace(runner: MigrationRunner, models_dir: Path | None = None) -> CheckReport:
+def check_namespace(runner: MigrationRunner, models_dir: Path | None = None, *, lint: bool = True) -> CheckReport:
     """The one ``check``, behind the CLI and the operator; changes nothing.
 
     It reports pending migrations, applied files that changed or went missing, files that cannot be
     loaded (a syntax error: the file, the line, the error; the rest is checked without them), an
-    interrupted run, and drift of the live tables from ``models_dir`` (when given).
+    interrupted run, drift of the live tables from ``models_dir`` (when given) and, with ``lint``,
+    the lint findings of the pending migrations judged against the live tables.
     """
     state = runner.state(report_broken=True)
     pending = [PlanStep("upgrade", v, state.description(v)) for v in state.pending]
+    paths = [script.path for v in state.pending if (script := state.script(v)) is not None]
+    findings = (
+        list(lint_paths(paths, catalog=runner.catalog, namespace=runner.namespace).findings) if lint and paths else []
+    )
     drift: list[Operation] = []
     if models_dir is not None:
         drift = autogenerate(runner.catalog, runner.namespace, load_models(models_dir))
@@ -153,7 +168,7 @@ def check_namespace(runner: MigrationRunner, models_dir: Path | None = None) -> 
     found = problems["changed"] + problems["missing"] + [file.describe() for file in state.broken]
     if (interrupted := runner.interrupted()) is not None:
         found.append(interrupted_problem(interrupted, runner.interrupted_outcome(interrupted)))
-    return CheckReport(runner.namespace, pending, drift, found, list(state.broken))
+    return CheckReport(runner.namespace, pending, drift, found, list(state.broken), findings)
 
 
 def interrupted_problem(intent: Intent, outcome: str) -> str:
