@@ -9,6 +9,7 @@ table, or JSON with ``--json``). The commands are defined here without their gro
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 from pathlib import Path
@@ -176,7 +177,10 @@ def stamp(settings: Settings, version: str) -> None:
 @handles_errors
 def plan(settings: Settings, target: str, direction: str | None) -> None:
     """Show the steps a run to TARGET would take; changes nothing (exit 3: the rollback reaches an irreversible one)."""
-    steps = settings.runner(create=False).plan(target, direction, inspect=True)  # type: ignore[arg-type]
+    from iceberg_ops_provider.runner.plan_document import plan_document
+
+    runner = settings.runner(create=False)
+    steps = runner.plan(target, direction, inspect=True)  # type: ignore[arg-type]
     lines = []
     for step in steps:
         lines.append(f"{step.direction} {step.version} {step.description}  [{step.risk}]")
@@ -189,7 +193,10 @@ def plan(settings: Settings, target: str, direction: str | None) -> None:
             f"irreversible: a downgrade to {target} stops at {blocked.version} ({blocked.description}), which "
             f"cannot be rolled back: {done}; {blocked.version} and the versions below it stay applied."
         )
-    settings.emit([step.to_json() for step in steps], "\n".join(lines) or "Nothing to do.")
+    if settings.as_json:
+        click.echo(json.dumps(plan_document(runner, steps, target), indent=2, sort_keys=True, default=str))
+    else:
+        click.echo("\n".join(lines) or "Nothing to do.")
     if stop is not None:
         sys.exit(EXIT_IRREVERSIBLE)
 

@@ -38,6 +38,7 @@ from iceberg_ops_provider.migration.columns import ColumnOperations, TypeLike
 from iceberg_ops_provider.migration.commit_queue import AtomicCommitJournal, CommitJournal, placeholder_create
 from iceberg_ops_provider.migration.risks import risk_of
 from iceberg_ops_provider.migration.schema_changes import ColumnPath
+from iceberg_ops_provider.migration.staged_changes import staged_changes
 from iceberg_ops_provider.migration.staging import Identifier, TableStaging
 from iceberg_ops_provider.migration.touched import TouchedTables
 from iceberg_ops_provider.migration.transforms import parse_partition_expr, parse_sort_field
@@ -98,6 +99,16 @@ class MigrationContext(ColumnOperations):
         fell outside that commit (drops, renames, and so on); otherwise every commit of the migration.
         """
         return [*self._staging.commits.separate, *(f"create namespace {name}" for name in self.created_namespaces)]
+
+    def pending_changes(self, *, with_receipt: bool = True) -> list[dict[str, Any]]:
+        """What committing now would send the catalog: catalog operations and each table's requirements and updates.
+
+        Named and shaped as the REST catalog specification names them (see
+        :mod:`~iceberg_ops_provider.migration.staged_changes`); ``plan --json`` shows these per step.
+        ``with_receipt`` adds the update the runner makes to every table it commits.
+        """
+        staging = self._staging
+        return staged_changes(staging.commits, staging.schemas.fold, staging.catalog, with_receipt=with_receipt)
 
     @property
     def not_atomic_reason(self) -> str | None:

@@ -181,6 +181,7 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
             "Namespace %r is at %s; action %s to %s", self.namespace, before or "base", self.action, self.target
         )
         migrations: list[dict[str, Any]]
+        plan: dict[str, Any] | None = None
         if self.action == "upgrade":
             results = runner.upgrade(
                 self.target,
@@ -195,9 +196,15 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
                 result.to_json() for result in runner.downgrade(self.target, allow_changed=self.allow_changed)
             ]
         elif self.action == "plan":
-            migrations = [step.to_json() for step in runner.plan(self.target)]
+            from iceberg_ops_provider.runner.plan_document import plan_document
+
+            steps = runner.plan(self.target, inspect=True)
+            migrations = [step.to_json() for step in steps]
+            plan = plan_document(runner, steps, self.target)
             for step in migrations:
-                self.log.info("plan: %s %s %s", step["direction"], step["version"], step["description"])
+                self.log.info(
+                    "plan: %s %s %s [%s]", step["direction"], step["version"], step["description"], step.get("risk")
+                )
         elif self.action == "repair":
             report = runner.repair()
             self.log.info("Repair of %r: %s", self.namespace, report.describe())
@@ -218,6 +225,8 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
             "version_after": report.version_after if report else runner.current(),
             "migrations": migrations,
         }
+        if plan is not None:
+            summary["plan"] = plan  # the document of `iceberg-ops --json plan` (plan_format 1)
         self.log.info("Namespace %r is now at %s", self.namespace, summary["version_after"] or "base")
         return summary
 

@@ -50,6 +50,10 @@ class PlanStep:
             ``destructive``), ``irreversible`` when its ``downgrade()`` raises
             ``IrreversibleMigrationError`` (a rollback stops there), or ``unknown`` when its body
             could not be run dry.
+        changes: With an inspecting plan: what the step would send the catalog, in order: catalog
+            operations and each table's requirements and updates, shaped as the REST catalog
+            specification names them (see :mod:`~iceberg_ops_provider.migration.staged_changes`);
+            up to where a dry run had to stop, for an ``unknown`` step.
     """
 
     direction: Direction
@@ -58,6 +62,7 @@ class PlanStep:
     script: MigrationScript | None = field(default=None, compare=False, repr=False)
     operations: tuple[dict[str, str], ...] = field(default=(), compare=False)
     risk: str | None = field(default=None, compare=False)
+    changes: tuple[dict[str, Any], ...] = field(default=(), compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""

@@ -252,6 +252,7 @@ def inspect_step(target: RunTarget, step: PlanStep) -> PlanStep:
     except Exception as exc:
         stopped = f"unknown: a dry run of its body raised {type(exc).__name__}: {exc}"
     operations = list(context.operations)
+    changes = tuple(context.pending_changes())
     if irreversible is not None:  # known: a rollback stops here, whatever the body staged before raising
         operations.append({"operation": irreversible, "risk": "irreversible"})
         risk = "irreversible"
@@ -261,4 +262,4 @@ def inspect_step(target: RunTarget, step: PlanStep) -> PlanStep:
     else:
         order = {"safe": 0, "review": 1, "destructive": 2}
         risk = max((op["risk"] for op in operations), key=lambda r: order.get(r, 1), default="safe")
-    return replace(step, operations=tuple(operations), risk=risk)
+    return replace(step, operations=tuple(operations), risk=risk, changes=changes)

@@ -190,9 +190,10 @@ def test_plan_of_a_downgrade_does_not_list_upgrade_operations(project):
     (project / "models" / "orders.yaml").write_text(GOOD_MODEL)
     _run(project, "revision", "-m", "create", "--autogenerate")
     _run(project, "upgrade")
-    plan = json.loads(_run(project, "--json", "plan", "base").stdout)
+    plan = json.loads(_run(project, "--json", "plan", "base").stdout)["steps"]
+    shown = ("direction", "version", "description", "risk", "operations")
     # The downgrade's own operations, from a dry run of its body: the table is empty, so a review.
-    assert plan == [
+    assert [{key: step[key] for key in shown} for step in plan] == [
         {
             "direction": "downgrade",
             "version": "0001",
@@ -214,7 +215,7 @@ def test_a_rollback_that_loses_data_needs_yes_and_plan_says_why(project):
 
     table = catalog.load_table("sales.orders")
     table.append(pa.table({"id": [1], "qty": [2]}, schema=table.schema().as_arrow()))
-    plan = json.loads(_run(project, "--json", "plan", "base").stdout)
+    plan = json.loads(_run(project, "--json", "plan", "base").stdout)["steps"]
     assert plan[0]["risk"] == "destructive"
     refused = _run(project, "downgrade", "base")
     assert (
@@ -240,7 +241,7 @@ def test_relative_targets_parse_as_arguments(project):
     assert "points down; use downgrade" in _error_line(_run(project, "upgrade", "-999"))
     assert "needs N of at least 1" in _error_line(_run(project, "downgrade", "-0"))
     planned = _run(project, "--json", "plan", "-1")
-    assert planned.exit_code == 0 and json.loads(planned.stdout)[0]["version"] == "0001"
+    assert planned.exit_code == 0 and json.loads(planned.stdout)["steps"][0]["version"] == "0001"
     result = _run(project, "downgrade", "-1")
     assert result.exit_code == 0, result.stderr
     assert "No such option" not in result.stderr

@@ -78,7 +78,7 @@ def test_the_whole_workflow_with_clicks_runner(tmp_path):
     assert "[review] partition orders by bucket(16, id)" in second.output
     _review(written_second)
 
-    plan = json.loads(_invoke(project, "--json", "plan").stdout)
+    plan = json.loads(_invoke(project, "--json", "plan").stdout)["steps"]
     assert [step["version"] for step in plan] == ["0002"]
     assert {"operation": "rename column orders.email to customer_email", "risk": "review"} in plan[0]["operations"]
     upgraded = json.loads(_invoke(project, "--json", "upgrade").stdout)

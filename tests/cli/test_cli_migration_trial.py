@@ -203,7 +203,7 @@ def test_plan_of_an_irreversible_rollback_says_irreversible_and_exits_3(lake):
         "irreversible: a downgrade to -2 stops at 0002 (add email), which cannot be rolled back: it would roll "
         "back 0003 first, then stop; 0002 and the versions below it stay applied."
     )
-    steps = json.loads(_ok(lake.run("--json", "plan", "-2"), 3).stdout)
+    steps = json.loads(_ok(lake.run("--json", "plan", "-2"), 3).stdout)["steps"]
     assert [(step["version"], step["risk"]) for step in steps] == [("0003", "safe"), ("0002", "irreversible")]
     assert steps[1]["operations"] == [{"operation": "0002 has no downgrade yet", "risk": "irreversible"}]
     _ok(lake.run("plan", "-1"))  # a rollback that can be done: exit 0

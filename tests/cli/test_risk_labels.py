@@ -109,7 +109,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     assert written.returncode == 0, written.stderr
     planned = run(project, "--json", "plan")
     assert planned.returncode == 0, planned.stderr
-    (step,) = json.loads(planned.stdout)
+    (step,) = json.loads(planned.stdout)["steps"]
     path = Path(json.loads(written.stdout)["path"])
     (script,) = [s for s in discover(project / "migrations") if s.path == path]
     return {

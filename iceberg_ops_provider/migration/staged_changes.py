@@ -1,0 +1,104 @@
+"""What a migration's staged changes would send to the catalog, named and shaped as the REST spec does.
+
+``plan --json`` lists, for each step, the catalog operations (``create-namespace``, ``create-table``,
+``drop-table``, ``rename-table``) and, per existing table, the requirements and updates of its
+commit: PyIceberg's own ``TableRequirement`` and ``TableUpdate`` models dumped with the REST names
+(``assert-current-schema-id``, ``add-schema``, ``set-current-schema``, ``add-spec``, ...), taken
+from the very transaction the commit would send, after the migration's schema changes to a table
+are folded into one schema as they are at commit. Keys are sorted and entries keep the order the
+commit takes, so two plans of the same files diff cleanly.
+
+The runner adds one update of its own to each table it commits: ``set-properties`` of
+``iceberg-ops.last-migration`` to the run's receipt (how a crashed run is told apart from a
+finished one). Its value is only known when the run starts, so a plan shows ``<receipt>``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from iceberg_ops_provider.core.atomic.changes import TableChange
+from iceberg_ops_provider.history.intent import RECEIPT_PROPERTY
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.typedef import Identifier
+
+    from iceberg_ops_provider.migration.commit_queue import CommitQueue
+
+__all__ = ["RECEIPT_PLACEHOLDER", "staged_changes"]
+
+RECEIPT_PLACEHOLDER = "<receipt>"
+"""What a plan shows for the receipt the run sets on each table it commits."""
+
+
+def _dump(model: Any) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[no-any-return]
+
+
+def _label(identifier: Identifier) -> str:
+    return ".".join(identifier)
+
+
+def staged_changes(
+    queue: CommitQueue, fold: Callable[[Identifier], None], catalog: Catalog, *, with_receipt: bool = True
+) -> list[dict[str, Any]]:
+    """The changes ``queue`` holds, in commit order, as the catalog would receive them.
+
+    Args:
+        queue: What a migration staged and has not committed.
+        fold: Folds a table's pending schema changes into its transaction (as a commit does first).
+        catalog: Asked which namespaces exist (a new table or rename target in a missing one creates it).
+        with_receipt: Add the runner's receipt update to each table change (a run through the runner).
+    """
+    changes: list[dict[str, Any]] = []
+    namespaces_created: set[tuple[str, ...]] = set()
+
+    def ensure_namespace(namespace: tuple[str, ...]) -> None:
+        if namespace in namespaces_created or catalog.namespace_exists(namespace):
+            return
+        namespaces_created.add(namespace)
+        changes.append({"operation": "create-namespace", "namespace": ".".join(namespace)})
+
+    for item in queue.items:
+        label = _label(item.identifier)
+        if item.kind == "drop":
+            changes.append({"operation": "drop-table", "table": label, "purge": bool(item.purge)})
+        elif item.kind == "rename":
+            target = tuple(item.target or ())
+            ensure_namespace(target[:-1])
+            changes.append({"operation": "rename-table", "source": label, "destination": _label(target)})
+        elif (transaction := queue.pending.get(item.identifier)) is not None:
+            fold(item.identifier)
+            metadata = transaction.table_metadata
+            properties = dict(sorted(metadata.properties.items()))
+            if with_receipt:
+                properties[RECEIPT_PROPERTY] = RECEIPT_PLACEHOLDER
+            if item.identifier in queue.created:
+                ensure_namespace(tuple(item.identifier[:-1]))
+                changes.append(
+                    {
+                        "operation": "create-table",
+                        "table": label,
+                        "format-version": metadata.format_version,
+                        "schema": _dump(metadata.schema()),
+                        "partition-spec": _dump(metadata.spec()),
+                        "write-order": _dump(metadata.sort_order()),
+                        "properties": properties,
+                    }
+                )
+                continue
+            change = TableChange.of(transaction)
+            updates = [_dump(update) for update in change.updates]
+            if with_receipt:
+                updates.append({"action": "set-properties", "updates": {RECEIPT_PROPERTY: RECEIPT_PLACEHOLDER}})
+            changes.append(
+                {
+                    "operation": "update-table",
+                    "table": label,
+                    "requirements": [_dump(requirement) for requirement in change.requirements],
+                    "updates": updates,
+                }
+            )
+    return changes

@@ -1,0 +1,30 @@
+"""``IcebergMigrateOperator(action="plan")`` pushes the plan document of ``iceberg-ops --json plan``."""
+
+from __future__ import annotations
+
+import json
+
+from click.testing import CliRunner
+
+from iceberg_ops_provider.cli import cli
+from tests.cli.ops_support import sqlite_flags
+from tests.support.migrations import write_migration
+
+
+def test_the_plan_task_pushes_the_same_document_as_the_command_line(iceberg_connection):
+    from iceberg_ops_provider.operators.migrate import IcebergMigrateOperator
+
+    folder = iceberg_connection / "migrations"
+    write_migration(folder, "0001_orders.py", 'ctx.create_table("orders", pa.schema([pa.field("id", pa.int64())]))')
+    write_migration(folder, "0002_email.py", 'ctx.add_column("orders", "email", "string")')
+    flags = [*sqlite_flags(iceberg_connection), "--namespace", "sales", "--migrations-dir", str(folder)]
+    assert CliRunner().invoke(cli, [*flags, "upgrade", "0001"]).exit_code == 0
+
+    pushed = IcebergMigrateOperator(
+        task_id="plan", action="plan", namespace="sales", migrations_dir=str(folder)
+    ).execute({})
+
+    printed = json.loads(CliRunner().invoke(cli, [*flags, "--json", "plan"]).stdout)
+    assert pushed["plan"] == printed and pushed["plan"]["plan_format"] == 1
+    assert [step["version"] for step in pushed["migrations"]] == ["0002"]
+    assert pushed["version_after"] == "0001"  # nothing ran
