@@ -13,6 +13,7 @@ Nested columns are given as dotted paths (``"address.city"``) or tuples.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -24,7 +25,7 @@ from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.type_strings import to_iceberg_type
 from iceberg_ops_provider.errors import InvalidOperationError
 from iceberg_ops_provider.migration.risks import highest_risk, risk_of
-from iceberg_ops_provider.migration.schema_changes import ColumnPath
+from iceberg_ops_provider.migration.schema_changes import AddedColumn, ColumnPath
 from iceberg_ops_provider.migration.schema_changes import dotted as _text
 
 if TYPE_CHECKING:
@@ -99,11 +100,15 @@ class ColumnOperations:
         if required:
             self._require_empty(table, f"add required column {_text(name)!r}")
         path = _path(name)
-
-        def change(update: UpdateSchema) -> None:
-            update.add_column(path, field_type, doc=doc, required=required)
-            self._place(update, path, first=first, after=after, before=before)
-
+        change = AddedColumn(
+            path if isinstance(path, tuple) else (path,),
+            field_type,
+            doc=doc,
+            required=required,
+            first=first,
+            after=after,
+            before=before,
+        )
         parents = [_text(name).rsplit(".", 1)[0]] if "." in _text(name) else []
         self._staging.schema_change(
             table,
@@ -163,6 +168,8 @@ class ColumnOperations:
         if if_exists and not self._has_column(table, name):
             return
         self._check_droppable(table, name)
+        if self._reshape_added(table, name, None):
+            return
         path = _path(name)
         self._staging.schema_change(
             table, f"drop column {_text(name)!r}", lambda update: update.delete_column(path), refs=[name]
@@ -203,6 +210,9 @@ class ColumnOperations:
     def rename_column(self, table: str, old: ColumnPath, new: str) -> None:
         """Rename a column; ``new`` is the new last name (the column stays where it is)."""
         self._staging.note(f"rename column {table}.{_text(old)} to {new}", risk_of("rename_column"))
+        added = self._added(table, old)
+        if added is not None and self._reshape_added(table, old, replace(added, path=(*added.path[:-1], new))):
+            return
         path = _path(old)
         self._staging.schema_change(
             table, f"rename column {_text(old)!r}", lambda update: update.rename_column(path, new), refs=[old]
@@ -242,6 +252,17 @@ class ColumnOperations:
                 "Iceberg specification does not allow optional -> required."
             )
 
+        added = self._added(table, name)
+        if added is not None:
+            reshaped = replace(
+                added,
+                field_type=new_type if new_type is not None else added.field_type,
+                doc=doc if doc is not None else added.doc,
+                required=False if required is False else added.required,
+            )
+            if self._reshape_added(table, name, reshaped):
+                return
+
         def change(update: UpdateSchema) -> None:
             if new_type is not None and new_type != current.field_type:
                 update.update_column(path, field_type=new_type)
@@ -251,6 +272,17 @@ class ColumnOperations:
                 update.make_column_optional(path)
 
         self._staging.schema_change(table, f"alter column {_text(name)!r}", change, refs=[name])
+
+    def _added(self, table: str, name: ColumnPath) -> AddedColumn | None:
+        """The pending add of column ``name`` in this migration, if it is one."""
+        identifier, _ = self._staging.transaction(table)
+        return self._staging.schemas.pending_add(identifier, name)
+
+    def _reshape_added(self, table: str, name: ColumnPath, replacement: AddedColumn | None) -> bool:
+        """Fold a change of a column this migration adds into its add (``None``: drop it); False when it cannot."""
+        identifier, transaction = self._staging.transaction(table)
+        added = self._staging.schemas.pending_add(identifier, name)
+        return added is not None and self._staging.schemas.reshape_add(identifier, transaction, added, replacement)
 
     def _field(self, table: str, transaction: Transaction, name: ColumnPath) -> NestedField:
         dotted = _text(name)

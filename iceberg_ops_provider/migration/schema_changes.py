@@ -8,6 +8,7 @@ partition field on a new column must see it) or the table's commit.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from iceberg_ops_provider.errors import InvalidOperationError
@@ -16,8 +17,9 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.table import Transaction
     from pyiceberg.table.update.schema import UpdateSchema
+    from pyiceberg.types import IcebergType
 
-__all__ = ["ColumnPath", "SchemaChanges", "dotted", "refusal"]
+__all__ = ["AddedColumn", "ColumnPath", "SchemaChanges", "dotted", "refusal"]
 
 ColumnPath = str | tuple[str, ...]
 """A column: ``"name"``, a dotted path ``"address.city"``, or a tuple ``("address", "city")``."""
@@ -46,6 +48,39 @@ def _stage(update: UpdateSchema, change: _Change, allow_incompatible: bool) -> N
         update._apply()
     finally:
         update._allow_incompatible_changes = allowed
+
+
+def _as_path(column: ColumnPath) -> str | tuple[str, ...]:
+    return column if isinstance(column, tuple) else tuple(column.split(".")) if "." in column else column
+
+
+@dataclass(frozen=True)
+class AddedColumn:
+    """A staged ``add_column``: a step of a pending schema update whose final shape may still change.
+
+    A rename, type or doc change, or drop of a column added earlier in the same migration replaces
+    (or removes) this step instead of making a schema of its own, so the migration adds the column
+    once, in its final shape.
+    """
+
+    path: tuple[str, ...]
+    field_type: IcebergType
+    doc: str | None = None
+    required: bool = False
+    first: bool = False
+    after: ColumnPath | None = None
+    before: ColumnPath | None = None
+
+    def __call__(self, update: UpdateSchema) -> None:
+        """Stage the add (and its placement) on ``update``."""
+        path = self.path if len(self.path) > 1 else self.path[0]
+        update.add_column(path, self.field_type, doc=self.doc, required=self.required)
+        if self.first:
+            update.move_first(path)
+        elif self.after is not None:
+            update.move_after(path, _as_path(self.after))
+        elif self.before is not None:
+            update.move_before(path, _as_path(self.before))
 
 
 def _resolves(schema: Schema, column: ColumnPath) -> bool:
@@ -116,6 +151,36 @@ class SchemaChanges:
                 self._updates.pop(identifier, None)
                 raise refusal(what, identifier, again) from again
         earlier.append((change, allow_incompatible))
+
+    def pending_add(self, identifier: Identifier, column: ColumnPath) -> AddedColumn | None:
+        """The staged add of ``column`` in the table's pending update, if the column is one added there."""
+        for step, _ in self._steps.get(identifier, []):
+            if isinstance(step, AddedColumn) and dotted(step.path) == dotted(column):
+                return step
+        return None
+
+    def reshape_add(
+        self, identifier: Identifier, transaction: Transaction, added: AddedColumn, replacement: AddedColumn | None
+    ) -> bool:
+        """Replace the pending ``added`` step by ``replacement`` (``None``: remove it) and stage the update again.
+
+        Returns ``False``, changing nothing, when the other pending steps no longer apply after it (a
+        later step names the column by its old name): the caller then stages the change on its own.
+        """
+        steps = [
+            (replacement if step is added else step, allowed)
+            for step, allowed in self._steps.get(identifier, [])
+            if not (step is added and replacement is None)
+        ]
+        rebuilt = transaction.update_schema()
+        try:
+            for step, allowed in steps:
+                _stage(rebuilt, step, allowed)  # type: ignore[arg-type]
+        except Exception:
+            return False
+        self._updates[identifier] = rebuilt
+        self._steps[identifier] = steps  # type: ignore[assignment]
+        return True
 
     def fold(self, identifier: Identifier) -> None:
         """Fold the table's pending schema changes into its transaction (before other changes or the commit)."""
