@@ -33,6 +33,7 @@ __all__ = [
     "Operation",
     "RemoveProperties",
     "RenameColumn",
+    "RestoreColumn",
     "Risk",
     "SetColumnDoc",
     "SetIdentifierFields",
@@ -236,9 +237,25 @@ class DropColumn(Operation):
         return f"drop column {self.table}.{self.name}"
 
     def reverse(self) -> list[Operation]:  # noqa: D102
-        raise Irreversible(
-            f"column {self.table}.{self.name} was dropped; re-adding it would give an empty column with a new field id"
-        )
+        return [RestoreColumn(self.table, self.name)]
+
+
+@dataclass(frozen=True)
+class RestoreColumn(Operation):
+    """Bring a dropped column back with its data (the downgrade of a drop)."""
+
+    kind: ClassVar[str] = "restore_column"
+
+    name: str = ""
+
+    def call(self) -> tuple[str, tuple[Any, ...], dict[str, Any]]:  # noqa: D102
+        return "restore_column", (self.table, self.name), {}
+
+    def describe(self) -> str:  # noqa: D102
+        return f"restore column {self.table}.{self.name}"
+
+    def reverse(self) -> list[Operation]:  # noqa: D102
+        return [DropColumn(self.table, self.name)]
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from iceberg_ops_provider.lint.rules import RULES
 from iceberg_ops_provider.lint.source import Finding, SourceFile, read_source
 from iceberg_ops_provider.migration.discovery import MIGRATION_FILE
+from iceberg_ops_provider.migration.restore import dropped_column, rows_holding
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -162,9 +163,13 @@ def _folder_findings(folder: Path, asked: set[str], sources: dict[Path, SourceFi
 
 
 def _judged(finding: Finding, catalog: Catalog, namespace: str | None) -> Finding:
-    if finding.rule not in _DROPS or finding.table is None or finding.allowed is not None:
+    if finding.table is None:
         return finding
     identifier = finding.table if "." in finding.table or namespace is None else f"{namespace}.{finding.table}"
+    if finding.rule == "restore-column" and finding.column is not None:
+        return _restore_judged(finding, catalog, identifier)
+    if finding.rule not in _DROPS or finding.allowed is not None:
+        return finding
     try:
         table = catalog.load_table(identifier)
     except Exception as exc:  # a table that does not exist yet holds nothing; a catalog error keeps the finding
@@ -178,6 +183,17 @@ def _judged(finding: Finding, catalog: Catalog, namespace: str | None) -> Findin
     if rows:
         return replace(finding, message=f"{finding.message} ({identifier} holds {rows:,} rows)")
     return replace(finding, severity="info", message=f"{finding.message} ({identifier} holds no rows: nothing is lost)")
+
+
+def _restore_judged(finding: Finding, catalog: Catalog, identifier: str) -> Finding:
+    """``finding`` with how many live rows of ``identifier`` still hold the restored column's data."""
+    try:
+        table = catalog.load_table(identifier)
+        dropped = dropped_column(table.metadata, finding.column or "", identifier)
+    except Exception as exc:  # the restore itself will say what is wrong; lint only reports
+        return replace(finding, message=f"{finding.message} (cannot be judged now: {exc})")
+    holding = rows_holding(table.metadata, table.io, dropped.field)
+    return replace(finding, message=f"{finding.message} ({identifier}: {holding.describe()})")
 
 
 def rule_list() -> str:

@@ -85,6 +85,14 @@ _ALL = (
         severity="warning",
     ),
     Rule(
+        "restore-column",
+        "a dropped column is restored",
+        "its old values reappear in rows of data files written before the drop; rows written after it, or "
+        "rewritten since (compaction, copy-on-write deletes), read null",
+        "nothing to fix: with a catalog, lint says how many live rows still hold its data",
+        severity="info",
+    ),
+    Rule(
         "irreversible-downgrade",
         "downgrade() raises IrreversibleMigrationError",
         "a rollback stops at this migration: nothing before it can be rolled back past it",

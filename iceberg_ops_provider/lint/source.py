@@ -39,6 +39,7 @@ _CALLS: dict[str, tuple[str, str | None]] = {
     "rename_table": ("rename-table", None),
     "add_column": ("add-required-column", "required"),
     "drop_partition_field": ("drop-partition-field", None),
+    "restore_column": ("restore-column", None),
 }
 _DIRECT = ("catalog", "load_table")
 
@@ -56,6 +57,7 @@ class Finding:
         fix: How to make it safe.
         function: ``upgrade`` or ``downgrade`` (``None`` for the file or the class).
         table: The table the operation names, when the source gives it as a literal.
+        column: The column it names, likewise.
         allowed: The reason of the allowance that accepts it, or ``None``.
     """
 
@@ -67,6 +69,7 @@ class Finding:
     fix: str
     function: str | None = None
     table: str | None = None
+    column: str | None = None
     allowed: str | None = None
 
     @property
@@ -85,6 +88,7 @@ class Finding:
             "fix": self.fix,
             "function": self.function,
             "table": self.table,
+            "column": self.column,
             "allowed": self.allowed,
         }
 
@@ -116,11 +120,14 @@ class SourceFile:
         *,
         function: str | None = None,
         table: str | None = None,
+        column: str | None = None,
         span: range | None = None,
     ) -> None:
         """Record a finding of rule ``rule_id`` at ``line``."""
         rule = RULES[rule_id]
-        self.findings.append(Finding(str(self.path), line, rule_id, rule.severity, message, rule.fix, function, table))
+        self.findings.append(
+            Finding(str(self.path), line, rule_id, rule.severity, message, rule.fix, function, table, column)
+        )
         self.spans[line] = span or range(line, line + 1)
 
     def allowed(self) -> list[Finding]:
@@ -265,6 +272,7 @@ def _read_body(found: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionD
                     _describe(rule_id, method, table, column, name),
                     function=name,
                     table=table,
+                    column=column,
                     span=span,
                 )
         elif isinstance(node, ast.Attribute) and node.attr in _DIRECT:

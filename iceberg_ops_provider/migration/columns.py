@@ -24,6 +24,7 @@ from pyiceberg.types import IcebergType, NestedField
 from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.type_strings import to_iceberg_type
 from iceberg_ops_provider.errors import InvalidOperationError
+from iceberg_ops_provider.migration.restore import dropped_column, rows_holding, stage_restore
 from iceberg_ops_provider.migration.risks import highest_risk, risk_of
 from iceberg_ops_provider.migration.schema_changes import AddedColumn, ColumnPath
 from iceberg_ops_provider.migration.schema_changes import dotted as _text
@@ -206,6 +207,33 @@ class ColumnOperations:
                 f"row key). Set the identifier fields without it first, in the same migration: "
                 f"ctx.set_identifier_fields({', '.join(repr(x) for x in [table, *sorted(kept)])})."
             )
+
+    def restore_column(self, table: str, name: ColumnPath) -> None:
+        """Bring back a dropped column with its data: its original field id, type, doc and position.
+
+        Iceberg never reuses a field id, so rows of data files written before the drop read their old
+        values again; rows of files written after it, or rewritten since (compaction, copy-on-write
+        deletes), read null, so the column comes back optional (a required column stays required
+        when every live row holds it). The new schema keeps every column added since the drop. See
+        :mod:`~iceberg_ops_provider.migration.restore`.
+
+        Raises:
+            InvalidOperationError: A live column has the name, the column was renamed rather than
+                dropped, or no schema of the table ever had it (the message lists what can be restored).
+        """
+        identifier, transaction = self._staging.transaction(table)
+        self._staging.schemas.fold(identifier)  # the restore sees this migration's earlier column changes
+        column = _text(name)
+        metadata = transaction.table_metadata
+        dropped = dropped_column(metadata, column, self._staging.label(identifier))
+        holding = rows_holding(metadata, transaction._table.io, dropped.field)
+        self._staging.note(
+            f"restore column {table}.{column} (field id {dropped.field.field_id}): {holding.describe()}",
+            risk_of("restore_column"),
+        )
+        self._staging.staged(
+            table, f"restore column {column!r}", lambda staged: stage_restore(staged, dropped, holding)
+        )
 
     def rename_column(self, table: str, old: ColumnPath, new: str) -> None:
         """Rename a column; ``new`` is the new last name (the column stays where it is)."""

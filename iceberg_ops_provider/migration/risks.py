@@ -33,6 +33,7 @@ RISKS: Mapping[str, Risk] = MappingProxyType(
         "add_column": "safe",
         "add_required_column": "review",  # refused on a table with rows
         "drop_column": "destructive",
+        "restore_column": "review",  # the column's old values reappear where data files still hold them
         "rename_column": "review",
         "promote_column": "review",
         "make_column_optional": "review",

@@ -1,0 +1,280 @@
+"""Bringing a dropped column back with its data: ``ctx.restore_column``.
+
+Iceberg never reuses a field id, and a data file written before a column was dropped still holds
+the column under its id. A new schema that holds the old field again (same id, type and doc, at its
+old position among the columns that are still there) makes every reader find those values again:
+rows of files written before the drop read their old values, rows of files written after it (or
+rewritten since, by compaction or a copy-on-write delete) read null. So a restored column is
+optional, unless it was required and every live data file still holds it (or the table holds no
+rows): then it comes back required, and the commit asserts that nothing was written to the table
+since it looked.
+
+When the restored schema is exactly one the table had before (a drop undone with nothing else
+changed since), that schema becomes current again instead of a copy of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from pyiceberg.manifest import DataFileContent
+from pyiceberg.schema import Schema, index_by_id, index_by_name
+from pyiceberg.table.refs import MAIN_BRANCH
+from pyiceberg.table.update import (
+    AddSchemaUpdate,
+    AssertCurrentSchemaId,
+    AssertRefSnapshotId,
+    SetCurrentSchemaUpdate,
+    TableRequirement,
+)
+from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
+
+from iceberg_ops_provider.errors import InvalidOperationError
+
+if TYPE_CHECKING:
+    from pyiceberg.io import FileIO
+    from pyiceberg.table import Transaction
+    from pyiceberg.table.metadata import TableMetadata
+
+__all__ = ["DroppedColumn", "RowsHolding", "dropped_column", "rows_holding", "stage_restore"]
+
+
+@dataclass(frozen=True)
+class DroppedColumn:
+    """A column of an earlier schema that the current schema no longer has.
+
+    Attributes:
+        path: Its dotted name.
+        field: The field as it was (id, type, doc).
+        schema: The last schema that had it.
+    """
+
+    path: str
+    field: NestedField
+    schema: Schema
+
+
+@dataclass(frozen=True)
+class RowsHolding:
+    """How many live rows hold a restored column's data, from the data files' column statistics.
+
+    Attributes:
+        with_data: Rows in data files written while the column existed (they hold its values).
+        without_data: Rows in files written without it (after the drop, or rewritten since).
+        unknown: Rows in files that keep no column statistics (either may be true).
+    """
+
+    with_data: int
+    without_data: int
+    unknown: int = 0
+
+    def describe(self) -> str:
+        """``1,200 live rows hold its data, 300 do not`` (and the unknown ones, if any)."""
+        text = f"{self.with_data:,} live rows hold its data, {self.without_data:,} do not"
+        if self.unknown:
+            text += f", {self.unknown:,} unknown (files without column statistics)"
+        return text
+
+
+def dropped_column(metadata: TableMetadata, name: str, table: str) -> DroppedColumn:
+    """The most recent column named ``name`` (dotted for nested) that an earlier schema had and the current lacks.
+
+    Raises:
+        InvalidOperationError: A live column has that name, the column was renamed rather than
+            dropped, or no schema of the table ever had it (the message lists what can be restored).
+    """
+    current = metadata.schema()
+    live = index_by_id(current)
+    try:
+        existing = current.find_field(name)
+    except ValueError:
+        existing = None
+    if existing is not None:
+        raise InvalidOperationError(
+            f"Cannot restore column {name!r} of {table}: a live column has that name (field id {existing.field_id}). "
+            f"Rename or drop it first (ctx.rename_column({table!r}, {name!r}, ...)), then restore."
+        )
+    candidates: list[DroppedColumn] = []
+    renamed: NestedField | None = None
+    for schema in sorted(metadata.schemas, key=lambda each: each.schema_id):
+        try:
+            field = schema.find_field(name)
+        except ValueError:
+            continue
+        if field.field_id in live:
+            renamed = field
+        else:
+            candidates.append(DroppedColumn(name, field, schema))
+    if candidates:
+        return candidates[-1]
+    if renamed is not None:
+        raise InvalidOperationError(
+            f"Cannot restore column {name!r} of {table}: it was renamed, not dropped; field id {renamed.field_id} is "
+            f"live as {current.find_column_name(renamed.field_id)!r}."
+        )
+    restorable = sorted(
+        {
+            path
+            for schema in metadata.schemas
+            for path, field_id in index_by_name(schema).items()
+            if field_id not in live
+        }
+    )
+    hint = f" Dropped columns it can restore: {', '.join(restorable)}." if restorable else ""
+    raise InvalidOperationError(f"Cannot restore column {name!r} of {table}: no schema of the table ever had it.{hint}")
+
+
+def _nested_ids(field_type: IcebergType) -> set[int]:
+    """Every field id inside ``field_type`` (struct fields, list elements, map keys and values)."""
+    ids: set[int] = set()
+    for child in getattr(field_type, "fields", ()):
+        ids |= {child.field_id, *_nested_ids(child.field_type)}
+    for name in ("element_field", "key_field", "value_field"):
+        child = getattr(field_type, name, None)
+        if child is not None:
+            ids |= {child.field_id, *_nested_ids(child.field_type)}
+    return ids
+
+
+def _parent_ids(schema: Schema, path: str) -> list[int]:
+    """The ids of the fields leading to the struct holding the column at ``path`` (empty when top-level).
+
+    Nested paths go through structs, list elements and map keys or values (``tags.element.x``).
+    """
+    parts = path.split(".")
+    ids = [schema.find_field(".".join(parts[:depth])).field_id for depth in range(1, len(parts))]
+    if ids and not isinstance(schema.find_field(ids[-1]).field_type, StructType):
+        raise InvalidOperationError(f"Cannot restore {path!r}: it is not a field of a struct.")
+    return ids
+
+
+def _children(field_type: IcebergType) -> list[NestedField]:
+    children = list(getattr(field_type, "fields", ()))
+    children += [
+        getattr(field_type, name) for name in ("element_field", "key_field", "value_field") if hasattr(field_type, name)
+    ]
+    return children
+
+
+def _struct_at(struct: IcebergType, parent_ids: list[int]) -> StructType | None:
+    """The struct reached from ``struct`` through the fields ``parent_ids``; ``None`` when one of them is gone."""
+    for field_id in parent_ids:
+        struct = next((child.field_type for child in _children(struct) if child.field_id == field_id), None)  # type: ignore[assignment]
+        if struct is None:
+            return None
+    return struct if isinstance(struct, StructType) else None
+
+
+def _with_field(field_type: IcebergType, parent_ids: list[int], field: NestedField, after: int | None) -> IcebergType:
+    """``field_type`` with ``field`` put after field ``after`` (first when ``None``) of the struct at ``parent_ids``."""
+    if not parent_ids:
+        fields = list(field_type.fields)  # type: ignore[attr-defined]
+        position = 0 if after is None else next(i for i, f in enumerate(fields) if f.field_id == after) + 1
+        fields.insert(position, field)
+        return StructType(*fields)
+    head, rest = parent_ids[0], parent_ids[1:]
+
+    def rebuilt(child: NestedField) -> NestedField:
+        if child.field_id != head:
+            return child
+        return NestedField(
+            child.field_id, child.name, _with_field(child.field_type, rest, field, after), child.required, child.doc
+        )
+
+    if isinstance(field_type, StructType):
+        return StructType(*(rebuilt(child) for child in field_type.fields))
+    if isinstance(field_type, ListType):
+        element = rebuilt(field_type.element_field)
+        return ListType(element.field_id, element.field_type, element_required=element.required)
+    if isinstance(field_type, MapType):
+        key, value = rebuilt(field_type.key_field), rebuilt(field_type.value_field)
+        return MapType(key.field_id, key.field_type, value.field_id, value.field_type, value_required=value.required)
+    raise InvalidOperationError(f"Cannot restore into a {field_type} column.")
+
+
+def restored_schema(metadata: TableMetadata, dropped: DroppedColumn, *, required: bool = False) -> Schema:
+    """The current schema with ``dropped`` back at its old place (after the nearest earlier sibling still there).
+
+    ``required`` keeps a required column required (only where every live row holds it).
+    """
+    current = metadata.schema()
+    parent_ids = _parent_ids(dropped.schema, dropped.path)
+    live_parent = _struct_at(current.as_struct(), parent_ids)
+    old_parent = _struct_at(dropped.schema.as_struct(), parent_ids)
+    if live_parent is None or old_parent is None:
+        raise InvalidOperationError(
+            f"Cannot restore column {dropped.path!r}: the struct that held it was dropped too; restore that first."
+        )
+    old_siblings = [f.field_id for f in old_parent.fields]
+    before = old_siblings[: old_siblings.index(dropped.field.field_id)]
+    live_ids = {f.field_id for f in live_parent.fields}
+    after = next((field_id for field_id in reversed(before) if field_id in live_ids), None)
+    field = NestedField(
+        dropped.field.field_id,
+        dropped.field.name,
+        dropped.field.field_type,
+        required=required and dropped.field.required,
+        doc=dropped.field.doc,
+    )
+    struct = _with_field(current.as_struct(), parent_ids, field, after)
+    return Schema(
+        *struct.fields,  # type: ignore[attr-defined]
+        schema_id=1 + max(schema.schema_id for schema in metadata.schemas),
+        identifier_field_ids=current.identifier_field_ids,
+    )
+
+
+def stage_restore(transaction: Transaction, dropped: DroppedColumn, holding: RowsHolding) -> Schema:
+    """Stage the schema with ``dropped`` restored on ``transaction`` (an earlier identical schema becomes current).
+
+    A required column stays required when ``holding`` says every live row holds it; the commit then
+    also asserts the main branch is still where it was, so rows appended meanwhile refuse it.
+    """
+    metadata = transaction.table_metadata
+    keep_required = dropped.field.required and not holding.without_data and not holding.unknown
+    schema = restored_schema(metadata, dropped, required=keep_required)
+    same = next(
+        (
+            old
+            for old in metadata.schemas
+            if old.as_struct() == schema.as_struct() and old.identifier_field_ids == schema.identifier_field_ids
+        ),
+        None,
+    )
+    updates = (
+        (SetCurrentSchemaUpdate(schema_id=same.schema_id),)
+        if same is not None
+        else (AddSchemaUpdate(schema_=schema), SetCurrentSchemaUpdate(schema_id=-1))
+    )
+    requirements: tuple[TableRequirement, ...] = (AssertCurrentSchemaId(current_schema_id=metadata.current_schema_id),)
+    if keep_required:
+        snapshot = metadata.current_snapshot()
+        requirements += (AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=snapshot.snapshot_id if snapshot else None),)
+    transaction._apply(updates, requirements)
+    return same or schema
+
+
+def rows_holding(metadata: TableMetadata, io: FileIO, field: NestedField) -> RowsHolding:
+    """How many rows of the current snapshot's data files hold values of ``field`` (from column statistics).
+
+    Statistics are kept per leaf column, so a struct column counts as held where any of its fields is.
+    """
+    field_ids = {field.field_id, *_nested_ids(field.field_type)}
+    snapshot = metadata.current_snapshot()
+    with_data = without = unknown = 0
+    if snapshot is None:
+        return RowsHolding(0, 0)
+    for manifest in snapshot.manifests(io):
+        for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
+            data_file = entry.data_file
+            if data_file.content != DataFileContent.DATA:
+                continue
+            stats = [data_file.value_counts, data_file.column_sizes, data_file.null_value_counts]
+            if not any(stats):
+                unknown += data_file.record_count
+            elif any(field_ids & set(each or {}) for each in stats):
+                with_data += data_file.record_count
+            else:
+                without += data_file.record_count
+    return RowsHolding(with_data, without, unknown)
