@@ -312,6 +312,33 @@ def test_migration_on_a_spark_table_then_spark_reads_it_and_our_history(spark, l
 # The data mover in both directions.
 
 
+def test_a_column_we_drop_and_restore_reads_its_old_values_in_spark(spark, lake, ns, tmp_path):
+    """``ctx.restore_column`` on a Spark table: Spark reads the old values of rows written before the
+    drop, nulls for the rows it appended while the column was gone, and keeps writing the column."""
+    from iceberg_ops_provider.runner import MigrationRunner
+    from tests.support.migrations import write_migration
+
+    name = f"{ns}.orders"
+    _orders(spark, name)
+    migrations = tmp_path / "migrations"
+    write_migration(migrations, "0001_drop_note.py", 'ctx.drop_column("orders", "note")')
+    write_migration(migrations, "0002_restore_note.py", 'ctx.restore_column("orders", "note")')
+    runner = MigrationRunner(lake, namespace=ns, migrations_dir=migrations)
+    runner.upgrade("0001")
+    assert "note" not in spark.table(f"lake.{name}").columns
+    accept_appends(spark, name)
+    spark_append(spark, name, [100, 101])  # written while the column is gone
+
+    runner.upgrade()
+
+    rows = {row["id"]: row["note"] for row in spark.sql(f"SELECT id, note FROM lake.{name}").collect()}
+    assert rows == {**{i: f"note {i}" for i in range(60)}, 100: None, 101: None}
+    sql(
+        spark, f"INSERT INTO lake.{name} VALUES (200, 'eu', 1.00, 1, 1.0, 'back again', timestamp'2026-04-01 00:00:00')"
+    )
+    assert scalar(spark, f"SELECT note FROM lake.{name} WHERE id = 200") == "back again"
+
+
 def test_data_mover_copies_spark_tables_and_spark_reads_our_copies(spark, lake, ns):
     import pyarrow as pa
     from pyiceberg.transforms import DayTransform
