@@ -53,14 +53,20 @@ def lint(settings: Settings, paths: tuple[Path, ...], output_format: str | None,
         click.echo(rule_list())
         return
     explicit = any(getattr(settings, name) for name in CATALOG_FLAGS)
-    if not paths:
+    if not paths and settings.migrations_dir is not None and not (live or explicit):
+        # No catalog needed: the folder as given (its namespace subfolder when --namespace names one).
+        paths = (migrations_folder(settings.migrations_dir, settings.namespace or ""),)
+    elif not paths:
         config = settings.migration_config(files="required")
         paths = (migrations_folder(config.migrations_dir, config.namespace),)
     for path in paths:
         if not path.exists():
             raise click.BadParameter(f"{path} does not exist.", param_hint="'PATHS'")
     catalog = open_catalog(settings, create=False) if live or explicit else None
-    report = lint_paths(paths, catalog=catalog, namespace=namespace_of(settings) if catalog is not None else None)
+    try:
+        report = lint_paths(paths, catalog=catalog, namespace=namespace_of(settings) if catalog is not None else None)
+    except (FileNotFoundError, ValueError) as exc:  # a path that is not a migration file
+        raise click.BadParameter(str(exc), param_hint="'PATHS'") from exc
     if output_format == "github":
         click.echo(report.github())
     elif output_format == "json" or settings.as_json:

@@ -84,7 +84,8 @@ class LintReport:
             message = finding.message + (
                 f" (allowed: {finding.allowed})" if finding.allowed else f" Fix: {finding.fix}"
             )
-            lines.append(f"::{level} file={finding.path},line={finding.line},title={finding.rule}::{_escape(message)}")
+            where = f"file={_escape_property(finding.path)},line={finding.line},title={finding.rule}"
+            lines.append(f"::{level} {where}::{_escape(message)}")
         return "\n".join(lines)
 
 
@@ -92,12 +93,16 @@ def _escape(text: str) -> str:
     return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
 
 
+def _escape_property(text: str) -> str:
+    return _escape(text).replace(":", "%3A").replace(",", "%2C")
+
+
 def migration_files(paths: Iterable[str | Path]) -> list[Path]:
     """The migration files among ``paths``: files as given, folders searched (not recursively) for ``NNNN_slug.py``."""
     found: list[Path] = []
     for each in map(Path, paths):
         if each.is_dir():
-            found.extend(sorted(p for p in each.iterdir() if MIGRATION_FILE.match(p.name)))
+            found.extend(sorted(p for p in each.iterdir() if MIGRATION_FILE.match(p.name) and p.is_file()))
         else:
             found.append(each)
     return found
@@ -123,12 +128,20 @@ def lint_paths(
     missing = [str(path) for path in files if not path.is_file()]
     if missing:
         raise FileNotFoundError(f"No such migration file: {', '.join(missing)}")
+    misnamed = [str(path) for path in files if not MIGRATION_FILE.match(path.name)]
+    if misnamed:
+        raise ValueError(
+            f"Not a migration file name (NNNN_slug.py: four or more digits, an underscore, letters, digits and _): "
+            f"{', '.join(misnamed)}"
+        )
     sources = {path: read_source(path) for path in files}
     for folder, names in _by_folder(files).items():
         _folder_findings(folder, names, sources)
     findings = [finding for path in files for finding in sources[path].allowed()]
     if catalog is not None:
-        findings = [_judged(finding, catalog, namespace) for finding in findings]
+        # A drop of a name an earlier rename gives a table drops that table's rows, whatever the catalog holds now.
+        renamed_to = {f.column for f in findings if f.rule == "rename-table" and f.column}
+        findings = [_judged(finding, catalog, namespace, renamed_to) for finding in findings]
     findings.sort(key=lambda f: (f.path, f.line, f.rule))
     return LintReport(tuple(str(path) for path in files), tuple(findings))
 
@@ -147,10 +160,14 @@ def _folder_findings(folder: Path, asked: set[str], sources: dict[Path, SourceFi
         if (match := MIGRATION_FILE.match(name))
     )
     by_slug: dict[str, list[str]] = defaultdict(list)
+    by_number: dict[int, list[str]] = defaultdict(list)
     previous: int | None = None
     for number, slug, name in every:
         by_slug[slug].append(name)
+        by_number[number].append(name)
         path = folder / name
+        if len(by_number[number]) > 1 and name in asked:
+            sources[path].add(1, "duplicate-version", f"{name} has the version number of {by_number[number][0]}")
         if name in asked and previous is not None and number > previous + 1:
             sources[path].add(
                 1, "version-gap", f"{name} follows version {previous:04d}: {number - previous - 1} version(s) skipped"
@@ -162,13 +179,13 @@ def _folder_findings(folder: Path, asked: set[str], sources: dict[Path, SourceFi
                 sources[folder / name].add(1, "duplicate-slug", f"{name} has the slug {slug!r} of {names[0]}")
 
 
-def _judged(finding: Finding, catalog: Catalog, namespace: str | None) -> Finding:
+def _judged(finding: Finding, catalog: Catalog, namespace: str | None, renamed_to: set[str]) -> Finding:
     if finding.table is None:
         return finding
     identifier = finding.table if "." in finding.table or namespace is None else f"{namespace}.{finding.table}"
     if finding.rule == "restore-column" and finding.column is not None:
         return _restore_judged(finding, catalog, identifier)
-    if finding.rule not in _DROPS or finding.allowed is not None:
+    if finding.rule not in _DROPS or finding.allowed is not None or finding.table in renamed_to:
         return finding
     try:
         table = catalog.load_table(identifier)
@@ -191,7 +208,12 @@ def _restore_judged(finding: Finding, catalog: Catalog, identifier: str) -> Find
         table = catalog.load_table(identifier)
         dropped = dropped_column(table.metadata, finding.column or "", identifier)
     except Exception as exc:  # the restore itself will say what is wrong; lint only reports
-        return replace(finding, message=f"{finding.message} (cannot be judged now: {exc})")
+        impossible = "no schema of the table ever had it" in str(exc)  # nothing the migrations before it change
+        return replace(
+            finding,
+            severity="error" if impossible else finding.severity,
+            message=f"{finding.message} ({'it cannot work' if impossible else 'cannot be judged now'}: {exc})",
+        )
     holding = rows_holding(table.metadata, table.io, dropped.field)
     return replace(finding, message=f"{finding.message} ({identifier}: {holding.describe()})")
 

@@ -74,8 +74,8 @@ _ALL = (
         "add-required-column",
         "a required column is added",
         "refused on a table that holds rows (existing rows have no value for it); writers that do not set it fail",
-        "add it as optional (required=False), fill it, then make it required in a later migration when the table "
-        "is new; or allow it for a table known to be empty",
+        "add it as optional (required=False) and fill it: Iceberg cannot make an optional column required later, "
+        "so a required column belongs on a new or empty table only; allow it for such a table",
     ),
     Rule(
         "drop-partition-field",
@@ -111,6 +111,12 @@ _ALL = (
         "usually a file deleted or renamed by mistake; the history then differs between environments",
         "renumber the file to follow the previous version, or allow it",
         severity="warning",
+    ),
+    Rule(
+        "duplicate-version",
+        "two migrations have the same version number",
+        "the runner refuses the folder: nothing runs until one is renumbered",
+        "renumber the newer file to follow the last version",
     ),
     Rule(
         "duplicate-slug",

@@ -26,7 +26,7 @@ from iceberg_ops_provider.lint.rules import RULES, Severity
 
 __all__ = ["Allowance", "Finding", "SourceFile", "read_source"]
 
-_PRAGMA = re.compile(r"#\s*iceberg-ops\s*:(?P<body>.*)$")
+_PRAGMA_SPLIT = re.compile(r"#\s*iceberg-ops\s*:")
 _ALLOW = re.compile(
     r"""^\s*allow\s*=\s*(?P<ids>[A-Za-z0-9_,\s-]+?)(?:\s+reason\s*=\s*(?P<q>["'])(?P<reason>.*?)(?P=q))?\s*$"""
 )
@@ -151,21 +151,42 @@ def read_source(path: Path) -> SourceFile:
     """The findings and allowances of the migration file at ``path``."""
     found = SourceFile(path)
     try:
-        text = path.read_text(encoding="utf-8")
-        tree = ast.parse(text, filename=str(path))
-    except (SyntaxError, UnicodeDecodeError, ValueError) as exc:
+        source = path.read_bytes()  # as Python reads it: a byte-order mark or a coding line decide the encoding
+        tree = ast.parse(source, filename=str(path))
+        with tokenize.open(path) as stream:
+            text = stream.read()
+        _read_pragmas(found, text)
+        # Python binds the last class named Migration, and the last definition of each method.
+        migration = next(
+            (n for n in reversed(tree.body) if isinstance(n, ast.ClassDef) and n.name == "Migration"), None
+        )
+        if migration is None:
+            return found
+        _read_class_allowances(found, migration)
+        methods = {
+            node.name: node
+            for node in migration.body
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in ("upgrade", "downgrade")
+        }
+        irreversible = _irreversible_names(tree)
+        for method in methods.values():
+            _read_body(found, method, irreversible)
+    except (SyntaxError, UnicodeDecodeError, ValueError, RecursionError, MemoryError) as exc:
         line = getattr(exc, "lineno", None) or 1
-        found.add(line, "unreadable-file", f"{path.name} cannot be parsed: {exc}")
-        return found
-    _read_pragmas(found, text)
-    migration = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Migration"), None)
-    if migration is None:
-        return found
-    _read_class_allowances(found, migration)
-    for node in migration.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in ("upgrade", "downgrade"):
-            _read_body(found, node)
+        found.findings.clear()
+        found.add(line, "unreadable-file", f"{path.name} cannot be parsed: {type(exc).__name__}: {exc}")
     return found
+
+
+def _irreversible_names(tree: ast.Module) -> set[str]:
+    """The names ``IrreversibleMigrationError`` is imported as in the file (``import ... as IME``)."""
+    names = {"IrreversibleMigrationError"}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            names |= {
+                alias.asname for alias in node.names if alias.name == "IrreversibleMigrationError" and alias.asname
+            }
+    return names
 
 
 def _read_pragmas(found: SourceFile, text: str) -> None:
@@ -178,18 +199,19 @@ def _read_pragmas(found: SourceFile, text: str) -> None:
     except (tokenize.TokenError, IndentationError):
         return
     for line, comment in comments:
-        match = _PRAGMA.search(comment)
-        if match is None:
-            continue
-        allow = _ALLOW.match(match.group("body"))
-        if allow is None:
-            found.add(
-                line, "malformed-allowance", f"the comment {comment.strip()!r} is not an allowance iceberg-ops reads"
-            )
-            continue
-        reason = (allow.group("reason") or "").strip()
-        for rule_id in (part.strip() for part in allow.group("ids").split(",")):
-            _allowance(found, rule_id, reason, line, where=f"line {line}", at=line)
+        for body in _PRAGMA_SPLIT.split(comment)[1:]:  # a comment may hold several allowances
+            allow = _ALLOW.match(body)
+            ids = [part.strip() for part in allow.group("ids").split(",")] if allow else []
+            if allow is None or not all(ids):
+                found.add(
+                    line,
+                    "malformed-allowance",
+                    f"the comment {comment.strip()!r} is not an allowance iceberg-ops reads",
+                )
+                continue
+            reason = (allow.group("reason") or "").replace('\\"', '"').replace("\\'", "'").strip()
+            for rule_id in ids:
+                _allowance(found, rule_id, reason, line, where=f"line {line}", at=line)
 
 
 def _allowance(found: SourceFile, rule_id: str, reason: str, line: int | None, *, where: str, at: int) -> None:
@@ -246,7 +268,7 @@ def _walk(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[tuple[as
             yield node, span
 
 
-def _read_body(found: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+def _read_body(found: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionDef, irreversible: set[str]) -> None:
     ctx, name = _context_name(function), function.name
     direct_lines: set[int] = set()
     for node, span in _walk(function):
@@ -255,17 +277,12 @@ def _read_body(found: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionD
             on_context = isinstance(node.func.value, ast.Name) and node.func.value.id == ctx
             if on_context and method in _CALLS:
                 rule_id, keyword = _CALLS[method]
-                if keyword is not None and not any(
-                    k.arg == keyword and isinstance(k.value, ast.Constant) and k.value.value is True
-                    for k in node.keywords
-                ):
+                if keyword is not None and not _maybe_true(node, keyword, position=3):
                     continue
-                table = (
-                    _literal(node.args[0])
-                    if node.args
-                    else _literal(next((k.value for k in node.keywords if k.arg == "table"), None))
-                )
-                column = _literal(node.args[1]) if len(node.args) > 1 else None
+                table_keyword = {"drop_table": "name", "rename_table": "old"}.get(method, "table")
+                second_keyword = {"rename_table": "new", "rename_column": "old"}.get(method, "name")
+                table = _argument(node, 0, table_keyword)
+                column = _argument(node, 1, second_keyword)
                 found.add(
                     node.lineno,
                     rule_id,
@@ -285,7 +302,7 @@ def _read_body(found: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionD
                     function=name,
                     span=span,
                 )
-        elif isinstance(node, ast.Raise) and name == "downgrade" and _raises_irreversible(node):
+        elif isinstance(node, ast.Raise) and name == "downgrade" and _raises_irreversible(node, irreversible):
             found.add(
                 node.lineno,
                 "irreversible-downgrade",
@@ -295,9 +312,26 @@ def _read_body(found: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionD
             )
 
 
-def _raises_irreversible(node: ast.Raise) -> bool:
+def _argument(call: ast.Call, position: int, keyword: str) -> str | None:
+    """The literal text of a call's argument given by ``position`` or by ``keyword``."""
+    if len(call.args) > position:
+        return _literal(call.args[position])
+    return _literal(next((k.value for k in call.keywords if k.arg == keyword), None))
+
+
+def _maybe_true(call: ast.Call, keyword: str, *, position: int) -> bool:
+    """Whether the argument may be true: anything but a literal false (a variable counts, it may be)."""
+    given = (
+        call.args[position]
+        if len(call.args) > position
+        else next((k.value for k in call.keywords if k.arg == keyword or k.arg is None), None)
+    )
+    return given is not None and not (isinstance(given, ast.Constant) and not given.value)
+
+
+def _raises_irreversible(node: ast.Raise, names: set[str]) -> bool:
     raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
-    return (isinstance(raised, ast.Name) and raised.id == "IrreversibleMigrationError") or (
+    return (isinstance(raised, ast.Name) and raised.id in names) or (
         isinstance(raised, ast.Attribute) and raised.attr == "IrreversibleMigrationError"
     )
 
@@ -305,6 +339,6 @@ def _raises_irreversible(node: ast.Raise) -> bool:
 def _describe(rule_id: str, method: str, table: str | None, column: str | None, function: str) -> str:
     target = table or "a table"
     if column is not None:
-        target = f"{target}.{column}"
+        target = f"{target} (to {column})" if rule_id == "rename-table" else f"{target}.{column}"
     effect = RULES[rule_id].effect
     return f"{function}() calls {method} on {target}: {effect}"
