@@ -224,6 +224,8 @@ class CommitQueue:
         self.separate: list[str] = []
         """What reached the catalog one commit at a time, in order (``sales.old (drop)``): everything but
         the table changes of an all-or-nothing commit."""
+        self.dry_committed: list[dict[str, Any]] = []
+        """In a dry run: what early commits (``ctx.commit()``, a change after a rename) would have sent."""
         self.not_atomic: str | None = None
         """Why this migration's changes could not be one all-or-nothing commit although the journal could
         make one: it committed early, reached the catalog directly, changed no table, or did only what
@@ -310,6 +312,8 @@ class CommitQueue:
             why: What made the migration commit before finishing (``ctx.commit()``), for its result.
         """
         if self.dry_run:
+            if not complete and self.items:
+                self._commit_dry()
             return
         mode = self._atomic_mode() if complete else None
         if mode is not None and self._commit_atomic(mode):
@@ -334,6 +338,20 @@ class CommitQueue:
         self.rename_targets.clear()
         if only_separate:
             self.not_atomic = self.not_atomic or separate_reason(done, self.created_namespaces[namespaces_before:])
+
+    def _commit_dry(self) -> None:
+        """A dry run's early commit: note what it would send, then forget it.
+
+        Where the catalog is a plan's (it has ``apply_queue``), the catalog takes it in first, so the
+        changes after it see it (a change to a table after renaming it).
+        """
+        from iceberg_ops_provider.migration.staged_changes import staged_changes
+
+        self.dry_committed.extend(staged_changes(self, self._fold, self.catalog))
+        apply_queue = getattr(self.catalog, "apply_queue", None)
+        if apply_queue is not None:
+            apply_queue(self, self._fold)
+        self.discard()
 
     def _action(self, item: Queued, step: int) -> IntentAction:
         """The intent entry of one queued change, the ``step``-th commit of this migration."""

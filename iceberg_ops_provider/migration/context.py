@@ -108,7 +108,8 @@ class MigrationContext(ColumnOperations):
         ``with_receipt`` adds the update the runner makes to every table it commits.
         """
         staging = self._staging
-        return staged_changes(staging.commits, staging.schemas.fold, staging.catalog, with_receipt=with_receipt)
+        changes = staged_changes(staging.commits, staging.schemas.fold, staging.catalog, with_receipt=with_receipt)
+        return [*staging.commits.dry_committed, *changes]
 
     @property
     def not_atomic_reason(self) -> str | None:

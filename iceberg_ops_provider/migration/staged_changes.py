@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.typedef import Identifier
 
-    from iceberg_ops_provider.migration.commit_queue import CommitQueue
 
 __all__ = ["RECEIPT_PLACEHOLDER", "staged_changes"]
 
@@ -42,12 +41,13 @@ def _label(identifier: Identifier) -> str:
 
 
 def staged_changes(
-    queue: CommitQueue, fold: Callable[[Identifier], None], catalog: Catalog, *, with_receipt: bool = True
+    queue: Any, fold: Callable[[Identifier], None], catalog: Catalog, *, with_receipt: bool = True
 ) -> list[dict[str, Any]]:
     """The changes ``queue`` holds, in commit order, as the catalog would receive them.
 
     Args:
-        queue: What a migration staged and has not committed.
+        queue: What a migration staged and has not committed (its
+            :class:`~iceberg_ops_provider.migration.commit_queue.CommitQueue`).
         fold: Folds a table's pending schema changes into its transaction (as a commit does first).
         catalog: Asked which namespaces exist (a new table or rename target in a missing one creates it).
         with_receipt: Add the runner's receipt update to each table change (a run through the runner).
@@ -82,9 +82,14 @@ def staged_changes(
                         "operation": "create-table",
                         "table": label,
                         "format-version": metadata.format_version,
-                        "schema": _dump(metadata.schema()),
-                        "partition-spec": _dump(metadata.spec()),
-                        "write-order": _dump(metadata.sort_order()),
+                        # Created once in its final shape, the table's first schema, spec and order get
+                        # the first ids, whatever the migration staged on its placeholder before.
+                        "schema": {**_dump(metadata.schema()), "schema-id": 0},
+                        "partition-spec": {**_dump(metadata.spec()), "spec-id": 0},
+                        "write-order": {
+                            **_dump(metadata.sort_order()),
+                            "order-id": 1 if metadata.sort_order().fields else 0,
+                        },
                         "properties": properties,
                     }
                 )

@@ -49,6 +49,7 @@ from iceberg_ops_provider.migration.discovery import BrokenFile, MigrationScript
 from iceberg_ops_provider.migration.touched import TouchedTable, merge_touched, recording
 from iceberg_ops_provider.runner.commit_modes import CommitModeProbe, commit_mode_label, explain_commit_mode
 from iceberg_ops_provider.runner.namespaces import check_runner_namespaces
+from iceberg_ops_provider.runner.planned_catalog import PlannedCatalog
 from iceberg_ops_provider.runner.planning import (
     Direction,
     NamespaceState,
@@ -301,14 +302,18 @@ class MigrationRunner:
             direction: ``upgrade`` or ``downgrade``; inferred from the target when omitted.
             inspect: Also run each step's body against a context that stages but never commits, to
                 list what it asks for and its risk (a drop of a table or column holding rows is
-                ``destructive``). Each step is inspected against the tables as they are now.
+                ``destructive``). Each step is inspected against the tables as the steps before it
+                would leave them (in memory: nothing is written).
         """
         if direction not in (None, "upgrade", "downgrade"):
             raise ValueError(f"direction must be 'upgrade' or 'downgrade', got {direction!r}.")
         state = self.state()
         direction = direction or infer_direction(state, target)
         steps = upgrade_steps(state, target) if direction == "upgrade" else downgrade_steps(state, target)
-        return [inspect_step(self, step) for step in steps] if inspect else steps
+        if not inspect:
+            return steps
+        planned = PlannedCatalog(self.catalog)  # each step sees what the steps before it leave
+        return [inspect_step(self, step, planned) for step in steps]
 
     # -- changing -------------------------------------------------------------------------------
 

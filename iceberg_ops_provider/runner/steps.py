@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
+from typing import Any
 
 from iceberg_ops_provider.errors import (
     ConcurrentMigrationError,
@@ -30,6 +31,7 @@ from iceberg_ops_provider.history.records import Status
 from iceberg_ops_provider.migration.context import MigrationContext
 from iceberg_ops_provider.migration.discovery import importable
 from iceberg_ops_provider.runner.journal import RunJournal
+from iceberg_ops_provider.runner.planned_catalog import PlannedCatalog
 from iceberg_ops_provider.runner.planning import PlanStep
 from iceberg_ops_provider.runner.results import MigrationResult
 from iceberg_ops_provider.runner.session import RunSession, RunTarget, action_labels, success_status
@@ -226,17 +228,21 @@ def _failure(
     return failure
 
 
-def inspect_step(target: RunTarget, step: PlanStep) -> PlanStep:
+def inspect_step(target: RunTarget, step: PlanStep, planned: PlannedCatalog | None = None) -> PlanStep:
     """``step`` with the operations its body asks for and their highest risk, from a dry run.
 
     The body runs against a context that stages but never commits; a drop of a table or column
     holding rows is ``destructive``, a ``downgrade()`` that raises
     :class:`~iceberg_ops_provider.errors.IrreversibleMigrationError` is ``irreversible`` (its reason
     is the operation listed), and a body that cannot be followed to its end is ``unknown``.
+
+    With ``planned``, the body runs against the catalog as the steps inspected before it leave it,
+    and what it stages is then added to ``planned`` for the steps after it.
     """
     if step.script is None:
         return replace(step, risk="unknown", operations=({"operation": "the file is missing", "risk": "unknown"},))
-    context = MigrationContext(target.catalog, target.namespace, meta_namespace=target.meta_namespace, dry_run=True)
+    catalog: Any = planned if planned is not None else target.catalog
+    context = MigrationContext(catalog, target.namespace, meta_namespace=target.meta_namespace, dry_run=True)
     stopped: str | None = None
     irreversible: str | None = None
     try:
@@ -253,6 +259,8 @@ def inspect_step(target: RunTarget, step: PlanStep) -> PlanStep:
         stopped = f"unknown: a dry run of its body raised {type(exc).__name__}: {exc}"
     operations = list(context.operations)
     changes = tuple(context.pending_changes())
+    if planned is not None and irreversible is None:
+        planned.apply(context)
     if irreversible is not None:  # known: a rollback stops here, whatever the body staged before raising
         operations.append({"operation": irreversible, "risk": "irreversible"})
         risk = "irreversible"
