@@ -81,7 +81,7 @@ __all__ = ["compact"]
 )
 @click.option(
     "--commit-every",
-    type=Size(maximum=(2**50, "1 PiB"), minimum=0),
+    type=Size(maximum=(2**40, "1 TiB"), minimum=0),
     metavar="SIZE",
     help="Commit the groups written, as one snapshot, once their input reaches SIZE (default: the target size; "
     "0: every group its own snapshot).",

@@ -119,7 +119,10 @@ class Size(click.ParamType):
                     param,
                     ctx,
                 )
-            number = int(float(match.group(1)) * _UNITS[unit])
+            amount = float(match.group(1))
+            if _UNITS[unit] == 1 and amount != int(amount):  # 0.5 bytes would silently become 0
+                self.fail(f"{value!r} is not a whole number of bytes.", param, ctx)
+            number = int(amount * _UNITS[unit])
         if number < self.minimum:
             self.fail(f"{value!r} must be at least {self.minimum} byte{'' if self.minimum == 1 else 's'}.", param, ctx)
         if self.maximum is not None and number > self.maximum[0]:

@@ -173,7 +173,13 @@ def compact_small_files_streaming(
         failed = [group for group in result.groups if group.status == "failed"]
         missing = sum(str(group.error or "").startswith("FileNotFoundError") for group in failed)
         lost = "a file they read was missing (removed by a concurrent expiry, or lost from storage)"
+        contended = sum(str(group.error or "").startswith("CommitFailedException") for group in failed)
         reason = lost if missing == len(failed) else "concurrent commits changed their files"
+        if contended == len(failed):
+            reason = (
+                "other writers committed to the table so often that every retry of their commit lost the race "
+                "(commit.retry.num-retries)"
+            )
         if 0 < missing < len(failed):
             reason += f", or {lost}"
         error = MaintenanceConflictError(

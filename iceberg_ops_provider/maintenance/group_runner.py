@@ -257,16 +257,19 @@ class GroupRunner:
             return []
         table, metadata = self.table, self.metadata
         groups = [item.group for item in batch]
-        chosen = list(removable) if removable is not None else self.removable(groups)
         label = self._label(groups)
-        summary = _summary(groups, self.groups, self.strategy, sum(len(files) for files in chosen))
         written = [path for item in batch for path in item.written]
         replaced = [data_file for group in groups for data_file in group.data_files]
-        deletes = [delete_file for files in chosen for delete_file in files]
         added = [data_file for item in batch for data_file in item.added]
         started = time.monotonic()
         committing = False
+        summary: dict[str, str] = {}
+        chosen: list[Sequence[DataFile]] = []
         try:
+            # Reads the delete files (which data files each covers): a concurrent expiry may have removed one.
+            chosen = list(removable) if removable is not None else self.removable(groups)
+            deletes = [delete_file for files in chosen for delete_file in files]
+            summary = _summary(groups, self.groups, self.strategy, len(deletes))
             table.refresh()
             validator = RewriteValidator(
                 table.io,
@@ -281,10 +284,9 @@ class GroupRunner:
                 table, validator, removed=[*replaced, *deletes], added=added, snapshot_properties=summary
             )
         except (ValidationException, CommitFailedException) as exc:  # the commit certainly did not land
-            if len(batch) > 1:
+            if len(batch) > 1 and isinstance(exc, ValidationException):
                 log.info("%sa concurrent commit conflicts (%s); committing them one by one", label, exc)
-                given = [None] * len(batch) if removable is None else [[files] for files in removable]
-                return [result for item, one in zip(batch, given, strict=True) for result in self.commit([item], one)]
+                return self._commit_one_by_one(batch, removable)
             delete_written(table, written, label)
             log.warning("%snot committed, a concurrent commit conflicts: %s", label, exc)
             return [self._failed(item, exc, started) for item in batch]
@@ -297,7 +299,7 @@ class GroupRunner:
             log.warning("%snot committed, a file it reads was removed meanwhile: %s", label, exc)
             return [self._failed(item, exc, started) for item in batch]
         except BaseException:
-            landed = _landed(table, summary[COMMIT_KEY]) if committing else False
+            landed = _landed(table, summary[COMMIT_KEY]) if committing and summary else False
             if landed is None:  # it may have landed: its files may be referenced, so they stay
                 log.error("%sthe commit's outcome is unknown; its files are kept: %s", label, ", ".join(written))
             elif not landed:
@@ -330,6 +332,23 @@ class GroupRunner:
             )
             for item, files in zip(batch, chosen, strict=True)
         ]
+
+    def _commit_one_by_one(
+        self, batch: Sequence[WrittenGroup], removable: Sequence[Sequence[DataFile]] | None
+    ) -> list[CompactionGroupResult]:
+        """Commit a conflicting batch group by group; if that stops part way, the rest's files are deleted."""
+        given: list[Sequence[Sequence[DataFile]] | None] = (
+            [None] * len(batch) if removable is None else [[files] for files in removable]
+        )
+        results: list[CompactionGroupResult] = []
+        for index, (item, one) in enumerate(zip(batch, given, strict=True)):
+            try:
+                results.extend(self.commit([item], one))
+            except BaseException:
+                for rest in batch[index + 1 :]:
+                    delete_written(self.table, rest.written, self._label([rest.group]))
+                raise
+        return results
 
     def run(
         self, group: FileGroup, planned: CompactionGroupResult, removable: Sequence[DataFile]
