@@ -50,6 +50,8 @@ def test_the_groups_commit_together_unless_told_otherwise(lake, options, snapsho
     [
         (("--commit-every", "-5"), "--commit-every"),
         (("--commit-every", "lots"), "'lots' is not a size"),
+        (("--commit-every", "0.5"), "'0.5' is not a whole number of bytes"),
+        (("--commit-every", "2TiB"), "more than 1 TiB"),
         (("--concurrent-groups", "0"), "--concurrent-groups"),
         (("--plan", "--commit-every", "0"), "--commit-every with --plan"),
         (("--unit", "1", "--concurrent-groups", "2"), "--concurrent-groups with --units/--unit"),
