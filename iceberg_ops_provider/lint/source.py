@@ -271,10 +271,17 @@ def _walk(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[tuple[as
 def _read_body(found: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionDef, irreversible: set[str]) -> None:
     ctx, name = _context_name(function), function.name
     direct_lines: set[int] = set()
+    # What this body itself creates loses nothing when it drops it again or makes it required.
+    created_tables: set[str | None] = set()
+    added_columns: set[tuple[str | None, str | None]] = set()
     for node, span in _walk(function):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             method = node.func.attr
             on_context = isinstance(node.func.value, ast.Name) and node.func.value.id == ctx
+            if on_context and method == "create_table":
+                created_tables.add(_argument(node, 0, "name"))
+            if on_context and method == "add_column":
+                added_columns.add((_argument(node, 0, "table"), _argument(node, 1, "name")))
             if on_context and method in _CALLS:
                 rule_id, keyword = _CALLS[method]
                 if keyword is not None and not _maybe_true(node, keyword, position=3):
@@ -283,6 +290,12 @@ def _read_body(found: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionD
                 second_keyword = {"rename_table": "new", "rename_column": "old"}.get(method, "name")
                 table = _argument(node, 0, table_keyword)
                 column = _argument(node, 1, second_keyword)
+                if table is not None and (
+                    (rule_id == "add-required-column" and table in created_tables)
+                    or (rule_id == "drop-column" and (table, column) in added_columns)
+                    or (rule_id == "drop-table" and table in created_tables)
+                ):
+                    continue
                 found.add(
                     node.lineno,
                     rule_id,

@@ -128,3 +128,18 @@ def test_a_drop_of_the_name_a_rename_gives_keeps_its_severity_with_a_catalog(tmp
     drop = next(f for f in report.findings if f.rule == "drop-table")
     assert drop.severity == "error" and not report.ok
     assert "full (to parked)" in next(f for f in report.findings if f.rule == "rename-table").message
+
+
+def test_what_a_body_creates_itself_is_no_finding_when_it_drops_it_or_makes_it_required(tmp_path):
+    path = tmp_path / "0001_scratch.py"
+    path.write_text(
+        HEAD + "class Migration(BaseMigration):\n    def upgrade(self, ctx):\n"
+        "        ctx.create_table('audit', schema)\n"
+        "        ctx.add_column('audit', 'who', 'string', required=True)\n"
+        "        ctx.add_column('orders', 'tmp', 'string')\n"
+        "        ctx.drop_column('orders', 'tmp')\n"
+        "        ctx.create_table('scratch', schema)\n"
+        "        ctx.drop_table('scratch')\n"
+        "        ctx.drop_column('orders', 'legacy')\n"
+    )
+    assert _rules(path) == [("drop-column", 12, None)]
