@@ -328,7 +328,7 @@ def check(settings: Settings, no_lint: bool) -> None:
     lines = [f"{report.namespace}: " + ("up to date" if report.ok else "NOT up to date")]
     lines += [f"  pending {s.version} {s.description}" for s in report.pending]
     lines += [
-        f"  lint {f.path}:{f.line}: [{f.rule}] {f.message}" + (f" (allowed: {f.allowed})" if f.allowed else "")
+        f"  lint {f.path}:{f.line}: [{f.rule}] ({f'allowed: {f.allowed}' if f.allowed else f.severity}) {f.message}"
         for f in report.findings
     ]
     lines += [f"  drift [{op.risk}] {op.describe()}" for op in report.drift]
