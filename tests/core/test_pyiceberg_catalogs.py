@@ -137,7 +137,9 @@ def test_a_rest_catalog_that_never_answers_gives_up_within_the_timeout():
         server.listen(8)
         uri = f"http://127.0.0.1:{server.getsockname()[1]}"
         started = time.monotonic()
-        with pytest.raises(CatalogUnavailableError, match=r"did not answer within 1 s \(GET /v1/config") as info:
+        with pytest.raises(
+            CatalogUnavailableError, match=r"did not answer within 1 s \(GET (http://[^/]+)?/v1/config"
+        ) as info:
             CatalogFactory.load("x", type="rest", uri=uri, timeout=1)
         assert time.monotonic() - started < 5 and info.value.timeout == 1
 

@@ -661,7 +661,7 @@ def _ids(spark, name: str) -> list[int]:
 
 def test_spark_appends_while_our_compaction_runs(spark, lake, ns, monkeypatch):
     from iceberg_ops_provider.errors import MaintenanceConflictError
-    from iceberg_ops_provider.maintenance import compaction
+    from iceberg_ops_provider.maintenance import group_runner
 
     name = f"{ns}.events"
     SHAPES["v2-bucket-truncate-position-deletes"](spark, name)
@@ -681,7 +681,7 @@ def test_spark_appends_while_our_compaction_runs(spark, lake, ns, monkeypatch):
         1: lambda: spark_append(spark, name, [900_001], WITH_NAME),
         2: lambda: sql(spark, f"DELETE FROM lake.{name} WHERE id IN ({', '.join(map(str, victims))})"),
     }
-    real = compaction.commit_rewrite
+    real = group_runner.commit_rewrite
     calls: list[int] = []
 
     def racing(table, validator, **kwargs):
@@ -690,10 +690,10 @@ def test_spark_appends_while_our_compaction_runs(spark, lake, ns, monkeypatch):
             races.pop(len(calls))()
         return real(table, validator, **kwargs)
 
-    monkeypatch.setattr(compaction, "commit_rewrite", racing)
-    with pytest.raises(MaintenanceConflictError) as refused:
-        compact_small_files_streaming(table, target_file_size_bytes=TARGET, min_input_files=2)
-    monkeypatch.setattr(compaction, "commit_rewrite", real)
+    monkeypatch.setattr(group_runner, "commit_rewrite", racing)
+    with pytest.raises(MaintenanceConflictError) as refused:  # a commit per group, so each meets its race
+        compact_small_files_streaming(table, target_file_size_bytes=TARGET, min_input_files=2, commit_every_bytes=0)
+    monkeypatch.setattr(group_runner, "commit_rewrite", real)
     result = refused.value.result
     assert [group.status for group in result.groups][:2] == ["committed", "failed"], result.to_json()
     assert result.failed_groups_count == 1 and result.committed_groups_count == plan.file_groups_count - 1
@@ -711,7 +711,7 @@ def test_spark_appends_while_our_compaction_runs(spark, lake, ns, monkeypatch):
         spark_append(spark, name, list(range(first, first + 20)), WITH_NAME)
     expected |= set(range(500_000, 500_080))
     with SparkAppender(spark, name, 700_000, WITH_NAME) as appender:
-        monkeypatch.setattr(compaction, "commit_rewrite", appender.after_its_next_commit(real, calls=1))
+        monkeypatch.setattr(group_runner, "commit_rewrite", appender.after_its_next_commit(real, calls=1))
         started = len(appender.committed)
         result = compact_small_files_streaming(table, target_file_size_bytes=TARGET, min_input_files=2)
         during = len(appender.committed) - started
