@@ -121,7 +121,8 @@ def test_building_a_rest_catalog_on_a_stalled_server_fails_within_the_timeout(st
     message = str(error)
     assert "\n" not in message
     # The build's own bound and the socket timeout of its request are both 1 s: either may speak first.
-    expected = rf"The catalog at {re.escape(stalled_uri)} did not answer within 1 s \(GET ({re.escape(stalled_uri)})?/v1/config"
+    uri = re.escape(stalled_uri)
+    expected = rf"The catalog at {uri} did not answer within 1 s \(GET ({uri})?/v1/config"
     assert re.match(expected, message), message
     assert "--catalog-timeout" in message
 
