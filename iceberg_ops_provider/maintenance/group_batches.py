@@ -21,7 +21,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING
 
 from iceberg_ops_provider.maintenance.compaction_result import CompactionGroupResult
-from iceberg_ops_provider.maintenance.group_runner import GroupRunner, WrittenGroup, delete_written, planned_result
+from iceberg_ops_provider.maintenance.group_runner import (
+    GroupRunner,
+    WrittenGroup,
+    delete_written,
+    identifier,
+    planned_result,
+)
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
@@ -63,7 +69,7 @@ class GroupBatches:
     def run(self, groups: Sequence[FileGroup], should_stop: Callable[[], bool] | None) -> bool:
         """Write and commit ``groups``; returns whether ``should_stop`` stopped it before the last one started."""
         stopped = False
-        name = self.runner._label(groups[:1]).split(":")[0] if groups else ""
+        name = identifier(self.runner.table)
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="iceberg-ops-compaction")
         try:
             for group in groups:
@@ -116,7 +122,7 @@ class GroupBatches:
             self._done_bytes += outcome.bytes
             log.info(
                 "%s: group %d/%d %s; %s of %s done in %.1f s",
-                ".".join(runner.table.name()),
+                identifier(runner.table),
                 outcome.index,
                 runner.groups,
                 outcome.status,

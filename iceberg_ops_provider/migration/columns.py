@@ -24,7 +24,7 @@ from pyiceberg.types import IcebergType, NestedField
 from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.type_strings import to_iceberg_type
 from iceberg_ops_provider.errors import InvalidOperationError
-from iceberg_ops_provider.migration.restore import dropped_column, rows_holding, stage_restore
+from iceberg_ops_provider.migration.restore import dropped_column, nested_ids, rows_holding, stage_restore
 from iceberg_ops_provider.migration.risks import highest_risk, risk_of
 from iceberg_ops_provider.migration.schema_changes import AddedColumn, ColumnPath
 from iceberg_ops_provider.migration.schema_changes import dotted as _text
@@ -47,18 +47,6 @@ def _path(column: ColumnPath) -> str | tuple[str, ...]:
     if not isinstance(column, str) or not column:
         raise InvalidOperationError(f"A column must be a non-empty name or tuple path, got {column!r}.")
     return tuple(column.split(".")) if "." in column else column
-
-
-def _nested_ids(field_type: IcebergType) -> set[int]:
-    """The field ids inside a struct, list or map type (a dropped parent drops them too)."""
-    ids: set[int] = set()
-    for child in getattr(field_type, "fields", ()) or ():
-        ids |= {child.field_id, *_nested_ids(child.field_type)}
-    for attribute in ("element_field", "key_field", "value_field"):
-        child = getattr(field_type, attribute, None)
-        if child is not None:
-            ids |= {child.field_id, *_nested_ids(child.field_type)}
-    return ids
 
 
 class ColumnOperations:
@@ -184,7 +172,7 @@ class ColumnOperations:
             field = schema.find_field(_text(name))
         except ValueError:
             return  # the schema update names the missing column itself
-        ids = {field.field_id, *(_nested_ids(field.field_type))}
+        ids = {field.field_id, *(nested_ids(field.field_type))}
         label, column = self._staging.label(identifier), _text(name)
         metadata = transaction.table_metadata
         for partition in metadata.spec().fields:

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Transaction
     from pyiceberg.table.metadata import TableMetadata
 
-__all__ = ["DroppedColumn", "RowsHolding", "dropped_column", "rows_holding", "stage_restore"]
+__all__ = ["DroppedColumn", "RowsHolding", "dropped_column", "nested_ids", "rows_holding", "stage_restore"]
 
 
 @dataclass(frozen=True)
@@ -125,15 +125,15 @@ def dropped_column(metadata: TableMetadata, name: str, table: str) -> DroppedCol
     raise InvalidOperationError(f"Cannot restore column {name!r} of {table}: no schema of the table ever had it.{hint}")
 
 
-def _nested_ids(field_type: IcebergType) -> set[int]:
+def nested_ids(field_type: IcebergType) -> set[int]:
     """Every field id inside ``field_type`` (struct fields, list elements, map keys and values)."""
     ids: set[int] = set()
     for child in getattr(field_type, "fields", ()):
-        ids |= {child.field_id, *_nested_ids(child.field_type)}
+        ids |= {child.field_id, *nested_ids(child.field_type)}
     for name in ("element_field", "key_field", "value_field"):
         child = getattr(field_type, name, None)
         if child is not None:
-            ids |= {child.field_id, *_nested_ids(child.field_type)}
+            ids |= {child.field_id, *nested_ids(child.field_type)}
     return ids
 
 
@@ -260,7 +260,7 @@ def rows_holding(metadata: TableMetadata, io: FileIO, field: NestedField) -> Row
 
     Statistics are kept per leaf column, so a struct column counts as held where any of its fields is.
     """
-    field_ids = {field.field_id, *_nested_ids(field.field_type)}
+    field_ids = {field.field_id, *nested_ids(field.field_type)}
     snapshot = metadata.current_snapshot()
     with_data = without = unknown = 0
     if snapshot is None:
