@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test test-all lint unit crash demo airflow clean spark-peer chromium
+.PHONY: test test-all lint unit crash demo airflow clean spark-peer rust-peer chromium
 
 $(INSTALLED): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -26,7 +26,7 @@ test: lint
 # Lint and the whole suite, the long end-to-end suites included (random-kill loops, the Celery deployment
 # with a worker killed mid-unit, the LocalExecutor backfill): what .ci/run runs.
 test-all: export ICEBERG_OPS_DEPLOYMENT_KILL := 1
-test-all: lint spark-peer chromium
+test-all: lint spark-peer rust-peer chromium
 	$(PY) -m pytest -n 2 --dist loadfile
 
 # The Spark peer of the interop suite (tests/interop, docs/spark.md): pyspark 3.5 and Iceberg 1.10.2's jars in
@@ -37,6 +37,13 @@ test-all: lint spark-peer chromium
 test-all: SPARK_PEER_OPTIONS := --optional
 spark-peer: $(INSTALLED)
 	$(PY) tests/interop/spark_peer.py install $(SPARK_PEER_OPTIONS)
+
+# The iceberg-rust peer (tests/interop/test_rust_interop.py): pyiceberg-core 0.11 and DataFusion 54 in a venv of
+# their own under ~/.cache/iceberg-ops/rust-peer (or ICEBERG_OPS_RUST_PEER_DIR), built once; the project's own
+# pyiceberg-core 0.10 has no DataFusion release its table provider works with. Optional under test-all, as above.
+test-all: RUST_PEER_OPTIONS := --optional
+rust-peer: $(INSTALLED)
+	$(PY) tests/interop/rust_peer.py install $(RUST_PEER_OPTIONS)
 
 # The browser of the UI suite (tests/airflow/ui, marker browser): Debian's Chromium at /usr/bin/chromium, installed
 # with apt where it is missing and make runs as root; elsewhere it says so in one line and the suite skips.
