@@ -325,6 +325,7 @@ class MigrationContext(ColumnOperations):
             table,
             f"add partition field {expr!r}",
             lambda update: update.add_field(parsed.column, parsed.transform, name),
+            columns=[parsed.column],
         )
 
     def add_partition_fields(self, table: str, exprs: Iterable[str]) -> None:
@@ -335,7 +336,7 @@ class MigrationContext(ColumnOperations):
             for item in parsed:
                 update.add_field(item.column, item.transform, None)
 
-        self._staging.spec_change(table, "add partition fields", change)
+        self._staging.spec_change(table, "add partition fields", change, columns=[item.column for item in parsed])
 
     def drop_partition_field(self, table: str, name: str) -> None:
         """Remove a partition field by its name (see ``table.spec()``)."""
@@ -377,7 +378,7 @@ class MigrationContext(ColumnOperations):
                     add = update.asc if item.direction == SortDirection.ASC else update.desc
                     add(item.column, item.transform, item.null_order)
 
-        self._staging.staged(table, "set the sort order", build)
+        self._staging.staged(table, "set the sort order", build, columns=[item.column for item in parsed])
 
     # -- properties -----------------------------------------------------------------------------
 
@@ -392,7 +393,9 @@ class MigrationContext(ColumnOperations):
         if not merged:
             raise InvalidOperationError("set_properties needs at least one property.")
         values = {key: to_property_value(key, value, f"table {table!r}") for key, value in merged.items()}
-        self._staging.staged(table, "set properties", lambda transaction: transaction.set_properties(values))
+        self._staging.staged(
+            table, "set properties", lambda transaction: transaction.set_properties(values), columns=()
+        )
 
     def remove_properties(self, table: str, *keys: str) -> None:
         """Remove table properties.
@@ -407,4 +410,6 @@ class MigrationContext(ColumnOperations):
             raise InvalidOperationError(
                 f"Cannot remove properties {missing} from {self._staging.label(identifier)}: not set."
             )
-        self._staging.staged(table, "remove properties", lambda transaction: transaction.remove_properties(*keys))
+        self._staging.staged(
+            table, "remove properties", lambda transaction: transaction.remove_properties(*keys), columns=()
+        )

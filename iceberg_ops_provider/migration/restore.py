@@ -98,14 +98,13 @@ def dropped_column(metadata: TableMetadata, name: str, table: str) -> DroppedCol
     candidates: list[DroppedColumn] = []
     renamed: NestedField | None = None
     for schema in sorted(metadata.schemas, key=lambda each: each.schema_id):
-        try:
-            field = schema.find_field(name)
-        except ValueError:
+        field = _field_named(schema, name, current, live)
+        if field is None:
             continue
         if field.field_id in live:
             renamed = field
         else:
-            candidates.append(DroppedColumn(name, field, schema))
+            candidates.append(DroppedColumn(schema.find_column_name(field.field_id) or name, field, schema))
     if candidates:
         return candidates[-1]
     if renamed is not None:
@@ -115,7 +114,7 @@ def dropped_column(metadata: TableMetadata, name: str, table: str) -> DroppedCol
         )
     restorable = sorted(
         {
-            path
+            _current_path(schema, field_id, current) or path
             for schema in metadata.schemas
             for path, field_id in index_by_name(schema).items()
             if field_id not in live
@@ -123,6 +122,33 @@ def dropped_column(metadata: TableMetadata, name: str, table: str) -> DroppedCol
     )
     hint = f" Dropped columns it can restore: {', '.join(restorable)}." if restorable else ""
     raise InvalidOperationError(f"Cannot restore column {name!r} of {table}: no schema of the table ever had it.{hint}")
+
+
+def _current_path(schema: Schema, field_id: int, current: Schema) -> str | None:
+    """The dotted name an earlier schema's field has under the current names of its parents.
+
+    A nested field dropped in the migration that also renamed its struct was never called by the
+    struct's new name in any schema; it is restored by that name all the same. ``None`` when its
+    parent is not live either.
+    """
+    leaf = schema.find_field(field_id).name
+    parent_id = schema._lazy_id_to_parent.get(field_id)
+    if parent_id is None:
+        return leaf
+    parent = current.find_column_name(parent_id)
+    return None if parent is None else f"{parent}.{leaf}"
+
+
+def _field_named(schema: Schema, name: str, current: Schema, live: dict[int, NestedField]) -> NestedField | None:
+    """The field of ``schema`` called ``name`` there, or (when dropped) by the current names of its parents."""
+    try:
+        return schema.find_field(name)
+    except ValueError:
+        pass
+    for field_id in index_by_id(schema):
+        if field_id not in live and _current_path(schema, field_id, current) == name:
+            return schema.find_field(field_id)
+    return None
 
 
 def nested_ids(field_type: IcebergType) -> set[int]:

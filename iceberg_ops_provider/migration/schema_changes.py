@@ -1,22 +1,33 @@
-"""A migration's pending schema changes, per table, merged into as few new schemas as they allow.
+"""A migration's pending schema changes, per table, merged into one new schema.
 
 :class:`~iceberg_ops_provider.migration.context.MigrationContext` stages column changes here and
-folds them into the table's transaction right before another kind of change to that table (a
-partition field on a new column must see it) or the table's commit.
+folds them into the table's transaction right before a change that must see them (a partition field
+or sort order on a column this migration creates or renames, a restore) or the table's commit.
+
+PyIceberg resolves the names a schema update is given against the schema the update started from,
+and cannot combine every pair of changes in one update (a column added to a struct the same update
+adds, a move next to a column it drops). Such a change starts a new *segment*: a fresh update whose
+starting schema is the previous segment's result, renumbered as the table's current schema, with
+field ids continuing where the previous segment stopped. Only the last segment is committed, so the
+table gets one new schema however many segments its changes needed.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pyiceberg.schema import Schema
+from pyiceberg.table.name_mapping import update_mapping
+from pyiceberg.table.update.schema import UpdateSchema
+
 from iceberg_ops_provider.errors import InvalidOperationError
 
 if TYPE_CHECKING:
-    from pyiceberg.schema import Schema
     from pyiceberg.table import Transaction
-    from pyiceberg.table.update.schema import UpdateSchema
+    from pyiceberg.table.name_mapping import NameMapping
     from pyiceberg.types import IcebergType
 
 __all__ = ["AddedColumn", "ColumnPath", "SchemaChanges", "dotted", "refusal"]
@@ -91,12 +102,56 @@ def _resolves(schema: Schema, column: ColumnPath) -> bool:
     return True
 
 
+@dataclass(frozen=True)
+class _SegmentStart:
+    """Where a later segment starts.
+
+    The schema so far (numbered as the table's current one), the next free field id, and the name
+    mapping so far (``None`` when the table has none).
+    """
+
+    schema: Schema
+    next_field_id: int
+    name_mapping: NameMapping | None
+
+
+def _continued(update: UpdateSchema) -> _SegmentStart:
+    """The start of the segment after ``update``."""
+    applied = update._apply()
+    schema = Schema(
+        *applied.fields, schema_id=update._schema.schema_id, identifier_field_ids=applied.identifier_field_ids
+    )
+    next_field_id = next(update._last_column_id)
+    update._last_column_id = itertools.count(next_field_id)  # peeking consumed it
+    mapping = update._name_mapping
+    if mapping is not None:
+        mapping = update_mapping(mapping, update._updates, update._adds)
+    return _SegmentStart(schema, next_field_id, mapping)
+
+
 class SchemaChanges:
     """The schema changes staged on each table and not yet folded into its transaction."""
 
     def __init__(self) -> None:
         self._updates: dict[Identifier, UpdateSchema] = {}
         self._steps: dict[Identifier, list[tuple[_Change, bool]]] = {}
+        self._starts: dict[Identifier, _SegmentStart] = {}
+
+    def _new_update(self, identifier: Identifier, transaction: Transaction) -> UpdateSchema:
+        """A schema update starting where the table's current segment starts."""
+        start = self._starts.get(identifier)
+        if start is None:
+            return transaction.update_schema()
+        update = UpdateSchema(transaction, schema=start.schema, name_mapping=start.name_mapping)
+        update._last_column_id = itertools.count(start.next_field_id)
+        return update
+
+    def _next_segment(self, identifier: Identifier, transaction: Transaction, update: UpdateSchema) -> UpdateSchema:
+        """End the current segment at ``update`` and start the next one from its result."""
+        self._starts[identifier] = _continued(update)
+        self._steps[identifier] = []
+        following = self._updates[identifier] = self._new_update(identifier, transaction)
+        return following
 
     def stage(
         self,
@@ -109,48 +164,71 @@ class SchemaChanges:
         refs: Iterable[ColumnPath] = (),
         anchors: Iterable[ColumnPath] = (),
     ) -> None:
-        """Stage a schema change; a table's schema changes in one migration make one new schema where they can.
+        """Stage a schema change; a table's schema changes in one migration make one new schema.
 
-        PyIceberg resolves column names against the schema a schema update started from and cannot
-        combine every pair of changes (moving a column next to one dropped in the same update), so a
-        change that names a column only earlier staged changes create (``refs``: must exist;
-        ``anchors``: may be added by this update), or that does not combine with them, first folds
-        those into the transaction (a schema of their own) and starts a new update.
+        A change that names a column only earlier staged changes create (``refs``: must exist;
+        ``anchors``: may be added by this update), or that PyIceberg cannot combine with them in one
+        update, starts a new segment (see the module's docstring).
 
         Raises:
             InvalidOperationError: PyIceberg refused the change (nothing of it is staged).
         """
         update = self._updates.get(identifier)
-        if update is not None and not (
+        if update is None:
+            update = self._updates[identifier] = self._new_update(identifier, transaction)
+            self._steps[identifier] = []
+        elif not (
             all(_resolves(update._schema, ref) for ref in refs)
             and all(_resolves(update._schema, ref) or dotted(ref) in update._added_name_to_id for ref in anchors)
         ):
-            self.fold(identifier)
-            update = None
-        earlier = self._steps.setdefault(identifier, []) if update is not None else []
-        if update is None:
-            update = self._updates[identifier] = transaction.update_schema()
-            self._steps[identifier] = earlier
+            update = self._next_segment(identifier, transaction, update)
+        earlier = self._steps[identifier]
         try:
             _stage(update, change, allow_incompatible)
         except Exception as exc:
             if not earlier:
-                self._updates.pop(identifier, None)  # holds nothing but the refused change
+                self._drop_empty_segment(identifier, transaction)
                 raise refusal(what, identifier, exc) from exc
-            # The change does not combine with the earlier ones: give those a schema of their own first.
-            rebuilt = transaction.update_schema()
+            # The change does not combine with the earlier ones: end their segment and try it on the next.
+            rebuilt = self._new_update(identifier, transaction)
             for step, allowed in earlier:
                 _stage(rebuilt, step, allowed)
             self._updates[identifier] = rebuilt
-            self.fold(identifier)
-            update = self._updates[identifier] = transaction.update_schema()
-            earlier = self._steps[identifier] = []
+            update = self._next_segment(identifier, transaction, rebuilt)
+            earlier = self._steps[identifier]
             try:
                 _stage(update, change, allow_incompatible)
             except Exception as again:
-                self._updates.pop(identifier, None)
+                self._drop_empty_segment(identifier, transaction)
                 raise refusal(what, identifier, again) from again
         earlier.append((change, allow_incompatible))
+
+    def _drop_empty_segment(self, identifier: Identifier, transaction: Transaction) -> None:
+        """Forget a refused change that was alone in its segment (earlier segments stay staged)."""
+        if identifier in self._starts:
+            self._updates[identifier] = self._new_update(identifier, transaction)
+            self._steps[identifier] = []
+        else:
+            self._updates.pop(identifier, None)
+            self._steps.pop(identifier, None)
+
+    def changes_any(self, identifier: Identifier, transaction: Transaction, columns: Iterable[str]) -> bool:
+        """Whether the table's pending changes create, rename or drop any of ``columns``.
+
+        A change naming only columns the transaction's schema already has, under the same field ids,
+        need not see the pending changes, so they stay pending and still make one schema with later ones.
+        """
+        update = self._updates.get(identifier)
+        if update is None:
+            return False
+        pending, committed = update._apply(), transaction.table_metadata.schema()
+        for column in columns:
+            try:
+                if pending.find_field(column).field_id != committed.find_field(column).field_id:
+                    return True
+            except ValueError:
+                return True
+        return False
 
     def pending_add(self, identifier: Identifier, column: ColumnPath) -> AddedColumn | None:
         """The staged add of ``column`` in the table's pending update, if the column is one added there."""
@@ -172,7 +250,7 @@ class SchemaChanges:
             for step, allowed in self._steps.get(identifier, [])
             if not (step is added and replacement is None)
         ]
-        rebuilt = transaction.update_schema()
+        rebuilt = self._new_update(identifier, transaction)
         try:
             for step, allowed in steps:
                 _stage(rebuilt, step, allowed)  # type: ignore[arg-type]
@@ -186,6 +264,7 @@ class SchemaChanges:
         """Fold the table's pending schema changes into its transaction (before other changes or the commit)."""
         update = self._updates.pop(identifier, None)
         self._steps.pop(identifier, None)
+        self._starts.pop(identifier, None)
         if update is None:
             return
         try:
@@ -203,13 +282,17 @@ class SchemaChanges:
         if source in self._updates:
             self._updates[target] = self._updates.pop(source)
             self._steps[target] = self._steps.pop(source, [])
+        if source in self._starts:
+            self._starts[target] = self._starts.pop(source)
 
     def forget(self, identifier: Identifier) -> None:
         """Drop what is staged for one table."""
         self._updates.pop(identifier, None)
         self._steps.pop(identifier, None)
+        self._starts.pop(identifier, None)
 
     def clear(self) -> None:
         """Drop everything staged."""
         self._updates.clear()
         self._steps.clear()
+        self._starts.clear()

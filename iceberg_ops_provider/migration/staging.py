@@ -185,10 +185,27 @@ class TableStaging:
             commits.stage_table(identifier, table.transaction())
         return identifier, commits.pending[identifier]
 
-    def staged(self, name: str, what: str, build: Callable[[Transaction], object]) -> None:
-        """Run ``build`` against the table's transaction, turning PyIceberg's refusals into clear errors."""
+    def staged(
+        self,
+        name: str,
+        what: str,
+        build: Callable[[Transaction], object],
+        *,
+        columns: Iterable[str] | None = None,
+    ) -> None:
+        """Run ``build`` against the table's transaction, turning PyIceberg's refusals into clear errors.
+
+        Args:
+            name: The table's name.
+            what: What the change does, for errors ("set the sort order").
+            build: Stages the change on the table's transaction.
+            columns: The columns ``build`` names; ``None``: it reads the whole schema. The table's
+                pending schema changes are folded first (a new schema) only when ``build`` must see
+                them: it names a column they create or rename, or reads the whole schema.
+        """
         identifier, transaction = self.transaction(name)
-        self.schemas.fold(identifier)  # later changes (a partition on a new column) see the new schema
+        if columns is None or self.schemas.changes_any(identifier, transaction, columns):
+            self.schemas.fold(identifier)
         try:
             build(transaction)
         except (ValueError, KeyError, NotImplementedError) as exc:
@@ -214,7 +231,9 @@ class TableStaging:
         """The table's schema including changes staged in this migration."""
         return self.schemas.schema(identifier, transaction)
 
-    def spec_change(self, table: str, what: str, change: Callable[[UpdateSpec], object]) -> None:
+    def spec_change(
+        self, table: str, what: str, change: Callable[[UpdateSpec], object], *, columns: Iterable[str] = ()
+    ) -> None:
         """Stage a partition spec change on the table's transaction.
 
         A change that gives one column a second partition field is refused: PyIceberg cannot write
@@ -231,7 +250,7 @@ class TableStaging:
                     if len(fields) > 1 and len(fields) > len(before.get(source_id, [])):
                         raise ValueError(_two_fields_on_one_column(table, metadata, source_id, fields))
 
-        self.staged(table, what, build)
+        self.staged(table, what, build, columns=columns)
 
     def forget(self, identifier: Identifier) -> None:
         """Drop what is staged for one table (its queued transaction and schema changes)."""
