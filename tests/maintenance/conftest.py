@@ -10,6 +10,7 @@ import boto3
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
+from iceberg_ops_provider.core.catalog import CatalogFactory
 from tests.support.servers import boto_kwargs
 
 
@@ -42,3 +43,11 @@ def s3_catalog(request, tmp_path: Path, unique_name: str) -> Iterator[S3Catalog]
     )
     yield S3Catalog(catalog, endpoint, unique_name)
     catalog.close()
+
+
+@pytest.fixture
+def other(tmp_path: Path) -> Iterator[object]:
+    """A second, independent catalog handle on the ``catalog`` fixture's database and warehouse."""
+    handle = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
+    yield handle
+    handle.close()

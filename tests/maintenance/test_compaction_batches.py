@@ -15,7 +15,6 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
 from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance import group_runner
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
@@ -31,14 +30,6 @@ from tests.maintenance.test_compaction_support import (
 
 KIB = 1024
 TARGET = 1024 * KIB
-
-
-@pytest.fixture
-def other(tmp_path: Path):
-    """A second, independent catalog handle on the same catalog database and warehouse."""
-    handle = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
-    yield handle
-    handle.close()
 
 
 def _compactions(table) -> list:
