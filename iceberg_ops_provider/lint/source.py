@@ -163,11 +163,7 @@ def read_source(path: Path) -> SourceFile:
         if migration is None:
             return found
         _read_class_allowances(found, migration)
-        methods = {
-            node.name: node
-            for node in migration.body
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in ("upgrade", "downgrade")
-        }
+        methods = _methods(tree, migration, set())
         irreversible = _irreversible_names(tree)
         for method in methods.values():
             _read_body(found, method, irreversible)
@@ -175,6 +171,29 @@ def read_source(path: Path) -> SourceFile:
         line = getattr(exc, "lineno", None) or 1
         found.findings.clear()
         found.add(line, "unreadable-file", f"{path.name} cannot be parsed: {type(exc).__name__}: {exc}")
+    return found
+
+
+def _methods(tree: ast.Module, cls: ast.ClassDef, seen: set[str]) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
+    """``upgrade`` and ``downgrade`` as ``cls`` has them: its own, else those of a base class of the same file."""
+    seen.add(cls.name)
+    found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
+    for base in reversed(cls.bases):  # the first base wins, as in Python's method resolution
+        defined = next(
+            (
+                n
+                for n in reversed(tree.body)
+                if isinstance(n, ast.ClassDef) and isinstance(base, ast.Name) and n.name == base.id
+            ),
+            None,
+        )
+        if defined is not None and defined.name not in seen:
+            found.update(_methods(tree, defined, seen))
+    found.update(
+        (node.name, node)
+        for node in cls.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name in ("upgrade", "downgrade")
+    )
     return found
 
 
@@ -254,6 +273,62 @@ def _context_name(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
     return arguments[1].arg if len(arguments) > 1 else "ctx"
 
 
+@dataclass(frozen=True)
+class _Spellings:
+    """The names a body reaches the context by: the context itself, aliases, bound methods."""
+
+    contexts: frozenset[str]
+    methods: dict[str, str]
+
+    def names_context(self, node: ast.AST) -> bool:
+        """Whether ``node`` is the context (``ctx`` or an alias of it)."""
+        return isinstance(node, ast.Name) and node.id in self.contexts
+
+    def attribute(self, node: ast.AST) -> str | None:
+        """The context attribute ``node`` reaches: ``ctx.drop_column``, ``getattr(ctx, "drop_column")``."""
+        if isinstance(node, ast.Attribute) and self.names_context(node.value):
+            return node.attr
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and len(node.args) >= 2
+            and self.names_context(node.args[0])
+        ):
+            return _literal(node.args[1])
+        return None
+
+    def method(self, call: ast.Call) -> str | None:
+        """The context method ``call`` calls, however it is spelled."""
+        if isinstance(call.func, ast.Name):
+            return self.methods.get(call.func.id)
+        return self.attribute(call.func)
+
+
+def _spellings(function: ast.FunctionDef | ast.AsyncFunctionDef, ctx: str) -> _Spellings:
+    """Follow plain assignments in the body: ``x = ctx``, ``drop = ctx.drop_column``, ``getattr(ctx, ...)``."""
+    spellings = _Spellings(frozenset({ctx}), {})
+    assignments = [
+        (target.id, node.value)
+        for node in ast.walk(function)
+        if isinstance(node, ast.Assign | ast.AnnAssign) and node.value is not None
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name)
+    ]
+    while True:  # until nothing new: ``y = x`` after ``x = ctx``
+        contexts, methods = set(spellings.contexts), dict(spellings.methods)
+        for name, value in assignments:
+            if spellings.names_context(value):
+                contexts.add(name)
+            elif (method := spellings.attribute(value)) is not None:
+                methods[name] = method
+            elif isinstance(value, ast.Name) and value.id in spellings.methods:
+                methods[name] = spellings.methods[value.id]
+        if contexts == spellings.contexts and methods == spellings.methods:
+            return spellings
+        spellings = _Spellings(frozenset(contexts), methods)
+
+
 def _literal(node: ast.expr | None) -> str | None:
     return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
 
@@ -270,19 +345,19 @@ def _walk(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[tuple[as
 
 def _read_body(found: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionDef, irreversible: set[str]) -> None:
     ctx, name = _context_name(function), function.name
+    spellings = _spellings(function, ctx)
     direct_lines: set[int] = set()
     # What this body itself creates loses nothing when it drops it again or makes it required.
     created_tables: set[str | None] = set()
     added_columns: set[tuple[str | None, str | None]] = set()
     for node, span in _walk(function):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            method = node.func.attr
-            on_context = isinstance(node.func.value, ast.Name) and node.func.value.id == ctx
-            if on_context and method == "create_table":
+        method = spellings.method(node) if isinstance(node, ast.Call) else None
+        if isinstance(node, ast.Call) and method is not None and method not in _DIRECT:
+            if method == "create_table":
                 created_tables.add(_argument(node, 0, "name"))
-            if on_context and method == "add_column":
+            if method == "add_column":
                 added_columns.add((_argument(node, 0, "table"), _argument(node, 1, "name")))
-            if on_context and method in _CALLS:
+            if method in _CALLS:
                 rule_id, keyword = _CALLS[method]
                 if keyword is not None and not _maybe_true(node, keyword, position=3):
                     continue
@@ -305,13 +380,13 @@ def _read_body(found: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionD
                     column=column,
                     span=span,
                 )
-        elif isinstance(node, ast.Attribute) and node.attr in _DIRECT:
-            if isinstance(node.value, ast.Name) and node.value.id == ctx and node.lineno not in direct_lines:
+        elif isinstance(node, ast.expr) and (reached := spellings.attribute(node)) in _DIRECT:
+            if node.lineno not in direct_lines:
                 direct_lines.add(node.lineno)
                 found.add(
                     node.lineno,
                     "direct-write",
-                    f"{name}() reaches tables through {ctx}.{node.attr}: its writes are not tracked",
+                    f"{name}() reaches tables through {ctx}.{reached}: its writes are not tracked",
                     function=name,
                     span=span,
                 )
