@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.update import AssertRefSnapshotId
 from pyiceberg.types import IcebergType, NestedField
@@ -24,8 +25,8 @@ from pyiceberg.types import IcebergType, NestedField
 from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.type_strings import to_iceberg_type
 from iceberg_ops_provider.errors import InvalidOperationError
-from iceberg_ops_provider.migration.restore import dropped_column, nested_ids, rows_holding, stage_restore
-from iceberg_ops_provider.migration.risks import highest_risk, risk_of
+from iceberg_ops_provider.migration.restore import dropped_column, nested_ids, restoring, rows_holding
+from iceberg_ops_provider.migration.risks import EMPTY_DROP_RISK, Risk, highest_risk, risk_of
 from iceberg_ops_provider.migration.schema_changes import AddedColumn, ColumnPath
 from iceberg_ops_provider.migration.schema_changes import dotted as _text
 
@@ -153,7 +154,7 @@ class ColumnOperations:
 
         With ``if_exists=True`` a missing column is not an error.
         """
-        self._staging.note(f"drop column {table}.{_text(name)}", self._staging.drop_risk("drop_column", table))
+        self._staging.note(f"drop column {table}.{_text(name)}", self._drop_column_risk(table, name))
         if if_exists and not self._has_column(table, name):
             return
         self._check_droppable(table, name)
@@ -163,6 +164,24 @@ class ColumnOperations:
         self._staging.schema_change(
             table, f"drop column {_text(name)!r}", lambda update: update.delete_column(path), refs=[name]
         )
+
+    def _drop_column_risk(self, table: str, name: ColumnPath) -> Risk:
+        """A drop's risk: lower when the table holds no rows, or every live row holds null in the column.
+
+        Nulls are counted from the data files' column statistics (primitive columns only); a file
+        without statistics counts as holding values.
+        """
+        risk = self._staging.drop_risk("drop_column", table)
+        if risk == EMPTY_DROP_RISK:
+            return risk
+        try:
+            live = self._staging.catalog.load_table(self._staging.identifier(table))
+            field = live.schema().find_field(_text(name))
+        except (NoSuchTableError, InvalidOperationError, ValueError):
+            return risk
+        holding = rows_holding(live.metadata, live.io, field)
+        only_nulls = not holding.unknown and holding.nulls is not None and holding.nulls >= holding.with_data
+        return EMPTY_DROP_RISK if only_nulls else risk
 
     def _check_droppable(self, table: str, name: ColumnPath) -> None:
         """Refuse, naming the fix, to drop a column the partition spec, sort order or row key still uses."""
@@ -210,18 +229,20 @@ class ColumnOperations:
                 dropped, or no schema of the table ever had it (the message lists what can be restored).
         """
         identifier, transaction = self._staging.transaction(table)
-        self._staging.schemas.fold(identifier)  # the restore sees this migration's earlier column changes
         column = _text(name)
         metadata = transaction.table_metadata
-        dropped = dropped_column(metadata, column, self._staging.label(identifier))
+        pending = self._staging.schema(identifier, transaction)  # this migration's earlier column changes
+        dropped = dropped_column(metadata, column, self._staging.label(identifier), current=pending)
         holding = rows_holding(metadata, transaction._table.io, dropped.field)
         self._staging.note(
             f"restore column {table}.{column} (field id {dropped.field.field_id}): {holding.describe()}",
             risk_of("restore_column"),
         )
-        self._staging.staged(
-            table, f"restore column {column!r}", lambda staged: stage_restore(staged, dropped, holding)
-        )
+        schema, requirements = restoring(metadata, dropped, holding, current=pending)
+        if requirements:
+            transaction._apply((), requirements)
+        # Later column changes apply on top of the restored schema: still one new schema in all.
+        self._staging.schemas.restart_from(identifier, transaction, schema)
 
     def rename_column(self, table: str, old: ColumnPath, new: str) -> None:
         """Rename a column; ``new`` is the new last name (the column stays where it is)."""

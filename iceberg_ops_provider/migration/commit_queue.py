@@ -161,7 +161,13 @@ def separate_reason(committed: list[tuple[Queued, bool]], namespaces: list[str])
 
 
 def placeholder_create(catalog: Catalog, identifier: Identifier, schema: Schema, properties: dict[str, str]) -> Any:
-    """A create-table transaction that exists only in memory: what a migration stages on a new table."""
+    """A create-table transaction that exists only in memory: what a migration stages on a new table.
+
+    Its UUID is derived from the table's name, so two plans of one migration are the same text; the
+    table the commit creates gets its own from the catalog.
+    """
+    import uuid
+
     from pyiceberg.io.pyarrow import PyArrowFileIO
     from pyiceberg.partitioning import UNPARTITIONED_PARTITION_SPEC
     from pyiceberg.table import CreateTableTransaction, StagedTable
@@ -173,6 +179,7 @@ def placeholder_create(catalog: Catalog, identifier: Identifier, schema: Schema,
         sort_order=UNSORTED_SORT_ORDER,
         location=f"memory://placeholder/{'.'.join(identifier)}",
         properties=dict(properties),
+        table_uuid=uuid.uuid5(uuid.NAMESPACE_URL, f"iceberg-ops:placeholder:{'.'.join(identifier)}"),
     )
     staged = StagedTable(
         identifier=identifier, metadata=metadata, metadata_location="", io=PyArrowFileIO(), catalog=catalog

@@ -22,10 +22,7 @@ from pyiceberg.manifest import DataFileContent
 from pyiceberg.schema import Schema, index_by_id, index_by_name
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.update import (
-    AddSchemaUpdate,
-    AssertCurrentSchemaId,
     AssertRefSnapshotId,
-    SetCurrentSchemaUpdate,
     TableRequirement,
 )
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
@@ -34,10 +31,9 @@ from iceberg_ops_provider.errors import InvalidOperationError
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
-    from pyiceberg.table import Transaction
     from pyiceberg.table.metadata import TableMetadata
 
-__all__ = ["DroppedColumn", "RowsHolding", "dropped_column", "nested_ids", "rows_holding", "stage_restore"]
+__all__ = ["DroppedColumn", "RowsHolding", "dropped_column", "nested_ids", "restoring", "rows_holding"]
 
 
 @dataclass(frozen=True)
@@ -63,28 +59,35 @@ class RowsHolding:
         with_data: Rows in data files written while the column existed (they hold its values).
         without_data: Rows in files written without it (after the drop, or rewritten since).
         unknown: Rows in files that keep no column statistics (either may be true).
+        nulls: Of ``with_data``, the rows whose value is null (``None`` for a struct, list or map
+            column, whose statistics are kept per leaf).
     """
 
     with_data: int
     without_data: int
     unknown: int = 0
+    nulls: int | None = None
 
     def describe(self) -> str:
-        """``1,200 live rows hold its data, 300 do not`` (and the unknown ones, if any)."""
-        text = f"{self.with_data:,} live rows hold its data, {self.without_data:,} do not"
+        """``1,200 live rows hold its data (40 of them null), 300 do not`` (and the unknown ones, if any)."""
+        held = f" ({self.nulls:,} of them null)" if self.nulls else ""
+        text = f"{self.with_data:,} live rows hold its data{held}, {self.without_data:,} do not"
         if self.unknown:
             text += f", {self.unknown:,} unknown (files without column statistics)"
         return text
 
 
-def dropped_column(metadata: TableMetadata, name: str, table: str) -> DroppedColumn:
+def dropped_column(metadata: TableMetadata, name: str, table: str, current: Schema | None = None) -> DroppedColumn:
     """The most recent column named ``name`` (dotted for nested) that an earlier schema had and the current lacks.
+
+    ``current`` is the schema to restore into (default: the table's current one; a migration passes
+    the schema its pending changes make).
 
     Raises:
         InvalidOperationError: A live column has that name, the column was renamed rather than
             dropped, or no schema of the table ever had it (the message lists what can be restored).
     """
-    current = metadata.schema()
+    current = current if current is not None else metadata.schema()
     live = index_by_id(current)
     try:
         existing = current.find_field(name)
@@ -112,6 +115,7 @@ def dropped_column(metadata: TableMetadata, name: str, table: str) -> DroppedCol
             f"Cannot restore column {name!r} of {table}: it was renamed, not dropped; field id {renamed.field_id} is "
             f"live as {current.find_column_name(renamed.field_id)!r}."
         )
+    named_live = set(index_by_name(current))  # a name a live column has now cannot be restored
     restorable = sorted(
         {
             _current_path(schema, field_id, current) or path
@@ -119,6 +123,7 @@ def dropped_column(metadata: TableMetadata, name: str, table: str) -> DroppedCol
             for path, field_id in index_by_name(schema).items()
             if field_id not in live
         }
+        - named_live
     )
     hint = f" Dropped columns it can restore: {', '.join(restorable)}." if restorable else ""
     raise InvalidOperationError(f"Cannot restore column {name!r} of {table}: no schema of the table ever had it.{hint}")
@@ -219,12 +224,15 @@ def _with_field(field_type: IcebergType, parent_ids: list[int], field: NestedFie
     raise InvalidOperationError(f"Cannot restore into a {field_type} column.")
 
 
-def restored_schema(metadata: TableMetadata, dropped: DroppedColumn, *, required: bool = False) -> Schema:
-    """The current schema with ``dropped`` back at its old place (after the nearest earlier sibling still there).
+def restored_schema(
+    metadata: TableMetadata, dropped: DroppedColumn, *, required: bool = False, current: Schema | None = None
+) -> Schema:
+    """``current`` (default: the table's schema) with ``dropped`` back at its old place.
 
-    ``required`` keeps a required column required (only where every live row holds it).
+    Its old place is after the nearest earlier sibling still there. ``required`` keeps a required
+    column required (only where every live row holds it).
     """
-    current = metadata.schema()
+    current = current if current is not None else metadata.schema()
     parent_ids = _parent_ids(dropped.schema, dropped.path)
     live_parent = _struct_at(current.as_struct(), parent_ids)
     old_parent = _struct_at(dropped.schema.as_struct(), parent_ids)
@@ -251,34 +259,22 @@ def restored_schema(metadata: TableMetadata, dropped: DroppedColumn, *, required
     )
 
 
-def stage_restore(transaction: Transaction, dropped: DroppedColumn, holding: RowsHolding) -> Schema:
-    """Stage the schema with ``dropped`` restored on ``transaction`` (an earlier identical schema becomes current).
+def restoring(
+    metadata: TableMetadata, dropped: DroppedColumn, holding: RowsHolding, current: Schema | None = None
+) -> tuple[Schema, tuple[TableRequirement, ...]]:
+    """The schema with ``dropped`` restored into ``current``, and what its commit must also require.
 
-    A required column stays required when ``holding`` says every live row holds it; the commit then
-    also asserts the main branch is still where it was, so rows appended meanwhile refuse it.
+    A required column stays required when ``holding`` says every live row holds it; the commit must
+    then also assert the main branch is still where it was, so rows appended meanwhile refuse it.
+    Committed through a schema update, an earlier identical schema becomes current again.
     """
-    metadata = transaction.table_metadata
     keep_required = dropped.field.required and not holding.without_data and not holding.unknown
-    schema = restored_schema(metadata, dropped, required=keep_required)
-    same = next(
-        (
-            old
-            for old in metadata.schemas
-            if old.as_struct() == schema.as_struct() and old.identifier_field_ids == schema.identifier_field_ids
-        ),
-        None,
-    )
-    updates = (
-        (SetCurrentSchemaUpdate(schema_id=same.schema_id),)
-        if same is not None
-        else (AddSchemaUpdate(schema_=schema), SetCurrentSchemaUpdate(schema_id=-1))
-    )
-    requirements: tuple[TableRequirement, ...] = (AssertCurrentSchemaId(current_schema_id=metadata.current_schema_id),)
+    schema = restored_schema(metadata, dropped, required=keep_required, current=current)
+    requirements: tuple[TableRequirement, ...] = ()
     if keep_required:
         snapshot = metadata.current_snapshot()
-        requirements += (AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=snapshot.snapshot_id if snapshot else None),)
-    transaction._apply(updates, requirements)
-    return same or schema
+        requirements = (AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=snapshot.snapshot_id if snapshot else None),)
+    return schema, requirements
 
 
 def rows_holding(metadata: TableMetadata, io: FileIO, field: NestedField) -> RowsHolding:
@@ -289,8 +285,9 @@ def rows_holding(metadata: TableMetadata, io: FileIO, field: NestedField) -> Row
     field_ids = {field.field_id, *nested_ids(field.field_type)}
     snapshot = metadata.current_snapshot()
     with_data = without = unknown = 0
+    nulls: int | None = 0 if field.field_type.is_primitive else None
     if snapshot is None:
-        return RowsHolding(0, 0)
+        return RowsHolding(0, 0, nulls=nulls)
     for manifest in snapshot.manifests(io):
         for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
             data_file = entry.data_file
@@ -301,6 +298,9 @@ def rows_holding(metadata: TableMetadata, io: FileIO, field: NestedField) -> Row
                 unknown += data_file.record_count
             elif any(field_ids & set(each or {}) for each in stats):
                 with_data += data_file.record_count
+                if nulls is not None:
+                    counted = (data_file.null_value_counts or {}).get(field.field_id)
+                    nulls = None if counted is None else nulls + counted
             else:
                 without += data_file.record_count
-    return RowsHolding(with_data, without, unknown)
+    return RowsHolding(with_data, without, unknown, nulls)

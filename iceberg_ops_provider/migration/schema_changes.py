@@ -212,6 +212,24 @@ class SchemaChanges:
             self._updates.pop(identifier, None)
             self._steps.pop(identifier, None)
 
+    def restart_from(self, identifier: Identifier, transaction: Transaction, schema: Schema) -> None:
+        """Make ``schema`` the table's pending schema; later changes apply on top of it (a restored column).
+
+        ``schema`` must hold no field id the table never had (a restore brings back an old id).
+        """
+        update = self._updates.get(identifier)
+        if update is not None:
+            start = _continued(update)
+        else:
+            metadata = transaction.table_metadata
+            start = _SegmentStart(metadata.schema(), metadata.last_column_id + 1, metadata.name_mapping())
+        renumbered = Schema(
+            *schema.fields, schema_id=start.schema.schema_id, identifier_field_ids=schema.identifier_field_ids
+        )
+        self._starts[identifier] = _SegmentStart(renumbered, start.next_field_id, start.name_mapping)
+        self._steps[identifier] = []
+        self._updates[identifier] = self._new_update(identifier, transaction)
+
     def changes_any(self, identifier: Identifier, transaction: Transaction, columns: Iterable[str]) -> bool:
         """Whether the table's pending changes create, rename or drop any of ``columns``.
 

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.table import Table
 
 if TYPE_CHECKING:
@@ -98,11 +99,12 @@ class PlannedCatalog:
         else:
             metadata = table_or_metadata
             location = current.metadata_location if current is not None else ""
-            io = (
-                current.io
-                if current is not None
-                else self._catalog._load_file_io(metadata.properties, metadata.location)
-            )
+            if current is not None:
+                io = current.io
+            elif metadata.location.startswith("memory://"):  # a table the plan creates: nothing to read yet
+                io = PyArrowFileIO()
+            else:
+                io = self._catalog._load_file_io(metadata.properties, metadata.location)
         self._tables[key] = Table(key, metadata, location, io, self)  # type: ignore[arg-type]
         self._gone.discard(key)
         self._namespaces.add(key[:-1])

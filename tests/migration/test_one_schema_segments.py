@@ -158,3 +158,35 @@ def test_a_refused_step_after_a_segment_keeps_the_earlier_ones_staged(catalog, o
     ctx.commit()
     assert _table(catalog).schema().column_names == ["id", "region", "first", "b"]
     assert _new_schemas(catalog, orders) == 1
+
+
+def test_a_restore_among_other_column_changes_is_part_of_the_one_schema(catalog, orders):
+    table = _table(catalog)
+    table.append(pa.table({"id": [1, 2], "region": ["eu", "us"]}, schema=table.schema().as_arrow()))
+    _migrate(catalog, lambda ctx: ctx.drop_column("orders", "region"))
+    dropped = _table(catalog)
+
+    _migrate(
+        catalog,
+        lambda ctx: ctx.add_column("orders", "note", "string"),
+        lambda ctx: ctx.restore_column("orders", "region"),
+        lambda ctx: ctx.rename_column("orders", "note", "remark"),
+        lambda ctx: ctx.alter_column("orders", "region", doc="where it was sold"),
+    )
+    table = _table(catalog)
+    assert len(table.schemas()) == len(dropped.schemas()) + 1
+    assert [field.name for field in table.schema().fields] == ["id", "region", "remark"]
+    region = table.schema().find_field("region")
+    assert (region.field_id, region.doc) == (orders.schema().find_field("region").field_id, "where it was sold")
+    rows = sorted(table.scan().to_arrow().to_pylist(), key=lambda row: row["id"])
+    assert [(row["id"], row["region"]) for row in rows] == [(1, "eu"), (2, "us")]
+
+
+def test_a_drop_and_a_restore_in_one_migration_change_nothing(catalog, orders):
+    _migrate(
+        catalog,
+        lambda ctx: ctx.drop_column("orders", "region"),
+        lambda ctx: ctx.restore_column("orders", "region"),
+    )
+    table = _table(catalog)
+    assert len(table.schemas()) == len(orders.schemas()) and table.schema() == orders.schema()
