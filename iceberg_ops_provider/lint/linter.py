@@ -5,27 +5,30 @@ against the live tables.
 
 A drop of a table, or of a column of a table, that holds no rows (or does not exist yet) loses
 nothing: with a catalog such a finding becomes ``info``, reported and never failing the lint.
-Without one, every finding keeps its rule's severity.
+Without one, every finding keeps its rule's severity, and so does a finding whose table has no
+namespace to be found in.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from iceberg_ops_provider.lint.rules import RULES
+from iceberg_ops_provider.lint.rules import RULES, allowance
 from iceberg_ops_provider.lint.source import Finding, SourceFile, read_source
 from iceberg_ops_provider.migration.discovery import MIGRATION_FILE
 from iceberg_ops_provider.migration.restore import dropped_column, rows_holding
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+    from pyiceberg.schema import Schema
 
-__all__ = ["LintReport", "lint_paths", "migration_files", "rule_list"]
+__all__ = ["LintReport", "lint_paths", "migration_files", "rule_list", "rules_json"]
 
 log = logging.getLogger(__name__)
 
@@ -76,17 +79,33 @@ class LintReport:
         return "\n".join(lines)
 
     def github(self) -> str:
-        """The findings as GitHub Actions workflow commands (annotations on the pull request's files)."""
+        """The findings as GitHub Actions workflow commands (annotations on the pull request's files).
+
+        The fix of a finding that fails follows its message on a line of its own. A file under the
+        working directory is named relative to it (GitHub wants paths relative to the repository,
+        where a workflow runs), any other absolutely.
+        """
         levels = {"error": "error", "warning": "warning", "info": "notice"}
         lines = []
         for finding in self.findings:
             level = "notice" if finding.allowed is not None else levels[finding.severity]
-            message = finding.message + (
-                f" (allowed: {finding.allowed})" if finding.allowed else f" Fix: {finding.fix}"
-            )
-            where = f"file={_escape_property(finding.path)},line={finding.line},title={finding.rule}"
+            message = finding.message
+            if finding.allowed is not None:
+                message += f" (allowed: {finding.allowed})"
+            elif finding.fails:
+                message += f"\nFix: {finding.fix}"
+            where = f"file={_escape_property(_repository_path(finding.path))},line={finding.line},title={finding.rule}"
             lines.append(f"::{level} {where}::{_escape(message)}")
         return "\n".join(lines)
+
+
+def _repository_path(path: str) -> str:
+    """``path`` relative to the working directory when it is under it, else absolute."""
+    absolute = Path(os.path.abspath(path))
+    try:
+        return absolute.relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return absolute.as_posix()
 
 
 def _escape(text: str) -> str:
@@ -98,14 +117,25 @@ def _escape_property(text: str) -> str:
 
 
 def migration_files(paths: Iterable[str | Path]) -> list[Path]:
-    """The migration files among ``paths``: files as given, folders searched (not recursively) for ``NNNN_slug.py``."""
+    """The migration files among ``paths``: files as given, folders searched for ``NNNN_slug.py``.
+
+    A folder's own files come first, then those of each folder directly in it (``migrations/<namespace>/``,
+    the layout the runner reads per namespace); deeper folders are not searched. Each file once.
+    """
     found: list[Path] = []
     for each in map(Path, paths):
         if each.is_dir():
-            found.extend(sorted(p for p in each.iterdir() if MIGRATION_FILE.match(p.name) and p.is_file()))
+            found.extend(_folder_files(each))
+            for inner in sorted(p for p in each.iterdir() if p.is_dir()):
+                found.extend(_folder_files(inner))
         else:
             found.append(each)
-    return found
+    return list(dict.fromkeys(found))
+
+
+def _folder_files(folder: Path) -> list[Path]:
+    """The migration files directly in ``folder``, by name."""
+    return sorted(p for p in folder.iterdir() if MIGRATION_FILE.match(p.name) and p.is_file())
 
 
 def lint_paths(
@@ -114,7 +144,8 @@ def lint_paths(
     """Lint the migration files ``paths`` name (files, or folders of them).
 
     Version gaps and duplicate slugs are looked for among every migration file of each file's
-    folder, and reported on the files asked about.
+    folder, and reported on the files asked about. A folder's immediate subfolders are linted too,
+    each as a folder of its own.
 
     Args:
         paths: Migration files or folders.
@@ -141,7 +172,8 @@ def lint_paths(
     if catalog is not None:
         # A drop of a name an earlier rename gives a table drops that table's rows, whatever the catalog holds now.
         renamed_to = {f.column for f in findings if f.rule == "rename-table" and f.column}
-        findings = [_judged(finding, catalog, namespace, renamed_to) for finding in findings]
+        drops = [f for f in findings if f.rule == "drop-column" and f.function == "upgrade" and f.column]
+        findings = [_judged(finding, catalog, namespace, renamed_to, drops) for finding in findings]
     findings.sort(key=lambda f: (f.path, f.line, f.rule))
     return LintReport(tuple(str(path) for path in files), tuple(findings))
 
@@ -179,46 +211,111 @@ def _folder_findings(folder: Path, asked: set[str], sources: dict[Path, SourceFi
                 sources[folder / name].add(1, "duplicate-slug", f"{name} has the slug {slug!r} of {names[0]}")
 
 
-def _judged(finding: Finding, catalog: Catalog, namespace: str | None, renamed_to: set[str]) -> Finding:
+def _judged(
+    finding: Finding, catalog: Catalog, namespace: str | None, renamed_to: set[str], drops: Sequence[Finding]
+) -> Finding:
     if finding.table is None:
         return finding
-    identifier = finding.table if "." in finding.table or namespace is None else f"{namespace}.{finding.table}"
-    if finding.rule == "restore-column" and finding.column is not None:
-        return _restore_judged(finding, catalog, identifier)
-    if finding.rule not in _DROPS or finding.allowed is not None or finding.table in renamed_to:
+    restore = finding.rule == "restore-column" and finding.column is not None
+    if not restore and (finding.rule not in _DROPS or finding.allowed is not None or finding.table in renamed_to):
         return finding
+    if "." not in finding.table and namespace is None:
+        return replace(
+            finding,
+            message=f"{finding.message} (not judged live: no namespace to find {finding.table} in; pass "
+            f"--namespace NS, or name the table with its namespace: <namespace>.{finding.table})",
+        )
+    identifier = finding.table if "." in finding.table else f"{namespace}.{finding.table}"
+    if restore:
+        dropped_first = next((drop for drop in drops if _drops_before(drop, finding)), None)
+        return _restore_judged(finding, catalog, identifier, dropped_first)
     try:
         table = catalog.load_table(identifier)
     except Exception as exc:  # a table that does not exist yet holds nothing; a catalog error keeps the finding
         if type(exc).__name__ != "NoSuchTableError":
             log.warning("lint: could not look at %s (%s); the finding keeps its severity", identifier, exc)
             return finding
-        rows = 0
-    else:
-        snapshot = table.current_snapshot()
-        rows = int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
+        return _nothing_lost(finding, f"{identifier} does not exist: nothing to lose")
+    snapshot = table.current_snapshot()
+    rows = int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
     if rows:
         return replace(finding, message=f"{finding.message} ({identifier} holds {rows:,} rows)")
-    return replace(finding, severity="info", message=f"{finding.message} ({identifier} holds no rows: nothing is lost)")
+    return _nothing_lost(finding, f"{identifier} holds no rows: nothing is lost")
 
 
-def _restore_judged(finding: Finding, catalog: Catalog, identifier: str) -> Finding:
-    """``finding`` with how many live rows of ``identifier`` still hold the restored column's data."""
+def _nothing_lost(finding: Finding, why: str) -> Finding:
+    """``finding`` as ``info``, saying why nothing is lost."""
+    return replace(finding, severity="info", message=f"{finding.message} ({why})", fix=f"nothing to fix: {why}")
+
+
+def _drops_before(drop: Finding, restore: Finding) -> bool:
+    """Whether the upgrade() ``drop`` runs before ``restore`` and drops the column it restores.
+
+    A downgrade() restore follows its own file's upgrade(); an upgrade() restore follows the
+    earlier lines of its body and the migrations before it in the folder.
+    """
+    if (drop.table, drop.column) != (restore.table, restore.column):
+        return False
+    if drop.path == restore.path:
+        return restore.function == "downgrade" or drop.line < restore.line
+    before, after = Path(drop.path), Path(restore.path)
+    return (
+        restore.function == "upgrade" and before.parent == after.parent and _version(before.name) < _version(after.name)
+    )
+
+
+def _version(name: str) -> int:
+    """The version number of the migration file ``name``."""
+    match = MIGRATION_FILE.match(name)
+    return int(match.group("version")) if match else 0
+
+
+def _restore_judged(finding: Finding, catalog: Catalog, identifier: str, dropped_first: Finding | None) -> Finding:
+    """``finding`` with how many live rows of ``identifier`` still hold the restored column's data.
+
+    A column that ``dropped_first`` (an upgrade that runs before the restore) drops and that is live
+    now cannot be judged until that upgrade has run.
+    """
+    column = finding.column or ""
     try:
         table = catalog.load_table(identifier)
-        dropped = dropped_column(table.metadata, finding.column or "", identifier)
+        if dropped_first is not None and _has_column(table.schema(), column):
+            return replace(
+                finding,
+                severity="info",
+                message=f"{finding.message} ({identifier}.{column} is live now: it is judged once the upgrade that "
+                f"drops it ({Path(dropped_first.path).name}) has run)",
+            )
+        dropped = dropped_column(table.metadata, column, identifier)
     except Exception as exc:  # the restore itself will say what is wrong; lint only reports
-        impossible = "no schema of the table ever had it" in str(exc)  # nothing the migrations before it change
-        return replace(
-            finding,
-            severity="error" if impossible else finding.severity,
-            message=f"{finding.message} ({'it cannot work' if impossible else 'cannot be judged now'}: {exc})",
-        )
+        if "no schema of the table ever had it" in str(exc):  # nothing the migrations before it change
+            return replace(
+                finding,
+                severity="error",
+                message=f"{finding.message} (it cannot work: {exc})",
+                fix=f"check the table and column names: no schema of {identifier} ever had {column}; if a migration "
+                f"that runs before it adds the column, allow it: {allowance('restore-column')}",
+            )
+        return replace(finding, message=f"{finding.message} (cannot be judged now: {exc})")
     holding = rows_holding(table.metadata, table.io, dropped.field)
     return replace(finding, message=f"{finding.message} ({identifier}: {holding.describe()})")
+
+
+def _has_column(schema: Schema, name: str) -> bool:
+    """Whether ``schema`` has a column named ``name`` (dotted for a nested one)."""
+    try:
+        schema.find_field(name)
+    except ValueError:
+        return False
+    return True
 
 
 def rule_list() -> str:
     """Every rule as ``id  severity  title`` lines."""
     width = max(map(len, RULES))
     return "\n".join(f"{rule.id:<{width}}  {rule.severity:<7}  {rule.title}" for rule in RULES.values())
+
+
+def rules_json() -> list[dict[str, str | bool]]:
+    """Every rule, JSON-able: id, severity, title, effect, fix and whether it can be allowed."""
+    return [rule.to_json() for rule in RULES.values()]

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Literal
 
-__all__ = ["RULES", "Rule", "Severity", "rule"]
+__all__ = ["RULES", "Rule", "Severity", "allowance", "rule"]
 
 Severity = Literal["error", "warning", "info"]
 
@@ -29,6 +29,8 @@ class Rule:
         fix: How to make the change safe, or how to allow it knowingly.
         severity: ``error`` fails the lint unless allowed; ``warning`` also fails it (it names a
             risk a reviewer must accept); ``info`` is reported and never fails it.
+        not_allowable: Why no allowance accepts it (the runner refuses the file anyway, or the
+            finding is about an allowance itself); ``None`` when one can.
     """
 
     id: str
@@ -36,6 +38,31 @@ class Rule:
     effect: str
     fix: str
     severity: Severity = "error"
+    not_allowable: str | None = None
+
+    @property
+    def allowable(self) -> bool:
+        """Whether an allowance can accept its findings."""
+        return self.not_allowable is None
+
+    def to_json(self) -> dict[str, str | bool]:
+        """JSON-able form: id, severity, title, effect, fix and whether it can be allowed."""
+        return {
+            "id": self.id,
+            "severity": self.severity,
+            "title": self.title,
+            "effect": self.effect,
+            "fix": self.fix,
+            "allowable": self.allowable,
+        }
+
+
+def allowance(rule_id: str) -> str:
+    """The comment that allows rule ``rule_id`` on a line: ``# iceberg-ops: allow=<id> reason="..."``."""
+    return f'# iceberg-ops: allow={rule_id} reason="..."'
+
+
+_ABOUT_ALLOWANCES = "it is about an allowance itself: correct the allowance instead"
 
 
 _ALL = (
@@ -45,29 +72,30 @@ _ALL = (
         "every row of the table becomes unreachable once the snapshots holding it are expired; readers and "
         "writers of the table fail",
         "rename the table aside (ctx.rename_table) and drop it in a later migration once nothing reads it, or "
-        'allow it: # iceberg-ops: allow=drop-table reason="..."',
+        f"allow it: {allowance('drop-table')}",
     ),
     Rule(
         "drop-column",
         "a column is dropped",
         "the column's values disappear from every read (data files keep them until they are rewritten); "
         "readers that select it fail",
-        "stop reading and writing the column first and drop it in a later migration, or allow it: "
-        '# iceberg-ops: allow=drop-column reason="..."',
+        f"stop reading and writing the column first and drop it in a later migration, or allow it: "
+        f"{allowance('drop-column')}",
     ),
     Rule(
         "rename-column",
         "a column is renamed",
         "readers, views and queries that use the old name fail (Iceberg keeps the data: ids, not names, "
         "identify columns)",
-        "add the new column and keep the old one until every reader moved, or allow it once they have",
+        "add the new column and keep the old one until every reader moved, or allow it once they have: "
+        f"{allowance('rename-column')}",
         severity="warning",
     ),
     Rule(
         "rename-table",
         "a table is renamed",
         "readers and writers that use the old name fail",
-        "move readers first, or allow it once they use the new name",
+        f"move readers first, or allow it once they use the new name: {allowance('rename-table')}",
         severity="warning",
     ),
     Rule(
@@ -75,13 +103,14 @@ _ALL = (
         "a required column is added",
         "refused on a table that holds rows (existing rows have no value for it); writers that do not set it fail",
         "add it as optional (required=False) and fill it: Iceberg cannot make an optional column required later, "
-        "so a required column belongs on a new or empty table only; allow it for such a table",
+        f"so a required column belongs on a new or empty table only; allow it for such a table: "
+        f"{allowance('add-required-column')}",
     ),
     Rule(
         "drop-partition-field",
         "a partition field is removed",
         "queries filtering on it stop pruning files written from now on; the data stays",
-        "keep the field, or allow it with the reason the layout changes",
+        f"keep the field, or allow it with the reason the layout changes: {allowance('drop-partition-field')}",
         severity="warning",
     ),
     Rule(
@@ -89,27 +118,31 @@ _ALL = (
         "a dropped column is restored",
         "its old values reappear in rows of data files written before the drop; rows written after it, or "
         "rewritten since (compaction, copy-on-write deletes), read null",
-        "nothing to fix: with a catalog, lint says how many live rows still hold its data",
+        "nothing to fix: with a catalog, lint says how many live rows still hold its data; when it finds that no "
+        "schema of the table ever had the column, check the table and column names, or (when a migration "
+        f"before it adds that column) allow it: {allowance('restore-column')}",
         severity="info",
     ),
     Rule(
         "irreversible-downgrade",
         "downgrade() raises IrreversibleMigrationError",
         "a rollback stops at this migration: nothing before it can be rolled back past it",
-        "write a downgrade that undoes upgrade(), or allow it with the reason it cannot be undone",
+        "write a downgrade that undoes upgrade(), or allow it with the reason it cannot be undone: "
+        f"{allowance('irreversible-downgrade')}",
     ),
     Rule(
         "direct-write",
         "the body reaches tables through ctx.catalog or ctx.load_table",
         "what it writes there is not staged or tracked: a crash leaves it partial, a rollback does not undo it, "
         "and plan cannot show it",
-        "use the ctx operations (ctx.add_column, ctx.set_properties, ...), or allow it with the reason",
+        "use the ctx operations (ctx.add_column, ctx.set_properties, ...), or allow it with the reason: "
+        f"{allowance('direct-write')}",
     ),
     Rule(
         "version-gap",
         "a version number is skipped",
         "usually a file deleted or renamed by mistake; the history then differs between environments",
-        "renumber the file to follow the previous version, or allow it",
+        f"renumber the file to follow the previous version, or allow it on line 1: {allowance('version-gap')}",
         severity="warning",
     ),
     Rule(
@@ -117,12 +150,13 @@ _ALL = (
         "two migrations have the same version number",
         "the runner refuses the folder: nothing runs until one is renumbered",
         "renumber the newer file to follow the last version",
+        not_allowable="the runner refuses two files with one version whatever lint says",
     ),
     Rule(
         "duplicate-slug",
         "two migrations have the same slug",
         "reviews and logs name the step by its slug: two of them are easily confused",
-        "give the newer file a slug that says what it does",
+        f"give the newer file a slug that says what it does, or allow it on line 1: {allowance('duplicate-slug')}",
         severity="warning",
     ),
     Rule(
@@ -130,24 +164,44 @@ _ALL = (
         "an allowance gives no reason",
         "nobody reviewing the file later knows why the change was accepted",
         'give one: # iceberg-ops: allow=<rule-id> reason="why this is safe"',
+        not_allowable=_ABOUT_ALLOWANCES,
     ),
     Rule(
         "unknown-rule",
         "an allowance names a rule that does not exist",
         "it allows nothing: the finding it meant is still reported",
         "use one of the rule ids iceberg-ops lint --list-rules prints",
+        not_allowable=_ABOUT_ALLOWANCES,
     ),
     Rule(
         "malformed-allowance",
         "an iceberg-ops comment or allow attribute cannot be read",
         "it allows nothing",
         '# iceberg-ops: allow=<rule-id> reason="...", or allow = {"<rule-id>": "reason"} on the Migration class',
+        not_allowable=_ABOUT_ALLOWANCES,
+    ),
+    Rule(
+        "not-allowable",
+        "an allowance names a rule no allowance can accept",
+        "it allows nothing: the finding it meant still fails",
+        "fix what the finding says (iceberg-ops lint --list-rules --json says which rules can be allowed)",
+        not_allowable=_ABOUT_ALLOWANCES,
+    ),
+    Rule(
+        "unused-allowance",
+        "an allowance accepts no finding",
+        "it allows nothing: it is not where a finding of its rule is",
+        "put it on a line of the operation's call, on line 1 for the rules about the whole file (version-gap, "
+        'duplicate-slug), or on the Migration class (allow = {"<rule-id>": "reason"}); or remove it',
+        severity="info",
+        not_allowable=_ABOUT_ALLOWANCES,
     ),
     Rule(
         "unreadable-file",
         "the file cannot be parsed",
         "it cannot run either",
         "fix the syntax error",
+        not_allowable="the runner cannot load the file whatever lint says",
     ),
 )
 

@@ -8,7 +8,8 @@ Operations made by helper functions outside the file are not seen.
 
 Allowances are read here too: ``# iceberg-ops: allow=<rule-id>[,<rule-id>] reason="..."`` on any
 line of the operation's call, or ``allow = {"<rule-id>": "reason"}`` on the ``Migration`` class
-(for every finding of that rule in the file).
+(for every finding of that rule in the file). An allowance that accepts no finding is reported
+(``unused-allowance``), so one written where nothing is found does not pass unnoticed.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from iceberg_ops_provider.core.name_hints import closest, did_you_mean
 from iceberg_ops_provider.lint.rules import RULES, Severity
 
 __all__ = ["Allowance", "Finding", "SourceFile", "read_source"]
@@ -95,11 +97,16 @@ class Finding:
 
 @dataclass(frozen=True)
 class Allowance:
-    """A rule a file allows, with the reason, on one line (``line``) or the whole file (``line=None``)."""
+    """A rule a file allows, with the reason, on one line (``line``) or the whole file (``line=None``).
+
+    ``at`` is the line it is written on and ``where`` says where that is, for a report that it accepts nothing.
+    """
 
     rule: str
     reason: str
     line: int | None
+    at: int = 1
+    where: str = ""
 
 
 @dataclass
@@ -122,29 +129,58 @@ class SourceFile:
         table: str | None = None,
         column: str | None = None,
         span: range | None = None,
+        severity: Severity | None = None,
+        fix: str | None = None,
     ) -> None:
-        """Record a finding of rule ``rule_id`` at ``line``."""
+        """Record a finding of rule ``rule_id`` at ``line``, with the rule's severity and fix unless given."""
         rule = RULES[rule_id]
         self.findings.append(
-            Finding(str(self.path), line, rule_id, rule.severity, message, rule.fix, function, table, column)
+            Finding(
+                str(self.path),
+                line,
+                rule_id,
+                severity or rule.severity,
+                message,
+                fix or rule.fix,
+                function,
+                table,
+                column,
+            )
         )
         self.spans[line] = span or range(line, line + 1)
 
     def allowed(self) -> list[Finding]:
-        """The findings, each with the reason of the allowance that accepts it (if any)."""
+        """The findings, each with the reason of the allowance that accepts it (if any), and the unused allowances."""
         result = []
+        used: set[Allowance] = set()
         for finding in self.findings:
             lines = self.spans.get(finding.line, range(finding.line, finding.line + 1))
-            reason = next(
+            accepting = next(
                 (
-                    each.reason
+                    each
                     for each in self.allowances
                     if each.rule == finding.rule and each.reason and (each.line is None or each.line in lines)
                 ),
                 None,
             )
-            result.append(replace(finding, allowed=reason) if reason is not None else finding)
-        return result
+            if accepting is not None:
+                used.add(accepting)
+            result.append(replace(finding, allowed=accepting.reason) if accepting is not None else finding)
+        return result + [_unused(self.path, each) for each in self.allowances if each not in used]
+
+
+def _unused(path: Path, allowance: Allowance) -> Finding:
+    """The ``unused-allowance`` finding of ``allowance``, which accepts no finding of ``path``."""
+    rule = RULES["unused-allowance"]
+    if allowance.line is None:
+        why = f"the file has no {allowance.rule} finding"
+    else:
+        why = (
+            f"no {allowance.rule} finding is on that line; an allowance goes on a line of the operation's call, "
+            "on line 1 for the rules about the whole file, or on the Migration class"
+        )
+    message = f"the allowance of {allowance.rule} on {allowance.where} accepts no finding: {why}"
+    return Finding(str(path), allowance.at, rule.id, rule.severity, message, rule.fix)
 
 
 def read_source(path: Path) -> SourceFile:
@@ -165,11 +201,14 @@ def read_source(path: Path) -> SourceFile:
         _read_class_allowances(found, migration)
         methods = _methods(tree, migration, set())
         irreversible = _irreversible_names(tree)
-        for method in methods.values():
-            _read_body(found, method, irreversible)
+        made = _Made()
+        for name in ("upgrade", "downgrade"):  # upgrade() first: a downgrade() is judged by what it made
+            if name in methods:
+                made = _read_body(found, methods[name], irreversible, made)
     except (SyntaxError, UnicodeDecodeError, ValueError, RecursionError, MemoryError) as exc:
         line = getattr(exc, "lineno", None) or 1
         found.findings.clear()
+        found.allowances.clear()
         found.add(line, "unreadable-file", f"{path.name} cannot be parsed: {type(exc).__name__}: {exc}")
     return found
 
@@ -238,11 +277,17 @@ def _allowance(found: SourceFile, rule_id: str, reason: str, line: int | None, *
     if not rule_id:
         found.add(at, "malformed-allowance", f"the allowance on {where} names no rule")
     elif rule_id not in RULES:
-        found.add(at, "unknown-rule", f"the allowance on {where} names {rule_id!r}, which is not a rule")
+        found.add(
+            at,
+            "unknown-rule",
+            f"the allowance on {where} names {rule_id!r}, which is not a rule.{did_you_mean(closest(rule_id, RULES))}",
+        )
+    elif (why := RULES[rule_id].not_allowable) is not None:
+        found.add(at, "not-allowable", f"the allowance on {where} names {rule_id}, which cannot be allowed: {why}")
     elif not reason:
         found.add(at, "allowance-without-reason", f"the allowance of {rule_id} on {where} gives no reason")
     else:
-        found.allowances.append(Allowance(rule_id, reason, line))
+        found.allowances.append(Allowance(rule_id, reason, line, at, where))
 
 
 def _read_class_allowances(found: SourceFile, migration: ast.ClassDef) -> None:
@@ -343,43 +388,34 @@ def _walk(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[tuple[as
             yield node, span
 
 
-def _read_body(found: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionDef, irreversible: set[str]) -> None:
+@dataclass
+class _Made:
+    """What a body makes itself: the tables it creates and the columns it adds, by literal name."""
+
+    tables: set[str | None] = field(default_factory=set)
+    columns: set[tuple[str | None, str | None]] = field(default_factory=set)
+
+    def table(self, table: str | None) -> bool:
+        """Whether the body created ``table``."""
+        return table is not None and table in self.tables
+
+    def column(self, table: str | None, column: str | None) -> bool:
+        """Whether the body added ``column`` to ``table``, or created ``table``."""
+        return table is not None and ((table, column) in self.columns or self.table(table))
+
+
+def _read_body(
+    found: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionDef, irreversible: set[str], upgrade: _Made
+) -> _Made:
+    """Record the findings of ``function``; return what it makes (``upgrade``: what upgrade() made)."""
     ctx, name = _context_name(function), function.name
     spellings = _spellings(function, ctx)
     direct_lines: set[int] = set()
-    # What this body itself creates loses nothing when it drops it again or makes it required.
-    created_tables: set[str | None] = set()
-    added_columns: set[tuple[str | None, str | None]] = set()
+    made = _Made()
     for node, span in _walk(function):
         method = spellings.method(node) if isinstance(node, ast.Call) else None
         if isinstance(node, ast.Call) and method is not None and method not in _DIRECT:
-            if method == "create_table":
-                created_tables.add(_argument(node, 0, "name"))
-            if method == "add_column":
-                added_columns.add((_argument(node, 0, "table"), _argument(node, 1, "name")))
-            if method in _CALLS:
-                rule_id, keyword = _CALLS[method]
-                if keyword is not None and not _maybe_true(node, keyword, position=3):
-                    continue
-                table_keyword = {"drop_table": "name", "rename_table": "old"}.get(method, "table")
-                second_keyword = {"rename_table": "new", "rename_column": "old"}.get(method, "name")
-                table = _argument(node, 0, table_keyword)
-                column = _argument(node, 1, second_keyword)
-                if table is not None and (
-                    (rule_id == "add-required-column" and table in created_tables)
-                    or (rule_id == "drop-column" and (table, column) in added_columns)
-                    or (rule_id == "drop-table" and table in created_tables)
-                ):
-                    continue
-                found.add(
-                    node.lineno,
-                    rule_id,
-                    _describe(rule_id, method, table, column, name),
-                    function=name,
-                    table=table,
-                    column=column,
-                    span=span,
-                )
+            _read_call(found, node, method, name, span, made, upgrade)
         elif isinstance(node, ast.expr) and (reached := spellings.attribute(node)) in _DIRECT:
             if node.lineno not in direct_lines:
                 direct_lines.add(node.lineno)
@@ -398,13 +434,79 @@ def _read_body(found: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionD
                 function=name,
                 span=span,
             )
+    return made
+
+
+def _read_call(
+    found: SourceFile, call: ast.Call, method: str, function: str, span: range, made: _Made, upgrade: _Made
+) -> None:
+    """Record the finding of one call on the context, if it makes one; note what it creates or adds in ``made``."""
+    if method == "create_table":
+        made.tables.add(_argument(call, 0, "name"))
+    if method == "add_column":
+        made.columns.add((_argument(call, 0, "table"), _argument(call, 1, "name")))
+    if method not in _CALLS:
+        return
+    rule_id, keyword = _CALLS[method]
+    if keyword is not None and not _maybe_true(call, keyword, position=3):
+        return
+    table_keyword = {"drop_table": "name", "rename_table": "old"}.get(method, "table")
+    second_keyword = {"rename_table": "new", "rename_column": "old"}.get(method, "name")
+    table, column = _argument(call, 0, table_keyword), _argument(call, 1, second_keyword)
+    # What this body made itself no reader has seen: dropping, renaming or requiring it loses nothing.
+    if (rule_id in ("add-required-column", "drop-table") and made.table(table)) or (
+        rule_id in ("drop-column", "rename-column") and made.column(table, column)
+    ):
+        if rule_id == "rename-column":
+            made.columns.add((table, _argument(call, 2, "new")))
+        return
+    shown = _shown(call, 0, table_keyword), _shown(call, 1, second_keyword)
+    message = _describe(rule_id, method, *shown, function)
+    severity: Severity | None = None
+    fix: str | None = None
+    if function == "downgrade" and (
+        (rule_id == "drop-table" and upgrade.table(table))
+        or (rule_id == "drop-column" and (table, column) in upgrade.columns)
+    ):
+        made_by = "creates" if rule_id == "drop-table" else "adds"
+        message = (
+            f"downgrade() calls {method} on {_target(rule_id, *shown)}, which upgrade() {made_by}: it removes what "
+            "the upgrade made; only what was written to it since is lost, and iceberg-ops downgrade asks for --yes "
+            "before that"
+        )
+        severity, fix = "info", "nothing to fix: a rollback removes what the upgrade made"
+    found.add(
+        call.lineno,
+        rule_id,
+        message,
+        function=function,
+        table=table,
+        column=column,
+        span=span,
+        severity=severity,
+        fix=fix,
+    )
 
 
 def _argument(call: ast.Call, position: int, keyword: str) -> str | None:
     """The literal text of a call's argument given by ``position`` or by ``keyword``."""
+    return _literal(_given(call, position, keyword))
+
+
+def _given(call: ast.Call, position: int, keyword: str) -> ast.expr | None:
+    """A call's argument given by ``position`` or by ``keyword``, or ``None``."""
     if len(call.args) > position:
-        return _literal(call.args[position])
-    return _literal(next((k.value for k in call.keywords if k.arg == keyword), None))
+        return call.args[position]
+    return next((k.value for k in call.keywords if k.arg == keyword), None)
+
+
+def _shown(call: ast.Call, position: int, keyword: str) -> str | None:
+    """How a message names an argument: its text when a literal, else ``<its source>`` (named at run time)."""
+    given = _given(call, position, keyword)
+    if given is None:
+        return None
+    literal = _literal(given)
+    return literal if literal is not None else f"<{ast.unparse(given)}>"
 
 
 def _maybe_true(call: ast.Call, keyword: str, *, position: int) -> bool:
@@ -424,9 +526,13 @@ def _raises_irreversible(node: ast.Raise, names: set[str]) -> bool:
     )
 
 
-def _describe(rule_id: str, method: str, table: str | None, column: str | None, function: str) -> str:
+def _target(rule_id: str, table: str | None, column: str | None) -> str:
+    """What an operation names: ``orders.legacy``, ``orders (to orders_v2)``; ``<name>`` for one given at run time."""
     target = table or "a table"
     if column is not None:
         target = f"{target} (to {column})" if rule_id == "rename-table" else f"{target}.{column}"
-    effect = RULES[rule_id].effect
-    return f"{function}() calls {method} on {target}: {effect}"
+    return target
+
+
+def _describe(rule_id: str, method: str, table: str | None, column: str | None, function: str) -> str:
+    return f"{function}() calls {method} on {_target(rule_id, table, column)}: {RULES[rule_id].effect}"

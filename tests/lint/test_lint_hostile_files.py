@@ -88,6 +88,7 @@ def test_two_allowances_in_one_comment_and_an_empty_rule_id(tmp_path):
     )
     assert _rules(path) == [
         ("drop-column", 6, "x"),
+        ("unused-allowance", 6, None),  # no drop-table on that line
         ("drop-column", 7, None),
         ("malformed-allowance", 7, None),
         ("drop-column", 8, 'has "quotes"'),
