@@ -193,7 +193,7 @@ class ColumnOperations:
             return  # the schema update names the missing column itself
         ids = {field.field_id, *(nested_ids(field.field_type))}
         label, column = self._staging.label(identifier), _text(name)
-        metadata = transaction.table_metadata
+        metadata = self._staging.schemas.metadata(identifier, transaction)  # partitions staged on new columns too
         for partition in metadata.spec().fields:
             if partition.source_id in ids:
                 raise InvalidOperationError(

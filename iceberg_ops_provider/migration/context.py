@@ -378,7 +378,7 @@ class MigrationContext(ColumnOperations):
                     add = update.asc if item.direction == SortDirection.ASC else update.desc
                     add(item.column, item.transform, item.null_order)
 
-        self._staging.staged(table, "set the sort order", build, columns=[item.column for item in parsed])
+        self._staging.staged(table, "set the sort order", build, columns=[item.column for item in parsed], layout=True)
 
     # -- properties -----------------------------------------------------------------------------
 

@@ -10,6 +10,11 @@ adds, a move next to a column it drops). Such a change starts a new *segment*: a
 starting schema is the previous segment's result, renumbered as the table's current schema, with
 field ids continuing where the previous segment stopped. Only the last segment is committed, so the
 table gets one new schema however many segments its changes needed.
+
+A partition field or sort order on a column the pending changes create or rename is built on the
+table as those changes leave it (a scratch copy of its metadata) and its updates are kept, to be
+applied right after the one new schema: partition and sort fields point at columns by field id, so
+a rename after them changes nothing they hold, and the schema stays one.
 """
 
 from __future__ import annotations
@@ -20,14 +25,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pyiceberg.schema import Schema
+from pyiceberg.table import Table, Transaction
 from pyiceberg.table.name_mapping import update_mapping
+from pyiceberg.table.update import AddSchemaUpdate, SetCurrentSchemaUpdate, update_table_metadata
 from pyiceberg.table.update.schema import UpdateSchema
 
 from iceberg_ops_provider.errors import InvalidOperationError
 
 if TYPE_CHECKING:
-    from pyiceberg.table import Transaction
+    from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.name_mapping import NameMapping
+    from pyiceberg.table.update import TableRequirement, TableUpdate
     from pyiceberg.types import IcebergType
 
 __all__ = ["AddedColumn", "ColumnPath", "SchemaChanges", "dotted", "refusal"]
@@ -129,6 +137,15 @@ def _continued(update: UpdateSchema) -> _SegmentStart:
     return _SegmentStart(schema, next_field_id, mapping)
 
 
+@dataclass(frozen=True)
+class _Deferred:
+    """A partition or sort-order change built on the pending schema, applied after it is committed."""
+
+    transaction: Transaction
+    updates: tuple[TableUpdate, ...]
+    requirements: tuple[TableRequirement, ...]
+
+
 class SchemaChanges:
     """The schema changes staged on each table and not yet folded into its transaction."""
 
@@ -136,6 +153,7 @@ class SchemaChanges:
         self._updates: dict[Identifier, UpdateSchema] = {}
         self._steps: dict[Identifier, list[tuple[_Change, bool]]] = {}
         self._starts: dict[Identifier, _SegmentStart] = {}
+        self._deferred: dict[Identifier, list[_Deferred]] = {}
 
     def _new_update(self, identifier: Identifier, transaction: Transaction) -> UpdateSchema:
         """A schema update starting where the table's current segment starts."""
@@ -230,6 +248,39 @@ class SchemaChanges:
         self._steps[identifier] = []
         self._updates[identifier] = self._new_update(identifier, transaction)
 
+    def metadata(self, identifier: Identifier, transaction: Transaction) -> TableMetadata:
+        """The table's metadata as its pending changes leave it (the pending schema, the deferred changes)."""
+        metadata = transaction.table_metadata
+        update = self._updates.get(identifier)
+        if update is not None:
+            pending = (AddSchemaUpdate(schema=update._apply()), SetCurrentSchemaUpdate(schema_id=-1))
+            metadata = update_table_metadata(metadata, pending)
+        for deferred in self._deferred.get(identifier, []):
+            metadata = update_table_metadata(metadata, deferred.updates)
+        return metadata
+
+    def defers(self, identifier: Identifier, transaction: Transaction, columns: Iterable[str]) -> bool:
+        """Whether a partition or sort-order change naming ``columns`` must wait for the pending schema.
+
+        It must when it names a column the pending changes create or rename, and once one change of the
+        table waits, every later one does too (they build on each other).
+        """
+        return bool(self._deferred.get(identifier)) or self.changes_any(identifier, transaction, columns)
+
+    def stage_deferred(
+        self, identifier: Identifier, transaction: Transaction, build: Callable[[Transaction], object]
+    ) -> None:
+        """Build a partition or sort-order change on the table as the pending changes leave it, to apply after them.
+
+        Raises:
+            ValueError, KeyError, NotImplementedError: PyIceberg refused the change (nothing is kept).
+        """
+        table, metadata = transaction._table, self.metadata(identifier, transaction)
+        scratch = Transaction(Table(table._identifier, metadata, table.metadata_location, table.io, table.catalog))
+        build(scratch)
+        deferred = _Deferred(transaction, scratch._updates, scratch._requirements)
+        self._deferred.setdefault(identifier, []).append(deferred)
+
     def changes_any(self, identifier: Identifier, transaction: Transaction, columns: Iterable[str]) -> bool:
         """Whether the table's pending changes create, rename or drop any of ``columns``.
 
@@ -283,10 +334,12 @@ class SchemaChanges:
         update = self._updates.pop(identifier, None)
         self._steps.pop(identifier, None)
         self._starts.pop(identifier, None)
-        if update is None:
-            return
+        deferred = self._deferred.pop(identifier, [])
         try:
-            update.commit()
+            if update is not None:
+                update.commit()
+            for change in deferred:
+                change.transaction._apply(change.updates, change.requirements)
         except (ValueError, KeyError, NotImplementedError) as exc:
             raise refusal("apply the schema changes", identifier, exc) from exc
 
@@ -302,15 +355,19 @@ class SchemaChanges:
             self._steps[target] = self._steps.pop(source, [])
         if source in self._starts:
             self._starts[target] = self._starts.pop(source)
+        if source in self._deferred:
+            self._deferred[target] = self._deferred.pop(source)
 
     def forget(self, identifier: Identifier) -> None:
         """Drop what is staged for one table."""
         self._updates.pop(identifier, None)
         self._steps.pop(identifier, None)
         self._starts.pop(identifier, None)
+        self._deferred.pop(identifier, None)
 
     def clear(self) -> None:
         """Drop everything staged."""
         self._updates.clear()
         self._steps.clear()
         self._starts.clear()
+        self._deferred.clear()

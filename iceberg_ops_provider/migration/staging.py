@@ -192,6 +192,7 @@ class TableStaging:
         build: Callable[[Transaction], object],
         *,
         columns: Iterable[str] | None = None,
+        layout: bool = False,
     ) -> None:
         """Run ``build`` against the table's transaction, turning PyIceberg's refusals into clear errors.
 
@@ -199,13 +200,22 @@ class TableStaging:
             name: The table's name.
             what: What the change does, for errors ("set the sort order").
             build: Stages the change on the table's transaction.
-            columns: The columns ``build`` names; ``None``: it reads the whole schema. The table's
-                pending schema changes are folded first (a new schema) only when ``build`` must see
-                them: it names a column they create or rename, or reads the whole schema.
+            columns: The columns ``build`` names; ``None``: it reads the whole schema, and the
+                table's pending schema changes are folded first (a new schema).
+            layout: ``build`` changes the partition spec or sort order: when it names a column the
+                pending changes create or rename, it is built on the pending schema and applied
+                right after it (see :mod:`.schema_changes`), so the schema stays one.
         """
         identifier, transaction = self.transaction(name)
-        if columns is None or self.schemas.changes_any(identifier, transaction, columns):
+        columns = None if columns is None else list(columns)
+        if columns is None:
             self.schemas.fold(identifier)
+        elif layout and self.schemas.defers(identifier, transaction, columns):
+            try:
+                self.schemas.stage_deferred(identifier, transaction, build)
+            except (ValueError, KeyError, NotImplementedError) as exc:
+                raise refusal(what, identifier, exc) from exc
+            return
         try:
             build(transaction)
         except (ValueError, KeyError, NotImplementedError) as exc:
@@ -250,7 +260,7 @@ class TableStaging:
                     if len(fields) > 1 and len(fields) > len(before.get(source_id, [])):
                         raise ValueError(_two_fields_on_one_column(table, metadata, source_id, fields))
 
-        self.staged(table, what, build, columns=columns)
+        self.staged(table, what, build, columns=columns, layout=True)
 
     def forget(self, identifier: Identifier) -> None:
         """Drop what is staged for one table (its queued transaction and schema changes)."""

@@ -190,3 +190,61 @@ def test_a_drop_and_a_restore_in_one_migration_change_nothing(catalog, orders):
     )
     table = _table(catalog)
     assert len(table.schemas()) == len(orders.schemas()) and table.schema() == orders.schema()
+
+
+def test_a_partition_and_sort_order_on_a_new_column_then_a_rename_make_one_schema(catalog, orders):
+    table = _table(catalog)
+    table.append(pa.table({"id": [1], "region": ["eu"]}, schema=table.schema().as_arrow()))
+    _migrate(
+        catalog,
+        lambda ctx: ctx.add_column("orders", "sold", "date"),
+        lambda ctx: ctx.add_partition_field("orders", "month(sold)"),
+        lambda ctx: ctx.set_sort_order("orders", ["sold desc", "id"]),
+        lambda ctx: ctx.rename_column("orders", "sold", "sold_on"),
+        lambda ctx: ctx.add_partition_field("orders", "bucket(4, id)"),  # after a waiting one: waits too
+        lambda ctx: ctx.alter_column("orders", "sold_on", doc="the day it was sold"),
+    )
+    table = _table(catalog)
+    assert _new_schemas(catalog, orders) == 1
+    sold = table.schema().find_field("sold_on")
+    assert sold.doc == "the day it was sold"
+    assert [(f.name, f.source_id) for f in table.spec().fields] == [
+        ("sold_month", sold.field_id),  # named when it was added, as a partition field keeps its name
+        ("id_bucket_4", table.schema().find_field("id").field_id),
+    ]
+    assert [f.source_id for f in table.sort_order().fields] == [sold.field_id, table.schema().find_field("id").field_id]
+    table.append(pa.table({"id": [2], "region": ["us"], "sold_on": [None]}, schema=table.schema().as_arrow()))
+    assert sorted(row["id"] for row in _table(catalog).scan().to_arrow().to_pylist()) == [1, 2]
+
+
+def test_dropping_a_new_column_a_waiting_partition_uses_is_refused_naming_it(catalog, orders):
+    ctx = MigrationContext(catalog, "sales")
+    ctx.add_column("orders", "sold", "date")
+    ctx.add_partition_field("orders", "day(sold)")
+    with pytest.raises(InvalidOperationError, match=r"partition field 'sold_day'.*ctx\.drop_partition_field"):
+        ctx.drop_column("orders", "sold")
+    ctx.discard()
+    assert _table(catalog).schema() == orders.schema()
+
+
+def test_the_plan_shows_the_one_schema_before_the_spec_that_needs_it(catalog, orders, tmp_path):
+    from iceberg_ops_provider.runner import MigrationRunner
+    from iceberg_ops_provider.runner.plan_document import plan_document
+    from tests.support.migrations import write_migration
+
+    folder = tmp_path / "migrations"
+    write_migration(
+        folder,
+        "0001_sold.py",
+        'ctx.add_column("orders", "sold", "date")\n'
+        'ctx.add_partition_field("orders", "day(sold)")\n'
+        'ctx.rename_column("orders", "sold", "sold_on")',
+    )
+    runner = MigrationRunner(catalog, "sales", folder)
+    (step,) = plan_document(runner, runner.plan("head", inspect=True), "head")["steps"]
+    (change,) = [c for c in step["changes"] if c["operation"] == "update-table"]
+    actions = [update["action"] for update in change["updates"]]
+    assert actions[:4] == ["add-schema", "set-current-schema", "add-spec", "set-default-spec"]
+    assert actions.count("add-schema") == 1
+    runner.upgrade()
+    assert _new_schemas(catalog, orders) == 1 and _table(catalog).spec().fields[0].name == "sold_day"
