@@ -356,6 +356,20 @@ class ColumnOperations:
     def set_identifier_fields(self, table: str, *names: str) -> None:
         """Set the table's identifier fields (the row key; the columns must be required). No names clears them."""
         self._staging.note(f"set identifier fields of {table}", risk_of("set_identifier_fields"))
+        identifier, transaction = self._staging.transaction(table)
+        schema = self._staging.schema(identifier, transaction)
+        for name in names:
+            try:
+                field = schema.find_field(name)
+            except ValueError:
+                continue  # the schema update names the missing column itself
+            if not field.required or not field.field_type.is_primitive:
+                why = "optional" if not field.required else f"a {field.field_type} column"
+                raise InvalidOperationError(
+                    f"Cannot set identifier fields of {self._staging.label(identifier)}: {name!r} is {why}. "
+                    "Identifier fields (the row key) must be required columns of a primitive type; Iceberg cannot "
+                    "make an optional column required, so add a required one to an empty table instead."
+                )
         self._staging.schema_change(
             table, "set identifier fields", lambda update: update.set_identifier_fields(*names), refs=list(names)
         )

@@ -325,7 +325,6 @@ class MigrationContext(ColumnOperations):
             table,
             f"add partition field {expr!r}",
             lambda update: update.add_field(parsed.column, parsed.transform, name),
-            columns=[parsed.column],
         )
 
     def add_partition_fields(self, table: str, exprs: Iterable[str]) -> None:
@@ -336,7 +335,7 @@ class MigrationContext(ColumnOperations):
             for item in parsed:
                 update.add_field(item.column, item.transform, None)
 
-        self._staging.spec_change(table, "add partition fields", change, columns=[item.column for item in parsed])
+        self._staging.spec_change(table, "add partition fields", change)
 
     def drop_partition_field(self, table: str, name: str) -> None:
         """Remove a partition field by its name (see ``table.spec()``)."""
@@ -362,6 +361,8 @@ class MigrationContext(ColumnOperations):
 
         def build(transaction: Transaction) -> None:
             metadata = transaction.table_metadata
+            for item in parsed:
+                _check_sortable(metadata.schema(), item.column)
             if not parsed and metadata.sort_order_by_id(UNSORTED_SORT_ORDER.order_id) is None:
                 # A table created sorted has no unsorted order yet, and PyIceberg 0.12 cannot add one
                 # through update_sort_order(): add it and make it the default explicitly.
@@ -378,7 +379,7 @@ class MigrationContext(ColumnOperations):
                     add = update.asc if item.direction == SortDirection.ASC else update.desc
                     add(item.column, item.transform, item.null_order)
 
-        self._staging.staged(table, "set the sort order", build, columns=[item.column for item in parsed], layout=True)
+        self._staging.staged(table, "set the sort order", build)
 
     # -- properties -----------------------------------------------------------------------------
 
@@ -393,9 +394,7 @@ class MigrationContext(ColumnOperations):
         if not merged:
             raise InvalidOperationError("set_properties needs at least one property.")
         values = {key: to_property_value(key, value, f"table {table!r}") for key, value in merged.items()}
-        self._staging.staged(
-            table, "set properties", lambda transaction: transaction.set_properties(values), columns=()
-        )
+        self._staging.staged(table, "set properties", lambda transaction: transaction.set_properties(values))
 
     def remove_properties(self, table: str, *keys: str) -> None:
         """Remove table properties.
@@ -405,11 +404,23 @@ class MigrationContext(ColumnOperations):
         """
         self._staging.note(f"remove properties of {table}", risk_of("remove_properties"))
         identifier, transaction = self._staging.transaction(table)
-        missing = [key for key in keys if key not in transaction.table_metadata.properties]
+        properties = self._staging.schemas.metadata(identifier, transaction).properties  # with staged ones
+        missing = [key for key in keys if key not in properties]
         if missing:
             raise InvalidOperationError(
                 f"Cannot remove properties {missing} from {self._staging.label(identifier)}: not set."
             )
-        self._staging.staged(
-            table, "remove properties", lambda transaction: transaction.remove_properties(*keys), columns=()
+        self._staging.staged(table, "remove properties", lambda transaction: transaction.remove_properties(*keys))
+
+
+def _check_sortable(schema: Schema, column: str) -> None:
+    """Refuse, naming the column, a sort on a struct, list or map (Iceberg sorts by primitive columns only)."""
+    try:
+        field = schema.find_field(column)
+    except ValueError:
+        return  # PyIceberg names the missing column itself
+    if not field.field_type.is_primitive:
+        raise ValueError(
+            f"cannot sort by {column!r}: it is a {field.field_type} column, and Iceberg sorts by primitive columns "
+            f"only; sort by one of its fields (e.g. '{column}.<field>') instead"
         )

@@ -11,10 +11,10 @@ starting schema is the previous segment's result, renumbered as the table's curr
 field ids continuing where the previous segment stopped. Only the last segment is committed, so the
 table gets one new schema however many segments its changes needed.
 
-A partition field or sort order on a column the pending changes create or rename is built on the
+A property, partition or sort-order change staged while column changes are pending is built on the
 table as those changes leave it (a scratch copy of its metadata) and its updates are kept, to be
-applied right after the one new schema: partition and sort fields point at columns by field id, so
-a rename after them changes nothing they hold, and the schema stays one.
+applied right after the one new schema, in order: partition and sort fields point at columns by
+field id, so a rename after them changes nothing they hold, and the schema stays one.
 """
 
 from __future__ import annotations
@@ -24,10 +24,16 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from pyiceberg.partitioning import PartitionSpec, validate_partition_name
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table, Transaction
 from pyiceberg.table.name_mapping import update_mapping
-from pyiceberg.table.update import AddSchemaUpdate, SetCurrentSchemaUpdate, update_table_metadata
+from pyiceberg.table.update import (
+    AddPartitionSpecUpdate,
+    AddSchemaUpdate,
+    SetCurrentSchemaUpdate,
+    update_table_metadata,
+)
 from pyiceberg.table.update.schema import UpdateSchema
 
 from iceberg_ops_provider.errors import InvalidOperationError
@@ -58,13 +64,22 @@ def refusal(what: str, identifier: Identifier, exc: Exception) -> InvalidOperati
     return InvalidOperationError(f"Cannot {what} on table {'.'.join(identifier)}: {reason}")
 
 
-def _stage(update: UpdateSchema, change: _Change, allow_incompatible: bool) -> None:
-    """Apply ``change`` to ``update`` and validate the result now, so an error names this change."""
+def _stage(
+    update: UpdateSchema, change: _Change, allow_incompatible: bool, specs: Iterable[PartitionSpec] = ()
+) -> None:
+    """Apply ``change`` to ``update`` and validate the result now, so an error names this change.
+
+    ``specs`` are partition specs waiting to be applied after the schema: their field names must not
+    clash with its columns, as PyIceberg checks for the specs the table already has.
+    """
     allowed = update._allow_incompatible_changes
     update._allow_incompatible_changes = allow_incompatible or allowed
     try:
         change(update)
-        update._apply()
+        schema = update._apply()
+        for spec in specs:
+            for field in spec.fields:
+                validate_partition_name(field.name, field.transform, field.source_id, schema, set())
     finally:
         update._allow_incompatible_changes = allowed
 
@@ -102,12 +117,23 @@ class AddedColumn:
             update.move_before(path, _as_path(self.before))
 
 
-def _resolves(schema: Schema, column: ColumnPath) -> bool:
+def _field_id(schema: Schema, column: ColumnPath) -> int | None:
     try:
-        schema.find_field(dotted(column))
+        return schema.find_field(dotted(column)).field_id
     except ValueError:
-        return False
-    return True
+        return None
+
+
+def _names_the_same(update: UpdateSchema, pending: Schema, column: ColumnPath, *, added_ok: bool) -> bool:
+    """Whether ``update`` (which resolves names against the schema it started from) finds ``column`` as it is now.
+
+    Not when an earlier step of the segment renamed or dropped the column (PyIceberg would find the old
+    one), or created it (``added_ok``: a placement may name a column the update adds).
+    """
+    now = _field_id(pending, column)
+    if added_ok and update._added_name_to_id.get(dotted(column)) == now is not None:
+        return True
+    return now is not None and _field_id(update._schema, column) == now
 
 
 @dataclass(frozen=True)
@@ -137,9 +163,20 @@ def _continued(update: UpdateSchema) -> _SegmentStart:
     return _SegmentStart(schema, next_field_id, mapping)
 
 
+def _first_of_each_type(requirements: tuple[TableRequirement, ...]) -> tuple[TableRequirement, ...]:
+    """The first requirement of each type: later ones assert states earlier changes of the same commit make."""
+    seen: set[type] = set()
+    kept: list[TableRequirement] = []
+    for requirement in requirements:
+        if type(requirement) not in seen:
+            seen.add(type(requirement))
+            kept.append(requirement)
+    return tuple(kept)
+
+
 @dataclass(frozen=True)
 class _Deferred:
-    """A partition or sort-order change built on the pending schema, applied after it is committed."""
+    """A property, partition or sort-order change built on the pending schema, applied after it is committed."""
 
     transaction: Transaction
     updates: tuple[TableUpdate, ...]
@@ -195,14 +232,17 @@ class SchemaChanges:
         if update is None:
             update = self._updates[identifier] = self._new_update(identifier, transaction)
             self._steps[identifier] = []
-        elif not (
-            all(_resolves(update._schema, ref) for ref in refs)
-            and all(_resolves(update._schema, ref) or dotted(ref) in update._added_name_to_id for ref in anchors)
-        ):
-            update = self._next_segment(identifier, transaction, update)
+        else:
+            pending = update._apply()
+            if not (
+                all(_names_the_same(update, pending, ref, added_ok=False) for ref in refs)
+                and all(_names_the_same(update, pending, ref, added_ok=True) for ref in anchors)
+            ):
+                # A new segment resolves the names against the columns as they are now (or refuses them).
+                update = self._next_segment(identifier, transaction, update)
         earlier = self._steps[identifier]
         try:
-            _stage(update, change, allow_incompatible)
+            _stage(update, change, allow_incompatible, self._waiting_specs(identifier))
         except Exception as exc:
             if not earlier:
                 self._drop_empty_segment(identifier, transaction)
@@ -215,11 +255,20 @@ class SchemaChanges:
             update = self._next_segment(identifier, transaction, rebuilt)
             earlier = self._steps[identifier]
             try:
-                _stage(update, change, allow_incompatible)
+                _stage(update, change, allow_incompatible, self._waiting_specs(identifier))
             except Exception as again:
                 self._drop_empty_segment(identifier, transaction)
                 raise refusal(what, identifier, again) from again
         earlier.append((change, allow_incompatible))
+
+    def _waiting_specs(self, identifier: Identifier) -> list[PartitionSpec]:
+        """The partition specs of the table's deferred changes."""
+        return [
+            update.spec
+            for deferred in self._deferred.get(identifier, [])
+            for update in deferred.updates
+            if isinstance(update, AddPartitionSpecUpdate)
+        ]
 
     def _drop_empty_segment(self, identifier: Identifier, transaction: Transaction) -> None:
         """Forget a refused change that was alone in its segment (earlier segments stay staged)."""
@@ -250,27 +299,29 @@ class SchemaChanges:
 
     def metadata(self, identifier: Identifier, transaction: Transaction) -> TableMetadata:
         """The table's metadata as its pending changes leave it (the pending schema, the deferred changes)."""
-        metadata = transaction.table_metadata
         update = self._updates.get(identifier)
+        updates: tuple[TableUpdate, ...] = ()
         if update is not None:
-            pending = (AddSchemaUpdate(schema=update._apply()), SetCurrentSchemaUpdate(schema_id=-1))
-            metadata = update_table_metadata(metadata, pending)
+            updates = (AddSchemaUpdate(schema=update._apply()), SetCurrentSchemaUpdate(schema_id=-1))
         for deferred in self._deferred.get(identifier, []):
-            metadata = update_table_metadata(metadata, deferred.updates)
-        return metadata
+            updates += deferred.updates
+        # One call: PyIceberg checks the sort order and spec against the schema at its end only (a sort
+        # order on a column the pending changes drop is replaced by a deferred change).
+        return update_table_metadata(transaction.table_metadata, updates) if updates else transaction.table_metadata
 
-    def defers(self, identifier: Identifier, transaction: Transaction, columns: Iterable[str]) -> bool:
-        """Whether a partition or sort-order change naming ``columns`` must wait for the pending schema.
+    def defers(self, identifier: Identifier) -> bool:
+        """Whether a property, partition or sort-order change of the table must wait for its pending schema.
 
-        It must when it names a column the pending changes create or rename, and once one change of the
-        table waits, every later one does too (they build on each other).
+        It must while the table has pending column changes (it is built on the columns as they leave
+        them, and a partition name must not clash with a column they add), and once one change of the
+        table waits, every later one does too (they build on each other, in order).
         """
-        return bool(self._deferred.get(identifier)) or self.changes_any(identifier, transaction, columns)
+        return identifier in self._updates or bool(self._deferred.get(identifier))
 
     def stage_deferred(
         self, identifier: Identifier, transaction: Transaction, build: Callable[[Transaction], object]
     ) -> None:
-        """Build a partition or sort-order change on the table as the pending changes leave it, to apply after them.
+        """Build a change on the table as the pending changes leave it, to apply right after them.
 
         Raises:
             ValueError, KeyError, NotImplementedError: PyIceberg refused the change (nothing is kept).
@@ -280,24 +331,6 @@ class SchemaChanges:
         build(scratch)
         deferred = _Deferred(transaction, scratch._updates, scratch._requirements)
         self._deferred.setdefault(identifier, []).append(deferred)
-
-    def changes_any(self, identifier: Identifier, transaction: Transaction, columns: Iterable[str]) -> bool:
-        """Whether the table's pending changes create, rename or drop any of ``columns``.
-
-        A change naming only columns the transaction's schema already has, under the same field ids,
-        need not see the pending changes, so they stay pending and still make one schema with later ones.
-        """
-        update = self._updates.get(identifier)
-        if update is None:
-            return False
-        pending, committed = update._apply(), transaction.table_metadata.schema()
-        for column in columns:
-            try:
-                if pending.find_field(column).field_id != committed.find_field(column).field_id:
-                    return True
-            except ValueError:
-                return True
-        return False
 
     def pending_add(self, identifier: Identifier, column: ColumnPath) -> AddedColumn | None:
         """The staged add of ``column`` in the table's pending update, if the column is one added there."""
@@ -335,11 +368,17 @@ class SchemaChanges:
         self._steps.pop(identifier, None)
         self._starts.pop(identifier, None)
         deferred = self._deferred.pop(identifier, [])
+        transaction = update._transaction if update is not None else deferred[0].transaction if deferred else None
+        if transaction is None:
+            return
         try:
-            if update is not None:
-                update.commit()
+            updates, requirements = update._commit() if update is not None else ((), ())
             for change in deferred:
-                change.transaction._apply(change.updates, change.requirements)
+                updates += change.updates
+                requirements += change.requirements
+            # One staging, so the table is checked once everything is in (a sort order on a dropped column
+            # replaced by a deferred one is fine), each requirement type asserted as the first change saw it.
+            transaction._apply(updates, _first_of_each_type(requirements))
         except (ValueError, KeyError, NotImplementedError) as exc:
             raise refusal("apply the schema changes", identifier, exc) from exc
 

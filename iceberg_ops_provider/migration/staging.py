@@ -190,27 +190,20 @@ class TableStaging:
         name: str,
         what: str,
         build: Callable[[Transaction], object],
-        *,
-        columns: Iterable[str] | None = None,
-        layout: bool = False,
     ) -> None:
-        """Run ``build`` against the table's transaction, turning PyIceberg's refusals into clear errors.
+        """Stage a property, partition or sort-order change: run ``build`` against the table's transaction.
+
+        While the table has pending column changes, ``build`` runs on the table as they leave it and
+        its updates are applied right after them (see :mod:`.schema_changes`), so the schema stays one.
+        PyIceberg's refusals become clear errors.
 
         Args:
             name: The table's name.
             what: What the change does, for errors ("set the sort order").
-            build: Stages the change on the table's transaction.
-            columns: The columns ``build`` names; ``None``: it reads the whole schema, and the
-                table's pending schema changes are folded first (a new schema).
-            layout: ``build`` changes the partition spec or sort order: when it names a column the
-                pending changes create or rename, it is built on the pending schema and applied
-                right after it (see :mod:`.schema_changes`), so the schema stays one.
+            build: Stages the change on a transaction of the table.
         """
         identifier, transaction = self.transaction(name)
-        columns = None if columns is None else list(columns)
-        if columns is None:
-            self.schemas.fold(identifier)
-        elif layout and self.schemas.defers(identifier, transaction, columns):
+        if self.schemas.defers(identifier):
             try:
                 self.schemas.stage_deferred(identifier, transaction, build)
             except (ValueError, KeyError, NotImplementedError) as exc:
@@ -241,9 +234,7 @@ class TableStaging:
         """The table's schema including changes staged in this migration."""
         return self.schemas.schema(identifier, transaction)
 
-    def spec_change(
-        self, table: str, what: str, change: Callable[[UpdateSpec], object], *, columns: Iterable[str] = ()
-    ) -> None:
+    def spec_change(self, table: str, what: str, change: Callable[[UpdateSpec], object]) -> None:
         """Stage a partition spec change on the table's transaction.
 
         A change that gives one column a second partition field is refused: PyIceberg cannot write
@@ -260,7 +251,7 @@ class TableStaging:
                     if len(fields) > 1 and len(fields) > len(before.get(source_id, [])):
                         raise ValueError(_two_fields_on_one_column(table, metadata, source_id, fields))
 
-        self.staged(table, what, build, columns=columns, layout=True)
+        self.staged(table, what, build)
 
     def forget(self, identifier: Identifier) -> None:
         """Drop what is staged for one table (its queued transaction and schema changes)."""

@@ -58,19 +58,18 @@ def test_the_document_lists_catalog_operations_apart_and_each_tables_updates(cat
         "rename-table",
     ]
     orders, namespace, created, renamed = step["changes"]
-    # The spec, the order and the properties name no column the migration adds or renames, so they go first
-    # and the add and the rename make one schema with whatever follows; the run's receipt last.
+    # One schema for the add and the rename, then the spec, the order and the properties, the run's receipt last.
     assert _actions(orders) == [
+        "add-schema",
+        "set-current-schema",
         "add-spec",
         "set-default-spec",
         "add-sort-order",
         "set-default-sort-order",
         "set-properties",
-        "add-schema",
-        "set-current-schema",
         "set-properties",
     ]
-    assert [f["name"] for f in orders["updates"][5]["schema"]["fields"]] == ["id", "comment", "email"]
+    assert [f["name"] for f in orders["updates"][0]["schema"]["fields"]] == ["id", "comment", "email"]
     assert orders["updates"][-1] == {"action": "set-properties", "updates": {RECEIPT_PROPERTY: "<receipt>"}}
     assert [r["type"] for r in orders["requirements"]][-1] == "assert-table-uuid"
     assert "assert-current-schema-id" in [r["type"] for r in orders["requirements"]]
