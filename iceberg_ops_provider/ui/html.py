@@ -61,20 +61,21 @@ def link(href: str, text: Any, *, top: bool = False, title: str | None = None, n
 def errors_once(view: dict[str, Any]) -> dict[str, Any]:
     """``view`` with each error in full once: a later part failing the same way says so.
 
-    A catalog that does not answer fails every part of a page with the same message.
+    A catalog that does not answer fails every part of a page with the same message. The pages using
+    this show one catalog, so its silence is one fact whether the page's own bound or the catalog's
+    (``The catalog at URL did not answer within ...``) spoke first.
     """
     seen: set[str] = set()
     errors: dict[str, str] = {}
     for name, error in view.get("errors", {}).items():
-        # A catalog that did not answer is one fact, whichever part saw it first and how it was worded.
-        match = _NOT_ANSWERING.match(error)
+        match = _NOT_ANSWERING.search(error)
         key = match.group(1) if match else error
         errors[name] = "The same as above." if key in seen else error
         seen.add(key)
     return {**view, "errors": errors}
 
 
-_NOT_ANSWERING = re.compile(r"^(The catalog of connection '.*?' did not answer within [\d.]+ s)")
+_NOT_ANSWERING = re.compile(r"^The catalog (?:of connection|at) .*?(did not answer within [\d.]+ s)")
 
 
 def badge(text: Any, tone: str = "neutral") -> Markup:

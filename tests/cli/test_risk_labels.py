@@ -104,7 +104,8 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     for kind, (_, _, rows) in CASES.items():
         if rows:
             table = runner.catalog.load_table(f"sales.t_{kind}")
-            table.append(pa.Table.from_pylist([{"id": 1}], schema=table.schema().as_arrow()))
+            row = {"id": 1, **({"old": "kept"} if kind == "drop_column" else {})}  # a dropped column that holds a value
+            table.append(pa.Table.from_pylist([row], schema=table.schema().as_arrow()))
     _write_models(project / "models", 2)
 
     written = run(project, "--json", "revision", "-m", "every kind", "--autogenerate")
