@@ -14,8 +14,8 @@ import pytest
 
 from iceberg_ops_provider.data_migration import DataMover
 from iceberg_ops_provider.maintenance import compact_small_files_streaming
-from iceberg_ops_provider.migration import MigrationContext
 from tests.interop.rust_peer import RustPeer, locate, read
+from tests.support.migrations import migrate
 
 pytestmark = pytest.mark.interop
 
@@ -27,13 +27,6 @@ def rust_peer() -> RustPeer:
     if not isinstance(found, RustPeer):
         pytest.skip(f"iceberg-rust interop: {found}")
     return found
-
-
-def _migrate(catalog, *steps) -> None:
-    ctx = MigrationContext(catalog, "sales")
-    for step in steps:
-        step(ctx)
-    ctx.commit()
 
 
 def _append(catalog, name: str, columns: dict) -> None:
@@ -49,13 +42,13 @@ def test_iceberg_rust_reads_a_restored_columns_old_values_and_filters_on_them(ru
     schema = pa.schema(
         [pa.field("id", pa.int64(), nullable=False), pa.field("legacy", pa.string()), pa.field("amount", pa.float64())]
     )
-    _migrate(catalog, lambda ctx: ctx.create_table("orders", schema))
+    migrate(catalog, lambda ctx: ctx.create_table("orders", schema))
     _append(catalog, "sales.orders", {"id": [1, 2], "legacy": ["a", "b"], "amount": [1.0, 2.0]})
-    _migrate(catalog, lambda ctx: ctx.drop_column("orders", "legacy"))
+    migrate(catalog, lambda ctx: ctx.drop_column("orders", "legacy"))
     _append(catalog, "sales.orders", {"id": [3], "amount": [3.0]})  # written while the column is gone
-    _migrate(catalog, lambda ctx: ctx.add_column("orders", "note", "string"))
+    migrate(catalog, lambda ctx: ctx.add_column("orders", "note", "string"))
 
-    _migrate(catalog, lambda ctx: ctx.restore_column("orders", "legacy"))
+    migrate(catalog, lambda ctx: ctx.restore_column("orders", "legacy"))
     _append(catalog, "sales.orders", {"id": [4], "legacy": ["d"], "amount": [4.0], "note": ["n"]})
 
     rows = _rust(rust_peer, catalog, "sales.orders", "SELECT id, legacy, note FROM t ORDER BY id")
@@ -73,7 +66,7 @@ def test_iceberg_rust_reads_compacted_files_and_prunes_them_by_their_statistics(
     schema = pa.schema(
         [pa.field("id", pa.int64(), nullable=False), pa.field("region", pa.string()), pa.field("amount", pa.float64())]
     )
-    _migrate(
+    migrate(
         catalog,
         lambda ctx: ctx.create_table("orders", schema, partition_by=["region"], sort_by=["id"]),
     )
@@ -100,7 +93,7 @@ def test_iceberg_rust_reads_compacted_files_and_prunes_them_by_their_statistics(
 
 def test_iceberg_rust_reads_the_movers_copy_row_for_row(rust_peer, catalog):
     schema = pa.schema([pa.field("id", pa.int64(), nullable=False), pa.field("name", pa.string())])
-    _migrate(catalog, lambda ctx: ctx.create_table("source", schema))
+    migrate(catalog, lambda ctx: ctx.create_table("source", schema))
     for start in (0, 500):
         _append(catalog, "sales.source", {"id": list(range(start, start + 500)), "name": [f"n{start}"] * 500})
 

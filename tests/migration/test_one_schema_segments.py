@@ -14,20 +14,14 @@ from pyiceberg.types import IntegerType, StringType, StructType
 
 from iceberg_ops_provider.errors import InvalidOperationError
 from iceberg_ops_provider.migration import MigrationContext
+from tests.support.migrations import migrate
 
 ORDERS = pa.schema([pa.field("id", pa.int64()), pa.field("region", pa.string())])
 
 
-def _migrate(catalog, *steps) -> None:
-    ctx = MigrationContext(catalog, "sales")
-    for step in steps:
-        step(ctx)
-    ctx.commit()
-
-
 @pytest.fixture
 def orders(catalog):
-    _migrate(catalog, lambda ctx: ctx.create_table("orders", ORDERS))
+    migrate(catalog, lambda ctx: ctx.create_table("orders", ORDERS))
     return catalog.load_table("sales.orders")
 
 
@@ -40,7 +34,7 @@ def _new_schemas(catalog, orders) -> int:
 
 
 def test_a_step_naming_an_added_columns_old_name_makes_no_second_schema(catalog, orders):
-    _migrate(
+    migrate(
         catalog,
         lambda ctx: ctx.add_column("orders", "a", "string"),
         lambda ctx: ctx.add_column("orders", "b", "string", after="a"),  # names "a" as the add left it
@@ -51,7 +45,7 @@ def test_a_step_naming_an_added_columns_old_name_makes_no_second_schema(catalog,
 
 
 def test_a_field_added_inside_a_struct_added_in_the_same_migration(catalog, orders):
-    _migrate(
+    migrate(
         catalog,
         lambda ctx: ctx.add_column("orders", "address", "struct<city: string>"),
         lambda ctx: ctx.add_column("orders", "address.zip", "int"),
@@ -65,7 +59,7 @@ def test_a_field_added_inside_a_struct_added_in_the_same_migration(catalog, orde
 
 
 def test_a_struct_added_filled_and_dropped_again_leaves_the_schema_as_it_was(catalog, orders):
-    _migrate(
+    migrate(
         catalog,
         lambda ctx: ctx.add_column("orders", "scratch", "struct<a: int>"),
         lambda ctx: ctx.add_column("orders", "scratch.b", "string"),
@@ -76,7 +70,7 @@ def test_a_struct_added_filled_and_dropped_again_leaves_the_schema_as_it_was(cat
 
 
 def test_a_moved_new_column_with_other_changes_around_it(catalog, orders):
-    _migrate(
+    migrate(
         catalog,
         lambda ctx: ctx.add_column("orders", "note", "string"),
         lambda ctx: ctx.move_column("orders", "note", first=True),
@@ -91,7 +85,7 @@ def test_a_moved_new_column_with_other_changes_around_it(catalog, orders):
 
 
 def test_a_partition_or_sort_order_on_an_existing_column_does_not_split_the_schema(catalog, orders):
-    _migrate(
+    migrate(
         catalog,
         lambda ctx: ctx.add_column("orders", "email", "string"),
         lambda ctx: ctx.add_partition_field("orders", "bucket(4, id)"),
@@ -105,7 +99,7 @@ def test_a_partition_or_sort_order_on_an_existing_column_does_not_split_the_sche
 
 
 def test_a_partition_on_a_column_the_migration_adds_sees_it(catalog, orders):
-    _migrate(
+    migrate(
         catalog,
         lambda ctx: ctx.add_column("orders", "day", "date"),
         lambda ctx: ctx.add_partition_field("orders", "day"),
@@ -115,9 +109,9 @@ def test_a_partition_on_a_column_the_migration_adds_sees_it(catalog, orders):
 
 
 def test_new_field_ids_never_repeat_a_dropped_columns_id(catalog, orders):
-    _migrate(catalog, lambda ctx: ctx.drop_column("orders", "region"))  # the highest id now belongs to no column
+    migrate(catalog, lambda ctx: ctx.drop_column("orders", "region"))  # the highest id now belongs to no column
     used = _table(catalog).metadata.last_column_id
-    _migrate(
+    migrate(
         catalog,
         lambda ctx: ctx.add_column("orders", "s", "struct<a: int>"),
         lambda ctx: ctx.add_column("orders", "s.b", "string"),  # a second segment
@@ -133,8 +127,8 @@ def test_new_field_ids_never_repeat_a_dropped_columns_id(catalog, orders):
 
 def test_the_name_mapping_learns_columns_of_every_segment(catalog, orders):
     mapping = json.dumps([{"field-id": 1, "names": ["id"]}, {"field-id": 2, "names": ["region"]}])
-    _migrate(catalog, lambda ctx: ctx.set_properties("orders", **{"schema.name-mapping.default": mapping}))
-    _migrate(
+    migrate(catalog, lambda ctx: ctx.set_properties("orders", **{"schema.name-mapping.default": mapping}))
+    migrate(
         catalog,
         lambda ctx: ctx.add_column("orders", "a", "string"),
         lambda ctx: ctx.add_column("orders", "b", "string", after="a"),
@@ -163,10 +157,10 @@ def test_a_refused_step_after_a_segment_keeps_the_earlier_ones_staged(catalog, o
 def test_a_restore_among_other_column_changes_is_part_of_the_one_schema(catalog, orders):
     table = _table(catalog)
     table.append(pa.table({"id": [1, 2], "region": ["eu", "us"]}, schema=table.schema().as_arrow()))
-    _migrate(catalog, lambda ctx: ctx.drop_column("orders", "region"))
+    migrate(catalog, lambda ctx: ctx.drop_column("orders", "region"))
     dropped = _table(catalog)
 
-    _migrate(
+    migrate(
         catalog,
         lambda ctx: ctx.add_column("orders", "note", "string"),
         lambda ctx: ctx.restore_column("orders", "region"),
@@ -183,7 +177,7 @@ def test_a_restore_among_other_column_changes_is_part_of_the_one_schema(catalog,
 
 
 def test_a_drop_and_a_restore_in_one_migration_change_nothing(catalog, orders):
-    _migrate(
+    migrate(
         catalog,
         lambda ctx: ctx.drop_column("orders", "region"),
         lambda ctx: ctx.restore_column("orders", "region"),
@@ -195,7 +189,7 @@ def test_a_drop_and_a_restore_in_one_migration_change_nothing(catalog, orders):
 def test_a_partition_and_sort_order_on_a_new_column_then_a_rename_make_one_schema(catalog, orders):
     table = _table(catalog)
     table.append(pa.table({"id": [1], "region": ["eu"]}, schema=table.schema().as_arrow()))
-    _migrate(
+    migrate(
         catalog,
         lambda ctx: ctx.add_column("orders", "sold", "date"),
         lambda ctx: ctx.add_partition_field("orders", "month(sold)"),

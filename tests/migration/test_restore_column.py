@@ -11,7 +11,7 @@ from iceberg_ops_provider.errors import InvalidOperationError
 from iceberg_ops_provider.lint import lint_paths
 from iceberg_ops_provider.migration import MigrationContext
 from iceberg_ops_provider.runner import MigrationRunner
-from tests.support.migrations import write_migration
+from tests.support.migrations import migrate, write_migration
 
 SCHEMA = pa.schema(
     [
@@ -22,17 +22,10 @@ SCHEMA = pa.schema(
 )
 
 
-def _migrate(catalog, *steps) -> None:
-    ctx = MigrationContext(catalog, "sales")
-    for step in steps:
-        step(ctx)
-    ctx.commit()
-
-
 @pytest.fixture
 def orders(catalog):
-    _migrate(catalog, lambda ctx: ctx.create_table("orders", SCHEMA))
-    _migrate(catalog, lambda ctx: ctx.alter_column("orders", "legacy", doc="the old code"))
+    migrate(catalog, lambda ctx: ctx.create_table("orders", SCHEMA))
+    migrate(catalog, lambda ctx: ctx.alter_column("orders", "legacy", doc="the old code"))
     table = catalog.load_table("sales.orders")
     table.append(pa.table({"id": [1, 2], "legacy": ["a", "b"], "amount": [1.0, 2.0]}, schema=table.schema().as_arrow()))
     return table
@@ -44,12 +37,12 @@ def _rows(catalog) -> list[dict]:
 
 def test_a_dropped_column_comes_back_with_its_values_its_id_doc_and_place(catalog, orders):
     legacy = orders.schema().find_field("legacy")
-    _migrate(catalog, lambda ctx: ctx.drop_column("orders", "legacy"))
+    migrate(catalog, lambda ctx: ctx.drop_column("orders", "legacy"))
     table = catalog.load_table("sales.orders")
     table.append(pa.table({"id": [3], "amount": [3.0]}, schema=table.schema().as_arrow()))  # written without it
-    _migrate(catalog, lambda ctx: ctx.add_column("orders", "note", "string"))
+    migrate(catalog, lambda ctx: ctx.add_column("orders", "note", "string"))
 
-    _migrate(catalog, lambda ctx: ctx.restore_column("orders", "legacy"))
+    migrate(catalog, lambda ctx: ctx.restore_column("orders", "legacy"))
 
     table = catalog.load_table("sales.orders")
     restored = table.schema().find_field("legacy")
@@ -60,15 +53,15 @@ def test_a_dropped_column_comes_back_with_its_values_its_id_doc_and_place(catalo
 
 def test_undoing_a_drop_at_once_makes_the_old_schema_current_again(catalog, orders):
     before = orders.schema()
-    _migrate(catalog, lambda ctx: ctx.drop_column("orders", "legacy"))
-    _migrate(catalog, lambda ctx: ctx.restore_column("orders", "legacy"))
+    migrate(catalog, lambda ctx: ctx.drop_column("orders", "legacy"))
+    migrate(catalog, lambda ctx: ctx.restore_column("orders", "legacy"))
     table = catalog.load_table("sales.orders")
     assert table.schema().schema_id == before.schema_id and len(table.schemas()) == before.schema_id + 2
     assert [row["legacy"] for row in _rows(catalog)] == ["a", "b"]
 
 
 def test_a_required_column_held_by_every_row_stays_required(catalog):
-    _migrate(
+    migrate(
         catalog,
         lambda ctx: ctx.create_table(
             "orders",
@@ -77,8 +70,8 @@ def test_a_required_column_held_by_every_row_stays_required(catalog):
     )
     table = catalog.load_table("sales.orders")
     table.append(pa.table({"id": [1], "code": ["x"]}, schema=table.schema().as_arrow()))
-    _migrate(catalog, lambda ctx: ctx.drop_column("orders", "code"))
-    _migrate(catalog, lambda ctx: ctx.restore_column("orders", "code"))
+    migrate(catalog, lambda ctx: ctx.drop_column("orders", "code"))
+    migrate(catalog, lambda ctx: ctx.restore_column("orders", "code"))
     assert catalog.load_table("sales.orders").schema().find_field("code").required
 
 
@@ -90,7 +83,7 @@ def test_a_required_column_held_by_every_row_stays_required(catalog):
     ],
 )
 def test_refusals_name_the_reason(catalog, orders, name, message):
-    _migrate(catalog, lambda ctx: ctx.drop_column("orders", "legacy"))
+    migrate(catalog, lambda ctx: ctx.drop_column("orders", "legacy"))
     ctx = MigrationContext(catalog, "sales")
     with pytest.raises(InvalidOperationError, match=message):
         ctx.restore_column("orders", name)
@@ -98,7 +91,7 @@ def test_refusals_name_the_reason(catalog, orders, name, message):
 
 
 def test_a_renamed_column_is_not_restorable(catalog, orders):
-    _migrate(catalog, lambda ctx: ctx.rename_column("orders", "legacy", "code"))
+    migrate(catalog, lambda ctx: ctx.rename_column("orders", "legacy", "code"))
     ctx = MigrationContext(catalog, "sales")
     with pytest.raises(InvalidOperationError, match=r"renamed, not dropped; field id 2 is live as 'code'"):
         ctx.restore_column("orders", "legacy")

@@ -7,7 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from iceberg_ops_provider.migration import MigrationContext
 from iceberg_ops_provider.runner import MigrationRunner
+
+
+def migrate(catalog, *steps, namespace: str = "sales") -> None:
+    """Run ``steps`` (each a function of the context) as one migration of ``namespace`` and commit it."""
+    ctx = MigrationContext(catalog, namespace)
+    for step in steps:
+        step(ctx)
+    ctx.commit()
 
 
 def write_migration(
