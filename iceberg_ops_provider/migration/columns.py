@@ -17,7 +17,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.update import AssertRefSnapshotId
 from pyiceberg.types import IcebergType, NestedField
@@ -26,7 +25,7 @@ from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.type_strings import to_iceberg_type
 from iceberg_ops_provider.errors import InvalidOperationError
 from iceberg_ops_provider.migration.restore import dropped_column, nested_ids, restoring, rows_holding
-from iceberg_ops_provider.migration.risks import EMPTY_DROP_RISK, Risk, highest_risk, risk_of
+from iceberg_ops_provider.migration.risks import highest_risk, risk_of
 from iceberg_ops_provider.migration.schema_changes import AddedColumn, ColumnPath
 from iceberg_ops_provider.migration.schema_changes import dotted as _text
 
@@ -154,7 +153,9 @@ class ColumnOperations:
 
         With ``if_exists=True`` a missing column is not an error.
         """
-        self._staging.note(f"drop column {table}.{_text(name)}", self._drop_column_risk(table, name))
+        self._staging.note(
+            f"drop column {table}.{_text(name)}", self._staging.drop_risk("drop_column", table, _text(name))
+        )
         if if_exists and not self._has_column(table, name):
             return
         self._check_droppable(table, name)
@@ -164,24 +165,6 @@ class ColumnOperations:
         self._staging.schema_change(
             table, f"drop column {_text(name)!r}", lambda update: update.delete_column(path), refs=[name]
         )
-
-    def _drop_column_risk(self, table: str, name: ColumnPath) -> Risk:
-        """A drop's risk: lower when the table holds no rows, or every live row holds null in the column.
-
-        Nulls are counted from the data files' column statistics (primitive columns only); a file
-        without statistics counts as holding values.
-        """
-        risk = self._staging.drop_risk("drop_column", table)
-        if risk == EMPTY_DROP_RISK:
-            return risk
-        try:
-            live = self._staging.catalog.load_table(self._staging.identifier(table))
-            field = live.schema().find_field(_text(name))
-        except (NoSuchTableError, InvalidOperationError, ValueError):
-            return risk
-        holding = rows_holding(live.metadata, live.io, field)
-        only_nulls = not holding.unknown and holding.nulls is not None and holding.nulls >= holding.with_data
-        return EMPTY_DROP_RISK if only_nulls else risk
 
     def _check_droppable(self, table: str, name: ColumnPath) -> None:
         """Refuse, naming the fix, to drop a column the partition spec, sort order or row key still uses."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.partitioning import PartitionSpec, validate_partition_name
 from pyiceberg.schema import Schema
@@ -191,6 +191,7 @@ class SchemaChanges:
         self._steps: dict[Identifier, list[tuple[_Change, bool]]] = {}
         self._starts: dict[Identifier, _SegmentStart] = {}
         self._deferred: dict[Identifier, list[_Deferred]] = {}
+        self._per_table: tuple[dict[Identifier, Any], ...] = (self._updates, self._steps, self._starts, self._deferred)
 
     def _new_update(self, identifier: Identifier, transaction: Transaction) -> UpdateSchema:
         """A schema update starting where the table's current segment starts."""
@@ -364,10 +365,8 @@ class SchemaChanges:
 
     def fold(self, identifier: Identifier) -> None:
         """Fold the table's pending schema changes into its transaction (before other changes or the commit)."""
-        update = self._updates.pop(identifier, None)
-        self._steps.pop(identifier, None)
-        self._starts.pop(identifier, None)
-        deferred = self._deferred.pop(identifier, [])
+        update, deferred = self._updates.get(identifier), self._deferred.get(identifier, [])
+        self.forget(identifier)
         transaction = update._transaction if update is not None else deferred[0].transaction if deferred else None
         if transaction is None:
             return
@@ -389,24 +388,16 @@ class SchemaChanges:
 
     def rename(self, source: Identifier, target: Identifier) -> None:
         """Keep what is staged for ``source`` under its new name ``target``."""
-        if source in self._updates:
-            self._updates[target] = self._updates.pop(source)
-            self._steps[target] = self._steps.pop(source, [])
-        if source in self._starts:
-            self._starts[target] = self._starts.pop(source)
-        if source in self._deferred:
-            self._deferred[target] = self._deferred.pop(source)
+        for staged in self._per_table:
+            if source in staged:
+                staged[target] = staged.pop(source)
 
     def forget(self, identifier: Identifier) -> None:
         """Drop what is staged for one table."""
-        self._updates.pop(identifier, None)
-        self._steps.pop(identifier, None)
-        self._starts.pop(identifier, None)
-        self._deferred.pop(identifier, None)
+        for staged in self._per_table:
+            staged.pop(identifier, None)
 
     def clear(self) -> None:
         """Drop everything staged."""
-        self._updates.clear()
-        self._steps.clear()
-        self._starts.clear()
-        self._deferred.clear()
+        for staged in self._per_table:
+            staged.clear()

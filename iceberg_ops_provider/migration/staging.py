@@ -22,6 +22,7 @@ from pyiceberg.exceptions import NoSuchTableError
 
 from iceberg_ops_provider.errors import DryRunLimit, InvalidOperationError
 from iceberg_ops_provider.migration.commit_queue import CommitJournal, CommitQueue
+from iceberg_ops_provider.migration.restore import rows_holding
 from iceberg_ops_provider.migration.risks import Risk, drop_risk
 from iceberg_ops_provider.migration.schema_changes import ColumnPath, SchemaChanges, refusal
 from iceberg_ops_provider.migration.touched import TouchedTables, current_recording
@@ -132,16 +133,27 @@ class TableStaging:
         """Record an operation the migration asked for, with its risk (see :mod:`.risks`)."""
         self.operations.append({"operation": description, "risk": risk})
 
-    def drop_risk(self, kind: str, name: str) -> Risk:
+    def drop_risk(self, kind: str, name: str, column: str | None = None) -> Risk:
         """The risk of a drop (``kind``) from table ``name``: the kind's when it holds rows now, else lower.
 
-        See :func:`~iceberg_ops_provider.migration.risks.drop_risk`.
+        With ``column`` (a column drop), also lower when every live row holds null in it, counted from
+        the data files' column statistics (primitive columns only; a file without them counts as
+        holding values). See :func:`~iceberg_ops_provider.migration.risks.drop_risk`.
         """
         try:
-            snapshot = self.catalog.load_table(self.identifier(name)).current_snapshot()
+            table = self.catalog.load_table(self.identifier(name))
         except (NoSuchTableError, InvalidOperationError):
             return drop_risk(kind, holds_rows=False)
+        snapshot = table.current_snapshot()
         records = int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
+        if records and column is not None:
+            try:
+                field = table.schema().find_field(column)
+            except ValueError:
+                return drop_risk(kind, holds_rows=True)
+            holding = rows_holding(table.metadata, table.io, field)
+            only_nulls = not holding.unknown and holding.nulls is not None and holding.nulls >= holding.with_data
+            return drop_risk(kind, holds_rows=not only_nulls)
         return drop_risk(kind, holds_rows=bool(records))
 
     def mark_direct(self, what: str) -> None:
@@ -185,12 +197,7 @@ class TableStaging:
             commits.stage_table(identifier, table.transaction())
         return identifier, commits.pending[identifier]
 
-    def staged(
-        self,
-        name: str,
-        what: str,
-        build: Callable[[Transaction], object],
-    ) -> None:
+    def staged(self, name: str, what: str, build: Callable[[Transaction], object]) -> None:
         """Stage a property, partition or sort-order change: run ``build`` against the table's transaction.
 
         While the table has pending column changes, ``build`` runs on the table as they leave it and
@@ -203,14 +210,11 @@ class TableStaging:
             build: Stages the change on a transaction of the table.
         """
         identifier, transaction = self.transaction(name)
-        if self.schemas.defers(identifier):
-            try:
-                self.schemas.stage_deferred(identifier, transaction, build)
-            except (ValueError, KeyError, NotImplementedError) as exc:
-                raise refusal(what, identifier, exc) from exc
-            return
         try:
-            build(transaction)
+            if self.schemas.defers(identifier):
+                self.schemas.stage_deferred(identifier, transaction, build)
+            else:
+                build(transaction)
         except (ValueError, KeyError, NotImplementedError) as exc:
             raise refusal(what, identifier, exc) from exc
 
