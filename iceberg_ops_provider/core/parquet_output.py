@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import itertools
 import logging
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +35,8 @@ from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
 from pyiceberg.schema import sanitize_column_names
 
+from iceberg_ops_provider.core.parquet_parts import PartJoiner, encode_part, joinable, metadata_of_footer
+
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO, OutputStream
     from pyiceberg.partitioning import PartitionSpec
@@ -48,19 +52,42 @@ log = logging.getLogger(__name__)
 class OutputFile:
     """One Parquet data file being written: a FileIO output stream and the PyArrow writer on it.
 
+    With ``encode_threads`` above 1 (and writer options :func:`~iceberg_ops_provider.core.parquet_parts.joinable`
+    allows), row groups after the file's first are encoded and compressed on that many threads side by
+    side and joined in order into the same file ``ParquetWriter`` writes alone
+    (:mod:`~iceberg_ops_provider.core.parquet_parts`). The first row group is written before
+    :meth:`write` returns, so the file's compression ratio is known from then on; at most
+    ``encode_threads - 1`` row groups are still being encoded when :meth:`write` returns, which
+    bounds memory to that many row groups and their encoded bytes.
+
     Args:
         path: Where the file goes (created, or replaced if it exists).
         io: The FileIO of the table the file belongs to.
         schema: The Arrow schema of every row written (with the table's field ids in its field metadata).
         writer_kwargs: Parquet writer options (PyIceberg's ``_get_parquet_writer_kwargs`` for the table's properties).
+        encode_threads: Row groups encoded at once (1: on the calling thread, one after another).
     """
 
-    def __init__(self, path: str, io: FileIO, schema: pa.Schema, writer_kwargs: dict[str, Any]) -> None:
+    def __init__(
+        self, path: str, io: FileIO, schema: pa.Schema, writer_kwargs: dict[str, Any], *, encode_threads: int = 1
+    ) -> None:
         self.path = path
         self.schema = schema
+        self._writer_kwargs = writer_kwargs
+        self._threads = encode_threads if joinable(writer_kwargs) else 1
         self._stream: OutputStream = io.new_output(path).create(overwrite=True)
+        self._writer: pq.ParquetWriter | None = None
+        self._joiner: PartJoiner | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._encoding: deque[tuple[Future[pa.Buffer], int]] = deque()
+        self._arrow_joined = 0
         try:
-            self._writer = pq.ParquetWriter(self._stream, schema=schema, store_decimal_as_integer=True, **writer_kwargs)
+            if self._threads > 1:
+                self._joiner = PartJoiner(self._stream)
+            else:
+                self._writer = pq.ParquetWriter(
+                    self._stream, schema=schema, store_decimal_as_integer=True, **writer_kwargs
+                )
         except BaseException:
             self._stream.close()
             raise
@@ -68,31 +95,83 @@ class OutputFile:
 
     def write(self, table: pa.Table, row_group_rows: int) -> None:
         """Write ``table`` in row groups of at most ``row_group_rows`` rows."""
-        self._writer.write_table(table, row_group_size=max(1, row_group_rows))
+        row_group_rows = max(1, row_group_rows)
+        if self._writer is not None:
+            self._writer.write_table(table, row_group_size=row_group_rows)
+        else:
+            for start in range(0, table.num_rows, row_group_rows):
+                self._encode(table.slice(start, row_group_rows), row_group_rows)
         self.rows += table.num_rows
+
+    def _encode(self, row_group: pa.Table, row_group_rows: int) -> None:
+        assert self._joiner is not None
+        if not self._joiner.bytes_written:  # the first row group, at once: it tells the compression ratio
+            self._joiner.append(encode_part(row_group, self.schema, self._writer_kwargs, row_group_rows))
+            self._arrow_joined += row_group.nbytes
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="iceberg-ops-parquet-encoder")
+        encoding = self._pool.submit(encode_part, row_group, self.schema, self._writer_kwargs, row_group_rows)
+        self._encoding.append((encoding, row_group.nbytes))
+        self._join_encoded(keep=self._threads - 1)
+
+    def _join_encoded(self, keep: int) -> None:
+        """Append encoded row groups in order until at most ``keep`` are still being encoded."""
+        assert self._joiner is not None
+        while len(self._encoding) > keep or (self._encoding and self._encoding[0][0].done()):
+            encoding, arrow_bytes = self._encoding.popleft()
+            self._joiner.append(encoding.result())
+            self._arrow_joined += arrow_bytes
 
     @property
     def bytes_written(self) -> int:
-        """Bytes written to storage so far (every finished row group)."""
-        return self._stream.tell()
+        """Bytes written to storage so far (every finished row group), plus an estimate of those being encoded."""
+        if self._joiner is None:
+            return self._stream.tell()
+        joined = self._joiner.bytes_written
+        encoding = sum(arrow_bytes for _, arrow_bytes in self._encoding)
+        if not encoding or not self._arrow_joined:
+            return joined
+        return joined + int(encoding * joined / self._arrow_joined)
 
     def close(self) -> tuple[pq.FileMetaData, int]:
         """Finish the file; returns its footer and its size."""
-        self._writer.close()
+        if self._writer is not None:
+            self._writer.close()
+            metadata = self._writer.writer.metadata
+        else:
+            assert self._joiner is not None
+            self._join_encoded(keep=0)
+            self._shut_pool()
+            if not self._joiner.bytes_written:  # no row written: a file of the schema alone, as ParquetWriter writes
+                self._joiner.append(encode_part(self.schema.empty_table(), self.schema, self._writer_kwargs, 1))
+            metadata = metadata_of_footer(self._joiner.finish())
         size = self._stream.tell()
         self._stream.close()
-        return self._writer.writer.metadata, size
+        return metadata, size
 
     def abort(self) -> None:
         """Close after a failure; the caller deletes the file.
 
         The writer is closed first, so that it does not try again on a closed stream when collected.
+        Row groups still being encoded are dropped.
         """
-        for closing in (self._writer.close, self._stream.close):
+        for encoding, _ in self._encoding:
+            encoding.cancel()
+        self._encoding.clear()
+        closings = [self._shut_pool, self._stream.close]
+        if self._writer is not None:
+            closings.insert(0, self._writer.close)
+        for closing in closings:
             try:
                 closing()
             except Exception:  # the caller deletes the file anyway
                 log.debug("closing %s after a failure failed", self.path, exc_info=True)
+
+    def _shut_pool(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
 
 @dataclass(frozen=True)

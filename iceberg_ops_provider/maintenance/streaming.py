@@ -17,6 +17,7 @@ PyIceberg writes itself do.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import uuid
 from collections import deque
@@ -76,6 +77,9 @@ READ_BATCH_ROWS = 128 * 1024
 
 MAX_OPEN_FILES = 8
 """Output files open at once when rows are split into the current spec's partitions."""
+
+ENCODE_THREADS = min(2, os.cpu_count() or 1)
+"""Row groups of one output file encoded side by side (see ``OutputFile``): two cores keep up with one reader."""
 
 
 @dataclass
@@ -339,7 +343,7 @@ class GroupRewriter:
         path = self._locations.new_data_location(data_file_name=name, partition_key=key)
         self.written.append(path)
         assert self.arrow_schema is not None
-        return OutputFile(path, self.io, self.arrow_schema, self._writer_kwargs)
+        return OutputFile(path, self.io, self.arrow_schema, self._writer_kwargs, encode_threads=ENCODE_THREADS)
 
     def close_file(self, file: OutputFile, record: Record) -> None:
         """Finish ``file`` and describe it as a ``DataFile`` of the current spec."""

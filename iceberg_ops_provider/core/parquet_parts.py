@@ -1,0 +1,203 @@
+"""One Parquet file from parts encoded side by side.
+
+PyArrow's ``ParquetWriter`` encodes and compresses a file's row groups one after another on the
+calling thread (Arrow C++'s ``ArrowWriterProperties::use_threads`` is not reachable from Python),
+so writing one large file uses one core however many the machine has. A row group's bytes do not
+depend on where in the file it lands: only the footer records offsets. So each part, one or more
+row groups, is encoded on its own thread as a complete Parquet file in memory
+(:func:`encode_part`), and :class:`PartJoiner` appends the parts' row groups to the output in order
+and writes one footer for all of them, its offsets moved to where the row groups now lie. The file
+is the one ``ParquetWriter`` writes with the same row groups, byte for byte, footer included.
+
+Only offsets of the row groups themselves move. A file whose footer points at other structures in
+its body (a page index, bloom filters) or that is encrypted cannot be joined this way:
+:func:`joinable` tells from the writer's options, and :meth:`PartJoiner.append` refuses a part
+holding any of them.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from iceberg_ops_provider.core.thrift_compact import (
+    I16,
+    I64,
+    LIST,
+    STRUCT,
+    Struct,
+    ThriftList,
+    decode_struct,
+    encode_struct,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+__all__ = ["MAGIC", "PartJoiner", "encode_part", "joinable", "metadata_of_footer"]
+
+MAGIC = b"PAR1"
+
+# Field ids of parquet.thrift.
+_FILE_SCHEMA, _FILE_NUM_ROWS, _FILE_ROW_GROUPS = 2, 3, 4
+_FILE_ENCRYPTED = {8: "an encryption algorithm", 9: "a footer signing key"}
+_GROUP_COLUMNS, _GROUP_FILE_OFFSET, _GROUP_ORDINAL = 1, 5, 7
+_CHUNK_FILE_OFFSET, _CHUNK_METADATA = 2, 3
+_CHUNK_ELSEWHERE = {
+    1: "a file path",
+    4: "an offset index",
+    6: "a column index",
+    8: "column encryption",
+    9: "encrypted column metadata",
+}
+_METADATA_OFFSETS = (9, 10, 11)  # data, index and dictionary page offsets
+_METADATA_ELSEWHERE = {14: "a bloom filter"}
+
+
+class _Writable(Protocol):
+    def write(self, data: bytes | memoryview, /) -> Any: ...
+
+
+def joinable(writer_kwargs: Mapping[str, Any]) -> bool:
+    """Whether files written with these ``ParquetWriter`` options can be joined from parts.
+
+    Options that put structures pointed at by offsets into the file's body (a page index, bloom
+    filters) or encrypt it cannot.
+    """
+    return not (
+        writer_kwargs.get("write_page_index")
+        or writer_kwargs.get("bloom_filter_options")
+        or writer_kwargs.get("encryption_properties") is not None
+    )
+
+
+def encode_part(table: pa.Table, schema: pa.Schema, writer_kwargs: Mapping[str, Any], row_group_rows: int) -> pa.Buffer:
+    """``table`` as a complete Parquet file in memory, in row groups of at most ``row_group_rows`` rows.
+
+    Safe to call from any thread: Arrow releases the GIL while it encodes and compresses.
+    """
+    sink = pa.BufferOutputStream()
+    with pq.ParquetWriter(sink, schema=schema, store_decimal_as_integer=True, **writer_kwargs) as writer:
+        if table.num_rows:  # none: the schema alone, as a writer closed before any row writes it
+            writer.write_table(table, row_group_size=max(1, row_group_rows))
+    return sink.getvalue()
+
+
+class PartJoiner:
+    """Appends encoded parts to a stream as one Parquet file.
+
+    Args:
+        stream: Where the file goes; only ``write`` is called, at increasing positions from 0.
+
+    Call :meth:`append` with each part in the order its rows belong in the file, then :meth:`finish`.
+    """
+
+    def __init__(self, stream: _Writable) -> None:
+        self._stream = stream
+        self._position = 0
+        self._head: Struct | None = None
+        self._schema: bytes = b""
+        self._row_groups: list[Struct] = []
+        self._rows = 0
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes handed to the stream so far."""
+        return self._position
+
+    @property
+    def rows(self) -> int:
+        """Rows in the parts appended so far."""
+        return self._rows
+
+    def append(self, part: bytes | pa.Buffer) -> None:
+        """Append the row groups of ``part``, a complete Parquet file such as :func:`encode_part` returns.
+
+        Raises:
+            ValueError: ``part`` is not a Parquet file, its schema differs from the first part's, or its
+                footer points at structures other than its row groups (see :func:`joinable`).
+        """
+        data = memoryview(part).cast("B")
+        body_end, metadata = _read_part(data)
+        schema_field = metadata.get(_FILE_SCHEMA)
+        schema = encode_struct(Struct([schema_field] if schema_field is not None else []))
+        if self._head is None:
+            self._head, self._schema = metadata, schema
+            self._write(MAGIC)
+        elif schema != self._schema:
+            raise ValueError("a part's Parquet schema differs from the first part's; every part must be written with one schema")
+        shift = self._position - len(MAGIC)
+        for group in metadata.value(_FILE_ROW_GROUPS, ThriftList(0, [])).items:
+            self._row_groups.append(_moved(group, shift, ordinal=len(self._row_groups)))
+        self._rows += metadata.value(_FILE_NUM_ROWS, 0)
+        self._write(data[len(MAGIC) : body_end])
+
+    def finish(self) -> bytes:
+        """Write the footer of every part appended; returns the footer (its Thrift bytes).
+
+        Raises:
+            ValueError: No part was appended.
+        """
+        if self._head is None:
+            raise ValueError("no part was appended: a Parquet file needs at least its schema")
+        footer = Struct(list(self._head.fields))
+        footer.set(_FILE_NUM_ROWS, I64, self._rows)
+        footer.set(_FILE_ROW_GROUPS, LIST, ThriftList(STRUCT, self._row_groups))
+        encoded = encode_struct(footer)
+        self._write(encoded)
+        self._write(len(encoded).to_bytes(4, "little") + MAGIC)
+        return encoded
+
+    def _write(self, data: bytes | memoryview) -> None:
+        self._stream.write(data)
+        self._position += len(data)
+
+
+
+def metadata_of_footer(footer: bytes) -> pq.FileMetaData:
+    """PyArrow's view of a footer :meth:`PartJoiner.finish` returned."""
+    framed = MAGIC + footer + len(footer).to_bytes(4, "little") + MAGIC
+    return pq.read_metadata(pa.BufferReader(framed))
+
+
+def _read_part(data: memoryview) -> tuple[int, Struct]:
+    """Where ``data``'s row groups end, and its footer."""
+    if len(data) < 12 or bytes(data[:4]) != MAGIC or bytes(data[-4:]) != MAGIC:
+        raise ValueError(f"a part of {len(data)} bytes is not a Parquet file (no PAR1 at both ends)")
+    footer_length = int.from_bytes(data[-8:-4], "little")
+    body_end = len(data) - 8 - footer_length
+    if body_end < len(MAGIC):
+        raise ValueError(f"a part's footer claims {footer_length} bytes, more than the part's {len(data)}")
+    metadata, end = decode_struct(data, body_end)
+    if end != len(data) - 8:
+        raise ValueError(f"a part's footer ends at byte {end}, not where its length says ({len(data) - 8})")
+    for field_id, what in _FILE_ENCRYPTED.items():
+        if metadata.get(field_id) is not None:
+            raise ValueError(f"a part's footer holds {what}: encrypted files cannot be joined")
+    return body_end, metadata
+
+
+def _moved(group: Struct, shift: int, *, ordinal: int) -> Struct:
+    """``group`` with every offset moved by ``shift`` bytes and its ordinal set."""
+    if group.get(_GROUP_FILE_OFFSET) is not None:
+        group.set(_GROUP_FILE_OFFSET, I64, group.value(_GROUP_FILE_OFFSET) + shift)
+    if group.get(_GROUP_ORDINAL) is not None:
+        group.set(_GROUP_ORDINAL, I16, ordinal)
+    for chunk in group.value(_GROUP_COLUMNS, ThriftList(0, [])).items:
+        for field_id, what in _CHUNK_ELSEWHERE.items():
+            if chunk.get(field_id) is not None:
+                raise ValueError(f"a part's column chunk has {what}: such files cannot be joined from parts")
+        if chunk.get(_CHUNK_FILE_OFFSET) is not None and chunk.value(_CHUNK_FILE_OFFSET):
+            chunk.set(_CHUNK_FILE_OFFSET, I64, chunk.value(_CHUNK_FILE_OFFSET) + shift)
+        metadata = chunk.value(_CHUNK_METADATA)
+        if metadata is None:
+            continue
+        for field_id, what in _METADATA_ELSEWHERE.items():
+            if metadata.get(field_id) is not None:
+                raise ValueError(f"a part's column chunk has {what}: such files cannot be joined from parts")
+        for field_id in _METADATA_OFFSETS:
+            if metadata.get(field_id) is not None:
+                metadata.set(field_id, I64, metadata.value(field_id) + shift)
+    return group

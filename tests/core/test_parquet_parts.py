@@ -1,0 +1,107 @@
+"""Parquet parts encoded apart and joined: the file is the one ParquetWriter writes alone with the same
+row groups, byte for byte, and parts that cannot be joined are refused saying why."""
+
+from __future__ import annotations
+
+import io
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from iceberg_ops_provider.core.parquet_parts import PartJoiner, encode_part, joinable, metadata_of_footer
+from tests.core.parquet_samples import every_type_table
+
+
+def _written_alone(table: pa.Table, row_group_rows: int, **options) -> bytes:
+    sink = io.BytesIO()
+    with pq.ParquetWriter(sink, schema=table.schema, store_decimal_as_integer=True, **options) as writer:
+        for start in range(0, table.num_rows, row_group_rows):
+            writer.write_table(table.slice(start, row_group_rows), row_group_size=row_group_rows)
+    return sink.getvalue()
+
+
+def _joined(table: pa.Table, parts: list[tuple[int, int]], row_group_rows: int, **options) -> tuple[bytes, bytes]:
+    sink = io.BytesIO()
+    joiner = PartJoiner(sink)
+    for start, length in parts:
+        joiner.append(encode_part(table.slice(start, length), table.schema, options, row_group_rows))
+    footer = joiner.finish()
+    assert joiner.bytes_written == len(sink.getvalue())
+    return sink.getvalue(), footer
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"compression": "zstd"},
+        {"compression": "snappy", "use_dictionary": False},
+        {"compression": "none", "data_page_size": 512},
+        {"compression": "gzip", "write_page_checksum": True, "data_page_version": "2.0"},
+    ],
+    ids=["zstd", "snappy-plain", "small-pages", "gzip-checksums-v2"],
+)
+def test_joined_parts_are_the_file_a_writer_writes_alone(options) -> None:
+    table = every_type_table(5000)
+    # Parts of one row group each, and parts of several (the joiner renumbers and moves them alike).
+    one_each = [(start, 1000) for start in range(0, 5000, 1000)]
+    uneven = [(0, 3000), (3000, 1000), (4000, 1000)]
+
+    alone = _written_alone(table, 1000, **options)
+    for parts in (one_each, uneven):
+        joined, footer = _joined(table, parts, 1000, **options)
+        assert joined == alone
+        assert metadata_of_footer(footer).to_dict() == pq.read_metadata(pa.BufferReader(alone)).to_dict()
+    read_back = pq.read_table(pa.BufferReader(joined))
+    assert read_back.schema.equals(table.schema, check_metadata=False)
+    assert read_back.drop_columns(["ratio"]).equals(table.drop_columns(["ratio"]))  # NaN is not equal to itself
+    assert read_back["ratio"].to_pylist()[1:11] == table["ratio"].to_pylist()[1:11]
+
+
+def test_a_file_of_one_part_and_a_file_of_no_rows_are_the_writers_too() -> None:
+    table = every_type_table(300)
+    assert _joined(table, [(0, 300)], 1000)[0] == _written_alone(table, 1000)
+    empty = table.slice(0, 0)
+    joined, footer = _joined(empty, [(0, 0)], 1000)
+    assert joined == _written_alone(empty, 1000)
+    assert metadata_of_footer(footer).num_row_groups == 0
+
+
+def test_parts_of_another_schema_are_refused() -> None:
+    table = every_type_table(100)
+    joiner = PartJoiner(io.BytesIO())
+    joiner.append(encode_part(table, table.schema, {}, 100))
+    other = table.drop_columns(["name"])
+    with pytest.raises(ValueError, match="schema differs from the first part's"):
+        joiner.append(encode_part(other, other.schema, {}, 100))
+
+
+@pytest.mark.parametrize(
+    ("options", "says"),
+    [
+        ({"write_page_index": True}, "an offset index"),
+        ({"bloom_filter_options": {"name": {"ndv": 100}}}, "a bloom filter"),
+    ],
+    ids=["page-index", "bloom-filter"],
+)
+def test_parts_pointing_at_structures_in_their_body_are_refused(options, says: str) -> None:
+    table = every_type_table(100)
+    assert not joinable(options)
+    joiner = PartJoiner(io.BytesIO())
+    with pytest.raises(ValueError, match=says):
+        joiner.append(encode_part(table, table.schema, options, 100))
+
+
+def test_what_is_not_a_parquet_file_is_refused() -> None:
+    joiner = PartJoiner(io.BytesIO())
+    with pytest.raises(ValueError, match="not a Parquet file"):
+        joiner.append(b"PAR1 just some bytes")
+    with pytest.raises(ValueError, match="claims"):
+        joiner.append(b"PAR1" + (10**6).to_bytes(4, "little") + b"PAR1")
+    with pytest.raises(ValueError, match="no part was appended"):
+        joiner.finish()
+
+
+def test_joinable_options() -> None:
+    assert joinable({}) and joinable({"compression": "zstd", "write_page_index": False})
+    assert not joinable({"encryption_properties": object()})
