@@ -127,7 +127,9 @@ class PartJoiner:
             self._head, self._schema = metadata, schema
             self._write(MAGIC)
         elif schema != self._schema:
-            raise ValueError("a part's Parquet schema differs from the first part's; every part must be written with one schema")
+            raise ValueError(
+                "a part's Parquet schema differs from the first part's; every part must be written with one schema"
+            )
         shift = self._position - len(MAGIC)
         for group in metadata.value(_FILE_ROW_GROUPS, ThriftList(0, [])).items:
             self._row_groups.append(_moved(group, shift, ordinal=len(self._row_groups)))
@@ -153,7 +155,6 @@ class PartJoiner:
     def _write(self, data: bytes | memoryview) -> None:
         self._stream.write(data)
         self._position += len(data)
-
 
 
 def metadata_of_footer(footer: bytes) -> pq.FileMetaData:

@@ -154,7 +154,9 @@ class _Reader:
                 return ThriftMap(0, 0, [])
             kinds = self.byte()
             key_kind, value_kind = kinds >> 4, kinds & 0x0F
-            return ThriftMap(key_kind, value_kind, [(self.value(key_kind), self.value(value_kind)) for _ in range(size)])
+            return ThriftMap(
+                key_kind, value_kind, [(self.value(key_kind), self.value(value_kind)) for _ in range(size)]
+            )
         if kind == STRUCT:
             return self.struct()
         raise ValueError(f"unknown compact type {kind} at byte {self.position}")

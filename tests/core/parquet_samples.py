@@ -47,7 +47,9 @@ def every_type_table(rows: int) -> pa.Table:
         "ratio": [float("nan") if i % 11 == 0 else i / 3 for i in range(rows)],
         "amount": [None if i % 13 == 0 else (i * 7919) % 10007 / 7.0 for i in range(rows)],
         "price": [decimal.Decimal(f"{i % 9999}.{i % 100:02d}") for i in range(rows)],
-        "big": [None if i % 3 == 0 else (decimal.Decimal(i) / 7).quantize(decimal.Decimal("1e-10")) for i in range(rows)],
+        "big": [
+            None if i % 3 == 0 else (decimal.Decimal(i) / 7).quantize(decimal.Decimal("1e-10")) for i in range(rows)
+        ],
         "day": [datetime.date(2026, 1, 1) + datetime.timedelta(days=i % 400) for i in range(rows)],
         "time": [datetime.time(i % 24, i % 60, i % 60) for i in range(rows)],
         "ts": [epoch + datetime.timedelta(seconds=i) for i in range(rows)],

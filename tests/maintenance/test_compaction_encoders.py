@@ -77,3 +77,21 @@ def test_files_encoded_side_by_side_are_those_one_encoder_writes(tmp_path: Path,
     assert side_by_side == alone
     for data, _ in side_by_side:
         assert pq.read_metadata(pa.BufferReader(data)).num_row_groups > 3
+
+
+@pytest.mark.backends
+def test_files_of_many_row_groups_are_joined_on_s3(s3_catalog) -> None:
+    catalog = s3_catalog.catalog
+    table = small_files_table(catalog, "sales.events", appends=8, rows=500)
+    with table.transaction() as transaction:
+        transaction.set_properties({"write.parquet.row-group-limit": "250"})
+    before = rows(table)
+
+    result = compact_small_files_streaming(table, target_file_size_bytes=512 * KIB, min_input_files=5)
+
+    assert result.failed_groups_count == 0 and rows(table) == before
+    (data_file,) = live_data_files(table)
+    again = recomputed(table, data_file)
+    assert data_file.file_size_in_bytes == again.file_size_in_bytes
+    assert data_file.split_offsets == again.split_offsets and len(data_file.split_offsets) == 16
+    assert data_file.lower_bounds == again.lower_bounds and data_file.upper_bounds == again.upper_bounds
