@@ -44,9 +44,16 @@ if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.typedef import Record
 
-__all__ = ["OutputFile", "StatisticsPlan", "data_file_from_footer", "split_by_partition"]
+__all__ = ["MIN_BYTES_PER_COLUMN", "OutputFile", "StatisticsPlan", "data_file_from_footer", "split_by_partition"]
 
 log = logging.getLogger(__name__)
+
+
+MIN_BYTES_PER_COLUMN = 128 * 1024
+"""Arrow bytes per leaf column a file's first row group needs for its row groups to be encoded on threads.
+
+Each part's footer is read back in Python, about 75 µs per column chunk: for narrow row groups of
+wide tables that costs more than the second thread gains, so such files are written by one writer."""
 
 
 class OutputFile:
@@ -55,10 +62,11 @@ class OutputFile:
     With ``encode_threads`` above 1 (and writer options :func:`~iceberg_ops_provider.core.parquet_parts.joinable`
     allows), row groups after the file's first are encoded and compressed on that many threads side by
     side and joined in order into the same file ``ParquetWriter`` writes alone
-    (:mod:`~iceberg_ops_provider.core.parquet_parts`). The first row group is written before
-    :meth:`write` returns, so the file's compression ratio is known from then on; at most
-    ``encode_threads - 1`` row groups are still being encoded when :meth:`write` returns, which
-    bounds memory to that many row groups and their encoded bytes.
+    (:mod:`~iceberg_ops_provider.core.parquet_parts`), provided the first row group holds at least
+    :data:`MIN_BYTES_PER_COLUMN` per leaf column. The first row group is written before :meth:`write`
+    returns, so the file's compression ratio is known from then on; at most ``encode_threads - 1`` row
+    groups are still being encoded when :meth:`write` returns, which bounds memory to that many row
+    groups and their encoded bytes.
 
     Args:
         path: Where the file goes (created, or replaced if it exists).
@@ -81,21 +89,40 @@ class OutputFile:
         self._pool: ThreadPoolExecutor | None = None
         self._encoding: deque[tuple[Future[pa.Buffer], int]] = deque()
         self._arrow_joined = 0
+        self._closed = False
+        if self._threads == 1:  # otherwise the first row group decides (see MIN_BYTES_PER_COLUMN)
+            self._open_writer()
+        self.rows = 0
+
+    def _open_writer(self) -> None:
         try:
-            if self._threads > 1:
-                self._joiner = PartJoiner(self._stream)
-            else:
-                self._writer = pq.ParquetWriter(
-                    self._stream, schema=schema, store_decimal_as_integer=True, **writer_kwargs
-                )
+            self._writer = pq.ParquetWriter(
+                self._stream, schema=self.schema, store_decimal_as_integer=True, **self._writer_kwargs
+            )
         except BaseException:
             self._stream.close()
             raise
-        self.rows = 0
 
     def write(self, table: pa.Table, row_group_rows: int) -> None:
-        """Write ``table`` in row groups of at most ``row_group_rows`` rows."""
+        """Write ``table`` in row groups of at most ``row_group_rows`` rows.
+
+        A table of no rows writes nothing: an empty row group carries no statistics, and PyIceberg
+        keeps no bounds for a file with one.
+
+        Raises:
+            ValueError: The file was closed or aborted.
+        """
+        if self._closed:
+            raise ValueError(f"{self.path} is closed: rows can no longer be written to it")
+        if not table.num_rows:
+            return
         row_group_rows = max(1, row_group_rows)
+        if self._writer is None and self._joiner is None:
+            first = table.slice(0, row_group_rows)
+            if first.nbytes >= MIN_BYTES_PER_COLUMN * _leaf_columns(self.schema):
+                self._joiner = PartJoiner(self._stream)
+            else:
+                self._open_writer()
         if self._writer is not None:
             self._writer.write_table(table, row_group_size=row_group_rows)
         else:
@@ -125,7 +152,11 @@ class OutputFile:
 
     @property
     def bytes_written(self) -> int:
-        """Bytes written to storage so far (every finished row group), plus an estimate of those being encoded."""
+        """Bytes written to storage so far (every finished row group), plus an estimate of those being encoded.
+
+        The estimate uses the compression ratio of the row groups written so far, so the figure may
+        step back by a fraction of a row group when one turns out smaller than estimated.
+        """
         if self._joiner is None:
             return self._stream.tell()
         joined = self._joiner.bytes_written
@@ -135,19 +166,32 @@ class OutputFile:
         return joined + int(encoding * joined / self._arrow_joined)
 
     def close(self) -> tuple[pq.FileMetaData, int]:
-        """Finish the file; returns its footer and its size."""
-        if self._writer is not None:
-            self._writer.close()
-            metadata = self._writer.writer.metadata
-        else:
-            assert self._joiner is not None
-            self._join_encoded(keep=0)
-            self._shut_pool()
-            if not self._joiner.bytes_written:  # no row written: a file of the schema alone, as ParquetWriter writes
-                self._joiner.append(encode_part(self.schema.empty_table(), self.schema, self._writer_kwargs, 1))
-            metadata = metadata_of_footer(self._joiner.finish())
-        size = self._stream.tell()
-        self._stream.close()
+        """Finish the file; returns its footer and its size.
+
+        On failure the file is aborted (see :meth:`abort`) before the error is raised.
+
+        Raises:
+            ValueError: The file was already closed or aborted.
+        """
+        if self._closed:
+            raise ValueError(f"{self.path} is already closed")
+        try:
+            if self._joiner is None:
+                if self._writer is None:  # no row was written: a file of the schema alone
+                    self._open_writer()
+                assert self._writer is not None
+                self._writer.close()
+                metadata = self._writer.writer.metadata
+            else:
+                self._join_encoded(keep=0)
+                self._shut_pool()
+                metadata = metadata_of_footer(self._joiner.finish())
+            size = self._stream.tell()
+            self._stream.close()
+        except BaseException:
+            self.abort()
+            raise
+        self._closed = True
         return metadata, size
 
     def abort(self) -> None:
@@ -156,6 +200,7 @@ class OutputFile:
         The writer is closed first, so that it does not try again on a closed stream when collected.
         Row groups still being encoded are dropped.
         """
+        self._closed = True
         for encoding, _ in self._encoding:
             encoding.cancel()
         self._encoding.clear()
@@ -172,6 +217,19 @@ class OutputFile:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+
+
+def _leaf_columns(schema: pa.Schema | pa.DataType) -> int:
+    """The number of Parquet columns (leaves) ``schema`` or a nested type is stored in."""
+    if isinstance(schema, pa.Schema):
+        return sum(_leaf_columns(field.type) for field in schema)
+    if pa.types.is_struct(schema):
+        return sum(_leaf_columns(schema.field(index).type) for index in range(schema.num_fields))
+    if pa.types.is_map(schema):
+        return _leaf_columns(schema.key_type) + _leaf_columns(schema.item_type)
+    if pa.types.is_list(schema) or pa.types.is_large_list(schema) or pa.types.is_fixed_size_list(schema):
+        return _leaf_columns(schema.value_type)
+    return 1
 
 
 @dataclass(frozen=True)

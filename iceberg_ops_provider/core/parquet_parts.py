@@ -64,12 +64,14 @@ def joinable(writer_kwargs: Mapping[str, Any]) -> bool:
     """Whether files written with these ``ParquetWriter`` options can be joined from parts.
 
     Options that put structures pointed at by offsets into the file's body (a page index, bloom
-    filters) or encrypt it cannot.
+    filters) or encrypt it cannot, nor content-defined chunking, whose page boundaries depend on
+    the row groups written before (each part would start the chunker afresh).
     """
     return not (
         writer_kwargs.get("write_page_index")
         or writer_kwargs.get("bloom_filter_options")
         or writer_kwargs.get("encryption_properties") is not None
+        or writer_kwargs.get("use_content_defined_chunking")
     )
 
 

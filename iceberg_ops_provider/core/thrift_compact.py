@@ -28,6 +28,7 @@ __all__ = [
     "MAP",
     "SET",
     "STRUCT",
+    "MAX_DEPTH",
     "Field",
     "ThriftList",
     "ThriftMap",
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 BOOL_TRUE, BOOL_FALSE, BYTE, I16, I32, I64, DOUBLE, BINARY, LIST, SET, MAP, STRUCT = range(1, 13)
+MAX_DEPTH = 64
+"""Structs and collections nested deeper than this are refused (Parquet footers nest about six deep)."""
 
 
 @dataclass
@@ -101,6 +104,12 @@ class _Reader:
     def __init__(self, data: bytes | memoryview, position: int) -> None:
         self.data = memoryview(data).cast("B")  # bytes as unsigned, whatever the exporter says
         self.position = position
+        self.depth = 0
+
+    def nested(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ValueError(f"structs and collections nest deeper than {MAX_DEPTH} at byte {self.position}")
 
     def byte(self) -> int:
         value = self.data[self.position]
@@ -162,11 +171,13 @@ class _Reader:
         raise ValueError(f"unknown compact type {kind} at byte {self.position}")
 
     def struct(self) -> Struct:
+        self.nested()
         result = Struct()
         last = 0
         while True:
             header = self.byte()
             if header == 0:
+                self.depth -= 1
                 return result
             kind, delta = header & 0x0F, header >> 4
             field_id = last + delta if delta else self.zigzag()
@@ -184,7 +195,8 @@ def decode_struct(data: bytes | memoryview, position: int = 0) -> tuple[Struct, 
     """The struct encoded at ``position`` of ``data``, and the position just after it.
 
     Raises:
-        ValueError: ``data`` does not hold a well-formed compact struct there.
+        ValueError: ``data`` does not hold a well-formed compact struct there (or nests deeper than
+            :data:`MAX_DEPTH`).
     """
     reader = _Reader(data, position)
     try:

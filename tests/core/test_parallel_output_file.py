@@ -10,8 +10,20 @@ import pyarrow as pa
 import pytest
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
+from iceberg_ops_provider.core import parquet_output
 from iceberg_ops_provider.core.parquet_output import OutputFile
 from tests.core.parquet_samples import every_type_table
+
+
+@pytest.fixture(autouse=True)
+def row_groups_of_any_width_use_encoders(monkeypatch, request) -> None:
+    """These tables are small: let every file use the encoders, except where a test checks the threshold."""
+    if "threshold" not in request.node.name:
+        monkeypatch.setattr(parquet_output, "MIN_BYTES_PER_COLUMN", 0)
+
+
+def _encoder_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name.startswith("iceberg-ops-parquet-encoder")]
 
 
 def _write(path: Path, table: pa.Table, writes: list[tuple[int, int]], threads: int, **options) -> tuple:
@@ -77,4 +89,55 @@ def test_an_encoding_failure_surfaces_and_abort_leaves_no_encoder_running(tmp_pa
             output.write(wrong, 500)
         output.close()
     output.abort()
-    assert not [thread for thread in threading.enumerate() if thread.name.startswith("iceberg-ops-parquet-encoder")]
+    assert not _encoder_threads()
+
+
+def test_a_failure_surfacing_in_close_aborts_the_file(tmp_path: Path) -> None:
+    table = every_type_table(2000)
+    output = OutputFile(str(tmp_path / "f.parquet"), PyArrowFileIO(), table.schema, {}, encode_threads=3)
+    output.write(table.slice(0, 500), 500)
+    output.write(table.drop_columns(["id"]), 2000)  # stays with the encoders: at most two wait
+    with pytest.raises(ValueError, match="schema"):
+        output.close()
+    assert not _encoder_threads() and output._stream.closed
+    with pytest.raises(ValueError, match="is closed"):
+        output.write(table, 500)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_closed_file_refuses_rows_and_a_second_close(tmp_path: Path, threads: int) -> None:
+    table = every_type_table(100)
+    output = OutputFile(str(tmp_path / "f.parquet"), PyArrowFileIO(), table.schema, {}, encode_threads=threads)
+    output.write(table, 50)
+    output.close()
+    with pytest.raises(ValueError, match=r"f\.parquet is closed: rows can no longer be written"):
+        output.write(table, 50)
+    with pytest.raises(ValueError, match="already closed"):
+        output.close()
+    assert not _encoder_threads()
+
+
+def test_writes_of_no_rows_write_nothing_whatever_the_threads(tmp_path: Path) -> None:
+    table = every_type_table(1000)
+    writes = [(0, 500), (500, 0), (500, 500)]
+    alone, _ = _write(tmp_path / "alone.parquet", table, writes, 1)
+    side, _ = _write(tmp_path / "side.parquet", table, writes, 2)
+    assert (tmp_path / "side.parquet").read_bytes() == (tmp_path / "alone.parquet").read_bytes()
+    # No empty row group, whose missing statistics would cost PyIceberg the file's bounds.
+    assert [side.row_group(index).num_rows for index in range(side.num_row_groups)] == [400, 100, 400, 100]
+    assert alone.num_row_groups == 4
+
+
+def test_threshold_narrow_row_groups_of_wide_tables_are_written_by_one_writer(tmp_path: Path) -> None:
+    wide = pa.table({f"c{index}": pa.array(range(2000), pa.int64()) for index in range(300)})
+    output = OutputFile(str(tmp_path / "wide.parquet"), PyArrowFileIO(), wide.schema, {}, encode_threads=2)
+    output.write(wide, 500)  # 4 KB per column a row group: reading each part's footer back would cost more
+    assert output._writer is not None and output._joiner is None
+    output.close()
+
+    deep = pa.table({"c": pa.array(range(400_000), pa.int64())})  # 3.2 MB of one column a row group
+    output = OutputFile(str(tmp_path / "deep.parquet"), PyArrowFileIO(), deep.schema, {}, encode_threads=2)
+    output.write(deep, 200_000)
+    assert output._joiner is not None and output._writer is None
+    metadata, _ = output.close()
+    assert metadata.num_row_groups == 2

@@ -105,3 +105,12 @@ def test_what_is_not_a_parquet_file_is_refused() -> None:
 def test_joinable_options() -> None:
     assert joinable({}) and joinable({"compression": "zstd", "write_page_index": False})
     assert not joinable({"encryption_properties": object()})
+    assert not joinable({"use_content_defined_chunking": True})
+
+
+def test_content_defined_chunking_is_not_joinable_because_its_pages_depend_on_earlier_row_groups() -> None:
+    table = every_type_table(4000)
+    options = {"use_content_defined_chunking": {"min_chunk_size": 256, "max_chunk_size": 1024}}
+    assert _joined(table, [(start, 1000) for start in range(0, 4000, 1000)], 1000, **options)[0] != _written_alone(
+        table, 1000, **options
+    )

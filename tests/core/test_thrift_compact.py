@@ -104,8 +104,10 @@ def test_a_struct_read_from_a_signed_buffer_reads_bytes_as_unsigned() -> None:
         (encode_struct(Struct([Field(1, I64, 5)]))[:-1], "ends past the data"),
         (bytes([0x1D, 0x00]), "unknown compact type 13"),
         (bytes([0x16]) + b"\xff" * 11, "longer than 10 bytes"),
+        (b"\x1c" * 2000, "nest deeper than 64"),
+        (b"\x19\x1c" * 2000, "nest deeper than 64"),
     ],
-    ids=["short-binary", "no-stop", "unknown-type", "endless-varint"],
+    ids=["short-binary", "no-stop", "unknown-type", "endless-varint", "deep-structs", "deep-lists"],
 )
 def test_malformed_data_is_refused_saying_where(data: bytes, says: str) -> None:
     with pytest.raises(ValueError, match=says):

@@ -25,6 +25,7 @@ ENCODE_PART = parquet_output.encode_part
 
 def _compacted(root: Path, monkeypatch, threads: int, strategy: str) -> tuple[list[tuple[bytes, object]], set[str]]:
     monkeypatch.setattr(streaming, "ENCODE_THREADS", threads)
+    monkeypatch.setattr(parquet_output, "MIN_BYTES_PER_COLUMN", 0)  # these row groups are small
     encoded_on: set[str] = set()
 
     def noting_the_thread(*args, **kwargs):  # the real encoder; only which thread ran it is noted
@@ -80,7 +81,8 @@ def test_files_encoded_side_by_side_are_those_one_encoder_writes(tmp_path: Path,
 
 
 @pytest.mark.backends
-def test_files_of_many_row_groups_are_joined_on_s3(s3_catalog) -> None:
+def test_files_of_many_row_groups_are_joined_on_s3(s3_catalog, monkeypatch) -> None:
+    monkeypatch.setattr(parquet_output, "MIN_BYTES_PER_COLUMN", 0)  # these row groups are small
     catalog = s3_catalog.catalog
     table = small_files_table(catalog, "sales.events", appends=8, rows=500)
     with table.transaction() as transaction:
