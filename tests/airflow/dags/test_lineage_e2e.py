@@ -55,14 +55,17 @@ for spec in json.loads(sys.argv[2]):
         for ti in run.get_task_instances() if ti.map_index < 0 and str(ti.state) == "success"
     }
     states = sorted({(ti.task_id, str(ti.state)) for ti in run.get_task_instances()})
-    print("RUN " + json.dumps({"dag_id": spec["dag_id"], "state": str(run.state), "states": states,
-                               "returned": returned}, default=str), flush=True)
+    # One write per line: print() writes the newline apart, and a log line from another thread can land between.
+    sys.stdout.write("RUN " + json.dumps({"dag_id": spec["dag_id"], "state": str(run.state), "states": states,
+                                          "returned": returned}, default=str) + "\n")
+    sys.stdout.flush()
 with create_session() as session:
     events = [
         {"uri": event.asset.uri, "extra": event.extra}
         for event in session.query(AssetEvent) if event.id not in earlier
     ]
-print("ASSET_EVENTS " + json.dumps(events, default=str), flush=True)
+sys.stdout.write("ASSET_EVENTS " + json.dumps(events, default=str) + "\n")
+sys.stdout.flush()
 # Everything is reported (OpenLineage's file transport writes each event as it is sent). Spare the exit
 # the full garbage collection of Airflow's heap (seconds); atexit handlers still run.
 import gc
@@ -129,9 +132,10 @@ def examples(airflow_db, tmp_path_factory):
             timeout=600,
         )
     lines = done.stdout.splitlines()
-    runs = {r["dag_id"]: r for r in (json.loads(line[4:]) for line in lines if line.startswith("RUN "))}
+    reported = json.JSONDecoder().raw_decode  # the object at the line's start, whatever a log appended to it
+    runs = {r["dag_id"]: r for r in (reported(line[4:])[0] for line in lines if line.startswith("RUN "))}
     assert len(runs) == len(RUNS), done.stderr[-5000:]
-    asset_events = next(json.loads(line[13:]) for line in lines if line.startswith("ASSET_EVENTS "))
+    asset_events = next(reported(line[13:])[0] for line in lines if line.startswith("ASSET_EVENTS "))
     by_job: dict[str, list[dict]] = defaultdict(list)
     for line in events_file.read_text().splitlines():
         event = json.loads(line)
