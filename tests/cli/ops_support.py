@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -35,10 +36,25 @@ def run(
 
 
 def start(cwd: Path, *args: str) -> subprocess.Popen[str]:
-    """``iceberg-ops ARGS`` started in ``cwd`` (to be interrupted), stdout and stderr piped."""
+    """``iceberg-ops ARGS`` started in ``cwd`` (to be interrupted), stdout and stderr piped.
+
+    SIGINT starts with its default handling, as from an interactive shell: run as a background job of
+    a non-interactive shell (``make test-all &``, a CI runner), this process ignores SIGINT, the command
+    would inherit that and, rightly, sit through the Ctrl-C a test sends it.
+    """
     return subprocess.Popen(
-        [str(BIN), *args], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy()
+        [str(BIN), *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=os.environ.copy(),
+        preexec_fn=_sigint_as_in_a_terminal,
     )
+
+
+def _sigint_as_in_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def seaweedfs_project(root: Path, seaweedfs: Any, bucket: str) -> Path:

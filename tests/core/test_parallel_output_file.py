@@ -22,8 +22,36 @@ def row_groups_of_any_width_use_encoders(monkeypatch, request) -> None:
         monkeypatch.setattr(parquet_output, "MIN_BYTES_PER_COLUMN", 0)
 
 
-def _encoder_threads() -> list[threading.Thread]:
-    return [thread for thread in threading.enumerate() if thread.name.startswith("iceberg-ops-parquet-encoder")]
+class Encoders:
+    """The real ``encode_part``, noting the threads it ran on, held back on them until ``release()``."""
+
+    def __init__(self) -> None:
+        self.threads: set[threading.Thread] = set()
+        self._released = threading.Event()
+        self._released.set()
+        self._encode = parquet_output.encode_part
+
+    def hold(self) -> None:
+        self._released.clear()
+
+    def release(self) -> None:
+        self._released.set()
+
+    def __call__(self, *args, **kwargs):
+        if threading.current_thread() is not threading.main_thread():
+            self.threads.add(threading.current_thread())
+            self._released.wait(30)
+        return self._encode(*args, **kwargs)
+
+    def running(self) -> list[threading.Thread]:
+        return [thread for thread in self.threads if thread.is_alive()]
+
+
+@pytest.fixture
+def encoders(monkeypatch) -> Encoders:
+    noted = Encoders()
+    monkeypatch.setattr(parquet_output, "encode_part", noted)
+    return noted
 
 
 def _write(path: Path, table: pa.Table, writes: list[tuple[int, int]], threads: int, **options) -> tuple:
@@ -79,7 +107,7 @@ def test_the_size_counts_row_groups_still_encoding_at_the_files_ratio(tmp_path: 
     assert first * 3 < estimate and abs(estimate - size) < size * 0.25
 
 
-def test_an_encoding_failure_surfaces_and_abort_leaves_no_encoder_running(tmp_path: Path) -> None:
+def test_an_encoding_failure_surfaces_and_abort_leaves_no_encoder_running(tmp_path: Path, encoders) -> None:
     table = every_type_table(2000)
     output = OutputFile(str(tmp_path / "f.parquet"), PyArrowFileIO(), table.schema, {}, encode_threads=2)
     output.write(table.slice(0, 500), 500)
@@ -89,23 +117,25 @@ def test_an_encoding_failure_surfaces_and_abort_leaves_no_encoder_running(tmp_pa
             output.write(wrong, 500)
         output.close()
     output.abort()
-    assert not _encoder_threads()
+    assert encoders.threads and not encoders.running()
 
 
-def test_a_failure_surfacing_in_close_aborts_the_file(tmp_path: Path) -> None:
+def test_a_failure_surfacing_in_close_aborts_the_file(tmp_path: Path, encoders) -> None:
     table = every_type_table(2000)
     output = OutputFile(str(tmp_path / "f.parquet"), PyArrowFileIO(), table.schema, {}, encode_threads=3)
     output.write(table.slice(0, 500), 500)
-    output.write(table.drop_columns(["id"]), 2000)  # stays with the encoders: at most two wait
+    encoders.hold()  # the bad row group is still encoding when write returns, so its failure surfaces in close
+    output.write(table.drop_columns(["id"]), 1000)  # stays with the encoders: at most two wait
+    encoders.release()
     with pytest.raises(ValueError, match="schema"):
         output.close()
-    assert not _encoder_threads() and output._stream.closed
+    assert encoders.threads and not encoders.running() and output._stream.closed
     with pytest.raises(ValueError, match="is closed"):
         output.write(table, 500)
 
 
 @pytest.mark.parametrize("threads", [1, 2])
-def test_a_closed_file_refuses_rows_and_a_second_close(tmp_path: Path, threads: int) -> None:
+def test_a_closed_file_refuses_rows_and_a_second_close(tmp_path: Path, threads: int, encoders) -> None:
     table = every_type_table(100)
     output = OutputFile(str(tmp_path / "f.parquet"), PyArrowFileIO(), table.schema, {}, encode_threads=threads)
     output.write(table, 50)
@@ -114,7 +144,7 @@ def test_a_closed_file_refuses_rows_and_a_second_close(tmp_path: Path, threads: 
         output.write(table, 50)
     with pytest.raises(ValueError, match="already closed"):
         output.close()
-    assert not _encoder_threads()
+    assert len(encoders.threads) == threads - 1 and not encoders.running()
 
 
 def test_writes_of_no_rows_write_nothing_whatever_the_threads(tmp_path: Path) -> None:

@@ -57,14 +57,14 @@ for spec in json.loads(sys.argv[2]):
     states = sorted({(ti.task_id, str(ti.state)) for ti in run.get_task_instances()})
     # One write per line: print() writes the newline apart, and a log line from another thread can land between.
     sys.stdout.write("RUN " + json.dumps({"dag_id": spec["dag_id"], "state": str(run.state), "states": states,
-                                          "returned": returned}, default=str) + "\n")
+                                          "returned": returned}, default=str) + "\\n")
     sys.stdout.flush()
 with create_session() as session:
     events = [
         {"uri": event.asset.uri, "extra": event.extra}
         for event in session.query(AssetEvent) if event.id not in earlier
     ]
-sys.stdout.write("ASSET_EVENTS " + json.dumps(events, default=str) + "\n")
+sys.stdout.write("ASSET_EVENTS " + json.dumps(events, default=str) + "\\n")
 sys.stdout.flush()
 # Everything is reported (OpenLineage's file transport writes each event as it is sent). Spare the exit
 # the full garbage collection of Airflow's heap (seconds); atexit handlers still run.
