@@ -100,7 +100,6 @@ class PartJoiner:
         self._stream = stream
         self._position = 0
         self._head: Struct | None = None
-        self._schema: bytes = b""
         self._row_groups: list[Struct] = []
         self._rows = 0
 
@@ -108,11 +107,6 @@ class PartJoiner:
     def bytes_written(self) -> int:
         """Bytes handed to the stream so far."""
         return self._position
-
-    @property
-    def rows(self) -> int:
-        """Rows in the parts appended so far."""
-        return self._rows
 
     def append(self, part: bytes | pa.Buffer) -> None:
         """Append the row groups of ``part``, a complete Parquet file such as :func:`encode_part` returns.
@@ -123,12 +117,10 @@ class PartJoiner:
         """
         data = memoryview(part).cast("B")
         body_end, metadata = _read_part(data)
-        schema_field = metadata.get(_FILE_SCHEMA)
-        schema = encode_struct(Struct([schema_field] if schema_field is not None else []))
         if self._head is None:
-            self._head, self._schema = metadata, schema
+            self._head = metadata
             self._write(MAGIC)
-        elif schema != self._schema:
+        elif metadata.get(_FILE_SCHEMA) != self._head.get(_FILE_SCHEMA):
             raise ValueError(
                 "a part's Parquet schema differs from the first part's; every part must be written with one schema"
             )
