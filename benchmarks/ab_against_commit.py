@@ -32,7 +32,7 @@ def main() -> None:
     checkout = Path(sys.argv[1]).resolve()
     sys.path.insert(0, str(checkout))
     import iceberg_ops_provider
-    from iceberg_ops_provider.core.catalog import CatalogFactory
+    from iceberg_ops_provider.catalogs import CatalogFactory
     from iceberg_ops_provider.runner import MigrationRunner
 
     assert Path(iceberg_ops_provider.__file__).is_relative_to(checkout), iceberg_ops_provider.__file__

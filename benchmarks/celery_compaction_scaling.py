@@ -88,7 +88,7 @@ def build_table(cache: Path, partitions: int, files: int, rows_per_file: int) ->
     writing one file into every partition: ``id``, ``region`` (the partition), ``user_id``,
     ``country``, ``page``, ``amount``.
     """
-    from iceberg_ops_provider.core.catalog import CatalogFactory
+    from iceberg_ops_provider.catalogs import CatalogFactory
 
     folder = table_folder(cache, partitions, files, rows_per_file)
     done = folder / "table.json"

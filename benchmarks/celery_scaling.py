@@ -63,7 +63,7 @@ def source_table(cache: Path, weeks: int, rows_per_day: int) -> tuple[str, int, 
 
     One Parquet file a day: ``id``, ``day``, ``user_id``, ``country``, ``page``, ``amount``.
     """
-    from iceberg_ops_provider.core.catalog import CatalogFactory
+    from iceberg_ops_provider.catalogs import CatalogFactory
 
     folder = cache / f"v{DATA_VERSION}-{weeks}w-{rows_per_day}r"
     done = folder / "source.json"

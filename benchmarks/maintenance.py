@@ -46,7 +46,7 @@ METHODS = ("compact", "naive", "raw")
 
 
 def _catalog(root: Path) -> Any:
-    from iceberg_ops_provider.core.catalog import CatalogFactory
+    from iceberg_ops_provider.catalogs import CatalogFactory
 
     return CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
 

@@ -97,7 +97,7 @@ def generate_chunk(start: int, rows: int, schema: Any) -> Any:
 
 
 def _catalog(db_path: Path, warehouse: Path) -> Any:
-    from iceberg_ops_provider.core.catalog import CatalogFactory
+    from iceberg_ops_provider.catalogs import CatalogFactory
 
     return CatalogFactory.build("sqlite", db_path=db_path, warehouse_dir=warehouse)
 

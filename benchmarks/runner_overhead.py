@@ -45,7 +45,7 @@ def _setup(workdir: Path, applied: int, measured: int):
     """A catalog whose namespace has ``applied`` migrations recorded and ``measured`` more to run."""
     import pyarrow as pa
 
-    from iceberg_ops_provider.core.catalog import CatalogFactory
+    from iceberg_ops_provider.catalogs import CatalogFactory
     from iceberg_ops_provider.runner import MigrationRunner
 
     migrations = workdir / "migrations"

@@ -68,7 +68,7 @@ def build(root: Path, tables: int) -> None:
     """The catalog: ``tables`` tables of two appends each in ``big``, the example migrations applied."""
     import pyarrow as pa
 
-    from iceberg_ops_provider.core.catalog import CatalogFactory
+    from iceberg_ops_provider.catalogs import CatalogFactory
     from iceberg_ops_provider.runner import MigrationRunner
 
     catalog = CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
@@ -110,7 +110,7 @@ print("RESULT " + json.dumps({"cold": cold, "warm": warm, "tables": first.text.c
 
 NAIVE = """
 import json, sys, time
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.runner import MigrationRunner
 root = sys.argv[1]
 catalog = CatalogFactory.build("sqlite", db_path=root + "/catalog.db", warehouse_dir=root + "/warehouse")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.snapshots import list_snapshots, read_table
 from iceberg_ops_provider.core.type_strings import parse_type

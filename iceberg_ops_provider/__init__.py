@@ -1,18 +1,14 @@
 """iceberg-ops: version and operate Apache Iceberg tables from Python, with no JVM.
 
-The engine (``core``, ``migration``, ``runner``, ``history``, ``autogen``, ``maintenance``,
-``data_migration``, ``polaris``, ``partitions``) works without Airflow; the fronts (``cli``, and
-on the Airflow side ``hooks``, ``operators``, ``sensors``, ``triggers``) translate between their
-users and the engine. ``docs/architecture.md`` draws the layers. Importing this package imports
-nothing heavy: each module imports what it needs.
+The engine (``catalogs``, ``core``, ``migration``, ``runner``, ``history``, ``autogen``,
+``maintenance``, ``data_migration``, ``polaris``, ``partitions``) works without Airflow; the fronts
+(``cli``, ``ui``, and on the Airflow side ``hooks``, ``operators``, ``sensors``, ``triggers``)
+translate between their users and the engine. ``docs/architecture.md`` draws the layers. Importing
+this package imports nothing heavy: each module imports what it needs.
 """
 
 from __future__ import annotations
 
-from iceberg_ops_provider import _moved
-
 __version__ = "0.1.0"
 
 __all__ = ["__version__"]
-
-_moved.install()

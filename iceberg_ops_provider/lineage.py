@@ -20,7 +20,9 @@ import posixpath
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit
+
+from iceberg_ops_provider.catalogs.redact import is_secret_key, split_url
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -115,30 +117,20 @@ def catalog_table_name(catalog_type: str, table: str) -> str:
     return table
 
 
-def _without_credentials(uri: str) -> str:
-    parts = urlsplit(uri)
-    if "@" not in parts.netloc:
-        return uri.rstrip("/")
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=host, query="", fragment="")).rstrip("/")
-
-
-_SECRET_WORDS = ("password", "passwd", "secret", "token", "credential", "key", "signature", "sig")
-
-
 def public_uri(uri: str | None) -> str | None:
-    """``uri`` fit to publish: without user info, fragment, trailing ``/`` and query parameters naming a secret."""
+    """``uri`` fit to publish: without user info, fragment, trailing ``/`` and query parameters naming a secret.
+
+    The URI is cut into parts as the catalogs cut theirs (:func:`~iceberg_ops_provider.catalogs.redact.split_url`),
+    so a password holding ``/``, ``#`` or ``@`` never reaches a lineage event.
+    """
     if not uri:
         return None
-    base, _, query = _without_credentials(str(uri)).split("#", 1)[0].partition("?")
-    kept = [(k, v) for k, v in parse_qsl(query, keep_blank_values=True) if not _secret(k)]
-    base = base.rstrip("/")
+    parts = split_url(str(uri))
+    if parts is None:
+        return str(uri).split("#", 1)[0].rstrip("/")
+    base = f"{parts.scheme}://{parts.host}{parts.path}".rstrip("/")
+    kept = [(k, v) for k, v in parse_qsl(parts.query or "", keep_blank_values=True) if not is_secret_key(k)]
     return f"{base}?{urlencode(kept)}" if kept else base
-
-
-def _secret(key: str) -> bool:
-    lowered = key.lower()
-    return any(word in lowered for word in _SECRET_WORDS)
 
 
 # PyIceberg catalog classes and the type names OpenLineage's catalog facet uses for them.

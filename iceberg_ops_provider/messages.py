@@ -3,11 +3,13 @@
 An error's "what to do" often names an argument of the call (``mode='incremental'``, ``move_id``) or
 a step whose wording depends on where the caller stands (how to give a table a sort order). The
 engine writes such a message as a :class:`Message`: text and facts, :class:`Arg` (an argument, and
-the value to give it) and :class:`Hint` (a step, with its Python wording and the details another
-front needs), built from a template with :func:`message`. ``str(message)`` (so ``str(error)``) is
-the Python wording, which the Airflow operators share (their fields are the arguments); the command
-line words the same facts as its options (``--mode incremental``) through :func:`worded`, and
-:func:`message_about` tells it which option a refusal is about. The engine decides what to say;
+the value to give it), :class:`Hint` (a step, with its Python wording and the details another
+front needs) and :class:`Setting` (a setting of a catalog, named where it was set: a keyword, the
+project file, an Airflow connection, a command-line option), built from a template with
+:func:`message`. ``str(message)`` (so ``str(error)``) is the Python wording, which the Airflow
+operators share (their fields are the arguments); the command line words the same facts as its
+options (``--mode incremental``) through :func:`worded`, and :func:`message_about` tells it which
+option a refusal is about. The engine decides what to say;
 each front only says it.
 """
 
@@ -23,6 +25,7 @@ __all__ = [
     "Arg",
     "Hint",
     "Message",
+    "Setting",
     "message",
     "message_about",
     "python_words",
@@ -78,7 +81,50 @@ class Hint:
     details: Mapping[str, str] = field(default_factory=dict)
 
 
-Fact = Arg | Hint
+@dataclass(frozen=True)
+class Setting:
+    """A setting of a catalog that a message names, in the terms of where it was set.
+
+    Python words it by its source: ``the `db_path` option`` (keyword arguments), `` `db_path:` under
+    `catalog:` in <file>`` (the project file), ``the `db_path` extra of Airflow connection 'lake'``; the
+    command line words a setting it was given as its option (``--db-path``, ``--target-db-path``).
+
+    Attributes:
+        key: The setting (``db_path``, ``uri``, ``timeout``, ``credential``, ...).
+        source: ``python``, ``file``, ``connection`` or ``flags``.
+        where: The file, or the connection's id.
+        role: ``catalog``, or ``target`` (the second catalog of a move).
+        flagged: Given on the command line.
+    """
+
+    key: str
+    source: str = "python"
+    where: str = ""
+    role: str = "catalog"
+    flagged: bool = False
+
+    @property
+    def python(self) -> str:
+        """The wording outside the command line (key ``""``: the catalog's settings as a whole)."""
+        if not self.key:
+            return {
+                "file": f"`catalog:` in {self.where or 'iceberg-ops.yaml'}",
+                "connection": f"the extra of Airflow connection {self.where!r}",
+            }.get(self.source, "the catalog's options")
+        if self.source == "file":
+            return f"`{self.key}:` under `catalog:` in {self.where or 'iceberg-ops.yaml'}"
+        if self.source == "connection":
+            return f"{_CONNECTION_FIELDS.get(self.key, f'the `{self.key}` extra')} of Airflow connection {self.where!r}"
+        return f"the `{self.key}` option"
+
+
+_CONNECTION_FIELDS = {
+    "uri": "the Host (or the `uri` extra)",
+    "credential": "the Login and Password (or the `credential` extra)",
+    "kind": "the `kind` extra",
+}
+
+Fact = Arg | Hint | Setting
 _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 
@@ -95,10 +141,10 @@ class Message:
             may report it as a usage error of its own name for it.
     """
 
-    parts: tuple[str | Arg | Hint, ...]
+    parts: tuple[str | Fact, ...]
     about: str | None = None
 
-    def worded(self, words: Callable[[Arg | Hint], str]) -> str:
+    def worded(self, words: Callable[[Fact], str]) -> str:
         """The message with each fact worded by ``words``."""
         return "".join(part if isinstance(part, str) else words(part) for part in self.parts)
 
@@ -132,7 +178,7 @@ class Message:
         return joined
 
 
-def python_words(fact: Arg | Hint) -> str:
+def python_words(fact: Fact) -> str:
     """A fact as the Python API (and the Airflow operators, whose fields are its arguments) words it."""
     return fact.python() if isinstance(fact, Arg) else fact.python
 
@@ -146,7 +192,7 @@ def message(template: str, /, *, about: str | None = None, **facts: Fact | str) 
     Example:
         ``message("use {mode} to move only what was appended", mode=Arg("mode", "incremental"))``
     """
-    parts: list[str | Arg | Hint] = []
+    parts: list[str | Fact] = []
     position = 0
     for match in _PLACEHOLDER.finditer(template):
         fact = facts.get(match.group(1))
@@ -156,7 +202,7 @@ def message(template: str, /, *, about: str | None = None, **facts: Fact | str) 
         parts.append(fact)
         position = match.end()
     parts.append(template[position:])
-    merged: list[str | Arg | Hint] = []
+    merged: list[str | Fact] = []
     for part in parts:
         if isinstance(part, str) and merged and isinstance(merged[-1], str):
             merged[-1] += part
@@ -170,7 +216,7 @@ def _message_of(error: BaseException) -> Message | None:
     return found if isinstance(found, Message) else None
 
 
-def worded(error: BaseException, words: Callable[[Arg | Hint], str]) -> str:
+def worded(error: BaseException, words: Callable[[Fact], str]) -> str:
     """``error``'s message with its facts worded by ``words`` (``str(error)`` when it has none)."""
     found = _message_of(error)
     return found.worded(words) if found is not None else str(error)

@@ -28,7 +28,7 @@ POSTGRES_ADMIN_URL = os.environ.get("ICEBERG_OPS_TEST_POSTGRES", "postgresql+psy
 @pytest.fixture
 def catalog(tmp_path: Path):
     """A fresh file-backed SQL catalog in a temporary folder."""
-    from iceberg_ops_provider.core.catalog import CatalogFactory
+    from iceberg_ops_provider.catalogs import CatalogFactory
 
     built = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
     yield built
@@ -140,7 +140,7 @@ class CatalogBackend:
 
     def build(self) -> Any:
         """Another catalog object on the same catalog, as another worker would have."""
-        from iceberg_ops_provider.core.catalog import CatalogFactory
+        from iceberg_ops_provider.catalogs import CatalogFactory
 
         return CatalogFactory.build(self.kind, **self.options)
 

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.runner import MigrationRunner
 
 EXAMPLES = Path(__file__).parent.parent / "dags_examples"

@@ -148,7 +148,7 @@ def test_the_tables_a_migration_touched_are_described_as_they_are_now(catalog, o
 
 
 def test_catalog_types_come_from_the_catalog_class(catalog):
-    from iceberg_ops_provider.core.catalog import CatalogFactory
+    from iceberg_ops_provider.catalogs import CatalogFactory
 
     assert catalog_type(catalog) == "sql"
     assert catalog_type(CatalogFactory.build("memory")) == "sql"  # a subclass of the SQL catalog

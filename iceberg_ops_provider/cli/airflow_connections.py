@@ -9,7 +9,7 @@ callers can pass it too::
     from iceberg_ops_provider.cli.airflow_connections import read_airflow_connection
     from iceberg_ops_provider.config import load_config
 
-    catalog = load_config(connection_reader=read_airflow_connection).build_catalog()
+    catalog = load_config(connection_reader=read_airflow_connection).open_catalog()
 
 :func:`without_airflow_logging` keeps Airflow's logging, set up when Airflow is first imported, off
 stdout, where ``--json`` output goes.
@@ -22,15 +22,18 @@ import logging
 import os
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from iceberg_ops_provider.errors import MissingAirflowError, ProjectConfigError
+
+if TYPE_CHECKING:
+    from iceberg_ops_provider.catalogs import CatalogSpec
 
 __all__ = ["read_airflow_connection", "without_airflow_logging"]
 
 
-def read_airflow_connection(conn_id: str, source: str) -> tuple[str, dict[str, Any]]:
-    """The catalog kind and options of Airflow connection ``conn_id``, mapped as the hook maps them.
+def read_airflow_connection(conn_id: str, source: str) -> CatalogSpec:
+    """The catalog of Airflow connection ``conn_id``, described as the hook describes it.
 
     A :data:`~iceberg_ops_provider.config.ConnectionReader`: Airflow is imported here, when a
     connection is read, and only then.
@@ -40,7 +43,7 @@ def read_airflow_connection(conn_id: str, source: str) -> tuple[str, dict[str, A
         source: Where the id was given (``--conn-id, or `airflow_conn_id:` in <file>``), for messages.
 
     Returns:
-        ``(kind, options)`` from :meth:`IcebergCatalogHook.catalog_spec`.
+        The spec from :meth:`IcebergCatalogHook.catalog_spec`.
 
     Raises:
         MissingAirflowError: Airflow is not installed.

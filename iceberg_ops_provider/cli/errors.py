@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from iceberg_ops_provider.cli.wording import cli_message, cli_words
+from iceberg_ops_provider.cli.wording import cli_message
 from iceberg_ops_provider.errors import (
     CatalogUnavailableError,
     ConcurrentMigrationError,
@@ -35,7 +35,6 @@ from iceberg_ops_provider.errors import (
     PartialMigrationError,
     VerificationFailedError,
 )
-from iceberg_ops_provider.messages import Arg, Hint
 
 if TYPE_CHECKING:
     from iceberg_ops_provider.cli.settings import Settings
@@ -91,37 +90,12 @@ def error_report(settings: Settings, raised: Exception) -> tuple[int, str, str]:
         code = 2 if isinstance(exc, ValueError | TypeError | LookupError) else 1
     if settings.verbose:
         traceback.print_exception(raised)
-    message = cli_message(exc, _settings_words(settings)) or type(exc).__name__
+    message = cli_message(exc) or type(exc).__name__
     if isinstance(exc, MigrationIntegrityError):
         message = integrity_message(exc)
     if not isinstance(exc, IcebergOpsError):
         message = f"{type(exc).__name__}: {message}"
     return code, message, type(exc).__name__
-
-
-_FILE_KEYS = {"db_path": "db_path", "uri": "catalog_uri"}
-"""The catalog settings an error may name, and the global option (a :class:`Settings` field) that sets them."""
-
-
-def _settings_words(settings: Settings) -> Callable[[Arg | Hint], str]:
-    """:func:`cli_words`, except that a catalog setting no option gave is named where it was given.
-
-    ``--db-path`` names a database given on the command line; one from ``iceberg-ops.yaml`` is
-    ``db_path:`` under ``catalog:`` there, one from an Airflow connection its ``db_path`` extra.
-    """
-    config = settings.loaded_config
-
-    def words(fact: Arg | Hint) -> str:
-        option = _FILE_KEYS.get(fact.name) if isinstance(fact, Arg) else None
-        if option is None or config is None or getattr(settings, option):
-            return cli_words(fact)
-        if config.airflow_conn_id:
-            return f"its `{fact.name}` extra"
-        if config.path is not None:
-            return f"`{fact.name}:` under `catalog:` in {config.path}"
-        return cli_words(fact)
-
-    return words
 
 
 def integrity_message(exc: MigrationIntegrityError) -> str:

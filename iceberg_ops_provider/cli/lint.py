@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import click
 
 from iceberg_ops_provider.cli.errors import handles_errors
-from iceberg_ops_provider.cli.settings import CATALOG_FLAGS, namespace_of, open_catalog
+from iceberg_ops_provider.cli.settings import namespace_of, open_catalog
 from iceberg_ops_provider.cli.shared import json_option
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def lint(settings: Settings, paths: tuple[Path, ...], output_format: str | None,
         settings.as_json = as_json
         settings.emit(rules_json(), rule_list())
         return
-    explicit = any(getattr(settings, name) for name in CATALOG_FLAGS)
+    explicit = settings.catalog_flags.any_given()
     paths = paths or (_project_folder(settings, live or explicit),)
     for path in paths:
         if not path.exists():
@@ -116,7 +116,7 @@ def _live_catalog(settings: Settings) -> Catalog | None:
     from iceberg_ops_provider.errors import CatalogUnavailableError
 
     try:
-        return open_catalog(settings, create=False)
+        return open_catalog(settings, access="read")
     except Exception as exc:
         error = settings.translate(exc)
         if not isinstance(error, CatalogUnavailableError):

@@ -93,6 +93,7 @@ def health(
         lambda loaded: table_health_report(loaded, limits),
         lambda report: _describe_health(settings, report),
         document=lambda report: report.to_json(max_partitions=max_partitions),
+        changes=False,
     )
     exit_with(max(worst, 1 if any(report.needs for report in reports) else 0))
 
@@ -197,6 +198,7 @@ def expire(
             loaded, older_than=older_than, retain_last=retain_last, delete_files=not keep_files, dry_run=dry_run
         ),
         describe,
+        changes=not dry_run,
     )
     exit_with(worst)
 
@@ -260,6 +262,7 @@ def orphans(
             check_nested_tables=check_nested_tables,
         ),
         describe,
+        changes=not dry_run,
     )
     exit_with(worst)
 
@@ -295,6 +298,7 @@ def manifests(
         every,
         lambda loaded: rewrite_manifests(loaded, target_manifest_size_bytes=target_manifest_size, dry_run=dry_run),
         describe,
+        changes=not dry_run,
     )
     exit_with(worst)
 

@@ -39,15 +39,18 @@ def run_on_tables(
     describe: Callable[[Any], str],
     document: Callable[[Any], dict[str, Any]] | None = None,
     display: ProgressDisplay | None = None,
+    *,
+    changes: bool = True,
 ) -> tuple[list[Any], int]:
     """Open the catalog, call ``call`` on each table, print the results; the results and the worst exit code.
 
     ``display`` (the progress ``call`` reports to) is shown while the tables are worked on and
-    closed before the results are printed.
+    closed before the results are printed. ``changes=False``: the command only reads (the catalog
+    opens read-only). Every command works on tables that exist already: nothing is created.
     """
     results: list[Any] = []
     try:
-        catalog = open_catalog(settings, create=False)  # every command works on tables that exist already
+        catalog = open_catalog(settings, access="write" if changes else "read")
         names = resolve_tables(settings, catalog, table, every)
     except KeyboardInterrupt:
         exit_interrupted(settings, "stopped before any table was worked on; nothing was changed.")

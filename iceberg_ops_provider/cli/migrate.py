@@ -179,7 +179,7 @@ def plan(settings: Settings, target: str, direction: str | None) -> None:
     """Show the steps a run to TARGET would take; changes nothing (exit 3: the rollback reaches an irreversible one)."""
     from iceberg_ops_provider.runner.plan_document import plan_document
 
-    runner = settings.runner(create=False)
+    runner = settings.runner(access="read")
     steps = runner.plan(target, direction, inspect=True)  # type: ignore[arg-type]
     lines = []
     for step in steps:
@@ -207,7 +207,7 @@ def plan(settings: Settings, target: str, direction: str | None) -> None:
 @handles_errors
 def status(settings: Settings) -> None:
     """Show the current version, pending migrations, anything odd, the lock, and how migrations commit."""
-    runner = settings.runner(files="optional", create=False)
+    runner = settings.runner(files="optional", access="read")
     state = runner.status()
     lines = [
         f"namespace: {state.namespace}",
@@ -273,7 +273,7 @@ def _pending_note(version: str, failed: list[str], broken: set[int]) -> str:
 @handles_errors
 def history(settings: Settings, show_events: bool) -> None:
     """Show the namespace's migration history, oldest first."""
-    runner = settings.runner(files="optional", create=False)
+    runner = settings.runner(files="optional", access="read")
     if show_events:
         events = runner.events()
         lines = [
@@ -303,7 +303,7 @@ def history(settings: Settings, show_events: bool) -> None:
 @handles_errors
 def current(settings: Settings) -> None:
     """Print the current version (base when nothing is applied)."""
-    runner = settings.runner(files="none", create=False)
+    runner = settings.runner(files="none", access="read")
     version = runner.current()
     settings.emit({"current": version}, version or "base")
 
@@ -321,7 +321,7 @@ def check(settings: Settings, no_lint: bool) -> None:
     """
     from iceberg_ops_provider.runner.commands import check_namespace
 
-    runner = settings.runner(create=False)
+    runner = settings.runner(access="read")
     config = settings.config()
     with_models = config.path is not None and config.models_dir.is_dir()
     report = check_namespace(runner, config.models_dir if with_models else None, lint=not no_lint)
@@ -347,7 +347,7 @@ def check(settings: Settings, no_lint: bool) -> None:
 @handles_errors
 def repair(settings: Settings, yes: bool) -> None:
     """Re-record checksums of changed applied files and clear failed attempts (shows what first)."""
-    runner = settings.runner(known=True, progress=True, create=False)
+    runner = settings.runner(known=True, progress=True, access="write")
     planned = runner.repair(dry_run=True)
     if not planned.changes:
         settings.emit(planned.to_json(), "Nothing to repair.")
@@ -369,7 +369,7 @@ def repair(settings: Settings, yes: bool) -> None:
 @handles_errors
 def unlock(settings: Settings) -> None:
     """Release the namespace's migration lock after a crashed run."""
-    runner = settings.runner(known=True, files="none", create=False)
+    runner = settings.runner(known=True, files="none", access="write")
     holder = runner.force_unlock()
     human = f"released the lock held by {holder.describe()}" if holder else "The namespace was not locked."
     if holder is not None and holder.stale_reason() is None:

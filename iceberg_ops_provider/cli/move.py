@@ -19,7 +19,6 @@ replaced).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,11 +26,13 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from iceberg_ops_provider.cli.airflow_connections import without_airflow_logging
+from iceberg_ops_provider.cli.catalog_flags import CatalogFlags, with_flags
 from iceberg_ops_provider.cli.errors import exit_interrupted, handles_errors
-from iceberg_ops_provider.cli.settings import open_catalog
+from iceberg_ops_provider.cli.settings import empty_catalog, open_catalog
 from iceberg_ops_provider.cli.shared import SIZE, bad_input, check_filter, json_option, pairs, text_table
-from iceberg_ops_provider.cli.wording import cli_message, global_options, move_command
+from iceberg_ops_provider.cli.wording import global_options, move_command
 from iceberg_ops_provider.errors import CatalogNotFoundError, MoveStateError
+from iceberg_ops_provider.messages import Message
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
@@ -130,48 +131,6 @@ def _definition(command: Callable[..., Any]) -> Callable[..., Any]:
     return command
 
 
-# The settings a catalog error names for the catalog of the global options, and the target's own.
-_TARGET_WORDS = (
-    (re.compile(r"`uri:` under `catalog:` in iceberg-ops\.yaml(, --catalog-uri)?"), "--target-catalog-uri"),
-    (re.compile(r",? or `airflow_conn_id:` in [^)]*"), ""),
-    (re.compile(r"`catalog:` in iceberg-ops\.yaml"), "PYICEBERG_CATALOG__<NAME>__* for --catalog-name"),
-    (re.compile(r"(?<![\w-])--(conn-id|catalog-uri|catalog-name|catalog|db-path|warehouse)(?![\w-])"), r"--target-\1"),
-)
-
-
-def _for_target(exc: Exception, endpoint: str, seconds: float | None) -> Exception:
-    """An error met opening the target's catalog, saying so and naming the ``--target-*`` options.
-
-    A catalog client's own error (unreachable, credentials refused) becomes the iceberg-ops error it
-    amounts to first, with the target's endpoint; the error's type (and so the exit code) stays.
-    """
-    from iceberg_ops_provider.core.error_translation import catalog_error
-    from iceberg_ops_provider.errors import CatalogAuthError, CatalogUnavailableError, IcebergOpsError
-
-    translated = catalog_error(exc, endpoint, seconds) or exc
-    if not isinstance(translated, IcebergOpsError):
-        return exc
-    message = cli_message(translated)  # the global options' words, which become the --target-* ones
-    for pattern, words in _TARGET_WORDS:
-        message = pattern.sub(words, message)
-    reached = isinstance(translated, CatalogAuthError | CatalogUnavailableError)  # the endpoint answered, or not
-    where = f" ({endpoint})" if reached and endpoint and endpoint not in message else ""
-    message = message[0].lower() + message[1:] if message.startswith("The ") else message
-    return _reworded(translated, f"The target catalog{where}: {message}")
-
-
-def _reworded(error: IcebergOpsError, message: str) -> IcebergOpsError:
-    """A copy of ``error`` (same type, same attributes, so the same exit code) saying ``message``.
-
-    Made without calling the class's ``__init__``, whose arguments are not the message for every
-    class (``copy.copy`` calls it with ``args``, which fails for ``MissingAirflowError``).
-    """
-    renamed = type(error).__new__(type(error))
-    renamed.__dict__.update(error.__dict__)
-    renamed.args = (message,)
-    return renamed
-
-
 def _target_catalog(settings: Settings, options: dict[str, Any], *, read_only: bool = False) -> Catalog | None:
     """The target's catalog when a ``--target-*`` option names one: the source's settings with those replaced.
 
@@ -179,7 +138,8 @@ def _target_catalog(settings: Settings, options: dict[str, Any], *, read_only: b
     (``<name>_warehouse`` beside ``<name>.db``), not in the warehouse of the source's project file.
     ``read_only`` (``move plan``, ``move verify``): a target database that does not exist is not
     created; the target is looked for in an empty catalog instead, so it is found missing (nothing
-    was moved there yet) and the command says what it says of any missing target.
+    was moved there yet) and the command says what it says of any missing target. Errors name the
+    ``--target-*`` options and say that the target's catalog is meant.
     """
     if not any(options.get(name) for name in _TARGET_OPTIONS):
         return None
@@ -188,34 +148,54 @@ def _target_catalog(settings: Settings, options: dict[str, Any], *, read_only: b
     if db_path and not warehouse:
         path = Path(db_path).expanduser().resolve()
         warehouse = str(path.with_name(f"{path.stem}_warehouse"))
-    endpoint, seconds = options.get("target_catalog_uri") or "", None
+    flags = CatalogFlags(
+        conn_id=options.get("target_conn_id"),
+        kind=options.get("target_catalog"),
+        name=options.get("target_catalog_name"),
+        uri=options.get("target_catalog_uri"),
+        db_path=db_path,
+        warehouse=warehouse,
+    )
+    spec = None
     try:
-        config = settings.config(required=False).with_overrides(
-            conn_id=options.get("target_conn_id"),
-            catalog_kind=options.get("target_catalog"),
-            catalog_name=options.get("target_catalog_name"),
-            catalog_uri=options.get("target_catalog_uri"),
-            db_path=db_path,
-            warehouse=warehouse,
-        )
+        config = with_flags(settings.config(required=False), flags, role="target")
         if config.airflow_conn_id:
-            without_airflow_logging(lambda: config.catalog_timeout)  # reads the connection, keeping stdout clean
-        endpoint, seconds = config.catalog_uri, config.known_catalog_timeout
-        return config.build_catalog(create=not read_only)
+            without_airflow_logging(lambda: config.catalog_spec)  # reads the connection, keeping stdout clean
+        spec = config.catalog_spec
+        return config.open_catalog(access="read" if read_only else "create")
     except CatalogNotFoundError:
-        return _no_catalog_yet()
+        if read_only:
+            return empty_catalog()
+        raise
     except Exception as exc:
-        raise _for_target(exc, endpoint, seconds) from exc
+        raise _for_target(exc, spec) from exc
 
 
-def _no_catalog_yet() -> Catalog:
-    """An empty catalog standing for a target catalog whose database does not exist yet; it writes no file."""
-    import tempfile
+def _for_target(exc: Exception, spec: Any) -> Exception:
+    """An error met opening the target's catalog, saying so; its type (and so the exit code) stays."""
+    from iceberg_ops_provider.catalogs import CatalogSpec, translate
+    from iceberg_ops_provider.errors import IcebergOpsError
 
-    from iceberg_ops_provider.core.catalog import CatalogFactory
+    translated = translate(exc, spec if isinstance(spec, CatalogSpec) else CatalogSpec(kind="pyiceberg")) or exc
+    if not isinstance(translated, IcebergOpsError):
+        return exc
+    found = translated.args[0] if len(translated.args) == 1 else str(translated)
+    said = found if isinstance(found, Message) else Message((str(found),))
+    first = said.parts[0] if said.parts else ""
+    if isinstance(first, str) and first.startswith("The "):
+        said = Message(("t" + first[1:], *said.parts[1:]), said.about)
+    return _reworded(translated, "The target catalog: " + said)
 
-    # A URI, not a folder: the in-memory catalog would create a folder for its warehouse.
-    return CatalogFactory.build("memory", warehouse_dir=Path(tempfile.gettempdir(), "absent").as_uri())
+
+def _reworded(error: IcebergOpsError, message: Message) -> IcebergOpsError:
+    """A copy of ``error`` (same type, same attributes, so the same exit code) saying ``message``.
+
+    Made without calling the class's ``__init__``, whose arguments are not the message for every class.
+    """
+    renamed = type(error).__new__(type(error))
+    renamed.__dict__.update(error.__dict__)
+    renamed.args = (message,)
+    return renamed
 
 
 def _mover(settings: Settings, options: dict[str, Any], *, read_only: bool = False, **extra: Any) -> DataMover:
@@ -235,7 +215,8 @@ def _mover(settings: Settings, options: dict[str, Any], *, read_only: bool = Fal
             "(id,day,amount).",
             param_hint="'--columns'",
         )
-    source_catalog = open_catalog(settings, create=not read_only)
+    elsewhere = any(options.get(name) for name in _TARGET_OPTIONS)  # then the source is only read
+    source_catalog = open_catalog(settings, access="read" if read_only or elsewhere else "create")
     try:
         mover = DataMover(
             source_catalog,
@@ -521,7 +502,7 @@ def _with_move_command(error: IcebergOpsError, settings: Settings, options: dict
     The command repeats the global options that named the source's catalog, the options that define
     the move (so it is the same move, with the same id) and the ``--target-*`` options.
     """
-    from iceberg_ops_provider.messages import Hint, Message
+    from iceberg_ops_provider.messages import Hint
 
     found = error.args[0] if len(error.args) == 1 else None
     if not isinstance(found, Message) or not any(

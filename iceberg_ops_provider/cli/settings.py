@@ -19,17 +19,16 @@ from typing import TYPE_CHECKING, Any, Literal
 import click
 
 from iceberg_ops_provider.cli.airflow_connections import read_airflow_connection, without_airflow_logging
+from iceberg_ops_provider.cli.catalog_flags import CatalogFlags, with_flags
 from iceberg_ops_provider.errors import IcebergOpsError, ProjectConfigError
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
+    from iceberg_ops_provider.catalogs import Access
     from iceberg_ops_provider.config import ProjectConfig
 
-__all__ = ["CATALOG_FLAGS", "Files", "Settings", "namespace_of", "open_catalog"]
-
-CATALOG_FLAGS = ("conn_id", "catalog_kind", "catalog_name", "catalog_uri", "db_path")
-"""The global options that name a catalog by themselves, without a project file."""
+__all__ = ["Files", "Settings", "empty_catalog", "namespace_of", "open_catalog"]
 
 Files = Literal["project", "required", "optional", "none"]
 """What a migration command needs of the migration files (see :meth:`Settings.migration_config`)."""
@@ -73,6 +72,19 @@ class Settings:
     migrations_dir: Path | None = None
     _config: ProjectConfig | None = field(default=None, repr=False)
 
+    @property
+    def catalog_flags(self) -> CatalogFlags:
+        """The global options that describe the catalog."""
+        return CatalogFlags(
+            conn_id=self.conn_id,
+            kind=self.catalog_kind,
+            name=self.catalog_name,
+            uri=self.catalog_uri,
+            db_path=self.db_path,
+            warehouse=self.warehouse,
+            timeout=self.catalog_timeout,
+        )
+
     def config(self, *, required: bool = True) -> ProjectConfig:
         """The project configuration with the global options applied; loaded once.
 
@@ -83,22 +95,17 @@ class Settings:
 
         if self._config is None:
             loaded = load_config(self.config_path, required=required, connection_reader=read_airflow_connection)
-            self._config = loaded.with_overrides(
-                namespace=self.namespace,
-                catalog_kind=self.catalog_kind,
-                catalog_name=self.catalog_name,
-                db_path=self.db_path,
-                warehouse=self.warehouse,
-                catalog_timeout=self.catalog_timeout,
-                meta_namespace=self.meta_namespace,
-                conn_id=self.conn_id,
-                catalog_uri=self.catalog_uri,
+            config = with_flags(loaded, self.catalog_flags)
+            config = replace(
+                config,
+                namespace=self.namespace or config.namespace,
+                meta_namespace=self.meta_namespace or config.meta_namespace,
             )
             if self.migrations_dir is not None:  # as typed: relative to the working directory
-                self._config = replace(self._config, migrations_dir=self.migrations_dir.expanduser().resolve())
-            if self._config.airflow_conn_id:
-                config = self._config
-                without_airflow_logging(lambda: config.catalog_timeout)  # reads the connection
+                config = replace(config, migrations_dir=self.migrations_dir.expanduser().resolve())
+            if config.airflow_conn_id:
+                without_airflow_logging(lambda: config.catalog_spec)  # reads the connection
+            self._config = config
         return self._config
 
     @property
@@ -122,7 +129,7 @@ class Settings:
         """
         from iceberg_ops_provider.config import CONFIG_FILE
 
-        explicit = any(getattr(self, name) for name in CATALOG_FLAGS)
+        explicit = self.catalog_flags.any_given()
         file = self.config_path or Path.cwd() / CONFIG_FILE
         command = _command_name()
         if files == "project" and not file.is_file():
@@ -155,8 +162,8 @@ class Settings:
         """``exc``, or the iceberg-ops error it amounts to.
 
         A catalog client's error (unreachable, timed out, credentials refused or missing, a SQLite
-        file that is not a database; see :func:`~iceberg_ops_provider.core.error_translation.catalog_error`)
-        or an unreadable ``.pyiceberg.yaml``. Never fails, and never talks to Airflow.
+        file that is not a database; see :func:`~iceberg_ops_provider.catalogs.translate`) or an
+        unreadable ``.pyiceberg.yaml``. Never fails, and never talks to Airflow.
         """
         if isinstance(exc, IcebergOpsError):
             return exc
@@ -164,13 +171,12 @@ class Settings:
         if found is not None:
             return found
         try:
-            from iceberg_ops_provider.core.error_translation import catalog_error
+            from iceberg_ops_provider.catalogs import CatalogSpec, translate
         except Exception:  # pragma: no cover - report exc as it is rather than fail while reporting it
             return exc
         config = self._config
-        endpoint = config.catalog_uri if config is not None else ""
-        seconds = config.known_catalog_timeout if config is not None else self.catalog_timeout
-        return catalog_error(exc, endpoint, seconds) or exc
+        spec = config.__dict__.get("catalog_spec") if config is not None else None  # read already, never read here
+        return translate(exc, spec if isinstance(spec, CatalogSpec) else CatalogSpec(kind="pyiceberg")) or exc
 
     def runner(
         self,
@@ -179,7 +185,7 @@ class Settings:
         progress: bool = False,
         atomic: bool = True,
         files: Files = "required",
-        create: bool = True,
+        access: Access = "create",
     ) -> Any:
         """A runner for the project; ``known`` refuses a namespace that is most likely a typo.
 
@@ -188,9 +194,10 @@ class Settings:
         the command needs of the migration files (:meth:`migration_config`): ``required`` (it reads
         them), ``optional`` (it compares them when they are known: ``status``, ``history``) or
         ``none`` (``current``, ``unlock``). A runner without them reads the history only.
-        ``create=False`` (a command that creates no table: it reads, or changes only the history or
-        the lock) refuses a named SQLite database that does not exist instead of creating an empty
-        catalog there, and opens a ``sql`` catalog without a warehouse.
+        ``access`` is what the command does with the catalog (``read``, ``write``, ``create``: see
+        :func:`~iceberg_ops_provider.catalogs.open_catalog`). A command that only reads, on a project
+        whose own SQLite database (no ``db_path`` named) does not exist yet, reads an empty catalog:
+        nothing has been applied there, and nothing is created to say so.
         """
         from iceberg_ops_provider.runner.commands import open_runner, require_known_namespace
 
@@ -200,7 +207,8 @@ class Settings:
             on_event=self.progress if progress else None,
             stale_after=self.stale_after,
             files=files != "none" and self.files_known(),
-            create=create,
+            access=access,
+            catalog=empty_catalog() if access == "read" and _not_created_yet(config) else None,
         )
         runner.atomic_commits = atomic
         if known:
@@ -249,20 +257,33 @@ def _pyiceberg_file_error(exc: BaseException) -> ProjectConfigError | None:
     )
 
 
-def open_catalog(settings: Settings, *, create: bool = True) -> Catalog:
-    """The catalog of the global options: ``iceberg-ops.yaml``, ``--catalog*`` flags or ``--conn-id``.
+def open_catalog(settings: Settings, *, access: Access = "write") -> Catalog:
+    """The catalog of the global options: ``iceberg-ops.yaml``, the catalog options or ``--conn-id``.
 
-    A project file is needed only when no option names a catalog (a cron job or a CI step can pass
-    ``--catalog sqlite --db-path ...`` or ``--conn-id`` alone). ``create=False`` (a command that
-    creates no table: it reads, or works on tables that exist already) refuses a named SQLite
-    database that does not exist instead of creating an empty catalog there, and opens a ``sql``
-    catalog without a warehouse.
+    A project file is needed only when an option does not name the catalog (a cron job or a CI step
+    can pass ``--catalog sqlite --db-path ...`` or ``--conn-id`` alone).
     """
-    explicit = any(getattr(settings, name) for name in CATALOG_FLAGS)
-    return settings.config(required=not explicit).build_catalog(create=create)
+    return settings.config(required=not settings.catalog_flags.any_given()).open_catalog(access=access)
+
+
+def _not_created_yet(config: ProjectConfig) -> bool:
+    """Whether the project's own SQLite database (``local_data/``, no ``db_path`` named) does not exist yet."""
+    spec = config.catalog_spec
+    own = not config.airflow_conn_id and spec.kind == "sqlite" and "db_path" not in config.catalog
+    return own and not spec.problems and spec.database is not None and not spec.database.exists()
+
+
+def empty_catalog() -> Catalog:
+    """An empty in-memory catalog, standing for one that does not exist yet; it writes no file anywhere."""
+    import tempfile
+
+    from iceberg_ops_provider.catalogs import from_options
+    from iceberg_ops_provider.catalogs import open_catalog as open_spec
+
+    # A URI, not a folder: a folder would be created for the warehouse.
+    return open_spec(from_options("memory", warehouse_dir=Path(tempfile.gettempdir(), "absent").as_uri()))
 
 
 def namespace_of(settings: Settings) -> str | None:
     """The namespace of ``--namespace`` or the project file (which is optional when an option names a catalog)."""
-    explicit = any(getattr(settings, name) for name in CATALOG_FLAGS)
-    return settings.namespace or settings.config(required=not explicit).namespace
+    return settings.namespace or settings.config(required=not settings.catalog_flags.any_given()).namespace

@@ -13,7 +13,6 @@ report's recommendation as the ``iceberg-ops maintain`` command that does it.
 
 from __future__ import annotations
 
-import re
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -22,7 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from iceberg_ops_provider.messages import MISSING, Arg, Hint, message_about, python_words, worded
+from iceberg_ops_provider.catalogs import redact_url
+from iceberg_ops_provider.messages import MISSING, Arg, Fact, Setting, message_about, python_words, worded
 
 if TYPE_CHECKING:
     from iceberg_ops_provider.cli.settings import Settings
@@ -84,9 +84,6 @@ OPTIONS: dict[str, Option] = {
     "rewrite": Option("--rewrite", "flag"),
     "method": Option("--method"),
     "seed": Option("--seed"),
-    # the catalog of the global options
-    "db_path": Option("--db-path"),
-    "uri": Option("--catalog-uri"),
 }
 """Each argument of the engine's maintenance functions, ``DataMover`` and catalogs that an option sets, and how."""
 
@@ -100,7 +97,6 @@ HINTS: dict[str, str] = {
     "run_move_first": "run `{command}` first",
     "threshold": "--threshold {name}=BYTES",
     "sql_warehouse": "--warehouse (a folder, created if missing, or a URI such as s3://bucket/warehouse)",
-    "catalog_read_only": "this command does not create a catalog",
     "create_catalog": "`iceberg-ops upgrade` creates a new catalog there",
     "force_unlock": "`iceberg-ops unlock`",
 }
@@ -156,8 +152,21 @@ def _option_words(argument: str, value: Any) -> str | None:
     return f"{option.flag} {_quote(_value_text(value))}"
 
 
-def cli_words(fact: Arg | Hint) -> str:
+def _setting_words(fact: Setting) -> str:
+    """A catalog setting as the command line words it: its option when the command line gave it."""
+    from iceberg_ops_provider.cli.catalog_flags import FLAG_OF, flag
+
+    if fact.key in FLAG_OF and (fact.flagged or fact.source == "flags"):
+        return flag(fact.key, fact.role)
+    if fact.source == "flags" and not fact.key:
+        return "the catalog options"
+    return fact.python
+
+
+def cli_words(fact: Fact) -> str:
     """A fact of an engine message as the command line words it (Python's words when no option sets it)."""
+    if isinstance(fact, Setting):
+        return _setting_words(fact)
     if isinstance(fact, Arg):
         return _option_words(fact.name, fact.value) or python_words(fact)
     template = HINTS.get(fact.key)
@@ -174,7 +183,7 @@ def cli_words(fact: Arg | Hint) -> str:
         return fact.python
 
 
-def cli_message(error: BaseException, words: Callable[[Arg | Hint], str] = cli_words) -> str:
+def cli_message(error: BaseException, words: Callable[[Fact], str] = cli_words) -> str:
     """``error``'s message in the command line's words (``words``: :func:`cli_words`), on one line."""
     return " ".join(worded(error, words).split())
 
@@ -202,11 +211,6 @@ def _age_text(seconds: float) -> str:
     return f"{whole}s"
 
 
-def _redacted(uri: str) -> str:
-    """A URI without the password it may carry (``postgresql://user:***@host/db``)."""
-    return re.sub(r"(://[^:/@\s]+:)[^@/\s]+@", r"\1***@", uri)
-
-
 def global_options(settings: Settings) -> list[str]:
     """The global options of this invocation that name the catalog, as typed (a password in a URI hidden)."""
     given = [
@@ -214,7 +218,7 @@ def global_options(settings: Settings) -> list[str]:
         ("--conn-id", settings.conn_id),
         ("--catalog", settings.catalog_kind),
         ("--catalog-name", settings.catalog_name),
-        ("--catalog-uri", _redacted(settings.catalog_uri) if settings.catalog_uri else None),
+        ("--catalog-uri", redact_url(settings.catalog_uri) if settings.catalog_uri else None),
         ("--db-path", settings.db_path),
         ("--warehouse", settings.warehouse),
     ]
@@ -248,7 +252,7 @@ def move_command(
             words.append(typed)
     for name, value in (target_options or {}).items():
         if value:
-            text = _redacted(str(value)) if name == "target_catalog_uri" else str(value)
+            text = redact_url(str(value)) if name == "target_catalog_uri" else str(value)
             words.append(f"--{name.replace('_', '-')} {_quote(text)}")
     words.append("--create-target")
     return " ".join(words)

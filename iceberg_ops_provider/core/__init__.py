@@ -1,6 +1,5 @@
 """Building blocks every other part of iceberg-ops uses.
 
-* :mod:`~iceberg_ops_provider.core.catalog`: ``CatalogFactory.build(kind, **options)``.
 * :mod:`~iceberg_ops_provider.core.types`: Arrow <-> Iceberg type and schema translation.
 * :mod:`~iceberg_ops_provider.core.type_strings`: types written as text (``"decimal(12,2)"``).
 * :mod:`~iceberg_ops_provider.core.schema_diff`: what changed between two schemas.

@@ -12,17 +12,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from iceberg_ops_provider.core.catalog_messages import catalog_endpoint
-from iceberg_ops_provider.core.error_translation import catalog_errors
-from iceberg_ops_provider.core.sql_catalog import sql_database_error
-from iceberg_ops_provider.errors import CatalogUnavailableError, IcebergOpsError
+from iceberg_ops_provider.catalogs import CatalogSpec, catalog_errors, spec_of, translate
+from iceberg_ops_provider.errors import IcebergOpsError
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-__all__ = ["check_errors", "describe_error", "is_transient", "request_bound", "timeout_message"]
+__all__ = ["check_errors", "describe_error", "is_transient", "timeout_message"]
 
 _MAX_ERROR_TEXT = 500
+_ANY_CATALOG = CatalogSpec(kind="pyiceberg")
 
 
 def timeout_message(waiting_for: str, waited: float, last_seen: str | None, last_error: str | None = None) -> str:
@@ -34,76 +33,18 @@ def timeout_message(waiting_for: str, waited: float, last_seen: str | None, last
     return text + "."
 
 
-# What database drivers say when a catalog database is busy or its connection broke: worth another try.
-_SQL_TRANSIENT = (
-    "database is locked",
-    "database is busy",
-    "database table is locked",
-    "server closed the connection",
-    "terminating connection",
-    "connection reset",
-    "connection timed out",
-    "could not receive data",
-    "could not send data",
-    "ssl connection has been closed",
-    "ssl syscall error",
-    "the connection is closed",
-    "connection is lost",
-    "lost connection",
-    "canceling statement due to conflict with recovery",
-    "too many connections",
-    "remaining connection slots are reserved",
-)
-
-
-def request_bound(catalog: Catalog) -> float | None:
-    """The per-request timeout of a REST catalog's HTTP session (see ``bound_catalog_requests``), if set."""
-    session = getattr(catalog, "_session", None)
-    seconds = getattr(getattr(session, "request", None), "seconds", None)
-    return float(seconds) if isinstance(seconds, int | float) and not isinstance(seconds, bool) else None
-
-
-def _sql_transient_error(exc: BaseException, endpoint: str) -> CatalogUnavailableError | None:
-    """A database error worth another try (busy, locked, a connection that broke), as ``CatalogUnavailableError``."""
-    from sqlalchemy.exc import DBAPIError
-    from sqlalchemy.exc import TimeoutError as PoolTimeoutError
-
-    if isinstance(exc, PoolTimeoutError):
-        reason = describe_error(exc)
-    elif isinstance(exc, DBAPIError):
-        reason = " ".join(str(exc.orig if exc.orig is not None else exc).split())
-        if not exc.connection_invalidated and not any(marker in reason.lower() for marker in _SQL_TRANSIENT):
-            return None
-    else:
-        return None
-    return CatalogUnavailableError(
-        f"The catalog database at {endpoint} did not serve the check ({reason[:300]}); it is busy, locked by "
-        "another writer, or its connection broke. The wait goes on.",
-        endpoint=endpoint,
-    )
-
-
 @contextmanager
 def check_errors(catalog: Catalog) -> Iterator[None]:
     """Translate what a readiness check on ``catalog`` raises inside into iceberg-ops errors.
 
-    The catalog clients' errors become what :func:`~iceberg_ops_provider.core.error_translation.catalog_errors`
-    makes of them (naming the endpoint and the REST request timeout); a catalog database that cannot
-    be reached, refuses the login or does not exist becomes what opening the catalog would have
-    raised; a database that is locked or busy, or whose connection broke, becomes a transient
+    What :func:`~iceberg_ops_provider.catalogs.translate` makes of the catalog clients' errors
+    (naming the endpoint and the request bound): a catalog database that cannot be reached, refuses
+    the login or does not exist becomes what opening the catalog would have raised; a database that
+    is locked or busy, or whose connection broke, a transient
     :class:`~iceberg_ops_provider.errors.CatalogUnavailableError`. Anything else passes unchanged.
     """
-    endpoint = catalog_endpoint(catalog)
-    seconds = request_bound(catalog)
-    with catalog_errors(endpoint, seconds):
-        try:
-            yield
-        except Exception as exc:
-            error = sql_database_error(exc, endpoint, seconds)  # seconds None: no bound known
-            error = error or _sql_transient_error(exc, endpoint)
-            if error is None:
-                raise
-            raise error from exc
+    with catalog_errors(spec_of(catalog)):
+        yield
 
 
 def is_transient(exc: BaseException) -> bool:
@@ -122,8 +63,9 @@ def is_transient(exc: BaseException) -> bool:
     transient = (ServerError, ServiceUnavailableError, TooManyRequestsError, ConnectionError, TimeoutError)
     if isinstance(exc, transient):
         return True
-    if _sql_transient_error(exc, "") is not None:
-        return True
+    translated = translate(exc, _ANY_CATALOG)
+    if translated is not None:
+        return translated.transient
     return isinstance(exc, OSError) and not isinstance(exc, PermissionError)
 
 

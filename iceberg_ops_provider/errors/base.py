@@ -42,7 +42,25 @@ class IcebergOpsError(Exception):
 
 
 class CatalogConfigError(IcebergOpsError, ValueError):
-    """A catalog was asked for with options that cannot work (bad name, bad value, wrong kind)."""
+    """A catalog was asked for with options that cannot work (bad name, bad value, wrong kind).
+
+    Attributes:
+        reason: What kind of problem, for a front that words it itself: ``configuration`` (an
+            option), ``missing`` (no catalog where the settings point), ``not-a-catalog`` (the
+            address answers, but not as an Iceberg catalog), ``no-warehouse``, ``redirect`` (an
+            answer sending elsewhere, not followed), ``too-large`` (an answer past the bound),
+            ``credentials`` (refused or missing).
+        status: The HTTP status of the answer behind it, when there was one.
+        endpoint: Where the catalog lives (never a password), when known.
+    """
+
+    def __init__(
+        self, message: object, *, reason: str = "configuration", status: int | None = None, endpoint: str = ""
+    ) -> None:
+        self.reason = reason
+        self.status = status
+        self.endpoint = endpoint
+        super().__init__(message)
 
 
 class CatalogUnavailableError(IcebergOpsError, ConnectionError):
@@ -51,13 +69,29 @@ class CatalogUnavailableError(IcebergOpsError, ConnectionError):
     Attributes:
         endpoint: What was called (a URL, a database, a service), as far as it is known.
         timeout: The bound that was exceeded, in seconds, when the error is a timeout.
+        reason: ``timeout``, ``unreachable`` (refused, unknown host, reset), ``unavailable`` (an
+            answer saying so: 503), or ``busy`` (a database locked by another writer).
+        status: The HTTP status of the answer, when there was one.
+        request: The request (method and path), when known.
     """
 
     transient: ClassVar[bool] = True
 
-    def __init__(self, message: str, *, endpoint: str = "", timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        message: object,
+        *,
+        endpoint: str = "",
+        timeout: float | None = None,
+        reason: str | None = None,
+        status: int | None = None,
+        request: str = "",
+    ) -> None:
         self.endpoint = endpoint
         self.timeout = timeout
+        self.reason = reason or ("timeout" if timeout is not None else "unreachable")
+        self.status = status
+        self.request = request
         super().__init__(message)
 
 
@@ -201,10 +235,11 @@ class CatalogAuthError(CatalogConfigError):
 
     transient: ClassVar[bool] = False
 
-    def __init__(self, message: str, *, endpoint: str = "", settings: Sequence[str] = ()) -> None:
-        self.endpoint = endpoint
+    def __init__(
+        self, message: object, *, endpoint: str = "", settings: Sequence[str] = (), status: int | None = None
+    ) -> None:
         self.settings = tuple(settings)
-        super().__init__(message)
+        super().__init__(message, reason="credentials", status=status, endpoint=endpoint)
 
 
 class CatalogNotFoundError(CatalogConfigError):
@@ -220,7 +255,7 @@ class CatalogNotFoundError(CatalogConfigError):
 
     def __init__(self, message: object, *, path: str = "") -> None:
         self.path = path
-        super().__init__(message)
+        super().__init__(message, reason="missing", endpoint=path)
 
 
 class MissingAirflowError(MissingExtraError):

@@ -43,7 +43,7 @@ from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.transforms import IdentityTransform
 
-from iceberg_ops_provider.core.catalog import ensure_namespace
+from iceberg_ops_provider.catalogs import ensure_namespace
 from iceberg_ops_provider.core.snapshots import read_table
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import CatalogConfigError, ConcurrentMigrationError

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from iceberg_ops_provider.core.threads import carrying_context
 from iceberg_ops_provider.maintenance.compaction import OPERATION_PROPERTY
 
 if TYPE_CHECKING:
@@ -174,7 +175,7 @@ def _earlier(table: Table, metadata_files: int, parallelism: int) -> list[tuple[
     if not log:
         return []
     with ThreadPoolExecutor(max_workers=max(1, min(parallelism, len(log))), thread_name_prefix="metadata") as pool:
-        read = list(pool.map(lambda location: _read_metadata(table, location), log))
+        read = list(pool.map(carrying_context(lambda location: _read_metadata(table, location)), log))
     chain = []
     for location, found in zip(reversed(log), reversed(read), strict=True):
         if found is None:  # older files cannot be compared in order without it

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyiceberg.manifest import DataFileContent, ManifestContent, read_manifest_list
 
+from iceberg_ops_provider.core.threads import carrying_context
 from iceberg_ops_provider.maintenance.files import ManifestReader
 
 if TYPE_CHECKING:
@@ -240,17 +241,18 @@ def window_map(fn: Callable[[T], R], items: Iterable[T], workers: int = _WORKERS
     if len(items) < 2:
         yield from map(fn, items)
         return
+    carried = carrying_context(fn)
     with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
         pending: list[Future[R]] = []
         feed = iter(items)
         for item in feed:
-            pending.append(pool.submit(fn, item))
+            pending.append(pool.submit(carried, item))
             if len(pending) >= 2 * workers:
                 break
         while pending:
             result = pending.pop(0).result()
             for item in feed:
-                pending.append(pool.submit(fn, item))
+                pending.append(pool.submit(carried, item))
                 break
             yield result
 

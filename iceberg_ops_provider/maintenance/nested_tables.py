@@ -7,7 +7,7 @@ of the outer table references the inner table's files: without this guard it wou
 in namespaces included), reads each one's location concurrently, and returns those under a folder.
 
 Every call goes through the catalog, whose requests are bounded as every catalog call is
-(:mod:`iceberg_ops_provider.core.timeouts`); the whole look-up is bounded too (``timeout``). A table
+(:mod:`iceberg_ops_provider.catalogs.rest`); the whole look-up is bounded too (``timeout``). A table
 dropped between listing and loading is skipped. When the look-up cannot finish, nothing can be said
 about the folder, and :class:`~iceberg_ops_provider.errors.FileListingError` says so: the caller
 deletes nothing.

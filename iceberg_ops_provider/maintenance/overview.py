@@ -16,6 +16,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from iceberg_ops_provider.catalogs import failure, spec_of
+from iceberg_ops_provider.core.threads import carrying_context
+
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
@@ -134,7 +137,9 @@ class NamespaceTables:
     Attributes:
         namespace: The namespace.
         tables: The tables that could be read, by name.
-        errors: ``{table: error}`` for the tables that could not (a missing metadata file, a refused load).
+        errors: ``{table: what failed}`` for the tables that could not be read (a missing metadata file, a refused
+            load): the kind of failure and the error's type (``not-found (NoSuchTableError)``), as facts: never the
+            text a server answered, which this report may be shown beside.
     """
 
     namespace: str
@@ -160,18 +165,21 @@ def namespace_tables(catalog: Catalog, namespace: str, *, parallelism: int = DEF
     if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
         raise ValueError(f"parallelism must be an integer of at least 1, got {parallelism!r}")
     identifiers = sorted(catalog.list_tables(namespace))
+    spec = spec_of(catalog)
 
     def read(identifier: tuple[str, ...]) -> TableOverview | str:
         try:
             return table_overview(catalog.load_table(identifier))
         except Exception as exc:  # one unreadable table must not hide the others
-            return f"{type(exc).__name__}: {exc}"
+            found = failure(exc, spec)
+            status = f", HTTP {found.status_class}" if found.status_class else ""
+            return f"{found.kind} ({found.error}{status})"
 
     if len(identifiers) <= 1 or parallelism == 1:
         results = [read(identifier) for identifier in identifiers]
     else:
         with ThreadPoolExecutor(max_workers=min(parallelism, len(identifiers)), thread_name_prefix="overview") as pool:
-            results = list(pool.map(read, identifiers))
+            results = list(pool.map(carrying_context(read), identifiers))
     tables: list[TableOverview] = []
     errors: dict[str, str] = {}
     for identifier, result in zip(identifiers, results, strict=True):

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER
 
+from iceberg_ops_provider.catalogs import ensure_namespace
 from iceberg_ops_provider.core.atomic.changes import TableChange
-from iceberg_ops_provider.core.catalog import ensure_namespace
 from iceberg_ops_provider.errors import InvalidOperationError
 from iceberg_ops_provider.history.intent import RECEIPT_PROPERTY, IntentAction
 from iceberg_ops_provider.migration.touched import TouchedTables, stored_location

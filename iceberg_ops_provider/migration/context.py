@@ -22,6 +22,7 @@ another namespace. Nested columns are given as dotted paths (``"address.city"``)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -31,7 +32,6 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortDirection
 from pyiceberg.table.update import AddSortOrderUpdate, AssertDefaultSortOrderId, SetDefaultSortOrderUpdate
 
-from iceberg_ops_provider.core.catalog_properties import to_property_value
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import DryRunLimit, InvalidOperationError
 from iceberg_ops_provider.migration.columns import ColumnOperations, TypeLike
@@ -49,6 +49,22 @@ if TYPE_CHECKING:
     from pyiceberg.table.update.spec import UpdateSpec
 
 __all__ = ["AtomicCommitJournal", "ColumnPath", "CommitJournal", "DryRunLimit", "MigrationContext", "TypeLike"]
+
+
+def _property_value(key: str, value: object, where: str) -> str:
+    """A table property's value as Iceberg keeps it (text): booleans as ``true``/``false``, numbers and paths as text.
+
+    Raises:
+        InvalidOperationError: ``None``, a container or another object; names ``key`` and ``where``.
+    """
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str | int | float | os.PathLike):
+        return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+    raise InvalidOperationError(
+        f"Property {key!r} of {where} is {value!r} ({type(value).__name__}); "
+        "values must be strings, numbers, booleans or paths."
+    )
 
 
 class MigrationContext(ColumnOperations):
@@ -241,7 +257,7 @@ class MigrationContext(ColumnOperations):
                 f"got {type(schema).__name__}."
             )
         values = {
-            key: to_property_value(key, value, f"table {self._staging.label(identifier)}")
+            key: _property_value(key, value, f"table {self._staging.label(identifier)}")
             for key, value in (properties or {}).items()
         }
         commits.stage_table(
@@ -393,7 +409,7 @@ class MigrationContext(ColumnOperations):
         merged = {**(properties or {}), **props}
         if not merged:
             raise InvalidOperationError("set_properties needs at least one property.")
-        values = {key: to_property_value(key, value, f"table {table!r}") for key, value in merged.items()}
+        values = {key: _property_value(key, value, f"table {table!r}") for key, value in merged.items()}
         self._staging.staged(table, "set properties", lambda transaction: transaction.set_properties(values))
 
     def remove_properties(self, table: str, *keys: str) -> None:

@@ -128,17 +128,24 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
         self.rewrite = rewrite
 
     def _mover(
-        self, move_id: str | None, verify: str | None = None, source_snapshot_id: int | None = None
+        self,
+        move_id: str | None,
+        verify: str | None = None,
+        source_snapshot_id: int | None = None,
+        *,
+        reading: bool = False,
     ) -> DataMover:
-        """The engine for this move, on the catalogs of the connections."""
+        """The engine for this move, on the catalogs of the connections (only read when ``reading``)."""
         from iceberg_ops_provider.data_migration import DataMover
 
-        source_catalog = IcebergCatalogHook(iceberg_conn_id=self.source_conn_id).get_conn()
+        target_access = "read" if reading else "create" if self.create_target else "write"
         target_conn_id = _text(self.target_conn_id)
+        separate = bool(target_conn_id) and target_conn_id != self.source_conn_id
+        source_catalog = IcebergCatalogHook(iceberg_conn_id=self.source_conn_id).catalog_for(
+            "read" if separate or reading else target_access
+        )
         target_catalog = (
-            IcebergCatalogHook(iceberg_conn_id=target_conn_id).get_conn()
-            if target_conn_id and target_conn_id != self.source_conn_id
-            else None
+            IcebergCatalogHook(iceberg_conn_id=target_conn_id).catalog_for(target_access) if separate else None
         )
         self._active_mover = DataMover(
             source_catalog,
@@ -405,7 +412,7 @@ class IcebergMovePlanOperator(_MoveOperator):
         self.units_per_task = units_per_task
 
     def _execute(self, context: Context) -> list[list[dict[str, Any]]]:
-        mover = self._mover(_text(self.move_id) or default_move_id(context))
+        mover = self._mover(_text(self.move_id) or default_move_id(context), reading=True)
         plan = mover.plan()
         self.collect_lineage(lambda: self._record_tables(mover, source_snapshot_id=plan.source_snapshot_id))
         self.publish_asset_extras(
@@ -470,7 +477,7 @@ class IcebergMoveVerifyOperator(_MoveOperator):
             raise ValueError(
                 "move_id is empty: pass the move's id, e.g. move_id=plan.output['move_id'] from the plan task."
             )
-        mover = self._mover(move_id)
+        mover = self._mover(move_id, reading=True)
         report = mover.verify(self.method)
         self.collect_lineage(
             lambda: self._record_tables(mover, source_snapshot_id=_verified_source_snapshot(mover), target_read=True)

@@ -89,7 +89,8 @@ class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
 
         self.record_lineage()
         try:
-            catalog = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id).get_conn()
+            hook = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)
+            catalog = hook.catalog_for("write" if self.changes_table() else "read")
             table = self._load(catalog)
             self.collect_lineage(lambda: self.record_lineage(inputs=[table_lineage(catalog, table)]))
             loaded_at = table.metadata_location

@@ -142,7 +142,7 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         hook = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)
         # Each step is logged on the iceberg_ops_provider.runner.migration_runner logger, which reaches the task log.
         runner = MigrationRunner(
-            hook.get_conn(),
+            hook.catalog_for("read" if self.action in ("plan", "check") else "create"),
             self.namespace,
             self.migrations_dir,
             self.meta_namespace or hook.meta_namespace(),

@@ -94,23 +94,23 @@ class IcebergPolicyMaintenanceOperator(IcebergLineageMixin, BaseOperator):
         conn_id = self.polaris_conn_id or self.iceberg_conn_id
         hook = IcebergCatalogHook(iceberg_conn_id=self.polaris_conn_id) if self.polaris_conn_id else catalog_hook
         try:
-            kind, options = hook.catalog_spec()
+            spec = hook.catalog_spec()
         except AirflowNotFoundException as exc:
             argument = "polaris_conn_id" if self.polaris_conn_id else "iceberg_conn_id"
             raise AirflowFailException(
                 f"The connection {conn_id!r} ({argument}) is not defined in Airflow: check the name (a DAG param "
                 "or template may have rendered it), or add the connection."
             ) from exc
-        # An `iceberg` connection (the official provider's type) maps to kind "pyiceberg" with its `type`.
-        is_rest = kind == "rest" or (kind == "pyiceberg" and str(options.get("type") or "rest") == "rest")
-        if not is_rest or not options.get("uri"):
+        properties = spec.pyiceberg_properties()
+        if (spec.catalog_type or "rest") != "rest" or not properties.get("uri"):
             raise AirflowFailException(
-                f"Connection {conn_id!r} describes a {kind!r} catalog, which serves no Polaris policy API. "
+                f"Connection {conn_id!r} describes a {spec.catalog_type or spec.kind!r} catalog, which serves no "
+                "Polaris policy API. "
                 "Point iceberg_conn_id at the Polaris REST catalog, or pass polaris_conn_id: a connection whose "
                 "host is Polaris's catalog API root (e.g. http://polaris:8181/api/catalog), login/password the "
                 "client id and secret, and extra.warehouse the Polaris catalog name."
             )
-        return PolarisPolicyClient.from_catalog_properties(options)
+        return PolarisPolicyClient.from_catalog_properties({**properties, "timeout": spec.timeout})
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Resolve and run the namespace's policies; return the outcome's JSON for XCom."""
@@ -122,7 +122,7 @@ class IcebergPolicyMaintenanceOperator(IcebergLineageMixin, BaseOperator):
         catalog: Any = None
         try:
             catalog_hook = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)
-            catalog = catalog_hook.get_conn()
+            catalog = catalog_hook.catalog_for("write")
             dispatcher = PolicyDispatcher(self.policy_client(catalog_hook), catalog, dry_run=dry_run)
             outcome = dispatcher.run_namespace(self.namespace, self.overrides, self.types)
         except MaintenanceError as exc:

@@ -9,11 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from iceberg_ops_provider.autogen import autogenerate, load_model, load_models, render_migration
 from iceberg_ops_provider.autogen.operations import Operation
 from iceberg_ops_provider.autogen.scaffolding import create_revision
+from iceberg_ops_provider.catalogs import Access
 from iceberg_ops_provider.config import ProjectConfig
 from iceberg_ops_provider.core.name_hints import closest, did_you_mean, existing_namespaces, listed
 from iceberg_ops_provider.errors import MigrationError, ModelError, ProjectConfigError
@@ -22,6 +23,9 @@ from iceberg_ops_provider.lint import Finding, lint_paths
 from iceberg_ops_provider.migration.discovery import BrokenFile, migrations_folder
 from iceberg_ops_provider.runner.migration_runner import MigrationRunner
 from iceberg_ops_provider.runner.planning import PlanStep
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
 
 __all__ = ["CheckReport", "RevisionResult", "check", "open_runner", "require_known_namespace", "revision"]
 
@@ -32,7 +36,8 @@ def open_runner(
     *,
     stale_after: float | None = None,
     files: bool = True,
-    create: bool = True,
+    access: Access = "create",
+    catalog: Catalog | None = None,
 ) -> MigrationRunner:
     """A runner for the project's catalog, namespace and migrations folder.
 
@@ -42,17 +47,19 @@ def open_runner(
         stale_after: Lease length of the migration lock (default: the runner's).
         files: ``False``: a runner without migration files (``migrations_dir=None``), which reads
             the history only.
-        create: ``False`` for a verb that only reads: a catalog database that was named and does
-            not exist is refused, not created (:meth:`ProjectConfig.build_catalog`).
+        access: What the verb does with the catalog (see
+            :func:`~iceberg_ops_provider.catalogs.open_catalog`): ``read`` for a verb that only
+            reads, ``write`` for one that changes only the history or the lock, ``create`` for one
+            that may create tables (and the catalog, when it does not exist yet).
+        catalog: The catalog to run on instead of the project's (which is then not opened).
     """
     namespace = config.require_namespace()  # before opening the catalog, which may create local_data/
     return MigrationRunner(
-        config.build_catalog(create=create),
+        catalog if catalog is not None else config.open_catalog(access=access),
         namespace,
         config.migrations_dir if files else None,
         config.meta_namespace,
         on_event=on_event,
-        catalog_timeout=config.catalog_timeout,
         **({"stale_after": stale_after} if stale_after is not None else {}),
     )
 
@@ -67,10 +74,9 @@ def namespace_known(runner: MigrationRunner) -> bool:
     try:
         runner.catalog.list_namespaces()
     except Exception as exc:
-        from iceberg_ops_provider.core.rest_errors import missing_warehouse_error
+        from iceberg_ops_provider.catalogs.translate import missing_warehouse
 
-        warehouse = str(runner.catalog.properties.get("warehouse", ""))
-        error = missing_warehouse_error(exc, warehouse, listing_root=True)
+        error = missing_warehouse(exc, runner.catalog_spec, listing_root=True)
         if error is not None:
             raise error from exc
         raise
@@ -143,7 +149,7 @@ def check(config: ProjectConfig) -> CheckReport:
 
     Models are compared only when the models folder exists.
     """
-    runner = open_runner(config)
+    runner = open_runner(config, access="read")
     return check_namespace(runner, config.models_dir if config.models_dir.is_dir() else None)
 
 
@@ -219,7 +225,7 @@ def revision(
         if target_table:
             raise ModelError("--target-table only applies with --autogenerate.")
         return RevisionResult(create_revision(folder, message))
-    runner = open_runner(config)
+    runner = open_runner(config, access="read")
     pending = runner.status().pending
     if pending:
         raise MigrationError(

@@ -24,14 +24,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from iceberg_ops_provider.catalogs import DEFAULT_CATALOG_TIMEOUT, bound_catalog, bound_of, catalog_errors, spec_of
 from iceberg_ops_provider.core.atomic.changes import CommitMode
-from iceberg_ops_provider.core.catalog_messages import catalog_endpoint
-from iceberg_ops_provider.core.error_translation import catalog_errors
-from iceberg_ops_provider.core.timeouts import (
-    DEFAULT_CATALOG_TIMEOUT,
-    bound_catalog_requests,
-    check_timeout,
-)
 from iceberg_ops_provider.errors import MigrationError
 from iceberg_ops_provider.history.events import EventLog, MigrationEvent
 from iceberg_ops_provider.history.intent import Intent, assess
@@ -88,7 +82,7 @@ def _catalog_call(method: _F) -> _F:
 
     @functools.wraps(method)
     def wrapper(self: MigrationRunner, *args: Any, **kwargs: Any) -> Any:
-        with catalog_errors(self.endpoint, self.catalog_timeout):
+        with catalog_errors(self.catalog_spec):
             return method(self, *args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
@@ -114,10 +108,11 @@ class MigrationRunner:
             taken over by the next run, as is at once a lock whose process is gone from this host.
         lock_context: Where runs come from, stored with the lock and shown to whoever finds it held
             (the Airflow operator passes dag, run, task and try).
-        catalog_timeout: Seconds every request to a REST catalog may take before the run stops with
-            :class:`~iceberg_ops_provider.errors.CatalogUnavailableError` naming the endpoint
-            (``None`` keeps the catalog as configured). SQL catalogs on SQLite wait at most 5 s for
-            a database lock.
+        catalog_timeout: Seconds every request to a REST catalog may take in all before the run stops
+            with :class:`~iceberg_ops_provider.errors.CatalogUnavailableError` naming the endpoint.
+            ``None`` (the default) keeps the bound the catalog was opened with
+            (:func:`~iceberg_ops_provider.catalogs.open_catalog`), and gives a REST catalog built
+            elsewhere 60 s. SQL catalogs on SQLite wait at most 5 s for a database lock.
         atomic_commits: Where the catalog can commit several tables at once (PyIceberg's SQL
             catalog; REST catalogs serving ``transactions/commit``), commit each migration's table
             changes together with its history record, all or nothing (:meth:`commit_mode`); other
@@ -136,18 +131,19 @@ class MigrationRunner:
         on_event: Callable[[str], None] | None = None,
         stale_after: float = DEFAULT_STALE_AFTER,
         lock_context: Mapping[str, str] | None = None,
-        catalog_timeout: float | None = DEFAULT_CATALOG_TIMEOUT,
+        catalog_timeout: float | None = None,
         atomic_commits: bool = True,
     ) -> None:
         meta_namespace = meta_namespace if meta_namespace is not None else default_meta_namespace(catalog)
         check_runner_namespaces(catalog, namespace, meta_namespace)
         self.catalog = catalog
-        if catalog_timeout is not None:
-            catalog_timeout = check_timeout(catalog_timeout, "catalog_timeout")
-        self.catalog_timeout = catalog_timeout
-        if catalog_timeout is not None:
-            bound_catalog_requests(catalog, catalog_timeout)
-        self.endpoint = catalog_endpoint(catalog)
+        if catalog_timeout is not None or bound_of(catalog) is None:
+            bound_catalog(catalog, catalog_timeout or DEFAULT_CATALOG_TIMEOUT)
+        bound = bound_of(catalog)
+        self.catalog_spec = spec_of(catalog) if bound is None else spec_of(catalog).with_timeout(bound)
+        """The catalog's description (for the words of its errors: endpoint, bound, settings)."""
+        self.catalog_timeout = self.catalog_spec.timeout
+        self.endpoint = self.catalog_spec.endpoint()
         self.namespace = namespace
         self.migrations_dir: Path | None = Path(migrations_dir) if migrations_dir is not None else None
         self.meta_namespace = meta_namespace

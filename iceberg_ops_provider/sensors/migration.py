@@ -112,7 +112,7 @@ class IcebergMigrationSensor(IcebergCatalogSensor):
 
     def check(self, hook: IcebergCatalogHook) -> CheckResult:
         """Read the namespace's current version once."""
-        seen = namespace_version(hook.get_conn(), self.namespace, self.meta_namespace or hook.meta_namespace())
+        seen = namespace_version(hook.catalog_for("read"), self.namespace, self.meta_namespace or hook.meta_namespace())
         if seen.note:
             self.log.warning(NOTE_WARNING, seen.namespace, seen.note)
         return reached(seen.current, self._wanted), seen.to_json(), seen.describe()

@@ -173,7 +173,7 @@ class IcebergPartitionSensor(IcebergLineageMixin, IcebergCatalogSensor):
         def build() -> None:
             from iceberg_ops_provider.lineage import table_lineage
 
-            catalog = (self._hook or IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)).get_conn()
+            catalog = (self._hook or IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)).catalog_for("read")
             table = catalog.load_table(str(seen.get("table") or self._table or self.table).strip())
             self.record_lineage(inputs=[table_lineage(catalog, table, snapshot_id=seen["snapshot_id"])])
 
@@ -192,7 +192,9 @@ class IcebergPartitionSensor(IcebergLineageMixin, IcebergCatalogSensor):
         """Count the matching rows once (reading ``after_snapshot``'s mark at the first check)."""
         if self._after is not None and self._mark is None:
             self._mark = self._stored_mark()
-        probe = probe_partition(hook.get_conn(), self._table, self._partition, self._where, self._mark or self._after)
+        probe = probe_partition(
+            hook.catalog_for("read"), self._table, self._partition, self._where, self._mark or self._after
+        )
         if self._mark is None and probe.after is not None:
             self._mark = probe.after
             self._store_mark(probe.after)

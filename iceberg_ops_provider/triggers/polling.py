@@ -85,12 +85,11 @@ async def _connection(conn_id: str) -> Any:
 
 
 def _open_catalog(connection: Any) -> Catalog:
-    """The catalog of an Airflow connection (blocking: REST catalogs already talk to their server)."""
-    from iceberg_ops_provider.core.catalog import CatalogFactory
-    from iceberg_ops_provider.hooks.catalog import catalog_options
+    """The catalog of an Airflow connection, opened to read (blocking: REST catalogs already talk to their server)."""
+    from iceberg_ops_provider.catalogs import open_catalog
+    from iceberg_ops_provider.hooks.catalog import connection_spec
 
-    kind, options = catalog_options(connection)
-    return CatalogFactory.build(kind, **options)
+    return open_catalog(connection_spec(connection), access="read")
 
 
 def _close(catalog: Catalog | None) -> None:

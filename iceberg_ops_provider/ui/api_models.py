@@ -37,7 +37,18 @@ class CatalogState(CatalogInfo):
     )
     namespaces: int | None = Field(description="Top-level namespaces, when it answers.")
     seconds: float = Field(description="How long the answer took (or the wait, when it did not answer).")
-    error: str | None = Field(description="Why it does not answer, naming the catalog.")
+    answered: bool | None = Field(
+        default=None, description="Whether the catalog's address answered at all (`null` while checking)."
+    )
+    status_class: str | None = Field(
+        default=None, description="The HTTP status class of its answer when it failed (`4xx`, `5xx`), if any."
+    )
+    error_kind: str | None = Field(
+        default=None,
+        description="What the failure was: `timeout`, `unreachable`, `credentials`, `not-a-catalog`, `redirect`, "
+        "`too-large`, `configuration`, `missing`, ... (never what the server said).",
+    )
+    error: str | None = Field(description="Why it does not answer, naming the catalog, in the pages' own words.")
 
 
 class CatalogsResponse(BaseModel):

@@ -6,8 +6,11 @@ api-server's own check of a user's right to read connections
 auth manager and roles decide: no login is a 401, a user who may not read connections a 403. A
 route with a connection in its path checks that connection; the catalogs page lists only those the
 user may read. Names from the URL (connection, namespace, table) are checked before any catalog
-sees them. Every response passes through :data:`~.connections.SECRETS`, which replaces the secrets
-of the connections read by ``***``.
+sees them. A page that needs a login leads to Airflow's and back (the page asked for is the login's
+``next``). Every response says ``X-Content-Type-Options: nosniff`` and carries a
+Content-Security-Policy that allows the pages' own files only (:data:`CSP`; they are shown in
+Airflow's frame, which it allows too). No response holds a secret: the pages show what a connection's
+spec may show, and catalog failures in their own words (docs/ui.md, "What the pages guard").
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_co
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Request, status
 from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -30,7 +32,8 @@ from iceberg_ops_provider.errors import CatalogConfigError
 from iceberg_ops_provider.runner.namespaces import check_namespace
 from iceberg_ops_provider.ui import api_models as models
 from iceberg_ops_provider.ui import pages, views
-from iceberg_ops_provider.ui.connections import CONN_ID, SECRETS, CatalogConnection, find_connection, list_connections
+from iceberg_ops_provider.ui.connections import CONN_ID, CatalogConnection, find_connection, list_connections
+from iceberg_ops_provider.ui.html import SCRIPT, STYLE
 from iceberg_ops_provider.ui.reads import Reads
 from iceberg_ops_provider.ui.settings import ui_settings
 from iceberg_ops_provider.ui.table_page import table_page
@@ -58,8 +61,24 @@ TableName = Annotated[
 ]
 
 
-class _Redact:
-    """ASGI middleware: replace every known secret in every response body (and header) by ``***``."""
+CSP = (
+    "default-src 'none'; style-src 'self'; script-src 'self'; img-src 'self'; form-action 'self'; "
+    "base-uri 'none'; frame-ancestors 'self'"
+)
+"""The pages' Content-Security-Policy: their own style, script and icon only, shown in Airflow's frame."""
+
+_HEADERS = [
+    (b"content-security-policy", CSP.encode()),
+    (b"x-content-type-options", b"nosniff"),
+    (b"referrer-policy", b"same-origin"),
+]
+
+MAX_MAP_INDEX = 2**31 - 1
+"""The largest map index Airflow stores (a 32-bit integer column)."""
+
+
+class _SecurityHeaders:
+    """ASGI middleware: every response says what it is (nosniff) and what its page may load (the CSP)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -68,32 +87,15 @@ class _Redact:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        start: Message | None = None
-        chunks: list[bytes] = []
 
-        async def capture(message: Message) -> None:
-            nonlocal start
+        async def headed(message: Message) -> None:
             if message["type"] == "http.response.start":
-                start = message
-                return
-            if message["type"] != "http.response.body":
-                await send(message)
-                return
-            chunks.append(message.get("body", b""))
-            if message.get("more_body"):
-                return
-            body = SECRETS.redact(b"".join(chunks).decode("utf-8", "replace")).encode() if chunks else b""
-            assert start is not None
-            headers = [
-                (name, SECRETS.redact(value.decode("latin-1")).encode("latin-1"))
-                for name, value in start.get("headers", [])
-                if name.lower() != b"content-length"
-            ]
-            headers.append((b"content-length", str(len(body)).encode()))
-            await send({**start, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+                present = {name.lower() for name, _ in message.get("headers", [])}
+                added = [(name, value) for name, value in _HEADERS if name not in present]
+                message = {**message, "headers": [*message.get("headers", []), *added]}
+            await send(message)
 
-        await self.app(scope, receive, capture)
+        await self.app(scope, receive, headed)
 
 
 def _urls(request: Request) -> pages.Urls:
@@ -111,22 +113,39 @@ def _html(document: str, status_code: int = 200) -> HTMLResponse:
     return HTMLResponse(document, status_code=status_code, headers={"Cache-Control": "no-store"})
 
 
+def _needs_login(code: int, detail: Any) -> bool:
+    """No session, an expired one, or one whose token Airflow no longer accepts (signed before a restart)."""
+    return code == status.HTTP_401_UNAUTHORIZED or (code == status.HTTP_403_FORBIDDEN and detail == "Invalid JWT token")
+
+
+def _login_url(request: Request) -> str | None:
+    """Airflow's login, returning to this page as Airflow's UI shows it (in its frame); ``None`` without one."""
+    urls = _urls(request)
+    inner = request.url.path.removeprefix(urls.root) or "/"
+    query = f"?{request.url.query}" if request.url.query else ""
+    try:
+        from airflow.api_fastapi.app import get_auth_manager
+
+        return get_auth_manager().get_url_login(next_url=f"{urls.airflow}/plugin/{URL_ROUTE}{inner}{query}")
+    except Exception:  # no auth manager: the message says enough
+        return None
+
+
 def _error_page(request: Request, code: int, detail: Any) -> Response:
     if not _wants_html(request):
         return JSONResponse({"detail": jsonable_encoder(detail)}, status_code=code)
     urls = _urls(request)
     action = None
-    if code == status.HTTP_401_UNAUTHORIZED:
+    login = _needs_login(code, detail)
+    if login:
         title, message = "Log in first", "These pages need a user logged in to Airflow."
-        try:
-            from airflow.api_fastapi.app import get_auth_manager
-
-            action = (
-                "Log in to Airflow",
-                get_auth_manager().get_url_login(next_url=f"{urls.airflow}/plugin/{URL_ROUTE}"),
+        target = _login_url(request)
+        if target is not None and request.headers.get("sec-fetch-dest") == "document":
+            return RedirectResponse(
+                target, status_code=status.HTTP_303_SEE_OTHER, headers={"Cache-Control": "no-store"}
             )
-        except Exception:  # no auth manager: the message says enough
-            action = None
+        action = ("Log in to Airflow", target) if target is not None else None
+        code = status.HTTP_401_UNAUTHORIZED
     elif code == status.HTTP_403_FORBIDDEN:
         title, message = "Not allowed", "Your Airflow role may not read connections, which these pages need."
     elif code == _UNPROCESSABLE:
@@ -135,7 +154,7 @@ def _error_page(request: Request, code: int, detail: Any) -> Response:
         title, message = "Not found", str(detail)
     else:
         title, message = f"Error {code}", str(detail)
-    return _html(pages.message_page(title, message, urls, action=action), code)
+    return _html(pages.message_page(title, message, urls, action=action, login=login), code)
 
 
 def _validation_text(detail: Any) -> str:
@@ -213,10 +232,10 @@ def _namespace(connection_id: str, namespace: str, page: int) -> dict[str, Any]:
 
 def _table(connection_id: str, namespace: str, table: str) -> dict[str, Any]:
     conn = _connection(connection_id)
-    view = views.table_view(conn, _check_namespace(namespace), _check_table(table), ui_settings(), READS)
-    if any(missing in str(view["errors"].get("facts", "")) for missing in ("NoSuchTableError", "NoSuchNamespaceError")):
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"No table {namespace}.{table} in catalog {connection_id!r}.")
-    return view
+    try:
+        return views.table_view(conn, _check_namespace(namespace), _check_table(table), ui_settings(), READS)
+    except views.TableNotFound as exc:
+        raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
 
 
 def create_app() -> FastAPI:
@@ -238,7 +257,7 @@ def create_app() -> FastAPI:
     # Everything needs a user who may read connections; only the navigation's icon (a static picture every
     # user's menu shows) is outside the check.
     guarded = APIRouter(dependencies=[Depends(requires_access_connection("GET"))])
-    app.add_middleware(_Redact)
+    app.add_middleware(_SecurityHeaders)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
@@ -295,7 +314,7 @@ def create_app() -> FastAPI:
         dag_run_id: str,
         task_id: str,
         session: SessionDep,
-        map_index: Annotated[int, Query(ge=-1)] = -1,
+        map_index: Annotated[int, Query(ge=-1, le=MAX_MAP_INDEX)] = -1,
     ) -> Response:
         urls = _urls(request)
         found = read_task(session, dag_id, dag_run_id, task_id, map_index)
@@ -321,6 +340,15 @@ def create_app() -> FastAPI:
     @app.get("/icon.svg", include_in_schema=False)
     def icon() -> Response:
         return Response(ICON, media_type="image/svg+xml", headers={"Cache-Control": "max-age=3600"})
+
+    # The pages' own style and script: the same for every user, holding nothing of any catalog.
+    @app.get("/static/pages.css", include_in_schema=False)
+    def style() -> Response:
+        return Response(STYLE, media_type="text/css", headers={"Cache-Control": "max-age=3600"})
+
+    @app.get("/static/pages.js", include_in_schema=False)
+    def script() -> Response:
+        return Response(SCRIPT, media_type="text/javascript", headers={"Cache-Control": "max-age=3600"})
 
     # -- JSON ------------------------------------------------------------------------------------
 
@@ -358,7 +386,7 @@ def create_app() -> FastAPI:
 
     @guarded.get("/docs", include_in_schema=False)
     def docs(request: Request) -> HTMLResponse:
-        return get_swagger_ui_html(openapi_url=f"{_urls(request).root}/openapi.json", title="iceberg-ops API")
+        return _html(pages.api_page(app.openapi(), _urls(request)))
 
     app.include_router(guarded)
     return app

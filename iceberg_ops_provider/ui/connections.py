@@ -1,39 +1,30 @@
-"""The catalogs the pages show: connections of type ``iceberg_ops`` or ``iceberg``, opened as the hook opens them.
+"""The catalogs the pages show: connections of type ``iceberg_ops`` or ``iceberg``, described as the hook does.
 
 Which connections: those of the two types in the metadata database, those in ``AIRFLOW_CONN_*``
 variables of the api-server, and the ids ``[iceberg_ops] ui_connections`` names (a secrets backend
 cannot be listed). A connection id from a URL is first checked against Airflow's rule for ids and
 then against this list, so no other connection (of another type, or unknown) is ever read.
 
-Every secret of a connection read here is registered with :data:`SECRETS`, which the application
-removes from every response (:mod:`.app`), and with Airflow's own secrets masker (by the hook's
-mapping) for the logs.
+Each connection is described by its :class:`~iceberg_ops_provider.catalogs.CatalogSpec`, which
+holds its secrets apart: a page shows the spec's kind, endpoint (no password, no query) and
+timeout, never an option. A connection that cannot be parsed (a port that is no number, a bad
+timeout) is listed with its problem, and every other connection and page works as before. Its
+catalog is opened to read (nothing is created or written) and bounded by its timeout.
 """
 
 from __future__ import annotations
 
-import contextlib
-import html
-import json
 import os
 import re
 import threading
 import time
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit, urlunsplit
 
-from iceberg_ops_provider.core.catalog_messages import without_password
-from iceberg_ops_provider.core.timeouts import DEFAULT_CATALOG_TIMEOUT
-from iceberg_ops_provider.hooks.catalog import (
-    _SECRET_WORDS,
-    CONN_TYPE,
-    OFFICIAL_CONN_TYPE,
-    catalog_options,
-    connection_meta_namespace,
-)
+from iceberg_ops_provider.catalogs import CatalogSpec, Source, open_catalog
+from iceberg_ops_provider.hooks.catalog import CONN_TYPE, OFFICIAL_CONN_TYPE, connection_meta_namespace, connection_spec
 
-__all__ = ["CONN_ID", "SECRETS", "CatalogConnection", "SecretRegistry", "find_connection", "list_connections"]
+__all__ = ["CONN_ID", "CatalogConnection", "describe_connection", "find_connection", "list_connections"]
 
 CONN_TYPES = (CONN_TYPE, OFFICIAL_CONN_TYPE)
 
@@ -41,179 +32,68 @@ CONN_ID = re.compile(r"^[\w.-]{1,250}$", re.ASCII)
 """Airflow's rule for connection ids: letters, digits, ``_``, ``.`` and ``-``, at most 250."""
 
 _ENV_PREFIX = "AIRFLOW_CONN_"
-_MIN_SECRET = 6  # Airflow never masks values of 5 characters or fewer: replacing them would garble pages
-
-
-class SecretRegistry:
-    """Secrets of the connections read so far, in every form a response could carry them."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._forms: set[str] = set()
-        self._ordered: tuple[str, ...] = ()
-
-    def add(self, secret: Any) -> None:
-        """Remember ``secret`` (text of 6 characters or more; shorter values are never secret enough to find)."""
-        if not isinstance(secret, str) or len(secret) < _MIN_SECRET:
-            return
-        forms = {
-            secret,
-            html.escape(secret),
-            html.escape(secret, quote=False),
-            json.dumps(secret)[1:-1],
-            json.dumps(secret, ensure_ascii=False)[1:-1],
-            quote(secret, safe=""),
-            quote_plus(secret),
-        }
-        with self._lock:
-            if forms <= self._forms:
-                return
-            self._forms |= {form for form in forms if len(form) >= _MIN_SECRET}
-            self._ordered = tuple(sorted(self._forms, key=len, reverse=True))
-
-    def redact(self, text: str) -> str:
-        """``text`` with every known secret replaced by ``***``."""
-        for form in self._ordered:
-            if form in text:
-                text = text.replace(form, "***")
-        return text
-
-    def __len__(self) -> int:
-        return len(self._forms)
-
-
-SECRETS = SecretRegistry()
-"""The secrets of every connection this process's pages read."""
-
-
-def _register_secrets(conn: Any, options: dict[str, Any]) -> None:
-    SECRETS.add(conn.password)
-    if conn.login and conn.password:
-        SECRETS.add(f"{conn.login}:{conn.password}")
-
-    def walk(values: Any, path: str = "") -> None:
-        if isinstance(values, dict):
-            for key, value in values.items():
-                walk(value, f"{path}.{key}" if path else str(key))
-        elif isinstance(values, str):
-            if any(word in path.lower() for word in _SECRET_WORDS):
-                SECRETS.add(values)
-            if "://" in values:
-                try:
-                    password = urlsplit(values.strip()).password
-                except ValueError:
-                    password = None
-                if password:
-                    SECRETS.add(password)
-                    SECRETS.add(unquote(password))
-                with contextlib.suppress(ValueError):
-                    for _, query_value in parse_qsl(urlsplit(values.strip()).query):
-                        SECRETS.add(query_value)  # ?apikey=...: never shown, in any error either
-
-    walk(options)
-    walk(dict(conn.extra_dejson or {}))
-    if conn.host and "://" in conn.host:
-        walk({"host": conn.host})
 
 
 @dataclass(frozen=True)
 class CatalogConnection:
-    """An Airflow connection the pages can open, described without its secrets.
+    """An Airflow connection the pages can open, described by its catalog's spec.
 
     Attributes:
         conn_id: The connection id.
         conn_type: ``iceberg_ops`` or ``iceberg``.
-        kind: The ``CatalogFactory`` kind (``pyiceberg`` for an ``iceberg`` connection, whose
-            PyIceberg ``type`` is ``catalog_type``).
-        catalog_type: PyIceberg's catalog type of an ``iceberg`` connection, else the kind.
-        endpoint: Where the catalog lives, without any password (empty for embedded kinds).
-        timeout: Seconds each catalog call may take (the connection's ``timeout``, default 60).
+        spec: The catalog (secrets held apart, problems as values).
         meta_namespace: The ``meta_namespace`` of its extra, if any.
-        options: The ``CatalogFactory`` options (secrets included: never shown).
-        problem: Why the connection cannot be opened (a bad extra), else ``None``.
     """
 
     conn_id: str
     conn_type: str
-    kind: str
-    catalog_type: str
-    endpoint: str
-    timeout: float
-    meta_namespace: str | None
-    options: dict[str, Any]
-    problem: str | None = None
+    spec: CatalogSpec
+    meta_namespace: str | None = None
+
+    @property
+    def timeout(self) -> float:
+        """Seconds one request to the catalog may take."""
+        return self.spec.timeout
+
+    @property
+    def problem(self) -> str | None:
+        """Why the connection cannot be opened, in this project's words (never a secret), else ``None``."""
+        if not self.spec.problems:
+            return None
+        return "; ".join(str(problem.text) for problem in self.spec.problems)
+
+    @property
+    def fingerprint(self) -> str:
+        """Changes when anything that opens the catalog changes (a cached catalog is then opened again)."""
+        return self.spec.fingerprint()
 
     def describe(self) -> dict[str, Any]:
         """What a page shows of it: no option, no secret."""
         return {
             "conn_id": self.conn_id,
             "conn_type": self.conn_type,
-            "kind": self.catalog_type,
-            "endpoint": self.endpoint,
+            "kind": self.spec.catalog_type or self.spec.kind,
+            "endpoint": self.spec.endpoint(),
             "timeout": self.timeout,
             "meta_namespace": self.meta_namespace,
         }
 
-    def build_catalog(self) -> Any:
-        """The PyIceberg catalog (``CatalogFactory`` bounds building by the timeout)."""
-        from iceberg_ops_provider.core.catalog import CatalogFactory
-
-        return CatalogFactory.build(self.kind, **self.options)
-
-    @property
-    def fingerprint(self) -> str:
-        """Changes when the connection's catalog options change (a cached catalog is then built again)."""
-        return json.dumps([self.kind, self.options], sort_keys=True, default=str)
-
-
-def _endpoint(kind: str, options: dict[str, Any]) -> str:
-    for key in ("uri", "db_path"):
-        value = options.get(key)
-        if value:
-            return _without_query(without_password(str(value)))
-    if kind in ("glue", "s3tables"):
-        return str(options.get("region") or options.get("glue.region") or "")
-    return ""
-
-
-def _without_query(url: str) -> str:
-    """``url`` without its query and fragment, which may carry keys (``?apikey=...``): a page shows where, not how."""
-    try:
-        parts = urlsplit(url)
-    except ValueError:
-        return url.split("?", 1)[0].split("#", 1)[0]
-    if not parts.scheme:
-        return url
-    return urlunsplit(parts._replace(query="", fragment=""))
-
-
-def _timeout(options: dict[str, Any]) -> float:
-    value = options.get("timeout")
-    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-        return float(value)
-    return DEFAULT_CATALOG_TIMEOUT
+    def open(self) -> Any:
+        """The catalog, opened to read: nothing is created or written, every request bounded by the timeout."""
+        return open_catalog(self.spec, access="read")
 
 
 def describe_connection(conn: Any) -> CatalogConnection:
-    """A connection as the pages use it; its secrets are registered for redaction first."""
+    """A connection as the pages use it; never raises (what cannot be read is the spec's problem)."""
     try:
-        kind, options = catalog_options(conn)
-        problem = None
-    except Exception as exc:  # a bad extra: listed, with why it cannot be opened
-        kind, options, problem = "unknown", {}, f"{type(exc).__name__}: {exc}"
-    _register_secrets(conn, options)
-    catalog_type = str(options.get("type") or kind) if kind == "pyiceberg" else kind
-    return CatalogConnection(
-        conn_id=conn.conn_id,
-        conn_type=conn.conn_type,
-        kind=kind,
-        catalog_type=catalog_type,
-        endpoint=_endpoint(catalog_type, options),
-        timeout=_timeout(options),
-        meta_namespace=connection_meta_namespace(conn),
-        options=options,
-        problem=problem,
-    )
+        spec = connection_spec(conn)
+        meta_namespace = connection_meta_namespace(conn)
+    except Exception as exc:  # a connection Airflow itself cannot read (its extra, its port): listed, not opened
+        spec = CatalogSpec(kind="unknown", source=Source("connection", conn.conn_id)).with_problem(
+            "extra", f"Airflow could not read connection {conn.conn_id!r} ({type(exc).__name__})"
+        )
+        meta_namespace = None
+    return CatalogConnection(conn_id=conn.conn_id, conn_type=conn.conn_type, spec=spec, meta_namespace=meta_namespace)
 
 
 def _database_connections() -> list[Any]:

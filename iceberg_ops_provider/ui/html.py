@@ -1,8 +1,10 @@
 """Plain HTML builders for the pages: every value is escaped unless it is markup made here (:class:`Markup`).
 
-The pages are server-rendered and work without JavaScript. One small script (:data:`SCRIPT`) makes
-links to Airflow's own pages (a DAG, a task instance) open in Airflow's window when a page is shown
-inside the UI's frame, instead of inside the frame.
+The pages are server-rendered and work without JavaScript. Their style (:data:`STYLE`) and one small
+script (:data:`SCRIPT`) are files the application serves itself (``/static/pages.css`` and
+``/static/pages.js``), so the pages' Content-Security-Policy allows nothing inline and nothing from
+elsewhere. The script makes links to Airflow's own pages (a DAG, a task instance, the login) open in
+Airflow's window when a page is shown inside the UI's frame, instead of inside the frame.
 """
 
 from __future__ import annotations
@@ -47,12 +49,17 @@ def tag(name: str, *children: Any, **attributes: Any) -> Markup:
     return Markup(f"<{name}{attrs}>{join(children)}</{name}>")
 
 
-def link(href: str, text: Any, *, top: bool = False, title: str | None = None, new_tab: bool = False) -> Markup:
+def link(
+    href: str, text: Any, *, top: bool = False, title: str | None = None, new_tab: bool = False, login: bool = False
+) -> Markup:
     """A link.
 
     ``top``: a page of Airflow's own, opened in Airflow's window when shown in its frame; ``new_tab``:
-    opened in a tab of its own (a JSON document, whose address the reader wants to see).
+    opened in a tab of its own (a JSON document, whose address the reader wants to see); ``login``:
+    Airflow's login, followed at once by the page's script (in Airflow's window when framed).
     """
+    if login:
+        return tag("a", text, href=href, title=title, data_top="1", data_login="1")
     if new_tab:
         return tag("a", text, href=href, title=title, target="_blank", rel="noopener")
     return tag("a", text, href=href, title=title, data_top="1" if top else None)
@@ -178,9 +185,7 @@ td.num, th.num { text-align: right; }
 dl.facts { display:grid; grid-template-columns: max-content 1fr; gap: 2px 14px; margin: 0; }
 dl.facts dt { color: var(--muted); } dl.facts dd { margin: 0; word-break: break-word; }
 code { font-family: ui-monospace, SFMono-Regular, Menlo, monospace; font-size: 12px; }
-.bar { background: var(--line); border-radius: 4px; height: 8px; width: 160px; display:inline-block;
-  vertical-align: middle; margin-right: 6px; } .bar > span { display:block; height: 100%;
-  background: var(--info); border-radius: 4px; }
+progress.bar { width: 160px; height: 8px; vertical-align: middle; margin-right: 6px; accent-color: var(--info); }
 .pager { display:flex; gap: 12px; margin-top: 8px; }
 .cols { display:grid; grid-template-columns: repeat(auto-fit, minmax(320px, 1fr)); gap: 0 12px; }
 """
@@ -189,6 +194,8 @@ SCRIPT = """
 (function () {
   var framed = false;
   try { framed = window.top !== window && !!window.top.document; } catch (e) { framed = false; }
+  var login = document.querySelector("a[data-login]");
+  if (login) { (framed ? window.top : window).location.assign(login.href); return; }
   if (!framed) return;
   document.addEventListener("click", function (event) {
     var anchor = event.target.closest ? event.target.closest("a[data-top]") : null;
@@ -204,8 +211,8 @@ SCRIPT = """
 """
 
 
-def page(title: str, crumbs: list[tuple[str, str | None]], body: Any, *, read_at: str | None = None) -> str:
-    """A whole page: ``crumbs`` are ``(text, href or None)``."""
+def page(title: str, crumbs: list[tuple[str, str | None]], body: Any, *, root: str, read_at: str | None = None) -> str:
+    """A whole page: ``crumbs`` are ``(text, href or None)``; ``root`` is where the application serves its files."""
     trail = join(
         (link(href, text) if href else tag("span", text) for text, href in crumbs),
         sep=" / ",
@@ -218,13 +225,13 @@ def page(title: str, crumbs: list[tuple[str, str | None]], body: Any, *, read_at
             Markup('<meta charset="utf-8">'),
             Markup('<meta name="viewport" content="width=device-width, initial-scale=1">'),
             tag("title", f"{title} - Iceberg"),
-            tag("style", Markup(STYLE)),
+            Markup(f'<link rel="stylesheet" href="{html.escape(root)}/static/pages.css">'),
         ),
         tag(
             "body",
             tag("header", tag("h1", title), tag("nav", trail, class_="crumbs"), stamp, class_="top"),
             tag("main", body),
-            tag("script", Markup(SCRIPT)),
+            tag("script", src=f"{root}/static/pages.js"),
         ),
         lang="en",
     )

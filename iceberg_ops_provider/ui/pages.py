@@ -29,7 +29,16 @@ from iceberg_ops_provider.ui.html import (
     when,
 )
 
-__all__ = ["Urls", "catalog_page", "catalogs_page", "crumbs", "json_link", "message_page", "namespace_page"]
+__all__ = [
+    "Urls",
+    "api_page",
+    "catalog_page",
+    "catalogs_page",
+    "crumbs",
+    "json_link",
+    "message_page",
+    "namespace_page",
+]
 
 
 @dataclass(frozen=True)
@@ -87,12 +96,40 @@ def json_link(urls: Urls, suffix: str) -> Markup:
     return tag("p", "The same data as JSON: ", link(urls.api(suffix), urls.api(suffix), new_tab=True), class_="muted")
 
 
-def message_page(title: str, message: str, urls: Urls, *, action: tuple[str, str] | None = None) -> str:
-    """A page that only says something (an error, a refusal)."""
+def message_page(
+    title: str, message: str, urls: Urls, *, action: tuple[str, str] | None = None, login: bool = False
+) -> str:
+    """A page that only says something (an error, a refusal); ``login``: its action, Airflow's login, is followed."""
     body = [tag("p", message)]
     if action:
-        body.append(tag("p", link(action[1], action[0], top=True)))
-    return page(title, crumbs(urls), panel(title, *body))
+        body.append(tag("p", link(action[1], action[0], top=True, login=login)))
+    return page(title, crumbs(urls), panel(title, *body), root=urls.root)
+
+
+def api_page(openapi: dict[str, Any], urls: Urls) -> str:
+    """The JSON endpoints, read from the OpenAPI document: what each answers, and the document itself.
+
+    Rendered here, with no script: a page of a documentation tool would load its scripts from elsewhere.
+    """
+    rows = []
+    for route, operations in sorted(openapi.get("paths", {}).items()):
+        for method, operation in operations.items():
+            parameters = ", ".join(str(item.get("name")) for item in operation.get("parameters", []))
+            rows.append(
+                [
+                    tag("code", method.upper()),
+                    tag("code", f"{urls.root}{route}"),
+                    parameters,
+                    operation.get("description") or operation.get("summary") or "",
+                ]
+            )
+    body = panel(
+        "JSON endpoints",
+        tag("p", openapi.get("info", {}).get("description", "")),
+        table(["method", "path", "parameters", "answers"], rows),
+        tag("p", link(f"{urls.root}/openapi.json", "The OpenAPI document", new_tab=True)),
+    )
+    return page("iceberg-ops API", crumbs(urls), body, root=urls.root)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -130,7 +167,7 @@ def catalogs_page(view: dict[str, Any], urls: Urls) -> str:
         json_link(urls, "catalogs"),
         note="Airflow connections of type iceberg_ops and iceberg",
     )
-    return page("Iceberg catalogs", crumbs(urls), body, read_at=view["read_at"])
+    return page("Iceberg catalogs", crumbs(urls), body, root=urls.root, read_at=view["read_at"])
 
 
 # --------------------------------------------------------------------------------------------------
@@ -188,7 +225,7 @@ def catalog_page(view: dict[str, Any], urls: Urls) -> str:
             ),
         ]
     )
-    return page(f"Catalog {conn_id}", crumbs(urls, conn_id), body, read_at=view["read_at"])
+    return page(f"Catalog {conn_id}", crumbs(urls, conn_id), body, root=urls.root, read_at=view["read_at"])
 
 
 def _catalog_facts(catalog: dict[str, Any]) -> list[tuple[str, Any]]:
@@ -438,4 +475,4 @@ def namespace_page(view: dict[str, Any], urls: Urls) -> str:
             json_link(urls, f"c/{path(conn_id)}/ns/{path(namespace)}"),
         ]
     )
-    return page(f"Namespace {namespace}", crumbs(urls, conn_id), body, read_at=view["read_at"])
+    return page(f"Namespace {namespace}", crumbs(urls, conn_id), body, root=urls.root, read_at=view["read_at"])

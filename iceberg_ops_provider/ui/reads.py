@@ -1,9 +1,11 @@
 """Catalog reads for the pages: each bounded by its connection's timeout, run side by side, reused for a few seconds.
 
 A page asks for several parts (a namespace's status, its audit trail, its tables); each part is one
-:meth:`Reads.get` whose work runs in a daemon thread of its own, so the parts of a page are read at
-the same time and none can hold the page longer than the connection's ``timeout``: a part that
-does not finish in time is an error naming the catalog, and the page shows the others. A finished
+:meth:`Reads.get` whose work runs in a thread of its own, so the parts of a page are read at the
+same time and none can hold the page longer than the connection's ``timeout``: a part that does not
+finish in time is an error naming the catalog, and the page shows the others. The work of a part
+ends by the same deadline (the views bound every catalog request inside it,
+:func:`~iceberg_ops_provider.catalogs.deadline`), so its thread and sockets are gone when its time is. A finished
 part (value or error) is reused for ``ttl`` seconds; a part still running is joined rather than
 started again (a stalled catalog costs one waiting thread per part, not one per page view), until
 it has run longer than the timeout and a fresh attempt is allowed.
@@ -36,10 +38,8 @@ import time
 from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
-
-from iceberg_ops_provider.core.catalog_messages import seconds_text
 
 __all__ = ["MAX_RUNNING", "MAX_RUNNING_ALL", "MAX_WAITING", "MAX_WAITING_ALL", "RETRY_AFTER", "Part", "Reads"]
 
@@ -61,6 +61,11 @@ MAX_RUNNING_ALL = 24
 """Catalog reads that may run at the same time, all catalogs together."""
 
 
+def seconds_text(seconds: float) -> str:
+    """A bound in seconds as the pages write it (``30 s``, ``0.5 s``)."""
+    return f"{seconds:g} s"
+
+
 @dataclass(frozen=True)
 class Part(Generic[T]):
     """The outcome of one part of a page: its value, or the error to show instead, and when it was read."""
@@ -70,6 +75,7 @@ class Part(Generic[T]):
     read_at: float  # time.time() when the read finished (or gave up)
     seconds: float  # how long it took
     pending: bool = False  # still being read when the request stopped waiting (it goes on)
+    exception: BaseException | None = field(default=None, compare=False, repr=False)  # never shown: see `error`
 
     @property
     def ok(self) -> bool:
@@ -82,6 +88,7 @@ class _Entry:
     future: Future
     started: float
     finished: float | None = None
+    words: Callable[[BaseException], str] | None = None
 
 
 class _NotAnswering(Exception):
@@ -153,8 +160,20 @@ class Reads:
             f"is shown without it). {_RAISE_TIMEOUT}"
         )
 
-    def start(self, key: Hashable, fn: Callable[[], Any], *, ttl: float, timeout: float, catalog: str = "") -> _Entry:
-        """Start (or join) the read of ``key`` from ``catalog``; :meth:`result` waits for it."""
+    def start(
+        self,
+        key: Hashable,
+        fn: Callable[[], Any],
+        *,
+        ttl: float,
+        timeout: float,
+        catalog: str = "",
+        words: Callable[[BaseException], str] | None = None,
+    ) -> _Entry:
+        """Start (or join) the read of ``key`` from ``catalog``; :meth:`result` waits for it.
+
+        ``words`` says what the page shows of an error of the read (default: its type and text).
+        """
         now = time.monotonic()
         with self._lock:
             entry = self._entries.get(key)
@@ -184,7 +203,7 @@ class Reads:
                 self._entries = {
                     k: e for k, e in self._entries.items() if e.finished is None or now - e.finished <= ttl
                 }
-            entry = _Entry(Future(), now)
+            entry = _Entry(Future(), now, words=words)
             self._entries[key] = entry
 
         def run() -> None:
@@ -260,7 +279,8 @@ class Reads:
         except Exception as exc:
             if _took(entry) >= timeout and _is_timeout(exc):  # the catalog's own bound gave up: the page's words
                 return self._late(entry, timeout=timeout, catalog=catalog, gave_up=True)
-            return Part(None, f"Connection {catalog!r}: {_error_text(exc)}", time.time(), _took(entry))
+            text = entry.words(exc) if entry.words is not None else f"Connection {catalog!r}: {_error_text(exc)}"
+            return Part(None, text, time.time(), _took(entry), exception=exc)
         return Part(value, None, time.time(), _took(entry))
 
     def _late(self, entry: _Entry, *, timeout: float, catalog: str, gave_up: bool) -> Part:
@@ -284,15 +304,33 @@ class Reads:
             now - entry.started,
         )
 
-    def get(self, key: Hashable, fn: Callable[[], T], *, ttl: float, timeout: float, catalog: str) -> Part[T]:
+    def get(
+        self,
+        key: Hashable,
+        fn: Callable[[], T],
+        *,
+        ttl: float,
+        timeout: float,
+        catalog: str,
+        words: Callable[[BaseException], str] | None = None,
+    ) -> Part[T]:
         """Read ``key`` with ``fn`` (or reuse it), bounded by ``timeout`` seconds."""
-        entry = self.start(key, fn, ttl=ttl, timeout=timeout, catalog=catalog)
+        entry = self.start(key, fn, ttl=ttl, timeout=timeout, catalog=catalog, words=words)
         return self.result(entry, timeout=timeout, catalog=catalog)
 
-    def many(self, jobs: dict[str, tuple[Hashable, Callable[[], Any]]], *, ttl: float, timeout: float, catalog: str):
+    def many(
+        self,
+        jobs: dict[str, tuple[Hashable, Callable[[], Any]]],
+        *,
+        ttl: float,
+        timeout: float,
+        catalog: str,
+        words: Callable[[BaseException], str] | None = None,
+    ) -> dict[str, Part]:
         """Several reads side by side: ``{name: (key, fn)}`` -> ``{name: Part}``."""
         started = {
-            name: self.start(key, fn, ttl=ttl, timeout=timeout, catalog=catalog) for name, (key, fn) in jobs.items()
+            name: self.start(key, fn, ttl=ttl, timeout=timeout, catalog=catalog, words=words)
+            for name, (key, fn) in jobs.items()
         }
         return {name: self.result(entry, timeout=timeout, catalog=catalog) for name, entry in started.items()}
 

@@ -159,7 +159,7 @@ def _moves_panel(facts: dict[str, Any] | None) -> Markup:
         planned = move["units_planned"] or 0
         done = move["units_committed"]
         share = 100 * done / planned if planned else 0
-        bar = tag("span", tag("span", style=f"width:{share:.0f}%"), class_="bar")
+        bar = tag("progress", f"{share:.0f}%", value=f"{share:.0f}", max="100", class_="bar")
         rows.append(
             [
                 tag("code", move["move_id"]),
@@ -212,4 +212,6 @@ def table_page(view: dict[str, Any], urls: Urls) -> str:
             json_link(urls, f"c/{path(conn_id)}/ns/{path(namespace)}/t/{path(name)}"),
         ]
     )
-    return page(f"Table {namespace}.{name}", crumbs(urls, conn_id, namespace), body, read_at=view["read_at"])
+    return page(
+        f"Table {namespace}.{name}", crumbs(urls, conn_id, namespace), body, root=urls.root, read_at=view["read_at"]
+    )

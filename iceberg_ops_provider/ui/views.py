@@ -2,24 +2,36 @@
 
 Each view is made of parts read side by side (:class:`~.reads.Reads`); a part that fails or runs out
 of time becomes an entry of the view's ``errors`` (``{part: message naming the catalog}``) and the
-others are shown. Nothing here decides anything about the data: it calls the engine and puts the
-results (their ``to_json()``) where the pages look for them. The engine's modules are imported
-with this one, when the api-server builds the application, not by a page's first request.
+others are shown. Every catalog request of a part ends by the part's deadline (the connection's
+timeout, :func:`~iceberg_ops_provider.catalogs.deadline`), and no answer may be larger than
+:data:`MAX_ANSWER_BYTES`. A failure of the catalog is worded from its facts alone (what kind, whether
+the catalog answered, the HTTP status class: :func:`~iceberg_ops_provider.catalogs.failure`), never
+from what a server said; this project's own errors about migrations and history keep their words.
+Nothing here decides anything about the data: it calls the engine and puts the results (their
+``to_json()``) where the pages look for them. The engine's modules are imported with this one, when
+the api-server builds the application, not by a page's first request.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 # The engine's bound on catalog calls imports PyIceberg's REST client on first use, whatever the catalog's kind
 # (a second on a busy machine): imported here, when the api-server builds the application.
 import pyiceberg.catalog.rest  # noqa: F401
+from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
+from iceberg_ops_provider.catalogs import CatalogFailure, catalog_errors, deadline, failure
+from iceberg_ops_provider.core.threads import carrying_context
 from iceberg_ops_provider.data_migration.progress_report import moves_into
+from iceberg_ops_provider.errors import CatalogConfigError, CatalogUnavailableError, IcebergOpsError, MissingExtraError
 from iceberg_ops_provider.history.store import default_meta_namespace
+from iceberg_ops_provider.hooks.catalog import failure_sentence
 from iceberg_ops_provider.maintenance.activity import maintenance_history
 from iceberg_ops_provider.maintenance.health import table_health_report
 from iceberg_ops_provider.maintenance.overview import namespace_tables, table_overview
@@ -29,7 +41,41 @@ from iceberg_ops_provider.ui.connections import CatalogConnection
 from iceberg_ops_provider.ui.reads import Part, Reads
 from iceberg_ops_provider.ui.settings import UiSettings
 
-__all__ = ["catalog_view", "catalogs_view", "namespace_view", "table_view"]
+__all__ = ["MAX_ANSWER_BYTES", "TableNotFound", "catalog_view", "catalogs_view", "namespace_view", "table_view"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+MAX_ANSWER_BYTES = 64 * 1024 * 1024
+"""The most one answer of a catalog may hold while a page reads it (the api-server serves many pages at once)."""
+
+
+class TableNotFound(LookupError):
+    """The table a page asks for does not exist (the application answers 404)."""
+
+
+def _bounded(conn: CatalogConnection, read: Callable[[], T]) -> Callable[[], T]:
+    """``read`` with every catalog request in it ended by one deadline, and its errors in this project's terms."""
+
+    def bounded() -> T:
+        with deadline(conn.timeout, max_answer_bytes=MAX_ANSWER_BYTES), catalog_errors(conn.spec):
+            return read()
+
+    return bounded
+
+
+def page_error(conn: CatalogConnection, exc: BaseException) -> str:
+    """What a page shows of a failed read: this project's words of its own errors, facts of the catalog's."""
+    catalog_failure = isinstance(exc, CatalogConfigError | CatalogUnavailableError | MissingExtraError)
+    if isinstance(exc, IcebergOpsError) and not catalog_failure:
+        return f"{type(exc).__name__}: {exc}"
+    log.warning("A read of connection %r failed", conn.conn_id, exc_info=exc)
+    return failure_sentence(failure(exc, conn.spec), conn.spec)
+
+
+def _words(conn: CatalogConnection) -> Callable[[BaseException], str]:
+    return lambda exc: page_error(conn, exc)
 
 
 def _iso(epoch: float) -> str:
@@ -37,20 +83,12 @@ def _iso(epoch: float) -> str:
 
 
 def _catalog(reads: Reads, conn: CatalogConnection) -> Any:
-    if conn.problem:
-        raise ValueError(conn.problem)
-    return reads.catalog(conn.conn_id, conn.fingerprint, conn.build_catalog)
+    return reads.catalog(conn.conn_id, conn.fingerprint, conn.open)
 
 
 def _runner(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSettings, *, files: bool = True):
     migrations = settings.migrations_dir if files else None
-    return MigrationRunner(
-        _catalog(reads, conn),
-        namespace,
-        migrations,
-        conn.meta_namespace,
-        catalog_timeout=conn.timeout,
-    )
+    return MigrationRunner(_catalog(reads, conn), namespace, migrations, conn.meta_namespace)
 
 
 def _finish(view: dict[str, Any], parts: dict[str, Part]) -> dict[str, Any]:
@@ -87,10 +125,11 @@ def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, re
     started = {
         conn.conn_id: reads.start(
             ("probe", conn.conn_id, conn.fingerprint),
-            lambda conn=conn: _probe(reads, conn),
+            _bounded(conn, lambda conn=conn: _probe(reads, conn)),
             ttl=settings.cache_seconds,
             timeout=conn.timeout,
             catalog=conn.conn_id,
+            words=_words(conn),
         )
         for conn in connections
     }
@@ -101,6 +140,7 @@ def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, re
         # A check an earlier visit started is not waited for again: this visit shows it still running.
         wait = max(0.0, deadline - time.monotonic()) if entry.started >= asked_at else 0.0
         part = reads.result(entry, timeout=conn.timeout, catalog=conn.conn_id, wait=wait)
+        facts = _probe_facts(conn, part)
         catalogs.append(
             {
                 **conn.describe(),
@@ -108,10 +148,22 @@ def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, re
                 "checking": part.pending,
                 "namespaces": part.value["namespaces"] if part.ok else None,
                 "seconds": round(part.seconds, 3),
+                "answered": None if part.pending else facts.answered,
+                "status_class": facts.status_class,
+                "error_kind": None if part.ok or part.pending else facts.kind,
                 "error": part.error,
             }
         )
     return {"catalogs": catalogs, "read_at": _iso(time.time()), "problems": list(settings.problems)}
+
+
+def _probe_facts(conn: CatalogConnection, part: Part) -> CatalogFailure:
+    """Whether the catalog answered, its status class and the kind of its failure: facts, never its words."""
+    if part.ok:
+        return CatalogFailure("", True)
+    if part.exception is not None:
+        return failure(part.exception, conn.spec)
+    return CatalogFailure("timeout", False, timeout=conn.timeout)  # not answering, by the page's own bound
 
 
 # --------------------------------------------------------------------------------------------------
@@ -120,11 +172,12 @@ def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, re
 
 def _namespace_summary(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSettings) -> dict[str, Any]:
     try:
-        runner = _runner(reads, conn, namespace, settings)
-        status = runner.status()
-        tables = len(runner.catalog.list_tables(namespace))
+        with catalog_errors(conn.spec):
+            runner = _runner(reads, conn, namespace, settings)
+            status = runner.status()
+            tables = len(runner.catalog.list_tables(namespace))
     except Exception as exc:
-        return {"namespace": namespace, "error": f"{type(exc).__name__}: {exc}"}
+        return {"namespace": namespace, "error": page_error(conn, exc)}
     return {
         "namespace": namespace,
         "current": status.current,
@@ -148,7 +201,7 @@ def _namespaces(reads: Reads, conn: CatalogConnection, settings: UiSettings) -> 
     if not names:
         return []
     with ThreadPoolExecutor(max_workers=min(settings.parallelism, len(names)), thread_name_prefix="ui-ns") as pool:
-        return list(pool.map(lambda name: _namespace_summary(reads, conn, name, settings), names))
+        return list(pool.map(carrying_context(lambda name: _namespace_summary(reads, conn, name, settings)), names))
 
 
 def catalog_view(conn: CatalogConnection, settings: UiSettings, reads: Reads) -> dict[str, Any]:
@@ -156,10 +209,11 @@ def catalog_view(conn: CatalogConnection, settings: UiSettings, reads: Reads) ->
     parts = {
         "namespaces": reads.get(
             ("namespaces", conn.conn_id, conn.fingerprint, str(settings.migrations_dir)),
-            lambda: _namespaces(reads, conn, settings),
+            _bounded(conn, lambda: _namespaces(reads, conn, settings)),
             ttl=settings.cache_seconds,
             timeout=conn.timeout,
             catalog=conn.conn_id,
+            words=_words(conn),
         )
     }
     view = {"catalog": conn.describe(), "migrations_dir": _folder(settings)}
@@ -206,14 +260,18 @@ def namespace_view(
         {
             "migrations": (
                 ("migrations", *key, _folder(settings)),
-                lambda: _migrations(reads, conn, namespace, settings),
+                _bounded(conn, lambda: _migrations(reads, conn, namespace, settings)),
             ),
-            "audit": (("audit", *key, offset, limit), lambda: _audit(reads, conn, namespace, settings, offset, limit)),
-            "tables": (("tables", *key), lambda: _tables(reads, conn, namespace, settings)),
+            "audit": (
+                ("audit", *key, offset, limit),
+                _bounded(conn, lambda: _audit(reads, conn, namespace, settings, offset, limit)),
+            ),
+            "tables": (("tables", *key), _bounded(conn, lambda: _tables(reads, conn, namespace, settings))),
         },
         ttl=ttl,
         timeout=conn.timeout,
         catalog=conn.conn_id,
+        words=_words(conn),
     )
     view = {
         "catalog": conn.describe(),
@@ -257,13 +315,20 @@ def table_view(
     key = (conn.conn_id, conn.fingerprint, identifier)
     parts = reads.many(
         {
-            "facts": (("facts", *key), lambda: _table_facts(reads, conn, identifier)),
-            "health": (("health", *key), lambda: _health(reads, conn, identifier)),
-            "maintenance": (("maintenance", *key), lambda: _maintenance(reads, conn, identifier, settings)),
+            "facts": (("facts", *key), _bounded(conn, lambda: _table_facts(reads, conn, identifier))),
+            "health": (("health", *key), _bounded(conn, lambda: _health(reads, conn, identifier))),
+            "maintenance": (
+                ("maintenance", *key),
+                _bounded(conn, lambda: _maintenance(reads, conn, identifier, settings)),
+            ),
         },
         ttl=settings.cache_seconds,
         timeout=conn.timeout,
         catalog=conn.conn_id,
+        words=_words(conn),
     )
+    missing = parts["facts"].exception
+    if isinstance(missing, NoSuchTableError | NoSuchNamespaceError):
+        raise TableNotFound(f"No table {identifier} in catalog {conn.conn_id!r}.")
     view = {"catalog": conn.describe(), "namespace": namespace, "table": name}
     return _finish(view, parts)

@@ -84,6 +84,6 @@ def xcom(dag_run: object, task_id: str) -> object:
 
 def catalog_at(root: Path):
     """The SQLite catalog a test connection points at."""
-    from iceberg_ops_provider.core.catalog import CatalogFactory
+    from iceberg_ops_provider.catalogs import CatalogFactory
 
     return CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")

@@ -26,7 +26,7 @@ from iceberg_ops_provider.autogen import autogenerate, render_migration
 from iceberg_ops_provider.autogen.compare import live_partition_exprs, live_sort_fields
 from iceberg_ops_provider.autogen.models import TableModel, model_from_dict
 from iceberg_ops_provider.autogen.operations import Irreversible
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.core.type_strings import format_type, parse_type
 from iceberg_ops_provider.errors import IrreversibleMigrationError
 from iceberg_ops_provider.migration import MigrationContext

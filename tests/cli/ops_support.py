@@ -21,7 +21,7 @@ def sqlite_flags(root: Path) -> list[str]:
 
 def sqlite_catalog(root: Path) -> Any:
     """The catalog :func:`sqlite_flags` names, opened in the test process."""
-    from iceberg_ops_provider.core.catalog import CatalogFactory
+    from iceberg_ops_provider.catalogs import CatalogFactory
 
     return CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
 

@@ -18,7 +18,7 @@ from click.testing import CliRunner
 from iceberg_ops_provider.cli import cli
 from iceberg_ops_provider.cli.airflow_connections import read_airflow_connection
 from iceberg_ops_provider.config import load_config
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import ProjectConfigError
 
 # Airflow reads its configuration once, when first imported: keep it out of the home folder.

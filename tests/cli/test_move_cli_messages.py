@@ -197,7 +197,7 @@ def test_target_db_path_without_a_warehouse_keeps_the_data_next_to_the_database(
     )
 
     assert result.returncode == 0, result.stderr
-    from iceberg_ops_provider.core.catalog import CatalogFactory
+    from iceberg_ops_provider.catalogs import CatalogFactory
 
     target = CatalogFactory.build("sqlite", db_path=target_db, warehouse_dir=lake / "unused").load_table("archive.e")
     assert target.location().removeprefix("file://").startswith(str(lake / "elsewhere" / "archive_warehouse"))

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 
 
 def test_a_target_connection_without_airflow_says_what_to_install(tmp_path: Path):

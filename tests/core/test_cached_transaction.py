@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.core.transactions import cached_transaction
 
 

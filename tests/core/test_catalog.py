@@ -16,7 +16,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import CatalogConfigError, IcebergOpsError, MissingExtraError, UnknownCatalogKindError
 
 SCHEMA = pa.schema([pa.field("n", pa.int64())])
@@ -174,7 +174,7 @@ def test_missing_extra_names_the_pip_install_line(kind, blocked_module, extra):
     code = f"""
 import sys
 sys.modules[{blocked_module!r}] = None
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 try:
     if {kind!r} in ("sqlite", "memory"):
         CatalogFactory.build({kind!r})
@@ -245,7 +245,7 @@ OPEN_RACES = int(os.environ.get("ICEBERG_OPS_OPEN_RACES", "8"))
 # Runs in one interpreter: per race, forks processes that open the same new catalog at one moment.
 OPEN_AT_ONCE = """
 import json, os, sys, traceback
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 
 root, races, processes = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 # Opening another catalog first loads PyIceberg's SQL catalog and SQLAlchemy: the processes forked

@@ -17,7 +17,7 @@ import pytest
 from pyiceberg.catalog.glue import GlueCatalog
 from pyiceberg.catalog.rest import RestCatalog
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from tests.support.servers import ACCESS_KEY, REGION, SECRET_KEY, boto_kwargs
 
 pytestmark = pytest.mark.backends
@@ -119,7 +119,7 @@ def test_remote_kind_reads_pyiceberg_environment_config_and_keywords_win(seaweed
     }
     code = f"""
 import json
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 catalog = CatalogFactory.build("rest", name="lake", warehouse="s3://{unique_name}")
 catalog.create_namespace("from_env")
 print(json.dumps({{"uri": catalog.properties["uri"], "warehouse": catalog.properties["warehouse"],

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pytest
 from botocore.config import Config
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.core.catalog_messages import catalog_endpoint
 from iceberg_ops_provider.core.error_translation import catalog_error, catalog_errors
 from iceberg_ops_provider.errors import (

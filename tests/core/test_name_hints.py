@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.core.name_hints import (
     closest,
     did_you_mean,

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.core.catalog_properties import check_option_names
 from iceberg_ops_provider.errors import CatalogConfigError
 from tests.cli.ops_support import run

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.core.pyiceberg_catalogs import (
     PYICEBERG_KIND,
     official_connection_arguments,

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from iceberg_ops_provider.config import ProjectConfig
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import CatalogConfigError, CatalogNotFoundError
 
 SCHEMA = pa.schema([pa.field("id", pa.int64())])

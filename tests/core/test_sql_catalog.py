@@ -14,7 +14,7 @@ import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import (
     CatalogAuthError,
     CatalogConfigError,
@@ -85,7 +85,7 @@ def test_a_missing_postgres_driver_names_the_postgres_extra(url):
     code = f"""
 import sys
 sys.modules["psycopg"] = sys.modules["psycopg2"] = None
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 try:
     CatalogFactory.build("sql", uri={url!r}, warehouse_dir="wh")
 except ImportError as exc:

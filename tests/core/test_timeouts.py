@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from iceberg_ops_provider.cli import cli
 from iceberg_ops_provider.config import load_config
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.core.catalog_messages import catalog_endpoint
 from iceberg_ops_provider.core.error_translation import catalog_errors
 from iceberg_ops_provider.core.timeouts import (

@@ -29,7 +29,7 @@ SEED = int(os.environ.get("ICEBERG_OPS_CRASH_SEED", time.time_ns() % 10_000))
 
 CHILD = """
 import json, sys
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.data_migration import DataMover
 
 backend, target, move_id, mode, rewrite = json.loads(sys.argv[1]), *sys.argv[2:6]

@@ -207,7 +207,7 @@ class AirflowCluster:
     @property
     def catalog_options(self) -> dict[str, Any]:
         """The ``CatalogFactory`` kind and options of the ``iceberg_ops_default`` connection (``kind`` included)."""
-        from iceberg_ops_provider.core.catalog import CatalogFactory
+        from iceberg_ops_provider.catalogs import CatalogFactory
 
         warehouse = str(self.root / "warehouse")
         if "sql" in CatalogFactory.KINDS:
@@ -217,7 +217,7 @@ class AirflowCluster:
 
     def catalog(self) -> Any:
         """A PyIceberg catalog on the catalog the DAGs' connection points at."""
-        from iceberg_ops_provider.core.catalog import CatalogFactory
+        from iceberg_ops_provider.catalogs import CatalogFactory
 
         options = dict(self.catalog_options)
         return CatalogFactory.build(options.pop("kind"), **options)

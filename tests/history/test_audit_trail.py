@@ -13,7 +13,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import MigrationFailedError
 from iceberg_ops_provider.history.events import EVENTS_SCHEMA, EventLog, MigrationEvent
 from iceberg_ops_provider.history.store import HistoryStore
@@ -79,7 +79,7 @@ def test_a_run_killed_before_its_event_batch_still_shows_its_outcome_from_the_hi
         "events.EventLog.record_many = _die\n"
     )
     worker = (
-        "import sys\nfrom pathlib import Path\nfrom iceberg_ops_provider.core.catalog import CatalogFactory\n"
+        "import sys\nfrom pathlib import Path\nfrom iceberg_ops_provider.catalogs import CatalogFactory\n"
         "from iceberg_ops_provider.runner import MigrationRunner\nroot = Path(sys.argv[1])\n"
         "catalog = CatalogFactory.build('sqlite', db_path=root / 'c.db', warehouse_dir=root / 'w')\n"
         "catalog.create_namespace('sales')\n"
@@ -194,7 +194,7 @@ def test_the_history_table_stays_bounded_on_disk_however_many_runs(catalog, name
 RACER = """
 import os, sys, time, traceback
 from pathlib import Path
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.history.events import EventLog
 from iceberg_ops_provider.history.records import HistoryRow
 from iceberg_ops_provider.history.store import HistoryStore

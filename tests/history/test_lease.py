@@ -14,7 +14,7 @@ import pytest
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table.update import AssertRefSnapshotId, RemoveSnapshotRefUpdate
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import ConcurrentMigrationError
 from iceberg_ops_provider.history.lock import LockLostError, NamespaceLock
 from iceberg_ops_provider.history.lock_table import cas_commit
@@ -94,7 +94,7 @@ def test_the_lease_is_renewed_while_a_long_migration_body_runs(catalog, migratio
 WORKER = """
 import sys
 from pathlib import Path
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.runner import MigrationRunner
 
 root = Path(sys.argv[1])

@@ -37,7 +37,7 @@ class SharedCatalog:
 
     def pyiceberg(self) -> Any:
         """A PyIceberg catalog on it, as iceberg-ops opens the ``sql`` kind."""
-        from iceberg_ops_provider.core.catalog import CatalogFactory
+        from iceberg_ops_provider.catalogs import CatalogFactory
 
         return CatalogFactory.build(
             "sql", uri=self.sqlalchemy_url, warehouse_dir=str(self.warehouse), name=CATALOG_NAME

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from tests.support.servers import boto_kwargs
 
 

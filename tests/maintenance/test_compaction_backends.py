@@ -7,7 +7,7 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance import group_runner
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance import group_runner
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from iceberg_ops_provider.maintenance.files import ManifestReader
 from iceberg_ops_provider.maintenance.orphans import remove_orphan_files
@@ -31,7 +31,7 @@ KILLS = int(os.environ.get("ICEBERG_OPS_COMPACTION_KILLS", "3"))
 
 CHILD = """
 import os, signal, sys
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.maintenance import streaming
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 

@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 _RUN_UNITS = """
 import json, sys, time
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.maintenance.compaction_units import run_compaction_units
 root, units_file, start_line = sys.argv[1], sys.argv[2], sys.argv[3]
 catalog = CatalogFactory.build("sqlite", db_path=f"{root}/catalog.db", warehouse_dir=f"{root}/warehouse")

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _EXPIRE = """
 import json, sys
 from datetime import UTC, datetime
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.maintenance import expire_snapshots
 root, keep, start_line = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 catalog = CatalogFactory.build("sqlite", db_path=f"{root}/catalog.db", warehouse_dir=f"{root}/warehouse")

@@ -33,7 +33,7 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import LongType, NestedField, StringType
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.maintenance.binpack import expected_output_files
 from iceberg_ops_provider.maintenance.expire import expire_snapshots
 from iceberg_ops_provider.maintenance.health import (

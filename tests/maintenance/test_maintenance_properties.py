@@ -27,7 +27,7 @@ from pyiceberg.expressions import LessThan
 from pyiceberg.transforms import BucketTransform
 from pyiceberg.types import StringType
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.maintenance import (
     compact_small_files_streaming,
     expire_snapshots,

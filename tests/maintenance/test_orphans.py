@@ -22,7 +22,7 @@ from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.expressions import EqualTo
 from pyiceberg.io.fsspec import FsspecFileIO
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import FileListingError, MissingExtraError, UnsafeLocationError
 from iceberg_ops_provider.maintenance import expire_snapshots
 from iceberg_ops_provider.maintenance import listing as listing_module

@@ -272,7 +272,7 @@ def test_single_string_partition_and_sort_and_property_values(catalog, ctx):
     table = catalog.load_table("sales.single")
     assert [f.name for f in table.spec().fields] == ["id"] and len(table.sort_order().fields) == 1
     assert table.properties["flag"] == "true" and table.properties["n"] == "3"
-    with pytest.raises(ValueError, match="Option 'x' of table 'single' is None"):
+    with pytest.raises(ValueError, match="Property 'x' of table 'single' is None"):
         ctx.set_properties("single", x=None)
     for bad in ("a..b", " x", "x.", ""):
         with pytest.raises(InvalidOperationError, match="is not valid"):

@@ -71,7 +71,7 @@ Op = tuple[Any, ...]
 
 
 def _catalog(folder: Path):
-    from iceberg_ops_provider.core.catalog import CatalogFactory
+    from iceberg_ops_provider.catalogs import CatalogFactory
 
     return CatalogFactory.build("sqlite", db_path=folder / "catalog.db", warehouse_dir=folder / "warehouse")
 

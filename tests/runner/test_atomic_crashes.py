@@ -36,7 +36,7 @@ VERSIONS = [f"{n:04d}" for n in range(2, 10)]
 WORKER = """
 import json, sys
 from pathlib import Path
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.runner import MigrationRunner
 
 root, namespace, backend = Path(sys.argv[1]), sys.argv[2], json.loads(sys.argv[3])

@@ -223,7 +223,7 @@ def test_a_migration_that_commits_early_keeps_per_table_commits(catalog_backend,
 RACER = """
 import json, os, signal, sys, time, traceback
 from pathlib import Path
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.runner import MigrationRunner
 
 

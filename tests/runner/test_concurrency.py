@@ -15,7 +15,7 @@ from tests.support.migrations import write_migration
 WORKER = """
 import json, sys, time
 from pathlib import Path
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import ConcurrentMigrationError
 from iceberg_ops_provider.runner import MigrationRunner
 

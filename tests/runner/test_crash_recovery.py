@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import PartialMigrationError
 from iceberg_ops_provider.runner import MigrationRunner
 from tests.support.migrations import write_migration
@@ -38,7 +38,7 @@ TWO_COMMITS = {"0001", *MULTI_TABLE}  # 0001 creates two tables: a kill can leav
 WORKER = """
 import sys
 from pathlib import Path
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.runner import MigrationRunner
 
 root, namespace = Path(sys.argv[1]), sys.argv[2]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import ConcurrentMigrationError, MigrationFailedError
 from iceberg_ops_provider.history.lock import NamespaceLock
 from iceberg_ops_provider.runner import MigrationRunner

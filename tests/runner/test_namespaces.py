@@ -6,7 +6,7 @@ import pyarrow as pa
 import pytest
 from pyiceberg.catalog.glue import GlueCatalog
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import CatalogConfigError
 from iceberg_ops_provider.history.lock import lock_table_name
 from iceberg_ops_provider.runner import MigrationRunner

@@ -14,7 +14,7 @@ from pyiceberg.exceptions import NoSuchTableError, TooManyRequestsError
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.core.polling import is_transient, timeout_message
 from iceberg_ops_provider.errors import CatalogUnavailableError, MigrationFailedError
 from iceberg_ops_provider.partitions.probe import PartitionProbe, describe_partition_wait, probe_partition
@@ -202,7 +202,7 @@ def test_a_locked_sqlite_catalog_is_a_transient_error(catalog, tmp_path):
         with pytest.raises(CatalogUnavailableError) as error:
             probe_partition(catalog, "shop.orders", where="id >= 0")
         assert is_transient(error.value)
-        assert "database is locked" in str(error.value) and "The wait goes on" in str(error.value)
+        assert "database is locked" in str(error.value) and error.value.reason == "busy"
     finally:
         holder.execute("ROLLBACK")
         holder.close()

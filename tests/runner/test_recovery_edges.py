@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import (
     ConcurrentMigrationError,
     IntentRecordError,
@@ -73,7 +73,7 @@ DROP_WORKER = """
 import os, signal, sys
 from pathlib import Path
 from pyiceberg.catalog.sql import SqlCatalog
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.runner import MigrationRunner
 
 original = SqlCatalog.drop_table
@@ -131,7 +131,7 @@ def test_a_lock_left_by_an_ended_run_of_this_process_is_taken_over_at_once(catal
 # Another process looking at the namespace (as ``iceberg-ops status`` would) while a run is in a migration.
 OBSERVE = """
 import json, sys
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.runner import MigrationRunner
 
 catalog = CatalogFactory.build("sqlite", db_path=sys.argv[1] + "/catalog.db", warehouse_dir=sys.argv[1] + "/warehouse")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import ConcurrentMigrationError
 from iceberg_ops_provider.runner import MigrationRunner
 from tests.support.servers import ACCESS_KEY, REGION, SECRET_KEY

@@ -127,7 +127,7 @@ class SeaweedFS:
 
     def rest_catalog(self, bucket: str, **overrides: object):
         """A ``rest`` catalog on its Iceberg endpoint for table bucket ``bucket`` (:meth:`rest_properties`)."""
-        from iceberg_ops_provider.core.catalog import CatalogFactory
+        from iceberg_ops_provider.catalogs import CatalogFactory
 
         return CatalogFactory.build("rest", **{**self.rest_properties(bucket), **overrides})
 

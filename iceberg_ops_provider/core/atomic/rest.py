@@ -36,8 +36,8 @@ from pyiceberg.exceptions import (
 )
 from pyiceberg.table import CommitTableRequest, TableIdentifier
 
+from iceberg_ops_provider.catalogs import spec_of, translate
 from iceberg_ops_provider.core.atomic.changes import AtomicCommitResult, TableChange
-from iceberg_ops_provider.core.error_translation import unavailable_error
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.rest import RestCatalog
@@ -123,7 +123,7 @@ def _post(catalog: RestCatalog, url: str, body: bytes) -> Response:
             response = catalog._session.post(url, data=body)
         except requests.exceptions.RequestException as exc:
             if _not_sent(exc):
-                error = unavailable_error(exc, catalog.uri)
+                error = translate(exc, spec_of(catalog))
                 if error is not None:
                     raise error from exc
             raise CommitStateUnknownException(

@@ -16,7 +16,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from tests.airflow.conftest import EXAMPLES, catalog_at, xcom
 
 BIN = Path(sys.executable).parent

@@ -108,7 +108,7 @@ def test_a_permanent_error_fails_the_task_at_once_without_retrying(run_dag, iceb
 HOLDER = """
 import sys
 from pathlib import Path
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.runner import MigrationRunner
 root = Path(sys.argv[1])
 catalog = CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")

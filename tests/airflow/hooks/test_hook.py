@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from airflow.sdk import Connection
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.get_provider_info import get_provider_info
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook, catalog_options
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 from sqlalchemy.engine import make_url
 
-from iceberg_ops_provider.core.catalog import CatalogFactory
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.triggers import IcebergPartitionTrigger
 from iceberg_ops_provider.triggers.polling import DEADLINE_GRACE
 from tests.airflow.conftest import catalog_at

@@ -30,7 +30,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
 @pytest.fixture(scope="module")
 def lake(airflow_db, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The environment of the api-server: connections, users, the plugin's options; and the lake built."""
-    from iceberg_ops_provider.core.catalog import CatalogFactory
+    from iceberg_ops_provider.catalogs import CatalogFactory
 
     root = tmp_path_factory.mktemp("ui-lake")
     passwords = root / "passwords.json"

@@ -1,0 +1,382 @@
+"""A catalog's kind and options as PyIceberg properties: the parser every mapping of options goes through.
+
+Keyword arguments (:meth:`~iceberg_ops_provider.catalogs.CatalogFactory.build`), the project file's
+``catalog:`` and the command line's catalog options are all a kind and a mapping of options;
+:func:`parse_options` turns one into a :class:`~.spec.CatalogSpec`, with this project's defaults
+and checks per kind, and never raises: what cannot work becomes a problem of the spec.
+
+* ``sqlite``: a file-backed SQL catalog; ``db_path`` and ``warehouse_dir`` default to
+  ``local_data/iceberg_catalog.db`` and ``local_data/iceberg_warehouse`` under the folder relative
+  paths resolve against.
+* ``memory``: an in-memory SQL catalog every thread of the process shares.
+* ``sql``: PyIceberg's SQL catalog on the SQLAlchemy URL ``uri``, with ``warehouse_dir`` (a folder)
+  or ``warehouse`` (a URI).
+* ``glue``, ``rest``, ``hive``, ``s3tables``: PyIceberg's catalogs under a name (default: the kind)
+  that ``.pyiceberg.yaml`` and ``PYICEBERG_CATALOG__<NAME>__*`` add to; ``s3tables`` is REST with
+  SigV4 preset for AWS S3 Tables.
+* ``pyiceberg``: ``load_catalog``'s properties exactly as given, ``type`` included.
+* any other catalog type PyIceberg knows (``dynamodb``, ``in-memory``, ``bigquery``): that ``type``,
+  the options as its properties.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from iceberg_ops_provider.catalogs.redact import split_secrets
+from iceberg_ops_provider.catalogs.spec import DEFAULT_CATALOG_TIMEOUT, CatalogSpec, Source, check_timeout
+from iceberg_ops_provider.errors import UnknownCatalogKindError
+from iceberg_ops_provider.messages import message
+
+__all__ = ["KINDS", "PYICEBERG_KIND", "REMOTE_KINDS", "parse_options", "pyiceberg_catalog_types"]
+
+KINDS: tuple[str, ...] = ("sqlite", "memory", "sql", "glue", "rest", "hive", "s3tables")
+"""This project's kinds, in the order the documentation lists them."""
+
+REMOTE_KINDS: tuple[str, ...] = ("glue", "rest", "hive", "s3tables")
+"""The kinds PyIceberg opens under a name its configuration file may describe."""
+
+PYICEBERG_KIND = "pyiceberg"
+"""The kind whose options are ``load_catalog``'s properties, unchanged."""
+
+DEFAULT_DB_PATH = Path("local_data") / "iceberg_catalog.db"
+DEFAULT_WAREHOUSE_DIR = Path("local_data") / "iceberg_warehouse"
+
+# SqlCatalog's own switches, which every SQL kind passes on.
+_SQL_SWITCHES = frozenset({"echo", "pool_pre_ping", "init_catalog_tables", "schema_version"})
+_SQL_NAMED = {
+    "sqlite": frozenset({"db_path", "warehouse_dir", "name"}),
+    "memory": frozenset({"warehouse_dir", "name"}),
+    "sql": frozenset({"uri", "warehouse_dir", "warehouse", "name"}),
+}
+# Plain (undotted, undashed) option names PyIceberg's remote catalogs understand; anything else plain is a typo.
+_REMOTE_PLAIN = frozenset(
+    {"name", "uri", "warehouse", "credential", "token", "scope", "audience", "resource", "prefix", "region", "ugi"}
+)
+_OWNERS = {"db_path": "'sqlite' kind", "warehouse_dir": "'sqlite', 'memory' and 'sql' kinds"}
+_SQL_EXAMPLE = "'postgresql+psycopg://user:password@host:5432/dbname' or 'sqlite:////data/iceberg_catalog.db'"
+
+
+def pyiceberg_catalog_types() -> tuple[str, ...]:
+    """The catalog types the installed PyIceberg knows (``rest``, ``hive``, ``glue``, ``dynamodb``, ``sql``, ...)."""
+    from pyiceberg.catalog import CatalogType
+
+    return tuple(member.value for member in CatalogType)
+
+
+class _Parse:
+    """One spec being parsed: its problems gathered as they are found."""
+
+    def __init__(self, kind: str, source: Source, root: Path | None) -> None:
+        self.kind = kind
+        self.source = source
+        self.root = root
+        self.problems: list[tuple[str, Any, Any]] = []
+
+    def problem(self, key: str, template: str, error: Any = None, **facts: Any) -> None:
+        self.problems.append((key, message(template, about=key, **{key: self.source.setting(key)}, **facts), error))
+
+    def path(self, key: str, value: Any) -> Path | None:
+        if not isinstance(value, str | os.PathLike) or not os.fspath(value).strip():
+            self.problem(key, "{" + key + "} must be a path, got {value}", value=repr(value))
+            return None
+        path = Path(os.fspath(value).strip()).expanduser()
+        if not path.is_absolute() and self.root is not None:
+            path = self.root / path
+        return path.resolve()
+
+    def value(self, key: str, value: Any) -> str | None:
+        """An Iceberg property value (always text): booleans as ``true``/``false``, numbers and paths as text."""
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, str | int | float | os.PathLike):
+            return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
+        self.problem(
+            key, "{" + key + "} is {value}; values must be strings, numbers, booleans or paths", value=repr(value)
+        )
+        return None
+
+    def names(self, options: Mapping[str, Any]) -> None:
+        """Refuse option names the kind does not take (almost always typos), naming the closest valid one."""
+        if self.kind in _SQL_NAMED:
+            valid = _SQL_NAMED[self.kind] | _SQL_SWITCHES
+            for key in options:
+                if "." not in key and key not in valid:
+                    self.problem(
+                        key,
+                        "{" + key + "} is not an option of the {kind} catalog; valid options: {valid}, "
+                        "or a dotted PyIceberg property such as 's3.endpoint'.{guess}",
+                        kind=repr(self.kind),
+                        valid=", ".join(sorted(valid)),
+                        guess=_guess(key, valid),
+                    )
+            return
+        for key in options:
+            if key in _OWNERS:
+                self.problem(
+                    key,
+                    "{" + key + "} belongs to the {owner}; the {kind} catalog takes 'warehouse' (a "
+                    "location or, for s3tables, the table bucket ARN) instead",
+                    owner=_OWNERS[key],
+                    kind=repr(self.kind),
+                )
+            elif "." not in key and "-" not in key and key not in _REMOTE_PLAIN:
+                self.problem(
+                    key,
+                    "{" + key + "} is not an option of the {kind} catalog; plain options are: {valid}; "
+                    "anything else must be a PyIceberg property such as 'rest.sigv4-enabled' or "
+                    "'s3.endpoint'.{guess}",
+                    kind=repr(self.kind),
+                    valid=", ".join(sorted(_REMOTE_PLAIN)),
+                    guess=_guess(key, _REMOTE_PLAIN),
+                )
+
+
+def _guess(key: str, valid: frozenset[str] | tuple[str, ...]) -> str:
+    close = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.6)
+    return f" Did you mean {close[0]!r}?" if close else ""
+
+
+def parse_options(
+    kind: object, options: Mapping[str, Any], *, source: Source | None = None, root: Path | None = None
+) -> CatalogSpec:
+    """The spec of a catalog of ``kind`` with ``options``; never raises.
+
+    Args:
+        kind: One of :data:`KINDS`, ``pyiceberg``, or another PyIceberg catalog type.
+        options: The kind's options, ``timeout`` and ``name`` included.
+        source: Where they were given.
+        root: The folder relative paths resolve against (``None``: the working directory).
+    """
+    options = dict(options)
+    source = source or Source()
+    text = kind.lower().strip() if isinstance(kind, str) else ""
+    parse = _Parse(text, source, root)
+    timeout = DEFAULT_CATALOG_TIMEOUT
+    if options.get("timeout") is not None:
+        checked = check_timeout(options["timeout"])
+        if checked is None:
+            parse.problem(
+                "timeout",
+                "{timeout} must be a number of seconds greater than 0 and at most a week (for example 30), got {value}",
+                value=repr(options["timeout"]),
+            )
+        timeout = checked or timeout
+    options.pop("timeout", None)
+    spec = _own_kind(parse, options) if text in KINDS else _pyiceberg_kind(parse, kind, options)
+    spec = CatalogSpec(**{**spec, "timeout": timeout, "source": source})  # type: ignore[arg-type]
+    for key, text_, error in parse.problems:
+        spec = spec.with_problem(key, text_, error)
+    return spec
+
+
+def _shown(properties: Mapping[str, Any]) -> dict[str, Any]:
+    shown, secrets = split_secrets(properties)
+    return {"properties": shown, "secrets": secrets}
+
+
+def _own_kind(parse: _Parse, options: dict[str, Any]) -> dict[str, Any]:
+    kind = parse.kind
+    name = options.pop("name", kind)
+    if not isinstance(name, str) or not name.strip():
+        parse.problem("name", "{name} must be a non-empty string, got {value}", value=repr(name))
+        name = kind
+    if "type" in options:
+        parse.problem(
+            "type",
+            "{type} is not an option of the {kind} catalog: the kind decides the catalog type "
+            "(kind 'pyiceberg' takes 'type' among PyIceberg's properties)",
+            kind=repr(kind),
+        )
+        options.pop("type")
+    if kind in _SQL_NAMED:
+        return _sql_kind(parse, name, options)
+    parse.names(options)
+    properties = {key: parse.value(key, value) for key, value in options.items()}
+    if kind == "s3tables":
+        properties = _s3tables(parse, properties)
+        catalog_type = "rest"
+    else:
+        catalog_type = kind
+        if "region" in properties:
+            properties["client.region"] = properties.pop("region")
+    if catalog_type == "rest":
+        # PyIceberg's SigV4 signing retries a request 10 times by default; the deadline is per request, so two.
+        properties.setdefault("rest.sigv4.max-retries", "2")
+    return {"kind": kind, "name": name, **_shown({"type": catalog_type, **properties}), "env_config": True}
+
+
+def _sql_kind(parse: _Parse, name: str, options: dict[str, Any]) -> dict[str, Any]:
+    kind = parse.kind
+    named = {key: options.pop(key) for key in list(options) if key in _SQL_NAMED[kind]}
+    parse.names(options)
+    properties: dict[str, Any] = {"type": "sql"}
+    properties.update({key: parse.value(key, value) for key, value in options.items()})
+    database = warehouse_dir = None
+    if kind == "memory" and "db_path" in named:
+        parse.problem(
+            "db_path",
+            "the 'memory' catalog keeps no database file, so it takes no {db_path}; use kind "
+            "'sqlite' to keep the catalog in a file",
+        )
+    if kind == "sqlite":
+        database = parse.path("db_path", named.get("db_path", _default(parse.root, DEFAULT_DB_PATH)))
+        if database is not None and database.is_dir():
+            parse.problem(
+                "db_path",
+                "{db_path} names the folder {path}; give the path of the SQLite database file",
+                path=str(database),
+            )
+        if database is not None:
+            properties["uri"] = f"sqlite:///{database}"
+    if kind == "sql":
+        properties["uri"], database = _sql_uri(parse, named.get("uri"))
+        if "warehouse_dir" in named and "warehouse" in named:
+            parse.problem(
+                "warehouse",
+                "the 'sql' catalog takes one of {warehouse_dir} (a local folder) and "
+                "{warehouse} (a URI such as 's3://bucket/warehouse'), not both",
+                warehouse_dir=parse.source.setting("warehouse_dir"),
+            )
+        warehouse = named.get("warehouse")
+        if warehouse is not None and (not isinstance(warehouse, str) or "://" not in warehouse):
+            parse.problem(
+                "warehouse",
+                "{warehouse} must be a URI such as 's3://bucket/warehouse', got {value}; give a "
+                "local folder as {warehouse_dir} instead",
+                value=repr(warehouse),
+                warehouse_dir=parse.source.setting("warehouse_dir"),
+            )
+        elif warehouse is not None:
+            properties["warehouse"] = warehouse
+    location = named.get("warehouse_dir", _default(parse.root, DEFAULT_WAREHOUSE_DIR) if kind == "sqlite" else None)
+    if location is not None and isinstance(location, str) and "://" in location:
+        properties["warehouse"] = location
+    elif location is not None:
+        warehouse_dir = parse.path("warehouse_dir", location)
+        if warehouse_dir is not None and warehouse_dir.exists() and not warehouse_dir.is_dir():
+            parse.problem(
+                "warehouse_dir",
+                "{warehouse_dir} names the file {path}; give a folder (it is created if missing)",
+                path=str(warehouse_dir),
+            )
+        if warehouse_dir is not None:
+            properties["warehouse"] = warehouse_dir.as_uri()
+    return {"kind": kind, "name": name, **_shown(properties), "database": database, "warehouse_dir": warehouse_dir}
+
+
+def _sql_uri(parse: _Parse, uri: object) -> tuple[str | None, Path | None]:
+    """A ``sql`` catalog's SQLAlchemy URL, checked, and the SQLite file it names (resolved) if it names one."""
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    if uri is None or (isinstance(uri, str) and not uri.strip()):
+        parse.problem(
+            "uri",
+            "the 'sql' catalog needs {uri}: the SQLAlchemy URL of its database, for example {example}",
+            example=_SQL_EXAMPLE,
+        )
+        return None, None
+    if not isinstance(uri, str):
+        parse.problem("uri", "{uri} must be text, got {value}", value=type(uri).__name__)
+        return None, None
+    try:
+        url = make_url(uri.strip())
+        url.get_dialect()
+    except ArgumentError:  # not a URL, or a dialect SQLAlchemy does not know ("Can't load plugin")
+        parse.problem(
+            "uri",
+            "{uri} is not a SQLAlchemy URL of a database SQLAlchemy knows; give one such as {example}",
+            example=_SQL_EXAMPLE,
+        )
+        return None, None
+    if url.get_backend_name() != "sqlite":
+        return uri.strip(), None
+    if url.database in (None, "", ":memory:"):
+        parse.problem(
+            "uri",
+            "{uri} names an in-memory SQLite database, which PyIceberg gives each thread empty: use "
+            "kind 'memory' for a catalog in memory, or a file such as 'sqlite:////data/iceberg_catalog.db'",
+        )
+        return None, None
+    if url.database.startswith("file:"):  # a SQLite URI filename: passed on as written
+        return uri.strip(), None
+    database = Path(url.database).expanduser()
+    if not database.is_absolute() and parse.root is not None:
+        database = parse.root / database
+    database = database.resolve()
+    return url.set(database=str(database)).render_as_string(hide_password=False), database
+
+
+def _default(root: Path | None, path: Path) -> Path:
+    return (root or Path.cwd()) / path
+
+
+def _s3tables(parse: _Parse, properties: dict[str, Any]) -> dict[str, Any]:
+    """REST + SigV4 as AWS S3 Tables expects it; explicit properties win over the preset."""
+    region = properties.pop("region", None) or properties.get("rest.signing-region")
+    if not region:
+        parse.problem(
+            "region",
+            "the 's3tables' catalog needs {region} (for example 'us-east-1'): it signs requests "
+            "for that region and derives the endpoint from it",
+        )
+        return properties
+    if "warehouse" not in properties:
+        parse.problem(
+            "warehouse",
+            "the 's3tables' catalog needs {warehouse}: the table bucket's ARN, for example "
+            "'arn:aws:s3tables:us-east-1:123456789012:bucket/my-bucket'",
+        )
+    preset = {
+        "uri": f"https://s3tables.{region}.amazonaws.com/iceberg",
+        "rest.sigv4-enabled": "true",
+        "rest.signing-name": "s3tables",
+        "rest.signing-region": region,
+        "client.region": region,
+    }
+    return {**preset, **properties}
+
+
+def _pyiceberg_kind(parse: _Parse, kind: object, options: dict[str, Any]) -> dict[str, Any]:
+    """``pyiceberg`` (the options are ``load_catalog``'s properties) or another catalog type PyIceberg knows."""
+    types = pyiceberg_catalog_types()
+    others = tuple(name for name in types if name not in KINDS)
+    if parse.kind == PYICEBERG_KIND:
+        name = options.pop("name", None)
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            parse.problem("name", "{name} must be a non-empty string, got {value}", value=repr(name))
+            name = None
+        catalog_type = options.get("type")
+        if catalog_type in (None, ""):
+            options.pop("type", None)
+        elif not isinstance(catalog_type, str) or catalog_type.strip().lower() not in types:
+            parse.problem(
+                "type",
+                "{type} must name a PyIceberg catalog type ({types}), got {value}",
+                UnknownCatalogKindError(str(catalog_type), types),
+                types=", ".join(types),
+                value=repr(catalog_type),
+            )
+        else:
+            options["type"] = catalog_type.strip().lower()
+        return {"kind": PYICEBERG_KIND, "name": name, **_shown(options), "env_config": True}
+    if parse.kind in others:
+        if "type" in options:
+            parse.problem(
+                "type",
+                "{type} is not an option of the {kind} catalog: the kind decides the catalog type "
+                "(kind 'pyiceberg' takes 'type' among PyIceberg's properties)",
+                kind=repr(parse.kind),
+            )
+            options.pop("type")
+        name = options.pop("name", parse.kind)
+        return {"kind": parse.kind, "name": str(name), **_shown({**options, "type": parse.kind}), "env_config": True}
+    valid = (*KINDS, PYICEBERG_KIND, *others)
+    error = UnknownCatalogKindError(str(kind), valid)
+    parse.problem("kind", "{kind} names no catalog kind: {value}", error, value=repr(kind))
+    return {"kind": str(kind), "name": None, **_shown(options)}

@@ -1,0 +1,240 @@
+""":func:`open_catalog`: the one function that opens a catalog, from its :class:`~.spec.CatalogSpec`.
+
+Every front and every engine call opens catalogs here (a test of the layer contracts checks that
+nothing else constructs one). It creates nothing unless asked to (``access="create"``), bounds the
+catalog's requests by the spec's timeout, and reports what goes wrong in this project's terms
+(:mod:`.translate`). :func:`spec_of` gives back the spec a catalog was opened from (or one derived
+from a catalog built elsewhere), for messages and bounds later on.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import importlib
+import logging
+import threading
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from iceberg_ops_provider.catalogs.kinds import KINDS, PYICEBERG_KIND
+from iceberg_ops_provider.catalogs.redact import split_secrets
+from iceberg_ops_provider.catalogs.spec import DEFAULT_CATALOG_TIMEOUT, Access, CatalogSpec
+from iceberg_ops_provider.catalogs.translate import catalog_errors
+from iceberg_ops_provider.errors import CatalogUnavailableError, MissingExtraError
+from iceberg_ops_provider.messages import message
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from pyiceberg.catalog import Catalog
+
+__all__ = ["ensure_namespace", "open_catalog", "spec_of"]
+
+log = logging.getLogger(__name__)
+
+# The module each kind needs, and the extra that installs what that module imports.
+_BACKEND_MODULES: dict[str, tuple[str, str]] = {
+    "sqlite": ("pyiceberg.catalog.sql", "sqlite"),
+    "memory": ("pyiceberg.catalog.sql", "sqlite"),
+    "sql": ("pyiceberg.catalog.sql", "postgres"),
+    "glue": ("pyiceberg.catalog.glue", "glue"),
+    "rest": ("pyiceberg.catalog.rest", "rest"),
+    "hive": ("pyiceberg.catalog.hive", "hive"),
+    # SigV4 signing of REST requests imports botocore lazily, at the first request: checked up front.
+    "s3tables": ("botocore.auth", "s3tables"),
+}
+
+# Catalog types built in the calling thread: they make no request while built (or are local).
+_BUILT_HERE = ("rest", "sql", "in-memory", "glue", "hive")
+
+_OPENED: weakref.WeakKeyDictionary[Any, CatalogSpec] = weakref.WeakKeyDictionary()
+
+
+def open_catalog(spec: CatalogSpec, *, access: Access = "write") -> Catalog:
+    """Open the catalog ``spec`` describes.
+
+    Args:
+        spec: The description.
+        access: ``read`` (nothing changes: a SQLite database opens read-only, PostgreSQL runs
+            read-only transactions), ``write`` (tables that exist change; nothing is created) or
+            ``create`` (a missing SQLite database, its folder, the warehouse folder and the catalog's
+            tables are created). Other catalogs than SQL ones create nothing when opened.
+
+    Returns:
+        The catalog; every request of a REST catalog ends within ``spec.timeout`` seconds.
+
+    Raises:
+        CatalogConfigError: The spec has problems (each named where it was set), or a setting the
+            catalog refuses; :class:`~iceberg_ops_provider.errors.UnknownCatalogKindError` for a
+            kind nobody knows.
+        CatalogNotFoundError: Not creating, and there is no catalog where the spec points.
+        MissingExtraError: The kind's optional dependencies are missing.
+        CatalogAuthError: The catalog refused the credentials, or none were found.
+        CatalogUnavailableError: The catalog could not be reached, or did not answer in time.
+    """
+    if spec.problems:
+        raise spec.config_error()
+    if spec.kind in _BACKEND_MODULES:
+        module, extra = _BACKEND_MODULES[spec.kind]
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise MissingExtraError(f"The {spec.kind!r} catalog kind", extra, exc.name or module) from exc
+    elif spec.kind not in (PYICEBERG_KIND, *KINDS):
+        log.info(
+            "Catalog kind %r is not one of this project's kinds (%s): opening it as PyIceberg's catalog type %r.",
+            spec.kind,
+            ", ".join(KINDS),
+            spec.kind,
+        )
+    properties = _merged(spec)
+    with catalog_errors(spec, opening=True):
+        catalog_type = _catalog_type(spec, properties)
+        if catalog_type == "sql":
+            from iceberg_ops_provider.catalogs.sql import open_sql
+
+            catalog = open_sql(_with_sqlite_file(spec, properties), access)
+        elif catalog_type == "rest":
+            from iceberg_ops_provider.catalogs.rest import BoundedRestCatalog
+
+            catalog = BoundedRestCatalog(spec.name or "default", timeout=spec.timeout, **properties)
+        else:
+            catalog = _load(spec, properties, catalog_type)
+    _OPENED[catalog] = spec
+    return catalog
+
+
+def _merged(spec: CatalogSpec) -> dict[str, Any]:
+    """The properties ``load_catalog`` would open with: ``.pyiceberg.yaml`` and the environment's under the name."""
+    properties = spec.pyiceberg_properties()
+    if not spec.env_config:
+        return properties
+    from pyiceberg.catalog import _ENV_CONFIG
+    from pyiceberg.utils.config import merge_config
+
+    name = spec.name or _ENV_CONFIG.get_default_catalog_name()
+    return merge_config(_ENV_CONFIG.get_catalog_config(name) or {}, properties)  # type: ignore[arg-type]
+
+
+def _catalog_type(spec: CatalogSpec, properties: dict[str, Any]) -> str:
+    """The PyIceberg type of the merged properties; inferred from ``uri`` as PyIceberg infers it."""
+    from pyiceberg.catalog import infer_catalog_type
+
+    given = properties.get("type")
+    if isinstance(given, str) and given:
+        return given.lower()
+    if properties.get("py-catalog-impl"):
+        return "impl"
+    inferred = infer_catalog_type(spec.name or "default", properties)  # ValueError: no uri, or an unknown one
+    return inferred.value if inferred is not None else ""
+
+
+def _with_sqlite_file(spec: CatalogSpec, properties: dict[str, Any]) -> CatalogSpec:
+    """``spec`` with the merged properties, and the SQLite file its ``uri`` names when a PyIceberg source gave it."""
+    from dataclasses import replace
+
+    database = spec.database
+    if database is None and spec.kind != "memory":
+        database = _sqlite_file(properties.get("uri"))
+    shown, secrets = split_secrets(properties)
+    return replace(spec, properties=shown, secrets=secrets, database=database)
+
+
+def _sqlite_file(uri: object) -> Path | None:
+    if not isinstance(uri, str):
+        return None
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(uri.strip())
+    except ArgumentError:
+        return None
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    if url.database.startswith("file:"):
+        return None
+    return Path(url.database).expanduser().resolve()
+
+
+def _load(spec: CatalogSpec, properties: dict[str, Any], catalog_type: str) -> Catalog:
+    """A catalog of another type, through ``load_catalog``; bounded by a thread where building may call out."""
+    from pyiceberg.catalog import load_catalog
+
+    def build() -> Catalog:
+        return load_catalog(spec.name, **properties)
+
+    if catalog_type in _BUILT_HERE:
+        return build()
+    return _within(build, spec)
+
+
+def _within(build: Callable[[], Catalog], spec: CatalogSpec) -> Catalog:
+    """``build()``, given up on after ``spec.timeout``: for catalog types whose constructor calls out (DynamoDB).
+
+    The call runs in a daemon thread that is abandoned, not stopped, when it runs out: their clients
+    take no bound of their own.
+    """
+    outcome: dict[str, Any] = {}
+    context = contextvars.copy_context()
+
+    def run() -> None:
+        try:
+            outcome["catalog"] = context.run(build)
+        except BaseException as exc:  # handed to the caller, whatever it is
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=run, name=f"iceberg-ops: opening {spec.name}"[:64], daemon=True)
+    worker.start()
+    worker.join(spec.timeout)
+    if worker.is_alive():
+        raise CatalogUnavailableError(
+            message(
+                f"The catalog {spec.endpoint()} was not opened within {spec.timeout:g} s; check that it is running and "
+                "reachable, or raise {timeout}.",
+                timeout=spec.setting("timeout"),
+            ),
+            endpoint=spec.endpoint(),
+            timeout=spec.timeout,
+        )
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["catalog"]
+
+
+def spec_of(catalog: Catalog) -> CatalogSpec:
+    """The spec ``catalog`` was opened from; for a catalog built elsewhere, one that describes it."""
+    found = _OPENED.get(catalog)
+    if found is not None:
+        return found
+    from iceberg_ops_provider.catalogs.rest import bound_of
+
+    properties = dict(getattr(catalog, "properties", {}) or {})
+    engine = getattr(catalog, "engine", None)
+    if getattr(engine, "url", None) is not None:
+        properties["uri"] = engine.url.render_as_string(hide_password=True)
+    properties.setdefault("type", type(catalog).__name__.removesuffix("Catalog").lower())
+    shown, secrets = split_secrets(properties)
+    return CatalogSpec(
+        kind=PYICEBERG_KIND,
+        name=getattr(catalog, "name", None),
+        properties=shown,
+        secrets=secrets,
+        timeout=bound_of(catalog) or DEFAULT_CATALOG_TIMEOUT,
+        database=_sqlite_file(properties.get("uri")),
+    )
+
+
+def ensure_namespace(catalog: Catalog, namespace: str | tuple[str, ...]) -> None:
+    """Create ``namespace`` unless it exists, safely when other processes do the same.
+
+    PyIceberg's ``create_namespace_if_not_exists`` checks and then creates, and the SQL catalog
+    reports losing that race as a raw database ``IntegrityError``: a namespace that exists
+    afterwards is success, whoever created it.
+    """
+    try:
+        catalog.create_namespace_if_not_exists(namespace)
+    except Exception:
+        if not catalog.namespace_exists(namespace):
+            raise

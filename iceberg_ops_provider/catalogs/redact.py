@@ -1,0 +1,196 @@
+"""Secrets of a catalog's settings, found by what they are, never by searching text for them.
+
+A catalog's secrets sit in two places: in properties whose name says so (``credential``,
+``s3.secret-access-key``, ``token``, nested ``auth.oauth2.client_secret``), and inside URIs (the
+password of ``postgresql://user:pw@host/db``, query values such as ``?apikey=``). :func:`split_url`
+cuts a URI into its parts without ever raising, even when the password holds unencoded ``/``,
+``[``, ``#``, ``:`` or ``@``; :func:`redact_url` and :func:`display_url` write it back without the
+secret parts; :func:`split_secrets` separates a mapping of properties into what may be shown and
+what may not. Nothing here looks for a secret's text in other text: a page or message that shows a
+catalog shows these parts, so it can neither repeat a secret nor tell whether a guess was right.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, quote_plus, unquote
+
+__all__ = [
+    "MASK",
+    "UrlParts",
+    "display_url",
+    "is_secret_key",
+    "redact_url",
+    "secret_forms",
+    "split_secrets",
+    "split_url",
+]
+
+MASK = "***"
+"""What stands where a secret was."""
+
+SECRET_WORDS = ("secret", "password", "token", "credential", "key", "session", "private", "authorization", "sas")
+"""A property whose name (or the name of a mapping holding it) contains one of these holds a secret.
+
+Over-masking an access key id is cheaper than showing a key.
+"""
+
+_SCHEME = re.compile(r"^\s*([A-Za-z][A-Za-z0-9+.-]*)://")
+_HOST = re.compile(r"^(\[[0-9A-Za-z:.%]*\]|[A-Za-z0-9._~%!$&'()*+,;=-]*)(:[0-9]*)?(?=$|[/?#])")
+
+
+@dataclass(frozen=True)
+class UrlParts:
+    """A URI cut into parts; every part is text as written (nothing is decoded or checked).
+
+    Attributes:
+        scheme: ``https``, ``postgresql+psycopg``, ...
+        user: The user name of the user info, if any.
+        password: The password of the user info (``None`` when there is none).
+        host: The host and port as written (``catalog:8181``, ``[::1]:5432``).
+        path: The path (from its ``/``, without query or fragment).
+        query: The query without its ``?`` (``None`` when there is none).
+    """
+
+    scheme: str
+    user: str | None
+    password: str | None
+    host: str
+    path: str
+    query: str | None
+
+
+def split_url(text: str) -> UrlParts | None:
+    """``text`` cut into its parts when it starts like a URI (``scheme://``), else ``None``; never raises.
+
+    The user info ends at the last ``@`` that is followed by something shaped like a host (and an
+    optional port), so a password holding ``/``, ``#``, ``[``, ``:`` or ``@`` unencoded stays in the
+    password. Where that is ambiguous (an ``@`` in a path or query), more is counted as user info:
+    a part of an address hidden too many is better than a secret shown.
+    """
+    found = _SCHEME.match(text)
+    if found is None:
+        return None
+    rest = text[found.end() :].strip()
+    user = password = None
+    for at in range(len(rest) - 1, -1, -1):
+        if rest[at] == "@" and _HOST.match(rest[at + 1 :]):
+            userinfo, rest = rest[:at], rest[at + 1 :]
+            user, colon, secret = userinfo.partition(":")
+            password = secret if colon else None
+            break
+    host = _HOST.match(rest)
+    end = host.end() if host is not None else len(re.split(r"[/?#]", rest, maxsplit=1)[0])
+    hostport, tail = rest[:end], rest[end:]
+    tail = tail.split("#", 1)[0]
+    path, question, query = tail.partition("?")
+    return UrlParts(found.group(1), user, password, hostport, path, query if question else None)
+
+
+def _query(query: str | None, *, keep_values: bool) -> str:
+    if query is None:
+        return ""
+    if keep_values:
+        return "?" + query
+    pairs = [pair.partition("=") for pair in query.split("&") if pair]
+    return "?" + "&".join(f"{key}={MASK}" if equals else key for key, equals, _ in pairs)
+
+
+def redact_url(text: str) -> str:
+    """``text`` with the password of its user info and its query values written as ``***``; other text as given."""
+    parts = split_url(text)
+    if parts is None:
+        return text
+    userinfo = ""
+    if parts.user is not None:
+        userinfo = parts.user + (f":{MASK}" if parts.password is not None else "") + "@"
+    return f"{parts.scheme}://{userinfo}{parts.host}{parts.path}{_query(parts.query, keep_values=False)}"
+
+
+def display_url(text: str) -> str:
+    """Where a URI points, to show: scheme, user, host, port and path (no password, no query); other text as given."""
+    parts = split_url(text)
+    if parts is None:
+        return text
+    user = f"{parts.user}@" if parts.user else ""
+    return f"{parts.scheme}://{user}{parts.host}{parts.path}"
+
+
+def url_secrets(text: str) -> list[str]:
+    """The secret parts of a URI: the password (as written and decoded) and the query values."""
+    parts = split_url(text)
+    if parts is None:
+        return []
+    found = []
+    if parts.password:
+        found += [parts.password, unquote(parts.password)]
+    for pair in (parts.query or "").split("&"):
+        value = pair.partition("=")[2]
+        if value:
+            found += [value, unquote(value)]
+    return found
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a property named ``key`` (a dotted path for nested ones) holds a secret."""
+    lowered = key.lower()
+    return any(word in lowered for word in SECRET_WORDS)
+
+
+def _redacted_value(path: str, value: Any) -> tuple[Any, bool]:
+    """``value`` (at ``path``) as it may be shown, and whether anything was hidden."""
+    if isinstance(value, Mapping):
+        shown, hidden = {}, False
+        for key, item in value.items():
+            shown[key], inner = _redacted_value(f"{path}.{key}", item)
+            hidden = hidden or inner
+        return shown, hidden
+    if isinstance(value, str) and is_secret_key(path):
+        return MASK, True
+    if isinstance(value, str) and _SCHEME.match(value):
+        redacted = redact_url(value)
+        return redacted, redacted != value.strip()
+    return value, False
+
+
+def split_secrets(properties: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``properties`` as ``(shown, secrets)``: every key in ``shown``, its secret parts as ``***``.
+
+    A property that holds a secret (by its name, inside a URI, or somewhere in a nested mapping) is
+    kept whole in ``secrets`` under its key; ``{**shown, **secrets}`` gives the properties back.
+    """
+    shown: dict[str, Any] = {}
+    secrets: dict[str, Any] = {}
+    for key, value in properties.items():
+        shown[key], hidden = _redacted_value(str(key), value)
+        if hidden:
+            secrets[key] = value
+    return shown, secrets
+
+
+def _leaves(path: str, value: Any) -> Iterator[str]:
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            yield from _leaves(f"{path}.{key}", item)
+    elif isinstance(value, str):
+        if is_secret_key(path):
+            yield value
+        yield from url_secrets(value)
+
+
+def secret_forms(secrets: Mapping[str, Any]) -> tuple[str, ...]:
+    """Every text form of the secret values in ``secrets``, for a log masker (raw, decoded, URL-encoded).
+
+    The secret parts only: the password of a URI and not the URI, a credential whole and each of its
+    halves (``client_id:client_secret`` is sent in either form).
+    """
+    values: set[str] = set()
+    for key, value in secrets.items():
+        for leaf in _leaves(str(key), value):
+            parts = [leaf, *leaf.split(":", 1)[1:]] if "credential" in str(key).lower() else [leaf]
+            for part in parts:
+                values.update({part, quote(part, safe=""), quote(part, safe=" +"), quote_plus(part)})
+    return tuple(sorted(value for value in values if value))

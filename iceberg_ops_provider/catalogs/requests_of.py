@@ -1,0 +1,49 @@
+"""What a failed catalog request was: its request and answer, and the words every catalog message starts with."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import suppress
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = ["http_error", "one_line", "request_path", "the_catalog"]
+
+
+def one_line(text: object) -> str:
+    """``text`` on one line, runs of whitespace as one space."""
+    return " ".join(str(text).split())
+
+
+def the_catalog(endpoint: str) -> str:
+    """``The catalog at <url>``, or ``The catalog <description>`` when the endpoint is not a location."""
+    if not endpoint:
+        return "The catalog"
+    return f"The catalog at {endpoint}" if "://" in endpoint or endpoint.startswith("/") else f"The catalog {endpoint}"
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def http_error(exc: BaseException) -> Any:
+    """The ``requests`` error (with its request and response) behind a PyIceberg REST error, if any."""
+    for cause in _causes(exc):
+        if getattr(cause, "request", None) is not None and getattr(cause, "response", None) is not None:
+            return cause
+    return None
+
+
+def request_path(exc: Any) -> tuple[str, str]:
+    """The method and path (no host, query or password) of the request ``exc`` was raised for, when known."""
+    request = getattr(exc, "request", None)
+    url = str(getattr(request, "url", "") or "")
+    path = ""
+    with suppress(ValueError):
+        path = urlsplit(url).path
+    return str(getattr(request, "method", "") or ""), path

@@ -1,0 +1,358 @@
+"""REST catalogs whose every request ends by a deadline, in the calling thread, touching nothing else.
+
+PyIceberg's REST client waits without limit, and ``requests``' timeouts bound each wait for data,
+not a whole answer: a server that drips one byte a second holds a caller forever. Here the bound
+is set on the catalog's own HTTP session and nowhere else (no other session, no class of
+``requests`` or ``urllib3`` is changed):
+
+* :func:`bound_session` gives a session's connections sockets that check a deadline before every
+  read and write, each wait at most the time left; a request that runs out raises
+  :class:`DeadlineExceeded` (a ``requests`` timeout), its connection closed. An answer larger than
+  :data:`MAX_ANSWER_BYTES` raises :class:`AnswerTooLarge`. A redirect to another origin is not
+  followed (:class:`RedirectRefused`): a catalog's address answers for itself.
+* :func:`deadline` bounds every catalog request inside it by one deadline in all (a page's part,
+  a check of a sensor): each request ends by the earlier of its own and this one.
+* :class:`BoundedRestCatalog` is PyIceberg's ``RestCatalog`` whose sessions (the one that asks for
+  the configuration while it is built, then the catalog's own) are bound so.
+
+Not bound: name resolution (the resolver has no timeout of its own), and the token requests of
+``auth.type: oauth2``, which PyIceberg sends without the catalog's session.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import requests
+from pyiceberg.catalog.rest import RestCatalog
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
+
+__all__ = [
+    "MAX_ANSWER_BYTES",
+    "AnswerTooLarge",
+    "BoundedRestCatalog",
+    "DeadlineExceeded",
+    "RedirectRefused",
+    "bound_catalog",
+    "bound_of",
+    "bound_session",
+    "deadline",
+]
+
+MAX_ANSWER_BYTES = 512 * 1024 * 1024
+"""The most one answer of a catalog may hold (headers and body), unless :func:`deadline` says less."""
+
+
+class DeadlineExceeded(requests.exceptions.ReadTimeout):
+    """A catalog request ran out of its deadline (connecting, sending or reading, in all)."""
+
+
+class AnswerTooLarge(requests.exceptions.RequestException):
+    """A catalog's answer was larger than the bound; the connection was closed."""
+
+    def __init__(self, limit: int, **kwargs: Any) -> None:
+        self.limit = limit
+        super().__init__(f"the answer was larger than {limit} bytes", **kwargs)
+
+
+class RedirectRefused(requests.exceptions.RequestException):
+    """A catalog answered with a redirect to another origin, which is not followed."""
+
+    def __init__(self, status: int, target: str, **kwargs: Any) -> None:
+        self.status = status
+        self.target = target
+        super().__init__(f"redirect ({status}) to another origin, not followed", **kwargs)
+
+
+@dataclass
+class _Limit:
+    """The bound of the requests running in one context: when they must end, how much they may read."""
+
+    deadline: float
+    max_bytes: int
+    read: int = 0
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+_LIMIT: ContextVar[_Limit | None] = ContextVar("iceberg_ops_catalog_limit", default=None)
+
+
+class _DeadlinePassed(TimeoutError):
+    """Raised by a bounded socket whose deadline passed (urllib3 reports it as a read timeout)."""
+
+
+class _TooLarge(Exception):
+    """Raised by a bounded socket that read more than the bound (not an ``OSError``: urllib3 passes it on)."""
+
+
+@contextlib.contextmanager
+def deadline(seconds: float, *, max_answer_bytes: int | None = None) -> Iterator[None]:
+    """Bound every catalog request made inside (in this thread or context) to end within ``seconds`` from now.
+
+    Nested bounds take the earlier deadline; ``max_answer_bytes`` bounds each answer (default: the
+    enclosing bound's, else :data:`MAX_ANSWER_BYTES`).
+    """
+    outer = _LIMIT.get()
+    end = time.monotonic() + seconds
+    if outer is not None:
+        end = min(end, outer.deadline)
+    cap = max_answer_bytes or (outer.max_bytes if outer is not None else MAX_ANSWER_BYTES)
+    token = _LIMIT.set(_Limit(end, cap))
+    try:
+        yield
+    finally:
+        _LIMIT.reset(token)
+
+
+class _BoundedSocket:
+    """A connected socket whose every read and write waits at most until the current deadline."""
+
+    def __init__(self, sock: Any) -> None:
+        self._sock = sock
+        self._timeout = sock.gettimeout()
+        # As a socket's makefile() does: closing the socket waits for the answer being read to be closed
+        # (http.client closes the connection of a "Connection: close" answer before reading its body).
+        self._readers = 0
+        self._closing = False
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._sock, name)
+
+    def settimeout(self, value: float | None) -> None:
+        self._timeout = value
+        self._sock.settimeout(value)
+
+    def gettimeout(self) -> float | None:
+        return self._timeout
+
+    def _arm(self) -> _Limit | None:
+        limit = _LIMIT.get()
+        if limit is None:
+            self._sock.settimeout(self._timeout)
+            return None
+        remaining = limit.remaining()
+        if remaining <= 0:
+            raise _DeadlinePassed("the catalog request's deadline passed")
+        self._sock.settimeout(remaining if self._timeout is None else min(self._timeout, remaining))
+        return limit
+
+    def _waited(self, limit: _Limit | None, call: Callable[[], Any]) -> Any:
+        try:
+            return call()
+        except TimeoutError:
+            if limit is not None and limit.remaining() <= 0:
+                raise _DeadlinePassed("the catalog request's deadline passed") from None
+            raise
+
+    def recv_into(self, buffer: Any, *args: Any) -> int:
+        limit = self._arm()
+        count = self._waited(limit, lambda: self._sock.recv_into(buffer, *args))
+        if limit is not None:
+            limit.read += count
+            if limit.read > limit.max_bytes:
+                raise _TooLarge(limit.max_bytes)
+        return count
+
+    def recv(self, size: int, *args: Any) -> bytes:
+        view = bytearray(size)
+        count = self.recv_into(view, size, *args)
+        return bytes(view[:count])
+
+    def sendall(self, data: Any, *args: Any) -> None:
+        limit = self._arm()
+        self._waited(limit, lambda: self._sock.sendall(data, *args))
+
+    def send(self, data: Any, *args: Any) -> int:
+        limit = self._arm()
+        return self._waited(limit, lambda: self._sock.send(data, *args))
+
+    def makefile(self, mode: str = "r", buffering: int | None = None, **kwargs: Any) -> Any:
+        if mode != "rb":
+            return self._sock.makefile(mode, buffering, **kwargs)
+        self._readers += 1
+        return io.BufferedReader(_Reader(self), buffering if buffering and buffering > 0 else io.DEFAULT_BUFFER_SIZE)
+
+    def reader_closed(self) -> None:
+        self._readers -= 1
+        if self._closing and self._readers <= 0:
+            self._sock.close()
+
+    def close(self) -> None:
+        self._closing = True
+        if self._readers <= 0:
+            self._sock.close()
+
+
+class _Reader(io.RawIOBase):
+    """The raw stream http.client reads an answer from: every read through the bounded socket."""
+
+    def __init__(self, sock: _BoundedSocket) -> None:
+        self._sock = sock
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        return self._sock.recv_into(buffer)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._sock.reader_closed()
+        super().close()
+
+
+class _BoundedHTTPConnection(HTTPConnection):
+    def connect(self) -> None:
+        super().connect()
+        self.sock = _BoundedSocket(self.sock)
+
+
+class _BoundedHTTPSConnection(HTTPSConnection):
+    def connect(self) -> None:
+        super().connect()
+        self.sock = _BoundedSocket(self.sock)
+
+
+class _BoundedHTTPPool(HTTPConnectionPool):
+    ConnectionCls = _BoundedHTTPConnection
+
+
+class _BoundedHTTPSPool(HTTPSConnectionPool):
+    ConnectionCls = _BoundedHTTPSConnection
+
+
+_POOLS = {"http": _BoundedHTTPPool, "https": _BoundedHTTPSPool}
+
+
+class _BoundedRequest:
+    """A session's ``request``, bounded by a deadline of ``seconds`` (changed in place when bound again)."""
+
+    def __init__(self, request: Callable[..., requests.Response], seconds: float) -> None:
+        self.request = request
+        self.seconds = seconds
+
+    def __call__(self, method: str, url: str, *args: Any, **kwargs: Any) -> requests.Response:
+        with deadline(self.seconds):
+            limit = _LIMIT.get()
+            assert limit is not None
+            wait = max(0.001, min(self.seconds, limit.remaining()))
+            # timeout is Session.request's seventh parameter after (method, url); PyIceberg passes keywords.
+            if len(args) < 7 and kwargs.get("timeout") is None:
+                kwargs["timeout"] = (wait, wait)
+            try:
+                response = self.request(method, url, *args, **kwargs)
+            except requests.RequestException as exc:
+                if limit.remaining() <= 0 or _caused_by(exc, _DeadlinePassed):
+                    raise DeadlineExceeded(
+                        f"no whole answer within {self.seconds:g} s", request=exc.request, response=exc.response
+                    ) from exc
+                raise
+            except _TooLarge as exc:
+                raise AnswerTooLarge(limit.max_bytes) from exc
+        if response.is_redirect:  # a redirect to another origin, left unfollowed by the session
+            target = requests.compat.urljoin(response.url, response.headers.get("location", ""))
+            if not _same_origin(response.url, target):
+                response.close()
+                raise RedirectRefused(response.status_code, _origin(target), request=response.request)
+        return response
+
+
+def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen = 0
+    current: BaseException | None = exc
+    while current is not None and seen < 16:
+        if isinstance(current, kind):
+            return True
+        current, seen = current.__cause__ or current.__context__, seen + 1
+    return any(isinstance(arg, kind) for arg in getattr(exc, "args", ()))
+
+
+def _origin(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+        return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}"
+    except ValueError:
+        return ""
+
+
+def _same_origin(first: str, second: str) -> bool:
+    return _origin(first) == _origin(second)
+
+
+def bound_session(session: requests.Session, seconds: float) -> None:
+    """Make every request of ``session`` end within ``seconds`` (see the module's description).
+
+    Binding a session again changes its bound rather than stacking another.
+    """
+    current = session.__dict__.get("request")
+    if isinstance(current, _BoundedRequest):
+        current.seconds = seconds
+        return
+    for adapter in session.adapters.values():
+        if isinstance(adapter, requests.adapters.HTTPAdapter):
+            _bound_adapter(adapter)
+    session.request = _BoundedRequest(session.request, seconds)  # type: ignore[method-assign]
+    redirect_target = session.get_redirect_target
+
+    def same_origin_only(response: requests.Response) -> str | None:
+        target = redirect_target(response)
+        if target is None or not _same_origin(response.url, requests.compat.urljoin(response.url, target)):
+            return None
+        return target
+
+    session.get_redirect_target = same_origin_only  # type: ignore[method-assign]
+
+
+def _bound_adapter(adapter: requests.adapters.HTTPAdapter) -> None:
+    adapter.poolmanager.pool_classes_by_scheme = dict(_POOLS)
+    proxy_manager_for = adapter.proxy_manager_for
+
+    def bounded_proxy_manager(proxy: str, **kwargs: Any) -> Any:
+        manager = proxy_manager_for(proxy, **kwargs)
+        manager.pool_classes_by_scheme = dict(_POOLS)
+        return manager
+
+    adapter.proxy_manager_for = bounded_proxy_manager  # type: ignore[method-assign]
+
+
+class BoundedRestCatalog(RestCatalog):
+    """PyIceberg's REST catalog, every request of it (its configuration while built included) bounded.
+
+    Args:
+        name: The catalog's name.
+        timeout: Seconds one request may take in all.
+        **properties: PyIceberg's REST catalog properties.
+    """
+
+    def __init__(self, name: str, *, timeout: float, **properties: Any) -> None:
+        self._iceberg_ops_timeout = timeout
+        super().__init__(name, **properties)
+
+    def _create_session(self) -> requests.Session:
+        session = super()._create_session()
+        bound_session(session, self._iceberg_ops_timeout)
+        return session
+
+
+def bound_catalog(catalog: Any, seconds: float) -> None:
+    """Bound every later request of a REST catalog built elsewhere; other catalogs are left as they are."""
+    session = getattr(catalog, "_session", None)
+    if isinstance(catalog, RestCatalog) and isinstance(session, requests.Session):
+        bound_session(session, seconds)
+
+
+def bound_of(catalog: Any) -> float | None:
+    """The bound on each request of a REST catalog's session, if it has one."""
+    session = getattr(catalog, "_session", None)
+    request = getattr(session, "__dict__", {}).get("request")
+    return request.seconds if isinstance(request, _BoundedRequest) else None

@@ -1,0 +1,248 @@
+"""One parser per place a catalog is described; none raises.
+
+* :func:`from_options`: keyword arguments, as the Python API takes them.
+* :func:`from_file`: ``catalog:`` of the project file ``iceberg-ops.yaml`` (relative paths against
+  its folder), with what the command line set over it.
+* :func:`from_connection`: an Airflow connection's fields, of type ``iceberg_ops`` (a kind and its
+  options in the extra) or ``iceberg`` (the official Iceberg provider's: opened exactly as its
+  ``IcebergHook`` 2.1 opens it). Plain fields, so this module never imports Airflow.
+* :func:`from_name`: a catalog PyIceberg loads by name from ``.pyiceberg.yaml`` or the environment.
+
+What cannot be parsed (a port that is no number, a timeout that is no number of seconds, an option
+the kind does not take) becomes a problem of the spec, raised when it is opened: a list of
+connections never fails for one bad entry.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from iceberg_ops_provider.catalogs.kinds import PYICEBERG_KIND, parse_options
+from iceberg_ops_provider.catalogs.redact import split_url
+from iceberg_ops_provider.catalogs.spec import CatalogSpec, Source
+
+__all__ = [
+    "CONN_TYPE",
+    "OFFICIAL_CONN_TYPE",
+    "connection_extra",
+    "from_connection",
+    "from_file",
+    "from_name",
+    "from_options",
+]
+
+log = logging.getLogger(__name__)
+
+CONN_TYPE = "iceberg_ops"
+"""The connection type of this provider: a kind and its options in the extra."""
+
+OFFICIAL_CONN_TYPE = "iceberg"
+"""The connection type of Airflow's official Iceberg provider."""
+
+_IN_MEMORY = ("memory", "in-memory")
+_OURS = ("timeout", "meta_namespace")  # keys of an `iceberg` connection's extra that are this project's
+
+
+def from_options(kind: object, /, **options: Any) -> CatalogSpec:
+    """The spec of ``CatalogFactory.build(kind, **options)``; relative paths resolve against the working folder."""
+    return parse_options(kind, options, source=Source("python"))
+
+
+def from_name(
+    name: str | None,
+    properties: Mapping[str, Any] | None = None,
+    *,
+    timeout: float | None = None,
+    source: Source | None = None,
+) -> CatalogSpec:
+    """A catalog PyIceberg loads by ``name`` (``None``: its default), ``properties`` added as ``load_catalog`` does."""
+    options: dict[str, Any] = {**(properties or {}), "timeout": timeout}
+    if name is not None:
+        options["name"] = name
+    return parse_options(PYICEBERG_KIND, options, source=source or Source())
+
+
+def from_file(
+    catalog: Mapping[str, Any],
+    *,
+    file: Path | None,
+    root: Path,
+    flags: frozenset[str] = frozenset(),
+    role: str = "catalog",
+) -> CatalogSpec:
+    """The catalog of a project file's ``catalog:`` mapping (``kind:`` and its options, or ``name:``).
+
+    Args:
+        catalog: The mapping; ``kind`` defaults to ``sqlite``.
+        file: The project file (``None``: options given on the command line alone).
+        root: The folder relative paths resolve against.
+        flags: The settings the command line gave (over the file, or alone).
+        role: ``catalog``, or ``target`` for the second catalog of a move.
+    """
+    source = Source("file" if file is not None else "flags", str(file or ""), role, frozenset(flags))
+    options = dict(catalog)
+    if "name" in options and "kind" not in options:
+        name = options.pop("name")
+        timeout = options.pop("timeout", None)
+        properties = {key: value if isinstance(value, Mapping) else str(value) for key, value in options.items()}
+        return from_name(str(name), properties, timeout=timeout, source=source)
+    kind = str(options.pop("kind", "sqlite")).lower()
+    spec = parse_options(kind, options, source=source, root=root)
+    if kind in _IN_MEMORY:
+        spec = spec.with_problem(
+            "kind",
+            f"the {kind!r} catalog cannot be described here: its state is gone when the command exits; use kind "
+            "'sqlite' for a local catalog",
+        )
+    return spec
+
+
+def connection_extra(extra: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A connection's extra without the form's ``extra__<type>__`` prefixes and empty values."""
+    found: dict[str, Any] = {}
+    for key, value in (extra or {}).items():
+        for prefix in (f"extra__{CONN_TYPE}__", f"extra__{OFFICIAL_CONN_TYPE}__"):
+            key = key.removeprefix(prefix)
+        if value not in (None, ""):
+            found[key] = value
+    return found
+
+
+def from_connection(
+    conn_id: str,
+    conn_type: str | None,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    login: str | None = None,
+    password: str | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> CatalogSpec:
+    """The catalog of an Airflow connection, from its fields (type ``iceberg`` as the official provider opens it).
+
+    Type ``iceberg_ops`` (any type but ``iceberg``): ``extra.kind`` (default ``rest``) and that kind's
+    options; the host is the ``uri`` (``https://`` added without a scheme, the port appended), the
+    login and password the REST ``credential``; for ``kind: sql`` the host (or ``extra.uri``) is the
+    SQLAlchemy URL and the login and password fill its user and password where it has none.
+
+    Type ``iceberg``: ``load_catalog(<conn_id>, **properties)``, the properties being the whole extra,
+    the host (trailing ``/`` stripped, no scheme added) as ``uri``, ``type`` ``rest`` unless the extra
+    names one, and for ``rest`` the credential ``login:password`` when both are set. The port and
+    schema are not used. Only ``timeout`` and ``meta_namespace`` of the extra are this project's.
+    """
+    source = Source("connection", conn_id)
+    if conn_type == OFFICIAL_CONN_TYPE:
+        return _official(conn_id, host, login, password, dict(extra or {}), source)
+    options = connection_extra(extra)
+    kind = str(options.pop("kind", "rest")).lower()
+    if kind != PYICEBERG_KIND:
+        options.pop("type", None)
+    options.pop("meta_namespace", None)
+    problems: list[tuple[str, str]] = []
+    if kind == "sql":
+        options["uri"] = _sql_url(options.get("uri") or host, login, password)
+    elif host and kind != "sqlite":
+        uri, problem = _uri(conn_id, host, port)
+        options.setdefault("uri", uri)
+        if problem:
+            problems.append(("uri", problem))
+    if (login or password) and kind in ("rest", "s3tables"):
+        options.setdefault("credential", f"{login or ''}:{password or ''}")
+    spec = parse_options(kind, options, source=source)
+    for key, text in problems:
+        spec = spec.with_problem(key, text)
+    return spec
+
+
+def _official(
+    conn_id: str, host: str | None, login: str | None, password: str | None, extra: dict[str, Any], source: Source
+) -> CatalogSpec:
+    ours = {}
+    for key in list(extra):
+        plain = key.removeprefix(f"extra__{OFFICIAL_CONN_TYPE}__")
+        if plain in _OURS:
+            ours[plain] = extra.pop(key)
+    properties = dict(extra)
+    named = properties.pop("name", None)
+    uri = host.rstrip("/") if host else None
+    if uri:
+        properties["uri"] = uri
+    if properties.get("type") in (None, ""):
+        properties["type"] = "rest"
+    if properties["type"] == "rest":
+        if login and password:
+            properties["credential"] = f"{login}:{password}"
+        elif login or password:
+            log.warning(
+                "Connection %r has only one of login (client id) and password (client secret); both are needed for "
+                "an OAuth2 credential, so neither is used.",
+                conn_id,
+            )
+    timeout = ours.get("timeout")
+    spec = from_name(conn_id, properties, timeout=None if timeout in (None, "") else timeout, source=source)
+    if named is not None:
+        spec = spec.with_problem(
+            "name",
+            f"the extra of Airflow connection {conn_id!r} (type {OFFICIAL_CONN_TYPE!r}) sets 'name': an "
+            f"{OFFICIAL_CONN_TYPE!r} connection's catalog is named after the connection, and the official Iceberg "
+            "provider cannot open this connection either; remove 'name' from the extra",
+        )
+    return spec
+
+
+def connection_meta_namespace(extra: Mapping[str, Any] | None) -> str | None:
+    """The ``meta_namespace`` a connection's extra names, if any (where migration history and locks live)."""
+    value = connection_extra(extra).get("meta_namespace")
+    return str(value) if value not in (None, "") else None
+
+
+_PORT = re.compile(r":(\d*)$")
+
+
+def _uri(conn_id: str, host: str, port: int | None) -> tuple[str, str | None]:
+    """The connection's host as a URI (``https://`` unless a scheme is given, the port in the netloc), and a problem."""
+    text = host.strip()
+    uri = text if "://" in text else f"https://{text}"
+    parts = split_url(uri)
+    if parts is None:
+        return uri, None
+    where = f"Airflow connection {conn_id!r}"
+    hostport = parts.host
+    written = _PORT.search(hostport) if not hostport.endswith("]") else None
+    if written is not None:
+        number = written.group(1)
+        if not number.isdigit() or not 0 < int(number) < 65536:
+            return uri, f"the port in the Host of {where} ({number!r}) is not a number from 1 to 65535"
+    elif port:
+        if not 0 < int(port) < 65536:
+            return uri, f"the Port of {where} ({port}) is not a number from 1 to 65535"
+        start = uri.index("://") + 3
+        if parts.user is not None:
+            start += len(parts.user) + 1 + (len(parts.password) + 1 if parts.password is not None else 0)
+        end = start + len(hostport)
+        uri = f"{uri[:end]}:{port}{uri[end:]}"
+    if not re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]+)(:\d+)?", hostport):
+        return uri, f"the Host of {where} does not name a host ({hostport!r})"
+    return uri, None
+
+
+def _sql_url(uri: object, login: str | None, password: str | None) -> object:
+    """A ``sql`` catalog's URL with the connection's login and password where it has none of its own."""
+    if not isinstance(uri, str) or not uri.strip():
+        return uri
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError
+
+    try:
+        url = make_url(uri.strip())
+    except ArgumentError:  # refused with the parse, naming what a SQLAlchemy URL looks like
+        return uri
+    if url.username is None and login:
+        url = url.set(username=login)
+    if url.password is None and password:
+        url = url.set(password=password)
+    return url.render_as_string(hide_password=False)

@@ -1,0 +1,194 @@
+"""The one description of a catalog: :class:`CatalogSpec`, where it came from (:class:`Source`), what is wrong with it.
+
+A spec is made by one parser per source (:mod:`.sources`) and opened by one function
+(:func:`~iceberg_ops_provider.catalogs.open.open_catalog`). It is immutable, holds its secrets
+apart from what may be shown, and never fails to exist: a source that cannot be parsed gives a
+spec carrying :class:`SpecProblem` values, which opening it reports, so a list of catalogs never
+fails for one bad entry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Literal
+
+from iceberg_ops_provider.catalogs.redact import display_url, secret_forms
+from iceberg_ops_provider.errors import CatalogConfigError
+from iceberg_ops_provider.messages import Message, Setting, message
+
+__all__ = ["DEFAULT_CATALOG_TIMEOUT", "Access", "CatalogSpec", "Source", "SourceKind", "SpecProblem", "check_timeout"]
+
+DEFAULT_CATALOG_TIMEOUT = 60.0
+"""Seconds one request to a catalog may take in all, unless configured otherwise."""
+
+_MAX_TIMEOUT = 7 * 24 * 3600
+
+SourceKind = Literal["python", "file", "connection", "flags"]
+
+Access = Literal["read", "write", "create"]
+"""What a caller does with a catalog it opens.
+
+``read``: nothing changes (a SQLite database opens read-only, PostgreSQL runs read-only transactions);
+``write``: tables that exist are changed, nothing is created (no database file, folder or catalog
+table); ``create``: a missing database, its folder, the warehouse folder and the catalog's tables are
+created (commands and operators that create tables).
+"""
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a spec came from, so that a message names the setting to change in the reader's terms.
+
+    Attributes:
+        kind: ``python`` (keyword arguments), ``file`` (``catalog:`` of ``iceberg-ops.yaml``),
+            ``connection`` (an Airflow connection) or ``flags`` (command-line options alone).
+        where: The file's path, or the connection's id.
+        role: ``catalog``, or ``target`` for the second catalog of a move.
+        flags: The settings given on the command line (over a file, or alone).
+    """
+
+    kind: SourceKind = "python"
+    where: str = ""
+    role: str = "catalog"
+    flags: frozenset[str] = frozenset()
+
+    def setting(self, key: str) -> Setting:
+        """The fact naming setting ``key`` of this source, for a message."""
+        return Setting(key, self.kind, self.where, self.role, key in self.flags)
+
+
+@dataclass(frozen=True)
+class SpecProblem:
+    """Why a spec cannot be opened: the setting and what is wrong with it (as a message with facts).
+
+    Attributes:
+        key: The setting.
+        text: What is wrong, naming the setting where it was set.
+        error: The error opening raises for it, when it is a class of its own (an unknown kind).
+    """
+
+    key: str
+    text: Message
+    error: CatalogConfigError | None = field(default=None, compare=False)
+
+
+def check_timeout(value: object) -> float | None:
+    """``value`` as seconds (a number, or its text as a connection stores it), or ``None`` when it is not one.
+
+    Accepts numbers above zero and at most a week; ``True``/``False`` and NaN are not numbers here.
+    """
+    if isinstance(value, str):
+        try:
+            value = float(value.strip())
+        except ValueError:
+            return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    if not 0 < value <= _MAX_TIMEOUT:  # also refuses NaN
+        return None
+    return float(value)
+
+
+@dataclass(frozen=True)
+class CatalogSpec:
+    """How to open one catalog, and where that was said.
+
+    Attributes:
+        kind: ``sqlite``, ``memory``, ``sql``, ``rest``, ``glue``, ``hive``, ``s3tables``,
+            ``pyiceberg`` (PyIceberg's own properties, unchanged) or another PyIceberg catalog type.
+        name: The catalog's name (``None``: PyIceberg's default catalog name).
+        properties: PyIceberg's properties as they may be shown: ``type``, a ``uri`` without its
+            password, secret values as ``***``.
+        secrets: The properties that hold a secret, whole; never shown, never in ``repr``.
+        timeout: Seconds one request to the catalog may take in all (connecting and every read).
+        source: Where the spec came from.
+        problems: Why it cannot be opened (empty when it can).
+        database: The SQLite database file of a catalog kept in one, resolved.
+        warehouse_dir: A local folder for the data files, resolved (created only when creating).
+        env_config: Whether ``.pyiceberg.yaml`` and ``PYICEBERG_CATALOG__<NAME>__*`` add properties
+            under :attr:`name`, as ``load_catalog`` does.
+    """
+
+    kind: str
+    name: str | None = None
+    properties: Mapping[str, Any] = field(default_factory=dict)
+    secrets: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    timeout: float = DEFAULT_CATALOG_TIMEOUT
+    source: Source = Source()
+    problems: tuple[SpecProblem, ...] = ()
+    database: Path | None = None
+    warehouse_dir: Path | None = None
+    env_config: bool = False
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "properties", MappingProxyType(dict(self.properties)))
+        object.__setattr__(self, "secrets", MappingProxyType(dict(self.secrets)))
+
+    @property
+    def catalog_type(self) -> str | None:
+        """PyIceberg's catalog type (``sql``, ``rest``, ``glue``, ...); ``None`` when PyIceberg infers it."""
+        value = self.properties.get("type")
+        return str(value) if value else None
+
+    def pyiceberg_properties(self) -> dict[str, Any]:
+        """The properties to open the catalog with, secrets included."""
+        return {**self.properties, **self.secrets}
+
+    def endpoint(self) -> str:
+        """Where the catalog lives, to show: a URI without password or query, a database file, or a name."""
+        uri = self.properties.get("uri") or self.properties.get("glue.endpoint")
+        if isinstance(uri, str) and uri.strip():
+            return display_url(uri.strip())
+        if self.database is not None:
+            return str(self.database)
+        region = self.properties.get("client.region") or self.properties.get("glue.region")
+        what = f"{self.catalog_type or self.kind} catalog {self.name or '(default)'!r}"
+        return f"({what}{f' in {region}' if region else ''})"
+
+    def setting(self, key: str) -> Setting:
+        """The fact naming setting ``key`` where this spec came from (``db_path=``, ``--db-path``, ...)."""
+        return self.source.setting(key)
+
+    def secret_values(self) -> tuple[str, ...]:
+        """Every text form of every secret, for a log masker."""
+        return secret_forms(self.secrets)
+
+    def fingerprint(self) -> str:
+        """Changes whenever anything that opens the catalog changes (secrets included; they cannot be read back)."""
+        data = [self.kind, self.name, self.pyiceberg_properties(), self.timeout, str(self.database)]
+        return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+    def with_timeout(self, seconds: float, *, flagged: bool = False) -> CatalogSpec:
+        """This spec with another timeout (given on the command line when ``flagged``)."""
+        source = replace(self.source, flags=self.source.flags | {"timeout"}) if flagged else self.source
+        return replace(self, timeout=seconds, source=source)
+
+    def with_problem(self, key: str, text: str | Message, error: CatalogConfigError | None = None) -> CatalogSpec:
+        """This spec with one more problem."""
+        problem = SpecProblem(key, text if isinstance(text, Message) else message(text), error)
+        return replace(self, problems=(*self.problems, problem))
+
+    def config_error(self) -> CatalogConfigError:
+        """The error of opening a spec with problems: each problem, naming where it was set."""
+        first = self.problems[0]
+        if first.error is not None:
+            return first.error
+        joined = Message.join("; ", [problem.text for problem in self.problems])
+        return CatalogConfigError(Message(joined.parts, about=first.key))
+
+    def describe(self) -> dict[str, Any]:
+        """What may be shown of the spec: kind, type, name, endpoint, timeout, where it came from, problems."""
+        return {
+            "kind": self.kind,
+            "type": self.catalog_type,
+            "name": self.name,
+            "endpoint": self.endpoint(),
+            "timeout": self.timeout,
+            "source": self.source.kind,
+            "problems": [str(problem.text) for problem in self.problems],
+        }

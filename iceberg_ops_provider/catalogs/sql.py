@@ -1,0 +1,235 @@
+"""PyIceberg's SQL catalog as the ``sqlite``, ``memory`` and ``sql`` kinds open it, reading without writing.
+
+* :func:`open_sql` opens the catalog for the access asked. To read, a SQLite database opens
+  read-only (SQLite's ``mode=ro``: a write fails, a missing file stays missing) and a PostgreSQL
+  one runs read-only transactions; neither creates the catalog's tables or migrates their schema.
+  Only ``create`` makes the database file, its folder, the warehouse folder and the catalog tables.
+  A database without the catalog's tables is no catalog, and is said to be one only when creating.
+* On PostgreSQL every connection gets the catalog's timeout as its connect timeout, and the
+  catalog commits at READ COMMITTED, which PyIceberg's optimistic commits need to report a lost
+  race as one.
+* :class:`SharedMemorySqlCatalog`: the ``memory`` kind, one in-memory database every thread shares.
+
+SQLAlchemy is imported only inside these functions, so this module imports without the SQL extras.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import time
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from pyiceberg.catalog.sql import SqlCatalog
+
+from iceberg_ops_provider.catalogs.spec import Access
+from iceberg_ops_provider.errors import CatalogConfigError, CatalogNotFoundError, MissingExtraError
+from iceberg_ops_provider.messages import Hint, message
+
+if TYPE_CHECKING:
+    from iceberg_ops_provider.catalogs.spec import CatalogSpec
+
+__all__ = ["SQL_WAREHOUSE_HINT", "SharedMemorySqlCatalog", "open_sql"]
+
+_DRIVER_EXTRAS = {"postgresql": "postgres"}
+
+SQL_WAREHOUSE_HINT = Hint(
+    "sql_warehouse",
+    "warehouse_dir=<local folder> (created if missing) or warehouse=<URI such as 's3://bucket/warehouse', with "
+    "s3.* properties>",
+)
+"""How a ``sql`` catalog is given a place for its data files."""
+
+CREATE_CATALOG_HINT = Hint("create_catalog", "a command that creates tables (an upgrade) creates the catalog there")
+"""How a new catalog comes to be where a database does not exist yet."""
+
+
+class SharedMemorySqlCatalog(SqlCatalog):
+    """A SQL catalog on a private in-memory database that every thread of the process shares.
+
+    PyIceberg's ``sqlite://`` catalog gives each thread its own empty database; SQLite's ``memdb``
+    VFS names one database that every connection of the process opens, with ordinary locking between
+    them. It lives while one connection is open, so the catalog holds one for its lifetime.
+    """
+
+    def __init__(self, name: str, **properties: Any) -> None:
+        """Create the database and the catalog on it (``warehouse`` is required; ``uri`` is chosen here)."""
+        database = f"/iceberg_ops_{uuid.uuid4().hex}"
+        self._keepalive = sqlite3.connect(f"file:{database}?vfs=memdb", uri=True, check_same_thread=False)
+        super().__init__(name, **{**properties, "uri": f"sqlite:///file:{database}?vfs=memdb&uri=true"})
+
+    def close(self) -> None:
+        """Dispose of the engine and free the in-memory database."""
+        super().close()
+        self._keepalive.close()
+
+
+def _check_driver(spec: CatalogSpec) -> Any:
+    """The URL of a ``sql`` catalog, its database driver imported (or the extra that installs it named)."""
+    from sqlalchemy.engine import make_url
+
+    url = make_url(spec.pyiceberg_properties()["uri"])
+    dialect = url.get_dialect()
+    try:
+        dialect.import_dbapi()
+    except ImportError as exc:
+        extra = _DRIVER_EXTRAS.get(url.get_backend_name())
+        if extra is not None:
+            raise MissingExtraError(f"The 'sql' catalog kind on {url.drivername}:// URLs", extra, exc.name) from exc
+        raise CatalogConfigError(
+            f"The 'sql' catalog on {url.drivername}:// URLs needs the database driver {exc.name or dialect.driver!r}, "
+            "which is not installed: install that driver's package, or choose the driver in the URL "
+            "('dialect+driver://...') that is installed."
+        ) from exc
+    return url
+
+
+def _read_only_uri(database: Path) -> str:
+    """SQLite's read-only open of ``database``: a write fails, and a missing file is not created."""
+    return f"sqlite:///file:{quote(str(database), safe='/')}?mode=ro&uri=true"
+
+
+def open_sql(spec: CatalogSpec, access: Access) -> SqlCatalog:
+    """Open the SQL catalog of ``spec`` for ``access`` (see the module's description).
+
+    Raises:
+        CatalogNotFoundError: Not creating, and the SQLite database file does not exist, or the
+            database holds no catalog.
+        CatalogConfigError: Creating a ``sql`` catalog that has no place for its data files.
+        MissingExtraError: The database driver is not installed.
+    """
+    properties = spec.pyiceberg_properties()
+    properties.pop("type", None)
+    name = spec.name or "sql"
+    creating = access == "create"
+    properties["init_catalog_tables"] = "true" if creating else "false"
+    if not creating:
+        properties.pop("schema_version", None)  # "v1" on a v0 catalog would migrate it: ALTER TABLE
+    if spec.kind == "memory":
+        if spec.warehouse_dir is None and "warehouse" not in properties:
+            import tempfile
+
+            properties["warehouse"] = Path(tempfile.mkdtemp(prefix="iceberg_ops_memory_")).as_uri()
+        elif spec.warehouse_dir is not None:
+            spec.warehouse_dir.mkdir(parents=True, exist_ok=True)
+        properties.pop("uri", None)
+        return SharedMemorySqlCatalog(name, **properties)
+    url = _check_driver(spec)
+    if spec.database is not None:
+        if creating:
+            spec.database.parent.mkdir(parents=True, exist_ok=True)
+        elif not spec.database.exists():
+            setting = spec.setting("db_path" if spec.kind == "sqlite" else "uri")
+            raise CatalogNotFoundError(
+                message(
+                    f"The SQLite catalog database {spec.database} ({{setting}}) does not exist, and the catalog was "
+                    "opened without creating one, so nothing was created. Check the path; {create}.",
+                    setting=setting,
+                    create=CREATE_CATALOG_HINT,
+                ),
+                path=str(spec.database),
+            )
+        if access == "read":
+            properties["uri"] = _read_only_uri(spec.database)
+    if spec.warehouse_dir is not None and creating:
+        spec.warehouse_dir.mkdir(parents=True, exist_ok=True)
+    if creating and "warehouse" not in properties:
+        raise CatalogConfigError(
+            message("The 'sql' catalog needs a place for its data files: {warehouse}.", warehouse=SQL_WAREHOUSE_HINT)
+        )
+    catalog = _construct(name, properties)
+    if url.get_backend_name() == "postgresql":
+        _settle_postgres(catalog, spec.timeout, read_only=access == "read")
+    if not creating:
+        _require_catalog_tables(catalog, spec)
+    if "warehouse" not in properties:
+        _refuse_tables_without_warehouse(catalog, name)
+    return catalog
+
+
+def _construct(name: str, properties: dict[str, Any]) -> SqlCatalog:
+    """``SqlCatalog``, tolerating another process creating its tables at the same moment.
+
+    PyIceberg checks whether the catalog tables exist, then creates them; two processes opening a new
+    database at once can both find them missing, and the second ``CREATE TABLE`` fails. Opening again
+    finds them.
+    """
+    from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+
+    for attempt in range(5):
+        try:
+            return SqlCatalog(name, **properties)
+        except (OperationalError, IntegrityError, ProgrammingError) as exc:
+            # SQLite: "table ... already exists"; PostgreSQL: DuplicateTable, or a UniqueViolation on pg_type.
+            lost_race = "already exists" in str(exc) or "duplicate key" in str(exc)
+            if not lost_race or attempt == 4:
+                raise
+            time.sleep(0.05 * (attempt + 1))
+    raise AssertionError("unreachable")
+
+
+def _require_catalog_tables(catalog: SqlCatalog, spec: CatalogSpec) -> None:
+    """Refuse a database without PyIceberg's catalog tables (not created unless creating)."""
+    from sqlalchemy import inspect
+
+    if inspect(catalog.engine).has_table("iceberg_tables"):
+        return
+    catalog.engine.dispose()
+    raise CatalogNotFoundError(
+        message(
+            f"The database {spec.endpoint()} ({{setting}}) holds no Iceberg catalog (it has no iceberg_tables "
+            "table), and the catalog was opened without creating one, so nothing was created. Check that the "
+            "setting names the catalog's database; {create}.",
+            setting=spec.setting("db_path" if spec.kind == "sqlite" else "uri"),
+            create=CREATE_CATALOG_HINT,
+        ),
+        path=str(spec.database or ""),
+    )
+
+
+def _settle_postgres(catalog: SqlCatalog, seconds: float, *, read_only: bool) -> None:
+    """Every later connection within ``seconds`` (whole, at least 2), read-only when reading; READ COMMITTED.
+
+    PyIceberg's SQL catalog commits with ``UPDATE ... WHERE metadata_location = <the one read>``:
+    under READ COMMITTED a commit that waited for a concurrent one matches no row and PyIceberg
+    reports ``CommitFailedException``, which every writer retries; under a default of REPEATABLE
+    READ or SERIALIZABLE it fails with a raw serialization error instead. The URL's own
+    ``connect_timeout`` wins.
+    """
+    from sqlalchemy import event
+
+    connect_timeout = max(2, math.ceil(seconds))
+
+    def bounded(dialect: Any, connection_record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
+        cparams.setdefault("connect_timeout", connect_timeout)
+        if read_only:
+            cparams["options"] = f"{cparams.get('options', '')} -c default_transaction_read_only=on".strip()
+
+    event.listen(catalog.engine, "do_connect", bounded)
+    catalog.engine = catalog.engine.execution_options(isolation_level="READ COMMITTED")
+
+
+def _refuse_tables_without_warehouse(catalog: SqlCatalog, name: str) -> None:
+    """Make creating a table without a location in ``catalog`` (which has no warehouse) fail naming the fix.
+
+    PyIceberg's own ``ValueError`` ("No default path is set") names neither the catalog nor a setting.
+    A namespace with a ``location`` property still gives its tables a place.
+    """
+    default_location = catalog._get_default_warehouse_location
+
+    def location(database_name: str, table_name: str) -> str:
+        try:
+            return default_location(database_name, table_name)
+        except ValueError as exc:
+            raise CatalogConfigError(
+                message(
+                    f"The SQL catalog {name!r} was opened without a place for its data files, so table "
+                    f"{database_name}.{table_name} cannot be created: give it {{warehouse}}.",
+                    warehouse=SQL_WAREHOUSE_HINT,
+                )
+            ) from exc
+
+    catalog._get_default_warehouse_location = location  # type: ignore[method-assign]
