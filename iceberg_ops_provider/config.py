@@ -36,9 +36,18 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import yaml
 
-from iceberg_ops_provider.catalogs import KINDS, Access, CatalogSpec, check_timeout, from_file, open_catalog
+from iceberg_ops_provider.catalogs import (
+    KINDS,
+    Access,
+    CatalogSpec,
+    check_timeout,
+    empty_catalog,
+    from_file,
+    open_catalog,
+)
 from iceberg_ops_provider.core.name_hints import closest
 from iceberg_ops_provider.errors import ProjectConfigError
+from iceberg_ops_provider.messages import Setting, message
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -47,11 +56,11 @@ __all__ = ["CATALOG_KINDS", "CONFIG_FILE", "ConnectionReader", "ProjectConfig", 
 
 CONFIG_FILE = "iceberg-ops.yaml"
 
-ConnectionReader: TypeAlias = Callable[[str, str], CatalogSpec]
-"""Reads an Airflow connection: ``reader(conn_id, source)`` returns its catalog's spec.
+ConnectionReader: TypeAlias = Callable[[str, Setting], CatalogSpec]
+"""Reads an Airflow connection: ``reader(conn_id, setting)`` returns its catalog's spec.
 
-``source`` says where the id was given (``--conn-id, or `airflow_conn_id:` in <file>``), for the
-reader's messages. It raises :class:`~iceberg_ops_provider.errors.ProjectConfigError` for a
+``setting`` says where the id was given (``airflow_conn_id:`` in the project file, or the command
+line's option), for the reader's messages. It raises :class:`~iceberg_ops_provider.errors.ProjectConfigError` for a
 connection that is not defined, and :class:`~iceberg_ops_provider.errors.MissingAirflowError` when
 Airflow is not installed. The command line's is
 :func:`~iceberg_ops_provider.cli.airflow_connections.read_airflow_connection`.
@@ -139,7 +148,9 @@ class ProjectConfig:
             )
         if spec.kind in _IN_MEMORY_KINDS or spec.catalog_type in _IN_MEMORY_KINDS:
             spec = spec.with_problem(
-                "kind", "an in-memory catalog cannot be used here: its state is gone when the command exits"
+                "kind",
+                f"the {spec.kind if spec.kind in _IN_MEMORY_KINDS else spec.catalog_type!r} catalog cannot be used "
+                "from a project: its state is gone when the command exits; use kind 'sqlite' for a local catalog",
             )
         return spec
 
@@ -149,8 +160,21 @@ class ProjectConfig:
         return self.catalog_spec.timeout
 
     def open_catalog(self, *, access: Access = "write") -> Catalog:
-        """Open the configured catalog (see :func:`~iceberg_ops_provider.catalogs.open_catalog` for ``access``)."""
+        """Open the configured catalog for ``access`` (see :func:`~iceberg_ops_provider.catalogs.open_catalog`).
+
+        Before anything created the project's own SQLite database (``local_data/`` beside the file,
+        no ``db_path`` named), a caller that creates nothing (``read``, ``write``) finds an empty
+        catalog: nothing was applied there yet, there is nothing to change, and nothing is created to
+        say so. A database someone named and that does not exist is refused.
+        """
+        if access != "create" and self._not_created_yet():
+            return empty_catalog()
         return open_catalog(self.catalog_spec, access=access)
+
+    def _not_created_yet(self) -> bool:
+        spec = self.catalog_spec
+        own = not self.airflow_conn_id and spec.kind == "sqlite" and "db_path" not in self.catalog
+        return own and not spec.problems and spec.database is not None and not spec.database.exists()
 
     def _connection_spec(self) -> CatalogSpec:
         """The spec of :attr:`airflow_conn_id`, read by :attr:`connection_reader` (Airflow is imported there, not here).
@@ -160,15 +184,21 @@ class ProjectConfig:
             MissingAirflowError: Airflow is not installed.
         """
         conn_id = str(self.airflow_conn_id)
-        source = f"--conn-id, or `airflow_conn_id:` in {self.path}" if self.path else "--conn-id"
+        flagged = "airflow_conn_id" in self.catalog_flags
+        setting = Setting(
+            "airflow_conn_id", "file" if self.path else "flags", str(self.path or ""), self.catalog_role, flagged
+        )
         if self.connection_reader is None:
             raise ProjectConfigError(
-                f"Airflow connection {conn_id!r} ({source}) cannot be read: this configuration was built without a "
-                "connection reader. From Python, pass connection_reader= to load_config(), e.g. "
-                "read_airflow_connection from iceberg_ops_provider.cli.airflow_connections; or run the iceberg-ops "
-                "command line, which reads it."
+                message(
+                    f"Airflow connection {conn_id!r} ({{setting}}) cannot be read: this configuration was built "
+                    "without a connection reader. From Python, pass connection_reader= to load_config(), e.g. "
+                    "read_airflow_connection from iceberg_ops_provider.cli.airflow_connections; or run the "
+                    "iceberg-ops command line, which reads it.",
+                    setting=setting,
+                )
             )
-        return self.connection_reader(conn_id, source)
+        return self.connection_reader(conn_id, setting)
 
 
 def _string(path: Path, key: str, value: Any) -> str:

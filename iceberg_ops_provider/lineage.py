@@ -129,6 +129,8 @@ def public_uri(uri: str | None) -> str | None:
     if parts is None:
         return str(uri).split("#", 1)[0].rstrip("/")
     base = f"{parts.scheme}://{parts.host}{parts.path}".rstrip("/")
+    if parts.user is not None:  # a connection string: its options may hold more of the same
+        return base
     kept = [(k, v) for k, v in parse_qsl(parts.query or "", keep_blank_values=True) if not is_secret_key(k)]
     return f"{base}?{urlencode(kept)}" if kept else base
 

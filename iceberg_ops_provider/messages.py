@@ -111,6 +111,8 @@ class Setting:
                 "file": f"`catalog:` in {self.where or 'iceberg-ops.yaml'}",
                 "connection": f"the extra of Airflow connection {self.where!r}",
             }.get(self.source, "the catalog's options")
+        if self.source == "file" and self.key == "airflow_conn_id":  # a key of the file itself, not of `catalog:`
+            return f"`airflow_conn_id:` in {self.where or 'iceberg-ops.yaml'}"
         if self.source == "file":
             return f"`{self.key}:` under `catalog:` in {self.where or 'iceberg-ops.yaml'}"
         if self.source == "connection":

@@ -12,14 +12,10 @@ from __future__ import annotations
 import ast
 import importlib
 import re
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
 import pytest
-
-from iceberg_ops_provider._moved import MOVED_MODULES
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = sorted([ROOT / "README.md", *(ROOT / "docs").rglob("*.md")])
@@ -85,7 +81,7 @@ def test_the_documents_show_imports_at_all():
     # The patterns below would check nothing if the documents' form changed; these are known to be shown.
     statements = {statement for _, statement in _statements()}
     assert "from iceberg_ops_provider.runner import MigrationRunner" in statements
-    assert "from iceberg_ops_provider.core.catalog import CatalogFactory" in statements
+    assert "from iceberg_ops_provider.catalogs import CatalogFactory" in statements
     assert any(reference == "iceberg_ops_provider.data_migration.DataMover" for _, reference in _references())
     assert any(name == "conform_to_table" for *_, name in _table_rows())
 
@@ -115,39 +111,3 @@ def test_the_console_script_and_the_click_group_are_where_pyproject_and_the_docs
     assert callable(main)
     assert cli.name == "cli"
     assert 'iceberg-ops = "iceberg_ops_provider.cli:main"' in (ROOT / "pyproject.toml").read_text()
-
-
-@pytest.mark.parametrize("old", sorted(MOVED_MODULES))
-def test_a_documented_module_that_moved_still_imports_and_says_where_it_went(old: str):
-    # In a fresh interpreter: this one may have imported the old path already, and a module warns once.
-    code = (
-        "import warnings\n"
-        "with warnings.catch_warnings(record=True) as caught:\n"
-        "    warnings.simplefilter('always')\n"
-        f"    import {old} as module\n"
-        "print(sorted(module.__all__)[0])\n"
-        "first = caught[0]\n"
-        "print(first.category.__name__, first.filename.endswith('<string>') or first.filename, first.message)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
-    first_name, warning = result.stdout.splitlines()
-    assert first_name, "the old path lends no names"
-    assert warning.startswith("DeprecationWarning True"), warning
-    for new in MOVED_MODULES[old]:
-        assert new in warning
-        module = importlib.import_module(new)
-        assert getattr(module, "__all__", None), f"{new} declares no __all__ to lend the old path"
-
-
-def test_names_reach_through_the_old_path():
-    sys.modules.pop("iceberg_ops_provider.readiness", None)
-    with pytest.warns(DeprecationWarning):
-        old = importlib.import_module("iceberg_ops_provider.readiness")
-    from iceberg_ops_provider.core.polling import is_transient
-    from iceberg_ops_provider.runner.readiness import namespace_version
-
-    assert old.namespace_version is namespace_version
-    assert old.is_transient is is_transient
-    with pytest.raises(AttributeError, match="no attribute 'no_such_name'"):
-        _ = old.no_such_name

@@ -58,7 +58,7 @@ def test_console_script_runs():
 
 def test_engine_imports_without_airflow_and_without_optional_extras():
     modules = engine_modules()
-    assert "iceberg_ops_provider.core.catalog" in modules
+    assert "iceberg_ops_provider.catalogs.open" in modules
     blocked = ["airflow", "boto3", "botocore", "hive_metastore", "thrift", "sqlalchemy", "pyiceberg.catalog.sql"]
     code = f"""
 import importlib, sys

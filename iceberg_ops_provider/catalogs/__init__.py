@@ -10,36 +10,60 @@ opens a spec, :func:`open_catalog`, which creates nothing unless asked to (``acc
   URI), never by searching text.
 * :mod:`.sql`: SQL catalogs read without writing; :mod:`.rest`: REST catalogs whose every request
   ends by a deadline, set on the catalog's own session.
-* :mod:`.translate` (with :mod:`.auth`): what catalog clients raise, as this project's errors and as
+* :mod:`.failures` (with :mod:`.auth`): what catalog clients raise, as this project's errors and as
   facts (:func:`failure`) for fronts that word them themselves.
 * :mod:`.factory`: :class:`CatalogFactory`, the one-call convenience of the Python API.
 """
 
 from __future__ import annotations
 
-from iceberg_ops_provider.catalogs.factory import CatalogFactory
-from iceberg_ops_provider.catalogs.kinds import KINDS, PYICEBERG_KIND, REMOTE_KINDS, pyiceberg_catalog_types
-from iceberg_ops_provider.catalogs.open import ensure_namespace, open_catalog, spec_of
-from iceberg_ops_provider.catalogs.redact import redact_url
-from iceberg_ops_provider.catalogs.rest import bound_catalog, bound_of, deadline
-from iceberg_ops_provider.catalogs.sources import (
-    CONN_TYPE,
-    OFFICIAL_CONN_TYPE,
-    connection_meta_namespace,
-    from_connection,
-    from_file,
-    from_name,
-    from_options,
-)
-from iceberg_ops_provider.catalogs.spec import (
-    DEFAULT_CATALOG_TIMEOUT,
-    Access,
-    CatalogSpec,
-    Source,
-    SpecProblem,
-    check_timeout,
-)
-from iceberg_ops_provider.catalogs.translate import CatalogFailure, catalog_errors, failure, translate
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # the names below, imported on first use (PEP 562): importing the package imports no client
+    from iceberg_ops_provider.catalogs.factory import CatalogFactory
+    from iceberg_ops_provider.catalogs.failures import CatalogFailure, catalog_errors, failure, translate
+    from iceberg_ops_provider.catalogs.kinds import KINDS, PYICEBERG_KIND, REMOTE_KINDS, pyiceberg_catalog_types
+    from iceberg_ops_provider.catalogs.open import empty_catalog, ensure_namespace, open_catalog, spec_of
+    from iceberg_ops_provider.catalogs.redact import redact_url
+    from iceberg_ops_provider.catalogs.rest import bound_catalog, bound_of, deadline
+    from iceberg_ops_provider.catalogs.sources import (
+        CONN_TYPE,
+        OFFICIAL_CONN_TYPE,
+        connection_meta_namespace,
+        from_connection,
+        from_file,
+        from_name,
+        from_options,
+    )
+    from iceberg_ops_provider.catalogs.spec import (
+        DEFAULT_CATALOG_TIMEOUT,
+        Access,
+        CatalogSpec,
+        Source,
+        SpecProblem,
+        check_timeout,
+    )
+
+_HOMES = {
+    "factory": ("CatalogFactory",),
+    "kinds": ("KINDS", "PYICEBERG_KIND", "REMOTE_KINDS", "pyiceberg_catalog_types"),
+    "open": ("empty_catalog", "ensure_namespace", "open_catalog", "spec_of"),
+    "redact": ("redact_url",),
+    "rest": ("bound_catalog", "bound_of", "deadline"),
+    "sources": (
+        "CONN_TYPE",
+        "OFFICIAL_CONN_TYPE",
+        "connection_meta_namespace",
+        "from_connection",
+        "from_file",
+        "from_name",
+        "from_options",
+    ),
+    "spec": ("DEFAULT_CATALOG_TIMEOUT", "Access", "CatalogSpec", "Source", "SpecProblem", "check_timeout"),
+    "failures": ("CatalogFailure", "catalog_errors", "failure", "translate"),
+}
+_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 
 __all__ = [
     "CONN_TYPE",
@@ -60,6 +84,7 @@ __all__ = [
     "check_timeout",
     "connection_meta_namespace",
     "deadline",
+    "empty_catalog",
     "ensure_namespace",
     "failure",
     "from_connection",
@@ -72,3 +97,17 @@ __all__ = [
     "spec_of",
     "translate",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """The package's names, each imported from its module on first use.
+
+    PyIceberg's clients load ``.pyiceberg.yaml`` when imported; a process that only names a catalog's
+    settings (the command line reporting an error, a DAG being parsed) imports none of them.
+    """
+    module = _MODULE_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

@@ -24,6 +24,7 @@ from __future__ import annotations
 import difflib
 import os
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -377,6 +378,18 @@ def _pyiceberg_kind(parse: _Parse, kind: object, options: dict[str, Any]) -> dic
         name = options.pop("name", parse.kind)
         return {"kind": parse.kind, "name": str(name), **_shown({**options, "type": parse.kind}), "env_config": True}
     valid = (*KINDS, PYICEBERG_KIND, *others)
-    error = UnknownCatalogKindError(str(kind), valid)
-    parse.problem("kind", "{kind} names no catalog kind: {value}", error, value=repr(kind))
+    if parse.source.kind != "python":  # a front whose catalog outlives no process: no in-memory kinds
+        valid = tuple(name for name in valid if name not in ("memory", "in-memory"))
+    advice: Any = UnknownCatalogKindError.PYTHON_ADVICE
+    if parse.source.kind in ("file", "flags"):  # PyIceberg's own types are opened by name there
+        valid = tuple(name for name in valid if name in KINDS)
+        by_name = replace(parse.source, flags=parse.source.flags | {"name"}) if "kind" in parse.source.flags else None
+        advice = message(
+            "Or open any catalog PyIceberg can load by name: {name}.", name=(by_name or parse.source).setting("name")
+        )
+    elif parse.source.kind == "connection":
+        advice = "Or give kind 'pyiceberg' and the catalog's PyIceberg `type` in the extra."
+    setting = parse.source.setting("kind") if parse.source.kind != "python" else None
+    error = UnknownCatalogKindError(str(kind), valid, advice=advice, setting=setting)
+    parse.problems.append(("kind", error.args[0], error))
     return {"kind": str(kind), "name": None, **_shown(options)}

@@ -3,7 +3,7 @@
 Every front and every engine call opens catalogs here (a test of the layer contracts checks that
 nothing else constructs one). It creates nothing unless asked to (``access="create"``), bounds the
 catalog's requests by the spec's timeout, and reports what goes wrong in this project's terms
-(:mod:`.translate`). :func:`spec_of` gives back the spec a catalog was opened from (or one derived
+(:mod:`.failures`). :func:`spec_of` gives back the spec a catalog was opened from (or one derived
 from a catalog built elsewhere), for messages and bounds later on.
 """
 
@@ -17,10 +17,10 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from iceberg_ops_provider.catalogs.failures import catalog_errors
 from iceberg_ops_provider.catalogs.kinds import KINDS, PYICEBERG_KIND
 from iceberg_ops_provider.catalogs.redact import split_secrets
 from iceberg_ops_provider.catalogs.spec import DEFAULT_CATALOG_TIMEOUT, Access, CatalogSpec
-from iceberg_ops_provider.catalogs.translate import catalog_errors
 from iceberg_ops_provider.errors import CatalogUnavailableError, MissingExtraError
 from iceberg_ops_provider.messages import message
 
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
     from pyiceberg.catalog import Catalog
 
-__all__ = ["ensure_namespace", "open_catalog", "spec_of"]
+__all__ = ["empty_catalog", "ensure_namespace", "open_catalog", "spec_of"]
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,13 @@ def open_catalog(spec: CatalogSpec, *, access: Access = "write") -> Catalog:
         elif catalog_type == "rest":
             from iceberg_ops_provider.catalogs.rest import BoundedRestCatalog
 
-            catalog = BoundedRestCatalog(spec.name or "default", timeout=spec.timeout, **properties)
+            name = spec.name or "default"
+            if not properties.get("uri"):  # as load_catalog checks it, in PyIceberg's words (translated below)
+                raise ValueError(
+                    "URI missing, please provide using --uri, the config or environment variable "
+                    f"PYICEBERG_CATALOG__{name.upper()}__URI"
+                )
+            catalog = BoundedRestCatalog(name, timeout=spec.timeout, **properties)
         else:
             catalog = _load(spec, properties, catalog_type)
     _OPENED[catalog] = spec
@@ -224,6 +230,21 @@ def spec_of(catalog: Catalog) -> CatalogSpec:
         timeout=bound_of(catalog) or DEFAULT_CATALOG_TIMEOUT,
         database=_sqlite_file(properties.get("uri")),
     )
+
+
+def empty_catalog() -> Catalog:
+    """An empty in-memory catalog standing for one that does not exist yet; it writes no file anywhere.
+
+    For a reader of a catalog nobody created yet: everything is still to do there, and nothing need
+    be created to say so.
+    """
+    import tempfile
+
+    from iceberg_ops_provider.catalogs.sources import from_options
+
+    # A URI, not a folder: a folder would be created for the warehouse.
+    absent = Path(tempfile.gettempdir(), "iceberg-ops-absent").as_uri()
+    return open_catalog(from_options("memory", warehouse_dir=absent), access="create")
 
 
 def ensure_namespace(catalog: Catalog, namespace: str | tuple[str, ...]) -> None:

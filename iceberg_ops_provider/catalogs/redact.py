@@ -32,7 +32,19 @@ __all__ = [
 MASK = "***"
 """What stands where a secret was."""
 
-SECRET_WORDS = ("secret", "password", "token", "credential", "key", "session", "private", "authorization", "sas")
+SECRET_WORDS = (
+    "secret",
+    "password",
+    "passwd",
+    "token",
+    "credential",
+    "key",
+    "session",
+    "private",
+    "authorization",
+    "sas",
+    "signature",
+)
 """A property whose name (or the name of a mapping holding it) contains one of these holds a secret.
 
 Over-masking an access key id is cheaper than showing a key.
@@ -137,7 +149,7 @@ def url_secrets(text: str) -> list[str]:
 def is_secret_key(key: str) -> bool:
     """Whether a property named ``key`` (a dotted path for nested ones) holds a secret."""
     lowered = key.lower()
-    return any(word in lowered for word in SECRET_WORDS)
+    return any(word in lowered for word in SECRET_WORDS) or lowered.rsplit(".", 1)[-1] == "sig"  # Azure's SAS
 
 
 def _redacted_value(path: str, value: Any) -> tuple[Any, bool]:

@@ -43,7 +43,6 @@ CONN_TYPE = "iceberg_ops"
 OFFICIAL_CONN_TYPE = "iceberg"
 """The connection type of Airflow's official Iceberg provider."""
 
-_IN_MEMORY = ("memory", "in-memory")
 _OURS = ("timeout", "meta_namespace")  # keys of an `iceberg` connection's extra that are this project's
 
 
@@ -91,14 +90,7 @@ def from_file(
         properties = {key: value if isinstance(value, Mapping) else str(value) for key, value in options.items()}
         return from_name(str(name), properties, timeout=timeout, source=source)
     kind = str(options.pop("kind", "sqlite")).lower()
-    spec = parse_options(kind, options, source=source, root=root)
-    if kind in _IN_MEMORY:
-        spec = spec.with_problem(
-            "kind",
-            f"the {kind!r} catalog cannot be described here: its state is gone when the command exits; use kind "
-            "'sqlite' for a local catalog",
-        )
-    return spec
+    return parse_options(kind, options, source=source, root=root)
 
 
 def connection_extra(extra: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -8,7 +8,7 @@
 * On PostgreSQL every connection gets the catalog's timeout as its connect timeout, and the
   catalog commits at READ COMMITTED, which PyIceberg's optimistic commits need to report a lost
   race as one.
-* :class:`SharedMemorySqlCatalog`: the ``memory`` kind, one in-memory database every thread shares.
+* The ``memory`` kind is :class:`~._memory.SharedMemorySqlCatalog`, one in-memory database every thread shares.
 
 SQLAlchemy is imported only inside these functions, so this module imports without the SQL extras.
 """
@@ -16,23 +16,21 @@ SQLAlchemy is imported only inside these functions, so this module imports witho
 from __future__ import annotations
 
 import math
-import sqlite3
 import time
-import uuid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
-
-from pyiceberg.catalog.sql import SqlCatalog
 
 from iceberg_ops_provider.catalogs.spec import Access
 from iceberg_ops_provider.errors import CatalogConfigError, CatalogNotFoundError, MissingExtraError
 from iceberg_ops_provider.messages import Hint, message
 
 if TYPE_CHECKING:
+    from pyiceberg.catalog.sql import SqlCatalog
+
     from iceberg_ops_provider.catalogs.spec import CatalogSpec
 
-__all__ = ["SQL_WAREHOUSE_HINT", "SharedMemorySqlCatalog", "open_sql"]
+__all__ = ["SQL_WAREHOUSE_HINT", "open_sql"]
 
 _DRIVER_EXTRAS = {"postgresql": "postgres"}
 
@@ -45,26 +43,6 @@ SQL_WAREHOUSE_HINT = Hint(
 
 CREATE_CATALOG_HINT = Hint("create_catalog", "a command that creates tables (an upgrade) creates the catalog there")
 """How a new catalog comes to be where a database does not exist yet."""
-
-
-class SharedMemorySqlCatalog(SqlCatalog):
-    """A SQL catalog on a private in-memory database that every thread of the process shares.
-
-    PyIceberg's ``sqlite://`` catalog gives each thread its own empty database; SQLite's ``memdb``
-    VFS names one database that every connection of the process opens, with ordinary locking between
-    them. It lives while one connection is open, so the catalog holds one for its lifetime.
-    """
-
-    def __init__(self, name: str, **properties: Any) -> None:
-        """Create the database and the catalog on it (``warehouse`` is required; ``uri`` is chosen here)."""
-        database = f"/iceberg_ops_{uuid.uuid4().hex}"
-        self._keepalive = sqlite3.connect(f"file:{database}?vfs=memdb", uri=True, check_same_thread=False)
-        super().__init__(name, **{**properties, "uri": f"sqlite:///file:{database}?vfs=memdb&uri=true"})
-
-    def close(self) -> None:
-        """Dispose of the engine and free the in-memory database."""
-        super().close()
-        self._keepalive.close()
 
 
 def _check_driver(spec: CatalogSpec) -> Any:
@@ -116,6 +94,8 @@ def open_sql(spec: CatalogSpec, access: Access) -> SqlCatalog:
         elif spec.warehouse_dir is not None:
             spec.warehouse_dir.mkdir(parents=True, exist_ok=True)
         properties.pop("uri", None)
+        from iceberg_ops_provider.catalogs._memory import SharedMemorySqlCatalog
+
         return SharedMemorySqlCatalog(name, **properties)
     url = _check_driver(spec)
     if spec.database is not None:
@@ -157,6 +137,7 @@ def _construct(name: str, properties: dict[str, Any]) -> SqlCatalog:
     database at once can both find them missing, and the second ``CREATE TABLE`` fails. Opening again
     finds them.
     """
+    from pyiceberg.catalog.sql import SqlCatalog
     from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 
     for attempt in range(5):

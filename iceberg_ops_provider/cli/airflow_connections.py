@@ -24,15 +24,17 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from iceberg_ops_provider.cli.catalog_flags import setting_words
 from iceberg_ops_provider.errors import MissingAirflowError, ProjectConfigError
 
 if TYPE_CHECKING:
     from iceberg_ops_provider.catalogs import CatalogSpec
+    from iceberg_ops_provider.messages import Setting
 
 __all__ = ["read_airflow_connection", "without_airflow_logging"]
 
 
-def read_airflow_connection(conn_id: str, source: str) -> CatalogSpec:
+def read_airflow_connection(conn_id: str, setting: Setting) -> CatalogSpec:
     """The catalog of Airflow connection ``conn_id``, described as the hook describes it.
 
     A :data:`~iceberg_ops_provider.config.ConnectionReader`: Airflow is imported here, when a
@@ -40,7 +42,7 @@ def read_airflow_connection(conn_id: str, source: str) -> CatalogSpec:
 
     Args:
         conn_id: The Airflow connection's id.
-        source: Where the id was given (``--conn-id, or `airflow_conn_id:` in <file>``), for messages.
+        setting: Where the id was given (``--conn-id``, ``airflow_conn_id:`` in the project file), for messages.
 
     Returns:
         The spec from :meth:`IcebergCatalogHook.catalog_spec`.
@@ -57,6 +59,7 @@ def read_airflow_connection(conn_id: str, source: str) -> CatalogSpec:
         if missing == "airflow" or missing.startswith("airflow."):
             raise MissingAirflowError(conn_id, missing) from exc
         raise
+    source = setting_words(setting)
     try:
         return IcebergCatalogHook(iceberg_conn_id=conn_id).catalog_spec()
     except Exception as exc:

@@ -14,11 +14,12 @@ from pathlib import Path
 
 from iceberg_ops_provider.config import ProjectConfig
 from iceberg_ops_provider.errors import ProjectConfigError
+from iceberg_ops_provider.messages import Setting
 
-__all__ = ["CatalogFlags", "FLAG_OF", "with_flags"]
+__all__ = ["FLAG_OF", "CatalogFlags", "flag", "setting_words", "with_flags"]
 
 FLAG_OF = {
-    "conn_id": "--conn-id",
+    "airflow_conn_id": "--conn-id",
     "kind": "--catalog",
     "name": "--catalog-name",
     "uri": "--catalog-uri",
@@ -47,6 +48,19 @@ class CatalogFlags:
         return any((self.conn_id, self.kind, self.name, self.uri, self.db_path))
 
 
+def setting_words(fact: Setting) -> str:
+    """A catalog setting as the command line words it: its option when the command line gave it.
+
+    A move's target is described by its ``--target-*`` options alone (the file's ``catalog:`` is the
+    source's), so its settings are always named by them.
+    """
+    if fact.key in FLAG_OF and (fact.flagged or fact.source == "flags" or fact.role == "target"):
+        return flag(fact.key, fact.role)
+    if fact.source == "flags" and not fact.key:
+        return "the catalog options"
+    return fact.python
+
+
 def flag(key: str, role: str = "catalog") -> str:
     """The option of setting ``key`` for the catalog of ``role`` (``--target-db-path`` for a target's ``db_path``)."""
     option = FLAG_OF.get(key, f"--{key.replace('_', '-')}")
@@ -71,14 +85,14 @@ def with_flags(config: ProjectConfig, flags: CatalogFlags, *, role: str = "catal
     """
     chosen = [
         flag(key, role)
-        for key, value in (("conn_id", flags.conn_id), ("kind", flags.kind), ("name", flags.name))
+        for key, value in (("airflow_conn_id", flags.conn_id), ("kind", flags.kind), ("name", flags.name))
         if value
     ]
     if len(chosen) > 1:
         raise ProjectConfigError(
-            f"Pass only one of {' and '.join(chosen)}: each chooses the catalog ({flag('conn_id', role)} from an "
-            f"Airflow connection, {flag('kind', role)} a kind configured in the project file, {flag('name', role)} a "
-            "catalog PyIceberg loads by name)."
+            f"Pass only one of {' and '.join(chosen)}: each chooses the catalog ({flag('airflow_conn_id', role)} "
+            f"from an Airflow connection, {flag('kind', role)} a kind configured in the project file, "
+            f"{flag('name', role)} a catalog PyIceberg loads by name)."
         )
     catalog = dict(config.catalog)
     given: set[str] = set()
@@ -87,6 +101,7 @@ def with_flags(config: ProjectConfig, flags: CatalogFlags, *, role: str = "catal
     if flags.conn_id:
         # The connection holds the catalog's options, its timeout included; only the timeout option wins over it.
         catalog, timeout, airflow_conn_id = {}, None, flags.conn_id
+        given.add("airflow_conn_id")
     elif flags.name:
         catalog, airflow_conn_id = {"name": flags.name}, None
         given.add("name")

@@ -25,13 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from iceberg_ops_provider.catalogs import empty_catalog
 from iceberg_ops_provider.cli.airflow_connections import without_airflow_logging
 from iceberg_ops_provider.cli.catalog_flags import CatalogFlags, with_flags
 from iceberg_ops_provider.cli.errors import exit_interrupted, handles_errors
-from iceberg_ops_provider.cli.settings import empty_catalog, open_catalog
+from iceberg_ops_provider.cli.settings import open_catalog
 from iceberg_ops_provider.cli.shared import SIZE, bad_input, check_filter, json_option, pairs, text_table
 from iceberg_ops_provider.cli.wording import global_options, move_command
-from iceberg_ops_provider.errors import CatalogNotFoundError, MoveStateError
+from iceberg_ops_provider.errors import CatalogNotFoundError, IcebergOpsError, MoveStateError
 from iceberg_ops_provider.messages import Message
 from iceberg_ops_provider.progress import size_text
 
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
 
     from iceberg_ops_provider.cli.settings import Settings
     from iceberg_ops_provider.data_migration import DataMover
-    from iceberg_ops_provider.errors import IcebergOpsError
 
 __all__ = ["MoveGroup", "move"]
 
@@ -165,7 +165,7 @@ def _target_catalog(settings: Settings, options: dict[str, Any], *, read_only: b
         return config.open_catalog(access="read" if read_only else "create")
     except CatalogNotFoundError:
         if read_only:
-            return empty_catalog()
+            return empty_catalog()  # the target is then found missing, as a target nothing was moved to
         raise
     except Exception as exc:
         raise _for_target(exc, spec) from exc
@@ -174,7 +174,6 @@ def _target_catalog(settings: Settings, options: dict[str, Any], *, read_only: b
 def _for_target(exc: Exception, spec: Any) -> Exception:
     """An error met opening the target's catalog, saying so; its type (and so the exit code) stays."""
     from iceberg_ops_provider.catalogs import CatalogSpec, translate
-    from iceberg_ops_provider.errors import IcebergOpsError
 
     translated = translate(exc, spec if isinstance(spec, CatalogSpec) else CatalogSpec(kind="pyiceberg")) or exc
     if not isinstance(translated, IcebergOpsError):

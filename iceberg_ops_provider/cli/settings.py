@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from iceberg_ops_provider.catalogs import Access
     from iceberg_ops_provider.config import ProjectConfig
 
-__all__ = ["Files", "Settings", "empty_catalog", "namespace_of", "open_catalog"]
+__all__ = ["Files", "Settings", "namespace_of", "open_catalog"]
 
 Files = Literal["project", "required", "optional", "none"]
 """What a migration command needs of the migration files (see :meth:`Settings.migration_config`)."""
@@ -162,7 +162,7 @@ class Settings:
         """``exc``, or the iceberg-ops error it amounts to.
 
         A catalog client's error (unreachable, timed out, credentials refused or missing, a SQLite
-        file that is not a database; see :func:`~iceberg_ops_provider.catalogs.translate`) or an
+        file that is not a database; see :func:`~iceberg_ops_provider.catalogs.failures`) or an
         unreadable ``.pyiceberg.yaml``. Never fails, and never talks to Airflow.
         """
         if isinstance(exc, IcebergOpsError):
@@ -195,9 +195,7 @@ class Settings:
         them), ``optional`` (it compares them when they are known: ``status``, ``history``) or
         ``none`` (``current``, ``unlock``). A runner without them reads the history only.
         ``access`` is what the command does with the catalog (``read``, ``write``, ``create``: see
-        :func:`~iceberg_ops_provider.catalogs.open_catalog`). A command that only reads, on a project
-        whose own SQLite database (no ``db_path`` named) does not exist yet, reads an empty catalog:
-        nothing has been applied there, and nothing is created to say so.
+        :meth:`ProjectConfig.open_catalog <iceberg_ops_provider.config.ProjectConfig.open_catalog>`).
         """
         from iceberg_ops_provider.runner.commands import open_runner, require_known_namespace
 
@@ -208,7 +206,6 @@ class Settings:
             stale_after=self.stale_after,
             files=files != "none" and self.files_known(),
             access=access,
-            catalog=empty_catalog() if access == "read" and _not_created_yet(config) else None,
         )
         runner.atomic_commits = atomic
         if known:
@@ -264,24 +261,6 @@ def open_catalog(settings: Settings, *, access: Access = "write") -> Catalog:
     can pass ``--catalog sqlite --db-path ...`` or ``--conn-id`` alone).
     """
     return settings.config(required=not settings.catalog_flags.any_given()).open_catalog(access=access)
-
-
-def _not_created_yet(config: ProjectConfig) -> bool:
-    """Whether the project's own SQLite database (``local_data/``, no ``db_path`` named) does not exist yet."""
-    spec = config.catalog_spec
-    own = not config.airflow_conn_id and spec.kind == "sqlite" and "db_path" not in config.catalog
-    return own and not spec.problems and spec.database is not None and not spec.database.exists()
-
-
-def empty_catalog() -> Catalog:
-    """An empty in-memory catalog, standing for one that does not exist yet; it writes no file anywhere."""
-    import tempfile
-
-    from iceberg_ops_provider.catalogs import from_options
-    from iceberg_ops_provider.catalogs import open_catalog as open_spec
-
-    # A URI, not a folder: a folder would be created for the warehouse.
-    return open_spec(from_options("memory", warehouse_dir=Path(tempfile.gettempdir(), "absent").as_uri()))
 
 
 def namespace_of(settings: Settings) -> str | None:

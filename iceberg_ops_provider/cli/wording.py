@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from iceberg_ops_provider.catalogs import redact_url
+from iceberg_ops_provider.cli.catalog_flags import setting_words
 from iceberg_ops_provider.messages import MISSING, Arg, Fact, Setting, message_about, python_words, worded
 
 if TYPE_CHECKING:
@@ -152,21 +153,10 @@ def _option_words(argument: str, value: Any) -> str | None:
     return f"{option.flag} {_quote(_value_text(value))}"
 
 
-def _setting_words(fact: Setting) -> str:
-    """A catalog setting as the command line words it: its option when the command line gave it."""
-    from iceberg_ops_provider.cli.catalog_flags import FLAG_OF, flag
-
-    if fact.key in FLAG_OF and (fact.flagged or fact.source == "flags"):
-        return flag(fact.key, fact.role)
-    if fact.source == "flags" and not fact.key:
-        return "the catalog options"
-    return fact.python
-
-
 def cli_words(fact: Fact) -> str:
     """A fact of an engine message as the command line words it (Python's words when no option sets it)."""
     if isinstance(fact, Setting):
-        return _setting_words(fact)
+        return setting_words(fact)
     if isinstance(fact, Arg):
         return _option_words(fact.name, fact.value) or python_words(fact)
     template = HINTS.get(fact.key)

@@ -37,7 +37,7 @@ def timeout_message(waiting_for: str, waited: float, last_seen: str | None, last
 def check_errors(catalog: Catalog) -> Iterator[None]:
     """Translate what a readiness check on ``catalog`` raises inside into iceberg-ops errors.
 
-    What :func:`~iceberg_ops_provider.catalogs.translate` makes of the catalog clients' errors
+    What :func:`~iceberg_ops_provider.catalogs.failures` makes of the catalog clients' errors
     (naming the endpoint and the request bound): a catalog database that cannot be reached, refuses
     the login or does not exist becomes what opening the catalog would have raised; a database that
     is locked or busy, or whose connection broke, a transient

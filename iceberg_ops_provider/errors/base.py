@@ -112,15 +112,18 @@ class UnknownCatalogKindError(CatalogConfigError):
         "anything else, build the catalog yourself and pass the catalog object."
     )
 
-    def __init__(self, kind: str, valid_kinds: Sequence[str], *, advice: str | None = None) -> None:
+    def __init__(self, kind: str, valid_kinds: Sequence[str], *, advice: object = None, setting: object = None) -> None:
+        from iceberg_ops_provider.messages import Message, message
+
         self.kind = kind
         self.valid_kinds = tuple(valid_kinds)
         close = difflib.get_close_matches(str(kind).lower(), self.valid_kinds, n=1, cutoff=0.6)
         guess = f" Did you mean {close[0]!r}?" if close else ""
-        super().__init__(
-            f"Unknown catalog kind {kind!r}. Valid kinds are: {', '.join(self.valid_kinds)}.{guess} "
-            f"{self.PYTHON_ADVICE if advice is None else advice}".rstrip()
-        )
+        where = message(" ({setting})", setting=setting) if setting is not None else ""
+        text = message(f"Unknown catalog kind {kind!r}") + where
+        text = text + f". Valid kinds are: {', '.join(self.valid_kinds)}.{guess} "
+        advice = self.PYTHON_ADVICE if advice is None else advice
+        super().__init__(text + advice if isinstance(advice, str | Message) else text)
 
 
 class MissingExtraError(IcebergOpsError, ImportError):

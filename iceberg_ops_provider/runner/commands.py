@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any
 from iceberg_ops_provider.autogen import autogenerate, load_model, load_models, render_migration
 from iceberg_ops_provider.autogen.operations import Operation
 from iceberg_ops_provider.autogen.scaffolding import create_revision
-from iceberg_ops_provider.catalogs import Access
+from iceberg_ops_provider.catalogs import Access, empty_catalog
 from iceberg_ops_provider.config import ProjectConfig
 from iceberg_ops_provider.core.name_hints import closest, did_you_mean, existing_namespaces, listed
-from iceberg_ops_provider.errors import MigrationError, ModelError, ProjectConfigError
+from iceberg_ops_provider.errors import CatalogNotFoundError, MigrationError, ModelError, ProjectConfigError
 from iceberg_ops_provider.history.intent import Intent
 from iceberg_ops_provider.lint import Finding, lint_paths
 from iceberg_ops_provider.migration.discovery import BrokenFile, migrations_folder
@@ -74,7 +74,7 @@ def namespace_known(runner: MigrationRunner) -> bool:
     try:
         runner.catalog.list_namespaces()
     except Exception as exc:
-        from iceberg_ops_provider.catalogs.translate import missing_warehouse
+        from iceberg_ops_provider.catalogs.failures import missing_warehouse
 
         error = missing_warehouse(exc, runner.catalog_spec, listing_root=True)
         if error is not None:
@@ -225,7 +225,10 @@ def revision(
         if target_table:
             raise ModelError("--target-table only applies with --autogenerate.")
         return RevisionResult(create_revision(folder, message))
-    runner = open_runner(config, access="read")
+    try:
+        runner = open_runner(config, access="read")
+    except CatalogNotFoundError:  # no catalog yet: every model is a table to create
+        runner = open_runner(config, access="read", catalog=empty_catalog())
     pending = runner.status().pending
     if pending:
         raise MigrationError(

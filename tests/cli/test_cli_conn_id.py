@@ -10,16 +10,18 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.cli import cli
 from iceberg_ops_provider.cli.airflow_connections import read_airflow_connection
+from iceberg_ops_provider.cli.catalog_flags import CatalogFlags, with_flags
 from iceberg_ops_provider.config import load_config
-from iceberg_ops_provider.catalogs import CatalogFactory
-from iceberg_ops_provider.errors import ProjectConfigError
+from iceberg_ops_provider.errors import CatalogConfigError, ProjectConfigError
 
 # Airflow reads its configuration once, when first imported: keep it out of the home folder.
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="iceberg_ops_conn_id_airflow_"))
@@ -92,8 +94,8 @@ def test_airflow_conn_id_in_the_project_file(connection, project):
     assert current.exit_code == 0 and current.stdout.strip() == "0001"
     # --catalog on the command line wins over the file's connection: the project's own (empty) catalog
     local = _run(project, "--catalog", "sqlite", "current")
-    assert "0001" not in local.stdout
-    assert (project / "local_data" / "iceberg_catalog.db").is_file()
+    assert local.exit_code == 0 and "0001" not in local.stdout
+    assert not (project / "local_data").exists()  # read, not created
 
 
 @pytest.mark.parametrize(
@@ -140,32 +142,35 @@ def test_a_connection_that_does_not_describe_a_catalog_names_the_connection(proj
     result = _run(project, "--conn-id", "broken", "status")
     assert result.exit_code == 2
     line = _error_line(result)
-    assert "The catalog of Airflow connection 'broken'" in line and "Unknown catalog kind 'postgres'" in line
+    assert "Unknown catalog kind 'postgres' (the `kind` extra of Airflow connection 'broken')" in line
 
 
 def test_the_timeout_comes_from_the_connection_unless_given_on_the_command_line(connection, project, monkeypatch):
     extra = {"kind": "sqlite", "db_path": str(connection / "catalog.db"), "timeout": "12"}
     monkeypatch.setenv("AIRFLOW_CONN_SLOW", json.dumps({"conn_type": "iceberg_ops", "extra": extra}))
     config = load_config(project / "iceberg-ops.yaml", connection_reader=read_airflow_connection)
-    assert config.with_overrides(conn_id="slow").catalog_timeout == 12
-    assert config.with_overrides(conn_id="slow", catalog_timeout=3).catalog_timeout == 3
-    assert config.with_overrides(conn_id="my_iceberg").catalog_timeout == 60
+    assert with_flags(config, CatalogFlags(conn_id="slow")).catalog_timeout == 12
+    assert with_flags(config, CatalogFlags(conn_id="slow", timeout=3)).catalog_timeout == 3
+    assert with_flags(config, CatalogFlags(conn_id="my_iceberg")).catalog_timeout == 60
     extra["timeout"] = "soon"
     monkeypatch.setenv("AIRFLOW_CONN_SLOW", json.dumps({"conn_type": "iceberg_ops", "extra": extra}))
-    with pytest.raises(ProjectConfigError, match="Airflow connection 'slow': Option 'timeout' must be a number"):
-        _ = config.with_overrides(conn_id="slow").catalog_timeout
+    slow = with_flags(config, CatalogFlags(conn_id="slow"))
+    with pytest.raises(CatalogConfigError, match="the `timeout` extra of Airflow connection 'slow' must be a number"):
+        slow.open_catalog()
+    result = _run(project, "--conn-id", "slow", "status")  # the command line says the same
+    assert result.exit_code == 2 and "the `timeout` extra of Airflow connection 'slow'" in _error_line(result)
 
 
 def test_a_configuration_without_a_connection_reader_says_how_to_read_the_connection(connection, project):
-    config = load_config(project / "iceberg-ops.yaml").with_overrides(conn_id="my_iceberg")
+    config = with_flags(load_config(project / "iceberg-ops.yaml"), CatalogFlags(conn_id="my_iceberg"))
     with pytest.raises(ProjectConfigError, match="without a connection reader") as raised:
-        config.build_catalog()
+        config.open_catalog()
     assert "connection_reader=" in str(raised.value) and "iceberg_ops_provider.cli.airflow_connections" in str(
         raised.value
     )
-    with_reader = config.with_overrides(connection_reader=read_airflow_connection)
-    assert with_reader.with_overrides(namespace="other").connection_reader is read_airflow_connection  # kept
-    assert with_reader.build_catalog().list_namespaces() == []  # the connection's (empty) catalog
+    with_reader = replace(config, connection_reader=read_airflow_connection)
+    assert with_flags(with_reader, CatalogFlags()).connection_reader is read_airflow_connection  # kept
+    assert with_reader.open_catalog(access="create").list_namespaces() == []  # the connection's (empty) catalog
     assert with_reader == config  # the reader is not part of the settings compared
 
 
@@ -272,4 +277,6 @@ def test_a_missing_table_bucket_or_a_uri_that_is_no_catalog_is_a_configuration_e
     wrong = _run(project, "--conn-id", "lake", "status")
     assert wrong.exit_code == 2
     line = _error_line(wrong)
-    assert "is not an Iceberg REST catalog" in line and "Check `uri`" in line, line
+    assert (
+        "is not an Iceberg REST catalog" in line and "Check the Host (or the `uri` extra) of Airflow connection" in line
+    )

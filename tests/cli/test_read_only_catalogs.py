@@ -58,7 +58,7 @@ def test_a_missing_db_path_is_refused_naming_it_and_nothing_is_created(command: 
     assert result.returncode == 2, result.stderr
     error = " ".join(result.stderr.split())
     assert f"error: The SQLite catalog database {database} (--db-path) does not exist" in error
-    assert "this command does not create a catalog, so nothing was created" in error
+    assert "the catalog was opened without creating one, so nothing was created" in error
     assert "Check the path; `iceberg-ops upgrade` creates a new catalog there." in error
     assert "create=" not in error and "db_path)" not in error  # the command line's words, not Python's
     document = json.loads(result.stdout)
@@ -78,14 +78,18 @@ def test_a_database_named_in_the_project_file_is_named_as_its_key(tmp_path: Path
     assert not (tmp_path / "data").exists()
 
 
-def test_the_projects_own_database_is_created_by_the_first_command_as_before(tmp_path: Path):
+def test_the_projects_own_database_not_created_yet_reads_as_empty_and_is_not_created(tmp_path: Path):
     (tmp_path / "iceberg-ops.yaml").write_text("catalog:\n  kind: sqlite\nnamespace: sales\n")
     (tmp_path / "migrations").mkdir()
+    (tmp_path / "migrations" / "0001_create_orders.py").write_text(MIGRATION)
 
-    result = run(tmp_path, "status")
-
-    assert result.returncode == 0, result.stderr
-    assert "note:      namespace 'sales' does not exist yet" in result.stdout
+    for command in (["status"], ["plan"], ["history"], ["current"]):
+        result = run(tmp_path, *command)
+        assert result.returncode == 0, (command, result.stderr)
+    assert "note:      namespace 'sales' does not exist yet" in run(tmp_path, "status").stdout
+    assert run(tmp_path, "check").returncode == 1  # 0001 is pending
+    assert not (tmp_path / "local_data").exists()  # a read created nothing; the first upgrade will
+    assert run(tmp_path, "upgrade").returncode == 0
     assert (tmp_path / "local_data" / "iceberg_catalog.db").is_file()
 
 
@@ -140,6 +144,6 @@ def test_a_database_named_by_an_airflow_connection_is_named_as_its_extra(tmp_pat
 
     assert result.returncode == 2
     error = " ".join(result.stderr.split())
-    assert "error: The catalog of Airflow connection 'lake' (--conn-id): The SQLite catalog database" in error
-    assert f"{tmp_path / 'typo.db'} (its `db_path` extra) does not exist, and this command does not create" in error
+    assert f"error: The SQLite catalog database {tmp_path / 'typo.db'} (the `db_path` extra of Airflow connection" in error
+    assert "'lake') does not exist, and the catalog was opened without creating one" in error
     assert not (tmp_path / "typo.db").exists()

@@ -89,8 +89,12 @@ def test_an_unknown_catalog_kind_lists_what_the_command_line_accepts(project):
     (project / "iceberg-ops.yaml").write_text("catalog:\n  kind: sqlit\nnamespace: sales\n")
     file = run(project, "status")
     assert file.returncode == 2
-    assert f"catalog kind 'sqlit' is unknown; valid kinds: {CLI_KINDS} (or `name:`" in _error(file)
+    config = project / "iceberg-ops.yaml"
+    assert f"Unknown catalog kind 'sqlit' (`kind:` under `catalog:` in {config}). Valid kinds are: {CLI_KINDS}" in (
+        _error(file)
+    )
     assert "Did you mean 'sqlite'?" in _error(file) and "memory" not in _error(file)
+    assert f"by name: `name:` under `catalog:` in {config}" in _error(file)
 
 
 def test_a_connection_of_an_unknown_kind_lists_what_the_command_line_accepts(project):
@@ -102,7 +106,7 @@ def test_a_connection_of_an_unknown_kind_lists_what_the_command_line_accepts(pro
     result = run(project, "--conn-id", "broken", "status", env=env)
     assert result.returncode == 2
     line = _error(result)
-    assert "The catalog of Airflow connection 'broken'" in line and "Unknown catalog kind 'sqllite'" in line
+    assert "Unknown catalog kind 'sqllite' (the `kind` extra of Airflow connection 'broken')" in line
     assert f"Valid kinds are: {CLI_KINDS}, pyiceberg" in line and "Did you mean 'sqlite'?" in line
     assert "memory" not in line and "CatalogFactory" not in line
 

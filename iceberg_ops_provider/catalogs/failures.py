@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from iceberg_ops_provider.catalogs.auth import auth_error, storage_error
+from iceberg_ops_provider.catalogs.redact import split_url
 from iceberg_ops_provider.catalogs.requests_of import http_error, one_line, request_path, the_catalog
 from iceberg_ops_provider.errors import (
     CatalogAuthError,
@@ -136,10 +137,12 @@ def _thrift(exc: BaseException, spec: CatalogSpec) -> CatalogUnavailableError | 
     if cause is not None and not isinstance(cause, TTransportException):
         reason = f"{reason}: {_reason(cause) if _reason(cause) != type(cause).__name__ else one_line(cause)}"
     what = "could not be reached" if exc.type == TTransportException.NOT_OPEN else "broke off the connection"
+    parts = split_url(spec.endpoint().split(",")[0])
+    at = f" at {parts.host}" if parts is not None and parts.host else ""
     return CatalogUnavailableError(
         message(
-            f"{the_catalog(spec.endpoint())} {what} (Thrift: {reason}); check that the Hive metastore is running and "
-            "reachable, and {uri}.",
+            f"{the_catalog(spec.endpoint())} {what} (Thrift: {reason}); check that the Hive metastore{at} is running "
+            "and reachable, and {uri}.",
             uri=spec.setting("uri"),
         ),
         endpoint=spec.endpoint(),
