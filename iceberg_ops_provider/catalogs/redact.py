@@ -51,7 +51,8 @@ Over-masking an access key id is cheaper than showing a key.
 """
 
 _SCHEME = re.compile(r"^\s*([A-Za-z][A-Za-z0-9+.-]*)://")
-_HOST = re.compile(r"^(\[[0-9A-Za-z:.%]*\]|[A-Za-z0-9._~%!$&'()*+,;=-]*)(:[0-9]*)?(?=$|[/?#])")
+# A host (a name, or an IPv6 literal in brackets) and a port of any text (a bad port is still a port, not a password).
+_HOST = re.compile(r"^(\[[0-9A-Za-z:.%]*\]|[A-Za-z0-9._~%!$&'()*+,;=-]*)(:[^/?#@\[\]]*)?(?=$|[/?#])")
 
 
 @dataclass(frozen=True)

@@ -292,15 +292,16 @@ def _same_origin(first: str, second: str) -> bool:
 def bound_session(session: requests.Session, seconds: float) -> None:
     """Make every request of ``session`` end within ``seconds`` (see the module's description).
 
-    Binding a session again changes its bound rather than stacking another.
+    Binding a session again changes its bound rather than stacking another, and bounds the adapters
+    mounted since (PyIceberg mounts its SigV4 adapter after it fetched a token through the session).
     """
+    for adapter in session.adapters.values():
+        if isinstance(adapter, requests.adapters.HTTPAdapter) and not getattr(adapter, "_iceberg_ops_bound", False):
+            _bound_adapter(adapter)
     current = session.__dict__.get("request")
     if isinstance(current, _BoundedRequest):
         current.seconds = seconds
         return
-    for adapter in session.adapters.values():
-        if isinstance(adapter, requests.adapters.HTTPAdapter):
-            _bound_adapter(adapter)
     session.request = _BoundedRequest(session.request, seconds)  # type: ignore[method-assign]
     redirect_target = session.get_redirect_target
 
@@ -314,6 +315,7 @@ def bound_session(session: requests.Session, seconds: float) -> None:
 
 
 def _bound_adapter(adapter: requests.adapters.HTTPAdapter) -> None:
+    adapter._iceberg_ops_bound = True  # type: ignore[attr-defined]
     adapter.poolmanager.pool_classes_by_scheme = dict(_POOLS)
     proxy_manager_for = adapter.proxy_manager_for
 
@@ -338,9 +340,14 @@ class BoundedRestCatalog(RestCatalog):
         self._iceberg_ops_timeout = timeout
         super().__init__(name, **properties)
 
+    def _create_legacy_oauth2_auth_manager(self, session: requests.Session) -> Any:
+        # Called with the new session before it fetches a token through it: bound it from then on.
+        bound_session(session, self._iceberg_ops_timeout)
+        return super()._create_legacy_oauth2_auth_manager(session)
+
     def _create_session(self) -> requests.Session:
         session = super()._create_session()
-        bound_session(session, self._iceberg_ops_timeout)
+        bound_session(session, self._iceberg_ops_timeout)  # and the adapters mounted after the token (SigV4)
         return session
 
 

@@ -192,7 +192,7 @@ def connection_meta_namespace(extra: Mapping[str, Any] | None) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
-_PORT = re.compile(r":(\d*)$")
+_PORT = re.compile(r":([^:\]]*)$")
 
 
 def _uri(conn_id: str, host: str, port: int | None) -> tuple[str, str | None]:

@@ -141,11 +141,11 @@ class CatalogSpec:
 
     def endpoint(self) -> str:
         """Where the catalog lives, to show: a URI without password or query, a database file, or a name."""
+        if self.database is not None:
+            return str(self.database)
         uri = self.properties.get("uri") or self.properties.get("glue.endpoint")
         if isinstance(uri, str) and uri.strip():
             return display_url(uri.strip())
-        if self.database is not None:
-            return str(self.database)
         region = self.properties.get("client.region") or self.properties.get("glue.region")
         what = f"{self.catalog_type or self.kind} catalog {self.name or '(default)'!r}"
         return f"({what}{f' in {region}' if region else ''})"

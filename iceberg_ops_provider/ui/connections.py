@@ -72,7 +72,7 @@ class CatalogConnection:
         return {
             "conn_id": self.conn_id,
             "conn_type": self.conn_type,
-            "kind": self.spec.catalog_type or self.spec.kind,
+            "kind": (self.spec.catalog_type or self.spec.kind) if self.spec.kind == "pyiceberg" else self.spec.kind,
             "endpoint": self.spec.endpoint(),
             "timeout": self.timeout,
             "meta_namespace": self.meta_namespace,

@@ -76,7 +76,7 @@ def test_the_catalogs_page_waits_a_few_seconds_in_all_and_shows_a_check_still_ru
     data = admin.get("/iceberg-ops/api/catalogs").json()
     assert time.monotonic() - started < 1.2  # not the stalled connection's 1.5 s
     stalled = {c["conn_id"]: c for c in data["catalogs"]}["iceberg_stalled"]
-    assert (stalled["answers"], stalled["checking"]) == (False, True)
+    assert (stalled["answers"], stalled["checking"]) == (False, True), stalled["error"]
     assert "'iceberg_stalled' has not answered after" in stalled["error"] and "reload to see" in stalled["error"]
     assert "still checking" in html_text(admin.get("/iceberg-ops/"))
     time.sleep(1.6)
