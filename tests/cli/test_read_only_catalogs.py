@@ -144,6 +144,6 @@ def test_a_database_named_by_an_airflow_connection_is_named_as_its_extra(tmp_pat
 
     assert result.returncode == 2
     error = " ".join(result.stderr.split())
-    assert f"error: The SQLite catalog database {tmp_path / 'typo.db'} (the `db_path` extra of Airflow connection" in error
+    assert f"error: The SQLite catalog database {tmp_path / 'typo.db'} (the `db_path` extra of Airflow" in error
     assert "'lake') does not exist, and the catalog was opened without creating one" in error
     assert not (tmp_path / "typo.db").exists()

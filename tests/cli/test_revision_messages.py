@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from iceberg_ops_provider.autogen import load_model
-from iceberg_ops_provider.config import CATALOG_KINDS
 from iceberg_ops_provider.catalogs import CatalogFactory
+from iceberg_ops_provider.config import CATALOG_KINDS
 from iceberg_ops_provider.errors import ModelError, UnknownCatalogKindError
 from tests.cli.ops_support import run
 

@@ -13,8 +13,8 @@ import pytest
 from pyiceberg.table.sorting import NullOrder
 from pyiceberg.transforms import IdentityTransform
 
-from iceberg_ops_provider.core import parquet_output
 from iceberg_ops_provider.catalogs import CatalogFactory
+from iceberg_ops_provider.core import parquet_output
 from iceberg_ops_provider.maintenance import streaming
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from tests.maintenance.test_compaction_support import live_data_files, recomputed, rows, small_files_table
