@@ -314,11 +314,16 @@ def _sql_database(exc: BaseException, spec: CatalogSpec) -> IcebergOpsError | No
 
 
 def _not_a_catalog(exc: BaseException, spec: CatalogSpec) -> CatalogConfigError | None:
-    """A ``uri`` whose ``/v1/config`` answer is not an Iceberg REST catalog's."""
+    """A ``uri`` whose ``/v1/config`` answer is not an Iceberg REST catalog's (an error, or JSON of another shape)."""
+    from pydantic import ValidationError
     from pyiceberg.exceptions import RESTError
 
     text = str(exc)
-    if not isinstance(exc, RESTError) or ("/v1/config" not in text and "unexpected JSON Payload" not in text):
+    # An answer PyIceberg could not read as the REST specification's: whatever answers there is no Iceberg catalog.
+    other_json = isinstance(exc, ValidationError) and (spec.catalog_type or "rest") == "rest"
+    if not other_json and (
+        not isinstance(exc, RESTError) or ("/v1/config" not in text and "unexpected JSON Payload" not in text)
+    ):
         return None
     status = getattr(getattr(http_error(exc), "response", None), "status_code", None)
     return CatalogConfigError(

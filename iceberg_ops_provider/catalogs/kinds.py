@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import difflib
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from iceberg_ops_provider.catalogs.redact import split_secrets
+from iceberg_ops_provider.catalogs.redact import split_secrets, split_url
 from iceberg_ops_provider.catalogs.spec import DEFAULT_CATALOG_TIMEOUT, CatalogSpec, Source, check_timeout
 from iceberg_ops_provider.errors import UnknownCatalogKindError
 from iceberg_ops_provider.messages import message
@@ -137,6 +138,27 @@ class _Parse:
                 )
 
 
+_HOSTPORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]*)(?::(.*))?")
+
+
+def _check_address(parse: _Parse, uri: object) -> None:
+    """Refuse a ``uri`` whose host or port cannot be one (``catalog:99999``, ``catalog:abc``), naming only those."""
+    if not isinstance(uri, str):
+        return
+    for address in uri.split(","):  # a Hive catalog may list several metastores
+        parts = split_url(address.strip())
+        if parts is None or not parts.host:
+            continue
+        found = _HOSTPORT.fullmatch(parts.host)
+        if found is None:
+            parse.problem("uri", "{uri} does not name a host and port: {value}", value=repr(parts.host))
+            return
+        port = found.group(2)
+        if port is not None and (not port.isdigit() or not 0 < int(port) < 65536):
+            parse.problem("uri", "the port of {uri} ({value}) is not a number from 1 to 65535", value=repr(port))
+            return
+
+
 def _guess(key: str, valid: frozenset[str] | tuple[str, ...]) -> str:
     close = difflib.get_close_matches(key, sorted(valid), n=1, cutoff=0.6)
     return f" Did you mean {close[0]!r}?" if close else ""
@@ -169,6 +191,7 @@ def parse_options(
         timeout = checked or timeout
     options.pop("timeout", None)
     spec = _own_kind(parse, options) if text in KINDS else _pyiceberg_kind(parse, kind, options)
+    _check_address(parse, {**spec.get("properties", {}), **spec.get("secrets", {})}.get("uri"))
     spec = CatalogSpec(**{**spec, "timeout": timeout, "source": source})  # type: ignore[arg-type]
     for key, text_, error in parse.problems:
         spec = spec.with_problem(key, text_, error)

@@ -192,7 +192,7 @@ def connection_meta_namespace(extra: Mapping[str, Any] | None) -> str | None:
     return str(value) if value not in (None, "") else None
 
 
-_PORT = re.compile(r":([^:\]]*)$")
+_PORT = re.compile(r":[^:\]]*$")
 
 
 def _uri(conn_id: str, host: str, port: int | None) -> tuple[str, str | None]:
@@ -202,23 +202,15 @@ def _uri(conn_id: str, host: str, port: int | None) -> tuple[str, str | None]:
     parts = split_url(uri)
     if parts is None:
         return uri, None
-    where = f"Airflow connection {conn_id!r}"
     hostport = parts.host
-    written = _PORT.search(hostport) if not hostport.endswith("]") else None
-    if written is not None:
-        number = written.group(1)
-        if not number.isdigit() or not 0 < int(number) < 65536:
-            return uri, f"the port in the Host of {where} ({number!r}) is not a number from 1 to 65535"
-    elif port:
+    if port and _PORT.search(hostport) is None:  # the Port field, where the Host names none
         if not 0 < int(port) < 65536:
-            return uri, f"the Port of {where} ({port}) is not a number from 1 to 65535"
+            return uri, f"the Port of Airflow connection {conn_id!r} ({port}) is not a number from 1 to 65535"
         start = uri.index("://") + 3
         if parts.user is not None:
             start += len(parts.user) + 1 + (len(parts.password) + 1 if parts.password is not None else 0)
         end = start + len(hostport)
         uri = f"{uri[:end]}:{port}{uri[end:]}"
-    if not re.fullmatch(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]+)(:\d+)?", hostport):
-        return uri, f"the Host of {where} does not name a host ({hostport!r})"
     return uri, None
 
 

@@ -121,7 +121,8 @@ def _needs_login(code: int, detail: Any) -> bool:
 def _login_url(request: Request) -> str | None:
     """Airflow's login, returning to this page as Airflow's UI shows it (in its frame); ``None`` without one."""
     urls = _urls(request)
-    inner = request.url.path.removeprefix(urls.root) or "/"
+    # The UI shows this page at /plugin/<route>/<its path>: the login returns there, in Airflow's window.
+    inner = request.url.path.removeprefix(urls.airflow)
     query = f"?{request.url.query}" if request.url.query else ""
     try:
         from airflow.api_fastapi.app import get_auth_manager

@@ -119,4 +119,40 @@ class LocalAirflow(AirflowCluster):
         return answer.json()["access_token"]
 
 
-__all__ = ["AIRFLOW", "USERS", "LocalAirflow", "Service"]
+class ApiServer(LocalAirflow):
+    """Only Airflow's api-server (SQLite metadata, the simple auth manager), serving the Iceberg pages.
+
+    The connections of :class:`LocalAirflow` and ``extra_env`` (more ``AIRFLOW_CONN_*``) are in its
+    environment; it runs no scheduler and no DAG: its pages read catalogs, nothing else.
+    """
+
+    def _define_services(self) -> None:
+        super()._define_services()
+        for name in list(self.services):
+            if name != "api-server":
+                self.services.pop(name)
+
+    def _wait_until_ready(self, deadline: float) -> None:
+        import requests
+
+        healthy: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            self._check_alive()
+            with contextlib.suppress(Exception):
+                healthy = requests.get(f"{self.api_url}/api/v2/monitor/health", timeout=5).json()
+            if (healthy.get("metadatabase") or {}).get("status") == "healthy":
+                self._session = requests.Session()
+                self._session.headers["Authorization"] = f"Bearer {self.token('admin')}"
+                return
+            time.sleep(0.3)
+        raise ClusterError(f"The api-server was not ready in time: health {healthy}.\n" + self.logs())
+
+    @property
+    def pid(self) -> int:
+        """The api-server's process id."""
+        process = self.services["api-server"].process
+        assert process is not None
+        return process.pid
+
+
+__all__ = ["AIRFLOW", "USERS", "ApiServer", "LocalAirflow", "Service"]

@@ -251,17 +251,38 @@ def test_from_the_navigation_to_a_namespace_at_head_and_a_compacted_table(page, 
     assert page.seen.bodies, "no response of the pages was seen"
 
 
-def test_an_anonymous_browser_is_refused(browser, airflow):
+def test_an_anonymous_browser_is_led_to_the_login_and_back_to_the_page_it_asked_for(browser, airflow):
+    from playwright.sync_api import expect
+
+    from tests.airflow.ui.deployment import USERS
+
     context = browser.new_context()
     try:
         tab = context.new_page()
-        for path in ("/iceberg-ops/", "/iceberg-ops/c/iceberg_ops_default/ns/demo", "/iceberg-ops/api/catalogs"):
-            response = tab.goto(airflow.api_url + path)
-            assert response is not None and response.status == 401, path
-            assert not leaked(response.text())
-        assert "Log in to Airflow" in tab.goto(airflow.api_url + "/iceberg-ops/").text()
+        response = tab.goto(airflow.api_url + "/iceberg-ops/api/catalogs")
+        assert response is not None and response.status == 401 and not leaked(response.text())  # JSON: no page
+        tab.goto(airflow.api_url + "/iceberg-ops/c/iceberg_ops_default/ns/demo?page=1")
+        tab.locator("input[name=username]").fill("admin")  # Airflow's own login page
+        tab.locator("input[name=password]").fill(USERS["admin"][1])
+        tab.get_by_role("button", name="Sign in").click()
+        tab.wait_for_url(re.compile(r".*/plugin/iceberg/iceberg-ops/c/iceberg_ops_default/ns/demo\?page=1$"))
+        expect(_frame(tab).get_by_role("heading", name="Namespace demo")).to_be_visible()
     finally:
         context.close()
+
+
+def test_the_pages_style_and_script_load_under_their_content_security_policy(page, airflow):
+    from playwright.sync_api import expect
+
+    refused: list[str] = []
+    page.on("console", lambda message: refused.append(message.text) if "Content Security" in message.text else None)
+    _log_in(page, airflow)
+    page.goto(f"{airflow.api_url}/plugin/iceberg/iceberg-ops/c/iceberg_ops_default/")
+    frame = _frame(page)
+    expect(frame.get_by_role("heading", name="Catalog iceberg_ops_default")).to_be_visible()
+    panel = frame.locator("section.panel").first
+    assert panel.evaluate("element => getComputedStyle(element).borderTopStyle") == "solid"  # pages.css applied
+    assert refused == []
 
 
 def test_a_user_whose_role_may_not_read_connections_is_refused(browser, airflow):
