@@ -48,9 +48,8 @@ def openings(source: str) -> list[tuple[int, str]]:
         if isinstance(node, ast.Call):
             called = _name(node.func)
             last = called.rsplit(".", 1)[-1]
-            if last == "load_catalog" or last in CATALOG_CLASSES:
-                found.append((node.lineno, f"{called}(...)"))
-            elif called in ("CatalogFactory.build", "CatalogFactory.load"):
+            factory = called in ("CatalogFactory.build", "CatalogFactory.load")
+            if last == "load_catalog" or last in CATALOG_CLASSES or factory:
                 found.append((node.lineno, f"{called}(...)"))
         elif isinstance(node, ast.Assign):
             for target in node.targets:
