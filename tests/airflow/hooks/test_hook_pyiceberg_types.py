@@ -14,12 +14,13 @@ import pytest
 from airflow.sdk import Connection
 
 from iceberg_ops_provider.cli.airflow_connections import read_airflow_connection
+from iceberg_ops_provider.cli.catalog_flags import CatalogFlags, with_flags
 from iceberg_ops_provider.config import load_config
-from iceberg_ops_provider.errors import ProjectConfigError, UnknownCatalogKindError
-from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook, catalog_options
+from iceberg_ops_provider.errors import CatalogConfigError, UnknownCatalogKindError
+from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook, connection_spec
 from tests.support.servers import ACCESS_KEY, REGION, SECRET_KEY
 
-NOTE = "is not one of CatalogFactory's kinds"
+NOTE = "is not one of this project's kinds"
 
 
 def _define(monkeypatch: pytest.MonkeyPatch, conn_id: str, conn_type: str, **fields: object) -> None:
@@ -48,7 +49,7 @@ def test_an_in_memory_kind_reaches_load_catalog_with_a_note_in_the_log(monkeypat
     catalog.create_namespace("a")
     assert catalog.list_namespaces() == [("a",)]
     (note,) = _notes(caplog)
-    assert "Catalog kind 'in-memory'" in note and "PyIceberg's load_catalog as type 'in-memory'" in note
+    assert "Catalog kind 'in-memory'" in note and "opening it as PyIceberg's catalog type 'in-memory'" in note
 
 
 @pytest.mark.backends
@@ -65,8 +66,8 @@ def test_a_dynamodb_kind_opens_pyicebergs_dynamodb_catalog_on_moto(moto_server, 
         "timeout": "20",
     }
     _define(monkeypatch, "dynamo", "iceberg_ops", extra=extra)
-    kind, options = IcebergCatalogHook(iceberg_conn_id="dynamo").catalog_spec()
-    assert kind == "dynamodb" and options["timeout"] == 20.0
+    spec = IcebergCatalogHook(iceberg_conn_id="dynamo").catalog_spec()
+    assert spec.kind == "dynamodb" and spec.timeout == 20.0 and spec.catalog_type == "dynamodb"
     catalog = IcebergCatalogHook(iceberg_conn_id="dynamo").get_conn()
     assert type(catalog).__name__ == "DynamoDbCatalog" and catalog.dynamodb_table_name == unique_name
     catalog.create_namespace("sales")
@@ -79,7 +80,7 @@ def test_a_kind_pyiceberg_does_not_know_either_is_refused_listing_all(monkeypatc
     _define(monkeypatch, "nessie", "iceberg_ops", host="http://127.0.0.1:1", extra={"kind": "nessie"})
     ok, message = IcebergCatalogHook(iceberg_conn_id="nessie").test_connection()
     assert not ok and "Unknown catalog kind 'nessie'" in message
-    assert "s3tables" in message and "dynamodb" in message and "in-memory" in message
+    assert "s3tables" in message and "dynamodb" in message and "pyiceberg" in message
     with pytest.raises(UnknownCatalogKindError):
         IcebergCatalogHook(iceberg_conn_id="nessie").get_conn()
 
@@ -94,22 +95,23 @@ def test_conn_id_opens_an_iceberg_connection_as_the_official_provider_does(tmp_p
     SqlCatalog("seed", **where).create_namespace("sales")  # the namespace lives under the catalog name "seed"
     _define(monkeypatch, "seed", "iceberg", extra={"type": "sql", **where, "timeout": "15"})
     monkeypatch.chdir(tmp_path)
-    config = load_config(required=False, connection_reader=read_airflow_connection).with_overrides(conn_id="seed")
-    catalog = config.build_catalog()
+    config = load_config(required=False, connection_reader=read_airflow_connection)
+    config = with_flags(config, CatalogFlags(conn_id="seed"))
+    catalog = config.open_catalog(access="read")
     assert type(catalog).__name__ == "SqlCatalog" and catalog.name == "seed"
     assert catalog.list_namespaces() == [("sales",)]
-    assert config.catalog_timeout == 15.0 and config.catalog_uri == where["uri"]
+    assert config.catalog_timeout == 15.0 and config.catalog_spec.properties["uri"] == where["uri"]
 
 
 def test_conn_id_refuses_an_in_memory_catalog(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     for conn_type, extra in (("iceberg", {"type": "in-memory"}), ("iceberg_ops", {"kind": "in-memory"})):
         _define(monkeypatch, "scratch", conn_type, extra=extra)
-        config = load_config(required=False, connection_reader=read_airflow_connection).with_overrides(
-            conn_id="scratch"
-        )
-        with pytest.raises(ProjectConfigError, match="describes an in-memory catalog"):
-            config.build_catalog()
+        config = load_config(required=False, connection_reader=read_airflow_connection)
+        config = with_flags(config, CatalogFlags(conn_id="scratch"))
+        for access in ("read", "write", "create"):
+            with pytest.raises(CatalogConfigError, match=r"in-memory'? catalog cannot be used.* state is gone when"):
+                config.open_catalog(access=access)
 
 
 # --- masking ----------------------------------------------------------------------------------------
@@ -132,9 +134,9 @@ def test_every_secret_of_an_iceberg_connection_is_masked():
         password="client-secret-0007",
         extra=json.dumps(extra),
     )
-    kind, options = catalog_options(connection)
-    assert kind == "pyiceberg" and options["credential"] == "client-id-0006:client-secret-0007"
-    line = _redacted(" ".join(["0001", *(str(v) for v in options.values())]))
+    spec = connection_spec(connection)
+    assert spec.kind == "pyiceberg" and spec.secrets["credential"] == "client-id-0006:client-secret-0007"
+    line = _redacted(" ".join(["0001", *(str(v) for v in spec.pyiceberg_properties().values())]))
     for secret in (
         "token-value",
         "s3-secret-value",
@@ -154,7 +156,8 @@ def test_the_password_in_a_sql_catalogs_url_is_masked_as_written_and_decoded(whe
     connection = Connection(
         conn_id="pg", conn_type="iceberg", host=fields.get("host"), extra=json.dumps(fields["extra"])
     )
-    _, options = catalog_options(connection)
-    assert options["uri"] == uri
-    line = _redacted(f"{options['uri']} and p@ss-word-0008")
+    spec = connection_spec(connection)
+    assert spec.pyiceberg_properties()["uri"] == uri
+    assert spec.properties["uri"] == "postgresql+psycopg://root:***@127.0.0.1:5432/lake"
+    line = _redacted(f"{spec.pyiceberg_properties()['uri']} and p@ss-word-0008")
     assert "ss-word-0008" not in line, line
