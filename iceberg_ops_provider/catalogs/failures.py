@@ -108,12 +108,13 @@ def _unavailable(exc: BaseException, spec: CatalogSpec) -> CatalogUnavailableErr
         method, path = request_path(exc)
         request = f"{method} {path}".strip()
         if isinstance(exc, Timeout):
+            seconds = getattr(exc, "seconds", None) or spec.timeout  # a deadline of its own (a page's part) may be less
             text = message(
-                f"{the_catalog(endpoint)} did not answer within {_seconds(spec.timeout)}"
+                f"{the_catalog(endpoint)} did not answer within {_seconds(seconds)}"
                 f"{f' ({request})' if request else ''}; check that it is running and reachable, or raise {{timeout}}.",
                 timeout=spec.setting("timeout"),
             )
-            return CatalogUnavailableError(text, endpoint=endpoint, timeout=spec.timeout, request=request)
+            return CatalogUnavailableError(text, endpoint=endpoint, timeout=seconds, request=request)
         detail = f"{request}: {_reason(exc)}" if request else _reason(exc)
         return CatalogUnavailableError(
             f"{the_catalog(endpoint)} could not be reached ({detail}); check that it is running and reachable.",

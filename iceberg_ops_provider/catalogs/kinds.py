@@ -86,10 +86,18 @@ class _Parse:
         if not isinstance(value, str | os.PathLike) or not os.fspath(value).strip():
             self.problem(key, "{" + key + "} must be a path, got {value}", value=repr(value))
             return None
-        path = Path(os.fspath(value).strip()).expanduser()
-        if not path.is_absolute() and self.root is not None:
-            path = self.root / path
-        return path.resolve()
+        try:
+            path = Path(os.fspath(value).strip()).expanduser()
+            if not path.is_absolute() and self.root is not None:
+                path = self.root / path
+            path = path.resolve()
+            path.exists()  # a path the system cannot take (a NUL byte, too long) fails here, not later
+        except (RuntimeError, ValueError, OSError) as exc:  # ~user that does not exist, a NUL byte, ...
+            self.problem(
+                key, "{" + key + "} is not a usable path ({reason}): {value}", reason=str(exc), value=repr(value)
+            )
+            return None
+        return path
 
     def value(self, key: str, value: Any) -> str | None:
         """An Iceberg property value (always text): booleans as ``true``/``false``, numbers and paths as text."""
@@ -181,7 +189,9 @@ def parse_options(
     parse = _Parse(text, source, root)
     timeout = DEFAULT_CATALOG_TIMEOUT
     if options.get("timeout") is not None:
-        checked = check_timeout(options["timeout"])
+        given = options["timeout"]
+        # Text is a number of seconds only where a form stores numbers as text: an Airflow connection.
+        checked = check_timeout(given) if source.kind == "connection" or not isinstance(given, str) else None
         if checked is None:
             parse.problem(
                 "timeout",
@@ -237,16 +247,17 @@ def _own_kind(parse: _Parse, options: dict[str, Any]) -> dict[str, Any]:
 def _sql_kind(parse: _Parse, name: str, options: dict[str, Any]) -> dict[str, Any]:
     kind = parse.kind
     named = {key: options.pop(key) for key in list(options) if key in _SQL_NAMED[kind]}
+    if kind == "memory" and "db_path" in options:
+        options.pop("db_path")
+        parse.problem(
+            "db_path",
+            "{db_path} does not apply to the 'memory' catalog, which keeps no database file; use kind "
+            "'sqlite' to keep the catalog in a file",
+        )
     parse.names(options)
     properties: dict[str, Any] = {"type": "sql"}
     properties.update({key: parse.value(key, value) for key, value in options.items()})
     database = warehouse_dir = None
-    if kind == "memory" and "db_path" in named:
-        parse.problem(
-            "db_path",
-            "the 'memory' catalog keeps no database file, so it takes no {db_path}; use kind "
-            "'sqlite' to keep the catalog in a file",
-        )
     if kind == "sqlite":
         database = parse.path("db_path", named.get("db_path", _default(parse.root, DEFAULT_DB_PATH)))
         if database is not None and database.is_dir():
@@ -311,7 +322,7 @@ def _sql_uri(parse: _Parse, uri: object) -> tuple[str | None, Path | None]:
     try:
         url = make_url(uri.strip())
         url.get_dialect()
-    except ArgumentError:  # not a URL, or a dialect SQLAlchemy does not know ("Can't load plugin")
+    except (ArgumentError, ValueError):  # not a URL, a port that is no number, a dialect SQLAlchemy does not know
         parse.problem(
             "uri",
             "{uri} is not a SQLAlchemy URL of a database SQLAlchemy knows; give one such as {example}",

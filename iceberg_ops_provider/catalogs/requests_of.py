@@ -42,8 +42,8 @@ def http_error(exc: BaseException) -> Any:
 def request_path(exc: Any) -> tuple[str, str]:
     """The method and path (no host, query or password) of the request ``exc`` was raised for, when known."""
     request = getattr(exc, "request", None)
-    url = str(getattr(request, "url", "") or "")
+    url = str(getattr(request, "url", "") or getattr(exc, "url", "") or "")  # the bounded transport's own refusals
     path = ""
     with suppress(ValueError):
         path = urlsplit(url).path
-    return str(getattr(request, "method", "") or ""), path
+    return str(getattr(request, "method", "") or getattr(exc, "method", "") or ""), path

@@ -51,11 +51,24 @@ MAX_ANSWER_BYTES = 512 * 1024 * 1024
 """The most one answer of a catalog may hold (headers and body), unless :func:`deadline` says less."""
 
 
-class DeadlineExceeded(requests.exceptions.ReadTimeout):
-    """A catalog request ran out of its deadline (connecting, sending or reading, in all)."""
+class _Refused(requests.exceptions.RequestException):
+    """A request the bounded transport gave up on; ``method`` and ``url`` say which."""
+
+    def __init__(self, text: str, *, method: str, url: str, **kwargs: Any) -> None:
+        self.method = method
+        self.url = url
+        super().__init__(text, **kwargs)
 
 
-class AnswerTooLarge(requests.exceptions.RequestException):
+class DeadlineExceeded(_Refused, requests.exceptions.ReadTimeout):
+    """A catalog request ran out of its deadline (connecting, sending or reading, in all) of ``seconds``."""
+
+    def __init__(self, seconds: float, **kwargs: Any) -> None:
+        self.seconds = seconds
+        super().__init__(f"no whole answer within {seconds:g} s", **kwargs)
+
+
+class AnswerTooLarge(_Refused):
     """A catalog's answer was larger than the bound; the connection was closed."""
 
     def __init__(self, limit: int, **kwargs: Any) -> None:
@@ -63,7 +76,7 @@ class AnswerTooLarge(requests.exceptions.RequestException):
         super().__init__(f"the answer was larger than {limit} bytes", **kwargs)
 
 
-class RedirectRefused(requests.exceptions.RequestException):
+class RedirectRefused(_Refused):
     """A catalog answered with a redirect to another origin, which is not followed."""
 
     def __init__(self, status: int, target: str, **kwargs: Any) -> None:
@@ -211,14 +224,27 @@ class _Reader(io.RawIOBase):
         super().close()
 
 
+def _connect_within_deadline(connection: HTTPConnection) -> None:
+    """No new connection once the deadline passed (a retry of a request that ran out), and none waiting past it."""
+    limit = _LIMIT.get()
+    if limit is None:
+        return
+    remaining = limit.remaining()
+    if remaining <= 0:
+        raise _DeadlinePassed("the catalog request's deadline passed")
+    connection.timeout = remaining if connection.timeout is None else min(connection.timeout, remaining)
+
+
 class _BoundedHTTPConnection(HTTPConnection):
     def connect(self) -> None:
+        _connect_within_deadline(self)
         super().connect()
         self.sock = _BoundedSocket(self.sock)
 
 
 class _BoundedHTTPSConnection(HTTPSConnection):
     def connect(self) -> None:
+        _connect_within_deadline(self)
         super().connect()
         self.sock = _BoundedSocket(self.sock)
 
@@ -245,6 +271,7 @@ class _BoundedRequest:
         with deadline(self.seconds):
             limit = _LIMIT.get()
             assert limit is not None
+            bound = round(limit.remaining(), 3)  # this request's own, or less when an enclosing deadline is nearer
             wait = max(0.001, min(self.seconds, limit.remaining()))
             # timeout is Session.request's seventh parameter after (method, url); PyIceberg passes keywords.
             if len(args) < 7 and kwargs.get("timeout") is None:
@@ -253,17 +280,17 @@ class _BoundedRequest:
                 response = self.request(method, url, *args, **kwargs)
             except requests.RequestException as exc:
                 if limit.remaining() <= 0 or _caused_by(exc, _DeadlinePassed):
-                    raise DeadlineExceeded(
-                        f"no whole answer within {self.seconds:g} s", request=exc.request, response=exc.response
-                    ) from exc
+                    raise DeadlineExceeded(bound, method=method, url=url, request=exc.request) from exc
                 raise
             except _TooLarge as exc:
-                raise AnswerTooLarge(limit.max_bytes) from exc
+                raise AnswerTooLarge(limit.max_bytes, method=method, url=url) from exc
         if response.is_redirect:  # a redirect to another origin, left unfollowed by the session
             target = requests.compat.urljoin(response.url, response.headers.get("location", ""))
             if not _same_origin(response.url, target):
                 response.close()
-                raise RedirectRefused(response.status_code, _origin(target), request=response.request)
+                raise RedirectRefused(
+                    response.status_code, _origin(target), method=method, url=url, request=response.request
+                )
         return response
 
 

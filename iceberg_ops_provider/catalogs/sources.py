@@ -223,7 +223,7 @@ def _sql_url(uri: object, login: str | None, password: str | None) -> object:
 
     try:
         url = make_url(uri.strip())
-    except ArgumentError:  # refused with the parse, naming what a SQLAlchemy URL looks like
+    except (ArgumentError, ValueError):  # refused with the parse, naming what a SQLAlchemy URL looks like
         return uri
     if url.username is None and login:
         url = url.set(username=login)

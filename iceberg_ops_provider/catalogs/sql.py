@@ -5,9 +5,9 @@
   one runs read-only transactions; neither creates the catalog's tables or migrates their schema.
   Only ``create`` makes the database file, its folder, the warehouse folder and the catalog tables.
   A database without the catalog's tables is no catalog, and is said to be one only when creating.
-* On PostgreSQL every connection gets the catalog's timeout as its connect timeout, and the
-  catalog commits at READ COMMITTED, which PyIceberg's optimistic commits need to report a lost
-  race as one.
+* On PostgreSQL every connection (the first, made while the catalog is built, included) gets the
+  catalog's timeout as its connect timeout, and read-only transactions when reading; the catalog
+  commits at READ COMMITTED, which PyIceberg's optimistic commits need to report a lost race as one.
 * The ``memory`` kind is :class:`~._memory.SharedMemorySqlCatalog`, one in-memory database every thread shares.
 
 SQLAlchemy is imported only inside these functions, so this module imports without the SQL extras.
@@ -80,7 +80,6 @@ def open_sql(spec: CatalogSpec, access: Access) -> SqlCatalog:
         MissingExtraError: The database driver is not installed.
     """
     properties = spec.pyiceberg_properties()
-    properties.pop("type", None)
     name = spec.name or "sql"
     creating = access == "create"
     properties["init_catalog_tables"] = "true" if creating else "false"
@@ -120,9 +119,16 @@ def open_sql(spec: CatalogSpec, access: Access) -> SqlCatalog:
         raise CatalogConfigError(
             message("The 'sql' catalog needs a place for its data files: {warehouse}.", warehouse=SQL_WAREHOUSE_HINT)
         )
+    postgres = url.get_backend_name() == "postgresql"
+    if postgres:  # on the URL, so that the catalog's first connection (made while it is built) has them too
+        properties["uri"] = _postgres_url(url, spec.timeout, read_only=access == "read")
     catalog = _construct(name, properties)
-    if url.get_backend_name() == "postgresql":
-        _settle_postgres(catalog, spec.timeout, read_only=access == "read")
+    if postgres:
+        catalog.properties["uri"] = spec.pyiceberg_properties()["uri"]  # the catalog's address as it was given
+        # Under READ COMMITTED a commit that waited for a concurrent one matches no row of PyIceberg's
+        # `UPDATE ... WHERE metadata_location = <the one read>`, which it reports as CommitFailedException,
+        # retried by every writer; under REPEATABLE READ or SERIALIZABLE it would be a raw serialization error.
+        catalog.engine = catalog.engine.execution_options(isolation_level="READ COMMITTED")
     if not creating:
         _require_catalog_tables(catalog, spec)
     if "warehouse" not in properties:
@@ -171,26 +177,16 @@ def _require_catalog_tables(catalog: SqlCatalog, spec: CatalogSpec) -> None:
     )
 
 
-def _settle_postgres(catalog: SqlCatalog, seconds: float, *, read_only: bool) -> None:
-    """Every later connection within ``seconds`` (whole, at least 2), read-only when reading; READ COMMITTED.
+def _postgres_url(url: Any, seconds: float, *, read_only: bool) -> str:
+    """The URL a PostgreSQL catalog connects with: within ``seconds`` (whole, at least 2), read-only when reading.
 
-    PyIceberg's SQL catalog commits with ``UPDATE ... WHERE metadata_location = <the one read>``:
-    under READ COMMITTED a commit that waited for a concurrent one matches no row and PyIceberg
-    reports ``CommitFailedException``, which every writer retries; under a default of REPEATABLE
-    READ or SERIALIZABLE it fails with a raw serialization error instead. The URL's own
-    ``connect_timeout`` wins.
+    The URL's own ``connect_timeout`` wins; its ``options`` are kept, read-only added to them.
     """
-    from sqlalchemy import event
-
-    connect_timeout = max(2, math.ceil(seconds))
-
-    def bounded(dialect: Any, connection_record: Any, cargs: Any, cparams: dict[str, Any]) -> None:
-        cparams.setdefault("connect_timeout", connect_timeout)
-        if read_only:
-            cparams["options"] = f"{cparams.get('options', '')} -c default_transaction_read_only=on".strip()
-
-    event.listen(catalog.engine, "do_connect", bounded)
-    catalog.engine = catalog.engine.execution_options(isolation_level="READ COMMITTED")
+    query = dict(url.query)
+    query.setdefault("connect_timeout", str(max(2, math.ceil(seconds))))
+    if read_only:
+        query["options"] = f"{query.get('options', '')} -c default_transaction_read_only=on".strip()
+    return str(url.set(query=query).render_as_string(hide_password=False))
 
 
 def _refuse_tables_without_warehouse(catalog: SqlCatalog, name: str) -> None:

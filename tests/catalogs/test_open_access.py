@@ -274,12 +274,6 @@ def test_a_postgres_database_without_catalog_tables_is_refused_and_gets_none(new
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(
-    strict=True,
-    reason="catalogs.sql._settle_postgres adds default_transaction_read_only=on in a do_connect listener attached "
-    "after SqlCatalog's constructor opened (and pooled) its first connection, so the reader's first connection "
-    "is writable: SHOW default_transaction_read_only gives 'off' and create_namespace commits",
-)
 def test_a_postgres_catalog_opened_to_read_runs_read_only_transactions(new_postgres_database, tmp_path):
     writer = CatalogFactory.build("sql", uri=new_postgres_database, warehouse_dir=tmp_path / "warehouse")
     writer.create_namespace("sales")

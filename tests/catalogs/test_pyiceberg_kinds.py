@@ -95,11 +95,6 @@ def test_load_opens_any_pyiceberg_type_with_the_properties_as_given(tmp_path):
     assert "timeout" not in again.properties
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="catalogs.sql.open_sql pops 'type' from the properties it builds SqlCatalog with, so a SQL catalog's "
-    "properties lose the type load_catalog (and the official Iceberg hook) keeps there",
-)
 def test_a_sql_catalog_keeps_the_type_it_was_given(tmp_path):
     uri, warehouse = f"sqlite:///{tmp_path / 'c.db'}", (tmp_path / "w").as_uri()
     catalog = open_catalog(from_name("lake", {"type": "sql", "uri": uri, "warehouse": warehouse}), access="create")

@@ -177,12 +177,6 @@ def test_postgres_failures_name_the_database_and_never_the_password(postgres_url
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(
-    strict=True,
-    reason="opening a sql catalog on PostgreSQL ignores the timeout: SqlCatalog's constructor opens its first "
-    "connection before catalogs.sql._settle_postgres attaches connect_timeout, so a server that accepts and never "
-    "answers holds the opener for minutes (measured: 260 s with timeout=1) instead of about 2 s",
-)
 def test_a_database_that_accepts_and_never_answers_times_out(tmp_path):
     server = socket.socket()
     server.bind(("127.0.0.1", 0))

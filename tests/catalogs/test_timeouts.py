@@ -125,11 +125,6 @@ def test_bad_timeouts_are_refused_naming_the_option(tmp_path, kind, value):
     assert list(tmp_path.iterdir()) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="check_timeout accepts text for every source (it is meant for the text a connection stores), so the "
-    "Python API now takes timeout='30' where it refused a string before (booleans and strings were refused by name)",
-)
 def test_a_timeout_given_as_text_in_python_is_refused(tmp_path):
     with pytest.raises(CatalogConfigError, match="the `timeout` option must be a number of seconds"):
         CatalogFactory.build("sqlite", timeout="30", db_path=tmp_path / "c.db")

@@ -34,8 +34,6 @@ from tests.support.servers import ACCESS_KEY, SECRET_KEY
 
 # What this project adds to a catalog's properties: bounded SigV4 retries (REST), creating nothing unless asked (SQL).
 OURS_ONLY = frozenset({"rest.sigv4.max-retries", "init_catalog_tables"})
-# A SQL catalog's properties lack the type it was given: test_sql_catalog_keeps_its_type (xfail) checks it alone.
-SQL_TYPE = frozenset({"type"})
 KEPT_BACK = frozenset({"timeout", "meta_namespace"})  # extras this project reads and does not pass on
 
 
@@ -82,7 +80,7 @@ def _assert_same_catalog(theirs: Outcome, ours: Outcome) -> None:
     else:
         assert type(ours.catalog) is type(theirs.catalog)
     assert ours.catalog.name == theirs.catalog.name
-    skipped = KEPT_BACK | (SQL_TYPE if type(theirs.catalog) is SqlCatalog else frozenset())
+    skipped = KEPT_BACK
     their_properties = {k: v for k, v in theirs.catalog.properties.items() if k not in skipped}
     our_properties = {k: v for k, v in ours.catalog.properties.items() if k not in OURS_ONLY - set(their_properties)}
     assert our_properties == their_properties
@@ -197,7 +195,6 @@ def test_rest_on_the_wrong_port_is_refused_by_both(seaweedfs, rest_bucket, monke
 @pytest.fixture
 def sqlite_catalog(tmp_path) -> dict[str, str]:
     """A SQLite catalog file holding namespace ``sales``; returns its uri and warehouse."""
-    from pyiceberg.catalog.sql import SqlCatalog
 
     where = {"uri": f"sqlite:///{tmp_path / 'catalog.db'}", "warehouse": (tmp_path / "warehouse").as_uri()}
     catalog = SqlCatalog("sqlite_parity", **where)
@@ -228,11 +225,6 @@ def test_sql_with_login_and_password_gets_no_credential(sqlite_catalog, monkeypa
     assert "credential" not in ours.catalog.properties
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="catalogs.sql.open_sql pops 'type' from the properties SqlCatalog is built with: the official hook's SQL "
-    "catalog has properties['type'] == 'sql', this project's has none",
-)
 def test_sql_catalog_keeps_its_type(sqlite_catalog, monkeypatch):
     theirs, ours = _both(monkeypatch, "sqlite_parity", extra={"type": "sql", **sqlite_catalog})
     assert theirs.catalog.properties["type"] == "sql"
