@@ -142,7 +142,7 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         hook = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)
         # Each step is logged on the iceberg_ops_provider.runner.migration_runner logger, which reaches the task log.
         runner = MigrationRunner(
-            hook.catalog_for("read" if self.action in ("plan", "check") else "create"),
+            self._catalog(hook),
             self.namespace,
             self.migrations_dir,
             self.meta_namespace or hook.meta_namespace(),
@@ -247,6 +247,23 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         if self._runner is not None:
             self.log.warning("Task killed: releasing the migration lock of %r", self.namespace)
             self._runner.stop()
+
+    def _catalog(self, hook: IcebergCatalogHook) -> Any:
+        """The catalog, created for the actions that change it; to ``plan`` and ``check``, only read.
+
+        A catalog that does not exist yet is read as an empty one (every migration pending), as the
+        command line reads a project's database before its first upgrade: nothing is created to say so.
+        """
+        from iceberg_ops_provider.catalogs import empty_catalog
+        from iceberg_ops_provider.errors import CatalogNotFoundError
+
+        if self.action not in ("plan", "check"):
+            return hook.catalog_for("create")
+        try:
+            return hook.catalog_for("read")
+        except CatalogNotFoundError as exc:
+            self.log.warning("%s Reading it as an empty catalog: every migration is pending.", exc)
+            return empty_catalog()
 
     def _check(self, runner: Any) -> list[dict[str, Any]]:
         from pathlib import Path
