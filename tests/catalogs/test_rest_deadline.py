@@ -18,7 +18,6 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
@@ -37,15 +36,13 @@ from iceberg_ops_provider.catalogs import (
 )
 from iceberg_ops_provider.catalogs.rest import AnswerTooLarge, BoundedRestCatalog, RedirectRefused
 from iceberg_ops_provider.errors import CatalogConfigError, CatalogUnavailableError
+from tests.support.hostile import CONFIG, SERVER_THREAD, RawServer, config_then, drip, endless, never, raw_server
 from tests.support.servers import serve_http
 
 # What this module's tests check stays as it is: nothing global of requests or urllib3 is patched.
 ORIGINAL_REQUEST = requests.Session.request
 ORIGINAL_SEND = requests.adapters.HTTPAdapter.send
 ORIGINAL_CONNECTION_CLS = urllib3.connectionpool.HTTPConnectionPool.ConnectionCls
-
-CONFIG = json.dumps({"defaults": {}, "overrides": {}}).encode()
-SERVER_THREAD = "test-server"
 
 
 def _nothing_patched() -> None:
@@ -98,108 +95,6 @@ def _settled(check: Callable[[], bool], within: float = 3.0) -> bool:
     return check()
 
 
-@dataclass
-class RawServer:
-    """A TCP server on loopback: how many connections it accepted, and how many of them the client closed."""
-
-    uri: str
-    port: int
-    accepted: int = 0
-    closed_by_client: int = 0
-    lock: threading.Lock = field(default_factory=threading.Lock)
-
-
-def _raw_server(answer: Callable[[socket.socket, threading.Event, bytes], None]) -> Iterator[RawServer]:
-    listener = socket.socket()
-    listener.bind(("127.0.0.1", 0))
-    listener.listen(16)
-    listener.settimeout(0.1)
-    port = listener.getsockname()[1]
-    server = RawServer(f"http://127.0.0.1:{port}", port)
-    stop = threading.Event()
-    handlers: list[threading.Thread] = []
-
-    def handle(connection: socket.socket) -> None:
-        try:
-            request = b""
-            while b"\r\n\r\n" not in request:
-                chunk = connection.recv(65536)
-                if not chunk:  # hung up before asking anything
-                    with server.lock:
-                        server.closed_by_client += 1
-                    return
-                request += chunk
-            answer(connection, stop, request)
-            # Then wait for the client to hang up (EOF or reset), or for the test to end.
-            connection.settimeout(0.1)
-            while not stop.is_set():
-                try:
-                    if connection.recv(65536) == b"":
-                        break
-                except TimeoutError:
-                    continue
-            else:
-                return
-            with server.lock:
-                server.closed_by_client += 1
-        except OSError:  # reset by the client while sending: it hung up
-            with server.lock:
-                server.closed_by_client += 1
-        finally:
-            connection.close()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            with server.lock:
-                server.accepted += 1
-            handler = threading.Thread(target=handle, args=(connection,), name=f"{SERVER_THREAD}-handler", daemon=True)
-            handlers.append(handler)
-            handler.start()
-
-    acceptor = threading.Thread(target=accept, name=f"{SERVER_THREAD}-accept", daemon=True)
-    acceptor.start()
-    try:
-        yield server
-    finally:
-        stop.set()
-        acceptor.join(5)
-        listener.close()
-        for handler in handlers:
-            handler.join(5)
-
-
-def _drip(data: bytes, interval: float) -> Callable[[socket.socket, threading.Event, bytes], None]:
-    def answer(connection: socket.socket, stop: threading.Event, request: bytes) -> None:
-        if request.startswith(b"POST /v1/oauth/tokens "):  # a token at once, then the catalog drips
-            token = json.dumps({"access_token": "t0k3n", "token_type": "bearer", "expires_in": 3600}).encode()
-            head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
-            connection.sendall(head + b"Content-Length: %d\r\n\r\n%s" % (len(token), token))
-            return
-        for index in range(len(data)):
-            if stop.wait(interval):
-                return
-            connection.sendall(data[index : index + 1])
-
-    return answer
-
-
-def _endless(connection: socket.socket, stop: threading.Event, request: bytes) -> None:
-    connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000000\r\n\r\n")
-    connection.sendall(b'{"defaults": {"x": "')
-    while not stop.wait(0.01):
-        connection.sendall(b"y" * 512)
-
-
-def _never(connection: socket.socket, stop: threading.Event, request: bytes) -> None:
-    """No answer at all: the request was read, and the client is left waiting."""
-
-
 @pytest.fixture
 def dripping_server() -> Iterator[RawServer]:
     """Answers a whole, valid ``/v1/config``, one byte every 0.2 s, headers included."""
@@ -207,64 +102,22 @@ def dripping_server() -> Iterator[RawServer]:
         len(CONFIG),
         CONFIG,
     )
-    yield from _raw_server(_drip(answer, 0.2))
+    with raw_server(drip(answer, 0.2)) as server:
+        yield server
 
 
 @pytest.fixture
 def endless_server() -> Iterator[RawServer]:
     """Sends a valid header, then a body that never ends (512 bytes every 10 ms)."""
-    yield from _raw_server(_endless)
+    with raw_server(endless) as server:
+        yield server
 
 
 @pytest.fixture
 def hung_server() -> Iterator[RawServer]:
     """Reads the request and never answers."""
-    yield from _raw_server(_never)
-
-
-@pytest.fixture
-def stalled_uri() -> Iterator[str]:
-    """A TCP server on loopback that accepts every connection (in the kernel's backlog) and never reads."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    try:
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    finally:
-        server.close()
-
-
-def _config_then(later: Callable[[BaseHTTPRequestHandler], None]) -> type[BaseHTTPRequestHandler]:
-    """A handler serving ``GET /v1/config`` like a REST catalog and every other request with ``later(handler)``."""
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            if self.path.split("?")[0] == "/v1/config":
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(CONFIG)))
-                self.end_headers()
-                self.wfile.write(CONFIG)
-                return
-            later(self)
-
-        do_HEAD = do_POST = do_DELETE = do_GET
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    return Handler
-
-
-@pytest.fixture
-def half_stalled_uri() -> Iterator[str]:
-    """An HTTP server that answers ``GET /v1/config`` like a REST catalog, then stalls on every other request."""
-    release = threading.Event()
-    with serve_http(_config_then(lambda handler: release.wait(30))) as uri:
-        try:
-            yield uri
-        finally:
-            release.set()
+    with raw_server(never) as server:
+        yield server
 
 
 # --- building a catalog ------------------------------------------------------------------------------------
@@ -425,7 +278,7 @@ def test_a_deadline_bounds_every_request_inside_it_in_all():
         handler.wfile.write(body)
         answered.append(handler.path)
 
-    with serve_http(_config_then(slowly)) as uri:
+    with serve_http(config_then(slowly)) as uri:
         catalog = CatalogFactory.build("rest", uri=uri, timeout=30)
         assert catalog.list_namespaces() == []  # each answer takes 0.35 s
         calls = 0
@@ -569,7 +422,7 @@ def test_an_answer_past_the_byte_bound_is_refused():
         handler.end_headers()
         handler.wfile.write(body)
 
-    with serve_http(_config_then(large)) as uri:
+    with serve_http(config_then(large)) as uri:
         catalog = CatalogFactory.build("rest", uri=uri, timeout=5)
         assert len(catalog.list_namespaces()) == 1000  # within the default bound
         bounded = deadline(5, max_answer_bytes=10_000)

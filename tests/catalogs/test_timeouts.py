@@ -6,13 +6,10 @@ and the bound on building catalogs whose constructor calls out (given up on afte
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -31,71 +28,8 @@ from iceberg_ops_provider.cli import cli
 from iceberg_ops_provider.cli.catalog_flags import CatalogFlags, with_flags
 from iceberg_ops_provider.config import load_config
 from iceberg_ops_provider.errors import CatalogConfigError, CatalogUnavailableError
-from tests.support.servers import serve_http
 
 BIN = Path(sys.executable).parent / "iceberg-ops"
-
-
-@pytest.fixture
-def stalled_uri() -> Iterator[str]:
-    """A TCP server on loopback that accepts every connection and never answers."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(64)
-    server.settimeout(0.1)  # so the accepting thread notices the teardown promptly
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def accept() -> None:
-        while not stop.is_set():
-            try:
-                connection, _ = server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            held.append(connection)  # kept open: the client waits for an answer that never comes
-
-    thread = threading.Thread(target=accept, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.getsockname()[1]}"
-    stop.set()
-    thread.join(5)
-    server.close()
-    for connection in held:
-        connection.close()
-
-
-@pytest.fixture
-def half_stalled_uri() -> Iterator[str]:
-    """An HTTP server that answers ``GET /v1/config`` like a REST catalog, then stalls on every other request."""
-    release = threading.Event()
-
-    class Handler(BaseHTTPRequestHandler):
-        def _stall(self) -> None:
-            release.wait(30)
-
-        def do_GET(self) -> None:
-            if self.path.split("?")[0] != "/v1/config":
-                self._stall()
-                return
-            body = json.dumps({"defaults": {}, "overrides": {}}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        do_HEAD = do_POST = do_DELETE = _stall
-
-        def log_message(self, format: str, *args: object) -> None:
-            pass
-
-    with serve_http(Handler) as uri:
-        try:
-            yield uri
-        finally:
-            release.set()
 
 
 def _project(root: Path, uri: str, *, timeout: object = None) -> Path:

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.airflow.ui.support import EXAMPLE_MIGRATIONS, StalledServer, build_lake, connections, leaked
+from tests.airflow.ui.support import EXAMPLE_MIGRATIONS, build_lake, connections, leaked
+from tests.support.hostile import never, raw_server
 
 PASSWORDS = {"admin": "admin-pw-1234567", "viewer": "viewer-pw-1234567"}
 
@@ -35,7 +36,7 @@ def lake(airflow_db, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[
     root = tmp_path_factory.mktemp("ui-lake")
     passwords = root / "passwords.json"
     passwords.write_text(json.dumps(PASSWORDS))
-    with StalledServer() as stalled, pytest.MonkeyPatch.context() as patch:
+    with raw_server(never) as stalled, pytest.MonkeyPatch.context() as patch:
         env = {
             **connections(root, stalled.uri),
             "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "False",

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import html
 import json
-import socket
-import threading
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -69,45 +67,6 @@ def leaked(text: str) -> list[str]:
         if any(form in text for form in forms):
             found.append(secret)
     return found
-
-
-class StalledServer:
-    """A TCP server on loopback that accepts every connection and never answers (a hung catalog)."""
-
-    def __init__(self) -> None:
-        self._server = socket.socket()
-        self._server.bind(("127.0.0.1", 0))
-        self._server.listen(64)
-        self._server.settimeout(0.1)
-        self._held: list[socket.socket] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._accept, daemon=True)
-
-    @property
-    def uri(self) -> str:
-        """Its address as a catalog URI."""
-        return f"http://127.0.0.1:{self._server.getsockname()[1]}"
-
-    def _accept(self) -> None:
-        while not self._stop.is_set():
-            try:
-                connection, _ = self._server.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            self._held.append(connection)
-
-    def __enter__(self) -> StalledServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self._server.close()
-        for connection in self._held:
-            connection.close()
 
 
 EVENTS_SCHEMA = pa.schema([pa.field("id", pa.int64()), pa.field("kind", pa.string())])

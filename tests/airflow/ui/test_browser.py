@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from tests.airflow.ui.support import REPOSITORY, StalledServer, leaked, small_files_table
+from tests.airflow.ui.support import REPOSITORY, leaked, small_files_table
+from tests.support.hostile import never, raw_server
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = [
@@ -61,7 +62,7 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         pytest.skip(reason)
     from tests.airflow.ui.deployment import LocalAirflow
 
-    with StalledServer() as stalled:
+    with raw_server(never) as stalled:
         deployment = LocalAirflow(tmp_path_factory.mktemp("browser-airflow"), stalled.uri)
         catalog = deployment.catalog()
         catalog.create_namespace("demo")

@@ -26,8 +26,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
-from tests.airflow.ui.support import StalledServer, build_lake, leaked
-from tests.support.hostile import closed_port, hostile_server
+from tests.airflow.ui.support import build_lake, leaked
+from tests.support.hostile import canned, closed_port, drip, endless, never, raw_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]  # a real api-server process, and hostile servers
 
@@ -39,6 +39,7 @@ PASSWORDS = {  # a password that URL parsers cut in the wrong place, one per con
     "pw_at": "pw@AT-SECRET-4",
 }
 REDIRECT = b"HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/latest/meta-data/\r\nContent-Length: 0\r\n\r\n"
+DRIP = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n" + b"{" * 100000
 INTERNAL_BODY = b'{"note": "INTERNAL-BODY-SECRET: an internal service\'s answer"}'
 
 
@@ -111,17 +112,15 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
         db.execute("create table users (id integer primary key, name text)")
         db.execute("insert into users (name) values ('ada')")
     with (
-        StalledServer() as stalled,
-        hostile_server("drip") as drip_catalogs,
-        hostile_server("drip") as drip_pages,
-        hostile_server("endless") as endless,
-        hostile_server(
-            "answer", b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(INTERNAL_BODY) + INTERNAL_BODY
+        raw_server(never) as stalled,
+        raw_server(drip(DRIP, 0.3)) as drip_catalogs,
+        raw_server(drip(DRIP, 0.3)) as drip_pages,
+        raw_server(endless) as endless_catalog,
+        raw_server(
+            canned(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(INTERNAL_BODY) + INTERNAL_BODY),
+            keep_alive=True,
         ) as internal,
-        hostile_server(
-            "answer",
-            b"HTTP/1.1 302 Found\r\nLocation: http://169.254.169.254/latest/meta-data/\r\nContent-Length: 0\r\n\r\n",
-        ) as redirect,
+        raw_server(canned(REDIRECT), keep_alive=True) as redirect,
     ):
         connections = {
             "unrelated": {"conn_type": "iceberg", "extra": {"type": "sql", "uri": f"sqlite:///{unrelated}"}},
@@ -134,7 +133,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
             "bad_port_text": {"conn_type": "iceberg", "host": "https://catalog.example:abc"},
             "drip_catalogs": _rest(drip_catalogs.uri),
             "drip_pages": _rest(drip_pages.uri),
-            "endless": _rest(endless.uri),
+            "endless": _rest(endless_catalog.uri),
             "dead": _rest(f"http://127.0.0.1:{closed_port()}"),
             "internal": _rest(internal.uri),
             "redirect": _rest(redirect.uri),
@@ -155,7 +154,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
                 "connections": connections,
                 "drip_catalogs": drip_catalogs,
                 "drip_pages": drip_pages,
-                "endless": endless,
+                "endless": endless_catalog,
                 "internal": internal,
                 "redirect": redirect,
             }
@@ -194,25 +193,25 @@ def test_a_dripping_catalog_costs_one_bounded_request_and_leaves_no_thread_or_so
     port = int(drip.uri.rsplit(":", 1)[1])
     _get(served, "/iceberg-ops/c/iceberg_ops_default/ns/shop")  # the api-server's own threads started
     baseline = _threads(server.pid)
-    accepted = len(drip.accepted)
+    accepted = drip.accepted
     started = time.monotonic()
     page = _get(served, "/iceberg-ops/c/drip_pages/ns/shop")
     assert page.status_code == 200 and time.monotonic() - started < DRIP_TIMEOUT + 1.0
     assert f"did not answer within {DRIP_TIMEOUT:g} s" in page.text
     time.sleep(1.0)  # the deadline has passed: everything the read held must be gone
-    assert len(drip.accepted) - accepted == 1
+    assert drip.accepted - accepted == 1
     assert _sockets_to(server.pid, port) == 0
     assert drip.open_connections() == 0
     assert _threads(server.pid) <= baseline
     time.sleep(1.5)  # past the pages' cache (2 s): a visit within the 30 s pause starts no request at all
     again = _get(served, "/iceberg-ops/c/drip_pages/ns/shop")
-    assert again.status_code == 200 and len(drip.accepted) - accepted == 1
+    assert again.status_code == 200 and drip.accepted - accepted == 1
     assert "asked again" in again.text
 
 
 def test_the_catalogs_page_with_a_dead_and_a_dripping_catalog_answers_within_the_deadline_plus_a_second(served):
     drip = served["drip_catalogs"]
-    accepted = len(drip.accepted)
+    accepted = drip.accepted
     started = time.monotonic()
     catalogs = _get(served, "/iceberg-ops/api/catalogs")
     took = time.monotonic() - started
@@ -224,7 +223,7 @@ def test_the_catalogs_page_with_a_dead_and_a_dripping_catalog_answers_within_the
         "unreachable",
     )
     assert (listed["drip_catalogs"]["answers"], listed["drip_catalogs"]["error_kind"]) == (False, "timeout")
-    assert len(drip.accepted) - accepted == 1  # one request, not one per part or per retry
+    assert drip.accepted - accepted == 1  # one request, not one per part or per retry
 
 
 def test_viewing_every_page_changes_no_file_and_no_database_and_shows_no_secret(served):
