@@ -12,6 +12,8 @@ opens a spec, :func:`open_catalog`, which creates nothing unless asked to (``acc
   ends by a deadline, set on the catalog's own session.
 * :mod:`.failures` (with :mod:`.auth`): what catalog clients raise, as this project's errors and as
   facts (:func:`failure`) for fronts that word them themselves.
+* :mod:`.trust`: who may name a class for a catalog to import (the user's settings only) and where
+  a REST catalog's configuration may send its requests (its own origin only).
 * :mod:`.factory`: :class:`CatalogFactory`, the one-call convenience of the Python API.
 """
 
@@ -44,6 +46,7 @@ if TYPE_CHECKING:  # the names below, imported on first use (PEP 562): importing
         SpecProblem,
         check_timeout,
     )
+    from iceberg_ops_provider.catalogs.trust import without_classes
 
 _HOMES = {
     "factory": ("CatalogFactory",),
@@ -62,6 +65,7 @@ _HOMES = {
     ),
     "spec": ("DEFAULT_CATALOG_TIMEOUT", "Access", "CatalogSpec", "Source", "SpecProblem", "check_timeout"),
     "failures": ("CatalogFailure", "catalog_errors", "failure", "translate"),
+    "trust": ("without_classes",),
 }
 _MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
 
@@ -96,6 +100,7 @@ __all__ = [
     "redact_url",
     "spec_of",
     "translate",
+    "without_classes",
 ]
 
 

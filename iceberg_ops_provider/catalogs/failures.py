@@ -187,15 +187,24 @@ def _service_unavailable(exc: BaseException, spec: CatalogSpec) -> CatalogUnavai
 
 
 def _bounded(exc: BaseException, spec: CatalogSpec) -> CatalogConfigError | None:
-    """What the bounded REST transport refuses: a redirect to another origin, an answer past the bound."""
-    from iceberg_ops_provider.catalogs.rest import AnswerTooLarge, RedirectRefused
+    """What the bounded REST transport and :mod:`.trust` refuse, and an address the HTTP client cannot read.
+
+    Refused: a redirect or a configuration moving the catalog elsewhere, a configuration naming a
+    class to import, an answer past the bound or compressed.
+    """
+    import requests
+    from urllib3.exceptions import LocationParseError
+
+    from iceberg_ops_provider.catalogs.rest import AnswerTooLarge, EncodingRefused, RedirectRefused
+    from iceberg_ops_provider.catalogs.trust import AddressMoved, ImportRefused
 
     method, path = request_path(exc)
     request = f"{method} {path}".strip() or "a request"
+    catalog = the_catalog(spec.endpoint())
     if isinstance(exc, RedirectRefused):
         return CatalogConfigError(
             message(
-                f"{the_catalog(spec.endpoint())} answered {request} with a redirect ({exc.status}) to another origin "
+                f"{catalog} answered {request} with a redirect ({exc.status}) to another origin "
                 f"({exc.target or 'unknown'}), which is not followed; check {{uri}}: it must be the catalog's own base "
                 "URL.",
                 uri=spec.setting("uri"),
@@ -204,11 +213,50 @@ def _bounded(exc: BaseException, spec: CatalogSpec) -> CatalogConfigError | None
             status=exc.status,
             endpoint=spec.endpoint(),
         )
+    if isinstance(exc, AddressMoved):
+        return CatalogConfigError(
+            message(
+                f"{catalog} answered GET /v1/config with a configuration moving {exc.key!r} to another origin "
+                f"({exc.origin}), which is refused: its requests and credentials would go there. Check {{uri}}: it "
+                "must be the catalog's own base URL.",
+                uri=spec.setting("uri"),
+            ),
+            reason="redirect",
+            endpoint=spec.endpoint(),
+        )
+    if isinstance(exc, ImportRefused):
+        return CatalogConfigError(
+            f"{catalog} answered GET /v1/config with a configuration naming a class to import in {exc.key!r}, which "
+            "is refused: only the catalog's own settings may name one (PyIceberg's and PyArrow's own classes "
+            "excepted).",
+            reason="import",
+            endpoint=spec.endpoint(),
+        )
     if isinstance(exc, AnswerTooLarge):
         return CatalogConfigError(
-            f"{the_catalog(spec.endpoint())} answered {request} with more than {exc.limit} bytes, which is not read "
+            f"{catalog} answered {request} with more than {exc.limit} bytes, which is not read "
             "further: no Iceberg catalog answers that much; check the catalog's address.",
             reason="too-large",
+            endpoint=spec.endpoint(),
+        )
+    if isinstance(exc, EncodingRefused):
+        return CatalogConfigError(
+            f"{catalog} answered {request} compressed ({exc.encoding}) though asked for an uncompressed answer; it "
+            "is not decompressed (a small answer can decompress past any bound). Check the catalog's address, or a "
+            "proxy in between that compresses answers.",
+            reason="compressed",
+            endpoint=spec.endpoint(),
+        )
+    uri = str(spec.properties.get("uri", ""))
+    if isinstance(exc, requests.exceptions.InvalidURL | LocationParseError) and "://" in uri:
+        return CatalogConfigError(
+            message(
+                f"{catalog} has an address the HTTP client cannot read (its text is not repeated: it may hold a "
+                "password): a '/', '?', '#' or '\\' before the host ends the host early. Check {uri}; "
+                "percent-encode those characters in a user name or password ('/' as %2F, '?' as %3F, '#' as %23, "
+                "'\\' as %5C).",
+                uri=spec.setting("uri"),
+            ),
             endpoint=spec.endpoint(),
         )
     return None
@@ -314,19 +362,26 @@ def _sql_database(exc: BaseException, spec: CatalogSpec) -> IcebergOpsError | No
     return None
 
 
-def _not_a_catalog(exc: BaseException, spec: CatalogSpec) -> CatalogConfigError | None:
-    """A ``uri`` whose ``/v1/config`` answer is not an Iceberg REST catalog's (an error, or JSON of another shape)."""
+def _not_a_catalog(exc: BaseException, spec: CatalogSpec, *, opening: bool) -> CatalogConfigError | None:
+    """A ``uri`` whose ``/v1/config`` answer is not an Iceberg REST catalog's (an error, or JSON of another shape).
+
+    ``opening``: the only request then is ``GET /v1/config``, so any refusal (4xx) of it says so too.
+    """
     from pydantic import ValidationError
     from pyiceberg.exceptions import RESTError
 
     text = str(exc)
+    status = getattr(getattr(http_error(exc), "response", None), "status_code", None)
+    rest = (spec.catalog_type or "rest") == "rest"
     # An answer PyIceberg could not read as the REST specification's: whatever answers there is no Iceberg catalog.
-    other_json = isinstance(exc, ValidationError) and (spec.catalog_type or "rest") == "rest"
-    if not other_json and (
-        not isinstance(exc, RESTError) or ("/v1/config" not in text and "unexpected JSON Payload" not in text)
+    other_json = isinstance(exc, ValidationError) and rest
+    refused = opening and rest and isinstance(exc, RESTError) and (status is None or 400 <= status < 500)
+    if (
+        not other_json
+        and not refused
+        and (not isinstance(exc, RESTError) or ("/v1/config" not in text and "unexpected JSON Payload" not in text))
     ):
         return None
-    status = getattr(getattr(http_error(exc), "response", None), "status_code", None)
     return CatalogConfigError(
         message(
             f"The endpoint {spec.endpoint()} is not an Iceberg REST catalog: its answer to GET /v1/config was not one "
@@ -416,7 +471,7 @@ def translate(exc: BaseException, spec: CatalogSpec, *, opening: bool = False) -
         or storage_error(exc, spec)
         or _sqlite(exc, spec)
         or _sql_database(exc, spec)
-        or _not_a_catalog(exc, spec)
+        or _not_a_catalog(exc, spec, opening=opening)
         or missing_warehouse(exc, spec)
     )
     if found is None and opening:
@@ -436,13 +491,19 @@ def catalog_errors(spec: CatalogSpec, *, opening: bool = False) -> Iterator[None
         raise error from exc
 
 
+_ANSWERED = ("not-a-catalog", "redirect", "too-large", "compressed", "import", "no-warehouse")
+"""Reasons of a :class:`CatalogConfigError` that only an answer of the catalog gives."""
+
+
 @dataclass(frozen=True)
 class CatalogFailure:
     """What a failed catalog call was, as facts a front words itself (never the text a server sent).
 
     Attributes:
         kind: ``timeout``, ``unreachable``, ``unavailable``, ``busy``, ``credentials``, ``missing``,
-            ``not-a-catalog``, ``no-warehouse``, ``redirect``, ``too-large``, ``configuration``,
+            ``not-a-catalog``, ``no-warehouse``, ``redirect`` (a redirect or a configuration moving the
+            catalog to another origin), ``too-large``, ``compressed``, ``import`` (a configuration naming
+            a class to import), ``configuration``,
             ``not-found`` (no such namespace or table), ``conflict``, ``server-error``, ``refused``
             (another 4xx answer), or ``error`` (anything else: see the log).
         answered: Whether the catalog answered at all.
@@ -481,7 +542,7 @@ def failure(exc: BaseException, spec: CatalogSpec) -> CatalogFailure:
         answered = ours.reason in ("unavailable", "busy")
         return CatalogFailure(ours.reason, answered, ours.status, ours.timeout, name)
     if isinstance(ours, CatalogConfigError):
-        answered = ours.status is not None or ours.reason in ("not-a-catalog", "redirect", "too-large", "no-warehouse")
+        answered = ours.status is not None or ours.reason in _ANSWERED
         return CatalogFailure(ours.reason, answered, ours.status, None, name)
     status = getattr(getattr(http_error(exc), "response", None), "status_code", None)
     if isinstance(exc, NoSuchTableError | NoSuchNamespaceError | NoSuchIdentifierError):

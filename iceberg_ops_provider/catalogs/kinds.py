@@ -150,13 +150,25 @@ _HOSTPORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]*)(?::(.*))?")
 
 
 def _check_address(parse: _Parse, uri: object) -> None:
-    """Refuse a ``uri`` whose host or port cannot be one (``catalog:99999``, ``catalog:abc``), naming only those."""
+    """Refuse a ``uri`` whose host or port cannot be one (``catalog:99999``, ``catalog:abc``), naming only those.
+
+    An HTTP address whose user info holds what ends a host for HTTP clients is refused too, without
+    naming the user info: the client would take part of the password for the host.
+    """
     if not isinstance(uri, str):
         return
     for address in uri.split(","):  # a Hive catalog may list several metastores
         parts = split_url(address.strip())
         if parts is None or not parts.host:
             continue
+        userinfo = f"{parts.user or ''}:{parts.password or ''}"
+        if parts.scheme.lower() in ("http", "https") and any(char in userinfo for char in "/?#\\"):
+            parse.problem(
+                "uri",
+                "the user name or password of {uri} holds a '/', '?', '#' or '\\', where HTTP clients end the host: "
+                "percent-encode it ('/' as %2F, '?' as %3F, '#' as %23, '\\' as %5C)",
+            )
+            return
         found = _HOSTPORT.fullmatch(parts.host)
         if found is None:
             parse.problem("uri", "{uri} does not name a host and port: {value}", value=repr(parts.host))

@@ -21,6 +21,7 @@ from iceberg_ops_provider.catalogs.failures import catalog_errors
 from iceberg_ops_provider.catalogs.kinds import KINDS, PYICEBERG_KIND
 from iceberg_ops_provider.catalogs.redact import split_secrets
 from iceberg_ops_provider.catalogs.spec import DEFAULT_CATALOG_TIMEOUT, Access, CatalogSpec
+from iceberg_ops_provider.catalogs.trust import guard_file_io
 from iceberg_ops_provider.errors import CatalogUnavailableError, MissingExtraError
 from iceberg_ops_provider.messages import message
 
@@ -62,7 +63,8 @@ def open_catalog(spec: CatalogSpec, *, access: Access = "write") -> Catalog:
             tables are created). Other catalogs than SQL ones create nothing when opened.
 
     Returns:
-        The catalog; every request of a REST catalog ends within ``spec.timeout`` seconds.
+        The catalog; every request of a REST catalog ends within ``spec.timeout`` seconds, and no
+        table it loads chooses a class to import (:mod:`.trust`).
 
     Raises:
         CatalogConfigError: The spec has problems (each named where it was set), or a setting the
@@ -107,6 +109,7 @@ def open_catalog(spec: CatalogSpec, *, access: Access = "write") -> Catalog:
             catalog = BoundedRestCatalog(name, timeout=spec.timeout, **properties)
         else:
             catalog = _load(spec, properties, catalog_type)
+    guard_file_io(catalog)
     _OPENED[catalog] = spec
     return catalog
 

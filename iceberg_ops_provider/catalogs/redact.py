@@ -112,35 +112,48 @@ def _query(query: str | None, *, keep_values: bool) -> str:
     return "?" + "&".join(f"{key}={MASK}" if equals else key for key, equals, _ in pairs)
 
 
+def _path_params(path: str) -> tuple[str, str | None]:
+    """``path`` cut at its first ``;``: the path before, and its parameters (``;token=...``), which may hold secrets."""
+    before, semicolon, params = path.partition(";")
+    return before, params if semicolon else None
+
+
 def redact_url(text: str) -> str:
-    """``text`` with the password of its user info and its query values written as ``***``; other text as given."""
+    """``text`` with the password of its user info, its query values and path parameter values as ``***``."""
     parts = split_url(text)
     if parts is None:
         return text
     userinfo = ""
     if parts.user is not None:
         userinfo = parts.user + (f":{MASK}" if parts.password is not None else "") + "@"
-    return f"{parts.scheme}://{userinfo}{parts.host}{parts.path}{_query(parts.query, keep_values=False)}"
+    path, params = _path_params(parts.path)
+    if params is not None:
+        path += ";" + re.sub(r"=[^;/]*", f"={MASK}", params)
+    return f"{parts.scheme}://{userinfo}{parts.host}{path}{_query(parts.query, keep_values=False)}"
 
 
 def display_url(text: str) -> str:
-    """Where a URI points, to show: scheme, user, host, port and path (no password, no query); other text as given."""
+    """Where a URI points, to show: scheme, user, host, port and path (no password, no query, no path parameters).
+
+    Other text is returned as given.
+    """
     parts = split_url(text)
     if parts is None:
         return text
     user = f"{parts.user}@" if parts.user else ""
-    return f"{parts.scheme}://{user}{parts.host}{parts.path}"
+    return f"{parts.scheme}://{user}{parts.host}{_path_params(parts.path)[0]}"
 
 
 def url_secrets(text: str) -> list[str]:
-    """The secret parts of a URI: the password (as written and decoded) and the query values."""
+    """The secret parts of a URI: the password (as written and decoded), the query and path parameter values."""
     parts = split_url(text)
     if parts is None:
         return []
     found = []
     if parts.password:
         found += [parts.password, unquote(parts.password)]
-    for pair in (parts.query or "").split("&"):
+    params = _path_params(parts.path)[1] or ""
+    for pair in [*(parts.query or "").split("&"), *re.split(r"[;/]", params)]:
         value = pair.partition("=")[2]
         if value:
             found += [value, unquote(value)]

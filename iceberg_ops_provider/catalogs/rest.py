@@ -8,12 +8,17 @@ is set on the catalog's own HTTP session and nowhere else (no other session, no 
 * :func:`bound_session` gives a session's connections sockets that check a deadline before every
   read and write, each wait at most the time left; a request that runs out raises
   :class:`DeadlineExceeded` (a ``requests`` timeout), its connection closed. An answer larger than
-  :data:`MAX_ANSWER_BYTES` raises :class:`AnswerTooLarge`. A redirect to another origin is not
-  followed (:class:`RedirectRefused`): a catalog's address answers for itself.
+  :data:`MAX_ANSWER_BYTES` raises :class:`AnswerTooLarge`; the session asks for answers as they
+  are, and one compressed all the same is refused (:class:`EncodingRefused`): decompressing would
+  grow it past the bound. A redirect to another origin is not followed (:class:`RedirectRefused`):
+  a catalog's address answers for itself. Closing the session closes every connection it opened,
+  even one an answer in an error's traceback still holds.
 * :func:`deadline` bounds every catalog request inside it by one deadline in all (a page's part,
   a check of a sensor): each request ends by the earlier of its own and this one.
 * :class:`BoundedRestCatalog` is PyIceberg's ``RestCatalog`` whose sessions (the one that asks for
-  the configuration while it is built, then the catalog's own) are bound so.
+  the configuration while it is built, then the catalog's own) are bound so, and whose
+  configuration may neither move its address to another origin nor name a class to import
+  (:mod:`.trust`).
 
 Not bound: name resolution (the resolver has no timeout of its own), and the token requests of
 ``auth.type: oauth2``, which PyIceberg sends without the catalog's session.
@@ -23,23 +28,27 @@ from __future__ import annotations
 
 import contextlib
 import io
+import re
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit
 
 import requests
 from pyiceberg.catalog.rest import RestCatalog
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from iceberg_ops_provider.catalogs.trust import check_configuration, origin
+
 __all__ = [
     "MAX_ANSWER_BYTES",
     "AnswerTooLarge",
     "BoundedRestCatalog",
     "DeadlineExceeded",
+    "EncodingRefused",
     "RedirectRefused",
     "bound_catalog",
     "bound_of",
@@ -76,6 +85,18 @@ class AnswerTooLarge(_Refused):
         super().__init__(f"the answer was larger than {limit} bytes", **kwargs)
 
 
+class EncodingRefused(_Refused):
+    """A catalog sent a compressed answer though asked for none; it is not decompressed.
+
+    Attributes:
+        encoding: The ``Content-Encoding`` it named (``gzip``, ...), or ``other`` when that is no plain token.
+    """
+
+    def __init__(self, encoding: str, **kwargs: Any) -> None:
+        self.encoding = encoding
+        super().__init__(f"a compressed answer ({encoding}) though none was asked for", **kwargs)
+
+
 class RedirectRefused(_Refused):
     """A catalog answered with a redirect to another origin, which is not followed."""
 
@@ -98,6 +119,8 @@ class _Limit:
 
 
 _LIMIT: ContextVar[_Limit | None] = ContextVar("iceberg_ops_catalog_limit", default=None)
+# The sockets of the session whose request runs in this context: closing the session closes them.
+_SOCKETS: ContextVar[weakref.WeakSet[_BoundedSocket] | None] = ContextVar("iceberg_ops_catalog_sockets", default=None)
 
 
 class _DeadlinePassed(TimeoutError):
@@ -155,6 +178,7 @@ class _BoundedSocket:
             return None
         remaining = limit.remaining()
         if remaining <= 0:
+            self.shut()
             raise _DeadlinePassed("the catalog request's deadline passed")
         self._sock.settimeout(remaining if self._timeout is None else min(self._timeout, remaining))
         return limit
@@ -164,6 +188,7 @@ class _BoundedSocket:
             return call()
         except TimeoutError:
             if limit is not None and limit.remaining() <= 0:
+                self.shut()
                 raise _DeadlinePassed("the catalog request's deadline passed") from None
             raise
 
@@ -173,6 +198,7 @@ class _BoundedSocket:
         if limit is not None:
             limit.read += count
             if limit.read > limit.max_bytes:
+                self.shut()
                 raise _TooLarge(limit.max_bytes)
         return count
 
@@ -205,6 +231,10 @@ class _BoundedSocket:
         if self._readers <= 0:
             self._sock.close()
 
+    def shut(self) -> None:
+        """Close the connection now, whatever still holds the answer being read: nothing more is read of it."""
+        self._sock.close()
+
 
 class _Reader(io.RawIOBase):
     """The raw stream http.client reads an answer from: every read through the bounded socket."""
@@ -235,18 +265,27 @@ def _connect_within_deadline(connection: HTTPConnection) -> None:
     connection.timeout = remaining if connection.timeout is None else min(connection.timeout, remaining)
 
 
+def _bounded_socket(sock: Any) -> _BoundedSocket:
+    """``sock`` bounded, and known to the session whose request opened it."""
+    bounded = _BoundedSocket(sock)
+    sockets = _SOCKETS.get()
+    if sockets is not None:
+        sockets.add(bounded)
+    return bounded
+
+
 class _BoundedHTTPConnection(HTTPConnection):
     def connect(self) -> None:
         _connect_within_deadline(self)
         super().connect()
-        self.sock = _BoundedSocket(self.sock)
+        self.sock = _bounded_socket(self.sock)
 
 
 class _BoundedHTTPSConnection(HTTPSConnection):
     def connect(self) -> None:
         _connect_within_deadline(self)
         super().connect()
-        self.sock = _BoundedSocket(self.sock)
+        self.sock = _bounded_socket(self.sock)
 
 
 class _BoundedHTTPPool(HTTPConnectionPool):
@@ -266,9 +305,10 @@ class _BoundedRequest:
     def __init__(self, request: Callable[..., requests.Response], seconds: float) -> None:
         self.request = request
         self.seconds = seconds
+        self.sockets: weakref.WeakSet[_BoundedSocket] = weakref.WeakSet()
 
     def __call__(self, method: str, url: str, *args: Any, **kwargs: Any) -> requests.Response:
-        with deadline(self.seconds):
+        with deadline(self.seconds), _opening_into(self.sockets):
             limit = _LIMIT.get()
             assert limit is not None
             bound = round(limit.remaining(), 3)  # this request's own, or less when an enclosing deadline is nearer
@@ -289,9 +329,38 @@ class _BoundedRequest:
             if not _same_origin(response.url, target):
                 response.close()
                 raise RedirectRefused(
-                    response.status_code, _origin(target), method=method, url=url, request=response.request
+                    response.status_code, origin(target), method=method, url=url, request=response.request
                 )
         return response
+
+
+@contextlib.contextmanager
+def _opening_into(sockets: weakref.WeakSet[_BoundedSocket]) -> Iterator[None]:
+    token = _SOCKETS.set(sockets)
+    try:
+        yield
+    finally:
+        _SOCKETS.reset(token)
+
+
+_ENCODING = re.compile(r"[a-z0-9-]{1,20}")
+
+
+def _plain_answers_only(response: requests.Response, *args: Any, **kwargs: Any) -> None:
+    """A response hook (run before the body is read): refuse an answer compressed against the session's asking.
+
+    Decompressing happens past the bounded socket, so a small answer could grow without bound.
+    """
+    encoding = response.headers.get("Content-Encoding", "").strip().lower()
+    if encoding and encoding != "identity":
+        response.close()
+        request = response.request
+        raise EncodingRefused(
+            encoding if _ENCODING.fullmatch(encoding) else "other",
+            method=request.method or "",
+            url=request.url or "",
+            request=request,
+        )
 
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
@@ -304,16 +373,8 @@ def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
     return any(isinstance(arg, kind) for arg in getattr(exc, "args", ()))
 
 
-def _origin(url: str) -> str:
-    try:
-        parts = urlsplit(url)
-        return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}"
-    except ValueError:
-        return ""
-
-
 def _same_origin(first: str, second: str) -> bool:
-    return _origin(first) == _origin(second)
+    return origin(first) == origin(second)
 
 
 def bound_session(session: requests.Session, seconds: float) -> None:
@@ -329,7 +390,18 @@ def bound_session(session: requests.Session, seconds: float) -> None:
     if isinstance(current, _BoundedRequest):
         current.seconds = seconds
         return
-    session.request = _BoundedRequest(session.request, seconds)  # type: ignore[method-assign]
+    bounded = _BoundedRequest(session.request, seconds)
+    session.request = bounded  # type: ignore[method-assign]
+    session.headers["Accept-Encoding"] = "identity"
+    session.hooks["response"].append(_plain_answers_only)
+    close = session.close
+
+    def close_connections() -> None:
+        close()
+        for sock in list(bounded.sockets):  # those an answer in an error's traceback still holds
+            sock.shut()
+
+    session.close = close_connections  # type: ignore[method-assign]
     redirect_target = session.get_redirect_target
 
     def same_origin_only(response: requests.Response) -> str | None:
@@ -366,6 +438,11 @@ class BoundedRestCatalog(RestCatalog):
     def __init__(self, name: str, *, timeout: float, **properties: Any) -> None:
         self._iceberg_ops_timeout = timeout
         super().__init__(name, **properties)
+
+    def _fetch_config(self) -> None:
+        given = dict(self.properties)
+        super()._fetch_config()
+        check_configuration(given, self.properties)
 
     def _create_legacy_oauth2_auth_manager(self, session: requests.Session) -> Any:
         # Called with the new session before it fetches a token through it: bound it from then on.

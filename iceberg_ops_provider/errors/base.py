@@ -48,7 +48,9 @@ class CatalogConfigError(IcebergOpsError, ValueError):
         reason: What kind of problem, for a front that words it itself: ``configuration`` (an
             option), ``missing`` (no catalog where the settings point), ``not-a-catalog`` (the
             address answers, but not as an Iceberg catalog), ``no-warehouse``, ``redirect`` (an
-            answer sending elsewhere, not followed), ``too-large`` (an answer past the bound),
+            answer or a configuration sending elsewhere, not followed), ``too-large`` (an answer past
+            the bound), ``compressed`` (an answer compressed though asked for none), ``import`` (a
+            catalog's configuration naming a class to import),
             ``credentials`` (refused or missing).
         status: The HTTP status of the answer behind it, when there was one.
         endpoint: Where the catalog lives (never a password), when known.

@@ -39,6 +39,7 @@ from iceberg_ops_provider.catalogs import (
     CatalogSpec,
     from_connection,
     open_catalog,
+    without_classes,
 )
 from iceberg_ops_provider.catalogs import connection_meta_namespace as _meta_namespace
 from iceberg_ops_provider.catalogs import failure as _failure
@@ -85,8 +86,10 @@ _FAILURES = {
     "missing": "does not exist where the connection points",
     "not-a-catalog": "answered, but not as an Iceberg catalog",
     "no-warehouse": "has no such warehouse",
-    "redirect": "answered with a redirect to another address, which is not followed",
+    "redirect": "answered with a redirect, or a configuration, moving it to another address, which is not followed",
     "too-large": "sent an answer too large to read",
+    "compressed": "sent a compressed answer, which is not decompressed",
+    "import": "answered with a configuration naming a class to import, which is refused",
     "configuration": "is not configured in a way that can work",
     "not-found": "has no such namespace or table",
     "conflict": "refused a change made at the same time",
@@ -165,13 +168,19 @@ class IcebergCatalogHook(BaseHook):
         return self.catalog
 
     def test_connection(self) -> tuple[bool, str]:
-        """Ask the catalog for its namespaces, creating nothing; a failure is worded from facts alone."""
-        spec = self.catalog_spec()
+        """Ask the catalog for its namespaces, creating nothing; a failure is worded from facts alone.
+
+        The test runs in the api-server, for people who may edit connections but not run code: a
+        connection naming a class to import (``py-io-impl``, ...) fails it, unopened.
+        """
+        spec = without_classes(self.catalog_spec())
         try:
             namespaces = open_catalog(spec, access="read").list_namespaces()
         except Exception as exc:
-            self.log.warning("Connection test of %r failed", self.iceberg_conn_id, exc_info=True)
-            return False, failure_sentence(_failure(exc, spec), spec)
+            facts = _failure(exc, spec)
+            # The facts, not the exception: its text and traceback may hold a server's answer, or a URL's query.
+            self.log.warning("Connection test of %r failed: %s (%s)", self.iceberg_conn_id, facts.kind, facts.error)
+            return False, failure_sentence(facts, spec)
         return True, f"Connected; the catalog has {len(namespaces)} top-level namespace(s)."
 
     @classmethod

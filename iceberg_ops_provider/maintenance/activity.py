@@ -12,6 +12,9 @@ Three kinds of maintenance leave traces a reader can find without any log of the
   ids of consecutive metadata files of the metadata log (the newest ``metadata_files`` of them are
   read, a few at a time): a metadata file that lost snapshots its predecessor had is an expiry.
   Metadata files deleted since (``write.metadata.delete-after-commit.enabled``) end the search.
+  Only files beside the current one or under the table's location are read, a regular file when
+  local (the log is the catalog's to write: it could name a pipe that never ends), and at most
+  :data:`MAX_METADATA_BYTES` of each, compressed or not.
 
 Snapshots an expiry removed are still described by the earlier metadata files read, so a compaction
 or a manifest rewrite stays in the history after its snapshot was expired, as long as a metadata
@@ -21,8 +24,10 @@ first.
 
 from __future__ import annotations
 
-import gzip
 import json
+import os
+import stat
+import zlib
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -34,7 +39,10 @@ from iceberg_ops_provider.maintenance.compaction import OPERATION_PROPERTY
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-__all__ = ["MaintenanceCommit", "MaintenanceHistory", "maintenance_history"]
+__all__ = ["MAX_METADATA_BYTES", "MaintenanceCommit", "MaintenanceHistory", "maintenance_history"]
+
+MAX_METADATA_BYTES = 256 * 1024 * 1024
+"""The most of one earlier metadata file read (and of it decompressed); a larger one ends the search."""
 
 Kind = Literal["compaction", "rewrite_data_files", "rewrite_manifests", "expire_snapshots"]
 
@@ -151,13 +159,45 @@ def _current_snapshots(table: Table) -> dict[int, Summary]:
     return found
 
 
+def _may_read(table: Table, location: str) -> bool:
+    """Whether this module reads ``location``: beside the current metadata file or under the table's location.
+
+    A local file must be a regular file (not a pipe or a device, which may never end).
+    """
+    current = table.metadata_location.rsplit("/", 1)[0] + "/"
+    root = table.metadata.location.rstrip("/") + "/"
+    if ".." in location.split("/") or not (location.startswith(current) or location.startswith(root)):
+        return False
+    if "://" in location and not location.startswith("file:"):
+        return True
+    path = location.removeprefix("file://") if location.startswith("file://") else location.removeprefix("file:")
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def _bounded_read(stream: Any) -> bytes | None:
+    data = stream.read(MAX_METADATA_BYTES + 1)
+    if len(data) > MAX_METADATA_BYTES:
+        return None
+    if data[:2] == b"\x1f\x8b":  # gzip-compressed metadata (``.gz.metadata.json``)
+        inflater = zlib.decompressobj(wbits=31)
+        data = inflater.decompress(data, MAX_METADATA_BYTES + 1)
+        if len(data) > MAX_METADATA_BYTES or inflater.unconsumed_tail:
+            return None
+    return data
+
+
 def _read_metadata(table: Table, location: str) -> tuple[dict[int, Summary], int] | None:
-    """The snapshots and ``last-updated-ms`` a metadata file holds; ``None`` when it cannot be read."""
+    """The snapshots and ``last-updated-ms`` a metadata file holds; ``None`` when it cannot, or may not, be read."""
+    if not _may_read(table, location):
+        return None
     try:
         with table.io.new_input(location).open() as stream:
-            data = stream.read()
-        if data[:2] == b"\x1f\x8b":  # gzip-compressed metadata (``.gz.metadata.json``)
-            data = gzip.decompress(data)
+            data = _bounded_read(stream)
+        if data is None:
+            return None
         document = json.loads(data)
         snapshots = {}
         for snapshot in document.get("snapshots") or ():

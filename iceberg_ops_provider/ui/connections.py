@@ -8,8 +8,9 @@ then against this list, so no other connection (of another type, or unknown) is 
 Each connection is described by its :class:`~iceberg_ops_provider.catalogs.CatalogSpec`, which
 holds its secrets apart: a page shows the spec's kind, endpoint (no password, no query) and
 timeout, never an option. A connection that cannot be parsed (a port that is no number, a bad
-timeout) is listed with its problem, and every other connection and page works as before. Its
-catalog is opened to read (nothing is created or written) and bounded by its timeout.
+timeout), or that names a class to import (the api-server runs no code a connection names), is
+listed with its problem, and every other connection and page works as before. Its catalog is
+opened to read (nothing is created or written) and bounded by its timeout.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from iceberg_ops_provider.catalogs import CatalogSpec, Source, open_catalog
+from iceberg_ops_provider.catalogs import CatalogSpec, Source, open_catalog, without_classes
 from iceberg_ops_provider.hooks.catalog import CONN_TYPE, OFFICIAL_CONN_TYPE, connection_meta_namespace, connection_spec
 
 __all__ = ["CONN_ID", "CatalogConnection", "describe_connection", "find_connection", "list_connections"]
@@ -86,7 +87,7 @@ class CatalogConnection:
 def describe_connection(conn: Any) -> CatalogConnection:
     """A connection as the pages use it; never raises (what cannot be read is the spec's problem)."""
     try:
-        spec = connection_spec(conn)
+        spec = without_classes(connection_spec(conn))
         meta_namespace = connection_meta_namespace(conn)
     except Exception as exc:  # a connection Airflow itself cannot read (its extra, its port): listed, not opened
         spec = CatalogSpec(kind="unknown", source=Source("connection", conn.conn_id)).with_problem(

@@ -70,8 +70,16 @@ def page_error(conn: CatalogConnection, exc: BaseException) -> str:
     catalog_failure = isinstance(exc, CatalogConfigError | CatalogUnavailableError | MissingExtraError)
     if isinstance(exc, IcebergOpsError) and not catalog_failure:
         return f"{type(exc).__name__}: {exc}"
-    log.warning("A read of connection %r failed", conn.conn_id, exc_info=exc)
-    return failure_sentence(failure(exc, conn.spec), conn.spec)
+    facts = failure(exc, conn.spec)
+    # The facts, not the exception: its text and traceback may hold a server's answer, or a URL's query.
+    log.warning(
+        "A read of connection %r failed: %s (%s%s)",
+        conn.conn_id,
+        facts.kind,
+        facts.error,
+        f", HTTP {facts.status}" if facts.status else "",
+    )
+    return failure_sentence(facts, conn.spec)
 
 
 def _words(conn: CatalogConnection) -> Callable[[BaseException], str]:

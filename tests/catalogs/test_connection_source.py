@@ -84,3 +84,21 @@ def test_the_official_type_takes_the_host_as_it_is():
     spec = from_connection("lake", "iceberg", host="h:99999", port=70000)
     assert not spec.problems
     assert spec.pyiceberg_properties() == {"type": "rest", "uri": "h:99999"}
+
+
+@pytest.mark.parametrize("password", ["Top/Secret", "Top?Secret", "Top#Secret", "Top\\Secret"])
+def test_an_http_password_holding_what_ends_a_host_is_a_problem_that_never_shows_it(password):
+    """HTTP clients end the host at these characters and name what they took for it (part of the password)."""
+    spec = from_connection("lake", "iceberg", host=f"http://client:{password}@127.0.0.1:1/api/catalog")
+    (problem,) = spec.problems
+    assert problem.key == "uri"
+    with pytest.raises(CatalogConfigError) as info:
+        open_catalog(spec, access="read")
+    text = str(info.value)
+    assert "percent-encode it ('/' as %2F, '?' as %3F, '#' as %23, '\\' as %5C)" in text
+    assert "Top" not in text and "Secret" not in text
+
+
+@pytest.mark.parametrize("password", ["p@ss", "p[ss", "p:ss", "p%2Fss"])
+def test_other_characters_in_an_http_password_are_no_problem(password):
+    assert from_connection("lake", "iceberg", host=f"http://client:{password}@127.0.0.1:1/api").problems == ()

@@ -74,6 +74,9 @@ def test_a_password_is_found_whatever_it_holds(password, host, path):
             "postgresql+psycopg://u:***@h:5432/db?sslmode=***&password=***",
             "postgresql+psycopg://u@h:5432/db",
         ),
+        # path parameters (``;token=``): values hidden like a query's, left out of what is displayed
+        ("http://h:1/api;token=SEMI-SECRET", "http://h:1/api;token=***", "http://h:1/api"),
+        ("http://h/a;x=1;y=2/b?q=3", "http://h/a;x=***;y=***/b?q=***", "http://h/a"),
         # a user without a password; nothing secret at all
         ("http://user@h/x", "http://user@h/x", "http://user@h/x"),
         ("thrift://metastore:9083", "thrift://metastore:9083", "thrift://metastore:9083"),
@@ -220,3 +223,9 @@ def test_a_password_of_any_characters_is_never_shown(user, password, host, path,
     assert split_url(url).password == password
     assert redact_url(url) == f"postgresql://{user}:{MASK}@{host}{path}{masked_query}"
     assert display_url(url) == f"postgresql://{user}@{host}{path}"
+
+
+def test_path_parameter_values_are_secrets_of_their_uri():
+    shown, secrets = split_secrets({"uri": "http://h:1/api;token=SEMI-SECRET"})
+    assert shown == {"uri": "http://h:1/api;token=***"}
+    assert "SEMI-SECRET" in secret_forms(secrets)

@@ -12,14 +12,12 @@ bound is refused.
 from __future__ import annotations
 
 import json
-import os
 import re
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
-from pathlib import Path
 
 import pytest
 import requests
@@ -36,7 +34,17 @@ from iceberg_ops_provider.catalogs import (
 )
 from iceberg_ops_provider.catalogs.rest import AnswerTooLarge, BoundedRestCatalog, RedirectRefused
 from iceberg_ops_provider.errors import CatalogConfigError, CatalogUnavailableError
-from tests.support.hostile import CONFIG, SERVER_THREAD, RawServer, config_then, drip, endless, never, raw_server
+from tests.support.hostile import (
+    CONFIG,
+    SERVER_THREAD,
+    RawServer,
+    client_sockets,
+    config_then,
+    drip,
+    endless,
+    never,
+    raw_server,
+)
 from tests.support.servers import serve_http
 
 # What this module's tests check stays as it is: nothing global of requests or urllib3 is patched.
@@ -50,31 +58,6 @@ def _nothing_patched() -> None:
     assert requests.adapters.HTTPAdapter.send is ORIGINAL_SEND
     assert urllib3.connectionpool.HTTPConnectionPool.ConnectionCls is ORIGINAL_CONNECTION_CLS
     assert "request" not in requests.Session().__dict__
-
-
-def _client_sockets(port: int) -> int:
-    """How many sockets this process holds connected to ``127.0.0.1:port`` (from /proc: the client's ends)."""
-    inodes = set()
-    for fd in Path("/proc/self/fd").iterdir():
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        found = re.fullmatch(r"socket:\[(\d+)\]", target)
-        if found:
-            inodes.add(found.group(1))
-    count = 0
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            lines = Path(table).read_text().splitlines()[1:]
-        except OSError:
-            continue
-        for line in lines:
-            fields = line.split()
-            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
-            if remote_port == port and fields[9] in inodes:
-                count += 1
-    return count
 
 
 def _other_threads(before: set[threading.Thread]) -> set[threading.Thread]:
@@ -156,7 +139,7 @@ def test_building_on_a_server_that_never_finishes_costs_the_timeout_and_leaves_n
     assert str(error).startswith(f"The catalog at {server.uri} did not answer within 1 s")
     assert server.accepted >= 1  # it did connect, and the request was sent
     assert _settled(lambda: server.closed_by_client == server.accepted), "the catalog's connection was left open"
-    assert _client_sockets(server.port) == 0
+    assert client_sockets(server.port) == 0
     assert _other_threads(threads_before) == set(), "a thread still works for the failed build"
     _nothing_patched()
 

@@ -385,3 +385,15 @@ def test_pyiceberg_messages_naming_its_own_flags_are_translated(kind, tmp_path, 
     spec = from_file({"kind": kind, "name": f"nothing_{kind}", "timeout": 5}, file=project, root=tmp_path)
     with pytest.raises(CatalogConfigError, match=f"give `uri:` under `catalog:` in {project}"):
         open_catalog(spec, access="read")
+
+
+def test_an_address_the_http_client_cannot_read_is_not_repeated():
+    """The client names what it took for the host: part of a password, when one holds an unencoded '/'."""
+    import requests
+
+    spec = from_options("rest", uri="http://client:s3cret@catalog.example/api")
+    raised = requests.exceptions.InvalidURL("Failed to parse: 'client:TopSecretPart' is not a valid host")
+    error = translate(raised, spec)
+    assert isinstance(error, CatalogConfigError) and error.reason == "configuration"
+    assert "TopSecretPart" not in str(error) and "s3cret" not in str(error)
+    assert "percent-encode those characters in a user name or password" in str(error)

@@ -72,3 +72,52 @@ def test_maintenance_history_finds_compaction_manifest_rewrite_and_expiry_newest
 def test_maintenance_history_refuses_bad_counts(catalog, namespace, arguments):
     with pytest.raises(ValueError, match=next(iter(arguments))):
         maintenance_history(_appends(catalog, "sales.x", 1), **arguments)
+
+
+def _with_log(table, entries: list[str]):
+    """``table`` as loaded, with a metadata log naming ``entries`` (newest last): what a catalog could answer."""
+    from pyiceberg.table import Table
+    from pyiceberg.table.metadata import MetadataLogEntry
+
+    log = [MetadataLogEntry(metadata_file=entry, timestamp_ms=0) for entry in entries]
+    metadata = table.metadata.model_copy(update={"metadata_log": log})
+    return Table(table._identifier, metadata, table.metadata_location, table.io, table.catalog)
+
+
+def test_maintenance_history_reads_no_pipe_and_nothing_outside_the_table(catalog, namespace, tmp_path, monkeypatch):
+    """A metadata log is the catalog's to write: a pipe would block a reader forever, a bomb would fill memory."""
+    import gzip
+    import os
+    import shutil
+    import threading
+    from pathlib import Path
+
+    from iceberg_ops_provider.maintenance import activity
+
+    table = _appends(catalog, "sales.events", 3)
+    earlier = table.metadata.metadata_log[-1].metadata_file
+    metadata_dir = Path(earlier.removeprefix("file://")).parent
+    assert maintenance_history(table).metadata_files_read == len(table.metadata.metadata_log)
+
+    outside = tmp_path / "elsewhere.metadata.json"  # a readable copy of a real metadata file, outside the table
+    shutil.copy(earlier.removeprefix("file://"), outside)
+    assert maintenance_history(_with_log(table, [str(outside)])).metadata_files_read == 0
+    assert maintenance_history(_with_log(table, [f"{metadata_dir}/../../../elsewhere.metadata.json"])).commits == []
+
+    monkeypatch.setattr(activity, "MAX_METADATA_BYTES", 1 << 20)
+    bomb = metadata_dir / "00099-bomb.gz.metadata.json"
+    bomb.write_bytes(gzip.compress(b" " * (8 << 20)))
+    assert maintenance_history(_with_log(table, [str(bomb)])).metadata_files_read == 0
+
+    pipe = metadata_dir / "00098-pipe.metadata.json"
+    os.mkfifo(pipe)
+    found: list[object] = []
+    reader = threading.Thread(target=lambda: found.append(maintenance_history(_with_log(table, [str(pipe)]))))
+    reader.start()
+    reader.join(10)
+    blocked = reader.is_alive()
+    if blocked:  # let it go before failing: a writer opening the pipe ends the blocked read
+        os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+    assert not blocked, "the history read a pipe the metadata log names"
+    assert found and found[0].metadata_files_read == 0

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import re
 import socket
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 
 from tests.support.servers import serve_http
 
@@ -24,6 +27,7 @@ __all__ = [
     "Answer",
     "RawServer",
     "canned",
+    "client_sockets",
     "closed_port",
     "config_then",
     "drip",
@@ -225,3 +229,28 @@ def closed_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def client_sockets(port: int) -> int:
+    """How many sockets this process holds connected to ``127.0.0.1:port`` (from /proc: the client's ends)."""
+    inodes = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        found = re.fullmatch(r"socket:\[(\d+)\]", target)
+        if found:
+            inodes.add(found.group(1))
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+            if remote_port == port and fields[9] in inodes:
+                count += 1
+    return count
