@@ -118,16 +118,21 @@ def _needs_login(code: int, detail: Any) -> bool:
     return code == status.HTTP_401_UNAUTHORIZED or (code == status.HTTP_403_FORBIDDEN and detail == "Invalid JWT token")
 
 
-def _login_url(request: Request) -> str | None:
-    """Airflow's login, returning to this page as Airflow's UI shows it (in its frame); ``None`` without one."""
+def _login_url(request: Request, *, framed: bool) -> str | None:
+    """Airflow's login, returning to this page; ``None`` without one.
+
+    ``framed``: back to the page as Airflow's UI shows it (at /plugin/<route>/<its path>, in Airflow's
+    window); otherwise back to the page itself (a login followed inside Airflow's frame must not
+    return to Airflow's whole UI there).
+    """
     urls = _urls(request)
-    # The UI shows this page at /plugin/<route>/<its path>: the login returns there, in Airflow's window.
     inner = request.url.path.removeprefix(urls.airflow)
     query = f"?{request.url.query}" if request.url.query else ""
+    back = f"{urls.airflow}/plugin/{URL_ROUTE}{inner}{query}" if framed else f"{request.url.path}{query}"
     try:
         from airflow.api_fastapi.app import get_auth_manager
 
-        return get_auth_manager().get_url_login(next_url=f"{urls.airflow}/plugin/{URL_ROUTE}{inner}{query}")
+        return get_auth_manager().get_url_login(next_url=back)
     except Exception:  # no auth manager: the message says enough
         return None
 
@@ -137,15 +142,14 @@ def _error_page(request: Request, code: int, detail: Any) -> Response:
         return JSONResponse({"detail": jsonable_encoder(detail)}, status_code=code)
     urls = _urls(request)
     action = None
-    login = _needs_login(code, detail)
-    if login:
+    login = None
+    if _needs_login(code, detail):
         title, message = "Log in first", "These pages need a user logged in to Airflow."
-        target = _login_url(request)
-        if target is not None and request.headers.get("sec-fetch-dest") == "document":
-            return RedirectResponse(
-                target, status_code=status.HTTP_303_SEE_OTHER, headers={"Cache-Control": "no-store"}
-            )
-        action = ("Log in to Airflow", target) if target is not None else None
+        login = _login_url(request, framed=True)
+        if login is not None and request.headers.get("sec-fetch-dest") == "document":
+            return RedirectResponse(login, status_code=status.HTTP_303_SEE_OTHER, headers={"Cache-Control": "no-store"})
+        here = _login_url(request, framed=False)
+        action = ("Log in to Airflow", here) if here is not None else None
         code = status.HTTP_401_UNAUTHORIZED
     elif code == status.HTTP_403_FORBIDDEN:
         title, message = "Not allowed", "Your Airflow role may not read connections, which these pages need."

@@ -50,16 +50,24 @@ def tag(name: str, *children: Any, **attributes: Any) -> Markup:
 
 
 def link(
-    href: str, text: Any, *, top: bool = False, title: str | None = None, new_tab: bool = False, login: bool = False
+    href: str,
+    text: Any,
+    *,
+    top: bool = False,
+    title: str | None = None,
+    new_tab: bool = False,
+    login: str | None = None,
 ) -> Markup:
     """A link.
 
     ``top``: a page of Airflow's own, opened in Airflow's window when shown in its frame; ``new_tab``:
     opened in a tab of its own (a JSON document, whose address the reader wants to see); ``login``:
-    Airflow's login, followed at once by the page's script (in Airflow's window when framed).
+    Airflow's login returning to the page as Airflow shows it, which the page's script opens at once
+    in Airflow's window (``href``, the login returning to the page itself, is what a click opens
+    where the script cannot run).
     """
-    if login:
-        return tag("a", text, href=href, title=title, data_top="1", data_login="1")
+    if login is not None:
+        return tag("a", text, href=href, title=title, data_login=login)
     if new_tab:
         return tag("a", text, href=href, title=title, target="_blank", rel="noopener")
     return tag("a", text, href=href, title=title, data_top="1" if top else None)
@@ -194,18 +202,27 @@ SCRIPT = """
 (function () {
   var framed = false;
   try { framed = window.top !== window && !!window.top.document; } catch (e) { framed = false; }
+  // Airflow's frame is sandboxed without allow-top-navigation: a link of Airflow's own document, clicked,
+  // navigates Airflow's window where this frame may not.
+  function openOnTop(href) {
+    var outer = window.top.document.createElement("a");
+    outer.href = href;
+    window.top.document.body.appendChild(outer);
+    outer.click();
+    outer.remove();
+  }
   var login = document.querySelector("a[data-login]");
-  if (login) { (framed ? window.top : window).location.assign(login.href); return; }
+  if (login) {
+    if (framed) openOnTop(login.getAttribute("data-login"));
+    else window.location.assign(login.getAttribute("data-login"));
+    return;
+  }
   if (!framed) return;
   document.addEventListener("click", function (event) {
     var anchor = event.target.closest ? event.target.closest("a[data-top]") : null;
     if (!anchor || event.defaultPrevented || event.button !== 0 || event.metaKey || event.ctrlKey) return;
     event.preventDefault();
-    var outer = window.top.document.createElement("a");
-    outer.href = anchor.href;
-    window.top.document.body.appendChild(outer);
-    outer.click();
-    outer.remove();
+    openOnTop(anchor.href);
   });
 })();
 """

@@ -97,12 +97,16 @@ def json_link(urls: Urls, suffix: str) -> Markup:
 
 
 def message_page(
-    title: str, message: str, urls: Urls, *, action: tuple[str, str] | None = None, login: bool = False
+    title: str, message: str, urls: Urls, *, action: tuple[str, str] | None = None, login: str | None = None
 ) -> str:
-    """A page that only says something (an error, a refusal); ``login``: its action, Airflow's login, is followed."""
+    """A page that only says something (an error, a refusal).
+
+    ``login``: the action is Airflow's login, and this is the login returning to the page as Airflow
+    shows it, which the page's script follows at once (see :func:`~.html.link`).
+    """
     body = [tag("p", message)]
     if action:
-        body.append(tag("p", link(action[1], action[0], top=True, login=login)))
+        body.append(tag("p", link(action[1], action[0], top=login is None, login=login)))
     return page(title, crumbs(urls), panel(title, *body), root=urls.root)
 
 

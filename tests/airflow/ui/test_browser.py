@@ -272,6 +272,37 @@ def test_an_anonymous_browser_is_led_to_the_login_and_back_to_the_page_it_asked_
         context.close()
 
 
+def test_a_session_ending_inside_the_frame_logs_in_in_airflow_s_window_and_returns_to_the_page(browser, airflow):
+    """Airflow's frame may not navigate Airflow's window (its sandbox lacks allow-top-navigation): the login
+    must still open there, not inside the frame, and come back to the page in the frame, not to Airflow in Airflow.
+    """
+    from playwright.sync_api import expect
+
+    from tests.airflow.ui.deployment import USERS
+
+    context = browser.new_context(viewport={"width": 1440, "height": 900})
+    try:
+        tab = context.new_page()
+        tab.set_default_timeout(30_000)
+        _log_in(tab, airflow)
+        tab.goto(f"{airflow.api_url}/plugin/iceberg/iceberg-ops/c/iceberg_ops_default/")
+        frame = _frame(tab)
+        expect(frame.get_by_role("heading", name="Catalog iceberg_ops_default")).to_be_visible()
+        token = next(cookie for cookie in context.cookies() if cookie["name"] == "_token")
+        context.add_cookies([{**token, "value": token["value"][:-8] + "AAAAAAAA"}])  # its signature no longer holds
+        frame.get_by_role("link", name="demo", exact=True).click()
+        tab.wait_for_url(re.compile(r".*/login.*"))  # Airflow's window, not the frame, shows the login
+        tab.locator("input[name=username]").fill("admin")
+        tab.locator("input[name=password]").fill(USERS["admin"][1])
+        tab.get_by_role("button", name="Sign in").click()
+        tab.wait_for_url(re.compile(r".*/plugin/iceberg/iceberg-ops/c/iceberg_ops_default/ns/demo$"))
+        assert "/plugin/iceberg/plugin/" not in tab.url
+        expect(_frame(tab).get_by_role("heading", name="Namespace demo")).to_be_visible()
+        assert tab.locator("iframe[title=Iceberg]").count() == 1  # Airflow once, the page in its frame
+    finally:
+        context.close()
+
+
 def test_the_pages_style_and_script_load_under_their_content_security_policy(page, airflow):
     from playwright.sync_api import expect
 

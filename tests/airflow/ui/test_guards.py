@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import html
 import json
 import os
 import re
@@ -334,7 +335,16 @@ def test_a_missing_expired_or_foreign_session_leads_to_the_login_and_back_to_the
         framed = requests.get(
             f"{server.api_url}{page}", cookies=cookies, headers={"Sec-Fetch-Dest": "iframe"}, timeout=30
         )
-        assert framed.status_code == 401 and "data-login" in framed.text  # the page's script opens it on top
+        assert framed.status_code == 401
+        # The script opens the login in Airflow's window, back to the page in Airflow's frame; the link
+        # itself (followed where no script runs, inside the frame) comes back to the page alone.
+        on_top = re.search(r'data-login="([^"]+)"', framed.text)
+        here = re.search(r'<a href="([^"]+)"[^>]*data-login', framed.text)
+        assert on_top and here, framed.text
+        assert parse_qs(urlsplit(html.unescape(on_top.group(1))).query)["next"] == [
+            "/plugin/iceberg/iceberg-ops/c/iceberg_ops_default/ns/shop?page=2"
+        ]
+        assert parse_qs(urlsplit(html.unescape(here.group(1))).query)["next"] == [page]
     assert requests.get(f"{server.api_url}/iceberg-ops/api/catalogs", timeout=30).status_code == 401  # JSON: no login
     viewer = requests.get(
         f"{server.api_url}{page}",
