@@ -91,9 +91,10 @@ class CatalogResponse(BaseModel):
 class NamespaceResponse(BaseModel):
     """A namespace: its migrations, a page of its audit trail, its tables.
 
-    `migrations` holds `status` (`MigrationRunner.status().to_json()`) and `versions` (one row per
-    version); `audit` a page of events newest first with `total`, `offset`, `limit` and `origins`;
-    `tables` is `namespace_tables().to_json()`.
+    `migrations` holds `status` (`MigrationRunner.status().to_json()`, `null` for the meta-namespace,
+    which has no migrations) and `versions` (one row per version); `audit` a page of events newest
+    first with `total`, `offset`, `limit` and `origins` (`null` for the meta-namespace); `tables` is
+    `namespace_tables().to_json()` and `exists` (`false`: the namespace is not created yet).
     """
 
     catalog: CatalogInfo

@@ -139,6 +139,15 @@ def api_page(openapi: dict[str, Any], urls: Urls) -> str:
 # --------------------------------------------------------------------------------------------------
 
 
+def _failure_badge(catalog: dict[str, Any]) -> str:
+    """A failed check in two or three words: never opened, asked and silent, or answered with an error."""
+    if catalog.get("error_kind") in ("configuration", "missing"):
+        return "cannot be opened"
+    if catalog.get("answered"):
+        return "answers with an error"
+    return "does not answer"
+
+
 def catalogs_page(view: dict[str, Any], urls: Urls) -> str:
     """The catalogs: each connection's kind, endpoint and whether it answers."""
     rows = []
@@ -148,7 +157,7 @@ def catalogs_page(view: dict[str, Any], urls: Urls) -> str:
         elif catalog.get("checking"):
             state = join([badge("still checking", "warn"), tag("div", catalog["error"], class_="error")])
         else:
-            state = join([badge("does not answer", "bad"), tag("div", catalog["error"], class_="error")])
+            state = join([badge(_failure_badge(catalog), "bad"), tag("div", catalog["error"], class_="error")])
         rows.append(
             [
                 link(urls.catalog(catalog["conn_id"]), catalog["conn_id"]),
@@ -291,6 +300,15 @@ def _migrations_panel(view: dict[str, Any], urls: Urls) -> Markup:
     if migrations is None:
         return panel("Migrations", error=error or "not read")
     status = migrations["status"]
+    if status is None:  # the meta-namespace
+        return panel(
+            "Migrations",
+            tag(
+                "p",
+                "This namespace holds the migration history and locks of the catalog's other namespaces "
+                f"({migrations['meta_namespace']}.migration_history); it has no migrations of its own.",
+            ),
+        )
     pending = status["pending"]
     if not status["files_compared"]:
         head = badge("pending unknown", "neutral")
@@ -372,6 +390,8 @@ def _origins_panel(audit: dict[str, Any] | None, urls: Urls) -> Markup:
 
 def _audit_panel(view: dict[str, Any], urls: Urls) -> Markup:
     audit = view.get("audit")
+    if audit is None and not view["errors"].get("audit") and view.get("migrations"):
+        return Markup("")  # the meta-namespace: its history is the other namespaces'
     if audit is None:
         return panel("Audit trail", error=view["errors"].get("audit") or "not read")
     conn_id, namespace, current = view["catalog"]["conn_id"], view["namespace"], view["page"]
@@ -451,7 +471,9 @@ def _tables_panel(view: dict[str, Any], urls: Urls) -> Markup:
                 "operation",
             ],
             rows,
-            empty="The namespace has no table.",
+            empty="The namespace has no table."
+            if tables.get("exists", True)
+            else "The namespace does not exist yet: its first migration creates it.",
         ),
         note=f"{len(tables['tables'])} table(s), from each table's metadata",
         panel_id="tables",

@@ -112,10 +112,16 @@ def _finish(view: dict[str, Any], parts: dict[str, Part]) -> dict[str, Any]:
 # The catalogs
 
 
+def _meta(catalog: Any, conn: CatalogConnection) -> str:
+    """The namespace holding the catalog's migration history (not one of the namespaces a page lists)."""
+    return conn.meta_namespace or default_meta_namespace(catalog)
+
+
 def _probe(reads: Reads, conn: CatalogConnection) -> dict[str, Any]:
     started = time.monotonic()
     catalog = _catalog(reads, conn)
-    namespaces = catalog.list_namespaces()
+    meta = _meta(catalog, conn)
+    namespaces = [name for name in catalog.list_namespaces() if ".".join(name) != meta]  # as the catalog page lists
     return {"namespaces": len(namespaces), "seconds": round(time.monotonic() - started, 3)}
 
 
@@ -204,7 +210,7 @@ def _namespace_summary(reads: Reads, conn: CatalogConnection, namespace: str, se
 
 def _namespaces(reads: Reads, conn: CatalogConnection, settings: UiSettings) -> list[dict[str, Any]]:
     catalog = _catalog(reads, conn)
-    meta = conn.meta_namespace or default_meta_namespace(catalog)
+    meta = _meta(catalog, conn)
     names = sorted(".".join(n) for n in catalog.list_namespaces() if ".".join(n) != meta)
     if not names:
         return []
@@ -236,7 +242,16 @@ def _folder(settings: UiSettings) -> str | None:
 # One namespace
 
 
+def _history_of(reads: Reads, conn: CatalogConnection, namespace: str) -> str | None:
+    """The meta-namespace, when ``namespace`` is it or inside it: it holds history, and has no migrations."""
+    meta = _meta(_catalog(reads, conn), conn)
+    return meta if namespace == meta or namespace.startswith(f"{meta}.") else None
+
+
 def _migrations(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSettings) -> dict[str, Any]:
+    meta = _history_of(reads, conn, namespace)
+    if meta is not None:
+        return {"status": None, "versions": [], "meta_namespace": meta}
     runner = _runner(reads, conn, namespace, settings)
     status = runner.status()
     history = runner.history()
@@ -249,11 +264,17 @@ def _migrations(reads: Reads, conn: CatalogConnection, namespace: str, settings:
 
 
 def _audit(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSettings, offset: int, limit: int):
+    if _history_of(reads, conn, namespace) is not None:
+        return None
     return audit_trail(_runner(reads, conn, namespace, settings, files=False), offset=offset, limit=limit).to_json()
 
 
 def _tables(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSettings) -> dict[str, Any]:
-    return namespace_tables(_catalog(reads, conn), namespace, parallelism=settings.parallelism).to_json()
+    try:
+        found = namespace_tables(_catalog(reads, conn), namespace, parallelism=settings.parallelism).to_json()
+    except NoSuchNamespaceError:  # not created yet (its first migration creates it): nothing to show, no error
+        return {"namespace": namespace, "tables": [], "errors": {}, "exists": False}
+    return {**found, "exists": True}
 
 
 def namespace_view(

@@ -249,6 +249,10 @@ def test_a_connection_that_cannot_be_parsed_is_its_own_error_and_every_other_pag
     assert catalogs.status_code == 200
     listed = {catalog["conn_id"]: catalog for catalog in catalogs.json()["catalogs"]}
     assert "is not a number from 1 to 65535" in listed["bad_port"]["error"]
+    page = _get(served, "/iceberg-ops/").text  # each failure's badge says what kind it is
+    for conn_id, words in (("bad_port", "cannot be opened"), ("dead", "does not answer"), ("internal", "answers with")):
+        row = re.search(rf"<tr>(?:(?!</tr>).)*>{conn_id}</a>(?:(?!</tr>).)*</tr>", page, re.S)
+        assert row and words in row.group(0), (conn_id, row and row.group(0))
     assert "'99999'" in listed["bad_port"]["error"] and "'abc'" in listed["bad_port_text"]["error"]
     assert listed["iceberg_ops_default"]["answers"] is True
     for conn_id in ("bad_port", "bad_port_text"):

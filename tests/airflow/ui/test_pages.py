@@ -62,7 +62,7 @@ def test_the_catalogs_page_lists_both_connection_types_with_kind_and_whether_the
     assert set(catalogs) == {"iceberg_ops_default", "iceberg_stalled"}  # other_db (postgres) is not listed
     lake_catalog, stalled = catalogs["iceberg_ops_default"], catalogs["iceberg_stalled"]
     assert (lake_catalog["conn_type"], lake_catalog["kind"], lake_catalog["answers"]) == ("iceberg_ops", "sqlite", True)
-    assert lake_catalog["namespaces"] == 3  # shop, empty and the meta-namespace
+    assert lake_catalog["namespaces"] == 2  # shop and empty: the meta-namespace is not counted, as it is not listed
     assert (stalled["conn_type"], stalled["kind"], stalled["answers"]) == ("iceberg", "rest", False)
     assert stalled["endpoint"] == lake["stalled"]
     assert "iceberg_stalled" in stalled["error"] and "did not answer within 1.5 s" in stalled["error"]
@@ -110,6 +110,27 @@ def test_the_namespace_page_shows_versions_checksums_commit_mode_lock_events_and
         assert shown in text
     assert 'href="/dags/migrate_then_load"' in page.text and "data-top" in page.text  # to the DAG that migrates it
     assert 'href="/dags/migrate_then_load/runs/manual__2026-11-30/tasks/migrate"' in page.text
+
+
+def test_a_namespace_not_created_yet_shows_its_pending_migrations_and_no_table_without_an_error(admin):
+    data = admin.get("/iceberg-ops/api/c/iceberg_ops_default/ns/later").json()
+    assert data["errors"] == {}
+    assert data["migrations"]["status"]["current"] is None and len(data["migrations"]["status"]["pending"]) == 2
+    assert (data["tables"]["tables"], data["tables"]["exists"]) == ([], False)
+    text = html_text(admin.get("/iceberg-ops/c/iceberg_ops_default/ns/later"))
+    assert "The namespace does not exist yet: its first migration creates it." in text
+    assert "Could not read this part" not in text
+
+
+def test_the_meta_namespace_page_says_it_holds_the_history_and_lists_its_tables(admin):
+    data = admin.get("/iceberg-ops/api/c/iceberg_ops_default/ns/_iceberg_ops").json()
+    assert data["errors"] == {}
+    assert data["migrations"] == {"status": None, "versions": [], "meta_namespace": "_iceberg_ops"}
+    assert data["audit"] is None
+    assert "_iceberg_ops.migration_history" in {table["table"] for table in data["tables"]["tables"]}
+    text = html_text(admin.get("/iceberg-ops/c/iceberg_ops_default/ns/_iceberg_ops"))
+    assert "This namespace holds the migration history and locks of the catalog's other namespaces" in text
+    assert "not configured" not in text and "Could not read this part" not in text
 
 
 def test_the_audit_trail_is_newest_first_and_paged(admin, lake, monkeypatch):
