@@ -11,8 +11,8 @@ The catalog is the ``iceberg_ops_default`` connection. When it points at Polaris
 policy API is reached with the same credentials; set the DAG's ``polaris_conn_id`` param to a
 separate connection otherwise (see docs/polaris.md).
 
-Trigger with ``{"namespace": "sales"}`` as run config. Set the params' defaults before unpausing:
-a scheduled run uses them.
+Trigger with ``{"namespace": "sales"}`` as run config. It starts paused: set the params' defaults
+before unpausing (a scheduled run uses them).
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ RETRIES = {"retries": 2, "retry_delay": timedelta(minutes=5)}
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
+    # Paused when first seen: its scheduled runs need the params set first (and Polaris policies to follow).
+    is_paused_upon_creation=True,
     render_template_as_native_obj=True,
     params={"namespace": "demo", "polaris_conn_id": None},
     tags=["iceberg-ops", "example", "maintenance", "polaris"],

@@ -13,7 +13,8 @@ against whatever catalog the ``iceberg_ops_default`` connection points at.
 
 Trigger with ``{"namespace": "sales"}`` as run config (``"dry_run": true`` to see what it would do: the
 plan task's XCom lists the compaction units; no unit runs).
-Set the ``namespace`` param's default to yours before unpausing: a scheduled run uses the default.
+It starts paused: set the ``namespace`` param's default to yours, then unpause it (a scheduled run uses
+the default; no run, scheduled or triggered by hand, starts while it is paused).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ AFTER_EARLIER_STEPS = {"trigger_rule": "none_failed", **RETRIES}
     start_date=datetime(2026, 1, 1, tzinfo=UTC),
     catchup=False,
     max_active_runs=1,
+    # Paused when first seen: its scheduled runs maintain the `namespace` param's default, set it first.
+    is_paused_upon_creation=True,
     render_template_as_native_obj=True,  # "{{ params.dry_run }}" renders as a bool
     params={"namespace": "demo", "dry_run": False},
     tags=["iceberg-ops", "example", "maintenance"],
