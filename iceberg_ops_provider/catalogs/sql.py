@@ -97,6 +97,7 @@ def open_sql(spec: CatalogSpec, access: Access) -> SqlCatalog:
 
         return SharedMemorySqlCatalog(name, **properties)
     url = _check_driver(spec)
+    given = properties["uri"]
     if spec.database is not None:
         if creating:
             spec.database.parent.mkdir(parents=True, exist_ok=True)
@@ -123,8 +124,8 @@ def open_sql(spec: CatalogSpec, access: Access) -> SqlCatalog:
     if postgres:  # on the URL, so that the catalog's first connection (made while it is built) has them too
         properties["uri"] = _postgres_url(url, spec.timeout, read_only=access == "read")
     catalog = _construct(name, properties)
+    catalog.properties["uri"] = given  # the catalog's address as it was given (lineage, messages), not as opened
     if postgres:
-        catalog.properties["uri"] = spec.pyiceberg_properties()["uri"]  # the catalog's address as it was given
         # Under READ COMMITTED a commit that waited for a concurrent one matches no row of PyIceberg's
         # `UPDATE ... WHERE metadata_location = <the one read>`, which it reports as CommitFailedException,
         # retried by every writer; under REPEATABLE READ or SERIALIZABLE it would be a raw serialization error.

@@ -194,6 +194,8 @@ def test_a_catalog_opened_to_read_cannot_write_and_changes_no_file(tmp_path, kin
     before = _tree(tmp_path)
 
     reader = open_catalog(spec, access="read")
+    assert reader.properties["uri"] == writer.properties["uri"]  # its address as given, not as opened read-only
+    assert "mode=ro" not in reader.properties["uri"]
     assert reader.list_namespaces() == [("sales",)]
     assert reader.load_table("sales.orders").scan().to_arrow().column("id").to_pylist() == [1, 2]
     with pytest.raises(Exception, match="readonly database"):
