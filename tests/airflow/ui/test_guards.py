@@ -28,6 +28,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from tests.airflow.ui.support import build_lake, leaked
+from tests.support import trap
 from tests.support.hostile import canned, closed_port, drip, endless, never, raw_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]  # a real api-server process, and hostile servers
@@ -143,7 +144,14 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]
                 for conn_id, password in PASSWORDS.items()
             },
         }
+        # A connection naming a class to import, on the lake itself: opened, its tables would import it.
+        connections["names_class"] = {
+            "conn_type": "iceberg",
+            "extra": {"type": "sql", "uri": f"sqlite:///{root / 'catalog.db'}", "py-io-impl": trap.NAME},
+        }
         env = {f"AIRFLOW_CONN_{conn_id.upper()}": json.dumps(conn) for conn_id, conn in connections.items()}
+        (root / "trap.log").touch()
+        env[trap.VARIABLE] = str(root / "trap.log")
         server = ApiServer(root, stalled.uri, extra_env=env)
         build_lake(server.catalog(), maintained=False)
         server.start()
@@ -287,6 +295,16 @@ def test_the_probe_says_whether_the_catalog_answered_its_status_class_and_kind_n
         text = _get(served, page).text
         assert "INTERNAL-BODY-SECRET" not in text and "169.254.169.254" not in text and "meta-data" not in text
     assert all(b"169.254.169.254" not in request for request in served["redirect"].requests)
+
+
+def test_a_connection_naming_a_class_to_import_is_listed_with_that_problem_and_never_opened(served):
+    listed = {c["conn_id"]: c for c in _get(served, "/iceberg-ops/api/catalogs").json()["catalogs"]}
+    assert "names a class to import" in listed["names_class"]["error"]
+    assert listed["names_class"]["error_kind"] == "configuration"
+    for page in ("/iceberg-ops/c/names_class/", "/iceberg-ops/c/names_class/ns/shop/t/orders"):
+        response = _get(served, page)
+        assert response.status_code in (200, 404) and trap.NAME not in response.text
+    assert trap.sprung(served["root"] / "trap.log") == []
 
 
 def test_a_map_index_past_what_airflow_stores_is_a_422(served):
