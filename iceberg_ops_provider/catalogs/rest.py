@@ -308,10 +308,13 @@ class _BoundedRequest:
         self.sockets: weakref.WeakSet[_BoundedSocket] = weakref.WeakSet()
 
     def __call__(self, method: str, url: str, *args: Any, **kwargs: Any) -> requests.Response:
+        outer = _LIMIT.get()
+        nearer = outer is not None and outer.remaining() < self.seconds
+        # The bound that ran out, when one does: this request's own, or what was left of an enclosing one.
+        bound = round(outer.remaining(), 3) if nearer and outer is not None else self.seconds
         with deadline(self.seconds), _opening_into(self.sockets):
             limit = _LIMIT.get()
             assert limit is not None
-            bound = round(limit.remaining(), 3)  # this request's own, or less when an enclosing deadline is nearer
             wait = max(0.001, min(self.seconds, limit.remaining()))
             # timeout is Session.request's seventh parameter after (method, url); PyIceberg passes keywords.
             if len(args) < 7 and kwargs.get("timeout") is None:
