@@ -11,7 +11,6 @@ bound is refused.
 
 from __future__ import annotations
 
-import json
 import re
 import socket
 import threading
@@ -38,6 +37,7 @@ from tests.support.hostile import (
     CONFIG,
     SERVER_THREAD,
     RawServer,
+    answer_json,
     client_sockets,
     config_then,
     drip,
@@ -253,12 +253,7 @@ def test_a_deadline_bounds_every_request_inside_it_in_all():
 
     def slowly(handler: BaseHTTPRequestHandler) -> None:
         time.sleep(0.35)
-        body = json.dumps({"namespaces": []}).encode()
-        handler.send_response(200)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
+        answer_json(handler, {"namespaces": []})
         answered.append(handler.path)
 
     with serve_http(config_then(slowly)) as uri:
@@ -317,11 +312,7 @@ def _redirecting(routes: dict[str, str], seen: list[str]) -> type[BaseHTTPReques
                 self.end_headers()
                 return
             if path == "/v1/config":
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(CONFIG)))
-                self.end_headers()
-                self.wfile.write(CONFIG)
+                answer_json(self, CONFIG)
                 return
             self.send_response(404)
             self.send_header("Content-Length", "0")
@@ -398,12 +389,7 @@ def test_a_redirect_elsewhere_on_a_later_request_is_refused_too():
 
 def test_an_answer_past_the_byte_bound_is_refused():
     def large(handler: BaseHTTPRequestHandler) -> None:
-        body = json.dumps({"namespaces": [["n" * 100]] * 1000}).encode()
-        handler.send_response(200)
-        handler.send_header("Content-Type", "application/json")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
+        answer_json(handler, {"namespaces": [["n" * 100]] * 1000})
 
     with serve_http(config_then(large)) as uri:
         catalog = CatalogFactory.build("rest", uri=uri, timeout=5)

@@ -7,7 +7,6 @@ setting to change where the catalog was described (an option, the project file, 
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import subprocess
@@ -38,6 +37,7 @@ from iceberg_ops_provider.errors import (
     IcebergOpsError,
 )
 from iceberg_ops_provider.runner import MigrationRunner
+from tests.support.hostile import answer_json
 from tests.support.servers import (
     REGION,
     boto_kwargs,
@@ -83,12 +83,7 @@ def answering(request) -> Iterator[str]:
 
     class Handler(BaseHTTPRequestHandler):
         def _answer(self, code: int, body: dict[str, object]) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            answer_json(self, body, code)
 
         def do_GET(self) -> None:
             if self.path.split("?")[0] == "/v1/config":

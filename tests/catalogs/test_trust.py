@@ -26,7 +26,7 @@ import pytest
 from iceberg_ops_provider.catalogs import CatalogFactory, from_connection, from_options, open_catalog, without_classes
 from iceberg_ops_provider.errors import CatalogConfigError, IcebergOpsError
 from tests.support import trap
-from tests.support.hostile import canned, client_sockets, endless, raw_server
+from tests.support.hostile import answer_json, canned, client_sockets, endless, raw_server
 from tests.support.servers import serve_http
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False)])
@@ -66,12 +66,7 @@ def _catalog_server(
 
     class Handler(BaseHTTPRequestHandler):
         def _answer(self, body: dict[str, Any], code: int = 200) -> None:
-            data = json.dumps(body).encode()
-            self.send_response(code)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
+            answer_json(self, body, code)
 
         def do_GET(self) -> None:
             seen.append((self.command, self.path, dict(self.headers)))

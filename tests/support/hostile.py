@@ -26,6 +26,7 @@ __all__ = [
     "SERVER_THREAD",
     "Answer",
     "RawServer",
+    "answer_json",
     "canned",
     "client_sockets",
     "closed_port",
@@ -191,17 +192,23 @@ def canned(response: bytes) -> Answer:
     return answer
 
 
+def answer_json(handler: BaseHTTPRequestHandler, body: object, code: int = 200) -> None:
+    """Answer the request ``handler`` holds with ``body`` as JSON (bytes as they are) and status ``code``."""
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    handler.send_response(code)
+    handler.send_header("Content-Type", "application/json")
+    handler.send_header("Content-Length", str(len(data)))
+    handler.end_headers()
+    handler.wfile.write(data)
+
+
 def config_then(later: Callable[[BaseHTTPRequestHandler], None]) -> type[BaseHTTPRequestHandler]:
     """A handler serving ``GET /v1/config`` like a REST catalog and every other request with ``later(handler)``."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             if self.path.split("?")[0] == "/v1/config":
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(CONFIG)))
-                self.end_headers()
-                self.wfile.write(CONFIG)
+                answer_json(self, CONFIG)
                 return
             later(self)
 
