@@ -196,7 +196,7 @@ def _bounded(exc: BaseException, spec: CatalogSpec) -> CatalogConfigError | None
     from urllib3.exceptions import LocationParseError
 
     from iceberg_ops_provider.catalogs.rest import AnswerTooLarge, EncodingRefused, RedirectRefused
-    from iceberg_ops_provider.catalogs.trust import AddressMoved, ImportRefused
+    from iceberg_ops_provider.catalogs.trust import AddressMoved, ImportRefused, SettingRefused
 
     method, path = request_path(exc)
     request = f"{method} {path}".strip() or "a request"
@@ -225,11 +225,25 @@ def _bounded(exc: BaseException, spec: CatalogSpec) -> CatalogConfigError | None
             endpoint=spec.endpoint(),
         )
     if isinstance(exc, ImportRefused):
+        who = {
+            "server": f"{catalog} answered with a configuration or table metadata",
+            "table": f"A table of the {the_catalog(spec.endpoint())[4:]} has a property",
+        }[exc.source]
         return CatalogConfigError(
-            f"{catalog} answered GET /v1/config with a configuration naming a class to import in {exc.key!r}, which "
-            "is refused: only the catalog's own settings may name one (PyIceberg's and PyArrow's own classes "
-            "excepted).",
+            message(
+                f"{who} naming a class to import in {exc.key!r}, which is refused: only the catalog's own settings "
+                "may name one (PyIceberg's and PyArrow's own classes excepted). If you trust that class, name the "
+                "same in {setting}.",
+                setting=spec.setting(exc.key),
+            ),
             reason="import",
+            endpoint=spec.endpoint(),
+        )
+    if isinstance(exc, SettingRefused):
+        return CatalogConfigError(
+            f"{catalog} answered GET /v1/config with a configuration setting {exc.key!r}, which is refused: how this "
+            "process authenticates and signs its requests is the catalog's own settings' to say, not the server's.",
+            reason="setting",
             endpoint=spec.endpoint(),
         )
     if isinstance(exc, AnswerTooLarge):
@@ -491,7 +505,7 @@ def catalog_errors(spec: CatalogSpec, *, opening: bool = False) -> Iterator[None
         raise error from exc
 
 
-_ANSWERED = ("not-a-catalog", "redirect", "too-large", "compressed", "import", "no-warehouse")
+_ANSWERED = ("not-a-catalog", "redirect", "too-large", "compressed", "import", "setting", "no-warehouse")
 """Reasons of a :class:`CatalogConfigError` that only an answer of the catalog gives."""
 
 
@@ -503,7 +517,8 @@ class CatalogFailure:
         kind: ``timeout``, ``unreachable``, ``unavailable``, ``busy``, ``credentials``, ``missing``,
             ``not-a-catalog``, ``no-warehouse``, ``redirect`` (a redirect or a configuration moving the
             catalog to another origin), ``too-large``, ``compressed``, ``import`` (a configuration naming
-            a class to import), ``configuration``,
+            a class to import), ``setting`` (a configuration setting how requests are signed or
+            authenticated), ``configuration``,
             ``not-found`` (no such namespace or table), ``conflict``, ``server-error``, ``refused``
             (another 4xx answer), or ``error`` (anything else: see the log).
         answered: Whether the catalog answered at all.

@@ -109,7 +109,7 @@ def open_catalog(spec: CatalogSpec, *, access: Access = "write") -> Catalog:
             catalog = BoundedRestCatalog(name, timeout=spec.timeout, **properties)
         else:
             catalog = _load(spec, properties, catalog_type)
-    guard_file_io(catalog)
+    guard_file_io(catalog, writes=access != "read")
     _OPENED[catalog] = spec
     return catalog
 

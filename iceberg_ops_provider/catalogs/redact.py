@@ -27,6 +27,7 @@ __all__ = [
     "secret_forms",
     "split_secrets",
     "split_url",
+    "without_path_params",
 ]
 
 MASK = "***"
@@ -77,30 +78,36 @@ class UrlParts:
 
 
 def split_url(text: str) -> UrlParts | None:
-    """``text`` cut into its parts when it starts like a URI (``scheme://``), else ``None``; never raises.
+    """``text`` cut into its parts when it starts like a URI (``scheme://``) or holds user info; never raises.
 
     The user info ends at the last ``@`` that is followed by something shaped like a host (and an
     optional port), so a password holding ``/``, ``#``, ``[``, ``:`` or ``@`` unencoded stays in the
-    password. Where that is ambiguous (an ``@`` in a path or query), more is counted as user info:
-    a part of an address hidden too many is better than a secret shown.
+    password; where no ``@`` is followed by a host this module recognises (a non-ASCII name, a broken
+    IPv6 literal), at the last ``@``. Where that is ambiguous (an ``@`` in a path or query), more is
+    counted as user info: a part of an address hidden too many is better than a secret shown. Text
+    without ``scheme://`` (``user:pw@host``, ``http:/user:pw@host``) is cut the same way, with an
+    empty scheme, when it holds an ``@``; otherwise it is no URI (``None``).
     """
     found = _SCHEME.match(text)
-    if found is None:
+    if found is None and "@" not in text:
         return None
-    rest = text[found.end() :].strip()
+    scheme = found.group(1) if found is not None else ""
+    rest = text[found.end() :].strip() if found is not None else text.strip()
     user = password = None
-    for at in range(len(rest) - 1, -1, -1):
-        if rest[at] == "@" and _HOST.match(rest[at + 1 :]):
-            userinfo, rest = rest[:at], rest[at + 1 :]
-            user, colon, secret = userinfo.partition(":")
-            password = secret if colon else None
-            break
+    ats = [at for at in range(len(rest) - 1, -1, -1) if rest[at] == "@"]
+    split = next((at for at in ats if _HOST.match(rest[at + 1 :])), ats[0] if ats else None)
+    if split is not None:
+        userinfo, rest = rest[:split], rest[split + 1 :]
+        user, colon, secret = userinfo.partition(":")
+        password = secret if colon else None
+        if password is None and "%3a" in user.lower():  # an encoded ':' in the user info: a password all the same
+            user, password = "", user
     host = _HOST.match(rest)
     end = host.end() if host is not None else len(re.split(r"[/?#]", rest, maxsplit=1)[0])
     hostport, tail = rest[:end], rest[end:]
     tail = tail.split("#", 1)[0]
     path, question, query = tail.partition("?")
-    return UrlParts(found.group(1), user, password, hostport, path, query if question else None)
+    return UrlParts(scheme, user, password, hostport, path, query if question else None)
 
 
 def _query(query: str | None, *, keep_values: bool) -> str:
@@ -109,17 +116,31 @@ def _query(query: str | None, *, keep_values: bool) -> str:
     if keep_values:
         return "?" + query
     pairs = [pair.partition("=") for pair in query.split("&") if pair]
-    return "?" + "&".join(f"{key}={MASK}" if equals else key for key, equals, _ in pairs)
+    return "?" + "&".join(f"{key}={MASK}" if equals else MASK for key, equals, _ in pairs)  # a bare item may be one
+
+
+_PARAMS = re.compile(r";|%3b", re.IGNORECASE)
 
 
 def _path_params(path: str) -> tuple[str, str | None]:
-    """``path`` cut at its first ``;``: the path before, and its parameters (``;token=...``), which may hold secrets."""
-    before, semicolon, params = path.partition(";")
-    return before, params if semicolon else None
+    """``path`` cut at its first ``;`` (or ``%3B``): the path before, and its parameters, which may hold secrets."""
+    found = _PARAMS.search(path)
+    if found is None:
+        return path, None
+    return path[: found.start()], path[found.end() :]
+
+
+def without_path_params(path: str) -> str:
+    """``path`` without the parameters of its segments (``/api;token=x/v1/config`` is ``/api/v1/config``)."""
+    return re.sub(r"(?:;|%3b)[^/]*", "", path, flags=re.IGNORECASE)
+
+
+def _start(parts: UrlParts) -> str:
+    return f"{parts.scheme}://" if parts.scheme else ""
 
 
 def redact_url(text: str) -> str:
-    """``text`` with the password of its user info, its query values and path parameter values as ``***``."""
+    """``text`` with the password of its user info, its query values and path parameters as ``***``."""
     parts = split_url(text)
     if parts is None:
         return text
@@ -128,8 +149,9 @@ def redact_url(text: str) -> str:
         userinfo = parts.user + (f":{MASK}" if parts.password is not None else "") + "@"
     path, params = _path_params(parts.path)
     if params is not None:
-        path += ";" + re.sub(r"=[^;/]*", f"={MASK}", params)
-    return f"{parts.scheme}://{userinfo}{parts.host}{path}{_query(parts.query, keep_values=False)}"
+        items = (item.partition("=") for item in params.split(";"))
+        path += ";" + ";".join(f"{key}={MASK}" if equals else MASK for key, equals, _ in items)
+    return f"{_start(parts)}{userinfo}{parts.host}{path}{_query(parts.query, keep_values=False)}"
 
 
 def display_url(text: str) -> str:
@@ -141,7 +163,7 @@ def display_url(text: str) -> str:
     if parts is None:
         return text
     user = f"{parts.user}@" if parts.user else ""
-    return f"{parts.scheme}://{user}{parts.host}{_path_params(parts.path)[0]}"
+    return f"{_start(parts)}{user}{parts.host}{_path_params(parts.path)[0]}"
 
 
 def url_secrets(text: str) -> list[str]:
@@ -153,10 +175,11 @@ def url_secrets(text: str) -> list[str]:
     if parts.password:
         found += [parts.password, unquote(parts.password)]
     params = _path_params(parts.path)[1] or ""
-    for pair in [*(parts.query or "").split("&"), *re.split(r"[;/]", params)]:
-        value = pair.partition("=")[2]
-        if value:
-            found += [value, unquote(value)]
+    for item in [*(parts.query or "").split("&"), *params.split(";")]:
+        key, equals, value = item.partition("=")
+        secret = value if equals else key
+        if secret:
+            found += [secret, unquote(secret)]
     return found
 
 
@@ -176,7 +199,7 @@ def _redacted_value(path: str, value: Any) -> tuple[Any, bool]:
         return shown, hidden
     if isinstance(value, str) and is_secret_key(path):
         return MASK, True
-    if isinstance(value, str) and _SCHEME.match(value):
+    if isinstance(value, str) and (_SCHEME.match(value) or "@" in value):
         redacted = redact_url(value)
         return redacted, redacted != value.strip()
     return value, False

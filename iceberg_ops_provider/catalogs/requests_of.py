@@ -7,6 +7,8 @@ from contextlib import suppress
 from typing import Any
 from urllib.parse import urlsplit
 
+from iceberg_ops_provider.catalogs.redact import without_path_params
+
 __all__ = ["http_error", "one_line", "request_path", "the_catalog"]
 
 
@@ -40,10 +42,10 @@ def http_error(exc: BaseException) -> Any:
 
 
 def request_path(exc: Any) -> tuple[str, str]:
-    """The method and path (no host, query or password) of the request ``exc`` was raised for, when known."""
+    """The method and path (no host, query, path parameter or password) of the request ``exc`` was raised for."""
     request = getattr(exc, "request", None)
     url = str(getattr(request, "url", "") or getattr(exc, "url", "") or "")  # the bounded transport's own refusals
     path = ""
     with suppress(ValueError):
-        path = urlsplit(url).path
+        path = without_path_params(urlsplit(url).path)
     return str(getattr(request, "method", "") or getattr(exc, "method", "") or ""), path

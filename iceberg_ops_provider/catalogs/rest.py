@@ -8,7 +8,8 @@ is set on the catalog's own HTTP session and nowhere else (no other session, no 
 * :func:`bound_session` gives a session's connections sockets that check a deadline before every
   read and write, each wait at most the time left; a request that runs out raises
   :class:`DeadlineExceeded` (a ``requests`` timeout), its connection closed. An answer larger than
-  :data:`MAX_ANSWER_BYTES` raises :class:`AnswerTooLarge`; the session asks for answers as they
+  :data:`MAX_ANSWER_BYTES` (:data:`MAX_SMALL_ANSWER_BYTES` for the configuration and a token)
+  raises :class:`AnswerTooLarge`; the session asks for answers as they
   are, and one compressed all the same is refused (:class:`EncodingRefused`): decompressing would
   grow it past the bound. A redirect to another origin is not followed (:class:`RedirectRefused`):
   a catalog's address answers for itself. Closing the session closes every connection it opened,
@@ -35,6 +36,7 @@ from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 from pyiceberg.catalog.rest import RestCatalog
@@ -45,6 +47,7 @@ from iceberg_ops_provider.catalogs.trust import check_configuration, origin
 
 __all__ = [
     "MAX_ANSWER_BYTES",
+    "MAX_SMALL_ANSWER_BYTES",
     "AnswerTooLarge",
     "BoundedRestCatalog",
     "DeadlineExceeded",
@@ -58,6 +61,10 @@ __all__ = [
 
 MAX_ANSWER_BYTES = 512 * 1024 * 1024
 """The most one answer of a catalog may hold (headers and body), unless :func:`deadline` says less."""
+
+MAX_SMALL_ANSWER_BYTES = 1024 * 1024
+"""The most a catalog's configuration or a token may hold: a few properties (parsed, JSON grows tenfold or more)."""
+_SMALL_ANSWERS = ("/v1/config", "/oauth/tokens")
 
 
 class _Refused(requests.exceptions.RequestException):
@@ -312,7 +319,9 @@ class _BoundedRequest:
         nearer = outer is not None and outer.remaining() < self.seconds
         # The bound that ran out, when one does: this request's own, or what was left of an enclosing one.
         bound = round(outer.remaining(), 3) if nearer and outer is not None else self.seconds
-        with deadline(self.seconds), _opening_into(self.sockets):
+        small = urlsplit(url).path.rstrip("/").endswith(_SMALL_ANSWERS)
+        cap = min(outer.max_bytes if outer is not None else MAX_ANSWER_BYTES, MAX_SMALL_ANSWER_BYTES) if small else None
+        with deadline(self.seconds, max_answer_bytes=cap), _opening_into(self.sockets):
             limit = _LIMIT.get()
             assert limit is not None
             wait = max(0.001, min(self.seconds, limit.remaining()))

@@ -1,18 +1,23 @@
-"""Who may choose what a catalog runs and where it sends its requests.
+"""Who may choose what a catalog runs, how it signs, and where it sends its requests.
 
-PyIceberg imports a class named by some properties and calls it with the catalog's properties:
-``py-io-impl`` (the FileIO of every table), ``s3.retry-strategy-impl``, ``py-catalog-impl``. Such a
-name may come from the user (the project file, the code, a connection, ``.pyiceberg.yaml``), from
-a REST catalog's answer to ``GET /v1/config``, or from a table (its metadata's properties, the
-``config`` of a load-table answer). Whoever names the class runs code where the catalog is opened;
-so only the user's own settings may name any class:
+PyIceberg imports a class named by some properties and calls it: ``py-io-impl`` (the FileIO of
+every table), ``s3.retry-strategy-impl``, ``py-catalog-impl``, a table's
+``write.py-location-provider.impl`` (on every write of data files), a REST catalog's ``auth``
+(``{"type": "custom", "impl": ...}``). Such a name may come from the user (the project file, the
+code, a connection, ``.pyiceberg.yaml``), from a REST catalog's answer to ``GET /v1/config``, or
+from a table (its metadata's properties, the ``config`` of a load-table answer). Whoever names the
+class runs code where the catalog is opened, so only the user's own settings may name one:
 
-* a REST catalog's configuration naming a class other than PyIceberg's and PyArrow's own
-  (:data:`BUILT_IN`) is refused (:class:`ImportRefused`), as is a configuration that moves the
-  catalog's address, or its token endpoint, to another origin (:class:`AddressMoved`: the requests
-  and the credentials would follow it, as a refused redirect would have taken them);
-* a table naming such a class is read with the catalog's own FileIO instead, and a warning logged
-  (:func:`guard_file_io`): the table stays readable, and nothing it names is imported.
+* a REST catalog's configuration may not name a class other than PyIceberg's and PyArrow's own
+  (:data:`BUILT_IN`; :class:`ImportRefused`), may not set how this process authenticates or signs
+  (``auth``, ``rest.sigv4-enabled``, ``rest.signing-*``, a ``header.Host``; :class:`SettingRefused`:
+  the credentials would sign for, or be sent to, what the server chose), and may not move the
+  catalog's address or token endpoint to another origin (:class:`AddressMoved`), as a redirect may
+  not;
+* a table naming a FileIO class is read with the catalog's own FileIO instead (a warning is
+  logged); a table naming a location provider class is refused by a catalog opened to write
+  (PyIceberg would import it to write data files) and ignored by one opened to read (which writes
+  none) (:func:`guard_file_io`).
 
 A front that opens catalogs on behalf of people who may edit connections but not run code (the
 api-server: its pages, a connection's test) refuses connections naming classes too
@@ -22,9 +27,9 @@ api-server: its pages, a connection's test) refuses connections naming classes t
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from iceberg_ops_provider.messages import message
 
@@ -35,6 +40,7 @@ __all__ = [
     "BUILT_IN",
     "AddressMoved",
     "ImportRefused",
+    "SettingRefused",
     "check_configuration",
     "guard_file_io",
     "named_classes",
@@ -44,30 +50,51 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
+LOCATION_PROVIDER = "write.py-location-provider.impl"
+
 BUILT_IN: Mapping[str, frozenset[str]] = {
     "py-io-impl": frozenset({"pyiceberg.io.pyarrow.PyArrowFileIO", "pyiceberg.io.fsspec.FsspecFileIO"}),
     "s3.retry-strategy-impl": frozenset(
         {"pyarrow.fs.AwsDefaultS3RetryStrategy", "pyarrow.fs.AwsStandardS3RetryStrategy"}
     ),
     "py-catalog-impl": frozenset(),
+    LOCATION_PROVIDER: frozenset(
+        {"pyiceberg.table.locations.SimpleLocationProvider", "pyiceberg.table.locations.ObjectStoreLocationProvider"}
+    ),
 }
 """The properties naming a class PyIceberg imports, and the classes of its own (and PyArrow's) they may name."""
 
 _MOVABLE = ("uri", "oauth2-server-uri")
+# How this process authenticates and signs: a server setting these would choose what the credentials sign or reach.
+_SIGNING = ("auth", "rest.sigv4-enabled", "rest.signing-name", "rest.signing-region")
+# Text urllib.parse and urllib3 read differently (where a host ends), or that no address holds.
+_ODD = re.compile(r"[\\\s\x00-\x1f\x7f]")
 
 
 class ImportRefused(ValueError):
-    """A catalog's configuration named a class to import that only the user's own settings may name.
+    """A class to import was named by whom only the user's own settings may name one.
 
     Attributes:
         key: The property (``py-io-impl``, ...).
-        source: Who named it: ``server`` (a REST catalog's configuration) or ``connection``.
+        source: Who named it: ``server`` (a REST catalog's configuration or commit answer) or ``table``.
     """
 
     def __init__(self, key: str, source: str) -> None:
         self.key = key
         self.source = source
         super().__init__(f"the {source} named a class to import in {key!r}")
+
+
+class SettingRefused(ValueError):
+    """A REST catalog's configuration set how this process authenticates or signs its requests.
+
+    Attributes:
+        key: The property (``auth``, ``rest.sigv4-enabled``, ``header.Host``, ...).
+    """
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"the catalog's configuration sets {key!r}")
 
 
 class AddressMoved(ValueError):
@@ -85,8 +112,15 @@ class AddressMoved(ValueError):
 
 
 def named_classes(properties: Mapping[str, Any]) -> list[str]:
-    """The keys of ``properties`` naming a class to import other than the :data:`BUILT_IN` ones."""
-    return [key for key, allowed in BUILT_IN.items() if properties.get(key) and properties[key] not in allowed]
+    """The keys of ``properties`` naming a class to import other than the :data:`BUILT_IN` ones.
+
+    A custom ``auth`` (``{"type": "custom", "impl": ...}``) names one too.
+    """
+    found = [key for key, allowed in BUILT_IN.items() if properties.get(key) and properties[key] not in allowed]
+    auth = properties.get("auth")
+    if isinstance(auth, Mapping) and auth.get("impl"):
+        found.append("auth")
+    return found
 
 
 def without_classes(spec: CatalogSpec) -> CatalogSpec:
@@ -112,46 +146,68 @@ def _untrusted(properties: Mapping[str, Any], trusted: Mapping[str, Any]) -> lis
 
 
 def origin(url: str) -> str:
-    """``scheme://host:port`` of ``url`` (no user info, no path); empty when it cannot be read."""
+    """``scheme://host:port`` of ``url`` as the HTTP client reads it (a default port left out); empty if unreadable."""
+    from urllib3.util import parse_url
+
     try:
-        parts = urlsplit(url)
-        return f"{parts.scheme}://{parts.hostname or ''}{f':{parts.port}' if parts.port else ''}"
+        parts = parse_url(url.strip())
     except ValueError:
         return ""
+    scheme = (parts.scheme or "").lower()
+    port = None if parts.port == {"http": 80, "https": 443}.get(scheme) else parts.port
+    return f"{scheme}://{(parts.host or '').lower().rstrip('.')}{f':{port}' if port else ''}"
 
 
 def check_configuration(given: Mapping[str, Any], merged: Mapping[str, Any]) -> None:
     """Refuse what a REST catalog's configuration changed of the user's ``given`` properties, if it may not.
 
     Raises:
-        AddressMoved: ``uri`` or ``oauth2-server-uri`` now points to another origin than ``given["uri"]``.
+        AddressMoved: ``uri`` or ``oauth2-server-uri`` now points to another origin than ``given["uri"]``
+            (or holds text clients read differently: a backslash, white space, a control character).
+        SettingRefused: The configuration set how requests are authenticated or signed.
         ImportRefused: The configuration names a class to import.
     """
     home = origin(str(given.get("uri", "")))
     for key in _MOVABLE:
         value = merged.get(key)
-        if value is not None and value != given.get(key) and origin(str(value)) != home:
-            raise AddressMoved(key, origin(str(value)) or "an address that cannot be read")
+        if value is None or value == given.get(key):
+            continue
+        moved = origin(str(value))
+        if _ODD.search(str(value)) or not moved or moved != home:
+            raise AddressMoved(key, moved if moved and not _ODD.search(moved) else "an address that cannot be read")
+    for key in merged:
+        signing = key in _SIGNING or (isinstance(key, str) and key.lower() == "header.host")
+        if signing and merged.get(key) != given.get(key):
+            raise SettingRefused(str(key))
     refused = _untrusted(merged, given)
     if refused:
         raise ImportRefused(refused[0], "server")
 
 
-def guard_file_io(catalog: Any) -> None:
-    """Make ``catalog`` load its tables' FileIO without importing a class a table names.
+def guard_file_io(catalog: Any, *, writes: bool) -> None:
+    """Make ``catalog`` open its tables without importing a class a table names.
 
     What the catalog's own properties name (the user's settings, and what a REST catalog's checked
-    configuration added) may be imported. The catalog's ``_load_file_io`` (PyIceberg's one place a
-    table's properties choose a FileIO) is wrapped on this instance only; no class of PyIceberg changes.
+    configuration added) may be imported. A table's FileIO class is left out (the catalog's FileIO
+    reads it); a table's location provider class is refused when ``writes`` (PyIceberg would import
+    it to write data files), before a commit through the catalog writes anything (SQL, Glue, Hive),
+    or after a REST catalog's commit answer named it. The catalog's ``_load_file_io`` (where
+    PyIceberg opens every table it loads, creates or commits) and ``commit_table`` are wrapped on
+    this instance only; no class of PyIceberg changes.
     """
-    load = getattr(catalog, "_load_file_io", None)
-    if load is None:  # a catalog class of the user's own (``py-catalog-impl``) loading its FileIO its own way
+    kind = type(catalog)
+    if not hasattr(kind, "_load_file_io"):  # a catalog class of the user's own loading its FileIO its own way
         return
     name = getattr(catalog, "name", "")
 
     def load_trusted(properties: Mapping[str, Any] | None = None, location: str | None = None) -> Any:
         properties = dict(properties or {})
         refused = _untrusted(properties, catalog.properties)
+        if LOCATION_PROVIDER in refused:
+            if writes:
+                raise ImportRefused(LOCATION_PROVIDER, "table")
+            refused.remove(LOCATION_PROVIDER)  # read only: no data file is written, the provider never loaded
+            properties.pop(LOCATION_PROVIDER)
         if refused:
             log.warning(
                 "Catalog %r: a table at %s names a class to import in %s, which is not imported (only the "
@@ -161,6 +217,16 @@ def guard_file_io(catalog: Any) -> None:
                 ", ".join(refused),
             )
             properties = {key: value for key, value in properties.items() if key not in refused}
-        return load(properties, location)
+        return kind._load_file_io(catalog, properties, location)  # the class's, as it is when called
 
     catalog._load_file_io = load_trusted
+    if not writes or not hasattr(kind, "commit_table"):
+        return
+
+    def commit_trusted(table: Any, requirements: Any, updates: Any) -> Any:
+        response = kind.commit_table(catalog, table, requirements, updates)
+        if LOCATION_PROVIDER in _untrusted(response.metadata.properties, catalog.properties):
+            raise ImportRefused(LOCATION_PROVIDER, "server")  # the commit stands; nothing more is written through it
+        return response
+
+    catalog.commit_table = commit_trusted

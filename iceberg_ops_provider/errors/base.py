@@ -50,7 +50,8 @@ class CatalogConfigError(IcebergOpsError, ValueError):
             address answers, but not as an Iceberg catalog), ``no-warehouse``, ``redirect`` (an
             answer or a configuration sending elsewhere, not followed), ``too-large`` (an answer past
             the bound), ``compressed`` (an answer compressed though asked for none), ``import`` (a
-            catalog's configuration naming a class to import),
+            catalog's configuration or a table naming a class to import), ``setting`` (a catalog's
+            configuration setting how requests are authenticated or signed),
             ``credentials`` (refused or missing).
         status: The HTTP status of the answer behind it, when there was one.
         endpoint: Where the catalog lives (never a password), when known.

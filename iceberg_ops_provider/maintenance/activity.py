@@ -32,6 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
 from iceberg_ops_provider.core.threads import carrying_context
 from iceberg_ops_provider.maintenance.compaction import OPERATION_PROPERTY
@@ -168,11 +169,11 @@ def _may_read(table: Table, location: str) -> bool:
     root = table.metadata.location.rstrip("/") + "/"
     if ".." in location.split("/") or not (location.startswith(current) or location.startswith(root)):
         return False
-    if "://" in location and not location.startswith("file:"):
+    parts = urlsplit(location)
+    if parts.scheme.lower() not in ("", "file"):  # an object store: no pipe, no device
         return True
-    path = location.removeprefix("file://") if location.startswith("file://") else location.removeprefix("file:")
-    try:
-        return stat.S_ISREG(os.stat(path).st_mode)
+    try:  # as PyArrow's local filesystem opens it: the path, any case of the scheme
+        return stat.S_ISREG(os.stat(parts.path if parts.scheme else location).st_mode)
     except OSError:
         return False
 

@@ -46,7 +46,7 @@ class CatalogState(CatalogInfo):
     error_kind: str | None = Field(
         default=None,
         description="What the failure was: `timeout`, `unreachable`, `credentials`, `not-a-catalog`, `redirect`, "
-        "`too-large`, `compressed`, `import`, `configuration`, `missing`, ... (never what the server said).",
+        "`too-large`, `compressed`, `import`, `setting`, `configuration`, `missing`, ... (never what the server said).",
     )
     error: str | None = Field(description="Why it does not answer, naming the catalog, in the pages' own words.")
 

@@ -68,7 +68,7 @@ def test_a_password_is_found_whatever_it_holds(password, host, path):
         # query values: every one of them hidden, the names kept
         ("https://h/x?apikey=abc&x=1", "https://h/x?apikey=***&x=***", "https://h/x"),
         ("https://h/x?apikey=abc#frag", "https://h/x?apikey=***", "https://h/x"),
-        ("https://h/x?flag&token=t", "https://h/x?flag&token=***", "https://h/x"),
+        ("https://h/x?flag&token=t", "https://h/x?***&token=***", "https://h/x"),  # a bare item may be a secret
         (
             "postgresql+psycopg://u:p@ss/@h:5432/db?sslmode=require&password=zz",
             "postgresql+psycopg://u:***@h:5432/db?sslmode=***&password=***",
@@ -76,7 +76,7 @@ def test_a_password_is_found_whatever_it_holds(password, host, path):
         ),
         # path parameters (``;token=``): values hidden like a query's, left out of what is displayed
         ("http://h:1/api;token=SEMI-SECRET", "http://h:1/api;token=***", "http://h:1/api"),
-        ("http://h/a;x=1;y=2/b?q=3", "http://h/a;x=***;y=***/b?q=***", "http://h/a"),
+        ("http://h/a;x=1;y=2/b?q=3", "http://h/a;x=***;y=***?q=***", "http://h/a"),
         # a user without a password; nothing secret at all
         ("http://user@h/x", "http://user@h/x", "http://user@h/x"),
         ("thrift://metastore:9083", "thrift://metastore:9083", "thrift://metastore:9083"),
@@ -88,7 +88,17 @@ def test_a_password_is_found_whatever_it_holds(password, host, path):
         ("HTTP://u:pw@h", "HTTP://u:***@h", "HTTP://u@h"),
         # not a URI: unchanged
         ("not a url", "not a url", "not a url"),
-        ("user:pw@host", "user:pw@host", "user:pw@host"),
+        # user info without a scheme, or before a host this module does not recognise: hidden all the same
+        ("user:pw@host", "user:***@host", "user@host"),
+        ("http:/user:pw@h:1/api", "http:***@h:1/api", "http@h:1/api"),
+        ("1http://user:pw@h/api", "1http:***@h/api", "1http@h/api"),
+        ("http://user:pw@catalög:1/api", "http://user:***@catalög:1/api", "http://user@catalög:1/api"),
+        ("http://user:pw@[::1:1/api", "http://user:***@[::1:1/api", "http://user@[::1:1/api"),
+        ("http://user:pw@my host:1/api", "http://user:***@my host:1/api", "http://user@my host:1/api"),
+        ("http://user%3Apw@h/api", "http://:***@h/api", "http://h/api"),
+        ("someone@example.com", "someone@example.com", "someone@example.com"),
+        ("http://h:1/api%3Btoken=pw", "http://h:1/api;token=***", "http://h:1/api"),
+        ("http://h/x?x=1&pw", "http://h/x?x=***&***", "http://h/x"),
         ("", "", ""),
         ("://x", "://x", "://x"),
         ("/data/catalog.db", "/data/catalog.db", "/data/catalog.db"),

@@ -392,3 +392,12 @@ def test_an_address_the_http_client_cannot_read_is_not_repeated():
     assert isinstance(error, CatalogConfigError) and error.reason == "configuration"
     assert "TopSecretPart" not in str(error) and "s3cret" not in str(error)
     assert "percent-encode those characters in a user name or password" in str(error)
+
+
+def test_a_path_parameter_of_the_address_is_in_no_message():
+    uri = f"http://127.0.0.1:{_closed_port()}/api;token=S3CR3T-PARAM/more"
+    spec = from_options("rest", uri=uri, timeout=2)
+    with pytest.raises(CatalogUnavailableError) as info:
+        open_catalog(spec, access="read")
+    assert "S3CR3T" not in str(info.value) and "S3CR3T" not in spec.endpoint() and "S3CR3T" not in repr(spec)
+    assert "(GET /api/more/v1/config" in str(info.value)  # the request, its path parameter left out

@@ -23,7 +23,15 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from iceberg_ops_provider.catalogs import CatalogFactory, from_connection, from_options, open_catalog, without_classes
+from iceberg_ops_provider.catalogs import (
+    CatalogFactory,
+    catalog_errors,
+    from_connection,
+    from_options,
+    open_catalog,
+    spec_of,
+    without_classes,
+)
 from iceberg_ops_provider.errors import CatalogConfigError, IcebergOpsError
 from tests.support import trap
 from tests.support.hostile import answer_json, canned, client_sockets, endless, raw_server
@@ -252,3 +260,80 @@ def test_an_address_refusing_get_config_is_no_catalog_and_permanent(status):
         open_catalog(from_options("rest", uri=server.uri, timeout=5), access="read")
     assert info.value.reason == "not-a-catalog" and info.value.status == status
     assert str(info.value).startswith(f"The endpoint {server.uri} is not an Iceberg REST catalog")
+
+
+# --- how requests are signed --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "setting",
+    [
+        {"auth": {"type": "custom", "impl": trap.NAME, "custom": {}}},
+        {"rest.sigv4-enabled": "true", "rest.signing-name": "s3"},
+        {"header.Host": "victim-bucket.s3.amazonaws.com"},
+    ],
+)
+def test_a_configuration_setting_how_requests_are_signed_or_authenticated_is_refused(record, lake, setting):
+    handler, seen = _catalog_server(lambda own: {"defaults": {}, "overrides": setting}, lake)
+    with serve_http(handler) as uri, pytest.raises(CatalogConfigError) as info:
+        _open_and_read(uri, token="USER-TOKEN-SECRET")
+    assert info.value.reason == "setting"
+    assert f"a configuration setting {next(iter(setting))!r}, which is refused" in str(info.value)
+    assert [path for _, path, _ in seen] == ["/v1/config"]  # nothing asked after it
+    assert trap.sprung(record) == []
+
+
+def test_the_user_s_own_signing_settings_repeated_by_the_server_are_no_change(lake):
+    same = {"defaults": {"header.X-Client": "ops"}, "overrides": {"rest.sigv4-enabled": "false"}}
+    handler, _ = _catalog_server(lambda own: same, lake)
+    with serve_http(handler) as uri:
+        open_catalog(from_options("rest", uri=uri, timeout=5, **{"rest.sigv4-enabled": "false"}), access="read")
+
+
+@pytest.mark.parametrize("form", ["http://127.0.0.1:{other}\\@127.0.0.1:{own}", "http://127.0.0.1:{other}\t@h"])
+def test_an_address_that_clients_read_differently_is_refused(lake, form):
+    elsewhere, visits = _catalog_server(lambda own: {"defaults": {}, "overrides": {}}, lake)
+    with serve_http(elsewhere) as other:
+        other_port = other.rsplit(":", 1)[1]
+
+        def config(own: str) -> dict[str, Any]:
+            moved = form.format(other=other_port, own=own.rsplit(":", 1)[1])
+            return {"defaults": {}, "overrides": {"uri": moved}}
+
+        handler, _ = _catalog_server(config, lake)
+        with serve_http(handler) as uri, pytest.raises(CatalogConfigError) as info:
+            _open_and_read(uri, token="USER-TOKEN-SECRET")
+    assert info.value.reason == "redirect" and visits == []
+
+
+def test_a_configuration_past_a_megabyte_is_not_read():
+    """A configuration is a few properties; parsed, a megabyte of JSON takes tens of megabytes."""
+    body = b'{"defaults": {"x": [' + b"[]," * 400_000 + b"[]]}}"
+    answer = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+    with raw_server(canned(answer), keep_alive=True) as server, pytest.raises(CatalogConfigError) as info:
+        open_catalog(from_options("rest", uri=server.uri, timeout=5), access="read")
+    assert info.value.reason == "too-large" and "with more than 1048576 bytes" in str(info.value)
+
+
+# --- a table's location provider --------------------------------------------------------------------------
+
+
+def test_a_table_naming_a_location_provider_is_refused_by_a_writer_and_read_by_a_reader(record, tmp_path):
+    """PyIceberg imports a table's location provider to write its data files: whoever wrote the property chose."""
+    options = {"db_path": tmp_path / "lake.db", "warehouse_dir": tmp_path / "warehouse"}
+    named = {"write.py-location-provider.impl": trap.LOCATION_PROVIDER}
+    owner = open_catalog(from_options("sqlite", **options, **named), access="create")  # the owner trusts it
+    owner.create_namespace("shop")
+    owner.create_table("shop.orders", SCHEMA, properties=named).append(pa.table({"id": [1]}, schema=SCHEMA))
+    assert "called" in trap.sprung(record)
+    trap.armed(record)
+
+    reader = open_catalog(from_options("sqlite", **options), access="read")
+    assert reader.load_table("shop.orders").scan().to_arrow().num_rows == 1
+    writer = open_catalog(from_options("sqlite", **options), access="write")
+    with pytest.raises(CatalogConfigError) as info, catalog_errors(spec_of(writer)):
+        writer.load_table("shop.orders")
+    assert info.value.reason == "import"
+    assert "A table of the catalog" in str(info.value) and "'write.py-location-provider.impl'" in str(info.value)
+    assert "name the same in the `write.py-location-provider.impl` option" in str(info.value)
+    assert trap.sprung(record) == []

@@ -121,3 +121,26 @@ def test_maintenance_history_reads_no_pipe_and_nothing_outside_the_table(catalog
         reader.join(10)
     assert not blocked, "the history read a pipe the metadata log names"
     assert found and found[0].metadata_files_read == 0
+
+    # The scheme in capitals, table and log alike (PyArrow opens FILE:// as file://): still no pipe read.
+    from pyiceberg.table import Table
+    from pyiceberg.table.metadata import MetadataLogEntry
+
+    shouted = table.metadata.model_copy(
+        update={
+            "location": "FILE://" + table.metadata.location.removeprefix("file://"),
+            "metadata_log": [MetadataLogEntry(metadata_file=f"FILE://{pipe}", timestamp_ms=0)],
+        }
+    )
+    current = "FILE://" + table.metadata_location.removeprefix("file://")
+    loud = Table(table._identifier, shouted, current, table.io, table.catalog)
+    found.clear()
+    reader = threading.Thread(target=lambda: found.append(maintenance_history(loud)))
+    reader.start()
+    reader.join(10)
+    blocked = reader.is_alive()
+    if blocked:
+        os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))
+        reader.join(10)
+    assert not blocked, "the history read a pipe named FILE://"
+    assert found and found[0].metadata_files_read == 0

@@ -35,10 +35,24 @@ class Trap:
         _record("called")
 
 
+class TrapLocationProvider:
+    """A location provider that records being built, then places files as PyIceberg's simple one does."""
+
+    def __new__(cls, table_location: str, table_properties: Any) -> Any:
+        from pyiceberg.table.locations import SimpleLocationProvider
+
+        _record("called")
+        return SimpleLocationProvider(table_location, table_properties)
+
+
+LOCATION_PROVIDER = f"{__name__}.TrapLocationProvider"
+"""The dotted name a table property gives to import :class:`TrapLocationProvider`."""
+
+
 def armed(record: Path) -> dict[str, str]:
-    """Drop this module from ``sys.modules`` (so importing it again runs it) and return the variable to set."""
+    """Drop this module from ``sys.modules`` (so importing it again runs it), empty ``record``; the variable to set."""
     sys.modules.pop(__name__, None)
-    record.touch()
+    record.write_text("")
     return {VARIABLE: str(record)}
 
 
