@@ -398,7 +398,8 @@ def _not_a_catalog(exc: BaseException, spec: CatalogSpec, *, opening: bool) -> C
         return None
     return CatalogConfigError(
         message(
-            f"The endpoint {spec.endpoint()} is not an Iceberg REST catalog: its answer to GET /v1/config was not one "
+            f"The endpoint {spec.endpoint()} is not an Iceberg REST catalog: its answer to "
+            f"{'GET /v1/config' if opening or '/v1/config' in text else 'a request'} was not one "
             f"({one_line(text)[:160]}). Check {{uri}}: it must be the catalog's base URL (for SeaweedFS its Iceberg "
             "port, not its S3 port; for Polaris .../api/catalog).",
             uri=spec.setting("uri"),

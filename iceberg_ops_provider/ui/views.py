@@ -47,8 +47,12 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-MAX_ANSWER_BYTES = 64 * 1024 * 1024
-"""The most one answer of a catalog may hold while a page reads it (the api-server serves many pages at once)."""
+MAX_ANSWER_BYTES = 16 * 1024 * 1024
+"""The most one answer of a catalog may hold while a page reads it.
+
+The api-server serves many pages at once, and parsed JSON takes ten to forty times its size: 16 MiB
+holds the metadata of a table of some ten thousand snapshots, and parses within about 700 MB.
+"""
 
 
 class TableNotFound(LookupError):
