@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test test-all lint unit crash demo airflow clean spark-peer rust-peer chromium
+.PHONY: test test-all lint unit crash demo airflow clean spark-peer rust-peer chromium test-newest-pyarrow
 
 $(INSTALLED): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,21 @@ chromium:
 	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation) >/dev/null \
 	    || echo "chromium could not be installed; the browser suite will skip"; \
 	else echo "no /usr/bin/chromium and no root to apt-get it: the browser suite (tests/airflow/ui) will skip"; fi
+
+# The Parquet joiner's tests (core/parquet_parts.py, docs/core.md) on the newest PyArrow the registry has, in a
+# venv of its own with only the engine's libraries (the checkout on PYTHONPATH, no Airflow): a field a newer
+# PyArrow adds to its footers must make the joiner fall back, never write a wrong file. A CI step of its own
+# (over 3 minutes from nothing, most of it installing; a minute once the venv exists): .ci/run leaves it out.
+NEWEST_PYARROW := .venv-newest-pyarrow
+test-newest-pyarrow:
+	test -x $(NEWEST_PYARROW)/bin/python || $(PYTHON) -m venv $(NEWEST_PYARROW)
+	grep -v '^pyarrow==' constraints.txt > $(NEWEST_PYARROW)/constraints.txt
+	$(NEWEST_PYARROW)/bin/python -m pip install --quiet -c $(NEWEST_PYARROW)/constraints.txt \
+	  'pyiceberg[sql-sqlite]' pyiceberg-core pyyaml sqlalchemy click rich requests pytest pytest-timeout
+	$(NEWEST_PYARROW)/bin/python -m pip install --quiet --upgrade pyarrow
+	$(NEWEST_PYARROW)/bin/python -c 'import pyarrow; print("joiner tests on pyarrow", pyarrow.__version__)'
+	PYTHONPATH=$(CURDIR) $(NEWEST_PYARROW)/bin/python -m pytest -q \
+	  tests/core/test_thrift_compact.py tests/core/test_parquet_parts.py tests/core/test_parallel_output_file.py
 
 # The suite without the tests that start SeaweedFS and moto servers.
 unit: $(INSTALLED)

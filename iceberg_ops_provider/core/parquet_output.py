@@ -35,7 +35,13 @@ from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
 from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
 from pyiceberg.schema import sanitize_column_names
 
-from iceberg_ops_provider.core.parquet_parts import PartJoiner, encode_part, joinable, metadata_of_footer
+from iceberg_ops_provider.core.parquet_parts import (
+    PartJoiner,
+    UnjoinablePart,
+    encode_part,
+    joinable,
+    metadata_of_footer,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO, OutputStream
@@ -63,7 +69,8 @@ class OutputFile:
     allows), row groups after the file's first are encoded and compressed on that many threads side by
     side and joined in order into the same file ``ParquetWriter`` writes alone
     (:mod:`~iceberg_ops_provider.core.parquet_parts`), provided the first row group holds at least
-    :data:`MIN_BYTES_PER_COLUMN` per leaf column. The first row group is written before :meth:`write`
+    :data:`MIN_BYTES_PER_COLUMN` per leaf column and its footer holds only fields the joiner knows
+    (otherwise one ``ParquetWriter`` writes the file). The first row group is written before :meth:`write`
     returns, so the file's compression ratio is known from then on; at most ``encode_threads - 1`` row
     groups are still being encoded when :meth:`write` returns, which bounds memory to that many row
     groups and their encoded bytes.
@@ -117,25 +124,36 @@ class OutputFile:
         if not table.num_rows:
             return
         row_group_rows = max(1, row_group_rows)
+        start = 0
         if self._writer is None and self._joiner is None:
-            first = table.slice(0, row_group_rows)
-            if first.nbytes >= MIN_BYTES_PER_COLUMN * _leaf_columns(self.schema):
-                self._joiner = PartJoiner(self._stream)
-            else:
-                self._open_writer()
+            start = self._start(table.slice(0, row_group_rows), row_group_rows)
         if self._writer is not None:
-            self._writer.write_table(table, row_group_size=row_group_rows)
+            if start < table.num_rows:
+                self._writer.write_table(table.slice(start), row_group_size=row_group_rows)
         else:
-            for start in range(0, table.num_rows, row_group_rows):
-                self._encode(table.slice(start, row_group_rows), row_group_rows)
+            for offset in range(start, table.num_rows, row_group_rows):
+                self._encode(table.slice(offset, row_group_rows), row_group_rows)
         self.rows += table.num_rows
 
+    def _start(self, first: pa.Table, row_group_rows: int) -> int:
+        """Join the file's first row group if it can be; returns its rows, or 0 when a writer is opened instead.
+
+        The first row group is encoded at once: its footer tells whether the joiner knows every
+        field, and its size the compression ratio.
+        """
+        if first.nbytes >= MIN_BYTES_PER_COLUMN * _leaf_columns(self.schema):
+            joiner = PartJoiner(self._stream)
+            try:
+                joiner.append(encode_part(first, self.schema, self._writer_kwargs, row_group_rows))
+            except UnjoinablePart as refused:
+                log.debug("%s is written by one writer: %s", self.path, refused)
+            else:
+                self._joiner, self._arrow_joined = joiner, first.nbytes
+                return first.num_rows
+        self._open_writer()
+        return 0
+
     def _encode(self, row_group: pa.Table, row_group_rows: int) -> None:
-        assert self._joiner is not None
-        if not self._joiner.bytes_written:  # the first row group, at once: it tells the compression ratio
-            self._joiner.append(encode_part(row_group, self.schema, self._writer_kwargs, row_group_rows))
-            self._arrow_joined += row_group.nbytes
-            return
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self._threads, thread_name_prefix="iceberg-ops-parquet-encoder")
         encoding = self._pool.submit(encode_part, row_group, self.schema, self._writer_kwargs, row_group_rows)

@@ -9,10 +9,12 @@ row groups, is encoded on its own thread as a complete Parquet file in memory
 and writes one footer for all of them, its offsets moved to where the row groups now lie. The file
 is the one ``ParquetWriter`` writes with the same row groups, byte for byte, footer included.
 
-Only offsets of the row groups themselves move. A file whose footer points at other structures in
-its body (a page index, bloom filters) or that is encrypted cannot be joined this way:
-:func:`joinable` tells from the writer's options, and :meth:`PartJoiner.append` refuses a part
-holding any of them.
+The joiner knows every field of the four footer structs that hold positions (the file's metadata,
+a row group, a column chunk, a column's metadata): which to copy, which to move and which to
+renumber. A part whose footer holds any other field (a page index, bloom filters, encryption, a
+field of a newer Parquet format) is refused with :class:`UnjoinablePart`, and the caller writes the
+file with one ``ParquetWriter`` instead. Fields kept whole (the schema, statistics, key-value
+metadata) hold no positions by the format's definition and are copied as they are.
 """
 
 from __future__ import annotations
@@ -36,24 +38,24 @@ from iceberg_ops_provider.core.thrift_compact import (
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-__all__ = ["MAGIC", "PartJoiner", "encode_part", "joinable", "metadata_of_footer"]
+__all__ = ["MAGIC", "PartJoiner", "UnjoinablePart", "encode_part", "joinable", "metadata_of_footer"]
 
 MAGIC = b"PAR1"
 
 # Field ids of parquet.thrift.
 _FILE_SCHEMA, _FILE_NUM_ROWS, _FILE_ROW_GROUPS = 2, 3, 4
-_FILE_ENCRYPTED = {8: "an encryption algorithm", 9: "a footer signing key"}
 _GROUP_COLUMNS, _GROUP_FILE_OFFSET, _GROUP_ORDINAL = 1, 5, 7
 _CHUNK_FILE_OFFSET, _CHUNK_METADATA = 2, 3
-_CHUNK_ELSEWHERE = {
-    1: "a file path",
-    4: "an offset index",
-    6: "a column index",
-    8: "column encryption",
-    9: "encrypted column metadata",
-}
 _METADATA_OFFSETS = (9, 10, 11)  # data, index and dictionary page offsets
-_METADATA_ELSEWHERE = {14: "a bloom filter"}
+# Every field the joiner knows, by struct; any other is refused.
+_KNOWN_FILE = {1, 2, 3, 4, 5, 6, 7}  # version .. column_orders
+_KNOWN_GROUP = {1, 2, 3, 4, 5, 6, 7}  # columns .. ordinal
+_KNOWN_CHUNK = {2, 3}  # file_offset, meta_data
+_KNOWN_METADATA = {*range(1, 14), 16, 17}  # type .. encoding_stats, size and geospatial statistics
+
+
+class UnjoinablePart(ValueError):
+    """A part's footer holds a field the joiner does not know: the file must be written by one writer."""
 
 
 class _Writable(Protocol):
@@ -61,17 +63,14 @@ class _Writable(Protocol):
 
 
 def joinable(writer_kwargs: Mapping[str, Any]) -> bool:
-    """Whether files written with these ``ParquetWriter`` options can be joined from parts.
+    """Whether files written with these ``ParquetWriter`` options may be joined from parts.
 
-    Options that put structures pointed at by offsets into the file's body (a page index, bloom
-    filters) or encrypt it cannot, nor content-defined chunking, whose page boundaries depend on
-    the row groups written before (each part would start the chunker afresh).
+    Not encrypted ones (their footers cannot be read here), nor content-defined chunking, whose page
+    boundaries depend on the row groups written before, which no footer shows. Other options are
+    judged by the footer of the first part (:class:`UnjoinablePart`).
     """
     return not (
-        writer_kwargs.get("write_page_index")
-        or writer_kwargs.get("bloom_filter_options")
-        or writer_kwargs.get("encryption_properties") is not None
-        or writer_kwargs.get("use_content_defined_chunking")
+        writer_kwargs.get("encryption_properties") is not None or writer_kwargs.get("use_content_defined_chunking")
     )
 
 
@@ -111,12 +110,16 @@ class PartJoiner:
     def append(self, part: bytes | pa.Buffer) -> None:
         """Append the row groups of ``part``, a complete Parquet file such as :func:`encode_part` returns.
 
+        Nothing is written when it raises.
+
         Raises:
-            ValueError: ``part`` is not a Parquet file, its schema differs from the first part's, or its
-                footer points at structures other than its row groups (see :func:`joinable`).
+            UnjoinablePart: Its footer holds a field the joiner does not know.
+            ValueError: ``part`` is not a Parquet file, or its schema differs from the first part's.
         """
         data = memoryview(part).cast("B")
         body_end, metadata = _read_part(data)
+        groups = metadata.value(_FILE_ROW_GROUPS, ThriftList(0, [])).items
+        _refuse_unknown(metadata, groups)
         if self._head is None:
             self._head = metadata
             self._write(MAGIC)
@@ -125,7 +128,7 @@ class PartJoiner:
                 "a part's Parquet schema differs from the first part's; every part must be written with one schema"
             )
         shift = self._position - len(MAGIC)
-        for group in metadata.value(_FILE_ROW_GROUPS, ThriftList(0, [])).items:
+        for group in groups:
             self._row_groups.append(_moved(group, shift, ordinal=len(self._row_groups)))
         self._rows += metadata.value(_FILE_NUM_ROWS, 0)
         self._write(data[len(MAGIC) : body_end])
@@ -168,10 +171,22 @@ def _read_part(data: memoryview) -> tuple[int, Struct]:
     metadata, end = decode_struct(data, body_end)
     if end != len(data) - 8:
         raise ValueError(f"a part's footer ends at byte {end}, not where its length says ({len(data) - 8})")
-    for field_id, what in _FILE_ENCRYPTED.items():
-        if metadata.get(field_id) is not None:
-            raise ValueError(f"a part's footer holds {what}: encrypted files cannot be joined")
     return body_end, metadata
+
+
+def _refuse_unknown(metadata: Struct, groups: list[Struct]) -> None:
+    """Raise :class:`UnjoinablePart` if any struct that holds positions has a field not known here."""
+    checks: list[tuple[str, Struct, set[int]]] = [("file metadata", metadata, _KNOWN_FILE)]
+    for group in groups:
+        checks.append(("row group", group, _KNOWN_GROUP))
+        for chunk in group.value(_GROUP_COLUMNS, ThriftList(0, [])).items:
+            checks.append(("column chunk", chunk, _KNOWN_CHUNK))
+            if chunk.get(_CHUNK_METADATA) is not None:
+                checks.append(("column metadata", chunk.value(_CHUNK_METADATA), _KNOWN_METADATA))
+    for what, struct, known in checks:
+        unknown = sorted(each.id for each in struct.fields if each.id not in known)
+        if unknown:
+            raise UnjoinablePart(f"a part's {what} holds fields {unknown} the joiner does not know")
 
 
 def _moved(group: Struct, shift: int, *, ordinal: int) -> Struct:
@@ -181,18 +196,10 @@ def _moved(group: Struct, shift: int, *, ordinal: int) -> Struct:
     if group.get(_GROUP_ORDINAL) is not None:
         group.set(_GROUP_ORDINAL, I16, ordinal)
     for chunk in group.value(_GROUP_COLUMNS, ThriftList(0, [])).items:
-        for field_id, what in _CHUNK_ELSEWHERE.items():
-            if chunk.get(field_id) is not None:
-                raise ValueError(f"a part's column chunk has {what}: such files cannot be joined from parts")
-        if chunk.get(_CHUNK_FILE_OFFSET) is not None and chunk.value(_CHUNK_FILE_OFFSET):
+        if chunk.value(_CHUNK_FILE_OFFSET):
             chunk.set(_CHUNK_FILE_OFFSET, I64, chunk.value(_CHUNK_FILE_OFFSET) + shift)
         metadata = chunk.value(_CHUNK_METADATA)
-        if metadata is None:
-            continue
-        for field_id, what in _METADATA_ELSEWHERE.items():
-            if metadata.get(field_id) is not None:
-                raise ValueError(f"a part's column chunk has {what}: such files cannot be joined from parts")
-        for field_id in _METADATA_OFFSETS:
+        for field_id in _METADATA_OFFSETS if metadata is not None else ():
             if metadata.get(field_id) is not None:
                 metadata.set(field_id, I64, metadata.value(field_id) + shift)
     return group

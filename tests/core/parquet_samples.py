@@ -8,6 +8,9 @@ import uuid
 
 import pyarrow as pa
 
+from iceberg_ops_provider.core.parquet_parts import MAGIC
+from iceberg_ops_provider.core.thrift_compact import I32, decode_struct, encode_struct
+
 
 def _field(name: str, kind: pa.DataType, field_id: int) -> pa.Field:
     return pa.field(name, kind, metadata={b"PARQUET:field_id": str(field_id).encode()})
@@ -62,3 +65,17 @@ def every_type_table(rows: int) -> pa.Table:
         "scores": [[("a", i), ("b", None)] if i % 2 else [] for i in range(rows)],
     }
     return pa.table(columns, schema=schema)
+
+
+def with_unknown_field(part: bytes, path: tuple[int, ...], field_id: int) -> bytes:
+    """``part`` with an i32 field ``field_id`` added to the footer struct reached by ``path``
+    (field ids, with the first element taken of a list)."""
+    footer_length = int.from_bytes(part[-8:-4], "little")
+    footer, _ = decode_struct(part, len(part) - 8 - footer_length)
+    struct = footer
+    for field_id_on_path in path:
+        struct = struct.value(field_id_on_path)
+        struct = struct.items[0] if hasattr(struct, "items") else struct
+    struct.set(field_id, I32, 1)
+    encoded = encode_struct(footer)
+    return part[: len(part) - 8 - footer_length] + encoded + len(encoded).to_bytes(4, "little") + MAGIC

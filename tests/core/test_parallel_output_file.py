@@ -7,12 +7,13 @@ import threading
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.io.pyarrow import PyArrowFileIO
 
 from iceberg_ops_provider.core import parquet_output
 from iceberg_ops_provider.core.parquet_output import OutputFile
-from tests.core.parquet_samples import every_type_table
+from tests.core.parquet_samples import every_type_table, with_unknown_field
 
 
 @pytest.fixture(autouse=True)
@@ -80,11 +81,28 @@ def test_side_by_side_the_file_and_its_footer_are_those_one_thread_writes(tmp_pa
     assert side_by_side.num_row_groups == 15
 
 
-def test_options_that_cannot_be_joined_are_written_by_one_thread(tmp_path: Path) -> None:
+def test_a_footer_the_joiner_does_not_know_falls_back_to_one_writer(tmp_path: Path) -> None:
     table = every_type_table(1200)
-    metadata, _ = _write(tmp_path / "indexed.parquet", table, [(0, 1200)], 2, write_page_index=True)
-    assert metadata.num_row_groups == 3
+    _write(tmp_path / "alone.parquet", table, [(0, 500), (500, 700)], 1, write_page_index=True)
+    metadata, _ = _write(tmp_path / "indexed.parquet", table, [(0, 500), (500, 700)], 2, write_page_index=True)
+    assert metadata.num_row_groups == 4
     assert metadata.row_group(0).column(0).has_offset_index  # written by ParquetWriter itself
+    assert (tmp_path / "indexed.parquet").read_bytes() == (tmp_path / "alone.parquet").read_bytes()
+
+
+def test_a_field_of_a_newer_format_falls_back_and_the_file_is_still_right(tmp_path: Path, monkeypatch) -> None:
+    encode = parquet_output.encode_part
+
+    def newer(*args, **kwargs) -> bytes:  # the real part, with a column-metadata field this joiner never saw
+        return with_unknown_field(bytes(encode(*args, **kwargs)), (4, 1, 3), 18)
+
+    monkeypatch.setattr(parquet_output, "encode_part", newer)
+    table = every_type_table(1200)
+    _write(tmp_path / "alone.parquet", table, [(0, 1200)], 1)
+    metadata, size = _write(tmp_path / "fallback.parquet", table, [(0, 1200)], 2)
+    assert (tmp_path / "fallback.parquet").read_bytes() == (tmp_path / "alone.parquet").read_bytes()
+    assert metadata.num_rows == 1200 and size == (tmp_path / "fallback.parquet").stat().st_size
+    assert pq.read_table(tmp_path / "fallback.parquet").drop_columns(["ratio"]).equals(table.drop_columns(["ratio"]))
 
 
 def test_a_file_closed_before_any_row_holds_the_schema_alone(tmp_path: Path) -> None:

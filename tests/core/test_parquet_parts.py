@@ -9,8 +9,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from iceberg_ops_provider.core.parquet_parts import PartJoiner, encode_part, joinable, metadata_of_footer
-from tests.core.parquet_samples import every_type_table
+from iceberg_ops_provider.core.parquet_parts import (
+    PartJoiner,
+    UnjoinablePart,
+    encode_part,
+    joinable,
+    metadata_of_footer,
+)
+from iceberg_ops_provider.core.thrift_compact import decode_struct, encode_struct
+from tests.core.parquet_samples import every_type_table, with_unknown_field
 
 
 def _written_alone(table: pa.Table, row_group_rows: int, **options) -> bytes:
@@ -79,17 +86,39 @@ def test_parts_of_another_schema_are_refused() -> None:
 @pytest.mark.parametrize(
     ("options", "says"),
     [
-        ({"write_page_index": True}, "an offset index"),
-        ({"bloom_filter_options": {"name": {"ndv": 100}}}, "a bloom filter"),
+        ({"write_page_index": True}, r"column chunk holds fields \[4, 5, 6, 7\]"),
+        ({"bloom_filter_options": {"name": {"ndv": 100}}}, r"column metadata holds fields \[14, 15\]"),
     ],
     ids=["page-index", "bloom-filter"],
 )
-def test_parts_pointing_at_structures_in_their_body_are_refused(options, says: str) -> None:
+def test_parts_pointing_at_structures_in_their_body_are_refused_and_nothing_is_written(options, says: str) -> None:
     table = every_type_table(100)
-    assert not joinable(options)
+    sink = io.BytesIO()
+    with pytest.raises(UnjoinablePart, match=says):
+        PartJoiner(sink).append(encode_part(table, table.schema, options, 100))
+    assert sink.getvalue() == b""
+
+
+@pytest.mark.parametrize(
+    ("path", "field_id", "where"),
+    [
+        ((), 10, "file metadata"),
+        ((4,), 8, "row group"),
+        ((4, 1), 10, "column chunk"),
+        ((4, 1, 3), 18, "column metadata"),
+    ],
+)
+def test_a_field_the_joiner_does_not_know_is_refused_wherever_it_is(path, field_id: int, where: str) -> None:
+    table = every_type_table(100)
+    part = bytes(encode_part(table, table.schema, {}, 100))
+    pq.read_metadata(pa.BufferReader(with_unknown_field(part, path, field_id)))  # still a Parquet file
     joiner = PartJoiner(io.BytesIO())
-    with pytest.raises(ValueError, match=says):
-        joiner.append(encode_part(table, table.schema, options, 100))
+    with pytest.raises(UnjoinablePart, match=rf"{where} holds fields \[{field_id}\]"):
+        joiner.append(with_unknown_field(part, path, field_id))
+    joiner.append(part)  # the refused part left nothing behind
+    assert joiner.finish() == encode_struct(
+        decode_struct(part, len(part) - 8 - int.from_bytes(part[-8:-4], "little"))[0]
+    )
 
 
 def test_what_is_not_a_parquet_file_is_refused() -> None:
@@ -103,7 +132,7 @@ def test_what_is_not_a_parquet_file_is_refused() -> None:
 
 
 def test_joinable_options() -> None:
-    assert joinable({}) and joinable({"compression": "zstd", "write_page_index": False})
+    assert joinable({}) and joinable({"compression": "zstd", "write_page_index": True})  # the footer decides
     assert not joinable({"encryption_properties": object()})
     assert not joinable({"use_content_defined_chunking": True})
 
