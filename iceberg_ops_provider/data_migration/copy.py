@@ -172,8 +172,8 @@ class FileCopier:
 
     Raises:
         ReconciliationError: ``source_columns`` names a column the source lacks, or none at all.
-        ValueError: ``parallelism``, ``target_file_size_bytes`` or ``piece_bytes`` is not positive, or ``row_filter``
-            does not bind to the source's schema.
+        ValueError: The target's ``write.target-file-size-bytes`` is not positive, or ``row_filter`` does
+            not bind to the source's schema.
     """
 
     def __init__(
@@ -203,16 +203,9 @@ class FileCopier:
         self.case_sensitive = case_sensitive
         self.on_progress = on_progress
         self.file_name_prefix = file_name_prefix
-        if parallelism is None:
-            parallelism = os.cpu_count() or 1
-        if parallelism < 1:
-            raise ValueError(f"parallelism must be at least 1, got {parallelism}.")
-        self.parallelism = parallelism
-        if piece_bytes < 1:
-            raise ValueError(f"piece_bytes must be a positive number of bytes, got {piece_bytes}.")
+        self.parallelism = parallelism or os.cpu_count() or 1
         self.piece_bytes = piece_bytes
         properties = target_metadata.properties
-        given = target_file_size_bytes is not None
         if target_file_size_bytes is None:
             target_file_size_bytes = property_as_int(
                 properties,
@@ -220,10 +213,6 @@ class FileCopier:
                 TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
             )
         if target_file_size_bytes is None or target_file_size_bytes < 1:
-            if given:
-                raise ValueError(
-                    f"target_file_size_bytes must be a positive number of bytes, got {target_file_size_bytes}."
-                )
             raise ValueError(
                 f"The target's table property {TableProperties.WRITE_TARGET_FILE_SIZE_BYTES} is "
                 f"{target_file_size_bytes}: set it to a positive number of bytes (a table property update)."
