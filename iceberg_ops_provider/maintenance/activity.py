@@ -255,18 +255,7 @@ def maintenance_history(
         metadata_files: How many of the newest earlier metadata files are read to find expiries
             (0: none, and no expiry is reported).
         parallelism: Metadata files read at a time.
-
-    Raises:
-        ValueError: A count below its minimum (``limit`` and ``parallelism`` at least 1,
-            ``metadata_files`` at least 0).
     """
-    for name, value, least in (
-        ("limit", limit, 1),
-        ("metadata_files", metadata_files, 0),
-        ("parallelism", parallelism, 1),
-    ):
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(f"{name} must be an integer of at least {least}, got {value!r}")
     chain = _earlier(table, metadata_files, parallelism)
     snapshots = _current_snapshots(table)
     for _, earlier, _ in chain:  # snapshots expired since are still described by the metadata files before it

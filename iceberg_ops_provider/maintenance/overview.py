@@ -159,11 +159,8 @@ def namespace_tables(catalog: Catalog, namespace: str, *, parallelism: int = DEF
     """The overview of every table of ``namespace``, ``parallelism`` tables read at a time.
 
     Raises:
-        ValueError: ``parallelism`` below 1.
         NoSuchNamespaceError: The namespace does not exist (listing it fails as the catalog says).
     """
-    if isinstance(parallelism, bool) or not isinstance(parallelism, int) or parallelism < 1:
-        raise ValueError(f"parallelism must be an integer of at least 1, got {parallelism!r}")
     identifiers = sorted(catalog.list_tables(namespace))
     spec = spec_of(catalog)
 
