@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.types import IcebergType
 
-__all__ = ["bind_filter", "with_timestamp_dates"]
+__all__ = ["ExpressionRewriter", "bind_filter", "with_timestamp_dates"]
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
@@ -91,25 +91,34 @@ def _timestamp_literal(column: str, field_type: IcebergType, literal: Literal[ob
     return literal
 
 
-class _TimestampDates(BooleanExpressionVisitor[BooleanExpression]):
-    def __init__(self, schema: Schema, case_sensitive: bool) -> None:
-        self.schema = schema
-        self.case_sensitive = case_sensitive
+class ExpressionRewriter(BooleanExpressionVisitor[BooleanExpression]):
+    """A visitor that rebuilds an expression as it is; subclasses rewrite its predicates."""
 
     def visit_true(self) -> BooleanExpression:
+        """Always true, as it is."""
         return AlwaysTrue()
 
     def visit_false(self) -> BooleanExpression:
+        """Always false, as it is."""
         return AlwaysFalse()
 
     def visit_not(self, child_result: BooleanExpression) -> BooleanExpression:
+        """The negation of the rewritten child."""
         return Not(child_result)
 
     def visit_and(self, left_result: BooleanExpression, right_result: BooleanExpression) -> BooleanExpression:
+        """Both rewritten sides, joined with and."""
         return And(left_result, right_result)
 
     def visit_or(self, left_result: BooleanExpression, right_result: BooleanExpression) -> BooleanExpression:
+        """Both rewritten sides, joined with or."""
         return Or(left_result, right_result)
+
+
+class _TimestampDates(ExpressionRewriter):
+    def __init__(self, schema: Schema, case_sensitive: bool) -> None:
+        self.schema = schema
+        self.case_sensitive = case_sensitive
 
     def visit_unbound_predicate(self, predicate: UnboundPredicate) -> BooleanExpression:
         term = predicate.term

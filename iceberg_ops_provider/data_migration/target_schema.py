@@ -17,28 +17,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pyiceberg.expressions import (
-    AlwaysFalse,
-    AlwaysTrue,
-    And,
     BooleanExpression,
     BoundLiteralPredicate,
     BoundPredicate,
     BoundSetPredicate,
     BoundUnaryPredicate,
     LiteralPredicate,
-    Not,
-    Or,
     Reference,
     SetPredicate,
     UnaryPredicate,
     UnboundPredicate,
 )
-from pyiceberg.expressions.visitors import BooleanExpressionVisitor, visit
+from pyiceberg.expressions.visitors import visit
 from pyiceberg.partitioning import INITIAL_PARTITION_SPEC_ID, PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table.sorting import INITIAL_SORT_ORDER_ID, UNSORTED_SORT_ORDER, SortField, SortOrder
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
+from iceberg_ops_provider.core.filters import ExpressionRewriter
 from iceberg_ops_provider.errors import ReconciliationError
 from iceberg_ops_provider.messages import Arg, message
 
@@ -448,26 +444,11 @@ def rename_references(
     return visit(expr, _RenameReferences(source, target_name, case_sensitive))
 
 
-class _RenameReferences(BooleanExpressionVisitor[BooleanExpression]):
+class _RenameReferences(ExpressionRewriter):
     def __init__(self, source: Schema, target_name: Callable[[int, str], str], case_sensitive: bool) -> None:
         self.source = source
         self.target_name = target_name
         self.case_sensitive = case_sensitive
-
-    def visit_true(self) -> BooleanExpression:
-        return AlwaysTrue()
-
-    def visit_false(self) -> BooleanExpression:
-        return AlwaysFalse()
-
-    def visit_not(self, child_result: BooleanExpression) -> BooleanExpression:
-        return Not(child_result)
-
-    def visit_and(self, left_result: BooleanExpression, right_result: BooleanExpression) -> BooleanExpression:
-        return And(left_result, right_result)
-
-    def visit_or(self, left_result: BooleanExpression, right_result: BooleanExpression) -> BooleanExpression:
-        return Or(left_result, right_result)
 
     def visit_unbound_predicate(self, predicate: UnboundPredicate) -> BooleanExpression:
         name = predicate.term.name  # type: ignore[attr-defined]
