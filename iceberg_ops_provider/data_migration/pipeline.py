@@ -92,8 +92,6 @@ class CopyPipeline:
         lanes: Sequence[Callable[[CopyPipeline], None]],
         lookahead: int = 1,
     ) -> None:
-        if lookahead < 0:
-            raise ValueError(f"lookahead must be 0 or more, got {lookahead}.")
         self.units = [
             UnitCopy(index, pieces_total=len(pieces), pieces_left=len(pieces)) for index, pieces in enumerate(units)
         ]
