@@ -149,9 +149,9 @@ class _PolarisRetry(Retry):
         return status_code in (self.status_forcelist or ())
 
     def parse_retry_after(self, retry_after: str) -> float:
-        """An unreadable ``Retry-After`` leaves the wait to the backoff instead of failing the call."""
+        """``Retry-After`` capped by the longest wait; unreadable, it leaves the wait to the backoff."""
         try:
-            return super().parse_retry_after(retry_after)
+            return min(super().parse_retry_after(retry_after), self.backoff_max)
         except InvalidHeader:
             return 0.0
 
@@ -185,7 +185,6 @@ def retrying_adapter(
         status_forcelist=_RETRY_STATUSES,
         backoff_factor=backoff,
         backoff_max=max_backoff,
-        retry_after_max=max_backoff,  # type: ignore[arg-type]
         raise_on_status=False,
     )
     return HTTPAdapter(max_retries=retry)
