@@ -8,17 +8,7 @@ window that doubles from a small start, capped ("full jitter"), spread them out 
 fair chance. Every policy re-raises the last error itself once its attempts run out, and never
 retries an error it does not name.
 
-==========================  =================================================  ========================
-policy                      retries                                            attempts (caller's)
-==========================  =================================================  ========================
-:func:`lost_races`          a commit that lost to another writer               history 8, events 6,
-                            (``CommitFailedException``, ``ValidationException``  a step's atomic commit
-                            and ``FileNotFoundError`` unless narrowed)          40, a move's unit 60
-:func:`lock_races`          a lock-table commit another run's commit beat      10
-                            (``CommitFailedException``)
-:func:`rereads`             a read that met a file a concurrent expiry         4
-                            deleted (``FileNotFoundError``), read again at once
-==========================  =================================================  ========================
+The policies, their errors, counts and waits are listed in ``docs/core.md`` (Retries).
 
 The catalogs' creation race (``catalogs/sql.py``) sits below this layer and keeps its own
 five-attempt policy; the Polaris client retries through ``urllib3``'s ``Retry``
