@@ -137,7 +137,7 @@ class Call:
 
     @property
     def retry_connection(self) -> bool:
-        """Whether a failed connection may be retried: reads and token requests change nothing."""
+        """Whether the call changes nothing (a read, a token request), so a dropped connection may be retried."""
         return self.method == "GET" or self.token_endpoint
 
 
@@ -357,7 +357,7 @@ class Transport:
     def _unreachable(self, call: Call, exc: requests.exceptions.RequestException) -> PolarisServerError:
         """A connection that failed: ``urllib3`` retried it unless it dropped after a change was sent."""
         exhausted = bool(exc.args) and isinstance(exc.args[0], MaxRetryError)
-        attempts = self.max_retries + 1 if exhausted and isinstance(self.session, requests.Session) else 1
+        attempts = self.max_retries + 1 if exhausted else 1
         sent = not exhausted and not call.retry_connection  # dropped after a change was sent
         unsure = " The change may or may not have been applied: check first." if sent else ""
         return PolarisServerError(
