@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 import pyarrow as pa
@@ -34,7 +35,8 @@ def _lose_race(first, second) -> None:
         update.add_column("b", LongType())
 
 
-def test_a_real_lost_commit_is_retried_on_the_new_state_and_lands(two_writers):
+def test_a_real_lost_commit_is_retried_on_the_new_state_and_lands(two_writers, caplog):
+    caplog.set_level(logging.INFO, logger="iceberg_ops_provider.core.retrying")
     first, second = two_writers
     tries = []
     for attempt in lost_races(5, what="test"):
@@ -48,6 +50,7 @@ def test_a_real_lost_commit_is_retried_on_the_new_state_and_lands(two_writers):
                     update.add_column("b", LongType())
     assert tries == [1, 2]
     assert second.schema().column_names == ["id", "a1", "b"]
+    assert "test: another writer got there first" in caplog.text
 
 
 def test_the_last_lost_race_is_raised_itself_once_the_attempts_run_out(two_writers):
