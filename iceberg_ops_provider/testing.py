@@ -33,6 +33,7 @@ parameters (others may be present too). The most specific route wins: with a que
 then the longer path. An answer is a :class:`FakeResponse`, a mapping (a 200 JSON answer), an
 exception to raise (``requests.ConnectionError(...)`` for a dropped connection), a list of those
 served in turn, or a callable that takes the :class:`FakeRequest` and returns one of them.
+A fake session sees each call once: the client's retries are ``urllib3``'s, beneath a ``requests.Session``.
 """
 
 from __future__ import annotations

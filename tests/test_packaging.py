@@ -83,3 +83,16 @@ def test_no_engine_module_mentions_airflow_imports():
         for line in source.read_text().splitlines():
             stripped = line.strip()
             assert not stripped.startswith(("import airflow", "from airflow")), f"{module}: {stripped}"
+
+
+def test_the_pages_templates_and_static_files_are_package_data():
+    import fnmatch
+    import tomllib
+
+    root = Path(iceberg_ops_provider.__file__).parent
+    config = tomllib.loads((root.parent / "pyproject.toml").read_text())
+    patterns = config["tool"]["setuptools"]["package-data"]["iceberg_ops_provider.ui"]
+    shipped = [path.relative_to(root / "ui").as_posix() for path in (root / "ui").glob("*/*") if path.is_file()]
+    data = [name for name in shipped if not name.endswith((".py", ".pyc"))]
+    assert {"templates/base.html", "static/pages.css", "static/pages.js"} <= set(data)
+    assert [name for name in data if not any(fnmatch.fnmatch(name, pattern) for pattern in patterns)] == []

@@ -16,7 +16,6 @@ SQLAlchemy is imported only inside these functions, so this module imports witho
 from __future__ import annotations
 
 import math
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -146,17 +145,22 @@ def _construct(name: str, properties: dict[str, Any]) -> SqlCatalog:
     """
     from pyiceberg.catalog.sql import SqlCatalog
     from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+    from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_incrementing
 
-    for attempt in range(5):
-        try:
-            return SqlCatalog(name, **properties)
-        except (OperationalError, IntegrityError, ProgrammingError) as exc:
-            # SQLite: "table ... already exists"; PostgreSQL: DuplicateTable, or a UniqueViolation on pg_type.
-            lost_race = "already exists" in str(exc) or "duplicate key" in str(exc)
-            if not lost_race or attempt == 4:
-                raise
-            time.sleep(0.05 * (attempt + 1))
-    raise AssertionError("unreachable")
+    def lost_race(exc: BaseException) -> bool:
+        # SQLite: "table ... already exists"; PostgreSQL: DuplicateTable, or a UniqueViolation on pg_type.
+        text = str(exc)
+        racing = isinstance(exc, OperationalError | IntegrityError | ProgrammingError)
+        return racing and ("already exists" in text or "duplicate key" in text)
+
+    # Below core/, so not one of core.retrying's policies: five attempts, 50 ms more wait each time.
+    retrying = Retrying(
+        stop=stop_after_attempt(5),
+        wait=wait_incrementing(start=0.05, increment=0.05),
+        retry=retry_if_exception(lost_race),
+        reraise=True,
+    )
+    return retrying(SqlCatalog, name, **properties)
 
 
 def _require_catalog_tables(catalog: SqlCatalog, spec: CatalogSpec) -> None:

@@ -15,7 +15,6 @@ written files are left for orphan removal (they may yet be referenced).
 from __future__ import annotations
 
 import logging
-import time
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -24,7 +23,7 @@ from typing import TYPE_CHECKING
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.table.update import AssertCurrentSchemaId
 
-from iceberg_ops_provider.core.contention import backoff_seconds
+from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.data_migration.state import UNIT_KEY, MoveState, find_state, mirror_properties
 from iceberg_ops_provider.errors import MoveConflictError
 
@@ -106,13 +105,15 @@ def _settle_unknown(
     raise error
 
 
-def _lost_race(exc: Exception) -> bool:
+def _lost_race(exc: BaseException) -> bool:
     """Whether the catalog refused the commit because another one advanced the table meanwhile.
 
     A commit on one branch requires only that branch's head; when a commit on another branch landed
     since the metadata was read, PyIceberg's catalogs refuse the new snapshot's sequence number with a
     ``ValueError`` before writing anything. Like a failed requirement, it calls for reading again.
     """
+    if isinstance(exc, CommitFailedException | ValidationException):
+        return True
     return isinstance(exc, ValueError) and "sequence number" in str(exc)
 
 
@@ -149,28 +150,30 @@ def commit_unit(
     Returns:
         What happened; the caller deletes ``files`` when ``committed`` is ``False``.
     """
-    for attempt in range(1, max_attempts + 1):
-        table.refresh()
-        state, _head = find_state(table.metadata, move_id, branch)
-        new_state = decide(state)
-        if new_state is None:
-            return UnitCommit(False, None, state, attempt - 1)
-        properties = {**new_state.to_summary(), UNIT_KEY: unit_label}
-        transaction, producers = _stage(table, files, new_state, properties, branch, delete_filter)
-        try:
-            transaction.commit_transaction()  # type: ignore[attr-defined]
-        except Exception as exc:
-            if not isinstance(exc, CommitFailedException | ValidationException) and not _lost_race(exc):
-                return _settle_unknown(table, producers, new_state, attempt, unit_label, exc)
-            _clean(producers)
-            wait = backoff_seconds(attempt)
-            log.info(
-                "unit %s: the target changed under the commit (%s); checking again in %.2f s", unit_label, exc, wait
-            )
-            time.sleep(wait)
-            continue
-        return UnitCommit(True, producers[-1].snapshot_id, new_state, attempt)
-    raise MoveConflictError(
-        f"Unit {unit_label} of move {move_id!r} lost {max_attempts} commits in a row to concurrent commits on "
-        f"{'.'.join(table.name())}; what was committed stays committed. Run the move again to resume."
-    )
+    try:
+        for attempt in lost_races(max_attempts, what=f"unit {unit_label}", when=_lost_race):
+            with attempt:
+                number = attempt.retry_state.attempt_number
+                table.refresh()
+                state, _head = find_state(table.metadata, move_id, branch)
+                new_state = decide(state)
+                if new_state is None:
+                    return UnitCommit(False, None, state, number - 1)
+                properties = {**new_state.to_summary(), UNIT_KEY: unit_label}
+                transaction, producers = _stage(table, files, new_state, properties, branch, delete_filter)
+                try:
+                    transaction.commit_transaction()  # type: ignore[attr-defined]
+                except Exception as exc:
+                    if not _lost_race(exc):
+                        return _settle_unknown(table, producers, new_state, number, unit_label, exc)
+                    _clean(producers)
+                    raise
+                return UnitCommit(True, producers[-1].snapshot_id, new_state, number)
+    except Exception as exc:
+        if not _lost_race(exc):
+            raise
+        raise MoveConflictError(
+            f"Unit {unit_label} of move {move_id!r} lost {max_attempts} commits in a row to concurrent commits on "
+            f"{'.'.join(table.name())}; what was committed stays committed. Run the move again to resume."
+        ) from exc
+    raise AssertionError("unreachable")  # pragma: no cover

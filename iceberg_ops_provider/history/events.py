@@ -17,17 +17,16 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError, ValidationException
+from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
 from pyiceberg.expressions import AlwaysTrue, EqualTo
 
-from iceberg_ops_provider.core.contention import backoff_seconds
+from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.history.commit import SNAPSHOT_ISOLATION, replace_files
 from iceberg_ops_provider.history.records import HistoryRow
@@ -199,21 +198,16 @@ class EventLog:
         if not events:
             return
         rows = pa.Table.from_pylist([event.to_row() for event in events], schema=EVENTS_SCHEMA)
-        for attempt in range(1, _APPEND_ATTEMPTS + 1):
-            try:
-                table = self._ensure_table()
-                replace_files(table, None, rows)
-                break
-            except (CommitFailedException, ValidationException, FileNotFoundError) as exc:
-                # Lost a race: another writer's compaction or expiry removed the snapshot this append
-                # started from. An append that failed left nothing behind, so trying again is safe.
-                if attempt == _APPEND_ATTEMPTS:
-                    self._lost(events, exc)
-                    return
-                time.sleep(backoff_seconds(attempt))
-            except Exception as exc:
-                self._lost(events, exc)
-                return
+        try:
+            # An append that lost a race (another writer's compaction or expiry removed the snapshot it
+            # started from) left nothing behind, so trying again is safe.
+            for attempt in lost_races(_APPEND_ATTEMPTS, what="event log"):
+                with attempt:
+                    table = self._ensure_table()
+                    replace_files(table, None, rows)
+        except Exception as exc:
+            self._lost(events, exc)
+            return
         self._maintain(table)
 
     @staticmethod

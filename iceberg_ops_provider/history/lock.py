@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table.update import RemovePropertiesUpdate, RemoveSnapshotRefUpdate, SetPropertiesUpdate
 
+from iceberg_ops_provider.core.retrying import lock_races
 from iceberg_ops_provider.errors import ConcurrentMigrationError, IntentRecordError
 from iceberg_ops_provider.history.intent import INTENT_PROPERTY, Intent
 from iceberg_ops_provider.history.lock_holder import (
@@ -61,8 +62,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-_ATTEMPTS = 10
 
 FORCE_UNLOCK_HINT = Hint("force_unlock", "runner.force_unlock() or `iceberg-ops unlock`")
 """How a lock whose run is gone is released at once; the command line words it as the command alone."""
@@ -173,50 +172,50 @@ class NamespaceLock:
             table = ensure_lock_table(self.catalog, self.identifier)
         except CommitFailedException as exc:  # lost a creation race in a catalog that reports it this way
             raise self._busy_error(exc) from exc
-        for _attempt in range(_ATTEMPTS):
-            now = datetime.now(UTC)
-            mine = LockInfo(
+        try:
+            for attempt in lock_races():
+                with attempt:
+                    if attempt.retry_state.attempt_number > 1:
+                        table = self.catalog.load_table(self.identifier)  # someone committed first: look again
+                    now = datetime.now(UTC)
+                    mine = LockInfo(
+                        self.namespace,
+                        user,
+                        host,
+                        pid,
+                        run_id,
+                        now,
+                        now + timedelta(seconds=self.stale_after),
+                        self.stale_after,
+                        context=dict(context or {}),
+                    )
+                    holder = self._holder(table)
+                    taken_over: tuple[LockInfo, str] | None = None
+                    if holder is not None:
+                        reason = holder.stale_reason(now)
+                        if reason is None:
+                            raise self._held_error(holder)
+                        taken_over = (holder, reason)
+                    ACTIVE_RUNS.add(run_id)
+                    try:
+                        snapshot_id = commit_acquisition(table, mine, holder)
+                    except BaseException:
+                        ACTIVE_RUNS.discard(run_id)  # if the commit did land, this process may take it over at once
+                        raise
+        except CommitFailedException as exc:
+            raise self._busy_error(None) from exc
+        held = replace(mine, snapshot_id=snapshot_id)
+        if taken_over is not None:
+            log.warning(
+                "TOOK OVER the migration lock of %r from %s: %s. Its last migration is checked before anything runs.",
                 self.namespace,
-                user,
-                host,
-                pid,
-                run_id,
-                now,
-                now + timedelta(seconds=self.stale_after),
-                self.stale_after,
-                context=dict(context or {}),
+                taken_over[0].describe(),
+                taken_over[1],
             )
-            holder = self._holder(table)
-            taken_over: tuple[LockInfo, str] | None = None
-            if holder is not None:
-                reason = holder.stale_reason(now)
-                if reason is None:
-                    raise self._held_error(holder)
-                taken_over = (holder, reason)
-            ACTIVE_RUNS.add(run_id)
-            try:
-                snapshot_id = commit_acquisition(table, mine, holder)
-            except CommitFailedException:
-                ACTIVE_RUNS.discard(run_id)
-                table = self.catalog.load_table(self.identifier)  # someone committed first: look again
-                continue
-            except BaseException:
-                ACTIVE_RUNS.discard(run_id)  # if the commit did land, this process may take it over at once
-                raise
-            held = replace(mine, snapshot_id=snapshot_id)
-            if taken_over is not None:
-                log.warning(
-                    "TOOK OVER the migration lock of %r from %s: %s. Its last migration is checked before "
-                    "anything runs.",
-                    self.namespace,
-                    taken_over[0].describe(),
-                    taken_over[1],
-                )
-            try:
-                return Acquisition(held, taken_over, Intent.from_properties(table.properties))
-            except IntentRecordError as exc:
-                return Acquisition(held, taken_over, None, exc)
-        raise self._busy_error(None)
+        try:
+            return Acquisition(held, taken_over, Intent.from_properties(table.properties))
+        except IntentRecordError as exc:
+            return Acquisition(held, taken_over, None, exc)
 
     def _held_error(self, holder: LockInfo) -> ConcurrentMigrationError:
         return ConcurrentMigrationError(
@@ -248,30 +247,31 @@ class NamespaceLock:
             LockLostError: The lock changed hands (taken over or force-released).
         """
         table = self._table()
-        for _attempt in range(_ATTEMPTS):
-            if (
-                table is None
-                or (table.metadata.refs.get(self.TAG) is None)
-                or (table.metadata.refs[self.TAG].snapshot_id != held.snapshot_id)
-            ):
-                holder = self._holder(table) if table is not None else None
-                now_held = f"it is now held by {holder.describe()}" if holder else "it is no longer held"
-                raise LockLostError(
-                    self.namespace,
-                    f"Run {held.run_id} lost the migration lock of {self.namespace!r} while it ran ({now_held}); "
-                    f"could not {what}. It stops before committing anything more; the run holding the lock, "
-                    "or the next one, records what it committed.",
-                    holder.to_json() if holder else None,  # type: ignore[arg-type]
-                )
-            updates = build(table)
-            if not updates:
-                return table
-            try:
-                commit_if_held(table, held.snapshot_id, updates)
-                return table
-            except CommitFailedException:
-                table = self._table()
-        raise self._busy_error(None)
+        try:
+            for attempt in lock_races():
+                with attempt:
+                    if attempt.retry_state.attempt_number > 1:
+                        table = self._table()
+                    if (
+                        table is None
+                        or (table.metadata.refs.get(self.TAG) is None)
+                        or (table.metadata.refs[self.TAG].snapshot_id != held.snapshot_id)
+                    ):
+                        holder = self._holder(table) if table is not None else None
+                        now_held = f"it is now held by {holder.describe()}" if holder else "it is no longer held"
+                        raise LockLostError(
+                            self.namespace,
+                            f"Run {held.run_id} lost the migration lock of {self.namespace!r} while it ran "
+                            f"({now_held}); could not {what}. It stops before committing anything more; the run "
+                            "holding the lock, or the next one, records what it committed.",
+                            holder.to_json() if holder else None,  # type: ignore[arg-type]
+                        )
+                    updates = build(table)
+                    if updates:
+                        commit_if_held(table, held.snapshot_id, updates)
+        except CommitFailedException as exc:
+            raise self._busy_error(None) from exc
+        return table
 
     def check_held(self, held: LockInfo) -> None:
         """Make sure ``held`` is still the lock, reading the catalog (not the lease thread's last word).
@@ -357,14 +357,14 @@ class NamespaceLock:
 
         The intent record stays: the next run still checks what the released run committed.
         """
-        for _attempt in range(_ATTEMPTS):
-            table = self._table()
-            holder = self._holder(table) if table is not None else None
-            if table is None or holder is None:
-                return None
-            try:
-                commit_if_held(table, holder.snapshot_id, [RemoveSnapshotRefUpdate(ref_name=self.TAG)])
-                return holder
-            except CommitFailedException:
-                continue
-        raise self._busy_error(None)
+        try:
+            for attempt in lock_races():
+                with attempt:
+                    table = self._table()
+                    holder = self._holder(table) if table is not None else None
+                    if table is None or holder is None:
+                        return None
+                    commit_if_held(table, holder.snapshot_id, [RemoveSnapshotRefUpdate(ref_name=self.TAG)])
+        except CommitFailedException as exc:
+            raise self._busy_error(None) from exc
+        return holder

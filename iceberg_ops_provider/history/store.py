@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import time
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,7 +35,6 @@ from pyiceberg.exceptions import (
     CommitFailedException,
     NoSuchTableError,
     TableAlreadyExistsError,
-    ValidationException,
 )
 from pyiceberg.expressions import EqualTo
 from pyiceberg.io.pyarrow import ArrowScan
@@ -44,6 +42,7 @@ from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.transforms import IdentityTransform
 
 from iceberg_ops_provider.catalogs import ensure_namespace
+from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.core.snapshots import read_table
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import CatalogConfigError, ConcurrentMigrationError
@@ -267,21 +266,17 @@ class HistoryStore:
         updates = list(updates)
         removed = list(removals)
         table = self._ensure_table()
-        for attempt in range(1, _WRITE_ATTEMPTS + 1):
-            new_rows, files = self._new_partition(table, namespace, updates, expected, removed)
-            try:
+        # Lost a race with another writer (PyIceberg's retries exhausted, or it touched the same files), or
+        # with an expiry that deleted the files of the snapshot this write started from: read again; the
+        # expectations checked by _new_partition catch a real conflict on this namespace.
+        for attempt in lost_races(_WRITE_ATTEMPTS, what=f"history of {namespace}"):
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    table = self.catalog.load_table(self.identifier)
+                new_rows, files = self._new_partition(table, namespace, updates, expected, removed)
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", UserWarning)  # "Delete operation did not match any records"
                     replace_files(table, EqualTo("namespace", namespace) if files else None, new_rows)
-                break
-            except (CommitFailedException, ValidationException, FileNotFoundError):
-                # Lost a race with another writer (retries exhausted, or it touched the same files), or
-                # with an expiry that deleted the files of the snapshot this write started from: read
-                # again; the expectations above catch a real conflict on this namespace.
-                if attempt == _WRITE_ATTEMPTS:
-                    raise
-            time.sleep(0.05 * attempt)
-            table = self.catalog.load_table(self.identifier)
         self._expire(table)
 
     def stage(self, namespace: str, updates: Iterable[HistoryRow], expected: Mapping[str, str | None]) -> StagedWrite:

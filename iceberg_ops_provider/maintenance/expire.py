@@ -35,6 +35,7 @@ from pyiceberg.table.update import (
     SetSnapshotRefUpdate,
 )
 
+from iceberg_ops_provider.core.retrying import rereads
 from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance import files as _files
 from iceberg_ops_provider.maintenance.files import FileEntry, ManifestReader
@@ -477,14 +478,15 @@ def _after_commit(table: Table, metadata: TableMetadata, plan: ExpirePlan, name:
     Raises:
         MaintenanceConflictError: A retained snapshot's manifest stayed missing on every attempt.
     """
-    for attempt in range(1, _COMMIT_ATTEMPTS + 1):
-        table.refresh()
-        try:
-            return _unreachable_files(table, metadata, plan, retained=list(table.metadata.snapshots))
-        except FileNotFoundError as exc:
-            if attempt == _COMMIT_ATTEMPTS:
-                raise _concurrent_expiry(name, True, exc) from exc
-            log.info("%s: a retained manifest is gone (a concurrent expiry?); reading the table again", name)
+    try:
+        for attempt in rereads(_COMMIT_ATTEMPTS):
+            with attempt:
+                if attempt.retry_state.attempt_number > 1:
+                    log.info("%s: a retained manifest is gone (a concurrent expiry?); reading the table again", name)
+                table.refresh()
+                return _unreachable_files(table, metadata, plan, retained=list(table.metadata.snapshots))
+    except FileNotFoundError as exc:
+        raise _concurrent_expiry(name, True, exc) from exc
     raise AssertionError("unreachable")  # pragma: no cover
 
 

@@ -6,8 +6,9 @@ Paths are ``{base_url}/polaris/v1/{catalog}/...`` where ``base_url`` is the cata
 (``https://polaris.example:8181/api/catalog``, PyIceberg's ``uri``); multi-level namespaces travel
 joined with the 0x1F unit separator, in query parameters and (URL-encoded) in paths.
 
-Every request has a timeout; 429 and 503 answers are retried with backoff (``Retry-After`` honoured
-up to ``max_backoff``), as are connection failures of reads. Polaris's error envelope
+Every request has a timeout; through a ``requests.Session``, ``urllib3``'s ``Retry`` retries 429 and 503
+answers with backoff (``Retry-After`` honoured up to ``max_backoff``), connections that could not be
+made, and connections dropped during reads (:mod:`~iceberg_ops_provider.polaris.transport`). Polaris's error envelope
 (``{"error": {"message", "type", "code"}}``) becomes a typed :class:`~iceberg_ops_provider.errors.PolarisError`
 naming the request, Polaris's message and what to check. TLS certificates are verified unless
 ``verify=False``; ``verify="/path/ca.pem"`` trusts a private CA.
@@ -71,12 +72,14 @@ class PolarisPolicyClient:
         verify: ``True`` verifies TLS against the system CAs, a path trusts that CA bundle, ``False``
             turns verification off (logged as a warning).
         timeout: Seconds each request may take to connect and to answer.
-        max_retries: Retries after a 429 or 503 answer, or a failed connection of a read.
+        max_retries: Retries after a 429 or 503 answer, a connection that could not be made, or one dropped
+            during a read (only through a ``requests.Session``: another session object sends each call once).
         page_size: ``pageSize`` asked of listings (``None``: Polaris's default); every page is followed.
         session: The ``requests.Session``-like object to send with (a new ``requests.Session`` by default).
         headers: Extra headers for every request (``Polaris-Realm``, ...). Never put secrets in logs.
         cert: A client certificate for mutual TLS: a PEM path, or ``(cert, key)`` paths.
-        backoff: Seconds before the first retry; doubled for each further one.
+        backoff: ``urllib3``'s backoff factor: the first retry is at once, the second waits twice this,
+            each further one twice as long.
         max_backoff: The longest wait between retries, ``Retry-After`` included.
 
     Raises:
@@ -153,6 +156,7 @@ class PolarisPolicyClient:
             max_backoff=float(max_backoff),
             headers=headers,
             cert=cert,
+            token_url=self.token_url,
         )
         if credential:
             self._transport.auth = ClientCredentialsAuth(

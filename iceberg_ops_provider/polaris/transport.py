@@ -1,8 +1,11 @@
 """HTTP to Apache Polaris: timeouts, bounded retries, bearer tokens, and typed errors with hints.
 
 :class:`Transport` sends one API call through a ``requests``-like session: every request has a
-timeout; 429 and 503 answers are retried with exponential backoff (``Retry-After`` honoured, both
-capped), and so are failed connections of calls that change nothing (reads, token requests). A 401
+timeout. A ``requests.Session`` gets ``urllib3``'s ``Retry`` mounted for Polaris's addresses: a
+connection that could not be made is tried again for every call (nothing was sent); 429 and 503
+answers too (Polaris did not process the request), waiting ``Retry-After`` or the backoff, both capped;
+a connection dropped after sending only for calls that change nothing (reads, token requests); an
+answer that did not come within the timeout never. A 401
 to a fetched token fetches a new one and tries once more. Anything but a 2xx answer becomes a
 :class:`~iceberg_ops_provider.errors.PolarisError` subclass whose message names the action, the
 method and URL (never a secret), Polaris's error envelope (``{"error": {"message", "type", "code"}}``,
@@ -12,15 +15,16 @@ or OAuth's ``{"error", "error_description"}``), and what to check.
 from __future__ import annotations
 
 import contextlib
-import email.utils
 import logging
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.exceptions import InvalidHeader, MaxRetryError, ReadTimeoutError
+from urllib3.util.retry import Retry
 
 from iceberg_ops_provider.errors import (
     PolarisAuthError,
@@ -133,23 +137,57 @@ class Call:
 
     @property
     def retry_connection(self) -> bool:
-        """Whether a failed connection may be retried: reads and token requests change nothing."""
+        """Whether the call changes nothing (a read, a token request), so a dropped connection may be retried."""
         return self.method == "GET" or self.token_endpoint
 
 
-def retry_after(value: str | None) -> float | None:
-    """A ``Retry-After`` header (seconds, or an HTTP date) as seconds from now; ``None`` if absent or unreadable."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
+class _PolarisRetry(Retry):
+    """``urllib3``'s ``Retry`` with Polaris's rules where its own differ, and a log line per retry."""
+
+    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+        """429 and 503 whatever the method: Polaris did not process the request."""
+        return status_code in (self.status_forcelist or ())
+
+    def parse_retry_after(self, retry_after: str) -> float:
+        """``Retry-After`` capped by the longest wait; unreadable, it leaves the wait to the backoff."""
+        try:
+            return min(super().parse_retry_after(retry_after), self.backoff_max)
+        except InvalidHeader:
+            return 0.0
+
+    def increment(self, method: str | None = None, url: str | None = None, *args: Any, **kwargs: Any) -> Retry:
+        """The next state; an answer that timed out is reported at once, as the timeout promises."""
+        error = kwargs.get("error")
+        if isinstance(error, ReadTimeoutError):
+            raise error
+        response = kwargs.get("response")
+        why = f"HTTP {response.status}" if response is not None else f"the connection failed ({short(error, 240)})"
+        new = super().increment(method, url, *args, **kwargs)
+        logger.warning("Polaris %s %s: %s; retrying (retry %d)", method, url, why, len(new.history))
+        return new
+
+
+def retrying_adapter(
+    max_retries: int, backoff: float, max_backoff: float, *, methods: frozenset[str] = frozenset({"GET"})
+) -> HTTPAdapter:
+    """A ``requests`` adapter that retries as the module docstring says.
+
+    Args:
+        max_retries: Retries after the first attempt.
+        backoff: ``urllib3``'s backoff factor: the second retry waits twice this, each further one twice as long.
+        max_backoff: The longest wait, ``Retry-After`` included.
+        methods: The methods retried after a connection dropped once the request was sent.
+    """
+    retry = _PolarisRetry(
+        total=max_retries,
+        other=0,
+        allowed_methods=methods,
+        status_forcelist=_RETRY_STATUSES,
+        backoff_factor=backoff,
+        backoff_max=max_backoff,
+        raise_on_status=False,
+    )
+    return HTTPAdapter(max_retries=retry)
 
 
 def _cause(exc: BaseException) -> str:
@@ -167,16 +205,18 @@ class Transport:
     """Sends :class:`Call` objects to Polaris with retries, authentication and typed errors.
 
     Args:
-        session: The ``requests.Session``-like object to send with.
-        base_url: Polaris's catalog API root, for messages.
+        session: The ``requests.Session``-like object to send with; a ``requests.Session`` gets the
+            retrying adapters mounted for ``base_url`` and ``token_url`` (another object retries nothing).
+        base_url: Polaris's catalog API root, for messages and retries.
         catalog: The Polaris catalog, for messages.
         verify: TLS verification: ``True``, ``False`` or a CA bundle path.
         timeout: Seconds each request may take to connect and to answer.
-        max_retries: Retries after a 429 or 503, or a failed connection of a call that changes nothing.
-        backoff: Seconds before the first retry, doubled for each further one.
+        max_retries: Retries after a 429 or 503, or a failed connection (see the module docstring).
+        backoff: The backoff factor: the second retry waits twice this, each further one twice as long.
         max_backoff: The longest wait between retries, ``Retry-After`` included.
         headers: Headers for every request.
         cert: A client certificate (path, or ``(cert, key)`` paths) for mutual TLS.
+        token_url: The OAuth2 token endpoint, whose requests are retried like reads.
 
     Attributes:
         auth: What puts the ``Authorization`` header on requests (none by default).
@@ -195,6 +235,7 @@ class Transport:
         max_backoff: float = 30.0,
         headers: Mapping[str, str] | None = None,
         cert: str | tuple[str, str] | None = None,
+        token_url: str | None = None,
     ) -> None:
         self.session = session
         self.base_url = base_url
@@ -207,6 +248,11 @@ class Transport:
         self.headers = {"Accept": "application/json", **dict(headers or {})}
         self.cert = cert
         self.auth: BearerAuth = BearerAuth()
+        if isinstance(session, requests.Session):
+            session.mount(base_url, retrying_adapter(max_retries, backoff, max_backoff))
+            if token_url:
+                posts = frozenset({"GET", "POST"})
+                session.mount(token_url, retrying_adapter(max_retries, backoff, max_backoff, methods=posts))
 
     def request(self, call: Call, *, authenticate: bool = True) -> Any:
         """Send ``call`` and return its decoded JSON body (``None`` for an empty answer).
@@ -243,100 +289,83 @@ class Transport:
         return body
 
     def _send(self, call: Call, headers: Mapping[str, str]) -> tuple[HTTPResponse, int]:
-        attempts = self.max_retries + 1
-        for attempt in range(1, attempts + 1):
-            logger.debug("Polaris request %s %s (attempt %d)", call.method, call.shown_url, attempt)
-            try:
-                response = self.session.request(
-                    call.method,
-                    call.url,
-                    params=dict(call.params) if call.params else None,
-                    json=call.json,
-                    data=dict(call.data) if call.data is not None else None,
-                    headers=dict(headers),
-                    timeout=self.timeout,
-                    verify=self.verify,
-                    cert=self.cert,
-                    # Polaris never redirects; following one would post the client secret (or the
-                    # token) to whatever host the answer names.
-                    allow_redirects=False,
-                )
-            except requests.exceptions.SSLError as exc:
-                raise PolarisError(
-                    f"Could not {call.action}: the TLS connection for {call.method} {call.shown_url} failed "
-                    f"({_cause(exc)}). If Polaris's certificate comes from a private CA, pass its CA bundle as "
-                    "verify='/path/ca.pem' (PyIceberg property ssl.cabundle); check also that the host name in "
-                    "base_url matches the certificate.",
-                    url=call.shown_url,
-                ) from None
-            except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError) as exc:
-                # A garbled answer (a proxy or a connection cut mid-body): the next try may be fine.
-                if call.retry_connection and attempt < attempts:
-                    self._pause(call, attempt, None, f"the answer was garbled ({type(exc).__name__})")
-                    continue
-                raise PolarisServerError(
-                    f"Could not {call.action}: {call.method} {call.shown_url} got a garbled answer after {attempt} "
-                    f"attempt(s) ({type(exc).__name__}). Check that nothing between here and Polaris cuts answers.",
-                    url=call.shown_url,
-                ) from None
-            except (requests.exceptions.InvalidHeader, UnicodeError):
-                # The message would show the header's value: a token or a configured header.
-                raise PolarisRequestError(
-                    f"Could not {call.action}: a header of {call.method} {call.shown_url} (the bearer token, or one "
-                    "given with headers= / header.* properties) holds characters an HTTP header cannot carry. Check "
-                    "the token (or what the token endpoint answered) and the configured headers.",
-                    url=call.shown_url,
-                ) from None
-            except requests.exceptions.ConnectionError as exc:
-                if call.retry_connection and attempt < attempts:
-                    self._pause(call, attempt, None, f"the connection failed ({_cause(exc)})")
-                    continue
-                unsure = "" if call.retry_connection else " The change may or may not have been applied: check first."
-                raise PolarisServerError(
-                    f"Could not {call.action}: {call.method} {call.shown_url} failed after {attempt} attempt(s) "
-                    f"because the connection failed ({_cause(exc)}). Check that Polaris is running and "
-                    f"reachable at {self.base_url}.{unsure}",
-                    url=call.shown_url,
-                ) from None
-            except requests.exceptions.Timeout:
-                raise PolarisServerError(
-                    f"Could not {call.action}: {call.method} {call.shown_url} got no answer within {self.timeout:g} s. "
-                    "Polaris may be overloaded; pass a larger timeout= if it is only slow.",
-                    url=call.shown_url,
-                ) from None
-            except requests.exceptions.RequestException as exc:
-                raise PolarisRequestError(
-                    f"Could not {call.action}: {call.method} {call.shown_url} could not be sent ({short(exc, 240)}). "
-                    "Check base_url and the client's arguments.",
-                    url=call.shown_url,
-                ) from None
-            if 300 <= response.status_code < 400:
-                raise PolarisError(
-                    f"Could not {call.action}: {call.method} {call.shown_url} answered a redirect (HTTP "
-                    f"{response.status_code}); Polaris does not redirect, and the request is not sent on (its "
-                    "credentials would go with it). Set base_url (or oauth2_server_uri) to the final address.",
-                    url=call.shown_url,
-                    status=response.status_code,
-                )
-            if response.status_code in _RETRY_STATUSES and attempt < attempts:
-                wait = retry_after(response.headers.get("Retry-After"))
-                self._pause(call, attempt, wait, f"HTTP {response.status_code}")
-                continue
-            return response, attempt
-        raise AssertionError("unreachable")  # pragma: no cover
+        logger.debug("Polaris request %s %s", call.method, call.shown_url)
+        try:
+            response = self.session.request(
+                call.method,
+                call.url,
+                params=dict(call.params) if call.params else None,
+                json=call.json,
+                data=dict(call.data) if call.data is not None else None,
+                headers=dict(headers),
+                timeout=self.timeout,
+                verify=self.verify,
+                cert=self.cert,
+                # Polaris never redirects; following one would post the client secret (or the
+                # token) to whatever host the answer names.
+                allow_redirects=False,
+            )
+        except requests.exceptions.SSLError as exc:
+            raise PolarisError(
+                f"Could not {call.action}: the TLS connection for {call.method} {call.shown_url} failed "
+                f"({_cause(exc)}). If Polaris's certificate comes from a private CA, pass its CA bundle as "
+                "verify='/path/ca.pem' (PyIceberg property ssl.cabundle); check also that the host name in "
+                "base_url matches the certificate.",
+                url=call.shown_url,
+            ) from None
+        except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError) as exc:
+            raise PolarisServerError(
+                f"Could not {call.action}: {call.method} {call.shown_url} got a garbled answer "
+                f"({type(exc).__name__}). Check that nothing between here and Polaris cuts answers.",
+                url=call.shown_url,
+            ) from None
+        except (requests.exceptions.InvalidHeader, UnicodeError):
+            # The message would show the header's value: a token or a configured header.
+            raise PolarisRequestError(
+                f"Could not {call.action}: a header of {call.method} {call.shown_url} (the bearer token, or one "
+                "given with headers= / header.* properties) holds characters an HTTP header cannot carry. Check "
+                "the token (or what the token endpoint answered) and the configured headers.",
+                url=call.shown_url,
+            ) from None
+        except requests.exceptions.ConnectTimeout as exc:
+            raise self._unreachable(call, exc) from None
+        except requests.exceptions.Timeout:
+            raise PolarisServerError(
+                f"Could not {call.action}: {call.method} {call.shown_url} got no answer within {self.timeout:g} s. "
+                "Polaris may be overloaded; pass a larger timeout= if it is only slow.",
+                url=call.shown_url,
+            ) from None
+        except requests.exceptions.ConnectionError as exc:
+            raise self._unreachable(call, exc) from None
+        except requests.exceptions.RequestException as exc:
+            raise PolarisRequestError(
+                f"Could not {call.action}: {call.method} {call.shown_url} could not be sent ({short(exc, 240)}). "
+                "Check base_url and the client's arguments.",
+                url=call.shown_url,
+            ) from None
+        if 300 <= response.status_code < 400:
+            raise PolarisError(
+                f"Could not {call.action}: {call.method} {call.shown_url} answered a redirect (HTTP "
+                f"{response.status_code}); Polaris does not redirect, and the request is not sent on (its "
+                "credentials would go with it). Set base_url (or oauth2_server_uri) to the final address.",
+                url=call.shown_url,
+                status=response.status_code,
+            )
+        retries = getattr(getattr(response, "raw", None), "retries", None)
+        return response, 1 + len(getattr(retries, "history", ()))
 
-    def _pause(self, call: Call, attempt: int, wait: float | None, why: str) -> None:
-        delay = min(wait if wait is not None else self.backoff * 2 ** (attempt - 1), self.max_backoff)
-        logger.warning(
-            "Polaris %s %s: %s; retrying in %.2f s (attempt %d of %d)",
-            call.method,
-            call.shown_url,
-            why,
-            delay,
-            attempt + 1,
-            self.max_retries + 1,
+    def _unreachable(self, call: Call, exc: requests.exceptions.RequestException) -> PolarisServerError:
+        """A connection that failed: ``urllib3`` retried it unless it dropped after a change was sent."""
+        exhausted = bool(exc.args) and isinstance(exc.args[0], MaxRetryError)
+        attempts = self.max_retries + 1 if exhausted else 1
+        sent = not exhausted and not call.retry_connection  # dropped after a change was sent
+        unsure = " The change may or may not have been applied: check first." if sent else ""
+        return PolarisServerError(
+            f"Could not {call.action}: {call.method} {call.shown_url} failed after {attempts} attempt(s) "
+            f"because the connection failed ({_cause(exc)}). Check that Polaris is running and "
+            f"reachable at {self.base_url}.{unsure}",
+            url=call.shown_url,
         )
-        time.sleep(delay)
 
     def _decode(self, call: Call, response: HTTPResponse, attempts: int) -> Any:
         status = response.status_code

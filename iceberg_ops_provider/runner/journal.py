@@ -18,7 +18,7 @@ from pyiceberg.table.update import AssertRefSnapshotId
 
 from iceberg_ops_provider.core.atomic.changes import TableChange
 from iceberg_ops_provider.core.atomic.commit import commit_atomically
-from iceberg_ops_provider.core.contention import backoff_seconds
+from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.history.intent import Intent, IntentAction, receipt
 from iceberg_ops_provider.history.lock import NamespaceLock
 from iceberg_ops_provider.history.records import HistoryRow
@@ -146,24 +146,28 @@ class RunJournal:
         expected = {row.version: session.expected.get(row.version)}
         held = AssertRefSnapshotId(ref=NamespaceLock.TAG, snapshot_id=session.held.snapshot_id)
         lock = TableChange(target.lock.identifier, (), (held,))
-        for attempt in range(1, _ATOMIC_ATTEMPTS + 1):
-            staged = target.history_store.stage(target.namespace, [row], expected)
-            try:
-                result = commit_atomically(target.catalog, [*changes, staged.change, lock])
-            except CommitFailedException:
-                staged.discard()
-                self._explain_refusal(changes)
-                if attempt == _ATOMIC_ATTEMPTS:
+        result = None
+        others: list[BaseException] = []  # refusals that were other runs' doing: only these are retried
+        retrying = lost_races(
+            _ATOMIC_ATTEMPTS, what=f"{target.namespace}: {step.version}", when=lambda exc: exc in others
+        )
+        for attempt in retrying:
+            with attempt:
+                staged = target.history_store.stage(target.namespace, [row], expected)
+                try:
+                    result = commit_atomically(target.catalog, [*changes, staged.change, lock])
+                except CommitFailedException as exc:
+                    staged.discard()
+                    self._explain_refusal(changes)
+                    others.append(exc)
                     raise
-                time.sleep(backoff_seconds(attempt))
-                continue
-            except CommitStateUnknownException:
-                if not self._landed(row, actions):
+                except CommitStateUnknownException:
+                    if not self._landed(row, actions):
+                        raise
+                except BaseException:
+                    staged.discard()
                     raise
-                break
-            except BaseException:
-                staged.discard()
-                raise
+        if result is not None:
             if not result.applied:
                 staged.discard()
                 self.not_atomic = result.reason
@@ -172,7 +176,6 @@ class RunJournal:
                 )
                 return False
             staged.committed()
-            break
         self.recorded = row
         if outside:
             session.reporter.event(

@@ -36,7 +36,6 @@ from iceberg_ops_provider.ui.connections import CONN_ID, CatalogConnection, find
 from iceberg_ops_provider.ui.html import SCRIPT, STYLE
 from iceberg_ops_provider.ui.reads import Reads
 from iceberg_ops_provider.ui.settings import ui_settings
-from iceberg_ops_provider.ui.table_page import table_page
 from iceberg_ops_provider.ui.task_links import MOUNT, URL_ROUTE, read_task, task_target
 
 __all__ = ["READS", "create_app"]
@@ -306,7 +305,7 @@ def create_app() -> FastAPI:
     def table_html(
         request: Request, connection_id: ConnectionId, namespace: Namespace, table: TableName
     ) -> HTMLResponse:
-        return _html(table_page(_table(connection_id, namespace, table), _urls(request)))
+        return _html(pages.table_page(_table(connection_id, namespace, table), _urls(request)))
 
     @guarded.get(
         "/tasks/{dag_id}/{dag_run_id}/{task_id}",

@@ -23,7 +23,6 @@ from iceberg_ops_provider.errors import (
     PolicyContentError,
 )
 from iceberg_ops_provider.polaris import PolarisPolicyClient, PolicyContent, PolicyType
-from iceberg_ops_provider.polaris.transport import retry_after
 from tests.polaris.conftest import CATALOG, CLIENT_ID, CLIENT_SECRET
 from tests.polaris.server import PolarisServer, iter_seen
 from tests.polaris.tls import TlsFiles
@@ -410,6 +409,44 @@ def test_a_dropped_connection_is_retried_for_reads_but_not_for_changes(estate, c
     assert len(list(iter_seen(estate, "/mappings"))) == 1
 
 
+def test_a_503_to_a_change_is_retried_since_polaris_did_not_process_it(estate, client):
+    estate.fail_next(1, 503, retry_after="0", path="/mappings")
+    client.attach_policy("sales", "compact", "table-like", "sales.refunds")
+    assert len(list(iter_seen(estate, "/mappings"))) == 2
+
+
+def test_a_dropped_token_request_is_retried_since_it_changes_nothing(estate, client):
+    estate.drop_next(1, path="/oauth/tokens")
+    assert len(client.applicable_policies("sales", "orders")) == 2
+    assert len(list(iter_seen(estate, "/oauth/tokens"))) == 2
+
+
+def test_a_timed_out_read_is_not_sent_again(estate):
+    estate.stall_next(1, seconds=2, path="/applicable-policies")
+    with make_client(estate, timeout=0.3) as impatient, pytest.raises(PolarisServerError, match="no answer"):
+        impatient.applicable_policies("sales", "orders")
+    assert len(applicable_requests(estate)) == 1
+
+
+def test_a_change_that_cannot_connect_is_retried_and_not_called_uncertain():
+    with socket.socket() as probe:  # a port nothing listens on: nothing was sent
+        probe.bind(("127.0.0.1", 0))
+        base_url = f"http://127.0.0.1:{probe.getsockname()[1]}/api/catalog"
+    unreachable = PolarisPolicyClient(base_url, CATALOG, token="t", max_retries=2, backoff=0.01)
+    with unreachable, pytest.raises(PolarisServerError, match="failed after 3 attempt") as info:
+        unreachable.attach_policy("sales", "compact", "table-like", "sales.refunds")
+    assert "may or may not" not in str(info.value)
+
+
+def test_a_session_passed_in_retries_polaris_calls_and_nothing_else(estate):
+    with requests.Session() as own:
+        estate.fail_next(1, 503, retry_after="0", path="/applicable-policies")
+        with make_client(estate, session=own) as mounted:
+            assert len(mounted.applicable_policies("sales", "orders")) == 2
+        assert own.get_adapter(estate.base_url + "/x").max_retries.total == 3
+        assert own.get_adapter("http://elsewhere.example/").max_retries.total == 0
+
+
 def test_an_unreachable_polaris_names_the_base_url():
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
@@ -586,12 +623,10 @@ def test_repr_hides_the_token_and_secret():
     assert "tok-123" not in text and CLIENT_SECRET not in text and f"client_id={CLIENT_ID!r}" in text
 
 
-@pytest.mark.parametrize(
-    ("value", "seconds"),
-    [("2", 2.0), ("0", 0.0), ("-5", 0.0), ("Wed, 21 Oct 2015 07:28:00 GMT", 0.0), ("soon", None), (None, None)],
-)
-def test_retry_after_reads_seconds_and_http_dates(value, seconds):
-    assert retry_after(value) == seconds
+def test_an_unreadable_retry_after_leaves_the_wait_to_the_backoff(estate, client):
+    estate.fail_next(1, 503, retry_after="soon", path="/applicable-policies")
+    assert len(client.applicable_policies("sales", "orders")) == 2
+    assert len(applicable_requests(estate)) == 2
 
 
 @pytest.mark.parametrize(

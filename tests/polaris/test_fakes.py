@@ -78,7 +78,7 @@ def test_routes_with_a_query_page_through_results():
     assert [r.params for r in session.requests] == [{"pageSize": "1"}, {"pageSize": "1", "pageToken": "2"}]
 
 
-def test_a_token_route_and_a_list_of_answers_drive_credentials_and_retries():
+def test_a_token_route_and_a_list_of_answers_drive_credentials_and_failures():
     session = FakeSession()
     session.add("POST", "/v1/oauth/tokens", token_response("fetched", expires_in=3600))
     session.add(
@@ -86,12 +86,14 @@ def test_a_token_route_and_a_list_of_answers_drive_credentials_and_retries():
         APPLICABLE,
         [
             error_response(503, "busy", "ServiceUnavailableException", headers={"Retry-After": "0"}),
-            requests.ConnectionError("connection reset by peer"),
             applicable_policies_page([]),
         ],
     )
     client = PolarisPolicyClient(BASE, "prod", credential="id:secret", session=session, backoff=0)
 
+    # Retries are urllib3's, beneath a requests.Session: a fake session sees each call once.
+    with pytest.raises(PolarisServerError, match="ServiceUnavailableException: busy"):
+        client.applicable_policies()
     assert client.applicable_policies() == []
 
     token_request = session.requests[0]
@@ -101,8 +103,8 @@ def test_a_token_route_and_a_list_of_answers_drive_credentials_and_retries():
         "client_secret": "secret",
         "scope": "PRINCIPAL_ROLE:ALL",
     }
-    assert [r.headers.get("Authorization") for r in session.requests[1:]] == ["Bearer fetched"] * 3
-    with pytest.raises(UnexpectedRequestError, match="served all its 3 answers"):
+    assert [r.headers.get("Authorization") for r in session.requests[1:]] == ["Bearer fetched"] * 2
+    with pytest.raises(UnexpectedRequestError, match="served all its 2 answers"):
         client.applicable_policies()
 
 
@@ -123,9 +125,9 @@ def test_a_callable_answer_sees_the_request():
 def test_exhausted_retries_and_malformed_answers_are_typed():
     session = FakeSession().add("GET", APPLICABLE, error_response(503, "down", "ServiceUnavailableException"))
     client = PolarisPolicyClient(BASE, "prod", token="t", session=session, max_retries=2, backoff=0)
-    with pytest.raises(PolarisServerError, match="through 3 attempts"):
+    with pytest.raises(PolarisServerError, match="failed on its side: see") as info:
         client.applicable_policies()
-    assert len(session.requests) == 3
+    assert len(session.requests) == 1 and info.value.transient
 
     html = FakeResponse(200, text="<html>proxy</html>", headers={"content-type": "text/html"})
     session = FakeSession().add("GET", APPLICABLE, html)
@@ -257,12 +259,9 @@ def test_redirects_are_refused_not_followed_and_odd_tokens_or_urls_never_reach_a
     assert "Pa55word" not in str(info.value)
 
 
-def test_a_garbled_answer_is_retried_then_transient():
+def test_a_garbled_answer_is_transient():
     garbled = requests.exceptions.ChunkedEncodingError("connection cut mid-body")
-    session = FakeSession().add("GET", APPLICABLE, [garbled, applicable_policies_page([])])
-    client = PolarisPolicyClient(BASE, "prod", token="t", session=session, backoff=0)
-    assert client.applicable_policies() == []
-    session = FakeSession().add("GET", APPLICABLE, [garbled] * 4)
+    session = FakeSession().add("GET", APPLICABLE, [garbled])
     client = PolarisPolicyClient(BASE, "prod", token="t", session=session, backoff=0)
     with pytest.raises(PolarisServerError, match="garbled") as info:
         client.applicable_policies()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import logging
 import subprocess
 import sys
 import time
@@ -85,7 +86,7 @@ def test_a_multi_table_migration_and_its_history_row_are_one_commit(catalog_back
 
 
 def test_a_rejected_last_table_change_leaves_every_table_and_the_history_untouched(
-    catalog_backend, migrations_dir, hook
+    catalog_backend, migrations_dir, hook, caplog
 ):
     catalog = catalog_backend.build()
     other = catalog_backend.build()
@@ -105,9 +106,11 @@ def test_a_rejected_last_table_change_leaves_every_table_and_the_history_untouch
             update.add_column("theirs", StringType())
 
     hook._atomic_test_hook = concurrent_writer
+    caplog.set_level(logging.INFO, logger="iceberg_ops_provider.core.retrying")
     with pytest.raises(MigrationFailedError, match=r"sales\.items changed under this run") as failure:
         runner.upgrade()
     assert "None of its changes were committed" in str(failure.value)
+    assert "another writer got there first" not in caplog.text  # a migrated table that changed is not retried
 
     assert catalog.load_table("sales.orders").metadata_location == orders_before
     assert _columns(catalog, "sales.orders") == ["id"]

@@ -1,0 +1,107 @@
+"""The retry policies, one per kind of call: what each retries, how many times, and how long it waits.
+
+A commit refused because another writer committed first is not an error: the other writer made
+progress, and trying again on the new state usually succeeds. Under heavy contention (many
+namespaces' runs recording history in one table at once, many workers committing units of one
+move) fixed short waits make the same writers collide again and again; waits drawn at random from a
+window that doubles from a small start, capped ("full jitter"), spread them out so each attempt has a
+fair chance. Every policy re-raises the last error itself once its attempts run out, and never
+retries an error it does not name.
+
+The policies, their errors, counts and waits are listed in ``docs/core.md`` (Retries).
+
+The catalogs' creation race (``catalogs/sql.py``) sits below this layer and keeps its own
+five-attempt policy; the Polaris client retries through ``urllib3``'s ``Retry``
+(``polaris/transport.py``).
+
+Example::
+
+    for attempt in lost_races(8, what="history write"):
+        with attempt:
+            commit()
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from pyiceberg.exceptions import CommitFailedException, ValidationException
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_none,
+    wait_random_exponential,
+)
+
+__all__ = ["FIRST_WAIT_SECONDS", "LOST_RACE", "MAX_WAIT_SECONDS", "lock_races", "lost_races", "rereads"]
+
+log = logging.getLogger(__name__)
+
+FIRST_WAIT_SECONDS = 0.04
+"""The window of the first wait after a lost race, in seconds; it doubles with each further one."""
+MAX_WAIT_SECONDS = 2.0
+"""The widest window of one wait, in seconds."""
+
+LOST_RACE: tuple[type[BaseException], ...] = (CommitFailedException, ValidationException, FileNotFoundError)
+"""What a commit raises when another writer got there first: a failed requirement, a conflicting file,
+or the files of the snapshot it started from deleted by a concurrent expiry."""
+
+
+def _logger(what: str) -> Callable[[RetryCallState], None]:
+    def before_sleep(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        log.info("%s: another writer got there first (%s); trying again in %.2f s", what, error, wait)
+
+    return before_sleep
+
+
+def lost_races(
+    attempts: int,
+    *,
+    what: str,
+    errors: tuple[type[BaseException], ...] = LOST_RACE,
+    when: Callable[[BaseException], bool] | None = None,
+) -> Retrying:
+    """Attempts of a commit that may lose to other writers, with jittered doubling waits between them.
+
+    Args:
+        attempts: How many attempts in all before the last error is raised.
+        what: What is committed, for the log line of each retry.
+        errors: The errors that mean a lost race.
+        when: Instead of ``errors``, a test of the error.
+    """
+    return Retrying(
+        stop=stop_after_attempt(attempts),
+        wait=wait_random_exponential(multiplier=FIRST_WAIT_SECONDS, max=MAX_WAIT_SECONDS),
+        retry=retry_if_exception(when) if when is not None else retry_if_exception_type(errors),
+        before_sleep=_logger(what),
+        reraise=True,
+    )
+
+
+def lock_races(attempts: int = 10) -> Retrying:
+    """Attempts of a compare-and-swap commit on a lock table that another run's commit may beat.
+
+    The lock table is small and each commit is one metadata write, so the waits are short.
+    """
+    return Retrying(
+        stop=stop_after_attempt(attempts),
+        wait=wait_random_exponential(multiplier=FIRST_WAIT_SECONDS / 4, max=MAX_WAIT_SECONDS / 4),
+        retry=retry_if_exception_type(CommitFailedException),
+        reraise=True,
+    )
+
+
+def rereads(attempts: int = 4) -> Retrying:
+    """Attempts of a read of table metadata whose files a concurrent expiry may delete: read again at once."""
+    return Retrying(
+        stop=stop_after_attempt(attempts),
+        wait=wait_none(),
+        retry=retry_if_exception_type(FileNotFoundError),
+        reraise=True,
+    )
