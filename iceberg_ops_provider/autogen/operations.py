@@ -1,8 +1,8 @@
-"""The operations autogenerate writes, renders and reverses.
+"""The operations a model change can write, which autogenerate renders and reverses.
 
 Each is defined once, in :mod:`~iceberg_ops_provider.migration.table_operations` and
 :mod:`~iceberg_ops_provider.migration.column_operations`, where ``MigrationContext``, ``plan`` and
-``lint`` read them too; the ones a model change can write are gathered here.
+``lint`` read them too.
 """
 
 from __future__ import annotations
@@ -30,25 +30,7 @@ from iceberg_ops_provider.migration.table_operations import (
     SetSortOrder,
 )
 
-__all__ = [
-    "AddColumn",
-    "AddPartitionField",
-    "AlterColumnType",
-    "CreateTable",
-    "DropColumn",
-    "DropPartitionField",
-    "DropTable",
-    "Irreversible",
-    "MakeColumnOptional",
-    "MoveColumn",
-    "Operation",
-    "RemoveProperties",
-    "RenameColumn",
-    "Rendered",
-    "RestoreColumn",
-    "Risk",
-    "SetColumnDoc",
-    "SetIdentifierFields",
-    "SetProperties",
-    "SetSortOrder",
-]
+_WRITTEN = (AddColumn, AlterColumnType, DropColumn, MakeColumnOptional, MoveColumn, RenameColumn, RestoreColumn)
+_WRITTEN += (SetColumnDoc, SetIdentifierFields, AddPartitionField, CreateTable, DropPartitionField, DropTable)
+_WRITTEN += (RemoveProperties, SetProperties, SetSortOrder)
+__all__ = [*sorted(cls.__name__ for cls in _WRITTEN), "Irreversible", "Operation", "Rendered", "Risk"]

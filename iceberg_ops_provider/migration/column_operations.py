@@ -125,7 +125,6 @@ class AddColumn(Operation):
     sibling by full path too (``address.street``).
     """
 
-    method: ClassVar[str] = "add_column"
     # Adding a required column is refused on tables with rows: a kind of its own, to review.
     risks: ClassVar[Mapping[str, Risk]] = {"add_column": "safe", "add_required_column": "review"}
     rule: ClassVar[str | None] = "add-required-column"
@@ -202,9 +201,9 @@ class AddColumn(Operation):
 class DropColumn(Operation):
     """Drop a column (its data stays in old files and snapshots; it is no longer read)."""
 
-    method: ClassVar[str] = "drop_column"
     risks: ClassVar[Mapping[str, Risk]] = {"drop_column": "destructive"}
     rule: ClassVar[str | None] = "drop-column"
+    arguments: ClassVar[tuple[str, ...]] = ("table", "name")
 
     name: ColumnPath = ""
     if_exists: bool = False
@@ -226,9 +225,6 @@ class DropColumn(Operation):
         staging.schema_change(
             table, f"drop column {_text(name)!r}", lambda update: update.delete_column(path), refs=[name]
         )
-
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
-        return (self.table, self.name), {}
 
     def describe(self) -> str:  # noqa: D102
         return f"drop column {self.table}.{_text(self.name)}"
@@ -274,10 +270,10 @@ def _check_droppable(staging: TableStaging, table: str, name: ColumnPath) -> Non
 class RestoreColumn(Operation):
     """Bring a dropped column back with its data (the downgrade of a drop)."""
 
-    method: ClassVar[str] = "restore_column"
     # the column's old values reappear where data files still hold them
     risks: ClassVar[Mapping[str, Risk]] = {"restore_column": "review"}
     rule: ClassVar[str | None] = "restore-column"
+    arguments: ClassVar[tuple[str, ...]] = ("table", "name")
 
     name: ColumnPath = ""
 
@@ -298,9 +294,6 @@ class RestoreColumn(Operation):
         # Later column changes apply on top of the restored schema: still one new schema in all.
         staging.schemas.restart_from(identifier, transaction, schema)
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
-        return (self.table, self.name), {}
-
     def describe(self) -> str:  # noqa: D102
         return f"restore column {self.table}.{_text(self.name)}"
 
@@ -312,7 +305,6 @@ class RestoreColumn(Operation):
 class RenameColumn(Operation):
     """Rename a column; ``new`` is its new last name (autogenerate gives its path: the last part counts)."""
 
-    method: ClassVar[str] = "rename_column"
     risks: ClassVar[Mapping[str, Risk]] = {"rename_column": "review"}
     rule: ClassVar[str | None] = "rename-column"
     lint_arguments: ClassVar[tuple[str, str]] = ("table", "old")
@@ -353,7 +345,6 @@ class AlterColumn(Operation):
     """
 
     method: ClassVar[str] = "alter_column"
-    rule: ClassVar[str | None] = None
 
     name: ColumnPath = ""
     type: TypeLike | None = None
@@ -407,27 +398,35 @@ class AlterColumn(Operation):
         given = {"type": self.type, "doc": self.doc, "required": self.required}
         return (self.table, self.name), {key: value for key, value in given.items() if value is not None}
 
-    def describe(self) -> str:  # noqa: D102
-        return self.note()
+    describe = note
 
     def reverse(self) -> list[Operation]:  # noqa: D102
         raise Irreversible(f"column {self.table}.{_text(self.name)} was altered without saying what it was before")
 
 
 @dataclass(frozen=True)
-class AlterColumnType(Operation):
-    """Promote a column's type (only the promotions Iceberg allows)."""
+class _Alteration(Operation):
+    """One kind of :class:`AlterColumn`, as autogenerate writes it: staged and noted as that call."""
 
     method: ClassVar[str] = "alter_column"
-    risks: ClassVar[Mapping[str, Risk]] = {"promote_column": "review"}
-    rule: ClassVar[str | None] = None
 
     name: str = ""
+
+    def note(self) -> str:
+        return AlterColumn(self.table, self.name).note()
+
+    def build(self, staging: TableStaging) -> None:
+        AlterColumn(self.table, self.name, **self.call()[1]).build(staging)
+
+
+@dataclass(frozen=True)
+class AlterColumnType(_Alteration):
+    """Promote a column's type (only the promotions Iceberg allows)."""
+
+    risks: ClassVar[Mapping[str, Risk]] = {"promote_column": "review"}
+
     old: IcebergType | None = None
     new: IcebergType | None = None
-
-    def build(self, staging: TableStaging) -> None:  # noqa: D102
-        AlterColumn(self.table, self.name, type=self.new).build(staging)
 
     def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         return (self.table, self.name), {"type": self.new}
@@ -443,23 +442,14 @@ class AlterColumnType(Operation):
 
 
 @dataclass(frozen=True)
-class MakeColumnOptional(Operation):
+class MakeColumnOptional(_Alteration):
     """Make a required column optional."""
 
-    method: ClassVar[str] = "alter_column"
     risks: ClassVar[Mapping[str, Risk]] = {"make_column_optional": "review"}
-    rule: ClassVar[str | None] = None
-
-    name: str = ""
-
-    def build(self, staging: TableStaging) -> None:  # noqa: D102
-        AlterColumn(self.table, self.name, required=False).build(staging)
+    described: ClassVar[str] = "make column {table}.{name} optional"
 
     def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         return (self.table, self.name), {"required": False}
-
-    def describe(self) -> str:  # noqa: D102
-        return f"make column {self.table}.{self.name} optional"
 
     def reverse(self) -> list[Operation]:  # noqa: D102
         raise Irreversible(
@@ -468,19 +458,13 @@ class MakeColumnOptional(Operation):
 
 
 @dataclass(frozen=True)
-class SetColumnDoc(Operation):
+class SetColumnDoc(_Alteration):
     """Change a column's doc."""
 
-    method: ClassVar[str] = "alter_column"
     risks: ClassVar[Mapping[str, Risk]] = {"set_column_doc": "safe"}
-    rule: ClassVar[str | None] = None
 
-    name: str = ""
     old: str | None = None
     new: str | None = None
-
-    def build(self, staging: TableStaging) -> None:  # noqa: D102
-        AlterColumn(self.table, self.name, doc=self.new or "").build(staging)
 
     def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         return (self.table, self.name), {"doc": self.new or ""}
@@ -499,9 +483,7 @@ class MoveColumn(Operation):
     Autogenerate gives only ``after`` (``None``: first), which its rendering turns into ``first=True``.
     """
 
-    method: ClassVar[str] = "move_column"
     risks: ClassVar[Mapping[str, Risk]] = {"move_column": "safe"}
-    rule: ClassVar[str | None] = None
 
     name: ColumnPath = ""
     after: ColumnPath | None = None
@@ -551,15 +533,12 @@ class MoveColumn(Operation):
 class SetIdentifierFields(Operation):
     """Replace the table's identifier fields (the row key; the columns must be required)."""
 
-    method: ClassVar[str] = "set_identifier_fields"
     risks: ClassVar[Mapping[str, Risk]] = {"set_identifier_fields": "review"}
-    rule: ClassVar[str | None] = None
+    arguments: ClassVar[tuple[str, ...]] = ("table", "*names")
+    noted: ClassVar[str] = "set identifier fields of {table}"
 
     names: tuple[str, ...] = ()
     old: tuple[str, ...] = ()
-
-    def note(self) -> str:  # noqa: D102
-        return f"set identifier fields of {self.table}"
 
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         identifier, transaction = staging.transaction(self.table)
@@ -580,9 +559,6 @@ class SetIdentifierFields(Operation):
         staging.schema_change(
             self.table, "set identifier fields", lambda update: update.set_identifier_fields(*names), refs=list(names)
         )
-
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
-        return (self.table, *self.names), {}
 
     def describe(self) -> str:  # noqa: D102
         return f"set identifier fields of {self.table} to {list(self.names)}"

@@ -45,24 +45,34 @@ class Operation:
 
     A subclass declares, as class attributes, what the other parts of the package read:
 
-    * ``method``: the ``MigrationContext`` method that stages it (and that its rendering calls);
     * ``risks``: its kinds and the risk of each (most have one kind); a class with none is a
       form of another operation and is not registered;
+    * ``method``: the ``MigrationContext`` method that stages it and that its rendering calls (by
+      default its first kind), and ``arguments``, the fields that call passes by position
+      (``*names`` unpacks one);
+    * ``described`` and ``noted``: templates of its fields for :meth:`describe` and for what ``plan``
+      lists (by default its description), where a method does not word them;
     * ``rule``: the id of the lint rule that reviews its calls (``None``: a change lint lets pass),
       with ``rule_when``, a keyword (and its position) the call must set to a true value for the
       rule to apply, and ``lint_arguments``, the parameters naming the table and the column.
     """
 
     table: str
-    method: ClassVar[str]
     risks: ClassVar[Mapping[str, Risk]] = {}
-    rule: ClassVar[str | None]
+    method: ClassVar[str]
+    arguments: ClassVar[tuple[str, ...]] = ("table",)
+    described: ClassVar[str] = ""
+    noted: ClassVar[str] = ""
+    rule: ClassVar[str | None] = None
     rule_when: ClassVar[tuple[str, int] | None] = None
     lint_arguments: ClassVar[tuple[str, str]] = ("table", "name")
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        for kind, risk in cls.__dict__.get("risks", {}).items():
+        risks = cls.__dict__.get("risks", {})
+        if risks and not hasattr(cls, "method"):
+            cls.method = next(iter(risks))
+        for kind, risk in risks.items():
             _OPERATIONS[kind] = cls
             _RISKS[kind] = risk
 
@@ -80,7 +90,7 @@ class Operation:
 
     def note(self) -> str:
         """What ``plan`` lists for this step (``MigrationContext.operations``)."""
-        return self.describe()
+        return self.noted.format_map(vars(self)) if self.noted else self.describe()
 
     def planned_risk(self, staging: TableStaging) -> Risk:
         """The risk ``plan`` labels it with; a drop looks at the table (see ``TableStaging.drop_risk``)."""
@@ -99,11 +109,14 @@ class Operation:
 
     def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The positional and keyword arguments of :attr:`method` that perform this step."""
-        raise NotImplementedError  # pragma: no cover
+        args: list[Any] = []
+        for name in self.arguments:
+            args.extend(getattr(self, name[1:]) if name.startswith("*") else [getattr(self, name)])
+        return tuple(args), {}
 
     def describe(self) -> str:
         """A one-line human description."""
-        raise NotImplementedError  # pragma: no cover
+        return self.described.format_map(vars(self))
 
     def reverse(self) -> list[Operation]:
         """The steps that undo this one.
@@ -119,20 +132,10 @@ class Operation:
         getattr(ctx, self.method)(*args, **kwargs)
 
     def render(self, indent: str = "") -> str:
-        """The step as Python source: ``ctx.add_column("orders", "email", "string")``.
-
-        Args:
-            indent: The indentation of the line the call starts on; long calls are split one
-                argument per line below it.
-        """
+        """The step as one line of Python source (a schema's lines start at ``indent``); ``render`` lays it out."""
         args, kwargs = self.call()
-        parts = [_literal(arg, indent + "    ") for arg in args]
-        parts += [f"{key}={_literal(value, indent + '    ')}" for key, value in kwargs.items()]
-        one_line = f"ctx.{self.method}({', '.join(parts)})"
-        if len(indent) + len(one_line) <= 110 and "\n" not in one_line:
-            return one_line
-        inner = "".join(f"{indent}    {part},\n" for part in parts)
-        return f"ctx.{self.method}(\n{inner}{indent})"
+        parts = [_literal(arg, indent) for arg in args] + [f"{k}={_literal(v, indent)}" for k, v in kwargs.items()]
+        return f"ctx.{self.method}({', '.join(parts)})"
 
     def to_json(self) -> dict[str, str]:
         """JSON-able summary."""

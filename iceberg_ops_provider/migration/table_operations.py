@@ -73,9 +73,8 @@ def _exists(staging: TableStaging, identifier: tuple[str, ...]) -> bool:
 class CreateTable(Operation):
     """Create a table with its columns, spec, sort order and properties."""
 
-    method: ClassVar[str] = "create_table"
     risks: ClassVar[Mapping[str, Risk]] = {"create_table": "safe"}
-    rule: ClassVar[str | None] = None
+    described: ClassVar[str] = "create table {table}"
 
     schema: Any = field(default_factory=lambda: Rendered(lambda indent: "None"))
     """A ``pyarrow.Schema``, a PyIceberg ``Schema``, or (from autogenerate) its :class:`Rendered` source."""
@@ -83,9 +82,6 @@ class CreateTable(Operation):
     sort_by: tuple[str, ...] = ()
     properties: Mapping[str, Any] = field(default_factory=dict)
     if_not_exists: bool = False
-
-    def note(self) -> str:  # noqa: D102
-        return f"create table {self.table}"
 
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         identifier = staging.identifier(self.table)
@@ -134,9 +130,6 @@ class CreateTable(Operation):
         args, kwargs = self.call()
         ctx.create_table(*args, **{**kwargs, "schema": self.schema.value})
 
-    def describe(self) -> str:  # noqa: D102
-        return f"create table {self.table}"
-
     def reverse(self) -> list[Operation]:  # noqa: D102
         return [DropTable(self.table)]
 
@@ -145,8 +138,8 @@ class CreateTable(Operation):
 class DropTable(Operation):
     """Drop a table; with ``purge`` also its data and metadata files."""
 
-    method: ClassVar[str] = "drop_table"
     risks: ClassVar[Mapping[str, Risk]] = {"drop_table": "destructive"}
+    described: ClassVar[str] = "drop table {table}"
     rule: ClassVar[str | None] = "drop-table"
     lint_arguments: ClassVar[tuple[str, str]] = ("name", "name")
 
@@ -171,12 +164,6 @@ class DropTable(Operation):
         staging.schemas.forget(identifier)  # changes staged on a table about to be dropped are moot
         commits.stage_drop(identifier, purge=self.purge)
 
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
-        return (self.table,), {}
-
-    def describe(self) -> str:  # noqa: D102
-        return f"drop table {self.table}"
-
     def reverse(self) -> list[Operation]:  # noqa: D102
         raise Irreversible(f"table {self.table} was dropped; its data cannot be brought back by a migration")
 
@@ -185,10 +172,11 @@ class DropTable(Operation):
 class RenameTable(Operation):
     """Rename a table (``table``) to ``new``, or move it to another namespace."""
 
-    method: ClassVar[str] = "rename_table"
     risks: ClassVar[Mapping[str, Risk]] = {"rename_table": "review"}
+    described: ClassVar[str] = "rename table {table} to {new}"
     rule: ClassVar[str | None] = "rename-table"
     lint_arguments: ClassVar[tuple[str, str]] = ("old", "new")
+    arguments: ClassVar[tuple[str, ...]] = ("table", "new")
 
     new: str = ""
 
@@ -204,12 +192,6 @@ class RenameTable(Operation):
         if not _exists(staging, source):
             raise InvalidOperationError(f"Cannot rename table {staging.label(source)}: it does not exist.")
         commits.stage_rename(source, target)
-
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
-        return (self.table, self.new), {}
-
-    def describe(self) -> str:  # noqa: D102
-        return f"rename table {self.table} to {self.new}"
 
     def reverse(self) -> list[Operation]:  # noqa: D102
         return [RenameTable(self.new, self.table)]
@@ -230,15 +212,12 @@ def add_partition_fields(staging: TableStaging, table: str, exprs: Iterable[str]
 class AddPartitionField(Operation):
     """Add a partition field (new data is partitioned by it; existing files keep their spec)."""
 
-    method: ClassVar[str] = "add_partition_field"
     risks: ClassVar[Mapping[str, Risk]] = {"add_partition_field": "review"}
-    rule: ClassVar[str | None] = None
+    described: ClassVar[str] = "partition {table} by {expr} (field {name})"
+    noted: ClassVar[str] = "partition {table} by {expr}"
 
     expr: str = ""
     name: str | None = ""
-
-    def note(self) -> str:  # noqa: D102
-        return f"partition {self.table} by {self.expr}"
 
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         parsed = parse_partition_expr(self.expr)
@@ -251,9 +230,6 @@ class AddPartitionField(Operation):
     def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         return (self.table, self.expr), {"name": self.name}
 
-    def describe(self) -> str:  # noqa: D102
-        return f"partition {self.table} by {self.expr} (field {self.name})"
-
     def reverse(self) -> list[Operation]:  # noqa: D102
         return [DropPartitionField(self.table, self.name or "", self.expr)]
 
@@ -262,25 +238,18 @@ class AddPartitionField(Operation):
 class DropPartitionField(Operation):
     """Remove a partition field by its name."""
 
-    method: ClassVar[str] = "drop_partition_field"
     risks: ClassVar[Mapping[str, Risk]] = {"drop_partition_field": "review"}
+    described: ClassVar[str] = "stop partitioning {table} by {expr} (field {name})"
     rule: ClassVar[str | None] = "drop-partition-field"
+    arguments: ClassVar[tuple[str, ...]] = ("table", "name")
+    noted: ClassVar[str] = "drop partition field {table}.{name}"
 
     name: str = ""
     expr: str = ""
 
-    def note(self) -> str:  # noqa: D102
-        return f"drop partition field {self.table}.{self.name}"
-
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         name = self.name
         staging.spec_change(self.table, f"drop partition field {name!r}", lambda update: update.remove_field(name))
-
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
-        return (self.table, self.name), {}
-
-    def describe(self) -> str:  # noqa: D102
-        return f"stop partitioning {self.table} by {self.expr} (field {self.name})"
 
     def reverse(self) -> list[Operation]:  # noqa: D102
         if not self.expr:
@@ -292,25 +261,17 @@ class DropPartitionField(Operation):
 class RenamePartitionField(Operation):
     """Rename a partition field."""
 
-    method: ClassVar[str] = "rename_partition_field"
     risks: ClassVar[Mapping[str, Risk]] = {"rename_partition_field": "review"}
-    rule: ClassVar[str | None] = None
+    described: ClassVar[str] = "rename partition field {table}.{old} to {new}"
+    arguments: ClassVar[tuple[str, ...]] = ("table", "old", "new")
+    noted: ClassVar[str] = "rename partition field {table}.{old}"
 
     old: str = ""
     new: str = ""
 
-    def note(self) -> str:  # noqa: D102
-        return f"rename partition field {self.table}.{self.old}"
-
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         old, new = self.old, self.new
         staging.spec_change(self.table, f"rename partition field {old!r}", lambda update: update.rename_field(old, new))
-
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
-        return (self.table, self.old, self.new), {}
-
-    def describe(self) -> str:  # noqa: D102
-        return f"rename partition field {self.table}.{self.old} to {self.new}"
 
     def reverse(self) -> list[Operation]:  # noqa: D102
         return [RenamePartitionField(self.table, self.new, self.old)]
@@ -320,15 +281,11 @@ class RenamePartitionField(Operation):
 class SetSortOrder(Operation):
     """Replace the table's sort order (no fields: unsorted)."""
 
-    method: ClassVar[str] = "set_sort_order"
     risks: ClassVar[Mapping[str, Risk]] = {"set_sort_order": "safe"}
-    rule: ClassVar[str | None] = None
+    noted: ClassVar[str] = "set the sort order of {table}"
 
     fields: tuple[str, ...] = ()
     old: tuple[str, ...] = ()
-
-    def note(self) -> str:  # noqa: D102
-        return f"set the sort order of {self.table}"
 
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         parsed = [parse_sort_field(f) for f in self.fields]
@@ -382,24 +339,18 @@ def _check_sortable(schema: Schema, column: str) -> None:
 class SetProperties(Operation):
     """Set table properties; ``old`` holds the previous values (``None``: was not set)."""
 
-    method: ClassVar[str] = "set_properties"
     risks: ClassVar[Mapping[str, Risk]] = {"set_properties": "safe"}
-    rule: ClassVar[str | None] = None
+    arguments: ClassVar[tuple[str, ...]] = ("table", "values")
+    noted: ClassVar[str] = "set properties of {table}"
 
     values: Mapping[str, Any] = field(default_factory=dict)
     old: Mapping[str, str | None] = field(default_factory=dict)
-
-    def note(self) -> str:  # noqa: D102
-        return f"set properties of {self.table}"
 
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         if not self.values:
             raise InvalidOperationError("set_properties needs at least one property.")
         values = {key: _property_value(key, value, f"table {self.table!r}") for key, value in self.values.items()}
         staging.staged(self.table, "set properties", lambda transaction: transaction.set_properties(values))
-
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
-        return (self.table, dict(self.values)), {}
 
     def describe(self) -> str:  # noqa: D102
         return f"set properties of {self.table}: {', '.join(f'{k}={v}' for k, v in self.values.items())}"
@@ -419,15 +370,12 @@ class SetProperties(Operation):
 class RemoveProperties(Operation):
     """Remove table properties; ``old`` holds their values."""
 
-    method: ClassVar[str] = "remove_properties"
     risks: ClassVar[Mapping[str, Risk]] = {"remove_properties": "safe"}
-    rule: ClassVar[str | None] = None
+    arguments: ClassVar[tuple[str, ...]] = ("table", "*keys")
+    noted: ClassVar[str] = "remove properties of {table}"
 
     keys: tuple[str, ...] = ()
     old: Mapping[str, str] = field(default_factory=dict)
-
-    def note(self) -> str:  # noqa: D102
-        return f"remove properties of {self.table}"
 
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         keys = self.keys
@@ -439,9 +387,6 @@ class RemoveProperties(Operation):
                 f"Cannot remove properties {missing} from {staging.label(identifier)}: not set."
             )
         staging.staged(self.table, "remove properties", lambda transaction: transaction.remove_properties(*keys))
-
-    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
-        return (self.table, *self.keys), {}
 
     def describe(self) -> str:  # noqa: D102
         return f"remove properties of {self.table}: {', '.join(self.keys)}"
