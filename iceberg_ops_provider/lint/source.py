@@ -25,6 +25,7 @@ from typing import Any
 
 from iceberg_ops_provider.core.name_hints import closest, did_you_mean
 from iceberg_ops_provider.lint.rules import RULES, Severity
+from iceberg_ops_provider.migration.operation import OPERATIONS, Operation
 
 __all__ = ["Allowance", "Finding", "SourceFile", "read_source"]
 
@@ -33,16 +34,8 @@ _ALLOW = re.compile(
     r"""^\s*allow\s*=\s*(?P<ids>[A-Za-z0-9_,\s-]+?)(?:\s+reason\s*=\s*(?P<q>["'])(?P<reason>.*?)(?P=q))?\s*$"""
 )
 
-# Context calls that make a finding, by method: the rule, and a keyword that must be True for it.
-_CALLS: dict[str, tuple[str, str | None]] = {
-    "drop_table": ("drop-table", None),
-    "drop_column": ("drop-column", None),
-    "rename_column": ("rename-column", None),
-    "rename_table": ("rename-table", None),
-    "add_column": ("add-required-column", "required"),
-    "drop_partition_field": ("drop-partition-field", None),
-    "restore_column": ("restore-column", None),
-}
+# The operations a rule reviews, by the context method that stages them (each operation names its rule).
+_CALLS: dict[str, type[Operation]] = {op.method: op for op in OPERATIONS.values() if op.rule is not None}
 _DIRECT = ("catalog", "load_table")
 
 
@@ -447,11 +440,11 @@ def _read_call(
         made.columns.add((_argument(call, 0, "table"), _argument(call, 1, "name")))
     if method not in _CALLS:
         return
-    rule_id, keyword = _CALLS[method]
-    if keyword is not None and not _maybe_true(call, keyword, position=3):
+    operation = _CALLS[method]
+    rule_id = operation.rule or ""
+    if operation.rule_when is not None and not _maybe_true(call, *operation.rule_when):
         return
-    table_keyword = {"drop_table": "name", "rename_table": "old"}.get(method, "table")
-    second_keyword = {"rename_table": "new", "rename_column": "old"}.get(method, "name")
+    table_keyword, second_keyword = operation.lint_arguments
     table, column = _argument(call, 0, table_keyword), _argument(call, 1, second_keyword)
     # What this body made itself no reader has seen: dropping, renaming or requiring it loses nothing.
     if (rule_id in ("add-required-column", "drop-table") and made.table(table)) or (
@@ -509,7 +502,7 @@ def _shown(call: ast.Call, position: int, keyword: str) -> str | None:
     return literal if literal is not None else f"<{ast.unparse(given)}>"
 
 
-def _maybe_true(call: ast.Call, keyword: str, *, position: int) -> bool:
+def _maybe_true(call: ast.Call, keyword: str, position: int) -> bool:
     """Whether the argument may be true: anything but a literal false (a variable counts, it may be)."""
     given = (
         call.args[position]

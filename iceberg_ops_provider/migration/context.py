@@ -7,10 +7,12 @@ Catalog-level operations (``drop_table``, ``rename_table``) are staged in order 
 :meth:`MigrationContext.load_table` and :meth:`MigrationContext.commit` first commit what is pending.
 Namespaces that a new table needs are created when that table is committed, never while staging.
 
-This module holds the operations on whole tables, their partition spec, sort order and properties;
-the column operations are :class:`~iceberg_ops_provider.migration.columns.ColumnOperations`. How an
-operation reaches the table's transaction (names, the meta-namespace guard, PyIceberg's refusals)
-lives in :mod:`~iceberg_ops_provider.migration.staging`. What is staged, and how it is committed
+Each operation method builds one operation object and stages it: what an operation does, its
+reverse, rendering, risk and lint rule are defined once, in
+:mod:`~iceberg_ops_provider.migration.table_operations` and
+:mod:`~iceberg_ops_provider.migration.column_operations`. How an operation reaches the table's
+transaction (names, the meta-namespace guard, PyIceberg's refusals) lives in
+:mod:`~iceberg_ops_provider.migration.staging`. What is staged, and how it is committed
 (announced to the run's :class:`CommitJournal`, each table's commit carrying a receipt, or all of a
 finished migration's table changes in one commit with its history record where the runner's
 :class:`AtomicCommitJournal` can), lives in :mod:`~iceberg_ops_provider.migration.commit_queue`;
@@ -22,52 +24,32 @@ another namespace. Nested columns are given as dotted paths (``"address.city"``)
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.schema import Schema
-from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortDirection
-from pyiceberg.table.update import AddSortOrderUpdate, AssertDefaultSortOrderId, SetDefaultSortOrderUpdate
 
-from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import DryRunLimit, InvalidOperationError
-from iceberg_ops_provider.migration.columns import ColumnOperations, TypeLike
-from iceberg_ops_provider.migration.commit_queue import AtomicCommitJournal, CommitJournal, placeholder_create
-from iceberg_ops_provider.migration.risks import risk_of
+from iceberg_ops_provider.migration import column_operations as columns
+from iceberg_ops_provider.migration import table_operations as tables
+from iceberg_ops_provider.migration.column_operations import TypeLike
+from iceberg_ops_provider.migration.commit_queue import AtomicCommitJournal, CommitJournal
+from iceberg_ops_provider.migration.operation import Operation
 from iceberg_ops_provider.migration.schema_changes import ColumnPath
 from iceberg_ops_provider.migration.staged_changes import staged_changes
 from iceberg_ops_provider.migration.staging import Identifier, TableStaging
 from iceberg_ops_provider.migration.touched import TouchedTables
-from iceberg_ops_provider.migration.transforms import parse_partition_expr, parse_sort_field
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-    from pyiceberg.table import Table, Transaction
-    from pyiceberg.table.update.spec import UpdateSpec
+    from pyiceberg.table import Table
 
 __all__ = ["AtomicCommitJournal", "ColumnPath", "CommitJournal", "DryRunLimit", "MigrationContext", "TypeLike"]
 
 
-def _property_value(key: str, value: object, where: str) -> str:
-    """A table property's value as Iceberg keeps it (text): booleans as ``true``/``false``, numbers and paths as text.
-
-    Raises:
-        InvalidOperationError: ``None``, a container or another object; names ``key`` and ``where``.
-    """
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str | int | float | os.PathLike):
-        return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
-    raise InvalidOperationError(
-        f"Property {key!r} of {where} is {value!r} ({type(value).__name__}); "
-        "values must be strings, numbers, booleans or paths."
-    )
-
-
-class MigrationContext(ColumnOperations):
+class MigrationContext:
     """The per-migration API over one catalog and namespace.
 
     It creates, drops and renames tables and evolves schemas, partition specs, sort orders and
@@ -200,6 +182,9 @@ class MigrationContext(ColumnOperations):
         """Forget everything staged and not yet committed."""
         self._staging.discard()
 
+    def _stage(self, operation: Operation) -> None:
+        operation.stage(self._staging)
+
     # -- tables ---------------------------------------------------------------------------------
 
     def create_table(
@@ -230,47 +215,11 @@ class MigrationContext(ColumnOperations):
                 expression is invalid.
             UnsupportedTypeError: An Arrow column type Iceberg cannot hold.
         """
-        self._staging.note(f"create table {name}", risk_of("create_table"))
-        identifier = self.identifier(name)
-        commits = self._staging.commits
-        if identifier in commits.created:
-            if if_not_exists:
-                return
-            raise InvalidOperationError(
-                f"Cannot create table {self._staging.label(identifier)}: this migration creates it."
+        self._stage(
+            tables.CreateTable(
+                name, schema, _strings(partition_by), _strings(sort_by), properties or {}, if_not_exists=if_not_exists
             )
-        if identifier not in commits.gone and (
-            identifier in commits.pending
-            or identifier in commits.rename_targets
-            or self._staging.catalog.table_exists(identifier)
-        ):
-            if if_not_exists:
-                return
-            raise InvalidOperationError(f"Cannot create table {self._staging.label(identifier)}: it already exists.")
-        if isinstance(schema, pa.Schema):
-            iceberg_schema = arrow_to_iceberg_schema(schema)
-        elif isinstance(schema, Schema):
-            iceberg_schema = schema
-        else:
-            raise InvalidOperationError(
-                f"The schema of {self._staging.label(identifier)} must be a pyarrow.Schema or a pyiceberg Schema, "
-                f"got {type(schema).__name__}."
-            )
-        values = {
-            key: _property_value(key, value, f"table {self._staging.label(identifier)}")
-            for key, value in (properties or {}).items()
-        }
-        commits.stage_table(
-            identifier, placeholder_create(self._staging.catalog, identifier, iceberg_schema, values), create=True
         )
-        try:
-            if partition_by:
-                self.add_partition_fields(name, [partition_by] if isinstance(partition_by, str) else list(partition_by))
-            if sort_by:
-                self.set_sort_order(name, [sort_by] if isinstance(sort_by, str) else list(sort_by))
-        except BaseException:
-            self._staging.forget(identifier)
-            raise
 
     def drop_table(self, name: str, purge: bool = False, if_exists: bool = False) -> None:
         """Drop a table; with ``purge=True`` also delete its data and metadata files.
@@ -283,23 +232,7 @@ class MigrationContext(ColumnOperations):
         Raises:
             InvalidOperationError: The table does not exist (unless ``if_exists``).
         """
-        self._staging.note(f"drop table {name}", self._staging.drop_risk("drop_table", name))
-        identifier = self.identifier(name)
-        commits = self._staging.commits
-        if identifier in commits.created:
-            # Created earlier in this migration and never committed: nothing reaches the catalog.
-            self._staging.forget(identifier)
-            commits.gone.add(identifier)
-            return
-        exists = identifier in commits.rename_targets or (
-            identifier not in commits.gone and self._staging.catalog.table_exists(identifier)
-        )
-        if not exists:
-            if if_exists:
-                return
-            raise InvalidOperationError(f"Cannot drop table {self._staging.label(identifier)}: it does not exist.")
-        self._staging.schemas.forget(identifier)  # changes staged on a table about to be dropped are moot
-        commits.stage_drop(identifier, purge=purge)
+        self._stage(tables.DropTable(name, purge=purge, if_exists=if_exists))
 
     def rename_table(self, old: str, new: str) -> None:
         """Rename a table, or move it to another namespace (created if missing).
@@ -310,60 +243,25 @@ class MigrationContext(ColumnOperations):
         Raises:
             InvalidOperationError: The table does not exist or the new name is taken.
         """
-        self._staging.note(f"rename table {old} to {new}", risk_of("rename_table"))
-        source, target = self.identifier(old), self.identifier(new)
-        commits = self._staging.commits
-        target_taken = target not in commits.gone and (
-            target in commits.pending or target in commits.rename_targets or self._staging.catalog.table_exists(target)
-        )
-        if target_taken:
-            raise InvalidOperationError(
-                f"Cannot rename {self._staging.label(source)} to {self._staging.label(target)}: it exists."
-            )
-        if source in commits.created:  # not in the catalog yet: it is simply created under the new name
-            commits.rename_created(source, target)
-            self._staging.schemas.rename(source, target)
-            return
-        exists = source in commits.rename_targets or (
-            source not in commits.gone and self._staging.catalog.table_exists(source)
-        )
-        if not exists:
-            raise InvalidOperationError(f"Cannot rename table {self._staging.label(source)}: it does not exist.")
-        commits.stage_rename(source, target)
+        self._stage(tables.RenameTable(old, new))
 
     # -- partition spec and sort order ----------------------------------------------------------
 
     def add_partition_field(self, table: str, expr: str, name: str | None = None) -> None:
         """Add a partition field, e.g. ``"day(ts)"`` or ``"bucket(16, id)"`` (existing files keep their spec)."""
-        self._staging.note(f"partition {table} by {expr}", risk_of("add_partition_field"))
-        parsed = parse_partition_expr(expr)
-        self._staging.spec_change(
-            table,
-            f"add partition field {expr!r}",
-            lambda update: update.add_field(parsed.column, parsed.transform, name),
-        )
+        self._stage(tables.AddPartitionField(table, expr, name))
 
     def add_partition_fields(self, table: str, exprs: Iterable[str]) -> None:
         """Add several partition fields in one spec change."""
-        parsed = [parse_partition_expr(expr) for expr in exprs]
-
-        def change(update: UpdateSpec) -> None:
-            for item in parsed:
-                update.add_field(item.column, item.transform, None)
-
-        self._staging.spec_change(table, "add partition fields", change)
+        tables.add_partition_fields(self._staging, table, exprs)
 
     def drop_partition_field(self, table: str, name: str) -> None:
         """Remove a partition field by its name (see ``table.spec()``)."""
-        self._staging.note(f"drop partition field {table}.{name}", risk_of("drop_partition_field"))
-        self._staging.spec_change(table, f"drop partition field {name!r}", lambda update: update.remove_field(name))
+        self._stage(tables.DropPartitionField(table, name))
 
     def rename_partition_field(self, table: str, old: str, new: str) -> None:
         """Rename a partition field."""
-        self._staging.note(f"rename partition field {table}.{old}", risk_of("rename_partition_field"))
-        self._staging.spec_change(
-            table, f"rename partition field {old!r}", lambda update: update.rename_field(old, new)
-        )
+        self._stage(tables.RenamePartitionField(table, old, new))
 
     def set_sort_order(self, table: str, fields: Iterable[str] | str) -> None:
         """Replace the table's sort order; an empty list makes it unsorted.
@@ -372,30 +270,7 @@ class MigrationContext(ColumnOperations):
             table: Table name.
             fields: Sort fields such as ``["ts desc", "day(ts) asc nulls last", "id"]``.
         """
-        self._staging.note(f"set the sort order of {table}", risk_of("set_sort_order"))
-        parsed = [parse_sort_field(fields)] if isinstance(fields, str) else [parse_sort_field(f) for f in fields]
-
-        def build(transaction: Transaction) -> None:
-            metadata = transaction.table_metadata
-            for item in parsed:
-                _check_sortable(metadata.schema(), item.column)
-            if not parsed and metadata.sort_order_by_id(UNSORTED_SORT_ORDER.order_id) is None:
-                # A table created sorted has no unsorted order yet, and PyIceberg 0.12 cannot add one
-                # through update_sort_order(): add it and make it the default explicitly.
-                transaction._apply(
-                    (
-                        AddSortOrderUpdate(sort_order=UNSORTED_SORT_ORDER),
-                        SetDefaultSortOrderUpdate(sort_order_id=UNSORTED_SORT_ORDER.order_id),
-                    ),
-                    (AssertDefaultSortOrderId(default_sort_order_id=metadata.default_sort_order_id),),
-                )
-                return
-            with transaction.update_sort_order() as update:
-                for item in parsed:
-                    add = update.asc if item.direction == SortDirection.ASC else update.desc
-                    add(item.column, item.transform, item.null_order)
-
-        self._staging.staged(table, "set the sort order", build)
+        self._stage(tables.SetSortOrder(table, _strings(fields)))
 
     # -- properties -----------------------------------------------------------------------------
 
@@ -405,12 +280,7 @@ class MigrationContext(ColumnOperations):
         Example:
             ``ctx.set_properties("orders", {"write.target-file-size-bytes": 134217728}, owner="sales")``
         """
-        self._staging.note(f"set properties of {table}", risk_of("set_properties"))
-        merged = {**(properties or {}), **props}
-        if not merged:
-            raise InvalidOperationError("set_properties needs at least one property.")
-        values = {key: _property_value(key, value, f"table {table!r}") for key, value in merged.items()}
-        self._staging.staged(table, "set properties", lambda transaction: transaction.set_properties(values))
+        self._stage(tables.SetProperties(table, {**(properties or {}), **props}))
 
     def remove_properties(self, table: str, *keys: str) -> None:
         """Remove table properties.
@@ -418,25 +288,91 @@ class MigrationContext(ColumnOperations):
         Raises:
             InvalidOperationError: A key is not set on the table.
         """
-        self._staging.note(f"remove properties of {table}", risk_of("remove_properties"))
-        identifier, transaction = self._staging.transaction(table)
-        properties = self._staging.schemas.metadata(identifier, transaction).properties  # with staged ones
-        missing = [key for key in keys if key not in properties]
-        if missing:
-            raise InvalidOperationError(
-                f"Cannot remove properties {missing} from {self._staging.label(identifier)}: not set."
-            )
-        self._staging.staged(table, "remove properties", lambda transaction: transaction.remove_properties(*keys))
+        self._stage(tables.RemoveProperties(table, keys))
+
+    # -- columns --------------------------------------------------------------------------------
+
+    def add_column(
+        self,
+        table: str,
+        name: ColumnPath,
+        type: TypeLike,
+        required: bool = False,
+        doc: str | None = None,
+        after: ColumnPath | None = None,
+        before: ColumnPath | None = None,
+        first: bool = False,
+        if_not_exists: bool = False,
+    ) -> None:
+        """Add a column, optionally placed first, or before/after another column.
+
+        A required column can only be added to a table with no rows (existing rows would have no value).
+        With ``if_not_exists=True`` an existing column of that name is left as it is.
+
+        Raises:
+            InvalidOperationError: The column exists (unless ``if_not_exists``), the position is
+                ambiguous, or a required column is added to a table that has rows.
+        """
+        self._stage(columns.AddColumn(table, name, type, required, doc, after, first, before, if_not_exists))
+
+    def drop_column(self, table: str, name: ColumnPath, if_exists: bool = False) -> None:
+        """Drop a column (its data stays in old files and snapshots; it is no longer read).
+
+        With ``if_exists=True`` a missing column is not an error.
+        """
+        self._stage(columns.DropColumn(table, name, if_exists))
+
+    def restore_column(self, table: str, name: ColumnPath) -> None:
+        """Bring back a dropped column with its data: its original field id, type, doc and position.
+
+        Iceberg never reuses a field id, so rows of data files written before the drop read their old
+        values again; rows of files written after it, or rewritten since (compaction, copy-on-write
+        deletes), read null, so the column comes back optional (a required column stays required
+        when every live row holds it). The new schema keeps every column added since the drop. See
+        :mod:`~iceberg_ops_provider.migration.restore`.
+
+        Raises:
+            InvalidOperationError: A live column has the name, the column was renamed rather than
+                dropped, or no schema of the table ever had it (the message lists what can be restored).
+        """
+        self._stage(columns.RestoreColumn(table, name))
+
+    def rename_column(self, table: str, old: ColumnPath, new: str) -> None:
+        """Rename a column; ``new`` is the new last name (the column stays where it is)."""
+        self._stage(columns.RenameColumn(table, old, new))
+
+    def alter_column(
+        self,
+        table: str,
+        name: ColumnPath,
+        type: TypeLike | None = None,
+        doc: str | None = None,
+        required: bool | None = None,
+    ) -> None:
+        """Change a column's type (only the promotions Iceberg allows), doc, or make it optional.
+
+        Raises:
+            ForbiddenPromotionError: A type change Iceberg does not allow.
+            InvalidOperationError: ``required=True`` on an optional column, or nothing to change.
+        """
+        self._stage(columns.AlterColumn(table, name, type, doc, required))
+
+    def move_column(
+        self,
+        table: str,
+        name: ColumnPath,
+        first: bool = False,
+        before: ColumnPath | None = None,
+        after: ColumnPath | None = None,
+    ) -> None:
+        """Move a column first, or before/after another column (exactly one of them)."""
+        self._stage(columns.MoveColumn(table, name, after, first=first, before=before))
+
+    def set_identifier_fields(self, table: str, *names: str) -> None:
+        """Set the table's identifier fields (the row key; the columns must be required). No names clears them."""
+        self._stage(columns.SetIdentifierFields(table, names))
 
 
-def _check_sortable(schema: Schema, column: str) -> None:
-    """Refuse, naming the column, a sort on a struct, list or map (Iceberg sorts by primitive columns only)."""
-    try:
-        field = schema.find_field(column)
-    except ValueError:
-        return  # PyIceberg names the missing column itself
-    if not field.field_type.is_primitive:
-        raise ValueError(
-            f"cannot sort by {column!r}: it is a {field.field_type} column, and Iceberg sorts by primitive columns "
-            f"only; sort by one of its fields (e.g. '{column}.<field>') instead"
-        )
+def _strings(given: Iterable[str] | str | None) -> tuple[str, ...]:
+    """Partition expressions or sort fields as a tuple: one string is one of them."""
+    return (given,) if isinstance(given, str) else tuple(given or ())

@@ -1,9 +1,8 @@
-"""How risky each kind of migration operation is: the one table both sides of a migration read.
+"""How risky each kind of migration operation is, as the operations define it.
 
-Autogenerate labels each step of a file it writes with this risk (the ``# [risk] ...`` comment and
-the class's ``operations``), and ``plan``, which runs a migration's body against a context that
-stages without committing, labels what the body asks for with the same risk. So a step of a
-generated file has one label in the file and in ``plan``.
+Each operation class of :mod:`~iceberg_ops_provider.migration.operation` declares the risk of its
+kinds; :data:`RISKS` gathers them. Autogenerate's ``# [risk]`` comments and ``plan``'s labels both
+read them, so a step of a generated file has one label in the file and in ``plan``.
 
 * ``safe``: adds or changes metadata without touching what existing readers see.
 * ``review``: changes what readers or writers see (renames, promotions, partitioning, keys, a
@@ -21,46 +20,26 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Literal
 
-__all__ = ["EMPTY_DROP_RISK", "RISKS", "Risk", "drop_risk", "highest_risk", "risk_of"]
+__all__ = ["EMPTY_DROP_RISK", "ORDER", "RISKS", "Risk", "drop_risk", "highest_risk", "risk_of"]
 
 Risk = Literal["safe", "review", "destructive"]
 
-RISKS: Mapping[str, Risk] = MappingProxyType(
-    {
-        "create_table": "safe",
-        "drop_table": "destructive",
-        "rename_table": "review",
-        "add_column": "safe",
-        "add_required_column": "review",  # refused on a table with rows
-        "drop_column": "destructive",
-        "restore_column": "review",  # the column's old values reappear where data files still hold them
-        "rename_column": "review",
-        "promote_column": "review",
-        "make_column_optional": "review",
-        "set_column_doc": "safe",
-        "move_column": "safe",
-        "set_identifier_fields": "review",
-        "add_partition_field": "review",
-        "drop_partition_field": "review",
-        "rename_partition_field": "review",
-        "set_sort_order": "safe",
-        "set_properties": "safe",
-        "remove_properties": "safe",
-    }
-)
+_RISKS: dict[str, Risk] = {}  # filled as the operation classes are defined
+RISKS: Mapping[str, Risk] = MappingProxyType(_RISKS)
 """The risk of each kind of operation, by kind (``"set_sort_order"``, ``"add_required_column"``, ...)."""
 
 EMPTY_DROP_RISK: Risk = "review"
 """What ``plan`` labels a drop of a table or column when the table holds no rows."""
 
-_ORDER: Mapping[str, int] = {"safe": 0, "review": 1, "destructive": 2}
+ORDER: Mapping[str, int] = MappingProxyType({"safe": 0, "review": 1, "destructive": 2})
+"""The risks from lowest to highest."""
 
 
 def risk_of(kind: str) -> Risk:
     """The risk of one kind of operation (a key of :data:`RISKS`).
 
     Raises:
-        KeyError: A kind the table does not have.
+        KeyError: A kind no operation has.
     """
     return RISKS[kind]
 
@@ -72,4 +51,4 @@ def drop_risk(kind: str, holds_rows: bool) -> Risk:
 
 def highest_risk(kinds: Iterable[str], default: Risk = "safe") -> Risk:
     """The highest risk of several kinds of operation made by one call (``alter_column`` with type and doc)."""
-    return max((risk_of(kind) for kind in kinds), key=_ORDER.__getitem__, default=default)
+    return max((risk_of(kind) for kind in kinds), key=ORDER.__getitem__, default=default)

@@ -30,6 +30,7 @@ from iceberg_ops_provider.history.lock import LockLostError
 from iceberg_ops_provider.history.records import Status
 from iceberg_ops_provider.migration.context import MigrationContext
 from iceberg_ops_provider.migration.discovery import importable
+from iceberg_ops_provider.migration.risks import ORDER
 from iceberg_ops_provider.runner.journal import RunJournal
 from iceberg_ops_provider.runner.planned_catalog import PlannedCatalog
 from iceberg_ops_provider.runner.planning import PlanStep
@@ -268,6 +269,5 @@ def inspect_step(target: RunTarget, step: PlanStep, planned: PlannedCatalog | No
         operations.append({"operation": stopped, "risk": "unknown"})
         risk = "unknown"
     else:
-        order = {"safe": 0, "review": 1, "destructive": 2}
-        risk = max((op["risk"] for op in operations), key=lambda r: order.get(r, 1), default="safe")
+        risk = max((op["risk"] for op in operations), key=lambda r: ORDER.get(r, 1), default="safe")
     return replace(step, operations=tuple(operations), risk=risk, changes=changes)
