@@ -41,6 +41,7 @@ from pyiceberg.exceptions import (
 from pyiceberg.expressions import EqualTo
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 
 from iceberg_ops_provider.catalogs import ensure_namespace
@@ -59,9 +60,8 @@ from iceberg_ops_provider.maintenance.expire import expire_snapshots
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.manifest import DataFile
-    from pyiceberg.table import Table
 
-    from iceberg_ops_provider.core.atomic.changes import TableChange
+    from iceberg_ops_provider.core.atomic.changes import AtomicCommitResult, TableChange
 
 __all__ = [
     "DEFAULT_META_NAMESPACE",
@@ -183,13 +183,23 @@ class StagedWrite:
         self.written = []
         self.store._last = None
 
-    def committed(self) -> None:
-        """The commit landed: keep the history table small, as after :meth:`HistoryStore.record`."""
+    def committed(self, result: AtomicCommitResult | None = None) -> None:
+        """The commit landed: keep the history table small, as after :meth:`HistoryStore.record`.
+
+        Args:
+            result: The multi-table commit's result: the history table's new metadata is taken from
+                it when the catalog returned it, instead of loading the table again.
+        """
         self.written = []
         store = self.store
         store._last = None
+        label = self.change.label()
         try:
-            table = store.catalog.load_table(store.identifier)
+            if result is not None and label in result.metadata and label in result.metadata_locations:
+                metadata, location = result.metadata[label], result.metadata_locations[label]
+                table = Table(self.table.name(), metadata, location, self.table.io, store.catalog)
+            else:
+                table = store.catalog.load_table(store.identifier)
             if table.metadata.current_snapshot_id == self.snapshot_id:  # nobody wrote since: start the next write here
                 store._last = (table, self.namespace, self.rows)
             store._expire(table)

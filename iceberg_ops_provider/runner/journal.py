@@ -171,7 +171,7 @@ class RunJournal:
                     f"{target.namespace}: {step.version}: {result.reason}; committing table by table"
                 )
                 return False
-            staged.committed()
+            staged.committed(result)
             break
         self.recorded = row
         if outside:
