@@ -22,41 +22,19 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pyiceberg.io.pyarrow import _dataframe_to_data_files
-from pyiceberg.table import Transaction
-from pyiceberg.table.update import update_table_metadata
+
+from iceberg_ops_provider.core.transactions import cached_transaction
 
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.manifest import DataFile
-    from pyiceberg.table import Table
-    from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table import Table, Transaction
 
-__all__ = ["SNAPSHOT_ISOLATION", "MetaTransaction", "delete_written", "replace_files", "stage_replace_files"]
+__all__ = ["SNAPSHOT_ISOLATION", "delete_written", "replace_files", "stage_replace_files"]
 
 SNAPSHOT_ISOLATION = {"write.delete.isolation-level": "snapshot"}
 """The table property :func:`replace_files` relies on to keep concurrent appends."""
-
-
-class MetaTransaction(Transaction):
-    """PyIceberg's transaction, building its staged metadata once per change instead of on every read.
-
-    PyIceberg 0.12 applies the staged updates to the table's metadata, and deep-copies the result,
-    each time ``table_metadata`` is read: dozens of times per snapshot, at a cost that grows with the
-    snapshots the table keeps. The metadata is frozen and both inputs are replaced (never changed in
-    place) when a change is staged, so one result per pair of inputs serves every read.
-    """
-
-    _built: tuple[TableMetadata, tuple[object, ...], TableMetadata] | None = None
-
-    @property
-    def table_metadata(self) -> TableMetadata:
-        """The table's metadata with this transaction's staged updates applied."""
-        base, updates, built = self._built or (None, None, None)
-        if built is None or base is not self._table.metadata or updates is not self._updates:
-            built = update_table_metadata(self._table.metadata, self._updates)
-            self._built = (self._table.metadata, self._updates, built)
-        return built
 
 
 def stage_replace_files(
@@ -75,7 +53,7 @@ def stage_replace_files(
     try:
         if rows is not None and rows.num_rows:
             written = list(_dataframe_to_data_files(table.metadata, rows, table.io))
-        transaction = MetaTransaction(table)
+        transaction = cached_transaction(table)  # PyIceberg's copies its metadata on every look
         if delete_filter is not None:
             transaction.delete(delete_filter, snapshot_properties=dict(properties or {}))
         if written:
