@@ -115,7 +115,8 @@ def main() -> None:
             sample = json.loads(output.strip().splitlines()[-1])
             for metric in ("wall", "cpu"):
                 results[(metric, mode, applied)].append(sample[metric])
-            print(f"  {mode:<4} after {applied:>3} applied: {sample['wall']:7.1f} ms/migration", flush=True)
+            line = f"{sample['wall']:7.1f} ms, cpu {sample['cpu']:6.1f} ms per migration"
+            print(f"  {mode:<4} after {applied:>3} applied: {line}", flush=True)
     median = {case: statistics.median(values) for case, values in results.items()}
     print(f"\nmedian of {repeat} run(s), {measured} migrations timed per run; cpu: the process's CPU time")
     for metric in ("wall", "cpu"):
