@@ -1,10 +1,12 @@
 """Benchmark: the migration runner's own cost per migration.
 
-Compares, at the same history size, ``MigrationRunner.upgrade()`` applying K migrations against the
-bare PyIceberg commits those migrations make (what a user would write without iceberg-ops: load the
-table, set a property in a transaction, commit). Each migration sets one table property, so the
-table's own metadata does not grow and the difference is the runner: discovery, the lock, history
-reads and writes, and the history table's self-maintenance.
+Compares, at the same history size, the runner applying K migrations against the bare PyIceberg
+commits those migrations make (what a user would write without iceberg-ops: load the table, set a
+property in a transaction, commit), in two ways: K runs of ``MigrationRunner.upgrade("+1")``, each
+applying one migration (*run1*), and one ``upgrade()`` applying all K (*runN*). Each migration sets
+one table property, so the table's own metadata does not grow and the difference is the runner:
+discovery, the lock, history reads and writes, the event log, and the history table's
+self-maintenance.
 
 It does this with 9 and with 999 migrations already applied (so the measured ones are about the
 10th and the 1,000th), to show that a namespace's 1,000th migration does not pay for the ones
@@ -71,18 +73,20 @@ def measure(mode: str, applied: int, measured: int) -> dict[str, float]:
     """Run in a fresh process: time ``measured`` migrations through the runner or as bare commits."""
     with tempfile.TemporaryDirectory() as tmp:
         catalog, runner = _setup(Path(tmp), applied, measured)
-        started = time.perf_counter()
-        if mode == "runner":
+        started, cpu_started = time.perf_counter(), time.process_time()
+        if mode == "runN":
             results = runner.upgrade()
             assert len(results) == measured, results
+        elif mode == "run1":
+            for _ in range(measured):
+                assert len(runner.upgrade("+1")) == 1
         else:
             for number in range(applied + 1, applied + measured + 1):
                 table = catalog.load_table("bench.events")
                 with table.transaction() as transaction:
                     transaction.set_properties(step=str(number))
-        elapsed = time.perf_counter() - started
-        history_snapshots = len(runner.history_store.table().snapshots()) if applied or mode == "runner" else 0
-    return {"per_migration_ms": elapsed / measured * 1000, "history_snapshots": history_snapshots}
+        elapsed, cpu = time.perf_counter() - started, time.process_time() - cpu_started
+    return {"wall": elapsed / measured * 1000, "cpu": cpu / measured * 1000}
 
 
 def main() -> None:
@@ -98,8 +102,9 @@ def main() -> None:
         print(json.dumps(measure(mode, applied, args.measured)))
         return
     repeat, measured = (1, 10) if args.quick else (args.repeat, args.measured)
-    cases = [(mode, applied) for mode in ("runner", "bare") for applied in (9, 999)]
-    results: dict[tuple[str, int], list[float]] = {case: [] for case in cases}
+    modes = ("run1", "runN", "bare")
+    cases = [(mode, applied) for mode in modes for applied in (9, 999)]
+    results: dict[tuple[str, str, int], list[float]] = {(m, *case): [] for m in ("wall", "cpu") for case in cases}
     for _ in range(repeat):
         order = cases[:]
         random.shuffle(order)
@@ -108,18 +113,20 @@ def main() -> None:
             command = [sys.executable, __file__, "--measured", str(measured), "--measure", mode, str(applied)]
             output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
             sample = json.loads(output.strip().splitlines()[-1])
-            results[(mode, applied)].append(sample["per_migration_ms"])
-            print(f"  {mode:<6} after {applied:>4} applied: {sample['per_migration_ms']:7.1f} ms/migration", flush=True)
+            for metric in ("wall", "cpu"):
+                results[(metric, mode, applied)].append(sample[metric])
+            line = f"{sample['wall']:7.1f} ms, cpu {sample['cpu']:6.1f} ms per migration"
+            print(f"  {mode:<4} after {applied:>3} applied: {line}", flush=True)
     median = {case: statistics.median(values) for case, values in results.items()}
-    print(f"\nmedian of {repeat} run(s), {measured} migrations timed per run")
-    print(f"{'':28}{'10th':>10}{'1000th':>10}{'1000th/10th':>14}")
-    for mode in ("runner", "bare"):
-        small, large = median[(mode, 9)], median[(mode, 999)]
-        print(f"{mode + ' ms/migration':28}{small:10.1f}{large:10.1f}{large / small:14.2f}")
-    for applied, label in ((9, "10th"), (999, "1000th")):
-        ratio = median[("runner", applied)] / median[("bare", applied)]
-        overhead = median[("runner", applied)] - median[("bare", applied)]
-        print(f"runner / bare at the {label:<7}: {ratio:5.2f}x  ({overhead:.1f} ms of runner overhead per migration)")
+    print(f"\nmedian of {repeat} run(s), {measured} migrations timed per run; cpu: the process's CPU time")
+    for metric in ("wall", "cpu"):
+        print(f"\n{metric + ' ms per migration':30}{'10th':>10}{'1000th':>10}{'1000th/10th':>14}")
+        for mode in modes:
+            small, large = median[(metric, mode, 9)], median[(metric, mode, 999)]
+            print(f"{mode:30}{small:10.1f}{large:10.1f}{large / small:14.2f}")
+        for mode in modes[:2]:
+            small, large = (median[(metric, mode, n)] - median[(metric, "bare", n)] for n in (9, 999))
+            print(f"{mode + ' overhead (minus bare)':30}{small:10.1f}{large:10.1f}{large / small:14.2f}")
 
 
 if __name__ == "__main__":

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
+from iceberg_ops_provider.core.transactions import cached_transaction
+
 if TYPE_CHECKING:
     import pyarrow as pa
     from pyiceberg.expressions import BooleanExpression
@@ -51,7 +53,7 @@ def stage_replace_files(
     try:
         if rows is not None and rows.num_rows:
             written = list(_dataframe_to_data_files(table.metadata, rows, table.io))
-        transaction = table.transaction()
+        transaction = cached_transaction(table)  # PyIceberg's copies its metadata on every look
         if delete_filter is not None:
             transaction.delete(delete_filter, snapshot_properties=dict(properties or {}))
         if written:

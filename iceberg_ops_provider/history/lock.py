@@ -240,13 +240,15 @@ class NamespaceLock:
 
     # -- while holding --------------------------------------------------------------------------
 
-    def _guarded(self, held: LockInfo, build: Any, what: str) -> Table:
+    def _guarded(self, held: LockInfo, build: Any, what: str, table: Table | None = None) -> Table:
         """Commit ``build(table)`` updates under "``held`` is still mine", retrying unrelated conflicts.
+
+        Starts from ``table`` when given (just read), else reads the lock table.
 
         Raises:
             LockLostError: The lock changed hands (taken over or force-released).
         """
-        table = self._table()
+        table = table or self._table()
         try:
             for attempt in lock_races():
                 with attempt:
@@ -336,7 +338,7 @@ class NamespaceLock:
             return changes
 
         try:
-            self._guarded(holder, updates, "release it")
+            self._guarded(holder, updates, "release it", table)
         except LockLostError as exc:
             log.warning("did not release the migration lock of %r: %s", self.namespace, exc)
             return False

@@ -39,10 +39,11 @@ from pyiceberg.exceptions import (
 from pyiceberg.expressions import EqualTo
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.partitioning import PartitionField, PartitionSpec
+from pyiceberg.table import Table
 from pyiceberg.transforms import IdentityTransform
 
 from iceberg_ops_provider.catalogs import ensure_namespace
-from iceberg_ops_provider.core.retrying import lost_races
+from iceberg_ops_provider.core.retrying import LOST_RACE, lost_races
 from iceberg_ops_provider.core.snapshots import read_table
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import CatalogConfigError, ConcurrentMigrationError
@@ -58,9 +59,8 @@ from iceberg_ops_provider.maintenance.expire import expire_snapshots
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.manifest import DataFile
-    from pyiceberg.table import Table
 
-    from iceberg_ops_provider.core.atomic.changes import TableChange
+    from iceberg_ops_provider.core.atomic.changes import AtomicCommitResult, TableChange
 
 __all__ = [
     "DEFAULT_META_NAMESPACE",
@@ -163,23 +163,45 @@ class StagedWrite:
         change: The history table's change, for a multi-table commit.
         table: The history table as it was read.
         written: The data files written for it (deleted by :meth:`discard`).
+        namespace: The namespace written.
+        rows: The namespace's rows once it is committed.
+        snapshot_id: The history table's snapshot it commits.
     """
 
     store: HistoryStore
     change: TableChange
     table: Table
     written: list[DataFile] = field(default_factory=list)
+    namespace: str = ""
+    rows: pa.Table = field(default_factory=HISTORY_SCHEMA.empty_table)
+    snapshot_id: int | None = None
 
     def discard(self) -> None:
         """The commit did not land: delete the files written for it."""
         delete_written(self.table, self.written)
         self.written = []
+        self.store._last = None
 
-    def committed(self) -> None:
-        """The commit landed: keep the history table small, as after :meth:`HistoryStore.record`."""
+    def committed(self, result: AtomicCommitResult | None = None) -> None:
+        """The commit landed: keep the history table small, as after :meth:`HistoryStore.record`.
+
+        Args:
+            result: The multi-table commit's result: the history table's new metadata is taken from
+                it when the catalog returned it, instead of loading the table again.
+        """
         self.written = []
+        store = self.store
+        store._last = None
+        label = self.change.label()
         try:
-            self.store._expire(self.store.catalog.load_table(self.store.identifier))
+            if result is not None and label in result.metadata and label in result.metadata_locations:
+                metadata, location = result.metadata[label], result.metadata_locations[label]
+                table = Table(self.table.name(), metadata, location, self.table.io, store.catalog)
+            else:
+                table = store.catalog.load_table(store.identifier)
+            if table.metadata.current_snapshot_id == self.snapshot_id:  # nobody wrote since: start the next write here
+                store._last = (table, self.namespace, self.rows)
+            store._expire(table)
         except Exception as exc:  # housekeeping only: the next write tries again
             log.warning("could not trim the history table after a commit: %s: %s", type(exc).__name__, exc)
 
@@ -201,6 +223,11 @@ class HistoryStore:
         self.meta_namespace = meta_namespace
         self.keep_snapshots = keep_snapshots
         self.identifier = (*meta_namespace.split("."), HISTORY_TABLE)
+        # The table and one namespace's rows as last read or written by this store: a run reads its
+        # history once under its lock, and each write starts from what the one before it left. A
+        # stale start costs nothing but a retry: the write deletes the namespace's files as read
+        # there, and a commit that finds them gone or the table moved on fails and reads afresh.
+        self._last: tuple[Table, str, pa.Table] | None = None
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -213,32 +240,27 @@ class HistoryStore:
         table = self.table()
         if table is None or table.current_snapshot() is None:
             return []
-        return self._read(table, namespace, as_of=as_of)
-
-    def _read(self, table: Table, namespace: str, *, as_of: datetime | None = None) -> list[HistoryRow]:
-        rows = [HistoryRow.from_dict(row) for row in self._read_arrow(table, namespace, as_of=as_of).to_pylist()]
+        if as_of is not None:
+            data = read_table(table, as_of=as_of, row_filter=EqualTo("namespace", namespace))
+            data = data.select(HISTORY_SCHEMA.names).cast(HISTORY_SCHEMA)
+        else:
+            data = self._read_files(table, namespace)
+            self._last = (table, namespace, data)
+        rows = [HistoryRow.from_dict(row) for row in data.to_pylist()]
         return sorted(rows, key=lambda row: (row.applied_at, int(row.version)))
 
     @staticmethod
-    def _read_files(table: Table, namespace: str) -> tuple[pa.Table, list[DataFile]]:
-        """The namespace's rows now, and the data files they are in (what a write replaces)."""
+    def _read_files(table: Table, namespace: str) -> pa.Table:
+        """The namespace's rows in the table's current snapshot."""
         snapshot = table.current_snapshot()
         if snapshot is None:
-            return HISTORY_SCHEMA.empty_table(), []
-        scan = table.scan(row_filter=EqualTo("namespace", namespace), snapshot_id=snapshot.snapshot_id)
-        tasks = list(scan.plan_files())  # planned once: the files read are the files replaced
-        if not tasks:
-            return HISTORY_SCHEMA.empty_table(), []
-        arrow_scan = ArrowScan(table.metadata, table.io, scan.projection(), scan.row_filter, scan.case_sensitive)
-        data = arrow_scan.to_table(tasks)
-        return data.select(HISTORY_SCHEMA.names).cast(HISTORY_SCHEMA), [task.file for task in tasks]
-
-    @staticmethod
-    def _read_arrow(table: Table, namespace: str, *, as_of: datetime | None = None) -> pa.Table:
-        if table.current_snapshot() is None:
             return HISTORY_SCHEMA.empty_table()
-        data = read_table(table, as_of=as_of, row_filter=EqualTo("namespace", namespace))
-        return data.select(HISTORY_SCHEMA.names).cast(HISTORY_SCHEMA)
+        scan = table.scan(row_filter=EqualTo("namespace", namespace), snapshot_id=snapshot.snapshot_id)
+        tasks = list(scan.plan_files())
+        if not tasks:
+            return HISTORY_SCHEMA.empty_table()
+        arrow_scan = ArrowScan(table.metadata, table.io, scan.projection(), scan.row_filter, scan.case_sensitive)
+        return arrow_scan.to_table(tasks).select(HISTORY_SCHEMA.names).cast(HISTORY_SCHEMA)
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -265,18 +287,20 @@ class HistoryStore:
         """
         updates = list(updates)
         removed = list(removals)
-        table = self._ensure_table()
         # Lost a race with another writer (PyIceberg's retries exhausted, or it touched the same files), or
         # with an expiry that deleted the files of the snapshot this write started from: read again; the
         # expectations checked by _new_partition catch a real conflict on this namespace.
         for attempt in lost_races(_WRITE_ATTEMPTS, what=f"history of {namespace}"):
             with attempt:
-                if attempt.retry_state.attempt_number > 1:
-                    table = self.catalog.load_table(self.identifier)
-                new_rows, files = self._new_partition(table, namespace, updates, expected, removed)
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore", UserWarning)  # "Delete operation did not match any records"
-                    replace_files(table, EqualTo("namespace", namespace) if files else None, new_rows)
+                table, existing, new_rows = self._new_partition(namespace, updates, expected, removed)
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", UserWarning)  # "Delete operation did not match any records"
+                        replace_files(table, EqualTo("namespace", namespace) if existing.num_rows else None, new_rows)
+                except LOST_RACE:
+                    self._last = None
+                    raise
+        self._last = (table, namespace, new_rows)  # the commit brought ``table`` up to date
         self._expire(table)
 
     def stage(self, namespace: str, updates: Iterable[HistoryRow], expected: Mapping[str, str | None]) -> StagedWrite:
@@ -292,32 +316,47 @@ class HistoryStore:
         """
         from iceberg_ops_provider.core.atomic.changes import TableChange
 
-        table = self._ensure_table()
-        new_rows, files = self._new_partition(table, namespace, list(updates), expected, [])
+        table, existing, new_rows = self._new_partition(namespace, list(updates), expected, [])
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "Delete operation did not match any records"
             transaction, written = stage_replace_files(
-                table, EqualTo("namespace", namespace) if files else None, new_rows
+                table, EqualTo("namespace", namespace) if existing.num_rows else None, new_rows
             )
-        return StagedWrite(self, TableChange.of(transaction), table, written)
+        snapshot_id = transaction.table_metadata.current_snapshot_id
+        return StagedWrite(self, TableChange.of(transaction), table, written, namespace, new_rows, snapshot_id)
 
     def _new_partition(
         self,
-        table: Table,
         namespace: str,
         updates: list[HistoryRow],
         expected: Mapping[str, str | None],
         removed: list[str],
-    ) -> tuple[pa.Table, list[DataFile]]:
-        """The namespace's rows after the write, and the files they replace; checks ``expected`` first."""
+    ) -> tuple[Table, pa.Table, pa.Table]:
+        """The table to write, the namespace's rows in it and the rows after the write; checks ``expected`` first.
+
+        Starts from the last read or write of the namespace when there is one; when that disagrees
+        with ``expected``, reads afresh before deciding.
+        """
         # Arrow throughout: a write costs the same whether the namespace has 10 rows or 10,000.
-        existing, files = self._read_files(table, namespace)
         changed = pa.array([row.version for row in updates] + removed, pa.string())
-        touched = existing.filter(pc.is_in(existing.column("version"), value_set=changed))
-        current = {row["version"]: HistoryRow.from_dict(row) for row in touched.to_pylist()}
-        self._check_expected(namespace, current, expected)
+        last = self._last if self._last is not None and self._last[1] == namespace else None
+        while True:
+            if last is None:
+                table = self._ensure_table()
+                existing = self._read_files(table, namespace)
+            else:
+                table, existing = self._upgraded(last[0]), last[2]
+            touched = existing.filter(pc.is_in(existing.column("version"), value_set=changed))
+            current = {row["version"]: HistoryRow.from_dict(row) for row in touched.to_pylist()}
+            try:
+                self._check_expected(namespace, current, expected)
+                break
+            except ConcurrentMigrationError:
+                if last is None:
+                    raise
+                last = self._last = None
         kept = existing.filter(pc.invert(pc.is_in(existing.column("version"), value_set=changed)))
-        return pa.concat_tables([kept, rows_to_arrow(updates)]), files
+        return table, existing, pa.concat_tables([kept, rows_to_arrow(updates)])
 
     def _check_expected(
         self, namespace: str, current: dict[str, HistoryRow], expected: Mapping[str, str | None]
@@ -336,15 +375,19 @@ class HistoryStore:
                     {"version": version, "status": str(seen), "run_id": str(row.run_id if row else "")},
                 )
 
+    def _upgraded(self, table: Table) -> Table:
+        """``table``, with the properties this release relies on set if an earlier release created it."""
+        unset = {k: v for k, v in _TABLE_PROPERTIES.items() if table.properties.get(k) != v}
+        if unset:
+            with contextlib.suppress(CommitFailedException), table.transaction() as transaction:
+                transaction.set_properties(unset)
+            table = self.catalog.load_table(self.identifier)
+        return table
+
     def _ensure_table(self) -> Table:
         table = self.table()
         if table is not None:
-            unset = {k: v for k, v in _TABLE_PROPERTIES.items() if table.properties.get(k) != v}
-            if unset:  # a table created by an earlier release
-                with contextlib.suppress(CommitFailedException), table.transaction() as transaction:
-                    transaction.set_properties(unset)
-                table = self.catalog.load_table(self.identifier)
-            return table
+            return self._upgraded(table)
         ensure_meta_namespace(self.catalog, self.identifier)
         schema = arrow_to_iceberg_schema(HISTORY_SCHEMA)
         spec = PartitionSpec(

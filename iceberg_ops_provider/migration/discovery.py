@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import functools
 import hashlib
 import importlib.util
 import inspect
@@ -26,7 +27,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
+from types import CodeType, ModuleType
 
 from iceberg_ops_provider.errors import MigrationDiscoveryError
 from iceberg_ops_provider.migration.base import BaseMigration
@@ -126,9 +127,21 @@ def file_checksum(path: Path) -> str:
         SyntaxError: The file is not valid Python (:func:`discover` reports this before).
         OSError: The file cannot be read.
     """
-    tree = ast.parse(path.read_bytes(), filename=str(path))
+    return _source_checksum(path.read_bytes(), str(path))
+
+
+# A pure function of the file's text, kept for the texts seen last: a process that discovers the
+# same files again (a scheduler's worker, a run after a run) reads them but does not parse them again.
+@functools.lru_cache(maxsize=4096)
+def _source_checksum(source: bytes, filename: str) -> str:
+    tree = ast.parse(source, filename=filename)
     _normalise(tree)
     return CHECKSUM_PREFIX + hashlib.sha256(_canonical_dump(tree).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=4096)
+def _compiled(source: bytes, filename: str) -> CodeType:
+    return compile(source, filename, "exec", dont_inherit=True)
 
 
 def checksum_matches(recorded: str | None, current: MigrationScript | str | os.PathLike[str]) -> bool:
@@ -340,8 +353,13 @@ def _comes_from(module: ModuleType | None, root: Path) -> bool:
 
 def _module_name(path: Path) -> str:
     """The ``sys.modules`` name of a migration file: unique to its path, a plain identifier."""
-    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
-    return f"{_MODULE_PREFIX}{digest}_{path.stem}"
+    return _module_name_at(str(path.absolute()))
+
+
+@functools.lru_cache(maxsize=4096)
+def _module_name_at(path: str) -> str:
+    digest = hashlib.sha1(str(Path(path).resolve()).encode()).hexdigest()[:12]
+    return f"{_MODULE_PREFIX}{digest}_{Path(path).stem}"
 
 
 def _where(exc: BaseException, path: Path) -> str:
@@ -359,14 +377,14 @@ def _exit_problem(exc: SystemExit, what: str, where: str) -> str:
     )
 
 
-def _execute(module: ModuleType, path: Path) -> None:
+def _execute(module: ModuleType, path: Path, source: bytes) -> None:
     """Run the file's code in ``module``, turning what it raises into a discovery error.
 
     The code is compiled from the file's current text, never from a cached ``.pyc``: an edit within
     the same second that keeps the size would otherwise run the old code under the new checksum.
     """
     try:
-        exec(compile(path.read_bytes(), str(path), "exec", dont_inherit=True), module.__dict__)
+        exec(_compiled(source, str(path)), module.__dict__)
     except SyntaxError as exc:
         raise MigrationDiscoveryError(path, f"syntax error on line {exc.lineno}: {exc.msg}.", line=exc.lineno) from exc
     except SystemExit as exc:
@@ -390,7 +408,7 @@ def _line_in(exc: BaseException, path: Path) -> int | None:
     return frames[-1].lineno if frames else None
 
 
-def _import_file(path: Path) -> ModuleType:
+def _import_file(path: Path, source: bytes) -> ModuleType:
     """Import a migration file as a module kept in ``sys.modules`` (removed again if it fails)."""
     module_name = _module_name(path)
     spec = importlib.util.spec_from_file_location(module_name, path)
@@ -399,7 +417,7 @@ def _import_file(path: Path) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        _execute(module, path)
+        _execute(module, path, source)
     except BaseException:
         if sys.modules.get(module_name) is module:
             del sys.modules[module_name]
@@ -421,8 +439,8 @@ def _check_synchronous(path: Path, migration_class: type[BaseMigration]) -> None
             )
 
 
-def _load(path: Path, version: str) -> BaseMigration:
-    module = _import_file(path)
+def _load(path: Path, version: str, source: bytes) -> BaseMigration:
+    module = _import_file(path, source)
     migration_class = getattr(module, "Migration", None)
     if migration_class is None:
         raise MigrationDiscoveryError(path, "defines no class named Migration; add `class Migration(BaseMigration):`.")
@@ -557,12 +575,13 @@ def _script(path: Path, found: dict[int, MigrationScript]) -> MigrationScript:
         raise MigrationDiscoveryError(
             path, f"has the same version number as {found[number].path.name}; renumber one of them."
         )
-    migration = _load(path, version)
+    source = path.read_bytes()
+    migration = _load(path, version, source)
     return MigrationScript(
         version=version,
         slug=slug,
         description=_description(migration, slug),
         path=path,
-        checksum=file_checksum(path),
+        checksum=_source_checksum(source, str(path)),
         migration=migration,
     )

@@ -175,7 +175,7 @@ class RunJournal:
                     f"{target.namespace}: {step.version}: {result.reason}; committing table by table"
                 )
                 return False
-            staged.committed()
+            staged.committed(result)
         self.recorded = row
         if outside:
             session.reporter.event(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pyarrow as pa
 import pytest
 
 from iceberg_ops_provider.errors import ConcurrentMigrationError
@@ -72,3 +73,53 @@ def test_other_namespaces_rows_are_untouched_by_a_write(catalog):
 def test_keep_snapshots_must_be_positive(catalog):
     with pytest.raises(ValueError, match="at least 1"):
         HistoryStore(catalog, keep_snapshots=0)
+
+
+def test_a_write_starting_from_an_older_read_keeps_what_another_writer_added(catalog):
+    mine, other = HistoryStore(catalog), HistoryStore(catalog)
+    mine.record("sales", [_row("0001")], {"0001": None})
+    other.record("sales", [_row("0002")], {"0002": None})  # after ``mine`` last read the namespace
+    mine.record("sales", [_row("0001", "rolled_back")], {"0001": "applied"})
+    assert [(r.version, r.status) for r in mine.rows("sales")] == [("0002", "applied"), ("0001", "rolled_back")]
+
+
+def test_a_write_starting_from_an_older_read_still_catches_a_change_of_its_versions(catalog):
+    mine, other = HistoryStore(catalog), HistoryStore(catalog)
+    mine.record("sales", [_row("0001")], {"0001": None})
+    other.record("sales", [_row("0001", "rolled_back")], {"0001": "applied"})
+    with pytest.raises(ConcurrentMigrationError, match=r"version 0001 is now rolled_back.*expected applied"):
+        mine.record("sales", [_row("0001", "failed")], {"0001": "applied"})
+    assert [(r.version, r.status) for r in other.rows("sales")] == [("0001", "rolled_back")]
+
+
+def test_a_run_reads_the_history_once_and_survives_a_write_by_another_namespace_under_it(
+    catalog, migrations_dir, monkeypatch
+):
+    catalog.create_namespace("sales")
+    catalog.create_table("sales.events", pa.schema([pa.field("id", pa.int64())]))
+    for number in (1, 2, 3, 4):
+        write_migration(migrations_dir, f"{number:04d}_step.py", f'ctx.set_properties("events", step="{number}")')
+    runner = MigrationRunner(catalog, "sales", migrations_dir)
+    runner.upgrade("+1")
+    reads, others = [], []
+    real_read, real_stage = HistoryStore._read_files, HistoryStore.stage
+
+    def counted_read(table, namespace):
+        reads.append(namespace)
+        return real_read(table, namespace)
+
+    def stage_after_another_writer(self, namespace, updates, expected):
+        if not others:  # another namespace's run records a step just before this run's first one
+            others.append(HistoryStore(catalog).record("finance", [_row("0001", namespace="finance")], {"0001": None}))
+        return real_stage(self, namespace, updates, expected)
+
+    monkeypatch.setattr(HistoryStore, "_read_files", staticmethod(counted_read))
+    monkeypatch.setattr(HistoryStore, "stage", stage_after_another_writer)
+    [result] = runner.upgrade("+1")
+    # The run's read; then its commit, staged on the table as read, is refused and staged again.
+    assert reads == ["sales", "finance", "sales"] and result.atomic
+    reads.clear()
+    assert [result.atomic for result in runner.upgrade()] == [True, True]
+    assert reads == ["sales"]  # two steps, one read
+    assert [(r.version, r.status) for r in runner.history()] == [(f"{n:04d}", "applied") for n in range(1, 5)]
+    assert [r.version for r in HistoryStore(catalog).rows("finance")] == ["0001"]
