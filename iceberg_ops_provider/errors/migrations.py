@@ -224,13 +224,13 @@ class MigrationIntegrityError(MigrationError):
     """
 
     def __init__(
-        self, namespace: str, problems: Sequence[str], how_to_allow: str, *, kinds: Sequence[str] = ()
+        self, namespace: str, problems: Sequence[str], how_to_allow: object, *, kinds: Sequence[str] = ()
     ) -> None:
         self.namespace = namespace
         self.problems = list(problems)
         self.kinds = tuple(kinds)
         lines = "\n".join(f"  - {problem}" for problem in self.problems)
         super().__init__(
-            f"Refusing to migrate namespace {namespace!r}: the migration files disagree with its history:\n"
-            f"{lines}\n{how_to_allow}"
+            f"Refusing to migrate namespace {namespace!r}: the migration files disagree with its history:\n{lines}\n"
+            + how_to_allow  # type: ignore[operator]  # text or a Message (which adds text on either side)
         )
