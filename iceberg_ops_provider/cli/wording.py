@@ -111,6 +111,8 @@ HINTS: dict[str, str] = {
     "create_catalog": "`iceberg-ops upgrade` creates a new catalog there",
     "force_unlock": "`iceberg-ops unlock`",
     "repair": "`iceberg-ops repair`",
+    "stamp": "`iceberg-ops stamp {version}`",
+    "stamp_command": "`iceberg-ops stamp`",
     "new_namespace": "`iceberg-ops upgrade` creates a new one",
     "catalog_without_airflow": "`catalog:` in iceberg-ops.yaml, or --catalog / --catalog-name",
 }
