@@ -88,7 +88,6 @@ OPTIONS: dict[str, Option] = {
     # migrations
     "namespace": Option("--namespace"),
     "meta_namespace": Option("--meta-namespace"),
-    "conn_id": Option("--conn-id"),
     "allow_changed": Option("--allow-changed", "flag"),
     "allow_missing": Option("--allow-missing", "flag"),
     "allow_out_of_order": Option("--allow-out-of-order", "flag"),

@@ -26,7 +26,8 @@ from iceberg_ops_provider.errors import (
 )
 from iceberg_ops_provider.history.intent import Intent
 from iceberg_ops_provider.lint import Finding, lint_paths
-from iceberg_ops_provider.messages import Arg, Hint, message
+from iceberg_ops_provider.messages import Arg, Hint
+from iceberg_ops_provider.messages import message as fact_message
 from iceberg_ops_provider.migration.discovery import BrokenFile, migrations_folder
 from iceberg_ops_provider.runner.migration_runner import MigrationRunner
 from iceberg_ops_provider.runner.planning import PlanStep
@@ -112,7 +113,7 @@ def require_known_namespace(runner: MigrationRunner) -> None:
         return
     existing = existing_namespaces(runner.catalog, hidden={runner.meta_namespace})
     raise ProjectConfigError(
-        message(
+        fact_message(
             f"Namespace {runner.namespace!r} does not exist in the catalog and has no migration history. Check "
             f"{{namespace}} (existing: {listed(existing)}).{did_you_mean(closest(runner.namespace, existing))} "
             "{create}.",
@@ -246,7 +247,9 @@ def revision(
     folder = migrations_folder(config.migrations_dir, config.namespace) if config.namespace else config.migrations_dir
     if not autogenerate_from_models:
         if target_table:
-            raise ModelError(message("{table} only applies with {autogenerate}.", about="target_table", **_REVISION))
+            raise ModelError(
+                fact_message("{table} only applies with {autogenerate}.", about="target_table", **_REVISION)
+            )
         return RevisionResult(create_revision(folder, message))
     try:
         runner = open_runner(config, access="read")
@@ -261,9 +264,8 @@ def revision(
     if target_table:
         if "." in target_table:
             raise ModelError(
-                message(
+                fact_message(
                     f"{{table}} takes a bare table name (it lives in the namespace), got {target_table!r}.",
-                    about="target_table",
                     **_REVISION,
                 )
             )
@@ -277,7 +279,7 @@ def revision(
         models = load_models(config.models_dir)
         if not models:
             raise ModelError(
-                message(
+                fact_message(
                     f"No table models in {config.models_dir}: autogenerate compares models/*.yaml with the live "
                     "tables, so declare a table first (models/_example.yaml shows the format), or write the "
                     "migration by hand (a revision without {autogenerate}).",
@@ -331,7 +333,7 @@ def refuse_data_loss(runner: MigrationRunner, target: str, *, allow_destructive:
     losses = data_loss(runner, target)
     if losses:
         raise ConfirmationRequiredError(
-            message(
+            fact_message(
                 f"The rollback of {runner.namespace!r} to {target} loses data ({'; '.join(losses)}); nothing was "
                 "rolled back. To go ahead, run it again with {allow}.",
                 allow=Arg("allow_destructive", True),
