@@ -8,7 +8,7 @@ front needs) and :class:`Setting` (a setting of a catalog, named where it was se
 project file, an Airflow connection, a command-line option), built from a template with
 :func:`message`. ``str(message)`` (so ``str(error)``) is the Python wording, which the Airflow
 operators share (their fields are the arguments); the command line words the same facts as its
-options (``--mode incremental``) through :func:`worded`, and :func:`message_about` tells it which
+options (``cli/wording.py``) through :func:`worded`, and :func:`message_about` tells it which
 option a refusal is about. The engine decides what to say;
 each front only says it.
 """
@@ -51,8 +51,7 @@ class Arg:
     """An argument of the call that an error's message names, and the value to give it (if any).
 
     Python words it ``name=value`` (``mode='incremental'``), or ``name`` without a value (``name=``
-    with ``keyword``: "add it to columns="); the command line as its option is typed (``--mode
-    incremental``, ``--move-id``, ``--create-target``).
+    with ``keyword``: "add it to columns="); the command line as its option is typed.
     """
 
     name: str
@@ -87,7 +86,7 @@ class Setting:
 
     Python words it by its source: ``the `db_path` option`` (keyword arguments), `` `db_path:` under
     `catalog:` in <file>`` (the project file), ``the `db_path` extra of Airflow connection 'lake'``; the
-    command line words a setting it was given as its option (``--db-path``, ``--target-db-path``).
+    command line words a setting it was given as its option.
 
     Attributes:
         key: The setting (``db_path``, ``uri``, ``timeout``, ``credential``, ...).

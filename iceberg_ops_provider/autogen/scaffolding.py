@@ -165,7 +165,7 @@ EXAMPLE_MODEL_FILE = "_example.yaml"
 
 EXAMPLE_MODEL = """\
 # An example table model. Files in models/ whose name starts with `_` are ignored: copy this one to
-# models/orders.yaml, edit it, then run `iceberg-ops revision -m "create orders" --autogenerate`.
+# models/orders.yaml, edit it, then let `iceberg-ops revision` autogenerate its migration (docs/cli.md).
 #
 # name: orders                      # the table, in the project's namespace
 # columns:

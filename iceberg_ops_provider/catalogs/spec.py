@@ -151,7 +151,7 @@ class CatalogSpec:
         return f"({what}{f' in {region}' if region else ''})"
 
     def setting(self, key: str) -> Setting:
-        """The fact naming setting ``key`` where this spec came from (``db_path=``, ``--db-path``, ...)."""
+        """The fact naming setting ``key`` where this spec came from (``db_path=``, ``db_path:`` in a file, ...)."""
         return self.source.setting(key)
 
     def secret_values(self) -> tuple[str, ...]:

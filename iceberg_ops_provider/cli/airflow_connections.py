@@ -57,7 +57,7 @@ def read_airflow_connection(conn_id: str, setting: Setting) -> CatalogSpec:
     except ImportError as exc:
         missing = exc.name or ""
         if missing == "airflow" or missing.startswith("airflow."):
-            raise MissingAirflowError(conn_id, missing) from exc
+            raise MissingAirflowError(conn_id, missing, setting=setting) from exc
         raise
     source = setting_words(setting)
     try:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from iceberg_ops_provider.cli.wording import cli_message
+from iceberg_ops_provider.cli.wording import OPTIONS, cli_message
 from iceberg_ops_provider.errors import (
     CatalogUnavailableError,
     ConcurrentMigrationError,
@@ -61,8 +61,6 @@ EXIT_IRREVERSIBLE = 3
 Apart from 1 (which also means the catalog could not be reached), so a script can tell "this
 rollback cannot be done" from "the plan could not be made".
 """
-
-_ALLOW_FLAGS = {"changed": "--allow-changed", "missing": "--allow-missing", "out_of_order": "--allow-out-of-order"}
 
 STATE_ERRORS = (
     MigrationFailedError,
@@ -106,7 +104,7 @@ def integrity_message(exc: MigrationIntegrityError) -> str:
     """
     context = click.get_current_context(silent=True)
     offered = {opt for param in context.command.params for opt in param.opts} if context is not None else set()
-    flags = [_ALLOW_FLAGS[kind] for kind in exc.kinds if _ALLOW_FLAGS.get(kind) in offered]
+    flags = [OPTIONS[f"allow_{kind}"].flag for kind in exc.kinds if OPTIONS[f"allow_{kind}"].flag in offered]
     head = str(exc).splitlines()[0]
     lines = [head, *(f"  - {' '.join(problem.split())}" for problem in exc.problems)]
     advice = "Restore the files" + (f", or run again with {' '.join(flags)} to go ahead anyway" if flags else "") + "."

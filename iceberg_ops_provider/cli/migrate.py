@@ -142,17 +142,14 @@ def upgrade(
 def downgrade(settings: Settings, target: str, allow_changed: bool, yes: bool, no_atomic: bool) -> None:
     """Roll back migrations down to TARGET (base, a version that stays applied, -N)."""
     runner = settings.runner(known=True, progress=True, atomic=not no_atomic)
-    if not yes:
-        from iceberg_ops_provider.runner.commands import data_loss
+    from iceberg_ops_provider.runner.commands import refuse_data_loss
 
-        destructive = data_loss(runner, target)
-        if destructive:
-            listed = "; ".join(destructive)
-            if not sys.stdin.isatty():
-                raise ConfirmationRequiredError(
-                    f"This rollback loses data ({listed}); nothing was rolled back. Run it again with --yes."
-                )
-            click.confirm(f"This rollback loses data ({listed}). Go ahead?", abort=True, err=True)
+    try:
+        refuse_data_loss(runner, target, allow_destructive=yes)
+    except ConfirmationRequiredError as refused:
+        if not sys.stdin.isatty():
+            raise
+        click.confirm(f"This rollback loses data ({'; '.join(refused.losses)}). Go ahead?", abort=True, err=True)
     _results(settings, runner.downgrade(target, allow_changed=allow_changed), "roll back")
 
 

@@ -85,8 +85,17 @@ OPTIONS: dict[str, Option] = {
     "rewrite": Option("--rewrite", "flag"),
     "method": Option("--method"),
     "seed": Option("--seed"),
+    # migrations
+    "namespace": Option("--namespace"),
+    "meta_namespace": Option("--meta-namespace"),
+    "allow_changed": Option("--allow-changed", "flag"),
+    "allow_missing": Option("--allow-missing", "flag"),
+    "allow_out_of_order": Option("--allow-out-of-order", "flag"),
+    "allow_destructive": Option("--yes", "flag"),
+    "autogenerate_from_models": Option("--autogenerate", "flag"),
+    "target_table": Option("--target-table"),
 }
-"""Each argument of the engine's maintenance functions, ``DataMover`` and catalogs that an option sets, and how."""
+"""Each argument of the engine's verbs, ``DataMover`` and catalogs that an option sets, and how."""
 
 HINTS: dict[str, str] = {
     "set_sort_order": (
@@ -100,6 +109,11 @@ HINTS: dict[str, str] = {
     "sql_warehouse": "--warehouse (a folder, created if missing, or a URI such as s3://bucket/warehouse)",
     "create_catalog": "`iceberg-ops upgrade` creates a new catalog there",
     "force_unlock": "`iceberg-ops unlock`",
+    "repair": "`iceberg-ops repair`",
+    "stamp": "`iceberg-ops stamp {version}`",
+    "stamp_command": "`iceberg-ops stamp`",
+    "new_namespace": "`iceberg-ops upgrade` creates a new one",
+    "catalog_without_airflow": "`catalog:` in iceberg-ops.yaml, or --catalog / --catalog-name",
 }
 """Each step the engine's messages advise (by :attr:`Hint.key`), as what to type; ``{...}`` from its details."""
 

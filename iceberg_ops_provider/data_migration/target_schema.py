@@ -80,10 +80,7 @@ class Selection:
 
 
 def _refused(text: str, about: str | None = None) -> ReconciliationError:
-    """The error for ``text``, whose ``{columns}`` and ``{rename}`` name the move's arguments (``about``: the bad one).
-
-    (``{columns}`` is worded ``columns=`` for Python, ``--columns`` on the command line.)
-    """
+    """The error for ``text``, whose ``{columns}`` and ``{rename}`` name arguments (``about``: the bad one)."""
     return ReconciliationError(
         message(text, about=about, columns=Arg("columns", keyword=True), rename=Arg("rename", keyword=True))
     )

@@ -265,24 +265,31 @@ class CatalogNotFoundError(CatalogConfigError):
 
 
 class MissingAirflowError(MissingExtraError):
-    """An Airflow connection was asked for (``--conn-id``, ``airflow_conn_id:``) where Airflow is not installed.
+    """An Airflow connection was asked for where Airflow is not installed.
 
     Attributes:
         conn_id: The connection that was asked for.
+        setting: Where its id was given (a :class:`~iceberg_ops_provider.messages.Setting`), when known.
         install_command: The command that installs Airflow.
     """
 
     transient: ClassVar[bool] = False
 
-    def __init__(self, conn_id: str, missing_module: str | None) -> None:
+    def __init__(self, conn_id: str, missing_module: str | None, *, setting: object = None) -> None:
+        from iceberg_ops_provider.messages import Hint, Setting, message
+
         self.conn_id = conn_id
+        self.setting = setting if setting is not None else Setting("airflow_conn_id", source="file")
         self.extra = ""
         self.install_command = "pip install apache-airflow"
         missing = f" (module {missing_module!r} could not be imported)" if missing_module else ""
         ImportError.__init__(
             self,
-            f"Reading the Airflow connection {conn_id!r} (--conn-id, or `airflow_conn_id:` in iceberg-ops.yaml) "
-            f"needs Apache Airflow{missing}. Install it with: {self.install_command}; or describe the catalog "
-            "without Airflow: `catalog:` in iceberg-ops.yaml, or --catalog / --catalog-name.",
+            message(
+                f"Reading the Airflow connection {conn_id!r} ({{setting}}) needs Apache Airflow{missing}. "
+                f"Install it with: {self.install_command}; or describe the catalog without Airflow: {{without}}.",
+                setting=self.setting,
+                without=Hint("catalog_without_airflow", "`catalog:` in iceberg-ops.yaml, or a catalog object"),
+            ),
             name=missing_module,
         )

@@ -159,17 +159,21 @@ class PartialMigrationError(MigrationError):
         self.committed = list(committed)
         self.not_committed = list(not_committed)
         self.run_id = run_id
+        from iceberg_ops_provider.messages import Hint, message
+
         run = f" (run {run_id})" if run_id else ""
+        stamp = Hint("stamp", f"MigrationRunner.stamp({version!r})", {"version": version})
         if direction == "upgrade":
-            how = (
-                f"Either finish the remaining changes by hand and record the migration as applied with "
-                f"`iceberg-ops stamp {version}`, or undo the committed ones and stamp the version below it "
-                "(or `base`)."
+            how = message(
+                "Either finish the remaining changes by hand and record the migration as applied with {stamp}, or "
+                "undo the committed ones and stamp the version below it (or `base`).",
+                stamp=stamp,
             )
         else:
-            how = (
+            how = message(
                 f"Either finish the rollback by hand and stamp the version below {version} (or `base`), or "
-                f"redo the rolled-back changes and record `iceberg-ops stamp {version}`."
+                "redo the rolled-back changes and record {stamp}.",
+                stamp=stamp,
             )
         if self.committed:
             what = (
@@ -182,14 +186,15 @@ class PartialMigrationError(MigrationError):
                 f"{', '.join(self.not_committed) or 'none listed'} (nothing else of it was committed)"
             )
             again = "run the upgrade again" if direction == "upgrade" else "run the rollback again"
-            how = (
+            how = message(
                 f"Check those tables: if nothing landed, stamp the version {direction} started from and {again}; "
                 "if something did, finish or undo the rest by hand and stamp the version that matches the tables."
             )
         super().__init__(
             f"Migration {version} of namespace {namespace!r} {what}. Nothing more runs in this namespace until this "
-            f"is resolved. {how} A stamp (`iceberg-ops stamp`; in Python, MigrationRunner.stamp()) clears this "
-            "record."
+            "is resolved. "
+            + how
+            + message(" A stamp ({stamp}) clears this record.", stamp=Hint("stamp_command", "MigrationRunner.stamp()"))
         )
 
 
@@ -224,13 +229,13 @@ class MigrationIntegrityError(MigrationError):
     """
 
     def __init__(
-        self, namespace: str, problems: Sequence[str], how_to_allow: str, *, kinds: Sequence[str] = ()
+        self, namespace: str, problems: Sequence[str], how_to_allow: object, *, kinds: Sequence[str] = ()
     ) -> None:
         self.namespace = namespace
         self.problems = list(problems)
         self.kinds = tuple(kinds)
         lines = "\n".join(f"  - {problem}" for problem in self.problems)
         super().__init__(
-            f"Refusing to migrate namespace {namespace!r}: the migration files disagree with its history:\n"
-            f"{lines}\n{how_to_allow}"
+            f"Refusing to migrate namespace {namespace!r}: the migration files disagree with its history:\n{lines}\n"
+            + how_to_allow  # type: ignore[operator]  # text or a Message (which adds text on either side)
         )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 from iceberg_ops_provider.errors.base import IcebergOpsError
@@ -31,7 +32,17 @@ __all__ = [
 
 
 class ConfirmationRequiredError(IcebergOpsError):
-    """A change that loses data or rewrites history was asked for without confirmation (``--yes``); nothing ran."""
+    """A change that loses data or rewrites history was asked for without confirmation; nothing ran.
+
+    Attributes:
+        losses: What the change would lose (``0003: drop column orders.note``), when it loses data.
+        parameter: The argument that confirms it (``allow_destructive``), which each front words.
+    """
+
+    def __init__(self, message: object, *, losses: Sequence[str] = (), parameter: str = "") -> None:
+        self.losses = list(losses)
+        self.parameter = parameter
+        super().__init__(message)
 
 
 class MaintenanceError(IcebergOpsError):

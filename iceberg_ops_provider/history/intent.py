@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pyiceberg.exceptions import NoSuchTableError
 
 from iceberg_ops_provider.errors import IntentRecordError
+from iceberg_ops_provider.messages import Hint, message
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -158,10 +159,12 @@ class Intent:
             _validate(intent)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             raise IntentRecordError(
-                f"The record of an interrupted migration run ({INTENT_PROPERTY} on the namespace's lock table) "
-                f"cannot be read ({type(exc).__name__}: {exc}): {text[:200]!r}. Nothing runs in this namespace "
-                "until a person checks its tables and records the outcome with `iceberg-ops stamp <version>`, "
-                "which clears the record."
+                message(
+                    f"The record of an interrupted migration run ({INTENT_PROPERTY} on the namespace's lock table) "
+                    f"cannot be read ({type(exc).__name__}: {exc}): {text[:200]!r}. Nothing runs in this namespace "
+                    "until a person checks its tables and records the outcome with {stamp}, which clears the record.",
+                    stamp=Hint("stamp", "MigrationRunner.stamp('<version>')", {"version": "<version>"}),
+                )
             ) from exc
         return intent
 

@@ -55,6 +55,7 @@ from iceberg_ops_provider.history.commit import (
 )
 from iceberg_ops_provider.history.records import HISTORY_SCHEMA, HISTORY_TABLE, HistoryRow, rows_to_arrow
 from iceberg_ops_provider.maintenance.expire import expire_snapshots
+from iceberg_ops_provider.messages import Arg, message
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -97,10 +98,13 @@ def default_meta_namespace(catalog: Catalog) -> str:
 def _refused(namespace: tuple[str, ...], exc: Exception) -> CatalogConfigError:
     name = ".".join(namespace)
     return CatalogConfigError(
-        f"The catalog refused the meta-namespace {name!r}, where iceberg-ops keeps migration history and "
-        f"locks: {exc}. Choose another name: meta_namespace= (MigrationRunner, IcebergMigrateOperator), "
-        "`meta_namespace:` in iceberg-ops.yaml, --meta-namespace, or the connection extra 'meta_namespace'. "
-        f"S3 Tables accepts names starting with a letter or digit, such as {S3_TABLES_META_NAMESPACE!r}."
+        message(
+            f"The catalog refused the meta-namespace {name!r}, where iceberg-ops keeps migration history and "
+            f"locks: {exc}. Choose another name: {{meta_namespace}}, `meta_namespace:` in iceberg-ops.yaml, or the "
+            "connection extra 'meta_namespace'. S3 Tables accepts names starting with a letter or digit, such as "
+            f"{S3_TABLES_META_NAMESPACE!r}.",
+            meta_namespace=Arg("meta_namespace", keyword=True),
+        )
     )
 
 

@@ -222,8 +222,8 @@ def _judged(
     if "." not in finding.table and namespace is None:
         return replace(
             finding,
-            message=f"{finding.message} (not judged live: no namespace to find {finding.table} in; pass "
-            f"--namespace NS, or name the table with its namespace: <namespace>.{finding.table})",
+            message=f"{finding.message} (not judged live: no namespace to find {finding.table} in; give "
+            f"the namespace, or name the table with its namespace: <namespace>.{finding.table})",
         )
     identifier = finding.table if "." in finding.table else f"{namespace}.{finding.table}"
     if restore:

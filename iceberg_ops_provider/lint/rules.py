@@ -170,7 +170,7 @@ _ALL = (
         "unknown-rule",
         "an allowance names a rule that does not exist",
         "it allows nothing: the finding it meant is still reported",
-        "use one of the rule ids iceberg-ops lint --list-rules prints",
+        "use the id of an existing rule (the lint command lists them)",
         not_allowable=_ABOUT_ALLOWANCES,
     ),
     Rule(
@@ -184,7 +184,7 @@ _ALL = (
         "not-allowable",
         "an allowance names a rule no allowance can accept",
         "it allows nothing: the finding it meant still fails",
-        "fix what the finding says (iceberg-ops lint --list-rules --json says which rules can be allowed)",
+        "fix what the finding says (the lint command lists which rules can be allowed)",
         not_allowable=_ABOUT_ALLOWANCES,
     ),
     Rule(

@@ -464,7 +464,7 @@ def _read_call(
         made_by = "creates" if rule_id == "drop-table" else "adds"
         message = (
             f"downgrade() calls {method} on {_target(rule_id, *shown)}, which upgrade() {made_by}: it removes what "
-            "the upgrade made; only what was written to it since is lost, and iceberg-ops downgrade asks for --yes "
+            "the upgrade made; only what was written to it since is lost, and a downgrade asks for confirmation "
             "before that"
         )
         severity, fix = "info", "nothing to fix: a rollback removes what the upgrade made"

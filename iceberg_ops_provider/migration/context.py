@@ -102,7 +102,7 @@ class MigrationContext:
         """What committing now would send the catalog: catalog operations and each table's requirements and updates.
 
         Named and shaped as the REST catalog specification names them (see
-        :mod:`~iceberg_ops_provider.migration.staged_changes`); ``plan --json`` shows these per step.
+        :mod:`~iceberg_ops_provider.migration.staged_changes`); a plan document shows these per step.
         ``with_receipt`` adds the update the runner makes to every table it commits.
         """
         staging = self._staging

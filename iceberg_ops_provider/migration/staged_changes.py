@@ -1,6 +1,6 @@
 """What a migration's staged changes would send to the catalog, named and shaped as the REST spec does.
 
-``plan --json`` lists, for each step, the catalog operations (``create-namespace``, ``create-table``,
+A plan document lists, for each step, the catalog operations (``create-namespace``, ``create-table``,
 ``drop-table``, ``rename-table``) and, per existing table, the requirements and updates of its
 commit: PyIceberg's own ``TableRequirement`` and ``TableUpdate`` models dumped with the REST names
 (``assert-current-schema-id``, ``add-schema``, ``set-current-schema``, ``add-spec``, ...), taken

@@ -31,6 +31,7 @@ from airflow.sdk import BaseOperator
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.operators.lineage import IcebergLineageMixin
+from iceberg_ops_provider.operators.wording import operator_message
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
@@ -190,13 +191,13 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
         except VerificationFailedError as exc:
             if exc.report is not None and "ti" in context:
                 context["ti"].xcom_push(key="report", value=exc.report.to_json())
-            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+            raise AirflowFailException(operator_message(exc)) from exc
         except IcebergOpsError as exc:
             if exc.transient:
                 raise
-            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+            raise AirflowFailException(operator_message(exc)) from exc
         except ValueError as exc:  # a bad argument: the same on every try
-            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+            raise AirflowFailException(operator_message(exc)) from exc
 
     def _execute(self, context: Context) -> Any:
         raise NotImplementedError

@@ -25,6 +25,7 @@ from airflow.sdk import BaseOperator
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.maintenance.times import parse_older_than
 from iceberg_ops_provider.operators.lineage import IcebergLineageMixin
+from iceberg_ops_provider.operators.wording import operator_message
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
@@ -104,9 +105,9 @@ class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
         except IcebergOpsError as exc:
             if exc.transient:
                 raise
-            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+            raise AirflowFailException(operator_message(exc)) from exc
         except ValueError as exc:  # a bad argument or table property: the same on every try
-            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+            raise AirflowFailException(operator_message(exc)) from exc
         payload = result.to_json()
         self.log.info("%s of %s: %s", self.verb, self.table, _brief(payload))
         if self.changes_table():

@@ -10,6 +10,7 @@ from airflow.sdk import BaseOperator
 from iceberg_ops_provider.history.lock import DEFAULT_STALE_AFTER
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.operators.lineage import IcebergLineageMixin, table_extra
+from iceberg_ops_provider.operators.wording import operator_message
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -133,7 +134,7 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         except IcebergOpsError as exc:
             if exc.transient:
                 raise
-            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
+            raise AirflowFailException(operator_message(exc)) from exc
 
     def _execute(self, context: Context) -> dict[str, Any]:
         from iceberg_ops_provider.runner.migration_runner import MigrationRunner
@@ -231,16 +232,13 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         return summary
 
     def _refuse_data_loss(self, runner: Any) -> None:
-        if self.allow_destructive:
-            return
-        from iceberg_ops_provider.runner.commands import data_loss
+        from iceberg_ops_provider.errors import ConfirmationRequiredError
+        from iceberg_ops_provider.runner.commands import refuse_data_loss
 
-        destructive = data_loss(runner, self.target)
-        if destructive:
-            raise AirflowFailException(
-                f"The rollback of {self.namespace!r} to {self.target} loses data ({'; '.join(destructive)}); "
-                "set allow_destructive=True on the task to go ahead."
-            )
+        try:
+            refuse_data_loss(runner, self.target, allow_destructive=self.allow_destructive)
+        except ConfirmationRequiredError as refused:
+            raise AirflowFailException(operator_message(refused)) from refused
 
     def on_kill(self) -> None:
         """Release the namespace's lock and stop the run before its next commit (task killed or timed out)."""

@@ -17,9 +17,17 @@ from iceberg_ops_provider.autogen.scaffolding import create_revision
 from iceberg_ops_provider.catalogs import Access, empty_catalog
 from iceberg_ops_provider.config import ProjectConfig
 from iceberg_ops_provider.core.name_hints import closest, did_you_mean, existing_namespaces, listed
-from iceberg_ops_provider.errors import CatalogNotFoundError, MigrationError, ModelError, ProjectConfigError
+from iceberg_ops_provider.errors import (
+    CatalogNotFoundError,
+    ConfirmationRequiredError,
+    MigrationError,
+    ModelError,
+    ProjectConfigError,
+)
 from iceberg_ops_provider.history.intent import Intent
 from iceberg_ops_provider.lint import Finding, lint_paths
+from iceberg_ops_provider.messages import Arg, Hint
+from iceberg_ops_provider.messages import message as fact_message
 from iceberg_ops_provider.migration.discovery import BrokenFile, migrations_folder
 from iceberg_ops_provider.runner.migration_runner import MigrationRunner
 from iceberg_ops_provider.runner.planning import PlanStep
@@ -27,7 +35,19 @@ from iceberg_ops_provider.runner.planning import PlanStep
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
-__all__ = ["CheckReport", "RevisionResult", "check", "open_runner", "require_known_namespace", "revision"]
+__all__ = [
+    "CheckReport",
+    "RevisionResult",
+    "check",
+    "data_loss",
+    "open_runner",
+    "refuse_data_loss",
+    "require_known_namespace",
+    "revision",
+]
+
+_REVISION = {"table": Arg("target_table"), "autogenerate": Arg("autogenerate_from_models", True)}
+"""The arguments of :func:`revision` its refusals name."""
 
 
 def open_runner(
@@ -93,9 +113,13 @@ def require_known_namespace(runner: MigrationRunner) -> None:
         return
     existing = existing_namespaces(runner.catalog, hidden={runner.meta_namespace})
     raise ProjectConfigError(
-        f"Namespace {runner.namespace!r} does not exist in the catalog and has no migration history. Check "
-        f"--namespace (existing: {listed(existing)}).{did_you_mean(closest(runner.namespace, existing))} "
-        "`iceberg-ops upgrade` creates a new one."
+        fact_message(
+            f"Namespace {runner.namespace!r} does not exist in the catalog and has no migration history. Check "
+            f"{{namespace}} (existing: {listed(existing)}).{did_you_mean(closest(runner.namespace, existing))} "
+            "{create}.",
+            namespace=Arg("namespace"),
+            create=Hint("new_namespace", "An upgrade creates a new one"),
+        )
     )
 
 
@@ -223,7 +247,9 @@ def revision(
     folder = migrations_folder(config.migrations_dir, config.namespace) if config.namespace else config.migrations_dir
     if not autogenerate_from_models:
         if target_table:
-            raise ModelError("--target-table only applies with --autogenerate.")
+            raise ModelError(
+                fact_message("{table} only applies with {autogenerate}.", about="target_table", **_REVISION)
+            )
         return RevisionResult(create_revision(folder, message))
     try:
         runner = open_runner(config, access="read")
@@ -238,7 +264,10 @@ def revision(
     if target_table:
         if "." in target_table:
             raise ModelError(
-                f"--target-table takes a bare table name (it lives in the namespace), got {target_table!r}."
+                fact_message(
+                    f"{{table}} takes a bare table name (it lives in the namespace), got {target_table!r}.",
+                    **_REVISION,
+                )
             )
         candidates = [config.models_dir / f"{target_table}.yaml", config.models_dir / f"{target_table}.yml"]
         found = next((path for path in candidates if path.is_file()), None)
@@ -250,9 +279,12 @@ def revision(
         models = load_models(config.models_dir)
         if not models:
             raise ModelError(
-                f"No table models in {config.models_dir}: autogenerate compares models/*.yaml with the live "
-                "tables, so declare a table first (models/_example.yaml shows the format), or write the "
-                "migration by hand with `iceberg-ops revision -m ...` (no --autogenerate)."
+                fact_message(
+                    f"No table models in {config.models_dir}: autogenerate compares models/*.yaml with the live "
+                    "tables, so declare a table first (models/_example.yaml shows the format), or write the "
+                    "migration by hand (a revision without {autogenerate}).",
+                    **_REVISION,
+                )
             )
     operations = autogenerate(runner.catalog, runner.namespace, models)
     if not operations:
@@ -263,7 +295,7 @@ def revision(
 
 
 def _no_model(table: str, folder: Path, names: list[str]) -> str:
-    """Why ``--target-table`` found no model: the models there are, and the closest name to ``table``."""
+    """Why ``target_table`` found no model: the models there are, and the closest name to ``table``."""
     if not names:
         return f"No model for table {table!r} in {folder}: it declares no tables."
     guess = did_you_mean(closest(table, names))
@@ -280,7 +312,7 @@ def _display(path: Path, root: Path) -> str:
 def data_loss(runner: MigrationRunner, target: str) -> list[str]:
     """What a rollback to ``target`` would lose: its ``destructive`` operations, from a dry run of each step.
 
-    The CLI asks before such a rollback (``--yes``), the operator refuses it unless ``allow_destructive``.
+    :func:`refuse_data_loss` refuses such a rollback unless the caller allows it.
     """
     return [
         f"{step.version}: {operation['operation']}"
@@ -288,3 +320,24 @@ def data_loss(runner: MigrationRunner, target: str) -> list[str]:
         for operation in step.operations
         if operation["risk"] == "destructive"
     ]
+
+
+def refuse_data_loss(runner: MigrationRunner, target: str, *, allow_destructive: bool = False) -> None:
+    """Refuse a rollback to ``target`` that loses data (:func:`data_loss`), unless ``allow_destructive``.
+
+    Raises:
+        ConfirmationRequiredError: With the losses; nothing was rolled back.
+    """
+    if allow_destructive:
+        return
+    losses = data_loss(runner, target)
+    if losses:
+        raise ConfirmationRequiredError(
+            fact_message(
+                f"The rollback of {runner.namespace!r} to {target} loses data ({'; '.join(losses)}); nothing was "
+                "rolled back. To go ahead, run it again with {allow}.",
+                allow=Arg("allow_destructive", True),
+            ),
+            losses=losses,
+            parameter="allow_destructive",
+        )

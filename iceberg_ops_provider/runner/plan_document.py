@@ -1,4 +1,4 @@
-"""The plan as a versioned JSON document: ``plan --json`` and ``IcebergMigrateOperator(action="plan")``.
+"""The plan as a versioned JSON document: ``plan`` in JSON and ``IcebergMigrateOperator(action="plan")``.
 
 ``plan_format`` 1 (``docs/plan-format.md``)::
 

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from iceberg_ops_provider.errors import MigrationIntegrityError, MigrationTargetError
 from iceberg_ops_provider.history.records import HistoryRow
+from iceberg_ops_provider.messages import Arg, Hint, message
 from iceberg_ops_provider.migration.discovery import BrokenFile, MigrationScript, checksum_matches
 
 __all__ = [
@@ -225,7 +226,7 @@ def check_integrity(
     """Refuse to migrate when files and history disagree, unless the caller allows each kind.
 
     Raises:
-        MigrationIntegrityError: Lists every problem not allowed, and the flags that allow them.
+        MigrationIntegrityError: Lists every problem not allowed, and the arguments that allow them.
     """
     by_kind = state.problems_by_kind()
     allowed = {"changed": allow_changed, "missing": allow_missing, "out_of_order": allow_out_of_order}
@@ -234,10 +235,14 @@ def check_integrity(
         raise MigrationIntegrityError(
             namespace,
             problems,
-            "Restore the files, or allow this explicitly: allow_changed=True / allow_missing=True / "
-            "allow_out_of_order=True (CLI: --allow-changed / --allow-missing / --allow-out-of-order). If a "
-            "change to an applied file is intended (a reviewed edit), record the file as it is now with "
-            "`iceberg-ops repair` (operator action='repair').",
+            message(
+                "Restore the files, or allow this explicitly: {changed} / {missing} / {out_of_order}. If a change "
+                "to an applied file is intended (a reviewed edit), record the file as it is now with {repair}.",
+                changed=Arg("allow_changed", True),
+                missing=Arg("allow_missing", True),
+                out_of_order=Arg("allow_out_of_order", True),
+                repair=Hint("repair", "MigrationRunner.repair()"),
+            ),
             kinds=[kind for kind, lines in by_kind.items() if lines and not allowed[kind]],
         )
 

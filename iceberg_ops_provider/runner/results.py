@@ -57,7 +57,7 @@ class MigrationResult:
         return round(self.duration * 1000)
 
     def to_json(self) -> dict[str, Any]:
-        """JSON-able form (for XCom and ``--json``)."""
+        """JSON-able form (for XCom and the command line's JSON output)."""
         return {
             "version": self.version,
             "description": self.description,

@@ -117,3 +117,21 @@ def test_the_python_api_keeps_listing_every_kind_it_builds():
     assert "Valid kinds are: sqlite, memory, sql" in str(info.value)
     assert "Did you mean 'sqlite'?" in str(info.value) and "CatalogFactory.load" in str(info.value)
     assert info.value.valid_kinds[: len(CatalogFactory.KINDS)] == CatalogFactory.KINDS
+
+
+def test_a_target_table_without_autogenerate_or_with_a_namespace_names_the_options_or_the_arguments(project):
+    from iceberg_ops_provider.config import load_config
+    from iceberg_ops_provider.runner.commands import revision
+
+    alone = run(project, "revision", "-m", "x", "--target-table", "orders")
+    assert alone.returncode == 2
+    assert _error(alone) == "error: --target-table only applies with --autogenerate."
+    dotted = run(project, "revision", "-m", "x", "--autogenerate", "--target-table", "sales.orders")
+    assert _error(dotted) == (
+        "error: --target-table takes a bare table name (it lives in the namespace), got 'sales.orders'."
+    )
+
+    config = load_config(project / "iceberg-ops.yaml")
+    with pytest.raises(ModelError, match=r"^target_table only applies with autogenerate_from_models=True\.$"):
+        revision(config, "x", target_table="orders")
+    assert not list((project / "migrations").glob("*.py"))

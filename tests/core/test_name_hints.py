@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 
 from iceberg_ops_provider.catalogs import CatalogFactory
+from iceberg_ops_provider.cli.wording import cli_message
 from iceberg_ops_provider.core.name_hints import (
     closest,
     did_you_mean,
@@ -98,6 +99,9 @@ def test_a_misspelt_namespace_of_a_migration_command_gets_a_guess(lake, tmp_path
     text = str(raised.value)
     assert "Namespace 'salse' does not exist in the catalog and has no migration history." in text
     assert "(existing: finance, sales). Did you mean 'sales'?" in text
+    assert "Check namespace (existing" in text and text.endswith("An upgrade creates a new one.")
+    assert "Check --namespace (existing" in cli_message(raised.value)
+    assert cli_message(raised.value).endswith("`iceberg-ops upgrade` creates a new one.")
 
 
 def test_a_move_names_the_tables_there_are_and_the_closest(lake):

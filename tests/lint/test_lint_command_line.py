@@ -74,7 +74,7 @@ def test_live_without_a_namespace_says_how_to_give_one(tmp_path):
     write_migration(tmp_path / "migrations", "0001_drop.py", 'ctx.drop_column("orders", "legacy")')
     result = _invoke(*sqlite_flags(tmp_path), "lint", str(tmp_path / "migrations"))
     assert result.exit_code == 1, result.output
-    assert "not judged live: no namespace to find orders in; pass --namespace NS" in result.stdout
+    assert "not judged live: no namespace to find orders in; give the namespace" in result.stdout
     assert "Empty namespace identifier" not in result.output
 
 

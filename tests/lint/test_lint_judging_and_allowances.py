@@ -77,7 +77,7 @@ def test_a_downgrade_dropping_what_its_upgrade_made_is_info(tmp_path):
     assert _rules(report) == [("drop-column", 10, "info"), ("drop-table", 11, "info"), ("drop-table", 12, "error")]
     kept = report.findings[0]
     assert "customers.email, which upgrade() adds: it removes what the upgrade made" in kept.message
-    assert "--yes" in kept.message and kept.fix.startswith("nothing to fix")
+    assert "a downgrade asks for confirmation" in kept.message and kept.fix.startswith("nothing to fix")
     assert [f.line for f in report.failed] == [12]
 
 
@@ -292,7 +292,7 @@ def test_without_a_namespace_bare_names_are_not_judged_and_say_how_to_name_one(t
     report = lint_paths([path], catalog=orders, namespace=None)
     assert [f.severity for f in report.findings] == ["error", "info"]
     for finding in report.findings:
-        assert "(not judged live: no namespace to find orders in; pass --namespace NS" in finding.message
+        assert "(not judged live: no namespace to find orders in; give the namespace" in finding.message
         assert "Empty namespace identifier" not in finding.message
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from iceberg_ops_provider.catalogs import CatalogFactory
+from iceberg_ops_provider.cli.wording import cli_message
 from iceberg_ops_provider.errors import (
     ConcurrentMigrationError,
     IntentRecordError,
@@ -194,8 +195,9 @@ def test_a_damaged_intent_record_stops_runs_until_a_stamp_clears_it(catalog, run
     with table.transaction() as transaction:
         transaction.set_properties({INTENT_PROPERTY: '{"version": "x", "oops'})
     write_migration(migrations_dir, "0002_more.py", 'ctx.add_column("orders", "c2", "string")')
-    with pytest.raises(IntentRecordError, match=r"cannot be read.*iceberg-ops stamp"):
+    with pytest.raises(IntentRecordError, match=r"cannot be read.*MigrationRunner\.stamp\('<version>'\)") as damaged:
         runner.upgrade()
+    assert "records the outcome with `iceberg-ops stamp <version>`" in cli_message(damaged.value)
     assert "c2" not in catalog.load_table("sales.orders").schema().column_names
     runner.stamp("0001")
     assert [r.version for r in runner.upgrade()] == ["0002"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from iceberg_ops_provider.cli.wording import cli_message
 from iceberg_ops_provider.errors import (
     IrreversibleMigrationError,
     MigrationFailedError,
@@ -324,8 +325,11 @@ def test_partially_committed_migration_names_the_committed_tables(catalog, runne
     assert catalog.load_table("sales.orders").properties["touched"] == "yes"
     assert _statuses(runner)["0004"] == "failed"
     # Nothing more runs until a person settles it: the next run stops before running the body again.
-    with pytest.raises(PartialMigrationError, match="iceberg-ops stamp 0004"):
+    with pytest.raises(
+        PartialMigrationError, match=r"record the migration as applied with MigrationRunner\.stamp\('0004'\)"
+    ) as again:
         runner.upgrade()
+    assert "`iceberg-ops stamp 0004`" in cli_message(again.value) and "MigrationRunner" not in cli_message(again.value)
     assert runner.status().interrupted.version == "0004"
     catalog.drop_table("sales.late")  # the person finishes it by hand ...
     catalog.create_table("sales.late", pa.schema([("n", pa.int64())]))

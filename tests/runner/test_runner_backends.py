@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from iceberg_ops_provider.catalogs import CatalogFactory
+from iceberg_ops_provider.cli.wording import cli_message
 from iceberg_ops_provider.errors import ConcurrentMigrationError
 from iceberg_ops_provider.runner import MigrationRunner
 from tests.support.servers import ACCESS_KEY, REGION, SECRET_KEY
@@ -59,6 +60,8 @@ def test_a_meta_namespace_the_catalog_refuses_names_the_setting(rest_catalog, mi
     from iceberg_ops_provider.errors import CatalogConfigError
 
     runner = MigrationRunner(rest_catalog, "sales", migrations_dir, meta_namespace="_iceberg_ops")
-    with pytest.raises(CatalogConfigError, match=r"refused the meta-namespace '_iceberg_ops'.*--meta-namespace"):
+    refused_name = r"refused the meta-namespace '_iceberg_ops'.*meta_namespace=,"
+    with pytest.raises(CatalogConfigError, match=refused_name) as refused:
         runner.upgrade()
+    assert "--meta-namespace" in cli_message(refused.value) and "meta_namespace=" not in cli_message(refused.value)
     assert not rest_catalog.table_exists("sales.orders")
