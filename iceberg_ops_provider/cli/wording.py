@@ -100,6 +100,9 @@ HINTS: dict[str, str] = {
     "sql_warehouse": "--warehouse (a folder, created if missing, or a URI such as s3://bucket/warehouse)",
     "create_catalog": "`iceberg-ops upgrade` creates a new catalog there",
     "force_unlock": "`iceberg-ops unlock`",
+    "give_namespace": "pass --namespace NS or set `namespace:` in {file}",
+    "create_project_file": "Run `iceberg-ops init` to create one, or pass --config PATH",
+    "project_file_itself": "pass the project file itself, e.g. --config {file}",
 }
 """Each step the engine's messages advise (by :attr:`Hint.key`), as what to type; ``{...}`` from its details."""
 

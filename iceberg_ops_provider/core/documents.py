@@ -1,0 +1,43 @@
+"""Documents read back: YAML files a person wrote, and JSON documents the project wrote itself.
+
+:func:`yaml_document` reads a YAML file (the project file, the table models) and names the line and
+column where it stops being UTF-8 or YAML.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import yaml
+
+__all__ = ["yaml_document"]
+
+
+def yaml_document(data: bytes, source: object, error: Callable[[str], Exception]) -> Any:
+    """The YAML document in ``data``, the bytes of file ``source``; raises ``error(message)`` if it is not one.
+
+    The message names the file and where the problem is, for the project file and the table models
+    (:func:`~iceberg_ops_provider.autogen.models.load_model`) alike:
+    ``<source>: not UTF-8 text (byte 0xe9 on line 2); save the file as UTF-8.`` or
+    ``<source>: not valid YAML (line 5, column 1): could not find expected ':' (while scanning a simple
+    key on line 4, column 1)`` (counted from 1; the second place, where the construct the parser was
+    reading began, when it is on another line).
+    """
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise error(
+            f"{source}: not UTF-8 text (byte 0x{data[exc.start]:02x} on line {line}); save the file as UTF-8."
+        ) from exc
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        if context and start is not None and (mark is None or start.line != mark.line):
+            problem = f"{problem} ({context} on line {start.line + 1}, column {start.column + 1})"
+        raise error(f"{source}: not valid YAML{where}: {problem}") from exc
