@@ -28,7 +28,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeAlias
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, StringConstraints, ValidationError, model_validator
 
 from iceberg_ops_provider.catalogs import (
     KINDS,
@@ -65,20 +65,8 @@ CATALOG_KINDS: tuple[str, ...] = tuple(kind for kind in KINDS if kind not in _IN
 the command exits; ``name:`` opens any other catalog PyIceberg can load."""
 
 
-def _non_empty(value: str | None) -> str:
-    if value is None or not value.strip():
-        raise ValueError("a non-empty string")
-    return value
-
-
-def _single(value: Any) -> Any:
-    if isinstance(value, dict | list) or value is None:
-        raise ValueError("a single value")
-    return value
-
-
-_Text = Annotated[str | None, AfterValidator(_non_empty)]
-_Single = Annotated[Any, AfterValidator(_single)]
+_Text = Annotated[str, StringConstraints(pattern=r"\S")]  # absent: None; given, it must say something
+_Single = str | int | float | bool
 
 
 @dataclass(frozen=True)
@@ -126,8 +114,7 @@ class ProjectConfig:
         """The catalog's description: the file's ``catalog:`` (with the settings given over it), or the connection.
 
         Raises:
-            ProjectConfigError: A connection that cannot be read (no reader, not defined).
-            MissingAirflowError: :attr:`airflow_conn_id` is set and Airflow is not installed.
+            ProjectConfigError: A connection that cannot be read; ``MissingAirflowError`` without Airflow.
         """
         if self.airflow_conn_id:
             spec = self._connection_spec()
@@ -142,12 +129,10 @@ class ProjectConfig:
             spec = from_file(
                 self.catalog, file=self.path, root=self.root, flags=self.catalog_flags, role=self.catalog_role
             )
-        if spec.kind in _IN_MEMORY_KINDS or spec.catalog_type in _IN_MEMORY_KINDS:
-            spec = spec.with_problem(
-                "kind",
-                f"the {spec.kind if spec.kind in _IN_MEMORY_KINDS else spec.catalog_type!r} catalog cannot be used "
-                "from a project: its state is gone when the command exits; use kind 'sqlite' for a local catalog",
-            )
+        gone = next((kind for kind in (spec.kind, spec.catalog_type) if kind in _IN_MEMORY_KINDS), None)
+        if gone:
+            why = "its state is gone when the command exits; use kind 'sqlite' for a local catalog"
+            spec = spec.with_problem("kind", f"the {gone!r} catalog cannot be used from a project: {why}")
         return spec
 
     @property
@@ -158,10 +143,9 @@ class ProjectConfig:
     def open_catalog(self, *, access: Access = "write") -> Catalog:
         """Open the configured catalog for ``access`` (see :func:`~iceberg_ops_provider.catalogs.open_catalog`).
 
-        Before anything created the project's own SQLite database (``local_data/`` beside the file,
-        no ``db_path`` named), a caller that creates nothing (``read``, ``write``) finds an empty
-        catalog: nothing was applied there yet, there is nothing to change, and nothing is created to
-        say so. A database someone named and that does not exist is refused.
+        Before the project's own SQLite database (``local_data/`` beside the file, no ``db_path``) was
+        created, ``read`` and ``write`` find an empty catalog (nothing applied, nothing created to say
+        so); a database someone named that does not exist is refused.
         """
         if access != "create" and self._not_created_yet():
             return empty_catalog()
@@ -175,9 +159,8 @@ class ProjectConfig:
     def _connection_spec(self) -> CatalogSpec:
         """The spec of :attr:`airflow_conn_id`, read by :attr:`connection_reader` (Airflow is imported there)."""
         conn_id, flagged = str(self.airflow_conn_id), "airflow_conn_id" in self.catalog_flags
-        setting = Setting(
-            "airflow_conn_id", "file" if self.path else "flags", str(self.path or ""), self.catalog_role, flagged
-        )
+        source = "file" if self.path else "flags"
+        setting = Setting("airflow_conn_id", source, str(self.path or ""), self.catalog_role, flagged)
         if self.connection_reader is None:
             raise ProjectConfigError(
                 message(
@@ -206,10 +189,8 @@ class _ProjectFile(BaseModel):
     @model_validator(mode="after")
     def _one_catalog(self) -> _ProjectFile:
         if self.airflow_conn_id is not None and "catalog" in self.model_fields_set:
-            raise ValueError(
-                "set either `catalog:` or `airflow_conn_id:`, not both; the Airflow connection describes the "
-                "catalog (its timeout included)."
-            )
+            both = "set either `catalog:` or `airflow_conn_id:`, not both; the Airflow connection describes the"
+            raise ValueError(f"{both} catalog (its timeout included).")
         if self.catalog and "kind" in self.catalog and "name" in self.catalog:
             raise ValueError("'catalog' takes either 'kind' or 'name', not both.")
         return self

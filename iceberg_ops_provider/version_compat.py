@@ -1,17 +1,17 @@
-"""The one place that knows which Airflow it runs on: version flags and the names that moved between versions.
+"""The one module that knows which Airflow it runs on (the official providers' ``version_compat.py``).
 
-The official providers' pattern: every operator, sensor and trigger imports Airflow's exceptions and
-configuration from here, so supporting another Airflow version changes this module alone.
+Every operator, sensor and page imports from here Airflow's exceptions and configuration, which moved
+between versions, so supporting another Airflow version changes this module alone.
 """
 
 from __future__ import annotations
 
 from airflow import __version__
+from airflow.configuration import conf  # the same on 3.1 to 3.3, workers and api-server alike
 from packaging.version import Version
 
 __all__ = [
     "AIRFLOW_V_3_2_PLUS",
-    "AIRFLOW_V_3_3_PLUS",
     "AirflowException",
     "AirflowFailException",
     "AirflowNotFoundException",
@@ -21,16 +21,8 @@ __all__ = [
     "default_deferrable",
 ]
 
-
-def _base_version() -> tuple[int, int, int]:
-    version = Version(__version__)
-    return version.major, version.minor, version.micro
-
-
-AIRFLOW_V_3_2_PLUS: bool = _base_version() >= (3, 2, 0)
+AIRFLOW_V_3_2_PLUS: bool = Version(Version(__version__).base_version) >= Version("3.2.0")
 """Airflow 3.2 or later: the authoring exceptions live in ``airflow.sdk.exceptions``."""
-AIRFLOW_V_3_3_PLUS: bool = _base_version() >= (3, 3, 0)
-"""Airflow 3.3 or later."""
 
 if AIRFLOW_V_3_2_PLUS:
     from airflow.sdk.exceptions import (
@@ -49,12 +41,7 @@ else:  # pragma: no cover - Airflow 3.1
         AirflowSkipException,
     )
 
-try:
-    from airflow.sdk.configuration import conf
-except ImportError:  # pragma: no cover - an Airflow whose task SDK has no configuration module
-    from airflow.configuration import conf  # type: ignore[no-redef]
-
 
 def default_deferrable() -> bool:
-    """Airflow's ``[operators] default_deferrable`` setting (``False`` when unset), read when a task is built."""
+    """Airflow's ``[operators] default_deferrable`` (``False`` when unset), read when a task is built."""
     return conf.getboolean("operators", "default_deferrable", fallback=False)

@@ -1,17 +1,22 @@
 """Documents read back: YAML files a person wrote, and JSON documents the project wrote itself.
 
 :func:`yaml_document` reads a YAML file (the project file, the table models) and names the line and
-column where it stops being UTF-8 or YAML.
+column where it stops being UTF-8 or YAML; :func:`read_back` reads a JSON document the project wrote
+(``to_json()``) back into its dataclass, checked by pydantic.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from functools import cache
+from typing import Any, TypeVar
 
 import yaml
+from pydantic import TypeAdapter, ValidationError
 
-__all__ = ["yaml_document"]
+__all__ = ["read_back", "yaml_document"]
+
+T = TypeVar("T")
 
 
 def yaml_document(data: bytes, source: object, error: Callable[[str], Exception]) -> Any:
@@ -41,3 +46,31 @@ def yaml_document(data: bytes, source: object, error: Callable[[str], Exception]
         if context and start is not None and (mark is None or start.line != mark.line):
             problem = f"{problem} ({context} on line {start.line + 1}, column {start.column + 1})"
         raise error(f"{source}: not valid YAML{where}: {problem}") from exc
+
+
+@cache
+def _adapter(cls: type) -> TypeAdapter[Any]:
+    return TypeAdapter(cls)
+
+
+def read_back(cls: type[T], data: Any, what: str, fix: str) -> T:
+    """``data``, a document ``cls.to_json()`` wrote, as ``cls`` (a dataclass): each field checked by its type.
+
+    Text is read as a number where the field is one, a list as a tuple; keys ``cls`` does not have
+    are ignored. Pydantic's errors are worded in one sentence: ``<what> lacks table, index: <fix>.``
+    or ``<what>'s index must be a valid integer, got 'x': <fix>.``
+
+    Raises:
+        ValueError: Not a mapping, a field missing or of the wrong type.
+    """
+    try:
+        return _adapter(cls).validate_python(data)
+    except ValidationError as exc:
+        errors = exc.errors()
+    missing = [str(error["loc"][0]) for error in errors if error["type"] == "missing"]
+    if missing:
+        raise ValueError(f"{what} lacks {', '.join(missing)}: {fix}.") from None
+    first = errors[0]
+    field = "".join(f"'s {part}" if index == 0 else f".{part}" for index, part in enumerate(first["loc"]))
+    said = str(first.get("ctx", {}).get("error", "")) or first["msg"].replace("Input should be", "must be")
+    raise ValueError(f"{what}{field} {said}, got {first['input']!r}: {fix}.") from None

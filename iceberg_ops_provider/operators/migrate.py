@@ -188,18 +188,6 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         self.log.info("Namespace %r is now at %s", self.namespace, summary["version_after"] or "base")
         return summary
 
-    def _refuse_data_loss(self, runner: Any) -> None:
-        if self.allow_destructive:
-            return
-        from iceberg_ops_provider.runner.commands import data_loss
-
-        destructive = data_loss(runner, self.target)
-        if destructive:
-            raise AirflowFailException(
-                f"The rollback of {self.namespace!r} to {self.target} loses data ({'; '.join(destructive)}); "
-                "set allow_destructive=True on the task to go ahead."
-            )
-
     def on_kill(self) -> None:
         """Release the namespace's lock and stop the run before its next commit (task killed or timed out)."""
         if self._runner is not None:
@@ -233,12 +221,16 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         return {"migrations": [result.to_json() for result in results]}
 
     def _downgrade(self, runner: Any) -> dict[str, Any]:
-        self._refuse_data_loss(runner)
-        return {
-            "migrations": [
-                result.to_json() for result in runner.downgrade(self.target, allow_changed=self.allow_changed)
-            ]
-        }
+        from iceberg_ops_provider.runner.commands import data_loss
+
+        destructive = [] if self.allow_destructive else data_loss(runner, self.target)
+        if destructive:
+            raise AirflowFailException(
+                f"The rollback of {self.namespace!r} to {self.target} loses data ({'; '.join(destructive)}); "
+                "set allow_destructive=True on the task to go ahead."
+            )
+        results = runner.downgrade(self.target, allow_changed=self.allow_changed)
+        return {"migrations": [result.to_json() for result in results]}
 
     def _plan(self, runner: Any) -> dict[str, Any]:
         from iceberg_ops_provider.runner.plan_document import plan_document
