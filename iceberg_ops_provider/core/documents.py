@@ -73,4 +73,5 @@ def read_back(cls: type[T], data: Any, what: str, fix: str) -> T:
     first = errors[0]
     field = "".join(f"'s {part}" if index == 0 else f".{part}" for index, part in enumerate(first["loc"]))
     said = str(first.get("ctx", {}).get("error", "")) or first["msg"].replace("Input should be", "must be")
+    said = "must be a mapping" if first["type"] == "dataclass_type" else said
     raise ValueError(f"{what}{field} {said}, got {first['input']!r}: {fix}.") from None

@@ -42,7 +42,7 @@ def test_a_unit_reads_back_its_own_json_with_text_numbers_and_files_sorted():
         ({**UNIT, "data_files": "one.parquet"}, "A compaction unit's data_files must be a valid tuple, got 'one."),
         ({**UNIT, "data_files": ["a", 5]}, "A compaction unit's data_files.1 must be a valid string, got 5: "),
         ({**UNIT, "data_files": []}, "A compaction unit's data_files must be a non-empty list of paths: "),
-        ([1, 2], "A compaction unit must be a dictionary or an instance of CompactionUnit, got [1, 2]: "),
+        ([1, 2], "A compaction unit must be a mapping, got [1, 2]: "),
     ],
 )
 def test_a_bad_unit_is_refused_naming_the_field_and_the_fix(data, message):
