@@ -21,11 +21,6 @@ ALLOWED: dict[tuple[str, str], str] = {
 }
 """A module (under the package) and a ``--word`` in its strings that is not an option of ours, with why."""
 
-NOT_YET: dict[str, str] = {
-    "config.py": "the project file's module still words the command line's catalog options; they move to cli/",
-}
-"""Modules whose strings are not read yet, with why."""
-
 
 def flags_in(source: str) -> list[tuple[int, str]]:
     """Each ``--word`` in a string literal of ``source``, with its line."""
@@ -38,11 +33,7 @@ def flags_in(source: str) -> list[tuple[int, str]]:
 
 
 def engine_modules() -> list[Path]:
-    return [
-        path
-        for path in sorted(PACKAGE.rglob("*.py"))
-        if path.relative_to(PACKAGE).parts[0] not in FRONTS and path.relative_to(PACKAGE).as_posix() not in NOT_YET
-    ]
+    return [path for path in sorted(PACKAGE.rglob("*.py")) if path.relative_to(PACKAGE).parts[0] not in FRONTS]
 
 
 def test_no_engine_string_names_a_command_line_option():
@@ -62,7 +53,6 @@ def test_every_allowance_is_still_needed():
         for _, flag in flags_in(path.read_text(encoding="utf-8"))
     }
     assert set(ALLOWED) <= used
-    assert all((PACKAGE / module).is_file() for module in NOT_YET)
 
 
 def test_options_are_found_in_every_kind_of_string_and_nothing_else_is():

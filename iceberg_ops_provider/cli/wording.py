@@ -114,6 +114,9 @@ HINTS: dict[str, str] = {
     "stamp_command": "`iceberg-ops stamp`",
     "new_namespace": "`iceberg-ops upgrade` creates a new one",
     "catalog_without_airflow": "`catalog:` in iceberg-ops.yaml, or --catalog / --catalog-name",
+    "give_namespace": "pass --namespace NS or set `namespace:` in {file}",
+    "create_project_file": "Run `iceberg-ops init` to create one, or pass --config PATH",
+    "project_file_itself": "pass the project file itself, e.g. --config {file}",
 }
 """Each step the engine's messages advise (by :attr:`Hint.key`), as what to type; ``{...}`` from its details."""
 

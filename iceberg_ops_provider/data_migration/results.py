@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from iceberg_ops_provider.core.documents import read_back
+
 __all__ = ["MovePlan", "MoveResult", "MoveUnit", "VerifyReport", "VERIFY_METHODS"]
 
 VERIFY_METHODS = ("count", "checksum", "sample")
@@ -48,16 +50,13 @@ class MoveUnit:
 
     @classmethod
     def from_json(cls, payload: dict[str, Any]) -> MoveUnit:
-        """The unit ``to_json`` described."""
-        return cls(
-            move_id=str(payload["move_id"]),
-            plan_id=str(payload["plan_id"]),
-            source_snapshot_id=int(payload["source_snapshot_id"]),
-            index=int(payload["index"]),
-            count=int(payload["count"]),
-            files=tuple(payload["files"]),
-            bytes=int(payload["bytes"]),
-            records=int(payload["records"]),
+        """The unit ``to_json`` described.
+
+        Raises:
+            ValueError: Not a mapping, a key missing or a value of the wrong type; the message names it.
+        """
+        return read_back(
+            cls, payload, "A move unit", "pass units as DataMover.plan() returned them (MoveUnit.to_json())"
         )
 
 

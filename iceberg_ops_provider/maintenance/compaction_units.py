@@ -27,11 +27,12 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 from pyiceberg.expressions import AlwaysTrue
 
+from iceberg_ops_provider.core.documents import read_back
 from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance.binpack import FileGroup
 from iceberg_ops_provider.maintenance.candidates import plan_candidates
@@ -98,32 +99,11 @@ class CompactionUnit:
         Raises:
             ValueError: Not a mapping, a key missing, or a value of the wrong type; the message names it.
         """
-        if not isinstance(data, Mapping):
-            raise ValueError(f"A compaction unit must be a mapping (CompactionUnit.to_json()), got {data!r}.")
-        missing = [f.name for f in fields(cls) if f.name not in data]
-        if missing:
-            raise ValueError(
-                f"A compaction unit lacks {', '.join(missing)}: pass units as plan_compaction_units() returned them "
-                "(CompactionUnit.to_json())."
-            )
-        files = data["data_files"]
-        if not isinstance(files, list | tuple) or not files or not all(isinstance(p, str) for p in files):
-            raise ValueError(f"A compaction unit's data_files must be a non-empty list of paths, got {files!r}.")
-        try:
-            return cls(
-                table=str(data["table"]),
-                index=int(data["index"]),
-                partition=str(data["partition"]),
-                spec_id=int(data["spec_id"]),
-                data_files=tuple(sorted(files)),
-                bytes=int(data["bytes"]),
-                expected_output_files=int(data["expected_output_files"]),
-                strategy=str(data["strategy"]),
-                target_file_size_bytes=int(data["target_file_size_bytes"]),
-                planned_snapshot_id=int(data["planned_snapshot_id"]),
-            )
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"A compaction unit has a value of the wrong type ({exc}): {dict(data)!r}") from exc
+        fix = "pass units as plan_compaction_units() returned them (CompactionUnit.to_json())"
+        unit = read_back(cls, data, "A compaction unit", fix)
+        if not unit.data_files:
+            raise ValueError(f"A compaction unit's data_files must be a non-empty list of paths: {fix}.")
+        return replace(unit, data_files=tuple(sorted(unit.data_files)))
 
 
 def plan_compaction_units(

@@ -4,31 +4,53 @@ Every limit has a default that follows Iceberg or Spark where they have one (Spa
 ``rewrite_data_files`` treats files under 75% of the target as too small and over 180% as too
 large; Iceberg's merge-append merges manifests from 100 on; snapshots expire after the table's
 ``history.expire.max-snapshot-age-ms``, 5 days). Bad values are refused when the object is built,
-with a message naming the field, the value and what is allowed.
+with a message naming the field, the value and what is allowed: each field's type says its bounds
+(pydantic's constraints), checked strictly (``True`` is not 1, text is not a number).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from datetime import timedelta
-from typing import Any
+from functools import cache
+from typing import Annotated, Any, get_type_hints
+
+from pydantic import Field, TypeAdapter, ValidationError
 
 from iceberg_ops_provider.core.name_hints import closest
-from iceberg_ops_provider.maintenance.binpack import min_input_files_problem
+from iceberg_ops_provider.maintenance.binpack import MIN_INPUT_FILES
 
 __all__ = ["HealthThresholds"]
 
 MIB = 1024 * 1024
+_SIGNS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+def _limited(kind: type, optional: bool = False, words: str = "", **limits: Any) -> Any:
+    """``kind`` within ``limits`` (pydantic's ``gt``, ``ge``, ``lt``, ``le``), with what it allows in words."""
+    words = words or " and ".join(f"{_SIGNS[key]} {value}" for key, value in limits.items())
+    allowed = {int: "an integer", float: "a number", timedelta: "a timedelta"}[kind] + f" {words}"
+    inner = Annotated[kind, Field(allow_inf_nan=False, **limits) if kind is float else Field(**limits)]
+    return Annotated[inner | None if optional else inner, Field(description=allowed + (" or None" if optional else ""))]
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+_Positive = _limited(int, ge=1)
+_PositiveOrNone = _limited(int, optional=True, ge=1)
+_Fraction = _limited(float, gt=0, le=1)
+_Factor = _limited(float, ge=1)
+_InputFiles = _limited(int, words=f"of at least {MIN_INPUT_FILES}", ge=MIN_INPUT_FILES)
+_Ratio = _limited(float, ge=0, lt=1)
+_Count = _limited(int, ge=0)
+_Manifests = _limited(int, ge=2)
+_Age = _limited(timedelta, optional=True, words=">= 0", ge=timedelta(0))
+
+
+@cache
+def _adapter(name: str) -> tuple[TypeAdapter[Any], str]:
+    """The strict validator of threshold ``name`` (no ``True`` for 1, no text for numbers) and what it allows."""
+    hint = get_type_hints(HealthThresholds, include_extras=True)[name]
+    return TypeAdapter(hint, config={"strict": True}), hint.__metadata__[-1].description
 
 
 @dataclass(frozen=True)
@@ -69,62 +91,29 @@ class HealthThresholds:
             partition's bytes gives a warning (default 10); ``>= 1``.
     """
 
-    target_file_size_bytes: int | None = None
-    small_file_fraction: float = 0.75
-    large_file_factor: float = 1.8
-    min_input_files: int = 5
-    max_small_file_ratio: float = 0.1
-    max_position_delete_files: int = 10
-    target_manifest_size_bytes: int | None = None
-    small_manifest_fraction: float = 1.0
-    min_manifests_to_rewrite: int = 100
-    max_snapshot_age: timedelta | None = None
-    retain_last: int = 1
-    max_snapshots: int | None = None
-    max_metadata_file_bytes: int = 10 * MIB
-    max_partition_skew: float = 10.0
+    target_file_size_bytes: _PositiveOrNone = None
+    small_file_fraction: _Fraction = 0.75
+    large_file_factor: _Factor = 1.8
+    min_input_files: _InputFiles = 5
+    max_small_file_ratio: _Ratio = 0.1
+    max_position_delete_files: _Count = 10
+    target_manifest_size_bytes: _PositiveOrNone = None
+    small_manifest_fraction: _Fraction = 1.0
+    min_manifests_to_rewrite: _Manifests = 100
+    max_snapshot_age: _Age = None
+    retain_last: _Positive = 1
+    max_snapshots: _PositiveOrNone = None
+    max_metadata_file_bytes: _Positive = 10 * MIB
+    max_partition_skew: _Factor = 10.0
 
     def __post_init__(self) -> None:
-        problems: list[str] = []
-
-        def integer(name: str, minimum: int, optional: bool = False) -> None:
-            value = getattr(self, name)
-            if value is None and optional:
-                return
-            if not _is_int(value) or value < minimum:
-                allowed = f"an integer >= {minimum}" + (" or None" if optional else "")
-                problems.append(f"{name} must be {allowed}, got {value!r}")
-
-        def number(name: str, low: float, high: float | None, low_open: bool, high_open: bool) -> None:
-            value = getattr(self, name)
-            ok = _is_number(value)
-            if ok:
-                ok = value > low if low_open else value >= low
-            if ok and high is not None:
-                ok = value < high if high_open else value <= high
-            if not ok:
-                lower = f"{'>' if low_open else '>='} {low}"
-                upper = "" if high is None else f" and {'<' if high_open else '<='} {high}"
-                problems.append(f"{name} must be a number {lower}{upper}, got {value!r}")
-
-        integer("target_file_size_bytes", 1, optional=True)
-        number("small_file_fraction", 0, 1, low_open=True, high_open=False)
-        number("large_file_factor", 1, None, low_open=False, high_open=False)
-        problem = min_input_files_problem(self.min_input_files)
-        if problem is not None:
-            problems.append(f"min_input_files {problem}")
-        number("max_small_file_ratio", 0, 1, low_open=False, high_open=True)
-        integer("max_position_delete_files", 0)
-        integer("target_manifest_size_bytes", 1, optional=True)
-        number("small_manifest_fraction", 0, 1, low_open=True, high_open=False)
-        integer("min_manifests_to_rewrite", 2)
-        age = self.max_snapshot_age
-        if age is not None and (not isinstance(age, timedelta) or age < timedelta(0)):
-            problems.append(f"max_snapshot_age must be a timedelta >= 0 or None, got {age!r}")
-        integer("retain_last", 1)
-        integer("max_snapshots", 1, optional=True)
-        integer("max_metadata_file_bytes", 1)
-        number("max_partition_skew", 1, None, low_open=False, high_open=False)
+        problems = []
+        for name in (f.name for f in fields(self)):
+            adapter, allowed = _adapter(name)
+            try:
+                adapter.validate_python(getattr(self, name))
+            except ValidationError:
+                problems.append(f"{name} must be {allowed}, got {getattr(self, name)!r}")
         if problems:
             raise ValueError("Invalid HealthThresholds: " + "; ".join(problems) + ".")
 
@@ -157,7 +146,7 @@ class HealthThresholds:
             )
         values = dict(data)
         age = values.get("max_snapshot_age")
-        if _is_number(age):
+        if isinstance(age, int | float) and not isinstance(age, bool):
             if age < 0:
                 raise ValueError(f"max_snapshot_age must be >= 0 seconds, got {age!r}.")
             values["max_snapshot_age"] = timedelta(seconds=age)

@@ -33,6 +33,7 @@ from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.operators.lineage import IcebergLineageMixin
 from iceberg_ops_provider.operators.wording import operator_message
 from iceberg_ops_provider.progress import size_text
+from iceberg_ops_provider.version_compat import AirflowFailException
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -41,10 +42,6 @@ if TYPE_CHECKING:
     from iceberg_ops_provider.data_migration import DataMover
     from iceberg_ops_provider.data_migration.results import MoveResult
 
-try:  # Airflow 3.2+
-    from airflow.sdk.exceptions import AirflowFailException
-except ImportError:  # pragma: no cover - Airflow 3.1
-    from airflow.exceptions import AirflowFailException
 
 __all__ = [
     "IcebergDataMoveOperator",

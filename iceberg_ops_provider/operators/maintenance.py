@@ -27,15 +27,12 @@ from iceberg_ops_provider.maintenance.times import parse_older_than
 from iceberg_ops_provider.operators.lineage import IcebergLineageMixin
 from iceberg_ops_provider.operators.wording import operator_message
 from iceberg_ops_provider.progress import size_text
+from iceberg_ops_provider.version_compat import AirflowException, AirflowFailException
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
     from pyiceberg.table import Table
 
-try:  # Airflow 3.2+
-    from airflow.sdk.exceptions import AirflowException, AirflowFailException
-except ImportError:  # pragma: no cover - Airflow 3.1
-    from airflow.exceptions import AirflowException, AirflowFailException
 
 __all__ = [
     "IcebergCompactOperator",

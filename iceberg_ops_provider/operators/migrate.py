@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 
@@ -11,18 +11,12 @@ from iceberg_ops_provider.history.lock import DEFAULT_STALE_AFTER
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.operators.lineage import IcebergLineageMixin, table_extra
 from iceberg_ops_provider.operators.wording import operator_message
+from iceberg_ops_provider.version_compat import AirflowException, AirflowFailException
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
 __all__ = ["ACTIONS", "IcebergMigrateOperator"]
-
-ACTIONS = ("upgrade", "downgrade", "plan", "check", "unlock", "repair")
-
-try:  # Airflow 3.2+
-    from airflow.sdk.exceptions import AirflowException, AirflowFailException
-except ImportError:  # pragma: no cover - Airflow 3.1
-    from airflow.exceptions import AirflowException, AirflowFailException
 
 
 class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
@@ -181,41 +175,7 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         self.log.info(
             "Namespace %r is at %s; action %s to %s", self.namespace, before or "base", self.action, self.target
         )
-        migrations: list[dict[str, Any]]
-        plan: dict[str, Any] | None = None
-        if self.action == "upgrade":
-            results = runner.upgrade(
-                self.target,
-                allow_changed=self.allow_changed,
-                allow_missing=self.allow_missing,
-                allow_out_of_order=self.allow_out_of_order,
-            )
-            migrations = [result.to_json() for result in results]
-        elif self.action == "downgrade":
-            self._refuse_data_loss(runner)
-            migrations = [
-                result.to_json() for result in runner.downgrade(self.target, allow_changed=self.allow_changed)
-            ]
-        elif self.action == "plan":
-            from iceberg_ops_provider.runner.plan_document import plan_document
-
-            steps = runner.plan(self.target, inspect=True)
-            migrations = [step.to_json() for step in steps]
-            plan = plan_document(runner, steps, self.target)
-            for step in migrations:
-                self.log.info(
-                    "plan: %s %s %s [%s]", step["direction"], step["version"], step["description"], step.get("risk")
-                )
-        elif self.action == "repair":
-            report = runner.repair()
-            self.log.info("Repair of %r: %s", self.namespace, report.describe())
-            migrations = [report.to_json()]
-        elif self.action == "unlock":
-            holder = runner.force_unlock()
-            self.log.info("Lock of %r: %s", self.namespace, f"released ({holder.describe()})" if holder else "was free")
-            migrations = []
-        else:
-            migrations = self._check(runner)
+        outcome = self._VERBS[self.action](self, runner)
         report = runner.last_run if self.action in ("upgrade", "downgrade") else None
         summary = {
             "namespace": self.namespace,
@@ -224,10 +184,8 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
             # For a change, what the run saw under its lock (another run may have moved it in between).
             "version_before": report.version_before if report else before,
             "version_after": report.version_after if report else runner.current(),
-            "migrations": migrations,
+            **outcome,
         }
-        if plan is not None:
-            summary["plan"] = plan  # the document of `iceberg-ops --json plan` (plan_format 1)
         self.log.info("Namespace %r is now at %s", self.namespace, summary["version_after"] or "base")
         return summary
 
@@ -263,7 +221,43 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
             self.log.warning("%s Reading it as an empty catalog: every migration is pending.", exc)
             return empty_catalog()
 
-    def _check(self, runner: Any) -> list[dict[str, Any]]:
+    def _upgrade(self, runner: Any) -> dict[str, Any]:
+        results = runner.upgrade(
+            self.target,
+            allow_changed=self.allow_changed,
+            allow_missing=self.allow_missing,
+            allow_out_of_order=self.allow_out_of_order,
+        )
+        return {"migrations": [result.to_json() for result in results]}
+
+    def _downgrade(self, runner: Any) -> dict[str, Any]:
+        self._refuse_data_loss(runner)
+        results = runner.downgrade(self.target, allow_changed=self.allow_changed)
+        return {"migrations": [result.to_json() for result in results]}
+
+    def _plan(self, runner: Any) -> dict[str, Any]:
+        from iceberg_ops_provider.runner.plan_document import plan_document
+
+        steps = runner.plan(self.target, inspect=True)
+        migrations = [step.to_json() for step in steps]
+        for step in migrations:
+            self.log.info(
+                "plan: %s %s %s [%s]", step["direction"], step["version"], step["description"], step.get("risk")
+            )
+        # "plan" is the document of `iceberg-ops --json plan` (plan_format 1)
+        return {"migrations": migrations, "plan": plan_document(runner, steps, self.target)}
+
+    def _repair(self, runner: Any) -> dict[str, Any]:
+        report = runner.repair()
+        self.log.info("Repair of %r: %s", self.namespace, report.describe())
+        return {"migrations": [report.to_json()]}
+
+    def _unlock(self, runner: Any) -> dict[str, Any]:
+        holder = runner.force_unlock()
+        self.log.info("Lock of %r: %s", self.namespace, f"released ({holder.describe()})" if holder else "was free")
+        return {"migrations": []}
+
+    def _check(self, runner: Any) -> dict[str, Any]:
         from pathlib import Path
 
         from iceberg_ops_provider.runner.commands import check_namespace
@@ -281,7 +275,21 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
                 "first, or write a migration for the drift (iceberg-ops revision --autogenerate)."
             )
         self.log.info("Namespace %r is up to date at %s", self.namespace, runner.current() or "base")
-        return []
+        return {"migrations": []}
+
+    _VERBS: ClassVar[dict[str, Callable[[IcebergMigrateOperator, Any], dict[str, Any]]]] = {
+        "upgrade": _upgrade,
+        "downgrade": _downgrade,
+        "plan": _plan,
+        "check": _check,
+        "unlock": _unlock,
+        "repair": _repair,
+    }
+    """Each action's verb: what it runs, and the fields it adds to the summary (``migrations``, ``plan``)."""
+
+
+ACTIONS: tuple[str, ...] = tuple(IcebergMigrateOperator._VERBS)
+"""The operator's actions: ``upgrade``, ``downgrade``, ``plan``, ``check``, ``unlock``, ``repair``."""
 
 
 def _task_identity(context: Context) -> dict[str, str]:

@@ -29,14 +29,11 @@ from airflow.sdk import BaseOperator
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.operators.lineage import IcebergLineageMixin, table_extra
 from iceberg_ops_provider.operators.maintenance import as_flag
+from iceberg_ops_provider.version_compat import AirflowException, AirflowFailException, AirflowNotFoundException
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-try:  # Airflow 3.2+
-    from airflow.sdk.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
-except ImportError:  # pragma: no cover - Airflow 3.1
-    from airflow.exceptions import AirflowException, AirflowFailException, AirflowNotFoundException
 
 __all__ = ["IcebergPolicyMaintenanceOperator"]
 

@@ -1,9 +1,10 @@
-"""What the iceberg-ops sensors share: deferral by default, reschedule mode otherwise, clear timeouts.
+"""What the iceberg-ops sensors share: deferral as Airflow is set up, reschedule mode otherwise, clear timeouts.
 
 A sensor checks once on the worker. If the check passes it succeeds at once; otherwise, when
-deferrable (the default), it hands the wait to its trigger with an absolute deadline (now plus
-``timeout``) and frees the worker slot; when not, it waits as any Airflow sensor does, by default in
-``reschedule`` mode (each check a short try on a worker). Either way the check is the same engine
+deferrable (by default when Airflow's ``[operators] default_deferrable`` is true), it hands the wait
+to its trigger with an absolute deadline (now plus ``timeout``) and frees the worker slot; when not,
+it waits as any Airflow sensor does, by default in ``reschedule`` mode (each check a short try on a
+worker). Either way the check is the same engine
 call (:mod:`iceberg_ops_provider.runner.readiness`).
 
 Errors: a transient one (the catalog did not answer, its database was busy) is logged and the wait
@@ -23,6 +24,13 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from iceberg_ops_provider.core.polling import describe_error, is_transient, timeout_message
 from iceberg_ops_provider.errors import IcebergOpsError
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+from iceberg_ops_provider.version_compat import (
+    AirflowException,
+    AirflowFailException,
+    AirflowSensorTimeout,
+    AirflowSkipException,
+    default_deferrable,
+)
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -30,15 +38,6 @@ if TYPE_CHECKING:
 
     from iceberg_ops_provider.triggers.polling import CheckResult
 
-try:  # Airflow 3.2+
-    from airflow.sdk.exceptions import (
-        AirflowException,
-        AirflowFailException,
-        AirflowSensorTimeout,
-        AirflowSkipException,
-    )
-except ImportError:  # pragma: no cover - Airflow 3.1
-    from airflow.exceptions import AirflowException, AirflowFailException, AirflowSensorTimeout, AirflowSkipException
 
 __all__ = ["DEFERRAL_GRACE", "IcebergCatalogSensor"]
 
@@ -48,11 +47,12 @@ itself, with a clear message, and Airflow's limit only catches a trigger that ne
 
 
 class IcebergCatalogSensor(BaseSensorOperator):
-    """Base of the iceberg-ops sensors: one metadata check per poke, deferrable by default.
+    """Base of the iceberg-ops sensors: one metadata check per poke, deferrable as Airflow is set up.
 
     Args:
         iceberg_conn_id: The Airflow connection of the catalog (templated in subclasses).
-        deferrable: Wait in the triggerer (default) instead of on a worker.
+        deferrable: Wait in the triggerer instead of on a worker. Default: Airflow's ``[operators]
+            default_deferrable`` setting (``False`` unless set), as Airflow's own sensors.
         mode: ``poke`` or ``reschedule`` when not deferred; ``reschedule`` by default.
         poke_interval: Seconds between checks (on the worker or in the triggerer).
         **kwargs: The rest of ``BaseSensorOperator``'s arguments (``timeout``, ``soft_fail``, ...).
@@ -62,12 +62,13 @@ class IcebergCatalogSensor(BaseSensorOperator):
         self,
         *,
         iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
-        deferrable: bool = True,
+        deferrable: bool | None = None,
         mode: str | None = None,
         poke_interval: timedelta | float = 60,
         **kwargs: Any,
     ) -> None:
         super().__init__(mode=mode or "reschedule", poke_interval=poke_interval, **kwargs)
+        deferrable = default_deferrable() if deferrable is None else deferrable
         if deferrable and not self.poke_interval > 0:
             raise ValueError(
                 f"{type(self).__name__} {self.task_id!r}: poke_interval must be above zero seconds when deferrable "

@@ -48,7 +48,8 @@ class IcebergMigrationSensor(IcebergCatalogSensor):
         iceberg_conn_id: The Airflow connection of the catalog (templated).
         meta_namespace: Where the history lives: this, else the connection extra's ``meta_namespace``,
             else ``_iceberg_ops`` (``iceberg_ops`` on S3 Tables) (templated).
-        deferrable: Wait in the triggerer (default); else wait on a worker in ``mode``.
+        deferrable: Wait in the triggerer; else wait on a worker in ``mode``. Default: Airflow's
+            ``[operators] default_deferrable`` setting.
         **kwargs: ``poke_interval``, ``timeout``, ``mode`` (default ``reschedule``), ``soft_fail``, ...
 
     Returns (XCom):
@@ -69,10 +70,9 @@ class IcebergMigrationSensor(IcebergCatalogSensor):
         version: str = "head",
         iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
         meta_namespace: str | None = None,
-        deferrable: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(iceberg_conn_id=iceberg_conn_id, deferrable=deferrable, **kwargs)
+        super().__init__(iceberg_conn_id=iceberg_conn_id, **kwargs)
         if not (isinstance(version, str) and "{{" in version):  # a template is checked once rendered
             version = check_wanted_version(version)
         if version == "head" and not migrations_dir:

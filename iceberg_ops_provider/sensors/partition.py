@@ -72,7 +72,8 @@ class IcebergPartitionSensor(IcebergLineageMixin, IcebergCatalogSensor):
             snapshot is read once, before waiting, so its expiry meanwhile does not end the wait.
         count_possible_rows: Judge ``min_rows`` on possible rows (an upper bound) instead of certain ones.
         iceberg_conn_id: The Airflow connection of the catalog (templated).
-        deferrable: Wait in the triggerer (default); else wait on a worker in ``mode``.
+        deferrable: Wait in the triggerer; else wait on a worker in ``mode``. Default: Airflow's
+            ``[operators] default_deferrable`` setting.
         **kwargs: ``poke_interval``, ``timeout``, ``mode`` (default ``reschedule``), ``soft_fail``, ...
 
     Returns (XCom):
@@ -99,10 +100,9 @@ class IcebergPartitionSensor(IcebergLineageMixin, IcebergCatalogSensor):
         after_snapshot: int | str | None = None,
         count_possible_rows: bool = False,
         iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
-        deferrable: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(iceberg_conn_id=iceberg_conn_id, deferrable=deferrable, **kwargs)
+        super().__init__(iceberg_conn_id=iceberg_conn_id, **kwargs)
         if partition is None and where is None:
             raise ValueError(
                 f"{type(self).__name__} {self.task_id!r} needs partition= (such as {{'day': '{{{{ ds }}}}'}}), "

@@ -121,9 +121,9 @@ def sensors_dag(dag_id: str, *, timeout: float, bad_key: bool = False, **sensor_
     return sensors()
 
 
-sensors_dag("iceberg_ops_sensors_deferrable", timeout=60, poke_interval=0.5)
+sensors_dag("iceberg_ops_sensors_deferrable", timeout=60, poke_interval=0.5, deferrable=True)
 sensors_dag("iceberg_ops_sensors_reschedule", timeout=60, poke_interval=1, deferrable=False)
-sensors_dag("iceberg_ops_sensors_deferrable_timeout", timeout=2, poke_interval=0.5, bad_key=True)
+sensors_dag("iceberg_ops_sensors_deferrable_timeout", timeout=2, poke_interval=0.5, deferrable=True, bad_key=True)
 sensors_dag(
     "iceberg_ops_sensors_poke_timeout", timeout=2, poke_interval=0.5, deferrable=False, mode="poke", bad_key=True
 )

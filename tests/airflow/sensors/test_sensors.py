@@ -29,6 +29,12 @@ DAY = "2026-01-02"
 ARROW = pa.schema([("id", pa.int64()), ("ts", pa.timestamp("us", tz="UTC"))])
 
 
+@pytest.fixture(autouse=True)
+def _deferrable_by_default(monkeypatch):
+    """Sensors built here without deferrable= defer, as under `[operators] default_deferrable = True`."""
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "True")
+
+
 def _setup(root: Path, *, rows_on_day: int = 0) -> tuple[object, Path]:
     """Migrations 0001-0002 for ``sales`` (not applied) and ``shop.events`` partitioned by day(ts)."""
     migrations = root / "migrations"
@@ -175,13 +181,28 @@ def test_poking_sensors_time_out_with_what_they_awaited_and_saw(run_dag, iceberg
 # -- construction ---------------------------------------------------------------------------------
 
 
-def test_defaults_and_bad_arguments_at_construction():
+def test_deferrable_follows_airflows_default_deferrable(monkeypatch):
+    monkeypatch.delenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", raising=False)
+    assert IcebergMigrationSensor(task_id="m", namespace="sales", version="0003").deferrable is False
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "True")
+    assert IcebergMigrationSensor(task_id="m", namespace="sales", version="0003").deferrable is True
+    assert IcebergPartitionSensor(task_id="p", table="a.b", where="x > 1").deferrable is True
+    assert IcebergPartitionSensor(task_id="p", table="a.b", where="x > 1", deferrable=False).deferrable is False
+    with pytest.raises(ValueError, match="poke_interval must be above zero seconds when deferrable"):
+        IcebergPartitionSensor(task_id="p", table="a.b", where="x > 1", poke_interval=0)
+    monkeypatch.setenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", "False")
+    assert IcebergPartitionSensor(task_id="p", table="a.b", where="x > 1", deferrable=True).deferrable is True
+    assert IcebergPartitionSensor(task_id="p", table="a.b", where="x > 1", poke_interval=0).deferrable is False
+
+
+def test_defaults_and_bad_arguments_at_construction(monkeypatch):
+    monkeypatch.delenv("AIRFLOW__OPERATORS__DEFAULT_DEFERRABLE", raising=False)
     sensor = IcebergPartitionSensor(task_id="p", table="shop.events", partition={"day": "{{ ds }}"})
-    assert (sensor.deferrable, sensor.mode, sensor.iceberg_conn_id) == (True, "reschedule", "iceberg_ops_default")
+    assert (sensor.deferrable, sensor.mode, sensor.iceberg_conn_id) == (False, "reschedule", "iceberg_ops_default")
     assert set(sensor.template_fields) == {"table", "partition", "where", "after_snapshot", "iceberg_conn_id"}
     assert IcebergPartitionSensor(task_id="q", table="a.b", where="x > 1", mode="poke").mode == "poke"
     migration = IcebergMigrationSensor(task_id="m", namespace="sales", version="0003")
-    assert (migration.deferrable, migration.mode) == (True, "reschedule")
+    assert (migration.deferrable, migration.mode) == (False, "reschedule")
     assert set(migration.template_fields) == {
         "namespace",
         "migrations_dir",
@@ -200,7 +221,9 @@ def test_defaults_and_bad_arguments_at_construction():
         IcebergPartitionSensor(task_id="p3", table="shop.events", where="id > 0", min_rows=0)
     for interval in (0, 0.0, timedelta(0)):  # the trigger could never poll: refused when the DAG is parsed
         with pytest.raises(ValueError, match="poke_interval must be above zero seconds when deferrable"):
-            IcebergPartitionSensor(task_id="p4", table="shop.events", where="id > 0", poke_interval=interval)
+            IcebergPartitionSensor(
+                task_id="p4", table="shop.events", where="id > 0", poke_interval=interval, deferrable=True
+            )
     assert IcebergPartitionSensor(task_id="p5", table="a.b", where="x > 1", deferrable=False, poke_interval=0)
 
 
