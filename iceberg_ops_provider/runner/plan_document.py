@@ -72,7 +72,7 @@ def _step(runner: MigrationRunner, step: PlanStep, mode: str, lint: bool) -> dic
         "direction": step.direction,
         "description": step.description,
         "risk": step.risk,
-        "complete": step.risk not in ("unknown",),
+        "complete": step.risk not in ("unknown", "failed"),
         "commit_mode": mode if mode != "all-or-nothing" or table_changes else "table-by-table",
         "operations": list(step.operations),
         "findings": findings,
