@@ -92,6 +92,11 @@ def revision(settings: Settings, message: str, autogenerate: bool, target_table:
         settings.emit(result.to_json(), "No changes between the models and the live tables; nothing written.")
         return
     lines = [f"wrote {result.path}"] + [f"  [{op.risk}] {op.describe()}" for op in result.operations]
+    lines += [
+        f"note: the model of {new} creates a new table; {live} exists and has no model. If the model means "
+        f"{live}, name it {live} and run revision again (delete {result.path.name} first)."
+        for new, live in result.close_tables.items()
+    ]
     settings.emit(result.to_json(), "\n".join(lines))
 
 
