@@ -355,14 +355,20 @@ def check(settings: Settings, no_lint: bool) -> None:
     report = check_namespace(runner, config.models_dir if with_models else None, lint=not no_lint)
     lines = [f"{report.namespace}: " + ("up to date" if report.ok else "NOT up to date")]
     lines += [f"  pending {s.version} {s.description}" for s in report.pending]
-    lines += [
-        f"  lint {f.path}:{f.line}: [{f.rule}] ({f'allowed: {f.allowed}' if f.allowed else f.severity}) {f.message}"
-        for f in report.findings
-    ]
+    for f in report.failed_findings:
+        lines += [f"  lint {f.path}:{f.line}: [{f.rule}] ({f.severity}) {f.message}", f"      fix: {f.fix}"]
     lines += [f"  drift [{op.risk}] {op.describe()}" for op in report.drift]
     lines += [f"  problem: {p}" for p in report.problems]
     if config.path is None:
         lines.append("  note: models not compared (no project file names a models folder)")
+    passing = [f for f in report.findings if not f.fails]
+    if passing:
+        lines.append("not failing the check:")
+        lines += [
+            f"  {f'allowed ({f.allowed})' if f.allowed else f.severity}: {f.path}:{f.line}: [{f.rule}] {f.message}"
+            for f in passing
+        ]
+
     settings.emit(report.to_json(), "\n".join(lines))
     if not report.ok:
         sys.exit(1)
