@@ -243,3 +243,18 @@ def test_ctrl_c_that_no_command_handles_exits_130_with_the_json_error(lake, monk
     result = CliRunner().invoke(cli, [*sqlite_flags(lake), "--json", "status"])
     assert result.exit_code == 130, result.output
     assert json.loads(result.stdout)["exit_code"] == 130 and "interrupted: stopped by Ctrl-C" in result.stderr
+
+
+def test_an_expiry_dry_run_shows_its_cut_off(tmp_path: Path):
+    small_files_table(sqlite_catalog(tmp_path), "sales.events", appends=2, rows=5)
+    flags = sqlite_flags(tmp_path)
+
+    default = CliRunner().invoke(cli, [*flags, "maintain", "expire", "sales.events", "--dry-run"])
+    given = CliRunner().invoke(
+        cli, [*flags, "--json", "maintain", "expire", "sales.events", "--dry-run", "--older-than", "2026-01-02"]
+    )
+
+    assert default.exit_code == 0, default.output
+    assert "would expire 0 snapshots (older than 20" in default.stdout  # the table's default: 5 days ago
+    assert "at least the last 1 of each branch stay" in default.stdout
+    assert json.loads(given.stdout)["older_than"] == "2026-01-02T00:00:00+00:00"
