@@ -376,7 +376,7 @@ class SetIdentifierFields(Operation):
         return "set_identifier_fields", (self.table, *self.names), {}
 
     def describe(self) -> str:  # noqa: D102
-        return f"set identifier fields of {self.table} to {list(self.names)}"
+        return f"set identifier fields of {self.table} to {', '.join(self.names) or 'none'}"
 
     def reverse(self) -> list[Operation]:  # noqa: D102
         return [SetIdentifierFields(self.table, self.old, self.names)]
@@ -395,7 +395,7 @@ class AddPartitionField(Operation):
         return "add_partition_field", (self.table, self.expr), {"name": self.name}
 
     def describe(self) -> str:  # noqa: D102
-        return f"partition {self.table} by {self.expr} (field {self.name})"
+        return f"partition {self.table} by {self.expr}" + (f" (field {self.name})" if self.name else "")
 
     def reverse(self) -> list[Operation]:  # noqa: D102
         return [DropPartitionField(self.table, self.name, self.expr)]
@@ -414,7 +414,7 @@ class DropPartitionField(Operation):
         return "drop_partition_field", (self.table, self.name), {}
 
     def describe(self) -> str:  # noqa: D102
-        return f"stop partitioning {self.table} by {self.expr} (field {self.name})"
+        return f"stop partitioning {self.table} by {self.expr}" + (f" (field {self.name})" if self.name else "")
 
     def reverse(self) -> list[Operation]:  # noqa: D102
         return [AddPartitionField(self.table, self.expr, self.name)]
@@ -433,7 +433,7 @@ class SetSortOrder(Operation):
         return "set_sort_order", (self.table, list(self.fields)), {}
 
     def describe(self) -> str:  # noqa: D102
-        return f"sort {self.table} by {list(self.fields)}" if self.fields else f"make {self.table} unsorted"
+        return f"sort {self.table} by {', '.join(self.fields)}" if self.fields else f"make {self.table} unsorted"
 
     def reverse(self) -> list[Operation]:  # noqa: D102
         return [SetSortOrder(self.table, self.old, self.fields)]

@@ -23,6 +23,7 @@ from iceberg_ops_provider.cli.errors import EXIT_IRREVERSIBLE, handles_errors, u
 from iceberg_ops_provider.cli.settings import Settings
 from iceberg_ops_provider.cli.shared import json_option, text_table
 from iceberg_ops_provider.errors import ConfirmationRequiredError
+from iceberg_ops_provider.runner.plan_document import COMMIT_MODES
 
 __all__ = [
     "COMMANDS",
@@ -111,10 +112,10 @@ def _results(settings: Settings, results: list[Any], verb: str, nothing: str = "
 
 
 def _commit_column(atomic: bool, direction: str) -> str:
-    """How a migration was committed: ``atomic`` (with its history record), ``per-table``; nothing for a stamp."""
+    """How a migration was committed, in the words of ``status`` and ``plan``; nothing for a stamp."""
     if direction == "stamp":
         return ""
-    return "atomic" if atomic else "per-table"
+    return COMMIT_MODES["atomic" if atomic else "per-table"]
 
 
 _NO_ATOMIC_HELP = (
@@ -240,7 +241,7 @@ def status(settings: Settings) -> None:
     lines = [
         f"namespace: {state.namespace}",
         f"current:   {state.current or 'base'}",
-        f"commits:   {state.commit_mode} ({state.commit_mode_reason})",
+        f"commits:   {COMMIT_MODES[state.commit_mode]} ({state.commit_mode_reason})",
     ]
     if not state.files_compared:
         lines.append(
