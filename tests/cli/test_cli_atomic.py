@@ -71,7 +71,7 @@ def test_upgrade_and_downgrade_commit_all_or_nothing_unless_told_not_to(project)
     assert rolled_back[0]["outside_atomic_commit"] == ["sales.refunds (drop)", "sales.refunds_items (drop)"]
 
     again = _run(project, "upgrade")
-    assert again.stdout.splitlines()[2].split()[-1] == "atomic"
+    assert again.stdout.splitlines()[2].split()[-1] == "all-or-nothing"
     assert "0002 applied in" in again.stderr and "(all-or-nothing, with its history record)" in again.stderr
     stamped = _run(project, "stamp", "0001")
     assert stamped.stdout.splitlines()[2].split()[-2:] == ["rolled_back", "0.00s"]  # no commit column: a stamp
