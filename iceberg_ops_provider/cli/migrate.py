@@ -23,7 +23,6 @@ from iceberg_ops_provider.cli.errors import EXIT_IRREVERSIBLE, handles_errors, u
 from iceberg_ops_provider.cli.settings import Settings
 from iceberg_ops_provider.cli.shared import json_option, text_table
 from iceberg_ops_provider.errors import ConfirmationRequiredError
-from iceberg_ops_provider.runner.plan_document import COMMIT_MODES
 
 __all__ = [
     "COMMANDS",
@@ -113,6 +112,8 @@ def _results(settings: Settings, results: list[Any], verb: str, nothing: str = "
 
 def _commit_column(atomic: bool, direction: str) -> str:
     """How a migration was committed, in the words of ``status`` and ``plan``; nothing for a stamp."""
+    from iceberg_ops_provider.runner.plan_document import COMMIT_MODES
+
     if direction == "stamp":
         return ""
     return COMMIT_MODES["atomic" if atomic else "per-table"]
@@ -236,6 +237,8 @@ def plan(settings: Settings, target: str, direction: str | None) -> None:
 @handles_errors
 def status(settings: Settings) -> None:
     """Show the current version, pending migrations, anything odd, the lock, and how migrations commit."""
+    from iceberg_ops_provider.runner.plan_document import COMMIT_MODES
+
     runner = settings.runner(files="optional", access="read")
     state = runner.status()
     lines = [
