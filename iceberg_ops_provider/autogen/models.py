@@ -17,7 +17,7 @@ A model may also say ``dropped: true`` to declare that the table should not exis
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from pyiceberg.schema import Schema, assign_fresh_schema_ids
 from pyiceberg.types import DoubleType, FloatType, IcebergType, NestedField, PrimitiveType
 
 from iceberg_ops_provider.config import yaml_document
+from iceberg_ops_provider.core.name_hints import closest
 from iceberg_ops_provider.core.type_strings import format_type, parse_type
 from iceberg_ops_provider.errors import IcebergOpsError, ModelError
 from iceberg_ops_provider.migration.transforms import parse_partition_expr, parse_sort_field
@@ -100,13 +101,23 @@ def _string_list(source: object, key: str, value: Any) -> tuple[str, ...]:
     return tuple(value)
 
 
+def _unknown_keys(unknown: set[str], valid: Collection[str]) -> str:
+    """``has an unknown key 'partiton_by' (did you mean 'partition_by'?); valid keys: ...``."""
+    keys = [
+        f"{key!r}" + (f" (did you mean {guess!r}?)" if (guess := closest(key, valid)) else "")
+        for key in sorted(unknown)
+    ]
+    plural = "s" if len(keys) > 1 else ""
+    return f"has an unknown key{plural} {', '.join(keys)}; valid keys: {', '.join(sorted(valid))}."
+
+
 def _column(source: object, index: int, raw: Any) -> ColumnModel:
     where = f"columns[{index}]"
     if not isinstance(raw, dict):
         raise _fail(source, f"{where} must be a mapping such as {{name: id, type: long}}, got {raw!r}.")
     unknown = set(raw) - _COLUMN_KEYS
     if unknown:
-        raise _fail(source, f"{where} has unknown key(s) {sorted(unknown)}; valid keys: {sorted(_COLUMN_KEYS)}.")
+        raise _fail(source, f"{where} {_unknown_keys(unknown, _COLUMN_KEYS)}")
     name = raw.get("name")
     if not isinstance(name, str) or not name:
         raise _fail(source, f"{where} needs a 'name'.")
@@ -143,7 +154,7 @@ def model_from_dict(raw: Any, source: object = "<model>") -> TableModel:
         raise _fail(source, "a model must be a mapping with at least 'name' and 'columns'.")
     unknown = set(raw) - _TABLE_KEYS
     if unknown:
-        raise _fail(source, f"unknown key(s) {sorted(unknown)}; valid keys: {sorted(_TABLE_KEYS)}.")
+        raise _fail(source, "the model " + _unknown_keys(unknown, _TABLE_KEYS))
     name = raw.get("name")
     if not isinstance(name, str) or not name or "." in name:
         raise _fail(source, f"'name' must be a bare table name such as orders, got {name!r}.")

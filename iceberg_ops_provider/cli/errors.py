@@ -48,6 +48,7 @@ __all__ = [
     "exit_interrupted",
     "handles_errors",
     "report_error",
+    "unknown_option",
 ]
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -166,6 +167,32 @@ def exit_interrupted(settings: Settings, message: str, document: dict[str, Any] 
     sys.exit(EXIT_INTERRUPTED)
 
 
+_SYNONYMS = {"migrate": "upgrade", "apply": "upgrade", "up": "upgrade", "rollback": "downgrade", "down": "downgrade"}
+"""Commands of other migration tools and ours that does the same (click suggests close spellings itself)."""
+
+
+def unknown_option(ctx: click.Context, option: str, possibilities: Sequence[str] = ()) -> click.UsageError:
+    """The usage error of ``option``, which the command does not have; for a global option, where it goes.
+
+    ``possibilities`` are click's close spellings of the command's own options.
+    """
+    root = ctx.find_root()
+    if any(option in param.opts or option in param.secondary_opts for param in root.command.params):
+        path = ctx.command_path.removeprefix(root.command_path).strip()
+        return click.UsageError(
+            f"{option} is an option of iceberg-ops itself, not of {path}: put it before the command "
+            f"(iceberg-ops {option} ... {path}).",
+            ctx,
+        )
+    if option == "--dry-run" and ctx.command.name in ("upgrade", "downgrade", "stamp"):
+        return click.UsageError(
+            f"No such option '--dry-run'. To see what {ctx.command.name} would do without changing anything, run "
+            "iceberg-ops plan with the same target.",
+            ctx,
+        )
+    return click.NoSuchOption(option, possibilities=possibilities, ctx=ctx)
+
+
 def _wants_json(args: Sequence[str]) -> bool:
     """Whether the command line asks for JSON (``--json`` anywhere before a ``--``)."""
     for arg in args:
@@ -198,7 +225,10 @@ class CommandLine(click.Group):
             return super().main(args, prog_name, complete_var, standalone_mode, **extra)
         argv = list(sys.argv[1:] if args is None else args)
         try:
-            code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+            try:
+                code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+            except click.NoSuchOption as exc:
+                raise (unknown_option(exc.ctx, exc.option_name, exc.possibilities or ()) if exc.ctx else exc) from None
         except click.ClickException as exc:
             if _wants_json(argv):
                 document = {"error": " ".join(exc.format_message().split()), "type": "UsageError"}
@@ -215,3 +245,12 @@ class CommandLine(click.Group):
             click.echo(f"interrupted: {message}", err=True)
             sys.exit(EXIT_INTERRUPTED)
         sys.exit(code if isinstance(code, int) else 0)
+
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        """The command ``args`` name; a command of another migration tool (``migrate``) gets ours suggested."""
+        name = args[0] if args else None
+        if name in _SYNONYMS and self.get_command(ctx, name) is None:
+            ctx.fail(f"No such command {name!r}. Did you mean {_SYNONYMS[name]!r}?")
+        return super().resolve_command(ctx, args)

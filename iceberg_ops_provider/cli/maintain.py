@@ -185,8 +185,10 @@ def expire(
         )
         refs = f"; removed refs: {', '.join(result.removed_refs)}" if result.removed_refs else ""
         failed = f"; {len(result.failed_deletes)} file(s) could not be deleted" if result.failed_deletes else ""
+        count = len(result.expired_snapshot_ids)
+        cutoff = f" (older than {result.older_than}; at least the last {retain_last} of each branch stay)"
         return (
-            f"{result.table}: {verb} {len(result.expired_snapshot_ids)} snapshot(s); "
+            f"{result.table}: {verb} {count} snapshot{'' if count == 1 else 's'}{cutoff}; "
             f"{'would delete' if result.dry_run else 'deleted'} {deleted}{refs}{failed}"
         )
 

@@ -32,6 +32,19 @@ if TYPE_CHECKING:
 __all__ = ["compact"]
 
 
+def _warn_restorable(table: Any, columns: list[str], verb: str) -> None:
+    """Warn that compacting ``table`` loses the values of dropped ``columns`` that ``restore_column`` could restore."""
+    name = ".".join(table.name()[-1:])
+    listed = ", ".join(columns)
+    click.echo(
+        f"warning: {'.'.join(table.name())}: compaction {verb} data files that still hold the values of dropped "
+        f"column{'s' if len(columns) > 1 else ''} {listed}; the rewritten files leave them out, and "
+        f'ctx.restore_column("{name}", "{columns[0]}") would then bring back nulls for those rows. To keep them, '
+        "restore the column in a migration before compacting.",
+        err=True,
+    )
+
+
 @click.command()
 @TABLE_ARGUMENT
 @ALL_OPTION
@@ -118,6 +131,7 @@ def compact(
     """
     from iceberg_ops_provider.maintenance.binpack import min_input_files_problem
     from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
+    from iceberg_ops_provider.migration.restore import restorable_columns
 
     problem = min_input_files_problem(min_input_files)  # the engine's rule, before any table is opened
     if problem is not None:
@@ -170,6 +184,9 @@ def compact(
     def call(loaded: Any) -> Any:
         if stop.is_set():
             raise KeyboardInterrupt  # no further table starts
+        restorable = restorable_columns(loaded.metadata, loaded.io)
+        if restorable and not dry_run:
+            _warn_restorable(loaded, restorable, "rewrites")
         result = compact_small_files_streaming(
             loaded,
             target_file_size_bytes=target_file_size,
@@ -184,6 +201,8 @@ def compact(
         )
         if result.stopped:  # the engine said after how many groups
             raise KeyboardInterrupt
+        if restorable and dry_run and result.file_groups_count:
+            _warn_restorable(loaded, restorable, "would rewrite")
         return result
 
     with stopping:

@@ -9,7 +9,9 @@ table, or JSON with ``--json``). The commands are defined here without their gro
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 import socket
 import sys
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Any
 
 import click
 
-from iceberg_ops_provider.cli.errors import EXIT_IRREVERSIBLE, handles_errors
+from iceberg_ops_provider.cli.errors import EXIT_IRREVERSIBLE, handles_errors, unknown_option
 from iceberg_ops_provider.cli.settings import Settings
 from iceberg_ops_provider.cli.shared import json_option, text_table
 from iceberg_ops_provider.errors import ConfirmationRequiredError
@@ -40,6 +42,16 @@ __all__ = [
 
 # Lets a relative target such as ``-1`` parse as the TARGET argument instead of an unknown option.
 _TARGET_ARGUMENT = {"ignore_unknown_options": True}
+_RELATIVE = re.compile(r"^[+-][0-9]+$")
+
+
+def _target(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """TARGET as given, unless it is an option (``--dry-run``): then the usage error of an unknown option."""
+    if value is not None and value.startswith("-") and not _RELATIVE.match(value):
+        option = value.split("=", 1)[0]
+        own = [opt for param in ctx.command.params for opt in param.opts if opt.startswith("-")]
+        raise unknown_option(ctx, option, difflib.get_close_matches(option, own))
+    return value
 
 
 def _namespace_known(runner: Any) -> bool:
@@ -80,6 +92,11 @@ def revision(settings: Settings, message: str, autogenerate: bool, target_table:
         settings.emit(result.to_json(), "No changes between the models and the live tables; nothing written.")
         return
     lines = [f"wrote {result.path}"] + [f"  [{op.risk}] {op.describe()}" for op in result.operations]
+    lines += [
+        f"note: the model of {new} creates a new table; {live} exists and has no model. If the model means "
+        f"{live}, name it {live} and run revision again (delete {result.path.name} first)."
+        for new, live in result.close_tables.items()
+    ]
     settings.emit(result.to_json(), "\n".join(lines))
 
 
@@ -94,10 +111,12 @@ def _results(settings: Settings, results: list[Any], verb: str, nothing: str = "
 
 
 def _commit_column(atomic: bool, direction: str) -> str:
-    """How a migration was committed: ``atomic`` (with its history record), ``per-table``; nothing for a stamp."""
+    """How a migration was committed, in the words of ``status`` and ``plan``; nothing for a stamp."""
+    from iceberg_ops_provider.runner.plan_document import COMMIT_MODES
+
     if direction == "stamp":
         return ""
-    return "atomic" if atomic else "per-table"
+    return COMMIT_MODES["atomic" if atomic else "per-table"]
 
 
 _NO_ATOMIC_HELP = (
@@ -108,7 +127,7 @@ _NO_ATOMIC_HELP = (
 
 @click.command(context_settings=_TARGET_ARGUMENT)
 @json_option
-@click.argument("target", default="head")
+@click.argument("target", default="head", callback=_target)
 @click.option("--allow-changed", is_flag=True, help="Run even if applied migration files changed.")
 @click.option("--allow-missing", is_flag=True, help="Run even if applied migration files are missing.")
 @click.option("--allow-out-of-order", is_flag=True, help="Apply pending files numbered below the current version.")
@@ -133,7 +152,7 @@ def upgrade(
 
 @click.command(context_settings=_TARGET_ARGUMENT)
 @json_option
-@click.argument("target")
+@click.argument("target", callback=_target)
 @click.option("--allow-changed", is_flag=True, help="Roll back even if the migration files changed.")
 @click.option("--yes", is_flag=True, help="Roll back even when it drops tables or columns holding data.")
 @click.option("--no-atomic", is_flag=True, help=_NO_ATOMIC_HELP)
@@ -155,7 +174,7 @@ def downgrade(settings: Settings, target: str, allow_changed: bool, yes: bool, n
 
 @click.command(context_settings=_TARGET_ARGUMENT)
 @json_option
-@click.argument("version")
+@click.argument("version", callback=_target)
 @click.pass_obj
 @handles_errors
 def stamp(settings: Settings, version: str) -> None:
@@ -168,12 +187,15 @@ def stamp(settings: Settings, version: str) -> None:
 
 @click.command(context_settings=_TARGET_ARGUMENT)
 @json_option
-@click.argument("target", default="head")
+@click.argument("target", default="head", callback=_target)
 @click.option("--direction", type=click.Choice(["upgrade", "downgrade"]), help="Default: inferred from TARGET.")
 @click.pass_obj
 @handles_errors
 def plan(settings: Settings, target: str, direction: str | None) -> None:
-    """Show the steps a run to TARGET would take; changes nothing (exit 3: the rollback reaches an irreversible one)."""
+    """Show the steps a run to TARGET would take; changes nothing.
+
+    Exit 1: a step's dry run raised (it would fail); exit 3: the rollback reaches an irreversible one.
+    """
     from iceberg_ops_provider.runner.plan_document import plan_document
 
     runner = settings.runner(access="read")
@@ -190,10 +212,18 @@ def plan(settings: Settings, target: str, direction: str | None) -> None:
             f"irreversible: a downgrade to {target} stops at {blocked.version} ({blocked.description}), which "
             f"cannot be rolled back: {done}; {blocked.version} and the versions below it stay applied."
         )
+    failed = [step for step in steps if step.risk == "failed"]
+    if failed:
+        lines.append(
+            f"failed: a dry run of {', '.join(step.version for step in failed)} raised (above), so a run would fail "
+            "there too; fix the file and plan again."
+        )
     if settings.as_json:
         click.echo(json.dumps(plan_document(runner, steps, target), indent=2, sort_keys=True, default=str))
     else:
         click.echo("\n".join(lines) or "Nothing to do.")
+    if failed:
+        sys.exit(1)
     if stop is not None:
         sys.exit(EXIT_IRREVERSIBLE)
 
@@ -204,12 +234,14 @@ def plan(settings: Settings, target: str, direction: str | None) -> None:
 @handles_errors
 def status(settings: Settings) -> None:
     """Show the current version, pending migrations, anything odd, the lock, and how migrations commit."""
+    from iceberg_ops_provider.runner.plan_document import COMMIT_MODES
+
     runner = settings.runner(files="optional", access="read")
     state = runner.status()
     lines = [
         f"namespace: {state.namespace}",
         f"current:   {state.current or 'base'}",
-        f"commits:   {state.commit_mode} ({state.commit_mode_reason})",
+        f"commits:   {COMMIT_MODES[state.commit_mode]} ({state.commit_mode_reason})",
     ]
     if not state.files_compared:
         lines.append(
@@ -232,14 +264,13 @@ def status(settings: Settings) -> None:
         lines.append(f"interrupted: {interrupted_problem(state.interrupted, state.interrupted_outcome or '')}")
     if state.files_compared:
         broken = {int(file.version) for file in state.broken if file.version is not None}
-        pending = [(s.version, s.description, _pending_note(s.version, state.failed, broken)) for s in state.pending]
+        pending = [(s.version, s.description, _pending_note(s.version, state.errors, broken)) for s in state.pending]
         lines.append(f"pending:   {len(pending)}")
         if pending:
             lines.append(text_table(["version", "description", "note"], pending))
     else:
         lines.append("pending:   not known (files not compared; pass --migrations-dir DIR)")
-        if state.failed:
-            lines.append(f"failed:    {', '.join(state.failed)} (its last attempt failed)")
+        lines += [f"failed:    {version}: its last attempt failed: {error}" for version, error in state.errors.items()]
     for label, versions in (
         ("changed", state.changed),
         ("missing", state.missing),
@@ -251,8 +282,8 @@ def status(settings: Settings) -> None:
     settings.emit(state.to_json(), "\n".join(lines))
 
 
-def _pending_note(version: str, failed: list[str], broken: set[int]) -> str:
-    notes = ["failed"] if version in failed else []
+def _pending_note(version: str, errors: dict[str, str], broken: set[int]) -> str:
+    notes = [f"failed: {errors[version]}"] if version in errors else []
     if int(version) in broken:
         notes.append("broken: its file cannot be loaded (below)")
     return "; ".join(notes)
@@ -287,6 +318,7 @@ def history(settings: Settings, show_events: bool) -> None:
     ]
     if table:
         human = text_table(["version", "status", "operation", "applied_at", "by", "description"], table)
+        human += "".join(f"\n{r.version} failed: {r.error}" for r in rows if r.status == "failed" and r.error)
     elif runner.files_compared:
         human = f"No history yet: base, {len(runner.state(report_broken=True).pending)} pending."
     else:
@@ -324,14 +356,20 @@ def check(settings: Settings, no_lint: bool) -> None:
     report = check_namespace(runner, config.models_dir if with_models else None, lint=not no_lint)
     lines = [f"{report.namespace}: " + ("up to date" if report.ok else "NOT up to date")]
     lines += [f"  pending {s.version} {s.description}" for s in report.pending]
-    lines += [
-        f"  lint {f.path}:{f.line}: [{f.rule}] ({f'allowed: {f.allowed}' if f.allowed else f.severity}) {f.message}"
-        for f in report.findings
-    ]
+    for f in report.failed_findings:
+        lines += [f"  lint {f.path}:{f.line}: [{f.rule}] ({f.severity}) {f.message}", f"      fix: {f.fix}"]
     lines += [f"  drift [{op.risk}] {op.describe()}" for op in report.drift]
     lines += [f"  problem: {p}" for p in report.problems]
     if config.path is None:
         lines.append("  note: models not compared (no project file names a models folder)")
+    passing = [f for f in report.findings if not f.fails]
+    if passing:
+        lines.append("not failing the check:")
+        lines += [
+            f"  {f'allowed ({f.allowed})' if f.allowed else f.severity}: {f.path}:{f.line}: [{f.rule}] {f.message}"
+            for f in passing
+        ]
+
     settings.emit(report.to_json(), "\n".join(lines))
     if not report.ok:
         sys.exit(1)

@@ -315,11 +315,20 @@ def _other_moves_notes(mover: DataMover, target: Table | None) -> list[str]:
     if not others:
         return []
     listed = ", ".join(f"{move_id} ({rows:,} rows)" for move_id, rows in sorted(others.items()))
+    head = f"{mover.target} already holds rows of {len(others)} other move(s) from {mover.source}: {listed}. "
+    try:
+        selected: int | None = target.scan(row_filter=mover.where).count()
+    except Exception:  # a --where naming source columns the target renamed: not known
+        selected = None
+    if selected == 0:  # moving day after day, each with its own --where
+        return [head + f"These options make a new move ({mover.move_id}); none of the rows they select is there yet"]
+    overlap = "rows of it may already match" if selected is None else f"{selected:,} of its rows already match"
     return [
-        f"{mover.target} already holds rows of {len(others)} other move(s) from {mover.source}: {listed}. "
-        f"These options make a new move ({mover.move_id}), which copies the rows they select again beside "
-        "those; to go on with an earlier move instead, run it with its own options or pass its --move-id "
-        "(--mode overwrite replaces the rows the --where selects)"
+        f"warning: {head}These options make a new move ({mover.move_id}), and {overlap} what this move selects: "
+        "the move copies those rows again, so they will be there twice. "
+        "To avoid duplicates, go on with the earlier move instead (run it with its own options or pass its "
+        "--move-id), narrow --where to rows not moved yet, or pass --mode overwrite to replace the rows the "
+        "--where selects"
     ]
 
 
@@ -376,7 +385,7 @@ def run_move(settings: Settings, **options: Any) -> None:
                 stopping.stop = mover.stop
                 notes = _resume_notes(mover)
                 for note in notes:
-                    display.note(f"note: {note}")
+                    display.note(note if note.startswith("warning: ") else f"note: {note}")
                 result = mover.run()
                 stopping.finished()
         except KeyboardInterrupt:  # while preparing, or a second Ctrl-C

@@ -98,6 +98,10 @@ class CatalogUnavailableError(IcebergOpsError, ConnectionError):
         super().__init__(message)
 
 
+_KIND_OF_DATABASE = {"postgres": "sql", "postgresql": "sql", "pg": "sql", "mysql": "sql", "sqlalchemy": "sql"}
+"""Databases named as a catalog kind, and the kind that opens a catalog held in one."""
+
+
 class UnknownCatalogKindError(CatalogConfigError):
     """``CatalogFactory.build`` was given a kind it does not know.
 
@@ -108,6 +112,7 @@ class UnknownCatalogKindError(CatalogConfigError):
     Attributes:
         kind: The kind that was asked for.
         valid_kinds: The kinds that exist (for whoever raised it).
+        guess: The kind meant: the closest spelling, or ``sql`` for a database's name (``postgres``); else ``None``.
     """
 
     PYTHON_ADVICE: ClassVar[str] = (
@@ -121,7 +126,10 @@ class UnknownCatalogKindError(CatalogConfigError):
         self.kind = kind
         self.valid_kinds = tuple(valid_kinds)
         close = difflib.get_close_matches(str(kind).lower(), self.valid_kinds, n=1, cutoff=0.6)
-        guess = f" Did you mean {close[0]!r}?" if close else ""
+        self.guess = _KIND_OF_DATABASE.get(str(kind).lower()) or (close[0] if close else None)
+        guess = f" Did you mean {self.guess!r}?" if self.guess else ""
+        if str(kind).lower() in _KIND_OF_DATABASE:
+            guess += " A PostgreSQL or MySQL database holds a sql catalog, its SQLAlchemy URL the catalog's uri."
         where = message(" ({setting})", setting=setting) if setting is not None else ""
         text = message(f"Unknown catalog kind {kind!r}") + where
         text = text + f". Valid kinds are: {', '.join(self.valid_kinds)}.{guess} "

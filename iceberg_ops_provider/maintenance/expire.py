@@ -19,7 +19,7 @@ import logging
 import time
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import CommitFailedException
@@ -66,22 +66,26 @@ class ExpirePlan:
         expired_snapshot_ids: The snapshots to remove.
         removed_refs: Branches and tags past their ``max-ref-age-ms``.
         retained_snapshot_ids: The snapshots that stay.
+        cutoff_ms: Snapshots committed before this (epoch milliseconds) may go, unless a branch keeps them.
     """
 
     expired_snapshot_ids: tuple[int, ...]
     removed_refs: tuple[str, ...]
     retained_snapshot_ids: tuple[int, ...]
+    cutoff_ms: int | None = None
 
 
 @dataclass(frozen=True)
 class ExpireSnapshotsResult:
     """What :func:`expire_snapshots` did (or, with ``dry_run``, would do).
 
-    Counts use the names of Spark's ``expire_snapshots`` procedure.
+    Counts use the names of Spark's ``expire_snapshots`` procedure. ``older_than`` is the cut-off used
+    (ISO, UTC): snapshots committed before it may go, unless a branch's own settings keep them.
     """
 
     table: str
     dry_run: bool
+    older_than: str | None = None
     expired_snapshot_ids: list[int] = field(default_factory=list)
     removed_refs: list[str] = field(default_factory=list)
     deleted_data_files_count: int = 0
@@ -183,7 +187,7 @@ def plan_expiry(
 
     expired = tuple(s.snapshot_id for s in metadata.snapshots if s.snapshot_id not in retained)
     kept = tuple(s.snapshot_id for s in metadata.snapshots if s.snapshot_id in retained)
-    return ExpirePlan(expired, tuple(removed_refs), kept)
+    return ExpirePlan(expired, tuple(removed_refs), kept, default_cutoff)
 
 
 @dataclass
@@ -418,7 +422,7 @@ def expire_snapshots(
             metadata, now_ms=int(time.time() * 1000), older_than_ms=older_than_ms, retain_last=retain_last
         )
         if not plan.expired_snapshot_ids and not plan.removed_refs:
-            return ExpireSnapshotsResult(name, dry_run)
+            return ExpireSnapshotsResult(name, dry_run, _iso(plan.cutoff_ms))
         log_before = [entry.metadata_file for entry in metadata.metadata_log] + [table.metadata_location]
         doomed = _Doomed()
         if dry_run:
@@ -490,6 +494,10 @@ def _after_commit(table: Table, metadata: TableMetadata, plan: ExpirePlan, name:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+def _iso(epoch_ms: int | None) -> str | None:
+    return None if epoch_ms is None else datetime.fromtimestamp(epoch_ms / 1000, UTC).isoformat(timespec="seconds")
+
+
 def _result(
     name: str, dry_run: bool, plan: ExpirePlan, doomed: _Doomed, metadata_files: list[str], failures: list[str]
 ) -> ExpireSnapshotsResult:
@@ -501,6 +509,7 @@ def _result(
     return ExpireSnapshotsResult(
         table=name,
         dry_run=dry_run,
+        older_than=_iso(plan.cutoff_ms),
         expired_snapshot_ids=list(plan.expired_snapshot_ids),
         removed_refs=list(plan.removed_refs),
         deleted_data_files_count=count("data"),

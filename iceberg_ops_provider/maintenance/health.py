@@ -208,9 +208,9 @@ class TableHealthReport:
         needing = sum(p.needs_compaction for p in self.partitions)
         lines = [
             f"{self.table}: {verdict}",
-            f"data: {data.files:,} files, {_size(data.bytes)}, {data.small_file_ratio:.0%} small "
+            f"data: {_n(data.files, 'file')}, {_size(data.bytes)}, {data.small_file_ratio:.0%} small "
             f"(< {_size(small_limit)} of the {_size(self.target_file_size_bytes)} target); "
-            f"{needing} of {len(self.partitions)} partition(s) need compaction; "
+            f"{needing} of {_n(len(self.partitions), 'partition')} {'needs' if needing == 1 else 'need'} compaction; "
             f"delete files: {deletes.position_delete_files} position, {deletes.equality_delete_files} equality",
             f"manifests: {manifests.manifests:,} in the current snapshot ({manifests.small_manifests:,} small); "
             f"snapshots: {snaps.snapshots:,} (oldest {_age(snaps.oldest_age_seconds)}, "
@@ -218,7 +218,8 @@ class TableHealthReport:
             f"{'?' if self.metadata.file_bytes is None else _size(self.metadata.file_bytes)}, "
             f"log of {self.metadata.log_length}",
         ]
-        lines += [f"{'run' if r.needed else 'advice'}: {write(r)} - {r.reason}" for r in self.recommendations]
+        for r in self.recommendations:
+            lines += [f"{r.action}: {r.reason}", f"  {'run' if r.needed else 'advice'}: {write(r)}"]
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
 
@@ -377,6 +378,11 @@ def _size_property(table: Table, key: str, default: int) -> int:
     return value
 
 
+def _n(count: int, noun: str) -> str:
+    """``1 file``, ``2 files``."""
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
 def _compaction(
     table: Table,
     partitions: list[PartitionHealth],
@@ -391,7 +397,8 @@ def _compaction(
     candidates = sum(p.compaction_candidates for p in due)
     if deletes.equality_delete_files:
         warnings.append(
-            f"{len(due)} partition(s) need compaction ({candidates} files to rewrite), but the table holds "
+            f"{_n(len(due), 'partition')} {'needs' if len(due) == 1 else 'need'} compaction "
+            f"({_n(candidates, 'file')} to rewrite), but the table holds "
             f"{deletes.equality_delete_files} equality delete files, which compact_small_files_streaming refuses "
             "(PyIceberg cannot apply them): compact with the engine that wrote them (Spark's rewrite_data_files)"
         )
@@ -403,16 +410,17 @@ def _compaction(
     kinds = []
     if candidates - older:
         kinds.append(
-            f"{candidates - older} small files (under {_size(int(target * thresholds.small_file_fraction))}, "
+            f"{_n(candidates - older, 'small file')} (under {_size(int(target * thresholds.small_file_fraction))}, "
             f"{thresholds.small_file_fraction:.0%} of the {_size(target)} target)"
         )
     if older:
         kinds.append(f"{older} written under an older partition spec (rewritten into the current one)")
     reason = (
-        f"{len(due)} partition(s){of_all} hold at least {thresholds.min_input_files} files to rewrite, more than "
+        f"{_n(len(due), 'partition')}{of_all} {'holds' if len(due) == 1 else 'hold'} at least "
+        f"{_n(thresholds.min_input_files, 'file')} to rewrite, more than "
         f"{thresholds.max_small_file_ratio:.0%} of their files: {' and '.join(kinds)}"
     )
-    reason += f", {_size(sum(p.compaction_candidate_bytes for p in due))}, about {after} file(s) after compaction"
+    reason += f", {_size(sum(p.compaction_candidate_bytes for p in due))}, about {_n(after, 'file')} after compaction"
     if sorted_table:
         reason += "; the table has a sort order, so each output file is sorted by it"
     return Recommendation(

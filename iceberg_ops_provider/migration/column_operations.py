@@ -561,7 +561,7 @@ class SetIdentifierFields(Operation):
         )
 
     def describe(self) -> str:  # noqa: D102
-        return f"set identifier fields of {self.table} to {list(self.names)}"
+        return f"set identifier fields of {self.table} to {', '.join(self.names) or 'none'}"
 
     def reverse(self) -> list[Operation]:  # noqa: D102
         return [SetIdentifierFields(self.table, self.old, self.names)]

@@ -33,7 +33,15 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.table.metadata import TableMetadata
 
-__all__ = ["DroppedColumn", "RowsHolding", "dropped_column", "nested_ids", "restoring", "rows_holding"]
+__all__ = [
+    "DroppedColumn",
+    "RowsHolding",
+    "dropped_column",
+    "nested_ids",
+    "restorable_columns",
+    "restoring",
+    "rows_holding",
+]
 
 
 @dataclass(frozen=True)
@@ -304,3 +312,23 @@ def rows_holding(metadata: TableMetadata, io: FileIO, field: NestedField) -> Row
             else:
                 without += data_file.record_count
     return RowsHolding(with_data, without, unknown, nulls)
+
+
+def restorable_columns(metadata: TableMetadata, io: FileIO) -> list[str]:
+    """The dropped columns whose values live data files still hold: what ``restore_column`` can bring back.
+
+    A rewrite of those files (compaction, a copy-on-write delete) writes them without the column, so
+    its values are gone for good. Named as in the last schema that had each column.
+    """
+    current = index_by_id(metadata.schema())
+    dropped: dict[int, tuple[str, NestedField]] = {}
+    for schema in metadata.schemas:
+        for field_id, field in index_by_id(schema).items():
+            if field_id not in current:
+                dropped[field_id] = (schema.find_column_name(field_id) or field.name, field)
+    inside = {child for _, field in dropped.values() for child in nested_ids(field.field_type)}
+    return sorted(
+        name
+        for field_id, (name, field) in dropped.items()
+        if field_id not in inside and rows_holding(metadata, io, field).with_data
+    )

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.exceptions import NoSuchTableError
 
+from iceberg_ops_provider.core.name_hints import did_you_mean, missing_table
 from iceberg_ops_provider.errors import DryRunLimit, InvalidOperationError
 from iceberg_ops_provider.migration.commit_queue import CommitJournal, CommitQueue
 from iceberg_ops_provider.migration.restore import rows_holding
@@ -190,9 +191,12 @@ class TableStaging:
             try:
                 table = self.catalog.load_table(identifier)
             except NoSuchTableError as exc:
+                guess = missing_table(self.catalog, self.label(identifier)).guess
+                if guess is not None and "." not in name and guess.rpartition(".")[0] == self.namespace:
+                    guess = guess.rpartition(".")[2]  # as the migration names its tables
                 raise InvalidOperationError(
                     f"Table {self.label(identifier)} does not exist; create it first (ctx.create_table) "
-                    "or check the name and namespace."
+                    "or check the name and namespace." + did_you_mean(guess)
                 ) from exc
             commits.stage_table(identifier, table.transaction())
         return identifier, commits.pending[identifier]

@@ -213,7 +213,6 @@ class AddPartitionField(Operation):
     """Add a partition field (new data is partitioned by it; existing files keep their spec)."""
 
     risks: ClassVar[Mapping[str, Risk]] = {"add_partition_field": "review"}
-    described: ClassVar[str] = "partition {table} by {expr} (field {name})"
     noted: ClassVar[str] = "partition {table} by {expr}"
 
     expr: str = ""
@@ -230,6 +229,9 @@ class AddPartitionField(Operation):
     def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         return (self.table, self.expr), {"name": self.name}
 
+    def describe(self) -> str:  # noqa: D102
+        return f"partition {self.table} by {self.expr}" + (f" (field {self.name})" if self.name else "")
+
     def reverse(self) -> list[Operation]:  # noqa: D102
         return [DropPartitionField(self.table, self.name or "", self.expr)]
 
@@ -239,13 +241,15 @@ class DropPartitionField(Operation):
     """Remove a partition field by its name."""
 
     risks: ClassVar[Mapping[str, Risk]] = {"drop_partition_field": "review"}
-    described: ClassVar[str] = "stop partitioning {table} by {expr} (field {name})"
     rule: ClassVar[str | None] = "drop-partition-field"
     arguments: ClassVar[tuple[str, ...]] = ("table", "name")
     noted: ClassVar[str] = "drop partition field {table}.{name}"
 
     name: str = ""
     expr: str = ""
+
+    def describe(self) -> str:  # noqa: D102
+        return f"stop partitioning {self.table} by {self.expr}" + (f" (field {self.name})" if self.name else "")
 
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         name = self.name
@@ -316,7 +320,7 @@ class SetSortOrder(Operation):
         return (self.table, list(self.fields)), {}
 
     def describe(self) -> str:  # noqa: D102
-        return f"sort {self.table} by {list(self.fields)}" if self.fields else f"make {self.table} unsorted"
+        return f"sort {self.table} by {', '.join(self.fields)}" if self.fields else f"make {self.table} unsorted"
 
     def reverse(self) -> list[Operation]:  # noqa: D102
         return [SetSortOrder(self.table, self.old, self.fields)]

@@ -214,16 +214,22 @@ def interrupted_problem(intent: Intent, outcome: str) -> str:
 
 @dataclass(frozen=True)
 class RevisionResult:
-    """What ``revision`` wrote: the file (``None`` when autogenerate found nothing) and its operations."""
+    """What ``revision`` wrote: the file (``None`` when autogenerate found nothing) and its operations.
+
+    ``close_tables`` maps each model that creates a new table to the live table without a model whose
+    name is close to it (``userz`` -> ``users``): perhaps a misspelt name, which would create a second table.
+    """
 
     path: Path | None
     operations: list[Operation] = field(default_factory=list)
+    close_tables: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
         return {
             "path": str(self.path) if self.path else None,
             "operations": [op.to_json() for op in self.operations],
+            "close_tables": self.close_tables,
         }
 
 
@@ -291,7 +297,19 @@ def revision(
         return RevisionResult(None, [])
     sources = ", ".join(_display(m.source, config.root) if m.source else m.name for m in models)
     text = render_migration(message, operations, source=sources)
-    return RevisionResult(create_revision(folder, message, content=text), operations)
+    close = _close_tables(runner, config, models)
+    return RevisionResult(create_revision(folder, message, content=text), operations, close)
+
+
+def _close_tables(runner: MigrationRunner, config: ProjectConfig, models: list[Any]) -> dict[str, str]:
+    """Each model of a table that does not exist, and the closest live table that has no model."""
+    if not runner.catalog.namespace_exists(runner.namespace):
+        return {}
+    live = {identifier[-1] for identifier in runner.catalog.list_tables(runner.namespace)}
+    unmodelled = live - {model.name for model in load_models(config.models_dir)}
+    new = [model.name for model in models if model.name not in live and not model.dropped]
+    found = {name: closest(name, unmodelled) for name in new}
+    return {name: guess for name, guess in found.items() if guess is not None and not guess.startswith("_")}
 
 
 def _no_model(table: str, folder: Path, names: list[str]) -> str:

@@ -275,6 +275,7 @@ class MigrationRunner:
             applied=[state.rows[v] for v in state.applied],
             pending=[PlanStep("upgrade", v, state.description(v)) for v in state.pending],
             failed=list(state.failed),
+            errors={version: state.rows[version].error or "" for version in state.failed},
             changed=list(state.changed),
             missing=list(state.missing),
             out_of_order=list(state.out_of_order),

@@ -30,12 +30,13 @@ if TYPE_CHECKING:
     from iceberg_ops_provider.runner.migration_runner import MigrationRunner
     from iceberg_ops_provider.runner.planning import PlanStep
 
-__all__ = ["PLAN_FORMAT", "plan_document"]
+__all__ = ["COMMIT_MODES", "PLAN_FORMAT", "plan_document"]
 
 PLAN_FORMAT = 1
 """The version of the document's layout."""
 
-_MODES = {"atomic": "all-or-nothing", "per-table": "table-by-table", "unknown": "unknown"}
+COMMIT_MODES = {"atomic": "all-or-nothing", "per-table": "table-by-table", "unknown": "unknown"}
+"""The words of the document (and of the command line) for each commit mode of ``MigrationRunner.status()``."""
 _TABLE_CHANGES = ("update-table", "create-table")
 
 
@@ -50,7 +51,7 @@ def plan_document(
         target: The target as given.
         lint: Add each step's lint findings (``iceberg-ops lint``'s rules, judged against the live tables).
     """
-    mode = _MODES[commit_mode_label(runner.commit_mode())]
+    mode = COMMIT_MODES[commit_mode_label(runner.commit_mode())]
     return {
         "plan_format": PLAN_FORMAT,
         "namespace": runner.namespace,
@@ -72,7 +73,7 @@ def _step(runner: MigrationRunner, step: PlanStep, mode: str, lint: bool) -> dic
         "direction": step.direction,
         "description": step.description,
         "risk": step.risk,
-        "complete": step.risk not in ("unknown",),
+        "complete": step.risk not in ("unknown", "failed"),
         "commit_mode": mode if mode != "all-or-nothing" or table_changes else "table-by-table",
         "operations": list(step.operations),
         "findings": findings,

@@ -49,12 +49,12 @@ class PlanStep:
         operations: With an inspecting plan: what the step's body asks for, each with its risk.
         risk: With an inspecting plan: the step's highest risk (``safe``, ``review``,
             ``destructive``), ``irreversible`` when its ``downgrade()`` raises
-            ``IrreversibleMigrationError`` (a rollback stops there), or ``unknown`` when its body
-            could not be run dry.
+            ``IrreversibleMigrationError`` (a rollback stops there), ``failed`` when a dry run of its
+            body raised, or ``unknown`` when its body could not be followed to its end dry.
         changes: With an inspecting plan: what the step would send the catalog, in order: catalog
             operations and each table's requirements and updates, shaped as the REST catalog
             specification names them (see :mod:`~iceberg_ops_provider.migration.staged_changes`);
-            up to where a dry run had to stop, for an ``unknown`` step.
+            up to where a dry run had to stop, for an ``unknown`` or ``failed`` step.
     """
 
     direction: Direction

@@ -82,6 +82,7 @@ class NamespaceStatus:
         applied: Applied versions with their history rows, ascending.
         pending: Migrations not applied yet, in the order ``upgrade`` would run them.
         failed: Versions whose last attempt failed (they are pending too).
+        errors: The error each of those attempts recorded, by version.
         changed: Applied versions whose file changed.
         missing: Applied versions whose file is gone.
         out_of_order: Pending versions numbered below ``current``.
@@ -109,6 +110,7 @@ class NamespaceStatus:
     applied: list[HistoryRow]
     pending: list[PlanStep]
     failed: list[str] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
     changed: list[str] = field(default_factory=list)
     missing: list[str] = field(default_factory=list)
     out_of_order: list[str] = field(default_factory=list)
@@ -131,6 +133,7 @@ class NamespaceStatus:
         return {
             "pending": [step.to_json() for step in self.pending] if known else None,
             "failed": self.failed,
+            "errors": self.errors,
             "changed": self.changed if known else None,
             "missing": self.missing if known else None,
             "out_of_order": self.out_of_order if known else None,

@@ -235,7 +235,8 @@ def inspect_step(target: RunTarget, step: PlanStep, planned: PlannedCatalog | No
     The body runs against a context that stages but never commits; a drop of a table or column
     holding rows is ``destructive``, a ``downgrade()`` that raises
     :class:`~iceberg_ops_provider.errors.IrreversibleMigrationError` is ``irreversible`` (its reason
-    is the operation listed), and a body that cannot be followed to its end is ``unknown``.
+    is the operation listed), a body that raises is ``failed`` (a run would fail there too), and a
+    body that cannot be followed to its end without committing is ``unknown``.
 
     With ``planned``, the body runs against the catalog as the steps inspected before it leave it,
     and what it stages is then added to ``planned`` for the steps after it.
@@ -245,6 +246,7 @@ def inspect_step(target: RunTarget, step: PlanStep, planned: PlannedCatalog | No
     catalog: Any = planned if planned is not None else target.catalog
     context = MigrationContext(catalog, target.namespace, meta_namespace=target.meta_namespace, dry_run=True)
     stopped: str | None = None
+    failed: str | None = None
     irreversible: str | None = None
     try:
         with importable(target.folder):
@@ -257,7 +259,7 @@ def inspect_step(target: RunTarget, step: PlanStep, planned: PlannedCatalog | No
     except IrreversibleMigrationError as exc:
         irreversible = str(exc) or f"{step.version} cannot be rolled back"
     except Exception as exc:
-        stopped = f"unknown: a dry run of its body raised {type(exc).__name__}: {exc}"
+        failed = f"failed: a dry run of its body raised {type(exc).__name__}: {exc}"
     operations = list(context.operations)
     changes = tuple(context.pending_changes())
     if planned is not None and irreversible is None:
@@ -265,6 +267,9 @@ def inspect_step(target: RunTarget, step: PlanStep, planned: PlannedCatalog | No
     if irreversible is not None:  # known: a rollback stops here, whatever the body staged before raising
         operations.append({"operation": irreversible, "risk": "irreversible"})
         risk = "irreversible"
+    elif failed is not None:  # a run would fail here too
+        operations.append({"operation": failed, "risk": "failed"})
+        risk = "failed"
     elif stopped is not None:
         operations.append({"operation": stopped, "risk": "unknown"})
         risk = "unknown"

@@ -130,3 +130,14 @@ def test_any_message_renders_a_file_that_parses(message):
     assert ast.get_docstring(tree).startswith(message)
     skeleton = ast.parse(SKELETON.format(docstring=docstring(message), description=repr(message), version="0001"))
     assert ast.get_docstring(skeleton) == message
+
+
+def test_operations_are_described_in_words_not_python_values():
+    from iceberg_ops_provider.autogen.operations import AddPartitionField, SetIdentifierFields, SetSortOrder
+
+    assert SetSortOrder("users", ("signup_ts desc nulls last", "id")).describe() == (
+        "sort users by signup_ts desc nulls last, id"
+    )
+    assert AddPartitionField("users", "day(signup_ts)").describe() == "partition users by day(signup_ts)"
+    assert AddPartitionField("users", "day(signup_ts)", "d").describe() == "partition users by day(signup_ts) (field d)"
+    assert SetIdentifierFields("users", ("id",)).describe() == "set identifier fields of users to id"

@@ -52,3 +52,37 @@ def test_check_lists_the_pending_migrations_findings(lake):
 def test_no_lint_skips_it(lake):
     report = json.loads(_cli(lake, "--json", "check", "--no-lint").stdout)
     assert report["findings"] == [] and [step["version"] for step in report["pending"]] == ["0002"]
+
+
+def test_a_failing_finding_is_listed_with_its_fix_above_what_does_not_fail(lake):
+    result = _cli(lake, "check")
+
+    lines = result.stdout.splitlines()
+    assert lines[0] == "sales: NOT up to date"
+    assert any(line.startswith("  lint ") and "(error)" in line for line in lines)
+    assert any(line.strip().startswith("fix: ") for line in lines)
+    assert "not failing the check:" not in result.stdout
+
+
+def test_an_allowed_finding_and_an_info_one_are_shown_as_not_failing(lake):
+    (lake / "migrations" / "0002_drop_legacy.py").unlink()
+    write_migration(
+        lake / "migrations",
+        "0002_drop_legacy.py",
+        'ctx.drop_column("events", "legacy")  # iceberg-ops: allow=drop-column reason="archived in events_archive"',
+    )
+    write_migration(
+        lake / "migrations",
+        "0003_empty.py",
+        'ctx.create_table("scratch", pa.schema([pa.field("id", pa.int64())]))',
+        'ctx.drop_table("scratch")',
+    )
+
+    result = _cli(lake, "check")
+
+    head, _, passing = result.stdout.partition("not failing the check:\n")
+    assert "allowed (archived in events_archive): " in passing and "[drop-column]" in passing
+    assert "info: " in passing and "[drop-table]" in passing
+    assert "lint " not in head and "(allowed" not in head
+    assert result.exit_code == 1  # still pending, not because of the findings
+    assert "pending 0002" in head

@@ -46,7 +46,9 @@ def _run(project: Path, *args: str):
 
 def test_status_shows_how_migrations_commit(project):
     line = next(line for line in _run(project, "status").stdout.splitlines() if line.startswith("commits:"))
-    assert line.startswith("commits:   atomic (PyIceberg's SQL catalog: one database transaction")
+    assert line.startswith("commits:   all-or-nothing (PyIceberg's SQL catalog: one database transaction")
+    plan = json.loads(_run(project, "--json", "plan").stdout)
+    assert plan["commit_mode"] == "all-or-nothing"  # the same words as status
     assert line.endswith("(sql-transaction))")
     status = json.loads(_run(project, "--json", "status").stdout)
     assert status["commit_mode"] == "atomic" and status["commit_mode_reason"].endswith("(sql-transaction)")
@@ -60,7 +62,7 @@ def test_upgrade_and_downgrade_commit_all_or_nothing_unless_told_not_to(project)
     second = _run(project, "upgrade", "--no-atomic")
     header, _, row = second.stdout.splitlines()[:3]
     assert header.split() == ["version", "description", "status", "duration", "commit"]
-    assert row.split()[0] == "0002" and row.split()[-1] == "per-table"
+    assert row.split()[0] == "0002" and row.split()[-1] == "table-by-table"
     assert "(all-or-nothing, with its history record)" not in second.stderr
 
     rolled_back = json.loads(_run(project, "--json", "downgrade", "-1", "--no-atomic").stdout)
@@ -69,7 +71,7 @@ def test_upgrade_and_downgrade_commit_all_or_nothing_unless_told_not_to(project)
     assert rolled_back[0]["outside_atomic_commit"] == ["sales.refunds (drop)", "sales.refunds_items (drop)"]
 
     again = _run(project, "upgrade")
-    assert again.stdout.splitlines()[2].split()[-1] == "atomic"
+    assert again.stdout.splitlines()[2].split()[-1] == "all-or-nothing"
     assert "0002 applied in" in again.stderr and "(all-or-nothing, with its history record)" in again.stderr
     stamped = _run(project, "stamp", "0001")
     assert stamped.stdout.splitlines()[2].split()[-2:] == ["rolled_back", "0.00s"]  # no commit column: a stamp

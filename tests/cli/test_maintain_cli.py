@@ -243,3 +243,43 @@ def test_ctrl_c_that_no_command_handles_exits_130_with_the_json_error(lake, monk
     result = CliRunner().invoke(cli, [*sqlite_flags(lake), "--json", "status"])
     assert result.exit_code == 130, result.output
     assert json.loads(result.stdout)["exit_code"] == 130 and "interrupted: stopped by Ctrl-C" in result.stderr
+
+
+def test_an_expiry_dry_run_shows_its_cut_off(tmp_path: Path):
+    small_files_table(sqlite_catalog(tmp_path), "sales.events", appends=2, rows=5)
+    flags = sqlite_flags(tmp_path)
+
+    default = CliRunner().invoke(cli, [*flags, "maintain", "expire", "sales.events", "--dry-run"])
+    given = CliRunner().invoke(
+        cli, [*flags, "--json", "maintain", "expire", "sales.events", "--dry-run", "--older-than", "2026-01-02"]
+    )
+
+    assert default.exit_code == 0, default.output
+    assert "would expire 0 snapshots (older than 20" in default.stdout  # the table's default: 5 days ago
+    assert "at least the last 1 of each branch stay" in default.stdout
+    assert json.loads(given.stdout)["older_than"] == "2026-01-02T00:00:00+00:00"
+
+
+def test_compaction_warns_when_it_rewrites_the_values_of_a_dropped_column(tmp_path: Path):
+    import pyarrow as pa
+
+    catalog = sqlite_catalog(tmp_path)
+    catalog.create_namespace("sales")
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("legacy", pa.string())])
+    table = catalog.create_table("sales.events", schema)
+    for i in range(3):
+        table.append(pa.table({"id": [i], "legacy": [f"v{i}"]}, schema=schema))
+    with table.update_schema() as update:
+        update.delete_column("legacy")
+    flags = [*sqlite_flags(tmp_path), "maintain", "compact", "sales.events", "--min-input-files", "2", "--no-progress"]
+
+    planned = CliRunner().invoke(cli, [*flags, "--dry-run"])
+    compacted = CliRunner().invoke(cli, flags)
+    again = CliRunner().invoke(cli, [*flags, "--min-input-files", "1"])
+
+    assert planned.exit_code == 0 and compacted.exit_code == 0, compacted.output
+    for result in (planned, compacted):
+        text = " ".join(result.stderr.split())
+        assert "sales.events: compaction" in text and "values of dropped column legacy" in text
+        assert 'ctx.restore_column("events", "legacy") would then bring back nulls' in text
+    assert "dropped column" not in again.stderr  # nothing left to lose

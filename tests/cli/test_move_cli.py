@@ -144,6 +144,20 @@ def test_move_prints_the_result_on_stdout_progress_on_stderr_and_a_rerun_changes
     assert rows(catalog.load_table("archive.events")) == rows(catalog.load_table("sales.events"))
 
 
+def test_a_new_move_whose_where_selects_no_row_in_the_target_only_notes_the_earlier_one(lake):
+    flags = [*sqlite_flags(lake), "--json", "move", "sales.events", "archive.events", "--no-progress"]
+    first = run(lake, *flags, "--create-target", "--where", "id < 100")
+    assert first.returncode == 0, first.stderr
+
+    second = run(lake, *flags, "--where", "id >= 100")
+
+    assert second.returncode == 0, second.stderr
+    (note,) = json.loads(second.stdout)["notes"]
+    assert "none of the rows they select is there yet" in note and "warning" not in second.stderr
+    moved = _ids(sqlite_catalog(lake).load_table("archive.events"))
+    assert sorted(moved.values()) == [1] * SOURCE_FILES * ROWS_PER_FILE
+
+
 def test_a_rerun_with_other_options_is_a_new_move_and_says_the_target_holds_the_earlier_one(lake):
     flags = sqlite_flags(lake)
     first = run(lake, *flags, "--json", "move", "sales.events", "archive.events", "--create-target", "--no-progress")
@@ -157,8 +171,9 @@ def test_a_rerun_with_other_options_is_a_new_move_and_says_the_target_holds_the_
     (note,) = result["notes"]
     assert result["move_id"] != first_id
     assert f"archive.events already holds rows of 1 other move(s) from sales.events: {first_id} (400 rows)" in note
-    assert "copies the rows they select again" in note and "--move-id" in note
-    assert f"note: {note}" in other.stderr
+    assert note.startswith("warning: ") and "400 of its rows already match what this move selects" in note
+    assert "they will be there twice. To avoid duplicates" in note and "--move-id" in note
+    assert note in other.stderr and f"note: {note}" not in other.stderr
     catalog = sqlite_catalog(lake)
     assert len(rows(catalog.load_table("archive.events"))) == 2 * SOURCE_FILES * ROWS_PER_FILE  # as the note says
 

@@ -85,3 +85,24 @@ def test_a_misspelt_model(tmp_path: Path):
     text = _said(run(tmp_path, "revision", "-m", "x", "--autogenerate", "--target-table", "ordrs"))
 
     assert f"No model for table 'ordrs' in {tmp_path / 'models'} (its models: orders). Did you mean 'orders'?" in text
+
+
+def test_a_model_whose_name_is_close_to_a_live_table_without_a_model(tmp_path: Path):
+    small_files_table(sqlite_catalog(tmp_path), "sales.orders", appends=1, rows=1)
+    (tmp_path / "models").mkdir()
+    (tmp_path / "migrations").mkdir()
+    (tmp_path / "models" / "orders.yaml").write_text("name: ordrs\ncolumns:\n  - {name: id, type: long}\n")
+    flags = [*sqlite_flags(tmp_path), "--namespace", "sales", "--migrations-dir", str(tmp_path / "migrations")]
+    (tmp_path / "iceberg-ops.yaml").write_text("namespace: sales\n")
+
+    result = run(tmp_path, *flags, "revision", "-m", "x", "--autogenerate")
+
+    assert result.returncode == 0, result.stderr
+    assert "note: the model of ordrs creates a new table; orders exists and has no model." in result.stdout
+
+
+@pytest.mark.parametrize(("kind", "guess"), [("postgres", "sql"), ("postgresql", "sql"), ("sqlit", "sqlite")])
+def test_a_database_or_a_misspelling_as_the_catalog_kind(tmp_path: Path, kind: str, guess: str):
+    text = _said(run(tmp_path, "--catalog", kind, "--namespace", "sales", "status"))
+
+    assert f"Unknown catalog kind '{kind}' (--catalog)." in text and f"Did you mean '{guess}'?" in text

@@ -176,6 +176,16 @@ def test_a_healthy_table_needs_nothing_and_the_report_changes_nothing(catalog, t
     assert catalog.load_table("ops.healthy").metadata_location == location
 
 
+def test_one_file_and_one_partition_are_counted_in_the_singular(catalog):
+    catalog.create_namespace("ops")
+    table = catalog.create_table("ops.one", SCHEMA)
+    table.append(_rows(0, 5))
+
+    data_line = table_health_report(table).summary().splitlines()[1]
+
+    assert data_line.startswith("data: 1 file, ") and "0 of 1 partition need compaction" in data_line
+
+
 def test_an_empty_table_and_a_table_whose_rows_are_all_deleted(catalog):
     catalog.create_namespace("ops")
     table = catalog.create_table("ops.empty", SCHEMA)
@@ -215,7 +225,7 @@ def test_many_small_files_need_compaction_with_the_tables_target(catalog):
     }
     expected = expected_output_files(sum(sizes), 4096)  # the compaction's own rule (Spark's)
     assert f"6 small files (under 3.0 KiB, 75% of the 4.0 KiB target), {sum(sizes) / 1024:.1f} KiB" in compact.reason
-    assert f"about {expected} file(s) after compaction" in compact.reason
+    assert f"about {expected} file{'' if expected == 1 else 's'} after compaction" in compact.reason
     assert compact.call().startswith("compact_small_files_streaming(table, target_file_size_bytes=4096, ")
     assert report.data_files.small_files == 6 and report.data_files.small_bytes == sum(sizes)
     assert report.data_files.min_bytes == min(sizes) and report.data_files.max_bytes == max(sizes)
@@ -466,7 +476,7 @@ def test_partitioned_table_small_file_ratio_per_partition_and_skew(catalog):
     assert (
         table_health_report(table, HealthThresholds(min_input_files=6))
         .recommendation("compact")
-        .reason.startswith("1 partition(s) (of ")
+        .reason.startswith("1 partition (of ")
     )
 
     # Skew: eu holds the three large files, us (the median) six one-row files.
