@@ -117,6 +117,11 @@ class NamespaceLock:
         self.stale_after = float(stale_after)
         self.identifier = (*meta_namespace.split("."), lock_table_name(namespace))
 
+    @staticmethod
+    def clock() -> datetime:
+        """What "now" (UTC) is when the lock is taken, renewed and judged stale (replaceable on an instance)."""
+        return datetime.now(UTC)
+
     # -- reading --------------------------------------------------------------------------------
 
     def _table(self) -> Table | None:
@@ -174,7 +179,7 @@ class NamespaceLock:
         except CommitFailedException as exc:  # lost a creation race in a catalog that reports it this way
             raise self._busy_error(exc) from exc
         for _attempt in range(_ATTEMPTS):
-            now = datetime.now(UTC)
+            now = self.clock()
             mine = LockInfo(
                 self.namespace,
                 user,
@@ -287,7 +292,7 @@ class NamespaceLock:
         Raises:
             LockLostError: The lock is no longer this run's.
         """
-        expires = datetime.now(UTC) + timedelta(seconds=held.stale_after)
+        expires = self.clock() + timedelta(seconds=held.stale_after)
         self._guarded(
             held,
             lambda _table: [SetPropertiesUpdate(updates={f"{PROPERTY_PREFIX}lease-expires-at": expires.isoformat()})],
@@ -301,7 +306,7 @@ class NamespaceLock:
         Raises:
             LockLostError: The lock is no longer this run's: nothing is written, and the run must stop.
         """
-        expires = datetime.now(UTC) + timedelta(seconds=held.stale_after)
+        expires = self.clock() + timedelta(seconds=held.stale_after)
         updates = {INTENT_PROPERTY: intent.to_json_text(), f"{PROPERTY_PREFIX}lease-expires-at": expires.isoformat()}
         self._guarded(held, lambda _table: [SetPropertiesUpdate(updates=updates)], "record its intent")
 
