@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from tests.support.lake import Lake
 from tests.support.servers import Moto, SeaweedFS, run_moto, run_seaweedfs
 
 # Migration folders and a runner on a real catalog, for every folder of tests that runs migrations.
@@ -26,11 +27,15 @@ POSTGRES_ADMIN_URL = os.environ.get("ICEBERG_OPS_TEST_POSTGRES", "postgresql+psy
 
 
 @pytest.fixture
-def catalog(tmp_path: Path):
-    """A fresh file-backed SQL catalog in a temporary folder."""
-    from iceberg_ops_provider.catalogs import CatalogFactory
+def lake(tmp_path: Path) -> Lake:
+    """The test's lake: a SQLite catalog and its warehouse in the test's temporary folder."""
+    return Lake(tmp_path)
 
-    built = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
+
+@pytest.fixture
+def catalog(lake: Lake):
+    """A fresh catalog object on the test's ``lake``."""
+    built = lake.catalog()
     yield built
     built.close()
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.lake import Lake
+
 AIRFLOW_ROOT = Path(tempfile.mkdtemp(prefix="iceberg_ops_airflow_"))
 DAGS = AIRFLOW_ROOT / "dags"
 EXAMPLES = Path(__file__).parent.parent.parent / "dags_examples"
@@ -84,6 +86,5 @@ def xcom(dag_run: object, task_id: str) -> object:
 
 def catalog_at(root: Path):
     """The SQLite catalog a test connection points at."""
-    from iceberg_ops_provider.catalogs import CatalogFactory
 
-    return CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
+    return Lake(root).catalog()

@@ -11,19 +11,10 @@ from typing import Any
 
 import yaml
 
+from tests.support.lake import sqlite_catalog as sqlite_catalog
+from tests.support.lake import sqlite_flags as sqlite_flags
+
 BIN = Path(sys.executable).parent / "iceberg-ops"
-
-
-def sqlite_flags(root: Path) -> list[str]:
-    """Global options naming a SQLite catalog under ``root`` (no project file needed)."""
-    return ["--catalog", "sqlite", "--db-path", str(root / "catalog.db"), "--warehouse", str(root / "warehouse")]
-
-
-def sqlite_catalog(root: Path) -> Any:
-    """The catalog :func:`sqlite_flags` names, opened in the test process."""
-    from iceberg_ops_provider.catalogs import CatalogFactory
-
-    return CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
 
 
 def run(

@@ -19,17 +19,18 @@ from click.testing import CliRunner
 from iceberg_ops_provider.cli import cli
 from iceberg_ops_provider.data_migration.results import MoveResult
 from tests.cli.ops_support import run, seaweedfs_project, sqlite_catalog, sqlite_flags, start
-from tests.maintenance.test_compaction_support import files_on_disk, live_data_files, rows, small_files_table
+from tests.support.lake import Lake
+from tests.support.tables import files_on_disk, live_data_files, rows, small_files_table
 
 SOURCE_FILES, ROWS_PER_FILE = 8, 50
 SLOW_SOURCE_FILES = 40  # one unit each: a move long enough to interrupt
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Path:
+def lake(lake: Lake) -> Path:
     """A SQLite catalog with ``sales.events``: 8 appends of 50 rows (one small file each)."""
-    small_files_table(sqlite_catalog(tmp_path), "sales.events", appends=SOURCE_FILES, rows=ROWS_PER_FILE)
-    return tmp_path
+    small_files_table(lake.catalog(), "sales.events", appends=SOURCE_FILES, rows=ROWS_PER_FILE)
+    return lake.root
 
 
 def _ids(table: Any) -> Counter[int]:

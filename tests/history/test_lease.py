@@ -15,16 +15,16 @@ import pytest
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table.update import AssertRefSnapshotId, RemoveSnapshotRefUpdate
 
-from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import ConcurrentMigrationError
 from iceberg_ops_provider.history.lock import LockLostError, NamespaceLock
 from iceberg_ops_provider.history.lock_table import cas_commit
 from iceberg_ops_provider.runner import MigrationRunner
+from tests.support.lake import Lake
 from tests.support.migrations import write_migration
 
 
 def _sqlite(root: Path):
-    return CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
+    return Lake(root).catalog()
 
 
 def test_release_renew_and_intent_are_compare_and_swap_on_the_holders_own_snapshot(catalog):
