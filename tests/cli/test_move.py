@@ -354,3 +354,24 @@ def test_json_after_the_subcommand_and_ctrl_c_in_plan_or_verify_exit_130_with_th
         error = json.loads(result.stdout)
         assert error["type"] == "KeyboardInterrupt" and error["exit_code"] == 130 and said in error["error"]
         assert f"interrupted: stopped while {command}" in result.stderr and "Aborted!" not in result.stderr
+
+
+# --- ``move --json plan A B``: a flag typed between ``move`` and its subcommand belongs to the subcommand, as
+# ``maintain --json health`` does; ``move A B`` still runs the default ``run``.
+
+
+def test_a_flag_before_the_subcommand_is_the_subcommands(tmp_path):
+    catalog = sqlite_catalog(tmp_path)
+    catalog.create_namespace("shop")
+    source = catalog.create_table("shop.visits", pa.schema([pa.field("id", pa.int64())]))
+    source.append(pa.table({"id": pa.array([1, 2, 3], pa.int64())}))
+    catalog.create_table("shop.copy", source.schema())
+
+    before = CliRunner().invoke(cli, [*sqlite_flags(tmp_path), "move", "--json", "plan", "shop.visits", "shop.copy"])
+    after = CliRunner().invoke(cli, [*sqlite_flags(tmp_path), "move", "plan", "shop.visits", "shop.copy", "--json"])
+    assert before.exit_code == after.exit_code == 0, before.output
+    assert json.loads(before.stdout)["units"] == json.loads(after.stdout)["units"]
+
+    default = CliRunner().invoke(cli, [*sqlite_flags(tmp_path), "move", "shop.visits", "shop.copy", "--json"])
+    assert default.exit_code == 0, default.output
+    assert json.loads(default.stdout)["rows"] == 3
