@@ -49,19 +49,15 @@ def airflow_db() -> Path:
 
 
 @pytest.fixture
-def iceberg_connection(tmp_path, monkeypatch) -> Path:
-    """Point ``iceberg_ops_default`` at a fresh SQLite catalog; returns the catalog folder."""
+def iceberg_connection(lake: Lake, monkeypatch) -> Path:
+    """Point ``iceberg_ops_default`` at the test's ``lake``; returns the lake's folder."""
     connection = {
         "conn_type": "iceberg_ops",
-        "extra": {
-            "kind": "sqlite",
-            "db_path": str(tmp_path / "catalog.db"),
-            "warehouse_dir": str(tmp_path / "warehouse"),
-        },
+        "extra": {"kind": "sqlite", "db_path": str(lake.db_path), "warehouse_dir": str(lake.warehouse)},
     }
     monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_OPS_DEFAULT", json.dumps(connection))
-    monkeypatch.setenv("ICEBERG_OPS_TEST_ROOT", str(tmp_path))
-    return tmp_path
+    monkeypatch.setenv("ICEBERG_OPS_TEST_ROOT", str(lake.root))
+    return lake.root
 
 
 @pytest.fixture

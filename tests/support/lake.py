@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 
-@dataclass(frozen=True)
+@dataclass
 class Lake:
     """A SQLite catalog (``root/catalog.db``) whose warehouse is ``root/warehouse``."""
 
