@@ -155,11 +155,11 @@ class CatalogBackend:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def catalog_backend(request: pytest.FixtureRequest, tmp_path: Path) -> CatalogBackend:
-    """An empty catalog on SQLite (kind ``sqlite``), then on PostgreSQL (kind ``sql``), with data in ``tmp_path``."""
-    warehouse = str(tmp_path / "warehouse")
+def catalog_backend(request: pytest.FixtureRequest, lake: Lake) -> CatalogBackend:
+    """An empty catalog: the ``lake`` (kind ``sqlite``), then on PostgreSQL (kind ``sql``) with the lake's warehouse."""
+    warehouse = str(lake.warehouse)
     if request.param == "sqlite":
-        return CatalogBackend("sqlite", {"db_path": str(tmp_path / "catalog.db"), "warehouse_dir": warehouse})
+        return CatalogBackend("sqlite", {"db_path": str(lake.db_path), "warehouse_dir": warehouse})
     url = request.getfixturevalue("postgres_url")
     return CatalogBackend("sql", {"uri": url, "warehouse_dir": warehouse, "name": f"t{uuid.uuid4().hex[:12]}"})
 

@@ -42,7 +42,7 @@ MIGRATION = (
 def connection(tmp_path, monkeypatch) -> Path:
     """``AIRFLOW_CONN_MY_ICEBERG``: a SQLite catalog outside the project; returns its folder."""
     where = tmp_path / "connection_catalog"
-    extra = {"kind": "sqlite", "db_path": str(where / "catalog.db"), "warehouse_dir": str(where / "warehouse")}
+    extra = Lake(where).extra
     monkeypatch.setenv("AIRFLOW_CONN_MY_ICEBERG", json.dumps({"conn_type": "iceberg_ops", "extra": extra}))
     return where
 

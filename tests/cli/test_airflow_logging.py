@@ -34,7 +34,7 @@ def environment(tmp_path: Path) -> dict[str, str]:
         "conn_type": "iceberg_ops",
         "login": "me",
         "password": "pw1",  # masked as Airflow reads it: too short to mask, so Airflow warns
-        "extra": {"kind": "sqlite", "db_path": str(where / "catalog.db"), "warehouse_dir": str(where / "warehouse")},
+        "extra": Lake(where).extra,
     }
     return {
         "PATH": str(Path(sys.executable).parent),

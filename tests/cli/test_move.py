@@ -229,7 +229,7 @@ def test_the_target_may_live_in_another_catalog(lake, tmp_path):
 
 def test_source_and_target_from_two_airflow_connections_keep_stdout_for_the_json(lake, tmp_path):
     def connection(root: Path) -> str:
-        extra = {"kind": "sqlite", "db_path": str(root / "catalog.db"), "warehouse_dir": str(root / "warehouse")}
+        extra = Lake(root).extra
         return json.dumps({"conn_type": "iceberg_ops", "extra": extra})
 
     env = {

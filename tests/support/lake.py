@@ -33,6 +33,11 @@ class Lake:
         """The global options of ``iceberg-ops`` naming this catalog (no project file needed)."""
         return ["--catalog", "sqlite", "--db-path", str(self.db_path), "--warehouse", str(self.warehouse)]
 
+    @property
+    def extra(self) -> dict[str, str]:
+        """The ``extra`` of an Airflow connection (or a project file's ``catalog:``) naming this catalog."""
+        return {"kind": "sqlite", "db_path": str(self.db_path), "warehouse_dir": str(self.warehouse)}
+
     def catalog(self) -> Any:
         """A new catalog object on this lake, as another worker would open it."""
         from iceberg_ops_provider.catalogs import CatalogFactory
