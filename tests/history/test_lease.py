@@ -74,8 +74,8 @@ def test_the_lease_is_renewed_while_a_long_migration_body_runs(catalog, migratio
     release = threading.Event()
     builtins._iceberg_ops_test_release = release  # type: ignore[attr-defined]
     write_migration(migrations_dir, "0001_slow.py", "import builtins\nbuiltins._iceberg_ops_test_release.wait(60)")
-    runner = MigrationRunner(catalog, "sales", migrations_dir, stale_after=1)  # renewed every 0.25 s
-    rival = NamespaceLock(catalog, "_iceberg_ops", "sales", stale_after=1)
+    runner = MigrationRunner(catalog, "sales", migrations_dir, stale_after=2)  # renewed every 0.5 s
+    rival = NamespaceLock(catalog, "_iceberg_ops", "sales", stale_after=2)
     outcome: dict[str, object] = {}
     worker = threading.Thread(target=lambda: outcome.update(results=runner.upgrade()))
     worker.start()
@@ -83,7 +83,7 @@ def test_the_lease_is_renewed_while_a_long_migration_body_runs(catalog, migratio
     while rival.info() is None:  # the run has taken the lock
         assert worker.is_alive() and time.monotonic() < deadline, "the run never took the lock"
         time.sleep(0.02)
-    until = time.monotonic() + 3 * rival.stale_after  # three lease lengths: the holder keeps renewing
+    until = time.monotonic() + 2 * rival.stale_after  # two lease lengths: the holder keeps renewing
     refusals = 0
     try:
         while refusals < 8 or time.monotonic() < until:
