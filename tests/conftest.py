@@ -33,9 +33,9 @@ def lake(tmp_path: Path) -> Lake:
 
 
 @pytest.fixture
-def catalog(lake: Lake):
-    """A fresh catalog object on the test's ``lake``."""
-    built = lake.catalog()
+def catalog(tmp_path: Path):
+    """A fresh catalog object on the test's lake (a module may give ``lake`` another meaning)."""
+    built = Lake(tmp_path).catalog()
     yield built
     built.close()
 
@@ -155,8 +155,9 @@ class CatalogBackend:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def catalog_backend(request: pytest.FixtureRequest, lake: Lake) -> CatalogBackend:
-    """An empty catalog: the ``lake`` (kind ``sqlite``), then on PostgreSQL (kind ``sql``) with the lake's warehouse."""
+def catalog_backend(request: pytest.FixtureRequest, tmp_path: Path) -> CatalogBackend:
+    """An empty catalog: the test's lake (kind ``sqlite``), then on PostgreSQL (kind ``sql``) with its warehouse."""
+    lake = Lake(tmp_path)
     warehouse = str(lake.warehouse)
     if request.param == "sqlite":
         return CatalogBackend("sqlite", {"db_path": str(lake.db_path), "warehouse_dir": warehouse})

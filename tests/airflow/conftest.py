@@ -49,8 +49,9 @@ def airflow_db() -> Path:
 
 
 @pytest.fixture
-def iceberg_connection(lake: Lake, monkeypatch) -> Path:
-    """Point ``iceberg_ops_default`` at the test's ``lake``; returns the lake's folder."""
+def iceberg_connection(tmp_path: Path, monkeypatch) -> Path:
+    """Point ``iceberg_ops_default`` at the test's lake; returns the lake's folder."""
+    lake = Lake(tmp_path)
     connection = {
         "conn_type": "iceberg_ops",
         "extra": {"kind": "sqlite", "db_path": str(lake.db_path), "warehouse_dir": str(lake.warehouse)},

@@ -46,8 +46,8 @@ def s3_catalog(request, tmp_path: Path, unique_name: str) -> Iterator[S3Catalog]
 
 
 @pytest.fixture
-def other(lake: Lake) -> Iterator[object]:
+def other(tmp_path: Path) -> Iterator[object]:
     """A second, independent catalog handle on the ``catalog`` fixture's database and warehouse."""
-    handle = lake.catalog()
+    handle = Lake(tmp_path).catalog()
     yield handle
     handle.close()
