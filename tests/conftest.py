@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from tests.support.lake import Lake
 from tests.support.servers import Moto, SeaweedFS, run_moto, run_seaweedfs
 
 # Migration folders and a runner on a real catalog, for every folder of tests that runs migrations.
@@ -26,11 +27,15 @@ POSTGRES_ADMIN_URL = os.environ.get("ICEBERG_OPS_TEST_POSTGRES", "postgresql+psy
 
 
 @pytest.fixture
-def catalog(tmp_path: Path):
-    """A fresh file-backed SQL catalog in a temporary folder."""
-    from iceberg_ops_provider.catalogs import CatalogFactory
+def lake(tmp_path: Path) -> Lake:
+    """The test's lake: a SQLite catalog and its warehouse in the test's temporary folder."""
+    return Lake(tmp_path)
 
-    built = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
+
+@pytest.fixture
+def catalog(tmp_path: Path):
+    """A fresh catalog object on the test's lake (a module may give ``lake`` another meaning)."""
+    built = Lake(tmp_path).catalog()
     yield built
     built.close()
 
@@ -151,10 +156,11 @@ class CatalogBackend:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def catalog_backend(request: pytest.FixtureRequest, tmp_path: Path) -> CatalogBackend:
-    """An empty catalog on SQLite (kind ``sqlite``), then on PostgreSQL (kind ``sql``), with data in ``tmp_path``."""
-    warehouse = str(tmp_path / "warehouse")
+    """An empty catalog: the test's lake (kind ``sqlite``), then on PostgreSQL (kind ``sql``) with its warehouse."""
+    lake = Lake(tmp_path)
+    warehouse = str(lake.warehouse)
     if request.param == "sqlite":
-        return CatalogBackend("sqlite", {"db_path": str(tmp_path / "catalog.db"), "warehouse_dir": warehouse})
+        return CatalogBackend("sqlite", {"db_path": str(lake.db_path), "warehouse_dir": warehouse})
     url = request.getfixturevalue("postgres_url")
     return CatalogBackend("sql", {"uri": url, "warehouse_dir": warehouse, "name": f"t{uuid.uuid4().hex[:12]}"})
 

@@ -116,6 +116,11 @@ class NamespaceLock:
         self.stale_after = float(stale_after)
         self.identifier = (*meta_namespace.split("."), lock_table_name(namespace))
 
+    @staticmethod
+    def clock() -> datetime:
+        """What "now" (UTC) is when the lock is taken, renewed and judged stale (replaceable on an instance)."""
+        return datetime.now(UTC)
+
     # -- reading --------------------------------------------------------------------------------
 
     def _table(self) -> Table | None:
@@ -177,7 +182,7 @@ class NamespaceLock:
                 with attempt:
                     if attempt.retry_state.attempt_number > 1:
                         table = self.catalog.load_table(self.identifier)  # someone committed first: look again
-                    now = datetime.now(UTC)
+                    now = self.clock()
                     mine = LockInfo(
                         self.namespace,
                         user,
@@ -289,7 +294,7 @@ class NamespaceLock:
         Raises:
             LockLostError: The lock is no longer this run's.
         """
-        expires = datetime.now(UTC) + timedelta(seconds=held.stale_after)
+        expires = self.clock() + timedelta(seconds=held.stale_after)
         self._guarded(
             held,
             lambda _table: [SetPropertiesUpdate(updates={f"{PROPERTY_PREFIX}lease-expires-at": expires.isoformat()})],
@@ -303,7 +308,7 @@ class NamespaceLock:
         Raises:
             LockLostError: The lock is no longer this run's: nothing is written, and the run must stop.
         """
-        expires = datetime.now(UTC) + timedelta(seconds=held.stale_after)
+        expires = self.clock() + timedelta(seconds=held.stale_after)
         updates = {INTENT_PROPERTY: intent.to_json_text(), f"{PROPERTY_PREFIX}lease-expires-at": expires.isoformat()}
         self._guarded(held, lambda _table: [SetPropertiesUpdate(updates=updates)], "record its intent")
 

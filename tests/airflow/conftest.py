@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.lake import Lake
+
 AIRFLOW_ROOT = Path(tempfile.mkdtemp(prefix="iceberg_ops_airflow_"))
 DAGS = AIRFLOW_ROOT / "dags"
 EXAMPLES = Path(__file__).parent.parent.parent / "dags_examples"
@@ -47,19 +49,16 @@ def airflow_db() -> Path:
 
 
 @pytest.fixture
-def iceberg_connection(tmp_path, monkeypatch) -> Path:
-    """Point ``iceberg_ops_default`` at a fresh SQLite catalog; returns the catalog folder."""
+def iceberg_connection(tmp_path: Path, monkeypatch) -> Path:
+    """Point ``iceberg_ops_default`` at the test's lake; returns the lake's folder."""
+    lake = Lake(tmp_path)
     connection = {
         "conn_type": "iceberg_ops",
-        "extra": {
-            "kind": "sqlite",
-            "db_path": str(tmp_path / "catalog.db"),
-            "warehouse_dir": str(tmp_path / "warehouse"),
-        },
+        "extra": {"kind": "sqlite", "db_path": str(lake.db_path), "warehouse_dir": str(lake.warehouse)},
     }
     monkeypatch.setenv("AIRFLOW_CONN_ICEBERG_OPS_DEFAULT", json.dumps(connection))
-    monkeypatch.setenv("ICEBERG_OPS_TEST_ROOT", str(tmp_path))
-    return tmp_path
+    monkeypatch.setenv("ICEBERG_OPS_TEST_ROOT", str(lake.root))
+    return lake.root
 
 
 @pytest.fixture
@@ -84,6 +83,5 @@ def xcom(dag_run: object, task_id: str) -> object:
 
 def catalog_at(root: Path):
     """The SQLite catalog a test connection points at."""
-    from iceberg_ops_provider.catalogs import CatalogFactory
 
-    return CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
+    return Lake(root).catalog()

@@ -24,7 +24,6 @@ import pyarrow as pa
 import pytest
 
 from iceberg_ops_provider.catalogs import (
-    CatalogFactory,
     catalog_errors,
     from_connection,
     from_options,
@@ -35,6 +34,7 @@ from iceberg_ops_provider.catalogs import (
 from iceberg_ops_provider.errors import CatalogConfigError, IcebergOpsError
 from tests.support import trap
 from tests.support.hostile import answer_json, canned, client_sockets, endless, raw_server
+from tests.support.lake import Lake
 from tests.support.servers import serve_http
 
 SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False)])
@@ -50,9 +50,9 @@ def record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> dict[str, Any]:
+def lake(lake: Lake) -> dict[str, Any]:
     """A table ``shop.orders`` with one row in a SQLite catalog, and its metadata as a load-table answer holds it."""
-    catalog = CatalogFactory.build("sqlite", db_path=tmp_path / "lake.db", warehouse_dir=tmp_path / "warehouse")
+    catalog = lake.catalog()
     catalog.create_namespace("shop")
     table = catalog.create_table("shop.orders", SCHEMA)
     table.append(pa.table({"id": [1]}, schema=SCHEMA))
@@ -60,7 +60,7 @@ def lake(tmp_path: Path) -> dict[str, Any]:
     return {
         "metadata-location": table.metadata_location,
         "metadata": json.loads(table.metadata.model_dump_json(by_alias=True, exclude_none=True)),
-        "warehouse": str(tmp_path / "warehouse"),
+        "warehouse": str(lake.warehouse),
     }
 
 

@@ -6,24 +6,19 @@ import os
 import signal
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from tests.support.lake import Lake
+from tests.support.lake import sqlite_catalog as sqlite_catalog
+from tests.support.lake import sqlite_flags as sqlite_flags
+
 BIN = Path(sys.executable).parent / "iceberg-ops"
 
-
-def sqlite_flags(root: Path) -> list[str]:
-    """Global options naming a SQLite catalog under ``root`` (no project file needed)."""
-    return ["--catalog", "sqlite", "--db-path", str(root / "catalog.db"), "--warehouse", str(root / "warehouse")]
-
-
-def sqlite_catalog(root: Path) -> Any:
-    """The catalog :func:`sqlite_flags` names, opened in the test process."""
-    from iceberg_ops_provider.catalogs import CatalogFactory
-
-    return CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
+CREATE_ORDERS = 'ctx.create_table("orders", pa.schema([pa.field("id", pa.int64(), nullable=False)]))'
 
 
 def run(
@@ -67,3 +62,23 @@ def seaweedfs_project(root: Path, seaweedfs: Any, bucket: str) -> Path:
     path = root / "iceberg-ops.yaml"
     path.write_text(yaml.safe_dump({"catalog": catalog, "namespace": bucket}))
     return path
+
+
+@dataclass
+class CommandLake(Lake):
+    """A lake named by options only, with a migrations folder and a working folder without a project file."""
+
+    def __post_init__(self) -> None:
+        self.migrations = self.root / "migrations"
+        self.migrations.mkdir()
+        self.cwd = self.root / "elsewhere"  # no iceberg-ops.yaml here
+        self.cwd.mkdir()
+
+    def run(
+        self, *args: str, files: bool = True, env: dict[str, str] | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """``iceberg-ops`` with the catalog options, ``--namespace sales`` and (``files``) ``--migrations-dir``."""
+        options = [*self.flags, "--namespace", "sales"]
+        if files:
+            options += ["--migrations-dir", str(self.migrations)]
+        return run(self.cwd, *options, *args, env=env)

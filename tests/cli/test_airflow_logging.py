@@ -17,7 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from iceberg_ops_provider.catalogs import CatalogFactory
+from tests.support.lake import Lake
 
 BIN = Path(sys.executable).parent / "iceberg-ops"
 
@@ -26,7 +26,7 @@ BIN = Path(sys.executable).parent / "iceberg-ops"
 def environment(tmp_path: Path) -> dict[str, str]:
     """A connection with a three-character password to a SQLite catalog holding ``sales.orders``."""
     where = tmp_path / "catalog"
-    catalog = CatalogFactory.build("sqlite", db_path=where / "catalog.db", warehouse_dir=where / "warehouse")
+    catalog = Lake(where).catalog()
     catalog.create_namespace("sales")
     catalog.create_table("sales.orders", schema=pa.schema([("id", pa.int64())]))
     catalog.close()
@@ -34,7 +34,7 @@ def environment(tmp_path: Path) -> dict[str, str]:
         "conn_type": "iceberg_ops",
         "login": "me",
         "password": "pw1",  # masked as Airflow reads it: too short to mask, so Airflow warns
-        "extra": {"kind": "sqlite", "db_path": str(where / "catalog.db"), "warehouse_dir": str(where / "warehouse")},
+        "extra": Lake(where).extra,
     }
     return {
         "PATH": str(Path(sys.executable).parent),

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from iceberg_ops_provider.cli import cli
 from tests.cli.ops_support import sqlite_catalog, sqlite_flags
+from tests.support.lake import Lake
 from tests.support.migrations import write_migration
 
 
@@ -31,9 +32,9 @@ def make_lake(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Path:
+def lake(lake: Lake) -> Path:
     """sales.events holding rows, 0001 applied, 0002 (dropping a column of it) pending."""
-    return make_lake(tmp_path)
+    return make_lake(lake.root)
 
 
 def _cli(root: Path, *args: str):

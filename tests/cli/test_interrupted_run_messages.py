@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli_migration_trial import BIN, CREATE_ORDERS, Lake
+from tests.cli.ops_support import BIN, CREATE_ORDERS, CommandLake
 from tests.support.migrations import write_migration
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
@@ -34,12 +34,12 @@ orders.append(pa.table({"id": pa.array([1], pa.int64())}, schema=schema))
 
 
 def test_a_killed_direct_write_is_called_unchecked_and_stamp_says_where_the_namespace_is(tmp_path: Path):
-    lake = Lake(tmp_path)
+    lake = CommandLake(tmp_path)
     write_migration(lake.migrations, "0001_create_orders.py", CREATE_ORDERS, 'ctx.drop_table("orders")')
     assert lake.run("upgrade").returncode == 0
     write_migration(lake.migrations, "0002_load.py", WRITES_DIRECTLY)
 
-    options = [*lake.catalog, "--namespace", "sales", "--migrations-dir", str(lake.migrations)]
+    options = [*lake.flags, "--namespace", "sales", "--migrations-dir", str(lake.migrations)]
     running = subprocess.Popen([str(BIN), *options, "upgrade"], cwd=lake.cwd, stdout=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 120
     while not (lake.migrations / "started").exists():

@@ -16,18 +16,19 @@ from pyiceberg.transforms import IdentityTransform
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from iceberg_ops_provider.maintenance.health import HealthThresholds
 from tests.cli.ops_support import run, sqlite_catalog, sqlite_flags
-from tests.maintenance.test_compaction_support import live_data_files, rows, small_files_table
+from tests.support.lake import Lake
+from tests.support.tables import live_data_files, rows, small_files_table
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Path:
+def lake(lake: Lake) -> Path:
     """``sales.orders`` (8 small files, sorted by ``id``), ``sales.events`` (8 small files, no sort order)."""
-    catalog = sqlite_catalog(tmp_path)
+    catalog = lake.catalog()
     orders = small_files_table(catalog, "sales.orders", appends=8, rows=50)
     with orders.update_sort_order() as order:
         order.asc("id", IdentityTransform())
     small_files_table(catalog, "sales.events", appends=8, rows=50)
-    return tmp_path
+    return lake.root
 
 
 def _run_lines(stdout: str) -> list[str]:

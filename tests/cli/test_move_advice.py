@@ -15,16 +15,17 @@ import pytest
 from iceberg_ops_provider.data_migration import DataMover
 from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError, ReconciliationError
 from tests.cli.ops_support import run, sqlite_catalog, sqlite_flags
-from tests.maintenance.test_compaction_support import batch, small_files_table
+from tests.support.lake import Lake
+from tests.support.tables import batch, small_files_table
 
 PYTHON_WORDS = re.compile(r"\b(mode|move_id|create_target|columns|rename|where)=")
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Path:
+def lake(lake: Lake) -> Path:
     """``sales.events``: 4 appends of 50 rows."""
-    small_files_table(sqlite_catalog(tmp_path), "sales.events", appends=4, rows=50)
-    return tmp_path
+    small_files_table(lake.catalog(), "sales.events", appends=4, rows=50)
+    return lake.root
 
 
 def _error(result) -> str:

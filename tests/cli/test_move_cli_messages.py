@@ -19,14 +19,15 @@ from click.testing import CliRunner
 from iceberg_ops_provider.cli import cli
 from iceberg_ops_provider.data_migration import DataMover
 from tests.cli.ops_support import run, sqlite_catalog, sqlite_flags
-from tests.maintenance.test_compaction_support import small_files_table
+from tests.support.lake import Lake
+from tests.support.tables import small_files_table
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Path:
+def lake(lake: Lake) -> Path:
     """A SQLite catalog with ``sales.events``: 8 appends of 50 rows (one small file each)."""
-    small_files_table(sqlite_catalog(tmp_path), "sales.events", appends=8, rows=50)
-    return tmp_path
+    small_files_table(lake.catalog(), "sales.events", appends=8, rows=50)
+    return lake.root
 
 
 def test_a_rerun_says_what_it_resumes_on_stderr_and_in_its_json(lake: Path):

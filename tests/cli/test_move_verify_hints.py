@@ -14,17 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.ops_support import run, sqlite_catalog, sqlite_flags
-from tests.maintenance.test_compaction_support import small_files_table
+from tests.cli.ops_support import run, sqlite_flags
+from tests.support.lake import Lake
+from tests.support.tables import small_files_table
 
 DEFINITION = ["--where", "id >= 100", "--columns", "id,amount", "--rename", "amount=total", "--mode", "incremental"]
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Path:
+def lake(lake: Lake) -> Path:
     """``sales.events``: 4 appends of 50 rows."""
-    small_files_table(sqlite_catalog(tmp_path), "sales.events", appends=4, rows=50)
-    return tmp_path
+    small_files_table(lake.catalog(), "sales.events", appends=4, rows=50)
+    return lake.root
 
 
 def _advised(stderr: str) -> str:

@@ -11,16 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.ops_support import run, sqlite_catalog, sqlite_flags
-from tests.maintenance.test_compaction_support import small_files_table
+from tests.cli.ops_support import run, sqlite_flags
+from tests.support.lake import Lake
+from tests.support.tables import small_files_table
 
 
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``sales.events`` and ``sales.orders``."""
-    root = tmp_path_factory.mktemp("lake")
-    small_files_table(sqlite_catalog(root), "sales.events", appends=1, rows=10)
-    small_files_table(sqlite_catalog(root), "sales.orders", appends=1, rows=10)
+    root = (shared := Lake(tmp_path_factory.mktemp("lake"))).root
+    small_files_table(shared.catalog(), "sales.events", appends=1, rows=10)
+    small_files_table(shared.catalog(), "sales.orders", appends=1, rows=10)
     return root
 
 

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from iceberg_ops_provider.catalogs import CatalogFactory
+from tests.support.lake import Lake
 
 
 def test_a_target_connection_without_airflow_says_what_to_install(tmp_path: Path):
-    catalog = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
+    catalog = Lake(tmp_path).catalog()
     catalog.create_namespace("sales")
     catalog.create_table("sales.orders", pa.schema([("id", pa.int64())])).append(pa.table({"id": [1, 2]}))
     catalog.close()

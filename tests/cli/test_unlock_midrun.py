@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli_migration_trial import BIN, Lake
+from tests.cli.ops_support import BIN, CommandLake
 from tests.support.migrations import write_migration
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]
@@ -30,9 +30,9 @@ while not Path(__file__).with_name("go").exists():
 
 
 def test_a_released_lock_stops_the_run_before_it_records_a_tableless_migration(tmp_path: Path):
-    lake = Lake(tmp_path)
+    lake = CommandLake(tmp_path)
     write_migration(lake.migrations, "0001_wait.py", WAITS, "pass")
-    options = [*lake.catalog, "--namespace", "sales", "--migrations-dir", str(lake.migrations)]
+    options = [*lake.flags, "--namespace", "sales", "--migrations-dir", str(lake.migrations)]
     running = subprocess.Popen(
         [str(BIN), *options, "upgrade"], cwd=lake.cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.ops_support import run, sqlite_catalog, sqlite_flags
-from tests.maintenance.test_compaction_support import small_files_table
+from tests.cli.ops_support import run, sqlite_flags
+from tests.support.lake import Lake
+from tests.support.tables import small_files_table
 
 COMMANDS = {
     "move": ["move", "sales.events", "archive.events"],
@@ -29,8 +30,8 @@ FILTERS = {"does not parse": ("id >", "does not parse as a filter"), "no such co
 @pytest.fixture(scope="module")
 def lake(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """``sales.events`` (4 appends of 50 rows), and ``archive.events`` holding an earlier move from it."""
-    root = tmp_path_factory.mktemp("lake")
-    small_files_table(sqlite_catalog(root), "sales.events", appends=4, rows=50)
+    root = (shared := Lake(tmp_path_factory.mktemp("lake"))).root
+    small_files_table(shared.catalog(), "sales.events", appends=4, rows=50)
     earlier = run(root, *sqlite_flags(root), "move", *COMMANDS["move"][1:], "--where", "id < 50", "--create-target")
     assert earlier.returncode == 0, earlier.stderr
     return root

@@ -12,7 +12,6 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.cli.wording import cli_message
 from iceberg_ops_provider.core.name_hints import (
     closest,
@@ -26,6 +25,7 @@ from iceberg_ops_provider.errors import InvalidMoveError, ProjectConfigError
 from iceberg_ops_provider.maintenance.health import HealthThresholds
 from iceberg_ops_provider.runner import MigrationRunner
 from iceberg_ops_provider.runner.commands import require_known_namespace
+from tests.support.lake import Lake
 
 SCHEMA = pa.schema([pa.field("id", pa.int64())])
 
@@ -33,7 +33,7 @@ SCHEMA = pa.schema([pa.field("id", pa.int64())])
 @pytest.fixture
 def lake(tmp_path: Path):
     """Namespaces ``sales`` (tables ``orders``, ``customers``) and ``finance`` (``ledger``)."""
-    catalog = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
+    catalog = Lake(tmp_path).catalog()
     for namespace, tables in (("sales", ("orders", "customers")), ("finance", ("ledger",))):
         catalog.create_namespace(namespace)
         for table in tables:
@@ -81,7 +81,7 @@ def test_a_misspelt_namespace_lists_the_namespaces_and_guesses_the_table_in_the_
 
 
 def test_a_catalog_that_cannot_list_still_gets_its_message(tmp_path: Path):
-    catalog = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
+    catalog = Lake(tmp_path).catalog()
     catalog.engine.dispose()
     (tmp_path / "catalog.db").write_bytes(b"not a database any more" * 100)
 

@@ -47,7 +47,7 @@ from iceberg_ops_provider.data_migration.copy import MAX_OPEN_FILES, CopyOutcome
 from iceberg_ops_provider.data_migration.source_pieces import SourcePiece, split_into_pieces
 from iceberg_ops_provider.errors import ReconciliationError
 from tests.data_migration.support import ORDERS, orders, source_table
-from tests.maintenance.test_compaction_support import commit_delete_files, position_delete_file
+from tests.support.tables import commit_delete_files, position_delete_file
 
 EPOCH = date(1970, 1, 1)
 ALL = AlwaysTrue()

@@ -22,6 +22,7 @@ from iceberg_ops_provider.errors import InvalidMoveError
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from iceberg_ops_provider.partitions.probe import partition_rows
 from tests.cli.ops_support import run, sqlite_catalog, sqlite_flags
+from tests.support.lake import Lake
 
 MOMENTS = [
     datetime(2026, 11, 2, 23, 59, 59, 999999),  # id 0: the last microsecond before the 3rd
@@ -33,14 +34,14 @@ SCHEMA = pa.schema([("id", pa.int64()), ("tz", pa.timestamp("us", tz="UTC")), ("
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Path:
+def lake(lake: Lake) -> Path:
     """``sales.clicks``: one row (and one data file) per moment, in a ``timestamptz`` and a ``timestamp`` column."""
-    catalog = sqlite_catalog(tmp_path)
+    catalog = lake.catalog()
     catalog.create_namespace("sales")
     table = catalog.create_table("sales.clicks", SCHEMA)
     for number, moment in enumerate(MOMENTS):
         table.append(pa.table({"id": [number], "tz": [moment.replace(tzinfo=UTC)], "naive": [moment]}, schema=SCHEMA))
-    return tmp_path
+    return lake.root
 
 
 def _ids(table) -> list[int]:

@@ -8,22 +8,23 @@ import subprocess
 import sys
 import threading
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table.update import AssertRefSnapshotId, RemoveSnapshotRefUpdate
 
-from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import ConcurrentMigrationError
 from iceberg_ops_provider.history.lock import LockLostError, NamespaceLock
 from iceberg_ops_provider.history.lock_table import cas_commit
 from iceberg_ops_provider.runner import MigrationRunner
+from tests.support.lake import Lake
 from tests.support.migrations import write_migration
 
 
 def _sqlite(root: Path):
-    return CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
+    return Lake(root).catalog()
 
 
 def test_release_renew_and_intent_are_compare_and_swap_on_the_holders_own_snapshot(catalog):
@@ -57,7 +58,8 @@ def test_a_lock_whose_lease_expired_is_taken_over_and_recorded(catalog, migratio
     runner = MigrationRunner(catalog, "sales", migrations_dir, stale_after=1)
     with pytest.raises(ConcurrentMigrationError, match="its lease runs until"):
         runner.upgrade()
-    time.sleep(1.2)
+    # 1.2 s later for the runner: the abandoned lease has run out
+    runner.lock.clock = lambda: datetime.now(UTC) + timedelta(seconds=1.2)
     assert [r.version for r in runner.upgrade()] == ["0001"]
     event, applied = runner.events()
     assert (applied.event, applied.version) == ("applied", "0001")
@@ -67,28 +69,35 @@ def test_a_lock_whose_lease_expired_is_taken_over_and_recorded(catalog, migratio
 
 
 def test_the_lease_is_renewed_while_a_long_migration_body_runs(catalog, migrations_dir):
-    write_migration(migrations_dir, "0001_slow.py", "import time\ntime.sleep(6)")
+    import builtins
+
+    release = threading.Event()
+    builtins._iceberg_ops_test_release = release  # type: ignore[attr-defined]
+    write_migration(migrations_dir, "0001_slow.py", "import builtins\nbuiltins._iceberg_ops_test_release.wait(60)")
     runner = MigrationRunner(catalog, "sales", migrations_dir, stale_after=2)  # renewed every 0.5 s
     rival = NamespaceLock(catalog, "_iceberg_ops", "sales", stale_after=2)
     outcome: dict[str, object] = {}
     worker = threading.Thread(target=lambda: outcome.update(results=runner.upgrade()))
     worker.start()
-    time.sleep(0.3)
+    deadline = time.monotonic() + 30
+    while rival.info() is None:  # the run has taken the lock
+        assert worker.is_alive() and time.monotonic() < deadline, "the run never took the lock"
+        time.sleep(0.02)
+    until = time.monotonic() + 2 * rival.stale_after  # two lease lengths: the holder keeps renewing
     refusals = 0
-    while worker.is_alive():  # well past one lease length: the holder keeps renewing, so no takeover
-        try:
-            rival.acquire("rival")
-        except ConcurrentMigrationError as refused:
-            assert "is being migrated by" in str(refused)
+    try:
+        while refusals < 8 or time.monotonic() < until:
+            with pytest.raises(ConcurrentMigrationError, match="is being migrated by"):
+                rival.acquire("rival")
             refusals += 1
-        else:  # only once the run has recorded 0001 and released the lock (it then logs its events)
-            assert runner.current() == "0001"
-            rival.release("rival")
-            break
-        time.sleep(0.5)
-    worker.join()
-    assert refusals >= 8
+            time.sleep(0.25)
+    finally:
+        release.set()
+    worker.join(60)
     assert [r.version for r in outcome["results"]] == ["0001"]
+    rival.acquire("rival")  # once the run has recorded 0001 and released the lock
+    assert runner.current() == "0001"
+    rival.release("rival")
 
 
 WORKER = """

@@ -10,7 +10,7 @@ import boto3
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 
-from iceberg_ops_provider.catalogs import CatalogFactory
+from tests.support.lake import Lake
 from tests.support.servers import boto_kwargs
 
 
@@ -48,6 +48,6 @@ def s3_catalog(request, tmp_path: Path, unique_name: str) -> Iterator[S3Catalog]
 @pytest.fixture
 def other(tmp_path: Path) -> Iterator[object]:
     """A second, independent catalog handle on the ``catalog`` fixture's database and warehouse."""
-    handle = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
+    handle = Lake(tmp_path).catalog()
     yield handle
     handle.close()

@@ -18,7 +18,7 @@ from pyiceberg.types import StringType
 
 from iceberg_ops_provider.maintenance import binpack
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
-from tests.maintenance.test_compaction_support import (
+from tests.support.tables import (
     batch,
     files_on_disk,
     live_data_files,

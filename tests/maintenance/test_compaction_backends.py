@@ -11,7 +11,8 @@ from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance import group_runner
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
-from tests.maintenance.test_compaction_support import (
+from tests.support.servers import boto_kwargs
+from tests.support.tables import (
     batch,
     commit_delete_files,
     counted,
@@ -20,7 +21,6 @@ from tests.maintenance.test_compaction_support import (
     rows,
     small_files_table,
 )
-from tests.support.servers import boto_kwargs
 
 pytestmark = pytest.mark.backends
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance import group_runner
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
-from tests.maintenance.test_compaction_support import (
+from tests.support.lake import Lake
+from tests.support.tables import (
     batch,
     commit_delete_files,
     files_on_disk,
@@ -53,7 +53,7 @@ def test_an_interrupt_while_a_conflicting_batch_commits_group_by_group_leaves_no
     table = small_files_table(catalog, "sales.events", appends=6, rows=20, partitioned=True)
     for number in range(6):
         table.append(batch(1_000 + number * 20, 20, categories=("c", "d")))
-    other = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
+    other = Lake(tmp_path).catalog()
     data = tmp_path / "warehouse" / "sales" / "events" / "data"
     real = group_runner.commit_rewrite
     calls = []

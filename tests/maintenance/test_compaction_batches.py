@@ -18,7 +18,7 @@ import pytest
 from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance import group_runner
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
-from tests.maintenance.test_compaction_support import (
+from tests.support.tables import (
     batch,
     commit_delete_files,
     files_on_disk,

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from iceberg_ops_provider.maintenance.files import ManifestReader
 from iceberg_ops_provider.maintenance.orphans import remove_orphan_files
-from tests.maintenance.test_compaction_support import files_on_disk, live_data_files, rows, small_files_table
+from tests.support.lake import Lake
+from tests.support.tables import files_on_disk, live_data_files, rows, small_files_table
 
 KILLS = int(os.environ.get("ICEBERG_OPS_COMPACTION_KILLS", "3"))
 
@@ -144,7 +144,7 @@ def test_sigkill_at_each_point_of_a_group(catalog, setup, point: str):
 
 def _compaction_at(root: Path):
     """A catalog in ``root`` holding ``sales.events``: 40 small files, compacted in three groups."""
-    catalog = CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
+    catalog = Lake(root).catalog()
     table = small_files_table(catalog, "sales.events", appends=40, rows=100)
     target = sum(f.file_size_in_bytes for f in live_data_files(table)) // 25
     return catalog, target, rows(table)

@@ -11,7 +11,7 @@ from pyiceberg.expressions.parser import parse
 from iceberg_ops_provider.errors import UnsupportedDeleteFilesError
 from iceberg_ops_provider.maintenance.candidates import plan_candidates
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
-from tests.maintenance.test_compaction_support import (
+from tests.support.tables import (
     commit_delete_files,
     equality_delete_file,
     files_on_disk,

@@ -13,11 +13,11 @@ import pytest
 from pyiceberg.table.sorting import NullOrder
 from pyiceberg.transforms import IdentityTransform
 
-from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.core import parquet_output
 from iceberg_ops_provider.maintenance import streaming
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
-from tests.maintenance.test_compaction_support import live_data_files, recomputed, rows, small_files_table
+from tests.support.lake import Lake
+from tests.support.tables import live_data_files, recomputed, rows, small_files_table
 
 KIB = 1024
 ENCODE_PART = parquet_output.encode_part
@@ -33,7 +33,7 @@ def _compacted(root: Path, monkeypatch, threads: int, strategy: str) -> tuple[li
         return ENCODE_PART(*args, **kwargs)
 
     monkeypatch.setattr(parquet_output, "encode_part", noting_the_thread)
-    catalog = CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
+    catalog = Lake(root).catalog()
     try:
         table = catalog.load_table("sales.events")
         before = rows(table)
@@ -55,7 +55,7 @@ def _compacted(root: Path, monkeypatch, threads: int, strategy: str) -> tuple[li
 @pytest.mark.parametrize("strategy", ["binpack", "sort"])
 def test_files_encoded_side_by_side_are_those_one_encoder_writes(tmp_path: Path, monkeypatch, strategy: str) -> None:
     source = tmp_path / "source"
-    catalog = CatalogFactory.build("sqlite", db_path=source / "catalog.db", warehouse_dir=source / "warehouse")
+    catalog = Lake(source).catalog()
     table = small_files_table(catalog, "sales.events", appends=12, rows=400)
     with table.transaction() as transaction:
         # Many row groups per output file, so most are encoded on the encoder threads.

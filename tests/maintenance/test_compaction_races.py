@@ -17,7 +17,7 @@ from pyiceberg.table.snapshots import Operation
 from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance import group_runner
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
-from tests.maintenance.test_compaction_support import (
+from tests.support.tables import (
     batch,
     commit_delete_files,
     counted,

@@ -19,7 +19,7 @@ from iceberg_ops_provider.cli import cli
 from iceberg_ops_provider.maintenance import group_runner
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from tests.cli.ops_support import sqlite_catalog, sqlite_flags
-from tests.maintenance.test_compaction_support import batch, files_on_disk, live_data_files, rows, small_files_table
+from tests.support.tables import batch, files_on_disk, live_data_files, rows, small_files_table
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from iceberg_ops_provider.maintenance.compaction_units import (
     run_compaction_units,
 )
 from tests.cli.ops_support import sqlite_catalog
-from tests.maintenance.test_compaction_support import batch, live_data_files, rows, small_files_table
+from tests.support.tables import batch, live_data_files, rows, small_files_table
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from pyiceberg.expressions import EqualTo
+from pyiceberg.expressions import EqualTo, LessThan
+from pyiceberg.table.statistics import BlobMetadata, PartitionStatisticsFile, StatisticsFile
+from pyiceberg.table.update import SetPartitionStatisticsUpdate, SetStatisticsUpdate
 
 from iceberg_ops_provider.maintenance import expire as expire_module
 from iceberg_ops_provider.maintenance import expire_snapshots
@@ -217,3 +219,110 @@ def test_a_file_added_again_after_it_was_removed_is_not_deleted(catalog, tmp_pat
         *range(10),
         100,
     ]
+
+
+# --- expire_snapshots on real object stores: the objects it deletes are exactly the unreachable ones.
+
+
+@pytest.mark.backends
+def test_expiry_deletes_the_unreachable_objects_and_keeps_every_retained_snapshot_readable(s3_catalog):
+    catalog = s3_catalog.catalog
+    catalog.create_namespace("sales")
+    table = catalog.create_table("sales.events", pa.schema([pa.field("id", pa.int64())]))
+    for batch in range(4):
+        table.append(pa.table({"id": pa.array(range(batch * 5, batch * 5 + 5), pa.int64())}))
+    table.delete(LessThan("id", 5))
+    tagged = table.snapshots()[1].snapshot_id
+    table.manage_snapshots().create_tag(tagged, "audit").commit()
+    tagged_rows = sorted(table.scan(snapshot_id=tagged).to_arrow().column("id").to_pylist())
+    before = s3_catalog.keys("warehouse/sales/events/")
+
+    planned = expire_snapshots(table, older_than=datetime.now(UTC), dry_run=True)
+    assert s3_catalog.keys("warehouse/sales/events/") == before
+    result = expire_snapshots(table, older_than=datetime.now(UTC))
+
+    assert result.expired_snapshot_ids == planned.expired_snapshot_ids and len(result.expired_snapshot_ids) == 3
+    deleted = before - s3_catalog.keys("warehouse/sales/events/")
+    assert len(deleted) == result.deleted_files_count and result.failed_deletes == []
+    # The tag keeps snapshot 2's files (ids 0..9); the first file (ids 0..4) is still needed by it.
+    assert result.deleted_data_files_count == 0
+    assert sorted(table.scan(snapshot_id=tagged).to_arrow().column("id").to_pylist()) == tagged_rows
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == list(range(5, 20))
+
+    table.manage_snapshots().remove_tag("audit").commit()
+    freed = expire_snapshots(table, older_than=datetime.now(UTC))
+    assert freed.deleted_data_files_count == 1  # ids 0..4, needed by the tag only
+    assert sorted(table.scan().to_arrow().column("id").to_pylist()) == list(range(5, 20))
+
+
+# --- expire_snapshots and the statistics files of expired snapshots: table (Puffin) and partition statistics.
+
+IDS_SCHEMA = pa.schema([pa.field("id", pa.int64())])
+
+
+def _register_statistics(table, folder: Path) -> dict[int, tuple[Path, Path]]:
+    """A Puffin and a partition statistics file for every snapshot, registered in the table's metadata."""
+    files: dict[int, tuple[Path, Path]] = {}
+    updates = []
+    for snapshot in table.snapshots():
+        puffin = folder / f"{snapshot.snapshot_id}-stats.stats"
+        partition = folder / f"partition-stats-{snapshot.snapshot_id}.parquet"
+        puffin.write_bytes(b"PFA1 not read by expiry")
+        partition.write_bytes(b"PAR1 not read by expiry")
+        files[snapshot.snapshot_id] = (puffin, partition)
+        blob = BlobMetadata(
+            type="apache-datasketches-theta-v1",
+            snapshot_id=snapshot.snapshot_id,
+            sequence_number=snapshot.sequence_number,
+            fields=[1],
+            properties={"ndv": "10"},
+        )
+        updates.append(
+            SetStatisticsUpdate(
+                statistics=StatisticsFile(
+                    snapshot_id=snapshot.snapshot_id,
+                    statistics_path=puffin.as_uri(),
+                    file_size_in_bytes=puffin.stat().st_size,
+                    file_footer_size_in_bytes=4,
+                    blob_metadata=[blob],
+                )
+            )
+        )
+        updates.append(
+            SetPartitionStatisticsUpdate(
+                partition_statistics=PartitionStatisticsFile(
+                    snapshot_id=snapshot.snapshot_id,
+                    statistics_path=partition.as_uri(),
+                    file_size_in_bytes=partition.stat().st_size,
+                )
+            )
+        )
+    with table.transaction() as transaction:
+        transaction._apply(tuple(updates), ())
+    table.refresh()
+    return files
+
+
+def test_expiry_removes_and_deletes_both_kinds_of_statistics_of_expired_snapshots(catalog, tmp_path: Path):
+    catalog.create_namespace("sales")
+    table = catalog.create_table("sales.events", IDS_SCHEMA)
+    for batch in range(3):
+        table.append(pa.table({"id": pa.array(range(batch * 10, batch * 10 + 10), pa.int64())}))
+    files = _register_statistics(table, Path(table.location().removeprefix("file://")) / "metadata")
+    current = table.current_snapshot().snapshot_id
+    assert len(table.metadata.statistics) == len(table.metadata.partition_statistics) == 3
+
+    cutoff = datetime.now(UTC) + timedelta(seconds=1)
+    planned = expire_snapshots(table, older_than=cutoff, retain_last=1, dry_run=True)
+    assert len(planned.expired_snapshot_ids) == 2
+    # Two expired snapshots, each with a table statistics and a partition statistics file (Spark's count).
+    assert planned.deleted_statistics_files_count == 4, planned.to_json()
+
+    done = expire_snapshots(table, older_than=cutoff, retain_last=1)
+    assert done.deleted_statistics_files_count == 4 and not done.failed_deletes, done.to_json()
+    table = catalog.load_table("sales.events")
+    assert [stats.snapshot_id for stats in table.metadata.statistics] == [current]
+    assert [stats.snapshot_id for stats in table.metadata.partition_statistics] == [current]
+    for snapshot_id, (puffin, partition) in files.items():
+        kept = snapshot_id == current
+        assert puffin.exists() == kept and partition.exists() == kept, snapshot_id

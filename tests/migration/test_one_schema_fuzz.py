@@ -35,6 +35,7 @@ from pyiceberg.types import IcebergType, NestedField, StructType
 
 from iceberg_ops_provider.errors import IcebergOpsError
 from iceberg_ops_provider.migration import MigrationContext
+from tests.support.lake import Lake
 
 NAME_MAPPING = "schema.name-mapping.default"
 
@@ -71,9 +72,8 @@ Op = tuple[Any, ...]
 
 
 def _catalog(folder: Path):
-    from iceberg_ops_provider.catalogs import CatalogFactory
 
-    return CatalogFactory.build("sqlite", db_path=folder / "catalog.db", warehouse_dir=folder / "warehouse")
+    return Lake(folder).catalog()
 
 
 def _make_table(catalog, name: str, *, mapping: bool) -> None:

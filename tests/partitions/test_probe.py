@@ -46,7 +46,7 @@ from iceberg_ops_provider.partitions.probe import (
     probe_partition,
     snapshot_mark,
 )
-from tests.maintenance.test_compaction_support import (
+from tests.support.tables import (
     batch,
     commit_delete_files,
     equality_delete_file,

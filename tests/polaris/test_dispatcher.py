@@ -35,8 +35,8 @@ from iceberg_ops_provider.polaris.dispatcher import (
     TablePolicyOutcome,
 )
 from iceberg_ops_provider.polaris.policies import ApplicablePolicy, PolicyType
-from tests.maintenance.test_compaction_support import files_on_disk, live_data_files, rows, small_files_table
 from tests.polaris.conftest import CLIENT_ID, CLIENT_SECRET
+from tests.support.tables import files_on_disk, live_data_files, rows, small_files_table
 
 EXPIRY = PolicyType.SNAPSHOT_EXPIRY
 COMPACTION = PolicyType.DATA_COMPACTION

@@ -25,9 +25,9 @@ from pathlib import Path
 
 import pytest
 
-from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.errors import PartialMigrationError
 from iceberg_ops_provider.runner import MigrationRunner
+from tests.support.lake import Lake
 from tests.support.migrations import write_migration
 
 KILLS = int(os.environ.get("ICEBERG_OPS_CRASH_KILLS", "4"))
@@ -118,7 +118,7 @@ def test_random_sigkills_during_upgrades_leave_nothing_for_a_person_but_partial_
 ):
     migrations = tmp_path / "migrations"
     _write_migrations(migrations)
-    catalog = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
+    catalog = Lake(tmp_path).catalog()
     seed = int(os.environ.get("ICEBERG_OPS_CRASH_SEED", time.time_ns() % 10_000))
     chooser = random.Random(seed)
     killed_mid_run = 0

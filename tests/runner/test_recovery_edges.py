@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.cli.wording import cli_message
 from iceberg_ops_provider.errors import (
     ConcurrentMigrationError,
@@ -23,6 +22,7 @@ from iceberg_ops_provider.errors import (
 from iceberg_ops_provider.history.intent import INTENT_PROPERTY
 from iceberg_ops_provider.history.lock import NamespaceLock
 from iceberg_ops_provider.runner import MigrationRunner
+from tests.support.lake import Lake
 from tests.support.migrations import write_migration
 
 TWO_TABLES = """
@@ -92,7 +92,7 @@ def test_a_run_killed_right_after_a_drop_is_recorded_not_reported_partial(tmp_pa
     migrations = tmp_path / "migrations"
     write_migration(migrations, "0001_tables.py", TWO_TABLES)
     write_migration(migrations, "0002_drop.py", 'ctx.drop_table("items")')
-    catalog = CatalogFactory.build("sqlite", db_path=tmp_path / "catalog.db", warehouse_dir=tmp_path / "warehouse")
+    catalog = Lake(tmp_path).catalog()
     MigrationRunner(catalog, "sales", migrations).upgrade("0001")
     result = subprocess.run([sys.executable, "-c", DROP_WORKER, str(tmp_path)], timeout=120)
     assert result.returncode == -signal.SIGKILL

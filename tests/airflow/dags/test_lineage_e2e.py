@@ -23,6 +23,7 @@ from pyiceberg.transforms import IdentityTransform
 from iceberg_ops_provider.lineage import table_dataset
 from tests.airflow.conftest import catalog_at
 from tests.polaris.server import PolarisServer
+from tests.support.lake import Lake
 
 pytestmark = [pytest.mark.slow, pytest.mark.long]  # every example DAG run under Airflow with OpenLineage (20 s)
 
@@ -106,7 +107,7 @@ def examples(airflow_db, tmp_path_factory):
     events_file = root / "openlineage.jsonl"
     with PolarisServer() as server:
         _polaris(server)
-        connection = {"kind": "sqlite", "db_path": str(root / "catalog.db"), "warehouse_dir": str(root / "warehouse")}
+        connection = Lake(root).extra
         polaris = {
             "conn_type": "iceberg_ops",
             "host": server.base_url,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.airflow.conftest import catalog_at
-from tests.maintenance.test_compaction_support import small_files_table
+from tests.support.tables import small_files_table
 
 
 def _events(root):

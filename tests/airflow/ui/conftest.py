@@ -16,6 +16,7 @@ import pytest
 
 from tests.airflow.ui.support import EXAMPLE_MIGRATIONS, build_lake, connections, leaked
 from tests.support.hostile import never, raw_server
+from tests.support.lake import Lake
 
 PASSWORDS = {"admin": "admin-pw-1234567", "viewer": "viewer-pw-1234567"}
 
@@ -31,7 +32,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
 @pytest.fixture(scope="module")
 def lake(airflow_db, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
     """The environment of the api-server: connections, users, the plugin's options; and the lake built."""
-    from iceberg_ops_provider.catalogs import CatalogFactory
 
     root = tmp_path_factory.mktemp("ui-lake")
     passwords = root / "passwords.json"
@@ -47,7 +47,7 @@ def lake(airflow_db, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[
         }
         for key, value in env.items():
             patch.setenv(key, value)
-        catalog = CatalogFactory.build("sqlite", db_path=root / "catalog.db", warehouse_dir=root / "warehouse")
+        catalog = Lake(root).catalog()
         built = build_lake(catalog)
         yield {"root": root, "catalog": catalog, "stalled": stalled.uri, **built}
 

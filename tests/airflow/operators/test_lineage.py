@@ -282,7 +282,7 @@ def test_a_move_that_fails_part_way_reports_the_units_it_committed(catalog):
 def test_a_compaction_that_fails_part_way_reports_the_groups_it_committed(catalog):
     from iceberg_ops_provider.errors import MaintenanceConflictError
     from iceberg_ops_provider.operators.maintenance import IcebergCompactOperator
-    from tests.maintenance.test_compaction_support import small_files_table
+    from tests.support.tables import small_files_table
 
     table = small_files_table(catalog, "shop.parts", appends=4, rows=4, partitioned=True)
     before = _current(catalog, "shop.parts")

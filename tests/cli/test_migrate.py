@@ -11,65 +11,28 @@ failed step's message once, and a refusal of changed files one file per line.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 import tempfile
-from pathlib import Path
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from iceberg_ops_provider.history.lock import NamespaceLock
+from tests.cli.ops_support import CREATE_ORDERS, CommandLake, run
+from tests.support.lake import Lake
 from tests.support.migrations import write_migration
 
 pytestmark = pytest.mark.slow  # every check is a real iceberg-ops process
-
-BIN = Path(sys.executable).parent / "iceberg-ops"
-
-CREATE_ORDERS = 'ctx.create_table("orders", pa.schema([pa.field("id", pa.int64(), nullable=False)]))'
 
 
 def _create(table: str) -> str:
     return f'ctx.create_table("{table}", pa.schema([pa.field("id", pa.int64())]))'
 
 
-def _iceberg_ops(cwd: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """``iceberg-ops ARGS`` in ``cwd``; stdout and stderr captured (neither is a terminal)."""
-    return subprocess.run(
-        [str(BIN), *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        env={**os.environ, **(env or {})},
-    )
-
-
-class Lake:
-    """A SQLite catalog under ``root`` named by options only, a migrations folder, and a working folder without
-    a project file."""
-
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.migrations = root / "migrations"
-        self.migrations.mkdir()
-        self.cwd = root / "elsewhere"  # no iceberg-ops.yaml here
-        self.cwd.mkdir()
-        self.catalog = ["--catalog", "sqlite", "--db-path", str(root / "catalog.db"), "--warehouse", str(root / "wh")]
-
-    def run(
-        self, *args: str, files: bool = True, env: dict[str, str] | None = None
-    ) -> subprocess.CompletedProcess[str]:
-        """``iceberg-ops`` with the catalog options, ``--namespace sales`` and (``files``) ``--migrations-dir``."""
-        options = [*self.catalog, "--namespace", "sales"]
-        if files:
-            options += ["--migrations-dir", str(self.migrations)]
-        return _iceberg_ops(self.cwd, *options, *args, env=env)
-
-
 @pytest.fixture
-def lake(tmp_path: Path) -> Lake:
-    return Lake(tmp_path)
+def lake(lake: Lake) -> CommandLake:
+    return CommandLake(lake.root)
 
 
 def _ok(result: subprocess.CompletedProcess[str], code: int = 0) -> subprocess.CompletedProcess[str]:
@@ -116,9 +79,9 @@ def test_read_only_commands_and_unlock_need_no_project_file(lake):
     # What needs the files says so; the namespace is still asked for as before.
     upgrade = _ok(lake.run("upgrade", files=False), 2)
     assert "`iceberg-ops upgrade` needs the migration files: pass --migrations-dir DIR" in _error(upgrade)
-    no_namespace = _ok(_iceberg_ops(lake.cwd, *lake.catalog, "status"), 2)
+    no_namespace = _ok(run(lake.cwd, *lake.flags, "status"), 2)
     assert "No namespace given: pass --namespace NS" in _error(no_namespace)
-    nothing = _error(_ok(_iceberg_ops(lake.cwd, "status"), 2))
+    nothing = _error(_ok(run(lake.cwd, "status"), 2))
     assert "iceberg-ops.yaml not found" in nothing and "--catalog KIND" in nothing and "--namespace NS" in nothing
     revision = _error(_ok(lake.run("revision", "-m", "x"), 2))
     assert "`iceberg-ops revision` needs the project file" in revision
@@ -134,14 +97,14 @@ def test_status_and_unlock_with_an_airflow_connection_and_no_project_file(lake):
     pytest.importorskip("airflow")
     write_migration(lake.migrations, "0001_create_orders.py", CREATE_ORDERS)
     _ok(lake.run("upgrade"))
-    extra = {"kind": "sqlite", "db_path": str(lake.root / "catalog.db"), "warehouse_dir": str(lake.root / "wh")}
+    extra = {"kind": "sqlite", "db_path": str(lake.root / "catalog.db"), "warehouse_dir": str(lake.warehouse)}
     env = {
         "AIRFLOW_CONN_PG": json.dumps({"conn_type": "iceberg_ops", "extra": extra}),
         "AIRFLOW_HOME": tempfile.mkdtemp(prefix="iceberg_ops_trial_airflow_"),
     }
-    status = _ok(_iceberg_ops(lake.cwd, "--conn-id", "pg", "--namespace", "sales", "status", env=env))
+    status = _ok(run(lake.cwd, "--conn-id", "pg", "--namespace", "sales", "status", env=env))
     assert "current:   0001" in status.stdout
-    unlock = _ok(_iceberg_ops(lake.cwd, "--conn-id", "pg", "--namespace", "sales", "unlock", env=env))
+    unlock = _ok(run(lake.cwd, "--conn-id", "pg", "--namespace", "sales", "unlock", env=env))
     assert "The namespace was not locked." in unlock.stdout
 
 
@@ -335,3 +298,25 @@ def test_the_refusal_of_changed_files_lists_one_file_per_line(lake):
     assert missing[1:] == ["  - 0002 was applied but its file is missing ('t2')", "Restore the files."]
     document = json.loads(_ok(lake.run("--json", "upgrade"), 1).stdout)
     assert document["error"].splitlines()[1].startswith("  - 0001 was applied")
+
+
+# --- ``iceberg-ops unlock`` of a lock whose run still looks alive releases it and warns what follows.
+
+
+def test_unlocking_a_live_run_warns_and_a_dead_one_does_not(lake):
+    catalog = lake.catalog()
+    catalog.create_namespace("sales")
+    NamespaceLock(catalog, "_iceberg_ops", "sales").acquire("live-run")  # held by this test process, alive
+
+    released = run(lake.root, *lake.flags, "--namespace", "sales", "unlock")
+    assert released.returncode == 0, released.stderr
+    assert "released the lock held by run live-run" in released.stdout
+    assert "warning: that run did not look dead" in released.stderr
+    assert "its process still runs on this host" in released.stderr and "LockLostError" in released.stderr
+
+    earlier = NamespaceLock(catalog, "_iceberg_ops", "sales", stale_after=1)
+    earlier.clock = lambda: datetime.now(UTC) - timedelta(seconds=1.5)
+    earlier.acquire("dead-run")  # 1.5 s ago, with a lease of 1 s: it ran out, nobody renewed it
+    again = run(lake.root, *lake.flags, "--namespace", "sales", "--json", "unlock")
+    assert again.returncode == 0, again.stderr
+    assert json.loads(again.stdout)["released"]["run_id"] == "dead-run" and "warning" not in again.stderr

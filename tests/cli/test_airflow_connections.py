@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from iceberg_ops_provider.catalogs import CatalogFactory
 from iceberg_ops_provider.cli import cli
 from iceberg_ops_provider.cli.airflow_connections import read_airflow_connection
 from iceberg_ops_provider.cli.catalog_flags import CatalogFlags, with_flags
 from iceberg_ops_provider.config import load_config
 from iceberg_ops_provider.errors import CatalogConfigError, ProjectConfigError
+from tests.support.lake import Lake
 
 # Airflow reads its configuration once, when first imported: keep it out of the home folder.
 os.environ.setdefault("AIRFLOW_HOME", tempfile.mkdtemp(prefix="iceberg_ops_conn_id_airflow_"))
@@ -42,7 +42,7 @@ MIGRATION = (
 def connection(tmp_path, monkeypatch) -> Path:
     """``AIRFLOW_CONN_MY_ICEBERG``: a SQLite catalog outside the project; returns its folder."""
     where = tmp_path / "connection_catalog"
-    extra = {"kind": "sqlite", "db_path": str(where / "catalog.db"), "warehouse_dir": str(where / "warehouse")}
+    extra = Lake(where).extra
     monkeypatch.setenv("AIRFLOW_CONN_MY_ICEBERG", json.dumps({"conn_type": "iceberg_ops", "extra": extra}))
     return where
 
@@ -69,7 +69,7 @@ def _error_line(result) -> str:
 
 
 def _connection_catalog(where: Path):
-    return CatalogFactory.build("sqlite", db_path=where / "catalog.db", warehouse_dir=where / "warehouse")
+    return Lake(where).catalog()
 
 
 def test_conn_id_builds_the_catalog_of_the_connection(connection, project):

@@ -19,17 +19,18 @@ from click.testing import CliRunner
 from iceberg_ops_provider.cli import cli
 from iceberg_ops_provider.data_migration.results import MoveResult
 from tests.cli.ops_support import run, seaweedfs_project, sqlite_catalog, sqlite_flags, start
-from tests.maintenance.test_compaction_support import files_on_disk, live_data_files, rows, small_files_table
+from tests.support.lake import Lake
+from tests.support.tables import files_on_disk, live_data_files, rows, small_files_table
 
 SOURCE_FILES, ROWS_PER_FILE = 8, 50
 SLOW_SOURCE_FILES = 40  # one unit each: a move long enough to interrupt
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Path:
+def lake(lake: Lake) -> Path:
     """A SQLite catalog with ``sales.events``: 8 appends of 50 rows (one small file each)."""
-    small_files_table(sqlite_catalog(tmp_path), "sales.events", appends=SOURCE_FILES, rows=ROWS_PER_FILE)
-    return tmp_path
+    small_files_table(lake.catalog(), "sales.events", appends=SOURCE_FILES, rows=ROWS_PER_FILE)
+    return lake.root
 
 
 def _ids(table: Any) -> Counter[int]:
@@ -243,7 +244,7 @@ def test_the_target_may_live_in_another_catalog(lake, tmp_path):
 
 def test_source_and_target_from_two_airflow_connections_keep_stdout_for_the_json(lake, tmp_path):
     def connection(root: Path) -> str:
-        extra = {"kind": "sqlite", "db_path": str(root / "catalog.db"), "warehouse_dir": str(root / "warehouse")}
+        extra = Lake(root).extra
         return json.dumps({"conn_type": "iceberg_ops", "extra": extra})
 
     env = {
@@ -368,3 +369,24 @@ def test_json_after_the_subcommand_and_ctrl_c_in_plan_or_verify_exit_130_with_th
         error = json.loads(result.stdout)
         assert error["type"] == "KeyboardInterrupt" and error["exit_code"] == 130 and said in error["error"]
         assert f"interrupted: stopped while {command}" in result.stderr and "Aborted!" not in result.stderr
+
+
+# --- ``move --json plan A B``: a flag typed between ``move`` and its subcommand belongs to the subcommand, as
+# ``maintain --json health`` does; ``move A B`` still runs the default ``run``.
+
+
+def test_a_flag_before_the_subcommand_is_the_subcommands(tmp_path):
+    catalog = sqlite_catalog(tmp_path)
+    catalog.create_namespace("shop")
+    source = catalog.create_table("shop.visits", pa.schema([pa.field("id", pa.int64())]))
+    source.append(pa.table({"id": pa.array([1, 2, 3], pa.int64())}))
+    catalog.create_table("shop.copy", source.schema())
+
+    before = CliRunner().invoke(cli, [*sqlite_flags(tmp_path), "move", "--json", "plan", "shop.visits", "shop.copy"])
+    after = CliRunner().invoke(cli, [*sqlite_flags(tmp_path), "move", "plan", "shop.visits", "shop.copy", "--json"])
+    assert before.exit_code == after.exit_code == 0, before.output
+    assert json.loads(before.stdout)["units"] == json.loads(after.stdout)["units"]
+
+    default = CliRunner().invoke(cli, [*sqlite_flags(tmp_path), "move", "shop.visits", "shop.copy", "--json"])
+    assert default.exit_code == 0, default.output
+    assert json.loads(default.stdout)["rows"] == 3

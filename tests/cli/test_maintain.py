@@ -14,16 +14,17 @@ from pyiceberg.transforms import IdentityTransform
 from iceberg_ops_provider.cli import cli
 from iceberg_ops_provider.maintenance.compaction import CompactionResult
 from tests.cli.ops_support import run, seaweedfs_project, sqlite_catalog, sqlite_flags
-from tests.maintenance.test_compaction_support import live_data_files, rows, small_files_table
+from tests.support.lake import Lake
+from tests.support.tables import live_data_files, rows, small_files_table
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Path:
+def lake(lake: Lake) -> Path:
     """A SQLite catalog with ``sales.events`` (12 small files in 2 partitions) and ``sales.tidy`` (one file)."""
-    catalog = sqlite_catalog(tmp_path)
+    catalog = lake.catalog()
     small_files_table(catalog, "sales.events", appends=6, rows=50, partitioned=True)
     small_files_table(catalog, "sales.tidy", appends=1, rows=50)
-    return tmp_path
+    return lake.root
 
 
 def _json(result) -> object:

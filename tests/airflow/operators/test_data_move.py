@@ -23,7 +23,7 @@ from tests.airflow.conftest import catalog_at, xcom
 
 # Written into the dags folder: dag.test() runs DAGs Airflow parsed from a file there.
 MOVE_DAGS = '''
-"""DAGs of tests/airflow/operators/test_data_move_operator.py."""
+"""DAGs of tests/airflow/operators/test_data_move.py."""
 
 from datetime import UTC, datetime, timedelta
 from pathlib import Path

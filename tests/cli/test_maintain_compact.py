@@ -10,14 +10,15 @@ from click.testing import CliRunner
 
 from iceberg_ops_provider.cli import cli
 from tests.cli.ops_support import sqlite_catalog, sqlite_flags
-from tests.maintenance.test_compaction_support import rows, small_files_table
+from tests.support.lake import Lake
+from tests.support.tables import rows, small_files_table
 
 
 @pytest.fixture
-def lake(tmp_path: Path) -> Path:
+def lake(lake: Lake) -> Path:
     """``sales.events``: 8 small files in each of its two partitions (``category``)."""
-    small_files_table(sqlite_catalog(tmp_path), "sales.events", appends=8, rows=20, partitioned=True)
-    return tmp_path
+    small_files_table(lake.catalog(), "sales.events", appends=8, rows=20, partitioned=True)
+    return lake.root
 
 
 def _invoke(lake: Path, *args: str):

@@ -14,7 +14,7 @@ from iceberg_ops_provider.cli.progress import ProgressDisplay, StopOnInterrupt
 from iceberg_ops_provider.data_migration import DataMover
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from iceberg_ops_provider.progress import Progress, ProgressTracker
-from tests.maintenance.test_compaction_support import files_on_disk, live_data_files, rows, small_files_table
+from tests.support.tables import files_on_disk, live_data_files, rows, small_files_table
 
 
 def _progress(label: str = "compact sales.events", **changes: object) -> Progress:
