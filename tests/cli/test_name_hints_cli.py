@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.ops_support import run, sqlite_flags
+from tests.cli.ops_support import run, sqlite_catalog, sqlite_flags
 from tests.support.lake import Lake
 from tests.support.tables import small_files_table
 
