@@ -100,6 +100,9 @@ class CompactionUnit:
             ValueError: Not a mapping, a key missing, or a value of the wrong type; the message names it.
         """
         fix = "pass units as plan_compaction_units() returned them (CompactionUnit.to_json())"
+        if isinstance(data, Mapping) and data.get("partition") is None:
+            # an unpartitioned unit's "" comes back as None from Airflow's native template rendering
+            data = {**data, "partition": ""}
         unit = read_back(cls, data, "A compaction unit", fix)
         if not unit.data_files:
             raise ValueError(f"A compaction unit's data_files must be a non-empty list of paths: {fix}.")

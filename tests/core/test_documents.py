@@ -31,6 +31,11 @@ def test_a_unit_reads_back_its_own_json_with_text_numbers_and_files_sorted():
     assert MoveUnit.from_json(move.to_json()) == move
 
 
+def test_an_unpartitioned_unit_rendered_by_airflow_as_a_native_object_reads_back():
+    # Airflow's native template rendering turns the empty partition text of an unpartitioned unit into None.
+    assert CompactionUnit.from_json({**UNIT, "partition": None}).partition == ""
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
