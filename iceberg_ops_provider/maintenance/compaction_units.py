@@ -100,7 +100,7 @@ class CompactionUnit:
             ValueError: Not a mapping, a key missing, or a value of the wrong type; the message names it.
         """
         fix = "pass units as plan_compaction_units() returned them (CompactionUnit.to_json())"
-        if isinstance(data, Mapping) and data.get("partition") is None:
+        if isinstance(data, Mapping) and "partition" in data and data["partition"] is None:
             # an unpartitioned unit's "" comes back as None from Airflow's native template rendering
             data = {**data, "partition": ""}
         unit = read_back(cls, data, "A compaction unit", fix)
