@@ -15,7 +15,7 @@ from iceberg_ops_provider.get_provider_info import get_provider_info
 
 BIN = Path(sys.executable).parent
 ADAPTER_PACKAGES = {"hooks", "operators", "sensors", "triggers", "ui"}  # ui: the Iceberg pages of Airflow's UI
-ADAPTER_MODULES = {"get_provider_info", "assets", "version_compat"}  # Airflow-facing modules outside the packages
+ADAPTER_MODULES = {"get_provider_info", "assets"}  # Airflow-facing modules outside the packages
 
 
 def engine_modules() -> list[str]:

@@ -36,7 +36,7 @@ from iceberg_ops_provider.messages import message
 if TYPE_CHECKING:
     from iceberg_ops_provider.catalogs.spec import CatalogSpec
 
-__all__ = ["CatalogFailure", "catalog_errors", "failure", "missing_warehouse", "translate"]
+__all__ = ["CatalogFailure", "catalog_errors", "failure", "missing_uri", "missing_warehouse", "translate"]
 
 _SQL_UNREACHABLE = (
     "connection refused",
@@ -76,10 +76,12 @@ _SQL_TRANSIENT = (
     "too many connections",
     "remaining connection slots are reserved",
 )
-# PyIceberg's own message for a missing uri names the flag of its own command line.
+# PyIceberg's own message for a missing uri, which names an option of PyIceberg's command line.
 _URI_MISSING = re.compile(
-    r"URI missing, please provide using --uri, the config or environment variable (PYICEBERG_CATALOG__\S+__URI)"
+    r"URI missing, please provide using \S+, the config or environment variable (PYICEBERG_CATALOG__\S+__URI)"
 )
+# Any other option of PyIceberg's command line its messages name, reworded as the catalog option it sets.
+_PYICEBERG_OPTION = re.compile(r"(?<![\w-])-{2}([a-z][\w-]*(?:\.[\w-]+)*)")
 
 
 def _seconds(seconds: float) -> str:
@@ -453,13 +455,7 @@ def _pyiceberg_config(exc: BaseException, spec: CatalogSpec) -> IcebergOpsError 
     text = one_line(exc)
     found = _URI_MISSING.search(text)
     if found:
-        return CatalogConfigError(
-            message(
-                f"Could not open {what}: its uri is missing; give {{uri}}, or set {found.group(1)} or `uri` under "
-                f"catalogs.{(spec.name or 'default').lower()} in .pyiceberg.yaml.",
-                uri=spec.setting("uri"),
-            )
-        )
+        return missing_uri(spec, found.group(1))
     uri = spec.properties.get("uri")
     if isinstance(uri, str) and "://" not in uri and (spec.catalog_type or "rest") == "rest":
         return CatalogConfigError(
@@ -468,7 +464,20 @@ def _pyiceberg_config(exc: BaseException, spec: CatalogSpec) -> IcebergOpsError 
                 uri=spec.setting("uri"),
             )
         )
-    return CatalogConfigError(f"Could not open {what}: {text.replace('--uri', 'the `uri` option')}".rstrip(".") + ".")
+    text = _PYICEBERG_OPTION.sub(r"the `\1` option", text)
+    return CatalogConfigError(f"Could not open {what}: {text}".rstrip(".") + ".")
+
+
+def missing_uri(spec: CatalogSpec, variable: str) -> CatalogConfigError:
+    """The error of a catalog of ``spec`` opened without a uri (``variable``: PyIceberg's variable for it)."""
+    return CatalogConfigError(
+        message(
+            f"Could not open the {spec.catalog_type or spec.kind!r} catalog {spec.name or '(default)'!r}: its uri is "
+            f"missing; give {{uri}}, or set {variable} or `uri` under catalogs.{(spec.name or 'default').lower()} "
+            "in .pyiceberg.yaml.",
+            uri=spec.setting("uri"),
+        )
+    )
 
 
 def translate(exc: BaseException, spec: CatalogSpec, *, opening: bool = False) -> IcebergOpsError | None:

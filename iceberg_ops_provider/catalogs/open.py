@@ -17,7 +17,7 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from iceberg_ops_provider.catalogs.failures import catalog_errors
+from iceberg_ops_provider.catalogs.failures import catalog_errors, missing_uri
 from iceberg_ops_provider.catalogs.kinds import KINDS, PYICEBERG_KIND
 from iceberg_ops_provider.catalogs.redact import split_secrets
 from iceberg_ops_provider.catalogs.spec import DEFAULT_CATALOG_TIMEOUT, Access, CatalogSpec
@@ -101,11 +101,8 @@ def open_catalog(spec: CatalogSpec, *, access: Access = "write") -> Catalog:
             from iceberg_ops_provider.catalogs.rest import BoundedRestCatalog
 
             name = spec.name or "default"
-            if not properties.get("uri"):  # as load_catalog checks it, in PyIceberg's words (translated below)
-                raise ValueError(
-                    "URI missing, please provide using --uri, the config or environment variable "
-                    f"PYICEBERG_CATALOG__{name.upper()}__URI"
-                )
+            if not properties.get("uri"):  # as load_catalog checks it
+                raise missing_uri(spec, f"PYICEBERG_CATALOG__{name.upper()}__URI")
             catalog = BoundedRestCatalog(name, timeout=spec.timeout, **properties)
         else:
             catalog = _load(spec, properties, catalog_type)

@@ -23,11 +23,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from airflow.sdk import BaseOperator
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+from iceberg_ops_provider.hooks.version_compat import AirflowException, AirflowFailException
 from iceberg_ops_provider.maintenance.times import parse_older_than
 from iceberg_ops_provider.operators.lineage import IcebergLineageMixin
 from iceberg_ops_provider.operators.wording import operator_message
 from iceberg_ops_provider.progress import size_text
-from iceberg_ops_provider.version_compat import AirflowException, AirflowFailException
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -9,9 +9,9 @@ from airflow.sdk import BaseOperator
 
 from iceberg_ops_provider.history.lock import DEFAULT_STALE_AFTER
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
+from iceberg_ops_provider.hooks.version_compat import AirflowException, AirflowFailException
 from iceberg_ops_provider.operators.lineage import IcebergLineageMixin, table_extra
 from iceberg_ops_provider.operators.wording import operator_message
-from iceberg_ops_provider.version_compat import AirflowException, AirflowFailException
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -24,7 +24,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from iceberg_ops_provider.core.polling import describe_error, is_transient, timeout_message
 from iceberg_ops_provider.errors import IcebergOpsError
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
-from iceberg_ops_provider.version_compat import (
+from iceberg_ops_provider.hooks.version_compat import (
     AirflowException,
     AirflowFailException,
     AirflowSensorTimeout,

@@ -47,7 +47,7 @@ class UiSettings:
 
 
 def _get(name: str) -> str:
-    from iceberg_ops_provider.version_compat import conf
+    from iceberg_ops_provider.hooks.version_compat import conf
 
     return str(conf.get(SECTION, name, fallback=OPTIONS[name][0]))
 

@@ -382,6 +382,13 @@ def test_pyiceberg_messages_naming_its_own_flags_are_translated(kind, tmp_path, 
         open_catalog(spec, access="read")
 
 
+def test_any_option_of_pyicebergs_command_line_in_its_message_is_reworded_as_the_catalog_option():
+    spec = from_options("glue", warehouse="s3://lake")
+    error = translate(ValueError("Cannot write here, please provide --warehouse or --s3.endpoint"), spec, opening=True)
+    assert isinstance(error, CatalogConfigError)
+    assert "please provide the `warehouse` option or the `s3.endpoint` option." in str(error) and "--" not in str(error)
+
+
 def test_an_address_the_http_client_cannot_read_is_not_repeated():
     """The client names what it took for the host: part of a password, when one holds an unencoded '/'."""
     import requests
