@@ -1,18 +1,13 @@
 """The column operations: add, drop, restore, rename, alter and move columns, set the row key.
 
-Each class is one operation (see :mod:`~iceberg_ops_provider.migration.operation`). Each is staged
-as a schema change through :class:`~iceberg_ops_provider.migration.staging.TableStaging`, so that one
-migration's column changes to a table make as few new schemas as they allow; the checks a column
-change needs first (the column exists, a required column only on an empty table, a dropped column
-no longer used by the partition spec, sort order or row key, only the type promotions Iceberg
-allows) live here with them.
-
-Nested columns are given as dotted paths (``"address.city"``) or tuples.
+Each class is one operation (see :mod:`~iceberg_ops_provider.migration.operation`), staged as a schema
+change through :class:`~iceberg_ops_provider.migration.staging.TableStaging`, with the checks it needs
+first. Nested columns are given as dotted paths (``"address.city"``) or tuples.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -27,7 +22,7 @@ from iceberg_ops_provider.errors import InvalidOperationError
 from iceberg_ops_provider.migration.operation import Irreversible, Operation
 from iceberg_ops_provider.migration.restore import dropped_column, nested_ids, restoring, rows_holding
 from iceberg_ops_provider.migration.risks import highest_risk
-from iceberg_ops_provider.migration.schema_changes import AddedColumn, ColumnPath
+from iceberg_ops_provider.migration.schema_changes import AddedColumn, ColumnPath, as_path
 from iceberg_ops_provider.migration.schema_changes import dotted as _text
 
 if TYPE_CHECKING:
@@ -56,17 +51,15 @@ TypeLike = str | pa.DataType | IcebergType
 
 
 def _path(column: ColumnPath) -> str | tuple[str, ...]:
-    if isinstance(column, tuple):
-        return column
-    if not isinstance(column, str) or not column:
+    if not isinstance(column, tuple) and (not isinstance(column, str) or not column):
         raise InvalidOperationError(f"A column must be a non-empty name or tuple path, got {column!r}.")
-    return tuple(column.split(".")) if "." in column else column
+    return as_path(column)
 
 
 def _has_column(staging: TableStaging, table: str, name: ColumnPath) -> bool:
     identifier, transaction = staging.transaction(table)
     try:
-        staging.schema(identifier, transaction).find_field(_text(name))
+        staging.schemas.schema(identifier, transaction).find_field(_text(name))
     except ValueError:
         return False
     return True
@@ -74,7 +67,7 @@ def _has_column(staging: TableStaging, table: str, name: ColumnPath) -> bool:
 
 def _field(staging: TableStaging, table: str, transaction: Transaction, name: ColumnPath) -> NestedField:
     dotted = _text(name)
-    schema = staging.schema(staging.identifier(table), transaction)
+    schema = staging.schemas.schema(staging.identifier(table), transaction)
     try:
         return schema.find_field(dotted)
     except ValueError as exc:
@@ -82,25 +75,20 @@ def _field(staging: TableStaging, table: str, transaction: Transaction, name: Co
         raise InvalidOperationError(f"Table {table!r} has no column {dotted!r}; its columns are {columns}.") from exc
 
 
-def _added(staging: TableStaging, table: str, name: ColumnPath) -> AddedColumn | None:
-    """The pending add of column ``name`` in this migration, if it is one."""
-    identifier, _ = staging.transaction(table)
-    return staging.schemas.pending_add(identifier, name)
-
-
-def _reshape_added(staging: TableStaging, table: str, name: ColumnPath, replacement: AddedColumn | None) -> bool:
+def _reshape_added(
+    staging: TableStaging, table: str, name: ColumnPath, reshape: Callable[[AddedColumn], AddedColumn | None]
+) -> bool:
     """Fold a change of a column this migration adds into its add (``None``: drop it); False when it cannot."""
     identifier, transaction = staging.transaction(table)
     added = staging.schemas.pending_add(identifier, name)
-    return added is not None and staging.schemas.reshape_add(identifier, transaction, added, replacement)
+    return added is not None and staging.schemas.reshape_add(identifier, transaction, added, reshape(added))
 
 
 def _require_empty(staging: TableStaging, table: str, what: str) -> None:
     """Refuse ``what`` unless the table has no rows, and make the commit require that it still has none.
 
-    The commit asserts the main branch is still at the snapshot checked here (or still absent), so
-    rows another writer appends meanwhile make the catalog refuse the whole commit instead of
-    leaving rows without a value in a required column.
+    The commit asserts the main branch is still at the snapshot checked here, so rows another writer
+    appends meanwhile make the catalog refuse the commit instead of leaving a required column empty.
     """
     identifier, transaction = staging.transaction(table)
     snapshot = transaction.table_metadata.current_snapshot()
@@ -119,11 +107,7 @@ def _require_empty(staging: TableStaging, table: str, what: str) -> None:
 
 @dataclass(frozen=True)
 class AddColumn(Operation):
-    """Add a column, placed first, or before/after another one.
-
-    A nested field is a dotted path (``address.zip``, ``items.element.sku``), and ``after`` names its
-    sibling by full path too (``address.street``).
-    """
+    """Add a column, placed first, or before/after another one (nested: full paths, ``items.element.sku``)."""
 
     # Adding a required column is refused on tables with rows: a kind of its own, to review.
     risks: ClassVar[Mapping[str, Risk]] = {"add_column": "safe", "add_required_column": "review"}
@@ -219,7 +203,7 @@ class DropColumn(Operation):
         if self.if_exists and not _has_column(staging, table, name):
             return
         _check_droppable(staging, table, name)
-        if _reshape_added(staging, table, name, None):
+        if _reshape_added(staging, table, name, lambda added: None):
             return
         path = _path(name)
         staging.schema_change(
@@ -236,7 +220,7 @@ class DropColumn(Operation):
 def _check_droppable(staging: TableStaging, table: str, name: ColumnPath) -> None:
     """Refuse, naming the fix, to drop a column the partition spec, sort order or row key still uses."""
     identifier, transaction = staging.transaction(table)
-    schema = staging.schema(identifier, transaction)
+    schema = staging.schemas.schema(identifier, transaction)
     try:
         field = schema.find_field(_text(name))
     except ValueError:
@@ -282,7 +266,7 @@ class RestoreColumn(Operation):
         identifier, transaction = staging.transaction(self.table)
         column = _text(self.name)
         metadata = transaction.table_metadata
-        pending = staging.schema(identifier, transaction)  # this migration's earlier column changes
+        pending = staging.schemas.schema(identifier, transaction)  # this migration's earlier column changes
         dropped = dropped_column(metadata, column, staging.label(identifier), current=pending)
         holding = rows_holding(metadata, transaction._table.io, dropped.field)
         staging.note(
@@ -317,8 +301,7 @@ class RenameColumn(Operation):
 
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         table, old, new = self.table, self.old, self.new
-        added = _added(staging, table, old)
-        if added is not None and _reshape_added(staging, table, old, replace(added, path=(*added.path[:-1], new))):
+        if _reshape_added(staging, table, old, lambda added: replace(added, path=(*added.path[:-1], new))):
             return
         path = _path(old)
         staging.schema_change(
@@ -339,9 +322,7 @@ class RenameColumn(Operation):
 class AlterColumn(Operation):
     """Change a column's type, doc, or make it optional: the context's ``alter_column``.
 
-    Not registered: autogenerate makes each of its kinds an operation of its own
-    (:class:`AlterColumnType`, :class:`MakeColumnOptional`, :class:`SetColumnDoc`), whose risks
-    it takes.
+    Not registered: autogenerate writes each of its kinds as an operation of its own, below.
     """
 
     method: ClassVar[str] = "alter_column"
@@ -373,16 +354,17 @@ class AlterColumn(Operation):
                 f"Cannot make column {_text(name)!r} of {table!r} required: existing rows may hold nulls and the "
                 "Iceberg specification does not allow optional -> required."
             )
-        added = _added(staging, table, name)
-        if added is not None:
-            reshaped = replace(
+
+        def reshaped(added: AddedColumn) -> AddedColumn:
+            return replace(
                 added,
                 field_type=new_type if new_type is not None else added.field_type,
                 doc=doc if doc is not None else added.doc,
                 required=False if required is False else added.required,
             )
-            if _reshape_added(staging, table, name, reshaped):
-                return
+
+        if _reshape_added(staging, table, name, reshaped):
+            return
 
         def change(update: UpdateSchema) -> None:
             if new_type is not None and new_type != current.field_type:
@@ -478,10 +460,7 @@ class SetColumnDoc(_Alteration):
 
 @dataclass(frozen=True)
 class MoveColumn(Operation):
-    """Move a column first, or before/after another column (exactly one of them).
-
-    Autogenerate gives only ``after`` (``None``: first), which its rendering turns into ``first=True``.
-    """
+    """Move a column first, or before/after another column (autogenerate gives ``after``, ``None``: first)."""
 
     risks: ClassVar[Mapping[str, Risk]] = {"move_column": "safe"}
 
@@ -542,7 +521,7 @@ class SetIdentifierFields(Operation):
 
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         identifier, transaction = staging.transaction(self.table)
-        schema = staging.schema(identifier, transaction)
+        schema = staging.schemas.schema(identifier, transaction)
         for name in self.names:
             try:
                 field = schema.find_field(name)

@@ -1,23 +1,18 @@
 """What a migration staged, in order, and how it reaches the catalog.
 
-A :class:`~iceberg_ops_provider.migration.context.MigrationContext` stages every change it is asked
-for in a :class:`CommitQueue`: one PyIceberg transaction per table (a new table is a placeholder
-transaction until it is committed), drops and renames in the order the migration made them. The
-queue commits them one by one, each announced to the run's :class:`CommitJournal` first (the runner
-records its intent there) and each table's commit carrying a receipt property naming the namespace,
-version, run and step, so that after a crash the runner can tell from the tables which commits landed.
-
-A journal that can commit several tables at once (:class:`AtomicCommitJournal`, the runner's on a
-catalog that supports it) instead takes a finished migration's table changes in one commit with its
-history record; drops, renames, namespace creation (and, on REST catalogs, table creation) are still
-committed one by one, before it. The queue keeps what it committed one by one
-(:attr:`CommitQueue.separate`) and why a migration's commits could not be all or nothing
-(:attr:`CommitQueue.not_atomic`), for the migration's result.
+A :class:`CommitQueue` holds one PyIceberg transaction per table (a new table is a placeholder
+transaction until it is committed), and drops and renames in the order the migration made them. It
+commits them one by one, each announced to the run's :class:`CommitJournal` first (the runner's
+intent) and each table's commit carrying a receipt property, so that after a crash the runner can
+tell from the tables which commits landed. An :class:`AtomicCommitJournal` instead takes a finished
+migration's table changes in one commit with its history record; drops, renames, namespace creation
+(and, on REST catalogs, table creation) still commit one by one, before it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -48,6 +43,14 @@ __all__ = [
 Identifier = tuple[str, ...]
 
 
+@contextmanager
+def _missing(what: str, identifier: Identifier) -> Iterator[None]:
+    try:
+        yield
+    except NoSuchTableError as exc:
+        raise InvalidOperationError(f"Cannot {what} table {'.'.join(identifier)}: it does not exist.") from exc
+
+
 class CommitJournal(Protocol):
     """What the runner is told before each commit of a migration (its intent record and lease check)."""
 
@@ -56,34 +59,22 @@ class CommitJournal(Protocol):
         ...
 
     def before_commit(self, actions: list[IntentAction], *, complete: bool) -> None:
-        """Called before ``actions`` are committed, in that order; raising stops the commit.
-
-        ``complete`` is true when the migration's body has finished, so ``actions`` are its last ones.
-        """
+        """Called before ``actions`` are committed (``complete``: the body has finished); raising stops the commit."""
         ...
 
 
 class AtomicCommitJournal(CommitJournal, Protocol):
-    """A journal that can commit a finished migration's table changes together with its own bookkeeping.
-
-    The runner's journal commits them with the migration's history record (and a check that the run
-    still holds the namespace's lock) in one multi-table commit, where the catalog can.
-    """
+    """A journal that commits a finished migration's table changes with its history record, in one commit."""
 
     def atomic_mode(self) -> str | None:
-        """The multi-table commit the remaining changes can use now, or ``None`` to commit them one by one.
-
-        ``sql-transaction`` or ``rest-transaction``; ``None`` when the catalog cannot, or this
-        migration already committed something on its own (early commits, direct writes).
-        """
+        """``sql-transaction`` or ``rest-transaction``, or ``None`` to commit the remaining changes one by one."""
         ...
 
     def commit_together(self, changes: list[TableChange], actions: list[IntentAction], *, outside: list[str]) -> bool:
         """Commit ``changes`` (described by ``actions``) in one multi-table commit with the bookkeeping.
 
-        ``outside`` names what this migration committed separately just before (drops, renames,
-        created namespaces). Returns false, having committed nothing, when the catalog turned out
-        unable to; raises when the commit failed (nothing of it applied) or its outcome is unknown.
+        ``outside`` names what was committed separately just before. Returns false, having committed
+        nothing, when the catalog turned out unable to; raises when the commit failed or its outcome is unknown.
         """
         ...
 
@@ -103,9 +94,8 @@ def split_for_atomic(
 ) -> tuple[list[Queued], list[Queued]]:
     """The queued changes that must be committed on their own, in order, and those one atomic commit can take.
 
-    Drops and renames are catalog operations of their own (and so are creations, on catalogs whose
-    multi-table commit cannot create). A table's change can wait for the atomic commit after them
-    unless a later drop or rename names that table.
+    Drops, renames (and creations, where the multi-table commit cannot create) commit on their own, and so
+    does a table's change that a later drop or rename names.
     """
     outside: list[Queued] = []
     inside: list[Queued] = []
@@ -121,34 +111,28 @@ def split_for_atomic(
     return outside, inside
 
 
+_SEPARATE = {
+    "drop": ("dropped", "a drop"),
+    "rename": ("renamed", "a rename"),
+    "create": ("created", "a table created on this catalog"),
+    "table": ("changed", "a change to a table that is then dropped or renamed"),
+}
+
+
 def separate_reason(committed: list[tuple[Queued, bool]], namespaces: list[str]) -> str:
-    """Why a finished migration was committed one commit at a time: what it did, each a commit of its own.
+    """Why a finished migration whose every change commits on its own was committed one commit at a time.
 
-    For a migration whose every change must be committed on its own (drops, renames, created
-    namespaces; tables created on a catalog whose multi-table commit cannot create; a table change
-    that a later drop or rename of that table waits for), so nothing was left for the all-or-nothing
-    commit: ``it dropped table sales.orders: a drop commits on its own, outside the all-or-nothing commit``.
-
-    Args:
-        committed: The changes committed, in order, each with whether it created its table.
-        namespaces: The namespaces created by those commits.
+    ``it dropped table sales.orders: a drop commits on its own, outside the all-or-nothing commit``.
+    ``committed`` holds the changes committed, in order, each with whether it created its table.
     """
     did: list[str] = []
     kinds: list[str] = []
     for item, created in committed:
         name = ".".join(item.identifier)
-        if item.kind == "drop":
-            did.append(f"dropped table {name}")
-            kinds.append("a drop")
-        elif item.kind == "rename":
-            did.append(f"renamed table {name} to {'.'.join(item.target or ())}")
-            kinds.append("a rename")
-        elif created:
-            did.append(f"created table {name}")
-            kinds.append("a table created on this catalog")
-        else:
-            did.append(f"changed table {name}")
-            kinds.append("a change to a table that is then dropped or renamed")
+        kind = "create" if created and item.kind == "table" else item.kind
+        verb, what = _SEPARATE[kind]
+        did.append(f"{verb} table {name}" + (f" to {'.'.join(item.target or ())}" if kind == "rename" else ""))
+        kinds.append(what)
     did += [f"created namespace {namespace}" for namespace in namespaces]
     kinds += ["a new namespace"] * len(namespaces)
     unique = list(dict.fromkeys(kinds))
@@ -163,8 +147,7 @@ def separate_reason(committed: list[tuple[Queued, bool]], namespaces: list[str])
 def placeholder_create(catalog: Catalog, identifier: Identifier, schema: Schema, properties: dict[str, str]) -> Any:
     """A create-table transaction that exists only in memory: what a migration stages on a new table.
 
-    Its UUID is derived from the table's name, so two plans of one migration are the same text; the
-    table the commit creates gets its own from the catalog.
+    Its UUID is derived from the table's name, so two plans of one migration are the same text.
     """
     import uuid
 
@@ -195,8 +178,7 @@ class CommitQueue:
         journal: Told before every commit (``None`` for a context used on its own).
         touched: Where the net change of every committed table is noted.
         dry_run: Never commit anything (a plan).
-        fold: Called with a table's identifier right before its transaction is committed, so the
-            context can fold the table's pending schema changes into it.
+        fold: Called with a table's identifier right before its transaction is committed (pending schema changes).
     """
 
     def __init__(
@@ -229,14 +211,11 @@ class CommitQueue:
         self.created_namespaces: list[str] = []
         """Namespaces created by this migration's commits."""
         self.separate: list[str] = []
-        """What reached the catalog one commit at a time, in order (``sales.old (drop)``): everything but
-        the table changes of an all-or-nothing commit."""
+        """What reached the catalog one commit at a time, in order (``sales.old (drop)``)."""
         self.dry_committed: list[dict[str, Any]] = []
         """In a dry run: what early commits (``ctx.commit()``, a change after a rename) would have sent."""
         self.not_atomic: str | None = None
-        """Why this migration's changes could not be one all-or-nothing commit although the journal could
-        make one: it committed early, reached the catalog directly, changed no table, or did only what
-        commits on its own (``it dropped table sales.orders: a drop commits on its own, ...``)."""
+        """Why this migration's changes could not be one all-or-nothing commit although the journal could make one."""
 
     @staticmethod
     def label(identifier: Identifier) -> str:
@@ -245,8 +224,6 @@ class CommitQueue:
 
     def __bool__(self) -> bool:
         return bool(self.items)
-
-    # -- staging ----------------------------------------------------------------------------------
 
     def stage_table(self, identifier: Identifier, transaction: Transaction, *, create: bool = False) -> None:
         """Queue a table's transaction: its first change in this migration, or (``create``) its creation."""
@@ -289,13 +266,8 @@ class CommitQueue:
 
     def discard(self) -> None:
         """Forget everything staged and not yet committed."""
-        self.pending.clear()
-        self.items.clear()
-        self.gone.clear()
-        self.rename_targets.clear()
-        self.created.clear()
-
-    # -- committing -------------------------------------------------------------------------------
+        for staged in (self.pending, self.items, self.gone, self.rename_targets, self.created):
+            staged.clear()
 
     def announce(self, actions: list[IntentAction], *, complete: bool = False) -> None:
         """Tell the journal what is about to be committed (or, with no journal, nothing)."""
@@ -311,12 +283,8 @@ class CommitQueue:
     def commit(self, *, complete: bool, why: str | None = None) -> None:
         """Announce every queued change (the intent), then commit them one by one in order.
 
-        Once the body has finished (``complete``), a journal that can commit several tables at once
-        takes the table changes in one atomic commit with its own bookkeeping (see :meth:`_commit_atomic`).
-
-        Args:
-            complete: Whether the migration's body has finished.
-            why: What made the migration commit before finishing (``ctx.commit()``), for its result.
+        Once the body has finished (``complete``), an atomic journal takes the table changes in one commit
+        (:meth:`_commit_atomic`). ``why`` says what made the migration commit before finishing.
         """
         if self.dry_run:
             if not complete and self.items:
@@ -347,11 +315,7 @@ class CommitQueue:
             self.not_atomic = self.not_atomic or separate_reason(done, self.created_namespaces[namespaces_before:])
 
     def _commit_dry(self) -> None:
-        """A dry run's early commit: note what it would send, then forget it.
-
-        Where the catalog is a plan's (it has ``apply_queue``), the catalog takes it in first, so the
-        changes after it see it (a change to a table after renaming it).
-        """
+        """A dry run's early commit: note what it would send, let a plan's catalog take it in, forget it."""
         from iceberg_ops_provider.migration.staged_changes import staged_changes
 
         self.dry_committed.extend(staged_changes(self, self._fold, self.catalog))
@@ -377,9 +341,7 @@ class CommitQueue:
     def _commit_atomic(self, mode: str) -> bool:
         """Commit the queue with its table changes in one atomic commit; false when there are none to.
 
-        What cannot be part of that commit (drops, renames, and table changes a later drop or rename
-        depends on; creations where the catalog cannot create in a multi-table commit) is committed
-        first, one by one and in order, under an intent listing everything, as without it.
+        What cannot be part of it (see :func:`split_for_atomic`) is committed first, one by one.
         """
         journal: Any = self.journal
         outside, inside = split_for_atomic(self.items, self.created, creates_inside=mode == "sql-transaction")
@@ -440,13 +402,8 @@ class CommitQueue:
         if item.kind == "drop":
             self.steps += 1
             location = stored_location(self.catalog, identifier)
-            try:
-                if item.purge:
-                    self.catalog.purge_table(identifier)
-                else:
-                    self.catalog.drop_table(identifier)
-            except NoSuchTableError as exc:
-                raise InvalidOperationError(f"Cannot drop table {self.label(identifier)}: it does not exist.") from exc
+            with _missing("drop", identifier):
+                (self.catalog.purge_table if item.purge else self.catalog.drop_table)(identifier)
             self.touched.dropped(self.label(identifier), location)
         elif item.kind == "rename":
             target = item.target or ()
@@ -454,12 +411,8 @@ class CommitQueue:
             if not self.catalog.namespace_exists(target[:-1]):
                 ensure_namespace(self.catalog, target[:-1])
                 self.created_namespaces.append(".".join(target[:-1]))
-            try:
+            with _missing("rename", identifier):
                 self.catalog.rename_table(identifier, target)
-            except NoSuchTableError as exc:
-                raise InvalidOperationError(
-                    f"Cannot rename table {self.label(identifier)}: it does not exist."
-                ) from exc
             self.touched.renamed(self.label(identifier), self.label(target))
         else:
             transaction, created = self._prepare_table(item)
@@ -471,11 +424,7 @@ class CommitQueue:
         self.separate.append(label)
 
     def _create_for_real(self, identifier: Identifier, placeholder: Transaction) -> Transaction:
-        """Create the namespace if missing, then stage the table as the placeholder ended up.
-
-        The table is created with its final schema, partition spec, sort order and properties, so a
-        new table has exactly one of each, whatever the migration staged on it.
-        """
+        """Create the namespace if missing, then stage the table in the placeholder's final shape."""
         namespace = identifier[:-1]
         if not self.catalog.namespace_exists(namespace):
             ensure_namespace(self.catalog, namespace)

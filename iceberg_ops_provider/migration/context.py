@@ -1,22 +1,13 @@
 """MigrationContext: what a migration's ``upgrade()``/``downgrade()`` uses to change tables.
 
 Changes to one table are staged in one PyIceberg transaction and reach the catalog as one atomic
-commit when the migration returns (:meth:`MigrationContext.finish`, called by the runner). If the
-migration raises, staged changes are discarded, so a failed migration leaves its tables as they were.
-Catalog-level operations (``drop_table``, ``rename_table``) are staged in order with the rest;
+commit when the migration returns (:meth:`MigrationContext.finish`, called by the runner); if the
+migration raises, staged changes are discarded. Drops and renames are staged in order with the rest;
 :meth:`MigrationContext.load_table` and :meth:`MigrationContext.commit` first commit what is pending.
-Namespaces that a new table needs are created when that table is committed, never while staging.
-
-Each operation method builds one operation object and stages it: what an operation does, its
-reverse, rendering, risk and lint rule are defined once, in
-:mod:`~iceberg_ops_provider.migration.table_operations` and
-:mod:`~iceberg_ops_provider.migration.column_operations`. How an operation reaches the table's
-transaction (names, the meta-namespace guard, PyIceberg's refusals) lives in
-:mod:`~iceberg_ops_provider.migration.staging`. What is staged, and how it is committed
-(announced to the run's :class:`CommitJournal`, each table's commit carrying a receipt, or all of a
-finished migration's table changes in one commit with its history record where the runner's
-:class:`AtomicCommitJournal` can), lives in :mod:`~iceberg_ops_provider.migration.commit_queue`;
-pending schema changes in :mod:`~iceberg_ops_provider.migration.schema_changes`.
+Each method stages one operation of :mod:`~iceberg_ops_provider.migration.table_operations` or
+:mod:`~iceberg_ops_provider.migration.column_operations` through
+:mod:`~iceberg_ops_provider.migration.staging`; committing lives in
+:mod:`~iceberg_ops_provider.migration.commit_queue`.
 
 Bare table names resolve in the runner's namespace; a dotted name (``"finance.orders"``) addresses
 another namespace. Nested columns are given as dotted paths (``"address.city"``) or tuples.
@@ -50,10 +41,7 @@ __all__ = ["AtomicCommitJournal", "ColumnPath", "CommitJournal", "DryRunLimit", 
 
 
 class MigrationContext:
-    """The per-migration API over one catalog and namespace.
-
-    It creates, drops and renames tables and evolves schemas, partition specs, sort orders and
-    properties.
+    """The per-migration API over one catalog and namespace: tables, schemas, specs, sort orders, properties.
 
     Args:
         catalog: The catalog to migrate.
@@ -91,18 +79,12 @@ class MigrationContext:
 
     @property
     def separate_commits(self) -> list[str]:
-        """What reached the catalog one commit at a time, in order, then the namespaces created.
-
-        With a journal that commits a finished migration's table changes all at once, these are what
-        fell outside that commit (drops, renames, and so on); otherwise every commit of the migration.
-        """
+        """What reached the catalog one commit at a time (outside an all-or-nothing commit), then namespaces created."""
         return [*self._staging.commits.separate, *(f"create namespace {name}" for name in self.created_namespaces)]
 
     def pending_changes(self, *, with_receipt: bool = True) -> list[dict[str, Any]]:
-        """What committing now would send the catalog: catalog operations and each table's requirements and updates.
+        """What committing now would send the catalog, as the REST specification names it (see :mod:`.staged_changes`).
 
-        Named and shaped as the REST catalog specification names them (see
-        :mod:`~iceberg_ops_provider.migration.staged_changes`); a plan document shows these per step.
         ``with_receipt`` adds the update the runner makes to every table it commits.
         """
         staging = self._staging
@@ -114,14 +96,12 @@ class MigrationContext:
         """Why this migration's changes went table by table although the journal could commit them at once."""
         return self._staging.commits.not_atomic
 
-    # -- what a migration can read --------------------------------------------------------------
-
     @property
     def catalog(self) -> Catalog:
         """The PyIceberg catalog, for anything the context does not cover.
 
-        What a migration changes through it is its own affair: the runner cannot see those changes,
-        so a migration that used it and was interrupted is reported as possibly partial, not retried.
+        The runner cannot see changes made through it: an interrupted migration that used it is reported
+        as possibly partial, not retried.
         """
         self._staging.mark_direct("the catalog (ctx.catalog)")
         return self._staging.catalog
@@ -142,9 +122,8 @@ class MigrationContext:
     def load_table(self, name: str) -> Table:
         """Load a table to read it or write data to it, after committing everything staged so far.
 
-        Data written through the returned table (appends, overwrites, deletes) is the migration's own
-        commit: the runner cannot see it, so a migration interrupted after calling this is reported
-        as possibly partial rather than retried (see the recovery documentation).
+        The runner cannot see data written through it: an interrupted migration that called this is
+        reported as possibly partial rather than retried.
 
         Raises:
             InvalidOperationError: The table does not exist.
@@ -159,18 +138,11 @@ class MigrationContext:
         self.touched.written(self._staging.label(identifier))
         return table
 
-    # -- staging and committing -----------------------------------------------------------------
-
-    @property
-    def has_pending_changes(self) -> bool:
-        """Whether anything is staged and not yet committed."""
-        return bool(self._staging.commits)
-
     def commit(self) -> None:
-        """Commit everything staged so far, in the order it was staged (one atomic commit per table).
+        """Commit everything staged so far, in order (one atomic commit per table).
 
         The runner commits what is left when the migration returns; call this only to make changes
-        visible to code later in the same migration.
+        visible to later code of the same migration.
         """
         self._staging.commits.commit(complete=False, why="ctx.commit()")
 
@@ -185,8 +157,6 @@ class MigrationContext:
     def _stage(self, operation: Operation) -> None:
         operation.stage(self._staging)
 
-    # -- tables ---------------------------------------------------------------------------------
-
     def create_table(
         self,
         name: str,
@@ -198,9 +168,8 @@ class MigrationContext:
     ) -> None:
         """Create a table (and its namespace if missing), with its spec, sort order and properties.
 
-        The table is staged and created when the migration commits, with its final schema, spec,
-        sort order and properties (changes staged on it later in the same migration included), so
-        it starts with one of each. Its namespace, if missing, is created then too.
+        It is created when the migration commits, in its final shape (later changes in the same migration
+        included), so it starts with one schema, spec and sort order.
 
         Args:
             name: Table name, bare or dotted.
@@ -237,15 +206,12 @@ class MigrationContext:
     def rename_table(self, old: str, new: str) -> None:
         """Rename a table, or move it to another namespace (created if missing).
 
-        The rename is staged like other changes; later changes to the table under its new name first
-        commit what is staged so far.
+        Later changes to the table under its new name first commit what is staged so far.
 
         Raises:
             InvalidOperationError: The table does not exist or the new name is taken.
         """
         self._stage(tables.RenameTable(old, new))
-
-    # -- partition spec and sort order ----------------------------------------------------------
 
     def add_partition_field(self, table: str, expr: str, name: str | None = None) -> None:
         """Add a partition field, e.g. ``"day(ts)"`` or ``"bucket(16, id)"`` (existing files keep their spec)."""
@@ -272,8 +238,6 @@ class MigrationContext:
         """
         self._stage(tables.SetSortOrder(table, _strings(fields)))
 
-    # -- properties -----------------------------------------------------------------------------
-
     def set_properties(self, table: str, properties: Mapping[str, Any] | None = None, /, **props: Any) -> None:
         """Set table properties, as keywords or (for dotted keys) a mapping.
 
@@ -290,8 +254,6 @@ class MigrationContext:
         """
         self._stage(tables.RemoveProperties(table, keys))
 
-    # -- columns --------------------------------------------------------------------------------
-
     def add_column(
         self,
         table: str,
@@ -307,7 +269,6 @@ class MigrationContext:
         """Add a column, optionally placed first, or before/after another column.
 
         A required column can only be added to a table with no rows (existing rows would have no value).
-        With ``if_not_exists=True`` an existing column of that name is left as it is.
 
         Raises:
             InvalidOperationError: The column exists (unless ``if_not_exists``), the position is
@@ -316,20 +277,14 @@ class MigrationContext:
         self._stage(columns.AddColumn(table, name, type, required, doc, after, first, before, if_not_exists))
 
     def drop_column(self, table: str, name: ColumnPath, if_exists: bool = False) -> None:
-        """Drop a column (its data stays in old files and snapshots; it is no longer read).
-
-        With ``if_exists=True`` a missing column is not an error.
-        """
+        """Drop a column (its data stays in old files and snapshots; it is no longer read)."""
         self._stage(columns.DropColumn(table, name, if_exists))
 
     def restore_column(self, table: str, name: ColumnPath) -> None:
         """Bring back a dropped column with its data: its original field id, type, doc and position.
 
-        Iceberg never reuses a field id, so rows of data files written before the drop read their old
-        values again; rows of files written after it, or rewritten since (compaction, copy-on-write
-        deletes), read null, so the column comes back optional (a required column stays required
-        when every live row holds it). The new schema keeps every column added since the drop. See
-        :mod:`~iceberg_ops_provider.migration.restore`.
+        Rows of files written since the drop (or rewritten) read null, so it comes back optional unless
+        every live row holds it. See :mod:`~iceberg_ops_provider.migration.restore`.
 
         Raises:
             InvalidOperationError: A live column has the name, the column was renamed rather than

@@ -1,14 +1,10 @@
 """Migration operations as data: each kind of change defined once.
 
-An operation class says everything about one kind of change to a table: what
-:class:`~iceberg_ops_provider.migration.context.MigrationContext` stages for it (:meth:`Operation.build`,
-on PyIceberg's update builders), its reverse (or why it has none), how autogenerate renders it as a
-context call, its risk (:data:`~iceberg_ops_provider.migration.risks.RISKS`), and the lint rule that
-reviews it with where its call names the table and column. The context's methods, autogenerate,
-``plan``'s risk column and ``lint`` all read these classes, registered in :data:`OPERATIONS` by kind.
-
-The operations themselves are in :mod:`~iceberg_ops_provider.migration.table_operations` and
-:mod:`~iceberg_ops_provider.migration.column_operations`.
+An operation class says what :class:`~iceberg_ops_provider.migration.context.MigrationContext` stages
+for it, its reverse, how autogenerate renders it, its risk and the lint rule that reviews it; the
+context, autogenerate, ``plan`` and ``lint`` all read these classes, registered in :data:`OPERATIONS`.
+The operations are in :mod:`~iceberg_ops_provider.migration.table_operations` and
+:mod:`~iceberg_ops_provider.migration.column_operations` (see ``docs/contributing.md``).
 """
 
 from __future__ import annotations
@@ -43,18 +39,15 @@ OPERATIONS: Mapping[str, type[Operation]] = MappingProxyType(_OPERATIONS)
 class Operation:
     """One change to one table.
 
-    A subclass declares, as class attributes, what the other parts of the package read:
+    A subclass declares, as class attributes:
 
-    * ``risks``: its kinds and the risk of each (most have one kind); a class with none is a
-      form of another operation and is not registered;
-    * ``method``: the ``MigrationContext`` method that stages it and that its rendering calls (by
-      default its first kind), and ``arguments``, the fields that call passes by position
-      (``*names`` unpacks one);
-    * ``described`` and ``noted``: templates of its fields for :meth:`describe` and for what ``plan``
-      lists (by default its description), where a method does not word them;
-    * ``rule``: the id of the lint rule that reviews its calls (``None``: a change lint lets pass),
-      with ``rule_when``, a keyword (and its position) the call must set to a true value for the
-      rule to apply, and ``lint_arguments``, the parameters naming the table and the column.
+    * ``risks``: its kinds and the risk of each; a class with none is a form of another, not registered;
+    * ``method``: the context method that stages it (by default its first kind), and ``arguments``, the
+      fields its call passes by position (``*names`` unpacks one);
+    * ``described`` and ``noted``: templates of its fields for :meth:`describe` and :meth:`note`;
+    * ``rule``: the id of the lint rule that reviews its calls (``None``: none), with ``rule_when``, a
+      keyword (and position) that must be true for it to apply, and ``lint_arguments``, the
+      parameters naming the table and the column.
     """
 
     table: str
@@ -86,8 +79,6 @@ class Operation:
         """How risky the step is (``safe``, ``review``, ``destructive``), from the table ``plan`` reads too."""
         return risk_of(self.kind)
 
-    # -- staging, as MigrationContext does it ----------------------------------------------------
-
     def note(self) -> str:
         """What ``plan`` lists for this step (``MigrationContext.operations``)."""
         return self.noted.format_map(vars(self)) if self.noted else self.describe()
@@ -104,8 +95,6 @@ class Operation:
     def build(self, staging: TableStaging) -> None:
         """Stage the change (checks first, then PyIceberg's update builders)."""
         raise NotImplementedError  # pragma: no cover - every concrete operation overrides it
-
-    # -- as autogenerate uses it -----------------------------------------------------------------
 
     def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The positional and keyword arguments of :attr:`method` that perform this step."""

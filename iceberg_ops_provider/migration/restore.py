@@ -21,10 +21,7 @@ from typing import TYPE_CHECKING
 from pyiceberg.manifest import DataFileContent
 from pyiceberg.schema import Schema, index_by_id, index_by_name
 from pyiceberg.table.refs import MAIN_BRANCH
-from pyiceberg.table.update import (
-    AssertRefSnapshotId,
-    TableRequirement,
-)
+from pyiceberg.table.update import AssertRefSnapshotId, TableRequirement
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
 from iceberg_ops_provider.errors import InvalidOperationError
@@ -46,13 +43,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class DroppedColumn:
-    """A column of an earlier schema that the current schema no longer has.
-
-    Attributes:
-        path: Its dotted name.
-        field: The field as it was (id, type, doc).
-        schema: The last schema that had it.
-    """
+    """A column of an earlier schema (the last that had it) that the current schema no longer has."""
 
     path: str
     field: NestedField
@@ -86,10 +77,7 @@ class RowsHolding:
 
 
 def dropped_column(metadata: TableMetadata, name: str, table: str, current: Schema | None = None) -> DroppedColumn:
-    """The most recent column named ``name`` (dotted for nested) that an earlier schema had and the current lacks.
-
-    ``current`` is the schema to restore into (default: the table's current one; a migration passes
-    the schema its pending changes make).
+    """The most recent column named ``name`` (dotted for nested) that an earlier schema had and ``current`` lacks.
 
     Raises:
         InvalidOperationError: A live column has that name, the column was renamed rather than
@@ -138,11 +126,9 @@ def dropped_column(metadata: TableMetadata, name: str, table: str, current: Sche
 
 
 def _current_path(schema: Schema, field_id: int, current: Schema) -> str | None:
-    """The dotted name an earlier schema's field has under the current names of its parents.
+    """The dotted name an earlier schema's field has under the current names of its parents (``None``: parent gone).
 
-    A nested field dropped in the migration that also renamed its struct was never called by the
-    struct's new name in any schema; it is restored by that name all the same. ``None`` when its
-    parent is not live either.
+    A field dropped by the migration that renamed its struct is restored by the struct's new name.
     """
     leaf = schema.find_field(field_id).name
     parent_id = schema._lazy_id_to_parent.get(field_id)
@@ -166,21 +152,11 @@ def _field_named(schema: Schema, name: str, current: Schema, live: dict[int, Nes
 
 def nested_ids(field_type: IcebergType) -> set[int]:
     """Every field id inside ``field_type`` (struct fields, list elements, map keys and values)."""
-    ids: set[int] = set()
-    for child in getattr(field_type, "fields", ()):
-        ids |= {child.field_id, *nested_ids(child.field_type)}
-    for name in ("element_field", "key_field", "value_field"):
-        child = getattr(field_type, name, None)
-        if child is not None:
-            ids |= {child.field_id, *nested_ids(child.field_type)}
-    return ids
+    return {each for child in _children(field_type) for each in (child.field_id, *nested_ids(child.field_type))}
 
 
 def _parent_ids(schema: Schema, path: str) -> list[int]:
-    """The ids of the fields leading to the struct holding the column at ``path`` (empty when top-level).
-
-    Nested paths go through structs, list elements and map keys or values (``tags.element.x``).
-    """
+    """The ids of the fields leading to the struct holding the column at ``path`` (``tags.element.x``)."""
     parts = path.split(".")
     ids = [schema.find_field(".".join(parts[:depth])).field_id for depth in range(1, len(parts))]
     if ids and not isinstance(schema.find_field(ids[-1]).field_type, StructType):
@@ -232,15 +208,16 @@ def _with_field(field_type: IcebergType, parent_ids: list[int], field: NestedFie
     raise InvalidOperationError(f"Cannot restore into a {field_type} column.")
 
 
-def restored_schema(
-    metadata: TableMetadata, dropped: DroppedColumn, *, required: bool = False, current: Schema | None = None
-) -> Schema:
-    """``current`` (default: the table's schema) with ``dropped`` back at its old place.
+def restoring(
+    metadata: TableMetadata, dropped: DroppedColumn, holding: RowsHolding, current: Schema | None = None
+) -> tuple[Schema, tuple[TableRequirement, ...]]:
+    """``current`` (default: the table's schema) with ``dropped`` back after its nearest earlier live sibling.
 
-    Its old place is after the nearest earlier sibling still there. ``required`` keeps a required
-    column required (only where every live row holds it).
+    Also what the commit must require: a required column stays required when ``holding`` says every
+    live row holds it, and then the commit asserts the main branch is still where it was.
     """
     current = current if current is not None else metadata.schema()
+    keep_required = dropped.field.required and not holding.without_data and not holding.unknown
     parent_ids = _parent_ids(dropped.schema, dropped.path)
     live_parent = _struct_at(current.as_struct(), parent_ids)
     old_parent = _struct_at(dropped.schema.as_struct(), parent_ids)
@@ -256,28 +233,15 @@ def restored_schema(
         dropped.field.field_id,
         dropped.field.name,
         dropped.field.field_type,
-        required=required and dropped.field.required,
+        required=keep_required,
         doc=dropped.field.doc,
     )
     struct = _with_field(current.as_struct(), parent_ids, field, after)
-    return Schema(
+    schema = Schema(
         *struct.fields,  # type: ignore[attr-defined]
         schema_id=1 + max(schema.schema_id for schema in metadata.schemas),
         identifier_field_ids=current.identifier_field_ids,
     )
-
-
-def restoring(
-    metadata: TableMetadata, dropped: DroppedColumn, holding: RowsHolding, current: Schema | None = None
-) -> tuple[Schema, tuple[TableRequirement, ...]]:
-    """The schema with ``dropped`` restored into ``current``, and what its commit must also require.
-
-    A required column stays required when ``holding`` says every live row holds it; the commit must
-    then also assert the main branch is still where it was, so rows appended meanwhile refuse it.
-    Committed through a schema update, an earlier identical schema becomes current again.
-    """
-    keep_required = dropped.field.required and not holding.without_data and not holding.unknown
-    schema = restored_schema(metadata, dropped, required=keep_required, current=current)
     requirements: tuple[TableRequirement, ...] = ()
     if keep_required:
         snapshot = metadata.current_snapshot()
@@ -315,11 +279,7 @@ def rows_holding(metadata: TableMetadata, io: FileIO, field: NestedField) -> Row
 
 
 def restorable_columns(metadata: TableMetadata, io: FileIO) -> list[str]:
-    """The dropped columns whose values live data files still hold: what ``restore_column`` can bring back.
-
-    A rewrite of those files (compaction, a copy-on-write delete) writes them without the column, so
-    its values are gone for good. Named as in the last schema that had each column.
-    """
+    """The dropped columns whose values live data files still hold, named as in the last schema that had each."""
     current = index_by_id(metadata.schema())
     dropped: dict[int, tuple[str, NestedField]] = {}
     for schema in metadata.schemas:

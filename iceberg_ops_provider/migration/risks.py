@@ -1,17 +1,9 @@
-"""How risky each kind of migration operation is, as the operations define it.
+"""How risky each kind of migration operation is, as the operation classes declare it.
 
-Each operation class of :mod:`~iceberg_ops_provider.migration.operation` declares the risk of its
-kinds; :data:`RISKS` gathers them. Autogenerate's ``# [risk]`` comments and ``plan``'s labels both
-read them, so a step of a generated file has one label in the file and in ``plan``.
-
-* ``safe``: adds or changes metadata without touching what existing readers see.
-* ``review``: changes what readers or writers see (renames, promotions, partitioning, keys, a
-  required column).
-* ``destructive``: data becomes unreachable (dropped columns and tables).
-
-One refinement, made only where the table can be looked at: ``plan`` labels a drop of a table, or
-of a column of a table, that holds no rows :data:`EMPTY_DROP_RISK` (nothing is lost). A file is
-written before it runs, so its comment keeps the drop's own risk.
+``safe`` changes metadata without touching what existing readers see; ``review`` changes what readers
+or writers see; ``destructive`` makes data unreachable. Autogenerate's ``# [risk]`` comments and
+``plan``'s labels both read :data:`RISKS`; ``plan`` alone, looking at the table, labels a drop from a
+table holding no rows :data:`EMPTY_DROP_RISK`.
 """
 
 from __future__ import annotations

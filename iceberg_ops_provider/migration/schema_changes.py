@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.update import TableRequirement, TableUpdate
     from pyiceberg.types import IcebergType
 
-__all__ = ["AddedColumn", "ColumnPath", "SchemaChanges", "dotted", "refusal"]
+__all__ = ["AddedColumn", "ColumnPath", "SchemaChanges", "as_path", "dotted", "refusal"]
 
 ColumnPath = str | tuple[str, ...]
 """A column: ``"name"``, a dotted path ``"address.city"``, or a tuple ``("address", "city")``."""
@@ -69,8 +69,7 @@ def _stage(
 ) -> None:
     """Apply ``change`` to ``update`` and validate the result now, so an error names this change.
 
-    ``specs`` are partition specs waiting to be applied after the schema: their field names must not
-    clash with its columns, as PyIceberg checks for the specs the table already has.
+    The field names of ``specs`` (waiting to be applied after the schema) must not clash with its columns.
     """
     allowed = update._allow_incompatible_changes
     update._allow_incompatible_changes = allow_incompatible or allowed
@@ -84,18 +83,14 @@ def _stage(
         update._allow_incompatible_changes = allowed
 
 
-def _as_path(column: ColumnPath) -> str | tuple[str, ...]:
+def as_path(column: ColumnPath) -> str | tuple[str, ...]:
+    """A column as PyIceberg's schema update takes it: a name, or a tuple path for a nested one."""
     return column if isinstance(column, tuple) else tuple(column.split(".")) if "." in column else column
 
 
 @dataclass(frozen=True)
 class AddedColumn:
-    """A staged ``add_column``: a step of a pending schema update whose final shape may still change.
-
-    A rename, type or doc change, or drop of a column added earlier in the same migration replaces
-    (or removes) this step instead of making a schema of its own, so the migration adds the column
-    once, in its final shape.
-    """
+    """A staged ``add_column``: a later rename, type or doc change, or drop of the column replaces (or removes) it."""
 
     path: tuple[str, ...]
     field_type: IcebergType
@@ -112,9 +107,9 @@ class AddedColumn:
         if self.first:
             update.move_first(path)
         elif self.after is not None:
-            update.move_after(path, _as_path(self.after))
+            update.move_after(path, as_path(self.after))
         elif self.before is not None:
-            update.move_before(path, _as_path(self.before))
+            update.move_before(path, as_path(self.before))
 
 
 def _field_id(schema: Schema, column: ColumnPath) -> int | None:
@@ -138,11 +133,7 @@ def _names_the_same(update: UpdateSchema, pending: Schema, column: ColumnPath, *
 
 @dataclass(frozen=True)
 class _SegmentStart:
-    """Where a later segment starts.
-
-    The schema so far (numbered as the table's current one), the next free field id, and the name
-    mapping so far (``None`` when the table has none).
-    """
+    """Where a later segment starts: the schema so far (numbered as the current one), next field id, name mapping."""
 
     schema: Schema
     next_field_id: int
@@ -165,13 +156,10 @@ def _continued(update: UpdateSchema) -> _SegmentStart:
 
 def _first_of_each_type(requirements: tuple[TableRequirement, ...]) -> tuple[TableRequirement, ...]:
     """The first requirement of each type: later ones assert states earlier changes of the same commit make."""
-    seen: set[type] = set()
-    kept: list[TableRequirement] = []
+    kept: dict[type, TableRequirement] = {}
     for requirement in requirements:
-        if type(requirement) not in seen:
-            seen.add(type(requirement))
-            kept.append(requirement)
-    return tuple(kept)
+        kept.setdefault(type(requirement), requirement)
+    return tuple(kept.values())
 
 
 @dataclass(frozen=True)
@@ -222,9 +210,8 @@ class SchemaChanges:
     ) -> None:
         """Stage a schema change; a table's schema changes in one migration make one new schema.
 
-        A change that names a column only earlier staged changes create (``refs``: must exist;
-        ``anchors``: may be added by this update), or that PyIceberg cannot combine with them in one
-        update, starts a new segment (see the module's docstring).
+        A change naming a column only earlier staged changes create (``refs``: must exist; ``anchors``: may
+        be added by this update), or that PyIceberg cannot combine with them, starts a new segment.
 
         Raises:
             InvalidOperationError: PyIceberg refused the change (nothing of it is staged).
@@ -281,10 +268,7 @@ class SchemaChanges:
             self._steps.pop(identifier, None)
 
     def restart_from(self, identifier: Identifier, transaction: Transaction, schema: Schema) -> None:
-        """Make ``schema`` the table's pending schema; later changes apply on top of it (a restored column).
-
-        ``schema`` must hold no field id the table never had (a restore brings back an old id).
-        """
+        """Make ``schema`` (holding no field id the table never had) the pending one; later changes apply on top."""
         update = self._updates.get(identifier)
         if update is not None:
             start = _continued(update)
@@ -311,22 +295,16 @@ class SchemaChanges:
         return update_table_metadata(transaction.table_metadata, updates) if updates else transaction.table_metadata
 
     def defers(self, identifier: Identifier) -> bool:
-        """Whether a property, partition or sort-order change of the table must wait for its pending schema.
+        """Whether a property, partition or sort-order change must wait for the pending schema.
 
-        It must while the table has pending column changes (it is built on the columns as they leave
-        them, and a partition name must not clash with a column they add), and once one change of the
-        table waits, every later one does too (they build on each other, in order).
+        It must while column changes are pending, and once one change waits every later one does (in order).
         """
         return identifier in self._updates or bool(self._deferred.get(identifier))
 
     def stage_deferred(
         self, identifier: Identifier, transaction: Transaction, build: Callable[[Transaction], object]
     ) -> None:
-        """Build a change on the table as the pending changes leave it, to apply right after them.
-
-        Raises:
-            ValueError, KeyError, NotImplementedError: PyIceberg refused the change (nothing is kept).
-        """
+        """Build a change on the table as the pending changes leave it, to apply right after them."""
         table, metadata = transaction._table, self.metadata(identifier, transaction)
         scratch = Transaction(Table(table._identifier, metadata, table.metadata_location, table.io, table.catalog))
         build(scratch)
@@ -345,8 +323,7 @@ class SchemaChanges:
     ) -> bool:
         """Replace the pending ``added`` step by ``replacement`` (``None``: remove it) and stage the update again.
 
-        Returns ``False``, changing nothing, when the other pending steps no longer apply after it (a
-        later step names the column by its old name): the caller then stages the change on its own.
+        ``False``, changing nothing, when the other pending steps no longer apply after it.
         """
         steps = [
             (replacement if step is added else step, allowed)

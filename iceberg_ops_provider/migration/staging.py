@@ -1,16 +1,10 @@
 """How a migration's operations reach what is staged for each table.
 
-Every operation of :class:`~iceberg_ops_provider.migration.context.MigrationContext` goes through one
-:class:`TableStaging`. It resolves table names (bare names in the runner's namespace, never a table
-of the meta-namespace), finds or opens the table's transaction in the
-:class:`~iceberg_ops_provider.migration.commit_queue.CommitQueue` (committing a staged rename first
-when a change names the table's new name), runs each change against that transaction turning
-PyIceberg's refusals into clear errors, and sends column changes through
-:class:`~iceberg_ops_provider.migration.schema_changes.SchemaChanges`, which are folded in before any
-other kind of change to the table and before its commit.
-
-It also keeps the record of what the migration asked for, each operation with its risk, and notes
-in the run's intent when the migration reached the catalog directly.
+:class:`TableStaging` resolves table names (never a table of the meta-namespace), finds or opens the
+table's transaction in the :class:`~iceberg_ops_provider.migration.commit_queue.CommitQueue`, runs each
+change against it turning PyIceberg's refusals into clear errors, and sends column changes through
+:class:`~iceberg_ops_provider.migration.schema_changes.SchemaChanges`. It also records what the
+migration asked for, each operation with its risk.
 """
 
 from __future__ import annotations
@@ -31,7 +25,6 @@ from iceberg_ops_provider.migration.touched import TouchedTables, current_record
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.partitioning import PartitionField, PartitionSpec
-    from pyiceberg.schema import Schema
     from pyiceberg.table import Transaction
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.update.schema import UpdateSchema
@@ -103,8 +96,6 @@ class TableStaging:
         self.commits = CommitQueue(catalog, journal, self.touched, dry_run=dry_run, fold=self.schemas.fold)
         """Each table's transaction, the drops and renames, in order, and what was committed so far."""
 
-    # -- names ------------------------------------------------------------------------------------
-
     def identifier(self, name: str) -> Identifier:
         """The full identifier of a table name: bare names resolve in :attr:`namespace`.
 
@@ -128,8 +119,6 @@ class TableStaging:
         """The dotted name of a table."""
         return ".".join(identifier)
 
-    # -- the record of what was asked -------------------------------------------------------------
-
     def note(self, description: str, risk: Risk) -> None:
         """Record an operation the migration asked for, with its risk (see :mod:`.risks`)."""
         self.operations.append({"operation": description, "risk": risk})
@@ -137,9 +126,7 @@ class TableStaging:
     def drop_risk(self, kind: str, name: str, column: str | None = None) -> Risk:
         """The risk of a drop (``kind``) from table ``name``: the kind's when it holds rows now, else lower.
 
-        With ``column`` (a column drop), also lower when every live row holds null in it, counted from
-        the data files' column statistics (primitive columns only; a file without them counts as
-        holding values). See :func:`~iceberg_ops_provider.migration.risks.drop_risk`.
+        With ``column``, also lower when every live row holds null in it (from the data files' column statistics).
         """
         try:
             table = self.catalog.load_table(self.identifier(name))
@@ -168,8 +155,6 @@ class TableStaging:
         if what not in self._direct:
             self._direct.add(what)
             self.commits.reached_directly(what)
-
-    # -- staging ----------------------------------------------------------------------------------
 
     def transaction(self, name: str) -> tuple[Identifier, Transaction]:
         """The table's identifier and the transaction its changes in this migration are staged in.
@@ -202,16 +187,9 @@ class TableStaging:
         return identifier, commits.pending[identifier]
 
     def staged(self, name: str, what: str, build: Callable[[Transaction], object]) -> None:
-        """Stage a property, partition or sort-order change: run ``build`` against the table's transaction.
+        """Stage a property, partition or sort-order change (``what``, for errors): run ``build`` on the transaction.
 
-        While the table has pending column changes, ``build`` runs on the table as they leave it and
-        its updates are applied right after them (see :mod:`.schema_changes`), so the schema stays one.
-        PyIceberg's refusals become clear errors.
-
-        Args:
-            name: The table's name.
-            what: What the change does, for errors ("set the sort order").
-            build: Stages the change on a transaction of the table.
+        While column changes are pending, ``build`` runs on the table as they leave it (see :mod:`.schema_changes`).
         """
         identifier, transaction = self.transaction(name)
         try:
@@ -238,16 +216,8 @@ class TableStaging:
             identifier, transaction, what, change, allow_incompatible=allow_incompatible, refs=refs, anchors=anchors
         )
 
-    def schema(self, identifier: Identifier, transaction: Transaction) -> Schema:
-        """The table's schema including changes staged in this migration."""
-        return self.schemas.schema(identifier, transaction)
-
     def spec_change(self, table: str, what: str, change: Callable[[UpdateSpec], object]) -> None:
-        """Stage a partition spec change on the table's transaction.
-
-        A change that gives one column a second partition field is refused: PyIceberg cannot write
-        rows into such a spec, so every append, compaction and move of the table would fail after it.
-        """
+        """Stage a partition spec change; a second partition field on a column is refused (PyIceberg can't write it)."""
 
         def build(transaction: Transaction) -> None:
             metadata = transaction.table_metadata

@@ -1,9 +1,7 @@
 """The operations on whole tables, their partition spec, sort order and properties.
 
-Each class is one operation (see :mod:`~iceberg_ops_provider.migration.operation`): what it stages,
-its reverse, its rendering, its risk and its lint rule. Catalog-level operations (drop, rename) are
-staged in order with the rest; a new table is staged and created with its final metadata when the
-migration commits (see :mod:`~iceberg_ops_provider.migration.commit_queue`).
+Each class is one operation (see :mod:`~iceberg_ops_provider.migration.operation`). A new table is
+created with its final metadata when the migration commits (see :mod:`.commit_queue`).
 """
 
 from __future__ import annotations
@@ -46,11 +44,7 @@ __all__ = [
 
 
 def _property_value(key: str, value: object, where: str) -> str:
-    """A table property's value as Iceberg keeps it (text): booleans as ``true``/``false``, numbers and paths as text.
-
-    Raises:
-        InvalidOperationError: ``None``, a container or another object; names ``key`` and ``where``.
-    """
+    """A table property's value as Iceberg keeps it: text, booleans as ``true``/``false``."""
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str | int | float | os.PathLike):

@@ -1,14 +1,8 @@
 """Which tables a migration touched, and how: the net change per table, for results and lineage.
 
-A :class:`~iceberg_ops_provider.migration.context.MigrationContext` notes every change that reached
-the catalog (a table created, changed, dropped or renamed, or loaded for the migration to write
-itself) in a :class:`TouchedTables`. Several changes to one table fold into one net change: a table
-created and then changed was created; changed and then renamed was renamed (from its first name);
-dropped and created again was overwritten; created and dropped again left nothing behind.
-
-The runner reads what each migration touched through :func:`recording`: a context built while a
-recording is open notes its changes there, so the runner learns them without reaching into the
-steps that build contexts.
+Several changes to one table fold into one net change: created then changed was created; changed
+then renamed was renamed (from its first name); dropped then created was overwritten; created then
+dropped left nothing. A context built while a :func:`recording` is open notes its changes there.
 """
 
 from __future__ import annotations
@@ -16,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -36,7 +30,7 @@ Change = Literal["create", "alter", "drop", "rename", "overwrite", "write"]
 """How a table changed: ``write`` means the migration loaded the table to write to it itself
 (``ctx.load_table``), so what it wrote, if anything, is its own affair."""
 
-_CHANGES: tuple[str, ...] = ("create", "alter", "drop", "rename", "overwrite", "write")
+_CHANGES: tuple[str, ...] = get_args(Change)
 
 
 @dataclass(frozen=True)
@@ -45,10 +39,9 @@ class TouchedTable:
 
     Attributes:
         table: The table's full name now (``sales.orders``); for a drop, the name it had.
-        change: ``create``, ``alter``, ``drop``, ``rename``, ``overwrite`` or ``write``.
+        change: How it changed.
         previous: For a rename, the name the table had before.
-        location: The storage location of a dropped table, noted before the drop (the catalog
-            cannot tell it afterwards); ``None`` for the other changes, and when it could not be read.
+        location: The storage location of a dropped table, noted before the drop (``None`` if unreadable).
     """
 
     table: str
@@ -64,12 +57,7 @@ class TouchedTable:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form: ``table`` and ``change``, plus ``previous`` and ``location`` when known."""
-        data: dict[str, Any] = {"table": self.table, "change": self.change}
-        if self.previous is not None:
-            data["previous"] = self.previous
-        if self.location is not None:
-            data["location"] = self.location
-        return data
+        return {key: value for key, value in asdict(self).items() if value is not None}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> TouchedTable:

@@ -88,16 +88,12 @@ def _bad(text: str, what: str, problem: str) -> InvalidOperationError:
     return InvalidOperationError(f"Cannot read {what} {text!r}: {problem}. Use one of: {EXAMPLES}.")
 
 
-def parse_partition_expr(text: str) -> PartitionExpr:
-    """Parse a partition expression such as ``"bucket(16, id)"`` or ``"day(ts)"``.
+def parse_partition_expr(text: str, what: str = "partition expression") -> PartitionExpr:
+    """Parse a partition expression such as ``"bucket(16, id)"`` or ``"day(ts)"`` (``what``: how errors name it).
 
     Raises:
         InvalidOperationError: Not a known transform, or wrong arguments; the message lists the forms.
     """
-    return _parse_expr(text, "partition expression")
-
-
-def _parse_expr(text: str, what: str) -> PartitionExpr:
     if not isinstance(text, str) or not text.strip():
         raise _bad(str(text), what, "it is empty")
     plain = _COLUMN.match(text)
@@ -145,7 +141,7 @@ def parse_sort_field(text: str) -> SortExpr:
     match = _SORT.match(text)
     if not match:
         raise _bad(text, "sort field", "it is empty")
-    expr = _parse_expr(match.group("expr"), "sort field")
+    expr = parse_partition_expr(match.group("expr"), "sort field")
     descending = (match.group("direction") or "asc").lower() == "desc"
     nulls = match.group("nulls")
     if nulls is None:
