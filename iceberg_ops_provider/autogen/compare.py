@@ -74,23 +74,20 @@ def default_partition_name(expr: PartitionExpr) -> str:
 def live_partition_exprs(table: Table) -> dict[str, str]:
     """The current spec as ``{canonical expression: partition field name}`` (void fields left out)."""
     schema = table.schema()
-    result = {}
-    for spec_field in table.spec().fields:
-        if isinstance(spec_field.transform, VoidTransform):
-            continue
-        source = schema.find_column_name(spec_field.source_id)
-        result[format_partition_expr(source, spec_field.transform)] = spec_field.name  # type: ignore[arg-type]
-    return result
+    return {
+        format_partition_expr(schema.find_column_name(each.source_id), each.transform): each.name  # type: ignore[arg-type]
+        for each in table.spec().fields
+        if not isinstance(each.transform, VoidTransform)
+    }
 
 
 def live_sort_fields(table: Table) -> tuple[str, ...]:
     """The current sort order as canonical sort-field strings."""
     schema = table.schema()
-    fields = []
-    for sort_field in table.sort_order().fields:
-        source = schema.find_column_name(sort_field.source_id)
-        fields.append(str(SortExpr(source, sort_field.transform, sort_field.direction, sort_field.null_order)))  # type: ignore[arg-type]
-    return tuple(fields)
+    return tuple(
+        str(SortExpr(schema.find_column_name(each.source_id), each.transform, each.direction, each.null_order))  # type: ignore[arg-type]
+        for each in table.sort_order().fields
+    )
 
 
 def _canonical_sort(fields: tuple[str, ...]) -> tuple[str, ...]:
@@ -300,15 +297,7 @@ class _Differ:
             previous = column.name
 
     def _add(self, column: ColumnModel, previous: str | None) -> AddColumn:
-        return AddColumn(
-            self.name,
-            column.name,
-            column.type,
-            column.required,
-            column.doc,
-            after=previous,
-            first=previous is None,
-        )
+        return _add_nested(self.name, column.name, _as_field(column), previous)
 
     def _moves(self, desired: list[str]) -> None:
         if self.order == desired:
@@ -342,19 +331,12 @@ def _as_field(column: ColumnModel) -> NestedField:
 
 
 def _add_nested(table: str, path: str, nested: NestedField, previous: str | None) -> AddColumn:
-    """Add a struct field right after ``previous`` (its predecessor in the model, by path), or first.
+    """Add a field right after ``previous`` (its predecessor in the model, by path), or first.
 
-    PyIceberg appends a new field at the end of its struct; placing it keeps the live order equal to
-    the model's, which the next comparison requires.
+    PyIceberg appends a new field at the end of its struct; placing it keeps the live order the model's.
     """
     return AddColumn(
-        table,
-        path,
-        nested.field_type,
-        nested.required,
-        nested.doc,
-        after=previous,
-        first=previous is None,
+        table, path, nested.field_type, nested.required, nested.doc, after=previous, first=previous is None
     )
 
 

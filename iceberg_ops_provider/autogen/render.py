@@ -76,17 +76,9 @@ def schema_literal(schema: Schema) -> Rendered:
 
 
 def render_migration(message: str, operations: list[Operation], *, source: str = "") -> str:
-    """The text of a migration file performing ``operations``.
+    """The text of a migration file performing ``operations``, as ruff's format and lint checks (defaults) want it.
 
-    The file passes ruff's lint and format checks with their default settings: calls
-    that fit in 88 columns stay on one line, longer ones are split one argument per line with a
-    trailing comma, strings use the formatter's quotes, and only the names the file uses are
-    imported. Each step comes with its risk as a comment.
-
-    Args:
-        message: The revision message (the migration's description).
-        operations: The steps, in order.
-        source: Where the operations came from, for the header (e.g. ``models/orders.yaml``).
+    ``message`` is its description; ``source`` says where the operations came from (``models/orders.yaml``).
     """
     trees = [_parsed(op.render()) for op in operations]
     reasons, undo = _reversal(operations)
@@ -136,11 +128,7 @@ def _reversal(operations: list[Operation]) -> tuple[list[str], list[Operation]]:
 
 
 def _downgrade_body(reasons: list[str], undo_calls: list[_Code]) -> list[str]:
-    """The body of ``downgrade()``: the undoing steps, or a refusal that names every irreversible step.
-
-    When a step cannot be undone, the method raises before doing anything, and the steps that could
-    be undone follow as comments, for whoever makes the others reversible by hand.
-    """
+    """The body of ``downgrade()``: the undoing steps, or a refusal naming every irreversible step."""
     body = [line for call in undo_calls for line in _lay_out(call, 8)]
     if not reasons:
         return body or ["        pass"]
@@ -175,10 +163,9 @@ class _Atom:
 
 @dataclass(frozen=True)
 class _Bracketed:
-    """A call, list, tuple, set or dict: ``opener`` (``"ctx.add_column("``, ``"["``), items, ``closer``.
+    """A call, list, tuple, set or dict: ``opener`` (``"ctx.add_column("``), items, ``closer``.
 
-    Each item has a prefix: ``"name="`` for a keyword argument, ``'"key": '`` for a dict entry,
-    ``"*"`` or ``"**"`` for an unpacking, else ``""``.
+    Each item has a prefix: ``"name="``, ``'"key": '``, ``"*"``, ``"**"`` or ``""``.
     """
 
     opener: str
@@ -223,11 +210,7 @@ _Code = _Atom | _Bracketed | _Concatenation
 
 
 def _lay_out(code: _Code, indent: int, head: str = "", tail: str = "", *, split: bool = False) -> list[str]:
-    """The lines of ``head + code + tail`` starting at column ``indent``: flat if it fits, else split.
-
-    ``split`` splits ``code`` even when it fits (its trailing comma then keeps the formatter from
-    joining it again).
-    """
+    """The lines of ``head + code + tail`` starting at column ``indent``: flat if it fits (and not ``split``)."""
     flat = f"{' ' * indent}{head}{code.flat()}{tail}"
     if not split and display_width(flat) <= LINE_LENGTH:
         return [flat]

@@ -1,8 +1,6 @@
 """Write new project files: ``init_project`` and ``create_revision``. Neither overwrites anything.
 
-Generated source is written as ``ruff format`` would write it (:func:`string_literal`,
-:func:`docstring`, :func:`fitted_value`), so that linting and formatting ``migrations/`` with default
-settings leaves a new file as it is.
+Generated source is written as ``ruff format`` would write it, so formatting ``migrations/`` leaves it as it is.
 """
 
 from __future__ import annotations
@@ -18,9 +16,6 @@ from iceberg_ops_provider.migration.discovery import MIGRATION_FILE
 _BACKSLASH = "\\"
 _QUOTE = '"'
 _APOSTROPHE = "'"
-
-# Characters written as a named escape in generated string literals.
-_NAMED_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 __all__ = [
     "CONFIG_TEMPLATE",
@@ -68,17 +63,10 @@ class Migration(BaseMigration):
 
 
 def string_literal(text: str) -> str:
-    """``text`` as a Python string literal written the way ``ruff format`` writes it.
+    """``text`` as a Python string literal written the way ``ruff format`` writes it (``"it's"``, ``'say "hi"'``).
 
-    Double quotes, unless ``text`` holds more double quotes than single ones (then single quotes,
-    for fewer escapes). Backslashes, the chosen quote and characters that are not printable
-    (newlines, tabs, NUL, ``U+2028``, ...) are escaped; other characters are written as they are.
-
-    Args:
-        text: Any string.
-
-    Returns:
-        A literal that evaluates to ``text``, e.g. ``"it's"`` or ``'say "hi"'``.
+    Double quotes, unless ``text`` holds more double quotes than single ones; backslashes, the chosen
+    quote and characters that are not printable are escaped.
     """
     quote = _APOSTROPHE if text.count(_QUOTE) > text.count(_APOSTROPHE) else _QUOTE
     body = "".join(_BACKSLASH + char if char == quote else _escaped(char) for char in text)
@@ -86,19 +74,10 @@ def string_literal(text: str) -> str:
 
 
 def docstring(text: str) -> str:
-    """``text`` as a module docstring that ``ruff format`` leaves as it is.
+    """``text`` as a module docstring (triple double quotes) that ``ruff format`` leaves as it is.
 
-    Whatever quotes or backslashes ``text`` holds, the result is one triple-quoted literal: quotes
-    and backslashes are escaped, and so are characters that are not printable (tabs, NUL,
-    ``U+2028``, ...) except the line breaks. The layout is the formatters': no blanks around the
-    first line or at line ends, the later lines dedented by their common indentation, and closing
-    quotes on their own line when ``text`` ends with a line break after its first line.
-
-    Args:
-        text: The docstring's text.
-
-    Returns:
-        The literal, between triple double quotes.
+    Quotes, backslashes and characters that are not printable (but line breaks) are escaped; the layout
+    is the formatter's: no blanks around the first line or at line ends, later lines dedented.
     """
     lines = [
         "".join(_BACKSLASH + char if char == _QUOTE else _escaped(char) for char in line) for line in text.split("\n")
@@ -113,10 +92,7 @@ def docstring(text: str) -> str:
 
 
 def display_width(text: str) -> int:
-    """Columns ``text`` takes, counted as ``ruff format`` counts them.
-
-    Wide East Asian characters take two columns, combining marks none, other characters one.
-    """
+    """Columns ``text`` takes, as ``ruff format`` counts them (wide East Asian: two, combining marks: none)."""
     return sum(
         0 if unicodedata.category(char) in ("Mn", "Me") else 2 if unicodedata.east_asian_width(char) in "WF" else 1
         for char in text
@@ -124,18 +100,10 @@ def display_width(text: str) -> int:
 
 
 def fitted_value(line_start: str, value: str) -> str:
-    """``value`` as ``ruff format`` writes it after ``line_start`` (such as ``"    description = "``).
+    """``value`` (one that cannot be split) as ``ruff format`` writes it after ``line_start``.
 
-    For a value it cannot split, such as a string literal: as it is when the line fits in
-    :data:`LINE_LENGTH` columns, or when the value would not fit on a line of its own either; else
-    between parentheses, on a line of its own.
-
-    Args:
-        line_start: What comes before the value on its line, indentation included.
-        value: The value's source, on one line.
-
-    Returns:
-        The source to write after ``line_start``.
+    As it is when the line fits in :data:`LINE_LENGTH` columns or the value would not fit on a line of its
+    own either; else between parentheses, on a line of its own.
     """
     if display_width(line_start + value) <= LINE_LENGTH:
         return value
@@ -150,14 +118,7 @@ def _escaped(char: str) -> str:
     """``char`` as it is written inside a string literal: itself, or an escape sequence."""
     if char == _BACKSLASH:
         return _BACKSLASH * 2
-    if char in _NAMED_ESCAPES:
-        return _NAMED_ESCAPES[char]
-    if char.isprintable():
-        return char
-    code = ord(char)
-    if code < 0x100:
-        return f"\\x{code:02x}"
-    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+    return char if char.isprintable() else repr(char)[1:-1]
 
 
 EXAMPLE_MODEL_FILE = "_example.yaml"
@@ -182,10 +143,7 @@ EXAMPLE_MODEL = """\
 
 
 def init_project(directory: str | Path = ".", *, namespace: str = "default") -> list[Path]:
-    """Create ``iceberg-ops.yaml``, ``migrations/`` and ``models/`` in ``directory``.
-
-    Returns:
-        The paths created.
+    """Create ``iceberg-ops.yaml``, ``migrations/`` and ``models/`` in ``directory``; the paths created.
 
     Raises:
         ScaffoldingError: ``iceberg-ops.yaml`` already exists there (nothing is written).
@@ -226,12 +184,7 @@ def next_version(migrations_dir: str | Path) -> str:
 
 
 def create_revision(migrations_dir: str | Path, message: str, *, content: str | None = None) -> Path:
-    """Write the next ``NNNN_slug.py`` in ``migrations_dir``.
-
-    Args:
-        migrations_dir: The folder (created if missing).
-        message: The revision message: the migration's description and the file's slug.
-        content: The file's text (from the autogenerate renderer); default an empty skeleton.
+    """Write the next ``NNNN_slug.py`` in ``migrations_dir`` (created if missing), ``content`` or a skeleton.
 
     Raises:
         ScaffoldingError: An empty message, or the file appeared meanwhile (nothing is overwritten).

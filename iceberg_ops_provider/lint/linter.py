@@ -1,12 +1,7 @@
-"""Lint migration files: each file's findings, its folder's, allowances applied, drops judged live.
+"""Lint migration files: each file's findings, its folder's (version gaps, duplicate slugs), allowances applied.
 
-The folder's findings are version gaps and duplicate slugs; with a catalog, drops are judged
-against the live tables.
-
-A drop of a table, or of a column of a table, that holds no rows (or does not exist yet) loses
-nothing: with a catalog such a finding becomes ``info``, reported and never failing the lint.
-Without one, every finding keeps its rule's severity, and so does a finding whose table has no
-namespace to be found in.
+With a catalog, a drop from a table that holds no rows (or does not exist yet) loses nothing and
+becomes ``info``; without one, every finding keeps its rule's severity.
 """
 
 from __future__ import annotations
@@ -19,6 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pyiceberg.schema import index_by_name
+
 from iceberg_ops_provider.lint.rules import RULES, allowance
 from iceberg_ops_provider.lint.source import Finding, SourceFile, read_source
 from iceberg_ops_provider.migration.discovery import MIGRATION_FILE
@@ -26,7 +23,6 @@ from iceberg_ops_provider.migration.restore import dropped_column, rows_holding
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-    from pyiceberg.schema import Schema
 
 __all__ = ["LintReport", "lint_paths", "migration_files", "rule_list", "rules_json"]
 
@@ -59,11 +55,7 @@ class LintReport:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form: ``ok``, the files, and each finding."""
-        return {
-            "ok": self.ok,
-            "files": list(self.files),
-            "findings": [finding.to_json() for finding in self.findings],
-        }
+        return {"ok": self.ok, "files": list(self.files), "findings": [f.to_json() for f in self.findings]}
 
     def text(self) -> str:
         """The findings as ``path:line: [rule] message`` lines, then a summary line."""
@@ -81,9 +73,7 @@ class LintReport:
     def github(self) -> str:
         """The findings as GitHub Actions workflow commands (annotations on the pull request's files).
 
-        The fix of a finding that fails follows its message on a line of its own. A file under the
-        working directory is named relative to it (GitHub wants paths relative to the repository,
-        where a workflow runs), any other absolutely.
+        A file under the working directory (where a workflow runs) is named relative to it, any other absolutely.
         """
         levels = {"error": "error", "warning": "warning", "info": "notice"}
         lines = []
@@ -141,11 +131,9 @@ def _folder_files(folder: Path) -> list[Path]:
 def lint_paths(
     paths: Sequence[str | Path], *, catalog: Catalog | None = None, namespace: str | None = None
 ) -> LintReport:
-    """Lint the migration files ``paths`` name (files, or folders of them).
+    """Lint the migration files ``paths`` name (files, or folders of them and their immediate subfolders).
 
-    Version gaps and duplicate slugs are looked for among every migration file of each file's
-    folder, and reported on the files asked about. A folder's immediate subfolders are linted too,
-    each as a folder of its own.
+    Version gaps and duplicate slugs are looked for among every migration file of each file's folder.
 
     Args:
         paths: Migration files or folders.
@@ -166,7 +154,10 @@ def lint_paths(
             f"{', '.join(misnamed)}"
         )
     sources = {path: read_source(path) for path in files}
-    for folder, names in _by_folder(files).items():
+    folders: dict[Path, set[str]] = defaultdict(set)
+    for path in files:
+        folders[path.parent].add(path.name)
+    for folder, names in folders.items():
         _folder_findings(folder, names, sources)
     findings = [finding for path in files for finding in sources[path].allowed()]
     if catalog is not None:
@@ -176,13 +167,6 @@ def lint_paths(
         findings = [_judged(finding, catalog, namespace, renamed_to, drops) for finding in findings]
     findings.sort(key=lambda f: (f.path, f.line, f.rule))
     return LintReport(tuple(str(path) for path in files), tuple(findings))
-
-
-def _by_folder(files: Iterable[Path]) -> dict[Path, set[str]]:
-    folders: dict[Path, set[str]] = defaultdict(set)
-    for path in files:
-        folders[path.parent].add(path.name)
-    return folders
 
 
 def _folder_findings(folder: Path, asked: set[str], sources: dict[Path, SourceFile]) -> None:
@@ -249,11 +233,7 @@ def _nothing_lost(finding: Finding, why: str) -> Finding:
 
 
 def _drops_before(drop: Finding, restore: Finding) -> bool:
-    """Whether the upgrade() ``drop`` runs before ``restore`` and drops the column it restores.
-
-    A downgrade() restore follows its own file's upgrade(); an upgrade() restore follows the
-    earlier lines of its body and the migrations before it in the folder.
-    """
+    """Whether the upgrade() ``drop`` runs before ``restore`` (in the file, or an earlier one) and drops its column."""
     if (drop.table, drop.column) != (restore.table, restore.column):
         return False
     if drop.path == restore.path:
@@ -273,13 +253,12 @@ def _version(name: str) -> int:
 def _restore_judged(finding: Finding, catalog: Catalog, identifier: str, dropped_first: Finding | None) -> Finding:
     """``finding`` with how many live rows of ``identifier`` still hold the restored column's data.
 
-    A column that ``dropped_first`` (an upgrade that runs before the restore) drops and that is live
-    now cannot be judged until that upgrade has run.
+    A column that ``dropped_first`` (an upgrade that runs before the restore) drops is not judged yet.
     """
     column = finding.column or ""
     try:
         table = catalog.load_table(identifier)
-        if dropped_first is not None and _has_column(table.schema(), column):
+        if dropped_first is not None and column in index_by_name(table.schema()):
             return replace(
                 finding,
                 severity="info",
@@ -299,15 +278,6 @@ def _restore_judged(finding: Finding, catalog: Catalog, identifier: str, dropped
         return replace(finding, message=f"{finding.message} (cannot be judged now: {exc})")
     holding = rows_holding(table.metadata, table.io, dropped.field)
     return replace(finding, message=f"{finding.message} ({identifier}: {holding.describe()})")
-
-
-def _has_column(schema: Schema, name: str) -> bool:
-    """Whether ``schema`` has a column named ``name`` (dotted for a nested one)."""
-    try:
-        schema.find_field(name)
-    except ValueError:
-        return False
-    return True
 
 
 def rule_list() -> str:

@@ -1,19 +1,16 @@
-"""The rules ``iceberg-ops lint`` checks migration files against, each with a stable id.
+"""The rules ``iceberg-ops lint`` checks migration files against (``docs/lint.md``).
 
-An id names what a change does (``drop-column``), never a number, so an allowance in a file reads
-on its own (``# iceberg-ops: allow=drop-column reason="..."``) and stays valid across releases: ids
-are only ever added. Each rule says what the change does to data and how to make it safe; the
-page ``docs/lint.md`` shows every rule with an example and the safe alternative.
+An id names what a change does (``drop-column``), so an allowance reads on its own; ids are only ever added.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Literal
 
-__all__ = ["RULES", "Rule", "Severity", "allowance", "rule"]
+__all__ = ["RULES", "Rule", "Severity", "allowance"]
 
 Severity = Literal["error", "warning", "info"]
 
@@ -27,10 +24,8 @@ class Rule:
         title: What the rule finds, in a few words.
         effect: What the change does to data or to readers.
         fix: How to make the change safe, or how to allow it knowingly.
-        severity: ``error`` fails the lint unless allowed; ``warning`` also fails it (it names a
-            risk a reviewer must accept); ``info`` is reported and never fails it.
-        not_allowable: Why no allowance accepts it (the runner refuses the file anyway, or the
-            finding is about an allowance itself); ``None`` when one can.
+        severity: ``error`` and ``warning`` fail the lint unless allowed; ``info`` never fails it.
+        not_allowable: Why no allowance accepts it; ``None`` when one can.
     """
 
     id: str
@@ -46,15 +41,8 @@ class Rule:
         return self.not_allowable is None
 
     def to_json(self) -> dict[str, str | bool]:
-        """JSON-able form: id, severity, title, effect, fix and whether it can be allowed."""
-        return {
-            "id": self.id,
-            "severity": self.severity,
-            "title": self.title,
-            "effect": self.effect,
-            "fix": self.fix,
-            "allowable": self.allowable,
-        }
+        """JSON-able form: id, title, effect, fix, severity and whether it can be allowed."""
+        return {**{k: v for k, v in asdict(self).items() if k != "not_allowable"}, "allowable": self.allowable}
 
 
 def allowance(rule_id: str) -> str:
@@ -207,12 +195,3 @@ _ALL = (
 
 RULES: Mapping[str, Rule] = MappingProxyType({each.id: each for each in _ALL})
 """Every rule, by id."""
-
-
-def rule(rule_id: str) -> Rule:
-    """The rule with id ``rule_id``.
-
-    Raises:
-        KeyError: No rule has that id.
-    """
-    return RULES[rule_id]

@@ -1,15 +1,10 @@
 """Findings in one migration file, read from its source: nothing in it runs, no catalog is needed.
 
 The ``Migration`` class's ``upgrade()`` and ``downgrade()`` are walked for calls on their context
-argument (``ctx.drop_column(...)``), for reaching tables around it (``ctx.catalog``,
-``ctx.load_table``) and, in ``downgrade()``, for ``raise IrreversibleMigrationError``. Each call
-site is one finding, wherever it sits in the body (in a loop, under a condition), with its line.
-Operations made by helper functions outside the file are not seen.
-
-Allowances are read here too: ``# iceberg-ops: allow=<rule-id>[,<rule-id>] reason="..."`` on any
-line of the operation's call, or ``allow = {"<rule-id>": "reason"}`` on the ``Migration`` class
-(for every finding of that rule in the file). An allowance that accepts no finding is reported
-(``unused-allowance``), so one written where nothing is found does not pass unnoticed.
+argument (``ctx.drop_column(...)``), for ``ctx.catalog``/``ctx.load_table`` and, in ``downgrade()``,
+for ``raise IrreversibleMigrationError``; each call site is one finding. Allowances are read too:
+``# iceberg-ops: allow=<rule-id>[,<rule-id>] reason="..."`` on any line of the call, or
+``allow = {"<rule-id>": "reason"}`` on the class; one that accepts no finding is reported.
 """
 
 from __future__ import annotations
@@ -19,7 +14,7 @@ import io
 import re
 import tokenize
 from collections.abc import Iterator
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -74,26 +69,12 @@ class Finding:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {
-            "path": self.path,
-            "line": self.line,
-            "rule": self.rule,
-            "severity": self.severity,
-            "message": self.message,
-            "fix": self.fix,
-            "function": self.function,
-            "table": self.table,
-            "column": self.column,
-            "allowed": self.allowed,
-        }
+        return asdict(self)
 
 
 @dataclass(frozen=True)
 class Allowance:
-    """A rule a file allows, with the reason, on one line (``line``) or the whole file (``line=None``).
-
-    ``at`` is the line it is written on and ``where`` says where that is, for a report that it accepts nothing.
-    """
+    """A rule a file allows, with the reason, on one line (``line``) or the whole file (``None``); written at ``at``."""
 
     rule: str
     reason: str
