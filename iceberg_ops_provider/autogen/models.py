@@ -39,15 +39,7 @@ _COLUMN_KEYS = {"name", "type", "required", "doc", "renamed_from"}
 
 @dataclass(frozen=True)
 class ColumnModel:
-    """One declared column.
-
-    Attributes:
-        name: Column name.
-        type: The Iceberg type.
-        required: Whether values are required.
-        doc: Column doc, or ``None``.
-        renamed_from: The column's previous name, when it is being renamed.
-    """
+    """One declared column; ``renamed_from`` is its previous name, when it is being renamed."""
 
     name: str
     type: IcebergType
@@ -58,17 +50,9 @@ class ColumnModel:
 
 @dataclass(frozen=True)
 class TableModel:
-    """The desired state of one table.
+    """The desired state of one table (bare name) as a model file (``source``) declares it.
 
-    Attributes:
-        name: Table name (bare: it lives in the namespace being migrated).
-        columns: Columns, in order.
-        partition_by: Partition expressions (``"day(ts)"``).
-        sort_by: Sort fields (``"ts desc"``).
-        properties: Properties to set; a ``None`` value means "remove this key".
-        identifier_fields: Row-key columns.
-        dropped: The table should not exist.
-        source: The file it was read from.
+    A ``None`` property value means "remove this key"; ``dropped``: the table should not exist.
     """
 
     name: str
@@ -173,7 +157,16 @@ def model_from_dict(raw: Any, source: object = "<model>") -> TableModel:
     sort_by = _string_list(source, "sort_by", raw.get("sort_by"))
     for expression in partition_by:
         _check_expression(source, "partition_by", expression, names, parse_partition_expr)
-    _check_one_partition_field_per_column(source, partition_by)
+    by_column: dict[str, list[str]] = {}
+    for expression in partition_by:
+        by_column.setdefault(parse_partition_expr(expression).column, []).append(expression)
+    for column_name, expressions in by_column.items():
+        if len(expressions) > 1:
+            raise _fail(
+                source,
+                f"partition_by: {', '.join(map(repr, expressions))} partition column {column_name!r} twice; PyIceberg "
+                "cannot write rows into such a table (every append, compaction and data move would fail). Keep one.",
+            )
     for expression in sort_by:
         _check_expression(source, "sort_by", expression, names, parse_sort_field)
     properties = raw.get("properties") or {}
@@ -201,19 +194,6 @@ def _check_expression(source: object, key: str, expression: str, names: list[str
         raise _fail(source, f"{key}: {exc}") from exc
     if parsed.column.split(".")[0] not in names:
         raise _fail(source, f"{key}: {expression!r} uses column {parsed.column!r}, which is not declared.")
-
-
-def _check_one_partition_field_per_column(source: object, partition_by: tuple[str, ...] | list[str]) -> None:
-    by_column: dict[str, list[str]] = {}
-    for expression in partition_by:
-        by_column.setdefault(parse_partition_expr(expression).column, []).append(expression)
-    for column, expressions in by_column.items():
-        if len(expressions) > 1:
-            raise _fail(
-                source,
-                f"partition_by: {', '.join(map(repr, expressions))} partition column {column!r} twice; PyIceberg "
-                "cannot write rows into such a table (every append, compaction and data move would fail). Keep one.",
-            )
 
 
 def load_model(path: str | Path) -> TableModel:

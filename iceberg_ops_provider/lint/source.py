@@ -287,11 +287,6 @@ def _read_class_allowances(found: SourceFile, migration: ast.ClassDef) -> None:
             _allowance(found, rule_id, reason.strip(), None, where=where, at=node.lineno)
 
 
-def _context_name(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    arguments = [*function.args.posonlyargs, *function.args.args]
-    return arguments[1].arg if len(arguments) > 1 else "ctx"
-
-
 @dataclass(frozen=True)
 class _Spellings:
     """The names a body reaches the context by: the context itself, aliases, bound methods."""
@@ -382,7 +377,8 @@ def _read_body(
     found: SourceFile, function: ast.FunctionDef | ast.AsyncFunctionDef, irreversible: set[str], upgrade: _Made
 ) -> _Made:
     """Record the findings of ``function``; return what it makes (``upgrade``: what upgrade() made)."""
-    ctx, name = _context_name(function), function.name
+    arguments = [*function.args.posonlyargs, *function.args.args]
+    ctx, name = arguments[1].arg if len(arguments) > 1 else "ctx", function.name
     spellings = _spellings(function, ctx)
     direct_lines: set[int] = set()
     made = _Made()
@@ -435,7 +431,7 @@ def _read_call(
             made.columns.add((table, _argument(call, 2, "new")))
         return
     shown = _shown(call, 0, table_keyword), _shown(call, 1, second_keyword)
-    message = _describe(rule_id, method, *shown, function)
+    message = f"{function}() calls {method} on {_target(rule_id, *shown)}: {RULES[rule_id].effect}"
     severity: Severity | None = None
     fix: str | None = None
     if function == "downgrade" and (
@@ -506,7 +502,3 @@ def _target(rule_id: str, table: str | None, column: str | None) -> str:
     if column is not None:
         target = f"{target} (to {column})" if rule_id == "rename-table" else f"{target}.{column}"
     return target
-
-
-def _describe(rule_id: str, method: str, table: str | None, column: str | None, function: str) -> str:
-    return f"{function}() calls {method} on {_target(rule_id, table, column)}: {RULES[rule_id].effect}"

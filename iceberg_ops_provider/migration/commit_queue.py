@@ -173,12 +173,8 @@ def placeholder_create(catalog: Catalog, identifier: Identifier, schema: Schema,
 class CommitQueue:
     """The changes one migration staged and has not committed yet, and what it committed so far.
 
-    Args:
-        catalog: The catalog the changes go to.
-        journal: Told before every commit (``None`` for a context used on its own).
-        touched: Where the net change of every committed table is noted.
-        dry_run: Never commit anything (a plan).
-        fold: Called with a table's identifier right before its transaction is committed (pending schema changes).
+    ``touched`` notes the net change of every committed table; ``fold`` is called with a table's
+    identifier right before its transaction is committed (its pending schema changes).
     """
 
     def __init__(
@@ -206,10 +202,8 @@ class CommitQueue:
         self.created: set[Identifier] = set()
         """Staged tables that do not exist yet."""
         self.steps = 0
-        self.committed: list[str] = []
-        """Tables whose changes already reached the catalog (commits and immediate operations), in order."""
+        self.committed: list[str] = []  # see MigrationContext.committed
         self.created_namespaces: list[str] = []
-        """Namespaces created by this migration's commits."""
         self.separate: list[str] = []
         """What reached the catalog one commit at a time, in order (``sales.old (drop)``)."""
         self.dry_committed: list[dict[str, Any]] = []
@@ -290,7 +284,8 @@ class CommitQueue:
             if not complete and self.items:
                 self._commit_dry()
             return
-        mode = self._atomic_mode() if complete else None
+        atomic_mode = getattr(self.journal, "atomic_mode", None)
+        mode = atomic_mode() if complete and atomic_mode is not None else None
         if mode is not None and self._commit_atomic(mode):
             return
         # Everything left commits one by one. Could an all-or-nothing commit have taken it? Then say
@@ -333,10 +328,6 @@ class CommitQueue:
             return IntentAction(label, "rename", to=self.label(item.target or ()))
         kind = "create" if item.identifier in self.created else "commit"
         return IntentAction(label, kind, receipt=self.journal.receipt(step) if self.journal else None)
-
-    def _atomic_mode(self) -> str | None:
-        atomic_mode = getattr(self.journal, "atomic_mode", None)
-        return atomic_mode() if atomic_mode is not None else None
 
     def _commit_atomic(self, mode: str) -> bool:
         """Commit the queue with its table changes in one atomic commit; false when there are none to.
@@ -399,13 +390,18 @@ class CommitQueue:
     def _commit_item(self, item: Queued) -> None:
         identifier = item.identifier
         label = self._action(item, self.steps + 1).label()
-        if item.kind == "drop":
+        if item.kind == "table":
+            transaction, created = self._prepare_table(item)
+            transaction.commit_transaction()
+            self._table_committed(item, created)
+        elif item.kind == "drop":
             self.steps += 1
             location = stored_location(self.catalog, identifier)
             with _missing("drop", identifier):
                 (self.catalog.purge_table if item.purge else self.catalog.drop_table)(identifier)
             self.touched.dropped(self.label(identifier), location)
-        elif item.kind == "rename":
+            self._record(identifier)
+        else:
             target = item.target or ()
             self.steps += 1
             if not self.catalog.namespace_exists(target[:-1]):
@@ -414,13 +410,7 @@ class CommitQueue:
             with _missing("rename", identifier):
                 self.catalog.rename_table(identifier, target)
             self.touched.renamed(self.label(identifier), self.label(target))
-        else:
-            transaction, created = self._prepare_table(item)
-            transaction.commit_transaction()
-            self._table_committed(item, created)
-            self.separate.append(label)
-            return
-        self._record(identifier)
+            self._record(identifier)
         self.separate.append(label)
 
     def _create_for_real(self, identifier: Identifier, placeholder: Transaction) -> Transaction:

@@ -1,16 +1,9 @@
 """What a migration's staged changes would send to the catalog, named and shaped as the REST spec does.
 
-A plan document lists, for each step, the catalog operations (``create-namespace``, ``create-table``,
-``drop-table``, ``rename-table``) and, per existing table, the requirements and updates of its
-commit: PyIceberg's own ``TableRequirement`` and ``TableUpdate`` models dumped with the REST names
-(``assert-current-schema-id``, ``add-schema``, ``set-current-schema``, ``add-spec``, ...), taken
-from the very transaction the commit would send, after the migration's schema changes to a table
-are folded into one schema as they are at commit. Keys are sorted and entries keep the order the
-commit takes, so two plans of the same files diff cleanly.
-
-The runner adds one update of its own to each table it commits: ``set-properties`` of
-``iceberg-ops.last-migration`` to the run's receipt (how a crashed run is told apart from a
-finished one). Its value is only known when the run starts, so a plan shows ``<receipt>``.
+The catalog operations (``create-namespace``, ``create-table``, ``drop-table``, ``rename-table``) and,
+per existing table, PyIceberg's own requirement and update models of its commit, dumped with the REST
+names, in commit order with sorted keys, so two plans of the same files diff cleanly. The receipt
+the runner sets on each table it commits is only known when the run starts: a plan shows ``<receipt>``.
 """
 
 from __future__ import annotations
@@ -36,21 +29,13 @@ def _dump(model: Any) -> dict[str, Any]:
     return model.model_dump(mode="json", by_alias=True, exclude_none=True)  # type: ignore[no-any-return]
 
 
-def _label(identifier: Identifier) -> str:
-    return ".".join(identifier)
-
-
 def staged_changes(
     queue: Any, fold: Callable[[Identifier], None], catalog: Catalog, *, with_receipt: bool = True
 ) -> list[dict[str, Any]]:
-    """The changes ``queue`` holds, in commit order, as the catalog would receive them.
+    """The changes ``queue`` (a :class:`~.commit_queue.CommitQueue`) holds, in commit order, as the catalog gets them.
 
-    Args:
-        queue: What a migration staged and has not committed (its
-            :class:`~iceberg_ops_provider.migration.commit_queue.CommitQueue`).
-        fold: Folds a table's pending schema changes into its transaction (as a commit does first).
-        catalog: Asked which namespaces exist (a new table or rename target in a missing one creates it).
-        with_receipt: Add the runner's receipt update to each table change (a run through the runner).
+    ``fold`` folds a table's pending schema changes into its transaction; ``catalog`` says which
+    namespaces exist; ``with_receipt`` adds the runner's receipt update to each table change.
     """
     changes: list[dict[str, Any]] = []
     namespaces_created: set[tuple[str, ...]] = set()
@@ -62,13 +47,13 @@ def staged_changes(
         changes.append({"operation": "create-namespace", "namespace": ".".join(namespace)})
 
     for item in queue.items:
-        label = _label(item.identifier)
+        label = ".".join(item.identifier)
         if item.kind == "drop":
             changes.append({"operation": "drop-table", "table": label, "purge": bool(item.purge)})
         elif item.kind == "rename":
             target = tuple(item.target or ())
             ensure_namespace(target[:-1])
-            changes.append({"operation": "rename-table", "source": label, "destination": _label(target)})
+            changes.append({"operation": "rename-table", "source": label, "destination": ".".join(target)})
         elif (transaction := queue.pending.get(item.identifier)) is not None:
             fold(item.identifier)
             metadata = transaction.table_metadata

@@ -63,15 +63,7 @@ Identifier = tuple[str, ...]
 
 
 class TableStaging:
-    """What one migration staged, and how its operations add to it.
-
-    Args:
-        catalog: The catalog to migrate.
-        namespace: The namespace bare table names resolve in (``"sales"`` or ``"a.b"``).
-        journal: Told before every commit (``None`` for a context used on its own).
-        meta_namespace: Where migration history and locks live: a migration may not touch it.
-        dry_run: Stage and record, but commit nothing; reaching tables directly raises :class:`DryRunLimit`.
-    """
+    """What one migration staged, and how its operations add to it (arguments: see ``MigrationContext``)."""
 
     def __init__(
         self,
@@ -87,21 +79,13 @@ class TableStaging:
         self.meta_namespace = meta_namespace
         self.dry_run = dry_run
         self.operations: list[dict[str, str]] = []
-        """What the migration asked for, in order, each with its risk (``safe``, ``review``, ``destructive``)."""
         self._direct: set[str] = set()
         self.schemas = SchemaChanges()
-        """The column changes staged on each table and not yet folded into its transaction."""
         self.touched: TouchedTables = current_recording() or TouchedTables()
-        """The net change of every table this migration reached (the runner's recording, when one is open)."""
         self.commits = CommitQueue(catalog, journal, self.touched, dry_run=dry_run, fold=self.schemas.fold)
-        """Each table's transaction, the drops and renames, in order, and what was committed so far."""
 
     def identifier(self, name: str) -> Identifier:
-        """The full identifier of a table name: bare names resolve in :attr:`namespace`.
-
-        Raises:
-            InvalidOperationError: A malformed name, or a table of the meta-namespace (history and locks).
-        """
+        """The full identifier of a table name (see ``MigrationContext.identifier``)."""
         parts = tuple(name.split(".")) if isinstance(name, str) else ()
         if not parts or any(not part or part != part.strip() for part in parts):
             raise InvalidOperationError(f"Table name {name!r} is not valid; use 'orders' or 'other_namespace.orders'.")
@@ -145,11 +129,7 @@ class TableStaging:
         return drop_risk(kind, holds_rows=bool(records))
 
     def mark_direct(self, what: str) -> None:
-        """Note in the intent that the migration reached the catalog directly (its writes are not tracked).
-
-        Raises:
-            DryRunLimit: In a dry run, which cannot follow the migration there.
-        """
+        """Note in the intent that the migration reached the catalog directly (a dry run stops there)."""
         if self.dry_run:
             raise DryRunLimit(f"it reaches {what} directly, so a dry run stops there")
         if what not in self._direct:
@@ -157,11 +137,7 @@ class TableStaging:
             self.commits.reached_directly(what)
 
     def transaction(self, name: str) -> tuple[Identifier, Transaction]:
-        """The table's identifier and the transaction its changes in this migration are staged in.
-
-        Raises:
-            InvalidOperationError: The table is dropped or renamed earlier in the migration, or does not exist.
-        """
+        """The table's identifier and the transaction its changes in this migration are staged in."""
         identifier = self.identifier(name)
         commits = self.commits
         if identifier in commits.gone:
