@@ -1,16 +1,11 @@
 """Compare a table model with the live table and list the operations that close the gap.
 
-Order of the steps (each table's steps become one commit, so the order only has to be valid for
-PyIceberg's builders): partition fields that go away, a sort order or identifier fields that
-would block a column drop, renames, drops, type/required/doc changes, additions, moves, then the
-new partition fields, sort order, identifier fields and properties.
-
-Nested fields are compared field by field (add, drop, promote, doc, optional), inside structs and
-inside list elements and map values (``items.element.sku``, ``prices.value.amount``). An added
-nested field is placed after its predecessor in the model (or first), so the live order ends up as
-the model's; the fields a struct loses are dropped after its additions, so it never has none.
-Reordering existing nested fields, changing map keys and changing a column between struct, list,
-map and primitive kinds are not generated: write those migrations by hand.
+Order of the steps (valid for PyIceberg's builders): partition fields that go away, a sort order or
+identifier fields that would block a column drop, renames, drops, type/required/doc changes,
+additions, moves, then the new partition fields, sort order, identifier fields and properties.
+Nested fields are compared field by field, inside structs, list elements and map values
+(``items.element.sku``). Reordering nested fields, changing map keys and changing a column's kind
+(struct, list, map, primitive) are not generated: write those migrations by hand.
 """
 
 from __future__ import annotations

@@ -228,48 +228,17 @@ def _parsed(source: str) -> ast.expr:
 
 
 def _code(node: ast.expr) -> _Code:
-    """The layout tree of an expression; constructs an operation never renders are kept flat."""
-    if isinstance(node, ast.Constant):
-        if isinstance(node.value, str):
-            return _Atom(string_literal(node.value))
-        if node.value is ...:
-            return _Atom("...")
-        if not isinstance(node.value, bytes):
-            return _Atom(repr(node.value))
-    if isinstance(node, ast.Name | ast.Attribute) and _dotted(node):
-        return _Atom(_dotted(node))
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd | ast.Invert):
-        operand = _code(node.operand)
-        if isinstance(operand, _Atom):
-            return _Atom(_UNARY[type(node.op)] + operand.text)
-    if isinstance(node, ast.Call) and _dotted(node.func):
-        items = [
-            ("*" if isinstance(arg, ast.Starred) else "", _code(arg.value if isinstance(arg, ast.Starred) else arg))
-            for arg in node.args
-        ]
-        items += [(f"{kw.arg}=" if kw.arg else "**", _code(kw.value)) for kw in node.keywords]
-        return _Bracketed(f"{_dotted(node.func)}(", tuple(items), ")")
-    if isinstance(node, ast.List | ast.Tuple | ast.Set) and not any(isinstance(e, ast.Starred) for e in node.elts):
-        opener, closer = {ast.List: ("[", "]"), ast.Tuple: ("(", ")"), ast.Set: ("{", "}")}[type(node)]
+    """The layout tree of an expression as ``Operation.render`` writes them; anything else is kept flat."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return _Atom(string_literal(node.value))
+    if isinstance(node, ast.Call):
+        items = [("", _code(arg)) for arg in node.args] + [(f"{kw.arg}=", _code(kw.value)) for kw in node.keywords]
+        return _Bracketed(f"{ast.unparse(node.func)}(", tuple(items), ")")
+    if isinstance(node, ast.List | ast.Tuple):
+        opener, closer = ("[", "]") if isinstance(node, ast.List) else ("(", ")")
         items = tuple(("", _code(element)) for element in node.elts)
         return _Bracketed(opener, items, closer, single_tuple=isinstance(node, ast.Tuple) and len(items) == 1)
     if isinstance(node, ast.Dict):
-        entries = tuple(
-            (f"{_code(key).flat()}: " if key is not None else "**", _code(value))
-            for key, value in zip(node.keys, node.values, strict=True)
-        )
-        return _Bracketed("{", entries, "}")
+        pairs = zip(node.keys, node.values, strict=True)
+        return _Bracketed("{", tuple((f"{_code(key).flat()}: ", _code(value)) for key, value in pairs if key), "}")
     return _Atom(ast.unparse(node))
-
-
-_UNARY: dict[type[ast.unaryop], str] = {ast.USub: "-", ast.UAdd: "+", ast.Invert: "~"}
-
-
-def _dotted(node: ast.expr) -> str:
-    """``pa.int64`` for a name or a chain of attributes of a name, else ``""``."""
-    if isinstance(node, ast.Name):
-        return node.id
-    if isinstance(node, ast.Attribute):
-        base = _dotted(node.value)
-        return f"{base}.{node.attr}" if base else ""
-    return ""

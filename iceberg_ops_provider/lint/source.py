@@ -39,15 +39,10 @@ class Finding:
     """One thing a migration file does that a reviewer must know.
 
     Attributes:
-        path: The file.
         line: Its line (1 for findings about the whole file).
         rule: The rule's id (:data:`~iceberg_ops_provider.lint.rules.RULES`).
-        severity: ``error``, ``warning`` or ``info`` (judged against a live table: nothing is lost).
-        message: What this change does, naming the table and column where the source says them.
-        fix: How to make it safe.
         function: ``upgrade`` or ``downgrade`` (``None`` for the file or the class).
-        table: The table the operation names, when the source gives it as a literal.
-        column: The column it names, likewise.
+        table: The table the operation names, when the source gives it as a literal; ``column`` likewise.
         allowed: The reason of the allowance that accepts it, or ``None``.
     """
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
+from pyiceberg.schema import index_by_name
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.update import AssertRefSnapshotId
 from pyiceberg.types import IcebergType, NestedField
@@ -57,12 +58,7 @@ def _path(column: ColumnPath) -> str | tuple[str, ...]:
 
 
 def _has_column(staging: TableStaging, table: str, name: ColumnPath) -> bool:
-    identifier, transaction = staging.transaction(table)
-    try:
-        staging.schemas.schema(identifier, transaction).find_field(_text(name))
-    except ValueError:
-        return False
-    return True
+    return _text(name) in index_by_name(staging.schemas.schema(*staging.transaction(table)))
 
 
 def _field(staging: TableStaging, table: str, transaction: Transaction, name: ColumnPath) -> NestedField:
@@ -191,9 +187,6 @@ class DropColumn(Operation):
 
     name: ColumnPath = ""
     if_exists: bool = False
-
-    def note(self) -> str:  # noqa: D102
-        return f"drop column {self.table}.{_text(self.name)}"
 
     def planned_risk(self, staging: TableStaging) -> Risk:  # noqa: D102
         return staging.drop_risk(self.kind, self.table, _text(self.name))

@@ -1,16 +1,10 @@
 """Bringing a dropped column back with its data: ``ctx.restore_column``.
 
 Iceberg never reuses a field id, and a data file written before a column was dropped still holds
-the column under its id. A new schema that holds the old field again (same id, type and doc, at its
-old position among the columns that are still there) makes every reader find those values again:
-rows of files written before the drop read their old values, rows of files written after it (or
-rewritten since, by compaction or a copy-on-write delete) read null. So a restored column is
-optional, unless it was required and every live data file still holds it (or the table holds no
-rows): then it comes back required, and the commit asserts that nothing was written to the table
-since it looked.
-
-When the restored schema is exactly one the table had before (a drop undone with nothing else
-changed since), that schema becomes current again instead of a copy of it.
+the column under its id. A new schema holding the old field again (same id, type and doc, at its
+old position) makes readers find those values again; rows of files written after the drop (or
+rewritten since) read null. So a restored column is optional, unless it was required and every live
+data file still holds it: then it comes back required, and the commit asserts nothing was written since.
 """
 
 from __future__ import annotations
@@ -54,12 +48,8 @@ class DroppedColumn:
 class RowsHolding:
     """How many live rows hold a restored column's data, from the data files' column statistics.
 
-    Attributes:
-        with_data: Rows in data files written while the column existed (they hold its values).
-        without_data: Rows in files written without it (after the drop, or rewritten since).
-        unknown: Rows in files that keep no column statistics (either may be true).
-        nulls: Of ``with_data``, the rows whose value is null (``None`` for a struct, list or map
-            column, whose statistics are kept per leaf).
+    ``unknown`` counts rows of files without statistics; ``nulls``, of ``with_data``, the null values
+    (``None`` for a struct, list or map column, whose statistics are kept per leaf).
     """
 
     with_data: int
