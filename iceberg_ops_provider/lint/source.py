@@ -161,10 +161,7 @@ def read_source(path: Path) -> SourceFile:
         with tokenize.open(path) as stream:
             text = stream.read()
         _read_pragmas(found, text)
-        # Python binds the last class named Migration, and the last definition of each method.
-        migration = next(
-            (n for n in reversed(tree.body) if isinstance(n, ast.ClassDef) and n.name == "Migration"), None
-        )
+        migration = _last_class(tree, "Migration")
         if migration is None:
             return found
         _read_class_allowances(found, migration)
@@ -182,19 +179,17 @@ def read_source(path: Path) -> SourceFile:
     return found
 
 
+def _last_class(tree: ast.Module, name: str) -> ast.ClassDef | None:
+    """The class ``name`` the module binds: Python binds the last definition (of a class, of a method)."""
+    return next((n for n in reversed(tree.body) if isinstance(n, ast.ClassDef) and n.name == name), None)
+
+
 def _methods(tree: ast.Module, cls: ast.ClassDef, seen: set[str]) -> dict[str, ast.FunctionDef | ast.AsyncFunctionDef]:
     """``upgrade`` and ``downgrade`` as ``cls`` has them: its own, else those of a base class of the same file."""
     seen.add(cls.name)
     found: dict[str, ast.FunctionDef | ast.AsyncFunctionDef] = {}
     for base in reversed(cls.bases):  # the first base wins, as in Python's method resolution
-        defined = next(
-            (
-                n
-                for n in reversed(tree.body)
-                if isinstance(n, ast.ClassDef) and isinstance(base, ast.Name) and n.name == base.id
-            ),
-            None,
-        )
+        defined = _last_class(tree, base.id) if isinstance(base, ast.Name) else None
         if defined is not None and defined.name not in seen:
             found.update(_methods(tree, defined, seen))
     found.update(

@@ -176,8 +176,8 @@ class MigrationContext:
             schema: An Arrow schema (non-nullable fields become required) or a PyIceberg ``Schema``.
             partition_by: Partition expressions, e.g. ``["day(ts)", "bucket(16, id)"]``.
             sort_by: Sort fields, e.g. ``["ts desc", "id"]``.
-            properties: Table properties (strings, numbers or booleans).
-            if_not_exists: Do nothing when the table already exists (for re-runnable migrations).
+            properties: Table properties (strings, numbers, booleans or paths).
+            if_not_exists: Do nothing when the table already exists.
 
         Raises:
             InvalidOperationError: The table exists (unless ``if_not_exists``), or a partition/sort
@@ -192,11 +192,6 @@ class MigrationContext:
 
     def drop_table(self, name: str, purge: bool = False, if_exists: bool = False) -> None:
         """Drop a table; with ``purge=True`` also delete its data and metadata files.
-
-        Args:
-            name: Table name, bare or dotted.
-            purge: Also delete the table's files.
-            if_exists: Do nothing when the table does not exist (for re-runnable migrations).
 
         Raises:
             InvalidOperationError: The table does not exist (unless ``if_exists``).
@@ -230,19 +225,13 @@ class MigrationContext:
         self._stage(tables.RenamePartitionField(table, old, new))
 
     def set_sort_order(self, table: str, fields: Iterable[str] | str) -> None:
-        """Replace the table's sort order; an empty list makes it unsorted.
-
-        Args:
-            table: Table name.
-            fields: Sort fields such as ``["ts desc", "day(ts) asc nulls last", "id"]``.
-        """
+        """Replace the table's sort order (``["ts desc", "day(ts) asc nulls last", "id"]``); none: unsorted."""
         self._stage(tables.SetSortOrder(table, _strings(fields)))
 
     def set_properties(self, table: str, properties: Mapping[str, Any] | None = None, /, **props: Any) -> None:
         """Set table properties, as keywords or (for dotted keys) a mapping.
 
-        Example:
-            ``ctx.set_properties("orders", {"write.target-file-size-bytes": 134217728}, owner="sales")``
+        ``ctx.set_properties("orders", {"write.target-file-size-bytes": 134217728}, owner="sales")``
         """
         self._stage(tables.SetProperties(table, {**(properties or {}), **props}))
 

@@ -114,19 +114,15 @@ class TouchedTables:
 
     def note(self, touched: TouchedTable) -> None:
         """Fold in a net change noted elsewhere (a later migration's), as the change it stands for."""
-        if touched.change == "drop":
-            self.dropped(touched.table, touched.location)
-        elif touched.change == "overwrite":
-            self.dropped(touched.table, touched.location)
-            self.created(touched.table)
-        elif touched.change == "rename" and touched.previous is not None:
-            self.renamed(touched.previous, touched.table)
-        elif touched.change == "create":
-            self.created(touched.table)
-        elif touched.change == "alter":
-            self.altered(touched.table)
-        else:
-            self.written(touched.table)
+        change, table = touched.change, touched.table
+        if change in ("drop", "overwrite"):
+            self.dropped(table, touched.location)
+        if change == "rename" and touched.previous is not None:
+            self.renamed(touched.previous, table)
+        elif change in ("create", "overwrite"):
+            self.created(table)
+        elif change in ("alter", "write"):
+            (self.altered if change == "alter" else self.written)(table)
 
     def tables(self) -> tuple[TouchedTable, ...]:
         """Every table touched, with its net change."""
