@@ -225,11 +225,8 @@ def _read_pragmas(found: SourceFile, text: str) -> None:
             allow = _ALLOW.match(body)
             ids = [part.strip() for part in allow.group("ids").split(",")] if allow else []
             if allow is None or not all(ids):
-                found.add(
-                    line,
-                    "malformed-allowance",
-                    f"the comment {comment.strip()!r} is not an allowance iceberg-ops reads",
-                )
+                why = f"the comment {comment.strip()!r} is not an allowance iceberg-ops reads"
+                found.add(line, "malformed-allowance", why)
                 continue
             reason = (allow.group("reason") or "").replace('\\"', '"').replace("\\'", "'").strip()
             for rule_id in ids:
@@ -266,11 +263,8 @@ def _read_class_allowances(found: SourceFile, migration: ast.ClassDef) -> None:
         except ValueError:
             value = None
         if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-            found.add(
-                node.lineno,
-                "malformed-allowance",
-                'the class attribute allow must be a literal {"<rule-id>": "reason"}',
-            )
+            why = 'the class attribute allow must be a literal {"<rule-id>": "reason"}'
+            found.add(node.lineno, "malformed-allowance", why)
             continue
         for rule_id, reason in value.items():
             where = f"the Migration class (line {node.lineno})"
@@ -379,21 +373,11 @@ def _read_body(
         elif isinstance(node, ast.expr) and (reached := spellings.attribute(node)) in _DIRECT:
             if node.lineno not in direct_lines:
                 direct_lines.add(node.lineno)
-                found.add(
-                    node.lineno,
-                    "direct-write",
-                    f"{name}() reaches tables through {ctx}.{reached}: its writes are not tracked",
-                    function=name,
-                    span=span,
-                )
+                why = f"{name}() reaches tables through {ctx}.{reached}: its writes are not tracked"
+                found.add(node.lineno, "direct-write", why, function=name, span=span)
         elif isinstance(node, ast.Raise) and name == "downgrade" and _raises_irreversible(node, irreversible):
-            found.add(
-                node.lineno,
-                "irreversible-downgrade",
-                "downgrade() raises IrreversibleMigrationError: a rollback stops here",
-                function=name,
-                span=span,
-            )
+            why = "downgrade() raises IrreversibleMigrationError: a rollback stops here"
+            found.add(node.lineno, "irreversible-downgrade", why, function=name, span=span)
     return made
 
 
@@ -422,8 +406,7 @@ def _read_call(
         return
     shown = _shown(call, 0, table_keyword), _shown(call, 1, second_keyword)
     message = f"{function}() calls {method} on {_target(rule_id, *shown)}: {RULES[rule_id].effect}"
-    severity: Severity | None = None
-    fix: str | None = None
+    judged: dict[str, Any] = {}  # the rule's severity and fix unless the upgrade made what this removes
     if function == "downgrade" and (
         (rule_id == "drop-table" and upgrade.table(table))
         or (rule_id == "drop-column" and (table, column) in upgrade.columns)
@@ -434,18 +417,8 @@ def _read_call(
             "the upgrade made; only what was written to it since is lost, and a downgrade asks for confirmation "
             "before that"
         )
-        severity, fix = "info", "nothing to fix: a rollback removes what the upgrade made"
-    found.add(
-        call.lineno,
-        rule_id,
-        message,
-        function=function,
-        table=table,
-        column=column,
-        span=span,
-        severity=severity,
-        fix=fix,
-    )
+        judged = {"severity": "info", "fix": "nothing to fix: a rollback removes what the upgrade made"}
+    found.add(call.lineno, rule_id, message, function=function, table=table, column=column, span=span, **judged)
 
 
 def _argument(call: ast.Call, position: int, keyword: str) -> str | None:

@@ -100,14 +100,10 @@ def split_for_atomic(
     outside: list[Queued] = []
     inside: list[Queued] = []
     for index, item in enumerate(queue):
-        if item.kind != "table" or (not creates_inside and item.identifier in created):
-            outside.append(item)
-            continue
         later = queue[index + 1 :]
-        if any(other.kind != "table" and item.identifier in (other.identifier, other.target) for other in later):
-            outside.append(item)
-        else:
-            inside.append(item)
+        alone = any(other.kind != "table" and item.identifier in (other.identifier, other.target) for other in later)
+        alone = alone or item.kind != "table" or (not creates_inside and item.identifier in created)
+        (outside if alone else inside).append(item)
     return outside, inside
 
 

@@ -80,14 +80,14 @@ class CreateTable(Operation):
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         identifier = staging.identifier(self.table)
         commits, label = staging.commits, staging.label(identifier)
-        if identifier in commits.created:
+        created = identifier in commits.created
+        if created or (
+            identifier not in commits.gone and (identifier in commits.pending or _exists(staging, identifier))
+        ):
             if self.if_not_exists:
                 return
-            raise InvalidOperationError(f"Cannot create table {label}: this migration creates it.")
-        if identifier not in commits.gone and (identifier in commits.pending or _exists(staging, identifier)):
-            if self.if_not_exists:
-                return
-            raise InvalidOperationError(f"Cannot create table {label}: it already exists.")
+            why = "this migration creates it" if created else "it already exists"
+            raise InvalidOperationError(f"Cannot create table {label}: {why}.")
         schema = self.schema.value if isinstance(self.schema, Rendered) else self.schema
         if isinstance(schema, pa.Schema):
             iceberg_schema = arrow_to_iceberg_schema(schema)
