@@ -92,12 +92,8 @@ def render_migration(message: str, operations: list[Operation], *, source: str =
     imports = "import pyarrow as pa\n" if uses_arrow else ""
     names = "BaseMigration, IrreversibleMigrationError" if reasons else "BaseMigration"
     imports += f"from iceberg_ops_provider.migration import {names}\n\n\n"
-    summary = _Bracketed(
-        "(",
-        tuple(("", _Atom(string_literal(f"[{op.risk}] {op.describe()}"))) for op in operations),
-        ")",
-        single_tuple=len(operations) == 1,
-    )
+    labels = tuple(("", _Atom(string_literal(f"[{op.risk}] {op.describe()}"))) for op in operations)
+    summary = _Bracketed("(", labels, ")", single_tuple=len(operations) == 1)
     lines = [
         "class Migration(BaseMigration):",
         f"    description = {fitted_value('    description = ', string_literal(message))}",

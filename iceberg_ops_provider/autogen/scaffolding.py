@@ -195,18 +195,12 @@ def create_revision(migrations_dir: str | Path, message: str, *, content: str | 
     folder.mkdir(parents=True, exist_ok=True)
     version = next_version(folder)
     path = folder / f"{version}_{slugify(message)}.py"
-    text = (
-        content
-        if content is not None
-        else SKELETON.format(
-            docstring=docstring(message),
-            description=fitted_value("    description = ", string_literal(message)),
-            version=version,
-        )
-    )
+    if content is None:
+        description = fitted_value("    description = ", string_literal(message))
+        content = SKELETON.format(docstring=docstring(message), description=description, version=version)
     try:
         with path.open("x", encoding="utf-8") as handle:
-            handle.write(text)
+            handle.write(content)
     except FileExistsError as exc:
         raise ScaffoldingError(f"{path} already exists; refusing to overwrite it.") from exc
     return path

@@ -107,25 +107,18 @@ def _escape_property(text: str) -> str:
 
 
 def migration_files(paths: Iterable[str | Path]) -> list[Path]:
-    """The migration files among ``paths``: files as given, folders searched for ``NNNN_slug.py``.
+    """The migration files among ``paths``: files as given, folders and subfolders searched for ``NNNN_slug.py``.
 
-    A folder's own files come first, then those of each folder directly in it (``migrations/<namespace>/``,
-    the layout the runner reads per namespace); deeper folders are not searched. Each file once.
+    A folder's own files come first, then those of each folder directly in it (``migrations/<namespace>/``).
     """
     found: list[Path] = []
     for each in map(Path, paths):
         if each.is_dir():
-            found.extend(_folder_files(each))
-            for inner in sorted(p for p in each.iterdir() if p.is_dir()):
-                found.extend(_folder_files(inner))
+            for folder in [each, *sorted(p for p in each.iterdir() if p.is_dir())]:
+                found.extend(sorted(p for p in folder.iterdir() if MIGRATION_FILE.match(p.name) and p.is_file()))
         else:
             found.append(each)
     return list(dict.fromkeys(found))
-
-
-def _folder_files(folder: Path) -> list[Path]:
-    """The migration files directly in ``folder``, by name."""
-    return sorted(p for p in folder.iterdir() if MIGRATION_FILE.match(p.name) and p.is_file())
 
 
 def lint_paths(
@@ -134,11 +127,7 @@ def lint_paths(
     """Lint the migration files ``paths`` name (files, or folders of them and their immediate subfolders).
 
     Version gaps and duplicate slugs are looked for among every migration file of each file's folder.
-
-    Args:
-        paths: Migration files or folders.
-        catalog: Judge drops against this catalog's tables (a drop of an empty table is ``info``).
-        namespace: Where bare table names live, with ``catalog``.
+    With ``catalog``, drops are judged against its tables (bare names in ``namespace``).
 
     Raises:
         FileNotFoundError: A path does not exist.

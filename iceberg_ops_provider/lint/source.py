@@ -334,8 +334,7 @@ def _literal(node: ast.expr | None) -> str | None:
 def _walk(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[tuple[ast.AST, range]]:
     """Every node of ``function``'s body with the lines of the statement holding it."""
     for statement in function.body:
-        span = range(statement.lineno, (statement.end_lineno or statement.lineno) + 1)
-        for node in ast.walk(statement):
+        for node in ast.walk(statement):  # the statement itself first
             if isinstance(node, ast.stmt):
                 span = range(node.lineno, (node.end_lineno or node.lineno) + 1)
             yield node, span
