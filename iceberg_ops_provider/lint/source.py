@@ -443,11 +443,7 @@ def _shown(call: ast.Call, position: int, keyword: str) -> str | None:
 
 def _maybe_true(call: ast.Call, keyword: str, position: int) -> bool:
     """Whether the argument may be true: anything but a literal false (a variable counts, it may be)."""
-    given = (
-        call.args[position]
-        if len(call.args) > position
-        else next((k.value for k in call.keywords if k.arg == keyword or k.arg is None), None)
-    )
+    given = _given(call, position, keyword) or next((k.value for k in call.keywords if k.arg is None), None)
     return given is not None and not (isinstance(given, ast.Constant) and not given.value)
 
 

@@ -156,18 +156,10 @@ class AddColumn(Operation):
         )
 
     def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
-        kwargs: dict[str, Any] = {}
-        if self.required:
-            kwargs["required"] = True
-        if self.doc:
-            kwargs["doc"] = self.doc
-        if self.first:
-            kwargs["first"] = True
-        elif self.after is not None:
-            kwargs["after"] = self.after
-        elif self.before is not None:
-            kwargs["before"] = self.before
-        return (self.table, self.name, self.type), kwargs
+        given = {"required": self.required or None, "doc": self.doc or None, "first": self.first or None}
+        if not self.first:
+            given |= {"after": self.after} if self.after is not None else {"before": self.before}
+        return (self.table, self.name, self.type), {key: value for key, value in given.items() if value is not None}
 
     def describe(self) -> str:  # noqa: D102
         kind = "required " if self.required else ""

@@ -155,11 +155,10 @@ def _parent_ids(schema: Schema, path: str) -> list[int]:
 
 
 def _children(field_type: IcebergType) -> list[NestedField]:
-    children = list(getattr(field_type, "fields", ()))
-    children += [
+    nested = [
         getattr(field_type, name) for name in ("element_field", "key_field", "value_field") if hasattr(field_type, name)
     ]
-    return children
+    return [*getattr(field_type, "fields", ()), *nested]
 
 
 def _struct_at(struct: IcebergType, parent_ids: list[int]) -> StructType | None:

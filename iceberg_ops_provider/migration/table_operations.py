@@ -111,14 +111,12 @@ class CreateTable(Operation):
             raise
 
     def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
-        kwargs: dict[str, Any] = {"schema": self.schema}
-        if self.partition_by:
-            kwargs["partition_by"] = list(self.partition_by)
-        if self.sort_by:
-            kwargs["sort_by"] = list(self.sort_by)
-        if self.properties:
-            kwargs["properties"] = dict(self.properties)
-        return (self.table,), kwargs
+        given = {
+            "partition_by": list(self.partition_by),
+            "sort_by": list(self.sort_by),
+            "properties": dict(self.properties),
+        }
+        return (self.table,), {"schema": self.schema, **{key: value for key, value in given.items() if value}}
 
     def apply(self, ctx: Any) -> None:  # noqa: D102
         args, kwargs = self.call()
