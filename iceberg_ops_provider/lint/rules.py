@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass
 from types import MappingProxyType
 from typing import Literal
 
-__all__ = ["RULES", "Rule", "Severity", "allowance"]
+__all__ = ["RULES", "Rule", "Severity", "allowance", "rule"]
 
 Severity = Literal["error", "warning", "info"]
 
@@ -195,3 +195,8 @@ _ALL = (
 
 RULES: Mapping[str, Rule] = MappingProxyType({each.id: each for each in _ALL})
 """Every rule, by id."""
+
+
+def rule(rule_id: str) -> Rule:
+    """The rule with id ``rule_id`` (``KeyError`` when no rule has it)."""
+    return RULES[rule_id]

@@ -138,6 +138,11 @@ class MigrationContext:
         self.touched.written(self._staging.label(identifier))
         return table
 
+    @property
+    def has_pending_changes(self) -> bool:
+        """Whether anything is staged and not yet committed."""
+        return bool(self._staging.commits)
+
     def commit(self) -> None:
         """Commit everything staged so far, in order (one atomic commit per table).
 

@@ -190,12 +190,12 @@ class SchemaChanges:
         update._last_column_id = itertools.count(start.next_field_id)
         return update
 
-    def _next_segment(self, identifier: Identifier, transaction: Transaction, update: UpdateSchema) -> UpdateSchema:
-        """End the current segment at ``update`` and start the next one from its result."""
-        self._starts[identifier] = _continued(update)
+    def _segment(self, identifier: Identifier, transaction: Transaction, start: _SegmentStart) -> UpdateSchema:
+        """Start the table's next segment (an empty update) at ``start``."""
+        self._starts[identifier] = start
         self._steps[identifier] = []
-        following = self._updates[identifier] = self._new_update(identifier, transaction)
-        return following
+        update = self._updates[identifier] = self._new_update(identifier, transaction)
+        return update
 
     def stage(
         self,
@@ -227,7 +227,7 @@ class SchemaChanges:
                 and all(_names_the_same(update, pending, ref, added_ok=True) for ref in anchors)
             ):
                 # A new segment resolves the names against the columns as they are now (or refuses them).
-                update = self._next_segment(identifier, transaction, update)
+                update = self._segment(identifier, transaction, _continued(update))
         earlier = self._steps[identifier]
         try:
             _stage(update, change, allow_incompatible, self._waiting_specs(identifier))
@@ -239,8 +239,7 @@ class SchemaChanges:
             rebuilt = self._new_update(identifier, transaction)
             for step, allowed in earlier:
                 _stage(rebuilt, step, allowed)
-            self._updates[identifier] = rebuilt
-            update = self._next_segment(identifier, transaction, rebuilt)
+            update = self._segment(identifier, transaction, _continued(rebuilt))
             earlier = self._steps[identifier]
             try:
                 _stage(update, change, allow_incompatible, self._waiting_specs(identifier))
@@ -261,8 +260,7 @@ class SchemaChanges:
     def _drop_empty_segment(self, identifier: Identifier, transaction: Transaction) -> None:
         """Forget a refused change that was alone in its segment (earlier segments stay staged)."""
         if identifier in self._starts:
-            self._updates[identifier] = self._new_update(identifier, transaction)
-            self._steps[identifier] = []
+            self._segment(identifier, transaction, self._starts[identifier])
         else:
             self._updates.pop(identifier, None)
             self._steps.pop(identifier, None)
@@ -278,9 +276,7 @@ class SchemaChanges:
         renumbered = Schema(
             *schema.fields, schema_id=start.schema.schema_id, identifier_field_ids=schema.identifier_field_ids
         )
-        self._starts[identifier] = _SegmentStart(renumbered, start.next_field_id, start.name_mapping)
-        self._steps[identifier] = []
-        self._updates[identifier] = self._new_update(identifier, transaction)
+        self._segment(identifier, transaction, _SegmentStart(renumbered, start.next_field_id, start.name_mapping))
 
     def metadata(self, identifier: Identifier, transaction: Transaction) -> TableMetadata:
         """The table's metadata as its pending changes leave it (the pending schema, the deferred changes)."""
