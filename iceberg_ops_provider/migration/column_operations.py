@@ -136,15 +136,8 @@ class AddColumn(Operation):
         if self.required:
             _require_empty(staging, table, f"add required column {_text(name)!r}")
         path = _path(name)
-        change = AddedColumn(
-            path if isinstance(path, tuple) else (path,),
-            field_type,
-            doc=self.doc,
-            required=self.required,
-            first=self.first,
-            after=after,
-            before=before,
-        )
+        parts = path if isinstance(path, tuple) else (path,)
+        change = AddedColumn(parts, field_type, self.doc, self.required, self.first, after, before)
         parents = [_text(name).rsplit(".", 1)[0]] if "." in _text(name) else []
         staging.schema_change(
             table,

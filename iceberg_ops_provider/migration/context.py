@@ -189,11 +189,8 @@ class MigrationContext:
                 expression is invalid.
             UnsupportedTypeError: An Arrow column type Iceberg cannot hold.
         """
-        self._stage(
-            tables.CreateTable(
-                name, schema, _strings(partition_by), _strings(sort_by), properties or {}, if_not_exists=if_not_exists
-            )
-        )
+        partitioned, ordered = _strings(partition_by), _strings(sort_by)
+        self._stage(tables.CreateTable(name, schema, partitioned, ordered, properties or {}, if_not_exists))
 
     def drop_table(self, name: str, purge: bool = False, if_exists: bool = False) -> None:
         """Drop a table; with ``purge=True`` also delete its data and metadata files.
