@@ -1,39 +1,14 @@
-"""Fakes for driving :class:`~iceberg_ops_provider.polaris.PolarisPolicyClient` without HTTP.
+"""Fakes for driving :class:`~iceberg_ops_provider.polaris.PolarisPolicyClient` without HTTP (see docs/polaris.md).
 
 :class:`FakeSession` stands in for the ``requests.Session`` the client sends with: it answers from
 routes you add and records every request. :class:`FakeResponse` is an answer. The builders
 :func:`policy_json`, :func:`applicable_policies_page` and :func:`error_response` write the JSON
 Polaris 1.x sends, so a test reads like the scenario it checks.
 
-Example (a test of code that asks Polaris which snapshot expiry applies to a table)::
-
-    from iceberg_ops_provider.polaris import PolarisPolicyClient
-    from iceberg_ops_provider.testing import FakeSession, applicable_policies_page, policy_json
-
-    def test_the_namespace_policy_applies():
-        session = FakeSession()
-        session.add(
-            "GET",
-            "/polaris/v1/prod/applicable-policies",
-            applicable_policies_page(
-                [policy_json("expire-7d", config={"max_snapshot_age_days": 7}, inherited=True, namespace=["sales"])]
-            ),
-        )
-        client = PolarisPolicyClient("https://polaris.example/api/catalog", "prod", token="t", session=session)
-
-        [policy] = client.applicable_policies("sales", "orders")
-
-        assert policy.content.config["max_snapshot_age_days"] == 7
-        assert session.requests[0].params == {"namespace": "sales", "target-name": "orders"}
-
-Routes match on the URL path: a route's path matches a request whose path is the same or ends with
-it at a ``/`` (so ``/polaris/v1/prod/applicable-policies`` needs no host or ``/api/catalog``).
-A route path with a query (``...?pageToken=2``) matches only requests that carry those query
-parameters (others may be present too). The most specific route wins: with a query over without,
-then the longer path. An answer is a :class:`FakeResponse`, a mapping (a 200 JSON answer), an
-exception to raise (``requests.ConnectionError(...)`` for a dropped connection), a list of those
-served in turn, or a callable that takes the :class:`FakeRequest` and returns one of them.
-A fake session sees each call once: the client's retries are ``urllib3``'s, beneath a ``requests.Session``.
+A route's path matches a request whose path is the same or ends with it at a ``/``; a route with a
+query (``...?pageToken=2``) matches only requests carrying those parameters. The most specific route
+wins (with a query over without, then the longer path). A fake session sees each call once: the
+client's retries are ``urllib3``'s, beneath a ``requests.Session``.
 """
 
 from __future__ import annotations
@@ -197,10 +172,11 @@ class FakeSession:
                 once they are used up). A single answer is served to every matching request.
         """
         parts = urlsplit(path)
-        route_path = unquote(parts.path)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
         many = isinstance(answer, list)
-        self._routes.append(_Route(method.upper(), route_path, query, list(answer) if many else [answer], not many))
+        self._routes.append(
+            _Route(method.upper(), unquote(parts.path), query, list(answer) if many else [answer], not many)
+        )
         return self
 
     def request(self, method: str, url: str, **kwargs: Any) -> FakeResponse:
@@ -213,19 +189,9 @@ class FakeSession:
         parts = urlsplit(url)
         params = dict(parse_qsl(parts.query, keep_blank_values=True))
         params.update({str(key): str(value) for key, value in (kwargs.get("params") or {}).items()})
-        request = FakeRequest(
-            method=method.upper(),
-            url=url,
-            path=unquote(parts.path),
-            params=params,
-            headers=dict(kwargs.get("headers") or {}),
-            json=kwargs.get("json"),
-            data=kwargs.get("data"),
-            timeout=kwargs.get("timeout"),
-            verify=kwargs.get("verify"),
-            cert=kwargs.get("cert"),
-            allow_redirects=kwargs.get("allow_redirects"),
-        )
+        sent = {key: kwargs.get(key) for key in ("json", "data", "timeout", "verify", "cert", "allow_redirects")}
+        headers = dict(kwargs.get("headers") or {})
+        request = FakeRequest(method.upper(), url, unquote(parts.path), params, headers, **sent)
         self.requests.append(request)
         candidates = [route for route in self._routes if route.matches(request)]
         if not candidates:
@@ -235,22 +201,15 @@ class FakeSession:
                 f"Routes known: {known}. Add one with session.add({request.method!r}, {request.path!r}, ...)."
             )
         route = max(candidates, key=lambda item: (len(item.query), len(item.path)))
-        if route.repeat:
-            answer = route.answers[0]
-        elif route.served < len(route.answers):
-            answer = route.answers[route.served]
-        else:
+        if not route.repeat and route.served >= len(route.answers):
             raise UnexpectedRequestError(
                 f"FakeSession route {route.describe()} served all its {len(route.answers)} answers; "
                 f"request {len(self.requests)} ({request.method} {request.path}) wants one more."
             )
+        answer = route.answers[0 if route.repeat else route.served]
         route.served += 1
         if callable(answer) and not isinstance(answer, (FakeResponse, BaseException)):
             answer = answer(request)
-        return self._respond(answer, request)
-
-    @staticmethod
-    def _respond(answer: Any, request: FakeRequest) -> FakeResponse:
         if isinstance(answer, BaseException):
             raise answer
         if isinstance(answer, Mapping):

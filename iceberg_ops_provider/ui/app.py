@@ -1,16 +1,12 @@
 """The FastAPI application of the pages, mounted by the api-server at ``/iceberg-ops``.
 
-Every route, the HTML pages, the JSON endpoints and their OpenAPI document alike, depends on the
-api-server's own check of a user's right to read connections
-(:func:`airflow.api_fastapi.core_api.security.requires_access_connection`), so the deployment's
-auth manager and roles decide: no login is a 401, a user who may not read connections a 403. A
-route with a connection in its path checks that connection; the catalogs page lists only those the
-user may read. Names from the URL (connection, namespace, table) are checked before any catalog
-sees them. A page that needs a login leads to Airflow's and back (the page asked for is the login's
-``next``). Every response says ``X-Content-Type-Options: nosniff`` and carries a
-Content-Security-Policy that allows the pages' own files only (:data:`CSP`; they are shown in
-Airflow's frame, which it allows too). No response holds a secret: the pages show what a connection's
-spec may show, and catalog failures in their own words (docs/ui.md, "What the pages guard").
+Every route (HTML, JSON and the OpenAPI document) depends on the api-server's check of a user's right to
+read connections (:func:`airflow.api_fastapi.core_api.security.requires_access_connection`): no login is a
+401, a user who may not read connections a 403; a route naming a connection checks that one, and the
+catalogs page lists only those the user may read. Names from the URL are checked before any catalog sees
+them. A page that needs a login leads to Airflow's and back. Every response carries ``nosniff`` and a
+Content-Security-Policy allowing the pages' own files only (:data:`CSP`), and holds no secret
+(docs/ui.md, "What the pages guard").
 """
 
 from __future__ import annotations
@@ -185,22 +181,16 @@ def _connection(connection_id: str) -> CatalogConnection:
     return conn
 
 
-def _check_namespace(namespace: str) -> str:
+def _checked(what: str, name: str) -> str:
+    """A namespace or a table's name from the URL, or a 422 saying what is wrong with it."""
     try:
-        check_namespace("namespace", namespace)
+        check_namespace(what, name)
     except CatalogConfigError as exc:
-        raise HTTPException(_UNPROCESSABLE, str(exc)) from exc
-    return namespace
-
-
-def _check_table(table: str) -> str:
-    try:
-        check_namespace("table", table)
-    except CatalogConfigError as exc:
-        raise HTTPException(_UNPROCESSABLE, str(exc).replace("namespace", "name")) from exc
-    if "." in table:
-        raise HTTPException(_UNPROCESSABLE, f"table {table!r} must be one name, without '.'")
-    return table
+        text = str(exc)
+        raise HTTPException(_UNPROCESSABLE, text if what == "namespace" else text.replace("namespace", "name")) from exc
+    if what == "table" and "." in name:
+        raise HTTPException(_UNPROCESSABLE, f"table {name!r} must be one name, without '.'")
+    return name
 
 
 def _readable(user: Any, connections: list[CatalogConnection]) -> list[CatalogConnection]:
@@ -231,13 +221,13 @@ def _catalog(connection_id: str) -> dict[str, Any]:
 
 def _namespace(connection_id: str, namespace: str, page: int) -> dict[str, Any]:
     conn = _connection(connection_id)
-    return views.namespace_view(conn, _check_namespace(namespace), ui_settings(), READS, page=page)
+    return views.namespace_view(conn, _checked("namespace", namespace), ui_settings(), READS, page=page)
 
 
 def _table(connection_id: str, namespace: str, table: str) -> dict[str, Any]:
     conn = _connection(connection_id)
     try:
-        return views.table_view(conn, _check_namespace(namespace), _check_table(table), ui_settings(), READS)
+        return views.table_view(conn, _checked("namespace", namespace), _checked("table", table), ui_settings(), READS)
     except views.TableNotFound as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
 

@@ -1,33 +1,18 @@
 """Catalog reads for the pages: each bounded by its connection's timeout, run side by side, reused for a few seconds.
 
-A page asks for several parts (a namespace's status, its audit trail, its tables); each part is one
-:meth:`Reads.get` whose work runs in a thread of its own, so the parts of a page are read at the
-same time and none can hold the page longer than the connection's ``timeout``: a part that does not
-finish in time is an error naming the catalog, and the page shows the others. The work of a part
-ends by the same deadline (the views bound every catalog request inside it,
-:func:`~iceberg_ops_provider.catalogs.deadline`), so its thread and sockets are gone when its time is. A finished
-part (value or error) is reused for ``ttl`` seconds; a part still running is joined rather than
-started again (a stalled catalog costs one waiting thread per part, not one per page view), until
-it has run longer than the timeout and a fresh attempt is allowed.
+Each part of a page (a namespace's status, its audit trail, its tables) is one :meth:`Reads.get` run in a
+thread of its own, so no part holds the page longer than the connection's ``timeout``: a late part is an
+error naming the catalog, and the page shows the others. The work of a part ends by the same deadline
+(:func:`~iceberg_ops_provider.catalogs.deadline`), so its thread and sockets are gone when its time is. A
+finished part is reused for ``ttl`` seconds; a running one is joined rather than started again, until it
+has run past the timeout.
 
-A catalog that stalls must not take the api-server with it (its request threads are shared with
-Airflow's own pages), so two more bounds apply per catalog:
-
-- once a read of a catalog has timed out, the catalog counts as not answering for
-  :data:`RETRY_AFTER` seconds (or until one of its reads succeeds): its parts are errors at once,
-  saying when it is tried again, and no thread is started for them;
-- at most :data:`MAX_WAITING` requests wait for one catalog at a time, and :data:`MAX_WAITING_ALL`
-  for all catalogs together (Airflow's request threads are 40); a further request gets an error at
-  once rather than holding one more thread for the whole timeout;
-- at most :data:`MAX_RUNNING` reads of one catalog run at a time (each a thread of its own), and
-  :data:`MAX_RUNNING_ALL` of all catalogs together: a page
-  asking for more (new namespaces, tables, audit pages of a hung catalog) gets an error at once
-  and no thread is started.
-
-A read that ends with a value, or with an error other than a timeout, shows the catalog answers (a
-refused connection is an answer): the catalog is asked again at once.
-
-Catalogs are built once per connection and reused while its options stay the same.
+A stalled catalog must not take the api-server with it (its request threads are Airflow's too), so per
+catalog: after a read timed out, the catalog counts as not answering for :data:`RETRY_AFTER` seconds (or
+until a read of it succeeds; a refusal is an answer too), and its parts fail at once without a thread; at
+most :data:`MAX_WAITING` requests wait for it (:data:`MAX_WAITING_ALL` for all catalogs: Airflow has 40
+request threads) and :data:`MAX_RUNNING` reads of it run (:data:`MAX_RUNNING_ALL` in all); past these
+bounds a request gets an error at once. Catalogs are built once per connection, again when its options change.
 """
 
 from __future__ import annotations
@@ -120,11 +105,8 @@ class Reads:
         self._entries: dict[Hashable, _Entry] = {}
         self._catalogs: dict[str, tuple[str, Any]] = {}
         self._building: dict[str, threading.Lock] = {}
-        self._retry_after = retry_after
-        self._max_waiting = max_waiting
-        self._max_waiting_all = max_waiting_all
-        self._max_running = max_running
-        self._max_running_all = max_running_all
+        self._retry_after, self._max_waiting, self._max_waiting_all = retry_after, max_waiting, max_waiting_all
+        self._max_running, self._max_running_all = max_running, max_running_all
         self._silent: dict[str, tuple[float, float, float]] = {}  # catalog -> (monotonic, epoch, timeout)
         self._answered: dict[str, float] = {}  # catalog -> monotonic time of its last answer (or refusal)
         self._failed_builds: dict[str, tuple[str, float, BaseException]] = {}
@@ -132,10 +114,9 @@ class Reads:
         self._running: dict[str, int] = {}
 
     def _timed_out(self, catalog: str, deadline: float, timeout: float) -> None:
-        """Record that a read of ``catalog`` had no answer by ``deadline`` (unless the catalog answered later).
+        """Record that ``catalog`` had no answer by ``deadline`` (unless it answered since).
 
-        The pause runs from the deadline, not from when the read was seen to fail: a read that ends
-        long after its time (queued behind a failing build) does not start a new pause.
+        The pause runs from the deadline: a read ending long after its time does not start a new pause.
         """
         if deadline <= self._answered.get(catalog, float("-inf")):
             return  # the catalog has answered (or refused) since: that is the news
@@ -170,10 +151,7 @@ class Reads:
         catalog: str = "",
         words: Callable[[BaseException], str] | None = None,
     ) -> _Entry:
-        """Start (or join) the read of ``key`` from ``catalog``; :meth:`result` waits for it.
-
-        ``words`` says what the page shows of an error of the read (default: its type and text).
-        """
+        """Start (or join) the read of ``key`` from ``catalog``; ``words`` words its error for the page."""
         now = time.monotonic()
         with self._lock:
             entry = self._entries.get(key)
@@ -233,8 +211,7 @@ class Reads:
     def result(self, entry: _Entry, *, timeout: float, catalog: str, wait: float | None = None) -> Part:
         """Wait for a started read, at most until ``timeout`` seconds after it started.
 
-        ``wait`` (seconds) waits less than that: a read still running then is an error saying it is
-        still being read (it goes on, and a later request picks up its answer).
+        ``wait`` waits less: a read still running then is reported pending (a later request picks up its answer).
         """
         now = time.monotonic()
         remaining = max(0.0, entry.started + timeout - now)
@@ -256,13 +233,7 @@ class Reads:
                     if busy
                     else f"{self._max_waiting_all} requests are waiting for catalogs already"
                 )
-                return Part(
-                    None,
-                    f"{why}{_LATER}",
-                    time.time(),
-                    now - entry.started,
-                    pending=True,
-                )
+                return Part(None, f"{why}{_LATER}", time.time(), now - entry.started, pending=True)
             try:
                 entry.future.result(timeout=patience)
             except FutureTimeout:
@@ -337,10 +308,8 @@ class Reads:
     def catalog(self, conn_id: str, fingerprint: str, build: Callable[[], Any]) -> Any:
         """The catalog of a connection, built on first use and again when its options change.
 
-        The parts of a page ask for it at the same time: one of them builds it, the others wait for
-        that one (each part is bounded by the connection's timeout all the same). When that build
-        fails, the parts that were waiting for it fail with its error rather than each building
-        again in turn (against a hung catalog that would hold their threads for a timeout apiece).
+        One part builds it while the others wait; when that build fails, the waiting parts fail with its
+        error rather than each building again (against a hung catalog, a timeout apiece).
         """
         asked = time.monotonic()
         with self._lock:

@@ -1,15 +1,11 @@
 """What each page shows, gathered from the engine's verbs: the same dictionaries serve the HTML and the JSON.
 
-Each view is made of parts read side by side (:class:`~.reads.Reads`); a part that fails or runs out
-of time becomes an entry of the view's ``errors`` (``{part: message naming the catalog}``) and the
-others are shown. Every catalog request of a part ends by the part's deadline (the connection's
-timeout, :func:`~iceberg_ops_provider.catalogs.deadline`), and no answer may be larger than
-:data:`MAX_ANSWER_BYTES`. A failure of the catalog is worded from its facts alone (what kind, whether
-the catalog answered, the HTTP status class: :func:`~iceberg_ops_provider.catalogs.failure`), never
-from what a server said; this project's own errors about migrations and history keep their words.
-Nothing here decides anything about the data: it calls the engine and puts the results (their
-``to_json()``) where the pages look for them. The engine's modules are imported with this one, when
-the api-server builds the application, not by a page's first request.
+Each view is made of parts read side by side (:class:`~.reads.Reads`); a part that fails or runs out of
+time becomes an entry of the view's ``errors`` (``{part: message naming the catalog}``) and the others are
+shown. Every catalog request of a part ends by the connection's timeout
+(:func:`~iceberg_ops_provider.catalogs.deadline`), and no answer may exceed :data:`MAX_ANSWER_BYTES`. A
+catalog's failure is worded from its facts alone (:func:`~iceberg_ops_provider.catalogs.failure`), never
+from what a server said; this project's own errors keep their words.
 """
 
 from __future__ import annotations
@@ -19,6 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar
 
 # The engine's bound on catalog calls imports PyIceberg's REST client on first use, whatever the catalog's kind
@@ -86,10 +83,6 @@ def page_error(conn: CatalogConnection, exc: BaseException) -> str:
     return failure_sentence(facts, conn.spec)
 
 
-def _words(conn: CatalogConnection) -> Callable[[BaseException], str]:
-    return lambda exc: page_error(conn, exc)
-
-
 def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).isoformat(timespec="seconds")
 
@@ -104,16 +97,10 @@ def _runner(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiS
 
 
 def _finish(view: dict[str, Any], parts: dict[str, Part]) -> dict[str, Any]:
-    errors = {name: part.error for name, part in parts.items() if part.error}
-    for name, part in parts.items():
-        view[name] = part.value if part.ok else None
-    view["errors"] = errors
+    view.update({name: part.value if part.ok else None for name, part in parts.items()})
+    view["errors"] = {name: part.error for name, part in parts.items() if part.error}
     view["read_at"] = _iso(min((part.read_at for part in parts.values()), default=time.time()))
     return view
-
-
-# --------------------------------------------------------------------------------------------------
-# The catalogs
 
 
 def _meta(catalog: Any, conn: CatalogConnection) -> str:
@@ -121,12 +108,16 @@ def _meta(catalog: Any, conn: CatalogConnection) -> str:
     return conn.meta_namespace or default_meta_namespace(catalog)
 
 
-def _probe(reads: Reads, conn: CatalogConnection) -> dict[str, Any]:
-    started = time.monotonic()
+def _listed(reads: Reads, conn: CatalogConnection) -> list[str]:
+    """The catalog's namespaces, sorted, without its meta-namespace."""
     catalog = _catalog(reads, conn)
     meta = _meta(catalog, conn)
-    namespaces = [name for name in catalog.list_namespaces() if ".".join(name) != meta]  # as the catalog page lists
-    return {"namespaces": len(namespaces), "seconds": round(time.monotonic() - started, 3)}
+    return sorted(name for name in (".".join(n) for n in catalog.list_namespaces()) if name != meta)
+
+
+def _probe(reads: Reads, conn: CatalogConnection) -> dict[str, Any]:
+    started = time.monotonic()
+    return {"namespaces": len(_listed(reads, conn)), "seconds": round(time.monotonic() - started, 3)}
 
 
 CHECK_SECONDS = 5.0
@@ -147,7 +138,7 @@ def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, re
             ttl=settings.cache_seconds,
             timeout=conn.timeout,
             catalog=conn.conn_id,
-            words=_words(conn),
+            words=partial(page_error, conn),
         )
         for conn in connections
     }
@@ -184,10 +175,6 @@ def _probe_facts(conn: CatalogConnection, part: Part) -> CatalogFailure:
     return CatalogFailure("timeout", False, timeout=conn.timeout)  # not answering, by the page's own bound
 
 
-# --------------------------------------------------------------------------------------------------
-# One catalog: its namespaces
-
-
 def _namespace_summary(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSettings) -> dict[str, Any]:
     try:
         with catalog_errors(conn.spec):
@@ -213,9 +200,7 @@ def _namespace_summary(reads: Reads, conn: CatalogConnection, namespace: str, se
 
 
 def _namespaces(reads: Reads, conn: CatalogConnection, settings: UiSettings) -> list[dict[str, Any]]:
-    catalog = _catalog(reads, conn)
-    meta = _meta(catalog, conn)
-    names = sorted(".".join(n) for n in catalog.list_namespaces() if ".".join(n) != meta)
+    names = _listed(reads, conn)
     if not names:
         return []
     with ThreadPoolExecutor(max_workers=min(settings.parallelism, len(names)), thread_name_prefix="ui-ns") as pool:
@@ -231,19 +216,14 @@ def catalog_view(conn: CatalogConnection, settings: UiSettings, reads: Reads) ->
             ttl=settings.cache_seconds,
             timeout=conn.timeout,
             catalog=conn.conn_id,
-            words=_words(conn),
+            words=partial(page_error, conn),
         )
     }
-    view = {"catalog": conn.describe(), "migrations_dir": _folder(settings)}
-    return _finish(view, parts)
+    return _finish({"catalog": conn.describe(), "migrations_dir": _folder(settings)}, parts)
 
 
 def _folder(settings: UiSettings) -> str | None:
     return str(settings.migrations_dir) if settings.migrations_dir is not None else None
-
-
-# --------------------------------------------------------------------------------------------------
-# One namespace
 
 
 def _history_of(reads: Reads, conn: CatalogConnection, namespace: str) -> str | None:
@@ -304,19 +284,11 @@ def namespace_view(
         ttl=ttl,
         timeout=conn.timeout,
         catalog=conn.conn_id,
-        words=_words(conn),
+        words=partial(page_error, conn),
     )
-    view = {
-        "catalog": conn.describe(),
-        "namespace": namespace,
-        "migrations_dir": _folder(settings),
-        "page": page,
-    }
-    return _finish(view, parts)
-
-
-# --------------------------------------------------------------------------------------------------
-# One table
+    return _finish(
+        {"catalog": conn.describe(), "namespace": namespace, "migrations_dir": _folder(settings), "page": page}, parts
+    )
 
 
 def _load(reads: Reads, conn: CatalogConnection, identifier: str) -> Any:
@@ -331,13 +303,8 @@ def _table_facts(reads: Reads, conn: CatalogConnection, identifier: str) -> dict
     return {"overview": overview, "moves": [move.to_json() for move in moves_into(table)]}
 
 
-def _health(reads: Reads, conn: CatalogConnection, identifier: str) -> dict[str, Any]:
-    return table_health_report(_load(reads, conn, identifier)).to_json()
-
-
 def _maintenance(reads: Reads, conn: CatalogConnection, identifier: str, settings: UiSettings) -> dict[str, Any]:
-    table = _load(reads, conn, identifier)
-    return maintenance_history(table, parallelism=settings.parallelism).to_json()
+    return maintenance_history(_load(reads, conn, identifier), parallelism=settings.parallelism).to_json()
 
 
 def table_view(
@@ -349,7 +316,10 @@ def table_view(
     parts = reads.many(
         {
             "facts": (("facts", *key), _bounded(conn, lambda: _table_facts(reads, conn, identifier))),
-            "health": (("health", *key), _bounded(conn, lambda: _health(reads, conn, identifier))),
+            "health": (
+                ("health", *key),
+                _bounded(conn, lambda: table_health_report(_load(reads, conn, identifier)).to_json()),
+            ),
             "maintenance": (
                 ("maintenance", *key),
                 _bounded(conn, lambda: _maintenance(reads, conn, identifier, settings)),
@@ -358,10 +328,9 @@ def table_view(
         ttl=settings.cache_seconds,
         timeout=conn.timeout,
         catalog=conn.conn_id,
-        words=_words(conn),
+        words=partial(page_error, conn),
     )
     missing = parts["facts"].exception
     if isinstance(missing, NoSuchTableError | NoSuchNamespaceError):
         raise TableNotFound(f"No table {identifier} in catalog {conn.conn_id!r}.")
-    view = {"catalog": conn.describe(), "namespace": namespace, "table": name}
-    return _finish(view, parts)
+    return _finish({"catalog": conn.describe(), "namespace": namespace, "table": name}, parts)
