@@ -1,17 +1,13 @@
 """How lineage names an Iceberg table: the dataset identity OpenLineage-Spark gives it, without Airflow.
 
 OpenLineage identifies an Iceberg table by its storage location, split as its naming specification
-splits object-store and file-system paths: ``s3://bucket`` + ``path/to/table``, ``gs://bucket`` +
-``path``, ``abfss://container@account.dfs.core.windows.net`` + ``path``, ``hdfs://namenode:port`` +
-``/path``, ``file`` + ``/path``. The catalog's own name for the table (``namespace.table``) travels
-beside it as a symlink whose namespace names the catalog: its URI, stripped of any credentials.
-Producers and consumers that follow these rules (Spark, Flink, this provider) then name the same
-table the same way.
+splits object-store and file-system paths (``s3://bucket`` + ``path/to/table``, ``hdfs://namenode:port``
++ ``/path``, ``file`` + ``/path``, ...). The catalog's own name for the table (``namespace.table``)
+travels beside it as a symlink whose namespace is the catalog's URI without credentials, so Spark,
+Flink and this provider name the same table the same way.
 
-:class:`TableLineage` is everything lineage says about one table at one snapshot (its names, catalog,
-schema, snapshot, what was written, and how the table itself changed), built from a PyIceberg
-catalog and table by :func:`table_lineage`. It is plain data: the Airflow operators turn it into
-OpenLineage datasets and asset event extras.
+:class:`TableLineage` is plain data about one table at one snapshot, built by :func:`table_lineage`;
+the Airflow operators turn it into OpenLineage datasets and asset event extras.
 """
 
 from __future__ import annotations
@@ -267,12 +263,7 @@ def _catalog_part(catalog: Catalog) -> dict[str, Any]:
 def _schema_at(table: Table, snapshot_id: int | None) -> Schema:
     """The schema a snapshot was written with (the current one when unknown)."""
     snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
-    schema_id = getattr(snapshot, "schema_id", None)
-    if schema_id is not None:
-        for schema in table.metadata.schemas:
-            if schema.schema_id == schema_id:
-                return schema
-    return table.schema()
+    return table.schemas().get(getattr(snapshot, "schema_id", None)) or table.schema()
 
 
 def table_lineage(
@@ -318,15 +309,12 @@ def dropped_table_lineage(catalog: Catalog, table: str, location: str | None) ->
 
 def written_statistics(table: Table, snapshot_ids: Iterable[int]) -> tuple[int, int, int]:
     """Rows, bytes and data files the snapshots ``snapshot_ids`` added, from their summaries."""
-    rows = size = files = 0
-    for snapshot_id in snapshot_ids:
-        snapshot = table.snapshot_by_id(snapshot_id)
-        summary = snapshot.summary if snapshot is not None and snapshot.summary is not None else None
-        if summary is None:
-            continue
-        rows += int(summary.get("added-records", 0) or 0)
-        size += int(summary.get("added-files-size", 0) or 0)
-        files += int(summary.get("added-data-files", 0) or 0)
+    snapshots = (table.snapshot_by_id(snapshot_id) for snapshot_id in snapshot_ids)
+    summaries = [snapshot.summary for snapshot in snapshots if snapshot is not None and snapshot.summary is not None]
+    rows, size, files = (
+        sum(int(summary.get(key, 0) or 0) for summary in summaries)
+        for key in ("added-records", "added-files-size", "added-data-files")
+    )
     return rows, size, files
 
 

@@ -19,7 +19,7 @@ __all__ = ["IcebergOpsPlugin"]
 
 
 class _Built:
-    """A class attribute computed on first read (by the class or an instance), then kept."""
+    """A class attribute computed on first read (by the class or an instance), then kept; ``[]`` with the UI off."""
 
     def __init__(self, build: Callable[[], list[Any]]) -> None:
         self._build = build
@@ -30,19 +30,13 @@ class _Built:
         if self._value is None:
             with self._lock:
                 if self._value is None:
-                    self._value = self._build()
+                    from iceberg_ops_provider.ui.settings import ui_settings
+
+                    self._value = self._build() if ui_settings().enabled else []
         return self._value
 
 
-def _enabled() -> bool:
-    from iceberg_ops_provider.ui.settings import ui_settings
-
-    return ui_settings().enabled
-
-
 def _apps() -> list[Any]:
-    if not _enabled():
-        return []
     from iceberg_ops_provider.ui.app import create_app
     from iceberg_ops_provider.ui.task_links import MOUNT
 
@@ -50,8 +44,6 @@ def _apps() -> list[Any]:
 
 
 def _views() -> list[Any]:
-    if not _enabled():
-        return []
     from iceberg_ops_provider.ui.task_links import MOUNT, URL_ROUTE
 
     prefix = MOUNT.lstrip("/")
@@ -68,8 +60,6 @@ def _views() -> list[Any]:
 
 
 def _links() -> list[Any]:
-    if not _enabled():
-        return []
     from iceberg_ops_provider.ui.task_links import IcebergPageLink
 
     return [IcebergPageLink()]

@@ -105,21 +105,12 @@ def read_task(session: Any, dag_id: str, run_id: str, task_id: str, map_index: i
     from airflow.models.taskinstance import TaskInstance
     from sqlalchemy import select
 
-    where = (
-        TaskInstance.dag_id == dag_id,
-        TaskInstance.run_id == run_id,
-        TaskInstance.task_id == task_id,
-        TaskInstance.map_index == map_index,
-    )
-    task_type = session.scalar(select(TaskInstance.operator).where(*where))
+    def of(model: Any) -> tuple[Any, ...]:
+        return model.dag_id == dag_id, model.run_id == run_id, model.task_id == task_id, model.map_index == map_index
+
+    task_type = session.scalar(select(TaskInstance.operator).where(*of(TaskInstance)))
     if task_type is None:
         return None
-    rendered = session.scalar(
-        select(RenderedTaskInstanceFields.rendered_fields).where(
-            RenderedTaskInstanceFields.dag_id == dag_id,
-            RenderedTaskInstanceFields.run_id == run_id,
-            RenderedTaskInstanceFields.task_id == task_id,
-            RenderedTaskInstanceFields.map_index == map_index,
-        )
-    )
+    fields = RenderedTaskInstanceFields
+    rendered = session.scalar(select(fields.rendered_fields).where(*of(fields)))
     return str(task_type), rendered if isinstance(rendered, dict) else None
