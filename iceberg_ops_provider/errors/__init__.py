@@ -1,17 +1,11 @@
 """The one exception hierarchy of iceberg-ops.
 
-Every error the package raises on purpose derives from :class:`IcebergOpsError`, so callers can
-catch everything iceberg-ops reports with one ``except`` clause. Where Python has a natural
-built-in category (a bad value, a missing package, a bad type) the class derives from that
-built-in as well, so ``except ValueError`` keeps working for code that expects it.
-
-Every message says what was wrong and what to do about it. Where the "what to do" names an argument
-of the call (``mode='incremental'``) or a step whose wording depends on the front, the message is a
-:class:`~iceberg_ops_provider.messages.Message` whose facts each front words in its own language
-(``str(error)`` is the Python wording).
-
-The classes live in :mod:`.base` (the root, configuration, catalogs, types, schemas, models),
-:mod:`.migrations` and :mod:`.operations` (maintenance, the data mover, Polaris); import them from here.
+Every error the package raises on purpose derives from :class:`IcebergOpsError`; where Python has a
+natural built-in category (a bad value, a missing package) the class derives from it too, so ``except
+ValueError`` keeps working. Every message says what was wrong and what to do; where the "what to do"
+depends on the front, it is a :class:`~iceberg_ops_provider.messages.Message` whose facts each front
+words (``str(error)`` is the Python wording). The classes live in :mod:`.base`, :mod:`.migrations` and
+:mod:`.operations`; import them from here.
 """
 
 from __future__ import annotations

@@ -32,10 +32,9 @@ class IcebergOpsError(Exception):
     """Base class of every error iceberg-ops raises on purpose.
 
     Attributes:
-        transient: Whether trying the same thing again later may succeed (a lock held by another
-            run, a commit conflict, a catalog that did not answer). Permanent errors (bad input,
-            configuration, integrity, an irreversible migration) need a change first. The command
-            line maps this to exit codes and the Airflow operators to retry or fail at once.
+        transient: Whether trying again later may succeed (a held lock, a commit conflict, a silent
+            catalog); permanent errors need a change first. The command line maps it to exit codes,
+            the Airflow operators to retry or fail at once.
     """
 
     transient: ClassVar[bool] = False
@@ -105,9 +104,8 @@ _KIND_OF_DATABASE = {"postgres": "sql", "postgresql": "sql", "pg": "sql", "mysql
 class UnknownCatalogKindError(CatalogConfigError):
     """``CatalogFactory.build`` was given a kind it does not know.
 
-    The message lists ``valid_kinds``, names the closest of them when one is close, and ends with
-    ``advice``: by default the Python API's; a front that accepts fewer kinds (the command line
-    refuses ``memory``) raises its own, with its own list and advice.
+    The message lists ``valid_kinds``, names the closest, and ends with ``advice`` (the Python API's
+    by default; a front accepting fewer kinds gives its own list and advice).
 
     Attributes:
         kind: The kind that was asked for.
@@ -236,11 +234,9 @@ class ScaffoldingError(IcebergOpsError):
 
 
 class CatalogAuthError(CatalogConfigError):
-    """The catalog (or its storage) refused the credentials, or none could be found.
+    """The catalog (or its storage) refused the credentials (401, 403, a bad signature), or none could be found.
 
-    A 401 or 403 answer, a SigV4 signature the server does not accept, an expired token, an access
-    key it does not know, or no AWS credentials anywhere (options, environment, profile). Trying
-    again does not help: the credentials, their permissions or the signing settings must change.
+    Trying again does not help: the credentials, their permissions or the signing settings must change.
 
     Attributes:
         endpoint: What refused (a URL, a bucket, a service), as far as it is known.
@@ -259,9 +255,8 @@ class CatalogAuthError(CatalogConfigError):
 class CatalogNotFoundError(CatalogConfigError):
     """A catalog opened only to read (``create=False``) does not exist: nothing was created.
 
-    Opening PyIceberg's SQL catalog on a SQLite file that is not there would create an empty catalog
-    (and its warehouse folder) and answer as if it were the real one; a command that only reads
-    refuses instead. The message says which setting named the database and what to do.
+    PyIceberg's SQL catalog would create an empty SQLite catalog and answer as if it were the real one;
+    a command that only reads refuses instead, naming the setting and what to do.
 
     Attributes:
         path: The database file that does not exist.

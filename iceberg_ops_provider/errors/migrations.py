@@ -28,9 +28,7 @@ class MigrationError(IcebergOpsError):
 
 
 class MigrationDiscoveryError(MigrationError):
-    """A migration file could not be used: bad name, duplicate number, syntax error, no ``Migration`` class.
-
-    Raised before anything touches the catalog.
+    """A migration file could not be used (bad name, duplicate number, syntax error...); the catalog was not touched.
 
     Attributes:
         path: The offending file (or folder).
@@ -50,25 +48,20 @@ class InvalidOperationError(MigrationError, ValueError):
 
 
 class IrreversibleMigrationError(MigrationError):
-    """Raised by a ``downgrade()`` that cannot undo its ``upgrade()``.
-
-    The runner stops, leaves that version applied and reports the reason given here.
-    """
+    """Raised by a ``downgrade()`` that cannot undo its ``upgrade()``: the version stays applied."""
 
 
 class MigrationFailedError(MigrationError):
     """A migration's ``upgrade()`` or ``downgrade()`` raised; the run stopped there.
 
-    The original exception is ``__cause__``, and also :attr:`cause`.
+    Transient: the cause may be a conflict or a network failure, and a retry runs the migration again
+    only when none of its changes were committed.
 
     Attributes:
         version: The migration's version.
         direction: ``upgrade`` or ``downgrade``.
-        cause: The exception the migration raised.
+        cause: The exception the migration raised (also ``__cause__``).
         completed: Results of the migrations this run finished before the failure.
-
-    It counts as transient: the cause may be a conflict or a network failure, and a retry runs the
-    migration again only when none of its changes were committed.
     """
 
     transient: ClassVar[bool] = True
@@ -86,12 +79,9 @@ class MigrationFailedError(MigrationError):
 
 
 class MigrationNotRecordedError(MigrationError):
-    """A migration's changes were committed but its history row could not be written.
+    """A migration's changes were committed but its history row could not be written; the run stops.
 
-    The run stops here. Its intent record and the receipts in the tables let the next run record the
-    version without running it again; ``stamp`` records it by hand.
-
-    It counts as transient: the next run settles it by itself.
+    Transient: the next run records the version from the intent record and the tables' receipts.
 
     Attributes:
         version: The migration's version.
@@ -131,9 +121,8 @@ class ConcurrentMigrationError(MigrationError):
 class PartialMigrationError(MigrationError):
     """A migration touching several tables committed to some of them and not to the others.
 
-    Found after a crash (or a failed commit) from the run's intent record and the receipts in each
-    table's commit. Nothing can finish or undo it safely without a person: the runner refuses to
-    migrate the namespace until someone does, then records the outcome with ``stamp``.
+    Found after a crash from the intent record and the tables' receipts. Nothing can settle it safely
+    without a person: the namespace is refused until someone records the outcome with ``stamp``.
 
     Attributes:
         namespace: The namespace.
@@ -199,19 +188,11 @@ class PartialMigrationError(MigrationError):
 
 
 class DryRunLimit(MigrationError):
-    """A dry run of a migration (``plan``) reached something it cannot stage.
-
-    That is a table or the catalog used directly; the planner reports the migration's risk as unknown
-    from there. Nothing was changed.
-    """
+    """A dry run (``plan``) reached a table or catalog used directly: its risk is unknown from there."""
 
 
 class IntentRecordError(MigrationError):
-    """The intent record an interrupted run left in the lock table cannot be read (it was edited by hand?).
-
-    Nothing runs in the namespace until a person checks its tables and records the outcome with
-    ``stamp``, which clears the record.
-    """
+    """An interrupted run's intent record cannot be read; nothing runs in the namespace until a ``stamp`` clears it."""
 
 
 class MigrationTargetError(MigrationError, ValueError):

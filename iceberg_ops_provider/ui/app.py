@@ -22,7 +22,6 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from iceberg_ops_provider.errors import CatalogConfigError
 from iceberg_ops_provider.runner.namespaces import check_namespace
@@ -62,35 +61,10 @@ CSP = (
 )
 """The pages' Content-Security-Policy: their own style, script and icon only, shown in Airflow's frame."""
 
-_HEADERS = [
-    (b"content-security-policy", CSP.encode()),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"same-origin"),
-]
+_HEADERS = {"content-security-policy": CSP, "x-content-type-options": "nosniff", "referrer-policy": "same-origin"}
 
 MAX_MAP_INDEX = 2**31 - 1
 """The largest map index Airflow stores (a 32-bit integer column)."""
-
-
-class _SecurityHeaders:
-    """ASGI middleware: every response says what it is (nosniff) and what its page may load (the CSP)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def headed(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                present = {name.lower() for name, _ in message.get("headers", [])}
-                added = [(name, value) for name, value in _HEADERS if name not in present]
-                message = {**message, "headers": [*message.get("headers", []), *added]}
-            await send(message)
-
-        await self.app(scope, receive, headed)
 
 
 def _urls(request: Request) -> pages.Urls:
@@ -251,7 +225,14 @@ def create_app() -> FastAPI:
     # Everything needs a user who may read connections; only the navigation's icon (a static picture every
     # user's menu shows) is outside the check.
     guarded = APIRouter(dependencies=[Depends(requires_access_connection("GET"))])
-    app.add_middleware(_SecurityHeaders)
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next: Any) -> Response:
+        """Every response says what it is (nosniff) and what its page may load (the CSP)."""
+        response = await call_next(request)
+        for name, value in _HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:

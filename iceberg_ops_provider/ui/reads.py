@@ -339,12 +339,15 @@ class Reads:
     def clear(self) -> None:
         """Forget every cached read and catalog (tests)."""
         with self._lock:
-            self._entries.clear()
-            self._catalogs.clear()
-            self._silent.clear()
-            self._answered.clear()
-            self._failed_builds.clear()
-            self._waiting.clear()
+            for held in (
+                self._entries,
+                self._catalogs,
+                self._silent,
+                self._answered,
+                self._failed_builds,
+                self._waiting,
+            ):
+                held.clear()
 
 
 def _whole(seconds: float) -> str:
