@@ -95,7 +95,7 @@ class ReconciliationError(DataMoveError, ValueError):
 
 
 class MoveStateError(DataMoveError, ValueError):
-    """A move cannot start or resume as asked (its ``move_id`` belongs to another move, or ``mode`` cannot carry the change)."""
+    """A move cannot start or resume: its ``move_id`` is another move's, or ``mode`` cannot carry the change."""
 
 
 class MoveConflictError(DataMoveError):
