@@ -30,12 +30,8 @@ _RULE = (
 
 def _refused(text: str, also: str = "") -> list[str]:
     """The characters of ``text`` that may not be in a name part, each shown once, in order."""
-    found: list[str] = []
-    for char in text:
-        bad = char in _RESERVED or char in also or char.isspace() or not char.isprintable()
-        if bad and char not in found:
-            found.append(char)
-    return found
+    bad = (c for c in text if c in _RESERVED or c in also or c.isspace() or not c.isprintable())
+    return list(dict.fromkeys(bad))
 
 
 def _shown(chars: list[str]) -> str:

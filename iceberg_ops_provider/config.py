@@ -1,23 +1,12 @@
-"""The project file ``iceberg-ops.yaml``: which catalog, namespace and folders a project uses.
+"""The project file ``iceberg-ops.yaml``: which catalog, namespace and folders a project uses (docs/cli.md).
 
-Example::
-
-    catalog:
-      kind: sqlite            # sqlite | sql | glue | rest | hive | s3tables; or `name: <catalog>`
-      # options of that kind (uri, warehouse, warehouse_dir, region, db_path, ...)
-      timeout: 60             # seconds one request to the catalog may take (any kind; default 60)
-    namespace: sales
-    migrations_dir: migrations
-    models_dir: models
-    meta_namespace: _iceberg_ops
-
-Instead of ``catalog:``, ``airflow_conn_id: <connection id>`` describes the catalog by an Airflow
-connection, read by the :data:`ConnectionReader` the caller hands :func:`load_config` (this module never
-imports Airflow). Every key is optional until a command needs it; the keys are checked by a pydantic
-model, whose errors become a :class:`~iceberg_ops_provider.errors.ProjectConfigError` naming the file,
-the key's path and what it must be. The catalog's options are :attr:`ProjectConfig.catalog_spec`'s to
-judge (relative paths resolve against the file's folder). :func:`yaml_document` reads the file (and
-the table models) as UTF-8 YAML, naming the line and column where it stops being either.
+``catalog:`` (a kind and its options, or ``name:``; ``timeout`` for any kind) or ``airflow_conn_id:``
+(read by the :data:`ConnectionReader` the caller hands :func:`load_config`: this module never imports
+Airflow), ``namespace``, ``migrations_dir``, ``models_dir`` and ``meta_namespace``. Every key is optional
+until a command needs it; a pydantic model checks them, and its errors become a
+:class:`~iceberg_ops_provider.errors.ProjectConfigError` naming the file, the key and what it must be. The
+catalog's options are :attr:`ProjectConfig.catalog_spec`'s to judge (relative paths resolve against the
+file's folder). :func:`yaml_document` reads the file as UTF-8 YAML, naming where it stops being either.
 """
 
 from __future__ import annotations
@@ -58,7 +47,6 @@ the id was given, for its messages); raises ``ProjectConfigError`` for a connect
 :func:`~iceberg_ops_provider.cli.airflow_connections.read_airflow_connection`."""
 
 _IN_MEMORY_KINDS = ("memory", "in-memory")
-"""Catalog kinds (and PyIceberg types) whose state is gone when the command exits: refused here."""
 
 CATALOG_KINDS: tuple[str, ...] = tuple(kind for kind in KINDS if kind not in _IN_MEMORY_KINDS)
 """The kinds a project's ``catalog.kind`` may name: every kind but ``memory``, whose state is gone when

@@ -1,16 +1,11 @@
 """Error messages whose advice each front words in its own language.
 
-An error's "what to do" often names an argument of the call (``mode='incremental'``, ``move_id``) or
-a step whose wording depends on where the caller stands (how to give a table a sort order). The
-engine writes such a message as a :class:`Message`: text and facts, :class:`Arg` (an argument, and
-the value to give it), :class:`Hint` (a step, with its Python wording and the details another
-front needs) and :class:`Setting` (a setting of a catalog, named where it was set: a keyword, the
-project file, an Airflow connection, a command-line option), built from a template with
-:func:`message`. ``str(message)`` (so ``str(error)``) is the Python wording, which the Airflow
-operators share (their fields are the arguments); the command line words the same facts as its
-options (``cli/wording.py``) through :func:`worded`, and :func:`message_about` tells it which
-option a refusal is about. The engine decides what to say;
-each front only says it.
+An error's "what to do" often names an argument of the call (``mode='incremental'``) or a step whose
+wording depends on the front. The engine writes such a message as a :class:`Message` of text and facts
+(:class:`Arg`, :class:`Hint`, :class:`Setting`), built with :func:`message`. ``str(message)`` is the
+Python wording, which the Airflow operators share; the command line words the same facts as its options
+through :func:`worded`, and :func:`message_about` tells it which option a refusal is about. The engine
+decides what to say; each front only says it.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Progress of long work (rows, bytes, rate, ETA), reported through one callback and the log.
 
-Long engine calls take ``on_progress``: a callable receiving :class:`Progress` snapshots as work
-advances (from worker threads; keep it quick). The same tracker writes a log line at a steady cadence,
-so a task log or a plain terminal shows the work moving without any callback.
+Long engine calls take ``on_progress``, called with :class:`Progress` snapshots from worker threads
+(keep it quick); the same tracker logs a line at a steady cadence, so a task log shows the work moving.
 """
 
 from __future__ import annotations
@@ -75,8 +74,7 @@ class Progress:
         if self.units_total:
             parts.append(f"{self.unit_name} {self.units_done} of {self.units_total} done")
         parts.append(f"{size_text(self.bytes_per_second)}/s, {self.rows_per_second:,.0f} rows/s")
-        eta = self.eta_seconds
-        if eta is not None:
+        if (eta := self.eta_seconds) is not None:
             parts.append(f"ETA {_duration(eta)}")
         return f"{self.label}: " + ", ".join(parts)
 
@@ -136,21 +134,13 @@ class ProgressTracker:
         files_total: int | None = None,
         unit_name: str = "unit",
     ) -> None:
-        self.label = label
-        self.total_bytes = total_bytes
-        self.units_total = units_total
-        self.files_total = files_total
-        self.unit_name = unit_name
-        self._on_progress = on_progress
-        self._log_every = log_every
-        self._callback_every = callback_every
+        self.label, self.total_bytes, self.units_total = label, total_bytes, units_total
+        self.files_total, self.unit_name = files_total, unit_name
+        self._on_progress, self._log_every, self._callback_every = on_progress, log_every, callback_every
         self._lock = threading.Lock()
-        self._started = time.monotonic()
-        self._rows = 0
-        self._bytes = 0
+        self._started = self._last_log = time.monotonic()
+        self._rows = self._bytes = self._files = 0
         self._units = units_done
-        self._files = 0
-        self._last_log = self._started
         self._last_callback = 0.0
 
     def snapshot(self) -> Progress:

@@ -84,20 +84,14 @@ class FakeResponse:
 
 @dataclass(frozen=True)
 class FakeRequest:
-    """A request a :class:`FakeSession` received.
+    """A request a :class:`FakeSession` received, with the keyword arguments the client passed.
 
     Attributes:
         method: The HTTP method, upper case.
         url: The URL as given (without the ``params``).
         path: The URL's path, percent-decoded (an encoded 0x1F separator becomes the character itself).
         params: The query parameters: those in the URL and those passed as ``params``.
-        headers: The request headers.
-        json: The JSON body, if any.
         data: The form body, if any (the OAuth2 token request).
-        timeout: The timeout the client passed.
-        verify: The TLS verification the client passed.
-        cert: The client certificate the client passed, if any.
-        allow_redirects: Whether the client let the session follow redirects (it never does).
     """
 
     method: str

@@ -1,16 +1,11 @@
 """The catalogs the pages show: connections of type ``iceberg_ops`` or ``iceberg``, described as the hook does.
 
-Which connections: those of the two types in the metadata database, those in ``AIRFLOW_CONN_*``
-variables of the api-server, and the ids ``[iceberg_ops] ui_connections`` names (a secrets backend
-cannot be listed). A connection id from a URL is first checked against Airflow's rule for ids and
-then against this list, so no other connection (of another type, or unknown) is ever read.
-
-Each connection is described by its :class:`~iceberg_ops_provider.catalogs.CatalogSpec`, which
-holds its secrets apart: a page shows the spec's kind, endpoint (no password, no query) and
-timeout, never an option. A connection that cannot be parsed (a port that is no number, a bad
-timeout), or that names a class to import (the api-server runs no code a connection names), is
-listed with its problem, and every other connection and page works as before. Its catalog is
-opened to read (nothing is created or written) and bounded by its timeout.
+Those of the two types in the metadata database and in ``AIRFLOW_CONN_*`` variables, and the ids
+``[iceberg_ops] ui_connections`` names (a secrets backend cannot be listed). A connection id from a URL
+is checked against Airflow's rule for ids, then against this list, so no other connection is ever read.
+A page shows a connection's spec (kind, endpoint without password or query, timeout), never an option.
+A connection that cannot be parsed, or that names a class to import (the api-server runs no code a
+connection names), is listed with its problem; its catalog is opened to read only, bounded by its timeout.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The pages' HTML: Jinja2 templates (``ui/templates``) with autoescaping, and the filters they use.
 
 Every value is escaped unless it is markup a template or a filter made (``markupsafe.Markup``). The
-pages are server-rendered and work without JavaScript. Their style and one small script are files the
-application serves itself (``ui/static``, served as ``/static/pages.css`` and ``/static/pages.js``),
-so the pages' Content-Security-Policy allows nothing inline and nothing from elsewhere. The script
-makes links to Airflow's own pages (a DAG, a task instance, the login) open in Airflow's window when a
-page is shown inside the UI's frame, instead of inside the frame.
+pages work without JavaScript; their style and one small script are files the application serves
+(``ui/static``), so the Content-Security-Policy allows nothing inline. The script makes links to
+Airflow's own pages open in Airflow's window when a page is shown inside the UI's frame.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The Airflow plugin: the pages' application, the "Iceberg" navigation entry and the tasks' "Iceberg" link.
 
-Airflow finds it through the ``airflow.plugins`` entry point (``airflow plugins`` lists it) and the
-provider info's ``plugins``. Every process that loads plugins imports this module, task processes
-included, and most of them only want macros or listeners: so the application is built the first
-time ``fastapi_apps`` is read (by the api-server, or ``airflow plugins``), not at import.
-``[iceberg_ops] ui_enabled = False`` turns all three off.
+Found through the ``airflow.plugins`` entry point and the provider info's ``plugins``. Every process
+that loads plugins imports this module (task processes too), so the application is built the first
+time ``fastapi_apps`` is read, not at import. ``[iceberg_ops] ui_enabled = False`` turns all three off.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """From a task of this provider to its page: the "Iceberg" extra link and what it resolves to.
 
-The link is one of the plugin's ``global_operator_extra_links``: the api-server asks it for every
-task, and it answers only for tasks of this provider's operators and sensors (nothing for others,
-so Airflow shows no button there). It points at the application's ``/tasks/...`` route, which reads
-the task instance's rendered fields (the namespace or table and the connection it ran with, after
-templating) from Airflow's database and redirects to that namespace's or table's page inside the
-UI. A task that has not rendered its fields yet (it never ran) has no target.
+The link (one of the plugin's ``global_operator_extra_links``) answers only for tasks of this
+provider's operators and sensors. It points at the application's ``/tasks/...`` route, which reads the
+task instance's rendered fields (namespace or table, and connection) and redirects to that page inside
+the UI. A task that has not rendered its fields yet has no target.
 """
 
 from __future__ import annotations
