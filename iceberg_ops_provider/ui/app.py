@@ -11,7 +11,6 @@ Content-Security-Policy allowing the pages' own files only (:data:`CSP`), and ho
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated, Any
 
 from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity
@@ -34,8 +33,6 @@ from iceberg_ops_provider.ui.settings import ui_settings
 from iceberg_ops_provider.ui.task_links import MOUNT, URL_ROUTE, read_task, task_target
 
 __all__ = ["READS", "create_app"]
-
-log = logging.getLogger(__name__)
 
 READS = Reads()
 """The application's reads (one per process)."""
@@ -110,8 +107,7 @@ def _error_page(request: Request, code: int, detail: Any) -> Response:
     if not _wants_html(request):
         return JSONResponse({"detail": jsonable_encoder(detail)}, status_code=code)
     urls = _urls(request)
-    action = None
-    login = None
+    action = login = None
     if _needs_login(code, detail):
         title, message = "Log in first", "These pages need a user logged in to Airflow."
         login = _login_url(request, framed=True)
@@ -120,20 +116,19 @@ def _error_page(request: Request, code: int, detail: Any) -> Response:
         here = _login_url(request, framed=False)
         action = ("Log in to Airflow", here) if here is not None else None
         code = status.HTTP_401_UNAUTHORIZED
-    elif code == status.HTTP_403_FORBIDDEN:
-        title, message = "Not allowed", "Your Airflow role may not read connections, which these pages need."
-    elif code == _UNPROCESSABLE:
-        title, message = "Invalid name", _validation_text(detail)
-    elif code == status.HTTP_404_NOT_FOUND:
-        title, message = "Not found", str(detail)
     else:
-        title, message = f"Error {code}", str(detail)
+        title, message = {
+            status.HTTP_403_FORBIDDEN: (
+                "Not allowed",
+                "Your Airflow role may not read connections, which these pages need.",
+            ),
+            _UNPROCESSABLE: ("Invalid name", _validation_text(detail)),
+            status.HTTP_404_NOT_FOUND: ("Not found", str(detail)),
+        }.get(code, (f"Error {code}", str(detail)))
     return _html(pages.message_page(title, message, urls, action=action, login=login), code)
 
 
 def _validation_text(detail: Any) -> str:
-    if isinstance(detail, str):
-        return detail
     if isinstance(detail, list):
         return "; ".join(f"{'.'.join(str(p) for p in item.get('loc', ()))}: {item.get('msg')}" for item in detail)
     return str(detail)

@@ -255,25 +255,20 @@ class Reads:
         return Part(value, None, time.time(), _took(entry))
 
     def _late(self, entry: _Entry, *, timeout: float, catalog: str, gave_up: bool) -> Part:
-        now = time.monotonic()
+        waited = time.monotonic() - entry.started
         if not gave_up:
-            return Part(
-                None,
-                f"The catalog of connection {catalog!r} has not answered after {_whole(now - entry.started)}; it is "
-                f"still being asked (up to the connection's timeout, {seconds_text(timeout)}): reload to see.",
-                time.time(),
-                now - entry.started,
-                pending=True,
+            text = (
+                f"The catalog of connection {catalog!r} has not answered after {_whole(waited)}; it is still being "
+                f"asked (up to the connection's timeout, {seconds_text(timeout)}): reload to see."
             )
+            return Part(None, text, time.time(), waited, pending=True)
         with self._lock:
             self._timed_out(catalog, entry.started + timeout, timeout)
-        return Part(
-            None,
+        text = (
             f"The catalog of connection {catalog!r} did not answer within {seconds_text(timeout)} (the "
-            f"connection's timeout); the rest of the page is shown without it. {_RAISE_TIMEOUT}",
-            time.time(),
-            now - entry.started,
+            f"connection's timeout); the rest of the page is shown without it. {_RAISE_TIMEOUT}"
         )
+        return Part(None, text, time.time(), waited)
 
     def get(
         self,

@@ -96,6 +96,20 @@ def _runner(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiS
     return MigrationRunner(_catalog(reads, conn), namespace, migrations, conn.meta_namespace)
 
 
+def _parts(
+    reads: Reads,
+    conn: CatalogConnection,
+    settings: UiSettings,
+    jobs: dict[str, tuple[tuple[Any, ...], Callable[[], Any]]],
+) -> dict[str, Part]:
+    """The parts ``{name: (key, read)}`` read side by side, each bounded by the connection's deadline."""
+    bounded = {
+        name: ((name, conn.conn_id, conn.fingerprint, *key), _bounded(conn, read)) for name, (key, read) in jobs.items()
+    }
+    words = partial(page_error, conn)
+    return reads.many(bounded, ttl=settings.cache_seconds, timeout=conn.timeout, catalog=conn.conn_id, words=words)
+
+
 def _finish(view: dict[str, Any], parts: dict[str, Part]) -> dict[str, Any]:
     view.update({name: part.value if part.ok else None for name, part in parts.items()})
     view["errors"] = {name: part.error for name, part in parts.items() if part.error}
@@ -209,16 +223,8 @@ def _namespaces(reads: Reads, conn: CatalogConnection, settings: UiSettings) -> 
 
 def catalog_view(conn: CatalogConnection, settings: UiSettings, reads: Reads) -> dict[str, Any]:
     """One catalog's namespaces (the meta-namespace left out), each with its version, pending and lock."""
-    parts = {
-        "namespaces": reads.get(
-            ("namespaces", conn.conn_id, conn.fingerprint, str(settings.migrations_dir)),
-            _bounded(conn, lambda: _namespaces(reads, conn, settings)),
-            ttl=settings.cache_seconds,
-            timeout=conn.timeout,
-            catalog=conn.conn_id,
-            words=partial(page_error, conn),
-        )
-    }
+    read = partial(_namespaces, reads, conn, settings)
+    parts = _parts(reads, conn, settings, {"namespaces": ((_folder(settings),), read)})
     return _finish({"catalog": conn.describe(), "migrations_dir": _folder(settings)}, parts)
 
 
@@ -267,25 +273,12 @@ def namespace_view(
     """A namespace: its versions and status, the lock and an unsettled run, a page of its audit trail, its tables."""
     limit = settings.events_page_size
     offset = (page - 1) * limit
-    key = (conn.conn_id, conn.fingerprint, namespace)
-    ttl = settings.cache_seconds
-    parts = reads.many(
-        {
-            "migrations": (
-                ("migrations", *key, _folder(settings)),
-                _bounded(conn, lambda: _migrations(reads, conn, namespace, settings)),
-            ),
-            "audit": (
-                ("audit", *key, offset, limit),
-                _bounded(conn, lambda: _audit(reads, conn, namespace, settings, offset, limit)),
-            ),
-            "tables": (("tables", *key), _bounded(conn, lambda: _tables(reads, conn, namespace, settings))),
-        },
-        ttl=ttl,
-        timeout=conn.timeout,
-        catalog=conn.conn_id,
-        words=partial(page_error, conn),
-    )
+    jobs = {
+        "migrations": ((namespace, _folder(settings)), lambda: _migrations(reads, conn, namespace, settings)),
+        "audit": ((namespace, offset, limit), lambda: _audit(reads, conn, namespace, settings, offset, limit)),
+        "tables": ((namespace,), lambda: _tables(reads, conn, namespace, settings)),
+    }
+    parts = _parts(reads, conn, settings, jobs)
     return _finish(
         {"catalog": conn.describe(), "namespace": namespace, "migrations_dir": _folder(settings), "page": page}, parts
     )
@@ -303,33 +296,18 @@ def _table_facts(reads: Reads, conn: CatalogConnection, identifier: str) -> dict
     return {"overview": overview, "moves": [move.to_json() for move in moves_into(table)]}
 
 
-def _maintenance(reads: Reads, conn: CatalogConnection, identifier: str, settings: UiSettings) -> dict[str, Any]:
-    return maintenance_history(_load(reads, conn, identifier), parallelism=settings.parallelism).to_json()
-
-
 def table_view(
     conn: CatalogConnection, namespace: str, name: str, settings: UiSettings, reads: Reads
 ) -> dict[str, Any]:
     """A table: what its metadata says, its health report, its last maintenance, the moves into it."""
     identifier = f"{namespace}.{name}"
-    key = (conn.conn_id, conn.fingerprint, identifier)
-    parts = reads.many(
-        {
-            "facts": (("facts", *key), _bounded(conn, lambda: _table_facts(reads, conn, identifier))),
-            "health": (
-                ("health", *key),
-                _bounded(conn, lambda: table_health_report(_load(reads, conn, identifier)).to_json()),
-            ),
-            "maintenance": (
-                ("maintenance", *key),
-                _bounded(conn, lambda: _maintenance(reads, conn, identifier, settings)),
-            ),
-        },
-        ttl=settings.cache_seconds,
-        timeout=conn.timeout,
-        catalog=conn.conn_id,
-        words=partial(page_error, conn),
-    )
+    load = partial(_load, reads, conn, identifier)
+    jobs = {
+        "facts": ((identifier,), lambda: _table_facts(reads, conn, identifier)),
+        "health": ((identifier,), lambda: table_health_report(load()).to_json()),
+        "maintenance": ((identifier,), lambda: maintenance_history(load(), parallelism=settings.parallelism).to_json()),
+    }
+    parts = _parts(reads, conn, settings, jobs)
     missing = parts["facts"].exception
     if isinstance(missing, NoSuchTableError | NoSuchNamespaceError):
         raise TableNotFound(f"No table {identifier} in catalog {conn.conn_id!r}.")
