@@ -82,13 +82,11 @@ def table_dataset(location: str) -> DatasetName:
 
 
 def catalog_namespace(catalog_type: str, properties: Mapping[str, Any], catalog_name: str = "") -> str:
-    """The symlink namespace of a table's catalog: the catalog's URI without credentials.
+    """The symlink namespace of a table's catalog, as OpenLineage's naming specification names it.
 
-    As OpenLineage's naming specification names them: a Hive metastore ``hive://<host>:<port>`` (its
-    first ``thrift://`` URI), Glue ``arn:aws:glue:<region>:<account>`` (the account is the catalog's
-    ``glue.id`` when set; without it, not known without a call to AWS, ``arn:aws:glue:<region>``).
-    REST catalogs are named by their ``uri``, SQL catalogs by their database URI (user name and
-    password removed), and any other catalog by ``<type>://<catalog name>``.
+    Hive ``hive://<host>:<port>`` (its first ``thrift://`` URI), Glue ``arn:aws:glue:<region>:<account>``
+    (the account is ``glue.id``; without it ``arn:aws:glue:<region>``), REST and SQL catalogs their
+    ``uri`` without credentials, any other ``<type>://<catalog name>``.
     """
     kind = catalog_type.lower()
     uri = str(properties.get("uri") or "")
@@ -116,8 +114,8 @@ def catalog_table_name(catalog_type: str, table: str) -> str:
 def public_uri(uri: str | None) -> str | None:
     """``uri`` fit to publish: without user info, fragment, trailing ``/`` and query parameters naming a secret.
 
-    The URI is cut into parts as the catalogs cut theirs (:func:`~iceberg_ops_provider.catalogs.redact.split_url`),
-    so a password holding ``/``, ``#`` or ``@`` never reaches a lineage event.
+    Cut as the catalogs cut theirs (:func:`~iceberg_ops_provider.catalogs.redact.split_url`), so a password
+    holding ``/``, ``#`` or ``@`` never reaches a lineage event.
     """
     if not uri:
         return None
@@ -158,10 +156,8 @@ class SchemaField:
 
     Attributes:
         name: The column name (``_element`` for a list's elements, ``key`` and ``value`` for a map's).
-        type: The Iceberg type as text: a primitive as Iceberg writes it (``long``, ``decimal(18, 2)``,
-            ``timestamptz``), and ``struct``, ``list`` or ``map`` for nested types, whose content is in
-            :attr:`fields` (as OpenLineage-Spark nests arrays and maps).
-        doc: The column's doc, if any.
+        type: The Iceberg type as text (``long``, ``decimal(18, 2)``); ``struct``, ``list`` or ``map`` for
+            nested types, whose content is in :attr:`fields` (as OpenLineage-Spark nests them).
         fields: The fields of a struct, the element of a list, the key and value of a map.
     """
 
@@ -193,19 +189,14 @@ class TableLineage:
     """What lineage says about one table at one snapshot.
 
     Attributes:
-        catalog_name: The catalog's name (PyIceberg's ``catalog.name``).
         catalog_type: ``sql``, ``rest``, ``glue``, ``hive``, ... (see :func:`catalog_type`).
         catalog_namespace: The symlink namespace of the catalog (:func:`catalog_namespace`).
         catalog_uri: The catalog's URI without credentials, if it has one.
         warehouse: The catalog's warehouse (a location, or a warehouse name for REST catalogs).
-        table: ``namespace.table``.
-        location: Where the table is stored (``None`` when it could not be known, e.g. a dropped
-            table whose location was unreadable before the drop: it then cannot be named).
+        location: Where the table is stored (``None`` when unknown, e.g. a dropped table whose location
+            was unreadable: it then cannot be named).
         schema: The columns at :attr:`snapshot_id` (empty for a dropped table).
-        snapshot_id: The snapshot read or written, ``None`` for a table without one.
-        rows: Rows written, when the operation knows them.
-        bytes: Bytes written, when known.
-        files: Data files written, when known.
+        rows: Rows written (``bytes``, ``files``: bytes and data files), when the operation knows them.
         change: How the table itself changed: ``create``, ``alter``, ``drop``, ``rename``,
             ``overwrite`` (``None``: only data, or nothing, changed).
         previous_table: For a rename, the name it had.
@@ -277,10 +268,9 @@ def table_lineage(
     change: str | None = None,
     previous_table: str | None = None,
 ) -> TableLineage:
-    """The lineage of ``table`` (loaded from ``catalog``) at ``snapshot_id``, default its current snapshot.
+    """The lineage of ``table`` at ``snapshot_id`` (default its current one), with that snapshot's schema.
 
-    The schema is the table's current one, or, for an older snapshot, the one that snapshot was
-    written with. Reads only what the loaded table's metadata holds: no call to the catalog.
+    Reads only what the loaded table's metadata holds: no call to the catalog.
     """
     current = table.current_snapshot()
     current_id = current.snapshot_id if current is not None else None
@@ -321,8 +311,7 @@ def written_statistics(table: Table, snapshot_ids: Iterable[int]) -> tuple[int, 
 def touched_lineage(catalog: Catalog, touched: Iterable[TouchedTable]) -> list[TableLineage]:
     """The lineage of every table a migration run touched, each at its snapshot now (one load per table).
 
-    A table that is gone names itself by the location noted before its drop; a table that cannot be
-    loaded any more (dropped by someone else since) is left out.
+    A dropped table is named by the location noted before the drop; one dropped by someone else since is left out.
     """
     from pyiceberg.exceptions import NoSuchTableError
 

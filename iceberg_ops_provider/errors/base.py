@@ -243,8 +243,6 @@ class CatalogAuthError(CatalogConfigError):
         settings: The options and environment variables to check, most likely first.
     """
 
-    transient: ClassVar[bool] = False
-
     def __init__(
         self, message: object, *, endpoint: str = "", settings: Sequence[str] = (), status: int | None = None
     ) -> None:
@@ -275,8 +273,6 @@ class MissingAirflowError(MissingExtraError):
         setting: Where its id was given (a :class:`~iceberg_ops_provider.messages.Setting`), when known.
         install_command: The command that installs Airflow.
     """
-
-    transient: ClassVar[bool] = False
 
     def __init__(self, conn_id: str, missing_module: str | None, *, setting: object = None) -> None:
         from iceberg_ops_provider.messages import Hint, Setting, message

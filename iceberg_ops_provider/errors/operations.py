@@ -52,8 +52,6 @@ class MaintenanceError(IcebergOpsError):
 class UnsafeLocationError(MaintenanceError, ValueError):
     """A maintenance call was pointed at a location outside the table's own (nothing was deleted)."""
 
-    transient: ClassVar[bool] = False
-
 
 class FileListingError(MaintenanceError):
     """Listing a table's files failed part way; orphan removal deleted nothing (retry when storage answers)."""
@@ -63,8 +61,6 @@ class FileListingError(MaintenanceError):
 
 class UnsupportedDeleteFilesError(MaintenanceError):
     """The table holds delete files this toolkit cannot apply (equality deletes); nothing was rewritten."""
-
-    transient: ClassVar[bool] = False
 
 
 class MaintenanceConflictError(MaintenanceError):

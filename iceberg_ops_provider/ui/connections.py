@@ -14,6 +14,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,31 +105,21 @@ def _database_connections() -> list[Any]:
         return found
 
 
+def _ours(get: Callable[[str], Any], conn_id: str) -> Any | None:
+    """The connection ``get`` finds when it is a catalog connection; ``None`` for any other, or none."""
+    try:
+        conn = get(conn_id)
+    except Exception:  # not a connection (a variable of another kind, an unknown id): not ours to judge
+        return None
+    return conn if conn is not None and conn.conn_type in CONN_TYPES else None
+
+
 def _environment_connections() -> list[Any]:
     from airflow.secrets.environment_variables import EnvironmentVariablesBackend
 
-    backend = EnvironmentVariablesBackend()
-    found = []
-    for name in sorted(os.environ):
-        if not name.startswith(_ENV_PREFIX) or len(name) == len(_ENV_PREFIX):
-            continue
-        conn_id = name[len(_ENV_PREFIX) :].lower()
-        try:
-            conn = backend.get_connection(conn_id)
-        except Exception:  # a variable that is not a connection: not ours to judge
-            continue
-        if conn is not None and conn.conn_type in CONN_TYPES:
-            found.append(conn)
-    return found
-
-
-def _named_connection(conn_id: str) -> Any | None:
-    from airflow.sdk import BaseHook
-
-    try:
-        return BaseHook.get_connection(conn_id)
-    except Exception:
-        return None
+    get = EnvironmentVariablesBackend().get_connection
+    ids = [name.removeprefix(_ENV_PREFIX).lower() for name in sorted(os.environ) if name.startswith(_ENV_PREFIX)]
+    return [conn for conn in (_ours(get, conn_id) for conn_id in ids if conn_id) if conn is not None]
 
 
 class _Listing:
@@ -141,6 +132,8 @@ class _Listing:
         self._found: dict[str, CatalogConnection] = {}
 
     def get(self, named: tuple[str, ...], ttl: float) -> dict[str, CatalogConnection]:
+        from airflow.sdk import BaseHook
+
         with self._lock:
             if time.monotonic() - self._at <= ttl and named == self._key:
                 return self._found
@@ -151,9 +144,8 @@ class _Listing:
                 conns.setdefault(conn.conn_id, conn)
             for conn_id in named:
                 if conn_id not in conns and CONN_ID.match(conn_id):
-                    conn = _named_connection(conn_id)
-                    if conn is not None and conn.conn_type in CONN_TYPES:
-                        conns[conn_id] = conn
+                    conns[conn_id] = _ours(BaseHook.get_connection, conn_id)
+            conns = {conn_id: conn for conn_id, conn in conns.items() if conn is not None}
             self._found = {conn_id: describe_connection(conns[conn_id]) for conn_id in sorted(conns)}
             self._at, self._key = time.monotonic(), named
             return self._found
