@@ -41,16 +41,13 @@ __all__ = ["CATALOG_KINDS", "CONFIG_FILE", "ConnectionReader", "ProjectConfig", 
 CONFIG_FILE = "iceberg-ops.yaml"
 
 ConnectionReader: TypeAlias = Callable[[str, Setting], CatalogSpec]
-"""Reads an Airflow connection: ``reader(conn_id, setting)`` returns its catalog's spec (``setting``: where
-the id was given, for its messages); raises ``ProjectConfigError`` for a connection not defined and
-``MissingAirflowError`` without Airflow. The command line's is
-:func:`~iceberg_ops_provider.cli.airflow_connections.read_airflow_connection`."""
+"""``reader(conn_id, setting)``: the spec of an Airflow connection's catalog (``setting``: where the id was given);
+raises ``ProjectConfigError`` for an unknown connection and ``MissingAirflowError`` without Airflow."""
 
 _IN_MEMORY_KINDS = ("memory", "in-memory")
 
 CATALOG_KINDS: tuple[str, ...] = tuple(kind for kind in KINDS if kind not in _IN_MEMORY_KINDS)
-"""The kinds a project's ``catalog.kind`` may name: every kind but ``memory``, whose state is gone when
-the command exits; ``name:`` opens any other catalog PyIceberg can load."""
+"""The kinds a project's ``catalog.kind`` may name: all but ``memory``, whose state is gone when the command exits."""
 
 
 _Text = Annotated[str, StringConstraints(pattern=r"\S")]  # absent: None; given, it must say something
@@ -131,9 +128,8 @@ class ProjectConfig:
     def open_catalog(self, *, access: Access = "write") -> Catalog:
         """Open the configured catalog for ``access`` (see :func:`~iceberg_ops_provider.catalogs.open_catalog`).
 
-        Before the project's own SQLite database (``local_data/`` beside the file, no ``db_path``) was
-        created, ``read`` and ``write`` find an empty catalog (nothing applied, nothing created to say
-        so); a database someone named that does not exist is refused.
+        Before the project's own SQLite database (no ``db_path``) exists, ``read`` and ``write`` find an
+        empty catalog; a database someone named that does not exist is refused.
         """
         if access != "create" and self._not_created_yet():
             return empty_catalog()
@@ -228,7 +224,13 @@ def load_config(
         )
     given = _ProjectFile()
     if file.is_file():
-        raw = _read_yaml(file)
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            raise ProjectConfigError(
+                f"Configuration file {file} could not be read ({exc.strerror or exc}); check its permissions."
+            ) from exc
+        raw = yaml_document(data, file, ProjectConfigError) or {}
         if not isinstance(raw, dict):
             raise ProjectConfigError(f"{file}: expected a mapping of settings, got {type(raw).__name__}.")
         try:
@@ -242,14 +244,3 @@ def load_config(
     settings["catalog"] = dict(given.catalog or ({} if given.airflow_conn_id else {"kind": "sqlite"}))
     path_read = file.resolve() if file.is_file() else None
     return ProjectConfig(path=path_read, root=root, connection_reader=connection_reader, **settings)
-
-
-def _read_yaml(file: Path) -> Any:
-    """The YAML document of ``file``, or a :class:`ProjectConfigError` naming the file and what is wrong."""
-    try:
-        data = file.read_bytes()
-    except OSError as exc:
-        raise ProjectConfigError(
-            f"Configuration file {file} could not be read ({exc.strerror or exc}); check its permissions."
-        ) from exc
-    return yaml_document(data, file, ProjectConfigError) or {}

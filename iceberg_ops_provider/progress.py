@@ -25,14 +25,9 @@ class Progress:
 
     Attributes:
         label: What is being done (``move sales.orders -> archive.orders``).
-        rows: Rows done so far.
-        bytes: Input bytes done so far.
-        total_bytes: Input bytes in total, when known.
+        bytes: Input bytes done so far (``total_bytes``: in all, when known).
         units_done: Units of work finished (a move's units, a compaction's groups).
-        units_total: Units in total, when known.
-        elapsed: Seconds since the work started.
         files_done: Input files done (a compaction's small files); ``0`` when the work does not count files.
-        files_total: Input files in total, when counted.
         unit_name: What a unit is called in messages (``unit``, ``group``).
     """
 
@@ -109,16 +104,10 @@ class ProgressTracker:
     """Counts work from any thread, logs it every ``log_every`` seconds and hands it to ``on_progress``.
 
     Args:
-        label: What is being done.
-        total_bytes: Input bytes in total, when known (for the percentage and the ETA).
-        units_total: Units in total, when known.
         units_done: Units already done before this call (a resumed move's committed units).
         on_progress: Receives a :class:`Progress` at most every ``callback_every`` seconds, whenever a
             unit is done, and at the end.
         log_every: Seconds between log lines (``0`` logs nothing).
-        callback_every: Seconds between callbacks.
-        files_total: Input files in total, when the work counts files (compaction).
-        unit_name: What a unit is called in messages (``unit``, ``group``).
     """
 
     def __init__(

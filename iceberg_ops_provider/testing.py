@@ -16,6 +16,7 @@ from __future__ import annotations
 import json as jsonlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partialmethod
 from typing import Any, TypeAlias
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -38,9 +39,7 @@ class FakeResponse:
     """An HTTP answer, shaped like the parts of ``requests.Response`` the Polaris client reads.
 
     Args:
-        status_code: The HTTP status.
-        json: The JSON body (``None``: no JSON body).
-        headers: Response headers (``Content-Type: application/json`` is added for a JSON body).
+        json: The JSON body (``None``: none); it adds ``Content-Type: application/json``.
         text: The raw body, for answers that are not JSON (an HTML page) or are malformed JSON.
 
     Attributes:
@@ -144,7 +143,6 @@ class FakeSession:
 
     Attributes:
         requests: Every request received, in order.
-        headers: Session headers (kept for compatibility with ``requests.Session``; not sent anywhere).
     """
 
     def __init__(self, routes: Mapping[tuple[str, str], Any] | None = None) -> None:
@@ -216,21 +214,10 @@ class FakeSession:
         answer.url = request.url
         return answer
 
-    def get(self, url: str, **kwargs: Any) -> FakeResponse:
-        """``request("GET", url, ...)``."""
-        return self.request("GET", url, **kwargs)
-
-    def post(self, url: str, **kwargs: Any) -> FakeResponse:
-        """``request("POST", url, ...)``."""
-        return self.request("POST", url, **kwargs)
-
-    def put(self, url: str, **kwargs: Any) -> FakeResponse:
-        """``request("PUT", url, ...)``."""
-        return self.request("PUT", url, **kwargs)
-
-    def delete(self, url: str, **kwargs: Any) -> FakeResponse:
-        """``request("DELETE", url, ...)``."""
-        return self.request("DELETE", url, **kwargs)
+    get = partialmethod(request, "GET")
+    post = partialmethod(request, "POST")
+    put = partialmethod(request, "PUT")
+    delete = partialmethod(request, "DELETE")
 
     def close(self) -> None:
         """Mark the session closed (nothing to release)."""

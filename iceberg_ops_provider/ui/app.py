@@ -70,11 +70,6 @@ def _urls(request: Request) -> pages.Urls:
     return pages.Urls(root=root or MOUNT, airflow=airflow)
 
 
-def _wants_html(request: Request) -> bool:
-    path = request.url.path
-    return f"{MOUNT}/api/" not in path and not path.endswith("/openapi.json")
-
-
 def _html(document: str, status_code: int = 200) -> HTMLResponse:
     return HTMLResponse(document, status_code=status_code, headers={"Cache-Control": "no-store"})
 
@@ -104,7 +99,8 @@ def _login_url(request: Request, *, framed: bool) -> str | None:
 
 
 def _error_page(request: Request, code: int, detail: Any) -> Response:
-    if not _wants_html(request):
+    path = request.url.path
+    if f"{MOUNT}/api/" in path or path.endswith("/openapi.json"):  # JSON asked for: JSON answered
         return JSONResponse({"detail": jsonable_encoder(detail)}, status_code=code)
     urls = _urls(request)
     action = login = None

@@ -43,12 +43,6 @@ TARGETS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 _DEFAULT_CONN_ID = "iceberg_ops_default"
 
 
-def _airflow_root() -> str:
-    from airflow.api_fastapi.app import API_ROOT_PATH
-
-    return API_ROOT_PATH.rstrip("/")
-
-
 class IcebergPageLink(BaseOperatorLink):
     """The "Iceberg" button of a task of this provider: its namespace's or table's page."""
 
@@ -60,8 +54,10 @@ class IcebergPageLink(BaseOperatorLink):
         task_type = str(getattr(operator, "task_type", "") or "")
         if not module.startswith(_MODULE) or task_type not in TARGETS:
             return ""
+        from airflow.api_fastapi.app import API_ROOT_PATH
+
         parts = "/".join(quote(str(part), safe="") for part in (ti_key.dag_id, ti_key.run_id, ti_key.task_id))
-        return f"{_airflow_root()}{MOUNT}/tasks/{parts}?map_index={ti_key.map_index}"
+        return f"{API_ROOT_PATH.rstrip('/')}{MOUNT}/tasks/{parts}?map_index={ti_key.map_index}"
 
 
 @dataclass(frozen=True)

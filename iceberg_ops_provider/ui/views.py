@@ -129,11 +129,6 @@ def _listed(reads: Reads, conn: CatalogConnection) -> list[str]:
     return sorted(name for name in (".".join(n) for n in catalog.list_namespaces()) if name != meta)
 
 
-def _probe(reads: Reads, conn: CatalogConnection) -> dict[str, Any]:
-    started = time.monotonic()
-    return {"namespaces": len(_listed(reads, conn)), "seconds": round(time.monotonic() - started, 3)}
-
-
 CHECK_SECONDS = 5.0
 """How long the catalogs page waits, in all, for its catalogs to answer; a check still running is shown as such."""
 
@@ -148,7 +143,7 @@ def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, re
     started = {
         conn.conn_id: reads.start(
             ("probe", conn.conn_id, conn.fingerprint),
-            _bounded(conn, lambda conn=conn: _probe(reads, conn)),
+            _bounded(conn, lambda conn=conn: len(_listed(reads, conn))),
             ttl=settings.cache_seconds,
             timeout=conn.timeout,
             catalog=conn.conn_id,
@@ -169,7 +164,7 @@ def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, re
                 **conn.describe(),
                 "answers": part.ok,
                 "checking": part.pending,
-                "namespaces": part.value["namespaces"] if part.ok else None,
+                "namespaces": part.value if part.ok else None,
                 "seconds": round(part.seconds, 3),
                 "answered": None if part.pending else facts.answered,
                 "status_class": facts.status_class,
@@ -200,12 +195,8 @@ def _namespace_summary(reads: Reads, conn: CatalogConnection, namespace: str, se
     return {
         "namespace": namespace,
         "current": status.current,
-        "applied": len(status.applied),
+        **{key: len(getattr(status, key)) for key in ("applied", "failed", "changed", "missing", "broken")},
         "pending": len(status.pending) if status.files_compared else None,
-        "failed": len(status.failed),
-        "changed": len(status.changed),
-        "missing": len(status.missing),
-        "broken": len(status.broken),
         "locked": status.lock is not None,
         "interrupted": status.interrupted is not None,
         "tables": tables,
