@@ -10,12 +10,16 @@ words (``str(error)`` is the Python wording). The classes live in :mod:`.base`, 
 
 from __future__ import annotations
 
-from iceberg_ops_provider.errors import base, migrations, operations
 from iceberg_ops_provider.errors.base import *  # noqa: F403
 from iceberg_ops_provider.errors.migrations import *  # noqa: F403
 from iceberg_ops_provider.errors.operations import *  # noqa: F403
 
-__all__ = [*base.__all__, *migrations.__all__, *operations.__all__]
+# Every error class of the three modules (their other names, typing helpers, are not exported).
+__all__ = [
+    name
+    for name, value in list(globals().items())
+    if isinstance(value, type) and value.__module__.startswith(f"{__name__}.")
+]
 
 # Tracebacks, reprs and pickles name each class where users import it from, as before the split.
 for _name in __all__:

@@ -6,27 +6,6 @@ import difflib
 from collections.abc import Sequence
 from typing import ClassVar
 
-__all__ = [
-    "IcebergOpsError",
-    "CatalogConfigError",
-    "CatalogUnavailableError",
-    "UnknownCatalogKindError",
-    "MissingExtraError",
-    "UnsupportedTypeError",
-    "TypeParseError",
-    "SchemaContractError",
-    "SchemaEvolutionError",
-    "ForbiddenPromotionError",
-    "SnapshotNotFoundError",
-    "UpsertError",
-    "ModelError",
-    "ProjectConfigError",
-    "ScaffoldingError",
-    "CatalogAuthError",
-    "CatalogNotFoundError",
-    "MissingAirflowError",
-]
-
 
 class IcebergOpsError(Exception):
     """Base class of every error iceberg-ops raises on purpose.

@@ -7,21 +7,6 @@ from typing import ClassVar
 
 from iceberg_ops_provider.errors.base import IcebergOpsError
 
-__all__ = [
-    "MigrationError",
-    "MigrationDiscoveryError",
-    "InvalidOperationError",
-    "IrreversibleMigrationError",
-    "MigrationFailedError",
-    "MigrationNotRecordedError",
-    "ConcurrentMigrationError",
-    "PartialMigrationError",
-    "DryRunLimit",
-    "IntentRecordError",
-    "MigrationTargetError",
-    "MigrationIntegrityError",
-]
-
 
 class MigrationError(IcebergOpsError):
     """Base class of the errors of the migration engine."""

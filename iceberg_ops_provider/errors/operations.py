@@ -7,29 +7,6 @@ from typing import Any, ClassVar
 
 from iceberg_ops_provider.errors.base import IcebergOpsError
 
-__all__ = [
-    "ConfirmationRequiredError",
-    "MaintenanceError",
-    "UnsafeLocationError",
-    "FileListingError",
-    "UnsupportedDeleteFilesError",
-    "MaintenanceConflictError",
-    "DataMoveError",
-    "InvalidMoveError",
-    "ReconciliationError",
-    "MoveStateError",
-    "MoveConflictError",
-    "VerificationFailedError",
-    "PolarisError",
-    "PolarisAuthError",
-    "PolarisForbiddenError",
-    "PolarisNotFoundError",
-    "PolarisConflictError",
-    "PolarisRequestError",
-    "PolarisServerError",
-    "PolicyContentError",
-]
-
 
 class ConfirmationRequiredError(IcebergOpsError):
     """A change that loses data or rewrites history was asked for without confirmation; nothing ran.
