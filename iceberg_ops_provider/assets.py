@@ -1,12 +1,8 @@
 """Airflow Assets for Iceberg tables: one consistent name and URI per table, and back again.
 
-``iceberg_asset("lake", "sales.orders")`` is ``Asset(name="lake.sales.orders",
-uri="iceberg://lake/sales/orders")``: DAGs that produce and consume a table agree on its asset by
-building it the same way. The ``iceberg`` URI scheme is not registered with Airflow (see
-``docs/assets.md``): Airflow applies only its basic URI normalisation to it.
-
-The operators of this provider attach metadata to the events of such assets (snapshot id, rows,
-change, ...); :func:`asset_table` tells them which table an outlet names.
+DAGs that produce and consume a table agree on its asset by building it the same way. The ``iceberg``
+URI scheme is not registered with Airflow (docs/assets.md): only its basic URI normalisation applies.
+:func:`asset_table` tells the operators which table an outlet names, for their asset event metadata.
 """
 
 from __future__ import annotations

@@ -63,13 +63,8 @@ class ProjectConfig:
         root: The folder relative paths resolve against.
         catalog: The ``catalog:`` mapping (``{"kind": ..., **options}`` or ``{"name": ..., **options}``);
             with :attr:`airflow_conn_id` it holds at most ``timeout``.
-        namespace: The namespace to migrate, if set.
-        migrations_dir: The migrations folder.
-        models_dir: The models folder.
         meta_namespace: Where history and locks live (``None``: ``_iceberg_ops``, or ``iceberg_ops`` on S3 Tables).
-        airflow_conn_id: The Airflow connection that describes the catalog, instead of :attr:`catalog`.
-        connection_reader: How :attr:`airflow_conn_id` is read (see :data:`ConnectionReader`);
-            ``None``: a configuration with an Airflow connection cannot open its catalog.
+        connection_reader: How :attr:`airflow_conn_id` is read (see :data:`ConnectionReader`).
         catalog_flags: The catalog settings given over the file (by the command line).
         catalog_role: ``catalog``, or ``target`` for the second catalog of a move.
     """
@@ -210,8 +205,7 @@ def load_config(
         connection_reader: How an Airflow connection is read; see :data:`ConnectionReader`.
 
     Raises:
-        ProjectConfigError: Missing file (when required), a folder, unreadable, not UTF-8, not
-            YAML, unknown key or bad value; the message names the file and the key's path.
+        ProjectConfigError: The file is missing (when required), unreadable or malformed; naming the file and the key.
     """
     file = Path(path) if path is not None else Path.cwd() / CONFIG_FILE
     if required and not file.is_file():

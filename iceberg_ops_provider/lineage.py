@@ -22,7 +22,6 @@ from iceberg_ops_provider.catalogs.redact import is_secret_key, split_url
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-    from pyiceberg.schema import Schema
     from pyiceberg.table import Table
     from pyiceberg.types import IcebergType, NestedField
 
@@ -143,11 +142,9 @@ _CATALOG_TYPES = {
 
 def catalog_type(catalog: Catalog) -> str:
     """The type of a PyIceberg catalog (``sql``, ``rest``, ``glue``, ``hive``, ...), subclasses included."""
-    for klass in type(catalog).__mro__:
-        if klass.__name__ in _CATALOG_TYPES:
-            return _CATALOG_TYPES[klass.__name__]
+    known = next((_CATALOG_TYPES[k.__name__] for k in type(catalog).__mro__ if k.__name__ in _CATALOG_TYPES), None)
     declared = getattr(catalog, "properties", {}).get("type")
-    return str(declared) if declared else type(catalog).__name__.lower()
+    return known or (str(declared) if declared else type(catalog).__name__.lower())
 
 
 @dataclass(frozen=True)
@@ -251,12 +248,6 @@ def _catalog_part(catalog: Catalog) -> dict[str, Any]:
     }
 
 
-def _schema_at(table: Table, snapshot_id: int | None) -> Schema:
-    """The schema a snapshot was written with (the current one when unknown)."""
-    snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
-    return table.schemas().get(getattr(snapshot, "schema_id", None)) or table.schema()
-
-
 def table_lineage(
     catalog: Catalog,
     table: Table,
@@ -276,7 +267,9 @@ def table_lineage(
     current_id = current.snapshot_id if current is not None else None
     if snapshot_id is None:
         snapshot_id = current_id
-    schema = table.schema() if snapshot_id == current_id else _schema_at(table, snapshot_id)
+    # The schema an older snapshot was written with (the current one when unknown).
+    snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id not in (None, current_id) else None
+    schema = table.schemas().get(getattr(snapshot, "schema_id", None)) or table.schema()
     return TableLineage(
         **_catalog_part(catalog),
         table=".".join(table.name()),

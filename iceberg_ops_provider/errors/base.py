@@ -23,14 +23,11 @@ class CatalogConfigError(IcebergOpsError, ValueError):
     """A catalog was asked for with options that cannot work (bad name, bad value, wrong kind).
 
     Attributes:
-        reason: What kind of problem, for a front that words it itself: ``configuration`` (an
-            option), ``missing`` (no catalog where the settings point), ``not-a-catalog`` (the
-            address answers, but not as an Iceberg catalog), ``no-warehouse``, ``redirect`` (an
-            answer or a configuration sending elsewhere, not followed), ``too-large`` (an answer past
-            the bound), ``compressed`` (an answer compressed though asked for none), ``import`` (a
-            catalog's configuration or a table naming a class to import), ``setting`` (a catalog's
-            configuration setting how requests are authenticated or signed),
-            ``credentials`` (refused or missing).
+        reason: What kind of problem, for a front that words it itself: ``configuration`` (an option),
+            ``missing`` (no catalog where the settings point), ``not-a-catalog``, ``no-warehouse``,
+            ``redirect`` (not followed), ``too-large`` (an answer past the bound), ``compressed`` (though
+            asked for none), ``import`` (a class to import named), ``setting`` (how requests are
+            authenticated or signed), ``credentials`` (refused or missing).
         status: The HTTP status of the answer behind it, when there was one.
         endpoint: Where the catalog lives (never a password), when known.
     """

@@ -170,10 +170,6 @@ def _readable(user: Any, connections: list[CatalogConnection]) -> list[CatalogCo
     ]
 
 
-# --------------------------------------------------------------------------------------------------
-# What each route returns, for the HTML and the JSON alike
-
-
 def _catalogs(user: Any) -> dict[str, Any]:
     settings = ui_settings()
     connections = _readable(user, list_connections(settings.connections, settings.cache_seconds))
@@ -228,8 +224,7 @@ def create_app() -> FastAPI:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         response = _error_page(request, exc.status_code, exc.detail)
-        for name, value in (exc.headers or {}).items():
-            response.headers[name] = value
+        response.headers.update(exc.headers or {})
         return response
 
     @app.exception_handler(RequestValidationError)
@@ -237,8 +232,6 @@ def create_app() -> FastAPI:
         # Only where and what: pydantic's errors also echo the input, which may be kilobytes of URL.
         errors = [{key: error[key] for key in ("loc", "msg", "type") if key in error} for error in exc.errors()]
         return _error_page(request, _UNPROCESSABLE, errors)
-
-    # -- HTML ------------------------------------------------------------------------------------
 
     @guarded.get("/", include_in_schema=False)
     def catalogs_html(request: Request, user: GetUserDep) -> HTMLResponse:
@@ -250,9 +243,7 @@ def create_app() -> FastAPI:
 
     @guarded.get("/c/{connection_id}", include_in_schema=False)
     def catalog_html_slash(request: Request, connection_id: ConnectionId) -> RedirectResponse:
-        return RedirectResponse(
-            f"{_urls(request).catalog(connection_id)}", status_code=status.HTTP_307_TEMPORARY_REDIRECT
-        )
+        return RedirectResponse(_urls(request).catalog(connection_id), status_code=status.HTTP_307_TEMPORARY_REDIRECT)
 
     @guarded.get("/c/{connection_id}/ns/{namespace}", include_in_schema=False)
     def namespace_html(
@@ -316,8 +307,6 @@ def create_app() -> FastAPI:
     def script() -> Response:
         return Response(SCRIPT, media_type="text/javascript", headers={"Cache-Control": "max-age=3600"})
 
-    # -- JSON ------------------------------------------------------------------------------------
-
     @guarded.get("/api/catalogs", response_model=models.CatalogsResponse, tags=["Iceberg"])
     def catalogs_json(user: GetUserDep) -> Any:
         """Every catalog connection the user may read: its kind, endpoint, timeout and whether it answers."""
@@ -343,8 +332,6 @@ def create_app() -> FastAPI:
     def table_json(connection_id: ConnectionId, namespace: Namespace, table: TableName) -> Any:
         """A table: its metadata, health report and recommendations, last maintenance, and the moves into it."""
         return _table(connection_id, namespace, table)
-
-    # -- The OpenAPI document, behind the same check -------------------------------------------------
 
     @guarded.get("/openapi.json", include_in_schema=False)
     def openapi(request: Request) -> JSONResponse:
