@@ -68,11 +68,7 @@ class FakeResponse:
         return self.status_code < 400
 
     def json(self) -> Any:
-        """The JSON body.
-
-        Raises:
-            ValueError: The body is empty or not JSON (as ``requests`` raises a ``ValueError`` subclass).
-        """
+        """The JSON body; a ``ValueError`` when it is empty or not JSON, as ``requests`` raises."""
         if self._json is not None:
             return self._json
         return jsonlib.loads(self.text)
@@ -172,11 +168,10 @@ class FakeSession:
         return self
 
     def request(self, method: str, url: str, **kwargs: Any) -> FakeResponse:
-        """Record the request and serve the best matching route's next answer.
+        """Record the request and serve the best matching route's next answer (or raise the exception it is).
 
         Raises:
             UnexpectedRequestError: No route matches, or the matching route's answers are used up.
-            BaseException: Whatever exception the route answers with.
         """
         parts = urlsplit(url)
         params = dict(parse_qsl(parts.query, keep_blank_values=True))

@@ -32,9 +32,8 @@ SCRIPT = files("iceberg_ops_provider.ui").joinpath("static/pages.js").read_text(
 def errors_once(view: dict[str, Any]) -> dict[str, Any]:
     """``view`` with each error in full once: a later part failing the same way says so.
 
-    A catalog that does not answer fails every part of a page with the same message. The pages using
-    this show one catalog, so its silence is one fact whether the page's own bound or the catalog's
-    (``The catalog at URL did not answer within ...``) spoke first.
+    A catalog that does not answer fails every part of a page alike, whichever bound (the page's or the
+    catalog's) spoke first: on a page of one catalog that is one fact.
     """
     seen: set[str] = set()
     errors: dict[str, str] = {}

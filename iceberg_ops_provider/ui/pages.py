@@ -76,10 +76,9 @@ def crumbs(urls: Urls, conn_id: str | None = None, namespace: str | None = None)
 def message_page(
     title: str, message: str, urls: Urls, *, action: tuple[str, str] | None = None, login: str | None = None
 ) -> str:
-    """A page that only says something (an error, a refusal).
+    """A page that only says something (an error, a refusal), with an ``action`` link ``(text, href)`` under it.
 
-    ``action``: ``(text, href)`` of a link under it. ``login``: the action is Airflow's login, and this
-    is the login returning to the page as Airflow shows it, which the page's script follows at once.
+    ``login``: Airflow's login returning to the page as Airflow shows it, which the page's script follows at once.
     """
     return render(
         "message.html", title=title, message=message, action=action, login=login, urls=urls, crumbs=crumbs(urls)
@@ -87,10 +86,7 @@ def message_page(
 
 
 def api_page(openapi: dict[str, Any], urls: Urls) -> str:
-    """The JSON endpoints, read from the OpenAPI document: what each answers, and the document itself.
-
-    Rendered here, with no script: a page of a documentation tool would load its scripts from elsewhere.
-    """
+    """The JSON endpoints from the OpenAPI document, rendered here (a documentation tool loads remote scripts)."""
     rows = [
         {"method": method, "route": route, "operation": operation}
         for route, operations in sorted(openapi.get("paths", {}).items())

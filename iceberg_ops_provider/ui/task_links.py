@@ -73,7 +73,7 @@ def task_target(task_type: str, rendered: dict[str, Any] | None) -> TaskTarget |
     """The page of a task of type ``task_type`` with these rendered fields; ``None`` when it has none.
 
     Raises:
-        ValueError: The rendered value is not a name this task could have run with.
+        ValueError: The rendered table is not ``namespace.table``.
     """
     target = TARGETS.get(task_type)
     if target is None or not rendered:

@@ -45,10 +45,9 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
-"""The most one answer of a catalog may hold while a page reads it.
+"""The most one answer of a catalog may hold while a page reads it (the api-server serves many pages at once).
 
-The api-server serves many pages at once, and parsed JSON takes ten to forty times its size: 16 MiB
-holds the metadata of a table of some ten thousand snapshots, and parses within about 700 MB.
+Parsed JSON takes ten to forty times its size: 16 MiB holds the metadata of some ten thousand snapshots.
 """
 
 
@@ -136,8 +135,7 @@ CHECK_SECONDS = 5.0
 def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, reads: Reads) -> dict[str, Any]:
     """Every catalog connection, with whether its catalog answers (listing its namespaces).
 
-    The checks run side by side and the page waits for them at most :data:`CHECK_SECONDS` in all: a
-    catalog still being asked then shows as such, and its answer is picked up by the next visit.
+    The checks run side by side, waited for :data:`CHECK_SECONDS` in all; a later visit picks up a slower answer.
     """
     asked_at = time.monotonic()
     started = {
