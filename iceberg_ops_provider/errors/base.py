@@ -84,7 +84,6 @@ class UnknownCatalogKindError(CatalogConfigError):
     by default; a front accepting fewer kinds gives its own list and advice).
 
     Attributes:
-        kind: The kind that was asked for.
         valid_kinds: The kinds that exist (for whoever raised it).
         guess: The kind meant: the closest spelling, or ``sql`` for a database's name (``postgres``); else ``None``.
     """
@@ -245,7 +244,6 @@ class MissingAirflowError(MissingExtraError):
     """An Airflow connection was asked for where Airflow is not installed.
 
     Attributes:
-        conn_id: The connection that was asked for.
         setting: Where its id was given (a :class:`~iceberg_ops_provider.messages.Setting`), when known.
         install_command: The command that installs Airflow.
     """

@@ -43,7 +43,6 @@ class MigrationFailedError(MigrationError):
     only when none of its changes were committed.
 
     Attributes:
-        version: The migration's version.
         direction: ``upgrade`` or ``downgrade``.
         cause: The exception the migration raised (also ``__cause__``).
         completed: Results of the migrations this run finished before the failure.
@@ -66,11 +65,7 @@ class MigrationFailedError(MigrationError):
 class MigrationNotRecordedError(MigrationError):
     """A migration's changes were committed but its history row could not be written; the run stops.
 
-    Transient: the next run records the version from the intent record and the tables' receipts.
-
-    Attributes:
-        version: The migration's version.
-        direction: ``upgrade`` or ``downgrade``.
+    Transient: the next run records the ``version`` from the intent record and the tables' receipts.
     """
 
     transient: ClassVar[bool] = True
@@ -91,7 +86,6 @@ class ConcurrentMigrationError(MigrationError):
     """Another run is migrating the same namespace (or wrote its history first, or took over its lock).
 
     Attributes:
-        namespace: The namespace being migrated.
         holder: Who holds the lock (owner, host, pid, run id, since when), when known.
     """
 
@@ -110,8 +104,6 @@ class PartialMigrationError(MigrationError):
     without a person: the namespace is refused until someone records the outcome with ``stamp``.
 
     Attributes:
-        namespace: The namespace.
-        version: The migration's version.
         direction: ``upgrade`` or ``downgrade``.
         committed: The tables (and what was done to them) whose changes reached the catalog.
         not_committed: The tables whose changes did not.
@@ -188,7 +180,6 @@ class MigrationIntegrityError(MigrationError):
     """Applied migrations and the files on disk disagree: changed, missing or out-of-order files.
 
     Attributes:
-        namespace: The namespace refused.
         problems: One line per problem found.
         kinds: The kinds of problems found (``changed``, ``missing``, ``out_of_order``), for a front
             that says in its own words how to allow them.

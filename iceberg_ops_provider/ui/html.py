@@ -76,16 +76,13 @@ def _short(text: str | None, keep: int = 14) -> Markup:
 def _maintenance_text(commit: dict[str, Any]) -> str:
     """What a maintenance commit did, in a line."""
     details, kind = commit["details"], commit["kind"]
+    rewritten, added = _count(details.get("rewritten_data_files")), _count(details.get("added_data_files"))
     if kind == "compaction":
-        text = (
-            f"group {details.get('group', '?')}: {_count(details.get('rewritten_data_files'))} files "
-            f"({_size(details.get('rewritten_bytes'))}) rewritten into {_count(details.get('added_data_files'))}"
-        )
-        if details.get("partition"):
-            text += f" in partition {details['partition']}"
-        return text + f", {details.get('strategy', '')}"
+        partition = f" in partition {details['partition']}" if details.get("partition") else ""
+        size, group = _size(details.get("rewritten_bytes")), details.get("group", "?")
+        strategy = details.get("strategy", "")
+        return f"group {group}: {rewritten} files ({size}) rewritten into {added}{partition}, {strategy}"
     if kind == "rewrite_data_files":
-        rewritten, added = _count(details.get("rewritten_data_files")), _count(details.get("added_data_files"))
         return f"{rewritten} files rewritten into {added}"
     if kind == "rewrite_manifests":
         replaced, created = _count(details.get("manifests_replaced")), _count(details.get("manifests_created"))
