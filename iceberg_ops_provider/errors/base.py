@@ -94,7 +94,7 @@ class UnknownCatalogKindError(CatalogConfigError):
     )
 
     def __init__(self, kind: str, valid_kinds: Sequence[str], *, advice: object = None, setting: object = None) -> None:
-        from iceberg_ops_provider.messages import Message, message
+        from iceberg_ops_provider.messages import message
 
         self.kind = kind
         self.valid_kinds = tuple(valid_kinds)
@@ -106,8 +106,7 @@ class UnknownCatalogKindError(CatalogConfigError):
         where = message(" ({setting})", setting=setting) if setting is not None else ""
         text = message(f"Unknown catalog kind {kind!r}") + where
         text = text + f". Valid kinds are: {', '.join(self.valid_kinds)}.{guess} "
-        advice = self.PYTHON_ADVICE if advice is None else advice
-        super().__init__(text + advice if isinstance(advice, str | Message) else text)
+        super().__init__(text + (self.PYTHON_ADVICE if advice is None else advice))  # type: ignore[operator]
 
 
 class MissingExtraError(IcebergOpsError, ImportError):

@@ -47,6 +47,7 @@ ICON = (
 
 ConnectionId = Annotated[str, Path(description="An Airflow connection of type iceberg_ops or iceberg.", max_length=250)]
 Namespace = Annotated[str, Path(description="A namespace (`sales`, nested `lake.sales`).", max_length=1000)]
+Page = Annotated[int, Query(ge=1, le=100_000, description="Page of the audit trail, 1 the newest.")]
 TableName = Annotated[
     str, Path(description="A table of the namespace (its name without the namespace).", max_length=255)
 ]
@@ -247,10 +248,7 @@ def create_app() -> FastAPI:
 
     @guarded.get("/c/{connection_id}/ns/{namespace}", include_in_schema=False)
     def namespace_html(
-        request: Request,
-        connection_id: ConnectionId,
-        namespace: Namespace,
-        page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+        request: Request, connection_id: ConnectionId, namespace: Namespace, page: Page = 1
     ) -> HTMLResponse:
         return _html(pages.namespace_page(_namespace(connection_id, namespace, page), _urls(request)))
 
@@ -318,11 +316,7 @@ def create_app() -> FastAPI:
         return _catalog(connection_id)
 
     @guarded.get("/api/c/{connection_id}/ns/{namespace}", response_model=models.NamespaceResponse, tags=["Iceberg"])
-    def namespace_json(
-        connection_id: ConnectionId,
-        namespace: Namespace,
-        page: Annotated[int, Query(ge=1, le=100_000, description="Page of the audit trail, 1 the newest.")] = 1,
-    ) -> Any:
+    def namespace_json(connection_id: ConnectionId, namespace: Namespace, page: Page = 1) -> Any:
         """A namespace: versions, status, lock, unsettled run, a page of its audit trail, and its tables."""
         return _namespace(connection_id, namespace, page)
 
