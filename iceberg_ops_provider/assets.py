@@ -25,7 +25,6 @@ _RULE = (
 
 
 def _refused(text: str, also: str = "") -> list[str]:
-    """The characters of ``text`` that may not be in a name part, each shown once, in order."""
     bad = (c for c in text if c in _RESERVED or c in also or c.isspace() or not c.isprintable())
     return list(dict.fromkeys(bad))
 

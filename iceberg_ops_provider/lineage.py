@@ -235,7 +235,6 @@ class TableLineage:
 
 
 def _catalog_part(catalog: Catalog) -> dict[str, Any]:
-    """The catalog fields of a :class:`TableLineage`."""
     kind = catalog_type(catalog)
     properties = dict(getattr(catalog, "properties", {}) or {})
     name = str(getattr(catalog, "name", "") or kind)

@@ -132,7 +132,6 @@ def _validation_text(detail: Any) -> str:
 
 
 def _connection(connection_id: str) -> CatalogConnection:
-    """The catalog connection named in the URL: its id checked, then looked up among the catalog connections."""
     if not CONN_ID.match(connection_id):
         raise HTTPException(
             _UNPROCESSABLE,
@@ -160,7 +159,6 @@ def _checked(what: str, name: str) -> str:
 
 
 def _readable(user: Any, connections: list[CatalogConnection]) -> list[CatalogConnection]:
-    """The connections ``user`` may read, as the auth manager says one by one."""
     from airflow.api_fastapi.app import get_auth_manager
 
     manager = get_auth_manager()

@@ -74,7 +74,6 @@ def _short(text: str | None, keep: int = 14) -> Markup:
 
 
 def _maintenance_text(commit: dict[str, Any]) -> str:
-    """What a maintenance commit did, in a line."""
     details, kind = commit["details"], commit["kind"]
     rewritten, added = _count(details.get("rewritten_data_files")), _count(details.get("added_data_files"))
     if kind == "compaction":

@@ -96,7 +96,6 @@ def api_page(openapi: dict[str, Any], urls: Urls) -> str:
 
 
 def _view_page(template: str, title: str, view: dict[str, Any], urls: Urls, *where: str) -> str:
-    """A page of a view, with the breadcrumbs of the catalog and namespace ``where`` names."""
     return render(template, title=title, view=view, urls=urls, crumbs=crumbs(urls, *where), read_at=view["read_at"])
 
 

@@ -346,7 +346,6 @@ class Reads:
 
 
 def _whole(seconds: float) -> str:
-    """Seconds waited, as a page says them: ``5 s``, ``0.3 s``."""
     return seconds_text(round(seconds) if seconds >= 1 else round(seconds, 1))
 
 

@@ -72,13 +72,8 @@ def page_error(conn: CatalogConnection, exc: BaseException) -> str:
         return f"{type(exc).__name__}: {exc}"
     facts = failure(exc, conn.spec)
     # The facts, not the exception: its text and traceback may hold a server's answer, or a URL's query.
-    log.warning(
-        "A read of connection %r failed: %s (%s%s)",
-        conn.conn_id,
-        facts.kind,
-        facts.error,
-        f", HTTP {facts.status}" if facts.status else "",
-    )
+    status = f", HTTP {facts.status}" if facts.status else ""
+    log.warning("A read of connection %r failed: %s (%s%s)", conn.conn_id, facts.kind, facts.error, status)
     return failure_sentence(facts, conn.spec)
 
 
@@ -122,7 +117,6 @@ def _meta(catalog: Any, conn: CatalogConnection) -> str:
 
 
 def _listed(reads: Reads, conn: CatalogConnection) -> list[str]:
-    """The catalog's namespaces, sorted, without its meta-namespace."""
     catalog = _catalog(reads, conn)
     meta = _meta(catalog, conn)
     return sorted(name for name in (".".join(n) for n in catalog.list_namespaces()) if name != meta)
