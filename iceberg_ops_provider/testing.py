@@ -150,14 +150,11 @@ class FakeSession:
             self.add(method, path, answer)
 
     def add(self, method: str, path: str, answer: Any) -> FakeSession:
-        """Answer ``method path`` with ``answer``; returns the session, so calls chain.
+        """Answer ``method path`` (its tail, optionally with a query that must match) with ``answer``; chains.
 
-        Args:
-            method: The HTTP method (any case).
-            path: The URL path, or its tail, optionally with a query that must match.
-            answer: A :class:`FakeResponse`, a mapping (200 JSON), an exception to raise, a callable
-                ``(FakeRequest) -> answer``, or a list of those served one per request (an error
-                once they are used up). A single answer is served to every matching request.
+        ``answer`` is a :class:`FakeResponse`, a mapping (200 JSON), an exception to raise, a callable
+        ``(FakeRequest) -> answer`` (each served to every request), or a list of those served one per
+        request (an error once used up).
         """
         parts = urlsplit(path)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
@@ -239,16 +236,8 @@ def policy_json(
 ) -> dict[str, Any]:
     """A policy as Polaris sends it, its ``content`` a JSON string.
 
-    Args:
-        name: The policy name.
-        policy_type: Its type.
-        enable: ``enable`` of the content (ignored when ``content`` is given).
-        config: ``config`` of the content (ignored when ``content`` is given).
-        content: The whole content: a mapping (JSON-encoded here) or the exact string to send.
-        version: Polaris's version of the policy.
-        description: Its description, if any.
-        inherited: For applicable policies: whether it came from a parent.
-        namespace: For applicable policies: where it is defined (``["sales"]``).
+    ``enable`` and ``config`` make the content unless ``content`` is given (a mapping, or the exact string to
+    send). ``inherited`` (from a parent) and ``namespace`` (where it is defined) are for applicable policies.
     """
     if content is None:
         content = {"version": "2025-02-03", "enable": enable, "config": dict(config or {})}
