@@ -126,14 +126,11 @@ class ProjectConfig:
         Before the project's own SQLite database (no ``db_path``) exists, ``read`` and ``write`` find an
         empty catalog; a database someone named that does not exist is refused.
         """
-        if access != "create" and self._not_created_yet():
-            return empty_catalog()
-        return open_catalog(self.catalog_spec, access=access)
-
-    def _not_created_yet(self) -> bool:
         spec = self.catalog_spec
         own = not self.airflow_conn_id and spec.kind == "sqlite" and "db_path" not in self.catalog
-        return own and not spec.problems and spec.database is not None and not spec.database.exists()
+        if access != "create" and own and not spec.problems and spec.database and not spec.database.exists():
+            return empty_catalog()
+        return open_catalog(spec, access=access)
 
     def _connection_spec(self) -> CatalogSpec:
         """The spec of :attr:`airflow_conn_id`, read by :attr:`connection_reader` (Airflow is imported there)."""

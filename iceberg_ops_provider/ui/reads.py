@@ -46,11 +46,6 @@ MAX_RUNNING_ALL = 24
 """Catalog reads that may run at the same time, all catalogs together."""
 
 
-def seconds_text(seconds: float) -> str:
-    """A bound in seconds as the pages write it (``30 s``, ``0.5 s``)."""
-    return f"{seconds:g} s"
-
-
 @dataclass(frozen=True)
 class Part(Generic[T]):
     """The outcome of one part of a page: its value, or the error to show instead, and when it was read."""
@@ -136,7 +131,7 @@ class Reads:
             return None
         at = time.strftime("%H:%M:%S", time.gmtime(epoch))
         return (
-            f"The catalog of connection {catalog!r} did not answer within {seconds_text(timeout)} at {at} UTC; "
+            f"The catalog of connection {catalog!r} did not answer within {timeout:g} s at {at} UTC; "
             f"it is asked again {math.ceil(self._retry_after - (now - since))} s from now (the rest of the page "
             f"is shown without it). {_RAISE_TIMEOUT}"
         )
@@ -259,13 +254,13 @@ class Reads:
         if not gave_up:
             text = (
                 f"The catalog of connection {catalog!r} has not answered after {_whole(waited)}; it is still being "
-                f"asked (up to the connection's timeout, {seconds_text(timeout)}): reload to see."
+                f"asked (up to the connection's timeout, {timeout:g} s): reload to see."
             )
             return Part(None, text, time.time(), waited, pending=True)
         with self._lock:
             self._timed_out(catalog, entry.started + timeout, timeout)
         text = (
-            f"The catalog of connection {catalog!r} did not answer within {seconds_text(timeout)} (the "
+            f"The catalog of connection {catalog!r} did not answer within {timeout:g} s (the "
             f"connection's timeout); the rest of the page is shown without it. {_RAISE_TIMEOUT}"
         )
         return Part(None, text, time.time(), waited)
@@ -346,7 +341,7 @@ class Reads:
 
 
 def _whole(seconds: float) -> str:
-    return seconds_text(round(seconds) if seconds >= 1 else round(seconds, 1))
+    return f"{round(seconds) if seconds >= 1 else round(seconds, 1):g} s"
 
 
 def _is_timeout(exc: BaseException) -> bool:
