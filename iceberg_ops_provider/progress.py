@@ -138,18 +138,10 @@ class ProgressTracker:
             return self._snapshot_locked()
 
     def _snapshot_locked(self) -> Progress:
-        return Progress(
-            label=self.label,
-            rows=self._rows,
-            bytes=self._bytes,
-            total_bytes=self.total_bytes,
-            units_done=self._units,
-            units_total=self.units_total,
-            elapsed=time.monotonic() - self._started,
-            files_done=self._files,
-            files_total=self.files_total,
-            unit_name=self.unit_name,
-        )
+        elapsed = time.monotonic() - self._started
+        done = {"rows": self._rows, "bytes": self._bytes, "units_done": self._units, "files_done": self._files}
+        totals = {"total_bytes": self.total_bytes, "units_total": self.units_total, "files_total": self.files_total}
+        return Progress(self.label, **done, **totals, elapsed=elapsed, unit_name=self.unit_name)
 
     def add(self, rows: int, nbytes: int, files: int = 0) -> None:
         """Count ``rows`` rows, ``nbytes`` input bytes and ``files`` input files done (thread-safe)."""
