@@ -138,14 +138,11 @@ class _Listing:
             if time.monotonic() - self._at <= ttl and named == self._key:
                 return self._found
             conns: dict[str, Any] = {}
-            for conn in _environment_connections():
+            for conn in [*_environment_connections(), *_database_connections()]:  # the environment wins, as in Airflow
                 conns.setdefault(conn.conn_id, conn)
-            for conn in _database_connections():  # the environment wins, as Airflow's own lookup order says
-                conns.setdefault(conn.conn_id, conn)
-            for conn_id in named:
-                if conn_id not in conns and CONN_ID.match(conn_id):
-                    conns[conn_id] = _ours(BaseHook.get_connection, conn_id)
-            conns = {conn_id: conn for conn_id, conn in conns.items() if conn is not None}
+            for conn_id in (conn_id for conn_id in named if conn_id not in conns and CONN_ID.match(conn_id)):
+                if (conn := _ours(BaseHook.get_connection, conn_id)) is not None:
+                    conns[conn_id] = conn
             self._found = {conn_id: describe_connection(conns[conn_id]) for conn_id in sorted(conns)}
             self._at, self._key = time.monotonic(), named
             return self._found
@@ -165,6 +162,4 @@ def list_connections(named: tuple[str, ...] = (), ttl: float = 5.0) -> list[Cata
 
 def find_connection(conn_id: str, named: tuple[str, ...] = (), ttl: float = 5.0) -> CatalogConnection | None:
     """The catalog connection ``conn_id``, or ``None`` when it is not one (its id is checked first)."""
-    if not CONN_ID.match(conn_id):
-        return None
-    return LISTING.get(named, ttl).get(conn_id)
+    return LISTING.get(named, ttl).get(conn_id) if CONN_ID.match(conn_id) else None

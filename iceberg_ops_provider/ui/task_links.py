@@ -40,7 +40,7 @@ TARGETS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "IcebergMovePlanOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
     "IcebergMoveVerifyOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
 }
-_DEFAULT_CONN_ID = "iceberg_ops_default"
+_DEFAULT_CONN_ID = "iceberg_ops_default"  # IcebergCatalogHook.default_conn_name, without importing the hook
 
 
 class IcebergPageLink(BaseOperatorLink):
@@ -82,9 +82,8 @@ def task_target(task_type: str, rendered: dict[str, Any] | None) -> TaskTarget |
     value = rendered.get(field)
     if not isinstance(value, str) or not value.strip():
         return None
-    conn_id = next((str(rendered[f]) for f in conn_fields if isinstance(rendered.get(f), str) and rendered[f]), None)
-    conn_id = conn_id or _DEFAULT_CONN_ID
-    value = value.strip()
+    given = (rendered[f] for f in conn_fields if isinstance(rendered.get(f), str) and rendered[f])
+    conn_id, value = next(given, _DEFAULT_CONN_ID), value.strip()
     if kind == "namespace":
         return TaskTarget(conn_id, value)
     namespace, _, table = value.rpartition(".")
