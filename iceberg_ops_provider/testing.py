@@ -1,14 +1,9 @@
 """Fakes for driving :class:`~iceberg_ops_provider.polaris.PolarisPolicyClient` without HTTP (see docs/polaris.md).
 
-:class:`FakeSession` stands in for the ``requests.Session`` the client sends with: it answers from
-routes you add and records every request. :class:`FakeResponse` is an answer. The builders
-:func:`policy_json`, :func:`applicable_policies_page` and :func:`error_response` write the JSON
-Polaris 1.x sends, so a test reads like the scenario it checks.
-
-A route's path matches a request whose path is the same or ends with it at a ``/``; a route with a
-query (``...?pageToken=2``) matches only requests carrying those parameters. The most specific route
-wins (with a query over without, then the longer path). A fake session sees each call once: the
-client's retries are ``urllib3``'s, beneath a ``requests.Session``.
+:class:`FakeSession` stands in for the client's ``requests.Session``: it answers from routes you add
+(:meth:`FakeSession.add`) and records every request; the builders write the JSON Polaris 1.x sends. The
+most specific route wins (with a query over without, then the longer path). A fake session sees each
+call once: the client's retries are ``urllib3``'s, beneath a ``requests.Session``.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """The catalogs the pages show: connections of type ``iceberg_ops`` or ``iceberg``, described as the hook does.
 
-Those of the two types in the metadata database and in ``AIRFLOW_CONN_*`` variables, and the ids
-``[iceberg_ops] ui_connections`` names (a secrets backend cannot be listed). A connection id from a URL
-is checked against Airflow's rule for ids, then against this list, so no other connection is ever read.
-A page shows a connection's spec (kind, endpoint without password or query, timeout), never an option.
-A connection that cannot be parsed, or that names a class to import (the api-server runs no code a
-connection names), is listed with its problem; its catalog is opened to read only, bounded by its timeout.
+Those in the metadata database, in ``AIRFLOW_CONN_*`` variables, and the ids ``[iceberg_ops] ui_connections``
+names (a secrets backend cannot be listed); an id from a URL is checked against Airflow's rule, then this
+list, so no other connection is ever read. A page shows a connection's spec (kind, endpoint without
+password or query, timeout), never an option; one that cannot be parsed, or names a class to import, is
+listed with its problem. Catalogs are opened to read only, bounded by their timeout.
 """
 
 from __future__ import annotations

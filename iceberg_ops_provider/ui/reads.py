@@ -1,18 +1,13 @@
 """Catalog reads for the pages: each bounded by its connection's timeout, run side by side, reused for a few seconds.
 
-Each part of a page (a namespace's status, its audit trail, its tables) is one :meth:`Reads.get` run in a
-thread of its own, so no part holds the page longer than the connection's ``timeout``: a late part is an
-error naming the catalog, and the page shows the others. The work of a part ends by the same deadline
-(:func:`~iceberg_ops_provider.catalogs.deadline`), so its thread and sockets are gone when its time is. A
-finished part is reused for ``ttl`` seconds; a running one is joined rather than started again, until it
-has run past the timeout.
-
-A stalled catalog must not take the api-server with it (its request threads are Airflow's too), so per
-catalog: after a read timed out, the catalog counts as not answering for :data:`RETRY_AFTER` seconds (or
-until a read of it succeeds; a refusal is an answer too), and its parts fail at once without a thread; at
-most :data:`MAX_WAITING` requests wait for it (:data:`MAX_WAITING_ALL` for all catalogs: Airflow has 40
-request threads) and :data:`MAX_RUNNING` reads of it run (:data:`MAX_RUNNING_ALL` in all); past these
-bounds a request gets an error at once. Catalogs are built once per connection, again when its options change.
+Each part of a page is one :meth:`Reads.get` in a thread of its own: a late part is an error naming the
+catalog and the page shows the others; its work ends by the same deadline
+(:func:`~iceberg_ops_provider.catalogs.deadline`), so its thread and sockets go too. A finished part is
+reused for ``ttl`` seconds; a running one is joined, until it has run past the timeout. A stalled catalog
+must not take the api-server's request threads with it: after a read of it timed out it counts as not
+answering for :data:`RETRY_AFTER` seconds (until a read succeeds; a refusal is an answer), and requests
+past :data:`MAX_WAITING` waiting or :data:`MAX_RUNNING` running reads of it (:data:`MAX_WAITING_ALL`,
+:data:`MAX_RUNNING_ALL` in all: Airflow has 40 request threads) get an error at once, with no thread.
 """
 
 from __future__ import annotations
