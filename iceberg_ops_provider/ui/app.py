@@ -75,11 +75,6 @@ def _html(document: str, status_code: int = 200) -> HTMLResponse:
     return HTMLResponse(document, status_code=status_code, headers={"Cache-Control": "no-store"})
 
 
-def _needs_login(code: int, detail: Any) -> bool:
-    """No session, an expired one, or one whose token Airflow no longer accepts (signed before a restart)."""
-    return code == status.HTTP_401_UNAUTHORIZED or (code == status.HTTP_403_FORBIDDEN and detail == "Invalid JWT token")
-
-
 def _login_url(request: Request, *, framed: bool) -> str | None:
     """Airflow's login, returning to this page; ``None`` without one.
 
@@ -105,7 +100,8 @@ def _error_page(request: Request, code: int, detail: Any) -> Response:
         return JSONResponse({"detail": jsonable_encoder(detail)}, status_code=code)
     urls = _urls(request)
     action = login = None
-    if _needs_login(code, detail):
+    # No session, an expired one, or one whose token Airflow no longer accepts (signed before a restart):
+    if code == status.HTTP_401_UNAUTHORIZED or (code == status.HTTP_403_FORBIDDEN and detail == "Invalid JWT token"):
         title, message = "Log in first", "These pages need a user logged in to Airflow."
         login = _login_url(request, framed=True)
         if login is not None and request.headers.get("sec-fetch-dest") == "document":
