@@ -115,11 +115,8 @@ class _Route:
     served: int = 0
 
     def matches(self, request: FakeRequest) -> bool:
-        if self.method != request.method:
-            return False
-        if request.path != self.path and not (self.path.startswith("/") and request.path.endswith(self.path)):
-            return False
-        return all(request.params.get(key) == value for key, value in self.query.items())
+        path = request.path == self.path or (self.path.startswith("/") and request.path.endswith(self.path))
+        return self.method == request.method and path and all(request.params.get(k) == v for k, v in self.query.items())
 
     def describe(self) -> str:
         query = "&".join(f"{key}={value}" for key, value in self.query.items())
