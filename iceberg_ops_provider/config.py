@@ -1,12 +1,10 @@
 """The project file ``iceberg-ops.yaml``: which catalog, namespace and folders a project uses (docs/cli.md).
 
-``catalog:`` (a kind and its options, or ``name:``; ``timeout`` for any kind) or ``airflow_conn_id:``
-(read by the :data:`ConnectionReader` the caller hands :func:`load_config`: this module never imports
-Airflow), ``namespace``, ``migrations_dir``, ``models_dir`` and ``meta_namespace``. Every key is optional
-until a command needs it; a pydantic model checks them, and its errors become a
-:class:`~iceberg_ops_provider.errors.ProjectConfigError` naming the file, the key and what it must be. The
-catalog's options are :attr:`ProjectConfig.catalog_spec`'s to judge (relative paths resolve against the
-file's folder). :func:`yaml_document` reads the file as UTF-8 YAML, naming where it stops being either.
+``catalog:`` or ``airflow_conn_id:`` (read by the :data:`ConnectionReader` given to :func:`load_config`:
+this module never imports Airflow), ``namespace``, ``migrations_dir``, ``models_dir``, ``meta_namespace``;
+each optional until a command needs it. A pydantic model checks the keys (its errors become a
+:class:`~iceberg_ops_provider.errors.ProjectConfigError` naming the file and the key); the catalog's
+options are :attr:`ProjectConfig.catalog_spec`'s to judge, relative paths against the file's folder.
 """
 
 from __future__ import annotations

@@ -1,13 +1,10 @@
 """How lineage names an Iceberg table: the dataset identity OpenLineage-Spark gives it, without Airflow.
 
-OpenLineage identifies an Iceberg table by its storage location, split as its naming specification
-splits object-store and file-system paths (``s3://bucket`` + ``path/to/table``, ``hdfs://namenode:port``
-+ ``/path``, ``file`` + ``/path``, ...). The catalog's own name for the table (``namespace.table``)
-travels beside it as a symlink whose namespace is the catalog's URI without credentials, so Spark,
-Flink and this provider name the same table the same way.
-
-:class:`TableLineage` is plain data about one table at one snapshot, built by :func:`table_lineage`;
-the Airflow operators turn it into OpenLineage datasets and asset event extras.
+A table is identified by its storage location, split as OpenLineage's naming specification splits paths
+(``s3://bucket`` + ``path/to/table``, ``hdfs://namenode:port`` + ``/path``, ``file`` + ``/path``); its
+``namespace.table`` travels beside it as a symlink in the catalog's URI without credentials, so Spark,
+Flink and this provider name it alike. :class:`TableLineage` is plain data about one table at one
+snapshot, which the Airflow operators turn into OpenLineage datasets and asset event extras.
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """Error messages whose advice each front words in its own language.
 
-An error's "what to do" often names an argument of the call (``mode='incremental'``) or a step whose
-wording depends on the front. The engine writes such a message as a :class:`Message` of text and facts
-(:class:`Arg`, :class:`Hint`, :class:`Setting`), built with :func:`message`. ``str(message)`` is the
-Python wording, which the Airflow operators share; the command line words the same facts as its options
-through :func:`worded`, and :func:`message_about` tells it which option a refusal is about. The engine
-decides what to say; each front only says it.
+The engine writes a message naming an argument (``mode='incremental'``) or a front-dependent step as a
+:class:`Message` of text and facts (:class:`Arg`, :class:`Hint`, :class:`Setting`), built with
+:func:`message`. ``str(message)`` is the Python wording, which the Airflow operators share; the command
+line words the facts as its options through :func:`worded`, and :func:`message_about` tells it which
+option a refusal is about. The engine decides what to say; each front only says it.
 """
 
 from __future__ import annotations
