@@ -25,20 +25,13 @@ __all__ = ["MAX_RUNNING", "MAX_RUNNING_ALL", "MAX_WAITING", "MAX_WAITING_ALL", "
 
 T = TypeVar("T")
 
+# The bounds the module's docstring describes: seconds a catalog that timed out is not asked again; requests
+# that may wait for one catalog, and for all; reads that may run for one catalog, and for all.
 RETRY_AFTER = 30.0
-"""Seconds a catalog whose read timed out is shown as not answering before it is tried again."""
-
 MAX_WAITING = 4
-"""Requests that may wait for one catalog's reads at the same time; more are refused at once."""
-
 MAX_WAITING_ALL = 12
-"""Requests that may wait for catalog reads at the same time, all catalogs together."""
-
 MAX_RUNNING = 6
-"""Reads of one catalog that may run at the same time (each holds a thread); more are refused at once."""
-
 MAX_RUNNING_ALL = 24
-"""Catalog reads that may run at the same time, all catalogs together."""
 
 
 @dataclass(frozen=True)
