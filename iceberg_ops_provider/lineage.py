@@ -290,10 +290,8 @@ def written_statistics(table: Table, snapshot_ids: Iterable[int]) -> tuple[int, 
     """Rows, bytes and data files the snapshots ``snapshot_ids`` added, from their summaries."""
     snapshots = (table.snapshot_by_id(snapshot_id) for snapshot_id in snapshot_ids)
     summaries = [snapshot.summary for snapshot in snapshots if snapshot is not None and snapshot.summary is not None]
-    rows, size, files = (
-        sum(int(summary.get(key, 0) or 0) for summary in summaries)
-        for key in ("added-records", "added-files-size", "added-data-files")
-    )
+    keys = ("added-records", "added-files-size", "added-data-files")
+    rows, size, files = (sum(int(summary.get(key, 0) or 0) for summary in summaries) for key in keys)
     return rows, size, files
 
 

@@ -243,8 +243,7 @@ def policy_json(
     if description is not None:
         payload["description"] = description
     if inherited is not None or namespace is not None:
-        payload["inherited"] = bool(inherited)
-        payload["namespace"] = list(namespace or [])
+        payload.update(inherited=bool(inherited), namespace=list(namespace or []))
     return payload
 
 

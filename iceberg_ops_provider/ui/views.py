@@ -123,7 +123,6 @@ def _listed(reads: Reads, conn: CatalogConnection) -> list[str]:
 
 
 CHECK_SECONDS = 5.0
-"""How long the catalogs page waits, in all, for its catalogs to answer; a check still running is shown as such."""
 
 
 def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, reads: Reads) -> dict[str, Any]:
@@ -132,8 +131,8 @@ def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, re
     The checks run side by side, waited for :data:`CHECK_SECONDS` in all; a later visit picks up a slower answer.
     """
     asked_at = time.monotonic()
-    started = {
-        conn.conn_id: reads.start(
+    started = [
+        reads.start(
             ("probe", conn.conn_id, conn.fingerprint),
             _bounded(conn, lambda conn=conn: len(_listed(reads, conn))),
             ttl=settings.cache_seconds,
@@ -142,11 +141,10 @@ def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, re
             words=partial(page_error, conn),
         )
         for conn in connections
-    }
+    ]
     catalogs = []
     deadline = time.monotonic() + CHECK_SECONDS
-    for conn in connections:
-        entry = started[conn.conn_id]
+    for conn, entry in zip(connections, started, strict=True):
         # A check an earlier visit started is not waited for again: this visit shows it still running.
         wait = max(0.0, deadline - time.monotonic()) if entry.started >= asked_at else 0.0
         part = reads.result(entry, timeout=conn.timeout, catalog=conn.conn_id, wait=wait)
