@@ -317,15 +317,9 @@ class Reads:
     def clear(self) -> None:
         """Forget every cached read and catalog (tests)."""
         with self._lock:
-            for held in (
-                self._entries,
-                self._catalogs,
-                self._silent,
-                self._answered,
-                self._failed_builds,
-                self._waiting,
-            ):
-                held.clear()
+            held = (self._entries, self._catalogs, self._silent, self._answered, self._failed_builds, self._waiting)
+            for cache in held:
+                cache.clear()
 
 
 def _whole(seconds: float) -> str:

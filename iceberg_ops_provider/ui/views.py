@@ -90,13 +90,8 @@ def _runner(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiS
     return MigrationRunner(_catalog(reads, conn), namespace, migrations, conn.meta_namespace)
 
 
-def _parts(
-    reads: Reads,
-    conn: CatalogConnection,
-    settings: UiSettings,
-    jobs: dict[str, tuple[tuple[Any, ...], Callable[[], Any]]],
-) -> dict[str, Part]:
-    """The parts ``{name: (key, read)}`` read side by side, each bounded by the connection's deadline."""
+def _parts(reads: Reads, conn: CatalogConnection, settings: UiSettings, jobs: dict[str, Any]) -> dict[str, Part]:
+    """The parts ``{name: (key tuple, read)}`` read side by side, each bounded by the connection's deadline."""
     bounded = {
         name: ((name, conn.conn_id, conn.fingerprint, *key), _bounded(conn, read)) for name, (key, read) in jobs.items()
     }
