@@ -39,8 +39,7 @@ def _check_catalog(catalog_name: object) -> str:
             f"catalog_name={catalog_name!r}: give the catalog's name as a non-empty string, e.g. iceberg_asset("
             "'lake', 'sales.orders')."
         )
-    bad = _refused(catalog_name, also=".")
-    if bad:
+    if bad := _refused(catalog_name, also="."):
         raise ValueError(
             f"catalog_name={catalog_name!r} contains {_shown(bad)}; a catalog name here is one word without '.', "
             f"as it appears in the asset's URI host: {_RULE}."
@@ -57,8 +56,7 @@ def _split_table(table: object) -> tuple[str, str]:
             "an asset without its namespace would name a different table in every namespace."
         )
     for part in parts:
-        bad = _refused(part)
-        if not part or bad:
+        if (bad := _refused(part)) or not part:
             what = f"contains {_shown(bad)}" if bad else "is empty"
             raise ValueError(
                 f"table={table!r} has a malformed part {part!r}: it {what}. Use 'namespace.table' whose parts are "
