@@ -133,7 +133,6 @@ class UnsupportedTypeError(IcebergOpsError, TypeError):
 
     Attributes:
         column: Dotted path of the offending column (``""`` when converting a bare type).
-        arrow_type: The Arrow type, as text.
     """
 
     def __init__(self, column: str, arrow_type: str, hint: str) -> None:
@@ -171,9 +170,7 @@ class ForbiddenPromotionError(SchemaEvolutionError):
     """A column type change that the Iceberg specification does not allow.
 
     Attributes:
-        column: Dotted path of the column.
-        old_type: Current type, as Iceberg text.
-        new_type: Requested type, as Iceberg text.
+        column: Dotted path of the column; ``old_type`` and ``new_type`` are Iceberg text.
     """
 
     def __init__(self, column: str, old_type: object, new_type: object, reason: str) -> None:

@@ -35,7 +35,6 @@ class CatalogConnection:
     """An Airflow connection the pages can open, described by its catalog's spec.
 
     Attributes:
-        conn_id: The connection id.
         conn_type: ``iceberg_ops`` or ``iceberg``.
         spec: The catalog (secrets held apart, problems as values).
         meta_namespace: The ``meta_namespace`` of its extra, if any.

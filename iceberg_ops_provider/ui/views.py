@@ -220,11 +220,10 @@ def _migrations(reads: Reads, conn: CatalogConnection, namespace: str, settings:
         return {"status": None, "versions": [], "meta_namespace": meta}
     runner = _runner(reads, conn, namespace, settings)
     status = runner.status()
-    history = runner.history()
     scripts = runner.scripts(broken=[]) if runner.files_compared else []
     return {
         "status": status.to_json(),
-        "versions": [row.to_json() for row in version_table(status, history, scripts)],
+        "versions": [row.to_json() for row in version_table(status, runner.history(), scripts)],
         "meta_namespace": runner.meta_namespace,
     }
 
