@@ -55,9 +55,8 @@ class MigrationFailedError(MigrationError):
         self.direction = direction
         self.cause = cause
         self.completed: list[object] = []
-        reason = str(cause).rstrip(".")
         super().__init__(
-            f"Migration {version} failed during {direction}(): {type(cause).__name__}: {reason}. "
+            f"Migration {version} failed during {direction}(): {type(cause).__name__}: {str(cause).rstrip('.')}. "
             + (hint or "Its changes to each table were not committed; fix the migration and run again.")
         )
 
@@ -73,11 +72,10 @@ class MigrationNotRecordedError(MigrationError):
     def __init__(self, version: str, direction: str, cause: BaseException) -> None:
         self.version = version
         self.direction = direction
-        reason = str(cause).rstrip(".")
         super().__init__(
-            f"Migration {version} ran its {direction}() and its changes were committed, but recording it in "
-            f"the history failed: {type(cause).__name__}: {reason}. The next run records it from the receipts "
-            "in its tables without running it again (fix what blocked the write first); to record it by hand, "
+            f"Migration {version} ran its {direction}() and its changes were committed, but recording it in the "
+            f"history failed: {type(cause).__name__}: {str(cause).rstrip('.')}. The next run records it from the "
+            "receipts in its tables without running it again (fix what blocked the write first); to record it by hand, "
             f"`stamp` {version} after an upgrade, the version below after a downgrade."
         )
 
