@@ -98,8 +98,8 @@ class ConcurrentMigrationError(MigrationError):
 class PartialMigrationError(MigrationError):
     """A migration touching several tables committed to some of them and not to the others.
 
-    Found after a crash from the intent record and the tables' receipts. Nothing can settle it safely
-    without a person: the namespace is refused until someone records the outcome with ``stamp``.
+    Found after a crash from the intent record and the tables' receipts; the namespace is refused until a
+    person settles it and records the outcome with ``stamp``.
 
     Attributes:
         direction: ``upgrade`` or ``downgrade``.

@@ -97,10 +97,7 @@ class Reads:
         self._running: dict[str, int] = {}
 
     def _timed_out(self, catalog: str, deadline: float, timeout: float) -> None:
-        """Record that ``catalog`` had no answer by ``deadline`` (unless it answered since).
-
-        The pause runs from the deadline: a read ending long after its time does not start a new pause.
-        """
+        """Record that ``catalog`` had no answer by ``deadline``, unless it answered since (the pause runs from it)."""
         if deadline <= self._answered.get(catalog, float("-inf")):
             return  # the catalog has answered (or refused) since: that is the news
         epoch = time.time() - (time.monotonic() - deadline)
@@ -192,10 +189,7 @@ class Reads:
         return entry
 
     def result(self, entry: _Entry, *, timeout: float, catalog: str, wait: float | None = None) -> Part:
-        """Wait for a started read, at most until ``timeout`` seconds after it started.
-
-        ``wait`` waits less: a read still running then is reported pending (a later request picks up its answer).
-        """
+        """Wait for a started read until ``timeout`` after its start, or ``wait`` seconds (then it is pending)."""
         now = time.monotonic()
         remaining = max(0.0, entry.started + timeout - now)
         patience = remaining if wait is None else min(remaining, wait)
