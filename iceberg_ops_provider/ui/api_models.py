@@ -19,9 +19,7 @@ class CatalogInfo(BaseModel):
 
     conn_id: str
     conn_type: str = Field(description="`iceberg_ops` or `iceberg`.")
-    kind: str = Field(
-        description="The catalog kind (`sqlite`, `sql`, `rest`, `glue`, ...; PyIceberg's type for `iceberg`)."
-    )
+    kind: str = Field(description="The catalog kind (`sqlite`, `rest`, `glue`, ...; PyIceberg's type for `iceberg`).")
     endpoint: str = Field(description="Where the catalog lives, without any password; empty for embedded kinds.")
     timeout: float = Field(description="Seconds each catalog call may take (the connection's `timeout`).")
     meta_namespace: str | None = Field(description="Where migration history and locks live, if the connection sets it.")
