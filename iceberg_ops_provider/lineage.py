@@ -127,11 +127,7 @@ def public_uri(uri: str | None) -> str | None:
 
 # PyIceberg catalog classes and the type names OpenLineage's catalog facet uses for them.
 _CATALOG_TYPES = {
-    "SqlCatalog": "sql",
-    "RestCatalog": "rest",
-    "GlueCatalog": "glue",
-    "HiveCatalog": "hive",
-    "DynamoDbCatalog": "dynamodb",
+    **{f"{name}Catalog": name.lower() for name in ("Sql", "Rest", "Glue", "Hive", "DynamoDb")},
     "BigQueryMetastoreCatalog": "bigquery",
     "InMemoryCatalog": "in-memory",
 }

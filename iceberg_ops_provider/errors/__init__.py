@@ -1,11 +1,9 @@
-"""The one exception hierarchy of iceberg-ops.
+"""The one exception hierarchy of iceberg-ops: every error it raises on purpose derives from :class:`IcebergOpsError`.
 
-Every error the package raises on purpose derives from :class:`IcebergOpsError`; where Python has a
-natural built-in category (a bad value, a missing package) the class derives from it too, so ``except
-ValueError`` keeps working. Every message says what was wrong and what to do; where the "what to do"
-depends on the front, it is a :class:`~iceberg_ops_provider.messages.Message` whose facts each front
-words (``str(error)`` is the Python wording). The classes live in :mod:`.base`, :mod:`.migrations` and
-:mod:`.operations`; import them from here.
+Where Python has a natural category (a bad value, a missing package) the class derives from it too, so
+``except ValueError`` keeps working. Every message says what was wrong and what to do; where that depends
+on the front it is a :class:`~iceberg_ops_provider.messages.Message` whose facts each front words. The
+classes live in :mod:`.base`, :mod:`.migrations` and :mod:`.operations`; import them from here.
 """
 
 from __future__ import annotations

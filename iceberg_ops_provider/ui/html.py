@@ -1,9 +1,8 @@
 """The pages' HTML: Jinja2 templates (``ui/templates``) with autoescaping, and the filters they use.
 
-Every value is escaped unless it is markup a template or a filter made (``markupsafe.Markup``). The
-pages work without JavaScript; their style and one small script are files the application serves
-(``ui/static``), so the Content-Security-Policy allows nothing inline. The script makes links to
-Airflow's own pages open in Airflow's window when a page is shown inside the UI's frame.
+Every value is escaped unless a template or a filter made it markup. The pages work without JavaScript; their
+style and one script (links to Airflow's pages open in Airflow's window, not in the UI's frame) are files the
+application serves (``ui/static``), so the Content-Security-Policy allows nothing inline.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """From a task of this provider to its page: the "Iceberg" extra link and what it resolves to.
 
-The link (one of the plugin's ``global_operator_extra_links``) answers only for tasks of this
-provider's operators and sensors. It points at the application's ``/tasks/...`` route, which reads the
-task instance's rendered fields (namespace or table, and connection) and redirects to that page inside
-the UI. A task that has not rendered its fields yet has no target.
+The link answers only for tasks of this provider; its ``/tasks/...`` route reads the task instance's
+rendered fields (namespace or table, and connection) and redirects to that page (none before they are rendered).
 """
 
 from __future__ import annotations

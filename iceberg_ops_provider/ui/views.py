@@ -1,11 +1,9 @@
 """What each page shows, gathered from the engine's verbs: the same dictionaries serve the HTML and the JSON.
 
-Each view is made of parts read side by side (:class:`~.reads.Reads`); a part that fails or runs out of
-time becomes an entry of the view's ``errors`` (``{part: message naming the catalog}``) and the others are
-shown. Every catalog request of a part ends by the connection's timeout
-(:func:`~iceberg_ops_provider.catalogs.deadline`), and no answer may exceed :data:`MAX_ANSWER_BYTES`. A
-catalog's failure is worded from its facts alone (:func:`~iceberg_ops_provider.catalogs.failure`), never
-from what a server said; this project's own errors keep their words.
+Each view is made of parts read side by side (:class:`~.reads.Reads`), each request ended by the connection's
+timeout and no answer past :data:`MAX_ANSWER_BYTES`; a part that fails becomes an entry of the view's
+``errors``. A catalog's failure is worded from its facts alone (:func:`~iceberg_ops_provider.catalogs.failure`),
+never from what a server said; this project's own errors keep their words.
 """
 
 from __future__ import annotations
@@ -45,10 +43,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
-"""The most one answer of a catalog may hold while a page reads it (the api-server serves many pages at once).
-
-Parsed JSON takes ten to forty times its size: 16 MiB holds the metadata of some ten thousand snapshots.
-"""
+"""The most one catalog answer may hold: parsed JSON takes 10-40 times its size; 16 MiB holds ~10,000 snapshots."""
 
 
 class TableNotFound(LookupError):
