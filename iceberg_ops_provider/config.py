@@ -192,12 +192,9 @@ def _problems(file: Path, error: ValidationError) -> str:
 def load_config(
     path: str | Path | None = None, *, required: bool = True, connection_reader: ConnectionReader | None = None
 ) -> ProjectConfig:
-    """Read ``iceberg-ops.yaml`` (``path``, default ``./iceberg-ops.yaml``).
+    """Read ``iceberg-ops.yaml`` (``path``, default ``./iceberg-ops.yaml``); see :data:`ConnectionReader`.
 
-    Args:
-        path: The file.
-        required: Raise when it does not exist; otherwise return defaults rooted in its folder.
-        connection_reader: How an Airflow connection is read; see :data:`ConnectionReader`.
+    A file that does not exist is an error when ``required``, else defaults rooted in its folder.
 
     Raises:
         ProjectConfigError: The file is missing (when required), unreadable or malformed; naming the file and the key.

@@ -183,12 +183,10 @@ class TableLineage:
         catalog_namespace: The symlink namespace of the catalog (:func:`catalog_namespace`).
         catalog_uri: The catalog's URI without credentials, if it has one.
         warehouse: The catalog's warehouse (a location, or a warehouse name for REST catalogs).
-        location: Where the table is stored (``None`` when unknown, e.g. a dropped table whose location
-            was unreadable: it then cannot be named).
+        location: Where the table is stored (``None``: unknown, and the table cannot be named).
         schema: The columns at :attr:`snapshot_id` (empty for a dropped table).
         rows: Rows written (``bytes``, ``files``: bytes and data files), when the operation knows them.
-        change: How the table itself changed: ``create``, ``alter``, ``drop``, ``rename``,
-            ``overwrite`` (``None``: only data, or nothing, changed).
+        change: ``create``, ``alter``, ``drop``, ``rename``, ``overwrite`` (``None``: only data, or nothing, changed).
         previous_table: For a rename, the name it had.
         file_format: The format new data files are written in (``write.format.default``).
     """

@@ -105,8 +105,7 @@ class ProgressTracker:
 
     Args:
         units_done: Units already done before this call (a resumed move's committed units).
-        on_progress: Receives a :class:`Progress` at most every ``callback_every`` seconds, whenever a
-            unit is done, and at the end.
+        on_progress: Gets a :class:`Progress` at most every ``callback_every`` seconds, per unit done, and at the end.
         log_every: Seconds between log lines (``0`` logs nothing).
     """
 

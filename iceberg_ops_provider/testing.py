@@ -33,12 +33,8 @@ __all__ = [
 class FakeResponse:
     """An HTTP answer, shaped like the parts of ``requests.Response`` the Polaris client reads.
 
-    Args:
-        json: The JSON body (``None``: none); it adds ``Content-Type: application/json``.
-        text: The raw body, for answers that are not JSON (an HTML page) or are malformed JSON.
-
-    Attributes:
-        url: The URL of the request it answered (set when a :class:`FakeSession` serves it).
+    ``json`` is the JSON body (it adds ``Content-Type: application/json``), ``text`` a raw one (an HTML page,
+    malformed JSON); ``url`` becomes the request's when a :class:`FakeSession` serves it.
     """
 
     def __init__(
@@ -124,13 +120,9 @@ class _Route:
 
 
 class FakeSession:
-    """A ``requests.Session`` stand-in that answers from routes and records every request.
+    """A ``requests.Session`` stand-in that answers from ``routes`` (``{(method, path): answer}``, see :meth:`add`).
 
-    Args:
-        routes: Initial routes, ``{(method, path): answer}`` (see :meth:`add`).
-
-    Attributes:
-        requests: Every request received, in order.
+    Every request it receives is recorded, in order, in ``requests``.
     """
 
     def __init__(self, routes: Mapping[tuple[str, str], Any] | None = None) -> None:

@@ -11,9 +11,8 @@ class IcebergOpsError(Exception):
     """Base class of every error iceberg-ops raises on purpose.
 
     Attributes:
-        transient: Whether trying again later may succeed (a held lock, a commit conflict, a silent
-            catalog); permanent errors need a change first. The command line maps it to exit codes,
-            the Airflow operators to retry or fail at once.
+        transient: Whether trying again later may succeed (a held lock, a commit conflict, a silent catalog);
+            the command line maps it to exit codes, the Airflow operators to retry or fail at once.
     """
 
     transient: ClassVar[bool] = False

@@ -1,12 +1,10 @@
 """The FastAPI application of the pages, mounted by the api-server at ``/iceberg-ops``.
 
-Every route (HTML, JSON and the OpenAPI document) depends on the api-server's check of a user's right to
-read connections (:func:`airflow.api_fastapi.core_api.security.requires_access_connection`): no login is a
-401, a user who may not read connections a 403; a route naming a connection checks that one, and the
-catalogs page lists only those the user may read. Names from the URL are checked before any catalog sees
-them. A page that needs a login leads to Airflow's and back. Every response carries ``nosniff`` and a
-Content-Security-Policy allowing the pages' own files only (:data:`CSP`), and holds no secret
-(docs/ui.md, "What the pages guard").
+Every route depends on the api-server's check of the user's right to read connections (no login is a 401,
+no right a 403; a route naming a connection checks that one, the catalogs page lists only those readable).
+Names from the URL are checked before any catalog sees them; a page needing a login leads to Airflow's and
+back. Every response carries ``nosniff`` and a CSP allowing the pages' own files only (:data:`CSP`), and
+holds no secret (docs/ui.md, "What the pages guard").
 """
 
 from __future__ import annotations

@@ -32,10 +32,9 @@ _ENV_PREFIX = "AIRFLOW_CONN_"
 
 @dataclass(frozen=True)
 class CatalogConnection:
-    """An Airflow connection the pages can open, described by its catalog's spec.
+    """An Airflow connection (``iceberg_ops`` or ``iceberg``) the pages can open, described by its catalog's spec.
 
     Attributes:
-        conn_type: ``iceberg_ops`` or ``iceberg``.
         spec: The catalog (secrets held apart, problems as values).
         meta_namespace: The ``meta_namespace`` of its extra, if any.
     """

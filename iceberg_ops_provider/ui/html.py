@@ -31,8 +31,7 @@ SCRIPT = files("iceberg_ops_provider.ui").joinpath("static/pages.js").read_text(
 def errors_once(view: dict[str, Any]) -> dict[str, Any]:
     """``view`` with each error in full once: a later part failing the same way says so.
 
-    A catalog that does not answer fails every part of a page alike, whichever bound (the page's or the
-    catalog's) spoke first: on a page of one catalog that is one fact.
+    A silent catalog fails every part of its page alike, whichever bound (the page's or its own) spoke first.
     """
     seen: set[str] = set()
     errors: dict[str, str] = {}
