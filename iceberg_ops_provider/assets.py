@@ -1,12 +1,8 @@
 """Airflow Assets for Iceberg tables: one consistent name and URI per table, and back again.
 
-``iceberg_asset("lake", "sales.orders")`` is ``Asset(name="lake.sales.orders",
-uri="iceberg://lake/sales/orders")``: DAGs that produce and consume a table agree on its asset by
-building it the same way. The ``iceberg`` URI scheme is not registered with Airflow (see
-``docs/assets.md``): Airflow applies only its basic URI normalisation to it.
-
-The operators of this provider attach metadata to the events of such assets (snapshot id, rows,
-change, ...); :func:`asset_table` tells them which table an outlet names.
+DAGs that produce and consume a table agree on its asset by building it the same way. The ``iceberg``
+URI scheme is not registered with Airflow (docs/assets.md): only its basic URI normalisation applies.
+:func:`asset_table` tells the operators which table an outlet names, for their asset event metadata.
 """
 
 from __future__ import annotations
@@ -29,13 +25,8 @@ _RULE = (
 
 
 def _refused(text: str, also: str = "") -> list[str]:
-    """The characters of ``text`` that may not be in a name part, each shown once, in order."""
-    found: list[str] = []
-    for char in text:
-        bad = char in _RESERVED or char in also or char.isspace() or not char.isprintable()
-        if bad and char not in found:
-            found.append(char)
-    return found
+    bad = (c for c in text if c in _RESERVED or c in also or c.isspace() or not c.isprintable())
+    return list(dict.fromkeys(bad))
 
 
 def _shown(chars: list[str]) -> str:
@@ -48,8 +39,7 @@ def _check_catalog(catalog_name: object) -> str:
             f"catalog_name={catalog_name!r}: give the catalog's name as a non-empty string, e.g. iceberg_asset("
             "'lake', 'sales.orders')."
         )
-    bad = _refused(catalog_name, also=".")
-    if bad:
+    if bad := _refused(catalog_name, also="."):
         raise ValueError(
             f"catalog_name={catalog_name!r} contains {_shown(bad)}; a catalog name here is one word without '.', "
             f"as it appears in the asset's URI host: {_RULE}."
@@ -66,8 +56,7 @@ def _split_table(table: object) -> tuple[str, str]:
             "an asset without its namespace would name a different table in every namespace."
         )
     for part in parts:
-        bad = _refused(part)
-        if not part or bad:
+        if (bad := _refused(part)) or not part:
             what = f"contains {_shown(bad)}" if bad else "is empty"
             raise ValueError(
                 f"table={table!r} has a malformed part {part!r}: it {what}. Use 'namespace.table' whose parts are "

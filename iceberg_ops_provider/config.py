@@ -1,23 +1,10 @@
-"""The project file ``iceberg-ops.yaml``: which catalog, namespace and folders a project uses.
+"""The project file ``iceberg-ops.yaml``: which catalog, namespace and folders a project uses (docs/cli.md).
 
-Example::
-
-    catalog:
-      kind: sqlite            # sqlite | sql | glue | rest | hive | s3tables; or `name: <catalog>`
-      # options of that kind (uri, warehouse, warehouse_dir, region, db_path, ...)
-      timeout: 60             # seconds one request to the catalog may take (any kind; default 60)
-    namespace: sales
-    migrations_dir: migrations
-    models_dir: models
-    meta_namespace: _iceberg_ops
-
-Instead of ``catalog:``, ``airflow_conn_id: <connection id>`` describes the catalog by an Airflow
-connection, read by the :data:`ConnectionReader` the caller hands :func:`load_config` (this module never
-imports Airflow). Every key is optional until a command needs it; the keys are checked by a pydantic
-model, whose errors become a :class:`~iceberg_ops_provider.errors.ProjectConfigError` naming the file,
-the key's path and what it must be. The catalog's options are :attr:`ProjectConfig.catalog_spec`'s to
-judge (relative paths resolve against the file's folder). :func:`yaml_document` reads the file (and
-the table models) as UTF-8 YAML, naming the line and column where it stops being either.
+``catalog:`` or ``airflow_conn_id:`` (read by the :data:`ConnectionReader` given to :func:`load_config`:
+this module never imports Airflow), ``namespace``, ``migrations_dir``, ``models_dir``, ``meta_namespace``;
+each optional until a command needs it. A pydantic model checks the keys (its errors become a
+:class:`~iceberg_ops_provider.errors.ProjectConfigError` naming the file and the key); the catalog's
+options are :attr:`ProjectConfig.catalog_spec`'s to judge, relative paths against the file's folder.
 """
 
 from __future__ import annotations
@@ -52,17 +39,13 @@ __all__ = ["CATALOG_KINDS", "CONFIG_FILE", "ConnectionReader", "ProjectConfig", 
 CONFIG_FILE = "iceberg-ops.yaml"
 
 ConnectionReader: TypeAlias = Callable[[str, Setting], CatalogSpec]
-"""Reads an Airflow connection: ``reader(conn_id, setting)`` returns its catalog's spec (``setting``: where
-the id was given, for its messages); raises ``ProjectConfigError`` for a connection not defined and
-``MissingAirflowError`` without Airflow. The command line's is
-:func:`~iceberg_ops_provider.cli.airflow_connections.read_airflow_connection`."""
+"""``reader(conn_id, setting)``: the spec of an Airflow connection's catalog (``setting``: where the id was given);
+raises ``ProjectConfigError`` for an unknown connection and ``MissingAirflowError`` without Airflow."""
 
 _IN_MEMORY_KINDS = ("memory", "in-memory")
-"""Catalog kinds (and PyIceberg types) whose state is gone when the command exits: refused here."""
 
 CATALOG_KINDS: tuple[str, ...] = tuple(kind for kind in KINDS if kind not in _IN_MEMORY_KINDS)
-"""The kinds a project's ``catalog.kind`` may name: every kind but ``memory``, whose state is gone when
-the command exits; ``name:`` opens any other catalog PyIceberg can load."""
+"""The kinds a project's ``catalog.kind`` may name: all but ``memory``, whose state is gone when the command exits."""
 
 
 _Text = Annotated[str, StringConstraints(pattern=r"\S")]  # absent: None; given, it must say something
@@ -78,13 +61,8 @@ class ProjectConfig:
         root: The folder relative paths resolve against.
         catalog: The ``catalog:`` mapping (``{"kind": ..., **options}`` or ``{"name": ..., **options}``);
             with :attr:`airflow_conn_id` it holds at most ``timeout``.
-        namespace: The namespace to migrate, if set.
-        migrations_dir: The migrations folder.
-        models_dir: The models folder.
         meta_namespace: Where history and locks live (``None``: ``_iceberg_ops``, or ``iceberg_ops`` on S3 Tables).
-        airflow_conn_id: The Airflow connection that describes the catalog, instead of :attr:`catalog`.
-        connection_reader: How :attr:`airflow_conn_id` is read (see :data:`ConnectionReader`);
-            ``None``: a configuration with an Airflow connection cannot open its catalog.
+        connection_reader: How :attr:`airflow_conn_id` is read (see :data:`ConnectionReader`).
         catalog_flags: The catalog settings given over the file (by the command line).
         catalog_role: ``catalog``, or ``target`` for the second catalog of a move.
     """
@@ -143,18 +121,14 @@ class ProjectConfig:
     def open_catalog(self, *, access: Access = "write") -> Catalog:
         """Open the configured catalog for ``access`` (see :func:`~iceberg_ops_provider.catalogs.open_catalog`).
 
-        Before the project's own SQLite database (``local_data/`` beside the file, no ``db_path``) was
-        created, ``read`` and ``write`` find an empty catalog (nothing applied, nothing created to say
-        so); a database someone named that does not exist is refused.
+        Before the project's own SQLite database (no ``db_path``) exists, ``read`` and ``write`` find an
+        empty catalog; a database someone named that does not exist is refused.
         """
-        if access != "create" and self._not_created_yet():
-            return empty_catalog()
-        return open_catalog(self.catalog_spec, access=access)
-
-    def _not_created_yet(self) -> bool:
         spec = self.catalog_spec
         own = not self.airflow_conn_id and spec.kind == "sqlite" and "db_path" not in self.catalog
-        return own and not spec.problems and spec.database is not None and not spec.database.exists()
+        if access != "create" and own and not spec.problems and spec.database and not spec.database.exists():
+            return empty_catalog()
+        return open_catalog(spec, access=access)
 
     def _connection_spec(self) -> CatalogSpec:
         """The spec of :attr:`airflow_conn_id`, read by :attr:`connection_reader` (Airflow is imported there)."""
@@ -218,16 +192,12 @@ def _problems(file: Path, error: ValidationError) -> str:
 def load_config(
     path: str | Path | None = None, *, required: bool = True, connection_reader: ConnectionReader | None = None
 ) -> ProjectConfig:
-    """Read ``iceberg-ops.yaml`` (``path``, default ``./iceberg-ops.yaml``).
+    """Read ``iceberg-ops.yaml`` (``path``, default ``./iceberg-ops.yaml``); see :data:`ConnectionReader`.
 
-    Args:
-        path: The file.
-        required: Raise when it does not exist; otherwise return defaults rooted in its folder.
-        connection_reader: How an Airflow connection is read; see :data:`ConnectionReader`.
+    A file that does not exist is an error when ``required``, else defaults rooted in its folder.
 
     Raises:
-        ProjectConfigError: Missing file (when required), a folder, unreadable, not UTF-8, not
-            YAML, unknown key or bad value; the message names the file and the key's path.
+        ProjectConfigError: The file is missing (when required), unreadable or malformed; naming the file and the key.
     """
     file = Path(path) if path is not None else Path.cwd() / CONFIG_FILE
     if required and not file.is_file():
@@ -240,7 +210,13 @@ def load_config(
         )
     given = _ProjectFile()
     if file.is_file():
-        raw = _read_yaml(file)
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            raise ProjectConfigError(
+                f"Configuration file {file} could not be read ({exc.strerror or exc}); check its permissions."
+            ) from exc
+        raw = yaml_document(data, file, ProjectConfigError) or {}
         if not isinstance(raw, dict):
             raise ProjectConfigError(f"{file}: expected a mapping of settings, got {type(raw).__name__}.")
         try:
@@ -254,14 +230,3 @@ def load_config(
     settings["catalog"] = dict(given.catalog or ({} if given.airflow_conn_id else {"kind": "sqlite"}))
     path_read = file.resolve() if file.is_file() else None
     return ProjectConfig(path=path_read, root=root, connection_reader=connection_reader, **settings)
-
-
-def _read_yaml(file: Path) -> Any:
-    """The YAML document of ``file``, or a :class:`ProjectConfigError` naming the file and what is wrong."""
-    try:
-        data = file.read_bytes()
-    except OSError as exc:
-        raise ProjectConfigError(
-            f"Configuration file {file} could not be read ({exc.strerror or exc}); check its permissions."
-        ) from exc
-    return yaml_document(data, file, ProjectConfigError) or {}

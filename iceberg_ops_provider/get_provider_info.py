@@ -9,6 +9,13 @@ from iceberg_ops_provider import __version__
 __all__ = ["get_provider_info"]
 
 _TEXT = {"type": ["string", "null"]}
+_INTEGRATION = "Apache Iceberg (iceberg-ops)"
+
+
+def _modules(package: str, *modules: str) -> list[dict[str, Any]]:
+    return [
+        {"integration-name": _INTEGRATION, "python-modules": [f"iceberg_ops_provider.{package}.{m}" for m in modules]}
+    ]
 
 
 def get_provider_info() -> dict[str, Any]:
@@ -24,54 +31,19 @@ def get_provider_info() -> dict[str, Any]:
         "description": "Alembic-style versioned migrations for Apache Iceberg tables, with history in your catalog.",
         "versions": [__version__],
         "integrations": [
-            {
-                "integration-name": "Apache Iceberg (iceberg-ops)",
-                "external-doc-url": "https://iceberg.apache.org/",
-                "tags": ["software"],
-            }
+            {"integration-name": _INTEGRATION, "external-doc-url": "https://iceberg.apache.org/", "tags": ["software"]}
         ],
-        "hooks": [
-            {
-                "integration-name": "Apache Iceberg (iceberg-ops)",
-                "python-modules": ["iceberg_ops_provider.hooks.catalog"],
-            }
-        ],
-        "operators": [
-            {
-                "integration-name": "Apache Iceberg (iceberg-ops)",
-                "python-modules": [
-                    "iceberg_ops_provider.operators.migrate",
-                    "iceberg_ops_provider.operators.maintenance",
-                    "iceberg_ops_provider.operators.data_move",
-                    "iceberg_ops_provider.operators.policy_maintenance",
-                ],
-            }
-        ],
-        "sensors": [
-            {
-                "integration-name": "Apache Iceberg (iceberg-ops)",
-                "python-modules": [
-                    "iceberg_ops_provider.sensors.migration",
-                    "iceberg_ops_provider.sensors.partition",
-                ],
-            }
-        ],
-        "triggers": [
-            {
-                "integration-name": "Apache Iceberg (iceberg-ops)",
-                "python-modules": [
-                    "iceberg_ops_provider.triggers.migration",
-                    "iceberg_ops_provider.triggers.partition",
-                ],
-            }
-        ],
+        "hooks": _modules("hooks", "catalog"),
+        "operators": _modules("operators", "migrate", "maintenance", "data_move", "policy_maintenance"),
+        "sensors": _modules("sensors", "migration", "partition"),
+        "triggers": _modules("triggers", "migration", "partition"),
         # The Iceberg pages of Airflow's UI (docs/ui.md); the `airflow.plugins` entry point registers the same class.
         "plugins": [{"name": "iceberg_ops", "plugin-class": "iceberg_ops_provider.ui.plugin.IcebergOpsPlugin"}],
         "config": _ui_config(),
         "connection-types": [
             {
                 "hook-class-name": "iceberg_ops_provider.hooks.catalog.IcebergCatalogHook",
-                "hook-name": "Apache Iceberg (iceberg-ops)",
+                "hook-name": _INTEGRATION,
                 "connection-type": "iceberg_ops",
                 "conn-fields": {
                     "kind": {

@@ -1,17 +1,10 @@
 """How lineage names an Iceberg table: the dataset identity OpenLineage-Spark gives it, without Airflow.
 
-OpenLineage identifies an Iceberg table by its storage location, split as its naming specification
-splits object-store and file-system paths: ``s3://bucket`` + ``path/to/table``, ``gs://bucket`` +
-``path``, ``abfss://container@account.dfs.core.windows.net`` + ``path``, ``hdfs://namenode:port`` +
-``/path``, ``file`` + ``/path``. The catalog's own name for the table (``namespace.table``) travels
-beside it as a symlink whose namespace names the catalog: its URI, stripped of any credentials.
-Producers and consumers that follow these rules (Spark, Flink, this provider) then name the same
-table the same way.
-
-:class:`TableLineage` is everything lineage says about one table at one snapshot (its names, catalog,
-schema, snapshot, what was written, and how the table itself changed), built from a PyIceberg
-catalog and table by :func:`table_lineage`. It is plain data: the Airflow operators turn it into
-OpenLineage datasets and asset event extras.
+A table is identified by its storage location, split as OpenLineage's naming specification splits paths
+(``s3://bucket`` + ``path/to/table``, ``hdfs://namenode:port`` + ``/path``, ``file`` + ``/path``); its
+``namespace.table`` travels beside it as a symlink in the catalog's URI without credentials, so Spark,
+Flink and this provider name it alike. :class:`TableLineage` is plain data about one table at one
+snapshot, which the Airflow operators turn into OpenLineage datasets and asset event extras.
 """
 
 from __future__ import annotations
@@ -26,7 +19,6 @@ from iceberg_ops_provider.catalogs.redact import is_secret_key, split_url
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
-    from pyiceberg.schema import Schema
     from pyiceberg.table import Table
     from pyiceberg.types import IcebergType, NestedField
 
@@ -86,13 +78,11 @@ def table_dataset(location: str) -> DatasetName:
 
 
 def catalog_namespace(catalog_type: str, properties: Mapping[str, Any], catalog_name: str = "") -> str:
-    """The symlink namespace of a table's catalog: the catalog's URI without credentials.
+    """The symlink namespace of a table's catalog, as OpenLineage's naming specification names it.
 
-    As OpenLineage's naming specification names them: a Hive metastore ``hive://<host>:<port>`` (its
-    first ``thrift://`` URI), Glue ``arn:aws:glue:<region>:<account>`` (the account is the catalog's
-    ``glue.id`` when set; without it, not known without a call to AWS, ``arn:aws:glue:<region>``).
-    REST catalogs are named by their ``uri``, SQL catalogs by their database URI (user name and
-    password removed), and any other catalog by ``<type>://<catalog name>``.
+    Hive ``hive://<host>:<port>`` (its first ``thrift://`` URI), Glue ``arn:aws:glue:<region>:<account>``
+    (the account is ``glue.id``; without it ``arn:aws:glue:<region>``), REST and SQL catalogs their
+    ``uri`` without credentials, any other ``<type>://<catalog name>``.
     """
     kind = catalog_type.lower()
     uri = str(properties.get("uri") or "")
@@ -120,8 +110,8 @@ def catalog_table_name(catalog_type: str, table: str) -> str:
 def public_uri(uri: str | None) -> str | None:
     """``uri`` fit to publish: without user info, fragment, trailing ``/`` and query parameters naming a secret.
 
-    The URI is cut into parts as the catalogs cut theirs (:func:`~iceberg_ops_provider.catalogs.redact.split_url`),
-    so a password holding ``/``, ``#`` or ``@`` never reaches a lineage event.
+    Cut as the catalogs cut theirs (:func:`~iceberg_ops_provider.catalogs.redact.split_url`), so a password
+    holding ``/``, ``#`` or ``@`` never reaches a lineage event.
     """
     if not uri:
         return None
@@ -137,11 +127,7 @@ def public_uri(uri: str | None) -> str | None:
 
 # PyIceberg catalog classes and the type names OpenLineage's catalog facet uses for them.
 _CATALOG_TYPES = {
-    "SqlCatalog": "sql",
-    "RestCatalog": "rest",
-    "GlueCatalog": "glue",
-    "HiveCatalog": "hive",
-    "DynamoDbCatalog": "dynamodb",
+    **{f"{name}Catalog": name.lower() for name in ("Sql", "Rest", "Glue", "Hive", "DynamoDb")},
     "BigQueryMetastoreCatalog": "bigquery",
     "InMemoryCatalog": "in-memory",
 }
@@ -149,11 +135,9 @@ _CATALOG_TYPES = {
 
 def catalog_type(catalog: Catalog) -> str:
     """The type of a PyIceberg catalog (``sql``, ``rest``, ``glue``, ``hive``, ...), subclasses included."""
-    for klass in type(catalog).__mro__:
-        if klass.__name__ in _CATALOG_TYPES:
-            return _CATALOG_TYPES[klass.__name__]
+    known = next((_CATALOG_TYPES[k.__name__] for k in type(catalog).__mro__ if k.__name__ in _CATALOG_TYPES), None)
     declared = getattr(catalog, "properties", {}).get("type")
-    return str(declared) if declared else type(catalog).__name__.lower()
+    return known or (str(declared) if declared else type(catalog).__name__.lower())
 
 
 @dataclass(frozen=True)
@@ -162,10 +146,8 @@ class SchemaField:
 
     Attributes:
         name: The column name (``_element`` for a list's elements, ``key`` and ``value`` for a map's).
-        type: The Iceberg type as text: a primitive as Iceberg writes it (``long``, ``decimal(18, 2)``,
-            ``timestamptz``), and ``struct``, ``list`` or ``map`` for nested types, whose content is in
-            :attr:`fields` (as OpenLineage-Spark nests arrays and maps).
-        doc: The column's doc, if any.
+        type: The Iceberg type as text (``long``, ``decimal(18, 2)``); ``struct``, ``list`` or ``map`` for
+            nested types, whose content is in :attr:`fields` (as OpenLineage-Spark nests them).
         fields: The fields of a struct, the element of a list, the key and value of a map.
     """
 
@@ -197,21 +179,14 @@ class TableLineage:
     """What lineage says about one table at one snapshot.
 
     Attributes:
-        catalog_name: The catalog's name (PyIceberg's ``catalog.name``).
         catalog_type: ``sql``, ``rest``, ``glue``, ``hive``, ... (see :func:`catalog_type`).
         catalog_namespace: The symlink namespace of the catalog (:func:`catalog_namespace`).
         catalog_uri: The catalog's URI without credentials, if it has one.
         warehouse: The catalog's warehouse (a location, or a warehouse name for REST catalogs).
-        table: ``namespace.table``.
-        location: Where the table is stored (``None`` when it could not be known, e.g. a dropped
-            table whose location was unreadable before the drop: it then cannot be named).
+        location: Where the table is stored (``None``: unknown, and the table cannot be named).
         schema: The columns at :attr:`snapshot_id` (empty for a dropped table).
-        snapshot_id: The snapshot read or written, ``None`` for a table without one.
-        rows: Rows written, when the operation knows them.
-        bytes: Bytes written, when known.
-        files: Data files written, when known.
-        change: How the table itself changed: ``create``, ``alter``, ``drop``, ``rename``,
-            ``overwrite`` (``None``: only data, or nothing, changed).
+        rows: Rows written (``bytes``, ``files``: bytes and data files), when the operation knows them.
+        change: ``create``, ``alter``, ``drop``, ``rename``, ``overwrite`` (``None``: only data, or nothing, changed).
         previous_table: For a rename, the name it had.
         file_format: The format new data files are written in (``write.format.default``).
     """
@@ -251,7 +226,6 @@ class TableLineage:
 
 
 def _catalog_part(catalog: Catalog) -> dict[str, Any]:
-    """The catalog fields of a :class:`TableLineage`."""
     kind = catalog_type(catalog)
     properties = dict(getattr(catalog, "properties", {}) or {})
     name = str(getattr(catalog, "name", "") or kind)
@@ -262,17 +236,6 @@ def _catalog_part(catalog: Catalog) -> dict[str, Any]:
         "catalog_uri": public_uri(properties.get("uri")),
         "warehouse": public_uri(properties.get("warehouse")),
     }
-
-
-def _schema_at(table: Table, snapshot_id: int | None) -> Schema:
-    """The schema a snapshot was written with (the current one when unknown)."""
-    snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else None
-    schema_id = getattr(snapshot, "schema_id", None)
-    if schema_id is not None:
-        for schema in table.metadata.schemas:
-            if schema.schema_id == schema_id:
-                return schema
-    return table.schema()
 
 
 def table_lineage(
@@ -286,16 +249,17 @@ def table_lineage(
     change: str | None = None,
     previous_table: str | None = None,
 ) -> TableLineage:
-    """The lineage of ``table`` (loaded from ``catalog``) at ``snapshot_id``, default its current snapshot.
+    """The lineage of ``table`` at ``snapshot_id`` (default its current one), with that snapshot's schema.
 
-    The schema is the table's current one, or, for an older snapshot, the one that snapshot was
-    written with. Reads only what the loaded table's metadata holds: no call to the catalog.
+    Reads only what the loaded table's metadata holds: no call to the catalog.
     """
     current = table.current_snapshot()
     current_id = current.snapshot_id if current is not None else None
     if snapshot_id is None:
         snapshot_id = current_id
-    schema = table.schema() if snapshot_id == current_id else _schema_at(table, snapshot_id)
+    # The schema an older snapshot was written with (the current one when unknown).
+    snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id not in (None, current_id) else None
+    schema = table.schemas().get(getattr(snapshot, "schema_id", None)) or table.schema()
     return TableLineage(
         **_catalog_part(catalog),
         table=".".join(table.name()),
@@ -318,23 +282,17 @@ def dropped_table_lineage(catalog: Catalog, table: str, location: str | None) ->
 
 def written_statistics(table: Table, snapshot_ids: Iterable[int]) -> tuple[int, int, int]:
     """Rows, bytes and data files the snapshots ``snapshot_ids`` added, from their summaries."""
-    rows = size = files = 0
-    for snapshot_id in snapshot_ids:
-        snapshot = table.snapshot_by_id(snapshot_id)
-        summary = snapshot.summary if snapshot is not None and snapshot.summary is not None else None
-        if summary is None:
-            continue
-        rows += int(summary.get("added-records", 0) or 0)
-        size += int(summary.get("added-files-size", 0) or 0)
-        files += int(summary.get("added-data-files", 0) or 0)
+    snapshots = (table.snapshot_by_id(snapshot_id) for snapshot_id in snapshot_ids)
+    summaries = [snapshot.summary for snapshot in snapshots if snapshot is not None and snapshot.summary is not None]
+    keys = ("added-records", "added-files-size", "added-data-files")
+    rows, size, files = (sum(int(summary.get(key, 0) or 0) for summary in summaries) for key in keys)
     return rows, size, files
 
 
 def touched_lineage(catalog: Catalog, touched: Iterable[TouchedTable]) -> list[TableLineage]:
     """The lineage of every table a migration run touched, each at its snapshot now (one load per table).
 
-    A table that is gone names itself by the location noted before its drop; a table that cannot be
-    loaded any more (dropped by someone else since) is left out.
+    A dropped table is named by the location noted before the drop; one dropped by someone else since is left out.
     """
     from pyiceberg.exceptions import NoSuchTableError
 

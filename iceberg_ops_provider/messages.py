@@ -1,16 +1,10 @@
 """Error messages whose advice each front words in its own language.
 
-An error's "what to do" often names an argument of the call (``mode='incremental'``, ``move_id``) or
-a step whose wording depends on where the caller stands (how to give a table a sort order). The
-engine writes such a message as a :class:`Message`: text and facts, :class:`Arg` (an argument, and
-the value to give it), :class:`Hint` (a step, with its Python wording and the details another
-front needs) and :class:`Setting` (a setting of a catalog, named where it was set: a keyword, the
-project file, an Airflow connection, a command-line option), built from a template with
-:func:`message`. ``str(message)`` (so ``str(error)``) is the Python wording, which the Airflow
-operators share (their fields are the arguments); the command line words the same facts as its
-options (``cli/wording.py``) through :func:`worded`, and :func:`message_about` tells it which
-option a refusal is about. The engine decides what to say;
-each front only says it.
+The engine writes a message naming an argument (``mode='incremental'``) or a front-dependent step as a
+:class:`Message` of text and facts (:class:`Arg`, :class:`Hint`, :class:`Setting`), built with
+:func:`message`. ``str(message)`` is the Python wording, which the Airflow operators share; the command
+line words the facts as its options through :func:`worded`, and :func:`message_about` tells it which
+option a refusal is about. The engine decides what to say; each front only says it.
 """
 
 from __future__ import annotations
@@ -48,11 +42,7 @@ MISSING: Any = _Missing()
 
 @dataclass(frozen=True)
 class Arg:
-    """An argument of the call that an error's message names, and the value to give it (if any).
-
-    Python words it ``name=value`` (``mode='incremental'``), or ``name`` without a value (``name=``
-    with ``keyword``: "add it to columns="); the command line as its option is typed.
-    """
+    """An argument of the call that an error's message names, and the value to give it (if any)."""
 
     name: str
     value: Any = MISSING
@@ -82,11 +72,7 @@ class Hint:
 
 @dataclass(frozen=True)
 class Setting:
-    """A setting of a catalog that a message names, in the terms of where it was set.
-
-    Python words it by its source: ``the `db_path` option`` (keyword arguments), `` `db_path:` under
-    `catalog:` in <file>`` (the project file), ``the `db_path` extra of Airflow connection 'lake'``; the
-    command line words a setting it was given as its option.
+    """A setting of a catalog that a message names, worded by where it was set (an option, the file, a connection).
 
     Attributes:
         key: The setting (``db_path``, ``uri``, ``timeout``, ``credential``, ...).
@@ -131,10 +117,7 @@ _PLACEHOLDER = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
 
 @dataclass(frozen=True)
 class Message:
-    """An error message made of text and facts (:class:`Arg`, :class:`Hint`) that each front words.
-
-    ``str(message)`` is the Python wording. Messages concatenate with ``+`` (with text or another
-    message), so a message built from several problems keeps every fact.
+    """An error message of text and facts that each front words; ``+`` joins messages and text, keeping the facts.
 
     Attributes:
         parts: Text and facts, in order.
@@ -187,29 +170,26 @@ def python_words(fact: Fact) -> str:
 def message(template: str, /, *, about: str | None = None, **facts: Fact | str) -> Message:
     """A :class:`Message` from ``template``, each ``{name}`` in it replaced by ``facts[name]``.
 
-    Text facts are inserted as they are; a ``{name}`` without a fact stays as written, so the
-    template may hold text with braces of its own.
+    Text facts are inserted as they are; a ``{name}`` without a fact stays as written.
 
     Example:
         ``message("use {mode} to move only what was appended", mode=Arg("mode", "incremental"))``
     """
     parts: list[str | Fact] = []
-    position = 0
+    text, position = "", 0
     for match in _PLACEHOLDER.finditer(template):
         fact = facts.get(match.group(1))
         if fact is None:
             continue
-        parts.append(template[position : match.start()])
-        parts.append(fact)
+        text += template[position : match.start()]
+        if isinstance(fact, str):
+            text += fact
+        else:
+            parts += [text, fact] if text else [fact]
+            text = ""
         position = match.end()
-    parts.append(template[position:])
-    merged: list[str | Fact] = []
-    for part in parts:
-        if isinstance(part, str) and merged and isinstance(merged[-1], str):
-            merged[-1] += part
-        elif part != "":
-            merged.append(part)
-    return Message(tuple(merged), about)
+    text += template[position:]
+    return Message((*parts, text) if text else tuple(parts), about)
 
 
 def _message_of(error: BaseException) -> Message | None:

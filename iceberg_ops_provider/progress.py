@@ -1,8 +1,7 @@
 """Progress of long work (rows, bytes, rate, ETA), reported through one callback and the log.
 
-Long engine calls take ``on_progress``: a callable receiving :class:`Progress` snapshots as work
-advances (from worker threads; keep it quick). The same tracker writes a log line at a steady cadence,
-so a task log or a plain terminal shows the work moving without any callback.
+Long engine calls take ``on_progress``, called with :class:`Progress` snapshots from worker threads
+(keep it quick); the same tracker logs a line at a steady cadence, so a task log shows the work moving.
 """
 
 from __future__ import annotations
@@ -26,14 +25,9 @@ class Progress:
 
     Attributes:
         label: What is being done (``move sales.orders -> archive.orders``).
-        rows: Rows done so far.
-        bytes: Input bytes done so far.
-        total_bytes: Input bytes in total, when known.
+        bytes: Input bytes done so far (``total_bytes``: in all, when known).
         units_done: Units of work finished (a move's units, a compaction's groups).
-        units_total: Units in total, when known.
-        elapsed: Seconds since the work started.
         files_done: Input files done (a compaction's small files); ``0`` when the work does not count files.
-        files_total: Input files in total, when counted.
         unit_name: What a unit is called in messages (``unit``, ``group``).
     """
 
@@ -75,8 +69,7 @@ class Progress:
         if self.units_total:
             parts.append(f"{self.unit_name} {self.units_done} of {self.units_total} done")
         parts.append(f"{size_text(self.bytes_per_second)}/s, {self.rows_per_second:,.0f} rows/s")
-        eta = self.eta_seconds
-        if eta is not None:
+        if (eta := self.eta_seconds) is not None:
             parts.append(f"ETA {_duration(eta)}")
         return f"{self.label}: " + ", ".join(parts)
 
@@ -111,16 +104,9 @@ class ProgressTracker:
     """Counts work from any thread, logs it every ``log_every`` seconds and hands it to ``on_progress``.
 
     Args:
-        label: What is being done.
-        total_bytes: Input bytes in total, when known (for the percentage and the ETA).
-        units_total: Units in total, when known.
         units_done: Units already done before this call (a resumed move's committed units).
-        on_progress: Receives a :class:`Progress` at most every ``callback_every`` seconds, whenever a
-            unit is done, and at the end.
+        on_progress: Gets a :class:`Progress` at most every ``callback_every`` seconds, per unit done, and at the end.
         log_every: Seconds between log lines (``0`` logs nothing).
-        callback_every: Seconds between callbacks.
-        files_total: Input files in total, when the work counts files (compaction).
-        unit_name: What a unit is called in messages (``unit``, ``group``).
     """
 
     def __init__(
@@ -136,21 +122,13 @@ class ProgressTracker:
         files_total: int | None = None,
         unit_name: str = "unit",
     ) -> None:
-        self.label = label
-        self.total_bytes = total_bytes
-        self.units_total = units_total
-        self.files_total = files_total
-        self.unit_name = unit_name
-        self._on_progress = on_progress
-        self._log_every = log_every
-        self._callback_every = callback_every
+        self.label, self.total_bytes, self.units_total = label, total_bytes, units_total
+        self.files_total, self.unit_name = files_total, unit_name
+        self._on_progress, self._log_every, self._callback_every = on_progress, log_every, callback_every
         self._lock = threading.Lock()
-        self._started = time.monotonic()
-        self._rows = 0
-        self._bytes = 0
+        self._started = self._last_log = time.monotonic()
+        self._rows = self._bytes = self._files = 0
         self._units = units_done
-        self._files = 0
-        self._last_log = self._started
         self._last_callback = 0.0
 
     def snapshot(self) -> Progress:
@@ -159,18 +137,10 @@ class ProgressTracker:
             return self._snapshot_locked()
 
     def _snapshot_locked(self) -> Progress:
-        return Progress(
-            label=self.label,
-            rows=self._rows,
-            bytes=self._bytes,
-            total_bytes=self.total_bytes,
-            units_done=self._units,
-            units_total=self.units_total,
-            elapsed=time.monotonic() - self._started,
-            files_done=self._files,
-            files_total=self.files_total,
-            unit_name=self.unit_name,
-        )
+        elapsed = time.monotonic() - self._started
+        done = {"rows": self._rows, "bytes": self._bytes, "units_done": self._units, "files_done": self._files}
+        totals = {"total_bytes": self.total_bytes, "units_total": self.units_total, "files_total": self.files_total}
+        return Progress(self.label, **done, **totals, elapsed=elapsed, unit_name=self.unit_name)
 
     def add(self, rows: int, nbytes: int, files: int = 0) -> None:
         """Count ``rows`` rows, ``nbytes`` input bytes and ``files`` input files done (thread-safe)."""

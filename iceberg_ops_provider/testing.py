@@ -1,39 +1,9 @@
-"""Fakes for driving :class:`~iceberg_ops_provider.polaris.PolarisPolicyClient` without HTTP.
+"""Fakes for driving :class:`~iceberg_ops_provider.polaris.PolarisPolicyClient` without HTTP (see docs/polaris.md).
 
-:class:`FakeSession` stands in for the ``requests.Session`` the client sends with: it answers from
-routes you add and records every request. :class:`FakeResponse` is an answer. The builders
-:func:`policy_json`, :func:`applicable_policies_page` and :func:`error_response` write the JSON
-Polaris 1.x sends, so a test reads like the scenario it checks.
-
-Example (a test of code that asks Polaris which snapshot expiry applies to a table)::
-
-    from iceberg_ops_provider.polaris import PolarisPolicyClient
-    from iceberg_ops_provider.testing import FakeSession, applicable_policies_page, policy_json
-
-    def test_the_namespace_policy_applies():
-        session = FakeSession()
-        session.add(
-            "GET",
-            "/polaris/v1/prod/applicable-policies",
-            applicable_policies_page(
-                [policy_json("expire-7d", config={"max_snapshot_age_days": 7}, inherited=True, namespace=["sales"])]
-            ),
-        )
-        client = PolarisPolicyClient("https://polaris.example/api/catalog", "prod", token="t", session=session)
-
-        [policy] = client.applicable_policies("sales", "orders")
-
-        assert policy.content.config["max_snapshot_age_days"] == 7
-        assert session.requests[0].params == {"namespace": "sales", "target-name": "orders"}
-
-Routes match on the URL path: a route's path matches a request whose path is the same or ends with
-it at a ``/`` (so ``/polaris/v1/prod/applicable-policies`` needs no host or ``/api/catalog``).
-A route path with a query (``...?pageToken=2``) matches only requests that carry those query
-parameters (others may be present too). The most specific route wins: with a query over without,
-then the longer path. An answer is a :class:`FakeResponse`, a mapping (a 200 JSON answer), an
-exception to raise (``requests.ConnectionError(...)`` for a dropped connection), a list of those
-served in turn, or a callable that takes the :class:`FakeRequest` and returns one of them.
-A fake session sees each call once: the client's retries are ``urllib3``'s, beneath a ``requests.Session``.
+:class:`FakeSession` stands in for the client's ``requests.Session``: it answers from routes you add
+(:meth:`FakeSession.add`) and records every request; the builders write the JSON Polaris 1.x sends. The
+most specific route wins (with a query over without, then the longer path). A fake session sees each
+call once: the client's retries are ``urllib3``'s, beneath a ``requests.Session``.
 """
 
 from __future__ import annotations
@@ -41,6 +11,7 @@ from __future__ import annotations
 import json as jsonlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partialmethod
 from typing import Any, TypeAlias
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -62,14 +33,8 @@ __all__ = [
 class FakeResponse:
     """An HTTP answer, shaped like the parts of ``requests.Response`` the Polaris client reads.
 
-    Args:
-        status_code: The HTTP status.
-        json: The JSON body (``None``: no JSON body).
-        headers: Response headers (``Content-Type: application/json`` is added for a JSON body).
-        text: The raw body, for answers that are not JSON (an HTML page) or are malformed JSON.
-
-    Attributes:
-        url: The URL of the request it answered (set when a :class:`FakeSession` serves it).
+    ``json`` is the JSON body (it adds ``Content-Type: application/json``), ``text`` a raw one (an HTML page,
+    malformed JSON); ``url`` becomes the request's when a :class:`FakeSession` serves it.
     """
 
     def __init__(
@@ -94,11 +59,7 @@ class FakeResponse:
         return self.status_code < 400
 
     def json(self) -> Any:
-        """The JSON body.
-
-        Raises:
-            ValueError: The body is empty or not JSON (as ``requests`` raises a ``ValueError`` subclass).
-        """
+        """The JSON body; a ``ValueError`` when it is empty or not JSON, as ``requests`` raises."""
         if self._json is not None:
             return self._json
         return jsonlib.loads(self.text)
@@ -109,20 +70,14 @@ class FakeResponse:
 
 @dataclass(frozen=True)
 class FakeRequest:
-    """A request a :class:`FakeSession` received.
+    """A request a :class:`FakeSession` received, with the keyword arguments the client passed.
 
     Attributes:
         method: The HTTP method, upper case.
         url: The URL as given (without the ``params``).
         path: The URL's path, percent-decoded (an encoded 0x1F separator becomes the character itself).
         params: The query parameters: those in the URL and those passed as ``params``.
-        headers: The request headers.
-        json: The JSON body, if any.
         data: The form body, if any (the OAuth2 token request).
-        timeout: The timeout the client passed.
-        verify: The TLS verification the client passed.
-        cert: The client certificate the client passed, if any.
-        allow_redirects: Whether the client let the session follow redirects (it never does).
     """
 
     method: str
@@ -156,11 +111,8 @@ class _Route:
     served: int = 0
 
     def matches(self, request: FakeRequest) -> bool:
-        if self.method != request.method:
-            return False
-        if request.path != self.path and not (self.path.startswith("/") and request.path.endswith(self.path)):
-            return False
-        return all(request.params.get(key) == value for key, value in self.query.items())
+        path = request.path == self.path or (self.path.startswith("/") and request.path.endswith(self.path))
+        return self.method == request.method and path and all(request.params.get(k) == v for k, v in self.query.items())
 
     def describe(self) -> str:
         query = "&".join(f"{key}={value}" for key, value in self.query.items())
@@ -168,14 +120,9 @@ class _Route:
 
 
 class FakeSession:
-    """A ``requests.Session`` stand-in that answers from routes and records every request.
+    """A ``requests.Session`` stand-in that answers from ``routes`` (``{(method, path): answer}``, see :meth:`add`).
 
-    Args:
-        routes: Initial routes, ``{(method, path): answer}`` (see :meth:`add`).
-
-    Attributes:
-        requests: Every request received, in order.
-        headers: Session headers (kept for compatibility with ``requests.Session``; not sent anywhere).
+    Every request it receives is recorded, in order, in ``requests``.
     """
 
     def __init__(self, routes: Mapping[tuple[str, str], Any] | None = None) -> None:
@@ -187,45 +134,32 @@ class FakeSession:
             self.add(method, path, answer)
 
     def add(self, method: str, path: str, answer: Any) -> FakeSession:
-        """Answer ``method path`` with ``answer``; returns the session, so calls chain.
+        """Answer ``method path`` (its tail, optionally with a query that must match) with ``answer``; chains.
 
-        Args:
-            method: The HTTP method (any case).
-            path: The URL path, or its tail, optionally with a query that must match.
-            answer: A :class:`FakeResponse`, a mapping (200 JSON), an exception to raise, a callable
-                ``(FakeRequest) -> answer``, or a list of those served one per request (an error
-                once they are used up). A single answer is served to every matching request.
+        ``answer`` is a :class:`FakeResponse`, a mapping (200 JSON), an exception to raise, a callable
+        ``(FakeRequest) -> answer`` (each served to every request), or a list of those served one per
+        request (an error once used up).
         """
         parts = urlsplit(path)
-        route_path = unquote(parts.path)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
         many = isinstance(answer, list)
-        self._routes.append(_Route(method.upper(), route_path, query, list(answer) if many else [answer], not many))
+        self._routes.append(
+            _Route(method.upper(), unquote(parts.path), query, list(answer) if many else [answer], not many)
+        )
         return self
 
     def request(self, method: str, url: str, **kwargs: Any) -> FakeResponse:
-        """Record the request and serve the best matching route's next answer.
+        """Record the request and serve the best matching route's next answer (or raise the exception it is).
 
         Raises:
             UnexpectedRequestError: No route matches, or the matching route's answers are used up.
-            BaseException: Whatever exception the route answers with.
         """
         parts = urlsplit(url)
         params = dict(parse_qsl(parts.query, keep_blank_values=True))
         params.update({str(key): str(value) for key, value in (kwargs.get("params") or {}).items()})
-        request = FakeRequest(
-            method=method.upper(),
-            url=url,
-            path=unquote(parts.path),
-            params=params,
-            headers=dict(kwargs.get("headers") or {}),
-            json=kwargs.get("json"),
-            data=kwargs.get("data"),
-            timeout=kwargs.get("timeout"),
-            verify=kwargs.get("verify"),
-            cert=kwargs.get("cert"),
-            allow_redirects=kwargs.get("allow_redirects"),
-        )
+        sent = {key: kwargs.get(key) for key in ("json", "data", "timeout", "verify", "cert", "allow_redirects")}
+        headers = dict(kwargs.get("headers") or {})
+        request = FakeRequest(method.upper(), url, unquote(parts.path), params, headers, **sent)
         self.requests.append(request)
         candidates = [route for route in self._routes if route.matches(request)]
         if not candidates:
@@ -235,22 +169,15 @@ class FakeSession:
                 f"Routes known: {known}. Add one with session.add({request.method!r}, {request.path!r}, ...)."
             )
         route = max(candidates, key=lambda item: (len(item.query), len(item.path)))
-        if route.repeat:
-            answer = route.answers[0]
-        elif route.served < len(route.answers):
-            answer = route.answers[route.served]
-        else:
+        if not route.repeat and route.served >= len(route.answers):
             raise UnexpectedRequestError(
                 f"FakeSession route {route.describe()} served all its {len(route.answers)} answers; "
                 f"request {len(self.requests)} ({request.method} {request.path}) wants one more."
             )
+        answer = route.answers[0 if route.repeat else route.served]
         route.served += 1
         if callable(answer) and not isinstance(answer, (FakeResponse, BaseException)):
             answer = answer(request)
-        return self._respond(answer, request)
-
-    @staticmethod
-    def _respond(answer: Any, request: FakeRequest) -> FakeResponse:
         if isinstance(answer, BaseException):
             raise answer
         if isinstance(answer, Mapping):
@@ -263,21 +190,10 @@ class FakeSession:
         answer.url = request.url
         return answer
 
-    def get(self, url: str, **kwargs: Any) -> FakeResponse:
-        """``request("GET", url, ...)``."""
-        return self.request("GET", url, **kwargs)
-
-    def post(self, url: str, **kwargs: Any) -> FakeResponse:
-        """``request("POST", url, ...)``."""
-        return self.request("POST", url, **kwargs)
-
-    def put(self, url: str, **kwargs: Any) -> FakeResponse:
-        """``request("PUT", url, ...)``."""
-        return self.request("PUT", url, **kwargs)
-
-    def delete(self, url: str, **kwargs: Any) -> FakeResponse:
-        """``request("DELETE", url, ...)``."""
-        return self.request("DELETE", url, **kwargs)
+    get = partialmethod(request, "GET")
+    post = partialmethod(request, "POST")
+    put = partialmethod(request, "PUT")
+    delete = partialmethod(request, "DELETE")
 
     def close(self) -> None:
         """Mark the session closed (nothing to release)."""
@@ -304,16 +220,8 @@ def policy_json(
 ) -> dict[str, Any]:
     """A policy as Polaris sends it, its ``content`` a JSON string.
 
-    Args:
-        name: The policy name.
-        policy_type: Its type.
-        enable: ``enable`` of the content (ignored when ``content`` is given).
-        config: ``config`` of the content (ignored when ``content`` is given).
-        content: The whole content: a mapping (JSON-encoded here) or the exact string to send.
-        version: Polaris's version of the policy.
-        description: Its description, if any.
-        inherited: For applicable policies: whether it came from a parent.
-        namespace: For applicable policies: where it is defined (``["sales"]``).
+    ``enable`` and ``config`` make the content unless ``content`` is given (a mapping, or the exact string to
+    send). ``inherited`` (from a parent) and ``namespace`` (where it is defined) are for applicable policies.
     """
     if content is None:
         content = {"version": "2025-02-03", "enable": enable, "config": dict(config or {})}
@@ -327,8 +235,7 @@ def policy_json(
     if description is not None:
         payload["description"] = description
     if inherited is not None or namespace is not None:
-        payload["inherited"] = bool(inherited)
-        payload["namespace"] = list(namespace or [])
+        payload.update(inherited=bool(inherited), namespace=list(namespace or []))
     return payload
 
 

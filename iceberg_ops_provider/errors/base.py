@@ -6,36 +6,13 @@ import difflib
 from collections.abc import Sequence
 from typing import ClassVar
 
-__all__ = [
-    "IcebergOpsError",
-    "CatalogConfigError",
-    "CatalogUnavailableError",
-    "UnknownCatalogKindError",
-    "MissingExtraError",
-    "UnsupportedTypeError",
-    "TypeParseError",
-    "SchemaContractError",
-    "SchemaEvolutionError",
-    "ForbiddenPromotionError",
-    "SnapshotNotFoundError",
-    "UpsertError",
-    "ModelError",
-    "ProjectConfigError",
-    "ScaffoldingError",
-    "CatalogAuthError",
-    "CatalogNotFoundError",
-    "MissingAirflowError",
-]
-
 
 class IcebergOpsError(Exception):
     """Base class of every error iceberg-ops raises on purpose.
 
     Attributes:
-        transient: Whether trying the same thing again later may succeed (a lock held by another
-            run, a commit conflict, a catalog that did not answer). Permanent errors (bad input,
-            configuration, integrity, an irreversible migration) need a change first. The command
-            line maps this to exit codes and the Airflow operators to retry or fail at once.
+        transient: Whether trying again later may succeed (a held lock, a commit conflict, a silent catalog);
+            the command line maps it to exit codes, the Airflow operators to retry or fail at once.
     """
 
     transient: ClassVar[bool] = False
@@ -45,14 +22,11 @@ class CatalogConfigError(IcebergOpsError, ValueError):
     """A catalog was asked for with options that cannot work (bad name, bad value, wrong kind).
 
     Attributes:
-        reason: What kind of problem, for a front that words it itself: ``configuration`` (an
-            option), ``missing`` (no catalog where the settings point), ``not-a-catalog`` (the
-            address answers, but not as an Iceberg catalog), ``no-warehouse``, ``redirect`` (an
-            answer or a configuration sending elsewhere, not followed), ``too-large`` (an answer past
-            the bound), ``compressed`` (an answer compressed though asked for none), ``import`` (a
-            catalog's configuration or a table naming a class to import), ``setting`` (a catalog's
-            configuration setting how requests are authenticated or signed),
-            ``credentials`` (refused or missing).
+        reason: What kind of problem, for a front that words it itself: ``configuration`` (an option),
+            ``missing`` (no catalog where the settings point), ``not-a-catalog``, ``no-warehouse``,
+            ``redirect`` (not followed), ``too-large`` (an answer past the bound), ``compressed`` (though
+            asked for none), ``import`` (a class to import named), ``setting`` (how requests are
+            authenticated or signed), ``credentials`` (refused or missing).
         status: The HTTP status of the answer behind it, when there was one.
         endpoint: Where the catalog lives (never a password), when known.
     """
@@ -105,12 +79,10 @@ _KIND_OF_DATABASE = {"postgres": "sql", "postgresql": "sql", "pg": "sql", "mysql
 class UnknownCatalogKindError(CatalogConfigError):
     """``CatalogFactory.build`` was given a kind it does not know.
 
-    The message lists ``valid_kinds``, names the closest of them when one is close, and ends with
-    ``advice``: by default the Python API's; a front that accepts fewer kinds (the command line
-    refuses ``memory``) raises its own, with its own list and advice.
+    The message lists ``valid_kinds``, names the closest, and ends with ``advice`` (the Python API's
+    by default; a front accepting fewer kinds gives its own list and advice).
 
     Attributes:
-        kind: The kind that was asked for.
         valid_kinds: The kinds that exist (for whoever raised it).
         guess: The kind meant: the closest spelling, or ``sql`` for a database's name (``postgres``); else ``None``.
     """
@@ -121,7 +93,7 @@ class UnknownCatalogKindError(CatalogConfigError):
     )
 
     def __init__(self, kind: str, valid_kinds: Sequence[str], *, advice: object = None, setting: object = None) -> None:
-        from iceberg_ops_provider.messages import Message, message
+        from iceberg_ops_provider.messages import message
 
         self.kind = kind
         self.valid_kinds = tuple(valid_kinds)
@@ -133,8 +105,7 @@ class UnknownCatalogKindError(CatalogConfigError):
         where = message(" ({setting})", setting=setting) if setting is not None else ""
         text = message(f"Unknown catalog kind {kind!r}") + where
         text = text + f". Valid kinds are: {', '.join(self.valid_kinds)}.{guess} "
-        advice = self.PYTHON_ADVICE if advice is None else advice
-        super().__init__(text + advice if isinstance(advice, str | Message) else text)
+        super().__init__(text + (self.PYTHON_ADVICE if advice is None else advice))  # type: ignore[operator]
 
 
 class MissingExtraError(IcebergOpsError, ImportError):
@@ -161,7 +132,6 @@ class UnsupportedTypeError(IcebergOpsError, TypeError):
 
     Attributes:
         column: Dotted path of the offending column (``""`` when converting a bare type).
-        arrow_type: The Arrow type, as text.
     """
 
     def __init__(self, column: str, arrow_type: str, hint: str) -> None:
@@ -199,9 +169,7 @@ class ForbiddenPromotionError(SchemaEvolutionError):
     """A column type change that the Iceberg specification does not allow.
 
     Attributes:
-        column: Dotted path of the column.
-        old_type: Current type, as Iceberg text.
-        new_type: Requested type, as Iceberg text.
+        column: Dotted path of the column; ``old_type`` and ``new_type`` are Iceberg text.
     """
 
     def __init__(self, column: str, old_type: object, new_type: object, reason: str) -> None:
@@ -236,18 +204,14 @@ class ScaffoldingError(IcebergOpsError):
 
 
 class CatalogAuthError(CatalogConfigError):
-    """The catalog (or its storage) refused the credentials, or none could be found.
+    """The catalog (or its storage) refused the credentials (401, 403, a bad signature), or none could be found.
 
-    A 401 or 403 answer, a SigV4 signature the server does not accept, an expired token, an access
-    key it does not know, or no AWS credentials anywhere (options, environment, profile). Trying
-    again does not help: the credentials, their permissions or the signing settings must change.
+    Trying again does not help: the credentials, their permissions or the signing settings must change.
 
     Attributes:
         endpoint: What refused (a URL, a bucket, a service), as far as it is known.
         settings: The options and environment variables to check, most likely first.
     """
-
-    transient: ClassVar[bool] = False
 
     def __init__(
         self, message: object, *, endpoint: str = "", settings: Sequence[str] = (), status: int | None = None
@@ -259,9 +223,8 @@ class CatalogAuthError(CatalogConfigError):
 class CatalogNotFoundError(CatalogConfigError):
     """A catalog opened only to read (``create=False``) does not exist: nothing was created.
 
-    Opening PyIceberg's SQL catalog on a SQLite file that is not there would create an empty catalog
-    (and its warehouse folder) and answer as if it were the real one; a command that only reads
-    refuses instead. The message says which setting named the database and what to do.
+    PyIceberg's SQL catalog would create an empty SQLite catalog and answer as if it were the real one;
+    a command that only reads refuses instead, naming the setting and what to do.
 
     Attributes:
         path: The database file that does not exist.
@@ -276,12 +239,9 @@ class MissingAirflowError(MissingExtraError):
     """An Airflow connection was asked for where Airflow is not installed.
 
     Attributes:
-        conn_id: The connection that was asked for.
         setting: Where its id was given (a :class:`~iceberg_ops_provider.messages.Setting`), when known.
         install_command: The command that installs Airflow.
     """
-
-    transient: ClassVar[bool] = False
 
     def __init__(self, conn_id: str, missing_module: str | None, *, setting: object = None) -> None:
         from iceberg_ops_provider.messages import Hint, Setting, message

@@ -7,30 +7,13 @@ from typing import ClassVar
 
 from iceberg_ops_provider.errors.base import IcebergOpsError
 
-__all__ = [
-    "MigrationError",
-    "MigrationDiscoveryError",
-    "InvalidOperationError",
-    "IrreversibleMigrationError",
-    "MigrationFailedError",
-    "MigrationNotRecordedError",
-    "ConcurrentMigrationError",
-    "PartialMigrationError",
-    "DryRunLimit",
-    "IntentRecordError",
-    "MigrationTargetError",
-    "MigrationIntegrityError",
-]
-
 
 class MigrationError(IcebergOpsError):
     """Base class of the errors of the migration engine."""
 
 
 class MigrationDiscoveryError(MigrationError):
-    """A migration file could not be used: bad name, duplicate number, syntax error, no ``Migration`` class.
-
-    Raised before anything touches the catalog.
+    """A migration file could not be used (bad name, duplicate number, syntax error...); the catalog was not touched.
 
     Attributes:
         path: The offending file (or folder).
@@ -50,25 +33,19 @@ class InvalidOperationError(MigrationError, ValueError):
 
 
 class IrreversibleMigrationError(MigrationError):
-    """Raised by a ``downgrade()`` that cannot undo its ``upgrade()``.
-
-    The runner stops, leaves that version applied and reports the reason given here.
-    """
+    """Raised by a ``downgrade()`` that cannot undo its ``upgrade()``: the version stays applied."""
 
 
 class MigrationFailedError(MigrationError):
     """A migration's ``upgrade()`` or ``downgrade()`` raised; the run stopped there.
 
-    The original exception is ``__cause__``, and also :attr:`cause`.
+    Transient: the cause may be a conflict or a network failure, and a retry runs the migration again
+    only when none of its changes were committed.
 
     Attributes:
-        version: The migration's version.
         direction: ``upgrade`` or ``downgrade``.
-        cause: The exception the migration raised.
+        cause: The exception the migration raised (also ``__cause__``).
         completed: Results of the migrations this run finished before the failure.
-
-    It counts as transient: the cause may be a conflict or a network failure, and a retry runs the
-    migration again only when none of its changes were committed.
     """
 
     transient: ClassVar[bool] = True
@@ -78,24 +55,16 @@ class MigrationFailedError(MigrationError):
         self.direction = direction
         self.cause = cause
         self.completed: list[object] = []
-        reason = str(cause).rstrip(".")
         super().__init__(
-            f"Migration {version} failed during {direction}(): {type(cause).__name__}: {reason}. "
+            f"Migration {version} failed during {direction}(): {type(cause).__name__}: {str(cause).rstrip('.')}. "
             + (hint or "Its changes to each table were not committed; fix the migration and run again.")
         )
 
 
 class MigrationNotRecordedError(MigrationError):
-    """A migration's changes were committed but its history row could not be written.
+    """A migration's changes were committed but its history row could not be written; the run stops.
 
-    The run stops here. Its intent record and the receipts in the tables let the next run record the
-    version without running it again; ``stamp`` records it by hand.
-
-    It counts as transient: the next run settles it by itself.
-
-    Attributes:
-        version: The migration's version.
-        direction: ``upgrade`` or ``downgrade``.
+    Transient: the next run records the ``version`` from the intent record and the tables' receipts.
     """
 
     transient: ClassVar[bool] = True
@@ -103,11 +72,10 @@ class MigrationNotRecordedError(MigrationError):
     def __init__(self, version: str, direction: str, cause: BaseException) -> None:
         self.version = version
         self.direction = direction
-        reason = str(cause).rstrip(".")
         super().__init__(
-            f"Migration {version} ran its {direction}() and its changes were committed, but recording it in "
-            f"the history failed: {type(cause).__name__}: {reason}. The next run records it from the receipts "
-            "in its tables without running it again (fix what blocked the write first); to record it by hand, "
+            f"Migration {version} ran its {direction}() and its changes were committed, but recording it in the "
+            f"history failed: {type(cause).__name__}: {str(cause).rstrip('.')}. The next run records it from the "
+            "receipts in its tables without running it again (fix what blocked the write first); to record it by hand, "
             f"`stamp` {version} after an upgrade, the version below after a downgrade."
         )
 
@@ -116,7 +84,6 @@ class ConcurrentMigrationError(MigrationError):
     """Another run is migrating the same namespace (or wrote its history first, or took over its lock).
 
     Attributes:
-        namespace: The namespace being migrated.
         holder: Who holds the lock (owner, host, pid, run id, since when), when known.
     """
 
@@ -131,13 +98,10 @@ class ConcurrentMigrationError(MigrationError):
 class PartialMigrationError(MigrationError):
     """A migration touching several tables committed to some of them and not to the others.
 
-    Found after a crash (or a failed commit) from the run's intent record and the receipts in each
-    table's commit. Nothing can finish or undo it safely without a person: the runner refuses to
-    migrate the namespace until someone does, then records the outcome with ``stamp``.
+    Found after a crash from the intent record and the tables' receipts; the namespace is refused until a
+    person settles it and records the outcome with ``stamp``.
 
     Attributes:
-        namespace: The namespace.
-        version: The migration's version.
         direction: ``upgrade`` or ``downgrade``.
         committed: The tables (and what was done to them) whose changes reached the catalog.
         not_committed: The tables whose changes did not.
@@ -199,19 +163,11 @@ class PartialMigrationError(MigrationError):
 
 
 class DryRunLimit(MigrationError):
-    """A dry run of a migration (``plan``) reached something it cannot stage.
-
-    That is a table or the catalog used directly; the planner reports the migration's risk as unknown
-    from there. Nothing was changed.
-    """
+    """A dry run (``plan``) reached a table or catalog used directly: its risk is unknown from there."""
 
 
 class IntentRecordError(MigrationError):
-    """The intent record an interrupted run left in the lock table cannot be read (it was edited by hand?).
-
-    Nothing runs in the namespace until a person checks its tables and records the outcome with
-    ``stamp``, which clears the record.
-    """
+    """An interrupted run's intent record cannot be read; nothing runs in the namespace until a ``stamp`` clears it."""
 
 
 class MigrationTargetError(MigrationError, ValueError):
@@ -222,7 +178,6 @@ class MigrationIntegrityError(MigrationError):
     """Applied migrations and the files on disk disagree: changed, missing or out-of-order files.
 
     Attributes:
-        namespace: The namespace refused.
         problems: One line per problem found.
         kinds: The kinds of problems found (``changed``, ``missing``, ``out_of_order``), for a front
             that says in its own words how to allow them.

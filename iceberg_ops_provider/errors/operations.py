@@ -7,29 +7,6 @@ from typing import Any, ClassVar
 
 from iceberg_ops_provider.errors.base import IcebergOpsError
 
-__all__ = [
-    "ConfirmationRequiredError",
-    "MaintenanceError",
-    "UnsafeLocationError",
-    "FileListingError",
-    "UnsupportedDeleteFilesError",
-    "MaintenanceConflictError",
-    "DataMoveError",
-    "InvalidMoveError",
-    "ReconciliationError",
-    "MoveStateError",
-    "MoveConflictError",
-    "VerificationFailedError",
-    "PolarisError",
-    "PolarisAuthError",
-    "PolarisForbiddenError",
-    "PolarisNotFoundError",
-    "PolarisConflictError",
-    "PolarisRequestError",
-    "PolarisServerError",
-    "PolicyContentError",
-]
-
 
 class ConfirmationRequiredError(IcebergOpsError):
     """A change that loses data or rewrites history was asked for without confirmation; nothing ran.
@@ -52,8 +29,6 @@ class MaintenanceError(IcebergOpsError):
 class UnsafeLocationError(MaintenanceError, ValueError):
     """A maintenance call was pointed at a location outside the table's own (nothing was deleted)."""
 
-    transient: ClassVar[bool] = False
-
 
 class FileListingError(MaintenanceError):
     """Listing a table's files failed part way; orphan removal deleted nothing (retry when storage answers)."""
@@ -64,13 +39,9 @@ class FileListingError(MaintenanceError):
 class UnsupportedDeleteFilesError(MaintenanceError):
     """The table holds delete files this toolkit cannot apply (equality deletes); nothing was rewritten."""
 
-    transient: ClassVar[bool] = False
-
 
 class MaintenanceConflictError(MaintenanceError):
-    """A concurrent commit changed or removed files a maintenance commit rewrites; that commit was not made.
-
-    Earlier groups of the same call stay committed; running it again picks up where it stopped.
+    """A concurrent commit changed files a maintenance commit rewrites; earlier groups stay committed.
 
     Attributes:
         result: For a compaction, the :class:`~iceberg_ops_provider.maintenance.compaction.CompactionResult`
@@ -90,28 +61,18 @@ class InvalidMoveError(DataMoveError, ValueError):
 
 
 class ReconciliationError(DataMoveError, ValueError):
-    """The source's columns cannot be written to the target as asked (checked before anything is written).
+    """The source's columns cannot be written to the target as asked; checked before anything is written.
 
-    A required target column with no source column, a source column the target lacks, an
-    incompatible type, or values that do not fit a narrower target type. The message names the
-    column and what to change (``rename``, ``columns``, or the target's schema).
+    The message names the column and what to change (``rename``, ``columns``, or the target's schema).
     """
 
 
 class MoveStateError(DataMoveError, ValueError):
-    """A move cannot start or resume as asked; nothing was written.
-
-    Its ``move_id`` already belongs to another source snapshot, filter or mapping, or the source
-    changed in a way the chosen ``mode`` cannot carry (rows deleted or overwritten since an
-    incremental move's last run).
-    """
+    """A move cannot start or resume: its ``move_id`` is another move's, or ``mode`` cannot carry the change."""
 
 
 class MoveConflictError(DataMoveError):
-    """A unit's commit kept losing to concurrent commits on the target; what committed stays committed.
-
-    Running the same move again resumes with the units not yet committed.
-    """
+    """A unit's commit kept losing to concurrent commits on the target; running the move again resumes it."""
 
     transient: ClassVar[bool] = True
 
@@ -122,8 +83,6 @@ class VerificationFailedError(DataMoveError):
     Attributes:
         report: The :class:`~iceberg_ops_provider.data_migration.results.VerifyReport` with the details.
     """
-
-    report: Any = None
 
     def __init__(self, message: str, report: Any = None) -> None:
         super().__init__(message)

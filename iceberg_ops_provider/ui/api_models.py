@@ -19,9 +19,7 @@ class CatalogInfo(BaseModel):
 
     conn_id: str
     conn_type: str = Field(description="`iceberg_ops` or `iceberg`.")
-    kind: str = Field(
-        description="The catalog kind (`sqlite`, `sql`, `rest`, `glue`, ...; PyIceberg's type for `iceberg`)."
-    )
+    kind: str = Field(description="The catalog kind (`sqlite`, `rest`, `glue`, ...; PyIceberg's type for `iceberg`).")
     endpoint: str = Field(description="Where the catalog lives, without any password; empty for embedded kinds.")
     timeout: float = Field(description="Seconds each catalog call may take (the connection's `timeout`).")
     meta_namespace: str | None = Field(description="Where migration history and locks live, if the connection sets it.")
@@ -91,17 +89,17 @@ class CatalogResponse(BaseModel):
 class NamespaceResponse(BaseModel):
     """A namespace: its migrations, a page of its audit trail, its tables.
 
-    `migrations` holds `status` (`MigrationRunner.status().to_json()`, `null` for the meta-namespace,
-    which has no migrations) and `versions` (one row per version); `audit` a page of events newest
-    first with `total`, `offset`, `limit` and `origins` (`null` for the meta-namespace); `tables` is
-    `namespace_tables().to_json()` and `exists` (`false`: the namespace is not created yet).
+    The meta-namespace has no migrations (`status` is `null`) and no audit; `tables.exists` is `false` for a
+    namespace not created yet. The audit page has `total`, `offset`, `limit` and `origins`.
     """
 
     catalog: CatalogInfo
     namespace: str
     migrations_dir: str | None
     page: int = Field(description="The page of the audit trail, 1 the newest.")
-    migrations: dict[str, Any] | None = Field(description="Status, versions and the meta-namespace.")
+    migrations: dict[str, Any] | None = Field(
+        description="`status` (`MigrationRunner.status().to_json()`), `versions` (one row each), `meta_namespace`."
+    )
     audit: dict[str, Any] | None = Field(description="`audit_trail().to_json()`: a page of events, newest first.")
     tables: dict[str, Any] | None = Field(description="`namespace_tables().to_json()`: every table at a glance.")
     errors: dict[str, str]
@@ -109,18 +107,17 @@ class NamespaceResponse(BaseModel):
 
 
 class TableResponse(BaseModel):
-    """A table: what its metadata says, its health, its last maintenance, the moves into it.
-
-    `facts` holds `overview` and the `moves` into it; `health` is `table_health_report().to_json()`
-    (recommendations with the parameters the maintenance DAG uses); `maintenance` is
-    `maintenance_history().to_json()`.
-    """
+    """A table: what its metadata says, its health, its last maintenance, the moves into it."""
 
     catalog: CatalogInfo
     namespace: str
     table: str
     facts: dict[str, Any] | None = Field(description="`overview` (table_overview) and `moves` (moves_into).")
-    health: dict[str, Any] | None = Field(description="The health report.")
-    maintenance: dict[str, Any] | None = Field(description="The last compactions, manifest rewrites and expiries.")
+    health: dict[str, Any] | None = Field(
+        description="`table_health_report().to_json()`: recommendations with the parameters the maintenance DAG uses."
+    )
+    maintenance: dict[str, Any] | None = Field(
+        description="`maintenance_history().to_json()`: the last compactions, manifest rewrites and expiries."
+    )
     errors: dict[str, str]
     read_at: str

@@ -1,21 +1,14 @@
 """The FastAPI application of the pages, mounted by the api-server at ``/iceberg-ops``.
 
-Every route, the HTML pages, the JSON endpoints and their OpenAPI document alike, depends on the
-api-server's own check of a user's right to read connections
-(:func:`airflow.api_fastapi.core_api.security.requires_access_connection`), so the deployment's
-auth manager and roles decide: no login is a 401, a user who may not read connections a 403. A
-route with a connection in its path checks that connection; the catalogs page lists only those the
-user may read. Names from the URL (connection, namespace, table) are checked before any catalog
-sees them. A page that needs a login leads to Airflow's and back (the page asked for is the login's
-``next``). Every response says ``X-Content-Type-Options: nosniff`` and carries a
-Content-Security-Policy that allows the pages' own files only (:data:`CSP`; they are shown in
-Airflow's frame, which it allows too). No response holds a secret: the pages show what a connection's
-spec may show, and catalog failures in their own words (docs/ui.md, "What the pages guard").
+Every route depends on the api-server's check of the user's right to read connections (no login is a 401,
+no right a 403; a route naming a connection checks that one, the catalogs page lists only those readable).
+Names from the URL are checked before any catalog sees them; a page needing a login leads to Airflow's and
+back. Every response carries ``nosniff`` and a CSP allowing the pages' own files only (:data:`CSP`), and
+holds no secret (docs/ui.md, "What the pages guard").
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Annotated, Any
 
 from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity
@@ -26,7 +19,6 @@ from fastapi.encoders import jsonable_encoder
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from iceberg_ops_provider.errors import CatalogConfigError
 from iceberg_ops_provider.runner.namespaces import check_namespace
@@ -39,8 +31,6 @@ from iceberg_ops_provider.ui.settings import ui_settings
 from iceberg_ops_provider.ui.task_links import MOUNT, URL_ROUTE, read_task, task_target
 
 __all__ = ["READS", "create_app"]
-
-log = logging.getLogger(__name__)
 
 READS = Reads()
 """The application's reads (one per process)."""
@@ -55,6 +45,7 @@ ICON = (
 
 ConnectionId = Annotated[str, Path(description="An Airflow connection of type iceberg_ops or iceberg.", max_length=250)]
 Namespace = Annotated[str, Path(description="A namespace (`sales`, nested `lake.sales`).", max_length=1000)]
+Page = Annotated[int, Query(ge=1, le=100_000, description="Page of the audit trail, 1 the newest.")]
 TableName = Annotated[
     str, Path(description="A table of the namespace (its name without the namespace).", max_length=255)
 ]
@@ -66,35 +57,10 @@ CSP = (
 )
 """The pages' Content-Security-Policy: their own style, script and icon only, shown in Airflow's frame."""
 
-_HEADERS = [
-    (b"content-security-policy", CSP.encode()),
-    (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"same-origin"),
-]
+_HEADERS = {"content-security-policy": CSP, "x-content-type-options": "nosniff", "referrer-policy": "same-origin"}
 
 MAX_MAP_INDEX = 2**31 - 1
 """The largest map index Airflow stores (a 32-bit integer column)."""
-
-
-class _SecurityHeaders:
-    """ASGI middleware: every response says what it is (nosniff) and what its page may load (the CSP)."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def headed(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                present = {name.lower() for name, _ in message.get("headers", [])}
-                added = [(name, value) for name, value in _HEADERS if name not in present]
-                message = {**message, "headers": [*message.get("headers", []), *added]}
-            await send(message)
-
-        await self.app(scope, receive, headed)
 
 
 def _urls(request: Request) -> pages.Urls:
@@ -103,26 +69,15 @@ def _urls(request: Request) -> pages.Urls:
     return pages.Urls(root=root or MOUNT, airflow=airflow)
 
 
-def _wants_html(request: Request) -> bool:
-    path = request.url.path
-    return f"{MOUNT}/api/" not in path and not path.endswith("/openapi.json")
-
-
 def _html(document: str, status_code: int = 200) -> HTMLResponse:
     return HTMLResponse(document, status_code=status_code, headers={"Cache-Control": "no-store"})
-
-
-def _needs_login(code: int, detail: Any) -> bool:
-    """No session, an expired one, or one whose token Airflow no longer accepts (signed before a restart)."""
-    return code == status.HTTP_401_UNAUTHORIZED or (code == status.HTTP_403_FORBIDDEN and detail == "Invalid JWT token")
 
 
 def _login_url(request: Request, *, framed: bool) -> str | None:
     """Airflow's login, returning to this page; ``None`` without one.
 
-    ``framed``: back to the page as Airflow's UI shows it (at /plugin/<route>/<its path>, in Airflow's
-    window); otherwise back to the page itself (a login followed inside Airflow's frame must not
-    return to Airflow's whole UI there).
+    ``framed``: back to the page as Airflow's UI shows it (/plugin/<route>/<its path>); otherwise back to the
+    page itself (a login followed inside Airflow's frame must not return to Airflow's whole UI there).
     """
     urls = _urls(request)
     inner = request.url.path.removeprefix(urls.airflow)
@@ -137,12 +92,13 @@ def _login_url(request: Request, *, framed: bool) -> str | None:
 
 
 def _error_page(request: Request, code: int, detail: Any) -> Response:
-    if not _wants_html(request):
+    path = request.url.path
+    if f"{MOUNT}/api/" in path or path.endswith("/openapi.json"):  # JSON asked for: JSON answered
         return JSONResponse({"detail": jsonable_encoder(detail)}, status_code=code)
     urls = _urls(request)
-    action = None
-    login = None
-    if _needs_login(code, detail):
+    action = login = None
+    # No session, an expired one, or one whose token Airflow no longer accepts (signed before a restart):
+    if code == status.HTTP_401_UNAUTHORIZED or (code == status.HTTP_403_FORBIDDEN and detail == "Invalid JWT token"):
         title, message = "Log in first", "These pages need a user logged in to Airflow."
         login = _login_url(request, framed=True)
         if login is not None and request.headers.get("sec-fetch-dest") == "document":
@@ -150,27 +106,25 @@ def _error_page(request: Request, code: int, detail: Any) -> Response:
         here = _login_url(request, framed=False)
         action = ("Log in to Airflow", here) if here is not None else None
         code = status.HTTP_401_UNAUTHORIZED
-    elif code == status.HTTP_403_FORBIDDEN:
-        title, message = "Not allowed", "Your Airflow role may not read connections, which these pages need."
-    elif code == _UNPROCESSABLE:
-        title, message = "Invalid name", _validation_text(detail)
-    elif code == status.HTTP_404_NOT_FOUND:
-        title, message = "Not found", str(detail)
     else:
-        title, message = f"Error {code}", str(detail)
+        title, message = {
+            status.HTTP_403_FORBIDDEN: (
+                "Not allowed",
+                "Your Airflow role may not read connections, which these pages need.",
+            ),
+            _UNPROCESSABLE: ("Invalid name", _validation_text(detail)),
+            status.HTTP_404_NOT_FOUND: ("Not found", str(detail)),
+        }.get(code, (f"Error {code}", str(detail)))
     return _html(pages.message_page(title, message, urls, action=action, login=login), code)
 
 
 def _validation_text(detail: Any) -> str:
-    if isinstance(detail, str):
-        return detail
     if isinstance(detail, list):
         return "; ".join(f"{'.'.join(str(p) for p in item.get('loc', ()))}: {item.get('msg')}" for item in detail)
     return str(detail)
 
 
 def _connection(connection_id: str) -> CatalogConnection:
-    """The catalog connection named in the URL: its id checked, then looked up among the catalog connections."""
     if not CONN_ID.match(connection_id):
         raise HTTPException(
             _UNPROCESSABLE,
@@ -185,26 +139,19 @@ def _connection(connection_id: str) -> CatalogConnection:
     return conn
 
 
-def _check_namespace(namespace: str) -> str:
+def _checked(what: str, name: str) -> str:
+    """A namespace or a table's name from the URL, or a 422 saying what is wrong with it."""
     try:
-        check_namespace("namespace", namespace)
+        check_namespace(what, name)
     except CatalogConfigError as exc:
-        raise HTTPException(_UNPROCESSABLE, str(exc)) from exc
-    return namespace
-
-
-def _check_table(table: str) -> str:
-    try:
-        check_namespace("table", table)
-    except CatalogConfigError as exc:
-        raise HTTPException(_UNPROCESSABLE, str(exc).replace("namespace", "name")) from exc
-    if "." in table:
-        raise HTTPException(_UNPROCESSABLE, f"table {table!r} must be one name, without '.'")
-    return table
+        text = str(exc)
+        raise HTTPException(_UNPROCESSABLE, text if what == "namespace" else text.replace("namespace", "name")) from exc
+    if what == "table" and "." in name:
+        raise HTTPException(_UNPROCESSABLE, f"table {name!r} must be one name, without '.'")
+    return name
 
 
 def _readable(user: Any, connections: list[CatalogConnection]) -> list[CatalogConnection]:
-    """The connections ``user`` may read, as the auth manager says one by one."""
     from airflow.api_fastapi.app import get_auth_manager
 
     manager = get_auth_manager()
@@ -213,10 +160,6 @@ def _readable(user: Any, connections: list[CatalogConnection]) -> list[CatalogCo
         for conn in connections
         if manager.is_authorized_connection(method="GET", details=ConnectionDetails(conn_id=conn.conn_id), user=user)
     ]
-
-
-# --------------------------------------------------------------------------------------------------
-# What each route returns, for the HTML and the JSON alike
 
 
 def _catalogs(user: Any) -> dict[str, Any]:
@@ -231,13 +174,13 @@ def _catalog(connection_id: str) -> dict[str, Any]:
 
 def _namespace(connection_id: str, namespace: str, page: int) -> dict[str, Any]:
     conn = _connection(connection_id)
-    return views.namespace_view(conn, _check_namespace(namespace), ui_settings(), READS, page=page)
+    return views.namespace_view(conn, _checked("namespace", namespace), ui_settings(), READS, page=page)
 
 
 def _table(connection_id: str, namespace: str, table: str) -> dict[str, Any]:
     conn = _connection(connection_id)
     try:
-        return views.table_view(conn, _check_namespace(namespace), _check_table(table), ui_settings(), READS)
+        return views.table_view(conn, _checked("namespace", namespace), _checked("table", table), ui_settings(), READS)
     except views.TableNotFound as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
 
@@ -261,13 +204,19 @@ def create_app() -> FastAPI:
     # Everything needs a user who may read connections; only the navigation's icon (a static picture every
     # user's menu shows) is outside the check.
     guarded = APIRouter(dependencies=[Depends(requires_access_connection("GET"))])
-    app.add_middleware(_SecurityHeaders)
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next: Any) -> Response:
+        """Every response says what it is (nosniff) and what its page may load (the CSP)."""
+        response = await call_next(request)
+        for name, value in _HEADERS.items():
+            response.headers.setdefault(name, value)
+        return response
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
         response = _error_page(request, exc.status_code, exc.detail)
-        for name, value in (exc.headers or {}).items():
-            response.headers[name] = value
+        response.headers.update(exc.headers or {})
         return response
 
     @app.exception_handler(RequestValidationError)
@@ -275,8 +224,6 @@ def create_app() -> FastAPI:
         # Only where and what: pydantic's errors also echo the input, which may be kilobytes of URL.
         errors = [{key: error[key] for key in ("loc", "msg", "type") if key in error} for error in exc.errors()]
         return _error_page(request, _UNPROCESSABLE, errors)
-
-    # -- HTML ------------------------------------------------------------------------------------
 
     @guarded.get("/", include_in_schema=False)
     def catalogs_html(request: Request, user: GetUserDep) -> HTMLResponse:
@@ -288,16 +235,11 @@ def create_app() -> FastAPI:
 
     @guarded.get("/c/{connection_id}", include_in_schema=False)
     def catalog_html_slash(request: Request, connection_id: ConnectionId) -> RedirectResponse:
-        return RedirectResponse(
-            f"{_urls(request).catalog(connection_id)}", status_code=status.HTTP_307_TEMPORARY_REDIRECT
-        )
+        return RedirectResponse(_urls(request).catalog(connection_id), status_code=status.HTTP_307_TEMPORARY_REDIRECT)
 
     @guarded.get("/c/{connection_id}/ns/{namespace}", include_in_schema=False)
     def namespace_html(
-        request: Request,
-        connection_id: ConnectionId,
-        namespace: Namespace,
-        page: Annotated[int, Query(ge=1, le=100_000)] = 1,
+        request: Request, connection_id: ConnectionId, namespace: Namespace, page: Page = 1
     ) -> HTMLResponse:
         return _html(pages.namespace_page(_namespace(connection_id, namespace, page), _urls(request)))
 
@@ -354,8 +296,6 @@ def create_app() -> FastAPI:
     def script() -> Response:
         return Response(SCRIPT, media_type="text/javascript", headers={"Cache-Control": "max-age=3600"})
 
-    # -- JSON ------------------------------------------------------------------------------------
-
     @guarded.get("/api/catalogs", response_model=models.CatalogsResponse, tags=["Iceberg"])
     def catalogs_json(user: GetUserDep) -> Any:
         """Every catalog connection the user may read: its kind, endpoint, timeout and whether it answers."""
@@ -367,11 +307,7 @@ def create_app() -> FastAPI:
         return _catalog(connection_id)
 
     @guarded.get("/api/c/{connection_id}/ns/{namespace}", response_model=models.NamespaceResponse, tags=["Iceberg"])
-    def namespace_json(
-        connection_id: ConnectionId,
-        namespace: Namespace,
-        page: Annotated[int, Query(ge=1, le=100_000, description="Page of the audit trail, 1 the newest.")] = 1,
-    ) -> Any:
+    def namespace_json(connection_id: ConnectionId, namespace: Namespace, page: Page = 1) -> Any:
         """A namespace: versions, status, lock, unsettled run, a page of its audit trail, and its tables."""
         return _namespace(connection_id, namespace, page)
 
@@ -381,8 +317,6 @@ def create_app() -> FastAPI:
     def table_json(connection_id: ConnectionId, namespace: Namespace, table: TableName) -> Any:
         """A table: its metadata, health report and recommendations, last maintenance, and the moves into it."""
         return _table(connection_id, namespace, table)
-
-    # -- The OpenAPI document, behind the same check -------------------------------------------------
 
     @guarded.get("/openapi.json", include_in_schema=False)
     def openapi(request: Request) -> JSONResponse:

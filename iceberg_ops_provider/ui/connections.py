@@ -1,16 +1,10 @@
 """The catalogs the pages show: connections of type ``iceberg_ops`` or ``iceberg``, described as the hook does.
 
-Which connections: those of the two types in the metadata database, those in ``AIRFLOW_CONN_*``
-variables of the api-server, and the ids ``[iceberg_ops] ui_connections`` names (a secrets backend
-cannot be listed). A connection id from a URL is first checked against Airflow's rule for ids and
-then against this list, so no other connection (of another type, or unknown) is ever read.
-
-Each connection is described by its :class:`~iceberg_ops_provider.catalogs.CatalogSpec`, which
-holds its secrets apart: a page shows the spec's kind, endpoint (no password, no query) and
-timeout, never an option. A connection that cannot be parsed (a port that is no number, a bad
-timeout), or that names a class to import (the api-server runs no code a connection names), is
-listed with its problem, and every other connection and page works as before. Its catalog is
-opened to read (nothing is created or written) and bounded by its timeout.
+Those in the metadata database, in ``AIRFLOW_CONN_*`` variables, and the ids ``[iceberg_ops] ui_connections``
+names (a secrets backend cannot be listed); an id from a URL is checked against Airflow's rule, then this
+list, so no other connection is ever read. A page shows a connection's spec (kind, endpoint without
+password or query, timeout), never an option; one that cannot be parsed, or names a class to import, is
+listed with its problem. Catalogs are opened to read only, bounded by their timeout.
 """
 
 from __future__ import annotations
@@ -19,6 +13,7 @@ import os
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,11 +32,9 @@ _ENV_PREFIX = "AIRFLOW_CONN_"
 
 @dataclass(frozen=True)
 class CatalogConnection:
-    """An Airflow connection the pages can open, described by its catalog's spec.
+    """An Airflow connection (``iceberg_ops`` or ``iceberg``) the pages can open, described by its catalog's spec.
 
     Attributes:
-        conn_id: The connection id.
-        conn_type: ``iceberg_ops`` or ``iceberg``.
         spec: The catalog (secrets held apart, problems as values).
         meta_namespace: The ``meta_namespace`` of its extra, if any.
     """
@@ -109,31 +102,21 @@ def _database_connections() -> list[Any]:
         return found
 
 
+def _ours(get: Callable[[str], Any], conn_id: str) -> Any | None:
+    """The connection ``get`` finds when it is a catalog connection; ``None`` for any other, or none."""
+    try:
+        conn = get(conn_id)
+    except Exception:  # not a connection (a variable of another kind, an unknown id): not ours to judge
+        return None
+    return conn if conn is not None and conn.conn_type in CONN_TYPES else None
+
+
 def _environment_connections() -> list[Any]:
     from airflow.secrets.environment_variables import EnvironmentVariablesBackend
 
-    backend = EnvironmentVariablesBackend()
-    found = []
-    for name in sorted(os.environ):
-        if not name.startswith(_ENV_PREFIX) or len(name) == len(_ENV_PREFIX):
-            continue
-        conn_id = name[len(_ENV_PREFIX) :].lower()
-        try:
-            conn = backend.get_connection(conn_id)
-        except Exception:  # a variable that is not a connection: not ours to judge
-            continue
-        if conn is not None and conn.conn_type in CONN_TYPES:
-            found.append(conn)
-    return found
-
-
-def _named_connection(conn_id: str) -> Any | None:
-    from airflow.sdk import BaseHook
-
-    try:
-        return BaseHook.get_connection(conn_id)
-    except Exception:
-        return None
+    get = EnvironmentVariablesBackend().get_connection
+    ids = [name.removeprefix(_ENV_PREFIX).lower() for name in sorted(os.environ) if name.startswith(_ENV_PREFIX)]
+    return [conn for conn in (_ours(get, conn_id) for conn_id in ids if conn_id) if conn is not None]
 
 
 class _Listing:
@@ -146,19 +129,17 @@ class _Listing:
         self._found: dict[str, CatalogConnection] = {}
 
     def get(self, named: tuple[str, ...], ttl: float) -> dict[str, CatalogConnection]:
+        from airflow.sdk import BaseHook
+
         with self._lock:
             if time.monotonic() - self._at <= ttl and named == self._key:
                 return self._found
             conns: dict[str, Any] = {}
-            for conn in _environment_connections():
+            for conn in [*_environment_connections(), *_database_connections()]:  # the environment wins, as in Airflow
                 conns.setdefault(conn.conn_id, conn)
-            for conn in _database_connections():  # the environment wins, as Airflow's own lookup order says
-                conns.setdefault(conn.conn_id, conn)
-            for conn_id in named:
-                if conn_id not in conns and CONN_ID.match(conn_id):
-                    conn = _named_connection(conn_id)
-                    if conn is not None and conn.conn_type in CONN_TYPES:
-                        conns[conn_id] = conn
+            for conn_id in (conn_id for conn_id in named if conn_id not in conns and CONN_ID.match(conn_id)):
+                if (conn := _ours(BaseHook.get_connection, conn_id)) is not None:
+                    conns[conn_id] = conn
             self._found = {conn_id: describe_connection(conns[conn_id]) for conn_id in sorted(conns)}
             self._at, self._key = time.monotonic(), named
             return self._found
@@ -178,6 +159,4 @@ def list_connections(named: tuple[str, ...] = (), ttl: float = 5.0) -> list[Cata
 
 def find_connection(conn_id: str, named: tuple[str, ...] = (), ttl: float = 5.0) -> CatalogConnection | None:
     """The catalog connection ``conn_id``, or ``None`` when it is not one (its id is checked first)."""
-    if not CONN_ID.match(conn_id):
-        return None
-    return LISTING.get(named, ttl).get(conn_id)
+    return LISTING.get(named, ttl).get(conn_id) if CONN_ID.match(conn_id) else None

@@ -1,11 +1,8 @@
 """The pages' HTML: Jinja2 templates (``ui/templates``) with autoescaping, and the filters they use.
 
-Every value is escaped unless it is markup a template or a filter made (``markupsafe.Markup``). The
-pages are server-rendered and work without JavaScript. Their style and one small script are files the
-application serves itself (``ui/static``, served as ``/static/pages.css`` and ``/static/pages.js``),
-so the pages' Content-Security-Policy allows nothing inline and nothing from elsewhere. The script
-makes links to Airflow's own pages (a DAG, a task instance, the login) open in Airflow's window when a
-page is shown inside the UI's frame, instead of inside the frame.
+Every value is escaped unless a template or a filter made it markup. The pages work without JavaScript; their
+style and one script (links to Airflow's pages open in Airflow's window, not in the UI's frame) are files the
+application serves (``ui/static``), so the Content-Security-Policy allows nothing inline.
 """
 
 from __future__ import annotations
@@ -34,9 +31,7 @@ SCRIPT = files("iceberg_ops_provider.ui").joinpath("static/pages.js").read_text(
 def errors_once(view: dict[str, Any]) -> dict[str, Any]:
     """``view`` with each error in full once: a later part failing the same way says so.
 
-    A catalog that does not answer fails every part of a page with the same message. The pages using
-    this show one catalog, so its silence is one fact whether the page's own bound or the catalog's
-    (``The catalog at URL did not answer within ...``) spoke first.
+    A silent catalog fails every part of its page alike, whichever bound (the page's or its own) spoke first.
     """
     seen: set[str] = set()
     errors: dict[str, str] = {}
@@ -77,18 +72,14 @@ def _short(text: str | None, keep: int = 14) -> Markup:
 
 
 def _maintenance_text(commit: dict[str, Any]) -> str:
-    """What a maintenance commit did, in a line."""
     details, kind = commit["details"], commit["kind"]
+    rewritten, added = _count(details.get("rewritten_data_files")), _count(details.get("added_data_files"))
     if kind == "compaction":
-        text = (
-            f"group {details.get('group', '?')}: {_count(details.get('rewritten_data_files'))} files "
-            f"({_size(details.get('rewritten_bytes'))}) rewritten into {_count(details.get('added_data_files'))}"
-        )
-        if details.get("partition"):
-            text += f" in partition {details['partition']}"
-        return text + f", {details.get('strategy', '')}"
+        partition = f" in partition {details['partition']}" if details.get("partition") else ""
+        size, group = _size(details.get("rewritten_bytes")), details.get("group", "?")
+        strategy = details.get("strategy", "")
+        return f"group {group}: {rewritten} files ({size}) rewritten into {added}{partition}, {strategy}"
     if kind == "rewrite_data_files":
-        rewritten, added = _count(details.get("rewritten_data_files")), _count(details.get("added_data_files"))
         return f"{rewritten} files rewritten into {added}"
     if kind == "rewrite_manifests":
         replaced, created = _count(details.get("manifests_replaced")), _count(details.get("manifests_created"))

@@ -76,10 +76,9 @@ def crumbs(urls: Urls, conn_id: str | None = None, namespace: str | None = None)
 def message_page(
     title: str, message: str, urls: Urls, *, action: tuple[str, str] | None = None, login: str | None = None
 ) -> str:
-    """A page that only says something (an error, a refusal).
+    """A page that only says something (an error, a refusal), with an ``action`` link ``(text, href)`` under it.
 
-    ``action``: ``(text, href)`` of a link under it. ``login``: the action is Airflow's login, and this
-    is the login returning to the page as Airflow shows it, which the page's script follows at once.
+    ``login``: Airflow's login returning to the page as Airflow shows it, which the page's script follows at once.
     """
     return render(
         "message.html", title=title, message=message, action=action, login=login, urls=urls, crumbs=crumbs(urls)
@@ -87,10 +86,7 @@ def message_page(
 
 
 def api_page(openapi: dict[str, Any], urls: Urls) -> str:
-    """The JSON endpoints, read from the OpenAPI document: what each answers, and the document itself.
-
-    Rendered here, with no script: a page of a documentation tool would load its scripts from elsewhere.
-    """
+    """The JSON endpoints from the OpenAPI document, rendered here (a documentation tool loads remote scripts)."""
     rows = [
         {"method": method, "route": route, "operation": operation}
         for route, operations in sorted(openapi.get("paths", {}).items())
@@ -99,48 +95,29 @@ def api_page(openapi: dict[str, Any], urls: Urls) -> str:
     return render("api.html", title="iceberg-ops API", openapi=openapi, rows=rows, urls=urls, crumbs=crumbs(urls))
 
 
+def _view_page(template: str, title: str, view: dict[str, Any], urls: Urls, *where: str) -> str:
+    return render(template, title=title, view=view, urls=urls, crumbs=crumbs(urls, *where), read_at=view["read_at"])
+
+
 def catalogs_page(view: dict[str, Any], urls: Urls) -> str:
     """The catalogs: each connection's kind, endpoint and whether it answers."""
-    return render(
-        "catalogs.html", title="Iceberg catalogs", view=view, urls=urls, crumbs=crumbs(urls), read_at=view["read_at"]
-    )
+    return _view_page("catalogs.html", "Iceberg catalogs", view, urls)
 
 
 def catalog_page(view: dict[str, Any], urls: Urls) -> str:
     """A catalog's namespaces."""
     conn_id = view["catalog"]["conn_id"]
-    return render(
-        "catalog.html",
-        title=f"Catalog {conn_id}",
-        view=view,
-        urls=urls,
-        crumbs=crumbs(urls, conn_id),
-        read_at=view["read_at"],
-    )
+    return _view_page("catalog.html", f"Catalog {conn_id}", view, urls, conn_id)
 
 
 def namespace_page(view: dict[str, Any], urls: Urls) -> str:
     """A namespace: migrations, lock, unsettled run, the DAGs that migrate it, the audit trail, the tables."""
     view = errors_once(view)
-    return render(
-        "namespace.html",
-        title=f"Namespace {view['namespace']}",
-        view=view,
-        urls=urls,
-        crumbs=crumbs(urls, view["catalog"]["conn_id"]),
-        read_at=view["read_at"],
-    )
+    return _view_page("namespace.html", f"Namespace {view['namespace']}", view, urls, view["catalog"]["conn_id"])
 
 
 def table_page(view: dict[str, Any], urls: Urls) -> str:
     """A table: facts, health and recommendations, maintenance history, data moves."""
     view = errors_once(view)
     conn_id, namespace, name = view["catalog"]["conn_id"], view["namespace"], view["table"]
-    return render(
-        "table.html",
-        title=f"Table {namespace}.{name}",
-        view=view,
-        urls=urls,
-        crumbs=crumbs(urls, conn_id, namespace),
-        read_at=view["read_at"],
-    )
+    return _view_page("table.html", f"Table {namespace}.{name}", view, urls, conn_id, namespace)

@@ -1,10 +1,8 @@
 """The Airflow plugin: the pages' application, the "Iceberg" navigation entry and the tasks' "Iceberg" link.
 
-Airflow finds it through the ``airflow.plugins`` entry point (``airflow plugins`` lists it) and the
-provider info's ``plugins``. Every process that loads plugins imports this module, task processes
-included, and most of them only want macros or listeners: so the application is built the first
-time ``fastapi_apps`` is read (by the api-server, or ``airflow plugins``), not at import.
-``[iceberg_ops] ui_enabled = False`` turns all three off.
+Found through the ``airflow.plugins`` entry point and the provider info's ``plugins``. Every process
+that loads plugins imports this module (task processes too), so the application is built the first
+time ``fastapi_apps`` is read, not at import. ``[iceberg_ops] ui_enabled = False`` turns all three off.
 """
 
 from __future__ import annotations
@@ -19,7 +17,7 @@ __all__ = ["IcebergOpsPlugin"]
 
 
 class _Built:
-    """A class attribute computed on first read (by the class or an instance), then kept."""
+    """A class attribute computed on first read (by the class or an instance), then kept; ``[]`` with the UI off."""
 
     def __init__(self, build: Callable[[], list[Any]]) -> None:
         self._build = build
@@ -30,19 +28,13 @@ class _Built:
         if self._value is None:
             with self._lock:
                 if self._value is None:
-                    self._value = self._build()
+                    from iceberg_ops_provider.ui.settings import ui_settings
+
+                    self._value = self._build() if ui_settings().enabled else []
         return self._value
 
 
-def _enabled() -> bool:
-    from iceberg_ops_provider.ui.settings import ui_settings
-
-    return ui_settings().enabled
-
-
 def _apps() -> list[Any]:
-    if not _enabled():
-        return []
     from iceberg_ops_provider.ui.app import create_app
     from iceberg_ops_provider.ui.task_links import MOUNT
 
@@ -50,8 +42,6 @@ def _apps() -> list[Any]:
 
 
 def _views() -> list[Any]:
-    if not _enabled():
-        return []
     from iceberg_ops_provider.ui.task_links import MOUNT, URL_ROUTE
 
     prefix = MOUNT.lstrip("/")
@@ -68,8 +58,6 @@ def _views() -> list[Any]:
 
 
 def _links() -> list[Any]:
-    if not _enabled():
-        return []
     from iceberg_ops_provider.ui.task_links import IcebergPageLink
 
     return [IcebergPageLink()]

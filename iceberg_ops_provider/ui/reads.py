@@ -1,33 +1,13 @@
 """Catalog reads for the pages: each bounded by its connection's timeout, run side by side, reused for a few seconds.
 
-A page asks for several parts (a namespace's status, its audit trail, its tables); each part is one
-:meth:`Reads.get` whose work runs in a thread of its own, so the parts of a page are read at the
-same time and none can hold the page longer than the connection's ``timeout``: a part that does not
-finish in time is an error naming the catalog, and the page shows the others. The work of a part
-ends by the same deadline (the views bound every catalog request inside it,
-:func:`~iceberg_ops_provider.catalogs.deadline`), so its thread and sockets are gone when its time is. A finished
-part (value or error) is reused for ``ttl`` seconds; a part still running is joined rather than
-started again (a stalled catalog costs one waiting thread per part, not one per page view), until
-it has run longer than the timeout and a fresh attempt is allowed.
-
-A catalog that stalls must not take the api-server with it (its request threads are shared with
-Airflow's own pages), so two more bounds apply per catalog:
-
-- once a read of a catalog has timed out, the catalog counts as not answering for
-  :data:`RETRY_AFTER` seconds (or until one of its reads succeeds): its parts are errors at once,
-  saying when it is tried again, and no thread is started for them;
-- at most :data:`MAX_WAITING` requests wait for one catalog at a time, and :data:`MAX_WAITING_ALL`
-  for all catalogs together (Airflow's request threads are 40); a further request gets an error at
-  once rather than holding one more thread for the whole timeout;
-- at most :data:`MAX_RUNNING` reads of one catalog run at a time (each a thread of its own), and
-  :data:`MAX_RUNNING_ALL` of all catalogs together: a page
-  asking for more (new namespaces, tables, audit pages of a hung catalog) gets an error at once
-  and no thread is started.
-
-A read that ends with a value, or with an error other than a timeout, shows the catalog answers (a
-refused connection is an answer): the catalog is asked again at once.
-
-Catalogs are built once per connection and reused while its options stay the same.
+Each part of a page is one :meth:`Reads.get` in a thread of its own: a late part is an error naming the
+catalog and the page shows the others; its work ends by the same deadline
+(:func:`~iceberg_ops_provider.catalogs.deadline`), so its thread and sockets go too. A finished part is
+reused for ``ttl`` seconds; a running one is joined, until it has run past the timeout. A stalled catalog
+must not take the api-server's request threads with it: after a read of it timed out it counts as not
+answering for :data:`RETRY_AFTER` seconds (until a read succeeds; a refusal is an answer), and requests
+past :data:`MAX_WAITING` waiting or :data:`MAX_RUNNING` running reads of it (:data:`MAX_WAITING_ALL`,
+:data:`MAX_RUNNING_ALL` in all: Airflow has 40 request threads) get an error at once, with no thread.
 """
 
 from __future__ import annotations
@@ -45,25 +25,13 @@ __all__ = ["MAX_RUNNING", "MAX_RUNNING_ALL", "MAX_WAITING", "MAX_WAITING_ALL", "
 
 T = TypeVar("T")
 
+# The bounds the module's docstring describes: seconds a catalog that timed out is not asked again; requests
+# that may wait for one catalog, and for all; reads that may run for one catalog, and for all.
 RETRY_AFTER = 30.0
-"""Seconds a catalog whose read timed out is shown as not answering before it is tried again."""
-
 MAX_WAITING = 4
-"""Requests that may wait for one catalog's reads at the same time; more are refused at once."""
-
 MAX_WAITING_ALL = 12
-"""Requests that may wait for catalog reads at the same time, all catalogs together."""
-
 MAX_RUNNING = 6
-"""Reads of one catalog that may run at the same time (each holds a thread); more are refused at once."""
-
 MAX_RUNNING_ALL = 24
-"""Catalog reads that may run at the same time, all catalogs together."""
-
-
-def seconds_text(seconds: float) -> str:
-    """A bound in seconds as the pages write it (``30 s``, ``0.5 s``)."""
-    return f"{seconds:g} s"
 
 
 @dataclass(frozen=True)
@@ -120,11 +88,8 @@ class Reads:
         self._entries: dict[Hashable, _Entry] = {}
         self._catalogs: dict[str, tuple[str, Any]] = {}
         self._building: dict[str, threading.Lock] = {}
-        self._retry_after = retry_after
-        self._max_waiting = max_waiting
-        self._max_waiting_all = max_waiting_all
-        self._max_running = max_running
-        self._max_running_all = max_running_all
+        self._retry_after, self._max_waiting, self._max_waiting_all = retry_after, max_waiting, max_waiting_all
+        self._max_running, self._max_running_all = max_running, max_running_all
         self._silent: dict[str, tuple[float, float, float]] = {}  # catalog -> (monotonic, epoch, timeout)
         self._answered: dict[str, float] = {}  # catalog -> monotonic time of its last answer (or refusal)
         self._failed_builds: dict[str, tuple[str, float, BaseException]] = {}
@@ -132,11 +97,7 @@ class Reads:
         self._running: dict[str, int] = {}
 
     def _timed_out(self, catalog: str, deadline: float, timeout: float) -> None:
-        """Record that a read of ``catalog`` had no answer by ``deadline`` (unless the catalog answered later).
-
-        The pause runs from the deadline, not from when the read was seen to fail: a read that ends
-        long after its time (queued behind a failing build) does not start a new pause.
-        """
+        """Record that ``catalog`` had no answer by ``deadline``, unless it answered since (the pause runs from it)."""
         if deadline <= self._answered.get(catalog, float("-inf")):
             return  # the catalog has answered (or refused) since: that is the news
         epoch = time.time() - (time.monotonic() - deadline)
@@ -155,7 +116,7 @@ class Reads:
             return None
         at = time.strftime("%H:%M:%S", time.gmtime(epoch))
         return (
-            f"The catalog of connection {catalog!r} did not answer within {seconds_text(timeout)} at {at} UTC; "
+            f"The catalog of connection {catalog!r} did not answer within {timeout:g} s at {at} UTC; "
             f"it is asked again {math.ceil(self._retry_after - (now - since))} s from now (the rest of the page "
             f"is shown without it). {_RAISE_TIMEOUT}"
         )
@@ -170,10 +131,7 @@ class Reads:
         catalog: str = "",
         words: Callable[[BaseException], str] | None = None,
     ) -> _Entry:
-        """Start (or join) the read of ``key`` from ``catalog``; :meth:`result` waits for it.
-
-        ``words`` says what the page shows of an error of the read (default: its type and text).
-        """
+        """Start (or join) the read of ``key`` from ``catalog``; ``words`` words its error for the page."""
         now = time.monotonic()
         with self._lock:
             entry = self._entries.get(key)
@@ -231,11 +189,7 @@ class Reads:
         return entry
 
     def result(self, entry: _Entry, *, timeout: float, catalog: str, wait: float | None = None) -> Part:
-        """Wait for a started read, at most until ``timeout`` seconds after it started.
-
-        ``wait`` (seconds) waits less than that: a read still running then is an error saying it is
-        still being read (it goes on, and a later request picks up its answer).
-        """
+        """Wait for a started read until ``timeout`` after its start, or ``wait`` seconds (then it is pending)."""
         now = time.monotonic()
         remaining = max(0.0, entry.started + timeout - now)
         patience = remaining if wait is None else min(remaining, wait)
@@ -256,13 +210,7 @@ class Reads:
                     if busy
                     else f"{self._max_waiting_all} requests are waiting for catalogs already"
                 )
-                return Part(
-                    None,
-                    f"{why}{_LATER}",
-                    time.time(),
-                    now - entry.started,
-                    pending=True,
-                )
+                return Part(None, f"{why}{_LATER}", time.time(), now - entry.started, pending=True)
             try:
                 entry.future.result(timeout=patience)
             except FutureTimeout:
@@ -284,25 +232,20 @@ class Reads:
         return Part(value, None, time.time(), _took(entry))
 
     def _late(self, entry: _Entry, *, timeout: float, catalog: str, gave_up: bool) -> Part:
-        now = time.monotonic()
+        waited = time.monotonic() - entry.started
         if not gave_up:
-            return Part(
-                None,
-                f"The catalog of connection {catalog!r} has not answered after {_whole(now - entry.started)}; it is "
-                f"still being asked (up to the connection's timeout, {seconds_text(timeout)}): reload to see.",
-                time.time(),
-                now - entry.started,
-                pending=True,
+            text = (
+                f"The catalog of connection {catalog!r} has not answered after {_whole(waited)}; it is still being "
+                f"asked (up to the connection's timeout, {timeout:g} s): reload to see."
             )
+            return Part(None, text, time.time(), waited, pending=True)
         with self._lock:
             self._timed_out(catalog, entry.started + timeout, timeout)
-        return Part(
-            None,
-            f"The catalog of connection {catalog!r} did not answer within {seconds_text(timeout)} (the "
-            f"connection's timeout); the rest of the page is shown without it. {_RAISE_TIMEOUT}",
-            time.time(),
-            now - entry.started,
+        text = (
+            f"The catalog of connection {catalog!r} did not answer within {timeout:g} s (the "
+            f"connection's timeout); the rest of the page is shown without it. {_RAISE_TIMEOUT}"
         )
+        return Part(None, text, time.time(), waited)
 
     def get(
         self,
@@ -337,10 +280,8 @@ class Reads:
     def catalog(self, conn_id: str, fingerprint: str, build: Callable[[], Any]) -> Any:
         """The catalog of a connection, built on first use and again when its options change.
 
-        The parts of a page ask for it at the same time: one of them builds it, the others wait for
-        that one (each part is bounded by the connection's timeout all the same). When that build
-        fails, the parts that were waiting for it fail with its error rather than each building
-        again in turn (against a hung catalog that would hold their threads for a timeout apiece).
+        One part builds it while the others wait; when that build fails, the waiting parts fail with its
+        error rather than each building again (against a hung catalog, a timeout apiece).
         """
         asked = time.monotonic()
         with self._lock:
@@ -370,17 +311,13 @@ class Reads:
     def clear(self) -> None:
         """Forget every cached read and catalog (tests)."""
         with self._lock:
-            self._entries.clear()
-            self._catalogs.clear()
-            self._silent.clear()
-            self._answered.clear()
-            self._failed_builds.clear()
-            self._waiting.clear()
+            held = (self._entries, self._catalogs, self._silent, self._answered, self._failed_builds, self._waiting)
+            for cache in held:
+                cache.clear()
 
 
 def _whole(seconds: float) -> str:
-    """Seconds waited, as a page says them: ``5 s``, ``0.3 s``."""
-    return seconds_text(round(seconds) if seconds >= 1 else round(seconds, 1))
+    return f"{round(seconds) if seconds >= 1 else round(seconds, 1):g} s"
 
 
 def _is_timeout(exc: BaseException) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,16 +59,11 @@ def ui_settings() -> UiSettings:
 
     def number(name: str, kind: type, low: float, high: float) -> float:
         text = _get(name)
-        try:
-            value = kind(text)
-            if not low <= value <= high:
-                raise ValueError
-            return value
-        except ValueError:
-            problems.append(
-                f"[{SECTION}] {name} = {text!r} is not a number from {low:g} to {high:g}; using the default"
-            )
-            return kind(OPTIONS[name][0])
+        with suppress(ValueError):
+            if low <= (value := kind(text)) <= high:
+                return value
+        problems.append(f"[{SECTION}] {name} = {text!r} is not a number from {low:g} to {high:g}; using the default")
+        return kind(OPTIONS[name][0])
 
     enabled = _get("ui_enabled").strip().lower() not in ("false", "0", "no", "off")
     folder = _get("ui_migrations_dir").strip()

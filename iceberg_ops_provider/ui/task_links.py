@@ -1,11 +1,7 @@
 """From a task of this provider to its page: the "Iceberg" extra link and what it resolves to.
 
-The link is one of the plugin's ``global_operator_extra_links``: the api-server asks it for every
-task, and it answers only for tasks of this provider's operators and sensors (nothing for others,
-so Airflow shows no button there). It points at the application's ``/tasks/...`` route, which reads
-the task instance's rendered fields (the namespace or table and the connection it ran with, after
-templating) from Airflow's database and redirects to that namespace's or table's page inside the
-UI. A task that has not rendered its fields yet (it never ran) has no target.
+The link answers only for tasks of this provider; its ``/tasks/...`` route reads the task instance's
+rendered fields (namespace or table, and connection) and redirects to that page (none before they are rendered).
 """
 
 from __future__ import annotations
@@ -42,13 +38,7 @@ TARGETS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "IcebergMovePlanOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
     "IcebergMoveVerifyOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
 }
-_DEFAULT_CONN_ID = "iceberg_ops_default"
-
-
-def _airflow_root() -> str:
-    from airflow.api_fastapi.app import API_ROOT_PATH
-
-    return API_ROOT_PATH.rstrip("/")
+_DEFAULT_CONN_ID = "iceberg_ops_default"  # IcebergCatalogHook.default_conn_name, without importing the hook
 
 
 class IcebergPageLink(BaseOperatorLink):
@@ -62,8 +52,10 @@ class IcebergPageLink(BaseOperatorLink):
         task_type = str(getattr(operator, "task_type", "") or "")
         if not module.startswith(_MODULE) or task_type not in TARGETS:
             return ""
+        from airflow.api_fastapi.app import API_ROOT_PATH
+
         parts = "/".join(quote(str(part), safe="") for part in (ti_key.dag_id, ti_key.run_id, ti_key.task_id))
-        return f"{_airflow_root()}{MOUNT}/tasks/{parts}?map_index={ti_key.map_index}"
+        return f"{API_ROOT_PATH.rstrip('/')}{MOUNT}/tasks/{parts}?map_index={ti_key.map_index}"
 
 
 @dataclass(frozen=True)
@@ -79,7 +71,7 @@ def task_target(task_type: str, rendered: dict[str, Any] | None) -> TaskTarget |
     """The page of a task of type ``task_type`` with these rendered fields; ``None`` when it has none.
 
     Raises:
-        ValueError: The rendered value is not a name this task could have run with.
+        ValueError: The rendered table is not ``namespace.table``.
     """
     target = TARGETS.get(task_type)
     if target is None or not rendered:
@@ -88,9 +80,8 @@ def task_target(task_type: str, rendered: dict[str, Any] | None) -> TaskTarget |
     value = rendered.get(field)
     if not isinstance(value, str) or not value.strip():
         return None
-    conn_id = next((str(rendered[f]) for f in conn_fields if isinstance(rendered.get(f), str) and rendered[f]), None)
-    conn_id = conn_id or _DEFAULT_CONN_ID
-    value = value.strip()
+    given = (rendered[f] for f in conn_fields if isinstance(rendered.get(f), str) and rendered[f])
+    conn_id, value = next(given, _DEFAULT_CONN_ID), value.strip()
     if kind == "namespace":
         return TaskTarget(conn_id, value)
     namespace, _, table = value.rpartition(".")
@@ -105,21 +96,12 @@ def read_task(session: Any, dag_id: str, run_id: str, task_id: str, map_index: i
     from airflow.models.taskinstance import TaskInstance
     from sqlalchemy import select
 
-    where = (
-        TaskInstance.dag_id == dag_id,
-        TaskInstance.run_id == run_id,
-        TaskInstance.task_id == task_id,
-        TaskInstance.map_index == map_index,
-    )
-    task_type = session.scalar(select(TaskInstance.operator).where(*where))
+    def of(model: Any) -> tuple[Any, ...]:
+        return model.dag_id == dag_id, model.run_id == run_id, model.task_id == task_id, model.map_index == map_index
+
+    task_type = session.scalar(select(TaskInstance.operator).where(*of(TaskInstance)))
     if task_type is None:
         return None
-    rendered = session.scalar(
-        select(RenderedTaskInstanceFields.rendered_fields).where(
-            RenderedTaskInstanceFields.dag_id == dag_id,
-            RenderedTaskInstanceFields.run_id == run_id,
-            RenderedTaskInstanceFields.task_id == task_id,
-            RenderedTaskInstanceFields.map_index == map_index,
-        )
-    )
+    fields = RenderedTaskInstanceFields
+    rendered = session.scalar(select(fields.rendered_fields).where(*of(fields)))
     return str(task_type), rendered if isinstance(rendered, dict) else None

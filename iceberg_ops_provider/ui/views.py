@@ -1,15 +1,9 @@
 """What each page shows, gathered from the engine's verbs: the same dictionaries serve the HTML and the JSON.
 
-Each view is made of parts read side by side (:class:`~.reads.Reads`); a part that fails or runs out
-of time becomes an entry of the view's ``errors`` (``{part: message naming the catalog}``) and the
-others are shown. Every catalog request of a part ends by the part's deadline (the connection's
-timeout, :func:`~iceberg_ops_provider.catalogs.deadline`), and no answer may be larger than
-:data:`MAX_ANSWER_BYTES`. A failure of the catalog is worded from its facts alone (what kind, whether
-the catalog answered, the HTTP status class: :func:`~iceberg_ops_provider.catalogs.failure`), never
-from what a server said; this project's own errors about migrations and history keep their words.
-Nothing here decides anything about the data: it calls the engine and puts the results (their
-``to_json()``) where the pages look for them. The engine's modules are imported with this one, when
-the api-server builds the application, not by a page's first request.
+Each view is made of parts read side by side (:class:`~.reads.Reads`), each request ended by the connection's
+timeout and no answer past :data:`MAX_ANSWER_BYTES`; a part that fails becomes an entry of the view's
+``errors``. A catalog's failure is worded from its facts alone (:func:`~iceberg_ops_provider.catalogs.failure`),
+never from what a server said; this project's own errors keep their words.
 """
 
 from __future__ import annotations
@@ -19,6 +13,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any, TypeVar
 
 # The engine's bound on catalog calls imports PyIceberg's REST client on first use, whatever the catalog's kind
@@ -48,11 +43,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 MAX_ANSWER_BYTES = 16 * 1024 * 1024
-"""The most one answer of a catalog may hold while a page reads it.
-
-The api-server serves many pages at once, and parsed JSON takes ten to forty times its size: 16 MiB
-holds the metadata of a table of some ten thousand snapshots, and parses within about 700 MB.
-"""
+"""The most one catalog answer may hold: parsed JSON takes 10-40 times its size; 16 MiB holds ~10,000 snapshots."""
 
 
 class TableNotFound(LookupError):
@@ -76,18 +67,9 @@ def page_error(conn: CatalogConnection, exc: BaseException) -> str:
         return f"{type(exc).__name__}: {exc}"
     facts = failure(exc, conn.spec)
     # The facts, not the exception: its text and traceback may hold a server's answer, or a URL's query.
-    log.warning(
-        "A read of connection %r failed: %s (%s%s)",
-        conn.conn_id,
-        facts.kind,
-        facts.error,
-        f", HTTP {facts.status}" if facts.status else "",
-    )
+    status = f", HTTP {facts.status}" if facts.status else ""
+    log.warning("A read of connection %r failed: %s (%s%s)", conn.conn_id, facts.kind, facts.error, status)
     return failure_sentence(facts, conn.spec)
-
-
-def _words(conn: CatalogConnection) -> Callable[[BaseException], str]:
-    return lambda exc: page_error(conn, exc)
 
 
 def _iso(epoch: float) -> str:
@@ -103,17 +85,20 @@ def _runner(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiS
     return MigrationRunner(_catalog(reads, conn), namespace, migrations, conn.meta_namespace)
 
 
+def _parts(reads: Reads, conn: CatalogConnection, settings: UiSettings, jobs: dict[str, Any]) -> dict[str, Part]:
+    """The parts ``{name: (key tuple, read)}`` read side by side, each bounded by the connection's deadline."""
+    bounded = {
+        name: ((name, conn.conn_id, conn.fingerprint, *key), _bounded(conn, read)) for name, (key, read) in jobs.items()
+    }
+    words = partial(page_error, conn)
+    return reads.many(bounded, ttl=settings.cache_seconds, timeout=conn.timeout, catalog=conn.conn_id, words=words)
+
+
 def _finish(view: dict[str, Any], parts: dict[str, Part]) -> dict[str, Any]:
-    errors = {name: part.error for name, part in parts.items() if part.error}
-    for name, part in parts.items():
-        view[name] = part.value if part.ok else None
-    view["errors"] = errors
+    view.update({name: part.value if part.ok else None for name, part in parts.items()})
+    view["errors"] = {name: part.error for name, part in parts.items() if part.error}
     view["read_at"] = _iso(min((part.read_at for part in parts.values()), default=time.time()))
     return view
-
-
-# --------------------------------------------------------------------------------------------------
-# The catalogs
 
 
 def _meta(catalog: Any, conn: CatalogConnection) -> str:
@@ -121,40 +106,35 @@ def _meta(catalog: Any, conn: CatalogConnection) -> str:
     return conn.meta_namespace or default_meta_namespace(catalog)
 
 
-def _probe(reads: Reads, conn: CatalogConnection) -> dict[str, Any]:
-    started = time.monotonic()
+def _listed(reads: Reads, conn: CatalogConnection) -> list[str]:
     catalog = _catalog(reads, conn)
     meta = _meta(catalog, conn)
-    namespaces = [name for name in catalog.list_namespaces() if ".".join(name) != meta]  # as the catalog page lists
-    return {"namespaces": len(namespaces), "seconds": round(time.monotonic() - started, 3)}
+    return sorted(name for name in (".".join(n) for n in catalog.list_namespaces()) if name != meta)
 
 
 CHECK_SECONDS = 5.0
-"""How long the catalogs page waits, in all, for its catalogs to answer; a check still running is shown as such."""
 
 
 def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, reads: Reads) -> dict[str, Any]:
     """Every catalog connection, with whether its catalog answers (listing its namespaces).
 
-    The checks run side by side and the page waits for them at most :data:`CHECK_SECONDS` in all: a
-    catalog still being asked then shows as such, and its answer is picked up by the next visit.
+    The checks run side by side, waited for :data:`CHECK_SECONDS` in all; a later visit picks up a slower answer.
     """
     asked_at = time.monotonic()
-    started = {
-        conn.conn_id: reads.start(
+    started = [
+        reads.start(
             ("probe", conn.conn_id, conn.fingerprint),
-            _bounded(conn, lambda conn=conn: _probe(reads, conn)),
+            _bounded(conn, lambda conn=conn: len(_listed(reads, conn))),
             ttl=settings.cache_seconds,
             timeout=conn.timeout,
             catalog=conn.conn_id,
-            words=_words(conn),
+            words=partial(page_error, conn),
         )
         for conn in connections
-    }
+    ]
     catalogs = []
     deadline = time.monotonic() + CHECK_SECONDS
-    for conn in connections:
-        entry = started[conn.conn_id]
+    for conn, entry in zip(connections, started, strict=True):
         # A check an earlier visit started is not waited for again: this visit shows it still running.
         wait = max(0.0, deadline - time.monotonic()) if entry.started >= asked_at else 0.0
         part = reads.result(entry, timeout=conn.timeout, catalog=conn.conn_id, wait=wait)
@@ -164,7 +144,7 @@ def catalogs_view(connections: list[CatalogConnection], settings: UiSettings, re
                 **conn.describe(),
                 "answers": part.ok,
                 "checking": part.pending,
-                "namespaces": part.value["namespaces"] if part.ok else None,
+                "namespaces": part.value if part.ok else None,
                 "seconds": round(part.seconds, 3),
                 "answered": None if part.pending else facts.answered,
                 "status_class": facts.status_class,
@@ -184,10 +164,6 @@ def _probe_facts(conn: CatalogConnection, part: Part) -> CatalogFailure:
     return CatalogFailure("timeout", False, timeout=conn.timeout)  # not answering, by the page's own bound
 
 
-# --------------------------------------------------------------------------------------------------
-# One catalog: its namespaces
-
-
 def _namespace_summary(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSettings) -> dict[str, Any]:
     try:
         with catalog_errors(conn.spec):
@@ -199,12 +175,8 @@ def _namespace_summary(reads: Reads, conn: CatalogConnection, namespace: str, se
     return {
         "namespace": namespace,
         "current": status.current,
-        "applied": len(status.applied),
+        **{key: len(getattr(status, key)) for key in ("applied", "failed", "changed", "missing", "broken")},
         "pending": len(status.pending) if status.files_compared else None,
-        "failed": len(status.failed),
-        "changed": len(status.changed),
-        "missing": len(status.missing),
-        "broken": len(status.broken),
         "locked": status.lock is not None,
         "interrupted": status.interrupted is not None,
         "tables": tables,
@@ -213,9 +185,7 @@ def _namespace_summary(reads: Reads, conn: CatalogConnection, namespace: str, se
 
 
 def _namespaces(reads: Reads, conn: CatalogConnection, settings: UiSettings) -> list[dict[str, Any]]:
-    catalog = _catalog(reads, conn)
-    meta = _meta(catalog, conn)
-    names = sorted(".".join(n) for n in catalog.list_namespaces() if ".".join(n) != meta)
+    names = _listed(reads, conn)
     if not names:
         return []
     with ThreadPoolExecutor(max_workers=min(settings.parallelism, len(names)), thread_name_prefix="ui-ns") as pool:
@@ -224,26 +194,13 @@ def _namespaces(reads: Reads, conn: CatalogConnection, settings: UiSettings) -> 
 
 def catalog_view(conn: CatalogConnection, settings: UiSettings, reads: Reads) -> dict[str, Any]:
     """One catalog's namespaces (the meta-namespace left out), each with its version, pending and lock."""
-    parts = {
-        "namespaces": reads.get(
-            ("namespaces", conn.conn_id, conn.fingerprint, str(settings.migrations_dir)),
-            _bounded(conn, lambda: _namespaces(reads, conn, settings)),
-            ttl=settings.cache_seconds,
-            timeout=conn.timeout,
-            catalog=conn.conn_id,
-            words=_words(conn),
-        )
-    }
-    view = {"catalog": conn.describe(), "migrations_dir": _folder(settings)}
-    return _finish(view, parts)
+    read = partial(_namespaces, reads, conn, settings)
+    parts = _parts(reads, conn, settings, {"namespaces": ((_folder(settings),), read)})
+    return _finish({"catalog": conn.describe(), "migrations_dir": _folder(settings)}, parts)
 
 
 def _folder(settings: UiSettings) -> str | None:
     return str(settings.migrations_dir) if settings.migrations_dir is not None else None
-
-
-# --------------------------------------------------------------------------------------------------
-# One namespace
 
 
 def _history_of(reads: Reads, conn: CatalogConnection, namespace: str) -> str | None:
@@ -258,11 +215,10 @@ def _migrations(reads: Reads, conn: CatalogConnection, namespace: str, settings:
         return {"status": None, "versions": [], "meta_namespace": meta}
     runner = _runner(reads, conn, namespace, settings)
     status = runner.status()
-    history = runner.history()
     scripts = runner.scripts(broken=[]) if runner.files_compared else []
     return {
         "status": status.to_json(),
-        "versions": [row.to_json() for row in version_table(status, history, scripts)],
+        "versions": [row.to_json() for row in version_table(status, runner.history(), scripts)],
         "meta_namespace": runner.meta_namespace,
     }
 
@@ -287,36 +243,15 @@ def namespace_view(
     """A namespace: its versions and status, the lock and an unsettled run, a page of its audit trail, its tables."""
     limit = settings.events_page_size
     offset = (page - 1) * limit
-    key = (conn.conn_id, conn.fingerprint, namespace)
-    ttl = settings.cache_seconds
-    parts = reads.many(
-        {
-            "migrations": (
-                ("migrations", *key, _folder(settings)),
-                _bounded(conn, lambda: _migrations(reads, conn, namespace, settings)),
-            ),
-            "audit": (
-                ("audit", *key, offset, limit),
-                _bounded(conn, lambda: _audit(reads, conn, namespace, settings, offset, limit)),
-            ),
-            "tables": (("tables", *key), _bounded(conn, lambda: _tables(reads, conn, namespace, settings))),
-        },
-        ttl=ttl,
-        timeout=conn.timeout,
-        catalog=conn.conn_id,
-        words=_words(conn),
-    )
-    view = {
-        "catalog": conn.describe(),
-        "namespace": namespace,
-        "migrations_dir": _folder(settings),
-        "page": page,
+    jobs = {
+        "migrations": ((namespace, _folder(settings)), lambda: _migrations(reads, conn, namespace, settings)),
+        "audit": ((namespace, offset, limit), lambda: _audit(reads, conn, namespace, settings, offset, limit)),
+        "tables": ((namespace,), lambda: _tables(reads, conn, namespace, settings)),
     }
-    return _finish(view, parts)
-
-
-# --------------------------------------------------------------------------------------------------
-# One table
+    parts = _parts(reads, conn, settings, jobs)
+    return _finish(
+        {"catalog": conn.describe(), "namespace": namespace, "migrations_dir": _folder(settings), "page": page}, parts
+    )
 
 
 def _load(reads: Reads, conn: CatalogConnection, identifier: str) -> Any:
@@ -331,37 +266,19 @@ def _table_facts(reads: Reads, conn: CatalogConnection, identifier: str) -> dict
     return {"overview": overview, "moves": [move.to_json() for move in moves_into(table)]}
 
 
-def _health(reads: Reads, conn: CatalogConnection, identifier: str) -> dict[str, Any]:
-    return table_health_report(_load(reads, conn, identifier)).to_json()
-
-
-def _maintenance(reads: Reads, conn: CatalogConnection, identifier: str, settings: UiSettings) -> dict[str, Any]:
-    table = _load(reads, conn, identifier)
-    return maintenance_history(table, parallelism=settings.parallelism).to_json()
-
-
 def table_view(
     conn: CatalogConnection, namespace: str, name: str, settings: UiSettings, reads: Reads
 ) -> dict[str, Any]:
     """A table: what its metadata says, its health report, its last maintenance, the moves into it."""
     identifier = f"{namespace}.{name}"
-    key = (conn.conn_id, conn.fingerprint, identifier)
-    parts = reads.many(
-        {
-            "facts": (("facts", *key), _bounded(conn, lambda: _table_facts(reads, conn, identifier))),
-            "health": (("health", *key), _bounded(conn, lambda: _health(reads, conn, identifier))),
-            "maintenance": (
-                ("maintenance", *key),
-                _bounded(conn, lambda: _maintenance(reads, conn, identifier, settings)),
-            ),
-        },
-        ttl=settings.cache_seconds,
-        timeout=conn.timeout,
-        catalog=conn.conn_id,
-        words=_words(conn),
-    )
+    load = partial(_load, reads, conn, identifier)
+    jobs = {
+        "facts": ((identifier,), lambda: _table_facts(reads, conn, identifier)),
+        "health": ((identifier,), lambda: table_health_report(load()).to_json()),
+        "maintenance": ((identifier,), lambda: maintenance_history(load(), parallelism=settings.parallelism).to_json()),
+    }
+    parts = _parts(reads, conn, settings, jobs)
     missing = parts["facts"].exception
     if isinstance(missing, NoSuchTableError | NoSuchNamespaceError):
         raise TableNotFound(f"No table {identifier} in catalog {conn.conn_id!r}.")
-    view = {"catalog": conn.describe(), "namespace": namespace, "table": name}
-    return _finish(view, parts)
+    return _finish({"catalog": conn.describe(), "namespace": namespace, "table": name}, parts)
