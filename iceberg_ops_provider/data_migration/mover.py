@@ -70,6 +70,11 @@ def _identifier(table: str | Table) -> str:
     return ".".join(table.name())
 
 
+def _bad(about: str, value: object, text: str) -> InvalidMoveError:
+    """The error for a bad argument ``about`` whose ``text`` names it as ``{about}``."""
+    return InvalidMoveError(message(text, about=about, **{about: Arg(about, value)}))
+
+
 class DataMover:
     """Copies the rows of ``source`` into ``target``, exactly once, resumable, in units that may run on many workers.
 
@@ -119,45 +124,19 @@ class DataMover:
         rewrite: bool = False,
     ) -> None:
         if mode not in MODES:
-            raise InvalidMoveError(
-                message(f"{{mode}} is not one of {', '.join(MODES)}.", about="mode", mode=Arg("mode", mode))
-            )
+            raise _bad("mode", mode, f"{{mode}} is not one of {', '.join(MODES)}.")
         if verify is not None and verify not in VERIFY_METHODS:
-            raise InvalidMoveError(
-                message(
-                    f"{{verify}} is not one of {', '.join(VERIFY_METHODS)} (or None).",
-                    about="verify",
-                    verify=Arg("verify", verify),
-                )
-            )
+            raise _bad("verify", verify, f"{{verify}} is not one of {', '.join(VERIFY_METHODS)} (or None).")
         if isinstance(commit_every_bytes, bool) or not isinstance(commit_every_bytes, int) or commit_every_bytes <= 0:
-            raise InvalidMoveError(
-                message(
-                    "{commit_every_bytes} must be a positive number of bytes.",
-                    about="commit_every_bytes",
-                    commit_every_bytes=Arg("commit_every_bytes", commit_every_bytes),
-                )
+            raise _bad(
+                "commit_every_bytes", commit_every_bytes, "{commit_every_bytes} must be a positive number of bytes."
             )
         if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
-            raise InvalidMoveError(
-                message(
-                    "{parallelism} must be a positive integer.",
-                    about="parallelism",
-                    parallelism=Arg("parallelism", parallelism),
-                )
-            )
+            raise _bad("parallelism", parallelism, "{parallelism} must be a positive integer.")
         if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
-            raise InvalidMoveError(
-                message("{columns} must be a list of column names.", about="columns", columns=Arg("columns", columns))
-            )
+            raise _bad("columns", columns, "{columns} must be a list of column names.")
         if rename is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in dict(rename).items()):
-            raise InvalidMoveError(
-                message(
-                    "{rename} must map source column names to target column names.",
-                    about="rename",
-                    rename=Arg("rename", rename),
-                )
-            )
+            raise _bad("rename", rename, "{rename} must map source column names to target column names.")
         self.source_catalog = source_catalog
         self.target_catalog = target_catalog if target_catalog is not None else source_catalog
         self.source_table = None if isinstance(source, str) else source
@@ -174,28 +153,14 @@ class DataMover:
         if isinstance(where, str) and not where.strip():
             where = None  # an empty templated filter: every row
         if where is not None and not isinstance(where, str | BooleanExpression):
-            raise InvalidMoveError(
-                message(
-                    "{where} must be a PyIceberg filter string or expression.", about="where", where=Arg("where", where)
-                )
-            )
+            raise _bad("where", where, "{where} must be a PyIceberg filter string or expression.")
         if isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1:
-            raise InvalidMoveError(
-                message(
-                    "{sample_size} must be a positive number of rows.",
-                    about="sample_size",
-                    sample_size=Arg("sample_size", sample_size),
-                )
-            )
+            raise _bad("sample_size", sample_size, "{sample_size} must be a positive number of rows.")
         self.where_text = where if isinstance(where, str) else (repr(where) if where is not None else None)
         try:
             self.where: BooleanExpression = parse(where) if isinstance(where, str) else where or AlwaysTrue()
         except Exception as exc:
-            raise InvalidMoveError(
-                message(
-                    f"{{where}} does not parse as a PyIceberg filter: {exc}", about="where", where=Arg("where", where)
-                )
-            ) from exc
+            raise _bad("where", where, f"{{where}} does not parse as a PyIceberg filter: {exc}") from exc
         self.columns = list(columns) if columns is not None else None
         self.rename = dict(rename or {})
         self.create_target = create_target
@@ -207,9 +172,7 @@ class DataMover:
         self.sample_size = sample_size
         self.source_snapshot_id = source_snapshot_id
         if not isinstance(rewrite, bool):
-            raise InvalidMoveError(
-                message("{rewrite} must be True or False.", about="rewrite", rewrite=Arg("rewrite", rewrite))
-            )
+            raise _bad("rewrite", rewrite, "{rewrite} must be True or False.")
         self.rewrite = rewrite
         # append and incremental copy the same rows the same way (incremental continues later): one
         # definition, so a finished append move can go on incrementally under the same move_id.
