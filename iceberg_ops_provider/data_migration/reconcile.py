@@ -322,16 +322,9 @@ class _Builder:
 class ColumnMapping:
     """How the source's columns are written to the target: paired by name, checked, converted per batch.
 
-    Build it with :meth:`build`. ``source_columns[i]`` is written to ``compared_columns[i]``.
-
-    Attributes:
-        source_schema: The source table's schema.
-        target_schema: The target table's schema.
-        source_columns: Top-level source column names to read, in source order.
-        compared_columns: The target top-level column that receives each of ``source_columns`` (same
-            order): the columns to compare when verifying a move.
-        file_names: The name of each target top-level column in converted batches (the target's
-            name, unless it has characters Avro cannot hold: see ``pyiceberg.schema.sanitize_column_names``).
+    Build it with :meth:`build`. ``source_columns[i]`` (source order) is written to target column
+    ``compared_columns[i]`` (the columns compared when verifying); ``file_names`` gives each target
+    top-level column's name in converted batches (sanitized as ``pyiceberg.schema.sanitize_column_names`` does).
     """
 
     def __init__(
@@ -364,22 +357,10 @@ class ColumnMapping:
         columns: Sequence[str] | None = None,
         rename: Mapping[str, str] | None = None,
     ) -> ColumnMapping:
-        """Pair the source's columns with the target's by name and check every pair.
-
-        Args:
-            source: The source table's current schema.
-            target: The target table's current schema.
-            columns: Top-level source columns to move; ``None`` moves every column.
-            rename: ``{source_name: target_name}`` for top-level columns, or dotted paths of struct
-                fields (``{"address.zip": "postcode"}``).
-
-        Returns:
-            The mapping.
+        """Pair the source's columns with the target's by name (after ``rename``) and check every pair.
 
         Raises:
-            ReconciliationError: Every problem found, each naming the column and the fix: a moved column
-                the target lacks, a required target column no source column fills, incompatible types,
-                bad ``columns``/``rename``.
+            ReconciliationError: Every problem found, each naming the column and the fix.
         """
         selection = select_columns(source, columns, rename)
         builder = _Builder(selection, target)
@@ -397,14 +378,7 @@ class ColumnMapping:
         return list(self._notes)
 
     def check_files(self, data_files: Iterable[DataFile]) -> None:
-        """Check the source data files' statistics for the narrowed and newly required columns.
-
-        Every value of a narrowed column must fit the target's type (by the file's lower and upper
-        bounds) and a column that is optional in the source but required in the target must have no
-        nulls (by the file's null count). Missing statistics are an error: they cannot show the data fits.
-
-        Args:
-            data_files: The source data files the move reads.
+        """Check that the narrowed and newly required columns fit, by the source files' bounds and null counts.
 
         Raises:
             ReconciliationError: Names the column, the file and the offending value or missing statistics.
@@ -428,15 +402,7 @@ class ColumnMapping:
             )
 
     def convert(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """Turn a batch read from the source into one that can be written into a data file of the target.
-
-        Args:
-            batch: Rows with the source's column names (plain or sanitized), any Arrow types that hold the
-                source's Iceberg types, at least the columns of ``source_columns``.
-
-        Returns:
-            The rows with the target's file column names, the target's field ids on every field, in
-            the target's column order; promoted and narrowed columns cast, other columns as they came.
+        """Turn a batch read from the source into one written as is into a data file of the target.
 
         Raises:
             ReconciliationError: The batch lacks a column, a value does not fit a narrowed column, or a
@@ -453,14 +419,6 @@ class ColumnMapping:
 
     def target_expression(self, expr: BooleanExpression, *, case_sensitive: bool = True) -> BooleanExpression:
         """Rewrite a filter on source column names (a move's ``where``) into one on the target's names.
-
-        Args:
-            expr: An unbound expression (``pyiceberg.expressions.parser.parse(where)``), or one bound to
-                the source schema.
-            case_sensitive: Whether to match names case-sensitively.
-
-        Returns:
-            The same expression, unbound, referring to the target's columns.
 
         Raises:
             ReconciliationError: The expression refers to a column the move does not write to the target.

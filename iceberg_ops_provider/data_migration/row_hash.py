@@ -75,12 +75,7 @@ NAN = _NaN()
 
 
 def column_arrays(batch: pa.RecordBatch, columns: Sequence[str], *, side: str = "rows") -> list[pa.Array]:
-    """The arrays of ``columns`` in ``batch``, in that order.
-
-    Args:
-        batch: The rows.
-        columns: Column names.
-        side: What the rows are, for the error message (``source rows``, ``target rows``).
+    """The arrays of ``columns`` in ``batch``, in that order; ``side`` names the rows in the error.
 
     Raises:
         ValueError: A column is missing from the batch (or its name appears twice there).
@@ -100,16 +95,10 @@ def column_arrays(batch: pa.RecordBatch, columns: Sequence[str], *, side: str = 
 
 
 def row_hashes(batch: pa.RecordBatch | pa.Table, columns: Sequence[str]) -> pa.UInt64Array:
-    """One 64-bit hash per row over ``columns``, equal for rows with equal values however they are typed.
-
-    See the module's description for how each type is normalized and hashed.
-
-    Args:
-        batch: The rows (a table is hashed batch by batch).
-        columns: The columns to hash, in a fixed order (the same on both sides being compared).
+    """One 64-bit hash per row over ``columns`` (in a fixed order), equal for rows with equal values however typed.
 
     Raises:
-        ValueError: The rows lack a column (see :func:`column_arrays`).
+        ValueError: The rows lack a column.
     """
     if isinstance(batch, pa.Table):
         parts = [hash_columns(column_arrays(part, columns)) for part in batch.to_batches()]

@@ -56,12 +56,8 @@ Path = tuple[str, ...]
 class Selection:
     """The source columns a move takes and their names in the target.
 
-    Attributes:
-        source: The source schema.
-        fields: The selected top-level source columns, in source order.
-        renames: New names by source path: ``("a",)`` for a top-level column, ``("a", "b")`` for field
-            ``b`` of struct ``a``; the value is the new name of the last element only.
-        paths: The path of every source field, by field id.
+    ``renames`` holds new names by source path (``("a", "b")`` for field ``b`` of struct ``a``; the
+    value renames the last element only); ``paths`` the path of every source field, by field id.
     """
 
     source: Schema
@@ -89,16 +85,7 @@ def _refused(text: str, about: str | None = None) -> ReconciliationError:
 def select_columns(
     source: Schema, columns: Sequence[str] | None = None, rename: Mapping[str, str] | None = None
 ) -> Selection:
-    """Check ``columns`` and ``rename`` against the source schema.
-
-    Args:
-        source: The source table's current schema.
-        columns: Top-level source column names to move; ``None`` moves every column.
-        rename: ``{source_name: target_name}``. Keys are top-level column names, or dotted paths to
-            fields of structs (``"address.zip": "postcode"``; the value is the new field name).
-
-    Returns:
-        The selection.
+    """Check ``columns`` (top-level names) and ``rename`` (names or dotted struct paths) against the source schema.
 
     Raises:
         ReconciliationError: An unknown or nested name in ``columns``, an unknown name in ``rename``,
@@ -246,19 +233,8 @@ def target_schema_for(
 
     Field ids stay the source's, so :func:`target_spec_for` and :func:`target_sort_order_for` can refer
     to them; the catalog assigns fresh ids when it creates the table and rebinds the partition spec and
-    sort order through the names. Identifier fields are kept when they are moved.
-
-    Args:
-        source: The source table's current schema.
-        columns: Top-level source column names to move; ``None`` moves every column.
-        rename: ``{source_name: target_name}`` (see :func:`select_columns`).
-        notes: Receives a line for each identifier field left out.
-
-    Returns:
-        The schema to pass to ``catalog.create_table``.
-
-    Raises:
-        ReconciliationError: Bad ``columns`` or ``rename`` (see :func:`select_columns`).
+    sort order through the names. Identifier fields are kept when moved; ``notes`` receives a line for
+    each one left out.
     """
     selection = select_columns(source, columns, rename)
     fields = [_renamed_field(f, (f.name,), selection) for f in selection.fields]
@@ -323,20 +299,10 @@ def target_spec_for(
     rename: Mapping[str, str] | None = None,
     notes: list[str] | None = None,
 ) -> PartitionSpec:
-    """The source's partition spec expressed on the target schema (its columns found by their new names).
+    """The source's partition spec expressed on the ``target`` schema (its columns found by their new names).
 
     Partition field names that follow the source column's name (``region``, ``ts_day``) follow its
-    rename (``area``, ``event_ts_day``).
-
-    Args:
-        source_spec: The source table's partition spec.
-        source: The source table's schema.
-        target: The target schema (from :func:`target_schema_for`, or an existing table's).
-        rename: The ``rename=`` of the move.
-        notes: Receives a line for each partition field renamed.
-
-    Returns:
-        The partition spec to pass to ``catalog.create_table``.
+    rename (``area``, ``event_ts_day``); ``notes`` receives a line for each.
 
     Raises:
         ReconciliationError: A partition field's source column is not moved, or its transform cannot
@@ -382,17 +348,9 @@ def target_sort_order_for(
     rename: Mapping[str, str] | None = None,
     notes: list[str] | None = None,
 ) -> SortOrder:
-    """The source's sort order expressed on the target schema; sort fields on columns not moved are dropped.
+    """The source's sort order expressed on the ``target`` schema; sort fields on columns not moved are dropped.
 
-    Args:
-        source_order: The source table's sort order.
-        source: The source table's schema.
-        target: The target schema (from :func:`target_schema_for`, or an existing table's).
-        rename: The ``rename=`` of the move.
-        notes: Receives a line for each sort field dropped.
-
-    Returns:
-        The sort order to pass to ``catalog.create_table`` (unsorted when no field is left).
+    ``notes`` receives a line for each sort field dropped; no field left gives the unsorted order.
     """
     selection = select_columns(source, None, rename)
     fields = []
@@ -423,20 +381,11 @@ def rename_references(
     *,
     case_sensitive: bool = True,
 ) -> BooleanExpression:
-    """Rewrite the column references of a filter on the source into the target's column names.
+    """Rewrite the column references of a filter on ``source`` into the target's column names.
 
-    Args:
-        expr: An unbound expression (``pyiceberg.expressions.parser.parse(where)``), or one bound to ``source``.
-        source: The source schema the names refer to.
-        target_name: The target's dotted name for a source field (its id and the name used), raising
-            :class:`~iceberg_ops_provider.errors.ReconciliationError` when it is not moved.
-        case_sensitive: Whether to match names case-sensitively.
-
-    Returns:
-        The same expression, unbound, on the target's names.
-
-    Raises:
-        ReconciliationError: A name the source does not have, or one ``target_name`` refuses.
+    ``expr`` is unbound or bound to ``source``; ``target_name`` gives the target's dotted name for a
+    source field (its id and the name used) and raises ``ReconciliationError`` when it is not moved.
+    The result is unbound.
     """
     return visit(expr, _RenameReferences(source, target_name, case_sensitive))
 

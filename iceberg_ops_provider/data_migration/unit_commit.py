@@ -45,12 +45,8 @@ MAX_ATTEMPTS = 60
 class UnitCommit:
     """What committing a unit did.
 
-    Attributes:
-        committed: Whether this call made the commit (``False``: the unit was already done).
-        snapshot_id: The target snapshot it committed, if it did.
-        state: The move's state after the commit (or as found, when already done; ``None`` when the
-            branch is gone because the move was published meanwhile).
-        attempts: Commit attempts made.
+    ``committed`` is ``False`` when the unit was already done; ``state`` is the move's state after the
+    commit, ``None`` when the branch is gone because the move was published meanwhile.
     """
 
     committed: bool
@@ -133,22 +129,13 @@ def commit_unit(
     delete_filter: BooleanExpression | None = None,
     max_attempts: int = MAX_ATTEMPTS,
 ) -> UnitCommit:
-    """Commit ``files`` with the state ``decide`` returns, unless the unit is already done.
+    """Commit ``files`` to ``branch`` with the state ``decide`` returns, unless the unit is already done.
 
-    Args:
-        table: The target table (refreshed between attempts).
-        files: The unit's data files, already written.
-        move_id: The move.
-        branch: The branch the move commits to.
-        decide: Given the move's state at the branch head (the table read again just before), the state
-            to record with this commit, or ``None`` when the unit is already done (nothing is committed). It may raise
-            :class:`~iceberg_ops_provider.errors.MoveStateError` to refuse (another plan owns the move).
-        unit_label: ``index/count``, recorded in the summary for people reading the history.
-        delete_filter: Rows of the branch to delete in the same commit (an overwrite's final commit).
-        max_attempts: Attempts before :class:`MoveConflictError`.
-
-    Returns:
-        What happened; the caller deletes ``files`` when ``committed`` is ``False``.
+    ``decide`` gets the move's state at the branch head (the table read again just before each
+    attempt) and returns the state to record, or ``None`` when the unit is done (nothing is
+    committed); it may raise ``MoveStateError`` to refuse. ``delete_filter``: rows of the branch to
+    delete in the same commit (an overwrite's final commit). The caller deletes ``files`` when the
+    result's ``committed`` is ``False``.
     """
     try:
         for attempt in lost_races(max_attempts, what=f"unit {unit_label}", when=_lost_race):

@@ -46,21 +46,11 @@ class ContentChecksum:
     """An order-independent checksum of rows over fixed columns, updated batch by batch in constant memory.
 
     The sum modulo ``2**64`` of :func:`~iceberg_ops_provider.data_migration.row_hash.row_hashes`
-    over every row, kept with the row count. Two multisets of rows with equal values (however typed)
-    have equal digests; the order of rows and the way they are cut into batches do not matter.
-
-    Attributes:
-        columns: The columns hashed, in order.
-        rows: Rows seen so far.
+    over every row, kept with the row count (``rows``).
     """
 
     def __init__(self, columns: Sequence[str], *, side: str = "rows") -> None:
-        """Start an empty checksum.
-
-        Args:
-            columns: The columns to hash, in a fixed order (the same for the checksums compared).
-            side: What the rows are, for error messages (``source rows``, ``target rows``).
-        """
+        """Start an empty checksum; ``side`` names the rows in error messages (``source rows``)."""
         self.columns = tuple(columns)
         self.rows = 0
         self._side = side
@@ -68,11 +58,7 @@ class ContentChecksum:
         self._high = 0
 
     def update(self, batch: pa.RecordBatch | pa.Table) -> None:
-        """Add the rows of ``batch``.
-
-        Raises:
-            ValueError: The batch lacks one of the columns.
-        """
+        """Add the rows of ``batch``; a ``ValueError`` when it lacks one of the columns."""
         for part in batch.to_batches() if isinstance(batch, pa.Table) else (batch,):
             arrays = column_arrays(part, self.columns, side=self._side)
             if not part.num_rows:
@@ -104,20 +90,12 @@ def verify_rows(
 ) -> VerifyReport:
     """Compare the source's rows with the target's as multisets over ``columns``.
 
-    Args:
-        method: ``count``, ``checksum`` or ``sample`` (see the module's description).
-        source: Returns a fresh iterator over the source rows (already named as in the target) each call.
-        target: The same for the target rows.
-        columns: The columns compared (``count`` only checks that the batches have them).
-        sample_size: Rows the ``sample`` method picks from the source.
-        seed: Seed of the ``sample`` method's choice; a random one (recorded in the report) when ``None``.
-
-    Returns:
-        The report. ``details`` holds, for ``count``: ``difference`` (target rows minus source rows);
-        for ``checksum``: ``source_checksum``, ``target_checksum``, ``columns``, ``difference``; for
-        ``sample``: ``seed``, ``sample_size``, ``sampled``, ``matched``, ``missing`` (the unmatched
-        sampled rows with their source position and values, at most :data:`MISSING_REPORTED`),
-        ``missing_count``, ``columns``, ``difference``.
+    ``source`` and ``target`` return a fresh iterator over their rows (named as in the target) each
+    call; ``seed`` seeds the ``sample`` method's choice (a random one, recorded, when ``None``). The
+    report's ``details`` hold ``difference`` (target rows minus source rows); for ``checksum`` also both
+    checksums and ``columns``; for ``sample`` also ``seed``, ``sample_size``, ``sampled``, ``matched``,
+    ``missing_count`` and ``missing`` (at most :data:`MISSING_REPORTED` unmatched rows, with their
+    source position and values).
 
     Raises:
         ValueError: A batch without one of the columns.
