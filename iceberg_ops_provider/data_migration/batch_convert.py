@@ -44,17 +44,12 @@ Converter = Callable[[pa.Array], pa.Array]
 class FieldNode:
     """How one target field gets its values: from which source field, as which type, with which checks.
 
-    Attributes:
-        name: The target's file name for the field (its name in converted batches).
-        field_id: The target's field id, written on the output field.
-        required: Whether the target field is required (output field not nullable).
-        column: The dotted target column name, for messages.
-        target_type: The target field's Iceberg type.
-        arrow_type: The target type in Arrow, field ids included: for null filling and casts.
-        source_names: The source field's names a batch may use (plain, then sanitized); ``()`` fills nulls.
-        source_column: The dotted source column name, for messages.
-        check_nulls: Whether every batch is checked for nulls (optional source into required target).
-        children: The nodes of a struct's fields, a list's element, or a map's key and value.
+    ``name`` is the field's name in converted batches (the target's file name), ``column`` and
+    ``source_column`` the dotted names for messages, ``arrow_type`` the target type in Arrow with field
+    ids (for null filling and casts). ``source_names``: the names a batch may use for the source field
+    (plain, then sanitized); ``()`` fills nulls. ``check_nulls``: every batch is checked for nulls
+    (optional source into required target). ``children``: a struct's fields, a list's element, or a
+    map's key and value.
     """
 
     name: str
@@ -76,13 +71,10 @@ class FieldNode:
 
 @dataclass(frozen=True)
 class BatchPlan:
-    """The conversion of batches of one input schema.
+    """The conversion of batches of one input schema, compiled once so a batch costs only the casts it needs.
 
-    Compile one plan per input batch schema, so a batch costs a lookup and the casts it needs.
-
-    Attributes:
-        schema: The output batches' schema.
-        steps: Per output column: the input column (``None``: nulls), its node, its conversion (``None``: as is).
+    ``steps`` holds per output column: the input column (``None``: nulls), its node, its conversion
+    (``None``: as is).
     """
 
     schema: pa.Schema
@@ -90,14 +82,7 @@ class BatchPlan:
 
     @classmethod
     def compile(cls, nodes: Sequence[FieldNode], schema: pa.Schema) -> BatchPlan:
-        """Plan the conversion of batches of ``schema`` into the target's top-level fields ``nodes``.
-
-        Args:
-            nodes: One node per target top-level column, in the target's column order.
-            schema: The schema of the batches to convert.
-
-        Returns:
-            The plan.
+        """Plan the conversion of batches of ``schema`` into the target's top-level fields ``nodes`` (in target order).
 
         Raises:
             ReconciliationError: ``schema`` lacks a source column, or a column's Arrow type cannot hold its

@@ -37,13 +37,8 @@ class Stopped(Exception):
 class UnitCopy:
     """One unit's copy: what its lanes wrote, and how far it got.
 
-    Attributes:
-        index: The unit's position in the pipeline's units.
-        data_files: Its new target data files (not committed).
-        rows: Rows written.
-        bytes_read: Source data file bytes read (its files' sizes once done).
-        written: Every file created for it, listed the moment it is created.
-        skipped: Dropped by :meth:`CopyPipeline.skip` before any of it was copied.
+    ``written`` lists every file created for it the moment it is created; ``skipped``: dropped by
+    :meth:`CopyPipeline.skip` before any of it was copied.
     """
 
     index: int
@@ -79,11 +74,8 @@ class LaneShare:
 class CopyPipeline:
     """Runs ``lanes`` threads over the pieces of ``units`` in order; use as a context manager.
 
-    Args:
-        units: Each unit's pieces.
-        lanes: Lane callables; each is run in its own thread with this pipeline and loops over
-            :meth:`take` until it returns ``None``.
-        lookahead: Units beyond the oldest unreleased one that lanes may copy (at least 0).
+    Each lane callable runs in its own thread with this pipeline and loops over :meth:`take` until it
+    returns ``None``. ``lookahead``: units beyond the oldest unreleased one that lanes may copy.
     """
 
     def __init__(
@@ -187,12 +179,7 @@ class CopyPipeline:
     # The caller's side.
 
     def next_unit(self) -> UnitCopy:
-        """Wait until the next unit (in order) is copied, and return it.
-
-        Raises:
-            BaseException: A lane's failure (every lane stops).
-            IndexError: Every unit was returned already.
-        """
+        """Wait until the next unit (in order) is copied, and return it; raises a lane's failure (every lane stops)."""
         if self._next >= len(self.units):
             raise IndexError("every unit of the pipeline was returned already")
         unit = self.units[self._next]

@@ -65,9 +65,8 @@ def incremental_range(table: Table, from_snapshot_id: int, to_snapshot_id: int, 
     """The data files appended to ``table`` after ``from_snapshot_id`` up to ``to_snapshot_id``.
 
     Raises:
-        MoveStateError: ``from_snapshot_id`` is not an ancestor of ``to_snapshot_id`` (the source was
-            rolled back or its history expired), or a snapshot in between deleted or overwrote rows,
-            or a rewrite (compaction) folded appended files into others.
+        MoveStateError: ``from_snapshot_id`` is not an ancestor of ``to_snapshot_id``, or a snapshot in
+            between deleted or overwrote rows, or a rewrite folded appended files into others.
     """
     metadata = table.metadata
     to_snapshot = metadata.snapshot_by_id(to_snapshot_id)

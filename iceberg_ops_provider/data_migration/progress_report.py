@@ -36,19 +36,10 @@ _STAGING_PREFIX = "iceberg-ops-move-"
 class MoveProgress:
     """How far one move into a table has got.
 
-    Attributes:
-        move_id: The move.
-        source: The source table's identifier (``None`` when the state cannot be read).
-        branch: Where its units commit: ``main``, or the staging branch of an ``overwrite`` move.
-        units_committed: Units of the current plan committed.
-        units_planned: Units in the current plan.
-        rows: Rows committed by the move over all its runs.
-        bytes: Bytes of data files its commits still in the table's history added (``added-files-size``);
-            commits whose snapshots were expired are not counted.
-        complete: Whether every unit of the current plan is committed.
-        last_commit_at: When its newest commit still in the history landed (UTC), if any.
-        runs: Runs the move started (an ``incremental`` move adds one per run; 1 otherwise).
-        error: Why the state could not be read, else ``None``.
+    ``source`` is ``None`` and ``error`` says why when the state cannot be read. ``branch`` is ``main``
+    or an ``overwrite`` move's staging branch. ``bytes`` counts the data files added by the move's
+    commits still in the history (``added-files-size``), ``last_commit_at`` the newest of them (UTC).
+    ``runs``: runs the move started (an ``incremental`` move adds one per run; 1 otherwise).
     """
 
     move_id: str

@@ -41,14 +41,7 @@ COPY_CHUNK_BYTES = 8 * 1024 * 1024
 
 
 def schema_blocker(source: Schema, target: Schema, *, rename: Mapping[str, str], all_columns: bool) -> str | None:
-    """Why the files of a move cannot be copied as they are, or ``None`` when their schemas allow it.
-
-    Args:
-        source: The source's current schema (the one its files are read in).
-        target: The target's current schema.
-        rename: The move's renames.
-        all_columns: Whether the move reads every source column.
-    """
+    """Why the files of a move cannot be copied as they are, or ``None`` when the two current schemas allow it."""
     if any(source_name != target_name for source_name, target_name in rename.items()):
         return "the move renames columns"
     if not all_columns:
@@ -81,10 +74,7 @@ def schema_blocker(source: Schema, target: Schema, *, rename: Mapping[str, str],
 def partition_as_is(partition: Record, file_spec: PartitionSpec | None, target_spec: PartitionSpec) -> Record | None:
     """The partition value a file keeps in the target, or ``None`` when the target partitions differently.
 
-    Args:
-        partition: The file's partition value under ``file_spec``.
-        file_spec: The spec the file was written under (``None``: unknown to the source).
-        target_spec: The target's default spec.
+    ``file_spec`` is the spec the file was written under (``None``: unknown to the source).
     """
     if target_spec.is_unpartitioned():
         return Record()
@@ -122,13 +112,9 @@ def copy_stream(
 ) -> int:
     """Copy the rest of ``stream`` into a new file ``output`` a chunk at a time; the bytes copied.
 
-    Args:
-        stream: A readable binary stream, positioned where the copy starts.
-        output: The file to create (an existing file is an error: names are never reused).
-        on_bytes: Called with the size of each chunk written.
-        stop: Checked before each chunk; when it returns true the copy raises :class:`InterruptedError`
-            (the partial file stays for the caller to delete).
-        chunk_bytes: Bytes per read.
+    An existing ``output`` is an error (names are never reused). ``on_bytes`` gets each chunk's size;
+    when ``stop`` returns true before a chunk the copy raises :class:`InterruptedError` and the partial
+    file stays for the caller to delete.
     """
     copied = 0
     with output.create(overwrite=False) as sink:
