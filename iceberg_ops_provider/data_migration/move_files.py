@@ -17,43 +17,29 @@ from pyiceberg.io.pyarrow import ArrowScan, _read_all_delete_files
 from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.table.snapshots import Operation, ancestors_of
 
+from iceberg_ops_provider.data_migration.planning import snapshot_paths
 from iceberg_ops_provider.data_migration.state import move_snapshots, state_of
+from iceberg_ops_provider.maintenance.files import ManifestReader
 
 if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
-    from pyiceberg.manifest import DataFile
     from pyiceberg.table import FileScanTask, Table
     from pyiceberg.table.metadata import TableMetadata
 
-__all__ = ["added_files", "foreign_changes", "move_data_paths", "source_batches", "target_batches"]
+__all__ = ["foreign_changes", "move_data_paths", "source_batches", "target_batches"]
 
 BatchStream = Callable[[], Iterator[pa.RecordBatch]]
 _ALWAYS_TRUE = AlwaysTrue()
 
 
-def added_files(table: Table, snapshot_id: int) -> list[DataFile]:
-    """The data files ``snapshot_id`` added to ``table`` (entries ``ADDED`` by that snapshot)."""
-    snapshot = table.metadata.snapshot_by_id(snapshot_id)
-    if snapshot is None:
-        return []
-    files: list[DataFile] = []
-    for manifest in snapshot.manifests(table.io):
-        if manifest.added_snapshot_id != snapshot_id:
-            continue
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            if entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id == snapshot_id:
-                files.append(entry.data_file)
-    return files
-
-
 def move_data_paths(table: Table, move_id: str, branch: str) -> set[str]:
     """Locations of the data files the move's commits on ``branch`` added."""
+    reader = ManifestReader(table.io)
     paths: set[str] = set()
     for snapshot in move_snapshots(table.metadata, move_id, branch):
-        operation = snapshot.summary.operation if snapshot.summary is not None else Operation.APPEND
-        if operation == Operation.APPEND:
-            paths.update(data_file.file_path for data_file in added_files(table, snapshot.snapshot_id))
+        if snapshot.summary is None or snapshot.summary.operation == Operation.APPEND:
+            paths |= snapshot_paths(reader, snapshot, ManifestEntryStatus.ADDED)
     return paths
 
 
@@ -72,10 +58,6 @@ def stream_tasks(
     scan = ArrowScan(metadata, io, metadata.schema().select(*columns), row_filter)
     for task in tasks:
         yield from scan._record_batches_from_scan_tasks_and_deletes([task], _read_all_delete_files(io, [task]))
-
-
-def _read(table: Table, tasks: Sequence[FileScanTask], columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
-    return stream_tasks(table.metadata, table.io, tasks, columns)
 
 
 def target_batches(
@@ -108,11 +90,14 @@ def target_batches(
     mine = [task for task in tasks if task.file.file_path in paths]
     # Every commit of the move still in the history and none of its files rewritten: its rows are these files'.
     if paths and paths <= live and sum(task.file.record_count for task in mine) == moved_rows:
-        return (lambda: _read(table, mine, columns)), {"scope": "move_files", "target_files": len(mine)}
+        return (lambda: stream_tasks(table.metadata, table.io, mine, columns)), {
+            "scope": "move_files",
+            "target_files": len(mine),
+        }
     matching = list(table.scan(snapshot_id=head.snapshot_id, row_filter=row_filter).plan_files())
 
     def stream() -> Iterator[pa.RecordBatch]:
-        yield from stream_tasks(table.metadata, table.io, matching, columns, row_filter)
+        return stream_tasks(table.metadata, table.io, matching, columns, row_filter)
 
     scope: dict[str, object] = {
         "scope": "table",
@@ -170,7 +155,6 @@ def source_batches(
 
     ``file_names`` maps each target column to its name in converted batches (``ColumnMapping.file_names``).
     """
-    by_name = file_names
 
     def stream() -> Iterator[pa.RecordBatch]:
         if snapshot_id is None:
@@ -178,7 +162,7 @@ def source_batches(
         scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=tuple(source_columns))
         for batch in stream_tasks(metadata, table.io, list(scan.plan_files()), source_columns, row_filter):
             converted = convert(batch)
-            arrays = [converted.column(by_name[name]) for name in compared]
+            arrays = [converted.column(file_names[name]) for name in compared]
             yield pa.RecordBatch.from_arrays(arrays, names=list(compared))
 
     return stream

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import FileScanTask, Table
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["IncrementalRange", "group_units", "incremental_range", "plan_fingerprint", "scan_tasks"]
+__all__ = ["IncrementalRange", "group_units", "incremental_range", "plan_fingerprint", "scan_tasks", "snapshot_paths"]
 
 
 def scan_tasks(
@@ -50,7 +50,8 @@ class IncrementalRange:
     rewrites_skipped: int
 
 
-def _entries(reader: ManifestReader, snapshot: Snapshot, status: ManifestEntryStatus) -> set[str]:
+def snapshot_paths(reader: ManifestReader, snapshot: Snapshot, status: ManifestEntryStatus) -> set[str]:
+    """Locations of the data files ``snapshot`` itself marked ``status`` (``ADDED``, ``DELETED``)."""
     paths: set[str] = set()
     for manifest in reader.manifests(snapshot):
         if manifest.added_snapshot_id != snapshot.snapshot_id:
@@ -98,10 +99,10 @@ def incremental_range(table: Table, from_snapshot_id: int, to_snapshot_id: int, 
     for snapshot in reversed(chain):  # oldest first
         operation = snapshot.summary.operation if snapshot.summary is not None else Operation.APPEND
         if operation == Operation.APPEND:
-            added |= _entries(reader, snapshot, ManifestEntryStatus.ADDED)
+            added |= snapshot_paths(reader, snapshot, ManifestEntryStatus.ADDED)
             appends += 1
         elif operation == Operation.REPLACE:
-            rewritten = _entries(reader, snapshot, ManifestEntryStatus.DELETED)
+            rewritten = snapshot_paths(reader, snapshot, ManifestEntryStatus.DELETED)
             if rewritten & added:
                 refused.append(f"{snapshot.snapshot_id} (replace: rewrote files appended since {from_snapshot_id})")
             rewrites += 1

@@ -11,7 +11,7 @@ whose state cannot be read: that move is reported with its ``error``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -56,19 +56,8 @@ class MoveProgress:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {
-            "move_id": self.move_id,
-            "source": self.source,
-            "branch": self.branch,
-            "units_committed": self.units_committed,
-            "units_planned": self.units_planned,
-            "rows": self.rows,
-            "bytes": self.bytes,
-            "complete": self.complete,
-            "last_commit_at": self.last_commit_at.isoformat() if self.last_commit_at else None,
-            "runs": self.runs,
-            "error": self.error,
-        }
+        last = self.last_commit_at.isoformat() if self.last_commit_at else None
+        return {**asdict(self), "last_commit_at": last}
 
 
 def _known_moves(table: Table) -> list[str]:
@@ -110,15 +99,15 @@ def _progress(table: Table, move_id: str) -> MoveProgress:
     if state is None:
         return MoveProgress(move_id, None, branch, 0, 0, 0, added, False, last, error="no state recorded on " + branch)
     return MoveProgress(
-        move_id=move_id,
-        source=state.source,
-        branch=branch,
-        units_committed=len(state.done),
-        units_planned=state.unit_count,
-        rows=state.rows,
-        bytes=added,
-        complete=state.complete,
-        last_commit_at=last,
+        move_id,
+        state.source,
+        branch,
+        len(state.done),
+        state.unit_count,
+        state.rows,
+        added,
+        state.complete,
+        last,
         runs=state.epoch + 1,
     )
 

@@ -167,10 +167,9 @@ def _check_renames(
 def _check_unique_targets(selection: Selection) -> None:
     """Two source fields renamed onto one target name (at the top level or inside one struct)."""
 
-    def check(fields: Sequence[NestedField], parent: Path) -> None:
+    def check(fields: Sequence[tuple[NestedField, Path]], parent: Path) -> None:
         seen: dict[str, str] = {}
-        for f in fields:
-            path = (*parent, f.name)
+        for f, path in fields:
             target = selection.renames.get(path, f.name)
             if target in seen:
                 where = f" inside `{'.'.join(parent)}`" if parent else ""
@@ -180,41 +179,31 @@ def _check_unique_targets(selection: Selection) -> None:
                     "rename",
                 )
             seen[target] = ".".join(path)
-            for child_parent, child_fields in _child_structs(f.field_type, path):
-                check(child_fields, child_parent)
+            check(_children(f.field_type, path), path)
 
-    check(selection.fields, ())
+    check([(f, (f.name,)) for f in selection.fields], ())
 
 
-def _child_structs(field_type: IcebergType, path: Path) -> list[tuple[Path, tuple[NestedField, ...]]]:
+def _children(field_type: IcebergType, path: Path) -> list[tuple[NestedField, Path]]:
+    """The fields nested directly in ``field_type`` with their paths (a list's element, a map's key and value)."""
     if isinstance(field_type, StructType):
-        return [(path, field_type.fields)]
+        return [(f, (*path, f.name)) for f in field_type.fields]
     if isinstance(field_type, ListType):
-        return _child_structs(field_type.element_type, (*path, "element"))
+        return [(field_type.element_field, (*path, "element"))]
     if isinstance(field_type, MapType):
-        return _child_structs(field_type.key_type, (*path, "key")) + _child_structs(
-            field_type.value_type, (*path, "value")
-        )
+        return [(field_type.key_field, (*path, "key")), (field_type.value_field, (*path, "value"))]
     return []
 
 
 def _index_paths(schema: Schema) -> dict[int, Path]:
     paths: dict[int, Path] = {}
 
-    def walk(field: NestedField, path: Path) -> None:
-        paths[field.field_id] = path
-        t = field.field_type
-        if isinstance(t, StructType):
-            for child in t.fields:
-                walk(child, (*path, child.name))
-        elif isinstance(t, ListType):
-            walk(t.element_field, (*path, "element"))
-        elif isinstance(t, MapType):
-            walk(t.key_field, (*path, "key"))
-            walk(t.value_field, (*path, "value"))
+    def walk(fields: list[tuple[NestedField, Path]]) -> None:
+        for field, path in fields:
+            paths[field.field_id] = path
+            walk(_children(field.field_type, path))
 
-    for f in schema.fields:
-        walk(f, (f.name,))
+    walk([(f, (f.name,)) for f in schema.fields])
     return paths
 
 
