@@ -1,21 +1,12 @@
 """Convert Arrow batches read from a source table into batches for a target table's data files.
 
-A :class:`BatchPlan` is compiled once per input batch schema from a tree of :class:`FieldNode` (one per
-target field: where its values come from and what the target expects; built and checked by
-:class:`~iceberg_ops_provider.data_migration.reconcile.ColumnMapping`), so converting a batch costs only
-the casts and rebuilds it needs. Output batches carry the target's file column names, the target's
-field ids on every field (nested ones included), the target's column order and nullability.
-
-What a plan does per field:
-
-- data whose Arrow type already holds the target's Iceberg type is passed through, at most relabelled
-  (names, field ids, nullability) with a zero-copy ``view``;
-- promotions and narrowing are cast with overflow checks (a double beyond float's range is an error,
-  not infinity);
-- structs are rebuilt when their fields move, convert, are null-filled or need a null check; lists
-  and maps when their elements, keys or values do (sliced arrays included);
-- a column that is optional in the source but required in the target is checked for nulls in every
-  batch; required fields under null structs get placeholder values, as Parquet needs.
+A :class:`BatchPlan` is compiled once per input batch schema from a tree of :class:`FieldNode` (built
+and checked by :class:`~iceberg_ops_provider.data_migration.reconcile.ColumnMapping`), so a batch
+costs only the casts and rebuilds it needs: data already holding the target's type is at most
+relabelled with a zero-copy ``view``; promotions and narrowing are cast with overflow checks (a
+double beyond float's range is an error, not infinity); an optional source column written to a
+required one is checked for nulls in every batch, and required fields under null structs get
+placeholder values, as Parquet needs.
 """
 
 from __future__ import annotations
@@ -192,11 +183,7 @@ def _compile(node: FieldNode, arrow_type: pa.DataType) -> tuple[pa.DataType, Con
 
 def _view(arrow_type: pa.DataType, out: pa.DataType) -> Converter | None:
     """Relabel names, field ids and nullability without touching the data (``None`` when nothing differs)."""
-    return None if arrow_type == out else partial(_view_as, out=out)
-
-
-def _view_as(array: pa.Array, out: pa.DataType) -> pa.Array:
-    return array.view(out)
+    return None if arrow_type == out else partial(pa.Array.view, target_type=out)
 
 
 def _chain(first: Converter | None, second: Converter | None) -> Converter | None:
@@ -288,10 +275,10 @@ def _compile_list(node: FieldNode, arrow_type: pa.DataType) -> tuple[pa.DataType
     first: Converter | None = None
     if pa.types.is_fixed_size_list(arrow_type) or pa.types.is_list_view(arrow_type):
         arrow_type = pa.list_(arrow_type.value_field)
-        first = partial(_cast_as, out=arrow_type)
+        first = partial(pa.Array.cast, target_type=arrow_type)
     elif pa.types.is_large_list_view(arrow_type):
         arrow_type = pa.large_list(arrow_type.value_field)
-        first = partial(_cast_as, out=arrow_type)
+        first = partial(pa.Array.cast, target_type=arrow_type)
     elif not (pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)):
         raise _unexpected(node, arrow_type)
     (element,) = node.children
@@ -302,10 +289,6 @@ def _compile_list(node: FieldNode, arrow_type: pa.DataType) -> tuple[pa.DataType
         return out_type, _chain(first, _view(arrow_type, out_type))
     rebuild = partial(_rebuild_list, convert=convert, element=element, out_type=out_type, large=large)
     return out_type, _chain(first, rebuild)
-
-
-def _cast_as(array: pa.Array, out: pa.DataType) -> pa.Array:
-    return array.cast(out)
 
 
 def _window(array: pa.Array) -> tuple[pa.Array, int, int]:

@@ -1,30 +1,21 @@
 """Copies the rows of source data files into new Parquet data files of a target table, one stream per core.
 
 The tasks are cut into pieces of whole row groups (:mod:`.source_pieces`) that the lanes, one thread
-per core, take from one shared queue in the tasks' order. A lane reads its pieces one after the
-other and writes its own output files, so decoding one piece and encoding another run at once on
-different cores (PyArrow releases the GIL in both), and no lane idles while another still has a
-large file to read. :meth:`FileCopier.pipeline` runs the lanes over several units in a row
-(:mod:`.pipeline`), so they do not idle between units either; :meth:`FileCopier.copy` copies one.
+per core, take from one shared queue, so decoding one piece and encoding another run at once
+(PyArrow releases the GIL in both) and no lane idles while another still reads a large file.
+:meth:`FileCopier.pipeline` runs the lanes over several units in a row (:mod:`.pipeline`).
 
 A source file that holds exactly the source's current schema, has no delete files and needs no
-filtering (the usual case) is read with PyArrow alone; any other goes through PyIceberg's
-``ArrowScan`` projection, which reads old schemas and applies position deletes and the row filter.
-Both read a file one row group at a time (PyArrow's and PyIceberg's own whole-file reads pre-buffer
-the whole file: +1.2 to 1.6 GB for a 1.1 GiB file).
+filtering is read with PyArrow alone; any other goes through PyIceberg's ``ArrowScan`` projection.
+Both read one row group at a time (PyArrow's and PyIceberg's whole-file reads pre-buffer the whole
+file: +1.2 to 1.6 GB for a 1.1 GiB file). Rows keep the Arrow types they were read with (casting
+every batch to the target's types costs about a tenth of the throughput); only batches bound for
+one output file are cast to that file's schema when they differ.
 
-Rows keep the Arrow types they were read with: casting every batch to the target's types (string to
-large_string, say) costs about a tenth of the throughput. Only batches bound for the same output
-file are cast to that file's schema when they differ.
-
-Memory stays near one output row group and one source row group per lane, whatever the size of the
-table or of its files: rows are buffered up to one row group (the target's row-group row limit and
-:data:`ROW_GROUP_BYTES`), a lane holds at most :data:`LANE_BUFFER_BYTES` of unwritten rows across its
-outputs (rows of several target partitions share it, in smaller row groups) and at most
-:data:`MAX_OPEN_FILES` open files (one per target partition).
-
-Nothing is committed here: the caller commits the returned ``DataFile``s, and deletes the files
-listed in ``written`` if that commit does not happen.
+Memory stays near one output and one source row group per lane: a lane holds at most
+:data:`LANE_BUFFER_BYTES` of unwritten rows across its outputs and :data:`MAX_OPEN_FILES` open files.
+Nothing is committed here: the caller commits the returned ``DataFile``s, or deletes the files
+listed in ``written``.
 """
 
 from __future__ import annotations

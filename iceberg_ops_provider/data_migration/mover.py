@@ -33,7 +33,7 @@ from pyiceberg.expressions.parser import parse
 from pyiceberg.table.refs import MAIN_BRANCH
 
 from iceberg_ops_provider.data_migration.copy import FileCopier
-from iceberg_ops_provider.data_migration.planning import definition_fingerprint
+from iceberg_ops_provider.data_migration.planning import fingerprint
 from iceberg_ops_provider.data_migration.resolution import (
     Resolved,
     create_target,
@@ -176,12 +176,15 @@ class DataMover:
         self.rewrite = rewrite
         # append and incremental copy the same rows the same way (incremental continues later): one
         # definition, so a finished append move can go on incrementally under the same move_id.
-        self.definition = definition_fingerprint(
-            target=self.target,
-            where=self.where_text,
-            columns=self.columns,
-            rename=self.rename,
-            mode="overwrite" if mode == "overwrite" else "append",
+        mode_copied = "overwrite" if mode == "overwrite" else "append"
+        self.definition = fingerprint(
+            {
+                "target": self.target,
+                "where": self.where_text,
+                "columns": self.columns,
+                "rename": self.rename,
+                "mode": mode_copied,
+            }
         )
         self.move_id = move_id or f"{self.source}-to-{self.target}-{self.definition}"
         self.branch = MAIN_BRANCH if mode != "overwrite" else STAGING_BRANCH_PREFIX + self.move_id

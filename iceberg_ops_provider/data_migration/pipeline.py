@@ -1,14 +1,10 @@
 """Copies a move's units one after the other with the same lanes, so no core idles between units.
 
-The pieces of every unit wait in one queue, in unit order. A lane takes the next piece; when that
-piece belongs to a later unit, the lane first closes its files of the earlier unit. A unit is
-copied once all its pieces were taken and every lane that wrote some of its rows closed its files.
-The caller commits the units in order (:meth:`CopyPipeline.next_unit`, then
-:meth:`CopyPipeline.release`) while the lanes already copy the next one: a lane that runs out of
-pieces of one unit starts on the next instead of waiting for the slowest lane and the commit.
-
-At most ``lookahead`` units beyond the oldest one not yet released are copied at once, which bounds
-the work lost (and the uncommitted files left behind) when the process dies.
+The pieces of every unit wait in one queue, in unit order; a lane that takes a piece of a later
+unit first closes its files of the earlier one. The caller commits units in order
+(:meth:`CopyPipeline.next_unit`, :meth:`CopyPipeline.release`) while the lanes copy the next. At
+most ``lookahead`` units beyond the oldest unreleased one are copied at once, which bounds the work
+lost (and the uncommitted files left behind) when the process dies.
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import FileScanTask, Table
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["IncrementalRange", "group_units", "incremental_range", "plan_fingerprint", "scan_tasks", "snapshot_paths"]
+__all__ = ["IncrementalRange", "group_units", "incremental_range", "fingerprint", "scan_tasks", "snapshot_paths"]
 
 
 def scan_tasks(
@@ -144,7 +144,7 @@ def group_units(
             current, size = [], 0
     if current:
         groups.append(current)
-    plan_id = plan_fingerprint(move_id, source_snapshot_id, [[t.file.file_path for t in g] for g in groups])
+    plan_id = fingerprint([move_id, source_snapshot_id, [[t.file.file_path for t in g] for g in groups]])
     units = tuple(
         MoveUnit(
             move_id=move_id,
@@ -161,13 +161,7 @@ def group_units(
     return plan_id, units
 
 
-def plan_fingerprint(move_id: str, snapshot_id: int | None, groups: Any) -> str:
-    """A short stable hash of a plan."""
-    text = json.dumps([move_id, snapshot_id, groups], separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def definition_fingerprint(**parts: Any) -> str:
-    """A short stable hash of what a move copies (filter text, columns, rename, mode)."""
-    text = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
+def fingerprint(value: Any) -> str:
+    """A short stable hash of a JSON-able value: a plan, or what a move copies (filter text, columns, rename, mode)."""
+    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

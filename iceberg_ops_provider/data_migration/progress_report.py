@@ -1,12 +1,8 @@
 """The moves that copy into a table, and how far each has got, read from the table's metadata.
 
-A move keeps its progress in the target itself (:mod:`~iceberg_ops_provider.data_migration.state`):
-every unit's commit carries the move's whole state in its snapshot summary, and the table property
-``iceberg-ops.move.<move_id>`` mirrors the newest one. :func:`moves_into` finds every move a target
-knows (from those properties, and from the snapshot summaries of ``main`` and of the moves' staging
-branches) and reports each: units committed of planned, rows, the bytes its commits added, whether
-it is complete and when it last committed. It reads metadata only and never raises for one move
-whose state cannot be read: that move is reported with its ``error``.
+:func:`moves_into` finds every move a target knows (from the ``iceberg-ops.move.<move_id>``
+properties and the snapshot summaries) and reports each; it never raises for one move whose state
+cannot be read: that move is reported with its ``error``.
 """
 
 from __future__ import annotations

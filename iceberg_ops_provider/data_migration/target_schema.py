@@ -1,11 +1,5 @@
 """Which source columns a move takes, their names in the target, and the source's definitions in those names.
 
-:func:`select_columns` checks ``columns=`` and ``rename=`` against the source schema once, for both the
-column mapping of :mod:`~iceberg_ops_provider.data_migration.reconcile` and the functions here that
-express the source's schema, partition spec and sort order on the target's names (to create the
-target with ``create_target=True``): :func:`target_schema_for`, :func:`target_spec_for` and
-:func:`target_sort_order_for`; and :func:`rename_references` for a ``where`` filter.
-
 Paths: a field is addressed by the tuple of names from the top-level column down, the way PyIceberg
 names nested fields (``("points", "element", "x")`` for field ``x`` of the structs in list ``points``).
 """

@@ -1,13 +1,9 @@
 """Running a resolved plan's units: copy them in a pipeline, commit each with the move's state, publish.
 
-:func:`run_units` copies units back to back (the lanes run ahead into the next unit while one
-commits) and commits each one with the move's progress in the same atomic commit
-(:func:`~iceberg_ops_provider.data_migration.unit_commit.commit_unit`); the state it records is
-chosen against the branch head it lands on, so units committed by other workers meanwhile are
-skipped, a plan taken over by another run is refused, and a target schema changed under a copy
-stops the commit. What was not committed is deleted, except the files of a commit whose outcome is
-unknown. :func:`record_empty` finishes a move that had nothing to copy, and :func:`publish` is an
-overwrite's last step: its staged units replace the target's matching rows on ``main``.
+Each unit commits with the move's progress in one atomic commit
+(:func:`~iceberg_ops_provider.data_migration.unit_commit.commit_unit`), the state chosen against the
+branch head it lands on. What was not committed is deleted, except the files of a commit whose
+outcome is unknown.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Whether the target holds the source's rows: three ways to compare two streams of Arrow record batches.
 
-Rows are compared as multisets over the given columns: their order and the batch boundaries never
-matter, duplicates count. Equal values compare equal however each side types them (``string`` and
-``large_string``, a promoted ``int32`` and its ``int64``, timestamps in microseconds and nanoseconds;
-see :mod:`~iceberg_ops_provider.data_migration.row_hash`).
-
-- ``count``: the number of rows on each side.
-- ``checksum``: an order-independent content checksum of each side, computed streaming in memory
-  that does not grow with the data: the sum modulo ``2**64`` of a 64-bit hash of every row, with the
-  row count. A changed, missing, extra or duplicated row, or values swapped between rows or between
-  columns, change it (short of a hash collision: about ``2**-31`` for a string or binary value
-  changed to another of the same length, about ``2**-63`` otherwise).
-- ``sample``: ``sample_size`` source rows picked at random (reservoir sampling, seeded), each looked
-  for value by value among the target's rows (candidates found by row hash), plus the counts.
+Rows are compared as multisets over the given columns (order, batch boundaries and value types do
+not matter; see :mod:`~iceberg_ops_provider.data_migration.row_hash`). ``count`` compares row
+counts; ``checksum`` the sum modulo ``2**64`` of a 64-bit hash of every row, streaming in constant
+memory (a changed value goes unseen with probability about ``2**-31`` for a string or binary value
+of the same length, ``2**-63`` otherwise); ``sample`` looks up ``sample_size`` source rows, picked by
+seeded reservoir sampling, among the target's rows, value by value, plus the counts.
 """
 
 from __future__ import annotations
