@@ -99,18 +99,20 @@ class BatchPlan:
         Raises:
             ReconciliationError: A value does not fit a narrowed column, or a required column holds a null.
         """
-        arrays = []
-        for i, node, convert in self.steps:
-            if i is None:
-                arrays.append(_nulls(node.arrow_type, batch.num_rows))
-                continue
-            column = batch.column(i)
-            if convert is not None:
-                column = convert(column)
-            if node.check_nulls:
-                _check_no_nulls(column, node, None)
-            arrays.append(column)
+        arrays = [
+            _nulls(node.arrow_type, batch.num_rows) if i is None else _converted(batch.column(i), node, convert)
+            for i, node, convert in self.steps
+        ]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _converted(values: pa.Array, node: FieldNode, convert: Converter | None, valid: pa.Array | None = None) -> pa.Array:
+    """``values`` converted, and checked for nulls (where the parent, ``valid`` when given, is not null) if asked."""
+    if convert is not None:
+        values = convert(values)
+    if node.check_nulls:
+        _check_no_nulls(values, node, valid)
+    return values
 
 
 def _holds(arrow_type: pa.DataType, target: pa.DataType) -> bool:
@@ -223,11 +225,7 @@ def _rebuild_struct(array: pa.StructArray, parts: tuple[_Part, ...], out_type: p
         if i is None:
             children.append(_nulls(out, len(array)))
             continue
-        values = array.field(i)
-        if convert is not None:
-            values = convert(values)
-        if child.check_nulls:
-            _check_no_nulls(values, child, valid)
+        values = _converted(array.field(i), child, convert, valid)
         if child.required and values.null_count:
             # Nulls under null structs only (checked): Parquet refuses any null in a required column.
             values = pc.coalesce(values, pa.scalar(_zero(out), out))
@@ -307,11 +305,7 @@ def _rebuild_list(
     if len(array) == 0:
         return pa.array([], type=out_type)
     offsets, start, end = _window(array)
-    values = array.values.slice(start, end - start)
-    if convert is not None:
-        values = convert(values)
-    if element.check_nulls:
-        _check_no_nulls(values, element, None)
+    values = _converted(array.values.slice(start, end - start), element, convert)
     factory = pa.LargeListArray if large else pa.ListArray
     return factory.from_arrays(offsets, values, type=out_type, mask=array.is_null() if array.null_count else None)
 
@@ -341,10 +335,7 @@ def _rebuild_map(
     keys, items = array.keys.slice(start, end - start), array.items.slice(start, end - start)
     if convert_key is not None:
         keys = convert_key(keys)
-    if convert_value is not None:
-        items = convert_value(items)
-    if value.check_nulls:
-        _check_no_nulls(items, value, None)
+    items = _converted(items, value, convert_value)
     return pa.MapArray.from_arrays(
         offsets, keys, items, type=out_type, mask=array.is_null() if array.null_count else None
     )

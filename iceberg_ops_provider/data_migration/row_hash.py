@@ -146,8 +146,6 @@ def value_hashes(array: pa.Array | pa.ChunkedArray) -> pa.UInt64Array:
     Raises:
         ValueError: A ``decimal256`` value does not fit in 38 digits.
     """
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
     array = _plain(array)
     kind = array.type
     if pa.types.is_null(kind):
@@ -175,8 +173,10 @@ def value_hashes(array: pa.Array | pa.ChunkedArray) -> pa.UInt64Array:
     return _python_hashes(array)
 
 
-def _plain(array: pa.Array) -> pa.Array:
-    """The array without extension, dictionary or run-end encoding, view layouts as plain ones."""
+def _plain(array: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The array in one chunk without extension, dictionary or run-end encoding, view layouts as plain ones."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
     if isinstance(array.type, pa.BaseExtensionType):
         array = array.storage
     if pa.types.is_dictionary(array.type):
@@ -276,8 +276,6 @@ def canonical_values(array: pa.Array | pa.ChunkedArray) -> list[Hashable]:
     ``0.0`` for ``-0.0`` and :data:`NAN` for every NaN; ``Decimal``, ``str``, ``bytes``; tuples for
     structs and lists; a tuple of ``(key, value)`` pairs in key order for maps; ``None`` for null.
     """
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
     array = _plain(array)
     kind = array.type
     if pa.types.is_floating(kind):
