@@ -21,25 +21,10 @@ __all__ = ["MoveDefinition"]
 class MoveDefinition(Protocol):
     """The settings of one move that every step of it reads (validated, as ``DataMover`` holds them).
 
-    Attributes:
-        source_catalog: The catalog holding the source table.
-        target_catalog: The target's catalog (the source's when none was given).
-        source_table: The source table when it was given loaded (refreshed before use), else ``None``.
-        source: The source table's identifier, ``namespace.table``.
-        target: The target table's identifier, ``namespace.table``.
-        where: The rows to move (``AlwaysTrue()`` for every row), on source columns.
-        where_text: The filter as it was given, for messages (``None`` for every row).
-        columns: The source columns to move (``None`` for all).
-        rename: ``{source_column: target_column}`` for the columns whose names differ.
-        create_target: Whether a missing target may be created from the source's schema, spec and sort order.
-        mode: ``append``, ``overwrite`` or ``incremental``.
-        move_id: The move's name: its state and files in the target are keyed by it.
-        branch: The branch units commit to: ``main``, or an overwrite's staging branch.
-        definition: The fingerprint of the target, filter, columns, renames and mode, recorded in the move's state.
-        source_snapshot_id: The source snapshot asked for when the move starts (``None``: the current one).
-        commit_every_bytes: Source bytes per unit, for a move that starts now.
-        verify_method: The verification asked for (``count``, ``checksum``, ``sample``), or ``None``.
-        sample_size: Rows compared by the ``sample`` verification.
+    ``source_table`` is the source when it was given loaded (refreshed before use); ``where`` is
+    ``AlwaysTrue()`` for every row and ``where_text`` the filter as given, for messages; ``branch`` is
+    ``main`` or an overwrite's staging branch; ``definition`` fingerprints the target, filter, columns,
+    renames and mode; ``commit_every_bytes`` is the unit size for a move that starts now.
     """
 
     source_catalog: Catalog

@@ -72,14 +72,11 @@ def target_batches(
 ) -> tuple[BatchStream, dict[str, object]]:
     """A stream of the target rows to compare with the source, and what they are (``scope``, ``target_files``).
 
-    ``scope`` is ``move_files`` (the files the move's commits added) while the target still holds all
-    of them and they hold the ``moved_rows`` the move committed. Once a later commit rewrote some (a
-    delete, a compaction) or expiry removed some of the move's commits from the history, the move's
-    rows cannot be told apart from others any more and the scope is ``table``: every target row
-    matching ``row_filter``. That scope is exact only when the target holds nothing else there;
-    ``foreign_changes`` then lists why it may not (see :func:`foreign_changes`; empty: exact).
-    ``replaces_earlier_rows`` says the move replaced the target's earlier rows matching the filter
-    (``overwrite`` mode), so rows the target held before the move do not count.
+    ``scope`` is ``move_files`` while the target still holds every file the move's commits added, with
+    the ``moved_rows`` it committed. Once a later commit rewrote some or expiry removed some of the
+    move's commits, its rows cannot be told apart from others and the scope is ``table``: every target
+    row matching ``row_filter``, exact only when ``foreign_changes`` is empty.
+    ``replaces_earlier_rows``: an ``overwrite`` replaced the target's earlier rows matching the filter.
     """
     paths = move_data_paths(table, move_id, branch)
     head = table.metadata.snapshot_by_name(branch)

@@ -212,15 +212,14 @@ class DataMover:
             return list(plan.pending)
         chosen: list[MoveUnit] = []
         for item in units:
+            unit = self._unit_of(item)
             if isinstance(item, int) and not isinstance(item, bool):
                 if not 0 <= item < len(plan.units):
                     raise InvalidMoveError(f"Unit {item} does not exist: the plan has {len(plan.units)} units.")
-                chosen.append(plan.units[item])
-                continue
-            unit = self._given([item])[0] if isinstance(item, MoveUnit | Mapping) else None
-            if unit is None:
+                unit = plan.units[item]
+            elif unit is None:
                 raise InvalidMoveError(f"{item!r} is not a unit: pass MoveUnit objects, their JSON, or unit indexes.")
-            if unit.move_id != self.move_id:
+            elif unit.move_id != self.move_id:
                 raise InvalidMoveError(
                     message(
                         f"Unit {unit.index} belongs to move {unit.move_id!r}, not {self.move_id!r}: pass {{move_id}}.",
@@ -231,18 +230,14 @@ class DataMover:
         return chosen
 
     @staticmethod
-    def _given(units: Sequence[MoveUnit | Mapping[str, Any] | int] | None) -> list[MoveUnit]:
-        """The units given as ``MoveUnit`` or JSON (indexes name units of the plan about to be made)."""
-        given: list[MoveUnit] = []
-        for item in units or ():
-            if isinstance(item, MoveUnit):
-                given.append(item)
-            elif isinstance(item, Mapping):
-                try:
-                    given.append(MoveUnit.from_json(dict(item)))
-                except (KeyError, TypeError, ValueError) as exc:
-                    raise InvalidMoveError(f"{item!r} is not a unit of a move plan ({exc!r}).") from exc
-        return given
+    def _unit_of(item: MoveUnit | Mapping[str, Any] | int) -> MoveUnit | None:
+        """The unit ``item`` gives as ``MoveUnit`` or its JSON; ``None`` for an index or anything else."""
+        if not isinstance(item, Mapping):
+            return item if isinstance(item, MoveUnit) else None
+        try:
+            return MoveUnit.from_json(dict(item))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidMoveError(f"{item!r} is not a unit of a move plan ({exc!r}).") from exc
 
     def _settled_elsewhere(self, target: Table | None, unit: MoveUnit) -> bool:
         """Whether ``unit``, from an older plan than the current one, was committed by that plan's run."""
@@ -286,7 +281,7 @@ class DataMover:
 
     def _run(self, units: Sequence[MoveUnit | Mapping[str, Any] | int] | None) -> MoveResult:
         started = time.monotonic()
-        planned = {unit.source_snapshot_id for unit in self._given(units)}
+        planned = {unit.source_snapshot_id for item in units or () if (unit := self._unit_of(item)) is not None}
         resolved = resolve(self, pinned=planned.pop() if len(planned) == 1 else None)
         plan = resolved.plan
         selected = self._units(plan, units)
