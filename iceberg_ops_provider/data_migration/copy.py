@@ -24,7 +24,6 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -37,7 +36,7 @@ from pyiceberg.io.pyarrow import (
     _read_all_delete_files,
     pyarrow_to_schema,
 )
-from pyiceberg.manifest import DataFile, FileFormat
+from pyiceberg.manifest import FileFormat
 from pyiceberg.partitioning import PartitionKey
 from pyiceberg.schema import sanitize_column_names
 from pyiceberg.table import TableProperties
@@ -52,7 +51,7 @@ from iceberg_ops_provider.core.parquet_output import (
     split_by_partition,
 )
 from iceberg_ops_provider.data_migration.null_residuals import negated_field_ids, residual_holds
-from iceberg_ops_provider.data_migration.pipeline import CopyPipeline, LaneShare, Stopped, UnitCopy
+from iceberg_ops_provider.data_migration.pipeline import CopyOutcome, CopyPipeline, Stopped, UnitCopy
 from iceberg_ops_provider.data_migration.source_pieces import (
     PIECE_BYTES,
     SourcePiece,
@@ -97,16 +96,6 @@ READ_BATCH_ROWS = 128 * 1024
 """Rows per batch read from a source file on the PyArrow-only path."""
 
 _ALWAYS_TRUE = AlwaysTrue()
-
-
-@dataclass
-class CopyOutcome:
-    """What one :meth:`FileCopier.copy` call wrote: new uncommitted data files, rows, bytes read and written."""
-
-    data_files: list[DataFile] = field(default_factory=list)
-    rows: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
 
 
 class _Output:
@@ -293,7 +282,7 @@ class _Lane:
         self.number = number
         self.write_id = write_id
         self.unit: UnitCopy | None = None
-        self.share = LaneShare()
+        self.share = CopyOutcome()
         self.outputs: dict[Record, _Output] = {}
         self.pending_bytes = 0
         self.counter = 0
@@ -350,7 +339,7 @@ class _Lane:
         for output in list(self.outputs.values()):
             self._roll(output)
         unit, share = self.unit, self.share
-        self.unit, self.share = None, LaneShare()
+        self.unit, self.share = None, CopyOutcome()
         pipeline.leave(unit, share)
 
     def _copy_as_is(self, piece: SourcePiece, pipeline: CopyPipeline) -> bool:

@@ -22,7 +22,7 @@ from iceberg_ops_provider.data_migration.source_pieces import SourcePiece
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
 
-__all__ = ["CopyPipeline", "Stopped", "UnitCopy"]
+__all__ = ["CopyOutcome", "CopyPipeline", "Stopped", "UnitCopy"]
 
 
 class Stopped(Exception):
@@ -59,12 +59,13 @@ class UnitCopy:
 
 
 @dataclass
-class LaneShare:
-    """What one lane wrote of one unit, added to the unit when the lane closes its files of it."""
+class CopyOutcome:
+    """What a copy wrote (new uncommitted data files, rows, bytes read and written), or one lane of one unit."""
 
     data_files: list[DataFile] = field(default_factory=list)
     rows: int = 0
     bytes_read: int = 0
+    bytes_written: int = 0
 
 
 class CopyPipeline:
@@ -163,7 +164,7 @@ class CopyPipeline:
                     return None
                 self._changed.wait()
 
-    def leave(self, unit: UnitCopy, share: LaneShare) -> None:
+    def leave(self, unit: UnitCopy, share: CopyOutcome) -> None:
         """A lane closed its files of ``unit``: add what it wrote."""
         with self._changed:
             unit.data_files.extend(share.data_files)

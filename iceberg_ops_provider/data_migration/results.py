@@ -42,9 +42,7 @@ class MoveUnit:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serializable dict (``from_json`` reads it back)."""
-        payload = asdict(self)
-        payload["files"] = list(self.files)
-        return payload
+        return {**asdict(self), "files": list(self.files)}
 
     @classmethod
     def from_json(cls, payload: dict[str, Any]) -> MoveUnit:
@@ -162,7 +160,4 @@ class MoveResult:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serializable dict (what the Airflow operator pushes to XCom)."""
-        payload = asdict(self)
-        payload["target_snapshot_ids"] = list(self.target_snapshot_ids)
-        payload["verify"] = self.verify.to_json() if self.verify is not None else None
-        return payload
+        return {**asdict(self), "target_snapshot_ids": list(self.target_snapshot_ids)}
