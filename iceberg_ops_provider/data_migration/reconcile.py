@@ -3,25 +3,10 @@
 PyIceberg matches Arrow fields to a table's columns by field id when the data carries ids, so rows read
 from one table and written to another land in the wrong columns when the two tables number their
 columns differently. :class:`ColumnMapping` pairs the columns by name (after ``rename=``), checks every
-pair once, and turns each batch read from the source into a batch that can be written straight into a
-Parquet data file of the target: the target's file column names, the target's field ids on every
-field (nested ones included), the target's column order. This module pairs and checks the columns;
-the Arrow side of the conversion is :mod:`iceberg_ops_provider.data_migration.batch_convert`.
-
-Rules (checked by :meth:`ColumnMapping.build` before anything is written):
-
-- every moved source column needs a target column of its (renamed) name; nothing is dropped silently;
-- a required target column needs a source column; an optional one without is filled with nulls;
-- equal Iceberg types are kept as they are (``string`` stays ``string`` or ``large_string``: a cast
-  would cost throughput for nothing); the promotions Iceberg allows (int -> long, float -> double,
-  decimal precision widening at the same scale) are cast; structs pair their fields by name, lists
-  and maps their elements, keys and values;
-- narrowing (long -> int, double -> float, decimal precision narrowing) is allowed when the values
-  fit: :meth:`ColumnMapping.check_files` checks every source file's bounds, and
-  :meth:`ColumnMapping.convert` casts with overflow checks as a second guard;
-- an optional source column into a required target column is allowed when the source files' null
-  counts are 0 (:meth:`~ColumnMapping.check_files`), and each batch is checked again;
-- anything else (string -> int, struct -> string, a decimal scale change) is an error naming both types.
+pair once (the rules are in ``docs/data_mover.md``: promotions are cast, narrowing and optional into
+required are allowed when the source files' statistics show the values fit, and are checked again
+per batch), and converts each batch read from the source into one written straight into a Parquet
+data file of the target (:mod:`~iceberg_ops_provider.data_migration.batch_convert`).
 """
 
 from __future__ import annotations

@@ -1,24 +1,14 @@
 """Source data files copied byte for byte into the target, when nothing about their rows has to change.
 
 Iceberg reads a Parquet data file's columns by field id. When the target numbers, names and types its
-columns exactly as the source does, a source file read in full (no filter left to apply, no delete
-files, every column moved) holds exactly the rows the target would get from re-encoding it, so the
-mover copies its bytes instead: no decoding, no encoding, the speed of storage. The copy is a new
-file under the target's data location; its statistics are read again from its footer with the
-target's metrics settings, and it commits with the move's checkpoint like any re-encoded file.
-
-A file is copied as it is only when all of these hold, checked before anything is written:
-
-- the move renames nothing and moves every column;
-- every source column (nested fields included) is in the target with the same field id, name,
-  type and a requirement the source meets; target-only columns are optional without a default;
-- the file is Parquet, holds exactly the source's current schema (field ids in its footer), has no
-  delete files and no residual filter;
-- the target is unpartitioned, or partitioned exactly as the file (same source columns and
-  transforms, in the same order), so the file's partition value stays valid.
-
-Anything else is re-encoded. ``DataMover(..., rewrite=True)`` re-encodes every file, e.g. to apply
-the target's compression or to pack small files while moving.
+columns as the source does, a source file read in full holds exactly the rows re-encoding would
+write, so the mover copies its bytes instead (statistics are read again from the copy's footer with
+the target's metrics settings). Required, checked before anything is written: no rename and every
+column moved; every source column in the target with the same field id, name, type and a
+requirement the source meets, target-only columns optional without a default; a Parquet file of
+exactly the source's current schema, without delete files or residual filter; and the target
+unpartitioned or partitioned exactly as the file. Anything else is re-encoded, as is everything
+with ``DataMover(..., rewrite=True)``.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ seeded reservoir sampling, among the target's rows, value by value, plus the cou
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
@@ -307,8 +306,4 @@ def _jsonable(value: Any) -> Any:
         return {str(key): _jsonable(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(item) for item in value]
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return str(value)
-    return value
+    return str(value)  # json cannot hold it (Decimal, bytes, datetime, ...)
