@@ -278,11 +278,7 @@ def resolve(mover: MoveDefinition, pinned: int | None = None) -> Resolved:
     if state is not None:
         check_owner(mover, state, source)
     if state is not None and not state.complete:
-        snapshot_id, from_snapshot, commit_every = (
-            state.snapshot_id,
-            state.from_snapshot_id,
-            state.commit_every_bytes,
-        )
+        snapshot_id, from_snapshot, commit_every = state.snapshot_id, state.from_snapshot_id, state.commit_every_bytes
         notes.append(f"resuming: {len(state.done)} of {state.unit_count} units committed")
         if commit_every != mover.commit_every_bytes:
             notes.append(f"units of {commit_every} bytes, as the move started with")

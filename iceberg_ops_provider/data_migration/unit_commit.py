@@ -113,11 +113,6 @@ def _lost_race(exc: BaseException) -> bool:
     return isinstance(exc, ValueError) and "sequence number" in str(exc)
 
 
-def _clean(producers: Sequence[_SnapshotProducer]) -> None:
-    for producer in producers:
-        producer._clean_all_uncommitted()
-
-
 def commit_unit(
     table: Table,
     files: Sequence[DataFile],
@@ -153,7 +148,8 @@ def commit_unit(
                 except Exception as exc:
                     if not _lost_race(exc):
                         return _settle_unknown(table, producers, new_state, number, unit_label, exc)
-                    _clean(producers)
+                    for producer in producers:
+                        producer._clean_all_uncommitted()
                     raise
                 return UnitCommit(True, producers[-1].snapshot_id, new_state, number)
     except Exception as exc:

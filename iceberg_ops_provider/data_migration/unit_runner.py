@@ -63,15 +63,10 @@ def _discard(table: Table, written: list[str]) -> None:
         delete_files(table.io, written, what="data files of an uncommitted unit")
 
 
-def _done_units(state: MoveState | None, plan_id: str) -> set[int]:
-    """The units of plan ``plan_id`` that ``state`` records as committed."""
-    return set(state.done) if state is not None and state.plan_id == plan_id else set()
-
-
-def _skip_done(pipeline: CopyPipeline, units: Sequence[MoveUnit], done: set[int]) -> None:
-    """Drop from ``pipeline`` the units in ``done`` that no lane has started."""
+def _skip_done(pipeline: CopyPipeline, units: Sequence[MoveUnit], state: MoveState | None, plan_id: str) -> None:
+    """Drop from ``pipeline`` the units ``state`` records as committed under ``plan_id`` that no lane has started."""
     for position, unit in enumerate(units):
-        if unit.index in done:
+        if state is not None and state.plan_id == plan_id and unit.index in state.done:
             pipeline.skip(position)
 
 
@@ -130,7 +125,7 @@ def run_units(
     target = resolved.target
     assert target is not None
     target.refresh()
-    done = _done_units(current_state(move, target), resolved.plan.plan_id)
+    state = current_state(move, target)
     tasks = [[resolved.tasks[path] for path in unit.files] for unit in units]
     snapshots: list[int] = []
     settled, unknown = 0, -1  # units whose files were committed or deleted; a commit of unknown outcome
@@ -146,7 +141,7 @@ def run_units(
                         _discard(target, copied.written)
 
         try:
-            _skip_done(pipeline, units, done)
+            _skip_done(pipeline, units, state, resolved.plan.plan_id)
             for position, unit in enumerate(units):
                 if stop_requested.is_set():
                     stopped = True
@@ -175,7 +170,7 @@ def run_units(
                     if commit is not None:
                         snapshots.append(commit.snapshot_id)
                         # Units other workers committed meanwhile are not copied (if not started yet).
-                        _skip_done(pipeline, units, _done_units(commit.state, resolved.plan.plan_id))
+                        _skip_done(pipeline, units, commit.state, resolved.plan.plan_id)
                 settled = position + 1
                 pipeline.release(copied)
                 tracker.unit_done()
