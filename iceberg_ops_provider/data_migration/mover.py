@@ -395,11 +395,8 @@ class DataMover:
     def verify(self, method: str | None = None, *, seed: int | None = None) -> VerifyReport:
         """Compare the source rows the move was defined over with the rows its commits hold in the target.
 
-        Args:
-            method: ``count``, ``checksum`` or ``sample``; default the ``verify`` given to the mover, else ``count``.
-            seed: Seed of the ``sample`` method's choice of rows (recorded in the report).
-
-        Raises:
-            MoveStateError: The move has not finished (or never ran).
+        ``method`` is ``count``, ``checksum`` or ``sample`` (default the ``verify`` given to the mover, else
+        ``count``); ``seed`` seeds the ``sample`` choice of rows (recorded in the report). A move that has
+        not finished (or never ran) raises ``MoveStateError``.
         """
         return verify_move(self, method, seed=seed)

@@ -402,13 +402,13 @@ class ColumnMapping:
         self._plans = [(schema, plan), *self._plans[:15]]
         return plan.apply(batch)
 
-    def target_expression(self, expr: BooleanExpression, *, case_sensitive: bool = True) -> BooleanExpression:
+    def target_expression(self, expr: BooleanExpression) -> BooleanExpression:
         """Rewrite a filter on source column names (a move's ``where``) into one on the target's names.
 
         Raises:
             ReconciliationError: The expression refers to a column the move does not write to the target.
         """
-        return rename_references(expr, self.source_schema, self._target_column, case_sensitive=case_sensitive)
+        return rename_references(expr, self.source_schema, self._target_column)
 
     def _target_column(self, field_id: int, name: str) -> str:
         target_id = self._moved.get(field_id)

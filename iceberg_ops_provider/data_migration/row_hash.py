@@ -59,6 +59,7 @@ _SIGN_SHIFT = pa.scalar(62, pa.int64())
 _ONE = pa.scalar(1, pa.int64())
 _MURMUR_BUCKETS = 2**31  # bucket() is (murmur3 & 0x7FFFFFFF) % N: with this N, all 31 bits it keeps
 _THOUSAND = pa.scalar(1000, pa.int64())
+_BYTES_TYPES = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
 
 
 class _NaN:
@@ -197,12 +198,7 @@ def _is_temporal(kind: pa.DataType) -> bool:
 
 
 def _is_bytes(kind: pa.DataType) -> bool:
-    return (
-        pa.types.is_string(kind)
-        or pa.types.is_large_string(kind)
-        or pa.types.is_binary(kind)
-        or pa.types.is_large_binary(kind)
-    )
+    return kind in _BYTES_TYPES
 
 
 def _float_bits(array: pa.Array) -> pa.Array:

@@ -358,11 +358,7 @@ def target_sort_order_for(
 
 
 def rename_references(
-    expr: BooleanExpression,
-    source: Schema,
-    target_name: Callable[[int, str], str],
-    *,
-    case_sensitive: bool = True,
+    expr: BooleanExpression, source: Schema, target_name: Callable[[int, str], str]
 ) -> BooleanExpression:
     """Rewrite the column references of a filter on ``source`` into the target's column names.
 
@@ -370,20 +366,19 @@ def rename_references(
     source field (its id and the name used) and raises ``ReconciliationError`` when it is not moved.
     The result is unbound.
     """
-    return visit(expr, _RenameReferences(source, target_name, case_sensitive))
+    return visit(expr, _RenameReferences(source, target_name))
 
 
 class _RenameReferences(ExpressionRewriter):
-    def __init__(self, source: Schema, target_name: Callable[[int, str], str], case_sensitive: bool) -> None:
+    def __init__(self, source: Schema, target_name: Callable[[int, str], str]) -> None:
         self.source = source
         self.target_name = target_name
-        self.case_sensitive = case_sensitive
 
     def visit_unbound_predicate(self, predicate: UnboundPredicate) -> BooleanExpression:
         name = predicate.term.name  # type: ignore[attr-defined]
         source = self.source
         try:
-            field = source.find_field(name, case_sensitive=self.case_sensitive)
+            field = source.find_field(name)
         except ValueError:
             columns = ", ".join(f"`{f.name}`" for f in source.fields)
             raise ReconciliationError(
