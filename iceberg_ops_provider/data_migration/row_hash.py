@@ -1,30 +1,22 @@
 """Vectorised 64-bit row hashes and comparable Python values, blind to how equal values are represented.
 
-Two sides of a move can hold the same value in different Arrow types: ``string`` and ``large_string``,
-``int32`` and ``int64`` after a promotion, ``float32`` and ``float64``, ``decimal128(10, 2)`` and
-``decimal128(12, 2)``, timestamps in microseconds and in nanoseconds. Every value is first brought to
-a canonical form per kind of type, then hashed, so equal values hash the same on both sides:
+Two sides of a move can hold one value in different Arrow types (``string`` and ``large_string``,
+``int32`` and ``int64``, ``float32`` and ``float64``, decimals of other precisions, timestamps in
+microseconds and nanoseconds), so every value is brought to a canonical form per kind, then hashed:
 
-- integers, booleans, dates (days), times and timestamps (microseconds; the time zone is ignored,
-  the instant counts; a nanosecond value with a sub-microsecond part stays distinct from every
-  microsecond value): the 64-bit integer, mixed with the SplitMix64 finalizer (a bijection, so
-  distinct integers never collide);
-- floating point: the IEEE bits of the ``float64`` value (``float32 -> float64`` is exact). ``-0.0``
-  counts as ``0.0`` and every NaN (any sign or payload) as one NaN, equal to itself and distinct
-  from null, so a value compares the way it reads, not by its bit pattern;
-- decimals: the 128-bit unscaled integer (the precision does not matter, the scale does: Iceberg
-  never changes a decimal's scale);
-- strings and binary: the Murmur3-32 hash of the bytes (Iceberg's bucket hash, vectorised in Rust
-  by ``pyiceberg_core``; it keeps 31 bits) with the length in bytes, so a value changed to another of
-  the same length hashes alike with probability ``2**-31`` (a second Murmur3 pass would halve the
-  speed on text-heavy rows);
-- structs: their fields hashed like columns of a row, recursively;
-- lists, maps and anything else: hashed from their canonical Python values, one row at a time in
-  Python (correct but slow; map entries are compared in key order).
+- integers, booleans, dates (days), times and timestamps (microseconds; the instant counts, not the
+  zone; a nanosecond value with a sub-microsecond part stays distinct): the 64-bit integer, mixed
+  with the SplitMix64 finalizer (a bijection: distinct integers never collide);
+- floating point: the bits of the ``float64`` value, ``-0.0`` as ``0.0`` and every NaN as one NaN;
+- decimals: the 128-bit unscaled integer (Iceberg never changes a decimal's scale);
+- strings and binary: Murmur3-32 of the bytes (``pyiceberg_core``'s bucket hash, 31 bits) with the
+  length, so a value changed to another of the same length collides with probability ``2**-31``;
+- structs: their fields, like columns of a row; lists, maps and the rest: their canonical Python
+  values, one row at a time in Python (correct but slow; map entries in key order).
 
 A null hashes to ``2**63``, which no value's hash reaches (they keep 63 bits). A row's hash chains its
-columns' hashes in column order (``h = ((h ^ h >> 29) * K) + v``, 64-bit wrapping) and mixes the
-result, so a value moved to another column or a null in another column changes it.
+columns' hashes in order (``h = ((h ^ h >> 29) * K) + v``, 64-bit wrapping) and mixes the result, so a
+value moved to another column or a null in another column changes it.
 """
 
 from __future__ import annotations

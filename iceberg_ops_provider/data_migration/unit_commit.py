@@ -122,7 +122,6 @@ def commit_unit(
     decide: Callable[[MoveState | None], MoveState | None],
     unit_label: str,
     delete_filter: BooleanExpression | None = None,
-    max_attempts: int = MAX_ATTEMPTS,
 ) -> UnitCommit:
     """Commit ``files`` to ``branch`` with the state ``decide`` returns, unless the unit is already done.
 
@@ -133,7 +132,7 @@ def commit_unit(
     result's ``committed`` is ``False``.
     """
     try:
-        for attempt in lost_races(max_attempts, what=f"unit {unit_label}", when=_lost_race):
+        for attempt in lost_races(MAX_ATTEMPTS, what=f"unit {unit_label}", when=_lost_race):
             with attempt:
                 number = attempt.retry_state.attempt_number
                 table.refresh()
@@ -156,7 +155,7 @@ def commit_unit(
         if not _lost_race(exc):
             raise
         raise MoveConflictError(
-            f"Unit {unit_label} of move {move_id!r} lost {max_attempts} commits in a row to concurrent commits on "
+            f"Unit {unit_label} of move {move_id!r} lost {MAX_ATTEMPTS} commits in a row to concurrent commits on "
             f"{'.'.join(table.name())}; what was committed stays committed. Run the move again to resume."
         ) from exc
     raise AssertionError("unreachable")  # pragma: no cover
