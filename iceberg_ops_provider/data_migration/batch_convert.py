@@ -135,10 +135,6 @@ _SAME_ICEBERG_TYPE = {
 }
 
 
-def _is_uuid(t: pa.DataType) -> bool:
-    return isinstance(t, pa.BaseExtensionType) and t.extension_name == "arrow.uuid"
-
-
 def _out_field(node: FieldNode, arrow_type: pa.DataType) -> pa.Field:
     return pa.field(node.name, arrow_type, nullable=not node.required, metadata=node.metadata)
 
@@ -252,7 +248,7 @@ def _zero(t: pa.DataType) -> object:
         return {f.name: None if f.nullable else _zero(f.type) for f in t}
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
         return []
-    if _is_uuid(t):
+    if isinstance(t, pa.BaseExtensionType) and t.extension_name == "arrow.uuid":
         return uuid.UUID(int=0)
     if pa.types.is_boolean(t):
         return False

@@ -135,19 +135,9 @@ class MoveState:
         try:
             payload: dict[str, Any] = json.loads(text)
             version = payload.pop("v", None)
-            if version != STATE_VERSION:
-                raise MoveStateError(
-                    message(
-                        f"The move state in {where} has version {version!r}; this release reads version "
-                        f"{STATE_VERSION}. Use the release that started the move to finish it, or start a new "
-                        "{move_id}.",
-                        move_id=Arg("move_id"),
-                    )
-                )
-            payload["done"] = parse_ranges(payload.get("done", ""))
-            return cls(**payload)
-        except MoveStateError:
-            raise
+            if version == STATE_VERSION:
+                payload["done"] = parse_ranges(payload.get("done", ""))
+                return cls(**payload)
         except (ValueError, TypeError) as exc:
             raise MoveStateError(
                 message(
@@ -156,13 +146,17 @@ class MoveState:
                     move_id=Arg("move_id"),
                 )
             ) from exc
+        raise MoveStateError(
+            message(
+                f"The move state in {where} has version {version!r}; this release reads version {STATE_VERSION}. "
+                "Use the release that started the move to finish it, or start a new {move_id}.",
+                move_id=Arg("move_id"),
+            )
+        )
 
 
 def _summary_value(snapshot: Snapshot, key: str) -> str | None:
-    summary = snapshot.summary
-    if summary is None:
-        return None
-    return summary.additional_properties.get(key)
+    return snapshot.summary.additional_properties.get(key) if snapshot.summary is not None else None
 
 
 def property_key(move_id: str) -> str:
