@@ -318,15 +318,17 @@ class DataMover:
             on_progress=tracker.add,
             verbatim=self._verbatim(resolved, target),
         )
-        totals = {"committed": 0, "skipped": 0, "rows": 0, "read": 0, "written": 0, "files": 0}
+        totals = dict.fromkeys(
+            ("units_committed", "units_skipped", "rows", "bytes_read", "bytes_written", "files_written"), 0
+        )
         pending: list[MoveUnit] = []
         for unit in selected:
             if unit.plan_id == plan.plan_id and unit.index in plan.done:
-                totals["skipped"] += 1
+                totals["units_skipped"] += 1
             elif unit.plan_id == plan.plan_id:
                 pending.append(unit)
             elif self._settled_elsewhere(target, unit):
-                totals["skipped"] += 1
+                totals["units_skipped"] += 1
             else:
                 raise MoveStateError(
                     f"Unit {unit.index} comes from plan {unit.plan_id}, but move {self.move_id!r} now runs plan "
@@ -353,12 +355,7 @@ class DataMover:
             mode=self.mode,
             source_snapshot_id=plan.source_snapshot_id,
             units_total=len(plan.units),
-            units_committed=totals["committed"],
-            units_skipped=totals["skipped"],
-            rows=totals["rows"],
-            bytes_read=totals["read"],
-            bytes_written=totals["written"],
-            files_written=totals["files"],
+            **totals,
             seconds=round(time.monotonic() - started, 3),
             complete=complete,
             target_snapshot_ids=tuple(snapshots),

@@ -150,7 +150,7 @@ def run_units(
                 label = f"{unit.index + 1}/{unit.count}"
                 if copied.skipped:
                     log.info("unit %s of move %s: already committed", label, move.move_id)
-                    totals["skipped"] += 1
+                    totals["units_skipped"] += 1
                 else:
                     try:
                         commit = _commit_copied(move, resolved, unit, copied, totals, label)
@@ -205,13 +205,13 @@ def _commit_copied(
     if not commit.committed:
         log.info("unit %s of move %s: committed by another worker meanwhile", label, move.move_id)
         _discard(target, copied.written)
-        totals["skipped"] += 1
+        totals["units_skipped"] += 1
         return None
-    totals["committed"] += 1
+    totals["units_committed"] += 1
     totals["rows"] += copied.rows
-    totals["read"] += copied.bytes_read
-    totals["written"] += copied.bytes_written
-    totals["files"] += len(copied.data_files)
+    totals["bytes_read"] += copied.bytes_read
+    totals["bytes_written"] += copied.bytes_written
+    totals["files_written"] += len(copied.data_files)
     log.info(
         "unit %s of move %s committed: %d rows, %d files, target snapshot %s",
         label,
