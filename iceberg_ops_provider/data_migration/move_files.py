@@ -8,7 +8,7 @@ move holds its rows in rewritten files; verify before compacting, or expect a di
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.table import FileScanTask, Table
     from pyiceberg.table.metadata import TableMetadata
+
+    from iceberg_ops_provider.data_migration.reconcile import ColumnMapping
 
 __all__ = ["foreign_changes", "move_data_paths", "source_batches", "target_batches"]
 
@@ -143,23 +145,19 @@ def source_batches(
     metadata: TableMetadata,
     snapshot_id: int | None,
     row_filter: BooleanExpression,
-    source_columns: Sequence[str],
-    convert: Callable[[pa.RecordBatch], pa.RecordBatch],
-    file_names: Mapping[str, str],
+    mapping: ColumnMapping,
     compared: Sequence[str],
 ) -> BatchStream:
-    """A stream of the source's rows as the move writes them: converted, named as the target's columns.
-
-    ``file_names`` maps each target column to its name in converted batches (``ColumnMapping.file_names``).
-    """
+    """A stream of the source's rows as the move writes them: converted, named as the target's columns."""
 
     def stream() -> Iterator[pa.RecordBatch]:
         if snapshot_id is None:
             return
-        scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=tuple(source_columns))
-        for batch in stream_tasks(metadata, table.io, list(scan.plan_files()), source_columns, row_filter):
-            converted = convert(batch)
-            arrays = [converted.column(file_names[name]) for name in compared]
+        columns = mapping.source_columns
+        scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=tuple(columns))
+        for batch in stream_tasks(metadata, table.io, list(scan.plan_files()), columns, row_filter):
+            converted = mapping.convert(batch)
+            arrays = [converted.column(mapping.file_names[name]) for name in compared]
             yield pa.RecordBatch.from_arrays(arrays, names=list(compared))
 
     return stream

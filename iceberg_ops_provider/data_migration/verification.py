@@ -77,14 +77,7 @@ def verify_move(mover: MoveDefinition, method: str | None = None, *, seed: int |
     mapping = build_mapping(mover, source_metadata.schema(), target)
     compared = list(mapping.compared_columns) if method != "count" else list(mapping.compared_columns[:1])
     source_stream = move_files.source_batches(
-        source,
-        source_metadata,
-        state.completed_snapshot_id,
-        row_filter,
-        mapping.source_columns,
-        mapping.convert,
-        mapping.file_names,
-        compared,
+        source, source_metadata, state.completed_snapshot_id, row_filter, mapping, compared
     )
     target_stream, scope = move_files.target_batches(
         target,
