@@ -24,6 +24,7 @@ import logging
 import os
 import uuid
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -98,17 +99,17 @@ READ_BATCH_ROWS = 128 * 1024
 _ALWAYS_TRUE = AlwaysTrue()
 
 
+@dataclass(eq=False)
 class _Output:
     """Rows waiting for one target partition of one lane, and the file they go to."""
 
-    def __init__(self, key: PartitionKey | None, record: Record) -> None:
-        self.key = key
-        self.record = record
-        self.schema: pa.Schema | None = None
-        self.pending: list[pa.RecordBatch] = []
-        self.pending_bytes = 0
-        self.pending_rows = 0
-        self.file: OutputFile | None = None
+    key: PartitionKey | None
+    record: Record
+    schema: pa.Schema | None = None
+    pending: list[pa.RecordBatch] = field(default_factory=list)
+    pending_bytes: int = 0
+    pending_rows: int = 0
+    file: OutputFile | None = None
 
     @property
     def size(self) -> int:
