@@ -267,11 +267,9 @@ def _zero(t: pa.DataType) -> object:
 
 def _compile_list(node: FieldNode, arrow_type: pa.DataType) -> tuple[pa.DataType, Converter | None]:
     first: Converter | None = None
-    if pa.types.is_fixed_size_list(arrow_type) or pa.types.is_list_view(arrow_type):
-        arrow_type = pa.list_(arrow_type.value_field)
-        first = partial(pa.Array.cast, target_type=arrow_type)
-    elif pa.types.is_large_list_view(arrow_type):
-        arrow_type = pa.large_list(arrow_type.value_field)
+    large_view = pa.types.is_large_list_view(arrow_type)
+    if large_view or pa.types.is_fixed_size_list(arrow_type) or pa.types.is_list_view(arrow_type):
+        arrow_type = (pa.large_list if large_view else pa.list_)(arrow_type.value_field)
         first = partial(pa.Array.cast, target_type=arrow_type)
     elif not (pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)):
         raise _unexpected(node, arrow_type)

@@ -140,15 +140,11 @@ class CopyPipeline:
         return unit.index <= self._released + self.lookahead
 
     def take(self, current: UnitCopy | None, *, wait: bool) -> tuple[UnitCopy, SourcePiece] | None:
-        """The next piece for a lane whose open files belong to ``current``.
+        """The next piece for a lane whose open files belong to ``current``; raises :class:`Stopped` once stopped.
 
-        Without ``wait``, ``None`` means no piece can be taken right now (the lane should close its
-        files of ``current``, :meth:`leave` it and ask again with ``wait``); with ``wait``, it
-        means every piece was taken. A piece of a unit other than ``current`` counts the lane in
-        that unit; the lane then closes its files of ``current`` and leaves it before copying.
-
-        Raises:
-            Stopped: The pipeline stopped.
+        Without ``wait``, ``None`` means no piece can be taken right now (the lane should close its files
+        of ``current``, :meth:`leave` it and ask again with ``wait``); with ``wait``, that every piece was
+        taken. A piece of another unit counts the lane in that unit; the lane then leaves ``current`` first.
         """
         with self._changed:
             while True:

@@ -127,11 +127,9 @@ def group_units(
 ) -> tuple[str, tuple[MoveUnit, ...]]:
     """Group ``tasks`` (in order) into units of about ``commit_every_bytes``; returns the plan id and the units.
 
-    A unit is closed once it holds ``commit_every_bytes`` (it may exceed it by less than one file), so
-    source files written near half the unit size (files of "128 MiB" are often a little larger) still
-    come two to a unit and are copied in two parallel lanes. The plan id fingerprints the move, the
-    snapshot and the grouping, so a unit from another plan is recognised and refused. The grouping
-    does not depend on the machine: every worker plans the same units.
+    A unit is closed once it holds ``commit_every_bytes`` (exceeding it by less than one file), so files
+    written near half the unit size still come two to a unit and are copied in two parallel lanes. The
+    grouping does not depend on the machine, and the plan id fingerprints the move, the snapshot and it.
     """
     groups: list[list[FileScanTask]] = []
     current: list[FileScanTask] = []
