@@ -2,21 +2,15 @@
 
 A move is defined over the source snapshot pinned when it starts and the move's filter, columns
 and renames. :meth:`DataMover.plan` groups the files that snapshot's scan reads into units of about
-``commit_every_bytes``; :meth:`DataMover.run` copies units one after the other (each one read and
-written in parallel lanes, memory flat in table size) and commits each with the move's progress in
-the same atomic commit (see :mod:`~iceberg_ops_provider.data_migration.state`,
-:mod:`~iceberg_ops_provider.data_migration.unit_commit` and
-:mod:`~iceberg_ops_provider.data_migration.unit_runner`). Killed at any point, the move leaves the
-target with whole units only; running it again resumes with the units not committed. Workers may
-run different units of one move at once (``run(units=...)``).
+``commit_every_bytes``; :meth:`DataMover.run` copies them in parallel lanes and commits each unit
+with the move's progress in one atomic commit (:mod:`.state`, :mod:`.unit_commit`,
+:mod:`.unit_runner`). Killed at any point, the move leaves the target with whole units only; running
+it again resumes. Workers may run different units of one move at once (``run(units=...)``).
 
-Modes:
-
-- ``append`` (default): the moved rows are appended to the target as each unit commits.
-- ``overwrite``: units commit to a staging branch; the last one replaces the target's rows that
-  match the filter (all rows without one) with the moved rows in one commit on ``main``.
-- ``incremental``: like ``append``; run again later with the same ``move_id``, it moves only what was
-  appended to the source since the run before finished (refusing when rows were deleted or overwritten).
+Modes: ``append`` (default) appends each unit as it commits; ``overwrite`` commits units to a
+staging branch and the last one replaces the target's rows matching the filter on ``main`` in one
+commit; ``incremental`` is ``append`` that, run again with the same ``move_id``, moves only what was
+appended to the source since (refusing when rows were deleted or overwritten).
 """
 
 from __future__ import annotations
