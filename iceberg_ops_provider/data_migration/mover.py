@@ -35,7 +35,7 @@ from iceberg_ops_provider.data_migration.resolution import (
     resolve,
 )
 from iceberg_ops_provider.data_migration.results import VERIFY_METHODS, MovePlan, MoveResult, MoveUnit, VerifyReport
-from iceberg_ops_provider.data_migration.state import file_prefix, move_snapshots, state_of
+from iceberg_ops_provider.data_migration.state import STAGING_BRANCH_PREFIX, file_prefix, move_snapshots, state_of
 from iceberg_ops_provider.data_migration.unit_runner import publish, published, record_empty, run_units
 from iceberg_ops_provider.data_migration.verbatim import schema_blocker
 from iceberg_ops_provider.data_migration.verification import verify_move
@@ -53,7 +53,6 @@ log = logging.getLogger(__name__)
 
 MODES = ("append", "overwrite", "incremental")
 DEFAULT_COMMIT_EVERY_BYTES = 256 * 2**20
-STAGING_BRANCH_PREFIX = "iceberg-ops-move-"
 
 
 def _identifier(table: str | Table) -> str:

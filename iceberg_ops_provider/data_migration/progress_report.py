@@ -16,6 +16,7 @@ from pyiceberg.table.refs import MAIN_BRANCH
 from iceberg_ops_provider.data_migration.state import (
     MOVE_ID_KEY,
     PROPERTY_PREFIX,
+    STAGING_BRANCH_PREFIX,
     find_state,
     move_snapshots,
 )
@@ -24,8 +25,6 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 __all__ = ["MoveProgress", "moves_into"]
-
-_STAGING_PREFIX = "iceberg-ops-move-"
 
 
 @dataclass(frozen=True)
@@ -74,7 +73,7 @@ def _progress(table: Table, move_id: str) -> MoveProgress:
     staging branch for an ``overwrite`` not yet published.
     """
     metadata = table.metadata
-    staging = f"{_STAGING_PREFIX}{move_id}"
+    staging = f"{STAGING_BRANCH_PREFIX}{move_id}"
     branch = MAIN_BRANCH
     try:
         state, _ = find_state(metadata, move_id, MAIN_BRANCH)

@@ -54,6 +54,9 @@ UNIT_KEY = "iceberg-ops.move-unit"
 PROPERTY_PREFIX = "iceberg-ops.move."
 """Table properties ``iceberg-ops.move.<move_id>`` mirror each move's newest state."""
 
+STAGING_BRANCH_PREFIX = "iceberg-ops-move-"
+"""An ``overwrite`` move commits its units to the branch ``iceberg-ops-move-<move_id>`` until it publishes."""
+
 STATE_VERSION = 1
 
 
