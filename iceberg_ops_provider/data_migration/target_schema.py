@@ -232,15 +232,8 @@ def target_schema_for(
 
 
 def _renamed_field(field: NestedField, path: Path, selection: Selection) -> NestedField:
-    return NestedField(
-        field_id=field.field_id,
-        name=selection.renames.get(path, field.name),
-        field_type=_renamed_type(field.field_type, path, selection),
-        required=field.required,
-        doc=field.doc,
-        initial_default=field.initial_default,
-        write_default=field.write_default,
-    )
+    name, field_type = selection.renames.get(path, field.name), _renamed_type(field.field_type, path, selection)
+    return field.model_copy(update={"name": name, "field_type": field_type})
 
 
 def _renamed_type(field_type: IcebergType, path: Path, selection: Selection) -> IcebergType:
