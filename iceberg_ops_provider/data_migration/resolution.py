@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import ancestors_of
 
 from iceberg_ops_provider.core.filters import bind_filter
 from iceberg_ops_provider.core.name_hints import did_you_mean, missing_table
+from iceberg_ops_provider.data_migration.move_files import stream_tasks
 from iceberg_ops_provider.data_migration.planning import group_units, incremental_range, scan_tasks
 from iceberg_ops_provider.data_migration.reconcile import (
     ColumnMapping,
@@ -177,8 +177,7 @@ def check_values(
             suspects.append(task)
     if suspects:
         log.info("reading %d source files the filter may clear of values that do not fit", len(suspects))
-        schema = metadata.schema().select(*mapping.source_columns)
-        for batch in ArrowScan(metadata, io, schema, row_filter).to_record_batches(suspects):
+        for batch in stream_tasks(metadata, io, suspects, mapping.source_columns, row_filter):
             mapping.convert(batch)
 
 
