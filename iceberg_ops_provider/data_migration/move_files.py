@@ -15,6 +15,7 @@ import pyarrow as pa
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan, _read_all_delete_files
 from pyiceberg.manifest import ManifestEntryStatus
+from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Operation, ancestors_of
 
 from iceberg_ops_provider.data_migration.planning import snapshot_paths
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import FileScanTask, Table
     from pyiceberg.table.metadata import TableMetadata
 
+    from iceberg_ops_provider.data_migration.definition import MoveDefinition
     from iceberg_ops_provider.data_migration.reconcile import ColumnMapping
 
 __all__ = ["foreign_changes", "move_data_paths", "source_batches", "target_batches"]
@@ -63,14 +65,7 @@ def stream_tasks(
 
 
 def target_batches(
-    table: Table,
-    move_id: str,
-    branch: str,
-    columns: Sequence[str],
-    row_filter: BooleanExpression,
-    moved_rows: int,
-    *,
-    replaces_earlier_rows: bool = False,
+    table: Table, move: MoveDefinition, columns: Sequence[str], row_filter: BooleanExpression, moved_rows: int
 ) -> tuple[BatchStream, dict[str, object]]:
     """A stream of the target rows to compare with the source, and what they are (``scope``, ``target_files``).
 
@@ -78,8 +73,9 @@ def target_batches(
     the ``moved_rows`` it committed. Once a later commit rewrote some or expiry removed some of the
     move's commits, its rows cannot be told apart from others and the scope is ``table``: every target
     row matching ``row_filter``, exact only when ``foreign_changes`` is empty.
-    ``replaces_earlier_rows``: an ``overwrite`` replaced the target's earlier rows matching the filter.
+    An ``overwrite`` replaced the target's earlier rows matching the filter: those are no foreign change.
     """
+    move_id, branch = move.move_id, MAIN_BRANCH
     paths = move_data_paths(table, move_id, branch)
     head = table.metadata.snapshot_by_name(branch)
     if head is None:
@@ -102,7 +98,7 @@ def target_batches(
         "scope": "table",
         "target_files": len(matching),
         "rewritten_since_move": len(paths - live),
-        "foreign_changes": foreign_changes(table.metadata, move_id, branch, replaces_earlier_rows),
+        "foreign_changes": foreign_changes(table.metadata, move_id, branch, move.mode == "overwrite"),
     }
     return stream, scope
 

@@ -79,15 +79,8 @@ def verify_move(mover: MoveDefinition, method: str | None = None, *, seed: int |
     source_stream = move_files.source_batches(
         source, source_metadata, state.completed_snapshot_id, row_filter, mapping, compared
     )
-    target_stream, scope = move_files.target_batches(
-        target,
-        mover.move_id,
-        MAIN_BRANCH,
-        compared,
-        mapping.target_expression(row_filter),
-        state.rows,
-        replaces_earlier_rows=mover.mode == "overwrite",
-    )
+    target_filter = mapping.target_expression(row_filter)
+    target_stream, scope = move_files.target_batches(target, mover, compared, target_filter, state.rows)
     report = verify_rows(
         method, source_stream, target_stream, columns=compared, sample_size=mover.sample_size, seed=seed
     )
