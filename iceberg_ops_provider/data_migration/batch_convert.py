@@ -1,21 +1,12 @@
 """Convert Arrow batches read from a source table into batches for a target table's data files.
 
-A :class:`BatchPlan` is compiled once per input batch schema from a tree of :class:`FieldNode` (one per
-target field: where its values come from and what the target expects; built and checked by
-:class:`~iceberg_ops_provider.data_migration.reconcile.ColumnMapping`), so converting a batch costs only
-the casts and rebuilds it needs. Output batches carry the target's file column names, the target's
-field ids on every field (nested ones included), the target's column order and nullability.
-
-What a plan does per field:
-
-- data whose Arrow type already holds the target's Iceberg type is passed through, at most relabelled
-  (names, field ids, nullability) with a zero-copy ``view``;
-- promotions and narrowing are cast with overflow checks (a double beyond float's range is an error,
-  not infinity);
-- structs are rebuilt when their fields move, convert, are null-filled or need a null check; lists
-  and maps when their elements, keys or values do (sliced arrays included);
-- a column that is optional in the source but required in the target is checked for nulls in every
-  batch; required fields under null structs get placeholder values, as Parquet needs.
+A :class:`BatchPlan` is compiled once per input batch schema from a tree of :class:`FieldNode` (built
+and checked by :class:`~iceberg_ops_provider.data_migration.reconcile.ColumnMapping`), so a batch
+costs only the casts and rebuilds it needs: data already holding the target's type is at most
+relabelled with a zero-copy ``view``; promotions and narrowing are cast with overflow checks (a
+double beyond float's range is an error, not infinity); an optional source column written to a
+required one is checked for nulls in every batch, and required fields under null structs get
+placeholder values, as Parquet needs.
 """
 
 from __future__ import annotations
@@ -44,17 +35,12 @@ Converter = Callable[[pa.Array], pa.Array]
 class FieldNode:
     """How one target field gets its values: from which source field, as which type, with which checks.
 
-    Attributes:
-        name: The target's file name for the field (its name in converted batches).
-        field_id: The target's field id, written on the output field.
-        required: Whether the target field is required (output field not nullable).
-        column: The dotted target column name, for messages.
-        target_type: The target field's Iceberg type.
-        arrow_type: The target type in Arrow, field ids included: for null filling and casts.
-        source_names: The source field's names a batch may use (plain, then sanitized); ``()`` fills nulls.
-        source_column: The dotted source column name, for messages.
-        check_nulls: Whether every batch is checked for nulls (optional source into required target).
-        children: The nodes of a struct's fields, a list's element, or a map's key and value.
+    ``name`` is the field's name in converted batches (the target's file name), ``column`` and
+    ``source_column`` the dotted names for messages, ``arrow_type`` the target type in Arrow with field
+    ids (for null filling and casts). ``source_names``: the names a batch may use for the source field
+    (plain, then sanitized); ``()`` fills nulls. ``check_nulls``: every batch is checked for nulls
+    (optional source into required target). ``children``: a struct's fields, a list's element, or a
+    map's key and value.
     """
 
     name: str
@@ -76,13 +62,10 @@ class FieldNode:
 
 @dataclass(frozen=True)
 class BatchPlan:
-    """The conversion of batches of one input schema.
+    """The conversion of batches of one input schema, compiled once so a batch costs only the casts it needs.
 
-    Compile one plan per input batch schema, so a batch costs a lookup and the casts it needs.
-
-    Attributes:
-        schema: The output batches' schema.
-        steps: Per output column: the input column (``None``: nulls), its node, its conversion (``None``: as is).
+    ``steps`` holds per output column: the input column (``None``: nulls), its node, its conversion
+    (``None``: as is).
     """
 
     schema: pa.Schema
@@ -90,14 +73,7 @@ class BatchPlan:
 
     @classmethod
     def compile(cls, nodes: Sequence[FieldNode], schema: pa.Schema) -> BatchPlan:
-        """Plan the conversion of batches of ``schema`` into the target's top-level fields ``nodes``.
-
-        Args:
-            nodes: One node per target top-level column, in the target's column order.
-            schema: The schema of the batches to convert.
-
-        Returns:
-            The plan.
+        """Plan the conversion of batches of ``schema`` into the target's top-level fields ``nodes`` (in target order).
 
         Raises:
             ReconciliationError: ``schema`` lacks a source column, or a column's Arrow type cannot hold its
@@ -123,18 +99,20 @@ class BatchPlan:
         Raises:
             ReconciliationError: A value does not fit a narrowed column, or a required column holds a null.
         """
-        arrays = []
-        for i, node, convert in self.steps:
-            if i is None:
-                arrays.append(_nulls(node.arrow_type, batch.num_rows))
-                continue
-            column = batch.column(i)
-            if convert is not None:
-                column = convert(column)
-            if node.check_nulls:
-                _check_no_nulls(column, node, None)
-            arrays.append(column)
+        arrays = [
+            _nulls(node.arrow_type, batch.num_rows) if i is None else _converted(batch.column(i), node, convert)
+            for i, node, convert in self.steps
+        ]
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+
+def _converted(values: pa.Array, node: FieldNode, convert: Converter | None, valid: pa.Array | None = None) -> pa.Array:
+    """``values`` converted, and checked for nulls (where the parent, ``valid`` when given, is not null) if asked."""
+    if convert is not None:
+        values = convert(values)
+    if node.check_nulls:
+        _check_no_nulls(values, node, valid)
+    return values
 
 
 def _holds(arrow_type: pa.DataType, target: pa.DataType) -> bool:
@@ -155,10 +133,6 @@ _SAME_ICEBERG_TYPE = {
     pa.large_string(): (pa.string(), pa.string_view()),
     pa.large_binary(): (pa.binary(), pa.binary_view()),
 }
-
-
-def _is_uuid(t: pa.DataType) -> bool:
-    return isinstance(t, pa.BaseExtensionType) and t.extension_name == "arrow.uuid"
 
 
 def _out_field(node: FieldNode, arrow_type: pa.DataType) -> pa.Field:
@@ -207,11 +181,7 @@ def _compile(node: FieldNode, arrow_type: pa.DataType) -> tuple[pa.DataType, Con
 
 def _view(arrow_type: pa.DataType, out: pa.DataType) -> Converter | None:
     """Relabel names, field ids and nullability without touching the data (``None`` when nothing differs)."""
-    return None if arrow_type == out else partial(_view_as, out=out)
-
-
-def _view_as(array: pa.Array, out: pa.DataType) -> pa.Array:
-    return array.view(out)
+    return None if arrow_type == out else partial(pa.Array.view, target_type=out)
 
 
 def _chain(first: Converter | None, second: Converter | None) -> Converter | None:
@@ -251,11 +221,7 @@ def _rebuild_struct(array: pa.StructArray, parts: tuple[_Part, ...], out_type: p
         if i is None:
             children.append(_nulls(out, len(array)))
             continue
-        values = array.field(i)
-        if convert is not None:
-            values = convert(values)
-        if child.check_nulls:
-            _check_no_nulls(values, child, valid)
+        values = _converted(array.field(i), child, convert, valid)
         if child.required and values.null_count:
             # Nulls under null structs only (checked): Parquet refuses any null in a required column.
             values = pc.coalesce(values, pa.scalar(_zero(out), out))
@@ -282,7 +248,7 @@ def _zero(t: pa.DataType) -> object:
         return {f.name: None if f.nullable else _zero(f.type) for f in t}
     if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
         return []
-    if _is_uuid(t):
+    if isinstance(t, pa.BaseExtensionType) and t.extension_name == "arrow.uuid":
         return uuid.UUID(int=0)
     if pa.types.is_boolean(t):
         return False
@@ -301,12 +267,10 @@ def _zero(t: pa.DataType) -> object:
 
 def _compile_list(node: FieldNode, arrow_type: pa.DataType) -> tuple[pa.DataType, Converter | None]:
     first: Converter | None = None
-    if pa.types.is_fixed_size_list(arrow_type) or pa.types.is_list_view(arrow_type):
-        arrow_type = pa.list_(arrow_type.value_field)
-        first = partial(_cast_as, out=arrow_type)
-    elif pa.types.is_large_list_view(arrow_type):
-        arrow_type = pa.large_list(arrow_type.value_field)
-        first = partial(_cast_as, out=arrow_type)
+    large_view = pa.types.is_large_list_view(arrow_type)
+    if large_view or pa.types.is_fixed_size_list(arrow_type) or pa.types.is_list_view(arrow_type):
+        arrow_type = (pa.large_list if large_view else pa.list_)(arrow_type.value_field)
+        first = partial(pa.Array.cast, target_type=arrow_type)
     elif not (pa.types.is_list(arrow_type) or pa.types.is_large_list(arrow_type)):
         raise _unexpected(node, arrow_type)
     (element,) = node.children
@@ -317,10 +281,6 @@ def _compile_list(node: FieldNode, arrow_type: pa.DataType) -> tuple[pa.DataType
         return out_type, _chain(first, _view(arrow_type, out_type))
     rebuild = partial(_rebuild_list, convert=convert, element=element, out_type=out_type, large=large)
     return out_type, _chain(first, rebuild)
-
-
-def _cast_as(array: pa.Array, out: pa.DataType) -> pa.Array:
-    return array.cast(out)
 
 
 def _window(array: pa.Array) -> tuple[pa.Array, int, int]:
@@ -339,11 +299,7 @@ def _rebuild_list(
     if len(array) == 0:
         return pa.array([], type=out_type)
     offsets, start, end = _window(array)
-    values = array.values.slice(start, end - start)
-    if convert is not None:
-        values = convert(values)
-    if element.check_nulls:
-        _check_no_nulls(values, element, None)
+    values = _converted(array.values.slice(start, end - start), element, convert)
     factory = pa.LargeListArray if large else pa.ListArray
     return factory.from_arrays(offsets, values, type=out_type, mask=array.is_null() if array.null_count else None)
 
@@ -373,10 +329,7 @@ def _rebuild_map(
     keys, items = array.keys.slice(start, end - start), array.items.slice(start, end - start)
     if convert_key is not None:
         keys = convert_key(keys)
-    if convert_value is not None:
-        items = convert_value(items)
-    if value.check_nulls:
-        _check_no_nulls(items, value, None)
+    items = _converted(items, value, convert_value)
     return pa.MapArray.from_arrays(
         offsets, keys, items, type=out_type, mask=array.is_null() if array.null_count else None
     )

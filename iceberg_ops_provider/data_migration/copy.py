@@ -1,30 +1,21 @@
 """Copies the rows of source data files into new Parquet data files of a target table, one stream per core.
 
 The tasks are cut into pieces of whole row groups (:mod:`.source_pieces`) that the lanes, one thread
-per core, take from one shared queue in the tasks' order. A lane reads its pieces one after the
-other and writes its own output files, so decoding one piece and encoding another run at once on
-different cores (PyArrow releases the GIL in both), and no lane idles while another still has a
-large file to read. :meth:`FileCopier.pipeline` runs the lanes over several units in a row
-(:mod:`.pipeline`), so they do not idle between units either; :meth:`FileCopier.copy` copies one.
+per core, take from one shared queue, so decoding one piece and encoding another run at once
+(PyArrow releases the GIL in both) and no lane idles while another still reads a large file.
+:meth:`FileCopier.pipeline` runs the lanes over several units in a row (:mod:`.pipeline`).
 
 A source file that holds exactly the source's current schema, has no delete files and needs no
-filtering (the usual case) is read with PyArrow alone; any other goes through PyIceberg's
-``ArrowScan`` projection, which reads old schemas and applies position deletes and the row filter.
-Both read a file one row group at a time (PyArrow's and PyIceberg's own whole-file reads pre-buffer
-the whole file: +1.2 to 1.6 GB for a 1.1 GiB file).
+filtering is read with PyArrow alone; any other goes through PyIceberg's ``ArrowScan`` projection.
+Both read one row group at a time (PyArrow's and PyIceberg's whole-file reads pre-buffer the whole
+file: +1.2 to 1.6 GB for a 1.1 GiB file). Rows keep the Arrow types they were read with (casting
+every batch to the target's types costs about a tenth of the throughput); only batches bound for
+one output file are cast to that file's schema when they differ.
 
-Rows keep the Arrow types they were read with: casting every batch to the target's types (string to
-large_string, say) costs about a tenth of the throughput. Only batches bound for the same output
-file are cast to that file's schema when they differ.
-
-Memory stays near one output row group and one source row group per lane, whatever the size of the
-table or of its files: rows are buffered up to one row group (the target's row-group row limit and
-:data:`ROW_GROUP_BYTES`), a lane holds at most :data:`LANE_BUFFER_BYTES` of unwritten rows across its
-outputs (rows of several target partitions share it, in smaller row groups) and at most
-:data:`MAX_OPEN_FILES` open files (one per target partition).
-
-Nothing is committed here: the caller commits the returned ``DataFile``s, and deletes the files
-listed in ``written`` if that commit does not happen.
+Memory stays near one output and one source row group per lane: a lane holds at most
+:data:`LANE_BUFFER_BYTES` of unwritten rows across its outputs and :data:`MAX_OPEN_FILES` open files.
+Nothing is committed here: the caller commits the returned ``DataFile``s, or deletes the files
+listed in ``written``.
 """
 
 from __future__ import annotations
@@ -46,7 +37,7 @@ from pyiceberg.io.pyarrow import (
     _read_all_delete_files,
     pyarrow_to_schema,
 )
-from pyiceberg.manifest import DataFile, FileFormat
+from pyiceberg.manifest import FileFormat
 from pyiceberg.partitioning import PartitionKey
 from pyiceberg.schema import sanitize_column_names
 from pyiceberg.table import TableProperties
@@ -61,7 +52,7 @@ from iceberg_ops_provider.core.parquet_output import (
     split_by_partition,
 )
 from iceberg_ops_provider.data_migration.null_residuals import negated_field_ids, residual_holds
-from iceberg_ops_provider.data_migration.pipeline import CopyPipeline, LaneShare, Stopped, UnitCopy
+from iceberg_ops_provider.data_migration.pipeline import CopyOutcome, CopyPipeline, Stopped, UnitCopy
 from iceberg_ops_provider.data_migration.source_pieces import (
     PIECE_BYTES,
     SourcePiece,
@@ -108,34 +99,17 @@ READ_BATCH_ROWS = 128 * 1024
 _ALWAYS_TRUE = AlwaysTrue()
 
 
-@dataclass
-class CopyOutcome:
-    """What one :meth:`FileCopier.copy` call wrote.
-
-    Attributes:
-        data_files: The new target data files (not committed), each with its partition, spec id and statistics.
-        rows: Rows written.
-        bytes_read: Source data file bytes read (the tasks' file sizes).
-        bytes_written: Bytes of the new data files.
-    """
-
-    data_files: list[DataFile] = field(default_factory=list)
-    rows: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
-
-
+@dataclass(eq=False)
 class _Output:
     """Rows waiting for one target partition of one lane, and the file they go to."""
 
-    def __init__(self, key: PartitionKey | None, record: Record) -> None:
-        self.key = key
-        self.record = record
-        self.schema: pa.Schema | None = None
-        self.pending: list[pa.RecordBatch] = []
-        self.pending_bytes = 0
-        self.pending_rows = 0
-        self.file: OutputFile | None = None
+    key: PartitionKey | None
+    record: Record
+    schema: pa.Schema | None = None
+    pending: list[pa.RecordBatch] = field(default_factory=list)
+    pending_bytes: int = 0
+    pending_rows: int = 0
+    file: OutputFile | None = None
 
     @property
     def size(self) -> int:
@@ -146,29 +120,11 @@ class _Output:
 class FileCopier:
     """Copies the rows of source scan tasks into new, uncommitted Parquet data files of a target table.
 
-    Args:
-        source_metadata: The source table's metadata (its current schema is the one rows are read in).
-        source_io: The source table's FileIO.
-        target_metadata: The target table's metadata: its location, default partition spec, current
-            schema (for statistics) and write properties.
-        target_io: The target table's FileIO.
-        convert: Turns a batch of source rows (source column names) into the batch to write: the
-            target's file column names with the target's field ids in the field metadata. Called from
-            the lane threads; it must not keep state between calls that is not thread-safe.
-        source_columns: Top-level source columns to read (``None``: all of them).
-        row_filter: The filter the tasks were planned with; applied to files whose residual is not
-            always true.
-        case_sensitive: Whether ``source_columns`` and ``row_filter`` match names case-sensitively.
-        parallelism: Lanes (threads) writing at once; default: the number of CPUs.
-        target_file_size_bytes: Output files roll near this size; default: the target's
-            ``write.target-file-size-bytes``.
-        file_name_prefix: Prepended to every output file name.
-        on_progress: Called with ``(rows, source_bytes)`` as rows are read, from any lane thread,
-            without a lock held; the source bytes of a copy sum to its files' sizes.
-        piece_bytes: Source files are cut into pieces of whole row groups of at least this many
-            bytes, which the lanes share out (see :func:`.split_into_pieces`).
-        verbatim: Copy the bytes of source files that need no change instead of re-encoding their
-            rows (:mod:`.verbatim`); the caller has checked that the two schemas allow it.
+    ``convert`` turns a batch of source rows into the batch to write (the target's file column names
+    and field ids); it runs on the lane threads, as does ``on_progress(rows, source_bytes)``, called
+    without a lock held. ``verbatim``: copy the bytes of source files that need no change
+    (:mod:`.verbatim`); the caller has checked that the two schemas allow it. ``parallelism`` defaults
+    to the number of CPUs, ``target_file_size_bytes`` to the target's ``write.target-file-size-bytes``.
 
     Raises:
         ReconciliationError: ``source_columns`` names a column the source lacks, or none at all.
@@ -286,10 +242,7 @@ class FileCopier:
         return partition_as_is(task.file.partition, file_spec, self.spec)
 
     def pieces(self, tasks: Sequence[FileScanTask]) -> list[SourcePiece]:
-        """The pieces the lanes of a copy of ``tasks`` take in turn (see :func:`.split_into_pieces`).
-
-        A file whose bytes can be copied as they are stays one piece.
-        """
+        """The pieces the lanes of a copy of ``tasks`` take in turn; a file copied as it is stays one piece."""
         pieces: list[SourcePiece] = []
         for task in tasks:
             if self.partition_as_is(task) is not None:
@@ -301,13 +254,8 @@ class FileCopier:
     def copy(self, tasks: Sequence[FileScanTask], written: list[str]) -> CopyOutcome:
         """Read ``tasks`` and write their rows as new data files of the target; nothing is committed.
 
-        Args:
-            tasks: Source scan tasks (``source.scan(...).plan_files()``), with their delete files and residuals.
-            written: Receives the location of every file the moment it is created, so the caller can
-                delete them if it does not commit them. Files stay listed when the copy fails.
-
-        Returns:
-            The new files' ``DataFile``s (target spec, partition values, statistics from their footers) and counts.
+        ``written`` receives the location of every file the moment it is created (kept when the copy
+        fails), so the caller can delete what it does not commit.
         """
         pipeline = self.pipeline([tasks], lookahead=0)
         pipeline.units[0].written = written  # before the lanes start: they list every file they create here
@@ -335,7 +283,7 @@ class _Lane:
         self.number = number
         self.write_id = write_id
         self.unit: UnitCopy | None = None
-        self.share = LaneShare()
+        self.share = CopyOutcome()
         self.outputs: dict[Record, _Output] = {}
         self.pending_bytes = 0
         self.counter = 0
@@ -392,7 +340,7 @@ class _Lane:
         for output in list(self.outputs.values()):
             self._roll(output)
         unit, share = self.unit, self.share
-        self.unit, self.share = None, LaneShare()
+        self.unit, self.share = None, CopyOutcome()
         pipeline.leave(unit, share)
 
     def _copy_as_is(self, piece: SourcePiece, pipeline: CopyPipeline) -> bool:
@@ -407,12 +355,8 @@ class _Lane:
                 return False  # an older schema, or no field ids: re-encoded
             footer, rows = parquet.metadata, parquet.metadata.num_rows
             stream.seek(0)
-            name = f"{copier.file_name_prefix}{self.write_id}-{self.number}-{self.counter}.parquet"
-            self.counter += 1
             key = PartitionPath(copier.spec, copier.target_metadata.schema(), partition) if partition else None
-            path = copier.locations.new_data_location(data_file_name=name, partition_key=key)  # type: ignore[arg-type]
-            assert self.unit is not None
-            self.unit.written.append(path)
+            path = self._new_path(key)  # type: ignore[arg-type]
             copied = {"bytes": 0, "rows": 0}
 
             def progress(chunk: int) -> None:
@@ -434,16 +378,7 @@ class _Lane:
             )
         if copier.on_progress is not None and rows > copied["rows"]:
             copier.on_progress(rows - copied["rows"], 0)
-        self.share.data_files.append(
-            data_file_from_footer(
-                path,
-                footer,
-                size,
-                plan=copier.verbatim_statistics,
-                partition=partition,
-                spec_id=copier.target_metadata.default_spec_id,
-            )
-        )
+        self._add_file(path, footer, size, copier.verbatim_statistics, partition)
         self.share.rows += rows
         self.share.bytes_read += size
         self.source_read += size
@@ -546,15 +481,24 @@ class _Lane:
         self.pending_bytes -= output.pending_bytes
         output.pending, output.pending_bytes, output.pending_rows = [], 0, 0
 
-    def _open(self, output: _Output) -> OutputFile:
-        copier = self.copier
-        name = f"{copier.file_name_prefix}{self.write_id}-{self.number}-{self.counter}.parquet"
+    def _new_path(self, key: PartitionKey | None) -> str:
+        """A new data file location of the target, listed in the unit's files the moment it is chosen."""
+        name = f"{self.copier.file_name_prefix}{self.write_id}-{self.number}-{self.counter}.parquet"
         self.counter += 1
-        path = copier.locations.new_data_location(data_file_name=name, partition_key=output.key)
+        path = self.copier.locations.new_data_location(data_file_name=name, partition_key=key)
         assert self.unit is not None
         self.unit.written.append(path)
+        return path
+
+    def _add_file(self, path: str, footer: pq.FileMetaData, size: int, plan: StatisticsPlan, partition: Record) -> None:
+        spec_id = self.copier.target_metadata.default_spec_id
+        self.share.data_files.append(
+            data_file_from_footer(path, footer, size, plan=plan, partition=partition, spec_id=spec_id)
+        )
+
+    def _open(self, output: _Output) -> OutputFile:
         assert output.schema is not None
-        return OutputFile(path, copier.target_io, output.schema, copier.writer_kwargs)
+        return OutputFile(self._new_path(output.key), self.copier.target_io, output.schema, self.copier.writer_kwargs)
 
     def _roll(self, output: _Output) -> None:
         """Write the output's pending rows, close its file and forget the output."""
@@ -568,14 +512,5 @@ class _Lane:
         except BaseException:
             file.abort()
             raise
-        self.share.data_files.append(
-            data_file_from_footer(
-                file.path,
-                footer,
-                size,
-                plan=self.copier.statistics,
-                partition=output.record,
-                spec_id=self.copier.target_metadata.default_spec_id,
-            )
-        )
+        self._add_file(file.path, footer, size, self.copier.statistics, output.record)
         log.debug("wrote %s (%s, %d rows)", file.path, size_text(size), file.rows)

@@ -8,52 +8,42 @@ move holds its rows in rewritten files; verify before compacting, or expect a di
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.io.pyarrow import ArrowScan, _read_all_delete_files
 from pyiceberg.manifest import ManifestEntryStatus
+from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Operation, ancestors_of
 
+from iceberg_ops_provider.data_migration.planning import snapshot_paths
 from iceberg_ops_provider.data_migration.state import move_snapshots, state_of
+from iceberg_ops_provider.maintenance.files import ManifestReader
 
 if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.io import FileIO
-    from pyiceberg.manifest import DataFile
     from pyiceberg.table import FileScanTask, Table
     from pyiceberg.table.metadata import TableMetadata
 
-__all__ = ["added_files", "foreign_changes", "move_data_paths", "source_batches", "target_batches"]
+    from iceberg_ops_provider.data_migration.definition import MoveDefinition
+    from iceberg_ops_provider.data_migration.reconcile import ColumnMapping
+
+__all__ = ["foreign_changes", "move_data_paths", "source_batches", "target_batches"]
 
 BatchStream = Callable[[], Iterator[pa.RecordBatch]]
 _ALWAYS_TRUE = AlwaysTrue()
 
 
-def added_files(table: Table, snapshot_id: int) -> list[DataFile]:
-    """The data files ``snapshot_id`` added to ``table`` (entries ``ADDED`` by that snapshot)."""
-    snapshot = table.metadata.snapshot_by_id(snapshot_id)
-    if snapshot is None:
-        return []
-    files: list[DataFile] = []
-    for manifest in snapshot.manifests(table.io):
-        if manifest.added_snapshot_id != snapshot_id:
-            continue
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            if entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id == snapshot_id:
-                files.append(entry.data_file)
-    return files
-
-
 def move_data_paths(table: Table, move_id: str, branch: str) -> set[str]:
     """Locations of the data files the move's commits on ``branch`` added."""
+    reader = ManifestReader(table.io)
     paths: set[str] = set()
     for snapshot in move_snapshots(table.metadata, move_id, branch):
-        operation = snapshot.summary.operation if snapshot.summary is not None else Operation.APPEND
-        if operation == Operation.APPEND:
-            paths.update(data_file.file_path for data_file in added_files(table, snapshot.snapshot_id))
+        if snapshot.summary is None or snapshot.summary.operation == Operation.APPEND:
+            paths |= snapshot_paths(reader, snapshot, ManifestEntryStatus.ADDED)
     return paths
 
 
@@ -74,31 +64,18 @@ def stream_tasks(
         yield from scan._record_batches_from_scan_tasks_and_deletes([task], _read_all_delete_files(io, [task]))
 
 
-def _read(table: Table, tasks: Sequence[FileScanTask], columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
-    return stream_tasks(table.metadata, table.io, tasks, columns)
-
-
 def target_batches(
-    table: Table,
-    move_id: str,
-    branch: str,
-    columns: Sequence[str],
-    row_filter: BooleanExpression,
-    moved_rows: int,
-    *,
-    replaces_earlier_rows: bool = False,
+    table: Table, move: MoveDefinition, columns: Sequence[str], row_filter: BooleanExpression, moved_rows: int
 ) -> tuple[BatchStream, dict[str, object]]:
     """A stream of the target rows to compare with the source, and what they are (``scope``, ``target_files``).
 
-    ``scope`` is ``move_files`` (the files the move's commits added) while the target still holds all
-    of them and they hold the ``moved_rows`` the move committed. Once a later commit rewrote some (a
-    delete, a compaction) or expiry removed some of the move's commits from the history, the move's
-    rows cannot be told apart from others any more and the scope is ``table``: every target row
-    matching ``row_filter``. That scope is exact only when the target holds nothing else there;
-    ``foreign_changes`` then lists why it may not (see :func:`foreign_changes`; empty: exact).
-    ``replaces_earlier_rows`` says the move replaced the target's earlier rows matching the filter
-    (``overwrite`` mode), so rows the target held before the move do not count.
+    ``scope`` is ``move_files`` while the target still holds every file the move's commits added, with
+    the ``moved_rows`` it committed. Once a later commit rewrote some or expiry removed some of the
+    move's commits, its rows cannot be told apart from others and the scope is ``table``: every target
+    row matching ``row_filter``, exact only when ``foreign_changes`` is empty.
+    An ``overwrite`` replaced the target's earlier rows matching the filter: those are no foreign change.
     """
+    move_id, branch = move.move_id, MAIN_BRANCH
     paths = move_data_paths(table, move_id, branch)
     head = table.metadata.snapshot_by_name(branch)
     if head is None:
@@ -108,17 +85,20 @@ def target_batches(
     mine = [task for task in tasks if task.file.file_path in paths]
     # Every commit of the move still in the history and none of its files rewritten: its rows are these files'.
     if paths and paths <= live and sum(task.file.record_count for task in mine) == moved_rows:
-        return (lambda: _read(table, mine, columns)), {"scope": "move_files", "target_files": len(mine)}
+        return (lambda: stream_tasks(table.metadata, table.io, mine, columns)), {
+            "scope": "move_files",
+            "target_files": len(mine),
+        }
     matching = list(table.scan(snapshot_id=head.snapshot_id, row_filter=row_filter).plan_files())
 
     def stream() -> Iterator[pa.RecordBatch]:
-        yield from stream_tasks(table.metadata, table.io, matching, columns, row_filter)
+        return stream_tasks(table.metadata, table.io, matching, columns, row_filter)
 
     scope: dict[str, object] = {
         "scope": "table",
         "target_files": len(matching),
         "rewritten_since_move": len(paths - live),
-        "foreign_changes": foreign_changes(table.metadata, move_id, branch, replaces_earlier_rows),
+        "foreign_changes": foreign_changes(table.metadata, move_id, branch, move.mode == "overwrite"),
     }
     return stream, scope
 
@@ -161,24 +141,19 @@ def source_batches(
     metadata: TableMetadata,
     snapshot_id: int | None,
     row_filter: BooleanExpression,
-    source_columns: Sequence[str],
-    convert: Callable[[pa.RecordBatch], pa.RecordBatch],
-    file_names: Mapping[str, str],
+    mapping: ColumnMapping,
     compared: Sequence[str],
 ) -> BatchStream:
-    """A stream of the source's rows as the move writes them: converted, named as the target's columns.
-
-    ``file_names`` maps each target column to its name in converted batches (``ColumnMapping.file_names``).
-    """
-    by_name = file_names
+    """A stream of the source's rows as the move writes them: converted, named as the target's columns."""
 
     def stream() -> Iterator[pa.RecordBatch]:
         if snapshot_id is None:
             return
-        scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=tuple(source_columns))
-        for batch in stream_tasks(metadata, table.io, list(scan.plan_files()), source_columns, row_filter):
-            converted = convert(batch)
-            arrays = [converted.column(by_name[name]) for name in compared]
+        columns = mapping.source_columns
+        scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=tuple(columns))
+        for batch in stream_tasks(metadata, table.io, list(scan.plan_files()), columns, row_filter):
+            converted = mapping.convert(batch)
+            arrays = [converted.column(mapping.file_names[name]) for name in compared]
             yield pa.RecordBatch.from_arrays(arrays, names=list(compared))
 
     return stream

@@ -2,21 +2,15 @@
 
 A move is defined over the source snapshot pinned when it starts and the move's filter, columns
 and renames. :meth:`DataMover.plan` groups the files that snapshot's scan reads into units of about
-``commit_every_bytes``; :meth:`DataMover.run` copies units one after the other (each one read and
-written in parallel lanes, memory flat in table size) and commits each with the move's progress in
-the same atomic commit (see :mod:`~iceberg_ops_provider.data_migration.state`,
-:mod:`~iceberg_ops_provider.data_migration.unit_commit` and
-:mod:`~iceberg_ops_provider.data_migration.unit_runner`). Killed at any point, the move leaves the
-target with whole units only; running it again resumes with the units not committed. Workers may
-run different units of one move at once (``run(units=...)``).
+``commit_every_bytes``; :meth:`DataMover.run` copies them in parallel lanes and commits each unit
+with the move's progress in one atomic commit (:mod:`.state`, :mod:`.unit_commit`,
+:mod:`.unit_runner`). Killed at any point, the move leaves the target with whole units only; running
+it again resumes. Workers may run different units of one move at once (``run(units=...)``).
 
-Modes:
-
-- ``append`` (default): the moved rows are appended to the target as each unit commits.
-- ``overwrite``: units commit to a staging branch; the last one replaces the target's rows that
-  match the filter (all rows without one) with the moved rows in one commit on ``main``.
-- ``incremental``: like ``append``; run again later with the same ``move_id``, it moves only what was
-  appended to the source since the run before finished (refusing when rows were deleted or overwritten).
+Modes: ``append`` (default) appends each unit as it commits; ``overwrite`` commits units to a
+staging branch and the last one replaces the target's rows matching the filter on ``main`` in one
+commit; ``incremental`` is ``append`` that, run again with the same ``move_id``, moves only what was
+appended to the source since (refusing when rows were deleted or overwritten).
 """
 
 from __future__ import annotations
@@ -33,7 +27,7 @@ from pyiceberg.expressions.parser import parse
 from pyiceberg.table.refs import MAIN_BRANCH
 
 from iceberg_ops_provider.data_migration.copy import FileCopier
-from iceberg_ops_provider.data_migration.planning import definition_fingerprint
+from iceberg_ops_provider.data_migration.planning import fingerprint
 from iceberg_ops_provider.data_migration.resolution import (
     Resolved,
     create_target,
@@ -41,7 +35,7 @@ from iceberg_ops_provider.data_migration.resolution import (
     resolve,
 )
 from iceberg_ops_provider.data_migration.results import VERIFY_METHODS, MovePlan, MoveResult, MoveUnit, VerifyReport
-from iceberg_ops_provider.data_migration.state import file_prefix, move_snapshots, state_of
+from iceberg_ops_provider.data_migration.state import STAGING_BRANCH_PREFIX, file_prefix, move_snapshots, state_of
 from iceberg_ops_provider.data_migration.unit_runner import publish, published, record_empty, run_units
 from iceberg_ops_provider.data_migration.verbatim import schema_blocker
 from iceberg_ops_provider.data_migration.verification import verify_move
@@ -59,7 +53,6 @@ log = logging.getLogger(__name__)
 
 MODES = ("append", "overwrite", "incremental")
 DEFAULT_COMMIT_EVERY_BYTES = 256 * 2**20
-STAGING_BRANCH_PREFIX = "iceberg-ops-move-"
 
 
 def _identifier(table: str | Table) -> str:
@@ -68,6 +61,11 @@ def _identifier(table: str | Table) -> str:
             raise InvalidMoveError(f"Table {table!r} has no namespace: name it as namespace.table.")
         return table
     return ".".join(table.name())
+
+
+def _bad(about: str, value: object, text: str) -> InvalidMoveError:
+    """The error for a bad argument ``about`` whose ``text`` names it as ``{about}``."""
+    return InvalidMoveError(message(text, about=about, **{about: Arg(about, value)}))
 
 
 class DataMover:
@@ -119,45 +117,19 @@ class DataMover:
         rewrite: bool = False,
     ) -> None:
         if mode not in MODES:
-            raise InvalidMoveError(
-                message(f"{{mode}} is not one of {', '.join(MODES)}.", about="mode", mode=Arg("mode", mode))
-            )
+            raise _bad("mode", mode, f"{{mode}} is not one of {', '.join(MODES)}.")
         if verify is not None and verify not in VERIFY_METHODS:
-            raise InvalidMoveError(
-                message(
-                    f"{{verify}} is not one of {', '.join(VERIFY_METHODS)} (or None).",
-                    about="verify",
-                    verify=Arg("verify", verify),
-                )
-            )
+            raise _bad("verify", verify, f"{{verify}} is not one of {', '.join(VERIFY_METHODS)} (or None).")
         if isinstance(commit_every_bytes, bool) or not isinstance(commit_every_bytes, int) or commit_every_bytes <= 0:
-            raise InvalidMoveError(
-                message(
-                    "{commit_every_bytes} must be a positive number of bytes.",
-                    about="commit_every_bytes",
-                    commit_every_bytes=Arg("commit_every_bytes", commit_every_bytes),
-                )
+            raise _bad(
+                "commit_every_bytes", commit_every_bytes, "{commit_every_bytes} must be a positive number of bytes."
             )
         if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
-            raise InvalidMoveError(
-                message(
-                    "{parallelism} must be a positive integer.",
-                    about="parallelism",
-                    parallelism=Arg("parallelism", parallelism),
-                )
-            )
+            raise _bad("parallelism", parallelism, "{parallelism} must be a positive integer.")
         if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
-            raise InvalidMoveError(
-                message("{columns} must be a list of column names.", about="columns", columns=Arg("columns", columns))
-            )
+            raise _bad("columns", columns, "{columns} must be a list of column names.")
         if rename is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in dict(rename).items()):
-            raise InvalidMoveError(
-                message(
-                    "{rename} must map source column names to target column names.",
-                    about="rename",
-                    rename=Arg("rename", rename),
-                )
-            )
+            raise _bad("rename", rename, "{rename} must map source column names to target column names.")
         self.source_catalog = source_catalog
         self.target_catalog = target_catalog if target_catalog is not None else source_catalog
         self.source_table = None if isinstance(source, str) else source
@@ -174,28 +146,14 @@ class DataMover:
         if isinstance(where, str) and not where.strip():
             where = None  # an empty templated filter: every row
         if where is not None and not isinstance(where, str | BooleanExpression):
-            raise InvalidMoveError(
-                message(
-                    "{where} must be a PyIceberg filter string or expression.", about="where", where=Arg("where", where)
-                )
-            )
+            raise _bad("where", where, "{where} must be a PyIceberg filter string or expression.")
         if isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1:
-            raise InvalidMoveError(
-                message(
-                    "{sample_size} must be a positive number of rows.",
-                    about="sample_size",
-                    sample_size=Arg("sample_size", sample_size),
-                )
-            )
+            raise _bad("sample_size", sample_size, "{sample_size} must be a positive number of rows.")
         self.where_text = where if isinstance(where, str) else (repr(where) if where is not None else None)
         try:
             self.where: BooleanExpression = parse(where) if isinstance(where, str) else where or AlwaysTrue()
         except Exception as exc:
-            raise InvalidMoveError(
-                message(
-                    f"{{where}} does not parse as a PyIceberg filter: {exc}", about="where", where=Arg("where", where)
-                )
-            ) from exc
+            raise _bad("where", where, f"{{where}} does not parse as a PyIceberg filter: {exc}") from exc
         self.columns = list(columns) if columns is not None else None
         self.rename = dict(rename or {})
         self.create_target = create_target
@@ -207,18 +165,19 @@ class DataMover:
         self.sample_size = sample_size
         self.source_snapshot_id = source_snapshot_id
         if not isinstance(rewrite, bool):
-            raise InvalidMoveError(
-                message("{rewrite} must be True or False.", about="rewrite", rewrite=Arg("rewrite", rewrite))
-            )
+            raise _bad("rewrite", rewrite, "{rewrite} must be True or False.")
         self.rewrite = rewrite
         # append and incremental copy the same rows the same way (incremental continues later): one
         # definition, so a finished append move can go on incrementally under the same move_id.
-        self.definition = definition_fingerprint(
-            target=self.target,
-            where=self.where_text,
-            columns=self.columns,
-            rename=self.rename,
-            mode="overwrite" if mode == "overwrite" else "append",
+        mode_copied = "overwrite" if mode == "overwrite" else "append"
+        self.definition = fingerprint(
+            {
+                "target": self.target,
+                "where": self.where_text,
+                "columns": self.columns,
+                "rename": self.rename,
+                "mode": mode_copied,
+            }
         )
         self.move_id = move_id or f"{self.source}-to-{self.target}-{self.definition}"
         self.branch = MAIN_BRANCH if mode != "overwrite" else STAGING_BRANCH_PREFIX + self.move_id
@@ -246,15 +205,14 @@ class DataMover:
             return list(plan.pending)
         chosen: list[MoveUnit] = []
         for item in units:
+            unit = self._unit_of(item)
             if isinstance(item, int) and not isinstance(item, bool):
                 if not 0 <= item < len(plan.units):
                     raise InvalidMoveError(f"Unit {item} does not exist: the plan has {len(plan.units)} units.")
-                chosen.append(plan.units[item])
-                continue
-            unit = self._given([item])[0] if isinstance(item, MoveUnit | Mapping) else None
-            if unit is None:
+                unit = plan.units[item]
+            elif unit is None:
                 raise InvalidMoveError(f"{item!r} is not a unit: pass MoveUnit objects, their JSON, or unit indexes.")
-            if unit.move_id != self.move_id:
+            elif unit.move_id != self.move_id:
                 raise InvalidMoveError(
                     message(
                         f"Unit {unit.index} belongs to move {unit.move_id!r}, not {self.move_id!r}: pass {{move_id}}.",
@@ -265,18 +223,14 @@ class DataMover:
         return chosen
 
     @staticmethod
-    def _given(units: Sequence[MoveUnit | Mapping[str, Any] | int] | None) -> list[MoveUnit]:
-        """The units given as ``MoveUnit`` or JSON (indexes name units of the plan about to be made)."""
-        given: list[MoveUnit] = []
-        for item in units or ():
-            if isinstance(item, MoveUnit):
-                given.append(item)
-            elif isinstance(item, Mapping):
-                try:
-                    given.append(MoveUnit.from_json(dict(item)))
-                except (KeyError, TypeError, ValueError) as exc:
-                    raise InvalidMoveError(f"{item!r} is not a unit of a move plan ({exc!r}).") from exc
-        return given
+    def _unit_of(item: MoveUnit | Mapping[str, Any] | int) -> MoveUnit | None:
+        """The unit ``item`` gives as ``MoveUnit`` or its JSON; ``None`` for an index or anything else."""
+        if not isinstance(item, Mapping):
+            return item if isinstance(item, MoveUnit) else None
+        try:
+            return MoveUnit.from_json(dict(item))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InvalidMoveError(f"{item!r} is not a unit of a move plan ({exc!r}).") from exc
 
     def _settled_elsewhere(self, target: Table | None, unit: MoveUnit) -> bool:
         """Whether ``unit``, from an older plan than the current one, was committed by that plan's run."""
@@ -320,7 +274,7 @@ class DataMover:
 
     def _run(self, units: Sequence[MoveUnit | Mapping[str, Any] | int] | None) -> MoveResult:
         started = time.monotonic()
-        planned = {unit.source_snapshot_id for unit in self._given(units)}
+        planned = {unit.source_snapshot_id for item in units or () if (unit := self._unit_of(item)) is not None}
         resolved = resolve(self, pinned=planned.pop() if len(planned) == 1 else None)
         plan = resolved.plan
         selected = self._units(plan, units)
@@ -357,15 +311,17 @@ class DataMover:
             on_progress=tracker.add,
             verbatim=self._verbatim(resolved, target),
         )
-        totals = {"committed": 0, "skipped": 0, "rows": 0, "read": 0, "written": 0, "files": 0}
+        totals = dict.fromkeys(
+            ("units_committed", "units_skipped", "rows", "bytes_read", "bytes_written", "files_written"), 0
+        )
         pending: list[MoveUnit] = []
         for unit in selected:
             if unit.plan_id == plan.plan_id and unit.index in plan.done:
-                totals["skipped"] += 1
+                totals["units_skipped"] += 1
             elif unit.plan_id == plan.plan_id:
                 pending.append(unit)
             elif self._settled_elsewhere(target, unit):
-                totals["skipped"] += 1
+                totals["units_skipped"] += 1
             else:
                 raise MoveStateError(
                     f"Unit {unit.index} comes from plan {unit.plan_id}, but move {self.move_id!r} now runs plan "
@@ -392,12 +348,7 @@ class DataMover:
             mode=self.mode,
             source_snapshot_id=plan.source_snapshot_id,
             units_total=len(plan.units),
-            units_committed=totals["committed"],
-            units_skipped=totals["skipped"],
-            rows=totals["rows"],
-            bytes_read=totals["read"],
-            bytes_written=totals["written"],
-            files_written=totals["files"],
+            **totals,
             seconds=round(time.monotonic() - started, 3),
             complete=complete,
             target_snapshot_ids=tuple(snapshots),
@@ -434,11 +385,8 @@ class DataMover:
     def verify(self, method: str | None = None, *, seed: int | None = None) -> VerifyReport:
         """Compare the source rows the move was defined over with the rows its commits hold in the target.
 
-        Args:
-            method: ``count``, ``checksum`` or ``sample``; default the ``verify`` given to the mover, else ``count``.
-            seed: Seed of the ``sample`` method's choice of rows (recorded in the report).
-
-        Raises:
-            MoveStateError: The move has not finished (or never ran).
+        ``method`` is ``count``, ``checksum`` or ``sample`` (default the ``verify`` given to the mover, else
+        ``count``); ``seed`` seeds the ``sample`` choice of rows (recorded in the report). A move that has
+        not finished (or never ran) raises ``MoveStateError``.
         """
         return verify_move(self, method, seed=seed)

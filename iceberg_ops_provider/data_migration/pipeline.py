@@ -1,14 +1,10 @@
 """Copies a move's units one after the other with the same lanes, so no core idles between units.
 
-The pieces of every unit wait in one queue, in unit order. A lane takes the next piece; when that
-piece belongs to a later unit, the lane first closes its files of the earlier unit. A unit is
-copied once all its pieces were taken and every lane that wrote some of its rows closed its files.
-The caller commits the units in order (:meth:`CopyPipeline.next_unit`, then
-:meth:`CopyPipeline.release`) while the lanes already copy the next one: a lane that runs out of
-pieces of one unit starts on the next instead of waiting for the slowest lane and the commit.
-
-At most ``lookahead`` units beyond the oldest one not yet released are copied at once, which bounds
-the work lost (and the uncommitted files left behind) when the process dies.
+The pieces of every unit wait in one queue, in unit order; a lane that takes a piece of a later
+unit first closes its files of the earlier one. The caller commits units in order
+(:meth:`CopyPipeline.next_unit`, :meth:`CopyPipeline.release`) while the lanes copy the next. At
+most ``lookahead`` units beyond the oldest unreleased one are copied at once, which bounds the work
+lost (and the uncommitted files left behind) when the process dies.
 """
 
 from __future__ import annotations
@@ -26,7 +22,7 @@ from iceberg_ops_provider.data_migration.source_pieces import SourcePiece
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
 
-__all__ = ["CopyPipeline", "Stopped", "UnitCopy"]
+__all__ = ["CopyOutcome", "CopyPipeline", "Stopped", "UnitCopy"]
 
 
 class Stopped(Exception):
@@ -37,13 +33,8 @@ class Stopped(Exception):
 class UnitCopy:
     """One unit's copy: what its lanes wrote, and how far it got.
 
-    Attributes:
-        index: The unit's position in the pipeline's units.
-        data_files: Its new target data files (not committed).
-        rows: Rows written.
-        bytes_read: Source data file bytes read (its files' sizes once done).
-        written: Every file created for it, listed the moment it is created.
-        skipped: Dropped by :meth:`CopyPipeline.skip` before any of it was copied.
+    ``written`` lists every file created for it the moment it is created; ``skipped``: dropped by
+    :meth:`CopyPipeline.skip` before any of it was copied.
     """
 
     index: int
@@ -68,22 +59,20 @@ class UnitCopy:
 
 
 @dataclass
-class LaneShare:
-    """What one lane wrote of one unit, added to the unit when the lane closes its files of it."""
+class CopyOutcome:
+    """What a copy wrote (new uncommitted data files, rows, bytes read and written), or one lane of one unit."""
 
     data_files: list[DataFile] = field(default_factory=list)
     rows: int = 0
     bytes_read: int = 0
+    bytes_written: int = 0
 
 
 class CopyPipeline:
     """Runs ``lanes`` threads over the pieces of ``units`` in order; use as a context manager.
 
-    Args:
-        units: Each unit's pieces.
-        lanes: Lane callables; each is run in its own thread with this pipeline and loops over
-            :meth:`take` until it returns ``None``.
-        lookahead: Units beyond the oldest unreleased one that lanes may copy (at least 0).
+    Each lane callable runs in its own thread with this pipeline and loops over :meth:`take` until it
+    returns ``None``. ``lookahead``: units beyond the oldest unreleased one that lanes may copy.
     """
 
     def __init__(
@@ -151,15 +140,11 @@ class CopyPipeline:
         return unit.index <= self._released + self.lookahead
 
     def take(self, current: UnitCopy | None, *, wait: bool) -> tuple[UnitCopy, SourcePiece] | None:
-        """The next piece for a lane whose open files belong to ``current``.
+        """The next piece for a lane whose open files belong to ``current``; raises :class:`Stopped` once stopped.
 
-        Without ``wait``, ``None`` means no piece can be taken right now (the lane should close its
-        files of ``current``, :meth:`leave` it and ask again with ``wait``); with ``wait``, it
-        means every piece was taken. A piece of a unit other than ``current`` counts the lane in
-        that unit; the lane then closes its files of ``current`` and leaves it before copying.
-
-        Raises:
-            Stopped: The pipeline stopped.
+        Without ``wait``, ``None`` means no piece can be taken right now (the lane should close its files
+        of ``current``, :meth:`leave` it and ask again with ``wait``); with ``wait``, that every piece was
+        taken. A piece of another unit counts the lane in that unit; the lane then leaves ``current`` first.
         """
         with self._changed:
             while True:
@@ -175,7 +160,7 @@ class CopyPipeline:
                     return None
                 self._changed.wait()
 
-    def leave(self, unit: UnitCopy, share: LaneShare) -> None:
+    def leave(self, unit: UnitCopy, share: CopyOutcome) -> None:
         """A lane closed its files of ``unit``: add what it wrote."""
         with self._changed:
             unit.data_files.extend(share.data_files)
@@ -187,12 +172,7 @@ class CopyPipeline:
     # The caller's side.
 
     def next_unit(self) -> UnitCopy:
-        """Wait until the next unit (in order) is copied, and return it.
-
-        Raises:
-            BaseException: A lane's failure (every lane stops).
-            IndexError: Every unit was returned already.
-        """
+        """Wait until the next unit (in order) is copied, and return it; raises a lane's failure (every lane stops)."""
         if self._next >= len(self.units):
             raise IndexError("every unit of the pipeline was returned already")
         unit = self.units[self._next]

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import FileScanTask, Table
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["IncrementalRange", "group_units", "incremental_range", "plan_fingerprint", "scan_tasks"]
+__all__ = ["IncrementalRange", "group_units", "incremental_range", "fingerprint", "scan_tasks", "snapshot_paths"]
 
 
 def scan_tasks(
@@ -50,7 +50,8 @@ class IncrementalRange:
     rewrites_skipped: int
 
 
-def _entries(reader: ManifestReader, snapshot: Snapshot, status: ManifestEntryStatus) -> set[str]:
+def snapshot_paths(reader: ManifestReader, snapshot: Snapshot, status: ManifestEntryStatus) -> set[str]:
+    """Locations of the data files ``snapshot`` itself marked ``status`` (``ADDED``, ``DELETED``)."""
     paths: set[str] = set()
     for manifest in reader.manifests(snapshot):
         if manifest.added_snapshot_id != snapshot.snapshot_id:
@@ -65,9 +66,8 @@ def incremental_range(table: Table, from_snapshot_id: int, to_snapshot_id: int, 
     """The data files appended to ``table`` after ``from_snapshot_id`` up to ``to_snapshot_id``.
 
     Raises:
-        MoveStateError: ``from_snapshot_id`` is not an ancestor of ``to_snapshot_id`` (the source was
-            rolled back or its history expired), or a snapshot in between deleted or overwrote rows,
-            or a rewrite (compaction) folded appended files into others.
+        MoveStateError: ``from_snapshot_id`` is not an ancestor of ``to_snapshot_id``, or a snapshot in
+            between deleted or overwrote rows, or a rewrite folded appended files into others.
     """
     metadata = table.metadata
     to_snapshot = metadata.snapshot_by_id(to_snapshot_id)
@@ -99,10 +99,10 @@ def incremental_range(table: Table, from_snapshot_id: int, to_snapshot_id: int, 
     for snapshot in reversed(chain):  # oldest first
         operation = snapshot.summary.operation if snapshot.summary is not None else Operation.APPEND
         if operation == Operation.APPEND:
-            added |= _entries(reader, snapshot, ManifestEntryStatus.ADDED)
+            added |= snapshot_paths(reader, snapshot, ManifestEntryStatus.ADDED)
             appends += 1
         elif operation == Operation.REPLACE:
-            rewritten = _entries(reader, snapshot, ManifestEntryStatus.DELETED)
+            rewritten = snapshot_paths(reader, snapshot, ManifestEntryStatus.DELETED)
             if rewritten & added:
                 refused.append(f"{snapshot.snapshot_id} (replace: rewrote files appended since {from_snapshot_id})")
             rewrites += 1
@@ -127,11 +127,9 @@ def group_units(
 ) -> tuple[str, tuple[MoveUnit, ...]]:
     """Group ``tasks`` (in order) into units of about ``commit_every_bytes``; returns the plan id and the units.
 
-    A unit is closed once it holds ``commit_every_bytes`` (it may exceed it by less than one file), so
-    source files written near half the unit size (files of "128 MiB" are often a little larger) still
-    come two to a unit and are copied in two parallel lanes. The plan id fingerprints the move, the
-    snapshot and the grouping, so a unit from another plan is recognised and refused. The grouping
-    does not depend on the machine: every worker plans the same units.
+    A unit is closed once it holds ``commit_every_bytes`` (exceeding it by less than one file), so files
+    written near half the unit size still come two to a unit and are copied in two parallel lanes. The
+    grouping does not depend on the machine, and the plan id fingerprints the move, the snapshot and it.
     """
     groups: list[list[FileScanTask]] = []
     current: list[FileScanTask] = []
@@ -144,7 +142,7 @@ def group_units(
             current, size = [], 0
     if current:
         groups.append(current)
-    plan_id = plan_fingerprint(move_id, source_snapshot_id, [[t.file.file_path for t in g] for g in groups])
+    plan_id = fingerprint([move_id, source_snapshot_id, [[t.file.file_path for t in g] for g in groups]])
     units = tuple(
         MoveUnit(
             move_id=move_id,
@@ -161,13 +159,7 @@ def group_units(
     return plan_id, units
 
 
-def plan_fingerprint(move_id: str, snapshot_id: int | None, groups: Any) -> str:
-    """A short stable hash of a plan."""
-    text = json.dumps([move_id, snapshot_id, groups], separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-def definition_fingerprint(**parts: Any) -> str:
-    """A short stable hash of what a move copies (filter text, columns, rename, mode)."""
-    text = json.dumps(parts, sort_keys=True, default=str, separators=(",", ":"))
+def fingerprint(value: Any) -> str:
+    """A short stable hash of a JSON-able value: a plan, or what a move copies (filter text, columns, rename, mode)."""
+    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]

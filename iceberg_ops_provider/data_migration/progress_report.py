@@ -1,17 +1,13 @@
 """The moves that copy into a table, and how far each has got, read from the table's metadata.
 
-A move keeps its progress in the target itself (:mod:`~iceberg_ops_provider.data_migration.state`):
-every unit's commit carries the move's whole state in its snapshot summary, and the table property
-``iceberg-ops.move.<move_id>`` mirrors the newest one. :func:`moves_into` finds every move a target
-knows (from those properties, and from the snapshot summaries of ``main`` and of the moves' staging
-branches) and reports each: units committed of planned, rows, the bytes its commits added, whether
-it is complete and when it last committed. It reads metadata only and never raises for one move
-whose state cannot be read: that move is reported with its ``error``.
+:func:`moves_into` finds every move a target knows (from the ``iceberg-ops.move.<move_id>``
+properties and the snapshot summaries) and reports each; it never raises for one move whose state
+cannot be read: that move is reported with its ``error``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +16,7 @@ from pyiceberg.table.refs import MAIN_BRANCH
 from iceberg_ops_provider.data_migration.state import (
     MOVE_ID_KEY,
     PROPERTY_PREFIX,
+    STAGING_BRANCH_PREFIX,
     find_state,
     move_snapshots,
 )
@@ -29,26 +26,15 @@ if TYPE_CHECKING:
 
 __all__ = ["MoveProgress", "moves_into"]
 
-_STAGING_PREFIX = "iceberg-ops-move-"
-
 
 @dataclass(frozen=True)
 class MoveProgress:
     """How far one move into a table has got.
 
-    Attributes:
-        move_id: The move.
-        source: The source table's identifier (``None`` when the state cannot be read).
-        branch: Where its units commit: ``main``, or the staging branch of an ``overwrite`` move.
-        units_committed: Units of the current plan committed.
-        units_planned: Units in the current plan.
-        rows: Rows committed by the move over all its runs.
-        bytes: Bytes of data files its commits still in the table's history added (``added-files-size``);
-            commits whose snapshots were expired are not counted.
-        complete: Whether every unit of the current plan is committed.
-        last_commit_at: When its newest commit still in the history landed (UTC), if any.
-        runs: Runs the move started (an ``incremental`` move adds one per run; 1 otherwise).
-        error: Why the state could not be read, else ``None``.
+    ``source`` is ``None`` and ``error`` says why when the state cannot be read. ``branch`` is ``main``
+    or an ``overwrite`` move's staging branch. ``bytes`` counts the data files added by the move's
+    commits still in the history (``added-files-size``), ``last_commit_at`` the newest of them (UTC).
+    ``runs``: runs the move started (an ``incremental`` move adds one per run; 1 otherwise).
     """
 
     move_id: str
@@ -65,19 +51,8 @@ class MoveProgress:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {
-            "move_id": self.move_id,
-            "source": self.source,
-            "branch": self.branch,
-            "units_committed": self.units_committed,
-            "units_planned": self.units_planned,
-            "rows": self.rows,
-            "bytes": self.bytes,
-            "complete": self.complete,
-            "last_commit_at": self.last_commit_at.isoformat() if self.last_commit_at else None,
-            "runs": self.runs,
-            "error": self.error,
-        }
+        last = self.last_commit_at.isoformat() if self.last_commit_at else None
+        return {**asdict(self), "last_commit_at": last}
 
 
 def _known_moves(table: Table) -> list[str]:
@@ -98,7 +73,7 @@ def _progress(table: Table, move_id: str) -> MoveProgress:
     staging branch for an ``overwrite`` not yet published.
     """
     metadata = table.metadata
-    staging = f"{_STAGING_PREFIX}{move_id}"
+    staging = f"{STAGING_BRANCH_PREFIX}{move_id}"
     branch = MAIN_BRANCH
     try:
         state, _ = find_state(metadata, move_id, MAIN_BRANCH)
@@ -119,15 +94,15 @@ def _progress(table: Table, move_id: str) -> MoveProgress:
     if state is None:
         return MoveProgress(move_id, None, branch, 0, 0, 0, added, False, last, error="no state recorded on " + branch)
     return MoveProgress(
-        move_id=move_id,
-        source=state.source,
-        branch=branch,
-        units_committed=len(state.done),
-        units_planned=state.unit_count,
-        rows=state.rows,
-        bytes=added,
-        complete=state.complete,
-        last_commit_at=last,
+        move_id,
+        state.source,
+        branch,
+        len(state.done),
+        state.unit_count,
+        state.rows,
+        added,
+        state.complete,
+        last,
         runs=state.epoch + 1,
     )
 

@@ -3,25 +3,10 @@
 PyIceberg matches Arrow fields to a table's columns by field id when the data carries ids, so rows read
 from one table and written to another land in the wrong columns when the two tables number their
 columns differently. :class:`ColumnMapping` pairs the columns by name (after ``rename=``), checks every
-pair once, and turns each batch read from the source into a batch that can be written straight into a
-Parquet data file of the target: the target's file column names, the target's field ids on every
-field (nested ones included), the target's column order. This module pairs and checks the columns;
-the Arrow side of the conversion is :mod:`iceberg_ops_provider.data_migration.batch_convert`.
-
-Rules (checked by :meth:`ColumnMapping.build` before anything is written):
-
-- every moved source column needs a target column of its (renamed) name; nothing is dropped silently;
-- a required target column needs a source column; an optional one without is filled with nulls;
-- equal Iceberg types are kept as they are (``string`` stays ``string`` or ``large_string``: a cast
-  would cost throughput for nothing); the promotions Iceberg allows (int -> long, float -> double,
-  decimal precision widening at the same scale) are cast; structs pair their fields by name, lists
-  and maps their elements, keys and values;
-- narrowing (long -> int, double -> float, decimal precision narrowing) is allowed when the values
-  fit: :meth:`ColumnMapping.check_files` checks every source file's bounds, and
-  :meth:`ColumnMapping.convert` casts with overflow checks as a second guard;
-- an optional source column into a required target column is allowed when the source files' null
-  counts are 0 (:meth:`~ColumnMapping.check_files`), and each batch is checked again;
-- anything else (string -> int, struct -> string, a decimal scale change) is an error naming both types.
+pair once (the rules are in ``docs/data_mover.md``: promotions are cast, narrowing and optional into
+required are allowed when the source files' statistics show the values fit, and are checked again
+per batch), and converts each batch read from the source into one written straight into a Parquet
+data file of the target (:mod:`~iceberg_ops_provider.data_migration.batch_convert`).
 """
 
 from __future__ import annotations
@@ -322,16 +307,9 @@ class _Builder:
 class ColumnMapping:
     """How the source's columns are written to the target: paired by name, checked, converted per batch.
 
-    Build it with :meth:`build`. ``source_columns[i]`` is written to ``compared_columns[i]``.
-
-    Attributes:
-        source_schema: The source table's schema.
-        target_schema: The target table's schema.
-        source_columns: Top-level source column names to read, in source order.
-        compared_columns: The target top-level column that receives each of ``source_columns`` (same
-            order): the columns to compare when verifying a move.
-        file_names: The name of each target top-level column in converted batches (the target's
-            name, unless it has characters Avro cannot hold: see ``pyiceberg.schema.sanitize_column_names``).
+    Build it with :meth:`build`. ``source_columns[i]`` (source order) is written to target column
+    ``compared_columns[i]`` (the columns compared when verifying); ``file_names`` gives each target
+    top-level column's name in converted batches (sanitized as ``pyiceberg.schema.sanitize_column_names`` does).
     """
 
     def __init__(
@@ -364,22 +342,10 @@ class ColumnMapping:
         columns: Sequence[str] | None = None,
         rename: Mapping[str, str] | None = None,
     ) -> ColumnMapping:
-        """Pair the source's columns with the target's by name and check every pair.
-
-        Args:
-            source: The source table's current schema.
-            target: The target table's current schema.
-            columns: Top-level source columns to move; ``None`` moves every column.
-            rename: ``{source_name: target_name}`` for top-level columns, or dotted paths of struct
-                fields (``{"address.zip": "postcode"}``).
-
-        Returns:
-            The mapping.
+        """Pair the source's columns with the target's by name (after ``rename``) and check every pair.
 
         Raises:
-            ReconciliationError: Every problem found, each naming the column and the fix: a moved column
-                the target lacks, a required target column no source column fills, incompatible types,
-                bad ``columns``/``rename``.
+            ReconciliationError: Every problem found, each naming the column and the fix.
         """
         selection = select_columns(source, columns, rename)
         builder = _Builder(selection, target)
@@ -397,14 +363,7 @@ class ColumnMapping:
         return list(self._notes)
 
     def check_files(self, data_files: Iterable[DataFile]) -> None:
-        """Check the source data files' statistics for the narrowed and newly required columns.
-
-        Every value of a narrowed column must fit the target's type (by the file's lower and upper
-        bounds) and a column that is optional in the source but required in the target must have no
-        nulls (by the file's null count). Missing statistics are an error: they cannot show the data fits.
-
-        Args:
-            data_files: The source data files the move reads.
+        """Check that the narrowed and newly required columns fit, by the source files' bounds and null counts.
 
         Raises:
             ReconciliationError: Names the column, the file and the offending value or missing statistics.
@@ -428,15 +387,7 @@ class ColumnMapping:
             )
 
     def convert(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        """Turn a batch read from the source into one that can be written into a data file of the target.
-
-        Args:
-            batch: Rows with the source's column names (plain or sanitized), any Arrow types that hold the
-                source's Iceberg types, at least the columns of ``source_columns``.
-
-        Returns:
-            The rows with the target's file column names, the target's field ids on every field, in
-            the target's column order; promoted and narrowed columns cast, other columns as they came.
+        """Turn a batch read from the source into one written as is into a data file of the target.
 
         Raises:
             ReconciliationError: The batch lacks a column, a value does not fit a narrowed column, or a
@@ -451,21 +402,13 @@ class ColumnMapping:
         self._plans = [(schema, plan), *self._plans[:15]]
         return plan.apply(batch)
 
-    def target_expression(self, expr: BooleanExpression, *, case_sensitive: bool = True) -> BooleanExpression:
+    def target_expression(self, expr: BooleanExpression) -> BooleanExpression:
         """Rewrite a filter on source column names (a move's ``where``) into one on the target's names.
-
-        Args:
-            expr: An unbound expression (``pyiceberg.expressions.parser.parse(where)``), or one bound to
-                the source schema.
-            case_sensitive: Whether to match names case-sensitively.
-
-        Returns:
-            The same expression, unbound, referring to the target's columns.
 
         Raises:
             ReconciliationError: The expression refers to a column the move does not write to the target.
         """
-        return rename_references(expr, self.source_schema, self._target_column, case_sensitive=case_sensitive)
+        return rename_references(expr, self.source_schema, self._target_column)
 
     def _target_column(self, field_id: int, name: str) -> str:
         target_id = self._moved.get(field_id)

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.exceptions import NamespaceAlreadyExistsError, NoSuchTableError, TableAlreadyExistsError
 from pyiceberg.expressions import AlwaysTrue
-from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import ancestors_of
 
 from iceberg_ops_provider.core.filters import bind_filter
 from iceberg_ops_provider.core.name_hints import did_you_mean, missing_table
+from iceberg_ops_provider.data_migration.move_files import stream_tasks
 from iceberg_ops_provider.data_migration.planning import group_units, incremental_range, scan_tasks
 from iceberg_ops_provider.data_migration.reconcile import (
     ColumnMapping,
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.table import FileScanTask, Table
     from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.sorting import SortOrder
 
     from iceberg_ops_provider.data_migration.definition import MoveDefinition
 
@@ -176,8 +177,7 @@ def check_values(
             suspects.append(task)
     if suspects:
         log.info("reading %d source files the filter may clear of values that do not fit", len(suspects))
-        schema = metadata.schema().select(*mapping.source_columns)
-        for batch in ArrowScan(metadata, io, schema, row_filter).to_record_batches(suspects):
+        for batch in stream_tasks(metadata, io, suspects, mapping.source_columns, row_filter):
             mapping.convert(batch)
 
 
@@ -277,11 +277,7 @@ def resolve(mover: MoveDefinition, pinned: int | None = None) -> Resolved:
     if state is not None:
         check_owner(mover, state, source)
     if state is not None and not state.complete:
-        snapshot_id, from_snapshot, commit_every = (
-            state.snapshot_id,
-            state.from_snapshot_id,
-            state.commit_every_bytes,
-        )
+        snapshot_id, from_snapshot, commit_every = state.snapshot_id, state.from_snapshot_id, state.commit_every_bytes
         notes.append(f"resuming: {len(state.done)} of {state.unit_count} units committed")
         if commit_every != mover.commit_every_bytes:
             notes.append(f"units of {commit_every} bytes, as the move started with")
@@ -341,7 +337,7 @@ def resolve(mover: MoveDefinition, pinned: int | None = None) -> Resolved:
     mapping = build_mapping(mover, source_metadata.schema(), target)
     notes[:0] = mapping.notes()
     if target is None:  # what run() will create, checked now so a plan shows every refusal
-        notes.extend(target_layout_notes(mover, source, source_metadata.schema()))
+        target_layout(mover, source, source_metadata.schema(), notes)
     tasks = scan_tasks(source, snapshot_id, row_filter, mapping.source_columns)
     if from_snapshot is not None and snapshot_id is not None:
         appended = incremental_range(source, from_snapshot, snapshot_id, mover.source)
@@ -386,13 +382,14 @@ def resolve(mover: MoveDefinition, pinned: int | None = None) -> Resolved:
     return Resolved(source, target, mapping, state, plan, by_path, initial, source_metadata, row_filter)
 
 
-def target_layout_notes(mover: MoveDefinition, source: Table, source_schema: Schema) -> list[str]:
-    """Check the partition spec and sort order a created target would get; returns the notes about them."""
-    notes: list[str] = []
+def target_layout(
+    mover: MoveDefinition, source: Table, source_schema: Schema, notes: list[str] | None = None
+) -> tuple[Schema, PartitionSpec, SortOrder]:
+    """The schema, partition spec and sort order a created target gets; ``notes`` receives what they change."""
     schema = target_schema_for(source_schema, columns=mover.columns, rename=mover.rename)
-    target_spec_for(_spec_for(source, source_schema), source_schema, schema, rename=mover.rename, notes=notes)
-    target_sort_order_for(source.sort_order(), source_schema, schema, rename=mover.rename, notes=notes)
-    return notes
+    spec = target_spec_for(_spec_for(source, source_schema), source_schema, schema, rename=mover.rename, notes=notes)
+    order = target_sort_order_for(source.sort_order(), source_schema, schema, rename=mover.rename, notes=notes)
+    return schema, spec, order
 
 
 def _spec_for(source: Table, schema: Schema) -> PartitionSpec:
@@ -415,16 +412,9 @@ def create_target(mover: MoveDefinition, source: Table, source_schema: Schema) -
         log.info("created namespace %s for the move's target", namespace)
     except NamespaceAlreadyExistsError:
         pass
-    schema = target_schema_for(source_schema, columns=mover.columns, rename=mover.rename)
+    schema, spec, order = target_layout(mover, source, source_schema)
     try:
-        table = mover.target_catalog.create_table(
-            mover.target,
-            schema=schema,
-            partition_spec=target_spec_for(
-                _spec_for(source, source_schema), source_schema, schema, rename=mover.rename
-            ),
-            sort_order=target_sort_order_for(source.sort_order(), source_schema, schema, rename=mover.rename),
-        )
+        table = mover.target_catalog.create_table(mover.target, schema=schema, partition_spec=spec, sort_order=order)
         log.info("created %s from the schema, partition spec and sort order of %s", mover.target, mover.source)
         return table, True
     except TableAlreadyExistsError:  # another worker of the same move created it first

@@ -22,10 +22,8 @@ class MoveUnit:
     """One unit of work of a move: a group of source data files committed to the target together.
 
     Attributes:
-        move_id: The move this unit belongs to.
         plan_id: Fingerprint of the plan (source snapshot, filter, mapping and grouping); a unit is
             only run under the plan it came from.
-        source_snapshot_id: The source snapshot the move reads.
         index: Position of the unit in the plan (0-based); the target records finished units by index.
         count: Number of units in the plan.
         files: Source data file locations the unit reads.
@@ -44,9 +42,7 @@ class MoveUnit:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serializable dict (``from_json`` reads it back)."""
-        payload = asdict(self)
-        payload["files"] = list(self.files)
-        return payload
+        return {**asdict(self), "files": list(self.files)}
 
     @classmethod
     def from_json(cls, payload: dict[str, Any]) -> MoveUnit:
@@ -66,13 +62,8 @@ class MovePlan:
 
     Attributes:
         move_id: The move's identifier (the key of its progress in the target's snapshot summaries).
-        plan_id: Fingerprint of the plan; every unit carries it.
-        source: The source table (``namespace.table``).
-        target: The target table.
         source_snapshot_id: The source snapshot the move reads (pinned when the move first committed).
-        mode: ``append``, ``overwrite`` or ``incremental``.
         from_snapshot_id: For an incremental move, the source snapshot the previous run finished at.
-        units: Every unit of the plan.
         done: Indexes of the units already committed.
         target_exists: Whether the target exists (``False`` only with ``create_target=True``).
         notes: What the plan decided that a reader should know (reconciliation, resumption).
@@ -112,20 +103,10 @@ class MovePlan:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serializable dict."""
-        return {
-            "move_id": self.move_id,
-            "plan_id": self.plan_id,
-            "source": self.source,
-            "target": self.target,
-            "source_snapshot_id": self.source_snapshot_id,
-            "from_snapshot_id": self.from_snapshot_id,
-            "mode": self.mode,
-            "target_exists": self.target_exists,
-            "units": [unit.to_json() for unit in self.units],
-            "done": sorted(self.done),
+        units = [unit.to_json() for unit in self.units]
+        return {**asdict(self), "units": units, "done": sorted(self.done), "notes": list(self.notes)} | {
             "bytes": self.bytes,
             "records": self.records,
-            "notes": list(self.notes),
         }
 
 
@@ -133,13 +114,8 @@ class MovePlan:
 class VerifyReport:
     """The outcome of comparing the source's rows with the rows the move wrote to the target.
 
-    Attributes:
-        ok: Whether they matched.
-        method: ``count``, ``checksum`` or ``sample``.
-        source_rows: Rows read on the source side.
-        target_rows: Rows read on the target side.
-        details: Method-specific facts: the two checksums, the sampled rows that had no match
-            (with their values), the columns compared, the seed.
+    ``details`` holds method-specific facts: the two checksums, the sampled rows that had no match
+    (with their values), the columns compared, the seed.
     """
 
     ok: bool
@@ -155,26 +131,13 @@ class VerifyReport:
 
 @dataclass(frozen=True)
 class MoveResult:
-    """What a call to ``DataMover.run()`` did.
+    """What a call to ``DataMover.run()`` did (the counts are this call's).
 
     Attributes:
-        move_id: The move.
-        source: Source table.
-        target: Target table.
-        mode: The move's mode.
-        source_snapshot_id: The source snapshot moved.
-        units_total: Units in the plan.
-        units_committed: Units this call committed.
         units_skipped: Units this call found already committed when it came to them: by another worker
             meanwhile, or, when ``units`` were named, by an earlier run (a run of a finished move names
             none and skips none).
-        rows: Rows this call wrote.
-        bytes_read: Source bytes this call read.
-        bytes_written: Target bytes this call wrote.
-        files_written: Target data files this call committed.
-        seconds: Wall time of the call.
         complete: Whether the whole move is now committed.
-        target_snapshot_ids: The target snapshots this call committed.
         verify: The verification report, when one ran.
     """
 
@@ -197,7 +160,4 @@ class MoveResult:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-serializable dict (what the Airflow operator pushes to XCom)."""
-        payload = asdict(self)
-        payload["target_snapshot_ids"] = list(self.target_snapshot_ids)
-        payload["verify"] = self.verify.to_json() if self.verify is not None else None
-        return payload
+        return {**asdict(self), "target_snapshot_ids": list(self.target_snapshot_ids)}

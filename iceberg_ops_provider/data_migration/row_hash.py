@@ -1,30 +1,22 @@
 """Vectorised 64-bit row hashes and comparable Python values, blind to how equal values are represented.
 
-Two sides of a move can hold the same value in different Arrow types: ``string`` and ``large_string``,
-``int32`` and ``int64`` after a promotion, ``float32`` and ``float64``, ``decimal128(10, 2)`` and
-``decimal128(12, 2)``, timestamps in microseconds and in nanoseconds. Every value is first brought to
-a canonical form per kind of type, then hashed, so equal values hash the same on both sides:
+Two sides of a move can hold one value in different Arrow types (``string`` and ``large_string``,
+``int32`` and ``int64``, ``float32`` and ``float64``, decimals of other precisions, timestamps in
+microseconds and nanoseconds), so every value is brought to a canonical form per kind, then hashed:
 
-- integers, booleans, dates (days), times and timestamps (microseconds; the time zone is ignored,
-  the instant counts; a nanosecond value with a sub-microsecond part stays distinct from every
-  microsecond value): the 64-bit integer, mixed with the SplitMix64 finalizer (a bijection, so
-  distinct integers never collide);
-- floating point: the IEEE bits of the ``float64`` value (``float32 -> float64`` is exact). ``-0.0``
-  counts as ``0.0`` and every NaN (any sign or payload) as one NaN, equal to itself and distinct
-  from null, so a value compares the way it reads, not by its bit pattern;
-- decimals: the 128-bit unscaled integer (the precision does not matter, the scale does: Iceberg
-  never changes a decimal's scale);
-- strings and binary: the Murmur3-32 hash of the bytes (Iceberg's bucket hash, vectorised in Rust
-  by ``pyiceberg_core``; it keeps 31 bits) with the length in bytes, so a value changed to another of
-  the same length hashes alike with probability ``2**-31`` (a second Murmur3 pass would halve the
-  speed on text-heavy rows);
-- structs: their fields hashed like columns of a row, recursively;
-- lists, maps and anything else: hashed from their canonical Python values, one row at a time in
-  Python (correct but slow; map entries are compared in key order).
+- integers, booleans, dates (days), times and timestamps (microseconds; the instant counts, not the
+  zone; a nanosecond value with a sub-microsecond part stays distinct): the 64-bit integer, mixed
+  with the SplitMix64 finalizer (a bijection: distinct integers never collide);
+- floating point: the bits of the ``float64`` value, ``-0.0`` as ``0.0`` and every NaN as one NaN;
+- decimals: the 128-bit unscaled integer (Iceberg never changes a decimal's scale);
+- strings and binary: Murmur3-32 of the bytes (``pyiceberg_core``'s bucket hash, 31 bits) with the
+  length, so a value changed to another of the same length collides with probability ``2**-31``;
+- structs: their fields, like columns of a row; lists, maps and the rest: their canonical Python
+  values, one row at a time in Python (correct but slow; map entries in key order).
 
 A null hashes to ``2**63``, which no value's hash reaches (they keep 63 bits). A row's hash chains its
-columns' hashes in column order (``h = ((h ^ h >> 29) * K) + v``, 64-bit wrapping) and mixes the
-result, so a value moved to another column or a null in another column changes it.
+columns' hashes in order (``h = ((h ^ h >> 29) * K) + v``, 64-bit wrapping) and mixes the result, so a
+value moved to another column or a null in another column changes it.
 """
 
 from __future__ import annotations
@@ -59,6 +51,7 @@ _SIGN_SHIFT = pa.scalar(62, pa.int64())
 _ONE = pa.scalar(1, pa.int64())
 _MURMUR_BUCKETS = 2**31  # bucket() is (murmur3 & 0x7FFFFFFF) % N: with this N, all 31 bits it keeps
 _THOUSAND = pa.scalar(1000, pa.int64())
+_BYTES_TYPES = (pa.string(), pa.large_string(), pa.binary(), pa.large_binary())
 
 
 class _NaN:
@@ -75,12 +68,7 @@ NAN = _NaN()
 
 
 def column_arrays(batch: pa.RecordBatch, columns: Sequence[str], *, side: str = "rows") -> list[pa.Array]:
-    """The arrays of ``columns`` in ``batch``, in that order.
-
-    Args:
-        batch: The rows.
-        columns: Column names.
-        side: What the rows are, for the error message (``source rows``, ``target rows``).
+    """The arrays of ``columns`` in ``batch``, in that order; ``side`` names the rows in the error.
 
     Raises:
         ValueError: A column is missing from the batch (or its name appears twice there).
@@ -100,16 +88,10 @@ def column_arrays(batch: pa.RecordBatch, columns: Sequence[str], *, side: str = 
 
 
 def row_hashes(batch: pa.RecordBatch | pa.Table, columns: Sequence[str]) -> pa.UInt64Array:
-    """One 64-bit hash per row over ``columns``, equal for rows with equal values however they are typed.
-
-    See the module's description for how each type is normalized and hashed.
-
-    Args:
-        batch: The rows (a table is hashed batch by batch).
-        columns: The columns to hash, in a fixed order (the same on both sides being compared).
+    """One 64-bit hash per row over ``columns`` (in a fixed order), equal for rows with equal values however typed.
 
     Raises:
-        ValueError: The rows lack a column (see :func:`column_arrays`).
+        ValueError: The rows lack a column.
     """
     if isinstance(batch, pa.Table):
         parts = [hash_columns(column_arrays(part, columns)) for part in batch.to_batches()]
@@ -157,8 +139,6 @@ def value_hashes(array: pa.Array | pa.ChunkedArray) -> pa.UInt64Array:
     Raises:
         ValueError: A ``decimal256`` value does not fit in 38 digits.
     """
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
     array = _plain(array)
     kind = array.type
     if pa.types.is_null(kind):
@@ -186,8 +166,10 @@ def value_hashes(array: pa.Array | pa.ChunkedArray) -> pa.UInt64Array:
     return _python_hashes(array)
 
 
-def _plain(array: pa.Array) -> pa.Array:
-    """The array without extension, dictionary or run-end encoding, view layouts as plain ones."""
+def _plain(array: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """The array in one chunk without extension, dictionary or run-end encoding, view layouts as plain ones."""
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
     if isinstance(array.type, pa.BaseExtensionType):
         array = array.storage
     if pa.types.is_dictionary(array.type):
@@ -208,12 +190,7 @@ def _is_temporal(kind: pa.DataType) -> bool:
 
 
 def _is_bytes(kind: pa.DataType) -> bool:
-    return (
-        pa.types.is_string(kind)
-        or pa.types.is_large_string(kind)
-        or pa.types.is_binary(kind)
-        or pa.types.is_large_binary(kind)
-    )
+    return kind in _BYTES_TYPES
 
 
 def _float_bits(array: pa.Array) -> pa.Array:
@@ -287,8 +264,6 @@ def canonical_values(array: pa.Array | pa.ChunkedArray) -> list[Hashable]:
     ``0.0`` for ``-0.0`` and :data:`NAN` for every NaN; ``Decimal``, ``str``, ``bytes``; tuples for
     structs and lists; a tuple of ``(key, value)`` pairs in key order for maps; ``None`` for null.
     """
-    if isinstance(array, pa.ChunkedArray):
-        array = array.combine_chunks()
     array = _plain(array)
     kind = array.type
     if pa.types.is_floating(kind):

@@ -46,11 +46,7 @@ _ALWAYS_TRUE = AlwaysTrue()
 class SourcePiece:
     """Row groups ``[first_group, stop_group)`` of one source scan task (``stop_group`` ``None``: to the end).
 
-    Attributes:
-        task: The scan task the rows come from.
-        first_group: Index of the piece's first row group.
-        stop_group: Index of the row group after the piece's last, or ``None`` for the rest of the file.
-        size: Bytes of the file this piece accounts for; the pieces of a file sum to its size.
+    ``size`` is the bytes of the file this piece accounts for; the pieces of a file sum to its size.
     """
 
     task: FileScanTask

@@ -18,6 +18,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
+from itertools import groupby
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table.snapshots import ancestors_of
@@ -53,6 +54,9 @@ UNIT_KEY = "iceberg-ops.move-unit"
 PROPERTY_PREFIX = "iceberg-ops.move."
 """Table properties ``iceberg-ops.move.<move_id>`` mirror each move's newest state."""
 
+STAGING_BRANCH_PREFIX = "iceberg-ops-move-"
+"""An ``overwrite`` move commits its units to the branch ``iceberg-ops-move-<move_id>`` until it publishes."""
+
 STATE_VERSION = 1
 
 
@@ -67,19 +71,8 @@ def file_prefix(move_id: str) -> str:
 
 def format_ranges(indexes: Iterable[int]) -> str:
     """``{0, 1, 2, 5, 7, 8}`` as ``"0-2,5,7-8"`` (compact in a summary however many units are done)."""
-    ordered = sorted(set(indexes))
-    parts: list[str] = []
-    start = previous = None
-    for index in ordered:
-        if previous is not None and index == previous + 1:
-            previous = index
-            continue
-        if start is not None:
-            parts.append(str(start) if start == previous else f"{start}-{previous}")
-        start = previous = index
-    if start is not None:
-        parts.append(str(start) if start == previous else f"{start}-{previous}")
-    return ",".join(parts)
+    runs = [[index for _, index in run] for _, run in groupby(enumerate(sorted(set(indexes))), lambda p: p[1] - p[0])]
+    return ",".join(str(run[0]) if len(run) == 1 else f"{run[0]}-{run[-1]}" for run in runs)
 
 
 def parse_ranges(text: str) -> frozenset[int]:
@@ -95,21 +88,14 @@ def parse_ranges(text: str) -> frozenset[int]:
 class MoveState:
     """What a move has done, as its newest commit recorded it.
 
-    Attributes:
-        move_id: The move.
-        source: The source table's identifier.
-        source_uuid: The source table's UUID (a table dropped and created again under the same name is another source).
-        definition: Fingerprint of what the move copies (filter, columns, rename, mode); resuming with
-            another definition under the same ``move_id`` is refused.
-        snapshot_id: The source snapshot the current run of the move reads.
-        from_snapshot_id: For an incremental run, the source snapshot the previous run finished at.
-        completed_snapshot_id: The newest source snapshot whose rows are all in the target.
-        plan_id: The plan the done units belong to.
-        unit_count: Units in that plan.
-        done: Indexes of the units committed.
-        commit_every_bytes: The unit size the plan was made with (a resumed run plans the same units).
-        epoch: How many runs of an incremental move started (0 for the first).
-        rows: Rows committed by the move so far, over every run.
+    ``source_uuid`` tells a table dropped and created again under the same name from the source;
+    ``definition`` fingerprints what the move copies (filter, columns, rename, mode), and resuming
+    with another under the same ``move_id`` is refused. ``snapshot_id`` is the source snapshot the
+    current run reads, ``from_snapshot_id`` (incremental) the one the previous run finished at, and
+    ``completed_snapshot_id`` the newest whose rows are all in the target. ``done`` holds the indexes
+    of the units of plan ``plan_id`` committed; ``commit_every_bytes`` is the unit size that plan was
+    made with. ``epoch`` counts the runs of an incremental move (0 for the first); ``rows`` the rows
+    committed over every run.
     """
 
     move_id: str
@@ -152,19 +138,9 @@ class MoveState:
         try:
             payload: dict[str, Any] = json.loads(text)
             version = payload.pop("v", None)
-            if version != STATE_VERSION:
-                raise MoveStateError(
-                    message(
-                        f"The move state in {where} has version {version!r}; this release reads version "
-                        f"{STATE_VERSION}. Use the release that started the move to finish it, or start a new "
-                        "{move_id}.",
-                        move_id=Arg("move_id"),
-                    )
-                )
-            payload["done"] = parse_ranges(payload.get("done", ""))
-            return cls(**payload)
-        except MoveStateError:
-            raise
+            if version == STATE_VERSION:
+                payload["done"] = parse_ranges(payload.get("done", ""))
+                return cls(**payload)
         except (ValueError, TypeError) as exc:
             raise MoveStateError(
                 message(
@@ -173,13 +149,17 @@ class MoveState:
                     move_id=Arg("move_id"),
                 )
             ) from exc
+        raise MoveStateError(
+            message(
+                f"The move state in {where} has version {version!r}; this release reads version {STATE_VERSION}. "
+                "Use the release that started the move to finish it, or start a new {move_id}.",
+                move_id=Arg("move_id"),
+            )
+        )
 
 
 def _summary_value(snapshot: Snapshot, key: str) -> str | None:
-    summary = snapshot.summary
-    if summary is None:
-        return None
-    return summary.additional_properties.get(key)
+    return snapshot.summary.additional_properties.get(key) if snapshot.summary is not None else None
 
 
 def property_key(move_id: str) -> str:
@@ -266,10 +246,9 @@ def move_snapshots(metadata: TableMetadata, move_id: str, branch: str) -> list[S
 
 
 def moves_from_source(metadata: TableMetadata, source_uuid: str) -> dict[str, int]:
-    """The moves whose state the target's properties keep, copied from the source with ``source_uuid``.
+    """Rows committed so far by each move whose state the target's properties keep, from source ``source_uuid``.
 
-    Returns:
-        Rows committed so far by each such move, by move id (a property that cannot be read is left out).
+    A property that cannot be read is left out.
     """
     found: dict[str, int] = {}
     for key, text in metadata.properties.items():

@@ -1,11 +1,5 @@
 """Which source columns a move takes, their names in the target, and the source's definitions in those names.
 
-:func:`select_columns` checks ``columns=`` and ``rename=`` against the source schema once, for both the
-column mapping of :mod:`~iceberg_ops_provider.data_migration.reconcile` and the functions here that
-express the source's schema, partition spec and sort order on the target's names (to create the
-target with ``create_target=True``): :func:`target_schema_for`, :func:`target_spec_for` and
-:func:`target_sort_order_for`; and :func:`rename_references` for a ``where`` filter.
-
 Paths: a field is addressed by the tuple of names from the top-level column down, the way PyIceberg
 names nested fields (``("points", "element", "x")`` for field ``x`` of the structs in list ``points``).
 """
@@ -56,12 +50,8 @@ Path = tuple[str, ...]
 class Selection:
     """The source columns a move takes and their names in the target.
 
-    Attributes:
-        source: The source schema.
-        fields: The selected top-level source columns, in source order.
-        renames: New names by source path: ``("a",)`` for a top-level column, ``("a", "b")`` for field
-            ``b`` of struct ``a``; the value is the new name of the last element only.
-        paths: The path of every source field, by field id.
+    ``renames`` holds new names by source path (``("a", "b")`` for field ``b`` of struct ``a``; the
+    value renames the last element only); ``paths`` the path of every source field, by field id.
     """
 
     source: Schema
@@ -89,16 +79,7 @@ def _refused(text: str, about: str | None = None) -> ReconciliationError:
 def select_columns(
     source: Schema, columns: Sequence[str] | None = None, rename: Mapping[str, str] | None = None
 ) -> Selection:
-    """Check ``columns`` and ``rename`` against the source schema.
-
-    Args:
-        source: The source table's current schema.
-        columns: Top-level source column names to move; ``None`` moves every column.
-        rename: ``{source_name: target_name}``. Keys are top-level column names, or dotted paths to
-            fields of structs (``"address.zip": "postcode"``; the value is the new field name).
-
-    Returns:
-        The selection.
+    """Check ``columns`` (top-level names) and ``rename`` (names or dotted struct paths) against the source schema.
 
     Raises:
         ReconciliationError: An unknown or nested name in ``columns``, an unknown name in ``rename``,
@@ -180,10 +161,9 @@ def _check_renames(
 def _check_unique_targets(selection: Selection) -> None:
     """Two source fields renamed onto one target name (at the top level or inside one struct)."""
 
-    def check(fields: Sequence[NestedField], parent: Path) -> None:
+    def check(fields: Sequence[tuple[NestedField, Path]], parent: Path) -> None:
         seen: dict[str, str] = {}
-        for f in fields:
-            path = (*parent, f.name)
+        for f, path in fields:
             target = selection.renames.get(path, f.name)
             if target in seen:
                 where = f" inside `{'.'.join(parent)}`" if parent else ""
@@ -193,41 +173,31 @@ def _check_unique_targets(selection: Selection) -> None:
                     "rename",
                 )
             seen[target] = ".".join(path)
-            for child_parent, child_fields in _child_structs(f.field_type, path):
-                check(child_fields, child_parent)
+            check(_children(f.field_type, path), path)
 
-    check(selection.fields, ())
+    check([(f, (f.name,)) for f in selection.fields], ())
 
 
-def _child_structs(field_type: IcebergType, path: Path) -> list[tuple[Path, tuple[NestedField, ...]]]:
+def _children(field_type: IcebergType, path: Path) -> list[tuple[NestedField, Path]]:
+    """The fields nested directly in ``field_type`` with their paths (a list's element, a map's key and value)."""
     if isinstance(field_type, StructType):
-        return [(path, field_type.fields)]
+        return [(f, (*path, f.name)) for f in field_type.fields]
     if isinstance(field_type, ListType):
-        return _child_structs(field_type.element_type, (*path, "element"))
+        return [(field_type.element_field, (*path, "element"))]
     if isinstance(field_type, MapType):
-        return _child_structs(field_type.key_type, (*path, "key")) + _child_structs(
-            field_type.value_type, (*path, "value")
-        )
+        return [(field_type.key_field, (*path, "key")), (field_type.value_field, (*path, "value"))]
     return []
 
 
 def _index_paths(schema: Schema) -> dict[int, Path]:
     paths: dict[int, Path] = {}
 
-    def walk(field: NestedField, path: Path) -> None:
-        paths[field.field_id] = path
-        t = field.field_type
-        if isinstance(t, StructType):
-            for child in t.fields:
-                walk(child, (*path, child.name))
-        elif isinstance(t, ListType):
-            walk(t.element_field, (*path, "element"))
-        elif isinstance(t, MapType):
-            walk(t.key_field, (*path, "key"))
-            walk(t.value_field, (*path, "value"))
+    def walk(fields: list[tuple[NestedField, Path]]) -> None:
+        for field, path in fields:
+            paths[field.field_id] = path
+            walk(_children(field.field_type, path))
 
-    for f in schema.fields:
-        walk(f, (f.name,))
+    walk([(f, (f.name,)) for f in schema.fields])
     return paths
 
 
@@ -246,19 +216,8 @@ def target_schema_for(
 
     Field ids stay the source's, so :func:`target_spec_for` and :func:`target_sort_order_for` can refer
     to them; the catalog assigns fresh ids when it creates the table and rebinds the partition spec and
-    sort order through the names. Identifier fields are kept when they are moved.
-
-    Args:
-        source: The source table's current schema.
-        columns: Top-level source column names to move; ``None`` moves every column.
-        rename: ``{source_name: target_name}`` (see :func:`select_columns`).
-        notes: Receives a line for each identifier field left out.
-
-    Returns:
-        The schema to pass to ``catalog.create_table``.
-
-    Raises:
-        ReconciliationError: Bad ``columns`` or ``rename`` (see :func:`select_columns`).
+    sort order through the names. Identifier fields are kept when moved; ``notes`` receives a line for
+    each one left out.
     """
     selection = select_columns(source, columns, rename)
     fields = [_renamed_field(f, (f.name,), selection) for f in selection.fields]
@@ -273,15 +232,8 @@ def target_schema_for(
 
 
 def _renamed_field(field: NestedField, path: Path, selection: Selection) -> NestedField:
-    return NestedField(
-        field_id=field.field_id,
-        name=selection.renames.get(path, field.name),
-        field_type=_renamed_type(field.field_type, path, selection),
-        required=field.required,
-        doc=field.doc,
-        initial_default=field.initial_default,
-        write_default=field.write_default,
-    )
+    name, field_type = selection.renames.get(path, field.name), _renamed_type(field.field_type, path, selection)
+    return field.model_copy(update={"name": name, "field_type": field_type})
 
 
 def _renamed_type(field_type: IcebergType, path: Path, selection: Selection) -> IcebergType:
@@ -323,20 +275,10 @@ def target_spec_for(
     rename: Mapping[str, str] | None = None,
     notes: list[str] | None = None,
 ) -> PartitionSpec:
-    """The source's partition spec expressed on the target schema (its columns found by their new names).
+    """The source's partition spec expressed on the ``target`` schema (its columns found by their new names).
 
     Partition field names that follow the source column's name (``region``, ``ts_day``) follow its
-    rename (``area``, ``event_ts_day``).
-
-    Args:
-        source_spec: The source table's partition spec.
-        source: The source table's schema.
-        target: The target schema (from :func:`target_schema_for`, or an existing table's).
-        rename: The ``rename=`` of the move.
-        notes: Receives a line for each partition field renamed.
-
-    Returns:
-        The partition spec to pass to ``catalog.create_table``.
+    rename (``area``, ``event_ts_day``); ``notes`` receives a line for each.
 
     Raises:
         ReconciliationError: A partition field's source column is not moved, or its transform cannot
@@ -382,17 +324,9 @@ def target_sort_order_for(
     rename: Mapping[str, str] | None = None,
     notes: list[str] | None = None,
 ) -> SortOrder:
-    """The source's sort order expressed on the target schema; sort fields on columns not moved are dropped.
+    """The source's sort order expressed on the ``target`` schema; sort fields on columns not moved are dropped.
 
-    Args:
-        source_order: The source table's sort order.
-        source: The source table's schema.
-        target: The target schema (from :func:`target_schema_for`, or an existing table's).
-        rename: The ``rename=`` of the move.
-        notes: Receives a line for each sort field dropped.
-
-    Returns:
-        The sort order to pass to ``catalog.create_table`` (unsorted when no field is left).
+    ``notes`` receives a line for each sort field dropped; no field left gives the unsorted order.
     """
     selection = select_columns(source, None, rename)
     fields = []
@@ -417,41 +351,27 @@ def target_sort_order_for(
 
 
 def rename_references(
-    expr: BooleanExpression,
-    source: Schema,
-    target_name: Callable[[int, str], str],
-    *,
-    case_sensitive: bool = True,
+    expr: BooleanExpression, source: Schema, target_name: Callable[[int, str], str]
 ) -> BooleanExpression:
-    """Rewrite the column references of a filter on the source into the target's column names.
+    """Rewrite the column references of a filter on ``source`` into the target's column names.
 
-    Args:
-        expr: An unbound expression (``pyiceberg.expressions.parser.parse(where)``), or one bound to ``source``.
-        source: The source schema the names refer to.
-        target_name: The target's dotted name for a source field (its id and the name used), raising
-            :class:`~iceberg_ops_provider.errors.ReconciliationError` when it is not moved.
-        case_sensitive: Whether to match names case-sensitively.
-
-    Returns:
-        The same expression, unbound, on the target's names.
-
-    Raises:
-        ReconciliationError: A name the source does not have, or one ``target_name`` refuses.
+    ``expr`` is unbound or bound to ``source``; ``target_name`` gives the target's dotted name for a
+    source field (its id and the name used) and raises ``ReconciliationError`` when it is not moved.
+    The result is unbound.
     """
-    return visit(expr, _RenameReferences(source, target_name, case_sensitive))
+    return visit(expr, _RenameReferences(source, target_name))
 
 
 class _RenameReferences(ExpressionRewriter):
-    def __init__(self, source: Schema, target_name: Callable[[int, str], str], case_sensitive: bool) -> None:
+    def __init__(self, source: Schema, target_name: Callable[[int, str], str]) -> None:
         self.source = source
         self.target_name = target_name
-        self.case_sensitive = case_sensitive
 
     def visit_unbound_predicate(self, predicate: UnboundPredicate) -> BooleanExpression:
         name = predicate.term.name  # type: ignore[attr-defined]
         source = self.source
         try:
-            field = source.find_field(name, case_sensitive=self.case_sensitive)
+            field = source.find_field(name)
         except ValueError:
             columns = ", ".join(f"`{f.name}`" for f in source.fields)
             raise ReconciliationError(

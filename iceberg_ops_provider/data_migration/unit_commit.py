@@ -45,12 +45,8 @@ MAX_ATTEMPTS = 60
 class UnitCommit:
     """What committing a unit did.
 
-    Attributes:
-        committed: Whether this call made the commit (``False``: the unit was already done).
-        snapshot_id: The target snapshot it committed, if it did.
-        state: The move's state after the commit (or as found, when already done; ``None`` when the
-            branch is gone because the move was published meanwhile).
-        attempts: Commit attempts made.
+    ``committed`` is ``False`` when the unit was already done; ``state`` is the move's state after the
+    commit, ``None`` when the branch is gone because the move was published meanwhile.
     """
 
     committed: bool
@@ -117,11 +113,6 @@ def _lost_race(exc: BaseException) -> bool:
     return isinstance(exc, ValueError) and "sequence number" in str(exc)
 
 
-def _clean(producers: Sequence[_SnapshotProducer]) -> None:
-    for producer in producers:
-        producer._clean_all_uncommitted()
-
-
 def commit_unit(
     table: Table,
     files: Sequence[DataFile],
@@ -131,27 +122,17 @@ def commit_unit(
     decide: Callable[[MoveState | None], MoveState | None],
     unit_label: str,
     delete_filter: BooleanExpression | None = None,
-    max_attempts: int = MAX_ATTEMPTS,
 ) -> UnitCommit:
-    """Commit ``files`` with the state ``decide`` returns, unless the unit is already done.
+    """Commit ``files`` to ``branch`` with the state ``decide`` returns, unless the unit is already done.
 
-    Args:
-        table: The target table (refreshed between attempts).
-        files: The unit's data files, already written.
-        move_id: The move.
-        branch: The branch the move commits to.
-        decide: Given the move's state at the branch head (the table read again just before), the state
-            to record with this commit, or ``None`` when the unit is already done (nothing is committed). It may raise
-            :class:`~iceberg_ops_provider.errors.MoveStateError` to refuse (another plan owns the move).
-        unit_label: ``index/count``, recorded in the summary for people reading the history.
-        delete_filter: Rows of the branch to delete in the same commit (an overwrite's final commit).
-        max_attempts: Attempts before :class:`MoveConflictError`.
-
-    Returns:
-        What happened; the caller deletes ``files`` when ``committed`` is ``False``.
+    ``decide`` gets the move's state at the branch head (the table read again just before each
+    attempt) and returns the state to record, or ``None`` when the unit is done (nothing is
+    committed); it may raise ``MoveStateError`` to refuse. ``delete_filter``: rows of the branch to
+    delete in the same commit (an overwrite's final commit). The caller deletes ``files`` when the
+    result's ``committed`` is ``False``.
     """
     try:
-        for attempt in lost_races(max_attempts, what=f"unit {unit_label}", when=_lost_race):
+        for attempt in lost_races(MAX_ATTEMPTS, what=f"unit {unit_label}", when=_lost_race):
             with attempt:
                 number = attempt.retry_state.attempt_number
                 table.refresh()
@@ -166,14 +147,15 @@ def commit_unit(
                 except Exception as exc:
                     if not _lost_race(exc):
                         return _settle_unknown(table, producers, new_state, number, unit_label, exc)
-                    _clean(producers)
+                    for producer in producers:
+                        producer._clean_all_uncommitted()
                     raise
                 return UnitCommit(True, producers[-1].snapshot_id, new_state, number)
     except Exception as exc:
         if not _lost_race(exc):
             raise
         raise MoveConflictError(
-            f"Unit {unit_label} of move {move_id!r} lost {max_attempts} commits in a row to concurrent commits on "
+            f"Unit {unit_label} of move {move_id!r} lost {MAX_ATTEMPTS} commits in a row to concurrent commits on "
             f"{'.'.join(table.name())}; what was committed stays committed. Run the move again to resume."
         ) from exc
     raise AssertionError("unreachable")  # pragma: no cover

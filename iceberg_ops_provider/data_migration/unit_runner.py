@@ -1,13 +1,9 @@
 """Running a resolved plan's units: copy them in a pipeline, commit each with the move's state, publish.
 
-:func:`run_units` copies units back to back (the lanes run ahead into the next unit while one
-commits) and commits each one with the move's progress in the same atomic commit
-(:func:`~iceberg_ops_provider.data_migration.unit_commit.commit_unit`); the state it records is
-chosen against the branch head it lands on, so units committed by other workers meanwhile are
-skipped, a plan taken over by another run is refused, and a target schema changed under a copy
-stops the commit. What was not committed is deleted, except the files of a commit whose outcome is
-unknown. :func:`record_empty` finishes a move that had nothing to copy, and :func:`publish` is an
-overwrite's last step: its staged units replace the target's matching rows on ``main``.
+Each unit commits with the move's progress in one atomic commit
+(:func:`~iceberg_ops_provider.data_migration.unit_commit.commit_unit`), the state chosen against the
+branch head it lands on. What was not committed is deleted, except the files of a commit whose
+outcome is unknown.
 """
 
 from __future__ import annotations
@@ -67,15 +63,10 @@ def _discard(table: Table, written: list[str]) -> None:
         delete_files(table.io, written, what="data files of an uncommitted unit")
 
 
-def _done_units(state: MoveState | None, plan_id: str) -> set[int]:
-    """The units of plan ``plan_id`` that ``state`` records as committed."""
-    return set(state.done) if state is not None and state.plan_id == plan_id else set()
-
-
-def _skip_done(pipeline: CopyPipeline, units: Sequence[MoveUnit], done: set[int]) -> None:
-    """Drop from ``pipeline`` the units in ``done`` that no lane has started."""
+def _skip_done(pipeline: CopyPipeline, units: Sequence[MoveUnit], state: MoveState | None, plan_id: str) -> None:
+    """Drop from ``pipeline`` the units ``state`` records as committed under ``plan_id`` that no lane has started."""
     for position, unit in enumerate(units):
-        if unit.index in done:
+        if state is not None and state.plan_id == plan_id and unit.index in state.done:
             pipeline.skip(position)
 
 
@@ -134,7 +125,7 @@ def run_units(
     target = resolved.target
     assert target is not None
     target.refresh()
-    done = _done_units(current_state(move, target), resolved.plan.plan_id)
+    state = current_state(move, target)
     tasks = [[resolved.tasks[path] for path in unit.files] for unit in units]
     snapshots: list[int] = []
     settled, unknown = 0, -1  # units whose files were committed or deleted; a commit of unknown outcome
@@ -150,7 +141,7 @@ def run_units(
                         _discard(target, copied.written)
 
         try:
-            _skip_done(pipeline, units, done)
+            _skip_done(pipeline, units, state, resolved.plan.plan_id)
             for position, unit in enumerate(units):
                 if stop_requested.is_set():
                     stopped = True
@@ -159,7 +150,7 @@ def run_units(
                 label = f"{unit.index + 1}/{unit.count}"
                 if copied.skipped:
                     log.info("unit %s of move %s: already committed", label, move.move_id)
-                    totals["skipped"] += 1
+                    totals["units_skipped"] += 1
                 else:
                     try:
                         commit = _commit_copied(move, resolved, unit, copied, totals, label)
@@ -179,7 +170,7 @@ def run_units(
                     if commit is not None:
                         snapshots.append(commit.snapshot_id)
                         # Units other workers committed meanwhile are not copied (if not started yet).
-                        _skip_done(pipeline, units, _done_units(commit.state, resolved.plan.plan_id))
+                        _skip_done(pipeline, units, commit.state, resolved.plan.plan_id)
                 settled = position + 1
                 pipeline.release(copied)
                 tracker.unit_done()
@@ -214,13 +205,13 @@ def _commit_copied(
     if not commit.committed:
         log.info("unit %s of move %s: committed by another worker meanwhile", label, move.move_id)
         _discard(target, copied.written)
-        totals["skipped"] += 1
+        totals["units_skipped"] += 1
         return None
-    totals["committed"] += 1
+    totals["units_committed"] += 1
     totals["rows"] += copied.rows
-    totals["read"] += copied.bytes_read
-    totals["written"] += copied.bytes_written
-    totals["files"] += len(copied.data_files)
+    totals["bytes_read"] += copied.bytes_read
+    totals["bytes_written"] += copied.bytes_written
+    totals["files_written"] += len(copied.data_files)
     log.info(
         "unit %s of move %s committed: %d rows, %d files, target snapshot %s",
         label,

@@ -1,24 +1,14 @@
 """Source data files copied byte for byte into the target, when nothing about their rows has to change.
 
 Iceberg reads a Parquet data file's columns by field id. When the target numbers, names and types its
-columns exactly as the source does, a source file read in full (no filter left to apply, no delete
-files, every column moved) holds exactly the rows the target would get from re-encoding it, so the
-mover copies its bytes instead: no decoding, no encoding, the speed of storage. The copy is a new
-file under the target's data location; its statistics are read again from its footer with the
-target's metrics settings, and it commits with the move's checkpoint like any re-encoded file.
-
-A file is copied as it is only when all of these hold, checked before anything is written:
-
-- the move renames nothing and moves every column;
-- every source column (nested fields included) is in the target with the same field id, name,
-  type and a requirement the source meets; target-only columns are optional without a default;
-- the file is Parquet, holds exactly the source's current schema (field ids in its footer), has no
-  delete files and no residual filter;
-- the target is unpartitioned, or partitioned exactly as the file (same source columns and
-  transforms, in the same order), so the file's partition value stays valid.
-
-Anything else is re-encoded. ``DataMover(..., rewrite=True)`` re-encodes every file, e.g. to apply
-the target's compression or to pack small files while moving.
+columns as the source does, a source file read in full holds exactly the rows re-encoding would
+write, so the mover copies its bytes instead (statistics are read again from the copy's footer with
+the target's metrics settings). Required, checked before anything is written: no rename and every
+column moved; every source column in the target with the same field id, name, type and a
+requirement the source meets, target-only columns optional without a default; a Parquet file of
+exactly the source's current schema, without delete files or residual filter; and the target
+unpartitioned or partitioned exactly as the file. Anything else is re-encoded, as is everything
+with ``DataMover(..., rewrite=True)``.
 """
 
 from __future__ import annotations
@@ -41,14 +31,7 @@ COPY_CHUNK_BYTES = 8 * 1024 * 1024
 
 
 def schema_blocker(source: Schema, target: Schema, *, rename: Mapping[str, str], all_columns: bool) -> str | None:
-    """Why the files of a move cannot be copied as they are, or ``None`` when their schemas allow it.
-
-    Args:
-        source: The source's current schema (the one its files are read in).
-        target: The target's current schema.
-        rename: The move's renames.
-        all_columns: Whether the move reads every source column.
-    """
+    """Why the files of a move cannot be copied as they are, or ``None`` when the two current schemas allow it."""
     if any(source_name != target_name for source_name, target_name in rename.items()):
         return "the move renames columns"
     if not all_columns:
@@ -81,10 +64,7 @@ def schema_blocker(source: Schema, target: Schema, *, rename: Mapping[str, str],
 def partition_as_is(partition: Record, file_spec: PartitionSpec | None, target_spec: PartitionSpec) -> Record | None:
     """The partition value a file keeps in the target, or ``None`` when the target partitions differently.
 
-    Args:
-        partition: The file's partition value under ``file_spec``.
-        file_spec: The spec the file was written under (``None``: unknown to the source).
-        target_spec: The target's default spec.
+    ``file_spec`` is the spec the file was written under (``None``: unknown to the source).
     """
     if target_spec.is_unpartitioned():
         return Record()
@@ -122,13 +102,9 @@ def copy_stream(
 ) -> int:
     """Copy the rest of ``stream`` into a new file ``output`` a chunk at a time; the bytes copied.
 
-    Args:
-        stream: A readable binary stream, positioned where the copy starts.
-        output: The file to create (an existing file is an error: names are never reused).
-        on_bytes: Called with the size of each chunk written.
-        stop: Checked before each chunk; when it returns true the copy raises :class:`InterruptedError`
-            (the partial file stays for the caller to delete).
-        chunk_bytes: Bytes per read.
+    An existing ``output`` is an error (names are never reused). ``on_bytes`` gets each chunk's size;
+    when ``stop`` returns true before a chunk the copy raises :class:`InterruptedError` and the partial
+    file stays for the caller to delete.
     """
     copied = 0
     with output.create(overwrite=False) as sink:

@@ -36,15 +36,10 @@ log = logging.getLogger(__name__)
 def verify_move(mover: MoveDefinition, method: str | None = None, *, seed: int | None = None) -> VerifyReport:
     """Compare the source rows the move was defined over with the rows its commits hold in the target.
 
-    Args:
-        mover: The move.
-        method: ``count``, ``checksum`` or ``sample``; default the ``verify`` given to the mover, else ``count``.
-        seed: Seed of the ``sample`` method's choice of rows (recorded in the report).
-
-    Once the move's files were rewritten (a delete, a compaction) its rows are compared with every
-    target row matching the move's filter. When other writers changed the target too (or it held rows
-    before the move), ``count`` and ``sample`` cannot vouch for it: where they found no difference the
-    report is not ok and its ``untrusted`` detail says why; ``checksum`` still compares every value.
+    ``method`` defaults to the mover's ``verify``, else ``count``. Once the move's files were rewritten,
+    its rows are compared with every target row matching the move's filter; when other writers changed
+    the target too, ``count`` and ``sample`` cannot vouch for it: where they found no difference the
+    report is not ok and its ``untrusted`` detail says why.
 
     Raises:
         MoveStateError: The move has not finished (or never ran: its target does not exist).
@@ -82,24 +77,10 @@ def verify_move(mover: MoveDefinition, method: str | None = None, *, seed: int |
     mapping = build_mapping(mover, source_metadata.schema(), target)
     compared = list(mapping.compared_columns) if method != "count" else list(mapping.compared_columns[:1])
     source_stream = move_files.source_batches(
-        source,
-        source_metadata,
-        state.completed_snapshot_id,
-        row_filter,
-        mapping.source_columns,
-        mapping.convert,
-        mapping.file_names,
-        compared,
+        source, source_metadata, state.completed_snapshot_id, row_filter, mapping, compared
     )
-    target_stream, scope = move_files.target_batches(
-        target,
-        mover.move_id,
-        MAIN_BRANCH,
-        compared,
-        mapping.target_expression(row_filter),
-        state.rows,
-        replaces_earlier_rows=mover.mode == "overwrite",
-    )
+    target_filter = mapping.target_expression(row_filter)
+    target_stream, scope = move_files.target_batches(target, mover, compared, target_filter, state.rows)
     report = verify_rows(
         method, source_stream, target_stream, columns=compared, sample_size=mover.sample_size, seed=seed
     )

@@ -1,23 +1,15 @@
 """Whether the target holds the source's rows: three ways to compare two streams of Arrow record batches.
 
-Rows are compared as multisets over the given columns: their order and the batch boundaries never
-matter, duplicates count. Equal values compare equal however each side types them (``string`` and
-``large_string``, a promoted ``int32`` and its ``int64``, timestamps in microseconds and nanoseconds;
-see :mod:`~iceberg_ops_provider.data_migration.row_hash`).
-
-- ``count``: the number of rows on each side.
-- ``checksum``: an order-independent content checksum of each side, computed streaming in memory
-  that does not grow with the data: the sum modulo ``2**64`` of a 64-bit hash of every row, with the
-  row count. A changed, missing, extra or duplicated row, or values swapped between rows or between
-  columns, change it (short of a hash collision: about ``2**-31`` for a string or binary value
-  changed to another of the same length, about ``2**-63`` otherwise).
-- ``sample``: ``sample_size`` source rows picked at random (reservoir sampling, seeded), each looked
-  for value by value among the target's rows (candidates found by row hash), plus the counts.
+Rows are compared as multisets over the given columns (order, batch boundaries and value types do
+not matter; see :mod:`~iceberg_ops_provider.data_migration.row_hash`). ``count`` compares row
+counts; ``checksum`` the sum modulo ``2**64`` of a 64-bit hash of every row, streaming in constant
+memory (a changed value goes unseen with probability about ``2**-31`` for a string or binary value
+of the same length, ``2**-63`` otherwise); ``sample`` looks up ``sample_size`` source rows, picked by
+seeded reservoir sampling, among the target's rows, value by value, plus the counts.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import random
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
@@ -46,21 +38,11 @@ class ContentChecksum:
     """An order-independent checksum of rows over fixed columns, updated batch by batch in constant memory.
 
     The sum modulo ``2**64`` of :func:`~iceberg_ops_provider.data_migration.row_hash.row_hashes`
-    over every row, kept with the row count. Two multisets of rows with equal values (however typed)
-    have equal digests; the order of rows and the way they are cut into batches do not matter.
-
-    Attributes:
-        columns: The columns hashed, in order.
-        rows: Rows seen so far.
+    over every row, kept with the row count (``rows``).
     """
 
     def __init__(self, columns: Sequence[str], *, side: str = "rows") -> None:
-        """Start an empty checksum.
-
-        Args:
-            columns: The columns to hash, in a fixed order (the same for the checksums compared).
-            side: What the rows are, for error messages (``source rows``, ``target rows``).
-        """
+        """Start an empty checksum; ``side`` names the rows in error messages (``source rows``)."""
         self.columns = tuple(columns)
         self.rows = 0
         self._side = side
@@ -68,11 +50,7 @@ class ContentChecksum:
         self._high = 0
 
     def update(self, batch: pa.RecordBatch | pa.Table) -> None:
-        """Add the rows of ``batch``.
-
-        Raises:
-            ValueError: The batch lacks one of the columns.
-        """
+        """Add the rows of ``batch``; a ``ValueError`` when it lacks one of the columns."""
         for part in batch.to_batches() if isinstance(batch, pa.Table) else (batch,):
             arrays = column_arrays(part, self.columns, side=self._side)
             if not part.num_rows:
@@ -104,20 +82,12 @@ def verify_rows(
 ) -> VerifyReport:
     """Compare the source's rows with the target's as multisets over ``columns``.
 
-    Args:
-        method: ``count``, ``checksum`` or ``sample`` (see the module's description).
-        source: Returns a fresh iterator over the source rows (already named as in the target) each call.
-        target: The same for the target rows.
-        columns: The columns compared (``count`` only checks that the batches have them).
-        sample_size: Rows the ``sample`` method picks from the source.
-        seed: Seed of the ``sample`` method's choice; a random one (recorded in the report) when ``None``.
-
-    Returns:
-        The report. ``details`` holds, for ``count``: ``difference`` (target rows minus source rows);
-        for ``checksum``: ``source_checksum``, ``target_checksum``, ``columns``, ``difference``; for
-        ``sample``: ``seed``, ``sample_size``, ``sampled``, ``matched``, ``missing`` (the unmatched
-        sampled rows with their source position and values, at most :data:`MISSING_REPORTED`),
-        ``missing_count``, ``columns``, ``difference``.
+    ``source`` and ``target`` return a fresh iterator over their rows (named as in the target) each
+    call; ``seed`` seeds the ``sample`` method's choice (a random one, recorded, when ``None``). The
+    report's ``details`` hold ``difference`` (target rows minus source rows); for ``checksum`` also both
+    checksums and ``columns``; for ``sample`` also ``seed``, ``sample_size``, ``sampled``, ``matched``,
+    ``missing_count`` and ``missing`` (at most :data:`MISSING_REPORTED` unmatched rows, with their
+    source position and values).
 
     Raises:
         ValueError: A batch without one of the columns.
@@ -142,10 +112,7 @@ def verify_rows(
 
 def _batches(stream: Stream) -> Iterator[pa.RecordBatch]:
     for batch in stream():
-        if isinstance(batch, pa.Table):
-            yield from batch.to_batches()
-        else:
-            yield batch
+        yield from batch.to_batches() if isinstance(batch, pa.Table) else (batch,)
 
 
 def _count(stream: Stream, columns: Sequence[str], side: str) -> int:
@@ -157,13 +124,10 @@ def _count(stream: Stream, columns: Sequence[str], side: str) -> int:
 
 
 def _verify_checksum(source: Stream, target: Stream, columns: tuple[str, ...]) -> VerifyReport:
-    sums = []
-    for stream, side in ((source, "source rows"), (target, "target rows")):
-        checksum = ContentChecksum(columns, side=side)
-        for batch in _batches(stream):
-            checksum.update(batch)
-        sums.append(checksum)
-    source_sum, target_sum = sums
+    source_sum, target_sum = ContentChecksum(columns, side="source rows"), ContentChecksum(columns, side="target rows")
+    for checksum, stream in ((source_sum, source), (target_sum, target)):
+        for batch in stream():
+            checksum.update(batch)  # tables too
     return VerifyReport(
         ok=source_sum.digest() == target_sum.digest(),
         method="checksum",
@@ -336,8 +300,4 @@ def _jsonable(value: Any) -> Any:
         return {str(key): _jsonable(item) for key, item in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(item) for item in value]
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return str(value)
-    return value
+    return str(value)  # json cannot hold it (Decimal, bytes, datetime, ...)
