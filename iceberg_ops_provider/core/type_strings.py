@@ -22,6 +22,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
+from typing import NoReturn
 
 import pyarrow as pa
 from pyiceberg.types import (
@@ -71,29 +72,10 @@ _PRIMITIVES: dict[str, PrimitiveType] = {
     **dict.fromkeys(("binary", "bytes"), BinaryType()),
 }
 
-_CANONICAL: dict[type, str] = {
-    BooleanType: "boolean",
-    IntegerType: "int",
-    LongType: "long",
-    FloatType: "float",
-    DoubleType: "double",
-    DateType: "date",
-    TimeType: "time",
-    TimestampType: "timestamp",
-    TimestamptzType: "timestamptz",
-    TimestampNanoType: "timestamp_ns",
-    TimestamptzNanoType: "timestamptz_ns",
-    StringType: "string",
-    UUIDType: "uuid",
-    BinaryType: "binary",
-}
-
 _TOKEN = re.compile(r"\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_]*)|(?P<number>\d+)|(?P<punct>[<>()\[\],:]))")
 
 
 class _Parser:
-    """Recursive-descent parser over the tokens of one type string."""
-
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = self._tokenize(text)
@@ -112,7 +94,7 @@ class _Parser:
             index = match.end()
         return tokens
 
-    def _fail(self, problem: str) -> None:
+    def _fail(self, problem: str) -> NoReturn:
         raise TypeParseError(
             f"Cannot parse type {self.text!r}: {problem}. Use an Iceberg type such as 'long', 'string', "
             "'decimal(12,2)', 'timestamptz', 'list<string>', 'map<string,long>' or 'struct<a: int, b: string>'."
@@ -125,7 +107,6 @@ class _Parser:
         token = self._peek()
         if token is None:
             self._fail("it ends too early" + (f", expected {expected!r}" if expected else ""))
-        assert token is not None
         if expected is not None and token.lower() != expected:
             self._fail(f"expected {expected!r} but found {token!r}")
         self.position += 1
@@ -183,7 +164,6 @@ class _Parser:
         if word in _PRIMITIVES:
             return _PRIMITIVES[word]
         self._fail(f"unknown type name {word!r}")
-        raise AssertionError  # pragma: no cover - _fail always raises
 
     def _inner(self) -> tuple[IcebergType, bool]:
         inner = self._type()
@@ -231,12 +211,10 @@ def parse_type(text: str) -> IcebergType:
 def format_type(iceberg_type: IcebergType) -> str:
     """Write an Iceberg type as the canonical text :func:`parse_type` reads back."""
     t = iceberg_type
-    if type(t) in _CANONICAL:
-        return _CANONICAL[type(t)]
+    if isinstance(t, FixedType) or str(t) in _PRIMITIVES:
+        return str(t)  # PyIceberg's own names: "long", "timestamptz", "fixed[16]", ...
     if isinstance(t, DecimalType):
         return f"decimal({t.precision},{t.scale})"
-    if isinstance(t, FixedType):
-        return f"fixed[{len(t)}]"
     if isinstance(t, ListType):
         return f"list<{_inner_text(t.element_field)}>"
     if isinstance(t, MapType):
