@@ -1,12 +1,9 @@
 """Compare two schemas and list what changed, by field id or by name.
 
-Iceberg identifies columns by field id, so comparing two versions of one table's schema by id
-tells renames apart from drop-and-add. Schemas without meaningful ids (an Arrow schema, a schema
-declared in a model file) are compared by name instead, where a rename necessarily shows up as one
-column removed and another added.
-
-Nested fields are compared too; their paths are tuples of names, as PyIceberg addresses them
-(list elements are ``element``, map keys and values ``key`` and ``value``).
+Comparing by field id tells renames apart from drop-and-add; schemas without meaningful ids (Arrow,
+a model file) are compared by name, where a rename shows as a removal and an addition. Nested
+fields are compared too, their paths tuples of names as PyIceberg addresses them (``element``,
+``key``, ``value``).
 """
 
 from __future__ import annotations
@@ -55,21 +52,17 @@ class SchemaChange:
 
     def __str__(self) -> str:
         """A readable one-line description."""
-        column = self.column
-        if self.kind == "added":
-            return f"column {column!r} added ({self.new})"
-        if self.kind == "removed":
-            return f"column {column!r} removed (was {self.old})"
-        if self.kind == "renamed":
-            return f"column {self.old!r} renamed to {self.new!r}"
-        if self.kind == "type_changed":
-            return f"column {column!r} type changed from {self.old} to {self.new}"
-        if self.kind == "required_changed":
-            describe = {True: "required", False: "optional"}
-            return f"column {column!r} changed from {describe[bool(self.old)]} to {describe[bool(self.new)]}"
-        if self.kind == "doc_changed":
-            return f"column {column!r} doc changed from {self.old!r} to {self.new!r}"
-        return f"column {column!r} moved from position {self.old} to {self.new}"
+        column, old, new = self.column, self.old, self.new
+        state = {True: "required", False: "optional"}
+        return {
+            "added": f"column {column!r} added ({new})",
+            "removed": f"column {column!r} removed (was {old})",
+            "renamed": f"column {old!r} renamed to {new!r}",
+            "type_changed": f"column {column!r} type changed from {old} to {new}",
+            "required_changed": f"column {column!r} changed from {state[bool(old)]} to {state[bool(new)]}",
+            "doc_changed": f"column {column!r} doc changed from {old!r} to {new!r}",
+            "moved": f"column {column!r} moved from position {old} to {new}",
+        }[self.kind]
 
 
 @dataclass(frozen=True)
@@ -126,15 +119,9 @@ def field_paths(schema: Schema) -> dict[Path, NestedField]:
     return {entry.path: entry.field for entry in _walk(list(schema.fields), (), None, "name")}
 
 
-def _shape(field_type: IcebergType) -> str:
+def _shape(field_type: IcebergType) -> object:
     """Nested types compare by kind here; their children are compared field by field."""
-    if isinstance(field_type, StructType):
-        return "struct"
-    if isinstance(field_type, ListType):
-        return "list"
-    if isinstance(field_type, MapType):
-        return "map"
-    return str(field_type)
+    return str(field_type) if field_type.is_primitive else type(field_type)
 
 
 def unmoved(current: list[Any], desired: list[Any]) -> set[Any]:
