@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.table.snapshots import ancestors_of
 
 from iceberg_ops_provider.core.types import iceberg_to_arrow_schema
 from iceberg_ops_provider.errors import IcebergOpsError, SnapshotNotFoundError
@@ -153,15 +154,23 @@ def iter_batches(
     Raises:
         SnapshotNotFoundError: No such snapshot, or none at ``as_of`` (raised here, before iterating).
     """
+    return _stream(table, _scan(table, snapshot_id, as_of, row_filter, selected_fields))
+
+
+def _scan(
+    table: Table,
+    snapshot_id: int | None,
+    as_of: datetime | int | None,
+    row_filter: str | BooleanExpression,
+    selected_fields: Sequence[str],
+) -> DataScan:
     resolved = _resolve_snapshot_id(table, snapshot_id, as_of)
-    scan = table.scan(row_filter=row_filter, selected_fields=tuple(selected_fields), snapshot_id=resolved)
-    return _stream(table, scan)
+    return table.scan(row_filter=row_filter, selected_fields=tuple(selected_fields), snapshot_id=resolved)
 
 
 def _stream(table: Table, scan: DataScan) -> Iterator[pa.RecordBatch]:
-    projected = scan.projection()
-    arrow_scan = ArrowScan(table.metadata, table.io, projected, scan.row_filter, scan.case_sensitive)
-    target = iceberg_to_arrow_schema(projected)
+    arrow_scan = ArrowScan(table.metadata, table.io, scan.projection(), scan.row_filter, scan.case_sensitive)
+    target = iceberg_to_arrow_schema(scan.projection())
     for task in scan.plan_files():
         for batch in arrow_scan.to_record_batches([task]):
             yield batch if batch.schema.equals(target, check_metadata=True) else batch.cast(target)
@@ -179,10 +188,8 @@ def read_table(
 
     Same arguments as :func:`iter_batches`; the whole result is held in memory.
     """
-    resolved = _resolve_snapshot_id(table, snapshot_id, as_of)
-    scan = table.scan(row_filter=row_filter, selected_fields=tuple(selected_fields), snapshot_id=resolved)
-    schema = iceberg_to_arrow_schema(scan.projection())
-    return pa.Table.from_batches(list(_stream(table, scan)), schema=schema)
+    scan = _scan(table, snapshot_id, as_of, row_filter, selected_fields)
+    return pa.Table.from_batches(list(_stream(table, scan)), schema=iceberg_to_arrow_schema(scan.projection()))
 
 
 def rollback_to(table: Table, snapshot_id: int | None = None, *, as_of: datetime | int | None = None) -> SnapshotInfo:
@@ -206,14 +213,8 @@ def rollback_to(table: Table, snapshot_id: int | None = None, *, as_of: datetime
     if snapshot_id is None and as_of is None:
         raise IcebergOpsError("Pass the snapshot_id to roll back to, or as_of=<moment>.")
     target = _resolve_snapshot_id(table, snapshot_id, as_of)
-    assert target is not None
     current = table.current_snapshot()
-    ancestors = set()
-    cursor = current
-    while cursor is not None:
-        ancestors.add(cursor.snapshot_id)
-        cursor = table.snapshot_by_id(cursor.parent_snapshot_id) if cursor.parent_snapshot_id is not None else None
-    if target not in ancestors:
+    if target not in {snapshot.snapshot_id for snapshot in ancestors_of(current, table.metadata)}:
         raise SnapshotNotFoundError(
             f"Snapshot {target} is not an ancestor of the current snapshot of {'.'.join(table.name())}, "
             "so rolling back to it would not undo later commits. Choose a snapshot from the current "
