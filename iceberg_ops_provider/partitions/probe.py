@@ -1,42 +1,36 @@
 """Has data for a partition (or matching a row filter) been committed: counted from a table's metadata alone.
 
 What :class:`~iceberg_ops_provider.sensors.IcebergPartitionSensor` and its trigger ask.
-:func:`partition_rows` walks the manifest entries of the table's current snapshot (the manifest
-list and the manifests whose partition summaries may match; never a data file) and keeps the data
-files whose partition record holds the wanted values and whose statistics do not rule the row filter
-out. It counts two numbers (a :class:`PartitionProbe`):
+:func:`partition_rows` walks the manifest entries of the current snapshot (never a data file) and
+keeps the data files whose partition record holds the wanted values and whose statistics do not rule
+the row filter out. A :class:`PartitionProbe` counts ``rows``, **certainly** there and matching (data
+files all of whose rows match, less what position deletes may have removed; none with equality
+deletes), and ``possible_rows``, an upper bound (every file that may hold matching rows).
 
-* ``rows``, the rows that are **certainly** there and match: the record counts of the data files
-  all of whose rows match (the filter's residual on the file's partition is always true, or its
-  column statistics prove every row matches), less what position delete files may have removed
-  (files with equality deletes count none);
-* ``possible_rows``, an upper bound: the record counts of every data file that may hold matching
-  rows, deleted rows included.
-
-With ``after_snapshot``, only data files committed after that snapshot count, judged by data
-sequence numbers (snapshot times on format 1 tables) kept in a :class:`SnapshotMark`, so the wait
-goes on if the snapshot is expired meanwhile. Files added by an ``append`` (or a partition
-replacement) after it hold new rows; files added by another ``overwrite`` (a copy-on-write delete or
-update), a ``replace`` (compaction) or a ``delete`` may hold rows that were there before, so they
-count as possible only.
+With ``after_snapshot``, only files committed after that snapshot count, judged by data sequence
+numbers (snapshot times on format 1 tables) kept in a :class:`SnapshotMark`, so the wait survives the
+snapshot's expiry. Files of an ``append`` (or a partition replacement) hold new rows; files of other
+overwrites, a ``replace`` or a ``delete`` may hold older rows, so they count as possible only.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, islice
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression
 from pyiceberg.manifest import DataFileContent
-from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.snapshots import Operation, ancestors_of
 
 from iceberg_ops_provider.core.polling import check_errors
 from iceberg_ops_provider.partitions.deletes import DeleteScope
 from iceberg_ops_provider.partitions.values import file_matches, pruning_filter, table_name, wanted_values
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from pyiceberg.catalog import Catalog
     from pyiceberg.manifest import DataFile, ManifestEntry
     from pyiceberg.table import Table
@@ -51,9 +45,6 @@ __all__ = [
     "probe_partition",
     "snapshot_mark",
 ]
-
-
-# -- after a snapshot -----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -92,15 +83,9 @@ def snapshot_mark(table: Table, snapshot_id: int) -> SnapshotMark:
     )
 
 
-def _ancestry(table: Table) -> list[Snapshot]:
-    """The current snapshot and its ancestors the table still has, newest first."""
-    found = []
-    snapshot = table.current_snapshot()
-    while snapshot is not None and len(found) < 100_000:
-        found.append(snapshot)
-        parent = snapshot.parent_snapshot_id
-        snapshot = table.snapshot_by_id(parent) if parent is not None else None
-    return found
+def _ancestry(table: Table) -> Iterator[Snapshot]:
+    """The current snapshot and its ancestors the table still has, newest first (at most 100,000: a cycle ends)."""
+    return islice(ancestors_of(table.current_snapshot(), table.metadata), 100_000)
 
 
 def parse_after_snapshot(value: object) -> int | None:
@@ -164,9 +149,6 @@ def _added_after(entry: ManifestEntry, mark: SnapshotMark, table: Table, later: 
     return _MAYBE_OLD_ROWS
 
 
-# -- the probe ------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class PartitionProbe:
     """The data files a partition check found, at one snapshot.
@@ -219,14 +201,8 @@ class PartitionProbe:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form (what the sensor pushes to XCom)."""
-        return {
-            "table": self.table,
-            "snapshot_id": self.snapshot_id,
-            "rows": self.rows,
-            "possible_rows": self.possible_rows,
-            "files": self.files,
-            "files_with_deletes": self.files_with_deletes,
-        }
+        keys = ("table", "snapshot_id", "rows", "possible_rows", "files", "files_with_deletes")
+        return {key: getattr(self, key) for key in keys}
 
 
 class _FilterJudge:
@@ -297,27 +273,14 @@ def partition_rows(
     where: str | None = None,
     after_snapshot: int | str | SnapshotMark | None = None,
 ) -> PartitionProbe:
-    """Count the committed data for a partition and/or a row filter, from metadata only.
-
-    Walks the manifest entries of the current snapshot (no data file is opened) and keeps the data
-    files that match:
-
-    * ``partition``: the file's partition record holds every wanted value (keys are partition field
-      names of the table's current spec; values converted per transform, see
-      :mod:`iceberg_ops_provider.partitions.values`). Files written under an older spec without one of
-      the fields do not match.
-    * ``where``: the file may hold matching rows, judged as a scan judges it (partition values and
-      column statistics). Its rows are certain only when all of them match.
-    * ``after_snapshot``: only files committed after that snapshot (see the module's documentation).
+    """Count the committed data for a partition and/or a row filter, from metadata only (see the module).
 
     Args:
         table: The table, as loaded.
-        partition: Wanted partition values by field name.
-        where: A PyIceberg row filter string.
+        partition: Wanted partition values by field name of the current spec, converted per transform
+            (:mod:`iceberg_ops_provider.partitions.values`); files of an older spec without a field do not match.
+        where: A PyIceberg row filter string; a file's rows are certain only when all of them match.
         after_snapshot: A snapshot id of the table (or its :class:`SnapshotMark`, which needs no lookup).
-
-    Returns:
-        What matched: certain and possible rows, files, delete files, and the mark used.
 
     Raises:
         ValueError: Unknown partition fields (the message lists the table's), values a field cannot
