@@ -1,23 +1,12 @@
 """Multi-table commits on REST catalogs: ``POST /v1/{prefix}/transactions/commit``.
 
-The request is sent through the catalog's own HTTP session, so it carries the catalog's
-authentication (OAuth2 token, SigV4 signature, custom headers) and its request timeout, and goes to
-the URL PyIceberg builds for the catalog's prefix. The body is the specification's
-``CommitTransactionRequest``: ``{"table-changes": [CommitTableRequest, ...]}``, each serialised as
-PyIceberg serialises a one-table commit.
-
-Whether a server serves the endpoint is learnt by using it (servers do not always list it in
-``/v1/config``; SeaweedFS does not), and remembered per endpoint URL for the life of the process:
-
-* 2xx: applied; supported.
-* 404 whose error is not an Iceberg "no such table/namespace", 405, 501, or a 400 saying the server
-  has no route for the request: not supported (nothing was applied); remembered.
-* 409: :class:`~pyiceberg.exceptions.CommitFailedException`, nothing applied.
-* 404 "no such table" / "no such namespace": :class:`~pyiceberg.exceptions.NoSuchTableError` /
-  :class:`~pyiceberg.exceptions.NoSuchNamespaceError`, nothing applied.
-* any other 5xx (500, 502, 503, 504, ...), a timeout waiting for the answer, or a connection lost after
-  the request was sent: :class:`~pyiceberg.exceptions.CommitStateUnknownException`.
-* a connection that could not be made: :class:`~iceberg_ops_provider.errors.CatalogUnavailableError`.
+Sent through the catalog's own HTTP session (its authentication, timeout and URL prefix), the body
+the specification's ``CommitTransactionRequest``. Whether a server serves the endpoint is learnt by
+using it and remembered per URL for the process: 2xx applied; 404 (other than an Iceberg "no such
+table/namespace", which raise as such), 405, 501 or a 400 "no route": not served, nothing applied;
+409 :class:`~pyiceberg.exceptions.CommitFailedException`; another 5xx, a timeout or a connection lost
+after sending :class:`~pyiceberg.exceptions.CommitStateUnknownException`; a connection never made
+:class:`~iceberg_ops_provider.errors.CatalogUnavailableError`.
 """
 
 from __future__ import annotations
@@ -122,10 +111,8 @@ def _post(catalog: RestCatalog, url: str, body: bytes) -> Response:
         try:
             response = catalog._session.post(url, data=body)
         except requests.exceptions.RequestException as exc:
-            if _not_sent(exc):
-                error = translate(exc, spec_of(catalog))
-                if error is not None:
-                    raise error from exc
+            if _not_sent(exc) and (error := translate(exc, spec_of(catalog))) is not None:
+                raise error from exc
             raise CommitStateUnknownException(
                 f"The multi-table commit to {url} got no answer ({type(exc).__name__}: {_short(str(exc))}): all or "
                 "none of its changes were applied. Load the tables to find out."
@@ -144,12 +131,10 @@ def _not_sent(exc: BaseException) -> bool:
     """Whether a transport error happened before the request could reach the server (nothing applied)."""
     import requests
 
-    if isinstance(exc, requests.exceptions.ConnectTimeout):
-        return True
-    if not isinstance(exc, requests.exceptions.ConnectionError):
-        return False
-    text = repr(exc)
-    return any(marker in text for marker in ("NewConnectionError", "Connection refused", "Failed to resolve"))
+    markers = ("NewConnectionError", "Connection refused", "Failed to resolve")
+    return isinstance(exc, requests.exceptions.ConnectTimeout) or (
+        isinstance(exc, requests.exceptions.ConnectionError) and any(marker in repr(exc) for marker in markers)
+    )
 
 
 def _request_body(changes: Sequence[TableChange]) -> bytes:
@@ -201,12 +186,12 @@ def commit_rest(catalog: RestCatalog, changes: Sequence[TableChange]) -> AtomicC
     """
     url = transactions_url(catalog)
     creates = [change.label() for change in changes if change.creates]
+    reason = None
     if creates:
         reason = f"a REST catalog's multi-table commit cannot create tables ({', '.join(creates)})"
-        log.info("%s: committing table by table instead of all at once", reason)
-        return AtomicCommitResult("per-table", reason=reason)
-    if known_support(catalog) is False:
+    elif known_support(catalog) is False:
         reason = f"the REST catalog at {catalog.uri} does not serve {TRANSACTIONS_PATH} (learnt earlier)"
+    if reason is not None:
         log.info("%s: committing table by table instead of all at once", reason)
         return AtomicCommitResult("per-table", reason=reason)
     response = _post(catalog, url, _request_body(changes))
