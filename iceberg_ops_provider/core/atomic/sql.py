@@ -162,7 +162,7 @@ def commit_sql(catalog: SqlCatalog, changes: Sequence[TableChange]) -> AtomicCom
         tuple(item.change.label() for item in items),
         metadata={item.change.label(): item.staged.metadata for item in items},
         metadata_locations={  # an unchanged table exists: its file stays
-            item.change.label(): (item.staged if item.changed else item.current).metadata_location  # type: ignore[union-attr]
+            item.change.label(): item.staged.metadata_location if item.changed else item.current.metadata_location
             for item in items
         },
     )
