@@ -1,10 +1,8 @@
 """What a refusal of a name that is not there adds: the names that are, and the closest one.
 
-Every "does not exist" of a namespace, a table, a model or a threshold lists what exists the same
-way (:func:`listed`: at most 20 names, then ``...``) and guesses the same way (:func:`did_you_mean`:
-difflib's closest name, as for the catalog kinds). :func:`existing_namespaces` and
-:func:`missing_table` ask the catalog: a misspelt namespace gets the namespaces that exist, a
-misspelt table the tables of its namespace, and either the closest ``namespace.table``.
+Every "does not exist" lists what exists (:func:`listed`, at most 20 names) and guesses
+(:func:`did_you_mean`, difflib's closest); :func:`existing_namespaces` and :func:`missing_table` ask
+the catalog, for namespaces and for the tables of a namespace.
 """
 
 from __future__ import annotations

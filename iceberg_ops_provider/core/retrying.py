@@ -1,18 +1,11 @@
 """The retry policies, one per kind of call: what each retries, how many times, and how long it waits.
 
-A commit refused because another writer committed first is not an error: the other writer made
-progress, and trying again on the new state usually succeeds. Under heavy contention (many
-namespaces' runs recording history in one table at once, many workers committing units of one
-move) fixed short waits make the same writers collide again and again; waits drawn at random from a
-window that doubles from a small start, capped ("full jitter"), spread them out so each attempt has a
-fair chance. Every policy re-raises the last error itself once its attempts run out, and never
-retries an error it does not name.
-
-The policies, their errors, counts and waits are listed in ``docs/core.md`` (Retries).
-
-The catalogs' creation race (``catalogs/sql.py``) sits below this layer and keeps its own
-five-attempt policy; the Polaris client retries through ``urllib3``'s ``Retry``
-(``polaris/transport.py``).
+A commit refused because another writer committed first is retried on the new state. Under heavy
+contention fixed short waits make the same writers collide again and again; waits drawn at random
+from a window that doubles from a small start, capped ("full jitter"), spread them out. Every policy
+re-raises the last error once its attempts run out, and never retries an error it does not name
+(listed in ``docs/core.md``, Retries). The catalogs' creation race (``catalogs/sql.py``) and the
+Polaris client (``urllib3``'s ``Retry``) keep their own.
 
 Example::
 
@@ -67,13 +60,9 @@ def lost_races(
     errors: tuple[type[BaseException], ...] = LOST_RACE,
     when: Callable[[BaseException], bool] | None = None,
 ) -> Retrying:
-    """Attempts of a commit that may lose to other writers, with jittered doubling waits between them.
+    """``attempts`` of a commit (``what``, for the log) that may lose to other writers, with jittered doubling waits.
 
-    Args:
-        attempts: How many attempts in all before the last error is raised.
-        what: What is committed, for the log line of each retry.
-        errors: The errors that mean a lost race.
-        when: Instead of ``errors``, a test of the error.
+    A lost race is one of ``errors``, or an error ``when`` accepts.
     """
     return Retrying(
         stop=stop_after_attempt(attempts),
@@ -85,10 +74,7 @@ def lost_races(
 
 
 def lock_races(attempts: int = 10) -> Retrying:
-    """Attempts of a compare-and-swap commit on a lock table that another run's commit may beat.
-
-    The lock table is small and each commit is one metadata write, so the waits are short.
-    """
+    """Attempts of a compare-and-swap commit on a lock table (one small metadata write: short waits)."""
     return Retrying(
         stop=stop_after_attempt(attempts),
         wait=wait_random_exponential(multiplier=FIRST_WAIT_SECONDS / 4, max=MAX_WAIT_SECONDS / 4),
