@@ -1,8 +1,7 @@
 """Snapshots and time travel: list them, read a table as it was, roll it back.
 
-Reading goes one scan task at a time (:func:`iter_batches`), so memory stays bounded by the
-largest data file rather than the table: PyIceberg's own ``to_arrow_batch_reader()`` prefetches
-every file of the scan.
+:func:`iter_batches` reads one scan task at a time, so memory is bounded by the largest data file:
+PyIceberg's ``to_arrow_batch_reader()`` prefetches every file of the scan.
 """
 
 from __future__ import annotations
@@ -39,16 +38,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SnapshotInfo:
-    """A snapshot, summarised.
-
-    Attributes:
-        snapshot_id: The snapshot id.
-        parent_id: The parent snapshot's id, or ``None`` for the first one.
-        committed_at: Commit time (UTC).
-        operation: ``append``, ``overwrite``, ``delete`` or ``replace``.
-        summary: The snapshot summary (record and file counts, custom properties).
-        is_current: Whether it is the table's current snapshot.
-    """
+    """A snapshot, summarised (``parent_id`` ``None`` for the first, ``committed_at`` in UTC)."""
 
     snapshot_id: int
     parent_id: int | None
@@ -139,7 +129,7 @@ def iter_batches(
     row_filter: str | BooleanExpression = ALWAYS_TRUE,
     selected_fields: Sequence[str] = ("*",),
 ) -> Iterator[pa.RecordBatch]:
-    """Stream a table's rows as it is now or was at a snapshot, one data file at a time.
+    """Stream a table's rows (without field ids) as it is now or was at a snapshot, one data file at a time.
 
     Args:
         table: The table.
@@ -147,9 +137,6 @@ def iter_batches(
         as_of: Read the snapshot that was current at this moment (aware datetime or epoch ms).
         row_filter: An Iceberg filter expression or its text form (``"amount > 10"``).
         selected_fields: Columns to read.
-
-    Returns:
-        An iterator of record batches without field-id metadata, ready to be written elsewhere.
 
     Raises:
         SnapshotNotFoundError: No such snapshot, or none at ``as_of`` (raised here, before iterating).
@@ -193,18 +180,10 @@ def read_table(
 
 
 def rollback_to(table: Table, snapshot_id: int | None = None, *, as_of: datetime | int | None = None) -> SnapshotInfo:
-    """Make an earlier snapshot the table's current one again.
+    """Make an earlier snapshot, ``snapshot_id`` or the one current ``as_of``, current again; returns it.
 
-    The snapshot must be an ancestor of the current one (rolling *back*, not sideways); the
-    snapshots after it stay in the metadata until they expire, so the rollback can itself be undone.
-
-    Args:
-        table: The table; refreshed after the commit.
-        snapshot_id: The snapshot to return to.
-        as_of: Or: return to the snapshot that was current at this moment.
-
-    Returns:
-        The snapshot that is now current.
+    It must be an ancestor of the current one (*back*, not sideways); the snapshots after it stay
+    until they expire, so the rollback can be undone. ``table`` is refreshed after the commit.
 
     Raises:
         SnapshotNotFoundError: No such snapshot, none at ``as_of``, or not an ancestor of the

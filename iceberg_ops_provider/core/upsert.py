@@ -1,10 +1,8 @@
 """Upsert with the checks PyIceberg leaves to the caller.
 
-:func:`upsert` does what :meth:`pyiceberg.table.Table.upsert` does, in one atomic commit (an
-overwrite of the changed rows and an append of the new ones), and first makes sure the request
-makes sense: the key columns exist and identify rows (no nulls, no duplicates in the incoming data),
-the data has every column and satisfies the table's schema, and it carries no field ids from another
-table. The data is cast to the table's column types, so ``int32`` data lands in a ``long`` column.
+:func:`upsert` does what :meth:`pyiceberg.table.Table.upsert` does, in one atomic commit, once sure
+the request makes sense: key columns that exist and identify rows (no nulls or duplicates in the
+data), every column, the table's schema satisfied. The data is cast to the table's column types.
 """
 
 from __future__ import annotations
@@ -90,23 +88,19 @@ def upsert(
 
     Args:
         table: The target table.
-        data: The incoming rows, with every column of the table (matched by name; extra columns
-            are an error).
+        data: The incoming rows, with every column of the table (by name; extra columns are an error).
         join_cols: Key columns; default the table's identifier fields.
         update_matched: Update rows whose key exists and whose other values differ.
         insert_unmatched: Insert rows whose key does not exist.
         snapshot_properties: Extra key/values stored in the snapshot summary.
 
     Returns:
-        PyIceberg's ``UpsertResult`` (``rows_updated``, ``rows_inserted``). Empty data commits
-        nothing and returns zeros.
+        PyIceberg's ``UpsertResult``; zeros, and nothing committed, for empty data.
 
     Raises:
         UpsertError: No usable key, null or duplicate keys in the data.
         SchemaContractError: The data does not match the table's schema (every problem listed).
     """
-    from pyiceberg.table import UpsertResult
-
     if not isinstance(data, pa.Table):
         raise UpsertError(f"upsert takes a pyarrow.Table, got {type(data).__name__}; use pa.Table.from_batches(...).")
     keys = key_columns(table, join_cols)
@@ -136,10 +130,10 @@ def upsert(
 
 
 def _matching_rows(table: Table, transaction: Transaction, data: pa.Table, keys: list[str]) -> pa.Table:
-    """The table's current rows whose key occurs in ``data``, read with the table's current schema.
+    """The table's rows whose key occurs in ``data``, read with its current schema.
 
-    PyIceberg 0.12's own ``upsert`` reads these rows with the schema of the last *snapshot*, so it
-    fails after a schema change that no data commit has followed yet; this reads with the current one.
+    PyIceberg 0.12's own ``upsert`` reads them with the last *snapshot*'s schema, failing after a
+    schema change no data commit has followed yet.
     """
     scan = DataScan(
         table_metadata=transaction.table_metadata,
