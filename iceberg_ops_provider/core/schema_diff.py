@@ -207,19 +207,13 @@ def _field_changes(before: _Entry, after: _Entry, field_id: int | None) -> Itera
 def _order_changes(
     old_entries: dict[object, _Entry], new_entries: dict[object, _Entry], by: str
 ) -> Iterator[SchemaChange]:
-    siblings_old: dict[object, list[object]] = {}
-    siblings_new: dict[object, list[object]] = {}
-    for key, entry in old_entries.items():
-        if key in new_entries and new_entries[key].parent == entry.parent:
-            siblings_old.setdefault(entry.parent, []).append(key)
+    stayed: dict[object, list[object]] = {}  # the fields under the same parent in both, by parent
     for key, entry in new_entries.items():
         if key in old_entries and old_entries[key].parent == entry.parent:
-            siblings_new.setdefault(entry.parent, []).append(key)
-    for parent, new_order in siblings_new.items():
-        old_order = sorted(siblings_old.get(parent, []), key=lambda k: old_entries[k].position)
-        new_order = sorted(new_order, key=lambda k: new_entries[k].position)
-        if old_order == new_order:
-            continue
+            stayed.setdefault(entry.parent, []).append(key)
+    for keys in stayed.values():
+        old_order = sorted(keys, key=lambda k: old_entries[k].position)
+        new_order = sorted(keys, key=lambda k: new_entries[k].position)
         for key in set(new_order) - unmoved(old_order, new_order):
             entry = new_entries[key]
             field_id = entry.field.field_id if by == "id" else None

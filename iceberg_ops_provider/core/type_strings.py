@@ -84,12 +84,8 @@ class _Parser:
 
     def _tokenize(self, text: str) -> list[str]:
         tokens, index = [], 0
-        while index < len(text):
-            if text[index:].strip() == "":
-                break
-            match = _TOKEN.match(text, index)
-            if not match:
-                self._fail(f"unexpected character {text[index:].strip()[0]!r}")
+        while text[index:].strip():
+            match = _TOKEN.match(text, index) or self._fail(f"unexpected character {text[index:].strip()[0]!r}")
             tokens.append(match.group(match.lastgroup or "word"))
             index = match.end()
         return tokens

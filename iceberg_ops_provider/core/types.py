@@ -93,41 +93,23 @@ def _to_iceberg(t: pa.DataType, column: str, ids: Iterator[int], keep_ids: bool)
 
 
 def _primitive_to_iceberg(t: pa.DataType, column: str) -> PrimitiveType:
-    if pa.types.is_boolean(t):
-        return BooleanType()
+    if t in _FROM_ARROW:
+        return _FROM_ARROW[t]()
     if pa.types.is_unsigned_integer(t):
         raise UnsupportedTypeError(column, str(t), "Iceberg has no unsigned integers. " + _UNSIGNED_HINTS[t])
-    if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t):
-        return IntegerType()
-    if pa.types.is_int64(t):
-        return LongType()
     if pa.types.is_float16(t):
         raise UnsupportedTypeError(column, str(t), "Iceberg has no half floats; cast it to float32.")
-    if pa.types.is_float32(t):
-        return FloatType()
-    if pa.types.is_float64(t):
-        return DoubleType()
     if pa.types.is_decimal(t) and t.bit_width <= 128:
         return DecimalType(t.precision, t.scale)
     if pa.types.is_decimal(t):
         hint = "Iceberg decimals have at most 38 digits; cast it to decimal128(38, scale) if the values fit."
         raise UnsupportedTypeError(column, str(t), hint)
-    if pa.types.is_date32(t):
-        return DateType()
     if pa.types.is_date64(t):
         raise UnsupportedTypeError(column, str(t), "Cast it to date32, which Iceberg stores as date.")
-    if pa.types.is_time64(t) and t.unit == "us":
-        return TimeType()
     if pa.types.is_time(t):
         raise UnsupportedTypeError(column, str(t), "Iceberg stores time in microseconds; cast it to time64('us').")
     if pa.types.is_timestamp(t):
         return _timestamp_type(t, column)
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return StringType()
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
-        return BinaryType()
-    if isinstance(t, pa.BaseExtensionType) and t.extension_name == "arrow.uuid":
-        return UUIDType()
     if pa.types.is_fixed_size_binary(t):
         return FixedType(t.byte_width)
     raise UnsupportedTypeError(column, str(t), _unsupported_hint(t))
@@ -259,6 +241,20 @@ _ICEBERG_TO_ARROW: dict[type, pa.DataType] = {
     TimestamptzNanoType: pa.timestamp("ns", tz="UTC"),
     StringType: pa.string(),
     BinaryType: pa.binary(),
+}
+_NANOSECONDS = (TimestampNanoType, TimestamptzNanoType)
+
+
+# Arrow types with one Iceberg type (timestamps in other units or zones, decimals and fixed are judged apart).
+_FROM_ARROW: dict[pa.DataType, type[PrimitiveType]] = {
+    **{arrow: iceberg for iceberg, arrow in _ICEBERG_TO_ARROW.items() if iceberg not in _NANOSECONDS},
+    pa.int8(): IntegerType,
+    pa.int16(): IntegerType,
+    pa.large_string(): StringType,
+    pa.string_view(): StringType,
+    pa.large_binary(): BinaryType,
+    pa.binary_view(): BinaryType,
+    pa.uuid(): UUIDType,
 }
 
 
