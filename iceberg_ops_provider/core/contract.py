@@ -29,14 +29,7 @@ ViolationKind = Literal["missing_required", "type_mismatch", "nulls_in_required"
 
 @dataclass(frozen=True)
 class ContractViolation:
-    """One way the data breaks the contract.
-
-    Attributes:
-        kind: ``missing_required``, ``type_mismatch``, ``nulls_in_required``, ``extra_column``
-            or ``unsupported_type``.
-        column: Dotted column path.
-        message: What is wrong, readable on its own.
-    """
+    """One way the data breaks the contract: its kind, the dotted column path, and a message readable on its own."""
 
     kind: ViolationKind
     column: str
@@ -146,18 +139,11 @@ def check_contract(
     *,
     allow_extra_columns: bool = False,
 ) -> ContractReport:
-    """Check Arrow data (or just its schema) against a table's schema, listing every violation.
+    """Check Arrow data (or just its schema) against a table (or its schema), listing every violation.
 
-    Args:
-        data: The data, or only its schema. With data, a nullable column bound for a required
-            table column is a violation only when it really holds nulls; with a schema alone, a
-            nullable field for a required column is reported.
-        table_schema: The table, or its schema.
-        allow_extra_columns: Accept data columns the table does not have.
-
-    Returns:
-        The report; ``report.ok`` is True when the data can be written as it is (after a cast to
-        the table's types).
+    With data, a nullable column bound for a required one is a violation only when it holds nulls;
+    with a schema alone, it is reported. ``allow_extra_columns`` accepts columns the table does not
+    have. ``report.ok`` when the data can be written as it is (after a cast to the table's types).
     """
     schema = table_schema if isinstance(table_schema, Schema) else table_schema.schema()
     arrow_schema = data if isinstance(data, pa.Schema) else data.schema
@@ -184,9 +170,8 @@ def enforce_contract(
 def conform_to_table(data: pa.Table | pa.RecordBatch, table: Table) -> pa.Table | pa.RecordBatch:
     """Check ``data`` against ``table`` and cast it to the table's exact Arrow types, ready to append.
 
-    The result has the table's column order (columns the data lacks are left out, so the table
-    fills them with nulls), no foreign field ids, ``int32`` widened to ``long`` and so on, and
-    non-nullable fields for required columns, which PyIceberg insists on even when no value is null.
+    The result has the table's column order (missing columns left out, for the table to fill with
+    nulls), no foreign field ids, and non-nullable fields for required columns, as PyIceberg insists.
 
     Raises:
         SchemaContractError: The data breaks the contract; every violation is listed.

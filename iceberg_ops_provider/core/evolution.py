@@ -81,13 +81,7 @@ def check_promotion(column: str, old: IcebergType, new: IcebergType) -> None:
 
 @dataclass(frozen=True)
 class EvolutionPlan:
-    """What :func:`evolve_schema` would do to reach a target schema, computed without committing.
-
-    Attributes:
-        apply: The changes that will be made, in order.
-        ignored: Differences left alone on purpose (columns missing from the target when drops are
-            not allowed, required columns the target declares nullable when relaxing is off, moves).
-    """
+    """What :func:`evolve_schema` would ``apply`` (in order), and the differences ``ignored`` on purpose."""
 
     apply: tuple[SchemaChange, ...]
     ignored: tuple[SchemaChange, ...]

@@ -28,16 +28,7 @@ Path = tuple[str, ...]
 
 @dataclass(frozen=True)
 class SchemaChange:
-    """One difference between two schemas.
-
-    Attributes:
-        kind: What changed.
-        path: Where, in the new schema (in the old one for ``removed``).
-        old: The old value: name for ``renamed``, type for ``type_changed``, required flag,
-            doc, or the position among its siblings for ``moved``.
-        new: The new value, likewise.
-        field_id: The field id in the new schema (old for ``removed``), when compared by id.
-    """
+    """One difference between two schemas (``path`` in the old one for ``removed``; ``field_id`` by id only)."""
 
     kind: ChangeKind
     path: Path
@@ -157,15 +148,8 @@ def diff_schemas(
 ) -> SchemaDiff:
     """List what changed from ``old`` to ``new``.
 
-    Args:
-        old: The schema before (Iceberg, or Arrow with or without ``PARQUET:field_id`` metadata).
-        new: The schema after.
-        by: Match fields by ``"id"`` or by ``"name"``. ``"auto"`` matches by id when both schemas
-            carry ids (Iceberg schemas, or Arrow read from Iceberg), by name otherwise.
-
-    Returns:
-        The differences: added, removed, renamed (by id only), type, required flag, doc, and
-        columns that moved among their siblings.
+    Iceberg or Arrow schemas; fields are matched ``by`` ``"id"`` or ``"name"`` (``"auto"``: by id when
+    both carry ids). Renames are seen by id only; moves among siblings are listed too.
     """
     if by == "auto":
         by = "id" if has_field_ids(old) and has_field_ids(new) else "name"

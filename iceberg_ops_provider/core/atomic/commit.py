@@ -49,14 +49,8 @@ def _kind(catalog: Catalog) -> Literal["rest", "sql", "other"]:
 def atomic_commit_mode(catalog: Catalog, *, probe: bool = False) -> CommitMode | None:
     """How ``catalog`` commits several tables: known at once for SQL and other catalogs, learnt for REST.
 
-    Args:
-        catalog: The catalog.
-        probe: For a REST catalog whose support is not known yet, ask it with an empty
-            ``transactions/commit`` request (which changes nothing) instead of answering ``None``.
-
-    Returns:
-        The mode, or ``None`` for a REST catalog not tried yet (and not probed, or whose probe
-        answered neither way, such as a 5xx).
+    ``None`` for a REST catalog not tried yet, unless ``probe`` asks it with an empty (harmless)
+    ``transactions/commit`` request, which answered one way or the other.
     """
     kind = _kind(catalog)
     if kind == "sql":
@@ -115,15 +109,9 @@ def _settle(
 def commit_atomically(catalog: Catalog, changes: Sequence[TableChange]) -> AtomicCommitResult:
     """Commit the changes of several tables all together or not at all.
 
-    Args:
-        catalog: The catalog holding every table.
-        changes: One change per table (no table twice); tables with :attr:`TableChange.creates` are
-            created (SQL catalogs only: a REST catalog's multi-table commit cannot create tables, so a
-            change list with a creation is reported as not supported there, and nothing is sent).
-
-    Returns:
-        The result; ``result.applied`` is false when the catalog cannot commit these changes
-        together (nothing was committed then: commit them one by one, see the log line).
+    ``changes`` holds one change per table; tables it :attr:`~TableChange.creates` are created (SQL
+    catalogs only: a REST catalog reports such a list as not supported). ``result.applied`` is false
+    when the catalog cannot commit the changes together: nothing was, commit them one by one.
 
     Raises:
         CommitFailedException: A requirement failed or a concurrent writer won; nothing was applied.

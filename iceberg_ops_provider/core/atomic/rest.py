@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from pyiceberg.exceptions import (
     CommitFailedException,
@@ -149,7 +149,7 @@ def _request_body(changes: Sequence[TableChange]) -> bytes:
     return ('{"table-changes": [' + ", ".join(parts) + "]}").encode("utf-8")
 
 
-def _raise_for(response: Response, url: str, changes: Sequence[TableChange]) -> None:
+def _raise_for(response: Response, url: str, changes: Sequence[TableChange]) -> NoReturn:
     """Raise what a refusal of a multi-table commit means (the endpoint is served)."""
     from pyiceberg.catalog.rest.response import _handle_non_200_response
     from requests import HTTPError
@@ -180,9 +180,7 @@ def _raise_for(response: Response, url: str, changes: Sequence[TableChange]) -> 
 def commit_rest(catalog: RestCatalog, changes: Sequence[TableChange]) -> AtomicCommitResult:
     """Commit ``changes`` in one ``transactions/commit`` request (see the module's documentation).
 
-    Returns:
-        An applied result, or a ``per-table`` one when the server does not serve the endpoint (now
-        remembered) or the changes create a table (which the endpoint cannot do).
+    ``per-table`` (nothing sent or applied) when the server does not serve the endpoint or a change creates a table.
     """
     url = transactions_url(catalog)
     creates = [change.label() for change in changes if change.creates]
@@ -206,15 +204,12 @@ def commit_rest(catalog: RestCatalog, changes: Sequence[TableChange]) -> AtomicC
     if response.status_code not in (401, 403, 419) and response.status_code < 500:
         _remember(url, True)  # it answered as the endpoint does: refusing this request, not the path
     _raise_for(response, url, changes)
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def probe(catalog: RestCatalog) -> bool | None:
     """Ask the catalog whether it serves the endpoint, with an empty multi-table commit (which changes nothing).
 
-    Returns:
-        Whether it does (remembered), or ``None`` when the answer says neither (a 5xx, refused
-        credentials, no connection): asked again next time.
+    Whether it does (remembered), or ``None`` when the answer says neither (a 5xx, refused credentials).
     """
     known = known_support(catalog)
     if known is not None:
