@@ -48,12 +48,8 @@ def existing_namespaces(catalog: Catalog, *, hidden: Collection[str] = ()) -> li
 class MissingTable:
     """What exists around a table that does not.
 
-    Attributes:
-        namespace: The table's namespace.
-        namespace_exists: Whether that namespace exists.
-        names: The tables of the namespace (bare names) when it exists, else the namespaces that do.
-        guess: The closest ``namespace.table`` that exists (``None``: nothing close).
-        unlisted: Why the catalog could not say what exists (it refused to list), else ``None``.
+    ``names``: the tables of its namespace (bare) when that exists, else the namespaces that do;
+    ``guess``: the closest ``namespace.table``; ``unlisted``: why the catalog could not list, if so.
     """
 
     namespace: str

@@ -186,15 +186,7 @@ class _Parser:
 
 
 def parse_type(text: str) -> IcebergType:
-    """Parse an Iceberg type written as text.
-
-    Args:
-        text: For example ``"long"``, ``"decimal(12,2)"``, ``"list<string>"``,
-            ``"map<string, long not null>"`` or ``"struct<id: long not null, name: string>"``.
-
-    Returns:
-        The PyIceberg type; nested fields are numbered from 1 (PyIceberg renumbers them when the
-        type is added to a table).
+    """Parse an Iceberg type written as text, such as ``"map<string, long not null>"``; nested fields numbered from 1.
 
     Raises:
         TypeParseError: The text is not a type; the message says where it went wrong.
@@ -225,11 +217,7 @@ def _inner_text(field: NestedField) -> str:
 
 
 def to_iceberg_type(value: str | pa.DataType | IcebergType, column: str = "") -> IcebergType:
-    """Accept a type as text, Arrow type or PyIceberg type and return the PyIceberg type.
-
-    Args:
-        value: ``"decimal(12,2)"``, ``pa.int64()`` or ``LongType()``.
-        column: Column name for error messages.
+    """The PyIceberg type of ``value``: text, an Arrow type or a PyIceberg type (``column`` names it in errors).
 
     Raises:
         TypeParseError: ``value`` is text that is not a type, or not a type at all.

@@ -184,11 +184,7 @@ def arrow_to_iceberg_schema(schema: pa.Schema, *, keep_field_ids: bool = False) 
 
 
 def has_field_ids(schema: Schema | pa.Schema) -> bool:
-    """Whether ``schema`` numbers its fields.
-
-    Iceberg schemas always do; Arrow schemas when every top-level field carries ``PARQUET:field_id``
-    metadata, as data read from an Iceberg table does.
-    """
+    """Whether ``schema`` numbers its fields: Iceberg schemas do, Arrow ones when each field has a field id."""
     if isinstance(schema, Schema):
         return True
     return all(f.metadata and FIELD_ID_KEY in f.metadata for f in schema)
@@ -280,10 +276,8 @@ def iceberg_to_arrow_schema(schema: Schema, *, include_field_ids: bool = False) 
 def strip_field_ids(schema: pa.Schema) -> pa.Schema:
     """Remove ``PARQUET:field_id`` metadata from every field, nested ones included.
 
-    Data read from one Iceberg table carries that table's field ids; PyIceberg matches such data
-    to another table's columns by id, which silently puts values in the wrong columns when the two
-    tables number their fields differently. Cast the data to the stripped schema before writing it
-    elsewhere: ``batch.cast(strip_field_ids(batch.schema))``.
+    PyIceberg matches data read from one table to another table's columns by id, silently putting
+    values in the wrong columns: ``batch.cast(strip_field_ids(batch.schema))`` before writing it elsewhere.
     """
     return pa.schema([_strip_field(f) for f in schema])
 
