@@ -29,13 +29,7 @@ __all__ = ["AppliedDeletes", "DeleteScope"]
 
 @dataclass(frozen=True)
 class AppliedDeletes:
-    """The delete files that apply to one data file.
-
-    Attributes:
-        files: How many delete files apply.
-        position_rows: At most this many of its rows are removed by position deletes.
-        equality: Whether equality deletes apply (any number of its rows may be gone).
-    """
+    """The delete files that apply to one data file, the rows position deletes may remove, any equality deletes."""
 
     files: int = 0
     position_rows: int = 0
@@ -47,12 +41,7 @@ def _sequence(entry: ManifestEntry) -> int:
 
 
 class DeleteScope:
-    """The delete files of one snapshot's manifests, matched to data files on request.
-
-    Args:
-        schema: The table's current schema (to read the bounds of equality columns).
-        specs: The table's partition specs by id.
-    """
+    """The delete files of one snapshot's manifests, matched to data files on request (``specs`` by id)."""
 
     def __init__(self, schema: Schema, specs: dict[int, PartitionSpec]) -> None:
         self._schema = schema

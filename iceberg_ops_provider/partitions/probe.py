@@ -49,13 +49,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SnapshotMark:
-    """Where "committed after a snapshot" begins, kept so that a wait survives the snapshot's expiry.
-
-    Attributes:
-        snapshot_id: The snapshot.
-        sequence_number: Its sequence number: data files with a higher data sequence number came later.
-        timestamp_ms: When it was committed (what format 1 tables, which have no sequence numbers, compare).
-    """
+    """Where "committed after a snapshot" begins, kept so that a wait survives the snapshot's expiry."""
 
     snapshot_id: int
     sequence_number: int
@@ -63,10 +57,7 @@ class SnapshotMark:
 
 
 def snapshot_mark(table: Table, snapshot_id: int) -> SnapshotMark:
-    """The :class:`SnapshotMark` of ``snapshot_id``.
-
-    A snapshot expired since is still found through its child on the current branch, which records
-    its parent's id: the mark then sits just before that child.
+    """The :class:`SnapshotMark` of ``snapshot_id``; of an expired one, just before its child on the current branch.
 
     Raises:
         ValueError: The table has no such snapshot, nor a snapshot whose parent it was.
@@ -151,20 +142,11 @@ def _added_after(entry: ManifestEntry, mark: SnapshotMark, table: Table, later: 
 
 @dataclass(frozen=True)
 class PartitionProbe:
-    """The data files a partition check found, at one snapshot.
+    """The data files a partition check found, at one snapshot (``None``: the table has none yet).
 
-    Attributes:
-        table: The table's identifier.
-        snapshot_id: The snapshot the check read (``None``: the table has no snapshot yet).
-        rows: Rows certainly there and matching (a lower bound, see the module's documentation).
-        possible_rows: Rows that may be there and match (an upper bound: the files' record counts).
-        files: How many data files may hold matching rows.
-        files_with_deletes: How many of them have delete files applying to them.
-        files_unproven: How many of them the row filter may match only in part (their statistics
-            cannot tell), counted as possible only.
-        files_maybe_old: With a mark, how many were added after it by a rewrite (a copy-on-write
-            delete or update, a compaction), counted as possible only.
-        after: The mark of ``after_snapshot``, when one was given.
+    ``rows`` is a lower bound, ``possible_rows`` an upper one (see the module); of the ``files`` that
+    may hold matching rows, ``files_unproven`` the filter may match only in part and ``files_maybe_old``
+    were rewritten after the mark ``after``: both count as possible only.
     """
 
     table: str
@@ -340,8 +322,7 @@ def probe_partition(
         ValueError: See :func:`partition_rows`.
     """
     with check_errors(catalog):
-        loaded = catalog.load_table(table)
-        return partition_rows(loaded, partition=partition, where=where, after_snapshot=after_snapshot)
+        return partition_rows(catalog.load_table(table), partition, where, after_snapshot)
 
 
 def describe_partition_wait(

@@ -66,14 +66,7 @@ _TIME_FORM = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2})(?:[-T ](\d{2}))?)?)?")  
 
 @dataclass(frozen=True)
 class WantedValue:
-    """One wanted partition value: the field of the current spec and the value as manifests hold it.
-
-    Attributes:
-        field: The partition field of the current spec.
-        value: The value as partition records hold it.
-        accepted: Every value a partition record may hold for it (``value``, and for ``float`` and
-            ``double`` identity fields the value rounded to 32 bits).
-    """
+    """A wanted partition value as partition records hold it (``accepted``: also rounded to 32 bits for floats)."""
 
     field: PartitionField
     value: Any
