@@ -29,7 +29,7 @@ from iceberg_ops_provider.partitions.deletes import DeleteScope
 from iceberg_ops_provider.partitions.values import file_matches, pruning_filter, table_name, wanted_values
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
     from pyiceberg.catalog import Catalog
     from pyiceberg.manifest import DataFile, ManifestEntry
@@ -187,32 +187,23 @@ class PartitionProbe:
         return {key: getattr(self, key) for key in keys}
 
 
-class _FilterJudge:
+def _all_rows_match(table: Table, row_filter: BooleanExpression) -> Callable[[DataFile], bool]:
     """Whether every row of a data file matches the row filter, from its partition and statistics."""
+    from pyiceberg.expressions.visitors import _StrictMetricsEvaluator, residual_evaluator_of
 
-    def __init__(self, table: Table, row_filter: BooleanExpression) -> None:
-        self.table = table
-        self.row_filter = row_filter
-        self.always = isinstance(row_filter, AlwaysTrue)
-        self._residuals: dict[int, Any] = {}
-        self._strict: Any = None
+    if isinstance(row_filter, AlwaysTrue):
+        return lambda _: True
+    schema = table.schema()
+    residuals = {key: residual_evaluator_of(spec, row_filter, True, schema) for key, spec in table.specs().items()}
+    strict = _StrictMetricsEvaluator(schema, row_filter, case_sensitive=True)
 
-    def all_rows_match(self, data_file: DataFile) -> bool:
-        if self.always:
+    def judge(data_file: DataFile) -> bool:
+        residual = residuals.get(data_file.spec_id)
+        if residual is not None and isinstance(residual.residual_for(data_file.partition), AlwaysTrue):
             return True
-        from pyiceberg.expressions.visitors import _StrictMetricsEvaluator, residual_evaluator_of
+        return bool(strict.eval(data_file))
 
-        spec = self.table.specs().get(data_file.spec_id)
-        if spec is not None:
-            if data_file.spec_id not in self._residuals:
-                self._residuals[data_file.spec_id] = residual_evaluator_of(
-                    spec, self.row_filter, True, self.table.schema()
-                )
-            if isinstance(self._residuals[data_file.spec_id].residual_for(data_file.partition), AlwaysTrue):
-                return True
-        if self._strict is None:
-            self._strict = _StrictMetricsEvaluator(self.table.schema(), self.row_filter, case_sensitive=True)
-        return bool(self._strict.eval(data_file))
+    return judge
 
 
 def _row_filter(table: Table, where: str | None) -> BooleanExpression:
@@ -286,7 +277,7 @@ def partition_rows(
             deletes.add(entry)
         elif file_matches(entry.data_file, table, wanted):
             data.append(entry)
-    judge = _FilterJudge(table, row_filter)
+    all_rows_match = _all_rows_match(table, row_filter)
     later = _snapshots_after(table, mark) if mark is not None else None
     rows = possible = files = with_deletes = unproven = maybe_old = 0
     for entry in data:
@@ -300,7 +291,7 @@ def partition_rows(
         with_deletes += 1 if applied.files else 0
         if added == _MAYBE_OLD_ROWS:
             maybe_old += 1
-        elif not judge.all_rows_match(entry.data_file):
+        elif not all_rows_match(entry.data_file):
             unproven += 1
         elif not applied.equality:
             rows += max(records - applied.position_rows, 0)
