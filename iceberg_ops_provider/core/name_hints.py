@@ -81,20 +81,13 @@ def missing_table(catalog: Catalog, table: str) -> MissingTable:
     """
     namespace, _, bare = table.rpartition(".")
     try:
-        return _missing_table(catalog, namespace, bare)
+        if catalog.namespace_exists(namespace):
+            names = _bare_tables(catalog, namespace)
+            match = closest(bare, names)
+            return MissingTable(namespace, True, names, f"{namespace}.{match}" if match else None)
+        namespaces = existing_namespaces(catalog)
+        other = closest(namespace, namespaces)
+        match = closest(bare, _bare_tables(catalog, other)) if other is not None else None
+        return MissingTable(namespace, False, namespaces, f"{other}.{match}" if match else None)
     except Exception as exc:
         return MissingTable(namespace, False, [], None, unlisted=" ".join(f"{type(exc).__name__}: {exc}".split()))
-
-
-def _missing_table(catalog: Catalog, namespace: str, bare: str) -> MissingTable:
-    if catalog.namespace_exists(namespace):
-        names = _bare_tables(catalog, namespace)
-        match = closest(bare, names)
-        return MissingTable(namespace, True, names, f"{namespace}.{match}" if match else None)
-    namespaces = existing_namespaces(catalog)
-    other = closest(namespace, namespaces)
-    guess = None
-    if other is not None:
-        match = closest(bare, _bare_tables(catalog, other))
-        guess = f"{other}.{match}" if match else None
-    return MissingTable(namespace, False, namespaces, guess)

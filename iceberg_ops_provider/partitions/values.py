@@ -271,9 +271,8 @@ def pruning_filter(table: Table, wanted: list[WantedValue]) -> BooleanExpression
         source_type = schema.find_field(item.field.source_id).field_type
         precision = _TIME_TRANSFORMS.get(type(item.field.transform))
         identity = isinstance(item.field.transform, IdentityTransform)
-        if column is None or isinstance(source_type, _NANOS) or not (identity or precision):
-            continue
-        if identity and isinstance(source_type, _FLOATS):
+        floats = identity and isinstance(source_type, _FLOATS)
+        if column is None or isinstance(source_type, _NANOS) or not (identity or precision) or floats:
             continue
         predicate: BooleanExpression
         if item.value is None:
