@@ -23,9 +23,7 @@ LISTED = 20
 
 def listed(names: Sequence[str], limit: int = LISTED) -> str:
     """``a, b, c`` (the first ``limit`` names, then ``...``), or ``none``."""
-    if not names:
-        return "none"
-    return ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
+    return ", ".join(names[:limit]) + (", ..." if len(names) > limit else "") if names else "none"
 
 
 def closest(name: str, names: Iterable[str]) -> str | None:

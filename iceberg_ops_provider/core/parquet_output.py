@@ -159,9 +159,7 @@ class OutputFile:
             return self._stream.tell()
         joined = self._joiner.bytes_written
         encoding = sum(arrow_bytes for _, arrow_bytes in self._encoding)
-        if not encoding or not self._arrow_joined:
-            return joined
-        return joined + int(encoding * joined / self._arrow_joined)
+        return joined + (int(encoding * joined / self._arrow_joined) if self._arrow_joined else 0)
 
     def close(self) -> tuple[pq.FileMetaData, int]:
         """Finish the file; returns its footer and its size.

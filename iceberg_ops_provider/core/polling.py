@@ -54,11 +54,9 @@ def is_transient(exc: BaseException) -> bool:
 
     if isinstance(exc, IcebergOpsError):
         return exc.transient
-    transient = (ServerError, ServiceUnavailableError, TooManyRequestsError, ConnectionError, TimeoutError)
-    if isinstance(exc, transient):
+    if isinstance(exc, ServerError | ServiceUnavailableError | TooManyRequestsError | ConnectionError | TimeoutError):
         return True
-    translated = translate(exc, _ANY_CATALOG)
-    if translated is not None:
+    if (translated := translate(exc, _ANY_CATALOG)) is not None:
         return translated.transient
     return isinstance(exc, OSError) and not isinstance(exc, PermissionError)
 

@@ -89,10 +89,6 @@ def _to_iceberg(t: pa.DataType, column: str, ids: Iterator[int], keep_ids: bool)
         return MapType(key.field_id, key.field_type, value.field_id, value.field_type, value_required=value.required)
     if pa.types.is_struct(t):
         return StructType(*_fields_to_iceberg([t.field(i) for i in range(t.num_fields)], column, ids, keep_ids))
-    return _primitive_to_iceberg(t, column)
-
-
-def _primitive_to_iceberg(t: pa.DataType, column: str) -> PrimitiveType:
     if t in _FROM_ARROW:
         return _FROM_ARROW[t]()
     if pa.types.is_unsigned_integer(t):
@@ -185,16 +181,14 @@ def arrow_to_iceberg_schema(schema: pa.Schema, *, keep_field_ids: bool = False) 
 
 def has_field_ids(schema: Schema | pa.Schema) -> bool:
     """Whether ``schema`` numbers its fields: Iceberg schemas do, Arrow ones when each field has a field id."""
-    if isinstance(schema, Schema):
-        return True
-    return all(f.metadata and FIELD_ID_KEY in f.metadata for f in schema)
+    return isinstance(schema, Schema) or all(f.metadata and FIELD_ID_KEY in f.metadata for f in schema)
 
 
 def as_iceberg_schema(schema: Schema | pa.Schema) -> Schema:
     """``schema`` as an Iceberg schema; Arrow schemas keep their field ids when they all have one."""
-    if isinstance(schema, Schema):
-        return schema
-    return arrow_to_iceberg_schema(schema, keep_field_ids=has_field_ids(schema))
+    return (
+        schema if isinstance(schema, Schema) else arrow_to_iceberg_schema(schema, keep_field_ids=has_field_ids(schema))
+    )
 
 
 def iceberg_to_arrow_type(iceberg_type: IcebergType, *, include_field_ids: bool = False) -> pa.DataType:

@@ -62,9 +62,7 @@ def atomic_commit_mode(catalog: Catalog, *, probe: bool = False) -> CommitMode |
     known = rest.known_support(catalog)  # type: ignore[arg-type]
     if known is None and probe:
         known = rest.probe(catalog)  # type: ignore[arg-type]
-    if known is None:
-        return None
-    return "rest-transaction" if known else "per-table"
+    return None if known is None else "rest-transaction" if known else "per-table"
 
 
 def describe_commit_mode(mode: CommitMode | None) -> str:
