@@ -91,7 +91,13 @@ class _Checker:
 
     def field(self, arrow_field: pa.Field, table_field: NestedField, path: str, top: bool) -> None:
         if table_field.required and arrow_field.nullable:
-            self.nullability(arrow_field, path, top)
+            # Without data (or inside nested values) the schema's word is all there is.
+            nulls = self.data.column(arrow_field.name).null_count if self.data is not None and top else None
+            if nulls is None:
+                message = f"column {path!r} is required in the table but nullable in the data"
+                self.add("nulls_in_required", path, f"{message}; declare the Arrow field nullable=False")
+            elif nulls:
+                self.add("nulls_in_required", path, f"required column {path!r} has {nulls} null value(s) in the data")
         arrow_type, expected = arrow_field.type, table_field.field_type
         if pa.types.is_null(arrow_type):
             return  # all values null: casts to any type; a required column was reported above
@@ -118,19 +124,6 @@ class _Checker:
             if actual is None or not is_allowed_promotion(actual, expected):
                 message = f"column {path!r} is {arrow_type} in the data but {expected} in the table"
                 self.add("type_mismatch", path, message)
-
-    def nullability(self, arrow_field: pa.Field, path: str, top: bool) -> None:
-        if self.data is None or not top:
-            # Without data (or inside nested values) the schema's word is all there is.
-            message = (
-                f"column {path!r} is required in the table but nullable in the data; "
-                "declare the Arrow field nullable=False"
-            )
-            self.add("nulls_in_required", path, message)
-            return
-        nulls = self.data.column(arrow_field.name).null_count
-        if nulls:
-            self.add("nulls_in_required", path, f"required column {path!r} has {nulls} null value(s) in the data")
 
 
 def check_contract(

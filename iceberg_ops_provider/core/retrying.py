@@ -44,15 +44,6 @@ LOST_RACE: tuple[type[BaseException], ...] = (CommitFailedException, ValidationE
 or the files of the snapshot it started from deleted by a concurrent expiry."""
 
 
-def _logger(what: str) -> Callable[[RetryCallState], None]:
-    def before_sleep(state: RetryCallState) -> None:
-        error = state.outcome.exception() if state.outcome is not None else None
-        wait = state.next_action.sleep if state.next_action is not None else 0.0
-        log.info("%s: another writer got there first (%s); trying again in %.2f s", what, error, wait)
-
-    return before_sleep
-
-
 def lost_races(
     attempts: int,
     *,
@@ -64,11 +55,17 @@ def lost_races(
 
     A lost race is one of ``errors``, or an error ``when`` accepts.
     """
+
+    def before_sleep(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        log.info("%s: another writer got there first (%s); trying again in %.2f s", what, error, wait)
+
     return Retrying(
         stop=stop_after_attempt(attempts),
         wait=wait_random_exponential(multiplier=FIRST_WAIT_SECONDS, max=MAX_WAIT_SECONDS),
         retry=retry_if_exception(when) if when is not None else retry_if_exception_type(errors),
-        before_sleep=_logger(what),
+        before_sleep=before_sleep,
         reraise=True,
     )
 

@@ -153,9 +153,10 @@ def diff_schemas(
     """
     if by == "auto":
         by = "id" if has_field_ids(old) and has_field_ids(new) else "name"
-    old_schema, new_schema = as_iceberg_schema(old), as_iceberg_schema(new)
-    old_entries = {_key(e, by): e for e in _walk(list(old_schema.fields), (), None, by)}
-    new_entries = {_key(e, by): e for e in _walk(list(new_schema.fields), (), None, by)}
+    old_entries, new_entries = (
+        {(e.field.field_id if by == "id" else e.path): e for e in _walk(list(schema.fields), (), None, by)}
+        for schema in (as_iceberg_schema(old), as_iceberg_schema(new))
+    )
     changes: list[SchemaChange] = []
     for key, entry in new_entries.items():
         field_id = entry.field.field_id if by == "id" else None
@@ -170,10 +171,6 @@ def diff_schemas(
             changes.append(SchemaChange("removed", entry.path, old=entry.field.field_type, field_id=field_id))
     changes.extend(_order_changes(old_entries, new_entries, by))
     return SchemaDiff(tuple(changes), matched_by=by)
-
-
-def _key(entry: _Entry, by: str) -> object:
-    return entry.field.field_id if by == "id" else entry.path
 
 
 def _field_changes(before: _Entry, after: _Entry, field_id: int | None) -> Iterator[SchemaChange]:

@@ -216,10 +216,8 @@ def _write_value(out: bytearray, kind: int, value: Any) -> None:
         out += value
     elif kind in (LIST, SET):
         size = len(value.items)
-        if size < 15:
-            out.append(size << 4 | value.element_kind)
-        else:
-            out.append(0xF0 | value.element_kind)
+        out.append(min(size, 15) << 4 | value.element_kind)
+        if size >= 15:  # 15 in the header: the size follows
             _varint(out, size)
         for item in value.items:
             _write_value(out, value.element_kind, item)

@@ -39,7 +39,6 @@ log = logging.getLogger("iceberg_ops_provider.core.atomic.commit")
 TRANSACTIONS_PATH = "transactions/commit"
 """The endpoint's path below ``/v1/{prefix}/``."""
 
-_UNSUPPORTED_STATUSES = frozenset({404, 405, 501})
 _SUPPORT: dict[str, bool] = {}
 _SUPPORT_LOCK = threading.Lock()
 
@@ -73,11 +72,9 @@ def _error_of(response: Response) -> tuple[str, str]:
     """The Iceberg error ``type`` and ``message`` of an answer (empty when it is not an Iceberg error)."""
     try:
         error = json.loads(response.text or "{}").get("error") or {}
-    except (ValueError, AttributeError):
+        return str(error.get("type") or ""), str(error.get("message") or "")
+    except (ValueError, AttributeError):  # not JSON, or its error not an object
         return "", ""
-    if not isinstance(error, dict):
-        return "", ""
-    return str(error.get("type") or ""), str(error.get("message") or "")
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -98,9 +95,7 @@ def _not_served(response: Response) -> bool:
     kind, message = _error_of(response)
     if status == 404:
         return not kind.startswith("NoSuch")  # NoSuchTableException: the endpoint exists, the table does not
-    if status in _UNSUPPORTED_STATUSES:
-        return True
-    return status == 400 and "no route" in message.lower()
+    return status in (405, 501) or (status == 400 and "no route" in message.lower())
 
 
 def _post(catalog: RestCatalog, url: str, body: bytes) -> Response:
