@@ -211,9 +211,7 @@ def iceberg_to_arrow_type(iceberg_type: IcebergType, *, include_field_ids: bool 
     if isinstance(t, ListType):
         return pa.list_(_iceberg_field_to_arrow(t.element_field, include_field_ids))
     if isinstance(t, MapType):
-        key = _iceberg_field_to_arrow(t.key_field, include_field_ids)
-        value = _iceberg_field_to_arrow(t.value_field, include_field_ids)
-        return pa.map_(key, value)
+        return pa.map_(*(_iceberg_field_to_arrow(f, include_field_ids) for f in (t.key_field, t.value_field)))
     raise UnsupportedTypeError("", str(t), "iceberg-ops has no Arrow translation for this Iceberg type yet.")
 
 

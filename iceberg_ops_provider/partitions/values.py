@@ -209,20 +209,14 @@ def _instant(given: Any, source_type: IcebergType) -> tuple[dt.datetime, str]:
     if moment.tzinfo is not None:
         offset = moment.utcoffset()
         if not isinstance(source_type, _WITH_ZONE) and offset:
+            utc_offset = dt.timezone(offset).tzname(None).removeprefix("UTC")  # "UTC+02:00"
             raise ValueError(
                 f"a {source_type} column holds wall-clock values without a time zone, so a value with the UTC "
-                f"offset {_offset_text(offset)} cannot be placed; give the wall-clock value without an offset "
+                f"offset {utc_offset} cannot be placed; give the wall-clock value without an offset "
                 f"(such as {moment.replace(tzinfo=None).isoformat()!r})"
             )
         moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
     return moment, precision
-
-
-def _offset_text(offset: dt.timedelta) -> str:
-    """``+02:00`` of a UTC offset."""
-    minutes = int(offset.total_seconds()) // 60
-    sign = "-" if minutes < 0 else "+"
-    return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
 def _time_ordinal(precision: str, given: Any, source_type: IcebergType) -> int:

@@ -39,11 +39,7 @@ def _kind(catalog: Catalog) -> Literal["rest", "sql", "other"]:
     from pyiceberg.catalog.rest import RestCatalog
     from pyiceberg.catalog.sql import SqlCatalog
 
-    if isinstance(catalog, RestCatalog):
-        return "rest"
-    if isinstance(catalog, SqlCatalog):
-        return "sql"
-    return "other"
+    return "rest" if isinstance(catalog, RestCatalog) else "sql" if isinstance(catalog, SqlCatalog) else "other"
 
 
 def atomic_commit_mode(catalog: Catalog, *, probe: bool = False) -> CommitMode | None:
