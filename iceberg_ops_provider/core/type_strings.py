@@ -26,28 +26,14 @@ from typing import NoReturn
 
 import pyarrow as pa
 from pyiceberg.types import (
-    BinaryType,
-    BooleanType,
-    DateType,
     DecimalType,
-    DoubleType,
     FixedType,
-    FloatType,
     IcebergType,
-    IntegerType,
     ListType,
-    LongType,
     MapType,
     NestedField,
     PrimitiveType,
-    StringType,
     StructType,
-    TimestampNanoType,
-    TimestampType,
-    TimestamptzNanoType,
-    TimestamptzType,
-    TimeType,
-    UUIDType,
 )
 
 from iceberg_ops_provider.core.types import arrow_to_iceberg_type
@@ -55,21 +41,19 @@ from iceberg_ops_provider.errors import TypeParseError
 
 __all__ = ["format_type", "parse_type", "to_iceberg_type"]
 
-_PRIMITIVES: dict[str, PrimitiveType] = {
-    **dict.fromkeys(("boolean", "bool"), BooleanType()),
-    **dict.fromkeys(("int", "integer", "int32"), IntegerType()),
-    **dict.fromkeys(("long", "bigint", "int64"), LongType()),
-    **dict.fromkeys(("float", "float32", "real"), FloatType()),
-    **dict.fromkeys(("double", "float64"), DoubleType()),
-    "date": DateType(),
-    "time": TimeType(),
-    "timestamp": TimestampType(),
-    "timestamptz": TimestamptzType(),
-    "timestamp_ns": TimestampNanoType(),
-    "timestamptz_ns": TimestamptzNanoType(),
-    **dict.fromkeys(("string", "str", "varchar", "text"), StringType()),
-    "uuid": UUIDType(),
-    **dict.fromkeys(("binary", "bytes"), BinaryType()),
+# PyIceberg's own names of its primitive types (which PrimitiveType reads), with the other names accepted.
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "boolean": ("bool",),
+    "int": ("integer", "int32"),
+    "long": ("bigint", "int64"),
+    "float": ("float32", "real"),
+    "double": ("float64",),
+    "string": ("str", "varchar", "text"),
+    "binary": ("bytes",),
+    **dict.fromkeys(("date", "time", "timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns", "uuid"), ()),
+}
+_PRIMITIVES = {
+    alias: PrimitiveType.model_validate(name) for name, aliases in _ALIASES.items() for alias in (name, *aliases)
 }
 
 _TOKEN = re.compile(r"\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_]*)|(?P<number>\d+)|(?P<punct>[<>()\[\],:]))")
