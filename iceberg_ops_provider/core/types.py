@@ -16,27 +16,18 @@ import pyarrow as pa
 from pyiceberg.schema import Schema, assign_fresh_schema_ids
 from pyiceberg.types import (
     BinaryType,
-    BooleanType,
-    DateType,
     DecimalType,
-    DoubleType,
     FixedType,
-    FloatType,
     IcebergType,
     IntegerType,
     ListType,
-    LongType,
     MapType,
     NestedField,
     PrimitiveType,
     StringType,
     StructType,
-    TimestampNanoType,
     TimestampType,
-    TimestamptzNanoType,
     TimestamptzType,
-    TimeType,
-    UUIDType,
 )
 
 from iceberg_ops_provider.errors import UnsupportedTypeError
@@ -90,7 +81,7 @@ def _to_iceberg(t: pa.DataType, column: str, ids: Iterator[int], keep_ids: bool)
     if pa.types.is_struct(t):
         return StructType(*_fields_to_iceberg([t.field(i) for i in range(t.num_fields)], column, ids, keep_ids))
     if t in _FROM_ARROW:
-        return _FROM_ARROW[t]()
+        return _FROM_ARROW[t]
     if pa.types.is_unsigned_integer(t):
         raise UnsupportedTypeError(column, str(t), "Iceberg has no unsigned integers. " + _UNSIGNED_HINTS[t])
     if pa.types.is_float16(t):
@@ -197,15 +188,13 @@ def iceberg_to_arrow_type(iceberg_type: IcebergType, *, include_field_ids: bool 
     ``include_field_ids`` puts ``PARQUET:field_id`` metadata on nested fields.
     """
     t = iceberg_type
-    simple = _ICEBERG_TO_ARROW.get(type(t))
+    simple = _ICEBERG_TO_ARROW.get(str(t))
     if simple is not None:
         return simple
     if isinstance(t, DecimalType):
         return pa.decimal128(t.precision, t.scale)
     if isinstance(t, FixedType):
         return pa.binary(len(t))
-    if isinstance(t, UUIDType):
-        return pa.uuid()
     if isinstance(t, StructType):
         return pa.struct([_iceberg_field_to_arrow(f, include_field_ids) for f in t.fields])
     if isinstance(t, ListType):
@@ -215,34 +204,33 @@ def iceberg_to_arrow_type(iceberg_type: IcebergType, *, include_field_ids: bool 
     raise UnsupportedTypeError("", str(t), "iceberg-ops has no Arrow translation for this Iceberg type yet.")
 
 
-_ICEBERG_TO_ARROW: dict[type, pa.DataType] = {
-    BooleanType: pa.bool_(),
-    IntegerType: pa.int32(),
-    LongType: pa.int64(),
-    FloatType: pa.float32(),
-    DoubleType: pa.float64(),
-    DateType: pa.date32(),
-    TimeType: pa.time64("us"),
-    TimestampType: pa.timestamp("us"),
-    TimestamptzType: pa.timestamp("us", tz="UTC"),
-    TimestampNanoType: pa.timestamp("ns"),
-    TimestamptzNanoType: pa.timestamp("ns", tz="UTC"),
-    StringType: pa.string(),
-    BinaryType: pa.binary(),
+# PyIceberg's primitive types by name, and the Arrow type PyIceberg reads each as.
+_ICEBERG_TO_ARROW: dict[str, pa.DataType] = {
+    "boolean": pa.bool_(),
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "date": pa.date32(),
+    "time": pa.time64("us"),
+    "timestamp": pa.timestamp("us"),
+    "timestamptz": pa.timestamp("us", tz="UTC"),
+    "timestamp_ns": pa.timestamp("ns"),
+    "timestamptz_ns": pa.timestamp("ns", tz="UTC"),
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "uuid": pa.uuid(),
 }
-_NANOSECONDS = (TimestampNanoType, TimestamptzNanoType)
-
 
 # Arrow types with one Iceberg type (timestamps in other units or zones, decimals and fixed are judged apart).
-_FROM_ARROW: dict[pa.DataType, type[PrimitiveType]] = {
-    **{arrow: iceberg for iceberg, arrow in _ICEBERG_TO_ARROW.items() if iceberg not in _NANOSECONDS},
-    pa.int8(): IntegerType,
-    pa.int16(): IntegerType,
-    pa.large_string(): StringType,
-    pa.string_view(): StringType,
-    pa.large_binary(): BinaryType,
-    pa.binary_view(): BinaryType,
-    pa.uuid(): UUIDType,
+_FROM_ARROW: dict[pa.DataType, PrimitiveType] = {
+    **{arrow: PrimitiveType.model_validate(name) for name, arrow in _ICEBERG_TO_ARROW.items() if "_ns" not in name},
+    pa.int8(): IntegerType(),
+    pa.int16(): IntegerType(),
+    pa.large_string(): StringType(),
+    pa.string_view(): StringType(),
+    pa.large_binary(): BinaryType(),
+    pa.binary_view(): BinaryType(),
 }
 
 
