@@ -1,10 +1,9 @@
 """Schema contracts: does this Arrow data satisfy this table's schema?
 
-Checked before writing so that a bad batch is refused with every problem listed at once, instead
-of PyIceberg failing on the first one (or, for some mismatches, not failing at all). Columns are
-matched by name. A data column is compatible with a table column when its Arrow type converts to
-the column's Iceberg type or to a type the column could have been promoted from (``int32`` data
-into a ``long`` column, ``float32`` into ``double``, a narrower decimal at the same scale).
+Checked before writing, so a bad batch is refused with every problem listed at once rather than
+PyIceberg failing on the first one (or not at all). Columns match by name; a data column fits when
+its Arrow type converts to the column's Iceberg type or to one the column could have been promoted
+from (``int32`` into ``long``, a narrower decimal at the same scale).
 """
 
 from __future__ import annotations
@@ -14,7 +13,7 @@ from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
 from pyiceberg.schema import Schema
-from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
+from pyiceberg.types import ListType, MapType, NestedField, StructType
 
 from iceberg_ops_provider.core.evolution import is_allowed_promotion
 from iceberg_ops_provider.core.types import arrow_to_iceberg_type, iceberg_to_arrow_schema
@@ -30,14 +29,7 @@ ViolationKind = Literal["missing_required", "type_mismatch", "nulls_in_required"
 
 @dataclass(frozen=True)
 class ContractViolation:
-    """One way the data breaks the contract.
-
-    Attributes:
-        kind: ``missing_required``, ``type_mismatch``, ``nulls_in_required``, ``extra_column``
-            or ``unsupported_type``.
-        column: Dotted column path.
-        message: What is wrong, readable on its own.
-    """
+    """One way the data breaks the contract: its kind, the dotted column path, and a message readable on its own."""
 
     kind: ViolationKind
     column: str
@@ -59,20 +51,12 @@ class ContractReport:
         """True when there is no violation."""
         return not self.violations
 
-    def __bool__(self) -> bool:
-        """Same as :attr:`ok`."""
-        return self.ok
+    __bool__ = ok.fget
 
     def raise_if_violated(self, table_name: str = "the table") -> None:
         """Raise :class:`~iceberg_ops_provider.errors.SchemaContractError` listing every violation."""
         if self.violations:
             raise SchemaContractError(table_name, self.violations)
-
-
-def _children(field_type: IcebergType) -> list[NestedField]:
-    if isinstance(field_type, StructType):
-        return list(field_type.fields)
-    return []
 
 
 class _Checker:
@@ -107,58 +91,39 @@ class _Checker:
 
     def field(self, arrow_field: pa.Field, table_field: NestedField, path: str, top: bool) -> None:
         if table_field.required and arrow_field.nullable:
-            self.nullability(arrow_field, path, top)
-        arrow_type = arrow_field.type
-        expected = table_field.field_type
+            # Without data (or inside nested values) the schema's word is all there is.
+            nulls = self.data.column(arrow_field.name).null_count if self.data is not None and top else None
+            if nulls is None:
+                message = f"column {path!r} is required in the table but nullable in the data"
+                self.add("nulls_in_required", path, f"{message}; declare the Arrow field nullable=False")
+            elif nulls:
+                self.add("nulls_in_required", path, f"required column {path!r} has {nulls} null value(s) in the data")
+        arrow_type, expected = arrow_field.type, table_field.field_type
         if pa.types.is_null(arrow_type):
             return  # all values null: casts to any type; a required column was reported above
-        if isinstance(expected, StructType):
-            if not pa.types.is_struct(arrow_type):
-                self.mismatch(path, arrow_type, expected)
-                return
+        if isinstance(expected, StructType) and pa.types.is_struct(arrow_type):
             fields = [arrow_type.field(i) for i in range(arrow_type.num_fields)]
-            self.struct(fields, _children(expected), f"{path}.", top=False)
-            return
-        if isinstance(expected, ListType):
-            if not (
-                pa.types.is_list(arrow_type)
-                or pa.types.is_large_list(arrow_type)
-                or pa.types.is_fixed_size_list(arrow_type)
-            ):
-                self.mismatch(path, arrow_type, expected)
-                return
+            self.struct(fields, list(expected.fields), f"{path}.", top=False)
+        elif isinstance(expected, ListType) and (
+            pa.types.is_list(arrow_type)
+            or pa.types.is_large_list(arrow_type)
+            or pa.types.is_fixed_size_list(arrow_type)
+        ):
             self.field(arrow_type.value_field, expected.element_field, f"{path}.element", top=False)
-            return
-        if isinstance(expected, MapType):
-            if not pa.types.is_map(arrow_type):
-                self.mismatch(path, arrow_type, expected)
-                return
+        elif isinstance(expected, MapType) and pa.types.is_map(arrow_type):
             self.field(arrow_type.key_field, expected.key_field, f"{path}.key", top=False)
             self.field(arrow_type.item_field, expected.value_field, f"{path}.value", top=False)
-            return
-        try:
-            actual = arrow_to_iceberg_type(arrow_type, path)
-        except UnsupportedTypeError as exc:
-            self.add("unsupported_type", path, str(exc))
-            return
-        if not is_allowed_promotion(actual, expected):
-            self.mismatch(path, arrow_type, expected)
-
-    def mismatch(self, path: str, arrow_type: pa.DataType, expected: IcebergType) -> None:
-        self.add("type_mismatch", path, f"column {path!r} is {arrow_type} in the data but {expected} in the table")
-
-    def nullability(self, arrow_field: pa.Field, path: str, top: bool) -> None:
-        if self.data is None or not top:
-            # Without data (or inside nested values) the schema's word is all there is.
-            message = (
-                f"column {path!r} is required in the table but nullable in the data; "
-                "declare the Arrow field nullable=False"
-            )
-            self.add("nulls_in_required", path, message)
-            return
-        nulls = self.data.column(arrow_field.name).null_count
-        if nulls:
-            self.add("nulls_in_required", path, f"required column {path!r} has {nulls} null value(s) in the data")
+        else:
+            try:
+                actual = arrow_to_iceberg_type(arrow_type, path)
+            except UnsupportedTypeError as exc:
+                if expected.is_primitive:
+                    self.add("unsupported_type", path, str(exc))
+                    return
+                actual = None
+            if actual is None or not is_allowed_promotion(actual, expected):
+                message = f"column {path!r} is {arrow_type} in the data but {expected} in the table"
+                self.add("type_mismatch", path, message)
 
 
 def check_contract(
@@ -167,18 +132,11 @@ def check_contract(
     *,
     allow_extra_columns: bool = False,
 ) -> ContractReport:
-    """Check Arrow data (or just its schema) against a table's schema, listing every violation.
+    """Check Arrow data (or just its schema) against a table (or its schema), listing every violation.
 
-    Args:
-        data: The data, or only its schema. With data, a nullable column bound for a required
-            table column is a violation only when it really holds nulls; with a schema alone, a
-            nullable field for a required column is reported.
-        table_schema: The table, or its schema.
-        allow_extra_columns: Accept data columns the table does not have.
-
-    Returns:
-        The report; ``report.ok`` is True when the data can be written as it is (after a cast to
-        the table's types).
+    With data, a nullable column bound for a required one is a violation only when it holds nulls;
+    with a schema alone, it is reported. ``allow_extra_columns`` accepts columns the table does not
+    have. ``report.ok`` when the data can be written as it is (after a cast to the table's types).
     """
     schema = table_schema if isinstance(table_schema, Schema) else table_schema.schema()
     arrow_schema = data if isinstance(data, pa.Schema) else data.schema
@@ -199,24 +157,19 @@ def enforce_contract(
     Raises:
         SchemaContractError: Lists every violation and names the table.
     """
-    report = check_contract(data, table, allow_extra_columns=allow_extra_columns)
-    report.raise_if_violated(".".join(table.name()))
+    check_contract(data, table, allow_extra_columns=allow_extra_columns).raise_if_violated(".".join(table.name()))
 
 
 def conform_to_table(data: pa.Table | pa.RecordBatch, table: Table) -> pa.Table | pa.RecordBatch:
     """Check ``data`` against ``table`` and cast it to the table's exact Arrow types, ready to append.
 
-    The result has the table's column order (columns the data lacks are left out, so the table
-    fills them with nulls), no foreign field ids, ``int32`` widened to ``long`` and so on, and
-    non-nullable fields for required columns, which PyIceberg insists on even when no value is null.
+    The result has the table's column order (missing columns left out, for the table to fill with
+    nulls), no foreign field ids, and non-nullable fields for required columns, as PyIceberg insists.
 
     Raises:
         SchemaContractError: The data breaks the contract; every violation is listed.
     """
     enforce_contract(data, table)
     table_schema = iceberg_to_arrow_schema(table.schema())
-    present = [f for f in table_schema if f.name in data.column_names]
-    columns = [data.column(f.name) for f in present]
-    if isinstance(data, pa.RecordBatch):
-        return pa.RecordBatch.from_arrays(columns, names=[f.name for f in present]).cast(pa.schema(present))
-    return pa.Table.from_arrays(columns, names=[f.name for f in present]).cast(pa.schema(present))
+    present = pa.schema([f for f in table_schema if f.name in data.column_names])
+    return data.select(present.names).cast(present)

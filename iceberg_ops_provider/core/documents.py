@@ -22,12 +22,9 @@ T = TypeVar("T")
 def yaml_document(data: bytes, source: object, error: Callable[[str], Exception]) -> Any:
     """The YAML document in ``data``, the bytes of file ``source``; raises ``error(message)`` if it is not one.
 
-    The message names the file and where the problem is, for the project file and the table models
-    (:func:`~iceberg_ops_provider.autogen.models.load_model`) alike:
-    ``<source>: not UTF-8 text (byte 0xe9 on line 2); save the file as UTF-8.`` or
-    ``<source>: not valid YAML (line 5, column 1): could not find expected ':' (while scanning a simple
-    key on line 4, column 1)`` (counted from 1; the second place, where the construct the parser was
-    reading began, when it is on another line).
+    The message names the file and the place: ``<source>: not UTF-8 text (byte 0xe9 on line 2); save
+    the file as UTF-8.`` or ``<source>: not valid YAML (line 5, column 1): could not find expected ':'
+    (while scanning a simple key on line 4, column 1)`` (where the construct began, if on another line).
     """
     try:
         text = data.decode("utf-8-sig")
@@ -48,9 +45,7 @@ def yaml_document(data: bytes, source: object, error: Callable[[str], Exception]
         raise error(f"{source}: not valid YAML{where}: {problem}") from exc
 
 
-@cache
-def _adapter(cls: type) -> TypeAdapter[Any]:
-    return TypeAdapter(cls)
+_adapter = cache(TypeAdapter)
 
 
 def read_back(cls: type[T], data: Any, what: str, fix: str) -> T:

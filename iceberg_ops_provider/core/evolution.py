@@ -1,14 +1,10 @@
 """Schema evolution that allows only what the Iceberg specification allows.
 
-PyIceberg 0.12 accepts two type changes the specification forbids, and both corrupt reads of
-existing data: changing a decimal's *scale* (``decimal(12,2)`` -> ``decimal(14,4)``) and
-``string`` <-> ``binary``. It also lets ``union_by_name`` turn a required column optional because the
-incoming Arrow field happens to be nullable. The helpers here refuse the first two with
-:class:`~iceberg_ops_provider.errors.ForbiddenPromotionError` and make the third an explicit choice.
-
-Allowed type promotions (Iceberg table spec, "Schema Evolution"): ``int -> long``,
-``float -> double``, ``decimal(P, S) -> decimal(P', S)`` with ``P' > P``. Anything else needs a new
-column.
+PyIceberg 0.12 accepts two type changes the specification forbids, both corrupting reads of existing
+data (a decimal's *scale*, ``string`` <-> ``binary``), and lets ``union_by_name`` make a required
+column optional because an Arrow field is nullable. The first two are refused here with
+:class:`~iceberg_ops_provider.errors.ForbiddenPromotionError`, the third is an explicit choice.
+Allowed promotions: ``int -> long``, ``float -> double``, ``decimal(P, S) -> decimal(P', S)``, ``P' > P``.
 """
 
 from __future__ import annotations
@@ -85,13 +81,7 @@ def check_promotion(column: str, old: IcebergType, new: IcebergType) -> None:
 
 @dataclass(frozen=True)
 class EvolutionPlan:
-    """What :func:`evolve_schema` would do to reach a target schema, computed without committing.
-
-    Attributes:
-        apply: The changes that will be made, in order.
-        ignored: Differences left alone on purpose (columns missing from the target when drops are
-            not allowed, required columns the target declares nullable when relaxing is off, moves).
-    """
+    """What :func:`evolve_schema` would ``apply`` (in order), and the differences ``ignored`` on purpose."""
 
     apply: tuple[SchemaChange, ...]
     ignored: tuple[SchemaChange, ...]
@@ -152,13 +142,9 @@ def plan_evolution(
             (apply if change.new else ignored).append(change)
         else:
             ignored.append(change)
-    # A removed parent takes its children with it: drop only the outermost path.
-    dropped = [c.path for c in apply if c.kind == "removed"]
-    apply = [
-        c for c in apply if not (c.kind == "removed" and any(c.path[: len(p)] == p and c.path != p for p in dropped))
-    ]
-    added = [c.path for c in apply if c.kind == "added"]
-    apply = [c for c in apply if not (c.kind == "added" and any(c.path[: len(p)] == p and c.path != p for p in added))]
+    # A parent added or removed takes its children with it: keep only the outermost path.
+    outer = {(c.kind, c.path) for c in apply if c.kind in ("added", "removed")}
+    apply = [c for c in apply if not any((c.kind, c.path[:n]) in outer for n in range(1, len(c.path)))]
     return EvolutionPlan(tuple(apply), tuple(ignored))
 
 
@@ -187,17 +173,8 @@ def evolve_schema(
 ) -> EvolutionPlan:
     """Evolve a table's schema towards ``target`` in one schema commit, refusing forbidden changes.
 
-    Adds missing columns (optional), applies allowed promotions and doc changes, and, when asked,
-    drops columns and relaxes required ones. Nothing is committed when any change is refused.
-
-    Args:
-        table: A PyIceberg table, or a transaction to stage the change into (committed with it).
-        target: The schema wanted, matched by name.
-        allow_drop_columns: See :func:`plan_evolution`.
-        relax_required: See :func:`plan_evolution`.
-
-    Returns:
-        The plan that was applied (empty when the table already matched).
+    Applies :func:`plan_evolution`'s plan (returned; empty when the table already matched) to
+    ``table``, or to a transaction that commits it later. Nothing is committed when a change is refused.
 
     Raises:
         ForbiddenPromotionError: A type change Iceberg forbids (decimal scale, string <-> binary, ...).

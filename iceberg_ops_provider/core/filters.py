@@ -1,13 +1,9 @@
 """Row filters as the product reads them: a date may stand for a timestamp, as in Spark.
 
-PyIceberg's parser turns ``ts >= '2026-11-03'`` into a string literal, and binding it to a
-``timestamp`` or ``timestamptz`` column fails (``Invalid timestamp with zone: 2026-11-03 (must be
-ISO-8601)``): it wants ``'2026-11-03T00:00:00+00:00'``. Spark reads a date compared with a timestamp
-as that day's midnight. :func:`with_timestamp_dates` does the same before a filter is bound: a
-``YYYY-MM-DD`` literal on a ``timestamptz`` column becomes midnight UTC, on a ``timestamp`` column
-midnight; other literals on such columns that PyIceberg cannot read are refused with the forms that
-work. Every ``where`` the engine parses goes through it (the data mover, compaction, the partition
-probe behind the sensors), so the Python API, the command line and the Airflow tasks read filters alike.
+PyIceberg cannot bind ``ts >= '2026-11-03'`` to a ``timestamp(tz)`` column (it wants a full ISO-8601
+timestamp). :func:`with_timestamp_dates` reads such a date as that day's midnight (UTC for
+``timestamptz``), as Spark does, and refuses other strings PyIceberg cannot read with the forms that
+work. Every ``where`` the engine parses goes through it, so all fronts read filters alike.
 """
 
 from __future__ import annotations
@@ -45,12 +41,7 @@ _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
 def with_timestamp_dates(
     expression: BooleanExpression, schema: Schema, *, case_sensitive: bool = True
 ) -> BooleanExpression:
-    """``expression`` with each date compared to a timestamp column written as that day's midnight.
-
-    ``'2026-11-03'`` becomes ``'2026-11-03T00:00:00+00:00'`` on a ``timestamptz`` column (midnight
-    UTC) and ``'2026-11-03T00:00:00'`` on a ``timestamp`` column; literals on other columns, and
-    bound predicates, are left as they are. A string on a timestamp column that is neither a date
-    nor a timestamp PyIceberg reads is refused, saying what to write.
+    """``expression`` with each date compared to a timestamp column written as that day's midnight (UTC for tz).
 
     Raises:
         ValueError: Such a string, naming the column, the value and the forms accepted.
@@ -59,10 +50,7 @@ def with_timestamp_dates(
 
 
 def bind_filter(expression: BooleanExpression, schema: Schema, *, case_sensitive: bool = True) -> BooleanExpression:
-    """``expression`` read as :func:`with_timestamp_dates` reads it, checked by binding it to ``schema``.
-
-    Returns:
-        The unbound expression with dates on timestamp columns written out (bind it, or scan with it).
+    """``expression`` as :func:`with_timestamp_dates` writes it (unbound), checked by binding it to ``schema``.
 
     Raises:
         ValueError: A column ``schema`` does not have, or a value its column's type cannot take.

@@ -1,10 +1,8 @@
 """What a refusal of a name that is not there adds: the names that are, and the closest one.
 
-Every "does not exist" of a namespace, a table, a model or a threshold lists what exists the same
-way (:func:`listed`: at most 20 names, then ``...``) and guesses the same way (:func:`did_you_mean`:
-difflib's closest name, as for the catalog kinds). :func:`existing_namespaces` and
-:func:`missing_table` ask the catalog: a misspelt namespace gets the namespaces that exist, a
-misspelt table the tables of its namespace, and either the closest ``namespace.table``.
+Every "does not exist" lists what exists (:func:`listed`, at most 20 names) and guesses
+(:func:`did_you_mean`, difflib's closest); :func:`existing_namespaces` and :func:`missing_table` ask
+the catalog, for namespaces and for the tables of a namespace.
 """
 
 from __future__ import annotations
@@ -25,9 +23,7 @@ LISTED = 20
 
 def listed(names: Sequence[str], limit: int = LISTED) -> str:
     """``a, b, c`` (the first ``limit`` names, then ``...``), or ``none``."""
-    if not names:
-        return "none"
-    return ", ".join(names[:limit]) + (", ..." if len(names) > limit else "")
+    return ", ".join(names[:limit]) + (", ..." if len(names) > limit else "") if names else "none"
 
 
 def closest(name: str, names: Iterable[str]) -> str | None:
@@ -50,12 +46,8 @@ def existing_namespaces(catalog: Catalog, *, hidden: Collection[str] = ()) -> li
 class MissingTable:
     """What exists around a table that does not.
 
-    Attributes:
-        namespace: The table's namespace.
-        namespace_exists: Whether that namespace exists.
-        names: The tables of the namespace (bare names) when it exists, else the namespaces that do.
-        guess: The closest ``namespace.table`` that exists (``None``: nothing close).
-        unlisted: Why the catalog could not say what exists (it refused to list), else ``None``.
+    ``names``: the tables of its namespace (bare) when that exists, else the namespaces that do;
+    ``guess``: the closest ``namespace.table``; ``unlisted``: why the catalog could not list, if so.
     """
 
     namespace: str
@@ -87,20 +79,13 @@ def missing_table(catalog: Catalog, table: str) -> MissingTable:
     """
     namespace, _, bare = table.rpartition(".")
     try:
-        return _missing_table(catalog, namespace, bare)
+        if catalog.namespace_exists(namespace):
+            names = _bare_tables(catalog, namespace)
+            match = closest(bare, names)
+            return MissingTable(namespace, True, names, f"{namespace}.{match}" if match else None)
+        namespaces = existing_namespaces(catalog)
+        other = closest(namespace, namespaces)
+        match = closest(bare, _bare_tables(catalog, other)) if other is not None else None
+        return MissingTable(namespace, False, namespaces, f"{other}.{match}" if match else None)
     except Exception as exc:
         return MissingTable(namespace, False, [], None, unlisted=" ".join(f"{type(exc).__name__}: {exc}".split()))
-
-
-def _missing_table(catalog: Catalog, namespace: str, bare: str) -> MissingTable:
-    if catalog.namespace_exists(namespace):
-        names = _bare_tables(catalog, namespace)
-        match = closest(bare, names)
-        return MissingTable(namespace, True, names, f"{namespace}.{match}" if match else None)
-    namespaces = existing_namespaces(catalog)
-    other = closest(namespace, namespaces)
-    guess = None
-    if other is not None:
-        match = closest(bare, _bare_tables(catalog, other))
-        guess = f"{other}.{match}" if match else None
-    return MissingTable(namespace, False, namespaces, guess)

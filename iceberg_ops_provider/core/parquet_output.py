@@ -1,15 +1,9 @@
 """Parquet data files written with PyArrow, described as Iceberg ``DataFile``s from their own footers.
 
-Writing a data file directly with ``pyarrow.parquet.ParquetWriter`` (instead of through a table
-append) keeps memory at one row group and lets the caller roll files at any size. What turns such
-a file into a ``DataFile`` is the statistics code PyIceberg runs on the files it writes itself:
-bounds, null, value and NaN counts and split offsets read from the footer through the table's
-file schema (its column names with special characters sanitized) and its ``write.metadata.metrics.*``
-properties. The result equals what ``pyiceberg.io.pyarrow.parquet_file_to_data_file`` derives from
-the same file, without reading it back.
-
-Rows bound for a partitioned table are grouped by partition first (:func:`split_by_partition`), since
-a data file holds one partition value.
+Writing data files with ``ParquetWriter`` (rather than a table append) keeps memory at one row
+group and rolls files at any size. :func:`data_file_from_footer` runs the statistics code PyIceberg
+runs on the files it writes (through the table's sanitized file schema and ``write.metadata.metrics.*``
+properties), so the result equals ``parquet_file_to_data_file``'s without reading the file back.
 """
 
 from __future__ import annotations
@@ -65,15 +59,12 @@ wide tables that costs more than the second thread gains, so such files are writ
 class OutputFile:
     """One Parquet data file being written: a FileIO output stream and the PyArrow writer on it.
 
-    With ``encode_threads`` above 1 (and writer options :func:`~iceberg_ops_provider.core.parquet_parts.joinable`
-    allows), row groups after the file's first are encoded and compressed on that many threads side by
-    side and joined in order into the same file ``ParquetWriter`` writes alone
-    (:mod:`~iceberg_ops_provider.core.parquet_parts`), provided the first row group holds at least
-    :data:`MIN_BYTES_PER_COLUMN` per leaf column and its footer holds only fields the joiner knows
-    (otherwise one ``ParquetWriter`` writes the file). The first row group is written before :meth:`write`
-    returns, so the file's compression ratio is known from then on; at most ``encode_threads - 1`` row
-    groups are still being encoded when :meth:`write` returns, which bounds memory to that many row
-    groups and their encoded bytes.
+    With ``encode_threads`` above 1, row groups after the first are encoded on that many threads and
+    joined in order (:mod:`~iceberg_ops_provider.core.parquet_parts`) when the writer options are
+    :func:`~iceberg_ops_provider.core.parquet_parts.joinable`, the first row group holds at least
+    :data:`MIN_BYTES_PER_COLUMN` per leaf column and its footer only fields the joiner knows; else one
+    ``ParquetWriter`` writes the file. At most ``encode_threads - 1`` row groups are still being encoded
+    when :meth:`write` returns, which bounds memory.
 
     Args:
         path: Where the file goes (created, or replaced if it exists).
@@ -111,10 +102,7 @@ class OutputFile:
             raise
 
     def write(self, table: pa.Table, row_group_rows: int) -> None:
-        """Write ``table`` in row groups of at most ``row_group_rows`` rows.
-
-        A table of no rows writes nothing: an empty row group carries no statistics, and PyIceberg
-        keeps no bounds for a file with one.
+        """Write ``table`` in row groups of at most ``row_group_rows`` rows (no rows: no empty row group, no bounds).
 
         Raises:
             ValueError: The file was closed or aborted.
@@ -136,11 +124,7 @@ class OutputFile:
         self.rows += table.num_rows
 
     def _start(self, first: pa.Table, row_group_rows: int) -> int:
-        """Join the file's first row group if it can be; returns its rows, or 0 when a writer is opened instead.
-
-        The first row group is encoded at once: its footer tells whether the joiner knows every
-        field, and its size the compression ratio.
-        """
+        """Join the file's first row group if it can be (its footer tells); returns its rows, or 0 for a writer."""
         if first.nbytes >= MIN_BYTES_PER_COLUMN * _leaf_columns(self.schema):
             joiner = PartJoiner(self._stream)
             try:
@@ -170,18 +154,12 @@ class OutputFile:
 
     @property
     def bytes_written(self) -> int:
-        """Bytes written to storage so far (every finished row group), plus an estimate of those being encoded.
-
-        The estimate uses the compression ratio of the row groups written so far, so the figure may
-        step back by a fraction of a row group when one turns out smaller than estimated.
-        """
+        """Bytes written so far, plus those being encoded estimated at the compression ratio so far."""
         if self._joiner is None:
             return self._stream.tell()
         joined = self._joiner.bytes_written
         encoding = sum(arrow_bytes for _, arrow_bytes in self._encoding)
-        if not encoding or not self._arrow_joined:
-            return joined
-        return joined + int(encoding * joined / self._arrow_joined)
+        return joined + (int(encoding * joined / self._arrow_joined) if self._arrow_joined else 0)
 
     def close(self) -> tuple[pq.FileMetaData, int]:
         """Finish the file; returns its footer and its size.
@@ -213,10 +191,9 @@ class OutputFile:
         return metadata, size
 
     def abort(self) -> None:
-        """Close after a failure; the caller deletes the file.
+        """Close after a failure, dropping row groups being encoded; the caller deletes the file.
 
         The writer is closed first, so that it does not try again on a closed stream when collected.
-        Row groups still being encoded are dropped.
         """
         self._closed = True
         for encoding, _ in self._encoding:
@@ -252,12 +229,7 @@ def _leaf_columns(schema: pa.Schema | pa.DataType) -> int:
 
 @dataclass(frozen=True)
 class StatisticsPlan:
-    """How a table reads the statistics of its data files' footers: which metrics per column, and column ids.
-
-    Attributes:
-        stats_columns: The metrics mode of each field id (``write.metadata.metrics.*``).
-        column_ids: Field id of each Parquet column path of the table's file schema.
-    """
+    """How a table reads its data files' footers: each field id's metrics mode, each column path's field id."""
 
     stats_columns: dict[int, StatisticsCollector]
     column_ids: dict[str, int]
@@ -282,16 +254,10 @@ def data_file_from_footer(
     spec_id: int,
     sort_order_id: int | None = None,
 ) -> DataFile:
-    """The ``DataFile`` of a Parquet data file that was written and closed.
+    """The ``DataFile`` of a Parquet data file at ``path`` that was written and closed.
 
-    Args:
-        path: The file's location.
-        footer: Its Parquet footer (:meth:`OutputFile.close` returns it).
-        size: Its size in bytes.
-        plan: The target table's statistics plan (:meth:`StatisticsPlan.for_table`).
-        partition: Its partition value under ``spec_id``, in Iceberg's internal form (``Record()`` if unpartitioned).
-        spec_id: The partition spec the file is written under.
-        sort_order_id: The sort order its rows follow, or ``None`` if they follow none.
+    ``footer`` and ``size`` are what :meth:`OutputFile.close` returns; ``partition`` is the file's
+    partition value under ``spec_id`` in Iceberg's internal form (``Record()`` if unpartitioned).
     """
     statistics = data_file_statistics_from_parquet_metadata(footer, plan.stats_columns, plan.column_ids)
     data_file = DataFile.from_args(
@@ -314,18 +280,11 @@ def data_file_from_footer(
 def split_by_partition(
     batch: pa.RecordBatch, spec: PartitionSpec, file_schema: Schema
 ) -> list[tuple[PartitionKey | None, pa.RecordBatch]]:
-    """``batch``'s rows grouped by their partition under ``spec``, each group with its partition key.
+    """``batch``'s rows (named as ``file_schema``'s columns) grouped by partition under ``spec``, with their keys.
 
-    The keys are those PyIceberg's ``_determine_partitions`` builds, but the rows are grouped by one
-    stable sort instead of one filter per partition (which costs a pass over the batch per partition:
-    0.7 s for a 128 Ki-row batch of 226 partitions here); a batch of one partition, the usual case
-    when source files follow the target's partitioning, is passed on as it is. Rows of a group keep
-    their order; each group has its own buffers, so a written group frees its memory.
-
-    Args:
-        batch: Rows named as ``file_schema``'s columns.
-        spec: The partition spec; an unpartitioned spec gives one group with no key.
-        file_schema: The schema the rows follow, with the names the file stores (see ``sanitize_column_names``).
+    The keys are PyIceberg's ``_determine_partitions``', but the rows are grouped by one stable sort
+    rather than one filter pass per partition (0.7 s for a 128 Ki-row batch of 226 partitions); a batch
+    of one partition is passed on as it is. Each group has its own buffers, so a written group frees its memory.
     """
     if spec.is_unpartitioned():
         return [(None, batch)]

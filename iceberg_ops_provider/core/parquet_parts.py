@@ -1,20 +1,13 @@
 """One Parquet file from parts encoded side by side.
 
-PyArrow's ``ParquetWriter`` encodes and compresses a file's row groups one after another on the
-calling thread (Arrow C++'s ``ArrowWriterProperties::use_threads`` is not reachable from Python),
-so writing one large file uses one core however many the machine has. A row group's bytes do not
-depend on where in the file it lands: only the footer records offsets. So each part, one or more
-row groups, is encoded on its own thread as a complete Parquet file in memory
-(:func:`encode_part`), and :class:`PartJoiner` appends the parts' row groups to the output in order
-and writes one footer for all of them, its offsets moved to where the row groups now lie. The file
-is the one ``ParquetWriter`` writes with the same row groups, byte for byte, footer included.
-
-The joiner knows every field of the four footer structs that hold positions (the file's metadata,
-a row group, a column chunk, a column's metadata): which to copy, which to move and which to
-renumber. A part whose footer holds any other field (a page index, bloom filters, encryption, a
-field of a newer Parquet format) is refused with :class:`UnjoinablePart`, and the caller writes the
-file with one ``ParquetWriter`` instead. Fields kept whole (the schema, statistics, key-value
-metadata) hold no positions by the format's definition and are copied as they are.
+PyArrow's ``ParquetWriter`` encodes a file's row groups one after another on the calling thread, so
+one large file uses one core. A row group's bytes do not depend on where it lands (only the footer
+records offsets), so each part is encoded on its own thread as a complete Parquet file in memory
+(:func:`encode_part`), and :class:`PartJoiner` appends the parts' row groups in order and writes one
+footer, its offsets moved: byte for byte the file ``ParquetWriter`` writes with the same row groups.
+The joiner knows every field of the four footer structs that hold positions; a part whose footer
+holds any other (a page index, bloom filters, encryption, a newer format's field) is refused with
+:class:`UnjoinablePart`, and the caller writes the file with one ``ParquetWriter``.
 """
 
 from __future__ import annotations
@@ -66,8 +59,7 @@ def joinable(writer_kwargs: Mapping[str, Any]) -> bool:
     """Whether files written with these ``ParquetWriter`` options may be joined from parts.
 
     Not encrypted ones (their footers cannot be read here), nor content-defined chunking, whose page
-    boundaries depend on the row groups written before, which no footer shows. Other options are
-    judged by the footer of the first part (:class:`UnjoinablePart`).
+    boundaries depend on the row groups written before; other options are judged by the first footer.
     """
     return not (
         writer_kwargs.get("encryption_properties") is not None or writer_kwargs.get("use_content_defined_chunking")
@@ -87,13 +79,7 @@ def encode_part(table: pa.Table, schema: pa.Schema, writer_kwargs: Mapping[str, 
 
 
 class PartJoiner:
-    """Appends encoded parts to a stream as one Parquet file.
-
-    Args:
-        stream: Where the file goes; only ``write`` is called, at increasing positions from 0.
-
-    Call :meth:`append` with each part in the order its rows belong in the file, then :meth:`finish`.
-    """
+    """Appends encoded parts to ``stream`` (only ``write`` is called) as one Parquet file; then :meth:`finish`."""
 
     def __init__(self, stream: _Writable) -> None:
         self._stream = stream
@@ -108,9 +94,7 @@ class PartJoiner:
         return self._position
 
     def append(self, part: bytes | pa.Buffer) -> None:
-        """Append the row groups of ``part``, a complete Parquet file such as :func:`encode_part` returns.
-
-        Nothing is written when it raises.
+        """Append the row groups of ``part``, a Parquet file :func:`encode_part` returns (nothing written if it raises).
 
         Raises:
             UnjoinablePart: Its footer holds a field the joiner does not know.

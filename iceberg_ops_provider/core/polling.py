@@ -1,9 +1,7 @@
 """How a check that polls a catalog treats errors: which are worth waiting through, and what to say.
 
-Every readiness check (a namespace's migration version, a partition's committed data) runs inside
-:func:`check_errors`, which turns what the catalog's clients raise into iceberg-ops errors;
-:func:`is_transient` says whether a wait should go on after an error, :func:`describe_error` and
-:func:`timeout_message` word what the sensors and triggers log and raise.
+Readiness checks run inside :func:`check_errors`; :func:`is_transient` says whether a wait goes on
+after an error, :func:`describe_error` and :func:`timeout_message` word what sensors and triggers say.
 """
 
 from __future__ import annotations
@@ -37,11 +35,9 @@ def timeout_message(waiting_for: str, waited: float, last_seen: str | None, last
 def check_errors(catalog: Catalog) -> Iterator[None]:
     """Translate what a readiness check on ``catalog`` raises inside into iceberg-ops errors.
 
-    What :func:`~iceberg_ops_provider.catalogs.failures` makes of the catalog clients' errors
-    (naming the endpoint and the request bound): a catalog database that cannot be reached, refuses
-    the login or does not exist becomes what opening the catalog would have raised; a database that
-    is locked or busy, or whose connection broke, a transient
-    :class:`~iceberg_ops_provider.errors.CatalogUnavailableError`. Anything else passes unchanged.
+    As :func:`~iceberg_ops_provider.catalogs.failures` does: an unreachable, refusing or missing
+    catalog database raises what opening the catalog would; a locked or busy one, or a broken
+    connection, a transient :class:`~iceberg_ops_provider.errors.CatalogUnavailableError`.
     """
     with catalog_errors(spec_of(catalog)):
         yield
@@ -50,21 +46,17 @@ def check_errors(catalog: Catalog) -> Iterator[None]:
 def is_transient(exc: BaseException) -> bool:
     """Whether checking again later may succeed, so a wait should go on rather than end.
 
-    Transient: iceberg-ops errors saying so (a catalog that did not answer, a busy or locked catalog
-    database), connection errors and timeouts, server-side catalog errors and rate limits (429),
-    database errors of a broken connection, and storage errors (a manifest removed by an expiry
-    between two reads). Anything else (no such table, a bad partition key or filter, bad credentials)
-    is permanent.
+    Transient: iceberg-ops errors saying so, connection errors and timeouts, server-side catalog
+    errors and rate limits, database errors of a broken connection, storage errors (a manifest an
+    expiry removed). Anything else (no such table, a bad filter, bad credentials) is permanent.
     """
     from pyiceberg.exceptions import ServerError, ServiceUnavailableError, TooManyRequestsError
 
     if isinstance(exc, IcebergOpsError):
         return exc.transient
-    transient = (ServerError, ServiceUnavailableError, TooManyRequestsError, ConnectionError, TimeoutError)
-    if isinstance(exc, transient):
+    if isinstance(exc, ServerError | ServiceUnavailableError | TooManyRequestsError | ConnectionError | TimeoutError):
         return True
-    translated = translate(exc, _ANY_CATALOG)
-    if translated is not None:
+    if (translated := translate(exc, _ANY_CATALOG)) is not None:
         return translated.transient
     return isinstance(exc, OSError) and not isinstance(exc, PermissionError)
 

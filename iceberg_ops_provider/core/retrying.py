@@ -1,18 +1,11 @@
 """The retry policies, one per kind of call: what each retries, how many times, and how long it waits.
 
-A commit refused because another writer committed first is not an error: the other writer made
-progress, and trying again on the new state usually succeeds. Under heavy contention (many
-namespaces' runs recording history in one table at once, many workers committing units of one
-move) fixed short waits make the same writers collide again and again; waits drawn at random from a
-window that doubles from a small start, capped ("full jitter"), spread them out so each attempt has a
-fair chance. Every policy re-raises the last error itself once its attempts run out, and never
-retries an error it does not name.
-
-The policies, their errors, counts and waits are listed in ``docs/core.md`` (Retries).
-
-The catalogs' creation race (``catalogs/sql.py``) sits below this layer and keeps its own
-five-attempt policy; the Polaris client retries through ``urllib3``'s ``Retry``
-(``polaris/transport.py``).
+A commit refused because another writer committed first is retried on the new state. Under heavy
+contention fixed short waits make the same writers collide again and again; waits drawn at random
+from a window that doubles from a small start, capped ("full jitter"), spread them out. Every policy
+re-raises the last error once its attempts run out, and never retries an error it does not name
+(listed in ``docs/core.md``, Retries). The catalogs' creation race (``catalogs/sql.py``) and the
+Polaris client (``urllib3``'s ``Retry``) keep their own.
 
 Example::
 
@@ -51,15 +44,6 @@ LOST_RACE: tuple[type[BaseException], ...] = (CommitFailedException, ValidationE
 or the files of the snapshot it started from deleted by a concurrent expiry."""
 
 
-def _logger(what: str) -> Callable[[RetryCallState], None]:
-    def before_sleep(state: RetryCallState) -> None:
-        error = state.outcome.exception() if state.outcome is not None else None
-        wait = state.next_action.sleep if state.next_action is not None else 0.0
-        log.info("%s: another writer got there first (%s); trying again in %.2f s", what, error, wait)
-
-    return before_sleep
-
-
 def lost_races(
     attempts: int,
     *,
@@ -67,28 +51,27 @@ def lost_races(
     errors: tuple[type[BaseException], ...] = LOST_RACE,
     when: Callable[[BaseException], bool] | None = None,
 ) -> Retrying:
-    """Attempts of a commit that may lose to other writers, with jittered doubling waits between them.
+    """``attempts`` of a commit (``what``, for the log) that may lose to other writers, with jittered doubling waits.
 
-    Args:
-        attempts: How many attempts in all before the last error is raised.
-        what: What is committed, for the log line of each retry.
-        errors: The errors that mean a lost race.
-        when: Instead of ``errors``, a test of the error.
+    A lost race is one of ``errors``, or an error ``when`` accepts.
     """
+
+    def before_sleep(state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        wait = state.next_action.sleep if state.next_action is not None else 0.0
+        log.info("%s: another writer got there first (%s); trying again in %.2f s", what, error, wait)
+
     return Retrying(
         stop=stop_after_attempt(attempts),
         wait=wait_random_exponential(multiplier=FIRST_WAIT_SECONDS, max=MAX_WAIT_SECONDS),
         retry=retry_if_exception(when) if when is not None else retry_if_exception_type(errors),
-        before_sleep=_logger(what),
+        before_sleep=before_sleep,
         reraise=True,
     )
 
 
 def lock_races(attempts: int = 10) -> Retrying:
-    """Attempts of a compare-and-swap commit on a lock table that another run's commit may beat.
-
-    The lock table is small and each commit is one metadata write, so the waits are short.
-    """
+    """Attempts of a compare-and-swap commit on a lock table (one small metadata write: short waits)."""
     return Retrying(
         stop=stop_after_attempt(attempts),
         wait=wait_random_exponential(multiplier=FIRST_WAIT_SECONDS / 4, max=MAX_WAIT_SECONDS / 4),

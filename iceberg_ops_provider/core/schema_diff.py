@@ -1,12 +1,9 @@
 """Compare two schemas and list what changed, by field id or by name.
 
-Iceberg identifies columns by field id, so comparing two versions of one table's schema by id
-tells renames apart from drop-and-add. Schemas without meaningful ids (an Arrow schema, a schema
-declared in a model file) are compared by name instead, where a rename necessarily shows up as one
-column removed and another added.
-
-Nested fields are compared too; their paths are tuples of names, as PyIceberg addresses them
-(list elements are ``element``, map keys and values ``key`` and ``value``).
+Comparing by field id tells renames apart from drop-and-add; schemas without meaningful ids (Arrow,
+a model file) are compared by name, where a rename shows as a removal and an addition. Nested
+fields are compared too, their paths tuples of names as PyIceberg addresses them (``element``,
+``key``, ``value``).
 """
 
 from __future__ import annotations
@@ -31,16 +28,7 @@ Path = tuple[str, ...]
 
 @dataclass(frozen=True)
 class SchemaChange:
-    """One difference between two schemas.
-
-    Attributes:
-        kind: What changed.
-        path: Where, in the new schema (in the old one for ``removed``).
-        old: The old value: name for ``renamed``, type for ``type_changed``, required flag,
-            doc, or the position among its siblings for ``moved``.
-        new: The new value, likewise.
-        field_id: The field id in the new schema (old for ``removed``), when compared by id.
-    """
+    """One difference between two schemas (``path`` in the old one for ``removed``; ``field_id`` by id only)."""
 
     kind: ChangeKind
     path: Path
@@ -55,21 +43,17 @@ class SchemaChange:
 
     def __str__(self) -> str:
         """A readable one-line description."""
-        column = self.column
-        if self.kind == "added":
-            return f"column {column!r} added ({self.new})"
-        if self.kind == "removed":
-            return f"column {column!r} removed (was {self.old})"
-        if self.kind == "renamed":
-            return f"column {self.old!r} renamed to {self.new!r}"
-        if self.kind == "type_changed":
-            return f"column {column!r} type changed from {self.old} to {self.new}"
-        if self.kind == "required_changed":
-            describe = {True: "required", False: "optional"}
-            return f"column {column!r} changed from {describe[bool(self.old)]} to {describe[bool(self.new)]}"
-        if self.kind == "doc_changed":
-            return f"column {column!r} doc changed from {self.old!r} to {self.new!r}"
-        return f"column {column!r} moved from position {self.old} to {self.new}"
+        column, old, new = self.column, self.old, self.new
+        state = {True: "required", False: "optional"}
+        return {
+            "added": f"column {column!r} added ({new})",
+            "removed": f"column {column!r} removed (was {old})",
+            "renamed": f"column {old!r} renamed to {new!r}",
+            "type_changed": f"column {column!r} type changed from {old} to {new}",
+            "required_changed": f"column {column!r} changed from {state[bool(old)]} to {state[bool(new)]}",
+            "doc_changed": f"column {column!r} doc changed from {old!r} to {new!r}",
+            "moved": f"column {column!r} moved from position {old} to {new}",
+        }[self.kind]
 
 
 @dataclass(frozen=True)
@@ -126,15 +110,9 @@ def field_paths(schema: Schema) -> dict[Path, NestedField]:
     return {entry.path: entry.field for entry in _walk(list(schema.fields), (), None, "name")}
 
 
-def _shape(field_type: IcebergType) -> str:
+def _shape(field_type: IcebergType) -> object:
     """Nested types compare by kind here; their children are compared field by field."""
-    if isinstance(field_type, StructType):
-        return "struct"
-    if isinstance(field_type, ListType):
-        return "list"
-    if isinstance(field_type, MapType):
-        return "map"
-    return str(field_type)
+    return str(field_type) if field_type.is_primitive else type(field_type)
 
 
 def unmoved(current: list[Any], desired: list[Any]) -> set[Any]:
@@ -170,21 +148,15 @@ def diff_schemas(
 ) -> SchemaDiff:
     """List what changed from ``old`` to ``new``.
 
-    Args:
-        old: The schema before (Iceberg, or Arrow with or without ``PARQUET:field_id`` metadata).
-        new: The schema after.
-        by: Match fields by ``"id"`` or by ``"name"``. ``"auto"`` matches by id when both schemas
-            carry ids (Iceberg schemas, or Arrow read from Iceberg), by name otherwise.
-
-    Returns:
-        The differences: added, removed, renamed (by id only), type, required flag, doc, and
-        columns that moved among their siblings.
+    Iceberg or Arrow schemas; fields are matched ``by`` ``"id"`` or ``"name"`` (``"auto"``: by id when
+    both carry ids). Renames are seen by id only; moves among siblings are listed too.
     """
     if by == "auto":
         by = "id" if has_field_ids(old) and has_field_ids(new) else "name"
-    old_schema, new_schema = as_iceberg_schema(old), as_iceberg_schema(new)
-    old_entries = {_key(e, by): e for e in _walk(list(old_schema.fields), (), None, by)}
-    new_entries = {_key(e, by): e for e in _walk(list(new_schema.fields), (), None, by)}
+    old_entries, new_entries = (
+        {(e.field.field_id if by == "id" else e.path): e for e in _walk(list(schema.fields), (), None, by)}
+        for schema in (as_iceberg_schema(old), as_iceberg_schema(new))
+    )
     changes: list[SchemaChange] = []
     for key, entry in new_entries.items():
         field_id = entry.field.field_id if by == "id" else None
@@ -199,10 +171,6 @@ def diff_schemas(
             changes.append(SchemaChange("removed", entry.path, old=entry.field.field_type, field_id=field_id))
     changes.extend(_order_changes(old_entries, new_entries, by))
     return SchemaDiff(tuple(changes), matched_by=by)
-
-
-def _key(entry: _Entry, by: str) -> object:
-    return entry.field.field_id if by == "id" else entry.path
 
 
 def _field_changes(before: _Entry, after: _Entry, field_id: int | None) -> Iterator[SchemaChange]:
@@ -220,19 +188,13 @@ def _field_changes(before: _Entry, after: _Entry, field_id: int | None) -> Itera
 def _order_changes(
     old_entries: dict[object, _Entry], new_entries: dict[object, _Entry], by: str
 ) -> Iterator[SchemaChange]:
-    siblings_old: dict[object, list[object]] = {}
-    siblings_new: dict[object, list[object]] = {}
-    for key, entry in old_entries.items():
-        if key in new_entries and new_entries[key].parent == entry.parent:
-            siblings_old.setdefault(entry.parent, []).append(key)
+    stayed: dict[object, list[object]] = {}  # the fields under the same parent in both, by parent
     for key, entry in new_entries.items():
         if key in old_entries and old_entries[key].parent == entry.parent:
-            siblings_new.setdefault(entry.parent, []).append(key)
-    for parent, new_order in siblings_new.items():
-        old_order = sorted(siblings_old.get(parent, []), key=lambda k: old_entries[k].position)
-        new_order = sorted(new_order, key=lambda k: new_entries[k].position)
-        if old_order == new_order:
-            continue
+            stayed.setdefault(entry.parent, []).append(key)
+    for keys in stayed.values():
+        old_order = sorted(keys, key=lambda k: old_entries[k].position)
+        new_order = sorted(keys, key=lambda k: new_entries[k].position)
         for key in set(new_order) - unmoved(old_order, new_order):
             entry = new_entries[key]
             field_id = entry.field.field_id if by == "id" else None

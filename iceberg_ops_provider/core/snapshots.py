@@ -1,8 +1,7 @@
 """Snapshots and time travel: list them, read a table as it was, roll it back.
 
-Reading goes one scan task at a time (:func:`iter_batches`), so memory stays bounded by the
-largest data file rather than the table: PyIceberg's own ``to_arrow_batch_reader()`` prefetches
-every file of the scan.
+:func:`iter_batches` reads one scan task at a time, so memory is bounded by the largest data file:
+PyIceberg's ``to_arrow_batch_reader()`` prefetches every file of the scan.
 """
 
 from __future__ import annotations
@@ -15,6 +14,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.table.snapshots import ancestors_of
 
 from iceberg_ops_provider.core.types import iceberg_to_arrow_schema
 from iceberg_ops_provider.errors import IcebergOpsError, SnapshotNotFoundError
@@ -38,16 +38,7 @@ __all__ = [
 
 @dataclass(frozen=True)
 class SnapshotInfo:
-    """A snapshot, summarised.
-
-    Attributes:
-        snapshot_id: The snapshot id.
-        parent_id: The parent snapshot's id, or ``None`` for the first one.
-        committed_at: Commit time (UTC).
-        operation: ``append``, ``overwrite``, ``delete`` or ``replace``.
-        summary: The snapshot summary (record and file counts, custom properties).
-        is_current: Whether it is the table's current snapshot.
-    """
+    """A snapshot, summarised (``parent_id`` ``None`` for the first, ``committed_at`` in UTC)."""
 
     snapshot_id: int
     parent_id: int | None
@@ -138,7 +129,7 @@ def iter_batches(
     row_filter: str | BooleanExpression = ALWAYS_TRUE,
     selected_fields: Sequence[str] = ("*",),
 ) -> Iterator[pa.RecordBatch]:
-    """Stream a table's rows as it is now or was at a snapshot, one data file at a time.
+    """Stream a table's rows (without field ids) as it is now or was at a snapshot, one data file at a time.
 
     Args:
         table: The table.
@@ -147,21 +138,26 @@ def iter_batches(
         row_filter: An Iceberg filter expression or its text form (``"amount > 10"``).
         selected_fields: Columns to read.
 
-    Returns:
-        An iterator of record batches without field-id metadata, ready to be written elsewhere.
-
     Raises:
         SnapshotNotFoundError: No such snapshot, or none at ``as_of`` (raised here, before iterating).
     """
+    return _stream(table, _scan(table, snapshot_id, as_of, row_filter, selected_fields))
+
+
+def _scan(
+    table: Table,
+    snapshot_id: int | None,
+    as_of: datetime | int | None,
+    row_filter: str | BooleanExpression,
+    selected_fields: Sequence[str],
+) -> DataScan:
     resolved = _resolve_snapshot_id(table, snapshot_id, as_of)
-    scan = table.scan(row_filter=row_filter, selected_fields=tuple(selected_fields), snapshot_id=resolved)
-    return _stream(table, scan)
+    return table.scan(row_filter=row_filter, selected_fields=tuple(selected_fields), snapshot_id=resolved)
 
 
 def _stream(table: Table, scan: DataScan) -> Iterator[pa.RecordBatch]:
-    projected = scan.projection()
-    arrow_scan = ArrowScan(table.metadata, table.io, projected, scan.row_filter, scan.case_sensitive)
-    target = iceberg_to_arrow_schema(projected)
+    arrow_scan = ArrowScan(table.metadata, table.io, scan.projection(), scan.row_filter, scan.case_sensitive)
+    target = iceberg_to_arrow_schema(scan.projection())
     for task in scan.plan_files():
         for batch in arrow_scan.to_record_batches([task]):
             yield batch if batch.schema.equals(target, check_metadata=True) else batch.cast(target)
@@ -179,25 +175,15 @@ def read_table(
 
     Same arguments as :func:`iter_batches`; the whole result is held in memory.
     """
-    resolved = _resolve_snapshot_id(table, snapshot_id, as_of)
-    scan = table.scan(row_filter=row_filter, selected_fields=tuple(selected_fields), snapshot_id=resolved)
-    schema = iceberg_to_arrow_schema(scan.projection())
-    return pa.Table.from_batches(list(_stream(table, scan)), schema=schema)
+    scan = _scan(table, snapshot_id, as_of, row_filter, selected_fields)
+    return pa.Table.from_batches(list(_stream(table, scan)), schema=iceberg_to_arrow_schema(scan.projection()))
 
 
 def rollback_to(table: Table, snapshot_id: int | None = None, *, as_of: datetime | int | None = None) -> SnapshotInfo:
-    """Make an earlier snapshot the table's current one again.
+    """Make an earlier snapshot, ``snapshot_id`` or the one current ``as_of``, current again; returns it.
 
-    The snapshot must be an ancestor of the current one (rolling *back*, not sideways); the
-    snapshots after it stay in the metadata until they expire, so the rollback can itself be undone.
-
-    Args:
-        table: The table; refreshed after the commit.
-        snapshot_id: The snapshot to return to.
-        as_of: Or: return to the snapshot that was current at this moment.
-
-    Returns:
-        The snapshot that is now current.
+    It must be an ancestor of the current one (*back*, not sideways); the snapshots after it stay
+    until they expire, so the rollback can be undone. ``table`` is refreshed after the commit.
 
     Raises:
         SnapshotNotFoundError: No such snapshot, none at ``as_of``, or not an ancestor of the
@@ -206,14 +192,8 @@ def rollback_to(table: Table, snapshot_id: int | None = None, *, as_of: datetime
     if snapshot_id is None and as_of is None:
         raise IcebergOpsError("Pass the snapshot_id to roll back to, or as_of=<moment>.")
     target = _resolve_snapshot_id(table, snapshot_id, as_of)
-    assert target is not None
     current = table.current_snapshot()
-    ancestors = set()
-    cursor = current
-    while cursor is not None:
-        ancestors.add(cursor.snapshot_id)
-        cursor = table.snapshot_by_id(cursor.parent_snapshot_id) if cursor.parent_snapshot_id is not None else None
-    if target not in ancestors:
+    if target not in {snapshot.snapshot_id for snapshot in ancestors_of(current, table.metadata)}:
         raise SnapshotNotFoundError(
             f"Snapshot {target} is not an ancestor of the current snapshot of {'.'.join(table.name())}, "
             "so rolling back to it would not undo later commits. Choose a snapshot from the current "

@@ -1,9 +1,8 @@
 """Work handed to a thread pool that keeps the caller's context: its deadline on catalog requests above all.
 
-A thread of a pool starts with an empty :mod:`contextvars` context, so a bound set by the caller
-(:func:`iceberg_ops_provider.catalogs.deadline`) would not reach the requests its workers make.
-:func:`carrying_context` captures the caller's context when the work is handed over; each call runs
-in a copy of it (one context cannot be entered by two threads at once).
+A pool thread starts with an empty :mod:`contextvars` context, so a bound set by the caller
+(:func:`iceberg_ops_provider.catalogs.deadline`) would not reach its requests. :func:`carrying_context`
+captures the caller's context; each call runs in a copy (two threads cannot enter one context).
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """Thrift's compact protocol, read into plain values and written back byte for byte.
 
-Parquet footers are Thrift structs in the compact protocol. Joining Parquet files encoded apart
-(:mod:`iceberg_ops_provider.core.parquet_parts`) moves their row groups, so the offsets in their
-footers change; nothing in PyArrow writes a footer for row groups it did not write itself. This
-module decodes a struct without knowing its schema into :class:`Struct` (each field's id, wire
-type and value, in the order written), so a caller changes the fields it knows and writes the rest
-back unchanged: ``encode_struct(decode_struct(data)[0]) == data`` for what Thrift's own writers
-produce.
+Joining Parquet files encoded apart (:mod:`iceberg_ops_provider.core.parquet_parts`) changes the
+offsets in their footers, Thrift compact structs that nothing in PyArrow rewrites. A struct is decoded
+without its schema into :class:`Struct` (each field's id, wire type and value, in order), so a caller
+changes the fields it knows and writes the rest back: ``encode_struct(decode_struct(data)[0]) == data``.
 """
 
 from __future__ import annotations
@@ -80,10 +77,7 @@ class Struct:
 
     def get(self, field_id: int) -> Field | None:
         """The field with id ``field_id``, or ``None`` if the struct does not hold it."""
-        for each in self.fields:
-            if each.id == field_id:
-                return each
-        return None
+        return next((each for each in self.fields if each.id == field_id), None)
 
     def value(self, field_id: int, default: Any = None) -> Any:
         """The value of field ``field_id``, or ``default`` if the struct does not hold it."""
@@ -92,8 +86,7 @@ class Struct:
 
     def set(self, field_id: int, kind: int, value: Any) -> None:
         """Give field ``field_id`` a value, adding it in field-id order if the struct does not hold it."""
-        found = self.get(field_id)
-        if found is not None:
+        if (found := self.get(field_id)) is not None:
             found.kind, found.value = kind, value
             return
         position = next((index for index, each in enumerate(self.fields) if each.id > field_id), len(self.fields))
@@ -105,11 +98,6 @@ class _Reader:
         self.data = memoryview(data).cast("B")  # bytes as unsigned, whatever the exporter says
         self.position = position
         self.depth = 0
-
-    def nested(self) -> None:
-        self.depth += 1
-        if self.depth > MAX_DEPTH:
-            raise ValueError(f"structs and collections nest deeper than {MAX_DEPTH} at byte {self.position}")
 
     def byte(self) -> int:
         value = self.data[self.position]
@@ -171,7 +159,9 @@ class _Reader:
         raise ValueError(f"unknown compact type {kind} at byte {self.position}")
 
     def struct(self) -> Struct:
-        self.nested()
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise ValueError(f"structs and collections nest deeper than {MAX_DEPTH} at byte {self.position}")
         result = Struct()
         last = 0
         while True:
@@ -181,12 +171,7 @@ class _Reader:
                 return result
             kind, delta = header & 0x0F, header >> 4
             field_id = last + delta if delta else self.zigzag()
-            if kind == BOOL_TRUE:
-                value: Any = True
-            elif kind == BOOL_FALSE:
-                value = False
-            else:
-                value = self.value(kind)
+            value = kind == BOOL_TRUE if kind in (BOOL_TRUE, BOOL_FALSE) else self.value(kind)
             result.fields.append(Field(field_id, kind, value))
             last = field_id
 
@@ -231,10 +216,8 @@ def _write_value(out: bytearray, kind: int, value: Any) -> None:
         out += value
     elif kind in (LIST, SET):
         size = len(value.items)
-        if size < 15:
-            out.append(size << 4 | value.element_kind)
-        else:
-            out.append(0xF0 | value.element_kind)
+        out.append(min(size, 15) << 4 | value.element_kind)
+        if size >= 15:  # 15 in the header: the size follows
             _varint(out, size)
         for item in value.items:
             _write_value(out, value.element_kind, item)

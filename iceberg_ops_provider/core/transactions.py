@@ -1,11 +1,9 @@
 """A PyIceberg transaction that computes its table metadata once per change, not once per look.
 
-PyIceberg's ``Transaction.table_metadata`` applies the staged updates to a deep copy of the table's
-metadata on every access, and a snapshot producer looks at it dozens of times per commit (its
-schema, a spec, the format version, the parent snapshot, each manifest writer). The copy grows with
-the table's history: after 50 commits a compaction spent 40% of its time copying metadata. This
-transaction keeps the computed metadata until the staged updates or the table's metadata (a retry
-refreshes it) change, so each distinct state is computed once.
+PyIceberg's ``Transaction.table_metadata`` applies the staged updates to a deep copy of the metadata
+on every access, dozens of times per commit, and the copy grows with the table's history (after 50
+commits a compaction spent 40% of its time on it). This one keeps the result until the staged updates
+or the table's metadata (a retry refreshes it) change.
 """
 
 from __future__ import annotations

@@ -22,31 +22,18 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
+from typing import NoReturn
 
 import pyarrow as pa
 from pyiceberg.types import (
-    BinaryType,
-    BooleanType,
-    DateType,
     DecimalType,
-    DoubleType,
     FixedType,
-    FloatType,
     IcebergType,
-    IntegerType,
     ListType,
-    LongType,
     MapType,
     NestedField,
     PrimitiveType,
-    StringType,
     StructType,
-    TimestampNanoType,
-    TimestampType,
-    TimestamptzNanoType,
-    TimestamptzType,
-    TimeType,
-    UUIDType,
 )
 
 from iceberg_ops_provider.core.types import arrow_to_iceberg_type
@@ -54,46 +41,25 @@ from iceberg_ops_provider.errors import TypeParseError
 
 __all__ = ["format_type", "parse_type", "to_iceberg_type"]
 
-_PRIMITIVES: dict[str, PrimitiveType] = {
-    **dict.fromkeys(("boolean", "bool"), BooleanType()),
-    **dict.fromkeys(("int", "integer", "int32"), IntegerType()),
-    **dict.fromkeys(("long", "bigint", "int64"), LongType()),
-    **dict.fromkeys(("float", "float32", "real"), FloatType()),
-    **dict.fromkeys(("double", "float64"), DoubleType()),
-    "date": DateType(),
-    "time": TimeType(),
-    "timestamp": TimestampType(),
-    "timestamptz": TimestamptzType(),
-    "timestamp_ns": TimestampNanoType(),
-    "timestamptz_ns": TimestamptzNanoType(),
-    **dict.fromkeys(("string", "str", "varchar", "text"), StringType()),
-    "uuid": UUIDType(),
-    **dict.fromkeys(("binary", "bytes"), BinaryType()),
+# PyIceberg's own names of its primitive types (which PrimitiveType reads), with the other names accepted.
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "boolean": ("bool",),
+    "int": ("integer", "int32"),
+    "long": ("bigint", "int64"),
+    "float": ("float32", "real"),
+    "double": ("float64",),
+    "string": ("str", "varchar", "text"),
+    "binary": ("bytes",),
+    **dict.fromkeys(("date", "time", "timestamp", "timestamptz", "timestamp_ns", "timestamptz_ns", "uuid"), ()),
 }
-
-_CANONICAL: dict[type, str] = {
-    BooleanType: "boolean",
-    IntegerType: "int",
-    LongType: "long",
-    FloatType: "float",
-    DoubleType: "double",
-    DateType: "date",
-    TimeType: "time",
-    TimestampType: "timestamp",
-    TimestamptzType: "timestamptz",
-    TimestampNanoType: "timestamp_ns",
-    TimestamptzNanoType: "timestamptz_ns",
-    StringType: "string",
-    UUIDType: "uuid",
-    BinaryType: "binary",
+_PRIMITIVES = {
+    alias: PrimitiveType.model_validate(name) for name, aliases in _ALIASES.items() for alias in (name, *aliases)
 }
 
 _TOKEN = re.compile(r"\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_]*)|(?P<number>\d+)|(?P<punct>[<>()\[\],:]))")
 
 
 class _Parser:
-    """Recursive-descent parser over the tokens of one type string."""
-
     def __init__(self, text: str) -> None:
         self.text = text
         self.tokens = self._tokenize(text)
@@ -102,17 +68,13 @@ class _Parser:
 
     def _tokenize(self, text: str) -> list[str]:
         tokens, index = [], 0
-        while index < len(text):
-            if text[index:].strip() == "":
-                break
-            match = _TOKEN.match(text, index)
-            if not match:
-                self._fail(f"unexpected character {text[index:].strip()[0]!r}")
+        while text[index:].strip():
+            match = _TOKEN.match(text, index) or self._fail(f"unexpected character {text[index:].strip()[0]!r}")
             tokens.append(match.group(match.lastgroup or "word"))
             index = match.end()
         return tokens
 
-    def _fail(self, problem: str) -> None:
+    def _fail(self, problem: str) -> NoReturn:
         raise TypeParseError(
             f"Cannot parse type {self.text!r}: {problem}. Use an Iceberg type such as 'long', 'string', "
             "'decimal(12,2)', 'timestamptz', 'list<string>', 'map<string,long>' or 'struct<a: int, b: string>'."
@@ -125,7 +87,6 @@ class _Parser:
         token = self._peek()
         if token is None:
             self._fail("it ends too early" + (f", expected {expected!r}" if expected else ""))
-        assert token is not None
         if expected is not None and token.lower() != expected:
             self._fail(f"expected {expected!r} but found {token!r}")
         self.position += 1
@@ -183,7 +144,6 @@ class _Parser:
         if word in _PRIMITIVES:
             return _PRIMITIVES[word]
         self._fail(f"unknown type name {word!r}")
-        raise AssertionError  # pragma: no cover - _fail always raises
 
     def _inner(self) -> tuple[IcebergType, bool]:
         inner = self._type()
@@ -210,15 +170,7 @@ class _Parser:
 
 
 def parse_type(text: str) -> IcebergType:
-    """Parse an Iceberg type written as text.
-
-    Args:
-        text: For example ``"long"``, ``"decimal(12,2)"``, ``"list<string>"``,
-            ``"map<string, long not null>"`` or ``"struct<id: long not null, name: string>"``.
-
-    Returns:
-        The PyIceberg type; nested fields are numbered from 1 (PyIceberg renumbers them when the
-        type is added to a table).
+    """Parse an Iceberg type written as text, such as ``"map<string, long not null>"``; nested fields numbered from 1.
 
     Raises:
         TypeParseError: The text is not a type; the message says where it went wrong.
@@ -231,12 +183,10 @@ def parse_type(text: str) -> IcebergType:
 def format_type(iceberg_type: IcebergType) -> str:
     """Write an Iceberg type as the canonical text :func:`parse_type` reads back."""
     t = iceberg_type
-    if type(t) in _CANONICAL:
-        return _CANONICAL[type(t)]
+    if isinstance(t, FixedType) or str(t) in _PRIMITIVES:
+        return str(t)  # PyIceberg's own names: "long", "timestamptz", "fixed[16]", ...
     if isinstance(t, DecimalType):
         return f"decimal({t.precision},{t.scale})"
-    if isinstance(t, FixedType):
-        return f"fixed[{len(t)}]"
     if isinstance(t, ListType):
         return f"list<{_inner_text(t.element_field)}>"
     if isinstance(t, MapType):
@@ -251,11 +201,7 @@ def _inner_text(field: NestedField) -> str:
 
 
 def to_iceberg_type(value: str | pa.DataType | IcebergType, column: str = "") -> IcebergType:
-    """Accept a type as text, Arrow type or PyIceberg type and return the PyIceberg type.
-
-    Args:
-        value: ``"decimal(12,2)"``, ``pa.int64()`` or ``LongType()``.
-        column: Column name for error messages.
+    """The PyIceberg type of ``value``: text, an Arrow type or a PyIceberg type (``column`` names it in errors).
 
     Raises:
         TypeParseError: ``value`` is text that is not a type, or not a type at all.

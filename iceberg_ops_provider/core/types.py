@@ -1,14 +1,10 @@
 """Translate types and schemas between Apache Arrow and Apache Iceberg, both directions.
 
-Arrow can express types an Iceberg table cannot hold (unsigned integers, durations, intervals,
-time zones other than UTC, ...). PyIceberg accepts some of them and fails late, sometimes at write
-time with an unrelated message; here they are refused up front with an
-:class:`~iceberg_ops_provider.errors.UnsupportedTypeError` that names the column and says what to
-cast it to.
-
-Field ids: :func:`arrow_to_iceberg_schema` numbers fields fresh (1, 2, ...) unless asked to keep the
-``PARQUET:field_id`` metadata; :func:`iceberg_to_arrow_schema` writes no field-id metadata unless
-asked, because Arrow data that carries one table's ids is matched *by id* when written to another.
+Arrow types an Iceberg table cannot hold (unsigned integers, durations, zones other than UTC, ...),
+which PyIceberg accepts and fails on late, are refused up front with an
+:class:`~iceberg_ops_provider.errors.UnsupportedTypeError` naming the column and what to cast it to.
+:func:`iceberg_to_arrow_schema` writes no field ids unless asked: Arrow data carrying one table's ids
+is matched *by id* when written to another.
 """
 
 from __future__ import annotations
@@ -20,27 +16,18 @@ import pyarrow as pa
 from pyiceberg.schema import Schema, assign_fresh_schema_ids
 from pyiceberg.types import (
     BinaryType,
-    BooleanType,
-    DateType,
     DecimalType,
-    DoubleType,
     FixedType,
-    FloatType,
     IcebergType,
     IntegerType,
     ListType,
-    LongType,
     MapType,
     NestedField,
     PrimitiveType,
     StringType,
     StructType,
-    TimestampNanoType,
     TimestampType,
-    TimestamptzNanoType,
     TimestamptzType,
-    TimeType,
-    UUIDType,
 )
 
 from iceberg_ops_provider.errors import UnsupportedTypeError
@@ -74,14 +61,7 @@ _UNSIGNED_HINTS = {
 
 
 def arrow_to_iceberg_type(arrow_type: pa.DataType, column: str = "") -> IcebergType:
-    """Translate one Arrow type to the Iceberg type that stores it.
-
-    Args:
-        arrow_type: The Arrow type.
-        column: Dotted column path, used only in error messages.
-
-    Returns:
-        The Iceberg type. Nested types get fresh field ids starting at 1.
+    """The Iceberg type that stores ``arrow_type`` (nested fields numbered from 1); ``column`` names it in errors.
 
     Raises:
         UnsupportedTypeError: Iceberg cannot store ``arrow_type``; the message says what to cast to.
@@ -100,53 +80,26 @@ def _to_iceberg(t: pa.DataType, column: str, ids: Iterator[int], keep_ids: bool)
         return MapType(key.field_id, key.field_type, value.field_id, value.field_type, value_required=value.required)
     if pa.types.is_struct(t):
         return StructType(*_fields_to_iceberg([t.field(i) for i in range(t.num_fields)], column, ids, keep_ids))
-    return _primitive_to_iceberg(t, column)
-
-
-def _primitive_to_iceberg(t: pa.DataType, column: str) -> PrimitiveType:
-    if pa.types.is_boolean(t):
-        return BooleanType()
+    if t in _FROM_ARROW:
+        return _FROM_ARROW[t]
     if pa.types.is_unsigned_integer(t):
         raise UnsupportedTypeError(column, str(t), "Iceberg has no unsigned integers. " + _UNSIGNED_HINTS[t])
-    if pa.types.is_int8(t) or pa.types.is_int16(t) or pa.types.is_int32(t):
-        return IntegerType()
-    if pa.types.is_int64(t):
-        return LongType()
     if pa.types.is_float16(t):
         raise UnsupportedTypeError(column, str(t), "Iceberg has no half floats; cast it to float32.")
-    if pa.types.is_float32(t):
-        return FloatType()
-    if pa.types.is_float64(t):
-        return DoubleType()
     if pa.types.is_decimal(t) and t.bit_width <= 128:
         return DecimalType(t.precision, t.scale)
     if pa.types.is_decimal(t):
         hint = "Iceberg decimals have at most 38 digits; cast it to decimal128(38, scale) if the values fit."
         raise UnsupportedTypeError(column, str(t), hint)
-    if pa.types.is_date32(t):
-        return DateType()
     if pa.types.is_date64(t):
         raise UnsupportedTypeError(column, str(t), "Cast it to date32, which Iceberg stores as date.")
-    if pa.types.is_time64(t) and t.unit == "us":
-        return TimeType()
     if pa.types.is_time(t):
         raise UnsupportedTypeError(column, str(t), "Iceberg stores time in microseconds; cast it to time64('us').")
     if pa.types.is_timestamp(t):
         return _timestamp_type(t, column)
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or _is_view(t, "string_view"):
-        return StringType()
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or _is_view(t, "binary_view"):
-        return BinaryType()
-    if isinstance(t, pa.BaseExtensionType) and t.extension_name == "arrow.uuid":
-        return UUIDType()
     if pa.types.is_fixed_size_binary(t):
         return FixedType(t.byte_width)
     raise UnsupportedTypeError(column, str(t), _unsupported_hint(t))
-
-
-def _is_view(t: pa.DataType, name: str) -> bool:
-    check = getattr(pa.types, f"is_{name}", None)
-    return bool(check and check(t))
 
 
 def _timestamp_type(t: pa.TimestampType, column: str) -> PrimitiveType:
@@ -177,46 +130,37 @@ def _unsupported_hint(t: pa.DataType) -> str:
         return "Store intervals as a struct of months, days and nanoseconds, or as int64 microseconds."
     if pa.types.is_null(t):
         return "A column of only nulls has no type; cast it to the type it will hold (for example pa.string())."
-    if _is_view(t, "list_view") or _is_view(t, "large_list_view"):
+    if pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
         return "Cast it to a plain list type (pa.list_(value_type))."
     if pa.types.is_union(t):
         return "Iceberg has no union type; split the variants into separate nullable columns."
-    if _is_view(t, "run_end_encoded"):
+    if pa.types.is_run_end_encoded(t):
         return "Decode it to its value type first (pc.run_end_decode)."
     return "Cast it to one of the types listed in the iceberg-ops documentation (docs/core.md)."
-
-
-def _field_id(field: pa.Field) -> int | None:
-    if field.metadata and FIELD_ID_KEY in field.metadata:
-        return int(field.metadata[FIELD_ID_KEY])
-    return None
 
 
 def _fields_to_iceberg(fields: list[pa.Field], prefix: str, ids: Iterator[int], keep_ids: bool) -> list[NestedField]:
     result = []
     for field in fields:
         path = f"{prefix}.{field.name}" if prefix else field.name
-        field_id = _field_id(field) if keep_ids else next(ids)
+        metadata = field.metadata or {}
+        field_id = (int(metadata[FIELD_ID_KEY]) if FIELD_ID_KEY in metadata else None) if keep_ids else next(ids)
         if field_id is None:
             hint = "keep_field_ids=True needs PARQUET:field_id metadata on every field, nested ones included."
             raise UnsupportedTypeError(path, str(field.type), hint)
-        doc = field.metadata[_DOC_KEY].decode() if field.metadata and _DOC_KEY in field.metadata else None
+        doc = metadata[_DOC_KEY].decode() if _DOC_KEY in metadata else None
         field_type = _to_iceberg(field.type, path, ids, keep_ids)
         result.append(NestedField(field_id, field.name, field_type, required=not field.nullable, doc=doc))
     return result
 
 
 def arrow_to_iceberg_schema(schema: pa.Schema, *, keep_field_ids: bool = False) -> Schema:
-    """Translate an Arrow schema to an Iceberg schema.
+    """Translate an Arrow schema to an Iceberg schema (non-nullable fields required, ``doc`` metadata as docs).
 
     Args:
-        schema: The Arrow schema. Non-nullable fields become required; ``doc`` field metadata
-            becomes the column doc.
+        schema: The Arrow schema.
         keep_field_ids: Use the ``PARQUET:field_id`` metadata of every field (as in data read from
             an Iceberg table) instead of numbering fields afresh as PyIceberg's ``create_table`` does.
-
-    Returns:
-        The Iceberg schema.
 
     Raises:
         UnsupportedTypeError: A column's type cannot be stored in Iceberg; names the column.
@@ -227,69 +171,66 @@ def arrow_to_iceberg_schema(schema: pa.Schema, *, keep_field_ids: bool = False) 
 
 
 def has_field_ids(schema: Schema | pa.Schema) -> bool:
-    """Whether ``schema`` numbers its fields.
-
-    Iceberg schemas always do; Arrow schemas when every top-level field carries ``PARQUET:field_id``
-    metadata, as data read from an Iceberg table does.
-    """
-    if isinstance(schema, Schema):
-        return True
-    return all(f.metadata and FIELD_ID_KEY in f.metadata for f in schema)
+    """Whether ``schema`` numbers its fields: Iceberg schemas do, Arrow ones when each field has a field id."""
+    return isinstance(schema, Schema) or all(f.metadata and FIELD_ID_KEY in f.metadata for f in schema)
 
 
 def as_iceberg_schema(schema: Schema | pa.Schema) -> Schema:
     """``schema`` as an Iceberg schema; Arrow schemas keep their field ids when they all have one."""
-    if isinstance(schema, Schema):
-        return schema
-    return arrow_to_iceberg_schema(schema, keep_field_ids=has_field_ids(schema))
+    return (
+        schema if isinstance(schema, Schema) else arrow_to_iceberg_schema(schema, keep_field_ids=has_field_ids(schema))
+    )
 
 
 def iceberg_to_arrow_type(iceberg_type: IcebergType, *, include_field_ids: bool = False) -> pa.DataType:
-    """Translate an Iceberg type to the Arrow type PyIceberg reads it as.
+    """The Arrow type PyIceberg reads ``iceberg_type`` as (``string``, not ``large_string``; ``timestamptz`` in UTC).
 
-    Args:
-        iceberg_type: The Iceberg type.
-        include_field_ids: Put ``PARQUET:field_id`` metadata on nested fields.
-
-    Returns:
-        The Arrow type (``string``/``binary`` rather than their large variants, microsecond
-        timestamps, ``timestamptz`` as UTC).
+    ``include_field_ids`` puts ``PARQUET:field_id`` metadata on nested fields.
     """
     t = iceberg_type
-    simple = _ICEBERG_TO_ARROW.get(type(t))
+    simple = _ICEBERG_TO_ARROW.get(str(t))
     if simple is not None:
         return simple
     if isinstance(t, DecimalType):
         return pa.decimal128(t.precision, t.scale)
     if isinstance(t, FixedType):
         return pa.binary(len(t))
-    if isinstance(t, UUIDType):
-        return pa.uuid() if hasattr(pa, "uuid") else pa.binary(16)
     if isinstance(t, StructType):
         return pa.struct([_iceberg_field_to_arrow(f, include_field_ids) for f in t.fields])
     if isinstance(t, ListType):
         return pa.list_(_iceberg_field_to_arrow(t.element_field, include_field_ids))
     if isinstance(t, MapType):
-        key = _iceberg_field_to_arrow(t.key_field, include_field_ids)
-        value = _iceberg_field_to_arrow(t.value_field, include_field_ids)
-        return pa.map_(key, value)
+        return pa.map_(*(_iceberg_field_to_arrow(f, include_field_ids) for f in (t.key_field, t.value_field)))
     raise UnsupportedTypeError("", str(t), "iceberg-ops has no Arrow translation for this Iceberg type yet.")
 
 
-_ICEBERG_TO_ARROW: dict[type, pa.DataType] = {
-    BooleanType: pa.bool_(),
-    IntegerType: pa.int32(),
-    LongType: pa.int64(),
-    FloatType: pa.float32(),
-    DoubleType: pa.float64(),
-    DateType: pa.date32(),
-    TimeType: pa.time64("us"),
-    TimestampType: pa.timestamp("us"),
-    TimestamptzType: pa.timestamp("us", tz="UTC"),
-    TimestampNanoType: pa.timestamp("ns"),
-    TimestamptzNanoType: pa.timestamp("ns", tz="UTC"),
-    StringType: pa.string(),
-    BinaryType: pa.binary(),
+# PyIceberg's primitive types by name, and the Arrow type PyIceberg reads each as.
+_ICEBERG_TO_ARROW: dict[str, pa.DataType] = {
+    "boolean": pa.bool_(),
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "date": pa.date32(),
+    "time": pa.time64("us"),
+    "timestamp": pa.timestamp("us"),
+    "timestamptz": pa.timestamp("us", tz="UTC"),
+    "timestamp_ns": pa.timestamp("ns"),
+    "timestamptz_ns": pa.timestamp("ns", tz="UTC"),
+    "string": pa.string(),
+    "binary": pa.binary(),
+    "uuid": pa.uuid(),
+}
+
+# Arrow types with one Iceberg type (timestamps in other units or zones, decimals and fixed are judged apart).
+_FROM_ARROW: dict[pa.DataType, PrimitiveType] = {
+    **{arrow: PrimitiveType.model_validate(name) for name, arrow in _ICEBERG_TO_ARROW.items() if "_ns" not in name},
+    pa.int8(): IntegerType(),
+    pa.int16(): IntegerType(),
+    pa.large_string(): StringType(),
+    pa.string_view(): StringType(),
+    pa.large_binary(): BinaryType(),
+    pa.binary_view(): BinaryType(),
 }
 
 
@@ -304,15 +245,10 @@ def _iceberg_field_to_arrow(field: NestedField, include_field_ids: bool) -> pa.F
 
 
 def iceberg_to_arrow_schema(schema: Schema, *, include_field_ids: bool = False) -> pa.Schema:
-    """Translate an Iceberg schema to an Arrow schema.
+    """Translate an Iceberg schema to an Arrow schema: required fields non-nullable, docs as ``doc`` metadata.
 
-    Args:
-        schema: The Iceberg schema.
-        include_field_ids: Put ``PARQUET:field_id`` metadata on every field. Leave it off for data
-            that will be written to another table: writers match such data by id, not by name.
-
-    Returns:
-        The Arrow schema; required fields are non-nullable, docs are kept as ``doc`` metadata.
+    ``include_field_ids`` puts ``PARQUET:field_id`` metadata on every field: leave it off for data
+    written to another table, whose writers would match it by id, not by name.
     """
     return pa.schema([_iceberg_field_to_arrow(f, include_field_ids) for f in schema.fields])
 
@@ -320,10 +256,8 @@ def iceberg_to_arrow_schema(schema: Schema, *, include_field_ids: bool = False) 
 def strip_field_ids(schema: pa.Schema) -> pa.Schema:
     """Remove ``PARQUET:field_id`` metadata from every field, nested ones included.
 
-    Data read from one Iceberg table carries that table's field ids; PyIceberg matches such data
-    to another table's columns by id, which silently puts values in the wrong columns when the two
-    tables number their fields differently. Cast the data to the stripped schema before writing it
-    elsewhere: ``batch.cast(strip_field_ids(batch.schema))``.
+    PyIceberg matches data read from one table to another table's columns by id, silently putting
+    values in the wrong columns: ``batch.cast(strip_field_ids(batch.schema))`` before writing it elsewhere.
     """
     return pa.schema([_strip_field(f) for f in schema])
 

@@ -1,10 +1,8 @@
 """Upsert with the checks PyIceberg leaves to the caller.
 
-:func:`upsert` does what :meth:`pyiceberg.table.Table.upsert` does, in one atomic commit (an
-overwrite of the changed rows and an append of the new ones), and first makes sure the request
-makes sense: the key columns exist and identify rows (no nulls, no duplicates in the incoming data),
-the data has every column and satisfies the table's schema, and it carries no field ids from another
-table. The data is cast to the table's column types, so ``int32`` data lands in a ``long`` column.
+:func:`upsert` does what :meth:`pyiceberg.table.Table.upsert` does, in one atomic commit, once sure
+the request makes sense: key columns that exist and identify rows (no nulls or duplicates in the
+data), every column, the table's schema satisfied. The data is cast to the table's column types.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.table import DataScan, Table, Transaction, UpsertResult, upsert_util
+from pyiceberg.table import DataScan, Table, UpsertResult, upsert_util
 
 from iceberg_ops_provider.core.contract import conform_to_table
 from iceberg_ops_provider.errors import UpsertError
@@ -90,23 +88,19 @@ def upsert(
 
     Args:
         table: The target table.
-        data: The incoming rows, with every column of the table (matched by name; extra columns
-            are an error).
+        data: The incoming rows, with every column of the table (by name; extra columns are an error).
         join_cols: Key columns; default the table's identifier fields.
         update_matched: Update rows whose key exists and whose other values differ.
         insert_unmatched: Insert rows whose key does not exist.
         snapshot_properties: Extra key/values stored in the snapshot summary.
 
     Returns:
-        PyIceberg's ``UpsertResult`` (``rows_updated``, ``rows_inserted``). Empty data commits
-        nothing and returns zeros.
+        PyIceberg's ``UpsertResult``; zeros, and nothing committed, for empty data.
 
     Raises:
         UpsertError: No usable key, null or duplicate keys in the data.
         SchemaContractError: The data does not match the table's schema (every problem listed).
     """
-    from pyiceberg.table import UpsertResult
-
     if not isinstance(data, pa.Table):
         raise UpsertError(f"upsert takes a pyarrow.Table, got {type(data).__name__}; use pa.Table.from_batches(...).")
     keys = key_columns(table, join_cols)
@@ -122,41 +116,19 @@ def upsert(
         return UpsertResult(rows_updated=0, rows_inserted=0)
     properties = dict(snapshot_properties or {})
     with table.transaction() as transaction:
-        existing = _matching_rows(table, transaction, prepared, keys)
-        to_update = _rows_to_update(prepared, existing, keys) if update_matched else prepared.slice(0, 0)
-        to_insert = _rows_to_insert(prepared, existing, keys) if insert_unmatched else None
+        # The rows to match, read with the current schema: PyIceberg 0.12's own upsert reads them with
+        # the last *snapshot*'s, failing after a schema change no data commit has followed yet.
+        scan = DataScan(transaction.table_metadata, table.io, upsert_util.create_match_filter(prepared, keys))
+        existing = scan.to_arrow().cast(prepared.schema)
+        to_update = to_insert = prepared.slice(0, 0)
+        if update_matched and existing.num_rows:
+            to_update = upsert_util.get_rows_to_update(prepared, existing, keys).cast(prepared.schema)
+        if insert_unmatched:  # cast back: joins drop NOT NULL
+            unmatched = prepared.join(existing.select(keys), keys=keys, join_type="left anti")
+            to_insert = unmatched.select(prepared.column_names).cast(prepared.schema)
         if to_update.num_rows:
             match = upsert_util.create_match_filter(to_update, keys)
             transaction.overwrite(to_update, overwrite_filter=match, snapshot_properties=properties)
-        if to_insert is not None and to_insert.num_rows:
+        if to_insert.num_rows:
             transaction.append(to_insert, snapshot_properties=properties)
-    return UpsertResult(
-        rows_updated=to_update.num_rows, rows_inserted=to_insert.num_rows if to_insert is not None else 0
-    )
-
-
-def _matching_rows(table: Table, transaction: Transaction, data: pa.Table, keys: list[str]) -> pa.Table:
-    """The table's current rows whose key occurs in ``data``, read with the table's current schema.
-
-    PyIceberg 0.12's own ``upsert`` reads these rows with the schema of the last *snapshot*, so it
-    fails after a schema change that no data commit has followed yet; this reads with the current one.
-    """
-    scan = DataScan(
-        table_metadata=transaction.table_metadata,
-        io=table.io,
-        row_filter=upsert_util.create_match_filter(data, keys),
-    )
-    return scan.to_arrow().cast(data.schema)
-
-
-def _rows_to_insert(data: pa.Table, existing: pa.Table, keys: list[str]) -> pa.Table:
-    """Rows of ``data`` whose key is not in the table yet, in ``data``'s schema (joins drop NOT NULL)."""
-    unmatched = data.join(existing.select(keys), keys=keys, join_type="left anti")
-    return unmatched.select(data.column_names).cast(data.schema)
-
-
-def _rows_to_update(data: pa.Table, existing: pa.Table, keys: list[str]) -> pa.Table:
-    """Rows of ``data`` whose key exists and whose other values differ from the stored ones."""
-    if existing.num_rows == 0:
-        return data.slice(0, 0)
-    return upsert_util.get_rows_to_update(data, existing, keys).cast(data.schema)
+    return UpsertResult(rows_updated=to_update.num_rows, rows_inserted=to_insert.num_rows)

@@ -1,26 +1,18 @@
 """Which delete files apply to a data file, and how many of its rows they may remove, judged from manifests alone.
 
-The partition check (:mod:`iceberg_ops_provider.partitions.probe`) walks a snapshot's manifest
-entries itself rather than planning a scan, so that tables with equality deletes (as Flink upserts
-write them) can be judged too. :class:`DeleteScope` collects the delete entries of that walk and
-answers, per data file entry, without reading any file:
-
-* **Position deletes** apply to the data files of their spec and partition whose data sequence
-  number is at most theirs, or to the one data file their ``file_path`` bounds name. Each removes at
-  most its record count of rows from a data file it applies to.
-* **Equality deletes** apply to the data files whose data sequence number is below theirs, in their
-  partition (anywhere, when written unpartitioned), unless the bounds of an equality column show that
-  no row of the data file can hold a deleted value. They may remove any number of rows.
-
-What this gives is a bound, never an exact count: rows a data file certainly still has are its record
-count less the record counts of the position delete files that apply (none, when equality deletes
-apply), and at most its record count.
+The partition check (:mod:`iceberg_ops_provider.partitions.probe`) walks manifest entries itself,
+rather than planning a scan, so that tables with equality deletes (Flink upserts) are judged too.
+Position deletes apply to the data files of their partition with a data sequence number at most
+theirs (or to the one file their ``file_path`` bounds name), each removing at most its record count;
+equality deletes to the files of their partition (anywhere, when unpartitioned) with a lower sequence
+number, unless an equality column's bounds show no row can match, and may remove any number of rows.
+The result is a bound, never an exact count.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pyiceberg.conversions import from_bytes
 from pyiceberg.manifest import INITIAL_SEQUENCE_NUMBER, DataFileContent
@@ -37,13 +29,7 @@ __all__ = ["AppliedDeletes", "DeleteScope"]
 
 @dataclass(frozen=True)
 class AppliedDeletes:
-    """The delete files that apply to one data file.
-
-    Attributes:
-        files: How many delete files apply.
-        position_rows: At most this many of its rows are removed by position deletes.
-        equality: Whether equality deletes apply (any number of its rows may be gone).
-    """
+    """The delete files that apply to one data file, the rows position deletes may remove, any equality deletes."""
 
     files: int = 0
     position_rows: int = 0
@@ -55,12 +41,7 @@ def _sequence(entry: ManifestEntry) -> int:
 
 
 class DeleteScope:
-    """The delete files of one snapshot's manifests, matched to data files on request.
-
-    Args:
-        schema: The table's current schema (to read the bounds of equality columns).
-        specs: The table's partition specs by id.
-    """
+    """The delete files of one snapshot's manifests, matched to data files on request (``specs`` by id)."""
 
     def __init__(self, schema: Schema, specs: dict[int, PartitionSpec]) -> None:
         self._schema = schema
@@ -109,30 +90,13 @@ class DeleteScope:
             return False
         if not isinstance(field_type, PrimitiveType) or isinstance(field_type, FloatType | DoubleType):
             return False  # NaN and -0.0 make float bounds unreliable for this
-        if _count(delete_file.null_value_counts, field_id) != 0 and _count(data_file.null_value_counts, field_id) != 0:
+        if all((side.null_value_counts or {}).get(field_id) != 0 for side in (delete_file, data_file)):
             return False  # nulls on both sides may meet
-        bounds = [_bound(field_type, side, field_id) for side in (delete_file, data_file)]
-        if any(low is None or high is None for low, high in bounds):
-            return False
-        (delete_low, delete_high), (data_low, data_high) = bounds
         try:
+            (delete_low, delete_high), (data_low, data_high) = (
+                [from_bytes(field_type, (bounds or {})[field_id]) for bounds in (side.lower_bounds, side.upper_bounds)]
+                for side in (delete_file, data_file)
+            )
             return bool(delete_high < data_low or delete_low > data_high)
-        except TypeError:
+        except Exception:  # a bound missing, or one this type cannot decode or compare: no judgement from it
             return False
-
-
-def _count(counts: dict[int, int] | None, field_id: int) -> int | None:
-    """A per-column count of a data file, ``None`` when it was not recorded."""
-    return counts.get(field_id) if counts else None
-
-
-def _bound(field_type: PrimitiveType, data_file: DataFile, field_id: int) -> tuple[Any, Any]:
-    """The lower and upper bound of a column in a file's metrics, ``None`` for a missing one."""
-    found = []
-    for bounds in (data_file.lower_bounds, data_file.upper_bounds):
-        raw = bounds.get(field_id) if bounds else None
-        try:
-            found.append(from_bytes(field_type, raw) if raw is not None else None)
-        except Exception:  # a bound this type cannot decode: no judgement from it
-            found.append(None)
-    return found[0], found[1]

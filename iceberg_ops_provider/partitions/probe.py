@@ -1,42 +1,36 @@
 """Has data for a partition (or matching a row filter) been committed: counted from a table's metadata alone.
 
 What :class:`~iceberg_ops_provider.sensors.IcebergPartitionSensor` and its trigger ask.
-:func:`partition_rows` walks the manifest entries of the table's current snapshot (the manifest
-list and the manifests whose partition summaries may match; never a data file) and keeps the data
-files whose partition record holds the wanted values and whose statistics do not rule the row filter
-out. It counts two numbers (a :class:`PartitionProbe`):
+:func:`partition_rows` walks the manifest entries of the current snapshot (never a data file) and
+keeps the data files whose partition record holds the wanted values and whose statistics do not rule
+the row filter out. A :class:`PartitionProbe` counts ``rows``, **certainly** there and matching (data
+files all of whose rows match, less what position deletes may have removed; none with equality
+deletes), and ``possible_rows``, an upper bound (every file that may hold matching rows).
 
-* ``rows``, the rows that are **certainly** there and match: the record counts of the data files
-  all of whose rows match (the filter's residual on the file's partition is always true, or its
-  column statistics prove every row matches), less what position delete files may have removed
-  (files with equality deletes count none);
-* ``possible_rows``, an upper bound: the record counts of every data file that may hold matching
-  rows, deleted rows included.
-
-With ``after_snapshot``, only data files committed after that snapshot count, judged by data
-sequence numbers (snapshot times on format 1 tables) kept in a :class:`SnapshotMark`, so the wait
-goes on if the snapshot is expired meanwhile. Files added by an ``append`` (or a partition
-replacement) after it hold new rows; files added by another ``overwrite`` (a copy-on-write delete or
-update), a ``replace`` (compaction) or a ``delete`` may hold rows that were there before, so they
-count as possible only.
+With ``after_snapshot``, only files committed after that snapshot count, judged by data sequence
+numbers (snapshot times on format 1 tables) kept in a :class:`SnapshotMark`, so the wait survives the
+snapshot's expiry. Files of an ``append`` (or a partition replacement) hold new rows; files of other
+overwrites, a ``replace`` or a ``delete`` may hold older rows, so they count as possible only.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, islice
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression
 from pyiceberg.manifest import DataFileContent
-from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.snapshots import Operation, ancestors_of
 
 from iceberg_ops_provider.core.polling import check_errors
 from iceberg_ops_provider.partitions.deletes import DeleteScope
 from iceberg_ops_provider.partitions.values import file_matches, pruning_filter, table_name, wanted_values
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Iterator
+
     from pyiceberg.catalog import Catalog
     from pyiceberg.manifest import DataFile, ManifestEntry
     from pyiceberg.table import Table
@@ -53,18 +47,9 @@ __all__ = [
 ]
 
 
-# -- after a snapshot -----------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class SnapshotMark:
-    """Where "committed after a snapshot" begins, kept so that a wait survives the snapshot's expiry.
-
-    Attributes:
-        snapshot_id: The snapshot.
-        sequence_number: Its sequence number: data files with a higher data sequence number came later.
-        timestamp_ms: When it was committed (what format 1 tables, which have no sequence numbers, compare).
-    """
+    """Where "committed after a snapshot" begins, kept so that a wait survives the snapshot's expiry."""
 
     snapshot_id: int
     sequence_number: int
@@ -72,10 +57,7 @@ class SnapshotMark:
 
 
 def snapshot_mark(table: Table, snapshot_id: int) -> SnapshotMark:
-    """The :class:`SnapshotMark` of ``snapshot_id``.
-
-    A snapshot expired since is still found through its child on the current branch, which records
-    its parent's id: the mark then sits just before that child.
+    """The :class:`SnapshotMark` of ``snapshot_id``; of an expired one, just before its child on the current branch.
 
     Raises:
         ValueError: The table has no such snapshot, nor a snapshot whose parent it was.
@@ -92,15 +74,9 @@ def snapshot_mark(table: Table, snapshot_id: int) -> SnapshotMark:
     )
 
 
-def _ancestry(table: Table) -> list[Snapshot]:
-    """The current snapshot and its ancestors the table still has, newest first."""
-    found = []
-    snapshot = table.current_snapshot()
-    while snapshot is not None and len(found) < 100_000:
-        found.append(snapshot)
-        parent = snapshot.parent_snapshot_id
-        snapshot = table.snapshot_by_id(parent) if parent is not None else None
-    return found
+def _ancestry(table: Table) -> Iterator[Snapshot]:
+    """The current snapshot and its ancestors the table still has, newest first (at most 100,000: a cycle ends)."""
+    return islice(ancestors_of(table.current_snapshot(), table.metadata), 100_000)
 
 
 def parse_after_snapshot(value: object) -> int | None:
@@ -164,25 +140,13 @@ def _added_after(entry: ManifestEntry, mark: SnapshotMark, table: Table, later: 
     return _MAYBE_OLD_ROWS
 
 
-# -- the probe ------------------------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
 class PartitionProbe:
-    """The data files a partition check found, at one snapshot.
+    """The data files a partition check found, at one snapshot (``None``: the table has none yet).
 
-    Attributes:
-        table: The table's identifier.
-        snapshot_id: The snapshot the check read (``None``: the table has no snapshot yet).
-        rows: Rows certainly there and matching (a lower bound, see the module's documentation).
-        possible_rows: Rows that may be there and match (an upper bound: the files' record counts).
-        files: How many data files may hold matching rows.
-        files_with_deletes: How many of them have delete files applying to them.
-        files_unproven: How many of them the row filter may match only in part (their statistics
-            cannot tell), counted as possible only.
-        files_maybe_old: With a mark, how many were added after it by a rewrite (a copy-on-write
-            delete or update, a compaction), counted as possible only.
-        after: The mark of ``after_snapshot``, when one was given.
+    ``rows`` is a lower bound, ``possible_rows`` an upper one (see the module); of the ``files`` that
+    may hold matching rows, ``files_unproven`` the filter may match only in part and ``files_maybe_old``
+    were rewritten after the mark ``after``: both count as possible only.
     """
 
     table: str
@@ -219,42 +183,27 @@ class PartitionProbe:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form (what the sensor pushes to XCom)."""
-        return {
-            "table": self.table,
-            "snapshot_id": self.snapshot_id,
-            "rows": self.rows,
-            "possible_rows": self.possible_rows,
-            "files": self.files,
-            "files_with_deletes": self.files_with_deletes,
-        }
+        keys = ("table", "snapshot_id", "rows", "possible_rows", "files", "files_with_deletes")
+        return {key: getattr(self, key) for key in keys}
 
 
-class _FilterJudge:
+def _all_rows_match(table: Table, row_filter: BooleanExpression) -> Callable[[DataFile], bool]:
     """Whether every row of a data file matches the row filter, from its partition and statistics."""
+    from pyiceberg.expressions.visitors import _StrictMetricsEvaluator, residual_evaluator_of
 
-    def __init__(self, table: Table, row_filter: BooleanExpression) -> None:
-        self.table = table
-        self.row_filter = row_filter
-        self.always = isinstance(row_filter, AlwaysTrue)
-        self._residuals: dict[int, Any] = {}
-        self._strict: Any = None
+    if isinstance(row_filter, AlwaysTrue):
+        return lambda _: True
+    schema = table.schema()
+    residuals = {key: residual_evaluator_of(spec, row_filter, True, schema) for key, spec in table.specs().items()}
+    strict = _StrictMetricsEvaluator(schema, row_filter, case_sensitive=True)
 
-    def all_rows_match(self, data_file: DataFile) -> bool:
-        if self.always:
+    def judge(data_file: DataFile) -> bool:
+        residual = residuals.get(data_file.spec_id)
+        if residual is not None and isinstance(residual.residual_for(data_file.partition), AlwaysTrue):
             return True
-        from pyiceberg.expressions.visitors import _StrictMetricsEvaluator, residual_evaluator_of
+        return bool(strict.eval(data_file))
 
-        spec = self.table.specs().get(data_file.spec_id)
-        if spec is not None:
-            if data_file.spec_id not in self._residuals:
-                self._residuals[data_file.spec_id] = residual_evaluator_of(
-                    spec, self.row_filter, True, self.table.schema()
-                )
-            if isinstance(self._residuals[data_file.spec_id].residual_for(data_file.partition), AlwaysTrue):
-                return True
-        if self._strict is None:
-            self._strict = _StrictMetricsEvaluator(self.table.schema(), self.row_filter, case_sensitive=True)
-        return bool(self._strict.eval(data_file))
+    return judge
 
 
 def _row_filter(table: Table, where: str | None) -> BooleanExpression:
@@ -297,27 +246,14 @@ def partition_rows(
     where: str | None = None,
     after_snapshot: int | str | SnapshotMark | None = None,
 ) -> PartitionProbe:
-    """Count the committed data for a partition and/or a row filter, from metadata only.
-
-    Walks the manifest entries of the current snapshot (no data file is opened) and keeps the data
-    files that match:
-
-    * ``partition``: the file's partition record holds every wanted value (keys are partition field
-      names of the table's current spec; values converted per transform, see
-      :mod:`iceberg_ops_provider.partitions.values`). Files written under an older spec without one of
-      the fields do not match.
-    * ``where``: the file may hold matching rows, judged as a scan judges it (partition values and
-      column statistics). Its rows are certain only when all of them match.
-    * ``after_snapshot``: only files committed after that snapshot (see the module's documentation).
+    """Count the committed data for a partition and/or a row filter, from metadata only (see the module).
 
     Args:
         table: The table, as loaded.
-        partition: Wanted partition values by field name.
-        where: A PyIceberg row filter string.
+        partition: Wanted partition values by field name of the current spec, converted per transform
+            (:mod:`iceberg_ops_provider.partitions.values`); files of an older spec without a field do not match.
+        where: A PyIceberg row filter string; a file's rows are certain only when all of them match.
         after_snapshot: A snapshot id of the table (or its :class:`SnapshotMark`, which needs no lookup).
-
-    Returns:
-        What matched: certain and possible rows, files, delete files, and the mark used.
 
     Raises:
         ValueError: Unknown partition fields (the message lists the table's), values a field cannot
@@ -341,7 +277,7 @@ def partition_rows(
             deletes.add(entry)
         elif file_matches(entry.data_file, table, wanted):
             data.append(entry)
-    judge = _FilterJudge(table, row_filter)
+    all_rows_match = _all_rows_match(table, row_filter)
     later = _snapshots_after(table, mark) if mark is not None else None
     rows = possible = files = with_deletes = unproven = maybe_old = 0
     for entry in data:
@@ -355,7 +291,7 @@ def partition_rows(
         with_deletes += 1 if applied.files else 0
         if added == _MAYBE_OLD_ROWS:
             maybe_old += 1
-        elif not judge.all_rows_match(entry.data_file):
+        elif not all_rows_match(entry.data_file):
             unproven += 1
         elif not applied.equality:
             rows += max(records - applied.position_rows, 0)
@@ -377,8 +313,7 @@ def probe_partition(
         ValueError: See :func:`partition_rows`.
     """
     with check_errors(catalog):
-        loaded = catalog.load_table(table)
-        return partition_rows(loaded, partition=partition, where=where, after_snapshot=after_snapshot)
+        return partition_rows(catalog.load_table(table), partition, where, after_snapshot)
 
 
 def describe_partition_wait(

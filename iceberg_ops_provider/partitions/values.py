@@ -1,18 +1,12 @@
 """Partition values given as text or Python values, converted as a table's partition transforms store them.
 
-The partition sensor's ``partition={"day": "{{ ds }}"}`` arrives as rendered text; this module checks
-each key against the table's current spec and turns each value into what manifests hold for it:
-``day`` takes a date (``2026-01-02``), ``hour`` a date and hour (``2026-01-02-05``, ``2026-01-02T05``),
-``month`` ``2026-01``, ``year`` ``2026`` (each also takes a finer value, such as a full timestamp, and
-keeps what the transform keeps); ``identity`` takes a value of the source column's type; ``bucket``
-and ``truncate`` take a value of the source column, which is bucketed or truncated as the table does.
-``None`` asks for the null partition. :func:`pruning_filter` turns the values into a row filter that
-lets a scan skip other partitions' manifests, and :func:`file_matches` decides per data file.
-
-Columns without a time zone (``timestamp``, ``date``) hold wall-clock values: a value with a UTC
-offset other than zero is refused for them rather than shifted (``+00:00``, as Airflow renders
-``{{ data_interval_start }}``, is accepted). ``float`` and ``double`` identity values also match
-partition records holding the value rounded to 32 bits, as PyIceberg 0.12 writes them.
+The partition sensor's ``partition={"day": "{{ ds }}"}`` arrives as rendered text: each key is checked
+against the current spec and each value converted to what manifests hold. ``year``, ``month``, ``day``
+and ``hour`` take ``2026``, ``2026-01``, ``2026-01-02``, ``2026-01-02-05`` (or anything finer, keeping
+what the transform keeps); ``identity``, ``bucket`` and ``truncate`` a value of the source column;
+``None`` the null partition. Columns without a time zone hold wall-clock values: a non-zero UTC
+offset is refused for them rather than shifted. ``float`` and ``double`` identity values also match
+records holding them rounded to 32 bits, as PyIceberg 0.12 writes them.
 """
 
 from __future__ import annotations
@@ -67,24 +61,12 @@ _FLOATS = (FloatType, DoubleType)
 _PRECISIONS = ("year", "month", "day", "hour", "instant")
 _TIME_TRANSFORMS = {YearTransform: "year", MonthTransform: "month", DayTransform: "day", HourTransform: "hour"}
 _TIME_EXAMPLES = {"year": "'2026'", "month": "'2026-01'", "day": "'2026-01-02'", "hour": "'2026-01-02-05'"}
-_TIME_FORMS = (
-    (re.compile(r"^(\d{4})$"), "year"),
-    (re.compile(r"^(\d{4})-(\d{2})$"), "month"),
-    (re.compile(r"^(\d{4})-(\d{2})-(\d{2})$"), "day"),
-    (re.compile(r"^(\d{4})-(\d{2})-(\d{2})[-T ](\d{2})$"), "hour"),
-)
+_TIME_FORM = re.compile(r"(\d{4})(?:-(\d{2})(?:-(\d{2})(?:[-T ](\d{2}))?)?)?")  # a year, month, day or hour
 
 
 @dataclass(frozen=True)
 class WantedValue:
-    """One wanted partition value: the field of the current spec and the value as manifests hold it.
-
-    Attributes:
-        field: The partition field of the current spec.
-        value: The value as partition records hold it.
-        accepted: Every value a partition record may hold for it (``value``, and for ``float`` and
-            ``double`` identity fields the value rounded to 32 bits).
-    """
+    """A wanted partition value as partition records hold it (``accepted``: also rounded to 32 bits for floats)."""
 
     field: PartitionField
     value: Any
@@ -216,32 +198,25 @@ def _instant(given: Any, source_type: IcebergType) -> tuple[dt.datetime, str]:
         moment, precision = dt.datetime(given.year, given.month, given.day), "day"
     elif isinstance(given, str):
         text = given.strip()
-        for pattern, form in _TIME_FORMS:
-            match = pattern.match(text)
-            if match:
-                parts = [int(part) for part in match.groups()]
-                year, month, day, hour = (parts + [1, 1, 0][len(parts) - 1 :])[:4]
-                return dt.datetime(year, month, day, hour), form
+        match = _TIME_FORM.fullmatch(text)
+        if match:
+            parts = [int(part) for part in match.groups() if part is not None]
+            year, month, day, hour = (parts + [1, 1, 0][len(parts) - 1 :])[:4]
+            return dt.datetime(year, month, day, hour), _PRECISIONS[len(parts) - 1]
         moment, precision = dt.datetime.fromisoformat(text.replace("Z", "+00:00")), "instant"
     else:
         raise ValueError("expected a date or timestamp such as '2026-01-02' or '2026-01-02T05:30:00+00:00'")
     if moment.tzinfo is not None:
         offset = moment.utcoffset()
         if not isinstance(source_type, _WITH_ZONE) and offset:
+            utc_offset = dt.timezone(offset).tzname(None).removeprefix("UTC")  # "UTC+02:00"
             raise ValueError(
                 f"a {source_type} column holds wall-clock values without a time zone, so a value with the UTC "
-                f"offset {_offset_text(offset)} cannot be placed; give the wall-clock value without an offset "
+                f"offset {utc_offset} cannot be placed; give the wall-clock value without an offset "
                 f"(such as {moment.replace(tzinfo=None).isoformat()!r})"
             )
         moment = moment.astimezone(dt.UTC).replace(tzinfo=None)
     return moment, precision
-
-
-def _offset_text(offset: dt.timedelta) -> str:
-    """``+02:00`` of a UTC offset."""
-    minutes = int(offset.total_seconds()) // 60
-    sign = "-" if minutes < 0 else "+"
-    return f"{sign}{abs(minutes) // 60:02d}:{abs(minutes) % 60:02d}"
 
 
 def _time_ordinal(precision: str, given: Any, source_type: IcebergType) -> int:
@@ -290,9 +265,8 @@ def pruning_filter(table: Table, wanted: list[WantedValue]) -> BooleanExpression
         source_type = schema.find_field(item.field.source_id).field_type
         precision = _TIME_TRANSFORMS.get(type(item.field.transform))
         identity = isinstance(item.field.transform, IdentityTransform)
-        if column is None or isinstance(source_type, _NANOS) or not (identity or precision):
-            continue
-        if identity and isinstance(source_type, _FLOATS):
+        floats = identity and isinstance(source_type, _FLOATS)
+        if column is None or isinstance(source_type, _NANOS) or not (identity or precision) or floats:
             continue
         predicate: BooleanExpression
         if item.value is None:

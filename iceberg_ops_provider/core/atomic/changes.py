@@ -1,10 +1,8 @@
 """What a multi-table commit is made of and what it returns, shared by the dispatch and its backends.
 
-:func:`~iceberg_ops_provider.core.atomic.commit.commit_atomically` takes one :class:`TableChange`
-per table and returns an :class:`AtomicCommitResult`, whose :data:`CommitMode` says how the catalog
-committed; the backends it dispatches to (:mod:`~iceberg_ops_provider.core.atomic.rest`,
-:mod:`~iceberg_ops_provider.core.atomic.sql`) take and return the same types. They live here, below
-all three, so that the backends need nothing from the module that dispatches to them.
+They live here, below :mod:`~iceberg_ops_provider.core.atomic.commit` and its backends
+(:mod:`~iceberg_ops_provider.core.atomic.rest`, :mod:`~iceberg_ops_provider.core.atomic.sql`), so the
+backends need nothing from the module that dispatches to them.
 """
 
 from __future__ import annotations
@@ -39,17 +37,9 @@ Identifier = tuple[str, ...]
 class TableChange:
     """The staged change of one table: PyIceberg's updates and the requirements they are checked against.
 
-    Build one from a PyIceberg transaction with :meth:`of`, or give the parts. A change whose
-    requirements include :class:`~pyiceberg.table.update.AssertCreate` creates the table.
-
-    Attributes:
-        identifier: The table's full identifier (namespace parts, then the name).
-        updates: PyIceberg table updates, in order.
-        requirements: What must hold of the table's current metadata for the updates to apply.
-        transaction: The transaction the change came from, if any: after the commit it is settled as
-            PyIceberg's own ``commit_transaction`` would leave it (emptied after success; files of its
-            snapshot producers deleted after a failure that applied nothing; refused for reuse after
-            any failure).
+    Build one from a PyIceberg transaction with :meth:`of`, or give the parts. A change requiring
+    :class:`~pyiceberg.table.update.AssertCreate` creates the table. ``transaction``, the one the
+    change came from, is settled after the commit as PyIceberg's ``commit_transaction`` leaves it.
     """
 
     identifier: Identifier
@@ -91,11 +81,9 @@ class AtomicCommitResult:
     """What :func:`~iceberg_ops_provider.core.atomic.commit.commit_atomically` did.
 
     Attributes:
-        mode: How the catalog committed (``per-table`` when it cannot commit several tables at once:
-            then nothing was committed).
-        tables: The tables committed, in the order given (empty when nothing was).
-        metadata: The new metadata of each committed table, where the catalog returned it (SQL
-            catalogs); a REST catalog answers ``transactions/commit`` without it: load the tables.
+        mode: How the catalog committed (``per-table``: it cannot commit several tables at once, nothing was).
+        tables: The tables committed, in the order given.
+        metadata: The new metadata of each committed table, where the catalog returned it (SQL, not REST).
         metadata_locations: The new metadata file of each committed table, where known.
         reason: Why nothing was committed, when :attr:`applied` is false.
     """

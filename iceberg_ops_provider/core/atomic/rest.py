@@ -1,23 +1,12 @@
 """Multi-table commits on REST catalogs: ``POST /v1/{prefix}/transactions/commit``.
 
-The request is sent through the catalog's own HTTP session, so it carries the catalog's
-authentication (OAuth2 token, SigV4 signature, custom headers) and its request timeout, and goes to
-the URL PyIceberg builds for the catalog's prefix. The body is the specification's
-``CommitTransactionRequest``: ``{"table-changes": [CommitTableRequest, ...]}``, each serialised as
-PyIceberg serialises a one-table commit.
-
-Whether a server serves the endpoint is learnt by using it (servers do not always list it in
-``/v1/config``; SeaweedFS does not), and remembered per endpoint URL for the life of the process:
-
-* 2xx: applied; supported.
-* 404 whose error is not an Iceberg "no such table/namespace", 405, 501, or a 400 saying the server
-  has no route for the request: not supported (nothing was applied); remembered.
-* 409: :class:`~pyiceberg.exceptions.CommitFailedException`, nothing applied.
-* 404 "no such table" / "no such namespace": :class:`~pyiceberg.exceptions.NoSuchTableError` /
-  :class:`~pyiceberg.exceptions.NoSuchNamespaceError`, nothing applied.
-* any other 5xx (500, 502, 503, 504, ...), a timeout waiting for the answer, or a connection lost after
-  the request was sent: :class:`~pyiceberg.exceptions.CommitStateUnknownException`.
-* a connection that could not be made: :class:`~iceberg_ops_provider.errors.CatalogUnavailableError`.
+Sent through the catalog's own HTTP session (its authentication, timeout and URL prefix), the body
+the specification's ``CommitTransactionRequest``. Whether a server serves the endpoint is learnt by
+using it and remembered per URL for the process: 2xx applied; 404 (other than an Iceberg "no such
+table/namespace", which raise as such), 405, 501 or a 400 "no route": not served, nothing applied;
+409 :class:`~pyiceberg.exceptions.CommitFailedException`; another 5xx, a timeout or a connection lost
+after sending :class:`~pyiceberg.exceptions.CommitStateUnknownException`; a connection never made
+:class:`~iceberg_ops_provider.errors.CatalogUnavailableError`.
 """
 
 from __future__ import annotations
@@ -26,7 +15,7 @@ import json
 import logging
 import threading
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from pyiceberg.exceptions import (
     CommitFailedException,
@@ -50,7 +39,6 @@ log = logging.getLogger("iceberg_ops_provider.core.atomic.commit")
 TRANSACTIONS_PATH = "transactions/commit"
 """The endpoint's path below ``/v1/{prefix}/``."""
 
-_UNSUPPORTED_STATUSES = frozenset({404, 405, 501})
 _SUPPORT: dict[str, bool] = {}
 _SUPPORT_LOCK = threading.Lock()
 
@@ -84,11 +72,9 @@ def _error_of(response: Response) -> tuple[str, str]:
     """The Iceberg error ``type`` and ``message`` of an answer (empty when it is not an Iceberg error)."""
     try:
         error = json.loads(response.text or "{}").get("error") or {}
-    except (ValueError, AttributeError):
+        return str(error.get("type") or ""), str(error.get("message") or "")
+    except (ValueError, AttributeError):  # not JSON, or its error not an object
         return "", ""
-    if not isinstance(error, dict):
-        return "", ""
-    return str(error.get("type") or ""), str(error.get("message") or "")
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -109,9 +95,7 @@ def _not_served(response: Response) -> bool:
     kind, message = _error_of(response)
     if status == 404:
         return not kind.startswith("NoSuch")  # NoSuchTableException: the endpoint exists, the table does not
-    if status in _UNSUPPORTED_STATUSES:
-        return True
-    return status == 400 and "no route" in message.lower()
+    return status in (405, 501) or (status == 400 and "no route" in message.lower())
 
 
 def _post(catalog: RestCatalog, url: str, body: bytes) -> Response:
@@ -122,10 +106,8 @@ def _post(catalog: RestCatalog, url: str, body: bytes) -> Response:
         try:
             response = catalog._session.post(url, data=body)
         except requests.exceptions.RequestException as exc:
-            if _not_sent(exc):
-                error = translate(exc, spec_of(catalog))
-                if error is not None:
-                    raise error from exc
+            if _not_sent(exc) and (error := translate(exc, spec_of(catalog))) is not None:
+                raise error from exc
             raise CommitStateUnknownException(
                 f"The multi-table commit to {url} got no answer ({type(exc).__name__}: {_short(str(exc))}): all or "
                 "none of its changes were applied. Load the tables to find out."
@@ -144,12 +126,10 @@ def _not_sent(exc: BaseException) -> bool:
     """Whether a transport error happened before the request could reach the server (nothing applied)."""
     import requests
 
-    if isinstance(exc, requests.exceptions.ConnectTimeout):
-        return True
-    if not isinstance(exc, requests.exceptions.ConnectionError):
-        return False
-    text = repr(exc)
-    return any(marker in text for marker in ("NewConnectionError", "Connection refused", "Failed to resolve"))
+    markers = ("NewConnectionError", "Connection refused", "Failed to resolve")
+    return isinstance(exc, requests.exceptions.ConnectTimeout) or (
+        isinstance(exc, requests.exceptions.ConnectionError) and any(marker in repr(exc) for marker in markers)
+    )
 
 
 def _request_body(changes: Sequence[TableChange]) -> bytes:
@@ -164,7 +144,7 @@ def _request_body(changes: Sequence[TableChange]) -> bytes:
     return ('{"table-changes": [' + ", ".join(parts) + "]}").encode("utf-8")
 
 
-def _raise_for(response: Response, url: str, changes: Sequence[TableChange]) -> None:
+def _raise_for(response: Response, url: str, changes: Sequence[TableChange]) -> NoReturn:
     """Raise what a refusal of a multi-table commit means (the endpoint is served)."""
     from pyiceberg.catalog.rest.response import _handle_non_200_response
     from requests import HTTPError
@@ -195,18 +175,16 @@ def _raise_for(response: Response, url: str, changes: Sequence[TableChange]) -> 
 def commit_rest(catalog: RestCatalog, changes: Sequence[TableChange]) -> AtomicCommitResult:
     """Commit ``changes`` in one ``transactions/commit`` request (see the module's documentation).
 
-    Returns:
-        An applied result, or a ``per-table`` one when the server does not serve the endpoint (now
-        remembered) or the changes create a table (which the endpoint cannot do).
+    ``per-table`` (nothing sent or applied) when the server does not serve the endpoint or a change creates a table.
     """
     url = transactions_url(catalog)
     creates = [change.label() for change in changes if change.creates]
+    reason = None
     if creates:
         reason = f"a REST catalog's multi-table commit cannot create tables ({', '.join(creates)})"
-        log.info("%s: committing table by table instead of all at once", reason)
-        return AtomicCommitResult("per-table", reason=reason)
-    if known_support(catalog) is False:
+    elif known_support(catalog) is False:
         reason = f"the REST catalog at {catalog.uri} does not serve {TRANSACTIONS_PATH} (learnt earlier)"
+    if reason is not None:
         log.info("%s: committing table by table instead of all at once", reason)
         return AtomicCommitResult("per-table", reason=reason)
     response = _post(catalog, url, _request_body(changes))
@@ -221,15 +199,12 @@ def commit_rest(catalog: RestCatalog, changes: Sequence[TableChange]) -> AtomicC
     if response.status_code not in (401, 403, 419) and response.status_code < 500:
         _remember(url, True)  # it answered as the endpoint does: refusing this request, not the path
     _raise_for(response, url, changes)
-    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def probe(catalog: RestCatalog) -> bool | None:
     """Ask the catalog whether it serves the endpoint, with an empty multi-table commit (which changes nothing).
 
-    Returns:
-        Whether it does (remembered), or ``None`` when the answer says neither (a 5xx, refused
-        credentials, no connection): asked again next time.
+    Whether it does (remembered), or ``None`` when the answer says neither (a 5xx, refused credentials).
     """
     known = known_support(catalog)
     if known is not None:

@@ -1,18 +1,11 @@
 """Multi-table commits on PyIceberg's SQL catalog: one database transaction moves every table's pointer.
 
-PyIceberg's ``SqlCatalog.commit_table`` commits one table in three steps: check the requirements
-against the table's current metadata, write the new metadata file, then move the table's row in
-``iceberg_tables`` from the old metadata file to the new one with a compare-and-swap
-(``UPDATE ... WHERE metadata_location = <old>``, which must match one row). :func:`commit_sql` does
-the same for several tables, with the same requirement checks, metadata computation and file naming
-(PyIceberg's own ``_update_and_stage_table``), but moves every pointer inside **one** database
-transaction: if any table's row moved meanwhile (another writer committed), or a table to create
-exists, the transaction is rolled back and nothing changes. The new metadata files of a failed commit
-are deleted.
-
-Rows are updated in identifier order, so two multi-table commits on PostgreSQL lock them in the same
-order and cannot deadlock. A table whose change leaves its metadata as it is gets no new file, but
-its row is still checked (and locked) inside the transaction, so its requirements hold at the commit.
+:func:`commit_sql` checks each table's requirements and computes its new metadata as PyIceberg's
+``commit_table`` does (``_update_and_stage_table``), writes the new metadata files, then moves every
+row of ``iceberg_tables`` with PyIceberg's compare-and-swap (``UPDATE ... WHERE metadata_location =
+<old>``) inside **one** transaction: if any row moved meanwhile, or a table to create exists, it is
+rolled back, nothing changes and the new files are deleted. Rows are updated in identifier order, so
+two commits on PostgreSQL cannot deadlock; an unchanged table's row is still checked and locked.
 """
 
 from __future__ import annotations
@@ -56,14 +49,6 @@ class _Staged:
     def changed(self) -> bool:
         return self.current is None or self.staged.metadata != self.current.metadata
 
-    @property
-    def namespace(self) -> str:
-        return Catalog.namespace_to_string(self.change.identifier[:-1])
-
-    @property
-    def name(self) -> str:
-        return self.change.identifier[-1]
-
 
 def _stage(catalog: SqlCatalog, change: TableChange) -> _Staged:
     """Check the change against the table's current metadata and compute its new metadata (nothing written)."""
@@ -94,8 +79,9 @@ def _move_pointer(catalog: SqlCatalog, session: Session, item: _Staged) -> None:
     from sqlalchemy.exc import IntegrityError
 
     label = item.change.label()
+    namespace, name = Catalog.namespace_to_string(item.change.identifier[:-1]), item.change.identifier[-1]
     if item.current is None:
-        row = catalog._create_table_row(item.namespace, item.name, item.staged.metadata_location)
+        row = catalog._create_table_row(namespace, name, item.staged.metadata_location)
         try:
             session.execute(insert(IcebergTables).values(**row))
         except IntegrityError as exc:
@@ -106,8 +92,8 @@ def _move_pointer(catalog: SqlCatalog, session: Session, item: _Staged) -> None:
     old = item.current.metadata_location
     match = (
         IcebergTables.catalog_name == catalog.name,
-        IcebergTables.table_namespace == item.namespace,
-        IcebergTables.table_name == item.name,
+        IcebergTables.table_namespace == namespace,
+        IcebergTables.table_name == name,
         IcebergTables.metadata_location == old,
     )
     if item.changed:
@@ -119,19 +105,13 @@ def _move_pointer(catalog: SqlCatalog, session: Session, item: _Staged) -> None:
     else:  # as PyIceberg does on such databases: lock the row, then change it
         found = session.query(IcebergTables).with_for_update(of=IcebergTables).filter(*match).one_or_none()
         matched = 0 if found is None else 1
-        if found is not None:
-            for key, value in values.items():
-                setattr(found, key, value)
-            session.flush()
+        for key, value in values.items() if found is not None else ():
+            setattr(found, key, value)
+        session.flush()
     if matched != 1:
         raise CommitFailedException(
             f"Table has been updated by another process: {label} (multi-table commit; nothing was applied)"
         )
-
-
-def _delete_quietly(item: _Staged) -> None:
-    with contextlib.suppress(Exception):
-        item.staged.io.delete(item.staged.metadata_location)
 
 
 def commit_sql(catalog: SqlCatalog, changes: Sequence[TableChange]) -> AtomicCommitResult:
@@ -166,24 +146,23 @@ def commit_sql(catalog: SqlCatalog, changes: Sequence[TableChange]) -> AtomicCom
         raise  # the new metadata files may be referenced now: keep them
     except BaseException:
         for item in written:
-            _delete_quietly(item)
+            with contextlib.suppress(Exception):
+                item.staged.io.delete(item.staged.metadata_location)
         raise
     for item in items:
         if item.current is not None and item.changed:
             try:  # as PyIceberg does after a commit: old metadata files beyond the table's limit go
                 catalog._delete_old_metadata(item.staged.io, item.current.metadata, item.staged.metadata)
             except Exception as exc:
-                label, reason = item.change.label(), f"{type(exc).__name__}: {exc}"
-                log.warning("could not delete old metadata files of %s: %s", label, reason)
-    labels = tuple(item.change.label() for item in items)
+                log.warning(
+                    "could not delete old metadata files of %s: %s: %s", item.change.label(), type(exc).__name__, exc
+                )
     return AtomicCommitResult(
         "sql-transaction",
-        labels,
+        tuple(item.change.label() for item in items),
         metadata={item.change.label(): item.staged.metadata for item in items},
-        metadata_locations={
-            item.change.label(): item.staged.metadata_location
-            if item.changed
-            else (item.current.metadata_location if item.current else item.staged.metadata_location)
+        metadata_locations={  # an unchanged table exists: its file stays
+            item.change.label(): item.staged.metadata_location if item.changed else item.current.metadata_location
             for item in items
         },
     )
