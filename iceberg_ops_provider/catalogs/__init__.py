@@ -1,20 +1,7 @@
-"""Catalogs: one path from a description to an open catalog.
+"""Catalogs: a :class:`CatalogSpec` parsed from one source (:mod:`.sources`), opened by :func:`open_catalog`.
 
-A catalog is described once, by a :class:`CatalogSpec` (kind, name, PyIceberg properties with the
-secrets held apart, timeout, where it came from, what is wrong with it), made by one parser per
-source (:mod:`.sources`: keyword arguments, the project file, an Airflow connection of either type,
-a PyIceberg catalog name; :mod:`.kinds` does the work for every mapping of options). One function
-opens a spec, :func:`open_catalog`, which creates nothing unless asked to (``access="create"``).
-
-* :mod:`.redact`: a catalog's secrets, found by what they are (a property's name, the parts of a
-  URI), never by searching text.
-* :mod:`.sql`: SQL catalogs read without writing; :mod:`.rest`: REST catalogs whose every request
-  ends by a deadline, set on the catalog's own session.
-* :mod:`.failures` (with :mod:`.auth`): what catalog clients raise, as this project's errors and as
-  facts (:func:`failure`) for fronts that word them themselves.
-* :mod:`.trust`: who may name a class for a catalog to import (the user's settings only) and where
-  a REST catalog's configuration may send its requests (its own origin only).
-* :mod:`.factory`: :class:`CatalogFactory`, the one-call convenience of the Python API.
+Opening creates nothing unless asked to (``access="create"``), bounds REST requests (:mod:`.rest`),
+checks who may name classes to import (:mod:`.trust`) and words failures as this project's errors (:mod:`.failures`).
 """
 
 from __future__ import annotations
@@ -105,11 +92,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The package's names, each imported from its module on first use.
-
-    PyIceberg's clients load ``.pyiceberg.yaml`` when imported; a process that only names a catalog's
-    settings (the command line reporting an error, a DAG being parsed) imports none of them.
-    """
+    """The package's names, each imported on first use: PyIceberg's clients load ``.pyiceberg.yaml`` when imported."""
     module = _MODULE_OF.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,27 +1,10 @@
-"""REST catalogs whose every request ends by a deadline, in the calling thread, touching nothing else.
+"""REST catalogs whose every request ends by a deadline, set on the catalog's own HTTP session and nowhere else.
 
-PyIceberg's REST client waits without limit, and ``requests``' timeouts bound each wait for data,
-not a whole answer: a server that drips one byte a second holds a caller forever. Here the bound
-is set on the catalog's own HTTP session and nowhere else (no other session, no class of
-``requests`` or ``urllib3`` is changed):
-
-* :func:`bound_session` gives a session's connections sockets that check a deadline before every
-  read and write, each wait at most the time left; a request that runs out raises
-  :class:`DeadlineExceeded` (a ``requests`` timeout), its connection closed. An answer larger than
-  :data:`MAX_ANSWER_BYTES` (:data:`MAX_SMALL_ANSWER_BYTES` for the configuration and a token)
-  raises :class:`AnswerTooLarge`; the session asks for answers as they
-  are, and one compressed all the same is refused (:class:`EncodingRefused`): decompressing would
-  grow it past the bound. A redirect to another origin is not followed (:class:`RedirectRefused`):
-  a catalog's address answers for itself. Closing the session closes every connection it opened,
-  even one an answer in an error's traceback still holds.
-* :func:`deadline` bounds every catalog request inside it by one deadline in all (a page's part,
-  a check of a sensor): each request ends by the earlier of its own and this one.
-* :class:`BoundedRestCatalog` is PyIceberg's ``RestCatalog`` whose sessions (the one that asks for
-  the configuration while it is built, then the catalog's own) are bound so, and whose
-  configuration may neither move its address to another origin nor name a class to import
-  (:mod:`.trust`).
-
-Not bound: name resolution (the resolver has no timeout of its own), and the token requests of
+``requests``' timeouts bound each wait for data, not a whole answer: a server that drips one byte a
+second holds a caller forever. :func:`bound_session` gives a session's connections sockets that check
+a deadline before every read and write and count what they read; an answer is not decompressed (it
+could grow past the bound) and a redirect to another origin is not followed. :func:`deadline` bounds
+every request inside it by one deadline in all. Not bound: name resolution, and the token requests of
 ``auth.type: oauth2``, which PyIceberg sends without the catalog's session.
 """
 
@@ -93,11 +76,7 @@ class AnswerTooLarge(_Refused):
 
 
 class EncodingRefused(_Refused):
-    """A catalog sent a compressed answer though asked for none; it is not decompressed.
-
-    Attributes:
-        encoding: The ``Content-Encoding`` it named (``gzip``, ...), or ``other`` when that is no plain token.
-    """
+    """A catalog sent a compressed answer (``encoding``, or ``other``) though asked for none; it is not decompressed."""
 
     def __init__(self, encoding: str, **kwargs: Any) -> None:
         self.encoding = encoding
@@ -281,29 +260,21 @@ def _bounded_socket(sock: Any) -> _BoundedSocket:
     return bounded
 
 
-class _BoundedHTTPConnection(HTTPConnection):
+class _BoundedConnection(HTTPConnection):
     def connect(self) -> None:
         _connect_within_deadline(self)
         super().connect()
         self.sock = _bounded_socket(self.sock)
 
 
-class _BoundedHTTPSConnection(HTTPSConnection):
-    def connect(self) -> None:
-        _connect_within_deadline(self)
-        super().connect()
-        self.sock = _bounded_socket(self.sock)
+class _BoundedHTTPSConnection(_BoundedConnection, HTTPSConnection):
+    pass
 
 
-class _BoundedHTTPPool(HTTPConnectionPool):
-    ConnectionCls = _BoundedHTTPConnection
-
-
-class _BoundedHTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _BoundedHTTPSConnection
-
-
-_POOLS = {"http": _BoundedHTTPPool, "https": _BoundedHTTPSPool}
+_POOLS = {
+    "http": type("_BoundedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": _BoundedConnection}),
+    "https": type("_BoundedHTTPSPool", (HTTPSConnectionPool,), {"ConnectionCls": _BoundedHTTPSConnection}),
+}
 
 
 class _BoundedRequest:
@@ -359,10 +330,7 @@ _ENCODING = re.compile(r"[a-z0-9-]{1,20}")
 
 
 def _plain_answers_only(response: requests.Response, *args: Any, **kwargs: Any) -> None:
-    """A response hook (run before the body is read): refuse an answer compressed against the session's asking.
-
-    Decompressing happens past the bounded socket, so a small answer could grow without bound.
-    """
+    """A response hook (run before the body is read): decompressing happens past the bounded socket."""
     encoding = response.headers.get("Content-Encoding", "").strip().lower()
     if encoding and encoding != "identity":
         response.close()
@@ -390,10 +358,9 @@ def _same_origin(first: str, second: str) -> bool:
 
 
 def bound_session(session: requests.Session, seconds: float) -> None:
-    """Make every request of ``session`` end within ``seconds`` (see the module's description).
+    """Make every request of ``session`` end within ``seconds``; binding again changes the bound.
 
-    Binding a session again changes its bound rather than stacking another, and bounds the adapters
-    mounted since (PyIceberg mounts its SigV4 adapter after it fetched a token through the session).
+    Binding again also bounds the adapters mounted since (PyIceberg mounts SigV4's after it fetched a token).
     """
     for adapter in session.adapters.values():
         if isinstance(adapter, requests.adapters.HTTPAdapter) and not getattr(adapter, "_iceberg_ops_bound", False):
@@ -439,13 +406,7 @@ def _bound_adapter(adapter: requests.adapters.HTTPAdapter) -> None:
 
 
 class BoundedRestCatalog(RestCatalog):
-    """PyIceberg's REST catalog, every request of it (its configuration while built included) bounded.
-
-    Args:
-        name: The catalog's name.
-        timeout: Seconds one request may take in all.
-        **properties: PyIceberg's REST catalog properties.
-    """
+    """PyIceberg's REST catalog, every request of it bounded by ``timeout`` seconds, its configuration checked."""
 
     def __init__(self, name: str, *, timeout: float, **properties: Any) -> None:
         self._iceberg_ops_timeout = timeout
