@@ -1,13 +1,4 @@
-"""The policy client's arguments, checked and put in the form Polaris's policy API takes them.
-
-Namespaces arrive as ``"a.b"`` or ``("a", "b")`` and travel as levels (joined with the 0x1F unit
-separator in query parameters and paths); policy names must match Polaris's pattern; attachment
-targets become ``PolicyAttachmentTarget`` objects, described in messages with the privilege they
-need; policy content is checked against its maintenance type's schema and sent as JSON text. Each
-check raises :class:`~iceberg_ops_provider.errors.PolarisRequestError` (or
-:class:`~iceberg_ops_provider.errors.PolicyContentError`) before anything is sent. Nothing here
-sends a request: :mod:`~iceberg_ops_provider.polaris.client` does.
-"""
+"""The policy client's arguments, checked before anything is sent and put in the form Polaris's API takes."""
 
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
 """Bearer tokens for Apache Polaris: a static token, or OAuth2 client credentials fetched and refreshed.
 
-Polaris's token endpoint (``{base_url}/v1/oauth/tokens`` unless ``oauth2-server-uri`` says otherwise)
-takes ``grant_type=client_credentials`` with ``client_id``, ``client_secret`` and ``scope`` posted
-form-encoded, and answers ``{"access_token", "token_type", "expires_in", ...}``. A fetched token is
-replaced before ``expires_in`` runs out, and once more when Polaris answers 401 to it (a token
-revoked or a clock skewed). Secrets never appear in ``repr()``, in logs or in error messages.
+A fetched token is replaced before ``expires_in`` runs out, and once more when Polaris answers 401 to it.
+Secrets never appear in ``repr()``, in logs or in error messages.
 """
 
 from __future__ import annotations
@@ -142,8 +139,6 @@ class ClientCredentialsAuth(BearerAuth):
         self._lock = threading.Lock()
         self._header: str | None = f"Bearer {initial_token.strip()}" if initial_token else None
         self._refresh_at: float | None = None
-        self.fetches = 0
-        """How many tokens were fetched so far (for logs and tests)."""
 
     @property
     def description(self) -> str:
@@ -189,7 +184,6 @@ class ClientCredentialsAuth(BearerAuth):
                 "cannot hold (RFC 6750). Check that oauth2-server-uri points at Polaris's token endpoint.",
                 url=self.token_url,
             )
-        self.fetches += 1
         lifetime = answer.get("expires_in")
         refresh_at = None
         if (

@@ -1,23 +1,8 @@
 """Apache Polaris 1.x's policy API over HTTP, through an injectable ``requests``-like session.
 
-:class:`PolarisPolicyClient` lists the policies that apply to a catalog, namespace or table
-(following every page), and loads, lists, creates, updates, attaches, detaches and drops policies.
-Paths are ``{base_url}/polaris/v1/{catalog}/...`` where ``base_url`` is the catalog API root
-(``https://polaris.example:8181/api/catalog``, PyIceberg's ``uri``); multi-level namespaces travel
-joined with the 0x1F unit separator, in query parameters and (URL-encoded) in paths.
-
-Every request has a timeout; through a ``requests.Session``, ``urllib3``'s ``Retry`` retries 429 and 503
-answers with backoff (``Retry-After`` honoured up to ``max_backoff``), connections that could not be
-made, and connections dropped during reads (:mod:`~iceberg_ops_provider.polaris.transport`). Polaris's error envelope
-(``{"error": {"message", "type", "code"}}``) becomes a typed :class:`~iceberg_ops_provider.errors.PolarisError`
-naming the request, Polaris's message and what to check. TLS certificates are verified unless
-``verify=False``; ``verify="/path/ca.pem"`` trusts a private CA.
-
-Example::
-
-    client = PolarisPolicyClient("https://polaris.example/api/catalog", "prod", credential="id:secret")
-    for policy in client.applicable_policies("finance.quarterly", "transactions"):
-        print(policy.policy_type, policy.content.enable if policy.content else None, policy.inherited)
+Paths are ``{base_url}/polaris/v1/{catalog}/...`` with ``base_url`` the catalog API root (PyIceberg's ``uri``);
+multi-level namespaces travel joined with the 0x1F unit separator. Retries, timeouts and typed errors are
+:mod:`~iceberg_ops_provider.polaris.transport`'s.
 """
 
 from __future__ import annotations
@@ -205,10 +190,7 @@ class PolarisPolicyClient:
                 "Cannot tell the Polaris catalog name: the properties' 'warehouse' is "
                 f"{props.get('warehouse')!r}. Pass catalog='<Polaris catalog name>'."
             )
-        options: dict[str, Any] = {}
-        for key, option in (("credential", "credential"), ("token", "token"), ("scope", "scope")):
-            if props.get(key):
-                options[option] = str(props[key])
+        options: dict[str, Any] = {key: str(props[key]) for key in ("credential", "token", "scope") if props.get(key)}
         if props.get("oauth2-server-uri"):
             options["oauth2_server_uri"] = str(props["oauth2-server-uri"])
         ssl = props.get("ssl") if isinstance(props.get("ssl"), Mapping) else {}
@@ -225,20 +207,17 @@ class PolarisPolicyClient:
         headers = {key[len("header.") :]: str(value) for key, value in props.items() if key.startswith("header.")}
         if headers:
             options["headers"] = headers
-        if props.get("timeout") not in (None, ""):
-            try:
-                options["timeout"] = float(props["timeout"])
-            except (TypeError, ValueError):
-                raise PolarisRequestError(
-                    f"The catalog property 'timeout' must be a number of seconds, not {props['timeout']!r}."
-                ) from None
-        if props.get("rest-page-size") not in (None, ""):
-            try:
-                options["page_size"] = int(props["rest-page-size"])
-            except (TypeError, ValueError):
-                raise PolarisRequestError(
-                    f"The catalog property 'rest-page-size' must be a whole number, not {props['rest-page-size']!r}."
-                ) from None
+        for key, option, read, what in (
+            ("timeout", "timeout", float, "a number of seconds"),
+            ("rest-page-size", "page_size", int, "a whole number"),
+        ):
+            if props.get(key) not in (None, ""):
+                try:
+                    options[option] = read(props[key])
+                except (TypeError, ValueError):
+                    raise PolarisRequestError(
+                        f"The catalog property {key!r} must be {what}, not {props[key]!r}."
+                    ) from None
         options.update(kwargs)
         return cls(str(uri), str(name), **options)
 

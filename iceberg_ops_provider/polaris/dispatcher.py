@@ -1,30 +1,10 @@
 """Polaris maintenance policies enforced: for each table, the effective policy of each type runs its function.
 
-Polaris stores policies and resolves which apply to a table (the nearest attachment wins for inheritable
-types), but runs nothing. :class:`PolicyDispatcher` asks a :class:`PolicySource` (the Polaris policy
-client, or anything with its ``applicable_policies`` method) for a table's policies and runs:
-
-- ``system.data-compaction`` -> :func:`~iceberg_ops_provider.maintenance.compaction.compact_small_files_streaming`
-- ``system.metadata-compaction`` -> :func:`~iceberg_ops_provider.maintenance.manifests.rewrite_manifests`
-- ``system.snapshot-expiry`` -> :func:`~iceberg_ops_provider.maintenance.expire.expire_snapshots`
-- ``system.orphan-file-removal`` -> :func:`~iceberg_ops_provider.maintenance.orphans.remove_orphan_files`
-  (once per location of the policy; a location outside the table's is refused before anything runs)
-
-with the arguments :mod:`~iceberg_ops_provider.polaris.parameters` resolves (explicit argument > policy >
-table property > default). A type with no policy is not run, whatever the overrides say: policies drive
-the maintenance, overrides only adjust it. A disabled policy (``enable: false``) is skipped and logged;
-a policy of a type this project does not know is reported and not run. If Polaris returns several
-policies of one type for a table anyway, the one attached to the table itself (``inherited=false``)
-applies, else the first, and the outcome says so.
-
-Failures are recorded, not raised on the spot: a failing type does not stop the other types of its table,
-and a failing table does not stop the other tables of a namespace. When the run is over,
-``raise_on_failure=True`` (the default) raises with the complete outcome as the error's ``result``:
-:class:`~iceberg_ops_provider.errors.MaintenanceConflictError` when every failure may pass on a retry (a
-commit conflict, a server that did not answer), else :class:`~iceberg_ops_provider.errors.MaintenanceError`.
-An Airflow task can then push ``error.result.to_json()`` to XCom and fail (retried or not by the error's
-``transient``). ``raise_on_failure=False`` returns the outcome; :meth:`TablePolicyOutcome.raise_for_failures`
-and :meth:`NamespacePolicyOutcome.raise_for_failures` raise the same error later.
+:class:`PolicyDispatcher` asks a :class:`PolicySource` for a table's policies and runs each type's function
+(:mod:`.mappings`) with the arguments :mod:`.parameters` resolves. A type with no policy is not run, whatever
+the overrides say; a disabled policy is skipped; several of one type: the one attached to the table wins, else
+the first. Failures are recorded, not raised on the spot; ``raise_on_failure`` raises once the run is over,
+with the outcome as the error's ``result`` (see docs/polaris.md).
 """
 
 from __future__ import annotations
@@ -295,18 +275,12 @@ class PolicyDispatcher:
         outcome = TablePolicyOutcome(name, self.dry_run)
         try:
             table = self.catalog.load_table(identifier)
+            policies = self.source.applicable_policies(identifier[:-1], table=identifier[-1])
         except Exception as exc:
             if listed and isinstance(exc, NoSuchTableError):
                 log.warning("%s: dropped since the namespace was listed; skipped", name)
                 outcome.skipped = "the table was dropped after the namespace was listed"
                 return outcome
-            log.error("%s: nothing ran: %s", name, describe(exc))
-            outcome.error, outcome.transient, outcome.cause = describe(exc), transient(exc), exc
-            outcome.seconds = time.monotonic() - started
-            return outcome
-        try:
-            policies = self.source.applicable_policies(identifier[:-1], table=identifier[-1])
-        except Exception as exc:
             described = describe(exc)
             if isinstance(exc, PolarisNotFoundError) and exc.error_type == "NoSuchTableException":
                 described += (
@@ -411,12 +385,13 @@ class PolicyDispatcher:
     ) -> None:
         """Call the type's function (once per location for orphan removal), appending each result to ``results``."""
         arguments = {name: parameter.value for name, parameter in parameters.parameters.items()}
-        if policy_type == PolicyType.DATA_COMPACTION:
-            results.append(compact_small_files_streaming(table, **arguments, dry_run=self.dry_run).to_json())
-        elif policy_type == PolicyType.METADATA_COMPACTION:
-            results.append(rewrite_manifests(table, **arguments, dry_run=self.dry_run).to_json())
-        elif policy_type == PolicyType.SNAPSHOT_EXPIRY:
-            results.append(expire_snapshots(table, **arguments, dry_run=self.dry_run).to_json())
+        function = {
+            PolicyType.DATA_COMPACTION: compact_small_files_streaming,
+            PolicyType.METADATA_COMPACTION: rewrite_manifests,
+            PolicyType.SNAPSHOT_EXPIRY: expire_snapshots,
+        }.get(policy_type)
+        if function is not None:
+            results.append(function(table, **arguments, dry_run=self.dry_run).to_json())
         else:
             locations: tuple[str, ...] = arguments["locations"]
             root = table.location()

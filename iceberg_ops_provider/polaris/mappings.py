@@ -1,45 +1,7 @@
-"""How each maintenance policy type becomes a maintenance call: its arguments and where each may come from.
+"""How each maintenance policy type becomes a maintenance call (:data:`MAPPINGS`; the table is in docs/polaris.md).
 
-:data:`MAPPINGS` holds, per policy type, the maintenance function and its arguments
-(:class:`ParameterSpec`): the policy key, table property and default of each, and how a value
-given as an argument, in the policy or in a table property is read (raising :class:`InvalidValue`
-when it cannot be). :mod:`~iceberg_ops_provider.polaris.parameters` applies them in order of
-precedence and records where each value came from.
-
-Types: ``expiry`` is ``system.snapshot-expiry`` -> ``expire_snapshots``; ``compaction`` is
-``system.data-compaction`` -> ``compact_small_files_streaming``; ``manifests`` is ``system.metadata-compaction``
--> ``rewrite_manifests``; ``orphans`` is ``system.orphan-file-removal`` -> ``remove_orphan_files``.
-
-==========  ==========================  ===========================  ====================================  ============
-Type        Argument                    Policy key                   Table property                        Default
-==========  ==========================  ===========================  ====================================  ============
-expiry      retain_last                 min_snapshot_to_keep         history.expire.min-snapshots-to-keep  1
-            older_than                  max_snapshot_age_days        history.expire.max-snapshot-age-ms    now - 5 d
-            delete_files                -                            -                                     true
-compaction  target_file_size_bytes      target_file_size_bytes       write.target-file-size-bytes          512 MiB
-            strategy                    compaction_strategy          -                                     binpack
-            min_input_files             min_input_files              -                                     5
-            where                       where                        -                                     every file
-            max_concurrent_groups       max-concurrent-file-group-   -                                     2 (sort: 1)
-                                        rewrites
-manifests   target_manifest_size_bytes  target_manifest_size_bytes   commit.manifest.target-size-bytes     8 MiB
-orphans     older_than                  max_orphan_file_age_in_days  -                                     now - 3 d
-            locations                   locations                    -                                     whole table
-==========  ==========================  ===========================  ====================================  ============
-
-Policy keys are in ``config``, except orphan removal's, which are top-level fields of the content. Days
-become a cut-off of ``now`` minus that many days, and ``history.expire.max-snapshot-age-ms`` one of ``now``
-minus that many milliseconds. ``compaction_strategy`` takes ``bin-pack`` or ``binpack`` (-> ``binpack``) and
-``sort``; ``where`` is a PyIceberg filter. Orphan removal runs once per location, each of which must lie
-under the table's location (a policy naming any other is refused before anything is listed).
-
-Known but not applied (reported with the reason): ``config.max_ref_age_days`` of snapshot expiry
-(``expire_snapshots`` takes no ref age: it applies ``history.expire.max-ref-age-ms`` and each ref's own
-``max-ref-age-ms``), ``config.spec_id`` of metadata compaction (every spec's manifests are rewritten) and
-``config.prefix_mismatch_mode`` of orphan-file removal (equivalent schemes are always compared as one).
-
-An explicit ``older_than`` is a datetime (naive is UTC), a ``timedelta`` before the run's ``now``, or what
-:func:`~iceberg_ops_provider.maintenance.times.parse_older_than` reads (ages such as ``"7d"`` count from the clock).
+Per type: the function, and per argument its policy key, table property, default and how a value is read
+(:class:`InvalidValue` when it cannot be). Known keys that are not applied are reported with the reason.
 """
 
 from __future__ import annotations

@@ -1,8 +1,4 @@
-"""What a policy run did, per policy type, table and namespace, and the error a failed run raises.
-
-Every outcome has ``to_json()`` (JSON-ready, for XCom). :class:`PolicyOutcome` is one policy type on one
-table, :class:`TablePolicyOutcome` one table, :class:`NamespacePolicyOutcome` every table of a namespace.
-"""
+"""What a policy run did, per policy type, table and namespace (``to_json()`` for XCom), and the error it raises."""
 
 from __future__ import annotations
 

@@ -1,21 +1,8 @@
 """The arguments of a maintenance call, resolved from a Polaris policy, with where each one came from.
 
-For every parameter the first of these that gives a value wins, and the winner is recorded and logged:
-
-1. an explicit argument (``overrides[policy type][parameter]``), source ``argument``;
-2. the policy's content, source ``policy <name>``;
-3. the table property, source ``table property <key>``;
-4. the default (Iceberg's, or the function's), source ``default``.
-
-Polaris keeps ``config`` values as strings (``Map<String,String>`` on the server), so ``"1"``, ``"2.5"`` and
-``"true"`` are read as numbers and booleans where the parameter is one; a value that cannot be read is a
-:class:`~iceberg_ops_provider.errors.PolicyContentError` naming the policy, the key and the value. Config keys
-are matched with ``-`` and ``_`` as the same character (``min-input-files`` is ``min_input_files``).
-Keys that map to nothing here are reported as *not applied* (known, with the reason) or *unknown*
-(logged as a warning); neither is dropped silently.
-
-Which arguments each policy type takes, under which policy keys, table properties and defaults, and
-how their values are read, is :mod:`~iceberg_ops_provider.polaris.mappings` (:data:`MAPPINGS`).
+Precedence: an explicit argument, the policy's content, the table property, the default (:mod:`.mappings`).
+Polaris keeps ``config`` values as strings, so they are read as the parameter's type; config keys match with
+``-`` and ``_`` as one. Keys mapping to nothing are reported as not applied or unknown, never dropped silently.
 """
 
 from __future__ import annotations

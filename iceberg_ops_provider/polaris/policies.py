@@ -1,12 +1,7 @@
 """Apache Polaris policies as typed values: the four maintenance policy types and their content.
 
-Polaris sends a policy's ``content`` as a JSON *string*. :meth:`PolicyContent.parse` reads it and
-checks it against the type's content schema (version ``2025-02-03``): an object with a boolean
-``enable`` (required, strictly a boolean, as Polaris's own validator demands), an optional
-``version`` that must be ``2025-02-03``, and an optional ``config`` object of strings, numbers and
-booleans; ``system.orphan-file-removal`` also allows ``max_orphan_file_age_in_days`` (a number) and
-``locations`` (a list of strings). Anything else is a :class:`PolicyContentError` naming the policy
-and the key.
+Polaris sends a policy's ``content`` as a JSON string; :meth:`PolicyContent.parse` checks it against the
+type's content schema (version ``2025-02-03``) as Polaris's own validator does.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """HTTP to Apache Polaris: timeouts, bounded retries, bearer tokens, and typed errors with hints.
 
-:class:`Transport` sends one API call through a ``requests``-like session: every request has a
-timeout. A ``requests.Session`` gets ``urllib3``'s ``Retry`` mounted for Polaris's addresses: a
-connection that could not be made is tried again for every call (nothing was sent); 429 and 503
-answers too (Polaris did not process the request), waiting ``Retry-After`` or the backoff, both capped;
-a connection dropped after sending only for calls that change nothing (reads, token requests); an
-answer that did not come within the timeout never. A 401
-to a fetched token fetches a new one and tries once more. Anything but a 2xx answer becomes a
-:class:`~iceberg_ops_provider.errors.PolarisError` subclass whose message names the action, the
-method and URL (never a secret), Polaris's error envelope (``{"error": {"message", "type", "code"}}``,
-or OAuth's ``{"error", "error_description"}``), and what to check.
+A ``requests.Session`` gets ``urllib3``'s ``Retry`` for Polaris's addresses: a connection that could not be
+made is retried for every call (nothing was sent); 429 and 503 too (Polaris did not process the request),
+waiting ``Retry-After`` or the backoff, both capped; a connection dropped after sending only for calls that
+change nothing; an answer that timed out never. Anything but a 2xx answer becomes a typed
+:class:`~iceberg_ops_provider.errors.PolarisError` naming the action, the request (never a secret),
+Polaris's error and what to check.
 """
 
 from __future__ import annotations
@@ -243,8 +239,6 @@ class Transport:
         self.verify = verify
         self.timeout = timeout
         self.max_retries = max_retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
         self.headers = {"Accept": "application/json", **dict(headers or {})}
         self.cert = cert
         self.auth: BearerAuth = BearerAuth()
