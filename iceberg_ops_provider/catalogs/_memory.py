@@ -1,8 +1,4 @@
-"""The ``memory`` kind: an in-memory SQL catalog that every thread of the process shares.
-
-Private, because importing it imports PyIceberg's SQL catalog (and SQLAlchemy): the other modules of
-the package import without them.
-"""
+"""The ``memory`` kind (private: importing it imports PyIceberg's SQL catalog and SQLAlchemy)."""
 
 from __future__ import annotations
 

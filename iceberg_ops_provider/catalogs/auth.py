@@ -1,12 +1,4 @@
-"""Credentials a catalog (or its object store) refused or could not find, as :class:`CatalogAuthError`.
-
-A REST catalog's 401/403/419 answer or an OAuth2 token endpoint refusing the client, botocore
-finding no AWS credentials (or PyIceberg's SigV4 signer finding none), an AWS service (Glue)
-answering ``AccessDenied``, an object store refusing access: each names the endpoint and the
-settings to check (``.settings``), and where to set them in the terms of where the catalog was
-described. :func:`storage_error` reads PyArrow's S3 errors, which report a refusal and an object
-store out of reach in the same ``AWS Error <CODE>`` form.
-"""
+"""Credentials a catalog (or its object store) refused or could not find, as :class:`CatalogAuthError`."""
 
 from __future__ import annotations
 

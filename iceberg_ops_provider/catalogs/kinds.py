@@ -1,22 +1,7 @@
 """A catalog's kind and options as PyIceberg properties: the parser every mapping of options goes through.
 
-Keyword arguments (:meth:`~iceberg_ops_provider.catalogs.CatalogFactory.build`), the project file's
-``catalog:`` and the command line's catalog options are all a kind and a mapping of options;
-:func:`parse_options` turns one into a :class:`~.spec.CatalogSpec`, with this project's defaults
-and checks per kind, and never raises: what cannot work becomes a problem of the spec.
-
-* ``sqlite``: a file-backed SQL catalog; ``db_path`` and ``warehouse_dir`` default to
-  ``local_data/iceberg_catalog.db`` and ``local_data/iceberg_warehouse`` under the folder relative
-  paths resolve against.
-* ``memory``: an in-memory SQL catalog every thread of the process shares.
-* ``sql``: PyIceberg's SQL catalog on the SQLAlchemy URL ``uri``, with ``warehouse_dir`` (a folder)
-  or ``warehouse`` (a URI).
-* ``glue``, ``rest``, ``hive``, ``s3tables``: PyIceberg's catalogs under a name (default: the kind)
-  that ``.pyiceberg.yaml`` and ``PYICEBERG_CATALOG__<NAME>__*`` add to; ``s3tables`` is REST with
-  SigV4 preset for AWS S3 Tables.
-* ``pyiceberg``: ``load_catalog``'s properties exactly as given, ``type`` included.
-* any other catalog type PyIceberg knows (``dynamodb``, ``in-memory``, ``bigquery``): that ``type``,
-  the options as its properties.
+:func:`parse_options` never raises: what cannot work becomes a problem of the spec. The kinds are
+documented in docs/core.md; any other catalog type PyIceberg knows takes the options as its properties.
 """
 
 from __future__ import annotations
@@ -150,11 +135,7 @@ _HOSTPORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]*)(?::(.*))?")
 
 
 def _check_address(parse: _Parse, uri: object) -> None:
-    """Refuse a ``uri`` whose host or port cannot be one (``catalog:99999``, ``catalog:abc``), naming only those.
-
-    An HTTP address whose user info holds what ends a host for HTTP clients is refused too, without
-    naming the user info: the client would take part of the password for the host.
-    """
+    """Refuse a ``uri`` whose host or port cannot be one, or whose user info holds what ends an HTTP host."""
     if not isinstance(uri, str):
         return
     for address in uri.split(","):  # a Hive catalog may list several metastores
@@ -187,14 +168,7 @@ def _guess(key: str, valid: frozenset[str] | tuple[str, ...]) -> str:
 def parse_options(
     kind: object, options: Mapping[str, Any], *, source: Source | None = None, root: Path | None = None
 ) -> CatalogSpec:
-    """The spec of a catalog of ``kind`` with ``options``; never raises.
-
-    Args:
-        kind: One of :data:`KINDS`, ``pyiceberg``, or another PyIceberg catalog type.
-        options: The kind's options, ``timeout`` and ``name`` included.
-        source: Where they were given.
-        root: The folder relative paths resolve against (``None``: the working directory).
-    """
+    """The spec of a catalog of ``kind`` with ``options``; never raises (relative paths resolve against ``root``)."""
     options = dict(options)
     source = source or Source()
     text = kind.lower().strip() if isinstance(kind, str) else ""

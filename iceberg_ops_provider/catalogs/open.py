@@ -1,11 +1,4 @@
-""":func:`open_catalog`: the one function that opens a catalog, from its :class:`~.spec.CatalogSpec`.
-
-Every front and every engine call opens catalogs here (a test of the layer contracts checks that
-nothing else constructs one). It creates nothing unless asked to (``access="create"``), bounds the
-catalog's requests by the spec's timeout, and reports what goes wrong in this project's terms
-(:mod:`.failures`). :func:`spec_of` gives back the spec a catalog was opened from (or one derived
-from a catalog built elsewhere), for messages and bounds later on.
-"""
+""":func:`open_catalog`: the one function that opens a catalog (a layer contract checks nothing else does)."""
 
 from __future__ import annotations
 
@@ -53,18 +46,10 @@ _OPENED: weakref.WeakKeyDictionary[Any, CatalogSpec] = weakref.WeakKeyDictionary
 
 
 def open_catalog(spec: CatalogSpec, *, access: Access = "write") -> Catalog:
-    """Open the catalog ``spec`` describes.
+    """Open the catalog ``spec`` describes, for ``access`` (:data:`~.spec.Access`).
 
-    Args:
-        spec: The description.
-        access: ``read`` (nothing changes: a SQLite database opens read-only, PostgreSQL runs
-            read-only transactions), ``write`` (tables that exist change; nothing is created) or
-            ``create`` (a missing SQLite database, its folder, the warehouse folder and the catalog's
-            tables are created). Other catalogs than SQL ones create nothing when opened.
-
-    Returns:
-        The catalog; every request of a REST catalog ends within ``spec.timeout`` seconds, and no
-        table it loads chooses a class to import (:mod:`.trust`).
+    Every request of a REST catalog ends within ``spec.timeout`` seconds, and no table it loads chooses
+    a class to import (:mod:`.trust`).
 
     Raises:
         CatalogConfigError: The spec has problems (each named where it was set), or a setting the
@@ -177,11 +162,7 @@ def _load(spec: CatalogSpec, properties: dict[str, Any], catalog_type: str) -> C
 
 
 def _within(build: Callable[[], Catalog], spec: CatalogSpec) -> Catalog:
-    """``build()``, given up on after ``spec.timeout``: for catalog types whose constructor calls out (DynamoDB).
-
-    The call runs in a daemon thread that is abandoned, not stopped, when it runs out: their clients
-    take no bound of their own.
-    """
+    """``build()`` in a daemon thread abandoned after ``spec.timeout``: some constructors call out unbounded."""
     outcome: dict[str, Any] = {}
     context = contextvars.copy_context()
 
@@ -233,11 +214,7 @@ def spec_of(catalog: Catalog) -> CatalogSpec:
 
 
 def empty_catalog() -> Catalog:
-    """An empty in-memory catalog standing for one that does not exist yet; it writes no file anywhere.
-
-    For a reader of a catalog nobody created yet: everything is still to do there, and nothing need
-    be created to say so.
-    """
+    """An empty in-memory catalog standing for one that does not exist yet; it writes no file anywhere."""
     import tempfile
 
     from iceberg_ops_provider.catalogs.sources import from_options
@@ -250,9 +227,7 @@ def empty_catalog() -> Catalog:
 def ensure_namespace(catalog: Catalog, namespace: str | tuple[str, ...]) -> None:
     """Create ``namespace`` unless it exists, safely when other processes do the same.
 
-    PyIceberg's ``create_namespace_if_not_exists`` checks and then creates, and the SQL catalog
-    reports losing that race as a raw database ``IntegrityError``: a namespace that exists
-    afterwards is success, whoever created it.
+    PyIceberg checks and then creates; the SQL catalog reports losing that race as a raw ``IntegrityError``.
     """
     try:
         catalog.create_namespace_if_not_exists(namespace)

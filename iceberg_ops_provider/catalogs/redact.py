@@ -1,13 +1,7 @@
-"""Secrets of a catalog's settings, found by what they are, never by searching text for them.
+"""Secrets of a catalog's settings, found by what they are (a property's name, the parts of a URI).
 
-A catalog's secrets sit in two places: in properties whose name says so (``credential``,
-``s3.secret-access-key``, ``token``, nested ``auth.oauth2.client_secret``), and inside URIs (the
-password of ``postgresql://user:pw@host/db``, query values such as ``?apikey=``). :func:`split_url`
-cuts a URI into its parts without ever raising, even when the password holds unencoded ``/``,
-``[``, ``#``, ``:`` or ``@``; :func:`redact_url` and :func:`display_url` write it back without the
-secret parts; :func:`split_secrets` separates a mapping of properties into what may be shown and
-what may not. Nothing here looks for a secret's text in other text: a page or message that shows a
-catalog shows these parts, so it can neither repeat a secret nor tell whether a guess was right.
+Nothing here looks for a secret's text in other text: a message that shows a catalog shows these parts,
+so it can neither repeat a secret nor tell whether a guess was right.
 """
 
 from __future__ import annotations

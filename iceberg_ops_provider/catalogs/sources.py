@@ -1,16 +1,7 @@
 """One parser per place a catalog is described; none raises.
 
-* :func:`from_options`: keyword arguments, as the Python API takes them.
-* :func:`from_file`: ``catalog:`` of the project file ``iceberg-ops.yaml`` (relative paths against
-  its folder), with what the command line set over it.
-* :func:`from_connection`: an Airflow connection's fields, of type ``iceberg_ops`` (a kind and its
-  options in the extra) or ``iceberg`` (the official Iceberg provider's: opened exactly as its
-  ``IcebergHook`` 2.1 opens it). Plain fields, so this module never imports Airflow.
-* :func:`from_name`: a catalog PyIceberg loads by name from ``.pyiceberg.yaml`` or the environment.
-
-What cannot be parsed (a port that is no number, a timeout that is no number of seconds, an option
-the kind does not take) becomes a problem of the spec, raised when it is opened: a list of
-connections never fails for one bad entry.
+Keyword arguments, the project file, an Airflow connection or a PyIceberg name: what cannot be parsed
+becomes a problem of the spec, raised when it is opened.
 """
 
 from __future__ import annotations
@@ -73,14 +64,9 @@ def from_file(
     flags: frozenset[str] = frozenset(),
     role: str = "catalog",
 ) -> CatalogSpec:
-    """The catalog of a project file's ``catalog:`` mapping (``kind:`` and its options, or ``name:``).
+    """The catalog of a project file's ``catalog:`` mapping (``kind:``, default ``sqlite``, and options, or ``name:``).
 
-    Args:
-        catalog: The mapping; ``kind`` defaults to ``sqlite``.
-        file: The project file (``None``: options given on the command line alone).
-        root: The folder relative paths resolve against.
-        flags: The settings the command line gave (over the file, or alone).
-        role: ``catalog``, or ``target`` for the second catalog of a move.
+    ``file`` is ``None`` for options given on the command line alone; relative paths resolve against ``root``.
     """
     source = Source("file" if file is not None else "flags", str(file or ""), role, frozenset(flags))
     options = dict(catalog)
@@ -114,17 +100,10 @@ def from_connection(
     password: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> CatalogSpec:
-    """The catalog of an Airflow connection, from its fields (type ``iceberg`` as the official provider opens it).
+    """The catalog of an Airflow connection, from its fields (both types: docs/airflow.md).
 
-    Type ``iceberg_ops`` (any type but ``iceberg``): ``extra.kind`` (default ``rest``) and that kind's
-    options; the host is the ``uri`` (``https://`` added without a scheme, the port appended), the
-    login and password the REST ``credential``; for ``kind: sql`` the host (or ``extra.uri``) is the
-    SQLAlchemy URL and the login and password fill its user and password where it has none.
-
-    Type ``iceberg``: ``load_catalog(<conn_id>, **properties)``, the properties being the whole extra,
-    the host (trailing ``/`` stripped, no scheme added) as ``uri``, ``type`` ``rest`` unless the extra
-    names one, and for ``rest`` the credential ``login:password`` when both are set. The port and
-    schema are not used. Only ``timeout`` and ``meta_namespace`` of the extra are this project's.
+    Type ``iceberg`` is opened as the official provider's ``IcebergHook`` opens it; any other type reads
+    ``extra.kind`` (default ``rest``) and that kind's options, the host as ``uri`` and login:password as credential.
     """
     source = Source("connection", conn_id)
     if conn_type == OFFICIAL_CONN_TYPE:

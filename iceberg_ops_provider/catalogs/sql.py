@@ -1,16 +1,8 @@
 """PyIceberg's SQL catalog as the ``sqlite``, ``memory`` and ``sql`` kinds open it, reading without writing.
 
-* :func:`open_sql` opens the catalog for the access asked. To read, a SQLite database opens
-  read-only (SQLite's ``mode=ro``: a write fails, a missing file stays missing) and a PostgreSQL
-  one runs read-only transactions; neither creates the catalog's tables or migrates their schema.
-  Only ``create`` makes the database file, its folder, the warehouse folder and the catalog tables.
-  A database without the catalog's tables is no catalog, and is said to be one only when creating.
-* On PostgreSQL every connection (the first, made while the catalog is built, included) gets the
-  catalog's timeout as its connect timeout, and read-only transactions when reading; the catalog
-  commits at READ COMMITTED, which PyIceberg's optimistic commits need to report a lost race as one.
-* The ``memory`` kind is :class:`~._memory.SharedMemorySqlCatalog`, one in-memory database every thread shares.
-
-SQLAlchemy is imported only inside these functions, so this module imports without the SQL extras.
+To read, SQLite opens read-only (``mode=ro``) and PostgreSQL runs read-only transactions; only ``create``
+makes the database file, its folder, the warehouse folder and the catalog's tables. SQLAlchemy is imported
+inside the functions, so this module imports without the SQL extras.
 """
 
 from __future__ import annotations

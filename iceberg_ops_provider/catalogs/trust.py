@@ -1,27 +1,11 @@
-"""Who may choose what a catalog runs, how it signs, and where it sends its requests.
+"""Who may choose what a catalog imports, how it signs, and where it sends its requests.
 
-PyIceberg imports a class named by some properties and calls it: ``py-io-impl`` (the FileIO of
-every table), ``s3.retry-strategy-impl``, ``py-catalog-impl``, a table's
-``write.py-location-provider.impl`` (on every write of data files), a REST catalog's ``auth``
-(``{"type": "custom", "impl": ...}``). Such a name may come from the user (the project file, the
-code, a connection, ``.pyiceberg.yaml``), from a REST catalog's answer to ``GET /v1/config``, or
-from a table (its metadata's properties, the ``config`` of a load-table answer). Whoever names the
-class runs code where the catalog is opened, so only the user's own settings may name one:
-
-* a REST catalog's configuration may not name a class other than PyIceberg's and PyArrow's own
-  (:data:`BUILT_IN`; :class:`ImportRefused`), may not set how this process authenticates or signs
-  (``auth``, ``rest.sigv4-enabled``, ``rest.signing-*``, a ``header.Host``; :class:`SettingRefused`:
-  the credentials would sign for, or be sent to, what the server chose), and may not move the
-  catalog's address or token endpoint to another origin (:class:`AddressMoved`), as a redirect may
-  not;
-* a table naming a FileIO class is read with the catalog's own FileIO instead (a warning is
-  logged); a table naming a location provider class is refused by a catalog opened to write
-  (PyIceberg would import it to write data files) and ignored by one opened to read (which writes
-  none) (:func:`guard_file_io`).
-
-A front that opens catalogs on behalf of people who may edit connections but not run code (the
-api-server: its pages, a connection's test) refuses connections naming classes too
-(:func:`without_classes`).
+PyIceberg imports a class some properties name (``py-io-impl``, ``s3.retry-strategy-impl``,
+``py-catalog-impl``, a table's ``write.py-location-provider.impl``, a custom ``auth``): whoever names it
+runs code where the catalog is opened, so only the user's own settings may. A REST catalog's configuration
+may name no other class than PyIceberg's and PyArrow's own, may not set how this process authenticates or
+signs, and may not move the catalog's address to another origin; a table's FileIO class is ignored and its
+location provider class refused by a catalog opened to write (:func:`guard_file_io`).
 """
 
 from __future__ import annotations

@@ -155,15 +155,8 @@ def _cutoff(value: Any, now: datetime) -> datetime:
 class ParameterSpec:
     """One argument of a maintenance function and where its value may come from.
 
-    Attributes:
-        name: The function's argument (also the key of ``overrides``).
-        coerce: Reads a value given as an argument or in the policy (raises on a bad one).
-        default: The value when nothing else gives one, from the run's ``now`` and the table's location.
-        policy_key: The policy's key (in ``config``, or at the top level when ``top_level``).
-        top_level: Whether ``policy_key`` is a top-level field of the content (orphan-file removal).
-        policy_coerce: Reads the policy's value when it differs from ``coerce`` (days into a cut-off).
-        table_property: The table property consulted after the policy.
-        property_coerce: Reads the table property's text.
+    ``coerce`` reads an argument or policy value (``policy_coerce`` when the policy's differs: days into a
+    cut-off); ``top_level``: ``policy_key`` is a field of the content, not of ``config``.
     """
 
     name: str
@@ -178,14 +171,7 @@ class ParameterSpec:
 
 @dataclass(frozen=True)
 class PolicyMapping:
-    """How one policy type becomes a maintenance call.
-
-    Attributes:
-        policy_type: The Polaris policy type.
-        function: The maintenance function's name.
-        parameters: The arguments it takes from the policy.
-        not_applied: Config keys known for the type but not applied here, with the reason.
-    """
+    """How one policy type becomes a maintenance call; ``not_applied``: known config keys, with why they are not."""
 
     policy_type: PolicyType
     function: str

@@ -58,22 +58,9 @@ def transient(exc: BaseException) -> bool:
 class PolicyOutcome:
     """What one policy type did on one table.
 
-    Attributes:
-        policy_type: The policy type.
-        action: ``ran``, ``dry run``, ``failed``, ``skipped: disabled`` or ``skipped: no policy``.
-        policy: The effective policy's name.
-        defined_in: The namespace the policy is defined in (not where it is attached).
-        inherited: Whether it came from a parent (namespace or catalog) rather than the table itself.
-        enabled: The policy's ``enable``.
-        policy_version: Polaris's version of the policy.
-        function: The maintenance function it maps to.
-        parameters: The arguments, each with its value and source (``None`` when nothing was resolved).
-        notes: How the policy was chosen when Polaris returned several of its type.
-        results: The function's results' ``to_json()``: one per call (one per location for orphan removal);
-            for a dry run, what a real run would do.
-        error: Why the type failed.
-        transient: Whether the failure may pass on a retry.
-        seconds: How long the type took.
+    ``action`` is ``ran``, ``dry run``, ``failed``, ``skipped: disabled`` or ``skipped: no policy``;
+    ``defined_in`` is the namespace the policy is defined in (not where it is attached); ``results`` holds the
+    function's results (one per location for orphan removal), for a dry run what a real run would do.
     """
 
     policy_type: PolicyType
@@ -159,18 +146,10 @@ def _failure_error(what: str, failures: list[tuple[str, str, bool]], result: Any
 
 @dataclass
 class TablePolicyOutcome:
-    """What the policies of one table did.
+    """What the policies of one table did (``policies`` in :data:`RUN_ORDER`).
 
-    Attributes:
-        table: The table (``namespace.table``).
-        dry_run: Whether the functions only reported what they would do.
-        policies: One outcome per policy type run, in :data:`RUN_ORDER`.
-        unknown_policies: Policies of types this project does not know (``name`` and ``policy_type``): not run.
-        error: Why nothing ran (the table could not be loaded, or its policies not read).
-        transient: Whether that error may pass on a retry.
-        seconds: How long the table took.
-        cause: The exception behind ``error`` (not part of the JSON).
-        skipped: Why the table was left alone without failing (it was dropped since the namespace was listed).
+    ``error`` says why nothing ran (``cause`` is its exception, not in the JSON); ``skipped`` why the table
+    was left alone without failing (dropped since the namespace was listed).
     """
 
     table: str
@@ -226,13 +205,7 @@ class TablePolicyOutcome:
 
 @dataclass
 class NamespacePolicyOutcome:
-    """What the policies of every table of a namespace did.
-
-    Attributes:
-        namespace: The namespace (dotted).
-        dry_run: Whether the functions only reported what they would do.
-        tables: One outcome per table, in name order.
-    """
+    """What the policies of every table of a namespace did (``tables`` in name order)."""
 
     namespace: str
     dry_run: bool

@@ -49,15 +49,7 @@ def json_ready(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class ResolvedParameter:
-    """One argument's value and where it came from.
-
-    Attributes:
-        name: The function's argument.
-        value: The value passed.
-        source: ``argument``, ``policy <name>``, ``table property <key>`` or ``default``.
-        key: The policy content key or table property read (``None`` for an argument or a default).
-        given: The value as it was written there, before it was read (``"2"`` days, ``"86400000"`` ms).
-    """
+    """One argument's value, where it came from (``source``, ``key``), and the value as written there (``given``)."""
 
     name: str
     value: Any
@@ -77,16 +69,7 @@ class ResolvedParameter:
 
 @dataclass(frozen=True)
 class ResolvedParameters:
-    """Every argument of one maintenance call, with the policy keys that were not used.
-
-    Attributes:
-        policy_type: The policy type.
-        function: The maintenance function called.
-        parameters: Each argument, in the function's order.
-        unknown_keys: Config keys that mean nothing here (logged as warnings).
-        not_applied: Known config keys that are not applied, with the reason.
-        notes: Anything else worth knowing about the values (a table property that still limits them).
-    """
+    """Every argument of one maintenance call, with the config keys not applied (with the reason) or unknown."""
 
     policy_type: PolicyType
     function: str

@@ -54,15 +54,7 @@ def _refuse(message: str, policy: str) -> PolicyContentError:
 
 @dataclass(frozen=True)
 class PolicyContent:
-    """The parsed ``content`` of a maintenance policy.
-
-    Attributes:
-        enable: Whether the policy asks for the maintenance to run.
-        config: The type-specific settings (keys are not standardized by Polaris).
-        version: The content schema version (``2025-02-03``).
-        max_orphan_file_age_in_days: ``system.orphan-file-removal`` only: the age below which files are kept.
-        locations: ``system.orphan-file-removal`` only: the locations to clean.
-    """
+    """The parsed ``content`` of a maintenance policy (the orphan fields only for orphan-file removal)."""
 
     enable: bool
     config: Mapping[str, ConfigValue] = field(default_factory=dict)
@@ -181,15 +173,8 @@ def _flag(payload: Mapping[str, Any], key: str, default: bool, policy: str, wher
 class Policy:
     """A policy as Polaris's ``loadPolicy`` returns it.
 
-    Attributes:
-        name: The policy's name (unique within its namespace).
-        policy_type: Its type string (``system.snapshot-expiry``, ...).
-        inheritable: Whether it applies to the entities below the one it is attached to.
-        content: Its parsed content; ``None`` for a type this project does not know (left unparsed).
-        raw_content: The content string as Polaris sent it.
-        content_error: Why the content is invalid for its type, when read leniently (``content`` is then ``None``).
-        version: Polaris's version of the policy (raised by every update).
-        description: Its description, if any.
+    ``content`` is ``None`` for a type this project does not know, or, read leniently, for invalid content
+    (the reason in ``content_error``); ``raw_content`` is the string Polaris sent.
     """
 
     name: str
@@ -262,13 +247,7 @@ class Policy:
 
 @dataclass(frozen=True)
 class ApplicablePolicy(Policy):
-    """A policy that applies to an entity, as ``getApplicablePolicies`` returns it.
-
-    Attributes:
-        inherited: ``True`` when it came from a parent (namespace or catalog), ``False`` when it is
-            attached to the entity itself.
-        namespace: The namespace where the policy is *defined* (not where it is attached).
-    """
+    """A policy that applies to an entity: ``inherited`` from a parent or not, ``namespace`` where it is defined."""
 
     inherited: bool = False
     namespace: tuple[str, ...] = ()

@@ -102,18 +102,7 @@ def short(text: object, limit: int = 300) -> str:
 
 @dataclass(frozen=True)
 class Call:
-    """One API call: what it does (for messages), where it goes, and what a 403 means for it.
-
-    Attributes:
-        action: What the call does, as in "Could not <action>".
-        method: The HTTP method.
-        url: The URL without query.
-        params: Query parameters.
-        json: A JSON body.
-        data: A form body (the token request).
-        privilege: The Polaris privilege the call needs, for a 403's message.
-        token_endpoint: Whether this is the OAuth2 token request.
-    """
+    """One API call: what it does (as in "Could not <action>"), where it goes, and the privilege a 403 names."""
 
     action: str
     method: str
@@ -198,24 +187,10 @@ def _body_summary(response: HTTPResponse) -> str:
 
 
 class Transport:
-    """Sends :class:`Call` objects to Polaris with retries, authentication and typed errors.
+    """Sends :class:`Call` objects to Polaris with retries, authentication (:attr:`auth`) and typed errors.
 
-    Args:
-        session: The ``requests.Session``-like object to send with; a ``requests.Session`` gets the
-            retrying adapters mounted for ``base_url`` and ``token_url`` (another object retries nothing).
-        base_url: Polaris's catalog API root, for messages and retries.
-        catalog: The Polaris catalog, for messages.
-        verify: TLS verification: ``True``, ``False`` or a CA bundle path.
-        timeout: Seconds each request may take to connect and to answer.
-        max_retries: Retries after a 429 or 503, or a failed connection (see the module docstring).
-        backoff: The backoff factor: the second retry waits twice this, each further one twice as long.
-        max_backoff: The longest wait between retries, ``Retry-After`` included.
-        headers: Headers for every request.
-        cert: A client certificate (path, or ``(cert, key)`` paths) for mutual TLS.
-        token_url: The OAuth2 token endpoint, whose requests are retried like reads.
-
-    Attributes:
-        auth: What puts the ``Authorization`` header on requests (none by default).
+    A ``requests.Session`` gets the retrying adapters mounted for ``base_url`` and ``token_url``; another
+    session object retries nothing. The other arguments are :class:`PolarisPolicyClient`'s.
     """
 
     def __init__(
