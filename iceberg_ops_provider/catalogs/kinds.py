@@ -67,6 +67,23 @@ class _Parse:
     def problem(self, key: str, template: str, error: Any = None, **facts: Any) -> None:
         self.problems.append((key, message(template, about=key, **{key: self.source.setting(key)}, **facts), error))
 
+    def name(self, options: dict[str, Any], default: str | None) -> str | None:
+        name = options.pop("name", default)
+        if (name is not None or default is not None) and (not isinstance(name, str) or not name.strip()):
+            self.problem("name", "{name} must be a non-empty string, got {value}", value=repr(name))
+            return default
+        return name
+
+    def no_type(self, options: dict[str, Any]) -> None:
+        if "type" in options:
+            del options["type"]
+            self.problem(
+                "type",
+                "{type} is not an option of the {kind} catalog: the kind decides the catalog type "
+                "(kind 'pyiceberg' takes 'type' among PyIceberg's properties)",
+                kind=repr(self.kind),
+            )
+
     def path(self, key: str, value: Any) -> Path | None:
         if not isinstance(value, str | os.PathLike) or not os.fspath(value).strip():
             self.problem(key, "{" + key + "} must be a path, got {value}", value=repr(value))
@@ -201,18 +218,8 @@ def _shown(properties: Mapping[str, Any]) -> dict[str, Any]:
 
 def _own_kind(parse: _Parse, options: dict[str, Any]) -> dict[str, Any]:
     kind = parse.kind
-    name = options.pop("name", kind)
-    if not isinstance(name, str) or not name.strip():
-        parse.problem("name", "{name} must be a non-empty string, got {value}", value=repr(name))
-        name = kind
-    if "type" in options:
-        parse.problem(
-            "type",
-            "{type} is not an option of the {kind} catalog: the kind decides the catalog type "
-            "(kind 'pyiceberg' takes 'type' among PyIceberg's properties)",
-            kind=repr(kind),
-        )
-        options.pop("type")
+    name = parse.name(options, kind)
+    parse.no_type(options)
     if kind in _SQL_NAMED:
         return _sql_kind(parse, name, options)
     parse.names(options)
@@ -368,10 +375,7 @@ def _pyiceberg_kind(parse: _Parse, kind: object, options: dict[str, Any]) -> dic
     types = pyiceberg_catalog_types()
     others = tuple(name for name in types if name not in KINDS)
     if parse.kind == PYICEBERG_KIND:
-        name = options.pop("name", None)
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            parse.problem("name", "{name} must be a non-empty string, got {value}", value=repr(name))
-            name = None
+        name = parse.name(options, None)
         catalog_type = options.get("type")
         if catalog_type in (None, ""):
             options.pop("type", None)
@@ -387,14 +391,7 @@ def _pyiceberg_kind(parse: _Parse, kind: object, options: dict[str, Any]) -> dic
             options["type"] = catalog_type.strip().lower()
         return {"kind": PYICEBERG_KIND, "name": name, **_shown(options), "env_config": True}
     if parse.kind in others:
-        if "type" in options:
-            parse.problem(
-                "type",
-                "{type} is not an option of the {kind} catalog: the kind decides the catalog type "
-                "(kind 'pyiceberg' takes 'type' among PyIceberg's properties)",
-                kind=repr(parse.kind),
-            )
-            options.pop("type")
+        parse.no_type(options)
         name = options.pop("name", parse.kind)
         return {"kind": parse.kind, "name": str(name), **_shown({**options, "type": parse.kind}), "env_config": True}
     valid = (*KINDS, PYICEBERG_KIND, *others)
