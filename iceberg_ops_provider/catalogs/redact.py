@@ -40,10 +40,7 @@ SECRET_WORDS = (
     "sas",
     "signature",
 )
-"""A property whose name (or the name of a mapping holding it) contains one of these holds a secret.
-
-Over-masking an access key id is cheaper than showing a key.
-"""
+"""Words in a property's name (or a mapping's holding it) that mark a secret: over-masking is cheaper than showing."""
 
 _SCHEME = re.compile(r"^\s*([A-Za-z][A-Za-z0-9+.-]*)://")
 # A host (a name, or an IPv6 literal in brackets) and a port of any text (a bad port is still a port, not a password).
@@ -52,16 +49,7 @@ _HOST = re.compile(r"^(\[[0-9A-Za-z:.%]*\]|[A-Za-z0-9._~%!$&'()*+,;=-]*)(:[^/?#@
 
 @dataclass(frozen=True)
 class UrlParts:
-    """A URI cut into parts; every part is text as written (nothing is decoded or checked).
-
-    Attributes:
-        scheme: ``https``, ``postgresql+psycopg``, ...
-        user: The user name of the user info, if any.
-        password: The password of the user info (``None`` when there is none).
-        host: The host and port as written (``catalog:8181``, ``[::1]:5432``).
-        path: The path (from its ``/``, without query or fragment).
-        query: The query without its ``?`` (``None`` when there is none).
-    """
+    """A URI cut into parts, each as written (nothing decoded or checked); ``host`` includes the port."""
 
     scheme: str
     user: str | None
@@ -72,15 +60,11 @@ class UrlParts:
 
 
 def split_url(text: str) -> UrlParts | None:
-    """``text`` cut into its parts when it starts like a URI (``scheme://``) or holds user info; never raises.
+    """``text`` cut into its parts when it starts like a URI or holds user info; never raises.
 
-    The user info ends at the last ``@`` that is followed by something shaped like a host (and an
-    optional port), so a password holding ``/``, ``#``, ``[``, ``:`` or ``@`` unencoded stays in the
-    password; where no ``@`` is followed by a host this module recognises (a non-ASCII name, a broken
-    IPv6 literal), at the last ``@``. Where that is ambiguous (an ``@`` in a path or query), more is
-    counted as user info: a part of an address hidden too many is better than a secret shown. Text
-    without ``scheme://`` (``user:pw@host``, ``http:/user:pw@host``) is cut the same way, with an
-    empty scheme, when it holds an ``@``; otherwise it is no URI (``None``).
+    The user info ends at the last ``@`` followed by something shaped like a host, so a password holding
+    ``/``, ``#``, ``[``, ``:`` or ``@`` unencoded stays in the password: where that is ambiguous, more is
+    counted as user info (an address part hidden is better than a secret shown).
     """
     found = _SCHEME.match(text)
     if found is None and "@" not in text:
@@ -149,10 +133,7 @@ def redact_url(text: str) -> str:
 
 
 def display_url(text: str) -> str:
-    """Where a URI points, to show: scheme, user, host, port and path (no password, no query, no path parameters).
-
-    Other text is returned as given.
-    """
+    """Where a URI points, to show: no password, query or path parameters (other text as given)."""
     parts = split_url(text)
     if parts is None:
         return text
@@ -200,11 +181,7 @@ def _redacted_value(path: str, value: Any) -> tuple[Any, bool]:
 
 
 def split_secrets(properties: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``properties`` as ``(shown, secrets)``: every key in ``shown``, its secret parts as ``***``.
-
-    A property that holds a secret (by its name, inside a URI, or somewhere in a nested mapping) is
-    kept whole in ``secrets`` under its key; ``{**shown, **secrets}`` gives the properties back.
-    """
+    """``properties`` as ``(shown, secrets)``: secret parts shown as ``***``, and each property holding one whole."""
     shown: dict[str, Any] = {}
     secrets: dict[str, Any] = {}
     for key, value in properties.items():
@@ -225,11 +202,7 @@ def _leaves(path: str, value: Any) -> Iterator[str]:
 
 
 def secret_forms(secrets: Mapping[str, Any]) -> tuple[str, ...]:
-    """Every text form of the secret values in ``secrets``, for a log masker (raw, decoded, URL-encoded).
-
-    The secret parts only: the password of a URI and not the URI, a credential whole and each of its
-    halves (``client_id:client_secret`` is sent in either form).
-    """
+    """Every text form of the secret values (raw, decoded, URL-encoded; a credential's halves), for a log masker."""
     values: set[str] = set()
     for key, value in secrets.items():
         for leaf in _leaves(str(key), value):

@@ -119,10 +119,9 @@ class _TooLarge(Exception):
 
 @contextlib.contextmanager
 def deadline(seconds: float, *, max_answer_bytes: int | None = None) -> Iterator[None]:
-    """Bound every catalog request made inside (in this thread or context) to end within ``seconds`` from now.
+    """Bound every catalog request inside (in this context) to end within ``seconds``, nested bounds the earlier.
 
-    Nested bounds take the earlier deadline; ``max_answer_bytes`` bounds each answer (default: the
-    enclosing bound's, else :data:`MAX_ANSWER_BYTES`).
+    ``max_answer_bytes`` bounds each answer (default: the enclosing bound's, else :data:`MAX_ANSWER_BYTES`).
     """
     outer = _LIMIT.get()
     end = time.monotonic() + seconds

@@ -62,11 +62,10 @@ def _read_only_uri(database: Path) -> str:
 
 
 def open_sql(spec: CatalogSpec, access: Access) -> SqlCatalog:
-    """Open the SQL catalog of ``spec`` for ``access`` (see the module's description).
+    """Open the SQL catalog of ``spec`` for ``access``.
 
     Raises:
-        CatalogNotFoundError: Not creating, and the SQLite database file does not exist, or the
-            database holds no catalog.
+        CatalogNotFoundError: Not creating, and the database file does not exist or holds no catalog.
         CatalogConfigError: Creating a ``sql`` catalog that has no place for its data files.
         MissingExtraError: The database driver is not installed.
     """
@@ -129,12 +128,7 @@ def open_sql(spec: CatalogSpec, access: Access) -> SqlCatalog:
 
 
 def _construct(name: str, properties: dict[str, Any]) -> SqlCatalog:
-    """``SqlCatalog``, tolerating another process creating its tables at the same moment.
-
-    PyIceberg checks whether the catalog tables exist, then creates them; two processes opening a new
-    database at once can both find them missing, and the second ``CREATE TABLE`` fails. Opening again
-    finds them.
-    """
+    """``SqlCatalog``, retried when another process created its tables between PyIceberg's check and create."""
     from pyiceberg.catalog.sql import SqlCatalog
     from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
     from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_incrementing
@@ -175,10 +169,7 @@ def _require_catalog_tables(catalog: SqlCatalog, spec: CatalogSpec) -> None:
 
 
 def _postgres_url(url: Any, seconds: float, *, read_only: bool) -> str:
-    """The URL a PostgreSQL catalog connects with: within ``seconds`` (whole, at least 2), read-only when reading.
-
-    The URL's own ``connect_timeout`` wins; its ``options`` are kept, read-only added to them.
-    """
+    """The URL a PostgreSQL catalog connects with (the URL's own ``connect_timeout`` wins), read-only when reading."""
     query = dict(url.query)
     query.setdefault("connect_timeout", str(max(2, math.ceil(seconds))))
     if read_only:
@@ -187,11 +178,7 @@ def _postgres_url(url: Any, seconds: float, *, read_only: bool) -> str:
 
 
 def _refuse_tables_without_warehouse(catalog: SqlCatalog, name: str) -> None:
-    """Make creating a table without a location in ``catalog`` (which has no warehouse) fail naming the fix.
-
-    PyIceberg's own ``ValueError`` ("No default path is set") names neither the catalog nor a setting.
-    A namespace with a ``location`` property still gives its tables a place.
-    """
+    """Make creating a table without a location fail naming the fix (PyIceberg's ``ValueError`` names neither)."""
     default_location = catalog._get_default_warehouse_location
 
     def location(database_name: str, table_name: str) -> str:

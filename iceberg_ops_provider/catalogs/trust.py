@@ -56,12 +56,7 @@ _ODD = re.compile(r"[\\\s\x00-\x1f\x7f]")
 
 
 class ImportRefused(ValueError):
-    """A class to import was named by whom only the user's own settings may name one.
-
-    Attributes:
-        key: The property (``py-io-impl``, ...).
-        source: Who named it: ``server`` (a REST catalog's configuration or commit answer) or ``table``.
-    """
+    """A class to import (in ``key``) named by a ``server`` or a ``table``, where only the user's may."""
 
     def __init__(self, key: str, source: str) -> None:
         self.key = key
@@ -70,11 +65,7 @@ class ImportRefused(ValueError):
 
 
 class SettingRefused(ValueError):
-    """A REST catalog's configuration set how this process authenticates or signs its requests.
-
-    Attributes:
-        key: The property (``auth``, ``rest.sigv4-enabled``, ``header.Host``, ...).
-    """
+    """A REST catalog's configuration set how this process authenticates or signs its requests (``key``)."""
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -82,12 +73,7 @@ class SettingRefused(ValueError):
 
 
 class AddressMoved(ValueError):
-    """A REST catalog's configuration moved its address (or its token endpoint) to another origin.
-
-    Attributes:
-        key: ``uri`` or ``oauth2-server-uri``.
-        origin: The origin it moved to (``scheme://host:port``: no path, no user info).
-    """
+    """A REST catalog's configuration moved ``key`` (its address or token endpoint) to another ``origin``."""
 
     def __init__(self, key: str, origin: str) -> None:
         self.key = key
@@ -96,10 +82,7 @@ class AddressMoved(ValueError):
 
 
 def named_classes(properties: Mapping[str, Any]) -> list[str]:
-    """The keys of ``properties`` naming a class to import other than the :data:`BUILT_IN` ones.
-
-    A custom ``auth`` (``{"type": "custom", "impl": ...}``) names one too.
-    """
+    """The keys of ``properties`` naming a class to import (a custom ``auth`` too) other than :data:`BUILT_IN` ones."""
     found = [key for key, allowed in BUILT_IN.items() if properties.get(key) and properties[key] not in allowed]
     auth = properties.get("auth")
     if isinstance(auth, Mapping) and auth.get("impl"):
@@ -108,10 +91,7 @@ def named_classes(properties: Mapping[str, Any]) -> list[str]:
 
 
 def without_classes(spec: CatalogSpec) -> CatalogSpec:
-    """``spec``, with a problem for each setting naming a class to import (to open it where no code may run).
-
-    PyIceberg's and PyArrow's own classes (:data:`BUILT_IN`) are no problem.
-    """
+    """``spec``, with a problem for each setting naming a class to import other than :data:`BUILT_IN` ones."""
     for key in named_classes({**spec.properties, **spec.secrets}):
         spec = spec.with_problem(
             key,
@@ -146,8 +126,7 @@ def check_configuration(given: Mapping[str, Any], merged: Mapping[str, Any]) -> 
     """Refuse what a REST catalog's configuration changed of the user's ``given`` properties, if it may not.
 
     Raises:
-        AddressMoved: ``uri`` or ``oauth2-server-uri`` now points to another origin than ``given["uri"]``
-            (or holds text clients read differently: a backslash, white space, a control character).
+        AddressMoved: ``uri`` or ``oauth2-server-uri`` moved to another origin (or holds text clients read apart).
         SettingRefused: The configuration set how requests are authenticated or signed.
         ImportRefused: The configuration names a class to import.
     """
@@ -171,13 +150,9 @@ def check_configuration(given: Mapping[str, Any], merged: Mapping[str, Any]) -> 
 def guard_file_io(catalog: Any, *, writes: bool) -> None:
     """Make ``catalog`` open its tables without importing a class a table names.
 
-    What the catalog's own properties name (the user's settings, and what a REST catalog's checked
-    configuration added) may be imported. A table's FileIO class is left out (the catalog's FileIO
-    reads it); a table's location provider class is refused when ``writes`` (PyIceberg would import
-    it to write data files), before a commit through the catalog writes anything (SQL, Glue, Hive),
-    or after a REST catalog's commit answer named it. The catalog's ``_load_file_io`` (where
-    PyIceberg opens every table it loads, creates or commits) and ``commit_table`` are wrapped on
-    this instance only; no class of PyIceberg changes.
+    A table's FileIO class is left out (the catalog's FileIO reads it); its location provider class is refused
+    when ``writes``, before a commit writes anything (SQL, Glue, Hive) or after a REST commit answer named it.
+    Only this instance's ``_load_file_io`` and ``commit_table`` are wrapped; no class of PyIceberg changes.
     """
     kind = type(catalog)
     if not hasattr(kind, "_load_file_io"):  # a catalog class of the user's own loading its FileIO its own way
