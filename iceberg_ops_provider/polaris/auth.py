@@ -106,15 +106,9 @@ class StaticTokenAuth(BearerAuth):
 
 
 class ClientCredentialsAuth(BearerAuth):
-    """OAuth2 client credentials: a token fetched on first use and replaced before it expires.
+    """OAuth2 client credentials: a token fetched on first use (``fetch`` posts the form) and replaced before expiry.
 
-    Args:
-        credential: ``"client_id:client_secret"``.
-        token_url: The token endpoint.
-        scope: The scope to ask for (``PRINCIPAL_ROLE:ALL``, or ``PRINCIPAL_ROLE:<name>``).
-        fetch: Posts the form and returns the decoded answer; the client passes its own transport.
-        initial_token: A token to use until it is refused or a credential fetch is needed.
-        clock: Seconds on a monotonic clock (tests pass their own).
+    ``initial_token`` is used until it is refused; ``clock`` is a monotonic clock (tests pass their own).
     """
 
     def __init__(

@@ -49,23 +49,14 @@ class PolarisPolicyClient:
     Args:
         base_url: The catalog API root, ``http(s)://host:port/api/catalog`` (PyIceberg's ``uri``).
         catalog: The Polaris catalog name (PyIceberg's ``warehouse`` for Polaris).
-        token: A bearer token to send. With ``credential`` too, it is used until Polaris refuses it.
-        credential: ``"client_id:client_secret"``; tokens are fetched with OAuth2 client credentials
-            and refreshed before they expire and once after a 401.
+        token: A bearer token; with ``credential`` too, it is used until Polaris refuses it.
+        credential: ``"client_id:client_secret"``: OAuth2 tokens are fetched and refreshed.
         oauth2_server_uri: The token endpoint (default ``{base_url}/v1/oauth/tokens``).
-        scope: The OAuth2 scope (``PRINCIPAL_ROLE:ALL`` or ``PRINCIPAL_ROLE:<role>``).
-        verify: ``True`` verifies TLS against the system CAs, a path trusts that CA bundle, ``False``
-            turns verification off (logged as a warning).
-        timeout: Seconds each request may take to connect and to answer.
-        max_retries: Retries after a 429 or 503 answer, a connection that could not be made, or one dropped
-            during a read (only through a ``requests.Session``: another session object sends each call once).
+        verify: ``True``, a CA bundle path, or ``False`` (logged as a warning).
+        max_retries: Retries of a 429 or 503, or a failed connection (only through a ``requests.Session``).
         page_size: ``pageSize`` asked of listings (``None``: Polaris's default); every page is followed.
-        session: The ``requests.Session``-like object to send with (a new ``requests.Session`` by default).
-        headers: Extra headers for every request (``Polaris-Realm``, ...). Never put secrets in logs.
         cert: A client certificate for mutual TLS: a PEM path, or ``(cert, key)`` paths.
-        backoff: ``urllib3``'s backoff factor: the first retry is at once, the second waits twice this,
-            each further one twice as long.
-        max_backoff: The longest wait between retries, ``Retry-After`` included.
+        backoff: ``urllib3``'s backoff factor; ``max_backoff`` caps each wait, ``Retry-After`` included.
 
     Raises:
         PolarisRequestError: An argument cannot work (a URL without http(s), a missing CA bundle, ...).
@@ -162,11 +153,9 @@ class PolarisPolicyClient:
     ) -> PolarisPolicyClient:
         """A client for the Polaris behind a PyIceberg REST catalog, from that catalog's properties.
 
-        Reads ``uri`` (the base URL), ``warehouse`` (the Polaris catalog, unless ``catalog`` is
-        given), ``credential``, ``token``, ``scope``, ``oauth2-server-uri``, ``ssl`` (``cabundle``,
-        ``client.cert``, ``client.key``, nested as PyIceberg takes them or dotted like
-        ``ssl.cabundle``), ``header.*`` (extra headers), ``timeout`` and ``rest-page-size``.
-        ``kwargs`` override any of them (``session=``, ``max_retries=``, ...).
+        Reads ``uri``, ``warehouse`` (unless ``catalog`` is given), ``credential``, ``token``, ``scope``,
+        ``oauth2-server-uri``, ``ssl`` (nested or dotted), ``header.*``, ``timeout`` and ``rest-page-size``;
+        ``kwargs`` override any of them.
 
         Raises:
             PolarisRequestError: ``uri`` is missing, or no catalog name can be found.
@@ -229,21 +218,13 @@ class PolarisPolicyClient:
         table: str | None = None,
         policy_type: str | None = None,
     ) -> list[ApplicablePolicy]:
-        """The policies that apply to the catalog, a namespace or a table, inherited ones included.
+        """The policies that apply to the catalog, a namespace (``namespace``) or a table, inherited ones included.
 
-        Polaris resolves inheritance: per inheritable type, the nearest attachment wins (table over
-        namespace over catalog). Every page is followed.
-
-        Args:
-            namespace: The namespace (``None`` for the catalog itself).
-            table: A table of ``namespace`` (``None`` for the namespace itself).
-            policy_type: Only policies of this type (``system.snapshot-expiry``, ...).
-
-        A maintenance policy whose content is malformed is returned with ``content=None`` and the
-        reason in ``content_error`` (so one bad policy does not hide the others).
+        Polaris resolves inheritance (the nearest attachment wins); every page is followed. A maintenance
+        policy with malformed content is returned with ``content=None`` and the reason in ``content_error``.
 
         Raises:
-            PolarisError: A typed subclass for each way the request can fail (see the module docstring).
+            PolarisError: A typed subclass for each way the request can fail.
             PolicyContentError: Polaris answered a policy without a name or type.
         """
         params: dict[str, str] = {}
@@ -325,9 +306,8 @@ class PolarisPolicyClient:
     ) -> Policy:
         """Create a policy in ``namespace`` (version 0) and return it as Polaris stored it.
 
-        ``content`` is checked against the type's schema first for Polaris's maintenance types;
-        a mapping or :class:`PolicyContent` is sent JSON-encoded once, as Polaris expects, and a
-        string is taken to be that JSON already.
+        ``content`` is checked against the type's schema first; a mapping or :class:`PolicyContent` is sent
+        JSON-encoded, a string as the JSON it is.
 
         Raises:
             PolicyContentError: The content is not valid for the type (nothing was sent).
@@ -353,10 +333,7 @@ class PolarisPolicyClient:
         content: Mapping[str, Any] | PolicyContent | str | None = None,
         description: str | None = None,
     ) -> Policy:
-        """Replace the content and/or description of ``policy`` (as loaded), if nobody changed it since.
-
-        Polaris replaces both fields on update, so what is not given is sent unchanged from
-        ``policy``; its ``version`` is the expected current version.
+        """Replace the content and/or description of ``policy`` (as loaded: its ``version`` is expected).
 
         Raises:
             PolarisConflictError: The policy changed since it was loaded (load it again and retry).
@@ -385,13 +362,8 @@ class PolarisPolicyClient:
     ) -> None:
         """Attach policy ``name`` of ``namespace`` to the catalog, a namespace or a table.
 
-        Args:
-            namespace: Where the policy is defined.
-            name: The policy.
-            target_type: ``"catalog"``, ``"namespace"`` or ``"table-like"``.
-            path: The target: ``()`` for the catalog, the namespace's levels, or the table's
-                namespace levels followed by its name (``"a.b.orders"`` or ``("a", "b", "orders")``).
-            parameters: Attachment parameters (strings); attaching again replaces them.
+        ``path`` is ``()`` for the catalog, the namespace's levels, or the table's namespace levels followed
+        by its name (``"a.b.orders"``); attaching again replaces the (string) ``parameters``.
 
         Raises:
             PolarisConflictError: Another inheritable policy of the same type is attached to the target.

@@ -155,12 +155,8 @@ def _effective(
 class PolicyDispatcher:
     """Runs the maintenance the Polaris policies of a table or namespace ask for.
 
-    Args:
-        source: Where the applicable policies come from (the Polaris policy client).
-        catalog: The Iceberg catalog holding the tables (the same tables Polaris knows).
-        dry_run: Resolve everything and call the functions with ``dry_run=True``: report what would be
-            done, change nothing.
-        now: The time ages count back from (default: the clock when each run starts; naive is UTC).
+    ``dry_run`` calls the functions with ``dry_run=True``; ``now`` is the time ages count back from (default:
+    the clock when each run starts; naive is UTC).
     """
 
     def __init__(
@@ -182,19 +178,14 @@ class PolicyDispatcher:
         *,
         raise_on_failure: bool = True,
     ) -> TablePolicyOutcome:
-        """Run the policies of one table.
+        """Run the policies of one table (``"namespace.table"`` or a tuple of its parts).
 
-        Args:
-            identifier: ``"namespace.table"`` or a tuple of its parts.
-            overrides: Explicit arguments, ``{policy type: {argument: value}}``, winning over the policy
-                (see :mod:`~iceberg_ops_provider.polaris.mappings` for the arguments of each type).
-            types: Only these policy types (default: all four).
-            raise_on_failure: Raise when anything failed (after everything ran).
+        ``overrides`` (``{policy type: {argument: value}}``) win over the policy; ``types`` limits the types
+        run; ``raise_on_failure`` raises once everything ran.
 
         Raises:
             PolarisRequestError: A bad identifier, type or override (checked before anything runs).
-            MaintenanceConflictError: Something failed and every failure may pass on a retry; ``result``
-                holds the outcome.
+            MaintenanceConflictError: Every failure may pass on a retry; ``result`` holds the outcome.
             MaintenanceError: Something failed that needs a change first; ``result`` holds the outcome.
         """
         levels = _levels(identifier, "table", 2)
@@ -213,22 +204,14 @@ class PolicyDispatcher:
         *,
         raise_on_failure: bool = True,
     ) -> NamespacePolicyOutcome:
-        """Run the policies of every table directly in ``namespace`` (not of nested namespaces), in name order.
+        """Run the policies of every table directly in ``namespace``, in name order, as :meth:`run_table` does.
 
-        A failing table does not stop the others; its error is recorded in its outcome. Every table's
-        cut-offs count back from the same ``now``.
-
-        Args:
-            namespace: ``"sales"``, ``"lake.sales"`` or a tuple of its parts.
-            overrides: Explicit arguments for every table, as for :meth:`run_table`.
-            types: Only these policy types (default: all four).
-            raise_on_failure: Raise when any table failed (after every table ran).
+        A failing table does not stop the others; every table's cut-offs count back from the same ``now``.
 
         Raises:
             PolarisRequestError: A bad namespace, type or override (checked before anything runs).
-            MaintenanceError: The namespace does not exist; or, with ``raise_on_failure``, some table failed
-                (:class:`~iceberg_ops_provider.errors.MaintenanceConflictError` when every failure may pass
-                on a retry); ``result`` then holds the outcome.
+            MaintenanceError: The namespace does not exist, or (with ``raise_on_failure``) some table failed
+                (:class:`~iceberg_ops_provider.errors.MaintenanceConflictError` when every failure may pass).
         """
         levels = _levels(namespace, "namespace", 1)
         now = self._clock()

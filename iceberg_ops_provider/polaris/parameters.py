@@ -92,12 +92,7 @@ class ResolvedParameters:
 def check_overrides(
     overrides: Mapping[Any, Mapping[str, Any]] | None, now: datetime
 ) -> dict[PolicyType, dict[str, tuple[Any, Any]]]:
-    """Check explicit arguments up front and read them: ``{type: {argument: (as given, value)}}``.
-
-    Args:
-        overrides: ``{policy type: {argument: value}}``; types as :class:`PolicyType` or their strings,
-            arguments by the maintenance function's names (``retain_last``, ``older_than``, ...).
-        now: The run's time (a ``timedelta`` ``older_than`` counts back from it).
+    """Check explicit arguments (``{policy type: {argument: value}}``) up front: ``{type: {argument: (given, value)}}``.
 
     Raises:
         PolarisRequestError: An unknown type or argument, or a value the argument cannot take.
@@ -183,14 +178,7 @@ def resolve_parameters(
 ) -> ResolvedParameters:
     """Resolve every argument of ``policy_type``'s maintenance call for one table, and log which source won.
 
-    Args:
-        policy_type: The policy type.
-        policy: The effective policy of that type (its content parsed).
-        table: The table's name, for logs and messages.
-        properties: The table's properties.
-        table_location: The table's location (the default of ``locations``).
-        now: The run's time: ages become cut-offs before it.
-        overrides: Explicit arguments, as :func:`check_overrides` returns them for this type.
+    ``overrides`` are :func:`check_overrides`'s for this type; ``table_location`` is the default of ``locations``.
 
     Raises:
         PolicyContentError: A policy value that cannot be read, or two spellings of one config key.

@@ -254,18 +254,10 @@ class ApplicablePolicy(Policy):
 
     @classmethod
     def from_json(cls, payload: Mapping[str, Any], where: str = "", *, lenient: bool = False) -> ApplicablePolicy:
-        """An applicable policy from Polaris's JSON (``ApplicablePolicy`` in its OpenAPI spec).
-
-        Args:
-            payload: The JSON object.
-            where: The URL it came from, for messages.
-            lenient: Keep a policy whose content is invalid for its type, with ``content=None`` and the
-                reason in ``content_error``, instead of raising (so one bad policy does not hide the
-                others of a table).
+        """An applicable policy from Polaris's JSON (``lenient``: invalid content kept as ``content_error``).
 
         Raises:
-            PolicyContentError: A required field is missing, or (unless ``lenient``) the content is invalid
-                for a maintenance type.
+            PolicyContentError: A required field is missing, or (unless ``lenient``) the content is invalid.
         """
         fields = cls._fields(payload, where, lenient)
         namespace = payload.get("namespace") or []
