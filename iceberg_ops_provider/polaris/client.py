@@ -260,12 +260,10 @@ class PolarisPolicyClient:
             PolarisNotFoundError: No such policy (or namespace, or catalog).
             PolicyContentError: Its content is malformed for its maintenance type.
         """
-        levels = namespace_levels(namespace)
-        url = self._policy_url(levels, check_name(name))
-        body = self._transport.request(
-            Call(f"load policy {name!r} of namespace {dotted(levels)}", "GET", url, privilege="POLICY_READ on it")
+        url, what = self._at(namespace, name)
+        return self._policy(
+            self._transport.request(Call(f"load {what}", "GET", url, privilege="POLICY_READ on it")), url
         )
-        return self._policy(body, url)
 
     def list_policies(
         self, namespace: NamespaceLike, policy_type: str | None = None
@@ -339,18 +337,14 @@ class PolarisPolicyClient:
             PolarisConflictError: The policy changed since it was loaded (load it again and retry).
             PolicyContentError: The new content is not valid for the policy's type.
         """
-        levels = namespace_levels(namespace)
-        check_name(policy.name)
+        url, what = self._at(namespace, policy.name)
         text = content_text(policy.policy_type, content, policy.name) if content is not None else policy.raw_content
         body: dict[str, Any] = {"current-policy-version": policy.version, "content": text}
         new_description = description if description is not None else policy.description
         if new_description is not None:
             body["description"] = new_description
-        url = self._policy_url(levels, policy.name)
-        action = f"update policy {policy.name!r} of namespace {dotted(levels)}"
-        return self._policy(
-            self._transport.request(Call(action, "PUT", url, json=body, privilege="POLICY_WRITE on it")), url
-        )
+        call = Call(f"update {what}", "PUT", url, json=body, privilege="POLICY_WRITE on it")
+        return self._policy(self._transport.request(call), url)
 
     def attach_policy(
         self,
@@ -368,20 +362,13 @@ class PolarisPolicyClient:
         Raises:
             PolarisConflictError: Another inheritable policy of the same type is attached to the target.
         """
-        levels = namespace_levels(namespace)
-        check_name(name)
-        target = attachment_target(target_type, path)
-        body: dict[str, Any] = {"target": target}
-        if parameters is not None:
-            if not isinstance(parameters, Mapping) or not all(
-                isinstance(key, str) and isinstance(value, str) for key, value in parameters.items()
-            ):
-                raise PolarisRequestError(f"Attachment parameters must map strings to strings, not {parameters!r}.")
-            body["parameters"] = dict(parameters)
-        url = f"{self._policy_url(levels, name)}/mappings"
-        action = f"attach policy {name!r} of namespace {dotted(levels)} to {describe_target(target)}"
-        privilege = f"POLICY_ATTACH on the policy and {target_privilege(target_type, 'ATTACH')} on the target"
-        self._transport.request(Call(action, "PUT", url, json=body, privilege=privilege))
+        if parameters is not None and (
+            not isinstance(parameters, Mapping)
+            or not all(isinstance(key, str) and isinstance(value, str) for key, value in parameters.items())
+        ):
+            raise PolarisRequestError(f"Attachment parameters must map strings to strings, not {parameters!r}.")
+        extra = {"parameters": dict(parameters)} if parameters is not None else {}
+        self._mapping("ATTACH", namespace, name, target_type, path, extra)
 
     def detach_policy(
         self, namespace: NamespaceLike, name: str, target_type: TargetType, path: NamespaceLike = ()
@@ -391,13 +378,7 @@ class PolarisPolicyClient:
         Raises:
             PolarisNotFoundError: The policy is not attached to that target, or either does not exist.
         """
-        levels = namespace_levels(namespace)
-        check_name(name)
-        target = attachment_target(target_type, path)
-        url = f"{self._policy_url(levels, name)}/mappings"
-        action = f"detach policy {name!r} of namespace {dotted(levels)} from {describe_target(target)}"
-        privilege = f"POLICY_DETACH on the policy and {target_privilege(target_type, 'DETACH')} on the target"
-        self._transport.request(Call(action, "POST", url, json={"target": target}, privilege=privilege))
+        self._mapping("DETACH", namespace, name, target_type, path, {})
 
     def drop_policy(self, namespace: NamespaceLike, name: str, detach_all: bool = False) -> None:
         """Drop policy ``name`` of ``namespace``; ``detach_all`` first detaches it from everything.
@@ -405,11 +386,9 @@ class PolarisPolicyClient:
         Raises:
             PolarisRequestError: The policy is still attached and ``detach_all`` is false.
         """
-        levels = namespace_levels(namespace)
-        url = self._policy_url(levels, check_name(name))
+        url, what = self._at(namespace, name)
         params = {"detach-all": "true" if detach_all else "false"}
-        action = f"drop policy {name!r} of namespace {dotted(levels)}"
-        self._transport.request(Call(action, "DELETE", url, params=params, privilege="POLICY_DROP on it"))
+        self._transport.request(Call(f"drop {what}", "DELETE", url, params=params, privilege="POLICY_DROP on it"))
 
     # --- lifecycle ----------------------------------------------------------------------------------
 
@@ -436,8 +415,29 @@ class PolarisPolicyClient:
     def _policies_url(self, levels: Sequence[str]) -> str:
         return f"{self._api}/namespaces/{quote(SEPARATOR.join(levels), safe='')}/policies"
 
-    def _policy_url(self, levels: Sequence[str], name: str) -> str:
-        return f"{self._policies_url(levels)}/{quote(name, safe='')}"
+    def _at(self, namespace: NamespaceLike, name: str) -> tuple[str, str]:
+        """The URL of policy ``name`` of ``namespace`` (both checked), and the policy in words."""
+        levels = namespace_levels(namespace)
+        url = f"{self._policies_url(levels)}/{quote(check_name(name), safe='')}"
+        return url, f"policy {name!r} of namespace {dotted(levels)}"
+
+    def _mapping(
+        self,
+        verb: str,
+        namespace: NamespaceLike,
+        name: str,
+        target_type: TargetType,
+        path: NamespaceLike,
+        extra: dict[str, Any],
+    ) -> None:
+        url, what = self._at(namespace, name)
+        target = attachment_target(target_type, path)
+        action = f"{verb.lower()} {what} {'to' if verb == 'ATTACH' else 'from'} {describe_target(target)}"
+        privilege = f"POLICY_{verb} on the policy and {target_privilege(target_type, verb)} on the target"
+        method = "PUT" if verb == "ATTACH" else "POST"
+        self._transport.request(
+            Call(action, method, f"{url}/mappings", json={"target": target, **extra}, privilege=privilege)
+        )
 
     def _policy(self, body: Any, url: str) -> Policy:
         if not isinstance(body, Mapping) or not isinstance(body.get("policy"), Mapping):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
@@ -186,6 +186,7 @@ def _body_summary(response: HTTPResponse) -> str:
     return f"{content_type}, starting {short(response.text or '', 80)!r}"
 
 
+@dataclass(eq=False, repr=False)
 class Transport:
     """Sends :class:`Call` objects to Polaris with retries, authentication (:attr:`auth`) and typed errors.
 
@@ -193,35 +194,27 @@ class Transport:
     session object retries nothing. The other arguments are :class:`PolarisPolicyClient`'s.
     """
 
-    def __init__(
-        self,
-        session: HTTPSession,
-        *,
-        base_url: str,
-        catalog: str,
-        verify: bool | str = True,
-        timeout: float = 30.0,
-        max_retries: int = 3,
-        backoff: float = 0.5,
-        max_backoff: float = 30.0,
-        headers: Mapping[str, str] | None = None,
-        cert: str | tuple[str, str] | None = None,
-        token_url: str | None = None,
-    ) -> None:
-        self.session = session
-        self.base_url = base_url
-        self.catalog = catalog
-        self.verify = verify
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.headers = {"Accept": "application/json", **dict(headers or {})}
-        self.cert = cert
-        self.auth: BearerAuth = BearerAuth()
-        if isinstance(session, requests.Session):
-            session.mount(base_url, retrying_adapter(max_retries, backoff, max_backoff))
+    session: HTTPSession
+    _: KW_ONLY
+    base_url: str
+    catalog: str
+    verify: bool | str = True
+    timeout: float = 30.0
+    max_retries: int = 3
+    backoff: InitVar[float] = 0.5
+    max_backoff: InitVar[float] = 30.0
+    headers: Mapping[str, str] | None = None
+    cert: str | tuple[str, str] | None = None
+    token_url: InitVar[str | None] = None
+    auth: BearerAuth = field(default_factory=BearerAuth, init=False)
+
+    def __post_init__(self, backoff: float, max_backoff: float, token_url: str | None) -> None:
+        self.headers = {"Accept": "application/json", **dict(self.headers or {})}
+        if isinstance(self.session, requests.Session):
+            self.session.mount(self.base_url, retrying_adapter(self.max_retries, backoff, max_backoff))
             if token_url:
                 posts = frozenset({"GET", "POST"})
-                session.mount(token_url, retrying_adapter(max_retries, backoff, max_backoff, methods=posts))
+                self.session.mount(token_url, retrying_adapter(self.max_retries, backoff, max_backoff, methods=posts))
 
     def request(self, call: Call, *, authenticate: bool = True) -> Any:
         """Send ``call`` and return its decoded JSON body (``None`` for an empty answer).
