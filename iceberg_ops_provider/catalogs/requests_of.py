@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from iceberg_ops_provider.catalogs.redact import without_path_params
 
-__all__ = ["http_error", "one_line", "request_path", "the_catalog"]
+__all__ = ["causes", "http_error", "one_line", "request_path", "the_catalog"]
 
 
 def one_line(text: object) -> str:
@@ -24,7 +24,8 @@ def the_catalog(endpoint: str) -> str:
     return f"The catalog at {endpoint}" if "://" in endpoint or endpoint.startswith("/") else f"The catalog {endpoint}"
 
 
-def _causes(exc: BaseException) -> Iterator[BaseException]:
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, then its causes (or contexts), each once and at most 16."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen and len(seen) < 16:
@@ -35,7 +36,7 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
 
 def http_error(exc: BaseException) -> Any:
     """The ``requests`` error (with its request and response) behind a PyIceberg REST error, if any."""
-    for cause in _causes(exc):
+    for cause in causes(exc):
         if getattr(cause, "request", None) is not None and getattr(cause, "response", None) is not None:
             return cause
     return None

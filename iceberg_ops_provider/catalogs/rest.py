@@ -26,6 +26,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from iceberg_ops_provider.catalogs.requests_of import causes
 from iceberg_ops_provider.catalogs.trust import check_configuration, origin
 
 __all__ = [
@@ -343,13 +344,7 @@ def _plain_answers_only(response: requests.Response, *args: Any, **kwargs: Any) 
 
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
-    seen = 0
-    current: BaseException | None = exc
-    while current is not None and seen < 16:
-        if isinstance(current, kind):
-            return True
-        current, seen = current.__cause__ or current.__context__, seen + 1
-    return any(isinstance(arg, kind) for arg in getattr(exc, "args", ()))
+    return any(isinstance(cause, kind) for cause in (*causes(exc), *getattr(exc, "args", ())))
 
 
 def _same_origin(first: str, second: str) -> bool:
