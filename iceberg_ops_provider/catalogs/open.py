@@ -7,6 +7,7 @@ import importlib
 import logging
 import threading
 import weakref
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -90,7 +91,10 @@ def open_catalog(spec: CatalogSpec, *, access: Access = "write") -> Catalog:
                 raise missing_uri(spec, f"PYICEBERG_CATALOG__{name.upper()}__URI")
             catalog = BoundedRestCatalog(name, timeout=spec.timeout, **properties)
         else:
-            catalog = _load(spec, properties, catalog_type)
+            from pyiceberg.catalog import load_catalog
+
+            build = partial(load_catalog, spec.name, **properties)
+            catalog = build() if catalog_type in _BUILT_HERE else _within(build, spec)
     guard_file_io(catalog, writes=access != "read")
     _OPENED[catalog] = spec
     return catalog
@@ -147,18 +151,6 @@ def _sqlite_file(uri: object) -> Path | None:
     if url.database.startswith("file:"):
         return None
     return Path(url.database).expanduser().resolve()
-
-
-def _load(spec: CatalogSpec, properties: dict[str, Any], catalog_type: str) -> Catalog:
-    """A catalog of another type, through ``load_catalog``; bounded by a thread where building may call out."""
-    from pyiceberg.catalog import load_catalog
-
-    def build() -> Catalog:
-        return load_catalog(spec.name, **properties)
-
-    if catalog_type in _BUILT_HERE:
-        return build()
-    return _within(build, spec)
 
 
 def _within(build: Callable[[], Catalog], spec: CatalogSpec) -> Catalog:

@@ -88,15 +88,6 @@ def split_url(text: str) -> UrlParts | None:
     return UrlParts(scheme, user, password, hostport, path, query if question else None)
 
 
-def _query(query: str | None, *, keep_values: bool) -> str:
-    if query is None:
-        return ""
-    if keep_values:
-        return "?" + query
-    pairs = [pair.partition("=") for pair in query.split("&") if pair]
-    return "?" + "&".join(f"{key}={MASK}" if equals else MASK for key, equals, _ in pairs)  # a bare item may be one
-
-
 _PARAMS = re.compile(r";|%3b", re.IGNORECASE)
 
 
@@ -129,7 +120,11 @@ def redact_url(text: str) -> str:
     if params is not None:
         items = (item.partition("=") for item in params.split(";"))
         path += ";" + ";".join(f"{key}={MASK}" if equals else MASK for key, equals, _ in items)
-    return f"{_start(parts)}{userinfo}{parts.host}{path}{_query(parts.query, keep_values=False)}"
+    query = ""
+    if parts.query is not None:  # a bare item may be a secret too
+        pairs = (pair.partition("=") for pair in parts.query.split("&") if pair)
+        query = "?" + "&".join(f"{key}={MASK}" if equals else MASK for key, equals, _ in pairs)
+    return f"{_start(parts)}{userinfo}{parts.host}{path}{query}"
 
 
 def display_url(text: str) -> str:

@@ -56,11 +56,6 @@ def _check_driver(spec: CatalogSpec) -> Any:
     return url
 
 
-def _read_only_uri(database: Path) -> str:
-    """SQLite's read-only open of ``database``: a write fails, and a missing file is not created."""
-    return f"sqlite:///file:{quote(str(database), safe='/')}?mode=ro&uri=true"
-
-
 def open_sql(spec: CatalogSpec, access: Access) -> SqlCatalog:
     """Open the SQL catalog of ``spec`` for ``access``.
 
@@ -103,7 +98,8 @@ def open_sql(spec: CatalogSpec, access: Access) -> SqlCatalog:
                 path=str(spec.database),
             )
         if access == "read":
-            properties["uri"] = _read_only_uri(spec.database)
+            # SQLite's read-only open: a write fails, and a missing file is not created.
+            properties["uri"] = f"sqlite:///file:{quote(str(spec.database), safe='/')}?mode=ro&uri=true"
     if spec.warehouse_dir is not None and creating:
         spec.warehouse_dir.mkdir(parents=True, exist_ok=True)
     if creating and "warehouse" not in properties:

@@ -63,14 +63,14 @@ class BearerAuth:
     request and calls :meth:`invalidate` when Polaris answers 401 to it.
     """
 
-    @property
-    def description(self) -> str:
-        """How requests are authenticated, for messages (never a secret)."""
-        return "no authentication (pass token= or credential=)"
+    description = "no authentication (pass token= or credential=)"
+    """How requests are authenticated, for messages (never a secret)."""
+
+    _header: str | None = None
 
     def header(self) -> str | None:
         """The ``Authorization`` header value to send, or ``None`` to send none."""
-        return None
+        return self._header
 
     def invalidate(self, header: str | None) -> bool:
         """Forget the token behind ``header`` after a 401; ``True`` when a fresh one can be fetched."""
@@ -81,25 +81,14 @@ class BearerAuth:
 
 
 class StaticTokenAuth(BearerAuth):
-    """A bearer token given by the caller; it is never refreshed.
+    """A bearer token given by the caller (without the ``Bearer`` prefix); it is never refreshed."""
 
-    Args:
-        token: The access token (without the ``Bearer`` prefix).
-    """
+    description = "a static bearer token"
 
     def __init__(self, token: str) -> None:
         if not isinstance(token, str) or not token.strip():
             raise PolarisRequestError("The Polaris token is empty: pass the access token itself, or a credential.")
         self._header = f"Bearer {token.strip()}"
-
-    @property
-    def description(self) -> str:
-        """How requests are authenticated, for messages (never a secret)."""
-        return "a static bearer token"
-
-    def header(self) -> str | None:
-        """``Bearer <token>``."""
-        return self._header
 
     def __repr__(self) -> str:
         return "StaticTokenAuth(token='***')"
