@@ -315,20 +315,14 @@ class PolicyDispatcher:
             function=MAPPINGS[policy_type].function,
             notes=notes,
         )
+        what = f"{name}: {policy_type.value} policy {policy.name!r}"
         where = f"{'inherited' if policy.inherited else 'attached'}, defined in {'.'.join(policy.namespace) or '?'}"
         if policy.content_error is not None:
-            log.error(
-                "%s: %s policy %r (%s) cannot be used: %s",
-                name,
-                policy_type.value,
-                policy.name,
-                where,
-                policy.content_error,
-            )
+            log.error("%s (%s) cannot be used: %s", what, where, policy.content_error)
             outcome.error, outcome.transient = f"PolicyContentError: {policy.content_error}", False
             return outcome
         if outcome.enabled is False:
-            log.info("%s: %s policy %r (%s) is disabled; skipped", name, policy_type.value, policy.name, where)
+            log.info("%s (%s) is disabled; skipped", what, where)
             outcome.action = SKIPPED_DISABLED
             return outcome
         started = time.monotonic()
@@ -342,21 +336,13 @@ class PolicyDispatcher:
                 now=now,
                 overrides=overrides,
             )
-            log.info(
-                "%s: %s policy %r (%s): %s%s",
-                name,
-                policy_type.value,
-                policy.name,
-                where,
-                outcome.function,
-                " (dry run)" * self.dry_run,
-            )
+            log.info("%s (%s): %s%s", what, where, outcome.function, " (dry run)" * self.dry_run)
             self._call(policy_type, table, outcome.parameters, outcome.results)
         except Exception as exc:
             partial = getattr(exc, "result", None)  # a compaction that committed some groups says which
             if partial is not None and hasattr(partial, "to_json"):
                 outcome.results.append(partial.to_json())
-            log.error("%s: %s policy %r failed: %s", name, policy_type.value, policy.name, describe(exc))
+            log.error("%s failed: %s", what, describe(exc))
             outcome.error, outcome.transient = describe(exc), transient(exc)
         else:
             outcome.action = DRY_RUN if self.dry_run else RAN

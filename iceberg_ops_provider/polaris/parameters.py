@@ -193,11 +193,42 @@ def resolve_parameters(
     now = now if now.tzinfo is not None else now.replace(tzinfo=UTC)
     mapping = MAPPINGS[policy_type]
     config = _config(policy, policy_type)
-    overrides = overrides or {}
+    given_overrides = overrides or {}
+
+    def resolve(spec: ParameterSpec) -> ResolvedParameter:
+        if spec.name in given_overrides:
+            given, value = given_overrides[spec.name]
+            return ResolvedParameter(spec.name, value, ARGUMENT, given=given)
+        found = _from_policy(spec, policy, config)
+        if found is not None:
+            written, given = found
+            try:
+                value = (spec.policy_coerce or spec.coerce)(given, now)
+            except InvalidValue as exc:
+                where = written if spec.top_level else f"config {written!r}"
+                raise PolicyContentError(
+                    f"Policy {policy.name!r} ({policy_type.value}) sets {where} to {given!r}, which is not {exc}; "
+                    f"fix the policy's content in Polaris.",
+                    policy=policy.name,
+                ) from None
+            return ResolvedParameter(spec.name, value, f"policy {policy.name}", key=written, given=given)
+        if spec.table_property is not None and spec.table_property in properties:
+            given = properties[spec.table_property]
+            try:
+                value = (spec.property_coerce or spec.coerce)(given, now)
+            except InvalidValue as exc:
+                raise MaintenanceError(
+                    f"Table {table} has the property {spec.table_property}={given!r}, which is not {exc}; fix the "
+                    f"property, or set {spec.name!r} in the policy or as an argument."
+                ) from None
+            return ResolvedParameter(
+                spec.name, value, f"table property {spec.table_property}", key=spec.table_property, given=given
+            )
+        return ResolvedParameter(spec.name, spec.default(now, table_location), DEFAULT)
+
     resolved: dict[str, ResolvedParameter] = {}
     for spec in mapping.parameters:
-        parameter = _resolve(spec, policy, policy_type, config, table, properties, table_location, now, overrides)
-        resolved[spec.name] = parameter
+        resolved[spec.name] = parameter = resolve(spec)
         log.info(
             "%s: %s %s=%r from %s", table, policy_type.value, spec.name, json_ready(parameter.value), parameter.source
         )
@@ -223,48 +254,6 @@ def resolve_parameters(
     for note in notes:
         log.warning("%s: %s: %s", table, policy_type.value, note)
     return ResolvedParameters(policy_type, mapping.function, resolved, unknown, not_applied, notes)
-
-
-def _resolve(
-    spec: ParameterSpec,
-    policy: Policy,
-    policy_type: PolicyType,
-    config: Mapping[str, tuple[str, Any]],
-    table: str,
-    properties: Mapping[str, str],
-    table_location: str,
-    now: datetime,
-    overrides: Mapping[str, tuple[Any, Any]],
-) -> ResolvedParameter:
-    if spec.name in overrides:
-        given, value = overrides[spec.name]
-        return ResolvedParameter(spec.name, value, ARGUMENT, given=given)
-    found = _from_policy(spec, policy, config)
-    if found is not None:
-        written, given = found
-        try:
-            value = (spec.policy_coerce or spec.coerce)(given, now)
-        except InvalidValue as exc:
-            where = written if spec.top_level else f"config {written!r}"
-            raise PolicyContentError(
-                f"Policy {policy.name!r} ({policy_type.value}) sets {where} to {given!r}, which is not {exc}; "
-                f"fix the policy's content in Polaris.",
-                policy=policy.name,
-            ) from None
-        return ResolvedParameter(spec.name, value, f"policy {policy.name}", key=written, given=given)
-    if spec.table_property is not None and spec.table_property in properties:
-        given = properties[spec.table_property]
-        try:
-            value = (spec.property_coerce or spec.coerce)(given, now)
-        except InvalidValue as exc:
-            raise MaintenanceError(
-                f"Table {table} has the property {spec.table_property}={given!r}, which is not {exc}; fix the "
-                f"property, or set {spec.name!r} in the policy or as an argument."
-            ) from None
-        return ResolvedParameter(
-            spec.name, value, f"table property {spec.table_property}", key=spec.table_property, given=given
-        )
-    return ResolvedParameter(spec.name, spec.default(now, table_location), DEFAULT)
 
 
 def _notes(
