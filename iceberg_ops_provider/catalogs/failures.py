@@ -95,8 +95,7 @@ def _unavailable(exc: BaseException, spec: CatalogSpec) -> CatalogUnavailableErr
 
     endpoint = spec.endpoint()
     if isinstance(exc, Timeout | RequestsConnectionError):
-        method, path = request_path(exc)
-        request = f"{method} {path}".strip()
+        request = request_path(exc)
         if isinstance(exc, Timeout):
             seconds = getattr(exc, "seconds", None) or spec.timeout  # a deadline of its own (a page's part) may be less
             text = message(
@@ -164,8 +163,7 @@ def _service_unavailable(exc: BaseException, spec: CatalogSpec) -> CatalogUnavai
 
     if not isinstance(exc, ServiceUnavailableError):
         return None
-    method, path = request_path(http_error(exc))
-    request = f"{method} {path}".strip()
+    request = request_path(http_error(exc))
     return CatalogUnavailableError(
         f"{the_catalog(spec.endpoint())} is unavailable (503{f' on {request}' if request else ''}: {one_line(exc)}); "
         "try again later.",
@@ -184,8 +182,7 @@ def _bounded(exc: BaseException, spec: CatalogSpec) -> CatalogConfigError | None
     from iceberg_ops_provider.catalogs.rest import AnswerTooLarge, EncodingRefused, RedirectRefused
     from iceberg_ops_provider.catalogs.trust import AddressMoved, ImportRefused, SettingRefused
 
-    method, path = request_path(exc)
-    request = f"{method} {path}".strip() or "a request"
+    request = request_path(exc) or "a request"
     catalog = the_catalog(spec.endpoint())
     refuse = partial(CatalogConfigError, endpoint=spec.endpoint())
     if isinstance(exc, RedirectRefused):

@@ -42,11 +42,11 @@ def http_error(exc: BaseException) -> Any:
     return None
 
 
-def request_path(exc: Any) -> tuple[str, str]:
-    """The method and path (no host, query, path parameter or password) of the request ``exc`` was raised for."""
+def request_path(exc: Any) -> str:
+    """``METHOD /path`` (no host, query, path parameter or password) of the request ``exc`` was raised for."""
     request = getattr(exc, "request", None)
     url = str(getattr(request, "url", "") or getattr(exc, "url", "") or "")  # the bounded transport's own refusals
     path = ""
     with suppress(ValueError):
         path = without_path_params(urlsplit(url).path)
-    return str(getattr(request, "method", "") or getattr(exc, "method", "") or ""), path
+    return f"{getattr(request, 'method', '') or getattr(exc, 'method', '') or ''} {path}".strip()
