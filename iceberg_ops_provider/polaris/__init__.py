@@ -24,20 +24,17 @@ from iceberg_ops_provider.polaris.policies import (
 from iceberg_ops_provider.polaris.transport import HTTPResponse, HTTPSession
 
 __all__ = [
-    # the client
     "PolarisPolicyClient",
     "HTTPSession",
     "HTTPResponse",
     "NamespaceLike",
     "TargetType",
-    # policies
     "CONTENT_VERSION",
     "ApplicablePolicy",
     "ConfigValue",
     "Policy",
     "PolicyContent",
     "PolicyType",
-    # the dispatcher
     "PolicyDispatcher",
     "PolicySource",
     "PolicyOutcome",

@@ -210,8 +210,6 @@ class PolarisPolicyClient:
         options.update(kwargs)
         return cls(str(uri), str(name), **options)
 
-    # --- reading ------------------------------------------------------------------------------------
-
     def applicable_policies(
         self,
         namespace: NamespaceLike | None = None,
@@ -291,8 +289,6 @@ class PolarisPolicyClient:
                 )
             found.append((tuple(str(level) for level in ns), name))
         return found
-
-    # --- changing -----------------------------------------------------------------------------------
 
     def create_policy(
         self,
@@ -390,8 +386,6 @@ class PolarisPolicyClient:
         params = {"detach-all": "true" if detach_all else "false"}
         self._transport.request(Call(f"drop {what}", "DELETE", url, params=params, privilege="POLICY_DROP on it"))
 
-    # --- lifecycle ----------------------------------------------------------------------------------
-
     def close(self) -> None:
         """Close the HTTP session if the client created it."""
         if self._owns_session:
@@ -409,8 +403,6 @@ class PolarisPolicyClient:
         return (
             f"PolarisPolicyClient(base_url={self.base_url!r}, catalog={self.catalog!r}, auth={self._transport.auth!r})"
         )
-
-    # --- transport ----------------------------------------------------------------------------------
 
     def _policies_url(self, levels: Sequence[str]) -> str:
         return f"{self._api}/namespaces/{quote(SEPARATOR.join(levels), safe='')}/policies"

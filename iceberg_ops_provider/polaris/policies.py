@@ -141,17 +141,18 @@ class PolicyContent:
         return data
 
 
+def _not_polaris(what: str, policy: str, where: str) -> PolicyContentError:
+    return PolicyContentError(
+        f"Polaris answered {what} at {where or 'an unknown URL'}. Is this a Polaris 1.x policy endpoint?",
+        policy=policy,
+        url=where,
+    )
+
+
 def _policy_version(value: Any, name: str, where: str) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise PolicyContentError(
-            f"Polaris answered policy {name!r} with the version {value!r}, not a whole number ({where}). "
-            "Is this a Polaris 1.x policy endpoint?",
-            policy=name,
-            url=where,
-        )
-    return value
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise _not_polaris(f"policy {name!r} with the version {value!r}, not a whole number", name, where)
+    return value or 0
 
 
 def _flag(payload: Mapping[str, Any], key: str, default: bool, policy: str, where: str) -> bool:
@@ -161,12 +162,7 @@ def _flag(payload: Mapping[str, Any], key: str, default: bool, policy: str, wher
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise PolicyContentError(
-        f"Polaris answered policy {policy!r} with {key}={value!r}, not true or false, at {where or 'an unknown URL'}. "
-        "Is this a Polaris 1.x policy endpoint?",
-        policy=policy,
-        url=where,
-    )
+    raise _not_polaris(f"policy {policy!r} with {key}={value!r}, not true or false", policy, where)
 
 
 @dataclass(frozen=True)
@@ -196,11 +192,8 @@ class Policy:
         name = payload.get("name")
         policy_type = payload.get("policy-type")
         if not isinstance(name, str) or not isinstance(policy_type, str):
-            raise PolicyContentError(
-                f"Polaris answered a policy without a 'name' or 'policy-type' ({where}): {dict(payload)!r}. "
-                "Is this a Polaris 1.x policy endpoint?",
-                policy=str(name or ""),
-                url=where,
+            raise _not_polaris(
+                f"a policy without a 'name' or 'policy-type' ({dict(payload)!r})", str(name or ""), where
             )
         raw = payload.get("content")
         known = policy_type in PolicyType._value2member_map_
@@ -262,12 +255,8 @@ class ApplicablePolicy(Policy):
         fields = cls._fields(payload, where, lenient)
         namespace = payload.get("namespace") or []
         if not isinstance(namespace, list) or not all(isinstance(level, str) for level in namespace):
-            raise PolicyContentError(
-                f"Polaris answered policy {fields['name']!r} with a 'namespace' that is not a list of names "
-                f"({namespace!r}) at {where or 'an unknown URL'}. Is this a Polaris 1.x policy endpoint?",
-                policy=fields["name"],
-                url=where,
-            )
+            what = f"policy {fields['name']!r} with a 'namespace' that is not a list of names ({namespace!r})"
+            raise _not_polaris(what, fields["name"], where)
         return cls(
             **fields,
             inherited=_flag(payload, "inherited", False, fields["name"], where),
