@@ -524,12 +524,11 @@ def failure(exc: BaseException, spec: CatalogSpec) -> CatalogFailure:
         answered = ours.status is not None or ours.reason in _ANSWERED
         return CatalogFailure(ours.reason, answered, ours.status, None, name)
     status = getattr(getattr(http_error(exc), "response", None), "status_code", None)
-    if isinstance(exc, NoSuchTableError | NoSuchNamespaceError | NoSuchIdentifierError):
-        return CatalogFailure("not-found", True, status, None, name)
-    if isinstance(exc, CommitFailedException):
-        return CatalogFailure("conflict", True, status, None, name)
-    if isinstance(exc, ServerError):
-        return CatalogFailure("server-error", True, status or 500, None, name)
-    if isinstance(exc, BadRequestError | RESTError):
-        return CatalogFailure("refused", True, status, None, name)
-    return CatalogFailure("error", False, status, None, name)
+    kinds = (
+        (NoSuchTableError | NoSuchNamespaceError | NoSuchIdentifierError, "not-found"),
+        (CommitFailedException, "conflict"),
+        (ServerError, "server-error"),
+        (BadRequestError | RESTError, "refused"),
+    )
+    kind = next((kind for types, kind in kinds if isinstance(exc, types)), "error")
+    return CatalogFailure(kind, kind != "error", status or (500 if kind == "server-error" else None), None, name)

@@ -132,11 +132,8 @@ def from_connection(
 def _official(
     conn_id: str, host: str | None, login: str | None, password: str | None, extra: dict[str, Any], source: Source
 ) -> CatalogSpec:
-    ours = {}
-    for key in list(extra):
-        plain = key.removeprefix(f"extra__{OFFICIAL_CONN_TYPE}__")
-        if plain in _OURS:
-            ours[plain] = extra.pop(key)
+    prefix = f"extra__{OFFICIAL_CONN_TYPE}__"
+    ours = {key.removeprefix(prefix): extra.pop(key) for key in list(extra) if key.removeprefix(prefix) in _OURS}
     properties = dict(extra)
     named = properties.pop("name", None)
     uri = host.rstrip("/") if host else None

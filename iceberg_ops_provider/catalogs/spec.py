@@ -65,9 +65,7 @@ def check_timeout(value: object) -> float | None:
             value = float(value.strip())
         except ValueError:
             return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    if not 0 < value <= _MAX_TIMEOUT:  # also refuses NaN
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= _MAX_TIMEOUT:  # and NaN
         return None
     return float(value)
 

@@ -389,9 +389,7 @@ class PolarisPolicyClient:
     def close(self) -> None:
         """Close the HTTP session if the client created it."""
         if self._owns_session:
-            close = getattr(self._transport.session, "close", None)
-            if close is not None:
-                close()
+            self._transport.session.close()  # type: ignore[attr-defined]  # a requests.Session
 
     def __enter__(self) -> PolarisPolicyClient:
         return self

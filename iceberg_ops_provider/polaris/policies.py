@@ -104,9 +104,7 @@ class PolicyContent:
             version = CONTENT_VERSION
         if version != CONTENT_VERSION:
             raise _refuse(f"'version' must be {CONTENT_VERSION!r}, not {version!r}", policy)
-        config = decoded.get("config")
-        if config is None:
-            config = {}
+        config = {} if decoded.get("config") is None else decoded["config"]
         if not isinstance(config, Mapping):
             raise _refuse(f"'config' must be an object, not {config!r}", policy)
         for key, value in config.items():

@@ -155,14 +155,7 @@ class _PolarisRetry(Retry):
 def retrying_adapter(
     max_retries: int, backoff: float, max_backoff: float, *, methods: frozenset[str] = frozenset({"GET"})
 ) -> HTTPAdapter:
-    """A ``requests`` adapter that retries as the module docstring says.
-
-    Args:
-        max_retries: Retries after the first attempt.
-        backoff: ``urllib3``'s backoff factor: the second retry waits twice this, each further one twice as long.
-        max_backoff: The longest wait, ``Retry-After`` included.
-        methods: The methods retried after a connection dropped once the request was sent.
-    """
+    """A ``requests`` adapter retrying as the module says (``methods``: retried after a connection dropped)."""
     retry = _PolarisRetry(
         total=max_retries,
         other=0,
@@ -217,11 +210,7 @@ class Transport:
                 self.session.mount(token_url, retrying_adapter(self.max_retries, backoff, max_backoff, methods=posts))
 
     def request(self, call: Call, *, authenticate: bool = True) -> Any:
-        """Send ``call`` and return its decoded JSON body (``None`` for an empty answer).
-
-        Raises:
-            PolarisError: The typed subclass for the failure (see the module docstring).
-        """
+        """Send ``call`` and return its decoded JSON body (``None`` for an empty answer), or raise a typed error."""
         for refetched in (False, True):
             header = self.auth.header() if authenticate else None
             headers = {**self.headers, "Authorization": header} if header else dict(self.headers)
