@@ -12,17 +12,15 @@ from iceberg_ops_provider.polaris.policies import PolicyContent, PolicyType
 
 __all__ = [
     "SEPARATOR",
+    "TARGETS",
     "NamespaceLike",
     "TargetType",
     "attachment_target",
     "check_name",
     "check_policy_type",
-    "check_table",
     "content_text",
-    "describe_target",
     "dotted",
     "namespace_levels",
-    "target_privilege",
 ]
 
 TargetType = Literal["catalog", "namespace", "table-like"]
@@ -33,7 +31,12 @@ NamespaceLike = str | Sequence[str]
 
 SEPARATOR = "\x1f"
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-_TARGET_TYPES = ("catalog", "namespace", "table-like")
+TARGETS = {
+    "catalog": ("the catalog", "CATALOG"),
+    "namespace": ("namespace", "NAMESPACE"),
+    "table-like": ("table", "TABLE"),
+}
+"""Each attachment target type: how a message names it, and the entity its privileges name."""
 
 
 def namespace_levels(value: NamespaceLike, what: str = "namespace") -> tuple[str, ...]:
@@ -76,16 +79,10 @@ def check_policy_type(policy_type: object) -> str:
     return policy_type
 
 
-def check_table(table: object) -> None:
-    """Refuse a table name that is not a non-empty string."""
-    if not isinstance(table, str) or not table:
-        raise PolarisRequestError(f"The table must be a non-empty name, not {table!r}.")
-
-
 def attachment_target(target_type: str, path: NamespaceLike) -> dict[str, Any]:
     """Polaris's ``PolicyAttachmentTarget`` (``{"type", "path"}``) for a target type and path, checked."""
-    if target_type not in _TARGET_TYPES:
-        raise PolarisRequestError(f"target_type must be one of {', '.join(_TARGET_TYPES)}, not {target_type!r}.")
+    if target_type not in TARGETS:
+        raise PolarisRequestError(f"target_type must be one of {', '.join(TARGETS)}, not {target_type!r}.")
     if target_type == "catalog":
         if path not in ((), [], "", None):
             raise PolarisRequestError(f"A catalog target takes no path (got {path!r}); the catalog is the client's.")
@@ -97,19 +94,6 @@ def attachment_target(target_type: str, path: NamespaceLike) -> dict[str, Any]:
             f"got {path!r}."
         )
     return {"type": target_type, "path": list(levels)}
-
-
-def describe_target(target: Mapping[str, Any]) -> str:
-    """An attachment target in words: ``the catalog``, ``namespace a.b`` or ``table a.b.t``."""
-    if target["type"] == "catalog":
-        return "the catalog"
-    kind = "table" if target["type"] == "table-like" else "namespace"
-    return f"{kind} {dotted(target['path'])}"
-
-
-def target_privilege(target_type: str, verb: str) -> str:
-    """The privilege ``verb`` (``ATTACH``, ``DETACH``) needs on a target of ``target_type``."""
-    return {"catalog": "CATALOG", "namespace": "NAMESPACE", "table-like": "TABLE"}[target_type] + f"_{verb}_POLICY"
 
 
 def _json_value(value: Any) -> Any:

@@ -19,17 +19,15 @@ import requests
 from iceberg_ops_provider.errors import PolarisError, PolarisRequestError
 from iceberg_ops_provider.polaris.arguments import (
     SEPARATOR,
+    TARGETS,
     NamespaceLike,
     TargetType,
     attachment_target,
     check_name,
     check_policy_type,
-    check_table,
     content_text,
-    describe_target,
     dotted,
     namespace_levels,
-    target_privilege,
 )
 from iceberg_ops_provider.polaris.auth import DEFAULT_SCOPE, ClientCredentialsAuth, StaticTokenAuth
 from iceberg_ops_provider.polaris.policies import ApplicablePolicy, Policy, PolicyContent
@@ -231,7 +229,8 @@ class PolarisPolicyClient:
                 raise PolarisRequestError(
                     f"The table {table!r} needs its namespace: call applicable_policies('<namespace>', {table!r})."
                 )
-            check_table(table)
+            if not isinstance(table, str) or not table:
+                raise PolarisRequestError(f"The table must be a non-empty name, not {table!r}.")
         if namespace is not None:
             levels = namespace_levels(namespace)
             params["namespace"] = SEPARATOR.join(levels)
@@ -422,8 +421,9 @@ class PolarisPolicyClient:
     ) -> None:
         url, what = self._at(namespace, name)
         target = attachment_target(target_type, path)
-        action = f"{verb.lower()} {what} {'to' if verb == 'ATTACH' else 'from'} {describe_target(target)}"
-        privilege = f"POLICY_{verb} on the policy and {target_privilege(target_type, verb)} on the target"
+        noun, entity = TARGETS[target_type]
+        action = f"{verb.lower()} {what} {'to' if verb == 'ATTACH' else 'from'} {noun} {dotted(target['path'])}".strip()
+        privilege = f"POLICY_{verb} on the policy and {entity}_{verb}_POLICY on the target"
         method = "PUT" if verb == "ATTACH" else "POST"
         self._transport.request(
             Call(action, method, f"{url}/mappings", json={"target": target, **extra}, privilege=privilege)
