@@ -81,13 +81,12 @@ def from_file(
 
 def connection_extra(extra: Mapping[str, Any] | None) -> dict[str, Any]:
     """A connection's extra without the form's ``extra__<type>__`` prefixes and empty values."""
-    found: dict[str, Any] = {}
-    for key, value in (extra or {}).items():
-        for prefix in (f"extra__{CONN_TYPE}__", f"extra__{OFFICIAL_CONN_TYPE}__"):
-            key = key.removeprefix(prefix)
-        if value not in (None, ""):
-            found[key] = value
-    return found
+    ours, official = f"extra__{CONN_TYPE}__", f"extra__{OFFICIAL_CONN_TYPE}__"
+    return {
+        key.removeprefix(ours).removeprefix(official): value
+        for key, value in (extra or {}).items()
+        if value not in (None, "")
+    }
 
 
 def from_connection(
@@ -113,20 +112,16 @@ def from_connection(
     if kind != PYICEBERG_KIND:
         options.pop("type", None)
     options.pop("meta_namespace", None)
-    problems: list[tuple[str, str]] = []
+    problem = None
     if kind == "sql":
         options["uri"] = _sql_url(options.get("uri") or host, login, password)
     elif host and kind != "sqlite":
         uri, problem = _uri(conn_id, host, port)
         options.setdefault("uri", uri)
-        if problem:
-            problems.append(("uri", problem))
     if (login or password) and kind in ("rest", "s3tables"):
         options.setdefault("credential", f"{login or ''}:{password or ''}")
     spec = parse_options(kind, options, source=source)
-    for key, text in problems:
-        spec = spec.with_problem(key, text)
-    return spec
+    return spec.with_problem("uri", problem) if problem else spec
 
 
 def _official(

@@ -115,13 +115,8 @@ def check_overrides(
         for name, value in arguments.items():
             spec = mapping.spec(name)
             if spec is None:
-                by_key = next(
-                    (
-                        s.name
-                        for s in mapping.parameters
-                        if s.policy_key and config_key(s.policy_key) == config_key(name)
-                    ),
-                    None,
+                by_key = {config_key(s.policy_key): s.name for s in mapping.parameters if s.policy_key}.get(
+                    config_key(name)
                 )
                 hint = f" (the policy key {name!r} is the argument {by_key!r})" if by_key else ""
                 raise PolarisRequestError(
