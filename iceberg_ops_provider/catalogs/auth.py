@@ -149,7 +149,6 @@ def _rest_auth_error(exc: BaseException, spec: CatalogSpec) -> CatalogAuthError 
 
 
 def _missing_aws_credentials(exc: BaseException, spec: CatalogSpec) -> CatalogAuthError | None:
-    """No AWS credentials anywhere botocore looks (options, environment, profile, instance metadata)."""
     try:
         from botocore.exceptions import NoCredentialsError, PartialCredentialsError
     except ImportError:

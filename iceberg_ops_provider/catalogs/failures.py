@@ -158,7 +158,6 @@ def _botocore(exc: BaseException, spec: CatalogSpec) -> CatalogUnavailableError 
 
 
 def _service_unavailable(exc: BaseException, spec: CatalogSpec) -> CatalogUnavailableError | None:
-    """A REST catalog that answered 503 Service Unavailable."""
     from pyiceberg.exceptions import ServiceUnavailableError
 
     if not isinstance(exc, ServiceUnavailableError):

@@ -56,8 +56,6 @@ def pyiceberg_catalog_types() -> tuple[str, ...]:
 
 
 class _Parse:
-    """One spec being parsed: its problems gathered as they are found."""
-
     def __init__(self, kind: str, source: Source, root: Path | None) -> None:
         self.kind = kind
         self.source = source

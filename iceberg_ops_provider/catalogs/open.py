@@ -126,7 +126,6 @@ def _catalog_type(spec: CatalogSpec, properties: dict[str, Any]) -> str:
 
 
 def _with_sqlite_file(spec: CatalogSpec, properties: dict[str, Any]) -> CatalogSpec:
-    """``spec`` with the merged properties, and the SQLite file its ``uri`` names when a PyIceberg source gave it."""
     from dataclasses import replace
 
     database = spec.database

@@ -160,7 +160,6 @@ def is_secret_key(key: str) -> bool:
 
 
 def _redacted_value(path: str, value: Any) -> tuple[Any, bool]:
-    """``value`` (at ``path``) as it may be shown, and whether anything was hidden."""
     if isinstance(value, Mapping):
         shown, hidden = {}, False
         for key, item in value.items():

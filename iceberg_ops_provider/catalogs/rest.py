@@ -95,8 +95,6 @@ class RedirectRefused(_Refused):
 
 @dataclass
 class _Limit:
-    """The bound of the requests running in one context: when they must end, how much they may read."""
-
     deadline: float
     max_bytes: int
     read: int = 0
@@ -223,8 +221,6 @@ class _BoundedSocket:
 
 
 class _Reader(io.RawIOBase):
-    """The raw stream http.client reads an answer from: every read through the bounded socket."""
-
     def __init__(self, sock: _BoundedSocket) -> None:
         self._sock = sock
 
@@ -252,7 +248,6 @@ def _connect_within_deadline(connection: HTTPConnection) -> None:
 
 
 def _bounded_socket(sock: Any) -> _BoundedSocket:
-    """``sock`` bounded, and known to the session whose request opened it."""
     bounded = _BoundedSocket(sock)
     sockets = _SOCKETS.get()
     if sockets is not None:

@@ -186,7 +186,6 @@ def _uri(conn_id: str, host: str, port: int | None) -> tuple[str, str | None]:
 
 
 def _sql_url(uri: object, login: str | None, password: str | None) -> object:
-    """A ``sql`` catalog's URL with the connection's login and password where it has none of its own."""
     if not isinstance(uri, str) or not uri.strip():
         return uri
     from sqlalchemy.engine import make_url

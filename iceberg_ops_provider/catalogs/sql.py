@@ -146,7 +146,6 @@ def _construct(name: str, properties: dict[str, Any]) -> SqlCatalog:
 
 
 def _require_catalog_tables(catalog: SqlCatalog, spec: CatalogSpec) -> None:
-    """Refuse a database without PyIceberg's catalog tables (not created unless creating)."""
     from sqlalchemy import inspect
 
     if inspect(catalog.engine).has_table("iceberg_tables"):

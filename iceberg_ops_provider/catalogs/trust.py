@@ -105,7 +105,6 @@ def without_classes(spec: CatalogSpec) -> CatalogSpec:
 
 
 def _untrusted(properties: Mapping[str, Any], trusted: Mapping[str, Any]) -> list[str]:
-    """Keys naming a class that is neither built in nor what the user's own settings name."""
     return [key for key in named_classes(properties) if properties[key] != trusted.get(key)]
 
 

@@ -405,7 +405,6 @@ class PolarisPolicyClient:
         return f"{self._api}/namespaces/{quote(SEPARATOR.join(levels), safe='')}/policies"
 
     def _at(self, namespace: NamespaceLike, name: str) -> tuple[str, str]:
-        """The URL of policy ``name`` of ``namespace`` (both checked), and the policy in words."""
         levels = namespace_levels(namespace)
         url = f"{self._policies_url(levels)}/{quote(check_name(name), safe='')}"
         return url, f"policy {name!r} of namespace {dotted(levels)}"

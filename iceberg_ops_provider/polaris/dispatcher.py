@@ -122,7 +122,6 @@ def _selected(types: Sequence[PolicyType | str] | None) -> tuple[PolicyType, ...
 def _effective(
     policies: Sequence[ApplicablePolicy], table: str
 ) -> tuple[dict[PolicyType, ApplicablePolicy], dict[PolicyType, list[str]], list[ApplicablePolicy]]:
-    """The policy of each type that applies, notes where there was a choice, and the unknown ones."""
     by_type: dict[PolicyType, list[ApplicablePolicy]] = {}
     unknown: list[ApplicablePolicy] = []
     for policy in policies:

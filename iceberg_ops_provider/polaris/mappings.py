@@ -42,7 +42,6 @@ class InvalidValue(Exception):
 
 
 def _whole(minimum: int) -> Callable[[Any, datetime], int]:
-    """A whole number of at least ``minimum``, from an int, an integral float or their text."""
     expected = f"a whole number of at least {minimum}"
 
     def coerce(value: Any, now: datetime) -> int:

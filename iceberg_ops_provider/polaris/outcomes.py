@@ -125,7 +125,6 @@ def not_attempted(identifier: tuple[str, ...], cause: BaseException, dry_run: bo
 
 
 def _failure_error(what: str, failures: list[tuple[str, str, bool]], result: Any) -> MaintenanceError:
-    """The error a failed run raises: ``failures`` are ``(where, error, transient)``."""
     retryable = all(transient for _, _, transient in failures)
     shown = "; ".join(f"{where}: {error.rstrip('.')}" for where, error, _ in failures[:3])
     more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""

@@ -133,7 +133,6 @@ def check_overrides(
 
 
 def _config(policy: Policy, policy_type: PolicyType) -> dict[str, tuple[str, Any]]:
-    """The policy's config by matching key (``-`` read as ``_``): ``{key: (as written, value)}``."""
     assert policy.content is not None
     config: dict[str, tuple[str, Any]] = {}
     for written, value in policy.content.config.items():
@@ -149,7 +148,6 @@ def _config(policy: Policy, policy_type: PolicyType) -> dict[str, tuple[str, Any
 
 
 def _from_policy(spec: ParameterSpec, policy: Policy, config: Mapping[str, tuple[str, Any]]) -> tuple[str, Any] | None:
-    """``(key as written, value)`` of ``spec`` in the policy, if it sets it."""
     if spec.policy_key is None:
         return None
     if spec.top_level:

@@ -127,8 +127,6 @@ class Call:
 
 
 class _PolarisRetry(Retry):
-    """``urllib3``'s ``Retry`` with Polaris's rules where its own differ, and a log line per retry."""
-
     def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
         """429 and 503 whatever the method: Polaris did not process the request."""
         return status_code in (self.status_forcelist or ())
