@@ -223,24 +223,21 @@ class PolarisPolicyClient:
             PolarisError: A typed subclass for each way the request can fail.
             PolicyContentError: Polaris answered a policy without a name or type.
         """
+        if table is not None and namespace is None:
+            raise PolarisRequestError(
+                f"The table {table!r} needs its namespace: call applicable_policies('<namespace>', {table!r})."
+            )
+        if table is not None and (not isinstance(table, str) or not table):
+            raise PolarisRequestError(f"The table must be a non-empty name, not {table!r}.")
         params: dict[str, str] = {}
-        if table is not None:
-            if namespace is None:
-                raise PolarisRequestError(
-                    f"The table {table!r} needs its namespace: call applicable_policies('<namespace>', {table!r})."
-                )
-            if not isinstance(table, str) or not table:
-                raise PolarisRequestError(f"The table must be a non-empty name, not {table!r}.")
+        target, privilege = "the catalog", "CATALOG_READ_PROPERTIES on the catalog"
         if namespace is not None:
             levels = namespace_levels(namespace)
             params["namespace"] = SEPARATOR.join(levels)
+            target, privilege = f"namespace {dotted(levels)}", "NAMESPACE_READ_PROPERTIES on the namespace"
         if table is not None:
             params["target-name"] = table
             target, privilege = f"table {dotted(levels)}.{table}", "TABLE_READ_PROPERTIES on the table"
-        elif namespace is not None:
-            target, privilege = f"namespace {dotted(levels)}", "NAMESPACE_READ_PROPERTIES on the namespace"
-        else:
-            target, privilege = "the catalog", "CATALOG_READ_PROPERTIES on the catalog"
         if policy_type is not None:
             params["policyType"] = check_policy_type(policy_type)
         url = f"{self._api}/applicable-policies"
@@ -447,12 +444,10 @@ class PolarisPolicyClient:
         items: list[Any] = []
         seen: set[str] = set()
         page_token: str | None = None
+        if self._page_size is not None:
+            params = {**params, "pageSize": str(self._page_size)}
         for _ in range(MAX_PAGES):
-            page_params = dict(params)
-            if self._page_size is not None:
-                page_params["pageSize"] = str(self._page_size)
-            if page_token is not None:
-                page_params["pageToken"] = page_token
+            page_params = params if page_token is None else {**params, "pageToken": page_token}
             call = Call(action, "GET", url, params=page_params, privilege=privilege)
             body = self._transport.request(call)
             if not isinstance(body, Mapping) or not isinstance(body.get(key), list):
