@@ -41,27 +41,22 @@ class InvalidValue(Exception):
     """A value that does not fit a parameter; the message says what the parameter takes."""
 
 
+def _number(value: Any, minimum: float, expected: str, *, whole: bool = False) -> float:
+    """A number (or its text) of at least ``minimum``, else :class:`InvalidValue` saying ``expected``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidValue(expected)
+    try:
+        number = float(value.strip()) if isinstance(value, str) else value
+        finite = math.isfinite(number)
+    except (ValueError, OverflowError):
+        raise InvalidValue(expected) from None
+    if not finite or number < minimum or (whole and number != int(number)):
+        raise InvalidValue(expected)
+    return number
+
+
 def _whole(minimum: int) -> Callable[[Any, datetime], int]:
-    expected = f"a whole number of at least {minimum}"
-
-    def coerce(value: Any, now: datetime) -> int:
-        number: float | int
-        if isinstance(value, bool):
-            raise InvalidValue(expected)
-        if isinstance(value, int | float):
-            number = value
-        elif isinstance(value, str):
-            try:
-                number = float(value.strip())
-            except ValueError:
-                raise InvalidValue(expected) from None
-        else:
-            raise InvalidValue(expected)
-        if not math.isfinite(number) or number != int(number) or number < minimum:
-            raise InvalidValue(expected)
-        return int(number)
-
-    return coerce
+    return lambda value, now: int(_number(value, minimum, f"a whole number of at least {minimum}", whole=True))
 
 
 def _before(now: datetime, age: timedelta | float, unit: str = "days") -> datetime:
@@ -73,16 +68,7 @@ def _before(now: datetime, age: timedelta | float, unit: str = "days") -> dateti
 
 
 def _days(value: Any, minimum: float) -> float:
-    expected = f"a number of days of at least {minimum:g} (such as 3 or 2.5)"
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise InvalidValue(expected)
-    try:
-        days = float(value.strip()) if isinstance(value, str) else float(value)
-    except (ValueError, OverflowError):
-        raise InvalidValue(expected) from None
-    if not math.isfinite(days) or days < minimum:
-        raise InvalidValue(expected)
-    return days
+    return float(_number(value, minimum, f"a number of days of at least {minimum:g} (such as 3 or 2.5)"))
 
 
 def _days_before(value: Any, now: datetime) -> datetime:
