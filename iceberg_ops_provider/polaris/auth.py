@@ -7,7 +7,6 @@ Secrets never appear in ``repr()``, in logs or in error messages.
 from __future__ import annotations
 
 import logging
-import math
 import re
 import threading
 import time
@@ -168,14 +167,9 @@ class ClientCredentialsAuth(BearerAuth):
                 url=self.token_url,
             )
         lifetime = answer.get("expires_in")
-        refresh_at = None
-        if (
-            isinstance(lifetime, (int, float))
-            and not isinstance(lifetime, bool)
-            and math.isfinite(lifetime)
-            and 0 < lifetime < 10 * 365 * 24 * 3600
-        ):
-            refresh_at = started + lifetime - min(REFRESH_MARGIN, lifetime / 2)
+        # At most ten years (which also refuses NaN and infinity): anything else is no lifetime.
+        known = isinstance(lifetime, int | float) and not isinstance(lifetime, bool) and 0 < lifetime < 315_360_000
+        refresh_at = started + lifetime - min(REFRESH_MARGIN, lifetime / 2) if known else None
         logger.debug(
             "Fetched a Polaris access token for client id %r (expires in %s s)",
             self.client_id,

@@ -118,10 +118,8 @@ def stops_every_table(exc: BaseException) -> bool:
 
 def not_attempted(identifier: tuple[str, ...], cause: BaseException, dry_run: bool) -> TablePolicyOutcome:
     """The outcome of a table left out because an earlier one failed in a way every table would repeat."""
-    outcome = TablePolicyOutcome(".".join(identifier), dry_run)
-    outcome.error = f"not attempted: an earlier table failed with {describe(cause)}"
-    outcome.transient = transient(cause)
-    return outcome
+    error = f"not attempted: an earlier table failed with {describe(cause)}"
+    return TablePolicyOutcome(".".join(identifier), dry_run, error=error, transient=transient(cause))
 
 
 def _failure_error(what: str, failures: list[tuple[str, str, bool]], result: Any) -> MaintenanceError:

@@ -397,13 +397,11 @@ class Transport:
                 "(CATALOG_MANAGE_CONTENT includes it)."
             )
         if status == 404:
-            hint = _NOT_FOUND_HINTS.get(error_type)
-            if hint is None:
-                hint = (
-                    f"Check the catalog name {self.catalog!r} (PyIceberg's `warehouse` for Polaris), the namespace, "
-                    f"table and policy names, and base_url {self.base_url} (the catalog API root); and that this "
-                    "Polaris is 1.0 or later with its policy store enabled (feature flag ENABLE_POLICY_STORE)."
-                )
+            hint = _NOT_FOUND_HINTS.get(error_type) or (
+                f"Check the catalog name {self.catalog!r} (PyIceberg's `warehouse` for Polaris), the namespace, "
+                f"table and policy names, and base_url {self.base_url} (the catalog API root); and that this "
+                "Polaris is 1.0 or later with its policy store enabled (feature flag ENABLE_POLICY_STORE)."
+            )
             return PolarisNotFoundError, hint
         if status == 406 and ("ENABLE_POLICY_STORE" in message or "Feature not enabled" in message):
             return PolarisError, (
