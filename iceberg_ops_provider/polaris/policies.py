@@ -84,9 +84,8 @@ class PolicyContent:
             decoded = content
         if not isinstance(decoded, Mapping):
             raise _refuse(f"its content is a JSON {type(decoded).__name__}, not an object", policy)
-        allowed = {"version", "enable", "config"}
-        if policy_type == PolicyType.ORPHAN_FILE_REMOVAL:
-            allowed.update(_ORPHAN_FIELDS)
+        orphans = policy_type == PolicyType.ORPHAN_FILE_REMOVAL
+        allowed = {"version", "enable", "config", *(_ORPHAN_FIELDS if orphans else ())}
         unknown = sorted(set(decoded) - allowed)
         if unknown:
             raise _refuse(
