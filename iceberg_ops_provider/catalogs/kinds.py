@@ -246,8 +246,7 @@ def _sql_kind(parse: _Parse, name: str, options: dict[str, Any]) -> dict[str, An
             "'sqlite' to keep the catalog in a file",
         )
     parse.names(options)
-    properties: dict[str, Any] = {"type": "sql"}
-    properties.update({key: parse.value(key, value) for key, value in options.items()})
+    properties: dict[str, Any] = {"type": "sql", **{key: parse.value(key, value) for key, value in options.items()}}
     database = warehouse_dir = None
     if kind == "sqlite":
         database = parse.path("db_path", named.get("db_path", _default(parse.root, DEFAULT_DB_PATH)))
@@ -280,7 +279,7 @@ def _sql_kind(parse: _Parse, name: str, options: dict[str, Any]) -> dict[str, An
         elif warehouse is not None:
             properties["warehouse"] = warehouse
     location = named.get("warehouse_dir", _default(parse.root, DEFAULT_WAREHOUSE_DIR) if kind == "sqlite" else None)
-    if location is not None and isinstance(location, str) and "://" in location:
+    if isinstance(location, str) and "://" in location:
         properties["warehouse"] = location
     elif location is not None:
         warehouse_dir = parse.path("warehouse_dir", location)

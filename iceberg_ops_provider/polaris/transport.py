@@ -276,9 +276,9 @@ class Transport:
                 "the token (or what the token endpoint answered) and the configured headers.",
                 url=call.shown_url,
             ) from None
-        except requests.exceptions.ConnectTimeout as exc:
-            raise self._unreachable(call, exc) from None
-        except requests.exceptions.Timeout:
+        except requests.exceptions.Timeout as exc:
+            if isinstance(exc, requests.exceptions.ConnectTimeout):  # no connection: nothing was sent
+                raise self._unreachable(call, exc) from None
             raise PolarisServerError(
                 f"Could not {call.action}: {call.method} {call.shown_url} got no answer within {self.timeout:g} s. "
                 "Polaris may be overloaded; pass a larger timeout= if it is only slow.",
