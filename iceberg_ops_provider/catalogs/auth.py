@@ -160,11 +160,9 @@ def _missing_aws_credentials(exc: BaseException, spec: CatalogSpec) -> CatalogAu
     unsigned = isinstance(exc, AttributeError) and "get_frozen_credentials" in str(exc)
     if not (unsigned or isinstance(exc, missing + partly)):
         return None
-    found = (
-        f"Only part of the AWS credentials were found ({one_line(exc)})"
-        if isinstance(exc, partly)
-        else ("No AWS credentials were found")
-    )
+    found = "No AWS credentials were found"
+    if isinstance(exc, partly):
+        found = f"Only part of the AWS credentials were found ({one_line(exc)})"
     subject = the_catalog(spec.endpoint())
     return CatalogAuthError(
         message(
