@@ -1,73 +1,39 @@
-"""Catalogs: one path from a description to an open catalog.
+"""Catalogs: a :class:`CatalogSpec` parsed from one source (:mod:`.sources`), opened by :func:`open_catalog`.
 
-A catalog is described once, by a :class:`CatalogSpec` (kind, name, PyIceberg properties with the
-secrets held apart, timeout, where it came from, what is wrong with it), made by one parser per
-source (:mod:`.sources`: keyword arguments, the project file, an Airflow connection of either type,
-a PyIceberg catalog name; :mod:`.kinds` does the work for every mapping of options). One function
-opens a spec, :func:`open_catalog`, which creates nothing unless asked to (``access="create"``).
-
-* :mod:`.redact`: a catalog's secrets, found by what they are (a property's name, the parts of a
-  URI), never by searching text.
-* :mod:`.sql`: SQL catalogs read without writing; :mod:`.rest`: REST catalogs whose every request
-  ends by a deadline, set on the catalog's own session.
-* :mod:`.failures` (with :mod:`.auth`): what catalog clients raise, as this project's errors and as
-  facts (:func:`failure`) for fronts that word them themselves.
-* :mod:`.trust`: who may name a class for a catalog to import (the user's settings only) and where
-  a REST catalog's configuration may send its requests (its own origin only).
-* :mod:`.factory`: :class:`CatalogFactory`, the one-call convenience of the Python API.
+Opening creates nothing unless asked to (``access="create"``), bounds REST requests (:mod:`.rest`),
+checks who may name classes to import (:mod:`.trust`) and words failures as this project's errors (:mod:`.failures`).
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:  # the names below, imported on first use (PEP 562): importing the package imports no client
-    from iceberg_ops_provider.catalogs.factory import CatalogFactory
-    from iceberg_ops_provider.catalogs.failures import CatalogFailure, catalog_errors, failure, translate
-    from iceberg_ops_provider.catalogs.kinds import KINDS, PYICEBERG_KIND, REMOTE_KINDS, pyiceberg_catalog_types
-    from iceberg_ops_provider.catalogs.open import empty_catalog, ensure_namespace, open_catalog, spec_of
-    from iceberg_ops_provider.catalogs.redact import redact_url
-    from iceberg_ops_provider.catalogs.rest import bound_catalog, bound_of, deadline
-    from iceberg_ops_provider.catalogs.sources import (
-        CONN_TYPE,
-        OFFICIAL_CONN_TYPE,
-        connection_meta_namespace,
-        from_connection,
-        from_file,
-        from_name,
-        from_options,
-    )
-    from iceberg_ops_provider.catalogs.spec import (
-        DEFAULT_CATALOG_TIMEOUT,
-        Access,
-        CatalogSpec,
-        Source,
-        SpecProblem,
-        check_timeout,
-    )
-    from iceberg_ops_provider.catalogs.trust import without_classes
+from iceberg_ops_provider.catalogs.factory import CatalogFactory
+from iceberg_ops_provider.catalogs.failures import CatalogFailure, catalog_errors, failure, translate
+from iceberg_ops_provider.catalogs.kinds import KINDS, PYICEBERG_KIND, REMOTE_KINDS, pyiceberg_catalog_types
+from iceberg_ops_provider.catalogs.open import empty_catalog, ensure_namespace, open_catalog, spec_of
+from iceberg_ops_provider.catalogs.redact import redact_url
+from iceberg_ops_provider.catalogs.sources import (
+    CONN_TYPE,
+    OFFICIAL_CONN_TYPE,
+    connection_meta_namespace,
+    from_connection,
+    from_file,
+    from_name,
+    from_options,
+)
+from iceberg_ops_provider.catalogs.spec import (
+    DEFAULT_CATALOG_TIMEOUT,
+    Access,
+    CatalogSpec,
+    Source,
+    SpecProblem,
+    check_timeout,
+)
+from iceberg_ops_provider.catalogs.trust import without_classes
 
-_HOMES = {
-    "factory": ("CatalogFactory",),
-    "kinds": ("KINDS", "PYICEBERG_KIND", "REMOTE_KINDS", "pyiceberg_catalog_types"),
-    "open": ("empty_catalog", "ensure_namespace", "open_catalog", "spec_of"),
-    "redact": ("redact_url",),
-    "rest": ("bound_catalog", "bound_of", "deadline"),
-    "sources": (
-        "CONN_TYPE",
-        "OFFICIAL_CONN_TYPE",
-        "connection_meta_namespace",
-        "from_connection",
-        "from_file",
-        "from_name",
-        "from_options",
-    ),
-    "spec": ("DEFAULT_CATALOG_TIMEOUT", "Access", "CatalogSpec", "Source", "SpecProblem", "check_timeout"),
-    "failures": ("CatalogFailure", "catalog_errors", "failure", "translate"),
-    "trust": ("without_classes",),
-}
-_MODULE_OF = {name: module for module, names in _HOMES.items() for name in names}
+if TYPE_CHECKING:  # imported on first use: PyIceberg's REST client loads ``.pyiceberg.yaml`` when imported
+    from iceberg_ops_provider.catalogs.rest import bound_catalog, bound_of, deadline
 
 __all__ = [
     "CONN_TYPE",
@@ -105,14 +71,9 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    """The package's names, each imported from its module on first use.
-
-    PyIceberg's clients load ``.pyiceberg.yaml`` when imported; a process that only names a catalog's
-    settings (the command line reporting an error, a DAG being parsed) imports none of them.
-    """
-    module = _MODULE_OF.get(name)
-    if module is None:
+    """The REST bound's names, imported on first use (importing PyIceberg's REST client loads ``.pyiceberg.yaml``)."""
+    if name not in ("bound_catalog", "bound_of", "deadline"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
-    globals()[name] = value
-    return value
+    from iceberg_ops_provider.catalogs import rest
+
+    return getattr(rest, name)

@@ -1,8 +1,4 @@
-"""The ``memory`` kind: an in-memory SQL catalog that every thread of the process shares.
-
-Private, because importing it imports PyIceberg's SQL catalog (and SQLAlchemy): the other modules of
-the package import without them.
-"""
+"""The ``memory`` kind (private: importing it imports PyIceberg's SQL catalog and SQLAlchemy)."""
 
 from __future__ import annotations
 
@@ -16,11 +12,10 @@ __all__ = ["SharedMemorySqlCatalog"]
 
 
 class SharedMemorySqlCatalog(SqlCatalog):
-    """A SQL catalog on a private in-memory database that every thread of the process shares.
+    """A SQL catalog on an in-memory database every thread of the process shares.
 
-    PyIceberg's ``sqlite://`` catalog gives each thread its own empty database; SQLite's ``memdb``
-    VFS names one database that every connection of the process opens, with ordinary locking between
-    them. It lives while one connection is open, so the catalog holds one for its lifetime.
+    PyIceberg's ``sqlite://`` gives each thread its own empty database; SQLite's ``memdb`` VFS names one
+    database for the process, alive while one connection is open: the catalog holds one.
     """
 
     def __init__(self, name: str, **properties: Any) -> None:

@@ -1,12 +1,4 @@
-"""Credentials a catalog (or its object store) refused or could not find, as :class:`CatalogAuthError`.
-
-A REST catalog's 401/403/419 answer or an OAuth2 token endpoint refusing the client, botocore
-finding no AWS credentials (or PyIceberg's SigV4 signer finding none), an AWS service (Glue)
-answering ``AccessDenied``, an object store refusing access: each names the endpoint and the
-settings to check (``.settings``), and where to set them in the terms of where the catalog was
-described. :func:`storage_error` reads PyArrow's S3 errors, which report a refusal and an object
-store out of reach in the same ``AWS Error <CODE>`` form.
-"""
+"""Credentials a catalog (or its object store) refused or could not find, as :class:`CatalogAuthError`."""
 
 from __future__ import annotations
 
@@ -23,23 +15,10 @@ if TYPE_CHECKING:
 __all__ = ["auth_error", "storage_error"]
 
 _AWS_ENVIRONMENT = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_PROFILE")
-_SIGV4 = (
-    "client.access-key-id",
-    "client.secret-access-key",
-    "client.session-token",
-    "rest.signing-region",
-    "rest.signing-name",
-)
 _OAUTH = ("credential", "token", "oauth2-server-uri", "scope")
 _AWS_KEYS = ("client.access-key-id", "client.secret-access-key", "glue.access-key-id", "glue.secret-access-key")
-_GLUE = (
-    "glue.access-key-id",
-    "glue.secret-access-key",
-    "glue.session-token",
-    "glue.region",
-    "client.access-key-id",
-    "client.secret-access-key",
-)
+_SIGV4 = (*_AWS_KEYS[:2], "client.session-token", "rest.signing-region", "rest.signing-name")
+_GLUE = (*_AWS_KEYS[2:], "glue.session-token", "glue.region", *_AWS_KEYS[:2])
 _S3 = ("s3.access-key-id", "s3.secret-access-key", "s3.session-token", "s3.region")
 # Error codes of AWS services (botocore's ClientError) that refuse the caller's credentials or rights.
 _AWS_AUTH_CODES = frozenset(
@@ -115,16 +94,16 @@ def storage_error(exc: BaseException, spec: CatalogSpec) -> IcebergOpsError | No
     )
 
 
-def _http(exc: BaseException) -> tuple[int | None, str, str, str]:
-    """The status, method, path (no query) and ``Authorization`` scheme sent, of the request behind ``exc``."""
+def _http(exc: BaseException) -> tuple[int | None, str, str]:
+    """The status, ``METHOD /path`` and ``Authorization`` scheme sent, of the request behind ``exc``."""
     http = http_error(exc)
     status = getattr(getattr(http, "response", None), "status_code", None)
-    method, path = request_path(http)
+    request = request_path(http)
     headers = getattr(getattr(http, "request", None), "headers", None) or {}
     authorization = str(headers.get("Authorization", "") or "").strip()
     if authorization in ("Bearer", "Bearer None"):  # what PyIceberg sends when it has no token
         authorization = ""
-    return status, method, path, authorization.split(" ", 1)[0]
+    return status, request, authorization.split(" ", 1)[0]
 
 
 def _rest_auth_error(exc: BaseException, spec: CatalogSpec) -> CatalogAuthError | None:
@@ -133,7 +112,7 @@ def _rest_auth_error(exc: BaseException, spec: CatalogSpec) -> CatalogAuthError 
 
     if not isinstance(exc, UnauthorizedError | ForbiddenError | AuthorizationExpiredError | OAuthError):
         return None
-    status, method, path, scheme = _http(exc)
+    status, request, scheme = _http(exc)
     answer = one_line(exc)
     signed = scheme.startswith("AWS4-") or "signature" in answer.lower()
     if signed:
@@ -155,7 +134,7 @@ def _rest_auth_error(exc: BaseException, spec: CatalogSpec) -> CatalogAuthError 
     if status == 403 and not signed:
         hint += ", and what that identity is allowed to do"
     what = "refused access" if status == 403 else "did not accept the credentials"
-    request = " ".join(str(part) for part in (status or "", method, path) if part)
+    request = " ".join(str(part) for part in (status or "", request) if part)
     endpoint = spec.endpoint()
     return CatalogAuthError(
         message(
@@ -170,7 +149,6 @@ def _rest_auth_error(exc: BaseException, spec: CatalogSpec) -> CatalogAuthError 
 
 
 def _missing_aws_credentials(exc: BaseException, spec: CatalogSpec) -> CatalogAuthError | None:
-    """No AWS credentials anywhere botocore looks (options, environment, profile, instance metadata)."""
     try:
         from botocore.exceptions import NoCredentialsError, PartialCredentialsError
     except ImportError:
@@ -182,11 +160,9 @@ def _missing_aws_credentials(exc: BaseException, spec: CatalogSpec) -> CatalogAu
     unsigned = isinstance(exc, AttributeError) and "get_frozen_credentials" in str(exc)
     if not (unsigned or isinstance(exc, missing + partly)):
         return None
-    found = (
-        f"Only part of the AWS credentials were found ({one_line(exc)})"
-        if isinstance(exc, partly)
-        else ("No AWS credentials were found")
-    )
+    found = "No AWS credentials were found"
+    if isinstance(exc, partly):
+        found = f"Only part of the AWS credentials were found ({one_line(exc)})"
     subject = the_catalog(spec.endpoint())
     return CatalogAuthError(
         message(

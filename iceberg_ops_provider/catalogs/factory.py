@@ -1,10 +1,4 @@
-""":class:`CatalogFactory`: a catalog from a kind and keyword arguments, in one call.
-
-``CatalogFactory.build(kind, **options)`` is :func:`~.open.open_catalog` of
-:func:`~.sources.from_options`; ``CatalogFactory.load(name, **properties)`` of
-:func:`~.sources.from_name`. Every API of iceberg-ops takes any PyIceberg catalog: this is the
-convenience for the kinds of the specification.
-"""
+""":class:`CatalogFactory`: a catalog from a kind and keyword arguments, in one call."""
 
 from __future__ import annotations
 
@@ -30,25 +24,14 @@ class CatalogFactory:
     """
 
     KINDS: ClassVar[tuple[str, ...]] = KINDS
-    """Every kind :meth:`build` accepts besides ``pyiceberg`` and PyIceberg's types, in the documentation's order."""
-
     REMOTE_KINDS: ClassVar[tuple[str, ...]] = REMOTE_KINDS
-    """The kinds opened under a name that ``.pyiceberg.yaml`` and the environment may describe."""
 
     @classmethod
     def build(cls, kind: str, *, create: bool = True, access: Access | None = None, **options: Any) -> Catalog:
         """Open a catalog of ``kind`` with ``options`` (see ``docs/core.md`` for each kind's options).
 
-        Args:
-            kind: One of :attr:`KINDS`, ``pyiceberg`` (the options are ``load_catalog``'s properties,
-                ``type`` and ``name`` included), or another catalog type PyIceberg knows.
-            create: ``True``: a missing SQLite database, its folder, the warehouse folder and the
-                catalog's tables are created. ``False``: nothing is created; a catalog that is not
-                there is refused (``CatalogNotFoundError``).
-            access: ``read``, ``write`` or ``create`` (see :func:`~.open.open_catalog`); given, it
-                wins over ``create``.
-            **options: The kind's options; every kind takes ``timeout``, the seconds one request to
-                the catalog may take in all (default 60). Dotted names as ``**{"s3.endpoint": url}``.
+        ``create=False`` creates nothing and refuses a catalog that is not there; ``access`` (see
+        :func:`~.open.open_catalog`) wins over ``create``. Every kind takes ``timeout`` (seconds, default 60).
 
         Raises:
             CatalogConfigError: An option the kind does not take, or a bad value (each named).
@@ -62,10 +45,7 @@ class CatalogFactory:
 
     @classmethod
     def load(cls, name: str | None = None, *, timeout: float | None = None, **properties: Any) -> Catalog:
-        """Open a catalog of any type PyIceberg supports: ``load_catalog(name, **properties)``, bounded.
-
-        ``.pyiceberg.yaml`` and ``PYICEBERG_CATALOG__<NAME>__*`` add their properties under ``name``;
-        nothing is created (a SQL catalog's database and tables must exist).
+        """Open any catalog PyIceberg supports: ``load_catalog(name, **properties)``, bounded; creates nothing.
 
         Example:
             >>> catalog = CatalogFactory.load("lake", type="sql", uri="sqlite:////data/c.db", warehouse="file:///data/w")

@@ -1,16 +1,7 @@
-"""The one translation of what catalog clients raise into this project's errors, and the facts of a failure.
+"""What catalog clients raise, as this project's errors (:func:`translate`) or as facts (:func:`failure`).
 
-:func:`translate` turns an exception of a catalog's client into the error it amounts to, naming the
-catalog's endpoint (never a password) and the setting to change where the catalog was described
-(:meth:`~.spec.CatalogSpec.setting`): :class:`CatalogUnavailableError` (transient: a timeout, a
-catalog out of reach, a 503, a locked database), :class:`CatalogAuthError` (refused or missing
-credentials, :mod:`.auth`) or :class:`CatalogConfigError` (a database that is no SQLite database,
-an address that is no Iceberg catalog, a warehouse that does not exist, a redirect elsewhere, an
-answer too large, a property PyIceberg refuses). :func:`catalog_errors` does it around a block.
-Errors of this project pass unchanged.
-
-:func:`failure` states what a failure was as facts (its kind, whether the catalog answered, the
-HTTP status), for a front that must not repeat what a remote server said: the pages.
+Messages name the catalog's endpoint (never a password) and the setting to change where the catalog was described;
+:func:`failure` is for fronts that must not repeat what a remote server said (the pages).
 """
 
 from __future__ import annotations
@@ -19,6 +10,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING
 
 from iceberg_ops_provider.catalogs.auth import auth_error, storage_error
@@ -84,10 +76,6 @@ _URI_MISSING = re.compile(
 _PYICEBERG_OPTION = re.compile(r"(?<![\w-])-{2}([a-z][\w-]*(?:\.[\w-]+)*)")
 
 
-def _seconds(seconds: float) -> str:
-    return f"{seconds:g} s"
-
-
 def _reason(exc: BaseException) -> str:
     """A short reason for a connection error: ``[Errno 111] Connection refused`` rather than urllib3's page."""
     text = str(exc)
@@ -107,12 +95,11 @@ def _unavailable(exc: BaseException, spec: CatalogSpec) -> CatalogUnavailableErr
 
     endpoint = spec.endpoint()
     if isinstance(exc, Timeout | RequestsConnectionError):
-        method, path = request_path(exc)
-        request = f"{method} {path}".strip()
+        request = request_path(exc)
         if isinstance(exc, Timeout):
             seconds = getattr(exc, "seconds", None) or spec.timeout  # a deadline of its own (a page's part) may be less
             text = message(
-                f"{the_catalog(endpoint)} did not answer within {_seconds(seconds)}"
+                f"{the_catalog(endpoint)} did not answer within {seconds:g} s"
                 f"{f' ({request})' if request else ''}; check that it is running and reachable, or raise {{timeout}}.",
                 timeout=spec.setting("timeout"),
             )
@@ -171,13 +158,11 @@ def _botocore(exc: BaseException, spec: CatalogSpec) -> CatalogUnavailableError 
 
 
 def _service_unavailable(exc: BaseException, spec: CatalogSpec) -> CatalogUnavailableError | None:
-    """A REST catalog that answered 503 Service Unavailable."""
     from pyiceberg.exceptions import ServiceUnavailableError
 
     if not isinstance(exc, ServiceUnavailableError):
         return None
-    method, path = request_path(http_error(exc))
-    request = f"{method} {path}".strip()
+    request = request_path(http_error(exc))
     return CatalogUnavailableError(
         f"{the_catalog(spec.endpoint())} is unavailable (503{f' on {request}' if request else ''}: {one_line(exc)}); "
         "try again later.",
@@ -189,22 +174,18 @@ def _service_unavailable(exc: BaseException, spec: CatalogSpec) -> CatalogUnavai
 
 
 def _bounded(exc: BaseException, spec: CatalogSpec) -> CatalogConfigError | None:
-    """What the bounded REST transport and :mod:`.trust` refuse, and an address the HTTP client cannot read.
-
-    Refused: a redirect or a configuration moving the catalog elsewhere, a configuration naming a
-    class to import, an answer past the bound or compressed.
-    """
+    """What the bounded REST transport and :mod:`.trust` refuse, and an address the HTTP client cannot read."""
     import requests
     from urllib3.exceptions import LocationParseError
 
     from iceberg_ops_provider.catalogs.rest import AnswerTooLarge, EncodingRefused, RedirectRefused
     from iceberg_ops_provider.catalogs.trust import AddressMoved, ImportRefused, SettingRefused
 
-    method, path = request_path(exc)
-    request = f"{method} {path}".strip() or "a request"
+    request = request_path(exc) or "a request"
     catalog = the_catalog(spec.endpoint())
+    refuse = partial(CatalogConfigError, endpoint=spec.endpoint())
     if isinstance(exc, RedirectRefused):
-        return CatalogConfigError(
+        return refuse(
             message(
                 f"{catalog} answered {request} with a redirect ({exc.status}) to another origin "
                 f"({exc.target or 'unknown'}), which is not followed; check {{uri}}: it must be the catalog's own base "
@@ -213,10 +194,9 @@ def _bounded(exc: BaseException, spec: CatalogSpec) -> CatalogConfigError | None
             ),
             reason="redirect",
             status=exc.status,
-            endpoint=spec.endpoint(),
         )
     if isinstance(exc, AddressMoved):
-        return CatalogConfigError(
+        return refuse(
             message(
                 f"{catalog} answered GET /v1/config with a configuration moving {exc.key!r} to another origin "
                 f"({exc.origin}), which is refused: its requests and credentials would go there. Check {{uri}}: it "
@@ -224,14 +204,13 @@ def _bounded(exc: BaseException, spec: CatalogSpec) -> CatalogConfigError | None
                 uri=spec.setting("uri"),
             ),
             reason="redirect",
-            endpoint=spec.endpoint(),
         )
     if isinstance(exc, ImportRefused):
         who = {
             "server": f"{catalog} answered with a configuration or table metadata",
             "table": f"A table of the {the_catalog(spec.endpoint())[4:]} has a property",
         }[exc.source]
-        return CatalogConfigError(
+        return refuse(
             message(
                 f"{who} naming a class to import in {exc.key!r}, which is refused: only the catalog's own settings "
                 "may name one (PyIceberg's and PyArrow's own classes excepted). If you trust that class, name the "
@@ -239,33 +218,29 @@ def _bounded(exc: BaseException, spec: CatalogSpec) -> CatalogConfigError | None
                 setting=spec.setting(exc.key),
             ),
             reason="import",
-            endpoint=spec.endpoint(),
         )
     if isinstance(exc, SettingRefused):
-        return CatalogConfigError(
+        return refuse(
             f"{catalog} answered GET /v1/config with a configuration setting {exc.key!r}, which is refused: how this "
             "process authenticates and signs its requests is the catalog's own settings' to say, not the server's.",
             reason="setting",
-            endpoint=spec.endpoint(),
         )
     if isinstance(exc, AnswerTooLarge):
-        return CatalogConfigError(
+        return refuse(
             f"{catalog} answered {request} with more than {exc.limit} bytes, which is not read "
             "further: no Iceberg catalog answers that much; check the catalog's address.",
             reason="too-large",
-            endpoint=spec.endpoint(),
         )
     if isinstance(exc, EncodingRefused):
-        return CatalogConfigError(
+        return refuse(
             f"{catalog} answered {request} compressed ({exc.encoding}) though asked for an uncompressed answer; it "
             "is not decompressed (a small answer can decompress past any bound). Check the catalog's address, or a "
             "proxy in between that compresses answers.",
             reason="compressed",
-            endpoint=spec.endpoint(),
         )
     uri = str(spec.properties.get("uri", ""))
     if isinstance(exc, requests.exceptions.InvalidURL | LocationParseError) and "://" in uri:
-        return CatalogConfigError(
+        return refuse(
             message(
                 f"{catalog} has an address the HTTP client cannot read (its text is not repeated: it may hold a "
                 "password): a '/', '?', '#' or '\\' before the host ends the host early. Check {uri}; "
@@ -273,7 +248,6 @@ def _bounded(exc: BaseException, spec: CatalogSpec) -> CatalogConfigError | None
                 "'\\' as %5C).",
                 uri=spec.setting("uri"),
             ),
-            endpoint=spec.endpoint(),
         )
     return None
 
@@ -379,10 +353,7 @@ def _sql_database(exc: BaseException, spec: CatalogSpec) -> IcebergOpsError | No
 
 
 def _not_a_catalog(exc: BaseException, spec: CatalogSpec, *, opening: bool) -> CatalogConfigError | None:
-    """A ``uri`` whose ``/v1/config`` answer is not an Iceberg REST catalog's (an error, or JSON of another shape).
-
-    ``opening``: the only request then is ``GET /v1/config``, so any refusal (4xx) of it says so too.
-    """
+    """A ``uri`` whose ``/v1/config`` answer is not an Iceberg REST catalog's (``opening``: any 4xx of it)."""
     from pydantic import ValidationError
     from pyiceberg.exceptions import RESTError
 
@@ -415,11 +386,7 @@ def _not_a_catalog(exc: BaseException, spec: CatalogSpec, *, opening: bool) -> C
 def missing_warehouse(
     exc: BaseException, spec: CatalogSpec, *, listing_root: bool = False
 ) -> CatalogConfigError | None:
-    """The error of a catalog whose warehouse does not exist, else ``None``.
-
-    ``listing_root``: ``exc`` came from listing the root namespaces, where "no such namespace" can
-    only mean the warehouse (otherwise only an S3 Tables "table bucket ... not found" counts).
-    """
+    """The error of a catalog whose warehouse does not exist (``listing_root``: a missing namespace means that)."""
     from pyiceberg.exceptions import NoSuchNamespaceError, RESTError
 
     bucket_missing = isinstance(exc, NoSuchNamespaceError | RESTError) and re.search(
@@ -481,11 +448,7 @@ def missing_uri(spec: CatalogSpec, variable: str) -> CatalogConfigError:
 
 
 def translate(exc: BaseException, spec: CatalogSpec, *, opening: bool = False) -> IcebergOpsError | None:
-    """The error of this project that ``exc``, raised by the catalog of ``spec``, amounts to; ``None`` otherwise.
-
-    ``opening``: ``exc`` was raised while the catalog was opened, where PyIceberg's ``ValueError``
-    means a property it refuses.
-    """
+    """The error of this project ``exc`` amounts to, else ``None`` (``opening``: a ``ValueError`` is a property)."""
     if isinstance(exc, IcebergOpsError):
         return None
     found = (
@@ -515,26 +478,16 @@ def catalog_errors(spec: CatalogSpec, *, opening: bool = False) -> Iterator[None
         raise error from exc
 
 
+# Reasons of a CatalogConfigError that only an answer of the catalog gives.
 _ANSWERED = ("not-a-catalog", "redirect", "too-large", "compressed", "import", "setting", "no-warehouse")
-"""Reasons of a :class:`CatalogConfigError` that only an answer of the catalog gives."""
 
 
 @dataclass(frozen=True)
 class CatalogFailure:
     """What a failed catalog call was, as facts a front words itself (never the text a server sent).
 
-    Attributes:
-        kind: ``timeout``, ``unreachable``, ``unavailable``, ``busy``, ``credentials``, ``missing``,
-            ``not-a-catalog``, ``no-warehouse``, ``redirect`` (a redirect or a configuration moving the
-            catalog to another origin), ``too-large``, ``compressed``, ``import`` (a configuration naming
-            a class to import), ``setting`` (a configuration setting how requests are signed or
-            authenticated), ``configuration``,
-            ``not-found`` (no such namespace or table), ``conflict``, ``server-error``, ``refused``
-            (another 4xx answer), or ``error`` (anything else: see the log).
-        answered: Whether the catalog answered at all.
-        status: The HTTP status of its answer, when there was one.
-        timeout: The bound that ran out, for a timeout.
-        error: The type of the error, for the log.
+    ``kind`` is an error's ``reason`` (``timeout``, ``redirect``, ...), or ``not-found``, ``conflict``,
+    ``server-error``, ``refused`` (another 4xx) or ``error``; ``error`` is the exception's type, for the log.
     """
 
     kind: str
@@ -570,12 +523,11 @@ def failure(exc: BaseException, spec: CatalogSpec) -> CatalogFailure:
         answered = ours.status is not None or ours.reason in _ANSWERED
         return CatalogFailure(ours.reason, answered, ours.status, None, name)
     status = getattr(getattr(http_error(exc), "response", None), "status_code", None)
-    if isinstance(exc, NoSuchTableError | NoSuchNamespaceError | NoSuchIdentifierError):
-        return CatalogFailure("not-found", True, status, None, name)
-    if isinstance(exc, CommitFailedException):
-        return CatalogFailure("conflict", True, status, None, name)
-    if isinstance(exc, ServerError):
-        return CatalogFailure("server-error", True, status or 500, None, name)
-    if isinstance(exc, BadRequestError | RESTError):
-        return CatalogFailure("refused", True, status, None, name)
-    return CatalogFailure("error", False, status, None, name)
+    kinds = (
+        (NoSuchTableError | NoSuchNamespaceError | NoSuchIdentifierError, "not-found"),
+        (CommitFailedException, "conflict"),
+        (ServerError, "server-error"),
+        (BadRequestError | RESTError, "refused"),
+    )
+    kind = next((kind for types, kind in kinds if isinstance(exc, types)), "error")
+    return CatalogFailure(kind, kind != "error", status or (500 if kind == "server-error" else None), None, name)

@@ -1,22 +1,7 @@
 """A catalog's kind and options as PyIceberg properties: the parser every mapping of options goes through.
 
-Keyword arguments (:meth:`~iceberg_ops_provider.catalogs.CatalogFactory.build`), the project file's
-``catalog:`` and the command line's catalog options are all a kind and a mapping of options;
-:func:`parse_options` turns one into a :class:`~.spec.CatalogSpec`, with this project's defaults
-and checks per kind, and never raises: what cannot work becomes a problem of the spec.
-
-* ``sqlite``: a file-backed SQL catalog; ``db_path`` and ``warehouse_dir`` default to
-  ``local_data/iceberg_catalog.db`` and ``local_data/iceberg_warehouse`` under the folder relative
-  paths resolve against.
-* ``memory``: an in-memory SQL catalog every thread of the process shares.
-* ``sql``: PyIceberg's SQL catalog on the SQLAlchemy URL ``uri``, with ``warehouse_dir`` (a folder)
-  or ``warehouse`` (a URI).
-* ``glue``, ``rest``, ``hive``, ``s3tables``: PyIceberg's catalogs under a name (default: the kind)
-  that ``.pyiceberg.yaml`` and ``PYICEBERG_CATALOG__<NAME>__*`` add to; ``s3tables`` is REST with
-  SigV4 preset for AWS S3 Tables.
-* ``pyiceberg``: ``load_catalog``'s properties exactly as given, ``type`` included.
-* any other catalog type PyIceberg knows (``dynamodb``, ``in-memory``, ``bigquery``): that ``type``,
-  the options as its properties.
+:func:`parse_options` never raises: what cannot work becomes a problem of the spec. The kinds are
+documented in docs/core.md; any other catalog type PyIceberg knows takes the options as its properties.
 """
 
 from __future__ import annotations
@@ -71,8 +56,6 @@ def pyiceberg_catalog_types() -> tuple[str, ...]:
 
 
 class _Parse:
-    """One spec being parsed: its problems gathered as they are found."""
-
     def __init__(self, kind: str, source: Source, root: Path | None) -> None:
         self.kind = kind
         self.source = source
@@ -81,6 +64,23 @@ class _Parse:
 
     def problem(self, key: str, template: str, error: Any = None, **facts: Any) -> None:
         self.problems.append((key, message(template, about=key, **{key: self.source.setting(key)}, **facts), error))
+
+    def name(self, options: dict[str, Any], default: str | None) -> str | None:
+        name = options.pop("name", default)
+        if (name is not None or default is not None) and (not isinstance(name, str) or not name.strip()):
+            self.problem("name", "{name} must be a non-empty string, got {value}", value=repr(name))
+            return default
+        return name
+
+    def no_type(self, options: dict[str, Any]) -> None:
+        if "type" in options:
+            del options["type"]
+            self.problem(
+                "type",
+                "{type} is not an option of the {kind} catalog: the kind decides the catalog type "
+                "(kind 'pyiceberg' takes 'type' among PyIceberg's properties)",
+                kind=repr(self.kind),
+            )
 
     def path(self, key: str, value: Any) -> Path | None:
         if not isinstance(value, str | os.PathLike) or not os.fspath(value).strip():
@@ -150,11 +150,7 @@ _HOSTPORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._~%-]*)(?::(.*))?")
 
 
 def _check_address(parse: _Parse, uri: object) -> None:
-    """Refuse a ``uri`` whose host or port cannot be one (``catalog:99999``, ``catalog:abc``), naming only those.
-
-    An HTTP address whose user info holds what ends a host for HTTP clients is refused too, without
-    naming the user info: the client would take part of the password for the host.
-    """
+    """Refuse a ``uri`` whose host or port cannot be one, or whose user info holds what ends an HTTP host."""
     if not isinstance(uri, str):
         return
     for address in uri.split(","):  # a Hive catalog may list several metastores
@@ -187,14 +183,7 @@ def _guess(key: str, valid: frozenset[str] | tuple[str, ...]) -> str:
 def parse_options(
     kind: object, options: Mapping[str, Any], *, source: Source | None = None, root: Path | None = None
 ) -> CatalogSpec:
-    """The spec of a catalog of ``kind`` with ``options``; never raises.
-
-    Args:
-        kind: One of :data:`KINDS`, ``pyiceberg``, or another PyIceberg catalog type.
-        options: The kind's options, ``timeout`` and ``name`` included.
-        source: Where they were given.
-        root: The folder relative paths resolve against (``None``: the working directory).
-    """
+    """The spec of a catalog of ``kind`` with ``options``; never raises (relative paths resolve against ``root``)."""
     options = dict(options)
     source = source or Source()
     text = kind.lower().strip() if isinstance(kind, str) else ""
@@ -227,18 +216,8 @@ def _shown(properties: Mapping[str, Any]) -> dict[str, Any]:
 
 def _own_kind(parse: _Parse, options: dict[str, Any]) -> dict[str, Any]:
     kind = parse.kind
-    name = options.pop("name", kind)
-    if not isinstance(name, str) or not name.strip():
-        parse.problem("name", "{name} must be a non-empty string, got {value}", value=repr(name))
-        name = kind
-    if "type" in options:
-        parse.problem(
-            "type",
-            "{type} is not an option of the {kind} catalog: the kind decides the catalog type "
-            "(kind 'pyiceberg' takes 'type' among PyIceberg's properties)",
-            kind=repr(kind),
-        )
-        options.pop("type")
+    name = parse.name(options, kind)
+    parse.no_type(options)
     if kind in _SQL_NAMED:
         return _sql_kind(parse, name, options)
     parse.names(options)
@@ -267,8 +246,7 @@ def _sql_kind(parse: _Parse, name: str, options: dict[str, Any]) -> dict[str, An
             "'sqlite' to keep the catalog in a file",
         )
     parse.names(options)
-    properties: dict[str, Any] = {"type": "sql"}
-    properties.update({key: parse.value(key, value) for key, value in options.items()})
+    properties: dict[str, Any] = {"type": "sql", **{key: parse.value(key, value) for key, value in options.items()}}
     database = warehouse_dir = None
     if kind == "sqlite":
         database = parse.path("db_path", named.get("db_path", _default(parse.root, DEFAULT_DB_PATH)))
@@ -301,7 +279,7 @@ def _sql_kind(parse: _Parse, name: str, options: dict[str, Any]) -> dict[str, An
         elif warehouse is not None:
             properties["warehouse"] = warehouse
     location = named.get("warehouse_dir", _default(parse.root, DEFAULT_WAREHOUSE_DIR) if kind == "sqlite" else None)
-    if location is not None and isinstance(location, str) and "://" in location:
+    if isinstance(location, str) and "://" in location:
         properties["warehouse"] = location
     elif location is not None:
         warehouse_dir = parse.path("warehouse_dir", location)
@@ -394,10 +372,7 @@ def _pyiceberg_kind(parse: _Parse, kind: object, options: dict[str, Any]) -> dic
     types = pyiceberg_catalog_types()
     others = tuple(name for name in types if name not in KINDS)
     if parse.kind == PYICEBERG_KIND:
-        name = options.pop("name", None)
-        if name is not None and (not isinstance(name, str) or not name.strip()):
-            parse.problem("name", "{name} must be a non-empty string, got {value}", value=repr(name))
-            name = None
+        name = parse.name(options, None)
         catalog_type = options.get("type")
         if catalog_type in (None, ""):
             options.pop("type", None)
@@ -413,14 +388,7 @@ def _pyiceberg_kind(parse: _Parse, kind: object, options: dict[str, Any]) -> dic
             options["type"] = catalog_type.strip().lower()
         return {"kind": PYICEBERG_KIND, "name": name, **_shown(options), "env_config": True}
     if parse.kind in others:
-        if "type" in options:
-            parse.problem(
-                "type",
-                "{type} is not an option of the {kind} catalog: the kind decides the catalog type "
-                "(kind 'pyiceberg' takes 'type' among PyIceberg's properties)",
-                kind=repr(parse.kind),
-            )
-            options.pop("type")
+        parse.no_type(options)
         name = options.pop("name", parse.kind)
         return {"kind": parse.kind, "name": str(name), **_shown({**options, "type": parse.kind}), "env_config": True}
     valid = (*KINDS, PYICEBERG_KIND, *others)

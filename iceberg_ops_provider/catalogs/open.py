@@ -1,11 +1,4 @@
-""":func:`open_catalog`: the one function that opens a catalog, from its :class:`~.spec.CatalogSpec`.
-
-Every front and every engine call opens catalogs here (a test of the layer contracts checks that
-nothing else constructs one). It creates nothing unless asked to (``access="create"``), bounds the
-catalog's requests by the spec's timeout, and reports what goes wrong in this project's terms
-(:mod:`.failures`). :func:`spec_of` gives back the spec a catalog was opened from (or one derived
-from a catalog built elsewhere), for messages and bounds later on.
-"""
+""":func:`open_catalog`: the one function that opens a catalog (a layer contract checks nothing else does)."""
 
 from __future__ import annotations
 
@@ -14,6 +7,7 @@ import importlib
 import logging
 import threading
 import weakref
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -53,18 +47,10 @@ _OPENED: weakref.WeakKeyDictionary[Any, CatalogSpec] = weakref.WeakKeyDictionary
 
 
 def open_catalog(spec: CatalogSpec, *, access: Access = "write") -> Catalog:
-    """Open the catalog ``spec`` describes.
+    """Open the catalog ``spec`` describes, for ``access`` (:data:`~.spec.Access`).
 
-    Args:
-        spec: The description.
-        access: ``read`` (nothing changes: a SQLite database opens read-only, PostgreSQL runs
-            read-only transactions), ``write`` (tables that exist change; nothing is created) or
-            ``create`` (a missing SQLite database, its folder, the warehouse folder and the catalog's
-            tables are created). Other catalogs than SQL ones create nothing when opened.
-
-    Returns:
-        The catalog; every request of a REST catalog ends within ``spec.timeout`` seconds, and no
-        table it loads chooses a class to import (:mod:`.trust`).
+    Every request of a REST catalog ends within ``spec.timeout`` seconds, and no table it loads chooses
+    a class to import (:mod:`.trust`).
 
     Raises:
         CatalogConfigError: The spec has problems (each named where it was set), or a setting the
@@ -105,7 +91,10 @@ def open_catalog(spec: CatalogSpec, *, access: Access = "write") -> Catalog:
                 raise missing_uri(spec, f"PYICEBERG_CATALOG__{name.upper()}__URI")
             catalog = BoundedRestCatalog(name, timeout=spec.timeout, **properties)
         else:
-            catalog = _load(spec, properties, catalog_type)
+            from pyiceberg.catalog import load_catalog
+
+            build = partial(load_catalog, spec.name, **properties)
+            catalog = build() if catalog_type in _BUILT_HERE else _within(build, spec)
     guard_file_io(catalog, writes=access != "read")
     _OPENED[catalog] = spec
     return catalog
@@ -137,7 +126,6 @@ def _catalog_type(spec: CatalogSpec, properties: dict[str, Any]) -> str:
 
 
 def _with_sqlite_file(spec: CatalogSpec, properties: dict[str, Any]) -> CatalogSpec:
-    """``spec`` with the merged properties, and the SQLite file its ``uri`` names when a PyIceberg source gave it."""
     from dataclasses import replace
 
     database = spec.database
@@ -164,24 +152,8 @@ def _sqlite_file(uri: object) -> Path | None:
     return Path(url.database).expanduser().resolve()
 
 
-def _load(spec: CatalogSpec, properties: dict[str, Any], catalog_type: str) -> Catalog:
-    """A catalog of another type, through ``load_catalog``; bounded by a thread where building may call out."""
-    from pyiceberg.catalog import load_catalog
-
-    def build() -> Catalog:
-        return load_catalog(spec.name, **properties)
-
-    if catalog_type in _BUILT_HERE:
-        return build()
-    return _within(build, spec)
-
-
 def _within(build: Callable[[], Catalog], spec: CatalogSpec) -> Catalog:
-    """``build()``, given up on after ``spec.timeout``: for catalog types whose constructor calls out (DynamoDB).
-
-    The call runs in a daemon thread that is abandoned, not stopped, when it runs out: their clients
-    take no bound of their own.
-    """
+    """``build()`` in a daemon thread abandoned after ``spec.timeout``: some constructors call out unbounded."""
     outcome: dict[str, Any] = {}
     context = contextvars.copy_context()
 
@@ -233,11 +205,7 @@ def spec_of(catalog: Catalog) -> CatalogSpec:
 
 
 def empty_catalog() -> Catalog:
-    """An empty in-memory catalog standing for one that does not exist yet; it writes no file anywhere.
-
-    For a reader of a catalog nobody created yet: everything is still to do there, and nothing need
-    be created to say so.
-    """
+    """An empty in-memory catalog standing for one that does not exist yet; it writes no file anywhere."""
     import tempfile
 
     from iceberg_ops_provider.catalogs.sources import from_options
@@ -250,9 +218,7 @@ def empty_catalog() -> Catalog:
 def ensure_namespace(catalog: Catalog, namespace: str | tuple[str, ...]) -> None:
     """Create ``namespace`` unless it exists, safely when other processes do the same.
 
-    PyIceberg's ``create_namespace_if_not_exists`` checks and then creates, and the SQL catalog
-    reports losing that race as a raw database ``IntegrityError``: a namespace that exists
-    afterwards is success, whoever created it.
+    PyIceberg checks and then creates; the SQL catalog reports losing that race as a raw ``IntegrityError``.
     """
     try:
         catalog.create_namespace_if_not_exists(namespace)

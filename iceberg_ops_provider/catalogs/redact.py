@@ -1,13 +1,7 @@
-"""Secrets of a catalog's settings, found by what they are, never by searching text for them.
+"""Secrets of a catalog's settings, found by what they are (a property's name, the parts of a URI).
 
-A catalog's secrets sit in two places: in properties whose name says so (``credential``,
-``s3.secret-access-key``, ``token``, nested ``auth.oauth2.client_secret``), and inside URIs (the
-password of ``postgresql://user:pw@host/db``, query values such as ``?apikey=``). :func:`split_url`
-cuts a URI into its parts without ever raising, even when the password holds unencoded ``/``,
-``[``, ``#``, ``:`` or ``@``; :func:`redact_url` and :func:`display_url` write it back without the
-secret parts; :func:`split_secrets` separates a mapping of properties into what may be shown and
-what may not. Nothing here looks for a secret's text in other text: a page or message that shows a
-catalog shows these parts, so it can neither repeat a secret nor tell whether a guess was right.
+Nothing here looks for a secret's text in other text: a message that shows a catalog shows these parts,
+so it can neither repeat a secret nor tell whether a guess was right.
 """
 
 from __future__ import annotations
@@ -46,10 +40,7 @@ SECRET_WORDS = (
     "sas",
     "signature",
 )
-"""A property whose name (or the name of a mapping holding it) contains one of these holds a secret.
-
-Over-masking an access key id is cheaper than showing a key.
-"""
+"""Words in a property's name (or a mapping's holding it) that mark a secret: over-masking is cheaper than showing."""
 
 _SCHEME = re.compile(r"^\s*([A-Za-z][A-Za-z0-9+.-]*)://")
 # A host (a name, or an IPv6 literal in brackets) and a port of any text (a bad port is still a port, not a password).
@@ -58,16 +49,7 @@ _HOST = re.compile(r"^(\[[0-9A-Za-z:.%]*\]|[A-Za-z0-9._~%!$&'()*+,;=-]*)(:[^/?#@
 
 @dataclass(frozen=True)
 class UrlParts:
-    """A URI cut into parts; every part is text as written (nothing is decoded or checked).
-
-    Attributes:
-        scheme: ``https``, ``postgresql+psycopg``, ...
-        user: The user name of the user info, if any.
-        password: The password of the user info (``None`` when there is none).
-        host: The host and port as written (``catalog:8181``, ``[::1]:5432``).
-        path: The path (from its ``/``, without query or fragment).
-        query: The query without its ``?`` (``None`` when there is none).
-    """
+    """A URI cut into parts, each as written (nothing decoded or checked); ``host`` includes the port."""
 
     scheme: str
     user: str | None
@@ -78,15 +60,11 @@ class UrlParts:
 
 
 def split_url(text: str) -> UrlParts | None:
-    """``text`` cut into its parts when it starts like a URI (``scheme://``) or holds user info; never raises.
+    """``text`` cut into its parts when it starts like a URI or holds user info; never raises.
 
-    The user info ends at the last ``@`` that is followed by something shaped like a host (and an
-    optional port), so a password holding ``/``, ``#``, ``[``, ``:`` or ``@`` unencoded stays in the
-    password; where no ``@`` is followed by a host this module recognises (a non-ASCII name, a broken
-    IPv6 literal), at the last ``@``. Where that is ambiguous (an ``@`` in a path or query), more is
-    counted as user info: a part of an address hidden too many is better than a secret shown. Text
-    without ``scheme://`` (``user:pw@host``, ``http:/user:pw@host``) is cut the same way, with an
-    empty scheme, when it holds an ``@``; otherwise it is no URI (``None``).
+    The user info ends at the last ``@`` followed by something shaped like a host, so a password holding
+    ``/``, ``#``, ``[``, ``:`` or ``@`` unencoded stays in the password: where that is ambiguous, more is
+    counted as user info (an address part hidden is better than a secret shown).
     """
     found = _SCHEME.match(text)
     if found is None and "@" not in text:
@@ -108,15 +86,6 @@ def split_url(text: str) -> UrlParts | None:
     tail = tail.split("#", 1)[0]
     path, question, query = tail.partition("?")
     return UrlParts(scheme, user, password, hostport, path, query if question else None)
-
-
-def _query(query: str | None, *, keep_values: bool) -> str:
-    if query is None:
-        return ""
-    if keep_values:
-        return "?" + query
-    pairs = [pair.partition("=") for pair in query.split("&") if pair]
-    return "?" + "&".join(f"{key}={MASK}" if equals else MASK for key, equals, _ in pairs)  # a bare item may be one
 
 
 _PARAMS = re.compile(r";|%3b", re.IGNORECASE)
@@ -151,14 +120,15 @@ def redact_url(text: str) -> str:
     if params is not None:
         items = (item.partition("=") for item in params.split(";"))
         path += ";" + ";".join(f"{key}={MASK}" if equals else MASK for key, equals, _ in items)
-    return f"{_start(parts)}{userinfo}{parts.host}{path}{_query(parts.query, keep_values=False)}"
+    query = ""
+    if parts.query is not None:  # a bare item may be a secret too
+        pairs = (pair.partition("=") for pair in parts.query.split("&") if pair)
+        query = "?" + "&".join(f"{key}={MASK}" if equals else MASK for key, equals, _ in pairs)
+    return f"{_start(parts)}{userinfo}{parts.host}{path}{query}"
 
 
 def display_url(text: str) -> str:
-    """Where a URI points, to show: scheme, user, host, port and path (no password, no query, no path parameters).
-
-    Other text is returned as given.
-    """
+    """Where a URI points, to show: no password, query or path parameters (other text as given)."""
     parts = split_url(text)
     if parts is None:
         return text
@@ -190,7 +160,6 @@ def is_secret_key(key: str) -> bool:
 
 
 def _redacted_value(path: str, value: Any) -> tuple[Any, bool]:
-    """``value`` (at ``path``) as it may be shown, and whether anything was hidden."""
     if isinstance(value, Mapping):
         shown, hidden = {}, False
         for key, item in value.items():
@@ -206,11 +175,7 @@ def _redacted_value(path: str, value: Any) -> tuple[Any, bool]:
 
 
 def split_secrets(properties: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``properties`` as ``(shown, secrets)``: every key in ``shown``, its secret parts as ``***``.
-
-    A property that holds a secret (by its name, inside a URI, or somewhere in a nested mapping) is
-    kept whole in ``secrets`` under its key; ``{**shown, **secrets}`` gives the properties back.
-    """
+    """``properties`` as ``(shown, secrets)``: secret parts shown as ``***``, and each property holding one whole."""
     shown: dict[str, Any] = {}
     secrets: dict[str, Any] = {}
     for key, value in properties.items():
@@ -231,11 +196,7 @@ def _leaves(path: str, value: Any) -> Iterator[str]:
 
 
 def secret_forms(secrets: Mapping[str, Any]) -> tuple[str, ...]:
-    """Every text form of the secret values in ``secrets``, for a log masker (raw, decoded, URL-encoded).
-
-    The secret parts only: the password of a URI and not the URI, a credential whole and each of its
-    halves (``client_id:client_secret`` is sent in either form).
-    """
+    """Every text form of the secret values (raw, decoded, URL-encoded; a credential's halves), for a log masker."""
     values: set[str] = set()
     for key, value in secrets.items():
         for leaf in _leaves(str(key), value):

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit
 
 from iceberg_ops_provider.catalogs.redact import without_path_params
 
-__all__ = ["http_error", "one_line", "request_path", "the_catalog"]
+__all__ = ["causes", "http_error", "one_line", "request_path", "the_catalog"]
 
 
 def one_line(text: object) -> str:
@@ -24,7 +24,8 @@ def the_catalog(endpoint: str) -> str:
     return f"The catalog at {endpoint}" if "://" in endpoint or endpoint.startswith("/") else f"The catalog {endpoint}"
 
 
-def _causes(exc: BaseException) -> Iterator[BaseException]:
+def causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc``, then its causes (or contexts), each once and at most 16."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen and len(seen) < 16:
@@ -35,17 +36,17 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
 
 def http_error(exc: BaseException) -> Any:
     """The ``requests`` error (with its request and response) behind a PyIceberg REST error, if any."""
-    for cause in _causes(exc):
+    for cause in causes(exc):
         if getattr(cause, "request", None) is not None and getattr(cause, "response", None) is not None:
             return cause
     return None
 
 
-def request_path(exc: Any) -> tuple[str, str]:
-    """The method and path (no host, query, path parameter or password) of the request ``exc`` was raised for."""
+def request_path(exc: Any) -> str:
+    """``METHOD /path`` (no host, query, path parameter or password) of the request ``exc`` was raised for."""
     request = getattr(exc, "request", None)
     url = str(getattr(request, "url", "") or getattr(exc, "url", "") or "")  # the bounded transport's own refusals
     path = ""
     with suppress(ValueError):
         path = without_path_params(urlsplit(url).path)
-    return str(getattr(request, "method", "") or getattr(exc, "method", "") or ""), path
+    return f"{getattr(request, 'method', '') or getattr(exc, 'method', '') or ''} {path}".strip()

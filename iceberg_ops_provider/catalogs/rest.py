@@ -1,27 +1,10 @@
-"""REST catalogs whose every request ends by a deadline, in the calling thread, touching nothing else.
+"""REST catalogs whose every request ends by a deadline, set on the catalog's own HTTP session and nowhere else.
 
-PyIceberg's REST client waits without limit, and ``requests``' timeouts bound each wait for data,
-not a whole answer: a server that drips one byte a second holds a caller forever. Here the bound
-is set on the catalog's own HTTP session and nowhere else (no other session, no class of
-``requests`` or ``urllib3`` is changed):
-
-* :func:`bound_session` gives a session's connections sockets that check a deadline before every
-  read and write, each wait at most the time left; a request that runs out raises
-  :class:`DeadlineExceeded` (a ``requests`` timeout), its connection closed. An answer larger than
-  :data:`MAX_ANSWER_BYTES` (:data:`MAX_SMALL_ANSWER_BYTES` for the configuration and a token)
-  raises :class:`AnswerTooLarge`; the session asks for answers as they
-  are, and one compressed all the same is refused (:class:`EncodingRefused`): decompressing would
-  grow it past the bound. A redirect to another origin is not followed (:class:`RedirectRefused`):
-  a catalog's address answers for itself. Closing the session closes every connection it opened,
-  even one an answer in an error's traceback still holds.
-* :func:`deadline` bounds every catalog request inside it by one deadline in all (a page's part,
-  a check of a sensor): each request ends by the earlier of its own and this one.
-* :class:`BoundedRestCatalog` is PyIceberg's ``RestCatalog`` whose sessions (the one that asks for
-  the configuration while it is built, then the catalog's own) are bound so, and whose
-  configuration may neither move its address to another origin nor name a class to import
-  (:mod:`.trust`).
-
-Not bound: name resolution (the resolver has no timeout of its own), and the token requests of
+``requests``' timeouts bound each wait for data, not a whole answer: a server that drips one byte a
+second holds a caller forever. :func:`bound_session` gives a session's connections sockets that check
+a deadline before every read and write and count what they read; an answer is not decompressed (it
+could grow past the bound) and a redirect to another origin is not followed. :func:`deadline` bounds
+every request inside it by one deadline in all. Not bound: name resolution, and the token requests of
 ``auth.type: oauth2``, which PyIceberg sends without the catalog's session.
 """
 
@@ -43,6 +26,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from urllib3.connection import HTTPConnection, HTTPSConnection
 from urllib3.connectionpool import HTTPConnectionPool, HTTPSConnectionPool
 
+from iceberg_ops_provider.catalogs.requests_of import causes
 from iceberg_ops_provider.catalogs.trust import check_configuration, origin
 
 __all__ = [
@@ -93,11 +77,7 @@ class AnswerTooLarge(_Refused):
 
 
 class EncodingRefused(_Refused):
-    """A catalog sent a compressed answer though asked for none; it is not decompressed.
-
-    Attributes:
-        encoding: The ``Content-Encoding`` it named (``gzip``, ...), or ``other`` when that is no plain token.
-    """
+    """A catalog sent a compressed answer (``encoding``, or ``other``) though asked for none; it is not decompressed."""
 
     def __init__(self, encoding: str, **kwargs: Any) -> None:
         self.encoding = encoding
@@ -115,8 +95,6 @@ class RedirectRefused(_Refused):
 
 @dataclass
 class _Limit:
-    """The bound of the requests running in one context: when they must end, how much they may read."""
-
     deadline: float
     max_bytes: int
     read: int = 0
@@ -140,10 +118,9 @@ class _TooLarge(Exception):
 
 @contextlib.contextmanager
 def deadline(seconds: float, *, max_answer_bytes: int | None = None) -> Iterator[None]:
-    """Bound every catalog request made inside (in this thread or context) to end within ``seconds`` from now.
+    """Bound every catalog request inside (in this context) to end within ``seconds``, nested bounds the earlier.
 
-    Nested bounds take the earlier deadline; ``max_answer_bytes`` bounds each answer (default: the
-    enclosing bound's, else :data:`MAX_ANSWER_BYTES`).
+    ``max_answer_bytes`` bounds each answer (default: the enclosing bound's, else :data:`MAX_ANSWER_BYTES`).
     """
     outer = _LIMIT.get()
     end = time.monotonic() + seconds
@@ -244,8 +221,6 @@ class _BoundedSocket:
 
 
 class _Reader(io.RawIOBase):
-    """The raw stream http.client reads an answer from: every read through the bounded socket."""
-
     def __init__(self, sock: _BoundedSocket) -> None:
         self._sock = sock
 
@@ -273,7 +248,6 @@ def _connect_within_deadline(connection: HTTPConnection) -> None:
 
 
 def _bounded_socket(sock: Any) -> _BoundedSocket:
-    """``sock`` bounded, and known to the session whose request opened it."""
     bounded = _BoundedSocket(sock)
     sockets = _SOCKETS.get()
     if sockets is not None:
@@ -281,29 +255,21 @@ def _bounded_socket(sock: Any) -> _BoundedSocket:
     return bounded
 
 
-class _BoundedHTTPConnection(HTTPConnection):
+class _BoundedConnection(HTTPConnection):
     def connect(self) -> None:
         _connect_within_deadline(self)
         super().connect()
         self.sock = _bounded_socket(self.sock)
 
 
-class _BoundedHTTPSConnection(HTTPSConnection):
-    def connect(self) -> None:
-        _connect_within_deadline(self)
-        super().connect()
-        self.sock = _bounded_socket(self.sock)
+class _BoundedHTTPSConnection(_BoundedConnection, HTTPSConnection):
+    pass
 
 
-class _BoundedHTTPPool(HTTPConnectionPool):
-    ConnectionCls = _BoundedHTTPConnection
-
-
-class _BoundedHTTPSPool(HTTPSConnectionPool):
-    ConnectionCls = _BoundedHTTPSConnection
-
-
-_POOLS = {"http": _BoundedHTTPPool, "https": _BoundedHTTPSPool}
+_POOLS = {
+    "http": type("_BoundedHTTPPool", (HTTPConnectionPool,), {"ConnectionCls": _BoundedConnection}),
+    "https": type("_BoundedHTTPSPool", (HTTPSConnectionPool,), {"ConnectionCls": _BoundedHTTPSConnection}),
+}
 
 
 class _BoundedRequest:
@@ -359,10 +325,7 @@ _ENCODING = re.compile(r"[a-z0-9-]{1,20}")
 
 
 def _plain_answers_only(response: requests.Response, *args: Any, **kwargs: Any) -> None:
-    """A response hook (run before the body is read): refuse an answer compressed against the session's asking.
-
-    Decompressing happens past the bounded socket, so a small answer could grow without bound.
-    """
+    """A response hook (run before the body is read): decompressing happens past the bounded socket."""
     encoding = response.headers.get("Content-Encoding", "").strip().lower()
     if encoding and encoding != "identity":
         response.close()
@@ -376,13 +339,7 @@ def _plain_answers_only(response: requests.Response, *args: Any, **kwargs: Any) 
 
 
 def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
-    seen = 0
-    current: BaseException | None = exc
-    while current is not None and seen < 16:
-        if isinstance(current, kind):
-            return True
-        current, seen = current.__cause__ or current.__context__, seen + 1
-    return any(isinstance(arg, kind) for arg in getattr(exc, "args", ()))
+    return any(isinstance(cause, kind) for cause in (*causes(exc), *getattr(exc, "args", ())))
 
 
 def _same_origin(first: str, second: str) -> bool:
@@ -390,10 +347,9 @@ def _same_origin(first: str, second: str) -> bool:
 
 
 def bound_session(session: requests.Session, seconds: float) -> None:
-    """Make every request of ``session`` end within ``seconds`` (see the module's description).
+    """Make every request of ``session`` end within ``seconds``; binding again changes the bound.
 
-    Binding a session again changes its bound rather than stacking another, and bounds the adapters
-    mounted since (PyIceberg mounts its SigV4 adapter after it fetched a token through the session).
+    Binding again also bounds the adapters mounted since (PyIceberg mounts SigV4's after it fetched a token).
     """
     for adapter in session.adapters.values():
         if isinstance(adapter, requests.adapters.HTTPAdapter) and not getattr(adapter, "_iceberg_ops_bound", False):
@@ -439,13 +395,7 @@ def _bound_adapter(adapter: requests.adapters.HTTPAdapter) -> None:
 
 
 class BoundedRestCatalog(RestCatalog):
-    """PyIceberg's REST catalog, every request of it (its configuration while built included) bounded.
-
-    Args:
-        name: The catalog's name.
-        timeout: Seconds one request may take in all.
-        **properties: PyIceberg's REST catalog properties.
-    """
+    """PyIceberg's REST catalog, every request of it bounded by ``timeout`` seconds, its configuration checked."""
 
     def __init__(self, name: str, *, timeout: float, **properties: Any) -> None:
         self._iceberg_ops_timeout = timeout

@@ -1,16 +1,7 @@
 """One parser per place a catalog is described; none raises.
 
-* :func:`from_options`: keyword arguments, as the Python API takes them.
-* :func:`from_file`: ``catalog:`` of the project file ``iceberg-ops.yaml`` (relative paths against
-  its folder), with what the command line set over it.
-* :func:`from_connection`: an Airflow connection's fields, of type ``iceberg_ops`` (a kind and its
-  options in the extra) or ``iceberg`` (the official Iceberg provider's: opened exactly as its
-  ``IcebergHook`` 2.1 opens it). Plain fields, so this module never imports Airflow.
-* :func:`from_name`: a catalog PyIceberg loads by name from ``.pyiceberg.yaml`` or the environment.
-
-What cannot be parsed (a port that is no number, a timeout that is no number of seconds, an option
-the kind does not take) becomes a problem of the spec, raised when it is opened: a list of
-connections never fails for one bad entry.
+Keyword arguments, the project file, an Airflow connection or a PyIceberg name: what cannot be parsed
+becomes a problem of the spec, raised when it is opened.
 """
 
 from __future__ import annotations
@@ -73,14 +64,9 @@ def from_file(
     flags: frozenset[str] = frozenset(),
     role: str = "catalog",
 ) -> CatalogSpec:
-    """The catalog of a project file's ``catalog:`` mapping (``kind:`` and its options, or ``name:``).
+    """The catalog of a project file's ``catalog:`` mapping (``kind:``, default ``sqlite``, and options, or ``name:``).
 
-    Args:
-        catalog: The mapping; ``kind`` defaults to ``sqlite``.
-        file: The project file (``None``: options given on the command line alone).
-        root: The folder relative paths resolve against.
-        flags: The settings the command line gave (over the file, or alone).
-        role: ``catalog``, or ``target`` for the second catalog of a move.
+    ``file`` is ``None`` for options given on the command line alone; relative paths resolve against ``root``.
     """
     source = Source("file" if file is not None else "flags", str(file or ""), role, frozenset(flags))
     options = dict(catalog)
@@ -95,13 +81,12 @@ def from_file(
 
 def connection_extra(extra: Mapping[str, Any] | None) -> dict[str, Any]:
     """A connection's extra without the form's ``extra__<type>__`` prefixes and empty values."""
-    found: dict[str, Any] = {}
-    for key, value in (extra or {}).items():
-        for prefix in (f"extra__{CONN_TYPE}__", f"extra__{OFFICIAL_CONN_TYPE}__"):
-            key = key.removeprefix(prefix)
-        if value not in (None, ""):
-            found[key] = value
-    return found
+    ours, official = f"extra__{CONN_TYPE}__", f"extra__{OFFICIAL_CONN_TYPE}__"
+    return {
+        key.removeprefix(ours).removeprefix(official): value
+        for key, value in (extra or {}).items()
+        if value not in (None, "")
+    }
 
 
 def from_connection(
@@ -114,17 +99,10 @@ def from_connection(
     password: str | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> CatalogSpec:
-    """The catalog of an Airflow connection, from its fields (type ``iceberg`` as the official provider opens it).
+    """The catalog of an Airflow connection, from its fields (both types: docs/airflow.md).
 
-    Type ``iceberg_ops`` (any type but ``iceberg``): ``extra.kind`` (default ``rest``) and that kind's
-    options; the host is the ``uri`` (``https://`` added without a scheme, the port appended), the
-    login and password the REST ``credential``; for ``kind: sql`` the host (or ``extra.uri``) is the
-    SQLAlchemy URL and the login and password fill its user and password where it has none.
-
-    Type ``iceberg``: ``load_catalog(<conn_id>, **properties)``, the properties being the whole extra,
-    the host (trailing ``/`` stripped, no scheme added) as ``uri``, ``type`` ``rest`` unless the extra
-    names one, and for ``rest`` the credential ``login:password`` when both are set. The port and
-    schema are not used. Only ``timeout`` and ``meta_namespace`` of the extra are this project's.
+    Type ``iceberg`` is opened as the official provider's ``IcebergHook`` opens it; any other type reads
+    ``extra.kind`` (default ``rest``) and that kind's options, the host as ``uri`` and login:password as credential.
     """
     source = Source("connection", conn_id)
     if conn_type == OFFICIAL_CONN_TYPE:
@@ -134,30 +112,23 @@ def from_connection(
     if kind != PYICEBERG_KIND:
         options.pop("type", None)
     options.pop("meta_namespace", None)
-    problems: list[tuple[str, str]] = []
+    problem = None
     if kind == "sql":
         options["uri"] = _sql_url(options.get("uri") or host, login, password)
     elif host and kind != "sqlite":
         uri, problem = _uri(conn_id, host, port)
         options.setdefault("uri", uri)
-        if problem:
-            problems.append(("uri", problem))
     if (login or password) and kind in ("rest", "s3tables"):
         options.setdefault("credential", f"{login or ''}:{password or ''}")
     spec = parse_options(kind, options, source=source)
-    for key, text in problems:
-        spec = spec.with_problem(key, text)
-    return spec
+    return spec.with_problem("uri", problem) if problem else spec
 
 
 def _official(
     conn_id: str, host: str | None, login: str | None, password: str | None, extra: dict[str, Any], source: Source
 ) -> CatalogSpec:
-    ours = {}
-    for key in list(extra):
-        plain = key.removeprefix(f"extra__{OFFICIAL_CONN_TYPE}__")
-        if plain in _OURS:
-            ours[plain] = extra.pop(key)
+    prefix = f"extra__{OFFICIAL_CONN_TYPE}__"
+    ours = {key.removeprefix(prefix): extra.pop(key) for key in list(extra) if key.removeprefix(prefix) in _OURS}
     properties = dict(extra)
     named = properties.pop("name", None)
     uri = host.rstrip("/") if host else None
@@ -215,7 +186,6 @@ def _uri(conn_id: str, host: str, port: int | None) -> tuple[str, str | None]:
 
 
 def _sql_url(uri: object, login: str | None, password: str | None) -> object:
-    """A ``sql`` catalog's URL with the connection's login and password where it has none of its own."""
     if not isinstance(uri, str) or not uri.strip():
         return uri
     from sqlalchemy.engine import make_url

@@ -1,10 +1,7 @@
 """The one description of a catalog: :class:`CatalogSpec`, where it came from (:class:`Source`), what is wrong with it.
 
-A spec is made by one parser per source (:mod:`.sources`) and opened by one function
-(:func:`~iceberg_ops_provider.catalogs.open.open_catalog`). It is immutable, holds its secrets
-apart from what may be shown, and never fails to exist: a source that cannot be parsed gives a
-spec carrying :class:`SpecProblem` values, which opening it reports, so a list of catalogs never
-fails for one bad entry.
+A spec is immutable, holds its secrets apart, and never fails to exist: a source that cannot be parsed
+gives a spec carrying :class:`SpecProblem` values, which opening it reports.
 """
 
 from __future__ import annotations
@@ -31,25 +28,15 @@ _MAX_TIMEOUT = 7 * 24 * 3600
 SourceKind = Literal["python", "file", "connection", "flags"]
 
 Access = Literal["read", "write", "create"]
-"""What a caller does with a catalog it opens.
-
-``read``: nothing changes (a SQLite database opens read-only, PostgreSQL runs read-only transactions);
-``write``: tables that exist are changed, nothing is created (no database file, folder or catalog
-table); ``create``: a missing database, its folder, the warehouse folder and the catalog's tables are
-created (commands and operators that create tables).
-"""
+"""``read``: nothing changes; ``write``: tables that exist change, nothing is created; ``create``: a missing
+database, its folder, the warehouse folder and the catalog's tables are created."""
 
 
 @dataclass(frozen=True)
 class Source:
-    """Where a spec came from, so that a message names the setting to change in the reader's terms.
+    """Where a spec came from (``where``: a file or connection id; ``flags``: set on the command line).
 
-    Attributes:
-        kind: ``python`` (keyword arguments), ``file`` (``catalog:`` of ``iceberg-ops.yaml``),
-            ``connection`` (an Airflow connection) or ``flags`` (command-line options alone).
-        where: The file's path, or the connection's id.
-        role: ``catalog``, or ``target`` for the second catalog of a move.
-        flags: The settings given on the command line (over a file, or alone).
+    A message names the setting to change in the reader's terms; ``role`` is ``target`` for a move's second catalog.
     """
 
     kind: SourceKind = "python"
@@ -64,13 +51,7 @@ class Source:
 
 @dataclass(frozen=True)
 class SpecProblem:
-    """Why a spec cannot be opened: the setting and what is wrong with it (as a message with facts).
-
-    Attributes:
-        key: The setting.
-        text: What is wrong, naming the setting where it was set.
-        error: The error opening raises for it, when it is a class of its own (an unknown kind).
-    """
+    """Why a spec cannot be opened: the setting, what is wrong, and the error to raise when it has its own class."""
 
     key: str
     text: Message
@@ -78,18 +59,13 @@ class SpecProblem:
 
 
 def check_timeout(value: object) -> float | None:
-    """``value`` as seconds (a number, or its text as a connection stores it), or ``None`` when it is not one.
-
-    Accepts numbers above zero and at most a week; ``True``/``False`` and NaN are not numbers here.
-    """
+    """``value`` as seconds above zero and at most a week (a number, or its text), else ``None``."""
     if isinstance(value, str):
         try:
             value = float(value.strip())
         except ValueError:
             return None
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    if not 0 < value <= _MAX_TIMEOUT:  # also refuses NaN
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= _MAX_TIMEOUT:  # and NaN
         return None
     return float(value)
 
@@ -98,20 +74,8 @@ def check_timeout(value: object) -> float | None:
 class CatalogSpec:
     """How to open one catalog, and where that was said.
 
-    Attributes:
-        kind: ``sqlite``, ``memory``, ``sql``, ``rest``, ``glue``, ``hive``, ``s3tables``,
-            ``pyiceberg`` (PyIceberg's own properties, unchanged) or another PyIceberg catalog type.
-        name: The catalog's name (``None``: PyIceberg's default catalog name).
-        properties: PyIceberg's properties as they may be shown: ``type``, a ``uri`` without its
-            password, secret values as ``***``.
-        secrets: The properties that hold a secret, whole; never shown, never in ``repr``.
-        timeout: Seconds one request to the catalog may take in all (connecting and every read).
-        source: Where the spec came from.
-        problems: Why it cannot be opened (empty when it can).
-        database: The SQLite database file of a catalog kept in one, resolved.
-        warehouse_dir: A local folder for the data files, resolved (created only when creating).
-        env_config: Whether ``.pyiceberg.yaml`` and ``PYICEBERG_CATALOG__<NAME>__*`` add properties
-            under :attr:`name`, as ``load_catalog`` does.
+    ``properties`` may be shown (secret values as ``***``); ``secrets`` holds the properties with a secret,
+    whole, never shown. ``env_config``: ``.pyiceberg.yaml`` and the environment add properties under ``name``.
     """
 
     kind: str

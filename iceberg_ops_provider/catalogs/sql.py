@@ -1,16 +1,8 @@
 """PyIceberg's SQL catalog as the ``sqlite``, ``memory`` and ``sql`` kinds open it, reading without writing.
 
-* :func:`open_sql` opens the catalog for the access asked. To read, a SQLite database opens
-  read-only (SQLite's ``mode=ro``: a write fails, a missing file stays missing) and a PostgreSQL
-  one runs read-only transactions; neither creates the catalog's tables or migrates their schema.
-  Only ``create`` makes the database file, its folder, the warehouse folder and the catalog tables.
-  A database without the catalog's tables is no catalog, and is said to be one only when creating.
-* On PostgreSQL every connection (the first, made while the catalog is built, included) gets the
-  catalog's timeout as its connect timeout, and read-only transactions when reading; the catalog
-  commits at READ COMMITTED, which PyIceberg's optimistic commits need to report a lost race as one.
-* The ``memory`` kind is :class:`~._memory.SharedMemorySqlCatalog`, one in-memory database every thread shares.
-
-SQLAlchemy is imported only inside these functions, so this module imports without the SQL extras.
+To read, SQLite opens read-only (``mode=ro``) and PostgreSQL runs read-only transactions; only ``create``
+makes the database file, its folder, the warehouse folder and the catalog's tables. SQLAlchemy is imported
+inside the functions, so this module imports without the SQL extras.
 """
 
 from __future__ import annotations
@@ -64,17 +56,11 @@ def _check_driver(spec: CatalogSpec) -> Any:
     return url
 
 
-def _read_only_uri(database: Path) -> str:
-    """SQLite's read-only open of ``database``: a write fails, and a missing file is not created."""
-    return f"sqlite:///file:{quote(str(database), safe='/')}?mode=ro&uri=true"
-
-
 def open_sql(spec: CatalogSpec, access: Access) -> SqlCatalog:
-    """Open the SQL catalog of ``spec`` for ``access`` (see the module's description).
+    """Open the SQL catalog of ``spec`` for ``access``.
 
     Raises:
-        CatalogNotFoundError: Not creating, and the SQLite database file does not exist, or the
-            database holds no catalog.
+        CatalogNotFoundError: Not creating, and the database file does not exist or holds no catalog.
         CatalogConfigError: Creating a ``sql`` catalog that has no place for its data files.
         MissingExtraError: The database driver is not installed.
     """
@@ -112,7 +98,8 @@ def open_sql(spec: CatalogSpec, access: Access) -> SqlCatalog:
                 path=str(spec.database),
             )
         if access == "read":
-            properties["uri"] = _read_only_uri(spec.database)
+            # SQLite's read-only open: a write fails, and a missing file is not created.
+            properties["uri"] = f"sqlite:///file:{quote(str(spec.database), safe='/')}?mode=ro&uri=true"
     if spec.warehouse_dir is not None and creating:
         spec.warehouse_dir.mkdir(parents=True, exist_ok=True)
     if creating and "warehouse" not in properties:
@@ -137,12 +124,7 @@ def open_sql(spec: CatalogSpec, access: Access) -> SqlCatalog:
 
 
 def _construct(name: str, properties: dict[str, Any]) -> SqlCatalog:
-    """``SqlCatalog``, tolerating another process creating its tables at the same moment.
-
-    PyIceberg checks whether the catalog tables exist, then creates them; two processes opening a new
-    database at once can both find them missing, and the second ``CREATE TABLE`` fails. Opening again
-    finds them.
-    """
+    """``SqlCatalog``, retried when another process created its tables between PyIceberg's check and create."""
     from pyiceberg.catalog.sql import SqlCatalog
     from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
     from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_incrementing
@@ -164,7 +146,6 @@ def _construct(name: str, properties: dict[str, Any]) -> SqlCatalog:
 
 
 def _require_catalog_tables(catalog: SqlCatalog, spec: CatalogSpec) -> None:
-    """Refuse a database without PyIceberg's catalog tables (not created unless creating)."""
     from sqlalchemy import inspect
 
     if inspect(catalog.engine).has_table("iceberg_tables"):
@@ -183,10 +164,7 @@ def _require_catalog_tables(catalog: SqlCatalog, spec: CatalogSpec) -> None:
 
 
 def _postgres_url(url: Any, seconds: float, *, read_only: bool) -> str:
-    """The URL a PostgreSQL catalog connects with: within ``seconds`` (whole, at least 2), read-only when reading.
-
-    The URL's own ``connect_timeout`` wins; its ``options`` are kept, read-only added to them.
-    """
+    """The URL a PostgreSQL catalog connects with (the URL's own ``connect_timeout`` wins), read-only when reading."""
     query = dict(url.query)
     query.setdefault("connect_timeout", str(max(2, math.ceil(seconds))))
     if read_only:
@@ -195,11 +173,7 @@ def _postgres_url(url: Any, seconds: float, *, read_only: bool) -> str:
 
 
 def _refuse_tables_without_warehouse(catalog: SqlCatalog, name: str) -> None:
-    """Make creating a table without a location in ``catalog`` (which has no warehouse) fail naming the fix.
-
-    PyIceberg's own ``ValueError`` ("No default path is set") names neither the catalog nor a setting.
-    A namespace with a ``location`` property still gives its tables a place.
-    """
+    """Make creating a table without a location fail naming the fix (PyIceberg's ``ValueError`` names neither)."""
     default_location = catalog._get_default_warehouse_location
 
     def location(database_name: str, table_name: str) -> str:

@@ -1,27 +1,11 @@
-"""Who may choose what a catalog runs, how it signs, and where it sends its requests.
+"""Who may choose what a catalog imports, how it signs, and where it sends its requests.
 
-PyIceberg imports a class named by some properties and calls it: ``py-io-impl`` (the FileIO of
-every table), ``s3.retry-strategy-impl``, ``py-catalog-impl``, a table's
-``write.py-location-provider.impl`` (on every write of data files), a REST catalog's ``auth``
-(``{"type": "custom", "impl": ...}``). Such a name may come from the user (the project file, the
-code, a connection, ``.pyiceberg.yaml``), from a REST catalog's answer to ``GET /v1/config``, or
-from a table (its metadata's properties, the ``config`` of a load-table answer). Whoever names the
-class runs code where the catalog is opened, so only the user's own settings may name one:
-
-* a REST catalog's configuration may not name a class other than PyIceberg's and PyArrow's own
-  (:data:`BUILT_IN`; :class:`ImportRefused`), may not set how this process authenticates or signs
-  (``auth``, ``rest.sigv4-enabled``, ``rest.signing-*``, a ``header.Host``; :class:`SettingRefused`:
-  the credentials would sign for, or be sent to, what the server chose), and may not move the
-  catalog's address or token endpoint to another origin (:class:`AddressMoved`), as a redirect may
-  not;
-* a table naming a FileIO class is read with the catalog's own FileIO instead (a warning is
-  logged); a table naming a location provider class is refused by a catalog opened to write
-  (PyIceberg would import it to write data files) and ignored by one opened to read (which writes
-  none) (:func:`guard_file_io`).
-
-A front that opens catalogs on behalf of people who may edit connections but not run code (the
-api-server: its pages, a connection's test) refuses connections naming classes too
-(:func:`without_classes`).
+PyIceberg imports a class some properties name (``py-io-impl``, ``s3.retry-strategy-impl``,
+``py-catalog-impl``, a table's ``write.py-location-provider.impl``, a custom ``auth``): whoever names it
+runs code where the catalog is opened, so only the user's own settings may. A REST catalog's configuration
+may name no other class than PyIceberg's and PyArrow's own, may not set how this process authenticates or
+signs, and may not move the catalog's address to another origin; a table's FileIO class is ignored and its
+location provider class refused by a catalog opened to write (:func:`guard_file_io`).
 """
 
 from __future__ import annotations
@@ -72,12 +56,7 @@ _ODD = re.compile(r"[\\\s\x00-\x1f\x7f]")
 
 
 class ImportRefused(ValueError):
-    """A class to import was named by whom only the user's own settings may name one.
-
-    Attributes:
-        key: The property (``py-io-impl``, ...).
-        source: Who named it: ``server`` (a REST catalog's configuration or commit answer) or ``table``.
-    """
+    """A class to import (in ``key``) named by a ``server`` or a ``table``, where only the user's may."""
 
     def __init__(self, key: str, source: str) -> None:
         self.key = key
@@ -86,11 +65,7 @@ class ImportRefused(ValueError):
 
 
 class SettingRefused(ValueError):
-    """A REST catalog's configuration set how this process authenticates or signs its requests.
-
-    Attributes:
-        key: The property (``auth``, ``rest.sigv4-enabled``, ``header.Host``, ...).
-    """
+    """A REST catalog's configuration set how this process authenticates or signs its requests (``key``)."""
 
     def __init__(self, key: str) -> None:
         self.key = key
@@ -98,12 +73,7 @@ class SettingRefused(ValueError):
 
 
 class AddressMoved(ValueError):
-    """A REST catalog's configuration moved its address (or its token endpoint) to another origin.
-
-    Attributes:
-        key: ``uri`` or ``oauth2-server-uri``.
-        origin: The origin it moved to (``scheme://host:port``: no path, no user info).
-    """
+    """A REST catalog's configuration moved ``key`` (its address or token endpoint) to another ``origin``."""
 
     def __init__(self, key: str, origin: str) -> None:
         self.key = key
@@ -112,10 +82,7 @@ class AddressMoved(ValueError):
 
 
 def named_classes(properties: Mapping[str, Any]) -> list[str]:
-    """The keys of ``properties`` naming a class to import other than the :data:`BUILT_IN` ones.
-
-    A custom ``auth`` (``{"type": "custom", "impl": ...}``) names one too.
-    """
+    """The keys of ``properties`` naming a class to import (a custom ``auth`` too) other than :data:`BUILT_IN` ones."""
     found = [key for key, allowed in BUILT_IN.items() if properties.get(key) and properties[key] not in allowed]
     auth = properties.get("auth")
     if isinstance(auth, Mapping) and auth.get("impl"):
@@ -124,10 +91,7 @@ def named_classes(properties: Mapping[str, Any]) -> list[str]:
 
 
 def without_classes(spec: CatalogSpec) -> CatalogSpec:
-    """``spec``, with a problem for each setting naming a class to import (to open it where no code may run).
-
-    PyIceberg's and PyArrow's own classes (:data:`BUILT_IN`) are no problem.
-    """
+    """``spec``, with a problem for each setting naming a class to import other than :data:`BUILT_IN` ones."""
     for key in named_classes({**spec.properties, **spec.secrets}):
         spec = spec.with_problem(
             key,
@@ -141,7 +105,6 @@ def without_classes(spec: CatalogSpec) -> CatalogSpec:
 
 
 def _untrusted(properties: Mapping[str, Any], trusted: Mapping[str, Any]) -> list[str]:
-    """Keys naming a class that is neither built in nor what the user's own settings name."""
     return [key for key in named_classes(properties) if properties[key] != trusted.get(key)]
 
 
@@ -162,8 +125,7 @@ def check_configuration(given: Mapping[str, Any], merged: Mapping[str, Any]) -> 
     """Refuse what a REST catalog's configuration changed of the user's ``given`` properties, if it may not.
 
     Raises:
-        AddressMoved: ``uri`` or ``oauth2-server-uri`` now points to another origin than ``given["uri"]``
-            (or holds text clients read differently: a backslash, white space, a control character).
+        AddressMoved: ``uri`` or ``oauth2-server-uri`` moved to another origin (or holds text clients read apart).
         SettingRefused: The configuration set how requests are authenticated or signed.
         ImportRefused: The configuration names a class to import.
     """
@@ -187,13 +149,9 @@ def check_configuration(given: Mapping[str, Any], merged: Mapping[str, Any]) -> 
 def guard_file_io(catalog: Any, *, writes: bool) -> None:
     """Make ``catalog`` open its tables without importing a class a table names.
 
-    What the catalog's own properties name (the user's settings, and what a REST catalog's checked
-    configuration added) may be imported. A table's FileIO class is left out (the catalog's FileIO
-    reads it); a table's location provider class is refused when ``writes`` (PyIceberg would import
-    it to write data files), before a commit through the catalog writes anything (SQL, Glue, Hive),
-    or after a REST catalog's commit answer named it. The catalog's ``_load_file_io`` (where
-    PyIceberg opens every table it loads, creates or commits) and ``commit_table`` are wrapped on
-    this instance only; no class of PyIceberg changes.
+    A table's FileIO class is left out (the catalog's FileIO reads it); its location provider class is refused
+    when ``writes``, before a commit writes anything (SQL, Glue, Hive) or after a REST commit answer named it.
+    Only this instance's ``_load_file_io`` and ``commit_table`` are wrapped; no class of PyIceberg changes.
     """
     kind = type(catalog)
     if not hasattr(kind, "_load_file_io"):  # a catalog class of the user's own loading its FileIO its own way

@@ -1,10 +1,6 @@
-"""Apache Polaris policies (experimental): a client for Polaris 1.x's policy API and typed policies.
+"""Apache Polaris policies (experimental): a client for Polaris 1.x's policy API, and a dispatcher running them.
 
-Polaris stores maintenance policies (``system.snapshot-expiry``, ``system.data-compaction``,
-``system.metadata-compaction``, ``system.orphan-file-removal``) and resolves which apply to a table;
-it runs none of them. :class:`PolarisPolicyClient` reads and manages them over HTTP;
-:class:`PolicyDispatcher` runs the maintenance each table's effective policies ask for;
-:mod:`iceberg_ops_provider.testing` has fakes to drive the client without HTTP.
+Polaris stores maintenance policies and resolves which apply to a table; it runs none of them.
 """
 
 from __future__ import annotations
@@ -28,20 +24,17 @@ from iceberg_ops_provider.polaris.policies import (
 from iceberg_ops_provider.polaris.transport import HTTPResponse, HTTPSession
 
 __all__ = [
-    # the client
     "PolarisPolicyClient",
     "HTTPSession",
     "HTTPResponse",
     "NamespaceLike",
     "TargetType",
-    # policies
     "CONTENT_VERSION",
     "ApplicablePolicy",
     "ConfigValue",
     "Policy",
     "PolicyContent",
     "PolicyType",
-    # the dispatcher
     "PolicyDispatcher",
     "PolicySource",
     "PolicyOutcome",

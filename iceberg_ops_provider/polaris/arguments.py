@@ -1,13 +1,4 @@
-"""The policy client's arguments, checked and put in the form Polaris's policy API takes them.
-
-Namespaces arrive as ``"a.b"`` or ``("a", "b")`` and travel as levels (joined with the 0x1F unit
-separator in query parameters and paths); policy names must match Polaris's pattern; attachment
-targets become ``PolicyAttachmentTarget`` objects, described in messages with the privilege they
-need; policy content is checked against its maintenance type's schema and sent as JSON text. Each
-check raises :class:`~iceberg_ops_provider.errors.PolarisRequestError` (or
-:class:`~iceberg_ops_provider.errors.PolicyContentError`) before anything is sent. Nothing here
-sends a request: :mod:`~iceberg_ops_provider.polaris.client` does.
-"""
+"""The policy client's arguments, checked before anything is sent and put in the form Polaris's API takes."""
 
 from __future__ import annotations
 
@@ -21,17 +12,15 @@ from iceberg_ops_provider.polaris.policies import PolicyContent, PolicyType
 
 __all__ = [
     "SEPARATOR",
+    "TARGETS",
     "NamespaceLike",
     "TargetType",
     "attachment_target",
     "check_name",
     "check_policy_type",
-    "check_table",
     "content_text",
-    "describe_target",
     "dotted",
     "namespace_levels",
-    "target_privilege",
 ]
 
 TargetType = Literal["catalog", "namespace", "table-like"]
@@ -42,7 +31,12 @@ NamespaceLike = str | Sequence[str]
 
 SEPARATOR = "\x1f"
 _NAME = re.compile(r"^[A-Za-z0-9_-]+$")
-_TARGET_TYPES = ("catalog", "namespace", "table-like")
+TARGETS = {
+    "catalog": ("the catalog", "CATALOG"),
+    "namespace": ("namespace", "NAMESPACE"),
+    "table-like": ("table", "TABLE"),
+}
+"""Each attachment target type: how a message names it, and the entity its privileges name."""
 
 
 def namespace_levels(value: NamespaceLike, what: str = "namespace") -> tuple[str, ...]:
@@ -85,16 +79,10 @@ def check_policy_type(policy_type: object) -> str:
     return policy_type
 
 
-def check_table(table: object) -> None:
-    """Refuse a table name that is not a non-empty string."""
-    if not isinstance(table, str) or not table:
-        raise PolarisRequestError(f"The table must be a non-empty name, not {table!r}.")
-
-
 def attachment_target(target_type: str, path: NamespaceLike) -> dict[str, Any]:
     """Polaris's ``PolicyAttachmentTarget`` (``{"type", "path"}``) for a target type and path, checked."""
-    if target_type not in _TARGET_TYPES:
-        raise PolarisRequestError(f"target_type must be one of {', '.join(_TARGET_TYPES)}, not {target_type!r}.")
+    if target_type not in TARGETS:
+        raise PolarisRequestError(f"target_type must be one of {', '.join(TARGETS)}, not {target_type!r}.")
     if target_type == "catalog":
         if path not in ((), [], "", None):
             raise PolarisRequestError(f"A catalog target takes no path (got {path!r}); the catalog is the client's.")
@@ -106,19 +94,6 @@ def attachment_target(target_type: str, path: NamespaceLike) -> dict[str, Any]:
             f"got {path!r}."
         )
     return {"type": target_type, "path": list(levels)}
-
-
-def describe_target(target: Mapping[str, Any]) -> str:
-    """An attachment target in words: ``the catalog``, ``namespace a.b`` or ``table a.b.t``."""
-    if target["type"] == "catalog":
-        return "the catalog"
-    kind = "table" if target["type"] == "table-like" else "namespace"
-    return f"{kind} {dotted(target['path'])}"
-
-
-def target_privilege(target_type: str, verb: str) -> str:
-    """The privilege ``verb`` (``ATTACH``, ``DETACH``) needs on a target of ``target_type``."""
-    return {"catalog": "CATALOG", "namespace": "NAMESPACE", "table-like": "TABLE"}[target_type] + f"_{verb}_POLICY"
 
 
 def _json_value(value: Any) -> Any:

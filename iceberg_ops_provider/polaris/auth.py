@@ -1,16 +1,12 @@
 """Bearer tokens for Apache Polaris: a static token, or OAuth2 client credentials fetched and refreshed.
 
-Polaris's token endpoint (``{base_url}/v1/oauth/tokens`` unless ``oauth2-server-uri`` says otherwise)
-takes ``grant_type=client_credentials`` with ``client_id``, ``client_secret`` and ``scope`` posted
-form-encoded, and answers ``{"access_token", "token_type", "expires_in", ...}``. A fetched token is
-replaced before ``expires_in`` runs out, and once more when Polaris answers 401 to it (a token
-revoked or a clock skewed). Secrets never appear in ``repr()``, in logs or in error messages.
+A fetched token is replaced before ``expires_in`` runs out, and once more when Polaris answers 401 to it.
+Secrets never appear in ``repr()``, in logs or in error messages.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import re
 import threading
 import time
@@ -66,14 +62,14 @@ class BearerAuth:
     request and calls :meth:`invalidate` when Polaris answers 401 to it.
     """
 
-    @property
-    def description(self) -> str:
-        """How requests are authenticated, for messages (never a secret)."""
-        return "no authentication (pass token= or credential=)"
+    description = "no authentication (pass token= or credential=)"
+    """How requests are authenticated, for messages (never a secret)."""
+
+    _header: str | None = None
 
     def header(self) -> str | None:
         """The ``Authorization`` header value to send, or ``None`` to send none."""
-        return None
+        return self._header
 
     def invalidate(self, header: str | None) -> bool:
         """Forget the token behind ``header`` after a 401; ``True`` when a fresh one can be fetched."""
@@ -84,40 +80,23 @@ class BearerAuth:
 
 
 class StaticTokenAuth(BearerAuth):
-    """A bearer token given by the caller; it is never refreshed.
+    """A bearer token given by the caller (without the ``Bearer`` prefix); it is never refreshed."""
 
-    Args:
-        token: The access token (without the ``Bearer`` prefix).
-    """
+    description = "a static bearer token"
 
     def __init__(self, token: str) -> None:
         if not isinstance(token, str) or not token.strip():
             raise PolarisRequestError("The Polaris token is empty: pass the access token itself, or a credential.")
         self._header = f"Bearer {token.strip()}"
 
-    @property
-    def description(self) -> str:
-        """How requests are authenticated, for messages (never a secret)."""
-        return "a static bearer token"
-
-    def header(self) -> str | None:
-        """``Bearer <token>``."""
-        return self._header
-
     def __repr__(self) -> str:
         return "StaticTokenAuth(token='***')"
 
 
 class ClientCredentialsAuth(BearerAuth):
-    """OAuth2 client credentials: a token fetched on first use and replaced before it expires.
+    """OAuth2 client credentials: a token fetched on first use (``fetch`` posts the form) and replaced before expiry.
 
-    Args:
-        credential: ``"client_id:client_secret"``.
-        token_url: The token endpoint.
-        scope: The scope to ask for (``PRINCIPAL_ROLE:ALL``, or ``PRINCIPAL_ROLE:<name>``).
-        fetch: Posts the form and returns the decoded answer; the client passes its own transport.
-        initial_token: A token to use until it is refused or a credential fetch is needed.
-        clock: Seconds on a monotonic clock (tests pass their own).
+    ``initial_token`` is used until it is refused; ``clock`` is a monotonic clock (tests pass their own).
     """
 
     def __init__(
@@ -142,8 +121,6 @@ class ClientCredentialsAuth(BearerAuth):
         self._lock = threading.Lock()
         self._header: str | None = f"Bearer {initial_token.strip()}" if initial_token else None
         self._refresh_at: float | None = None
-        self.fetches = 0
-        """How many tokens were fetched so far (for logs and tests)."""
 
     @property
     def description(self) -> str:
@@ -189,16 +166,10 @@ class ClientCredentialsAuth(BearerAuth):
                 "cannot hold (RFC 6750). Check that oauth2-server-uri points at Polaris's token endpoint.",
                 url=self.token_url,
             )
-        self.fetches += 1
         lifetime = answer.get("expires_in")
-        refresh_at = None
-        if (
-            isinstance(lifetime, (int, float))
-            and not isinstance(lifetime, bool)
-            and math.isfinite(lifetime)
-            and 0 < lifetime < 10 * 365 * 24 * 3600
-        ):
-            refresh_at = started + lifetime - min(REFRESH_MARGIN, lifetime / 2)
+        # At most ten years (which also refuses NaN and infinity): anything else is no lifetime.
+        known = isinstance(lifetime, int | float) and not isinstance(lifetime, bool) and 0 < lifetime < 315_360_000
+        refresh_at = started + lifetime - min(REFRESH_MARGIN, lifetime / 2) if known else None
         logger.debug(
             "Fetched a Polaris access token for client id %r (expires in %s s)",
             self.client_id,

@@ -1,23 +1,8 @@
 """Apache Polaris 1.x's policy API over HTTP, through an injectable ``requests``-like session.
 
-:class:`PolarisPolicyClient` lists the policies that apply to a catalog, namespace or table
-(following every page), and loads, lists, creates, updates, attaches, detaches and drops policies.
-Paths are ``{base_url}/polaris/v1/{catalog}/...`` where ``base_url`` is the catalog API root
-(``https://polaris.example:8181/api/catalog``, PyIceberg's ``uri``); multi-level namespaces travel
-joined with the 0x1F unit separator, in query parameters and (URL-encoded) in paths.
-
-Every request has a timeout; through a ``requests.Session``, ``urllib3``'s ``Retry`` retries 429 and 503
-answers with backoff (``Retry-After`` honoured up to ``max_backoff``), connections that could not be
-made, and connections dropped during reads (:mod:`~iceberg_ops_provider.polaris.transport`). Polaris's error envelope
-(``{"error": {"message", "type", "code"}}``) becomes a typed :class:`~iceberg_ops_provider.errors.PolarisError`
-naming the request, Polaris's message and what to check. TLS certificates are verified unless
-``verify=False``; ``verify="/path/ca.pem"`` trusts a private CA.
-
-Example::
-
-    client = PolarisPolicyClient("https://polaris.example/api/catalog", "prod", credential="id:secret")
-    for policy in client.applicable_policies("finance.quarterly", "transactions"):
-        print(policy.policy_type, policy.content.enable if policy.content else None, policy.inherited)
+Paths are ``{base_url}/polaris/v1/{catalog}/...`` with ``base_url`` the catalog API root (PyIceberg's ``uri``);
+multi-level namespaces travel joined with the 0x1F unit separator. Retries, timeouts and typed errors are
+:mod:`~iceberg_ops_provider.polaris.transport`'s.
 """
 
 from __future__ import annotations
@@ -34,17 +19,15 @@ import requests
 from iceberg_ops_provider.errors import PolarisError, PolarisRequestError
 from iceberg_ops_provider.polaris.arguments import (
     SEPARATOR,
+    TARGETS,
     NamespaceLike,
     TargetType,
     attachment_target,
     check_name,
     check_policy_type,
-    check_table,
     content_text,
-    describe_target,
     dotted,
     namespace_levels,
-    target_privilege,
 )
 from iceberg_ops_provider.polaris.auth import DEFAULT_SCOPE, ClientCredentialsAuth, StaticTokenAuth
 from iceberg_ops_provider.polaris.policies import ApplicablePolicy, Policy, PolicyContent
@@ -64,23 +47,14 @@ class PolarisPolicyClient:
     Args:
         base_url: The catalog API root, ``http(s)://host:port/api/catalog`` (PyIceberg's ``uri``).
         catalog: The Polaris catalog name (PyIceberg's ``warehouse`` for Polaris).
-        token: A bearer token to send. With ``credential`` too, it is used until Polaris refuses it.
-        credential: ``"client_id:client_secret"``; tokens are fetched with OAuth2 client credentials
-            and refreshed before they expire and once after a 401.
+        token: A bearer token; with ``credential`` too, it is used until Polaris refuses it.
+        credential: ``"client_id:client_secret"``: OAuth2 tokens are fetched and refreshed.
         oauth2_server_uri: The token endpoint (default ``{base_url}/v1/oauth/tokens``).
-        scope: The OAuth2 scope (``PRINCIPAL_ROLE:ALL`` or ``PRINCIPAL_ROLE:<role>``).
-        verify: ``True`` verifies TLS against the system CAs, a path trusts that CA bundle, ``False``
-            turns verification off (logged as a warning).
-        timeout: Seconds each request may take to connect and to answer.
-        max_retries: Retries after a 429 or 503 answer, a connection that could not be made, or one dropped
-            during a read (only through a ``requests.Session``: another session object sends each call once).
+        verify: ``True``, a CA bundle path, or ``False`` (logged as a warning).
+        max_retries: Retries of a 429 or 503, or a failed connection (only through a ``requests.Session``).
         page_size: ``pageSize`` asked of listings (``None``: Polaris's default); every page is followed.
-        session: The ``requests.Session``-like object to send with (a new ``requests.Session`` by default).
-        headers: Extra headers for every request (``Polaris-Realm``, ...). Never put secrets in logs.
         cert: A client certificate for mutual TLS: a PEM path, or ``(cert, key)`` paths.
-        backoff: ``urllib3``'s backoff factor: the first retry is at once, the second waits twice this,
-            each further one twice as long.
-        max_backoff: The longest wait between retries, ``Retry-After`` included.
+        backoff: ``urllib3``'s backoff factor; ``max_backoff`` caps each wait, ``Retry-After`` included.
 
     Raises:
         PolarisRequestError: An argument cannot work (a URL without http(s), a missing CA bundle, ...).
@@ -177,11 +151,9 @@ class PolarisPolicyClient:
     ) -> PolarisPolicyClient:
         """A client for the Polaris behind a PyIceberg REST catalog, from that catalog's properties.
 
-        Reads ``uri`` (the base URL), ``warehouse`` (the Polaris catalog, unless ``catalog`` is
-        given), ``credential``, ``token``, ``scope``, ``oauth2-server-uri``, ``ssl`` (``cabundle``,
-        ``client.cert``, ``client.key``, nested as PyIceberg takes them or dotted like
-        ``ssl.cabundle``), ``header.*`` (extra headers), ``timeout`` and ``rest-page-size``.
-        ``kwargs`` override any of them (``session=``, ``max_retries=``, ...).
+        Reads ``uri``, ``warehouse`` (unless ``catalog`` is given), ``credential``, ``token``, ``scope``,
+        ``oauth2-server-uri``, ``ssl`` (nested or dotted), ``header.*``, ``timeout`` and ``rest-page-size``;
+        ``kwargs`` override any of them.
 
         Raises:
             PolarisRequestError: ``uri`` is missing, or no catalog name can be found.
@@ -205,10 +177,7 @@ class PolarisPolicyClient:
                 "Cannot tell the Polaris catalog name: the properties' 'warehouse' is "
                 f"{props.get('warehouse')!r}. Pass catalog='<Polaris catalog name>'."
             )
-        options: dict[str, Any] = {}
-        for key, option in (("credential", "credential"), ("token", "token"), ("scope", "scope")):
-            if props.get(key):
-                options[option] = str(props[key])
+        options: dict[str, Any] = {key: str(props[key]) for key in ("credential", "token", "scope") if props.get(key)}
         if props.get("oauth2-server-uri"):
             options["oauth2_server_uri"] = str(props["oauth2-server-uri"])
         ssl = props.get("ssl") if isinstance(props.get("ssl"), Mapping) else {}
@@ -225,24 +194,19 @@ class PolarisPolicyClient:
         headers = {key[len("header.") :]: str(value) for key, value in props.items() if key.startswith("header.")}
         if headers:
             options["headers"] = headers
-        if props.get("timeout") not in (None, ""):
-            try:
-                options["timeout"] = float(props["timeout"])
-            except (TypeError, ValueError):
-                raise PolarisRequestError(
-                    f"The catalog property 'timeout' must be a number of seconds, not {props['timeout']!r}."
-                ) from None
-        if props.get("rest-page-size") not in (None, ""):
-            try:
-                options["page_size"] = int(props["rest-page-size"])
-            except (TypeError, ValueError):
-                raise PolarisRequestError(
-                    f"The catalog property 'rest-page-size' must be a whole number, not {props['rest-page-size']!r}."
-                ) from None
+        for key, option, read, what in (
+            ("timeout", "timeout", float, "a number of seconds"),
+            ("rest-page-size", "page_size", int, "a whole number"),
+        ):
+            if props.get(key) not in (None, ""):
+                try:
+                    options[option] = read(props[key])
+                except (TypeError, ValueError):
+                    raise PolarisRequestError(
+                        f"The catalog property {key!r} must be {what}, not {props[key]!r}."
+                    ) from None
         options.update(kwargs)
         return cls(str(uri), str(name), **options)
-
-    # --- reading ------------------------------------------------------------------------------------
 
     def applicable_policies(
         self,
@@ -250,40 +214,30 @@ class PolarisPolicyClient:
         table: str | None = None,
         policy_type: str | None = None,
     ) -> list[ApplicablePolicy]:
-        """The policies that apply to the catalog, a namespace or a table, inherited ones included.
+        """The policies that apply to the catalog, a namespace (``namespace``) or a table, inherited ones included.
 
-        Polaris resolves inheritance: per inheritable type, the nearest attachment wins (table over
-        namespace over catalog). Every page is followed.
-
-        Args:
-            namespace: The namespace (``None`` for the catalog itself).
-            table: A table of ``namespace`` (``None`` for the namespace itself).
-            policy_type: Only policies of this type (``system.snapshot-expiry``, ...).
-
-        A maintenance policy whose content is malformed is returned with ``content=None`` and the
-        reason in ``content_error`` (so one bad policy does not hide the others).
+        Polaris resolves inheritance (the nearest attachment wins); every page is followed. A maintenance
+        policy with malformed content is returned with ``content=None`` and the reason in ``content_error``.
 
         Raises:
-            PolarisError: A typed subclass for each way the request can fail (see the module docstring).
+            PolarisError: A typed subclass for each way the request can fail.
             PolicyContentError: Polaris answered a policy without a name or type.
         """
+        if table is not None and namespace is None:
+            raise PolarisRequestError(
+                f"The table {table!r} needs its namespace: call applicable_policies('<namespace>', {table!r})."
+            )
+        if table is not None and (not isinstance(table, str) or not table):
+            raise PolarisRequestError(f"The table must be a non-empty name, not {table!r}.")
         params: dict[str, str] = {}
-        if table is not None:
-            if namespace is None:
-                raise PolarisRequestError(
-                    f"The table {table!r} needs its namespace: call applicable_policies('<namespace>', {table!r})."
-                )
-            check_table(table)
+        target, privilege = "the catalog", "CATALOG_READ_PROPERTIES on the catalog"
         if namespace is not None:
             levels = namespace_levels(namespace)
             params["namespace"] = SEPARATOR.join(levels)
+            target, privilege = f"namespace {dotted(levels)}", "NAMESPACE_READ_PROPERTIES on the namespace"
         if table is not None:
             params["target-name"] = table
             target, privilege = f"table {dotted(levels)}.{table}", "TABLE_READ_PROPERTIES on the table"
-        elif namespace is not None:
-            target, privilege = f"namespace {dotted(levels)}", "NAMESPACE_READ_PROPERTIES on the namespace"
-        else:
-            target, privilege = "the catalog", "CATALOG_READ_PROPERTIES on the catalog"
         if policy_type is not None:
             params["policyType"] = check_policy_type(policy_type)
         url = f"{self._api}/applicable-policies"
@@ -300,12 +254,10 @@ class PolarisPolicyClient:
             PolarisNotFoundError: No such policy (or namespace, or catalog).
             PolicyContentError: Its content is malformed for its maintenance type.
         """
-        levels = namespace_levels(namespace)
-        url = self._policy_url(levels, check_name(name))
-        body = self._transport.request(
-            Call(f"load policy {name!r} of namespace {dotted(levels)}", "GET", url, privilege="POLICY_READ on it")
+        url, what = self._at(namespace, name)
+        return self._policy(
+            self._transport.request(Call(f"load {what}", "GET", url, privilege="POLICY_READ on it")), url
         )
-        return self._policy(body, url)
 
     def list_policies(
         self, namespace: NamespaceLike, policy_type: str | None = None
@@ -334,8 +286,6 @@ class PolarisPolicyClient:
             found.append((tuple(str(level) for level in ns), name))
         return found
 
-    # --- changing -----------------------------------------------------------------------------------
-
     def create_policy(
         self,
         namespace: NamespaceLike,
@@ -346,9 +296,8 @@ class PolarisPolicyClient:
     ) -> Policy:
         """Create a policy in ``namespace`` (version 0) and return it as Polaris stored it.
 
-        ``content`` is checked against the type's schema first for Polaris's maintenance types;
-        a mapping or :class:`PolicyContent` is sent JSON-encoded once, as Polaris expects, and a
-        string is taken to be that JSON already.
+        ``content`` is checked against the type's schema first; a mapping or :class:`PolicyContent` is sent
+        JSON-encoded, a string as the JSON it is.
 
         Raises:
             PolicyContentError: The content is not valid for the type (nothing was sent).
@@ -374,27 +323,20 @@ class PolarisPolicyClient:
         content: Mapping[str, Any] | PolicyContent | str | None = None,
         description: str | None = None,
     ) -> Policy:
-        """Replace the content and/or description of ``policy`` (as loaded), if nobody changed it since.
-
-        Polaris replaces both fields on update, so what is not given is sent unchanged from
-        ``policy``; its ``version`` is the expected current version.
+        """Replace the content and/or description of ``policy`` (as loaded: its ``version`` is expected).
 
         Raises:
             PolarisConflictError: The policy changed since it was loaded (load it again and retry).
             PolicyContentError: The new content is not valid for the policy's type.
         """
-        levels = namespace_levels(namespace)
-        check_name(policy.name)
+        url, what = self._at(namespace, policy.name)
         text = content_text(policy.policy_type, content, policy.name) if content is not None else policy.raw_content
         body: dict[str, Any] = {"current-policy-version": policy.version, "content": text}
         new_description = description if description is not None else policy.description
         if new_description is not None:
             body["description"] = new_description
-        url = self._policy_url(levels, policy.name)
-        action = f"update policy {policy.name!r} of namespace {dotted(levels)}"
-        return self._policy(
-            self._transport.request(Call(action, "PUT", url, json=body, privilege="POLICY_WRITE on it")), url
-        )
+        call = Call(f"update {what}", "PUT", url, json=body, privilege="POLICY_WRITE on it")
+        return self._policy(self._transport.request(call), url)
 
     def attach_policy(
         self,
@@ -406,31 +348,19 @@ class PolarisPolicyClient:
     ) -> None:
         """Attach policy ``name`` of ``namespace`` to the catalog, a namespace or a table.
 
-        Args:
-            namespace: Where the policy is defined.
-            name: The policy.
-            target_type: ``"catalog"``, ``"namespace"`` or ``"table-like"``.
-            path: The target: ``()`` for the catalog, the namespace's levels, or the table's
-                namespace levels followed by its name (``"a.b.orders"`` or ``("a", "b", "orders")``).
-            parameters: Attachment parameters (strings); attaching again replaces them.
+        ``path`` is ``()`` for the catalog, the namespace's levels, or the table's namespace levels followed
+        by its name (``"a.b.orders"``); attaching again replaces the (string) ``parameters``.
 
         Raises:
             PolarisConflictError: Another inheritable policy of the same type is attached to the target.
         """
-        levels = namespace_levels(namespace)
-        check_name(name)
-        target = attachment_target(target_type, path)
-        body: dict[str, Any] = {"target": target}
-        if parameters is not None:
-            if not isinstance(parameters, Mapping) or not all(
-                isinstance(key, str) and isinstance(value, str) for key, value in parameters.items()
-            ):
-                raise PolarisRequestError(f"Attachment parameters must map strings to strings, not {parameters!r}.")
-            body["parameters"] = dict(parameters)
-        url = f"{self._policy_url(levels, name)}/mappings"
-        action = f"attach policy {name!r} of namespace {dotted(levels)} to {describe_target(target)}"
-        privilege = f"POLICY_ATTACH on the policy and {target_privilege(target_type, 'ATTACH')} on the target"
-        self._transport.request(Call(action, "PUT", url, json=body, privilege=privilege))
+        if parameters is not None and (
+            not isinstance(parameters, Mapping)
+            or not all(isinstance(key, str) and isinstance(value, str) for key, value in parameters.items())
+        ):
+            raise PolarisRequestError(f"Attachment parameters must map strings to strings, not {parameters!r}.")
+        extra = {"parameters": dict(parameters)} if parameters is not None else {}
+        self._mapping("ATTACH", namespace, name, target_type, path, extra)
 
     def detach_policy(
         self, namespace: NamespaceLike, name: str, target_type: TargetType, path: NamespaceLike = ()
@@ -440,13 +370,7 @@ class PolarisPolicyClient:
         Raises:
             PolarisNotFoundError: The policy is not attached to that target, or either does not exist.
         """
-        levels = namespace_levels(namespace)
-        check_name(name)
-        target = attachment_target(target_type, path)
-        url = f"{self._policy_url(levels, name)}/mappings"
-        action = f"detach policy {name!r} of namespace {dotted(levels)} from {describe_target(target)}"
-        privilege = f"POLICY_DETACH on the policy and {target_privilege(target_type, 'DETACH')} on the target"
-        self._transport.request(Call(action, "POST", url, json={"target": target}, privilege=privilege))
+        self._mapping("DETACH", namespace, name, target_type, path, {})
 
     def drop_policy(self, namespace: NamespaceLike, name: str, detach_all: bool = False) -> None:
         """Drop policy ``name`` of ``namespace``; ``detach_all`` first detaches it from everything.
@@ -454,20 +378,14 @@ class PolarisPolicyClient:
         Raises:
             PolarisRequestError: The policy is still attached and ``detach_all`` is false.
         """
-        levels = namespace_levels(namespace)
-        url = self._policy_url(levels, check_name(name))
+        url, what = self._at(namespace, name)
         params = {"detach-all": "true" if detach_all else "false"}
-        action = f"drop policy {name!r} of namespace {dotted(levels)}"
-        self._transport.request(Call(action, "DELETE", url, params=params, privilege="POLICY_DROP on it"))
-
-    # --- lifecycle ----------------------------------------------------------------------------------
+        self._transport.request(Call(f"drop {what}", "DELETE", url, params=params, privilege="POLICY_DROP on it"))
 
     def close(self) -> None:
         """Close the HTTP session if the client created it."""
         if self._owns_session:
-            close = getattr(self._transport.session, "close", None)
-            if close is not None:
-                close()
+            self._transport.session.close()  # type: ignore[attr-defined]  # a requests.Session
 
     def __enter__(self) -> PolarisPolicyClient:
         return self
@@ -480,13 +398,32 @@ class PolarisPolicyClient:
             f"PolarisPolicyClient(base_url={self.base_url!r}, catalog={self.catalog!r}, auth={self._transport.auth!r})"
         )
 
-    # --- transport ----------------------------------------------------------------------------------
-
     def _policies_url(self, levels: Sequence[str]) -> str:
         return f"{self._api}/namespaces/{quote(SEPARATOR.join(levels), safe='')}/policies"
 
-    def _policy_url(self, levels: Sequence[str], name: str) -> str:
-        return f"{self._policies_url(levels)}/{quote(name, safe='')}"
+    def _at(self, namespace: NamespaceLike, name: str) -> tuple[str, str]:
+        levels = namespace_levels(namespace)
+        url = f"{self._policies_url(levels)}/{quote(check_name(name), safe='')}"
+        return url, f"policy {name!r} of namespace {dotted(levels)}"
+
+    def _mapping(
+        self,
+        verb: str,
+        namespace: NamespaceLike,
+        name: str,
+        target_type: TargetType,
+        path: NamespaceLike,
+        extra: dict[str, Any],
+    ) -> None:
+        url, what = self._at(namespace, name)
+        target = attachment_target(target_type, path)
+        noun, entity = TARGETS[target_type]
+        action = f"{verb.lower()} {what} {'to' if verb == 'ATTACH' else 'from'} {noun} {dotted(target['path'])}".strip()
+        privilege = f"POLICY_{verb} on the policy and {entity}_{verb}_POLICY on the target"
+        method = "PUT" if verb == "ATTACH" else "POST"
+        self._transport.request(
+            Call(action, method, f"{url}/mappings", json={"target": target, **extra}, privilege=privilege)
+        )
 
     def _policy(self, body: Any, url: str) -> Policy:
         if not isinstance(body, Mapping) or not isinstance(body.get("policy"), Mapping):
@@ -507,12 +444,10 @@ class PolarisPolicyClient:
         items: list[Any] = []
         seen: set[str] = set()
         page_token: str | None = None
+        if self._page_size is not None:
+            params = {**params, "pageSize": str(self._page_size)}
         for _ in range(MAX_PAGES):
-            page_params = dict(params)
-            if self._page_size is not None:
-                page_params["pageSize"] = str(self._page_size)
-            if page_token is not None:
-                page_params["pageToken"] = page_token
+            page_params = params if page_token is None else {**params, "pageToken": page_token}
             call = Call(action, "GET", url, params=page_params, privilege=privilege)
             body = self._transport.request(call)
             if not isinstance(body, Mapping) or not isinstance(body.get(key), list):

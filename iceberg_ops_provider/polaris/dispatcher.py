@@ -1,30 +1,10 @@
 """Polaris maintenance policies enforced: for each table, the effective policy of each type runs its function.
 
-Polaris stores policies and resolves which apply to a table (the nearest attachment wins for inheritable
-types), but runs nothing. :class:`PolicyDispatcher` asks a :class:`PolicySource` (the Polaris policy
-client, or anything with its ``applicable_policies`` method) for a table's policies and runs:
-
-- ``system.data-compaction`` -> :func:`~iceberg_ops_provider.maintenance.compaction.compact_small_files_streaming`
-- ``system.metadata-compaction`` -> :func:`~iceberg_ops_provider.maintenance.manifests.rewrite_manifests`
-- ``system.snapshot-expiry`` -> :func:`~iceberg_ops_provider.maintenance.expire.expire_snapshots`
-- ``system.orphan-file-removal`` -> :func:`~iceberg_ops_provider.maintenance.orphans.remove_orphan_files`
-  (once per location of the policy; a location outside the table's is refused before anything runs)
-
-with the arguments :mod:`~iceberg_ops_provider.polaris.parameters` resolves (explicit argument > policy >
-table property > default). A type with no policy is not run, whatever the overrides say: policies drive
-the maintenance, overrides only adjust it. A disabled policy (``enable: false``) is skipped and logged;
-a policy of a type this project does not know is reported and not run. If Polaris returns several
-policies of one type for a table anyway, the one attached to the table itself (``inherited=false``)
-applies, else the first, and the outcome says so.
-
-Failures are recorded, not raised on the spot: a failing type does not stop the other types of its table,
-and a failing table does not stop the other tables of a namespace. When the run is over,
-``raise_on_failure=True`` (the default) raises with the complete outcome as the error's ``result``:
-:class:`~iceberg_ops_provider.errors.MaintenanceConflictError` when every failure may pass on a retry (a
-commit conflict, a server that did not answer), else :class:`~iceberg_ops_provider.errors.MaintenanceError`.
-An Airflow task can then push ``error.result.to_json()`` to XCom and fail (retried or not by the error's
-``transient``). ``raise_on_failure=False`` returns the outcome; :meth:`TablePolicyOutcome.raise_for_failures`
-and :meth:`NamespacePolicyOutcome.raise_for_failures` raise the same error later.
+:class:`PolicyDispatcher` asks a :class:`PolicySource` for a table's policies and runs each type's function
+(:mod:`.mappings`) with the arguments :mod:`.parameters` resolves. A type with no policy is not run, whatever
+the overrides say; a disabled policy is skipped; several of one type: the one attached to the table wins, else
+the first. Failures are recorded, not raised on the spot; ``raise_on_failure`` raises once the run is over,
+with the outcome as the error's ``result`` (see docs/polaris.md).
 """
 
 from __future__ import annotations
@@ -142,7 +122,6 @@ def _selected(types: Sequence[PolicyType | str] | None) -> tuple[PolicyType, ...
 def _effective(
     policies: Sequence[ApplicablePolicy], table: str
 ) -> tuple[dict[PolicyType, ApplicablePolicy], dict[PolicyType, list[str]], list[ApplicablePolicy]]:
-    """The policy of each type that applies, notes where there was a choice, and the unknown ones."""
     by_type: dict[PolicyType, list[ApplicablePolicy]] = {}
     unknown: list[ApplicablePolicy] = []
     for policy in policies:
@@ -175,12 +154,8 @@ def _effective(
 class PolicyDispatcher:
     """Runs the maintenance the Polaris policies of a table or namespace ask for.
 
-    Args:
-        source: Where the applicable policies come from (the Polaris policy client).
-        catalog: The Iceberg catalog holding the tables (the same tables Polaris knows).
-        dry_run: Resolve everything and call the functions with ``dry_run=True``: report what would be
-            done, change nothing.
-        now: The time ages count back from (default: the clock when each run starts; naive is UTC).
+    ``dry_run`` calls the functions with ``dry_run=True``; ``now`` is the time ages count back from (default:
+    the clock when each run starts; naive is UTC).
     """
 
     def __init__(
@@ -202,19 +177,14 @@ class PolicyDispatcher:
         *,
         raise_on_failure: bool = True,
     ) -> TablePolicyOutcome:
-        """Run the policies of one table.
+        """Run the policies of one table (``"namespace.table"`` or a tuple of its parts).
 
-        Args:
-            identifier: ``"namespace.table"`` or a tuple of its parts.
-            overrides: Explicit arguments, ``{policy type: {argument: value}}``, winning over the policy
-                (see :mod:`~iceberg_ops_provider.polaris.mappings` for the arguments of each type).
-            types: Only these policy types (default: all four).
-            raise_on_failure: Raise when anything failed (after everything ran).
+        ``overrides`` (``{policy type: {argument: value}}``) win over the policy; ``types`` limits the types
+        run; ``raise_on_failure`` raises once everything ran.
 
         Raises:
             PolarisRequestError: A bad identifier, type or override (checked before anything runs).
-            MaintenanceConflictError: Something failed and every failure may pass on a retry; ``result``
-                holds the outcome.
+            MaintenanceConflictError: Every failure may pass on a retry; ``result`` holds the outcome.
             MaintenanceError: Something failed that needs a change first; ``result`` holds the outcome.
         """
         levels = _levels(identifier, "table", 2)
@@ -233,22 +203,14 @@ class PolicyDispatcher:
         *,
         raise_on_failure: bool = True,
     ) -> NamespacePolicyOutcome:
-        """Run the policies of every table directly in ``namespace`` (not of nested namespaces), in name order.
+        """Run the policies of every table directly in ``namespace``, in name order, as :meth:`run_table` does.
 
-        A failing table does not stop the others; its error is recorded in its outcome. Every table's
-        cut-offs count back from the same ``now``.
-
-        Args:
-            namespace: ``"sales"``, ``"lake.sales"`` or a tuple of its parts.
-            overrides: Explicit arguments for every table, as for :meth:`run_table`.
-            types: Only these policy types (default: all four).
-            raise_on_failure: Raise when any table failed (after every table ran).
+        A failing table does not stop the others; every table's cut-offs count back from the same ``now``.
 
         Raises:
             PolarisRequestError: A bad namespace, type or override (checked before anything runs).
-            MaintenanceError: The namespace does not exist; or, with ``raise_on_failure``, some table failed
-                (:class:`~iceberg_ops_provider.errors.MaintenanceConflictError` when every failure may pass
-                on a retry); ``result`` then holds the outcome.
+            MaintenanceError: The namespace does not exist, or (with ``raise_on_failure``) some table failed
+                (:class:`~iceberg_ops_provider.errors.MaintenanceConflictError` when every failure may pass).
         """
         levels = _levels(namespace, "namespace", 1)
         now = self._clock()
@@ -295,18 +257,12 @@ class PolicyDispatcher:
         outcome = TablePolicyOutcome(name, self.dry_run)
         try:
             table = self.catalog.load_table(identifier)
+            policies = self.source.applicable_policies(identifier[:-1], table=identifier[-1])
         except Exception as exc:
             if listed and isinstance(exc, NoSuchTableError):
                 log.warning("%s: dropped since the namespace was listed; skipped", name)
                 outcome.skipped = "the table was dropped after the namespace was listed"
                 return outcome
-            log.error("%s: nothing ran: %s", name, describe(exc))
-            outcome.error, outcome.transient, outcome.cause = describe(exc), transient(exc), exc
-            outcome.seconds = time.monotonic() - started
-            return outcome
-        try:
-            policies = self.source.applicable_policies(identifier[:-1], table=identifier[-1])
-        except Exception as exc:
             described = describe(exc)
             if isinstance(exc, PolarisNotFoundError) and exc.error_type == "NoSuchTableException":
                 described += (
@@ -358,20 +314,14 @@ class PolicyDispatcher:
             function=MAPPINGS[policy_type].function,
             notes=notes,
         )
+        what = f"{name}: {policy_type.value} policy {policy.name!r}"
         where = f"{'inherited' if policy.inherited else 'attached'}, defined in {'.'.join(policy.namespace) or '?'}"
         if policy.content_error is not None:
-            log.error(
-                "%s: %s policy %r (%s) cannot be used: %s",
-                name,
-                policy_type.value,
-                policy.name,
-                where,
-                policy.content_error,
-            )
+            log.error("%s (%s) cannot be used: %s", what, where, policy.content_error)
             outcome.error, outcome.transient = f"PolicyContentError: {policy.content_error}", False
             return outcome
         if outcome.enabled is False:
-            log.info("%s: %s policy %r (%s) is disabled; skipped", name, policy_type.value, policy.name, where)
+            log.info("%s (%s) is disabled; skipped", what, where)
             outcome.action = SKIPPED_DISABLED
             return outcome
         started = time.monotonic()
@@ -385,21 +335,13 @@ class PolicyDispatcher:
                 now=now,
                 overrides=overrides,
             )
-            log.info(
-                "%s: %s policy %r (%s): %s%s",
-                name,
-                policy_type.value,
-                policy.name,
-                where,
-                outcome.function,
-                " (dry run)" * self.dry_run,
-            )
+            log.info("%s (%s): %s%s", what, where, outcome.function, " (dry run)" * self.dry_run)
             self._call(policy_type, table, outcome.parameters, outcome.results)
         except Exception as exc:
             partial = getattr(exc, "result", None)  # a compaction that committed some groups says which
             if partial is not None and hasattr(partial, "to_json"):
                 outcome.results.append(partial.to_json())
-            log.error("%s: %s policy %r failed: %s", name, policy_type.value, policy.name, describe(exc))
+            log.error("%s failed: %s", what, describe(exc))
             outcome.error, outcome.transient = describe(exc), transient(exc)
         else:
             outcome.action = DRY_RUN if self.dry_run else RAN
@@ -411,12 +353,13 @@ class PolicyDispatcher:
     ) -> None:
         """Call the type's function (once per location for orphan removal), appending each result to ``results``."""
         arguments = {name: parameter.value for name, parameter in parameters.parameters.items()}
-        if policy_type == PolicyType.DATA_COMPACTION:
-            results.append(compact_small_files_streaming(table, **arguments, dry_run=self.dry_run).to_json())
-        elif policy_type == PolicyType.METADATA_COMPACTION:
-            results.append(rewrite_manifests(table, **arguments, dry_run=self.dry_run).to_json())
-        elif policy_type == PolicyType.SNAPSHOT_EXPIRY:
-            results.append(expire_snapshots(table, **arguments, dry_run=self.dry_run).to_json())
+        function = {
+            PolicyType.DATA_COMPACTION: compact_small_files_streaming,
+            PolicyType.METADATA_COMPACTION: rewrite_manifests,
+            PolicyType.SNAPSHOT_EXPIRY: expire_snapshots,
+        }.get(policy_type)
+        if function is not None:
+            results.append(function(table, **arguments, dry_run=self.dry_run).to_json())
         else:
             locations: tuple[str, ...] = arguments["locations"]
             root = table.location()

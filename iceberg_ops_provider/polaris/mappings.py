@@ -1,45 +1,7 @@
-"""How each maintenance policy type becomes a maintenance call: its arguments and where each may come from.
+"""How each maintenance policy type becomes a maintenance call (:data:`MAPPINGS`; the table is in docs/polaris.md).
 
-:data:`MAPPINGS` holds, per policy type, the maintenance function and its arguments
-(:class:`ParameterSpec`): the policy key, table property and default of each, and how a value
-given as an argument, in the policy or in a table property is read (raising :class:`InvalidValue`
-when it cannot be). :mod:`~iceberg_ops_provider.polaris.parameters` applies them in order of
-precedence and records where each value came from.
-
-Types: ``expiry`` is ``system.snapshot-expiry`` -> ``expire_snapshots``; ``compaction`` is
-``system.data-compaction`` -> ``compact_small_files_streaming``; ``manifests`` is ``system.metadata-compaction``
--> ``rewrite_manifests``; ``orphans`` is ``system.orphan-file-removal`` -> ``remove_orphan_files``.
-
-==========  ==========================  ===========================  ====================================  ============
-Type        Argument                    Policy key                   Table property                        Default
-==========  ==========================  ===========================  ====================================  ============
-expiry      retain_last                 min_snapshot_to_keep         history.expire.min-snapshots-to-keep  1
-            older_than                  max_snapshot_age_days        history.expire.max-snapshot-age-ms    now - 5 d
-            delete_files                -                            -                                     true
-compaction  target_file_size_bytes      target_file_size_bytes       write.target-file-size-bytes          512 MiB
-            strategy                    compaction_strategy          -                                     binpack
-            min_input_files             min_input_files              -                                     5
-            where                       where                        -                                     every file
-            max_concurrent_groups       max-concurrent-file-group-   -                                     2 (sort: 1)
-                                        rewrites
-manifests   target_manifest_size_bytes  target_manifest_size_bytes   commit.manifest.target-size-bytes     8 MiB
-orphans     older_than                  max_orphan_file_age_in_days  -                                     now - 3 d
-            locations                   locations                    -                                     whole table
-==========  ==========================  ===========================  ====================================  ============
-
-Policy keys are in ``config``, except orphan removal's, which are top-level fields of the content. Days
-become a cut-off of ``now`` minus that many days, and ``history.expire.max-snapshot-age-ms`` one of ``now``
-minus that many milliseconds. ``compaction_strategy`` takes ``bin-pack`` or ``binpack`` (-> ``binpack``) and
-``sort``; ``where`` is a PyIceberg filter. Orphan removal runs once per location, each of which must lie
-under the table's location (a policy naming any other is refused before anything is listed).
-
-Known but not applied (reported with the reason): ``config.max_ref_age_days`` of snapshot expiry
-(``expire_snapshots`` takes no ref age: it applies ``history.expire.max-ref-age-ms`` and each ref's own
-``max-ref-age-ms``), ``config.spec_id`` of metadata compaction (every spec's manifests are rewritten) and
-``config.prefix_mismatch_mode`` of orphan-file removal (equivalent schemes are always compared as one).
-
-An explicit ``older_than`` is a datetime (naive is UTC), a ``timedelta`` before the run's ``now``, or what
-:func:`~iceberg_ops_provider.maintenance.times.parse_older_than` reads (ages such as ``"7d"`` count from the clock).
+Per type: the function, and per argument its policy key, table property, default and how a value is read
+(:class:`InvalidValue` when it cannot be). Known keys that are not applied are reported with the reason.
 """
 
 from __future__ import annotations
@@ -79,28 +41,22 @@ class InvalidValue(Exception):
     """A value that does not fit a parameter; the message says what the parameter takes."""
 
 
+def _number(value: Any, minimum: float, expected: str, *, whole: bool = False) -> float:
+    """A number (or its text) of at least ``minimum``, else :class:`InvalidValue` saying ``expected``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidValue(expected)
+    try:
+        number = float(value.strip()) if isinstance(value, str) else value
+        finite = math.isfinite(number)
+    except (ValueError, OverflowError):
+        raise InvalidValue(expected) from None
+    if not finite or number < minimum or (whole and number != int(number)):
+        raise InvalidValue(expected)
+    return number
+
+
 def _whole(minimum: int) -> Callable[[Any, datetime], int]:
-    """A whole number of at least ``minimum``, from an int, an integral float or their text."""
-    expected = f"a whole number of at least {minimum}"
-
-    def coerce(value: Any, now: datetime) -> int:
-        number: float | int
-        if isinstance(value, bool):
-            raise InvalidValue(expected)
-        if isinstance(value, int | float):
-            number = value
-        elif isinstance(value, str):
-            try:
-                number = float(value.strip())
-            except ValueError:
-                raise InvalidValue(expected) from None
-        else:
-            raise InvalidValue(expected)
-        if not math.isfinite(number) or number != int(number) or number < minimum:
-            raise InvalidValue(expected)
-        return int(number)
-
-    return coerce
+    return lambda value, now: int(_number(value, minimum, f"a whole number of at least {minimum}", whole=True))
 
 
 def _before(now: datetime, age: timedelta | float, unit: str = "days") -> datetime:
@@ -112,16 +68,7 @@ def _before(now: datetime, age: timedelta | float, unit: str = "days") -> dateti
 
 
 def _days(value: Any, minimum: float) -> float:
-    expected = f"a number of days of at least {minimum:g} (such as 3 or 2.5)"
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        raise InvalidValue(expected)
-    try:
-        days = float(value.strip()) if isinstance(value, str) else float(value)
-    except (ValueError, OverflowError):
-        raise InvalidValue(expected) from None
-    if not math.isfinite(days) or days < minimum:
-        raise InvalidValue(expected)
-    return days
+    return float(_number(value, minimum, f"a number of days of at least {minimum:g} (such as 3 or 2.5)"))
 
 
 def _days_before(value: Any, now: datetime) -> datetime:
@@ -193,15 +140,8 @@ def _cutoff(value: Any, now: datetime) -> datetime:
 class ParameterSpec:
     """One argument of a maintenance function and where its value may come from.
 
-    Attributes:
-        name: The function's argument (also the key of ``overrides``).
-        coerce: Reads a value given as an argument or in the policy (raises on a bad one).
-        default: The value when nothing else gives one, from the run's ``now`` and the table's location.
-        policy_key: The policy's key (in ``config``, or at the top level when ``top_level``).
-        top_level: Whether ``policy_key`` is a top-level field of the content (orphan-file removal).
-        policy_coerce: Reads the policy's value when it differs from ``coerce`` (days into a cut-off).
-        table_property: The table property consulted after the policy.
-        property_coerce: Reads the table property's text.
+    ``coerce`` reads an argument or policy value (``policy_coerce`` when the policy's differs: days into a
+    cut-off); ``top_level``: ``policy_key`` is a field of the content, not of ``config``.
     """
 
     name: str
@@ -216,14 +156,7 @@ class ParameterSpec:
 
 @dataclass(frozen=True)
 class PolicyMapping:
-    """How one policy type becomes a maintenance call.
-
-    Attributes:
-        policy_type: The Polaris policy type.
-        function: The maintenance function's name.
-        parameters: The arguments it takes from the policy.
-        not_applied: Config keys known for the type but not applied here, with the reason.
-    """
+    """How one policy type becomes a maintenance call; ``not_applied``: known config keys, with why they are not."""
 
     policy_type: PolicyType
     function: str

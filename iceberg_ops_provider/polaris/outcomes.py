@@ -1,8 +1,4 @@
-"""What a policy run did, per policy type, table and namespace, and the error a failed run raises.
-
-Every outcome has ``to_json()`` (JSON-ready, for XCom). :class:`PolicyOutcome` is one policy type on one
-table, :class:`TablePolicyOutcome` one table, :class:`NamespacePolicyOutcome` every table of a namespace.
-"""
+"""What a policy run did, per policy type, table and namespace (``to_json()`` for XCom), and the error it raises."""
 
 from __future__ import annotations
 
@@ -62,22 +58,9 @@ def transient(exc: BaseException) -> bool:
 class PolicyOutcome:
     """What one policy type did on one table.
 
-    Attributes:
-        policy_type: The policy type.
-        action: ``ran``, ``dry run``, ``failed``, ``skipped: disabled`` or ``skipped: no policy``.
-        policy: The effective policy's name.
-        defined_in: The namespace the policy is defined in (not where it is attached).
-        inherited: Whether it came from a parent (namespace or catalog) rather than the table itself.
-        enabled: The policy's ``enable``.
-        policy_version: Polaris's version of the policy.
-        function: The maintenance function it maps to.
-        parameters: The arguments, each with its value and source (``None`` when nothing was resolved).
-        notes: How the policy was chosen when Polaris returned several of its type.
-        results: The function's results' ``to_json()``: one per call (one per location for orphan removal);
-            for a dry run, what a real run would do.
-        error: Why the type failed.
-        transient: Whether the failure may pass on a retry.
-        seconds: How long the type took.
+    ``action`` is ``ran``, ``dry run``, ``failed``, ``skipped: disabled`` or ``skipped: no policy``;
+    ``defined_in`` is the namespace the policy is defined in (not where it is attached); ``results`` holds the
+    function's results (one per location for orphan removal), for a dry run what a real run would do.
     """
 
     policy_type: PolicyType
@@ -135,14 +118,11 @@ def stops_every_table(exc: BaseException) -> bool:
 
 def not_attempted(identifier: tuple[str, ...], cause: BaseException, dry_run: bool) -> TablePolicyOutcome:
     """The outcome of a table left out because an earlier one failed in a way every table would repeat."""
-    outcome = TablePolicyOutcome(".".join(identifier), dry_run)
-    outcome.error = f"not attempted: an earlier table failed with {describe(cause)}"
-    outcome.transient = transient(cause)
-    return outcome
+    error = f"not attempted: an earlier table failed with {describe(cause)}"
+    return TablePolicyOutcome(".".join(identifier), dry_run, error=error, transient=transient(cause))
 
 
 def _failure_error(what: str, failures: list[tuple[str, str, bool]], result: Any) -> MaintenanceError:
-    """The error a failed run raises: ``failures`` are ``(where, error, transient)``."""
     retryable = all(transient for _, _, transient in failures)
     shown = "; ".join(f"{where}: {error.rstrip('.')}" for where, error, _ in failures[:3])
     more = f" (and {len(failures) - 3} more)" if len(failures) > 3 else ""
@@ -163,18 +143,10 @@ def _failure_error(what: str, failures: list[tuple[str, str, bool]], result: Any
 
 @dataclass
 class TablePolicyOutcome:
-    """What the policies of one table did.
+    """What the policies of one table did (``policies`` in :data:`RUN_ORDER`).
 
-    Attributes:
-        table: The table (``namespace.table``).
-        dry_run: Whether the functions only reported what they would do.
-        policies: One outcome per policy type run, in :data:`RUN_ORDER`.
-        unknown_policies: Policies of types this project does not know (``name`` and ``policy_type``): not run.
-        error: Why nothing ran (the table could not be loaded, or its policies not read).
-        transient: Whether that error may pass on a retry.
-        seconds: How long the table took.
-        cause: The exception behind ``error`` (not part of the JSON).
-        skipped: Why the table was left alone without failing (it was dropped since the namespace was listed).
+    ``error`` says why nothing ran (``cause`` is its exception, not in the JSON); ``skipped`` why the table
+    was left alone without failing (dropped since the namespace was listed).
     """
 
     table: str
@@ -230,13 +202,7 @@ class TablePolicyOutcome:
 
 @dataclass
 class NamespacePolicyOutcome:
-    """What the policies of every table of a namespace did.
-
-    Attributes:
-        namespace: The namespace (dotted).
-        dry_run: Whether the functions only reported what they would do.
-        tables: One outcome per table, in name order.
-    """
+    """What the policies of every table of a namespace did (``tables`` in name order)."""
 
     namespace: str
     dry_run: bool

@@ -1,21 +1,8 @@
 """The arguments of a maintenance call, resolved from a Polaris policy, with where each one came from.
 
-For every parameter the first of these that gives a value wins, and the winner is recorded and logged:
-
-1. an explicit argument (``overrides[policy type][parameter]``), source ``argument``;
-2. the policy's content, source ``policy <name>``;
-3. the table property, source ``table property <key>``;
-4. the default (Iceberg's, or the function's), source ``default``.
-
-Polaris keeps ``config`` values as strings (``Map<String,String>`` on the server), so ``"1"``, ``"2.5"`` and
-``"true"`` are read as numbers and booleans where the parameter is one; a value that cannot be read is a
-:class:`~iceberg_ops_provider.errors.PolicyContentError` naming the policy, the key and the value. Config keys
-are matched with ``-`` and ``_`` as the same character (``min-input-files`` is ``min_input_files``).
-Keys that map to nothing here are reported as *not applied* (known, with the reason) or *unknown*
-(logged as a warning); neither is dropped silently.
-
-Which arguments each policy type takes, under which policy keys, table properties and defaults, and
-how their values are read, is :mod:`~iceberg_ops_provider.polaris.mappings` (:data:`MAPPINGS`).
+Precedence: an explicit argument, the policy's content, the table property, the default (:mod:`.mappings`).
+Polaris keeps ``config`` values as strings, so they are read as the parameter's type; config keys match with
+``-`` and ``_`` as one. Keys mapping to nothing are reported as not applied or unknown, never dropped silently.
 """
 
 from __future__ import annotations
@@ -62,15 +49,7 @@ def json_ready(value: Any) -> Any:
 
 @dataclass(frozen=True)
 class ResolvedParameter:
-    """One argument's value and where it came from.
-
-    Attributes:
-        name: The function's argument.
-        value: The value passed.
-        source: ``argument``, ``policy <name>``, ``table property <key>`` or ``default``.
-        key: The policy content key or table property read (``None`` for an argument or a default).
-        given: The value as it was written there, before it was read (``"2"`` days, ``"86400000"`` ms).
-    """
+    """One argument's value, where it came from (``source``, ``key``), and the value as written there (``given``)."""
 
     name: str
     value: Any
@@ -90,16 +69,7 @@ class ResolvedParameter:
 
 @dataclass(frozen=True)
 class ResolvedParameters:
-    """Every argument of one maintenance call, with the policy keys that were not used.
-
-    Attributes:
-        policy_type: The policy type.
-        function: The maintenance function called.
-        parameters: Each argument, in the function's order.
-        unknown_keys: Config keys that mean nothing here (logged as warnings).
-        not_applied: Known config keys that are not applied, with the reason.
-        notes: Anything else worth knowing about the values (a table property that still limits them).
-    """
+    """Every argument of one maintenance call, with the config keys not applied (with the reason) or unknown."""
 
     policy_type: PolicyType
     function: str
@@ -122,12 +92,7 @@ class ResolvedParameters:
 def check_overrides(
     overrides: Mapping[Any, Mapping[str, Any]] | None, now: datetime
 ) -> dict[PolicyType, dict[str, tuple[Any, Any]]]:
-    """Check explicit arguments up front and read them: ``{type: {argument: (as given, value)}}``.
-
-    Args:
-        overrides: ``{policy type: {argument: value}}``; types as :class:`PolicyType` or their strings,
-            arguments by the maintenance function's names (``retain_last``, ``older_than``, ...).
-        now: The run's time (a ``timedelta`` ``older_than`` counts back from it).
+    """Check explicit arguments (``{policy type: {argument: value}}``) up front: ``{type: {argument: (given, value)}}``.
 
     Raises:
         PolarisRequestError: An unknown type or argument, or a value the argument cannot take.
@@ -150,13 +115,8 @@ def check_overrides(
         for name, value in arguments.items():
             spec = mapping.spec(name)
             if spec is None:
-                by_key = next(
-                    (
-                        s.name
-                        for s in mapping.parameters
-                        if s.policy_key and config_key(s.policy_key) == config_key(name)
-                    ),
-                    None,
+                by_key = {config_key(s.policy_key): s.name for s in mapping.parameters if s.policy_key}.get(
+                    config_key(name)
                 )
                 hint = f" (the policy key {name!r} is the argument {by_key!r})" if by_key else ""
                 raise PolarisRequestError(
@@ -173,7 +133,6 @@ def check_overrides(
 
 
 def _config(policy: Policy, policy_type: PolicyType) -> dict[str, tuple[str, Any]]:
-    """The policy's config by matching key (``-`` read as ``_``): ``{key: (as written, value)}``."""
     assert policy.content is not None
     config: dict[str, tuple[str, Any]] = {}
     for written, value in policy.content.config.items():
@@ -189,7 +148,6 @@ def _config(policy: Policy, policy_type: PolicyType) -> dict[str, tuple[str, Any
 
 
 def _from_policy(spec: ParameterSpec, policy: Policy, config: Mapping[str, tuple[str, Any]]) -> tuple[str, Any] | None:
-    """``(key as written, value)`` of ``spec`` in the policy, if it sets it."""
     if spec.policy_key is None:
         return None
     if spec.top_level:
@@ -213,14 +171,7 @@ def resolve_parameters(
 ) -> ResolvedParameters:
     """Resolve every argument of ``policy_type``'s maintenance call for one table, and log which source won.
 
-    Args:
-        policy_type: The policy type.
-        policy: The effective policy of that type (its content parsed).
-        table: The table's name, for logs and messages.
-        properties: The table's properties.
-        table_location: The table's location (the default of ``locations``).
-        now: The run's time: ages become cut-offs before it.
-        overrides: Explicit arguments, as :func:`check_overrides` returns them for this type.
+    ``overrides`` are :func:`check_overrides`'s for this type; ``table_location`` is the default of ``locations``.
 
     Raises:
         PolicyContentError: A policy value that cannot be read, or two spellings of one config key.
@@ -235,11 +186,42 @@ def resolve_parameters(
     now = now if now.tzinfo is not None else now.replace(tzinfo=UTC)
     mapping = MAPPINGS[policy_type]
     config = _config(policy, policy_type)
-    overrides = overrides or {}
+    given_overrides = overrides or {}
+
+    def resolve(spec: ParameterSpec) -> ResolvedParameter:
+        if spec.name in given_overrides:
+            given, value = given_overrides[spec.name]
+            return ResolvedParameter(spec.name, value, ARGUMENT, given=given)
+        found = _from_policy(spec, policy, config)
+        if found is not None:
+            written, given = found
+            try:
+                value = (spec.policy_coerce or spec.coerce)(given, now)
+            except InvalidValue as exc:
+                where = written if spec.top_level else f"config {written!r}"
+                raise PolicyContentError(
+                    f"Policy {policy.name!r} ({policy_type.value}) sets {where} to {given!r}, which is not {exc}; "
+                    f"fix the policy's content in Polaris.",
+                    policy=policy.name,
+                ) from None
+            return ResolvedParameter(spec.name, value, f"policy {policy.name}", key=written, given=given)
+        if spec.table_property is not None and spec.table_property in properties:
+            given = properties[spec.table_property]
+            try:
+                value = (spec.property_coerce or spec.coerce)(given, now)
+            except InvalidValue as exc:
+                raise MaintenanceError(
+                    f"Table {table} has the property {spec.table_property}={given!r}, which is not {exc}; fix the "
+                    f"property, or set {spec.name!r} in the policy or as an argument."
+                ) from None
+            return ResolvedParameter(
+                spec.name, value, f"table property {spec.table_property}", key=spec.table_property, given=given
+            )
+        return ResolvedParameter(spec.name, spec.default(now, table_location), DEFAULT)
+
     resolved: dict[str, ResolvedParameter] = {}
     for spec in mapping.parameters:
-        parameter = _resolve(spec, policy, policy_type, config, table, properties, table_location, now, overrides)
-        resolved[spec.name] = parameter
+        resolved[spec.name] = parameter = resolve(spec)
         log.info(
             "%s: %s %s=%r from %s", table, policy_type.value, spec.name, json_ready(parameter.value), parameter.source
         )
@@ -265,48 +247,6 @@ def resolve_parameters(
     for note in notes:
         log.warning("%s: %s: %s", table, policy_type.value, note)
     return ResolvedParameters(policy_type, mapping.function, resolved, unknown, not_applied, notes)
-
-
-def _resolve(
-    spec: ParameterSpec,
-    policy: Policy,
-    policy_type: PolicyType,
-    config: Mapping[str, tuple[str, Any]],
-    table: str,
-    properties: Mapping[str, str],
-    table_location: str,
-    now: datetime,
-    overrides: Mapping[str, tuple[Any, Any]],
-) -> ResolvedParameter:
-    if spec.name in overrides:
-        given, value = overrides[spec.name]
-        return ResolvedParameter(spec.name, value, ARGUMENT, given=given)
-    found = _from_policy(spec, policy, config)
-    if found is not None:
-        written, given = found
-        try:
-            value = (spec.policy_coerce or spec.coerce)(given, now)
-        except InvalidValue as exc:
-            where = written if spec.top_level else f"config {written!r}"
-            raise PolicyContentError(
-                f"Policy {policy.name!r} ({policy_type.value}) sets {where} to {given!r}, which is not {exc}; "
-                f"fix the policy's content in Polaris.",
-                policy=policy.name,
-            ) from None
-        return ResolvedParameter(spec.name, value, f"policy {policy.name}", key=written, given=given)
-    if spec.table_property is not None and spec.table_property in properties:
-        given = properties[spec.table_property]
-        try:
-            value = (spec.property_coerce or spec.coerce)(given, now)
-        except InvalidValue as exc:
-            raise MaintenanceError(
-                f"Table {table} has the property {spec.table_property}={given!r}, which is not {exc}; fix the "
-                f"property, or set {spec.name!r} in the policy or as an argument."
-            ) from None
-        return ResolvedParameter(
-            spec.name, value, f"table property {spec.table_property}", key=spec.table_property, given=given
-        )
-    return ResolvedParameter(spec.name, spec.default(now, table_location), DEFAULT)
 
 
 def _notes(

@@ -1,12 +1,7 @@
 """Apache Polaris policies as typed values: the four maintenance policy types and their content.
 
-Polaris sends a policy's ``content`` as a JSON *string*. :meth:`PolicyContent.parse` reads it and
-checks it against the type's content schema (version ``2025-02-03``): an object with a boolean
-``enable`` (required, strictly a boolean, as Polaris's own validator demands), an optional
-``version`` that must be ``2025-02-03``, and an optional ``config`` object of strings, numbers and
-booleans; ``system.orphan-file-removal`` also allows ``max_orphan_file_age_in_days`` (a number) and
-``locations`` (a list of strings). Anything else is a :class:`PolicyContentError` naming the policy
-and the key.
+Polaris sends a policy's ``content`` as a JSON string; :meth:`PolicyContent.parse` checks it against the
+type's content schema (version ``2025-02-03``) as Polaris's own validator does.
 """
 
 from __future__ import annotations
@@ -59,15 +54,7 @@ def _refuse(message: str, policy: str) -> PolicyContentError:
 
 @dataclass(frozen=True)
 class PolicyContent:
-    """The parsed ``content`` of a maintenance policy.
-
-    Attributes:
-        enable: Whether the policy asks for the maintenance to run.
-        config: The type-specific settings (keys are not standardized by Polaris).
-        version: The content schema version (``2025-02-03``).
-        max_orphan_file_age_in_days: ``system.orphan-file-removal`` only: the age below which files are kept.
-        locations: ``system.orphan-file-removal`` only: the locations to clean.
-    """
+    """The parsed ``content`` of a maintenance policy (the orphan fields only for orphan-file removal)."""
 
     enable: bool
     config: Mapping[str, ConfigValue] = field(default_factory=dict)
@@ -97,9 +84,8 @@ class PolicyContent:
             decoded = content
         if not isinstance(decoded, Mapping):
             raise _refuse(f"its content is a JSON {type(decoded).__name__}, not an object", policy)
-        allowed = {"version", "enable", "config"}
-        if policy_type == PolicyType.ORPHAN_FILE_REMOVAL:
-            allowed.update(_ORPHAN_FIELDS)
+        orphans = policy_type == PolicyType.ORPHAN_FILE_REMOVAL
+        allowed = {"version", "enable", "config", *(_ORPHAN_FIELDS if orphans else ())}
         unknown = sorted(set(decoded) - allowed)
         if unknown:
             raise _refuse(
@@ -117,9 +103,7 @@ class PolicyContent:
             version = CONTENT_VERSION
         if version != CONTENT_VERSION:
             raise _refuse(f"'version' must be {CONTENT_VERSION!r}, not {version!r}", policy)
-        config = decoded.get("config")
-        if config is None:
-            config = {}
+        config = {} if decoded.get("config") is None else decoded["config"]
         if not isinstance(config, Mapping):
             raise _refuse(f"'config' must be an object, not {config!r}", policy)
         for key, value in config.items():
@@ -154,17 +138,18 @@ class PolicyContent:
         return data
 
 
+def _not_polaris(what: str, policy: str, where: str) -> PolicyContentError:
+    return PolicyContentError(
+        f"Polaris answered {what} at {where or 'an unknown URL'}. Is this a Polaris 1.x policy endpoint?",
+        policy=policy,
+        url=where,
+    )
+
+
 def _policy_version(value: Any, name: str, where: str) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise PolicyContentError(
-            f"Polaris answered policy {name!r} with the version {value!r}, not a whole number ({where}). "
-            "Is this a Polaris 1.x policy endpoint?",
-            policy=name,
-            url=where,
-        )
-    return value
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise _not_polaris(f"policy {name!r} with the version {value!r}, not a whole number", name, where)
+    return value or 0
 
 
 def _flag(payload: Mapping[str, Any], key: str, default: bool, policy: str, where: str) -> bool:
@@ -174,27 +159,15 @@ def _flag(payload: Mapping[str, Any], key: str, default: bool, policy: str, wher
         return value
     if isinstance(value, str) and value.strip().lower() in ("true", "false"):
         return value.strip().lower() == "true"
-    raise PolicyContentError(
-        f"Polaris answered policy {policy!r} with {key}={value!r}, not true or false, at {where or 'an unknown URL'}. "
-        "Is this a Polaris 1.x policy endpoint?",
-        policy=policy,
-        url=where,
-    )
+    raise _not_polaris(f"policy {policy!r} with {key}={value!r}, not true or false", policy, where)
 
 
 @dataclass(frozen=True)
 class Policy:
     """A policy as Polaris's ``loadPolicy`` returns it.
 
-    Attributes:
-        name: The policy's name (unique within its namespace).
-        policy_type: Its type string (``system.snapshot-expiry``, ...).
-        inheritable: Whether it applies to the entities below the one it is attached to.
-        content: Its parsed content; ``None`` for a type this project does not know (left unparsed).
-        raw_content: The content string as Polaris sent it.
-        content_error: Why the content is invalid for its type, when read leniently (``content`` is then ``None``).
-        version: Polaris's version of the policy (raised by every update).
-        description: Its description, if any.
+    ``content`` is ``None`` for a type this project does not know, or, read leniently, for invalid content
+    (the reason in ``content_error``); ``raw_content`` is the string Polaris sent.
     """
 
     name: str
@@ -216,11 +189,8 @@ class Policy:
         name = payload.get("name")
         policy_type = payload.get("policy-type")
         if not isinstance(name, str) or not isinstance(policy_type, str):
-            raise PolicyContentError(
-                f"Polaris answered a policy without a 'name' or 'policy-type' ({where}): {dict(payload)!r}. "
-                "Is this a Polaris 1.x policy endpoint?",
-                policy=str(name or ""),
-                url=where,
+            raise _not_polaris(
+                f"a policy without a 'name' or 'policy-type' ({dict(payload)!r})", str(name or ""), where
             )
         raw = payload.get("content")
         known = policy_type in PolicyType._value2member_map_
@@ -267,41 +237,23 @@ class Policy:
 
 @dataclass(frozen=True)
 class ApplicablePolicy(Policy):
-    """A policy that applies to an entity, as ``getApplicablePolicies`` returns it.
-
-    Attributes:
-        inherited: ``True`` when it came from a parent (namespace or catalog), ``False`` when it is
-            attached to the entity itself.
-        namespace: The namespace where the policy is *defined* (not where it is attached).
-    """
+    """A policy that applies to an entity: ``inherited`` from a parent or not, ``namespace`` where it is defined."""
 
     inherited: bool = False
     namespace: tuple[str, ...] = ()
 
     @classmethod
     def from_json(cls, payload: Mapping[str, Any], where: str = "", *, lenient: bool = False) -> ApplicablePolicy:
-        """An applicable policy from Polaris's JSON (``ApplicablePolicy`` in its OpenAPI spec).
-
-        Args:
-            payload: The JSON object.
-            where: The URL it came from, for messages.
-            lenient: Keep a policy whose content is invalid for its type, with ``content=None`` and the
-                reason in ``content_error``, instead of raising (so one bad policy does not hide the
-                others of a table).
+        """An applicable policy from Polaris's JSON (``lenient``: invalid content kept as ``content_error``).
 
         Raises:
-            PolicyContentError: A required field is missing, or (unless ``lenient``) the content is invalid
-                for a maintenance type.
+            PolicyContentError: A required field is missing, or (unless ``lenient``) the content is invalid.
         """
         fields = cls._fields(payload, where, lenient)
         namespace = payload.get("namespace") or []
         if not isinstance(namespace, list) or not all(isinstance(level, str) for level in namespace):
-            raise PolicyContentError(
-                f"Polaris answered policy {fields['name']!r} with a 'namespace' that is not a list of names "
-                f"({namespace!r}) at {where or 'an unknown URL'}. Is this a Polaris 1.x policy endpoint?",
-                policy=fields["name"],
-                url=where,
-            )
+            what = f"policy {fields['name']!r} with a 'namespace' that is not a list of names ({namespace!r})"
+            raise _not_polaris(what, fields["name"], where)
         return cls(
             **fields,
             inherited=_flag(payload, "inherited", False, fields["name"], where),

@@ -1,15 +1,11 @@
 """HTTP to Apache Polaris: timeouts, bounded retries, bearer tokens, and typed errors with hints.
 
-:class:`Transport` sends one API call through a ``requests``-like session: every request has a
-timeout. A ``requests.Session`` gets ``urllib3``'s ``Retry`` mounted for Polaris's addresses: a
-connection that could not be made is tried again for every call (nothing was sent); 429 and 503
-answers too (Polaris did not process the request), waiting ``Retry-After`` or the backoff, both capped;
-a connection dropped after sending only for calls that change nothing (reads, token requests); an
-answer that did not come within the timeout never. A 401
-to a fetched token fetches a new one and tries once more. Anything but a 2xx answer becomes a
-:class:`~iceberg_ops_provider.errors.PolarisError` subclass whose message names the action, the
-method and URL (never a secret), Polaris's error envelope (``{"error": {"message", "type", "code"}}``,
-or OAuth's ``{"error", "error_description"}``), and what to check.
+A ``requests.Session`` gets ``urllib3``'s ``Retry`` for Polaris's addresses: a connection that could not be
+made is retried for every call (nothing was sent); 429 and 503 too (Polaris did not process the request),
+waiting ``Retry-After`` or the backoff, both capped; a connection dropped after sending only for calls that
+change nothing; an answer that timed out never. Anything but a 2xx answer becomes a typed
+:class:`~iceberg_ops_provider.errors.PolarisError` naming the action, the request (never a secret),
+Polaris's error and what to check.
 """
 
 from __future__ import annotations
@@ -17,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, InitVar, dataclass, field
 from typing import Any, Protocol
 from urllib.parse import quote, urlencode, urlsplit, urlunsplit
 
@@ -106,18 +102,7 @@ def short(text: object, limit: int = 300) -> str:
 
 @dataclass(frozen=True)
 class Call:
-    """One API call: what it does (for messages), where it goes, and what a 403 means for it.
-
-    Attributes:
-        action: What the call does, as in "Could not <action>".
-        method: The HTTP method.
-        url: The URL without query.
-        params: Query parameters.
-        json: A JSON body.
-        data: A form body (the token request).
-        privilege: The Polaris privilege the call needs, for a 403's message.
-        token_endpoint: Whether this is the OAuth2 token request.
-    """
+    """One API call: what it does (as in "Could not <action>"), where it goes, and the privilege a 403 names."""
 
     action: str
     method: str
@@ -142,8 +127,6 @@ class Call:
 
 
 class _PolarisRetry(Retry):
-    """``urllib3``'s ``Retry`` with Polaris's rules where its own differ, and a log line per retry."""
-
     def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
         """429 and 503 whatever the method: Polaris did not process the request."""
         return status_code in (self.status_forcelist or ())
@@ -170,14 +153,7 @@ class _PolarisRetry(Retry):
 def retrying_adapter(
     max_retries: int, backoff: float, max_backoff: float, *, methods: frozenset[str] = frozenset({"GET"})
 ) -> HTTPAdapter:
-    """A ``requests`` adapter that retries as the module docstring says.
-
-    Args:
-        max_retries: Retries after the first attempt.
-        backoff: ``urllib3``'s backoff factor: the second retry waits twice this, each further one twice as long.
-        max_backoff: The longest wait, ``Retry-After`` included.
-        methods: The methods retried after a connection dropped once the request was sent.
-    """
+    """A ``requests`` adapter retrying as the module says (``methods``: retried after a connection dropped)."""
     retry = _PolarisRetry(
         total=max_retries,
         other=0,
@@ -201,65 +177,38 @@ def _body_summary(response: HTTPResponse) -> str:
     return f"{content_type}, starting {short(response.text or '', 80)!r}"
 
 
+@dataclass(eq=False, repr=False)
 class Transport:
-    """Sends :class:`Call` objects to Polaris with retries, authentication and typed errors.
+    """Sends :class:`Call` objects to Polaris with retries, authentication (:attr:`auth`) and typed errors.
 
-    Args:
-        session: The ``requests.Session``-like object to send with; a ``requests.Session`` gets the
-            retrying adapters mounted for ``base_url`` and ``token_url`` (another object retries nothing).
-        base_url: Polaris's catalog API root, for messages and retries.
-        catalog: The Polaris catalog, for messages.
-        verify: TLS verification: ``True``, ``False`` or a CA bundle path.
-        timeout: Seconds each request may take to connect and to answer.
-        max_retries: Retries after a 429 or 503, or a failed connection (see the module docstring).
-        backoff: The backoff factor: the second retry waits twice this, each further one twice as long.
-        max_backoff: The longest wait between retries, ``Retry-After`` included.
-        headers: Headers for every request.
-        cert: A client certificate (path, or ``(cert, key)`` paths) for mutual TLS.
-        token_url: The OAuth2 token endpoint, whose requests are retried like reads.
-
-    Attributes:
-        auth: What puts the ``Authorization`` header on requests (none by default).
+    A ``requests.Session`` gets the retrying adapters mounted for ``base_url`` and ``token_url``; another
+    session object retries nothing. The other arguments are :class:`PolarisPolicyClient`'s.
     """
 
-    def __init__(
-        self,
-        session: HTTPSession,
-        *,
-        base_url: str,
-        catalog: str,
-        verify: bool | str = True,
-        timeout: float = 30.0,
-        max_retries: int = 3,
-        backoff: float = 0.5,
-        max_backoff: float = 30.0,
-        headers: Mapping[str, str] | None = None,
-        cert: str | tuple[str, str] | None = None,
-        token_url: str | None = None,
-    ) -> None:
-        self.session = session
-        self.base_url = base_url
-        self.catalog = catalog
-        self.verify = verify
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self.backoff = backoff
-        self.max_backoff = max_backoff
-        self.headers = {"Accept": "application/json", **dict(headers or {})}
-        self.cert = cert
-        self.auth: BearerAuth = BearerAuth()
-        if isinstance(session, requests.Session):
-            session.mount(base_url, retrying_adapter(max_retries, backoff, max_backoff))
+    session: HTTPSession
+    _: KW_ONLY
+    base_url: str
+    catalog: str
+    verify: bool | str = True
+    timeout: float = 30.0
+    max_retries: int = 3
+    backoff: InitVar[float] = 0.5
+    max_backoff: InitVar[float] = 30.0
+    headers: Mapping[str, str] | None = None
+    cert: str | tuple[str, str] | None = None
+    token_url: InitVar[str | None] = None
+    auth: BearerAuth = field(default_factory=BearerAuth, init=False)
+
+    def __post_init__(self, backoff: float, max_backoff: float, token_url: str | None) -> None:
+        self.headers = {"Accept": "application/json", **dict(self.headers or {})}
+        if isinstance(self.session, requests.Session):
+            self.session.mount(self.base_url, retrying_adapter(self.max_retries, backoff, max_backoff))
             if token_url:
                 posts = frozenset({"GET", "POST"})
-                session.mount(token_url, retrying_adapter(max_retries, backoff, max_backoff, methods=posts))
+                self.session.mount(token_url, retrying_adapter(self.max_retries, backoff, max_backoff, methods=posts))
 
     def request(self, call: Call, *, authenticate: bool = True) -> Any:
-        """Send ``call`` and return its decoded JSON body (``None`` for an empty answer).
-
-        Raises:
-            PolarisError: The typed subclass for the failure (see the module docstring).
-        """
+        """Send ``call`` and return its decoded JSON body (``None`` for an empty answer), or raise a typed error."""
         for refetched in (False, True):
             header = self.auth.header() if authenticate else None
             headers = {**self.headers, "Authorization": header} if header else dict(self.headers)
@@ -327,9 +276,9 @@ class Transport:
                 "the token (or what the token endpoint answered) and the configured headers.",
                 url=call.shown_url,
             ) from None
-        except requests.exceptions.ConnectTimeout as exc:
-            raise self._unreachable(call, exc) from None
-        except requests.exceptions.Timeout:
+        except requests.exceptions.Timeout as exc:
+            if isinstance(exc, requests.exceptions.ConnectTimeout):  # no connection: nothing was sent
+                raise self._unreachable(call, exc) from None
             raise PolarisServerError(
                 f"Could not {call.action}: {call.method} {call.shown_url} got no answer within {self.timeout:g} s. "
                 "Polaris may be overloaded; pass a larger timeout= if it is only slow.",
@@ -448,13 +397,11 @@ class Transport:
                 "(CATALOG_MANAGE_CONTENT includes it)."
             )
         if status == 404:
-            hint = _NOT_FOUND_HINTS.get(error_type)
-            if hint is None:
-                hint = (
-                    f"Check the catalog name {self.catalog!r} (PyIceberg's `warehouse` for Polaris), the namespace, "
-                    f"table and policy names, and base_url {self.base_url} (the catalog API root); and that this "
-                    "Polaris is 1.0 or later with its policy store enabled (feature flag ENABLE_POLICY_STORE)."
-                )
+            hint = _NOT_FOUND_HINTS.get(error_type) or (
+                f"Check the catalog name {self.catalog!r} (PyIceberg's `warehouse` for Polaris), the namespace, "
+                f"table and policy names, and base_url {self.base_url} (the catalog API root); and that this "
+                "Polaris is 1.0 or later with its policy store enabled (feature flag ENABLE_POLICY_STORE)."
+            )
             return PolarisNotFoundError, hint
         if status == 406 and ("ENABLE_POLICY_STORE" in message or "Feature not enabled" in message):
             return PolarisError, (
