@@ -63,7 +63,11 @@ class _Parse:
         self.problems: list[tuple[str, Any, Any]] = []
 
     def problem(self, key: str, template: str, error: Any = None, **facts: Any) -> None:
-        self.problems.append((key, message(template, about=key, **{key: self.source.setting(key)}, **facts), error))
+        # Templates for any option name the setting `{_setting}` (those for a fixed option, by its key), so an
+        # option called `kind`, `value` or `about` cannot collide with the facts or message()'s own argument.
+        if "{_setting}" not in template:
+            template = template.replace("{" + key + "}", "{_setting}")
+        self.problems.append((key, message(template, about=key, _setting=self.source.setting(key), **facts), error))
 
     def name(self, options: dict[str, Any], default: str | None) -> str | None:
         name = options.pop("name", default)
@@ -77,14 +81,14 @@ class _Parse:
             del options["type"]
             self.problem(
                 "type",
-                "{type} is not an option of the {kind} catalog: the kind decides the catalog type "
+                "{type} is not an option of the {catalog_kind} catalog: the kind decides the catalog type "
                 "(kind 'pyiceberg' takes 'type' among PyIceberg's properties)",
-                kind=repr(self.kind),
+                catalog_kind=repr(self.kind),
             )
 
     def path(self, key: str, value: Any) -> Path | None:
         if not isinstance(value, str | os.PathLike) or not os.fspath(value).strip():
-            self.problem(key, "{" + key + "} must be a path, got {value}", value=repr(value))
+            self.problem(key, "{_setting} must be a path, got {value}", value=repr(value))
             return None
         try:
             path = Path(os.fspath(value).strip()).expanduser()
@@ -94,7 +98,7 @@ class _Parse:
             path.exists()  # a path the system cannot take (a NUL byte, too long) fails here, not later
         except (RuntimeError, ValueError, OSError) as exc:  # ~user that does not exist, a NUL byte, ...
             self.problem(
-                key, "{" + key + "} is not a usable path ({reason}): {value}", reason=str(exc), value=repr(value)
+                key, "{_setting} is not a usable path ({reason}): {value}", reason=str(exc), value=repr(value)
             )
             return None
         return path
@@ -106,7 +110,7 @@ class _Parse:
         if isinstance(value, str | int | float | os.PathLike):
             return os.fspath(value) if isinstance(value, os.PathLike) else str(value)
         self.problem(
-            key, "{" + key + "} is {value}; values must be strings, numbers, booleans or paths", value=repr(value)
+            key, "{_setting} is {value}; values must be strings, numbers, booleans or paths", value=repr(value)
         )
         return None
 
@@ -118,9 +122,9 @@ class _Parse:
                 if "." not in key and key not in valid:
                     self.problem(
                         key,
-                        "{" + key + "} is not an option of the {kind} catalog; valid options: {valid}, "
+                        "{_setting} is not an option of the {catalog_kind} catalog; valid options: {valid}, "
                         "or a dotted PyIceberg property such as 's3.endpoint'.{guess}",
-                        kind=repr(self.kind),
+                        catalog_kind=repr(self.kind),
                         valid=", ".join(sorted(valid)),
                         guess=_guess(key, valid),
                     )
@@ -129,18 +133,18 @@ class _Parse:
             if key in _OWNERS:
                 self.problem(
                     key,
-                    "{" + key + "} belongs to the {owner}; the {kind} catalog takes 'warehouse' (a "
+                    "{_setting} belongs to the {owner}; the {catalog_kind} catalog takes 'warehouse' (a "
                     "location or, for s3tables, the table bucket ARN) instead",
                     owner=_OWNERS[key],
-                    kind=repr(self.kind),
+                    catalog_kind=repr(self.kind),
                 )
             elif "." not in key and "-" not in key and key not in _REMOTE_PLAIN:
                 self.problem(
                     key,
-                    "{" + key + "} is not an option of the {kind} catalog; plain options are: {valid}; "
+                    "{_setting} is not an option of the {catalog_kind} catalog; plain options are: {valid}; "
                     "anything else must be a PyIceberg property such as 'rest.sigv4-enabled' or "
                     "'s3.endpoint'.{guess}",
-                    kind=repr(self.kind),
+                    catalog_kind=repr(self.kind),
                     valid=", ".join(sorted(_REMOTE_PLAIN)),
                     guess=_guess(key, _REMOTE_PLAIN),
                 )

@@ -197,3 +197,12 @@ def test_a_sql_catalog_on_postgresql_commits_at_read_committed_and_hides_the_pas
     with pytest.raises(CatalogConfigError) as info:
         CatalogFactory.load("pyiceberg_pg", type="sql", uri=url.render_as_string(hide_password=False))
     assert "wrong-password-42" not in str(info.value)
+
+
+@pytest.mark.parametrize("option", ["kind", "value", "about", "valid", "catalog_kind"])
+def test_an_unknown_option_named_like_a_word_of_the_message_is_named_not_a_crash(option):
+    from iceberg_ops_provider.catalogs import from_options
+
+    (problem,) = from_options("sqlite", **{option: "x"}).problems
+    text = str(problem.text)
+    assert text.startswith(f"the `{option}` option is not an option of the 'sqlite' catalog; valid options: db_path")
