@@ -145,6 +145,13 @@ _TABLE_PROPERTIES = {
 _WRITE_ATTEMPTS = 8
 
 
+def _same_snapshot(seen: Table, now: Table) -> bool:
+    return (seen.metadata.table_uuid, seen.metadata.current_snapshot_id) == (
+        now.metadata.table_uuid,
+        now.metadata.current_snapshot_id,
+    )
+
+
 def trim_table(table: Table, keep_snapshots: int) -> None:
     """Keep the last ``keep_snapshots`` snapshots of a meta table and delete every file the rest held.
 
@@ -247,6 +254,8 @@ class HistoryStore:
         if as_of is not None:
             data = read_table(table, as_of=as_of, row_filter=EqualTo("namespace", namespace))
             data = data.select(HISTORY_SCHEMA.names).cast(HISTORY_SCHEMA)
+        elif self._last is not None and self._last[1] == namespace and _same_snapshot(self._last[0], table):
+            data = self._last[2]  # what this store last read or wrote is still current: no scan
         else:
             data = self._read_files(table, namespace)
             self._last = (table, namespace, data)

@@ -24,10 +24,11 @@ import sys
 import threading
 import traceback
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType, ModuleType
+from typing import Any
 
 from iceberg_ops_provider.errors import MigrationDiscoveryError
 from iceberg_ops_provider.migration.base import BaseMigration
@@ -96,6 +97,19 @@ class MigrationScript:
     def number(self) -> int:
         """The version as a number, for ordering."""
         return int(self.version)
+
+    def __getattr__(self, name: str) -> Any:
+        # Reached only by a script discovered without importing it (an applied file whose checksum still
+        # matches its history row): its module is imported when its migration or description is first used.
+        source = self.__dict__.get("_source")
+        if name not in ("migration", "description") or source is None:
+            raise AttributeError(name)
+        with importable(self.path.parent):
+            if "migration" not in self.__dict__:
+                migration = _load(self.path, self.version, source)
+                object.__setattr__(self, "description", _description(migration, self.slug))
+                object.__setattr__(self, "migration", migration)
+        return self.__dict__[name]
 
 
 def file_checksum(path: Path) -> str:
@@ -179,18 +193,16 @@ def checksum_matches(recorded: str | None, current: MigrationScript | str | os.P
     else:
         path, checksum = Path(current), None
     try:
-        if recorded.startswith(CHECKSUM_PREFIX):
-            return recorded == (checksum if checksum is not None else file_checksum(path))
         if _LEGACY_CHECKSUM.fullmatch(recorded):
-            return recorded == _byte_checksum(path)
+            return recorded == _byte_checksum(path.read_bytes())
+        return recorded.startswith(CHECKSUM_PREFIX) and recorded == (checksum or file_checksum(path))
     except (OSError, SyntaxError, ValueError):
         return False
-    return False
 
 
-def _byte_checksum(path: Path) -> str:
+def _byte_checksum(source: bytes) -> str:
     """The legacy checksum: SHA-256 of the file's bytes, Windows line endings normalised."""
-    return hashlib.sha256(path.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
+    return hashlib.sha256(source.replace(b"\r\n", b"\n")).hexdigest()
 
 
 def _normalise(tree: ast.AST) -> None:
@@ -523,7 +535,11 @@ class BrokenFile:
 
 
 def discover(
-    migrations_dir: str | Path, namespace: str | None = None, *, broken: list[BrokenFile] | None = None
+    migrations_dir: str | Path,
+    namespace: str | None = None,
+    *,
+    broken: list[BrokenFile] | None = None,
+    applied: Mapping[int, str | None] | None = None,
 ) -> list[MigrationScript]:
     """Load every migration in the folder for ``namespace``, ordered by version.
 
@@ -535,6 +551,9 @@ def discover(
         namespace: Use ``migrations_dir/<namespace>/`` when that folder exists.
         broken: For read-only reports: a file that cannot be used is appended here as a
             :class:`BrokenFile` and left out, instead of stopping discovery (a missing folder still raises).
+        applied: The checksums the history records for applied versions, by version number. A file
+            whose code still matches its checksum is read and hashed but not imported until its
+            ``migration`` or ``description`` is first used (a run needs neither for applied files).
 
     Raises:
         MigrationDiscoveryError: The folder is missing, a ``.py`` file has a bad name, two files
@@ -550,11 +569,11 @@ def discover(
         )
     found: dict[int, MigrationScript] = {}
     with importable(folder):
-        for path in sorted(folder.glob("*.py")):
+        for path in sorted(folder.glob("*.py"), key=lambda path: path.name):  # one folder: by name, fast
             if path.name.startswith("_"):
                 continue
             try:
-                script = _script(path, found)
+                script = _script(path, found, applied or {})
             except MigrationDiscoveryError as exc:
                 if broken is None:
                     raise
@@ -564,8 +583,8 @@ def discover(
     return [found[number] for number in sorted(found)]
 
 
-def _script(path: Path, found: dict[int, MigrationScript]) -> MigrationScript:
-    """Check one file's name against the others found so far, then load it."""
+def _script(path: Path, found: dict[int, MigrationScript], applied: Mapping[int, str | None]) -> MigrationScript:
+    """Check one file's name against the others found so far, then load it (or not: see ``applied``)."""
     match = MIGRATION_FILE.match(path.name)
     if not match:
         raise MigrationDiscoveryError(path, _bad_name_problem(path.name))
@@ -576,6 +595,14 @@ def _script(path: Path, found: dict[int, MigrationScript]) -> MigrationScript:
             path, f"has the same version number as {found[number].path.name}; renumber one of them."
         )
     source = path.read_bytes()
+    if applied.get(number):
+        with contextlib.suppress(SyntaxError, ValueError):  # a file that no longer parses is loaded, to say why
+            recorded, checksum = applied[number], _source_checksum(source, str(path))
+            if recorded == (_byte_checksum(source) if _LEGACY_CHECKSUM.fullmatch(recorded) else checksum):
+                script = object.__new__(MigrationScript)
+                fields = {"version": version, "slug": slug, "path": path, "checksum": checksum, "_source": source}
+                script.__dict__.update(fields)
+                return script
     migration = _load(path, version, source)
     return MigrationScript(
         version=version,
