@@ -239,6 +239,7 @@ class HistoryStore:
         # stale start costs nothing but a retry: the write deletes the namespace's files as read
         # there, and a commit that finds them gone or the table moved on fails and reads afresh.
         self._last: tuple[Table, str, pa.Table] | None = None
+        self._parsed: tuple[pa.Table, list[HistoryRow]] | None = None  # the rows of the last data read, parsed
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -259,8 +260,10 @@ class HistoryStore:
         else:
             data = self._read_files(table, namespace)
             self._last = (table, namespace, data)
-        rows = [HistoryRow.from_dict(row) for row in data.to_pylist()]
-        return sorted(rows, key=lambda row: (row.applied_at, int(row.version)))
+        if self._parsed is None or self._parsed[0] is not data:
+            rows = [HistoryRow.from_dict(row) for row in data.to_pylist()]
+            self._parsed = (data, sorted(rows, key=lambda row: (row.applied_at, int(row.version))))
+        return list(self._parsed[1])
 
     @staticmethod
     def _read_files(table: Table, namespace: str) -> pa.Table:
