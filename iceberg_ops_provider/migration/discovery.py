@@ -374,11 +374,16 @@ def _module_name_at(path: str) -> str:
     return f"{_MODULE_PREFIX}{digest}_{Path(path).stem}"
 
 
+def _in_file(exc: BaseException, path: Path) -> list[traceback.FrameSummary]:
+    """The frames of ``exc``'s traceback that ran in the migration file ``path``."""
+    return [
+        frame for frame in traceback.extract_tb(exc.__traceback__) if Path(frame.filename).resolve() == path.resolve()
+    ]
+
+
 def _where(exc: BaseException, path: Path) -> str:
     """``line N of file.py``: the innermost frame in the migration file, else the innermost frame."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    in_file = [frame for frame in frames if Path(frame.filename).resolve() == path.resolve()]
-    frame = (in_file or frames)[-1]
+    frame = (_in_file(exc, path) or traceback.extract_tb(exc.__traceback__))[-1]
     return f"line {frame.lineno} of {Path(frame.filename).name}"
 
 
@@ -414,9 +419,7 @@ def _execute(module: ModuleType, path: Path, source: bytes) -> None:
 
 def _line_in(exc: BaseException, path: Path) -> int | None:
     """The line of the innermost frame of ``exc`` in the migration file ``path``, if it went through it."""
-    frames = [
-        frame for frame in traceback.extract_tb(exc.__traceback__) if Path(frame.filename).resolve() == path.resolve()
-    ]
+    frames = _in_file(exc, path)
     return frames[-1].lineno if frames else None
 
 
