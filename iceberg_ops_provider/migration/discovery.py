@@ -115,27 +115,14 @@ class MigrationScript:
 def file_checksum(path: Path) -> str:
     """Checksum of a migration file's code, blind to comments, formatting and docstrings.
 
-    The SHA-256 of a canonical dump of the file's parsed syntax tree, prefixed with
-    :data:`CHECKSUM_PREFIX` (``"ast1:"``) so that it is told apart from the byte checksums older
-    histories hold (see :func:`checksum_matches`).
-
-    What does not count, because it does not change what the migration does: comments, blank
-    lines, indentation, line breaks and line endings, parentheses and trailing commas, how a string
-    or number is spelled (quotes, escapes, ``u`` prefixes, implicit concatenation, ``0x10`` for
-    ``16``), and the docstrings of the module, its classes and functions. Editing a docstring thus
-    leaves the checksum alone, even the class docstring a migration without ``description`` takes
-    its description from. So running a formatter over ``migrations/`` or adding a comment to an
-    applied migration is not a change; any other edit (a name, a value, a statement) is.
-
-    The dump leaves out empty and missing fields, so that it does not depend on the Python version
-    that parses the file (newer versions add fields such as ``type_params`` and print fewer empty
-    ones).
-
-    Args:
-        path: The migration file.
-
-    Returns:
-        ``"ast1:"`` followed by 64 hexadecimal digits.
+    ``"ast1:"`` (:data:`CHECKSUM_PREFIX`, telling it apart from the byte checksums of older
+    histories) and the SHA-256 of a canonical dump of the file's syntax tree. What does not count:
+    comments, blank lines, indentation, line breaks and endings, parentheses and trailing commas, how
+    a string or number is spelled (quotes, escapes, ``u`` prefixes, implicit concatenation, ``0x10``
+    for ``16``), and the docstrings of the module, its classes and functions (even the class
+    docstring a migration without ``description`` takes its description from). So reformatting
+    ``migrations/`` or commenting an applied migration is not a change; any other edit is. The dump
+    leaves out empty and missing fields, so it does not depend on the Python version parsing it.
 
     Raises:
         SyntaxError: The file is not valid Python (:func:`discover` reports this before).
@@ -161,25 +148,19 @@ def _compiled(source: bytes, filename: str) -> CodeType:
 def checksum_matches(recorded: str | None, current: MigrationScript | str | os.PathLike[str]) -> bool:
     """Whether a checksum recorded in the history still matches a migration file.
 
-    Two kinds of recorded checksums are understood:
-
-    * ``"ast1:<hex>"``, what :func:`file_checksum` computes: it matches as long as the file's code
-      is the same, whatever happened to its comments, formatting or docstrings.
-    * A bare SHA-256 in hexadecimal, the legacy checksum of the file's bytes (line endings
-      normalised) recorded by earlier versions: it matches while the file's bytes are unchanged,
-      so for such a version any edit, even a comment, still counts as a change.
-
-    A checksum equal to ``current``'s own always matches; any other form (an unknown prefix) does not.
+    An ``"ast1:<hex>"`` checksum (:func:`file_checksum`) matches as long as the file's code is the
+    same, whatever happened to its comments, formatting or docstrings. A bare hexadecimal SHA-256,
+    the legacy checksum of the file's bytes (line endings normalised), matches while the bytes are
+    unchanged: for such a version any edit, even a comment, counts as a change. A checksum equal to
+    ``current``'s own always matches; any other form (an unknown prefix) does not.
 
     Args:
-        recorded: The checksum of the history row. ``None`` or ``""`` (nothing recorded) matches,
-            there being nothing to contradict.
+        recorded: The checksum of the history row; ``None`` or ``""`` (nothing recorded) matches.
         current: The discovered migration (its ``checksum`` is used, and its file is read only
             for a legacy checksum), or the path of the file.
 
     Returns:
-        ``True`` when the file is unchanged as far as ``recorded`` can tell, ``False`` when it
-        changed, cannot be read, or (for an ``"ast1:"`` checksum) no longer parses.
+        ``False`` when the file changed, cannot be read, or (for an ``"ast1:"`` checksum) no longer parses.
 
     Example:
         ``changed = [v for v, row in applied.items() if not checksum_matches(row.checksum, scripts[v])]``
