@@ -170,13 +170,9 @@ def trim_table(table: Table, keep_snapshots: int) -> None:
 class StagedWrite:
     """A history write staged on the history table (:meth:`HistoryStore.stage`), not committed yet.
 
-    Attributes:
-        change: The history table's change, for a multi-table commit.
-        table: The history table as it was read.
-        written: The data files written for it (deleted by :meth:`discard`).
-        namespace: The namespace written.
-        rows: The namespace's rows once it is committed.
-        snapshot_id: The history table's snapshot it commits.
+    ``change`` is the history table's change for a multi-table commit, ``written`` the data files
+    written for it (deleted by :meth:`discard`), ``rows`` the namespace's rows once it is committed
+    in the snapshot ``snapshot_id``.
     """
 
     store: HistoryStore
