@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -116,16 +116,8 @@ class Intent:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {
-            "namespace": self.namespace,
-            "version": self.version,
-            "direction": self.direction,
-            "run_id": self.run_id,
-            "executed_by": self.executed_by,
-            "started_at": self.started_at.isoformat(),
-            "actions": [action.to_json() for action in self.actions],
-            "complete": self.complete,
-        }
+        actions = [action.to_json() for action in self.actions]
+        return {**asdict(self), "started_at": self.started_at.isoformat(), "actions": actions}
 
     def to_json_text(self) -> str:
         """The property value that stores it."""
@@ -251,11 +243,7 @@ def assess(catalog: Catalog, intent: Intent) -> Assessment:
     or fake an earlier one.
     """
     actions = tuple(action for action in intent.actions if action.kind != "direct")
-    last_done = -1
-    for index in range(len(actions) - 1, -1, -1):
-        if _done(catalog, actions[index]):
-            last_done = index
-            break
+    last_done = next((index for index in reversed(range(len(actions))) if _done(catalog, actions[index])), -1)
     return Assessment(
         committed=actions[: last_done + 1],
         not_committed=actions[last_done + 1 :],

@@ -155,19 +155,10 @@ class LockInfo:
         )
 
     def to_properties(self) -> dict[str, str]:
-        """The table properties that store it."""
-        properties = {
-            f"{PROPERTY_PREFIX}namespace": self.namespace,
-            f"{PROPERTY_PREFIX}owner": self.owner,
-            f"{PROPERTY_PREFIX}host": self.host,
-            f"{PROPERTY_PREFIX}pid": str(self.pid),
-            f"{PROPERTY_PREFIX}run-id": self.run_id,
-            f"{PROPERTY_PREFIX}acquired-at": self.acquired_at.isoformat(),
-            f"{PROPERTY_PREFIX}lease-expires-at": self.expires_at().isoformat(),
-            f"{PROPERTY_PREFIX}stale-after": repr(float(self.stale_after)),
-            f"{PROPERTY_PREFIX}context": json.dumps(dict(self.context), sort_keys=True),
-        }
-        return properties
+        """The table properties that store it (:meth:`to_json`'s fields, named ``iceberg-ops.lock.run-id`` etc.)."""
+        data = {**self.to_json(), "stale_after": repr(float(self.stale_after))}
+        data["context"] = json.dumps(dict(self.context), sort_keys=True)
+        return {PROPERTY_PREFIX + key.replace("_", "-"): str(value) for key, value in data.items()}
 
     @classmethod
     def from_properties(cls, namespace: str, properties: Mapping[str, str], snapshot_id: int | None = None) -> LockInfo:

@@ -145,6 +145,13 @@ _TABLE_PROPERTIES = {
 _WRITE_ATTEMPTS = 8
 
 
+def _same_snapshot(seen: Table, now: Table) -> bool:
+    return (seen.metadata.table_uuid, seen.metadata.current_snapshot_id) == (
+        now.metadata.table_uuid,
+        now.metadata.current_snapshot_id,
+    )
+
+
 def trim_table(table: Table, keep_snapshots: int) -> None:
     """Keep the last ``keep_snapshots`` snapshots of a meta table and delete every file the rest held.
 
@@ -163,13 +170,9 @@ def trim_table(table: Table, keep_snapshots: int) -> None:
 class StagedWrite:
     """A history write staged on the history table (:meth:`HistoryStore.stage`), not committed yet.
 
-    Attributes:
-        change: The history table's change, for a multi-table commit.
-        table: The history table as it was read.
-        written: The data files written for it (deleted by :meth:`discard`).
-        namespace: The namespace written.
-        rows: The namespace's rows once it is committed.
-        snapshot_id: The history table's snapshot it commits.
+    ``change`` is the history table's change for a multi-table commit, ``written`` the data files
+    written for it (deleted by :meth:`discard`), ``rows`` the namespace's rows once it is committed
+    in the snapshot ``snapshot_id``.
     """
 
     store: HistoryStore
@@ -232,6 +235,7 @@ class HistoryStore:
         # stale start costs nothing but a retry: the write deletes the namespace's files as read
         # there, and a commit that finds them gone or the table moved on fails and reads afresh.
         self._last: tuple[Table, str, pa.Table] | None = None
+        self._parsed: tuple[pa.Table, list[HistoryRow]] | None = None  # the rows of the last data read, parsed
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -247,11 +251,15 @@ class HistoryStore:
         if as_of is not None:
             data = read_table(table, as_of=as_of, row_filter=EqualTo("namespace", namespace))
             data = data.select(HISTORY_SCHEMA.names).cast(HISTORY_SCHEMA)
+        elif self._last is not None and self._last[1] == namespace and _same_snapshot(self._last[0], table):
+            data = self._last[2]  # what this store last read or wrote is still current: no scan
         else:
             data = self._read_files(table, namespace)
             self._last = (table, namespace, data)
-        rows = [HistoryRow.from_dict(row) for row in data.to_pylist()]
-        return sorted(rows, key=lambda row: (row.applied_at, int(row.version)))
+        if self._parsed is None or self._parsed[0] is not data:
+            rows = [HistoryRow.from_dict(row) for row in data.to_pylist()]
+            self._parsed = (data, sorted(rows, key=lambda row: (row.applied_at, int(row.version))))
+        return list(self._parsed[1])
 
     @staticmethod
     def _read_files(table: Table, namespace: str) -> pa.Table:

@@ -24,10 +24,11 @@ import sys
 import threading
 import traceback
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import CodeType, ModuleType
+from typing import Any
 
 from iceberg_ops_provider.errors import MigrationDiscoveryError
 from iceberg_ops_provider.migration.base import BaseMigration
@@ -97,31 +98,31 @@ class MigrationScript:
         """The version as a number, for ordering."""
         return int(self.version)
 
+    def __getattr__(self, name: str) -> Any:
+        # Reached only by a script discovered without importing it (an applied file whose checksum still
+        # matches its history row): its module is imported when its migration or description is first used.
+        source = self.__dict__.get("_source")
+        if name not in ("migration", "description") or source is None:
+            raise AttributeError(name)
+        with importable(self.path.parent):
+            if "migration" not in self.__dict__:
+                migration = _load(self.path, self.version, source)
+                object.__setattr__(self, "description", _description(migration, self.slug))
+                object.__setattr__(self, "migration", migration)
+        return self.__dict__[name]
+
 
 def file_checksum(path: Path) -> str:
     """Checksum of a migration file's code, blind to comments, formatting and docstrings.
 
-    The SHA-256 of a canonical dump of the file's parsed syntax tree, prefixed with
-    :data:`CHECKSUM_PREFIX` (``"ast1:"``) so that it is told apart from the byte checksums older
-    histories hold (see :func:`checksum_matches`).
-
-    What does not count, because it does not change what the migration does: comments, blank
-    lines, indentation, line breaks and line endings, parentheses and trailing commas, how a string
-    or number is spelled (quotes, escapes, ``u`` prefixes, implicit concatenation, ``0x10`` for
-    ``16``), and the docstrings of the module, its classes and functions. Editing a docstring thus
-    leaves the checksum alone, even the class docstring a migration without ``description`` takes
-    its description from. So running a formatter over ``migrations/`` or adding a comment to an
-    applied migration is not a change; any other edit (a name, a value, a statement) is.
-
-    The dump leaves out empty and missing fields, so that it does not depend on the Python version
-    that parses the file (newer versions add fields such as ``type_params`` and print fewer empty
-    ones).
-
-    Args:
-        path: The migration file.
-
-    Returns:
-        ``"ast1:"`` followed by 64 hexadecimal digits.
+    ``"ast1:"`` (:data:`CHECKSUM_PREFIX`, telling it apart from the byte checksums of older
+    histories) and the SHA-256 of a canonical dump of the file's syntax tree. What does not count:
+    comments, blank lines, indentation, line breaks and endings, parentheses and trailing commas, how
+    a string or number is spelled (quotes, escapes, ``u`` prefixes, implicit concatenation, ``0x10``
+    for ``16``), and the docstrings of the module, its classes and functions (even the class
+    docstring a migration without ``description`` takes its description from). So reformatting
+    ``migrations/`` or commenting an applied migration is not a change; any other edit is. The dump
+    leaves out empty and missing fields, so it does not depend on the Python version parsing it.
 
     Raises:
         SyntaxError: The file is not valid Python (:func:`discover` reports this before).
@@ -147,25 +148,19 @@ def _compiled(source: bytes, filename: str) -> CodeType:
 def checksum_matches(recorded: str | None, current: MigrationScript | str | os.PathLike[str]) -> bool:
     """Whether a checksum recorded in the history still matches a migration file.
 
-    Two kinds of recorded checksums are understood:
-
-    * ``"ast1:<hex>"``, what :func:`file_checksum` computes: it matches as long as the file's code
-      is the same, whatever happened to its comments, formatting or docstrings.
-    * A bare SHA-256 in hexadecimal, the legacy checksum of the file's bytes (line endings
-      normalised) recorded by earlier versions: it matches while the file's bytes are unchanged,
-      so for such a version any edit, even a comment, still counts as a change.
-
-    A checksum equal to ``current``'s own always matches; any other form (an unknown prefix) does not.
+    An ``"ast1:<hex>"`` checksum (:func:`file_checksum`) matches as long as the file's code is the
+    same, whatever happened to its comments, formatting or docstrings. A bare hexadecimal SHA-256,
+    the legacy checksum of the file's bytes (line endings normalised), matches while the bytes are
+    unchanged: for such a version any edit, even a comment, counts as a change. A checksum equal to
+    ``current``'s own always matches; any other form (an unknown prefix) does not.
 
     Args:
-        recorded: The checksum of the history row. ``None`` or ``""`` (nothing recorded) matches,
-            there being nothing to contradict.
+        recorded: The checksum of the history row; ``None`` or ``""`` (nothing recorded) matches.
         current: The discovered migration (its ``checksum`` is used, and its file is read only
             for a legacy checksum), or the path of the file.
 
     Returns:
-        ``True`` when the file is unchanged as far as ``recorded`` can tell, ``False`` when it
-        changed, cannot be read, or (for an ``"ast1:"`` checksum) no longer parses.
+        ``False`` when the file changed, cannot be read, or (for an ``"ast1:"`` checksum) no longer parses.
 
     Example:
         ``changed = [v for v, row in applied.items() if not checksum_matches(row.checksum, scripts[v])]``
@@ -179,18 +174,16 @@ def checksum_matches(recorded: str | None, current: MigrationScript | str | os.P
     else:
         path, checksum = Path(current), None
     try:
-        if recorded.startswith(CHECKSUM_PREFIX):
-            return recorded == (checksum if checksum is not None else file_checksum(path))
         if _LEGACY_CHECKSUM.fullmatch(recorded):
-            return recorded == _byte_checksum(path)
+            return recorded == _byte_checksum(path.read_bytes())
+        return recorded.startswith(CHECKSUM_PREFIX) and recorded == (checksum or file_checksum(path))
     except (OSError, SyntaxError, ValueError):
         return False
-    return False
 
 
-def _byte_checksum(path: Path) -> str:
+def _byte_checksum(source: bytes) -> str:
     """The legacy checksum: SHA-256 of the file's bytes, Windows line endings normalised."""
-    return hashlib.sha256(path.read_bytes().replace(b"\r\n", b"\n")).hexdigest()
+    return hashlib.sha256(source.replace(b"\r\n", b"\n")).hexdigest()
 
 
 def _normalise(tree: ast.AST) -> None:
@@ -362,11 +355,16 @@ def _module_name_at(path: str) -> str:
     return f"{_MODULE_PREFIX}{digest}_{Path(path).stem}"
 
 
+def _in_file(exc: BaseException, path: Path) -> list[traceback.FrameSummary]:
+    """The frames of ``exc``'s traceback that ran in the migration file ``path``."""
+    return [
+        frame for frame in traceback.extract_tb(exc.__traceback__) if Path(frame.filename).resolve() == path.resolve()
+    ]
+
+
 def _where(exc: BaseException, path: Path) -> str:
     """``line N of file.py``: the innermost frame in the migration file, else the innermost frame."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    in_file = [frame for frame in frames if Path(frame.filename).resolve() == path.resolve()]
-    frame = (in_file or frames)[-1]
+    frame = (_in_file(exc, path) or traceback.extract_tb(exc.__traceback__))[-1]
     return f"line {frame.lineno} of {Path(frame.filename).name}"
 
 
@@ -402,9 +400,7 @@ def _execute(module: ModuleType, path: Path, source: bytes) -> None:
 
 def _line_in(exc: BaseException, path: Path) -> int | None:
     """The line of the innermost frame of ``exc`` in the migration file ``path``, if it went through it."""
-    frames = [
-        frame for frame in traceback.extract_tb(exc.__traceback__) if Path(frame.filename).resolve() == path.resolve()
-    ]
+    frames = _in_file(exc, path)
     return frames[-1].lineno if frames else None
 
 
@@ -523,7 +519,11 @@ class BrokenFile:
 
 
 def discover(
-    migrations_dir: str | Path, namespace: str | None = None, *, broken: list[BrokenFile] | None = None
+    migrations_dir: str | Path,
+    namespace: str | None = None,
+    *,
+    broken: list[BrokenFile] | None = None,
+    applied: Mapping[int, str | None] | None = None,
 ) -> list[MigrationScript]:
     """Load every migration in the folder for ``namespace``, ordered by version.
 
@@ -535,6 +535,9 @@ def discover(
         namespace: Use ``migrations_dir/<namespace>/`` when that folder exists.
         broken: For read-only reports: a file that cannot be used is appended here as a
             :class:`BrokenFile` and left out, instead of stopping discovery (a missing folder still raises).
+        applied: The checksums the history records for applied versions, by version number. A file
+            whose code still matches its checksum is read and hashed but not imported until its
+            ``migration`` or ``description`` is first used (a run needs neither for applied files).
 
     Raises:
         MigrationDiscoveryError: The folder is missing, a ``.py`` file has a bad name, two files
@@ -550,11 +553,11 @@ def discover(
         )
     found: dict[int, MigrationScript] = {}
     with importable(folder):
-        for path in sorted(folder.glob("*.py")):
+        for path in sorted(folder.glob("*.py"), key=lambda path: path.name):  # one folder: by name, fast
             if path.name.startswith("_"):
                 continue
             try:
-                script = _script(path, found)
+                script = _script(path, found, applied or {})
             except MigrationDiscoveryError as exc:
                 if broken is None:
                     raise
@@ -564,8 +567,8 @@ def discover(
     return [found[number] for number in sorted(found)]
 
 
-def _script(path: Path, found: dict[int, MigrationScript]) -> MigrationScript:
-    """Check one file's name against the others found so far, then load it."""
+def _script(path: Path, found: dict[int, MigrationScript], applied: Mapping[int, str | None]) -> MigrationScript:
+    """Check one file's name against the others found so far, then load it (or not: see ``applied``)."""
     match = MIGRATION_FILE.match(path.name)
     if not match:
         raise MigrationDiscoveryError(path, _bad_name_problem(path.name))
@@ -576,6 +579,14 @@ def _script(path: Path, found: dict[int, MigrationScript]) -> MigrationScript:
             path, f"has the same version number as {found[number].path.name}; renumber one of them."
         )
     source = path.read_bytes()
+    if applied.get(number):
+        with contextlib.suppress(SyntaxError, ValueError):  # a file that no longer parses is loaded, to say why
+            recorded, checksum = applied[number], _source_checksum(source, str(path))
+            if recorded == (_byte_checksum(source) if _LEGACY_CHECKSUM.fullmatch(recorded) else checksum):
+                script = object.__new__(MigrationScript)
+                fields = {"version": version, "slug": slug, "path": path, "checksum": checksum, "_source": source}
+                script.__dict__.update(fields)
+                return script
     migration = _load(path, version, source)
     return MigrationScript(
         version=version,

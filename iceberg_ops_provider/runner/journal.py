@@ -34,16 +34,10 @@ shared history table) before giving up: up to about a minute of waiting under he
 
 
 class RunJournal:
-    """The :class:`~iceberg_ops_provider.migration.context.CommitJournal` of one migration step.
+    """The :class:`~iceberg_ops_provider.migration.context.CommitJournal` of one migration step (see the module).
 
-    Records the intent in the lock table before the first commit (and again when a commit not yet
-    listed comes, or when the body finishes after an early commit), and refuses to let a commit
-    through once the lease is lost.
-
-    Where the catalog can commit several tables at once (:meth:`atomic_mode`), a finished body's
-    table changes are committed together with the step's history row and a check that the lock is
-    still this run's, in one commit (:meth:`commit_together`): the step is then applied and recorded,
-    or nothing of it is, and no intent is needed for that commit.
+    The intent is recorded again when a commit not yet listed comes, or when the body finishes after
+    an early commit; a commit made together with the history row (:meth:`commit_together`) needs none.
     """
 
     def __init__(self, session: RunSession, step: PlanStep) -> None:

@@ -194,6 +194,13 @@ class MigrationRunner:
         """
         return discover(self._files_dir(), self.namespace, broken=broken)
 
+    def _run_scripts(self) -> list[MigrationScript]:
+        """The files for a changing run; applied files whose checksum still matches are not imported."""
+        folder = self._files_dir()
+        rows = self.history_store.rows(self.namespace)
+        applied = {int(row.version): row.checksum for row in rows if row.status == "applied"}
+        return discover(folder, self.namespace, applied=applied)
+
     @_catalog_call
     def state(self, *, report_broken: bool = False) -> NamespaceState:
         """Files compared with history (no lock, no writes).
@@ -334,7 +341,7 @@ class MigrationRunner:
             MigrationFailedError: A migration raised; it is recorded ``failed`` and a later run retries it.
             MigrationDiscoveryError: A bad migration file (nothing touched).
         """
-        scripts = self.scripts()
+        scripts = self._run_scripts()
 
         def run(state: NamespaceState, session: RunSession) -> list[MigrationResult]:
             check_integrity(
@@ -364,7 +371,7 @@ class MigrationRunner:
             MigrationIntegrityError: A migration to roll back has no file, or its file changed (unless allowed).
             ConcurrentMigrationError: Another run holds the lock.
         """
-        scripts = self.scripts()
+        scripts = self._run_scripts()
 
         def run(state: NamespaceState, session: RunSession) -> list[MigrationResult]:
             steps = downgrade_steps(state, target)
@@ -393,7 +400,7 @@ class MigrationRunner:
         All in one history commit. A stamp is also how a person settles a partly committed
         migration (:class:`~iceberg_ops_provider.errors.PartialMigrationError`): it clears that record.
         """
-        scripts = self.scripts()
+        scripts = self._run_scripts()
 
         def run(state: NamespaceState, session: RunSession) -> list[MigrationResult]:
             to_apply, to_roll_back = stamp_changes(state, target)
@@ -420,7 +427,7 @@ class MigrationRunner:
         Args:
             dry_run: Only report what would change.
         """
-        scripts = self.scripts()
+        scripts = self._run_scripts()
         report: list[RepairReport] = []
 
         def run(state: NamespaceState, session: RunSession) -> list[MigrationResult]:

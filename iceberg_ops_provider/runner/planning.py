@@ -10,6 +10,7 @@ Targets: ``head`` (everything), ``base`` (nothing), an exact version (``0003``, 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -108,8 +109,11 @@ class NamespaceState:
 
     def script(self, version: str) -> MigrationScript | None:
         """The file of ``version`` (matched by number), if present."""
-        number = int(version)
-        return next((script for script in self.scripts if script.number == number), None)
+        return self._by_number.get(int(version))
+
+    @functools.cached_property
+    def _by_number(self) -> dict[int, MigrationScript]:
+        return {script.number: script for script in self.scripts}
 
     def description(self, version: str) -> str:
         """The description from the file, else from the history."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from iceberg_ops_provider.history.intent import Intent
@@ -230,10 +230,4 @@ class RepairReport:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {
-            "namespace": self.namespace,
-            "rechecked": self.rechecked,
-            "modernised": self.modernised,
-            "cleared": self.cleared,
-            "dry_run": self.dry_run,
-        }
+        return asdict(self)

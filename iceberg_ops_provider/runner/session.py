@@ -75,13 +75,7 @@ def action_labels(actions: tuple[IntentAction, ...]) -> list[str]:
 
 
 class Reporter:
-    """Where a runner's messages go: every one to ``on_event`` and the log, notable ones to the event log too.
-
-    Args:
-        namespace: The runner's namespace (the event log keeps events per namespace).
-        event_log: The event log.
-        on_event: Called with each one-line message (progress for CLIs and task logs), if given.
-    """
+    """Where a runner's messages go: every one to ``on_event`` and the log, notable ones to the event log too."""
 
     def __init__(self, namespace: str, event_log: EventLog, on_event: Callable[[str], None] | None) -> None:
         self.namespace = namespace
@@ -113,17 +107,7 @@ class Reporter:
 
 
 class RunTarget(Protocol):
-    """What a run needs of its runner (:class:`~iceberg_ops_provider.runner.migration_runner.MigrationRunner` is one).
-
-    Attributes:
-        catalog: The catalog the migrations change.
-        namespace: The namespace migrated.
-        meta_namespace: Where the history table and the locks live.
-        lock: The namespace's lock (the intent record lives with it).
-        history_store: The history table.
-        lock_context: Where runs come from (kept with each outcome event).
-        atomic_commits: Whether all-or-nothing commits are wanted.
-    """
+    """What a run needs of its runner (:class:`~iceberg_ops_provider.runner.migration_runner.MigrationRunner`)."""
 
     catalog: Catalog
     namespace: str
@@ -148,15 +132,8 @@ class RunSession:
 
     It tracks what it expects the history to hold, so a run that bypassed the lock is caught when
     writing, and whether the lock table's intent record is settled (recorded in the history), so the
-    release can clear it.
-
-    Args:
-        target: The runner whose namespace this run migrates.
-        reporter: Where the run's messages and notable events go.
-        run_id: This run.
-        state: The files compared with the history, read under the lock.
-        held: The lock as this run holds it.
-        keeper: The lease keeper of that lock.
+    release can clear it. ``state`` is the files compared with the history, read under the lock
+    ``held``, whose lease ``keeper`` renews.
     """
 
     def __init__(

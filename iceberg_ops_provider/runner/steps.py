@@ -88,10 +88,7 @@ def execute_step(session: RunSession, step: PlanStep, index: int, total: int) ->
     journal.started = time.perf_counter()
     try:
         with importable(target.folder):  # a lazy `from _helpers import x` in a body works as at import time
-            if step.direction == "upgrade":
-                script.migration.upgrade(context)
-            else:
-                script.migration.downgrade(context)
+            getattr(script.migration, step.direction)(context)
         context.finish()
     except IrreversibleMigrationError as exc:
         context.discard()
@@ -245,34 +242,23 @@ def inspect_step(target: RunTarget, step: PlanStep, planned: PlannedCatalog | No
         return replace(step, risk="unknown", operations=({"operation": "the file is missing", "risk": "unknown"},))
     catalog: Any = planned if planned is not None else target.catalog
     context = MigrationContext(catalog, target.namespace, meta_namespace=target.meta_namespace, dry_run=True)
-    stopped: str | None = None
-    failed: str | None = None
-    irreversible: str | None = None
+    problem: tuple[str, str] | None = None  # what stopped the dry run, and the risk it means
     try:
         with importable(target.folder):
-            if step.direction == "upgrade":
-                step.script.migration.upgrade(context)
-            else:
-                step.script.migration.downgrade(context)
+            getattr(step.script.migration, step.direction)(context)
     except DryRunLimit as exc:
-        stopped = f"unknown from here: {exc}"
-    except IrreversibleMigrationError as exc:
-        irreversible = str(exc) or f"{step.version} cannot be rolled back"
-    except Exception as exc:
-        failed = f"failed: a dry run of its body raised {type(exc).__name__}: {exc}"
+        problem = (f"unknown from here: {exc}", "unknown")
+    except IrreversibleMigrationError as exc:  # known: a rollback stops here, whatever the body staged before
+        problem = (str(exc) or f"{step.version} cannot be rolled back", "irreversible")
+    except Exception as exc:  # a run would fail here too
+        problem = (f"failed: a dry run of its body raised {type(exc).__name__}: {exc}", "failed")
     operations = list(context.operations)
     changes = tuple(context.pending_changes())
-    if planned is not None and irreversible is None:
+    if planned is not None and (problem is None or problem[1] != "irreversible"):
         planned.apply(context)
-    if irreversible is not None:  # known: a rollback stops here, whatever the body staged before raising
-        operations.append({"operation": irreversible, "risk": "irreversible"})
-        risk = "irreversible"
-    elif failed is not None:  # a run would fail here too
-        operations.append({"operation": failed, "risk": "failed"})
-        risk = "failed"
-    elif stopped is not None:
-        operations.append({"operation": stopped, "risk": "unknown"})
-        risk = "unknown"
+    if problem is not None:
+        operations.append({"operation": problem[0], "risk": problem[1]})
+        risk = problem[1]
     else:
         risk = max((op["risk"] for op in operations), key=lambda r: ORDER.get(r, 1), default="safe")
     return replace(step, operations=tuple(operations), risk=risk, changes=changes)

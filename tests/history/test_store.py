@@ -116,10 +116,12 @@ def test_a_run_reads_the_history_once_and_survives_a_write_by_another_namespace_
     monkeypatch.setattr(HistoryStore, "_read_files", staticmethod(counted_read))
     monkeypatch.setattr(HistoryStore, "stage", stage_after_another_writer)
     [result] = runner.upgrade("+1")
-    # The run's read; then its commit, staged on the table as read, is refused and staged again.
-    assert reads == ["sales", "finance", "sales"] and result.atomic
+    # The run starts from the rows its runner's last write left (the table has not moved since: no
+    # scan); its commit, staged on the table as read, is refused and staged again.
+    assert reads == ["finance", "sales"] and result.atomic
     reads.clear()
-    assert [result.atomic for result in runner.upgrade()] == [True, True]
+    fresh = MigrationRunner(catalog, "sales", migrations_dir)
+    assert [result.atomic for result in fresh.upgrade()] == [True, True]
     assert reads == ["sales"]  # two steps, one read
     assert [(r.version, r.status) for r in runner.history()] == [(f"{n:04d}", "applied") for n in range(1, 5)]
     assert [r.version for r in HistoryStore(catalog).rows("finance")] == ["0001"]

@@ -105,3 +105,17 @@ def test_description_from_docstring_then_slug(runner, migrations_dir):
     )
     write_migration(migrations_dir, "0002_from_slug_name.py")
     assert [s.description for s in runner.scripts()] == ["Create the things.", "from slug name"]
+
+
+def test_a_run_imports_applied_files_only_when_their_code_changed(runner, three_migrations, tmp_path):
+    imports = tmp_path / "imports.txt"
+    path = write_migration(three_migrations, "0004_counted.py", 'ctx.set_properties("orders", counted="1")')
+    path.write_text(f"from pathlib import Path\nPath({str(imports)!r}).open('a').write('x')\n" + path.read_text())
+    runner.upgrade()
+    write_migration(three_migrations, "0005_more.py", 'ctx.set_properties("orders", more="1")')
+    assert [r.version for r in runner.upgrade()] == ["0005"]
+    assert imports.read_text() == "x"  # hashed, not imported again
+    path.write_text(path.read_text() + "EDITED = True\n")
+    with pytest.raises(MigrationIntegrityError, match="0004 was applied but its file has changed"):
+        runner.upgrade()
+    assert imports.read_text() == "xx"  # a changed file is imported, so a broken one is reported
