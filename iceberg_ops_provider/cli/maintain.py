@@ -1,17 +1,7 @@
 """``iceberg-ops maintain ...``: table maintenance from the shell, one engine call per command.
 
-Each command is :mod:`iceberg_ops_provider.maintenance`'s function with its parameters as options:
-``health`` (:func:`table_health_report`), ``compact`` (:func:`compact_small_files_streaming`),
-``expire`` (:func:`expire_snapshots`), ``orphans`` (:func:`remove_orphan_files`) and ``manifests``
-(:func:`rewrite_manifests`). ``TABLE`` is ``namespace.table`` (or a bare name in ``--namespace``);
-with ``--all`` it is a namespace and every table of it is worked on, one after the other (a table's
-failure is reported and the others still run). ``compact`` lives in :mod:`.maintain_compact` (with
-its units: ``--plan``, ``--units``, ``--unit``), the loop every command shares in :mod:`.maintain_tables`.
-
-``--json`` prints the function's ``to_json()`` (the document the Airflow operators push to XCom;
-a list with ``--all``). Exit codes: 0 done; 1 ``health`` found maintenance due, or a transient
-failure (a commit conflict, storage that did not answer); 2 bad input, naming the option; 130
-interrupted (Ctrl-C).
+Each command is a :mod:`~iceberg_ops_provider.maintenance` function, its parameters as options; ``--json``
+prints the result's ``to_json()`` (a list with ``--all``).
 """
 
 from __future__ import annotations
@@ -30,13 +20,7 @@ from iceberg_ops_provider.cli.maintain_tables import (
     exit_with,
     run_on_tables,
 )
-from iceberg_ops_provider.cli.shared import (
-    FILE_SIZE,
-    OLDER_THAN,
-    SIZE,
-    json_option,
-    pairs,
-)
+from iceberg_ops_provider.cli.shared import FILE_SIZE, OLDER_THAN, SIZE, json_option, pairs
 from iceberg_ops_provider.cli.wording import global_options, maintenance_command
 from iceberg_ops_provider.progress import size_text
 
@@ -99,11 +83,7 @@ def health(
 
 
 def _describe_health(settings: Settings, report: Any) -> str:
-    """The report's summary, each recommendation as the ``iceberg-ops maintain`` command that carries it out.
-
-    The command repeats the global options that named the catalog; sizes are written as the size
-    options take them (``512MiB``) and a cut-off time as the age it was (``--older-than 5d``).
-    """
+    """The report's summary, each recommendation as the ``iceberg-ops maintain`` command that carries it out."""
     prefix = global_options(settings)
 
     def command(recommendation: Any) -> str:

@@ -165,7 +165,6 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         return summary
 
     def _record_touched(self, runner: Any) -> None:
-        """Record every table the run touched, at its snapshot now (one load per table that still exists)."""
         from iceberg_ops_provider.lineage import touched_lineage
 
         self.record_lineage(outputs=touched_lineage(runner.catalog, runner.touched))
@@ -205,11 +204,7 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
             self._runner.stop()
 
     def _catalog(self, hook: IcebergCatalogHook) -> Any:
-        """The catalog, created for the actions that change it; to ``plan`` and ``check``, only read.
-
-        A catalog that does not exist yet is read as an empty one (every migration pending), as the
-        command line reads a project's database before its first upgrade: nothing is created to say so.
-        """
+        """The catalog, created for the actions that change it; only read (empty if missing) for ``plan``, ``check``."""
         from iceberg_ops_provider.catalogs import empty_catalog
         from iceberg_ops_provider.errors import CatalogNotFoundError
 
@@ -295,10 +290,5 @@ ACTIONS: tuple[str, ...] = tuple(IcebergMigrateOperator._VERBS)
 def _task_identity(context: Context) -> dict[str, str]:
     """Dag, run, task and try of the running task, stored with the lock so its holder is recognisable."""
     task_instance = context.get("ti") or context.get("task_instance")
-    identity = {
-        "dag_id": getattr(task_instance, "dag_id", None),
-        "run_id": getattr(task_instance, "run_id", None),
-        "task_id": getattr(task_instance, "task_id", None),
-        "try_number": getattr(task_instance, "try_number", None),
-    }
+    identity = {key: getattr(task_instance, key, None) for key in ("dag_id", "run_id", "task_id", "try_number")}
     return {key: str(value) for key, value in identity.items() if value is not None}
