@@ -1,8 +1,7 @@
 """Data mover operators: move rows between Iceberg tables, plan a move for fan-out, verify a move.
 
-Thin fronts over :class:`iceberg_ops_provider.data_migration.DataMover`: the hooks are built in
-``execute()``, results go to XCom as their ``to_json()``, and errors map as for the other operators
-(permanent ones fail the task at once, transient ones keep Airflow's retries).
+Thin fronts over :class:`iceberg_ops_provider.data_migration.DataMover`; results go to XCom as their
+``to_json()``; permanent errors fail the task at once, transient ones keep Airflow's retries.
 
 Every move has a ``move_id``, the key of its progress in the target's snapshot summaries. The
 default one is built from the task instance (dag id, task id, map index, logical date), so a retried
@@ -15,10 +14,7 @@ The fan-out pattern::
     move >> verify
 
 Lineage: a move reports its source as an OpenLineage input at the snapshot it reads and its target
-as an output at the last snapshot the task wrote, with the rows, bytes and files written (and an
-``OVERWRITE`` lifecycle change in ``overwrite`` mode, ``CREATE`` when it created the target); a
-plan reports the source it planned on; a verification both tables it compared. Asset outlets
-naming the target get its snapshot id and the rows written as their event extra.
+as an output at the last snapshot the task wrote; a plan the source; a verification both tables.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Table maintenance operators: health, compaction, manifest rewrite, snapshot expiry, orphan removal.
 
-Each is a thin front over one function of :mod:`iceberg_ops_provider.maintenance`: ``table`` and
-``iceberg_conn_id`` are templated, the hook is built in ``execute()``, the function's result goes to
-XCom as its ``to_json()``, and errors map as for migrations (permanent ones fail the task at once,
-transient ones keep Airflow's retries). Every one is safe to retry: compaction commits group by
-group, so a retried task only has the groups not yet committed left to do; expiry and orphan removal
-recompute what is left from the table.
-
-Lineage: each reports its table as an OpenLineage input at the snapshot it started from and, unless
-it changed nothing (the health report, a dry run), as an output at the snapshot after (compaction
-adds the rows, bytes and files it wrote). Asset outlets get the table's snapshot id and the
-operation as their event extra.
+Each is a thin front over one function of :mod:`iceberg_ops_provider.maintenance`: its result goes to
+XCom as its ``to_json()``; permanent errors fail the task at once, transient ones keep Airflow's
+retries. Every one is safe to retry. Lineage: the table is an OpenLineage input at the snapshot the
+run started from and, unless it changed nothing, an output at the snapshot after.
 """
 
 from __future__ import annotations
@@ -97,7 +90,7 @@ class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
             except BaseException as exc:
                 # A run that fails part way may have committed (a compaction group, say): report what it did.
                 if self.changes_table():
-                    self.collect_lineage(partial(self._record_after_failure, catalog, loaded_at, exc))
+                    self.collect_lineage(partial(self._record_output, catalog, getattr(exc, "result", None), loaded_at))
                 raise
         except IcebergOpsError as exc:
             if exc.transient:
@@ -122,26 +115,17 @@ class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
         """Rows, bytes and data files the run wrote, when it wrote data (compaction); else ``None``."""
         return None
 
-    def _record_output(self, catalog: Any, result: Any) -> None:
-        """Record the table as written, at its snapshot after the run (one load)."""
-        from iceberg_ops_provider.lineage import table_lineage
+    def _record_output(self, catalog: Any, result: Any, loaded_at: str | None = None) -> None:
+        """Record the table as written at its snapshot now, with what ``result`` wrote.
 
-        after = catalog.load_table(self.table)
-        rows, size, files = self.written(after, result) or (None, None, None)
-        self.record_lineage(self.lineage_inputs, [table_lineage(catalog, after, rows=rows, bytes=size, files=files)])
-
-    def _record_after_failure(self, catalog: Any, loaded_at: str, error: BaseException) -> None:
-        """Record the table as written when a failed run changed it (its metadata moved on since it was loaded).
-
-        What it wrote is counted when the error carries the run's partial result (``error.result``).
+        ``loaded_at``: a failed run's table metadata when loaded; when the table is still there, nothing is recorded.
         """
         from iceberg_ops_provider.lineage import table_lineage
 
         after = catalog.load_table(self.table)
-        if after.metadata_location == loaded_at:
+        if loaded_at is not None and after.metadata_location == loaded_at:
             return
-        partial = getattr(error, "result", None)
-        rows, size, files = (self.written(after, partial) if partial is not None else None) or (None, None, None)
+        rows, size, files = (self.written(after, result) if result is not None else None) or (None, None, None)
         self.record_lineage(self.lineage_inputs, [table_lineage(catalog, after, rows=rows, bytes=size, files=files)])
 
     def _load(self, catalog: Any) -> Table:

@@ -36,18 +36,10 @@ _MARK_KEY = "iceberg_ops.after_snapshot_mark"
 class IcebergPartitionSensor(IcebergLineageMixin, IcebergCatalogSensor):
     """Wait until at least ``min_rows`` rows of a partition (and/or matching a filter) are committed.
 
-    Judged from the table's metadata only, at its current snapshot: the manifests are walked (their
-    partition summaries, the data files' partition records and column statistics; no data file is
-    read) and the data files in the partition that may hold matching rows are kept. Two counts come
-    out (see :mod:`iceberg_ops_provider.partitions.probe`):
-
-    * ``rows``: rows that are **certainly** there: the record counts of the files all of whose rows
-      match the filter (its residual on the partition is always true, or the column statistics prove
-      it), less what position delete files may have removed; files with equality deletes count none.
-    * ``possible_rows``: an upper bound, the record counts of every file that may hold matching rows.
-
-    ``min_rows`` is judged on ``rows`` unless ``count_possible_rows=True``: a "data has landed" wait
-    should not pass on a partition whose rows were all deleted, or on a filter no row matches.
+    Judged from the table's metadata only, at its current snapshot (no data file is read). Two counts
+    come out (see :mod:`iceberg_ops_provider.partitions.probe`): ``rows``, those **certainly** there
+    (files all of whose rows match, less what delete files may have removed), and ``possible_rows``, an
+    upper bound. ``min_rows`` is judged on ``rows`` unless ``count_possible_rows=True``.
 
     * ``partition={"day": "{{ macros.ds_add(ds, -1) }}"}``: keys are partition field names of the
       table's current spec; values are converted per the field's transform (``day`` a date, ``hour``
@@ -80,8 +72,7 @@ class IcebergPartitionSensor(IcebergLineageMixin, IcebergCatalogSensor):
         ``{"table", "snapshot_id", "rows", "possible_rows", "files", "files_with_deletes"}`` as seen
         when the wait ended.
 
-    Lineage: once the wait is over, the table is an OpenLineage input at the snapshot seen (one load
-    of the table; a failure to describe it never fails the task).
+    Lineage: once the wait is over, the table is an OpenLineage input at the snapshot seen.
 
     Raises:
         ValueError: At construction, neither ``partition`` nor ``where``, or ``min_rows`` below 1.

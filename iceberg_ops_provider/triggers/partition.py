@@ -47,14 +47,8 @@ def _given_partition(partition: dict[str, Any] | None) -> dict[str, Any] | None:
 class IcebergPartitionTrigger(CatalogPollingTrigger):
     """Poll a table's metadata until at least ``min_rows`` rows match ``partition`` and/or ``where``.
 
-    Each check walks the table's manifests (no data file read) with
-    :func:`~iceberg_ops_provider.partitions.probe.partition_rows`. Yields ``{"status": "success",
-    "seen": {"table", "snapshot_id", "rows", "possible_rows", "files", "files_with_deletes"}, ...}``
-    once enough rows are committed, or a ``timeout``/``failed`` event (see
-    :mod:`iceberg_ops_provider.triggers.polling`). A partition key that is not a field of the table's
-    spec or a malformed filter fails at once. A missing table does not: the sensor already checked
-    it exists before deferring, so the table is taken to be dropped and re-created (a migration) and
-    the wait goes on.
+    Each check walks the table's manifests (no data file read). A missing table does not end the wait:
+    the sensor checked it exists before deferring, so it is taken to be dropped and re-created.
 
     Args:
         table: The table (``namespace.table``).
@@ -93,7 +87,7 @@ class IcebergPartitionTrigger(CatalogPollingTrigger):
         super().__init__(
             iceberg_conn_id=iceberg_conn_id, deadline=deadline, poll_interval=poll_interval, started_at=started_at
         )
-        self.table = table.strip() if isinstance(table, str) else table
+        self.table = table
         self.partition = _given_partition(dict(partition)) if partition else None
         self.where = where or None
         self.min_rows = int(min_rows)
