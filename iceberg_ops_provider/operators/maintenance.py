@@ -71,8 +71,7 @@ class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
         """Run the maintenance function on the table and return its result's JSON for XCom.
 
         Raises:
-            AirflowFailException: A permanent error (bad argument, unsafe location, unsupported table):
-                retrying cannot help.
+            AirflowFailException: A permanent error: retrying cannot help.
             IcebergOpsError: A transient one (a commit conflict, storage that did not answer): retried.
         """
         from iceberg_ops_provider.errors import IcebergOpsError
@@ -157,11 +156,9 @@ def _brief(payload: dict[str, Any]) -> str:
 class IcebergCompactOperator(_TableMaintenanceOperator):
     """Compact the small data files of a table (``compact_small_files_streaming``), or given units of it.
 
-    With ``units`` (from :class:`IcebergPlanCompactionOperator`, mapped with ``.expand_kwargs``), only
-    those units are rewritten (``run_compaction_units``), each as one commit, exactly once: a unit
-    whose files another try or another task already replaced is ``skipped``. The units carry their own
-    strategy and target size, so ``target_file_size_bytes``, ``min_input_files``, ``where`` and
-    ``strategy`` are for planning only and must be left unset with ``units``.
+    With ``units`` (from :class:`IcebergPlanCompactionOperator`), only those units are rewritten, each
+    as one commit, exactly once; they carry their own strategy and target size, so the planning
+    arguments must be left unset.
 
     Args:
         table: ``namespace.table`` (templated).
@@ -276,11 +273,8 @@ def _units_field(value: Any) -> list[Any]:
 class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
     """Plan a table's compaction as units for mapped compact tasks (``plan_compaction_units``); writes nothing.
 
-    The XCom is a list of keyword arguments, one per compact task: ``{"table": ..., "units": [...]}``,
-    ready for ``IcebergCompactOperator.partial(...).expand_kwargs(plan.output)``, so Airflow's workers
-    share one table's groups. Each task gets ``units_per_task`` units, more when the table has so many
-    units that ``max_tasks`` tasks would not hold them (Airflow refuses more than ``max_map_length``,
-    1024 by default, mapped tasks).
+    The XCom is a list of keyword arguments, one per compact task (``{"table": ..., "units": [...]}``),
+    ready for ``IcebergCompactOperator.partial(...).expand_kwargs(plan.output)``.
 
     Args:
         table: ``namespace.table`` (templated).
@@ -437,8 +431,7 @@ class IcebergRemoveOrphanFilesOperator(_TableMaintenanceOperator):
             the same forms as :class:`IcebergExpireSnapshotsOperator` (templated).
         location: A folder inside the table's location to limit the listing to (templated).
         dry_run: Only report the orphans found.
-        check_nested_tables: Leave alone the files of the catalog's other tables whose location lies
-            inside this one's (the catalog is asked for all of its tables); ``False`` skips the look-up.
+        check_nested_tables: Leave alone the files of the catalog's other tables located inside this one's.
 
     Returns (XCom): the result (``orphan_file_locations``, ``deleted_orphan_files_count``, ``nested_tables``, ...).
     """
