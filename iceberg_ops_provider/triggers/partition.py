@@ -51,21 +51,12 @@ class IcebergPartitionTrigger(CatalogPollingTrigger):
     the sensor checked it exists before deferring, so it is taken to be dropped and re-created.
 
     Args:
-        table: The table (``namespace.table``).
-        partition: Wanted partition values by partition field name (values rendered as text; ``bytes``
-            values are stored as ``{"bytes_hex": ...}``).
-        where: A PyIceberg row filter string.
-        min_rows: Rows needed: certain rows (see :class:`~iceberg_ops_provider.partitions.probe.PartitionProbe`),
-            or possible rows with ``count_possible_rows``.
-        after_snapshot: Count only data files committed after this snapshot id.
+        table, partition, where, min_rows, after_snapshot, count_possible_rows: As the sensor's, rendered
+            (``bytes`` partition values stored as ``{"bytes_hex": ...}``).
         after_sequence_number: That snapshot's sequence number, and
         after_timestamp_ms: its commit time, as the sensor read them before deferring: with both, the
             wait needs no lookup of the snapshot and goes on if it is expired meanwhile.
-        count_possible_rows: Judge ``min_rows`` on possible rows (an upper bound) instead of certain ones.
-        iceberg_conn_id: The Airflow connection of the catalog.
-        deadline: When to stop waiting (absolute; see :class:`CatalogPollingTrigger`).
-        poll_interval: Seconds between checks.
-        started_at: When the wait began, for the timeout message.
+        iceberg_conn_id, deadline, poll_interval, started_at: See :class:`CatalogPollingTrigger`.
     """
 
     def __init__(
