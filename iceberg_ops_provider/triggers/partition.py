@@ -10,7 +10,6 @@ from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.partitions.probe import (
     SnapshotMark,
     describe_partition_wait,
-    parse_after_snapshot,
     probe_partition,
 )
 from iceberg_ops_provider.triggers.polling import CatalogPollingTrigger, CheckResult
@@ -66,7 +65,7 @@ class IcebergPartitionTrigger(CatalogPollingTrigger):
         partition: dict[str, Any] | None = None,
         where: str | None = None,
         min_rows: int = 1,
-        after_snapshot: int | str | None = None,
+        after_snapshot: int | None = None,
         after_sequence_number: int | None = None,
         after_timestamp_ms: int | None = None,
         count_possible_rows: bool = False,
@@ -79,14 +78,14 @@ class IcebergPartitionTrigger(CatalogPollingTrigger):
             iceberg_conn_id=iceberg_conn_id, deadline=deadline, poll_interval=poll_interval, started_at=started_at
         )
         self.table = table
-        self.partition = _given_partition(dict(partition)) if partition else None
-        self.where = where or None
-        self.min_rows = int(min_rows)
-        self.after_snapshot = parse_after_snapshot(after_snapshot)
+        self.partition = _given_partition(partition)
+        self.where = where
+        self.min_rows = min_rows
+        self.after_snapshot = after_snapshot
         self.mark: SnapshotMark | None = None
-        if self.after_snapshot is not None and after_sequence_number is not None and after_timestamp_ms is not None:
-            self.mark = SnapshotMark(self.after_snapshot, int(after_sequence_number), int(after_timestamp_ms))
-        self.count_possible_rows = bool(count_possible_rows)
+        if after_snapshot is not None and after_sequence_number is not None and after_timestamp_ms is not None:
+            self.mark = SnapshotMark(after_snapshot, after_sequence_number, after_timestamp_ms)
+        self.count_possible_rows = count_possible_rows
 
     def arguments(self) -> dict[str, Any]:
         """The table, partition, filter, rows needed and snapshot (with its mark when known)."""

@@ -81,19 +81,14 @@ def _open_catalog(connection: Any) -> Catalog:
 
 
 def _close(catalog: Catalog | None) -> None:
-    close = getattr(catalog, "close", None)
-    if close is not None:
-        with contextlib.suppress(Exception):
-            close()
+    with contextlib.suppress(Exception):
+        getattr(catalog, "close", lambda: None)()
 
 
 def _release(catalog: Catalog | None) -> None:
     """Give back a SQL catalog's pooled database connections (its engine opens new ones when next used)."""
-    engine = getattr(catalog, "engine", None)
-    dispose = getattr(engine, "dispose", None)
-    if dispose is not None:
-        with contextlib.suppress(Exception):
-            dispose()
+    with contextlib.suppress(Exception):
+        getattr(getattr(catalog, "engine", None), "dispose", lambda: None)()
 
 
 def _pool(conn_id: str) -> ThreadPoolExecutor:
