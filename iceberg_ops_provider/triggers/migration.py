@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook, connection_meta_namespace
 from iceberg_ops_provider.runner.readiness import (
     NOTE_WARNING,
+    check_wanted_version,
     describe_version_wait,
     namespace_version,
     version_reached,
@@ -48,6 +49,8 @@ class IcebergMigrationTrigger(CatalogPollingTrigger):
         super().__init__(
             iceberg_conn_id=iceberg_conn_id, deadline=deadline, poll_interval=poll_interval, started_at=started_at
         )
+        if version is not None and check_wanted_version(version) == "head":
+            raise ValueError("IcebergMigrationTrigger needs a version number; resolve 'head' from the files first.")
         self.namespace = namespace
         self.version = version
         self.meta_namespace = meta_namespace
