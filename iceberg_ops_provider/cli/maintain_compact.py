@@ -25,6 +25,7 @@ from iceberg_ops_provider.cli.maintain_tables import (
 )
 from iceberg_ops_provider.cli.progress import ProgressDisplay, StopOnInterrupt
 from iceberg_ops_provider.cli.shared import FILE_SIZE, Size, check_filter, json_option, text_table
+from iceberg_ops_provider.cli.wording import OPTIONS
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
@@ -149,29 +150,13 @@ def compact(
                 f"{' and '.join(batching)} with {'--plan' if show_plan else '--units/--unit'}: units are written one "
                 "at a time and each is its own commit. Drop it, or compact the whole table without units."
             )
-        planning = {
-            "--target-file-size": target_file_size is not None,
-            "--min-input-files": min_input_files != 5,
-            "--where": bool(where),
-            "--strategy": strategy != "binpack",
+        plan_options = {
+            "target_file_size_bytes": target_file_size,
+            "min_input_files": min_input_files,
+            "where": where or None,
+            "strategy": strategy,
         }
-        _compact_units(
-            settings,
-            table,
-            every,
-            show_plan,
-            units_file,
-            unit_ids,
-            dry_run,
-            [flag for flag, given in planning.items() if given],
-            plan_options={
-                "target_file_size_bytes": target_file_size,
-                "min_input_files": min_input_files,
-                "where": where or None,
-                "strategy": strategy,
-            },
-            no_progress=no_progress,
-        )
+        _compact_units(settings, table, every, show_plan, units_file, unit_ids, dry_run, plan_options, no_progress)
         return
     display, stop, stopping = _stoppable(
         no_progress or dry_run,
@@ -216,13 +201,14 @@ def _compact_units(
     units_file: str | None,
     unit_ids: tuple[str, ...],
     dry_run: bool,
-    planning_flags: list[str],
-    *,
     plan_options: dict[str, Any],
     no_progress: bool,
 ) -> None:
     """``compact --plan``, ``--units FILE`` and ``--unit ID`` (see :mod:`.compact_units`)."""
     from iceberg_ops_provider.maintenance.compaction_units import plan_compaction_units, run_compaction_units
+
+    defaults = {"target_file_size_bytes": None, "min_input_files": 5, "where": None, "strategy": "binpack"}
+    planning_flags = [OPTIONS[name].flag for name, value in plan_options.items() if value != defaults[name]]
 
     if show_plan and units_file:
         raise click.UsageError("--plan and --units: the file is a plan already; give one of them.")
