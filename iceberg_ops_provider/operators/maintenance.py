@@ -161,8 +161,7 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
     arguments must be left unset.
 
     Args:
-        table: ``namespace.table`` (templated).
-        iceberg_conn_id: The catalog's Airflow connection (templated).
+        table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
         target_file_size_bytes: Output file size; default the table's ``write.target-file-size-bytes``.
         min_input_files: Partitions with fewer small files are left alone.
         where: A filter restricting the files considered, e.g. ``"day >= '2026-11-01'"`` (templated).
@@ -277,8 +276,7 @@ class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
     ready for ``IcebergCompactOperator.partial(...).expand_kwargs(plan.output)``.
 
     Args:
-        table: ``namespace.table`` (templated).
-        iceberg_conn_id: The catalog's Airflow connection (templated).
+        table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
         target_file_size_bytes: Output file size; default the table's ``write.target-file-size-bytes``.
         min_input_files: Partitions with fewer small files are left alone.
         where: A filter restricting the files considered (templated).
@@ -378,8 +376,7 @@ class IcebergExpireSnapshotsOperator(_TableMaintenanceOperator):
     """Expire old snapshots and delete the files nothing reaches any more (``expire_snapshots``).
 
     Args:
-        table: ``namespace.table`` (templated).
-        iceberg_conn_id: The catalog's Airflow connection (templated).
+        table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
         older_than: Snapshots older than this may go: a datetime, an age (``timedelta`` or ``"7d"``) or
             an ISO timestamp (templated); default the table's ``history.expire.max-snapshot-age-ms`` (5 days).
         retain_last: Latest snapshots of each branch kept whatever their age.
@@ -425,8 +422,7 @@ class IcebergRemoveOrphanFilesOperator(_TableMaintenanceOperator):
     """Delete files under the table's location that no metadata references (``remove_orphan_files``).
 
     Args:
-        table: ``namespace.table`` (templated).
-        iceberg_conn_id: The catalog's Airflow connection (templated).
+        table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
         older_than: Only files older than this (default: 3 days ago, so writes in flight are safe);
             the same forms as :class:`IcebergExpireSnapshotsOperator` (templated).
         location: A folder inside the table's location to limit the listing to (templated).
@@ -472,8 +468,7 @@ class IcebergRewriteManifestsOperator(_TableMaintenanceOperator):
     """Merge many small manifests into few (``rewrite_manifests``); data is untouched.
 
     Args:
-        table: ``namespace.table`` (templated).
-        iceberg_conn_id: The catalog's Airflow connection (templated).
+        table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
         target_manifest_size_bytes: Manifest size to aim for; default the table's
             ``commit.manifest.target-size-bytes``.
         dry_run: Only report what would be rewritten.
@@ -507,8 +502,7 @@ class IcebergTableHealthOperator(_TableMaintenanceOperator):
     """Report a table's health and what maintenance it needs (``table_health_report``); changes nothing.
 
     Args:
-        table: ``namespace.table`` (templated).
-        iceberg_conn_id: The catalog's Airflow connection (templated).
+        table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
         thresholds: Overrides of :class:`~iceberg_ops_provider.maintenance.health.HealthThresholds`
             (a dict of its field names, or an instance).
         fail_on: Needs that fail the task when the report finds them (``"compact"``,
