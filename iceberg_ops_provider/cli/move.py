@@ -221,22 +221,17 @@ def _target_table(mover: DataMover) -> Table | None:
         return None
 
 
-def _recorded_state(mover: DataMover, target: Table | None = None) -> Any:
-    """The move's state recorded in ``target`` (loaded when not given; ``None`` for a new move or no target)."""
-    from iceberg_ops_provider.data_migration.resolution import current_state
-
-    return current_state(mover, target if target is not None else _target_table(mover))
-
-
 def _check_snapshot(mover: DataMover, snapshot_id: int) -> None:
     """Refuse a ``--source-snapshot-id`` the source does not have, when it starts a new move."""
     from pyiceberg.exceptions import NoSuchTableError
+
+    from iceberg_ops_provider.data_migration.resolution import current_state
 
     try:
         source = mover.source_catalog.load_table(mover.source)
     except NoSuchTableError:
         return  # the engine says the source does not exist
-    if source.metadata.snapshot_by_id(snapshot_id) is not None or _recorded_state(mover) is not None:
+    if source.metadata.snapshot_by_id(snapshot_id) is not None or current_state(mover, _target_table(mover)):
         return
     current = source.metadata.current_snapshot_id
     raise click.BadParameter(
@@ -248,8 +243,10 @@ def _check_snapshot(mover: DataMover, snapshot_id: int) -> None:
 
 def _resume_notes(mover: DataMover) -> list[str]:
     """What a run resumes (the units already committed, their size), or the other moves a new move's target holds."""
+    from iceberg_ops_provider.data_migration.resolution import current_state
+
     target = _target_table(mover)
-    state = _recorded_state(mover, target)
+    state = current_state(mover, target)
     if state is None:
         return _other_moves_notes(mover, target)
     if state.complete:

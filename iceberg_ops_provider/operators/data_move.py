@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, conf
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.hooks.version_compat import AirflowFailException
@@ -412,7 +412,7 @@ class IcebergMovePlanOperator(_MoveOperator):
         if "ti" in context:
             context["ti"].xcom_push(key="move_id", value=plan.move_id)
         step = int(self.units_per_task)
-        most = _max_map_length()
+        most = conf.getint("core", "max_map_length", fallback=1024)  # Airflow maps at most this many tasks
         if -(-len(pending) // step) > most:
             step = -(-len(pending) // most)
             self.log.warning(
@@ -479,13 +479,6 @@ def _verified_source_snapshot(mover: DataMover) -> int | None:
 
     state, _ = find_state(mover.target_catalog.load_table(mover.target).metadata, mover.move_id, MAIN_BRANCH)
     return state.completed_snapshot_id if state is not None else None
-
-
-def _max_map_length() -> int:
-    """How many task instances Airflow maps from one upstream value at most (``[core] max_map_length``)."""
-    from airflow.sdk import conf
-
-    return conf.getint("core", "max_map_length", fallback=1024)
 
 
 def _unit_list(units: Any) -> list[dict[str, Any]]:
