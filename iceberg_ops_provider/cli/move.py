@@ -231,8 +231,10 @@ def _check_snapshot(mover: DataMover, snapshot_id: int) -> None:
         source = mover.source_catalog.load_table(mover.source)
     except NoSuchTableError:
         return  # the engine says the source does not exist
-    if source.metadata.snapshot_by_id(snapshot_id) is not None or current_state(mover, _target_table(mover)):
+    if source.metadata.snapshot_by_id(snapshot_id) is not None:
         return
+    if current_state(mover, _target_table(mover)) is not None:
+        return  # a move under way reads the snapshot it started with
     current = source.metadata.current_snapshot_id
     raise click.BadParameter(
         f"{snapshot_id} is not a snapshot of {mover.source} (expired, or of another table); its current snapshot "
