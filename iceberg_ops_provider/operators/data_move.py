@@ -56,9 +56,8 @@ MOVE_TEMPLATE_FIELDS = ("source", "target", "where", "move_id", "source_conn_id"
 def default_move_id(context: Context | Mapping[str, Any]) -> str | None:
     """The move id of the running task instance: the same on every try of it, different for any other.
 
-    Built from the dag id, task id, map index and logical date (the run id when the run has no
-    logical date). ``None`` outside a task instance (an operator's ``execute`` called directly): the
-    engine then uses its own default, a hash of the move's arguments.
+    Built from the dag id, task id, map index and logical date (else the run id); ``None`` outside a
+    task instance (the engine then uses its own default).
     """
     ti = context.get("ti") or context.get("task_instance")
     if ti is None:

@@ -141,13 +141,9 @@ def table_extra(table: TableLineage) -> dict[str, Any]:
 class IcebergLineageMixin:
     """What every operator of this provider shares for lineage: the tables its run read and wrote.
 
-    ``execute()`` calls :meth:`record_lineage` (through :meth:`collect_lineage`, which never fails the
-    task); :meth:`get_openlineage_facets_on_complete` reports them. OpenLineage's listener uses the
-    same method for failures, so an operator that fails part way records what it committed before
-    failing: a migration the tables it touched, a move the target at the last unit this try
-    committed, a maintenance operator the table when the run changed it (with what a compaction's
-    committed groups wrote). There is no ``get_openlineage_facets_on_start``: naming a table needs its
-    storage location, which only the catalog knows, and that method must not call it.
+    ``execute()`` records them, also what a run that fails part way committed (OpenLineage's listener
+    reports failures with the same method). There is no ``get_openlineage_facets_on_start``: naming a
+    table needs its storage location, which only the catalog knows, and that method must not call it.
     """
 
     lineage_inputs: tuple[TableLineage, ...] = ()

@@ -114,8 +114,7 @@ class CatalogPollingTrigger(BaseTrigger):
     Args:
         iceberg_conn_id: The Airflow connection of the catalog.
         deadline: When to stop waiting: an absolute time (aware datetime, ISO 8601 text or UNIX
-            timestamp), so a trigger re-created after a triggerer restart keeps the same deadline.
-            One last check runs at the deadline.
+            timestamp), kept by a trigger re-created after a triggerer restart.
         poll_interval: Seconds between checks.
         started_at: When the wait began, for the timeout message (default: now; kept when serialized).
     """
