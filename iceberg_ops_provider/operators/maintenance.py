@@ -97,7 +97,7 @@ class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
             raise AirflowFailException(operator_message(exc)) from exc
         except ValueError as exc:  # a bad argument or table property: the same on every try
             raise AirflowFailException(operator_message(exc)) from exc
-        payload = result.to_json()
+        payload = result if isinstance(result, dict) else result.to_json()  # a plan is its JSON already
         self.log.info("%s of %s: %s", self.verb, self.table, _brief(payload))
         if self.changes_table():
             self.collect_lineage(lambda: self._record_output(catalog, result))
@@ -348,28 +348,16 @@ class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
             )
         if len(units) > _UNITS_LOGGED:
             self.log.info("... and %d more unit(s), all in the XCom", len(units) - _UNITS_LOGGED)
-        return _Plan(
-            {
-                "units_count": len(units),
-                "tasks_count": len(tasks),
-                "data_files_count": sum(len(unit.data_files) for unit in units),
-                "bytes_count": sum(unit.bytes for unit in units),
-                "tasks": tasks,
-            }
-        )
+        return {
+            "units_count": len(units),
+            "tasks_count": len(tasks),
+            "data_files_count": sum(len(unit.data_files) for unit in units),
+            "bytes_count": sum(unit.bytes for unit in units),
+            "tasks": tasks,
+        }
 
 
 _UNITS_LOGGED = 50
-
-
-class _Plan:
-    """A compaction plan as the shared front pushes results (``to_json()``)."""
-
-    def __init__(self, payload: dict[str, Any]) -> None:
-        self._payload = payload
-
-    def to_json(self) -> dict[str, Any]:
-        return self._payload
 
 
 class IcebergExpireSnapshotsOperator(_TableMaintenanceOperator):
