@@ -1,9 +1,4 @@
-"""The ``iceberg-ops`` command line, a thin front over the engine's verbs.
-
-:data:`cli` is the click group and :func:`main` the console-script entry point
-(``iceberg_ops_provider.cli:main``), both from :mod:`.main`, which assembles the group; the migration
-commands live in :mod:`.migrate`, ``maintain`` in :mod:`.maintain` and ``move`` in :mod:`.move`.
-"""
+"""The ``iceberg-ops`` command line, a thin front over the engine's verbs: the group :data:`cli` and :func:`main`."""
 
 from __future__ import annotations
 

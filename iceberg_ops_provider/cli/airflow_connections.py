@@ -1,18 +1,10 @@
 """How the command line reads an Airflow connection for ``--conn-id`` and ``airflow_conn_id:``.
 
-The engine's :class:`~iceberg_ops_provider.config.ProjectConfig` never imports Airflow: whoever
-builds it hands it a connection reader. :func:`read_airflow_connection` is the one the command line
-hands it, mapping a connection exactly as :class:`~iceberg_ops_provider.hooks.catalog.IcebergCatalogHook`
-maps it for the Airflow tasks (the command line reaches Airflow only through that hook). Python
-callers can pass it too::
-
-    from iceberg_ops_provider.cli.airflow_connections import read_airflow_connection
-    from iceberg_ops_provider.config import load_config
+:func:`read_airflow_connection` is the connection reader the command line hands to
+:class:`~iceberg_ops_provider.config.ProjectConfig` (which never imports Airflow); it maps a connection
+as :class:`~iceberg_ops_provider.hooks.catalog.IcebergCatalogHook` does. Python callers can pass it too::
 
     catalog = load_config(connection_reader=read_airflow_connection).open_catalog()
-
-:func:`without_airflow_logging` keeps Airflow's logging, set up when Airflow is first imported, off
-stdout, where ``--json`` output goes.
 """
 
 from __future__ import annotations
@@ -35,17 +27,9 @@ __all__ = ["read_airflow_connection", "without_airflow_logging"]
 
 
 def read_airflow_connection(conn_id: str, setting: Setting) -> CatalogSpec:
-    """The catalog of Airflow connection ``conn_id``, described as the hook describes it.
+    """The catalog of Airflow connection ``conn_id`` (given at ``setting``), described as the hook describes it.
 
-    A :data:`~iceberg_ops_provider.config.ConnectionReader`: Airflow is imported here, when a
-    connection is read, and only then.
-
-    Args:
-        conn_id: The Airflow connection's id.
-        setting: Where the id was given (``--conn-id``, ``airflow_conn_id:`` in the project file), for messages.
-
-    Returns:
-        The spec from :meth:`IcebergCatalogHook.catalog_spec`.
+    Airflow is imported here, when a connection is read, and only then.
 
     Raises:
         MissingAirflowError: Airflow is not installed.
@@ -82,12 +66,9 @@ def read_airflow_connection(conn_id: str, setting: Setting) -> CatalogSpec:
 def without_airflow_logging(read: Callable[[], object]) -> None:
     """Run ``read`` (which imports Airflow) and undo the logging Airflow sets up when imported.
 
-    Airflow gives the root logger a handler that prints every INFO record on stdout, where ``--json``
-    output goes; the command line prints its own progress on stderr and its errors as one line.
-    Whatever Airflow prints while it loads goes to stderr; its log records below ERROR are dropped
-    while the connection is read (the secrets masker warns about every secret too short to mask, and
-    the command line prints no secret). Airflow configures its logging when first imported, resetting
-    the levels of its loggers, so only a process-wide threshold holds for the read.
+    Airflow's root handler prints INFO records on stdout, where ``--json`` output goes: what Airflow prints
+    while it loads goes to stderr, and its records below ERROR are dropped during the read (only a
+    process-wide threshold holds, since Airflow resets its loggers' levels when first imported).
     """
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level

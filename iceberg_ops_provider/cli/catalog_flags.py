@@ -1,10 +1,7 @@
 """The command line's catalog options over the project file: one parser for the global and the ``--target-*`` ones.
 
-``--conn-id``, ``--catalog``, ``--catalog-name``, ``--catalog-uri``, ``--db-path``, ``--warehouse`` and
-``--catalog-timeout`` (and a move's ``--target-`` twins) change the project file's ``catalog:`` mapping,
-and the result is parsed like the file (:func:`~iceberg_ops_provider.catalogs.from_file`), remembering
-which settings the command line gave, so that a message names the option that set one. Options win
-over the file.
+The options change the file's ``catalog:`` mapping (they win over it), remembering which settings they
+gave, so that a message names the option that set one.
 """
 
 from __future__ import annotations
@@ -49,11 +46,7 @@ class CatalogFlags:
 
 
 def setting_words(fact: Setting) -> str:
-    """A catalog setting as the command line words it: its option when the command line gave it.
-
-    A move's target is described by its ``--target-*`` options alone (the file's ``catalog:`` is the
-    source's), so its settings are always named by them.
-    """
+    """A catalog setting as the command line words it: its option when the command line gave it (always a target's)."""
     if fact.key in FLAG_OF and (fact.flagged or fact.source == "flags" or fact.role == "target"):
         return flag(fact.key, fact.role)
     if fact.source == "flags" and not fact.key:
@@ -70,18 +63,12 @@ def flag(key: str, role: str = "catalog") -> str:
 def with_flags(config: ProjectConfig, flags: CatalogFlags, *, role: str = "catalog") -> ProjectConfig:
     """``config`` with the catalog options applied (they win over the file).
 
-    The file's ``catalog.timeout`` survives ``--catalog``/``--catalog-name`` (it is not an option of
-    one kind); ``--catalog-timeout`` wins over it. ``--conn-id`` replaces the file's catalog (or
-    ``airflow_conn_id``) with an Airflow connection; ``--catalog``/``--catalog-name`` replace a
-    file's ``airflow_conn_id``. ``--catalog-uri`` sets the catalog's ``uri``; ``--warehouse`` is the
-    ``warehouse_dir`` of a ``sqlite`` catalog, and of a ``sql`` one unless it is a URI, which becomes
-    its ``warehouse``.
+    The file's ``catalog.timeout`` survives ``--catalog``/``--catalog-name``. ``--warehouse`` is the
+    ``warehouse_dir`` of a ``sqlite`` catalog, and of a ``sql`` one unless it is a URI (its ``warehouse``).
 
     Raises:
         ProjectConfigError: Two options that each choose the catalog, or an option that does not apply
-            to the catalog chosen (``--db-path`` for one that is not ``sqlite``, ``--warehouse`` for one
-            that is neither ``sqlite`` nor ``sql``, ``--catalog-uri`` for an Airflow connection or a
-            ``sqlite`` catalog).
+            to the catalog chosen.
     """
     chosen = [
         flag(key, role)

@@ -1,12 +1,7 @@
 """``maintain compact --plan``, ``--units FILE`` and ``--unit ID``: compaction as units, from the shell.
 
-``--plan`` prints the units a compaction would rewrite (``plan_compaction_units``); with ``--json``
-the document is ``{"table": ..., "units": [...]}`` (a list of them with ``--all``), each unit as
-``CompactionUnit.to_json()``. ``--units FILE`` runs units from such a document (``-``: standard
-input; a bare list of units is accepted too), each as one commit, exactly once
-(``run_compaction_units``): a unit whose files another run already replaced is skipped. ``--unit ID``
-picks units by id or plan index, from the file or from a fresh plan; with several, they run in the
-order of the plan. A subset of units is how a compaction is shared between shells or machines.
+``--plan --json`` prints ``{"table": ..., "units": [...]}`` (a list of them with ``--all``); ``--units FILE``
+reads such a document (or a bare list of units); ``--unit ID`` picks units by id or plan index.
 """
 
 from __future__ import annotations
@@ -110,10 +105,8 @@ def _matches(unit: dict[str, Any], wanted: str) -> bool:
 
 def units_by_table(units: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Units grouped by their table, in the order met."""
-    grouped: dict[str, list[dict[str, Any]]] = {}
-    for unit in units:
-        grouped.setdefault(str(unit["table"]), []).append(unit)
-    return grouped
+    tables = dict.fromkeys(str(unit["table"]) for unit in units)
+    return {table: [unit for unit in units if str(unit["table"]) == table] for table in tables}
 
 
 @dataclass(frozen=True)

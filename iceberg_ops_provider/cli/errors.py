@@ -1,11 +1,7 @@
 """How the command line reports errors: one ``error:`` line, the exit code, a JSON error object with ``--json``.
 
-:func:`error_report` chooses the exit code and the message of an error, :func:`handles_errors` wraps
-every command with it, :func:`report_error` reports one table's failure among several, and
-:func:`exit_interrupted` says what a command stopped by Ctrl-C left. :class:`CommandLine` (the class
-of the ``iceberg-ops`` group) gives usage errors and a Ctrl-C that no command handles the same
-contract. Exit codes: 1 for a state that stops the run (:data:`STATE_ERRORS`, every transient
-error), 2 for bad usage, configuration or input, 130 for Ctrl-C.
+Exit codes: 1 for a state that stops the run (:data:`STATE_ERRORS`, every transient error), 2 for bad
+usage, configuration or input, 130 for Ctrl-C.
 """
 
 from __future__ import annotations
@@ -57,11 +53,7 @@ EXIT_INTERRUPTED = 130
 """The exit code of a command stopped by Ctrl-C (128 + SIGINT), as shells report it."""
 
 EXIT_IRREVERSIBLE = 3
-"""The exit code of a ``plan`` whose rollback reaches a migration that cannot be rolled back (``[irreversible]``).
-
-Apart from 1 (which also means the catalog could not be reached), so a script can tell "this
-rollback cannot be done" from "the plan could not be made".
-"""
+"""The exit code of a ``plan`` whose rollback reaches a migration that cannot be rolled back (not 1: unreachable)."""
 
 STATE_ERRORS = (
     MigrationFailedError,
@@ -74,10 +66,7 @@ STATE_ERRORS = (
     CatalogUnavailableError,
     VerificationFailedError,
 )
-"""Errors that describe the state of the world rather than a mistake in the command: exit 1.
-
-Every transient error (``IcebergOpsError.transient``) exits 1 as well; every other IcebergOpsError exits 2.
-"""
+"""Errors that describe the state of the world rather than a mistake in the command: exit 1 (as transient ones)."""
 
 
 def error_report(settings: Settings, raised: Exception) -> tuple[int, str, str]:
@@ -98,11 +87,7 @@ def error_report(settings: Settings, raised: Exception) -> tuple[int, str, str]:
 
 
 def integrity_message(exc: MigrationIntegrityError) -> str:
-    """The refusal of files that disagree with history: one problem per line, and the options of this command.
-
-    Only the ``--allow-*`` options the command being run has are offered (``downgrade`` has no
-    ``--allow-missing``: it cannot roll back a migration whose file is gone).
-    """
+    """The refusal of files that disagree with history: one problem per line, then this command's ``--allow-*``."""
     context = click.get_current_context(silent=True)
     offered = {opt for param in context.command.params for opt in param.opts} if context is not None else set()
     flags = [OPTIONS[f"allow_{kind}"].flag for kind in exc.kinds if OPTIONS[f"allow_{kind}"].flag in offered]
@@ -118,20 +103,15 @@ def integrity_message(exc: MigrationIntegrityError) -> str:
 
 
 def handles_errors(command: F) -> F:
-    """The command line's error handling (one ``error:`` line, the exit code, JSON with ``--json``).
-
-    Click's own exceptions (usage errors, aborts, exits) pass through to :class:`CommandLine`.
-    """
+    """The command line's error handling (one ``error:`` line, the exit code, JSON with ``--json``)."""
 
     @functools.wraps(command)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         settings: Settings = click.get_current_context().obj
         try:
             return command(*args, **kwargs)
-        except click.exceptions.Exit:
-            raise
-        except (click.ClickException, click.Abort):
-            raise
+        except (click.exceptions.Exit, click.ClickException, click.Abort):
+            raise  # click's own: CommandLine reports them
         except Exception as raised:
             code, message, kind = error_report(settings, raised)
             if settings.as_json:
@@ -153,11 +133,7 @@ def report_error(settings: Settings, table: str, exc: Exception) -> tuple[int, d
 
 
 def exit_interrupted(settings: Settings, message: str, document: dict[str, Any] | None = None) -> NoReturn:
-    """Say what an interrupted command left and how to go on, then exit 130.
-
-    With ``--json``, stdout gets ``document`` (what the command did before it stopped) or an error
-    object like every other error's. Further Ctrl-C is ignored from here on: the process is exiting.
-    """
+    """Say what an interrupted command left and how to go on (``document`` with ``--json``), then exit 130."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
     if settings.as_json:
@@ -172,10 +148,7 @@ _SYNONYMS = {"migrate": "upgrade", "apply": "upgrade", "up": "upgrade", "rollbac
 
 
 def unknown_option(ctx: click.Context, option: str, possibilities: Sequence[str] = ()) -> click.UsageError:
-    """The usage error of ``option``, which the command does not have; for a global option, where it goes.
-
-    ``possibilities`` are click's close spellings of the command's own options.
-    """
+    """The usage error of ``option``, which the command does not have; for a global option, where it goes."""
     root = ctx.find_root()
     if any(option in param.opts or option in param.secondary_opts for param in root.command.params):
         path = ctx.command_path.removeprefix(root.command_path).strip()
@@ -195,21 +168,14 @@ def unknown_option(ctx: click.Context, option: str, possibilities: Sequence[str]
 
 def _wants_json(args: Sequence[str]) -> bool:
     """Whether the command line asks for JSON (``--json`` anywhere before a ``--``)."""
-    for arg in args:
-        if arg == "--":
-            return False
-        if arg == "--json":
-            return True
-    return False
+    return "--json" in (args[: args.index("--")] if "--" in args else args)
 
 
 class CommandLine(click.Group):
     """The ``iceberg-ops`` group: usage errors and Ctrl-C follow the same contract as every other error.
 
-    With ``--json`` a usage error prints ``{"error", "type": "UsageError", "exit_code": 2}`` on stdout
-    next to click's usage text on stderr. Ctrl-C that no command handles itself exits 130 with an
-    ``interrupted:`` line (and the JSON error object with ``--json``) instead of click's "Aborted!"
-    and exit 1; a declined confirmation still says "Aborted!" and exits 1.
+    With ``--json`` a usage error also prints its JSON error object on stdout; Ctrl-C exits 130 with an
+    ``interrupted:`` line, while a declined confirmation still says "Aborted!" and exits 1.
     """
 
     def main(  # type: ignore[override]

@@ -1,20 +1,8 @@
 """The ``iceberg-ops`` command line: the group :data:`cli`, its global options, and every command added to it.
 
-This module sits at the top of :mod:`iceberg_ops_provider.cli` and imports the others: the
-migration commands come from :mod:`~iceberg_ops_provider.cli.migrate`, the ``maintain`` and
-``move`` groups from :mod:`~iceberg_ops_provider.cli.maintain` and :mod:`~iceberg_ops_provider.cli.move`;
-none of them imports this module. The global options become a
-:class:`~iceberg_ops_provider.cli.settings.Settings`, errors are reported by
-:mod:`~iceberg_ops_provider.cli.errors`. Exit codes: 0 success; 1 a check that found something
-(``check``, ``maintain health``, a failed verification), a failed migration, or a state that stops
-the run (lock held, files disagreeing with history, pending migrations before autogenerate, a
-catalog that cannot be reached or does not answer within ``--catalog-timeout``): every transient
-error is among them; 2 bad usage, configuration or input (refused or missing credentials, a
-``db_path`` that is not an SQLite database, an unreadable ``iceberg-ops.yaml``); 3 a ``plan``
-whose rollback reaches an irreversible migration; 130 interrupted (Ctrl-C). Errors print one line
-(a traceback with ``-v``; the refusal of files that disagree with history lists one file per line);
-``--json`` prints machine-readable output on stdout, progress goes to stderr. ``docs/errors.md``
-lists every error class with its exit code.
+Exit codes (``docs/errors.md`` lists them by error class): 0 success; 1 a check that found something, a
+failed migration, or a state that stops the run (every transient error); 2 bad usage, configuration or
+input; 3 a ``plan`` whose rollback reaches an irreversible migration; 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -104,16 +92,14 @@ def cli(ctx: click.Context, **options: Any) -> None:
     thrift = logging.getLogger("thrift")
     if not any(isinstance(handler, logging.NullHandler) for handler in thrift.handlers):
         thrift.addHandler(logging.NullHandler())
-    _warnings_once(logging.getLogger("iceberg_ops_provider"))
+    ours = logging.getLogger("iceberg_ops_provider")
+    if not any(isinstance(handler, _Warnings) for handler in ours.handlers):
+        ours.addHandler(_Warnings())
     ctx.obj = Settings(**options)
 
 
 class _Warnings(logging.Handler):
-    """Prints the package's warnings as ``warning: ...`` on stderr, except the runner's step lines.
-
-    The step lines were already printed as progress. Without a handler Python's last-resort handler
-    would print every warning, and a failed step's line twice.
-    """
+    """Prints the package's warnings as ``warning: ...`` on stderr, except the runner's step lines (progress)."""
 
     def __init__(self) -> None:
         super().__init__(logging.WARNING)
@@ -121,12 +107,6 @@ class _Warnings(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         if not getattr(record, "progress", False):
             click.echo(f"warning: {record.getMessage()}", err=True)
-
-
-def _warnings_once(logger: logging.Logger) -> None:
-    """Attach :class:`_Warnings` to ``logger`` unless it is there."""
-    if not any(isinstance(handler, _Warnings) for handler in logger.handlers):
-        logger.addHandler(_Warnings())
 
 
 for _command in (*COMMANDS, lint, maintain, move):

@@ -1,22 +1,14 @@
 """``iceberg-ops maintain ...``: table maintenance from the shell, one engine call per command.
 
-Each command is :mod:`iceberg_ops_provider.maintenance`'s function with its parameters as options:
-``health`` (:func:`table_health_report`), ``compact`` (:func:`compact_small_files_streaming`),
-``expire`` (:func:`expire_snapshots`), ``orphans`` (:func:`remove_orphan_files`) and ``manifests``
-(:func:`rewrite_manifests`). ``TABLE`` is ``namespace.table`` (or a bare name in ``--namespace``);
-with ``--all`` it is a namespace and every table of it is worked on, one after the other (a table's
-failure is reported and the others still run). ``compact`` lives in :mod:`.maintain_compact` (with
-its units: ``--plan``, ``--units``, ``--unit``), the loop every command shares in :mod:`.maintain_tables`.
-
-``--json`` prints the function's ``to_json()`` (the document the Airflow operators push to XCom;
-a list with ``--all``). Exit codes: 0 done; 1 ``health`` found maintenance due, or a transient
-failure (a commit conflict, storage that did not answer); 2 bad input, naming the option; 130
-interrupted (Ctrl-C).
+Each command is a :mod:`~iceberg_ops_provider.maintenance` function, its parameters as options; ``--json``
+prints the result's ``to_json()`` (a list with ``--all``).
 """
 
 from __future__ import annotations
 
+import contextlib
 from datetime import datetime
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -30,13 +22,7 @@ from iceberg_ops_provider.cli.maintain_tables import (
     exit_with,
     run_on_tables,
 )
-from iceberg_ops_provider.cli.shared import (
-    FILE_SIZE,
-    OLDER_THAN,
-    SIZE,
-    json_option,
-    pairs,
-)
+from iceberg_ops_provider.cli.shared import FILE_SIZE, OLDER_THAN, SIZE, json_option, pairs
 from iceberg_ops_provider.cli.wording import global_options, maintenance_command
 from iceberg_ops_provider.progress import size_text
 
@@ -83,9 +69,9 @@ def health(
     max_partitions: int,
 ) -> None:
     """Report what TABLE needs (reads metadata only); exit 1 when maintenance is due, so CI can gate on it."""
-    from iceberg_ops_provider.maintenance.health import HealthThresholds, table_health_report
+    from iceberg_ops_provider.maintenance.health import table_health_report
 
-    limits = HealthThresholds.from_json(_thresholds(thresholds, target_file_size))
+    limits = _thresholds(thresholds, target_file_size)
     reports, worst = run_on_tables(
         settings,
         table,
@@ -99,11 +85,7 @@ def health(
 
 
 def _describe_health(settings: Settings, report: Any) -> str:
-    """The report's summary, each recommendation as the ``iceberg-ops maintain`` command that carries it out.
-
-    The command repeats the global options that named the catalog; sizes are written as the size
-    options take them (``512MiB``) and a cut-off time as the age it was (``--older-than 5d``).
-    """
+    """The report's summary, each recommendation as the ``iceberg-ops maintain`` command that carries it out."""
     prefix = global_options(settings)
 
     def command(recommendation: Any) -> str:
@@ -115,33 +97,25 @@ def _describe_health(settings: Settings, report: Any) -> str:
     return report.summary(call=command)
 
 
-def _thresholds(values: tuple[str, ...], target_file_size: int | None) -> dict[str, Any]:
-    """``--threshold`` pairs as :meth:`HealthThresholds.from_json` takes them; a usage error for a bad one."""
+def _thresholds(values: tuple[str, ...], target_file_size: int | None) -> Any:
+    """The ``HealthThresholds`` of the ``--threshold`` pairs; a usage error for a bad one."""
     from iceberg_ops_provider.maintenance.health import HealthThresholds
 
-    raw = pairs(values, "--threshold", "max_snapshots=100")
-    parsed: dict[str, Any] = {}
-    for name, text in raw.items():
-        lowered = text.lower()
-        if lowered in ("none", "null"):
-            parsed[name] = None
-            continue
-        try:
-            parsed[name] = int(text)
-        except ValueError:
-            try:
-                parsed[name] = float(text)
-            except ValueError:
-                raise click.BadParameter(
-                    f"{name}={text!r}: the value must be a number or none.", param_hint="'--threshold'"
-                ) from None
+    def number(name: str, text: str) -> float | None:
+        if text.lower() in ("none", "null"):
+            return None
+        for read in (int, float):
+            with contextlib.suppress(ValueError):
+                return read(text)
+        raise click.BadParameter(f"{name}={text!r}: the value must be a number or none.", param_hint="'--threshold'")
+
+    parsed = {name: number(name, text) for name, text in pairs(values, "--threshold", "max_snapshots=100").items()}
     if target_file_size is not None:
         parsed["target_file_size_bytes"] = target_file_size
     try:
-        HealthThresholds.from_json(parsed)
+        return HealthThresholds.from_json(parsed)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--threshold'") from exc
-    return parsed
 
 
 @maintain.command()
@@ -192,17 +166,10 @@ def expire(
             f"{'would delete' if result.dry_run else 'deleted'} {deleted}{refs}{failed}"
         )
 
-    _, worst = run_on_tables(
-        settings,
-        table,
-        every,
-        lambda loaded: expire_snapshots(
-            loaded, older_than=older_than, retain_last=retain_last, delete_files=not keep_files, dry_run=dry_run
-        ),
-        describe,
-        changes=not dry_run,
+    call = partial(
+        expire_snapshots, older_than=older_than, retain_last=retain_last, delete_files=not keep_files, dry_run=dry_run
     )
-    exit_with(worst)
+    exit_with(run_on_tables(settings, table, every, call, describe, changes=not dry_run)[1])
 
 
 @maintain.command()
@@ -252,21 +219,14 @@ def orphans(
         lines += [f"  left alone, table inside: {nested}" for nested in result.nested_tables]
         return "\n".join(lines)
 
-    _, worst = run_on_tables(
-        settings,
-        table,
-        every,
-        lambda loaded: remove_orphan_files(
-            loaded,
-            older_than=older_than,
-            dry_run=dry_run,
-            location=location,
-            check_nested_tables=check_nested_tables,
-        ),
-        describe,
-        changes=not dry_run,
+    call = partial(
+        remove_orphan_files,
+        older_than=older_than,
+        dry_run=dry_run,
+        location=location,
+        check_nested_tables=check_nested_tables,
     )
-    exit_with(worst)
+    exit_with(run_on_tables(settings, table, every, call, describe, changes=not dry_run)[1])
 
 
 @maintain.command()
@@ -294,15 +254,8 @@ def manifests(
             f"{result.added_manifests_count}; {result.kept_manifests_count} kept"
         )
 
-    _, worst = run_on_tables(
-        settings,
-        table,
-        every,
-        lambda loaded: rewrite_manifests(loaded, target_manifest_size_bytes=target_manifest_size, dry_run=dry_run),
-        describe,
-        changes=not dry_run,
-    )
-    exit_with(worst)
+    call = partial(rewrite_manifests, target_manifest_size_bytes=target_manifest_size, dry_run=dry_run)
+    exit_with(run_on_tables(settings, table, every, call, describe, changes=not dry_run)[1])
 
 
 maintain.add_command(compact)

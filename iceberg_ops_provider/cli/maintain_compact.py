@@ -1,11 +1,4 @@
-"""``iceberg-ops maintain compact``: bin-pack a table's small files, whole or as units (``--plan``, ``--units``).
-
-The whole compaction is :func:`~iceberg_ops_provider.maintenance.compaction.compact_small_files_streaming`;
-``--plan``, ``--units FILE`` and ``--unit ID`` are
-:func:`~iceberg_ops_provider.maintenance.compaction_units.plan_compaction_units` and
-:func:`~iceberg_ops_provider.maintenance.compaction_units.run_compaction_units` (:mod:`.compact_units`
-reads and words the units).
-"""
+"""``iceberg-ops maintain compact``: bin-pack a table's small files, whole or as units (``--plan``, ``--units``)."""
 
 from __future__ import annotations
 
@@ -14,6 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from iceberg_ops_provider.cli.compact_units import (
+    PlannedUnits,
+    describe_plan,
+    plan_document,
+    read_units,
+    select_units,
+    units_by_table,
+)
 from iceberg_ops_provider.cli.errors import handles_errors
 from iceberg_ops_provider.cli.maintain_tables import (
     ALL_OPTION,
@@ -24,6 +25,7 @@ from iceberg_ops_provider.cli.maintain_tables import (
 )
 from iceberg_ops_provider.cli.progress import ProgressDisplay, StopOnInterrupt
 from iceberg_ops_provider.cli.shared import FILE_SIZE, Size, check_filter, json_option, text_table
+from iceberg_ops_provider.cli.wording import OPTIONS
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
@@ -148,38 +150,19 @@ def compact(
                 f"{' and '.join(batching)} with {'--plan' if show_plan else '--units/--unit'}: units are written one "
                 "at a time and each is its own commit. Drop it, or compact the whole table without units."
             )
-        planning = {
-            "--target-file-size": target_file_size is not None,
-            "--min-input-files": min_input_files != 5,
-            "--where": bool(where),
-            "--strategy": strategy != "binpack",
+        plan_options = {
+            "target_file_size_bytes": target_file_size,
+            "min_input_files": min_input_files,
+            "where": where or None,
+            "strategy": strategy,
         }
-        _compact_units(
-            settings,
-            table,
-            every,
-            show_plan,
-            units_file,
-            unit_ids,
-            dry_run,
-            [flag for flag, given in planning.items() if given],
-            plan_options={
-                "target_file_size_bytes": target_file_size,
-                "min_input_files": min_input_files,
-                "where": where or None,
-                "strategy": strategy,
-            },
-            no_progress=no_progress,
-        )
+        _compact_units(settings, table, every, show_plan, units_file, unit_ids, dry_run, plan_options, no_progress)
         return
-    display = ProgressDisplay("none" if no_progress or dry_run else "auto")
-    stop = threading.Event()
-    stopping = StopOnInterrupt(
-        display.note,
+    display, stop, stopping = _stoppable(
+        no_progress or dry_run,
         "Stopping once the groups being written are committed (Ctrl-C again stops at once; the files of groups "
         "not committed are deleted)...",
     )
-    stopping.stop = stop.set
 
     def call(loaded: Any) -> Any:
         if stop.is_set():
@@ -206,14 +189,7 @@ def compact(
         return result
 
     with stopping:
-        _, worst = run_on_tables(
-            settings,
-            table,
-            every,
-            call,
-            _describe_compaction,
-            display=display,
-        )
+        _, worst = run_on_tables(settings, table, every, call, _describe_compaction, display=display)
     exit_with(worst)
 
 
@@ -225,21 +201,14 @@ def _compact_units(
     units_file: str | None,
     unit_ids: tuple[str, ...],
     dry_run: bool,
-    planning_flags: list[str],
-    *,
     plan_options: dict[str, Any],
     no_progress: bool,
 ) -> None:
     """``compact --plan``, ``--units FILE`` and ``--unit ID`` (see :mod:`.compact_units`)."""
-    from iceberg_ops_provider.cli.compact_units import (
-        PlannedUnits,
-        describe_plan,
-        plan_document,
-        read_units,
-        select_units,
-        units_by_table,
-    )
     from iceberg_ops_provider.maintenance.compaction_units import plan_compaction_units, run_compaction_units
+
+    defaults = {"target_file_size_bytes": None, "min_input_files": 5, "where": None, "strategy": "binpack"}
+    planning_flags = [OPTIONS[name].flag for name, value in plan_options.items() if value != defaults[name]]
 
     if show_plan and units_file:
         raise click.UsageError("--plan and --units: the file is a plan already; give one of them.")
@@ -285,13 +254,10 @@ def _compact_units(
             raise click.UsageError(
                 f"{units_file} has units of {len(grouped)} tables ({', '.join(grouped)}): name one as TABLE."
             )
-    display = ProgressDisplay("none" if no_progress else "auto")
-    stop = threading.Event()
-    stopping = StopOnInterrupt(
-        display.note,
+    display, stop, stopping = _stoppable(
+        no_progress,
         "Stopping once the unit being written is committed (Ctrl-C again stops at once; its files are deleted)...",
     )
-    stopping.stop = stop.set
 
     def run(loaded: Any) -> Any:
         name = ".".join(loaded.name())
@@ -304,6 +270,15 @@ def _compact_units(
     with stopping:
         _, worst = run_on_tables(settings, table, False, run, _describe_compaction, display=display)
     exit_with(worst)
+
+
+def _stoppable(quiet: bool, message: str) -> tuple[ProgressDisplay, threading.Event, StopOnInterrupt]:
+    """The progress display, the stop request the first Ctrl-C sets (printing ``message``), and that handler."""
+    display = ProgressDisplay("none" if quiet else "auto")
+    stop = threading.Event()
+    stopping = StopOnInterrupt(display.note, message)
+    stopping.stop = stop.set
+    return display, stop, stopping
 
 
 def _json(units: list[Any]) -> list[dict[str, Any]]:

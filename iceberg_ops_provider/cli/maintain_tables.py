@@ -1,23 +1,19 @@
-"""What every ``maintain`` command shares: its TABLE/--all/--dry-run options, the loop over the tables, the exit.
-
-A command gives :func:`run_on_tables` the engine call for one loaded table and how to describe its
-result; the loop opens the catalog (never creating it), resolves TABLE or ``--all``, reports a
-table's failure and goes on with the others, prints JSON or text, and turns Ctrl-C into the
-interrupted exit with what was finished.
-"""
+"""What every ``maintain`` command shares: its TABLE/--all/--dry-run options, the loop over the tables, the exit."""
 
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from iceberg_ops_provider.cli.errors import exit_interrupted
+from iceberg_ops_provider.cli.errors import exit_interrupted, report_error
 from iceberg_ops_provider.cli.progress import ProgressDisplay
 from iceberg_ops_provider.cli.settings import open_catalog
-from iceberg_ops_provider.cli.shared import bad_input, emit, for_each_table, resolve_tables
+from iceberg_ops_provider.cli.shared import resolve_tables
+from iceberg_ops_provider.cli.wording import usage_error
 
 if TYPE_CHECKING:
     from iceberg_ops_provider.cli.settings import Settings
@@ -44,29 +40,37 @@ def run_on_tables(
 ) -> tuple[list[Any], int]:
     """Open the catalog, call ``call`` on each table, print the results; the results and the worst exit code.
 
-    ``display`` (the progress ``call`` reports to) is shown while the tables are worked on and
-    closed before the results are printed. ``changes=False``: the command only reads (the catalog
-    opens read-only). Every command works on tables that exist already: nothing is created.
+    With several tables, a table's failure is reported and the others still run; one table's failure
+    propagates as it is. ``display`` (the progress ``call`` reports to) is closed before the results are
+    printed. ``changes=False``: the catalog opens read-only. Nothing is created.
     """
     results: list[Any] = []
+    documents: list[dict[str, Any]] = []
+    human: list[str] = []
+    worst = 0
     try:
         catalog = open_catalog(settings, access="write" if changes else "read")
         names = resolve_tables(settings, catalog, table, every)
     except KeyboardInterrupt:
         exit_interrupted(settings, "stopped before any table was worked on; nothing was changed.")
-
-    def work(name: str) -> tuple[dict[str, Any], str]:
-        loaded = catalog.load_table(name)
-        try:
-            result = call(loaded)
-        except Exception as exc:
-            raise bad_input(exc) from exc
-        results.append(result)
-        return (document or (lambda r: r.to_json()))(result), describe(result)
-
     try:
         with display if display is not None else contextlib.nullcontext():
-            documents, human, worst = for_each_table(settings, names, work)
+            for name in names:
+                try:
+                    loaded = catalog.load_table(name)
+                    try:
+                        result = call(loaded)
+                    except Exception as exc:
+                        raise (usage_error(exc) or exc) from exc
+                    results.append(result)
+                    documents.append((document or (lambda r: r.to_json()))(result))
+                    human.append(describe(result))
+                except Exception as exc:
+                    if len(names) == 1:
+                        raise
+                    code, failed = report_error(settings, name, exc)
+                    worst = max(worst, code)
+                    documents.append(failed)
     except KeyboardInterrupt:
         done = ", ".join(r.table for r in results) or "none"
         exit_interrupted(
@@ -76,7 +80,10 @@ def run_on_tables(
         )
     if every and not names:
         human = [f"No tables in namespace {table or settings.namespace}."]
-    emit(settings, documents, human, single=not every)
+    if settings.as_json:
+        click.echo(json.dumps(documents[0] if not every and len(documents) == 1 else documents, indent=2, default=str))
+    else:
+        click.echo("\n\n".join(text for text in human if text))
     return results, worst
 
 

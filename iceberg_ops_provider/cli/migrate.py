@@ -1,11 +1,4 @@
-"""The migration commands: ``init``, ``revision``, ``upgrade``, ``downgrade``, ``stamp``, ``plan``, ``status``, ...
-
-Each command is a thin front over the runner, :mod:`~iceberg_ops_provider.runner.commands` and
-:mod:`~iceberg_ops_provider.autogen.scaffolding`: it opens the runner the global options describe
-(:class:`~iceberg_ops_provider.cli.settings.Settings`), calls one verb and prints its result (a
-table, or JSON with ``--json``). The commands are defined here without their group;
-:mod:`iceberg_ops_provider.cli.main` adds :data:`COMMANDS` to ``iceberg-ops``.
-"""
+"""The migration commands (``init``, ``revision``, ``upgrade``, ...): each opens the runner, calls one verb, prints."""
 
 from __future__ import annotations
 
@@ -52,12 +45,6 @@ def _target(ctx: click.Context, param: click.Parameter, value: str | None) -> st
         own = [opt for param in ctx.command.params for opt in param.opts if opt.startswith("-")]
         raise unknown_option(ctx, option, difflib.get_close_matches(option, own))
     return value
-
-
-def _namespace_known(runner: Any) -> bool:
-    from iceberg_ops_provider.runner.commands import namespace_known
-
-    return namespace_known(runner)
 
 
 @click.command()
@@ -234,6 +221,7 @@ def plan(settings: Settings, target: str, direction: str | None) -> None:
 @handles_errors
 def status(settings: Settings) -> None:
     """Show the current version, pending migrations, anything odd, the lock, and how migrations commit."""
+    from iceberg_ops_provider.runner.commands import namespace_known
     from iceberg_ops_provider.runner.plan_document import COMMIT_MODES
 
     runner = settings.runner(files="optional", access="read")
@@ -248,7 +236,7 @@ def status(settings: Settings) -> None:
             "files:     not compared (no project file and no --migrations-dir): what is pending, changed or "
             "missing is not known; this is what the history says"
         )
-    if not state.applied and not _namespace_known(runner):
+    if not state.applied and not namespace_known(runner):
         lines.append(f"note:      namespace {state.namespace!r} does not exist yet; `iceberg-ops upgrade` creates it")
     if state.lock:
         stale = state.lock.stale_reason()

@@ -1,20 +1,7 @@
-"""``iceberg-ops move ...``: the data mover from the shell.
+"""``iceberg-ops move ...``: the data mover from the shell (:meth:`DataMover.run`, ``plan``, ``verify``).
 
-``move SOURCE TARGET [options]`` runs a move (:meth:`DataMover.run`), ``move plan SOURCE TARGET``
-shows its units and what is done (:meth:`DataMover.plan`, changes nothing), and ``move verify
-SOURCE TARGET`` compares the moved rows with the source's (:meth:`DataMover.verify`). ``move`` is a
-group whose first argument, when it is not ``plan``, ``verify`` or ``run``, starts the arguments of
-``run`` (:class:`MoveGroup`); table names always hold a dot, so they never collide with those names.
-
-A move is named by its ``--move-id``, by default a hash of source, target, filter, columns, renames
-and mode: running the same command again resumes it, and a finished move run again changes
-nothing. The first Ctrl-C stops the move between units (the unit being committed finishes), the
-second abandons that unit at once; either way the target holds whole units only, and the command
-says how to resume and exits 130.
-
-The source lives in the catalog of the global options; ``--target-conn-id`` or
-``--target-catalog*`` put the target in another catalog (the source's settings with those
-replaced).
+The first Ctrl-C stops a move between units, the second abandons the unit being committed; either way
+the target holds whole units only, and the command says how to resume and exits 130.
 """
 
 from __future__ import annotations
@@ -30,8 +17,8 @@ from iceberg_ops_provider.cli.airflow_connections import without_airflow_logging
 from iceberg_ops_provider.cli.catalog_flags import CatalogFlags, with_flags
 from iceberg_ops_provider.cli.errors import exit_interrupted, handles_errors
 from iceberg_ops_provider.cli.settings import open_catalog
-from iceberg_ops_provider.cli.shared import SIZE, bad_input, check_filter, json_option, pairs, text_table
-from iceberg_ops_provider.cli.wording import global_options, move_command
+from iceberg_ops_provider.cli.shared import SIZE, check_filter, json_option, pairs, text_table
+from iceberg_ops_provider.cli.wording import global_options, move_command, usage_error
 from iceberg_ops_provider.errors import CatalogNotFoundError, IcebergOpsError, MoveStateError
 from iceberg_ops_provider.messages import Message
 from iceberg_ops_provider.progress import size_text
@@ -56,12 +43,7 @@ _TARGET_OPTIONS = (
 
 
 class MoveGroup(click.Group):
-    """A group that runs its ``run`` command when the first argument names no subcommand.
-
-    ``move a.t b.t --where ...`` is ``move run a.t b.t --where ...``; ``move plan ...``, ``move
-    verify ...`` and ``move run ...`` are the subcommands; ``move`` alone or ``move --help`` shows
-    the group's help.
-    """
+    """A group that runs its ``run`` command when the first argument names no subcommand (table names hold a dot)."""
 
     default_command = "run"
 
@@ -134,12 +116,8 @@ def _definition(command: Callable[..., Any]) -> Callable[..., Any]:
 def _target_catalog(settings: Settings, options: dict[str, Any], *, read_only: bool = False) -> Catalog | None:
     """The target's catalog when a ``--target-*`` option names one: the source's settings with those replaced.
 
-    ``--target-db-path`` without ``--target-warehouse`` keeps the target's data next to its database
-    (``<name>_warehouse`` beside ``<name>.db``), not in the warehouse of the source's project file.
-    ``read_only`` (``move plan``, ``move verify``): a target database that does not exist is not
-    created; the target is looked for in an empty catalog instead, so it is found missing (nothing
-    was moved there yet) and the command says what it says of any missing target. Errors name the
-    ``--target-*`` options and say that the target's catalog is meant.
+    ``--target-db-path`` alone keeps the target's data beside its database (``<name>_warehouse``).
+    ``read_only``: a missing target database is not created; the target is then found missing.
     """
     if not any(options.get(name) for name in _TARGET_OPTIONS):
         return None
@@ -187,10 +165,7 @@ def _for_target(exc: Exception, spec: Any) -> Exception:
 
 
 def _reworded(error: IcebergOpsError, message: Message) -> IcebergOpsError:
-    """A copy of ``error`` (same type, same attributes, so the same exit code) saying ``message``.
-
-    Made without calling the class's ``__init__``, whose arguments are not the message for every class.
-    """
+    """A copy of ``error`` (same type and attributes, so the same exit code) saying ``message``."""
     renamed = type(error).__new__(type(error))
     renamed.__dict__.update(error.__dict__)
     renamed.args = (message,)
@@ -198,12 +173,7 @@ def _reworded(error: IcebergOpsError, message: Message) -> IcebergOpsError:
 
 
 def _mover(settings: Settings, options: dict[str, Any], *, read_only: bool = False, **extra: Any) -> DataMover:
-    """The mover the options describe, on the catalogs of the global and ``--target-*`` options.
-
-    ``--where`` is checked against the source's columns here, before anything is printed, so a filter
-    that does not fit is the usage error of a filter that does not parse. ``read_only`` (``move
-    plan``, ``move verify``) creates no catalog database: the source's must exist.
-    """
+    """The mover the options describe; ``--where`` is bound to the source's columns before anything is printed."""
     from iceberg_ops_provider.data_migration import DEFAULT_COMMIT_EVERY_BYTES, DataMover
     from iceberg_ops_provider.data_migration.resolution import bound_filter, load_source
 
@@ -235,7 +205,7 @@ def _mover(settings: Settings, options: dict[str, Any], *, read_only: bool = Fal
         if mover.where_text is not None:
             bound_filter(mover, load_source(mover).schema())
     except Exception as exc:
-        raise bad_input(exc) from exc
+        raise (usage_error(exc) or exc) from exc
     if options["source_snapshot_id"] is not None:
         _check_snapshot(mover, options["source_snapshot_id"])
     return mover
@@ -251,26 +221,20 @@ def _target_table(mover: DataMover) -> Table | None:
         return None
 
 
-def _recorded_state(mover: DataMover, target: Table | None = None) -> Any:
-    """The move's state recorded in ``target`` (loaded when not given; ``None`` for a new move or no target)."""
-    from iceberg_ops_provider.data_migration.resolution import current_state
-
-    return current_state(mover, target if target is not None else _target_table(mover))
-
-
 def _check_snapshot(mover: DataMover, snapshot_id: int) -> None:
-    """Refuse a ``--source-snapshot-id`` the source does not have, when it starts a new move.
-
-    A move under way reads the snapshot it started with; the engine says so when that one is gone.
-    """
+    """Refuse a ``--source-snapshot-id`` the source does not have, when it starts a new move."""
     from pyiceberg.exceptions import NoSuchTableError
+
+    from iceberg_ops_provider.data_migration.resolution import current_state
 
     try:
         source = mover.source_catalog.load_table(mover.source)
     except NoSuchTableError:
         return  # the engine says the source does not exist
-    if source.metadata.snapshot_by_id(snapshot_id) is not None or _recorded_state(mover) is not None:
+    if source.metadata.snapshot_by_id(snapshot_id) is not None:
         return
+    if current_state(mover, _target_table(mover)) is not None:
+        return  # a move under way reads the snapshot it started with
     current = source.metadata.current_snapshot_id
     raise click.BadParameter(
         f"{snapshot_id} is not a snapshot of {mover.source} (expired, or of another table); its current snapshot "
@@ -280,14 +244,11 @@ def _check_snapshot(mover: DataMover, snapshot_id: int) -> None:
 
 
 def _resume_notes(mover: DataMover) -> list[str]:
-    """What a run resumes, as ``move plan`` says it: the units already committed, and their size.
+    """What a run resumes (the units already committed, their size), or the other moves a new move's target holds."""
+    from iceberg_ops_provider.data_migration.resolution import current_state
 
-    A new move into a target that already holds other moves from the same source says so: their
-    rows stay, and this move copies its own (options that differ from an earlier run's make a new
-    move, with a move id of its own).
-    """
     target = _target_table(mover)
-    state = _recorded_state(mover, target)
+    state = current_state(mover, target)
     if state is None:
         return _other_moves_notes(mover, target)
     if state.complete:
@@ -505,11 +466,7 @@ def verify_move(settings: Settings, method: str, seed: int | None, **options: An
 
 
 def _with_move_command(error: IcebergOpsError, settings: Settings, options: dict[str, Any]) -> IcebergOpsError:
-    """``error`` with the move it advises to run first written as this command line's move, to paste as it is.
-
-    The command repeats the global options that named the source's catalog, the options that define
-    the move (so it is the same move, with the same id) and the ``--target-*`` options.
-    """
+    """``error`` with the move it advises to run first written as this command line's move, to paste as it is."""
     from iceberg_ops_provider.messages import Hint
 
     found = error.args[0] if len(error.args) == 1 else None

@@ -1,13 +1,6 @@
 """Progress of long commands on the terminal, and Ctrl-C that stops work at its next safe point.
 
-:class:`ProgressDisplay` is a :data:`~iceberg_ops_provider.progress.ProgressCallback`: the engine
-calls it with :class:`~iceberg_ops_provider.progress.Progress` snapshots (from worker threads too).
-On a terminal it draws a live bar with rich (bytes, rows, files, units, rate, ETA); otherwise it
-prints a plain line when a unit is done (at most one a second) and every ``interval`` seconds,
-so a CI or cron log shows the work moving. Everything goes to stderr: stdout stays for the result (``--json``).
-
-:class:`StopOnInterrupt` turns the first Ctrl-C into a request to stop between units and lets the
-second one interrupt at once.
+Everything goes to stderr: stdout stays for the result (``--json``).
 """
 
 from __future__ import annotations
@@ -70,16 +63,10 @@ def _short_label(label: str, room: int) -> str:
 
 
 class ProgressDisplay:
-    """Shows the progress the engine reports; use as a context manager and pass it as ``on_progress``.
+    """Shows the progress the engine reports (thread-safe); use as a context manager and pass it as ``on_progress``.
 
-    Args:
-        mode: ``bar`` (a live rich bar), ``lines`` (plain lines), ``none``, or ``auto``: a bar when
-            ``stream`` is a terminal, lines otherwise.
-        interval: Seconds between plain lines while no unit finishes.
-        stream: Where to draw (default stderr).
-
-    Attributes:
-        last: The latest snapshot received (``None`` before the first).
+    ``mode``: ``bar`` (a live rich bar), ``lines`` (a plain line per unit done, at most one a second, and
+    every ``interval`` seconds), ``none``, or ``auto`` (a bar on a terminal). ``last``: the latest snapshot.
     """
 
     def __init__(self, mode: Mode = "auto", *, interval: float = 10.0, stream: TextIO | None = None) -> None:
@@ -182,20 +169,10 @@ def _isatty(stream: TextIO) -> bool:
 class StopOnInterrupt:
     """While active, Ctrl-C (SIGINT) first asks the work to stop at its next safe point, then interrupts it.
 
-    The first Ctrl-C calls :attr:`stop` (it must be safe from a signal handler: set a flag that the
-    work checks between units) and prints ``message``; the second raises ``KeyboardInterrupt``. Before
-    :attr:`stop` is set (while the work is being prepared) the first Ctrl-C raises at once, and after
-    :meth:`finished` Ctrl-C is ignored (the command is only printing what happened). Installed in the
-    main thread only, and not when SIGINT is ignored (as the parent process left it); elsewhere
-    Ctrl-C keeps its usual meaning.
-
-    Args:
-        notice: Prints a message (the display's :meth:`ProgressDisplay.note`).
-        message: What the first Ctrl-C prints.
-
-    Attributes:
-        stop: Asks the work to stop at its next safe point; ``None`` until there is work to stop.
-        requested: Whether Ctrl-C was pressed.
+    The first Ctrl-C calls :attr:`stop` (safe from a signal handler: it sets a flag) and has ``notice``
+    print ``message``; the second raises ``KeyboardInterrupt``. Before :attr:`stop` is set the first
+    Ctrl-C raises at once; after :meth:`finished` Ctrl-C is ignored. Installed in the main thread only,
+    and not when SIGINT is ignored. ``requested``: whether Ctrl-C was pressed.
     """
 
     def __init__(self, notice: Callable[[str], None], message: str) -> None:

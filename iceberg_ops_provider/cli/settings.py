@@ -1,12 +1,4 @@
-"""One invocation's settings: the global options, the project configuration and catalog they open.
-
-:class:`Settings` is the object every command receives (``click.pass_obj``): the global options
-as given, the project file loaded once with those options applied (and the command line's Airflow
-connection reader, for ``--conn-id`` and ``airflow_conn_id:``), a runner over it, and how output is
-printed. :func:`open_catalog` opens the catalog the options describe. :meth:`Settings.translate`
-turns a catalog client's error (or an unreadable ``.pyiceberg.yaml``) into the iceberg-ops error it
-amounts to, for the error reporting of :mod:`iceberg_ops_provider.cli.errors`.
-"""
+"""One invocation's settings (every command's ``click.pass_obj``): the global options and what they open."""
 
 from __future__ import annotations
 
@@ -36,25 +28,7 @@ Files = Literal["project", "required", "optional", "none"]
 
 @dataclass
 class Settings:
-    """The global options of one ``iceberg-ops`` invocation, and what they open.
-
-    Attributes:
-        config_path: ``--config``: the project file (default ``./iceberg-ops.yaml``).
-        namespace: ``--namespace``.
-        catalog_kind: ``--catalog``.
-        catalog_name: ``--catalog-name``.
-        catalog_uri: ``--catalog-uri``.
-        conn_id: ``--conn-id``: the Airflow connection the catalog is built from.
-        db_path: ``--db-path``.
-        warehouse: ``--warehouse``.
-        catalog_timeout: ``--catalog-timeout``, in seconds.
-        stale_after: ``--stale-after``, in seconds.
-        meta_namespace: ``--meta-namespace``.
-        as_json: ``--json``: print machine-readable JSON.
-        verbose: ``-v``: print tracebacks.
-        migrations_dir: ``--migrations-dir``: the migrations folder (overrides the project file's;
-            without a project file, the only way the migration commands find the files).
-    """
+    """The global options of one ``iceberg-ops`` invocation (each field the option of its name), and what they open."""
 
     config_path: Path | None
     namespace: str | None
@@ -86,11 +60,7 @@ class Settings:
         )
 
     def config(self, *, required: bool = True) -> ProjectConfig:
-        """The project configuration with the global options applied; loaded once.
-
-        An Airflow connection (``--conn-id``, ``airflow_conn_id:``) is read here, keeping Airflow's
-        logging off stdout.
-        """
+        """The project configuration with the global options applied; loaded once (an Airflow connection read too)."""
         from iceberg_ops_provider.config import load_config
 
         if self._config is None:
@@ -108,24 +78,12 @@ class Settings:
             self._config = config
         return self._config
 
-    @property
-    def loaded_config(self) -> ProjectConfig | None:
-        """The configuration when it was loaded, else ``None`` (for messages, which must not load it)."""
-        return self._config
-
     def migration_config(self, files: Files = "required") -> ProjectConfig:
         """The configuration a migration command runs on: the project file, or the options alone.
 
-        Without options naming the catalog (``--catalog``, ``--conn-id``, ``--catalog-name``,
-        ``--catalog-uri``, ``--db-path``), the project file names it and must exist (so must a file
-        given with ``--config``). With them, the file is read when it is there and is optional
-        otherwise; then ``--namespace`` gives the namespace, and ``files="required"`` (commands that
-        read migration files) needs ``--migrations-dir``. ``files="project"`` (``revision``, which
+        Without options naming the catalog the project file must exist; with them it is optional, and
+        ``files="required"`` then needs ``--migrations-dir``. ``files="project"`` (``revision``, which
         writes into the project's folders) needs the project file whatever the options.
-
-        Raises:
-            ProjectConfigError: No project file and no options naming the catalog, or a command that
-                needs the migration files without them. The message says which options to pass.
         """
         from iceberg_ops_provider.config import CONFIG_FILE
 
@@ -159,12 +117,7 @@ class Settings:
         return self.migrations_dir is not None or (self._config is not None and self._config.path is not None)
 
     def translate(self, exc: Exception) -> Exception:
-        """``exc``, or the iceberg-ops error it amounts to.
-
-        A catalog client's error (unreachable, timed out, credentials refused or missing, a SQLite
-        file that is not a database; see :func:`~iceberg_ops_provider.catalogs.failures`) or an
-        unreadable ``.pyiceberg.yaml``. Never fails, and never talks to Airflow.
-        """
+        """``exc``, or the iceberg-ops error a catalog client's error (or a bad ``.pyiceberg.yaml``) amounts to."""
         if isinstance(exc, IcebergOpsError):
             return exc
         found = _pyiceberg_file_error(exc)  # before anything that imports PyIceberg, which fails again then
@@ -189,13 +142,8 @@ class Settings:
     ) -> Any:
         """A runner for the project; ``known`` refuses a namespace that is most likely a typo.
 
-        ``atomic=False`` makes it commit table by table even where the catalog can commit a
-        migration's changes and its history record at once (``--no-atomic``). ``files`` says what
-        the command needs of the migration files (:meth:`migration_config`): ``required`` (it reads
-        them), ``optional`` (it compares them when they are known: ``status``, ``history``) or
-        ``none`` (``current``, ``unlock``). A runner without them reads the history only.
-        ``access`` is what the command does with the catalog (``read``, ``write``, ``create``: see
-        :meth:`ProjectConfig.open_catalog <iceberg_ops_provider.config.ProjectConfig.open_catalog>`).
+        ``atomic=False``: ``--no-atomic``. ``files``: what the command needs of the migration files
+        (:meth:`migration_config`); a runner without them reads the history only.
         """
         from iceberg_ops_provider.runner.commands import open_runner, require_known_namespace
 
@@ -228,12 +176,7 @@ def _command_name() -> str:
 
 
 def _pyiceberg_file_error(exc: BaseException) -> ProjectConfigError | None:
-    """PyIceberg's own configuration file (``.pyiceberg.yaml``) could not be read: which file, and why.
-
-    PyIceberg reads that file when it is first imported; a file that is not UTF-8 or not valid
-    YAML makes that import fail with a bare decoding or parsing error that names
-    no file. Returns ``None`` when ``exc`` was raised elsewhere.
-    """
+    """Which ``.pyiceberg.yaml`` could not be read, and why (PyIceberg's import error names no file); else ``None``."""
     path = None
     trace = exc.__traceback__
     while trace is not None:
@@ -255,11 +198,7 @@ def _pyiceberg_file_error(exc: BaseException) -> ProjectConfigError | None:
 
 
 def open_catalog(settings: Settings, *, access: Access = "write") -> Catalog:
-    """The catalog of the global options: ``iceberg-ops.yaml``, the catalog options or ``--conn-id``.
-
-    A project file is needed only when an option does not name the catalog (a cron job or a CI step
-    can pass ``--catalog sqlite --db-path ...`` or ``--conn-id`` alone).
-    """
+    """The catalog of the global options (a project file is needed only when no option names the catalog)."""
     return settings.config(required=not settings.catalog_flags.any_given()).open_catalog(access=access)
 
 

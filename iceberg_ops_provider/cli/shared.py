@@ -1,26 +1,18 @@
 """What the command modules share: option types, ``TABLE`` resolution, text tables and output.
 
-The command groups are fronts over the engine: they parse options (sizes, times, ``a=b`` pairs,
-filters) into the engine's arguments, resolve ``TABLE`` (or a namespace with ``--all``), run the
-work table by table and print the results. Bad input is a click usage error naming the option
-(exit 2). The settings and catalog of the global options live in
-:mod:`~iceberg_ops_provider.cli.settings`, error reporting and exit codes in
-:mod:`~iceberg_ops_provider.cli.errors`.
+Bad input is a click usage error naming the option (exit 2).
 """
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from iceberg_ops_provider.cli.errors import report_error
 from iceberg_ops_provider.cli.settings import namespace_of
-from iceberg_ops_provider.cli.wording import usage_error
 from iceberg_ops_provider.core.name_hints import closest, did_you_mean, existing_namespaces, listed, missing_table
 
 if TYPE_CHECKING:
@@ -34,31 +26,17 @@ __all__ = [
     "SIZE",
     "AgeOrTime",
     "Size",
-    "bad_input",
     "check_filter",
-    "emit",
-    "for_each_table",
     "json_option",
     "pairs",
     "resolve_tables",
     "text_table",
 ]
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "k": 2**10,
-    "kib": 2**10,
-    "kb": 10**3,
-    "m": 2**20,
-    "mib": 2**20,
-    "mb": 10**6,
-    "g": 2**30,
-    "gib": 2**30,
-    "gb": 10**9,
-    "t": 2**40,
-    "tib": 2**40,
-    "tb": 10**12,
+_UNITS = {"": 1, "b": 1} | {  # k, kib: binary; kb: decimal
+    unit: factor
+    for power, prefix in enumerate("kmgt", 1)
+    for unit, factor in ((prefix, 1024**power), (f"{prefix}ib", 1024**power), (f"{prefix}b", 1000**power))
 }
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 
@@ -94,9 +72,8 @@ class Size(click.ParamType):
     """A positive number of bytes: ``134217728``, ``128MiB``, ``128M`` (binary), ``100MB`` (decimal), ``1GiB``.
 
     Args:
-        maximum: The largest size accepted and how to write it (``(2**40, "1 TiB")``); above it, a usage
-            error names the option. Default: no bound.
-        minimum: The smallest size accepted (default 1 byte; 0 where zero means something).
+        maximum: The largest size accepted and how to write it (``(2**40, "1 TiB")``); default no bound.
+        minimum: The smallest size accepted.
     """
 
     name = "size"
@@ -170,10 +147,7 @@ OLDER_THAN = AgeOrTime()
 
 
 def pairs(values: Sequence[str], option: str, example: str = "old_name=new_name") -> dict[str, str]:
-    """``["a=b", ...]`` as ``{"a": "b"}``; a usage error naming ``option`` (and showing ``example``) otherwise.
-
-    A repeated key is refused too.
-    """
+    """``["a=b", ...]`` as ``{"a": "b"}``; a usage error naming ``option`` (and showing ``example``) otherwise."""
     found: dict[str, str] = {}
     for value in values:
         key, sep, item = value.partition("=")
@@ -187,10 +161,7 @@ def pairs(values: Sequence[str], option: str, example: str = "old_name=new_name"
 
 
 def check_filter(text: str | None, option: str = "--where") -> str | None:
-    """``text`` when it parses as a PyIceberg filter (empty: ``None``); else a short usage error naming ``option``.
-
-    The parser's own message lists its whole grammar; this one says where parsing stopped.
-    """
+    """``text`` when it parses as a PyIceberg filter (empty: ``None``); else a usage error saying where it stopped."""
     if text is None or not text.strip():
         return None
     from pyiceberg.expressions.parser import parse
@@ -208,21 +179,8 @@ def check_filter(text: str | None, option: str = "--where") -> str | None:
     return text
 
 
-def bad_input(exc: Exception) -> Exception:
-    """A usage error naming the option for an engine's refusal of one of its arguments; else ``exc`` as it is.
-
-    The engine's message says which argument it refuses (:func:`~iceberg_ops_provider.errors.message_about`);
-    :data:`~iceberg_ops_provider.cli.wording.OPTIONS` names the option that sets it, and the message is
-    worded with the options as typed.
-    """
-    return usage_error(exc) or exc
-
-
 def resolve_tables(settings: Settings, catalog: Catalog, table: str | None, every: bool) -> list[str]:
     """The tables a maintenance command works on: ``TABLE``, or every table of a namespace with ``--all``.
-
-    ``TABLE`` is ``namespace.table``, or a bare name in the namespace of ``--namespace`` (or the
-    project file). With ``--all`` it is the namespace (default: that namespace).
 
     Raises:
         click.BadParameter: No table or namespace given, or one that does not exist.
@@ -275,39 +233,3 @@ def resolve_tables(settings: Settings, catalog: Catalog, table: str | None, ever
             param_hint="'TABLE'",
         )
     return [table]
-
-
-def emit(settings: Settings, documents: list[dict[str, Any]], human: list[str], single: bool) -> None:
-    """Print the results: their JSON (one document, or a list for several tables) or the human text."""
-    if settings.as_json:
-        payload: Any = documents[0] if single and len(documents) == 1 else documents
-        click.echo(json.dumps(payload, indent=2, default=str))
-    else:
-        click.echo("\n\n".join(text for text in human if text))
-
-
-def for_each_table(
-    settings: Settings,
-    tables: list[str],
-    work: Callable[[str], tuple[dict[str, Any], str]],
-) -> tuple[list[dict[str, Any]], list[str], int]:
-    """Run ``work`` on each table; with several, a failure is reported and the others still run.
-
-    Returns the JSON documents, the human texts and the highest exit code of the failures (0 when none).
-    One table's failure propagates as it is, so its error prints as any command's would.
-    """
-    documents: list[dict[str, Any]] = []
-    human: list[str] = []
-    worst = 0
-    for table in tables:
-        try:
-            document, text = work(table)
-        except Exception as exc:
-            if len(tables) == 1:
-                raise
-            code, document = report_error(settings, table, exc)
-            worst = max(worst, code)
-            text = ""
-        documents.append(document)
-        human.append(text)
-    return documents, human, worst

@@ -1,14 +1,8 @@
 """The command line's words for what the engine's messages name: its options, as typed.
 
-The engine's errors name what to change as facts (:class:`~iceberg_ops_provider.errors.Arg`: an
-argument and the value to give it; :class:`~iceberg_ops_provider.errors.Hint`: a step such as
-setting a table's sort order), and ``str(error)`` words them for Python (``mode='incremental'``).
-This module is the one place that words them for the shell: :data:`OPTIONS` maps each argument of
-the ``maintain`` and ``move`` commands to its option (``--mode incremental``, ``--move-id``,
-``--create-target``, sizes as ``512MiB``), and :data:`HINTS` says each step as a command to type.
-:func:`cli_message` renders an error with them; :func:`usage_error` turns an engine's refusal of one
-argument into click's usage error of that option; :func:`maintenance_command` writes a health
-report's recommendation as the ``iceberg-ops maintain`` command that does it.
+The engine's errors name what to change as facts (:class:`~iceberg_ops_provider.errors.Arg`,
+:class:`~iceberg_ops_provider.errors.Hint`); this module is the one place that words them for the
+shell: :data:`OPTIONS` maps each argument to its option, :data:`HINTS` says each step as a command.
 """
 
 from __future__ import annotations
@@ -46,11 +40,8 @@ __all__ = [
 class Option:
     """How an engine argument is typed on the command line.
 
-    Attributes:
-        flag: The option (``--mode``).
-        kind: ``value`` (``--mode incremental``; a list as ``a,b``, a mapping as one ``--rename a=b``
-            each), ``size`` (``--target-file-size 512MiB``), ``flag`` (``--create-target`` for
-            ``True``), ``inverse`` (``--keep-files`` for ``delete_files=False``).
+    ``kind``: ``value`` (``--mode incremental``), ``size`` (``512MiB``), ``flag`` (``--create-target`` for
+    ``True``) or ``inverse`` (``--keep-files`` for ``delete_files=False``).
     """
 
     flag: str
@@ -146,12 +137,6 @@ def _quote(text: str) -> str:
     return quoted
 
 
-def _value_text(value: Any) -> str:
-    if isinstance(value, list | tuple):
-        return ",".join(str(item) for item in value)
-    return str(value)
-
-
 def _option_words(argument: str, value: Any) -> str | None:
     """``argument=value`` as typed on the command line (``None``: no option sets it)."""
     option = OPTIONS.get(argument)
@@ -167,7 +152,7 @@ def _option_words(argument: str, value: Any) -> str | None:
         return f"{option.flag} {size_option_text(value)}"
     if isinstance(value, Mapping):
         return " ".join(f"{option.flag} {_quote(f'{key}={item}')}" for key, item in value.items())
-    return f"{option.flag} {_quote(_value_text(value))}"
+    return f"{option.flag} {_quote(','.join(map(str, value)) if isinstance(value, list | tuple) else str(value))}"
 
 
 def cli_words(fact: Fact) -> str:
@@ -196,10 +181,7 @@ def cli_message(error: BaseException, words: Callable[[Fact], str] = cli_words) 
 
 
 def usage_error(error: BaseException) -> click.BadParameter | None:
-    """Click's usage error of the option whose value ``error`` refuses (``None`` when it names no option).
-
-    The engine says which argument a refusal is about; the option is :data:`OPTIONS`' for it.
-    """
+    """Click's usage error of the option whose value ``error`` refuses (``None`` when it names no option)."""
     argument = message_about(error)
     option = OPTIONS.get(argument) if argument else None
     if option is None:
@@ -242,13 +224,8 @@ def move_command(
 ) -> str:
     """The ``iceberg-ops move`` command that runs a move, with ``--create-target``: to paste as it is.
 
-    Args:
-        source: ``namespace.table``.
-        target: ``namespace.table``.
-        arguments: The mover's arguments that define the move (``where``, ``columns``, ``rename``,
-            ``mode``, ``move_id``, ...); ``None``, empty and ``mode='append'`` are left out.
-        target_options: The ``--target-*`` options given, by name (``target_db_path``), as typed.
-        prefix: Global options to repeat (those naming the source's catalog).
+    ``arguments`` are the mover's (empty ones and ``mode='append'`` left out), ``target_options`` the
+    ``--target-*`` options given, ``prefix`` the global options to repeat.
     """
     words = ["iceberg-ops", *prefix, "move", _quote(source), _quote(target)]
     for name, value in arguments.items():
@@ -268,17 +245,9 @@ def move_command(
 def maintenance_command(
     action: str, params: Mapping[str, Any], table: str, *, at: datetime, prefix: Sequence[str] = ()
 ) -> str | None:
-    """A health report's recommendation as the ``iceberg-ops maintain`` command that performs it.
+    """A health report's recommendation as the ``iceberg-ops maintain`` command that performs it (else ``None``).
 
-    Args:
-        action: The recommendation's action (``compact``, ``rewrite_manifests``, ...).
-        params: Its keyword arguments (``None``: the command's own default, left out).
-        table: ``namespace.table``.
-        at: When the report was made: a cut-off time becomes the age it was then (``--older-than 5d``).
-        prefix: Global options to repeat (those naming the catalog).
-
-    Returns:
-        The command, or ``None`` when no ``maintain`` command performs the action.
+    A cut-off time becomes the age it was ``at`` the report (``--older-than 5d``); ``prefix``: global options.
     """
     command = _MAINTAIN.get(action)
     if command is None:

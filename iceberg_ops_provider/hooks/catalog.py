@@ -1,27 +1,13 @@
 """IcebergCatalogHook: a PyIceberg catalog from an Airflow Connection.
 
-Connection type ``iceberg_ops``: ``extra.kind`` (``sqlite``, ``memory``, ``sql``, ``rest``,
-``glue``, ``hive``, ``s3tables``; ``rest`` when absent; any other PyIceberg catalog type, or
-``pyiceberg`` for ``load_catalog``'s properties unchanged) and that kind's options exactly as
-:meth:`CatalogFactory.build <iceberg_ops_provider.catalogs.CatalogFactory.build>` takes them; the
-host is the catalog's URI (``https://`` added without a scheme, the port appended), login and
-password the REST ``credential``; for ``kind: sql`` the host (or ``extra.uri``) is the SQLAlchemy
-URL, login and password filling its user and password where it has none. ``extra.timeout``: the
-seconds one request to the catalog may take (default 60); ``extra.meta_namespace``: where the
-migration runner keeps history.
-
-Connection type ``iceberg``, of the official Iceberg provider
-(``apache-airflow-providers-apache-iceberg``), opens exactly as that provider's ``IcebergHook``
-(2.1) opens it (see :func:`~iceberg_ops_provider.catalogs.from_connection`); only ``timeout`` and
-``meta_namespace`` of its extra are this project's.
-
-Both are parsed by :func:`~iceberg_ops_provider.catalogs.from_connection` and opened by
-:func:`~iceberg_ops_provider.catalogs.open_catalog`, which creates nothing unless asked:
-:meth:`IcebergCatalogHook.catalog_for` takes the access a task needs (``read`` for waits and
-reports, ``create`` for tasks that create tables); :meth:`IcebergCatalogHook.get_conn` creates,
-as tasks that first build a catalog expect. Every secret of the connection is masked in task logs.
-The command line's ``--conn-id`` reads a connection through :meth:`IcebergCatalogHook.catalog_spec`,
-so the CLI and the tasks open the same catalog from it.
+Connection type ``iceberg_ops`` (``extra.kind`` and that kind's options as
+:meth:`CatalogFactory.build <iceberg_ops_provider.catalogs.CatalogFactory.build>` takes them; the host
+the catalog's URI, login and password its credential) or ``iceberg``, of the official Iceberg provider,
+opened exactly as that provider opens it. Both are parsed by
+:func:`~iceberg_ops_provider.catalogs.from_connection` and opened by
+:func:`~iceberg_ops_provider.catalogs.open_catalog`, which creates nothing unless asked. Every secret
+of the connection is masked in task logs; the command line's ``--conn-id`` reads connections through
+:meth:`IcebergCatalogHook.catalog_spec` too.
 """
 
 from __future__ import annotations
@@ -56,10 +42,7 @@ def connection_meta_namespace(conn: Any) -> str | None:
 
 
 def connection_spec(conn: Any) -> CatalogSpec:
-    """The catalog of an Airflow connection (``iceberg_ops`` or ``iceberg``); its secrets masked in task logs.
-
-    Never raises for a bad value: that is a problem of the spec, raised when it is opened.
-    """
+    """The catalog of an Airflow connection (``iceberg_ops`` or ``iceberg``); its secrets masked in task logs."""
     spec = from_connection(
         conn.conn_id,
         conn.conn_type,
@@ -171,8 +154,7 @@ class IcebergCatalogHook(BaseHook):
     def test_connection(self) -> tuple[bool, str]:
         """Ask the catalog for its namespaces, creating nothing; a failure is worded from facts alone.
 
-        The test runs in the api-server, for people who may edit connections but not run code: a
-        connection naming a class to import (``py-io-impl``, ...) fails it, unopened.
+        The test runs in the api-server: a connection naming a class to import (``py-io-impl``, ...) fails it.
         """
         spec = without_classes(self.catalog_spec())
         try:

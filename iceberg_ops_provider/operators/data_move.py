@@ -1,8 +1,7 @@
 """Data mover operators: move rows between Iceberg tables, plan a move for fan-out, verify a move.
 
-Thin fronts over :class:`iceberg_ops_provider.data_migration.DataMover`: the hooks are built in
-``execute()``, results go to XCom as their ``to_json()``, and errors map as for the other operators
-(permanent ones fail the task at once, transient ones keep Airflow's retries).
+Thin fronts over :class:`iceberg_ops_provider.data_migration.DataMover`; results go to XCom as their
+``to_json()``; permanent errors fail the task at once, transient ones keep Airflow's retries.
 
 Every move has a ``move_id``, the key of its progress in the target's snapshot summaries. The
 default one is built from the task instance (dag id, task id, map index, logical date), so a retried
@@ -15,10 +14,7 @@ The fan-out pattern::
     move >> verify
 
 Lineage: a move reports its source as an OpenLineage input at the snapshot it reads and its target
-as an output at the last snapshot the task wrote, with the rows, bytes and files written (and an
-``OVERWRITE`` lifecycle change in ``overwrite`` mode, ``CREATE`` when it created the target); a
-plan reports the source it planned on; a verification both tables it compared. Asset outlets
-naming the target get its snapshot id and the rows written as their event extra.
+as an output at the last snapshot the task wrote; a plan the source; a verification both tables.
 """
 
 from __future__ import annotations
@@ -27,7 +23,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from airflow.sdk import BaseOperator
+from airflow.sdk import BaseOperator, conf
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.hooks.version_compat import AirflowFailException
@@ -60,9 +56,8 @@ MOVE_TEMPLATE_FIELDS = ("source", "target", "where", "move_id", "source_conn_id"
 def default_move_id(context: Context | Mapping[str, Any]) -> str | None:
     """The move id of the running task instance: the same on every try of it, different for any other.
 
-    Built from the dag id, task id, map index and logical date (the run id when the run has no
-    logical date). ``None`` outside a task instance (an operator's ``execute`` called directly): the
-    engine then uses its own default, a hash of the move's arguments.
+    Built from the dag id, task id, map index and logical date (else the run id); ``None`` outside a
+    task instance (the engine then uses its own default).
     """
     ti = context.get("ti") or context.get("task_instance")
     if ti is None:
@@ -167,11 +162,8 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
         """Run the operator's step; permanent errors fail the task at once, transient ones are retried.
 
         Raises:
-            AirflowFailException: Bad input (a column that does not reconcile, a ``move_id`` that
-                belongs to another move, a missing table, a bad filter) or a failed verification:
-                retrying cannot help.
-            IcebergOpsError: A transient error (commits that kept conflicting): Airflow's retries apply,
-                and the retry resumes with the units not yet committed.
+            AirflowFailException: Bad input or a failed verification: retrying cannot help.
+            IcebergOpsError: A transient error: the retry resumes with the units not yet committed.
         """
         from iceberg_ops_provider.errors import IcebergOpsError, VerificationFailedError
 
@@ -245,11 +237,8 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
 class IcebergDataMoveOperator(_MoveOperator):
     """Move the rows of one Iceberg table into another, exactly once, resuming after a failed try.
 
-    The move reads the source snapshot current when it first commits, streams its files into the
-    target and commits unit by unit, each commit carrying the move's progress. A retried task (or a
-    second run with the same ``move_id``) skips the committed units and does the rest; a finished
-    move run again changes nothing. The engine's progress lines (rows, bytes, rate, ETA) reach the
-    task log.
+    The move commits unit by unit, each commit carrying its progress: a retried task (or a second run
+    with the same ``move_id``) skips the committed units; a finished move run again changes nothing.
 
     Args:
         source: The source table, ``namespace.table`` (templated).
@@ -264,8 +253,7 @@ class IcebergDataMoveOperator(_MoveOperator):
             end) or ``incremental`` (only what was appended to the source since this ``move_id`` last
             completed).
         verify: ``count``, ``checksum`` or ``sample``: compare source and target once the move is
-            complete, and fail the task when they differ. In a fan-out, verify in a task of its own
-            (:class:`IcebergMoveVerifyOperator`) after all the units ran.
+            complete, and fail the task when they differ (in a fan-out: :class:`IcebergMoveVerifyOperator`).
         move_id: The move's identifier (templated). Default: one built from the task instance (see
             :func:`default_move_id`); with ``units``, theirs.
         units: Units of a plan to run, as :class:`IcebergMovePlanOperator` returns them (one unit's
@@ -275,9 +263,8 @@ class IcebergDataMoveOperator(_MoveOperator):
         rewrite: Re-encode every row into new files. By default a source file whose rows need no
             change is copied byte for byte (see ``docs/data_mover.md``).
 
-    Returns (XCom): the ``MoveResult`` JSON (``rows``, ``units_committed``, ``units_skipped``,
-    ``complete``, ``target_snapshot_ids``, ``verify``...). When verification fails, its report is
-    pushed under the XCom key ``report`` before the task fails.
+    Returns (XCom): the ``MoveResult`` JSON. When verification fails, its report is pushed under the
+    XCom key ``report`` before the task fails.
     """
 
     def __init__(
@@ -345,11 +332,7 @@ class IcebergDataMoveOperator(_MoveOperator):
         return payload
 
     def _record_after_failure(self, started_ms: int) -> None:
-        """Record the source, and the target at the last commit this try made, if it made one.
-
-        The commits are the target snapshots on its main branch that carry this move's id and were made
-        since the try began; the source is read at the snapshot their state names.
-        """
+        """Record the source, and the target at the last commit this try made (its snapshots since ``started_ms``)."""
         from pyiceberg.exceptions import NoSuchTableError
         from pyiceberg.table.refs import MAIN_BRANCH
 
@@ -386,11 +369,8 @@ class IcebergDataMoveOperator(_MoveOperator):
 class IcebergMovePlanOperator(_MoveOperator):
     """Plan a move and return its pending units, for a mapped :class:`IcebergDataMoveOperator` to run.
 
-    Changes nothing. Takes the same move arguments as the move operator (the move tasks must get the
-    same ``where``, ``columns``, ``rename`` and ``mode``: a unit runs only under the plan it came
-    from). The default ``move_id`` is built from this task's instance (dag id, task id, map index,
-    logical date) and travels with the units, so the move tasks need none; a retried or cleared plan
-    task keeps it, and a plan of a move already partly done lists only what is left.
+    Changes nothing. The move tasks must get the same ``where``, ``columns``, ``rename`` and ``mode``;
+    the ``move_id`` (by default built from this task's instance) travels with the units.
 
     Args:
         units_per_task: Units each mapped move task runs; raised as far as needed to keep the number of
@@ -398,9 +378,8 @@ class IcebergMovePlanOperator(_MoveOperator):
         source, target, source_conn_id, target_conn_id, where, columns, rename, mode, move_id,
             create_target, commit_every_bytes, rewrite: As for :class:`IcebergDataMoveOperator`.
 
-    Returns (XCom): a list with one item per move task to map: the list of its units' JSON; empty
-    when nothing is pending (the mapped move task is then skipped). The move id is pushed under the
-    XCom key ``move_id`` (``plan.output["move_id"]``) for the verify task.
+    Returns (XCom): one list of units' JSON per move task to map (empty when nothing is pending). The
+    move id is pushed under the XCom key ``move_id`` for the verify task.
     """
 
     def __init__(self, *, source: str, target: str, units_per_task: int = 1, **kwargs: Any) -> None:
@@ -432,7 +411,7 @@ class IcebergMovePlanOperator(_MoveOperator):
         if "ti" in context:
             context["ti"].xcom_push(key="move_id", value=plan.move_id)
         step = int(self.units_per_task)
-        most = _max_map_length()
+        most = conf.getint("core", "max_map_length", fallback=1024)  # Airflow maps at most this many tasks
         if -(-len(pending) // step) > most:
             step = -(-len(pending) // most)
             self.log.warning(
@@ -499,13 +478,6 @@ def _verified_source_snapshot(mover: DataMover) -> int | None:
 
     state, _ = find_state(mover.target_catalog.load_table(mover.target).metadata, mover.move_id, MAIN_BRANCH)
     return state.completed_snapshot_id if state is not None else None
-
-
-def _max_map_length() -> int:
-    """How many task instances Airflow maps from one upstream value at most (``[core] max_map_length``)."""
-    from airflow.sdk import conf
-
-    return conf.getint("core", "max_map_length", fallback=1024)
 
 
 def _unit_list(units: Any) -> list[dict[str, Any]]:

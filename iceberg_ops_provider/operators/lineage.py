@@ -1,17 +1,8 @@
 """OpenLineage datasets and asset event extras of the operators, made from the engine's :class:`TableLineage`.
 
-Every operator of this provider mixes in :class:`IcebergLineageMixin`: its ``execute()`` records the
-tables it read and wrote (each a :class:`~iceberg_ops_provider.lineage.TableLineage`, built from
-what the run already loaded or one load per table afterwards), and
-``get_openlineage_facets_on_complete`` turns them into OpenLineage datasets without calling the
-catalog. OpenLineage is an optional extra: it is imported only inside the functions that build its
-objects, which return ``None`` when it is not installed.
-
-A table is named as OpenLineage-Spark names Iceberg tables (namespace and name from its storage
-location, see :mod:`iceberg_ops_provider.lineage`) and carries the facets ``symlinks`` (the catalog's
-``namespace.table``), ``catalog``, ``storage``, ``schema``, ``version`` (the snapshot id),
-``lifecycleStateChange`` when the table itself changed, and, on outputs, ``outputStatistics``
-when the operation knows what it wrote.
+OpenLineage is an optional extra: it is imported only inside the functions that build its objects,
+which return ``None`` when it is not installed. A table is named as OpenLineage-Spark names Iceberg
+tables (see :mod:`iceberg_ops_provider.lineage`).
 """
 
 from __future__ import annotations
@@ -41,18 +32,7 @@ LIFECYCLE_STATES = {"create": "CREATE", "alter": "ALTER", "drop": "DROP", "renam
 def _openlineage() -> SimpleNamespace | None:
     """The OpenLineage classes used here, or ``None`` when the OpenLineage provider is not installed."""
     try:
-        from airflow.providers.common.compat.openlineage.facet import (
-            Identifier,
-            InputDataset,
-            LifecycleStateChange,
-            LifecycleStateChangeDatasetFacet,
-            OutputDataset,
-            OutputStatisticsOutputDatasetFacet,
-            PreviousIdentifier,
-            SchemaDatasetFacet,
-            SchemaDatasetFacetFields,
-            SymlinksDatasetFacet,
-        )
+        from airflow.providers.common.compat.openlineage import facet
         from airflow.providers.openlineage.extractors import OperatorLineage
         from openlineage.client.generated.catalog_dataset import CatalogDatasetFacet
         from openlineage.client.generated.dataset_version_dataset import DatasetVersionDatasetFacet
@@ -60,20 +40,11 @@ def _openlineage() -> SimpleNamespace | None:
     except ImportError:
         return None
     return SimpleNamespace(
+        **vars(facet),  # Identifier, InputDataset, OutputDataset, SchemaDatasetFacet, ...
+        OperatorLineage=OperatorLineage,
         CatalogDatasetFacet=CatalogDatasetFacet,
         DatasetVersionDatasetFacet=DatasetVersionDatasetFacet,
-        Identifier=Identifier,
-        InputDataset=InputDataset,
-        LifecycleStateChange=LifecycleStateChange,
-        LifecycleStateChangeDatasetFacet=LifecycleStateChangeDatasetFacet,
-        OperatorLineage=OperatorLineage,
-        OutputDataset=OutputDataset,
-        OutputStatisticsOutputDatasetFacet=OutputStatisticsOutputDatasetFacet,
-        PreviousIdentifier=PreviousIdentifier,
-        SchemaDatasetFacet=SchemaDatasetFacet,
-        SchemaDatasetFacetFields=SchemaDatasetFacetFields,
         StorageDatasetFacet=StorageDatasetFacet,
-        SymlinksDatasetFacet=SymlinksDatasetFacet,
     )
 
 
@@ -170,13 +141,9 @@ def table_extra(table: TableLineage) -> dict[str, Any]:
 class IcebergLineageMixin:
     """What every operator of this provider shares for lineage: the tables its run read and wrote.
 
-    ``execute()`` calls :meth:`record_lineage` (through :meth:`collect_lineage`, which never fails the
-    task); :meth:`get_openlineage_facets_on_complete` reports them. OpenLineage's listener uses the
-    same method for failures, so an operator that fails part way records what it committed before
-    failing: a migration the tables it touched, a move the target at the last unit this try
-    committed, a maintenance operator the table when the run changed it (with what a compaction's
-    committed groups wrote). There is no ``get_openlineage_facets_on_start``: naming a table needs its
-    storage location, which only the catalog knows, and that method must not call it.
+    ``execute()`` records them, also what a run that fails part way committed (OpenLineage's listener
+    reports failures with the same method). There is no ``get_openlineage_facets_on_start``: naming a
+    table needs its storage location, which only the catalog knows, and that method must not call it.
     """
 
     lineage_inputs: tuple[TableLineage, ...] = ()
@@ -190,20 +157,14 @@ class IcebergLineageMixin:
         self.lineage_outputs = tuple(outputs)
 
     def collect_lineage(self, build: Callable[[], None]) -> None:
-        """Run ``build`` (which reads the catalog and calls :meth:`record_lineage`); a failure is only logged.
-
-        Lineage never fails a task whose work is done.
-        """
+        """Run ``build`` (which reads the catalog and calls :meth:`record_lineage`); a failure is only logged."""
         try:
             build()
         except Exception as exc:
             log.warning("Lineage of this task is incomplete: %s: %s", type(exc).__name__, exc)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
-        """The OpenLineage inputs and outputs of the run, from what ``execute()`` recorded (no catalog call).
-
-        Returns ``None`` when the OpenLineage provider is not installed.
-        """
+        """The OpenLineage inputs and outputs ``execute()`` recorded (no catalog call); ``None`` without OpenLineage."""
         return operator_lineage(self.lineage_inputs, self.lineage_outputs)
 
     def publish_asset_extras(

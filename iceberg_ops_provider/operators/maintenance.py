@@ -1,16 +1,9 @@
 """Table maintenance operators: health, compaction, manifest rewrite, snapshot expiry, orphan removal.
 
-Each is a thin front over one function of :mod:`iceberg_ops_provider.maintenance`: ``table`` and
-``iceberg_conn_id`` are templated, the hook is built in ``execute()``, the function's result goes to
-XCom as its ``to_json()``, and errors map as for migrations (permanent ones fail the task at once,
-transient ones keep Airflow's retries). Every one is safe to retry: compaction commits group by
-group, so a retried task only has the groups not yet committed left to do; expiry and orphan removal
-recompute what is left from the table.
-
-Lineage: each reports its table as an OpenLineage input at the snapshot it started from and, unless
-it changed nothing (the health report, a dry run), as an output at the snapshot after (compaction
-adds the rows, bytes and files it wrote). Asset outlets get the table's snapshot id and the
-operation as their event extra.
+Each is a thin front over one function of :mod:`iceberg_ops_provider.maintenance`: its result goes to
+XCom as its ``to_json()``; permanent errors fail the task at once, transient ones keep Airflow's
+retries. Every one is safe to retry. Lineage: the table is an OpenLineage input at the snapshot the
+run started from and, unless it changed nothing, an output at the snapshot after.
 """
 
 from __future__ import annotations
@@ -78,8 +71,7 @@ class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
         """Run the maintenance function on the table and return its result's JSON for XCom.
 
         Raises:
-            AirflowFailException: A permanent error (bad argument, unsafe location, unsupported table):
-                retrying cannot help.
+            AirflowFailException: A permanent error: retrying cannot help.
             IcebergOpsError: A transient one (a commit conflict, storage that did not answer): retried.
         """
         from iceberg_ops_provider.errors import IcebergOpsError
@@ -97,7 +89,7 @@ class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
             except BaseException as exc:
                 # A run that fails part way may have committed (a compaction group, say): report what it did.
                 if self.changes_table():
-                    self.collect_lineage(partial(self._record_after_failure, catalog, loaded_at, exc))
+                    self.collect_lineage(partial(self._record_output, catalog, getattr(exc, "result", None), loaded_at))
                 raise
         except IcebergOpsError as exc:
             if exc.transient:
@@ -105,7 +97,7 @@ class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
             raise AirflowFailException(operator_message(exc)) from exc
         except ValueError as exc:  # a bad argument or table property: the same on every try
             raise AirflowFailException(operator_message(exc)) from exc
-        payload = result.to_json()
+        payload = result if isinstance(result, dict) else result.to_json()  # a plan is its JSON already
         self.log.info("%s of %s: %s", self.verb, self.table, _brief(payload))
         if self.changes_table():
             self.collect_lineage(lambda: self._record_output(catalog, result))
@@ -122,26 +114,17 @@ class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
         """Rows, bytes and data files the run wrote, when it wrote data (compaction); else ``None``."""
         return None
 
-    def _record_output(self, catalog: Any, result: Any) -> None:
-        """Record the table as written, at its snapshot after the run (one load)."""
-        from iceberg_ops_provider.lineage import table_lineage
+    def _record_output(self, catalog: Any, result: Any, loaded_at: str | None = None) -> None:
+        """Record the table as written at its snapshot now, with what ``result`` wrote.
 
-        after = catalog.load_table(self.table)
-        rows, size, files = self.written(after, result) or (None, None, None)
-        self.record_lineage(self.lineage_inputs, [table_lineage(catalog, after, rows=rows, bytes=size, files=files)])
-
-    def _record_after_failure(self, catalog: Any, loaded_at: str, error: BaseException) -> None:
-        """Record the table as written when a failed run changed it (its metadata moved on since it was loaded).
-
-        What it wrote is counted when the error carries the run's partial result (``error.result``).
+        ``loaded_at``: a failed run's table metadata when loaded; when the table is still there, nothing is recorded.
         """
         from iceberg_ops_provider.lineage import table_lineage
 
         after = catalog.load_table(self.table)
-        if after.metadata_location == loaded_at:
+        if loaded_at is not None and after.metadata_location == loaded_at:
             return
-        partial = getattr(error, "result", None)
-        rows, size, files = (self.written(after, partial) if partial is not None else None) or (None, None, None)
+        rows, size, files = (self.written(after, result) if result is not None else None) or (None, None, None)
         self.record_lineage(self.lineage_inputs, [table_lineage(catalog, after, rows=rows, bytes=size, files=files)])
 
     def _load(self, catalog: Any) -> Table:
@@ -173,15 +156,12 @@ def _brief(payload: dict[str, Any]) -> str:
 class IcebergCompactOperator(_TableMaintenanceOperator):
     """Compact the small data files of a table (``compact_small_files_streaming``), or given units of it.
 
-    With ``units`` (from :class:`IcebergPlanCompactionOperator`, mapped with ``.expand_kwargs``), only
-    those units are rewritten (``run_compaction_units``), each as one commit, exactly once: a unit
-    whose files another try or another task already replaced is ``skipped``. The units carry their own
-    strategy and target size, so ``target_file_size_bytes``, ``min_input_files``, ``where`` and
-    ``strategy`` are for planning only and must be left unset with ``units``.
+    With ``units`` (from :class:`IcebergPlanCompactionOperator`), only those units are rewritten, each
+    as one commit, exactly once; they carry their own strategy and target size, so the planning
+    arguments must be left unset.
 
     Args:
-        table: ``namespace.table`` (templated).
-        iceberg_conn_id: The catalog's Airflow connection (templated).
+        table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
         target_file_size_bytes: Output file size; default the table's ``write.target-file-size-bytes``.
         min_input_files: Partitions with fewer small files are left alone.
         where: A filter restricting the files considered, e.g. ``"day >= '2026-11-01'"`` (templated).
@@ -292,15 +272,11 @@ def _units_field(value: Any) -> list[Any]:
 class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
     """Plan a table's compaction as units for mapped compact tasks (``plan_compaction_units``); writes nothing.
 
-    The XCom is a list of keyword arguments, one per compact task: ``{"table": ..., "units": [...]}``,
-    ready for ``IcebergCompactOperator.partial(...).expand_kwargs(plan.output)``, so Airflow's workers
-    share one table's groups. Each task gets ``units_per_task`` units, more when the table has so many
-    units that ``max_tasks`` tasks would not hold them (Airflow refuses more than ``max_map_length``,
-    1024 by default, mapped tasks).
+    The XCom is a list of keyword arguments, one per compact task (``{"table": ..., "units": [...]}``),
+    ready for ``IcebergCompactOperator.partial(...).expand_kwargs(plan.output)``.
 
     Args:
-        table: ``namespace.table`` (templated).
-        iceberg_conn_id: The catalog's Airflow connection (templated).
+        table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
         target_file_size_bytes: Output file size; default the table's ``write.target-file-size-bytes``.
         min_input_files: Partitions with fewer small files are left alone.
         where: A filter restricting the files considered (templated).
@@ -372,36 +348,23 @@ class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
             )
         if len(units) > _UNITS_LOGGED:
             self.log.info("... and %d more unit(s), all in the XCom", len(units) - _UNITS_LOGGED)
-        return _Plan(
-            {
-                "units_count": len(units),
-                "tasks_count": len(tasks),
-                "data_files_count": sum(len(unit.data_files) for unit in units),
-                "bytes_count": sum(unit.bytes for unit in units),
-                "tasks": tasks,
-            }
-        )
+        return {
+            "units_count": len(units),
+            "tasks_count": len(tasks),
+            "data_files_count": sum(len(unit.data_files) for unit in units),
+            "bytes_count": sum(unit.bytes for unit in units),
+            "tasks": tasks,
+        }
 
 
 _UNITS_LOGGED = 50
-
-
-class _Plan:
-    """A compaction plan as the shared front pushes results (``to_json()``)."""
-
-    def __init__(self, payload: dict[str, Any]) -> None:
-        self._payload = payload
-
-    def to_json(self) -> dict[str, Any]:
-        return self._payload
 
 
 class IcebergExpireSnapshotsOperator(_TableMaintenanceOperator):
     """Expire old snapshots and delete the files nothing reaches any more (``expire_snapshots``).
 
     Args:
-        table: ``namespace.table`` (templated).
-        iceberg_conn_id: The catalog's Airflow connection (templated).
+        table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
         older_than: Snapshots older than this may go: a datetime, an age (``timedelta`` or ``"7d"``) or
             an ISO timestamp (templated); default the table's ``history.expire.max-snapshot-age-ms`` (5 days).
         retain_last: Latest snapshots of each branch kept whatever their age.
@@ -447,14 +410,12 @@ class IcebergRemoveOrphanFilesOperator(_TableMaintenanceOperator):
     """Delete files under the table's location that no metadata references (``remove_orphan_files``).
 
     Args:
-        table: ``namespace.table`` (templated).
-        iceberg_conn_id: The catalog's Airflow connection (templated).
+        table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
         older_than: Only files older than this (default: 3 days ago, so writes in flight are safe);
             the same forms as :class:`IcebergExpireSnapshotsOperator` (templated).
         location: A folder inside the table's location to limit the listing to (templated).
         dry_run: Only report the orphans found.
-        check_nested_tables: Leave alone the files of the catalog's other tables whose location lies
-            inside this one's (the catalog is asked for all of its tables); ``False`` skips the look-up.
+        check_nested_tables: Leave alone the files of the catalog's other tables located inside this one's.
 
     Returns (XCom): the result (``orphan_file_locations``, ``deleted_orphan_files_count``, ``nested_tables``, ...).
     """
@@ -495,8 +456,7 @@ class IcebergRewriteManifestsOperator(_TableMaintenanceOperator):
     """Merge many small manifests into few (``rewrite_manifests``); data is untouched.
 
     Args:
-        table: ``namespace.table`` (templated).
-        iceberg_conn_id: The catalog's Airflow connection (templated).
+        table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
         target_manifest_size_bytes: Manifest size to aim for; default the table's
             ``commit.manifest.target-size-bytes``.
         dry_run: Only report what would be rewritten.
@@ -530,8 +490,7 @@ class IcebergTableHealthOperator(_TableMaintenanceOperator):
     """Report a table's health and what maintenance it needs (``table_health_report``); changes nothing.
 
     Args:
-        table: ``namespace.table`` (templated).
-        iceberg_conn_id: The catalog's Airflow connection (templated).
+        table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
         thresholds: Overrides of :class:`~iceberg_ops_provider.maintenance.health.HealthThresholds`
             (a dict of its field names, or an instance).
         fail_on: Needs that fail the task when the report finds them (``"compact"``,

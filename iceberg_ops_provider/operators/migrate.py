@@ -22,16 +22,9 @@ __all__ = ["ACTIONS", "IcebergMigrateOperator"]
 class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
     """Run the migrations of one namespace: ``upgrade``, ``downgrade``, ``plan`` or ``check``.
 
-    Retries are safe: history records every applied migration, so a retried task resumes where the
-    failed attempt stopped and never applies a migration twice. A worker killed mid-migration (OOM,
-    a task marked failed, a lost node) leaves an intent record and receipts: the retry records a fully
-    committed migration without running it again and runs one that committed nothing; only a
-    migration that committed some of its tables and not others stops for a person
-    (``PartialMigrationError``). When another live run holds the namespace's lock the task fails with
-    a message naming the holder, and Airflow's ``retries`` / ``retry_delay`` decide whether it tries
-    again later (nothing was executed); a lock whose holder died is taken over once its lease
-    (``stale_after``) runs out, or at once when the holder ran on the same host. ``on_kill`` releases
-    the lock and stops the run before its next commit.
+    Retries are safe: a retried task resumes where the failed attempt stopped and never applies a
+    migration twice (see ``docs/recovery.md``). A lock held by another live run fails the task, for
+    Airflow's retries to try again later. ``on_kill`` releases the lock and stops before the next commit.
 
     Args:
         namespace: The namespace to migrate (templated).
@@ -47,29 +40,18 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         allow_changed: Let ``upgrade``/``downgrade`` run although applied files changed.
         allow_missing: Let ``upgrade`` run although applied files are missing.
         allow_out_of_order: Let ``upgrade`` apply files numbered below the current version.
-        stale_after: Lease length of the namespace lock in seconds: a lock not renewed for this long
-            (its worker died) is taken over by the next run.
-        allow_destructive: Let ``downgrade`` drop tables or columns that hold rows (refused otherwise,
-            before anything runs).
-        models_dir: With ``check``: a folder of table models (``models/*.yaml``); drift of the live
-            tables from them fails the check too, as ``iceberg-ops check`` does (templated).
-        atomic_commits: Where the catalog can (PyIceberg's SQL catalog, REST catalogs serving
-            ``transactions/commit``), commit each migration's table changes and its history record
-            in one all-or-nothing commit (default); ``False`` commits table by table, with intent
-            and receipts, as on every other catalog.
+        stale_after: Lease length of the namespace lock in seconds (a lock not renewed is taken over).
+        allow_destructive: Let ``downgrade`` drop tables or columns that hold rows.
+        models_dir: With ``check``: a folder of table models whose drift fails the check too (templated).
+        atomic_commits: Where the catalog can, commit each migration's table changes and its history
+            record all or nothing (default); ``False`` commits table by table.
 
     Returns (XCom):
         ``{"namespace", "action", "target", "version_before", "version_after", "migrations": [...]}``
-        where ``migrations`` lists what was applied or rolled back (or planned / pending), each with the
-        ``tables`` it touched and how it was committed: ``atomic``, ``outside_atomic_commit`` (what was
-        committed one commit at a time) and ``not_atomic_reason``.
+        where ``migrations`` lists what was applied or rolled back (or planned / pending).
 
     Lineage: every table an ``upgrade``/``downgrade`` touched is an OpenLineage output at its snapshot
-    afterwards, with its ``lifecycleStateChange`` (a dropped table is named by the location it had),
-    also when the run failed part way. Outlets built with
-    :func:`~iceberg_ops_provider.assets.iceberg_asset` naming a touched table get that table's
-    ``table``, ``snapshot_id`` and ``change`` plus the ``version`` now applied as their event extra;
-    other Asset outlets get the run's summary.
+    afterwards (see ``docs/lineage.md``).
     """
 
     template_fields: Sequence[str] = ("namespace", "migrations_dir", "target", "iceberg_conn_id", "models_dir")
@@ -115,11 +97,8 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         """Run the action and return a small JSON-able summary for XCom.
 
         Raises:
-            AirflowFailException: A permanent error (configuration, a bad migration file, files that
-                disagree with history, an irreversible or partly committed migration): retrying cannot
-                help, so the task fails at once.
-            IcebergOpsError: A transient one (the lock is held, a commit conflict, the catalog did not
-                answer, a migration failed): Airflow's retries apply.
+            AirflowFailException: A permanent error: retrying cannot help.
+            IcebergOpsError: A transient one (the lock is held, a commit conflict): Airflow's retries apply.
         """
         from iceberg_ops_provider.errors import IcebergOpsError
 
@@ -165,7 +144,6 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         return summary
 
     def _record_touched(self, runner: Any) -> None:
-        """Record every table the run touched, at its snapshot now (one load per table that still exists)."""
         from iceberg_ops_provider.lineage import touched_lineage
 
         self.record_lineage(outputs=touched_lineage(runner.catalog, runner.touched))
@@ -205,11 +183,7 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
             self._runner.stop()
 
     def _catalog(self, hook: IcebergCatalogHook) -> Any:
-        """The catalog, created for the actions that change it; to ``plan`` and ``check``, only read.
-
-        A catalog that does not exist yet is read as an empty one (every migration pending), as the
-        command line reads a project's database before its first upgrade: nothing is created to say so.
-        """
+        """The catalog, created for the actions that change it; only read (empty if missing) for ``plan``, ``check``."""
         from iceberg_ops_provider.catalogs import empty_catalog
         from iceberg_ops_provider.errors import CatalogNotFoundError
 
@@ -295,10 +269,5 @@ ACTIONS: tuple[str, ...] = tuple(IcebergMigrateOperator._VERBS)
 def _task_identity(context: Context) -> dict[str, str]:
     """Dag, run, task and try of the running task, stored with the lock so its holder is recognisable."""
     task_instance = context.get("ti") or context.get("task_instance")
-    identity = {
-        "dag_id": getattr(task_instance, "dag_id", None),
-        "run_id": getattr(task_instance, "run_id", None),
-        "task_id": getattr(task_instance, "task_id", None),
-        "try_number": getattr(task_instance, "try_number", None),
-    }
+    identity = {key: getattr(task_instance, key, None) for key in ("dag_id", "run_id", "task_id", "try_number")}
     return {key: str(value) for key, value in identity.items() if value is not None}

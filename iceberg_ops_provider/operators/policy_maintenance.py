@@ -5,18 +5,9 @@ Polaris stores maintenance policies (``system.data-compaction``, ``system.metada
 runs nothing. This operator runs :class:`~iceberg_ops_provider.polaris.dispatcher.PolicyDispatcher`
 over every table of a namespace: each table's effective policies run their maintenance functions.
 
-Polaris serves its policy API beside its Iceberg REST API, with the same credentials, so the policy
-client is built from the catalog's connection by default (its ``uri``, ``warehouse`` as the Polaris
-catalog name, and ``credential`` or ``token``). ``polaris_conn_id`` names another connection for
-the policy API when the tables live elsewhere (or behind another endpoint); it is read the same way
-(an ``iceberg_ops`` connection of kind ``rest``: host = the catalog API root, login/password =
-client id and secret, extra ``warehouse`` = the Polaris catalog, ``token``, ``scope``,
-``oauth2-server-uri``, ``ssl``...).
-
-Lineage: every table some policy's maintenance ran on is an OpenLineage output at its snapshot
-afterwards (compaction adds the rows, bytes and files it wrote), also when other tables failed. A
-dry run maintains nothing and reports no table. Asset outlets naming a maintained table get its
-snapshot id and the policy types that ran as their event extra.
+The policy client is built from the catalog's connection by default (Polaris serves its policy API
+beside its Iceberg REST API, with the same credentials), or from ``polaris_conn_id``, read the same way.
+Lineage: every table some policy's maintenance ran on is an OpenLineage output at its snapshot afterwards.
 """
 
 from __future__ import annotations
@@ -132,11 +123,9 @@ class IcebergPolicyMaintenanceOperator(IcebergLineageMixin, BaseOperator):
             if exc.transient:
                 raise AirflowException(f"{type(exc).__name__}: {exc}") from exc
             raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
-        except IcebergOpsError as exc:
-            if exc.transient:
+        except (IcebergOpsError, ValueError) as exc:
+            if getattr(exc, "transient", False):
                 raise
-            raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
-        except ValueError as exc:
             raise AirflowFailException(f"{type(exc).__name__}: {exc}") from exc
         payload = outcome.to_json()
         suffix = " (dry run)" if dry_run else ""

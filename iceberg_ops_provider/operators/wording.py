@@ -1,10 +1,7 @@
 """The operators' words for what the engine's messages name: their parameters, and tasks to run.
 
-The engine's errors name what to change as facts (:class:`~iceberg_ops_provider.messages.Arg`,
-:class:`~iceberg_ops_provider.messages.Hint`); ``str(error)`` words them for Python, whose keyword
-arguments are most of the operators' parameters. :data:`PARAMETERS` names those that differ and
-:data:`HINTS` says each step as a task would take it; :func:`operator_message` is the message an
-operator fails its task with.
+Python's words (``str(error)``) name most of the operators' parameters; :data:`PARAMETERS` names those
+that differ and :data:`HINTS` says each step as a task would take it.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """What the iceberg-ops sensors share: deferral as Airflow is set up, reschedule mode otherwise, clear timeouts.
 
-A sensor checks once on the worker. If the check passes it succeeds at once; otherwise, when
-deferrable (by default when Airflow's ``[operators] default_deferrable`` is true), it hands the wait
-to its trigger with an absolute deadline (now plus ``timeout``) and frees the worker slot; when not,
-it waits as any Airflow sensor does, by default in ``reschedule`` mode (each check a short try on a
-worker). Either way the check is the same engine
-call (:mod:`iceberg_ops_provider.runner.readiness`).
-
-Errors: a transient one (the catalog did not answer, its database was busy) is logged and the wait
-goes on; a permanent one (no such table at the first check, a bad partition key, a bad argument)
-fails the task at once, without retries. A wait that runs out raises ``AirflowSensorTimeout`` naming
-what was awaited and what was last seen.
+A sensor checks once on the worker; if the check does not pass, it defers to its trigger with an
+absolute deadline, or waits as any Airflow sensor does. A transient error is logged and the wait goes
+on; a permanent one fails the task at once. A wait that runs out says what was awaited and last seen.
 """
 
 from __future__ import annotations
@@ -81,15 +73,9 @@ class IcebergCatalogSensor(BaseSensorOperator):
         self._last_error: str | None = None
         self._checked_before = False
 
-    # -- what subclasses say -------------------------------------------------------------------
-
     @abstractmethod
     def prepare(self) -> None:
-        """Check and convert the rendered arguments before the first check.
-
-        Raises:
-            ValueError: A bad argument (the task fails at once).
-        """
+        """Check and convert the rendered arguments before the first check (a ``ValueError`` fails the task)."""
 
     @abstractmethod
     def waiting_for(self) -> str:
@@ -107,14 +93,8 @@ class IcebergCatalogSensor(BaseSensorOperator):
         """Whether the wait goes on after ``exc``; ``first_check``: no check of this wait ran before."""
         return is_transient(exc)
 
-    # -- Airflow --------------------------------------------------------------------------------
-
     def execute(self, context: Context) -> Any:
-        """Check once, then defer to the trigger or wait as a classic sensor.
-
-        Returns (XCom):
-            What the last check saw (see the subclass).
-        """
+        """Check once, then defer to the trigger or wait as a classic sensor; return what the last check saw."""
         try:
             self.prepare()
         except (ValueError, IcebergOpsError) as exc:

@@ -29,27 +29,19 @@ __all__ = ["IcebergMigrationSensor"]
 class IcebergMigrationSensor(IcebergCatalogSensor):
     """Wait until ``namespace`` is at ``version`` or above, so loads can wait on another team's migration.
 
-    "Reached" means the namespace's current version (its highest applied migration, as the runner
-    orders versions: by number) is at least the wanted one. The sensor only reads the history: it
-    takes no lock, runs no migration and creates nothing; a namespace never migrated is at base and
-    the sensor keeps waiting. A version whose last attempt failed is named in the log and in the
-    timeout message (a later migrate run retries it). While the namespace does not exist, or no
-    history of it is found, every check logs a warning saying so (a mistyped ``namespace`` or
-    ``meta_namespace`` would otherwise wait silently until the timeout), as does a ``version`` above
-    the newest migration of ``migrations_dir`` when both are given.
+    The sensor only reads the history (no lock, nothing created); a namespace never migrated is at base.
+    A missing namespace or history logs a warning at every check (see ``docs/sensors.md``).
 
     Args:
         namespace: The namespace (templated).
-        migrations_dir: The migrations folder on the worker (templated); needed for ``head``, whose
-            newest file is resolved on the worker before deferring. A folder holding no migration
-            file fails the task (``head`` of a wrong folder would otherwise pass at once).
+        migrations_dir: The migrations folder on the worker (templated); needed for ``head``. A folder
+            holding no migration file fails the task.
         version: ``"head"`` (the newest migration of ``migrations_dir``) or a version such as ``"0003"``
-            (templated: ``"{{ params.version }}"`` is checked once rendered).
+            (templated).
         iceberg_conn_id: The Airflow connection of the catalog (templated).
         meta_namespace: Where the history lives: this, else the connection extra's ``meta_namespace``,
             else ``_iceberg_ops`` (``iceberg_ops`` on S3 Tables) (templated).
-        deferrable: Wait in the triggerer; else wait on a worker in ``mode``. Default: Airflow's
-            ``[operators] default_deferrable`` setting.
+        deferrable: Wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
         **kwargs: ``poke_interval``, ``timeout``, ``mode`` (default ``reschedule``), ``soft_fail``, ...
 
     Returns (XCom):

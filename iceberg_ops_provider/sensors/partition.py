@@ -36,52 +36,32 @@ _MARK_KEY = "iceberg_ops.after_snapshot_mark"
 class IcebergPartitionSensor(IcebergLineageMixin, IcebergCatalogSensor):
     """Wait until at least ``min_rows`` rows of a partition (and/or matching a filter) are committed.
 
-    Judged from the table's metadata only, at its current snapshot: the manifests are walked (their
-    partition summaries, the data files' partition records and column statistics; no data file is
-    read) and the data files in the partition that may hold matching rows are kept. Two counts come
-    out (see :mod:`iceberg_ops_provider.partitions.probe`):
+    Judged from the table's metadata only, at its current snapshot (no data file is read). Two counts
+    come out (see :mod:`iceberg_ops_provider.partitions.probe`): ``rows``, those **certainly** there
+    (files all of whose rows match, less what delete files may have removed), and ``possible_rows``, an
+    upper bound. ``min_rows`` is judged on ``rows`` unless ``count_possible_rows=True``.
 
-    * ``rows``: rows that are **certainly** there: the record counts of the files all of whose rows
-      match the filter (its residual on the partition is always true, or the column statistics prove
-      it), less what position delete files may have removed; files with equality deletes count none.
-    * ``possible_rows``: an upper bound, the record counts of every file that may hold matching rows.
-
-    ``min_rows`` is judged on ``rows`` unless ``count_possible_rows=True``: a "data has landed" wait
-    should not pass on a partition whose rows were all deleted, or on a filter no row matches.
-
-    * ``partition={"day": "{{ macros.ds_add(ds, -1) }}"}``: keys are partition field names of the
-      table's current spec; values are converted per the field's transform (``day`` a date, ``hour``
-      ``2026-01-02-05``, ``month`` ``2026-01``, ``year`` ``2026``, ``identity`` a value of the column,
-      ``bucket`` and ``truncate`` a value of the source column, bucketed or truncated as the table
-      does; ``None`` the null partition). A key that is not a field fails the task at once, naming
-      the fields. Files written before the field was added to the spec are in none of its partitions.
-    * ``where="region = 'eu' and amount > 0"``: a PyIceberg row filter. On partition source columns
-      it is exact; on other columns only files whose statistics prove every row matches are certain.
-    * Both: files in the partition that may match the filter. At least one of the two is needed.
+    ``partition`` keys are partition field names of the table's current spec, values converted per
+    the field's transform (see ``docs/sensors.md``); ``where`` is a PyIceberg row filter; at least one
+    of the two is needed.
 
     Args:
         table: The table, ``namespace.table`` (templated; surrounding spaces are dropped).
         partition: Wanted partition values by field name (templated; each value renders as text).
         where: A PyIceberg row filter (templated).
         min_rows: Rows needed, at least 1.
-        after_snapshot: Count only data files committed after this snapshot id (templated; for
-            example the ``snapshot_id`` an upstream task pushed). Only files appended since (or written
-            by a partition replacement) count as certain; files rewritten since (a copy-on-write delete,
-            a compaction) count as possible only. Given, it must render to a snapshot id: ``None`` or
-            ``"None"`` (an upstream that pushed nothing) fails the task; ``""`` means all data. The
-            snapshot is read once, before waiting, so its expiry meanwhile does not end the wait.
+        after_snapshot: Count only data files committed after this snapshot id (templated). Given, it
+            must render to a snapshot id: ``None`` or ``"None"`` fails the task; ``""`` means all data.
         count_possible_rows: Judge ``min_rows`` on possible rows (an upper bound) instead of certain ones.
         iceberg_conn_id: The Airflow connection of the catalog (templated).
-        deferrable: Wait in the triggerer; else wait on a worker in ``mode``. Default: Airflow's
-            ``[operators] default_deferrable`` setting.
+        deferrable: Wait in the triggerer (default: Airflow's ``[operators] default_deferrable``).
         **kwargs: ``poke_interval``, ``timeout``, ``mode`` (default ``reschedule``), ``soft_fail``, ...
 
     Returns (XCom):
         ``{"table", "snapshot_id", "rows", "possible_rows", "files", "files_with_deletes"}`` as seen
         when the wait ended.
 
-    Lineage: once the wait is over, the table is an OpenLineage input at the snapshot seen (one load
-    of the table; a failure to describe it never fails the task).
+    Lineage: once the wait is over, the table is an OpenLineage input at the snapshot seen.
 
     Raises:
         ValueError: At construction, neither ``partition`` nor ``where``, or ``min_rows`` below 1.

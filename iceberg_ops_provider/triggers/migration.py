@@ -26,20 +26,13 @@ class IcebergMigrationTrigger(CatalogPollingTrigger):
     """Poll a namespace's migration history until its current version is at least ``version``.
 
     Reads the history only: takes no lock, creates nothing; a namespace never migrated is at base.
-    While the namespace does not exist, or no history of it is found, each check logs a warning.
-    Yields ``{"status": "success", "seen": {"namespace", "version", "failed"}, ...}`` once reached, or a
-    ``timeout``/``failed`` event (see :mod:`iceberg_ops_provider.triggers.polling`).
 
     Args:
         namespace: The namespace.
-        version: The version to reach (digits, such as ``"0003"``); ``None`` is base (reached at once).
-            ``head`` is resolved by the sensor on the worker, where the migration files are.
-        meta_namespace: Where the history lives: this, else the connection extra's ``meta_namespace``,
-            else the default for the catalog.
-        iceberg_conn_id: The Airflow connection of the catalog.
-        deadline: When to stop waiting (absolute; see :class:`CatalogPollingTrigger`).
-        poll_interval: Seconds between checks.
-        started_at: When the wait began, for the timeout message.
+        version: The version to reach (digits, such as ``"0003"``, ``head`` resolved by the sensor); ``None``
+            is base.
+        meta_namespace: Where the history lives: this, else the connection extra's ``meta_namespace``.
+        iceberg_conn_id, deadline, poll_interval, started_at: See :class:`CatalogPollingTrigger`.
     """
 
     def __init__(

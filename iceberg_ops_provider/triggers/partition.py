@@ -10,7 +10,6 @@ from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.partitions.probe import (
     SnapshotMark,
     describe_partition_wait,
-    parse_after_snapshot,
     probe_partition,
 )
 from iceberg_ops_provider.triggers.polling import CatalogPollingTrigger, CheckResult
@@ -47,31 +46,16 @@ def _given_partition(partition: dict[str, Any] | None) -> dict[str, Any] | None:
 class IcebergPartitionTrigger(CatalogPollingTrigger):
     """Poll a table's metadata until at least ``min_rows`` rows match ``partition`` and/or ``where``.
 
-    Each check walks the table's manifests (no data file read) with
-    :func:`~iceberg_ops_provider.partitions.probe.partition_rows`. Yields ``{"status": "success",
-    "seen": {"table", "snapshot_id", "rows", "possible_rows", "files", "files_with_deletes"}, ...}``
-    once enough rows are committed, or a ``timeout``/``failed`` event (see
-    :mod:`iceberg_ops_provider.triggers.polling`). A partition key that is not a field of the table's
-    spec or a malformed filter fails at once. A missing table does not: the sensor already checked
-    it exists before deferring, so the table is taken to be dropped and re-created (a migration) and
-    the wait goes on.
+    Each check walks the table's manifests (no data file read). A missing table does not end the wait:
+    the sensor checked it exists before deferring, so it is taken to be dropped and re-created.
 
     Args:
-        table: The table (``namespace.table``).
-        partition: Wanted partition values by partition field name (values rendered as text; ``bytes``
-            values are stored as ``{"bytes_hex": ...}``).
-        where: A PyIceberg row filter string.
-        min_rows: Rows needed: certain rows (see :class:`~iceberg_ops_provider.partitions.probe.PartitionProbe`),
-            or possible rows with ``count_possible_rows``.
-        after_snapshot: Count only data files committed after this snapshot id.
+        table, partition, where, min_rows, after_snapshot, count_possible_rows: As the sensor's, rendered
+            (``bytes`` partition values stored as ``{"bytes_hex": ...}``).
         after_sequence_number: That snapshot's sequence number, and
         after_timestamp_ms: its commit time, as the sensor read them before deferring: with both, the
             wait needs no lookup of the snapshot and goes on if it is expired meanwhile.
-        count_possible_rows: Judge ``min_rows`` on possible rows (an upper bound) instead of certain ones.
-        iceberg_conn_id: The Airflow connection of the catalog.
-        deadline: When to stop waiting (absolute; see :class:`CatalogPollingTrigger`).
-        poll_interval: Seconds between checks.
-        started_at: When the wait began, for the timeout message.
+        iceberg_conn_id, deadline, poll_interval, started_at: See :class:`CatalogPollingTrigger`.
     """
 
     def __init__(
@@ -81,7 +65,7 @@ class IcebergPartitionTrigger(CatalogPollingTrigger):
         partition: dict[str, Any] | None = None,
         where: str | None = None,
         min_rows: int = 1,
-        after_snapshot: int | str | None = None,
+        after_snapshot: int | None = None,
         after_sequence_number: int | None = None,
         after_timestamp_ms: int | None = None,
         count_possible_rows: bool = False,
@@ -93,15 +77,15 @@ class IcebergPartitionTrigger(CatalogPollingTrigger):
         super().__init__(
             iceberg_conn_id=iceberg_conn_id, deadline=deadline, poll_interval=poll_interval, started_at=started_at
         )
-        self.table = table.strip() if isinstance(table, str) else table
-        self.partition = _given_partition(dict(partition)) if partition else None
-        self.where = where or None
-        self.min_rows = int(min_rows)
-        self.after_snapshot = parse_after_snapshot(after_snapshot)
+        self.table = table
+        self.partition = _given_partition(partition)
+        self.where = where
+        self.min_rows = min_rows
+        self.after_snapshot = after_snapshot
         self.mark: SnapshotMark | None = None
-        if self.after_snapshot is not None and after_sequence_number is not None and after_timestamp_ms is not None:
-            self.mark = SnapshotMark(self.after_snapshot, int(after_sequence_number), int(after_timestamp_ms))
-        self.count_possible_rows = bool(count_possible_rows)
+        if after_snapshot is not None and after_sequence_number is not None and after_timestamp_ms is not None:
+            self.mark = SnapshotMark(after_snapshot, after_sequence_number, after_timestamp_ms)
+        self.count_possible_rows = count_possible_rows
 
     def arguments(self) -> dict[str, Any]:
         """The table, partition, filter, rows needed and snapshot (with its mark when known)."""

@@ -1,25 +1,14 @@
 """The polling loop the iceberg-ops triggers share: check a catalog until done or until an absolute deadline.
 
-A trigger re-created from :meth:`~CatalogPollingTrigger.serialize` (after a triggerer restart) keeps
-the same deadline, so the wait resumes rather than starts over. Every check runs in a thread: PyIceberg
-is synchronous and must not block the triggerer's event loop. The threads are the provider's own, a
-few per Airflow connection (:data:`CHECK_THREADS_PER_CONNECTION`), so checks on a catalog that hangs
-hold neither asyncio's default thread pool (shared with every other trigger of the triggerer) nor the
-checks of other catalogs. A check still running at the deadline is not waited for beyond
-:data:`DEADLINE_GRACE` seconds: the wait ends on time and the check's thread finishes on its own (each
-catalog call is bounded by the connection's ``timeout``).
+A trigger re-created from :meth:`~CatalogPollingTrigger.serialize` keeps the same deadline, so the wait
+resumes rather than starts over. Every check runs in a thread of the provider's own, a few per Airflow
+connection, so a catalog that hangs holds neither asyncio's default pool (shared with every other
+trigger) nor the checks of other catalogs; a check still running at the deadline is waited for at most
+:data:`DEADLINE_GRACE` seconds. A SQL catalog's pooled connections are released after every check.
 
-The catalog is opened from the Airflow connection read with the SDK's asynchronous connection lookup
-(``BaseHook.aget_connection``), once per run of the trigger, and opened again after a transient
-error. A SQL catalog's database connections are released after every check (its engine's pool is
-disposed), so a waiting trigger holds none between checks.
-
-Each run yields exactly one event, a payload ``{"status", "message", "seen"}``:
-
-* ``success``: the check passed; ``seen`` is what it saw (a version, or rows, files and a snapshot id);
-* ``timeout``: the deadline passed; ``message`` says what was awaited, what was last seen and the
-  last transient error, if any;
-* ``failed``: a permanent error (no such table, a bad partition key, an unknown connection).
+Each run yields exactly one event, ``{"status", "message", "seen"}``: ``success`` (``seen`` is what
+the check saw), ``timeout`` (``message`` says what was awaited, last seen and the last transient
+error) or ``failed`` (a permanent error).
 """
 
 from __future__ import annotations
@@ -60,16 +49,15 @@ CheckResult = tuple[bool, dict[str, Any], str]
 
 
 def as_utc_datetime(value: datetime | str | float, what: str) -> datetime:
-    """A timezone-aware UTC datetime from a datetime, its ISO 8601 text, or a UNIX timestamp.
+    """A timezone-aware UTC datetime from an aware datetime, its ISO 8601 text, or a UNIX timestamp.
 
     Raises:
-        ValueError: Anything else, or a naive datetime (which would be read in the machine's zone).
+        ValueError: A naive datetime (which would be read in the machine's zone).
     """
-    if isinstance(value, int | float) and not isinstance(value, bool):
+    if isinstance(value, int | float):
         return datetime.fromtimestamp(value, UTC)
-    if isinstance(value, str):
-        value = datetime.fromisoformat(value)
-    if not isinstance(value, datetime) or value.tzinfo is None:
+    value = datetime.fromisoformat(value) if isinstance(value, str) else value
+    if value.tzinfo is None:
         raise ValueError(f"{what} must be a timezone-aware datetime or its ISO 8601 text, got {value!r}.")
     return value.astimezone(UTC)
 
@@ -93,19 +81,14 @@ def _open_catalog(connection: Any) -> Catalog:
 
 
 def _close(catalog: Catalog | None) -> None:
-    close = getattr(catalog, "close", None)
-    if close is not None:
-        with contextlib.suppress(Exception):
-            close()
+    with contextlib.suppress(Exception):
+        getattr(catalog, "close", lambda: None)()
 
 
 def _release(catalog: Catalog | None) -> None:
     """Give back a SQL catalog's pooled database connections (its engine opens new ones when next used)."""
-    engine = getattr(catalog, "engine", None)
-    dispose = getattr(engine, "dispose", None)
-    if dispose is not None:
-        with contextlib.suppress(Exception):
-            dispose()
+    with contextlib.suppress(Exception):
+        getattr(getattr(catalog, "engine", None), "dispose", lambda: None)()
 
 
 def _pool(conn_id: str) -> ThreadPoolExecutor:
@@ -131,8 +114,7 @@ class CatalogPollingTrigger(BaseTrigger):
     Args:
         iceberg_conn_id: The Airflow connection of the catalog.
         deadline: When to stop waiting: an absolute time (aware datetime, ISO 8601 text or UNIX
-            timestamp), so a trigger re-created after a triggerer restart keeps the same deadline.
-            One last check runs at the deadline.
+            timestamp), kept by a trigger re-created after a triggerer restart.
         poll_interval: Seconds between checks.
         started_at: When the wait began, for the timeout message (default: now; kept when serialized).
     """
@@ -146,8 +128,6 @@ class CatalogPollingTrigger(BaseTrigger):
         started_at: datetime | str | float | None = None,
     ) -> None:
         super().__init__()
-        if isinstance(poll_interval, bool) or not isinstance(poll_interval, int | float) or not poll_interval > 0:
-            raise ValueError(f"poll_interval must be a number of seconds above zero, got {poll_interval!r}.")
         self.iceberg_conn_id = iceberg_conn_id
         self.deadline = as_utc_datetime(deadline, "deadline")
         self.poll_interval = float(poll_interval)
