@@ -1,25 +1,12 @@
 """What maintenance did to a table lately, read back from its metadata.
 
-Three kinds of maintenance leave traces a reader can find without any log of their own:
-
-* **compaction** commits a ``replace`` snapshot. This project's compaction marks its summary with
-  ``iceberg-ops.operation=compaction`` and the group, partition, strategy, files and bytes it
-  rewrote; a ``replace`` that removed and added data files without that mark (Spark's
-  ``rewrite_data_files``, another engine) is reported as ``rewrite_data_files``.
-* **manifest rewrite** commits a ``replace`` snapshot whose summary counts ``manifests-created`` and
-  ``manifests-replaced`` (this project's ``rewrite_manifests`` and Spark's both write them).
-* **snapshot expiry** commits no snapshot: it removes some. It is found by comparing the snapshot
-  ids of consecutive metadata files of the metadata log (the newest ``metadata_files`` of them are
-  read, a few at a time): a metadata file that lost snapshots its predecessor had is an expiry.
-  Metadata files deleted since (``write.metadata.delete-after-commit.enabled``) end the search.
-  Only files beside the current one or under the table's location are read, a regular file when
-  local (the log is the catalog's to write: it could name a pipe that never ends), and at most
-  :data:`MAX_METADATA_BYTES` of each, compressed or not.
-
-Snapshots an expiry removed are still described by the earlier metadata files read, so a compaction
-or a manifest rewrite stays in the history after its snapshot was expired, as long as a metadata
-file from before the expiry is among those read. :func:`maintenance_history` returns them newest
-first.
+Compactions and manifest rewrites are ``replace`` snapshots (this project's compaction marks its summary
+``iceberg-ops.operation=compaction``; an unmarked file rewrite is another engine's ``rewrite_data_files``).
+An expiry commits no snapshot: a metadata file of the log that lost snapshots its predecessor had is one.
+The newest ``metadata_files`` of the log are read, a few at a time, up to the first that is gone; only
+files beside the current one or under the table's location, a regular file when local (the log is the
+catalog's to write: it could name a pipe that never ends), and at most :data:`MAX_METADATA_BYTES` of
+each, compressed or not. Snapshots expired since are still described by the earlier files read.
 """
 
 from __future__ import annotations

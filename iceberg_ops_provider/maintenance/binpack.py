@@ -1,18 +1,9 @@
 """Which files a compaction rewrites, in which groups, into how many files (pure: reads no file).
 
-The rules follow Spark's ``rewrite_data_files`` bin-packing:
-
-- a data file is a candidate when it is smaller than 75% of the target size (Spark's
-  ``min-file-size-bytes`` default), or when it was written under an older partition spec (it is
-  rewritten into the current one, whatever its size);
-- candidates are grouped by the partition they were written in (spec and partition value); a
-  partition with fewer than ``min_input_files`` candidates is left alone (:func:`min_input_files_problem`
-  is the one rule for that number, which the health report's threshold follows too);
-- a partition holding more than :data:`MAX_GROUP_OUTPUT_FILES` target files of candidates is split
-  into groups of about equal size, each committed on its own (Spark's partial progress);
-- a group is written into ``n`` files of about equal size, ``n`` chosen as Spark does: one file
-  per target size, plus one for a remainder larger than 75% of the target (a smaller remainder is
-  spread over the others), so no output is itself a small file unless the whole group is.
+Spark's ``rewrite_data_files`` bin-packing: a data file is a candidate when under 75% of the target or
+written under an older partition spec; candidates are grouped by partition, a partition with fewer than
+``min_input_files`` left alone and one above :data:`MAX_GROUP_OUTPUT_FILES` targets split into groups
+of about equal size; a group becomes one file per target size plus one for a remainder over 75%.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Finds a compaction's candidate files in a snapshot's manifests, keeping only what rewriting needs.
 
-``table.scan().plan_files()`` decodes every manifest entry of the table with all its column
-statistics and keeps them all until the plan is complete (about 4.5 KiB per file: 18 MiB for 4,096
-files, which then pins memory for the rest of the process). Here entries are decoded one at a time
-and dropped at once unless the file is a candidate, and a candidate keeps only its path, format,
-size, row count, partition and spec (about 0.6 KiB), so the plan's memory grows with the number
-of small files only, by a small amount.
-
-The filtering is PyIceberg's own (``ManifestGroupPlanner``'s manifest, partition and metrics
-evaluators for the ``where`` filter) and so is the matching of position delete files to data files
-(``DeleteFileIndex``: partition, sequence number, ``file_path`` bounds), so a candidate carries
-exactly the delete files a scan would apply to it.
+``plan_files()`` keeps every entry with all its column statistics (about 4.5 KiB per file) until the
+plan is complete; here entries are decoded one at a time and only candidates kept, without statistics
+(about 0.6 KiB). Filtering and delete matching are PyIceberg's own (``ManifestGroupPlanner``'s
+evaluators, ``DeleteFileIndex``), so a candidate carries exactly the delete files a scan would apply.
 """
 
 from __future__ import annotations

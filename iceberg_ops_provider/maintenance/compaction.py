@@ -1,24 +1,12 @@
 """Data compaction without a JVM: small files bin-packed into files near the target size, streaming.
 
-Guarantees (what the tests check):
-
-- **Same rows.** The multiset of rows the table reads is identical before and after; position
-  deletes (written by Spark or Flink merge-on-read) are applied while rewriting, and a table with
-  equality deletes is refused before anything is written (PyIceberg cannot apply them).
-- **Bounded memory.** Files are read one at a time and written one row group at a time (one whole
-  output file with ``strategy="sort"``), each group on two threads, two ``binpack`` groups side by
-  side, whatever the table size.
-- **Partial progress.** Groups (a partition's small files, large partitions split) are committed as
-  atomic ``replace`` snapshots, several small groups together (up to ``commit_every_bytes`` of
-  input, or a minute's work), each snapshot keeping files appended concurrently and failing if a
-  file it rewrites was removed, replaced or given new deletes since the plan (Spark's
-  ``RewriteFiles`` rules; a conflicting batch is committed group by group, so only the groups the
-  conflict touches fail). A crash loses at most the groups written since the last commit; a rerun
-  finds only what is still small.
-- **Crash safety.** The table is only changed by those commits. A process killed mid-group leaves
-  the files it was writing behind as orphans (unreferenced, removed by orphan-file removal); the
-  table reads exactly as before.
-- **Time travel.** Nothing is deleted: older snapshots keep reading their files until expired.
+Rows read are the rows written (position deletes applied; a table with equality deletes is refused
+before anything is written). Files are read one at a time and written a row group at a time (a whole
+output file with ``sort``). Groups are committed as atomic ``replace`` snapshots, several small ones
+together, each failing if a file it rewrites was removed, replaced or given new deletes since the plan
+(Spark's ``RewriteFiles`` rules; a conflicting batch is committed group by group). The table only
+changes by those commits: a process killed mid-group leaves orphans, and a rerun finds only what is
+still small. Nothing is deleted: older snapshots keep their files until expired.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """The arguments of :func:`~iceberg_ops_provider.maintenance.compaction.compact_small_files_streaming`, checked.
 
-Each refusal is a ``ValueError`` whose message names the argument as a fact
-(:class:`~iceberg_ops_provider.errors.Arg`), so each front words it: the command line as its option,
-Python and the operators as the argument (``strategy='binpack'``). ``where`` is read as every filter
-of the product is (:func:`~iceberg_ops_provider.core.filters.bind_filter`: a date on a timestamp
-column is that day's midnight).
+Each refusal names the argument as an :class:`~iceberg_ops_provider.errors.Arg`, so each front words it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Merge-on-read delete files and compaction: which ones it refuses, and which ones a group removes.
 
-Position deletes are applied while a group is rewritten (PyIceberg's scan matches them to data files
-by partition, sequence number and path bounds). A position delete file becomes unnecessary once
-every data file it deletes rows from has been rewritten; which files those are comes from its
-``file_path`` bounds when they name one file, else from reading its ``file_path`` column. Equality
-deletes cannot be applied by PyIceberg 0.12, so a table holding any is refused.
+A position delete file can go once every data file it deletes rows from is rewritten. Equality deletes
+cannot be applied by PyIceberg 0.12, so a table holding any is refused.
 """
 
 from __future__ import annotations

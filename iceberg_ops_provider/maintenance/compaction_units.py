@@ -1,24 +1,13 @@
 """Compaction that fans out: a plan of serializable units, each rewritten and committed on its own, anywhere.
 
-:func:`~iceberg_ops_provider.maintenance.compaction.compact_small_files_streaming` plans a table's
-groups and rewrites them one after the other in one process. For a table with thousands of
-partitions that is one worker doing what many could share, as Spark spreads the same groups over its
-executors. Here the same plan is split in two steps, the shape of the data mover:
-
-- :func:`plan_compaction_units` returns the groups as :class:`CompactionUnit` values: the files of one
-  partition (a large partition split, so each unit stays small enough for one task), JSON-able
-  (:meth:`CompactionUnit.to_json`, :meth:`CompactionUnit.from_json`) to pass to other processes (Airflow
-  tasks mapped with ``.expand``).
-- :func:`run_compaction_units` rewrites the given units of a table, each as one ``replace`` commit with
-  the safety compaction has everywhere: files appended meanwhile are kept, and the commit fails if a
-  file it rewrites was removed, replaced or given new deletes since (Spark's ``RewriteFiles`` rules).
+:func:`plan_compaction_units` returns the groups a compaction would rewrite as JSON-able
+:class:`CompactionUnit` values (for Airflow tasks mapped with ``.expand``); :func:`run_compaction_units`
+rewrites given units, each as one ``replace`` commit with compaction's safety rules.
 
 **Exactly once**, across retries, SIGKILLs and two runs given the same unit: a unit runs only when every
-one of its files is still live; a unit whose files another run already replaced is ``skipped``, never
-redone (also when that run's commit landed just before it was killed). Two runs rewriting the same unit
-at once race on the commit: one lands, the other's validation fails and, its files being gone, it
-reports ``skipped``. A process killed mid-unit leaves only unreferenced files (orphans, removed by
-orphan-file removal); the table reads exactly as before, and a rerun redoes the unit.
+one of its files is still live, else it is ``skipped`` (also when another run's commit landed just
+before it was killed). Two runs racing on a unit: one commit lands, the other fails validation and,
+its files being gone, reports ``skipped``. A process killed mid-unit leaves only orphans.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Snapshot expiry that also deletes the files nothing needs any more (PyIceberg's deletes none).
 
-Which snapshots go follows Iceberg's Java ``ExpireSnapshots`` (and Spark's ``expire_snapshots``
-procedure): refs older than their ``max-ref-age-ms`` are removed (never ``main``); every branch keeps
-its head and the ancestors within its ``min-snapshots-to-keep`` / ``max-snapshot-age-ms``; every tag
-keeps its snapshot; snapshots no ref reaches are kept while newer than ``older_than``. The table's
-``history.expire.*`` properties are the defaults, as in Java.
-
-The commit asserts that no ref moved since the plan (a concurrent commit makes it retry with a fresh
-plan), and files are deleted only after it landed: the files of expired snapshots minus every file a
-retained snapshot still lists. A crash after the commit leaves some of those files behind, harmless
-and found by :func:`~iceberg_ops_provider.maintenance.orphans.remove_orphan_files`.
+Which snapshots go follows Java's ``ExpireSnapshots``, with the table's ``history.expire.*`` properties
+as defaults. The commit asserts no ref moved since the plan (else it plans again), and files are deleted
+only after it landed: those of expired snapshots that no retained snapshot lists. A crash after the
+commit leaves some behind, for orphan removal.
 """
 
 from __future__ import annotations

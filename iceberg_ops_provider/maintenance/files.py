@@ -1,8 +1,4 @@
-"""Which files a table's snapshots reach: manifest lists, manifests, data and delete files.
-
-Maintenance decides what it may delete from these sets, so they are read from the table's own
-metadata (never guessed from paths), each manifest once however many snapshots share it.
-"""
+"""Which files a table's snapshots reach, read from its own metadata, each manifest once."""
 
 from __future__ import annotations
 

@@ -1,14 +1,9 @@
 """Runs a compaction's groups: written side by side, committed several at a time, in plan order.
 
-Up to ``concurrency`` groups are written at once on a thread pool while the caller's thread commits
-the groups written before them, so a commit's catalog round trip overlaps the next group's work.
-Written groups wait in a batch until it holds ``commit_bytes`` of input (or a minute went by since
-the last commit), then commit together as one snapshot.
-
-If anything raises (an error, or an interrupt such as Airflow's ``SIGTERM``), the groups being
-written stop at their next batch of rows, every file written for a group that is not committed is
-deleted, and the exception goes on. A ``SIGKILL`` leaves those files behind as orphans; the table
-itself only changes by the commits that landed.
+Up to ``concurrency`` groups are written on a pool while this thread commits those written before, once
+they hold ``commit_bytes`` of input or a minute went by. If anything raises (an interrupt included), the
+groups being written stop at their next batch of rows, the files of every uncommitted group are deleted
+and the exception goes on; a ``SIGKILL`` leaves orphans, and the table changes only by the commits made.
 """
 
 from __future__ import annotations

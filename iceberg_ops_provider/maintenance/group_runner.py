@@ -1,14 +1,8 @@
 """Writes compaction groups and commits them, one group or several together per ``replace`` snapshot.
 
-Writing and committing are apart so that a call can write groups side by side and commit several
-small ones at once: a commit rewrites the manifests holding the files it replaces and writes a new
-metadata file, so a hundred small partitions committed one by one cost a hundred such rounds.
-A batch commits all of its groups or none; when a concurrent commit conflicts with a batch, its
-groups are committed one by one instead, so only the groups the conflict touches fail.
-
-Delete files are chosen at commit time, from what has been committed before and what the batch
-itself rewrites: a position delete file is removed only once every data file it applies to is
-replaced in the same snapshot or an earlier one, never on the strength of a group still in flight.
+A batch commits all of its groups or none; when a concurrent commit conflicts with it, its groups are
+committed one by one, so only those the conflict touches fail. A position delete file is removed only
+once every data file it applies to is replaced in the same snapshot or an earlier one.
 """
 
 from __future__ import annotations

@@ -1,16 +1,8 @@
 """A table's health from its metadata alone, and which maintenance to run with which parameters.
 
-:func:`table_health_report` reads the current snapshot's manifests (each once, on threads), every
-kept snapshot's manifest list and the size of ``metadata.json``; it opens no data file and changes
-nothing. It measures data files against the target size per partition, delete files, manifests,
-snapshots and metadata, and turns what it finds into :class:`Recommendation` objects: the function
-to run, its parameters and why. ``report.needs`` names the actions due (``compact``,
-``rewrite_manifests``, ``expire_snapshots``), which a maintenance DAG uses to skip the rest.
-
-``remove_orphan_files`` is never in ``needs``: files no metadata references cannot be seen in
-metadata, only by listing storage, which is that function's own job. The report recommends it as
-advice (``needed=False``) when the metadata proves files were left behind, and it belongs on a
-schedule of its own (weekly, say).
+:func:`table_health_report` opens no data file and changes nothing; ``report.needs`` names the actions
+due (``compact``, ``rewrite_manifests``, ``expire_snapshots``). ``remove_orphan_files`` is never due:
+unreferenced files cannot be seen in metadata, so it is only advised, for a schedule of its own.
 """
 
 from __future__ import annotations
@@ -23,8 +15,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from pyiceberg.table import TableProperties
+
 from iceberg_ops_provider.maintenance.binpack import expected_output_files
 from iceberg_ops_provider.maintenance.expire import MAX_SNAPSHOT_AGE_MS, ExpirePlan, plan_expiry
+from iceberg_ops_provider.maintenance.files import ManifestReader
 from iceberg_ops_provider.maintenance.health_stats import (
     DataFileStats,
     DeleteFileStats,
@@ -33,11 +28,11 @@ from iceberg_ops_provider.maintenance.health_stats import (
     MetadataStats,
     PartitionHealth,
     SnapshotStats,
-    current_manifests,
     manifest_stats,
     metadata_stats,
 )
 from iceberg_ops_provider.maintenance.health_thresholds import HealthThresholds
+from iceberg_ops_provider.maintenance.manifests import DEFAULT_TARGET_SIZE, TARGET_SIZE_PROPERTY
 from iceberg_ops_provider.messages import Hint, message
 from iceberg_ops_provider.progress import size_text as _size  # the one size formatter of logs and the CLI
 
@@ -56,22 +51,12 @@ ACTIONS: dict[str, str] = {
 }
 """Each action name of ``report.needs`` and the function that performs it, in the order to run them."""
 
-TARGET_FILE_SIZE = "write.target-file-size-bytes"
-TARGET_FILE_SIZE_DEFAULT = 512 * 1024 * 1024
-TARGET_MANIFEST_SIZE = "commit.manifest.target-size-bytes"
-TARGET_MANIFEST_SIZE_DEFAULT = 8 * 1024 * 1024
-
 
 @dataclass(frozen=True)
 class Recommendation:
-    """One maintenance call the report advises.
+    """One maintenance call the report advises: ``function(table, **params)`` (``None``: its default), and why.
 
-    Attributes:
-        action: ``compact``, ``rewrite_manifests``, ``expire_snapshots`` or ``remove_orphan_files``.
-        function: The function of :mod:`iceberg_ops_provider.maintenance` to call with the table.
-        params: Its keyword arguments (``None`` means that function's own default).
-        reason: Why, with the numbers.
-        needed: Whether the action is in ``report.needs``; ``False`` for advice to act on a schedule.
+    ``needed`` is whether ``action`` is in ``report.needs``; ``False`` for advice to act on a schedule.
     """
 
     action: str
@@ -101,25 +86,9 @@ class Recommendation:
 class TableHealthReport:
     """What :func:`table_health_report` found in one table, and what to run.
 
-    Attributes:
-        table: The table's identifier.
-        generated_at: When the report was made (UTC).
-        snapshot_id: The current snapshot (``None`` for a table without one).
-        format_version: The table's format version.
-        target_file_size_bytes: The data file target the files were judged against.
-        target_manifest_size_bytes: The manifest target the manifests were judged against.
-        thresholds: The limits used.
-        data_files: Live data files of the current snapshot.
-        delete_files: Live delete files of the current snapshot.
-        partitions: Every partition of the current snapshot, those needing compaction first.
-        partition_skew: Bytes of the largest partition over the median partition's (``None`` with
-            fewer than two partitions).
-        snapshots: Snapshots and refs.
-        manifests: Manifests of the current snapshot and of every kept snapshot.
-        metadata: The metadata file and its log.
-        recommendations: The calls to make, needed ones first.
-        warnings: Findings no maintenance function here fixes (with what to do instead).
-        duration_seconds: How long the report took.
+    ``partitions`` lists those needing compaction first; ``partition_skew`` is the largest partition's bytes
+    over the median's (``None`` with fewer than two); ``recommendations`` put needed calls first;
+    ``warnings`` are findings no maintenance function here fixes, with what to do instead.
     """
 
     table: str
@@ -276,12 +245,14 @@ def _report(table: Table, thresholds: HealthThresholds, started: float) -> Table
     name = ".".join(table.name())
     metadata = table.metadata
     now_ms = int(time.time() * 1000)
-    target = thresholds.target_file_size_bytes or _size_property(table, TARGET_FILE_SIZE, TARGET_FILE_SIZE_DEFAULT)
-    manifest_target = thresholds.target_manifest_size_bytes or _size_property(
-        table, TARGET_MANIFEST_SIZE, TARGET_MANIFEST_SIZE_DEFAULT
+    target = thresholds.target_file_size_bytes or _size_property(
+        table, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
     )
-
-    current = current_manifests(table)
+    manifest_target = thresholds.target_manifest_size_bytes or _size_property(
+        table, TARGET_SIZE_PROPERTY, DEFAULT_TARGET_SIZE
+    )
+    snapshot = table.current_snapshot()
+    current = [] if snapshot is None else ManifestReader(table.io).manifests(snapshot)
     log.info("%s: reading %d manifest(s) of the current snapshot", name, len(current))
     scan = FileScan(table, target, thresholds.small_file_fraction, thresholds.large_file_factor)
     scan.run(current)
@@ -326,11 +297,10 @@ def _report(table: Table, thresholds: HealthThresholds, started: float) -> Table
 
     snapshot_stats = _snapshot_stats(table, now_ms, plan)
     recommendations.sort(key=lambda r: (not r.needed, list(ACTIONS).index(r.action)))
-    current_snapshot = table.current_snapshot()
     report = TableHealthReport(
         table=name,
         generated_at=datetime.fromtimestamp(now_ms / 1000, UTC),
-        snapshot_id=None if current_snapshot is None else current_snapshot.snapshot_id,
+        snapshot_id=None if snapshot is None else snapshot.snapshot_id,
         format_version=metadata.format_version,
         target_file_size_bytes=target,
         target_manifest_size_bytes=manifest_target,
@@ -367,7 +337,7 @@ def _size_property(table: Table, key: str, default: int) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        threshold = "target_file_size_bytes" if key == TARGET_FILE_SIZE else "target_manifest_size_bytes"
+        threshold = "target_manifest_size_bytes" if key == TARGET_SIZE_PROPERTY else "target_file_size_bytes"
         raise ValueError(
             message(
                 f"Table property {key}={raw!r} is not a positive integer (bytes); fix the property, or pass "

@@ -1,11 +1,7 @@
 """The limits a table health report judges a table by (:class:`HealthThresholds`).
 
-Every limit has a default that follows Iceberg or Spark where they have one (Spark's
-``rewrite_data_files`` treats files under 75% of the target as too small and over 180% as too
-large; Iceberg's merge-append merges manifests from 100 on; snapshots expire after the table's
-``history.expire.max-snapshot-age-ms``, 5 days). Bad values are refused when the object is built,
-with a message naming the field, the value and what is allowed: each field's type says its bounds
-(pydantic's constraints), checked strictly (``True`` is not 1, text is not a number).
+Defaults follow Iceberg or Spark where they have one. Bad values are refused when the object is built,
+checked strictly by pydantic (``True`` is not 1, text is not a number), naming field, value and bounds.
 """
 
 from __future__ import annotations

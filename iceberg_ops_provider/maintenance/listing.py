@@ -1,19 +1,10 @@
 """Listing the files under a location through a table's FileIO, on any storage PyIceberg can use.
 
-PyIceberg's ``FileIO`` reads, writes and deletes but cannot list, so the file system behind it is
-used directly: ``PyArrowFileIO.fs_by_scheme`` (a ``pyarrow.fs.FileSystem``) or
-``FsspecFileIO.get_fs`` (an fsspec file system), configured with the table's own properties
-(endpoint, credentials, region), so whatever the table can read can be listed.
-
-The walk lists the root and its children one level at a time and each deeper directory (a
-partition, say) as one recursive listing: on object stores that is one paginated request per
-partition instead of one per sub-directory. Directories are listed in parallel (object stores
-answer with latency, not bandwidth). Any error ends the listing with :class:`FileListingError`,
-so a caller that deletes only after the listing finished never acts on a partial one.
-
-Locations are compared in a normalised spelling (:func:`normalize_location`): ``s3a://`` and
-``s3n://`` are ``s3://``, ``gcs://`` is ``gs://``, and ``file:/p``, ``file:///p``,
-``file://localhost/p`` and a plain ``/p`` are one path.
+PyIceberg's ``FileIO`` cannot list, so its file system is used directly (``PyArrowFileIO.fs_by_scheme``
+or ``FsspecFileIO.get_fs``, configured with the table's own properties). The root and its children are
+listed one level at a time and each deeper directory recursively (one paginated request per partition on
+object stores), in parallel. Any error ends the listing with :class:`FileListingError`, so a caller that
+deletes only after the listing finished never acts on a partial one.
 """
 
 from __future__ import annotations

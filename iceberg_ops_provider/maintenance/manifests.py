@@ -1,26 +1,12 @@
 """Manifest rewrite: merge many small manifests into few, as Spark's ``rewrite_manifests`` does.
 
-Every fast append adds one manifest, so a table appended to every few minutes soon has thousands,
-and planning a scan reads every one of them. This rewrites the small manifests of the current
-snapshot into manifests near ``commit.manifest.target-size-bytes`` (8 MiB by default), one set per
-partition spec and content (data or deletes), ordered by partition so each new manifest covers a
-narrow range and scans can skip it by its partition summary.
-
-Guarantees:
-
-- Data is untouched: every live entry keeps its file, its original snapshot id and its data and
-  file sequence numbers, with status ``EXISTING`` (delete files keep applying to exactly the data
-  files they applied to). Entries marked deleted are dropped, as in Java.
-- One commit, a snapshot with operation ``replace`` on ``main``, that asserts ``main`` did not move.
-  If it moved, and every rewritten manifest is still in the new head, the rewrite is kept and
-  only the manifest list is written again (a concurrent append is kept); otherwise the manifests
-  written are deleted and the rewrite is planned again, up to 4 attempts, then
-  :class:`~iceberg_ops_provider.errors.MaintenanceConflictError`.
-- Older snapshots keep their own manifest lists: time travel reads what it read before.
-- Memory holds the entries of a few input manifests at a time, not of the table.
-
-Manifests at or above the target stay as they are; a group is rewritten when it has at least two
-manifests below it (so a second run right after the first changes nothing).
+The small manifests of the current snapshot are rewritten into manifests near
+``commit.manifest.target-size-bytes``, per partition spec and content, ordered by partition so scans can
+skip them. Every live entry keeps its file, snapshot id and sequence numbers (status ``EXISTING``).
+One ``replace`` commit asserts ``main`` did not move; if it moved and every rewritten manifest is still
+in the new head only the manifest list is written again, otherwise the rewrite is planned again (up to
+4 attempts). Memory holds a few input manifests at a time. A group is rewritten only with two or more
+manifests below the target, so a second run right after the first changes nothing.
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """The catalog's tables whose location lies inside another table's folder.
 
-Iceberg lets a table's location be any folder, including one inside another table's (``wh/outer/inner``
-beside ``wh/outer/data``). Orphan removal of the outer table lists its whole folder, where no metadata
-of the outer table references the inner table's files: without this guard it would delete them.
-:func:`nested_tables` asks the catalog for every table of every namespace it lists (namespaces nested
-in namespaces included), reads each one's location concurrently, and returns those under a folder.
-
-Every call goes through the catalog, whose requests are bounded as every catalog call is
-(:mod:`iceberg_ops_provider.catalogs.rest`); the whole look-up is bounded too (``timeout``). A table
-dropped between listing and loading is skipped. When the look-up cannot finish, nothing can be said
-about the folder, and :class:`~iceberg_ops_provider.errors.FileListingError` says so: the caller
-deletes nothing.
+A table's location may lie inside another's (``wh/outer/inner``); orphan removal of the outer table
+would see the inner table's files as orphans. The look-up (every table of every namespace, loaded
+concurrently) is bounded by ``timeout``; when it cannot finish, :class:`FileListingError` says so and
+the caller deletes nothing. A table dropped between listing and loading is skipped.
 """
 
 from __future__ import annotations

@@ -1,26 +1,12 @@
-"""Orphan removal: delete the files under a table's location that no metadata references.
+"""Orphan removal: delete the files under a table's location that no metadata references (Spark's procedure).
 
-Files are left behind by writers that crashed before committing, by commits that failed, and by
-expiries that did not delete (PyIceberg's own deletes nothing). They cost storage and are invisible
-to every reader, so they are deleted, as Spark's ``remove_orphan_files`` procedure does.
-
-Guarantees:
-
-- A file is referenced, and never deleted, when it is the current metadata file or one in the
-  metadata log, ``metadata/version-hint.text``, a statistics or partition-statistics file, the
-  manifest list of any snapshot (every branch and tag points at one), a manifest one of them lists,
-  or a data or delete file such a manifest lists as live. The same file spelled under an equivalent
-  scheme (``s3a://`` for ``s3://``, ``file:/`` for ``file:///`` or a plain path) is the same file.
-- Only files older than ``older_than`` (default: three days) are deleted, so files of writes still in
-  flight survive; a file whose storage reports no modification time is kept.
-- Only files under the table's location are listed; a ``location`` outside it is refused.
-- Nothing is deleted unless the whole listing succeeded. After the listing the table is read again
-  and whatever commits landed meanwhile reference is kept too.
-- Hidden names (starting with ``.`` or ``_``, except partition directories such as ``_key=1``) are
-  left alone, as Spark does.
-- Another table of the catalog whose location lies inside the folder being cleaned keeps every file
-  under its location (:mod:`~iceberg_ops_provider.maintenance.nested_tables`); the result names it.
-  When the catalog cannot say which tables those are, nothing is deleted.
+A file is referenced when it is a metadata file of the log, ``version-hint.text``, a statistics file, a
+snapshot's manifest list, a manifest one lists, or a live data or delete file such a manifest lists,
+under any equivalent scheme spelling. Only files older than ``older_than`` (default three days) go, so
+writes in flight survive; nothing is deleted unless the whole listing succeeded, and the table is read
+again after it so commits that landed meanwhile are kept. Hidden names (``.``/``_``, except partition
+directories) are left alone, as Spark does, and so is every file of another table of the catalog whose
+location lies inside the folder (when the catalog cannot say which, nothing is deleted).
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Streams the rows of one compaction group into new Parquet data files near the target size.
 
-A reader thread reads the group's files one at a time (position deletes applied, every column
-projected to the current schema, so files written under older schemas read as they always did)
-and hands record batches to the writer through a queue bounded in bytes; the writer encodes and
-compresses them with PyArrow's ``ParquetWriter``, one row group at a time, and rolls to a new file
-near the target size. Both sides spend most of their time in Arrow code that releases the GIL, so
-two cores work at once. Memory stays near one row group plus the queue with ``binpack`` and near
-one output file with ``sort`` (a file is sorted whole before it is written), whatever the table size.
-
-Each output file carries the current schema's field ids in its Parquet schema and becomes a
-``DataFile`` through PyIceberg's own statistics code (bounds, null, value and NaN counts, split
-offsets), with its partition value and a location from the table's location provider, as files
-PyIceberg writes itself do.
+A reader thread reads the group's files one at a time (position deletes applied, projected to the
+current schema) into a queue bounded in bytes; the writer encodes row groups with PyArrow and rolls to a
+new file near the target, both mostly in Arrow code that releases the GIL. Memory stays near a row group
+plus the queue with ``binpack``, near one output file with ``sort``. Output files carry the current
+schema's field ids and become ``DataFile``s through PyIceberg's own statistics code.
 """
 
 from __future__ import annotations
