@@ -60,16 +60,10 @@ _MANIFEST_KEYS = {
 
 @dataclass(frozen=True)
 class MaintenanceCommit:
-    """One maintenance change of a table.
+    """One maintenance change of a table (``snapshot_id`` is ``None`` for an expiry, which commits none).
 
-    Attributes:
-        kind: ``compaction`` (this project's), ``rewrite_data_files`` (another engine's file
-            rewrite), ``rewrite_manifests`` or ``expire_snapshots``.
-        at: When it was committed (UTC).
-        snapshot_id: The snapshot it committed; ``None`` for an expiry, which commits none.
-        details: What it did, from the snapshot summary (files and bytes rewritten, manifests
-            created and replaced, ...) or, for an expiry, ``expired_snapshots`` and its
-            ``metadata_file``. Counts are integers.
+    ``details`` says what it did, from the snapshot summary, or for an expiry ``expired_snapshots`` and
+    its ``metadata_file``; counts are integers.
     """
 
     kind: Kind
@@ -86,12 +80,8 @@ class MaintenanceCommit:
 class MaintenanceHistory:
     """The latest maintenance of a table, newest first.
 
-    Attributes:
-        table: ``namespace.name``.
-        commits: At most ``limit`` maintenance changes, newest first.
-        metadata_files_read: Earlier metadata files read to find expiries.
-        expiries_searched_since: The time of the oldest metadata file compared: an expiry before it
-            would not show. ``None`` when no earlier metadata file could be read.
+    ``expiries_searched_since`` is the time of the oldest metadata file compared (an expiry before it would
+    not show), ``None`` when no earlier metadata file could be read.
     """
 
     table: str
@@ -112,12 +102,9 @@ class MaintenanceHistory:
 
 
 def _picked(summary: dict[str, str], keys: dict[str, str]) -> dict[str, Any]:
-    picked: dict[str, Any] = {}
-    for key, name in keys.items():
-        if key in summary:
-            value = summary[key]
-            picked[name] = int(value) if value.isdigit() else value
-    return picked
+    return {
+        name: int(value) if (value := summary[key]).isdigit() else value for key, name in keys.items() if key in summary
+    }
 
 
 Summary = tuple[int, int, dict[str, str]]
@@ -148,10 +135,7 @@ def _current_snapshots(table: Table) -> dict[int, Summary]:
 
 
 def _may_read(table: Table, location: str) -> bool:
-    """Whether this module reads ``location``: beside the current metadata file or under the table's location.
-
-    A local file must be a regular file (not a pipe or a device, which may never end).
-    """
+    """Whether ``location`` is beside the current metadata file or under the table's, and a regular file if local."""
     current = table.metadata_location.rsplit("/", 1)[0] + "/"
     root = table.metadata.location.rstrip("/") + "/"
     if ".." in location.split("/") or not (location.startswith(current) or location.startswith(root)):
@@ -234,14 +218,10 @@ def _expiries(table: Table, chain: list[tuple[str, dict[int, Summary], int]]) ->
 def maintenance_history(
     table: Table, *, limit: int = 20, metadata_files: int = 20, parallelism: int = 8
 ) -> MaintenanceHistory:
-    """The latest maintenance of ``table``: compactions, manifest rewrites and expiries, newest first.
+    """The latest ``limit`` maintenance changes of ``table`` as loaded, newest first.
 
-    Args:
-        table: The table, as loaded (refresh it for the latest commit).
-        limit: The most changes returned.
-        metadata_files: How many of the newest earlier metadata files are read to find expiries
-            (0: none, and no expiry is reported).
-        parallelism: Metadata files read at a time.
+    ``metadata_files`` is how many of the newest earlier metadata files are read to find expiries (0: none),
+    ``parallelism`` of them at a time.
     """
     chain = _earlier(table, metadata_files, parallelism)
     snapshots = _current_snapshots(table)

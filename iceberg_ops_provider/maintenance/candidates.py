@@ -4,6 +4,9 @@
 plan is complete; here entries are decoded one at a time and only candidates kept, without statistics
 (about 0.6 KiB). Filtering and delete matching are PyIceberg's own (``ManifestGroupPlanner``'s
 evaluators, ``DeleteFileIndex``), so a candidate carries exactly the delete files a scan would apply.
+
+A position delete file can go once every data file it deletes rows from is rewritten. Equality deletes
+cannot be applied by PyIceberg 0.12, so a table holding any is refused.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyiceberg.avro.file import AvroFile
 from pyiceberg.expressions import BooleanExpression
 from pyiceberg.manifest import (
@@ -28,14 +33,20 @@ from pyiceberg.manifest import (
     _inherit_from_manifest,
 )
 from pyiceberg.table import FileScanTask, ManifestGroupPlanner
-from pyiceberg.table.delete_file_index import DeleteFileIndex
+from pyiceberg.table.delete_file_index import DeleteFileIndex, _referenced_data_file_path
+
+from iceberg_ops_provider.errors import UnsupportedDeleteFilesError
+from iceberg_ops_provider.maintenance.files import ManifestReader
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
+    from pyiceberg.table import Table
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["plan_candidates"]
+    from iceberg_ops_provider.maintenance.binpack import FileGroup
+
+__all__ = ["plan_candidates", "referenced_paths", "refuse_equality_deletes", "removable_delete_files"]
 
 _READERS = 8
 """Manifests read at once (object stores answer each read with latency, not bandwidth)."""
@@ -76,18 +87,9 @@ def plan_candidates(
     row_filter: BooleanExpression,
     keep: Callable[[DataFile], bool],
 ) -> list[FileScanTask]:
-    """The data files of ``snapshot`` that may match ``row_filter`` and that ``keep`` accepts.
+    """A task per data file of ``snapshot`` that may match ``row_filter`` and that ``keep`` accepts.
 
-    Args:
-        metadata: The table metadata (schema and specs for the evaluators).
-        io: The table's FileIO.
-        snapshot: The snapshot to plan.
-        row_filter: Only files whose partition and column statistics may match it.
-        keep: Which of those to return (the compaction's candidate rule).
-
-    Returns:
-        A task per kept file: a statistics-free copy of the file with the position delete files
-        that apply to it.
+    Each holds a statistics-free copy of the file and the position delete files that apply to it.
     """
     planner = ManifestGroupPlanner(metadata, io, row_filter)
     manifests = snapshot.manifests(io)
@@ -123,3 +125,43 @@ def plan_candidates(
         FileScanTask(data_file, delete_files=deletes.for_data_file(sequence, data_file, data_file.partition))
         for data_file, sequence in candidates
     ]
+
+
+def refuse_equality_deletes(table: Table, snapshot: Snapshot) -> None:
+    """Raise before anything is written if the snapshot holds live equality delete files."""
+    reader = ManifestReader(table.io)
+    manifests = [manifest for manifest in reader.manifests(snapshot) if manifest.content == ManifestContent.DELETES]
+    reader.prefetch(manifests)
+    found = [e.path for m in manifests for e in reader.entries(m) if e.live and e.content == "equality_deletes"]
+    if found:
+        raise UnsupportedDeleteFilesError(
+            f"{'.'.join(table.name())} holds {len(found)} equality delete file(s) (for example {found[0]}), which "
+            "PyIceberg cannot apply, so its rows cannot be rewritten safely; nothing was written. Compact it once "
+            "with an engine that applies them (Spark's rewrite_data_files) and run this again."
+        )
+
+
+def referenced_paths(io: FileIO, delete_file: DataFile, cache: dict[str, frozenset[str]]) -> frozenset[str]:
+    """The data files a position delete file deletes rows of (from its bounds, else from its contents)."""
+    path = delete_file.file_path
+    if path not in cache:
+        single = _referenced_data_file_path(delete_file)
+        if single is not None:
+            cache[path] = frozenset([single])
+        else:
+            with io.new_input(path).open() as stream:
+                column = pq.read_table(stream, columns=["file_path"]).column("file_path")
+            cache[path] = frozenset(pc.unique(column).to_pylist())
+    return cache[path]
+
+
+def removable_delete_files(
+    io: FileIO, group: FileGroup, rewritten: set[str], removed: set[str], cache: dict[str, frozenset[str]]
+) -> list[DataFile]:
+    """Delete files of ``group`` whose every target is rewritten by it or by a group committed before.
+
+    ``removed`` holds the delete files earlier groups already removed (a partition-wide delete file
+    is listed for every file of its partition, so later groups of that partition see it too).
+    """
+    done = rewritten | {data_file.file_path for data_file in group.data_files}
+    return [d for d in group.delete_files if d.file_path not in removed and referenced_paths(io, d, cache) <= done]

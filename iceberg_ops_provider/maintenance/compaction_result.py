@@ -16,23 +16,9 @@ OPERATION_PROPERTY = "iceberg-ops.operation"
 class CompactionGroupResult:
     """One group of a compaction: what it rewrote (or, in a dry run, would rewrite) and how it ended.
 
-    Attributes:
-        index: Position in the plan, from 1.
-        partition: The partition the files were written in (``""`` when unpartitioned).
-        spec_id: The partition spec they were written under.
-        status: ``planned`` (dry run), ``committed``, ``failed`` (a conflict: nothing committed) or, for
-            units run by :func:`~iceberg_ops_provider.maintenance.compaction_units.run_compaction_units`,
-            ``skipped`` (another run already replaced its files).
-        data_files: The data files rewritten (or to rewrite).
-        bytes: Their size.
-        delete_files: The position delete files removed because every row they delete is rewritten.
-        expected_output_files: How many files the plan expects from the input size (rewritten small
-            files usually shrink, so fewer may be written).
-        added_data_files: The files written (empty unless committed).
-        added_bytes: Their size.
-        snapshot_id: The ``replace`` snapshot the group committed.
-        error: Why a failed group failed.
-        seconds: How long the group took (reading, writing and committing).
+    ``status`` is ``planned`` (dry run), ``committed``, ``failed`` (a conflict: nothing committed; ``error``
+    says why) or, for units, ``skipped`` (another run already replaced its files). ``delete_files`` are the
+    position delete files removed because every row they delete is rewritten.
     """
 
     index: int
@@ -52,19 +38,13 @@ class CompactionGroupResult:
     def to_json(self, include_files: bool = False) -> dict[str, Any]:
         """JSON-able form; file lists become counts unless ``include_files``."""
         data = asdict(self)
-        if not include_files:
-            for key in ("data_files", "delete_files", "added_data_files"):
-                data[key] = len(data[key])
-        return data
+        lists = ("data_files", "delete_files", "added_data_files")
+        return data if include_files else {**data, **{key: len(data[key]) for key in lists}}
 
 
 @dataclass(frozen=True)
 class CompactionResult:
-    """What :func:`compact_small_files_streaming` did (or, with ``dry_run``, would do).
-
-    Counts use the names of Spark's ``rewrite_data_files`` procedure; a dry run reports the files it
-    would rewrite and adds none.
-    """
+    """What :func:`compact_small_files_streaming` did (or, with ``dry_run``, would do), in Spark's names."""
 
     table: str
     dry_run: bool

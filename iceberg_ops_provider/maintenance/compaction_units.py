@@ -24,9 +24,8 @@ from pyiceberg.expressions import AlwaysTrue
 from iceberg_ops_provider.core.documents import read_back
 from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance.binpack import FileGroup
-from iceberg_ops_provider.maintenance.candidates import plan_candidates
+from iceberg_ops_provider.maintenance.candidates import plan_candidates, refuse_equality_deletes, removable_delete_files
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
-from iceberg_ops_provider.maintenance.compaction_deletes import refuse_equality_deletes, removable_delete_files
 from iceberg_ops_provider.maintenance.compaction_result import CompactionGroupResult, CompactionResult, build_result
 from iceberg_ops_provider.maintenance.group_runner import GroupRunner, identifier
 from iceberg_ops_provider.progress import ProgressCallback, ProgressTracker
@@ -44,17 +43,8 @@ log = logging.getLogger(__name__)
 class CompactionUnit:
     """One group of a compaction plan, to be rewritten and committed on its own (by any process).
 
-    Attributes:
-        table: The table, ``namespace.table``.
-        index: Position in the plan, from 1.
-        partition: The partition of its files (``day=2026-11-03``; ``""`` when unpartitioned).
-        spec_id: The partition spec they were written under.
-        data_files: The data files to rewrite, sorted.
-        bytes: Their size when planned.
-        expected_output_files: How many files the plan expects.
-        strategy: ``binpack`` or ``sort``.
-        target_file_size_bytes: The output file size aimed at.
-        planned_snapshot_id: The snapshot the plan was made on.
+    ``partition`` is ``day=2026-11-03`` (``""`` when unpartitioned), ``data_files`` are sorted, and
+    ``bytes`` is their size when planned on ``planned_snapshot_id``.
     """
 
     table: str
@@ -105,10 +95,10 @@ def plan_compaction_units(
     where: str | BooleanExpression | None = None,
     strategy: Literal["binpack", "sort"] = "binpack",
 ) -> list[CompactionUnit]:
-    """The units a compaction of ``table`` would rewrite, as ``compact_small_files_streaming`` plans its groups.
+    """The units a compaction of ``table`` would rewrite (none: nothing to compact); writes nothing.
 
     Takes the arguments of :func:`~iceberg_ops_provider.maintenance.compaction.compact_small_files_streaming`
-    and raises what it raises for them; writes nothing. An empty list: nothing to compact.
+    and raises what it raises for them.
     """
     planned = compact_small_files_streaming(
         table, target_file_size_bytes, min_input_files, where, strategy, dry_run=True
@@ -162,18 +152,11 @@ def run_compaction_units(
     on_progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> CompactionResult:
-    """Rewrite the given units of ``table``, each as one commit, exactly once (see the module).
+    """Rewrite the given units of ``table`` (or their JSON), each as one commit, exactly once (see the module).
 
-    Args:
-        table: The table the units were planned on (refreshed by the call).
-        units: Units from :func:`plan_compaction_units`, or their JSON.
-        on_progress: Receives progress as the units are rewritten.
-        should_stop: Asked before each unit; once ``True`` no further unit starts (``stopped``).
-
-    Returns:
-        A :class:`~iceberg_ops_provider.maintenance.compaction.CompactionResult` whose ``groups`` are
-        the units, each ``committed``, ``skipped`` (another run already replaced its files) or, with
-        ``stopped``, left out.
+    ``should_stop`` is asked before each unit; once ``True`` no further unit starts (``stopped``). The
+    result's ``groups`` are the units, each ``committed``, ``skipped`` (another run already replaced its
+    files) or, with ``stopped``, left out.
 
     Raises:
         ValueError: A unit of another table, malformed JSON, or an unknown strategy; nothing was written.

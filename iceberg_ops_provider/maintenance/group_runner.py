@@ -1,8 +1,12 @@
 """Writes compaction groups and commits them, one group or several together per ``replace`` snapshot.
 
-A batch commits all of its groups or none; when a concurrent commit conflicts with it, its groups are
-committed one by one, so only those the conflict touches fail. A position delete file is removed only
-once every data file it applies to is replaced in the same snapshot or an earlier one.
+Up to ``concurrency`` groups are written on a pool while the caller's thread commits those written
+before, once they hold ``commit_bytes`` of input or a minute went by. If anything raises (an interrupt
+included), the groups being written stop at their next batch of rows, the files of every uncommitted
+group are deleted and the exception goes on; a ``SIGKILL`` leaves orphans. A batch commits all of its
+groups or none; when a concurrent commit conflicts with it, they are committed one by one, so only those
+the conflict touches fail. A position delete file is removed only once every data file it applies to
+is replaced in the same snapshot or an earlier one.
 """
 
 from __future__ import annotations
@@ -11,14 +15,16 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from collections import deque
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 
 from iceberg_ops_provider.maintenance import files as _files
-from iceberg_ops_provider.maintenance.compaction_deletes import removable_delete_files
+from iceberg_ops_provider.maintenance.candidates import removable_delete_files
 from iceberg_ops_provider.maintenance.compaction_result import OPERATION_PROPERTY, CompactionGroupResult
 from iceberg_ops_provider.maintenance.rewrite_commit import RewriteValidator, commit_rewrite
 from iceberg_ops_provider.maintenance.streaming import GroupRewriter
@@ -32,7 +38,9 @@ if TYPE_CHECKING:
     from iceberg_ops_provider.maintenance.binpack import FileGroup
 
 __all__ = [
+    "COMMIT_INTERVAL_SECONDS",
     "COMMIT_KEY",
+    "GroupBatches",
     "GroupCancelledError",
     "GroupRunner",
     "WrittenGroup",
@@ -220,7 +228,7 @@ class GroupRunner:
             delete_written(self.table, written, label)
             log.warning("%snot committed, a file it reads was removed meanwhile: %s", label, exc)
             seconds = time.monotonic() - started
-            return _with(planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
+            return replace(planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
         except BaseException:
             delete_written(self.table, written, label)
             raise
@@ -315,7 +323,7 @@ class GroupRunner:
             commit_seconds,
         )
         return [
-            _with(
+            replace(
                 item.planned,
                 status="committed",
                 delete_files=[delete_file.file_path for delete_file in files],
@@ -355,15 +363,13 @@ class GroupRunner:
 
     def _failed(self, item: WrittenGroup, exc: BaseException, started: float) -> CompactionGroupResult:
         seconds = item.seconds + time.monotonic() - started
-        return _with(item.planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
+        return replace(item.planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
 
 
 def _landed(table: Table, commit_id: str) -> bool | None:
-    """Whether the commit with ``commit_id`` is in the table's history, after an interrupted commit call.
+    """Whether the interrupted commit ``commit_id`` landed (the call was abandoned, so the catalog holds its outcome).
 
     ``None`` when the catalog cannot tell (it does not answer, or a second interrupt stops the look).
-    The client's commit call was abandoned when it was interrupted, so what the catalog holds now is
-    its outcome.
     """
     try:
         table.refresh()
@@ -375,13 +381,116 @@ def _landed(table: Table, commit_id: str) -> bool | None:
     )
 
 
-def _with(result: CompactionGroupResult, **changes: Any) -> CompactionGroupResult:
-    return CompactionGroupResult(**{**asdict(result), **changes})
-
-
 def delete_written(table: Table, written: Sequence[str], label: str) -> None:
     """Delete files written for groups that will not be committed (failures become orphans, logged)."""
     if written:
         _, failures = _files.delete_files(table.io, list(written), what=f"files of {label.rstrip(': ')}")
         for failure in failures:
             log.warning("%scould not delete an uncommitted file (an orphan now): %s", label, failure)
+
+
+COMMIT_INTERVAL_SECONDS = 60.0
+"""Written groups are committed at least this often, however little they rewrote."""
+
+
+class GroupBatches:
+    """Writes and commits the groups of one compaction call; ``results`` holds each group's outcome.
+
+    ``commit_bytes`` of input written make a batch due (``0`` commits each group alone); ``started`` and
+    ``total_bytes`` are for the log lines.
+    """
+
+    def __init__(
+        self, runner: GroupRunner, *, commit_bytes: int, concurrency: int, started: float, total_bytes: int
+    ) -> None:
+        self.runner = runner
+        self.commit_bytes = commit_bytes
+        self.concurrency = concurrency
+        self.started = started
+        self.total_bytes = total_bytes
+        self.results: list[CompactionGroupResult] = []
+        self._pending: list[WrittenGroup] = []
+        self._in_flight: deque[Future[WrittenGroup | CompactionGroupResult]] = deque()
+        self._last_commit = time.monotonic()
+        self._done_bytes = 0
+
+    def run(self, groups: Sequence[FileGroup], should_stop: Callable[[], bool] | None) -> bool:
+        """Write and commit ``groups``; returns whether ``should_stop`` stopped it before the last one started."""
+        stopped = False
+        name = identifier(self.runner.table)
+        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="iceberg-ops-compaction")
+        try:
+            for group in groups:
+                while len(self._in_flight) >= self.concurrency:
+                    self._collect()
+                if should_stop is not None and should_stop():
+                    stopped = True
+                    break
+                self._in_flight.append(pool.submit(self.runner.write, group, planned_result(group)))
+                self._commit_if_due()
+            while self._in_flight:
+                self._collect()
+                self._commit_if_due()
+            self._commit()
+        except BaseException:
+            self._abandon()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            if len(self.results) < len(groups):
+                log.warning("%s: stopped after %d of %d group(s)", name, len(self.results), len(groups))
+        return stopped
+
+    def _collect(self) -> None:
+        """Wait for the oldest group being written; it joins the batch, or its failure the results."""
+        outcome = self._in_flight.popleft().result()
+        if isinstance(outcome, WrittenGroup):
+            self._pending.append(outcome)
+        else:
+            self._record([outcome])
+
+    def _commit_if_due(self) -> None:
+        waiting = sum(item.group.bytes for item in self._pending)
+        if self._pending and (
+            waiting >= self.commit_bytes or time.monotonic() - self._last_commit >= COMMIT_INTERVAL_SECONDS
+        ):
+            self._commit()
+
+    def _commit(self) -> None:
+        batch, self._pending = self._pending, []
+        self._last_commit = time.monotonic()
+        if batch:
+            self._record(self.runner.commit(batch))
+
+    def _record(self, outcomes: list[CompactionGroupResult]) -> None:
+        runner = self.runner
+        for outcome in outcomes:
+            runner.tracker.unit_done()
+            self.results.append(outcome)
+            self._done_bytes += outcome.bytes
+            log.info(
+                "%s: group %d/%d %s; %s of %s done in %.1f s",
+                identifier(runner.table),
+                outcome.index,
+                runner.groups,
+                outcome.status,
+                size_text(self._done_bytes),
+                size_text(self.total_bytes),
+                time.monotonic() - self.started,
+            )
+
+    def _abandon(self) -> None:
+        """Stop the groups being written and delete the files of every group not committed."""
+        self.runner.cancelled.set()
+        for future in self._in_flight:
+            # Each stops at its next batch of rows and deletes its own files; its outcome no longer matters.
+            try:
+                outcome = future.result()
+            except BaseException:  # the first error is the one raised
+                continue
+            if isinstance(outcome, WrittenGroup):
+                self._pending.append(outcome)
+        self._in_flight.clear()
+        batch, self._pending = self._pending, []
+        for item in batch:
+            delete_written(self.runner.table, item.written, f"group {item.group.index}: ")

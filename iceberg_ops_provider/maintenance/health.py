@@ -194,27 +194,15 @@ class TableHealthReport:
 
 
 def table_health_report(table: Table, thresholds: HealthThresholds | None = None) -> TableHealthReport:
-    """Measure ``table`` from its metadata and say which maintenance it needs, with which parameters.
+    """Measure ``table`` (a ``StaticTable`` too) from its metadata and say which maintenance it needs, and how.
 
-    Read-only: it reads the current snapshot's manifests, every kept snapshot's manifest list and the
-    size of ``metadata.json``, never a data file, and commits nothing. The table is reported as
-    loaded (call ``table.refresh()`` first for the latest commit), unless a concurrent expiry deleted
-    files that metadata lists: then the table is refreshed and measured once more.
-
-    Args:
-        table: The table (a ``StaticTable`` works too).
-        thresholds: The limits to judge by; ``None``: :class:`HealthThresholds` defaults.
-
-    Returns:
-        The report: ``needs``, ``recommendations``, ``warnings``, per-partition details, ``to_json()``
-        and ``summary()``.
+    Read-only; the table is reported as loaded, unless a concurrent expiry deleted files that metadata
+    lists: then it is refreshed and measured once more.
 
     Raises:
-        FileNotFoundError: A manifest list or manifest of the table's current metadata is missing (the
-            table is damaged: a file was deleted that its metadata still lists).
-        ValueError: ``thresholds`` is not a :class:`HealthThresholds`, or the table's
-            ``write.target-file-size-bytes`` / ``commit.manifest.target-size-bytes`` is not a positive
-            integer (and no threshold overrides it).
+        FileNotFoundError: A manifest list or manifest of the current metadata is missing (the table is damaged).
+        ValueError: ``thresholds`` is not a :class:`HealthThresholds`, or a target size property is not a
+            positive integer (and no threshold overrides it).
     """
     started = time.monotonic()
     if thresholds is None:
@@ -262,18 +250,12 @@ def _report(table: Table, thresholds: HealthThresholds, started: float) -> Table
     meta = metadata_stats(table)
 
     warnings: list[str] = []
-    recommendations: list[Recommendation] = []
     compact = _compaction(table, partitions, delete_files, target, thresholds, warnings)
-    if compact is not None:
-        recommendations.append(compact)
+    rewrite = None
     if manifests.small_manifests >= thresholds.min_manifests_to_rewrite:
-        recommendations.append(_rewrite_manifests(manifests, manifest_target, thresholds))
+        rewrite = _rewrite_manifests(manifests, manifest_target, thresholds)
     expire, plan = _expiry(table, now_ms, thresholds, warnings)
-    if expire is not None:
-        recommendations.append(expire)
-    orphans = _orphan_advice(meta)
-    if orphans is not None:
-        recommendations.append(orphans)
+    recommendations = [r for r in (compact, rewrite, expire, _orphan_advice(meta)) if r is not None]
 
     skew = _skew(partitions)
     if skew is not None and skew > thresholds.max_partition_skew:
@@ -296,7 +278,7 @@ def _report(table: Table, thresholds: HealthThresholds, started: float) -> Table
         )
 
     snapshot_stats = _snapshot_stats(table, now_ms, plan)
-    recommendations.sort(key=lambda r: (not r.needed, list(ACTIONS).index(r.action)))
+    recommendations.sort(key=lambda r: not r.needed)  # stable: in the order of ACTIONS otherwise
     report = TableHealthReport(
         table=name,
         generated_at=datetime.fromtimestamp(now_ms / 1000, UTC),

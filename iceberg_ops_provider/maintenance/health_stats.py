@@ -10,14 +10,12 @@ import logging
 import re
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.manifest import DataFileContent, ManifestContent, read_manifest_list
 
-from iceberg_ops_provider.core.threads import carrying_context
+from iceberg_ops_provider.maintenance.files import window_map
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import ManifestFile
@@ -36,10 +34,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_WORKERS = 8
 _PROGRESS_EVERY_S = 10.0
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -170,31 +165,6 @@ class MetadataStats:
     previous_versions_max: int
     delete_after_commit: bool
     dropped_files: int | None
-
-
-def window_map(fn: Callable[[T], R], items: Iterable[T], workers: int = _WORKERS) -> Iterator[R]:
-    """``map(fn, items)`` on threads, in order, with at most ``2 * workers`` results pending.
-
-    ``Executor.map`` submits everything at once and would hold every result of a slow consumer.
-    """
-    items = list(items)
-    if len(items) < 2:
-        yield from map(fn, items)
-        return
-    carried = carrying_context(fn)
-    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
-        pending: list[Future[R]] = []
-        feed = iter(items)
-        for item in feed:
-            pending.append(pool.submit(carried, item))
-            if len(pending) >= 2 * workers:
-                break
-        while pending:
-            result = pending.pop(0).result()
-            for item in feed:
-                pending.append(pool.submit(carried, item))
-                break
-            yield result
 
 
 @dataclass(slots=True)

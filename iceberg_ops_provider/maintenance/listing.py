@@ -39,13 +39,7 @@ _PROGRESS_EVERY_S = 10.0
 
 @dataclass(frozen=True)
 class ListedFile:
-    """One file found under the listed location.
-
-    Attributes:
-        location: Its location, spelled like the listed root (scheme and prefix as given).
-        size: Its size in bytes, when the file system says.
-        modified_ms: Its modification time in epoch milliseconds, when the file system says.
-    """
+    """One file found under the listed location, spelled like the listed root (size and time when known)."""
 
     location: str
     size: int | None
@@ -89,17 +83,7 @@ class _Entry:
     modified_ms: int | None
 
 
-class _Lister:
-    """Lists one directory of one file system, by file-system path (no scheme)."""
-
-    def root(self, location: str) -> str:
-        raise NotImplementedError
-
-    def list_dir(self, path: str, *, recursive: bool, allow_missing: bool) -> list[_Entry]:
-        raise NotImplementedError
-
-
-class _ArrowLister(_Lister):
+class _ArrowLister:
     def __init__(self, io: Any, location: str) -> None:
         scheme, netloc, _ = io.parse_location(location, io.properties)
         self.io = io
@@ -124,7 +108,7 @@ class _ArrowLister(_Lister):
         ]
 
 
-class _FsspecLister(_Lister):
+class _FsspecLister:
     def __init__(self, io: Any, location: str) -> None:
         parsed = urlparse(location)
         scheme = parsed.scheme if len(parsed.scheme) > 1 else "file"
@@ -179,7 +163,7 @@ def _fsspec_mtime_ms(info: dict[str, Any]) -> int | None:
     return None
 
 
-def _lister(io: FileIO, location: str) -> _Lister:
+def _lister(io: FileIO, location: str) -> _ArrowLister | _FsspecLister:
     """The lister for ``io``'s file system at ``location``; names the extra when a package is missing."""
     scheme = urlparse(location).scheme or "file"
     kind = type(io).__name__
@@ -218,13 +202,9 @@ def list_files(
     skip: Callable[[str, bool], bool] | None = None,
     workers: int = 8,
 ) -> Iterator[ListedFile]:
-    """Every file under ``location``, listed through ``io``'s file system.
+    """Every file under ``location`` (none when it is missing), ``workers`` directories listed at a time.
 
-    Args:
-        io: The table's FileIO (``PyArrowFileIO`` or ``FsspecFileIO``).
-        location: The directory (prefix) to list; a missing one has no files.
-        skip: ``skip(name, is_directory)`` leaves a file, or a directory and all below it, out.
-        workers: Directories listed at the same time.
+    ``skip(name, is_directory)`` leaves a file, or a directory and all below it, out.
 
     Raises:
         FileListingError: A directory could not be listed (the files yielded so far are not all).

@@ -74,16 +74,7 @@ def nested_tables(
     outside: Identifier,
     timeout: float = DEFAULT_LOOKUP_TIMEOUT,
 ) -> list[NestedTable]:
-    """The tables of ``catalog`` other than ``outside`` whose location is ``folder`` or lies under it.
-
-    Args:
-        catalog: The catalog to ask (every namespace it lists).
-        folder: The folder about to be cleaned.
-        outside: The identifier of the table that owns ``folder`` (left out).
-        timeout: Seconds the whole look-up may take.
-
-    Returns:
-        The nested tables, sorted by identifier.
+    """The tables of ``catalog`` other than ``outside`` whose location is ``folder`` or under it, sorted.
 
     Raises:
         FileListingError: The catalog could not be listed or a table could not be loaded in time.

@@ -78,16 +78,10 @@ def delete_manifest_writer(producer: _SnapshotProducer[Any], spec_id: int) -> Ma
 
 
 class RewriteValidator:
-    """Checks the commits that landed since a rewrite was planned, Java ``RewriteFiles`` style.
+    """Checks the commits that landed since a rewrite was planned on ``base_snapshot_id``, Java ``RewriteFiles`` style.
 
-    Args:
-        io: The table's FileIO.
-        base_snapshot_id: The snapshot the rewrite was planned on.
-        data_files: The data files the rewrite removes.
-        delete_files: The delete files it removes.
-        cache: Manifest entries already read (manifests never change), shared between the groups of a run.
-        spec_id: The partition spec the new files were written under; a commit that changed the
-            table's default spec since then conflicts.
+    ``cache`` holds manifest entries already read (manifests never change), shared by the groups of a run;
+    a commit that changed the table's default spec from ``spec_id`` (the new files' spec) conflicts.
     """
 
     def __init__(
@@ -186,14 +180,8 @@ class RewriteValidator:
 class RewriteFiles(_SnapshotProducer["RewriteFiles"]):
     """Snapshot producer that replaces files without changing the table's rows.
 
-    Add files with ``append_data_file`` and remove data or delete files with ``delete_data_file``;
-    ``commit()`` stages it in the transaction.
-
-    Args:
-        transaction: The transaction to stage the snapshot in.
-        io: The table's FileIO.
-        validator: Checks the commits since the plan, before every attempt.
-        snapshot_properties: Extra snapshot summary properties.
+    Add files with ``append_data_file``, remove data or delete files with ``delete_data_file``;
+    ``commit()`` stages it in the transaction, ``validator`` checking the commits since the plan first.
     """
 
     def __init__(
