@@ -25,16 +25,14 @@ from iceberg_ops_provider.core.filters import bind_filter
 from iceberg_ops_provider.errors import MaintenanceConflictError, MaintenanceError
 from iceberg_ops_provider.maintenance.binpack import FileGroup, is_candidate, min_input_files_problem, plan_groups
 from iceberg_ops_provider.maintenance.candidates import plan_candidates, refuse_equality_deletes, removable_delete_files
-from iceberg_ops_provider.maintenance.compaction_result import (
+from iceberg_ops_provider.maintenance.group_runner import (
+    COMMIT_INTERVAL_SECONDS,
     OPERATION_PROPERTY,
     CompactionGroupResult,
     CompactionResult,
-    build_result,
-)
-from iceberg_ops_provider.maintenance.group_runner import (
-    COMMIT_INTERVAL_SECONDS,
     GroupBatches,
     GroupRunner,
+    build_result,
     identifier,
     planned_result,
 )

@@ -26,8 +26,13 @@ from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance.binpack import FileGroup
 from iceberg_ops_provider.maintenance.candidates import plan_candidates, refuse_equality_deletes, removable_delete_files
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
-from iceberg_ops_provider.maintenance.compaction_result import CompactionGroupResult, CompactionResult, build_result
-from iceberg_ops_provider.maintenance.group_runner import GroupRunner, identifier
+from iceberg_ops_provider.maintenance.group_runner import (
+    CompactionGroupResult,
+    CompactionResult,
+    GroupRunner,
+    build_result,
+    identifier,
+)
 from iceberg_ops_provider.progress import ProgressCallback, ProgressTracker
 
 if TYPE_CHECKING:

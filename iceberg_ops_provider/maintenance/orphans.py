@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -23,17 +23,16 @@ from iceberg_ops_provider.errors import FileListingError, UnsafeLocationError
 from iceberg_ops_provider.maintenance import files as _files
 from iceberg_ops_provider.maintenance.files import ManifestReader
 from iceberg_ops_provider.maintenance.listing import contains, list_files, normalize_location
-from iceberg_ops_provider.maintenance.nested_tables import nested_tables
 from iceberg_ops_provider.maintenance.times import parse_older_than
 from iceberg_ops_provider.messages import Arg, message
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
     from pyiceberg.table.metadata import TableMetadata
-
-    from iceberg_ops_provider.maintenance.nested_tables import NestedTable
+    from pyiceberg.typedef import Identifier
 
 __all__ = ["ReferencedFiles", "RemoveOrphanFilesResult", "remove_orphan_files"]
 
@@ -43,6 +42,101 @@ DEFAULT_OLDER_THAN = timedelta(days=3)
 """Iceberg's default guard: files younger than this may belong to a write still in flight."""
 
 _MANIFESTS_PER_BATCH = 256  # manifests whose entries are held at once while collecting references
+
+
+DEFAULT_LOOKUP_TIMEOUT = 300.0
+"""Seconds the whole look-up may take (listing and loading every table of the catalog)."""
+
+_WORKERS = 8
+_MAX_NAMESPACE_DEPTH = 16  # namespaces nested deeper than this are not listed (none are expected)
+
+
+@dataclass(frozen=True)
+class NestedTable:
+    """A table of the catalog whose location lies under the folder being cleaned."""
+
+    table: str
+    """Its dotted identifier."""
+    location: str
+
+
+def _namespaces(catalog: Catalog) -> list[Identifier]:
+    """Every namespace the catalog lists, those nested in namespaces included, each once."""
+    seen: set[Identifier] = set()
+    todo: list[Identifier] = list(catalog.list_namespaces())
+    while todo:
+        namespace = tuple(todo.pop())
+        if namespace in seen or len(namespace) > _MAX_NAMESPACE_DEPTH:
+            continue
+        seen.add(namespace)
+        try:
+            children = catalog.list_namespaces(namespace)
+        except NotImplementedError:  # a catalog without nested namespaces
+            children = []
+        todo.extend(tuple(child) for child in children if tuple(child) != namespace)
+    return sorted(seen)
+
+
+def _location(catalog: Catalog, identifier: Identifier) -> str | None:
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        return catalog.load_table(identifier).location()
+    except NoSuchTableError:  # dropped since it was listed: nothing of it to protect
+        return None
+
+
+def nested_tables(
+    catalog: Catalog,
+    folder: str,
+    *,
+    outside: Identifier,
+    timeout: float = DEFAULT_LOOKUP_TIMEOUT,
+) -> list[NestedTable]:
+    """The tables of ``catalog`` other than ``outside`` whose location is ``folder`` or under it, sorted.
+
+    Raises:
+        FileListingError: The catalog could not be listed or a table could not be loaded in time.
+    """
+    try:
+        identifiers = [
+            tuple(identifier)
+            for namespace in _namespaces(catalog)
+            for identifier in catalog.list_tables(namespace)
+            if tuple(identifier) != tuple(outside)
+        ]
+    except Exception as exc:
+        raise _cannot_check(folder, f"listing the catalog's tables failed: {exc}") from exc
+    log.info("looking for tables inside %s among %d other table(s) of the catalog", folder, len(identifiers))
+    pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="nested-tables")
+    try:
+        futures = {pool.submit(_location, catalog, identifier): identifier for identifier in identifiers}
+        done, pending = wait(futures, timeout=timeout)
+        if pending:
+            raise _cannot_check(folder, f"{len(pending)} of {len(futures)} table(s) were not loaded in {timeout:g} s")
+        found = []
+        for future in done:
+            try:
+                location = future.result()
+            except Exception as exc:
+                name = ".".join(futures[future])
+                raise _cannot_check(folder, f"loading table {name} failed: {exc}") from exc
+            if location is not None and contains(folder, location):
+                found.append(NestedTable(".".join(futures[future]), normalize_location(location)))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return sorted(found, key=lambda nested: nested.table)
+
+
+def _cannot_check(folder: str, why: str) -> FileListingError:
+    return FileListingError(
+        message(
+            f"Could not check which tables of the catalog lie inside {folder} ({why}); their files would look "
+            "like orphans, so nothing was deleted. Run again once the catalog answers, or, if no table's location "
+            "can lie inside this one, pass {check_nested_tables} to skip the check.",
+            check_nested_tables=Arg("check_nested_tables", False),
+        )
+    )
 
 
 @dataclass(frozen=True)
