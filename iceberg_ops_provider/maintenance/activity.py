@@ -34,27 +34,15 @@ MAX_METADATA_BYTES = 256 * 1024 * 1024
 
 Kind = Literal["compaction", "rewrite_data_files", "rewrite_manifests", "expire_snapshots"]
 
+_ADDED_KEYS = {"added-data-files": "added_data_files", "added-files-size": "added_bytes"}
 _COMPACTION_KEYS = {
-    "iceberg-ops.compaction.strategy": "strategy",
-    "iceberg-ops.compaction.group": "group",
-    "iceberg-ops.compaction.partition": "partition",
-    "iceberg-ops.compaction.rewritten-data-files": "rewritten_data_files",
-    "iceberg-ops.compaction.rewritten-bytes": "rewritten_bytes",
-    "iceberg-ops.compaction.removed-delete-files": "removed_delete_files",
-    "added-data-files": "added_data_files",
-    "added-files-size": "added_bytes",
-}
-_REWRITE_KEYS = {
-    "deleted-data-files": "rewritten_data_files",
-    "removed-files-size": "rewritten_bytes",
-    "added-data-files": "added_data_files",
-    "added-files-size": "added_bytes",
-}
+    f"iceberg-ops.compaction.{key}": key.replace("-", "_")
+    for key in ("strategy", "group", "partition", "rewritten-data-files", "rewritten-bytes", "removed-delete-files")
+} | _ADDED_KEYS
+_REWRITE_KEYS = {"deleted-data-files": "rewritten_data_files", "removed-files-size": "rewritten_bytes"} | _ADDED_KEYS
 _MANIFEST_KEYS = {
-    "manifests-created": "manifests_created",
-    "manifests-replaced": "manifests_replaced",
-    "manifests-kept": "manifests_kept",
-    "entries-processed": "entries_processed",
+    key: key.replace("-", "_")
+    for key in ("manifests-created", "manifests-replaced", "manifests-kept", "entries-processed")
 }
 
 

@@ -189,9 +189,8 @@ class FileScan:
         self.large_limit = target_file_size_bytes * large_file_factor
         self.partitions: dict[tuple[int, tuple[Any, ...]], _Partition] = {}
         self.buckets: dict[int, list[int]] = {}
-        self.files = self.bytes = self.records = self.small_files = self.small_bytes = self.large_files = 0
+        self.large_files = 0
         self.current_spec_id = table.metadata.default_spec_id
-        self.older_spec_files = 0
         self.min_bytes: int | None = None
         self.max_bytes = 0
         self.deletes = [0] * 6  # position files, bytes, records; equality files, bytes, records
@@ -217,15 +216,13 @@ class FileScan:
                 self._add(spec_id, entry.data_file)
             if time.monotonic() - last_log > _PROGRESS_EVERY_S:
                 last_log = time.monotonic()
-                log.info("%s: read %d of %d manifests (%d data files so far)", name, done, len(todo), self.files)
+                files = sum(p.data_files for p in self.partitions.values())
+                log.info("%s: read %d of %d manifests (%d data files so far)", name, done, len(todo), files)
 
     def _add(self, spec_id: int, data_file: Any) -> None:
         size = data_file.file_size_in_bytes
         partition = self.partitions.setdefault((spec_id, tuple(data_file.partition)), _Partition())
         if data_file.content == DataFileContent.DATA:
-            self.files += 1
-            self.bytes += size
-            self.records += data_file.record_count
             self.min_bytes = size if self.min_bytes is None else min(self.min_bytes, size)
             self.max_bytes = max(self.max_bytes, size)
             bucket = self.buckets.setdefault(max(size, 1).bit_length() - 1, [0, 0])
@@ -234,11 +231,7 @@ class FileScan:
             partition.data_files += 1
             partition.data_bytes += size
             partition.records += data_file.record_count
-            if spec_id != self.current_spec_id:
-                self.older_spec_files += 1
             if size < self.small_limit:
-                self.small_files += 1
-                self.small_bytes += size
                 partition.small_files += 1
                 partition.small_bytes += size
             elif size > self.large_limit:
@@ -260,16 +253,19 @@ class FileScan:
             SizeBucket(min_bytes=0 if k == 0 else 1 << k, max_bytes=1 << (k + 1), files=files, bytes=size)
             for k, (files, size) in sorted(self.buckets.items())
         )
+        parts = self.partitions.values()
         return DataFileStats(
-            files=self.files,
-            bytes=self.bytes,
-            records=self.records,
+            files=sum(p.data_files for p in parts),
+            bytes=sum(p.data_bytes for p in parts),
+            records=sum(p.records for p in parts),
             min_bytes=self.min_bytes or 0,
             max_bytes=self.max_bytes,
-            small_files=self.small_files,
-            small_bytes=self.small_bytes,
+            small_files=sum(p.small_files for p in parts),
+            small_bytes=sum(p.small_bytes for p in parts),
             large_files=self.large_files,
-            older_spec_files=self.older_spec_files,
+            older_spec_files=sum(
+                p.data_files for (spec, _), p in self.partitions.items() if spec != self.current_spec_id
+            ),
             histogram=histogram,
         )
 
