@@ -178,37 +178,31 @@ def compact_small_files_streaming(
     commit_every_bytes: int | None = None,
     max_concurrent_groups: int | None = None,
 ) -> CompactionResult:
-    """Rewrite the small data files of ``table`` into files near the target size, group by group.
+    """Rewrite the small data files of ``table``'s ``main`` (refreshed) into files near the target size.
 
     Args:
-        table: The table (refreshed by the call); compacts its ``main`` branch.
-        target_file_size_bytes: The output file size to aim at; default: the table property
-            ``write.target-file-size-bytes`` (Iceberg's default, 512 MiB). Files under 75% of it are small.
+        table: The table.
+        target_file_size_bytes: Default: the table's ``write.target-file-size-bytes`` (512 MiB); files under
+            75% of it are small.
         min_input_files: A partition with fewer small files than this is left alone.
-        where: A PyIceberg filter (string or expression): only files whose partition or column
-            statistics may match it are considered (whole files are rewritten, never split by it).
-        strategy: ``binpack`` keeps the rows' order; ``sort`` also sorts each output file by the
-            table's sort order (memory then holds one output file).
-        dry_run: Plan, and report the groups, files and bytes a real run would rewrite; write nothing.
-        on_progress: Receives :class:`~iceberg_ops_provider.progress.Progress` (rows, bytes and small
-            files read, groups done, rate, ETA) as the groups are rewritten; not called in a dry run.
-        should_stop: Asked before each group (it must be quick, e.g. ``threading.Event.is_set``):
-            once it returns ``True`` no further group starts and the result is ``stopped``, listing
-            the groups done. Groups being written when it turns ``True`` are finished and committed.
-        commit_every_bytes: Groups written are committed together, one ``replace`` snapshot, once
-            the files they rewrote reach this many bytes (or a minute after the last commit, or at the
-            end); default: the target file size. ``0`` commits every group on its own, as a
-            snapshot of its own. A crash loses the groups written since the last commit.
-        max_concurrent_groups: Groups written side by side, each on two threads; default 2 with
-            ``binpack``, 1 with ``sort`` (which holds an output file in memory per group).
+        where: A PyIceberg filter: only files whose statistics may match it are considered (rewritten whole).
+        strategy: ``binpack`` keeps the rows' order; ``sort`` sorts each output file by the table's sort
+            order (memory then holds one output file).
+        dry_run: Report the groups, files and bytes a real run would rewrite; write nothing.
+        on_progress: Receives :class:`~iceberg_ops_provider.progress.Progress` as groups are rewritten.
+        should_stop: Asked before each group (it must be quick): once ``True`` no further group starts and
+            the result is ``stopped``; groups being written are finished and committed.
+        commit_every_bytes: Written groups are committed together, one snapshot, once their input reaches
+            this (or a minute passed); default: the target size; ``0``: each group alone. A crash loses
+            the groups written since the last commit.
+        max_concurrent_groups: Groups written side by side; default 2 with ``binpack``, 1 with ``sort``.
 
     Raises:
-        ValueError: A bad argument, ``strategy="sort"`` on a table without a sort order, or a
-            non-integer ``write.target-file-size-bytes``.
+        ValueError: A bad argument, ``sort`` on a table without a sort order, or a non-integer
+            ``write.target-file-size-bytes``.
         UnsupportedDeleteFilesError: The table holds equality delete files; nothing was written.
-        MaintenanceConflictError: A concurrent commit removed, replaced or added deletes to files of
-            some groups; those groups were not committed (their files were deleted), the others
-            were. The result is the exception's ``result`` attribute. Running again redoes them.
+        MaintenanceConflictError: Concurrent commits changed the files of some groups: those were not
+            committed (their files deleted), the others were (the exception's ``result``); a rerun redoes them.
     """
     started = time.monotonic()
     target, expression = check_arguments(table, target_file_size_bytes, min_input_files, where, strategy)

@@ -72,14 +72,8 @@ class Recommendation:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form (datetimes as ISO 8601 strings)."""
-        return {
-            "action": self.action,
-            "function": self.function,
-            "params": {key: _jsonable(value) for key, value in self.params.items()},
-            "reason": self.reason,
-            "needed": self.needed,
-            "call": self.call(),
-        }
+        params = {key: _jsonable(value) for key, value in self.params.items()}
+        return {**asdict(self), "params": params, "call": self.call()}
 
 
 @dataclass(frozen=True)
