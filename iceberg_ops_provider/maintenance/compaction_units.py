@@ -24,7 +24,7 @@ from pyiceberg.expressions import AlwaysTrue
 from iceberg_ops_provider.core.documents import read_back
 from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance.binpack import FileGroup
-from iceberg_ops_provider.maintenance.candidates import plan_candidates, refuse_equality_deletes, removable_delete_files
+from iceberg_ops_provider.maintenance.candidates import plan_candidates, refuse_equality_deletes
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 from iceberg_ops_provider.maintenance.group_runner import (
     CompactionGroupResult,
@@ -195,9 +195,6 @@ def run_compaction_units(
         unit_name="unit",
     )
     runners: dict[tuple[str, int], GroupRunner] = {}
-    rewritten: set[str] = set()
-    removed_deletes: set[str] = set()
-    references: dict[str, frozenset[str]] = {}
     results: list[CompactionGroupResult] = []
     stopped = False
     for unit in parsed:
@@ -229,22 +226,20 @@ def run_compaction_units(
             output_files=unit.expected_output_files,
             repartition=unit.spec_id != metadata.default_spec_id,
         )
-        removable = removable_delete_files(table.io, group, rewritten, removed_deletes, references)
-        planned = replace(planned, delete_files=[d.file_path for d in removable])
         key = (unit.strategy, unit.target_file_size_bytes)
         if key not in runners:
             runners[key] = GroupRunner(
                 table, metadata, len(parsed), unit.strategy, unit.target_file_size_bytes, tracker
             )
+        # The runner knows what its commits rewrote and removed, so a delete file goes only once all its targets did.
+        removable = runners[key].removable([group])[0]
+        planned = replace(planned, delete_files=[d.file_path for d in removable])
         outcome = runners[key].run(group, planned, removable)
         tracker.unit_done()
         if outcome.status == "failed":
             table.refresh()
             if not _live(table, unit.data_files):  # another run's commit replaced them first
                 outcome = _skipped(outcome, f"another run replaced its files first ({outcome.error})")
-        if outcome.status == "committed":
-            rewritten.update(outcome.data_files)
-            removed_deletes.update(outcome.delete_files)
         results.append(outcome)
     if parsed:
         tracker.finish()

@@ -386,7 +386,6 @@ def expire_snapshots(
         if not plan.expired_snapshot_ids and not plan.removed_refs:
             return ExpireSnapshotsResult(name, dry_run, _iso(plan.cutoff_ms))
         log_before = [entry.metadata_file for entry in metadata.metadata_log] + [table.metadata_location]
-        doomed = _Doomed()
         if dry_run:
             try:
                 doomed = _unreachable_files(table, metadata, plan) if delete_files else _Doomed()
@@ -421,7 +420,7 @@ def expire_snapshots(
                 retained_snapshot_ids=(*plan.retained_snapshot_ids, *restored),
             )
         if not delete_files:
-            return _result(name, False, plan, doomed, [], [])
+            return _result(name, False, plan, _Doomed(), [], [])
         doomed = _after_commit(table, metadata, plan, name)
         log_after = {entry.metadata_file for entry in table.metadata.metadata_log} | {table.metadata_location}
         dropped = [path for path in log_before if path not in log_after] if _deletes_metadata(metadata) else []

@@ -243,28 +243,22 @@ def list_files(
             for future in done:
                 try:
                     depth, entries = future.result()
-                except (FileListingError, MissingExtraError):
-                    raise
                 except Exception as exc:
                     raise FileListingError(
                         f"Listing {location!r} failed part way ({type(exc).__name__}: {exc}); nothing was "
                         "deleted. Run again when the storage answers (check permissions and credentials)."
                     ) from exc
                 counted["dirs"] += 1
-                children = []
                 for entry in entries:
                     rel = relative(entry.path)
                     if hidden(rel, entry.is_dir):
                         continue
-                    if entry.is_dir:
-                        if depth < _RECURSIVE_FROM_DEPTH:
-                            children.append(entry.path)
-                        continue
-                    counted["files"] += 1
-                    yield ListedFile(f"{prefix}/{rel}", entry.size, entry.modified_ms)
-                log.debug("listed a directory of %s (%d to go)", location, len(pending) + len(children))
-                for child in children:
-                    pending.add(pool.submit(task, child, depth + 1))
+                    if not entry.is_dir:
+                        counted["files"] += 1
+                        yield ListedFile(f"{prefix}/{rel}", entry.size, entry.modified_ms)
+                    elif depth < _RECURSIVE_FROM_DEPTH:
+                        pending.add(pool.submit(task, entry.path, depth + 1))
+                log.debug("listed a directory of %s (%d to go)", location, len(pending))
             if time.monotonic() - last_report >= _PROGRESS_EVERY_S:
                 last_report = time.monotonic()
                 log.info("listing %s: %d files in %d directories so far", location, counted["files"], counted["dirs"])

@@ -15,7 +15,7 @@ import contextlib
 import logging
 import time
 import uuid
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -34,7 +34,7 @@ from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, AssertTableUUID, SetSnapshotRefUpdate
 
 from iceberg_ops_provider.errors import MaintenanceConflictError, MaintenanceError
-from iceberg_ops_provider.maintenance.files import ManifestReader, window_map
+from iceberg_ops_provider.maintenance.files import ManifestReader, delete_files, window_map
 from iceberg_ops_provider.maintenance.rewrite_commit import DeleteManifestWriterV2
 
 if TYPE_CHECKING:
@@ -264,9 +264,7 @@ class _Writer:
 
     def discard(self) -> None:
         """Delete every file this attempt wrote (best effort: they are orphans otherwise)."""
-        for path in self.written:
-            with contextlib.suppress(Exception):
-                self.table.io.delete(path)
+        delete_files(self.table.io, self.written, what="files of an abandoned manifest rewrite")
         self.written.clear()
 
 
@@ -414,7 +412,5 @@ def rewrite_manifests(
             log.info("%s: a concurrent commit replaced manifests being rewritten; planning again", name)
             continue
         log.info("%s: replaced %d manifests with %d", name, len(plan.rewritten), len(new))
-        return RewriteManifestsResult(
-            **{**asdict(result), "kept_manifests_count": kept, "snapshot_id": writer.snapshot_id}
-        )
+        return replace(result, kept_manifests_count=kept, snapshot_id=writer.snapshot_id)
     raise AssertionError("unreachable")  # pragma: no cover

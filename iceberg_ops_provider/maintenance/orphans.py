@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import os
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -27,7 +27,7 @@ from iceberg_ops_provider.maintenance.times import parse_older_than
 from iceberg_ops_provider.messages import Arg, message
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
@@ -175,9 +175,6 @@ class ReferencedFiles:
 
     :meth:`add` can be called again with newer metadata of the same table: only manifest lists and
     manifests not seen before are read.
-
-    Args:
-        table: The table (its FileIO reads the manifests).
     """
 
     def __init__(self, table: Table) -> None:
@@ -194,21 +191,21 @@ class ReferencedFiles:
         """How many distinct files are referenced."""
         return len(self.locations)
 
-    def _keep(self, location: str | None) -> None:
-        if location:
-            self.locations.add(normalize_location(location))
+    def _keep(self, locations: Iterable[str | None]) -> None:
+        self.locations.update(normalize_location(location) for location in locations if location)
 
     def add(self, metadata: TableMetadata, metadata_location: str | None) -> None:
         """Add what ``metadata`` (stored at ``metadata_location``) references."""
-        self._keep(metadata_location)
-        for entry in metadata.metadata_log:
-            self._keep(entry.metadata_file)
-        self._keep(f"{metadata.location.rstrip('/')}/metadata/version-hint.text")
-        for statistics in [*metadata.statistics, *metadata.partition_statistics]:
-            self._keep(statistics.statistics_path)
         snapshots = [s for s in metadata.snapshots if s.manifest_list not in self._lists_seen]
-        for snapshot in snapshots:
-            self._keep(snapshot.manifest_list)
+        self._keep(
+            [
+                metadata_location,
+                f"{metadata.location.rstrip('/')}/metadata/version-hint.text",
+                *(entry.metadata_file for entry in metadata.metadata_log),
+                *(stats.statistics_path for stats in [*metadata.statistics, *metadata.partition_statistics]),
+                *(snapshot.manifest_list for snapshot in snapshots),
+            ]
+        )
         reader = ManifestReader(self.io)
         with ThreadPoolExecutor(max_workers=8) as pool:
             lists = list(pool.map(reader.manifests, snapshots))
@@ -219,11 +216,9 @@ class ReferencedFiles:
         todo = list(manifests.values())
         for start in range(0, len(todo), _MANIFESTS_PER_BATCH):
             batch = todo[start : start + _MANIFESTS_PER_BATCH]
-            for manifest in batch:
-                self._keep(manifest.manifest_path)
+            self._keep(manifest.manifest_path for manifest in batch)
             # A fresh reader per batch: its entry cache is dropped with it, so memory stays bounded.
-            for path in ManifestReader(self.io).live_paths(batch):
-                self._keep(path)
+            self._keep(ManifestReader(self.io).live_paths(batch))
             self._manifests_seen.update(m.manifest_path for m in batch)
             if len(todo) > _MANIFESTS_PER_BATCH:
                 log.info("read %d of %d manifests", min(start + _MANIFESTS_PER_BATCH, len(todo)), len(todo))
@@ -370,6 +365,4 @@ def remove_orphan_files(
         return result
     deleted, failures = _files.delete_files(table.io, orphans, what=f"orphan files of {name}")
     log.info("%s: deleted %d orphan files (%d failed)", name, deleted, len(failures))
-    return RemoveOrphanFilesResult(
-        **{**asdict(result), "deleted_orphan_files_count": deleted, "failed_deletes": failures}
-    )
+    return replace(result, deleted_orphan_files_count=deleted, failed_deletes=failures)
