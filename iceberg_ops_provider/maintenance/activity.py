@@ -16,7 +16,7 @@ import os
 import stat
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
@@ -79,14 +79,9 @@ class MaintenanceHistory:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {
-            "table": self.table,
-            "commits": [commit.to_json() for commit in self.commits],
-            "metadata_files_read": self.metadata_files_read,
-            "expiries_searched_since": (
-                self.expiries_searched_since.isoformat() if self.expiries_searched_since else None
-            ),
-        }
+        since = self.expiries_searched_since
+        commits = [commit.to_json() for commit in self.commits]
+        return {**asdict(self), "commits": commits, "expiries_searched_since": since.isoformat() if since else None}
 
 
 def _picked(summary: dict[str, str], keys: dict[str, str]) -> dict[str, Any]:

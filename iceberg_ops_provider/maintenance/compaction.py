@@ -14,7 +14,6 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
@@ -266,8 +265,8 @@ def compact_small_files_streaming(
         results = sorted(batches.results, key=lambda each: each.index)
         if groups:
             tracker.finish()
-    result = build_result(base, snapshot.snapshot_id, groups, results, planning_seconds, time.monotonic() - started)
-    result = replace(result, stopped=stopped)
+    seconds = time.monotonic() - started
+    result = build_result(base, snapshot.snapshot_id, groups, results, planning_seconds, seconds, stopped=stopped)
     if result.failed_groups_count:
         failed = [group for group in result.groups if group.status == "failed"]
         missing = sum(str(group.error or "").startswith("FileNotFoundError") for group in failed)

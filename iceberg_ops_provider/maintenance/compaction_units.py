@@ -244,8 +244,11 @@ def run_compaction_units(
     if parsed:
         tracker.finish()
     snapshot_id = snapshot.snapshot_id if snapshot is not None else None
-    result = build_result(base, snapshot_id, parsed, results, 0.0, time.monotonic() - started)  # type: ignore[arg-type]
-    result = replace(result, stopped=stopped, skipped_groups_count=sum(r.status == "skipped" for r in results))
+    skipped = sum(r.status == "skipped" for r in results)
+    seconds = time.monotonic() - started
+    result = build_result(
+        base, snapshot_id, parsed, results, 0.0, seconds, stopped=stopped, skipped_groups_count=skipped
+    )
     if result.failed_groups_count:
         failed = [r for r in results if r.status == "failed"]
         error = MaintenanceConflictError(

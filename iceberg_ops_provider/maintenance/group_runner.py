@@ -129,11 +129,12 @@ class CompactionResult:
 
 def build_result(
     base: dict[str, Any],
-    planned_snapshot: int,
+    planned_snapshot: int | None,
     groups: Sized,
     results: list[CompactionGroupResult],
     planning_seconds: float,
     duration_seconds: float,
+    **extra: Any,
 ) -> CompactionResult:
     """The totals of ``results`` (one per group or unit of ``groups``, the plan) as a :class:`CompactionResult`."""
     counted = [r for r in results if r.status in ("committed", "planned")]
@@ -154,6 +155,7 @@ def build_result(
         groups=results,
         planning_seconds=planning_seconds,
         duration_seconds=duration_seconds,
+        **extra,
     )
 
 
@@ -329,8 +331,7 @@ class GroupRunner:
             # a conflict like any other; the other groups go on.
             delete_written(self.table, written, label)
             log.warning("%snot committed, a file it reads was removed meanwhile: %s", label, exc)
-            seconds = time.monotonic() - started
-            return replace(planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
+            return _failed(planned, exc, time.monotonic() - started)
         except BaseException:
             delete_written(self.table, written, label)
             raise
@@ -393,7 +394,7 @@ class GroupRunner:
                 return self._commit_one_by_one(batch, removable)
             delete_written(table, written, label)
             log.warning("%snot committed, a concurrent commit conflicts: %s", label, exc)
-            return [self._failed(item, exc, started) for item in batch]
+            return [_failed(item.planned, exc, item.seconds + time.monotonic() - started) for item in batch]
         except FileNotFoundError as exc:
             # The validation read a manifest a concurrent expiry removed: the files were replaced meanwhile.
             if committing:
@@ -401,7 +402,7 @@ class GroupRunner:
             else:
                 delete_written(table, written, label)
             log.warning("%snot committed, a file it reads was removed meanwhile: %s", label, exc)
-            return [self._failed(item, exc, started) for item in batch]
+            return [_failed(item.planned, exc, item.seconds + time.monotonic() - started) for item in batch]
         except BaseException:
             landed = _landed(table, summary[COMMIT_KEY]) if committing and summary else False
             if landed is None:  # it may have landed: its files may be referenced, so they stay
@@ -463,9 +464,9 @@ class GroupRunner:
             return written
         return self.commit([written], [removable])[0]
 
-    def _failed(self, item: WrittenGroup, exc: BaseException, started: float) -> CompactionGroupResult:
-        seconds = item.seconds + time.monotonic() - started
-        return replace(item.planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
+
+def _failed(planned: CompactionGroupResult, exc: BaseException, seconds: float) -> CompactionGroupResult:
+    return replace(planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
 
 
 def _landed(table: Table, commit_id: str) -> bool | None:

@@ -109,11 +109,7 @@ class NamespaceTables:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {
-            "namespace": self.namespace,
-            "tables": [table.to_json() for table in self.tables],
-            "errors": dict(self.errors),
-        }
+        return {**asdict(self), "tables": [table.to_json() for table in self.tables]}
 
 
 def namespace_tables(catalog: Catalog, namespace: str, *, parallelism: int = DEFAULT_PARALLELISM) -> NamespaceTables:

@@ -83,11 +83,6 @@ class _Piece:
     consumed: int
 
 
-@dataclass
-class _Failure:
-    error: BaseException
-
-
 _DONE = object()
 
 
@@ -311,7 +306,7 @@ class GroupRewriter:
                     return
             self._queue.put(_DONE, 0)
         except BaseException as exc:  # handed to the writer, which raises it
-            self._queue.put(_Failure(exc), 0)
+            self._queue.put(exc, 0)
 
     # Writer side.
 
@@ -479,8 +474,8 @@ class GroupRewriter:
                 item = self._queue.get()
                 if item is _DONE:
                     break
-                if isinstance(item, _Failure):
-                    raise item.error
+                if isinstance(item, BaseException):
+                    raise item
                 self._take(item)
                 if on_progress is not None and item.consumed:
                     on_progress(item.consumed)
