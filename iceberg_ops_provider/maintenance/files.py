@@ -165,22 +165,16 @@ def delete_files(io: FileIO, paths: Iterable[str], *, what: str, workers: int = 
     paths = list(paths)
     failures: list[str] = []
 
-    def delete(path: str) -> bool:
+    def delete(path: str) -> None:
         try:
             io.delete(path)
-            return True
         except FileNotFoundError:
-            return True
+            pass
         except Exception as exc:
             failures.append(f"{path}: {type(exc).__name__}: {exc}")
-            return False
 
-    deleted = 0
-    if not paths:
-        return 0, failures
-    with ThreadPoolExecutor(max_workers=min(workers, len(paths))) as pool:
-        for done, ok in enumerate(pool.map(delete, paths), 1):
-            deleted += ok
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(paths)))) as pool:
+        for done, _ in enumerate(pool.map(delete, paths), 1):
             if done % 1000 == 0:
                 log.info("deleted %d of %d %s", done, len(paths), what)
-    return deleted, failures
+    return len(paths) - len(failures), failures

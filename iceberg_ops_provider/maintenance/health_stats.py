@@ -318,21 +318,18 @@ class _PartitionNames:
         if spec_id not in self.types:
             try:
                 self.types[spec_id] = spec.partition_type(self.schema).fields
-            except Exception:  # a source column dropped since: fall back to the raw values
+            except Exception:  # a source column dropped since: the raw values are shown
                 self.types[spec_id] = None
         types = self.types[spec_id]
         human: dict[str, str | None] = {}
         for pos, field in enumerate(spec.fields):
             value = values[pos] if pos < len(values) else None
-            if value is None:
-                human[field.name] = None
-            elif types is None:
+            try:
+                human[field.name] = (
+                    None if value is None else field.transform.to_human_string(types[pos].field_type, value)
+                )
+            except Exception:  # no types (a source column dropped since), or a value the transform cannot print
                 human[field.name] = str(value)
-            else:
-                try:
-                    human[field.name] = field.transform.to_human_string(types[pos].field_type, value)
-                except Exception:
-                    human[field.name] = str(value)
         path = "/".join(f"{name}={'null' if value is None else value}" for name, value in human.items())
         return human, path
 
