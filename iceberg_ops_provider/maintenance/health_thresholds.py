@@ -7,7 +7,7 @@ checked strictly by pydantic (``True`` is not 1, text is not a number), naming f
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import timedelta
 from functools import cache
 from typing import Annotated, Any, get_type_hints
@@ -118,7 +118,5 @@ class HealthThresholds:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form (``max_snapshot_age`` in seconds); :meth:`from_json` reads it back."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        age = values["max_snapshot_age"]
-        values["max_snapshot_age"] = None if age is None else age.total_seconds()
-        return values
+        age = self.max_snapshot_age
+        return {**asdict(self), "max_snapshot_age": None if age is None else age.total_seconds()}
