@@ -77,10 +77,7 @@ class FileGroup:
     @property
     def delete_files(self) -> list[DataFile]:
         """The position delete files that apply to at least one of the group's files."""
-        seen: dict[str, DataFile] = {}
-        for task in self.tasks:
-            for delete_file in task.delete_files:
-                seen.setdefault(delete_file.file_path, delete_file)
+        seen = {d.file_path: d for task in self.tasks for d in task.delete_files}
         return [seen[path] for path in sorted(seen)]
 
 

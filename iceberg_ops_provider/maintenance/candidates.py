@@ -104,12 +104,11 @@ def plan_candidates(
         matches = partition_matches[manifest.partition_spec_id]
         if manifest.content == ManifestContent.DELETES:
             return [entry for entry in _entries(io, manifest) if matches(entry.data_file)]
-        kept = []
-        for entry in _entries(io, manifest):
-            data_file = entry.data_file
-            if matches(data_file) and metrics_match(data_file) and keep(data_file):
-                kept.append((_slim(data_file), entry.sequence_number or INITIAL_SEQUENCE_NUMBER))
-        return kept
+        return [
+            (_slim(entry.data_file), entry.sequence_number or INITIAL_SEQUENCE_NUMBER)
+            for entry in _entries(io, manifest)
+            if matches(entry.data_file) and metrics_match(entry.data_file) and keep(entry.data_file)
+        ]
 
     deletes = DeleteFileIndex()
     candidates: list[tuple[DataFile, int]] = []

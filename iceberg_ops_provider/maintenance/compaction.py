@@ -153,16 +153,9 @@ def check_batching(commit_every_bytes: int | None, max_concurrent_groups: int | 
     """Refuse a ``commit_every_bytes`` or ``max_concurrent_groups`` that is not a count of the right size."""
     counts = (("commit_every_bytes", commit_every_bytes, 0), ("max_concurrent_groups", max_concurrent_groups, 1))
     for name, value, least in counts:
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ValueError(
-                message(
-                    f"{{name}} must be an integer of at least {least}, got {value!r}.",
-                    about=name,
-                    name=Arg(name),
-                )
-            )
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            text = f"{{name}} must be an integer of at least {least}, got {value!r}."
+            raise ValueError(message(text, about=name, name=Arg(name)))
 
 
 def compact_small_files_streaming(
