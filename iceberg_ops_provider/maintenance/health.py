@@ -427,12 +427,8 @@ def _expiry(
             f"keeping the last {retain_last} per branch (and tagged ones) expires {len(expired)}"
         )
     else:
-        if age is None:
-            table_age = metadata.properties.get(MAX_SNAPSHOT_AGE_MS)
-            seconds = int(table_age) / 1000 if table_age is not None else 5 * 86400
-            cutoff = f"{_age(seconds)} (the table's {MAX_SNAPSHOT_AGE_MS})"
-        else:
-            cutoff = _age(age.total_seconds())
+        table_age = f"{_age((now_ms - (plan.cutoff_ms or now_ms)) / 1000)} (the table's {MAX_SNAPSHOT_AGE_MS})"
+        cutoff = table_age if age is None else _age(age.total_seconds())
         why = f"{len(expired)} of {len(metadata.snapshots)} snapshots are older than {cutoff}"
     if plan.removed_refs:
         why += f"; ref(s) past their max-ref-age-ms: {', '.join(plan.removed_refs)}"
