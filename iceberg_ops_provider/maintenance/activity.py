@@ -1,25 +1,12 @@
 """What maintenance did to a table lately, read back from its metadata.
 
-Three kinds of maintenance leave traces a reader can find without any log of their own:
-
-* **compaction** commits a ``replace`` snapshot. This project's compaction marks its summary with
-  ``iceberg-ops.operation=compaction`` and the group, partition, strategy, files and bytes it
-  rewrote; a ``replace`` that removed and added data files without that mark (Spark's
-  ``rewrite_data_files``, another engine) is reported as ``rewrite_data_files``.
-* **manifest rewrite** commits a ``replace`` snapshot whose summary counts ``manifests-created`` and
-  ``manifests-replaced`` (this project's ``rewrite_manifests`` and Spark's both write them).
-* **snapshot expiry** commits no snapshot: it removes some. It is found by comparing the snapshot
-  ids of consecutive metadata files of the metadata log (the newest ``metadata_files`` of them are
-  read, a few at a time): a metadata file that lost snapshots its predecessor had is an expiry.
-  Metadata files deleted since (``write.metadata.delete-after-commit.enabled``) end the search.
-  Only files beside the current one or under the table's location are read, a regular file when
-  local (the log is the catalog's to write: it could name a pipe that never ends), and at most
-  :data:`MAX_METADATA_BYTES` of each, compressed or not.
-
-Snapshots an expiry removed are still described by the earlier metadata files read, so a compaction
-or a manifest rewrite stays in the history after its snapshot was expired, as long as a metadata
-file from before the expiry is among those read. :func:`maintenance_history` returns them newest
-first.
+Compactions and manifest rewrites are ``replace`` snapshots (this project's compaction marks its summary
+``iceberg-ops.operation=compaction``; an unmarked file rewrite is another engine's ``rewrite_data_files``).
+An expiry commits no snapshot: a metadata file of the log that lost snapshots its predecessor had is one.
+The newest ``metadata_files`` of the log are read, a few at a time, up to the first that is gone; only
+files beside the current one or under the table's location, a regular file when local (the log is the
+catalog's to write: it could name a pipe that never ends), and at most :data:`MAX_METADATA_BYTES` of
+each, compressed or not. Snapshots expired since are still described by the earlier files read.
 """
 
 from __future__ import annotations
@@ -29,7 +16,7 @@ import os
 import stat
 import zlib
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
@@ -47,42 +34,24 @@ MAX_METADATA_BYTES = 256 * 1024 * 1024
 
 Kind = Literal["compaction", "rewrite_data_files", "rewrite_manifests", "expire_snapshots"]
 
+_ADDED_KEYS = {"added-data-files": "added_data_files", "added-files-size": "added_bytes"}
 _COMPACTION_KEYS = {
-    "iceberg-ops.compaction.strategy": "strategy",
-    "iceberg-ops.compaction.group": "group",
-    "iceberg-ops.compaction.partition": "partition",
-    "iceberg-ops.compaction.rewritten-data-files": "rewritten_data_files",
-    "iceberg-ops.compaction.rewritten-bytes": "rewritten_bytes",
-    "iceberg-ops.compaction.removed-delete-files": "removed_delete_files",
-    "added-data-files": "added_data_files",
-    "added-files-size": "added_bytes",
-}
-_REWRITE_KEYS = {
-    "deleted-data-files": "rewritten_data_files",
-    "removed-files-size": "rewritten_bytes",
-    "added-data-files": "added_data_files",
-    "added-files-size": "added_bytes",
-}
+    f"iceberg-ops.compaction.{key}": key.replace("-", "_")
+    for key in ("strategy", "group", "partition", "rewritten-data-files", "rewritten-bytes", "removed-delete-files")
+} | _ADDED_KEYS
+_REWRITE_KEYS = {"deleted-data-files": "rewritten_data_files", "removed-files-size": "rewritten_bytes"} | _ADDED_KEYS
 _MANIFEST_KEYS = {
-    "manifests-created": "manifests_created",
-    "manifests-replaced": "manifests_replaced",
-    "manifests-kept": "manifests_kept",
-    "entries-processed": "entries_processed",
+    key: key.replace("-", "_")
+    for key in ("manifests-created", "manifests-replaced", "manifests-kept", "entries-processed")
 }
 
 
 @dataclass(frozen=True)
 class MaintenanceCommit:
-    """One maintenance change of a table.
+    """One maintenance change of a table (``snapshot_id`` is ``None`` for an expiry, which commits none).
 
-    Attributes:
-        kind: ``compaction`` (this project's), ``rewrite_data_files`` (another engine's file
-            rewrite), ``rewrite_manifests`` or ``expire_snapshots``.
-        at: When it was committed (UTC).
-        snapshot_id: The snapshot it committed; ``None`` for an expiry, which commits none.
-        details: What it did, from the snapshot summary (files and bytes rewritten, manifests
-            created and replaced, ...) or, for an expiry, ``expired_snapshots`` and its
-            ``metadata_file``. Counts are integers.
+    ``details`` says what it did, from the snapshot summary, or for an expiry ``expired_snapshots`` and
+    its ``metadata_file``; counts are integers.
     """
 
     kind: Kind
@@ -99,12 +68,8 @@ class MaintenanceCommit:
 class MaintenanceHistory:
     """The latest maintenance of a table, newest first.
 
-    Attributes:
-        table: ``namespace.name``.
-        commits: At most ``limit`` maintenance changes, newest first.
-        metadata_files_read: Earlier metadata files read to find expiries.
-        expiries_searched_since: The time of the oldest metadata file compared: an expiry before it
-            would not show. ``None`` when no earlier metadata file could be read.
+    ``expiries_searched_since`` is the time of the oldest metadata file compared (an expiry before it would
+    not show), ``None`` when no earlier metadata file could be read.
     """
 
     table: str
@@ -114,23 +79,15 @@ class MaintenanceHistory:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {
-            "table": self.table,
-            "commits": [commit.to_json() for commit in self.commits],
-            "metadata_files_read": self.metadata_files_read,
-            "expiries_searched_since": (
-                self.expiries_searched_since.isoformat() if self.expiries_searched_since else None
-            ),
-        }
+        since = self.expiries_searched_since
+        commits = [commit.to_json() for commit in self.commits]
+        return {**asdict(self), "commits": commits, "expiries_searched_since": since.isoformat() if since else None}
 
 
 def _picked(summary: dict[str, str], keys: dict[str, str]) -> dict[str, Any]:
-    picked: dict[str, Any] = {}
-    for key, name in keys.items():
-        if key in summary:
-            value = summary[key]
-            picked[name] = int(value) if value.isdigit() else value
-    return picked
+    return {
+        name: int(value) if (value := summary[key]).isdigit() else value for key, name in keys.items() if key in summary
+    }
 
 
 Summary = tuple[int, int, dict[str, str]]
@@ -161,10 +118,7 @@ def _current_snapshots(table: Table) -> dict[int, Summary]:
 
 
 def _may_read(table: Table, location: str) -> bool:
-    """Whether this module reads ``location``: beside the current metadata file or under the table's location.
-
-    A local file must be a regular file (not a pipe or a device, which may never end).
-    """
+    """Whether ``location`` is beside the current metadata file or under the table's, and a regular file if local."""
     current = table.metadata_location.rsplit("/", 1)[0] + "/"
     root = table.metadata.location.rstrip("/") + "/"
     if ".." in location.split("/") or not (location.startswith(current) or location.startswith(root)):
@@ -247,14 +201,10 @@ def _expiries(table: Table, chain: list[tuple[str, dict[int, Summary], int]]) ->
 def maintenance_history(
     table: Table, *, limit: int = 20, metadata_files: int = 20, parallelism: int = 8
 ) -> MaintenanceHistory:
-    """The latest maintenance of ``table``: compactions, manifest rewrites and expiries, newest first.
+    """The latest ``limit`` maintenance changes of ``table`` as loaded, newest first.
 
-    Args:
-        table: The table, as loaded (refresh it for the latest commit).
-        limit: The most changes returned.
-        metadata_files: How many of the newest earlier metadata files are read to find expiries
-            (0: none, and no expiry is reported).
-        parallelism: Metadata files read at a time.
+    ``metadata_files`` is how many of the newest earlier metadata files are read to find expiries (0: none),
+    ``parallelism`` of them at a time.
     """
     chain = _earlier(table, metadata_files, parallelism)
     snapshots = _current_snapshots(table)

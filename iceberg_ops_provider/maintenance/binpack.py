@@ -1,18 +1,9 @@
 """Which files a compaction rewrites, in which groups, into how many files (pure: reads no file).
 
-The rules follow Spark's ``rewrite_data_files`` bin-packing:
-
-- a data file is a candidate when it is smaller than 75% of the target size (Spark's
-  ``min-file-size-bytes`` default), or when it was written under an older partition spec (it is
-  rewritten into the current one, whatever its size);
-- candidates are grouped by the partition they were written in (spec and partition value); a
-  partition with fewer than ``min_input_files`` candidates is left alone (:func:`min_input_files_problem`
-  is the one rule for that number, which the health report's threshold follows too);
-- a partition holding more than :data:`MAX_GROUP_OUTPUT_FILES` target files of candidates is split
-  into groups of about equal size, each committed on its own (Spark's partial progress);
-- a group is written into ``n`` files of about equal size, ``n`` chosen as Spark does: one file
-  per target size, plus one for a remainder larger than 75% of the target (a smaller remainder is
-  spread over the others), so no output is itself a small file unless the whole group is.
+Spark's ``rewrite_data_files`` bin-packing: a data file is a candidate when under 75% of the target or
+written under an older partition spec; candidates are grouped by partition, a partition with fewer than
+``min_input_files`` left alone and one above :data:`MAX_GROUP_OUTPUT_FILES` targets split into groups
+of about equal size; a group becomes one file per target size plus one for a remainder over 75%.
 """
 
 from __future__ import annotations
@@ -43,23 +34,15 @@ MIN_FILE_SIZE_RATIO = 0.75
 """Files below this fraction of the target size are small (Spark's ``min-file-size-bytes`` default)."""
 
 MIN_INPUT_FILES = 1
-"""The least ``min_input_files`` may be: a lone small file is rewritten too, which is sometimes the point.
-
-Rewriting one file sorts it (``strategy="sort"``), applies the position deletes that touch it (and
-removes the delete files), or moves a file of an older partition spec into the current one; Spark's
-``min-input-files`` accepts 1 for the same reasons. (A partition whose only file is small stays
-small after it, so a schedule with 1 rewrites it every run.)
-"""
+"""The least ``min_input_files`` may be (as Spark's): rewriting a lone file sorts it, applies its deletes, or moves
+it to the current spec."""
 
 MAX_GROUP_OUTPUT_FILES = 10
 """A group holds at most this many target sizes of input; larger partitions are split into several groups."""
 
 
 def min_input_files_problem(value: Any) -> str | None:
-    """What is wrong with ``value`` as ``min_input_files`` (of compaction, and of the health thresholds), or ``None``.
-
-    The text follows the argument's name as the caller words it: ``min_input_files must be ...``.
-    """
+    """What is wrong with ``value`` as ``min_input_files``, to follow the argument's name, or ``None``."""
     if isinstance(value, bool) or not isinstance(value, int) or value < MIN_INPUT_FILES:
         return f"must be an integer of at least {MIN_INPUT_FILES}, got {value!r}"
     return None
@@ -67,17 +50,10 @@ def min_input_files_problem(value: Any) -> str | None:
 
 @dataclass(frozen=True)
 class FileGroup:
-    """Candidate files of one partition that one commit rewrites.
+    """Candidate files of one partition (``partition_path`` ``day=2024-01-02``) that one commit rewrites.
 
-    Attributes:
-        index: Position in the plan, from 1.
-        spec_id: The partition spec the files were written under.
-        partition: Their partition value under that spec.
-        partition_path: The partition as text (``day=2024-01-02``; ``""`` when unpartitioned).
-        tasks: The files, each with the position delete files that apply to it.
-        output_files: How many files the group is written into (fewer when deletes remove rows).
-        repartition: Whether the files were written under an older spec, so rows are split by the
-            current spec's partitions while they are rewritten.
+    ``repartition``: the files were written under an older spec, so rows are split by the current spec's
+    partitions while they are rewritten.
     """
 
     index: int
@@ -99,38 +75,16 @@ class FileGroup:
         return sum(task.file.file_size_in_bytes for task in self.tasks)
 
     @property
-    def records(self) -> int:
-        """Their rows, before position deletes are applied."""
-        return sum(task.file.record_count for task in self.tasks)
-
-    @property
     def delete_files(self) -> list[DataFile]:
         """The position delete files that apply to at least one of the group's files."""
-        seen: dict[str, DataFile] = {}
-        for task in self.tasks:
-            for delete_file in task.delete_files:
-                seen.setdefault(delete_file.file_path, delete_file)
+        seen = {d.file_path: d for task in self.tasks for d in task.delete_files}
         return [seen[path] for path in sorted(seen)]
-
-    def describe(self) -> dict[str, Any]:
-        """JSON-able summary (paths left out)."""
-        return {
-            "index": self.index,
-            "partition": self.partition_path,
-            "spec_id": self.spec_id,
-            "data_files": len(self.tasks),
-            "bytes": self.bytes,
-            "records": self.records,
-            "delete_files": len(self.delete_files),
-            "output_files": self.output_files,
-        }
 
 
 def is_candidate(data_file: DataFile, *, current_spec_id: int, target_file_size_bytes: int) -> bool:
     """Whether compaction rewrites ``data_file``: it is small, or written under an older spec."""
-    if data_file.spec_id != current_spec_id:
-        return True
-    return data_file.file_size_in_bytes < MIN_FILE_SIZE_RATIO * target_file_size_bytes
+    small = data_file.file_size_in_bytes < MIN_FILE_SIZE_RATIO * target_file_size_bytes
+    return data_file.spec_id != current_spec_id or small
 
 
 def expected_output_files(total_bytes: int, target_file_size_bytes: int) -> int:
@@ -156,10 +110,6 @@ def _split(tasks: list[FileScanTask], parts: int) -> list[list[FileScanTask]]:
     return runs
 
 
-def _path(task: FileScanTask) -> str:
-    return task.file.file_path
-
-
 def _partition_path(spec: PartitionSpec, partition: Record, schema: Schema) -> str:
     if spec.is_unpartitioned():
         return ""
@@ -178,29 +128,23 @@ def plan_groups(
     target_file_size_bytes: int,
     min_input_files: int,
 ) -> list[FileGroup]:
-    """Group the candidate files of ``tasks`` by partition, in a stable order.
-
-    Args:
-        tasks: The table's planned files (a filtered scan plans fewer).
-        specs: The table's partition specs by id.
-        schema: The table's current schema (names partition fields in ``partition_path``).
-        current_spec_id: The spec new files are written under.
-        target_file_size_bytes: The size output files aim at.
-        min_input_files: Partitions with fewer candidates are left alone.
-    """
+    """Group the candidate files of ``tasks`` by partition, in a stable order (current spec first)."""
     by_partition: dict[tuple[int, Record], list[FileScanTask]] = {}
     for task in tasks:
         data_file = task.file
         if is_candidate(data_file, current_spec_id=current_spec_id, target_file_size_bytes=target_file_size_bytes):
             by_partition.setdefault((data_file.spec_id, data_file.partition), []).append(task)
 
-    keyed: list[tuple[str, int, Record, list[FileScanTask]]] = []
-    for (spec_id, partition), members in by_partition.items():
-        if len(members) < min_input_files:
-            continue
-        keyed.append(
-            (_partition_path(specs[spec_id], partition, schema), spec_id, partition, sorted(members, key=_path))
+    keyed = [
+        (
+            _partition_path(specs[spec_id], partition, schema),
+            spec_id,
+            partition,
+            sorted(members, key=lambda task: task.file.file_path),
         )
+        for (spec_id, partition), members in by_partition.items()
+        if len(members) >= min_input_files
+    ]
     keyed.sort(key=lambda item: (item[1] != current_spec_id, item[1], item[0]))
 
     groups: list[FileGroup] = []

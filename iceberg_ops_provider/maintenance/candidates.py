@@ -1,16 +1,12 @@
 """Finds a compaction's candidate files in a snapshot's manifests, keeping only what rewriting needs.
 
-``table.scan().plan_files()`` decodes every manifest entry of the table with all its column
-statistics and keeps them all until the plan is complete (about 4.5 KiB per file: 18 MiB for 4,096
-files, which then pins memory for the rest of the process). Here entries are decoded one at a time
-and dropped at once unless the file is a candidate, and a candidate keeps only its path, format,
-size, row count, partition and spec (about 0.6 KiB), so the plan's memory grows with the number
-of small files only, by a small amount.
+``plan_files()`` keeps every entry with all its column statistics (about 4.5 KiB per file) until the
+plan is complete; here entries are decoded one at a time and only candidates kept, without statistics
+(about 0.6 KiB). Filtering and delete matching are PyIceberg's own (``ManifestGroupPlanner``'s
+evaluators, ``DeleteFileIndex``), so a candidate carries exactly the delete files a scan would apply.
 
-The filtering is PyIceberg's own (``ManifestGroupPlanner``'s manifest, partition and metrics
-evaluators for the ``where`` filter) and so is the matching of position delete files to data files
-(``DeleteFileIndex``: partition, sequence number, ``file_path`` bounds), so a candidate carries
-exactly the delete files a scan would apply to it.
+A position delete file can go once every data file it deletes rows from is rewritten. Equality deletes
+cannot be applied by PyIceberg 0.12, so a table holding any is refused.
 """
 
 from __future__ import annotations
@@ -19,6 +15,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 from pyiceberg.avro.file import AvroFile
 from pyiceberg.expressions import BooleanExpression
 from pyiceberg.manifest import (
@@ -35,14 +33,20 @@ from pyiceberg.manifest import (
     _inherit_from_manifest,
 )
 from pyiceberg.table import FileScanTask, ManifestGroupPlanner
-from pyiceberg.table.delete_file_index import DeleteFileIndex
+from pyiceberg.table.delete_file_index import DeleteFileIndex, _referenced_data_file_path
+
+from iceberg_ops_provider.errors import UnsupportedDeleteFilesError
+from iceberg_ops_provider.maintenance.files import ManifestReader
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
+    from pyiceberg.table import Table
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["plan_candidates"]
+    from iceberg_ops_provider.maintenance.binpack import FileGroup
+
+__all__ = ["plan_candidates", "referenced_paths", "refuse_equality_deletes", "removable_delete_files"]
 
 _READERS = 8
 """Manifests read at once (object stores answer each read with latency, not bandwidth)."""
@@ -83,18 +87,9 @@ def plan_candidates(
     row_filter: BooleanExpression,
     keep: Callable[[DataFile], bool],
 ) -> list[FileScanTask]:
-    """The data files of ``snapshot`` that may match ``row_filter`` and that ``keep`` accepts.
+    """A task per data file of ``snapshot`` that may match ``row_filter`` and that ``keep`` accepts.
 
-    Args:
-        metadata: The table metadata (schema and specs for the evaluators).
-        io: The table's FileIO.
-        snapshot: The snapshot to plan.
-        row_filter: Only files whose partition and column statistics may match it.
-        keep: Which of those to return (the compaction's candidate rule).
-
-    Returns:
-        A task per kept file: a statistics-free copy of the file with the position delete files
-        that apply to it.
+    Each holds a statistics-free copy of the file and the position delete files that apply to it.
     """
     planner = ManifestGroupPlanner(metadata, io, row_filter)
     manifests = snapshot.manifests(io)
@@ -109,12 +104,11 @@ def plan_candidates(
         matches = partition_matches[manifest.partition_spec_id]
         if manifest.content == ManifestContent.DELETES:
             return [entry for entry in _entries(io, manifest) if matches(entry.data_file)]
-        kept = []
-        for entry in _entries(io, manifest):
-            data_file = entry.data_file
-            if matches(data_file) and metrics_match(data_file) and keep(data_file):
-                kept.append((_slim(data_file), entry.sequence_number or INITIAL_SEQUENCE_NUMBER))
-        return kept
+        return [
+            (_slim(entry.data_file), entry.sequence_number or INITIAL_SEQUENCE_NUMBER)
+            for entry in _entries(io, manifest)
+            if matches(entry.data_file) and metrics_match(entry.data_file) and keep(entry.data_file)
+        ]
 
     deletes = DeleteFileIndex()
     candidates: list[tuple[DataFile, int]] = []
@@ -130,3 +124,43 @@ def plan_candidates(
         FileScanTask(data_file, delete_files=deletes.for_data_file(sequence, data_file, data_file.partition))
         for data_file, sequence in candidates
     ]
+
+
+def refuse_equality_deletes(table: Table, snapshot: Snapshot) -> None:
+    """Raise before anything is written if the snapshot holds live equality delete files."""
+    reader = ManifestReader(table.io)
+    manifests = [manifest for manifest in reader.manifests(snapshot) if manifest.content == ManifestContent.DELETES]
+    reader.prefetch(manifests)
+    found = [e.path for m in manifests for e in reader.entries(m) if e.live and e.content == "equality_deletes"]
+    if found:
+        raise UnsupportedDeleteFilesError(
+            f"{'.'.join(table.name())} holds {len(found)} equality delete file(s) (for example {found[0]}), which "
+            "PyIceberg cannot apply, so its rows cannot be rewritten safely; nothing was written. Compact it once "
+            "with an engine that applies them (Spark's rewrite_data_files) and run this again."
+        )
+
+
+def referenced_paths(io: FileIO, delete_file: DataFile, cache: dict[str, frozenset[str]]) -> frozenset[str]:
+    """The data files a position delete file deletes rows of (from its bounds, else from its contents)."""
+    path = delete_file.file_path
+    if path not in cache:
+        single = _referenced_data_file_path(delete_file)
+        if single is not None:
+            cache[path] = frozenset([single])
+        else:
+            with io.new_input(path).open() as stream:
+                column = pq.read_table(stream, columns=["file_path"]).column("file_path")
+            cache[path] = frozenset(pc.unique(column).to_pylist())
+    return cache[path]
+
+
+def removable_delete_files(
+    io: FileIO, group: FileGroup, rewritten: set[str], removed: set[str], cache: dict[str, frozenset[str]]
+) -> list[DataFile]:
+    """Delete files of ``group`` whose every target is rewritten by it or by a group committed before.
+
+    ``removed`` holds the delete files earlier groups already removed (a partition-wide delete file
+    is listed for every file of its partition, so later groups of that partition see it too).
+    """
+    done = rewritten | {data_file.file_path for data_file in group.data_files}
+    return [d for d in group.delete_files if d.file_path not in removed and referenced_paths(io, d, cache) <= done]

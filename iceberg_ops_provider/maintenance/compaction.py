@@ -1,24 +1,12 @@
 """Data compaction without a JVM: small files bin-packed into files near the target size, streaming.
 
-Guarantees (what the tests check):
-
-- **Same rows.** The multiset of rows the table reads is identical before and after; position
-  deletes (written by Spark or Flink merge-on-read) are applied while rewriting, and a table with
-  equality deletes is refused before anything is written (PyIceberg cannot apply them).
-- **Bounded memory.** Files are read one at a time and written one row group at a time (one whole
-  output file with ``strategy="sort"``), each group on two threads, two ``binpack`` groups side by
-  side, whatever the table size.
-- **Partial progress.** Groups (a partition's small files, large partitions split) are committed as
-  atomic ``replace`` snapshots, several small groups together (up to ``commit_every_bytes`` of
-  input, or a minute's work), each snapshot keeping files appended concurrently and failing if a
-  file it rewrites was removed, replaced or given new deletes since the plan (Spark's
-  ``RewriteFiles`` rules; a conflicting batch is committed group by group, so only the groups the
-  conflict touches fail). A crash loses at most the groups written since the last commit; a rerun
-  finds only what is still small.
-- **Crash safety.** The table is only changed by those commits. A process killed mid-group leaves
-  the files it was writing behind as orphans (unreferenced, removed by orphan-file removal); the
-  table reads exactly as before.
-- **Time travel.** Nothing is deleted: older snapshots keep reading their files until expired.
+Rows read are the rows written (position deletes applied; a table with equality deletes is refused
+before anything is written). Files are read one at a time and written a row group at a time (a whole
+output file with ``sort``). Groups are committed as atomic ``replace`` snapshots, several small ones
+together, each failing if a file it rewrites was removed, replaced or given new deletes since the plan
+(Spark's ``RewriteFiles`` rules; a conflicting batch is committed group by group). The table only
+changes by those commits: a process killed mid-group leaves orphans, and a rerun finds only what is
+still small. Nothing is deleted: older snapshots keep their files until expired.
 """
 
 from __future__ import annotations
@@ -26,29 +14,32 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
-from pyiceberg.expressions import BooleanExpression
+from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.expressions.parser import parse
+from pyiceberg.table import Table, TableProperties
 
-from iceberg_ops_provider.errors import MaintenanceConflictError
-from iceberg_ops_provider.maintenance.binpack import FileGroup, is_candidate, plan_groups
-from iceberg_ops_provider.maintenance.candidates import plan_candidates
-from iceberg_ops_provider.maintenance.compaction_arguments import check_arguments, check_batching
-from iceberg_ops_provider.maintenance.compaction_deletes import refuse_equality_deletes, removable_delete_files
-from iceberg_ops_provider.maintenance.compaction_result import (
+from iceberg_ops_provider.core.filters import bind_filter
+from iceberg_ops_provider.errors import MaintenanceConflictError, MaintenanceError
+from iceberg_ops_provider.maintenance.binpack import FileGroup, is_candidate, min_input_files_problem, plan_groups
+from iceberg_ops_provider.maintenance.candidates import plan_candidates, refuse_equality_deletes, removable_delete_files
+from iceberg_ops_provider.maintenance.group_runner import (
+    COMMIT_INTERVAL_SECONDS,
     OPERATION_PROPERTY,
     CompactionGroupResult,
     CompactionResult,
+    GroupBatches,
+    GroupRunner,
     build_result,
+    identifier,
+    planned_result,
 )
-from iceberg_ops_provider.maintenance.group_batches import COMMIT_INTERVAL_SECONDS, GroupBatches
-from iceberg_ops_provider.maintenance.group_runner import GroupRunner, identifier, planned_result
+from iceberg_ops_provider.messages import Arg, Hint, message
 from iceberg_ops_provider.progress import ProgressCallback, ProgressTracker, size_text
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
-    from pyiceberg.table import Table
 
 __all__ = [
     "COMMIT_INTERVAL_SECONDS",
@@ -59,6 +50,112 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+STRATEGIES = ("binpack", "sort")
+
+
+def check_arguments(
+    table: Table,
+    target_file_size_bytes: int | None,
+    min_input_files: int,
+    where: str | BooleanExpression | None,
+    strategy: str,
+) -> tuple[int, BooleanExpression]:
+    """Validate the arguments; returns the target size and the bound-checked filter."""
+    if not isinstance(table, Table):
+        raise TypeError(f"table must be a pyiceberg Table (from catalog.load_table), got {type(table).__name__}.")
+    if strategy not in STRATEGIES:
+        raise ValueError(
+            message(
+                f"{{strategy}} must be one of {', '.join(map(repr, STRATEGIES))}, got {strategy!r}.",
+                about="strategy",
+                strategy=Arg("strategy"),
+            )
+        )
+    problem = min_input_files_problem(min_input_files)
+    if problem is not None:
+        raise ValueError(
+            message(f"{{min_input_files}} {problem}.", about="min_input_files", min_input_files=Arg("min_input_files"))
+        )
+    if target_file_size_bytes is None:
+        raw = table.metadata.properties.get(TableProperties.WRITE_TARGET_FILE_SIZE_BYTES)
+        try:
+            target = int(raw) if raw is not None else TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
+        except ValueError as exc:
+            raise ValueError(
+                message(
+                    f"Table property {TableProperties.WRITE_TARGET_FILE_SIZE_BYTES}={raw!r} is not an integer; fix "
+                    "it with a property update or pass {target_file_size_bytes}.",
+                    target_file_size_bytes=Arg("target_file_size_bytes"),
+                )
+            ) from exc
+        source = f"the table property {TableProperties.WRITE_TARGET_FILE_SIZE_BYTES}"
+    else:
+        if isinstance(target_file_size_bytes, bool) or not isinstance(target_file_size_bytes, int):
+            raise ValueError(
+                f"target_file_size_bytes must be an integer number of bytes, got {target_file_size_bytes!r}."
+            )
+        target, source = target_file_size_bytes, "target_file_size_bytes"
+    if target < 1:
+        raise ValueError(f"{source} must be a positive number of bytes, got {target}.")
+    if where is None:
+        expression: BooleanExpression = AlwaysTrue()
+    elif isinstance(where, str):
+        try:
+            expression = parse(where)
+        except Exception as exc:
+            raise ValueError(
+                message(
+                    f"{{where}} is not a filter PyIceberg can parse: {exc}", about="where", where=Arg("where", where)
+                )
+            ) from exc
+    elif isinstance(where, BooleanExpression):
+        expression = where
+    else:
+        raise ValueError(f"where must be a filter string or a pyiceberg BooleanExpression, got {type(where).__name__}.")
+    try:
+        expression = bind_filter(expression, table.schema())
+    except Exception as exc:
+        raise ValueError(
+            message(
+                f"{{where}} does not fit the schema of {identifier(table)}: {exc}. "
+                f"Columns: {', '.join(f.name for f in table.schema().fields)}.",
+                about="where",
+                where=Arg("where", where),
+            )
+        ) from exc
+    if strategy == "sort" and table.sort_order().is_unsorted:
+        name = identifier(table)
+        namespace, _, bare = name.rpartition(".")
+        raise ValueError(
+            message(
+                f"{{sort}} sorts by the table's sort order, and {name} has none. Set one ({{set_one}}) or use "
+                "{binpack}.",
+                about="strategy",
+                sort=Arg("strategy", "sort"),
+                set_one=Hint(
+                    "set_sort_order",
+                    "with table.update_sort_order(), or ctx.set_sort_order() in a migration",
+                    {"table": name, "name": bare, "namespace": namespace},
+                ),
+                binpack=Arg("strategy", "binpack"),
+            )
+        )
+    if table.format_version > 2:
+        raise MaintenanceError(
+            f"{identifier(table)} is a format v{table.format_version} table; PyIceberg 0.12 writes v1 and v2 only."
+        )
+    return target, expression
+
+
+def check_batching(commit_every_bytes: int | None, max_concurrent_groups: int | None) -> None:
+    """Refuse a ``commit_every_bytes`` or ``max_concurrent_groups`` that is not a count of the right size."""
+    counts = (("commit_every_bytes", commit_every_bytes, 0), ("max_concurrent_groups", max_concurrent_groups, 1))
+    for name, value, least in counts:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            text = f"{{name}} must be an integer of at least {least}, got {value!r}."
+            raise ValueError(message(text, about=name, name=Arg(name)))
 
 
 def compact_small_files_streaming(
@@ -73,37 +170,31 @@ def compact_small_files_streaming(
     commit_every_bytes: int | None = None,
     max_concurrent_groups: int | None = None,
 ) -> CompactionResult:
-    """Rewrite the small data files of ``table`` into files near the target size, group by group.
+    """Rewrite the small data files of ``table``'s ``main`` (refreshed) into files near the target size.
 
     Args:
-        table: The table (refreshed by the call); compacts its ``main`` branch.
-        target_file_size_bytes: The output file size to aim at; default: the table property
-            ``write.target-file-size-bytes`` (Iceberg's default, 512 MiB). Files under 75% of it are small.
+        table: The table.
+        target_file_size_bytes: Default: the table's ``write.target-file-size-bytes`` (512 MiB); files under
+            75% of it are small.
         min_input_files: A partition with fewer small files than this is left alone.
-        where: A PyIceberg filter (string or expression): only files whose partition or column
-            statistics may match it are considered (whole files are rewritten, never split by it).
-        strategy: ``binpack`` keeps the rows' order; ``sort`` also sorts each output file by the
-            table's sort order (memory then holds one output file).
-        dry_run: Plan, and report the groups, files and bytes a real run would rewrite; write nothing.
-        on_progress: Receives :class:`~iceberg_ops_provider.progress.Progress` (rows, bytes and small
-            files read, groups done, rate, ETA) as the groups are rewritten; not called in a dry run.
-        should_stop: Asked before each group (it must be quick, e.g. ``threading.Event.is_set``):
-            once it returns ``True`` no further group starts and the result is ``stopped``, listing
-            the groups done. Groups being written when it turns ``True`` are finished and committed.
-        commit_every_bytes: Groups written are committed together, one ``replace`` snapshot, once
-            the files they rewrote reach this many bytes (or a minute after the last commit, or at the
-            end); default: the target file size. ``0`` commits every group on its own, as a
-            snapshot of its own. A crash loses the groups written since the last commit.
-        max_concurrent_groups: Groups written side by side, each on two threads; default 2 with
-            ``binpack``, 1 with ``sort`` (which holds an output file in memory per group).
+        where: A PyIceberg filter: only files whose statistics may match it are considered (rewritten whole).
+        strategy: ``binpack`` keeps the rows' order; ``sort`` sorts each output file by the table's sort
+            order (memory then holds one output file).
+        dry_run: Report the groups, files and bytes a real run would rewrite; write nothing.
+        on_progress: Receives :class:`~iceberg_ops_provider.progress.Progress` as groups are rewritten.
+        should_stop: Asked before each group (it must be quick): once ``True`` no further group starts and
+            the result is ``stopped``; groups being written are finished and committed.
+        commit_every_bytes: Written groups are committed together, one snapshot, once their input reaches
+            this (or a minute passed); default: the target size; ``0``: each group alone. A crash loses
+            the groups written since the last commit.
+        max_concurrent_groups: Groups written side by side; default 2 with ``binpack``, 1 with ``sort``.
 
     Raises:
-        ValueError: A bad argument, ``strategy="sort"`` on a table without a sort order, or a
-            non-integer ``write.target-file-size-bytes``.
+        ValueError: A bad argument, ``sort`` on a table without a sort order, or a non-integer
+            ``write.target-file-size-bytes``.
         UnsupportedDeleteFilesError: The table holds equality delete files; nothing was written.
-        MaintenanceConflictError: A concurrent commit removed, replaced or added deletes to files of
-            some groups; those groups were not committed (their files were deleted), the others
-            were. The result is the exception's ``result`` attribute. Running again redoes them.
+        MaintenanceConflictError: Concurrent commits changed the files of some groups: those were not
+            committed (their files deleted), the others were (the exception's ``result``); a rerun redoes them.
     """
     started = time.monotonic()
     target, expression = check_arguments(table, target_file_size_bytes, min_input_files, where, strategy)
@@ -167,8 +258,8 @@ def compact_small_files_streaming(
         results = sorted(batches.results, key=lambda each: each.index)
         if groups:
             tracker.finish()
-    result = build_result(base, snapshot.snapshot_id, groups, results, planning_seconds, time.monotonic() - started)
-    result = replace(result, stopped=stopped)
+    seconds = time.monotonic() - started
+    result = build_result(base, snapshot.snapshot_id, groups, results, planning_seconds, seconds, stopped=stopped)
     if result.failed_groups_count:
         failed = [group for group in result.groups if group.status == "failed"]
         missing = sum(str(group.error or "").startswith("FileNotFoundError") for group in failed)

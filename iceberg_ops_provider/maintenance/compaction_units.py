@@ -1,24 +1,13 @@
 """Compaction that fans out: a plan of serializable units, each rewritten and committed on its own, anywhere.
 
-:func:`~iceberg_ops_provider.maintenance.compaction.compact_small_files_streaming` plans a table's
-groups and rewrites them one after the other in one process. For a table with thousands of
-partitions that is one worker doing what many could share, as Spark spreads the same groups over its
-executors. Here the same plan is split in two steps, the shape of the data mover:
-
-- :func:`plan_compaction_units` returns the groups as :class:`CompactionUnit` values: the files of one
-  partition (a large partition split, so each unit stays small enough for one task), JSON-able
-  (:meth:`CompactionUnit.to_json`, :meth:`CompactionUnit.from_json`) to pass to other processes (Airflow
-  tasks mapped with ``.expand``).
-- :func:`run_compaction_units` rewrites the given units of a table, each as one ``replace`` commit with
-  the safety compaction has everywhere: files appended meanwhile are kept, and the commit fails if a
-  file it rewrites was removed, replaced or given new deletes since (Spark's ``RewriteFiles`` rules).
+:func:`plan_compaction_units` returns the groups a compaction would rewrite as JSON-able
+:class:`CompactionUnit` values (for Airflow tasks mapped with ``.expand``); :func:`run_compaction_units`
+rewrites given units, each as one ``replace`` commit with compaction's safety rules.
 
 **Exactly once**, across retries, SIGKILLs and two runs given the same unit: a unit runs only when every
-one of its files is still live; a unit whose files another run already replaced is ``skipped``, never
-redone (also when that run's commit landed just before it was killed). Two runs rewriting the same unit
-at once race on the commit: one lands, the other's validation fails and, its files being gone, it
-reports ``skipped``. A process killed mid-unit leaves only unreferenced files (orphans, removed by
-orphan-file removal); the table reads exactly as before, and a rerun redoes the unit.
+one of its files is still live, else it is ``skipped`` (also when another run's commit landed just
+before it was killed). Two runs racing on a unit: one commit lands, the other fails validation and,
+its files being gone, reports ``skipped``. A process killed mid-unit leaves only orphans.
 """
 
 from __future__ import annotations
@@ -35,11 +24,15 @@ from pyiceberg.expressions import AlwaysTrue
 from iceberg_ops_provider.core.documents import read_back
 from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance.binpack import FileGroup
-from iceberg_ops_provider.maintenance.candidates import plan_candidates
+from iceberg_ops_provider.maintenance.candidates import plan_candidates, refuse_equality_deletes
 from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
-from iceberg_ops_provider.maintenance.compaction_deletes import refuse_equality_deletes, removable_delete_files
-from iceberg_ops_provider.maintenance.compaction_result import CompactionGroupResult, CompactionResult, build_result
-from iceberg_ops_provider.maintenance.group_runner import GroupRunner, identifier
+from iceberg_ops_provider.maintenance.group_runner import (
+    CompactionGroupResult,
+    CompactionResult,
+    GroupRunner,
+    build_result,
+    identifier,
+)
 from iceberg_ops_provider.progress import ProgressCallback, ProgressTracker
 
 if TYPE_CHECKING:
@@ -55,17 +48,8 @@ log = logging.getLogger(__name__)
 class CompactionUnit:
     """One group of a compaction plan, to be rewritten and committed on its own (by any process).
 
-    Attributes:
-        table: The table, ``namespace.table``.
-        index: Position in the plan, from 1.
-        partition: The partition of its files (``day=2026-11-03``; ``""`` when unpartitioned).
-        spec_id: The partition spec they were written under.
-        data_files: The data files to rewrite, sorted.
-        bytes: Their size when planned.
-        expected_output_files: How many files the plan expects.
-        strategy: ``binpack`` or ``sort``.
-        target_file_size_bytes: The output file size aimed at.
-        planned_snapshot_id: The snapshot the plan was made on.
+    ``partition`` is ``day=2026-11-03`` (``""`` when unpartitioned), ``data_files`` are sorted, and
+    ``bytes`` is their size when planned on ``planned_snapshot_id``.
     """
 
     table: str
@@ -116,10 +100,10 @@ def plan_compaction_units(
     where: str | BooleanExpression | None = None,
     strategy: Literal["binpack", "sort"] = "binpack",
 ) -> list[CompactionUnit]:
-    """The units a compaction of ``table`` would rewrite, as ``compact_small_files_streaming`` plans its groups.
+    """The units a compaction of ``table`` would rewrite (none: nothing to compact); writes nothing.
 
     Takes the arguments of :func:`~iceberg_ops_provider.maintenance.compaction.compact_small_files_streaming`
-    and raises what it raises for them; writes nothing. An empty list: nothing to compact.
+    and raises what it raises for them.
     """
     planned = compact_small_files_streaming(
         table, target_file_size_bytes, min_input_files, where, strategy, dry_run=True
@@ -173,18 +157,11 @@ def run_compaction_units(
     on_progress: ProgressCallback | None = None,
     should_stop: Callable[[], bool] | None = None,
 ) -> CompactionResult:
-    """Rewrite the given units of ``table``, each as one commit, exactly once (see the module).
+    """Rewrite the given units of ``table`` (or their JSON), each as one commit, exactly once (see the module).
 
-    Args:
-        table: The table the units were planned on (refreshed by the call).
-        units: Units from :func:`plan_compaction_units`, or their JSON.
-        on_progress: Receives progress as the units are rewritten.
-        should_stop: Asked before each unit; once ``True`` no further unit starts (``stopped``).
-
-    Returns:
-        A :class:`~iceberg_ops_provider.maintenance.compaction.CompactionResult` whose ``groups`` are
-        the units, each ``committed``, ``skipped`` (another run already replaced its files) or, with
-        ``stopped``, left out.
+    ``should_stop`` is asked before each unit; once ``True`` no further unit starts (``stopped``). The
+    result's ``groups`` are the units, each ``committed``, ``skipped`` (another run already replaced its
+    files) or, with ``stopped``, left out.
 
     Raises:
         ValueError: A unit of another table, malformed JSON, or an unknown strategy; nothing was written.
@@ -218,9 +195,6 @@ def run_compaction_units(
         unit_name="unit",
     )
     runners: dict[tuple[str, int], GroupRunner] = {}
-    rewritten: set[str] = set()
-    removed_deletes: set[str] = set()
-    references: dict[str, frozenset[str]] = {}
     results: list[CompactionGroupResult] = []
     stopped = False
     for unit in parsed:
@@ -252,28 +226,29 @@ def run_compaction_units(
             output_files=unit.expected_output_files,
             repartition=unit.spec_id != metadata.default_spec_id,
         )
-        removable = removable_delete_files(table.io, group, rewritten, removed_deletes, references)
-        planned = replace(planned, delete_files=[d.file_path for d in removable])
         key = (unit.strategy, unit.target_file_size_bytes)
         if key not in runners:
             runners[key] = GroupRunner(
                 table, metadata, len(parsed), unit.strategy, unit.target_file_size_bytes, tracker
             )
+        # The runner knows what its commits rewrote and removed, so a delete file goes only once all its targets did.
+        removable = runners[key].removable([group])[0]
+        planned = replace(planned, delete_files=[d.file_path for d in removable])
         outcome = runners[key].run(group, planned, removable)
         tracker.unit_done()
         if outcome.status == "failed":
             table.refresh()
             if not _live(table, unit.data_files):  # another run's commit replaced them first
                 outcome = _skipped(outcome, f"another run replaced its files first ({outcome.error})")
-        if outcome.status == "committed":
-            rewritten.update(outcome.data_files)
-            removed_deletes.update(outcome.delete_files)
         results.append(outcome)
     if parsed:
         tracker.finish()
     snapshot_id = snapshot.snapshot_id if snapshot is not None else None
-    result = build_result(base, snapshot_id, parsed, results, 0.0, time.monotonic() - started)  # type: ignore[arg-type]
-    result = replace(result, stopped=stopped, skipped_groups_count=sum(r.status == "skipped" for r in results))
+    skipped = sum(r.status == "skipped" for r in results)
+    seconds = time.monotonic() - started
+    result = build_result(
+        base, snapshot_id, parsed, results, 0.0, seconds, stopped=stopped, skipped_groups_count=skipped
+    )
     if result.failed_groups_count:
         failed = [r for r in results if r.status == "failed"]
         error = MaintenanceConflictError(

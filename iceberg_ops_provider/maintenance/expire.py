@@ -1,15 +1,9 @@
 """Snapshot expiry that also deletes the files nothing needs any more (PyIceberg's deletes none).
 
-Which snapshots go follows Iceberg's Java ``ExpireSnapshots`` (and Spark's ``expire_snapshots``
-procedure): refs older than their ``max-ref-age-ms`` are removed (never ``main``); every branch keeps
-its head and the ancestors within its ``min-snapshots-to-keep`` / ``max-snapshot-age-ms``; every tag
-keeps its snapshot; snapshots no ref reaches are kept while newer than ``older_than``. The table's
-``history.expire.*`` properties are the defaults, as in Java.
-
-The commit asserts that no ref moved since the plan (a concurrent commit makes it retry with a fresh
-plan), and files are deleted only after it landed: the files of expired snapshots minus every file a
-retained snapshot still lists. A crash after the commit leaves some of those files behind, harmless
-and found by :func:`~iceberg_ops_provider.maintenance.orphans.remove_orphan_files`.
+Which snapshots go follows Java's ``ExpireSnapshots``, with the table's ``history.expire.*`` properties
+as defaults. The commit asserts no ref moved since the plan (else it plans again), and files are deleted
+only after it landed: those of expired snapshots that no retained snapshot lists. A crash after the
+commit leaves some behind, for orphan removal.
 """
 
 from __future__ import annotations
@@ -17,10 +11,10 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Iterator
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.serializers import FromInputFile
@@ -38,11 +32,10 @@ from pyiceberg.table.update import (
 from iceberg_ops_provider.core.retrying import rereads
 from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance import files as _files
-from iceberg_ops_provider.maintenance.files import FileEntry, ManifestReader
+from iceberg_ops_provider.maintenance.files import ManifestReader
 from iceberg_ops_provider.maintenance.times import parse_older_than
 
 if TYPE_CHECKING:
-    from pyiceberg.manifest import ManifestFile
     from pyiceberg.table import Table
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
@@ -50,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = ["ExpirePlan", "ExpireSnapshotsResult", "expire_snapshots", "plan_expiry"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
 MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
@@ -60,13 +54,9 @@ _COMMIT_ATTEMPTS = 4
 
 @dataclass(frozen=True)
 class ExpirePlan:
-    """What an expiry would change in a table's metadata.
+    """What an expiry would change: snapshots removed and kept, refs past their ``max-ref-age-ms``.
 
-    Attributes:
-        expired_snapshot_ids: The snapshots to remove.
-        removed_refs: Branches and tags past their ``max-ref-age-ms``.
-        retained_snapshot_ids: The snapshots that stay.
-        cutoff_ms: Snapshots committed before this (epoch milliseconds) may go, unless a branch keeps them.
+    Snapshots committed before ``cutoff_ms`` may go, unless a branch keeps them.
     """
 
     expired_snapshot_ids: tuple[int, ...]
@@ -102,15 +92,7 @@ class ExpireSnapshotsResult:
     @property
     def deleted_files_count(self) -> int:
         """Every file deleted, of any kind."""
-        return (
-            self.deleted_data_files_count
-            + self.deleted_position_delete_files_count
-            + self.deleted_equality_delete_files_count
-            + self.deleted_manifest_files_count
-            + self.deleted_manifest_lists_count
-            + self.deleted_statistics_files_count
-            + self.deleted_metadata_files_count
-        )
+        return sum(getattr(self, f.name) for f in fields(self) if f.name.endswith(("_files_count", "_lists_count")))
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form (also what the operator pushes to XCom)."""
@@ -205,15 +187,10 @@ class _Doomed:
 def _unreachable_files(
     table: Table, planned_on: TableMetadata, plan: ExpirePlan, retained: list[Snapshot] | None = None
 ) -> _Doomed:
-    """The files of the expired snapshots that no retained snapshot lists.
+    """The files of the expired snapshots of ``planned_on`` that no ``retained`` snapshot lists.
 
-    Args:
-        table: The table (for its FileIO).
-        planned_on: The metadata the plan was made on (it holds the expired snapshots).
-        plan: The plan.
-        retained: The snapshots that stay; default: the plan's. After the commit, pass every snapshot of
-            the committed metadata, which also holds what other writers committed meanwhile (a branch
-            made on an expired snapshot reuses its manifests).
+    ``retained`` defaults to the plan's; after the commit, pass every snapshot of the committed metadata,
+    which also holds what other writers committed meanwhile (a branch on an expired snapshot reuses its manifests).
     """
     reader = ManifestReader(table.io)
     doomed = _Doomed()
@@ -230,7 +207,7 @@ def _unreachable_files(
     gone_manifests = {
         m.manifest_path: m
         for s in expired
-        for m in _manifests_unless_deleted(reader, s)
+        for m in _unless_deleted(reader.manifests, s, s.manifest_list)
         if m.manifest_path not in kept_manifests
     }
     for snapshot in expired:
@@ -241,7 +218,9 @@ def _unreachable_files(
         with contextlib.suppress(FileNotFoundError):  # read one by one below, skipping the missing
             reader.prefetch(gone_manifests.values())
         candidates = {
-            entry.path: entry for m in gone_manifests.values() for entry in _entries_unless_deleted(reader, m)
+            entry.path: entry
+            for m in gone_manifests.values()
+            for entry in _unless_deleted(reader.entries, m, m.manifest_path)
         }
         # Every kept manifest is read: a path removed once may have been added again later (add_files),
         # so no property of a manifest (such as its sequence numbers) proves it does not list a candidate.
@@ -264,15 +243,11 @@ def _deletes_metadata(metadata: TableMetadata) -> bool:
 def _restore_refs_created_meanwhile(
     table: Table, planned_on: TableMetadata, plan: ExpirePlan
 ) -> tuple[int, ...] | None:
-    """Put back any ref created between the plan and the commit that pointed at an expired snapshot.
+    """Put back any ref created between the plan and the commit on an expired snapshot; the ids put back.
 
-    The commit asserts only the refs known when planning; a tag or branch created meanwhile on an old
-    snapshot would be dropped with that snapshot. Its snapshot is read from the metadata the commit
-    was applied to and added back (without a parent, as Iceberg allows after expiry), with the ref.
-
-    Returns:
-        The snapshot ids put back (empty when nothing was lost), or ``None`` when the commit's base
-        could not be read, so the caller deletes nothing.
+    The commit asserts only the refs known when planning, so such a ref was dropped with its snapshot,
+    which is read from the commit's base and added back (without a parent, as Iceberg allows). ``None``
+    when that base could not be read: the caller then deletes nothing.
     """
     known = {name: ref.snapshot_id for name, ref in planned_on.refs.items()}
     log_entries = table.metadata.metadata_log
@@ -318,10 +293,6 @@ def _restore_refs_created_meanwhile(
     return tuple(sorted({ref.snapshot_id for ref in lost.values()}))
 
 
-def _identifier(table: Table) -> str:
-    return ".".join(table.name())
-
-
 def _commit(table: Table, plan: ExpirePlan) -> None:
     """Remove the planned refs and snapshots in one commit that fails if any ref moved meanwhile."""
     metadata = table.metadata
@@ -352,24 +323,15 @@ class _SnapshotGone(Exception):
     """A snapshot planned for expiry was removed by a concurrent expiry."""
 
 
-def _manifests_unless_deleted(reader: ManifestReader, snapshot: Snapshot) -> list[ManifestFile]:
-    """The manifests of an expired snapshot, or none when another expiry already deleted its manifest list.
+def _unless_deleted(read: Callable[[Any], list[T]], item: Any, path: str) -> list[T]:
+    """What ``read(item)`` lists, or nothing when another expiry already deleted the file at ``path``.
 
     Whoever deleted it deleted (or is deleting) what it alone referenced; what is left is an orphan.
     """
     try:
-        return reader.manifests(snapshot)
+        return read(item)
     except FileNotFoundError:
-        log.info("manifest list %s is already gone (another expiry deleted it)", snapshot.manifest_list)
-        return []
-
-
-def _entries_unless_deleted(reader: ManifestReader, manifest: ManifestFile) -> list[FileEntry]:
-    """The entries of an expired manifest, or none when another expiry already deleted it."""
-    try:
-        return reader.entries(manifest)
-    except FileNotFoundError:
-        log.info("manifest %s is already gone (another expiry deleted it)", manifest.manifest_path)
+        log.info("%s is already gone (another expiry deleted it)", path)
         return []
 
 
@@ -414,7 +376,7 @@ def expire_snapshots(
     """
     older_than = parse_older_than(older_than)
     older_than_ms = int(older_than.timestamp() * 1000) if older_than is not None else None
-    name = _identifier(table)
+    name = ".".join(table.name())
     for attempt in range(1, _COMMIT_ATTEMPTS + 1):
         table.refresh()
         metadata = table.metadata
@@ -424,7 +386,6 @@ def expire_snapshots(
         if not plan.expired_snapshot_ids and not plan.removed_refs:
             return ExpireSnapshotsResult(name, dry_run, _iso(plan.cutoff_ms))
         log_before = [entry.metadata_file for entry in metadata.metadata_log] + [table.metadata_location]
-        doomed = _Doomed()
         if dry_run:
             try:
                 doomed = _unreachable_files(table, metadata, plan) if delete_files else _Doomed()
@@ -458,10 +419,9 @@ def expire_snapshots(
                 expired_snapshot_ids=tuple(i for i in plan.expired_snapshot_ids if i not in restored),
                 retained_snapshot_ids=(*plan.retained_snapshot_ids, *restored),
             )
-        if delete_files:
-            doomed = _after_commit(table, metadata, plan, name)
         if not delete_files:
-            return _result(name, False, plan, doomed, [], [])
+            return _result(name, False, plan, _Doomed(), [], [])
+        doomed = _after_commit(table, metadata, plan, name)
         log_after = {entry.metadata_file for entry in table.metadata.metadata_log} | {table.metadata_location}
         dropped = [path for path in log_before if path not in log_after] if _deletes_metadata(metadata) else []
         failures: list[str] = []
@@ -474,13 +434,9 @@ def expire_snapshots(
 def _after_commit(table: Table, metadata: TableMetadata, plan: ExpirePlan, name: str) -> _Doomed:
     """The files to delete once the expiry committed, decided against the table as it is now.
 
-    Decided against what was committed, which includes what other writers committed while this expiry
-    planned (their snapshots may reuse the expired snapshots' files). Another expiry running at the same
-    time may delete a manifest of a snapshot that was retained when read: then it is read again, against
-    the fresher metadata that no longer lists that snapshot.
-
-    Raises:
-        MaintenanceConflictError: A retained snapshot's manifest stayed missing on every attempt.
+    That includes what other writers committed meanwhile (their snapshots may reuse the expired ones'
+    files). A retained snapshot's manifest deleted by a concurrent expiry makes it read the fresher
+    metadata again; still missing on the last attempt, it raises ``MaintenanceConflictError``.
     """
     try:
         for attempt in rereads(_COMMIT_ATTEMPTS):

@@ -1,29 +1,29 @@
-"""Which files a table's snapshots reach: manifest lists, manifests, data and delete files.
-
-Maintenance decides what it may delete from these sets, so they are read from the table's own
-metadata (never guessed from paths), each manifest once however many snapshots share it.
-"""
+"""Which files a table's snapshots reach, read from its own metadata, each manifest once."""
 
 from __future__ import annotations
 
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
+
+from iceberg_ops_provider.core.threads import carrying_context
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import ManifestFile
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["FileEntry", "ManifestReader", "delete_files"]
+__all__ = ["FileEntry", "ManifestReader", "delete_files", "window_map"]
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
+R = TypeVar("R")
 
 CONTENT_KINDS = {
     DataFileContent.DATA: "data",
@@ -35,14 +35,9 @@ CONTENT_KINDS = {
 
 @dataclass(frozen=True)
 class FileEntry:
-    """One file listed by a manifest.
+    """One file listed by a manifest: ``content`` is ``data``, ``position_deletes`` or ``equality_deletes``.
 
-    Attributes:
-        path: The file's location.
-        content: ``data``, ``position_deletes`` or ``equality_deletes``.
-        live: Whether the entry is ``ADDED`` or ``EXISTING`` (a ``DELETED`` entry records the file's removal).
-        size: The file's size in bytes.
-        sequence_number: The data sequence number of the commit that added the file (0 when unknown).
+    ``live``: the entry is ``ADDED`` or ``EXISTING``; ``sequence_number`` is 0 when unknown.
     """
 
     path: str
@@ -53,11 +48,7 @@ class FileEntry:
 
 
 class ManifestReader:
-    """Reads manifest lists and manifests of one table, each manifest at most once.
-
-    Args:
-        io: The table's FileIO.
-    """
+    """Reads manifest lists and manifests of one table through ``io``, each manifest at most once."""
 
     _lists: ClassVar[OrderedDict[str, list[ManifestFile]]] = OrderedDict()
     """Manifest lists read lately, shared by every reader: they never change once written (their names
@@ -140,32 +131,50 @@ class ManifestReader:
         return {entry.path for manifest in manifests for entry in self.entries(manifest) if entry.live}
 
 
-def delete_files(io: FileIO, paths: Iterable[str], *, what: str, workers: int = 8) -> tuple[int, list[str]]:
-    """Delete ``paths`` through ``io``, in parallel; a file already gone counts as deleted.
+def window_map(fn: Callable[[T], R], items: Iterable[T], workers: int = 8) -> Iterator[R]:
+    """``map(fn, items)`` on threads, in order, with at most ``2 * workers`` results pending.
 
-    Returns:
-        How many were deleted, and ``path: error`` for each that could not be (never raised: the
-        commit that made them unreachable already landed; what is left is found by orphan removal).
+    ``Executor.map`` submits everything at once and would hold every result of a slow consumer.
+    """
+    items = list(items)
+    if len(items) < 2:
+        yield from map(fn, items)
+        return
+    carried = carrying_context(fn)
+    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
+        pending: list[Future[R]] = []
+        feed = iter(items)
+        for item in feed:
+            pending.append(pool.submit(carried, item))
+            if len(pending) >= 2 * workers:
+                break
+        while pending:
+            result = pending.pop(0).result()
+            for item in feed:
+                pending.append(pool.submit(carried, item))
+                break
+            yield result
+
+
+def delete_files(io: FileIO, paths: Iterable[str], *, what: str, workers: int = 8) -> tuple[int, list[str]]:
+    """Delete ``paths`` in parallel (one already gone counts); how many were, and ``path: error`` of the others.
+
+    Failures are never raised: the commit that made the files unreachable already landed; orphan removal
+    finds what is left.
     """
     paths = list(paths)
     failures: list[str] = []
 
-    def delete(path: str) -> bool:
+    def delete(path: str) -> None:
         try:
             io.delete(path)
-            return True
         except FileNotFoundError:
-            return True
+            pass
         except Exception as exc:
             failures.append(f"{path}: {type(exc).__name__}: {exc}")
-            return False
 
-    deleted = 0
-    if not paths:
-        return 0, failures
-    with ThreadPoolExecutor(max_workers=min(workers, len(paths))) as pool:
-        for done, ok in enumerate(pool.map(delete, paths), 1):
-            deleted += ok
+    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(paths)))) as pool:
+        for done, _ in enumerate(pool.map(delete, paths), 1):
             if done % 1000 == 0:
                 log.info("deleted %d of %d %s", done, len(paths), what)
-    return deleted, failures
+    return len(paths) - len(failures), failures

@@ -1,14 +1,12 @@
 """Writes compaction groups and commits them, one group or several together per ``replace`` snapshot.
 
-Writing and committing are apart so that a call can write groups side by side and commit several
-small ones at once: a commit rewrites the manifests holding the files it replaces and writes a new
-metadata file, so a hundred small partitions committed one by one cost a hundred such rounds.
-A batch commits all of its groups or none; when a concurrent commit conflicts with a batch, its
-groups are committed one by one instead, so only the groups the conflict touches fail.
-
-Delete files are chosen at commit time, from what has been committed before and what the batch
-itself rewrites: a position delete file is removed only once every data file it applies to is
-replaced in the same snapshot or an earlier one, never on the strength of a group still in flight.
+Up to ``concurrency`` groups are written on a pool while the caller's thread commits those written
+before, once they hold ``commit_bytes`` of input or a minute went by. If anything raises (an interrupt
+included), the groups being written stop at their next batch of rows, the files of every uncommitted
+group are deleted and the exception goes on; a ``SIGKILL`` leaves orphans. A batch commits all of its
+groups or none; when a concurrent commit conflicts with it, they are committed one by one, so only those
+the conflict touches fail. A position delete file is removed only once every data file it applies to
+is replaced in the same snapshot or an earlier one.
 """
 
 from __future__ import annotations
@@ -17,15 +15,16 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from collections import deque
+from collections.abc import Callable, Sequence, Sized
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 
 from iceberg_ops_provider.maintenance import files as _files
-from iceberg_ops_provider.maintenance.compaction_deletes import removable_delete_files
-from iceberg_ops_provider.maintenance.compaction_result import OPERATION_PROPERTY, CompactionGroupResult
+from iceberg_ops_provider.maintenance.candidates import removable_delete_files
 from iceberg_ops_provider.maintenance.rewrite_commit import RewriteValidator, commit_rewrite
 from iceberg_ops_provider.maintenance.streaming import GroupRewriter
 from iceberg_ops_provider.progress import ProgressTracker, size_text
@@ -38,7 +37,13 @@ if TYPE_CHECKING:
     from iceberg_ops_provider.maintenance.binpack import FileGroup
 
 __all__ = [
+    "OPERATION_PROPERTY",
+    "CompactionGroupResult",
+    "CompactionResult",
+    "build_result",
+    "COMMIT_INTERVAL_SECONDS",
     "COMMIT_KEY",
+    "GroupBatches",
     "GroupCancelledError",
     "GroupRunner",
     "WrittenGroup",
@@ -51,6 +56,107 @@ log = logging.getLogger(__name__)
 
 COMMIT_KEY = "iceberg-ops.compaction.commit-id"
 """Snapshot summary key: a fresh id per commit, to tell after an interrupted commit whether it landed."""
+
+
+OPERATION_PROPERTY = "iceberg-ops.operation"
+"""Snapshot summary key naming the maintenance operation that wrote a snapshot (value ``compaction``)."""
+
+
+@dataclass(frozen=True)
+class CompactionGroupResult:
+    """One group of a compaction: what it rewrote (or, in a dry run, would rewrite) and how it ended.
+
+    ``status`` is ``planned`` (dry run), ``committed``, ``failed`` (a conflict: nothing committed; ``error``
+    says why) or, for units, ``skipped`` (another run already replaced its files). ``delete_files`` are the
+    position delete files removed because every row they delete is rewritten.
+    """
+
+    index: int
+    partition: str
+    spec_id: int
+    status: str
+    data_files: list[str]
+    bytes: int
+    delete_files: list[str] = field(default_factory=list)
+    expected_output_files: int = 0
+    added_data_files: list[str] = field(default_factory=list)
+    added_bytes: int = 0
+    snapshot_id: int | None = None
+    error: str | None = None
+    seconds: float = 0.0
+
+    def to_json(self, include_files: bool = False) -> dict[str, Any]:
+        """JSON-able form; file lists become counts unless ``include_files``."""
+        data = asdict(self)
+        lists = ("data_files", "delete_files", "added_data_files")
+        return data if include_files else {**data, **{key: len(data[key]) for key in lists}}
+
+
+@dataclass(frozen=True)
+class CompactionResult:
+    """What :func:`compact_small_files_streaming` did (or, with ``dry_run``, would do), in Spark's names."""
+
+    table: str
+    dry_run: bool
+    strategy: str
+    target_file_size_bytes: int
+    planned_snapshot_id: int | None = None
+    """The snapshot the plan was made on; every commit is validated against what landed since."""
+    rewritten_data_files_count: int = 0
+    added_data_files_count: int = 0
+    rewritten_bytes_count: int = 0
+    added_bytes_count: int = 0
+    failed_data_files_count: int = 0
+    removed_delete_files_count: int = 0
+    file_groups_count: int = 0
+    committed_groups_count: int = 0
+    failed_groups_count: int = 0
+    skipped_groups_count: int = 0
+    """Units another run had already replaced (only from ``run_compaction_units``)."""
+    snapshot_ids: list[int] = field(default_factory=list)
+    groups: list[CompactionGroupResult] = field(default_factory=list)
+    planning_seconds: float = 0.0
+    duration_seconds: float = 0.0
+    stopped: bool = False
+    """``should_stop`` asked to stop before every group was done: ``groups`` are those that were."""
+
+    def to_json(self, include_files: bool = False) -> dict[str, Any]:
+        """JSON-able form (also what the operator pushes to XCom); file paths only with ``include_files``."""
+        data = asdict(self)
+        data["groups"] = [group.to_json(include_files) for group in self.groups]
+        return data
+
+
+def build_result(
+    base: dict[str, Any],
+    planned_snapshot: int | None,
+    groups: Sized,
+    results: list[CompactionGroupResult],
+    planning_seconds: float,
+    duration_seconds: float,
+    **extra: Any,
+) -> CompactionResult:
+    """The totals of ``results`` (one per group or unit of ``groups``, the plan) as a :class:`CompactionResult`."""
+    counted = [r for r in results if r.status in ("committed", "planned")]
+    failed = [r for r in results if r.status == "failed"]
+    return CompactionResult(
+        **base,
+        planned_snapshot_id=planned_snapshot,
+        rewritten_data_files_count=sum(len(r.data_files) for r in counted),
+        added_data_files_count=sum(len(r.added_data_files) for r in counted),
+        rewritten_bytes_count=sum(r.bytes for r in counted),
+        added_bytes_count=sum(r.added_bytes for r in counted),
+        failed_data_files_count=sum(len(r.data_files) for r in failed),
+        removed_delete_files_count=sum(len(r.delete_files) for r in counted),
+        file_groups_count=len(groups),
+        committed_groups_count=sum(r.status == "committed" for r in results),
+        failed_groups_count=len(failed),
+        snapshot_ids=list(dict.fromkeys(r.snapshot_id for r in results if r.snapshot_id is not None)),
+        groups=results,
+        planning_seconds=planning_seconds,
+        duration_seconds=duration_seconds,
+        **extra,
+    )
 
 
 def identifier(table: Table) -> str:
@@ -225,8 +331,7 @@ class GroupRunner:
             # a conflict like any other; the other groups go on.
             delete_written(self.table, written, label)
             log.warning("%snot committed, a file it reads was removed meanwhile: %s", label, exc)
-            seconds = time.monotonic() - started
-            return _with(planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
+            return _failed(planned, exc, time.monotonic() - started)
         except BaseException:
             delete_written(self.table, written, label)
             raise
@@ -289,7 +394,7 @@ class GroupRunner:
                 return self._commit_one_by_one(batch, removable)
             delete_written(table, written, label)
             log.warning("%snot committed, a concurrent commit conflicts: %s", label, exc)
-            return [self._failed(item, exc, started) for item in batch]
+            return [_failed(item.planned, exc, item.seconds + time.monotonic() - started) for item in batch]
         except FileNotFoundError as exc:
             # The validation read a manifest a concurrent expiry removed: the files were replaced meanwhile.
             if committing:
@@ -297,7 +402,7 @@ class GroupRunner:
             else:
                 delete_written(table, written, label)
             log.warning("%snot committed, a file it reads was removed meanwhile: %s", label, exc)
-            return [self._failed(item, exc, started) for item in batch]
+            return [_failed(item.planned, exc, item.seconds + time.monotonic() - started) for item in batch]
         except BaseException:
             landed = _landed(table, summary[COMMIT_KEY]) if committing and summary else False
             if landed is None:  # it may have landed: its files may be referenced, so they stay
@@ -321,7 +426,7 @@ class GroupRunner:
             commit_seconds,
         )
         return [
-            _with(
+            replace(
                 item.planned,
                 status="committed",
                 delete_files=[delete_file.file_path for delete_file in files],
@@ -359,17 +464,15 @@ class GroupRunner:
             return written
         return self.commit([written], [removable])[0]
 
-    def _failed(self, item: WrittenGroup, exc: BaseException, started: float) -> CompactionGroupResult:
-        seconds = item.seconds + time.monotonic() - started
-        return _with(item.planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
+
+def _failed(planned: CompactionGroupResult, exc: BaseException, seconds: float) -> CompactionGroupResult:
+    return replace(planned, status="failed", error=f"{type(exc).__name__}: {exc}", seconds=seconds)
 
 
 def _landed(table: Table, commit_id: str) -> bool | None:
-    """Whether the commit with ``commit_id`` is in the table's history, after an interrupted commit call.
+    """Whether the interrupted commit ``commit_id`` landed (the call was abandoned, so the catalog holds its outcome).
 
     ``None`` when the catalog cannot tell (it does not answer, or a second interrupt stops the look).
-    The client's commit call was abandoned when it was interrupted, so what the catalog holds now is
-    its outcome.
     """
     try:
         table.refresh()
@@ -381,13 +484,116 @@ def _landed(table: Table, commit_id: str) -> bool | None:
     )
 
 
-def _with(result: CompactionGroupResult, **changes: Any) -> CompactionGroupResult:
-    return CompactionGroupResult(**{**asdict(result), **changes})
-
-
 def delete_written(table: Table, written: Sequence[str], label: str) -> None:
     """Delete files written for groups that will not be committed (failures become orphans, logged)."""
     if written:
         _, failures = _files.delete_files(table.io, list(written), what=f"files of {label.rstrip(': ')}")
         for failure in failures:
             log.warning("%scould not delete an uncommitted file (an orphan now): %s", label, failure)
+
+
+COMMIT_INTERVAL_SECONDS = 60.0
+"""Written groups are committed at least this often, however little they rewrote."""
+
+
+class GroupBatches:
+    """Writes and commits the groups of one compaction call; ``results`` holds each group's outcome.
+
+    ``commit_bytes`` of input written make a batch due (``0`` commits each group alone); ``started`` and
+    ``total_bytes`` are for the log lines.
+    """
+
+    def __init__(
+        self, runner: GroupRunner, *, commit_bytes: int, concurrency: int, started: float, total_bytes: int
+    ) -> None:
+        self.runner = runner
+        self.commit_bytes = commit_bytes
+        self.concurrency = concurrency
+        self.started = started
+        self.total_bytes = total_bytes
+        self.results: list[CompactionGroupResult] = []
+        self._pending: list[WrittenGroup] = []
+        self._in_flight: deque[Future[WrittenGroup | CompactionGroupResult]] = deque()
+        self._last_commit = time.monotonic()
+        self._done_bytes = 0
+
+    def run(self, groups: Sequence[FileGroup], should_stop: Callable[[], bool] | None) -> bool:
+        """Write and commit ``groups``; returns whether ``should_stop`` stopped it before the last one started."""
+        stopped = False
+        name = identifier(self.runner.table)
+        pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="iceberg-ops-compaction")
+        try:
+            for group in groups:
+                while len(self._in_flight) >= self.concurrency:
+                    self._collect()
+                if should_stop is not None and should_stop():
+                    stopped = True
+                    break
+                self._in_flight.append(pool.submit(self.runner.write, group, planned_result(group)))
+                self._commit_if_due()
+            while self._in_flight:
+                self._collect()
+                self._commit_if_due()
+            self._commit()
+        except BaseException:
+            self._abandon()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+            if len(self.results) < len(groups):
+                log.warning("%s: stopped after %d of %d group(s)", name, len(self.results), len(groups))
+        return stopped
+
+    def _collect(self) -> None:
+        """Wait for the oldest group being written; it joins the batch, or its failure the results."""
+        outcome = self._in_flight.popleft().result()
+        if isinstance(outcome, WrittenGroup):
+            self._pending.append(outcome)
+        else:
+            self._record([outcome])
+
+    def _commit_if_due(self) -> None:
+        waiting = sum(item.group.bytes for item in self._pending)
+        if self._pending and (
+            waiting >= self.commit_bytes or time.monotonic() - self._last_commit >= COMMIT_INTERVAL_SECONDS
+        ):
+            self._commit()
+
+    def _commit(self) -> None:
+        batch, self._pending = self._pending, []
+        self._last_commit = time.monotonic()
+        if batch:
+            self._record(self.runner.commit(batch))
+
+    def _record(self, outcomes: list[CompactionGroupResult]) -> None:
+        runner = self.runner
+        for outcome in outcomes:
+            runner.tracker.unit_done()
+            self.results.append(outcome)
+            self._done_bytes += outcome.bytes
+            log.info(
+                "%s: group %d/%d %s; %s of %s done in %.1f s",
+                identifier(runner.table),
+                outcome.index,
+                runner.groups,
+                outcome.status,
+                size_text(self._done_bytes),
+                size_text(self.total_bytes),
+                time.monotonic() - self.started,
+            )
+
+    def _abandon(self) -> None:
+        """Stop the groups being written and delete the files of every group not committed."""
+        self.runner.cancelled.set()
+        for future in self._in_flight:
+            # Each stops at its next batch of rows and deletes its own files; its outcome no longer matters.
+            try:
+                outcome = future.result()
+            except BaseException:  # the first error is the one raised
+                continue
+            if isinstance(outcome, WrittenGroup):
+                self._pending.append(outcome)
+        self._in_flight.clear()
+        batch, self._pending = self._pending, []
+        for item in batch:
+            delete_written(self.runner.table, item.written, f"group {item.group.index}: ")

@@ -1,16 +1,8 @@
 """A table's health from its metadata alone, and which maintenance to run with which parameters.
 
-:func:`table_health_report` reads the current snapshot's manifests (each once, on threads), every
-kept snapshot's manifest list and the size of ``metadata.json``; it opens no data file and changes
-nothing. It measures data files against the target size per partition, delete files, manifests,
-snapshots and metadata, and turns what it finds into :class:`Recommendation` objects: the function
-to run, its parameters and why. ``report.needs`` names the actions due (``compact``,
-``rewrite_manifests``, ``expire_snapshots``), which a maintenance DAG uses to skip the rest.
-
-``remove_orphan_files`` is never in ``needs``: files no metadata references cannot be seen in
-metadata, only by listing storage, which is that function's own job. The report recommends it as
-advice (``needed=False``) when the metadata proves files were left behind, and it belongs on a
-schedule of its own (weekly, say).
+:func:`table_health_report` opens no data file and changes nothing; ``report.needs`` names the actions
+due (``compact``, ``rewrite_manifests``, ``expire_snapshots``). ``remove_orphan_files`` is never due:
+unreferenced files cannot be seen in metadata, so it is only advised, for a schedule of its own.
 """
 
 from __future__ import annotations
@@ -23,8 +15,11 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from pyiceberg.table import TableProperties
+
 from iceberg_ops_provider.maintenance.binpack import expected_output_files
 from iceberg_ops_provider.maintenance.expire import MAX_SNAPSHOT_AGE_MS, ExpirePlan, plan_expiry
+from iceberg_ops_provider.maintenance.files import ManifestReader
 from iceberg_ops_provider.maintenance.health_stats import (
     DataFileStats,
     DeleteFileStats,
@@ -33,11 +28,11 @@ from iceberg_ops_provider.maintenance.health_stats import (
     MetadataStats,
     PartitionHealth,
     SnapshotStats,
-    current_manifests,
     manifest_stats,
     metadata_stats,
 )
 from iceberg_ops_provider.maintenance.health_thresholds import HealthThresholds
+from iceberg_ops_provider.maintenance.manifests import DEFAULT_TARGET_SIZE, TARGET_SIZE_PROPERTY
 from iceberg_ops_provider.messages import Hint, message
 from iceberg_ops_provider.progress import size_text as _size  # the one size formatter of logs and the CLI
 
@@ -56,22 +51,12 @@ ACTIONS: dict[str, str] = {
 }
 """Each action name of ``report.needs`` and the function that performs it, in the order to run them."""
 
-TARGET_FILE_SIZE = "write.target-file-size-bytes"
-TARGET_FILE_SIZE_DEFAULT = 512 * 1024 * 1024
-TARGET_MANIFEST_SIZE = "commit.manifest.target-size-bytes"
-TARGET_MANIFEST_SIZE_DEFAULT = 8 * 1024 * 1024
-
 
 @dataclass(frozen=True)
 class Recommendation:
-    """One maintenance call the report advises.
+    """One maintenance call the report advises: ``function(table, **params)`` (``None``: its default), and why.
 
-    Attributes:
-        action: ``compact``, ``rewrite_manifests``, ``expire_snapshots`` or ``remove_orphan_files``.
-        function: The function of :mod:`iceberg_ops_provider.maintenance` to call with the table.
-        params: Its keyword arguments (``None`` means that function's own default).
-        reason: Why, with the numbers.
-        needed: Whether the action is in ``report.needs``; ``False`` for advice to act on a schedule.
+    ``needed`` is whether ``action`` is in ``report.needs``; ``False`` for advice to act on a schedule.
     """
 
     action: str
@@ -87,39 +72,17 @@ class Recommendation:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form (datetimes as ISO 8601 strings)."""
-        return {
-            "action": self.action,
-            "function": self.function,
-            "params": {key: _jsonable(value) for key, value in self.params.items()},
-            "reason": self.reason,
-            "needed": self.needed,
-            "call": self.call(),
-        }
+        params = {key: _jsonable(value) for key, value in self.params.items()}
+        return {**asdict(self), "params": params, "call": self.call()}
 
 
 @dataclass(frozen=True)
 class TableHealthReport:
     """What :func:`table_health_report` found in one table, and what to run.
 
-    Attributes:
-        table: The table's identifier.
-        generated_at: When the report was made (UTC).
-        snapshot_id: The current snapshot (``None`` for a table without one).
-        format_version: The table's format version.
-        target_file_size_bytes: The data file target the files were judged against.
-        target_manifest_size_bytes: The manifest target the manifests were judged against.
-        thresholds: The limits used.
-        data_files: Live data files of the current snapshot.
-        delete_files: Live delete files of the current snapshot.
-        partitions: Every partition of the current snapshot, those needing compaction first.
-        partition_skew: Bytes of the largest partition over the median partition's (``None`` with
-            fewer than two partitions).
-        snapshots: Snapshots and refs.
-        manifests: Manifests of the current snapshot and of every kept snapshot.
-        metadata: The metadata file and its log.
-        recommendations: The calls to make, needed ones first.
-        warnings: Findings no maintenance function here fixes (with what to do instead).
-        duration_seconds: How long the report took.
+    ``partitions`` lists those needing compaction first; ``partition_skew`` is the largest partition's bytes
+    over the median's (``None`` with fewer than two); ``recommendations`` put needed calls first;
+    ``warnings`` are findings no maintenance function here fixes, with what to do instead.
     """
 
     table: str
@@ -225,27 +188,15 @@ class TableHealthReport:
 
 
 def table_health_report(table: Table, thresholds: HealthThresholds | None = None) -> TableHealthReport:
-    """Measure ``table`` from its metadata and say which maintenance it needs, with which parameters.
+    """Measure ``table`` (a ``StaticTable`` too) from its metadata and say which maintenance it needs, and how.
 
-    Read-only: it reads the current snapshot's manifests, every kept snapshot's manifest list and the
-    size of ``metadata.json``, never a data file, and commits nothing. The table is reported as
-    loaded (call ``table.refresh()`` first for the latest commit), unless a concurrent expiry deleted
-    files that metadata lists: then the table is refreshed and measured once more.
-
-    Args:
-        table: The table (a ``StaticTable`` works too).
-        thresholds: The limits to judge by; ``None``: :class:`HealthThresholds` defaults.
-
-    Returns:
-        The report: ``needs``, ``recommendations``, ``warnings``, per-partition details, ``to_json()``
-        and ``summary()``.
+    Read-only; the table is reported as loaded, unless a concurrent expiry deleted files that metadata
+    lists: then it is refreshed and measured once more.
 
     Raises:
-        FileNotFoundError: A manifest list or manifest of the table's current metadata is missing (the
-            table is damaged: a file was deleted that its metadata still lists).
-        ValueError: ``thresholds`` is not a :class:`HealthThresholds`, or the table's
-            ``write.target-file-size-bytes`` / ``commit.manifest.target-size-bytes`` is not a positive
-            integer (and no threshold overrides it).
+        FileNotFoundError: A manifest list or manifest of the current metadata is missing (the table is damaged).
+        ValueError: ``thresholds`` is not a :class:`HealthThresholds`, or a target size property is not a
+            positive integer (and no threshold overrides it).
     """
     started = time.monotonic()
     if thresholds is None:
@@ -276,12 +227,14 @@ def _report(table: Table, thresholds: HealthThresholds, started: float) -> Table
     name = ".".join(table.name())
     metadata = table.metadata
     now_ms = int(time.time() * 1000)
-    target = thresholds.target_file_size_bytes or _size_property(table, TARGET_FILE_SIZE, TARGET_FILE_SIZE_DEFAULT)
-    manifest_target = thresholds.target_manifest_size_bytes or _size_property(
-        table, TARGET_MANIFEST_SIZE, TARGET_MANIFEST_SIZE_DEFAULT
+    target = thresholds.target_file_size_bytes or _size_property(
+        table, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
     )
-
-    current = current_manifests(table)
+    manifest_target = thresholds.target_manifest_size_bytes or _size_property(
+        table, TARGET_SIZE_PROPERTY, DEFAULT_TARGET_SIZE
+    )
+    snapshot = table.current_snapshot()
+    current = [] if snapshot is None else ManifestReader(table.io).manifests(snapshot)
     log.info("%s: reading %d manifest(s) of the current snapshot", name, len(current))
     scan = FileScan(table, target, thresholds.small_file_fraction, thresholds.large_file_factor)
     scan.run(current)
@@ -291,18 +244,12 @@ def _report(table: Table, thresholds: HealthThresholds, started: float) -> Table
     meta = metadata_stats(table)
 
     warnings: list[str] = []
-    recommendations: list[Recommendation] = []
     compact = _compaction(table, partitions, delete_files, target, thresholds, warnings)
-    if compact is not None:
-        recommendations.append(compact)
+    rewrite = None
     if manifests.small_manifests >= thresholds.min_manifests_to_rewrite:
-        recommendations.append(_rewrite_manifests(manifests, manifest_target, thresholds))
+        rewrite = _rewrite_manifests(manifests, manifest_target, thresholds)
     expire, plan = _expiry(table, now_ms, thresholds, warnings)
-    if expire is not None:
-        recommendations.append(expire)
-    orphans = _orphan_advice(meta)
-    if orphans is not None:
-        recommendations.append(orphans)
+    recommendations = [r for r in (compact, rewrite, expire, _orphan_advice(meta)) if r is not None]
 
     skew = _skew(partitions)
     if skew is not None and skew > thresholds.max_partition_skew:
@@ -325,12 +272,11 @@ def _report(table: Table, thresholds: HealthThresholds, started: float) -> Table
         )
 
     snapshot_stats = _snapshot_stats(table, now_ms, plan)
-    recommendations.sort(key=lambda r: (not r.needed, list(ACTIONS).index(r.action)))
-    current_snapshot = table.current_snapshot()
+    recommendations.sort(key=lambda r: not r.needed)  # stable: in the order of ACTIONS otherwise
     report = TableHealthReport(
         table=name,
         generated_at=datetime.fromtimestamp(now_ms / 1000, UTC),
-        snapshot_id=None if current_snapshot is None else current_snapshot.snapshot_id,
+        snapshot_id=None if snapshot is None else snapshot.snapshot_id,
         format_version=metadata.format_version,
         target_file_size_bytes=target,
         target_manifest_size_bytes=manifest_target,
@@ -367,7 +313,7 @@ def _size_property(table: Table, key: str, default: int) -> int:
     except ValueError:
         value = 0
     if value < 1:
-        threshold = "target_file_size_bytes" if key == TARGET_FILE_SIZE else "target_manifest_size_bytes"
+        threshold = "target_manifest_size_bytes" if key == TARGET_SIZE_PROPERTY else "target_file_size_bytes"
         raise ValueError(
             message(
                 f"Table property {key}={raw!r} is not a positive integer (bytes); fix the property, or pass "
@@ -481,12 +427,8 @@ def _expiry(
             f"keeping the last {retain_last} per branch (and tagged ones) expires {len(expired)}"
         )
     else:
-        if age is None:
-            table_age = metadata.properties.get(MAX_SNAPSHOT_AGE_MS)
-            seconds = int(table_age) / 1000 if table_age is not None else 5 * 86400
-            cutoff = f"{_age(seconds)} (the table's {MAX_SNAPSHOT_AGE_MS})"
-        else:
-            cutoff = _age(age.total_seconds())
+        table_age = f"{_age((now_ms - (plan.cutoff_ms or now_ms)) / 1000)} (the table's {MAX_SNAPSHOT_AGE_MS})"
+        cutoff = table_age if age is None else _age(age.total_seconds())
         why = f"{len(expired)} of {len(metadata.snapshots)} snapshots are older than {cutoff}"
     if plan.removed_refs:
         why += f"; ref(s) past their max-ref-age-ms: {', '.join(plan.removed_refs)}"

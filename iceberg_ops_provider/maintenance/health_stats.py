@@ -1,28 +1,21 @@
 """What a table's metadata says about its files, read once and aggregated as it streams.
 
-The measurements behind :func:`~iceberg_ops_provider.maintenance.health.table_health_report`: data
-and delete files of the current snapshot per partition, their sizes against the target, manifests
-of the current snapshot and of every snapshot, and the size of the metadata file. Only metadata is
-read (manifest lists, manifests, a size lookup of ``metadata.json``); no data file is opened.
-
-Memory: one manifest's entries at a time per reading thread, one small aggregate per partition, a
-fixed histogram, and the path of each distinct manifest of the table's history; never one object
-per data file.
+Only metadata is read (manifest lists, manifests, the size of ``metadata.json``), and memory holds one
+manifest's entries per reading thread and one small aggregate per partition, never one object per file.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import time
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections import Counter
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.manifest import DataFileContent, ManifestContent, read_manifest_list
 
-from iceberg_ops_provider.core.threads import carrying_context
-from iceberg_ops_provider.maintenance.files import ManifestReader
+from iceberg_ops_provider.maintenance.files import window_map
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import ManifestFile
@@ -41,10 +34,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-_WORKERS = 8
 _PROGRESS_EVERY_S = 10.0
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -61,18 +51,9 @@ class SizeBucket:
 class DataFileStats:
     """The live data files of the current snapshot, against the target size.
 
-    Attributes:
-        files: How many.
-        bytes: Their total size.
-        records: Their total row count (before deletes).
-        min_bytes: The smallest file (0 without files).
-        max_bytes: The largest file.
-        small_files: Files under ``small_file_fraction`` of the target.
-        small_bytes: Their total size.
-        large_files: Files over ``large_file_factor`` times the target.
-        older_spec_files: Files written under an older partition spec (compaction rewrites them into
-            the current one whatever their size).
-        histogram: Files by size, in power-of-two buckets (empty buckets left out).
+    ``small_files`` are under ``small_file_fraction`` of the target, ``large_files`` over ``large_file_factor``
+    times it; ``older_spec_files`` were written under an older partition spec; ``histogram`` has
+    power-of-two buckets (empty ones left out).
     """
 
     files: int
@@ -113,22 +94,9 @@ class DeleteFileStats:
 class PartitionHealth:
     """One partition of the current snapshot (files of an older partition spec count apart).
 
-    Attributes:
-        spec_id: The partition spec the files were written with.
-        partition: Partition field name to its value, as Iceberg prints it (``None`` for null).
-        path: The partition as a path (``region=eu/day=2024-01-01``; empty when unpartitioned).
-        data_files: Live data files.
-        data_bytes: Their total size.
-        records: Their total row count.
-        small_files: Data files under ``small_file_fraction`` of the target.
-        small_bytes: Their total size.
-        compaction_candidates: Data files compaction would rewrite: the small ones, or every one when
-            the partition is of an older partition spec (rewritten into the current spec).
-        compaction_candidate_bytes: Their total size.
-        position_delete_files: Live position delete files.
-        equality_delete_files: Live equality delete files.
-        needs_compaction: At least ``min_input_files`` candidates, more than ``max_small_file_ratio``
-            of the partition's data files.
+    ``partition`` maps field names to values as Iceberg prints them; ``path`` is ``region=eu/day=2024-01-01``
+    (empty when unpartitioned). ``compaction_candidates`` are the small files, or every file of an older
+    spec; ``needs_compaction``: at least ``min_input_files`` of them, more than ``max_small_file_ratio``.
     """
 
     spec_id: int
@@ -153,22 +121,7 @@ class PartitionHealth:
 
 @dataclass(frozen=True)
 class ManifestStats:
-    """Manifests of the current snapshot, and of every snapshot the table keeps.
-
-    Attributes:
-        manifests: Manifests of the current snapshot (what scan planning reads).
-        data_manifests: Of those, manifests of data files.
-        delete_manifests: Of those, manifests of delete files.
-        bytes: Their total size.
-        min_bytes: The smallest (0 without manifests).
-        max_bytes: The largest.
-        small_manifests: Manifests under ``small_manifest_fraction`` of the manifest target.
-        manifests_after_rewrite: About how many a rewrite to the target leaves (per spec and content).
-        max_manifests_per_snapshot: The most manifests any kept snapshot lists.
-        mean_manifests_per_snapshot: The mean over kept snapshots.
-        distinct_manifests: Manifest files the kept snapshots list, each counted once.
-        distinct_manifest_bytes: Their total size.
-    """
+    """Manifests of the current snapshot (``manifests`` to ``manifests_after_rewrite``) and of every kept snapshot."""
 
     manifests: int
     data_manifests: int
@@ -186,18 +139,7 @@ class ManifestStats:
 
 @dataclass(frozen=True)
 class SnapshotStats:
-    """The table's snapshots and refs.
-
-    Attributes:
-        snapshots: Snapshots in the metadata.
-        branches: Branches, ``main`` included.
-        tags: Tags.
-        oldest_timestamp_ms: Commit time of the oldest snapshot (``None`` without snapshots).
-        newest_timestamp_ms: Commit time of the newest.
-        oldest_age_seconds: Age of the oldest at report time.
-        newest_age_seconds: Age of the newest at report time.
-        expirable_snapshots: Snapshots the recommended ``expire_snapshots`` call would expire.
-    """
+    """The table's snapshots and refs; ``expirable_snapshots`` are those the recommended expiry would expire."""
 
     snapshots: int
     branches: int
@@ -213,15 +155,8 @@ class SnapshotStats:
 class MetadataStats:
     """The table's metadata file and its log.
 
-    Attributes:
-        location: The current ``metadata.json``.
-        file_bytes: Its size (``None`` when storage did not say).
-        log_length: Earlier metadata files the metadata log keeps.
-        previous_versions_max: The table's ``write.metadata.previous-versions-max``.
-        delete_after_commit: The table's ``write.metadata.delete-after-commit.enabled``.
-        dropped_files: Earlier metadata files already dropped from the log, as counted from the
-            version in the file name (``None`` when the name has none); with ``delete_after_commit``
-            off they were left on storage unless a later cleanup removed them.
+    ``dropped_files`` counts earlier metadata files already dropped from the log, from the version in the
+    file name (``None`` without one); with ``delete_after_commit`` off they were left on storage.
     """
 
     location: str
@@ -232,59 +167,19 @@ class MetadataStats:
     dropped_files: int | None
 
 
-def window_map(fn: Callable[[T], R], items: Iterable[T], workers: int = _WORKERS) -> Iterator[R]:
-    """``map(fn, items)`` on threads, in order, with at most ``2 * workers`` results pending.
-
-    ``Executor.map`` submits everything at once and would hold every result of a slow consumer.
-    """
-    items = list(items)
-    if len(items) < 2:
-        yield from map(fn, items)
-        return
-    carried = carrying_context(fn)
-    with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
-        pending: list[Future[R]] = []
-        feed = iter(items)
-        for item in feed:
-            pending.append(pool.submit(carried, item))
-            if len(pending) >= 2 * workers:
-                break
-        while pending:
-            result = pending.pop(0).result()
-            for item in feed:
-                pending.append(pool.submit(carried, item))
-                break
-            yield result
-
-
+@dataclass(slots=True)
 class _Partition:
-    """Running totals of one partition."""
-
-    __slots__ = (
-        "data_bytes",
-        "data_files",
-        "equality_delete_files",
-        "position_delete_files",
-        "records",
-        "small_bytes",
-        "small_files",
-    )
-
-    def __init__(self) -> None:
-        self.data_files = self.data_bytes = self.records = 0
-        self.small_files = self.small_bytes = 0
-        self.position_delete_files = self.equality_delete_files = 0
+    data_files: int = 0
+    data_bytes: int = 0
+    records: int = 0
+    small_files: int = 0
+    small_bytes: int = 0
+    position_delete_files: int = 0
+    equality_delete_files: int = 0
 
 
 class FileScan:
-    """Aggregates the live entries of the current snapshot's manifests.
-
-    Args:
-        table: The table.
-        target_file_size_bytes: The data file size to judge against.
-        small_file_fraction: Below this fraction of the target a file is small.
-        large_file_factor: Above this multiple of the target a file is large.
-    """
+    """Aggregates the live entries of the current snapshot's manifests."""
 
     def __init__(
         self, table: Table, target_file_size_bytes: int, small_file_fraction: float, large_file_factor: float
@@ -294,9 +189,8 @@ class FileScan:
         self.large_limit = target_file_size_bytes * large_file_factor
         self.partitions: dict[tuple[int, tuple[Any, ...]], _Partition] = {}
         self.buckets: dict[int, list[int]] = {}
-        self.files = self.bytes = self.records = self.small_files = self.small_bytes = self.large_files = 0
+        self.large_files = 0
         self.current_spec_id = table.metadata.default_spec_id
-        self.older_spec_files = 0
         self.min_bytes: int | None = None
         self.max_bytes = 0
         self.deletes = [0] * 6  # position files, bytes, records; equality files, bytes, records
@@ -305,7 +199,14 @@ class FileScan:
         """Read each manifest once (on threads) and fold its live entries into the totals."""
         io = self.table.io
         name = ".".join(self.table.name())
-        todo = [m for m in manifests if (m.added_files_count or 0) + (m.existing_files_count or 0) > 0 or _unknown(m)]
+        # A v1 manifest list may leave the file counts out: such a manifest must be read.
+        todo = [
+            m
+            for m in manifests
+            if m.added_files_count is None
+            or m.existing_files_count is None
+            or m.added_files_count + m.existing_files_count
+        ]
         last_log = time.monotonic()
         for done, (manifest, entries) in enumerate(
             window_map(lambda m: (m, m.fetch_manifest_entry(io, discard_deleted=True)), todo), 1
@@ -315,18 +216,13 @@ class FileScan:
                 self._add(spec_id, entry.data_file)
             if time.monotonic() - last_log > _PROGRESS_EVERY_S:
                 last_log = time.monotonic()
-                log.info("%s: read %d of %d manifests (%d data files so far)", name, done, len(todo), self.files)
+                files = sum(p.data_files for p in self.partitions.values())
+                log.info("%s: read %d of %d manifests (%d data files so far)", name, done, len(todo), files)
 
     def _add(self, spec_id: int, data_file: Any) -> None:
         size = data_file.file_size_in_bytes
-        key = (spec_id, tuple(data_file.partition))
-        partition = self.partitions.get(key)
-        if partition is None:
-            partition = self.partitions[key] = _Partition()
+        partition = self.partitions.setdefault((spec_id, tuple(data_file.partition)), _Partition())
         if data_file.content == DataFileContent.DATA:
-            self.files += 1
-            self.bytes += size
-            self.records += data_file.record_count
             self.min_bytes = size if self.min_bytes is None else min(self.min_bytes, size)
             self.max_bytes = max(self.max_bytes, size)
             bucket = self.buckets.setdefault(max(size, 1).bit_length() - 1, [0, 0])
@@ -335,11 +231,7 @@ class FileScan:
             partition.data_files += 1
             partition.data_bytes += size
             partition.records += data_file.record_count
-            if spec_id != self.current_spec_id:
-                self.older_spec_files += 1
             if size < self.small_limit:
-                self.small_files += 1
-                self.small_bytes += size
                 partition.small_files += 1
                 partition.small_bytes += size
             elif size > self.large_limit:
@@ -361,16 +253,19 @@ class FileScan:
             SizeBucket(min_bytes=0 if k == 0 else 1 << k, max_bytes=1 << (k + 1), files=files, bytes=size)
             for k, (files, size) in sorted(self.buckets.items())
         )
+        parts = self.partitions.values()
         return DataFileStats(
-            files=self.files,
-            bytes=self.bytes,
-            records=self.records,
+            files=sum(p.data_files for p in parts),
+            bytes=sum(p.data_bytes for p in parts),
+            records=sum(p.records for p in parts),
             min_bytes=self.min_bytes or 0,
             max_bytes=self.max_bytes,
-            small_files=self.small_files,
-            small_bytes=self.small_bytes,
+            small_files=sum(p.small_files for p in parts),
+            small_bytes=sum(p.small_bytes for p in parts),
             large_files=self.large_files,
-            older_spec_files=self.older_spec_files,
+            older_spec_files=sum(
+                p.data_files for (spec, _), p in self.partitions.items() if spec != self.current_spec_id
+            ),
             histogram=histogram,
         )
 
@@ -408,11 +303,6 @@ class FileScan:
         return result
 
 
-def _unknown(manifest: ManifestFile) -> bool:
-    """A v1 manifest list may leave the file counts out: such a manifest must be read."""
-    return manifest.added_files_count is None or manifest.existing_files_count is None
-
-
 class _PartitionNames:
     """Human names of partition values, per partition spec."""
 
@@ -428,21 +318,18 @@ class _PartitionNames:
         if spec_id not in self.types:
             try:
                 self.types[spec_id] = spec.partition_type(self.schema).fields
-            except Exception:  # a source column dropped since: fall back to the raw values
+            except Exception:  # a source column dropped since: the raw values are shown
                 self.types[spec_id] = None
         types = self.types[spec_id]
         human: dict[str, str | None] = {}
         for pos, field in enumerate(spec.fields):
             value = values[pos] if pos < len(values) else None
-            if value is None:
-                human[field.name] = None
-            elif types is None:
+            try:
+                human[field.name] = (
+                    None if value is None else field.transform.to_human_string(types[pos].field_type, value)
+                )
+            except Exception:  # no types (a source column dropped since), or a value the transform cannot print
                 human[field.name] = str(value)
-            else:
-                try:
-                    human[field.name] = field.transform.to_human_string(types[pos].field_type, value)
-                except Exception:
-                    human[field.name] = str(value)
         path = "/".join(f"{name}={'null' if value is None else value}" for name, value in human.items())
         return human, path
 
@@ -456,10 +343,9 @@ def manifest_stats(
     """Measure the current snapshot's manifests and every kept snapshot's manifest list (each read once)."""
     small_limit = target_manifest_size_bytes * small_manifest_fraction
     sizes = [m.manifest_length for m in current]
-    groups: dict[tuple[int, int], int] = {}
+    groups: Counter[tuple[int, int]] = Counter()
     for manifest in current:
-        key = (manifest.partition_spec_id, int(manifest.content))
-        groups[key] = groups.get(key, 0) + manifest.manifest_length
+        groups[(manifest.partition_spec_id, int(manifest.content))] += manifest.manifest_length
     after = sum(max(1, -(-size // target_manifest_size_bytes)) for size in groups.values())
 
     def read_list(snapshot: Snapshot) -> list[tuple[str, int]]:
@@ -494,12 +380,6 @@ def manifest_stats(
     )
 
 
-def current_manifests(table: Table) -> list[ManifestFile]:
-    """The manifests of the current snapshot (none for an empty table)."""
-    snapshot = table.current_snapshot()
-    return [] if snapshot is None else ManifestReader(table.io).manifests(snapshot)
-
-
 def metadata_stats(table: Table) -> MetadataStats:
     """Size of the current metadata file and what its log keeps."""
     metadata = table.metadata
@@ -515,8 +395,9 @@ def metadata_stats(table: Table) -> MetadataStats:
     except ValueError:
         keep = 100
     delete_after = str(properties.get("write.metadata.delete-after-commit.enabled", "false")).lower() == "true"
-    version = _metadata_version(location)
-    dropped = None if version is None else max(0, version - len(metadata.metadata_log))
+    # The version in ``00042-<uuid>.metadata.json`` (the naming of Iceberg's catalogs).
+    version = re.fullmatch(r"(\d+)-.*\.metadata\.json", location.rsplit("/", 1)[-1])
+    dropped = None if version is None else max(0, int(version[1]) - len(metadata.metadata_log))
     return MetadataStats(
         location=location,
         file_bytes=file_bytes,
@@ -525,12 +406,3 @@ def metadata_stats(table: Table) -> MetadataStats:
         delete_after_commit=delete_after,
         dropped_files=dropped,
     )
-
-
-def _metadata_version(location: str) -> int | None:
-    """The version in ``00042-<uuid>.metadata.json`` (the naming of Iceberg's catalogs), else ``None``."""
-    name = location.rsplit("/", 1)[-1]
-    head = name.split("-", 1)[0]
-    if name.endswith(".metadata.json") and head.isdigit() and "-" in name:
-        return int(head)
-    return None

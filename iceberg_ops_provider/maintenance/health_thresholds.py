@@ -1,17 +1,13 @@
 """The limits a table health report judges a table by (:class:`HealthThresholds`).
 
-Every limit has a default that follows Iceberg or Spark where they have one (Spark's
-``rewrite_data_files`` treats files under 75% of the target as too small and over 180% as too
-large; Iceberg's merge-append merges manifests from 100 on; snapshots expire after the table's
-``history.expire.max-snapshot-age-ms``, 5 days). Bad values are refused when the object is built,
-with a message naming the field, the value and what is allowed: each field's type says its bounds
-(pydantic's constraints), checked strictly (``True`` is not 1, text is not a number).
+Defaults follow Iceberg or Spark where they have one. Bad values are refused when the object is built,
+checked strictly by pydantic (``True`` is not 1, text is not a number), naming field, value and bounds.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import timedelta
 from functools import cache
 from typing import Annotated, Any, get_type_hints
@@ -57,38 +53,9 @@ def _adapter(name: str) -> tuple[TypeAdapter[Any], str]:
 class HealthThresholds:
     """When :func:`~iceberg_ops_provider.maintenance.health.table_health_report` calls for maintenance.
 
-    Attributes:
-        target_file_size_bytes: The data file size to aim for; ``None``: the table's
-            ``write.target-file-size-bytes`` (Iceberg's default 512 MiB).
-        small_file_fraction: A data file smaller than this fraction of the target is small
-            (default 0.75, Spark's ``min-file-size-bytes``); ``0 < fraction <= 1``.
-        large_file_factor: A data file larger than this multiple of the target is counted as large
-            (default 1.8, Spark's ``max-file-size-bytes``); reported only, ``>= 1``.
-        min_input_files: A partition needs compaction only with at least this many small files
-            (default 5; also passed to ``compact_small_files_streaming``, whose rule it follows:
-            ``>= 1``, as a lone small file is worth rewriting to sort it or apply its deletes).
-        max_small_file_ratio: ... and only when small files are more than this share of its data
-            files (default 0.1); ``0 <= ratio < 1``.
-        max_position_delete_files: More position delete files than this in the table (each scan reads
-            them) gives a warning (default 10); ``>= 0``.
-        target_manifest_size_bytes: The manifest size to aim for; ``None``: the table's
-            ``commit.manifest.target-size-bytes`` (Iceberg's default 8 MiB).
-        small_manifest_fraction: A manifest smaller than this fraction of the manifest target is
-            small (default 1: ``rewrite_manifests`` merges every manifest below the target);
-            ``0 < fraction <= 1``.
-        min_manifests_to_rewrite: ``rewrite_manifests`` is needed when the current snapshot has at
-            least this many small manifests (default 100, Iceberg's
-            ``commit.manifest.min-count-to-merge``); ``>= 2``.
-        max_snapshot_age: Snapshots older than this are due for expiry; ``None``: the table's
-            ``history.expire.max-snapshot-age-ms`` (5 days), the default ``expire_snapshots`` applies.
-        retain_last: Snapshots each branch keeps whatever their age (default 1; passed to
-            ``expire_snapshots``); ``>= 1``.
-        max_snapshots: When set, more snapshots than this (after age-based expiry) need expiry down
-            to this many per branch, whatever their age; ``None`` (default): no count limit.
-        max_metadata_file_bytes: A current ``metadata.json`` larger than this gives a warning (default
-            10 MiB: every commit rewrites it, every reader loads it); ``>= 1``.
-        max_partition_skew: The largest partition holding more than this multiple of the median
-            partition's bytes gives a warning (default 10); ``>= 1``.
+    Each field's meaning, default and bounds are in ``docs/maintenance/table_health_report.md``; ``None``
+    for a target or ``max_snapshot_age`` means the table's own property. ``min_input_files`` and
+    ``retain_last`` are also what the recommended calls get.
     """
 
     target_file_size_bytes: _PositiveOrNone = None
@@ -119,10 +86,7 @@ class HealthThresholds:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any] | None) -> HealthThresholds:
-        """Build thresholds from a JSON-able mapping (an operator argument, a DAG param).
-
-        ``max_snapshot_age`` may be a ``timedelta`` or a number of seconds. Keys left out keep their
-        defaults.
+        """Build thresholds from a JSON-able mapping (``max_snapshot_age`` in seconds or a ``timedelta``).
 
         Raises:
             ValueError: An unknown key (the message lists the known ones) or a bad value.
@@ -154,7 +118,5 @@ class HealthThresholds:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form (``max_snapshot_age`` in seconds); :meth:`from_json` reads it back."""
-        values = {f.name: getattr(self, f.name) for f in fields(self)}
-        age = values["max_snapshot_age"]
-        values["max_snapshot_age"] = None if age is None else age.total_seconds()
-        return values
+        age = self.max_snapshot_age
+        return {**asdict(self), "max_snapshot_age": None if age is None else age.total_seconds()}

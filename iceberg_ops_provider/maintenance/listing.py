@@ -1,19 +1,10 @@
 """Listing the files under a location through a table's FileIO, on any storage PyIceberg can use.
 
-PyIceberg's ``FileIO`` reads, writes and deletes but cannot list, so the file system behind it is
-used directly: ``PyArrowFileIO.fs_by_scheme`` (a ``pyarrow.fs.FileSystem``) or
-``FsspecFileIO.get_fs`` (an fsspec file system), configured with the table's own properties
-(endpoint, credentials, region), so whatever the table can read can be listed.
-
-The walk lists the root and its children one level at a time and each deeper directory (a
-partition, say) as one recursive listing: on object stores that is one paginated request per
-partition instead of one per sub-directory. Directories are listed in parallel (object stores
-answer with latency, not bandwidth). Any error ends the listing with :class:`FileListingError`,
-so a caller that deletes only after the listing finished never acts on a partial one.
-
-Locations are compared in a normalised spelling (:func:`normalize_location`): ``s3a://`` and
-``s3n://`` are ``s3://``, ``gcs://`` is ``gs://``, and ``file:/p``, ``file:///p``,
-``file://localhost/p`` and a plain ``/p`` are one path.
+PyIceberg's ``FileIO`` cannot list, so its file system is used directly (``PyArrowFileIO.fs_by_scheme``
+or ``FsspecFileIO.get_fs``, configured with the table's own properties). The root and its children are
+listed one level at a time and each deeper directory recursively (one paginated request per partition on
+object stores), in parallel. Any error ends the listing with :class:`FileListingError`, so a caller that
+deletes only after the listing finished never acts on a partial one.
 """
 
 from __future__ import annotations
@@ -48,13 +39,7 @@ _PROGRESS_EVERY_S = 10.0
 
 @dataclass(frozen=True)
 class ListedFile:
-    """One file found under the listed location.
-
-    Attributes:
-        location: Its location, spelled like the listed root (scheme and prefix as given).
-        size: Its size in bytes, when the file system says.
-        modified_ms: Its modification time in epoch milliseconds, when the file system says.
-    """
+    """One file found under the listed location, spelled like the listed root (size and time when known)."""
 
     location: str
     size: int | None
@@ -98,17 +83,7 @@ class _Entry:
     modified_ms: int | None
 
 
-class _Lister:
-    """Lists one directory of one file system, by file-system path (no scheme)."""
-
-    def root(self, location: str) -> str:
-        raise NotImplementedError
-
-    def list_dir(self, path: str, *, recursive: bool, allow_missing: bool) -> list[_Entry]:
-        raise NotImplementedError
-
-
-class _ArrowLister(_Lister):
+class _ArrowLister:
     def __init__(self, io: Any, location: str) -> None:
         scheme, netloc, _ = io.parse_location(location, io.properties)
         self.io = io
@@ -133,7 +108,7 @@ class _ArrowLister(_Lister):
         ]
 
 
-class _FsspecLister(_Lister):
+class _FsspecLister:
     def __init__(self, io: Any, location: str) -> None:
         parsed = urlparse(location)
         scheme = parsed.scheme if len(parsed.scheme) > 1 else "file"
@@ -188,7 +163,7 @@ def _fsspec_mtime_ms(info: dict[str, Any]) -> int | None:
     return None
 
 
-def _lister(io: FileIO, location: str) -> _Lister:
+def _lister(io: FileIO, location: str) -> _ArrowLister | _FsspecLister:
     """The lister for ``io``'s file system at ``location``; names the extra when a package is missing."""
     scheme = urlparse(location).scheme or "file"
     kind = type(io).__name__
@@ -227,13 +202,9 @@ def list_files(
     skip: Callable[[str, bool], bool] | None = None,
     workers: int = 8,
 ) -> Iterator[ListedFile]:
-    """Every file under ``location``, listed through ``io``'s file system.
+    """Every file under ``location`` (none when it is missing), ``workers`` directories listed at a time.
 
-    Args:
-        io: The table's FileIO (``PyArrowFileIO`` or ``FsspecFileIO``).
-        location: The directory (prefix) to list; a missing one has no files.
-        skip: ``skip(name, is_directory)`` leaves a file, or a directory and all below it, out.
-        workers: Directories listed at the same time.
+    ``skip(name, is_directory)`` leaves a file, or a directory and all below it, out.
 
     Raises:
         FileListingError: A directory could not be listed (the files yielded so far are not all).
@@ -272,28 +243,22 @@ def list_files(
             for future in done:
                 try:
                     depth, entries = future.result()
-                except (FileListingError, MissingExtraError):
-                    raise
                 except Exception as exc:
                     raise FileListingError(
                         f"Listing {location!r} failed part way ({type(exc).__name__}: {exc}); nothing was "
                         "deleted. Run again when the storage answers (check permissions and credentials)."
                     ) from exc
                 counted["dirs"] += 1
-                children = []
                 for entry in entries:
                     rel = relative(entry.path)
                     if hidden(rel, entry.is_dir):
                         continue
-                    if entry.is_dir:
-                        if depth < _RECURSIVE_FROM_DEPTH:
-                            children.append(entry.path)
-                        continue
-                    counted["files"] += 1
-                    yield ListedFile(f"{prefix}/{rel}", entry.size, entry.modified_ms)
-                log.debug("listed a directory of %s (%d to go)", location, len(pending) + len(children))
-                for child in children:
-                    pending.add(pool.submit(task, child, depth + 1))
+                    if not entry.is_dir:
+                        counted["files"] += 1
+                        yield ListedFile(f"{prefix}/{rel}", entry.size, entry.modified_ms)
+                    elif depth < _RECURSIVE_FROM_DEPTH:
+                        pending.add(pool.submit(task, entry.path, depth + 1))
+                log.debug("listed a directory of %s (%d to go)", location, len(pending))
             if time.monotonic() - last_report >= _PROGRESS_EVERY_S:
                 last_report = time.monotonic()
                 log.info("listing %s: %d files in %d directories so far", location, counted["files"], counted["dirs"])

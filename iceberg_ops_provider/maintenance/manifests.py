@@ -1,26 +1,12 @@
 """Manifest rewrite: merge many small manifests into few, as Spark's ``rewrite_manifests`` does.
 
-Every fast append adds one manifest, so a table appended to every few minutes soon has thousands,
-and planning a scan reads every one of them. This rewrites the small manifests of the current
-snapshot into manifests near ``commit.manifest.target-size-bytes`` (8 MiB by default), one set per
-partition spec and content (data or deletes), ordered by partition so each new manifest covers a
-narrow range and scans can skip it by its partition summary.
-
-Guarantees:
-
-- Data is untouched: every live entry keeps its file, its original snapshot id and its data and
-  file sequence numbers, with status ``EXISTING`` (delete files keep applying to exactly the data
-  files they applied to). Entries marked deleted are dropped, as in Java.
-- One commit, a snapshot with operation ``replace`` on ``main``, that asserts ``main`` did not move.
-  If it moved, and every rewritten manifest is still in the new head, the rewrite is kept and
-  only the manifest list is written again (a concurrent append is kept); otherwise the manifests
-  written are deleted and the rewrite is planned again, up to 4 attempts, then
-  :class:`~iceberg_ops_provider.errors.MaintenanceConflictError`.
-- Older snapshots keep their own manifest lists: time travel reads what it read before.
-- Memory holds the entries of a few input manifests at a time, not of the table.
-
-Manifests at or above the target stay as they are; a group is rewritten when it has at least two
-manifests below it (so a second run right after the first changes nothing).
+The small manifests of the current snapshot are rewritten into manifests near
+``commit.manifest.target-size-bytes``, per partition spec and content, ordered by partition so scans can
+skip them. Every live entry keeps its file, snapshot id and sequence numbers (status ``EXISTING``).
+One ``replace`` commit asserts ``main`` did not move; if it moved and every rewritten manifest is still
+in the new head only the manifest list is written again, otherwise the rewrite is planned again (up to
+4 attempts). Memory holds a few input manifests at a time. A group is rewritten only with two or more
+manifests below the target, so a second run right after the first changes nothing.
 """
 
 from __future__ import annotations
@@ -29,17 +15,15 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
 from pyiceberg.conversions import from_bytes
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.io import OutputFile, OutputStream
 from pyiceberg.manifest import (
     ManifestContent,
-    ManifestEntry,
     ManifestFile,
     ManifestWriter,
     write_manifest,
@@ -50,11 +34,10 @@ from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, AssertTableUUID, SetSnapshotRefUpdate
 
 from iceberg_ops_provider.errors import MaintenanceConflictError, MaintenanceError
-from iceberg_ops_provider.maintenance.files import ManifestReader
+from iceberg_ops_provider.maintenance.files import ManifestReader, delete_files, window_map
 from iceberg_ops_provider.maintenance.rewrite_commit import DeleteManifestWriterV2
 
 if TYPE_CHECKING:
-    from pyiceberg.io import FileIO
     from pyiceberg.partitioning import PartitionSpec
     from pyiceberg.schema import Schema
     from pyiceberg.table import Table
@@ -67,7 +50,6 @@ log = logging.getLogger(__name__)
 TARGET_SIZE_PROPERTY = "commit.manifest.target-size-bytes"
 DEFAULT_TARGET_SIZE = 8 * 1024 * 1024  # Iceberg's default
 _ATTEMPTS = 4
-_READ_AHEAD = 8  # input manifests read while the previous ones are written
 
 
 @dataclass(frozen=True)
@@ -94,36 +76,15 @@ class RewriteManifestsResult:
         return asdict(self)
 
 
-class _CountingStream:
-    """An output stream that only counts bytes (a dry run sizes manifests exactly, writing nothing)."""
-
-    def __init__(self, sink: _CountingOutput) -> None:
-        self.sink = sink
-
-    def write(self, b: bytes) -> int:
-        self.sink.size += len(b)
-        return len(b)
-
-    def tell(self) -> int:
-        return self.sink.size
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self) -> _CountingStream:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        pass
-
-
 class _CountingOutput(OutputFile):
+    """An output file that only counts bytes (a dry run sizes manifests exactly, writing nothing)."""
+
     def __init__(self, location: str) -> None:
         super().__init__(location)
-        self.size = 0
+        self.stream = pa.MockOutputStream()
 
     def __len__(self) -> int:
-        return self.size
+        return self.stream.size()
 
     def exists(self) -> bool:
         return False
@@ -132,7 +93,7 @@ class _CountingOutput(OutputFile):
         raise NotImplementedError("a dry run writes nothing to read back")
 
     def create(self, overwrite: bool = False) -> OutputStream:
-        return _CountingStream(self)  # type: ignore[return-value]
+        return self.stream  # type: ignore[return-value]
 
 
 def _target_size(metadata: TableMetadata, requested: int | None) -> int:
@@ -210,23 +171,6 @@ def _plan(table: Table, metadata: TableMetadata, target: int) -> _Plan | None:
     return _Plan(head, groups, [m for m in manifests if m.manifest_path not in rewritten])
 
 
-def _read_ahead(io: FileIO, manifests: list[ManifestFile]) -> Iterator[list[ManifestEntry]]:
-    """The live entries of each manifest, in order, reading up to ``_READ_AHEAD`` of them ahead."""
-    with ThreadPoolExecutor(max_workers=_READ_AHEAD, thread_name_prefix="manifest-read") as pool:
-        queue: list[Future[list[ManifestEntry]]] = []
-        todo = iter(manifests)
-        for manifest in todo:
-            queue.append(pool.submit(manifest.fetch_manifest_entry, io, True))
-            if len(queue) >= _READ_AHEAD:
-                break
-        while queue:
-            entries = queue.pop(0).result()
-            nxt = next(todo, None)
-            if nxt is not None:
-                queue.append(pool.submit(nxt.fetch_manifest_entry, io, True))
-            yield entries
-
-
 class _Writer:
     """Writes the new manifests of one rewrite attempt and remembers them for cleanup."""
 
@@ -271,7 +215,9 @@ class _Writer:
         done: list[ManifestFile] = []
         writer: ManifestWriter | None = None
         try:
-            for entries in _read_ahead(self.table.io, group):
+            io = self.table.io
+            # At most 8 input manifests read while the previous ones are written.
+            for entries in window_map(lambda m: m.fetch_manifest_entry(io, True), group, workers=4):
                 for entry in entries:
                     if writer is None:
                         writer = self._new_writer(spec, schema, content).__enter__()
@@ -318,9 +264,7 @@ class _Writer:
 
     def discard(self) -> None:
         """Delete every file this attempt wrote (best effort: they are orphans otherwise)."""
-        for path in self.written:
-            with contextlib.suppress(Exception):
-                self.table.io.delete(path)
+        delete_files(self.table.io, self.written, what="files of an abandoned manifest rewrite")
         self.written.clear()
 
 
@@ -373,7 +317,7 @@ def _commit(table: Table, writer: _Writer, plan: _Plan, new: list[ManifestFile],
         AssertTableUUID(uuid=metadata.table_uuid),
         AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=head.snapshot_id),
     )
-    log.info("%s: committing %d manifests in place of %d", _name(table), len(new), len(rewritten))
+    log.info("%s: committing %d manifests in place of %d", ".".join(table.name()), len(new), len(rewritten))
     try:
         table._do_commit(updates=updates, requirements=requirements)
     except CommitFailedException:
@@ -390,10 +334,6 @@ def _still_applies(table: Table, plan: _Plan, snapshot_id: int) -> Snapshot | No
         return None
     present = {m.manifest_path for m in ManifestReader(table.io).manifests(head)}
     return head if all(m.manifest_path in present for m in plan.rewritten) else None
-
-
-def _name(table: Table) -> str:
-    return ".".join(table.name())
 
 
 def rewrite_manifests(
@@ -414,7 +354,7 @@ def rewrite_manifests(
         MaintenanceConflictError: Concurrent commits replaced the manifests being rewritten on every
             attempt (nothing was committed; the manifests written were deleted).
     """
-    name = _name(table)
+    name = ".".join(table.name())
     table.refresh()
     if table.metadata.format_version > 2:
         raise MaintenanceError(
@@ -472,7 +412,5 @@ def rewrite_manifests(
             log.info("%s: a concurrent commit replaced manifests being rewritten; planning again", name)
             continue
         log.info("%s: replaced %d manifests with %d", name, len(plan.rewritten), len(new))
-        return RewriteManifestsResult(
-            **{**asdict(result), "kept_manifests_count": kept, "snapshot_id": writer.snapshot_id}
-        )
+        return replace(result, kept_manifests_count=kept, snapshot_id=writer.snapshot_id)
     raise AssertionError("unreachable")  # pragma: no cover

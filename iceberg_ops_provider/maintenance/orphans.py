@@ -1,34 +1,20 @@
-"""Orphan removal: delete the files under a table's location that no metadata references.
+"""Orphan removal: delete the files under a table's location that no metadata references (Spark's procedure).
 
-Files are left behind by writers that crashed before committing, by commits that failed, and by
-expiries that did not delete (PyIceberg's own deletes nothing). They cost storage and are invisible
-to every reader, so they are deleted, as Spark's ``remove_orphan_files`` procedure does.
-
-Guarantees:
-
-- A file is referenced, and never deleted, when it is the current metadata file or one in the
-  metadata log, ``metadata/version-hint.text``, a statistics or partition-statistics file, the
-  manifest list of any snapshot (every branch and tag points at one), a manifest one of them lists,
-  or a data or delete file such a manifest lists as live. The same file spelled under an equivalent
-  scheme (``s3a://`` for ``s3://``, ``file:/`` for ``file:///`` or a plain path) is the same file.
-- Only files older than ``older_than`` (default: three days) are deleted, so files of writes still in
-  flight survive; a file whose storage reports no modification time is kept.
-- Only files under the table's location are listed; a ``location`` outside it is refused.
-- Nothing is deleted unless the whole listing succeeded. After the listing the table is read again
-  and whatever commits landed meanwhile reference is kept too.
-- Hidden names (starting with ``.`` or ``_``, except partition directories such as ``_key=1``) are
-  left alone, as Spark does.
-- Another table of the catalog whose location lies inside the folder being cleaned keeps every file
-  under its location (:mod:`~iceberg_ops_provider.maintenance.nested_tables`); the result names it.
-  When the catalog cannot say which tables those are, nothing is deleted.
+A file is referenced when it is a metadata file of the log, ``version-hint.text``, a statistics file, a
+snapshot's manifest list, a manifest one lists, or a live data or delete file such a manifest lists,
+under any equivalent scheme spelling. Only files older than ``older_than`` (default three days) go, so
+writes in flight survive; nothing is deleted unless the whole listing succeeded, and the table is read
+again after it so commits that landed meanwhile are kept. Hidden names (``.``/``_``, except partition
+directories) are left alone, as Spark does, and so is every file of another table of the catalog whose
+location lies inside the folder (when the catalog cannot say which, nothing is deleted).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -37,17 +23,16 @@ from iceberg_ops_provider.errors import FileListingError, UnsafeLocationError
 from iceberg_ops_provider.maintenance import files as _files
 from iceberg_ops_provider.maintenance.files import ManifestReader
 from iceberg_ops_provider.maintenance.listing import contains, list_files, normalize_location
-from iceberg_ops_provider.maintenance.nested_tables import nested_tables
 from iceberg_ops_provider.maintenance.times import parse_older_than
 from iceberg_ops_provider.messages import Arg, message
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterable
 
+    from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
     from pyiceberg.table.metadata import TableMetadata
-
-    from iceberg_ops_provider.maintenance.nested_tables import NestedTable
+    from pyiceberg.typedef import Identifier
 
 __all__ = ["ReferencedFiles", "RemoveOrphanFilesResult", "remove_orphan_files"]
 
@@ -57,6 +42,101 @@ DEFAULT_OLDER_THAN = timedelta(days=3)
 """Iceberg's default guard: files younger than this may belong to a write still in flight."""
 
 _MANIFESTS_PER_BATCH = 256  # manifests whose entries are held at once while collecting references
+
+
+DEFAULT_LOOKUP_TIMEOUT = 300.0
+"""Seconds the whole look-up may take (listing and loading every table of the catalog)."""
+
+_WORKERS = 8
+_MAX_NAMESPACE_DEPTH = 16  # namespaces nested deeper than this are not listed (none are expected)
+
+
+@dataclass(frozen=True)
+class NestedTable:
+    """A table of the catalog whose location lies under the folder being cleaned."""
+
+    table: str
+    """Its dotted identifier."""
+    location: str
+
+
+def _namespaces(catalog: Catalog) -> list[Identifier]:
+    """Every namespace the catalog lists, those nested in namespaces included, each once."""
+    seen: set[Identifier] = set()
+    todo: list[Identifier] = list(catalog.list_namespaces())
+    while todo:
+        namespace = tuple(todo.pop())
+        if namespace in seen or len(namespace) > _MAX_NAMESPACE_DEPTH:
+            continue
+        seen.add(namespace)
+        try:
+            children = catalog.list_namespaces(namespace)
+        except NotImplementedError:  # a catalog without nested namespaces
+            children = []
+        todo.extend(tuple(child) for child in children if tuple(child) != namespace)
+    return sorted(seen)
+
+
+def _location(catalog: Catalog, identifier: Identifier) -> str | None:
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        return catalog.load_table(identifier).location()
+    except NoSuchTableError:  # dropped since it was listed: nothing of it to protect
+        return None
+
+
+def nested_tables(
+    catalog: Catalog,
+    folder: str,
+    *,
+    outside: Identifier,
+    timeout: float = DEFAULT_LOOKUP_TIMEOUT,
+) -> list[NestedTable]:
+    """The tables of ``catalog`` other than ``outside`` whose location is ``folder`` or under it, sorted.
+
+    Raises:
+        FileListingError: The catalog could not be listed or a table could not be loaded in time.
+    """
+    try:
+        identifiers = [
+            tuple(identifier)
+            for namespace in _namespaces(catalog)
+            for identifier in catalog.list_tables(namespace)
+            if tuple(identifier) != tuple(outside)
+        ]
+    except Exception as exc:
+        raise _cannot_check(folder, f"listing the catalog's tables failed: {exc}") from exc
+    log.info("looking for tables inside %s among %d other table(s) of the catalog", folder, len(identifiers))
+    pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="nested-tables")
+    try:
+        futures = {pool.submit(_location, catalog, identifier): identifier for identifier in identifiers}
+        done, pending = wait(futures, timeout=timeout)
+        if pending:
+            raise _cannot_check(folder, f"{len(pending)} of {len(futures)} table(s) were not loaded in {timeout:g} s")
+        found = []
+        for future in done:
+            try:
+                location = future.result()
+            except Exception as exc:
+                name = ".".join(futures[future])
+                raise _cannot_check(folder, f"loading table {name} failed: {exc}") from exc
+            if location is not None and contains(folder, location):
+                found.append(NestedTable(".".join(futures[future]), normalize_location(location)))
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+    return sorted(found, key=lambda nested: nested.table)
+
+
+def _cannot_check(folder: str, why: str) -> FileListingError:
+    return FileListingError(
+        message(
+            f"Could not check which tables of the catalog lie inside {folder} ({why}); their files would look "
+            "like orphans, so nothing was deleted. Run again once the catalog answers, or, if no table's location "
+            "can lie inside this one, pass {check_nested_tables} to skip the check.",
+            check_nested_tables=Arg("check_nested_tables", False),
+        )
+    )
 
 
 @dataclass(frozen=True)
@@ -95,9 +175,6 @@ class ReferencedFiles:
 
     :meth:`add` can be called again with newer metadata of the same table: only manifest lists and
     manifests not seen before are read.
-
-    Args:
-        table: The table (its FileIO reads the manifests).
     """
 
     def __init__(self, table: Table) -> None:
@@ -114,21 +191,21 @@ class ReferencedFiles:
         """How many distinct files are referenced."""
         return len(self.locations)
 
-    def _keep(self, location: str | None) -> None:
-        if location:
-            self.locations.add(normalize_location(location))
+    def _keep(self, locations: Iterable[str | None]) -> None:
+        self.locations.update(normalize_location(location) for location in locations if location)
 
     def add(self, metadata: TableMetadata, metadata_location: str | None) -> None:
         """Add what ``metadata`` (stored at ``metadata_location``) references."""
-        self._keep(metadata_location)
-        for entry in metadata.metadata_log:
-            self._keep(entry.metadata_file)
-        self._keep(f"{metadata.location.rstrip('/')}/metadata/version-hint.text")
-        for statistics in [*metadata.statistics, *metadata.partition_statistics]:
-            self._keep(statistics.statistics_path)
         snapshots = [s for s in metadata.snapshots if s.manifest_list not in self._lists_seen]
-        for snapshot in snapshots:
-            self._keep(snapshot.manifest_list)
+        self._keep(
+            [
+                metadata_location,
+                f"{metadata.location.rstrip('/')}/metadata/version-hint.text",
+                *(entry.metadata_file for entry in metadata.metadata_log),
+                *(stats.statistics_path for stats in [*metadata.statistics, *metadata.partition_statistics]),
+                *(snapshot.manifest_list for snapshot in snapshots),
+            ]
+        )
         reader = ManifestReader(self.io)
         with ThreadPoolExecutor(max_workers=8) as pool:
             lists = list(pool.map(reader.manifests, snapshots))
@@ -139,11 +216,9 @@ class ReferencedFiles:
         todo = list(manifests.values())
         for start in range(0, len(todo), _MANIFESTS_PER_BATCH):
             batch = todo[start : start + _MANIFESTS_PER_BATCH]
-            for manifest in batch:
-                self._keep(manifest.manifest_path)
+            self._keep(manifest.manifest_path for manifest in batch)
             # A fresh reader per batch: its entry cache is dropped with it, so memory stays bounded.
-            for path in ManifestReader(self.io).live_paths(batch):
-                self._keep(path)
+            self._keep(ManifestReader(self.io).live_paths(batch))
             self._manifests_seen.update(m.manifest_path for m in batch)
             if len(todo) > _MANIFESTS_PER_BATCH:
                 log.info("read %d of %d manifests", min(start + _MANIFESTS_PER_BATCH, len(todo)), len(todo))
@@ -290,6 +365,4 @@ def remove_orphan_files(
         return result
     deleted, failures = _files.delete_files(table.io, orphans, what=f"orphan files of {name}")
     log.info("%s: deleted %d orphan files (%d failed)", name, deleted, len(failures))
-    return RemoveOrphanFilesResult(
-        **{**asdict(result), "deleted_orphan_files_count": deleted, "failed_deletes": failures}
-    )
+    return replace(result, deleted_orphan_files_count=deleted, failed_deletes=failures)

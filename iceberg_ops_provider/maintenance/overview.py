@@ -1,20 +1,13 @@
-"""The tables of a namespace at a glance, from their metadata alone, read concurrently.
-
-:func:`table_overview` reads what a table's ``metadata.json`` already says: its current snapshot's
-summary totals (data files, delete files, records, bytes), how many snapshots it keeps, its last
-commit and operation, its format version and target file size. It opens no manifest and no data
-file, so it costs one metadata read per table. :func:`namespace_tables` does it for every table of
-a namespace, ``parallelism`` tables at a time, and reports a table that cannot be read as an error
-of that table rather than failing the others. The health report
-(:func:`~iceberg_ops_provider.maintenance.health.table_health_report`) is the deep look at one table.
-"""
+"""The tables of a namespace at a glance, from their metadata alone (no manifest or data file), read concurrently."""
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
+
+from pyiceberg.table import TableProperties
 
 from iceberg_ops_provider.catalogs import failure, spec_of
 from iceberg_ops_provider.core.threads import carrying_context
@@ -28,9 +21,6 @@ __all__ = ["DEFAULT_PARALLELISM", "NamespaceTables", "TableOverview", "namespace
 DEFAULT_PARALLELISM = 8
 """Tables whose metadata is read at the same time by :func:`namespace_tables`."""
 
-_TARGET_FILE_SIZE = "write.target-file-size-bytes"
-_DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
-
 
 def _int(summary: dict[str, str], key: str) -> int | None:
     try:
@@ -41,23 +31,7 @@ def _int(summary: dict[str, str], key: str) -> int | None:
 
 @dataclass(frozen=True)
 class TableOverview:
-    """One table, as its metadata describes it.
-
-    Attributes:
-        table: ``namespace.name``.
-        format_version: The table's format version.
-        snapshot_id: The current snapshot, ``None`` for a table without one.
-        snapshots: Snapshots the metadata keeps.
-        last_commit_at: When the current snapshot was committed (UTC), ``None`` without one.
-        last_operation: The current snapshot's operation (``append``, ``replace``, ...).
-        data_files: ``total-data-files`` of the current snapshot's summary.
-        delete_files: ``total-delete-files``.
-        records: ``total-records``.
-        bytes: ``total-files-size``.
-        target_file_size_bytes: The table's ``write.target-file-size-bytes`` (512 MiB by default).
-        partitioned: Whether the default partition spec has fields.
-        sorted: Whether the default sort order has fields.
-    """
+    """One table, as its metadata describes it (the counts are the current snapshot summary's ``total-*``)."""
 
     table: str
     format_version: int
@@ -83,20 +57,9 @@ class TableOverview:
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
         return {
-            "table": self.table,
-            "format_version": self.format_version,
-            "snapshot_id": self.snapshot_id,
-            "snapshots": self.snapshots,
+            **asdict(self),
             "last_commit_at": self.last_commit_at.isoformat() if self.last_commit_at else None,
-            "last_operation": self.last_operation,
-            "data_files": self.data_files,
-            "delete_files": self.delete_files,
-            "records": self.records,
-            "bytes": self.bytes,
             "mean_file_bytes": self.mean_file_bytes,
-            "target_file_size_bytes": self.target_file_size_bytes,
-            "partitioned": self.partitioned,
-            "sorted": self.sorted,
         }
 
 
@@ -104,15 +67,17 @@ def table_overview(table: Table) -> TableOverview:
     """The overview of a loaded table, from its metadata (no file is read)."""
     metadata = table.metadata
     snapshot = table.current_snapshot()
-    summary: dict[str, str] = {}
+    totals = ("total-data-files", "total-delete-files", "total-records", "total-files-size")
+    summary = dict.fromkeys(totals, "0") if snapshot is None else {}
     operation = None
     if snapshot is not None and snapshot.summary is not None:
         summary = dict(snapshot.summary.additional_properties)
         operation = snapshot.summary.operation.value
+    default = TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
     try:
-        target = int(metadata.properties.get(_TARGET_FILE_SIZE, _DEFAULT_TARGET_FILE_SIZE))
+        target = int(metadata.properties.get(TableProperties.WRITE_TARGET_FILE_SIZE_BYTES, default))
     except ValueError:
-        target = _DEFAULT_TARGET_FILE_SIZE
+        target = default
     return TableOverview(
         table=".".join(table.name()),
         format_version=metadata.format_version,
@@ -120,10 +85,10 @@ def table_overview(table: Table) -> TableOverview:
         snapshots=len(metadata.snapshots),
         last_commit_at=datetime.fromtimestamp(snapshot.timestamp_ms / 1000, UTC) if snapshot is not None else None,
         last_operation=operation,
-        data_files=_int(summary, "total-data-files") if snapshot is not None else 0,
-        delete_files=_int(summary, "total-delete-files") if snapshot is not None else 0,
-        records=_int(summary, "total-records") if snapshot is not None else 0,
-        bytes=_int(summary, "total-files-size") if snapshot is not None else 0,
+        data_files=_int(summary, "total-data-files"),
+        delete_files=_int(summary, "total-delete-files"),
+        records=_int(summary, "total-records"),
+        bytes=_int(summary, "total-files-size"),
         target_file_size_bytes=target,
         partitioned=bool(table.spec().fields),
         sorted=bool(table.sort_order().fields),
@@ -134,12 +99,8 @@ def table_overview(table: Table) -> TableOverview:
 class NamespaceTables:
     """Every table of a namespace at a glance.
 
-    Attributes:
-        namespace: The namespace.
-        tables: The tables that could be read, by name.
-        errors: ``{table: what failed}`` for the tables that could not be read (a missing metadata file, a refused
-            load): the kind of failure and the error's type (``not-found (NoSuchTableError)``), as facts: never the
-            text a server answered, which this report may be shown beside.
+    ``errors`` maps each table that could not be read to the kind of failure and the error's type
+    (``not-found (NoSuchTableError)``): never the text a server answered, which this may be shown beside.
     """
 
     namespace: str
@@ -148,11 +109,7 @@ class NamespaceTables:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {
-            "namespace": self.namespace,
-            "tables": [table.to_json() for table in self.tables],
-            "errors": dict(self.errors),
-        }
+        return {**asdict(self), "tables": [table.to_json() for table in self.tables]}
 
 
 def namespace_tables(catalog: Catalog, namespace: str, *, parallelism: int = DEFAULT_PARALLELISM) -> NamespaceTables:
@@ -172,11 +129,9 @@ def namespace_tables(catalog: Catalog, namespace: str, *, parallelism: int = DEF
             status = f", HTTP {found.status_class}" if found.status_class else ""
             return f"{found.kind} ({found.error}{status})"
 
-    if len(identifiers) <= 1 or parallelism == 1:
-        results = [read(identifier) for identifier in identifiers]
-    else:
-        with ThreadPoolExecutor(max_workers=min(parallelism, len(identifiers)), thread_name_prefix="overview") as pool:
-            results = list(pool.map(carrying_context(read), identifiers))
+    workers = max(1, min(parallelism, len(identifiers)))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="overview") as pool:
+        results = list(pool.map(carrying_context(read), identifiers))
     tables: list[TableOverview] = []
     errors: dict[str, str] = {}
     for identifier, result in zip(identifiers, results, strict=True):

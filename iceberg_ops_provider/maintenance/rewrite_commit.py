@@ -1,22 +1,13 @@
 """The commit of one compaction group: an atomic ``replace`` snapshot with Spark's ``RewriteFiles`` rules.
 
-PyIceberg 0.12 has no rewrite commit. Its overwrite producer under the default ``serializable``
-isolation refuses the commit whenever any file was appended since the plan, and it can neither
-write a ``replace`` snapshot nor remove delete files. :class:`RewriteFiles` is a snapshot producer
-for this one commit (the table's properties are untouched) that:
-
-- removes the rewritten data files and the position delete files made unnecessary, and adds the
-  new data files, in one snapshot whose operation is ``replace``;
-- keeps every file appended concurrently: PyIceberg's own retry rebases the commit on the new head;
-- fails with ``ValidationException`` when a commit that landed after the plan removed or replaced a
-  rewritten file, removed a delete file this commit removes, or added a delete file that may apply
-  to a rewritten file (equality deletes always count). That is what Java's ``RewriteFiles``
-  validates (``validateFilesExist``, ``validateNoNewDeletesForDataFiles``). The check runs on every
-  attempt, including the first, against every commit since the plan, so a group planned long ago
-  is checked as strictly as one planned just now.
-
-It relies on private parts of PyIceberg 0.12 (``_SnapshotProducer``, the manifest writers); the
-version is pinned and the tests exercise each of them.
+PyIceberg 0.12 has no rewrite commit: its overwrite refuses any concurrent append under ``serializable``
+isolation and can neither write ``replace`` nor remove delete files. :class:`RewriteFiles` removes the
+rewritten data files and the delete files made unnecessary and adds the new ones in one ``replace``
+snapshot, keeps concurrent appends (PyIceberg's retry rebases it), and fails with ``ValidationException``
+when a commit since the plan removed or replaced a rewritten file, removed a delete file it removes, or
+added a delete file that may apply to a rewritten one (Java's ``validateFilesExist`` and
+``validateNoNewDeletesForDataFiles``), checked on every attempt against every commit since the plan.
+It relies on private parts of PyIceberg 0.12 (pinned; the tests exercise each).
 """
 
 from __future__ import annotations
@@ -87,16 +78,10 @@ def delete_manifest_writer(producer: _SnapshotProducer[Any], spec_id: int) -> Ma
 
 
 class RewriteValidator:
-    """Checks the commits that landed since a rewrite was planned, Java ``RewriteFiles`` style.
+    """Checks the commits that landed since a rewrite was planned on ``base_snapshot_id``, Java ``RewriteFiles`` style.
 
-    Args:
-        io: The table's FileIO.
-        base_snapshot_id: The snapshot the rewrite was planned on.
-        data_files: The data files the rewrite removes.
-        delete_files: The delete files it removes.
-        cache: Manifest entries already read (manifests never change), shared between the groups of a run.
-        spec_id: The partition spec the new files were written under; a commit that changed the
-            table's default spec since then conflicts.
+    ``cache`` holds manifest entries already read (manifests never change), shared by the groups of a run;
+    a commit that changed the table's default spec from ``spec_id`` (the new files' spec) conflicts.
     """
 
     def __init__(
@@ -195,14 +180,8 @@ class RewriteValidator:
 class RewriteFiles(_SnapshotProducer["RewriteFiles"]):
     """Snapshot producer that replaces files without changing the table's rows.
 
-    Add files with ``append_data_file`` and remove data or delete files with ``delete_data_file``;
-    ``commit()`` stages it in the transaction.
-
-    Args:
-        transaction: The transaction to stage the snapshot in.
-        io: The table's FileIO.
-        validator: Checks the commits since the plan, before every attempt.
-        snapshot_properties: Extra snapshot summary properties.
+    Add files with ``append_data_file``, remove data or delete files with ``delete_data_file``;
+    ``commit()`` stages it in the transaction, ``validator`` checking the commits since the plan first.
     """
 
     def __init__(

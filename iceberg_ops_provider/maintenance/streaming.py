@@ -1,17 +1,10 @@
 """Streams the rows of one compaction group into new Parquet data files near the target size.
 
-A reader thread reads the group's files one at a time (position deletes applied, every column
-projected to the current schema, so files written under older schemas read as they always did)
-and hands record batches to the writer through a queue bounded in bytes; the writer encodes and
-compresses them with PyArrow's ``ParquetWriter``, one row group at a time, and rolls to a new file
-near the target size. Both sides spend most of their time in Arrow code that releases the GIL, so
-two cores work at once. Memory stays near one row group plus the queue with ``binpack`` and near
-one output file with ``sort`` (a file is sorted whole before it is written), whatever the table size.
-
-Each output file carries the current schema's field ids in its Parquet schema and becomes a
-``DataFile`` through PyIceberg's own statistics code (bounds, null, value and NaN counts, split
-offsets), with its partition value and a location from the table's location provider, as files
-PyIceberg writes itself do.
+A reader thread reads the group's files one at a time (position deletes applied, projected to the
+current schema) into a queue bounded in bytes; the writer encodes row groups with PyArrow and rolls to a
+new file near the target, both mostly in Arrow code that releases the GIL. Memory stays near a row group
+plus the queue with ``binpack``, near one output file with ``sort``. Output files carry the current
+schema's field ids and become ``DataFile``s through PyIceberg's own statistics code.
 """
 
 from __future__ import annotations
@@ -63,8 +56,7 @@ __all__ = ["MAX_FILE_SIZE_RATIO", "QUEUE_BYTES", "ROW_GROUP_BYTES", "GroupRewrit
 log = logging.getLogger(__name__)
 
 QUEUE_BYTES = 64 * 1024 * 1024
-"""Arrow bytes the reader may run ahead of the writer: a row group's worth, so the next row group is read
-while the writer encodes one (with less, the writer waits for the reader at every row group)."""
+"""Arrow bytes the reader may run ahead of the writer: a row group's worth, read while the writer encodes one."""
 
 ROW_GROUP_BYTES = 64 * 1024 * 1024
 """Arrow bytes buffered per output row group (``binpack``); the table's row-group row limit also applies."""
@@ -89,11 +81,6 @@ class _Piece:
     batch: pa.RecordBatch | None
     partition: PartitionKey | None
     consumed: int
-
-
-@dataclass
-class _Failure:
-    error: BaseException
 
 
 _DONE = object()
@@ -205,19 +192,10 @@ class _PartitionOutput:
 class GroupRewriter:
     """Rewrites the data files of one group into new data files of the table's current spec.
 
-    Args:
-        metadata: The table metadata the group was planned on (its current schema, spec and properties).
-        io: The table's FileIO.
-        tasks: The files to read, each with the position delete files that apply to it.
-        partition: The partition all rows belong to under the current spec, or ``None`` to split
-            rows by the current spec (files written under an older spec).
-        ratio_hint: Output bytes per input byte seen in earlier groups (how much smaller files get
-            when rewritten); learned from this group's own writes as soon as it writes.
-        target_file_size_bytes: The size output files aim at.
-        sort_order: Sort each output file by this order; ``None`` keeps the input order.
-        written: Receives the location of each file as it is created, so the caller can delete them
-            if the group does not commit.
-        label: Names the group in log lines.
+    ``partition`` is the one all rows belong to under the current spec, or ``None`` to split rows by it
+    (files of an older spec). ``ratio_hint`` is the output bytes per input byte of earlier groups, until
+    this group writes. ``written`` receives each file's location as it is created, for the caller to
+    delete if the group does not commit.
     """
 
     def __init__(
@@ -289,11 +267,7 @@ class GroupRewriter:
                 consumed = 0
 
     def _plain(self, arrow_schema: pa.Schema) -> bool:
-        """Whether a file with this Arrow schema holds exactly the current schema's columns (ids, names, types).
-
-        Such a file (the usual case) is read with PyArrow alone; any other goes through PyIceberg's
-        projection (added, dropped, renamed or promoted columns, files without field ids).
-        """
+        """Whether a file of this Arrow schema holds exactly the current schema's columns (read with PyArrow alone)."""
         key = arrow_schema.to_string(show_field_metadata=True, show_schema_metadata=False)
         if key not in self._plain_schemas:
             try:
@@ -332,7 +306,7 @@ class GroupRewriter:
                     return
             self._queue.put(_DONE, 0)
         except BaseException as exc:  # handed to the writer, which raises it
-            self._queue.put(_Failure(exc), 0)
+            self._queue.put(exc, 0)
 
     # Writer side.
 
@@ -467,11 +441,10 @@ class GroupRewriter:
             output.flush()
 
     def _roll_single(self, output: _PartitionOutput) -> None:
-        """Roll so the group ends in files of about equal size, none of them small unless all are.
+        """Roll so the group ends in files of about equal size, none small unless all are.
 
-        The number of files follows Spark's rule applied to the expected output size (the input
-        size times the output/input ratio measured so far): rewritten small files shrink, so
-        planning on input bytes alone would leave small files behind.
+        Spark's rule is applied to the expected output size (input times the ratio measured so far):
+        rewritten small files shrink, so planning on input bytes would leave small files behind.
         """
         ratio = self.ratio()
         if ratio is None and self.sort_order is None:
@@ -493,10 +466,7 @@ class GroupRewriter:
             output.roll()
 
     def run(self, on_progress: Callable[[int], None] | None = None) -> list[DataFile]:
-        """Read every file of the group and write the new files; returns their ``DataFile``s.
-
-        On failure the files already written stay listed in ``written`` for the caller to delete.
-        """
+        """Read every file of the group and write the new files (listed in ``written`` as they start)."""
         reader = threading.Thread(target=self._read, name="iceberg-ops-compaction-reader", daemon=True)
         reader.start()
         try:
@@ -504,8 +474,8 @@ class GroupRewriter:
                 item = self._queue.get()
                 if item is _DONE:
                     break
-                if isinstance(item, _Failure):
-                    raise item.error
+                if isinstance(item, BaseException):
+                    raise item
                 self._take(item)
                 if on_progress is not None and item.consumed:
                     on_progress(item.consumed)
