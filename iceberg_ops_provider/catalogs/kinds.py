@@ -97,9 +97,7 @@ class _Parse:
             path = path.resolve()
             path.exists()  # a path the system cannot take (a NUL byte, too long) fails here, not later
         except (RuntimeError, ValueError, OSError) as exc:  # ~user that does not exist, a NUL byte, ...
-            self.problem(
-                key, "{_setting} is not a usable path ({reason}): {value}", reason=str(exc), value=repr(value)
-            )
+            self.problem(key, "{_setting} is not a usable path ({reason}): {value}", reason=str(exc), value=repr(value))
             return None
         return path
 
