@@ -28,6 +28,7 @@ from iceberg_ops_provider.cli import cli
 from iceberg_ops_provider.cli.catalog_flags import CatalogFlags, with_flags
 from iceberg_ops_provider.config import load_config
 from iceberg_ops_provider.errors import CatalogConfigError, CatalogUnavailableError
+from tests.support import warm_cli
 
 BIN = Path(sys.executable).parent / "iceberg-ops"
 
@@ -122,9 +123,7 @@ def test_the_cli_on_a_stalled_catalog_exits_1_with_one_line_naming_it(stalled_ur
     config = _project(tmp_path, stalled_uri, timeout=2 if where == "file" else None)
     extra = ["--catalog-timeout", "2"] if where == "option" else []
     started = time.monotonic()
-    result = subprocess.run(
-        [str(BIN), "--config", str(config), *extra, "status"], capture_output=True, text=True, timeout=60
-    )
+    result = warm_cli.run(BIN, ["--config", str(config), *extra, "status"], timeout=60)
     elapsed = time.monotonic() - started
     assert elapsed < 15, elapsed
     assert result.returncode == 1, (result.stdout, result.stderr)

@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from tests.support import warm_cli
 from tests.support.lake import Lake
 from tests.support.lake import sqlite_catalog as sqlite_catalog
 from tests.support.lake import sqlite_flags as sqlite_flags
@@ -24,10 +25,11 @@ CREATE_ORDERS = 'ctx.create_table("orders", pa.schema([pa.field("id", pa.int64()
 def run(
     cwd: Path, *args: str, timeout: float = 180, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    """``iceberg-ops ARGS`` in ``cwd`` (with ``env`` added), stdout and stderr captured (neither is a terminal)."""
-    return subprocess.run(
-        [str(BIN), *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env={**os.environ, **(env or {})}
-    )
+    """``iceberg-ops ARGS`` in ``cwd`` (with ``env`` added), stdout and stderr captured (neither is a terminal).
+
+    A real process forked from a warm parent (``tests.support.warm_cli``), not a fresh interpreter.
+    """
+    return warm_cli.run(BIN, args, cwd=cwd, timeout=timeout, env={**os.environ, **(env or {})})
 
 
 def start(cwd: Path, *args: str) -> subprocess.Popen[str]:

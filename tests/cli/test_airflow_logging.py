@@ -17,6 +17,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from tests.support import warm_cli
 from tests.support.lake import Lake
 
 BIN = Path(sys.executable).parent / "iceberg-ops"
@@ -45,9 +46,7 @@ def environment(tmp_path: Path) -> dict[str, str]:
 
 
 def _run(environment: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(BIN), "--conn-id", "short", *args], capture_output=True, text=True, env=environment, timeout=180
-    )
+    return warm_cli.run(BIN, ["--conn-id", "short", *args], env=environment, timeout=180)
 
 
 def test_a_short_secret_brings_no_airflow_warning_to_stderr(environment):
@@ -70,12 +69,8 @@ def test_with_json_stdout_holds_the_document_only(environment):
 
 
 def test_an_undefined_connection_still_says_how_to_define_it(environment):
-    result = subprocess.run(
-        [str(BIN), "--conn-id", "missing", "maintain", "health", "sales.orders"],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=180,
+    result = warm_cli.run(
+        BIN, ["--conn-id", "missing", "maintain", "health", "sales.orders"], env=environment, timeout=180
     )
 
     assert result.returncode == 2

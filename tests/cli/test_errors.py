@@ -251,12 +251,12 @@ def test_relative_targets_parse_as_arguments(project):
 
 
 def _run_real(*args: str, **kwargs):
-    """The installed ``iceberg-ops`` console script as a real subprocess."""
-    import subprocess
+    """The installed ``iceberg-ops`` console script as a real process (forked warm: ``tests.support.warm_cli``)."""
     import sys
 
-    command = [str(Path(sys.executable).parent / "iceberg-ops"), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=120, **kwargs)
+    from tests.support import warm_cli
+
+    return warm_cli.run(Path(sys.executable).parent / "iceberg-ops", args, timeout=120, **kwargs)
 
 
 def _closed_port() -> int:

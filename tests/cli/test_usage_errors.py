@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import warm_cli
+
 BIN = Path(sys.executable).parent / "iceberg-ops"
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 
@@ -24,7 +26,7 @@ USAGE_ERRORS = {
 
 
 def _run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN), *args], capture_output=True, text=True, cwd=cwd, timeout=120)
+    return warm_cli.run(BIN, args, cwd=cwd, timeout=120)
 
 
 @pytest.mark.parametrize("case", sorted(USAGE_ERRORS))
