@@ -18,7 +18,7 @@ from iceberg_ops_provider.errors import ConcurrentMigrationError
 from iceberg_ops_provider.history import NamespaceLock
 from iceberg_ops_provider.runner import MigrationRunner
 from tests.cli.ops_support import run, sqlite_catalog
-from tests.cli.test_read_only_catalogs import MIGRATION
+from tests.cli.test_catalog_flags_read_only import MIGRATION
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "cli.md"
 

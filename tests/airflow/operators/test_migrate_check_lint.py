@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.cli.test_check_lint import make_lake
+from tests.cli.test_lint_check import make_lake
 
 
 def test_the_operator_check_names_the_findings(iceberg_connection):
