@@ -37,7 +37,6 @@ _SQL_UNREACHABLE = (
     "timeout expired",
     "could not connect",
     "no route to host",
-    "server closed the connection",
     "the database system is starting up",
     "the database system is shutting down",
 )
@@ -48,7 +47,8 @@ _SQL_REFUSED = (
     "authentication failed",
     "access denied",
 )
-# What database drivers say when a catalog database is busy or its connection broke: worth another try.
+# What database drivers say when a catalog database is busy or its connection broke: worth another try
+# ("server closed the connection unexpectedly": a server that restarted or dropped a connection it had accepted).
 _SQL_TRANSIENT = (
     "database is locked",
     "database is busy",
