@@ -19,7 +19,6 @@ __all__ = [
     "check_name",
     "check_policy_type",
     "content_text",
-    "dotted",
     "namespace_levels",
 ]
 
@@ -55,11 +54,6 @@ def namespace_levels(value: NamespaceLike, what: str = "namespace") -> tuple[str
         if SEPARATOR in level:
             raise PolarisRequestError(f"The {what} {value!r} contains the 0x1F unit separator, which Polaris reserves.")
     return levels
-
-
-def dotted(levels: Sequence[str]) -> str:
-    """Levels joined with dots, for messages."""
-    return ".".join(levels)
 
 
 def check_name(name: object, what: str = "policy name") -> str:
