@@ -19,7 +19,7 @@ from iceberg_ops_provider.catalogs.spec import DEFAULT_CATALOG_TIMEOUT, CatalogS
 from iceberg_ops_provider.errors import UnknownCatalogKindError
 from iceberg_ops_provider.messages import message
 
-__all__ = ["KINDS", "PYICEBERG_KIND", "REMOTE_KINDS", "parse_options", "pyiceberg_catalog_types"]
+__all__ = ["KINDS", "PYICEBERG_KIND", "REMOTE_KINDS", "parse_options", "pyiceberg_catalog_types", "sqlite_file"]
 
 KINDS: tuple[str, ...] = ("sqlite", "memory", "sql", "glue", "rest", "hive", "s3tables")
 """This project's kinds, in the order the documentation lists them."""
@@ -321,22 +321,25 @@ def _sql_uri(parse: _Parse, uri: object) -> tuple[str | None, Path | None]:
             example=_SQL_EXAMPLE,
         )
         return None, None
-    if url.get_backend_name() != "sqlite":
-        return uri.strip(), None
-    if url.database in (None, "", ":memory:"):
+    if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
         parse.problem(
             "uri",
             "{uri} names an in-memory SQLite database, which PyIceberg gives each thread empty: use "
             "kind 'memory' for a catalog in memory, or a file such as 'sqlite:////data/iceberg_catalog.db'",
         )
         return None, None
-    if url.database.startswith("file:"):  # a SQLite URI filename: passed on as written
+    database = sqlite_file(url, parse.root)
+    if database is None:
         return uri.strip(), None
-    database = Path(url.database).expanduser()
-    if not database.is_absolute() and parse.root is not None:
-        database = parse.root / database
-    database = database.resolve()
     return url.set(database=str(database)).render_as_string(hide_password=False), database
+
+
+def sqlite_file(url: Any, root: Path | None = None) -> Path | None:
+    """The SQLite database file a SQLAlchemy URL names (relative to ``root``, else the working folder), if any."""
+    database = url.database
+    if url.get_backend_name() != "sqlite" or database in (None, "", ":memory:") or database.startswith("file:"):
+        return None  # not SQLite, in memory, or a SQLite URI filename (passed on as written)
+    return _default(root, Path(database).expanduser()).resolve()
 
 
 def _default(root: Path | None, path: Path) -> Path:
