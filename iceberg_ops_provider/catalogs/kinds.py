@@ -114,21 +114,10 @@ class _Parse:
 
     def names(self, options: Mapping[str, Any]) -> None:
         """Refuse option names the kind does not take (almost always typos), naming the closest valid one."""
-        if self.kind in _SQL_NAMED:
-            valid = _SQL_NAMED[self.kind] | _SQL_SWITCHES
-            for key in options:
-                if "." not in key and key not in valid:
-                    self.problem(
-                        key,
-                        "{_setting} is not an option of the {catalog_kind} catalog; valid options: {valid}, "
-                        "or a dotted PyIceberg property such as 's3.endpoint'.{guess}",
-                        catalog_kind=repr(self.kind),
-                        valid=", ".join(sorted(valid)),
-                        guess=_guess(key, valid),
-                    )
-            return
+        sql = self.kind in _SQL_NAMED
+        valid = _SQL_NAMED[self.kind] | _SQL_SWITCHES if sql else _REMOTE_PLAIN
         for key in options:
-            if key in _OWNERS:
+            if not sql and key in _OWNERS:
                 self.problem(
                     key,
                     "{_setting} belongs to the {owner}; the {catalog_kind} catalog takes 'warehouse' (a "
@@ -136,15 +125,19 @@ class _Parse:
                     owner=_OWNERS[key],
                     catalog_kind=repr(self.kind),
                 )
-            elif "." not in key and "-" not in key and key not in _REMOTE_PLAIN:
+            elif "." not in key and (sql or "-" not in key) and key not in valid:
                 self.problem(
                     key,
-                    "{_setting} is not an option of the {catalog_kind} catalog; plain options are: {valid}; "
-                    "anything else must be a PyIceberg property such as 'rest.sigv4-enabled' or "
-                    "'s3.endpoint'.{guess}",
+                    "{_setting} is not an option of the {catalog_kind} catalog; "
+                    + (
+                        "valid options: {valid}, or a dotted PyIceberg property such as 's3.endpoint'.{guess}"
+                        if sql
+                        else "plain options are: {valid}; anything else must be a PyIceberg property such as "
+                        "'rest.sigv4-enabled' or 's3.endpoint'.{guess}"
+                    ),
                     catalog_kind=repr(self.kind),
-                    valid=", ".join(sorted(_REMOTE_PLAIN)),
-                    guess=_guess(key, _REMOTE_PLAIN),
+                    valid=", ".join(sorted(valid)),
+                    guess=_guess(key, valid),
                 )
 
 

@@ -458,17 +458,15 @@ class PolarisPolicyClient:
                     url=call.shown_url,
                 )
             items.extend(body[key])
-            next_token = body.get("next-page-token")
-            if next_token is None or next_token == "":
+            if body.get("next-page-token") in (None, ""):
                 return items
-            next_token = str(next_token)
-            if next_token in seen:
+            page_token = str(body["next-page-token"])
+            if page_token in seen:
                 raise PolarisError(
-                    f"Could not {action}: Polaris answered the page token {next_token!r} a second time "
+                    f"Could not {action}: Polaris answered the page token {page_token!r} a second time "
                     f"(GET {call.shown_url}), so following it would never end. This is a server fault: report it "
                     "to the Polaris operators; page_size=None may avoid paging altogether.",
                     url=call.shown_url,
                 )
-            seen.add(next_token)
-            page_token = next_token
+            seen.add(page_token)
         raise PolarisError(f"Could not {action}: Polaris kept answering new pages past {MAX_PAGES}.", url=url)
