@@ -363,11 +363,8 @@ def _not_a_catalog(exc: BaseException, spec: CatalogSpec, *, opening: bool) -> C
     # An answer PyIceberg could not read as the REST specification's: whatever answers there is no Iceberg catalog.
     other_json = isinstance(exc, ValidationError) and rest
     refused = opening and rest and isinstance(exc, RESTError) and (status is None or 400 <= status < 500)
-    if (
-        not other_json
-        and not refused
-        and (not isinstance(exc, RESTError) or ("/v1/config" not in text and "unexpected JSON Payload" not in text))
-    ):
+    said = isinstance(exc, RESTError) and ("/v1/config" in text or "unexpected JSON Payload" in text)
+    if not (other_json or refused or said):
         return None
     return CatalogConfigError(
         message(
