@@ -39,7 +39,6 @@ from iceberg_ops_provider.polaris.outcomes import (
     PolicyOutcome,
     TablePolicyOutcome,
     describe,
-    not_attempted,
     stops_every_table,
     transient,
 )
@@ -225,11 +224,14 @@ class PolicyDispatcher:
         stopped: BaseException | None = None
         for identifier in identifiers:
             if stopped is not None:
-                outcome.tables.append(not_attempted(identifier, stopped, self.dry_run))
-                continue
-            table_outcome = self._run_table(identifier, checked, selected, now)
+                error = f"not attempted: an earlier table failed with {describe(stopped)}"
+                table_outcome = TablePolicyOutcome(
+                    ".".join(identifier), self.dry_run, error=error, transient=transient(stopped)
+                )
+            else:
+                table_outcome = self._run_table(identifier, checked, selected, now)
             outcome.tables.append(table_outcome)
-            if table_outcome.cause is not None and stops_every_table(table_outcome.cause):
+            if stopped is None and table_outcome.cause is not None and stops_every_table(table_outcome.cause):
                 stopped = table_outcome.cause
                 log.error("%s: the remaining tables are not attempted: %s", name, describe(stopped))
         if outcome.failed_tables:

@@ -30,7 +30,6 @@ __all__ = [
     "PolicyOutcome",
     "TablePolicyOutcome",
     "describe",
-    "not_attempted",
     "stops_every_table",
     "transient",
 ]
@@ -106,12 +105,6 @@ def stops_every_table(exc: BaseException) -> bool:
         # Only a missing table is the table's own; an unknown catalog or namespace is every table's.
         return exc.error_type != "NoSuchTableException"
     return isinstance(exc, PolarisError) and exc.status is None and not isinstance(exc, PolicyContentError)
-
-
-def not_attempted(identifier: tuple[str, ...], cause: BaseException, dry_run: bool) -> TablePolicyOutcome:
-    """The outcome of a table left out because an earlier one failed in a way every table would repeat."""
-    error = f"not attempted: an earlier table failed with {describe(cause)}"
-    return TablePolicyOutcome(".".join(identifier), dry_run, error=error, transient=transient(cause))
 
 
 def _failure_error(what: str, failures: list[tuple[str, str, bool]], result: Any) -> MaintenanceError:
