@@ -288,7 +288,7 @@ class _BoundedRequest:
             try:
                 response = self.request(method, url, *args, **kwargs)
             except requests.RequestException as exc:
-                if limit.remaining() <= 0 or _caused_by(exc, _DeadlinePassed):
+                if limit.remaining() <= 0 or any(isinstance(c, _DeadlinePassed) for c in (*causes(exc), *exc.args)):
                     raise DeadlineExceeded(bound, method=method, url=url, request=exc.request) from exc
                 raise
             except _TooLarge as exc:
@@ -318,10 +318,6 @@ def _plain_answers_only(response: requests.Response, *args: Any, **kwargs: Any) 
             url=request.url or "",
             request=request,
         )
-
-
-def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
-    return any(isinstance(cause, kind) for cause in (*causes(exc), *getattr(exc, "args", ())))
 
 
 def _same_origin(first: str, second: str) -> bool:
