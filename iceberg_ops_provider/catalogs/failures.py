@@ -281,9 +281,7 @@ def _sqlite(exc: BaseException, spec: CatalogSpec) -> IcebergOpsError | None:
             endpoint=spec.endpoint(),
             reason="busy",
         )
-    if "readonly database" in reason:
-        return None  # a write on a catalog opened to read: a bug of the caller, not the catalog's
-    if "unable to open database file" in reason:
+    if "unable to open database file" in reason:  # not "readonly database": a bug of the caller, not the catalog's
         return CatalogConfigError(
             message(
                 f"{where} could not be opened ({reason}); check that its folder exists and is readable, or change "
