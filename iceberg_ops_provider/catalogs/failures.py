@@ -512,11 +512,10 @@ def failure(exc: BaseException, spec: CatalogSpec) -> CatalogFailure:
     name = type(exc).__name__
     ours = exc if isinstance(exc, IcebergOpsError) else translate(exc, spec)
     if isinstance(ours, CatalogUnavailableError):
-        answered = ours.reason in ("unavailable", "busy")
-        return CatalogFailure(ours.reason, answered, ours.status, ours.timeout, name)
+        return CatalogFailure(ours.reason, ours.reason in ("unavailable", "busy"), ours.status, ours.timeout, name)
     if isinstance(ours, CatalogConfigError):
         answered = ours.status is not None or ours.reason in _ANSWERED
-        return CatalogFailure(ours.reason, answered, ours.status, None, name)
+        return CatalogFailure(ours.reason, answered, ours.status, error=name)
     status = getattr(getattr(http_error(exc), "response", None), "status_code", None)
     kinds = (
         (NoSuchTableError | NoSuchNamespaceError | NoSuchIdentifierError, "not-found"),
