@@ -55,10 +55,6 @@ _STORAGE_AUTH_CODES = frozenset(
 )
 
 
-def _listing(names: tuple[str, ...]) -> str:
-    return " / ".join(names)
-
-
 def storage_error(exc: BaseException, spec: CatalogSpec) -> IcebergOpsError | None:
     """An object store (PyArrow's S3 filesystem, under the catalog's FileIO) that refused or was out of reach."""
     if not isinstance(exc, OSError):
@@ -85,7 +81,7 @@ def storage_error(exc: BaseException, spec: CatalogSpec) -> IcebergOpsError | No
     return CatalogAuthError(
         message(
             f"The object store refused access{f' to {location}' if location else ''} ({text}); check "
-            f"{_listing(_S3)} among {{where}} (or {_listing(_AWS_ENVIRONMENT)} in the environment), and what that "
+            f"{' / '.join(_S3)} among {{where}} (or {' / '.join(_AWS_ENVIRONMENT)} in the environment), and what that "
             "identity may read and write there.",
             where=spec.setting(""),
         ),
@@ -119,7 +115,7 @@ def _rest_auth_error(exc: BaseException, spec: CatalogSpec) -> CatalogAuthError 
         settings: tuple[str, ...] = (*_SIGV4, *_AWS_ENVIRONMENT)
         hint = (
             "check the SigV4 settings: client.access-key-id and client.secret-access-key (or "
-            f"{_listing(_AWS_ENVIRONMENT)} in the environment), client.session-token when the keys are temporary, "
+            f"{' / '.join(_AWS_ENVIRONMENT)} in the environment), client.session-token when the keys are temporary, "
             "rest.signing-region and rest.signing-name, among {where}"
         )
     elif scheme or isinstance(exc, OAuthError):
@@ -199,8 +195,8 @@ def _aws_client_auth_error(exc: BaseException, spec: CatalogSpec) -> CatalogAuth
     return CatalogAuthError(
         message(
             f"{the_catalog(spec.endpoint())} refused the credentials ({operation}: {code}: {one_line(text)}); check "
-            f"{_listing(_GLUE[:4])} (or client.access-key-id / client.secret-access-key) among {{where}}, or "
-            f"{_listing(_AWS_ENVIRONMENT)} in the environment, and what that identity is allowed to do.",
+            f"{' / '.join(_GLUE[:4])} (or client.access-key-id / client.secret-access-key) among {{where}}, or "
+            f"{' / '.join(_AWS_ENVIRONMENT)} in the environment, and what that identity is allowed to do.",
             where=spec.setting(""),
         ),
         endpoint=spec.endpoint(),

@@ -37,7 +37,6 @@ _SQL_UNREACHABLE = (
     "timeout expired",
     "could not connect",
     "no route to host",
-    "server closed the connection",
     "the database system is starting up",
     "the database system is shutting down",
 )
@@ -48,7 +47,8 @@ _SQL_REFUSED = (
     "authentication failed",
     "access denied",
 )
-# What database drivers say when a catalog database is busy or its connection broke: worth another try.
+# What database drivers say when a catalog database is busy or its connection broke: worth another try
+# ("server closed the connection unexpectedly": a server that restarted or dropped a connection it had accepted).
 _SQL_TRANSIENT = (
     "database is locked",
     "database is busy",
@@ -281,9 +281,7 @@ def _sqlite(exc: BaseException, spec: CatalogSpec) -> IcebergOpsError | None:
             endpoint=spec.endpoint(),
             reason="busy",
         )
-    if "readonly database" in reason:
-        return None  # a write on a catalog opened to read: a bug of the caller, not the catalog's
-    if "unable to open database file" in reason:
+    if "unable to open database file" in reason:  # not "readonly database": a bug of the caller, not the catalog's
         return CatalogConfigError(
             message(
                 f"{where} could not be opened ({reason}); check that its folder exists and is readable, or change "
@@ -363,11 +361,8 @@ def _not_a_catalog(exc: BaseException, spec: CatalogSpec, *, opening: bool) -> C
     # An answer PyIceberg could not read as the REST specification's: whatever answers there is no Iceberg catalog.
     other_json = isinstance(exc, ValidationError) and rest
     refused = opening and rest and isinstance(exc, RESTError) and (status is None or 400 <= status < 500)
-    if (
-        not other_json
-        and not refused
-        and (not isinstance(exc, RESTError) or ("/v1/config" not in text and "unexpected JSON Payload" not in text))
-    ):
+    said = isinstance(exc, RESTError) and ("/v1/config" in text or "unexpected JSON Payload" in text)
+    if not (other_json or refused or said):
         return None
     return CatalogConfigError(
         message(
@@ -517,11 +512,10 @@ def failure(exc: BaseException, spec: CatalogSpec) -> CatalogFailure:
     name = type(exc).__name__
     ours = exc if isinstance(exc, IcebergOpsError) else translate(exc, spec)
     if isinstance(ours, CatalogUnavailableError):
-        answered = ours.reason in ("unavailable", "busy")
-        return CatalogFailure(ours.reason, answered, ours.status, ours.timeout, name)
+        return CatalogFailure(ours.reason, ours.reason in ("unavailable", "busy"), ours.status, ours.timeout, name)
     if isinstance(ours, CatalogConfigError):
         answered = ours.status is not None or ours.reason in _ANSWERED
-        return CatalogFailure(ours.reason, answered, ours.status, None, name)
+        return CatalogFailure(ours.reason, answered, ours.status, error=name)
     status = getattr(getattr(http_error(exc), "response", None), "status_code", None)
     kinds = (
         (NoSuchTableError | NoSuchNamespaceError | NoSuchIdentifierError, "not-found"),

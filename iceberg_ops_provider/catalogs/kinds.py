@@ -19,7 +19,7 @@ from iceberg_ops_provider.catalogs.spec import DEFAULT_CATALOG_TIMEOUT, CatalogS
 from iceberg_ops_provider.errors import UnknownCatalogKindError
 from iceberg_ops_provider.messages import message
 
-__all__ = ["KINDS", "PYICEBERG_KIND", "REMOTE_KINDS", "parse_options", "pyiceberg_catalog_types"]
+__all__ = ["KINDS", "PYICEBERG_KIND", "REMOTE_KINDS", "parse_options", "pyiceberg_catalog_types", "sqlite_file"]
 
 KINDS: tuple[str, ...] = ("sqlite", "memory", "sql", "glue", "rest", "hive", "s3tables")
 """This project's kinds, in the order the documentation lists them."""
@@ -114,21 +114,10 @@ class _Parse:
 
     def names(self, options: Mapping[str, Any]) -> None:
         """Refuse option names the kind does not take (almost always typos), naming the closest valid one."""
-        if self.kind in _SQL_NAMED:
-            valid = _SQL_NAMED[self.kind] | _SQL_SWITCHES
-            for key in options:
-                if "." not in key and key not in valid:
-                    self.problem(
-                        key,
-                        "{_setting} is not an option of the {catalog_kind} catalog; valid options: {valid}, "
-                        "or a dotted PyIceberg property such as 's3.endpoint'.{guess}",
-                        catalog_kind=repr(self.kind),
-                        valid=", ".join(sorted(valid)),
-                        guess=_guess(key, valid),
-                    )
-            return
+        sql = self.kind in _SQL_NAMED
+        valid = _SQL_NAMED[self.kind] | _SQL_SWITCHES if sql else _REMOTE_PLAIN
         for key in options:
-            if key in _OWNERS:
+            if not sql and key in _OWNERS:
                 self.problem(
                     key,
                     "{_setting} belongs to the {owner}; the {catalog_kind} catalog takes 'warehouse' (a "
@@ -136,15 +125,19 @@ class _Parse:
                     owner=_OWNERS[key],
                     catalog_kind=repr(self.kind),
                 )
-            elif "." not in key and "-" not in key and key not in _REMOTE_PLAIN:
+            elif "." not in key and (sql or "-" not in key) and key not in valid:
                 self.problem(
                     key,
-                    "{_setting} is not an option of the {catalog_kind} catalog; plain options are: {valid}; "
-                    "anything else must be a PyIceberg property such as 'rest.sigv4-enabled' or "
-                    "'s3.endpoint'.{guess}",
+                    "{_setting} is not an option of the {catalog_kind} catalog; "
+                    + (
+                        "valid options: {valid}, or a dotted PyIceberg property such as 's3.endpoint'.{guess}"
+                        if sql
+                        else "plain options are: {valid}; anything else must be a PyIceberg property such as "
+                        "'rest.sigv4-enabled' or 's3.endpoint'.{guess}"
+                    ),
                     catalog_kind=repr(self.kind),
-                    valid=", ".join(sorted(_REMOTE_PLAIN)),
-                    guess=_guess(key, _REMOTE_PLAIN),
+                    valid=", ".join(sorted(valid)),
+                    guess=_guess(key, valid),
                 )
 
 
@@ -321,22 +314,25 @@ def _sql_uri(parse: _Parse, uri: object) -> tuple[str | None, Path | None]:
             example=_SQL_EXAMPLE,
         )
         return None, None
-    if url.get_backend_name() != "sqlite":
-        return uri.strip(), None
-    if url.database in (None, "", ":memory:"):
+    if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
         parse.problem(
             "uri",
             "{uri} names an in-memory SQLite database, which PyIceberg gives each thread empty: use "
             "kind 'memory' for a catalog in memory, or a file such as 'sqlite:////data/iceberg_catalog.db'",
         )
         return None, None
-    if url.database.startswith("file:"):  # a SQLite URI filename: passed on as written
+    database = sqlite_file(url, parse.root)
+    if database is None:
         return uri.strip(), None
-    database = Path(url.database).expanduser()
-    if not database.is_absolute() and parse.root is not None:
-        database = parse.root / database
-    database = database.resolve()
     return url.set(database=str(database)).render_as_string(hide_password=False), database
+
+
+def sqlite_file(url: Any, root: Path | None = None) -> Path | None:
+    """The SQLite database file a SQLAlchemy URL names (relative to ``root``, else the working folder), if any."""
+    database = url.database
+    if url.get_backend_name() != "sqlite" or database in (None, "", ":memory:") or database.startswith("file:"):
+        return None  # not SQLite, in memory, or a SQLite URI filename (passed on as written)
+    return _default(root, Path(database).expanduser()).resolve()
 
 
 def _default(root: Path | None, path: Path) -> Path:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from iceberg_ops_provider.catalogs.failures import catalog_errors, missing_uri
-from iceberg_ops_provider.catalogs.kinds import KINDS, PYICEBERG_KIND
+from iceberg_ops_provider.catalogs.kinds import KINDS, PYICEBERG_KIND, sqlite_file
 from iceberg_ops_provider.catalogs.redact import split_secrets
 from iceberg_ops_provider.catalogs.spec import DEFAULT_CATALOG_TIMEOUT, Access, CatalogSpec
 from iceberg_ops_provider.catalogs.trust import guard_file_io
@@ -142,14 +142,9 @@ def _sqlite_file(uri: object) -> Path | None:
     from sqlalchemy.exc import ArgumentError
 
     try:
-        url = make_url(uri.strip())
+        return sqlite_file(make_url(uri.strip()))
     except ArgumentError:
         return None
-    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
-        return None
-    if url.database.startswith("file:"):
-        return None
-    return Path(url.database).expanduser().resolve()
 
 
 def _within(build: Callable[[], Catalog], spec: CatalogSpec) -> Catalog:

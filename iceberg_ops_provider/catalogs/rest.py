@@ -127,11 +127,17 @@ def deadline(seconds: float, *, max_answer_bytes: int | None = None) -> Iterator
     if outer is not None:
         end = min(end, outer.deadline)
     cap = max_answer_bytes or (outer.max_bytes if outer is not None else MAX_ANSWER_BYTES)
-    token = _LIMIT.set(_Limit(end, cap))
+    with _set(_LIMIT, _Limit(end, cap)):
+        yield
+
+
+@contextlib.contextmanager
+def _set(variable: ContextVar[Any], value: Any) -> Iterator[None]:
+    token = variable.set(value)
     try:
         yield
     finally:
-        _LIMIT.reset(token)
+        variable.reset(token)
 
 
 class _BoundedSocket:
@@ -155,30 +161,27 @@ class _BoundedSocket:
     def gettimeout(self) -> float | None:
         return self._timeout
 
-    def _arm(self) -> _Limit | None:
+    def _waited(self, call: Callable[[], Any]) -> tuple[Any, _Limit | None]:
+        """``call()`` on the socket, waiting at most until the current deadline; and that deadline's limit."""
         limit = _LIMIT.get()
         if limit is None:
             self._sock.settimeout(self._timeout)
-            return None
+            return call(), None
         remaining = limit.remaining()
         if remaining <= 0:
             self.shut()
             raise _DeadlinePassed("the catalog request's deadline passed")
         self._sock.settimeout(remaining if self._timeout is None else min(self._timeout, remaining))
-        return limit
-
-    def _waited(self, limit: _Limit | None, call: Callable[[], Any]) -> Any:
         try:
-            return call()
+            return call(), limit
         except TimeoutError:
-            if limit is not None and limit.remaining() <= 0:
+            if limit.remaining() <= 0:
                 self.shut()
                 raise _DeadlinePassed("the catalog request's deadline passed") from None
             raise
 
     def recv_into(self, buffer: Any, *args: Any) -> int:
-        limit = self._arm()
-        count = self._waited(limit, lambda: self._sock.recv_into(buffer, *args))
+        count, limit = self._waited(lambda: self._sock.recv_into(buffer, *args))
         if limit is not None:
             limit.read += count
             if limit.read > limit.max_bytes:
@@ -192,12 +195,10 @@ class _BoundedSocket:
         return bytes(view[:count])
 
     def sendall(self, data: Any, *args: Any) -> None:
-        limit = self._arm()
-        self._waited(limit, lambda: self._sock.sendall(data, *args))
+        self._waited(lambda: self._sock.sendall(data, *args))
 
     def send(self, data: Any, *args: Any) -> int:
-        limit = self._arm()
-        return self._waited(limit, lambda: self._sock.send(data, *args))
+        return self._waited(lambda: self._sock.send(data, *args))[0]
 
     def makefile(self, mode: str = "r", buffering: int | None = None, **kwargs: Any) -> Any:
         if mode != "rb":
@@ -236,30 +237,20 @@ class _Reader(io.RawIOBase):
         super().close()
 
 
-def _connect_within_deadline(connection: HTTPConnection) -> None:
-    """No new connection once the deadline passed (a retry of a request that ran out), and none waiting past it."""
-    limit = _LIMIT.get()
-    if limit is None:
-        return
-    remaining = limit.remaining()
-    if remaining <= 0:
-        raise _DeadlinePassed("the catalog request's deadline passed")
-    connection.timeout = remaining if connection.timeout is None else min(connection.timeout, remaining)
-
-
-def _bounded_socket(sock: Any) -> _BoundedSocket:
-    bounded = _BoundedSocket(sock)
-    sockets = _SOCKETS.get()
-    if sockets is not None:
-        sockets.add(bounded)
-    return bounded
-
-
 class _BoundedConnection(HTTPConnection):
     def connect(self) -> None:
-        _connect_within_deadline(self)
+        # No new connection once the deadline passed (a retry of a request that ran out), and none waiting past it.
+        limit = _LIMIT.get()
+        if limit is not None:
+            remaining = limit.remaining()
+            if remaining <= 0:
+                raise _DeadlinePassed("the catalog request's deadline passed")
+            self.timeout = remaining if self.timeout is None else min(self.timeout, remaining)
         super().connect()
-        self.sock = _bounded_socket(self.sock)
+        self.sock = _BoundedSocket(self.sock)
+        sockets = _SOCKETS.get()
+        if sockets is not None:
+            sockets.add(self.sock)
 
 
 class _BoundedHTTPSConnection(_BoundedConnection, HTTPSConnection):
@@ -287,7 +278,7 @@ class _BoundedRequest:
         bound = round(outer.remaining(), 3) if nearer and outer is not None else self.seconds
         small = urlsplit(url).path.rstrip("/").endswith(_SMALL_ANSWERS)
         cap = min(outer.max_bytes if outer is not None else MAX_ANSWER_BYTES, MAX_SMALL_ANSWER_BYTES) if small else None
-        with deadline(self.seconds, max_answer_bytes=cap), _opening_into(self.sockets):
+        with deadline(self.seconds, max_answer_bytes=cap), _set(_SOCKETS, self.sockets):
             limit = _LIMIT.get()
             assert limit is not None
             wait = max(0.001, min(self.seconds, limit.remaining()))
@@ -297,7 +288,7 @@ class _BoundedRequest:
             try:
                 response = self.request(method, url, *args, **kwargs)
             except requests.RequestException as exc:
-                if limit.remaining() <= 0 or _caused_by(exc, _DeadlinePassed):
+                if limit.remaining() <= 0 or any(isinstance(c, _DeadlinePassed) for c in (*causes(exc), *exc.args)):
                     raise DeadlineExceeded(bound, method=method, url=url, request=exc.request) from exc
                 raise
             except _TooLarge as exc:
@@ -310,15 +301,6 @@ class _BoundedRequest:
                     response.status_code, origin(target), method=method, url=url, request=response.request
                 )
         return response
-
-
-@contextlib.contextmanager
-def _opening_into(sockets: weakref.WeakSet[_BoundedSocket]) -> Iterator[None]:
-    token = _SOCKETS.set(sockets)
-    try:
-        yield
-    finally:
-        _SOCKETS.reset(token)
 
 
 _ENCODING = re.compile(r"[a-z0-9-]{1,20}")
@@ -336,10 +318,6 @@ def _plain_answers_only(response: requests.Response, *args: Any, **kwargs: Any) 
             url=request.url or "",
             request=request,
         )
-
-
-def _caused_by(exc: BaseException, kind: type[BaseException]) -> bool:
-    return any(isinstance(cause, kind) for cause in (*causes(exc), *getattr(exc, "args", ())))
 
 
 def _same_origin(first: str, second: str) -> bool:

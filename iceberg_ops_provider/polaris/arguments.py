@@ -19,7 +19,6 @@ __all__ = [
     "check_name",
     "check_policy_type",
     "content_text",
-    "dotted",
     "namespace_levels",
 ]
 
@@ -57,16 +56,12 @@ def namespace_levels(value: NamespaceLike, what: str = "namespace") -> tuple[str
     return levels
 
 
-def dotted(levels: Sequence[str]) -> str:
-    """Levels joined with dots, for messages."""
-    return ".".join(levels)
-
-
-def check_name(name: object, what: str = "policy name") -> str:
-    """``name`` if Polaris accepts it as a policy (or other) name, else a :class:`PolarisRequestError`."""
+def check_name(name: object) -> str:
+    """``name`` if Polaris accepts it as a policy name, else a :class:`PolarisRequestError`."""
     if not isinstance(name, str) or not _NAME.match(name):
         raise PolarisRequestError(
-            f"Invalid {what} {name!r}: Polaris allows only letters, digits, '-' and '_' (pattern ^[A-Za-z0-9\\-_]+$)."
+            f"Invalid policy name {name!r}: Polaris allows only letters, digits, '-' and '_' "
+            "(pattern ^[A-Za-z0-9\\-_]+$)."
         )
     return name
 

@@ -26,7 +26,6 @@ from iceberg_ops_provider.polaris.arguments import (
     check_name,
     check_policy_type,
     content_text,
-    dotted,
     namespace_levels,
 )
 from iceberg_ops_provider.polaris.auth import DEFAULT_SCOPE, ClientCredentialsAuth, StaticTokenAuth
@@ -234,10 +233,10 @@ class PolarisPolicyClient:
         if namespace is not None:
             levels = namespace_levels(namespace)
             params["namespace"] = SEPARATOR.join(levels)
-            target, privilege = f"namespace {dotted(levels)}", "NAMESPACE_READ_PROPERTIES on the namespace"
+            target, privilege = f"namespace {'.'.join(levels)}", "NAMESPACE_READ_PROPERTIES on the namespace"
         if table is not None:
             params["target-name"] = table
-            target, privilege = f"table {dotted(levels)}.{table}", "TABLE_READ_PROPERTIES on the table"
+            target, privilege = f"table {'.'.join(levels)}.{table}", "TABLE_READ_PROPERTIES on the table"
         if policy_type is not None:
             params["policyType"] = check_policy_type(policy_type)
         url = f"{self._api}/applicable-policies"
@@ -271,7 +270,7 @@ class PolarisPolicyClient:
         params = {"policyType": check_policy_type(policy_type)} if policy_type is not None else {}
         url = self._policies_url(levels)
         items = self._pages(
-            f"list the policies of namespace {dotted(levels)}", url, params, "identifiers", "POLICY_LIST on it"
+            f"list the policies of namespace {'.'.join(levels)}", url, params, "identifiers", "POLICY_LIST on it"
         )
         found: list[tuple[tuple[str, ...], str]] = []
         for item in items:
@@ -310,7 +309,7 @@ class PolarisPolicyClient:
         if description is not None:
             body["description"] = description
         url = self._policies_url(levels)
-        action = f"create policy {name!r} in namespace {dotted(levels)}"
+        action = f"create policy {name!r} in namespace {'.'.join(levels)}"
         return self._policy(
             self._transport.request(Call(action, "POST", url, json=body, privilege="POLICY_CREATE on it")), url
         )
@@ -404,7 +403,7 @@ class PolarisPolicyClient:
     def _at(self, namespace: NamespaceLike, name: str) -> tuple[str, str]:
         levels = namespace_levels(namespace)
         url = f"{self._policies_url(levels)}/{quote(check_name(name), safe='')}"
-        return url, f"policy {name!r} of namespace {dotted(levels)}"
+        return url, f"policy {name!r} of namespace {'.'.join(levels)}"
 
     def _mapping(
         self,
@@ -418,7 +417,9 @@ class PolarisPolicyClient:
         url, what = self._at(namespace, name)
         target = attachment_target(target_type, path)
         noun, entity = TARGETS[target_type]
-        action = f"{verb.lower()} {what} {'to' if verb == 'ATTACH' else 'from'} {noun} {dotted(target['path'])}".strip()
+        action = (
+            f"{verb.lower()} {what} {'to' if verb == 'ATTACH' else 'from'} {noun} {'.'.join(target['path'])}".strip()
+        )
         privilege = f"POLICY_{verb} on the policy and {entity}_{verb}_POLICY on the target"
         method = "PUT" if verb == "ATTACH" else "POST"
         self._transport.request(
@@ -457,17 +458,15 @@ class PolarisPolicyClient:
                     url=call.shown_url,
                 )
             items.extend(body[key])
-            next_token = body.get("next-page-token")
-            if next_token is None or next_token == "":
+            if body.get("next-page-token") in (None, ""):
                 return items
-            next_token = str(next_token)
-            if next_token in seen:
+            page_token = str(body["next-page-token"])
+            if page_token in seen:
                 raise PolarisError(
-                    f"Could not {action}: Polaris answered the page token {next_token!r} a second time "
+                    f"Could not {action}: Polaris answered the page token {page_token!r} a second time "
                     f"(GET {call.shown_url}), so following it would never end. This is a server fault: report it "
                     "to the Polaris operators; page_size=None may avoid paging altogether.",
                     url=call.shown_url,
                 )
-            seen.add(next_token)
-            page_token = next_token
+            seen.add(page_token)
         raise PolarisError(f"Could not {action}: Polaris kept answering new pages past {MAX_PAGES}.", url=url)

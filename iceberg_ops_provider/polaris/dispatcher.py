@@ -39,7 +39,6 @@ from iceberg_ops_provider.polaris.outcomes import (
     PolicyOutcome,
     TablePolicyOutcome,
     describe,
-    not_attempted,
     stops_every_table,
     transient,
 )
@@ -166,9 +165,6 @@ class PolicyDispatcher:
         self.dry_run = dry_run
         self.now = now if now is None or now.tzinfo is not None else now.replace(tzinfo=UTC)
 
-    def _clock(self) -> datetime:
-        return self.now if self.now is not None else datetime.now(UTC)
-
     def run_table(
         self,
         identifier: str | Sequence[str],
@@ -188,7 +184,7 @@ class PolicyDispatcher:
             MaintenanceError: Something failed that needs a change first; ``result`` holds the outcome.
         """
         levels = _levels(identifier, "table", 2)
-        now = self._clock()
+        now = self.now or datetime.now(UTC)
         checked = check_overrides(overrides, now)
         outcome = self._run_table(levels, checked, _selected(types), now, listed=False)
         if raise_on_failure:
@@ -213,7 +209,7 @@ class PolicyDispatcher:
                 (:class:`~iceberg_ops_provider.errors.MaintenanceConflictError` when every failure may pass).
         """
         levels = _levels(namespace, "namespace", 1)
-        now = self._clock()
+        now = self.now or datetime.now(UTC)
         checked = check_overrides(overrides, now)
         selected = _selected(types)
         name = ".".join(levels)
@@ -228,11 +224,14 @@ class PolicyDispatcher:
         stopped: BaseException | None = None
         for identifier in identifiers:
             if stopped is not None:
-                outcome.tables.append(not_attempted(identifier, stopped, self.dry_run))
-                continue
-            table_outcome = self._run_table(identifier, checked, selected, now)
+                error = f"not attempted: an earlier table failed with {describe(stopped)}"
+                table_outcome = TablePolicyOutcome(
+                    ".".join(identifier), self.dry_run, error=error, transient=transient(stopped)
+                )
+            else:
+                table_outcome = self._run_table(identifier, checked, selected, now)
             outcome.tables.append(table_outcome)
-            if table_outcome.cause is not None and stops_every_table(table_outcome.cause):
+            if stopped is None and table_outcome.cause is not None and stops_every_table(table_outcome.cause):
                 stopped = table_outcome.cause
                 log.error("%s: the remaining tables are not attempted: %s", name, describe(stopped))
         if outcome.failed_tables:
@@ -275,18 +274,10 @@ class PolicyDispatcher:
             return outcome
         effective, notes, unknown = _effective(policies, name)
         outcome.unknown_policies = [{"name": policy.name, "policy_type": policy.policy_type} for policy in unknown]
-        for policy_type in selected:
-            outcome.policies.append(
-                self._run_policy(
-                    table,
-                    name,
-                    policy_type,
-                    effective.get(policy_type),
-                    notes.get(policy_type, []),
-                    overrides.get(policy_type, {}),
-                    now,
-                )
-            )
+        outcome.policies = [
+            self._run_policy(table, name, kind, effective.get(kind), notes.get(kind, []), overrides.get(kind, {}), now)
+            for kind in selected
+        ]
         outcome.seconds = time.monotonic() - started
         return outcome
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from pyiceberg.exceptions import CommitFailedException, CommitStateUnknownException
@@ -30,7 +30,6 @@ __all__ = [
     "PolicyOutcome",
     "TablePolicyOutcome",
     "describe",
-    "not_attempted",
     "stops_every_table",
     "transient",
 ]
@@ -82,21 +81,13 @@ class PolicyOutcome:
         """JSON-ready form (for XCom)."""
         resolved = self.parameters.to_json() if self.parameters is not None else {}
         return {
+            **{item.name: getattr(self, item.name) for item in fields(self)},
             "policy_type": self.policy_type.value,
-            "action": self.action,
-            "policy": self.policy,
             "defined_in": list(self.defined_in) if self.defined_in is not None else None,
-            "inherited": self.inherited,
-            "enabled": self.enabled,
-            "policy_version": self.policy_version,
-            "function": self.function,
             "parameters": resolved.get("parameters", {}),
             "unknown_keys": resolved.get("unknown_keys", []),
             "not_applied": resolved.get("not_applied", {}),
             "notes": [*self.notes, *resolved.get("notes", [])],
-            "results": self.results,
-            "error": self.error,
-            "transient": self.transient,
             "seconds": round(self.seconds, 3),
         }
 
@@ -114,12 +105,6 @@ def stops_every_table(exc: BaseException) -> bool:
         # Only a missing table is the table's own; an unknown catalog or namespace is every table's.
         return exc.error_type != "NoSuchTableException"
     return isinstance(exc, PolarisError) and exc.status is None and not isinstance(exc, PolicyContentError)
-
-
-def not_attempted(identifier: tuple[str, ...], cause: BaseException, dry_run: bool) -> TablePolicyOutcome:
-    """The outcome of a table left out because an earlier one failed in a way every table would repeat."""
-    error = f"not attempted: an earlier table failed with {describe(cause)}"
-    return TablePolicyOutcome(".".join(identifier), dry_run, error=error, transient=transient(cause))
 
 
 def _failure_error(what: str, failures: list[tuple[str, str, bool]], result: Any) -> MaintenanceError:
@@ -188,12 +173,8 @@ class TablePolicyOutcome:
     def to_json(self) -> dict[str, Any]:
         """JSON-ready form (for XCom): ``policies`` keyed by policy type, in the order they ran."""
         return {
-            "table": self.table,
-            "dry_run": self.dry_run,
+            **{item.name: getattr(self, item.name) for item in fields(self) if item.name != "cause"},
             "status": "failed" if self.failed else "ok",
-            "error": self.error,
-            "transient": self.transient,
-            "skipped": self.skipped,
             "policies": {outcome.policy_type.value: outcome.to_json() for outcome in self.policies},
             "unknown_policies": [dict(item) for item in self.unknown_policies],
             "seconds": round(self.seconds, 3),

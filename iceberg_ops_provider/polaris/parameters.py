@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from iceberg_ops_provider.errors import MaintenanceError, PolarisRequestError, PolicyContentError
@@ -171,7 +171,8 @@ def resolve_parameters(
 ) -> ResolvedParameters:
     """Resolve every argument of ``policy_type``'s maintenance call for one table, and log which source won.
 
-    ``overrides`` are :func:`check_overrides`'s for this type; ``table_location`` is the default of ``locations``.
+    ``overrides`` are :func:`check_overrides`'s for this type (``now``: aware, as the dispatcher's); ``table_location``
+    is the default of ``locations``.
 
     Raises:
         PolicyContentError: A policy value that cannot be read, or two spellings of one config key.
@@ -183,7 +184,6 @@ def resolve_parameters(
             "and content in Polaris.",
             policy=policy.name,
         )
-    now = now if now.tzinfo is not None else now.replace(tzinfo=UTC)
     mapping = MAPPINGS[policy_type]
     config = _config(policy, policy_type)
     given_overrides = overrides or {}

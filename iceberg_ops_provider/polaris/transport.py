@@ -120,6 +120,10 @@ class Call:
         query = urlencode(self.params, quote_via=quote) if self.params else ""
         return urlunsplit((parts.scheme, parts.netloc.rpartition("@")[2], parts.path, query, ""))
 
+    def failed(self, cls: type[PolarisError], what: str, **facts: Any) -> PolarisError:
+        """The error ``cls`` saying this call ``what`` (``answered HTTP 500 ...``), with its URL and ``facts``."""
+        return cls(f"Could not {self.action}: {self.method} {self.shown_url} {what}", url=self.shown_url, **facts)
+
     @property
     def retry_connection(self) -> bool:
         """Whether the call changes nothing (a read, a token request), so a dropped connection may be retried."""
@@ -263,10 +267,10 @@ class Transport:
                 url=call.shown_url,
             ) from None
         except (requests.exceptions.ChunkedEncodingError, requests.exceptions.ContentDecodingError) as exc:
-            raise PolarisServerError(
-                f"Could not {call.action}: {call.method} {call.shown_url} got a garbled answer "
-                f"({type(exc).__name__}). Check that nothing between here and Polaris cuts answers.",
-                url=call.shown_url,
+            raise call.failed(
+                PolarisServerError,
+                f"got a garbled answer ({type(exc).__name__}). Check that nothing between here and Polaris cuts "
+                "answers.",
             ) from None
         except (requests.exceptions.InvalidHeader, UnicodeError):
             # The message would show the header's value: a token or a configured header.
@@ -279,25 +283,24 @@ class Transport:
         except requests.exceptions.Timeout as exc:
             if isinstance(exc, requests.exceptions.ConnectTimeout):  # no connection: nothing was sent
                 raise self._unreachable(call, exc) from None
-            raise PolarisServerError(
-                f"Could not {call.action}: {call.method} {call.shown_url} got no answer within {self.timeout:g} s. "
-                "Polaris may be overloaded; pass a larger timeout= if it is only slow.",
-                url=call.shown_url,
+            raise call.failed(
+                PolarisServerError,
+                f"got no answer within {self.timeout:g} s. Polaris may be overloaded; pass a larger timeout= if it "
+                "is only slow.",
             ) from None
         except requests.exceptions.ConnectionError as exc:
             raise self._unreachable(call, exc) from None
         except requests.exceptions.RequestException as exc:
-            raise PolarisRequestError(
-                f"Could not {call.action}: {call.method} {call.shown_url} could not be sent ({short(exc, 240)}). "
-                "Check base_url and the client's arguments.",
-                url=call.shown_url,
+            raise call.failed(
+                PolarisRequestError,
+                f"could not be sent ({short(exc, 240)}). Check base_url and the client's arguments.",
             ) from None
         if 300 <= response.status_code < 400:
-            raise PolarisError(
-                f"Could not {call.action}: {call.method} {call.shown_url} answered a redirect (HTTP "
-                f"{response.status_code}); Polaris does not redirect, and the request is not sent on (its "
-                "credentials would go with it). Set base_url (or oauth2_server_uri) to the final address.",
-                url=call.shown_url,
+            raise call.failed(
+                PolarisError,
+                f"answered a redirect (HTTP {response.status_code}); Polaris does not redirect, and the request is "
+                "not sent on (its credentials would go with it). Set base_url (or oauth2_server_uri) to the final "
+                "address.",
                 status=response.status_code,
             )
         retries = getattr(getattr(response, "raw", None), "retries", None)
@@ -309,11 +312,10 @@ class Transport:
         attempts = self.max_retries + 1 if exhausted else 1
         sent = not exhausted and not call.retry_connection  # dropped after a change was sent
         unsure = " The change may or may not have been applied: check first." if sent else ""
-        return PolarisServerError(
-            f"Could not {call.action}: {call.method} {call.shown_url} failed after {attempts} attempt(s) "
-            f"because the connection failed ({_cause(exc)}). Check that Polaris is running and "
-            f"reachable at {self.base_url}.{unsure}",
-            url=call.shown_url,
+        return call.failed(
+            PolarisServerError,
+            f"failed after {attempts} attempt(s) because the connection failed ({_cause(exc)}). Check that Polaris "
+            f"is running and reachable at {self.base_url}.{unsure}",
         )
 
     def _decode(self, call: Call, response: HTTPResponse, attempts: int) -> Any:
@@ -325,10 +327,9 @@ class Transport:
         try:
             return response.json()
         except (ValueError, RecursionError):
-            raise PolarisError(
-                f"Could not {call.action}: {call.method} {call.shown_url} answered HTTP {status} with a body that "
-                f"is not JSON ({_body_summary(response)}); {_NOT_POLARIS}.",
-                url=call.shown_url,
+            raise call.failed(
+                PolarisError,
+                f"answered HTTP {status} with a body that is not JSON ({_body_summary(response)}); {_NOT_POLARIS}.",
                 status=status,
             ) from None
 
@@ -356,12 +357,7 @@ class Transport:
         else:
             said = f"JSON without Polaris's error envelope: {short(body, 160)}"
         cls, hint = self._hint(call, status, error_type, message, attempts)
-        return cls(
-            f"Could not {call.action}: {call.method} {call.shown_url} answered HTTP {status} ({said}). {hint}",
-            url=call.shown_url,
-            status=status,
-            error_type=error_type,
-        )
+        return call.failed(cls, f"answered HTTP {status} ({said}). {hint}", status=status, error_type=error_type)
 
     def _hint(
         self, call: Call, status: int, error_type: str, message: str, attempts: int

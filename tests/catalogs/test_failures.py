@@ -193,6 +193,16 @@ def test_every_iceberg_ops_error_passes_through_untranslated():
     assert info.value is error
 
 
+def test_a_connection_the_database_server_closed_is_a_broken_connection_worth_another_try():
+    from sqlalchemy.exc import OperationalError
+
+    spec = from_options("sql", uri="postgresql+psycopg://user@127.0.0.1:5432/catalog")
+    closed = OperationalError("SELECT 1", {}, Exception("server closed the connection unexpectedly"))
+    error = translate(closed, spec)
+    assert isinstance(error, CatalogUnavailableError) and error.reason == "busy" and error.transient
+    assert "its connection broke" in str(error)
+
+
 @pytest.mark.backends
 def test_a_sigv4_signature_mismatch_names_the_endpoint_and_the_signing_settings(seaweedfs, unique_name, tmp_path):
     seaweedfs.create_table_bucket(unique_name)
