@@ -128,7 +128,7 @@ class Reads:
         *,
         ttl: float,
         timeout: float,
-        catalog: str = "",
+        catalog: str,
         words: Callable[[BaseException], str] | None = None,
     ) -> _Entry:
         """Start (or join) the read of ``key`` from ``catalog``; ``words`` words its error for the page."""
@@ -141,22 +141,21 @@ class Reads:
             )
             if fresh:
                 return entry  # type: ignore[return-value]
-            if entry is not None and entry.finished is None and catalog:
+            if entry is not None and entry.finished is None:
                 # Still running past its timeout, though nobody waited that long (a page waiting less):
                 # the catalog did not answer in time all the same.
                 self._timed_out(catalog, entry.started + timeout, timeout)
-            refusal = self._silence(catalog, now) if catalog else None
-            if refusal is None and catalog and sum(self._running.values()) >= self._max_running_all:
+            refusal = self._silence(catalog, now)
+            if refusal is None and sum(self._running.values()) >= self._max_running_all:
                 refusal = f"{self._max_running_all} catalog reads are running already{_LATER}"
-            if refusal is None and catalog and self._running.get(catalog, 0) >= self._max_running:
+            if refusal is None and self._running.get(catalog, 0) >= self._max_running:
                 refusal = f"The catalog of connection {catalog!r} is still answering {self._max_running} earlier reads"
                 refusal += _LATER
             if refusal is not None:
                 refused = _Entry(Future(), now, now)
                 refused.future.set_exception(_NotAnswering(refusal))
                 return refused
-            if catalog:
-                self._running[catalog] = self._running.get(catalog, 0) + 1
+            self._running[catalog] = self._running.get(catalog, 0) + 1
             if len(self._entries) > 2000:  # forget finished reads nobody asks for any more
                 self._entries = {
                     k: e for k, e in self._entries.items() if e.finished is None or now - e.finished <= ttl
@@ -172,14 +171,13 @@ class Reads:
             except BaseException as exc:  # handed to whoever waits
                 error = exc
             entry.finished = time.monotonic()
-            if catalog:
-                with self._lock:
-                    self._running[catalog] -= 1
-                    if error is None or not _is_timeout(error):
-                        self._silent.pop(catalog, None)  # it answers (a refusal is an answer too)
-                        self._answered[catalog] = entry.finished
-                    else:  # the catalog's own bound gave up: it did not answer, whoever was waiting
-                        self._timed_out(catalog, entry.started + timeout, timeout)
+            with self._lock:
+                self._running[catalog] -= 1
+                if error is None or not _is_timeout(error):
+                    self._silent.pop(catalog, None)  # it answers (a refusal is an answer too)
+                    self._answered[catalog] = entry.finished
+                else:  # the catalog's own bound gave up: it did not answer, whoever was waiting
+                    self._timed_out(catalog, entry.started + timeout, timeout)
             if error is not None:
                 entry.future.set_exception(error)
             else:
