@@ -97,15 +97,15 @@ class UnknownCatalogKindError(CatalogConfigError):
 
         self.kind = kind
         self.valid_kinds = tuple(valid_kinds)
-        close = difflib.get_close_matches(str(kind).lower(), self.valid_kinds, n=1, cutoff=0.6)
-        self.guess = _KIND_OF_DATABASE.get(str(kind).lower()) or (close[0] if close else None)
+        lower = str(kind).lower()
+        close = difflib.get_close_matches(lower, self.valid_kinds, n=1, cutoff=0.6)
+        self.guess = _KIND_OF_DATABASE.get(lower) or (close[0] if close else None)
         guess = f" Did you mean {self.guess!r}?" if self.guess else ""
-        if str(kind).lower() in _KIND_OF_DATABASE:
+        if lower in _KIND_OF_DATABASE:
             guess += " A PostgreSQL or MySQL database holds a sql catalog, its SQLAlchemy URL the catalog's uri."
         where = message(" ({setting})", setting=setting) if setting is not None else ""
-        text = message(f"Unknown catalog kind {kind!r}") + where
-        text = text + f". Valid kinds are: {', '.join(self.valid_kinds)}.{guess} "
-        super().__init__(text + (self.PYTHON_ADVICE if advice is None else advice))  # type: ignore[operator]
+        text = message(f"Unknown catalog kind {kind!r}") + where + f". Valid kinds are: {', '.join(self.valid_kinds)}."
+        super().__init__(text + f"{guess} " + (self.PYTHON_ADVICE if advice is None else advice))  # type: ignore[operator]
 
 
 class MissingExtraError(IcebergOpsError, ImportError):
