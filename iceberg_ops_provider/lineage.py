@@ -253,10 +253,8 @@ def table_lineage(
 
     Reads only what the loaded table's metadata holds: no call to the catalog.
     """
-    current = table.current_snapshot()
-    current_id = current.snapshot_id if current is not None else None
-    if snapshot_id is None:
-        snapshot_id = current_id
+    current_id = table.metadata.current_snapshot_id
+    snapshot_id = current_id if snapshot_id is None else snapshot_id
     # The schema an older snapshot was written with (the current one when unknown).
     snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id not in (None, current_id) else None
     schema = table.schemas().get(getattr(snapshot, "schema_id", None)) or table.schema()

@@ -136,7 +136,6 @@ class UnsupportedTypeError(IcebergOpsError, TypeError):
 
     def __init__(self, column: str, arrow_type: str, hint: str) -> None:
         self.column = column
-        self.arrow_type = arrow_type
         where = f"Column {column!r}" if column else "The type"
         super().__init__(f"{where} has Arrow type {arrow_type}, which Iceberg cannot store. {hint}")
 
@@ -169,15 +168,13 @@ class ForbiddenPromotionError(SchemaEvolutionError):
     """A column type change that the Iceberg specification does not allow.
 
     Attributes:
-        column: Dotted path of the column; ``old_type`` and ``new_type`` are Iceberg text.
+        column: Dotted path of the column.
     """
 
     def __init__(self, column: str, old_type: object, new_type: object, reason: str) -> None:
         self.column = column
-        self.old_type = str(old_type)
-        self.new_type = str(new_type)
         super().__init__(
-            f"Cannot change column {column!r} from {self.old_type} to {self.new_type}: {reason} "
+            f"Cannot change column {column!r} from {old_type} to {new_type}: {reason} "
             "Iceberg allows only int -> long, float -> double and widening a decimal's precision at the "
             "same scale. To change the type otherwise, add a new column, backfill it and drop the old one."
         )

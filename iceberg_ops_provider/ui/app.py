@@ -74,11 +74,7 @@ def _html(document: str, status_code: int = 200) -> HTMLResponse:
 
 
 def _login_url(request: Request, *, framed: bool) -> str | None:
-    """Airflow's login, returning to this page; ``None`` without one.
-
-    ``framed``: back to the page as Airflow's UI shows it (/plugin/<route>/<its path>); otherwise back to the
-    page itself (a login followed inside Airflow's frame must not return to Airflow's whole UI there).
-    """
+    """Airflow's login, back to the page as Airflow's UI frames it or (a login followed inside the frame) itself."""
     urls = _urls(request)
     inner = request.url.path.removeprefix(urls.airflow)
     query = f"?{request.url.query}" if request.url.query else ""
