@@ -56,11 +56,7 @@ class DatasetName:
 
 
 def table_dataset(location: str) -> DatasetName:
-    """The dataset identity of a table stored at ``location`` (its ``table.location()``).
-
-    Raises:
-        ValueError: ``location`` is empty.
-    """
+    """The dataset identity of a table stored at ``location`` (its ``table.location()``; empty: ``ValueError``)."""
     if not location or not location.strip():
         raise ValueError("A table location is needed to name the table for lineage; the table reported none.")
     parts = urlsplit(location.strip())
