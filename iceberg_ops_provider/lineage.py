@@ -175,8 +175,7 @@ class TableLineage:
     """What lineage says about one table at one snapshot.
 
     Attributes:
-        catalog_type: ``sql``, ``rest``, ``glue``, ``hive``, ... (see :func:`catalog_type`).
-        catalog_namespace: The symlink namespace of the catalog (:func:`catalog_namespace`).
+        catalog_type: See :func:`catalog_type`; ``catalog_namespace``: :func:`catalog_namespace`.
         catalog_uri: The catalog's URI without credentials, if it has one.
         warehouse: The catalog's warehouse (a location, or a warehouse name for REST catalogs).
         location: Where the table is stored (``None``: unknown, and the table cannot be named).

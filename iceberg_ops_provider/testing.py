@@ -1,9 +1,8 @@
 """Fakes for driving :class:`~iceberg_ops_provider.polaris.PolarisPolicyClient` without HTTP (see docs/polaris.md).
 
-:class:`FakeSession` stands in for the client's ``requests.Session``: it answers from routes you add
-(:meth:`FakeSession.add`) and records every request; the builders write the JSON Polaris 1.x sends. The
-most specific route wins (with a query over without, then the longer path). A fake session sees each
-call once: the client's retries are ``urllib3``'s, beneath a ``requests.Session``.
+:class:`FakeSession` stands in for the client's ``requests.Session``; the builders write the JSON Polaris 1.x
+sends. The most specific route wins (with a query over without, then the longer path). A fake session sees
+each call once: the client's retries are ``urllib3``'s, beneath a ``requests.Session``.
 """
 
 from __future__ import annotations
@@ -146,8 +145,7 @@ class FakeSession:
     def request(self, method: str, url: str, **kwargs: Any) -> FakeResponse:
         """Record the request and serve the best matching route's next answer (or raise the exception it is).
 
-        Raises:
-            UnexpectedRequestError: No route matches, or the matching route's answers are used up.
+        An :class:`UnexpectedRequestError` when no route matches, or the matching route's answers are used up.
         """
         parts = urlsplit(url)
         params = dict(parse_qsl(parts.query, keep_blank_values=True))

@@ -67,11 +67,6 @@ _LATER = "; reload in a moment (the rest of the page is shown without it)."
 _RAISE_TIMEOUT = "Raise `timeout` in the connection's extra if the catalog is slow but working."
 
 
-def _error_text(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 class Reads:
     """Bounded, concurrent, briefly cached reads (one instance per application)."""
 
@@ -225,7 +220,8 @@ class Reads:
         except Exception as exc:
             if _took(entry) >= timeout and _is_timeout(exc):  # the catalog's own bound gave up: the page's words
                 return self._late(entry, timeout=timeout, catalog=catalog, gave_up=True)
-            text = entry.words(exc) if entry.words is not None else f"Connection {catalog!r}: {_error_text(exc)}"
+            what = ": ".join(filter(None, (type(exc).__name__, str(exc).strip())))
+            text = entry.words(exc) if entry.words is not None else f"Connection {catalog!r}: {what}"
             return Part(None, text, time.time(), _took(entry), exception=exc)
         return Part(value, None, time.time(), _took(entry))
 
@@ -233,7 +229,8 @@ class Reads:
         waited = time.monotonic() - entry.started
         if not gave_up:
             text = (
-                f"The catalog of connection {catalog!r} has not answered after {_whole(waited)}; it is still being "
+                f"The catalog of connection {catalog!r} has not answered after "
+                f"{round(waited) if waited >= 1 else round(waited, 1):g} s; it is still being "
                 f"asked (up to the connection's timeout, {timeout:g} s): reload to see."
             )
             return Part(None, text, time.time(), waited, pending=True)
@@ -312,10 +309,6 @@ class Reads:
             held = (self._entries, self._catalogs, self._silent, self._answered, self._failed_builds, self._waiting)
             for cache in held:
                 cache.clear()
-
-
-def _whole(seconds: float) -> str:
-    return f"{round(seconds) if seconds >= 1 else round(seconds, 1):g} s"
 
 
 def _is_timeout(exc: BaseException) -> bool:
