@@ -92,10 +92,7 @@ def iceberg_asset(catalog_name: str, table: str, **asset_options: Any) -> Asset:
 def asset_table(asset: object) -> tuple[str, str] | None:
     """``(catalog, "namespace.table")`` of an asset :func:`iceberg_asset` built; ``None`` for any other asset."""
     uri = getattr(asset, "uri", None)
-    if not isinstance(uri, str) or not uri.startswith(f"{SCHEME}://"):
+    parts = uri.removeprefix(f"{SCHEME}://").split("/") if isinstance(uri, str) else []
+    if len(parts) != 3 or not all(parts) or not uri.startswith(f"{SCHEME}://"):
         return None
-    parts = uri[len(SCHEME) + 3 :].split("/")
-    if len(parts) != 3 or not all(parts):
-        return None
-    catalog, namespace, name = parts
-    return catalog, f"{namespace}.{name}"
+    return parts[0], f"{parts[1]}.{parts[2]}"

@@ -131,7 +131,6 @@ class ProjectConfig:
         return open_catalog(spec, access=access)
 
     def _connection_spec(self) -> CatalogSpec:
-        """The spec of :attr:`airflow_conn_id`, read by :attr:`connection_reader` (Airflow is imported there)."""
         conn_id, flagged = str(self.airflow_conn_id), "airflow_conn_id" in self.catalog_flags
         source = "file" if self.path else "flags"
         setting = Setting("airflow_conn_id", source, str(self.path or ""), self.catalog_role, flagged)
@@ -194,10 +193,9 @@ def load_config(
 ) -> ProjectConfig:
     """Read ``iceberg-ops.yaml`` (``path``, default ``./iceberg-ops.yaml``); see :data:`ConnectionReader`.
 
-    A file that does not exist is an error when ``required``, else defaults rooted in its folder.
-
     Raises:
-        ProjectConfigError: The file is missing (when required), unreadable or malformed; naming the file and the key.
+        ProjectConfigError: The file is missing (when ``required``; else defaults rooted in its folder), unreadable
+            or malformed; naming the file and the key.
     """
     file = Path(path) if path is not None else Path.cwd() / CONFIG_FILE
     if required and not file.is_file():

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from iceberg_ops_provider import __version__
+from iceberg_ops_provider.ui.settings import OPTIONS, SECTION
 
 __all__ = ["get_provider_info"]
 
@@ -39,7 +40,21 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": _modules("triggers", "migration", "partition"),
         # The Iceberg pages of Airflow's UI (docs/ui.md); the `airflow.plugins` entry point registers the same class.
         "plugins": [{"name": "iceberg_ops", "plugin-class": "iceberg_ops_provider.ui.plugin.IcebergOpsPlugin"}],
-        "config": _ui_config(),
+        "config": {
+            SECTION: {
+                "description": "The Iceberg pages of Airflow's UI, served by the iceberg-ops plugin (docs/ui.md).",
+                "options": {
+                    name: {
+                        "description": description,
+                        "version_added": None,
+                        "type": "boolean" if name == "ui_enabled" else "string",
+                        "example": None,
+                        "default": default,
+                    }
+                    for name, (default, description) in OPTIONS.items()
+                },
+            }
+        },
         "connection-types": [
             {
                 "hook-class-name": "iceberg_ops_provider.hooks.catalog.IcebergCatalogHook",
@@ -75,25 +90,4 @@ def get_provider_info() -> dict[str, Any]:
                 },
             }
         ],
-    }
-
-
-def _ui_config() -> dict[str, Any]:
-    """The ``[iceberg_ops]`` options of the Iceberg pages (``airflow config list`` shows them)."""
-    from iceberg_ops_provider.ui.settings import OPTIONS, SECTION
-
-    return {
-        SECTION: {
-            "description": "The Iceberg pages of Airflow's UI, served by the iceberg-ops plugin (docs/ui.md).",
-            "options": {
-                name: {
-                    "description": description,
-                    "version_added": None,
-                    "type": "boolean" if name == "ui_enabled" else "string",
-                    "example": None,
-                    "default": default,
-                }
-                for name, (default, description) in OPTIONS.items()
-            },
-        }
     }

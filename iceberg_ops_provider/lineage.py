@@ -56,11 +56,7 @@ class DatasetName:
 
 
 def table_dataset(location: str) -> DatasetName:
-    """The dataset identity of a table stored at ``location`` (its ``table.location()``).
-
-    Raises:
-        ValueError: ``location`` is empty.
-    """
+    """The dataset identity of a table stored at ``location`` (its ``table.location()``; empty: ``ValueError``)."""
     if not location or not location.strip():
         raise ValueError("A table location is needed to name the table for lineage; the table reported none.")
     parts = urlsplit(location.strip())
@@ -179,8 +175,7 @@ class TableLineage:
     """What lineage says about one table at one snapshot.
 
     Attributes:
-        catalog_type: ``sql``, ``rest``, ``glue``, ``hive``, ... (see :func:`catalog_type`).
-        catalog_namespace: The symlink namespace of the catalog (:func:`catalog_namespace`).
+        catalog_type: See :func:`catalog_type`; ``catalog_namespace``: :func:`catalog_namespace`.
         catalog_uri: The catalog's URI without credentials, if it has one.
         warehouse: The catalog's warehouse (a location, or a warehouse name for REST catalogs).
         location: Where the table is stored (``None``: unknown, and the table cannot be named).
@@ -253,10 +248,8 @@ def table_lineage(
 
     Reads only what the loaded table's metadata holds: no call to the catalog.
     """
-    current = table.current_snapshot()
-    current_id = current.snapshot_id if current is not None else None
-    if snapshot_id is None:
-        snapshot_id = current_id
+    current_id = table.metadata.current_snapshot_id
+    snapshot_id = current_id if snapshot_id is None else snapshot_id
     # The schema an older snapshot was written with (the current one when unknown).
     snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id not in (None, current_id) else None
     schema = table.schemas().get(getattr(snapshot, "schema_id", None)) or table.schema()

@@ -96,10 +96,9 @@ class Setting:
                 "file": f"`catalog:` in {self.where or 'iceberg-ops.yaml'}",
                 "connection": f"the extra of Airflow connection {self.where!r}",
             }.get(self.source, "the catalog's options")
-        if self.source == "file" and self.key == "airflow_conn_id":  # a key of the file itself, not of `catalog:`
-            return f"`airflow_conn_id:` in {self.where or 'iceberg-ops.yaml'}"
-        if self.source == "file":
-            return f"`{self.key}:` under `catalog:` in {self.where or 'iceberg-ops.yaml'}"
+        if self.source == "file":  # airflow_conn_id is a key of the file itself, not of `catalog:`
+            under = "" if self.key == "airflow_conn_id" else " under `catalog:`"
+            return f"`{self.key}:`{under} in {self.where or 'iceberg-ops.yaml'}"
         if self.source == "connection":
             return f"{_CONNECTION_FIELDS.get(self.key, f'the `{self.key}` extra')} of Airflow connection {self.where!r}"
         return f"the `{self.key}` option"
@@ -156,10 +155,7 @@ class Message:
     @staticmethod
     def join(separator: str, messages: Sequence[str | Message]) -> Message:
         """``separator.join(messages)``, keeping the facts of each."""
-        joined = Message(())
-        for index, item in enumerate(messages):
-            joined = joined + (separator if index else "") + item
-        return joined
+        return sum(((separator if index else "") + item for index, item in enumerate(messages)), Message(()))
 
 
 def python_words(fact: Fact) -> str:

@@ -17,6 +17,7 @@ __all__ = ["Progress", "ProgressCallback", "ProgressTracker", "size_text"]
 log = logging.getLogger(__name__)
 
 _MIB = 2**20
+_CALLBACK_EVERY = 0.5  # seconds between calls of on_progress
 
 
 @dataclass(frozen=True)
@@ -105,7 +106,7 @@ class ProgressTracker:
 
     Args:
         units_done: Units already done before this call (a resumed move's committed units).
-        on_progress: Gets a :class:`Progress` at most every ``callback_every`` seconds, per unit done, and at the end.
+        on_progress: Gets a :class:`Progress` at most twice a second, per unit done, and at the end.
         log_every: Seconds between log lines (``0`` logs nothing).
     """
 
@@ -118,13 +119,12 @@ class ProgressTracker:
         units_done: int = 0,
         on_progress: ProgressCallback | None = None,
         log_every: float = 10.0,
-        callback_every: float = 0.5,
         files_total: int | None = None,
         unit_name: str = "unit",
     ) -> None:
         self.label, self.total_bytes, self.units_total = label, total_bytes, units_total
         self.files_total, self.unit_name = files_total, unit_name
-        self._on_progress, self._log_every, self._callback_every = on_progress, log_every, callback_every
+        self._on_progress, self._log_every = on_progress, log_every
         self._lock = threading.Lock()
         self._started = self._last_log = time.monotonic()
         self._rows = self._bytes = self._files = 0
@@ -150,7 +150,7 @@ class ProgressTracker:
             self._bytes += nbytes
             self._files += files
             log_due = self._log_every > 0 and now - self._last_log >= self._log_every
-            callback_due = self._on_progress is not None and now - self._last_callback >= self._callback_every
+            callback_due = self._on_progress is not None and now - self._last_callback >= _CALLBACK_EVERY
             if log_due:
                 self._last_log = now
             if callback_due:

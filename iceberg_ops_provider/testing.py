@@ -1,9 +1,8 @@
 """Fakes for driving :class:`~iceberg_ops_provider.polaris.PolarisPolicyClient` without HTTP (see docs/polaris.md).
 
-:class:`FakeSession` stands in for the client's ``requests.Session``: it answers from routes you add
-(:meth:`FakeSession.add`) and records every request; the builders write the JSON Polaris 1.x sends. The
-most specific route wins (with a query over without, then the longer path). A fake session sees each
-call once: the client's retries are ``urllib3``'s, beneath a ``requests.Session``.
+:class:`FakeSession` stands in for the client's ``requests.Session``; the builders write the JSON Polaris 1.x
+sends. The most specific route wins (with a query over without, then the longer path). A fake session sees
+each call once: the client's retries are ``urllib3``'s, beneath a ``requests.Session``.
 """
 
 from __future__ import annotations
@@ -60,9 +59,7 @@ class FakeResponse:
 
     def json(self) -> Any:
         """The JSON body; a ``ValueError`` when it is empty or not JSON, as ``requests`` raises."""
-        if self._json is not None:
-            return self._json
-        return jsonlib.loads(self.text)
+        return self._json if self._json is not None else jsonlib.loads(self.text)
 
     def __repr__(self) -> str:
         return f"FakeResponse(status_code={self.status_code}, text={self.text[:60]!r})"
@@ -73,11 +70,8 @@ class FakeRequest:
     """A request a :class:`FakeSession` received, with the keyword arguments the client passed.
 
     Attributes:
-        method: The HTTP method, upper case.
-        url: The URL as given (without the ``params``).
-        path: The URL's path, percent-decoded (an encoded 0x1F separator becomes the character itself).
+        url: The URL as given (without the ``params``); ``path`` its path, percent-decoded (0x1F itself).
         params: The query parameters: those in the URL and those passed as ``params``.
-        data: The form body, if any (the OAuth2 token request).
     """
 
     method: str
@@ -151,8 +145,7 @@ class FakeSession:
     def request(self, method: str, url: str, **kwargs: Any) -> FakeResponse:
         """Record the request and serve the best matching route's next answer (or raise the exception it is).
 
-        Raises:
-            UnexpectedRequestError: No route matches, or the matching route's answers are used up.
+        An :class:`UnexpectedRequestError` when no route matches, or the matching route's answers are used up.
         """
         parts = urlsplit(url)
         params = dict(parse_qsl(parts.query, keep_blank_values=True))
@@ -255,11 +248,9 @@ def error_response(
 
 def token_response(access_token: str = "token", expires_in: int | None = 3600) -> dict[str, Any]:
     """An OAuth2 token endpoint answer as Polaris sends it."""
-    answer: dict[str, Any] = {
+    return {
         "access_token": access_token,
         "token_type": "bearer",
         "issued_token_type": "urn:ietf:params:oauth:token-type:access_token",
+        **({} if expires_in is None else {"expires_in": expires_in}),
     }
-    if expires_in is not None:
-        answer["expires_in"] = expires_in
-    return answer

@@ -97,15 +97,15 @@ class UnknownCatalogKindError(CatalogConfigError):
 
         self.kind = kind
         self.valid_kinds = tuple(valid_kinds)
-        close = difflib.get_close_matches(str(kind).lower(), self.valid_kinds, n=1, cutoff=0.6)
-        self.guess = _KIND_OF_DATABASE.get(str(kind).lower()) or (close[0] if close else None)
+        lower = str(kind).lower()
+        close = difflib.get_close_matches(lower, self.valid_kinds, n=1, cutoff=0.6)
+        self.guess = _KIND_OF_DATABASE.get(lower) or (close[0] if close else None)
         guess = f" Did you mean {self.guess!r}?" if self.guess else ""
-        if str(kind).lower() in _KIND_OF_DATABASE:
+        if lower in _KIND_OF_DATABASE:
             guess += " A PostgreSQL or MySQL database holds a sql catalog, its SQLAlchemy URL the catalog's uri."
         where = message(" ({setting})", setting=setting) if setting is not None else ""
-        text = message(f"Unknown catalog kind {kind!r}") + where
-        text = text + f". Valid kinds are: {', '.join(self.valid_kinds)}.{guess} "
-        super().__init__(text + (self.PYTHON_ADVICE if advice is None else advice))  # type: ignore[operator]
+        text = message(f"Unknown catalog kind {kind!r}") + where + f". Valid kinds are: {', '.join(self.valid_kinds)}."
+        super().__init__(text + f"{guess} " + (self.PYTHON_ADVICE if advice is None else advice))  # type: ignore[operator]
 
 
 class MissingExtraError(IcebergOpsError, ImportError):
@@ -136,7 +136,6 @@ class UnsupportedTypeError(IcebergOpsError, TypeError):
 
     def __init__(self, column: str, arrow_type: str, hint: str) -> None:
         self.column = column
-        self.arrow_type = arrow_type
         where = f"Column {column!r}" if column else "The type"
         super().__init__(f"{where} has Arrow type {arrow_type}, which Iceberg cannot store. {hint}")
 
@@ -169,15 +168,13 @@ class ForbiddenPromotionError(SchemaEvolutionError):
     """A column type change that the Iceberg specification does not allow.
 
     Attributes:
-        column: Dotted path of the column; ``old_type`` and ``new_type`` are Iceberg text.
+        column: Dotted path of the column.
     """
 
     def __init__(self, column: str, old_type: object, new_type: object, reason: str) -> None:
         self.column = column
-        self.old_type = str(old_type)
-        self.new_type = str(new_type)
         super().__init__(
-            f"Cannot change column {column!r} from {self.old_type} to {self.new_type}: {reason} "
+            f"Cannot change column {column!r} from {old_type} to {new_type}: {reason} "
             "Iceberg allows only int -> long, float -> double and widening a decimal's precision at the "
             "same scale. To change the type otherwise, add a new column, backfill it and drop the old one."
         )

@@ -126,23 +126,18 @@ class PartialMigrationError(MigrationError):
         from iceberg_ops_provider.messages import Hint, message
 
         run = f" (run {run_id})" if run_id else ""
-        stamp = Hint("stamp", f"MigrationRunner.stamp({version!r})", {"version": version})
-        if direction == "upgrade":
-            how = message(
-                "Either finish the remaining changes by hand and record the migration as applied with {stamp}, or "
-                "undo the committed ones and stamp the version below it (or `base`).",
-                stamp=stamp,
-            )
-        else:
-            how = message(
-                f"Either finish the rollback by hand and stamp the version below {version} (or `base`), or "
-                "redo the rolled-back changes and record {stamp}.",
-                stamp=stamp,
-            )
         if self.committed:
             what = (
                 f"was only partly committed by its {direction}(){run}: committed: {', '.join(self.committed)}; "
                 f"not committed: {', '.join(self.not_committed) or 'nothing'}"
+            )
+            how = message(
+                "Either finish the remaining changes by hand and record the migration as applied with {stamp}, or "
+                "undo the committed ones and stamp the version below it (or `base`)."
+                if direction == "upgrade"
+                else f"Either finish the rollback by hand and stamp the version below {version} (or `base`), or "
+                "redo the rolled-back changes and record {stamp}.",
+                stamp=Hint("stamp", f"MigrationRunner.stamp({version!r})", {"version": version}),
             )
         else:
             what = (
@@ -150,7 +145,7 @@ class PartialMigrationError(MigrationError):
                 f"{', '.join(self.not_committed) or 'none listed'} (nothing else of it was committed)"
             )
             again = "run the upgrade again" if direction == "upgrade" else "run the rollback again"
-            how = message(
+            how = (
                 f"Check those tables: if nothing landed, stamp the version {direction} started from and {again}; "
                 "if something did, finish or undo the rest by hand and stamp the version that matches the tables."
             )

@@ -74,11 +74,7 @@ def _html(document: str, status_code: int = 200) -> HTMLResponse:
 
 
 def _login_url(request: Request, *, framed: bool) -> str | None:
-    """Airflow's login, returning to this page; ``None`` without one.
-
-    ``framed``: back to the page as Airflow's UI shows it (/plugin/<route>/<its path>); otherwise back to the
-    page itself (a login followed inside Airflow's frame must not return to Airflow's whole UI there).
-    """
+    """Airflow's login, back to the page as Airflow's UI frames it or (a login followed inside the frame) itself."""
     urls = _urls(request)
     inner = request.url.path.removeprefix(urls.airflow)
     query = f"?{request.url.query}" if request.url.query else ""
@@ -151,21 +147,16 @@ def _checked(what: str, name: str) -> str:
     return name
 
 
-def _readable(user: Any, connections: list[CatalogConnection]) -> list[CatalogConnection]:
+def _catalogs(user: Any) -> dict[str, Any]:
     from airflow.api_fastapi.app import get_auth_manager
 
-    manager = get_auth_manager()
-    return [
+    settings, manager = ui_settings(), get_auth_manager()
+    readable = [
         conn
-        for conn in connections
+        for conn in list_connections(settings.connections, settings.cache_seconds)
         if manager.is_authorized_connection(method="GET", details=ConnectionDetails(conn_id=conn.conn_id), user=user)
     ]
-
-
-def _catalogs(user: Any) -> dict[str, Any]:
-    settings = ui_settings()
-    connections = _readable(user, list_connections(settings.connections, settings.cache_seconds))
-    return views.catalogs_view(connections, settings, READS)
+    return views.catalogs_view(readable, settings, READS)
 
 
 def _catalog(connection_id: str) -> dict[str, Any]:

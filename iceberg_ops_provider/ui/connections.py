@@ -36,7 +36,6 @@ class CatalogConnection:
 
     Attributes:
         spec: The catalog (secrets held apart, problems as values).
-        meta_namespace: The ``meta_namespace`` of its extra, if any.
     """
 
     conn_id: str

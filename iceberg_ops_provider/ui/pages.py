@@ -1,8 +1,4 @@
-"""The pages, rendered from the views (:mod:`.views`) through the templates of ``ui/templates``.
-
-Also what every page shares: where things are (:class:`Urls`), the breadcrumbs, a page that only says
-something.
-"""
+"""The pages, rendered from the views (:mod:`.views`) through the templates of ``ui/templates``."""
 
 from __future__ import annotations
 

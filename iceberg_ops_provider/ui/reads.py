@@ -67,11 +67,6 @@ _LATER = "; reload in a moment (the rest of the page is shown without it)."
 _RAISE_TIMEOUT = "Raise `timeout` in the connection's extra if the catalog is slow but working."
 
 
-def _error_text(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 class Reads:
     """Bounded, concurrent, briefly cached reads (one instance per application)."""
 
@@ -128,7 +123,7 @@ class Reads:
         *,
         ttl: float,
         timeout: float,
-        catalog: str = "",
+        catalog: str,
         words: Callable[[BaseException], str] | None = None,
     ) -> _Entry:
         """Start (or join) the read of ``key`` from ``catalog``; ``words`` words its error for the page."""
@@ -141,22 +136,21 @@ class Reads:
             )
             if fresh:
                 return entry  # type: ignore[return-value]
-            if entry is not None and entry.finished is None and catalog:
+            if entry is not None and entry.finished is None:
                 # Still running past its timeout, though nobody waited that long (a page waiting less):
                 # the catalog did not answer in time all the same.
                 self._timed_out(catalog, entry.started + timeout, timeout)
-            refusal = self._silence(catalog, now) if catalog else None
-            if refusal is None and catalog and sum(self._running.values()) >= self._max_running_all:
+            refusal = self._silence(catalog, now)
+            if refusal is None and sum(self._running.values()) >= self._max_running_all:
                 refusal = f"{self._max_running_all} catalog reads are running already{_LATER}"
-            if refusal is None and catalog and self._running.get(catalog, 0) >= self._max_running:
+            if refusal is None and self._running.get(catalog, 0) >= self._max_running:
                 refusal = f"The catalog of connection {catalog!r} is still answering {self._max_running} earlier reads"
                 refusal += _LATER
             if refusal is not None:
                 refused = _Entry(Future(), now, now)
                 refused.future.set_exception(_NotAnswering(refusal))
                 return refused
-            if catalog:
-                self._running[catalog] = self._running.get(catalog, 0) + 1
+            self._running[catalog] = self._running.get(catalog, 0) + 1
             if len(self._entries) > 2000:  # forget finished reads nobody asks for any more
                 self._entries = {
                     k: e for k, e in self._entries.items() if e.finished is None or now - e.finished <= ttl
@@ -172,14 +166,13 @@ class Reads:
             except BaseException as exc:  # handed to whoever waits
                 error = exc
             entry.finished = time.monotonic()
-            if catalog:
-                with self._lock:
-                    self._running[catalog] -= 1
-                    if error is None or not _is_timeout(error):
-                        self._silent.pop(catalog, None)  # it answers (a refusal is an answer too)
-                        self._answered[catalog] = entry.finished
-                    else:  # the catalog's own bound gave up: it did not answer, whoever was waiting
-                        self._timed_out(catalog, entry.started + timeout, timeout)
+            with self._lock:
+                self._running[catalog] -= 1
+                if error is None or not _is_timeout(error):
+                    self._silent.pop(catalog, None)  # it answers (a refusal is an answer too)
+                    self._answered[catalog] = entry.finished
+                else:  # the catalog's own bound gave up: it did not answer, whoever was waiting
+                    self._timed_out(catalog, entry.started + timeout, timeout)
             if error is not None:
                 entry.future.set_exception(error)
             else:
@@ -227,7 +220,8 @@ class Reads:
         except Exception as exc:
             if _took(entry) >= timeout and _is_timeout(exc):  # the catalog's own bound gave up: the page's words
                 return self._late(entry, timeout=timeout, catalog=catalog, gave_up=True)
-            text = entry.words(exc) if entry.words is not None else f"Connection {catalog!r}: {_error_text(exc)}"
+            what = ": ".join(filter(None, (type(exc).__name__, str(exc).strip())))
+            text = entry.words(exc) if entry.words is not None else f"Connection {catalog!r}: {what}"
             return Part(None, text, time.time(), _took(entry), exception=exc)
         return Part(value, None, time.time(), _took(entry))
 
@@ -235,7 +229,8 @@ class Reads:
         waited = time.monotonic() - entry.started
         if not gave_up:
             text = (
-                f"The catalog of connection {catalog!r} has not answered after {_whole(waited)}; it is still being "
+                f"The catalog of connection {catalog!r} has not answered after "
+                f"{round(waited) if waited >= 1 else round(waited, 1):g} s; it is still being "
                 f"asked (up to the connection's timeout, {timeout:g} s): reload to see."
             )
             return Part(None, text, time.time(), waited, pending=True)
@@ -314,10 +309,6 @@ class Reads:
             held = (self._entries, self._catalogs, self._silent, self._answered, self._failed_builds, self._waiting)
             for cache in held:
                 cache.clear()
-
-
-def _whole(seconds: float) -> str:
-    return f"{round(seconds) if seconds >= 1 else round(seconds, 1):g} s"
 
 
 def _is_timeout(exc: BaseException) -> bool:

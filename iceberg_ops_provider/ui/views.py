@@ -186,9 +186,7 @@ def _namespace_summary(reads: Reads, conn: CatalogConnection, namespace: str, se
 
 def _namespaces(reads: Reads, conn: CatalogConnection, settings: UiSettings) -> list[dict[str, Any]]:
     names = _listed(reads, conn)
-    if not names:
-        return []
-    with ThreadPoolExecutor(max_workers=min(settings.parallelism, len(names)), thread_name_prefix="ui-ns") as pool:
+    with ThreadPoolExecutor(max_workers=min(settings.parallelism, len(names)) or 1, thread_name_prefix="ui-ns") as pool:
         return list(pool.map(carrying_context(lambda name: _namespace_summary(reads, conn, name, settings)), names))
 
 

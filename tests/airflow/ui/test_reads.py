@@ -58,8 +58,8 @@ def test_a_part_still_running_is_joined_rather_than_started_again():
         release.wait(5)
         return "done"
 
-    first = reads.start("k", slow, ttl=5, timeout=5)
-    second = reads.start("k", slow, ttl=5, timeout=5)
+    first = reads.start("k", slow, ttl=5, timeout=5, catalog="c")
+    second = reads.start("k", slow, ttl=5, timeout=5, catalog="c")
     release.set()
     assert first is second
     assert reads.result(second, timeout=5, catalog="c").value == "done"
