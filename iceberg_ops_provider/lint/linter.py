@@ -19,7 +19,7 @@ from pyiceberg.schema import index_by_name
 from iceberg_ops_provider.lint.rules import RULES, allowance
 from iceberg_ops_provider.lint.source import Finding, SourceFile, read_source
 from iceberg_ops_provider.migration.discovery import MIGRATION_FILE
-from iceberg_ops_provider.migration.restore import dropped_column, rows_holding
+from iceberg_ops_provider.migration.restore import dropped_column, rows_holding, total_records
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -209,8 +209,7 @@ def _judged(
             log.warning("lint: could not look at %s (%s); the finding keeps its severity", identifier, exc)
             return finding
         return _nothing_lost(finding, f"{identifier} does not exist: nothing to lose")
-    snapshot = table.current_snapshot()
-    rows = int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
+    rows = total_records(table.current_snapshot())
     if rows:
         return replace(finding, message=f"{finding.message} ({identifier} holds {rows:,} rows)")
     return _nothing_lost(finding, f"{identifier} holds no rows: nothing is lost")

@@ -21,7 +21,7 @@ from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.type_strings import format_type, to_iceberg_type
 from iceberg_ops_provider.errors import InvalidOperationError
 from iceberg_ops_provider.migration.operation import Irreversible, Operation
-from iceberg_ops_provider.migration.restore import dropped_column, nested_ids, restoring, rows_holding
+from iceberg_ops_provider.migration.restore import dropped_column, nested_ids, restoring, rows_holding, total_records
 from iceberg_ops_provider.migration.risks import highest_risk
 from iceberg_ops_provider.migration.schema_changes import AddedColumn, ColumnPath, as_path
 from iceberg_ops_provider.migration.schema_changes import dotted as _text
@@ -88,7 +88,7 @@ def _require_empty(staging: TableStaging, table: str, what: str) -> None:
     """
     identifier, transaction = staging.transaction(table)
     snapshot = transaction.table_metadata.current_snapshot()
-    records = int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
+    records = total_records(snapshot)
     if records:
         raise InvalidOperationError(
             f"Cannot {what} to table {staging.label(identifier)}: it has {records} row(s), which would have "

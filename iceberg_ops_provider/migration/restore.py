@@ -23,6 +23,7 @@ from iceberg_ops_provider.errors import InvalidOperationError
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Snapshot
 
 __all__ = [
     "DroppedColumn",
@@ -32,6 +33,7 @@ __all__ = [
     "restorable_columns",
     "restoring",
     "rows_holding",
+    "total_records",
 ]
 
 
@@ -236,6 +238,11 @@ def restoring(
         snapshot = metadata.current_snapshot()
         requirements = (AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=snapshot.snapshot_id if snapshot else None),)
     return schema, requirements
+
+
+def total_records(snapshot: Snapshot | None) -> int:
+    """The rows a snapshot holds, from its summary (0 without one)."""
+    return int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
 
 
 def rows_holding(metadata: TableMetadata, io: FileIO, field: NestedField) -> RowsHolding:

@@ -17,7 +17,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from iceberg_ops_provider.core.name_hints import did_you_mean, missing_table
 from iceberg_ops_provider.errors import DryRunLimit, InvalidOperationError
 from iceberg_ops_provider.migration.commit_queue import CommitJournal, CommitQueue
-from iceberg_ops_provider.migration.restore import rows_holding
+from iceberg_ops_provider.migration.restore import rows_holding, total_records
 from iceberg_ops_provider.migration.risks import Risk, drop_risk
 from iceberg_ops_provider.migration.schema_changes import ColumnPath, SchemaChanges, refusal
 from iceberg_ops_provider.migration.touched import TouchedTables, current_recording
@@ -116,8 +116,7 @@ class TableStaging:
             table = self.catalog.load_table(self.identifier(name))
         except (NoSuchTableError, InvalidOperationError):
             return drop_risk(kind, holds_rows=False)
-        snapshot = table.current_snapshot()
-        records = int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
+        records = total_records(table.current_snapshot())
         if records and column is not None:
             try:
                 field = table.schema().find_field(column)
