@@ -155,11 +155,10 @@ def model_from_dict(raw: Any, source: object = "<model>") -> TableModel:
         raise _fail(source, f"column(s) {duplicates} are declared more than once.")
     partition_by = _string_list(source, "partition_by", raw.get("partition_by"))
     sort_by = _string_list(source, "sort_by", raw.get("sort_by"))
-    for expression in partition_by:
-        _check_expression(source, "partition_by", expression, names, parse_partition_expr)
     by_column: dict[str, list[str]] = {}
     for expression in partition_by:
-        by_column.setdefault(parse_partition_expr(expression).column, []).append(expression)
+        column_name = _check_expression(source, "partition_by", expression, names, parse_partition_expr)
+        by_column.setdefault(column_name, []).append(expression)
     for column_name, expressions in by_column.items():
         if len(expressions) > 1:
             raise _fail(
@@ -187,13 +186,15 @@ def model_from_dict(raw: Any, source: object = "<model>") -> TableModel:
     return TableModel(name, columns, partition_by, sort_by, clean, identifier_fields, dropped, Path(str(source)))
 
 
-def _check_expression(source: object, key: str, expression: str, names: list[str], parse: Any) -> None:
+def _check_expression(source: object, key: str, expression: str, names: list[str], parse: Any) -> str:
+    """The column ``expression`` names, once it is known to parse and to name a declared column."""
     try:
         parsed = parse(expression)
     except IcebergOpsError as exc:
         raise _fail(source, f"{key}: {exc}") from exc
     if parsed.column.split(".")[0] not in names:
         raise _fail(source, f"{key}: {expression!r} uses column {parsed.column!r}, which is not declared.")
+    return str(parsed.column)
 
 
 def load_model(path: str | Path) -> TableModel:

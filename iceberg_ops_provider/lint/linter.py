@@ -75,10 +75,9 @@ class LintReport:
 
         A file under the working directory (where a workflow runs) is named relative to it, any other absolutely.
         """
-        levels = {"error": "error", "warning": "warning", "info": "notice"}
         lines = []
         for finding in self.findings:
-            level = "notice" if finding.allowed is not None else levels[finding.severity]
+            level = "notice" if finding.allowed is not None or finding.severity == "info" else finding.severity
             message = finding.message
             if finding.allowed is not None:
                 message += f" (allowed: {finding.allowed})"

@@ -103,19 +103,8 @@ class SourceFile:
     ) -> None:
         """Record a finding of rule ``rule_id`` at ``line``, with the rule's severity and fix unless given."""
         rule = RULES[rule_id]
-        self.findings.append(
-            Finding(
-                str(self.path),
-                line,
-                rule_id,
-                severity or rule.severity,
-                message,
-                fix or rule.fix,
-                function,
-                table,
-                column,
-            )
-        )
+        severity, fix = severity or rule.severity, fix or rule.fix
+        self.findings.append(Finding(str(self.path), line, rule_id, severity, message, fix, function, table, column))
         self.spans[line] = span or range(line, line + 1)
 
     def allowed(self) -> list[Finding]:
@@ -124,17 +113,13 @@ class SourceFile:
         used: set[Allowance] = set()
         for finding in self.findings:
             lines = self.spans.get(finding.line, range(finding.line, finding.line + 1))
-            accepting = next(
-                (
-                    each
-                    for each in self.allowances
-                    if each.rule == finding.rule and each.reason and (each.line is None or each.line in lines)
-                ),
-                None,
-            )
-            if accepting is not None:
-                used.add(accepting)
-            result.append(replace(finding, allowed=accepting.reason) if accepting is not None else finding)
+            accepting = [
+                each
+                for each in self.allowances
+                if each.rule == finding.rule and (each.line is None or each.line in lines)
+            ]
+            used.update(accepting[:1])
+            result.append(replace(finding, allowed=accepting[0].reason) if accepting else finding)
         return result + [_unused(self.path, each) for each in self.allowances if each not in used]
 
 
@@ -202,13 +187,10 @@ def _methods(tree: ast.Module, cls: ast.ClassDef, seen: set[str]) -> dict[str, a
 
 def _irreversible_names(tree: ast.Module) -> set[str]:
     """The names ``IrreversibleMigrationError`` is imported as in the file (``import ... as IME``)."""
-    names = {"IrreversibleMigrationError"}
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
-            names |= {
-                alias.asname for alias in node.names if alias.name == "IrreversibleMigrationError" and alias.asname
-            }
-    return names
+    imported = (alias for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names)
+    return {"IrreversibleMigrationError"} | {
+        alias.asname for alias in imported if alias.name == "IrreversibleMigrationError" and alias.asname
+    }
 
 
 def _read_pragmas(found: SourceFile, text: str) -> None:

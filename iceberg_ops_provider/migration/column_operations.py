@@ -13,17 +13,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 from pyiceberg.schema import index_by_name
-from pyiceberg.table.refs import MAIN_BRANCH
-from pyiceberg.table.update import AssertRefSnapshotId
 from pyiceberg.types import IcebergType, NestedField
 
 from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.type_strings import format_type, to_iceberg_type
 from iceberg_ops_provider.errors import InvalidOperationError
+from iceberg_ops_provider.migration import restore
 from iceberg_ops_provider.migration.operation import Irreversible, Operation
-from iceberg_ops_provider.migration.restore import dropped_column, nested_ids, restoring, rows_holding, total_records
 from iceberg_ops_provider.migration.risks import highest_risk
-from iceberg_ops_provider.migration.schema_changes import AddedColumn, ColumnPath, as_path
+from iceberg_ops_provider.migration.schema_changes import AddedColumn, ColumnPath, as_path, place
 from iceberg_ops_provider.migration.schema_changes import dotted as _text
 
 if TYPE_CHECKING:
@@ -88,7 +86,7 @@ def _require_empty(staging: TableStaging, table: str, what: str) -> None:
     """
     identifier, transaction = staging.transaction(table)
     snapshot = transaction.table_metadata.current_snapshot()
-    records = total_records(snapshot)
+    records = restore.total_records(snapshot)
     if records:
         raise InvalidOperationError(
             f"Cannot {what} to table {staging.label(identifier)}: it has {records} row(s), which would have "
@@ -97,8 +95,7 @@ def _require_empty(staging: TableStaging, table: str, what: str) -> None:
         )
     if identifier in staging.commits.created:
         return  # created by this migration: nobody else can have written to it
-    checked = AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=snapshot.snapshot_id if snapshot else None)
-    transaction._stage((), (checked,))
+    transaction._stage((), (restore.main_unchanged(snapshot),))
 
 
 @dataclass(frozen=True)
@@ -203,7 +200,7 @@ def _check_droppable(staging: TableStaging, table: str, name: ColumnPath) -> Non
         field = schema.find_field(_text(name))
     except ValueError:
         return  # the schema update names the missing column itself
-    ids = {field.field_id, *(nested_ids(field.field_type))}
+    ids = {field.field_id, *(restore.nested_ids(field.field_type))}
     label, column = staging.label(identifier), _text(name)
     metadata = staging.schemas.metadata(identifier, transaction)  # partitions staged on new columns too
     for partition in metadata.spec().fields:
@@ -245,12 +242,12 @@ class RestoreColumn(Operation):
         column = _text(self.name)
         metadata = transaction.table_metadata
         pending = staging.schemas.schema(identifier, transaction)  # this migration's earlier column changes
-        dropped = dropped_column(metadata, column, staging.label(identifier), current=pending)
-        holding = rows_holding(metadata, transaction._table.io, dropped.field)
+        dropped = restore.dropped_column(metadata, column, staging.label(identifier), current=pending)
+        holding = restore.rows_holding(metadata, transaction._table.io, dropped.field)
         staging.note(
             f"restore column {self.table}.{column} (field id {dropped.field.field_id}): {holding.describe()}", self.risk
         )
-        schema, requirements = restoring(metadata, dropped, holding, current=pending)
+        schema, requirements = restore.restoring(metadata, dropped, holding, current=pending)
         if requirements:
             transaction._apply((), requirements)
         # Later column changes apply on top of the restored schema: still one new schema in all.
@@ -457,17 +454,14 @@ class MoveColumn(Operation):
         if sum([first, after is not None, before is not None]) != 1:
             raise InvalidOperationError("move_column needs exactly one of first=True, after= or before=.")
         path = _path(self.name)
-
-        def change(update: UpdateSchema) -> None:
-            if first:
-                update.move_first(path)
-            elif after is not None:
-                update.move_after(path, _path(after))
-            elif before is not None:
-                update.move_before(path, _path(before))
-
         anchors = [ref for ref in (self.name, after, before) if ref is not None]
-        staging.schema_change(self.table, f"move column {_text(self.name)!r}", change, anchors=anchors)
+        after, before = (None if ref is None else _path(ref) for ref in (after, before))
+        staging.schema_change(
+            self.table,
+            f"move column {_text(self.name)!r}",
+            lambda u: place(u, path, first, after, before),
+            anchors=anchors,
+        )
 
     def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         if self.before is not None:

@@ -29,6 +29,7 @@ __all__ = [
     "DroppedColumn",
     "RowsHolding",
     "dropped_column",
+    "main_unchanged",
     "nested_ids",
     "restorable_columns",
     "restoring",
@@ -220,24 +221,20 @@ def restoring(
     before = old_siblings[: old_siblings.index(dropped.field.field_id)]
     live_ids = {f.field_id for f in live_parent.fields}
     after = next((field_id for field_id in reversed(before) if field_id in live_ids), None)
-    field = NestedField(
-        dropped.field.field_id,
-        dropped.field.name,
-        dropped.field.field_type,
-        required=keep_required,
-        doc=dropped.field.doc,
-    )
+    old = dropped.field
+    field = NestedField(old.field_id, old.name, old.field_type, required=keep_required, doc=old.doc)
     struct = _with_field(current.as_struct(), parent_ids, field, after)
     schema = Schema(
         *struct.fields,  # type: ignore[attr-defined]
         schema_id=1 + max(schema.schema_id for schema in metadata.schemas),
         identifier_field_ids=current.identifier_field_ids,
     )
-    requirements: tuple[TableRequirement, ...] = ()
-    if keep_required:
-        snapshot = metadata.current_snapshot()
-        requirements = (AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=snapshot.snapshot_id if snapshot else None),)
-    return schema, requirements
+    return schema, (main_unchanged(metadata.current_snapshot()),) if keep_required else ()
+
+
+def main_unchanged(snapshot: Snapshot | None) -> TableRequirement:
+    """The commit requirement that the main branch is still at ``snapshot`` (no rows written meanwhile)."""
+    return AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=snapshot.snapshot_id if snapshot else None)
 
 
 def total_records(snapshot: Snapshot | None) -> int:

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.update import TableRequirement, TableUpdate
     from pyiceberg.types import IcebergType
 
-__all__ = ["AddedColumn", "ColumnPath", "SchemaChanges", "as_path", "dotted", "refusal"]
+__all__ = ["AddedColumn", "ColumnPath", "SchemaChanges", "as_path", "dotted", "place", "refusal"]
 
 ColumnPath = str | tuple[str, ...]
 """A column: ``"name"``, a dotted path ``"address.city"``, or a tuple ``("address", "city")``."""
@@ -104,12 +104,19 @@ class AddedColumn:
         """Stage the add (and its placement) on ``update``."""
         path = self.path if len(self.path) > 1 else self.path[0]
         update.add_column(path, self.field_type, doc=self.doc, required=self.required)
-        if self.first:
-            update.move_first(path)
-        elif self.after is not None:
-            update.move_after(path, as_path(self.after))
-        elif self.before is not None:
-            update.move_before(path, as_path(self.before))
+        place(update, path, self.first, self.after, self.before)
+
+
+def place(
+    update: UpdateSchema, path: str | tuple[str, ...], first: bool, after: ColumnPath | None, before: ColumnPath | None
+) -> None:
+    """Move a column first, after or before another one, or (none given) leave it where it is."""
+    if first:
+        update.move_first(path)
+    elif after is not None:
+        update.move_after(path, as_path(after))
+    elif before is not None:
+        update.move_before(path, as_path(before))
 
 
 def _field_id(schema: Schema, column: ColumnPath) -> int | None:
@@ -309,10 +316,8 @@ class SchemaChanges:
 
     def pending_add(self, identifier: Identifier, column: ColumnPath) -> AddedColumn | None:
         """The staged add of ``column`` in the table's pending update, if the column is one added there."""
-        for step, _ in self._steps.get(identifier, []):
-            if isinstance(step, AddedColumn) and dotted(step.path) == dotted(column):
-                return step
-        return None
+        steps = (step for step, _ in self._steps.get(identifier, []))
+        return next((s for s in steps if isinstance(s, AddedColumn) and dotted(s.path) == dotted(column)), None)
 
     def reshape_add(
         self, identifier: Identifier, transaction: Transaction, added: AddedColumn, replacement: AddedColumn | None

@@ -59,7 +59,7 @@ def _exists(staging: TableStaging, identifier: tuple[str, ...]) -> bool:
     """Whether a table exists once what is staged before it is done (a rename's target does, a drop's not)."""
     commits = staging.commits
     return identifier in commits.rename_targets or (
-        identifier not in commits.gone and staging.catalog.table_exists(identifier)
+        identifier not in commits.gone and (identifier in commits.pending or staging.catalog.table_exists(identifier))
     )
 
 
@@ -81,9 +81,7 @@ class CreateTable(Operation):
         identifier = staging.identifier(self.table)
         commits, label = staging.commits, staging.label(identifier)
         created = identifier in commits.created
-        if created or (
-            identifier not in commits.gone and (identifier in commits.pending or _exists(staging, identifier))
-        ):
+        if created or _exists(staging, identifier):
             if self.if_not_exists:
                 return
             why = "this migration creates it" if created else "it already exists"
@@ -175,7 +173,7 @@ class RenameTable(Operation):
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         source, target = staging.identifier(self.table), staging.identifier(self.new)
         commits = staging.commits
-        if target not in commits.gone and (target in commits.pending or _exists(staging, target)):
+        if _exists(staging, target):
             raise InvalidOperationError(f"Cannot rename {staging.label(source)} to {staging.label(target)}: it exists.")
         if source in commits.created:  # not in the catalog yet: it is simply created under the new name
             commits.rename_created(source, target)
