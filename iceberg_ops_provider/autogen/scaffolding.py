@@ -69,8 +69,7 @@ def string_literal(text: str) -> str:
     quote and characters that are not printable are escaped.
     """
     quote = _APOSTROPHE if text.count(_QUOTE) > text.count(_APOSTROPHE) else _QUOTE
-    body = "".join(_BACKSLASH + char if char == quote else _escaped(char) for char in text)
-    return f"{quote}{body}{quote}"
+    return f"{quote}{_escaped(text, quote)}{quote}"
 
 
 def docstring(text: str) -> str:
@@ -79,9 +78,7 @@ def docstring(text: str) -> str:
     Quotes, backslashes and characters that are not printable (but line breaks) are escaped; the layout
     is the formatter's: no blanks around the first line or at line ends, later lines dedented.
     """
-    lines = [
-        "".join(_BACKSLASH + char if char == _QUOTE else _escaped(char) for char in line) for line in text.split("\n")
-    ]
+    lines = [_escaped(line, _QUOTE) for line in text.split("\n")]
     first, rest = lines[0].strip(" "), lines[1:]
     margin = min((len(line) - len(line.lstrip(" ")) for line in rest if line.strip(" ")), default=0)
     rest = [line[margin:].rstrip(" ") for line in rest]
@@ -114,11 +111,12 @@ def fitted_value(line_start: str, value: str) -> str:
     return f"(\n{inner}\n{indent})"
 
 
-def _escaped(char: str) -> str:
-    """``char`` as it is written inside a string literal: itself, or an escape sequence."""
-    if char == _BACKSLASH:
-        return _BACKSLASH * 2
-    return char if char.isprintable() else repr(char)[1:-1]
+def _escaped(text: str, quote: str) -> str:
+    """``text`` inside a string literal quoted by ``quote``: backslashes, the quote and unprintables escaped."""
+    return "".join(
+        _BACKSLASH + char if char in (quote, _BACKSLASH) else char if char.isprintable() else repr(char)[1:-1]
+        for char in text
+    )
 
 
 EXAMPLE_MODEL_FILE = "_example.yaml"

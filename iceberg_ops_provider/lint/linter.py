@@ -33,12 +33,7 @@ _DROPS = ("drop-table", "drop-column")
 
 @dataclass(frozen=True)
 class LintReport:
-    """What ``iceberg-ops lint`` found.
-
-    Attributes:
-        files: The migration files read.
-        findings: Every finding, allowed ones included, by file and line.
-    """
+    """What ``iceberg-ops lint`` found: the files read, and every finding (allowed ones too) by file and line."""
 
     files: tuple[str, ...]
     findings: tuple[Finding, ...]

@@ -366,11 +366,9 @@ class _Alteration(Operation):
     """One kind of :class:`AlterColumn`, as autogenerate writes it: staged and noted as that call."""
 
     method: ClassVar[str] = "alter_column"
+    noted: ClassVar[str] = "alter column {table}.{name}"
 
     name: str = ""
-
-    def note(self) -> str:
-        return AlterColumn(self.table, self.name).note()
 
     def build(self, staging: TableStaging) -> None:
         AlterColumn(self.table, self.name, **self.call()[1]).build(staging)

@@ -112,11 +112,7 @@ class MigrationContext:
         return self._staging.namespace
 
     def identifier(self, name: str) -> Identifier:
-        """The full identifier of a table name: bare names resolve in :attr:`namespace`.
-
-        Raises:
-            InvalidOperationError: A malformed name, or a table of the meta-namespace (history and locks).
-        """
+        """The full identifier of a table name (bare: in :attr:`namespace`); no malformed or meta-namespace names."""
         return self._staging.identifier(name)
 
     def load_table(self, name: str) -> Table:
@@ -144,11 +140,7 @@ class MigrationContext:
         return bool(self._staging.commits)
 
     def commit(self) -> None:
-        """Commit everything staged so far, in order (one atomic commit per table).
-
-        The runner commits what is left when the migration returns; call this only to make changes
-        visible to later code of the same migration.
-        """
+        """Commit everything staged so far, in order: only to make changes visible to later code of the migration."""
         self._staging.commits.commit(complete=False, why="ctx.commit()")
 
     def finish(self) -> None:
@@ -193,11 +185,7 @@ class MigrationContext:
         self._stage(tables.CreateTable(name, schema, partitioned, ordered, properties or {}, if_not_exists))
 
     def drop_table(self, name: str, purge: bool = False, if_exists: bool = False) -> None:
-        """Drop a table; with ``purge=True`` also delete its data and metadata files.
-
-        Raises:
-            InvalidOperationError: The table does not exist (unless ``if_exists``).
-        """
+        """Drop a table; with ``purge=True`` also its data and metadata files (a missing one: unless ``if_exists``)."""
         self._stage(tables.DropTable(name, purge=purge, if_exists=if_exists))
 
     def rename_table(self, old: str, new: str) -> None:
@@ -238,11 +226,7 @@ class MigrationContext:
         self._stage(tables.SetProperties(table, {**(properties or {}), **props}))
 
     def remove_properties(self, table: str, *keys: str) -> None:
-        """Remove table properties.
-
-        Raises:
-            InvalidOperationError: A key is not set on the table.
-        """
+        """Remove table properties (``InvalidOperationError`` when a key is not set)."""
         self._stage(tables.RemoveProperties(table, keys))
 
     def add_column(

@@ -98,21 +98,15 @@ class Operation:
 
     def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The positional and keyword arguments of :attr:`method` that perform this step."""
-        args: list[Any] = []
-        for name in self.arguments:
-            args.extend(getattr(self, name[1:]) if name.startswith("*") else [getattr(self, name)])
-        return tuple(args), {}
+        given = (getattr(self, name[1:]) if name.startswith("*") else [getattr(self, name)] for name in self.arguments)
+        return tuple(arg for args in given for arg in args), {}
 
     def describe(self) -> str:
         """A one-line human description."""
         return self.described.format_map(vars(self))
 
     def reverse(self) -> list[Operation]:
-        """The steps that undo this one.
-
-        Raises:
-            Irreversible: This step cannot be undone; the message says why.
-        """
+        """The steps that undo this one; :class:`Irreversible`, saying why, when it cannot be undone."""
         raise NotImplementedError  # pragma: no cover
 
     def apply(self, ctx: Any) -> None:

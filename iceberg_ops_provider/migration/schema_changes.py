@@ -235,24 +235,20 @@ class SchemaChanges:
             ):
                 # A new segment resolves the names against the columns as they are now (or refuses them).
                 update = self._segment(identifier, transaction, _continued(update))
-        earlier = self._steps[identifier]
-        try:
-            _stage(update, change, allow_incompatible, self._waiting_specs(identifier))
-        except Exception as exc:
-            if not earlier:
-                self._drop_empty_segment(identifier, transaction)
-                raise refusal(what, identifier, exc) from exc
+        for retried in (False, True):
+            earlier = self._steps[identifier]
+            try:
+                _stage(update, change, allow_incompatible, self._waiting_specs(identifier))
+                break
+            except Exception as exc:
+                if retried or not earlier:
+                    self._drop_empty_segment(identifier, transaction)
+                    raise refusal(what, identifier, exc) from exc
             # The change does not combine with the earlier ones: end their segment and try it on the next.
             rebuilt = self._new_update(identifier, transaction)
             for step, allowed in earlier:
                 _stage(rebuilt, step, allowed)
             update = self._segment(identifier, transaction, _continued(rebuilt))
-            earlier = self._steps[identifier]
-            try:
-                _stage(update, change, allow_incompatible, self._waiting_specs(identifier))
-            except Exception as again:
-                self._drop_empty_segment(identifier, transaction)
-                raise refusal(what, identifier, again) from again
         earlier.append((change, allow_incompatible))
 
     def _waiting_specs(self, identifier: Identifier) -> list[PartitionSpec]:

@@ -98,10 +98,7 @@ class TableStaging:
             )
         return identifier
 
-    @staticmethod
-    def label(identifier: Identifier) -> str:
-        """The dotted name of a table."""
-        return ".".join(identifier)
+    label = staticmethod(CommitQueue.label)
 
     def note(self, description: str, risk: Risk) -> None:
         """Record an operation the migration asked for, with its risk (see :mod:`.risks`)."""
