@@ -151,9 +151,7 @@ class _Differ:
         wanted_sort = _canonical_sort(self.model.sort_by)
         wanted_ids = tuple(sorted(self.model.identifier_fields))
 
-        for expr, (field_name, before_renames) in live_parts.items():
-            if expr not in wanted_parts:
-                self.ops.append(DropPartitionField(self.name, field_name, before_renames))
+        self.ops += [DropPartitionField(self.name, n, e) for x, (n, e) in live_parts.items() if x not in wanted_parts]
         self._renames(renames)
         dropped = [name for name in self.order if name not in model_names]
         # A sort order or identifier set that uses a column about to be dropped must change first.
@@ -183,10 +181,11 @@ class _Differ:
                 self._changes(column.name, self.live[column.name], _as_field(column))
         self._additions()
         self._moves(model_names)
-        for expr, original in wanted_parts.items():
-            if expr not in live_parts:
-                parsed = parse_partition_expr(original)
-                self.ops.append(AddPartitionField(self.name, expr, default_partition_name(parsed)))
+        self.ops += [
+            AddPartitionField(self.name, expr, default_partition_name(parse_partition_expr(original)))
+            for expr, original in wanted_parts.items()
+            if expr not in live_parts
+        ]
         if wanted_sort != live_sort:
             self.ops.append(SetSortOrder(self.name, wanted_sort, live_sort))
         if wanted_ids != self.identifiers:
@@ -280,9 +279,7 @@ class _Differ:
             previous = nested_path
         # Drops come last, so a struct never goes through having no fields (PyIceberg 0.12 cannot
         # rebuild a list or map around an empty struct).
-        for nested in live.fields:
-            if nested.name not in wanted_names:
-                self.ops.append(DropColumn(self.name, f"{path}.{nested.name}"))
+        self.ops += [DropColumn(self.name, f"{path}.{f.name}") for f in live.fields if f.name not in wanted_names]
 
     def _additions(self) -> None:
         previous: str | None = None

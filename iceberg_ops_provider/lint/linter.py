@@ -164,18 +164,19 @@ def _folder_findings(folder: Path, asked: set[str], sources: dict[Path, SourceFi
     for number, slug, name in every:
         by_slug[slug].append(name)
         by_number[number].append(name)
-        path = folder / name
-        if len(by_number[number]) > 1 and name in asked:
-            sources[path].add(1, "duplicate-version", f"{name} has the version number of {by_number[number][0]}")
-        if name in asked and previous is not None and number > previous + 1:
-            sources[path].add(
-                1, "version-gap", f"{name} follows version {previous:04d}: {number - previous - 1} version(s) skipped"
-            )
+        if name in asked:
+            add = sources[folder / name].add
+            if len(by_number[number]) > 1:
+                add(1, "duplicate-version", f"{name} has the version number of {by_number[number][0]}")
+            if previous is not None and number > previous + 1:
+                add(
+                    1,
+                    "version-gap",
+                    f"{name} follows version {previous:04d}: {number - previous - 1} version(s) skipped",
+                )
+            if len(by_slug[slug]) > 1:
+                add(1, "duplicate-slug", f"{name} has the slug {slug!r} of {by_slug[slug][0]}")
         previous = number
-    for slug, names in by_slug.items():
-        for name in names[1:]:
-            if name in asked:
-                sources[folder / name].add(1, "duplicate-slug", f"{name} has the slug {slug!r} of {names[0]}")
 
 
 def _judged(

@@ -122,12 +122,7 @@ class Operation:
 
     def to_json(self) -> dict[str, str]:
         """JSON-able summary."""
-        return {
-            "table": self.table,
-            "risk": self.risk,
-            "operation": type(self).__name__,
-            "description": self.describe(),
-        }
+        return dict(table=self.table, risk=self.risk, operation=type(self).__name__, description=self.describe())
 
 
 def _literal(value: Any, indent: str = "") -> str:

@@ -1,11 +1,4 @@
-"""How a migration's operations reach what is staged for each table.
-
-:class:`TableStaging` resolves table names (never a table of the meta-namespace), finds or opens the
-table's transaction in the :class:`~iceberg_ops_provider.migration.commit_queue.CommitQueue`, runs each
-change against it turning PyIceberg's refusals into clear errors, and sends column changes through
-:class:`~iceberg_ops_provider.migration.schema_changes.SchemaChanges`. It also records what the
-migration asked for, each operation with its risk.
-"""
+"""How a migration's operations reach what is staged for each table: transactions, schema changes, risks."""
 
 from __future__ import annotations
 
@@ -63,7 +56,11 @@ Identifier = tuple[str, ...]
 
 
 class TableStaging:
-    """What one migration staged, and how its operations add to it (arguments: see ``MigrationContext``)."""
+    """What one migration staged, and how its operations add to it (arguments: see ``MigrationContext``).
+
+    It resolves table names (never of the meta-namespace), opens each table's transaction in the
+    :class:`.CommitQueue`, turns PyIceberg's refusals into clear errors and records each operation's risk.
+    """
 
     def __init__(
         self,

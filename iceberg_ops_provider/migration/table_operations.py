@@ -109,11 +109,7 @@ class CreateTable(Operation):
             raise
 
     def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
-        given = {
-            "partition_by": list(self.partition_by),
-            "sort_by": list(self.sort_by),
-            "properties": dict(self.properties),
-        }
+        given = dict(partition_by=list(self.partition_by), sort_by=list(self.sort_by), properties=dict(self.properties))
         return (self.table,), {"schema": self.schema, **{key: value for key, value in given.items() if value}}
 
     def apply(self, ctx: Any) -> None:  # noqa: D102
