@@ -120,12 +120,10 @@ def _column(source: object, index: int, raw: Any) -> ColumnModel:
     required = raw.get("required", False)
     if not isinstance(required, bool):
         raise _fail(source, f"column {name!r}: 'required' must be true or false, got {required!r}.")
-    doc = raw.get("doc")
-    renamed_from = raw.get("renamed_from")
-    for key, value in (("doc", doc), ("renamed_from", renamed_from)):
-        if value is not None and not isinstance(value, str):
-            raise _fail(source, f"column {name!r}: '{key}' must be text, got {value!r}.")
-    return ColumnModel(name, column_type, required, doc, renamed_from)
+    for key in ("doc", "renamed_from"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise _fail(source, f"column {name!r}: '{key}' must be text, got {raw[key]!r}.")
+    return ColumnModel(name, column_type, required, raw.get("doc"), raw.get("renamed_from"))
 
 
 def model_from_dict(raw: Any, source: object = "<model>") -> TableModel:

@@ -196,10 +196,9 @@ def _check_droppable(staging: TableStaging, table: str, name: ColumnPath) -> Non
     """Refuse, naming the fix, to drop a column the partition spec, sort order or row key still uses."""
     identifier, transaction = staging.transaction(table)
     schema = staging.schemas.schema(identifier, transaction)
-    try:
-        field = schema.find_field(_text(name))
-    except ValueError:
+    if (field_id := index_by_name(schema).get(_text(name))) is None:
         return  # the schema update names the missing column itself
+    field = schema.find_field(field_id)
     ids = {field.field_id, *(restore.nested_ids(field.field_type))}
     label, column = staging.label(identifier), _text(name)
     metadata = staging.schemas.metadata(identifier, transaction)  # partitions staged on new columns too
@@ -330,15 +329,9 @@ class AlterColumn(Operation):
                 "Iceberg specification does not allow optional -> required."
             )
 
-        def reshaped(added: AddedColumn) -> AddedColumn:
-            return replace(
-                added,
-                field_type=new_type if new_type is not None else added.field_type,
-                doc=doc if doc is not None else added.doc,
-                required=False if required is False else added.required,
-            )
-
-        if _reshape_added(staging, table, name, reshaped):
+        given: dict[str, Any] = {"field_type": new_type, "doc": doc, "required": required}  # True: already required
+        given = {key: value for key, value in given.items() if value is not None}
+        if _reshape_added(staging, table, name, lambda added: replace(added, **given)):
             return
 
         def change(update: UpdateSchema) -> None:
@@ -492,11 +485,9 @@ class SetIdentifierFields(Operation):
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         identifier, transaction = staging.transaction(self.table)
         schema = staging.schemas.schema(identifier, transaction)
-        for name in self.names:
-            try:
-                field = schema.find_field(name)
-            except ValueError:
-                continue  # the schema update names the missing column itself
+        named = index_by_name(schema)
+        for name in [name for name in self.names if name in named]:  # PyIceberg names a missing column itself
+            field = schema.find_field(named[name])
             if not field.required or not field.field_type.is_primitive:
                 why = "optional" if not field.required else f"a {field.field_type} column"
                 raise InvalidOperationError(

@@ -37,17 +37,9 @@ OPERATIONS: Mapping[str, type[Operation]] = MappingProxyType(_OPERATIONS)
 
 @dataclass(frozen=True)
 class Operation:
-    """One change to one table.
+    """One change to one table; its class attributes are described in ``docs/contributing.md``.
 
-    A subclass declares, as class attributes:
-
-    * ``risks``: its kinds and the risk of each; a class with none is a form of another, not registered;
-    * ``method``: the context method that stages it (by default its first kind), and ``arguments``, the
-      fields its call passes by position (``*names`` unpacks one);
-    * ``described`` and ``noted``: templates of its fields for :meth:`describe` and :meth:`note`;
-    * ``rule``: the id of the lint rule that reviews its calls (``None``: none), with ``rule_when``, a
-      keyword (and position) that must be true for it to apply, and ``lint_arguments``, the
-      parameters naming the table and the column.
+    A class with no ``risks`` is a form of another, not registered; ``*names`` in ``arguments`` unpacks a field.
     """
 
     table: str
@@ -57,8 +49,8 @@ class Operation:
     described: ClassVar[str] = ""
     noted: ClassVar[str] = ""
     rule: ClassVar[str | None] = None
-    rule_when: ClassVar[tuple[str, int] | None] = None
-    lint_arguments: ClassVar[tuple[str, str]] = ("table", "name")
+    rule_when: ClassVar[tuple[str, int] | None] = None  # a keyword (and position) that must be true for the rule
+    lint_arguments: ClassVar[tuple[str, str]] = ("table", "name")  # the parameters naming the table and column
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

@@ -78,13 +78,9 @@ def dropped_column(metadata: TableMetadata, name: str, table: str, current: Sche
     """
     current = current if current is not None else metadata.schema()
     live = index_by_id(current)
-    try:
-        existing = current.find_field(name)
-    except ValueError:
-        existing = None
-    if existing is not None:
+    if (existing := index_by_name(current).get(name)) is not None:
         raise InvalidOperationError(
-            f"Cannot restore column {name!r} of {table}: a live column has that name (field id {existing.field_id}). "
+            f"Cannot restore column {name!r} of {table}: a live column has that name (field id {existing}). "
             f"Rename or drop it first (ctx.rename_column({table!r}, {name!r}, ...)), then restore."
         )
     candidates: list[DroppedColumn] = []
@@ -133,10 +129,8 @@ def _current_path(schema: Schema, field_id: int, current: Schema) -> str | None:
 
 def _field_named(schema: Schema, name: str, current: Schema, live: dict[int, NestedField]) -> NestedField | None:
     """The field of ``schema`` called ``name`` there, or (when dropped) by the current names of its parents."""
-    try:
+    if name in index_by_name(schema):
         return schema.find_field(name)
-    except ValueError:
-        pass
     for field_id in index_by_id(schema):
         if field_id not in live and _current_path(schema, field_id, current) == name:
             return schema.find_field(field_id)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.partitioning import PartitionSpec, validate_partition_name
-from pyiceberg.schema import Schema
+from pyiceberg.schema import Schema, index_by_name
 from pyiceberg.table import Table, Transaction
 from pyiceberg.table.name_mapping import update_mapping
 from pyiceberg.table.update import (
@@ -120,10 +120,7 @@ def place(
 
 
 def _field_id(schema: Schema, column: ColumnPath) -> int | None:
-    try:
-        return schema.find_field(dotted(column)).field_id
-    except ValueError:
-        return None
+    return index_by_name(schema).get(dotted(column))
 
 
 def _names_the_same(update: UpdateSchema, pending: Schema, column: ColumnPath, *, added_ok: bool) -> bool:

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
-from pyiceberg.schema import Schema
+from pyiceberg.schema import Schema, index_by_name
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortDirection
 from pyiceberg.table.update import AddSortOrderUpdate, AssertDefaultSortOrderId, SetDefaultSortOrderUpdate
 
@@ -314,11 +314,8 @@ class SetSortOrder(Operation):
 
 def _check_sortable(schema: Schema, column: str) -> None:
     """Refuse, naming the column, a sort on a struct, list or map (Iceberg sorts by primitive columns only)."""
-    try:
-        field = schema.find_field(column)
-    except ValueError:
-        return  # PyIceberg names the missing column itself
-    if not field.field_type.is_primitive:
+    field_id = index_by_name(schema).get(column)  # None: PyIceberg names the missing column itself
+    if field_id is not None and not (field := schema.find_field(field_id)).field_type.is_primitive:
         raise ValueError(
             f"cannot sort by {column!r}: it is a {field.field_type} column, and Iceberg sorts by primitive columns "
             f"only; sort by one of its fields (e.g. '{column}.<field>') instead"
