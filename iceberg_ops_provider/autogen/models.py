@@ -196,12 +196,7 @@ def _check_expression(source: object, key: str, expression: str, names: list[str
 
 
 def load_model(path: str | Path) -> TableModel:
-    """Read and validate one model file.
-
-    Raises:
-        ModelError: The file is missing, is not UTF-8 or not YAML (naming the line, and the column),
-            or declares something invalid.
-    """
+    """Read and validate one model file (``ModelError``: missing, not UTF-8 or YAML, or declaring something invalid)."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -211,11 +206,7 @@ def load_model(path: str | Path) -> TableModel:
 
 
 def load_models(models_dir: str | Path) -> list[TableModel]:
-    """Every ``*.yaml``/``*.yml`` model in a folder, ordered by table name (files starting with ``_`` are skipped).
-
-    Raises:
-        ModelError: A bad file, or two files declaring the same table.
-    """
+    """Every ``*.yaml``/``*.yml`` model in a folder by table name (not ``_`` files; one table twice: ModelError)."""
     folder = Path(models_dir)
     if not folder.is_dir():
         raise _fail(folder, "models folder not found; create it (iceberg-ops init) or set models_dir.")

@@ -82,9 +82,7 @@ def docstring(text: str) -> str:
     first, rest = lines[0].strip(" "), lines[1:]
     margin = min((len(line) - len(line.lstrip(" ")) for line in rest if line.strip(" ")), default=0)
     rest = [line[margin:].rstrip(" ") for line in rest]
-    if not any(rest):
-        return f"{_QUOTE * 3}{first or ' '}{_QUOTE * 3}"
-    body = "\n".join([first, *rest])
+    body = "\n".join([first, *rest]) if any(rest) else first or " "
     return f"{_QUOTE * 3}{body}{_QUOTE * 3}"
 
 

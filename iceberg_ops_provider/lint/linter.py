@@ -137,11 +137,8 @@ def lint_paths(
             f"{', '.join(misnamed)}"
         )
     sources = {path: read_source(path) for path in files}
-    folders: dict[Path, set[str]] = defaultdict(set)
-    for path in files:
-        folders[path.parent].add(path.name)
-    for folder, names in folders.items():
-        _folder_findings(folder, names, sources)
+    for folder in dict.fromkeys(path.parent for path in files):
+        _folder_findings(folder, {path.name for path in files if path.parent == folder}, sources)
     findings = [finding for path in files for finding in sources[path].allowed()]
     if catalog is not None:
         # A drop of a name an earlier rename gives a table drops that table's rows, whatever the catalog holds now.

@@ -187,16 +187,11 @@ class CommitQueue:
         self.touched = touched
         self.dry_run = dry_run
         self._fold = fold
-        self.pending: dict[Identifier, Transaction] = {}
-        """Each staged table's transaction (a placeholder for a table to create)."""
-        self.items: list[Queued] = []
-        """The staged changes, in order."""
-        self.gone: set[Identifier] = set()
-        """Tables a staged drop or rename removes."""
-        self.rename_targets: set[Identifier] = set()
-        """Names a staged rename creates."""
-        self.created: set[Identifier] = set()
-        """Staged tables that do not exist yet."""
+        self.pending: dict[Identifier, Transaction] = {}  # each staged table's transaction (new ones: placeholders)
+        self.items: list[Queued] = []  # the staged changes, in order
+        self.gone: set[Identifier] = set()  # tables a staged drop or rename removes
+        self.rename_targets: set[Identifier] = set()  # names a staged rename creates
+        self.created: set[Identifier] = set()  # staged tables that do not exist yet
         self.steps = 0
         self.committed: list[str] = []  # see MigrationContext.committed
         self.created_namespaces: list[str] = []

@@ -291,10 +291,7 @@ class SchemaChanges:
         return update_table_metadata(transaction.table_metadata, updates) if updates else transaction.table_metadata
 
     def defers(self, identifier: Identifier) -> bool:
-        """Whether a property, partition or sort-order change must wait for the pending schema.
-
-        It must while column changes are pending, and once one change waits every later one does (in order).
-        """
+        """Whether a property, partition or sort-order change must wait: column changes or an earlier change wait."""
         return identifier in self._updates or bool(self._deferred.get(identifier))
 
     def stage_deferred(
