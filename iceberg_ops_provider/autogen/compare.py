@@ -291,16 +291,12 @@ class _Differ:
             previous = column.name
 
     def _moves(self, desired: list[str]) -> None:
-        if self.order == desired:
-            return
         keep = unmoved(self.order, desired)
         for index, name in enumerate(desired):
-            if name in keep:
-                continue
             after = desired[index - 1] if index else None
             old_position = self.order.index(name)
             old_after = self.order[old_position - 1] if old_position else None
-            if after == old_after:
+            if name in keep or after == old_after:
                 continue
             self.ops.append(MoveColumn(self.name, name, after, old_after))
             self.order.remove(name)

@@ -268,14 +268,9 @@ class _Spellings:
         """The context attribute ``node`` reaches: ``ctx.drop_column``, ``getattr(ctx, "drop_column")``."""
         if isinstance(node, ast.Attribute) and self.names_context(node.value):
             return node.attr
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id == "getattr"
-            and len(node.args) >= 2
-            and self.names_context(node.args[0])
-        ):
-            return _literal(node.args[1])
+        called = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+        if called and len(node.args) >= 2 and self.names_context(node.args[0]):  # type: ignore[attr-defined]
+            return _literal(node.args[1])  # type: ignore[attr-defined]
         return None
 
     def method(self, call: ast.Call) -> str | None:

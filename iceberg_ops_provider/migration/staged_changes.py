@@ -71,10 +71,7 @@ def staged_changes(
                         # the first ids, whatever the migration staged on its placeholder before.
                         "schema": {**_dump(metadata.schema()), "schema-id": 0},
                         "partition-spec": {**_dump(metadata.spec()), "spec-id": 0},
-                        "write-order": {
-                            **_dump(metadata.sort_order()),
-                            "order-id": 1 if metadata.sort_order().fields else 0,
-                        },
+                        "write-order": {**_dump(order := metadata.sort_order()), "order-id": 1 if order.fields else 0},
                         "properties": properties,
                     }
                 )

@@ -87,14 +87,11 @@ class CreateTable(Operation):
             why = "this migration creates it" if created else "it already exists"
             raise InvalidOperationError(f"Cannot create table {label}: {why}.")
         schema = self.schema.value if isinstance(self.schema, Rendered) else self.schema
-        if isinstance(schema, pa.Schema):
-            iceberg_schema = arrow_to_iceberg_schema(schema)
-        elif isinstance(schema, Schema):
-            iceberg_schema = schema
-        else:
+        if not isinstance(schema, pa.Schema | Schema):
             raise InvalidOperationError(
                 f"The schema of {label} must be a pyarrow.Schema or a pyiceberg Schema, got {type(schema).__name__}."
             )
+        iceberg_schema = arrow_to_iceberg_schema(schema) if isinstance(schema, pa.Schema) else schema
         values = {key: _property_value(key, value, f"table {label}") for key, value in self.properties.items()}
         commits.stage_table(
             identifier, placeholder_create(staging.catalog, identifier, iceberg_schema, values), create=True
