@@ -36,14 +36,10 @@ _DIRECT = ("catalog", "load_table")
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing a migration file does that a reviewer must know.
+    """One thing a migration file does that a reviewer must know, at ``line`` (1: about the whole file).
 
-    Attributes:
-        line: Its line (1 for findings about the whole file).
-        rule: The rule's id (:data:`~iceberg_ops_provider.lint.rules.RULES`).
-        function: ``upgrade`` or ``downgrade`` (``None`` for the file or the class).
-        table: The table the operation names, when the source gives it as a literal; ``column`` likewise.
-        allowed: The reason of the allowance that accepts it, or ``None``.
+    ``function`` is ``upgrade`` or ``downgrade`` (``None``: the file or class); ``table`` and ``column`` are
+    the operation's when the source gives them as literals; ``allowed``, the reason of an allowance accepting it.
     """
 
     path: str

@@ -245,9 +245,7 @@ def rows_holding(metadata: TableMetadata, io: FileIO, field: NestedField) -> Row
     snapshot = metadata.current_snapshot()
     with_data = without = unknown = 0
     nulls: int | None = 0 if field.field_type.is_primitive else None
-    if snapshot is None:
-        return RowsHolding(0, 0, nulls=nulls)
-    for manifest in snapshot.manifests(io):
+    for manifest in snapshot.manifests(io) if snapshot is not None else ():
         for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
             data_file = entry.data_file
             if data_file.content != DataFileContent.DATA:

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.schema import index_by_name
 
 from iceberg_ops_provider.core.name_hints import did_you_mean, missing_table
 from iceberg_ops_provider.errors import DryRunLimit, InvalidOperationError
@@ -111,12 +112,9 @@ class TableStaging:
         except (NoSuchTableError, InvalidOperationError):
             return drop_risk(kind, holds_rows=False)
         records = total_records(table.current_snapshot())
-        if records and column is not None:
-            try:
-                field = table.schema().find_field(column)
-            except ValueError:
-                return drop_risk(kind, holds_rows=True)
-            holding = rows_holding(table.metadata, table.io, field)
+        field_id = index_by_name(table.schema()).get(column) if records and column is not None else None
+        if field_id is not None:  # a column with rows: do they hold any value of it?
+            holding = rows_holding(table.metadata, table.io, table.schema().find_field(field_id))
             only_nulls = not holding.unknown and holding.nulls is not None and holding.nulls >= holding.with_data
             return drop_risk(kind, holds_rows=not only_nulls)
         return drop_risk(kind, holds_rows=bool(records))
