@@ -104,9 +104,7 @@ def fitted_value(line_start: str, value: str) -> str:
         return value
     indent = " " * (len(line_start) - len(line_start.lstrip(" ")))
     inner = f"{indent}    {value}"
-    if display_width(inner) > LINE_LENGTH:
-        return value
-    return f"(\n{inner}\n{indent})"
+    return value if display_width(inner) > LINE_LENGTH else f"(\n{inner}\n{indent})"
 
 
 def _escaped(text: str, quote: str) -> str:

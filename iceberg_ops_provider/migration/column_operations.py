@@ -198,23 +198,20 @@ def _check_droppable(staging: TableStaging, table: str, name: ColumnPath) -> Non
     schema = staging.schemas.schema(identifier, transaction)
     if (field_id := index_by_name(schema).get(_text(name))) is None:
         return  # the schema update names the missing column itself
-    field = schema.find_field(field_id)
-    ids = {field.field_id, *(restore.nested_ids(field.field_type))}
+    ids = {field_id, *restore.nested_ids(schema.find_field(field_id).field_type)}
     label, column = staging.label(identifier), _text(name)
     metadata = staging.schemas.metadata(identifier, transaction)  # partitions staged on new columns too
-    for partition in metadata.spec().fields:
-        if partition.source_id in ids:
-            raise InvalidOperationError(
-                f"Cannot drop column {column!r} of table {label}: partition field {partition.name!r} "
-                f"({partition.transform}) uses it. Drop the partition field first, in the same migration: "
-                f"ctx.drop_partition_field({table!r}, {partition.name!r})."
-            )
-    for sort in metadata.sort_order().fields:
-        if sort.source_id in ids:
-            raise InvalidOperationError(
-                f"Cannot drop column {column!r} of table {label}: the table's sort order uses it. Set a sort "
-                f"order without it first, in the same migration: ctx.set_sort_order({table!r}, [...])."
-            )
+    if (partition := next((p for p in metadata.spec().fields if p.source_id in ids), None)) is not None:
+        raise InvalidOperationError(
+            f"Cannot drop column {column!r} of table {label}: partition field {partition.name!r} "
+            f"({partition.transform}) uses it. Drop the partition field first, in the same migration: "
+            f"ctx.drop_partition_field({table!r}, {partition.name!r})."
+        )
+    if any(sort.source_id in ids for sort in metadata.sort_order().fields):
+        raise InvalidOperationError(
+            f"Cannot drop column {column!r} of table {label}: the table's sort order uses it. Set a sort "
+            f"order without it first, in the same migration: ctx.set_sort_order({table!r}, [...])."
+        )
     if ids & set(schema.identifier_field_ids):
         kept = [n for n in schema.identifier_field_names() if schema.find_field(n).field_id not in ids]
         raise InvalidOperationError(

@@ -235,8 +235,7 @@ class DropPartitionField(Operation):
         return f"stop partitioning {self.table} by {self.expr}" + (f" (field {self.name})" if self.name else "")
 
     def build(self, staging: TableStaging) -> None:  # noqa: D102
-        name = self.name
-        staging.spec_change(self.table, f"drop partition field {name!r}", lambda update: update.remove_field(name))
+        staging.spec_change(self.table, f"drop partition field {self.name!r}", lambda u: u.remove_field(self.name))
 
     def reverse(self) -> list[Operation]:  # noqa: D102
         if not self.expr:
@@ -257,8 +256,9 @@ class RenamePartitionField(Operation):
     new: str = ""
 
     def build(self, staging: TableStaging) -> None:  # noqa: D102
-        old, new = self.old, self.new
-        staging.spec_change(self.table, f"rename partition field {old!r}", lambda update: update.rename_field(old, new))
+        staging.spec_change(
+            self.table, f"rename partition field {self.old!r}", lambda u: u.rename_field(self.old, self.new)
+        )
 
     def reverse(self) -> list[Operation]:  # noqa: D102
         return [RenamePartitionField(self.table, self.new, self.old)]
