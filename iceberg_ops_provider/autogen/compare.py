@@ -111,19 +111,15 @@ def compare_table(model: TableModel, table: Table | None) -> list[Operation]:
 
 
 def _create(model: TableModel) -> list[Operation]:
-    properties = {key: value for key, value in model.properties.items() if value is not None}
-    ops: list[Operation] = [
-        CreateTable(
-            model.name,
-            schema=schema_literal(model.schema()),
-            partition_by=tuple(str(parse_partition_expr(e)) for e in model.partition_by),
-            sort_by=_canonical_sort(model.sort_by),
-            properties=properties,
-        )
-    ]
-    if model.identifier_fields:
-        ops.append(SetIdentifierFields(model.name, model.identifier_fields, ()))
-    return ops
+    create = CreateTable(
+        model.name,
+        schema=schema_literal(model.schema()),
+        partition_by=tuple(str(parse_partition_expr(e)) for e in model.partition_by),
+        sort_by=_canonical_sort(model.sort_by),
+        properties={key: value for key, value in model.properties.items() if value is not None},
+    )
+    keys = model.identifier_fields
+    return [create, SetIdentifierFields(model.name, keys, ())] if keys else [create]
 
 
 class _Differ:

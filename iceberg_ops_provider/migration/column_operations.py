@@ -492,9 +492,8 @@ class SetIdentifierFields(Operation):
                     "Identifier fields (the row key) must be required columns of a primitive type; Iceberg cannot "
                     "make an optional column required, so add a required one to an empty table instead."
                 )
-        names = self.names
         staging.schema_change(
-            self.table, "set identifier fields", lambda update: update.set_identifier_fields(*names), refs=list(names)
+            self.table, "set identifier fields", lambda u: u.set_identifier_fields(*self.names), refs=list(self.names)
         )
 
     def describe(self) -> str:  # noqa: D102
