@@ -99,8 +99,7 @@ def _column(source: object, index: int, raw: Any) -> ColumnModel:
     where = f"columns[{index}]"
     if not isinstance(raw, dict):
         raise _fail(source, f"{where} must be a mapping such as {{name: id, type: long}}, got {raw!r}.")
-    unknown = set(raw) - _COLUMN_KEYS
-    if unknown:
+    if unknown := set(raw) - _COLUMN_KEYS:
         raise _fail(source, f"{where} {_unknown_keys(unknown, _COLUMN_KEYS)}")
     name = raw.get("name")
     if not isinstance(name, str) or not name:
@@ -134,8 +133,7 @@ def model_from_dict(raw: Any, source: object = "<model>") -> TableModel:
     """
     if not isinstance(raw, dict):
         raise _fail(source, "a model must be a mapping with at least 'name' and 'columns'.")
-    unknown = set(raw) - _TABLE_KEYS
-    if unknown:
+    if unknown := set(raw) - _TABLE_KEYS:
         raise _fail(source, "the model " + _unknown_keys(unknown, _TABLE_KEYS))
     name = raw.get("name")
     if not isinstance(name, str) or not name or "." in name:
@@ -148,8 +146,7 @@ def model_from_dict(raw: Any, source: object = "<model>") -> TableModel:
         raise _fail(source, "'columns' must be a non-empty list of columns.")
     columns = tuple(_column(source, index, item) for index, item in enumerate(raw_columns))
     names = [column.name for column in columns]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
+    if duplicates := sorted({n for n in names if names.count(n) > 1}):
         raise _fail(source, f"column(s) {duplicates} are declared more than once.")
     partition_by = _string_list(source, "partition_by", raw.get("partition_by"))
     sort_by = _string_list(source, "sort_by", raw.get("sort_by"))

@@ -127,11 +127,9 @@ def lint_paths(
         FileNotFoundError: A path does not exist.
     """
     files = migration_files(paths)
-    missing = [str(path) for path in files if not path.is_file()]
-    if missing:
+    if missing := [str(path) for path in files if not path.is_file()]:
         raise FileNotFoundError(f"No such migration file: {', '.join(missing)}")
-    misnamed = [str(path) for path in files if not MIGRATION_FILE.match(path.name)]
-    if misnamed:
+    if misnamed := [str(path) for path in files if not MIGRATION_FILE.match(path.name)]:
         raise ValueError(
             f"Not a migration file name (NNNN_slug.py: four or more digits, an underscore, letters, digits and _): "
             f"{', '.join(misnamed)}"
@@ -225,7 +223,6 @@ def _drops_before(drop: Finding, restore: Finding) -> bool:
 
 
 def _version(name: str) -> int:
-    """The version number of the migration file ``name``."""
     match = MIGRATION_FILE.match(name)
     return int(match.group("version")) if match else 0
 

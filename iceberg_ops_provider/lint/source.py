@@ -146,9 +146,7 @@ def read_source(path: Path) -> SourceFile:
         if migration is None:
             return found
         _read_class_allowances(found, migration)
-        methods = _methods(tree, migration, set())
-        irreversible = _irreversible_names(tree)
-        made = _Made()
+        methods, irreversible, made = _methods(tree, migration, set()), _irreversible_names(tree), _Made()
         for name in ("upgrade", "downgrade"):  # upgrade() first: a downgrade() is judged by what it made
             if name in methods:
                 made = _read_body(found, methods[name], irreversible, made)
@@ -321,7 +319,6 @@ class _Made:
     columns: set[tuple[str | None, str | None]] = field(default_factory=set)
 
     def table(self, table: str | None) -> bool:
-        """Whether the body created ``table``."""
         return table is not None and table in self.tables
 
     def column(self, table: str | None, column: str | None) -> bool:

@@ -326,8 +326,7 @@ class CommitQueue:
         outside, inside = split_for_atomic(self.items, self.created, creates_inside=mode == "sql-transaction")
         if not inside:
             return False
-        ordered = outside + inside
-        actions = [self._action(item, self.steps + offset) for offset, item in enumerate(ordered, 1)]
+        actions = [self._action(item, self.steps + offset) for offset, item in enumerate(outside + inside, 1)]
         if outside:  # these commit one by one: the intent lists everything, as for per-table commits
             self.announce(actions, complete=True)
         namespaces_before = len(self.created_namespaces)

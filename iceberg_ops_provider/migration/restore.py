@@ -152,10 +152,8 @@ def _parent_ids(schema: Schema, path: str) -> list[int]:
 
 
 def _children(field_type: IcebergType) -> list[NestedField]:
-    nested = [
-        getattr(field_type, name) for name in ("element_field", "key_field", "value_field") if hasattr(field_type, name)
-    ]
-    return [*getattr(field_type, "fields", ()), *nested]
+    names = ("element_field", "key_field", "value_field")
+    return [*getattr(field_type, "fields", ()), *(getattr(field_type, n) for n in names if hasattr(field_type, n))]
 
 
 def _struct_at(struct: IcebergType, parent_ids: list[int]) -> StructType | None:

@@ -145,7 +145,6 @@ class _SegmentStart:
 
 
 def _continued(update: UpdateSchema) -> _SegmentStart:
-    """The start of the segment after ``update``."""
     applied = update._apply()
     schema = Schema(
         *applied.fields, schema_id=update._schema.schema_id, identifier_field_ids=applied.identifier_field_ids
@@ -249,7 +248,6 @@ class SchemaChanges:
         earlier.append((change, allow_incompatible))
 
     def _waiting_specs(self, identifier: Identifier) -> list[PartitionSpec]:
-        """The partition specs of the table's deferred changes."""
         return [
             update.spec
             for deferred in self._deferred.get(identifier, [])

@@ -41,10 +41,9 @@ def staged_changes(
     namespaces_created: set[tuple[str, ...]] = set()
 
     def ensure_namespace(namespace: tuple[str, ...]) -> None:
-        if namespace in namespaces_created or catalog.namespace_exists(namespace):
-            return
-        namespaces_created.add(namespace)
-        changes.append({"operation": "create-namespace", "namespace": ".".join(namespace)})
+        if namespace not in namespaces_created and not catalog.namespace_exists(namespace):
+            namespaces_created.add(namespace)
+            changes.append({"operation": "create-namespace", "namespace": ".".join(namespace)})
 
     for item in queue.items:
         label = ".".join(item.identifier)

@@ -365,8 +365,7 @@ class RemoveProperties(Operation):
         keys = self.keys
         identifier, transaction = staging.transaction(self.table)
         properties = staging.schemas.metadata(identifier, transaction).properties  # with staged ones
-        missing = [key for key in keys if key not in properties]
-        if missing:
+        if missing := [key for key in keys if key not in properties]:
             raise InvalidOperationError(
                 f"Cannot remove properties {missing} from {staging.label(identifier)}: not set."
             )
