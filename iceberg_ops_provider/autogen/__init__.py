@@ -37,12 +37,7 @@ __all__ = [
 def autogenerate(catalog: Catalog, namespace: str, models: Iterable[TableModel]) -> list[Operation]:
     """The operations that make the live tables of ``namespace`` match ``models``, in model order.
 
-    Reads the catalog only.
-
-    Raises:
-        ForbiddenPromotionError: A model changes a type in a way Iceberg forbids.
-        SchemaEvolutionError: A model makes an optional column required.
-        ModelError: A model asks for something autogenerate cannot express.
+    Reads the catalog only; raises what :func:`compare_table` raises.
     """
     operations: list[Operation] = []
     for model in models:

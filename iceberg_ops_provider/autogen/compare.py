@@ -10,6 +10,8 @@ Nested fields are compared field by field, inside structs, list elements and map
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from pyiceberg.transforms import VoidTransform
@@ -109,19 +111,15 @@ def compare_table(model: TableModel, table: Table | None) -> list[Operation]:
 
 
 def _create(model: TableModel) -> list[Operation]:
-    properties = {key: value for key, value in model.properties.items() if value is not None}
-    ops: list[Operation] = [
-        CreateTable(
-            model.name,
-            schema=schema_literal(model.schema()),
-            partition_by=tuple(str(parse_partition_expr(e)) for e in model.partition_by),
-            sort_by=_canonical_sort(model.sort_by),
-            properties=properties,
-        )
-    ]
-    if model.identifier_fields:
-        ops.append(SetIdentifierFields(model.name, model.identifier_fields, ()))
-    return ops
+    create = CreateTable(
+        model.name,
+        schema=schema_literal(model.schema()),
+        partition_by=tuple(str(parse_partition_expr(e)) for e in model.partition_by),
+        sort_by=_canonical_sort(model.sort_by),
+        properties={key: value for key, value in model.properties.items() if value is not None},
+    )
+    keys = model.identifier_fields
+    return [create, SetIdentifierFields(model.name, keys, ())] if keys else [create]
 
 
 class _Differ:
@@ -141,16 +139,16 @@ class _Differ:
         model_names = [c.name for c in self.model.columns]
         renames = self._rename_map()
         # Specs and sort orders follow field ids, so a renamed column keeps its partition and sort fields.
-        live_parts = {_renamed_partition(e, renames): (n, e) for e, n in live_partition_exprs(self.table).items()}
+        live_parts = {
+            _renamed(e, renames, parse_partition_expr): (n, e) for e, n in live_partition_exprs(self.table).items()
+        }
         wanted_parts = {str(parse_partition_expr(e)): e for e in self.model.partition_by}
-        live_sort = tuple(_renamed_sort(f, renames) for f in live_sort_fields(self.table))
+        live_sort = tuple(_renamed(f, renames, parse_sort_field) for f in live_sort_fields(self.table))
         wanted_sort = _canonical_sort(self.model.sort_by)
         wanted_ids = tuple(sorted(self.model.identifier_fields))
 
-        for expr, (field_name, before_renames) in live_parts.items():
-            if expr not in wanted_parts:
-                self.ops.append(DropPartitionField(self.name, field_name, before_renames))
-        self._renames()
+        self.ops += [DropPartitionField(self.name, n, e) for x, (n, e) in live_parts.items() if x not in wanted_parts]
+        self._renames(renames)
         dropped = [name for name in self.order if name not in model_names]
         # A sort order or identifier set that uses a column about to be dropped must change first.
         sort_early = wanted_sort != live_sort and (
@@ -179,10 +177,11 @@ class _Differ:
                 self._changes(column.name, self.live[column.name], _as_field(column))
         self._additions()
         self._moves(model_names)
-        for expr, original in wanted_parts.items():
-            if expr not in live_parts:
-                parsed = parse_partition_expr(original)
-                self.ops.append(AddPartitionField(self.name, expr, default_partition_name(parsed)))
+        self.ops += [
+            AddPartitionField(self.name, expr, default_partition_name(parse_partition_expr(original)))
+            for expr, original in wanted_parts.items()
+            if expr not in live_parts
+        ]
         if wanted_sort != live_sort:
             self.ops.append(SetSortOrder(self.name, wanted_sort, live_sort))
         if wanted_ids != self.identifiers:
@@ -207,14 +206,12 @@ class _Differ:
             renames[source] = column.name
         return renames
 
-    def _renames(self) -> None:
-        for source, new in self._rename_map().items():
-            column = self._model_column(new)
-            assert column is not None
-            self.ops.append(RenameColumn(self.name, source, column.name))
-            self.live[column.name] = self.live.pop(source)
-            self.order[self.order.index(source)] = column.name
-            self.identifiers = tuple(sorted(column.name if i == source else i for i in self.identifiers))
+    def _renames(self, renames: dict[str, str]) -> None:
+        for source, new in renames.items():
+            self.ops.append(RenameColumn(self.name, source, new))
+            self.live[new] = self.live.pop(source)
+            self.order[self.order.index(source)] = new
+            self.identifiers = tuple(sorted(new if i == source else i for i in self.identifiers))
 
     def _changes(self, path: str, live: NestedField, wanted: NestedField, *, has_doc: bool = True) -> None:
         """The steps that turn the live field at ``path`` into the wanted one (its type, then required, then doc).
@@ -278,33 +275,24 @@ class _Differ:
             previous = nested_path
         # Drops come last, so a struct never goes through having no fields (PyIceberg 0.12 cannot
         # rebuild a list or map around an empty struct).
-        for nested in live.fields:
-            if nested.name not in wanted_names:
-                self.ops.append(DropColumn(self.name, f"{path}.{nested.name}"))
+        self.ops += [DropColumn(self.name, f"{path}.{f.name}") for f in live.fields if f.name not in wanted_names]
 
     def _additions(self) -> None:
         previous: str | None = None
         for column in self.model.columns:
             if column.name not in self.live:
-                self.ops.append(self._add(column, previous))
+                self.ops.append(_add_nested(self.name, column.name, _as_field(column), previous))
                 position = self.order.index(previous) + 1 if previous is not None else 0
                 self.order.insert(position, column.name)
             previous = column.name
 
-    def _add(self, column: ColumnModel, previous: str | None) -> AddColumn:
-        return _add_nested(self.name, column.name, _as_field(column), previous)
-
     def _moves(self, desired: list[str]) -> None:
-        if self.order == desired:
-            return
         keep = unmoved(self.order, desired)
         for index, name in enumerate(desired):
-            if name in keep:
-                continue
             after = desired[index - 1] if index else None
             old_position = self.order.index(name)
             old_after = self.order[old_position - 1] if old_position else None
-            if after == old_after:
+            if name in keep or after == old_after:
                 continue
             self.ops.append(MoveColumn(self.name, name, after, old_after))
             self.order.remove(name)
@@ -335,17 +323,8 @@ def _add_nested(table: str, path: str, nested: NestedField, previous: str | None
     )
 
 
-def _renamed_partition(expression: str, renames: dict[str, str]) -> str:
-    parsed = parse_partition_expr(expression)
-    return format_partition_expr(_renamed_column(parsed.column, renames), parsed.transform)
-
-
-def _renamed_sort(field_text: str, renames: dict[str, str]) -> str:
-    parsed = parse_sort_field(field_text)
-    return str(SortExpr(_renamed_column(parsed.column, renames), parsed.transform, parsed.direction, parsed.null_order))
-
-
-def _renamed_column(column: str, renames: dict[str, str]) -> str:
-    head, _, rest = column.partition(".")
-    head = renames.get(head, head)
-    return f"{head}.{rest}" if rest else head
+def _renamed(text: str, renames: dict[str, str], parse: Callable[[str], PartitionExpr | SortExpr]) -> str:
+    """A partition expression or sort field (as ``parse`` reads it) naming its column as ``renames`` leave it."""
+    parsed = parse(text)
+    head, dot, rest = parsed.column.partition(".")
+    return str(replace(parsed, column=renames.get(head, head) + dot + rest))

@@ -99,8 +99,7 @@ def _column(source: object, index: int, raw: Any) -> ColumnModel:
     where = f"columns[{index}]"
     if not isinstance(raw, dict):
         raise _fail(source, f"{where} must be a mapping such as {{name: id, type: long}}, got {raw!r}.")
-    unknown = set(raw) - _COLUMN_KEYS
-    if unknown:
+    if unknown := set(raw) - _COLUMN_KEYS:
         raise _fail(source, f"{where} {_unknown_keys(unknown, _COLUMN_KEYS)}")
     name = raw.get("name")
     if not isinstance(name, str) or not name:
@@ -120,12 +119,10 @@ def _column(source: object, index: int, raw: Any) -> ColumnModel:
     required = raw.get("required", False)
     if not isinstance(required, bool):
         raise _fail(source, f"column {name!r}: 'required' must be true or false, got {required!r}.")
-    doc = raw.get("doc")
-    renamed_from = raw.get("renamed_from")
-    for key, value in (("doc", doc), ("renamed_from", renamed_from)):
-        if value is not None and not isinstance(value, str):
-            raise _fail(source, f"column {name!r}: '{key}' must be text, got {value!r}.")
-    return ColumnModel(name, column_type, required, doc, renamed_from)
+    for key in ("doc", "renamed_from"):
+        if raw.get(key) is not None and not isinstance(raw[key], str):
+            raise _fail(source, f"column {name!r}: '{key}' must be text, got {raw[key]!r}.")
+    return ColumnModel(name, column_type, required, raw.get("doc"), raw.get("renamed_from"))
 
 
 def model_from_dict(raw: Any, source: object = "<model>") -> TableModel:
@@ -136,8 +133,7 @@ def model_from_dict(raw: Any, source: object = "<model>") -> TableModel:
     """
     if not isinstance(raw, dict):
         raise _fail(source, "a model must be a mapping with at least 'name' and 'columns'.")
-    unknown = set(raw) - _TABLE_KEYS
-    if unknown:
+    if unknown := set(raw) - _TABLE_KEYS:
         raise _fail(source, "the model " + _unknown_keys(unknown, _TABLE_KEYS))
     name = raw.get("name")
     if not isinstance(name, str) or not name or "." in name:
@@ -150,16 +146,14 @@ def model_from_dict(raw: Any, source: object = "<model>") -> TableModel:
         raise _fail(source, "'columns' must be a non-empty list of columns.")
     columns = tuple(_column(source, index, item) for index, item in enumerate(raw_columns))
     names = [column.name for column in columns]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
+    if duplicates := sorted({n for n in names if names.count(n) > 1}):
         raise _fail(source, f"column(s) {duplicates} are declared more than once.")
     partition_by = _string_list(source, "partition_by", raw.get("partition_by"))
     sort_by = _string_list(source, "sort_by", raw.get("sort_by"))
-    for expression in partition_by:
-        _check_expression(source, "partition_by", expression, names, parse_partition_expr)
     by_column: dict[str, list[str]] = {}
     for expression in partition_by:
-        by_column.setdefault(parse_partition_expr(expression).column, []).append(expression)
+        column_name = _check_expression(source, "partition_by", expression, names, parse_partition_expr)
+        by_column.setdefault(column_name, []).append(expression)
     for column_name, expressions in by_column.items():
         if len(expressions) > 1:
             raise _fail(
@@ -187,22 +181,19 @@ def model_from_dict(raw: Any, source: object = "<model>") -> TableModel:
     return TableModel(name, columns, partition_by, sort_by, clean, identifier_fields, dropped, Path(str(source)))
 
 
-def _check_expression(source: object, key: str, expression: str, names: list[str], parse: Any) -> None:
+def _check_expression(source: object, key: str, expression: str, names: list[str], parse: Any) -> str:
+    """The column ``expression`` names, once it is known to parse and to name a declared column."""
     try:
         parsed = parse(expression)
     except IcebergOpsError as exc:
         raise _fail(source, f"{key}: {exc}") from exc
     if parsed.column.split(".")[0] not in names:
         raise _fail(source, f"{key}: {expression!r} uses column {parsed.column!r}, which is not declared.")
+    return str(parsed.column)
 
 
 def load_model(path: str | Path) -> TableModel:
-    """Read and validate one model file.
-
-    Raises:
-        ModelError: The file is missing, is not UTF-8 or not YAML (naming the line, and the column),
-            or declares something invalid.
-    """
+    """Read and validate one model file (``ModelError``: missing, not UTF-8 or YAML, or declaring something invalid)."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -212,11 +203,7 @@ def load_model(path: str | Path) -> TableModel:
 
 
 def load_models(models_dir: str | Path) -> list[TableModel]:
-    """Every ``*.yaml``/``*.yml`` model in a folder, ordered by table name (files starting with ``_`` are skipped).
-
-    Raises:
-        ModelError: A bad file, or two files declaring the same table.
-    """
+    """Every ``*.yaml``/``*.yml`` model in a folder by table name (not ``_`` files; one table twice: ModelError)."""
     folder = Path(models_dir)
     if not folder.is_dir():
         raise _fail(folder, "models folder not found; create it (iceberg-ops init) or set models_dir.")

@@ -21,19 +21,10 @@ from iceberg_ops_provider.core.types import iceberg_to_arrow_schema
 
 __all__ = ["render_arrow_schema", "render_migration", "schema_literal"]
 
-_SIMPLE = {
-    pa.bool_(): "pa.bool_()",
-    pa.int32(): "pa.int32()",
-    pa.int64(): "pa.int64()",
-    pa.float32(): "pa.float32()",
-    pa.float64(): "pa.float64()",
-    pa.date32(): "pa.date32()",
-    pa.time64("us"): 'pa.time64("us")',
-    pa.timestamp("us"): 'pa.timestamp("us")',
-    pa.timestamp("us", tz="UTC"): 'pa.timestamp("us", tz="UTC")',
-    pa.string(): "pa.string()",
-    pa.binary(): "pa.binary()",
-}
+_PLAIN = ("bool_", "int32", "int64", "float32", "float64", "date32", "string", "binary")
+_SIMPLE = {getattr(pa, name)(): f"pa.{name}()" for name in _PLAIN}
+_SIMPLE |= {pa.time64("us"): 'pa.time64("us")', pa.timestamp("us"): 'pa.timestamp("us")'}
+_SIMPLE[pa.timestamp("us", tz="UTC")] = 'pa.timestamp("us", tz="UTC")'
 
 
 def _arrow_type(t: pa.DataType) -> str:

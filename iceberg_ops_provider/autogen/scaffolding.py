@@ -69,8 +69,7 @@ def string_literal(text: str) -> str:
     quote and characters that are not printable are escaped.
     """
     quote = _APOSTROPHE if text.count(_QUOTE) > text.count(_APOSTROPHE) else _QUOTE
-    body = "".join(_BACKSLASH + char if char == quote else _escaped(char) for char in text)
-    return f"{quote}{body}{quote}"
+    return f"{quote}{_escaped(text, quote)}{quote}"
 
 
 def docstring(text: str) -> str:
@@ -79,15 +78,11 @@ def docstring(text: str) -> str:
     Quotes, backslashes and characters that are not printable (but line breaks) are escaped; the layout
     is the formatter's: no blanks around the first line or at line ends, later lines dedented.
     """
-    lines = [
-        "".join(_BACKSLASH + char if char == _QUOTE else _escaped(char) for char in line) for line in text.split("\n")
-    ]
+    lines = [_escaped(line, _QUOTE) for line in text.split("\n")]
     first, rest = lines[0].strip(" "), lines[1:]
     margin = min((len(line) - len(line.lstrip(" ")) for line in rest if line.strip(" ")), default=0)
     rest = [line[margin:].rstrip(" ") for line in rest]
-    if not any(rest):
-        return f"{_QUOTE * 3}{first or ' '}{_QUOTE * 3}"
-    body = "\n".join([first, *rest])
+    body = "\n".join([first, *rest]) if any(rest) else first or " "
     return f"{_QUOTE * 3}{body}{_QUOTE * 3}"
 
 
@@ -109,16 +104,15 @@ def fitted_value(line_start: str, value: str) -> str:
         return value
     indent = " " * (len(line_start) - len(line_start.lstrip(" ")))
     inner = f"{indent}    {value}"
-    if display_width(inner) > LINE_LENGTH:
-        return value
-    return f"(\n{inner}\n{indent})"
+    return value if display_width(inner) > LINE_LENGTH else f"(\n{inner}\n{indent})"
 
 
-def _escaped(char: str) -> str:
-    """``char`` as it is written inside a string literal: itself, or an escape sequence."""
-    if char == _BACKSLASH:
-        return _BACKSLASH * 2
-    return char if char.isprintable() else repr(char)[1:-1]
+def _escaped(text: str, quote: str) -> str:
+    """``text`` inside a string literal quoted by ``quote``: backslashes, the quote and unprintables escaped."""
+    return "".join(
+        _BACKSLASH + char if char in (quote, _BACKSLASH) else char if char.isprintable() else repr(char)[1:-1]
+        for char in text
+    )
 
 
 EXAMPLE_MODEL_FILE = "_example.yaml"

@@ -19,7 +19,7 @@ from pyiceberg.schema import index_by_name
 from iceberg_ops_provider.lint.rules import RULES, allowance
 from iceberg_ops_provider.lint.source import Finding, SourceFile, read_source
 from iceberg_ops_provider.migration.discovery import MIGRATION_FILE
-from iceberg_ops_provider.migration.restore import dropped_column, rows_holding
+from iceberg_ops_provider.migration.restore import dropped_column, rows_holding, total_records
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -33,12 +33,7 @@ _DROPS = ("drop-table", "drop-column")
 
 @dataclass(frozen=True)
 class LintReport:
-    """What ``iceberg-ops lint`` found.
-
-    Attributes:
-        files: The migration files read.
-        findings: Every finding, allowed ones included, by file and line.
-    """
+    """What ``iceberg-ops lint`` found: the files read, and every finding (allowed ones too) by file and line."""
 
     files: tuple[str, ...]
     findings: tuple[Finding, ...]
@@ -75,10 +70,9 @@ class LintReport:
 
         A file under the working directory (where a workflow runs) is named relative to it, any other absolutely.
         """
-        levels = {"error": "error", "warning": "warning", "info": "notice"}
         lines = []
         for finding in self.findings:
-            level = "notice" if finding.allowed is not None else levels[finding.severity]
+            level = "notice" if finding.allowed is not None or finding.severity == "info" else finding.severity
             message = finding.message
             if finding.allowed is not None:
                 message += f" (allowed: {finding.allowed})"
@@ -133,21 +127,16 @@ def lint_paths(
         FileNotFoundError: A path does not exist.
     """
     files = migration_files(paths)
-    missing = [str(path) for path in files if not path.is_file()]
-    if missing:
+    if missing := [str(path) for path in files if not path.is_file()]:
         raise FileNotFoundError(f"No such migration file: {', '.join(missing)}")
-    misnamed = [str(path) for path in files if not MIGRATION_FILE.match(path.name)]
-    if misnamed:
+    if misnamed := [str(path) for path in files if not MIGRATION_FILE.match(path.name)]:
         raise ValueError(
             f"Not a migration file name (NNNN_slug.py: four or more digits, an underscore, letters, digits and _): "
             f"{', '.join(misnamed)}"
         )
     sources = {path: read_source(path) for path in files}
-    folders: dict[Path, set[str]] = defaultdict(set)
-    for path in files:
-        folders[path.parent].add(path.name)
-    for folder, names in folders.items():
-        _folder_findings(folder, names, sources)
+    for folder in dict.fromkeys(path.parent for path in files):
+        _folder_findings(folder, {path.name for path in files if path.parent == folder}, sources)
     findings = [finding for path in files for finding in sources[path].allowed()]
     if catalog is not None:
         # A drop of a name an earlier rename gives a table drops that table's rows, whatever the catalog holds now.
@@ -170,18 +159,19 @@ def _folder_findings(folder: Path, asked: set[str], sources: dict[Path, SourceFi
     for number, slug, name in every:
         by_slug[slug].append(name)
         by_number[number].append(name)
-        path = folder / name
-        if len(by_number[number]) > 1 and name in asked:
-            sources[path].add(1, "duplicate-version", f"{name} has the version number of {by_number[number][0]}")
-        if name in asked and previous is not None and number > previous + 1:
-            sources[path].add(
-                1, "version-gap", f"{name} follows version {previous:04d}: {number - previous - 1} version(s) skipped"
-            )
+        if name in asked:
+            add = sources[folder / name].add
+            if len(by_number[number]) > 1:
+                add(1, "duplicate-version", f"{name} has the version number of {by_number[number][0]}")
+            if previous is not None and number > previous + 1:
+                add(
+                    1,
+                    "version-gap",
+                    f"{name} follows version {previous:04d}: {number - previous - 1} version(s) skipped",
+                )
+            if len(by_slug[slug]) > 1:
+                add(1, "duplicate-slug", f"{name} has the slug {slug!r} of {by_slug[slug][0]}")
         previous = number
-    for slug, names in by_slug.items():
-        for name in names[1:]:
-            if name in asked:
-                sources[folder / name].add(1, "duplicate-slug", f"{name} has the slug {slug!r} of {names[0]}")
 
 
 def _judged(
@@ -209,8 +199,7 @@ def _judged(
             log.warning("lint: could not look at %s (%s); the finding keeps its severity", identifier, exc)
             return finding
         return _nothing_lost(finding, f"{identifier} does not exist: nothing to lose")
-    snapshot = table.current_snapshot()
-    rows = int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
+    rows = total_records(table.current_snapshot())
     if rows:
         return replace(finding, message=f"{finding.message} ({identifier} holds {rows:,} rows)")
     return _nothing_lost(finding, f"{identifier} holds no rows: nothing is lost")
@@ -234,7 +223,6 @@ def _drops_before(drop: Finding, restore: Finding) -> bool:
 
 
 def _version(name: str) -> int:
-    """The version number of the migration file ``name``."""
     match = MIGRATION_FILE.match(name)
     return int(match.group("version")) if match else 0
 

@@ -17,15 +17,10 @@ Severity = Literal["error", "warning", "info"]
 
 @dataclass(frozen=True)
 class Rule:
-    """One lint rule.
+    """One lint rule: its stable id, what it finds (``title``), what the change does (``effect``) and the ``fix``.
 
-    Attributes:
-        id: The stable id, used in allowances and in the output.
-        title: What the rule finds, in a few words.
-        effect: What the change does to data or to readers.
-        fix: How to make the change safe, or how to allow it knowingly.
-        severity: ``error`` and ``warning`` fail the lint unless allowed; ``info`` never fails it.
-        not_allowable: Why no allowance accepts it; ``None`` when one can.
+    ``error`` and ``warning`` fail the lint unless allowed, ``info`` never; ``not_allowable`` says why no
+    allowance accepts its findings (``None``: one can).
     """
 
     id: str

@@ -36,14 +36,10 @@ _DIRECT = ("catalog", "load_table")
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing a migration file does that a reviewer must know.
+    """One thing a migration file does that a reviewer must know, at ``line`` (1: about the whole file).
 
-    Attributes:
-        line: Its line (1 for findings about the whole file).
-        rule: The rule's id (:data:`~iceberg_ops_provider.lint.rules.RULES`).
-        function: ``upgrade`` or ``downgrade`` (``None`` for the file or the class).
-        table: The table the operation names, when the source gives it as a literal; ``column`` likewise.
-        allowed: The reason of the allowance that accepts it, or ``None``.
+    ``function`` is ``upgrade`` or ``downgrade`` (``None``: the file or class); ``table`` and ``column`` are
+    the operation's when the source gives them as literals; ``allowed``, the reason of an allowance accepting it.
     """
 
     path: str
@@ -103,19 +99,8 @@ class SourceFile:
     ) -> None:
         """Record a finding of rule ``rule_id`` at ``line``, with the rule's severity and fix unless given."""
         rule = RULES[rule_id]
-        self.findings.append(
-            Finding(
-                str(self.path),
-                line,
-                rule_id,
-                severity or rule.severity,
-                message,
-                fix or rule.fix,
-                function,
-                table,
-                column,
-            )
-        )
+        severity, fix = severity or rule.severity, fix or rule.fix
+        self.findings.append(Finding(str(self.path), line, rule_id, severity, message, fix, function, table, column))
         self.spans[line] = span or range(line, line + 1)
 
     def allowed(self) -> list[Finding]:
@@ -124,17 +109,13 @@ class SourceFile:
         used: set[Allowance] = set()
         for finding in self.findings:
             lines = self.spans.get(finding.line, range(finding.line, finding.line + 1))
-            accepting = next(
-                (
-                    each
-                    for each in self.allowances
-                    if each.rule == finding.rule and each.reason and (each.line is None or each.line in lines)
-                ),
-                None,
-            )
-            if accepting is not None:
-                used.add(accepting)
-            result.append(replace(finding, allowed=accepting.reason) if accepting is not None else finding)
+            accepting = [
+                each
+                for each in self.allowances
+                if each.rule == finding.rule and (each.line is None or each.line in lines)
+            ]
+            used.update(accepting[:1])
+            result.append(replace(finding, allowed=accepting[0].reason) if accepting else finding)
         return result + [_unused(self.path, each) for each in self.allowances if each not in used]
 
 
@@ -165,9 +146,7 @@ def read_source(path: Path) -> SourceFile:
         if migration is None:
             return found
         _read_class_allowances(found, migration)
-        methods = _methods(tree, migration, set())
-        irreversible = _irreversible_names(tree)
-        made = _Made()
+        methods, irreversible, made = _methods(tree, migration, set()), _irreversible_names(tree), _Made()
         for name in ("upgrade", "downgrade"):  # upgrade() first: a downgrade() is judged by what it made
             if name in methods:
                 made = _read_body(found, methods[name], irreversible, made)
@@ -202,13 +181,10 @@ def _methods(tree: ast.Module, cls: ast.ClassDef, seen: set[str]) -> dict[str, a
 
 def _irreversible_names(tree: ast.Module) -> set[str]:
     """The names ``IrreversibleMigrationError`` is imported as in the file (``import ... as IME``)."""
-    names = {"IrreversibleMigrationError"}
-    for node in tree.body:
-        if isinstance(node, ast.ImportFrom):
-            names |= {
-                alias.asname for alias in node.names if alias.name == "IrreversibleMigrationError" and alias.asname
-            }
-    return names
+    imported = (alias for node in tree.body if isinstance(node, ast.ImportFrom) for alias in node.names)
+    return {"IrreversibleMigrationError"} | {
+        alias.asname for alias in imported if alias.name == "IrreversibleMigrationError" and alias.asname
+    }
 
 
 def _read_pragmas(found: SourceFile, text: str) -> None:
@@ -286,14 +262,9 @@ class _Spellings:
         """The context attribute ``node`` reaches: ``ctx.drop_column``, ``getattr(ctx, "drop_column")``."""
         if isinstance(node, ast.Attribute) and self.names_context(node.value):
             return node.attr
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Name)
-            and node.func.id == "getattr"
-            and len(node.args) >= 2
-            and self.names_context(node.args[0])
-        ):
-            return _literal(node.args[1])
+        called = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "getattr"
+        if called and len(node.args) >= 2 and self.names_context(node.args[0]):  # type: ignore[attr-defined]
+            return _literal(node.args[1])  # type: ignore[attr-defined]
         return None
 
     def method(self, call: ast.Call) -> str | None:
@@ -348,7 +319,6 @@ class _Made:
     columns: set[tuple[str | None, str | None]] = field(default_factory=set)
 
     def table(self, table: str | None) -> bool:
-        """Whether the body created ``table``."""
         return table is not None and table in self.tables
 
     def column(self, table: str | None, column: str | None) -> bool:

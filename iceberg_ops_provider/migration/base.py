@@ -34,11 +34,7 @@ class BaseMigration:
         raise MigrationError(f"Migration {self.version or type(self).__name__} defines no upgrade().")
 
     def downgrade(self, ctx: MigrationContext) -> None:
-        """Undo :meth:`upgrade`. The default says the migration cannot be undone.
-
-        Raises:
-            IrreversibleMigrationError: Always, unless overridden.
-        """
+        """Undo :meth:`upgrade`; by default raise :class:`IrreversibleMigrationError` (it cannot be undone)."""
         raise IrreversibleMigrationError(
             f"Migration {self.version or type(self).__name__} defines no downgrade(); it cannot be rolled back."
         )

@@ -13,17 +13,15 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 from pyiceberg.schema import index_by_name
-from pyiceberg.table.refs import MAIN_BRANCH
-from pyiceberg.table.update import AssertRefSnapshotId
 from pyiceberg.types import IcebergType, NestedField
 
 from iceberg_ops_provider.core.evolution import check_promotion
 from iceberg_ops_provider.core.type_strings import format_type, to_iceberg_type
 from iceberg_ops_provider.errors import InvalidOperationError
+from iceberg_ops_provider.migration import restore
 from iceberg_ops_provider.migration.operation import Irreversible, Operation
-from iceberg_ops_provider.migration.restore import dropped_column, nested_ids, restoring, rows_holding
 from iceberg_ops_provider.migration.risks import highest_risk
-from iceberg_ops_provider.migration.schema_changes import AddedColumn, ColumnPath, as_path
+from iceberg_ops_provider.migration.schema_changes import AddedColumn, ColumnPath, as_path, place
 from iceberg_ops_provider.migration.schema_changes import dotted as _text
 
 if TYPE_CHECKING:
@@ -88,7 +86,7 @@ def _require_empty(staging: TableStaging, table: str, what: str) -> None:
     """
     identifier, transaction = staging.transaction(table)
     snapshot = transaction.table_metadata.current_snapshot()
-    records = int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
+    records = restore.total_records(snapshot)
     if records:
         raise InvalidOperationError(
             f"Cannot {what} to table {staging.label(identifier)}: it has {records} row(s), which would have "
@@ -97,8 +95,7 @@ def _require_empty(staging: TableStaging, table: str, what: str) -> None:
         )
     if identifier in staging.commits.created:
         return  # created by this migration: nobody else can have written to it
-    checked = AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=snapshot.snapshot_id if snapshot else None)
-    transaction._stage((), (checked,))
+    transaction._stage((), (restore.main_unchanged(snapshot),))
 
 
 @dataclass(frozen=True)
@@ -199,26 +196,22 @@ def _check_droppable(staging: TableStaging, table: str, name: ColumnPath) -> Non
     """Refuse, naming the fix, to drop a column the partition spec, sort order or row key still uses."""
     identifier, transaction = staging.transaction(table)
     schema = staging.schemas.schema(identifier, transaction)
-    try:
-        field = schema.find_field(_text(name))
-    except ValueError:
+    if (field_id := index_by_name(schema).get(_text(name))) is None:
         return  # the schema update names the missing column itself
-    ids = {field.field_id, *(nested_ids(field.field_type))}
+    ids = {field_id, *restore.nested_ids(schema.find_field(field_id).field_type)}
     label, column = staging.label(identifier), _text(name)
     metadata = staging.schemas.metadata(identifier, transaction)  # partitions staged on new columns too
-    for partition in metadata.spec().fields:
-        if partition.source_id in ids:
-            raise InvalidOperationError(
-                f"Cannot drop column {column!r} of table {label}: partition field {partition.name!r} "
-                f"({partition.transform}) uses it. Drop the partition field first, in the same migration: "
-                f"ctx.drop_partition_field({table!r}, {partition.name!r})."
-            )
-    for sort in metadata.sort_order().fields:
-        if sort.source_id in ids:
-            raise InvalidOperationError(
-                f"Cannot drop column {column!r} of table {label}: the table's sort order uses it. Set a sort "
-                f"order without it first, in the same migration: ctx.set_sort_order({table!r}, [...])."
-            )
+    if (partition := next((p for p in metadata.spec().fields if p.source_id in ids), None)) is not None:
+        raise InvalidOperationError(
+            f"Cannot drop column {column!r} of table {label}: partition field {partition.name!r} "
+            f"({partition.transform}) uses it. Drop the partition field first, in the same migration: "
+            f"ctx.drop_partition_field({table!r}, {partition.name!r})."
+        )
+    if any(sort.source_id in ids for sort in metadata.sort_order().fields):
+        raise InvalidOperationError(
+            f"Cannot drop column {column!r} of table {label}: the table's sort order uses it. Set a sort "
+            f"order without it first, in the same migration: ctx.set_sort_order({table!r}, [...])."
+        )
     if ids & set(schema.identifier_field_ids):
         kept = [n for n in schema.identifier_field_names() if schema.find_field(n).field_id not in ids]
         raise InvalidOperationError(
@@ -245,12 +238,12 @@ class RestoreColumn(Operation):
         column = _text(self.name)
         metadata = transaction.table_metadata
         pending = staging.schemas.schema(identifier, transaction)  # this migration's earlier column changes
-        dropped = dropped_column(metadata, column, staging.label(identifier), current=pending)
-        holding = rows_holding(metadata, transaction._table.io, dropped.field)
+        dropped = restore.dropped_column(metadata, column, staging.label(identifier), current=pending)
+        holding = restore.rows_holding(metadata, transaction._table.io, dropped.field)
         staging.note(
             f"restore column {self.table}.{column} (field id {dropped.field.field_id}): {holding.describe()}", self.risk
         )
-        schema, requirements = restoring(metadata, dropped, holding, current=pending)
+        schema, requirements = restore.restoring(metadata, dropped, holding, current=pending)
         if requirements:
             transaction._apply((), requirements)
         # Later column changes apply on top of the restored schema: still one new schema in all.
@@ -333,15 +326,9 @@ class AlterColumn(Operation):
                 "Iceberg specification does not allow optional -> required."
             )
 
-        def reshaped(added: AddedColumn) -> AddedColumn:
-            return replace(
-                added,
-                field_type=new_type if new_type is not None else added.field_type,
-                doc=doc if doc is not None else added.doc,
-                required=False if required is False else added.required,
-            )
-
-        if _reshape_added(staging, table, name, reshaped):
+        given: dict[str, Any] = {"field_type": new_type, "doc": doc, "required": required}  # True: already required
+        given = {key: value for key, value in given.items() if value is not None}
+        if _reshape_added(staging, table, name, lambda added: replace(added, **given)):
             return
 
         def change(update: UpdateSchema) -> None:
@@ -369,11 +356,9 @@ class _Alteration(Operation):
     """One kind of :class:`AlterColumn`, as autogenerate writes it: staged and noted as that call."""
 
     method: ClassVar[str] = "alter_column"
+    noted: ClassVar[str] = "alter column {table}.{name}"
 
     name: str = ""
-
-    def note(self) -> str:
-        return AlterColumn(self.table, self.name).note()
 
     def build(self, staging: TableStaging) -> None:
         AlterColumn(self.table, self.name, **self.call()[1]).build(staging)
@@ -457,17 +442,14 @@ class MoveColumn(Operation):
         if sum([first, after is not None, before is not None]) != 1:
             raise InvalidOperationError("move_column needs exactly one of first=True, after= or before=.")
         path = _path(self.name)
-
-        def change(update: UpdateSchema) -> None:
-            if first:
-                update.move_first(path)
-            elif after is not None:
-                update.move_after(path, _path(after))
-            elif before is not None:
-                update.move_before(path, _path(before))
-
         anchors = [ref for ref in (self.name, after, before) if ref is not None]
-        staging.schema_change(self.table, f"move column {_text(self.name)!r}", change, anchors=anchors)
+        after, before = (None if ref is None else _path(ref) for ref in (after, before))
+        staging.schema_change(
+            self.table,
+            f"move column {_text(self.name)!r}",
+            lambda u: place(u, path, first, after, before),
+            anchors=anchors,
+        )
 
     def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
         if self.before is not None:
@@ -500,11 +482,9 @@ class SetIdentifierFields(Operation):
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         identifier, transaction = staging.transaction(self.table)
         schema = staging.schemas.schema(identifier, transaction)
-        for name in self.names:
-            try:
-                field = schema.find_field(name)
-            except ValueError:
-                continue  # the schema update names the missing column itself
+        named = index_by_name(schema)
+        for name in [name for name in self.names if name in named]:  # PyIceberg names a missing column itself
+            field = schema.find_field(named[name])
             if not field.required or not field.field_type.is_primitive:
                 why = "optional" if not field.required else f"a {field.field_type} column"
                 raise InvalidOperationError(
@@ -512,9 +492,8 @@ class SetIdentifierFields(Operation):
                     "Identifier fields (the row key) must be required columns of a primitive type; Iceberg cannot "
                     "make an optional column required, so add a required one to an empty table instead."
                 )
-        names = self.names
         staging.schema_change(
-            self.table, "set identifier fields", lambda update: update.set_identifier_fields(*names), refs=list(names)
+            self.table, "set identifier fields", lambda u: u.set_identifier_fields(*self.names), refs=list(self.names)
         )
 
     def describe(self) -> str:  # noqa: D102

@@ -187,16 +187,11 @@ class CommitQueue:
         self.touched = touched
         self.dry_run = dry_run
         self._fold = fold
-        self.pending: dict[Identifier, Transaction] = {}
-        """Each staged table's transaction (a placeholder for a table to create)."""
-        self.items: list[Queued] = []
-        """The staged changes, in order."""
-        self.gone: set[Identifier] = set()
-        """Tables a staged drop or rename removes."""
-        self.rename_targets: set[Identifier] = set()
-        """Names a staged rename creates."""
-        self.created: set[Identifier] = set()
-        """Staged tables that do not exist yet."""
+        self.pending: dict[Identifier, Transaction] = {}  # each staged table's transaction (new ones: placeholders)
+        self.items: list[Queued] = []  # the staged changes, in order
+        self.gone: set[Identifier] = set()  # tables a staged drop or rename removes
+        self.rename_targets: set[Identifier] = set()  # names a staged rename creates
+        self.created: set[Identifier] = set()  # staged tables that do not exist yet
         self.steps = 0
         self.committed: list[str] = []  # see MigrationContext.committed
         self.created_namespaces: list[str] = []
@@ -295,11 +290,8 @@ class CommitQueue:
         namespaces_before = len(self.created_namespaces)
         actions = [self._action(item, self.steps + offset) for offset, item in enumerate(self.items, 1)]
         self.announce(actions, complete=complete)
-        while self.items:
-            item = self.items[0]
-            self.announce([self._action(item, self.steps + 1)])  # listed already: checks the lock still holds
+        for item in list(self.items):
             self._commit_item(item)
-            self.items.pop(0)
         self.gone.clear()
         self.rename_targets.clear()
         if only_separate:
@@ -334,15 +326,12 @@ class CommitQueue:
         outside, inside = split_for_atomic(self.items, self.created, creates_inside=mode == "sql-transaction")
         if not inside:
             return False
-        ordered = outside + inside
-        actions = [self._action(item, self.steps + offset) for offset, item in enumerate(ordered, 1)]
+        actions = [self._action(item, self.steps + offset) for offset, item in enumerate(outside + inside, 1)]
         if outside:  # these commit one by one: the intent lists everything, as for per-table commits
             self.announce(actions, complete=True)
         namespaces_before = len(self.created_namespaces)
         for item in outside:
-            self.announce([self._action(item, self.steps + 1)])
             self._commit_item(item)
-            self.items = [queued for queued in self.items if queued is not item]
         prepared = [(item, *self._prepare_table(item)) for item in inside]
         outside_labels = [action.label() for action in actions[: len(outside)]]
         outside_labels += [f"create namespace {name}" for name in self.created_namespaces[namespaces_before:]]
@@ -384,8 +373,10 @@ class CommitQueue:
         self._record(item.identifier)
 
     def _commit_item(self, item: Queued) -> None:
+        """Commit one queued change, announced first (listed already: this checks the lock still holds)."""
         identifier = item.identifier
-        label = self._action(item, self.steps + 1).label()
+        action = self._action(item, self.steps + 1)
+        self.announce([action])
         if item.kind == "table":
             transaction, created = self._prepare_table(item)
             transaction.commit_transaction()
@@ -400,21 +391,17 @@ class CommitQueue:
         else:
             target = item.target or ()
             self.steps += 1
-            if not self.catalog.namespace_exists(target[:-1]):
-                ensure_namespace(self.catalog, target[:-1])
-                self.created_namespaces.append(".".join(target[:-1]))
+            self._ensure_namespace(target[:-1])
             with _missing("rename", identifier):
                 self.catalog.rename_table(identifier, target)
             self.touched.renamed(self.label(identifier), self.label(target))
             self._record(identifier)
-        self.separate.append(label)
+        self.separate.append(action.label())
+        self.items = [queued for queued in self.items if queued is not item]
 
     def _create_for_real(self, identifier: Identifier, placeholder: Transaction) -> Transaction:
         """Create the namespace if missing, then stage the table in the placeholder's final shape."""
-        namespace = identifier[:-1]
-        if not self.catalog.namespace_exists(namespace):
-            ensure_namespace(self.catalog, namespace)
-            self.created_namespaces.append(".".join(namespace))
+        self._ensure_namespace(identifier[:-1])
         metadata = placeholder.table_metadata
         return self.catalog.create_table_transaction(
             identifier,
@@ -423,6 +410,11 @@ class CommitQueue:
             sort_order=metadata.sort_order(),
             properties={**metadata.properties, "format-version": str(metadata.format_version)},
         )
+
+    def _ensure_namespace(self, namespace: Identifier) -> None:
+        if not self.catalog.namespace_exists(namespace):
+            ensure_namespace(self.catalog, namespace)
+            self.created_namespaces.append(".".join(namespace))
 
     def _record(self, identifier: Identifier) -> None:
         label = self.label(identifier)

@@ -4,10 +4,7 @@ Changes to one table are staged in one PyIceberg transaction and reach the catal
 commit when the migration returns (:meth:`MigrationContext.finish`, called by the runner); if the
 migration raises, staged changes are discarded. Drops and renames are staged in order with the rest;
 :meth:`MigrationContext.load_table` and :meth:`MigrationContext.commit` first commit what is pending.
-Each method stages one operation of :mod:`~iceberg_ops_provider.migration.table_operations` or
-:mod:`~iceberg_ops_provider.migration.column_operations` through
-:mod:`~iceberg_ops_provider.migration.staging`; committing lives in
-:mod:`~iceberg_ops_provider.migration.commit_queue`.
+Each method stages one operation class (:mod:`.table_operations`, :mod:`.column_operations`).
 
 Bare table names resolve in the runner's namespace; a dotted name (``"finance.orders"``) addresses
 another namespace. Nested columns are given as dotted paths (``"address.city"``) or tuples.
@@ -112,21 +109,14 @@ class MigrationContext:
         return self._staging.namespace
 
     def identifier(self, name: str) -> Identifier:
-        """The full identifier of a table name: bare names resolve in :attr:`namespace`.
-
-        Raises:
-            InvalidOperationError: A malformed name, or a table of the meta-namespace (history and locks).
-        """
+        """The full identifier of a table name (bare: in :attr:`namespace`); no malformed or meta-namespace names."""
         return self._staging.identifier(name)
 
     def load_table(self, name: str) -> Table:
-        """Load a table to read it or write data to it, after committing everything staged so far.
+        """Load a table to read or write, after committing everything staged so far.
 
         The runner cannot see data written through it: an interrupted migration that called this is
         reported as possibly partial rather than retried.
-
-        Raises:
-            InvalidOperationError: The table does not exist.
         """
         identifier = self.identifier(name)
         self._staging.mark_direct(self._staging.label(identifier))
@@ -144,11 +134,7 @@ class MigrationContext:
         return bool(self._staging.commits)
 
     def commit(self) -> None:
-        """Commit everything staged so far, in order (one atomic commit per table).
-
-        The runner commits what is left when the migration returns; call this only to make changes
-        visible to later code of the same migration.
-        """
+        """Commit everything staged so far, in order: only to make changes visible to later code of the migration."""
         self._staging.commits.commit(complete=False, why="ctx.commit()")
 
     def finish(self) -> None:
@@ -193,20 +179,13 @@ class MigrationContext:
         self._stage(tables.CreateTable(name, schema, partitioned, ordered, properties or {}, if_not_exists))
 
     def drop_table(self, name: str, purge: bool = False, if_exists: bool = False) -> None:
-        """Drop a table; with ``purge=True`` also delete its data and metadata files.
-
-        Raises:
-            InvalidOperationError: The table does not exist (unless ``if_exists``).
-        """
+        """Drop a table; with ``purge=True`` also its data and metadata files (a missing one: unless ``if_exists``)."""
         self._stage(tables.DropTable(name, purge=purge, if_exists=if_exists))
 
     def rename_table(self, old: str, new: str) -> None:
         """Rename a table, or move it to another namespace (created if missing).
 
         Later changes to the table under its new name first commit what is staged so far.
-
-        Raises:
-            InvalidOperationError: The table does not exist or the new name is taken.
         """
         self._stage(tables.RenameTable(old, new))
 
@@ -238,11 +217,7 @@ class MigrationContext:
         self._stage(tables.SetProperties(table, {**(properties or {}), **props}))
 
     def remove_properties(self, table: str, *keys: str) -> None:
-        """Remove table properties.
-
-        Raises:
-            InvalidOperationError: A key is not set on the table.
-        """
+        """Remove table properties (``InvalidOperationError`` when a key is not set)."""
         self._stage(tables.RemoveProperties(table, keys))
 
     def add_column(
@@ -257,13 +232,9 @@ class MigrationContext:
         first: bool = False,
         if_not_exists: bool = False,
     ) -> None:
-        """Add a column, optionally placed first, or before/after another column.
+        """Add a column, optionally placed first, or before/after another column (at most one of them).
 
         A required column can only be added to a table with no rows (existing rows would have no value).
-
-        Raises:
-            InvalidOperationError: The column exists (unless ``if_not_exists``), the position is
-                ambiguous, or a required column is added to a table that has rows.
         """
         self._stage(columns.AddColumn(table, name, type, required, doc, after, first, before, if_not_exists))
 
@@ -276,10 +247,6 @@ class MigrationContext:
 
         Rows of files written since the drop (or rewritten) read null, so it comes back optional unless
         every live row holds it. See :mod:`~iceberg_ops_provider.migration.restore`.
-
-        Raises:
-            InvalidOperationError: A live column has the name, the column was renamed rather than
-                dropped, or no schema of the table ever had it (the message lists what can be restored).
         """
         self._stage(columns.RestoreColumn(table, name))
 
@@ -295,12 +262,7 @@ class MigrationContext:
         doc: str | None = None,
         required: bool | None = None,
     ) -> None:
-        """Change a column's type (only the promotions Iceberg allows), doc, or make it optional.
-
-        Raises:
-            ForbiddenPromotionError: A type change Iceberg does not allow.
-            InvalidOperationError: ``required=True`` on an optional column, or nothing to change.
-        """
+        """Change a column's type (only the promotions Iceberg allows), doc, or make it optional."""
         self._stage(columns.AlterColumn(table, name, type, doc, required))
 
     def move_column(

@@ -37,17 +37,9 @@ OPERATIONS: Mapping[str, type[Operation]] = MappingProxyType(_OPERATIONS)
 
 @dataclass(frozen=True)
 class Operation:
-    """One change to one table.
+    """One change to one table; its class attributes are described in ``docs/contributing.md``.
 
-    A subclass declares, as class attributes:
-
-    * ``risks``: its kinds and the risk of each; a class with none is a form of another, not registered;
-    * ``method``: the context method that stages it (by default its first kind), and ``arguments``, the
-      fields its call passes by position (``*names`` unpacks one);
-    * ``described`` and ``noted``: templates of its fields for :meth:`describe` and :meth:`note`;
-    * ``rule``: the id of the lint rule that reviews its calls (``None``: none), with ``rule_when``, a
-      keyword (and position) that must be true for it to apply, and ``lint_arguments``, the
-      parameters naming the table and the column.
+    A class with no ``risks`` is a form of another, not registered; ``*names`` in ``arguments`` unpacks a field.
     """
 
     table: str
@@ -57,8 +49,8 @@ class Operation:
     described: ClassVar[str] = ""
     noted: ClassVar[str] = ""
     rule: ClassVar[str | None] = None
-    rule_when: ClassVar[tuple[str, int] | None] = None
-    lint_arguments: ClassVar[tuple[str, str]] = ("table", "name")
+    rule_when: ClassVar[tuple[str, int] | None] = None  # a keyword (and position) that must be true for the rule
+    lint_arguments: ClassVar[tuple[str, str]] = ("table", "name")  # the parameters naming the table and column
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -98,21 +90,15 @@ class Operation:
 
     def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
         """The positional and keyword arguments of :attr:`method` that perform this step."""
-        args: list[Any] = []
-        for name in self.arguments:
-            args.extend(getattr(self, name[1:]) if name.startswith("*") else [getattr(self, name)])
-        return tuple(args), {}
+        given = (getattr(self, name[1:]) if name.startswith("*") else [getattr(self, name)] for name in self.arguments)
+        return tuple(arg for args in given for arg in args), {}
 
     def describe(self) -> str:
         """A one-line human description."""
         return self.described.format_map(vars(self))
 
     def reverse(self) -> list[Operation]:
-        """The steps that undo this one.
-
-        Raises:
-            Irreversible: This step cannot be undone; the message says why.
-        """
+        """The steps that undo this one; :class:`Irreversible`, saying why, when it cannot be undone."""
         raise NotImplementedError  # pragma: no cover
 
     def apply(self, ctx: Any) -> None:
@@ -128,12 +114,7 @@ class Operation:
 
     def to_json(self) -> dict[str, str]:
         """JSON-able summary."""
-        return {
-            "table": self.table,
-            "risk": self.risk,
-            "operation": type(self).__name__,
-            "description": self.describe(),
-        }
+        return dict(table=self.table, risk=self.risk, operation=type(self).__name__, description=self.describe())
 
 
 def _literal(value: Any, indent: str = "") -> str:

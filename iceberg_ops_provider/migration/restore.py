@@ -23,15 +23,18 @@ from iceberg_ops_provider.errors import InvalidOperationError
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Snapshot
 
 __all__ = [
     "DroppedColumn",
     "RowsHolding",
     "dropped_column",
+    "main_unchanged",
     "nested_ids",
     "restorable_columns",
     "restoring",
     "rows_holding",
+    "total_records",
 ]
 
 
@@ -75,13 +78,9 @@ def dropped_column(metadata: TableMetadata, name: str, table: str, current: Sche
     """
     current = current if current is not None else metadata.schema()
     live = index_by_id(current)
-    try:
-        existing = current.find_field(name)
-    except ValueError:
-        existing = None
-    if existing is not None:
+    if (existing := index_by_name(current).get(name)) is not None:
         raise InvalidOperationError(
-            f"Cannot restore column {name!r} of {table}: a live column has that name (field id {existing.field_id}). "
+            f"Cannot restore column {name!r} of {table}: a live column has that name (field id {existing}). "
             f"Rename or drop it first (ctx.rename_column({table!r}, {name!r}, ...)), then restore."
         )
     candidates: list[DroppedColumn] = []
@@ -130,10 +129,8 @@ def _current_path(schema: Schema, field_id: int, current: Schema) -> str | None:
 
 def _field_named(schema: Schema, name: str, current: Schema, live: dict[int, NestedField]) -> NestedField | None:
     """The field of ``schema`` called ``name`` there, or (when dropped) by the current names of its parents."""
-    try:
+    if name in index_by_name(schema):
         return schema.find_field(name)
-    except ValueError:
-        pass
     for field_id in index_by_id(schema):
         if field_id not in live and _current_path(schema, field_id, current) == name:
             return schema.find_field(field_id)
@@ -155,10 +152,8 @@ def _parent_ids(schema: Schema, path: str) -> list[int]:
 
 
 def _children(field_type: IcebergType) -> list[NestedField]:
-    nested = [
-        getattr(field_type, name) for name in ("element_field", "key_field", "value_field") if hasattr(field_type, name)
-    ]
-    return [*getattr(field_type, "fields", ()), *nested]
+    names = ("element_field", "key_field", "value_field")
+    return [*getattr(field_type, "fields", ()), *(getattr(field_type, n) for n in names if hasattr(field_type, n))]
 
 
 def _struct_at(struct: IcebergType, parent_ids: list[int]) -> StructType | None:
@@ -218,24 +213,25 @@ def restoring(
     before = old_siblings[: old_siblings.index(dropped.field.field_id)]
     live_ids = {f.field_id for f in live_parent.fields}
     after = next((field_id for field_id in reversed(before) if field_id in live_ids), None)
-    field = NestedField(
-        dropped.field.field_id,
-        dropped.field.name,
-        dropped.field.field_type,
-        required=keep_required,
-        doc=dropped.field.doc,
-    )
+    old = dropped.field
+    field = NestedField(old.field_id, old.name, old.field_type, required=keep_required, doc=old.doc)
     struct = _with_field(current.as_struct(), parent_ids, field, after)
     schema = Schema(
         *struct.fields,  # type: ignore[attr-defined]
         schema_id=1 + max(schema.schema_id for schema in metadata.schemas),
         identifier_field_ids=current.identifier_field_ids,
     )
-    requirements: tuple[TableRequirement, ...] = ()
-    if keep_required:
-        snapshot = metadata.current_snapshot()
-        requirements = (AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=snapshot.snapshot_id if snapshot else None),)
-    return schema, requirements
+    return schema, (main_unchanged(metadata.current_snapshot()),) if keep_required else ()
+
+
+def main_unchanged(snapshot: Snapshot | None) -> TableRequirement:
+    """The commit requirement that the main branch is still at ``snapshot`` (no rows written meanwhile)."""
+    return AssertRefSnapshotId(ref=MAIN_BRANCH, snapshot_id=snapshot.snapshot_id if snapshot else None)
+
+
+def total_records(snapshot: Snapshot | None) -> int:
+    """The rows a snapshot holds, from its summary (0 without one)."""
+    return int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
 
 
 def rows_holding(metadata: TableMetadata, io: FileIO, field: NestedField) -> RowsHolding:
@@ -247,9 +243,7 @@ def rows_holding(metadata: TableMetadata, io: FileIO, field: NestedField) -> Row
     snapshot = metadata.current_snapshot()
     with_data = without = unknown = 0
     nulls: int | None = 0 if field.field_type.is_primitive else None
-    if snapshot is None:
-        return RowsHolding(0, 0, nulls=nulls)
-    for manifest in snapshot.manifests(io):
+    for manifest in snapshot.manifests(io) if snapshot is not None else ():
         for entry in manifest.fetch_manifest_entry(io, discard_deleted=True):
             data_file = entry.data_file
             if data_file.content != DataFileContent.DATA:

@@ -28,11 +28,7 @@ ORDER: Mapping[str, int] = MappingProxyType({"safe": 0, "review": 1, "destructiv
 
 
 def risk_of(kind: str) -> Risk:
-    """The risk of one kind of operation (a key of :data:`RISKS`).
-
-    Raises:
-        KeyError: A kind no operation has.
-    """
+    """The risk of one kind of operation (a key of :data:`RISKS`; ``KeyError`` for a kind no operation has)."""
     return RISKS[kind]
 
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.partitioning import PartitionSpec, validate_partition_name
-from pyiceberg.schema import Schema
+from pyiceberg.schema import Schema, index_by_name
 from pyiceberg.table import Table, Transaction
 from pyiceberg.table.name_mapping import update_mapping
 from pyiceberg.table.update import (
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.update import TableRequirement, TableUpdate
     from pyiceberg.types import IcebergType
 
-__all__ = ["AddedColumn", "ColumnPath", "SchemaChanges", "as_path", "dotted", "refusal"]
+__all__ = ["AddedColumn", "ColumnPath", "SchemaChanges", "as_path", "dotted", "place", "refusal"]
 
 ColumnPath = str | tuple[str, ...]
 """A column: ``"name"``, a dotted path ``"address.city"``, or a tuple ``("address", "city")``."""
@@ -104,19 +104,23 @@ class AddedColumn:
         """Stage the add (and its placement) on ``update``."""
         path = self.path if len(self.path) > 1 else self.path[0]
         update.add_column(path, self.field_type, doc=self.doc, required=self.required)
-        if self.first:
-            update.move_first(path)
-        elif self.after is not None:
-            update.move_after(path, as_path(self.after))
-        elif self.before is not None:
-            update.move_before(path, as_path(self.before))
+        place(update, path, self.first, self.after, self.before)
+
+
+def place(
+    update: UpdateSchema, path: str | tuple[str, ...], first: bool, after: ColumnPath | None, before: ColumnPath | None
+) -> None:
+    """Move a column first, after or before another one, or (none given) leave it where it is."""
+    if first:
+        update.move_first(path)
+    elif after is not None:
+        update.move_after(path, as_path(after))
+    elif before is not None:
+        update.move_before(path, as_path(before))
 
 
 def _field_id(schema: Schema, column: ColumnPath) -> int | None:
-    try:
-        return schema.find_field(dotted(column)).field_id
-    except ValueError:
-        return None
+    return index_by_name(schema).get(dotted(column))
 
 
 def _names_the_same(update: UpdateSchema, pending: Schema, column: ColumnPath, *, added_ok: bool) -> bool:
@@ -141,7 +145,6 @@ class _SegmentStart:
 
 
 def _continued(update: UpdateSchema) -> _SegmentStart:
-    """The start of the segment after ``update``."""
     applied = update._apply()
     schema = Schema(
         *applied.fields, schema_id=update._schema.schema_id, identifier_field_ids=applied.identifier_field_ids
@@ -228,28 +231,23 @@ class SchemaChanges:
             ):
                 # A new segment resolves the names against the columns as they are now (or refuses them).
                 update = self._segment(identifier, transaction, _continued(update))
-        earlier = self._steps[identifier]
-        try:
-            _stage(update, change, allow_incompatible, self._waiting_specs(identifier))
-        except Exception as exc:
-            if not earlier:
-                self._drop_empty_segment(identifier, transaction)
-                raise refusal(what, identifier, exc) from exc
+        for retried in (False, True):
+            earlier = self._steps[identifier]
+            try:
+                _stage(update, change, allow_incompatible, self._waiting_specs(identifier))
+                break
+            except Exception as exc:
+                if retried or not earlier:
+                    self._drop_empty_segment(identifier, transaction)
+                    raise refusal(what, identifier, exc) from exc
             # The change does not combine with the earlier ones: end their segment and try it on the next.
             rebuilt = self._new_update(identifier, transaction)
             for step, allowed in earlier:
                 _stage(rebuilt, step, allowed)
             update = self._segment(identifier, transaction, _continued(rebuilt))
-            earlier = self._steps[identifier]
-            try:
-                _stage(update, change, allow_incompatible, self._waiting_specs(identifier))
-            except Exception as again:
-                self._drop_empty_segment(identifier, transaction)
-                raise refusal(what, identifier, again) from again
         earlier.append((change, allow_incompatible))
 
     def _waiting_specs(self, identifier: Identifier) -> list[PartitionSpec]:
-        """The partition specs of the table's deferred changes."""
         return [
             update.spec
             for deferred in self._deferred.get(identifier, [])
@@ -291,10 +289,7 @@ class SchemaChanges:
         return update_table_metadata(transaction.table_metadata, updates) if updates else transaction.table_metadata
 
     def defers(self, identifier: Identifier) -> bool:
-        """Whether a property, partition or sort-order change must wait for the pending schema.
-
-        It must while column changes are pending, and once one change waits every later one does (in order).
-        """
+        """Whether a property, partition or sort-order change must wait: column changes or an earlier change wait."""
         return identifier in self._updates or bool(self._deferred.get(identifier))
 
     def stage_deferred(
@@ -309,10 +304,8 @@ class SchemaChanges:
 
     def pending_add(self, identifier: Identifier, column: ColumnPath) -> AddedColumn | None:
         """The staged add of ``column`` in the table's pending update, if the column is one added there."""
-        for step, _ in self._steps.get(identifier, []):
-            if isinstance(step, AddedColumn) and dotted(step.path) == dotted(column):
-                return step
-        return None
+        steps = (step for step, _ in self._steps.get(identifier, []))
+        return next((s for s in steps if isinstance(s, AddedColumn) and dotted(s.path) == dotted(column)), None)
 
     def reshape_add(
         self, identifier: Identifier, transaction: Transaction, added: AddedColumn, replacement: AddedColumn | None

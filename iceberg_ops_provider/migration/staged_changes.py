@@ -41,10 +41,9 @@ def staged_changes(
     namespaces_created: set[tuple[str, ...]] = set()
 
     def ensure_namespace(namespace: tuple[str, ...]) -> None:
-        if namespace in namespaces_created or catalog.namespace_exists(namespace):
-            return
-        namespaces_created.add(namespace)
-        changes.append({"operation": "create-namespace", "namespace": ".".join(namespace)})
+        if namespace not in namespaces_created and not catalog.namespace_exists(namespace):
+            namespaces_created.add(namespace)
+            changes.append({"operation": "create-namespace", "namespace": ".".join(namespace)})
 
     for item in queue.items:
         label = ".".join(item.identifier)
@@ -71,10 +70,7 @@ def staged_changes(
                         # the first ids, whatever the migration staged on its placeholder before.
                         "schema": {**_dump(metadata.schema()), "schema-id": 0},
                         "partition-spec": {**_dump(metadata.spec()), "spec-id": 0},
-                        "write-order": {
-                            **_dump(metadata.sort_order()),
-                            "order-id": 1 if metadata.sort_order().fields else 0,
-                        },
+                        "write-order": {**_dump(order := metadata.sort_order()), "order-id": 1 if order.fields else 0},
                         "properties": properties,
                     }
                 )

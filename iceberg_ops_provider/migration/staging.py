@@ -1,11 +1,4 @@
-"""How a migration's operations reach what is staged for each table.
-
-:class:`TableStaging` resolves table names (never a table of the meta-namespace), finds or opens the
-table's transaction in the :class:`~iceberg_ops_provider.migration.commit_queue.CommitQueue`, runs each
-change against it turning PyIceberg's refusals into clear errors, and sends column changes through
-:class:`~iceberg_ops_provider.migration.schema_changes.SchemaChanges`. It also records what the
-migration asked for, each operation with its risk.
-"""
+"""How a migration's operations reach what is staged for each table: transactions, schema changes, risks."""
 
 from __future__ import annotations
 
@@ -13,11 +6,12 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.schema import index_by_name
 
 from iceberg_ops_provider.core.name_hints import did_you_mean, missing_table
 from iceberg_ops_provider.errors import DryRunLimit, InvalidOperationError
 from iceberg_ops_provider.migration.commit_queue import CommitJournal, CommitQueue
-from iceberg_ops_provider.migration.restore import rows_holding
+from iceberg_ops_provider.migration.restore import rows_holding, total_records
 from iceberg_ops_provider.migration.risks import Risk, drop_risk
 from iceberg_ops_provider.migration.schema_changes import ColumnPath, SchemaChanges, refusal
 from iceberg_ops_provider.migration.touched import TouchedTables, current_recording
@@ -63,7 +57,11 @@ Identifier = tuple[str, ...]
 
 
 class TableStaging:
-    """What one migration staged, and how its operations add to it (arguments: see ``MigrationContext``)."""
+    """What one migration staged, and how its operations add to it (arguments: see ``MigrationContext``).
+
+    It resolves table names (never of the meta-namespace), opens each table's transaction in the
+    :class:`.CommitQueue`, turns PyIceberg's refusals into clear errors and records each operation's risk.
+    """
 
     def __init__(
         self,
@@ -98,10 +96,7 @@ class TableStaging:
             )
         return identifier
 
-    @staticmethod
-    def label(identifier: Identifier) -> str:
-        """The dotted name of a table."""
-        return ".".join(identifier)
+    label = staticmethod(CommitQueue.label)
 
     def note(self, description: str, risk: Risk) -> None:
         """Record an operation the migration asked for, with its risk (see :mod:`.risks`)."""
@@ -116,14 +111,10 @@ class TableStaging:
             table = self.catalog.load_table(self.identifier(name))
         except (NoSuchTableError, InvalidOperationError):
             return drop_risk(kind, holds_rows=False)
-        snapshot = table.current_snapshot()
-        records = int(snapshot.summary.get("total-records", "0")) if snapshot and snapshot.summary else 0
-        if records and column is not None:
-            try:
-                field = table.schema().find_field(column)
-            except ValueError:
-                return drop_risk(kind, holds_rows=True)
-            holding = rows_holding(table.metadata, table.io, field)
+        records = total_records(table.current_snapshot())
+        field_id = index_by_name(table.schema()).get(column) if records and column is not None else None
+        if field_id is not None:  # a column with rows: do they hold any value of it?
+            holding = rows_holding(table.metadata, table.io, table.schema().find_field(field_id))
             only_nulls = not holding.unknown and holding.nulls is not None and holding.nulls >= holding.with_data
             return drop_risk(kind, holds_rows=not only_nulls)
         return drop_risk(kind, holds_rows=bool(records))

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
-from pyiceberg.schema import Schema
+from pyiceberg.schema import Schema, index_by_name
 from pyiceberg.table.sorting import UNSORTED_SORT_ORDER, SortDirection
 from pyiceberg.table.update import AddSortOrderUpdate, AssertDefaultSortOrderId, SetDefaultSortOrderUpdate
 
@@ -59,7 +59,7 @@ def _exists(staging: TableStaging, identifier: tuple[str, ...]) -> bool:
     """Whether a table exists once what is staged before it is done (a rename's target does, a drop's not)."""
     commits = staging.commits
     return identifier in commits.rename_targets or (
-        identifier not in commits.gone and staging.catalog.table_exists(identifier)
+        identifier not in commits.gone and (identifier in commits.pending or staging.catalog.table_exists(identifier))
     )
 
 
@@ -81,22 +81,17 @@ class CreateTable(Operation):
         identifier = staging.identifier(self.table)
         commits, label = staging.commits, staging.label(identifier)
         created = identifier in commits.created
-        if created or (
-            identifier not in commits.gone and (identifier in commits.pending or _exists(staging, identifier))
-        ):
+        if created or _exists(staging, identifier):
             if self.if_not_exists:
                 return
             why = "this migration creates it" if created else "it already exists"
             raise InvalidOperationError(f"Cannot create table {label}: {why}.")
         schema = self.schema.value if isinstance(self.schema, Rendered) else self.schema
-        if isinstance(schema, pa.Schema):
-            iceberg_schema = arrow_to_iceberg_schema(schema)
-        elif isinstance(schema, Schema):
-            iceberg_schema = schema
-        else:
+        if not isinstance(schema, pa.Schema | Schema):
             raise InvalidOperationError(
                 f"The schema of {label} must be a pyarrow.Schema or a pyiceberg Schema, got {type(schema).__name__}."
             )
+        iceberg_schema = arrow_to_iceberg_schema(schema) if isinstance(schema, pa.Schema) else schema
         values = {key: _property_value(key, value, f"table {label}") for key, value in self.properties.items()}
         commits.stage_table(
             identifier, placeholder_create(staging.catalog, identifier, iceberg_schema, values), create=True
@@ -111,11 +106,7 @@ class CreateTable(Operation):
             raise
 
     def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:  # noqa: D102
-        given = {
-            "partition_by": list(self.partition_by),
-            "sort_by": list(self.sort_by),
-            "properties": dict(self.properties),
-        }
+        given = dict(partition_by=list(self.partition_by), sort_by=list(self.sort_by), properties=dict(self.properties))
         return (self.table,), {"schema": self.schema, **{key: value for key, value in given.items() if value}}
 
     def apply(self, ctx: Any) -> None:  # noqa: D102
@@ -175,7 +166,7 @@ class RenameTable(Operation):
     def build(self, staging: TableStaging) -> None:  # noqa: D102
         source, target = staging.identifier(self.table), staging.identifier(self.new)
         commits = staging.commits
-        if target not in commits.gone and (target in commits.pending or _exists(staging, target)):
+        if _exists(staging, target):
             raise InvalidOperationError(f"Cannot rename {staging.label(source)} to {staging.label(target)}: it exists.")
         if source in commits.created:  # not in the catalog yet: it is simply created under the new name
             commits.rename_created(source, target)
@@ -244,8 +235,7 @@ class DropPartitionField(Operation):
         return f"stop partitioning {self.table} by {self.expr}" + (f" (field {self.name})" if self.name else "")
 
     def build(self, staging: TableStaging) -> None:  # noqa: D102
-        name = self.name
-        staging.spec_change(self.table, f"drop partition field {name!r}", lambda update: update.remove_field(name))
+        staging.spec_change(self.table, f"drop partition field {self.name!r}", lambda u: u.remove_field(self.name))
 
     def reverse(self) -> list[Operation]:  # noqa: D102
         if not self.expr:
@@ -266,8 +256,9 @@ class RenamePartitionField(Operation):
     new: str = ""
 
     def build(self, staging: TableStaging) -> None:  # noqa: D102
-        old, new = self.old, self.new
-        staging.spec_change(self.table, f"rename partition field {old!r}", lambda update: update.rename_field(old, new))
+        staging.spec_change(
+            self.table, f"rename partition field {self.old!r}", lambda u: u.rename_field(self.old, self.new)
+        )
 
     def reverse(self) -> list[Operation]:  # noqa: D102
         return [RenamePartitionField(self.table, self.new, self.old)]
@@ -320,11 +311,8 @@ class SetSortOrder(Operation):
 
 def _check_sortable(schema: Schema, column: str) -> None:
     """Refuse, naming the column, a sort on a struct, list or map (Iceberg sorts by primitive columns only)."""
-    try:
-        field = schema.find_field(column)
-    except ValueError:
-        return  # PyIceberg names the missing column itself
-    if not field.field_type.is_primitive:
+    field_id = index_by_name(schema).get(column)  # None: PyIceberg names the missing column itself
+    if field_id is not None and not (field := schema.find_field(field_id)).field_type.is_primitive:
         raise ValueError(
             f"cannot sort by {column!r}: it is a {field.field_type} column, and Iceberg sorts by primitive columns "
             f"only; sort by one of its fields (e.g. '{column}.<field>') instead"
@@ -377,8 +365,7 @@ class RemoveProperties(Operation):
         keys = self.keys
         identifier, transaction = staging.transaction(self.table)
         properties = staging.schemas.metadata(identifier, transaction).properties  # with staged ones
-        missing = [key for key in keys if key not in properties]
-        if missing:
+        if missing := [key for key in keys if key not in properties]:
             raise InvalidOperationError(
                 f"Cannot remove properties {missing} from {staging.label(identifier)}: not set."
             )

@@ -35,13 +35,9 @@ _CHANGES: tuple[str, ...] = get_args(Change)
 
 @dataclass(frozen=True)
 class TouchedTable:
-    """The net change a migration (or a run of several) made to one table.
+    """The net change a migration (or a run of several) made to one table, by its full name now (dropped: then).
 
-    Attributes:
-        table: The table's full name now (``sales.orders``); for a drop, the name it had.
-        change: How it changed.
-        previous: For a rename, the name the table had before.
-        location: The storage location of a dropped table, noted before the drop (``None`` if unreadable).
+    ``previous`` is a renamed table's name before; ``location``, where a dropped one was stored (``None``: unknown).
     """
 
     table: str

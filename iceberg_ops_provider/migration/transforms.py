@@ -34,19 +34,9 @@ __all__ = ["PartitionExpr", "SortExpr", "format_partition_expr", "parse_partitio
 
 _CALL = re.compile(r"^\s*(?P<name>[A-Za-z_]+)\s*\(\s*(?P<args>[^()]*)\)\s*$")
 _COLUMN = re.compile(r"^\s*(?P<column>[A-Za-z_][\w.]*)\s*$")
-_SIMPLE = {
-    "identity": IdentityTransform,
-    "year": YearTransform,
-    "years": YearTransform,
-    "month": MonthTransform,
-    "months": MonthTransform,
-    "day": DayTransform,
-    "days": DayTransform,
-    "date": DayTransform,
-    "hour": HourTransform,
-    "hours": HourTransform,
-    "void": VoidTransform,
-}
+_UNITS = {"year": YearTransform, "month": MonthTransform, "day": DayTransform, "hour": HourTransform}
+_SIMPLE = {"identity": IdentityTransform, "date": DayTransform, "void": VoidTransform}
+_SIMPLE |= _UNITS | {f"{unit}s": transform for unit, transform in _UNITS.items()}
 _SORT = re.compile(
     r"^\s*(?P<expr>.+?)(?:\s+(?P<direction>asc|desc))?(?:\s+nulls\s+(?P<nulls>first|last))?\s*$", re.IGNORECASE
 )
@@ -143,10 +133,6 @@ def parse_sort_field(text: str) -> SortExpr:
         raise _bad(text, "sort field", "it is empty")
     expr = parse_partition_expr(match.group("expr"), "sort field")
     descending = (match.group("direction") or "asc").lower() == "desc"
-    nulls = match.group("nulls")
-    if nulls is None:
-        null_order = NullOrder.NULLS_LAST if descending else NullOrder.NULLS_FIRST
-    else:
-        null_order = NullOrder.NULLS_FIRST if nulls.lower() == "first" else NullOrder.NULLS_LAST
-    direction = SortDirection.DESC if descending else SortDirection.ASC
-    return SortExpr(expr.column, expr.transform, direction, null_order)
+    nulls = (match.group("nulls") or ("last" if descending else "first")).lower()
+    null_order = NullOrder.NULLS_FIRST if nulls == "first" else NullOrder.NULLS_LAST
+    return SortExpr(expr.column, expr.transform, SortDirection.DESC if descending else SortDirection.ASC, null_order)
