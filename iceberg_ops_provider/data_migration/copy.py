@@ -61,12 +61,11 @@ from iceberg_ops_provider.data_migration.source_pieces import (
     split_into_pieces,
 )
 from iceberg_ops_provider.data_migration.verbatim import PartitionPath, copy_stream, partition_as_is
-from iceberg_ops_provider.errors import DataMoveError, ReconciliationError
+from iceberg_ops_provider.errors import DataMoveError
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
-    from pyiceberg.schema import Schema
     from pyiceberg.table import FileScanTask
     from pyiceberg.table.metadata import TableMetadata
 
@@ -127,7 +126,6 @@ class FileCopier:
     to the number of CPUs, ``target_file_size_bytes`` to the target's ``write.target-file-size-bytes``.
 
     Raises:
-        ReconciliationError: ``source_columns`` names a column the source lacks, or none at all.
         ValueError: The target's ``write.target-file-size-bytes`` is not positive, or ``row_filter`` does
             not bind to the source's schema.
     """
@@ -178,7 +176,11 @@ class FileCopier:
             properties, TableProperties.PARQUET_ROW_GROUP_LIMIT, TableProperties.PARQUET_ROW_GROUP_LIMIT_DEFAULT
         )
         self.source_schema = source_metadata.schema()
-        self.read_schema = self._select(self.source_schema, source_columns, case_sensitive)
+        self.read_schema = (
+            self.source_schema
+            if source_columns is None
+            else self.source_schema.select(*source_columns, case_sensitive=case_sensitive)
+        )
         self.read_columns = [column.name for column in self.read_schema.columns]
         # The read path reads source names as they are; a schema whose names Parquet stores sanitized
         # is read through ArrowScan, which maps them back.
@@ -196,21 +198,6 @@ class FileCopier:
         self.verbatim = verbatim and self.read_schema == self.source_schema
         # Statistics of a copied file: its columns carry the source's names, the target's metrics settings.
         self.verbatim_statistics = StatisticsPlan.for_table(target_metadata, self.source_schema)
-
-    @staticmethod
-    def _select(schema: Schema, columns: Sequence[str] | None, case_sensitive: bool) -> Schema:
-        if columns is None:
-            return schema
-        if not columns:
-            raise ReconciliationError("source_columns is empty: name at least one source column, or pass None for all.")
-        top_level = {(f.name if case_sensitive else f.name.lower()): f.name for f in schema.fields}
-        missing = [name for name in columns if (name if case_sensitive else name.lower()) not in top_level]
-        if missing:
-            raise ReconciliationError(
-                f"The source has no top-level column {', '.join(map(repr, missing))}; "
-                f"its columns are {', '.join(map(repr, top_level.values()))}. Fix source_columns."
-            )
-        return schema.select(*(top_level[name if case_sensitive else name.lower()] for name in columns))
 
     def plain(self, arrow_schema: pa.Schema) -> bool:
         """Whether a file with this Arrow schema holds exactly the source's current schema (ids, names, types)."""

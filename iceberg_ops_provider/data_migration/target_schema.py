@@ -88,8 +88,6 @@ def select_columns(
     """
     available = ", ".join(f"`{f.name}`" for f in source.fields)
     paths = _index_paths(source)
-    if isinstance(columns, str):
-        raise _refused(f"{{columns}} takes a list of column names, not the string {columns!r}.", "columns")
     if columns is None:
         selected = list(source.fields)
     else:
