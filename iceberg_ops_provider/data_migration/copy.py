@@ -460,7 +460,7 @@ class _Lane:
         copier = self.copier
         table = pa.Table.from_batches(output.pending, schema=output.schema)
         if output.file is None:
-            output.file = self._open(output)
+            output.file = OutputFile(self._new_path(output.key), copier.target_io, table.schema, copier.writer_kwargs)
         before = output.file.bytes_written
         output.file.write(table, min(table.num_rows, copier.row_group_rows))
         self.output_written += output.file.bytes_written - before
@@ -482,10 +482,6 @@ class _Lane:
         self.share.data_files.append(
             data_file_from_footer(path, footer, size, plan=plan, partition=partition, spec_id=spec_id)
         )
-
-    def _open(self, output: _Output) -> OutputFile:
-        assert output.schema is not None
-        return OutputFile(self._new_path(output.key), self.copier.target_io, output.schema, self.copier.writer_kwargs)
 
     def _roll(self, output: _Output) -> None:
         """Write the output's pending rows, close its file and forget the output."""

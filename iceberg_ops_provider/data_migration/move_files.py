@@ -18,7 +18,7 @@ from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Operation, ancestors_of
 
-from iceberg_ops_provider.data_migration.planning import snapshot_paths
+from iceberg_ops_provider.data_migration.planning import scan_tasks, snapshot_paths
 from iceberg_ops_provider.data_migration.state import move_snapshots, state_of
 from iceberg_ops_provider.maintenance.files import ManifestReader
 
@@ -147,11 +147,9 @@ def source_batches(
     """A stream of the source's rows as the move writes them: converted, named as the target's columns."""
 
     def stream() -> Iterator[pa.RecordBatch]:
-        if snapshot_id is None:
-            return
         columns = mapping.source_columns
-        scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=tuple(columns))
-        for batch in stream_tasks(metadata, table.io, list(scan.plan_files()), columns, row_filter):
+        tasks = scan_tasks(table, snapshot_id, row_filter, columns)
+        for batch in stream_tasks(metadata, table.io, tasks, columns, row_filter):
             converted = mapping.convert(batch)
             arrays = [converted.column(mapping.file_names[name]) for name in compared]
             yield pa.RecordBatch.from_arrays(arrays, names=list(compared))

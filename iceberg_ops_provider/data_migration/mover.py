@@ -232,10 +232,8 @@ class DataMover:
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidMoveError(f"{item!r} is not a unit of a move plan ({exc!r}).") from exc
 
-    def _settled_elsewhere(self, target: Table | None, unit: MoveUnit) -> bool:
+    def _settled_elsewhere(self, target: Table, unit: MoveUnit) -> bool:
         """Whether ``unit``, from an older plan than the current one, was committed by that plan's run."""
-        if target is None:
-            return False
         for snapshot in move_snapshots(target.metadata, self.move_id, self.branch):
             recorded = state_of(snapshot, self.move_id)
             if recorded is not None and recorded.plan_id == unit.plan_id:

@@ -173,8 +173,6 @@ class CopyPipeline:
 
     def next_unit(self) -> UnitCopy:
         """Wait until the next unit (in order) is copied, and return it; raises a lane's failure (every lane stops)."""
-        if self._next >= len(self.units):
-            raise IndexError("every unit of the pipeline was returned already")
         unit = self.units[self._next]
         with self._changed:
             while not unit.done and self.error is None and not self.stop.is_set():

@@ -156,7 +156,7 @@ def value_hashes(array: pa.Array | pa.ChunkedArray) -> pa.UInt64Array:
         if remainder is not None:  # zero for whole microseconds, so those hash as microseconds do
             words = pc.add(words, pc.multiply(remainder.view(_U64), _NS_REMAINDER))
         return _finish(pc.bit_wise_and(_mix(words), _MASK63))
-    if _is_bytes(kind):
+    if kind in _BYTES_TYPES:
         return _finish(_bytes_hashes(array))
     if pa.types.is_struct(kind):
         if kind.num_fields == 0:
@@ -187,10 +187,6 @@ def _plain(array: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def _is_temporal(kind: pa.DataType) -> bool:
     return pa.types.is_date(kind) or pa.types.is_time(kind) or pa.types.is_timestamp(kind) or pa.types.is_duration(kind)
-
-
-def _is_bytes(kind: pa.DataType) -> bool:
-    return kind in _BYTES_TYPES
 
 
 def _float_bits(array: pa.Array) -> pa.Array:
@@ -288,14 +284,10 @@ def canonical_values(array: pa.Array | pa.ChunkedArray) -> list[Hashable]:
         entries = array.flatten()
         pairs = list(zip(canonical_values(entries.field(0)), canonical_values(entries.field(1)), strict=True))
         return _split(array, pairs, lambda items: tuple(sorted(items, key=repr)))
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind) or _is_view(kind):
+    if isinstance(kind, pa.ListType | pa.LargeListType | pa.FixedSizeListType | pa.ListViewType | pa.LargeListViewType):
         array = array.cast(pa.large_list(kind.value_field))
         return _split(array, canonical_values(array.flatten()), tuple)
     return [_freeze(value) for value in array.to_pylist()]
-
-
-def _is_view(kind: pa.DataType) -> bool:
-    return pa.types.is_list_view(kind) or pa.types.is_large_list_view(kind)
 
 
 def _canonical_float(value: float | None) -> Hashable:
