@@ -68,6 +68,11 @@ def _bad(about: str, value: object, text: str) -> InvalidMoveError:
     return InvalidMoveError(message(text, about=about, **{about: Arg(about, value)}))
 
 
+def _check_positive(about: str, value: object, unit: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _bad(about, value, f"{{{about}}} must be a positive {unit}.")
+
+
 class DataMover:
     """Copies the rows of ``source`` into ``target``, exactly once, resumable, in units that may run on many workers.
 
@@ -120,16 +125,16 @@ class DataMover:
             raise _bad("mode", mode, f"{{mode}} is not one of {', '.join(MODES)}.")
         if verify is not None and verify not in VERIFY_METHODS:
             raise _bad("verify", verify, f"{{verify}} is not one of {', '.join(VERIFY_METHODS)} (or None).")
-        if isinstance(commit_every_bytes, bool) or not isinstance(commit_every_bytes, int) or commit_every_bytes <= 0:
-            raise _bad(
-                "commit_every_bytes", commit_every_bytes, "{commit_every_bytes} must be a positive number of bytes."
-            )
-        if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
-            raise _bad("parallelism", parallelism, "{parallelism} must be a positive integer.")
+        _check_positive("commit_every_bytes", commit_every_bytes, "number of bytes")
+        _check_positive("sample_size", sample_size, "number of rows")
+        if parallelism is not None:
+            _check_positive("parallelism", parallelism, "integer")
         if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
             raise _bad("columns", columns, "{columns} must be a list of column names.")
-        if rename is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in dict(rename).items()):
-            raise _bad("rename", rename, "{rename} must map source column names to target column names.")
+        if rename is not None and not all(
+            isinstance(k, str) and isinstance(v, str) and v for k, v in dict(rename).items()
+        ):
+            raise _bad("rename", rename, "{rename} must map source column names to non-empty target column names.")
         self.source_catalog = source_catalog
         self.target_catalog = target_catalog if target_catalog is not None else source_catalog
         self.source_table = None if isinstance(source, str) else source
@@ -147,8 +152,6 @@ class DataMover:
             where = None  # an empty templated filter: every row
         if where is not None and not isinstance(where, str | BooleanExpression):
             raise _bad("where", where, "{where} must be a PyIceberg filter string or expression.")
-        if isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1:
-            raise _bad("sample_size", sample_size, "{sample_size} must be a positive number of rows.")
         self.where_text = where if isinstance(where, str) else (repr(where) if where is not None else None)
         try:
             self.where: BooleanExpression = parse(where) if isinstance(where, str) else where or AlwaysTrue()

@@ -118,14 +118,6 @@ def _check_renames(
     renames: dict[Path, str] = {}
     top = {f.name: f for f in source.fields}
     for key, new in rename.items():
-        if not isinstance(new, str) or not new:
-            raise ReconciliationError(
-                message(
-                    "{rename}: the new name must be a non-empty string.",
-                    about="rename",
-                    rename=Arg("rename", {key: new}),
-                )
-            )
         if key in top:
             path: Path = (key,)
         else:

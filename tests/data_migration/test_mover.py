@@ -345,6 +345,7 @@ def test_verification_failure_fails_the_run(catalog):
         ({"commit_every_bytes": 0}, InvalidMoveError, "commit_every_bytes"),
         ({"where": "id <<< 3"}, InvalidMoveError, "where"),
         ({"columns": "id"}, InvalidMoveError, "columns"),
+        ({"rename": {"qty": ""}}, InvalidMoveError, "non-empty target column names"),
         ({"where": 3}, InvalidMoveError, "where"),
         ({"sample_size": 0}, InvalidMoveError, "sample_size"),
     ],
