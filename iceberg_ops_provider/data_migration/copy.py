@@ -1,21 +1,13 @@
 """Copies the rows of source data files into new Parquet data files of a target table, one stream per core.
 
-The tasks are cut into pieces of whole row groups (:mod:`.source_pieces`) that the lanes, one thread
-per core, take from one shared queue, so decoding one piece and encoding another run at once
-(PyArrow releases the GIL in both) and no lane idles while another still reads a large file.
-:meth:`FileCopier.pipeline` runs the lanes over several units in a row (:mod:`.pipeline`).
-
-A source file that holds exactly the source's current schema, has no delete files and needs no
-filtering is read with PyArrow alone; any other goes through PyIceberg's ``ArrowScan`` projection.
-Both read one row group at a time (PyArrow's and PyIceberg's whole-file reads pre-buffer the whole
-file: +1.2 to 1.6 GB for a 1.1 GiB file). Rows keep the Arrow types they were read with (casting
-every batch to the target's types costs about a tenth of the throughput); only batches bound for
-one output file are cast to that file's schema when they differ.
-
-Memory stays near one output and one source row group per lane: a lane holds at most
-:data:`LANE_BUFFER_BYTES` of unwritten rows across its outputs and :data:`MAX_OPEN_FILES` open files.
-Nothing is committed here: the caller commits the returned ``DataFile``s, or deletes the files
-listed in ``written``.
+Lanes (one thread per core; PyArrow releases the GIL) take pieces of whole row groups
+(:mod:`.source_pieces`) from one shared queue, over several units in a row (:mod:`.pipeline`). A file
+of exactly the source's current schema, without deletes or filtering, is read with PyArrow alone, any
+other through PyIceberg's ``ArrowScan`` projection; both read one row group at a time (a whole-file
+read pre-buffers the file: +1.2 to 1.6 GB for a 1.1 GiB file). Rows keep the Arrow types they were
+read with (casting every batch costs about a tenth of the throughput); only batches bound for one
+output file are cast to its schema when they differ. Nothing is committed here: the caller commits
+the returned ``DataFile``s, or deletes the files listed in ``written``.
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ move holds its rows in rewritten files; verify before compacting, or expect a di
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -20,6 +20,7 @@ from pyiceberg.table.snapshots import Operation, ancestors_of
 
 from iceberg_ops_provider.data_migration.planning import scan_tasks, snapshot_paths
 from iceberg_ops_provider.data_migration.state import move_snapshots, state_of
+from iceberg_ops_provider.data_migration.verify import Stream
 from iceberg_ops_provider.maintenance.files import ManifestReader
 
 if TYPE_CHECKING:
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
 
 __all__ = ["foreign_changes", "move_data_paths", "source_batches", "target_batches"]
 
-BatchStream = Callable[[], Iterator[pa.RecordBatch]]
 _ALWAYS_TRUE = AlwaysTrue()
 
 
@@ -66,7 +66,7 @@ def stream_tasks(
 
 def target_batches(
     table: Table, move: MoveDefinition, columns: Sequence[str], row_filter: BooleanExpression, moved_rows: int
-) -> tuple[BatchStream, dict[str, object]]:
+) -> tuple[Stream, dict[str, object]]:
     """A stream of the target rows to compare with the source, and what they are (``scope``, ``target_files``).
 
     ``scope`` is ``move_files`` while the target still holds every file the move's commits added, with
@@ -143,7 +143,7 @@ def source_batches(
     row_filter: BooleanExpression,
     mapping: ColumnMapping,
     compared: Sequence[str],
-) -> BatchStream:
+) -> Stream:
     """A stream of the source's rows as the move writes them: converted, named as the target's columns."""
 
     def stream() -> Iterator[pa.RecordBatch]:

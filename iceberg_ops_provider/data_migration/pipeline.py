@@ -136,9 +136,6 @@ class CopyPipeline:
 
     # The lanes' side.
 
-    def _allowed(self, unit: UnitCopy) -> bool:
-        return unit.index <= self._released + self.lookahead
-
     def take(self, current: UnitCopy | None, *, wait: bool) -> tuple[UnitCopy, SourcePiece] | None:
         """The next piece for a lane whose open files belong to ``current``; raises :class:`Stopped` once stopped.
 
@@ -150,7 +147,7 @@ class CopyPipeline:
             while True:
                 if self.stop.is_set():
                     raise Stopped()
-                if self._queue and self._allowed(self._queue[0][0]):
+                if self._queue and self._queue[0][0].index <= self._released + self.lookahead:
                     unit, piece = self._queue.popleft()
                     unit.pieces_left -= 1
                     if unit is not current:

@@ -147,7 +147,9 @@ def value_hashes(array: pa.Array | pa.ChunkedArray) -> pa.UInt64Array:
         words = array.cast(pa.int64(), safe=not pa.types.is_uint64(kind))  # uint64 keeps its bits
         return _finish(pc.bit_wise_and(_mix(words.view(_U64)), _MASK63))
     if pa.types.is_floating(kind):
-        return _finish(pc.bit_wise_and(_mix(_float_bits(array)), _MASK63))
+        values = pc.add(array.cast(pa.float64()), 0.0)  # -0.0 + 0.0 == +0.0 in IEEE arithmetic
+        values = pc.if_else(pc.is_nan(values), math.nan, values)
+        return _finish(pc.bit_wise_and(_mix(values.view(pa.int64()).view(_U64)), _MASK63))
     if pa.types.is_decimal(kind):
         return _finish(_decimal_hashes(array), array)
     if _is_temporal(kind):
@@ -157,7 +159,9 @@ def value_hashes(array: pa.Array | pa.ChunkedArray) -> pa.UInt64Array:
             words = pc.add(words, pc.multiply(remainder.view(_U64), _NS_REMAINDER))
         return _finish(pc.bit_wise_and(_mix(words), _MASK63))
     if kind in _BYTES_TYPES:
-        return _finish(_bytes_hashes(array))
+        murmur = _core_transform.bucket(array, _MURMUR_BUCKETS).cast(_U64)
+        length = pc.binary_length(array).cast(_U64)
+        return _finish(pc.bit_wise_or(pc.shift_left(murmur, _SHIFT32), length))
     if pa.types.is_struct(kind):
         if kind.num_fields == 0:
             return _finish(pa.array([0] * len(array), _U64), array)
@@ -187,12 +191,6 @@ def _plain(array: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def _is_temporal(kind: pa.DataType) -> bool:
     return pa.types.is_date(kind) or pa.types.is_time(kind) or pa.types.is_timestamp(kind) or pa.types.is_duration(kind)
-
-
-def _float_bits(array: pa.Array) -> pa.Array:
-    values = pc.add(array.cast(pa.float64()), 0.0)  # -0.0 + 0.0 == +0.0 in IEEE arithmetic
-    values = pc.if_else(pc.is_nan(values), math.nan, values)
-    return values.view(pa.int64()).view(_U64)
 
 
 def _decimal_hashes(array: pa.Array) -> pa.Array:
@@ -235,12 +233,6 @@ def _temporal_micros(array: pa.Array) -> tuple[pa.Array, pa.Array | None]:
     return micros, pc.subtract(values, pc.multiply(micros, _THOUSAND))
 
 
-def _bytes_hashes(array: pa.Array) -> pa.Array:
-    murmur = _core_transform.bucket(array, _MURMUR_BUCKETS).cast(_U64)
-    length = pc.binary_length(array).cast(_U64)
-    return pc.bit_wise_or(pc.shift_left(murmur, _SHIFT32), length)
-
-
 def _python_hashes(array: pa.Array) -> pa.UInt64Array:
     hashes = []
     for value in canonical_values(array):
@@ -277,7 +269,9 @@ def canonical_values(array: pa.Array | pa.ChunkedArray) -> list[Hashable]:
     if pa.types.is_struct(kind):
         children = [canonical_values(array.field(i)) for i in range(kind.num_fields)]
         rows = list(zip(*children, strict=True)) if children else [()] * len(array)
-        return _with_nulls(array, rows)
+        if not array.null_count:
+            return rows
+        return [row if valid else None for row, valid in zip(rows, array.is_valid().to_pylist(), strict=True)]
     if pa.types.is_map(kind):
         entry = pa.field("entries", pa.struct([kind.key_field, kind.item_field]), nullable=False)
         array = array.cast(pa.large_list(entry))  # map arrays have no flatten or list_value_length kernels
@@ -296,12 +290,6 @@ def _canonical_float(value: float | None) -> Hashable:
     if value != value:
         return NAN
     return value + 0.0  # -0.0 -> 0.0
-
-
-def _with_nulls(array: pa.Array, rows: list[Any]) -> list[Any]:
-    if not array.null_count:
-        return rows
-    return [row if valid else None for row, valid in zip(rows, array.is_valid().to_pylist(), strict=True)]
 
 
 def _split(array: pa.Array, items: list[Any], build: Callable[[list[Any]], Any]) -> list[Any]:
