@@ -280,9 +280,7 @@ class DataMover:
         plan = resolved.plan
         selected = self._units(plan, units)
         if resolved.target is None:
-            _, created = create_target(self, resolved.source, resolved.source_metadata.schema())
-            if created:
-                self.created_target = True
+            self.created_target |= create_target(self, resolved.source, resolved.source_metadata.schema())[1]
             # The catalog numbered the new table's columns afresh: map the columns to those ids.
             resolved = resolve(self, pinned=plan.source_snapshot_id)
             plan = resolved.plan
@@ -317,11 +315,9 @@ class DataMover:
         )
         pending: list[MoveUnit] = []
         for unit in selected:
-            if unit.plan_id == plan.plan_id and unit.index in plan.done:
-                totals["units_skipped"] += 1
-            elif unit.plan_id == plan.plan_id:
+            if unit.plan_id == plan.plan_id and unit.index not in plan.done:
                 pending.append(unit)
-            elif self._settled_elsewhere(target, unit):
+            elif unit.plan_id == plan.plan_id or self._settled_elsewhere(target, unit):
                 totals["units_skipped"] += 1
             else:
                 raise MoveStateError(
@@ -339,9 +335,7 @@ class DataMover:
             state = current_state(self, target)
         complete = state is not None and state.complete and published(self, target)
         tracker.finish()
-        report = None
-        if self.verify_method is not None and complete:
-            report = self.verify(self.verify_method)
+        report = self.verify(self.verify_method) if self.verify_method is not None and complete else None
         result = MoveResult(
             move_id=self.move_id,
             source=self.source,

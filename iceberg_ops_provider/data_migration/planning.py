@@ -70,18 +70,12 @@ def incremental_range(table: Table, from_snapshot_id: int, to_snapshot_id: int, 
             between deleted or overwrote rows, or a rewrite folded appended files into others.
     """
     metadata = table.metadata
-    to_snapshot = metadata.snapshot_by_id(to_snapshot_id)
-    from_snapshot = metadata.snapshot_by_id(from_snapshot_id)
-    if to_snapshot is None:
-        raise MoveStateError(f"Source snapshot {to_snapshot_id} of {source} does not exist.")
     chain: list[Snapshot] = []
-    reached = False
-    for snapshot in ancestors_of(to_snapshot, metadata):
+    for snapshot in ancestors_of(metadata.snapshot_by_id(to_snapshot_id), metadata):  # type: ignore[arg-type]
         if snapshot.snapshot_id == from_snapshot_id:
-            reached = True
             break
         chain.append(snapshot)
-    if from_snapshot is None or not reached:
+    else:
         raise MoveStateError(
             message(
                 f"The incremental move's last source snapshot {from_snapshot_id} is no longer an ancestor of "

@@ -67,11 +67,7 @@ def _known_moves(table: Table) -> list[str]:
 
 
 def _progress(table: Table, move_id: str) -> MoveProgress:
-    """A move's progress, read where its newest state is.
-
-    That is ``main`` for an ``append`` or ``incremental`` move and a published ``overwrite``, and the
-    staging branch for an ``overwrite`` not yet published.
-    """
+    """A move's progress, read on ``main``, or on the staging branch of an ``overwrite`` not yet published."""
     metadata = table.metadata
     staging = f"{STAGING_BRANCH_PREFIX}{move_id}"
     branch = MAIN_BRANCH
