@@ -1,9 +1,7 @@
 """The target files a move committed, and streaming readers of both sides for verification.
 
-Verification compares the source rows the move was defined over (its pinned snapshot and filter)
-with the rows of the data files the move's commits added that the target still holds (deletes
-applied), so rows other writers appended to the target never count. A target compacted after the
-move holds its rows in rewritten files; verify before compacting, or expect a difference.
+While the target holds every file the move's commits added, only those files' rows are compared, so
+rows other writers appended never count; after a rewrite, every target row matching the filter is.
 """
 
 from __future__ import annotations

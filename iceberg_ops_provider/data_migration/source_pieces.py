@@ -1,10 +1,7 @@
 """Source data files cut into pieces of whole row groups, and the reads of one piece.
 
-A copy hands its lanes pieces rather than whole files, from one shared queue: a lane that finishes
-early takes the next piece instead of waiting while another lane still reads a large file alone.
 Pieces are cut from the row-group offsets Iceberg keeps for every data file (``split_offsets``),
-without opening the file; a file without them, with delete files or in another format than Parquet
-is one piece.
+without opening the file; a file without them, with delete files or not Parquet is one piece.
 """
 
 from __future__ import annotations
