@@ -59,11 +59,8 @@ def _known_moves(table: Table) -> list[str]:
     """Every move the table knows: from its mirror properties and its snapshot summaries."""
     metadata = table.metadata
     moves = [key.removeprefix(PROPERTY_PREFIX) for key in metadata.properties if key.startswith(PROPERTY_PREFIX)]
-    for snapshot in metadata.snapshots:
-        move_id = snapshot.summary.additional_properties.get(MOVE_ID_KEY) if snapshot.summary else None
-        if move_id and move_id not in moves:
-            moves.append(move_id)
-    return moves
+    moves += [s.summary.additional_properties.get(MOVE_ID_KEY) for s in metadata.snapshots if s.summary]
+    return [move_id for move_id in dict.fromkeys(moves) if move_id]
 
 
 def _progress(table: Table, move_id: str) -> MoveProgress:

@@ -215,8 +215,7 @@ def current_state(mover: MoveDefinition, target: Table | None) -> MoveState | No
         finished, _ = find_state(target.metadata, mover.move_id, MAIN_BRANCH)
         if finished is not None:
             return finished
-    state, _ = find_state(target.metadata, mover.move_id, mover.branch)
-    return state
+    return find_state(target.metadata, mover.move_id, mover.branch)[0]
 
 
 def check_owner(mover: MoveDefinition, state: MoveState, source: Table) -> None:

@@ -14,11 +14,9 @@ from pyiceberg.expressions import (
     BooleanExpression,
     BoundLiteralPredicate,
     BoundPredicate,
-    BoundSetPredicate,
     BoundUnaryPredicate,
     LiteralPredicate,
     Reference,
-    SetPredicate,
     UnaryPredicate,
     UnboundPredicate,
 )
@@ -372,9 +370,7 @@ class _RenameReferences(ExpressionRewriter):
             return type(predicate)(term)
         if isinstance(predicate, LiteralPredicate):
             return type(predicate)(term, predicate.literal)
-        if isinstance(predicate, SetPredicate):
-            return type(predicate)(term, predicate.literals)
-        raise ReconciliationError(f"The filter uses a predicate this version cannot rewrite: {predicate!r}.")
+        return type(predicate)(term, predicate.literals)  # type: ignore[attr-defined]
 
     def visit_bound_predicate(self, predicate: BoundPredicate) -> BooleanExpression:
         field = predicate.term.ref().field
@@ -383,6 +379,4 @@ class _RenameReferences(ExpressionRewriter):
             return predicate.as_unbound(name)
         if isinstance(predicate, BoundLiteralPredicate):
             return predicate.as_unbound(name, predicate.literal)
-        if isinstance(predicate, BoundSetPredicate):
-            return predicate.as_unbound(name, predicate.literals)
-        raise ReconciliationError(f"The filter uses a predicate this version cannot rewrite: {predicate!r}.")
+        return predicate.as_unbound(name, predicate.literals)  # type: ignore[attr-defined]
