@@ -364,8 +364,6 @@ class _Lane:
         log.debug("copied %s as it is to %s (%s, %d rows)", file.file_path, path, size_text(size), rows)
         return True
 
-    # Reading.
-
     def _read(self, scan: ArrowScan, piece: SourcePiece) -> Iterator[tuple[pa.RecordBatch | None, int]]:
         """The rows of ``piece`` (source names, selected columns), each batch with its share of the piece's bytes.
 
@@ -403,8 +401,6 @@ class _Lane:
                     return
             deletes = _read_all_delete_files(copier.source_io, [task]) if task.delete_files else {}
             yield from projected_row_groups(scan, task, stream, deletes.get(task.file.file_path), piece)
-
-    # Writing.
 
     def _write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:

@@ -188,8 +188,6 @@ class DataMover:
         self.created_target = False
         """Whether this object's run created the target (``create_target=True`` and it was missing)."""
 
-    # Resolution: tables, mapping, state, plan.
-
     def plan(self) -> MovePlan:
         """What the move will do: its source snapshot, its units and which are done. Changes nothing.
 
@@ -200,8 +198,6 @@ class DataMover:
                 the mode cannot carry.
         """
         return resolve(self).plan
-
-    # Running.
 
     def _units(self, plan: MovePlan, units: Sequence[MoveUnit | Mapping[str, Any] | int] | None) -> list[MoveUnit]:
         if units is None:
@@ -374,8 +370,6 @@ class DataMover:
         if blocker is not None:
             log.info("Move %s: files are re-encoded, none copied as they are, because %s", self.move_id, blocker)
         return blocker is None
-
-    # Verification.
 
     def verify(self, method: str | None = None, *, seed: int | None = None) -> VerifyReport:
         """Compare the source rows the move was defined over with the rows its commits hold in the target.

@@ -134,8 +134,6 @@ class CopyPipeline:
                 self.stop.set()
                 self._changed.notify_all()
 
-    # The lanes' side.
-
     def take(self, current: UnitCopy | None, *, wait: bool) -> tuple[UnitCopy, SourcePiece] | None:
         """The next piece for a lane whose open files belong to ``current``; raises :class:`Stopped` once stopped.
 
@@ -165,8 +163,6 @@ class CopyPipeline:
             unit.bytes_read += share.bytes_read
             unit.lanes_in -= 1
             self._changed.notify_all()
-
-    # The caller's side.
 
     def next_unit(self) -> UnitCopy:
         """Wait until the next unit (in order) is copied, and return it; raises a lane's failure (every lane stops)."""

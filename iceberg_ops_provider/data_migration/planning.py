@@ -52,14 +52,13 @@ class IncrementalRange:
 
 def snapshot_paths(reader: ManifestReader, snapshot: Snapshot, status: ManifestEntryStatus) -> set[str]:
     """Locations of the data files ``snapshot`` itself marked ``status`` (``ADDED``, ``DELETED``)."""
-    paths: set[str] = set()
-    for manifest in reader.manifests(snapshot):
-        if manifest.added_snapshot_id != snapshot.snapshot_id:
-            continue
-        for entry in manifest.fetch_manifest_entry(reader.io, discard_deleted=False):
-            if entry.status == status and entry.snapshot_id == snapshot.snapshot_id:
-                paths.add(entry.data_file.file_path)
-    return paths
+    return {
+        entry.data_file.file_path
+        for manifest in reader.manifests(snapshot)
+        if manifest.added_snapshot_id == snapshot.snapshot_id
+        for entry in manifest.fetch_manifest_entry(reader.io, discard_deleted=False)
+        if entry.status == status and entry.snapshot_id == snapshot.snapshot_id
+    }
 
 
 def incremental_range(table: Table, from_snapshot_id: int, to_snapshot_id: int, source: str) -> IncrementalRange:
