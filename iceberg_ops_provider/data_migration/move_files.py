@@ -32,8 +32,6 @@ if TYPE_CHECKING:
 
 __all__ = ["foreign_changes", "move_data_paths", "source_batches", "target_batches"]
 
-_ALWAYS_TRUE = AlwaysTrue()
-
 
 def move_data_paths(table: Table, move_id: str, branch: str) -> set[str]:
     """Locations of the data files the move's commits on ``branch`` added."""
@@ -50,7 +48,7 @@ def stream_tasks(
     io: FileIO,
     tasks: Sequence[FileScanTask],
     columns: Sequence[str],
-    row_filter: BooleanExpression = _ALWAYS_TRUE,
+    row_filter: BooleanExpression,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of ``tasks`` (deletes and ``row_filter`` applied) as ``columns``, one file at a time, batch by batch.
 
@@ -83,7 +81,7 @@ def target_batches(
     mine = [task for task in tasks if task.file.file_path in paths]
     # Every commit of the move still in the history and none of its files rewritten: its rows are these files'.
     if paths and paths <= live and sum(task.file.record_count for task in mine) == moved_rows:
-        return (lambda: stream_tasks(table.metadata, table.io, mine, columns)), {
+        return (lambda: stream_tasks(table.metadata, table.io, mine, columns, AlwaysTrue())), {
             "scope": "move_files",
             "target_files": len(mine),
         }

@@ -36,8 +36,6 @@ PIECE_BYTES = 16 * 1024 * 1024
 READ_BUFFER_BYTES = 8 * 1024 * 1024
 """Read buffer of the projecting read path (PyIceberg's own setting)."""
 
-_ALWAYS_TRUE = AlwaysTrue()
-
 
 @dataclass(frozen=True)
 class SourcePiece:
@@ -138,7 +136,7 @@ def projected_row_groups(
         task.file, projected_schema, metadata.schema(), metadata.specs().get(task.file.spec_id), file_schema.field_ids
     )
     row_filter = None
-    if scan._bound_row_filter != _ALWAYS_TRUE:
+    if scan._bound_row_filter != AlwaysTrue():
         translated = translate_column_names(
             scan._bound_row_filter,
             file_schema,
