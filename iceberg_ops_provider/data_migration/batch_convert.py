@@ -1,12 +1,7 @@
 """Convert Arrow batches read from a source table into batches for a target table's data files.
 
-A :class:`BatchPlan` is compiled once per input batch schema from a tree of :class:`FieldNode` (built
-and checked by :class:`~iceberg_ops_provider.data_migration.reconcile.ColumnMapping`), so a batch
-costs only the casts and rebuilds it needs: data already holding the target's type is at most
-relabelled with a zero-copy ``view``; promotions and narrowing are cast with overflow checks (a
-double beyond float's range is an error, not infinity); an optional source column written to a
-required one is checked for nulls in every batch, and required fields under null structs get
-placeholder values, as Parquet needs.
+A :class:`BatchPlan` is compiled once per input batch schema, so a batch costs only the casts and
+rebuilds it needs: data already of the target's type is at most relabelled with a zero-copy ``view``.
 """
 
 from __future__ import annotations

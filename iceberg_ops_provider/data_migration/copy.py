@@ -1,21 +1,13 @@
 """Copies the rows of source data files into new Parquet data files of a target table, one stream per core.
 
-The tasks are cut into pieces of whole row groups (:mod:`.source_pieces`) that the lanes, one thread
-per core, take from one shared queue, so decoding one piece and encoding another run at once
-(PyArrow releases the GIL in both) and no lane idles while another still reads a large file.
-:meth:`FileCopier.pipeline` runs the lanes over several units in a row (:mod:`.pipeline`).
-
-A source file that holds exactly the source's current schema, has no delete files and needs no
-filtering is read with PyArrow alone; any other goes through PyIceberg's ``ArrowScan`` projection.
-Both read one row group at a time (PyArrow's and PyIceberg's whole-file reads pre-buffer the whole
-file: +1.2 to 1.6 GB for a 1.1 GiB file). Rows keep the Arrow types they were read with (casting
-every batch to the target's types costs about a tenth of the throughput); only batches bound for
-one output file are cast to that file's schema when they differ.
-
-Memory stays near one output and one source row group per lane: a lane holds at most
-:data:`LANE_BUFFER_BYTES` of unwritten rows across its outputs and :data:`MAX_OPEN_FILES` open files.
-Nothing is committed here: the caller commits the returned ``DataFile``s, or deletes the files
-listed in ``written``.
+Lanes (one thread per core; PyArrow releases the GIL) take pieces of whole row groups
+(:mod:`.source_pieces`) from one shared queue, over several units in a row (:mod:`.pipeline`). A file
+of exactly the source's current schema, without deletes or filtering, is read with PyArrow alone, any
+other through PyIceberg's ``ArrowScan`` projection; both read one row group at a time (a whole-file
+read pre-buffers the file: +1.2 to 1.6 GB for a 1.1 GiB file). Rows keep the Arrow types they were
+read with (casting every batch costs about a tenth of the throughput); only batches bound for one
+output file are cast to its schema when they differ. Nothing is committed here: the caller commits
+the returned ``DataFile``s, or deletes the files listed in ``written``.
 """
 
 from __future__ import annotations
@@ -61,12 +53,11 @@ from iceberg_ops_provider.data_migration.source_pieces import (
     split_into_pieces,
 )
 from iceberg_ops_provider.data_migration.verbatim import PartitionPath, copy_stream, partition_as_is
-from iceberg_ops_provider.errors import DataMoveError, ReconciliationError
+from iceberg_ops_provider.errors import DataMoveError
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
-    from pyiceberg.schema import Schema
     from pyiceberg.table import FileScanTask
     from pyiceberg.table.metadata import TableMetadata
 
@@ -127,7 +118,6 @@ class FileCopier:
     to the number of CPUs, ``target_file_size_bytes`` to the target's ``write.target-file-size-bytes``.
 
     Raises:
-        ReconciliationError: ``source_columns`` names a column the source lacks, or none at all.
         ValueError: The target's ``write.target-file-size-bytes`` is not positive, or ``row_filter`` does
             not bind to the source's schema.
     """
@@ -178,7 +168,11 @@ class FileCopier:
             properties, TableProperties.PARQUET_ROW_GROUP_LIMIT, TableProperties.PARQUET_ROW_GROUP_LIMIT_DEFAULT
         )
         self.source_schema = source_metadata.schema()
-        self.read_schema = self._select(self.source_schema, source_columns, case_sensitive)
+        self.read_schema = (
+            self.source_schema
+            if source_columns is None
+            else self.source_schema.select(*source_columns, case_sensitive=case_sensitive)
+        )
         self.read_columns = [column.name for column in self.read_schema.columns]
         # The read path reads source names as they are; a schema whose names Parquet stores sanitized
         # is read through ArrowScan, which maps them back.
@@ -196,21 +190,6 @@ class FileCopier:
         self.verbatim = verbatim and self.read_schema == self.source_schema
         # Statistics of a copied file: its columns carry the source's names, the target's metrics settings.
         self.verbatim_statistics = StatisticsPlan.for_table(target_metadata, self.source_schema)
-
-    @staticmethod
-    def _select(schema: Schema, columns: Sequence[str] | None, case_sensitive: bool) -> Schema:
-        if columns is None:
-            return schema
-        if not columns:
-            raise ReconciliationError("source_columns is empty: name at least one source column, or pass None for all.")
-        top_level = {(f.name if case_sensitive else f.name.lower()): f.name for f in schema.fields}
-        missing = [name for name in columns if (name if case_sensitive else name.lower()) not in top_level]
-        if missing:
-            raise ReconciliationError(
-                f"The source has no top-level column {', '.join(map(repr, missing))}; "
-                f"its columns are {', '.join(map(repr, top_level.values()))}. Fix source_columns."
-            )
-        return schema.select(*(top_level[name if case_sensitive else name.lower()] for name in columns))
 
     def plain(self, arrow_schema: pa.Schema) -> bool:
         """Whether a file with this Arrow schema holds exactly the source's current schema (ids, names, types)."""
@@ -385,8 +364,6 @@ class _Lane:
         log.debug("copied %s as it is to %s (%s, %d rows)", file.file_path, path, size_text(size), rows)
         return True
 
-    # Reading.
-
     def _read(self, scan: ArrowScan, piece: SourcePiece) -> Iterator[tuple[pa.RecordBatch | None, int]]:
         """The rows of ``piece`` (source names, selected columns), each batch with its share of the piece's bytes.
 
@@ -424,8 +401,6 @@ class _Lane:
                     return
             deletes = _read_all_delete_files(copier.source_io, [task]) if task.delete_files else {}
             yield from projected_row_groups(scan, task, stream, deletes.get(task.file.file_path), piece)
-
-    # Writing.
 
     def _write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:
@@ -473,7 +448,7 @@ class _Lane:
         copier = self.copier
         table = pa.Table.from_batches(output.pending, schema=output.schema)
         if output.file is None:
-            output.file = self._open(output)
+            output.file = OutputFile(self._new_path(output.key), copier.target_io, table.schema, copier.writer_kwargs)
         before = output.file.bytes_written
         output.file.write(table, min(table.num_rows, copier.row_group_rows))
         self.output_written += output.file.bytes_written - before
@@ -495,10 +470,6 @@ class _Lane:
         self.share.data_files.append(
             data_file_from_footer(path, footer, size, plan=plan, partition=partition, spec_id=spec_id)
         )
-
-    def _open(self, output: _Output) -> OutputFile:
-        assert output.schema is not None
-        return OutputFile(self._new_path(output.key), self.copier.target_io, output.schema, self.copier.writer_kwargs)
 
     def _roll(self, output: _Output) -> None:
         """Write the output's pending rows, close its file and forget the output."""

@@ -1,9 +1,7 @@
 """What defines a move, as the steps of a move read it: tables, filter, columns, mode and identity.
 
-:class:`MoveDefinition` is the read-only view that resolution, the run of units and verification
-take instead of the :class:`~iceberg_ops_provider.data_migration.mover.DataMover` itself, so they
-depend on nothing above them: ``DataMover`` satisfies it structurally (its validated arguments and
-the identity it derives from them). This module imports nothing of the package at run time.
+Resolution, the run of units and verification take this view instead of
+:class:`~iceberg_ops_provider.data_migration.mover.DataMover`, which satisfies it structurally.
 """
 
 from __future__ import annotations

@@ -1,14 +1,12 @@
 """The target files a move committed, and streaming readers of both sides for verification.
 
-Verification compares the source rows the move was defined over (its pinned snapshot and filter)
-with the rows of the data files the move's commits added that the target still holds (deletes
-applied), so rows other writers appended to the target never count. A target compacted after the
-move holds its rows in rewritten files; verify before compacting, or expect a difference.
+While the target holds every file the move's commits added, only those files' rows are compared, so
+rows other writers appended never count; after a rewrite, every target row matching the filter is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -18,8 +16,9 @@ from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Operation, ancestors_of
 
-from iceberg_ops_provider.data_migration.planning import snapshot_paths
+from iceberg_ops_provider.data_migration.planning import scan_tasks, snapshot_paths
 from iceberg_ops_provider.data_migration.state import move_snapshots, state_of
+from iceberg_ops_provider.data_migration.verify import Stream
 from iceberg_ops_provider.maintenance.files import ManifestReader
 
 if TYPE_CHECKING:
@@ -32,9 +31,6 @@ if TYPE_CHECKING:
     from iceberg_ops_provider.data_migration.reconcile import ColumnMapping
 
 __all__ = ["foreign_changes", "move_data_paths", "source_batches", "target_batches"]
-
-BatchStream = Callable[[], Iterator[pa.RecordBatch]]
-_ALWAYS_TRUE = AlwaysTrue()
 
 
 def move_data_paths(table: Table, move_id: str, branch: str) -> set[str]:
@@ -52,7 +48,7 @@ def stream_tasks(
     io: FileIO,
     tasks: Sequence[FileScanTask],
     columns: Sequence[str],
-    row_filter: BooleanExpression = _ALWAYS_TRUE,
+    row_filter: BooleanExpression,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of ``tasks`` (deletes and ``row_filter`` applied) as ``columns``, one file at a time, batch by batch.
 
@@ -66,7 +62,7 @@ def stream_tasks(
 
 def target_batches(
     table: Table, move: MoveDefinition, columns: Sequence[str], row_filter: BooleanExpression, moved_rows: int
-) -> tuple[BatchStream, dict[str, object]]:
+) -> tuple[Stream, dict[str, object]]:
     """A stream of the target rows to compare with the source, and what they are (``scope``, ``target_files``).
 
     ``scope`` is ``move_files`` while the target still holds every file the move's commits added, with
@@ -85,7 +81,7 @@ def target_batches(
     mine = [task for task in tasks if task.file.file_path in paths]
     # Every commit of the move still in the history and none of its files rewritten: its rows are these files'.
     if paths and paths <= live and sum(task.file.record_count for task in mine) == moved_rows:
-        return (lambda: stream_tasks(table.metadata, table.io, mine, columns)), {
+        return (lambda: stream_tasks(table.metadata, table.io, mine, columns, AlwaysTrue())), {
             "scope": "move_files",
             "target_files": len(mine),
         }
@@ -143,15 +139,13 @@ def source_batches(
     row_filter: BooleanExpression,
     mapping: ColumnMapping,
     compared: Sequence[str],
-) -> BatchStream:
+) -> Stream:
     """A stream of the source's rows as the move writes them: converted, named as the target's columns."""
 
     def stream() -> Iterator[pa.RecordBatch]:
-        if snapshot_id is None:
-            return
         columns = mapping.source_columns
-        scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id, selected_fields=tuple(columns))
-        for batch in stream_tasks(metadata, table.io, list(scan.plan_files()), columns, row_filter):
+        tasks = scan_tasks(table, snapshot_id, row_filter, columns)
+        for batch in stream_tasks(metadata, table.io, tasks, columns, row_filter):
             converted = mapping.convert(batch)
             arrays = [converted.column(mapping.file_names[name]) for name in compared]
             yield pa.RecordBatch.from_arrays(arrays, names=list(compared))

@@ -68,6 +68,11 @@ def _bad(about: str, value: object, text: str) -> InvalidMoveError:
     return InvalidMoveError(message(text, about=about, **{about: Arg(about, value)}))
 
 
+def _check_positive(about: str, value: object, unit: str) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise _bad(about, value, f"{{{about}}} must be a positive {unit}.")
+
+
 class DataMover:
     """Copies the rows of ``source`` into ``target``, exactly once, resumable, in units that may run on many workers.
 
@@ -120,16 +125,16 @@ class DataMover:
             raise _bad("mode", mode, f"{{mode}} is not one of {', '.join(MODES)}.")
         if verify is not None and verify not in VERIFY_METHODS:
             raise _bad("verify", verify, f"{{verify}} is not one of {', '.join(VERIFY_METHODS)} (or None).")
-        if isinstance(commit_every_bytes, bool) or not isinstance(commit_every_bytes, int) or commit_every_bytes <= 0:
-            raise _bad(
-                "commit_every_bytes", commit_every_bytes, "{commit_every_bytes} must be a positive number of bytes."
-            )
-        if parallelism is not None and (not isinstance(parallelism, int) or parallelism < 1):
-            raise _bad("parallelism", parallelism, "{parallelism} must be a positive integer.")
+        _check_positive("commit_every_bytes", commit_every_bytes, "number of bytes")
+        _check_positive("sample_size", sample_size, "number of rows")
+        if parallelism is not None:
+            _check_positive("parallelism", parallelism, "integer")
         if columns is not None and (isinstance(columns, str) or not all(isinstance(c, str) for c in columns)):
             raise _bad("columns", columns, "{columns} must be a list of column names.")
-        if rename is not None and not all(isinstance(k, str) and isinstance(v, str) for k, v in dict(rename).items()):
-            raise _bad("rename", rename, "{rename} must map source column names to target column names.")
+        if rename is not None and not all(
+            isinstance(k, str) and isinstance(v, str) and v for k, v in dict(rename).items()
+        ):
+            raise _bad("rename", rename, "{rename} must map source column names to non-empty target column names.")
         self.source_catalog = source_catalog
         self.target_catalog = target_catalog if target_catalog is not None else source_catalog
         self.source_table = None if isinstance(source, str) else source
@@ -147,8 +152,6 @@ class DataMover:
             where = None  # an empty templated filter: every row
         if where is not None and not isinstance(where, str | BooleanExpression):
             raise _bad("where", where, "{where} must be a PyIceberg filter string or expression.")
-        if isinstance(sample_size, bool) or not isinstance(sample_size, int) or sample_size < 1:
-            raise _bad("sample_size", sample_size, "{sample_size} must be a positive number of rows.")
         self.where_text = where if isinstance(where, str) else (repr(where) if where is not None else None)
         try:
             self.where: BooleanExpression = parse(where) if isinstance(where, str) else where or AlwaysTrue()
@@ -185,8 +188,6 @@ class DataMover:
         self.created_target = False
         """Whether this object's run created the target (``create_target=True`` and it was missing)."""
 
-    # Resolution: tables, mapping, state, plan.
-
     def plan(self) -> MovePlan:
         """What the move will do: its source snapshot, its units and which are done. Changes nothing.
 
@@ -197,8 +198,6 @@ class DataMover:
                 the mode cannot carry.
         """
         return resolve(self).plan
-
-    # Running.
 
     def _units(self, plan: MovePlan, units: Sequence[MoveUnit | Mapping[str, Any] | int] | None) -> list[MoveUnit]:
         if units is None:
@@ -232,10 +231,8 @@ class DataMover:
         except (KeyError, TypeError, ValueError) as exc:
             raise InvalidMoveError(f"{item!r} is not a unit of a move plan ({exc!r}).") from exc
 
-    def _settled_elsewhere(self, target: Table | None, unit: MoveUnit) -> bool:
+    def _settled_elsewhere(self, target: Table, unit: MoveUnit) -> bool:
         """Whether ``unit``, from an older plan than the current one, was committed by that plan's run."""
-        if target is None:
-            return False
         for snapshot in move_snapshots(target.metadata, self.move_id, self.branch):
             recorded = state_of(snapshot, self.move_id)
             if recorded is not None and recorded.plan_id == unit.plan_id:
@@ -279,9 +276,7 @@ class DataMover:
         plan = resolved.plan
         selected = self._units(plan, units)
         if resolved.target is None:
-            _, created = create_target(self, resolved.source, resolved.source_metadata.schema())
-            if created:
-                self.created_target = True
+            self.created_target |= create_target(self, resolved.source, resolved.source_metadata.schema())[1]
             # The catalog numbered the new table's columns afresh: map the columns to those ids.
             resolved = resolve(self, pinned=plan.source_snapshot_id)
             plan = resolved.plan
@@ -316,11 +311,9 @@ class DataMover:
         )
         pending: list[MoveUnit] = []
         for unit in selected:
-            if unit.plan_id == plan.plan_id and unit.index in plan.done:
-                totals["units_skipped"] += 1
-            elif unit.plan_id == plan.plan_id:
+            if unit.plan_id == plan.plan_id and unit.index not in plan.done:
                 pending.append(unit)
-            elif self._settled_elsewhere(target, unit):
+            elif unit.plan_id == plan.plan_id or self._settled_elsewhere(target, unit):
                 totals["units_skipped"] += 1
             else:
                 raise MoveStateError(
@@ -338,9 +331,7 @@ class DataMover:
             state = current_state(self, target)
         complete = state is not None and state.complete and published(self, target)
         tracker.finish()
-        report = None
-        if self.verify_method is not None and complete:
-            report = self.verify(self.verify_method)
+        report = self.verify(self.verify_method) if self.verify_method is not None and complete else None
         result = MoveResult(
             move_id=self.move_id,
             source=self.source,
@@ -379,8 +370,6 @@ class DataMover:
         if blocker is not None:
             log.info("Move %s: files are re-encoded, none copied as they are, because %s", self.move_id, blocker)
         return blocker is None
-
-    # Verification.
 
     def verify(self, method: str | None = None, *, seed: int | None = None) -> VerifyReport:
         """Compare the source rows the move was defined over with the rows its commits hold in the target.

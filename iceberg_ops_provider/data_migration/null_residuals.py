@@ -1,16 +1,9 @@
 """When a scan task's "always true" residual can be trusted for a file's null values.
 
-PyIceberg plans a filtered scan per file and gives each task a *residual*: the part of the filter
-the file's partition values do not already decide. A file whose residual is always true needs no
-row filter, so the mover reads it with PyArrow alone, or copies it byte for byte. PyIceberg 0.12
-computes the residual of a negated predicate (``!=``, ``not in``, ``not starts with``, ``not nan``)
-on the partition value in Python, where ``None != 'eu'`` is true: the residual of a partition
-whose value is null comes out always true. Row by row, the filter keeps no null (SQL's three-valued
-logic, which PyIceberg's own scan applies), so such a file would be copied whole, nulls included.
-
-:func:`residual_holds` says whether that cannot happen for one file: the filter has no negated
-predicate, or the file's statistics say none of the columns those predicates read holds a null.
-Otherwise the mover applies the whole filter to the file, row by row.
+A file whose residual is always true is read without a row filter (or copied byte for byte). PyIceberg
+0.12 computes the residual of a negated predicate (``!=``, ``not in``, ``not starts with``, ``not nan``)
+on the partition value in Python, where ``None != 'eu'`` is true, so a partition whose value is null
+gets an always-true residual although the filter, row by row, keeps no null.
 """
 
 from __future__ import annotations

@@ -134,11 +134,6 @@ class CopyPipeline:
                 self.stop.set()
                 self._changed.notify_all()
 
-    # The lanes' side.
-
-    def _allowed(self, unit: UnitCopy) -> bool:
-        return unit.index <= self._released + self.lookahead
-
     def take(self, current: UnitCopy | None, *, wait: bool) -> tuple[UnitCopy, SourcePiece] | None:
         """The next piece for a lane whose open files belong to ``current``; raises :class:`Stopped` once stopped.
 
@@ -150,7 +145,7 @@ class CopyPipeline:
             while True:
                 if self.stop.is_set():
                     raise Stopped()
-                if self._queue and self._allowed(self._queue[0][0]):
+                if self._queue and self._queue[0][0].index <= self._released + self.lookahead:
                     unit, piece = self._queue.popleft()
                     unit.pieces_left -= 1
                     if unit is not current:
@@ -169,12 +164,8 @@ class CopyPipeline:
             unit.lanes_in -= 1
             self._changed.notify_all()
 
-    # The caller's side.
-
     def next_unit(self) -> UnitCopy:
         """Wait until the next unit (in order) is copied, and return it; raises a lane's failure (every lane stops)."""
-        if self._next >= len(self.units):
-            raise IndexError("every unit of the pipeline was returned already")
         unit = self.units[self._next]
         with self._changed:
             while not unit.done and self.error is None and not self.stop.is_set():

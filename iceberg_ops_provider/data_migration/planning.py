@@ -52,14 +52,13 @@ class IncrementalRange:
 
 def snapshot_paths(reader: ManifestReader, snapshot: Snapshot, status: ManifestEntryStatus) -> set[str]:
     """Locations of the data files ``snapshot`` itself marked ``status`` (``ADDED``, ``DELETED``)."""
-    paths: set[str] = set()
-    for manifest in reader.manifests(snapshot):
-        if manifest.added_snapshot_id != snapshot.snapshot_id:
-            continue
-        for entry in manifest.fetch_manifest_entry(reader.io, discard_deleted=False):
-            if entry.status == status and entry.snapshot_id == snapshot.snapshot_id:
-                paths.add(entry.data_file.file_path)
-    return paths
+    return {
+        entry.data_file.file_path
+        for manifest in reader.manifests(snapshot)
+        if manifest.added_snapshot_id == snapshot.snapshot_id
+        for entry in manifest.fetch_manifest_entry(reader.io, discard_deleted=False)
+        if entry.status == status and entry.snapshot_id == snapshot.snapshot_id
+    }
 
 
 def incremental_range(table: Table, from_snapshot_id: int, to_snapshot_id: int, source: str) -> IncrementalRange:
@@ -70,18 +69,12 @@ def incremental_range(table: Table, from_snapshot_id: int, to_snapshot_id: int, 
             between deleted or overwrote rows, or a rewrite folded appended files into others.
     """
     metadata = table.metadata
-    to_snapshot = metadata.snapshot_by_id(to_snapshot_id)
-    from_snapshot = metadata.snapshot_by_id(from_snapshot_id)
-    if to_snapshot is None:
-        raise MoveStateError(f"Source snapshot {to_snapshot_id} of {source} does not exist.")
     chain: list[Snapshot] = []
-    reached = False
-    for snapshot in ancestors_of(to_snapshot, metadata):
+    for snapshot in ancestors_of(metadata.snapshot_by_id(to_snapshot_id), metadata):  # type: ignore[arg-type]
         if snapshot.snapshot_id == from_snapshot_id:
-            reached = True
             break
         chain.append(snapshot)
-    if from_snapshot is None or not reached:
+    else:
         raise MoveStateError(
             message(
                 f"The incremental move's last source snapshot {from_snapshot_id} is no longer an ancestor of "

@@ -38,14 +38,14 @@ class MoveProgress:
     """
 
     move_id: str
-    source: str | None
-    branch: str
-    units_committed: int
-    units_planned: int
-    rows: int
-    bytes: int
-    complete: bool
-    last_commit_at: datetime | None
+    source: str | None = None
+    branch: str = MAIN_BRANCH
+    units_committed: int = 0
+    units_planned: int = 0
+    rows: int = 0
+    bytes: int = 0
+    complete: bool = False
+    last_commit_at: datetime | None = None
     runs: int = 1
     error: str | None = None
 
@@ -59,19 +59,12 @@ def _known_moves(table: Table) -> list[str]:
     """Every move the table knows: from its mirror properties and its snapshot summaries."""
     metadata = table.metadata
     moves = [key.removeprefix(PROPERTY_PREFIX) for key in metadata.properties if key.startswith(PROPERTY_PREFIX)]
-    for snapshot in metadata.snapshots:
-        move_id = snapshot.summary.additional_properties.get(MOVE_ID_KEY) if snapshot.summary else None
-        if move_id and move_id not in moves:
-            moves.append(move_id)
-    return moves
+    moves += [s.summary.additional_properties.get(MOVE_ID_KEY) for s in metadata.snapshots if s.summary]
+    return [move_id for move_id in dict.fromkeys(moves) if move_id]
 
 
 def _progress(table: Table, move_id: str) -> MoveProgress:
-    """A move's progress, read where its newest state is.
-
-    That is ``main`` for an ``append`` or ``incremental`` move and a published ``overwrite``, and the
-    staging branch for an ``overwrite`` not yet published.
-    """
+    """A move's progress, read on ``main``, or on the staging branch of an ``overwrite`` not yet published."""
     metadata = table.metadata
     staging = f"{STAGING_BRANCH_PREFIX}{move_id}"
     branch = MAIN_BRANCH
@@ -81,7 +74,7 @@ def _progress(table: Table, move_id: str) -> MoveProgress:
             branch = staging
             state, _ = find_state(metadata, move_id, staging)
     except Exception as exc:
-        return MoveProgress(move_id, None, branch, 0, 0, 0, 0, False, None, error=f"{type(exc).__name__}: {exc}")
+        return MoveProgress(move_id, branch=branch, error=f"{type(exc).__name__}: {exc}")
     snapshots = move_snapshots(metadata, move_id, branch)
     added = 0
     for snapshot in snapshots:
@@ -92,18 +85,12 @@ def _progress(table: Table, move_id: str) -> MoveProgress:
             continue
     last = datetime.fromtimestamp(snapshots[0].timestamp_ms / 1000, UTC) if snapshots else None
     if state is None:
-        return MoveProgress(move_id, None, branch, 0, 0, 0, added, False, last, error="no state recorded on " + branch)
+        return MoveProgress(
+            move_id, branch=branch, bytes=added, last_commit_at=last, error=f"no state recorded on {branch}"
+        )
+    done, runs = len(state.done), state.epoch + 1
     return MoveProgress(
-        move_id,
-        state.source,
-        branch,
-        len(state.done),
-        state.unit_count,
-        state.rows,
-        added,
-        state.complete,
-        last,
-        runs=state.epoch + 1,
+        move_id, state.source, branch, done, state.unit_count, state.rows, added, state.complete, last, runs
     )
 
 

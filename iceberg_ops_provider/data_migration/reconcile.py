@@ -1,12 +1,8 @@
 """Reconcile a source table's columns with a target table's by column NAME, and convert batches accordingly.
 
-PyIceberg matches Arrow fields to a table's columns by field id when the data carries ids, so rows read
-from one table and written to another land in the wrong columns when the two tables number their
-columns differently. :class:`ColumnMapping` pairs the columns by name (after ``rename=``), checks every
-pair once (the rules are in ``docs/data_mover.md``: promotions are cast, narrowing and optional into
-required are allowed when the source files' statistics show the values fit, and are checked again
-per batch), and converts each batch read from the source into one written straight into a Parquet
-data file of the target (:mod:`~iceberg_ops_provider.data_migration.batch_convert`).
+PyIceberg matches Arrow fields to a table's columns by field id, so rows read from one table and written
+to another would land in the wrong columns when the two tables number their columns differently. The
+rules of the pairing are in ``docs/data_mover.md``.
 """
 
 from __future__ import annotations

@@ -215,8 +215,7 @@ def current_state(mover: MoveDefinition, target: Table | None) -> MoveState | No
         finished, _ = find_state(target.metadata, mover.move_id, MAIN_BRANCH)
         if finished is not None:
             return finished
-    state, _ = find_state(target.metadata, mover.move_id, mover.branch)
-    return state
+    return find_state(target.metadata, mover.move_id, mover.branch)[0]
 
 
 def check_owner(mover: MoveDefinition, state: MoveState, source: Table) -> None:
@@ -289,24 +288,19 @@ def resolve(mover: MoveDefinition, pinned: int | None = None) -> Resolved:
             notes.append("incremental: the source was empty when the move last ran; moving all of it")
     elif state is not None:
         if snapshot_id != state.snapshot_id:
-            finished = (
-                f"Move {mover.move_id!r} already finished copying {mover.source} at snapshot {state.snapshot_id}; "
-                f"the source is now at snapshot {snapshot_id}."
+            # An overwrite cannot go on incrementally (another definition: it would copy everything again).
+            fix = (
+                "To replace the target's rows matching the filter with the source's rows now, run {overwrite} again "
+                "under another {move_id}."
+                if mover.mode == "overwrite"
+                else "Copying again would duplicate rows: use {incremental} (same arguments otherwise: it continues "
+                "this move) to move only what was appended since, or another {move_id} to copy anew."
             )
-            if mover.mode == "overwrite":  # an incremental run is another definition: it would copy everything again
-                raise MoveStateError(
-                    message(
-                        f"{finished} To replace the target's rows matching the filter with the source's rows now, "
-                        "run {overwrite} again under another {move_id}.",
-                        overwrite=Arg("mode", "overwrite"),
-                        move_id=Arg("move_id"),
-                    )
-                )
             raise MoveStateError(
                 message(
-                    f"{finished} Copying again would duplicate rows: use {{incremental}} (same arguments otherwise: "
-                    "it continues this move) to move only what was appended since, or another {move_id} to copy "
-                    "anew.",
+                    f"Move {mover.move_id!r} already finished copying {mover.source} at snapshot {state.snapshot_id}; "
+                    f"the source is now at snapshot {snapshot_id}. {fix}",
+                    overwrite=Arg("mode", "overwrite"),
                     incremental=Arg("mode", "incremental"),
                     move_id=Arg("move_id"),
                 )

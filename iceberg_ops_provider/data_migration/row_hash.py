@@ -147,7 +147,9 @@ def value_hashes(array: pa.Array | pa.ChunkedArray) -> pa.UInt64Array:
         words = array.cast(pa.int64(), safe=not pa.types.is_uint64(kind))  # uint64 keeps its bits
         return _finish(pc.bit_wise_and(_mix(words.view(_U64)), _MASK63))
     if pa.types.is_floating(kind):
-        return _finish(pc.bit_wise_and(_mix(_float_bits(array)), _MASK63))
+        values = pc.add(array.cast(pa.float64()), 0.0)  # -0.0 + 0.0 == +0.0 in IEEE arithmetic
+        values = pc.if_else(pc.is_nan(values), math.nan, values)
+        return _finish(pc.bit_wise_and(_mix(values.view(pa.int64()).view(_U64)), _MASK63))
     if pa.types.is_decimal(kind):
         return _finish(_decimal_hashes(array), array)
     if _is_temporal(kind):
@@ -156,8 +158,10 @@ def value_hashes(array: pa.Array | pa.ChunkedArray) -> pa.UInt64Array:
         if remainder is not None:  # zero for whole microseconds, so those hash as microseconds do
             words = pc.add(words, pc.multiply(remainder.view(_U64), _NS_REMAINDER))
         return _finish(pc.bit_wise_and(_mix(words), _MASK63))
-    if _is_bytes(kind):
-        return _finish(_bytes_hashes(array))
+    if kind in _BYTES_TYPES:
+        murmur = _core_transform.bucket(array, _MURMUR_BUCKETS).cast(_U64)
+        length = pc.binary_length(array).cast(_U64)
+        return _finish(pc.bit_wise_or(pc.shift_left(murmur, _SHIFT32), length))
     if pa.types.is_struct(kind):
         if kind.num_fields == 0:
             return _finish(pa.array([0] * len(array), _U64), array)
@@ -187,16 +191,6 @@ def _plain(array: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 def _is_temporal(kind: pa.DataType) -> bool:
     return pa.types.is_date(kind) or pa.types.is_time(kind) or pa.types.is_timestamp(kind) or pa.types.is_duration(kind)
-
-
-def _is_bytes(kind: pa.DataType) -> bool:
-    return kind in _BYTES_TYPES
-
-
-def _float_bits(array: pa.Array) -> pa.Array:
-    values = pc.add(array.cast(pa.float64()), 0.0)  # -0.0 + 0.0 == +0.0 in IEEE arithmetic
-    values = pc.if_else(pc.is_nan(values), math.nan, values)
-    return values.view(pa.int64()).view(_U64)
 
 
 def _decimal_hashes(array: pa.Array) -> pa.Array:
@@ -239,12 +233,6 @@ def _temporal_micros(array: pa.Array) -> tuple[pa.Array, pa.Array | None]:
     return micros, pc.subtract(values, pc.multiply(micros, _THOUSAND))
 
 
-def _bytes_hashes(array: pa.Array) -> pa.Array:
-    murmur = _core_transform.bucket(array, _MURMUR_BUCKETS).cast(_U64)
-    length = pc.binary_length(array).cast(_U64)
-    return pc.bit_wise_or(pc.shift_left(murmur, _SHIFT32), length)
-
-
 def _python_hashes(array: pa.Array) -> pa.UInt64Array:
     hashes = []
     for value in canonical_values(array):
@@ -281,21 +269,19 @@ def canonical_values(array: pa.Array | pa.ChunkedArray) -> list[Hashable]:
     if pa.types.is_struct(kind):
         children = [canonical_values(array.field(i)) for i in range(kind.num_fields)]
         rows = list(zip(*children, strict=True)) if children else [()] * len(array)
-        return _with_nulls(array, rows)
+        if not array.null_count:
+            return rows
+        return [row if valid else None for row, valid in zip(rows, array.is_valid().to_pylist(), strict=True)]
     if pa.types.is_map(kind):
         entry = pa.field("entries", pa.struct([kind.key_field, kind.item_field]), nullable=False)
         array = array.cast(pa.large_list(entry))  # map arrays have no flatten or list_value_length kernels
         entries = array.flatten()
         pairs = list(zip(canonical_values(entries.field(0)), canonical_values(entries.field(1)), strict=True))
         return _split(array, pairs, lambda items: tuple(sorted(items, key=repr)))
-    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind) or _is_view(kind):
+    if isinstance(kind, pa.ListType | pa.LargeListType | pa.FixedSizeListType | pa.ListViewType | pa.LargeListViewType):
         array = array.cast(pa.large_list(kind.value_field))
         return _split(array, canonical_values(array.flatten()), tuple)
     return [_freeze(value) for value in array.to_pylist()]
-
-
-def _is_view(kind: pa.DataType) -> bool:
-    return pa.types.is_list_view(kind) or pa.types.is_large_list_view(kind)
 
 
 def _canonical_float(value: float | None) -> Hashable:
@@ -304,12 +290,6 @@ def _canonical_float(value: float | None) -> Hashable:
     if value != value:
         return NAN
     return value + 0.0  # -0.0 -> 0.0
-
-
-def _with_nulls(array: pa.Array, rows: list[Any]) -> list[Any]:
-    if not array.null_count:
-        return rows
-    return [row if valid else None for row, valid in zip(rows, array.is_valid().to_pylist(), strict=True)]
 
 
 def _split(array: pa.Array, items: list[Any], build: Callable[[list[Any]], Any]) -> list[Any]:

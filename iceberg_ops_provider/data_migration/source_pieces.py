@@ -1,10 +1,7 @@
 """Source data files cut into pieces of whole row groups, and the reads of one piece.
 
-A copy hands its lanes pieces rather than whole files, from one shared queue: a lane that finishes
-early takes the next piece instead of waiting while another lane still reads a large file alone.
 Pieces are cut from the row-group offsets Iceberg keeps for every data file (``split_offsets``),
-without opening the file; a file without them, with delete files or in another format than Parquet
-is one piece.
+without opening the file; a file without them, with delete files or not Parquet is one piece.
 """
 
 from __future__ import annotations
@@ -38,8 +35,6 @@ PIECE_BYTES = 16 * 1024 * 1024
 
 READ_BUFFER_BYTES = 8 * 1024 * 1024
 """Read buffer of the projecting read path (PyIceberg's own setting)."""
-
-_ALWAYS_TRUE = AlwaysTrue()
 
 
 @dataclass(frozen=True)
@@ -141,7 +136,7 @@ def projected_row_groups(
         task.file, projected_schema, metadata.schema(), metadata.specs().get(task.file.spec_id), file_schema.field_ids
     )
     row_filter = None
-    if scan._bound_row_filter != _ALWAYS_TRUE:
+    if scan._bound_row_filter != AlwaysTrue():
         translated = translate_column_names(
             scan._bound_row_filter,
             file_schema,

@@ -4,12 +4,7 @@ Every commit a move makes carries the whole state of the move (which source snap
 which units are done) under the summary key :data:`STATE_KEY`, next to :data:`MOVE_ID_KEY`. The
 state is cumulative: each unit's commit records the units done before it plus itself, and that
 commit requires the branch head it read the state from, so the newest snapshot of the move on the
-branch always holds the complete truth. There is no side table that could drift from the data:
-the progress and the rows it describes land in one atomic commit.
-
-Reading the state walks the branch's ancestry from its head to the newest snapshot of the move.
-Snapshot expiry that removes every snapshot of an unfinished move removes its progress with it;
-keep a move's snapshots until it finishes (the default expiry keeps the current snapshot).
+branch always holds the complete truth; a table property mirrors it for when expiry removed them.
 """
 
 from __future__ import annotations

@@ -14,11 +14,9 @@ from pyiceberg.expressions import (
     BooleanExpression,
     BoundLiteralPredicate,
     BoundPredicate,
-    BoundSetPredicate,
     BoundUnaryPredicate,
     LiteralPredicate,
     Reference,
-    SetPredicate,
     UnaryPredicate,
     UnboundPredicate,
 )
@@ -88,8 +86,6 @@ def select_columns(
     """
     available = ", ".join(f"`{f.name}`" for f in source.fields)
     paths = _index_paths(source)
-    if isinstance(columns, str):
-        raise _refused(f"{{columns}} takes a list of column names, not the string {columns!r}.", "columns")
     if columns is None:
         selected = list(source.fields)
     else:
@@ -120,14 +116,6 @@ def _check_renames(
     renames: dict[Path, str] = {}
     top = {f.name: f for f in source.fields}
     for key, new in rename.items():
-        if not isinstance(new, str) or not new:
-            raise ReconciliationError(
-                message(
-                    "{rename}: the new name must be a non-empty string.",
-                    about="rename",
-                    rename=Arg("rename", {key: new}),
-                )
-            )
         if key in top:
             path: Path = (key,)
         else:
@@ -382,9 +370,7 @@ class _RenameReferences(ExpressionRewriter):
             return type(predicate)(term)
         if isinstance(predicate, LiteralPredicate):
             return type(predicate)(term, predicate.literal)
-        if isinstance(predicate, SetPredicate):
-            return type(predicate)(term, predicate.literals)
-        raise ReconciliationError(f"The filter uses a predicate this version cannot rewrite: {predicate!r}.")
+        return type(predicate)(term, predicate.literals)  # type: ignore[attr-defined]
 
     def visit_bound_predicate(self, predicate: BoundPredicate) -> BooleanExpression:
         field = predicate.term.ref().field
@@ -393,6 +379,4 @@ class _RenameReferences(ExpressionRewriter):
             return predicate.as_unbound(name)
         if isinstance(predicate, BoundLiteralPredicate):
             return predicate.as_unbound(name, predicate.literal)
-        if isinstance(predicate, BoundSetPredicate):
-            return predicate.as_unbound(name, predicate.literals)
-        raise ReconciliationError(f"The filter uses a predicate this version cannot rewrite: {predicate!r}.")
+        return predicate.as_unbound(name, predicate.literals)  # type: ignore[attr-defined]

@@ -1,10 +1,4 @@
-"""Running a resolved plan's units: copy them in a pipeline, commit each with the move's state, publish.
-
-Each unit commits with the move's progress in one atomic commit
-(:func:`~iceberg_ops_provider.data_migration.unit_commit.commit_unit`), the state chosen against the
-branch head it lands on. What was not committed is deleted, except the files of a commit whose
-outcome is unknown.
-"""
+"""Running a resolved plan's units: copy them in a pipeline, commit each with the move's state, publish."""
 
 from __future__ import annotations
 

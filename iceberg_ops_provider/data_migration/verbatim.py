@@ -1,14 +1,9 @@
 """Source data files copied byte for byte into the target, when nothing about their rows has to change.
 
-Iceberg reads a Parquet data file's columns by field id. When the target numbers, names and types its
-columns as the source does, a source file read in full holds exactly the rows re-encoding would
-write, so the mover copies its bytes instead (statistics are read again from the copy's footer with
-the target's metrics settings). Required, checked before anything is written: no rename and every
-column moved; every source column in the target with the same field id, name, type and a
-requirement the source meets, target-only columns optional without a default; a Parquet file of
-exactly the source's current schema, without delete files or residual filter; and the target
-unpartitioned or partitioned exactly as the file. Anything else is re-encoded, as is everything
-with ``DataMover(..., rewrite=True)``.
+Iceberg reads a Parquet data file's columns by field id, so when the target numbers, names and types its
+columns as the source does, a source file read in full holds exactly the rows re-encoding would write
+(statistics are read again from the copy's footer with the target's metrics settings). The rules are
+in ``docs/data_mover.md``.
 """
 
 from __future__ import annotations

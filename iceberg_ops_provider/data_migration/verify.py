@@ -199,9 +199,11 @@ def _verify_sample(
             indices = pa.array([picks[slot] for slot in slots], pa.int64())
             taken = [array.take(indices) for array in arrays]
             start = reservoir.seen - batch.num_rows
-            for slot, row in zip(slots, _described_rows(taken, columns), strict=True):
-                hash_, values, shown = row
-                sampled[slot] = _SampledRow(start + picks[slot], hash_, values, shown)
+            hashes = hash_columns(taken).to_pylist()
+            values = zip(*(canonical_values(array) for array in taken), strict=True)
+            shown = zip(*(_shown_values(array) for array in taken), strict=True)
+            for slot, hash_, row, display in zip(slots, hashes, values, shown, strict=True):
+                sampled[slot] = _SampledRow(start + picks[slot], hash_, row, dict(zip(columns, display, strict=True)))
     source_rows = reservoir.seen
 
     wanted: dict[int, list[_SampledRow]] = {}
@@ -240,17 +242,6 @@ def _takeable(array: pa.Array) -> pa.Array:
     if pa.types.is_binary_view(array.type):
         return array.cast(pa.large_binary())
     return array
-
-
-def _described_rows(
-    arrays: Sequence[pa.Array], columns: Sequence[str]
-) -> Iterator[tuple[int, tuple[Hashable, ...], dict[str, Any]]]:
-    """Each row's hash, canonical values and values as shown in a report."""
-    hashes = hash_columns(arrays).to_pylist()
-    values = zip(*(canonical_values(array) for array in arrays), strict=True)
-    shown = zip(*(_shown_values(array) for array in arrays), strict=True)
-    for hash_, row, display in zip(hashes, values, shown, strict=True):
-        yield hash_, row, dict(zip(columns, display, strict=True))
 
 
 def _match(arrays: Sequence[pa.Array], wanted: dict[int, list[_SampledRow]]) -> None:

@@ -345,6 +345,7 @@ def test_verification_failure_fails_the_run(catalog):
         ({"commit_every_bytes": 0}, InvalidMoveError, "commit_every_bytes"),
         ({"where": "id <<< 3"}, InvalidMoveError, "where"),
         ({"columns": "id"}, InvalidMoveError, "columns"),
+        ({"rename": {"qty": ""}}, InvalidMoveError, "non-empty target column names"),
         ({"where": 3}, InvalidMoveError, "where"),
         ({"sample_size": 0}, InvalidMoveError, "sample_size"),
     ],
@@ -353,6 +354,17 @@ def test_bad_arguments_are_refused_up_front(catalog, kwargs, error, match):
     source_table(catalog, files=1)
     with pytest.raises(error, match=match):
         DataMover(catalog, "sales.orders", "archive.orders", create_target=True, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("columns", "match"),
+    [(["id", "nope"], "names `nope`"), ([], "is empty"), (["ts.nested"], "top-level columns")],
+)
+def test_unknown_empty_or_nested_columns_are_refused_before_writing(catalog, columns, match):
+    source_table(catalog, files=1)
+    with pytest.raises(ReconciliationError, match=match):
+        DataMover(catalog, "sales.orders", "archive.orders", create_target=True, columns=columns).plan()
+    assert ("archive",) not in catalog.list_namespaces()
 
 
 def test_bad_tables_and_filters_are_refused_before_writing(catalog):

@@ -60,7 +60,7 @@ def test_lanes_run_one_unit_ahead_of_the_caller_and_no_further(catalog) -> None:
     for copied, unit in zip(pipeline.units, units, strict=True):
         assert copied.bytes_read == sum(task.file.file_size_in_bytes for task in unit)
         assert {f.file_path for f in copied.data_files} == set(copied.written)
-    with pytest.raises(IndexError, match="every unit"):
+    with pytest.raises(IndexError):
         pipeline.next_unit()
 
 

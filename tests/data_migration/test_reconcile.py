@@ -419,8 +419,6 @@ def test_unknown_columns_are_refused_with_the_available_ones() -> None:
         ColumnMapping.build(SOURCE, TARGET, columns=["id", "nope"])
     with pytest.raises(ReconciliationError, match=r"nested fields move with their column"):
         ColumnMapping.build(SOURCE, TARGET, columns=["address.city"])
-    with pytest.raises(ReconciliationError, match="not the string"):
-        ColumnMapping.build(SOURCE, TARGET, columns="id")
     with pytest.raises(ReconciliationError, match="columns= is empty"):
         ColumnMapping.build(SOURCE, TARGET, columns=[])
 
@@ -436,8 +434,6 @@ def test_bad_renames_are_refused() -> None:
         ColumnMapping.build(SOURCE, TARGET, rename={"name": "id"})
     with pytest.raises(ReconciliationError, match=r"list element or map key/value"):
         ColumnMapping.build(SOURCE, TARGET, rename={"scores.element": "x"})
-    with pytest.raises(ReconciliationError, match="non-empty string"):
-        ColumnMapping.build(SOURCE, TARGET, rename={"qty": ""})
 
 
 def test_a_source_column_the_target_lacks_is_an_error_not_a_silent_drop() -> None:
