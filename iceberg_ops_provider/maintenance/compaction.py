@@ -24,6 +24,7 @@ from iceberg_ops_provider.core.filters import bind_filter
 from iceberg_ops_provider.errors import MaintenanceConflictError, MaintenanceError
 from iceberg_ops_provider.maintenance.binpack import FileGroup, is_candidate, min_input_files_problem, plan_groups
 from iceberg_ops_provider.maintenance.candidates import plan_candidates, refuse_equality_deletes, removable_delete_files
+from iceberg_ops_provider.maintenance.files import size_property
 from iceberg_ops_provider.maintenance.group_runner import (
     COMMIT_INTERVAL_SECONDS,
     OPERATION_PROPERTY,
@@ -79,26 +80,18 @@ def check_arguments(
             message(f"{{min_input_files}} {problem}.", about="min_input_files", min_input_files=Arg("min_input_files"))
         )
     if target_file_size_bytes is None:
-        raw = table.metadata.properties.get(TableProperties.WRITE_TARGET_FILE_SIZE_BYTES)
-        try:
-            target = int(raw) if raw is not None else TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
-        except ValueError as exc:
-            raise ValueError(
-                message(
-                    f"Table property {TableProperties.WRITE_TARGET_FILE_SIZE_BYTES}={raw!r} is not an integer; fix "
-                    "it with a property update or pass {target_file_size_bytes}.",
-                    target_file_size_bytes=Arg("target_file_size_bytes"),
-                )
-            ) from exc
-        source = f"the table property {TableProperties.WRITE_TARGET_FILE_SIZE_BYTES}"
+        target = size_property(
+            table.metadata.properties,
+            TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
+            TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
+            Arg("target_file_size_bytes"),
+        )
+    elif isinstance(target_file_size_bytes, bool) or not isinstance(target_file_size_bytes, int):
+        raise ValueError(f"target_file_size_bytes must be an integer number of bytes, got {target_file_size_bytes!r}.")
+    elif target_file_size_bytes < 1:
+        raise ValueError(f"target_file_size_bytes must be a positive number of bytes, got {target_file_size_bytes}.")
     else:
-        if isinstance(target_file_size_bytes, bool) or not isinstance(target_file_size_bytes, int):
-            raise ValueError(
-                f"target_file_size_bytes must be an integer number of bytes, got {target_file_size_bytes!r}."
-            )
-        target, source = target_file_size_bytes, "target_file_size_bytes"
-    if target < 1:
-        raise ValueError(f"{source} must be a positive number of bytes, got {target}.")
+        target = target_file_size_bytes
     if where is None:
         expression: BooleanExpression = AlwaysTrue()
     elif isinstance(where, str):

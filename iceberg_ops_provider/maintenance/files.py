@@ -13,13 +13,14 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar
 from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
 
 from iceberg_ops_provider.core.threads import carrying_context
+from iceberg_ops_provider.messages import Fact, message
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import ManifestFile
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["FileEntry", "ManifestReader", "delete_files", "window_map"]
+__all__ = ["FileEntry", "ManifestReader", "delete_files", "size_property", "window_map"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -31,6 +32,25 @@ CONTENT_KINDS = {
     DataFileContent.EQUALITY_DELETES: "equality_deletes",
 }
 """The name of each kind of file a manifest lists."""
+
+
+def size_property(properties: dict[str, str], key: str, default: int, fix: Fact) -> int:
+    """The table property ``key`` as a positive number of bytes (``default`` when unset); ``fix`` names the override."""
+    raw = properties.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(
+            message(
+                f"Table property {key}={raw!r} is not a positive integer (bytes); fix the property, or pass {{fix}}.",
+                fix=fix,
+            )
+        )
+    return value
 
 
 @dataclass(frozen=True)

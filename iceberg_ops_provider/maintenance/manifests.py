@@ -34,8 +34,9 @@ from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, AssertTableUUID, SetSnapshotRefUpdate
 
 from iceberg_ops_provider.errors import MaintenanceConflictError, MaintenanceError
-from iceberg_ops_provider.maintenance.files import ManifestReader, delete_files, window_map
+from iceberg_ops_provider.maintenance.files import ManifestReader, delete_files, size_property, window_map
 from iceberg_ops_provider.maintenance.rewrite_commit import DeleteManifestWriterV2
+from iceberg_ops_provider.messages import Arg
 
 if TYPE_CHECKING:
     from pyiceberg.partitioning import PartitionSpec
@@ -101,14 +102,9 @@ def _target_size(metadata: TableMetadata, requested: int | None) -> int:
         if requested <= 0:
             raise ValueError(f"target_manifest_size_bytes must be positive, got {requested}.")
         return requested
-    raw = metadata.properties.get(TARGET_SIZE_PROPERTY)
-    try:
-        size = int(raw) if raw is not None else DEFAULT_TARGET_SIZE
-    except ValueError:
-        size = 0
-    if size <= 0:
-        raise ValueError(f"Table property {TARGET_SIZE_PROPERTY}={raw!r} is not a positive integer; fix it.")
-    return size
+    return size_property(
+        metadata.properties, TARGET_SIZE_PROPERTY, DEFAULT_TARGET_SIZE, Arg("target_manifest_size_bytes")
+    )
 
 
 def _partition_key(spec: PartitionSpec | None, schema: Schema, manifest: ManifestFile) -> tuple[Any, ...]:

@@ -262,7 +262,7 @@ def test_the_default_target_is_the_table_property(catalog):
     assert compact_small_files_streaming(table, dry_run=True).target_file_size_bytes == 65536
     with table.transaction() as transaction:
         transaction.set_properties({"write.target-file-size-bytes": "big"})
-    with pytest.raises(ValueError, match=r"write\.target-file-size-bytes='big' is not an integer"):
+    with pytest.raises(ValueError, match=r"write\.target-file-size-bytes='big' is not a positive integer"):
         compact_small_files_streaming(table)
     with pytest.raises(TypeError, match="table must be a pyiceberg Table"):
         compact_small_files_streaming("sales.events")  # type: ignore[arg-type]
