@@ -33,7 +33,6 @@ from iceberg_ops_provider.maintenance.group_runner import (
     GroupBatches,
     GroupRunner,
     build_result,
-    identifier,
     planned_result,
 )
 from iceberg_ops_provider.messages import Arg, Hint, message
@@ -112,14 +111,14 @@ def check_arguments(
     except Exception as exc:
         raise ValueError(
             message(
-                f"{{where}} does not fit the schema of {identifier(table)}: {exc}. "
+                f"{{where}} does not fit the schema of {'.'.join(table.name())}: {exc}. "
                 f"Columns: {', '.join(f.name for f in table.schema().fields)}.",
                 about="where",
                 where=Arg("where", where),
             )
         ) from exc
     if strategy == "sort" and table.sort_order().is_unsorted:
-        name = identifier(table)
+        name = ".".join(table.name())
         namespace, _, bare = name.rpartition(".")
         raise ValueError(
             message(
@@ -137,7 +136,7 @@ def check_arguments(
         )
     if table.format_version > 2:
         raise MaintenanceError(
-            f"{identifier(table)} is a format v{table.format_version} table; PyIceberg 0.12 writes v1 and v2 only."
+            f"{'.'.join(table.name())} is a format v{table.format_version} table; PyIceberg 0.12 writes v1 and v2 only."
         )
     return target, expression
 
@@ -192,7 +191,7 @@ def compact_small_files_streaming(
     started = time.monotonic()
     target, expression = check_arguments(table, target_file_size_bytes, min_input_files, where, strategy)
     check_batching(commit_every_bytes, max_concurrent_groups)
-    name = identifier(table)
+    name = ".".join(table.name())
     table.refresh()
     metadata = table.metadata
     snapshot = table.current_snapshot()

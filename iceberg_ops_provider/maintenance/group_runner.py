@@ -48,7 +48,6 @@ __all__ = [
     "GroupRunner",
     "WrittenGroup",
     "delete_written",
-    "identifier",
     "planned_result",
 ]
 
@@ -157,11 +156,6 @@ def build_result(
         duration_seconds=duration_seconds,
         **extra,
     )
-
-
-def identifier(table: Table) -> str:
-    """The table's name as ``namespace.table``."""
-    return ".".join(table.name())
 
 
 def planned_result(group: FileGroup, removable: Sequence[DataFile] = ()) -> CompactionGroupResult:
@@ -292,7 +286,7 @@ class GroupRunner:
 
     def _label(self, groups: Sequence[FileGroup]) -> str:
         word = "group" if len(groups) == 1 else "groups"
-        return f"{identifier(self.table)}: {word} {_group_text(groups, self.groups)}: "
+        return f"{'.'.join(self.table.name())}: {word} {_group_text(groups, self.groups)}: "
 
     def write(self, group: FileGroup, planned: CompactionGroupResult) -> WrittenGroup | CompactionGroupResult:
         """Write ``group``'s new files; a file it reads gone missing returns a ``failed`` result, anything else raises.
@@ -520,7 +514,7 @@ class GroupBatches:
     def run(self, groups: Sequence[FileGroup], should_stop: Callable[[], bool] | None) -> bool:
         """Write and commit ``groups``; returns whether ``should_stop`` stopped it before the last one started."""
         stopped = False
-        name = identifier(self.runner.table)
+        name = ".".join(self.runner.table.name())
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="iceberg-ops-compaction")
         try:
             for group in groups:
@@ -573,7 +567,7 @@ class GroupBatches:
             self._done_bytes += outcome.bytes
             log.info(
                 "%s: group %d/%d %s; %s of %s done in %.1f s",
-                identifier(runner.table),
+                ".".join(runner.table.name()),
                 outcome.index,
                 runner.groups,
                 outcome.status,

@@ -10,7 +10,7 @@ import logging
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.manifest import DataFileContent, ManifestContent, read_manifest_list
@@ -287,15 +287,9 @@ class FileScan:
                     spec_id=spec_id,
                     partition=human,
                     path=path,
-                    data_files=totals.data_files,
-                    data_bytes=totals.data_bytes,
-                    records=totals.records,
-                    small_files=totals.small_files,
-                    small_bytes=totals.small_bytes,
+                    **asdict(totals),
                     compaction_candidates=candidates,
                     compaction_candidate_bytes=totals.data_bytes if older else totals.small_bytes,
-                    position_delete_files=totals.position_delete_files,
-                    equality_delete_files=totals.equality_delete_files,
                     needs_compaction=candidates >= min_input_files and ratio > max_small_file_ratio,
                 )
             )
