@@ -61,6 +61,8 @@ def check_arguments(
     min_input_files: int,
     where: str | BooleanExpression | None,
     strategy: str,
+    commit_every_bytes: int | None = None,
+    max_concurrent_groups: int | None = None,
 ) -> tuple[int, BooleanExpression]:
     """Validate the arguments; returns the target size and the bound-checked filter."""
     if not isinstance(table, Table):
@@ -78,19 +80,21 @@ def check_arguments(
         raise ValueError(
             message(f"{{min_input_files}} {problem}.", about="min_input_files", min_input_files=Arg("min_input_files"))
         )
-    if target_file_size_bytes is None:
-        target = size_property(
-            table.metadata.properties,
-            TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
-            TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
-            Arg("target_file_size_bytes"),
-        )
-    elif isinstance(target_file_size_bytes, bool) or not isinstance(target_file_size_bytes, int):
-        raise ValueError(f"target_file_size_bytes must be an integer number of bytes, got {target_file_size_bytes!r}.")
-    elif target_file_size_bytes < 1:
-        raise ValueError(f"target_file_size_bytes must be a positive number of bytes, got {target_file_size_bytes}.")
-    else:
-        target = target_file_size_bytes
+    counts = (
+        ("target_file_size_bytes", target_file_size_bytes, 1),
+        ("commit_every_bytes", commit_every_bytes, 0),
+        ("max_concurrent_groups", max_concurrent_groups, 1),
+    )
+    for name, value, least in counts:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            text = f"{{name}} must be an integer of at least {least}, got {value!r}."
+            raise ValueError(message(text, about=name, name=Arg(name)))
+    target = target_file_size_bytes or size_property(
+        table.metadata.properties,
+        TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
+        TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
+        Arg("target_file_size_bytes"),
+    )
     if where is None:
         expression: BooleanExpression = AlwaysTrue()
     elif isinstance(where, str):
@@ -141,15 +145,6 @@ def check_arguments(
     return target, expression
 
 
-def check_batching(commit_every_bytes: int | None, max_concurrent_groups: int | None) -> None:
-    """Refuse a ``commit_every_bytes`` or ``max_concurrent_groups`` that is not a count of the right size."""
-    counts = (("commit_every_bytes", commit_every_bytes, 0), ("max_concurrent_groups", max_concurrent_groups, 1))
-    for name, value, least in counts:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-            text = f"{{name}} must be an integer of at least {least}, got {value!r}."
-            raise ValueError(message(text, about=name, name=Arg(name)))
-
-
 def compact_small_files_streaming(
     table: Table,
     target_file_size_bytes: int | None = None,
@@ -189,8 +184,9 @@ def compact_small_files_streaming(
             committed (their files deleted), the others were (the exception's ``result``); a rerun redoes them.
     """
     started = time.monotonic()
-    target, expression = check_arguments(table, target_file_size_bytes, min_input_files, where, strategy)
-    check_batching(commit_every_bytes, max_concurrent_groups)
+    target, expression = check_arguments(
+        table, target_file_size_bytes, min_input_files, where, strategy, commit_every_bytes, max_concurrent_groups
+    )
     name = ".".join(table.name())
     table.refresh()
     metadata = table.metadata

@@ -371,12 +371,7 @@ class GroupRunner:
             summary = _summary(groups, self.groups, self.strategy, len(deletes))
             table.refresh()
             validator = RewriteValidator(
-                table.io,
-                metadata.current_snapshot_id,
-                replaced,
-                deletes,
-                cache=self.manifest_cache,
-                spec_id=metadata.default_spec_id,
+                table.io, metadata.current_snapshot_id, replaced, deletes, self.manifest_cache, metadata.default_spec_id
             )
             committing = True
             snapshot_id = commit_rewrite(

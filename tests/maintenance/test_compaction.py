@@ -236,7 +236,7 @@ def test_sort_strategy_sorts_each_output_file_by_the_sort_order(catalog):
 @pytest.mark.parametrize(
     ("arguments", "error", "message"),
     [
-        ({"target_file_size_bytes": 0}, ValueError, "target_file_size_bytes must be a positive number of bytes"),
+        ({"target_file_size_bytes": 0}, ValueError, "target_file_size_bytes must be an integer of at least 1"),
         ({"target_file_size_bytes": "1GB"}, ValueError, "target_file_size_bytes must be an integer"),
         ({"min_input_files": 0}, ValueError, "min_input_files must be an integer of at least 1"),
         ({"strategy": "zorder"}, ValueError, "strategy must be one of 'binpack', 'sort'"),
