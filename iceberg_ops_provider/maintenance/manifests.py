@@ -97,16 +97,6 @@ class _CountingOutput(OutputFile):
         return self.stream  # type: ignore[return-value]
 
 
-def _target_size(metadata: TableMetadata, requested: int | None) -> int:
-    if requested is not None:
-        if requested <= 0:
-            raise ValueError(f"target_manifest_size_bytes must be positive, got {requested}.")
-        return requested
-    return size_property(
-        metadata.properties, TARGET_SIZE_PROPERTY, DEFAULT_TARGET_SIZE, Arg("target_manifest_size_bytes")
-    )
-
-
 def _partition_key(spec: PartitionSpec | None, schema: Schema, manifest: ManifestFile) -> tuple[Any, ...]:
     """Sort key from a manifest's partition lower bounds, so merged manifests cover narrow ranges."""
     if spec is None or not manifest.partitions:
@@ -357,7 +347,11 @@ def rewrite_manifests(
             f"Table {name} has format version {table.metadata.format_version}; PyIceberg 0.12 writes manifests "
             "up to version 2, so its manifests cannot be rewritten here. Use Spark's rewrite_manifests."
         )
-    target = _target_size(table.metadata, target_manifest_size_bytes)
+    if target_manifest_size_bytes is not None and target_manifest_size_bytes <= 0:
+        raise ValueError(f"target_manifest_size_bytes must be positive, got {target_manifest_size_bytes}.")
+    target = target_manifest_size_bytes or size_property(
+        table.metadata.properties, TARGET_SIZE_PROPERTY, DEFAULT_TARGET_SIZE, Arg("target_manifest_size_bytes")
+    )
     writer: _Writer | None = None
     for attempt in range(1, _ATTEMPTS + 1):
         if writer is None:
