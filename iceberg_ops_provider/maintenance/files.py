@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
@@ -161,18 +162,12 @@ def window_map(fn: Callable[[T], R], items: Iterable[T], workers: int = 8) -> It
         yield from map(fn, items)
         return
     carried = carrying_context(fn)
+    feed = iter(items)
     with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
-        pending: list[Future[R]] = []
-        feed = iter(items)
-        for item in feed:
-            pending.append(pool.submit(carried, item))
-            if len(pending) >= 2 * workers:
-                break
+        pending = deque(pool.submit(carried, item) for item in islice(feed, 2 * workers))
         while pending:
-            result = pending.pop(0).result()
-            for item in feed:
-                pending.append(pool.submit(carried, item))
-                break
+            result = pending.popleft().result()
+            pending.extend(pool.submit(carried, item) for item in islice(feed, 1))
             yield result
 
 
