@@ -229,7 +229,6 @@ def compact_small_files_streaming(
             total_bytes=total_bytes,
             units_total=len(groups),
             on_progress=on_progress,
-            log_every=10.0,
             files_total=sum(len(group.tasks) for group in groups),
             unit_name="group",
         )

@@ -189,9 +189,7 @@ def run_compaction_units(
         total_bytes=sum(unit.bytes for unit in parsed),
         units_total=len(parsed),
         on_progress=on_progress,
-        log_every=10.0,
         files_total=sum(len(unit.data_files) for unit in parsed),
-        unit_name="unit",
     )
     runners: dict[tuple[str, int], GroupRunner] = {}
     results: list[CompactionGroupResult] = []

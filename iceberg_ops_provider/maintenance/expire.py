@@ -270,17 +270,7 @@ def _restore_refs_created_meanwhile(
         snapshot = base.snapshot_by_id(snapshot_id)
         if snapshot is not None:
             updates.append(AddSnapshotUpdate(snapshot=snapshot.model_copy(update={"parent_snapshot_id": None})))
-    for name, ref in lost.items():
-        updates.append(
-            SetSnapshotRefUpdate(
-                ref_name=name,
-                type=ref.snapshot_ref_type,
-                snapshot_id=ref.snapshot_id,
-                max_ref_age_ms=ref.max_ref_age_ms,
-                max_snapshot_age_ms=ref.max_snapshot_age_ms,
-                min_snapshots_to_keep=ref.min_snapshots_to_keep,
-            )
-        )
+    updates += [SetSnapshotRefUpdate(ref_name=name, **ref.model_dump(by_alias=True)) for name, ref in lost.items()]
     requirements = [AssertTableUUID(uuid=table.metadata.table_uuid)]
     requirements += [AssertRefSnapshotId(ref=name, snapshot_id=None) for name in lost]
     with table.transaction() as transaction:

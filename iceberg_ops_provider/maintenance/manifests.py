@@ -29,7 +29,7 @@ from pyiceberg.manifest import (
     write_manifest,
     write_manifest_list,
 )
-from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, AssertTableUUID, SetSnapshotRefUpdate
 
@@ -275,7 +275,7 @@ def _commit(table: Table, writer: _Writer, plan: _Plan, new: list[ManifestFile],
     Raises ``CommitFailedException`` when ``main`` is no longer ``head`` (its manifest list is deleted).
     """
     metadata = table.metadata
-    main = metadata.refs.get(MAIN_BRANCH)
+    main = metadata.refs.get(MAIN_BRANCH) or SnapshotRef(snapshot_id=head.snapshot_id, type=SnapshotRefType.BRANCH)
     rewritten = {m.manifest_path for m in plan.rewritten}
     others = [m for m in ManifestReader(table.io).manifests(head) if m.manifest_path not in rewritten]
     manifest_list = writer.manifest_list(attempt, head, metadata, [*new, *others])
@@ -290,13 +290,9 @@ def _commit(table: Table, writer: _Writer, plan: _Plan, new: list[ManifestFile],
     )
     updates = (
         AddSnapshotUpdate(snapshot=snapshot),
-        SetSnapshotRefUpdate(  # main keeps its own retention settings
-            ref_name=MAIN_BRANCH,
-            type=SnapshotRefType.BRANCH,
-            snapshot_id=writer.snapshot_id,
-            max_ref_age_ms=main.max_ref_age_ms if main else None,
-            max_snapshot_age_ms=main.max_snapshot_age_ms if main else None,
-            min_snapshots_to_keep=main.min_snapshots_to_keep if main else None,
+        # main keeps its own retention settings
+        SetSnapshotRefUpdate(
+            ref_name=MAIN_BRANCH, **{**main.model_dump(by_alias=True), "snapshot-id": writer.snapshot_id}
         ),
     )
     requirements = (
