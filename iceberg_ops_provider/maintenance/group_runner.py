@@ -377,20 +377,19 @@ class GroupRunner:
             snapshot_id = commit_rewrite(
                 table, validator, removed=[*replaced, *deletes], added=added, snapshot_properties=summary
             )
-        except (ValidationException, CommitFailedException) as exc:  # the commit certainly did not land
+        except (ValidationException, CommitFailedException, FileNotFoundError) as exc:
             if len(batch) > 1 and isinstance(exc, ValidationException):
                 log.info("%sa concurrent commit conflicts (%s); committing them one by one", label, exc)
                 return self._commit_one_by_one(batch, removable)
-            delete_written(table, written, label)
-            log.warning("%snot committed, a concurrent commit conflicts: %s", label, exc)
-            return [_failed(item.planned, exc, item.seconds + time.monotonic() - started) for item in batch]
-        except FileNotFoundError as exc:
-            # The validation read a manifest a concurrent expiry removed: the files were replaced meanwhile.
-            if committing:
+            # A file missing: the validation read a manifest a concurrent expiry removed (the files were
+            # replaced meanwhile). Otherwise the commit certainly did not land.
+            missing = isinstance(exc, FileNotFoundError)
+            if missing and committing:
                 log.error("%sthe commit's outcome is unknown; its files are kept: %s", label, ", ".join(written))
             else:
                 delete_written(table, written, label)
-            log.warning("%snot committed, a file it reads was removed meanwhile: %s", label, exc)
+            why = "a file it reads was removed meanwhile" if missing else "a concurrent commit conflicts"
+            log.warning("%snot committed, %s: %s", label, why, exc)
             return [_failed(item.planned, exc, item.seconds + time.monotonic() - started) for item in batch]
         except BaseException:
             landed = _landed(table, summary[COMMIT_KEY]) if committing and summary else False

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.manifest import DataFileContent, ManifestContent, read_manifest_list
 
+from iceberg_ops_provider.maintenance.expire import deletes_metadata
 from iceberg_ops_provider.maintenance.files import window_map
 
 if TYPE_CHECKING:
@@ -388,7 +389,6 @@ def metadata_stats(table: Table) -> MetadataStats:
         keep = int(properties.get("write.metadata.previous-versions-max", 100))
     except ValueError:
         keep = 100
-    delete_after = str(properties.get("write.metadata.delete-after-commit.enabled", "false")).lower() == "true"
     # The version in ``00042-<uuid>.metadata.json`` (the naming of Iceberg's catalogs).
     version = re.fullmatch(r"(\d+)-.*\.metadata\.json", location.rsplit("/", 1)[-1])
     dropped = None if version is None else max(0, int(version[1]) - len(metadata.metadata_log))
@@ -397,6 +397,6 @@ def metadata_stats(table: Table) -> MetadataStats:
         file_bytes=file_bytes,
         log_length=len(metadata.metadata_log),
         previous_versions_max=keep,
-        delete_after_commit=delete_after,
+        delete_after_commit=deletes_metadata(metadata),
         dropped_files=dropped,
     )

@@ -241,11 +241,7 @@ def _utc(moment: datetime | timedelta | str | None) -> datetime:
 
 
 def _escapes_through_a_link(location: str, root: str) -> bool:
-    """Whether a local file is really somewhere else than under the table (a symbolic link on its way).
-
-    Object stores have no links; a local listing follows them, and deleting through one would delete
-    a file outside the table.
-    """
+    """Whether a local file is reached through a symbolic link out of the table (deleting it would delete outside)."""
     parsed = urlparse(location)
     if parsed.scheme not in ("", "file"):
         return False
