@@ -56,16 +56,12 @@ def size_property(properties: dict[str, str], key: str, default: int, fix: Fact)
 
 @dataclass(frozen=True)
 class FileEntry:
-    """One file listed by a manifest: ``content`` is ``data``, ``position_deletes`` or ``equality_deletes``.
-
-    ``live``: the entry is ``ADDED`` or ``EXISTING``; ``sequence_number`` is 0 when unknown.
-    """
+    """A file a manifest lists: ``content`` is ``data``, ``position_deletes`` or ``equality_deletes``."""
 
     path: str
     content: str
     live: bool
     size: int
-    sequence_number: int = 0
 
 
 class ManifestReader:
@@ -119,7 +115,6 @@ class ManifestReader:
                     content=CONTENT_KINDS[entry.data_file.content],
                     live=entry.status != ManifestEntryStatus.DELETED,
                     size=entry.data_file.file_size_in_bytes,
-                    sequence_number=entry.sequence_number or 0,
                 )
                 for entry in manifest.fetch_manifest_entry(self.io, discard_deleted=False)
             ]
