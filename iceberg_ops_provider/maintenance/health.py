@@ -199,8 +199,7 @@ def table_health_report(table: Table, thresholds: HealthThresholds | None = None
             positive integer (and no threshold overrides it).
     """
     started = time.monotonic()
-    if thresholds is None:
-        thresholds = HealthThresholds()
+    thresholds = HealthThresholds() if thresholds is None else thresholds
     if not isinstance(thresholds, HealthThresholds):
         raise ValueError(
             f"thresholds must be a HealthThresholds (HealthThresholds.from_json builds one from a dict), "
