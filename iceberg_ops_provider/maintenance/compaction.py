@@ -24,6 +24,7 @@ from iceberg_ops_provider.core.filters import bind_filter
 from iceberg_ops_provider.errors import MaintenanceConflictError, MaintenanceError
 from iceberg_ops_provider.maintenance.binpack import FileGroup, is_candidate, min_input_files_problem, plan_groups
 from iceberg_ops_provider.maintenance.candidates import plan_candidates, refuse_equality_deletes, removable_delete_files
+from iceberg_ops_provider.maintenance.files import size_property
 from iceberg_ops_provider.maintenance.group_runner import (
     COMMIT_INTERVAL_SECONDS,
     OPERATION_PROPERTY,
@@ -32,7 +33,6 @@ from iceberg_ops_provider.maintenance.group_runner import (
     GroupBatches,
     GroupRunner,
     build_result,
-    identifier,
     planned_result,
 )
 from iceberg_ops_provider.messages import Arg, Hint, message
@@ -61,6 +61,8 @@ def check_arguments(
     min_input_files: int,
     where: str | BooleanExpression | None,
     strategy: str,
+    commit_every_bytes: int | None = None,
+    max_concurrent_groups: int | None = None,
 ) -> tuple[int, BooleanExpression]:
     """Validate the arguments; returns the target size and the bound-checked filter."""
     if not isinstance(table, Table):
@@ -78,27 +80,21 @@ def check_arguments(
         raise ValueError(
             message(f"{{min_input_files}} {problem}.", about="min_input_files", min_input_files=Arg("min_input_files"))
         )
-    if target_file_size_bytes is None:
-        raw = table.metadata.properties.get(TableProperties.WRITE_TARGET_FILE_SIZE_BYTES)
-        try:
-            target = int(raw) if raw is not None else TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
-        except ValueError as exc:
-            raise ValueError(
-                message(
-                    f"Table property {TableProperties.WRITE_TARGET_FILE_SIZE_BYTES}={raw!r} is not an integer; fix "
-                    "it with a property update or pass {target_file_size_bytes}.",
-                    target_file_size_bytes=Arg("target_file_size_bytes"),
-                )
-            ) from exc
-        source = f"the table property {TableProperties.WRITE_TARGET_FILE_SIZE_BYTES}"
-    else:
-        if isinstance(target_file_size_bytes, bool) or not isinstance(target_file_size_bytes, int):
-            raise ValueError(
-                f"target_file_size_bytes must be an integer number of bytes, got {target_file_size_bytes!r}."
-            )
-        target, source = target_file_size_bytes, "target_file_size_bytes"
-    if target < 1:
-        raise ValueError(f"{source} must be a positive number of bytes, got {target}.")
+    counts = (
+        ("target_file_size_bytes", target_file_size_bytes, 1),
+        ("commit_every_bytes", commit_every_bytes, 0),
+        ("max_concurrent_groups", max_concurrent_groups, 1),
+    )
+    for name, value, least in counts:
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            text = f"{{name}} must be an integer of at least {least}, got {value!r}."
+            raise ValueError(message(text, about=name, name=Arg(name)))
+    target = target_file_size_bytes or size_property(
+        table.metadata.properties,
+        TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
+        TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
+        Arg("target_file_size_bytes"),
+    )
     if where is None:
         expression: BooleanExpression = AlwaysTrue()
     elif isinstance(where, str):
@@ -119,14 +115,14 @@ def check_arguments(
     except Exception as exc:
         raise ValueError(
             message(
-                f"{{where}} does not fit the schema of {identifier(table)}: {exc}. "
+                f"{{where}} does not fit the schema of {'.'.join(table.name())}: {exc}. "
                 f"Columns: {', '.join(f.name for f in table.schema().fields)}.",
                 about="where",
                 where=Arg("where", where),
             )
         ) from exc
     if strategy == "sort" and table.sort_order().is_unsorted:
-        name = identifier(table)
+        name = ".".join(table.name())
         namespace, _, bare = name.rpartition(".")
         raise ValueError(
             message(
@@ -144,18 +140,9 @@ def check_arguments(
         )
     if table.format_version > 2:
         raise MaintenanceError(
-            f"{identifier(table)} is a format v{table.format_version} table; PyIceberg 0.12 writes v1 and v2 only."
+            f"{'.'.join(table.name())} is a format v{table.format_version} table; PyIceberg 0.12 writes v1 and v2 only."
         )
     return target, expression
-
-
-def check_batching(commit_every_bytes: int | None, max_concurrent_groups: int | None) -> None:
-    """Refuse a ``commit_every_bytes`` or ``max_concurrent_groups`` that is not a count of the right size."""
-    counts = (("commit_every_bytes", commit_every_bytes, 0), ("max_concurrent_groups", max_concurrent_groups, 1))
-    for name, value, least in counts:
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-            text = f"{{name}} must be an integer of at least {least}, got {value!r}."
-            raise ValueError(message(text, about=name, name=Arg(name)))
 
 
 def compact_small_files_streaming(
@@ -197,9 +184,10 @@ def compact_small_files_streaming(
             committed (their files deleted), the others were (the exception's ``result``); a rerun redoes them.
     """
     started = time.monotonic()
-    target, expression = check_arguments(table, target_file_size_bytes, min_input_files, where, strategy)
-    check_batching(commit_every_bytes, max_concurrent_groups)
-    name = identifier(table)
+    target, expression = check_arguments(
+        table, target_file_size_bytes, min_input_files, where, strategy, commit_every_bytes, max_concurrent_groups
+    )
+    name = ".".join(table.name())
     table.refresh()
     metadata = table.metadata
     snapshot = table.current_snapshot()
@@ -241,7 +229,6 @@ def compact_small_files_streaming(
             total_bytes=total_bytes,
             units_total=len(groups),
             on_progress=on_progress,
-            log_every=10.0,
             files_total=sum(len(group.tasks) for group in groups),
             unit_name="group",
         )

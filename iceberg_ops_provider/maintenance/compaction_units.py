@@ -31,7 +31,6 @@ from iceberg_ops_provider.maintenance.group_runner import (
     CompactionResult,
     GroupRunner,
     build_result,
-    identifier,
 )
 from iceberg_ops_provider.progress import ProgressCallback, ProgressTracker
 
@@ -129,7 +128,7 @@ def plan_compaction_units(
 
 def _units(table: Table, units: Iterable[CompactionUnit | Mapping[str, Any]]) -> list[CompactionUnit]:
     parsed = [unit if isinstance(unit, CompactionUnit) else CompactionUnit.from_json(unit) for unit in units]
-    name = identifier(table)
+    name = ".".join(table.name())
     foreign = sorted({unit.table for unit in parsed if unit.table != name})
     if foreign:
         raise ValueError(
@@ -171,7 +170,7 @@ def run_compaction_units(
     """
     started = time.monotonic()
     parsed = _units(table, units)
-    name = identifier(table)
+    name = ".".join(table.name())
     table.refresh()
     metadata = table.metadata
     snapshot = table.current_snapshot()
@@ -190,9 +189,7 @@ def run_compaction_units(
         total_bytes=sum(unit.bytes for unit in parsed),
         units_total=len(parsed),
         on_progress=on_progress,
-        log_every=10.0,
         files_total=sum(len(unit.data_files) for unit in parsed),
-        unit_name="unit",
     )
     runners: dict[tuple[str, int], GroupRunner] = {}
     results: list[CompactionGroupResult] = []

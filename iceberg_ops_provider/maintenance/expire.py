@@ -235,7 +235,7 @@ def _unreachable_files(
     return doomed
 
 
-def _deletes_metadata(metadata: TableMetadata) -> bool:
+def deletes_metadata(metadata: TableMetadata) -> bool:
     """Whether the table's owner lets old metadata files be deleted (as Iceberg does only when asked)."""
     return metadata.properties.get("write.metadata.delete-after-commit.enabled", "false").lower() == "true"
 
@@ -270,17 +270,7 @@ def _restore_refs_created_meanwhile(
         snapshot = base.snapshot_by_id(snapshot_id)
         if snapshot is not None:
             updates.append(AddSnapshotUpdate(snapshot=snapshot.model_copy(update={"parent_snapshot_id": None})))
-    for name, ref in lost.items():
-        updates.append(
-            SetSnapshotRefUpdate(
-                ref_name=name,
-                type=ref.snapshot_ref_type,
-                snapshot_id=ref.snapshot_id,
-                max_ref_age_ms=ref.max_ref_age_ms,
-                max_snapshot_age_ms=ref.max_snapshot_age_ms,
-                min_snapshots_to_keep=ref.min_snapshots_to_keep,
-            )
-        )
+    updates += [SetSnapshotRefUpdate(ref_name=name, **ref.model_dump(by_alias=True)) for name, ref in lost.items()]
     requirements = [AssertTableUUID(uuid=table.metadata.table_uuid)]
     requirements += [AssertRefSnapshotId(ref=name, snapshot_id=None) for name in lost]
     with table.transaction() as transaction:
@@ -396,7 +386,7 @@ def expire_snapshots(
                 continue
             keep = _int_property(metadata, "write.metadata.previous-versions-max", 100) or 100
             dropped = (
-                log_before[: max(0, len(log_before) - keep)] if delete_files and _deletes_metadata(metadata) else []
+                log_before[: max(0, len(log_before) - keep)] if delete_files and deletes_metadata(metadata) else []
             )
             return _result(name, True, plan, doomed, dropped, [])
         try:
@@ -423,7 +413,7 @@ def expire_snapshots(
             return _result(name, False, plan, _Doomed(), [], [])
         doomed = _after_commit(table, metadata, plan, name)
         log_after = {entry.metadata_file for entry in table.metadata.metadata_log} | {table.metadata_location}
-        dropped = [path for path in log_before if path not in log_after] if _deletes_metadata(metadata) else []
+        dropped = [path for path in log_before if path not in log_after] if deletes_metadata(metadata) else []
         failures: list[str] = []
         for kind, paths in [*doomed.by_kind.items(), ("metadata", dropped)]:
             failures += _files.delete_files(table.io, paths, what=f"{kind.replace('_', ' ')} of {name}")[1]
@@ -434,9 +424,7 @@ def expire_snapshots(
 def _after_commit(table: Table, metadata: TableMetadata, plan: ExpirePlan, name: str) -> _Doomed:
     """The files to delete once the expiry committed, decided against the table as it is now.
 
-    That includes what other writers committed meanwhile (their snapshots may reuse the expired ones'
-    files). A retained snapshot's manifest deleted by a concurrent expiry makes it read the fresher
-    metadata again; still missing on the last attempt, it raises ``MaintenanceConflictError``.
+    Others' commits may reuse the expired snapshots' files; a manifest a concurrent expiry deleted makes it read again.
     """
     try:
         for attempt in rereads(_COMMIT_ATTEMPTS):

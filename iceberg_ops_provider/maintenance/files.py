@@ -4,22 +4,24 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import islice
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
 
 from iceberg_ops_provider.core.threads import carrying_context
+from iceberg_ops_provider.messages import Fact, message
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.manifest import ManifestFile
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["FileEntry", "ManifestReader", "delete_files", "window_map"]
+__all__ = ["FileEntry", "ManifestReader", "delete_files", "size_property", "window_map"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -33,18 +35,33 @@ CONTENT_KINDS = {
 """The name of each kind of file a manifest lists."""
 
 
+def size_property(properties: dict[str, str], key: str, default: int, fix: Fact) -> int:
+    """The table property ``key`` as a positive number of bytes (``default`` when unset); ``fix`` names the override."""
+    raw = properties.get(key)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(
+            message(
+                f"Table property {key}={raw!r} is not a positive integer (bytes); fix the property, or pass {{fix}}.",
+                fix=fix,
+            )
+        )
+    return value
+
+
 @dataclass(frozen=True)
 class FileEntry:
-    """One file listed by a manifest: ``content`` is ``data``, ``position_deletes`` or ``equality_deletes``.
-
-    ``live``: the entry is ``ADDED`` or ``EXISTING``; ``sequence_number`` is 0 when unknown.
-    """
+    """A file a manifest lists: ``content`` is ``data``, ``position_deletes`` or ``equality_deletes``."""
 
     path: str
     content: str
     live: bool
     size: int
-    sequence_number: int = 0
 
 
 class ManifestReader:
@@ -98,7 +115,6 @@ class ManifestReader:
                     content=CONTENT_KINDS[entry.data_file.content],
                     live=entry.status != ManifestEntryStatus.DELETED,
                     size=entry.data_file.file_size_in_bytes,
-                    sequence_number=entry.sequence_number or 0,
                 )
                 for entry in manifest.fetch_manifest_entry(self.io, discard_deleted=False)
             ]
@@ -141,18 +157,12 @@ def window_map(fn: Callable[[T], R], items: Iterable[T], workers: int = 8) -> It
         yield from map(fn, items)
         return
     carried = carrying_context(fn)
+    feed = iter(items)
     with ThreadPoolExecutor(max_workers=min(workers, len(items))) as pool:
-        pending: list[Future[R]] = []
-        feed = iter(items)
-        for item in feed:
-            pending.append(pool.submit(carried, item))
-            if len(pending) >= 2 * workers:
-                break
+        pending = deque(pool.submit(carried, item) for item in islice(feed, 2 * workers))
         while pending:
-            result = pending.pop(0).result()
-            for item in feed:
-                pending.append(pool.submit(carried, item))
-                break
+            result = pending.popleft().result()
+            pending.extend(pool.submit(carried, item) for item in islice(feed, 1))
             yield result
 
 

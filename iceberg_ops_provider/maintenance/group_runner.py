@@ -48,7 +48,6 @@ __all__ = [
     "GroupRunner",
     "WrittenGroup",
     "delete_written",
-    "identifier",
     "planned_result",
 ]
 
@@ -157,11 +156,6 @@ def build_result(
         duration_seconds=duration_seconds,
         **extra,
     )
-
-
-def identifier(table: Table) -> str:
-    """The table's name as ``namespace.table``."""
-    return ".".join(table.name())
 
 
 def planned_result(group: FileGroup, removable: Sequence[DataFile] = ()) -> CompactionGroupResult:
@@ -292,7 +286,7 @@ class GroupRunner:
 
     def _label(self, groups: Sequence[FileGroup]) -> str:
         word = "group" if len(groups) == 1 else "groups"
-        return f"{identifier(self.table)}: {word} {_group_text(groups, self.groups)}: "
+        return f"{'.'.join(self.table.name())}: {word} {_group_text(groups, self.groups)}: "
 
     def write(self, group: FileGroup, planned: CompactionGroupResult) -> WrittenGroup | CompactionGroupResult:
         """Write ``group``'s new files; a file it reads gone missing returns a ``failed`` result, anything else raises.
@@ -377,31 +371,25 @@ class GroupRunner:
             summary = _summary(groups, self.groups, self.strategy, len(deletes))
             table.refresh()
             validator = RewriteValidator(
-                table.io,
-                metadata.current_snapshot_id,
-                replaced,
-                deletes,
-                cache=self.manifest_cache,
-                spec_id=metadata.default_spec_id,
+                table.io, metadata.current_snapshot_id, replaced, deletes, self.manifest_cache, metadata.default_spec_id
             )
             committing = True
             snapshot_id = commit_rewrite(
                 table, validator, removed=[*replaced, *deletes], added=added, snapshot_properties=summary
             )
-        except (ValidationException, CommitFailedException) as exc:  # the commit certainly did not land
+        except (ValidationException, CommitFailedException, FileNotFoundError) as exc:
             if len(batch) > 1 and isinstance(exc, ValidationException):
                 log.info("%sa concurrent commit conflicts (%s); committing them one by one", label, exc)
                 return self._commit_one_by_one(batch, removable)
-            delete_written(table, written, label)
-            log.warning("%snot committed, a concurrent commit conflicts: %s", label, exc)
-            return [_failed(item.planned, exc, item.seconds + time.monotonic() - started) for item in batch]
-        except FileNotFoundError as exc:
-            # The validation read a manifest a concurrent expiry removed: the files were replaced meanwhile.
-            if committing:
+            # A file missing: the validation read a manifest a concurrent expiry removed (the files were
+            # replaced meanwhile). Otherwise the commit certainly did not land.
+            missing = isinstance(exc, FileNotFoundError)
+            if missing and committing:
                 log.error("%sthe commit's outcome is unknown; its files are kept: %s", label, ", ".join(written))
             else:
                 delete_written(table, written, label)
-            log.warning("%snot committed, a file it reads was removed meanwhile: %s", label, exc)
+            why = "a file it reads was removed meanwhile" if missing else "a concurrent commit conflicts"
+            log.warning("%snot committed, %s: %s", label, why, exc)
             return [_failed(item.planned, exc, item.seconds + time.monotonic() - started) for item in batch]
         except BaseException:
             landed = _landed(table, summary[COMMIT_KEY]) if committing and summary else False
@@ -520,7 +508,7 @@ class GroupBatches:
     def run(self, groups: Sequence[FileGroup], should_stop: Callable[[], bool] | None) -> bool:
         """Write and commit ``groups``; returns whether ``should_stop`` stopped it before the last one started."""
         stopped = False
-        name = identifier(self.runner.table)
+        name = ".".join(self.runner.table.name())
         pool = ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="iceberg-ops-compaction")
         try:
             for group in groups:
@@ -573,7 +561,7 @@ class GroupBatches:
             self._done_bytes += outcome.bytes
             log.info(
                 "%s: group %d/%d %s; %s of %s done in %.1f s",
-                identifier(runner.table),
+                ".".join(runner.table.name()),
                 outcome.index,
                 runner.groups,
                 outcome.status,

@@ -19,7 +19,7 @@ from pyiceberg.table import TableProperties
 
 from iceberg_ops_provider.maintenance.binpack import expected_output_files
 from iceberg_ops_provider.maintenance.expire import MAX_SNAPSHOT_AGE_MS, ExpirePlan, plan_expiry
-from iceberg_ops_provider.maintenance.files import ManifestReader
+from iceberg_ops_provider.maintenance.files import ManifestReader, size_property
 from iceberg_ops_provider.maintenance.health_stats import (
     DataFileStats,
     DeleteFileStats,
@@ -33,7 +33,7 @@ from iceberg_ops_provider.maintenance.health_stats import (
 )
 from iceberg_ops_provider.maintenance.health_thresholds import HealthThresholds
 from iceberg_ops_provider.maintenance.manifests import DEFAULT_TARGET_SIZE, TARGET_SIZE_PROPERTY
-from iceberg_ops_provider.messages import Hint, message
+from iceberg_ops_provider.messages import Hint
 from iceberg_ops_provider.progress import size_text as _size  # the one size formatter of logs and the CLI
 
 if TYPE_CHECKING:
@@ -199,8 +199,7 @@ def table_health_report(table: Table, thresholds: HealthThresholds | None = None
             positive integer (and no threshold overrides it).
     """
     started = time.monotonic()
-    if thresholds is None:
-        thresholds = HealthThresholds()
+    thresholds = HealthThresholds() if thresholds is None else thresholds
     if not isinstance(thresholds, HealthThresholds):
         raise ValueError(
             f"thresholds must be a HealthThresholds (HealthThresholds.from_json builds one from a dict), "
@@ -227,11 +226,14 @@ def _report(table: Table, thresholds: HealthThresholds, started: float) -> Table
     name = ".".join(table.name())
     metadata = table.metadata
     now_ms = int(time.time() * 1000)
-    target = thresholds.target_file_size_bytes or _size_property(
-        table, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES, TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT
+    target = thresholds.target_file_size_bytes or size_property(
+        metadata.properties,
+        TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
+        TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
+        _threshold("target_file_size_bytes"),
     )
-    manifest_target = thresholds.target_manifest_size_bytes or _size_property(
-        table, TARGET_SIZE_PROPERTY, DEFAULT_TARGET_SIZE
+    manifest_target = thresholds.target_manifest_size_bytes or size_property(
+        metadata.properties, TARGET_SIZE_PROPERTY, DEFAULT_TARGET_SIZE, _threshold("target_manifest_size_bytes")
     )
     snapshot = table.current_snapshot()
     current = [] if snapshot is None else ManifestReader(table.io).manifests(snapshot)
@@ -304,24 +306,8 @@ def _report(table: Table, thresholds: HealthThresholds, started: float) -> Table
     return report
 
 
-def _size_property(table: Table, key: str, default: int) -> int:
-    raw = table.metadata.properties.get(key)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = 0
-    if value < 1:
-        threshold = "target_manifest_size_bytes" if key == TARGET_SIZE_PROPERTY else "target_file_size_bytes"
-        raise ValueError(
-            message(
-                f"Table property {key}={raw!r} is not a positive integer (bytes); fix the property, or pass "
-                "{threshold}.",
-                threshold=Hint("threshold", f"{threshold} in HealthThresholds", {"name": threshold}),
-            )
-        )
-    return value
+def _threshold(name: str) -> Hint:
+    return Hint("threshold", f"{name} in HealthThresholds", {"name": name})
 
 
 def _n(count: int, noun: str) -> str:

@@ -10,11 +10,12 @@ import logging
 import re
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.manifest import DataFileContent, ManifestContent, read_manifest_list
 
+from iceberg_ops_provider.maintenance.expire import deletes_metadata
 from iceberg_ops_provider.maintenance.files import window_map
 
 if TYPE_CHECKING:
@@ -287,15 +288,9 @@ class FileScan:
                     spec_id=spec_id,
                     partition=human,
                     path=path,
-                    data_files=totals.data_files,
-                    data_bytes=totals.data_bytes,
-                    records=totals.records,
-                    small_files=totals.small_files,
-                    small_bytes=totals.small_bytes,
+                    **asdict(totals),
                     compaction_candidates=candidates,
                     compaction_candidate_bytes=totals.data_bytes if older else totals.small_bytes,
-                    position_delete_files=totals.position_delete_files,
-                    equality_delete_files=totals.equality_delete_files,
                     needs_compaction=candidates >= min_input_files and ratio > max_small_file_ratio,
                 )
             )
@@ -394,7 +389,6 @@ def metadata_stats(table: Table) -> MetadataStats:
         keep = int(properties.get("write.metadata.previous-versions-max", 100))
     except ValueError:
         keep = 100
-    delete_after = str(properties.get("write.metadata.delete-after-commit.enabled", "false")).lower() == "true"
     # The version in ``00042-<uuid>.metadata.json`` (the naming of Iceberg's catalogs).
     version = re.fullmatch(r"(\d+)-.*\.metadata\.json", location.rsplit("/", 1)[-1])
     dropped = None if version is None else max(0, int(version[1]) - len(metadata.metadata_log))
@@ -403,6 +397,6 @@ def metadata_stats(table: Table) -> MetadataStats:
         file_bytes=file_bytes,
         log_length=len(metadata.metadata_log),
         previous_versions_max=keep,
-        delete_after_commit=delete_after,
+        delete_after_commit=deletes_metadata(metadata),
         dropped_files=dropped,
     )

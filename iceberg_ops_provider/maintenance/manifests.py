@@ -29,13 +29,14 @@ from pyiceberg.manifest import (
     write_manifest,
     write_manifest_list,
 )
-from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, AssertTableUUID, SetSnapshotRefUpdate
 
 from iceberg_ops_provider.errors import MaintenanceConflictError, MaintenanceError
-from iceberg_ops_provider.maintenance.files import ManifestReader, delete_files, window_map
+from iceberg_ops_provider.maintenance.files import ManifestReader, delete_files, size_property, window_map
 from iceberg_ops_provider.maintenance.rewrite_commit import DeleteManifestWriterV2
+from iceberg_ops_provider.messages import Arg
 
 if TYPE_CHECKING:
     from pyiceberg.partitioning import PartitionSpec
@@ -94,21 +95,6 @@ class _CountingOutput(OutputFile):
 
     def create(self, overwrite: bool = False) -> OutputStream:
         return self.stream  # type: ignore[return-value]
-
-
-def _target_size(metadata: TableMetadata, requested: int | None) -> int:
-    if requested is not None:
-        if requested <= 0:
-            raise ValueError(f"target_manifest_size_bytes must be positive, got {requested}.")
-        return requested
-    raw = metadata.properties.get(TARGET_SIZE_PROPERTY)
-    try:
-        size = int(raw) if raw is not None else DEFAULT_TARGET_SIZE
-    except ValueError:
-        size = 0
-    if size <= 0:
-        raise ValueError(f"Table property {TARGET_SIZE_PROPERTY}={raw!r} is not a positive integer; fix it.")
-    return size
 
 
 def _partition_key(spec: PartitionSpec | None, schema: Schema, manifest: ManifestFile) -> tuple[Any, ...]:
@@ -289,7 +275,7 @@ def _commit(table: Table, writer: _Writer, plan: _Plan, new: list[ManifestFile],
     Raises ``CommitFailedException`` when ``main`` is no longer ``head`` (its manifest list is deleted).
     """
     metadata = table.metadata
-    main = metadata.refs.get(MAIN_BRANCH)
+    main = metadata.refs.get(MAIN_BRANCH) or SnapshotRef(snapshot_id=head.snapshot_id, type=SnapshotRefType.BRANCH)
     rewritten = {m.manifest_path for m in plan.rewritten}
     others = [m for m in ManifestReader(table.io).manifests(head) if m.manifest_path not in rewritten]
     manifest_list = writer.manifest_list(attempt, head, metadata, [*new, *others])
@@ -304,13 +290,9 @@ def _commit(table: Table, writer: _Writer, plan: _Plan, new: list[ManifestFile],
     )
     updates = (
         AddSnapshotUpdate(snapshot=snapshot),
-        SetSnapshotRefUpdate(  # main keeps its own retention settings
-            ref_name=MAIN_BRANCH,
-            type=SnapshotRefType.BRANCH,
-            snapshot_id=writer.snapshot_id,
-            max_ref_age_ms=main.max_ref_age_ms if main else None,
-            max_snapshot_age_ms=main.max_snapshot_age_ms if main else None,
-            min_snapshots_to_keep=main.min_snapshots_to_keep if main else None,
+        # main keeps its own retention settings
+        SetSnapshotRefUpdate(
+            ref_name=MAIN_BRANCH, **{**main.model_dump(by_alias=True), "snapshot-id": writer.snapshot_id}
         ),
     )
     requirements = (
@@ -361,7 +343,11 @@ def rewrite_manifests(
             f"Table {name} has format version {table.metadata.format_version}; PyIceberg 0.12 writes manifests "
             "up to version 2, so its manifests cannot be rewritten here. Use Spark's rewrite_manifests."
         )
-    target = _target_size(table.metadata, target_manifest_size_bytes)
+    if target_manifest_size_bytes is not None and target_manifest_size_bytes <= 0:
+        raise ValueError(f"target_manifest_size_bytes must be positive, got {target_manifest_size_bytes}.")
+    target = target_manifest_size_bytes or size_property(
+        table.metadata.properties, TARGET_SIZE_PROPERTY, DEFAULT_TARGET_SIZE, Arg("target_manifest_size_bytes")
+    )
     writer: _Writer | None = None
     for attempt in range(1, _ATTEMPTS + 1):
         if writer is None:

@@ -86,18 +86,18 @@ def _location(catalog: Catalog, identifier: Identifier) -> str | None:
         return None
 
 
-def nested_tables(
-    catalog: Catalog,
-    folder: str,
-    *,
-    outside: Identifier,
-    timeout: float = DEFAULT_LOOKUP_TIMEOUT,
-) -> list[NestedTable]:
-    """The tables of ``catalog`` other than ``outside`` whose location is ``folder`` or under it, sorted.
+def _nested(table: Table, folder: str) -> list[NestedTable]:
+    """The catalog's other tables whose location is ``folder`` or under it, sorted; none without a catalog.
 
     Raises:
         FileListingError: The catalog could not be listed or a table could not be loaded in time.
     """
+    from pyiceberg.catalog.noop import NoopCatalog
+
+    catalog, outside = table.catalog, table.name()
+    if isinstance(catalog, NoopCatalog):  # a static table
+        log.info("%s has no catalog to ask for tables inside %s", ".".join(outside), folder)
+        return []
     try:
         identifiers = [
             tuple(identifier)
@@ -111,9 +111,11 @@ def nested_tables(
     pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="nested-tables")
     try:
         futures = {pool.submit(_location, catalog, identifier): identifier for identifier in identifiers}
-        done, pending = wait(futures, timeout=timeout)
+        done, pending = wait(futures, timeout=DEFAULT_LOOKUP_TIMEOUT)
         if pending:
-            raise _cannot_check(folder, f"{len(pending)} of {len(futures)} table(s) were not loaded in {timeout:g} s")
+            raise _cannot_check(
+                folder, f"{len(pending)} of {len(futures)} table(s) were not loaded in {DEFAULT_LOOKUP_TIMEOUT:g} s"
+            )
         found = []
         for future in done:
             try:
@@ -241,11 +243,7 @@ def _utc(moment: datetime | timedelta | str | None) -> datetime:
 
 
 def _escapes_through_a_link(location: str, root: str) -> bool:
-    """Whether a local file is really somewhere else than under the table (a symbolic link on its way).
-
-    Object stores have no links; a local listing follows them, and deleting through one would delete
-    a file outside the table.
-    """
+    """Whether a local file is reached through a symbolic link out of the table (deleting it would delete outside)."""
     parsed = urlparse(location)
     if parsed.scheme not in ("", "file"):
         return False
@@ -254,16 +252,6 @@ def _escapes_through_a_link(location: str, root: str) -> bool:
     root_path = root_parsed.path if root_parsed.scheme else root
     real, real_root = os.path.realpath(path), os.path.realpath(root_path)
     return os.path.islink(path) or os.path.commonpath([real, real_root]) != real_root
-
-
-def _nested(table: Table, folder: str) -> list[NestedTable]:
-    """The catalog's other tables inside ``folder``; none for a table without a catalog (a static table)."""
-    from pyiceberg.catalog.noop import NoopCatalog
-
-    if isinstance(table.catalog, NoopCatalog):
-        log.info("%s has no catalog to ask for tables inside %s", ".".join(table.name()), folder)
-        return []
-    return nested_tables(table.catalog, folder, outside=table.name())
 
 
 def remove_orphan_files(

@@ -132,11 +132,6 @@ def namespace_tables(catalog: Catalog, namespace: str, *, parallelism: int = DEF
     workers = max(1, min(parallelism, len(identifiers)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="overview") as pool:
         results = list(pool.map(carrying_context(read), identifiers))
-    tables: list[TableOverview] = []
-    errors: dict[str, str] = {}
-    for identifier, result in zip(identifiers, results, strict=True):
-        if isinstance(result, str):
-            errors[".".join(identifier)] = result
-        else:
-            tables.append(result)
+    tables = [result for result in results if not isinstance(result, str)]
+    errors = {".".join(i): result for i, result in zip(identifiers, results, strict=True) if isinstance(result, str)}
     return NamespaceTables(namespace=namespace, tables=tables, errors=errors)

@@ -89,16 +89,16 @@ class RewriteValidator:
         io: FileIO,
         base_snapshot_id: int,
         data_files: Iterable[DataFile],
-        delete_files: Iterable[DataFile] = (),
-        cache: dict[str, list[ManifestEntry]] | None = None,
-        spec_id: int | None = None,
+        delete_files: Iterable[DataFile],
+        cache: dict[str, list[ManifestEntry]],
+        spec_id: int,
     ) -> None:
         self.io = io
         self.spec_id = spec_id
         self.base_snapshot_id = base_snapshot_id
         self.data_files = {data_file.file_path: data_file for data_file in data_files}
         self.delete_paths = {delete_file.file_path for delete_file in delete_files}
-        self._cache = cache if cache is not None else {}
+        self._cache = cache
         self._reader = ManifestReader(io)
 
     def _entries(self, manifest: ManifestFile) -> list[ManifestEntry]:
@@ -144,7 +144,7 @@ class RewriteValidator:
 
     def check(self, metadata: TableMetadata, head_id: int | None) -> None:
         """Raise ``ValidationException`` if a commit after the base conflicts with the rewrite."""
-        if self.spec_id is not None and metadata.default_spec_id != self.spec_id:
+        if metadata.default_spec_id != self.spec_id:
             raise ValidationException(
                 f"The table's partition spec changed (from {self.spec_id} to {metadata.default_spec_id}) after the "
                 "compaction planned."
@@ -265,8 +265,7 @@ class RewriteFiles(_SnapshotProducer["RewriteFiles"]):
                 kept.append(rewritten.to_manifest_file())
         written: list[ManifestFile] = []
         if self._added_data_files:
-            spec_id = self._validator.spec_id if self._validator.spec_id is not None else metadata.default_spec_id
-            with self.new_manifest_writer(self.spec(spec_id)) as added:
+            with self.new_manifest_writer(self.spec(self._validator.spec_id)) as added:
                 for data_file in self._added_data_files:
                     added.add(
                         ManifestEntry.from_args(
@@ -311,9 +310,8 @@ def commit_rewrite(
         The new snapshot's id.
     """
     transaction = cached_transaction(table)
-    if validator.spec_id is not None:
-        # Checked by the catalog itself, so a spec change that lands after the last refresh conflicts too.
-        transaction._stage((), (AssertDefaultSpecId(default_spec_id=validator.spec_id),))
+    # Checked by the catalog itself, so a spec change that lands after the last refresh conflicts too.
+    transaction._stage((), (AssertDefaultSpecId(default_spec_id=validator.spec_id),))
     producer = RewriteFiles(transaction, table.io, validator, dict(snapshot_properties))
     for data_file in removed:
         producer.delete_data_file(data_file)

@@ -155,7 +155,7 @@ class _PartitionOutput:
     def row_group_full(self) -> bool:
         rewriter = self.rewriter
         return rewriter.sort_order is None and (
-            self.pending_bytes >= rewriter.row_group_bytes or self.pending_rows >= rewriter.row_group_rows
+            self.pending_bytes >= ROW_GROUP_BYTES or self.pending_rows >= rewriter.row_group_rows
         )
 
     def expected_size(self) -> float:
@@ -229,7 +229,6 @@ class GroupRewriter:
         self.row_group_rows: int = property_as_int(  # type: ignore[assignment]
             properties, TableProperties.PARQUET_ROW_GROUP_LIMIT, TableProperties.PARQUET_ROW_GROUP_LIMIT_DEFAULT
         )
-        self.row_group_bytes = ROW_GROUP_BYTES
         self._writer_kwargs = _get_parquet_writer_kwargs(properties)
         self._statistics = StatisticsPlan.for_table(metadata)
         self._locations = load_location_provider(table_location=metadata.location, table_properties=properties)
@@ -250,11 +249,6 @@ class GroupRewriter:
         self._plain_schemas: dict[str, bool] = {}
 
     # Reader side (its own thread).
-
-    def _convert(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        return _to_requested_schema(
-            self.file_schema, self.schema, batch, include_field_ids=True, format_model=self._format
-        )
 
     def _pieces(self, batch: pa.RecordBatch, consumed: int) -> Iterator[_Piece]:
         if self.partition is not None or self.spec.is_unpartitioned():
@@ -288,7 +282,9 @@ class GroupRewriter:
                     yield from parquet.iter_batches(batch_size=READ_BATCH_ROWS, use_threads=False)
                     return
         for batch in scan._record_batches_from_scan_tasks_and_deletes([task], deletes):
-            yield self._convert(batch)
+            yield _to_requested_schema(
+                self.file_schema, self.schema, batch, include_field_ids=True, format_model=self._format
+            )
 
     def _read(self) -> None:
         try:
@@ -430,7 +426,7 @@ class GroupRewriter:
             output.roll()
         else:
             pending = sum(each.pending_bytes for each in self._outputs.values())
-            budget = self.row_group_bytes if self.sort_order is None else self.target * self._expansion()
+            budget = ROW_GROUP_BYTES if self.sort_order is None else self.target * self._expansion()
             if pending > budget:
                 largest = max(self._outputs.values(), key=lambda each: each.pending_bytes)
                 if self.sort_order is not None:

@@ -236,7 +236,7 @@ def test_sort_strategy_sorts_each_output_file_by_the_sort_order(catalog):
 @pytest.mark.parametrize(
     ("arguments", "error", "message"),
     [
-        ({"target_file_size_bytes": 0}, ValueError, "target_file_size_bytes must be a positive number of bytes"),
+        ({"target_file_size_bytes": 0}, ValueError, "target_file_size_bytes must be an integer of at least 1"),
         ({"target_file_size_bytes": "1GB"}, ValueError, "target_file_size_bytes must be an integer"),
         ({"min_input_files": 0}, ValueError, "min_input_files must be an integer of at least 1"),
         ({"strategy": "zorder"}, ValueError, "strategy must be one of 'binpack', 'sort'"),
@@ -262,7 +262,7 @@ def test_the_default_target_is_the_table_property(catalog):
     assert compact_small_files_streaming(table, dry_run=True).target_file_size_bytes == 65536
     with table.transaction() as transaction:
         transaction.set_properties({"write.target-file-size-bytes": "big"})
-    with pytest.raises(ValueError, match=r"write\.target-file-size-bytes='big' is not an integer"):
+    with pytest.raises(ValueError, match=r"write\.target-file-size-bytes='big' is not a positive integer"):
         compact_small_files_streaming(table)
     with pytest.raises(TypeError, match="table must be a pyiceberg Table"):
         compact_small_files_streaming("sales.events")  # type: ignore[arg-type]
