@@ -234,7 +234,7 @@ def _compact_units(
                 units = [unit for unit in units if unit.unit_id in chosen]
             return PlannedUnits(".".join(loaded.name()), tuple(units))
 
-        run_on_tables(settings, table, every, plan, describe_plan, document=plan_document, changes=False)
+        exit_with(run_on_tables(settings, table, every, plan, describe_plan, document=plan_document, changes=False)[1])
         return
 
     from_file: dict[str, list[dict[str, Any]]] | None = None
