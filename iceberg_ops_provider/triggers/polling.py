@@ -122,8 +122,8 @@ class CatalogPollingTrigger(BaseTrigger):
     def __init__(
         self,
         *,
-        iceberg_conn_id: str,
         deadline: datetime | str | float,
+        iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
         poll_interval: float = 60.0,
         started_at: datetime | str | float | None = None,
     ) -> None:
