@@ -21,8 +21,6 @@ from iceberg_ops_provider.partitions.probe import (
 from iceberg_ops_provider.sensors.base import IcebergCatalogSensor
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from airflow.sdk import Context
 
     from iceberg_ops_provider.triggers.partition import IcebergPartitionTrigger
@@ -202,7 +200,7 @@ class IcebergPartitionSensor(IcebergLineageMixin, IcebergCatalogSensor):
         except Exception as exc:  # only a convenience for later tries
             self.log.debug("Could not keep the mark of after_snapshot: %s", exc)
 
-    def trigger(self, deadline: datetime, started_at: datetime) -> IcebergPartitionTrigger:
+    def trigger(self, **polling: Any) -> IcebergPartitionTrigger:
         """The trigger that goes on counting in the triggerer."""
         from iceberg_ops_provider.triggers.partition import IcebergPartitionTrigger
 
@@ -215,10 +213,7 @@ class IcebergPartitionSensor(IcebergLineageMixin, IcebergCatalogSensor):
             after_sequence_number=self._mark.sequence_number if self._mark else None,
             after_timestamp_ms=self._mark.timestamp_ms if self._mark else None,
             count_possible_rows=self.count_possible_rows,
-            iceberg_conn_id=self.iceberg_conn_id,
-            deadline=deadline,
-            poll_interval=self.poke_interval,
-            started_at=started_at,
+            **polling,
         )
 
 
