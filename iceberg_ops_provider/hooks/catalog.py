@@ -1,13 +1,7 @@
-"""IcebergCatalogHook: a PyIceberg catalog from an Airflow Connection.
+"""IcebergCatalogHook: a PyIceberg catalog from an Airflow Connection (``iceberg_ops``, or the official ``iceberg``).
 
-Connection type ``iceberg_ops`` (``extra.kind`` and that kind's options as
-:meth:`CatalogFactory.build <iceberg_ops_provider.catalogs.CatalogFactory.build>` takes them; the host
-the catalog's URI, login and password its credential) or ``iceberg``, of the official Iceberg provider,
-opened exactly as that provider opens it. Both are parsed by
-:func:`~iceberg_ops_provider.catalogs.from_connection` and opened by
-:func:`~iceberg_ops_provider.catalogs.open_catalog`, which creates nothing unless asked. Every secret
-of the connection is masked in task logs; the command line's ``--conn-id`` reads connections through
-:meth:`IcebergCatalogHook.catalog_spec` too.
+Both types are parsed by :func:`~iceberg_ops_provider.catalogs.from_connection` and opened by
+:func:`~iceberg_ops_provider.catalogs.open_catalog`; every secret of the connection is masked in task logs.
 """
 
 from __future__ import annotations
