@@ -34,14 +34,8 @@ _MARK_KEY = "iceberg_ops.after_snapshot_mark"
 class IcebergPartitionSensor(IcebergLineageMixin, IcebergCatalogSensor):
     """Wait until at least ``min_rows`` rows of a partition (and/or matching a filter) are committed.
 
-    Judged from the table's metadata only, at its current snapshot (no data file is read). Two counts
-    come out (see :mod:`iceberg_ops_provider.partitions.probe`): ``rows``, those **certainly** there
-    (files all of whose rows match, less what delete files may have removed), and ``possible_rows``, an
-    upper bound. ``min_rows`` is judged on ``rows`` unless ``count_possible_rows=True``.
-
-    ``partition`` keys are partition field names of the table's current spec, values converted per
-    the field's transform (see ``docs/sensors.md``); ``where`` is a PyIceberg row filter; at least one
-    of the two is needed.
+    Judged from the table's metadata only (no data file is read): ``rows`` are those certainly there,
+    ``possible_rows`` an upper bound (``docs/sensors.md`` explains both, and how partition values are read).
 
     Args:
         table: The table, ``namespace.table`` (templated; surrounding spaces are dropped).
