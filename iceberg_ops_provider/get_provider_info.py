@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from iceberg_ops_provider import __version__
-from iceberg_ops_provider.ui.settings import OPTIONS, SECTION
+from iceberg_ops_provider.hooks.connection_form import CONNECTION_TYPE
 
 __all__ = ["get_provider_info"]
 
-_TEXT = {"type": ["string", "null"]}
 _INTEGRATION = "Apache Iceberg (iceberg-ops)"
 
 
@@ -40,54 +39,27 @@ def get_provider_info() -> dict[str, Any]:
         "triggers": _modules("triggers", "migration", "partition"),
         # The Iceberg pages of Airflow's UI (docs/ui.md); the `airflow.plugins` entry point registers the same class.
         "plugins": [{"name": "iceberg_ops", "plugin-class": "iceberg_ops_provider.ui.plugin.IcebergOpsPlugin"}],
-        "config": {
-            SECTION: {
-                "description": "The Iceberg pages of Airflow's UI, served by the iceberg-ops plugin (docs/ui.md).",
-                "options": {
-                    name: {
-                        "description": description,
-                        "version_added": None,
-                        "type": "boolean" if name == "ui_enabled" else "string",
-                        "example": None,
-                        "default": default,
-                    }
-                    for name, (default, description) in OPTIONS.items()
-                },
-            }
-        },
-        "connection-types": [
-            {
-                "hook-class-name": "iceberg_ops_provider.hooks.catalog.IcebergCatalogHook",
-                "hook-name": _INTEGRATION,
-                "connection-type": "iceberg_ops",
-                "conn-fields": {
-                    "kind": {
-                        "label": "Catalog kind",
-                        "schema": {
-                            "type": ["string", "null"],
-                            "default": "rest",
-                            "enum": ["sqlite", "sql", "rest", "glue", "hive", "s3tables", "dynamodb", "bigquery"],
-                        },
-                    },
-                    "warehouse": {
-                        "label": "Warehouse",
-                        "schema": _TEXT,
-                        "description": "Warehouse location, or the table bucket ARN for s3tables",
-                    },
-                    "region": {"label": "Region", "schema": _TEXT, "description": "For glue and s3tables"},
-                    "db_path": {"label": "SQLite database path", "schema": _TEXT},
-                    "warehouse_dir": {"label": "SQLite warehouse folder", "schema": _TEXT},
-                    "timeout": {
-                        "label": "Timeout (seconds)",
-                        "schema": _TEXT,
-                        "description": "Seconds the catalog may take to answer (default 60)",
-                    },
-                },
-                "ui-field-behaviour": {
-                    "hidden-fields": ["schema", "port"],
-                    "relabeling": {"host": "Catalog URI", "login": "Client ID", "password": "Client secret"},
-                    "placeholders": {"host": "https://polaris.example.com/api/catalog (empty for sqlite and glue)"},
-                },
-            }
-        ],
+        "config": _ui_config(),
+        "connection-types": [CONNECTION_TYPE],
+    }
+
+
+def _ui_config() -> dict[str, Any]:
+    """The ``[iceberg_ops]`` options of the Iceberg pages (``airflow config list`` shows them)."""
+    from iceberg_ops_provider.ui.settings import OPTIONS, SECTION
+
+    return {
+        SECTION: {
+            "description": "The Iceberg pages of Airflow's UI, served by the iceberg-ops plugin (docs/ui.md).",
+            "options": {
+                name: {
+                    "description": description,
+                    "version_added": None,
+                    "type": "boolean" if name == "ui_enabled" else "string",
+                    "example": None,
+                    "default": default,
+                }
+                for name, (default, description) in OPTIONS.items()
+            },
+        }
     }

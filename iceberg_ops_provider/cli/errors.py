@@ -114,10 +114,7 @@ def handles_errors(command: F) -> F:
             raise  # click's own: CommandLine reports them
         except Exception as raised:
             code, message, kind = error_report(settings, raised)
-            if settings.as_json:
-                click.echo(json.dumps({"error": message, "type": kind, "exit_code": code}))
-            click.echo(f"error: {message}", err=True)
-            sys.exit(code)
+            _exit(settings.as_json, _document(message, kind, code), f"error: {message}", code)
 
     return wrapper  # type: ignore[return-value]
 
@@ -129,18 +126,28 @@ def report_error(settings: Settings, table: str, exc: Exception) -> tuple[int, d
     else:
         code, message, kind = error_report(settings, exc)
     click.echo(f"error: {table}: {message}", err=True)
-    return code, {"table": table, "error": message, "type": kind, "exit_code": code}
+    return code, {"table": table, **_document(message, kind, code)}
+
+
+def _document(message: str, kind: str, code: int) -> dict[str, Any]:
+    """The JSON error object ``--json`` prints."""
+    return {"error": message, "type": kind, "exit_code": code}
+
+
+def _exit(as_json: bool, document: dict[str, Any], line: str, code: int, indent: int | None = None) -> NoReturn:
+    """Print ``document`` on stdout (with ``--json``) and ``line`` on stderr, then exit with ``code``."""
+    if as_json:
+        click.echo(json.dumps(document, indent=indent, default=str))
+    click.echo(line, err=True)
+    sys.exit(code)
 
 
 def exit_interrupted(settings: Settings, message: str, document: dict[str, Any] | None = None) -> NoReturn:
     """Say what an interrupted command left and how to go on (``document`` with ``--json``), then exit 130."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-    if settings.as_json:
-        payload = document or {"error": message, "type": "KeyboardInterrupt", "exit_code": EXIT_INTERRUPTED}
-        click.echo(json.dumps(payload, indent=2, default=str))
-    click.echo(f"interrupted: {message}", err=True)
-    sys.exit(EXIT_INTERRUPTED)
+    payload = document or _document(message, "KeyboardInterrupt", EXIT_INTERRUPTED)
+    _exit(settings.as_json, payload, f"interrupted: {message}", EXIT_INTERRUPTED, indent=2)
 
 
 _SYNONYMS = {"migrate": "upgrade", "apply": "upgrade", "up": "upgrade", "rollback": "downgrade", "down": "downgrade"}
@@ -197,8 +204,7 @@ class CommandLine(click.Group):
                 raise (unknown_option(exc.ctx, exc.option_name, exc.possibilities or ()) if exc.ctx else exc) from None
         except click.ClickException as exc:
             if _wants_json(argv):
-                document = {"error": " ".join(exc.format_message().split()), "type": "UsageError"}
-                click.echo(json.dumps({**document, "exit_code": exc.exit_code}))
+                click.echo(json.dumps(_document(" ".join(exc.format_message().split()), "UsageError", exc.exit_code)))
             exc.show()
             sys.exit(exc.exit_code)
         except click.Abort as exc:
@@ -206,10 +212,8 @@ class CommandLine(click.Group):
                 click.echo("Aborted!", err=True)
                 sys.exit(1)
             message = "stopped by Ctrl-C before the command finished; run it again."
-            if _wants_json(argv):
-                click.echo(json.dumps({"error": message, "type": "KeyboardInterrupt", "exit_code": EXIT_INTERRUPTED}))
-            click.echo(f"interrupted: {message}", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+            document = _document(message, "KeyboardInterrupt", EXIT_INTERRUPTED)
+            _exit(_wants_json(argv), document, f"interrupted: {message}", EXIT_INTERRUPTED)
         sys.exit(code if isinstance(code, int) else 0)
 
     def resolve_command(

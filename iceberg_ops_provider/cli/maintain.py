@@ -19,7 +19,6 @@ from iceberg_ops_provider.cli.maintain_tables import (
     ALL_OPTION,
     DRY_RUN_OPTION,
     TABLE_ARGUMENT,
-    exit_with,
     run_on_tables,
 )
 from iceberg_ops_provider.cli.shared import FILE_SIZE, OLDER_THAN, SIZE, json_option, pairs
@@ -72,7 +71,7 @@ def health(
     from iceberg_ops_provider.maintenance.health import table_health_report
 
     limits = _thresholds(thresholds, target_file_size)
-    reports, worst = run_on_tables(
+    reports = run_on_tables(
         settings,
         table,
         every,
@@ -81,7 +80,8 @@ def health(
         document=lambda report: report.to_json(max_partitions=max_partitions),
         changes=False,
     )
-    exit_with(max(worst, 1 if any(report.needs for report in reports) else 0))
+    if any(report.needs for report in reports):
+        raise SystemExit(1)
 
 
 def _describe_health(settings: Settings, report: Any) -> str:
@@ -169,7 +169,7 @@ def expire(
     call = partial(
         expire_snapshots, older_than=older_than, retain_last=retain_last, delete_files=not keep_files, dry_run=dry_run
     )
-    exit_with(run_on_tables(settings, table, every, call, describe, changes=not dry_run)[1])
+    run_on_tables(settings, table, every, call, describe, changes=not dry_run)
 
 
 @maintain.command()
@@ -226,7 +226,7 @@ def orphans(
         location=location,
         check_nested_tables=check_nested_tables,
     )
-    exit_with(run_on_tables(settings, table, every, call, describe, changes=not dry_run)[1])
+    run_on_tables(settings, table, every, call, describe, changes=not dry_run)
 
 
 @maintain.command()
@@ -255,7 +255,7 @@ def manifests(
         )
 
     call = partial(rewrite_manifests, target_manifest_size_bytes=target_manifest_size, dry_run=dry_run)
-    exit_with(run_on_tables(settings, table, every, call, describe, changes=not dry_run)[1])
+    run_on_tables(settings, table, every, call, describe, changes=not dry_run)
 
 
 maintain.add_command(compact)

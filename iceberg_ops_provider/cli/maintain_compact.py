@@ -20,7 +20,6 @@ from iceberg_ops_provider.cli.maintain_tables import (
     ALL_OPTION,
     DRY_RUN_OPTION,
     TABLE_ARGUMENT,
-    exit_with,
     run_on_tables,
 )
 from iceberg_ops_provider.cli.progress import ProgressDisplay, StopOnInterrupt
@@ -189,8 +188,7 @@ def compact(
         return result
 
     with stopping:
-        _, worst = run_on_tables(settings, table, every, call, _describe_compaction, display=display)
-    exit_with(worst)
+        run_on_tables(settings, table, every, call, _describe_compaction, display=display)
 
 
 def _compact_units(
@@ -268,8 +266,7 @@ def _compact_units(
         return result
 
     with stopping:
-        _, worst = run_on_tables(settings, table, False, run, _describe_compaction, display=display)
-    exit_with(worst)
+        run_on_tables(settings, table, False, run, _describe_compaction, display=display)
 
 
 def _stoppable(quiet: bool, message: str) -> tuple[ProgressDisplay, threading.Event, StopOnInterrupt]:

@@ -18,7 +18,7 @@ from iceberg_ops_provider.cli.wording import usage_error
 if TYPE_CHECKING:
     from iceberg_ops_provider.cli.settings import Settings
 
-__all__ = ["ALL_OPTION", "DRY_RUN_OPTION", "TABLE_ARGUMENT", "exit_with", "run_on_tables"]
+__all__ = ["ALL_OPTION", "DRY_RUN_OPTION", "TABLE_ARGUMENT", "run_on_tables"]
 
 TABLE_ARGUMENT = click.argument("table", required=False, metavar="TABLE")
 ALL_OPTION = click.option(
@@ -37,8 +37,8 @@ def run_on_tables(
     display: ProgressDisplay | None = None,
     *,
     changes: bool = True,
-) -> tuple[list[Any], int]:
-    """Open the catalog, call ``call`` on each table, print the results; the results and the worst exit code.
+) -> list[Any]:
+    """Open the catalog, call ``call`` on each table, print the results and return them; exit when a table failed.
 
     With several tables, a table's failure is reported and the others still run; one table's failure
     propagates as it is. ``display`` (the progress ``call`` reports to) is closed before the results are
@@ -84,10 +84,6 @@ def run_on_tables(
         click.echo(json.dumps(documents[0] if not every and len(documents) == 1 else documents, indent=2, default=str))
     else:
         click.echo("\n\n".join(text for text in human if text))
-    return results, worst
-
-
-def exit_with(code: int) -> None:
-    """End the command with ``code`` (nothing for 0)."""
-    if code:
-        raise SystemExit(code)
+    if worst:
+        raise SystemExit(worst)
+    return results

@@ -32,14 +32,19 @@ if TYPE_CHECKING:
 
 __all__ = ["MoveGroup", "move"]
 
-_TARGET_OPTIONS = (
-    "target_conn_id",
-    "target_catalog",
-    "target_catalog_uri",
-    "target_catalog_name",
-    "target_db_path",
-    "target_warehouse",
-)
+
+def _target_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The ``--target-*`` options (the target's catalog) as given."""
+    return {name: value for name, value in options.items() if name.startswith("target_")}
+
+
+def _columns(ctx: click.Context, param: click.Parameter, values: tuple[str, ...]) -> list[str]:
+    columns = [name.strip() for value in values for name in value.split(",")]
+    if "" in columns:
+        raise click.BadParameter(
+            f"{','.join(values)!r} has an empty column name: list names separated by single commas (id,day,amount)."
+        )
+    return columns
 
 
 class MoveGroup(click.Group):
@@ -70,7 +75,11 @@ def _definition(command: Callable[..., Any]) -> Callable[..., Any]:
             "--where", metavar="FILTER", help="Rows to move, a filter on source columns: \"day >= '2026-11-01'\"."
         ),
         click.option(
-            "--columns", "columns", multiple=True, metavar="A,B,...", help="Source columns to move (default all)."
+            "--columns",
+            multiple=True,
+            callback=_columns,
+            metavar="A,B,...",
+            help="Source columns to move (default all).",
         ),
         click.option(
             "--rename",
@@ -119,7 +128,7 @@ def _target_catalog(settings: Settings, options: dict[str, Any], *, read_only: b
     ``--target-db-path`` alone keeps the target's data beside its database (``<name>_warehouse``).
     ``read_only``: a missing target database is not created; the target is then found missing.
     """
-    if not any(options.get(name) for name in _TARGET_OPTIONS):
+    if not any(_target_options(options).values()):
         return None
     warehouse = options.get("target_warehouse")
     db_path = options.get("target_db_path")
@@ -177,14 +186,7 @@ def _mover(settings: Settings, options: dict[str, Any], *, read_only: bool = Fal
     from iceberg_ops_provider.data_migration import DEFAULT_COMMIT_EVERY_BYTES, DataMover
     from iceberg_ops_provider.data_migration.resolution import bound_filter, load_source
 
-    columns = [name.strip() for value in options["columns"] for name in value.split(",")]
-    if "" in columns:
-        raise click.BadParameter(
-            f"{','.join(options['columns'])!r} has an empty column name: list names separated by single commas "
-            "(id,day,amount).",
-            param_hint="'--columns'",
-        )
-    elsewhere = any(options.get(name) for name in _TARGET_OPTIONS)  # then the source is only read
+    elsewhere = any(_target_options(options).values())  # then the source is only read
     source_catalog = open_catalog(settings, access="read" if read_only or elsewhere else "create")
     try:
         mover = DataMover(
@@ -193,7 +195,7 @@ def _mover(settings: Settings, options: dict[str, Any], *, read_only: bool = Fal
             options["target"],
             _target_catalog(settings, options, read_only=read_only),
             where=check_filter(options["where"]),
-            columns=columns or None,
+            columns=options["columns"] or None,
             rename=pairs(options["rename"], "--rename") or None,
             create_target=options["create_target"],
             mode=options["mode"],
@@ -474,10 +476,9 @@ def _with_move_command(error: IcebergOpsError, settings: Settings, options: dict
         isinstance(part, Hint) and part.key == "run_move_first" for part in found.parts
     ):
         return error
-    columns = [name.strip() for value in options["columns"] for name in value.split(",")]
     arguments = {
         "where": options["where"],
-        "columns": columns,
+        "columns": options["columns"],
         "rename": pairs(options["rename"], "--rename"),
         "mode": options["mode"],
         "move_id": options["move_id"],
@@ -488,7 +489,7 @@ def _with_move_command(error: IcebergOpsError, settings: Settings, options: dict
         options["source"],
         options["target"],
         arguments,
-        target_options={name: options.get(name) for name in _TARGET_OPTIONS},
+        target_options=_target_options(options),
         prefix=global_options(settings),
     )
     parts = tuple(

@@ -121,12 +121,14 @@ _MAINTAIN = {
 """A health report's action and the ``maintain`` command that performs it."""
 
 
+def _in_units(amount: int, units: Sequence[tuple[str, int]], last: str) -> str:
+    """``amount`` in the largest of ``units`` that divides it, else as it is followed by ``last``."""
+    return next((f"{amount // size}{unit}" for unit, size in units if amount and amount % size == 0), f"{amount}{last}")
+
+
 def size_option_text(size: int) -> str:
     """``size`` bytes as the size options take them: ``512MiB``, ``4KiB``, or bytes when no unit divides it."""
-    for unit, factor in _BINARY_UNITS:
-        if size and size % factor == 0:
-            return f"{size // factor}{unit}"
-    return str(size)
+    return _in_units(size, _BINARY_UNITS, "")
 
 
 def _quote(text: str) -> str:
@@ -193,11 +195,7 @@ def usage_error(error: BaseException) -> click.BadParameter | None:
 
 def _age_text(seconds: float) -> str:
     """An age as ``--older-than`` takes it: ``5d``, ``12h``, ``30m``, ``45s``."""
-    whole = max(0, round(seconds))
-    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
-        if whole and whole % length == 0:
-            return f"{whole // length}{unit}"
-    return f"{whole}s"
+    return _in_units(max(0, round(seconds)), (("d", 86400), ("h", 3600), ("m", 60)), "s")
 
 
 def global_options(settings: Settings) -> list[str]:

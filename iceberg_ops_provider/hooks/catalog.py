@@ -1,13 +1,7 @@
-"""IcebergCatalogHook: a PyIceberg catalog from an Airflow Connection.
+"""IcebergCatalogHook: a PyIceberg catalog from an Airflow Connection (``iceberg_ops``, or the official ``iceberg``).
 
-Connection type ``iceberg_ops`` (``extra.kind`` and that kind's options as
-:meth:`CatalogFactory.build <iceberg_ops_provider.catalogs.CatalogFactory.build>` takes them; the host
-the catalog's URI, login and password its credential) or ``iceberg``, of the official Iceberg provider,
-opened exactly as that provider opens it. Both are parsed by
-:func:`~iceberg_ops_provider.catalogs.from_connection` and opened by
-:func:`~iceberg_ops_provider.catalogs.open_catalog`, which creates nothing unless asked. Every secret
-of the connection is masked in task logs; the command line's ``--conn-id`` reads connections through
-:meth:`IcebergCatalogHook.catalog_spec` too.
+Both types are parsed by :func:`~iceberg_ops_provider.catalogs.from_connection` and opened by
+:func:`~iceberg_ops_provider.catalogs.open_catalog`; every secret of the connection is masked in task logs.
 """
 
 from __future__ import annotations
@@ -29,6 +23,7 @@ from iceberg_ops_provider.catalogs import (
 )
 from iceberg_ops_provider.catalogs import connection_meta_namespace as _meta_namespace
 from iceberg_ops_provider.catalogs import failure as _failure
+from iceberg_ops_provider.hooks.connection_form import CONNECTION_TYPE
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -168,26 +163,13 @@ class IcebergCatalogHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """Connection form layout for Airflow 3.1 (3.2+ reads the provider info's ``ui-field-behaviour``)."""
-        return {
-            "hidden_fields": ["schema", "port"],
-            "relabeling": {"host": "Catalog URI", "login": "Client ID", "password": "Client secret"},
-            "placeholders": {
-                "host": "https://polaris.example.com/api/catalog (empty for sqlite and glue)",
-                "extra": '{"kind": "rest", "warehouse": "analytics"}',
-            },
-        }
+        """Connection form layout for Airflow 3.1, from the provider info's ``ui-field-behaviour`` (3.2+)."""
+        return {key.replace("-", "_"): value for key, value in CONNECTION_TYPE["ui-field-behaviour"].items()}
 
     @classmethod
     def get_connection_form_widgets(cls) -> dict[str, Any]:
-        """Connection form fields for Airflow 3.1 (3.2+ reads the provider info's ``conn-fields``)."""
+        """Connection form fields for Airflow 3.1, from the provider info's ``conn-fields`` (3.2+)."""
         from wtforms import StringField
 
-        return {
-            "kind": StringField("Catalog kind (sqlite, sql, rest, glue, hive, s3tables; or a PyIceberg type)"),
-            "warehouse": StringField("Warehouse (location, or table bucket ARN for s3tables)"),
-            "region": StringField("Region (glue, s3tables)"),
-            "db_path": StringField("SQLite database path (sqlite)"),
-            "warehouse_dir": StringField("SQLite warehouse folder (sqlite)"),
-            "timeout": StringField("Timeout in seconds for catalog requests (default 60)"),
-        }
+        fields = CONNECTION_TYPE["conn-fields"].items()
+        return {name: StringField(field["label"], description=field.get("description", "")) for name, field in fields}

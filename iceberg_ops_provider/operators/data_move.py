@@ -1,20 +1,7 @@
 """Data mover operators: move rows between Iceberg tables, plan a move for fan-out, verify a move.
 
-Thin fronts over :class:`iceberg_ops_provider.data_migration.DataMover`; results go to XCom as their
-``to_json()``; permanent errors fail the task at once, transient ones keep Airflow's retries.
-
-Every move has a ``move_id``, the key of its progress in the target's snapshot summaries. The
-default one is built from the task instance (dag id, task id, map index, logical date), so a retried
-task resumes the move its failed try started, and a unit already committed is never written twice.
-The fan-out pattern::
-
-    plan = IcebergMovePlanOperator(task_id="plan", source=SRC, target=DST)
-    move = IcebergDataMoveOperator.partial(task_id="move", source=SRC, target=DST).expand(units=plan.output)
-    verify = IcebergMoveVerifyOperator(task_id="verify", source=SRC, target=DST, move_id=plan.output["move_id"])
-    move >> verify
-
-Lineage: a move reports its source as an OpenLineage input at the snapshot it reads and its target
-as an output at the last snapshot the task wrote; a plan the source; a verification both tables.
+Thin fronts over :class:`iceberg_ops_provider.data_migration.DataMover` (the fan-out pattern: ``docs/airflow.md``).
+The default ``move_id`` comes from the task instance, so a retried task resumes the move its failed try started.
 """
 
 from __future__ import annotations

@@ -128,14 +128,8 @@ def operator_lineage(inputs: Iterable[TableLineage], outputs: Iterable[TableLine
 
 def table_extra(table: TableLineage) -> dict[str, Any]:
     """The asset event extra of a table: ``table``, ``snapshot_id``, and ``rows`` / ``change`` when known."""
-    extra: dict[str, Any] = {"table": table.table, "snapshot_id": table.snapshot_id}
-    if table.rows is not None:
-        extra["rows"] = table.rows
-    if table.change is not None:
-        extra["change"] = table.change
-    if table.previous_table is not None:
-        extra["previous_table"] = table.previous_table
-    return extra
+    known = {"rows": table.rows, "change": table.change, "previous_table": table.previous_table}
+    return {"table": table.table, "snapshot_id": table.snapshot_id} | {k: v for k, v in known.items() if v is not None}
 
 
 class IcebergLineageMixin:

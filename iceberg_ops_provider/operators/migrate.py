@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 
@@ -17,6 +17,9 @@ if TYPE_CHECKING:
     from airflow.sdk import Context
 
 __all__ = ["ACTIONS", "IcebergMigrateOperator"]
+
+ACTIONS: tuple[str, ...] = ("upgrade", "downgrade", "plan", "check", "unlock", "repair")
+"""The operator's actions, each run by its method of the same name (``_upgrade``, ...)."""
 
 
 class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
@@ -153,7 +156,7 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         self.log.info(
             "Namespace %r is at %s; action %s to %s", self.namespace, before or "base", self.action, self.target
         )
-        outcome = self._VERBS[self.action](self, runner)
+        outcome: dict[str, Any] = getattr(self, f"_{self.action}")(runner)  # the fields it adds to the summary
         report = runner.last_run if self.action in ("upgrade", "downgrade") else None
         summary = {
             "namespace": self.namespace,
@@ -250,20 +253,6 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
             )
         self.log.info("Namespace %r is up to date at %s", self.namespace, runner.current() or "base")
         return {"migrations": []}
-
-    _VERBS: ClassVar[dict[str, Callable[[IcebergMigrateOperator, Any], dict[str, Any]]]] = {
-        "upgrade": _upgrade,
-        "downgrade": _downgrade,
-        "plan": _plan,
-        "check": _check,
-        "unlock": _unlock,
-        "repair": _repair,
-    }
-    """Each action's verb: what it runs, and the fields it adds to the summary (``migrations``, ``plan``)."""
-
-
-ACTIONS: tuple[str, ...] = tuple(IcebergMigrateOperator._VERBS)
-"""The operator's actions: ``upgrade``, ``downgrade``, ``plan``, ``check``, ``unlock``, ``repair``."""
 
 
 def _task_identity(context: Context) -> dict[str, str]:

@@ -1,13 +1,7 @@
 """IcebergPolicyMaintenanceOperator: the maintenance Apache Polaris policies ask for, table by table.
 
-Polaris stores maintenance policies (``system.data-compaction``, ``system.metadata-compaction``,
-``system.snapshot-expiry``, ``system.orphan-file-removal``) and resolves which apply to a table, but
-runs nothing. This operator runs :class:`~iceberg_ops_provider.polaris.dispatcher.PolicyDispatcher`
-over every table of a namespace: each table's effective policies run their maintenance functions.
-
-The policy client is built from the catalog's connection by default (Polaris serves its policy API
-beside its Iceberg REST API, with the same credentials), or from ``polaris_conn_id``, read the same way.
-Lineage: every table some policy's maintenance ran on is an OpenLineage output at its snapshot afterwards.
+Runs :class:`~iceberg_ops_provider.polaris.dispatcher.PolicyDispatcher` over a namespace; ``docs/airflow.md``
+says where the policy client's connection comes from.
 """
 
 from __future__ import annotations

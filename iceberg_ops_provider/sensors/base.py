@@ -86,8 +86,8 @@ class IcebergCatalogSensor(BaseSensorOperator):
         """Check once: whether the wait is over, what was seen (JSON-able), and that seen in words."""
 
     @abstractmethod
-    def trigger(self, deadline: datetime, started_at: datetime) -> BaseTrigger:
-        """The trigger that goes on waiting in the triggerer."""
+    def trigger(self, **polling: Any) -> BaseTrigger:
+        """The trigger that goes on waiting in the triggerer, given ``polling`` (its connection, deadline, ...)."""
 
     def transient(self, exc: BaseException, first_check: bool) -> bool:
         """Whether the wait goes on after ``exc``; ``first_check``: no check of this wait ran before."""
@@ -117,7 +117,12 @@ class IcebergCatalogSensor(BaseSensorOperator):
         if first:
             return first.xcom_value
         self.defer(
-            trigger=self.trigger(started_at + timedelta(seconds=self.timeout), started_at),
+            trigger=self.trigger(
+                iceberg_conn_id=self.iceberg_conn_id,
+                deadline=started_at + timedelta(seconds=self.timeout),
+                poll_interval=self.poke_interval,
+                started_at=started_at,
+            ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout) + DEFERRAL_GRACE,
         )

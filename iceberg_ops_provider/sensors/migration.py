@@ -18,8 +18,6 @@ from iceberg_ops_provider.runner.readiness import version_reached as reached
 from iceberg_ops_provider.sensors.base import IcebergCatalogSensor
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from iceberg_ops_provider.triggers.migration import IcebergMigrationTrigger
     from iceberg_ops_provider.triggers.polling import CheckResult
 
@@ -109,7 +107,7 @@ class IcebergMigrationSensor(IcebergCatalogSensor):
             self.log.warning(NOTE_WARNING, seen.namespace, seen.note)
         return reached(seen.current, self._wanted), seen.to_json(), seen.describe()
 
-    def trigger(self, deadline: datetime, started_at: datetime) -> IcebergMigrationTrigger:
+    def trigger(self, **polling: Any) -> IcebergMigrationTrigger:
         """The trigger that waits for the resolved version."""
         from iceberg_ops_provider.triggers.migration import IcebergMigrationTrigger
 
@@ -117,8 +115,5 @@ class IcebergMigrationSensor(IcebergCatalogSensor):
             namespace=self.namespace,
             version=self._wanted,
             meta_namespace=self.meta_namespace,
-            iceberg_conn_id=self.iceberg_conn_id,
-            deadline=deadline,
-            poll_interval=self.poke_interval,
-            started_at=started_at,
+            **polling,
         )

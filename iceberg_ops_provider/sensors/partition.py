@@ -21,8 +21,6 @@ from iceberg_ops_provider.partitions.probe import (
 from iceberg_ops_provider.sensors.base import IcebergCatalogSensor
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from airflow.sdk import Context
 
     from iceberg_ops_provider.triggers.partition import IcebergPartitionTrigger
@@ -36,14 +34,8 @@ _MARK_KEY = "iceberg_ops.after_snapshot_mark"
 class IcebergPartitionSensor(IcebergLineageMixin, IcebergCatalogSensor):
     """Wait until at least ``min_rows`` rows of a partition (and/or matching a filter) are committed.
 
-    Judged from the table's metadata only, at its current snapshot (no data file is read). Two counts
-    come out (see :mod:`iceberg_ops_provider.partitions.probe`): ``rows``, those **certainly** there
-    (files all of whose rows match, less what delete files may have removed), and ``possible_rows``, an
-    upper bound. ``min_rows`` is judged on ``rows`` unless ``count_possible_rows=True``.
-
-    ``partition`` keys are partition field names of the table's current spec, values converted per
-    the field's transform (see ``docs/sensors.md``); ``where`` is a PyIceberg row filter; at least one
-    of the two is needed.
+    Judged from the table's metadata only (no data file is read): ``rows`` are those certainly there,
+    ``possible_rows`` an upper bound (``docs/sensors.md`` explains both, and how partition values are read).
 
     Args:
         table: The table, ``namespace.table`` (templated; surrounding spaces are dropped).
@@ -202,7 +194,7 @@ class IcebergPartitionSensor(IcebergLineageMixin, IcebergCatalogSensor):
         except Exception as exc:  # only a convenience for later tries
             self.log.debug("Could not keep the mark of after_snapshot: %s", exc)
 
-    def trigger(self, deadline: datetime, started_at: datetime) -> IcebergPartitionTrigger:
+    def trigger(self, **polling: Any) -> IcebergPartitionTrigger:
         """The trigger that goes on counting in the triggerer."""
         from iceberg_ops_provider.triggers.partition import IcebergPartitionTrigger
 
@@ -215,10 +207,7 @@ class IcebergPartitionSensor(IcebergLineageMixin, IcebergCatalogSensor):
             after_sequence_number=self._mark.sequence_number if self._mark else None,
             after_timestamp_ms=self._mark.timestamp_ms if self._mark else None,
             count_possible_rows=self.count_possible_rows,
-            iceberg_conn_id=self.iceberg_conn_id,
-            deadline=deadline,
-            poll_interval=self.poke_interval,
-            started_at=started_at,
+            **polling,
         )
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook, connection_meta_namespace
+from iceberg_ops_provider.hooks.catalog import connection_meta_namespace
 from iceberg_ops_provider.runner.readiness import (
     NOTE_WARNING,
     check_wanted_version,
@@ -15,8 +15,6 @@ from iceberg_ops_provider.runner.readiness import (
 from iceberg_ops_provider.triggers.polling import CatalogPollingTrigger, CheckResult
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from pyiceberg.catalog import Catalog
 
 __all__ = ["IcebergMigrationTrigger"]
@@ -32,7 +30,7 @@ class IcebergMigrationTrigger(CatalogPollingTrigger):
         version: The version to reach (digits, such as ``"0003"``, ``head`` resolved by the sensor); ``None``
             is base.
         meta_namespace: Where the history lives: this, else the connection extra's ``meta_namespace``.
-        iceberg_conn_id, deadline, poll_interval, started_at: See :class:`CatalogPollingTrigger`.
+        **polling: ``iceberg_conn_id``, ``deadline``, ... of :class:`CatalogPollingTrigger`.
     """
 
     def __init__(
@@ -41,14 +39,9 @@ class IcebergMigrationTrigger(CatalogPollingTrigger):
         namespace: str,
         version: str | None,
         meta_namespace: str | None = None,
-        iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
-        deadline: datetime | str | float,
-        poll_interval: float = 60.0,
-        started_at: datetime | str | float | None = None,
+        **polling: Any,
     ) -> None:
-        super().__init__(
-            iceberg_conn_id=iceberg_conn_id, deadline=deadline, poll_interval=poll_interval, started_at=started_at
-        )
+        super().__init__(**polling)
         if version is not None and check_wanted_version(version) == "head":
             raise ValueError("IcebergMigrationTrigger needs a version number; resolve 'head' from the files first.")
         self.namespace = namespace

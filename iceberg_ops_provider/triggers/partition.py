@@ -6,7 +6,6 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import NoSuchTableError
 
-from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.partitions.probe import (
     SnapshotMark,
     describe_partition_wait,
@@ -15,8 +14,6 @@ from iceberg_ops_provider.partitions.probe import (
 from iceberg_ops_provider.triggers.polling import CatalogPollingTrigger, CheckResult
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
     from pyiceberg.catalog import Catalog
 
 __all__ = ["IcebergPartitionTrigger"]
@@ -55,7 +52,7 @@ class IcebergPartitionTrigger(CatalogPollingTrigger):
         after_sequence_number: That snapshot's sequence number, and
         after_timestamp_ms: its commit time, as the sensor read them before deferring: with both, the
             wait needs no lookup of the snapshot and goes on if it is expired meanwhile.
-        iceberg_conn_id, deadline, poll_interval, started_at: See :class:`CatalogPollingTrigger`.
+        **polling: ``iceberg_conn_id``, ``deadline``, ... of :class:`CatalogPollingTrigger`.
     """
 
     def __init__(
@@ -69,14 +66,9 @@ class IcebergPartitionTrigger(CatalogPollingTrigger):
         after_sequence_number: int | None = None,
         after_timestamp_ms: int | None = None,
         count_possible_rows: bool = False,
-        iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
-        deadline: datetime | str | float,
-        poll_interval: float = 60.0,
-        started_at: datetime | str | float | None = None,
+        **polling: Any,
     ) -> None:
-        super().__init__(
-            iceberg_conn_id=iceberg_conn_id, deadline=deadline, poll_interval=poll_interval, started_at=started_at
-        )
+        super().__init__(**polling)
         self.table = table
         self.partition = _given_partition(partition)
         self.where = where

@@ -80,15 +80,10 @@ def _open_catalog(connection: Any) -> Catalog:
     return open_catalog(connection_spec(connection), access="read")
 
 
-def _close(catalog: Catalog | None) -> None:
+def _call(target: Any, method: str) -> None:
+    """``target.method()`` when it has one, ignoring its failure (a catalog's ``close``, an engine's ``dispose``)."""
     with contextlib.suppress(Exception):
-        getattr(catalog, "close", lambda: None)()
-
-
-def _release(catalog: Catalog | None) -> None:
-    """Give back a SQL catalog's pooled database connections (its engine opens new ones when next used)."""
-    with contextlib.suppress(Exception):
-        getattr(getattr(catalog, "engine", None), "dispose", lambda: None)()
+        getattr(target, method, lambda: None)()
 
 
 def _pool(conn_id: str) -> ThreadPoolExecutor:
@@ -122,8 +117,8 @@ class CatalogPollingTrigger(BaseTrigger):
     def __init__(
         self,
         *,
-        iceberg_conn_id: str,
         deadline: datetime | str | float,
+        iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
         poll_interval: float = 60.0,
         started_at: datetime | str | float | None = None,
     ) -> None:
@@ -209,9 +204,9 @@ class CatalogPollingTrigger(BaseTrigger):
                         return
                     last_error = describe_error(exc)
                     self.log.warning("Check failed, trying again at the next poll: %s", last_error)
-                    _close(catalog)
+                    _call(catalog, "close")
                     catalog = None
-                _release(catalog)
+                _call(getattr(catalog, "engine", None), "dispose")  # a SQL catalog's pooled connections
                 now = datetime.now(UTC)
                 remaining = (self.deadline - now).total_seconds()
                 if remaining <= 0:
@@ -221,4 +216,4 @@ class CatalogPollingTrigger(BaseTrigger):
                     return
                 await asyncio.sleep(min(self.poll_interval, remaining))
         finally:
-            _close(catalog)
+            _call(catalog, "close")

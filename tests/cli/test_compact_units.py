@@ -128,3 +128,21 @@ def test_bad_unit_options_are_refused_naming_the_option_and_nothing_is_written(l
     for word in words:
         assert word in result.stderr, result.stderr
     assert sqlite_catalog(lake).load_table("sales.events").metadata_location == location
+
+
+def test_a_plan_of_every_table_exits_non_zero_when_one_table_fails(lake, monkeypatch):
+    small_files_table(sqlite_catalog(lake), "sales.other", appends=2, rows=20)
+    from iceberg_ops_provider.maintenance import compaction_units
+
+    planned = compaction_units.plan_compaction_units
+
+    def failing(table, **options):
+        if table.name()[-1] == "other":
+            raise RuntimeError("storage did not answer")
+        return planned(table, **options)
+
+    monkeypatch.setattr(compaction_units, "plan_compaction_units", failing)
+    result = _invoke(lake, "--json", "maintain", "compact", "--all", "sales", "--plan")
+    assert result.exit_code == 1, result.output
+    documents = {document["table"]: document for document in json.loads(result.stdout)}
+    assert documents["sales.events"]["units"] and "error" in json.dumps(documents["sales.other"])
