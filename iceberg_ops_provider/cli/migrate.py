@@ -267,7 +267,8 @@ def status(settings: Settings) -> None:
         if versions:
             lines.append(f"{label}: {', '.join(versions)}")
     lines += [f"broken:    {file.describe()}" for file in state.broken]
-    settings.emit(state.to_json(), "\n".join(lines))
+    # The words of `plan --json`'s commit_mode; the Python API and the operators keep the engine's labels.
+    settings.emit({**state.to_json(), "commit_mode": COMMIT_MODES[state.commit_mode]}, "\n".join(lines))
 
 
 def _pending_note(version: str, errors: dict[str, str], broken: set[int]) -> str:

@@ -221,6 +221,18 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
             self.log.info(
                 "plan: %s %s %s [%s]", step["direction"], step["version"], step["description"], step.get("risk")
             )
+        failed = [step for step in steps if step.risk == "failed"]
+        if failed:  # as `iceberg-ops plan` exits 1: a run would fail at the same step
+            reasons = "; ".join(
+                f"{step.version}: {op['operation']}"
+                for step in failed
+                for op in step.operations
+                if op["risk"] == "failed"
+            )
+            raise AirflowException(
+                f"The plan of {self.namespace!r} has steps whose dry run raised, so an upgrade would fail there "
+                f"too: {reasons}. Fix the migration file, then run the task again."
+            )
         # "plan" is the document of `iceberg-ops --json plan` (plan_format 1)
         return {"migrations": migrations, "plan": plan_document(runner, steps, self.target)}
 

@@ -28,3 +28,22 @@ def test_the_plan_task_pushes_the_same_document_as_the_command_line(iceberg_conn
     assert pushed["plan"] == printed and pushed["plan"]["plan_format"] == 1
     assert [step["version"] for step in pushed["migrations"]] == ["0002"]
     assert pushed["version_after"] == "0001"  # nothing ran
+
+
+def test_a_plan_whose_dry_run_raises_fails_the_task_naming_the_step(iceberg_connection):
+    import pytest
+
+    from iceberg_ops_provider.hooks.version_compat import AirflowException
+    from iceberg_ops_provider.operators.migrate import IcebergMigrateOperator
+
+    folder = iceberg_connection / "migrations"
+    write_migration(folder, "0001_orders.py", 'ctx.create_table("orders", pa.schema([pa.field("id", pa.int64())]))')
+    write_migration(folder, "0002_broken.py", 'raise RuntimeError("no such partner table")')
+    operator = IcebergMigrateOperator(task_id="plan", action="plan", namespace="sales", migrations_dir=str(folder))
+
+    with pytest.raises(AirflowException) as raised:
+        operator.execute({})
+
+    text = str(raised.value)
+    assert "0002: failed: a dry run of its body raised RuntimeError: no such partner table" in text
+    assert "Fix the migration file" in text
