@@ -12,8 +12,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.expressions import BooleanExpression
 from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.table import ALWAYS_TRUE
 from pyiceberg.table.snapshots import ancestors_of
 
 from iceberg_ops_provider.core.types import iceberg_to_arrow_schema
@@ -22,9 +23,6 @@ from iceberg_ops_provider.errors import IcebergOpsError, SnapshotNotFoundError
 if TYPE_CHECKING:
     from pyiceberg.table import DataScan, Table
     from pyiceberg.table.snapshots import Snapshot
-
-ALWAYS_TRUE: BooleanExpression = AlwaysTrue()
-"""The filter that selects every row (the default ``row_filter``)."""
 
 __all__ = [
     "SnapshotInfo",
@@ -131,12 +129,8 @@ def iter_batches(
 ) -> Iterator[pa.RecordBatch]:
     """Stream a table's rows (without field ids) as it is now or was at a snapshot, one data file at a time.
 
-    Args:
-        table: The table.
-        snapshot_id: Read this snapshot instead of the current one.
-        as_of: Read the snapshot that was current at this moment (aware datetime or epoch ms).
-        row_filter: An Iceberg filter expression or its text form (``"amount > 10"``).
-        selected_fields: Columns to read.
+    ``snapshot_id`` reads that snapshot, ``as_of`` the one current at that moment (an aware datetime
+    or epoch ms); ``row_filter`` is an Iceberg expression or its text (``"amount > 10"``).
 
     Raises:
         SnapshotNotFoundError: No such snapshot, or none at ``as_of`` (raised here, before iterating).
