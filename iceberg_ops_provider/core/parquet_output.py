@@ -64,14 +64,8 @@ class OutputFile:
     :func:`~iceberg_ops_provider.core.parquet_parts.joinable`, the first row group holds at least
     :data:`MIN_BYTES_PER_COLUMN` per leaf column and its footer only fields the joiner knows; else one
     ``ParquetWriter`` writes the file. At most ``encode_threads - 1`` row groups are still being encoded
-    when :meth:`write` returns, which bounds memory.
-
-    Args:
-        path: Where the file goes (created, or replaced if it exists).
-        io: The FileIO of the table the file belongs to.
-        schema: The Arrow schema of every row written (with the table's field ids in its field metadata).
-        writer_kwargs: Parquet writer options (PyIceberg's ``_get_parquet_writer_kwargs`` for the table's properties).
-        encode_threads: Row groups encoded at once (1: on the calling thread, one after another).
+    when :meth:`write` returns, which bounds memory. ``path`` is created or replaced; ``schema`` carries
+    the table's field ids; ``writer_kwargs`` are PyIceberg's ``_get_parquet_writer_kwargs`` of the table.
     """
 
     def __init__(

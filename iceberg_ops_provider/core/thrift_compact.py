@@ -228,10 +228,8 @@ def _write_value(out: bytearray, kind: int, value: Any) -> None:
             for key, item in value.entries:
                 _write_value(out, value.key_kind, key)
                 _write_value(out, value.value_kind, item)
-    elif kind == STRUCT:
+    else:  # STRUCT: the kinds were read by the reader, which refuses unknown ones
         _write_struct(out, value)
-    else:
-        raise ValueError(f"unknown compact type {kind}")
 
 
 def _write_struct(out: bytearray, value: Struct) -> None:

@@ -84,18 +84,10 @@ def upsert(
     insert_unmatched: bool = True,
     snapshot_properties: Mapping[str, str] | None = None,
 ) -> UpsertResult:
-    """Update rows whose key matches and insert the rest, in one commit.
+    """Update rows whose key matches and insert the rest, in one commit; returns PyIceberg's ``UpsertResult``.
 
-    Args:
-        table: The target table.
-        data: The incoming rows, with every column of the table (by name; extra columns are an error).
-        join_cols: Key columns; default the table's identifier fields.
-        update_matched: Update rows whose key exists and whose other values differ.
-        insert_unmatched: Insert rows whose key does not exist.
-        snapshot_properties: Extra key/values stored in the snapshot summary.
-
-    Returns:
-        PyIceberg's ``UpsertResult``; zeros, and nothing committed, for empty data.
+    ``data`` has every column of the table (by name; extra columns are an error); ``join_cols``
+    default to the table's identifier fields. Empty data commits nothing.
 
     Raises:
         UpsertError: No usable key, null or duplicate keys in the data.

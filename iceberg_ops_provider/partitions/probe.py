@@ -248,12 +248,8 @@ def partition_rows(
 ) -> PartitionProbe:
     """Count the committed data for a partition and/or a row filter, from metadata only (see the module).
 
-    Args:
-        table: The table, as loaded.
-        partition: Wanted partition values by field name of the current spec, converted per transform
-            (:mod:`iceberg_ops_provider.partitions.values`); files of an older spec without a field do not match.
-        where: A PyIceberg row filter string; a file's rows are certain only when all of them match.
-        after_snapshot: A snapshot id of the table (or its :class:`SnapshotMark`, which needs no lookup).
+    ``partition`` holds values by field name of the current spec (files of an older spec without a
+    field do not match); ``after_snapshot`` a snapshot id, or its :class:`SnapshotMark` (no lookup).
 
     Raises:
         ValueError: Unknown partition fields (the message lists the table's), values a field cannot

@@ -1,9 +1,4 @@
-"""What a multi-table commit is made of and what it returns, shared by the dispatch and its backends.
-
-They live here, below :mod:`~iceberg_ops_provider.core.atomic.commit` and its backends
-(:mod:`~iceberg_ops_provider.core.atomic.rest`, :mod:`~iceberg_ops_provider.core.atomic.sql`), so the
-backends need nothing from the module that dispatches to them.
-"""
+"""What a multi-table commit is made of and what it returns, shared by the dispatch and its backends."""
 
 from __future__ import annotations
 

@@ -6,13 +6,9 @@ trying, or by an empty probe, and remembered per endpoint); PyIceberg's SQL cata
 metadata file, then moves every table's pointer in one database transaction under PyIceberg's
 compare-and-swap (:mod:`~iceberg_ops_provider.core.atomic.sql`). Other catalogs cannot:
 :func:`commit_atomically` then commits nothing and returns a result whose
-:attr:`~AtomicCommitResult.applied` is false, so the caller commits table by table.
-
-A failed commit raises PyIceberg's own exceptions: ``CommitFailedException`` (a requirement failed
-or another writer came first; nothing applied, the new files deleted), ``CommitStateUnknownException``
-(the catalog failed while committing: all or none applied, never some; nothing deleted),
-``NoSuchTableError``, ``TableAlreadyExistsError``, ``NoSuchNamespaceError``, or
-:class:`~iceberg_ops_provider.errors.CatalogUnavailableError` before anything was sent (nothing applied).
+:attr:`~AtomicCommitResult.applied` is false, so the caller commits table by table. A failed commit
+raises PyIceberg's own exceptions; after a ``CommitFailedException`` the new files are deleted, after a
+``CommitStateUnknownException`` (all or none applied, never some) nothing is.
 """
 
 from __future__ import annotations
