@@ -146,10 +146,8 @@ def _fields_to_iceberg(fields: list[pa.Field], prefix: str, ids: Iterator[int], 
 def arrow_to_iceberg_schema(schema: pa.Schema, *, keep_field_ids: bool = False) -> Schema:
     """Translate an Arrow schema to an Iceberg schema (non-nullable fields required, ``doc`` metadata as docs).
 
-    Args:
-        schema: The Arrow schema.
-        keep_field_ids: Use the ``PARQUET:field_id`` metadata of every field (as in data read from
-            an Iceberg table) instead of numbering fields afresh as PyIceberg's ``create_table`` does.
+    ``keep_field_ids`` uses every field's ``PARQUET:field_id`` (as in data read from a table) instead of
+    numbering fields afresh as PyIceberg's ``create_table`` does.
 
     Raises:
         UnsupportedTypeError: A column's type cannot be stored in Iceberg; names the column.
