@@ -26,6 +26,7 @@ from pyiceberg.transforms import (
     HourTransform,
     IdentityTransform,
     MonthTransform,
+    Transform,
     TruncateTransform,
     YearTransform,
 )
@@ -44,6 +45,7 @@ from pyiceberg.types import (
     TimestamptzType,
     UUIDType,
 )
+from pyiceberg.utils.datetime import datetime_to_micros
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -132,7 +134,7 @@ def _partition_value(field: PartitionField, source_type: IcebergType, given: Any
     precision = _TIME_TRANSFORMS.get(type(transform))
     try:
         if precision is not None:
-            return _time_ordinal(precision, given, source_type)
+            return _time_ordinal(transform, precision, given, source_type)
         if isinstance(transform, IdentityTransform):
             return _source_value(source_type, given)
         if isinstance(transform, BucketTransform | TruncateTransform):
@@ -152,8 +154,10 @@ def _source_value(source_type: IcebergType, given: Any) -> Any:
     from pyiceberg.expressions.literals import literal
 
     if isinstance(source_type, _TIMESTAMPS):
-        micros = _micros(given, source_type)
-        return micros * 1000 if isinstance(source_type, _NANOS) else micros
+        instant, precision = _instant(given, source_type)
+        if precision in ("year", "month"):
+            raise ValueError("expected a timestamp such as '2026-01-02T05:30:00+00:00' (or a date for midnight)")
+        return datetime_to_micros(instant) * (1000 if isinstance(source_type, _NANOS) else 1)
     if isinstance(source_type, FloatType):
         return _float32(float(literal(given).to(source_type).value))
     if isinstance(source_type, DateType):
@@ -176,14 +180,6 @@ def _source_value(source_type: IcebergType, given: Any) -> Any:
     if isinstance(source_type, UUIDType):
         return given if isinstance(given, uuid.UUID) else uuid.UUID(str(given))
     return literal(given).to(source_type).value
-
-
-def _micros(given: Any, source_type: IcebergType) -> int:
-    """Microseconds since the epoch of a timestamp (text or datetime); aware values are taken in UTC."""
-    instant, precision = _instant(given, source_type)
-    if precision in ("year", "month"):
-        raise ValueError("expected a timestamp such as '2026-01-02T05:30:00+00:00' (or a date for midnight)")
-    return (instant - _EPOCH) // dt.timedelta(microseconds=1)
 
 
 def _instant(given: Any, source_type: IcebergType) -> tuple[dt.datetime, str]:
@@ -219,7 +215,7 @@ def _instant(given: Any, source_type: IcebergType) -> tuple[dt.datetime, str]:
     return moment, precision
 
 
-def _time_ordinal(precision: str, given: Any, source_type: IcebergType) -> int:
+def _time_ordinal(transform: Transform[Any, int], precision: str, given: Any, source_type: IcebergType) -> int:
     """Years, months, days or hours since the epoch, as the time transforms store them."""
     if precision == "year" and isinstance(given, int) and not isinstance(given, bool):
         given = str(given)
@@ -229,24 +225,15 @@ def _time_ordinal(precision: str, given: Any, source_type: IcebergType) -> int:
         raise ValueError(
             f"{article} {precision} partition needs at least {article} {precision}, such as {_TIME_EXAMPLES[precision]}"
         )
-    years = moment.year - 1970
-    if precision == "year":
-        return years
-    if precision == "month":
-        return years * 12 + moment.month - 1
-    days = (moment.date() - _EPOCH_DAY).days
-    return days if precision == "day" else days * 24 + moment.hour
+    return transform.transform(TimestampType())(datetime_to_micros(moment))
 
 
 def _time_start(precision: str, ordinal: int) -> dt.datetime:
     """The first instant of a time partition."""
-    if precision == "year":
-        return dt.datetime(1970 + ordinal, 1, 1)
-    if precision == "month":
-        return dt.datetime(1970 + ordinal // 12, ordinal % 12 + 1, 1)
-    if precision == "day":
-        return _EPOCH + dt.timedelta(days=ordinal)
-    return _EPOCH + dt.timedelta(hours=ordinal)
+    if precision in ("year", "month"):
+        months = ordinal * 12 if precision == "year" else ordinal
+        return dt.datetime(1970 + months // 12, months % 12 + 1, 1)
+    return _EPOCH + dt.timedelta(**{f"{precision}s": ordinal})
 
 
 def pruning_filter(table: Table, wanted: list[WantedValue]) -> BooleanExpression:
@@ -278,7 +265,7 @@ def pruning_filter(table: Table, wanted: list[WantedValue]) -> BooleanExpression
             if isinstance(source_type, DateType):
                 bounds = [(moment.date() - _EPOCH_DAY).days for moment in (low, high)]
             else:
-                bounds = [(moment - _EPOCH) // dt.timedelta(microseconds=1) for moment in (low, high)]
+                bounds = [datetime_to_micros(moment) for moment in (low, high)]
             predicate = And(GreaterThanOrEqual(column, bounds[0]), LessThan(column, bounds[1]))
         try:
             bind(schema, predicate, case_sensitive=True)
