@@ -121,15 +121,10 @@ def commit_atomically(catalog: Catalog, changes: Sequence[TableChange]) -> Atomi
         return AtomicCommitResult("per-table", reason=reason)
     if not changes:  # nothing to commit: nothing to ask a REST catalog either
         return AtomicCommitResult(atomic_commit_mode(catalog) or "rest-transaction")
+    from iceberg_ops_provider.core.atomic import rest, sql
+
     try:
-        if kind == "sql":
-            from iceberg_ops_provider.core.atomic.sql import commit_sql
-
-            result = commit_sql(catalog, changes)  # type: ignore[arg-type]
-        else:
-            from iceberg_ops_provider.core.atomic.rest import commit_rest
-
-            result = commit_rest(catalog, changes)  # type: ignore[arg-type]
+        result = (sql.commit_sql if kind == "sql" else rest.commit_rest)(catalog, changes)  # type: ignore[arg-type]
     except Exception as exc:
         _settle(changes, "unknown" if isinstance(exc, CommitStateUnknownException) else "failed")
         raise
