@@ -193,10 +193,8 @@ class OutputFile:
         for encoding, _ in self._encoding:
             encoding.cancel()
         self._encoding.clear()
-        closings = [self._shut_pool, self._stream.close]
-        if self._writer is not None:
-            closings.insert(0, self._writer.close)
-        for closing in closings:
+        writer = [self._writer.close] if self._writer is not None else []
+        for closing in (*writer, self._shut_pool, self._stream.close):
             try:
                 closing()
             except Exception:  # the caller deletes the file anyway

@@ -25,10 +25,8 @@ _ANY_CATALOG = CatalogSpec(kind="pyiceberg")
 def timeout_message(waiting_for: str, waited: float, last_seen: str | None, last_error: str | None = None) -> str:
     """The message of a wait that ran out: what was awaited, for how long, what was last seen."""
     seen = last_seen or "nothing (no check succeeded)"
-    text = f"Timed out after {waited:g} s waiting for {waiting_for}; last seen: {seen}"
-    if last_error:
-        text += f"; last error: {last_error}"
-    return text + "."
+    error = f"; last error: {last_error}" if last_error else ""
+    return f"Timed out after {waited:g} s waiting for {waiting_for}; last seen: {seen}{error}."
 
 
 @contextmanager

@@ -81,8 +81,7 @@ class Struct:
 
     def value(self, field_id: int, default: Any = None) -> Any:
         """The value of field ``field_id``, or ``default`` if the struct does not hold it."""
-        found = self.get(field_id)
-        return default if found is None else found.value
+        return default if (found := self.get(field_id)) is None else found.value
 
     def set(self, field_id: int, kind: int, value: Any) -> None:
         """Give field ``field_id`` a value, adding it in field-id order if the struct does not hold it."""

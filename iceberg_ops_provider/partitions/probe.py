@@ -167,10 +167,8 @@ class PartitionProbe:
         """One line for logs and messages."""
         at = f"snapshot {self.snapshot_id}" if self.snapshot_id is not None else "no snapshot yet"
         where = f"{self.files} data file(s) of {self.table} at {at}"
-        if self.rows == self.possible_rows:
-            text = f"{self.rows} row(s) in {where}"
-        else:
-            text = f"{self.rows} row(s) certain, up to {self.possible_rows} possible, in {where}"
+        certain = "" if self.rows == self.possible_rows else f" certain, up to {self.possible_rows} possible,"
+        text = f"{self.rows} row(s){certain} in {where}"
         reasons = []
         if self.files_with_deletes:
             reasons.append(f"{self.files_with_deletes} with delete files")
