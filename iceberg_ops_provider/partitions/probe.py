@@ -120,24 +120,18 @@ def _added_after(entry: ManifestEntry, mark: SnapshotMark, table: Table, later: 
     """
     added_by = table.snapshot_by_id(entry.snapshot_id) if entry.snapshot_id is not None else None
     if table.metadata.format_version >= 2:
-        sequence = entry.sequence_number
-        if sequence is not None and sequence <= mark.sequence_number:
-            return None
+        before = entry.sequence_number is not None and entry.sequence_number <= mark.sequence_number
     elif later is not None:
-        if entry.snapshot_id not in later:
-            return None
-    elif added_by is None:
-        return _MAYBE_OLD_ROWS
-    elif added_by.timestamp_ms <= mark.timestamp_ms:
-        return None
+        before = entry.snapshot_id not in later
+    else:
+        before = added_by is not None and added_by.timestamp_ms <= mark.timestamp_ms
     summary = added_by.summary if added_by is not None else None
-    if summary is None:
-        return _MAYBE_OLD_ROWS
-    if summary.operation == Operation.APPEND:
-        return _NEW_ROWS
-    if summary.operation == Operation.OVERWRITE and summary.additional_properties.get("replace-partitions") == "true":
-        return _NEW_ROWS  # a partition replaced with data written for it (Spark's INSERT OVERWRITE)
-    return _MAYBE_OLD_ROWS
+    if before or summary is None:
+        return None if before else _MAYBE_OLD_ROWS
+    # A partition replaced with data written for it (Spark's INSERT OVERWRITE) holds new rows too.
+    replaced = summary.additional_properties.get("replace-partitions") == "true"
+    new = summary.operation == Operation.APPEND or (summary.operation == Operation.OVERWRITE and replaced)
+    return _NEW_ROWS if new else _MAYBE_OLD_ROWS
 
 
 @dataclass(frozen=True)
