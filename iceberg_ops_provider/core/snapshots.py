@@ -48,15 +48,14 @@ class SnapshotInfo:
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot, current_id: int | None) -> SnapshotInfo:
         """Summarise a PyIceberg snapshot."""
-        summary = dict(snapshot.summary.additional_properties) if snapshot.summary else {}
-        operation = snapshot.summary.operation.value if snapshot.summary else "unknown"
+        summary = snapshot.summary
         return cls(
-            snapshot_id=snapshot.snapshot_id,
-            parent_id=snapshot.parent_snapshot_id,
-            committed_at=datetime.fromtimestamp(snapshot.timestamp_ms / 1000, tz=UTC),
-            operation=operation,
-            summary=summary,
-            is_current=snapshot.snapshot_id == current_id,
+            snapshot.snapshot_id,
+            snapshot.parent_snapshot_id,
+            datetime.fromtimestamp(snapshot.timestamp_ms / 1000, tz=UTC),
+            summary.operation.value if summary else "unknown",
+            dict(summary.additional_properties) if summary else {},
+            snapshot.snapshot_id == current_id,
         )
 
 

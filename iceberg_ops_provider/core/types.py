@@ -175,8 +175,7 @@ def iceberg_to_arrow_type(iceberg_type: IcebergType, *, include_field_ids: bool 
     ``include_field_ids`` puts ``PARQUET:field_id`` metadata on nested fields.
     """
     t = iceberg_type
-    simple = _ICEBERG_TO_ARROW.get(str(t))
-    if simple is not None:
+    if (simple := _ICEBERG_TO_ARROW.get(str(t))) is not None:
         return simple
     if isinstance(t, DecimalType):
         return pa.decimal128(t.precision, t.scale)

@@ -86,26 +86,20 @@ def table_name(table: Table) -> str:
     return ".".join(table.name())
 
 
-def _field_listing(table: Table) -> str:
-    fields = table.spec().fields
-    if not fields:
-        return "it is not partitioned (use where= to filter on columns)"
-    schema = table.schema()
-    shown = [f"{f.name} ({f.transform}({schema.find_column_name(f.source_id)}))" for f in fields]
-    return "its partition fields are " + ", ".join(shown)
-
-
 def wanted_values(table: Table, partition: dict[str, Any]) -> list[WantedValue]:
     """The partition values asked for, checked against the table's current spec and converted."""
     if not isinstance(partition, dict):
         raise ValueError(f"partition must be a mapping of partition field names to values, got {partition!r}.")
     by_name = {field.name: field for field in table.spec().fields}
+    schema = table.schema()
     unknown = [key for key in partition if key not in by_name]
     if unknown:
         names = ", ".join(repr(key) for key in unknown)
         verb = "is not a partition field" if len(unknown) == 1 else "are not partition fields"
-        raise ValueError(f"{names} {verb} of {table_name(table)}: {_field_listing(table)}.")
-    schema = table.schema()
+        shown = [f"{f.name} ({f.transform}({schema.find_column_name(f.source_id)}))" for f in by_name.values()]
+        unpartitioned = "it is not partitioned (use where= to filter on columns)"
+        listing = "its partition fields are " + ", ".join(shown) if shown else unpartitioned
+        raise ValueError(f"{names} {verb} of {table_name(table)}: {listing}.")
     wanted = []
     for key, given in partition.items():
         field = by_name[key]

@@ -73,14 +73,10 @@ class TableChange:
 
 @dataclass(frozen=True)
 class AtomicCommitResult:
-    """What :func:`~iceberg_ops_provider.core.atomic.commit.commit_atomically` did.
+    """What :func:`~iceberg_ops_provider.core.atomic.commit.commit_atomically` did, to the ``tables`` in order.
 
-    Attributes:
-        mode: How the catalog committed (``per-table``: it cannot commit several tables at once, nothing was).
-        tables: The tables committed, in the order given.
-        metadata: The new metadata of each committed table, where the catalog returned it (SQL, not REST).
-        metadata_locations: The new metadata file of each committed table, where known.
-        reason: Why nothing was committed, when :attr:`applied` is false.
+    ``metadata`` (and ``metadata_locations``) of each committed table where the catalog returned it (SQL,
+    not REST); ``reason``: why nothing was committed, when :attr:`applied` is false.
     """
 
     mode: CommitMode
