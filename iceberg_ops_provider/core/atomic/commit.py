@@ -81,8 +81,7 @@ def _settle(
         if outcome == "applied":
             for producer in producers:
                 producer._cleanup_uncommitted()
-            transaction._updates = ()
-            transaction._requirements = ()
+            transaction._updates = transaction._requirements = ()
             metadata = result.metadata.get(change.label()) if result is not None else None
             if metadata is not None:  # the transaction's table now shows what was committed, as after commit_table
                 transaction._table.metadata = metadata
