@@ -45,7 +45,7 @@ from pyiceberg.types import (
     TimestamptzType,
     UUIDType,
 )
-from pyiceberg.utils.datetime import datetime_to_micros
+from pyiceberg.utils.datetime import date_to_days, datetime_to_micros
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -54,7 +54,6 @@ if TYPE_CHECKING:
 
 __all__ = ["WantedValue", "file_matches", "pruning_filter", "table_name", "wanted_values"]
 
-_EPOCH_DAY = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
 _TIMESTAMPS = (TimestampType, TimestamptzType, TimestampNanoType, TimestamptzNanoType)
 _NANOS = (TimestampNanoType, TimestamptzNanoType)
@@ -160,7 +159,7 @@ def _source_value(source_type: IcebergType, given: Any) -> Any:
             day = day.date()
         if not isinstance(day, dt.date):
             raise ValueError("expected a date such as '2026-01-02'")
-        return (day - _EPOCH_DAY).days
+        return date_to_days(day)
     if isinstance(source_type, DecimalType):
         number = Decimal(str(given).strip())
         exact = number.quantize(Decimal(1).scaleb(-source_type.scale))
@@ -256,10 +255,8 @@ def pruning_filter(table: Table, wanted: list[WantedValue]) -> BooleanExpression
             predicate = EqualTo(column, item.value)
         else:
             low, high = _time_start(precision, item.value), _time_start(precision, item.value + 1)  # type: ignore[arg-type]
-            if isinstance(source_type, DateType):
-                bounds = [(moment.date() - _EPOCH_DAY).days for moment in (low, high)]
-            else:
-                bounds = [datetime_to_micros(moment) for moment in (low, high)]
+            dated = isinstance(source_type, DateType)
+            bounds = [date_to_days(moment.date()) if dated else datetime_to_micros(moment) for moment in (low, high)]
             predicate = And(GreaterThanOrEqual(column, bounds[0]), LessThan(column, bounds[1]))
         try:
             bind(schema, predicate, case_sensitive=True)

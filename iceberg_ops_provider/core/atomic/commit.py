@@ -45,15 +45,11 @@ def atomic_commit_mode(catalog: Catalog, *, probe: bool = False) -> CommitMode |
     ``transactions/commit`` request, which answered one way or the other.
     """
     kind = _kind(catalog)
-    if kind == "sql":
-        return "sql-transaction"
-    if kind == "other":
-        return "per-table"
+    if kind != "rest":
+        return "sql-transaction" if kind == "sql" else "per-table"
     from iceberg_ops_provider.core.atomic import rest
 
-    known = rest.known_support(catalog)  # type: ignore[arg-type]
-    if known is None and probe:
-        known = rest.probe(catalog)  # type: ignore[arg-type]
+    known = (rest.probe if probe else rest.known_support)(catalog)  # type: ignore[arg-type]
     return None if known is None else "rest-transaction" if known else "per-table"
 
 

@@ -141,18 +141,6 @@ def _not_sent(exc: BaseException) -> bool:
     )
 
 
-def _request_body(changes: Sequence[TableChange]) -> bytes:
-    parts = [
-        CommitTableRequest(
-            identifier=TableIdentifier(namespace=list(change.identifier[:-1]), name=change.identifier[-1]),
-            requirements=change.requirements,
-            updates=change.updates,
-        ).model_dump_json()
-        for change in changes
-    ]
-    return ('{"table-changes": [' + ", ".join(parts) + "]}").encode("utf-8")
-
-
 def _raise_for(response: Response, url: str, changes: Sequence[TableChange]) -> NoReturn:
     """Raise what a refusal of a multi-table commit means (the endpoint is served)."""
     from pyiceberg.catalog.rest.response import _handle_non_200_response
@@ -196,7 +184,15 @@ def commit_rest(catalog: RestCatalog, changes: Sequence[TableChange]) -> AtomicC
     if reason is not None:
         log.info("%s: committing table by table instead of all at once", reason)
         return AtomicCommitResult("per-table", reason=reason)
-    response = _post(catalog, url, _request_body(changes))
+    parts = [
+        CommitTableRequest(
+            identifier=TableIdentifier(namespace=list(change.identifier[:-1]), name=change.identifier[-1]),
+            requirements=change.requirements,
+            updates=change.updates,
+        ).model_dump_json()
+        for change in changes
+    ]
+    response = _post(catalog, url, ('{"table-changes": [' + ", ".join(parts) + "]}").encode("utf-8"))
     if _learn(url, response) is False:
         reason = f"the REST catalog does not serve POST {url} ({_describe(response)})"
         log.info("%s: committing table by table instead of all at once (remembered for this catalog)", reason)
