@@ -1,8 +1,4 @@
-"""How a check that polls a catalog treats errors: which are worth waiting through, and what to say.
-
-Readiness checks run inside :func:`check_errors`; :func:`is_transient` says whether a wait goes on
-after an error, :func:`describe_error` and :func:`timeout_message` word what sensors and triggers say.
-"""
+"""How a check that polls a catalog treats errors: which are worth waiting through, and what to say."""
 
 from __future__ import annotations
 
