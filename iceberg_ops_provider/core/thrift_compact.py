@@ -41,10 +41,7 @@ MAX_DEPTH = 64
 
 @dataclass
 class Field:
-    """One field of a struct: its id, its compact wire type and its value.
-
-    A boolean field's wire type carries its value (``BOOL_TRUE`` or ``BOOL_FALSE``).
-    """
+    """One field of a struct: its id, compact wire type (a boolean's carries its value) and value."""
 
     id: int
     kind: int

@@ -18,11 +18,8 @@ if TYPE_CHECKING:
 __all__ = ["AtomicCommitResult", "CommitMode", "Identifier", "TableChange"]
 
 CommitMode = Literal["rest-transaction", "sql-transaction", "per-table"]
-"""How a catalog commits changes to several tables.
-
-``rest-transaction``: one ``transactions/commit`` request; ``sql-transaction``: one database
-transaction of a SQL catalog; ``per-table``: no multi-table commit, one commit per table.
-"""
+"""How a catalog commits changes to several tables: one REST ``transactions/commit`` request, one database
+transaction of a SQL catalog, or (``per-table``) one commit per table."""
 
 Identifier = tuple[str, ...]
 """A table's full identifier: its namespace parts, then its name."""
