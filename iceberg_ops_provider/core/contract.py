@@ -8,7 +8,7 @@ from (``int32`` into ``long``, a narrower decimal at the same scale).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 import pyarrow as pa
@@ -59,11 +59,11 @@ class ContractReport:
             raise SchemaContractError(table_name, self.violations)
 
 
+@dataclass
 class _Checker:
-    def __init__(self, data: pa.Table | pa.RecordBatch | None, allow_extra_columns: bool) -> None:
-        self.data = data
-        self.allow_extra_columns = allow_extra_columns
-        self.violations: list[ContractViolation] = []
+    data: pa.Table | pa.RecordBatch | None
+    allow_extra_columns: bool
+    violations: list[ContractViolation] = field(default_factory=list)
 
     def add(self, kind: ViolationKind, column: str, message: str) -> None:
         self.violations.append(ContractViolation(kind, column, message))

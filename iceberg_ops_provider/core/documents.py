@@ -1,9 +1,4 @@
-"""Documents read back: YAML files a person wrote, and JSON documents the project wrote itself.
-
-:func:`yaml_document` reads a YAML file (the project file, the table models) and names the line and
-column where it stops being UTF-8 or YAML; :func:`read_back` reads a JSON document the project wrote
-(``to_json()``) back into its dataclass, checked by pydantic.
-"""
+"""Documents read back: YAML files a person wrote, and JSON documents the project wrote itself."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ Allowed promotions: ``int -> long``, ``float -> double``, ``decimal(P, S) -> dec
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from pyiceberg.schema import Schema
@@ -23,7 +23,6 @@ from iceberg_ops_provider.errors import ForbiddenPromotionError, SchemaEvolution
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
-    from pyiceberg.table.update.schema import UpdateSchema
 
 __all__ = [
     "EvolutionPlan",
@@ -40,11 +39,10 @@ def promotion_problem(old: IcebergType, new: IcebergType) -> str | None:
 
     Identical types are allowed (there is nothing to change).
     """
-    if old == new:
-        return None
-    if isinstance(old, IntegerType) and isinstance(new, LongType):
-        return None
-    if isinstance(old, FloatType) and isinstance(new, DoubleType):
+    widened = (isinstance(old, IntegerType) and isinstance(new, LongType)) or (
+        isinstance(old, FloatType) and isinstance(new, DoubleType)
+    )
+    if old == new or widened:
         return None
     if isinstance(old, DecimalType) and isinstance(new, DecimalType):
         if new.scale != old.scale:
@@ -98,16 +96,11 @@ def plan_evolution(
     allow_drop_columns: bool = False,
     relax_required: bool = False,
 ) -> EvolutionPlan:
-    """Work out how to evolve ``current`` towards ``target``, matching columns by name.
+    """Work out how to evolve ``current`` towards ``target`` (Arrow or Iceberg), matching columns by name.
 
-    Args:
-        current: The table's schema now.
-        target: The schema wanted (Arrow or Iceberg; matched by name, so renames look like a drop
-            plus an add: rename explicitly first).
-        allow_drop_columns: Drop columns that the target does not have. Off by default: they are
-            left in place and listed in ``ignored``.
-        relax_required: Make required columns optional when the target declares them nullable.
-            Off by default because Arrow fields are nullable unless said otherwise.
+    Renames look like a drop plus an add: rename explicitly first. Columns the target lacks are
+    dropped only with ``allow_drop_columns`` (else listed in ``ignored``); required columns made
+    optional only with ``relax_required``, as Arrow fields are nullable unless said otherwise.
 
     Raises:
         ForbiddenPromotionError: A column's type would change in a way Iceberg forbids.
@@ -148,22 +141,6 @@ def plan_evolution(
     return EvolutionPlan(tuple(apply), tuple(ignored))
 
 
-def _apply(update: UpdateSchema, plan: EvolutionPlan, target_fields: dict[tuple[str, ...], Any]) -> None:
-    for change in plan.apply:
-        path = change.path if len(change.path) > 1 else change.path[0]
-        if change.kind == "added":
-            field = target_fields[change.path]
-            update.add_column(path, field.field_type, doc=field.doc)
-        elif change.kind == "removed":
-            update.delete_column(path)
-        elif change.kind == "type_changed":
-            update.update_column(path, field_type=change.new)  # type: ignore[arg-type]
-        elif change.kind == "required_changed":
-            update.make_column_optional(path)
-        elif change.kind == "doc_changed":
-            update.update_column(path, doc=change.new)  # type: ignore[arg-type]
-
-
 def evolve_schema(
     table: Table | Transaction,
     target: Schema | pa.Schema,
@@ -186,5 +163,17 @@ def evolve_schema(
         return plan
     target_fields = field_paths(as_iceberg_schema(target))
     with table.update_schema() as update:
-        _apply(update, plan, target_fields)
+        for change in plan.apply:
+            path = change.path if len(change.path) > 1 else change.path[0]
+            if change.kind == "added":
+                field = target_fields[change.path]
+                update.add_column(path, field.field_type, doc=field.doc)
+            elif change.kind == "removed":
+                update.delete_column(path)
+            elif change.kind == "type_changed":
+                update.update_column(path, field_type=change.new)  # type: ignore[arg-type]
+            elif change.kind == "required_changed":
+                update.make_column_optional(path)
+            elif change.kind == "doc_changed":
+                update.update_column(path, doc=change.new)  # type: ignore[arg-type]
     return plan

@@ -1,9 +1,4 @@
-"""What a refusal of a name that is not there adds: the names that are, and the closest one.
-
-Every "does not exist" lists what exists (:func:`listed`, at most 20 names) and guesses
-(:func:`did_you_mean`, difflib's closest); :func:`existing_namespaces` and :func:`missing_table` ask
-the catalog, for namespaces and for the tables of a namespace.
-"""
+"""What a refusal of a name that is not there adds: the names that are, and the closest one."""
 
 from __future__ import annotations
 

@@ -64,14 +64,8 @@ class OutputFile:
     :func:`~iceberg_ops_provider.core.parquet_parts.joinable`, the first row group holds at least
     :data:`MIN_BYTES_PER_COLUMN` per leaf column and its footer only fields the joiner knows; else one
     ``ParquetWriter`` writes the file. At most ``encode_threads - 1`` row groups are still being encoded
-    when :meth:`write` returns, which bounds memory.
-
-    Args:
-        path: Where the file goes (created, or replaced if it exists).
-        io: The FileIO of the table the file belongs to.
-        schema: The Arrow schema of every row written (with the table's field ids in its field metadata).
-        writer_kwargs: Parquet writer options (PyIceberg's ``_get_parquet_writer_kwargs`` for the table's properties).
-        encode_threads: Row groups encoded at once (1: on the calling thread, one after another).
+    when :meth:`write` returns, which bounds memory. ``path`` is created or replaced; ``schema`` carries
+    the table's field ids; ``writer_kwargs`` are PyIceberg's ``_get_parquet_writer_kwargs`` of the table.
     """
 
     def __init__(
@@ -125,7 +119,7 @@ class OutputFile:
 
     def _start(self, first: pa.Table, row_group_rows: int) -> int:
         """Join the file's first row group if it can be (its footer tells); returns its rows, or 0 for a writer."""
-        if first.nbytes >= MIN_BYTES_PER_COLUMN * _leaf_columns(self.schema):
+        if first.nbytes >= MIN_BYTES_PER_COLUMN * sum(_leaf_columns(field.type) for field in self.schema):
             joiner = PartJoiner(self._stream)
             try:
                 joiner.append(encode_part(first, self.schema, self._writer_kwargs, row_group_rows))
@@ -199,10 +193,8 @@ class OutputFile:
         for encoding, _ in self._encoding:
             encoding.cancel()
         self._encoding.clear()
-        closings = [self._shut_pool, self._stream.close]
-        if self._writer is not None:
-            closings.insert(0, self._writer.close)
-        for closing in closings:
+        writer = [self._writer.close] if self._writer is not None else []
+        for closing in (*writer, self._shut_pool, self._stream.close):
             try:
                 closing()
             except Exception:  # the caller deletes the file anyway
@@ -214,17 +206,9 @@ class OutputFile:
             self._pool = None
 
 
-def _leaf_columns(schema: pa.Schema | pa.DataType) -> int:
-    """The number of Parquet columns (leaves) ``schema`` or a nested type is stored in."""
-    if isinstance(schema, pa.Schema):
-        return sum(_leaf_columns(field.type) for field in schema)
-    if pa.types.is_struct(schema):
-        return sum(_leaf_columns(schema.field(index).type) for index in range(schema.num_fields))
-    if pa.types.is_map(schema):
-        return _leaf_columns(schema.key_type) + _leaf_columns(schema.item_type)
-    if pa.types.is_list(schema) or pa.types.is_large_list(schema) or pa.types.is_fixed_size_list(schema):
-        return _leaf_columns(schema.value_type)
-    return 1
+def _leaf_columns(arrow_type: pa.DataType) -> int:
+    """The number of Parquet columns (leaves) ``arrow_type`` is stored in."""
+    return sum(_leaf_columns(arrow_type.field(index).type) for index in range(arrow_type.num_fields)) or 1
 
 
 @dataclass(frozen=True)
@@ -268,8 +252,6 @@ def data_file_from_footer(
         file_size_in_bytes=size,
         sort_order_id=sort_order_id,
         spec_id=spec_id,
-        equality_ids=None,
-        key_metadata=None,
         **statistics.to_serialized_dict(),
     )
     # Not a field of the manifest entry, so from_args drops it; code that groups files by spec reads it.

@@ -61,9 +61,7 @@ def joinable(writer_kwargs: Mapping[str, Any]) -> bool:
     Not encrypted ones (their footers cannot be read here), nor content-defined chunking, whose page
     boundaries depend on the row groups written before; other options are judged by the first footer.
     """
-    return not (
-        writer_kwargs.get("encryption_properties") is not None or writer_kwargs.get("use_content_defined_chunking")
-    )
+    return writer_kwargs.get("encryption_properties") is None and not writer_kwargs.get("use_content_defined_chunking")
 
 
 def encode_part(table: pa.Table, schema: pa.Schema, writer_kwargs: Mapping[str, Any], row_group_rows: int) -> pa.Buffer:

@@ -1,19 +1,15 @@
-"""How a check that polls a catalog treats errors: which are worth waiting through, and what to say.
-
-Readiness checks run inside :func:`check_errors`; :func:`is_transient` says whether a wait goes on
-after an error, :func:`describe_error` and :func:`timeout_message` word what sensors and triggers say.
-"""
+"""How a check that polls a catalog treats errors: which are worth waiting through, and what to say."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from iceberg_ops_provider.catalogs import CatalogSpec, catalog_errors, spec_of, translate
 from iceberg_ops_provider.errors import IcebergOpsError
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
     from pyiceberg.catalog import Catalog
 
 __all__ = ["check_errors", "describe_error", "is_transient", "timeout_message"]
@@ -25,22 +21,18 @@ _ANY_CATALOG = CatalogSpec(kind="pyiceberg")
 def timeout_message(waiting_for: str, waited: float, last_seen: str | None, last_error: str | None = None) -> str:
     """The message of a wait that ran out: what was awaited, for how long, what was last seen."""
     seen = last_seen or "nothing (no check succeeded)"
-    text = f"Timed out after {waited:g} s waiting for {waiting_for}; last seen: {seen}"
-    if last_error:
-        text += f"; last error: {last_error}"
-    return text + "."
+    error = f"; last error: {last_error}" if last_error else ""
+    return f"Timed out after {waited:g} s waiting for {waiting_for}; last seen: {seen}{error}."
 
 
-@contextmanager
-def check_errors(catalog: Catalog) -> Iterator[None]:
+def check_errors(catalog: Catalog) -> AbstractContextManager[None]:
     """Translate what a readiness check on ``catalog`` raises inside into iceberg-ops errors.
 
     As :func:`~iceberg_ops_provider.catalogs.failures` does: an unreachable, refusing or missing
     catalog database raises what opening the catalog would; a locked or busy one, or a broken
     connection, a transient :class:`~iceberg_ops_provider.errors.CatalogUnavailableError`.
     """
-    with catalog_errors(spec_of(catalog)):
-        yield
+    return catalog_errors(spec_of(catalog))
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 from pyiceberg.exceptions import CommitFailedException, ValidationException
 from tenacity import (
@@ -61,30 +62,24 @@ def lost_races(
         wait = state.next_action.sleep if state.next_action is not None else 0.0
         log.info("%s: another writer got there first (%s); trying again in %.2f s", what, error, wait)
 
-    return Retrying(
-        stop=stop_after_attempt(attempts),
-        wait=wait_random_exponential(multiplier=FIRST_WAIT_SECONDS, max=MAX_WAIT_SECONDS),
-        retry=retry_if_exception(when) if when is not None else retry_if_exception_type(errors),
+    return _retrying(
+        attempts,
+        wait_random_exponential(multiplier=FIRST_WAIT_SECONDS, max=MAX_WAIT_SECONDS),
+        retry_if_exception(when) if when is not None else retry_if_exception_type(errors),
         before_sleep=before_sleep,
-        reraise=True,
     )
+
+
+def _retrying(attempts: int, wait: Any, retry: Any, **options: Any) -> Retrying:
+    return Retrying(stop=stop_after_attempt(attempts), wait=wait, retry=retry, reraise=True, **options)
 
 
 def lock_races(attempts: int = 10) -> Retrying:
     """Attempts of a compare-and-swap commit on a lock table (one small metadata write: short waits)."""
-    return Retrying(
-        stop=stop_after_attempt(attempts),
-        wait=wait_random_exponential(multiplier=FIRST_WAIT_SECONDS / 4, max=MAX_WAIT_SECONDS / 4),
-        retry=retry_if_exception_type(CommitFailedException),
-        reraise=True,
-    )
+    wait = wait_random_exponential(multiplier=FIRST_WAIT_SECONDS / 4, max=MAX_WAIT_SECONDS / 4)
+    return _retrying(attempts, wait, retry_if_exception_type(CommitFailedException))
 
 
 def rereads(attempts: int = 4) -> Retrying:
     """Attempts of a read of table metadata whose files a concurrent expiry may delete: read again at once."""
-    return Retrying(
-        stop=stop_after_attempt(attempts),
-        wait=wait_none(),
-        retry=retry_if_exception_type(FileNotFoundError),
-        reraise=True,
-    )
+    return _retrying(attempts, wait_none(), retry_if_exception_type(FileNotFoundError))

@@ -85,6 +85,7 @@ class _Entry:
     path: Path
     parent: object  # parent field id (by id) or parent path (by name); the schema root is None
     position: int
+    field_id: int | None  # by id only
 
 
 def _children(field_type: IcebergType) -> list[NestedField]:
@@ -100,8 +101,8 @@ def _children(field_type: IcebergType) -> list[NestedField]:
 def _walk(fields: list[NestedField], prefix: Path, parent_key: object, by: str) -> Iterator[_Entry]:
     for position, nested in enumerate(fields):
         path = (*prefix, nested.name)
-        yield _Entry(nested, path, parent_key, position)
         key = nested.field_id if by == "id" else path
+        yield _Entry(nested, path, parent_key, position, nested.field_id if by == "id" else None)
         yield from _walk(_children(nested.field_type), path, key, by)
 
 
@@ -159,22 +160,20 @@ def diff_schemas(
     )
     changes: list[SchemaChange] = []
     for key, entry in new_entries.items():
-        field_id = entry.field.field_id if by == "id" else None
         before = old_entries.get(key)
         if before is None:
-            changes.append(SchemaChange("added", entry.path, new=entry.field.field_type, field_id=field_id))
+            changes.append(SchemaChange("added", entry.path, new=entry.field.field_type, field_id=entry.field_id))
             continue
-        changes.extend(_field_changes(before, entry, field_id))
+        changes.extend(_field_changes(before, entry))
     for key, entry in old_entries.items():
         if key not in new_entries:
-            field_id = entry.field.field_id if by == "id" else None
-            changes.append(SchemaChange("removed", entry.path, old=entry.field.field_type, field_id=field_id))
-    changes.extend(_order_changes(old_entries, new_entries, by))
+            changes.append(SchemaChange("removed", entry.path, old=entry.field.field_type, field_id=entry.field_id))
+    changes.extend(_order_changes(old_entries, new_entries))
     return SchemaDiff(tuple(changes), matched_by=by)
 
 
-def _field_changes(before: _Entry, after: _Entry, field_id: int | None) -> Iterator[SchemaChange]:
-    old_field, new_field, path = before.field, after.field, after.path
+def _field_changes(before: _Entry, after: _Entry) -> Iterator[SchemaChange]:
+    old_field, new_field, path, field_id = before.field, after.field, after.path, after.field_id
     if old_field.name != new_field.name:
         yield SchemaChange("renamed", path, old=".".join(before.path), new=".".join(path), field_id=field_id)
     if _shape(old_field.field_type) != _shape(new_field.field_type):
@@ -185,9 +184,7 @@ def _field_changes(before: _Entry, after: _Entry, field_id: int | None) -> Itera
         yield SchemaChange("doc_changed", path, old=old_field.doc, new=new_field.doc, field_id=field_id)
 
 
-def _order_changes(
-    old_entries: dict[object, _Entry], new_entries: dict[object, _Entry], by: str
-) -> Iterator[SchemaChange]:
+def _order_changes(old_entries: dict[object, _Entry], new_entries: dict[object, _Entry]) -> Iterator[SchemaChange]:
     stayed: dict[object, list[object]] = {}  # the fields under the same parent in both, by parent
     for key, entry in new_entries.items():
         if key in old_entries and old_entries[key].parent == entry.parent:
@@ -197,7 +194,6 @@ def _order_changes(
         new_order = sorted(keys, key=lambda k: new_entries[k].position)
         for key in set(new_order) - unmoved(old_order, new_order):
             entry = new_entries[key]
-            field_id = entry.field.field_id if by == "id" else None
             yield SchemaChange(
-                "moved", entry.path, old=old_entries[key].position, new=entry.position, field_id=field_id
+                "moved", entry.path, old=old_entries[key].position, new=entry.position, field_id=entry.field_id
             )

@@ -12,8 +12,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
-from pyiceberg.expressions import AlwaysTrue, BooleanExpression
+from pyiceberg.expressions import BooleanExpression
 from pyiceberg.io.pyarrow import ArrowScan
+from pyiceberg.table import ALWAYS_TRUE
 from pyiceberg.table.snapshots import ancestors_of
 
 from iceberg_ops_provider.core.types import iceberg_to_arrow_schema
@@ -22,9 +23,6 @@ from iceberg_ops_provider.errors import IcebergOpsError, SnapshotNotFoundError
 if TYPE_CHECKING:
     from pyiceberg.table import DataScan, Table
     from pyiceberg.table.snapshots import Snapshot
-
-ALWAYS_TRUE: BooleanExpression = AlwaysTrue()
-"""The filter that selects every row (the default ``row_filter``)."""
 
 __all__ = [
     "SnapshotInfo",
@@ -50,15 +48,14 @@ class SnapshotInfo:
     @classmethod
     def from_snapshot(cls, snapshot: Snapshot, current_id: int | None) -> SnapshotInfo:
         """Summarise a PyIceberg snapshot."""
-        summary = dict(snapshot.summary.additional_properties) if snapshot.summary else {}
-        operation = snapshot.summary.operation.value if snapshot.summary else "unknown"
+        summary = snapshot.summary
         return cls(
-            snapshot_id=snapshot.snapshot_id,
-            parent_id=snapshot.parent_snapshot_id,
-            committed_at=datetime.fromtimestamp(snapshot.timestamp_ms / 1000, tz=UTC),
-            operation=operation,
-            summary=summary,
-            is_current=snapshot.snapshot_id == current_id,
+            snapshot.snapshot_id,
+            snapshot.parent_snapshot_id,
+            datetime.fromtimestamp(snapshot.timestamp_ms / 1000, tz=UTC),
+            summary.operation.value if summary else "unknown",
+            dict(summary.additional_properties) if summary else {},
+            snapshot.snapshot_id == current_id,
         )
 
 
@@ -131,12 +128,8 @@ def iter_batches(
 ) -> Iterator[pa.RecordBatch]:
     """Stream a table's rows (without field ids) as it is now or was at a snapshot, one data file at a time.
 
-    Args:
-        table: The table.
-        snapshot_id: Read this snapshot instead of the current one.
-        as_of: Read the snapshot that was current at this moment (aware datetime or epoch ms).
-        row_filter: An Iceberg filter expression or its text form (``"amount > 10"``).
-        selected_fields: Columns to read.
+    ``snapshot_id`` reads that snapshot, ``as_of`` the one current at that moment (an aware datetime
+    or epoch ms); ``row_filter`` is an Iceberg expression or its text (``"amount > 10"``).
 
     Raises:
         SnapshotNotFoundError: No such snapshot, or none at ``as_of`` (raised here, before iterating).

@@ -41,10 +41,7 @@ MAX_DEPTH = 64
 
 @dataclass
 class Field:
-    """One field of a struct: its id, its compact wire type and its value.
-
-    A boolean field's wire type carries its value (``BOOL_TRUE`` or ``BOOL_FALSE``).
-    """
+    """One field of a struct: its id, compact wire type (a boolean's carries its value) and value."""
 
     id: int
     kind: int
@@ -81,8 +78,7 @@ class Struct:
 
     def value(self, field_id: int, default: Any = None) -> Any:
         """The value of field ``field_id``, or ``default`` if the struct does not hold it."""
-        found = self.get(field_id)
-        return default if found is None else found.value
+        return default if (found := self.get(field_id)) is None else found.value
 
     def set(self, field_id: int, kind: int, value: Any) -> None:
         """Give field ``field_id`` a value, adding it in field-id order if the struct does not hold it."""
@@ -228,10 +224,8 @@ def _write_value(out: bytearray, kind: int, value: Any) -> None:
             for key, item in value.entries:
                 _write_value(out, value.key_kind, key)
                 _write_value(out, value.value_kind, item)
-    elif kind == STRUCT:
+    else:  # STRUCT: the kinds were read by the reader, which refuses unknown ones
         _write_struct(out, value)
-    else:
-        raise ValueError(f"unknown compact type {kind}")
 
 
 def _write_struct(out: bytearray, value: Struct) -> None:

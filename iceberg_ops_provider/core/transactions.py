@@ -29,13 +29,10 @@ class CachedMetadataTransaction(Transaction):
     @property
     def table_metadata(self) -> TableMetadata:
         """The table's metadata with the staged updates applied (computed again only when either changes)."""
-        base, staged = self._table.metadata, self._updates
-        cached = self._cached
-        if cached is not None and cached[0] is base and cached[1] is staged:
-            return cached[2]
-        computed = super().table_metadata
-        self._cached = (base, staged, computed)
-        return computed
+        base, staged, cached = self._table.metadata, self._updates, self._cached
+        if cached is None or cached[0] is not base or cached[1] is not staged:
+            self._cached = cached = (base, staged, super().table_metadata)
+        return cached[2]
 
 
 def cached_transaction(table: Table) -> CachedMetadataTransaction:

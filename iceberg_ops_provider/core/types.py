@@ -52,11 +52,24 @@ _DOC_KEY = b"doc"
 UTC_ZONES = frozenset({"UTC", "utc", "Etc/UTC", "Etc/Universal", "Universal", "Zulu", "Z", "+00:00", "-00:00", "GMT"})
 """Arrow time-zone strings that mean UTC, the only zone an Iceberg ``timestamptz`` stores."""
 
-_UNSIGNED_HINTS = {
-    pa.uint8(): "Cast it to int16 or int32 (pc.cast(column, pa.int32())).",
-    pa.uint16(): "Cast it to int32 (pc.cast(column, pa.int32())).",
-    pa.uint32(): "Cast it to int64 (pc.cast(column, pa.int64())); values of 2**31 and above do not fit an int.",
-    pa.uint64(): "Cast it to int64 if every value is below 2**63, otherwise to decimal128(20, 0).",
+_PLAIN_LIST = "Cast it to a plain list type (pa.list_(value_type))."
+# What to cast the other Arrow types Iceberg cannot store to, by pa.types.is_<kind> (decimals here: wider ones).
+_HINTS = {
+    "uint8": "Cast it to int16 or int32 (pc.cast(column, pa.int32())).",
+    "uint16": "Cast it to int32 (pc.cast(column, pa.int32())).",
+    "uint32": "Cast it to int64 (pc.cast(column, pa.int64())); values of 2**31 and above do not fit an int.",
+    "uint64": "Cast it to int64 if every value is below 2**63, otherwise to decimal128(20, 0).",
+    "float16": "Iceberg has no half floats; cast it to float32.",
+    "decimal": "Iceberg decimals have at most 38 digits; cast it to decimal128(38, scale) if the values fit.",
+    "date64": "Cast it to date32, which Iceberg stores as date.",
+    "time": "Iceberg stores time in microseconds; cast it to time64('us').",
+    "duration": "Store durations as int64 microseconds (pc.cast(column, pa.int64()) after casting to duration('us')).",
+    "interval": "Store intervals as a struct of months, days and nanoseconds, or as int64 microseconds.",
+    "null": "A column of only nulls has no type; cast it to the type it will hold (for example pa.string()).",
+    "list_view": _PLAIN_LIST,
+    "large_list_view": _PLAIN_LIST,
+    "union": "Iceberg has no union type; split the variants into separate nullable columns.",
+    "run_end_encoded": "Decode it to its value type first (pc.run_end_decode).",
 }
 
 
@@ -82,24 +95,16 @@ def _to_iceberg(t: pa.DataType, column: str, ids: Iterator[int], keep_ids: bool)
         return StructType(*_fields_to_iceberg([t.field(i) for i in range(t.num_fields)], column, ids, keep_ids))
     if t in _FROM_ARROW:
         return _FROM_ARROW[t]
-    if pa.types.is_unsigned_integer(t):
-        raise UnsupportedTypeError(column, str(t), "Iceberg has no unsigned integers. " + _UNSIGNED_HINTS[t])
-    if pa.types.is_float16(t):
-        raise UnsupportedTypeError(column, str(t), "Iceberg has no half floats; cast it to float32.")
     if pa.types.is_decimal(t) and t.bit_width <= 128:
         return DecimalType(t.precision, t.scale)
-    if pa.types.is_decimal(t):
-        hint = "Iceberg decimals have at most 38 digits; cast it to decimal128(38, scale) if the values fit."
-        raise UnsupportedTypeError(column, str(t), hint)
-    if pa.types.is_date64(t):
-        raise UnsupportedTypeError(column, str(t), "Cast it to date32, which Iceberg stores as date.")
-    if pa.types.is_time(t):
-        raise UnsupportedTypeError(column, str(t), "Iceberg stores time in microseconds; cast it to time64('us').")
     if pa.types.is_timestamp(t):
         return _timestamp_type(t, column)
     if pa.types.is_fixed_size_binary(t):
         return FixedType(t.byte_width)
-    raise UnsupportedTypeError(column, str(t), _unsupported_hint(t))
+    hint = next((hint for kind, hint in _HINTS.items() if getattr(pa.types, f"is_{kind}")(t)), None)
+    hint = hint or "Cast it to one of the types listed in the iceberg-ops documentation (docs/core.md)."
+    unsigned = "Iceberg has no unsigned integers. " if pa.types.is_unsigned_integer(t) else ""
+    raise UnsupportedTypeError(column, str(t), unsigned + hint)
 
 
 def _timestamp_type(t: pa.TimestampType, column: str) -> PrimitiveType:
@@ -123,22 +128,6 @@ def _timestamp_type(t: pa.TimestampType, column: str) -> PrimitiveType:
     )
 
 
-def _unsupported_hint(t: pa.DataType) -> str:
-    if pa.types.is_duration(t):
-        return "Store durations as int64 microseconds (pc.cast(column, pa.int64()) after casting to duration('us'))."
-    if pa.types.is_interval(t):
-        return "Store intervals as a struct of months, days and nanoseconds, or as int64 microseconds."
-    if pa.types.is_null(t):
-        return "A column of only nulls has no type; cast it to the type it will hold (for example pa.string())."
-    if pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
-        return "Cast it to a plain list type (pa.list_(value_type))."
-    if pa.types.is_union(t):
-        return "Iceberg has no union type; split the variants into separate nullable columns."
-    if pa.types.is_run_end_encoded(t):
-        return "Decode it to its value type first (pc.run_end_decode)."
-    return "Cast it to one of the types listed in the iceberg-ops documentation (docs/core.md)."
-
-
 def _fields_to_iceberg(fields: list[pa.Field], prefix: str, ids: Iterator[int], keep_ids: bool) -> list[NestedField]:
     result = []
     for field in fields:
@@ -157,10 +146,8 @@ def _fields_to_iceberg(fields: list[pa.Field], prefix: str, ids: Iterator[int], 
 def arrow_to_iceberg_schema(schema: pa.Schema, *, keep_field_ids: bool = False) -> Schema:
     """Translate an Arrow schema to an Iceberg schema (non-nullable fields required, ``doc`` metadata as docs).
 
-    Args:
-        schema: The Arrow schema.
-        keep_field_ids: Use the ``PARQUET:field_id`` metadata of every field (as in data read from
-            an Iceberg table) instead of numbering fields afresh as PyIceberg's ``create_table`` does.
+    ``keep_field_ids`` uses every field's ``PARQUET:field_id`` (as in data read from a table) instead of
+    numbering fields afresh as PyIceberg's ``create_table`` does.
 
     Raises:
         UnsupportedTypeError: A column's type cannot be stored in Iceberg; names the column.
@@ -188,8 +175,7 @@ def iceberg_to_arrow_type(iceberg_type: IcebergType, *, include_field_ids: bool 
     ``include_field_ids`` puts ``PARQUET:field_id`` metadata on nested fields.
     """
     t = iceberg_type
-    simple = _ICEBERG_TO_ARROW.get(str(t))
-    if simple is not None:
+    if (simple := _ICEBERG_TO_ARROW.get(str(t))) is not None:
         return simple
     if isinstance(t, DecimalType):
         return pa.decimal128(t.precision, t.scale)

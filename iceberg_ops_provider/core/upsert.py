@@ -8,7 +8,6 @@ data), every column, the table's schema satisfied. The data is cast to the table
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,9 +15,6 @@ from pyiceberg.table import DataScan, Table, UpsertResult, upsert_util
 
 from iceberg_ops_provider.core.contract import conform_to_table
 from iceberg_ops_provider.errors import UpsertError
-
-if TYPE_CHECKING:
-    from pyiceberg.schema import Schema
 
 __all__ = ["key_columns", "upsert"]
 
@@ -43,18 +39,10 @@ def key_columns(table: Table, join_cols: Sequence[str] | None = None) -> list[st
     keys = list(join_cols)
     if not keys:
         raise UpsertError("join_cols is empty; name at least one column that identifies a row.")
-    missing = [key for key in keys if not _has_column(schema, key)]
+    missing = [key for key in keys if key not in schema.column_names]
     if missing:
         raise UpsertError(f"Key column(s) {missing} are not in table {name}; its columns are {schema.column_names}.")
     return keys
-
-
-def _has_column(schema: Schema, name: str) -> bool:
-    try:
-        schema.find_field(name, case_sensitive=True)
-    except ValueError:
-        return False
-    return True
 
 
 def _check_keys(data: pa.Table, keys: list[str]) -> None:
@@ -84,18 +72,10 @@ def upsert(
     insert_unmatched: bool = True,
     snapshot_properties: Mapping[str, str] | None = None,
 ) -> UpsertResult:
-    """Update rows whose key matches and insert the rest, in one commit.
+    """Update rows whose key matches and insert the rest, in one commit; returns PyIceberg's ``UpsertResult``.
 
-    Args:
-        table: The target table.
-        data: The incoming rows, with every column of the table (by name; extra columns are an error).
-        join_cols: Key columns; default the table's identifier fields.
-        update_matched: Update rows whose key exists and whose other values differ.
-        insert_unmatched: Insert rows whose key does not exist.
-        snapshot_properties: Extra key/values stored in the snapshot summary.
-
-    Returns:
-        PyIceberg's ``UpsertResult``; zeros, and nothing committed, for empty data.
+    ``data`` has every column of the table (by name; extra columns are an error); ``join_cols``
+    default to the table's identifier fields. Empty data commits nothing.
 
     Raises:
         UpsertError: No usable key, null or duplicate keys in the data.

@@ -36,10 +36,6 @@ class AppliedDeletes:
     equality: bool = False
 
 
-def _sequence(entry: ManifestEntry) -> int:
-    return entry.sequence_number if entry.sequence_number is not None else INITIAL_SEQUENCE_NUMBER
-
-
 class DeleteScope:
     """The delete files of one snapshot's manifests, matched to data files on request (``specs`` by id)."""
 
@@ -55,12 +51,12 @@ class DeleteScope:
         if delete_file.content == DataFileContent.POSITION_DELETES:
             self._positions.add_delete_file(entry, partition_key=delete_file.partition)
         elif delete_file.content == DataFileContent.EQUALITY_DELETES:
-            self._equality.append((_sequence(entry), delete_file))
+            self._equality.append((entry.sequence_number or INITIAL_SEQUENCE_NUMBER, delete_file))
 
     def for_data(self, entry: ManifestEntry) -> AppliedDeletes:
         """The delete files that apply to the data file of ``entry``."""
         data_file = entry.data_file
-        sequence = _sequence(entry)
+        sequence = entry.sequence_number or INITIAL_SEQUENCE_NUMBER
         positions = self._positions.for_data_file(sequence, data_file, partition_key=data_file.partition)
         equality = sum(
             1

@@ -120,24 +120,18 @@ def _added_after(entry: ManifestEntry, mark: SnapshotMark, table: Table, later: 
     """
     added_by = table.snapshot_by_id(entry.snapshot_id) if entry.snapshot_id is not None else None
     if table.metadata.format_version >= 2:
-        sequence = entry.sequence_number
-        if sequence is not None and sequence <= mark.sequence_number:
-            return None
+        before = entry.sequence_number is not None and entry.sequence_number <= mark.sequence_number
     elif later is not None:
-        if entry.snapshot_id not in later:
-            return None
-    elif added_by is None:
-        return _MAYBE_OLD_ROWS
-    elif added_by.timestamp_ms <= mark.timestamp_ms:
-        return None
+        before = entry.snapshot_id not in later
+    else:
+        before = added_by is not None and added_by.timestamp_ms <= mark.timestamp_ms
     summary = added_by.summary if added_by is not None else None
-    if summary is None:
-        return _MAYBE_OLD_ROWS
-    if summary.operation == Operation.APPEND:
-        return _NEW_ROWS
-    if summary.operation == Operation.OVERWRITE and summary.additional_properties.get("replace-partitions") == "true":
-        return _NEW_ROWS  # a partition replaced with data written for it (Spark's INSERT OVERWRITE)
-    return _MAYBE_OLD_ROWS
+    if before or summary is None:
+        return None if before else _MAYBE_OLD_ROWS
+    # A partition replaced with data written for it (Spark's INSERT OVERWRITE) holds new rows too.
+    replaced = summary.additional_properties.get("replace-partitions") == "true"
+    new = summary.operation == Operation.APPEND or (summary.operation == Operation.OVERWRITE and replaced)
+    return _NEW_ROWS if new else _MAYBE_OLD_ROWS
 
 
 @dataclass(frozen=True)
@@ -167,10 +161,8 @@ class PartitionProbe:
         """One line for logs and messages."""
         at = f"snapshot {self.snapshot_id}" if self.snapshot_id is not None else "no snapshot yet"
         where = f"{self.files} data file(s) of {self.table} at {at}"
-        if self.rows == self.possible_rows:
-            text = f"{self.rows} row(s) in {where}"
-        else:
-            text = f"{self.rows} row(s) certain, up to {self.possible_rows} possible, in {where}"
+        certain = "" if self.rows == self.possible_rows else f" certain, up to {self.possible_rows} possible,"
+        text = f"{self.rows} row(s){certain} in {where}"
         reasons = []
         if self.files_with_deletes:
             reasons.append(f"{self.files_with_deletes} with delete files")
@@ -248,12 +240,8 @@ def partition_rows(
 ) -> PartitionProbe:
     """Count the committed data for a partition and/or a row filter, from metadata only (see the module).
 
-    Args:
-        table: The table, as loaded.
-        partition: Wanted partition values by field name of the current spec, converted per transform
-            (:mod:`iceberg_ops_provider.partitions.values`); files of an older spec without a field do not match.
-        where: A PyIceberg row filter string; a file's rows are certain only when all of them match.
-        after_snapshot: A snapshot id of the table (or its :class:`SnapshotMark`, which needs no lookup).
+    ``partition`` holds values by field name of the current spec (files of an older spec without a
+    field do not match); ``after_snapshot`` a snapshot id, or its :class:`SnapshotMark` (no lookup).
 
     Raises:
         ValueError: Unknown partition fields (the message lists the table's), values a field cannot

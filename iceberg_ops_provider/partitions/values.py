@@ -26,6 +26,7 @@ from pyiceberg.transforms import (
     HourTransform,
     IdentityTransform,
     MonthTransform,
+    Transform,
     TruncateTransform,
     YearTransform,
 )
@@ -44,6 +45,7 @@ from pyiceberg.types import (
     TimestamptzType,
     UUIDType,
 )
+from pyiceberg.utils.datetime import date_to_days, datetime_to_micros
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -52,7 +54,6 @@ if TYPE_CHECKING:
 
 __all__ = ["WantedValue", "file_matches", "pruning_filter", "table_name", "wanted_values"]
 
-_EPOCH_DAY = dt.date(1970, 1, 1)
 _EPOCH = dt.datetime(1970, 1, 1)
 _TIMESTAMPS = (TimestampType, TimestamptzType, TimestampNanoType, TimestamptzNanoType)
 _NANOS = (TimestampNanoType, TimestamptzNanoType)
@@ -84,26 +85,20 @@ def table_name(table: Table) -> str:
     return ".".join(table.name())
 
 
-def _field_listing(table: Table) -> str:
-    fields = table.spec().fields
-    if not fields:
-        return "it is not partitioned (use where= to filter on columns)"
-    schema = table.schema()
-    shown = [f"{f.name} ({f.transform}({schema.find_column_name(f.source_id)}))" for f in fields]
-    return "its partition fields are " + ", ".join(shown)
-
-
 def wanted_values(table: Table, partition: dict[str, Any]) -> list[WantedValue]:
     """The partition values asked for, checked against the table's current spec and converted."""
     if not isinstance(partition, dict):
         raise ValueError(f"partition must be a mapping of partition field names to values, got {partition!r}.")
     by_name = {field.name: field for field in table.spec().fields}
+    schema = table.schema()
     unknown = [key for key in partition if key not in by_name]
     if unknown:
         names = ", ".join(repr(key) for key in unknown)
         verb = "is not a partition field" if len(unknown) == 1 else "are not partition fields"
-        raise ValueError(f"{names} {verb} of {table_name(table)}: {_field_listing(table)}.")
-    schema = table.schema()
+        shown = [f"{f.name} ({f.transform}({schema.find_column_name(f.source_id)}))" for f in by_name.values()]
+        unpartitioned = "it is not partitioned (use where= to filter on columns)"
+        listing = "its partition fields are " + ", ".join(shown) if shown else unpartitioned
+        raise ValueError(f"{names} {verb} of {table_name(table)}: {listing}.")
     wanted = []
     for key, given in partition.items():
         field = by_name[key]
@@ -132,7 +127,7 @@ def _partition_value(field: PartitionField, source_type: IcebergType, given: Any
     precision = _TIME_TRANSFORMS.get(type(transform))
     try:
         if precision is not None:
-            return _time_ordinal(precision, given, source_type)
+            return _time_ordinal(transform, precision, given, source_type)
         if isinstance(transform, IdentityTransform):
             return _source_value(source_type, given)
         if isinstance(transform, BucketTransform | TruncateTransform):
@@ -152,8 +147,10 @@ def _source_value(source_type: IcebergType, given: Any) -> Any:
     from pyiceberg.expressions.literals import literal
 
     if isinstance(source_type, _TIMESTAMPS):
-        micros = _micros(given, source_type)
-        return micros * 1000 if isinstance(source_type, _NANOS) else micros
+        instant, precision = _instant(given, source_type)
+        if precision in ("year", "month"):
+            raise ValueError("expected a timestamp such as '2026-01-02T05:30:00+00:00' (or a date for midnight)")
+        return datetime_to_micros(instant) * (1000 if isinstance(source_type, _NANOS) else 1)
     if isinstance(source_type, FloatType):
         return _float32(float(literal(given).to(source_type).value))
     if isinstance(source_type, DateType):
@@ -162,7 +159,7 @@ def _source_value(source_type: IcebergType, given: Any) -> Any:
             day = day.date()
         if not isinstance(day, dt.date):
             raise ValueError("expected a date such as '2026-01-02'")
-        return (day - _EPOCH_DAY).days
+        return date_to_days(day)
     if isinstance(source_type, DecimalType):
         number = Decimal(str(given).strip())
         exact = number.quantize(Decimal(1).scaleb(-source_type.scale))
@@ -176,14 +173,6 @@ def _source_value(source_type: IcebergType, given: Any) -> Any:
     if isinstance(source_type, UUIDType):
         return given if isinstance(given, uuid.UUID) else uuid.UUID(str(given))
     return literal(given).to(source_type).value
-
-
-def _micros(given: Any, source_type: IcebergType) -> int:
-    """Microseconds since the epoch of a timestamp (text or datetime); aware values are taken in UTC."""
-    instant, precision = _instant(given, source_type)
-    if precision in ("year", "month"):
-        raise ValueError("expected a timestamp such as '2026-01-02T05:30:00+00:00' (or a date for midnight)")
-    return (instant - _EPOCH) // dt.timedelta(microseconds=1)
 
 
 def _instant(given: Any, source_type: IcebergType) -> tuple[dt.datetime, str]:
@@ -219,7 +208,7 @@ def _instant(given: Any, source_type: IcebergType) -> tuple[dt.datetime, str]:
     return moment, precision
 
 
-def _time_ordinal(precision: str, given: Any, source_type: IcebergType) -> int:
+def _time_ordinal(transform: Transform[Any, int], precision: str, given: Any, source_type: IcebergType) -> int:
     """Years, months, days or hours since the epoch, as the time transforms store them."""
     if precision == "year" and isinstance(given, int) and not isinstance(given, bool):
         given = str(given)
@@ -229,24 +218,15 @@ def _time_ordinal(precision: str, given: Any, source_type: IcebergType) -> int:
         raise ValueError(
             f"{article} {precision} partition needs at least {article} {precision}, such as {_TIME_EXAMPLES[precision]}"
         )
-    years = moment.year - 1970
-    if precision == "year":
-        return years
-    if precision == "month":
-        return years * 12 + moment.month - 1
-    days = (moment.date() - _EPOCH_DAY).days
-    return days if precision == "day" else days * 24 + moment.hour
+    return transform.transform(TimestampType())(datetime_to_micros(moment))
 
 
 def _time_start(precision: str, ordinal: int) -> dt.datetime:
     """The first instant of a time partition."""
-    if precision == "year":
-        return dt.datetime(1970 + ordinal, 1, 1)
-    if precision == "month":
-        return dt.datetime(1970 + ordinal // 12, ordinal % 12 + 1, 1)
-    if precision == "day":
-        return _EPOCH + dt.timedelta(days=ordinal)
-    return _EPOCH + dt.timedelta(hours=ordinal)
+    if precision in ("year", "month"):
+        months = ordinal * 12 if precision == "year" else ordinal
+        return dt.datetime(1970 + months // 12, months % 12 + 1, 1)
+    return _EPOCH + dt.timedelta(**{f"{precision}s": ordinal})
 
 
 def pruning_filter(table: Table, wanted: list[WantedValue]) -> BooleanExpression:
@@ -275,10 +255,8 @@ def pruning_filter(table: Table, wanted: list[WantedValue]) -> BooleanExpression
             predicate = EqualTo(column, item.value)
         else:
             low, high = _time_start(precision, item.value), _time_start(precision, item.value + 1)  # type: ignore[arg-type]
-            if isinstance(source_type, DateType):
-                bounds = [(moment.date() - _EPOCH_DAY).days for moment in (low, high)]
-            else:
-                bounds = [(moment - _EPOCH) // dt.timedelta(microseconds=1) for moment in (low, high)]
+            dated = isinstance(source_type, DateType)
+            bounds = [date_to_days(moment.date()) if dated else datetime_to_micros(moment) for moment in (low, high)]
             predicate = And(GreaterThanOrEqual(column, bounds[0]), LessThan(column, bounds[1]))
         try:
             bind(schema, predicate, case_sensitive=True)

@@ -1,9 +1,4 @@
-"""What a multi-table commit is made of and what it returns, shared by the dispatch and its backends.
-
-They live here, below :mod:`~iceberg_ops_provider.core.atomic.commit` and its backends
-(:mod:`~iceberg_ops_provider.core.atomic.rest`, :mod:`~iceberg_ops_provider.core.atomic.sql`), so the
-backends need nothing from the module that dispatches to them.
-"""
+"""What a multi-table commit is made of and what it returns, shared by the dispatch and its backends."""
 
 from __future__ import annotations
 
@@ -23,11 +18,8 @@ if TYPE_CHECKING:
 __all__ = ["AtomicCommitResult", "CommitMode", "Identifier", "TableChange"]
 
 CommitMode = Literal["rest-transaction", "sql-transaction", "per-table"]
-"""How a catalog commits changes to several tables.
-
-``rest-transaction``: one ``transactions/commit`` request; ``sql-transaction``: one database
-transaction of a SQL catalog; ``per-table``: no multi-table commit, one commit per table.
-"""
+"""How a catalog commits changes to several tables: one REST ``transactions/commit`` request, one database
+transaction of a SQL catalog, or (``per-table``) one commit per table."""
 
 Identifier = tuple[str, ...]
 """A table's full identifier: its namespace parts, then its name."""
@@ -78,14 +70,10 @@ class TableChange:
 
 @dataclass(frozen=True)
 class AtomicCommitResult:
-    """What :func:`~iceberg_ops_provider.core.atomic.commit.commit_atomically` did.
+    """What :func:`~iceberg_ops_provider.core.atomic.commit.commit_atomically` did, to the ``tables`` in order.
 
-    Attributes:
-        mode: How the catalog committed (``per-table``: it cannot commit several tables at once, nothing was).
-        tables: The tables committed, in the order given.
-        metadata: The new metadata of each committed table, where the catalog returned it (SQL, not REST).
-        metadata_locations: The new metadata file of each committed table, where known.
-        reason: Why nothing was committed, when :attr:`applied` is false.
+    ``metadata`` (and ``metadata_locations``) of each committed table where the catalog returned it (SQL,
+    not REST); ``reason``: why nothing was committed, when :attr:`applied` is false.
     """
 
     mode: CommitMode

@@ -6,13 +6,9 @@ trying, or by an empty probe, and remembered per endpoint); PyIceberg's SQL cata
 metadata file, then moves every table's pointer in one database transaction under PyIceberg's
 compare-and-swap (:mod:`~iceberg_ops_provider.core.atomic.sql`). Other catalogs cannot:
 :func:`commit_atomically` then commits nothing and returns a result whose
-:attr:`~AtomicCommitResult.applied` is false, so the caller commits table by table.
-
-A failed commit raises PyIceberg's own exceptions: ``CommitFailedException`` (a requirement failed
-or another writer came first; nothing applied, the new files deleted), ``CommitStateUnknownException``
-(the catalog failed while committing: all or none applied, never some; nothing deleted),
-``NoSuchTableError``, ``TableAlreadyExistsError``, ``NoSuchNamespaceError``, or
-:class:`~iceberg_ops_provider.errors.CatalogUnavailableError` before anything was sent (nothing applied).
+:attr:`~AtomicCommitResult.applied` is false, so the caller commits table by table. A failed commit
+raises PyIceberg's own exceptions; after a ``CommitFailedException`` the new files are deleted, after a
+``CommitStateUnknownException`` (all or none applied, never some) nothing is.
 """
 
 from __future__ import annotations
@@ -49,15 +45,11 @@ def atomic_commit_mode(catalog: Catalog, *, probe: bool = False) -> CommitMode |
     ``transactions/commit`` request, which answered one way or the other.
     """
     kind = _kind(catalog)
-    if kind == "sql":
-        return "sql-transaction"
-    if kind == "other":
-        return "per-table"
+    if kind != "rest":
+        return "sql-transaction" if kind == "sql" else "per-table"
     from iceberg_ops_provider.core.atomic import rest
 
-    known = rest.known_support(catalog)  # type: ignore[arg-type]
-    if known is None and probe:
-        known = rest.probe(catalog)  # type: ignore[arg-type]
+    known = (rest.probe if probe else rest.known_support)(catalog)  # type: ignore[arg-type]
     return None if known is None else "rest-transaction" if known else "per-table"
 
 
@@ -85,8 +77,7 @@ def _settle(
         if outcome == "applied":
             for producer in producers:
                 producer._cleanup_uncommitted()
-            transaction._updates = ()
-            transaction._requirements = ()
+            transaction._updates = transaction._requirements = ()
             metadata = result.metadata.get(change.label()) if result is not None else None
             if metadata is not None:  # the transaction's table now shows what was committed, as after commit_table
                 transaction._table.metadata = metadata
@@ -125,15 +116,10 @@ def commit_atomically(catalog: Catalog, changes: Sequence[TableChange]) -> Atomi
         return AtomicCommitResult("per-table", reason=reason)
     if not changes:  # nothing to commit: nothing to ask a REST catalog either
         return AtomicCommitResult(atomic_commit_mode(catalog) or "rest-transaction")
+    from iceberg_ops_provider.core.atomic import rest, sql
+
     try:
-        if kind == "sql":
-            from iceberg_ops_provider.core.atomic.sql import commit_sql
-
-            result = commit_sql(catalog, changes)  # type: ignore[arg-type]
-        else:
-            from iceberg_ops_provider.core.atomic.rest import commit_rest
-
-            result = commit_rest(catalog, changes)  # type: ignore[arg-type]
+        result = (sql.commit_sql if kind == "sql" else rest.commit_rest)(catalog, changes)  # type: ignore[arg-type]
     except Exception as exc:
         _settle(changes, "unknown" if isinstance(exc, CommitStateUnknownException) else "failed")
         raise

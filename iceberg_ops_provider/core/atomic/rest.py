@@ -63,11 +63,6 @@ def forget_support(catalog: RestCatalog | None = None) -> None:
             _SUPPORT.pop(transactions_url(catalog), None)
 
 
-def _remember(url: str, supported: bool) -> None:
-    with _SUPPORT_LOCK:
-        _SUPPORT[url] = supported
-
-
 def _error_of(response: Response) -> tuple[str, str]:
     """The Iceberg error ``type`` and ``message`` of an answer (empty when it is not an Iceberg error)."""
     try:
@@ -96,6 +91,20 @@ def _not_served(response: Response) -> bool:
     if status == 404:
         return not kind.startswith("NoSuch")  # NoSuchTableException: the endpoint exists, the table does not
     return status in (405, 501) or (status == 400 and "no route" in message.lower())
+
+
+def _learn(url: str, response: Response) -> bool | None:
+    """Whether the answer shows the endpoint served (remembered), or ``None`` if it says neither (5xx, credentials)."""
+    status = response.status_code
+    if _not_served(response):
+        supported = False
+    elif status < 500 and status not in (401, 403, 419):  # refusing a request, not the path, is serving it
+        supported = True
+    else:
+        return None
+    with _SUPPORT_LOCK:
+        _SUPPORT[url] = supported
+    return supported
 
 
 def _post(catalog: RestCatalog, url: str, body: bytes) -> Response:
@@ -130,18 +139,6 @@ def _not_sent(exc: BaseException) -> bool:
     return isinstance(exc, requests.exceptions.ConnectTimeout) or (
         isinstance(exc, requests.exceptions.ConnectionError) and any(marker in repr(exc) for marker in markers)
     )
-
-
-def _request_body(changes: Sequence[TableChange]) -> bytes:
-    parts = [
-        CommitTableRequest(
-            identifier=TableIdentifier(namespace=list(change.identifier[:-1]), name=change.identifier[-1]),
-            requirements=change.requirements,
-            updates=change.updates,
-        ).model_dump_json()
-        for change in changes
-    ]
-    return ('{"table-changes": [' + ", ".join(parts) + "]}").encode("utf-8")
 
 
 def _raise_for(response: Response, url: str, changes: Sequence[TableChange]) -> NoReturn:
@@ -187,17 +184,21 @@ def commit_rest(catalog: RestCatalog, changes: Sequence[TableChange]) -> AtomicC
     if reason is not None:
         log.info("%s: committing table by table instead of all at once", reason)
         return AtomicCommitResult("per-table", reason=reason)
-    response = _post(catalog, url, _request_body(changes))
-    if 200 <= response.status_code < 300:
-        _remember(url, True)
-        return AtomicCommitResult("rest-transaction", tuple(change.label() for change in changes))
-    if _not_served(response):
-        _remember(url, False)
+    parts = [
+        CommitTableRequest(
+            identifier=TableIdentifier(namespace=list(change.identifier[:-1]), name=change.identifier[-1]),
+            requirements=change.requirements,
+            updates=change.updates,
+        ).model_dump_json()
+        for change in changes
+    ]
+    response = _post(catalog, url, ('{"table-changes": [' + ", ".join(parts) + "]}").encode("utf-8"))
+    if _learn(url, response) is False:
         reason = f"the REST catalog does not serve POST {url} ({_describe(response)})"
         log.info("%s: committing table by table instead of all at once (remembered for this catalog)", reason)
         return AtomicCommitResult("per-table", reason=reason)
-    if response.status_code not in (401, 403, 419) and response.status_code < 500:
-        _remember(url, True)  # it answered as the endpoint does: refusing this request, not the path
+    if 200 <= response.status_code < 300:
+        return AtomicCommitResult("rest-transaction", tuple(change.label() for change in changes))
     _raise_for(response, url, changes)
 
 
@@ -215,12 +216,7 @@ def probe(catalog: RestCatalog) -> bool | None:
     except Exception as exc:
         log.debug("probing %s failed: %s: %s", url, type(exc).__name__, exc)
         return None
-    status = response.status_code
-    if _not_served(response):
-        _remember(url, False)
+    supported = _learn(url, response)
+    if supported is False:
         log.info("the REST catalog does not serve POST %s (%s): commits go table by table", url, _describe(response))
-        return False
-    if 200 <= status < 300 or status in (400, 409, 422):  # served; an empty change list may be refused as such
-        _remember(url, True)
-        return True
-    return None
+    return supported
