@@ -1,16 +1,8 @@
-"""The migration event log: the audit trail of every namespace.
+"""The migration event log: the audit trail of every namespace, ``<meta_namespace>.migration_events``.
 
-``<meta_namespace>.migration_events`` is append-only: every apply, rollback, stamp and failure (who,
-when, how long, the file's checksum, the error), and every lock takeover, crash recovery, forced
-unlock, cleared intent record and repair. The history table keeps each version's latest state; this
-log keeps every state it went through.
-
-Cost: a run's outcomes are appended in one commit when the run ends (not one per migration), and the
-rare events of something going wrong are appended at once. A write that fails is logged and never
-fails the run it describes; what a lost batch held is still in the history table, and
-:meth:`EventLog.events` shows it from there. The log stays bounded: once it holds more than
-:attr:`EventLog.compact_after_files` files it is rewritten into one (dropping events older than
-``keep_days``) and the old files are deleted.
+A run's outcomes are appended in one commit when it ends; a write that fails is logged and never fails
+the run (:meth:`EventLog.events` shows a lost batch's outcomes from the history table). Once the log
+holds more than :attr:`EventLog.compact_after_files` files it is rewritten into one.
 """
 
 from __future__ import annotations
@@ -75,19 +67,10 @@ class MigrationEvent:
     """One event of a namespace.
 
     Attributes:
-        namespace: The namespace.
-        at: When it happened (UTC).
         event: ``applied``, ``rolled_back``, ``failed``, ``rollback_failed``, ``rollback_refused``,
             ``stamped`` (a version's outcomes), or ``lock_taken_over``, ``recovered``, ``recovery_partial``,
             ``intent_cleared``, ``force_unlock``, ``repair``.
-        version: The migration version concerned, if any.
-        run_id: The run that recorded it.
-        executed_by: ``user@host:pid`` of that run.
-        message: One human line.
         details: Structured details (the previous holder, the actions found committed, ...).
-        duration_ms: How long the migration ran.
-        checksum: The migration file's checksum.
-        error: The error of a failure.
     """
 
     namespace: str
@@ -216,13 +199,7 @@ class EventLog:
         log.warning("could not record %d event(s) (%s) in the event log: %s", len(events), kinds, exc)
 
     def events(self, namespace: str, history: list[HistoryRow] | None = None) -> list[MigrationEvent]:
-        """The events of ``namespace``, oldest first. Creates nothing.
-
-        Args:
-            namespace: The namespace.
-            history: Its history rows: any outcome they hold that the log lacks (its run's batch was
-                lost to a crash, or it was recorded before the log kept outcomes) is shown from there.
-        """
+        """The events of ``namespace``, oldest first, with the outcomes of ``history`` the log lacks. Reads only."""
         table = load_meta_table(self.catalog, self.identifier)
         events: list[MigrationEvent] = []
         if table is not None and table.current_snapshot() is not None:
@@ -282,11 +259,7 @@ class EventLog:
         trim_table(table, self.keep_snapshots)
 
     def _cutoff(self, data: pa.Table) -> pa.Scalar:
-        """The time before which events are dropped.
-
-        ``keep_days`` before the earlier of now and the newest event, so a host whose clock runs ahead
-        of the hosts that wrote the events cannot drop recent ones.
-        """
+        """``keep_days`` before the earlier of now and the newest event (a clock running ahead drops nothing recent)."""
         newest = pc.max(data.column("at")).as_py()
         now = datetime.now(UTC)
         reference = min(now, _utc(newest)) if newest is not None else now

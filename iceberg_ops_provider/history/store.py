@@ -1,21 +1,8 @@
-"""The migration history: an Iceberg table inside the user's catalog.
+"""The migration history: ``<meta_namespace>.migration_history``, one row per (version, namespace).
 
-``<meta_namespace>.migration_history`` holds one row per (version, namespace) with its latest
-state. It is partitioned by namespace, and each write replaces the namespace's partition with one
-file in one commit, so runners of different namespaces never touch each other's files and a
-namespace's rows always sit in one small file.
-
-The table maintains itself: PyIceberg's commit cost grows with the number of snapshots in the
-metadata (measured here: about 90 ms per history write with 20 snapshots, 240 ms with 120), so after
-writing, snapshots beyond a window (``keep_snapshots``, default 10: about the last five writes, as
-each write is a delete and an append; every state a version went through is in the event log) are
-expired, the files only they held are deleted
-(:func:`~iceberg_ops_provider.maintenance.expire.expire_snapshots`), and only the last few metadata
-files are kept: the table's file count stays bounded however many runs.
-Earlier states stay readable by time travel within that window (:meth:`HistoryStore.rows` with
-``as_of``).
-
-Reading never creates anything; the meta-namespace and the table are created by the first write.
+Partitioned by namespace; each write replaces the namespace's partition with one file in one commit.
+Snapshots beyond ``keep_snapshots`` are expired after writes, since PyIceberg's commit cost grows with
+them (about 90 ms per write with 20 snapshots, 240 ms with 120). Reading never creates anything.
 """
 
 from __future__ import annotations
@@ -84,11 +71,7 @@ S3_TABLES_META_NAMESPACE = "iceberg_ops"
 
 
 def default_meta_namespace(catalog: Catalog) -> str:
-    """The meta-namespace to use when none is given.
-
-    :data:`DEFAULT_META_NAMESPACE`, or :data:`S3_TABLES_META_NAMESPACE` for a catalog speaking the S3
-    Tables protocol (REST requests signed for ``s3tables``).
-    """
+    """:data:`DEFAULT_META_NAMESPACE`, or :data:`S3_TABLES_META_NAMESPACE` for a catalog signing for ``s3tables``."""
     properties = getattr(catalog, "properties", {}) or {}
     if str(properties.get("rest.signing-name", "")).lower() == "s3tables":
         return S3_TABLES_META_NAMESPACE
@@ -216,11 +199,7 @@ class StagedWrite:
 class HistoryStore:
     """Read and write the migration history of any namespace of one catalog.
 
-    Args:
-        catalog: The catalog.
-        meta_namespace: The namespace that holds the history table.
-        keep_snapshots: How many snapshots of the history table to keep for time travel; older ones
-            are expired after writes (in batches, so not every write pays for an expiry commit).
+    ``keep_snapshots`` snapshots are kept for time travel; older ones are expired after writes, in batches.
     """
 
     def __init__(self, catalog: Catalog, meta_namespace: str = DEFAULT_META_NAMESPACE, keep_snapshots: int = 10):
@@ -291,7 +270,7 @@ class HistoryStore:
             updates: The new rows (replacing any row of the same version).
             expected: For each updated or removed version, the status this run last saw (``None``:
                 no row). If the table says otherwise, another run wrote in between.
-            removals: Versions whose rows are deleted (``repair`` clearing failed attempts).
+            removals: Versions whose rows are deleted.
 
         Raises:
             ConcurrentMigrationError: The history changed under this run: the last line of defence
