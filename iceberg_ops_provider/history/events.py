@@ -15,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
+from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.expressions import AlwaysTrue, EqualTo
 
 from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
-from iceberg_ops_provider.history.commit import SNAPSHOT_ISOLATION, replace_files
+from iceberg_ops_provider.history.commit import META_TABLE_PROPERTIES, replace_files
 from iceberg_ops_provider.history.records import HistoryRow
-from iceberg_ops_provider.history.store import ensure_meta_namespace, load_meta_table, trim_table
+from iceberg_ops_provider.history.store import create_meta_table, load_meta_table, trim_table
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -51,14 +51,6 @@ EVENTS_SCHEMA = pa.schema(
     ]
 )
 
-_TABLE_PROPERTIES = {
-    "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "10",
-    "commit.retry.num-retries": "10",
-    # The compaction replaces exactly the files it read; appends landing meanwhile are kept (the
-    # default, serializable, would refuse the rewrite whenever any append landed meanwhile).
-    **SNAPSHOT_ISOLATION,
-}
 _APPEND_ATTEMPTS = 6
 
 
@@ -161,20 +153,8 @@ class EventLog:
         details: dict[str, Any] | None = None,
     ) -> None:
         """Append one event now (best effort: a failure is logged, never raised)."""
-        self.record_many(
-            [
-                MigrationEvent(
-                    namespace=namespace,
-                    at=datetime.now(UTC),
-                    event=event,
-                    version=version,
-                    run_id=run_id,
-                    executed_by=executed_by,
-                    message=message,
-                    details=details or {},
-                )
-            ]
-        )
+        now = datetime.now(UTC)
+        self.record_many([MigrationEvent(namespace, now, event, version, run_id, executed_by, message, details or {})])
 
     def record_many(self, events: list[MigrationEvent]) -> None:
         """Append ``events`` in one commit (best effort: a failure is logged, never raised)."""
@@ -217,17 +197,11 @@ class EventLog:
         return sorted(events, key=lambda event: event.at)
 
     def _ensure_table(self) -> Table:
-        table = load_meta_table(self.catalog, self.identifier)
-        if table is None:
-            ensure_meta_namespace(self.catalog, self.identifier)
-            try:
-                return self.catalog.create_table(
-                    self.identifier, arrow_to_iceberg_schema(EVENTS_SCHEMA), properties=_TABLE_PROPERTIES
-                )
-            except TableAlreadyExistsError:
-                table = self.catalog.load_table(self.identifier)
+        table = load_meta_table(self.catalog, self.identifier) or create_meta_table(
+            self.catalog, self.identifier, arrow_to_iceberg_schema(EVENTS_SCHEMA), properties=META_TABLE_PROPERTIES
+        )
         missing = [name for name in EVENTS_SCHEMA.names if name not in {f.name for f in table.schema().fields}]
-        unset = {k: v for k, v in _TABLE_PROPERTIES.items() if table.properties.get(k) != v}
+        unset = {k: v for k, v in META_TABLE_PROPERTIES.items() if table.properties.get(k) != v}
         if missing or unset:  # a log written by an earlier release: add what it lacks
             try:
                 with table.transaction() as transaction:

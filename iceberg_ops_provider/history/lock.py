@@ -229,11 +229,8 @@ class NamespaceLock:
                 with attempt:
                     if attempt.retry_state.attempt_number > 1:
                         table = self._table()
-                    if (
-                        table is None
-                        or (table.metadata.refs.get(self.TAG) is None)
-                        or (table.metadata.refs[self.TAG].snapshot_id != held.snapshot_id)
-                    ):
+                    ref = table.metadata.refs.get(self.TAG) if table is not None else None
+                    if table is None or ref is None or ref.snapshot_id != held.snapshot_id:
                         holder = self._holder(table) if table is not None else None
                         now_held = f"it is now held by {holder.describe()}" if holder else "it is no longer held"
                         raise LockLostError(

@@ -13,7 +13,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,7 +35,7 @@ from iceberg_ops_provider.core.snapshots import read_table
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import CatalogConfigError, ConcurrentMigrationError
 from iceberg_ops_provider.history.commit import (
-    SNAPSHOT_ISOLATION,
+    META_TABLE_PROPERTIES,
     delete_written,
     replace_files,
     stage_replace_files,
@@ -54,6 +54,7 @@ __all__ = [
     "DEFAULT_META_NAMESPACE",
     "S3_TABLES_META_NAMESPACE",
     "HistoryStore",
+    "create_meta_table",
     "StagedWrite",
     "default_meta_namespace",
     "ensure_meta_namespace",
@@ -119,12 +120,15 @@ def ensure_meta_namespace(catalog: Catalog, identifier: tuple[str, ...]) -> None
         raise _refused(namespace, exc) from exc
 
 
-_TABLE_PROPERTIES = {
-    "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "10",
-    "commit.retry.num-retries": "10",
-    **SNAPSHOT_ISOLATION,
-}
+def create_meta_table(catalog: Catalog, identifier: tuple[str, ...], schema: Any, **options: Any) -> Table:
+    """Create a table of the meta-namespace (and the namespace); one another runner created first is loaded."""
+    ensure_meta_namespace(catalog, identifier)
+    try:
+        return catalog.create_table(identifier, schema, **options)
+    except TableAlreadyExistsError:
+        return catalog.load_table(identifier)
+
+
 _WRITE_ATTEMPTS = 8
 
 
@@ -368,7 +372,7 @@ class HistoryStore:
 
     def _upgraded(self, table: Table) -> Table:
         """``table``, with the properties this release relies on set if an earlier release created it."""
-        unset = {k: v for k, v in _TABLE_PROPERTIES.items() if table.properties.get(k) != v}
+        unset = {k: v for k, v in META_TABLE_PROPERTIES.items() if table.properties.get(k) != v}
         if unset:
             with contextlib.suppress(CommitFailedException), table.transaction() as transaction:
                 transaction.set_properties(unset)
@@ -379,15 +383,12 @@ class HistoryStore:
         table = self.table()
         if table is not None:
             return self._upgraded(table)
-        ensure_meta_namespace(self.catalog, self.identifier)
         schema = arrow_to_iceberg_schema(HISTORY_SCHEMA)
-        spec = PartitionSpec(
-            PartitionField(schema.find_field("namespace").field_id, 1000, IdentityTransform(), "namespace")
+        field = PartitionField(schema.find_field("namespace").field_id, 1000, IdentityTransform(), "namespace")
+        spec = PartitionSpec(field)
+        return create_meta_table(
+            self.catalog, self.identifier, schema, partition_spec=spec, properties=META_TABLE_PROPERTIES
         )
-        try:
-            return self.catalog.create_table(self.identifier, schema, partition_spec=spec, properties=_TABLE_PROPERTIES)
-        except TableAlreadyExistsError:  # another runner created it first
-            return self.catalog.load_table(self.identifier)
 
     def _expire(self, table: Table) -> None:
         """Expire snapshots beyond the window and delete their files, in batches; never fails the write before it."""

@@ -32,11 +32,6 @@ def _shown(value: object) -> str:
     return repr(value)
 
 
-def _has_shape(value: str) -> bool:
-    """Whether ``value`` is dotted parts, each non-empty and without surrounding whitespace."""
-    return all(part and part == part.strip() for part in value.split("."))
-
-
 def _invalid(what: str, value: object, problem: str) -> CatalogConfigError:
     return CatalogConfigError(f"{what} {_shown(value)} is not a valid namespace: {problem}")
 
@@ -50,7 +45,7 @@ def check_namespace(what: str, value: object) -> None:
     Raises:
         CatalogConfigError: The value breaks a rule (a ``ValueError``).
     """
-    if not isinstance(value, str) or not _has_shape(value):
+    if not isinstance(value, str) or not all(part and part == part.strip() for part in value.split(".")):
         raise _invalid(what, value, f"{_SHAPE}.")
     for char in value:
         if unicodedata.category(char) == "Cc":

@@ -176,24 +176,13 @@ def classify(
     missing = tuple(by_number[n].version for n in applied_numbers if n not in present)
     out_of_order = tuple(v for v in pending if current is not None and int(v) < current)
     failed = tuple(row.version for row in sorted(rows, key=lambda r: int(r.version)) if row.status == "failed")
-    return NamespaceState(
-        scripts=tuple(scripts),
-        rows=by_version,
-        applied=applied,
-        pending=pending,
-        failed=failed,
-        changed=changed,
-        missing=missing,
-        out_of_order=out_of_order,
-        broken=tuple(broken),
-    )
+    return NamespaceState(tuple(scripts), by_version, applied, pending, failed, changed, missing, out_of_order, broken)
 
 
 def _known_version(state: NamespaceState, target: str) -> str:
-    number = int(target)
-    for version in [s.version for s in state.scripts] + list(state.rows):
-        if int(version) == number:
-            return version
+    found = next((v for v in [*(s.version for s in state.scripts), *state.rows] if int(v) == int(target)), None)
+    if found is not None:
+        return found
     known = ", ".join(s.version for s in state.scripts) or "none"
     raise MigrationTargetError(f"Unknown target version {target!r}. Known versions: {known}.")
 
