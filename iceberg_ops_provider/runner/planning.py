@@ -1,8 +1,4 @@
-"""Pure migration logic: compare files with history, resolve targets into ordered steps.
-
-Nothing here does I/O: it takes the discovered scripts and the namespace's history rows and answers
-"what is applied, what is pending, what is odd" and "which steps would this target take". The runner
-executes what this module decides; tests exercise it without a catalog.
+"""Pure migration logic, without I/O: compare files with history, resolve targets into ordered steps.
 
 Targets: ``head`` (everything), ``base`` (nothing), an exact version (``0003``, ``3``), ``+N``
 (the next N pending) and ``-N`` (the last N applied).
@@ -43,9 +39,6 @@ class PlanStep:
     """One step a run would take.
 
     Attributes:
-        direction: ``upgrade`` or ``downgrade``.
-        version: The migration's version.
-        description: The migration's description.
         script: The loaded file (``None`` only for a missing file, which cannot run).
         operations: With an inspecting plan: what the step's body asks for, each with its risk.
         risk: With an inspecting plan: the step's highest risk (``safe``, ``review``,
