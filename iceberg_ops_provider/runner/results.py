@@ -167,12 +167,12 @@ class RepairReport:
     def describe(self) -> str:
         """One line: what would be repaired (a dry run) or what was."""
         kinds = (
-            (self.rechecked, "re-record", "the checksum of changed file"),
-            (self.modernised, "update", "the checksum format of version"),
-            (self.cleared, "clear", "the failed attempts of version"),
+            (self.rechecked, ("re-record", "re-recorded"), "the checksum of changed file"),
+            (self.modernised, ("update", "updated"), "the checksum format of version"),
+            (self.cleared, ("clear", "cleared"), "the failed attempts of version"),
         )
         parts = [
-            f"{verb}{'' if self.dry_run else 'd'} {what}{'s' if len(listed) > 1 else ''} {', '.join(listed)}"
+            f"{verb[not self.dry_run]} {what}{'s' if len(listed) > 1 else ''} {', '.join(listed)}"
             for listed, verb, what in kinds
             if listed
         ]
