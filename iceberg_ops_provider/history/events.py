@@ -82,22 +82,12 @@ class MigrationEvent:
         """The event a history row records (an apply, rollback, stamp or failure)."""
         event = _ROW_EVENTS.get((row.operation, row.status), row.operation)
         took = f" in {row.duration_ms / 1000:.2f}s" if row.duration_ms is not None else ""
-        message = f"{event.replace('_', ' ')} {row.version} {row.description}".rstrip()
+        message = f"{event.replace('_', ' ')} {row.version} {row.description}".rstrip() + took
         if row.operation == "stamp":
             message = f"stamped {row.version} as {row.status.replace('_', ' ')}"
-        return cls(
-            namespace=row.namespace,
-            at=row.applied_at,
-            event=event,
-            version=row.version,
-            run_id=row.run_id,
-            executed_by=row.executed_by,
-            message=message + (took if row.operation != "stamp" else "") + (f": {row.error}" if row.error else ""),
-            details=details,
-            duration_ms=row.duration_ms,
-            checksum=row.checksum,
-            error=row.error,
-        )
+        message += f": {row.error}" if row.error else ""
+        identity = (row.namespace, row.applied_at, event, row.version, row.run_id, row.executed_by, message, details)
+        return cls(*identity, duration_ms=row.duration_ms, checksum=row.checksum, error=row.error)
 
     def to_row(self) -> dict[str, Any]:
         """The event as a row of :data:`EVENTS_SCHEMA`."""
