@@ -1,10 +1,4 @@
-"""Migration history and locking, kept as Iceberg tables inside the user's catalog.
-
-* :class:`HistoryStore`: ``<meta_namespace>.migration_history``, one row per (version, namespace).
-* :class:`NamespaceLock`: the per-namespace lock (a table created to acquire, dropped to release).
-* :class:`ConcurrentMigrationError`: raised when another run holds the lock, or wrote the history
-  under this run.
-"""
+"""Migration history (:class:`HistoryStore`) and locking (:class:`NamespaceLock`), as Iceberg tables in the catalog."""
 
 from __future__ import annotations
 

@@ -31,10 +31,18 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table, Transaction
 
-__all__ = ["SNAPSHOT_ISOLATION", "delete_written", "replace_files", "stage_replace_files"]
+__all__ = ["META_TABLE_PROPERTIES", "SNAPSHOT_ISOLATION", "delete_written", "replace_files", "stage_replace_files"]
 
 SNAPSHOT_ISOLATION = {"write.delete.isolation-level": "snapshot"}
 """The table property :func:`replace_files` relies on to keep concurrent appends."""
+
+META_TABLE_PROPERTIES = {
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "10",
+    "commit.retry.num-retries": "10",
+    **SNAPSHOT_ISOLATION,
+}
+"""The properties of the history and event tables, which :func:`replace_files` writes."""
 
 
 def stage_replace_files(

@@ -1,16 +1,8 @@
-"""The migration event log: the audit trail of every namespace.
+"""The migration event log: the audit trail of every namespace, ``<meta_namespace>.migration_events``.
 
-``<meta_namespace>.migration_events`` is append-only: every apply, rollback, stamp and failure (who,
-when, how long, the file's checksum, the error), and every lock takeover, crash recovery, forced
-unlock, cleared intent record and repair. The history table keeps each version's latest state; this
-log keeps every state it went through.
-
-Cost: a run's outcomes are appended in one commit when the run ends (not one per migration), and the
-rare events of something going wrong are appended at once. A write that fails is logged and never
-fails the run it describes; what a lost batch held is still in the history table, and
-:meth:`EventLog.events` shows it from there. The log stays bounded: once it holds more than
-:attr:`EventLog.compact_after_files` files it is rewritten into one (dropping events older than
-``keep_days``) and the old files are deleted.
+A run's outcomes are appended in one commit when it ends; a write that fails is logged and never fails
+the run (:meth:`EventLog.events` shows a lost batch's outcomes from the history table). Once the log
+holds more than :attr:`EventLog.compact_after_files` files it is rewritten into one.
 """
 
 from __future__ import annotations
@@ -23,14 +15,14 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.exceptions import CommitFailedException, TableAlreadyExistsError
+from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.expressions import AlwaysTrue, EqualTo
 
 from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
-from iceberg_ops_provider.history.commit import SNAPSHOT_ISOLATION, replace_files
+from iceberg_ops_provider.history.commit import META_TABLE_PROPERTIES, replace_files
 from iceberg_ops_provider.history.records import HistoryRow
-from iceberg_ops_provider.history.store import ensure_meta_namespace, load_meta_table, trim_table
+from iceberg_ops_provider.history.store import create_meta_table, load_meta_table, trim_table
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -59,14 +51,6 @@ EVENTS_SCHEMA = pa.schema(
     ]
 )
 
-_TABLE_PROPERTIES = {
-    "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "10",
-    "commit.retry.num-retries": "10",
-    # The compaction replaces exactly the files it read; appends landing meanwhile are kept (the
-    # default, serializable, would refuse the rewrite whenever any append landed meanwhile).
-    **SNAPSHOT_ISOLATION,
-}
 _APPEND_ATTEMPTS = 6
 
 
@@ -75,19 +59,10 @@ class MigrationEvent:
     """One event of a namespace.
 
     Attributes:
-        namespace: The namespace.
-        at: When it happened (UTC).
         event: ``applied``, ``rolled_back``, ``failed``, ``rollback_failed``, ``rollback_refused``,
             ``stamped`` (a version's outcomes), or ``lock_taken_over``, ``recovered``, ``recovery_partial``,
             ``intent_cleared``, ``force_unlock``, ``repair``.
-        version: The migration version concerned, if any.
-        run_id: The run that recorded it.
-        executed_by: ``user@host:pid`` of that run.
-        message: One human line.
         details: Structured details (the previous holder, the actions found committed, ...).
-        duration_ms: How long the migration ran.
-        checksum: The migration file's checksum.
-        error: The error of a failure.
     """
 
     namespace: str
@@ -107,22 +82,12 @@ class MigrationEvent:
         """The event a history row records (an apply, rollback, stamp or failure)."""
         event = _ROW_EVENTS.get((row.operation, row.status), row.operation)
         took = f" in {row.duration_ms / 1000:.2f}s" if row.duration_ms is not None else ""
-        message = f"{event.replace('_', ' ')} {row.version} {row.description}".rstrip()
+        message = f"{event.replace('_', ' ')} {row.version} {row.description}".rstrip() + took
         if row.operation == "stamp":
             message = f"stamped {row.version} as {row.status.replace('_', ' ')}"
-        return cls(
-            namespace=row.namespace,
-            at=row.applied_at,
-            event=event,
-            version=row.version,
-            run_id=row.run_id,
-            executed_by=row.executed_by,
-            message=message + (took if row.operation != "stamp" else "") + (f": {row.error}" if row.error else ""),
-            details=details,
-            duration_ms=row.duration_ms,
-            checksum=row.checksum,
-            error=row.error,
-        )
+        message += f": {row.error}" if row.error else ""
+        identity = (row.namespace, row.applied_at, event, row.version, row.run_id, row.executed_by, message, details)
+        return cls(*identity, duration_ms=row.duration_ms, checksum=row.checksum, error=row.error)
 
     def to_row(self) -> dict[str, Any]:
         """The event as a row of :data:`EVENTS_SCHEMA`."""
@@ -178,20 +143,8 @@ class EventLog:
         details: dict[str, Any] | None = None,
     ) -> None:
         """Append one event now (best effort: a failure is logged, never raised)."""
-        self.record_many(
-            [
-                MigrationEvent(
-                    namespace=namespace,
-                    at=datetime.now(UTC),
-                    event=event,
-                    version=version,
-                    run_id=run_id,
-                    executed_by=executed_by,
-                    message=message,
-                    details=details or {},
-                )
-            ]
-        )
+        now = datetime.now(UTC)
+        self.record_many([MigrationEvent(namespace, now, event, version, run_id, executed_by, message, details or {})])
 
     def record_many(self, events: list[MigrationEvent]) -> None:
         """Append ``events`` in one commit (best effort: a failure is logged, never raised)."""
@@ -216,13 +169,7 @@ class EventLog:
         log.warning("could not record %d event(s) (%s) in the event log: %s", len(events), kinds, exc)
 
     def events(self, namespace: str, history: list[HistoryRow] | None = None) -> list[MigrationEvent]:
-        """The events of ``namespace``, oldest first. Creates nothing.
-
-        Args:
-            namespace: The namespace.
-            history: Its history rows: any outcome they hold that the log lacks (its run's batch was
-                lost to a crash, or it was recorded before the log kept outcomes) is shown from there.
-        """
+        """The events of ``namespace``, oldest first, with the outcomes of ``history`` the log lacks. Reads only."""
         table = load_meta_table(self.catalog, self.identifier)
         events: list[MigrationEvent] = []
         if table is not None and table.current_snapshot() is not None:
@@ -240,17 +187,11 @@ class EventLog:
         return sorted(events, key=lambda event: event.at)
 
     def _ensure_table(self) -> Table:
-        table = load_meta_table(self.catalog, self.identifier)
-        if table is None:
-            ensure_meta_namespace(self.catalog, self.identifier)
-            try:
-                return self.catalog.create_table(
-                    self.identifier, arrow_to_iceberg_schema(EVENTS_SCHEMA), properties=_TABLE_PROPERTIES
-                )
-            except TableAlreadyExistsError:
-                table = self.catalog.load_table(self.identifier)
+        table = load_meta_table(self.catalog, self.identifier) or create_meta_table(
+            self.catalog, self.identifier, arrow_to_iceberg_schema(EVENTS_SCHEMA), properties=META_TABLE_PROPERTIES
+        )
         missing = [name for name in EVENTS_SCHEMA.names if name not in {f.name for f in table.schema().fields}]
-        unset = {k: v for k, v in _TABLE_PROPERTIES.items() if table.properties.get(k) != v}
+        unset = {k: v for k, v in META_TABLE_PROPERTIES.items() if table.properties.get(k) != v}
         if missing or unset:  # a log written by an earlier release: add what it lacks
             try:
                 with table.transaction() as transaction:
@@ -282,11 +223,7 @@ class EventLog:
         trim_table(table, self.keep_snapshots)
 
     def _cutoff(self, data: pa.Table) -> pa.Scalar:
-        """The time before which events are dropped.
-
-        ``keep_days`` before the earlier of now and the newest event, so a host whose clock runs ahead
-        of the hosts that wrote the events cannot drop recent ones.
-        """
+        """``keep_days`` before the earlier of now and the newest event (a clock running ahead drops nothing recent)."""
         newest = pc.max(data.column("at")).as_py()
         now = datetime.now(UTC)
         reference = min(now, _utc(newest)) if newest is not None else now

@@ -72,11 +72,7 @@ class IntentAction:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {
-            key: value
-            for key, value in (("table", self.table), ("kind", self.kind), ("receipt", self.receipt), ("to", self.to))
-            if value is not None
-        }
+        return {key: value for key, value in asdict(self).items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -84,12 +80,6 @@ class Intent:
     """What one run is about to commit for one migration.
 
     Attributes:
-        namespace: The namespace being migrated.
-        version: The migration's version.
-        direction: ``upgrade`` or ``downgrade``.
-        run_id: The run.
-        executed_by: ``user@host:pid`` of the run.
-        started_at: When the intent was first written.
         actions: The changes, in commit order.
         complete: Whether the migration's body had finished when this was written (so ``actions`` is
             everything it does). A crash after committing every listed action of an incomplete

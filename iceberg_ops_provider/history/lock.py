@@ -1,16 +1,7 @@
 """A per-namespace migration lock with a lease, built on compare-and-swap commits every catalog checks.
 
-:class:`NamespaceLock` is what a run uses: it acquires the lock of the namespace it migrates (taking
-over from a stale holder), renews its lease, records the run's intent while holding it, and releases
-it; a run whose lock changed hands meanwhile learns it from :class:`LockLostError` before its next
-commit. Each of these is one commit to the namespace's lock table that the catalog accepts only if
-the lock is still in the state the run read (the acquisition's own snapshot tagged ``held``); those
-commits, and why they are safe on every catalog, are in :mod:`~iceberg_ops_provider.history.lock_table`.
-
-The lease (``lease-expires-at``, renewed by :class:`~iceberg_ops_provider.history.lease.LeaseKeeper`)
-lets a later run take over from a holder that died without releasing: once the lease has expired, or
-at once when the holder ran on this host and its process is gone. Who holds a lock, and when it is
-stale, is :class:`~iceberg_ops_provider.history.lock_holder.LockInfo`.
+Each operation is one commit to the namespace's lock table that the catalog accepts only if the lock
+is still the acquisition the run read (see :mod:`~iceberg_ops_provider.history.lock_table`).
 """
 
 from __future__ import annotations
@@ -77,15 +68,7 @@ class LockLostError(ConcurrentMigrationError):
 
 @dataclass(frozen=True)
 class Acquisition:
-    """The outcome of :meth:`NamespaceLock.acquire`.
-
-    Attributes:
-        held: This run's lock.
-        taken_over: The stale holder this run replaced, if any, and why it was stale.
-        intent: The intent record left by an earlier run that did not clear it (it crashed, or
-            stopped on a partial migration); the runner resolves it before doing anything else.
-        intent_error: Why such a record could not be read, when it could not.
-    """
+    """The lock held, the stale holder taken over and why, and the intent record an earlier run left."""
 
     held: LockInfo
     taken_over: tuple[LockInfo, str] | None = None
@@ -94,14 +77,7 @@ class Acquisition:
 
 
 class NamespaceLock:
-    """The migration lock of one namespace.
-
-    Args:
-        catalog: The catalog holding the meta-namespace.
-        meta_namespace: Where the lock table lives (the history's meta-namespace).
-        namespace: The namespace being migrated.
-        stale_after: Lease length in seconds: a holder that has not renewed for this long may be taken over.
-    """
+    """The migration lock of ``namespace``; a holder not renewed for ``stale_after`` seconds may be taken over."""
 
     TAG = HELD_TAG
     """The tag whose existence means "locked"."""
@@ -162,11 +138,7 @@ class NamespaceLock:
         return self.acquire_run(run_id, context=context).held
 
     def acquire_run(self, run_id: str, *, context: Mapping[str, str] | None = None) -> Acquisition:
-        """Take the lock for ``run_id``, taking over from a holder whose lease expired or whose process is gone.
-
-        Args:
-            run_id: This run's id.
-            context: Where the run comes from (shown with the holder), e.g. Airflow's dag and task ids.
+        """Take the lock for ``run_id`` (``context``: shown with the holder), taking over from a stale holder.
 
         Raises:
             ConcurrentMigrationError: A live run holds it; the message says who, since when, and when
@@ -246,9 +218,7 @@ class NamespaceLock:
     # -- while holding --------------------------------------------------------------------------
 
     def _guarded(self, held: LockInfo, build: Any, what: str, table: Table | None = None) -> Table:
-        """Commit ``build(table)`` updates under "``held`` is still mine", retrying unrelated conflicts.
-
-        Starts from ``table`` when given (just read), else reads the lock table.
+        """Commit ``build(table)`` updates under "``held`` is still mine" (from ``table`` when just read).
 
         Raises:
             LockLostError: The lock changed hands (taken over or force-released).
@@ -259,11 +229,8 @@ class NamespaceLock:
                 with attempt:
                     if attempt.retry_state.attempt_number > 1:
                         table = self._table()
-                    if (
-                        table is None
-                        or (table.metadata.refs.get(self.TAG) is None)
-                        or (table.metadata.refs[self.TAG].snapshot_id != held.snapshot_id)
-                    ):
+                    ref = table.metadata.refs.get(self.TAG) if table is not None else None
+                    if table is None or ref is None or ref.snapshot_id != held.snapshot_id:
                         holder = self._holder(table) if table is not None else None
                         now_held = f"it is now held by {holder.describe()}" if holder else "it is no longer held"
                         raise LockLostError(
@@ -318,15 +285,7 @@ class NamespaceLock:
         ACTIVE_RUNS.discard(run_id)
 
     def release(self, run_id: str, *, clear_intent: bool = False) -> bool:
-        """Release the lock if ``run_id`` still holds it; a lock that changed hands is left alone.
-
-        Args:
-            run_id: The run that took it.
-            clear_intent: Also remove the run's intent record in the same commit (its outcome is recorded).
-
-        Returns:
-            Whether this call released it.
-        """
+        """Release the lock if ``run_id`` still holds it (with its intent record, ``clear_intent``); whether it did."""
         table = self._table()
         holder = self._holder(table) if table is not None else None
         if table is None or holder is None:

@@ -1,16 +1,4 @@
-"""Who holds a namespace's migration lock: :class:`LockInfo`, how it is stored, and when it is stale.
-
-A lock's holder is written as properties of the lock table (``iceberg-ops.lock.*``, see
-:meth:`LockInfo.to_properties`) and read back tolerantly, also from a lock written by hand or by an
-older release. A holder is stale, and may be taken over, once its lease has expired, or at once
-when it ran on this host and its process is gone, or it is this very process and its run ended
-without releasing the lock (the runs of this process still holding or taking a lock are kept in
-:data:`ACTIVE_RUNS`).
-
-The commits that take, renew and release the lock are in
-:mod:`~iceberg_ops_provider.history.lock_table`; the lock itself is
-:class:`~iceberg_ops_provider.history.lock.NamespaceLock`.
-"""
+"""Who holds a namespace's migration lock: :class:`LockInfo`, how it is stored, and when it is stale."""
 
 from __future__ import annotations
 
@@ -115,15 +103,9 @@ class LockInfo:
     """Who holds a namespace's lock.
 
     Attributes:
-        namespace: The locked namespace.
         owner: The user that took it.
-        host: The host it was taken on.
-        pid: The process id.
-        run_id: The runner invocation that holds it.
-        acquired_at: When it was taken (UTC).
         lease_expires_at: When the lease runs out unless renewed (``None`` for a lock written by an
             older release, which had no lease: it counts from ``acquired_at``).
-        stale_after: The lease length the holder uses, in seconds.
         snapshot_id: The lock table snapshot of this acquisition (what release and renewal assert).
         context: Where the holder runs, beyond the process (for example Airflow's dag, run, task and try).
     """

@@ -1,21 +1,8 @@
-"""The migration history: an Iceberg table inside the user's catalog.
+"""The migration history: ``<meta_namespace>.migration_history``, one row per (version, namespace).
 
-``<meta_namespace>.migration_history`` holds one row per (version, namespace) with its latest
-state. It is partitioned by namespace, and each write replaces the namespace's partition with one
-file in one commit, so runners of different namespaces never touch each other's files and a
-namespace's rows always sit in one small file.
-
-The table maintains itself: PyIceberg's commit cost grows with the number of snapshots in the
-metadata (measured here: about 90 ms per history write with 20 snapshots, 240 ms with 120), so after
-writing, snapshots beyond a window (``keep_snapshots``, default 10: about the last five writes, as
-each write is a delete and an append; every state a version went through is in the event log) are
-expired, the files only they held are deleted
-(:func:`~iceberg_ops_provider.maintenance.expire.expire_snapshots`), and only the last few metadata
-files are kept: the table's file count stays bounded however many runs.
-Earlier states stay readable by time travel within that window (:meth:`HistoryStore.rows` with
-``as_of``).
-
-Reading never creates anything; the meta-namespace and the table are created by the first write.
+Partitioned by namespace; each write replaces the namespace's partition with one file in one commit.
+Snapshots beyond ``keep_snapshots`` are expired after writes, since PyIceberg's commit cost grows with
+them (about 90 ms per write with 20 snapshots, 240 ms with 120). Reading never creates anything.
 """
 
 from __future__ import annotations
@@ -26,7 +13,7 @@ import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -48,7 +35,7 @@ from iceberg_ops_provider.core.snapshots import read_table
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import CatalogConfigError, ConcurrentMigrationError
 from iceberg_ops_provider.history.commit import (
-    SNAPSHOT_ISOLATION,
+    META_TABLE_PROPERTIES,
     delete_written,
     replace_files,
     stage_replace_files,
@@ -67,6 +54,7 @@ __all__ = [
     "DEFAULT_META_NAMESPACE",
     "S3_TABLES_META_NAMESPACE",
     "HistoryStore",
+    "create_meta_table",
     "StagedWrite",
     "default_meta_namespace",
     "ensure_meta_namespace",
@@ -84,11 +72,7 @@ S3_TABLES_META_NAMESPACE = "iceberg_ops"
 
 
 def default_meta_namespace(catalog: Catalog) -> str:
-    """The meta-namespace to use when none is given.
-
-    :data:`DEFAULT_META_NAMESPACE`, or :data:`S3_TABLES_META_NAMESPACE` for a catalog speaking the S3
-    Tables protocol (REST requests signed for ``s3tables``).
-    """
+    """:data:`DEFAULT_META_NAMESPACE`, or :data:`S3_TABLES_META_NAMESPACE` for a catalog signing for ``s3tables``."""
     properties = getattr(catalog, "properties", {}) or {}
     if str(properties.get("rest.signing-name", "")).lower() == "s3tables":
         return S3_TABLES_META_NAMESPACE
@@ -136,12 +120,15 @@ def ensure_meta_namespace(catalog: Catalog, identifier: tuple[str, ...]) -> None
         raise _refused(namespace, exc) from exc
 
 
-_TABLE_PROPERTIES = {
-    "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "10",
-    "commit.retry.num-retries": "10",
-    **SNAPSHOT_ISOLATION,
-}
+def create_meta_table(catalog: Catalog, identifier: tuple[str, ...], schema: Any, **options: Any) -> Table:
+    """Create a table of the meta-namespace (and the namespace); one another runner created first is loaded."""
+    ensure_meta_namespace(catalog, identifier)
+    try:
+        return catalog.create_table(identifier, schema, **options)
+    except TableAlreadyExistsError:
+        return catalog.load_table(identifier)
+
+
 _WRITE_ATTEMPTS = 8
 
 
@@ -216,11 +203,7 @@ class StagedWrite:
 class HistoryStore:
     """Read and write the migration history of any namespace of one catalog.
 
-    Args:
-        catalog: The catalog.
-        meta_namespace: The namespace that holds the history table.
-        keep_snapshots: How many snapshots of the history table to keep for time travel; older ones
-            are expired after writes (in batches, so not every write pays for an expiry commit).
+    ``keep_snapshots`` snapshots are kept for time travel; older ones are expired after writes, in batches.
     """
 
     def __init__(self, catalog: Catalog, meta_namespace: str = DEFAULT_META_NAMESPACE, keep_snapshots: int = 10):
@@ -291,7 +274,7 @@ class HistoryStore:
             updates: The new rows (replacing any row of the same version).
             expected: For each updated or removed version, the status this run last saw (``None``:
                 no row). If the table says otherwise, another run wrote in between.
-            removals: Versions whose rows are deleted (``repair`` clearing failed attempts).
+            removals: Versions whose rows are deleted.
 
         Raises:
             ConcurrentMigrationError: The history changed under this run: the last line of defence
@@ -389,7 +372,7 @@ class HistoryStore:
 
     def _upgraded(self, table: Table) -> Table:
         """``table``, with the properties this release relies on set if an earlier release created it."""
-        unset = {k: v for k, v in _TABLE_PROPERTIES.items() if table.properties.get(k) != v}
+        unset = {k: v for k, v in META_TABLE_PROPERTIES.items() if table.properties.get(k) != v}
         if unset:
             with contextlib.suppress(CommitFailedException), table.transaction() as transaction:
                 transaction.set_properties(unset)
@@ -400,15 +383,12 @@ class HistoryStore:
         table = self.table()
         if table is not None:
             return self._upgraded(table)
-        ensure_meta_namespace(self.catalog, self.identifier)
         schema = arrow_to_iceberg_schema(HISTORY_SCHEMA)
-        spec = PartitionSpec(
-            PartitionField(schema.find_field("namespace").field_id, 1000, IdentityTransform(), "namespace")
+        field = PartitionField(schema.find_field("namespace").field_id, 1000, IdentityTransform(), "namespace")
+        spec = PartitionSpec(field)
+        return create_meta_table(
+            self.catalog, self.identifier, schema, partition_spec=spec, properties=META_TABLE_PROPERTIES
         )
-        try:
-            return self.catalog.create_table(self.identifier, schema, partition_spec=spec, properties=_TABLE_PROPERTIES)
-        except TableAlreadyExistsError:  # another runner created it first
-            return self.catalog.load_table(self.identifier)
 
     def _expire(self, table: Table) -> None:
         """Expire snapshots beyond the window and delete their files, in batches; never fails the write before it."""

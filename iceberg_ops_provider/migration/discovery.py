@@ -1,13 +1,7 @@
 """Find and load migration files: ``NNNN_slug.py`` in a folder, one ``Migration`` class each.
 
-Discovery is pure file work: it never touches a catalog, so a bad file is reported before anything
-changes. ``migrations_dir/<namespace>/`` is used instead of the flat folder when it exists.
-
-Each file is loaded as a module registered in ``sys.modules`` under a name unique to its path, so
-its classes can be pickled and introspected (and ``@dataclass`` works in it). While the files load,
-the folder is on ``sys.path``: helper modules next to the migrations (``_common.py``) can be
-imported with ``from _common import X``. :func:`importable` does the same around code that runs
-later, such as a migration's ``upgrade()``.
+Pure file work, never touching a catalog. Each file is registered in ``sys.modules`` under a name
+unique to its path, so its classes pickle and ``@dataclass`` works in it.
 """
 
 from __future__ import annotations
@@ -78,12 +72,8 @@ class MigrationScript:
 
     Attributes:
         version: The number prefix as written (``"0003"``); ordered numerically.
-        slug: The rest of the file name (``"add_email"``).
         description: The class's ``description``, its docstring's first line, or the slug.
-        path: The file.
-        checksum: The file's code checksum (:func:`file_checksum`): comments, formatting and
-            docstrings do not count.
-        migration: An instance of the file's ``Migration`` class.
+        checksum: The file's code checksum (:func:`file_checksum`).
     """
 
     version: str
@@ -113,20 +103,10 @@ class MigrationScript:
 
 
 def file_checksum(path: Path) -> str:
-    """Checksum of a migration file's code, blind to comments, formatting and docstrings.
+    """Checksum of a migration file's code: ``"ast1:"`` and the SHA-256 of a canonical dump of its syntax tree.
 
-    ``"ast1:"`` (:data:`CHECKSUM_PREFIX`, telling it apart from the byte checksums of older
-    histories) and the SHA-256 of a canonical dump of the file's syntax tree. What does not count:
-    comments, blank lines, indentation, line breaks and endings, parentheses and trailing commas, how
-    a string or number is spelled (quotes, escapes, ``u`` prefixes, implicit concatenation, ``0x10``
-    for ``16``), and the docstrings of the module, its classes and functions (even the class
-    docstring a migration without ``description`` takes its description from). So reformatting
-    ``migrations/`` or commenting an applied migration is not a change; any other edit is. The dump
-    leaves out empty and missing fields, so it does not depend on the Python version parsing it.
-
-    Raises:
-        SyntaxError: The file is not valid Python (:func:`discover` reports this before).
-        OSError: The file cannot be read.
+    Comments, layout, how literals are spelled and docstrings do not count, so reformatting or
+    commenting an applied migration is not a change; the dump is the same on every Python version.
     """
     return _source_checksum(path.read_bytes(), str(path))
 
@@ -146,24 +126,11 @@ def _compiled(source: bytes, filename: str) -> CodeType:
 
 
 def checksum_matches(recorded: str | None, current: MigrationScript | str | os.PathLike[str]) -> bool:
-    """Whether a checksum recorded in the history still matches a migration file.
+    """Whether a checksum recorded in the history (``None``/``""`` always match) still matches a migration file.
 
-    An ``"ast1:<hex>"`` checksum (:func:`file_checksum`) matches as long as the file's code is the
-    same, whatever happened to its comments, formatting or docstrings. A bare hexadecimal SHA-256,
-    the legacy checksum of the file's bytes (line endings normalised), matches while the bytes are
-    unchanged: for such a version any edit, even a comment, counts as a change. A checksum equal to
-    ``current``'s own always matches; any other form (an unknown prefix) does not.
-
-    Args:
-        recorded: The checksum of the history row; ``None`` or ``""`` (nothing recorded) matches.
-        current: The discovered migration (its ``checksum`` is used, and its file is read only
-            for a legacy checksum), or the path of the file.
-
-    Returns:
-        ``False`` when the file changed, cannot be read, or (for an ``"ast1:"`` checksum) no longer parses.
-
-    Example:
-        ``changed = [v for v, row in applied.items() if not checksum_matches(row.checksum, scripts[v])]``
+    An ``"ast1:"`` checksum matches while the code is the same; a bare hexadecimal SHA-256 (the legacy
+    checksum of the bytes, line endings normalised) while the bytes are. ``False`` also when the file
+    cannot be read or no longer parses.
     """
     if not recorded:
         return True
@@ -187,11 +154,7 @@ def _byte_checksum(source: bytes) -> str:
 
 
 def _normalise(tree: ast.AST) -> None:
-    """Remove from ``tree`` what does not count in the checksum, and what Python versions parse apart.
-
-    Drops the docstrings of the module, classes and functions. In f-strings, drops the empty text
-    parts (some Python 3.12 releases add them to nested format specs) and joins adjacent text parts.
-    """
+    """Drop docstrings; in f-strings drop empty text parts (some 3.12 releases add them) and join adjacent ones."""
     for node in ast.walk(tree):
         if isinstance(node, _DOCSTRING_OWNERS) and node.body and _is_text(node.body[0]):
             node.body = node.body[1:]
@@ -224,12 +187,9 @@ class _Text(str):
 
 
 def _canonical_dump(tree: ast.AST) -> str:
-    """A text that is the same for the same tree, on every Python version.
+    """Like ``ast.dump(tree)`` without positions, empty fields and ``_IGNORED_FIELDS``, constants as ``type:repr``.
 
-    Like ``ast.dump(tree, include_attributes=False)`` (node names and field names, no positions),
-    but without empty or missing fields nor the fields in ``_IGNORED_FIELDS``, constants written as
-    ``type:repr`` (so ``1``, ``1.0`` and ``True`` differ), and iterative, so deep trees do not hit
-    the recursion limit.
+    Iterative, so deep trees do not hit the recursion limit.
     """
     parts: list[str] = []
     pending: list[object] = [tree]
@@ -265,29 +225,16 @@ def migrations_folder(migrations_dir: str | Path, namespace: str) -> Path:
 
 @contextlib.contextmanager
 def importable(folder: str | Path) -> Iterator[None]:
-    """Make the helper modules of a migrations folder importable while a ``with`` block runs.
+    """Make a migrations folder's helpers importable (``from _common import X``) while a ``with`` block runs.
 
-    Puts ``folder`` first on ``sys.path``, so ``from _common import X`` finds ``folder/_common.py``,
-    whether at the top of a migration file or inside its ``upgrade()``. Modules named like a ``_``
-    helper of the folder but imported earlier from elsewhere are set aside for the block.
-    Afterwards the folder leaves ``sys.path``, the modules imported from it during the block leave
-    ``sys.modules`` (so another folder's ``_common`` is not mistaken for this one's), and the modules
-    set aside come back. Loaded migration files stay registered. Since this changes process-wide
-    state, blocks in several threads take turns: a thread entering waits until the others' blocks end.
-
-    Args:
-        folder: The migrations folder.
-
-    Yields:
-        Nothing; the folder is importable inside the ``with`` block.
-
-    Example:
-        ``with importable(runner.folder): script.migration.upgrade(ctx)``
+    The folder goes first on ``sys.path``; modules of the same names imported from elsewhere are set
+    aside. Afterwards the modules imported from the folder leave ``sys.modules`` (another folder's
+    ``_common`` is not this one's) and those set aside come back. Blocks in several threads take turns.
     """
     root = Path(folder).resolve()
     entry = os.path.abspath(folder)
     with _IMPORT_LOCK:
-        modules_before = _modules_now()
+        modules_before = sys.modules.copy()  # at once: other threads may import meanwhile
         set_aside = _set_aside_shadowed(root, modules_before)
         sys.path.insert(0, entry)
         try:
@@ -297,7 +244,7 @@ def importable(folder: str | Path) -> Iterator[None]:
                 sys.path.remove(entry)
             if entry not in sys.path:
                 sys.path_importer_cache.pop(entry, None)
-            for name, module in _modules_now().items():
+            for name, module in sys.modules.copy().items():
                 if (
                     modules_before.get(name) is not module
                     and not name.startswith(_MODULE_PREFIX)
@@ -305,11 +252,6 @@ def importable(folder: str | Path) -> Iterator[None]:
                 ):
                     sys.modules.pop(name, None)
             sys.modules.update(set_aside)
-
-
-def _modules_now() -> dict[str, ModuleType]:
-    """A copy of ``sys.modules``, taken at once: other threads may import while the caller looks through it."""
-    return sys.modules.copy()
 
 
 def _helper_names(root: Path) -> set[str]:
@@ -344,13 +286,9 @@ def _comes_from(module: ModuleType | None, root: Path) -> bool:
     return any(isinstance(location, str) and Path(location).resolve().is_relative_to(root) for location in locations)
 
 
-def _module_name(path: Path) -> str:
-    """The ``sys.modules`` name of a migration file: unique to its path, a plain identifier."""
-    return _module_name_at(str(path.absolute()))
-
-
 @functools.lru_cache(maxsize=4096)
-def _module_name_at(path: str) -> str:
+def _module_name(path: str) -> str:
+    """The ``sys.modules`` name of a migration file: unique to its path, a plain identifier."""
     digest = hashlib.sha1(str(Path(path).resolve()).encode()).hexdigest()[:12]
     return f"{_MODULE_PREFIX}{digest}_{Path(path).stem}"
 
@@ -378,8 +316,7 @@ def _exit_problem(exc: SystemExit, what: str, where: str) -> str:
 def _execute(module: ModuleType, path: Path, source: bytes) -> None:
     """Run the file's code in ``module``, turning what it raises into a discovery error.
 
-    The code is compiled from the file's current text, never from a cached ``.pyc``: an edit within
-    the same second that keeps the size would otherwise run the old code under the new checksum.
+    Compiled from the file's current text, never a cached ``.pyc`` (which could be older than the checksum).
     """
     try:
         exec(_compiled(source, str(path)), module.__dict__)
@@ -406,7 +343,7 @@ def _line_in(exc: BaseException, path: Path) -> int | None:
 
 def _import_file(path: Path, source: bytes) -> ModuleType:
     """Import a migration file as a module kept in ``sys.modules`` (removed again if it fails)."""
-    module_name = _module_name(path)
+    module_name = _module_name(str(path.absolute()))
     spec = importlib.util.spec_from_file_location(module_name, path)
     if spec is None or spec.loader is None:
         raise MigrationDiscoveryError(path, "cannot be loaded as a Python module.")
@@ -483,12 +420,8 @@ def _description(migration: BaseMigration, slug: str) -> str:
 class BrokenFile:
     """A migration file that could not be loaded, as a read-only report lists it (``status``, ``check``).
 
-    Attributes:
-        path: The file.
-        version: Its version, when its name is a migration file name (``"0003"``), else ``None``.
-        line: The line the problem is on, when known (a syntax error, a failing import).
-        error: What is wrong (the :class:`~iceberg_ops_provider.errors.MigrationDiscoveryError`'s
-            problem, without the path).
+    ``version`` is ``None`` when the name is not a migration file name, ``line`` when not known;
+    ``error`` is what is wrong, without the path.
     """
 
     path: Path
@@ -525,26 +458,19 @@ def discover(
     broken: list[BrokenFile] | None = None,
     applied: Mapping[int, str | None] | None = None,
 ) -> list[MigrationScript]:
-    """Load every migration in the folder for ``namespace``, ordered by version.
-
-    ``__init__.py`` and files starting with ``_`` are helpers, not migrations, and are skipped; the
-    migrations can import them (``from _common import X``) while they load, see :func:`importable`.
+    """Load every migration in the folder for ``namespace``, ordered by version; files starting with ``_`` are helpers.
 
     Args:
         migrations_dir: The migrations folder.
         namespace: Use ``migrations_dir/<namespace>/`` when that folder exists.
         broken: For read-only reports: a file that cannot be used is appended here as a
-            :class:`BrokenFile` and left out, instead of stopping discovery (a missing folder still raises).
-        applied: The checksums the history records for applied versions, by version number. A file
-            whose code still matches its checksum is read and hashed but not imported until its
-            ``migration`` or ``description`` is first used (a run needs neither for applied files).
+            :class:`BrokenFile` and left out, instead of raising (a missing folder still raises).
+        applied: The checksums the history records for applied versions, by number. A file whose code
+            still matches is not imported until its ``migration`` or ``description`` is first used.
 
     Raises:
-        MigrationDiscoveryError: The folder is missing, a ``.py`` file has a bad name, two files
-            share a number, a version is not written in ASCII digits, or a file does not load (it
-            raises, or calls ``sys.exit()``), has no proper ``Migration`` class, or declares its
-            ``upgrade``/``downgrade`` with ``async def``. The message names the file (and the line,
-            for a syntax error or a failing import).
+        MigrationDiscoveryError: The folder is missing, or a file has a bad or duplicate name, does not
+            load, or has no proper ``Migration`` class; the message names the file (and line).
     """
     folder = migrations_folder(migrations_dir, namespace) if namespace else Path(migrations_dir)
     if not folder.is_dir():
@@ -589,10 +515,5 @@ def _script(path: Path, found: dict[int, MigrationScript], applied: Mapping[int,
                 return script
     migration = _load(path, version, source)
     return MigrationScript(
-        version=version,
-        slug=slug,
-        description=_description(migration, slug),
-        path=path,
-        checksum=_source_checksum(source, str(path)),
-        migration=migration,
+        version, slug, _description(migration, slug), path, _source_checksum(source, str(path)), migration
     )

@@ -65,12 +65,8 @@ def open_runner(
         config: The project.
         on_event: Progress callback.
         stale_after: Lease length of the migration lock (default: the runner's).
-        files: ``False``: a runner without migration files (``migrations_dir=None``), which reads
-            the history only.
-        access: What the verb does with the catalog (see
-            :func:`~iceberg_ops_provider.catalogs.open_catalog`): ``read`` for a verb that only
-            reads, ``write`` for one that changes only the history or the lock, ``create`` for one
-            that may create tables (and the catalog, when it does not exist yet).
+        files: ``False``: a runner without migration files, which reads the history only.
+        access: What the verb does with the catalog (:func:`~iceberg_ops_provider.catalogs.open_catalog`).
         catalog: The catalog to run on instead of the project's (which is then not opened).
     """
     namespace = config.require_namespace()  # before opening the catalog, which may create local_data/
@@ -128,14 +124,10 @@ class CheckReport:
     """What ``check`` found.
 
     Attributes:
-        namespace: The namespace checked.
-        pending: Migrations not applied yet.
         drift: Operations that would make the live tables match their models.
-        problems: Applied migrations whose files changed or went missing, files that cannot be
-            loaded (path, line and error), an interrupted run.
+        problems: Changed or missing applied files, files that cannot be loaded, an interrupted run.
         broken: The files that cannot be loaded (each also one of ``problems``).
-        findings: The lint findings of the pending migrations (``iceberg-ops lint``'s rules, drops
-            judged against the live tables), allowed ones included; empty when not linted.
+        findings: The lint findings of the pending migrations, allowed ones included.
     """
 
     namespace: str
@@ -178,13 +170,7 @@ def check(config: ProjectConfig) -> CheckReport:
 
 
 def check_namespace(runner: MigrationRunner, models_dir: Path | None = None, *, lint: bool = True) -> CheckReport:
-    """The one ``check``, behind the CLI and the operator; changes nothing.
-
-    It reports pending migrations, applied files that changed or went missing, files that cannot be
-    loaded (a syntax error: the file, the line, the error; the rest is checked without them), an
-    interrupted run, drift of the live tables from ``models_dir`` (when given) and, with ``lint``,
-    the lint findings of the pending migrations judged against the live tables.
-    """
+    """The one ``check``, behind the CLI and the operator; changes nothing (drift only with ``models_dir``)."""
     state = runner.state(report_broken=True)
     pending = [PlanStep("upgrade", v, state.description(v)) for v in state.pending]
     paths = [script.path for v in state.pending if (script := state.script(v)) is not None]

@@ -1,10 +1,4 @@
-"""How a runner commits a migration's changes to several tables, and why, in words for people.
-
-The runner asks its catalog once whether it can commit several tables at once
-(:class:`CommitModeProbe`); :func:`explain_commit_mode` says why a mode applies (the status shows it,
-and a migration committed table by table carries it), :func:`commit_mode_label` is the short form
-the status reports. Both the runner and a run's commit journal use them.
-"""
+"""How a runner commits a migration's changes to several tables, and why, in words for people."""
 
 from __future__ import annotations
 
@@ -23,25 +17,14 @@ ATOMIC_MODES: tuple[CommitMode, ...] = ("sql-transaction", "rest-transaction")
 
 
 class CommitModeProbe:
-    """The multi-table commit a catalog offers, asked once and remembered.
-
-    Args:
-        catalog: Any PyIceberg catalog.
-    """
+    """The multi-table commit a catalog offers, asked once and remembered."""
 
     def __init__(self, catalog: Catalog) -> None:
         self.catalog = catalog
         self._known: CommitMode | None = None
 
     def mode(self, *, atomic_commits: bool) -> CommitMode | None:
-        """How a migration's changes to several tables are committed.
-
-        A REST catalog is asked once, with an empty multi-table commit that changes nothing; ``None``
-        when it could not answer (it is asked again next time).
-
-        Args:
-            atomic_commits: Whether all-or-nothing commits are wanted; ``per-table`` when not.
-        """
+        """How a migration's changes to several tables are committed (``None``: not known, asked again next time)."""
         if not atomic_commits:
             return "per-table"
         if self._known is None:
@@ -50,13 +33,7 @@ class CommitModeProbe:
 
 
 def explain_commit_mode(catalog: Catalog, mode: CommitMode | None, *, atomic_commits: bool) -> str:
-    """Why a runner on ``catalog`` commits as ``mode`` says, for people.
-
-    Args:
-        catalog: The runner's catalog.
-        mode: What :meth:`CommitModeProbe.mode` answered.
-        atomic_commits: Whether the runner wants all-or-nothing commits.
-    """
+    """Why a runner on ``catalog`` commits as ``mode`` (what :meth:`CommitModeProbe.mode` answered) says, for people."""
     if mode == "sql-transaction":
         return (
             "PyIceberg's SQL catalog: one database transaction takes each migration's table changes and "

@@ -1,12 +1,4 @@
-"""The commit journal of one migration step: its intent record, lock checks and all-or-nothing commit.
-
-A step of a :class:`~iceberg_ops_provider.runner.session.RunSession` gets a :class:`RunJournal`, the
-:class:`~iceberg_ops_provider.migration.context.CommitJournal` of its
-:class:`~iceberg_ops_provider.migration.context.MigrationContext`: it records the step's intent in the
-lock table before its first commit and checks the lock is still the run's before every commit.
-Where the catalog can commit several tables at once, it commits the finished body's table changes
-together with the step's history row and a check of the lock, all or nothing.
-"""
+"""The commit journal of one migration step: its intent record, lock checks and all-or-nothing commit."""
 
 from __future__ import annotations
 
@@ -34,9 +26,10 @@ shared history table) before giving up: up to about a minute of waiting under he
 
 
 class RunJournal:
-    """The :class:`~iceberg_ops_provider.migration.context.CommitJournal` of one migration step (see the module).
+    """The :class:`~iceberg_ops_provider.migration.context.CommitJournal` of one migration step.
 
-    The intent is recorded again when a commit not yet listed comes, or when the body finishes after
+    It records the intent in the lock table before the first commit and checks the lock before every
+    commit. The intent is recorded again when a commit not yet listed comes, or when the body finishes after
     an early commit; a commit made together with the history row (:meth:`commit_together`) needs none.
     """
 
@@ -83,15 +76,9 @@ class RunJournal:
         self._proven = True
 
     def _new_intent(self) -> Intent:
-        session = self.session
-        return Intent(
-            namespace=session.target.namespace,
-            version=self.step.version,
-            direction=self.step.direction,
-            run_id=session.run_id,
-            executed_by=session.executed_by,
-            started_at=datetime.now(UTC),
-        )
+        session, step = self.session, self.step
+        now = datetime.now(UTC)
+        return Intent(session.target.namespace, step.version, step.direction, session.run_id, session.executed_by, now)
 
     # -- all-or-nothing commits -----------------------------------------------------------------
 
@@ -115,22 +102,9 @@ class RunJournal:
         namespace's run recorded its own step, the lease was renewed) is staged again and retried; one
         refused because a migrated table changed, or the lock is no longer this run's, raises.
 
-        Args:
-            changes: The step's table changes, receipts included.
-            actions: What they are, as the intent would list them (used to check an unknown outcome).
-            outside: What the step committed separately just before (for the log).
-
-        Returns:
-            Whether they were committed (false: the catalog cannot commit them together after all;
-            nothing was committed).
-
-        Raises:
-            CommitFailedException, TableAlreadyExistsError: A migrated table changed (or appeared)
-                under this run; nothing of the step was committed.
-            LockLostError: The lock is no longer this run's; nothing was committed.
-            ConcurrentMigrationError: The history changed under this run.
-            CommitStateUnknownException: The catalog failed while committing and its outcome could
-                not be read back.
+        ``actions`` are what ``changes`` are, as the intent would list them; ``outside`` what the step
+        committed separately just before. Returns ``False`` when the catalog cannot commit them together
+        after all (nothing was committed).
         """
         session = self.session
         target = session.target

@@ -1,17 +1,8 @@
 """MigrationRunner: apply, roll back, stamp, plan and report migrations for one namespace.
 
-A run that changes anything (``upgrade``, ``downgrade``, ``stamp``) first takes the namespace's lock
-(:class:`~iceberg_ops_provider.history.NamespaceLock`, kept alive by a lease), then settles whatever
-an earlier, interrupted run left (its intent record, checked against the receipts in the tables),
-reads the history afresh, checks it against the files, and executes one migration at a time: the
-migration's intent is recorded, its staged changes are committed (one commit per table, each with a
-receipt), then its history row is written. Where the catalog can commit several tables at once
-(:meth:`MigrationRunner.commit_mode`), a migration's table changes and its history row are one
-commit instead, all or nothing, and need no intent. A failure of any kind (an exception, a timeout, an
-interrupt, ``sys.exit``) is recorded and stops the run; the lock is released in every case, and a
-run killed outright leaves a lock whose lease runs out, so the next run takes over.
-
-``plan``, ``status``, ``history`` and ``current`` only read, and never create anything.
+A changing run takes the namespace's lock (kept alive by a lease), settles what an interrupted run
+left, reads the history afresh and executes one migration at a time; a failure of any kind is
+recorded and stops the run, and the lock is released in every case. Reading never creates anything.
 """
 
 from __future__ import annotations
@@ -94,30 +85,21 @@ class MigrationRunner:
     Args:
         catalog: Any PyIceberg catalog.
         namespace: The namespace to migrate (``"sales"``; nested as ``"a.b"``).
-        migrations_dir: The folder of ``NNNN_slug.py`` files; ``migrations_dir/<namespace>/`` is used
-            instead when it exists. ``None``: a runner that reads the history only (``status``,
-            ``history``, ``current``, ``events``, ``force_unlock``); its status says it did not
-            compare files, and everything that needs the files raises.
+        migrations_dir: The folder of ``NNNN_slug.py`` files (``migrations_dir/<namespace>/`` when it
+            exists). ``None``: a runner that reads the history only; what needs the files raises.
         meta_namespace: Where the history table and the locks live; by default ``_iceberg_ops``, or
             ``iceberg_ops`` on S3 Tables (which refuses names starting with ``_``).
         keep_history_snapshots: Snapshots of the history table kept for time travel.
-        on_event: Called with a one-line message at every step (progress for CLIs and task logs);
-            every message is also logged at INFO on ``iceberg_ops_provider.runner.migration_runner``.
-        stale_after: Lease length of the namespace lock, in seconds. A run renews its lease every
-            quarter of this while it works; a lock not renewed for this long (its run was killed) is
-            taken over by the next run, as is at once a lock whose process is gone from this host.
-        lock_context: Where runs come from, stored with the lock and shown to whoever finds it held
-            (the Airflow operator passes dag, run, task and try).
+        on_event: Called with a one-line message at every step; every message is also logged at INFO.
+        stale_after: Lease length of the namespace lock, in seconds: a lock not renewed for this long
+            is taken over by the next run (at once when its process is gone from this host).
+        lock_context: Where runs come from, stored with the lock and shown to whoever finds it held.
         catalog_timeout: Seconds every request to a REST catalog may take in all before the run stops
-            with :class:`~iceberg_ops_provider.errors.CatalogUnavailableError` naming the endpoint.
-            ``None`` (the default) keeps the bound the catalog was opened with
-            (:func:`~iceberg_ops_provider.catalogs.open_catalog`), and gives a REST catalog built
-            elsewhere 60 s. SQL catalogs on SQLite wait at most 5 s for a database lock.
-        atomic_commits: Where the catalog can commit several tables at once (PyIceberg's SQL
-            catalog; REST catalogs serving ``transactions/commit``), commit each migration's table
-            changes together with its history record, all or nothing (:meth:`commit_mode`); other
-            catalogs commit table by table with intent and receipts either way. On by default;
-            ``False`` commits table by table on every catalog.
+            with :class:`~iceberg_ops_provider.errors.CatalogUnavailableError`. ``None`` keeps the
+            bound the catalog was opened with (60 s for a REST catalog built elsewhere).
+        atomic_commits: Where the catalog can commit several tables at once, commit each migration's
+            table changes with its history record, all or nothing (:meth:`commit_mode`); ``False``
+            commits table by table on every catalog.
     """
 
     def __init__(
@@ -182,11 +164,7 @@ class MigrationRunner:
         return self.migrations_dir
 
     def scripts(self, *, broken: list[BrokenFile] | None = None) -> list[MigrationScript]:
-        """The migration files of this namespace, loaded and ordered.
-
-        Args:
-            broken: For a read-only report: files that cannot be loaded are appended here and left
-                out, instead of raising.
+        """The migration files of this namespace, loaded and ordered (see :func:`discover` for ``broken``).
 
         Raises:
             MigrationDiscoveryError: A bad file (unless ``broken`` is given); nothing in the catalog was touched.
@@ -198,18 +176,13 @@ class MigrationRunner:
         """The files for a changing run; applied files whose checksum still matches are not imported."""
         folder = self._files_dir()
         rows = self.history_store.rows(self.namespace)
-        applied = {int(row.version): row.checksum for row in rows if row.status == "applied"}
-        return discover(folder, self.namespace, applied=applied)
+        return discover(
+            folder, self.namespace, applied={int(r.version): r.checksum for r in rows if r.status == "applied"}
+        )
 
     @_catalog_call
     def state(self, *, report_broken: bool = False) -> NamespaceState:
-        """Files compared with history (no lock, no writes).
-
-        Args:
-            report_broken: List files that cannot be loaded in ``state.broken`` and go on without
-                them (what ``status`` and ``check`` report), instead of raising
-                :class:`~iceberg_ops_provider.errors.MigrationDiscoveryError`.
-        """
+        """Files compared with history (no lock, no writes); ``report_broken`` lists bad files instead of raising."""
         broken: list[BrokenFile] | None = [] if report_broken else None
         scripts = self.scripts(broken=broken)
         return classify(scripts, self.history_store.rows(self.namespace), tuple(broken or ()))
@@ -226,11 +199,7 @@ class MigrationRunner:
 
     @_catalog_call
     def events(self) -> list[MigrationEvent]:
-        """The audit trail of this namespace, oldest first.
-
-        Every apply, rollback, stamp and failure, and every lock takeover, crash recovery, forced
-        unlock and repair.
-        """
+        """The audit trail of this namespace, oldest first."""
         return self.event_log.events(self.namespace, self.history_store.rows(self.namespace))
 
     @_catalog_call
@@ -248,12 +217,9 @@ class MigrationRunner:
     def commit_mode(self) -> CommitMode | None:
         """How this runner commits a migration's changes to several tables.
 
-        ``sql-transaction`` or ``rest-transaction``: each migration's table changes and its history
-        record in one all-or-nothing commit (drops, renames, namespace creation and early commits
-        excepted: see the recovery documentation); ``per-table``: one commit per table, then the
-        history record (the catalog cannot, or ``atomic_commits=False``). A REST catalog is asked
-        once, with an empty multi-table commit that changes nothing; ``None`` when it could not
-        answer (it is asked again next time, and commits go table by table meanwhile).
+        ``sql-transaction`` or ``rest-transaction``: table changes and history record in one commit;
+        ``per-table``: one commit per table, then the history record; ``None`` when a REST catalog
+        could not answer (asked again next time; table by table meanwhile).
         """
         return self._commit_modes.mode(atomic_commits=self.atomic_commits)
 
@@ -263,12 +229,7 @@ class MigrationRunner:
 
     @_catalog_call
     def status(self) -> NamespaceStatus:
-        """Current version, applied and pending migrations, and anything odd.
-
-        A file that cannot be loaded does not stop it: it is listed in ``broken`` (an unapplied one
-        is pending too). Without migration files (``migrations_dir=None``) it reports what the
-        history says, with ``files_compared`` false: nothing pending, changed or missing is known.
-        """
+        """Current version, applied and pending migrations, and anything odd (bad files are listed in ``broken``)."""
         if self.files_compared:
             state = self.state(report_broken=True)
         else:
@@ -304,10 +265,8 @@ class MigrationRunner:
         Args:
             target: ``head``, ``base``, a version, ``+N`` or ``-N``.
             direction: ``upgrade`` or ``downgrade``; inferred from the target when omitted.
-            inspect: Also run each step's body against a context that stages but never commits, to
-                list what it asks for and its risk (a drop of a table or column holding rows is
-                ``destructive``). Each step is inspected against the tables as the steps before it
-                would leave them (in memory: nothing is written).
+            inspect: Also dry-run each step's body (against the tables as the steps before it would
+                leave them, in memory) to list what it asks for and its risk.
         """
         if direction not in (None, "upgrade", "downgrade"):
             raise ValueError(f"direction must be 'upgrade' or 'downgrade', got {direction!r}.")
@@ -417,21 +376,16 @@ class MigrationRunner:
 
     @_catalog_call
     def repair(self, *, dry_run: bool = False) -> RepairReport:
-        """Make the history agree with the files again, as Flyway's ``repair`` does.
+        """Make the history agree with the files again, as Flyway's ``repair`` does; ``dry_run`` only reports.
 
-        Applied versions whose file changed get the file's current checksum (after an edit that was
-        reviewed and is wanted, e.g. a fixed comment in a newer style, or a reformat of an old file);
-        recorded ``failed`` attempts are cleared, so the version is plainly pending. Runs under the
-        namespace's lock, in one history commit, recorded as an event.
-
-        Args:
-            dry_run: Only report what would change.
+        Applied versions whose file changed get its current checksum, and ``failed`` attempts are
+        cleared; under the lock, in one history commit, recorded as an event.
         """
         scripts = self._run_scripts()
         report: list[RepairReport] = []
 
         def run(state: NamespaceState, session: RunSession) -> list[MigrationResult]:
-            rechecked = [v for v in state.changed]
+            rechecked = list(state.changed)
             legacy = [
                 v
                 for v in state.applied
@@ -466,10 +420,9 @@ class MigrationRunner:
 
     @_catalog_call
     def force_unlock(self) -> LockInfo | None:
-        """Release this namespace's lock whoever holds it (after a crashed run). Returns who held it.
+        """Release this namespace's lock whoever holds it (after a crashed run); returns who held it.
 
-        A run whose lease expired is taken over without this; use it when a holder is known to be
-        gone and waiting for its lease is not wanted. Its intent record stays and is checked by the next run.
+        Its intent record stays and is checked by the next run.
         """
         holder = self.lock.force_unlock()
         if holder is not None:
@@ -485,8 +438,7 @@ class MigrationRunner:
     def stop(self) -> None:
         """Stop a run in progress from another thread or a signal handler (Airflow's ``on_kill``).
 
-        Releases this runner's lock if it still holds it and makes the run refuse any further
-        commit; what it committed so far is settled by the next run from its intent record.
+        Releases the lock and makes the run refuse any further commit.
         """
         session = self._active
         if session is None:

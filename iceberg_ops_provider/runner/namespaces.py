@@ -1,11 +1,4 @@
-"""Namespace names checked up front, before a catalog or a file system sees them.
-
-A bad name otherwise fails late and obscurely: a very long part as a raw ``OSError: File name too
-long`` from the warehouse, a ``/`` as an extra folder level in table locations, a dotted namespace
-on a SQL catalog as a failed migration once its first table is created. :func:`check_namespace`
-checks the shape of one name; :func:`check_runner_namespaces` checks the pair a migration runner is
-given, against each other and against what the catalog can hold.
-"""
+"""Namespace names checked up front, before a catalog or a file system sees them (else they fail late and obscurely)."""
 
 from __future__ import annotations
 
@@ -39,32 +32,20 @@ def _shown(value: object) -> str:
     return repr(value)
 
 
-def _has_shape(value: str) -> bool:
-    """Whether ``value`` is dotted parts, each non-empty and without surrounding whitespace."""
-    return all(part and part == part.strip() for part in value.split("."))
-
-
 def _invalid(what: str, value: object, problem: str) -> CatalogConfigError:
     return CatalogConfigError(f"{what} {_shown(value)} is not a valid namespace: {problem}")
 
 
 def check_namespace(what: str, value: object) -> None:
-    r"""Check that ``value`` is a namespace name iceberg-ops can use, before anything uses it.
+    r"""Check that ``value`` (named ``what`` in the message) is a namespace name iceberg-ops can use.
 
-    The name is a non-empty string of dotted parts (``"sales"``, ``"lake.sales"``). Each part is
-    non-empty, has no leading or trailing whitespace, is at most :data:`MAX_PART_LENGTH`
-    characters long, and has no control characters and no ``/`` or ``\``, which would become path
-    separators in warehouse locations.
-
-    Args:
-        what: What the value is, for the message (``"namespace"``, ``"meta_namespace"``).
-        value: The value given.
+    Dotted parts (``"lake.sales"``), each non-empty, unpadded, at most :data:`MAX_PART_LENGTH`
+    characters, without control characters, ``/`` or ``\``.
 
     Raises:
-        CatalogConfigError: The value breaks a rule; the message names ``what``, the value (shortened
-            when very long) and how to fix it. It is a ``ValueError``.
+        CatalogConfigError: The value breaks a rule (a ``ValueError``).
     """
-    if not isinstance(value, str) or not _has_shape(value):
+    if not isinstance(value, str) or not all(part and part == part.strip() for part in value.split(".")):
         raise _invalid(what, value, f"{_SHAPE}.")
     for char in value:
         if unicodedata.category(char) == "Cc":
@@ -91,27 +72,13 @@ def check_namespace(what: str, value: object) -> None:
 def check_runner_namespaces(catalog: Catalog, namespace: str, meta_namespace: str) -> None:
     """Check the namespace a runner migrates and its meta-namespace, before the runner touches anything.
 
-    Both must pass :func:`check_namespace`. The namespace must be neither the meta-namespace nor
-    inside it (that is where the history and the locks live), and must fit, percent-encoded, in a
-    folder name of the history table (:data:`MAX_ENCODED_LENGTH`). Dotted (nested) names are
-    refused on catalogs that cannot hold them, judged by the catalog's class without contacting it:
-
-    * PyIceberg's metastore catalogs (``SqlCatalog``, which the ``sqlite`` and ``memory`` kinds
-      build, ``GlueCatalog``, ``HiveCatalog``, ``DynamoDbCatalog``...) stage a new table with a
-      two-level ``database.table`` identifier and refuse a table in a nested namespace, so a
-      migration's first ``ctx.create_table`` would fail: a nested ``namespace`` is refused on them.
-    * The history and lock tables are created without staging, which ``SqlCatalog`` allows in a
-      nested namespace; the other metastore catalogs refuse even to create one, so a nested
-      ``meta_namespace`` is refused on them and accepted on ``SqlCatalog``.
-
-    Args:
-        catalog: The catalog the runner will use; it is not contacted.
-        namespace: The namespace to migrate.
-        meta_namespace: The namespace holding the history and lock tables.
+    Both must pass :func:`check_namespace`; the namespace must be outside the meta-namespace and fit,
+    percent-encoded, in a folder name (:data:`MAX_ENCODED_LENGTH`). Judged by the catalog's class
+    without contacting it: PyIceberg's metastore catalogs stage new tables as ``database.table``, so
+    refuse a nested ``namespace``; all but ``SqlCatalog`` cannot create a nested ``meta_namespace``.
 
     Raises:
-        CatalogConfigError: A name breaks one of these rules; the message says which and how to fix
-            it. It is a ``ValueError``.
+        CatalogConfigError: A name breaks one of these rules (a ``ValueError``).
     """
     check_namespace("namespace", namespace)
     check_namespace("meta_namespace", meta_namespace)

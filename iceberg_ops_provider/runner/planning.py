@@ -1,8 +1,4 @@
-"""Pure migration logic: compare files with history, resolve targets into ordered steps.
-
-Nothing here does I/O: it takes the discovered scripts and the namespace's history rows and answers
-"what is applied, what is pending, what is odd" and "which steps would this target take". The runner
-executes what this module decides; tests exercise it without a catalog.
+"""Pure migration logic, without I/O: compare files with history, resolve targets into ordered steps.
 
 Targets: ``head`` (everything), ``base`` (nothing), an exact version (``0003``, ``3``), ``+N``
 (the next N pending) and ``-N`` (the last N applied).
@@ -43,9 +39,6 @@ class PlanStep:
     """One step a run would take.
 
     Attributes:
-        direction: ``upgrade`` or ``downgrade``.
-        version: The migration's version.
-        description: The migration's description.
         script: The loaded file (``None`` only for a missing file, which cannot run).
         operations: With an inspecting plan: what the step's body asks for, each with its risk.
         risk: With an inspecting plan: the step's highest risk (``safe``, ``review``,
@@ -176,24 +169,13 @@ def classify(
     missing = tuple(by_number[n].version for n in applied_numbers if n not in present)
     out_of_order = tuple(v for v in pending if current is not None and int(v) < current)
     failed = tuple(row.version for row in sorted(rows, key=lambda r: int(r.version)) if row.status == "failed")
-    return NamespaceState(
-        scripts=tuple(scripts),
-        rows=by_version,
-        applied=applied,
-        pending=pending,
-        failed=failed,
-        changed=changed,
-        missing=missing,
-        out_of_order=out_of_order,
-        broken=tuple(broken),
-    )
+    return NamespaceState(tuple(scripts), by_version, applied, pending, failed, changed, missing, out_of_order, broken)
 
 
 def _known_version(state: NamespaceState, target: str) -> str:
-    number = int(target)
-    for version in [s.version for s in state.scripts] + list(state.rows):
-        if int(version) == number:
-            return version
+    found = next((v for v in [*(s.version for s in state.scripts), *state.rows] if int(v) == int(target)), None)
+    if found is not None:
+        return found
     known = ", ".join(s.version for s in state.scripts) or "none"
     raise MigrationTargetError(f"Unknown target version {target!r}. Known versions: {known}.")
 

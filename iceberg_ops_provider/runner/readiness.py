@@ -1,16 +1,7 @@
-"""Readiness checks: has a namespace reached a migration version; how waits treat what a check raises.
+"""Readiness checks: has a namespace reached a migration version.
 
 What the Airflow sensors and triggers ask, answered from the catalog's metadata alone, without a lock
-and without writing anything:
-
-* :func:`namespace_version` reads a namespace's migration history (never creating the history table;
-  a namespace never migrated is at base, and the result notes a namespace or a history that does not
-  exist) and :func:`version_reached` compares versions numerically, as the runner orders them.
-  :func:`resolve_version` turns ``head`` into the highest version of a migrations folder.
-* Whether data for a partition has been committed is :mod:`iceberg_ops_provider.partitions.probe`.
-* Every check runs inside :func:`~iceberg_ops_provider.core.polling.check_errors`, which turns what
-  the catalog's clients raise into iceberg-ops errors, and
-  :func:`~iceberg_ops_provider.core.polling.is_transient` says whether a wait should go on after an error.
+and without writing anything.
 """
 
 from __future__ import annotations
@@ -67,18 +58,8 @@ def check_wanted_version(version: object) -> str:
 def resolve_version(version: str, migrations_dir: str | Path | None, namespace: str) -> str | None:
     """The version to wait for: ``version`` itself, or for ``head`` the highest version of the files.
 
-    Args:
-        version: ``"head"`` or a version number.
-        migrations_dir: The migrations folder (``migrations_dir/<namespace>/`` when it exists), as the
-            runner reads it; needed for ``head`` only.
-        namespace: The namespace.
-
-    Returns:
-        The version (never ``None`` for ``head``; ``None`` is kept for callers that pass a resolved base).
-
     Raises:
-        ValueError: ``head`` without a folder, ``head`` of a folder that holds no migration (a wrong
-            ``migrations_dir`` would otherwise let the wait pass at once), or a malformed version.
+        ValueError: ``head`` without a folder or of a folder without migrations, or a malformed version.
         MigrationDiscoveryError: The folder is missing or holds a bad migration file.
     """
     version = check_wanted_version(version)
@@ -111,11 +92,9 @@ class NamespaceVersion:
     """Where a namespace's migrations stand, read from its history.
 
     Attributes:
-        namespace: The namespace.
-        current: The highest applied version, or ``None`` at base (never migrated, or all rolled back).
-        failed: Versions whose latest attempt failed (a later run retries them).
-        note: At base, why there is nothing to read, when that may be a mistake: the namespace does not
-            exist, or no history of it was found where it was looked for.
+        current: The highest applied version, or ``None`` at base.
+        failed: Versions whose latest attempt failed.
+        note: At base, why there is nothing to read when that may be a mistake (no such namespace or history).
     """
 
     namespace: str
@@ -139,11 +118,6 @@ class NamespaceVersion:
 
 def namespace_version(catalog: Catalog, namespace: str, meta_namespace: str | None = None) -> NamespaceVersion:
     """The current migration version of ``namespace``: no lock taken, nothing created.
-
-    Args:
-        catalog: The catalog.
-        namespace: The namespace whose migrations are asked about.
-        meta_namespace: Where the history lives (default: as the runner chooses for this catalog).
 
     Raises:
         CatalogConfigError: A malformed namespace name.

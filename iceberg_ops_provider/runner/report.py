@@ -1,21 +1,12 @@
 """What a page, a dashboard or a script shows of a namespace: its versions, and its audit trail a page at a time.
 
-:func:`version_table` puts a namespace's status and history side by side, one row per version:
-applied, pending, failed, rolled back, changed or missing, with its description, the checksum the
-history recorded and the checksum of the file now, when and how long it ran, and its error.
-
-:meth:`MigrationRunner.events() <iceberg_ops_provider.runner.migration_runner.MigrationRunner.events>`
-returns the whole trail oldest first. :func:`audit_trail` turns it into what a page, a dashboard or
-a script shows: a page of events newest first (``offset`` and ``limit``), how many there are in
-all, and the **origins** of the runs: each distinct ``context`` the runs recorded with their events
-(the Airflow operator records its dag, run, task and try; see ``lock_context`` of the runner),
-grouped without the keys that change from run to run, with the newest context of each group and
-how many events it recorded. Nothing here knows Airflow: a context is a mapping of text to text.
+The **origins** of runs group the ``context`` the runs recorded (``lock_context`` of the runner)
+without the keys that change from run to run.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -169,18 +160,11 @@ class VersionRow:
     """One migration version of a namespace, as files and history say together.
 
     Attributes:
-        version: The version.
-        description: From the file, else from the history.
-        state: ``applied``, ``pending`` (never run or rolled back), ``failed`` (its last attempt
-            failed; pending again), ``changed`` (applied, its file's code changed since), ``missing``
-            (applied, its file gone) or ``rolled_back`` (a history row without a file).
+        state: ``applied``, ``pending`` (never run or rolled back), ``failed`` (pending again),
+            ``changed``, ``missing`` or ``rolled_back`` (a history row without a file).
         recorded_checksum: The file's checksum when the history row was written.
         file_checksum: The checksum of a pending version's file (the file that would run).
         at: When the history row was written.
-        duration_ms: How long it ran.
-        executed_by: ``user@host:pid`` of the run that wrote the row.
-        error: The error of a failed run.
-        out_of_order: A pending version numbered below the current one.
     """
 
     version: str
@@ -196,18 +180,7 @@ class VersionRow:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {
-            "version": self.version,
-            "description": self.description,
-            "state": self.state,
-            "recorded_checksum": self.recorded_checksum,
-            "file_checksum": self.file_checksum,
-            "at": self.at.isoformat() if self.at else None,
-            "duration_ms": self.duration_ms,
-            "executed_by": self.executed_by,
-            "error": self.error,
-            "out_of_order": self.out_of_order,
-        }
+        return {**asdict(self), "at": self.at.isoformat() if self.at else None}
 
 
 def version_table(
@@ -244,19 +217,12 @@ def version_table(
             state = row.status
         else:  # pragma: no cover - a version is in the history or pending
             state = "unknown"
+        recorded: dict[str, Any] = {}
+        if row is not None:
+            recorded = {"recorded_checksum": row.checksum, "at": row.applied_at, "duration_ms": row.duration_ms}
+            recorded.update(executed_by=row.executed_by, error=row.error)
+        description = step.description if step is not None else (row.description if row else "")
         file_checksum = script.checksum if script is not None else None  # pending files only
-        table.append(
-            VersionRow(
-                version=version,
-                description=step.description if step is not None else (row.description if row else ""),
-                state=state,
-                recorded_checksum=row.checksum if row is not None else None,
-                file_checksum=file_checksum,
-                at=row.applied_at if row is not None else None,
-                duration_ms=row.duration_ms if row is not None else None,
-                executed_by=row.executed_by if row is not None else None,
-                error=row.error if row is not None else None,
-                out_of_order=version in out_of_order,
-            )
-        )
+        out = version in out_of_order
+        table.append(VersionRow(version, description, state, file_checksum=file_checksum, out_of_order=out, **recorded))
     return table

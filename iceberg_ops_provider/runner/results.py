@@ -20,25 +20,15 @@ class MigrationResult:
     """What happened to one migration in a run.
 
     Attributes:
-        version: The migration's version.
-        description: Its description.
         status: The status recorded: ``applied``, ``rolled_back`` or ``failed``.
-        duration: Seconds the step took, the one duration measured for it: from the start of its
-            ``upgrade()``/``downgrade()`` until its history record was ready to be written (its
-            table commits included, except those committed together with that record). Its history
-            row's and event's ``duration_ms`` hold the same value in milliseconds (0 for a stamp).
+        duration: Seconds from the start of its body until its history record was ready (the same
+            value as its history row's ``duration_ms``; 0 for a stamp).
         direction: ``upgrade``, ``downgrade`` or ``stamp``.
-        tables: The tables its commits reached, each with its net change (``create``, ``alter``,
-            ``drop``, ``rename``, ``overwrite``, or ``write`` for a table it loaded to write itself);
-            empty for a stamp.
+        tables: The tables its commits reached, each with its net change; empty for a stamp.
         atomic: Whether its table changes and its history record were one all-or-nothing commit.
-        outside_atomic_commit: What it committed one commit at a time, in order, then the namespaces
-            it created (``sales.old (drop)``, ``sales.items (rename to archive.items)``,
-            ``create namespace archive``): for an ``atomic`` migration, what fell outside that
-            commit; otherwise every commit it made.
-        not_atomic_reason: Why it was not ``atomic`` (the catalog has no multi-table commit, atomic
-            commits are off, it committed early with ``ctx.commit()``, ...); ``None`` when it was,
-            and for a stamp.
+        outside_atomic_commit: What it committed one commit at a time (``sales.old (drop)``, ``create
+            namespace archive``): for an ``atomic`` migration, what fell outside that commit.
+        not_atomic_reason: Why it was not ``atomic``; ``None`` when it was, and for a stamp.
     """
 
     version: str
@@ -77,32 +67,15 @@ class NamespaceStatus:
     """The state of one namespace, as ``status()`` reports it.
 
     Attributes:
-        namespace: The namespace.
-        current: The highest applied version, or ``None``.
-        applied: Applied versions with their history rows, ascending.
-        pending: Migrations not applied yet, in the order ``upgrade`` would run them.
-        failed: Versions whose last attempt failed (they are pending too).
-        errors: The error each of those attempts recorded, by version.
-        changed: Applied versions whose file changed.
-        missing: Applied versions whose file is gone.
-        out_of_order: Pending versions numbered below ``current``.
-        lock: Who holds the namespace's lock, if anyone.
-        interrupted: The intent of a run that stopped mid-migration and is not settled yet (the next
-            run settles it by itself unless it was partial), else ``None``.
+        failed: Versions whose last attempt failed (they are pending too); ``errors`` their errors.
+        interrupted: The intent of a run that stopped mid-migration and is not settled yet.
         interrupted_outcome: What that run committed: ``all`` or ``none`` (the next run settles it)
             or ``partial`` (a person settles it with ``stamp``).
-        commit_mode: How the catalog takes each migration's commits: ``atomic`` (its table changes
-            and its history record in one all-or-nothing commit), ``per-table`` (one commit per
-            table with intent and receipts, then the history record) or ``unknown`` (a REST catalog
-            that could not be asked; it commits table by table until it answers).
-        commit_mode_reason: Why, naming the mechanism (``sql-transaction``, ``rest-transaction``),
-            the missing endpoint, or ``atomic_commits=False``.
-        files_compared: Whether the migration files were compared with the history; false for a
-            runner without them (``migrations_dir=None``), whose ``pending``, ``changed``,
-            ``missing`` and ``out_of_order`` are then empty because they are not known (``null`` in
-            :meth:`to_json`).
-        broken: Migration files that could not be loaded (a syntax error, a failing import, a bad
-            name), each with its path, line and error; the rest of the status is reported without them.
+        commit_mode: ``atomic`` (table changes and history record in one commit), ``per-table`` or
+            ``unknown`` (a REST catalog that could not be asked); ``commit_mode_reason`` says why.
+        files_compared: False for a runner without migration files, whose ``pending``, ``changed``,
+            ``missing`` and ``out_of_order`` are then not known (``null`` in :meth:`to_json`).
+        broken: Migration files that could not be loaded; the rest is reported without them.
     """
 
     namespace: str
@@ -127,29 +100,19 @@ class NamespaceStatus:
         """Nothing pending, nothing odd (broken files included), no interrupted run."""
         return not (self.pending or self.changed or self.missing or self.interrupted or self.broken)
 
-    def _compared_json(self) -> dict[str, Any]:
-        """What comparing the files finds; ``null`` each when they were not compared (not known, not none)."""
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form; what comparing the files finds is ``null`` when they were not compared (not known)."""
         known = self.files_compared
         return {
+            "namespace": self.namespace,
+            "current": self.current,
+            "applied": [row.to_json() for row in self.applied],
             "pending": [step.to_json() for step in self.pending] if known else None,
             "failed": self.failed,
             "errors": self.errors,
             "changed": self.changed if known else None,
             "missing": self.missing if known else None,
             "out_of_order": self.out_of_order if known else None,
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        """JSON-able form.
-
-        ``pending``, ``changed``, ``missing`` and ``out_of_order`` are ``null`` when :attr:`files_compared`
-        is false: not known, which an empty list would deny.
-        """
-        return {
-            "namespace": self.namespace,
-            "current": self.current,
-            "applied": [row.to_json() for row in self.applied],
-            **self._compared_json(),
             "lock": self.lock.to_json() if self.lock else None,
             "interrupted": self.interrupted.to_json() if self.interrupted else None,
             "interrupted_outcome": self.interrupted_outcome,
@@ -162,13 +125,7 @@ class NamespaceStatus:
 
 @dataclass(frozen=True)
 class RunReport:
-    """The versions a changing run (``upgrade``, ``downgrade``, ``stamp``) saw, read under its lock.
-
-    Attributes:
-        run_id: The run.
-        version_before: The current version when the run took the lock (after settling an interrupted run).
-        version_after: The current version when it finished (``None`` also at base).
-    """
+    """The current versions a changing run saw under its lock, before (after settling an interrupted run) and after."""
 
     run_id: str
     version_before: str | None
@@ -191,11 +148,9 @@ class RepairReport:
     """What ``repair`` changed (or, with ``dry_run``, would change).
 
     Attributes:
-        namespace: The namespace.
         rechecked: Applied versions whose changed file's checksum is recorded anew.
         modernised: Applied versions whose unchanged file had a checksum in the older byte format.
         cleared: Versions whose failed attempts are cleared (they stay pending).
-        dry_run: Whether nothing was written.
     """
 
     namespace: str
@@ -211,21 +166,16 @@ class RepairReport:
 
     def describe(self) -> str:
         """One line: what would be repaired (a dry run) or what was."""
-        done = not self.dry_run
-
-        def versions(listed: list[str], noun: str) -> str:
-            return f"{noun}{'s' if len(listed) > 1 else ''} {', '.join(listed)}"
-
-        parts = []
-        if self.rechecked:
-            verb = "re-recorded" if done else "re-record"
-            parts.append(f"{verb} the checksum of changed {versions(self.rechecked, 'file')}")
-        if self.modernised:
-            verb = "updated" if done else "update"
-            parts.append(f"{verb} the checksum format of {versions(self.modernised, 'version')}")
-        if self.cleared:
-            verb = "cleared" if done else "clear"
-            parts.append(f"{verb} the failed attempts of {versions(self.cleared, 'version')}")
+        kinds = (
+            (self.rechecked, ("re-record", "re-recorded"), "the checksum of changed file"),
+            (self.modernised, ("update", "updated"), "the checksum format of version"),
+            (self.cleared, ("clear", "cleared"), "the failed attempts of version"),
+        )
+        parts = [
+            f"{verb[not self.dry_run]} {what}{'s' if len(listed) > 1 else ''} {', '.join(listed)}"
+            for listed, verb, what in kinds
+            if listed
+        ]
         return "; ".join(parts) or "nothing to repair"
 
     def to_json(self) -> dict[str, Any]:

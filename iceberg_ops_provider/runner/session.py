@@ -264,14 +264,8 @@ class RunSession:
         target = self.target
         if acquisition.taken_over is not None:
             holder, reason = acquisition.taken_over
-            self.reporter.note(
-                "lock_taken_over",
-                f"{target.namespace}: took over the migration lock from {holder.describe()}: {reason}",
-                level=logging.WARNING,
-                run_id=self.run_id,
-                executed_by=self.executed_by,
-                details={"previous_holder": holder.to_json(), "reason": reason},
-            )
+            message = f"took over the migration lock from {holder.describe()}: {reason}"
+            self._note("lock_taken_over", message, details={"previous_holder": holder.to_json(), "reason": reason})
         if acquisition.intent_error is not None:
             if not stamping:
                 raise acquisition.intent_error
@@ -297,17 +291,11 @@ class RunSession:
             "not_committed": assessment.unfinished(),
         }
         outcome = assessment.outcome
-        wrote = False
         if outcome == "all":
             row = self.row(
-                version,
-                success_status(direction),
-                direction,
-                run_id=intent.run_id,
-                executed_by=intent.executed_by,
+                version, success_status(direction), direction, run_id=intent.run_id, executed_by=intent.executed_by
             )
             self.write([row])
-            wrote = True
             message = (
                 f"{target.namespace}: run {intent.run_id} was interrupted after committing every change of "
                 f"{version} ({direction}); recorded it as {row.status} without running it again"
@@ -316,7 +304,6 @@ class RunSession:
             if direction == "upgrade":
                 error = f"interrupted before committing anything (run {intent.run_id})"
                 self.write([self.row(version, "failed", "upgrade", error=error, run_id=intent.run_id)])
-                wrote = True
             message = (
                 f"{target.namespace}: run {intent.run_id} was interrupted before committing any change of "
                 f"{version} ({direction}); it will run again"
@@ -348,7 +335,7 @@ class RunSession:
         event = "recovered" if outcome != "partial" else "intent_cleared"
         self._note(event, message, version=version, details=details)
         self.intent_settled = True
-        return wrote
+        return outcome == "all" or (outcome == "none" and direction == "upgrade")  # a history row was written
 
 
 def _committed_text(committed: list[str]) -> str:

@@ -1,12 +1,6 @@
 """Executing one step of a locked run: its body, its commits, its history row, or the failure that stops the run.
 
-:func:`execute_step` runs a migration's ``upgrade()`` or ``downgrade()`` against a
-:class:`~iceberg_ops_provider.migration.context.MigrationContext` whose commits go through the step's
-:class:`~iceberg_ops_provider.runner.journal.RunJournal` (intent and receipts, or one all-or-nothing
-commit with the history row), then records the outcome in the run's
-:class:`~iceberg_ops_provider.runner.session.RunSession`. A failure of any kind is recorded (best
-effort) and turned into the error that stops the run. :func:`inspect_step` runs a body as a dry run
-instead, for ``plan(inspect=True)``.
+:func:`inspect_step` runs a body as a dry run instead, for ``plan(inspect=True)``.
 """
 
 from __future__ import annotations
@@ -60,9 +54,7 @@ def _result(
 ) -> MigrationResult:
     """The result of a step whose changes were all committed: how they were committed, and what fell outside."""
     atomic = journal.recorded is not None
-    reason = None
-    if not atomic:
-        reason = journal.not_atomic or context.not_atomic_reason or "its changes were committed table by table"
+    reason = journal.not_atomic or context.not_atomic_reason or "its changes were committed table by table"
     return MigrationResult(
         step.version,
         step.description,
@@ -71,7 +63,7 @@ def _result(
         step.direction,
         atomic=atomic,
         outside_atomic_commit=tuple(context.separate_commits),
-        not_atomic_reason=reason,
+        not_atomic_reason=None if atomic else reason,
     )
 
 
@@ -229,14 +221,9 @@ def _failure(
 def inspect_step(target: RunTarget, step: PlanStep, planned: PlannedCatalog | None = None) -> PlanStep:
     """``step`` with the operations its body asks for and their highest risk, from a dry run.
 
-    The body runs against a context that stages but never commits; a drop of a table or column
-    holding rows is ``destructive``, a ``downgrade()`` that raises
-    :class:`~iceberg_ops_provider.errors.IrreversibleMigrationError` is ``irreversible`` (its reason
-    is the operation listed), a body that raises is ``failed`` (a run would fail there too), and a
-    body that cannot be followed to its end without committing is ``unknown``.
-
-    With ``planned``, the body runs against the catalog as the steps inspected before it leave it,
-    and what it stages is then added to ``planned`` for the steps after it.
+    An irreversible ``downgrade()`` is ``irreversible``, a body that raises ``failed``, one that cannot
+    be followed to its end ``unknown``. With ``planned``, the body sees the catalog as the steps before
+    it leave it, and what it stages is added for the steps after it.
     """
     if step.script is None:
         return replace(step, risk="unknown", operations=({"operation": "the file is missing", "risk": "unknown"},))
