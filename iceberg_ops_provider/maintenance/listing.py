@@ -243,12 +243,15 @@ def list_files(
             for future in done:
                 try:
                     depth, entries = future.result()
+                except (FileListingError, MissingExtraError):
+                    raise
                 except Exception as exc:
                     raise FileListingError(
                         f"Listing {location!r} failed part way ({type(exc).__name__}: {exc}); nothing was "
                         "deleted. Run again when the storage answers (check permissions and credentials)."
                     ) from exc
                 counted["dirs"] += 1
+                children = []
                 for entry in entries:
                     rel = relative(entry.path)
                     if hidden(rel, entry.is_dir):
@@ -257,8 +260,12 @@ def list_files(
                         counted["files"] += 1
                         yield ListedFile(f"{prefix}/{rel}", entry.size, entry.modified_ms)
                     elif depth < _RECURSIVE_FROM_DEPTH:
-                        pending.add(pool.submit(task, entry.path, depth + 1))
-                log.debug("listed a directory of %s (%d to go)", location, len(pending))
+                        children.append(entry.path)
+                # Said before the children are listed: the moment a directory is done and its children not
+                # started yet is one a concurrent change can land in (the tests act on this line).
+                log.debug("listed a directory of %s (%d to go)", location, len(pending) + len(children))
+                for child in children:
+                    pending.add(pool.submit(task, child, depth + 1))
             if time.monotonic() - last_report >= _PROGRESS_EVERY_S:
                 last_report = time.monotonic()
                 log.info("listing %s: %d files in %d directories so far", location, counted["files"], counted["dirs"])
