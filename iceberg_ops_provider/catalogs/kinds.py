@@ -63,16 +63,14 @@ class _Parse:
         self.problems: list[tuple[str, Any, Any]] = []
 
     def problem(self, key: str, template: str, error: Any = None, **facts: Any) -> None:
-        # Templates for any option name the setting `{_setting}` (those for a fixed option, by its key), so an
-        # option called `kind`, `value` or `about` cannot collide with the facts or message()'s own argument.
-        if "{_setting}" not in template:
-            template = template.replace("{" + key + "}", "{_setting}")
+        # Templates name the setting `{_setting}`, never by its key: an option called `kind`, `value` or `about`
+        # would collide with a fact or message()'s own argument.
         self.problems.append((key, message(template, about=key, _setting=self.source.setting(key), **facts), error))
 
     def name(self, options: dict[str, Any], default: str | None) -> str | None:
         name = options.pop("name", default)
         if (name is not None or default is not None) and (not isinstance(name, str) or not name.strip()):
-            self.problem("name", "{name} must be a non-empty string, got {value}", value=repr(name))
+            self.problem("name", "{_setting} must be a non-empty string, got {value}", value=repr(name))
             return default
         return name
 
@@ -81,7 +79,7 @@ class _Parse:
             del options["type"]
             self.problem(
                 "type",
-                "{type} is not an option of the {catalog_kind} catalog: the kind decides the catalog type "
+                "{_setting} is not an option of the {catalog_kind} catalog: the kind decides the catalog type "
                 "(kind 'pyiceberg' takes 'type' among PyIceberg's properties)",
                 catalog_kind=repr(self.kind),
             )
@@ -156,17 +154,18 @@ def _check_address(parse: _Parse, uri: object) -> None:
         if parts.scheme.lower() in ("http", "https") and any(char in userinfo for char in "/?#\\"):
             parse.problem(
                 "uri",
-                "the user name or password of {uri} holds a '/', '?', '#' or '\\', where HTTP clients end the host: "
+                "the user name or password of {_setting} holds a '/', '?', '#' or '\\', where HTTP clients end the "
+                "host: "
                 "percent-encode it ('/' as %2F, '?' as %3F, '#' as %23, '\\' as %5C)",
             )
             return
         found = _HOSTPORT.fullmatch(parts.host)
         if found is None:
-            parse.problem("uri", "{uri} does not name a host and port: {value}", value=repr(parts.host))
+            parse.problem("uri", "{_setting} does not name a host and port: {value}", value=repr(parts.host))
             return
         port = found.group(2)
         if port is not None and (not port.isdigit() or not 0 < int(port) < 65536):
-            parse.problem("uri", "the port of {uri} ({value}) is not a number from 1 to 65535", value=repr(port))
+            parse.problem("uri", "the port of {_setting} ({value}) is not a number from 1 to 65535", value=repr(port))
             return
 
 
@@ -191,7 +190,8 @@ def parse_options(
         if checked is None:
             parse.problem(
                 "timeout",
-                "{timeout} must be a number of seconds greater than 0 and at most a week (for example 30), got {value}",
+                "{_setting} must be a number of seconds greater than 0 and at most a week (for example 30), "
+                "got {value}",
                 value=repr(options["timeout"]),
             )
         timeout = checked or timeout
@@ -237,7 +237,7 @@ def _sql_kind(parse: _Parse, name: str, options: dict[str, Any]) -> dict[str, An
         options.pop("db_path")
         parse.problem(
             "db_path",
-            "{db_path} does not apply to the 'memory' catalog, which keeps no database file; use kind "
+            "{_setting} does not apply to the 'memory' catalog, which keeps no database file; use kind "
             "'sqlite' to keep the catalog in a file",
         )
     parse.names(options)
@@ -248,7 +248,7 @@ def _sql_kind(parse: _Parse, name: str, options: dict[str, Any]) -> dict[str, An
         if database is not None and database.is_dir():
             parse.problem(
                 "db_path",
-                "{db_path} names the folder {path}; give the path of the SQLite database file",
+                "{_setting} names the folder {path}; give the path of the SQLite database file",
                 path=str(database),
             )
         if database is not None:
@@ -259,14 +259,14 @@ def _sql_kind(parse: _Parse, name: str, options: dict[str, Any]) -> dict[str, An
             parse.problem(
                 "warehouse",
                 "the 'sql' catalog takes one of {warehouse_dir} (a local folder) and "
-                "{warehouse} (a URI such as 's3://bucket/warehouse'), not both",
+                "{_setting} (a URI such as 's3://bucket/warehouse'), not both",
                 warehouse_dir=parse.source.setting("warehouse_dir"),
             )
         warehouse = named.get("warehouse")
         if warehouse is not None and (not isinstance(warehouse, str) or "://" not in warehouse):
             parse.problem(
                 "warehouse",
-                "{warehouse} must be a URI such as 's3://bucket/warehouse', got {value}; give a "
+                "{_setting} must be a URI such as 's3://bucket/warehouse', got {value}; give a "
                 "local folder as {warehouse_dir} instead",
                 value=repr(warehouse),
                 warehouse_dir=parse.source.setting("warehouse_dir"),
@@ -281,7 +281,7 @@ def _sql_kind(parse: _Parse, name: str, options: dict[str, Any]) -> dict[str, An
         if warehouse_dir is not None and warehouse_dir.exists() and not warehouse_dir.is_dir():
             parse.problem(
                 "warehouse_dir",
-                "{warehouse_dir} names the file {path}; give a folder (it is created if missing)",
+                "{_setting} names the file {path}; give a folder (it is created if missing)",
                 path=str(warehouse_dir),
             )
         if warehouse_dir is not None:
@@ -297,12 +297,12 @@ def _sql_uri(parse: _Parse, uri: object) -> tuple[str | None, Path | None]:
     if uri is None or (isinstance(uri, str) and not uri.strip()):
         parse.problem(
             "uri",
-            "the 'sql' catalog needs {uri}: the SQLAlchemy URL of its database, for example {example}",
+            "the 'sql' catalog needs {_setting}: the SQLAlchemy URL of its database, for example {example}",
             example=_SQL_EXAMPLE,
         )
         return None, None
     if not isinstance(uri, str):
-        parse.problem("uri", "{uri} must be text, got {value}", value=type(uri).__name__)
+        parse.problem("uri", "{_setting} must be text, got {value}", value=type(uri).__name__)
         return None, None
     try:
         url = make_url(uri.strip())
@@ -310,14 +310,14 @@ def _sql_uri(parse: _Parse, uri: object) -> tuple[str | None, Path | None]:
     except (ArgumentError, ValueError):  # not a URL, a port that is no number, a dialect SQLAlchemy does not know
         parse.problem(
             "uri",
-            "{uri} is not a SQLAlchemy URL of a database SQLAlchemy knows; give one such as {example}",
+            "{_setting} is not a SQLAlchemy URL of a database SQLAlchemy knows; give one such as {example}",
             example=_SQL_EXAMPLE,
         )
         return None, None
     if url.get_backend_name() == "sqlite" and url.database in (None, "", ":memory:"):
         parse.problem(
             "uri",
-            "{uri} names an in-memory SQLite database, which PyIceberg gives each thread empty: use "
+            "{_setting} names an in-memory SQLite database, which PyIceberg gives each thread empty: use "
             "kind 'memory' for a catalog in memory, or a file such as 'sqlite:////data/iceberg_catalog.db'",
         )
         return None, None
@@ -345,14 +345,14 @@ def _s3tables(parse: _Parse, properties: dict[str, Any]) -> dict[str, Any]:
     if not region:
         parse.problem(
             "region",
-            "the 's3tables' catalog needs {region} (for example 'us-east-1'): it signs requests "
+            "the 's3tables' catalog needs {_setting} (for example 'us-east-1'): it signs requests "
             "for that region and derives the endpoint from it",
         )
         return properties
     if "warehouse" not in properties:
         parse.problem(
             "warehouse",
-            "the 's3tables' catalog needs {warehouse}: the table bucket's ARN, for example "
+            "the 's3tables' catalog needs {_setting}: the table bucket's ARN, for example "
             "'arn:aws:s3tables:us-east-1:123456789012:bucket/my-bucket'",
         )
     preset = {
@@ -377,7 +377,7 @@ def _pyiceberg_kind(parse: _Parse, kind: object, options: dict[str, Any]) -> dic
         elif not isinstance(catalog_type, str) or catalog_type.strip().lower() not in types:
             parse.problem(
                 "type",
-                "{type} must name a PyIceberg catalog type ({types}), got {value}",
+                "{_setting} must name a PyIceberg catalog type ({types}), got {value}",
                 UnknownCatalogKindError(str(catalog_type), types),
                 types=", ".join(types),
                 value=repr(catalog_type),
