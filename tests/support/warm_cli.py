@@ -210,14 +210,19 @@ def run(
             conn.settimeout(timeout)
             try:
                 status = int(lines.readline())
-            except BaseException:  # a timeout, or the test's own time limit: the command must not outlive it
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-                if isinstance(sys.exc_info()[1], TimeoutError):
-                    raise subprocess.TimeoutExpired(argv, timeout or 0) from None
+            except TimeoutError:
+                _kill(pid)
+                raise subprocess.TimeoutExpired(argv, timeout or 0) from None
+            except BaseException:  # the test's own time limit: the command must not outlive it
+                _kill(pid)
                 raise
         stdout, stderr = _text(out), _text(err)
     return subprocess.CompletedProcess(argv, os.waitstatus_to_exitcode(status), stdout, stderr)
+
+
+def _kill(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def _text(file) -> str:
