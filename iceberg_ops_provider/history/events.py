@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.expressions import AlwaysTrue, EqualTo
 
 from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.history.commit import META_TABLE_PROPERTIES, replace_files
 from iceberg_ops_provider.history.records import HistoryRow
-from iceberg_ops_provider.history.store import create_meta_table, load_meta_table, trim_table
+from iceberg_ops_provider.history.store import create_meta_table, load_meta_table, trim_table, upgrade_meta_table
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -190,20 +189,7 @@ class EventLog:
         table = load_meta_table(self.catalog, self.identifier) or create_meta_table(
             self.catalog, self.identifier, arrow_to_iceberg_schema(EVENTS_SCHEMA), properties=META_TABLE_PROPERTIES
         )
-        missing = [name for name in EVENTS_SCHEMA.names if name not in {f.name for f in table.schema().fields}]
-        unset = {k: v for k, v in META_TABLE_PROPERTIES.items() if table.properties.get(k) != v}
-        if missing or unset:  # a log written by an earlier release: add what it lacks
-            try:
-                with table.transaction() as transaction:
-                    if missing:
-                        with transaction.update_schema() as update:
-                            update.union_by_name(arrow_to_iceberg_schema(EVENTS_SCHEMA))
-                    if unset:
-                        transaction.set_properties(unset)
-            except CommitFailedException:
-                pass  # another writer upgraded it first
-            table = self.catalog.load_table(self.identifier)
-        return table
+        return upgrade_meta_table(self.catalog, table, EVENTS_SCHEMA)
 
     def _maintain(self, table: Table) -> None:
         """Rewrite the log into one file once it holds many, then delete the files of old snapshots."""

@@ -29,10 +29,12 @@ HISTORY_SCHEMA = pa.schema(
         pa.field("operation", pa.string()),
         pa.field("executed_by", pa.string()),
         pa.field("run_id", pa.string()),
+        pa.field("source_sha256", pa.string()),
     ]
 )
 """The specification's columns (``version`` ... ``error``) and what Flyway users expect beside them:
-the file's checksum, how long it ran, which operation wrote the row, who/where ran it, and the run id."""
+the file's checksum, how long it ran, which operation wrote the row, who/where ran it, the run id, and
+the SHA-256 of the file's bytes (a table written by an earlier release gains it on its next write)."""
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,8 @@ class HistoryRow:
         operation: ``upgrade``, ``downgrade``, ``stamp`` or ``repair``.
         executed_by: ``user@host:pid`` of the process that wrote the row.
         run_id: The id of the runner invocation that wrote the row.
+        source_sha256: The SHA-256 of the file's bytes (line endings normalised) behind ``checksum``:
+            a run finds the file unchanged without parsing it.
     """
 
     version: str
@@ -65,6 +69,7 @@ class HistoryRow:
     operation: Operation = "upgrade"
     executed_by: str | None = None
     run_id: str | None = None
+    source_sha256: str | None = None
 
     @classmethod
     def from_dict(cls, row: dict[str, Any]) -> HistoryRow:

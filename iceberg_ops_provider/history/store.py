@@ -1,6 +1,9 @@
 """The migration history: ``<meta_namespace>.migration_history``, one row per (version, namespace).
 
-Partitioned by namespace; each write replaces the namespace's partition with one file in one commit.
+Partitioned by namespace. Each write is one commit. A staged write (:meth:`HistoryStore.stage`, committed
+with the migrated tables and a check of the lock) of versions the namespace has no row for appends them
+as a small file, until the namespace holds ``compact_after_files`` files; any other write replaces the
+namespace's partition with one file, so that a concurrent writer's change to the same files fails it.
 Snapshots beyond ``keep_snapshots`` are expired after writes, since PyIceberg's commit cost grows with
 them (about 90 ms per write with 20 snapshots, 240 ms with 120). Reading never creates anything.
 """
@@ -26,7 +29,8 @@ from pyiceberg.exceptions import (
 from pyiceberg.expressions import EqualTo
 from pyiceberg.io.pyarrow import ArrowScan
 from pyiceberg.partitioning import PartitionField, PartitionSpec
-from pyiceberg.table import Table
+from pyiceberg.table import Table, Transaction
+from pyiceberg.table.update import SetSnapshotRefUpdate
 from pyiceberg.transforms import IdentityTransform
 
 from iceberg_ops_provider.catalogs import ensure_namespace
@@ -37,7 +41,6 @@ from iceberg_ops_provider.errors import CatalogConfigError, ConcurrentMigrationE
 from iceberg_ops_provider.history.commit import (
     META_TABLE_PROPERTIES,
     delete_written,
-    replace_files,
     stage_replace_files,
 )
 from iceberg_ops_provider.history.records import HISTORY_SCHEMA, HISTORY_TABLE, HistoryRow, rows_to_arrow
@@ -60,6 +63,7 @@ __all__ = [
     "ensure_meta_namespace",
     "load_meta_table",
     "trim_table",
+    "upgrade_meta_table",
 ]
 
 log = logging.getLogger(__name__)
@@ -129,6 +133,21 @@ def create_meta_table(catalog: Catalog, identifier: tuple[str, ...], schema: Any
         return catalog.load_table(identifier)
 
 
+def upgrade_meta_table(catalog: Catalog, table: Table, schema: pa.Schema) -> Table:
+    """``table`` with the columns of ``schema`` and :data:`META_TABLE_PROPERTIES` an earlier release did not give it."""
+    unset = {k: v for k, v in META_TABLE_PROPERTIES.items() if table.properties.get(k) != v}
+    missing = set(schema.names) - set(table.schema().column_names)
+    if not (unset or missing):
+        return table
+    with contextlib.suppress(CommitFailedException), table.transaction() as transaction:
+        if missing:
+            with transaction.update_schema() as update:
+                update.union_by_name(arrow_to_iceberg_schema(schema))
+        if unset:
+            transaction.set_properties(unset)
+    return catalog.load_table(table.name())
+
+
 _WRITE_ATTEMPTS = 8
 
 
@@ -159,7 +178,7 @@ class StagedWrite:
 
     ``change`` is the history table's change for a multi-table commit, ``written`` the data files
     written for it (deleted by :meth:`discard`), ``rows`` the namespace's rows once it is committed
-    in the snapshot ``snapshot_id``.
+    in the snapshot ``snapshot_id``, held in ``files`` data files.
     """
 
     store: HistoryStore
@@ -169,6 +188,7 @@ class StagedWrite:
     namespace: str = ""
     rows: pa.Table = field(default_factory=HISTORY_SCHEMA.empty_table)
     snapshot_id: int | None = None
+    files: int = 1
 
     def discard(self) -> None:
         """The commit did not land: delete the files written for it."""
@@ -194,10 +214,37 @@ class StagedWrite:
             else:
                 table = store.catalog.load_table(store.identifier)
             if table.metadata.current_snapshot_id == self.snapshot_id:  # nobody wrote since: start the next write here
-                store._last = (table, self.namespace, self.rows)
+                store._last = _Read(table, self.namespace, self.rows, self.files)
             store._expire(table)
         except Exception as exc:  # housekeeping only: the next write tries again
             log.warning("could not trim the history table after a commit: %s: %s", type(exc).__name__, exc)
+
+
+@dataclass(frozen=True)
+class _Read:
+    """One namespace's rows as read or written in ``table``'s current snapshot, held in ``files`` data files."""
+
+    table: Table
+    namespace: str
+    rows: pa.Table
+    files: int
+
+
+@dataclass(frozen=True)
+class _Staged:
+    """A write staged on the history table: its transaction, the data files written, the namespace after it."""
+
+    transaction: Transaction
+    files: list[DataFile]
+    read: _Read
+
+
+def _conform(data: pa.Table) -> pa.Table:
+    """Rows read from the table as :data:`HISTORY_SCHEMA` (columns an earlier release did not write are null)."""
+    for name in HISTORY_SCHEMA.names:
+        if name not in data.column_names:
+            data = data.append_column(name, pa.nulls(data.num_rows, HISTORY_SCHEMA.field(name).type))
+    return data.select(HISTORY_SCHEMA.names).cast(HISTORY_SCHEMA)
 
 
 class HistoryStore:
@@ -205,6 +252,9 @@ class HistoryStore:
 
     ``keep_snapshots`` snapshots are kept for time travel; older ones are expired after writes, in batches.
     """
+
+    compact_after_files = 16
+    """Appends a namespace's partition takes before the next write rewrites it into one file."""
 
     def __init__(self, catalog: Catalog, meta_namespace: str = DEFAULT_META_NAMESPACE, keep_snapshots: int = 10):
         if keep_snapshots < 1:
@@ -217,7 +267,7 @@ class HistoryStore:
         # history once under its lock, and each write starts from what the one before it left. A
         # stale start costs nothing but a retry: the write deletes the namespace's files as read
         # there, and a commit that finds them gone or the table moved on fails and reads afresh.
-        self._last: tuple[Table, str, pa.Table] | None = None
+        self._last: _Read | None = None
         self._parsed: tuple[pa.Table, list[HistoryRow]] | None = None  # the rows of the last data read, parsed
 
     # -- reading --------------------------------------------------------------------------------
@@ -232,30 +282,29 @@ class HistoryStore:
         if table is None or table.current_snapshot() is None:
             return []
         if as_of is not None:
-            data = read_table(table, as_of=as_of, row_filter=EqualTo("namespace", namespace))
-            data = data.select(HISTORY_SCHEMA.names).cast(HISTORY_SCHEMA)
-        elif self._last is not None and self._last[1] == namespace and _same_snapshot(self._last[0], table):
-            data = self._last[2]  # what this store last read or wrote is still current: no scan
+            data = _conform(read_table(table, as_of=as_of, row_filter=EqualTo("namespace", namespace)))
+        elif self._last is not None and self._last.namespace == namespace and _same_snapshot(self._last.table, table):
+            data = self._last.rows  # what this store last read or wrote is still current: no scan
         else:
-            data = self._read_files(table, namespace)
-            self._last = (table, namespace, data)
+            self._last = self._read_files(table, namespace)
+            data = self._last.rows
         if self._parsed is None or self._parsed[0] is not data:
             rows = [HistoryRow.from_dict(row) for row in data.to_pylist()]
             self._parsed = (data, sorted(rows, key=lambda row: (row.applied_at, int(row.version))))
         return list(self._parsed[1])
 
     @staticmethod
-    def _read_files(table: Table, namespace: str) -> pa.Table:
+    def _read_files(table: Table, namespace: str) -> _Read:
         """The namespace's rows in the table's current snapshot."""
         snapshot = table.current_snapshot()
         if snapshot is None:
-            return HISTORY_SCHEMA.empty_table()
+            return _Read(table, namespace, HISTORY_SCHEMA.empty_table(), 0)
         scan = table.scan(row_filter=EqualTo("namespace", namespace), snapshot_id=snapshot.snapshot_id)
         tasks = list(scan.plan_files())
         if not tasks:
-            return HISTORY_SCHEMA.empty_table()
+            return _Read(table, namespace, HISTORY_SCHEMA.empty_table(), 0)
         arrow_scan = ArrowScan(table.metadata, table.io, scan.projection(), scan.row_filter, scan.case_sensitive)
-        return arrow_scan.to_table(tasks).select(HISTORY_SCHEMA.names).cast(HISTORY_SCHEMA)
+        return _Read(table, namespace, _conform(arrow_scan.to_table(tasks)), len(tasks))
 
     # -- writing --------------------------------------------------------------------------------
 
@@ -287,16 +336,16 @@ class HistoryStore:
         # expectations checked by _new_partition catch a real conflict on this namespace.
         for attempt in lost_races(_WRITE_ATTEMPTS, what=f"history of {namespace}"):
             with attempt:
-                table, existing, new_rows = self._new_partition(namespace, updates, expected, removed)
+                written = self._write(namespace, updates, expected, removed, append=False)
                 try:
-                    with warnings.catch_warnings():
-                        warnings.simplefilter("ignore", UserWarning)  # "Delete operation did not match any records"
-                        replace_files(table, EqualTo("namespace", namespace) if existing.num_rows else None, new_rows)
-                except LOST_RACE:
-                    self._last = None
+                    written.transaction.commit_transaction()
+                except BaseException as exc:
+                    delete_written(written.read.table, written.files)
+                    if isinstance(exc, LOST_RACE):
+                        self._last = None
                     raise
-        self._last = (table, namespace, new_rows)  # the commit brought ``table`` up to date
-        self._expire(table)
+        self._last = _Read(written.read.table, namespace, written.read.rows, written.read.files)  # now up to date
+        self._expire(written.read.table)
 
     def stage(self, namespace: str, updates: Iterable[HistoryRow], expected: Mapping[str, str | None]) -> StagedWrite:
         """Stage what :meth:`record` writes as a transaction on the history table, without committing it.
@@ -311,14 +360,36 @@ class HistoryStore:
         """
         from iceberg_ops_provider.core.atomic.changes import TableChange
 
-        table, existing, new_rows = self._new_partition(namespace, list(updates), expected, [])
+        staged = self._write(namespace, list(updates), expected, [], append=True)
+        transaction, after = staged.transaction, staged.read
+        # The snapshot the write leaves current, without PyIceberg computing the whole metadata again.
+        snapshot_id = [u.snapshot_id for u in transaction._updates if isinstance(u, SetSnapshotRefUpdate)][-1]
+        change = TableChange.of(transaction)
+        return StagedWrite(self, change, after.table, staged.files, namespace, after.rows, snapshot_id, after.files)
+
+    def _write(
+        self,
+        namespace: str,
+        updates: list[HistoryRow],
+        expected: Mapping[str, str | None],
+        removed: list[str],
+        *,
+        append: bool,
+    ) -> _Staged:
+        """Stage the write (checking ``expected`` first): the partition replaced, or with ``append`` new versions added.
+
+        An append is only safe in a commit that fails on any concurrent write of the table (a staged
+        write's snapshot requirement): PyIceberg's own retry of a commit would rebase it unchecked.
+        """
+        before, touched, after = self._new_partition(namespace, updates, expected, removed)
+        if append and not touched and before.files < self.compact_after_files:
+            transaction, written = stage_replace_files(before.table, None, rows_to_arrow(updates))
+            return _Staged(transaction, written, _Read(before.table, namespace, after, before.files + 1))
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", UserWarning)  # "Delete operation did not match any records"
-            transaction, written = stage_replace_files(
-                table, EqualTo("namespace", namespace) if existing.num_rows else None, new_rows
-            )
-        snapshot_id = transaction.table_metadata.current_snapshot_id
-        return StagedWrite(self, TableChange.of(transaction), table, written, namespace, new_rows, snapshot_id)
+            delete = EqualTo("namespace", namespace) if before.rows.num_rows else None
+            transaction, written = stage_replace_files(before.table, delete, after)
+        return _Staged(transaction, written, _Read(before.table, namespace, after, 1))
 
     def _new_partition(
         self,
@@ -326,21 +397,22 @@ class HistoryStore:
         updates: list[HistoryRow],
         expected: Mapping[str, str | None],
         removed: list[str],
-    ) -> tuple[Table, pa.Table, pa.Table]:
-        """The table to write, the namespace's rows in it and the rows after the write; checks ``expected`` first.
+    ) -> tuple[_Read, bool, pa.Table]:
+        """The namespace as read, whether the write changes or removes rows it holds, and its rows after it.
 
+        Checks ``expected`` first.
         Starts from the last read or write of the namespace when there is one; when that disagrees
         with ``expected``, reads afresh before deciding.
         """
         # Arrow throughout: a write costs the same whether the namespace has 10 rows or 10,000.
         changed = pa.array([row.version for row in updates] + removed, pa.string())
-        last = self._last if self._last is not None and self._last[1] == namespace else None
+        last = self._last if self._last is not None and self._last.namespace == namespace else None
         while True:
             if last is None:
-                table = self._ensure_table()
-                existing = self._read_files(table, namespace)
+                read = self._read_files(self._ensure_table(), namespace)
             else:
-                table, existing = self._upgraded(last[0]), last[2]
+                read = _Read(self._upgraded(last.table), namespace, last.rows, last.files)
+            existing = read.rows
             touched = existing.filter(pc.is_in(existing.column("version"), value_set=changed))
             current = {row["version"]: HistoryRow.from_dict(row) for row in touched.to_pylist()}
             try:
@@ -351,7 +423,7 @@ class HistoryStore:
                     raise
                 last = self._last = None
         kept = existing.filter(pc.invert(pc.is_in(existing.column("version"), value_set=changed)))
-        return table, existing, pa.concat_tables([kept, rows_to_arrow(updates)])
+        return read, bool(touched.num_rows or removed), pa.concat_tables([kept, rows_to_arrow(updates)])
 
     def _check_expected(
         self, namespace: str, current: dict[str, HistoryRow], expected: Mapping[str, str | None]
@@ -371,13 +443,7 @@ class HistoryStore:
                 )
 
     def _upgraded(self, table: Table) -> Table:
-        """``table``, with the properties this release relies on set if an earlier release created it."""
-        unset = {k: v for k, v in META_TABLE_PROPERTIES.items() if table.properties.get(k) != v}
-        if unset:
-            with contextlib.suppress(CommitFailedException), table.transaction() as transaction:
-                transaction.set_properties(unset)
-            table = self.catalog.load_table(self.identifier)
-        return table
+        return upgrade_meta_table(self.catalog, table, HISTORY_SCHEMA)
 
     def _ensure_table(self) -> Table:
         table = self.table()

@@ -74,6 +74,8 @@ class MigrationScript:
         version: The number prefix as written (``"0003"``); ordered numerically.
         description: The class's ``description``, its docstring's first line, or the slug.
         checksum: The file's code checksum (:func:`file_checksum`).
+        source_sha256: The SHA-256 of the file's bytes (line endings normalised), recorded beside the
+            checksum so that a later run knows an unchanged file without parsing it.
     """
 
     version: str
@@ -82,6 +84,7 @@ class MigrationScript:
     path: Path
     checksum: str
     migration: BaseMigration
+    source_sha256: str = ""
 
     @property
     def number(self) -> int:
@@ -457,6 +460,7 @@ def discover(
     *,
     broken: list[BrokenFile] | None = None,
     applied: Mapping[int, str | None] | None = None,
+    applied_sources: Mapping[int, str | None] | None = None,
 ) -> list[MigrationScript]:
     """Load every migration in the folder for ``namespace``, ordered by version; files starting with ``_`` are helpers.
 
@@ -467,6 +471,8 @@ def discover(
             :class:`BrokenFile` and left out, instead of raising (a missing folder still raises).
         applied: The checksums the history records for applied versions, by number. A file whose code
             still matches is not imported until its ``migration`` or ``description`` is first used.
+        applied_sources: The ``source_sha256`` the history records beside those checksums: a file whose
+            bytes still match is not even parsed.
 
     Raises:
         MigrationDiscoveryError: The folder is missing, or a file has a bad or duplicate name, does not
@@ -483,7 +489,7 @@ def discover(
             if path.name.startswith("_"):
                 continue
             try:
-                script = _script(path, found, applied or {})
+                script = _script(path, found, applied or {}, applied_sources or {})
             except MigrationDiscoveryError as exc:
                 if broken is None:
                     raise
@@ -493,8 +499,13 @@ def discover(
     return [found[number] for number in sorted(found)]
 
 
-def _script(path: Path, found: dict[int, MigrationScript], applied: Mapping[int, str | None]) -> MigrationScript:
-    """Check one file's name against the others found so far, then load it (or not: see ``applied``)."""
+def _script(
+    path: Path,
+    found: dict[int, MigrationScript],
+    applied: Mapping[int, str | None],
+    sources: Mapping[int, str | None],
+) -> MigrationScript:
+    """Check one file's name against the others found so far, then load it (or not: see :func:`discover`)."""
     match = MIGRATION_FILE.match(path.name)
     if not match:
         raise MigrationDiscoveryError(path, _bad_name_problem(path.name))
@@ -505,15 +516,20 @@ def _script(path: Path, found: dict[int, MigrationScript], applied: Mapping[int,
             path, f"has the same version number as {found[number].path.name}; renumber one of them."
         )
     source = path.read_bytes()
-    if applied.get(number):
-        with contextlib.suppress(SyntaxError, ValueError):  # a file that no longer parses is loaded, to say why
-            recorded, checksum = applied[number], _source_checksum(source, str(path))
-            if recorded == (_byte_checksum(source) if _LEGACY_CHECKSUM.fullmatch(recorded) else checksum):
-                script = object.__new__(MigrationScript)
-                fields = {"version": version, "slug": slug, "path": path, "checksum": checksum, "_source": source}
-                script.__dict__.update(fields)
-                return script
+    digest = _byte_checksum(source)
+    if recorded := applied.get(number):
+        checksum: str | None = None
+        if sources.get(number) == digest and recorded.startswith(CHECKSUM_PREFIX):
+            checksum = recorded  # the very bytes it was recorded from
+        else:
+            with contextlib.suppress(SyntaxError, ValueError):  # a file that no longer parses is loaded, to say why
+                parsed = _source_checksum(source, str(path))
+                checksum = parsed if recorded == (digest if _LEGACY_CHECKSUM.fullmatch(recorded) else parsed) else None
+        if checksum is not None:
+            script = object.__new__(MigrationScript)
+            fields = {"version": version, "slug": slug, "path": path, "checksum": checksum, "_source": source}
+            script.__dict__.update(fields, source_sha256=digest)
+            return script
     migration = _load(path, version, source)
-    return MigrationScript(
-        version, slug, _description(migration, slug), path, _source_checksum(source, str(path)), migration
-    )
+    checksum = _source_checksum(source, str(path))
+    return MigrationScript(version, slug, _description(migration, slug), path, checksum, migration, digest)

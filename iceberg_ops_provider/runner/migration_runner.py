@@ -175,9 +175,12 @@ class MigrationRunner:
     def _run_scripts(self) -> list[MigrationScript]:
         """The files for a changing run; applied files whose checksum still matches are not imported."""
         folder = self._files_dir()
-        rows = self.history_store.rows(self.namespace)
+        applied = [row for row in self.history_store.rows(self.namespace) if row.status == "applied"]
         return discover(
-            folder, self.namespace, applied={int(r.version): r.checksum for r in rows if r.status == "applied"}
+            folder,
+            self.namespace,
+            applied={int(row.version): row.checksum for row in applied},
+            applied_sources={int(row.version): row.source_sha256 for row in applied},
         )
 
     @_catalog_call
@@ -400,8 +403,9 @@ class MigrationRunner:
             if dry_run or not (rechecked or legacy or cleared):
                 return []
             rows = [
-                replace(state.rows[v], checksum=state.script(v).checksum, operation="repair")  # type: ignore[union-attr]
+                replace(state.rows[v], checksum=script.checksum, source_sha256=script.source_sha256, operation="repair")
                 for v in rechecked + legacy
+                if (script := state.script(v)) is not None
             ]
             expected = {v: session.expected.get(v) for v in [*rechecked, *legacy, *cleared]}
             session.keeper.check()

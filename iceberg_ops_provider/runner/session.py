@@ -180,9 +180,9 @@ class RunSession:
         # A status that does not change keeps the recorded checksum: a failed downgrade must not make
         # a changed file look unchanged.
         if previous is not None and (previous.status == status or script is None):
-            checksum = previous.checksum
+            checksum, source_sha256 = previous.checksum, previous.source_sha256
         else:
-            checksum = script.checksum if script else None
+            checksum, source_sha256 = (script.checksum, script.source_sha256 or None) if script else (None, None)
         return HistoryRow(
             version=known,
             namespace=self.target.namespace,
@@ -195,6 +195,7 @@ class RunSession:
             operation=operation,
             executed_by=executed_by or self.executed_by,
             run_id=run_id or self.run_id,
+            source_sha256=source_sha256,
         )
 
     def write(self, rows: list[HistoryRow]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pyarrow as pa
@@ -38,7 +39,7 @@ def test_history_maintains_itself_snapshots_bounded_files_few(catalog, migration
     runner.upgrade()
     table = catalog.load_table("_iceberg_ops.migration_history")
     assert len(table.snapshots()) <= 6 + 10  # the window plus the expiry batch slack
-    assert len(table.inspect.files()) == 1  # the namespace's rows live in one file
+    assert len(table.inspect.files()) <= runner.history_store.compact_after_files  # appends, compacted
     assert len(table.metadata.metadata_log) <= 10
     assert len(runner.history()) == 40
 
@@ -125,3 +126,59 @@ def test_a_run_reads_the_history_once_and_survives_a_write_by_another_namespace_
     assert reads == ["sales"]  # two steps, one read
     assert [(r.version, r.status) for r in runner.history()] == [(f"{n:04d}", "applied") for n in range(1, 5)]
     assert [r.version for r in HistoryStore(catalog).rows("finance")] == ["0001"]
+
+
+def test_a_history_table_of_an_earlier_release_reads_and_gains_the_new_column_on_the_next_write(catalog):
+    from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
+    from iceberg_ops_provider.history.store import create_meta_table
+
+    earlier = pa.schema([field for field in HISTORY_SCHEMA if field.name != "source_sha256"])
+    table = create_meta_table(catalog, ("_iceberg_ops", "migration_history"), arrow_to_iceberg_schema(earlier))
+    old = {**_row("0001").to_dict(), "checksum": "ast1:" + "0" * 64}
+    del old["source_sha256"]
+    table.append(pa.Table.from_pylist([old], schema=earlier))
+    store = HistoryStore(catalog)
+    [row] = store.rows("sales")
+    assert (row.version, row.checksum, row.source_sha256) == ("0001", old["checksum"], None)
+    store.record("sales", [replace(_row("0002"), source_sha256="f" * 64)], {"0002": None})
+    assert "source_sha256" in catalog.load_table("_iceberg_ops.migration_history").schema().column_names
+    assert [(r.version, r.source_sha256) for r in HistoryStore(catalog).rows("sales")] == [
+        ("0001", None),
+        ("0002", "f" * 64),
+    ]
+
+
+def test_staged_writes_of_new_versions_append_until_the_namespace_holds_enough_files_then_compact(catalog):
+    from iceberg_ops_provider.core.atomic.commit import commit_atomically
+
+    store = HistoryStore(catalog)
+    store.compact_after_files = 3
+    store.record("finance", [_row("0001", namespace="finance")], {"0001": None})
+    files = []
+    for number in range(1, 8):
+        version = f"{number:04d}"
+        staged = store.stage("sales", [_row(version)], {version: None})
+        staged.committed(commit_atomically(catalog, [staged.change]))
+        table = catalog.load_table("_iceberg_ops.migration_history")
+        partitions = table.inspect.files().column("partition").to_pylist()
+        files.append(sum(partition["namespace"] == "sales" for partition in partitions))
+    assert files == [1, 2, 3, 1, 2, 3, 1]  # each append adds a file; the write after the third rewrites them
+    assert [r.version for r in HistoryStore(catalog).rows("sales")] == [f"{n:04d}" for n in range(1, 8)]
+    assert [r.version for r in HistoryStore(catalog).rows("finance")] == ["0001"]
+
+
+def test_a_staged_append_on_a_stale_read_is_refused_and_the_next_stage_sees_the_other_writer(catalog):
+    from pyiceberg.exceptions import CommitFailedException
+
+    from iceberg_ops_provider.core.atomic.commit import commit_atomically
+
+    mine, other = HistoryStore(catalog), HistoryStore(catalog)
+    mine.record("sales", [_row("0001")], {"0001": None})
+    other.record("sales", [_row("0002")], {"0002": None})  # after ``mine`` last read the namespace
+    staged = mine.stage("sales", [_row("0002")], {"0002": None})  # starts from its own, stale rows
+    with pytest.raises(CommitFailedException):
+        commit_atomically(catalog, [staged.change])
+    staged.discard()
+    with pytest.raises(ConcurrentMigrationError, match=r"version 0002 is now applied.*expected no row"):
+        mine.stage("sales", [_row("0002")], {"0002": None})
+    assert [r.version for r in HistoryStore(catalog).rows("sales")] == ["0001", "0002"]

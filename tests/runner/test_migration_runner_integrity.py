@@ -119,3 +119,29 @@ def test_a_run_imports_applied_files_only_when_their_code_changed(runner, three_
     with pytest.raises(MigrationIntegrityError, match="0004 was applied but its file has changed"):
         runner.upgrade()
     assert imports.read_text() == "xx"  # a changed file is imported, so a broken one is reported
+
+
+def test_an_applied_file_whose_bytes_are_unchanged_is_not_even_parsed(runner, three_migrations, monkeypatch):
+    from iceberg_ops_provider.migration import discovery
+
+    runner.upgrade()
+    recorded = {row.version: row.source_sha256 for row in runner.history()}
+    assert all(recorded.values()) and len(set(recorded.values())) == 3
+    parsed: list[str] = []
+    real = discovery._source_checksum.__wrapped__
+
+    def counted(source: bytes, filename: str) -> str:
+        parsed.append(filename.rsplit("/", 1)[-1])
+        return real(source, filename)
+
+    monkeypatch.setattr(discovery, "_source_checksum", counted)
+    write_migration(three_migrations, "0004_more.py", 'ctx.set_properties("orders", more="1")')
+    assert [r.version for r in runner.upgrade()] == ["0004"]
+    assert parsed == ["0004_more.py"]  # only the new file; the applied ones matched their recorded bytes
+    # Reformatting an applied file changes its bytes, not its code: it is parsed, found unchanged, and runs on.
+    first = three_migrations / "0001_create_orders.py"
+    first.write_text("# reviewed\n" + first.read_text())
+    parsed.clear()
+    write_migration(three_migrations, "0005_last.py", 'ctx.set_properties("orders", last="1")')
+    assert [r.version for r in runner.upgrade()] == ["0005"]
+    assert sorted(parsed) == ["0001_create_orders.py", "0005_last.py"]

@@ -55,7 +55,7 @@ class TableChange:
             return cls(identifier, tuple(transaction._updates), (AssertCreate(),), transaction)
         requirements = tuple(transaction._requirements)
         if not any(isinstance(requirement, AssertTableUUID) for requirement in requirements):
-            requirements += (AssertTableUUID(uuid=transaction.table_metadata.table_uuid),)
+            requirements += (AssertTableUUID(uuid=transaction._table.metadata.table_uuid),)  # it never changes
         return cls(identifier, tuple(transaction._updates), requirements, transaction)
 
     @property

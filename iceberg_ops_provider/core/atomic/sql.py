@@ -6,6 +6,10 @@ row of ``iceberg_tables`` with PyIceberg's compare-and-swap (``UPDATE ... WHERE 
 <old>``) inside **one** transaction: if any row moved meanwhile, or a table to create exists, it is
 rolled back, nothing changes and the new files are deleted. Rows are updated in identifier order, so
 two commits on PostgreSQL cannot deadlock; an unchanged table's row is still checked and locked.
+
+A change made from a transaction is first computed on the table the transaction started from, without
+loading it again: the compare-and-swap proves it current. If it is not (or a requirement fails there),
+the commit is computed once more on the tables as loaded then, as PyIceberg's ``commit_table`` does.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from iceberg_ops_provider.core.atomic.changes import AtomicCommitResult, TableCh
 
 if TYPE_CHECKING:
     from pyiceberg.catalog.sql import SqlCatalog
-    from pyiceberg.table import StagedTable, Table
+    from pyiceberg.table import Table
     from sqlalchemy.orm import Session
 
 __all__ = ["commit_sql"]
@@ -39,24 +43,29 @@ log = logging.getLogger("iceberg_ops_provider.core.atomic.commit")
 
 @dataclass
 class _Staged:
-    """One table's part of the commit: its current state (``None``: to create) and its new metadata."""
+    """One table's part of the commit: its current state (``None``: to create), its new metadata, whether it differs."""
 
     change: TableChange
     current: Table | None
-    staged: StagedTable
-
-    @property
-    def changed(self) -> bool:
-        return self.current is None or self.staged.metadata != self.current.metadata
+    staged: Table  # a StagedTable when changed
+    changed: bool = True
 
 
-def _stage(catalog: SqlCatalog, change: TableChange) -> _Staged:
-    """Check the change against the table's current metadata and compute its new metadata (nothing written)."""
+def _stage(catalog: SqlCatalog, change: TableChange, *, reload: bool) -> _Staged:
+    """Check the change against the table's metadata and compute its new metadata (nothing written).
+
+    Unless ``reload``, a change from a transaction is checked against the table the transaction started
+    from: the commit's compare-and-swap then fails if that is no longer current.
+    """
     label = change.label()
-    try:
-        current: Table | None = catalog.load_table(change.identifier)
-    except NoSuchTableError:
-        current = None
+    current: Table | None
+    if not reload and change.transaction is not None and not change.creates:
+        current = change.transaction._table
+    else:
+        try:
+            current = catalog.load_table(change.identifier)
+        except NoSuchTableError:
+            current = None
     if change.creates:
         if current is not None:
             raise TableAlreadyExistsError(f"Table {label} already exists (multi-table commit; nothing was applied)")
@@ -66,10 +75,14 @@ def _stage(catalog: SqlCatalog, change: TableChange) -> _Staged:
     elif current is None:
         raise NoSuchTableError(f"Table does not exist: {label} (multi-table commit; nothing was applied)")
     try:
+        if current is not None and not change.updates:  # only checked (a lock): no metadata to compute
+            for requirement in change.requirements:
+                requirement.validate(current.metadata)
+            return _Staged(change, current, current, changed=False)
         staged = catalog._update_and_stage_table(current, change.identifier, change.requirements, change.updates)
     except CommitFailedException as exc:
         raise CommitFailedException(f"{label}: {exc} (multi-table commit; nothing was applied)") from exc
-    return _Staged(change, current, staged)
+    return _Staged(change, current, staged, current is None or staged.metadata != current.metadata)
 
 
 def _move_pointer(catalog: SqlCatalog, session: Session, item: _Staged) -> None:
@@ -122,9 +135,18 @@ def commit_sql(catalog: SqlCatalog, changes: Sequence[TableChange]) -> AtomicCom
         TableAlreadyExistsError, NoSuchTableError, NoSuchNamespaceError: As the names say.
         CommitStateUnknownException: The database failed while committing (a lost connection).
     """
+    try:
+        return _commit(catalog, changes, reload=False)
+    except CommitFailedException:
+        if all(change.transaction is None or change.creates for change in changes):
+            raise  # every table was loaded for that attempt already
+        return _commit(catalog, changes, reload=True)
+
+
+def _commit(catalog: SqlCatalog, changes: Sequence[TableChange], *, reload: bool) -> AtomicCommitResult:
     from sqlalchemy.orm import Session
 
-    items = [_stage(catalog, change) for change in changes]
+    items = [_stage(catalog, change, reload=reload) for change in changes]
     written: list[_Staged] = []
     try:
         for item in items:

@@ -106,7 +106,7 @@ def test_a_failed_requirement_of_the_second_table_leaves_both_unchanged(sql):
 
 
 def test_a_writer_that_wins_the_race_makes_the_whole_commit_fail(sql, catalog_backend, monkeypatch):
-    """Another writer moves ns.b's pointer after the checks and before the database transaction."""
+    """Another writer moves ns.b's pointer after the checks and before the database transaction, twice."""
     other = catalog_backend.build()
     files = _metadata_files(sql)
     before_a = sql.load_table("ns.a").metadata_location
@@ -116,23 +116,42 @@ def test_a_writer_that_wins_the_race_makes_the_whole_commit_fail(sql, catalog_ba
 
     def write_then_race(metadata, io, metadata_path):
         real_write(metadata, io, metadata_path)
-        if not raced:
+        if metadata_path.endswith(".metadata.json") and "/b/" in metadata_path:
             with other.load_table("ns.b").transaction() as concurrent:
-                concurrent.set_properties(winner="other")
+                concurrent.set_properties(winner=f"other {len(raced)}")
             raced.append(other.load_table("ns.b").metadata_location)
 
     monkeypatch.setattr(sql, "_write_metadata", write_then_race)  # the timing only: the race is a real commit
     with pytest.raises(CommitFailedException, match=r"updated by another process: ns\.b"):
         commit_atomically(sql, [TableChange.of(first), TableChange.of(second)])
 
+    # Computed on the transactions' tables, then once more on the tables loaded again: both lost.
+    assert len(raced) == 2
     assert sql.load_table("ns.a").metadata_location == before_a
     assert "step" not in _props(sql, "ns.a")
     b = sql.load_table("ns.b")
-    assert b.metadata_location == raced[0] and b.properties.get("winner") == "other" and "step" not in b.properties
+    assert b.metadata_location == raced[-1] and b.properties.get("winner") == "other 1" and "step" not in b.properties
     left = _metadata_files(sql) - files
-    assert left == {raced[0].removeprefix("file://")}  # the failed commit's two new files were deleted
+    assert left == {path.removeprefix("file://") for path in raced}  # the failed attempts' new files were deleted
     with pytest.raises(RuntimeError, match="cannot be reused"):
         first.commit_transaction()
+    other.close()
+
+
+def test_a_commit_computed_on_a_table_moved_since_is_computed_again_on_the_current_one(sql, catalog_backend):
+    """As PyIceberg's own commit: requirements that still hold on the table as it is now let the commit land."""
+    other = catalog_backend.build()
+    first, second = _set(sql, "ns.a", step="1"), _set(sql, "ns.b", step="1")
+    with other.load_table("ns.b").transaction() as concurrent:  # after ``second`` was staged
+        concurrent.set_properties(winner="other")
+    files = _metadata_files(sql)
+
+    result = commit_atomically(sql, [TableChange.of(first), TableChange.of(second)])
+
+    assert result.applied
+    assert _props(sql, "ns.a")["step"] == "1"
+    assert {k: _props(sql, "ns.b")[k] for k in ("step", "winner")} == {"step": "1", "winner": "other"}
+    assert len(_metadata_files(sql) - files) == 2  # the first attempt's files were deleted
     other.close()
 
 
