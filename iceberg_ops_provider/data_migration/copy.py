@@ -23,11 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.expressions.visitors import bind
-from pyiceberg.io.pyarrow import (
-    ArrowScan,
-    _get_parquet_writer_kwargs,
-    _read_all_delete_files,
-)
+from pyiceberg.io.pyarrow import ArrowScan, _get_parquet_writer_kwargs, _read_all_delete_files
 from pyiceberg.manifest import FileFormat
 from pyiceberg.partitioning import PartitionKey
 from pyiceberg.schema import sanitize_column_names
@@ -61,14 +57,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import FileScanTask
     from pyiceberg.table.metadata import TableMetadata
 
-__all__ = [
-    "CopyOutcome",
-    "FileCopier",
-    "LANE_BUFFER_BYTES",
-    "MAX_OPEN_FILES",
-    "ROW_GROUP_BYTES",
-    "READ_BATCH_ROWS",
-]
+__all__ = ["CopyOutcome", "FileCopier", "LANE_BUFFER_BYTES", "MAX_OPEN_FILES", "ROW_GROUP_BYTES", "READ_BATCH_ROWS"]
 
 log = logging.getLogger(__name__)
 

@@ -27,12 +27,7 @@ if TYPE_CHECKING:
     from iceberg_ops_provider.data_migration.results import MoveResult
 
 
-__all__ = [
-    "IcebergDataMoveOperator",
-    "IcebergMovePlanOperator",
-    "IcebergMoveVerifyOperator",
-    "default_move_id",
-]
+__all__ = ["IcebergDataMoveOperator", "IcebergMovePlanOperator", "IcebergMoveVerifyOperator", "default_move_id"]
 
 # The engine checks these too; repeated here so a typo fails at DAG parse without importing the engine.
 MODES = ("append", "overwrite", "incremental")
