@@ -266,11 +266,8 @@ class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
     ready for ``IcebergCompactOperator.partial(...).expand_kwargs(plan.output)``.
 
     Args:
-        table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
-        target_file_size_bytes: Output file size; default the table's ``write.target-file-size-bytes``.
-        min_input_files: Partitions with fewer small files are left alone.
-        where: A filter restricting the files considered (templated).
-        strategy: ``binpack`` or ``sort``.
+        table, iceberg_conn_id, target_file_size_bytes, min_input_files, where, strategy: As for
+            :class:`IcebergCompactOperator` (``table``, ``iceberg_conn_id`` and ``where`` templated).
         units_per_task: Units each compact task runs, one after the other (at least 1).
         max_tasks: At most this many compact tasks (at least 1).
 
