@@ -23,12 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.expressions.visitors import bind
-from pyiceberg.io.pyarrow import (
-    ArrowScan,
-    _get_parquet_writer_kwargs,
-    _read_all_delete_files,
-    pyarrow_to_schema,
-)
+from pyiceberg.io.pyarrow import ArrowScan, _get_parquet_writer_kwargs, _read_all_delete_files
 from pyiceberg.manifest import FileFormat
 from pyiceberg.partitioning import PartitionKey
 from pyiceberg.schema import sanitize_column_names
@@ -54,6 +49,7 @@ from iceberg_ops_provider.data_migration.source_pieces import (
 )
 from iceberg_ops_provider.data_migration.verbatim import PartitionPath, copy_stream, partition_as_is
 from iceberg_ops_provider.errors import DataMoveError
+from iceberg_ops_provider.maintenance.streaming import MAX_OPEN_FILES, READ_BATCH_ROWS, ROW_GROUP_BYTES, PlainSchemas
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
@@ -61,31 +57,15 @@ if TYPE_CHECKING:
     from pyiceberg.table import FileScanTask
     from pyiceberg.table.metadata import TableMetadata
 
-__all__ = [
-    "CopyOutcome",
-    "FileCopier",
-    "LANE_BUFFER_BYTES",
-    "MAX_OPEN_FILES",
-    "ROW_GROUP_BYTES",
-    "READ_BATCH_ROWS",
-]
+__all__ = ["CopyOutcome", "FileCopier", "LANE_BUFFER_BYTES", "MAX_OPEN_FILES", "ROW_GROUP_BYTES", "READ_BATCH_ROWS"]
 
 log = logging.getLogger(__name__)
-
-ROW_GROUP_BYTES = 64 * 1024 * 1024
-"""Arrow bytes buffered per output row group; the target's ``write.parquet.row-group-limit`` rows also apply."""
 
 LANE_BUFFER_BYTES = ROW_GROUP_BYTES
 """Unwritten Arrow bytes one lane holds across its open partitions before it writes the largest.
 
 Rows of several target partitions then share one row group's worth of memory (their row groups get
 smaller), so a partitioned target costs no more memory than an unpartitioned one."""
-
-MAX_OPEN_FILES = 8
-"""Output files one lane keeps open at once (one per target partition); a ninth rolls the largest."""
-
-READ_BATCH_ROWS = 128 * 1024
-"""Rows per batch read from a source file on the PyArrow-only path."""
 
 _ALWAYS_TRUE = AlwaysTrue()
 
@@ -186,22 +166,11 @@ class FileCopier:
         self.statistics = StatisticsPlan.for_table(target_metadata)
         self.writer_kwargs = _get_parquet_writer_kwargs(properties)
         self.locations = load_location_provider(table_location=target_metadata.location, table_properties=properties)
-        self._plain_schemas: dict[str, bool] = {}
+        # Whether a file of an Arrow schema holds exactly the source's current schema (ids, names, types).
+        self.plain = PlainSchemas(self.source_schema, source_metadata.format_version)
         self.verbatim = verbatim and self.read_schema == self.source_schema
         # Statistics of a copied file: its columns carry the source's names, the target's metrics settings.
         self.verbatim_statistics = StatisticsPlan.for_table(target_metadata, self.source_schema)
-
-    def plain(self, arrow_schema: pa.Schema) -> bool:
-        """Whether a file with this Arrow schema holds exactly the source's current schema (ids, names, types)."""
-        key = arrow_schema.to_string(show_field_metadata=True, show_schema_metadata=False)
-        if key not in self._plain_schemas:
-            try:
-                # No name mapping: a file without field ids goes through ArrowScan, which applies it.
-                file_schema = pyarrow_to_schema(arrow_schema, None, format_version=self.source_metadata.format_version)
-                self._plain_schemas[key] = file_schema.as_struct() == self.source_schema.as_struct()
-            except Exception:
-                self._plain_schemas[key] = False
-        return self._plain_schemas[key]
 
     def fast_path(self, task: FileScanTask) -> bool:
         """Whether ``task`` may be read with PyArrow alone, as far as the scan task tells (schema aside)."""

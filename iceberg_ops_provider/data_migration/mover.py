@@ -28,12 +28,7 @@ from pyiceberg.table.refs import MAIN_BRANCH
 
 from iceberg_ops_provider.data_migration.copy import FileCopier
 from iceberg_ops_provider.data_migration.planning import fingerprint
-from iceberg_ops_provider.data_migration.resolution import (
-    Resolved,
-    create_target,
-    current_state,
-    resolve,
-)
+from iceberg_ops_provider.data_migration.resolution import Resolved, create_target, current_state, resolve
 from iceberg_ops_provider.data_migration.results import VERIFY_METHODS, MovePlan, MoveResult, MoveUnit, VerifyReport
 from iceberg_ops_provider.data_migration.state import STAGING_BRANCH_PREFIX, file_prefix, move_snapshots, state_of
 from iceberg_ops_provider.data_migration.unit_runner import publish, published, record_empty, run_units

@@ -309,12 +309,7 @@ class ColumnMapping:
     """
 
     def __init__(
-        self,
-        source: Schema,
-        target: Schema,
-        selection: Selection,
-        nodes: tuple[FieldNode, ...],
-        builder: _Builder,
+        self, source: Schema, target: Schema, selection: Selection, nodes: tuple[FieldNode, ...], builder: _Builder
     ) -> None:
         self.source_schema = source
         self.target_schema = target

@@ -249,10 +249,8 @@ def _after(metadata: TableMetadata, snapshot_id: int, earlier_id: int | None) ->
     """Whether ``snapshot_id`` is ``earlier_id`` or descends from it (any snapshot does from ``None``)."""
     if earlier_id is None:
         return True
-    snapshot = metadata.snapshot_by_id(snapshot_id)
-    return snapshot is not None and any(
-        ancestor.snapshot_id == earlier_id for ancestor in ancestors_of(snapshot, metadata)
-    )
+    ancestry = ancestors_of(metadata.snapshot_by_id(snapshot_id), metadata)
+    return any(ancestor.snapshot_id == earlier_id for ancestor in ancestry)
 
 
 def resolve(mover: MoveDefinition, pinned: int | None = None) -> Resolved:

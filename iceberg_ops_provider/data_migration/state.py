@@ -234,10 +234,8 @@ def state_of(snapshot: Snapshot, move_id: str) -> MoveState | None:
 
 def move_snapshots(metadata: TableMetadata, move_id: str, branch: str) -> list[Snapshot]:
     """Every snapshot on ``branch``'s ancestry committed by ``move_id``, newest first."""
-    head = metadata.snapshot_by_name(branch)
-    if head is None:
-        return []
-    return [s for s in ancestors_of(head, metadata) if _summary_value(s, MOVE_ID_KEY) == move_id]
+    ancestry = ancestors_of(metadata.snapshot_by_name(branch), metadata)
+    return [s for s in ancestry if _summary_value(s, MOVE_ID_KEY) == move_id]
 
 
 def moves_from_source(metadata: TableMetadata, source_uuid: str) -> dict[str, int]:

@@ -27,6 +27,7 @@ from pyiceberg.table.sorting import INITIAL_SORT_ORDER_ID, UNSORTED_SORT_ORDER, 
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
 from iceberg_ops_provider.core.filters import ExpressionRewriter
+from iceberg_ops_provider.core.schema_diff import field_paths
 from iceberg_ops_provider.errors import ReconciliationError
 from iceberg_ops_provider.messages import Arg, message
 
@@ -85,7 +86,7 @@ def select_columns(
             source fields given the same target name.
     """
     available = ", ".join(f"`{f.name}`" for f in source.fields)
-    paths = _index_paths(source)
+    paths = {field.field_id: path for path, field in field_paths(source).items()}
     if columns is None:
         selected = list(source.fields)
     else:
@@ -148,45 +149,17 @@ def _check_renames(
 
 def _check_unique_targets(selection: Selection) -> None:
     """Two source fields renamed onto one target name (at the top level or inside one struct)."""
-
-    def check(fields: Sequence[tuple[NestedField, Path]], parent: Path) -> None:
-        seen: dict[str, str] = {}
-        for f, path in fields:
-            target = selection.renames.get(path, f.name)
-            if target in seen:
-                where = f" inside `{'.'.join(parent)}`" if parent else ""
-                raise _refused(
-                    f"Source columns `{seen[target]}` and `{'.'.join(path)}` would both become `{target}`{where}: "
-                    "fix {rename} so each target column receives one source column, or leave one out with {columns}.",
-                    "rename",
-                )
-            seen[target] = ".".join(path)
-            check(_children(f.field_type, path), path)
-
-    check([(f, (f.name,)) for f in selection.fields], ())
-
-
-def _children(field_type: IcebergType, path: Path) -> list[tuple[NestedField, Path]]:
-    """The fields nested directly in ``field_type`` with their paths (a list's element, a map's key and value)."""
-    if isinstance(field_type, StructType):
-        return [(f, (*path, f.name)) for f in field_type.fields]
-    if isinstance(field_type, ListType):
-        return [(field_type.element_field, (*path, "element"))]
-    if isinstance(field_type, MapType):
-        return [(field_type.key_field, (*path, "key")), (field_type.value_field, (*path, "value"))]
-    return []
-
-
-def _index_paths(schema: Schema) -> dict[int, Path]:
-    paths: dict[int, Path] = {}
-
-    def walk(fields: list[tuple[NestedField, Path]]) -> None:
-        for field, path in fields:
-            paths[field.field_id] = path
-            walk(_children(field.field_type, path))
-
-    walk([(f, (f.name,)) for f in schema.fields])
-    return paths
+    seen: dict[tuple[Path, str], str] = {}
+    for path in field_paths(Schema(*selection.fields)):
+        parent, target = path[:-1], selection.renames.get(path, path[-1])
+        if (parent, target) in seen:
+            where = f" inside `{'.'.join(parent)}`" if parent else ""
+            raise _refused(
+                f"Source columns `{seen[parent, target]}` and `{'.'.join(path)}` would both become `{target}`{where}: "
+                "fix {rename} so each target column receives one source column, or leave one out with {columns}.",
+                "rename",
+            )
+        seen[parent, target] = ".".join(path)
 
 
 def _quoted(names: Sequence[str]) -> str:

@@ -10,12 +10,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table.refs import MAIN_BRANCH
 
 from iceberg_ops_provider.data_migration import move_files
-from iceberg_ops_provider.data_migration.resolution import (
-    bound_filter,
-    build_mapping,
-    load_source,
-    metadata_at,
-)
+from iceberg_ops_provider.data_migration.resolution import bound_filter, build_mapping, load_source, metadata_at
 from iceberg_ops_provider.data_migration.results import VERIFY_METHODS, VerifyReport
 from iceberg_ops_provider.data_migration.state import find_state
 from iceberg_ops_provider.data_migration.verify import verify_rows

@@ -13,6 +13,7 @@ its files being gone, reports ``skipped``. A process killed mid-unit leaves only
 from __future__ import annotations
 
 import hashlib
+import inspect
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.table import FileScanTask, Table
 
-__all__ = ["CompactionUnit", "plan_compaction_units", "run_compaction_units"]
+__all__ = ["CompactionUnit", "plan_compaction_units", "planning_arguments", "run_compaction_units"]
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,12 @@ def plan_compaction_units(
         )
         for group in planned.groups
     ]
+
+
+def planning_arguments(given: Mapping[str, Any]) -> list[str]:
+    """Those of ``given`` (arguments of :func:`plan_compaction_units`) not at its default (``""`` counts as unset)."""
+    parameters = inspect.signature(plan_compaction_units).parameters
+    return [name for name, value in given.items() if value not in (parameters[name].default, "")]
 
 
 def _units(table: Table, units: Iterable[CompactionUnit | Mapping[str, Any]]) -> list[CompactionUnit]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.serializers import FromInputFile
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+from pyiceberg.table.snapshots import ancestors_of
 from pyiceberg.table.update import (
     AddSnapshotUpdate,
     AssertRefSnapshotId,
@@ -109,15 +110,6 @@ def _int_property(metadata: TableMetadata, key: str, default: int | None) -> int
         raise ValueError(f"Table property {key}={raw!r} is not an integer; fix it with a property update.") from exc
 
 
-def _ancestors(metadata: TableMetadata, snapshot_id: int) -> Iterator[Snapshot]:
-    snapshot = metadata.snapshot_by_id(snapshot_id)
-    while snapshot is not None:
-        yield snapshot
-        if snapshot.parent_snapshot_id is None:
-            return
-        snapshot = metadata.snapshot_by_id(snapshot.parent_snapshot_id)
-
-
 def plan_expiry(
     metadata: TableMetadata, *, now_ms: int, older_than_ms: int | None = None, retain_last: int = 1
 ) -> ExpirePlan:
@@ -151,7 +143,7 @@ def plan_expiry(
             continue
         keep = ref.min_snapshots_to_keep or default_keep
         cutoff = now_ms - ref.max_snapshot_age_ms if ref.max_snapshot_age_ms else default_cutoff
-        for count, snapshot in enumerate(_ancestors(metadata, ref.snapshot_id)):
+        for count, snapshot in enumerate(ancestors_of(metadata.snapshot_by_id(ref.snapshot_id), metadata)):
             if count >= keep and snapshot.timestamp_ms < cutoff:
                 break
             retained.add(snapshot.snapshot_id)
@@ -159,7 +151,9 @@ def plan_expiry(
     in_some_branch: set[int] = set()
     for name, ref in metadata.refs.items():
         if name not in removed_refs and ref.snapshot_ref_type == SnapshotRefType.BRANCH:
-            in_some_branch.update(s.snapshot_id for s in _ancestors(metadata, ref.snapshot_id))
+            in_some_branch.update(
+                s.snapshot_id for s in ancestors_of(metadata.snapshot_by_id(ref.snapshot_id), metadata)
+            )
     for snapshot in metadata.snapshots:
         # A snapshot no branch reaches (left by a rollback, or by a removed ref) ages out like Java's.
         if snapshot.snapshot_id not in in_some_branch and snapshot.timestamp_ms >= default_cutoff:

@@ -330,10 +330,7 @@ class _PartitionNames:
 
 
 def manifest_stats(
-    table: Table,
-    current: list[ManifestFile],
-    target_manifest_size_bytes: int,
-    small_manifest_fraction: float,
+    table: Table, current: list[ManifestFile], target_manifest_size_bytes: int, small_manifest_fraction: float
 ) -> ManifestStats:
     """Measure the current snapshot's manifests and every kept snapshot's manifest list (each read once)."""
     small_limit = target_manifest_size_bytes * small_manifest_fraction

@@ -196,11 +196,7 @@ def _extra_for_scheme(scheme: str) -> str:
 
 
 def list_files(
-    io: FileIO,
-    location: str,
-    *,
-    skip: Callable[[str, bool], bool] | None = None,
-    workers: int = 8,
+    io: FileIO, location: str, *, skip: Callable[[str, bool], bool] | None = None, workers: int = 8
 ) -> Iterator[ListedFile]:
     """Every file under ``location`` (none when it is missing), ``workers`` directories listed at a time.
 

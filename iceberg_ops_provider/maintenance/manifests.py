@@ -22,13 +22,7 @@ import pyarrow as pa
 from pyiceberg.conversions import from_bytes
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.io import OutputFile, OutputStream
-from pyiceberg.manifest import (
-    ManifestContent,
-    ManifestFile,
-    ManifestWriter,
-    write_manifest,
-    write_manifest_list,
-)
+from pyiceberg.manifest import ManifestContent, ManifestFile, ManifestWriter, write_manifest, write_manifest_list
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
 from pyiceberg.table.snapshots import Operation, Snapshot, Summary
 from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, AssertTableUUID, SetSnapshotRefUpdate

@@ -34,7 +34,7 @@ from pyiceberg.io.pyarrow import (
 )
 from pyiceberg.manifest import DataFile, FileFormat
 from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
-from pyiceberg.schema import sanitize_column_names
+from pyiceberg.schema import Schema, sanitize_column_names
 from pyiceberg.table import TableProperties
 from pyiceberg.table.locations import load_location_provider
 from pyiceberg.table.sorting import NullOrder, SortDirection, SortOrder
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import FileScanTask
     from pyiceberg.table.metadata import TableMetadata
 
-__all__ = ["MAX_FILE_SIZE_RATIO", "QUEUE_BYTES", "ROW_GROUP_BYTES", "GroupRewriter"]
+__all__ = ["MAX_FILE_SIZE_RATIO", "QUEUE_BYTES", "ROW_GROUP_BYTES", "GroupRewriter", "PlainSchemas"]
 
 log = logging.getLogger(__name__)
 
@@ -59,19 +59,43 @@ QUEUE_BYTES = 64 * 1024 * 1024
 """Arrow bytes the reader may run ahead of the writer: a row group's worth, read while the writer encodes one."""
 
 ROW_GROUP_BYTES = 64 * 1024 * 1024
-"""Arrow bytes buffered per output row group (``binpack``); the table's row-group row limit also applies."""
+"""Arrow bytes buffered per output row group (``binpack``, a move); the table's row-group row limit also applies."""
 
 MAX_FILE_SIZE_RATIO = 1.8
 """An output file is closed once it reaches this multiple of the target (Spark's ``max-file-size-bytes``)."""
 
 READ_BATCH_ROWS = 128 * 1024
-"""Rows per batch read from an input file."""
+"""Rows per batch read from an input file read with PyArrow alone."""
 
 MAX_OPEN_FILES = 8
-"""Output files open at once when rows are split into the current spec's partitions."""
+"""Output files one writer (a group, a move's lane) keeps open, one per partition; one more rolls the largest."""
 
 ENCODE_THREADS = min(2, os.cpu_count() or 1)
 """Row groups of one output file encoded side by side (see ``OutputFile``): two cores keep up with one reader."""
+
+
+class PlainSchemas:
+    """Whether a file of an Arrow schema holds exactly ``schema`` (ids, names, types): read with PyArrow alone.
+
+    Answers are kept per Arrow schema. No name mapping is applied: a file without field ids everywhere
+    goes through PyIceberg's projection, which gives its rows the ids the new file must carry.
+    """
+
+    def __init__(self, schema: Schema, format_version: int) -> None:
+        self.schema = schema
+        self.format_version = format_version
+        self._answers: dict[str, bool] = {}
+
+    def __call__(self, arrow_schema: pa.Schema) -> bool:
+        """Whether a file of ``arrow_schema`` holds exactly ``schema``."""
+        key = arrow_schema.to_string(show_field_metadata=True, show_schema_metadata=False)
+        if key not in self._answers:
+            try:
+                file_schema = pyarrow_to_schema(arrow_schema, None, format_version=self.format_version)
+                self._answers[key] = file_schema.as_struct() == self.schema.as_struct()
+            except Exception:
+                self._answers[key] = False
+        return self._answers[key]
 
 
 @dataclass
@@ -246,7 +270,7 @@ class GroupRewriter:
         self.output_written = 0
         self.arrow_written = 0
         self._outputs: dict[Record, _PartitionOutput] = {}
-        self._plain_schemas: dict[str, bool] = {}
+        self._plain = PlainSchemas(self.schema, metadata.format_version)
 
     # Reader side (its own thread).
 
@@ -259,19 +283,6 @@ class GroupRewriter:
             for chunk in part.arrow_table_partition.to_batches():
                 yield _Piece(chunk, part.partition_key, consumed)
                 consumed = 0
-
-    def _plain(self, arrow_schema: pa.Schema) -> bool:
-        """Whether a file of this Arrow schema holds exactly the current schema's columns (read with PyArrow alone)."""
-        key = arrow_schema.to_string(show_field_metadata=True, show_schema_metadata=False)
-        if key not in self._plain_schemas:
-            try:
-                # No name mapping: a file without field ids everywhere goes through the projection,
-                # which gives its rows the ids the new file must carry.
-                file_schema = pyarrow_to_schema(arrow_schema, None, format_version=self.metadata.format_version)
-                self._plain_schemas[key] = file_schema.as_struct() == self.schema.as_struct()
-            except Exception:
-                self._plain_schemas[key] = False
-        return self._plain_schemas[key]
 
     def _batches(self, scan: ArrowScan, task: FileScanTask, deletes: dict[str, Any]) -> Iterator[pa.RecordBatch]:
         """The rows of ``task``'s file as the table reads them, in the file's order, in the writer's schema."""

@@ -6,6 +6,7 @@ The default ``move_id`` comes from the task instance, so a retried task resumes 
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -26,12 +27,7 @@ if TYPE_CHECKING:
     from iceberg_ops_provider.data_migration.results import MoveResult
 
 
-__all__ = [
-    "IcebergDataMoveOperator",
-    "IcebergMovePlanOperator",
-    "IcebergMoveVerifyOperator",
-    "default_move_id",
-]
+__all__ = ["IcebergDataMoveOperator", "IcebergMovePlanOperator", "IcebergMoveVerifyOperator", "default_move_id"]
 
 # The engine checks these too; repeated here so a typo fails at DAG parse without importing the engine.
 MODES = ("append", "overwrite", "incremental")
@@ -270,7 +266,7 @@ class IcebergDataMoveOperator(_MoveOperator):
         self.units = units
 
     def _execute(self, context: Context) -> dict[str, Any]:
-        units = _unit_list(self.units)
+        units = unit_list(self.units, "pass what IcebergMovePlanOperator returns, e.g. .expand(units=plan.output)")
         move_id = _text(self.move_id)
         snapshot_id = None
         if units:
@@ -467,21 +463,23 @@ def _verified_source_snapshot(mover: DataMover) -> int | None:
     return state.completed_snapshot_id if state is not None else None
 
 
-def _unit_list(units: Any) -> list[dict[str, Any]]:
-    """The units a move task was given: one unit's JSON or a list of them (as the plan task returns)."""
+def unit_list(units: Any, fix: str) -> list[dict[str, Any]]:
+    """The units a task was given: one unit's JSON or a list of them, or that as JSON text (rendered by a template).
+
+    ``fix`` says what to pass instead; it ends the message of a value that is none of these.
+    """
+    if isinstance(units, str):
+        try:
+            units = json.loads(units)
+        except ValueError as exc:
+            raise ValueError(f"units is text that is not JSON ({exc}), so it is not a unit's JSON: {fix}.") from exc
     if units is None:
         return []
     if isinstance(units, Mapping):
         return [dict(units)]
-    if isinstance(units, str) or not isinstance(units, Sequence):
-        raise ValueError(
-            f"units={units!r} is not a unit's JSON or a list of them: pass what IcebergMovePlanOperator returns, "
-            "e.g. .expand(units=plan.output)."
-        )
-    listed = [dict(unit) for unit in units if isinstance(unit, Mapping)]
-    if len(listed) != len(units):
-        raise ValueError(f"units holds items that are not a unit's JSON: {units!r}.")
-    return listed
+    if isinstance(units, str) or not isinstance(units, Sequence) or not all(isinstance(u, Mapping) for u in units):
+        raise ValueError(f"units must be a list of units (each a unit's JSON), got {units!r}: {fix}.")
+    return [dict(unit) for unit in units]
 
 
 def _units_move(units: list[dict[str, Any]], given: str | None) -> tuple[str, int]:

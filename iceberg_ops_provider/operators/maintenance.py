@@ -18,6 +18,7 @@ from airflow.sdk import BaseOperator
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.hooks.version_compat import AirflowException, AirflowFailException
 from iceberg_ops_provider.maintenance.times import parse_older_than
+from iceberg_ops_provider.operators.data_move import unit_list
 from iceberg_ops_provider.operators.lineage import IcebergLineageMixin
 from iceberg_ops_provider.operators.wording import operator_message
 from iceberg_ops_provider.progress import size_text
@@ -204,17 +205,15 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
         self.dry_run = dry_run
         self.units = units
 
-    def _planning_fields_set(self) -> list[str]:
-        defaults = {"target_file_size_bytes": None, "min_input_files": 5, "where": None, "strategy": "binpack"}
-        return [name for name, default in defaults.items() if getattr(self, name) not in (default, "")]
-
     def run(self, table: Table) -> Any:
         """Compact the table, or run the given units."""
         from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
-        from iceberg_ops_provider.maintenance.compaction_units import run_compaction_units
+        from iceberg_ops_provider.maintenance.compaction_units import planning_arguments, run_compaction_units
 
         if self.units is not None:
-            units = _units_field(self.units)
+            units = unit_list(
+                self.units, "pass the units IcebergPlanCompactionOperator returned, e.g. .expand_kwargs(plan.output)"
+            )
             if as_flag(self.dry_run):
                 raise ValueError(
                     "dry_run=True with units: units are a plan already, and running them writes. See the plan in "
@@ -228,7 +227,7 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
                     f"{' and '.join(batching)} given with units: units run one at a time and each is its own commit. "
                     "Leave them unset, or leave units unset to compact the whole table."
                 )
-            planning = self._planning_fields_set()
+            planning = planning_arguments(_planning(self))
             if planning:
                 raise ValueError(
                     f"{', '.join(planning)} given with units: each unit carries the strategy and target size it was "
@@ -237,10 +236,7 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
             return run_compaction_units(table, units)
         return compact_small_files_streaming(
             table,
-            target_file_size_bytes=self.target_file_size_bytes,
-            min_input_files=self.min_input_files,
-            where=self.where or None,
-            strategy=self.strategy,
+            **_planning(self),
             dry_run=as_flag(self.dry_run),
             commit_every_bytes=self.commit_every_bytes,
             max_concurrent_groups=self.max_concurrent_groups,
@@ -253,20 +249,14 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
         return written_statistics(table, result.snapshot_ids)
 
 
-def _units_field(value: Any) -> list[Any]:
-    """The ``units`` field as a list (rendered from a template it may be JSON text)."""
-    import json
-
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError as exc:
-            raise ValueError(f"units is text that is not JSON ({exc}): pass the list the plan task returned.") from exc
-    if isinstance(value, dict):
-        value = [value]
-    if not isinstance(value, list | tuple):
-        raise ValueError(f"units must be a list of units (CompactionUnit.to_json()), got {type(value).__name__}.")
-    return list(value)
+def _planning(operator: IcebergCompactOperator | IcebergPlanCompactionOperator) -> dict[str, Any]:
+    """The planning arguments of a compact or plan task, for the engine (an empty ``where``: none)."""
+    return {
+        "target_file_size_bytes": operator.target_file_size_bytes,
+        "min_input_files": operator.min_input_files,
+        "where": operator.where or None,
+        "strategy": operator.strategy,
+    }
 
 
 class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
@@ -276,11 +266,8 @@ class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
     ready for ``IcebergCompactOperator.partial(...).expand_kwargs(plan.output)``.
 
     Args:
-        table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
-        target_file_size_bytes: Output file size; default the table's ``write.target-file-size-bytes``.
-        min_input_files: Partitions with fewer small files are left alone.
-        where: A filter restricting the files considered (templated).
-        strategy: ``binpack`` or ``sort``.
+        table, iceberg_conn_id, target_file_size_bytes, min_input_files, where, strategy: As for
+            :class:`IcebergCompactOperator` (``table``, ``iceberg_conn_id`` and ``where`` templated).
         units_per_task: Units each compact task runs, one after the other (at least 1).
         max_tasks: At most this many compact tasks (at least 1).
 
@@ -325,13 +312,7 @@ class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
         """Plan the units and split them into tasks."""
         from iceberg_ops_provider.maintenance.compaction_units import plan_compaction_units
 
-        units = plan_compaction_units(
-            table,
-            target_file_size_bytes=self.target_file_size_bytes,
-            min_input_files=self.min_input_files,
-            where=self.where or None,
-            strategy=self.strategy,  # type: ignore[arg-type]
-        )
+        units = plan_compaction_units(table, **_planning(self))
         per_task = max(self.units_per_task, -(-len(units) // self.max_tasks))
         tasks = [
             {"table": self.table, "units": [unit.to_json() for unit in units[start : start + per_task]]}

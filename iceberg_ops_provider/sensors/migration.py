@@ -112,8 +112,5 @@ class IcebergMigrationSensor(IcebergCatalogSensor):
         from iceberg_ops_provider.triggers.migration import IcebergMigrationTrigger
 
         return IcebergMigrationTrigger(
-            namespace=self.namespace,
-            version=self._wanted,
-            meta_namespace=self.meta_namespace,
-            **polling,
+            namespace=self.namespace, version=self._wanted, meta_namespace=self.meta_namespace, **polling
         )

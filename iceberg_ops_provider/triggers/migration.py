@@ -34,12 +34,7 @@ class IcebergMigrationTrigger(CatalogPollingTrigger):
     """
 
     def __init__(
-        self,
-        *,
-        namespace: str,
-        version: str | None,
-        meta_namespace: str | None = None,
-        **polling: Any,
+        self, *, namespace: str, version: str | None, meta_namespace: str | None = None, **polling: Any
     ) -> None:
         super().__init__(**polling)
         if version is not None and check_wanted_version(version) == "head":

@@ -6,11 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import NoSuchTableError
 
-from iceberg_ops_provider.partitions.probe import (
-    SnapshotMark,
-    describe_partition_wait,
-    probe_partition,
-)
+from iceberg_ops_provider.partitions.probe import SnapshotMark, describe_partition_wait, probe_partition
 from iceberg_ops_provider.triggers.polling import CatalogPollingTrigger, CheckResult
 
 if TYPE_CHECKING:
