@@ -203,10 +203,13 @@ def _compact_units(
     no_progress: bool,
 ) -> None:
     """``compact --plan``, ``--units FILE`` and ``--unit ID`` (see :mod:`.compact_units`)."""
-    from iceberg_ops_provider.maintenance.compaction_units import plan_compaction_units, run_compaction_units
+    from iceberg_ops_provider.maintenance.compaction_units import (
+        plan_compaction_units,
+        planning_arguments,
+        run_compaction_units,
+    )
 
-    defaults = {"target_file_size_bytes": None, "min_input_files": 5, "where": None, "strategy": "binpack"}
-    planning_flags = [OPTIONS[name].flag for name, value in plan_options.items() if value != defaults[name]]
+    planning_flags = [OPTIONS[name].flag for name in planning_arguments(plan_options)]
 
     if show_plan and units_file:
         raise click.UsageError("--plan and --units: the file is a plan already; give one of them.")

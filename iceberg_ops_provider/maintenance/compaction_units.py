@@ -127,10 +127,12 @@ def plan_compaction_units(
     ]
 
 
+_PLANNING_DEFAULTS = {name: p.default for name, p in inspect.signature(plan_compaction_units).parameters.items()}
+
+
 def planning_arguments(given: Mapping[str, Any]) -> list[str]:
     """Those of ``given`` (arguments of :func:`plan_compaction_units`) not at its default (``""`` counts as unset)."""
-    parameters = inspect.signature(plan_compaction_units).parameters
-    return [name for name, value in given.items() if value not in (parameters[name].default, "")]
+    return [name for name, value in given.items() if value not in (_PLANNING_DEFAULTS[name], "")]
 
 
 def _units(table: Table, units: Iterable[CompactionUnit | Mapping[str, Any]]) -> list[CompactionUnit]:
