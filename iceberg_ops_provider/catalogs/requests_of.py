@@ -12,9 +12,10 @@ from iceberg_ops_provider.catalogs.redact import without_path_params
 __all__ = ["causes", "http_error", "one_line", "request_path", "the_catalog"]
 
 
-def one_line(text: object) -> str:
-    """``text`` on one line, runs of whitespace as one space."""
-    return " ".join(str(text).split())
+def one_line(text: object, limit: int | None = None) -> str:
+    """``text`` on one line, runs of whitespace as one space; cut to ``limit`` characters (ending ``...``) if given."""
+    line = " ".join(str(text).split())
+    return line if limit is None or len(line) <= limit else line[: limit - 3] + "..."
 
 
 def the_catalog(endpoint: str) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from iceberg_ops_provider.catalogs import CatalogSpec, catalog_errors, spec_of, translate
+from iceberg_ops_provider.catalogs.requests_of import one_line
 from iceberg_ops_provider.errors import IcebergOpsError
 
 if TYPE_CHECKING:
@@ -55,5 +56,4 @@ def is_transient(exc: BaseException) -> bool:
 
 def describe_error(exc: BaseException) -> str:
     """``Type: message`` on one line, shortened, for logs and event messages."""
-    text = " ".join(f"{type(exc).__name__}: {exc}".split())
-    return text if len(text) <= _MAX_ERROR_TEXT else text[: _MAX_ERROR_TEXT - 3] + "..."
+    return one_line(f"{type(exc).__name__}: {exc}", _MAX_ERROR_TEXT)

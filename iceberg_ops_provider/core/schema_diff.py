@@ -19,7 +19,7 @@ from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructT
 
 from iceberg_ops_provider.core.types import as_iceberg_schema, has_field_ids
 
-__all__ = ["ChangeKind", "SchemaChange", "SchemaDiff", "diff_schemas", "field_paths", "unmoved"]
+__all__ = ["ChangeKind", "SchemaChange", "SchemaDiff", "child_fields", "diff_schemas", "field_paths", "unmoved"]
 
 ChangeKind = Literal["added", "removed", "renamed", "type_changed", "required_changed", "doc_changed", "moved"]
 
@@ -88,7 +88,8 @@ class _Entry:
     field_id: int | None  # by id only
 
 
-def _children(field_type: IcebergType) -> list[NestedField]:
+def child_fields(field_type: IcebergType) -> list[NestedField]:
+    """The fields nested directly in ``field_type``: a struct's fields, a list's element, a map's key and value."""
     if isinstance(field_type, StructType):
         return list(field_type.fields)
     if isinstance(field_type, ListType):
@@ -103,7 +104,7 @@ def _walk(fields: list[NestedField], prefix: Path, parent_key: object, by: str) 
         path = (*prefix, nested.name)
         key = nested.field_id if by == "id" else path
         yield _Entry(nested, path, parent_key, position, nested.field_id if by == "id" else None)
-        yield from _walk(_children(nested.field_type), path, key, by)
+        yield from _walk(child_fields(nested.field_type), path, key, by)
 
 
 def field_paths(schema: Schema) -> dict[Path, NestedField]:

@@ -159,7 +159,7 @@ def _byte_checksum(source: bytes) -> str:
 def _normalise(tree: ast.AST) -> None:
     """Drop docstrings; in f-strings drop empty text parts (some 3.12 releases add them) and join adjacent ones."""
     for node in ast.walk(tree):
-        if isinstance(node, _DOCSTRING_OWNERS) and node.body and _is_text(node.body[0]):
+        if isinstance(node, _DOCSTRING_OWNERS) and ast.get_docstring(node, clean=False) is not None:
             node.body = node.body[1:]
         elif isinstance(node, ast.JoinedStr):
             values: list[ast.expr] = []
@@ -172,15 +172,6 @@ def _normalise(tree: ast.AST) -> None:
                         continue
                 values.append(value)
             node.values = values
-
-
-def _is_text(statement: ast.stmt) -> bool:
-    """Whether ``statement`` is a bare string: a docstring when it comes first in a body."""
-    return (
-        isinstance(statement, ast.Expr)
-        and isinstance(statement.value, ast.Constant)
-        and isinstance(statement.value.value, str)
-    )
 
 
 class _Text(str):

@@ -18,6 +18,7 @@ from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.update import AssertRefSnapshotId, TableRequirement
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
+from iceberg_ops_provider.core.schema_diff import child_fields
 from iceberg_ops_provider.errors import InvalidOperationError
 
 if TYPE_CHECKING:
@@ -139,7 +140,7 @@ def _field_named(schema: Schema, name: str, current: Schema, live: dict[int, Nes
 
 def nested_ids(field_type: IcebergType) -> set[int]:
     """Every field id inside ``field_type`` (struct fields, list elements, map keys and values)."""
-    return {each for child in _children(field_type) for each in (child.field_id, *nested_ids(child.field_type))}
+    return set(index_by_id(field_type))
 
 
 def _parent_ids(schema: Schema, path: str) -> list[int]:
@@ -151,15 +152,10 @@ def _parent_ids(schema: Schema, path: str) -> list[int]:
     return ids
 
 
-def _children(field_type: IcebergType) -> list[NestedField]:
-    names = ("element_field", "key_field", "value_field")
-    return [*getattr(field_type, "fields", ()), *(getattr(field_type, n) for n in names if hasattr(field_type, n))]
-
-
 def _struct_at(struct: IcebergType, parent_ids: list[int]) -> StructType | None:
     """The struct reached from ``struct`` through the fields ``parent_ids``; ``None`` when one of them is gone."""
     for field_id in parent_ids:
-        struct = next((child.field_type for child in _children(struct) if child.field_id == field_id), None)  # type: ignore[assignment]
+        struct = next((child.field_type for child in child_fields(struct) if child.field_id == field_id), None)  # type: ignore[assignment]
         if struct is None:
             return None
     return struct if isinstance(struct, StructType) else None

@@ -55,11 +55,6 @@ class TouchedTable:
         """JSON-able form: ``table`` and ``change``, plus ``previous`` and ``location`` when known."""
         return {key: value for key, value in asdict(self).items() if value is not None}
 
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> TouchedTable:
-        """The table :meth:`to_json` described."""
-        return cls(str(data["table"]), data["change"], data.get("previous"), data.get("location"))
-
 
 class TouchedTables:
     """The tables one migration touched, each with its net change, in the order they were last touched."""

@@ -16,6 +16,7 @@ from urllib.parse import quote, urlsplit
 
 import requests
 
+from iceberg_ops_provider.catalogs.requests_of import one_line
 from iceberg_ops_provider.errors import PolarisError, PolarisRequestError
 from iceberg_ops_provider.polaris.arguments import (
     SEPARATOR,
@@ -30,7 +31,7 @@ from iceberg_ops_provider.polaris.arguments import (
 )
 from iceberg_ops_provider.polaris.auth import DEFAULT_SCOPE, ClientCredentialsAuth, StaticTokenAuth
 from iceberg_ops_provider.polaris.policies import ApplicablePolicy, Policy, PolicyContent
-from iceberg_ops_provider.polaris.transport import Call, HTTPResponse, HTTPSession, Transport, short
+from iceberg_ops_provider.polaris.transport import Call, HTTPResponse, HTTPSession, Transport
 
 __all__ = ["HTTPResponse", "HTTPSession", "NamespaceLike", "PolarisPolicyClient", "TargetType"]
 
@@ -278,8 +279,8 @@ class PolarisPolicyClient:
             ns, name = entry.get("namespace"), entry.get("name")
             if not isinstance(name, str) or not isinstance(ns, list):
                 raise PolarisError(
-                    f"GET {url} answered a policy identifier without a namespace list and a name: {short(entry)}. "
-                    "Is base_url a Polaris 1.x catalog API root?",
+                    f"GET {url} answered a policy identifier without a namespace list and a name: "
+                    f"{one_line(entry, 300)}. Is base_url a Polaris 1.x catalog API root?",
                     url=url,
                 )
             found.append((tuple(str(level) for level in ns), name))
@@ -429,7 +430,7 @@ class PolarisPolicyClient:
     def _policy(self, body: Any, url: str) -> Policy:
         if not isinstance(body, Mapping) or not isinstance(body.get("policy"), Mapping):
             raise PolarisError(
-                f"{url} answered JSON without a 'policy' object ({short(body)}). "
+                f"{url} answered JSON without a 'policy' object ({one_line(body, 300)}). "
                 "Is base_url a Polaris 1.x catalog API root (.../api/catalog)?",
                 url=url,
             )
@@ -438,7 +439,9 @@ class PolarisPolicyClient:
     @staticmethod
     def _object(item: Any, url: str) -> Mapping[str, Any]:
         if not isinstance(item, Mapping):
-            raise PolarisError(f"GET {url} answered a list entry that is not an object: {short(item)}.", url=url)
+            raise PolarisError(
+                f"GET {url} answered a list entry that is not an object: {one_line(item, 300)}.", url=url
+            )
         return item
 
     def _pages(self, action: str, url: str, params: Mapping[str, str], key: str, privilege: str) -> list[Any]:
@@ -454,7 +457,7 @@ class PolarisPolicyClient:
             if not isinstance(body, Mapping) or not isinstance(body.get(key), list):
                 raise PolarisError(
                     f"Could not {action}: GET {call.shown_url} answered JSON without a {key!r} list "
-                    f"({short(body, 160)}). Is base_url ({self.base_url}) a Polaris 1.x catalog API root?",
+                    f"({one_line(body, 160)}). Is base_url ({self.base_url}) a Polaris 1.x catalog API root?",
                     url=call.shown_url,
                 )
             items.extend(body[key])

@@ -22,6 +22,7 @@ from requests.adapters import HTTPAdapter
 from urllib3.exceptions import InvalidHeader, MaxRetryError, ReadTimeoutError
 from urllib3.util.retry import Retry
 
+from iceberg_ops_provider.catalogs.requests_of import one_line
 from iceberg_ops_provider.errors import (
     PolarisAuthError,
     PolarisConflictError,
@@ -94,12 +95,6 @@ class HTTPSession(Protocol):
         ...
 
 
-def short(text: object, limit: int = 300) -> str:
-    """``text`` on one line, cut to ``limit`` characters."""
-    line = " ".join(str(text).split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
 @dataclass(frozen=True)
 class Call:
     """One API call: what it does (as in "Could not <action>"), where it goes, and the privilege a 403 names."""
@@ -148,7 +143,7 @@ class _PolarisRetry(Retry):
         if isinstance(error, ReadTimeoutError):
             raise error
         response = kwargs.get("response")
-        why = f"HTTP {response.status}" if response is not None else f"the connection failed ({short(error, 240)})"
+        why = f"HTTP {response.status}" if response is not None else f"the connection failed ({one_line(error, 240)})"
         new = super().increment(method, url, *args, **kwargs)
         logger.warning("Polaris %s %s: %s; retrying (retry %d)", method, url, why, len(new.history))
         return new
@@ -173,12 +168,12 @@ def retrying_adapter(
 def _cause(exc: BaseException) -> str:
     """The innermost reason of a ``requests`` error (urllib3 wraps it in "Max retries exceeded ...")."""
     reason = getattr(exc.args[0], "reason", None) if exc.args else None
-    return short(reason if reason is not None else exc, 240)
+    return one_line(reason if reason is not None else exc, 240)
 
 
 def _body_summary(response: HTTPResponse) -> str:
     content_type = response.headers.get("Content-Type") or "no content type"
-    return f"{content_type}, starting {short(response.text or '', 80)!r}"
+    return f"{content_type}, starting {one_line(response.text or '', 80)!r}"
 
 
 @dataclass(eq=False, repr=False)
@@ -235,7 +230,7 @@ class Transport:
         )
         if not isinstance(body, Mapping):
             raise PolarisAuthError(
-                f"The token endpoint {url} answered {short(body, 80)!r}, not a JSON object. Check oauth2-server-uri "
+                f"The token endpoint {url} answered {one_line(body, 80)!r}, not a JSON object. Check oauth2-server-uri "
                 "(normally <base_url>/v1/oauth/tokens).",
                 url=url,
             )
@@ -293,7 +288,7 @@ class Transport:
         except requests.exceptions.RequestException as exc:
             raise call.failed(
                 PolarisRequestError,
-                f"could not be sent ({short(exc, 240)}). Check base_url and the client's arguments.",
+                f"could not be sent ({one_line(exc, 240)}). Check base_url and the client's arguments.",
             ) from None
         if 300 <= response.status_code < 400:
             raise call.failed(
@@ -349,13 +344,13 @@ class Transport:
             elif isinstance(envelope, str):  # OAuth2 token endpoint
                 error_type, message = envelope, str(body.get("error_description") or "")
         if error_type or message:
-            said = ": ".join(part for part in (error_type, short(message)) if part)
+            said = ": ".join(part for part in (error_type, one_line(message, 300)) if part)
         elif not text.strip():
             said = "no body"
         elif not json_body:
             said = f"a body that is not JSON ({_body_summary(response)}); {_NOT_POLARIS}"
         else:
-            said = f"JSON without Polaris's error envelope: {short(body, 160)}"
+            said = f"JSON without Polaris's error envelope: {one_line(body, 160)}"
         cls, hint = self._hint(call, status, error_type, message, attempts)
         return call.failed(cls, f"answered HTTP {status} ({said}). {hint}", status=status, error_type=error_type)
 

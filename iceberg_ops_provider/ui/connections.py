@@ -49,13 +49,6 @@ class CatalogConnection:
         return self.spec.timeout
 
     @property
-    def problem(self) -> str | None:
-        """Why the connection cannot be opened, in this project's words (never a secret), else ``None``."""
-        if not self.spec.problems:
-            return None
-        return "; ".join(str(problem.text) for problem in self.spec.problems)
-
-    @property
     def fingerprint(self) -> str:
         """Changes when anything that opens the catalog changes (a cached catalog is then opened again)."""
         return self.spec.fingerprint()

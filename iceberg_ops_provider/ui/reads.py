@@ -242,20 +242,6 @@ class Reads:
         )
         return Part(None, text, time.time(), waited)
 
-    def get(
-        self,
-        key: Hashable,
-        fn: Callable[[], T],
-        *,
-        ttl: float,
-        timeout: float,
-        catalog: str,
-        words: Callable[[BaseException], str] | None = None,
-    ) -> Part[T]:
-        """Read ``key`` with ``fn`` (or reuse it), bounded by ``timeout`` seconds."""
-        entry = self.start(key, fn, ttl=ttl, timeout=timeout, catalog=catalog, words=words)
-        return self.result(entry, timeout=timeout, catalog=catalog)
-
     def many(
         self,
         jobs: dict[str, tuple[Hashable, Callable[[], Any]]],

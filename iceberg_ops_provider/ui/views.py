@@ -22,6 +22,7 @@ import pyiceberg.catalog.rest  # noqa: F401
 from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
 from iceberg_ops_provider.catalogs import CatalogFailure, catalog_errors, deadline, failure
+from iceberg_ops_provider.core.name_hints import existing_namespaces
 from iceberg_ops_provider.core.threads import carrying_context
 from iceberg_ops_provider.data_migration.progress_report import moves_into
 from iceberg_ops_provider.errors import CatalogConfigError, CatalogUnavailableError, IcebergOpsError, MissingExtraError
@@ -108,8 +109,7 @@ def _meta(catalog: Any, conn: CatalogConnection) -> str:
 
 def _listed(reads: Reads, conn: CatalogConnection) -> list[str]:
     catalog = _catalog(reads, conn)
-    meta = _meta(catalog, conn)
-    return sorted(name for name in (".".join(n) for n in catalog.list_namespaces()) if name != meta)
+    return existing_namespaces(catalog, hidden=(_meta(catalog, conn),))
 
 
 CHECK_SECONDS = 5.0

@@ -26,6 +26,7 @@ from pyiceberg.exceptions import (
 from pyiceberg.table import CommitTableRequest, TableIdentifier
 
 from iceberg_ops_provider.catalogs import spec_of, translate
+from iceberg_ops_provider.catalogs.requests_of import one_line
 from iceberg_ops_provider.core.atomic.changes import AtomicCommitResult, TableChange
 
 if TYPE_CHECKING:
@@ -72,16 +73,11 @@ def _error_of(response: Response) -> tuple[str, str]:
         return "", ""
 
 
-def _short(text: str, limit: int = 300) -> str:
-    line = " ".join(text.split())
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
 def _describe(response: Response) -> str:
     kind, message = _error_of(response)
     if kind or message:
-        return f"HTTP {response.status_code} {kind}: {_short(message)}".strip()
-    return f"HTTP {response.status_code} {_short(response.text or response.reason or '')}".strip()
+        return f"HTTP {response.status_code} {kind}: {one_line(message, 300)}".strip()
+    return f"HTTP {response.status_code} {one_line(response.text or response.reason or '', 300)}".strip()
 
 
 def _not_served(response: Response) -> bool:
@@ -118,7 +114,7 @@ def _post(catalog: RestCatalog, url: str, body: bytes) -> Response:
             if _not_sent(exc) and (error := translate(exc, spec_of(catalog))) is not None:
                 raise error from exc
             raise CommitStateUnknownException(
-                f"The multi-table commit to {url} got no answer ({type(exc).__name__}: {_short(str(exc))}): all or "
+                f"The multi-table commit to {url} got no answer ({type(exc).__name__}: {one_line(exc, 300)}): all or "
                 "none of its changes were applied. Load the tables to find out."
             ) from exc
         if response.status_code in (401, 419) and attempt == 1 and hasattr(catalog, "_refresh_token"):

@@ -13,11 +13,16 @@ import pytest
 from iceberg_ops_provider.ui.reads import Reads
 
 
+def _get(reads: Reads, key, fn, **options):
+    """One part read on its own, as a page reads its parts."""
+    return reads.many({"part": (key, fn)}, **options)["part"]
+
+
 def test_a_part_that_does_not_finish_in_time_is_an_error_naming_the_catalog():
     release = threading.Event()
     reads = Reads()
     started = time.monotonic()
-    part = reads.get("stalls", lambda: release.wait(30), ttl=5, timeout=0.3, catalog="lake")
+    part = _get(reads, "stalls", lambda: release.wait(30), ttl=5, timeout=0.3, catalog="lake")
     took = time.monotonic() - started
     release.set()
     assert part.value is None and not part.ok
@@ -42,10 +47,10 @@ def test_a_finished_part_is_reused_within_its_ttl_and_read_again_after_it():
         calls.append(1)
         return len(calls)
 
-    assert reads.get("k", read, ttl=0.5, timeout=5, catalog="c").value == 1
-    assert reads.get("k", read, ttl=0.5, timeout=5, catalog="c").value == 1
+    assert _get(reads, "k", read, ttl=0.5, timeout=5, catalog="c").value == 1
+    assert _get(reads, "k", read, ttl=0.5, timeout=5, catalog="c").value == 1
     time.sleep(0.6)
-    assert reads.get("k", read, ttl=0.5, timeout=5, catalog="c").value == 2
+    assert _get(reads, "k", read, ttl=0.5, timeout=5, catalog="c").value == 2
 
 
 def test_a_part_still_running_is_joined_rather_than_started_again():
@@ -95,15 +100,16 @@ def test_a_catalog_that_timed_out_is_not_asked_again_until_retry_after_and_no_th
         calls.append("stalls")
         release.wait(30)
 
-    assert "did not answer within" in reads.get("a", stalls, ttl=5, timeout=0.2, catalog="lake").error
+    assert "did not answer within" in _get(reads, "a", stalls, ttl=5, timeout=0.2, catalog="lake").error
     started = time.monotonic()
-    part = reads.get("b", lambda: calls.append("b"), ttl=5, timeout=0.2, catalog="lake")
+    part = _get(reads, "b", lambda: calls.append("b"), ttl=5, timeout=0.2, catalog="lake")
     assert time.monotonic() - started < 0.1  # at once, not after another timeout
     assert "'lake' did not answer within 0.2 s at" in part.error and "asked again" in part.error
     assert calls == ["stalls"]  # the second read never ran
-    assert reads.get("other", lambda: 7, ttl=5, timeout=0.2, catalog="warehouse").value == 7  # other catalogs are asked
+    # other catalogs are asked
+    assert _get(reads, "other", lambda: 7, ttl=5, timeout=0.2, catalog="warehouse").value == 7
     time.sleep(0.7)
-    assert reads.get("b", lambda: 8, ttl=5, timeout=0.2, catalog="lake").value == 8  # asked again after retry_after
+    assert _get(reads, "b", lambda: 8, ttl=5, timeout=0.2, catalog="lake").value == 8  # asked again after retry_after
     release.set()
 
 
@@ -112,10 +118,10 @@ def test_a_read_that_succeeds_clears_the_catalogs_silence():
     reads = Reads(retry_after=60)
     slow = reads.start("slow", lambda: release.wait(5) and "late", ttl=5, timeout=0.2, catalog="lake")
     assert not reads.result(slow, timeout=0.2, catalog="lake").ok
-    assert "asked again" in reads.get("x", lambda: 1, ttl=5, timeout=0.2, catalog="lake").error
+    assert "asked again" in _get(reads, "x", lambda: 1, ttl=5, timeout=0.2, catalog="lake").error
     release.set()
     slow.future.result(5)
-    assert reads.get("x2", lambda: 2, ttl=5, timeout=0.2, catalog="lake").value == 2
+    assert _get(reads, "x2", lambda: 2, ttl=5, timeout=0.2, catalog="lake").value == 2
 
 
 def test_at_most_max_waiting_requests_wait_for_one_catalog_and_the_rest_are_refused_at_once():
@@ -133,7 +139,7 @@ def test_at_most_max_waiting_requests_wait_for_one_catalog_and_the_rest_are_refu
     refused = reads.result(entry, timeout=5, catalog="lake")
     assert time.monotonic() - started < 0.1
     assert "'lake' is still answering 2 earlier requests" in refused.error
-    assert reads.get("elsewhere", lambda: 3, ttl=5, timeout=5, catalog="warehouse").value == 3
+    assert _get(reads, "elsewhere", lambda: 3, ttl=5, timeout=5, catalog="warehouse").value == 3
     release.set()
     for waiter in waiters:
         waiter.join(5)
@@ -150,7 +156,7 @@ def test_a_shorter_wait_says_the_catalog_is_still_being_asked_and_a_later_reques
     release.set()
     again = reads.start("probe", lambda: 99, ttl=5, timeout=5, catalog="lake")
     assert again is entry and reads.result(again, timeout=5, catalog="lake").value == 3
-    assert "asked again" not in (reads.get("n", lambda: 1, ttl=5, timeout=5, catalog="lake").error or "")
+    assert "asked again" not in (_get(reads, "n", lambda: 1, ttl=5, timeout=5, catalog="lake").error or "")
 
 
 def test_at_most_max_running_reads_of_one_catalog_hold_a_thread_and_new_names_are_refused_at_once():
@@ -159,15 +165,15 @@ def test_at_most_max_running_reads_of_one_catalog_hold_a_thread_and_new_names_ar
     baseline = threading.active_count()
     held = [reads.start(f"ns{n}", lambda: release.wait(5), ttl=5, timeout=5, catalog="lake") for n in range(2)]
     started = time.monotonic()
-    refused = [reads.get(f"ns{n}", lambda: 1, ttl=5, timeout=5, catalog="lake") for n in range(2, 50)]
+    refused = [_get(reads, f"ns{n}", lambda: 1, ttl=5, timeout=5, catalog="lake") for n in range(2, 50)]
     assert time.monotonic() - started < 0.5
     assert all("still answering 2 earlier reads" in part.error for part in refused)
     assert threading.active_count() <= baseline + 2  # 48 new names started no thread
-    assert reads.get("other", lambda: 3, ttl=5, timeout=5, catalog="warehouse").value == 3
+    assert _get(reads, "other", lambda: 3, ttl=5, timeout=5, catalog="warehouse").value == 3
     release.set()
     for entry in held:
         entry.future.result(5)
-    assert reads.get("ns99", lambda: 4, ttl=5, timeout=5, catalog="lake").value == 4  # slots free again
+    assert _get(reads, "ns99", lambda: 4, ttl=5, timeout=5, catalog="lake").value == 4  # slots free again
 
 
 def test_all_catalogs_together_have_a_cap_on_waiting_requests():
@@ -198,11 +204,11 @@ def test_a_read_that_fails_with_a_refusal_ends_the_catalogs_silence():
 
     stalled = reads.start("slow", stalls_then_is_refused, ttl=0, timeout=0.2, catalog="lake")
     assert not reads.result(stalled, timeout=0.2, catalog="lake").ok
-    assert "asked again" in reads.get("x", lambda: 1, ttl=0, timeout=0.2, catalog="lake").error
+    assert "asked again" in _get(reads, "x", lambda: 1, ttl=0, timeout=0.2, catalog="lake").error
     release.set()
     with contextlib.suppress(ConnectionRefusedError):
         stalled.future.result(5)
-    assert reads.get("y", lambda: 2, ttl=0, timeout=0.2, catalog="lake").value == 2  # asked again at once
+    assert _get(reads, "y", lambda: 2, ttl=0, timeout=0.2, catalog="lake").value == 2  # asked again at once
 
 
 def test_a_catalogs_own_timeout_reads_as_the_pages_own_words_and_waits_are_rounded():
@@ -272,7 +278,7 @@ def test_a_late_timeout_neither_restarts_an_old_pause_nor_hides_a_later_refusal(
     release.set()
     with contextlib.suppress(TimeoutError):
         late.future.result(5)
-    assert reads.get("now", lambda: 1, ttl=0, timeout=0.1, catalog="lake").value == 1  # no pause from a late end
+    assert _get(reads, "now", lambda: 1, ttl=0, timeout=0.1, catalog="lake").value == 1  # no pause from a late end
 
     def refused() -> None:
         raise ConnectionRefusedError("refused")
@@ -280,7 +286,7 @@ def test_a_late_timeout_neither_restarts_an_old_pause_nor_hides_a_later_refusal(
     stalled = reads.start("stalled", lambda: time.sleep(0.3), ttl=60, timeout=0.1, catalog="lake")
     assert "did not answer within 0.1 s" in reads.result(stalled, timeout=0.1, catalog="lake").error
     reads._silent.clear()  # the pause is over early here; the refusal below is news after the timeout
-    assert "ConnectionRefusedError" in reads.get("r", refused, ttl=0, timeout=0.1, catalog="lake").error
+    assert "ConnectionRefusedError" in _get(reads, "r", refused, ttl=0, timeout=0.1, catalog="lake").error
     again = reads.result(stalled, timeout=0.1, catalog="lake")  # the cached timed-out part, shown again
     assert "did not answer" in again.error
-    assert reads.get("after", lambda: 2, ttl=0, timeout=0.1, catalog="lake").value == 2  # not paused again
+    assert _get(reads, "after", lambda: 2, ttl=0, timeout=0.1, catalog="lake").value == 2  # not paused again
