@@ -1,18 +1,7 @@
 """One commit that replaces exactly the given data files of a meta table, leaving nothing behind if it fails.
 
-PyIceberg's ``append``/``overwrite`` leave the Parquet files they wrote on storage when the commit
-fails (a lost race, retries exhausted). The history and event tables write often and race each
-other's writers, so they commit through :func:`replace_files`: the new rows are written once, one
-transaction deletes the files the filter selects (whole files: a namespace's partition, or the whole
-log) and appends the new ones, and the new files are deleted if it fails. A caller that retries calls
-it again with what it reads then.
-
-The tables it writes use ``write.delete.isolation-level=snapshot``: the delete is planned on the
-snapshot the caller read, and a retry inside PyIceberg keeps that plan, so files other writers
-appended meanwhile (other namespaces' rows, new events) are kept, never deleted unread; the commit
-still fails if a file it deletes was removed or rewritten meanwhile. (An explicit
-``delete_data_file`` rewrite would be one snapshot instead of two, but PyIceberg 0.12 then carries a
-manifest of deleted entries into every later snapshot: the manifest list would grow with each write.)
+The history and event tables commit through :func:`replace_files`: new rows written once, the selected files deleted
+and the new ones appended in one transaction, the new files removed on failure (docs/migrations.md, "History").
 """
 
 from __future__ import annotations

@@ -1,19 +1,7 @@
 """Intent records and receipts: knowing, after any crash, what a migration committed.
 
-A migration commits table by table (PyIceberg has no multi-table commit), then the runner records it
-in the history. A crash in between used to leave changes committed and unrecorded. Two records close
-that gap without adding a commit to the common path beyond one small property write:
-
-* the **intent**, written to the namespace's lock table before the migration's first commit: which
-  version, which run, and the ordered actions it is about to take (commit to table T, drop T, rename
-  T to U), each with a unique receipt;
-* a **receipt**, a table property (:data:`RECEIPT_PROPERTY`) written in the same commit as each
-  table's change, so the change and its proof land together or not at all.
-
-After a crash, :func:`assess` reads the tables: drops and renames are visible in the catalog, other
-commits by their receipt. Commits happen in order, so the last action found done marks everything
-before it as done too. The outcome is all committed (record it without running it again), nothing
-committed (run it again), or partial (stop and ask a person).
+The intent, written to the lock table before the first commit, lists the actions with their receipts; each table's
+commit carries its receipt (:data:`RECEIPT_PROPERTY`); :func:`assess` reads them back (docs/recovery.md).
 """
 
 from __future__ import annotations

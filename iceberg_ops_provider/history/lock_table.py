@@ -1,28 +1,7 @@
 """The namespace lock's table, and the compare-and-swap commits that take, keep and give the lock back.
 
-Appending a "lock row" is no lock: PyIceberg retries and rebases appends, so two runs would both
-succeed. Creating a table is no reliable lock either: some REST catalogs answer a second create of
-the same name with the existing table instead of a conflict. What every catalog checks is a commit's
-requirements, and "ref ``held`` must point at snapshot S (or not exist)" is one of them.
-
-So each namespace has a small lock table, ``<meta_namespace>.migration_lock_<namespace>`` (with one
-empty base snapshot on ``main``, see :func:`ensure_lock_table`), and every acquisition adds a
-snapshot of its own (no data, an empty manifest list) tagged ``held`` (:func:`commit_acquisition`):
-
-* acquire: add snapshot S, tag it ``held``, write the holder's properties, under the requirement
-  "``held`` does not exist";
-* take over a stale lock: the same, under "``held`` points at the stale holder's snapshot";
-* renew the lease, write the run's intent, release: each under "``held`` points at S"
-  (:func:`commit_if_held`).
-
-Because S is unique to one acquisition, none of these can act on a lock that changed hands since it
-was read: a release after a forced unlock and a new acquisition fails its requirement and leaves the
-new holder alone.
-
-The commits are built by hand and sent with ``Table._do_commit`` (pinned PyIceberg 0.12), because a
-PyIceberg transaction keeps only one requirement per type and would drop the ``held`` assertion.
-When and why to make them (retries, who holds the lock, the errors a run sees) is
-:class:`~iceberg_ops_provider.history.lock.NamespaceLock`'s affair.
+Each acquisition adds an empty snapshot of its own tagged ``held``; every later change asserts that snapshot, built
+by hand because a PyIceberg transaction keeps one requirement per type (docs/adr/0002, 0003; docs/migrations.md).
 """
 
 from __future__ import annotations

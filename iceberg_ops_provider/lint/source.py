@@ -1,10 +1,7 @@
 """Findings in one migration file, read from its source: nothing in it runs, no catalog is needed.
 
-The ``Migration`` class's ``upgrade()`` and ``downgrade()`` are walked for calls on their context
-argument (``ctx.drop_column(...)``), for ``ctx.catalog``/``ctx.load_table`` and, in ``downgrade()``,
-for ``raise IrreversibleMigrationError``; each call site is one finding. Allowances are read too:
-``# iceberg-ops: allow=<rule-id>[,<rule-id>] reason="..."`` on any line of the call, or
-``allow = {"<rule-id>": "reason"}`` on the class; one that accepts no finding is reported.
+Each call on the context argument in ``upgrade()``/``downgrade()`` is one finding; allowances are read from
+``# iceberg-ops: allow=...`` comments and the class's ``allow`` (docs/lint.md).
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """The per-migration API: :class:`BaseMigration` and :class:`MigrationContext`.
 
-Example migration file ``migrations/0001_create_orders.py``::
-
-    import pyarrow as pa
-    from iceberg_ops_provider.migration import BaseMigration
-
-    class Migration(BaseMigration):
-        description = "create orders"
-
-        def upgrade(self, ctx):
-            ctx.create_table("orders", schema=pa.schema([pa.field("id", pa.int64(), nullable=False)]))
-
-        def downgrade(self, ctx):
-            ctx.drop_table("orders")
+A migration file defines ``class Migration(BaseMigration)`` with ``upgrade(self, ctx)`` and ``downgrade(self, ctx)``
+(docs/migrations.md, "Writing migrations").
 """
 
 from __future__ import annotations

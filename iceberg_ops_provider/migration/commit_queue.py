@@ -1,12 +1,7 @@
 """What a migration staged, in order, and how it reaches the catalog.
 
-A :class:`CommitQueue` holds one PyIceberg transaction per table (a new table is a placeholder
-transaction until it is committed), and drops and renames in the order the migration made them. It
-commits them one by one, each announced to the run's :class:`CommitJournal` first (the runner's
-intent) and each table's commit carrying a receipt property, so that after a crash the runner can
-tell from the tables which commits landed. An :class:`AtomicCommitJournal` instead takes a finished
-migration's table changes in one commit with its history record; drops, renames, namespace creation
-(and, on REST catalogs, table creation) still commit one by one, before it.
+A :class:`CommitQueue` commits each table's transaction, drop and rename in order, announced to the run's
+:class:`CommitJournal` with a receipt; an :class:`AtomicCommitJournal` takes the table changes in one commit.
 """
 
 from __future__ import annotations
@@ -318,10 +313,7 @@ class CommitQueue:
         return IntentAction(label, kind, receipt=self.journal.receipt(step) if self.journal else None)
 
     def _commit_atomic(self, mode: str) -> bool:
-        """Commit the queue with its table changes in one atomic commit; false when there are none to.
-
-        What cannot be part of it (see :func:`split_for_atomic`) is committed first, one by one.
-        """
+        """Commit the table changes in one atomic commit, what cannot join it first; false when there are none."""
         journal: Any = self.journal
         outside, inside = split_for_atomic(self.items, self.created, creates_inside=mode == "sql-transaction")
         if not inside:

@@ -1,13 +1,7 @@
 """MigrationContext: what a migration's ``upgrade()``/``downgrade()`` uses to change tables.
 
-Changes to one table are staged in one PyIceberg transaction and reach the catalog as one atomic
-commit when the migration returns (:meth:`MigrationContext.finish`, called by the runner); if the
-migration raises, staged changes are discarded. Drops and renames are staged in order with the rest;
-:meth:`MigrationContext.load_table` and :meth:`MigrationContext.commit` first commit what is pending.
-Each method stages one operation class (:mod:`.table_operations`, :mod:`.column_operations`).
-
-Bare table names resolve in the runner's namespace; a dotted name (``"finance.orders"``) addresses
-another namespace. Nested columns are given as dotted paths (``"address.city"``) or tuples.
+Each table's changes are staged in one transaction and committed when the migration returns (discarded if it
+raises); names resolve in the runner's namespace unless dotted (docs/migrations.md, "What ``ctx`` offers").
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Migration operations as data: each kind of change defined once.
 
-An operation class says what :class:`~iceberg_ops_provider.migration.context.MigrationContext` stages
-for it, its reverse, how autogenerate renders it, its risk and the lint rule that reviews it; the
-context, autogenerate, ``plan`` and ``lint`` all read these classes, registered in :data:`OPERATIONS`.
-The operations are in :mod:`~iceberg_ops_provider.migration.table_operations` and
-:mod:`~iceberg_ops_provider.migration.column_operations` (see ``docs/contributing.md``).
+An operation class says what the context stages, its reverse, rendering, risk and lint rule; every reader uses
+:data:`OPERATIONS` (docs/contributing.md, "Adding a migration operation").
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Bringing a dropped column back with its data: ``ctx.restore_column``.
 
-Iceberg never reuses a field id, and a data file written before a column was dropped still holds
-the column under its id. A new schema holding the old field again (same id, type and doc, at its
-old position) makes readers find those values again; rows of files written after the drop (or
-rewritten since) read null. So a restored column is optional, unless it was required and every live
-data file still holds it: then it comes back required, and the commit asserts nothing was written since.
+A new schema holds the old field again (same id, type and doc, at its old position), so files written before the
+drop read its values again (docs/migrations.md, "Reversible column drops").
 """
 
 from __future__ import annotations
@@ -116,10 +113,7 @@ def dropped_column(metadata: TableMetadata, name: str, table: str, current: Sche
 
 
 def _current_path(schema: Schema, field_id: int, current: Schema) -> str | None:
-    """The dotted name an earlier schema's field has under the current names of its parents (``None``: parent gone).
-
-    A field dropped by the migration that renamed its struct is restored by the struct's new name.
-    """
+    """The dotted name an earlier schema's field has under its parents' current names (``None``: parent gone)."""
     leaf = schema.find_field(field_id).name
     parent_id = schema._lazy_id_to_parent.get(field_id)
     if parent_id is None:

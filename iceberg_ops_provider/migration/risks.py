@@ -1,9 +1,7 @@
 """How risky each kind of migration operation is, as the operation classes declare it.
 
-``safe`` changes metadata without touching what existing readers see; ``review`` changes what readers
-or writers see; ``destructive`` makes data unreachable. Autogenerate's ``# [risk]`` comments and
-``plan``'s labels both read :data:`RISKS`; ``plan`` alone, looking at the table, labels a drop from a
-table holding no rows :data:`EMPTY_DROP_RISK`.
+Autogenerate's ``# [risk]`` comments and ``plan``'s labels read :data:`RISKS`; ``plan`` labels a drop from a table
+holding no rows :data:`EMPTY_DROP_RISK` (docs/contributing.md, "Adding a migration operation").
 """
 
 from __future__ import annotations

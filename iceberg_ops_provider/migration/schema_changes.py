@@ -1,20 +1,7 @@
 """A migration's pending schema changes, per table, merged into one new schema.
 
-:class:`~iceberg_ops_provider.migration.context.MigrationContext` stages column changes here and
-folds them into the table's transaction right before a change that must see them (a partition field
-or sort order on a column this migration creates or renames, a restore) or the table's commit.
-
-PyIceberg resolves the names a schema update is given against the schema the update started from,
-and cannot combine every pair of changes in one update (a column added to a struct the same update
-adds, a move next to a column it drops). Such a change starts a new *segment*: a fresh update whose
-starting schema is the previous segment's result, renumbered as the table's current schema, with
-field ids continuing where the previous segment stopped. Only the last segment is committed, so the
-table gets one new schema however many segments its changes needed.
-
-A property, partition or sort-order change staged while column changes are pending is built on the
-table as those changes leave it (a scratch copy of its metadata) and its updates are kept, to be
-applied right after the one new schema, in order: partition and sort fields point at columns by
-field id, so a rename after them changes nothing they hold, and the schema stays one.
+Column changes are folded into the table's transaction before a change that must see them or the commit; changes
+PyIceberg cannot combine start a new segment (docs/contributing.md, "How a migration's changes are staged").
 """
 
 from __future__ import annotations
@@ -67,10 +54,7 @@ def refusal(what: str, identifier: Identifier, exc: Exception) -> InvalidOperati
 def _stage(
     update: UpdateSchema, change: _Change, allow_incompatible: bool, specs: Iterable[PartitionSpec] = ()
 ) -> None:
-    """Apply ``change`` to ``update`` and validate the result now, so an error names this change.
-
-    The field names of ``specs`` (waiting to be applied after the schema) must not clash with its columns.
-    """
+    """Apply ``change`` to ``update`` and validate it now (also against ``specs``' field names), naming this change."""
     allowed = update._allow_incompatible_changes
     update._allow_incompatible_changes = allow_incompatible or allowed
     try:
@@ -124,11 +108,7 @@ def _field_id(schema: Schema, column: ColumnPath) -> int | None:
 
 
 def _names_the_same(update: UpdateSchema, pending: Schema, column: ColumnPath, *, added_ok: bool) -> bool:
-    """Whether ``update`` (which resolves names against the schema it started from) finds ``column`` as it is now.
-
-    Not when an earlier step of the segment renamed or dropped the column (PyIceberg would find the old
-    one), or created it (``added_ok``: a placement may name a column the update adds).
-    """
+    """Whether ``update`` sees ``column`` as now: the segment did not rename, drop or (unless ``added_ok``) add it."""
     now = _field_id(pending, column)
     if added_ok and update._added_name_to_id.get(dotted(column)) == now is not None:
         return True

@@ -1,9 +1,7 @@
 """What a migration's staged changes would send to the catalog, named and shaped as the REST spec does.
 
-The catalog operations (``create-namespace``, ``create-table``, ``drop-table``, ``rename-table``) and,
-per existing table, PyIceberg's own requirement and update models of its commit, dumped with the REST
-names, in commit order with sorted keys, so two plans of the same files diff cleanly. The receipt
-the runner sets on each table it commits is only known when the run starts: a plan shows ``<receipt>``.
+Catalog operations and each table's requirements and updates, in commit order with sorted keys; the run's
+receipt shows as ``<receipt>`` (docs/plan-format.md).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Partition expressions and sort fields written as text.
 
-Partition expressions: ``"col"``, ``"identity(col)"``, ``"bucket(16, col)"``, ``"truncate(4, col)"``,
-``"year(col)"``, ``"month(col)"``, ``"day(col)"``, ``"hour(col)"``, ``"void(col)"`` (plural forms
-such as ``days(ts)``, as Spark writes them, are accepted too).
-
-Sort fields: an expression followed by an optional direction and null order:
-``"col"``, ``"col desc"``, ``"day(ts) asc nulls last"``. Defaults follow Iceberg and Spark: ascending,
-nulls first when ascending and nulls last when descending.
+``"bucket(16, col)"``, ``"day(ts)"`` (or Spark's plural ``days(ts)``), ``"col desc"``, ``"day(ts) asc nulls last"``;
+defaults follow Iceberg and Spark (docs/migrations.md, "What ``ctx`` offers").
 """
 
 from __future__ import annotations

@@ -1,12 +1,6 @@
 """Which delete files apply to a data file, and how many of its rows they may remove, judged from manifests alone.
 
-The partition check (:mod:`iceberg_ops_provider.partitions.probe`) walks manifest entries itself,
-rather than planning a scan, so that tables with equality deletes (Flink upserts) are judged too.
-Position deletes apply to the data files of their partition with a data sequence number at most
-theirs (or to the one file their ``file_path`` bounds name), each removing at most its record count;
-equality deletes to the files of their partition (anywhere, when unpartitioned) with a lower sequence
-number, unless an equality column's bounds show no row can match, and may remove any number of rows.
-The result is a bound, never an exact count.
+The result is a bound, never an exact count (the rules: docs/sensors.md, "How the partition check works").
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
 """Has data for a partition (or matching a row filter) been committed: counted from a table's metadata alone.
 
-What :class:`~iceberg_ops_provider.sensors.IcebergPartitionSensor` and its trigger ask.
-:func:`partition_rows` walks the manifest entries of the current snapshot (never a data file) and
-keeps the data files whose partition record holds the wanted values and whose statistics do not rule
-the row filter out. A :class:`PartitionProbe` counts ``rows``, **certainly** there and matching (data
-files all of whose rows match, less what position deletes may have removed; none with equality
-deletes), and ``possible_rows``, an upper bound (every file that may hold matching rows).
-
-With ``after_snapshot``, only files committed after that snapshot count, judged by data sequence
-numbers (snapshot times on format 1 tables) kept in a :class:`SnapshotMark`, so the wait survives the
-snapshot's expiry. Files of an ``append`` (or a partition replacement) hold new rows; files of other
-overwrites, a ``replace`` or a ``delete`` may hold older rows, so they count as possible only.
+:func:`partition_rows` walks the current snapshot's manifest entries, never a data file; a :class:`PartitionProbe`
+counts certain ``rows`` and ``possible_rows`` (docs/sensors.md, "How the partition check works").
 """
 
 from __future__ import annotations
@@ -114,10 +105,7 @@ def _snapshots_after(table: Table, mark: SnapshotMark) -> set[int] | None:
 
 
 def _added_after(entry: ManifestEntry, mark: SnapshotMark, table: Table, later: set[int] | None) -> str | None:
-    """Whether the entry's file came after ``mark``: ``None`` (no), new rows, or rows that may be old.
-
-    ``later``: on a format 1 table, the snapshots after the mark's (``None``: compare commit times).
-    """
+    """Whether the entry's file came after ``mark`` (``later``: format 1 snapshots after it): ``None``, new or old."""
     added_by = table.snapshot_by_id(entry.snapshot_id) if entry.snapshot_id is not None else None
     if table.metadata.format_version >= 2:
         before = entry.sequence_number is not None and entry.sequence_number <= mark.sequence_number
@@ -221,11 +209,7 @@ def _row_filter(table: Table, where: str | None) -> BooleanExpression:
 
 
 def _entries(table: Table, snapshot: Snapshot, scan_filter: BooleanExpression) -> list[ManifestEntry]:
-    """The live entries (data and delete files) of the snapshot's manifests that ``scan_filter`` may match.
-
-    Manifests are skipped by their partition summaries and entries by their partition and column
-    statistics, as a scan plans; unlike ``plan_files()``, equality deletes do not stop it.
-    """
+    """The live data and delete file entries of the snapshot's manifests that ``scan_filter`` may match."""
     from pyiceberg.table import ManifestGroupPlanner
 
     planner = ManifestGroupPlanner(table_metadata=table.metadata, io=table.io, row_filter=scan_filter)

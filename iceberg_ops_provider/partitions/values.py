@@ -1,12 +1,7 @@
 """Partition values given as text or Python values, converted as a table's partition transforms store them.
 
-The partition sensor's ``partition={"day": "{{ ds }}"}`` arrives as rendered text: each key is checked
-against the current spec and each value converted to what manifests hold. ``year``, ``month``, ``day``
-and ``hour`` take ``2026``, ``2026-01``, ``2026-01-02``, ``2026-01-02-05`` (or anything finer, keeping
-what the transform keeps); ``identity``, ``bucket`` and ``truncate`` a value of the source column;
-``None`` the null partition. Columns without a time zone hold wall-clock values: a non-zero UTC
-offset is refused for them rather than shifted. ``float`` and ``double`` identity values also match
-records holding them rounded to 32 bits, as PyIceberg 0.12 writes them.
+Each key is checked against the current spec and each value converted to what manifests hold (the forms
+accepted: docs/sensors.md, ``IcebergPartitionSensor``).
 """
 
 from __future__ import annotations
@@ -176,11 +171,7 @@ def _source_value(source_type: IcebergType, given: Any) -> Any:
 
 
 def _instant(given: Any, source_type: IcebergType) -> tuple[dt.datetime, str]:
-    """A naive datetime from text, a date or a datetime, and how precise the input was.
-
-    For a ``timestamptz`` column an aware value is taken in UTC; any other column holds wall-clock
-    values, so only a zero offset is accepted (and dropped).
-    """
+    """A naive datetime (UTC; a zero offset only for wall-clock columns) from text, date or datetime; its precision."""
     if isinstance(given, dt.datetime):
         moment, precision = given, "instant"
     elif isinstance(given, dt.date):

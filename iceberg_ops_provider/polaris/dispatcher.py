@@ -1,10 +1,7 @@
 """Polaris maintenance policies enforced: for each table, the effective policy of each type runs its function.
 
 :class:`PolicyDispatcher` asks a :class:`PolicySource` for a table's policies and runs each type's function
-(:mod:`.mappings`) with the arguments :mod:`.parameters` resolves. A type with no policy is not run, whatever
-the overrides say; a disabled policy is skipped; several of one type: the one attached to the table wins, else
-the first. Failures are recorded, not raised on the spot; ``raise_on_failure`` raises once the run is over,
-with the outcome as the error's ``result`` (see docs/polaris.md).
+(:mod:`.mappings`) with the arguments :mod:`.parameters` resolves (see docs/polaris.md).
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """HTTP to Apache Polaris: timeouts, bounded retries, bearer tokens, and typed errors with hints.
 
-A ``requests.Session`` gets ``urllib3``'s ``Retry`` for Polaris's addresses: a connection that could not be
-made is retried for every call (nothing was sent); 429 and 503 too (Polaris did not process the request),
-waiting ``Retry-After`` or the backoff, both capped; a connection dropped after sending only for calls that
-change nothing; an answer that timed out never. Anything but a 2xx answer becomes a typed
-:class:`~iceberg_ops_provider.errors.PolarisError` naming the action, the request (never a secret),
-Polaris's error and what to check.
+Retries are ``urllib3``'s ``Retry`` on the ``requests.Session``; anything but a 2xx answer becomes a typed
+:class:`~iceberg_ops_provider.errors.PolarisError`, never naming a secret (docs/polaris.md, "The client").
 """
 
 from __future__ import annotations

@@ -1,21 +1,6 @@
 """The plan as a versioned JSON document: ``plan`` in JSON and ``IcebergMigrateOperator(action="plan")``.
 
-``plan_format`` 1 (``docs/plan-format.md``)::
-
-    {"plan_format": 1, "namespace": "sales", "target": "head", "direction": "upgrade",
-     "commit_mode": "all-or-nothing" | "table-by-table" | "unknown",
-     "steps": [{"version": "0003", "direction": "upgrade", "description": "...", "risk": "review",
-                "commit_mode": "all-or-nothing", "complete": true,
-                "operations": [{"operation": "...", "risk": "..."}],
-                "findings": [<lint finding>],
-                "changes": [{"operation": "update-table", "table": "sales.orders",
-                             "requirements": [{"type": "assert-current-schema-id", ...}, ...],
-                             "updates": [{"action": "add-schema", ...}, ...]},
-                            {"operation": "drop-table", "table": "sales.old", "purge": false}, ...]}]}
-
-Steps keep the run's order and changes the commit's order; every object's keys are sorted when
-printed, so two plans of the same files against the same tables diff cleanly. New fields may be
-added within a format; a change to an existing field's meaning gets a new ``plan_format``.
+``plan_format`` 1, described with its fields and stability rules in ``docs/plan-format.md``.
 """
 
 from __future__ import annotations

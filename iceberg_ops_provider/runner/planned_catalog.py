@@ -1,11 +1,7 @@
 """The catalog as the steps planned so far would leave it, in memory: a plan's later steps see the earlier.
 
-``plan`` runs each step's body dry, against a context that stages and never commits. Run against
-the live catalog alone, a step would see the tables as they are now, not as the pending steps
-before it leave them (a column 0002 adds would be missing for 0003 to rename). :class:`PlannedCatalog`
-wraps the catalog and, after each step, takes in what the step staged: the tables it changed or
-created (their staged metadata), dropped and renamed. Everything else is asked of the real catalog.
-Nothing is written anywhere.
+:class:`PlannedCatalog` wraps the catalog and takes in what each step staged (tables changed or created, dropped,
+renamed); everything else is asked of the real catalog, and nothing is written.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """One locked run's bookkeeping: its history rows and outcomes, and settling what an earlier run left.
 
-:class:`~iceberg_ops_provider.runner.migration_runner.MigrationRunner` takes the namespace's lock and hands the run to
-a :class:`RunSession`, which first settles an interrupted run's intent record (checked against the
-receipts in the tables), then writes the history rows of the steps it executes
-(:mod:`~iceberg_ops_provider.runner.steps`) and keeps their outcomes for the event log. The session
-knows its runner only as a :class:`RunTarget` and reports through a :class:`Reporter`, so nothing
-here imports the runner.
+A :class:`RunSession` knows its runner only as a :class:`RunTarget` and reports through a :class:`Reporter`,
+so nothing here imports the runner.
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
 """The polling loop the iceberg-ops triggers share: check a catalog until done or until an absolute deadline.
 
-A trigger re-created from :meth:`~CatalogPollingTrigger.serialize` keeps the same deadline, so the wait
-resumes rather than starts over. Every check runs in a thread of the provider's own, a few per Airflow
-connection, so a catalog that hangs holds neither asyncio's default pool (shared with every other
-trigger) nor the checks of other catalogs; a check still running at the deadline is waited for at most
-:data:`DEADLINE_GRACE` seconds. A SQL catalog's pooled connections are released after every check.
-
-Each run yields exactly one event, ``{"status", "message", "seen"}``: ``success`` (``seen`` is what
-the check saw), ``timeout`` (``message`` says what was awaited, last seen and the last transient
-error) or ``failed`` (a permanent error).
+Checks run in the provider's own threads per connection; each run yields one event ``{"status", "message",
+"seen"}`` (docs/sensors.md, "Deferrable, reschedule and poke").
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """The FastAPI application of the pages, mounted by the api-server at ``/iceberg-ops``.
 
-Every route depends on the api-server's check of the user's right to read connections (no login is a 401,
-no right a 403; a route naming a connection checks that one, the catalogs page lists only those readable).
-Names from the URL are checked before any catalog sees them; a page needing a login leads to Airflow's and
-back. Every response carries ``nosniff`` and a CSP allowing the pages' own files only (:data:`CSP`), and
-holds no secret (docs/ui.md, "What the pages guard").
+Every route depends on the api-server's check of the right to read connections; every response carries
+``nosniff`` and :data:`CSP` (docs/ui.md, "What the pages guard, and how").
 """
 
 from __future__ import annotations

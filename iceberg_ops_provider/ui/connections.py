@@ -1,10 +1,7 @@
 """The catalogs the pages show: connections of type ``iceberg_ops`` or ``iceberg``, described as the hook does.
 
-Those in the metadata database, in ``AIRFLOW_CONN_*`` variables, and the ids ``[iceberg_ops] ui_connections``
-names (a secrets backend cannot be listed); an id from a URL is checked against Airflow's rule, then this
-list, so no other connection is ever read. A page shows a connection's spec (kind, endpoint without
-password or query, timeout), never an option; one that cannot be parsed, or names a class to import, is
-listed with its problem. Catalogs are opened to read only, bounded by their timeout.
+An id from a URL is checked against this list, so no other connection is ever read; catalogs are opened to
+read only (docs/ui.md).
 """
 
 from __future__ import annotations

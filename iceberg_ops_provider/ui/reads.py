@@ -1,13 +1,7 @@
 """Catalog reads for the pages: each bounded by its connection's timeout, run side by side, reused for a few seconds.
 
-Each part of a page is one :meth:`Reads.get` in a thread of its own: a late part is an error naming the
-catalog and the page shows the others; its work ends by the same deadline
-(:func:`~iceberg_ops_provider.catalogs.deadline`), so its thread and sockets go too. A finished part is
-reused for ``ttl`` seconds; a running one is joined, until it has run past the timeout. A stalled catalog
-must not take the api-server's request threads with it: after a read of it timed out it counts as not
-answering for :data:`RETRY_AFTER` seconds (until a read succeeds; a refusal is an answer), and requests
-past :data:`MAX_WAITING` waiting or :data:`MAX_RUNNING` running reads of it (:data:`MAX_WAITING_ALL`,
-:data:`MAX_RUNNING_ALL` in all: Airflow has 40 request threads) get an error at once, with no thread.
+A stalled catalog must not take the api-server's request threads with it: :data:`RETRY_AFTER`, :data:`MAX_WAITING`
+and :data:`MAX_RUNNING` bound its reads (docs/ui.md, "A slow catalog never hangs a page").
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """What each page shows, gathered from the engine's verbs: the same dictionaries serve the HTML and the JSON.
 
-Each view is made of parts read side by side (:class:`~.reads.Reads`), each request ended by the connection's
-timeout and no answer past :data:`MAX_ANSWER_BYTES`; a part that fails becomes an entry of the view's
-``errors``. A catalog's failure is worded from its facts alone (:func:`~iceberg_ops_provider.catalogs.failure`),
-never from what a server said; this project's own errors keep their words.
+A part that fails becomes an entry of the view's ``errors``, a catalog's failure worded from its facts alone
+(:func:`~iceberg_ops_provider.catalogs.failure`), never from what a server said.
 """
 
 from __future__ import annotations
