@@ -1,10 +1,7 @@
 """The project file ``iceberg-ops.yaml``: which catalog, namespace and folders a project uses (docs/cli.md).
 
-``catalog:`` or ``airflow_conn_id:`` (read by the :data:`ConnectionReader` given to :func:`load_config`:
-this module never imports Airflow), ``namespace``, ``migrations_dir``, ``models_dir``, ``meta_namespace``;
-each optional until a command needs it. A pydantic model checks the keys (its errors become a
-:class:`~iceberg_ops_provider.errors.ProjectConfigError` naming the file and the key); the catalog's
-options are :attr:`ProjectConfig.catalog_spec`'s to judge, relative paths against the file's folder.
+Its keys are checked by a pydantic model; ``airflow_conn_id:`` is read by the :data:`ConnectionReader`
+given to :func:`load_config`, so this module never imports Airflow.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
 """How lineage names an Iceberg table: the dataset identity OpenLineage-Spark gives it, without Airflow.
 
-A table is identified by its storage location, split as OpenLineage's naming specification splits paths
-(``s3://bucket`` + ``path/to/table``, ``hdfs://namenode:port`` + ``/path``, ``file`` + ``/path``); its
-``namespace.table`` travels beside it as a symlink in the catalog's URI without credentials, so Spark,
-Flink and this provider name it alike. :class:`TableLineage` is plain data about one table at one
-snapshot, which the Airflow operators turn into OpenLineage datasets and asset event extras.
+A table is named by its storage location (docs/lineage.md); :class:`TableLineage` is plain data about it.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Error messages whose advice each front words in its own language.
 
-The engine writes a message naming an argument (``mode='incremental'``) or a front-dependent step as a
-:class:`Message` of text and facts (:class:`Arg`, :class:`Hint`, :class:`Setting`), built with
-:func:`message`. ``str(message)`` is the Python wording, which the Airflow operators share; the command
-line words the facts as its options through :func:`worded`, and :func:`message_about` tells it which
-option a refusal is about. The engine decides what to say; each front only says it.
+A :class:`Message` holds text and facts (:class:`Arg`, :class:`Hint`, :class:`Setting`); ``str()`` is
+Python's wording, :func:`worded` the command line's (docs/errors.md, Facts, and each front's words).
 """
 
 from __future__ import annotations

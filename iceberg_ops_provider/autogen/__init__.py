@@ -1,9 +1,6 @@
 """Autogenerate: compare declared table models with live tables and write migrations for review.
 
-* :mod:`~iceberg_ops_provider.autogen.models`: ``models/*.yaml`` -> :class:`TableModel`.
-* :mod:`~iceberg_ops_provider.autogen.compare`: model vs live table -> operations.
-* :mod:`~iceberg_ops_provider.autogen.operations`: the operations (render, reverse, risk).
-* :mod:`~iceberg_ops_provider.autogen.render`: operations -> migration file.
+``models`` reads the model files, ``compare`` lists the operations a table needs, ``render`` writes them.
 """
 
 from __future__ import annotations

@@ -1,12 +1,4 @@
-"""Compare a table model with the live table and list the operations that close the gap.
-
-Order of the steps (valid for PyIceberg's builders): partition fields that go away, a sort order or
-identifier fields that would block a column drop, renames, drops, type/required/doc changes,
-additions, moves, then the new partition fields, sort order, identifier fields and properties.
-Nested fields are compared field by field, inside structs, list elements and map values
-(``items.element.sku``). Reordering nested fields, changing map keys and changing a column's kind
-(struct, list, map, primitive) are not generated: write those migrations by hand.
-"""
+"""Compare a table model with the live table and list the operations that close the gap (docs/autogenerate.md)."""
 
 from __future__ import annotations
 
@@ -214,10 +206,7 @@ class _Differ:
             self.identifiers = tuple(sorted(new if i == source else i for i in self.identifiers))
 
     def _changes(self, path: str, live: NestedField, wanted: NestedField, *, has_doc: bool = True) -> None:
-        """The steps that turn the live field at ``path`` into the wanted one (its type, then required, then doc).
-
-        ``has_doc`` is false for list elements and map values, which carry no doc of their own.
-        """
+        """The steps that turn the live field at ``path`` into the wanted one: type, required, doc (if ``has_doc``)."""
         self._type_changes(path, live.field_type, wanted.field_type)
         if live.required and not wanted.required:
             self.ops.append(MakeColumnOptional(self.name, path))
@@ -314,10 +303,7 @@ def _as_field(column: ColumnModel) -> NestedField:
 
 
 def _add_nested(table: str, path: str, nested: NestedField, previous: str | None) -> AddColumn:
-    """Add a field right after ``previous`` (its predecessor in the model, by path), or first.
-
-    PyIceberg appends a new field at the end of its struct; placing it keeps the live order the model's.
-    """
+    """Add a field right after ``previous`` (its predecessor in the model), or first: PyIceberg would append it."""
     return AddColumn(
         table, path, nested.field_type, nested.required, nested.doc, after=previous, first=previous is None
     )

@@ -1,19 +1,4 @@
-"""Table models: the desired state of a table, declared in ``models/<table>.yaml``.
-
-Example::
-
-    name: orders
-    columns:
-      - {name: id, type: long, required: true, doc: "order id"}
-      - {name: ts, type: timestamptz}
-      - {name: customer_email, type: string, renamed_from: email}   # the only way a rename is detected
-    partition_by: ["day(ts)", "bucket(16, id)"]
-    sort_by: ["ts desc"]
-    properties: {write.target-file-size-bytes: "134217728", obsolete.key: null}   # null removes a key
-    identifier_fields: [id]
-
-A model may also say ``dropped: true`` to declare that the table should not exist.
-"""
+"""Table models: the desired state of a table, declared in ``models/<table>.yaml`` (docs/autogenerate.md)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""Render operations as a migration file for review.
-
-The file uses ``MigrationContext`` calls only. Each step carries its risk as a comment, and the
-migration lists its steps in ``operations`` so ``plan`` can show them. ``downgrade()`` undoes the
-steps in reverse order; when any step cannot be undone, it raises ``IrreversibleMigrationError``
-first, naming every such step, so that a downgrade never half-runs (the reversible steps are kept
-below as comments for whoever makes the others reversible by hand).
-"""
+"""Render operations as a migration file for review (docs/autogenerate.md, The file it writes)."""
 
 from __future__ import annotations
 
@@ -150,10 +143,7 @@ class _Atom:
 
 @dataclass(frozen=True)
 class _Bracketed:
-    """A call, list, tuple, set or dict: ``opener`` (``"ctx.add_column("``), items, ``closer``.
-
-    Each item has a prefix: ``"name="``, ``'"key": '``, ``"*"``, ``"**"`` or ``""``.
-    """
+    """A call, list, tuple, set or dict: ``opener``, items with their prefix (``"name="``, ``"**"``...), ``closer``."""
 
     opener: str
     items: tuple[tuple[str, _Code], ...]

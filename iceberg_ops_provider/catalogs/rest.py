@@ -1,11 +1,7 @@
 """REST catalogs whose every request ends by a deadline, set on the catalog's own HTTP session and nowhere else.
 
-``requests``' timeouts bound each wait for data, not a whole answer: a server that drips one byte a
-second holds a caller forever. :func:`bound_session` gives a session's connections sockets that check
-a deadline before every read and write and count what they read; an answer is not decompressed (it
-could grow past the bound) and a redirect to another origin is not followed. :func:`deadline` bounds
-every request inside it by one deadline in all. Not bound: name resolution, and the token requests of
-``auth.type: oauth2``, which PyIceberg sends without the catalog's session.
+:func:`bound_session` gives a session sockets that check a deadline before every read and write;
+:func:`deadline` bounds every request inside it by one deadline in all (docs/catalogs.md, Bounds).
 """
 
 from __future__ import annotations

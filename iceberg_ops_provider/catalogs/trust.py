@@ -1,11 +1,7 @@
 """Who may choose what a catalog imports, how it signs, and where it sends its requests.
 
-PyIceberg imports a class some properties name (``py-io-impl``, ``s3.retry-strategy-impl``,
-``py-catalog-impl``, a table's ``write.py-location-provider.impl``, a custom ``auth``): whoever names it
-runs code where the catalog is opened, so only the user's own settings may. A REST catalog's configuration
-may name no other class than PyIceberg's and PyArrow's own, may not set how this process authenticates or
-signs, and may not move the catalog's address to another origin; a table's FileIO class is ignored and its
-location provider class refused by a catalog opened to write (:func:`guard_file_io`).
+Only the user's own settings may name a class for PyIceberg to import, set how this process signs or
+move a catalog to another origin (docs/catalogs.md, "Who may name a class"; :func:`guard_file_io`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """How the command line reads an Airflow connection for ``--conn-id`` and ``airflow_conn_id:``.
 
-:func:`read_airflow_connection` is the connection reader the command line hands to
-:class:`~iceberg_ops_provider.config.ProjectConfig` (which never imports Airflow); it maps a connection
-as :class:`~iceberg_ops_provider.hooks.catalog.IcebergCatalogHook` does. Python callers can pass it too::
-
-    catalog = load_config(connection_reader=read_airflow_connection).open_catalog()
+:func:`read_airflow_connection` is the reader handed to :class:`~iceberg_ops_provider.config.ProjectConfig`;
+it maps a connection as :class:`~iceberg_ops_provider.hooks.catalog.IcebergCatalogHook` does (docs/cli.md).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Schema contracts: does this Arrow data satisfy this table's schema?
 
-Checked before writing, so a bad batch is refused with every problem listed at once rather than
-PyIceberg failing on the first one (or not at all). Columns match by name; a data column fits when
-its Arrow type converts to the column's Iceberg type or to one the column could have been promoted
-from (``int32`` into ``long``, a narrower decimal at the same scale).
+Checked before writing, every problem listed at once; columns match by name, and a type fits when it
+converts to the column's type or to one the column could have been promoted from.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Schema evolution that allows only what the Iceberg specification allows.
 
-PyIceberg 0.12 accepts two type changes the specification forbids, both corrupting reads of existing
-data (a decimal's *scale*, ``string`` <-> ``binary``), and lets ``union_by_name`` make a required
-column optional because an Arrow field is nullable. The first two are refused here with
-:class:`~iceberg_ops_provider.errors.ForbiddenPromotionError`, the third is an explicit choice.
-Allowed promotions: ``int -> long``, ``float -> double``, ``decimal(P, S) -> decimal(P', S)``, ``P' > P``.
+PyIceberg 0.12 accepts a decimal scale change and ``string`` <-> ``binary``; both are refused here
+(:class:`~iceberg_ops_provider.errors.ForbiddenPromotionError`), and relaxing required is a choice (docs/core.md).
 """
 
 from __future__ import annotations

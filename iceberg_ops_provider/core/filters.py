@@ -1,9 +1,7 @@
 """Row filters as the product reads them: a date may stand for a timestamp, as in Spark.
 
-PyIceberg cannot bind ``ts >= '2026-11-03'`` to a ``timestamp(tz)`` column (it wants a full ISO-8601
-timestamp). :func:`with_timestamp_dates` reads such a date as that day's midnight (UTC for
-``timestamptz``), as Spark does, and refuses other strings PyIceberg cannot read with the forms that
-work. Every ``where`` the engine parses goes through it, so all fronts read filters alike.
+:func:`with_timestamp_dates` reads a date on a ``timestamp(tz)`` column as that day's midnight (UTC
+for ``timestamptz``); every ``where`` the engine parses goes through it, so all fronts read filters alike.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Parquet data files written with PyArrow, described as Iceberg ``DataFile``s from their own footers.
 
-Writing data files with ``ParquetWriter`` (rather than a table append) keeps memory at one row
-group and rolls files at any size. :func:`data_file_from_footer` runs the statistics code PyIceberg
-runs on the files it writes (through the table's sanitized file schema and ``write.metadata.metrics.*``
-properties), so the result equals ``parquet_file_to_data_file``'s without reading the file back.
+:func:`data_file_from_footer` runs PyIceberg's own statistics code, so its result equals
+``parquet_file_to_data_file``'s without reading the file back (docs/core.md).
 """
 
 from __future__ import annotations

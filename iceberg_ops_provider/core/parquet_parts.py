@@ -1,14 +1,4 @@
-"""One Parquet file from parts encoded side by side.
-
-PyArrow's ``ParquetWriter`` encodes a file's row groups one after another on the calling thread, so
-one large file uses one core. A row group's bytes do not depend on where it lands (only the footer
-records offsets), so each part is encoded on its own thread as a complete Parquet file in memory
-(:func:`encode_part`), and :class:`PartJoiner` appends the parts' row groups in order and writes one
-footer, its offsets moved: byte for byte the file ``ParquetWriter`` writes with the same row groups.
-The joiner knows every field of the four footer structs that hold positions; a part whose footer
-holds any other (a page index, bloom filters, encryption, a newer format's field) is refused with
-:class:`UnjoinablePart`, and the caller writes the file with one ``ParquetWriter``.
-"""
+"""One Parquet file from parts encoded side by side (docs/core.md, ``core.parquet_parts``)."""
 
 from __future__ import annotations
 

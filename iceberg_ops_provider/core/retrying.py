@@ -1,17 +1,7 @@
 """The retry policies, one per kind of call: what each retries, how many times, and how long it waits.
 
-A commit refused because another writer committed first is retried on the new state. Under heavy
-contention fixed short waits make the same writers collide again and again; waits drawn at random
-from a window that doubles from a small start, capped ("full jitter"), spread them out. Every policy
-re-raises the last error once its attempts run out, and never retries an error it does not name
-(listed in ``docs/core.md``, Retries). The catalogs' creation race (``catalogs/sql.py``) and the
-Polaris client (``urllib3``'s ``Retry``) keep their own.
-
-Example::
-
-    for attempt in lost_races(8, what="history write"):
-        with attempt:
-            commit()
+Waits are drawn at random from a doubling, capped window ("full jitter"); every policy re-raises the
+last error once its attempts run out and retries no error it does not name (docs/core.md, Retries).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Compare two schemas and list what changed, by field id or by name.
 
-Comparing by field id tells renames apart from drop-and-add; schemas without meaningful ids (Arrow,
-a model file) are compared by name, where a rename shows as a removal and an addition. Nested
-fields are compared too, their paths tuples of names as PyIceberg addresses them (``element``,
-``key``, ``value``).
+By id renames show as renames; by name (Arrow, a model file) as a removal and an addition. Nested
+fields are compared too, their paths tuples of names as PyIceberg addresses them.
 """
 
 from __future__ import annotations

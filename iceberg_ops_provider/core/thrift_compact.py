@@ -1,9 +1,7 @@
 """Thrift's compact protocol, read into plain values and written back byte for byte.
 
-Joining Parquet files encoded apart (:mod:`iceberg_ops_provider.core.parquet_parts`) changes the
-offsets in their footers, Thrift compact structs that nothing in PyArrow rewrites. A struct is decoded
-without its schema into :class:`Struct` (each field's id, wire type and value, in order), so a caller
-changes the fields it knows and writes the rest back: ``encode_struct(decode_struct(data)[0]) == data``.
+A struct is decoded without its schema into :class:`Struct`, so a caller changes the fields it knows
+and writes the rest back: ``encode_struct(decode_struct(data)[0]) == data``.
 """
 
 from __future__ import annotations

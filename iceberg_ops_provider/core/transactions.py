@@ -1,9 +1,6 @@
 """A PyIceberg transaction that computes its table metadata once per change, not once per look.
 
-PyIceberg's ``Transaction.table_metadata`` applies the staged updates to a deep copy of the metadata
-on every access, dozens of times per commit, and the copy grows with the table's history (after 50
-commits a compaction spent 40% of its time on it). This one keeps the result until the staged updates
-or the table's metadata (a retry refreshes it) change.
+The result is kept until the staged updates or the table's metadata change (docs/core.md, Transactions).
 """
 
 from __future__ import annotations

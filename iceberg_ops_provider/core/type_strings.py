@@ -1,20 +1,7 @@
 """Iceberg types written as text: ``"long"``, ``"decimal(12,2)"``, ``"list<string>"``, ...
 
-Migrations and model files name column types as strings. :func:`parse_type` reads them,
-:func:`format_type` writes the canonical text back (``parse_type(format_type(t)) == t`` up to field
-ids), and :func:`to_iceberg_type` accepts whichever form a caller has: text, an Arrow type or a
-PyIceberg type.
-
-Grammar (case-insensitive, spaces allowed)::
-
-    type      := primitive | "list<" inner ">" | "map<" inner "," inner ">"
-               | "struct<" name ":" inner ("," name ":" inner)* ">"
-    inner     := type ["not null"]                 -- nested values are optional unless "not null"
-    primitive := boolean | int | long | float | double | date | time | timestamp | timestamptz
-               | timestamp_ns | timestamptz_ns | string | uuid | binary
-               | fixed[N] | fixed(N) | decimal(P, S) | decimal(P)
-
-Common aliases are accepted too (``bigint``, ``integer``, ``bool``, ``varchar``, ``bytes``, ...).
+:func:`parse_type` reads them, :func:`format_type` writes the canonical text back, and
+:func:`to_iceberg_type` accepts text, an Arrow type or a PyIceberg type (grammar: docs/core.md, Types).
 """
 
 from __future__ import annotations

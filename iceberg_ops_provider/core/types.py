@@ -1,10 +1,7 @@
 """Translate types and schemas between Apache Arrow and Apache Iceberg, both directions.
 
-Arrow types an Iceberg table cannot hold (unsigned integers, durations, zones other than UTC, ...),
-which PyIceberg accepts and fails on late, are refused up front with an
-:class:`~iceberg_ops_provider.errors.UnsupportedTypeError` naming the column and what to cast it to.
-:func:`iceberg_to_arrow_schema` writes no field ids unless asked: Arrow data carrying one table's ids
-is matched *by id* when written to another.
+Arrow types an Iceberg table cannot hold raise :class:`~iceberg_ops_provider.errors.UnsupportedTypeError`
+up front, naming the column and the cast; :func:`iceberg_to_arrow_schema` writes no field ids unless asked.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
 """The one exception hierarchy of iceberg-ops: every error it raises on purpose derives from :class:`IcebergOpsError`.
 
-Where Python has a natural category (a bad value, a missing package) the class derives from it too, so
-``except ValueError`` keeps working. Every message says what was wrong and what to do; where that depends
-on the front it is a :class:`~iceberg_ops_provider.messages.Message` whose facts each front words. The
-classes live in :mod:`.base`, :mod:`.migrations` and :mod:`.operations`; import them from here.
+The classes live in :mod:`.base`, :mod:`.migrations` and :mod:`.operations`; import them from here (docs/errors.md).
 """
 
 from iceberg_ops_provider.errors.base import *  # noqa: F403

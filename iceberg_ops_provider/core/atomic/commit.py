@@ -1,14 +1,7 @@
 """All-or-nothing commits of several tables at once, where the catalog can do it.
 
-PyIceberg commits one table at a time. REST catalogs serving ``transactions/commit`` take every
-table's change in one request (:mod:`~iceberg_ops_provider.core.atomic.rest`; support is learnt by
-trying, or by an empty probe, and remembered per endpoint); PyIceberg's SQL catalog writes every new
-metadata file, then moves every table's pointer in one database transaction under PyIceberg's
-compare-and-swap (:mod:`~iceberg_ops_provider.core.atomic.sql`). Other catalogs cannot:
-:func:`commit_atomically` then commits nothing and returns a result whose
-:attr:`~AtomicCommitResult.applied` is false, so the caller commits table by table. A failed commit
-raises PyIceberg's own exceptions; after a ``CommitFailedException`` the new files are deleted, after a
-``CommitStateUnknownException`` (all or none applied, never some) nothing is.
+REST catalogs serving ``transactions/commit`` and PyIceberg's SQL catalog can; on others
+:func:`commit_atomically` commits nothing and the caller commits table by table (docs/core.md).
 """
 
 from __future__ import annotations

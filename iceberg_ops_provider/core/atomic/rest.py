@@ -1,13 +1,4 @@
-"""Multi-table commits on REST catalogs: ``POST /v1/{prefix}/transactions/commit``.
-
-Sent through the catalog's own HTTP session (its authentication, timeout and URL prefix), the body
-the specification's ``CommitTransactionRequest``. Whether a server serves the endpoint is learnt by
-using it and remembered per URL for the process: 2xx applied; 404 (other than an Iceberg "no such
-table/namespace", which raise as such), 405, 501 or a 400 "no route": not served, nothing applied;
-409 :class:`~pyiceberg.exceptions.CommitFailedException`; another 5xx, a timeout or a connection lost
-after sending :class:`~pyiceberg.exceptions.CommitStateUnknownException`; a connection never made
-:class:`~iceberg_ops_provider.errors.CatalogUnavailableError`.
-"""
+"""Multi-table commits on REST catalogs: ``POST /v1/{prefix}/transactions/commit`` (docs/core.md)."""
 
 from __future__ import annotations
 
@@ -166,7 +157,7 @@ def _raise_for(response: Response, url: str, changes: Sequence[TableChange]) -> 
 
 
 def commit_rest(catalog: RestCatalog, changes: Sequence[TableChange]) -> AtomicCommitResult:
-    """Commit ``changes`` in one ``transactions/commit`` request (see the module's documentation).
+    """Commit ``changes`` in one ``transactions/commit`` request (docs/core.md, All-or-nothing commits).
 
     ``per-table`` (nothing sent or applied) when the server does not serve the endpoint or a change creates a table.
     """

@@ -1,15 +1,7 @@
 """Multi-table commits on PyIceberg's SQL catalog: one database transaction moves every table's pointer.
 
-:func:`commit_sql` checks each table's requirements and computes its new metadata as PyIceberg's
-``commit_table`` does (``_update_and_stage_table``), writes the new metadata files, then moves every
-row of ``iceberg_tables`` with PyIceberg's compare-and-swap (``UPDATE ... WHERE metadata_location =
-<old>``) inside **one** transaction: if any row moved meanwhile, or a table to create exists, it is
-rolled back, nothing changes and the new files are deleted. Rows are updated in identifier order, so
-two commits on PostgreSQL cannot deadlock; an unchanged table's row is still checked and locked.
-
-A change made from a transaction is first computed on the table the transaction started from, without
-loading it again: the compare-and-swap proves it current. If it is not (or a requirement fails there),
-the commit is computed once more on the tables as loaded then, as PyIceberg's ``commit_table`` does.
+Each row of ``iceberg_tables`` moves under PyIceberg's compare-and-swap, all in one transaction, rolled
+back with the new files deleted if any row moved meanwhile (docs/core.md, All-or-nothing commits).
 """
 
 from __future__ import annotations
@@ -52,11 +44,7 @@ class _Staged:
 
 
 def _stage(catalog: SqlCatalog, change: TableChange, *, reload: bool) -> _Staged:
-    """Check the change against the table's metadata and compute its new metadata (nothing written).
-
-    Unless ``reload``, a change from a transaction is checked against the table the transaction started
-    from: the commit's compare-and-swap then fails if that is no longer current.
-    """
+    """Check the change and compute its new metadata, unless ``reload`` on the table its transaction started from."""
     label = change.label()
     current: Table | None
     if not reload and change.transaction is not None and not change.creates:
@@ -128,7 +116,7 @@ def _move_pointer(catalog: SqlCatalog, session: Session, item: _Staged) -> None:
 
 
 def commit_sql(catalog: SqlCatalog, changes: Sequence[TableChange]) -> AtomicCommitResult:
-    """Commit ``changes`` to a SQL catalog in one database transaction (see the module's documentation).
+    """Commit ``changes`` to a SQL catalog in one database transaction (docs/core.md, All-or-nothing commits).
 
     Raises:
         CommitFailedException: A requirement failed, or another writer moved a table's pointer first.
