@@ -1,9 +1,7 @@
 """Copy rows between Iceberg tables exactly once, resumably, streaming, at the machine's speed.
 
-:class:`DataMover` plans a move over a pinned source snapshot, copies it in units that each commit
-their rows and the move's progress atomically (so a killed or retried move neither loses nor
-repeats a row, and many workers can run units of one move at once), reconciles columns by name,
-and verifies the result three ways (``count``, ``checksum``, ``sample``).
+:class:`DataMover` plans a move over a pinned source snapshot and commits it in units, each with the move's
+progress, so a killed or retried move neither loses nor repeats a row (``docs/data_mover.md``).
 """
 
 from iceberg_ops_provider.data_migration.mover import DEFAULT_COMMIT_EVERY_BYTES, MODES, DataMover

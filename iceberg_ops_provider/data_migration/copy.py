@@ -1,13 +1,7 @@
 """Copies the rows of source data files into new Parquet data files of a target table, one stream per core.
 
-Lanes (one thread per core; PyArrow releases the GIL) take pieces of whole row groups
-(:mod:`.source_pieces`) from one shared queue, over several units in a row (:mod:`.pipeline`). A file
-of exactly the source's current schema, without deletes or filtering, is read with PyArrow alone, any
-other through PyIceberg's ``ArrowScan`` projection; both read one row group at a time (a whole-file
-read pre-buffers the file: +1.2 to 1.6 GB for a 1.1 GiB file). Rows keep the Arrow types they were
-read with (casting every batch costs about a tenth of the throughput); only batches bound for one
-output file are cast to its schema when they differ. Nothing is committed here: the caller commits
-the returned ``DataFile``s, or deletes the files listed in ``written``.
+Lanes take pieces of whole row groups from one shared queue and read them a row group at a time. Nothing is
+committed here: the caller commits the returned ``DataFile``s, or deletes the files listed in ``written``.
 """
 
 from __future__ import annotations
@@ -334,10 +328,7 @@ class _Lane:
         return True
 
     def _read(self, scan: ArrowScan, piece: SourcePiece) -> Iterator[tuple[pa.RecordBatch | None, int]]:
-        """The rows of ``piece`` (source names, selected columns), each batch with its share of the piece's bytes.
-
-        The shares are prorated by rows read and sum to the piece's size (a last ``(None, rest)`` if needed).
-        """
+        """The rows of ``piece`` (source names, chosen columns) with their shares of its bytes, summing to its size."""
         size, records, read, used = piece.size, piece.estimated_rows, 0, 0
         for batch in self._batches(scan, piece):
             read += batch.num_rows

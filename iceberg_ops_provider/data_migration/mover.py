@@ -1,16 +1,7 @@
 """The data mover: copy the rows of one Iceberg table into another, exactly once, resumable, streaming.
 
-A move is defined over the source snapshot pinned when it starts and the move's filter, columns
-and renames. :meth:`DataMover.plan` groups the files that snapshot's scan reads into units of about
-``commit_every_bytes``; :meth:`DataMover.run` copies them in parallel lanes and commits each unit
-with the move's progress in one atomic commit (:mod:`.state`, :mod:`.unit_commit`,
-:mod:`.unit_runner`). Killed at any point, the move leaves the target with whole units only; running
-it again resumes. Workers may run different units of one move at once (``run(units=...)``).
-
-Modes: ``append`` (default) appends each unit as it commits; ``overwrite`` commits units to a
-staging branch and the last one replaces the target's rows matching the filter on ``main`` in one
-commit; ``incremental`` is ``append`` that, run again with the same ``move_id``, moves only what was
-appended to the source since (refusing when rows were deleted or overwritten).
+:meth:`DataMover.plan` groups the pinned source snapshot's files into units; :meth:`DataMover.run` copies
+them and commits each with the move's progress in one atomic commit (modes: ``docs/data_mover.md``).
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """When a scan task's "always true" residual can be trusted for a file's null values.
 
-A file whose residual is always true is read without a row filter (or copied byte for byte). PyIceberg
-0.12 computes the residual of a negated predicate (``!=``, ``not in``, ``not starts with``, ``not nan``)
-on the partition value in Python, where ``None != 'eu'`` is true, so a partition whose value is null
-gets an always-true residual although the filter, row by row, keeps no null.
+PyIceberg 0.12 gives a null partition value an always-true residual for a negated predicate (``!=``,
+``not in``...), although the filter keeps no null row (``docs/data_mover.md``, files copied as they are).
 """
 
 from __future__ import annotations

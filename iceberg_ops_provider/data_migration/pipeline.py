@@ -1,10 +1,7 @@
 """Copies a move's units one after the other with the same lanes, so no core idles between units.
 
-The pieces of every unit wait in one queue, in unit order; a lane that takes a piece of a later
-unit first closes its files of the earlier one. The caller commits units in order
-(:meth:`CopyPipeline.next_unit`, :meth:`CopyPipeline.release`) while the lanes copy the next. At
-most ``lookahead`` units beyond the oldest unreleased one are copied at once, which bounds the work
-lost (and the uncommitted files left behind) when the process dies.
+The pieces of every unit wait in one queue, in unit order; the caller commits units in order while the
+lanes copy at most ``lookahead`` units ahead, which bounds the work a dying process loses.
 """
 
 from __future__ import annotations

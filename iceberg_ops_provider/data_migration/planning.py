@@ -1,10 +1,7 @@
 """Which source files a move reads, and how they are grouped into units.
 
-A move reads one pinned source snapshot: the files its scan plans under the move's filter. An
-incremental run reads only the files appended since the snapshot the previous run finished at,
-and refuses when rows were deleted or overwritten in between (those cannot be carried by appending).
-Files are grouped into units of about ``commit_every_bytes`` in a deterministic order, so every
-process that plans the same move gets the same units, and the plan's fingerprint says so.
+Units of about ``commit_every_bytes``, in a deterministic order: every process that plans the same move gets
+the same units (the plan's fingerprint says so). An incremental run reads only what was appended since.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """What a move starts from: its tables, column mapping, recorded state and plan.
 
-Resolving a move loads both tables, reconciles the columns, reads the move's state from the
-target's snapshot summaries and decides which source snapshot to read: a new move pins the
-source's current snapshot, an unfinished one keeps the snapshot it pinned (with the unit size it
-started with, so the units are the same), a finished one is a no-op, and a finished incremental
-move starts another run over what was appended since. The plan follows from that.
+A new move pins the source's current snapshot, an unfinished one keeps the snapshot and unit size it started
+with, a finished one is a no-op, and a finished incremental one starts a run over what was appended since.
 """
 
 from __future__ import annotations

@@ -1,22 +1,7 @@
 """Vectorised 64-bit row hashes and comparable Python values, blind to how equal values are represented.
 
-Two sides of a move can hold one value in different Arrow types (``string`` and ``large_string``,
-``int32`` and ``int64``, ``float32`` and ``float64``, decimals of other precisions, timestamps in
-microseconds and nanoseconds), so every value is brought to a canonical form per kind, then hashed:
-
-- integers, booleans, dates (days), times and timestamps (microseconds; the instant counts, not the
-  zone; a nanosecond value with a sub-microsecond part stays distinct): the 64-bit integer, mixed
-  with the SplitMix64 finalizer (a bijection: distinct integers never collide);
-- floating point: the bits of the ``float64`` value, ``-0.0`` as ``0.0`` and every NaN as one NaN;
-- decimals: the 128-bit unscaled integer (Iceberg never changes a decimal's scale);
-- strings and binary: Murmur3-32 of the bytes (``pyiceberg_core``'s bucket hash, 31 bits) with the
-  length, so a value changed to another of the same length collides with probability ``2**-31``;
-- structs: their fields, like columns of a row; lists, maps and the rest: their canonical Python
-  values, one row at a time in Python (correct but slow; map entries in key order).
-
-A null hashes to ``2**63``, which no value's hash reaches (they keep 63 bits). A row's hash chains its
-columns' hashes in order (``h = ((h ^ h >> 29) * K) + v``, 64-bit wrapping) and mixes the result, so a
-value moved to another column or a null in another column changes it.
+Every value is brought to a canonical form per kind (``int32`` or ``int64``, ``string`` or ``large_string``,
+timestamp units...), then hashed; a row chains its columns' hashes in order (``docs/data_mover.md``).
 """
 
 from __future__ import annotations
@@ -105,12 +90,7 @@ def hash_columns(arrays: Sequence[pa.Array]) -> pa.UInt64Array:
 
 
 def _chain(arrays: Sequence[pa.Array]) -> pa.UInt64Array:
-    """``h = g(h) + v`` over the columns' value hashes, with ``g(z) = (z ^ z >> 29) * K`` (a bijection).
-
-    The shift makes the chain non-linear: with ``h * K + v`` alone, values whose hashes differ in a
-    fixed pattern (zero, and the null hash ``2**63``, which any odd ``K`` leaves unchanged) could trade
-    places between columns unseen.
-    """
+    """``h = g(h) + v`` over the columns' value hashes, with ``g(z) = (z ^ z >> 29) * K`` (a non-linear bijection)."""
     acc = pc.add(value_hashes(arrays[0]), _CHAIN_START)
     for array in arrays[1:]:
         acc = pc.add(pc.multiply(pc.bit_wise_xor(acc, pc.shift_right(acc, _CHAIN_SHIFT)), _CHAIN), value_hashes(array))

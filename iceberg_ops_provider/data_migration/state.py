@@ -1,10 +1,7 @@
-"""A move's progress, kept in the target table's snapshot summaries.
+"""A move's progress, kept in the target table's snapshot summaries (and mirrored in a table property).
 
-Every commit a move makes carries the whole state of the move (which source snapshot, which plan,
-which units are done) under the summary key :data:`STATE_KEY`, next to :data:`MOVE_ID_KEY`. The
-state is cumulative: each unit's commit records the units done before it plus itself, and that
-commit requires the branch head it read the state from, so the newest snapshot of the move on the
-branch always holds the complete truth; a table property mirrors it for when expiry removed them.
+Each commit of a move carries its whole state under :data:`STATE_KEY` and requires the branch head it read
+it from, so the move's newest snapshot on the branch holds the complete truth.
 """
 
 from __future__ import annotations
@@ -170,12 +167,7 @@ def mirror_properties(state: MoveState, branch: str, snapshot_id: int) -> dict[s
 
 
 def _mirrored(metadata: TableMetadata, move_id: str, branch: str, ancestry: set[int]) -> MoveState | None:
-    """The state the table property keeps, when the branch's history no longer holds one.
-
-    Its commit's snapshot expired: the rows it committed are still in the table (expiry removes no
-    live rows), so the state holds. Its snapshot still there but off the branch's history: the branch
-    was rolled back past the move's commits, and the state no longer describes the data.
-    """
+    """The state the table property keeps, when the branch's history no longer holds one (refused if rolled back)."""
     text = metadata.properties.get(property_key(move_id))
     if text is None:
         return None

@@ -1,15 +1,7 @@
 """The commit of one unit of a move: its data files and the move's new state, exactly once.
 
-"Check that the unit is not done, then append" duplicates rows when two workers (or a zombie task
-and its retry) do it at once, because PyIceberg's own retry rebases an append onto whatever landed
-meanwhile. Here the check is part of the commit instead: the state is read at a branch head, the
-commit requires that head (``AssertRefSnapshotId``), and PyIceberg's rebase-and-retry is switched
-off for it. When the requirement fails, the table is read again and the unit's state checked again
-before another attempt, so a unit committed by someone else in the meantime is never committed twice.
-
-An attempt whose outcome is unknown (the catalog did not answer) is settled by reading the table
-again: the unit is done if any state on the branch says so; otherwise the error is raised and the
-written files are left for orphan removal (they may yet be referenced).
+The check that the unit is not done is part of the commit (it requires the branch head the state was read
+at, without PyIceberg's rebase-and-retry); an unknown outcome is settled by reading the table again.
 """
 
 from __future__ import annotations
@@ -88,11 +80,7 @@ def _settle_unknown(
     unit_label: str,
     error: Exception,
 ) -> UnitCommit:
-    """An attempt failed in a way that does not say whether it landed: read the table to find out.
-
-    Raises ``error`` when the commit is not there; the written files are then kept, since a commit
-    still in flight might reference them.
-    """
+    """An attempt failed without saying whether it landed: read the table to find out (raises ``error`` if not)."""
     snapshot_ids = {producer.snapshot_id for producer in producers}
     table.refresh()
     if any(table.metadata.snapshot_by_id(snapshot_id) is not None for snapshot_id in snapshot_ids):
@@ -102,12 +90,7 @@ def _settle_unknown(
 
 
 def _lost_race(exc: BaseException) -> bool:
-    """Whether the catalog refused the commit because another one advanced the table meanwhile.
-
-    A commit on one branch requires only that branch's head; when a commit on another branch landed
-    since the metadata was read, PyIceberg's catalogs refuse the new snapshot's sequence number with a
-    ``ValueError`` before writing anything. Like a failed requirement, it calls for reading again.
-    """
+    """Whether the catalog refused the commit because another one, on any branch, advanced the table meanwhile."""
     if isinstance(exc, CommitFailedException | ValidationException):
         return True
     return isinstance(exc, ValueError) and "sequence number" in str(exc)

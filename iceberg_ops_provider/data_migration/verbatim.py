@@ -1,9 +1,7 @@
 """Source data files copied byte for byte into the target, when nothing about their rows has to change.
 
-Iceberg reads a Parquet data file's columns by field id, so when the target numbers, names and types its
-columns as the source does, a source file read in full holds exactly the rows re-encoding would write
-(statistics are read again from the copy's footer with the target's metrics settings). The rules are
-in ``docs/data_mover.md``.
+Iceberg reads a Parquet file's columns by field id, so a file whose columns the target numbers, names and
+types alike holds exactly the rows re-encoding would write. The rules are in ``docs/data_mover.md``.
 """
 
 from __future__ import annotations

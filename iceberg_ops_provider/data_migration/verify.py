@@ -1,11 +1,7 @@
 """Whether the target holds the source's rows: three ways to compare two streams of Arrow record batches.
 
-Rows are compared as multisets over the given columns (order, batch boundaries and value types do
-not matter; see :mod:`~iceberg_ops_provider.data_migration.row_hash`). ``count`` compares row
-counts; ``checksum`` the sum modulo ``2**64`` of a 64-bit hash of every row, streaming in constant
-memory (a changed value goes unseen with probability about ``2**-31`` for a string or binary value
-of the same length, ``2**-63`` otherwise); ``sample`` looks up ``sample_size`` source rows, picked by
-seeded reservoir sampling, among the target's rows, value by value, plus the counts.
+Rows are compared as multisets over the given columns: ``count``, ``checksum`` (streaming, in constant
+memory) and ``sample``; their odds and costs are in ``docs/data_mover.md`` (Verification).
 """
 
 from __future__ import annotations

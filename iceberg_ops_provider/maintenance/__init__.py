@@ -1,10 +1,8 @@
 """Table maintenance without a JVM.
 
-Snapshot expiry that deletes files, orphan removal, manifest rewrite, compaction and the health
-report.
-
-Every function takes a PyIceberg ``Table``, returns a result with ``to_json()``, and has
-``dry_run=True`` that reports what a real run would do and changes nothing.
+Snapshot expiry that deletes files, orphan removal, manifest rewrite, compaction and the health report: each
+takes a PyIceberg ``Table``, returns a result with ``to_json()``, and has ``dry_run=True`` that reports what
+a real run would do and changes nothing.
 """
 
 from iceberg_ops_provider.maintenance.compaction import CompactionResult, compact_small_files_streaming

@@ -1,12 +1,7 @@
 """What maintenance did to a table lately, read back from its metadata.
 
-Compactions and manifest rewrites are ``replace`` snapshots (this project's compaction marks its summary
-``iceberg-ops.operation=compaction``; an unmarked file rewrite is another engine's ``rewrite_data_files``).
-An expiry commits no snapshot: a metadata file of the log that lost snapshots its predecessor had is one.
-The newest ``metadata_files`` of the log are read, a few at a time, up to the first that is gone; only
-files beside the current one or under the table's location, a regular file when local (the log is the
-catalog's to write: it could name a pipe that never ends), and at most :data:`MAX_METADATA_BYTES` of
-each, compressed or not. Snapshots expired since are still described by the earlier files read.
+Compactions and manifest rewrites are ``replace`` snapshots; an expiry is a metadata file of the log that
+lost snapshots its predecessor had. What is read, and how much: ``docs/ui.md``.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """Which files a compaction rewrites, in which groups, into how many files (pure: reads no file).
 
-Spark's ``rewrite_data_files`` bin-packing: a data file is a candidate when under 75% of the target or
-written under an older partition spec; candidates are grouped by partition, a partition with fewer than
-``min_input_files`` left alone and one above :data:`MAX_GROUP_OUTPUT_FILES` targets split into groups
-of about equal size; a group becomes one file per target size plus one for a remainder over 75%.
+Spark's ``rewrite_data_files`` bin-packing; the rules (75% of the target, older specs, ``min_input_files``,
+:data:`MAX_GROUP_OUTPUT_FILES`) are in ``docs/maintenance/compact_small_files_streaming.md``.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Finds a compaction's candidate files in a snapshot's manifests, keeping only what rewriting needs.
 
-``plan_files()`` keeps every entry with all its column statistics (about 4.5 KiB per file) until the
-plan is complete; here entries are decoded one at a time and only candidates kept, without statistics
-(about 0.6 KiB). Filtering and delete matching are PyIceberg's own (``ManifestGroupPlanner``'s
-evaluators, ``DeleteFileIndex``), so a candidate carries exactly the delete files a scan would apply.
-
-A position delete file can go once every data file it deletes rows from is rewritten. Equality deletes
-cannot be applied by PyIceberg 0.12, so a table holding any is refused.
+Entries are decoded one at a time and only candidates kept, without statistics (about 0.6 KiB each, where
+``plan_files()`` keeps 4.5 KiB); filtering and delete matching are PyIceberg's own, as in a scan.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
 """Data compaction without a JVM: small files bin-packed into files near the target size, streaming.
 
-Rows read are the rows written (position deletes applied; a table with equality deletes is refused
-before anything is written). Files are read one at a time and written a row group at a time (a whole
-output file with ``sort``). Groups are committed as atomic ``replace`` snapshots, several small ones
-together, each failing if a file it rewrites was removed, replaced or given new deletes since the plan
-(Spark's ``RewriteFiles`` rules; a conflicting batch is committed group by group). The table only
-changes by those commits: a process killed mid-group leaves orphans, and a rerun finds only what is
-still small. Nothing is deleted: older snapshots keep their files until expired.
+Rows read are the rows written; groups commit as atomic ``replace`` snapshots with Spark's ``RewriteFiles`` rules,
+a kill leaves only orphans and nothing is deleted: ``docs/maintenance/compact_small_files_streaming.md``.
 """
 
 from __future__ import annotations

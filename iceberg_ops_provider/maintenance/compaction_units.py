@@ -1,13 +1,7 @@
 """Compaction that fans out: a plan of serializable units, each rewritten and committed on its own, anywhere.
 
-:func:`plan_compaction_units` returns the groups a compaction would rewrite as JSON-able
-:class:`CompactionUnit` values (for Airflow tasks mapped with ``.expand``); :func:`run_compaction_units`
-rewrites given units, each as one ``replace`` commit with compaction's safety rules.
-
-**Exactly once**, across retries, SIGKILLs and two runs given the same unit: a unit runs only when every
-one of its files is still live, else it is ``skipped`` (also when another run's commit landed just
-before it was killed). Two runs racing on a unit: one commit lands, the other fails validation and,
-its files being gone, reports ``skipped``. A process killed mid-unit leaves only orphans.
+:func:`plan_compaction_units` returns JSON-able :class:`CompactionUnit` values; :func:`run_compaction_units`
+rewrites each exactly once: a unit runs only while every one of its files is live, else it is ``skipped``.
 """
 
 from __future__ import annotations

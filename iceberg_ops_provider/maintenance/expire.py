@@ -1,9 +1,7 @@
 """Snapshot expiry that also deletes the files nothing needs any more (PyIceberg's deletes none).
 
-Which snapshots go follows Java's ``ExpireSnapshots``, with the table's ``history.expire.*`` properties
-as defaults. The commit asserts no ref moved since the plan (else it plans again), and files are deleted
-only after it landed: those of expired snapshots that no retained snapshot lists. A crash after the
-commit leaves some behind, for orphan removal.
+Which snapshots go follows Java's ``ExpireSnapshots``; the commit asserts no ref moved since the plan, and
+files are deleted only after it landed (``docs/maintenance/expire_snapshots.md``).
 """
 
 from __future__ import annotations
@@ -181,11 +179,7 @@ class _Doomed:
 def _unreachable_files(
     table: Table, planned_on: TableMetadata, plan: ExpirePlan, retained: list[Snapshot] | None = None
 ) -> _Doomed:
-    """The files of the expired snapshots of ``planned_on`` that no ``retained`` snapshot lists.
-
-    ``retained`` defaults to the plan's; after the commit, pass every snapshot of the committed metadata,
-    which also holds what other writers committed meanwhile (a branch on an expired snapshot reuses its manifests).
-    """
+    """The files of the expired snapshots of ``planned_on`` that no ``retained`` (default: the plan's) lists."""
     reader = ManifestReader(table.io)
     doomed = _Doomed()
     gone_ids = set(plan.expired_snapshot_ids)
@@ -237,12 +231,7 @@ def deletes_metadata(metadata: TableMetadata) -> bool:
 def _restore_refs_created_meanwhile(
     table: Table, planned_on: TableMetadata, plan: ExpirePlan
 ) -> tuple[int, ...] | None:
-    """Put back any ref created between the plan and the commit on an expired snapshot; the ids put back.
-
-    The commit asserts only the refs known when planning, so such a ref was dropped with its snapshot,
-    which is read from the commit's base and added back (without a parent, as Iceberg allows). ``None``
-    when that base could not be read: the caller then deletes nothing.
-    """
+    """Put back refs created on expired snapshots since the plan; the ids put back (``None``: the base is unread)."""
     known = {name: ref.snapshot_id for name, ref in planned_on.refs.items()}
     log_entries = table.metadata.metadata_log
     if not log_entries:
@@ -308,10 +297,7 @@ class _SnapshotGone(Exception):
 
 
 def _unless_deleted(read: Callable[[Any], list[T]], item: Any, path: str) -> list[T]:
-    """What ``read(item)`` lists, or nothing when another expiry already deleted the file at ``path``.
-
-    Whoever deleted it deleted (or is deleting) what it alone referenced; what is left is an orphan.
-    """
+    """What ``read(item)`` lists, or nothing when another expiry already deleted the file at ``path``."""
     try:
         return read(item)
     except FileNotFoundError:
@@ -416,10 +402,7 @@ def expire_snapshots(
 
 
 def _after_commit(table: Table, metadata: TableMetadata, plan: ExpirePlan, name: str) -> _Doomed:
-    """The files to delete once the expiry committed, decided against the table as it is now.
-
-    Others' commits may reuse the expired snapshots' files; a manifest a concurrent expiry deleted makes it read again.
-    """
+    """The files to delete once the expiry committed, decided against the table as it is now."""
     try:
         for attempt in rereads(_COMMIT_ATTEMPTS):
             with attempt:

@@ -1,12 +1,7 @@
 """Writes compaction groups and commits them, one group or several together per ``replace`` snapshot.
 
-Up to ``concurrency`` groups are written on a pool while the caller's thread commits those written
-before, once they hold ``commit_bytes`` of input or a minute went by. If anything raises (an interrupt
-included), the groups being written stop at their next batch of rows, the files of every uncommitted
-group are deleted and the exception goes on; a ``SIGKILL`` leaves orphans. A batch commits all of its
-groups or none; when a concurrent commit conflicts with it, they are committed one by one, so only those
-the conflict touches fail. A position delete file is removed only once every data file it applies to
-is replaced in the same snapshot or an earlier one.
+Groups are written on a pool while the caller's thread commits those written before; if anything raises,
+the files of every uncommitted group are deleted and the exception goes on (a ``SIGKILL`` leaves orphans).
 """
 
 from __future__ import annotations
@@ -211,12 +206,7 @@ def _summary(groups: Sequence[FileGroup], total: int, strategy: str, removed_del
 
 
 class _GroupProgress:
-    """Counts a group's input as the rewriter consumes it: bytes, and rows and files derived from them.
-
-    The rewriter reads the group's files in order and reports each file's bytes in full by its end,
-    so the bytes consumed tell which files are done; rows are prorated within the file being read.
-    It is also where a group being written learns that the call gave up.
-    """
+    """Counts a group's input as the rewriter consumes it (bytes, rows, files) and tells it when the call gave up."""
 
     def __init__(self, tracker: ProgressTracker, group: FileGroup, cancelled: threading.Event) -> None:
         self.tracker = tracker
@@ -458,10 +448,7 @@ def _failed(planned: CompactionGroupResult, exc: BaseException, seconds: float) 
 
 
 def _landed(table: Table, commit_id: str) -> bool | None:
-    """Whether the interrupted commit ``commit_id`` landed (the call was abandoned, so the catalog holds its outcome).
-
-    ``None`` when the catalog cannot tell (it does not answer, or a second interrupt stops the look).
-    """
+    """Whether the interrupted commit ``commit_id`` landed; ``None`` when the catalog cannot tell."""
     try:
         table.refresh()
     except BaseException:

@@ -1,10 +1,7 @@
 """Listing the files under a location through a table's FileIO, on any storage PyIceberg can use.
 
-PyIceberg's ``FileIO`` cannot list, so its file system is used directly (``PyArrowFileIO.fs_by_scheme``
-or ``FsspecFileIO.get_fs``, configured with the table's own properties). The root and its children are
-listed one level at a time and each deeper directory recursively (one paginated request per partition on
-object stores), in parallel. Any error ends the listing with :class:`FileListingError`, so a caller that
-deletes only after the listing finished never acts on a partial one.
+PyIceberg's ``FileIO`` cannot list, so its file system is used. Any error ends the listing with
+:class:`FileListingError`, so a caller that deletes only after the listing finished never acts on a partial one.
 """
 
 from __future__ import annotations

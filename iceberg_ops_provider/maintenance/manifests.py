@@ -1,12 +1,7 @@
 """Manifest rewrite: merge many small manifests into few, as Spark's ``rewrite_manifests`` does.
 
-The small manifests of the current snapshot are rewritten into manifests near
-``commit.manifest.target-size-bytes``, per partition spec and content, ordered by partition so scans can
-skip them. Every live entry keeps its file, snapshot id and sequence numbers (status ``EXISTING``).
-One ``replace`` commit asserts ``main`` did not move; if it moved and every rewritten manifest is still
-in the new head only the manifest list is written again, otherwise the rewrite is planned again (up to
-4 attempts). Memory holds a few input manifests at a time. A group is rewritten only with two or more
-manifests below the target, so a second run right after the first changes nothing.
+Entries keep their files, snapshot ids and sequence numbers; one ``replace`` commit asserts ``main`` did not
+move (the rules and the retry: ``docs/maintenance/rewrite_manifests.md``).
 """
 
 from __future__ import annotations
@@ -264,10 +259,7 @@ def _summary(parent: Snapshot, created: int, replaced: int, kept: int, entries: 
 
 
 def _commit(table: Table, writer: _Writer, plan: _Plan, new: list[ManifestFile], head: Snapshot, attempt: int) -> int:
-    """One commit of the rewrite on top of ``head``; returns how many manifests it kept as they were.
-
-    Raises ``CommitFailedException`` when ``main`` is no longer ``head`` (its manifest list is deleted).
-    """
+    """One commit of the rewrite on top of ``head``: the manifests it kept (``CommitFailedException`` if it moved)."""
     metadata = table.metadata
     main = metadata.refs.get(MAIN_BRANCH) or SnapshotRef(snapshot_id=head.snapshot_id, type=SnapshotRefType.BRANCH)
     rewritten = {m.manifest_path for m in plan.rewritten}

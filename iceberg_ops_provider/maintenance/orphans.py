@@ -1,12 +1,7 @@
 """Orphan removal: delete the files under a table's location that no metadata references (Spark's procedure).
 
-A file is referenced when it is a metadata file of the log, ``version-hint.text``, a statistics file, a
-snapshot's manifest list, a manifest one lists, or a live data or delete file such a manifest lists,
-under any equivalent scheme spelling. Only files older than ``older_than`` (default three days) go, so
-writes in flight survive; nothing is deleted unless the whole listing succeeded, and the table is read
-again after it so commits that landed meanwhile are kept. Hidden names (``.``/``_``, except partition
-directories) are left alone, as Spark does, and so is every file of another table of the catalog whose
-location lies inside the folder (when the catalog cannot say which, nothing is deleted).
+Only files older than ``older_than`` go, nothing is deleted unless the whole listing succeeded, and files of
+other tables inside the location are kept (``docs/maintenance/remove_orphan_files.md``).
 """
 
 from __future__ import annotations
@@ -87,11 +82,7 @@ def _location(catalog: Catalog, identifier: Identifier) -> str | None:
 
 
 def _nested(table: Table, folder: str) -> list[NestedTable]:
-    """The catalog's other tables whose location is ``folder`` or under it, sorted; none without a catalog.
-
-    Raises:
-        FileListingError: The catalog could not be listed or a table could not be loaded in time.
-    """
+    """The catalog's other tables at or under ``folder``, sorted (``FileListingError`` when it cannot tell)."""
     from pyiceberg.catalog.noop import NoopCatalog
 
     catalog, outside = table.catalog, table.name()

@@ -1,13 +1,7 @@
 """The commit of one compaction group: an atomic ``replace`` snapshot with Spark's ``RewriteFiles`` rules.
 
-PyIceberg 0.12 has no rewrite commit: its overwrite refuses any concurrent append under ``serializable``
-isolation and can neither write ``replace`` nor remove delete files. :class:`RewriteFiles` removes the
-rewritten data files and the delete files made unnecessary and adds the new ones in one ``replace``
-snapshot, keeps concurrent appends (PyIceberg's retry rebases it), and fails with ``ValidationException``
-when a commit since the plan removed or replaced a rewritten file, removed a delete file it removes, or
-added a delete file that may apply to a rewritten one (Java's ``validateFilesExist`` and
-``validateNoNewDeletesForDataFiles``), checked on every attempt against every commit since the plan.
-It relies on private parts of PyIceberg 0.12 (pinned; the tests exercise each).
+PyIceberg 0.12 has no rewrite commit, so :class:`RewriteFiles` is a snapshot producer of its own. It relies
+on private parts of PyIceberg 0.12 (pinned; the tests exercise each).
 """
 
 from __future__ import annotations

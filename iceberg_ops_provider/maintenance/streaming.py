@@ -1,10 +1,7 @@
 """Streams the rows of one compaction group into new Parquet data files near the target size.
 
-A reader thread reads the group's files one at a time (position deletes applied, projected to the
-current schema) into a queue bounded in bytes; the writer encodes row groups with PyArrow and rolls to a
-new file near the target, both mostly in Arrow code that releases the GIL. Memory stays near a row group
-plus the queue with ``binpack``, near one output file with ``sort``. Output files carry the current
-schema's field ids and become ``DataFile``s through PyIceberg's own statistics code.
+A reader thread fills a queue bounded in bytes, the writer encodes row groups and rolls to a new file near
+the target; output files carry the current schema's field ids and PyIceberg's own statistics.
 """
 
 from __future__ import annotations
@@ -448,11 +445,7 @@ class GroupRewriter:
             output.flush()
 
     def _roll_single(self, output: _PartitionOutput) -> None:
-        """Roll so the group ends in files of about equal size, none small unless all are.
-
-        Spark's rule is applied to the expected output size (input times the ratio measured so far):
-        rewritten small files shrink, so planning on input bytes would leave small files behind.
-        """
+        """Roll so the group ends in files of about equal size (Spark's rule on the expected output size)."""
         ratio = self.ratio()
         if ratio is None and self.sort_order is None:
             # Learn the ratio with a first row group before the first roll can be due.

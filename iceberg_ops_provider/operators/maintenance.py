@@ -1,9 +1,7 @@
 """Table maintenance operators: health, compaction, manifest rewrite, snapshot expiry, orphan removal.
 
-Each is a thin front over one function of :mod:`iceberg_ops_provider.maintenance`: its result goes to
-XCom as its ``to_json()``; permanent errors fail the task at once, transient ones keep Airflow's
-retries. Every one is safe to retry. Lineage: the table is an OpenLineage input at the snapshot the
-run started from and, unless it changed nothing, an output at the snapshot after.
+Each is a thin front over one function of :mod:`iceberg_ops_provider.maintenance`, its result in XCom as its
+``to_json()``; every one is safe to retry (``docs/airflow.md``; lineage: ``docs/lineage.md``).
 """
 
 from __future__ import annotations
@@ -116,10 +114,7 @@ class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
         return None
 
     def _record_output(self, catalog: Any, result: Any, loaded_at: str | None = None) -> None:
-        """Record the table as written at its snapshot now, with what ``result`` wrote.
-
-        ``loaded_at``: a failed run's table metadata when loaded; when the table is still there, nothing is recorded.
-        """
+        """Record the table as written now, with what ``result`` wrote (not when still at ``loaded_at``)."""
         from iceberg_ops_provider.lineage import table_lineage
 
         after = catalog.load_table(self.table)
