@@ -13,8 +13,8 @@ It does this with 9 and with 999 migrations already applied (so the measured one
 before it. The history for the large case is recorded with ``stamp`` plus enough real writes to
 bring the history table to its steady-state snapshot count.
 
-Every measurement runs in a fresh process after an idle pause, in shuffled order, repeated; the
-report gives medians and ratios.
+Every measurement runs in a fresh process after an idle pause and a full garbage collection, in
+shuffled order, repeated; the report gives medians and ratios.
 
     .venv/bin/python benchmarks/runner_overhead.py            # full run (a few minutes)
     .venv/bin/python benchmarks/runner_overhead.py --quick    # one repetition, fewer steps
@@ -23,6 +23,7 @@ report gives medians and ratios.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import random
 import statistics
@@ -73,6 +74,7 @@ def measure(mode: str, applied: int, measured: int) -> dict[str, float]:
     """Run in a fresh process: time ``measured`` migrations through the runner or as bare commits."""
     with tempfile.TemporaryDirectory() as tmp:
         catalog, runner = _setup(Path(tmp), applied, measured)
+        gc.collect()  # the setup's garbage is not the measured work's: every case starts at the same collector state
         started, cpu_started = time.perf_counter(), time.process_time()
         if mode == "runN":
             results = runner.upgrade()

@@ -133,7 +133,7 @@ class ManifestReader:
             for m in manifests
             if m.manifest_path not in self._entries and m.manifest_path not in self._small_manifests
         }
-        if len(todo) < 4:  # not worth the threads
+        if len(todo) < 4 or _local(todo):  # not worth the threads
             for manifest in todo.values():
                 self.entries(manifest)
             return
@@ -145,6 +145,11 @@ class ManifestReader:
         manifests = list(manifests)
         self.prefetch(manifests)
         return {entry.path for manifest in manifests for entry in self.entries(manifest) if entry.live}
+
+
+def _local(paths: Iterable[str]) -> bool:
+    """Whether every path is on the local file system (no latency for threads to hide)."""
+    return all(path.startswith(("file:", "/")) for path in paths)
 
 
 def window_map(fn: Callable[[T], R], items: Iterable[T], workers: int = 8) -> Iterator[R]:
@@ -183,8 +188,13 @@ def delete_files(io: FileIO, paths: Iterable[str], *, what: str, workers: int = 
         except Exception as exc:
             failures.append(f"{path}: {type(exc).__name__}: {exc}")
 
-    with ThreadPoolExecutor(max_workers=max(1, min(workers, len(paths)))) as pool:
-        for done, _ in enumerate(pool.map(delete, paths), 1):
+    # A local disk answers at once: threads would cost more than they save.
+    pool = None if _local(paths) else ThreadPoolExecutor(max_workers=max(1, min(workers, len(paths))))
+    try:
+        for done, _ in enumerate(pool.map(delete, paths) if pool else map(delete, paths), 1):
             if done % 1000 == 0:
                 log.info("deleted %d of %d %s", done, len(paths), what)
+    finally:
+        if pool is not None:
+            pool.shutdown()
     return len(paths) - len(failures), failures
