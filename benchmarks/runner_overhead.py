@@ -127,8 +127,16 @@ def main() -> None:
             small, large = median[(metric, mode, 9)], median[(metric, mode, 999)]
             print(f"{mode:30}{small:10.1f}{large:10.1f}{large / small:14.2f}")
         for mode in modes[:2]:
-            small, large = (median[(metric, mode, n)] - median[(metric, "bare", n)] for n in (9, 999))
-            print(f"{mode + ' overhead (minus bare)':30}{small:10.1f}{large:10.1f}{large / small:14.2f}")
+            # Paired within each round (the six cases of a round run back to back), so a machine whose
+            # speed drifts between rounds shifts a round's samples together and its ratios not at all.
+            over = {
+                n: [a - b for a, b in zip(results[(metric, mode, n)], results[(metric, "bare", n)], strict=True)]
+                for n in (9, 999)
+            }
+            growth = statistics.median(large / small for small, large in zip(over[9], over[999], strict=True))
+            small, large = statistics.median(over[9]), statistics.median(over[999])
+            print(f"{mode + ' overhead (minus bare)':30}{small:10.1f}{large:10.1f}{growth:14.2f}")
+    print("\noverheads: medians of each round's sample minus that round's bare; ratio: median of the rounds' ratios")
 
 
 if __name__ == "__main__":

@@ -265,6 +265,8 @@ def _helper_names(root: Path) -> set[str]:
 def _set_aside_shadowed(root: Path, modules: dict[str, ModuleType]) -> dict[str, ModuleType]:
     """Remove from ``sys.modules`` the modules named like the folder's helpers but loaded elsewhere."""
     helpers = _helper_names(root)
+    if not helpers:  # most folders have none: no need to look through every loaded module
+        return {}
     shadowed = {
         name: module
         for name, module in modules.items()
