@@ -27,6 +27,8 @@ class CachedMetadataTransaction(Transaction):
     def table_metadata(self) -> TableMetadata:
         """The table's metadata with the staged updates applied (computed again only when either changes)."""
         base, staged, cached = self._table.metadata, self._updates, self._cached
+        if not staged:  # nothing applied yet (a snapshot producer starting): the table's own metadata, not a copy
+            return base
         if cached is None or cached[0] is not base or cached[1] is not staged:
             self._cached = cached = (base, staged, super().table_metadata)
         return cached[2]
