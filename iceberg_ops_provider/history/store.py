@@ -15,7 +15,7 @@ import logging
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -45,6 +45,7 @@ from iceberg_ops_provider.history.commit import (
 )
 from iceberg_ops_provider.history.records import HISTORY_SCHEMA, HISTORY_TABLE, HistoryRow, rows_to_arrow
 from iceberg_ops_provider.maintenance.expire import expire_snapshots
+from iceberg_ops_provider.maintenance.orphans import remove_orphan_files
 from iceberg_ops_provider.messages import Arg, message
 
 if TYPE_CHECKING:
@@ -158,14 +159,20 @@ def _same_snapshot(seen: Table, now: Table) -> bool:
     )
 
 
+ORPHAN_AGE = timedelta(hours=1)
+"""Files of a meta table that nothing references are deleted by its expiry once this old: what a killed
+writer left (no live write keeps its files uncommitted that long)."""
+
+
 def trim_table(table: Table, keep_snapshots: int) -> None:
     """Keep the last ``keep_snapshots`` snapshots of a meta table and delete every file the rest held.
 
-    Best effort: losing a race with a concurrent writer, or a storage error, is logged and left for
-    the next write.
+    Files nothing references and older than :data:`ORPHAN_AGE` go too. Best effort: losing a race with a
+    concurrent writer, or a storage error, is logged and left for the next write.
     """
     try:
         expire_snapshots(table, older_than=datetime.now(UTC), retain_last=keep_snapshots)
+        remove_orphan_files(table, older_than=ORPHAN_AGE, check_nested_tables=False)
     except CommitFailedException:
         log.debug("expiry of %s lost a race with another writer; the next write retries it", table.name())
     except Exception as exc:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -263,6 +263,7 @@ class RunSession:
             holder, reason = acquisition.taken_over
             message = f"took over the migration lock from {holder.describe()}: {reason}"
             self._note("lock_taken_over", message, details={"previous_holder": holder.to_json(), "reason": reason})
+            self._sweep_meta_tables()
         if acquisition.intent_error is not None:
             if not stamping:
                 raise acquisition.intent_error
@@ -278,6 +279,39 @@ class RunSession:
         self.intent_settled = False
         assessment = assess(target.catalog, intent)
         return self._settle(intent, assessment, stamping=stamping)
+
+    def _sweep_meta_tables(self) -> None:
+        """After a takeover: delete the files a run killed mid-write left in the history and event tables.
+
+        Such a run wrote files it never committed, or committed an expiry and died before deleting what it
+        expired. The namespace's own history folder is written only under its lock: all of it is swept. The
+        rest is shared with other namespaces' runs: only files older than half a lease go (a live writer's
+        are seconds old). Best effort.
+        """
+        from pyiceberg.table.locations import SimpleLocationProvider
+        from pyiceberg.typedef import Record
+
+        from iceberg_ops_provider.history.store import load_meta_table
+        from iceberg_ops_provider.maintenance.orphans import remove_orphan_files
+
+        target = self.target
+        shared = timedelta(seconds=target.lock.stale_after / 2)
+        for identifier in (target.history_store.identifier, self.reporter.event_log.identifier):
+            name = ".".join(identifier)
+            try:
+                table = load_meta_table(target.catalog, identifier)
+                if table is None:
+                    continue
+                sweeps: list[tuple[str | None, datetime | timedelta]] = [(None, shared)]
+                provider = table.location_provider()
+                if identifier == target.history_store.identifier and isinstance(provider, SimpleLocationProvider):
+                    own = table.spec().partition_to_path(Record(target.namespace), table.schema())
+                    sweeps.insert(0, (f"{provider.data_path}/{own}", datetime.now(UTC)))
+                for location, older_than in sweeps:
+                    swept = remove_orphan_files(table, older_than, location=location, check_nested_tables=False)
+                    log.info("%s: deleted %d file(s) a killed run left", name, swept.deleted_orphan_files_count)
+            except Exception as exc:
+                log.warning("could not sweep %s after a takeover: %s: %s", name, type(exc).__name__, exc)
 
     def _settle(self, intent: Intent, assessment: Assessment, *, stamping: bool) -> bool:
         target = self.target

@@ -182,3 +182,22 @@ def test_a_staged_append_on_a_stale_read_is_refused_and_the_next_stage_sees_the_
     with pytest.raises(ConcurrentMigrationError, match=r"version 0002 is now applied.*expected no row"):
         mine.stage("sales", [_row("0002")], {"0002": None})
     assert [r.version for r in HistoryStore(catalog).rows("sales")] == ["0001", "0002"]
+
+
+def test_the_expiry_of_a_meta_table_deletes_what_a_killed_writer_left_once_it_is_old(catalog, tmp_path):
+    import os
+    import time
+
+    from iceberg_ops_provider.history.store import ORPHAN_AGE, trim_table
+
+    store = HistoryStore(catalog)
+    store.record("sales", [_row("0001")], {"0001": None})
+    folder = tmp_path / "warehouse" / "_iceberg_ops" / "migration_history" / "data" / "namespace=sales"
+    old, new = folder / "00000-0-killed.parquet", folder / "00000-0-in-flight.parquet"
+    for path in (old, new):
+        path.write_bytes(b"PAR1")
+    stamp = time.time() - ORPHAN_AGE.total_seconds() - 60
+    os.utime(old, (stamp, stamp))
+    trim_table(catalog.load_table("_iceberg_ops.migration_history"), 10)
+    assert not old.exists() and new.exists()  # a write in flight keeps its file
+    assert [r.version for r in HistoryStore(catalog).rows("sales")] == ["0001"]

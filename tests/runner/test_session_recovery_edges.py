@@ -8,8 +8,10 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from iceberg_ops_provider.cli.wording import cli_message
@@ -236,3 +238,51 @@ def test_a_failure_that_could_not_be_recorded_does_not_claim_it_was(catalog, run
     with pytest.raises(MigrationFailedError) as info:
         runner.upgrade()
     assert "It could not be recorded" in str(info.value) and "recorded as failed" not in str(info.value)
+
+
+EXPIRY_KILLED = """
+import os, sys
+from pathlib import Path
+import iceberg_ops_provider.maintenance.expire as expire
+from iceberg_ops_provider.runner import MigrationRunner
+from tests.support.lake import Lake
+
+real = expire._commit
+
+
+def commit_then_die(*args, **kwargs):
+    real(*args, **kwargs)
+    os._exit(9)  # as a SIGKILL there: the history's expiry committed, the files it expired not deleted yet
+
+
+expire._commit = commit_then_die
+root = Path(sys.argv[1])
+runner = MigrationRunner(Lake(root).catalog(), "sales", root / "migrations", keep_history_snapshots=2, stale_after=1)
+runner.upgrade()
+"""
+
+
+def test_a_run_killed_between_an_expiry_and_its_deletes_leaves_nothing_once_the_lock_is_taken_over(tmp_path):
+    from tests.history.test_events import _unreachable_history_files
+
+    migrations = tmp_path / "migrations"
+    migrations.mkdir()
+    for number in range(1, 25):
+        write_migration(migrations, f"{number:04d}_step.py", f'ctx.set_properties("orders", step="{number}")')
+    catalog = Lake(tmp_path).catalog()
+    catalog.create_namespace("sales")
+    catalog.create_table("sales.orders", pa.schema([pa.field("id", pa.int64())]))
+    killed = subprocess.run([sys.executable, "-c", EXPIRY_KILLED, str(tmp_path)], timeout=120, cwd=Path.cwd())
+    assert killed.returncode == 9
+    history = catalog.load_table(("_iceberg_ops", "migration_history"))
+    root = tmp_path / "warehouse" / "_iceberg_ops" / "migration_history"
+    assert _unreachable_history_files(history, root)  # what the killed run left
+    runner = MigrationRunner(catalog, "sales", migrations, keep_history_snapshots=2, stale_after=1)
+    holder, _ = runner.lock.read()
+    assert holder is not None
+    while runner.lock.clock() <= holder.expires_at():
+        time.sleep(0.1)  # the killed holder's lease runs out: a second at most
+    assert runner.upgrade()  # takes the lock over, sweeps, runs the rest
+    history = catalog.load_table(("_iceberg_ops", "migration_history"))
+    assert _unreachable_history_files(history, root) == set()
+    assert runner.current() == "0024"
