@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 import warnings
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -164,15 +165,16 @@ ORPHAN_AGE = timedelta(hours=1)
 writer left (no live write keeps its files uncommitted that long)."""
 
 
-def trim_table(table: Table, keep_snapshots: int) -> None:
+def trim_table(table: Table, keep_snapshots: int, *, sweep: bool = True) -> None:
     """Keep the last ``keep_snapshots`` snapshots of a meta table and delete every file the rest held.
 
-    Files nothing references and older than :data:`ORPHAN_AGE` go too. Best effort: losing a race with a
-    concurrent writer, or a storage error, is logged and left for the next write.
+    With ``sweep``, files nothing references and older than :data:`ORPHAN_AGE` go too. Best effort: losing
+    a race with a concurrent writer, or a storage error, is logged and left for the next write.
     """
     try:
         expire_snapshots(table, older_than=datetime.now(UTC), retain_last=keep_snapshots)
-        remove_orphan_files(table, older_than=ORPHAN_AGE, check_nested_tables=False)
+        if sweep:
+            remove_orphan_files(table, older_than=ORPHAN_AGE, check_nested_tables=False)
     except CommitFailedException:
         log.debug("expiry of %s lost a race with another writer; the next write retries it", table.name())
     except Exception as exc:
@@ -276,6 +278,7 @@ class HistoryStore:
         # there, and a commit that finds them gone or the table moved on fails and reads afresh.
         self._last: _Read | None = None
         self._parsed: tuple[pa.Table, list[HistoryRow]] | None = None  # the rows of the last data read, parsed
+        self._swept_at: float | None = None
 
     # -- reading --------------------------------------------------------------------------------
 
@@ -468,4 +471,7 @@ class HistoryStore:
         slack = max(10, self.keep_snapshots // 5)
         if len(table.snapshots()) <= self.keep_snapshots + slack:
             return
-        trim_table(table, self.keep_snapshots)
+        now = time.monotonic()  # the folder is listed by this store's first expiry, then once per ORPHAN_AGE
+        sweep = self._swept_at is None or now - self._swept_at > ORPHAN_AGE.total_seconds()
+        self._swept_at = now if sweep else self._swept_at
+        trim_table(table, self.keep_snapshots, sweep=sweep)
