@@ -20,7 +20,14 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table, Transaction
 
-__all__ = ["META_TABLE_PROPERTIES", "SNAPSHOT_ISOLATION", "delete_written", "replace_files", "stage_replace_files"]
+__all__ = [
+    "META_TABLE_PROPERTIES",
+    "SNAPSHOT_ISOLATION",
+    "commit_written",
+    "delete_written",
+    "replace_files",
+    "stage_replace_files",
+]
 
 SNAPSHOT_ISOLATION = {"write.delete.isolation-level": "snapshot"}
 """The table property :func:`replace_files` relies on to keep concurrent appends."""
@@ -84,6 +91,11 @@ def replace_files(
             were deleted again); read again and retry.
     """
     transaction, written = stage_replace_files(table, delete_filter, rows, properties=properties)
+    commit_written(table, transaction, written)
+
+
+def commit_written(table: Table, transaction: Transaction, written: list[DataFile]) -> None:
+    """Commit a transaction staged by :func:`stage_replace_files`; if it fails, delete the files written for it."""
     try:
         transaction.commit_transaction()
     except BaseException:

@@ -41,6 +41,7 @@ from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import CatalogConfigError, ConcurrentMigrationError
 from iceberg_ops_provider.history.commit import (
     META_TABLE_PROPERTIES,
+    commit_written,
     delete_written,
     stage_replace_files,
 )
@@ -348,13 +349,11 @@ class HistoryStore:
             with attempt:
                 written = self._write(namespace, updates, expected, removed, append=False)
                 try:
-                    written.transaction.commit_transaction()
-                except BaseException as exc:
-                    delete_written(written.read.table, written.files)
-                    if isinstance(exc, LOST_RACE):
-                        self._last = None
+                    commit_written(written.read.table, written.transaction, written.files)
+                except LOST_RACE:
+                    self._last = None
                     raise
-        self._last = _Read(written.read.table, namespace, written.read.rows, written.read.files)  # now up to date
+        self._last = written.read  # the commit brought its table up to date
         self._expire(written.read.table)
 
     def stage(self, namespace: str, updates: Iterable[HistoryRow], expected: Mapping[str, str | None]) -> StagedWrite:

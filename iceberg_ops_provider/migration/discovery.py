@@ -523,8 +523,9 @@ def _script(
                 checksum = parsed if recorded == (digest if _LEGACY_CHECKSUM.fullmatch(recorded) else parsed) else None
         if checksum is not None:
             script = object.__new__(MigrationScript)
-            fields = {"version": version, "slug": slug, "path": path, "checksum": checksum, "_source": source}
-            script.__dict__.update(fields, source_sha256=digest)
+            script.__dict__.update(
+                version=version, slug=slug, path=path, checksum=checksum, source_sha256=digest, _source=source
+            )
             return script
     migration = _load(path, version, source)
     checksum = _source_checksum(source, str(path))
