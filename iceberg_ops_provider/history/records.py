@@ -79,6 +79,13 @@ class HistoryRow:
             applied_at = applied_at.replace(tzinfo=UTC)
         return cls(**{**row, "applied_at": applied_at})
 
+    @classmethod
+    def from_arrow(cls, data: pa.Table) -> list[HistoryRow]:
+        """The rows of an Arrow table with :data:`HISTORY_SCHEMA`'s columns, column by column (a run reads them all)."""
+        columns = data.select(HISTORY_SCHEMA.names).to_pydict()
+        columns["applied_at"] = [at if at.tzinfo else at.replace(tzinfo=UTC) for at in columns["applied_at"]]
+        return [cls(*values) for values in zip(*columns.values(), strict=True)]
+
     def to_dict(self) -> dict[str, Any]:
         """The row as a dict in the table's column order."""
         return asdict(self)

@@ -300,7 +300,7 @@ class HistoryStore:
             self._last = self._read_files(table, namespace)
             data = self._last.rows
         if self._parsed is None or self._parsed[0] is not data:
-            rows = [HistoryRow.from_dict(row) for row in data.to_pylist()]
+            rows = HistoryRow.from_arrow(data)
             self._parsed = (data, sorted(rows, key=lambda row: (row.applied_at, int(row.version))))
         return list(self._parsed[1])
 

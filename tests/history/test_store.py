@@ -30,6 +30,20 @@ def test_history_table_has_the_specified_columns_and_is_created_by_the_first_wri
     assert [f.name for f in table.spec().fields] == ["namespace"]
 
 
+def test_rows_read_back_column_by_column_equal_the_rows_written():
+    from dataclasses import fields
+
+    from iceberg_ops_provider.history.records import rows_to_arrow
+
+    assert [f.name for f in fields(HistoryRow)] == HISTORY_SCHEMA.names  # from_arrow builds rows by position
+    written = [replace(_row("0001"), error="boom", duration_ms=12, source_sha256="ab"), _row("0002", "failed")]
+    naive = rows_to_arrow(written).set_column(
+        3, "applied_at", pa.array([r.applied_at.replace(tzinfo=None) for r in written])
+    )
+    assert HistoryRow.from_arrow(rows_to_arrow(written)) == written
+    assert HistoryRow.from_arrow(naive) == written
+
+
 def test_history_maintains_itself_snapshots_bounded_files_few(catalog, migrations_dir):
     for number in range(1, 41):
         write_migration(
