@@ -50,7 +50,8 @@ EVENTS_SCHEMA = pa.schema(
     ]
 )
 
-_APPEND_ATTEMPTS = 6
+_APPEND_ATTEMPTS = 12
+"""Attempts of an event append lost to other writers of the shared log (its compaction, its expiry)."""
 
 
 @dataclass(frozen=True)

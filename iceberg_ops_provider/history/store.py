@@ -151,7 +151,9 @@ def upgrade_meta_table(catalog: Catalog, table: Table, schema: pa.Schema) -> Tab
     return catalog.load_table(table.name())
 
 
-_WRITE_ATTEMPTS = 8
+_WRITE_ATTEMPTS = 20
+"""Attempts of a history write lost to other namespaces' writes or expiries of the shared table: up to
+half a minute of waiting when many namespaces migrate at once."""
 
 
 def _same_snapshot(seen: Table, now: Table) -> bool:
@@ -366,6 +368,9 @@ class HistoryStore:
 
         Raises:
             ConcurrentMigrationError: The history already says otherwise than ``expected``.
+            CommitFailedException, ValidationException, FileNotFoundError: Another writer removed the
+                snapshot this store last read (:data:`~iceberg_ops_provider.core.retrying.LOST_RACE`):
+                stage again, which reads afresh.
         """
         from iceberg_ops_provider.core.atomic.changes import TableChange
 
@@ -391,13 +396,19 @@ class HistoryStore:
         write's snapshot requirement): PyIceberg's own retry of a commit would rebase it unchecked.
         """
         before, touched, after = self._new_partition(namespace, updates, expected, removed)
-        if append and not touched and before.files < self.compact_after_files:
-            transaction, written = stage_replace_files(before.table, None, rows_to_arrow(updates))
-            return _Staged(transaction, written, _Read(before.table, namespace, after, before.files + 1))
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)  # "Delete operation did not match any records"
-            delete = EqualTo("namespace", namespace) if before.rows.num_rows else None
-            transaction, written = stage_replace_files(before.table, delete, after)
+        try:
+            if append and not touched and before.files < self.compact_after_files:
+                transaction, written = stage_replace_files(before.table, None, rows_to_arrow(updates))
+                return _Staged(transaction, written, _Read(before.table, namespace, after, before.files + 1))
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UserWarning)  # "Delete operation did not match any records"
+                delete = EqualTo("namespace", namespace) if before.rows.num_rows else None
+                transaction, written = stage_replace_files(before.table, delete, after)
+        except LOST_RACE:
+            # Staging reads the manifests of the snapshot it starts from: another writer's expiry
+            # deleted them, so the next attempt must read the table afresh, not start there again.
+            self._last = None
+            raise
         return _Staged(transaction, written, _Read(before.table, namespace, after, 1))
 
     def _new_partition(

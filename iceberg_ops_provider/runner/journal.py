@@ -10,7 +10,7 @@ from pyiceberg.table.update import AssertRefSnapshotId
 
 from iceberg_ops_provider.core.atomic.changes import TableChange
 from iceberg_ops_provider.core.atomic.commit import commit_atomically
-from iceberg_ops_provider.core.retrying import lost_races
+from iceberg_ops_provider.core.retrying import LOST_RACE, lost_races
 from iceberg_ops_provider.history.intent import Intent, IntentAction, receipt
 from iceberg_ops_provider.history.lock import NamespaceLock
 from iceberg_ops_provider.history.records import HistoryRow
@@ -121,7 +121,11 @@ class RunJournal:
         )
         for attempt in retrying:
             with attempt:
-                staged = target.history_store.stage(target.namespace, [row], expected)
+                try:
+                    staged = target.history_store.stage(target.namespace, [row], expected)
+                except LOST_RACE as exc:  # another namespace's expiry removed the snapshot it started from
+                    others.append(exc)
+                    raise
                 try:
                     result = commit_atomically(target.catalog, [*changes, staged.change, lock])
                 except CommitFailedException as exc:

@@ -215,3 +215,20 @@ def test_the_expiry_of_a_meta_table_deletes_what_a_killed_writer_left_once_it_is
     trim_table(catalog.load_table("_iceberg_ops.migration_history"), 10)
     assert not old.exists() and new.exists()  # a write in flight keeps its file
     assert [r.version for r in HistoryStore(catalog).rows("sales")] == ["0001"]
+
+
+def test_a_write_whose_cached_snapshot_another_writer_expired_reads_afresh_and_lands(catalog):
+    # ``mine`` last read the namespace in a snapshot whose files ``other``'s expiry then deleted:
+    # staging from it fails to read them, and the write must start again from the table as it is.
+    mine, other = HistoryStore(catalog, keep_snapshots=1), HistoryStore(catalog, keep_snapshots=1)
+    mine.record("sales", [_row("0001")], {"0001": None})
+    stale = mine._last.table.current_snapshot()
+    for n in range(2, 16):  # other writes until its expiry removed the snapshot ``mine`` starts from
+        other.record("finance", [_row(f"{n:04d}", namespace="finance")], {f"{n:04d}": None})
+    assert all(s.snapshot_id != stale.snapshot_id for s in catalog.load_table(mine.identifier).snapshots())
+    with pytest.raises(FileNotFoundError):
+        mine.stage("sales", [_row("0002")], {"0002": None})
+    staged = mine.stage("sales", [_row("0002")], {"0002": None})  # read afresh after the lost race
+    staged.discard()
+    mine.record("sales", [_row("0003")], {"0003": None})
+    assert [r.version for r in HistoryStore(catalog).rows("sales")] == ["0001", "0003"]
