@@ -89,6 +89,72 @@ class VerificationFailedError(DataMoveError):
         self.report = report
 
 
+class DataStepError(IcebergOpsError):
+    """Base class of the errors of data steps (:mod:`iceberg_ops_provider.data_steps`)."""
+
+
+class InvalidDataStepError(DataStepError, ValueError):
+    """A data step names a column the table lacks, a value or function that does not fit, or a bad ``where``.
+
+    Checked before the step's first commit (a function that misbehaves later stops the step before
+    its unit commits). Attributes (empty when they do not apply):
+
+    Attributes:
+        table: The table, dotted.
+        column: The column the problem is about.
+        closest: The table's column closest to an unknown ``column``.
+        expected: What the column takes (its type, a length, ...).
+        got: What was given instead.
+    """
+
+    def __init__(
+        self,
+        message: object,
+        *,
+        table: str = "",
+        column: str = "",
+        closest: str | None = None,
+        expected: str = "",
+        got: str = "",
+    ) -> None:
+        self.table = table
+        self.column = column
+        self.closest = closest
+        self.expected = expected
+        self.got = got
+        super().__init__(message)
+
+
+class DataStepStateError(DataStepError, ValueError):
+    """A data step cannot resume: its recorded state belongs to another step definition, or cannot be read.
+
+    Attributes:
+        step_id: The step's id.
+    """
+
+    def __init__(self, message: object, *, step_id: str = "") -> None:
+        self.step_id = step_id
+        super().__init__(message)
+
+
+class DataStepConflictError(DataStepError):
+    """A unit of a data step could not commit: another writer removed or rewrote its files, or kept winning.
+
+    Units committed before stay committed; running the step again resumes it.
+
+    Attributes:
+        step_id: The step's id.
+        unit: The unit's index.
+    """
+
+    transient: ClassVar[bool] = True
+
+    def __init__(self, message: object, *, step_id: str = "", unit: int = -1) -> None:
+        self.step_id = step_id
+        self.unit = unit
+        super().__init__(message)
+
+
 class PolarisError(IcebergOpsError):
     """Apache Polaris's policy API refused a request, answered something unexpected, or was not reached.
 

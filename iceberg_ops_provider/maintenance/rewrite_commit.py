@@ -1,4 +1,4 @@
-"""The commit of one compaction group: an atomic ``replace`` snapshot with Spark's ``RewriteFiles`` rules.
+"""The commit of one compaction group (or data step unit): an atomic snapshot with Spark's ``RewriteFiles`` rules.
 
 PyIceberg 0.12 has no rewrite commit, so :class:`RewriteFiles` is a snapshot producer of its own. It relies
 on private parts of PyIceberg 0.12 (pinned; the tests exercise each).
@@ -76,6 +76,7 @@ class RewriteValidator:
 
     ``cache`` holds manifest entries already read (manifests never change), shared by the groups of a run;
     a commit that changed the table's default spec from ``spec_id`` (the new files' spec) conflicts.
+    ``what`` names the rewrite in messages (``compaction``, ``data step``).
     """
 
     def __init__(
@@ -86,9 +87,11 @@ class RewriteValidator:
         delete_files: Iterable[DataFile],
         cache: dict[str, list[ManifestEntry]],
         spec_id: int,
+        what: str = "compaction",
     ) -> None:
         self.io = io
         self.spec_id = spec_id
+        self.what = what
         self.base_snapshot_id = base_snapshot_id
         self.data_files = {data_file.file_path: data_file for data_file in data_files}
         self.delete_paths = {delete_file.file_path for delete_file in delete_files}
@@ -108,13 +111,13 @@ class RewriteValidator:
         while snapshot_id != self.base_snapshot_id:
             if snapshot_id is None:
                 raise ValidationException(
-                    f"Snapshot {self.base_snapshot_id}, which the compaction planned on, is no longer an ancestor "
+                    f"Snapshot {self.base_snapshot_id}, which the {self.what} planned on, is no longer an ancestor "
                     "of main (the table was rolled back or replaced meanwhile)."
                 )
             snapshot = metadata.snapshot_by_id(snapshot_id)
             if snapshot is None:
                 raise ValidationException(
-                    f"Snapshot {snapshot_id}, committed after the compaction planned, was expired before it "
+                    f"Snapshot {snapshot_id}, committed after the {self.what} planned, was expired before it "
                     "committed, so what changed meanwhile cannot be checked."
                 )
             window.append(snapshot)
@@ -141,7 +144,7 @@ class RewriteValidator:
         if metadata.default_spec_id != self.spec_id:
             raise ValidationException(
                 f"The table's partition spec changed (from {self.spec_id} to {metadata.default_spec_id}) after the "
-                "compaction planned."
+                f"{self.what} planned."
             )
         for snapshot in self._window(metadata, head_id):
             operation = snapshot.summary.operation.value if snapshot.summary else "unknown"
@@ -160,22 +163,24 @@ class RewriteValidator:
                     ):
                         raise ValidationException(
                             f"{path} was removed or replaced by snapshot {snapshot.snapshot_id} ({operation}) after "
-                            "the compaction planned."
+                            f"the {self.what} planned."
                         )
                     if not is_data and entry.status == ManifestEntryStatus.ADDED:
                         hit = self._new_delete_applies(entry.data_file)
                         if hit is not None:
                             raise ValidationException(
                                 f"Snapshot {snapshot.snapshot_id} ({operation}) added delete file {path}, which may "
-                                f"delete rows of {hit or 'a rewritten file'}, after the compaction planned."
+                                f"delete rows of {hit or 'a rewritten file'}, after the {self.what} planned."
                             )
 
 
 class RewriteFiles(_SnapshotProducer["RewriteFiles"]):
-    """Snapshot producer that replaces files without changing the table's rows.
+    """Snapshot producer that removes given files and adds others in one snapshot on ``main``.
 
     Add files with ``append_data_file``, remove data or delete files with ``delete_data_file``;
     ``commit()`` stages it in the transaction, ``validator`` checking the commits since the plan first.
+    ``operation`` labels the snapshot: ``replace`` (the default, compaction) when the table's rows do
+    not change, ``overwrite`` when rows change, ``delete`` when files are only removed.
     """
 
     def __init__(
@@ -184,12 +189,14 @@ class RewriteFiles(_SnapshotProducer["RewriteFiles"]):
         io: FileIO,
         validator: RewriteValidator,
         snapshot_properties: dict[str, str] = EMPTY_DICT,
+        operation: Operation = Operation.REPLACE,
     ) -> None:
         # PyIceberg's summary code knows no ``replace``: build it as an overwrite, relabel in _summary.
         super().__init__(
             Operation.OVERWRITE, transaction, io, snapshot_properties=snapshot_properties, branch=MAIN_BRANCH
         )
         self._validator = validator
+        self._label = operation
 
     def _validate_concurrency(self) -> None:
         """Done in :meth:`_commit`, on the first attempt as well as on retries."""
@@ -280,7 +287,7 @@ class RewriteFiles(_SnapshotProducer["RewriteFiles"]):
 
     def _summary(self, snapshot_properties: dict[str, str] = EMPTY_DICT) -> Summary:
         summary = super()._summary(snapshot_properties)
-        return Summary(Operation.REPLACE, **summary.additional_properties)
+        return Summary(self._label, **summary.additional_properties)
 
     def _commit(self) -> Any:
         self._validator.check(self._transaction.table_metadata, self._parent_snapshot_id)
@@ -294,8 +301,9 @@ def commit_rewrite(
     removed: Iterable[DataFile],
     added: Iterable[DataFile],
     snapshot_properties: Mapping[str, str],
+    operation: Operation = Operation.REPLACE,
 ) -> int:
-    """Commit one ``replace`` snapshot on ``main``: ``removed`` out, ``added`` in.
+    """Commit one snapshot on ``main`` labelled ``operation`` (``replace`` by default): ``removed`` out, ``added`` in.
 
     Concurrent appends are kept (PyIceberg retries with the table's ``commit.retry.*`` settings);
     conflicting commits raise ``ValidationException`` and nothing is committed.
@@ -306,7 +314,7 @@ def commit_rewrite(
     transaction = cached_transaction(table)
     # Checked by the catalog itself, so a spec change that lands after the last refresh conflicts too.
     transaction._stage((), (AssertDefaultSpecId(default_spec_id=validator.spec_id),))
-    producer = RewriteFiles(transaction, table.io, validator, dict(snapshot_properties))
+    producer = RewriteFiles(transaction, table.io, validator, dict(snapshot_properties), operation)
     for data_file in removed:
         producer.delete_data_file(data_file)
     for data_file in added:
