@@ -20,7 +20,7 @@ from iceberg_ops_provider.data_migration.copy import FileCopier
 from iceberg_ops_provider.data_migration.state import file_prefix
 from iceberg_ops_provider.data_steps.definition import UNIT_BYTES, Estimate, StepProgress, StepResult
 from iceberg_ops_provider.data_steps.planning import StepPlan, StepUnit, plan_step
-from iceberg_ops_provider.data_steps.state import STEP_KEY, StepState, find_step_state
+from iceberg_ops_provider.data_steps.state import STEP_KEY, StepState, find_step_state, mirror_property
 from iceberg_ops_provider.data_steps.transform import BatchTransform
 from iceberg_ops_provider.data_steps.unit_commit import UnknownOutcome, commit_step_unit
 from iceberg_ops_provider.data_steps.validation import validate_step
@@ -234,6 +234,13 @@ def _no_files(unit: StepUnit) -> StepUnit:
     return StepUnit(unit.index, (), unit.removal_only)
 
 
+def _record_nothing_to_do(table: Table, state: StepState) -> None:
+    """Record a step that has no unit as complete (in the property alone: no snapshot for nothing)."""
+    transaction = table.transaction()
+    transaction.set_properties(mirror_property(state, state.plan_snapshot_id))
+    transaction.commit_transaction()
+
+
 def _plan(table: Table, step: DataStep, state: StepState | None, unit_bytes: int | None) -> tuple[StepPlan, StepState]:
     """The step's plan (the recorded one when resuming) and the state its first unit starts from."""
     if state is None:
@@ -289,14 +296,28 @@ def run_step(
             "a changed step takes a new id.",
             step_id=step.step_id,
         )
-    if state is None or not state.complete:
-        head = table.metadata.current_snapshot()
-        if head is not None:
-            refuse_equality_deletes(table, head)
-        validate_step(table, step)
+    if state is not None and state.complete:
+        appended, appended_rows = _appended_meanwhile(table, state.plan_snapshot_id, step.step_id)
+        return StepResult(
+            step.step_id,
+            step.kind,
+            step.table_name,
+            state.plan_snapshot_id,
+            state.units_total,
+            state.units_total,
+            appended_meanwhile=appended,
+            rows_appended_meanwhile=appended_rows,
+        )
+    head = table.metadata.current_snapshot()
+    if head is not None:
+        refuse_equality_deletes(table, head)
+    validate_step(table, step)
     plan, initial = _plan(table, step, state, unit_bytes)
     run = _StepRun(table, step, plan, initial, progress)
-    run.run()
+    if plan.units:
+        run.run()
+    else:
+        _record_nothing_to_do(table, initial)
     result = run.result()
     log.info(
         "data step %s on %s: %d unit(s), %d skipped, %d row(s) changed",

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from iceberg_ops_provider.data_steps.definition import DataStep
 
-__all__ = ["BatchTransform", "arrow_type_of", "computed_values", "matches"]
+__all__ = ["BatchTransform", "arrow_type_of", "computed_values", "family", "matches"]
 
 
 def arrow_type_of(schema: Schema, column: str) -> pa.DataType:
@@ -44,6 +44,24 @@ def matches(batch: pa.RecordBatch, predicate: pc.Expression | None) -> pa.Array:
     project = acero.Declaration("project", acero.ProjectNodeOptions([predicate], ["m"]))
     verdict = acero.Declaration.from_sequence([source, project]).to_table(use_threads=False).column("m")
     return pc.fill_null(verdict.combine_chunks(), False)
+
+
+_FAMILIES: tuple[tuple[str, Callable[[pa.DataType], bool]], ...] = (
+    ("boolean", pa.types.is_boolean),
+    ("integer", pa.types.is_integer),
+    ("float", pa.types.is_floating),
+    ("decimal", pa.types.is_decimal),
+    ("string", lambda t: pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t)),
+    ("binary", lambda t: pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t)),
+    ("date", pa.types.is_date),
+    ("time", pa.types.is_time),
+    ("timestamp", pa.types.is_timestamp),
+)
+
+
+def family(arrow_type: pa.DataType) -> str:
+    """The kind of values an Arrow type holds (``integer`` for every width), its own name for the others."""
+    return next((name for name, test in _FAMILIES if test(arrow_type)), str(arrow_type))
 
 
 def computed_values(value: Any, batch: pa.RecordBatch, column: str, arrow_type: pa.DataType, table: str) -> pa.Array:
@@ -76,6 +94,16 @@ def computed_values(value: Any, batch: pa.RecordBatch, column: str, arrow_type: 
         )
     if result.type.equals(arrow_type):
         return result
+    if family(result.type) != family(arrow_type) and not (
+        family(arrow_type) == "float" and family(result.type) == "integer"
+    ):
+        raise InvalidDataStepError(
+            f"The function for {table}.{column} returned {result.type} values; column {column} holds {arrow_type}.",
+            table=table,
+            column=column,
+            expected=str(arrow_type),
+            got=str(result.type),
+        )
     try:
         return result.cast(arrow_type, safe=True)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as exc:

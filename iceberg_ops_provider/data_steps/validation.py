@@ -17,7 +17,7 @@ from iceberg_ops_provider.core.filters import bind_filter
 from iceberg_ops_provider.core.name_hints import closest, did_you_mean
 from iceberg_ops_provider.data_migration.source_pieces import projected_row_groups
 from iceberg_ops_provider.data_steps.definition import KINDS
-from iceberg_ops_provider.data_steps.transform import arrow_type_of, computed_values
+from iceberg_ops_provider.data_steps.transform import arrow_type_of, computed_values, family
 from iceberg_ops_provider.errors import InvalidDataStepError
 from iceberg_ops_provider.maintenance.candidates import plan_candidates
 
@@ -128,6 +128,10 @@ def _check_assignments(step: DataStep, schema: Schema) -> None:
             _check_literal(step, schema, column, value, field.required)
 
 
+_TAKES = {"float": ("float", "integer"), "decimal": ("decimal", "integer"), "timestamp": ("timestamp", "date")}
+"""Literal kinds a column takes besides its own (an int into a double column, ...)."""
+
+
 def _check_literal(step: DataStep, schema: Schema, column: str, value: Any, required: bool) -> None:
     arrow_type = arrow_type_of(schema, column)
     if value is None and (required or step.kind == "backfill"):
@@ -136,24 +140,24 @@ def _check_literal(step: DataStep, schema: Schema, column: str, value: Any, requ
             f"{' (it is required)' if required else ' (a backfill fills nulls)'}.",
             table=step.table_name,
             column=column,
-            expected=str(arrow_type),
+            expected=str(schema.find_field(column).field_type),
             got="None",
         )
-    if isinstance(value, bool) and not pa.types.is_boolean(arrow_type):
-        problem: Exception | None = TypeError("a boolean")
+    problem: Exception | None = None
+    if value is not None and family(pa.scalar(value).type) not in _TAKES.get(family(arrow_type), (family(arrow_type),)):
+        problem = TypeError(f"a {type(value).__name__} is not a {family(arrow_type)}")
     else:
         try:
             pa.array([value], arrow_type)
-            problem = None
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
             problem = exc
     if problem is not None:
         raise InvalidDataStepError(
             f"{step.kind} on {step.table_name}: {value!r} ({type(value).__name__}) is not a value of column "
-            f"{column} ({arrow_type}): {problem}",
+            f"{column} ({schema.find_field(column).field_type}): {problem}",
             table=step.table_name,
             column=column,
-            expected=str(arrow_type),
+            expected=str(schema.find_field(column).field_type),
             got=type(value).__name__,
         ) from problem
 

@@ -1,0 +1,145 @@
+"""A data step interrupted after a unit, raced by a second run, or run next to other writers: no unit is
+applied twice (a non-idempotent ``v = v * 2`` checked exactly), appended rows are kept, a rerun does nothing."""
+
+from __future__ import annotations
+
+import pyarrow.compute as pc
+import pytest
+
+from iceberg_ops_provider.data_steps import DataStep, run_step, step_state
+from iceberg_ops_provider.data_steps.state import property_key
+from iceberg_ops_provider.errors import DataStepConflictError, DataStepStateError
+from tests.data_steps.support import all_rows, make_table, read_rows, rows_of
+from tests.support.tables import files_on_disk
+
+TABLE = ("sales", "orders")
+
+
+class Interrupted(Exception):
+    """Raised by a progress callback to stop a run after a unit committed."""
+
+
+def _doubling(step_id: str = "x/1") -> DataStep:
+    return DataStep(step_id, "update_rows", TABLE, "k >= 5", {"v": lambda batch: pc.multiply(batch.column("v"), 2)})
+
+
+def _doubled(rows: dict) -> dict:
+    for row in rows.values():
+        if row["k"] is not None and row["k"] >= 5 and row["v"] is not None:
+            row["v"] *= 2
+    return rows
+
+
+def _stop_after(units: int):
+    def progress(report):
+        if report.units_done >= units:
+            raise Interrupted()
+
+    return progress
+
+
+def test_a_resumed_step_applies_no_unit_twice(catalog):
+    table = make_table(catalog)
+    with pytest.raises(Interrupted):
+        run_step(catalog, _doubling(), unit_bytes=1, progress=_stop_after(2))
+    state = step_state(table.refresh(), "x/1")
+    assert state is not None and state.units_done == 2 and not state.complete
+
+    result = run_step(catalog, _doubling(), unit_bytes=10**9)  # the recorded unit size wins
+
+    assert result.units == 6 and result.units_skipped == 2 and result.files_rewritten == 4
+    assert read_rows(table) == _doubled(all_rows())
+    assert step_state(table, "x/1").complete
+
+
+def test_a_rerun_after_the_step_finished_does_nothing(catalog):
+    table = make_table(catalog)
+    run_step(catalog, _doubling(), unit_bytes=1)
+    snapshots = len(table.refresh().metadata.snapshots)
+
+    again = run_step(catalog, _doubling(), unit_bytes=1)
+
+    assert again.units_skipped == again.units == 6 and again.rows_changed == 0 and again.files_added == 0
+    assert len(table.refresh().metadata.snapshots) == snapshots
+    assert read_rows(table) == _doubled(all_rows())
+
+
+def test_rows_appended_between_units_are_kept_as_they_are(lake):
+    catalog, other = lake.catalog(), lake.catalog()
+    table = make_table(catalog)
+    appended = rows_of(50_000, 30, "us")
+
+    def append_once(report):
+        if report.units_done == 1:
+            other.load_table(TABLE).append(appended)
+
+    result = run_step(catalog, _doubling(), unit_bytes=1, progress=append_once)
+
+    expected = _doubled(all_rows())
+    expected.update({row["id"]: row for row in appended.to_pylist()})  # not doubled: after the plan snapshot
+    assert read_rows(table) == expected
+    assert result.appended_meanwhile == 1 and result.rows_appended_meanwhile == 30
+
+
+def test_a_unit_done_by_another_run_meanwhile_is_skipped_and_its_files_deleted(lake):
+    catalog, other = lake.catalog(), lake.catalog()
+    table = make_table(catalog)
+    results = []
+
+    def race(report):
+        if report.units_done == 1 and not results:
+            results.append(run_step(other, _doubling(), unit_bytes=1))  # finishes the rest first
+
+    result = run_step(catalog, _doubling(), unit_bytes=1, progress=race)
+
+    assert read_rows(table) == _doubled(all_rows())
+    assert results[0].units_skipped == 1 and results[0].files_rewritten == 5
+    assert result.files_rewritten == 1 and result.units_skipped == 5
+    live = {task.file.file_path for task in table.scan().plan_files()}
+    written = {path for path in files_on_disk(lake.warehouse) if path.endswith(".parquet") and "/data/" in path}
+    assert {p.removeprefix("file://") for p in live} <= written
+    step_files = {p for p in written if "move-" in p.rsplit("/", 1)[-1]}
+    assert len(step_files) >= 6
+    assert step_files == {p.removeprefix("file://") for p in live if "move-" in p}  # no leftovers of the loser
+
+
+def test_a_changed_step_under_a_recorded_id_is_refused(catalog):
+    make_table(catalog)
+    with pytest.raises(Interrupted):
+        run_step(catalog, _doubling(), unit_bytes=1, progress=_stop_after(1))
+    changed = DataStep("x/1", "update_rows", TABLE, "k >= 6", {"v": 0.0})
+    with pytest.raises(DataStepStateError, match="another definition") as raised:
+        run_step(catalog, changed)
+    assert raised.value.step_id == "x/1"
+
+
+def test_a_foreign_rewrite_of_a_units_files_stops_the_step(lake):
+    catalog, other = lake.catalog(), lake.catalog()
+    table = make_table(catalog)
+
+    def rewrite_foreign(report):
+        if report.units_done == 1:
+            other.load_table(TABLE).delete("id = 1000")  # rewrites one file of a later unit
+
+    with pytest.raises(DataStepConflictError) as raised:
+        run_step(catalog, _doubling(), unit_bytes=1, progress=rewrite_foreign)
+    assert raised.value.unit >= 1 and raised.value.step_id == "x/1"
+    assert step_state(table.refresh(), "x/1").units_done >= 1
+
+
+def test_the_state_outlives_the_expiry_of_every_step_snapshot(catalog):
+    table = make_table(catalog)
+    run_step(catalog, _doubling(), unit_bytes=1)
+    table.refresh().append(rows_of(60_000, 5, "eu"))
+    head = table.refresh().metadata.current_snapshot_id
+    table.maintenance.expire_snapshots().by_ids(
+        [s.snapshot_id for s in table.metadata.snapshots if s.snapshot_id != head]
+    ).commit()
+    table.refresh()
+    assert len(table.metadata.snapshots) == 1 and property_key("x/1") in table.properties
+
+    state = step_state(table, "x/1")
+
+    assert state is not None and state.complete and state.units_total == 6
+    again = run_step(catalog, _doubling())
+    assert again.units_skipped == 6 and again.rows_changed == 0

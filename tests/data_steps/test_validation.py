@@ -1,0 +1,102 @@
+"""validate_step's refusals, each before anything is committed: unknown columns (with the closest name),
+a where on an unknown column, literals of the wrong type, functions of the wrong length or type."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from iceberg_ops_provider.data_steps import DataStep, run_step, validate_step
+from iceberg_ops_provider.errors import InvalidDataStepError
+from tests.data_steps.support import SCHEMA, make_table
+
+TABLE = ("sales", "orders")
+
+
+@pytest.fixture
+def table(catalog):
+    return make_table(catalog, files_per_region=1, rows=20)
+
+
+def _refused(table, step: DataStep) -> InvalidDataStepError:
+    with pytest.raises(InvalidDataStepError) as raised:
+        validate_step(table, step)
+    return raised.value
+
+
+def test_an_unknown_column_to_set_names_the_closest(table):
+    error = _refused(table, DataStep("v/1", "update_rows", TABLE, None, {"vv": 1.0}))
+    assert (error.table, error.column, error.closest) == ("sales.orders", "vv", "v")
+    assert "Did you mean 'v'?" in str(error)
+
+
+def test_a_where_on_an_unknown_column_names_the_closest(table):
+    error = _refused(table, DataStep("v/2", "delete_rows", TABLE, "regoin = 'eu'"))
+    assert (error.column, error.closest) == ("regoin", "region")
+
+
+def test_a_where_that_does_not_parse(table):
+    error = _refused(table, DataStep("v/3", "delete_rows", TABLE, "k >>> 3"))
+    assert "does not parse" in str(error) and error.got == "k >>> 3"
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "expected"),
+    [("k", "five", "long"), ("v", "1.5", "double"), ("k", 1.5, "long"), ("region", 3, "string"), ("k", True, "long")],
+)
+def test_a_literal_of_the_wrong_type(table, column, value, expected):
+    error = _refused(table, DataStep("v/4", "update_rows", TABLE, None, {column: value}))
+    assert (error.column, error.expected, error.got) == (column, expected, type(value).__name__)
+
+
+def test_null_into_a_required_column(table):
+    error = _refused(table, DataStep("v/5", "update_rows", TABLE, None, {"id": None}))
+    assert error.column == "id" and "required" in str(error)
+
+
+def test_a_backfill_of_a_required_column_or_of_two_columns(table):
+    assert _refused(table, DataStep("v/6", "backfill", TABLE, None, {"id": 1})).got == "a required column"
+    assert _refused(table, DataStep("v/7", "backfill", TABLE, None, {"k": 1, "v": 1.0})).got == "2 columns"
+
+
+def test_a_delete_takes_no_assignment_and_an_update_needs_one(table):
+    assert _refused(table, DataStep("v/8", "delete_rows", TABLE, "k = 1", {"k": 1})).expected == "no column"
+    assert _refused(table, DataStep("v/9", "update_rows", TABLE, "k = 1")).expected == "at least one column"
+
+
+def test_a_function_returning_the_wrong_length(table):
+    step = DataStep("v/10", "update_rows", TABLE, None, {"v": lambda batch: pa.array([1.0])})
+    error = _refused(table, step)
+    assert error.column == "v" and error.got == "1 values" and error.expected.endswith("values")
+
+
+def test_a_function_returning_the_wrong_type(table):
+    step = DataStep("v/11", "update_rows", TABLE, None, {"k": lambda batch: pc.cast(batch.column("id"), pa.string())})
+    error = _refused(table, step)
+    assert (error.column, error.expected, error.got) == ("k", "int64", "string")
+
+
+def test_a_function_returning_no_array(table):
+    error = _refused(table, DataStep("v/12", "update_rows", TABLE, None, {"v": lambda batch: [1.0] * batch.num_rows}))
+    assert error.got == "list"
+
+
+def test_an_unknown_kind(table):
+    error = _refused(table, DataStep("v/13", "truncate", TABLE))  # type: ignore[arg-type]
+    assert error.got == "truncate"
+
+
+def test_a_function_is_not_probed_on_an_empty_table(catalog):
+    catalog.create_namespace("sales")
+    table = catalog.create_table("sales.orders", SCHEMA)
+    calls = []
+    validate_step(table, DataStep("v/14", "update_rows", TABLE, None, {"v": lambda b: calls.append(b)}))
+    assert calls == []
+
+
+def test_run_step_refuses_before_any_commit(catalog, table):
+    snapshots = len(table.metadata.snapshots)
+    with pytest.raises(InvalidDataStepError):
+        run_step(catalog, DataStep("v/15", "update_rows", TABLE, "k = 1", {"v": lambda batch: pa.array([1.0])}))
+    assert len(table.refresh().metadata.snapshots) == snapshots
