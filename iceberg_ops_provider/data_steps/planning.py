@@ -71,14 +71,19 @@ def step_filter(step: DataStep, column: str | None = None) -> BooleanExpression:
 
 
 def _needs_rewrite(metadata: TableMetadata) -> object:
-    """A file predicate: written under an older spec, or not in the table's current sort order."""
+    """A file predicate: written under an older spec, or recorded as sorted by another order than the current one.
+
+    A file that records no sort order is not rewritten for its order alone: the step's outputs record
+    none either (they are sorted a batch at a time, not as whole files), so a second run finds nothing.
+    """
     spec_id = metadata.default_spec_id
     order_id = metadata.default_sort_order_id
 
     def keep(data_file: DataFile) -> bool:
         if data_file.spec_id != spec_id:
             return True
-        return order_id != UNSORTED_SORT_ORDER_ID and data_file.sort_order_id != order_id
+        recorded = data_file.sort_order_id
+        return recorded is not None and recorded != UNSORTED_SORT_ORDER_ID and recorded != order_id
 
     return keep
 

@@ -124,6 +124,7 @@ class _StepRun:
         outputs: list[DataFile] = []
         rows_changed = unit.records if unit.removal_only else 0
         bytes_read = rows_read = 0
+        replaced = True  # whether the commit replaces the unit's files (not when no row of them changed)
         try:
             if not unit.removal_only:
                 transform = BatchTransform(self.step, metadata.schema(), metadata.sort_order())
@@ -140,7 +141,8 @@ class _StepRun:
                 bytes_read, rows_read = copied.bytes_read, copied.rows
                 # A unit that changed no row is recorded with its files left as they are, unless position
                 # deletes apply to them: those are removed once their data files are all rewritten.
-                if rows_changed or self.step.kind == "rewrite_partitions" or _has_deletes(unit):
+                replaced = bool(rows_changed) or self.step.kind == "rewrite_partitions" or _has_deletes(unit)
+                if replaced:
                     outputs = list(copied.data_files)
                 else:
                     delete_written(table, written, f"{self.step.step_id}: ")
@@ -148,7 +150,7 @@ class _StepRun:
             outcome = commit_step_unit(
                 table,
                 self.plan,
-                unit if outputs or unit.removal_only or _has_deletes(unit) else _no_files(unit),
+                unit if replaced else _no_files(unit),
                 initial=self.initial,
                 outputs=outputs,
                 rows=rows_changed,
@@ -173,10 +175,9 @@ class _StepRun:
             return
         assert outcome.snapshot_id is not None
         totals.snapshot_ids.append(outcome.snapshot_id)
-        rewritten = bool(outputs) or unit.removal_only
         if unit.removal_only:
             totals.files_removed += len(unit.tasks)
-        elif rewritten:
+        elif replaced:
             totals.files_rewritten += len(unit.tasks)
         totals.files_added += len(outputs)
         totals.rows += rows_read
