@@ -116,7 +116,8 @@ def plan_step(table: Table, step: DataStep, snapshot_id: int | None, unit_bytes:
         plan_candidates(metadata, table.io, snapshot, row_filter, keep), key=lambda task: task.file.file_path
     )
     dropped = [task for task in tasks if task.file.file_path in whole and not task.delete_files]
-    rewritten = [task for task in tasks if task not in dropped]
+    dropped_paths = {task.file.file_path for task in dropped}
+    rewritten = [task for task in tasks if task.file.file_path not in dropped_paths]
     units: list[StepUnit] = []
     for start in range(0, len(dropped), REMOVAL_UNIT_FILES):
         units.append(StepUnit(len(units), tuple(dropped[start : start + REMOVAL_UNIT_FILES]), True))

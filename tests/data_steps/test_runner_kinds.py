@@ -133,3 +133,18 @@ def pa_string():
     from pyiceberg.types import StringType
 
     return StringType()
+
+
+def test_a_file_of_nulls_and_non_matching_values_is_not_dropped_whole(catalog):
+    # Strict metrics say "every row matches k != 5" for a file holding only 7 and null: the nulls must stay.
+    catalog.create_namespace("sales")
+    from tests.data_steps.support import ARROW, SCHEMA
+
+    table = catalog.create_table("sales.orders", SCHEMA)
+    table.append(pa.table({"id": [1, 2, 3], "region": ["eu"] * 3, "k": [7, None, 7], "v": [1.0, 2.0, 3.0]}, ARROW))
+    table.append(pa.table({"id": [4, 5], "region": ["eu"] * 2, "k": [None, None], "v": [4.0, 5.0]}, ARROW))
+
+    result = run_step(catalog, DataStep("n/1", "delete_rows", TABLE, "k != 5"))
+
+    assert sorted(read_rows(table)) == [2, 4, 5]
+    assert result.files_removed == 0 and result.rows_changed == 2
