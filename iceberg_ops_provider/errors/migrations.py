@@ -189,3 +189,73 @@ class MigrationIntegrityError(MigrationError):
             f"Refusing to migrate namespace {namespace!r}: the migration files disagree with its history:\n{lines}\n"
             + how_to_allow  # type: ignore[operator]  # text or a Message (which adds text on either side)
         )
+
+
+class UnfinishedDataStepsError(MigrationError):
+    """A migration stopped in its data steps, and this run cannot finish them.
+
+    Its schema changes are committed and each data step continues from its last committed unit when
+    the same migration runs again in the same direction; this run was asked for something else, or
+    the migration no longer asks for the same data steps.
+
+    Attributes:
+        namespace: The namespace.
+        version: The interrupted migration's version.
+        direction: The direction it was running in (the next run in that direction finishes it).
+        run_id: The interrupted run.
+        changed: The data steps the file asks for now differ from those the run started: the step ids
+            or definitions recorded (``expected``) and asked for now (``found``).
+    """
+
+    def __init__(
+        self,
+        namespace: str,
+        version: str,
+        direction: str,
+        run_id: str,
+        *,
+        expected: Sequence[str] = (),
+        found: Sequence[str] = (),
+    ) -> None:
+        self.namespace, self.version, self.direction, self.run_id = namespace, version, direction, run_id
+        self.expected, self.found = list(expected), list(found)
+        self.changed = bool(self.expected or self.found)
+        if self.changed:
+            what = (
+                f"its file now asks for other data steps than the run started: started {', '.join(self.expected)}; "
+                f"asked for now {', '.join(self.found) or 'none'}. Restore the file as it was to let the next "
+                f"{direction} finish them, or settle the tables by hand and record the outcome with a stamp"
+            )
+        else:
+            what = (
+                f"its schema changes are committed and its data steps continue where they stopped when the "
+                f"{direction} of {version} runs again; run that first"
+            )
+        super().__init__(
+            f"Migration {version} of namespace {namespace!r} stopped in its data steps ({direction}, run {run_id}): "
+            f"{what}."
+        )
+
+
+class RestorePointError(MigrationError):
+    """A table's rows cannot be brought back to the restore point of a migration's data steps; nothing changed.
+
+    Attributes:
+        table: The table.
+        tag: The restore point's tag.
+        reason: ``missing`` (never taken, expired or removed), ``not_an_ancestor`` (``main``'s history
+            was rewritten since) or ``foreign_commits`` (others committed since: ``commits`` names them).
+        commits: The snapshots committed since that are not the migration's own data steps.
+    """
+
+    def __init__(self, table: str, tag: str, *, reason: str, commits: Sequence[str] = ()) -> None:
+        self.table, self.tag, self.reason, self.commits = table, tag, reason, list(commits)
+        why = {
+            "missing": f"its restore point (tag {tag}) does not exist: never taken, or it expired or was removed",
+            "not_an_ancestor": f"main no longer descends from its restore point (tag {tag})",
+            "foreign_commits": (
+                f"{len(self.commits)} commit(s) other than the migration's own data steps landed since its restore "
+                f"point (tag {tag}), and moving back would lose them: {', '.join(self.commits)}"
+            ),
+        }[reason]
+        super().__init__(f"Cannot restore the rows of {table}: {why}. Nothing was changed.")

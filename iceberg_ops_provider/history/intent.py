@@ -31,7 +31,7 @@ INTENT_PROPERTY = "iceberg-ops.intent"
 RECEIPT_PROPERTY = "iceberg-ops.last-migration"
 """Table property set in every migration commit: namespace, version, direction, run and step."""
 
-ActionKind = Literal["commit", "create", "drop", "rename", "direct"]
+ActionKind = Literal["commit", "create", "drop", "rename", "direct", "data"]
 
 
 @dataclass(frozen=True)
@@ -41,16 +41,20 @@ class IntentAction:
     Attributes:
         table: The table's full name (``sales.orders``).
         kind: ``create`` or ``commit`` (a staged change; proven by its receipt), ``drop``, ``rename``,
-            or ``direct``: the migration reached the table (or the catalog) itself, through
+            ``data`` (a data operation run in units, each unit's commit carrying the step id), or
+            ``direct``: the migration reached the table (or the catalog) itself, through
             ``ctx.load_table()`` or ``ctx.catalog``, so what it wrote there cannot be proven either way.
-        receipt: The receipt its commit carries (``create``/``commit`` only).
+        receipt: The receipt its commit carries (``create``/``commit``); a ``data`` action's step id.
         to: The new name, for ``rename``.
+        fingerprint: A ``data`` action's definition (kind, table, ``where``, columns): a run resuming
+            the step checks the migration still asks for the same one.
     """
 
     table: str
     kind: ActionKind
     receipt: str | None = None
     to: str | None = None
+    fingerprint: str | None = None
 
     def label(self) -> str:
         """``sales.orders (drop)``."""
@@ -121,7 +125,13 @@ class Intent:
                 executed_by=str(data.get("executed_by", "unknown")),
                 started_at=datetime.fromisoformat(data["started_at"]),
                 actions=tuple(
-                    IntentAction(table=a["table"], kind=a["kind"], receipt=a.get("receipt"), to=a.get("to"))
+                    IntentAction(
+                        table=a["table"],
+                        kind=a["kind"],
+                        receipt=a.get("receipt"),
+                        to=a.get("to"),
+                        fingerprint=a.get("fingerprint"),
+                    )
                     for a in data.get("actions", [])
                 ),
                 complete=bool(data.get("complete", False)),
@@ -145,10 +155,12 @@ def _validate(intent: Intent) -> None:
     if intent.direction not in ("upgrade", "downgrade"):
         raise ValueError(f"direction {intent.direction!r} is not upgrade or downgrade")
     for action in intent.actions:
-        if action.kind not in ("commit", "create", "drop", "rename", "direct"):
+        if action.kind not in ("commit", "create", "drop", "rename", "direct", "data"):
             raise ValueError(f"action kind {action.kind!r} is unknown")
         if action.kind == "rename" and not action.to:
             raise ValueError(f"rename of {action.table!r} has no new name")
+        if action.kind == "data" and not action.receipt:
+            raise ValueError(f"data step on {action.table!r} has no step id")
         if action.kind == "direct":
             continue  # names what was reached ("the catalog (ctx.catalog)"), not a table
         for name in (action.table, action.to or action.table):
@@ -166,24 +178,33 @@ class Assessment:
     """What an interrupted migration committed, read from the tables.
 
     Attributes:
-        committed: The actions that reached the catalog, in order.
-        not_committed: The actions that did not.
+        committed: The actions that reached the catalog, in order (data steps: finished ones).
+        not_committed: The actions that did not (data steps: not finished, perhaps started).
         complete: Whether the intent listed everything the migration does (its body had finished).
         direct: Tables (or the catalog) the migration reached itself; what it wrote there is unknown.
+        data: The intent's data steps, each with whether its table records it finished.
     """
 
     committed: tuple[IntentAction, ...]
     not_committed: tuple[IntentAction, ...]
     complete: bool = True
     direct: tuple[IntentAction, ...] = ()
+    data: tuple[tuple[IntentAction, bool], ...] = ()
 
     @property
-    def outcome(self) -> Literal["all", "none", "partial"]:
-        """``all`` committed (and the body had finished), ``none`` (provably), or ``partial``."""
+    def outcome(self) -> Literal["all", "none", "partial", "resumable"]:
+        """``all`` committed (and the body had finished), ``none`` (provably), ``resumable`` or ``partial``.
+
+        ``resumable``: every schema change committed and a data step is unfinished; running the migration
+        again finishes its data steps from where they stopped (each unit of a step commits once).
+        """
         if self.complete and not self.not_committed:
             return "all"
-        if not self.committed and not self.direct:
+        if not self.committed and not self.direct and not self.data:
             return "none"
+        structural = [action for action in self.not_committed if action.kind != "data"]
+        if self.data and self.complete and not structural and not self.direct:
+            return "resumable"
         return "partial"
 
     def unfinished(self) -> list[str]:
@@ -218,13 +239,35 @@ def assess(catalog: Catalog, intent: Intent) -> Assessment:
 
     Actions commit in order, so the last one found done marks every earlier one done; each action is
     judged only while no later action has committed, so a later change to the same table cannot hide
-    or fake an earlier one.
+    or fake an earlier one. Data steps run after every other change and are judged by their own record.
     """
-    actions = tuple(action for action in intent.actions if action.kind != "direct")
+    actions = tuple(action for action in intent.actions if action.kind not in ("direct", "data"))
     last_done = next((index for index in reversed(range(len(actions))) if _done(catalog, actions[index])), -1)
+    data = tuple((action, _data_done(catalog, action)) for action in intent.actions if action.kind == "data")
+    started = last_done >= 0 or any(_data_started(catalog, action) for action, _ in data)
     return Assessment(
-        committed=actions[: last_done + 1],
-        not_committed=actions[last_done + 1 :],
+        committed=actions[: last_done + 1] + tuple(action for action, done in data if done),
+        not_committed=actions[last_done + 1 :] + tuple(action for action, done in data if not done),
         complete=intent.complete,
         direct=tuple(action for action in intent.actions if action.kind == "direct"),
+        data=data if started else (),
     )
+
+
+def _data_state(catalog: Catalog, action: IntentAction) -> Any:
+    from iceberg_ops_provider.data_steps import step_state
+
+    try:
+        table = catalog.load_table(_identifier(action.table))
+    except NoSuchTableError:
+        return None
+    return step_state(table, action.receipt or "")
+
+
+def _data_started(catalog: Catalog, action: IntentAction) -> bool:
+    return _data_state(catalog, action) is not None
+
+
+def _data_done(catalog: Catalog, action: IntentAction) -> bool:
+    state = _data_state(catalog, action)
+    return state is not None and state.complete

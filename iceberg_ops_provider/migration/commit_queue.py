@@ -65,11 +65,15 @@ class AtomicCommitJournal(CommitJournal, Protocol):
         """``sql-transaction`` or ``rest-transaction``, or ``None`` to commit the remaining changes one by one."""
         ...
 
-    def commit_together(self, changes: list[TableChange], actions: list[IntentAction], *, outside: list[str]) -> bool:
+    def commit_together(
+        self, changes: list[TableChange], actions: list[IntentAction], *, outside: list[str], record: bool = True
+    ) -> bool:
         """Commit ``changes`` (described by ``actions``) in one multi-table commit with the bookkeeping.
 
-        ``outside`` names what was committed separately just before. Returns false, having committed
-        nothing, when the catalog turned out unable to; raises when the commit failed or its outcome is unknown.
+        ``outside`` names what was committed separately just before; without ``record`` the history
+        record is not part of it (data steps follow, under an intent written before). Returns false,
+        having committed nothing, when the catalog turned out unable to; raises when the commit failed
+        or its outcome is unknown.
         """
         ...
 
@@ -260,19 +264,22 @@ class CommitQueue:
         self.separate.append(f"{what} (reached directly)")
         self.not_atomic = self.not_atomic or f"it reached {what} directly"
 
-    def commit(self, *, complete: bool, why: str | None = None) -> None:
+    def commit(self, *, complete: bool, why: str | None = None, then: list[IntentAction] | None = None) -> None:
         """Announce every queued change (the intent), then commit them one by one in order.
 
         Once the body has finished (``complete``), an atomic journal takes the table changes in one commit
-        (:meth:`_commit_atomic`). ``why`` says what made the migration commit before finishing.
+        (:meth:`_commit_atomic`). ``why`` says what made the migration commit before finishing. ``then``
+        are the data steps that run after these changes: the intent lists them before anything commits,
+        and the history record waits for them.
         """
         if self.dry_run:
             if not complete and self.items:
                 self._commit_dry()
             return
+        then = then or []
         atomic_mode = getattr(self.journal, "atomic_mode", None)
         mode = atomic_mode() if complete and atomic_mode is not None else None
-        if mode is not None and self._commit_atomic(mode):
+        if mode is not None and self._commit_atomic(mode, then):
             return
         # Everything left commits one by one. Could an all-or-nothing commit have taken it? Then say
         # what it did instead (drops, renames, ...: each a commit of its own).
@@ -284,7 +291,7 @@ class CommitQueue:
         done = [(item, item.identifier in self.created) for item in self.items]
         namespaces_before = len(self.created_namespaces)
         actions = [self._action(item, self.steps + offset) for offset, item in enumerate(self.items, 1)]
-        self.announce(actions, complete=complete)
+        self.announce(actions + then, complete=complete)
         for item in list(self.items):
             self._commit_item(item)
         self.gone.clear()
@@ -312,15 +319,15 @@ class CommitQueue:
         kind = "create" if item.identifier in self.created else "commit"
         return IntentAction(label, kind, receipt=self.journal.receipt(step) if self.journal else None)
 
-    def _commit_atomic(self, mode: str) -> bool:
+    def _commit_atomic(self, mode: str, then: list[IntentAction]) -> bool:
         """Commit the table changes in one atomic commit, what cannot join it first; false when there are none."""
         journal: Any = self.journal
         outside, inside = split_for_atomic(self.items, self.created, creates_inside=mode == "sql-transaction")
         if not inside:
             return False
         actions = [self._action(item, self.steps + offset) for offset, item in enumerate(outside + inside, 1)]
-        if outside:  # these commit one by one: the intent lists everything, as for per-table commits
-            self.announce(actions, complete=True)
+        if outside or then:  # these commit one by one, or data steps follow: the intent lists everything
+            self.announce(actions + then, complete=True)
         namespaces_before = len(self.created_namespaces)
         for item in outside:
             self._commit_item(item)
@@ -329,7 +336,7 @@ class CommitQueue:
         outside_labels += [f"create namespace {name}" for name in self.created_namespaces[namespaces_before:]]
         changes = [TableChange.of(transaction) for _, transaction, _ in prepared]
         inside_actions = actions[len(outside) :]
-        if not journal.commit_together(changes, inside_actions, outside=outside_labels):
+        if not journal.commit_together(changes, inside_actions, outside=outside_labels, record=not then):
             if not outside:  # the catalog cannot after all: per-table commits under an intent
                 self.announce(inside_actions, complete=True)
             for (item, transaction, created), action in zip(prepared, inside_actions, strict=True):

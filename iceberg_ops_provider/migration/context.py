@@ -15,9 +15,11 @@ from pyiceberg.schema import Schema
 
 from iceberg_ops_provider.errors import DryRunLimit, InvalidOperationError
 from iceberg_ops_provider.migration import column_operations as columns
+from iceberg_ops_provider.migration import data_operations as data
 from iceberg_ops_provider.migration import table_operations as tables
 from iceberg_ops_provider.migration.column_operations import TypeLike
 from iceberg_ops_provider.migration.commit_queue import AtomicCommitJournal, CommitJournal
+from iceberg_ops_provider.migration.data_run import finish_with_data
 from iceberg_ops_provider.migration.operation import Operation
 from iceberg_ops_provider.migration.schema_changes import ColumnPath
 from iceberg_ops_provider.migration.staged_changes import staged_changes
@@ -26,7 +28,10 @@ from iceberg_ops_provider.migration.touched import TouchedTables
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+    from pyiceberg.expressions import BooleanExpression
     from pyiceberg.table import Table
+
+    from iceberg_ops_provider.data_steps import StepResult
 
 __all__ = ["AtomicCommitJournal", "ColumnPath", "CommitJournal", "DryRunLimit", "MigrationContext", "TypeLike"]
 
@@ -41,6 +46,8 @@ class MigrationContext:
         meta_namespace: Where migration history and locks live: a migration may not touch it.
         dry_run: Stage and record what the migration asks for, but commit nothing (``plan``); reaching
             tables directly (``load_table``, ``catalog``) stops a dry run with :class:`DryRunLimit`.
+        resuming: The migration stopped in its data steps before: its schema changes are committed, so
+            only its data steps run (each continues from its last committed unit).
     """
 
     def __init__(
@@ -51,8 +58,12 @@ class MigrationContext:
         *,
         meta_namespace: str | None = None,
         dry_run: bool = False,
+        resuming: bool = False,
     ) -> None:
         self._staging = TableStaging(catalog, namespace, journal, meta_namespace=meta_namespace, dry_run=dry_run)
+        self._staging.resuming = resuming
+        self.data_results: list[StepResult] = []
+        """What each data step did (rows, files, the snapshot it read), once :meth:`finish` ran them."""
         self.operations: list[dict[str, str]] = self._staging.operations
         """What the migration asked for, in order, each with its risk (``safe``, ``review``, ``destructive``)."""
         self.touched: TouchedTables = self._staging.touched
@@ -132,8 +143,11 @@ class MigrationContext:
         self._staging.commits.commit(complete=False, why="ctx.commit()")
 
     def finish(self) -> None:
-        """Commit what the migration staged, once it has returned (called by the runner, not by migrations)."""
-        self._staging.commits.commit(complete=True)
+        """Commit what the migration staged, then run its data steps (called by the runner, not by migrations)."""
+        if self._staging.data:
+            self.data_results = finish_with_data(self._staging)
+        else:
+            self._staging.commits.commit(complete=True)
 
     def discard(self) -> None:
         """Forget everything staged and not yet committed."""
@@ -189,7 +203,8 @@ class MigrationContext:
 
     def add_partition_fields(self, table: str, exprs: Iterable[str]) -> None:
         """Add several partition fields in one spec change."""
-        tables.add_partition_fields(self._staging, table, exprs)
+        if not self._staging.resuming:  # a resumed migration's schema changes are committed already
+            tables.add_partition_fields(self._staging, table, exprs)
 
     def drop_partition_field(self, table: str, name: str) -> None:
         """Remove a partition field by its name (see ``table.spec()``)."""
@@ -273,6 +288,47 @@ class MigrationContext:
     def set_identifier_fields(self, table: str, *names: str) -> None:
         """Set the table's identifier fields (the row key; the columns must be required). No names clears them."""
         self._stage(columns.SetIdentifierFields(table, names))
+
+    # -- data operations: recorded here, run in order once the schema changes are committed ----------
+
+    def delete_rows(self, table: str, where: str | BooleanExpression) -> None:
+        """Delete the rows where ``where`` is true (a filter string as the data mover takes, or an expression).
+
+        Runs after the migration's schema changes commit, in units of files that each commit once; a run
+        stopped in it is finished by the next run of the migration (docs/migrations.md, "Data operations").
+        """
+        self._stage(data.DeleteRows(table, where))
+
+    def update_rows(self, table: str, set: Mapping[str, Any], where: str | BooleanExpression | None = None) -> None:
+        """Set columns of the rows where ``where`` is true (every row without it).
+
+        Args:
+            table: Table name.
+            set: Column name to a literal, or to a function taking a ``pyarrow.RecordBatch`` of the rows
+                and returning a ``pyarrow.Array`` of the column's new values (one per row).
+            where: Which rows (a filter string or a PyIceberg expression); rows where it is null keep their values.
+        """
+        self._stage(data.UpdateRows(table, where, dict(set)))
+
+    def backfill(self, table: str, column: str, value: Any, where: str | BooleanExpression | None = None) -> None:
+        """Fill ``column`` where it is null (and ``where`` is true) with a literal or a function of the batch.
+
+        Works on a column added earlier in the same migration.
+        """
+        self._stage(data.Backfill(table, where, column, value))
+
+    def rewrite_partitions(self, table: str, where: str | BooleanExpression | None = None) -> None:
+        """Rewrite existing data files into the table's current partition spec and sort order; rows unchanged."""
+        self._stage(data.RewritePartitions(table, where))
+
+    def restore_data(self, table: str) -> None:
+        """In ``downgrade()``: bring the table's rows back to what they were before this migration's data steps.
+
+        The runner tags the table before the upgrade's first data step on it; this moves ``main`` back to
+        that tag in one commit. Refused (``RestorePointError``, before anything commits) when anything
+        else has committed to the table since, naming those commits, or when the tag expired.
+        """
+        self._stage(data.RestoreData(table))
 
 
 def _strings(given: Iterable[str] | str | None) -> tuple[str, ...]:

@@ -48,6 +48,7 @@ class Operation:
     rule: ClassVar[str | None] = None
     rule_when: ClassVar[tuple[str, int] | None] = None  # a keyword (and position) that must be true for the rule
     lint_arguments: ClassVar[tuple[str, str]] = ("table", "name")  # the parameters naming the table and column
+    changes_rows: ClassVar[bool] = False  # a data operation: it runs after the schema changes, and on resume
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -77,9 +78,14 @@ class Operation:
         return self.risk
 
     def stage(self, staging: TableStaging) -> None:
-        """Record the step with its risk, then stage it on the table's transaction."""
+        """Record the step with its risk, then stage it on the table's transaction.
+
+        A migration resumed in its data steps has its schema changes in the tables already: they are
+        recorded, not staged again.
+        """
         staging.note(self.note(), self.planned_risk(staging))
-        self.build(staging)
+        if not staging.resuming or self.changes_rows:
+            self.build(staging)
 
     def build(self, staging: TableStaging) -> None:
         """Stage the change (checks first, then PyIceberg's update builders)."""

@@ -12,7 +12,7 @@ from typing import Literal
 
 __all__ = ["EMPTY_DROP_RISK", "ORDER", "RISKS", "Risk", "drop_risk", "highest_risk", "risk_of"]
 
-Risk = Literal["safe", "review", "destructive"]
+Risk = Literal["safe", "review", "data", "destructive"]
 
 _RISKS: dict[str, Risk] = {}  # filled as the operation classes are defined
 RISKS: Mapping[str, Risk] = MappingProxyType(_RISKS)
@@ -21,8 +21,8 @@ RISKS: Mapping[str, Risk] = MappingProxyType(_RISKS)
 EMPTY_DROP_RISK: Risk = "review"
 """What ``plan`` labels a drop of a table or column when the table holds no rows."""
 
-ORDER: Mapping[str, int] = MappingProxyType({"safe": 0, "review": 1, "destructive": 2})
-"""The risks from lowest to highest."""
+ORDER: Mapping[str, int] = MappingProxyType({"safe": 0, "review": 1, "data": 2, "destructive": 3})
+"""The risks from lowest to highest: ``data`` changes rows (and can be restored while nothing else wrote)."""
 
 
 def risk_of(kind: str) -> Risk:

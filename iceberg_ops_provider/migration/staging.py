@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.schema import index_by_name
@@ -81,6 +81,10 @@ class TableStaging:
         self.schemas = SchemaChanges()
         self.touched: TouchedTables = current_recording() or TouchedTables()
         self.commits = CommitQueue(catalog, journal, self.touched, dry_run=dry_run, fold=self.schemas.fold)
+        self.resuming = False
+        """A migration resumed in its data steps: its schema changes committed before, only its data steps run."""
+        self.data: list[Any] = []  # DataOperation (which imports this module)
+        """The data operations the migration asked for, in order (:mod:`.data_operations`)."""
 
     def identifier(self, name: str) -> Identifier:
         """The full identifier of a table name (see ``MigrationContext.identifier``)."""
@@ -197,6 +201,16 @@ class TableStaging:
                         raise ValueError(_two_fields_on_one_column(table, metadata, source_id, fields))
 
         self.staged(table, what, build)
+
+    def request_data(self, operation: Any) -> None:
+        """Record a data operation: it runs once the migration's schema changes are committed."""
+        identifier = self.identifier(operation.table)
+        if identifier in self.commits.gone:
+            raise InvalidOperationError(
+                f"Table {self.label(identifier)} is dropped or renamed earlier in this migration; a data operation "
+                "needs the table it names, and runs after every schema change of the migration."
+            )
+        self.data.append(operation)
 
     def forget(self, identifier: Identifier) -> None:
         """Drop what is staged for one table (its queued transaction and schema changes)."""

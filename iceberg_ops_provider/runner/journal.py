@@ -11,9 +11,12 @@ from pyiceberg.table.update import AssertRefSnapshotId
 from iceberg_ops_provider.core.atomic.changes import TableChange
 from iceberg_ops_provider.core.atomic.commit import commit_atomically
 from iceberg_ops_provider.core.retrying import LOST_RACE, lost_races
+from iceberg_ops_provider.data_steps.restore import tag_name
+from iceberg_ops_provider.errors import UnfinishedDataStepsError
 from iceberg_ops_provider.history.intent import Intent, IntentAction, receipt
 from iceberg_ops_provider.history.lock import NamespaceLock
 from iceberg_ops_provider.history.records import HistoryRow
+from iceberg_ops_provider.history.store import StagedWrite
 from iceberg_ops_provider.runner.commit_modes import ATOMIC_MODES, explain_commit_mode
 from iceberg_ops_provider.runner.planning import PlanStep
 from iceberg_ops_provider.runner.session import RunSession, success_status
@@ -43,6 +46,31 @@ class RunJournal:
         """The history row committed together with the step's changes, when they were (else ``None``)."""
         self.not_atomic: str | None = None
         """Why the catalog did not take the step's changes in one commit (it cannot, or atomic commits are off)."""
+        self.resuming: Intent | None = None
+        """The intent of the interrupted run this step continues (:meth:`resume`), else ``None``."""
+
+    def resume(self, intent: Intent) -> None:
+        """Continue an interrupted run of this step, stopped in its data steps: its intent and step ids are kept."""
+        self.intent = intent
+        self.resuming = intent
+
+    def data_step_id(self, ordinal: int) -> str:
+        """The id of the step's ``ordinal``-th data step; a resumed step keeps the interrupted run's."""
+        run_id = self.resuming.run_id if self.resuming is not None else self.session.run_id
+        return f"{self.session.target.namespace}/{self.step.version}/{self.step.direction}/{run_id}/{ordinal}"
+
+    def restore_point(self) -> tuple[str, str, bool]:
+        """This migration's restore point: its tag, its upgrade's data-step id prefix, whether this step takes it.
+
+        An upgrade takes the restore point; a downgrade's ``restore_data`` returns to it.
+        """
+        namespace, version = self.session.target.namespace, self.step.version
+        return tag_name(namespace, version), f"{namespace}/{version}/upgrade/", self.step.direction == "upgrade"
+
+    def data_progress(self, event: str) -> None:
+        """A data step's progress (one unit committed): reported, and the lease checked before the next unit."""
+        self.session.keeper.check()
+        self.session.reporter.event(f"{self.session.target.namespace}: {self.step.version}: {event}")
 
     def elapsed_ms(self) -> int:
         """Milliseconds since the step's body started: its one duration, taken when its history record is made."""
@@ -57,6 +85,8 @@ class RunJournal:
         session = self.session
         session.keeper.check()
         intent = self.intent
+        if self.resuming is not None:
+            self._check_same_data_steps(actions)
         if intent is None:
             if not actions:
                 return  # nothing was or will be committed
@@ -74,6 +104,22 @@ class RunJournal:
         session.target.lock.write_intent(session.held, intent)
         self.intent = intent
         self._proven = True
+
+    def _check_same_data_steps(self, actions: list[IntentAction]) -> None:
+        """A resumed step must ask for the data steps its interrupted run started, and nothing else to commit."""
+        resuming = self.resuming
+        assert resuming is not None
+        started = [action for action in resuming.actions if action.kind == "data"]
+        asked = [action for action in actions if action.kind == "data"]
+        if asked and asked != started:
+            raise UnfinishedDataStepsError(
+                resuming.namespace,
+                resuming.version,
+                resuming.direction,
+                resuming.run_id,
+                expected=[_data_label(n, action) for n, action in enumerate(started, 1)],
+                found=[_data_label(n, action) for n, action in enumerate(asked, 1)],
+            )
 
     def _new_intent(self) -> Intent:
         session, step = self.session, self.step
@@ -95,8 +141,13 @@ class RunJournal:
             return None
         return mode if self.intent is None else None
 
-    def commit_together(self, changes: list[TableChange], actions: list[IntentAction], *, outside: list[str]) -> bool:
+    def commit_together(
+        self, changes: list[TableChange], actions: list[IntentAction], *, outside: list[str], record: bool = True
+    ) -> bool:
         """Commit the step's table changes, its history row and a check of the lock in one commit.
+
+        Without ``record`` the history row is left out: the step's data steps run after this commit,
+        under the intent recorded before it, and its row is written once they finished.
 
         A commit refused because the history or the lock table moved on meanwhile (another
         namespace's run recorded its own step, the lease was renewed) is staged again and retried; one
@@ -122,33 +173,35 @@ class RunJournal:
         for attempt in retrying:
             with attempt:
                 try:
-                    staged = target.history_store.stage(target.namespace, [row], expected)
+                    staged = target.history_store.stage(target.namespace, [row], expected) if record else None
                 except LOST_RACE as exc:  # another namespace's expiry removed the snapshot it started from
                     others.append(exc)
                     raise
+                bookkeeping = [staged.change, lock] if staged is not None else [lock]
                 try:
-                    result = commit_atomically(target.catalog, [*changes, staged.change, lock])
+                    result = commit_atomically(target.catalog, [*changes, *bookkeeping])
                 except CommitFailedException as exc:
-                    staged.discard()
+                    _discard(staged)
                     self._explain_refusal(changes)
                     others.append(exc)
                     raise
                 except CommitStateUnknownException:
-                    if not self._landed(row, actions):
-                        raise
+                    if staged is None or not self._landed(row, actions):
+                        raise  # without a history row, the intent written before tells the next run
                 except BaseException:
-                    staged.discard()
+                    _discard(staged)
                     raise
         if result is not None:
             if not result.applied:
-                staged.discard()
+                _discard(staged)
                 self.not_atomic = result.reason
                 session.reporter.event(
                     f"{target.namespace}: {step.version}: {result.reason}; committing table by table"
                 )
                 return False
-            staged.committed(result)
-        self.recorded = row
+            if staged is not None:
+                staged.committed(result)
+        self.recorded = row if record else None
         if outside:
             session.reporter.event(
                 f"{target.namespace}: {step.version}: committed outside its all-or-nothing commit, one by one "
@@ -190,3 +243,13 @@ class RunJournal:
             found.version == row.version and found.run_id == row.run_id and found.applied_at == row.applied_at
             for found in rows
         )
+
+
+def _discard(staged: StagedWrite | None) -> None:
+    if staged is not None:
+        staged.discard()
+
+
+def _data_label(number: int, action: IntentAction) -> str:
+    """``step 2 on sales.orders (definition 659508830cd1f734)``."""
+    return f"step {number} on {action.table} (definition {action.fingerprint})"

@@ -29,6 +29,8 @@ class MigrationResult:
         outside_atomic_commit: What it committed one commit at a time (``sales.old (drop)``, ``create
             namespace archive``): for an ``atomic`` migration, what fell outside that commit.
         not_atomic_reason: Why it was not ``atomic``; ``None`` when it was, and for a stamp.
+        data_steps: What each of its data steps did (``StepResult.to_json()``: rows changed, files,
+            units, the snapshot it read, rows others appended meanwhile and left as they were).
     """
 
     version: str
@@ -40,6 +42,7 @@ class MigrationResult:
     atomic: bool = False
     outside_atomic_commit: tuple[str, ...] = ()
     not_atomic_reason: str | None = None
+    data_steps: tuple[dict[str, Any], ...] = ()
 
     @property
     def duration_ms(self) -> int:
@@ -59,6 +62,7 @@ class MigrationResult:
             "atomic": self.atomic,
             "outside_atomic_commit": list(self.outside_atomic_commit),
             "not_atomic_reason": self.not_atomic_reason,
+            "data_steps": list(self.data_steps),
         }
 
 

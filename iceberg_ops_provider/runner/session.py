@@ -155,6 +155,8 @@ class RunSession:
         """The outcomes this run recorded, appended to the event log in one commit when it ends."""
         self.intent_settled = True
         self.clear_unreadable = False
+        self.resume: Intent | None = None
+        """An interrupted run's intent, stopped in its migration's data steps: this run's first step finishes them."""
 
     def row(
         self,
@@ -194,7 +196,7 @@ class RunSession:
             source_sha256=source_sha256,
         )
 
-    def write(self, rows: list[HistoryRow]) -> None:
+    def write(self, rows: list[HistoryRow], **details: Any) -> None:
         """Write history rows, checking they replace what this run last saw and that the lock is still this run's.
 
         The lock is read from the catalog, not taken from the lease thread's last word: a lock released by
@@ -204,13 +206,16 @@ class RunSession:
         self.target.lock.check_held(self.held)
         expected = {row.version: self.expected.get(row.version) for row in rows}
         self.target.history_store.record(self.target.namespace, rows, expected)
-        self.written(rows)
+        self.written(rows, **details)
 
-    def written(self, rows: list[HistoryRow]) -> None:
-        """Note history rows that reached the history table (written here, or with the step's changes)."""
+    def written(self, rows: list[HistoryRow], **details: Any) -> None:
+        """Note history rows that reached the history table (written here, or with the step's changes).
+
+        ``details`` go into each row's event (a step's data steps: what they read and changed).
+        """
         for row in rows:
             self.expected[row.version] = row.status
-        self.outcomes += [self.outcome(row) for row in rows]
+        self.outcomes += [self.outcome(row, **details) for row in rows]
 
     def outcome(self, row: HistoryRow, **details: Any) -> MigrationEvent:
         """The event of a history row this run writes (or tried to write)."""
@@ -344,6 +349,16 @@ class RunSession:
                 f"{target.namespace}: cleared the record of {version} ({direction}) left unsettled by run "
                 f"{intent.run_id} ({_committed_text(details['committed'])}); this stamp records the outcome"
             )
+        elif outcome == "resumable":
+            self.resume = intent
+            self._note(
+                "resuming",
+                f"{target.namespace}: run {intent.run_id} stopped in the data steps of {version} ({direction}) after "
+                "committing its schema changes; this run finishes them, each from its last committed unit",
+                version=version,
+                details=details,
+            )
+            return False
         else:
             partial = PartialMigrationError(
                 target.namespace,

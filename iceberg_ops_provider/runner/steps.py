@@ -18,6 +18,7 @@ from iceberg_ops_provider.errors import (
     MigrationFailedError,
     MigrationNotRecordedError,
     PartialMigrationError,
+    UnfinishedDataStepsError,
 )
 from iceberg_ops_provider.history.intent import Assessment, assess
 from iceberg_ops_provider.history.lock import LockLostError
@@ -36,6 +37,11 @@ __all__ = ["execute_step", "inspect_step"]
 
 def _failure_hint(direction: str, outcome: str, recorded: bool) -> str:
     """What a failed step's error says happened and happens next; consistent with what was recorded."""
+    if outcome == "resumable":
+        return (
+            f" Its schema changes are committed and its data steps stopped; the next {direction} of it finishes "
+            "them, each from its last committed unit."
+        )
     if outcome == "partial":
         return " It was only partly committed; the next run stops until a person settles it with `stamp`."
     if direction == "upgrade":
@@ -64,6 +70,7 @@ def _result(
         atomic=atomic,
         outside_atomic_commit=tuple(context.separate_commits),
         not_atomic_reason=None if atomic else reason,
+        data_steps=tuple(result.to_json() for result in context.data_results),
     )
 
 
@@ -76,7 +83,15 @@ def execute_step(session: RunSession, step: PlanStep, index: int, total: int) ->
     verb = "applying" if step.direction == "upgrade" else "rolling back"
     session.reporter.event(f"[{index}/{total}] {verb} {step.version} {step.description}")
     journal = RunJournal(session, step)
-    context = MigrationContext(target.catalog, target.namespace, journal, meta_namespace=target.meta_namespace)
+    resume = session.resume
+    if resume is not None:  # an interrupted run's data steps come first, then anything else
+        if (resume.version, resume.direction) != (step.version, step.direction):
+            raise UnfinishedDataStepsError(target.namespace, resume.version, resume.direction, resume.run_id)
+        journal.resume(resume)
+        session.resume = None
+    context = MigrationContext(
+        target.catalog, target.namespace, journal, meta_namespace=target.meta_namespace, resuming=resume is not None
+    )
     journal.started = time.perf_counter()
     try:
         with importable(target.folder):  # a lazy `from _helpers import x` in a body works as at import time
@@ -92,6 +107,9 @@ def execute_step(session: RunSession, step: PlanStep, index: int, total: int) ->
             f"{str(exc).rstrip('.')}. Version {step.version} stays applied; {len(session.completed)} step(s) of "
             "this run were rolled back."
         ) from exc
+    except UnfinishedDataStepsError:
+        context.discard()  # nothing of this run committed: the interrupted run's record stays for the next
+        raise
     except BaseException as exc:
         context.discard()
         failure = _failure(session, step, index, total, exc, journal, context)
@@ -105,10 +123,11 @@ def execute_step(session: RunSession, step: PlanStep, index: int, total: int) ->
     # One duration per step, measured once, when its history record is made: the record, the result
     # (the CLI's table and --json), the progress line and the event all show this value.
     row = journal.recorded  # committed together with the step's changes, its duration measured then
+    data_steps = {"data_steps": [result.to_json() for result in context.data_results]} if context.data_results else {}
     if row is None:
         row = session.row(step.version, status, step.direction, duration_ms=journal.elapsed_ms())
         try:
-            session.write([row])
+            session.write([row], **data_steps)
         except ConcurrentMigrationError:
             raise
         except Exception as exc:

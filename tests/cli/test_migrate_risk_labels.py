@@ -66,6 +66,8 @@ CASES: dict[str, tuple[str | None, str, bool]] = {
 # No model change writes these in an upgrade; a hand-written body may (autogenerate writes restore_column
 # only as the downgrade of a drop).
 CONTEXT_ONLY = {"rename_table", "rename_partition_field", "restore_column"}
+# Data operations: a model says what tables look like, not how their rows change.
+CONTEXT_ONLY |= {"delete_rows", "update_rows", "backfill", "rewrite_partitions", "restore_data"}
 
 
 def _model(kind: str, body: str) -> str:

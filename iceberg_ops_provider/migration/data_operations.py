@@ -1,0 +1,151 @@
+"""The data operations of a migration: rows deleted, updated, filled, rewritten, copied or restored.
+
+Each is an :class:`~iceberg_ops_provider.migration.operation.Operation` like the schema changes, so ``plan``,
+autogenerate's risk table and ``lint`` read the same definition. Staging one only records it; the migration's
+schema changes commit first, then its data operations run in order as tracked steps
+(:mod:`iceberg_ops_provider.data_steps`), each resumable from its last committed unit (docs/migrations.md,
+"Data operations").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from iceberg_ops_provider.migration.operation import Irreversible, Operation
+from iceberg_ops_provider.migration.risks import Risk
+
+if TYPE_CHECKING:
+    from iceberg_ops_provider.migration.staging import TableStaging
+
+__all__ = [
+    "Backfill",
+    "DataOperation",
+    "DeleteRows",
+    "RestoreData",
+    "RewritePartitions",
+    "UpdateRows",
+]
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class DataOperation(Operation):
+    """An operation on a table's rows: recorded when the body calls it, run once its schema changes committed."""
+
+    step_kind: ClassVar[str]
+    """The :class:`~iceberg_ops_provider.data_steps.DataStep` kind it runs as."""
+    changes_rows: ClassVar[bool] = True
+
+    where: Any = None
+
+    def build(self, staging: TableStaging) -> None:
+        """Record the step; it runs after the migration's schema changes commit."""
+        staging.request_data(self)
+
+    def assignments(self) -> Mapping[str, Any]:
+        """The columns it sets, each to a literal or a function of a ``pyarrow.RecordBatch``."""
+        return _EMPTY
+
+    def reverse(self) -> list[Operation]:
+        """Restoring the table's rows to the tag taken before this migration's first data step on it."""
+        return [RestoreData(self.table)]
+
+
+@dataclass(frozen=True)
+class DeleteRows(DataOperation):
+    """Delete the rows matching ``where`` (SQL semantics: a row whose ``where`` is null stays)."""
+
+    risks: ClassVar[Mapping[str, Risk]] = {"delete_rows": "destructive"}
+    step_kind: ClassVar[str] = "delete_rows"
+    arguments: ClassVar[tuple[str, ...]] = ("table", "where")
+    described: ClassVar[str] = "delete rows of {table} where {where}"
+
+
+@dataclass(frozen=True)
+class UpdateRows(DataOperation):
+    """Set columns of the rows matching ``where`` (every row without one) to literals or computed values."""
+
+    risks: ClassVar[Mapping[str, Risk]] = {"update_rows": "data"}
+    step_kind: ClassVar[str] = "update_rows"
+    arguments: ClassVar[tuple[str, ...]] = ("table", "values", "where")
+    described: ClassVar[str] = "update {columns} of {table} where {where}"
+
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+    def assignments(self) -> Mapping[str, Any]:
+        """The columns set, by name."""
+        return self.values
+
+    def describe(self) -> str:
+        """``update total of sales.orders where region = 'eu'``."""
+        return self.described.format(columns=", ".join(self.values), table=self.table, where=self.where or "true")
+
+    def render(self, indent: str = "") -> str:
+        """The call as source; a computed value renders as the function's name."""
+        values = ", ".join(f"{name!r}: {_value_source(value)}" for name, value in self.values.items())
+        where = f", where={self.where!r}" if self.where is not None else ""
+        return f"ctx.update_rows({self.table!r}, {{{values}}}{where})"
+
+
+@dataclass(frozen=True)
+class Backfill(DataOperation):
+    """Fill ``column`` where it is null (and ``where`` holds) with a literal or computed values."""
+
+    risks: ClassVar[Mapping[str, Risk]] = {"backfill": "data"}
+    step_kind: ClassVar[str] = "backfill"
+    arguments: ClassVar[tuple[str, ...]] = ("table", "column", "value", "where")
+    described: ClassVar[str] = "backfill {column} of {table} where it is null"
+
+    column: str = ""
+    value: Any = None
+
+    def assignments(self) -> Mapping[str, Any]:
+        """The one column filled."""
+        return {self.column: self.value}
+
+    def render(self, indent: str = "") -> str:
+        """The call as source; a computed value renders as the function's name."""
+        where = f", where={self.where!r}" if self.where is not None else ""
+        return f"ctx.backfill({self.table!r}, {self.column!r}, {_value_source(self.value)}{where})"
+
+
+@dataclass(frozen=True)
+class RewritePartitions(DataOperation):
+    """Rewrite data files into the table's current partition spec and sort order; rows unchanged."""
+
+    risks: ClassVar[Mapping[str, Risk]] = {"rewrite_partitions": "safe"}
+    step_kind: ClassVar[str] = "rewrite_partitions"
+    arguments: ClassVar[tuple[str, ...]] = ("table", "where")
+    described: ClassVar[str] = "rewrite the files of {table} into its current partition spec and sort order"
+
+    def reverse(self) -> list[Operation]:
+        """Nothing: the rows are the same, in the layout of the spec the rollback leaves."""
+        return []
+
+
+@dataclass(frozen=True)
+class RestoreData(Operation):
+    """Bring a table's rows back to the tag taken before this migration's first data step on it."""
+
+    risks: ClassVar[Mapping[str, Risk]] = {"restore_data": "destructive"}
+    changes_rows: ClassVar[bool] = True
+    described: ClassVar[str] = "restore the rows of {table} as they were before this migration's data steps"
+
+    def build(self, staging: TableStaging) -> None:
+        """Record the restore; it runs after the rollback's schema changes commit."""
+        staging.request_data(self)
+
+    def reverse(self) -> list[Operation]:
+        """A restore is not redone: the upgrade that runs again repeats its own data steps."""
+        raise Irreversible("restoring a table's rows is undone by running the migration's upgrade again")
+
+
+def _value_source(value: Any) -> str:
+    """A literal as source, a function by its name (``compute_total``)."""
+    if callable(value):
+        return getattr(value, "__name__", "<function>")
+    return repr(value)

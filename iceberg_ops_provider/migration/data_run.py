@@ -1,0 +1,163 @@
+"""Running a migration's data operations once its schema changes are committed.
+
+The body records its data operations (:mod:`.data_operations`); when it returns, :func:`finish_with_data`
+checks each against the table as the migration leaves it, commits the schema changes under an intent
+that lists the data steps, then runs the steps in order (:func:`iceberg_ops_provider.data_steps.run_step`),
+each in units that commit once. A run stopped anywhere in them is finished by the next run of the same
+migration: the step ids come from the run that started them (docs/migrations.md, "Data operations").
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.exceptions import NoSuchTableError
+from pyiceberg.table import Table
+
+from iceberg_ops_provider.data_steps import DataStep, StepProgress, StepResult, run_step, validate_step
+from iceberg_ops_provider.data_steps.restore import Restored, check_restore, restore_to, tag_restore_point
+from iceberg_ops_provider.errors import InvalidOperationError
+from iceberg_ops_provider.history.intent import IntentAction
+from iceberg_ops_provider.migration.data_operations import RestoreData
+
+if TYPE_CHECKING:
+    from iceberg_ops_provider.migration.data_operations import DataOperation
+    from iceberg_ops_provider.migration.staging import Identifier, TableStaging
+
+__all__ = ["UNIT_BYTES_PROPERTY", "PlannedStep", "finish_with_data", "planned_steps", "progress_line"]
+
+UNIT_BYTES_PROPERTY = "iceberg-ops.data-step.unit-bytes"
+"""Table property: the bytes of data files one unit of a data step rewrites and commits at once (the
+engine's default without it); smaller units lose less work to a crash and make more snapshots."""
+
+
+@dataclass(frozen=True)
+class PlannedStep:
+    """A data step the migration asked for: the operation, the engine's step (``None`` for a restore), unit size."""
+
+    operation: DataOperation | RestoreData
+    identifier: Identifier
+    step_id: str
+    step: DataStep | None = None
+    unit_bytes: int | None = None
+
+    def action(self) -> IntentAction:
+        """The step in the intent record."""
+        fingerprint = self.step.fingerprint() if self.step is not None else f"restore_data:{self.operation.table}"
+        return IntentAction(".".join(self.identifier), "data", receipt=self.step_id, fingerprint=fingerprint)
+
+
+def planned_steps(staging: TableStaging) -> list[PlannedStep]:
+    """The data steps the migration asked for, with ids, each checked against its table as the migration leaves it.
+
+    Raises:
+        InvalidOperationError, InvalidDataStepError, RestorePointError: A table that will not exist, a bad
+            column, value or ``where``, or a restore point that is gone or was written over.
+    """
+    journal: Any = staging.commits.journal
+    standalone = uuid.uuid4().hex  # without a runner: ids unique to this context
+    point = journal.restore_point() if journal is not None and hasattr(journal, "restore_point") else None
+    steps = []
+    for ordinal, operation in enumerate(staging.data, 1):
+        if journal is not None and hasattr(journal, "data_step_id"):
+            step_id = journal.data_step_id(ordinal)
+        else:
+            step_id = f"{staging.namespace}/standalone/{standalone}/{ordinal}"
+        identifier = staging.identifier(operation.table)
+        table = _as_left(staging, identifier)
+        if isinstance(operation, RestoreData):
+            if point is None:
+                raise InvalidOperationError(
+                    "restore_data returns a table to the restore point the runner takes before a migration's data "
+                    "steps; it runs in a migration run by the runner."
+                )
+            check_restore(table, point[0], point[1])
+            steps.append(PlannedStep(operation, identifier, step_id))
+            continue
+        step = DataStep(step_id, operation.step_kind, identifier, operation.where, dict(operation.assignments()))
+        validate_step(table, step)
+        steps.append(PlannedStep(operation, identifier, step_id, step, _unit_bytes(staging, table)))
+    return steps
+
+
+def _as_left(staging: TableStaging, identifier: Identifier) -> Table:
+    """The table as the migration's staged changes leave it: its pending schema, spec and sort order on its data."""
+    commits = staging.commits
+    transaction = commits.pending.get(identifier)
+    if transaction is None:
+        try:
+            return staging.catalog.load_table(identifier)
+        except NoSuchTableError as exc:
+            raise InvalidOperationError(
+                f"Table {staging.label(identifier)} does not exist; a data operation needs an existing table, or "
+                "one the migration creates before it."
+            ) from exc
+    staging.schemas.fold(identifier)
+    table = transaction._table
+    return Table(identifier, transaction.table_metadata, table.metadata_location, table.io, staging.catalog)
+
+
+def finish_with_data(staging: TableStaging) -> list[StepResult | Restored]:
+    """Commit the schema changes (the intent listing the data steps first), then run the data steps in order.
+
+    An upgrade tags each table's ``main`` before its first data step (the restore point a downgrade's
+    ``restore_data`` returns to).
+    """
+    steps = planned_steps(staging)
+    commits = staging.commits
+    if staging.dry_run:
+        commits.commit(complete=True)
+        return []
+    commits.commit(complete=True, then=[planned.action() for planned in steps])
+    commits.not_atomic = commits.not_atomic or "its data steps commit in units of files, after its schema changes"
+    journal: Any = commits.journal
+    point = journal.restore_point() if hasattr(journal, "restore_point") else None
+    progress = getattr(journal, "data_progress", None)
+    tagged: set[Identifier] = set()
+    results: list[StepResult | Restored] = []
+    for planned in steps:
+        identifier, catalog = planned.identifier, staging.catalog
+        if planned.step is None:
+            assert point is not None  # planned_steps refuses a restore without one
+            results.append(restore_to(catalog.load_table(identifier), point[0], point[1]))
+        else:
+            if point is not None and point[2] and identifier not in tagged:
+                tag_restore_point(catalog.load_table(identifier), point[0])
+                tagged.add(identifier)
+            what = planned.operation.describe()
+            report = (lambda done, what=what: progress(f"{what}: {progress_line(done)}")) if progress else None
+            results.append(run_step(catalog, planned.step, progress=report, unit_bytes=planned.unit_bytes))
+        staging.touched.altered(staging.label(identifier))
+    return results
+
+
+def _unit_bytes(staging: TableStaging, table: Table) -> int | None:
+    """The table's :data:`UNIT_BYTES_PROPERTY`, else ``None`` (the engine's default)."""
+    value = table.properties.get(UNIT_BYTES_PROPERTY)
+    if value is None:
+        return None
+    try:
+        size = int(value)
+        if size <= 0:
+            raise ValueError(value)
+    except ValueError as exc:
+        raise InvalidOperationError(
+            f"Table {staging.label(table.name())} has {UNIT_BYTES_PROPERTY}={value!r}; it must be a positive "
+            "number of bytes (for example 268435456), or unset for the default."
+        ) from exc
+    return size
+
+
+def progress_line(progress: StepProgress) -> str:
+    """``unit 3/10, 120,000 rows (4,000 changed), 48.0 MiB read, 9.6 MiB/s, about 5 s left``."""
+    rate = progress.bytes_read / progress.seconds if progress.seconds > 0 else 0.0
+    left = progress.units_total - progress.units_done
+    # Units are of similar size: the time per unit so far (a resumed step's earlier units count as done
+    # in no time, so its first estimates run short) times the units left.
+    eta = f", about {progress.seconds / max(progress.units_done, 1) * left:.0f} s left" if left else ""
+    return (
+        f"unit {progress.units_done}/{progress.units_total}, {progress.rows:,} rows ({progress.rows_changed:,} "
+        f"changed), {progress.bytes_read / 2**20:.1f} MiB read, {rate / 2**20:.1f} MiB/s{eta}"
+    )
