@@ -65,6 +65,16 @@ def test_migrate_then_load_runs_on_the_workers_and_the_table_holds_the_loaded_ro
     assert (report["table"], report["total_records"], report["inserted"]) == ("sales.orders", 6, 6)
 
 
+def test_migrate_and_backfill_fills_the_new_column_on_the_workers(cluster):
+    run = cluster.run_dag("migrate_and_backfill", {"namespace": "payments"})
+    assert run.state == "success", cluster.failure_report(run)
+    rows = cluster.catalog().load_table("payments.payments").scan().to_arrow().to_pylist()
+    assert len(rows) == 3000 and all(row["fee_cents"] is not None for row in rows)
+    summary = cluster.xcom(run.dag_id, run.run_id, "migrate")
+    assert [m["version"] for m in summary["migrations"]] == ["0002"]
+    assert summary["migrations"][0]["data_steps"][0]["rows_changed"] == 3000
+
+
 def test_table_maintenance_compacts_the_namespace_tables_that_need_it(cluster):
     catalog = cluster.catalog()
     catalog.create_namespace("maint")

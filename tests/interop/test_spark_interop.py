@@ -339,6 +339,39 @@ def test_a_column_we_drop_and_restore_reads_its_old_values_in_spark(spark, lake,
     assert scalar(spark, f"SELECT note FROM lake.{name} WHERE id = 200") == "back again"
 
 
+def test_a_column_we_add_and_backfill_reads_in_spark_and_spark_keeps_writing(spark, lake, ns, tmp_path):
+    """A migration's data steps on a Spark table: the added column filled where ``where`` holds, a delete and an
+    update committed unit by unit; Spark reads exactly those rows, time-travels to the restore point, and appends."""
+    from iceberg_ops_provider.runner import MigrationRunner
+    from tests.support.migrations import write_migration
+
+    name = f"{ns}.orders"
+    _orders(spark, name)
+    sql(spark, f"ALTER TABLE lake.{name} SET TBLPROPERTIES ('iceberg-ops.data-step.unit-bytes'='1')")
+    migrations = tmp_path / "migrations"
+    write_migration(
+        migrations,
+        "0001_tier.py",
+        'ctx.add_column("orders", "tier", "string")\n'
+        'ctx.backfill("orders", "tier", "gold", where="amount >= 30")\n'
+        'ctx.update_rows("orders", {"qty": lambda b: pa.compute.add(b["qty"], 100)}, where="region = \'eu\'")\n'
+        'ctx.delete_rows("orders", "id >= 55")',
+    )
+    runner = MigrationRunner(lake, namespace=ns, migrations_dir=migrations)
+    [result] = runner.upgrade()
+    assert result.status == "applied" and len(result.data_steps) == 3
+
+    rows = {r["id"]: (r["tier"], r["qty"]) for r in spark.sql(f"SELECT id, tier, qty FROM lake.{name}").collect()}
+    expected = {i: ("gold" if i >= 30 else None, i % 9 + (100 if i % 2 == 0 else 0)) for i in range(55)}
+    assert rows == expected
+    tag = f"iceberg-ops/{ns}/0001"  # the restore point, as Spark sees it
+    before = scalar(spark, f"SELECT count(*) FROM lake.{name} VERSION AS OF '{tag}'")
+    assert before == 60
+    accept_appends(spark, name)
+    spark_append(spark, name, [300], ("id", "region", "amount", "ts"))
+    assert scalar(spark, f"SELECT count(*) FROM lake.{name}") == 56
+
+
 def test_data_mover_copies_spark_tables_and_spark_reads_our_copies(spark, lake, ns):
     import pyarrow as pa
     from pyiceberg.transforms import DayTransform

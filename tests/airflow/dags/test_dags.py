@@ -338,3 +338,18 @@ def test_a_rollback_that_loses_data_fails_at_once_unless_allowed(iceberg_connect
     assert runner.catalog.table_exists("sales.t")
     assert downgrade(allow_destructive=True)["version_after"] is None
     assert not runner.catalog.table_exists("sales.t")
+
+
+def test_example_dag_adds_a_column_and_backfills_the_rows_loaded_before(run_dag, iceberg_connection):
+    run = run_dag("migrate_and_backfill")
+    assert str(run.state) == "success", _state(run)
+    summary = xcom(run, "migrate")
+    [migration] = summary["migrations"]
+    assert migration["version"] == "0002" and migration["data_steps"][0]["rows_changed"] == 3000
+    rows = catalog_at(iceberg_connection).load_table("payments_demo.payments").scan().to_arrow().to_pylist()
+    assert len(rows) == 3000
+    assert all(
+        r["fee_cents"] == (round(r["amount_cents"] * 0.029) if r["amount_cents"] is not None else 0) for r in rows
+    )
+    again = run_dag("migrate_and_backfill")  # nothing left to do
+    assert str(again.state) == "success" and xcom(again, "migrate")["migrations"] == []
