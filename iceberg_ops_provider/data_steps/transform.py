@@ -39,7 +39,7 @@ def arrow_type_of(schema: Schema, column: str) -> pa.DataType:
 def matches(batch: pa.RecordBatch, predicate: pc.Expression | None) -> pa.Array:
     """Where ``predicate`` is true on ``batch`` (false where it is false or null); all true without one."""
     if predicate is None:
-        return pa.array([True] * batch.num_rows, pa.bool_())
+        return pa.repeat(pa.scalar(True), batch.num_rows)
     source = acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch])))
     project = acero.Declaration("project", acero.ProjectNodeOptions([predicate], ["m"]))
     verdict = acero.Declaration.from_sequence([source, project]).to_table(use_threads=False).column("m")
@@ -72,7 +72,7 @@ def computed_values(value: Any, batch: pa.RecordBatch, column: str, arrow_type: 
             length whose values fit the column.
     """
     if not callable(value):
-        return pa.array([value] * batch.num_rows, arrow_type)
+        return pa.repeat(pa.scalar(value, arrow_type), batch.num_rows)
     result = value(batch)
     if isinstance(result, pa.ChunkedArray):
         result = result.combine_chunks()
