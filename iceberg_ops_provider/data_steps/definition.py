@@ -96,12 +96,13 @@ class StepProgress:
 class StepResult:
     """What one call of :func:`~iceberg_ops_provider.data_steps.run_step` did.
 
-    ``units_skipped``: units already done before this call. ``files_rewritten``: input files read and
-    replaced; ``files_removed``: input files dropped whole without being read (``delete_rows``);
-    ``rows_changed``: rows deleted, updated, filled or rewritten by this call. ``appended_meanwhile``:
-    snapshots other writers committed on ``main`` after the plan snapshot that only added rows
-    (``rows_appended_meanwhile`` rows, left as they are). ``plan_snapshot_id`` is ``None`` for a table
-    without a snapshot.
+    ``units_skipped``: units found done, before this call or by another run of the step meanwhile.
+    ``files_rewritten``: input files read and replaced; ``files_removed``: input files dropped whole
+    without being read (``delete_rows``); ``rows_changed``: rows deleted, updated, filled or rewritten
+    by this call. ``appended_meanwhile``: snapshots other writers committed on ``main`` after the plan
+    snapshot that only added rows (``rows_appended_meanwhile`` rows, left as they are).
+    ``plan_snapshot_id`` is ``None`` for a table without a snapshot; ``snapshot_ids`` are the commits
+    of this call, in order.
     """
 
     step_id: str
