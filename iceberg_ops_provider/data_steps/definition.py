@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.expressions.parser import parse
 
+from iceberg_ops_provider.core.filters import bind_filter
 from iceberg_ops_provider.data_migration.planning import fingerprint
+
+if TYPE_CHECKING:
+    from pyiceberg.schema import Schema
 
 __all__ = ["KINDS", "DataStep", "Estimate", "StepKind", "StepProgress", "StepResult", "UNIT_BYTES"]
 
@@ -63,6 +67,14 @@ class DataStep:
         if self.where_text is None:
             return AlwaysTrue()
         return parse(self.where) if isinstance(self.where, str) else self.where  # type: ignore[return-value]
+
+    def row_filter(self, schema: Schema) -> BooleanExpression:
+        """``where`` as ``schema`` reads it, unbound: a date compared with a timestamp column is that day's midnight.
+
+        Raises:
+            ValueError: ``where`` does not parse, or names a column or value ``schema`` does not take.
+        """
+        return bind_filter(self.expression(), schema)
 
     def fingerprint(self) -> str:
         """A hash of the kind, table, ``where`` text, assignment keys and literal values (not functions' identity)."""

@@ -308,7 +308,7 @@ def run_step(
             step.step_id,
             step.kind,
             step.table_name,
-            state.plan_snapshot_id,
+            state.plan_snapshot_id or None,
             state.units_total,
             state.units_total,
             appended_meanwhile=appended,

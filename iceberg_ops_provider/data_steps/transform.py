@@ -127,7 +127,7 @@ class BatchTransform:
         self.step = step
         self.schema = schema
         self.table = step.table_name
-        where = step.expression()
+        where = step.row_filter(schema)
         self.predicate = (
             None if where == AlwaysTrue() else expression_to_pyarrow(bind(schema, where, case_sensitive=True), schema)
         )

@@ -3,6 +3,8 @@ nulls kept where ``where`` is null, whole-file deletes without reading, and the 
 
 from __future__ import annotations
 
+from datetime import UTC
+
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -148,3 +150,17 @@ def test_a_file_of_nulls_and_non_matching_values_is_not_dropped_whole(catalog):
 
     assert sorted(read_rows(table)) == [2, 4, 5]
     assert result.files_removed == 0 and result.rows_changed == 2
+
+
+def test_a_date_compared_with_a_timestamp_column_is_that_days_midnight(catalog):
+    from datetime import datetime
+
+    catalog.create_namespace("sales")
+    arrow = pa.schema([pa.field("id", pa.int64()), pa.field("ts", pa.timestamp("us", tz="UTC"))])
+    table = catalog.create_table("sales.orders", arrow)
+    day = [datetime(2024, 1, d, 12, tzinfo=UTC) for d in (1, 2, 3)]
+    table.append(pa.table({"id": [1, 2, 3], "ts": day}, arrow))
+
+    result = run_step(catalog, DataStep("t/1", "delete_rows", TABLE, "ts >= '2024-01-02'"))
+
+    assert result.rows_changed == 2 and sorted(read_rows(table)) == [1]
