@@ -7,7 +7,9 @@ import pyarrow.compute as pc
 import pytest
 
 from iceberg_ops_provider.data_steps import DataStep, run_step, step_state
-from iceberg_ops_provider.data_steps.state import property_key
+from iceberg_ops_provider.data_steps.planning import plan_step
+from iceberg_ops_provider.data_steps.runner import _StepRun
+from iceberg_ops_provider.data_steps.state import StepState, property_key
 from iceberg_ops_provider.errors import DataStepConflictError, DataStepStateError
 from tests.data_steps.support import all_rows, make_table, read_rows, rows_of
 from tests.support.tables import files_on_disk
@@ -146,9 +148,6 @@ def test_the_state_outlives_the_expiry_of_every_step_snapshot(catalog):
 
 
 def test_a_run_that_planned_on_another_head_than_the_recorded_plan_stops_and_the_next_run_resumes(lake):
-    from iceberg_ops_provider.data_steps.planning import plan_step
-    from iceberg_ops_provider.data_steps.runner import _StepRun
-    from iceberg_ops_provider.data_steps.state import StepState
 
     catalog, other = lake.catalog(), lake.catalog()
     table = make_table(catalog)
