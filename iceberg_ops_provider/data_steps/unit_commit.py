@@ -20,7 +20,7 @@ from pyiceberg.table.update import AssertCurrentSchemaId, AssertDefaultSpecId
 
 from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.core.transactions import cached_transaction
-from iceberg_ops_provider.data_steps.state import UNIT_KEY, StepState, find_step_state, mirror_property
+from iceberg_ops_provider.data_steps.state import STEP_KEY, UNIT_KEY, StepState, find_step_state, mirror_property
 from iceberg_ops_provider.errors import DataStepConflictError, DataStepStateError
 from iceberg_ops_provider.maintenance.candidates import referenced_paths
 from iceberg_ops_provider.maintenance.rewrite_commit import RewriteFiles, RewriteValidator
@@ -28,6 +28,7 @@ from iceberg_ops_provider.maintenance.rewrite_commit import RewriteFiles, Rewrit
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile, ManifestEntry
     from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
 
     from iceberg_ops_provider.data_steps.planning import StepPlan, StepUnit
 
@@ -139,12 +140,13 @@ def commit_step_unit(
                 )
                 validator = RewriteValidator(
                     table.io,
-                    plan.snapshot_id,
+                    plan.snapshot_id,  # type: ignore[arg-type]
                     inputs,
                     deletes,
                     caches[0],
                     spec_id,
-                    what="data step",  # type: ignore[arg-type]
+                    what="data step",
+                    own=lambda snapshot: _step_of(snapshot) == step_id,
                 )
                 summary = {**new_state.summary(), UNIT_KEY: str(unit.index)}
                 producer = RewriteFiles(transaction, table.io, validator, summary, operation)
@@ -187,6 +189,11 @@ def commit_step_unit(
             unit=unit.index,
         ) from exc
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _step_of(snapshot: Snapshot) -> str | None:
+    """The data step that committed ``snapshot``, if one did."""
+    return snapshot.summary.additional_properties.get(STEP_KEY) if snapshot.summary is not None else None
 
 
 def _landed(table: Table, snapshot_id: int) -> bool | None:
