@@ -90,7 +90,9 @@ class DataStep:
 class StepProgress:
     """How far a run of a step got, emitted after each unit it commits (or skips as done).
 
-    Counts are of this run, except ``units_done`` (every unit committed so far, by any run).
+    Counts are of this run, except ``units_done`` (every unit committed so far, by any run): ``rows``
+    written to new files, ``rows_changed`` deleted, updated, filled or rewritten, ``bytes_read`` of input
+    files, ``bytes_written`` of new ones, ``seconds`` since the run started.
     """
 
     step_id: str
