@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.expressions.parser import parse
 
+from iceberg_ops_provider.core.filters import bind_filter
 from iceberg_ops_provider.data_migration.planning import fingerprint
+
+if TYPE_CHECKING:
+    from pyiceberg.schema import Schema
 
 __all__ = ["KINDS", "DataStep", "Estimate", "StepKind", "StepProgress", "StepResult", "UNIT_BYTES"]
 
@@ -64,6 +68,14 @@ class DataStep:
             return AlwaysTrue()
         return parse(self.where) if isinstance(self.where, str) else self.where  # type: ignore[return-value]
 
+    def row_filter(self, schema: Schema) -> BooleanExpression:
+        """``where`` as ``schema`` reads it, unbound: a date compared with a timestamp column is that day's midnight.
+
+        Raises:
+            ValueError: ``where`` does not parse, or names a column or value ``schema`` does not take.
+        """
+        return bind_filter(self.expression(), schema)
+
     def fingerprint(self) -> str:
         """A hash of the kind, table, ``where`` text, assignment keys and literal values (not functions' identity)."""
         assigned = {
@@ -78,7 +90,9 @@ class DataStep:
 class StepProgress:
     """How far a run of a step got, emitted after each unit it commits (or skips as done).
 
-    Counts are of this run, except ``units_done`` (every unit committed so far, by any run).
+    Counts are of this run, except ``units_done`` (every unit committed so far, by any run): ``rows``
+    written to new files, ``rows_changed`` deleted, updated, filled or rewritten, ``bytes_read`` of input
+    files, ``bytes_written`` of new ones, ``seconds`` since the run started.
     """
 
     step_id: str
@@ -96,12 +110,13 @@ class StepProgress:
 class StepResult:
     """What one call of :func:`~iceberg_ops_provider.data_steps.run_step` did.
 
-    ``units_skipped``: units already done before this call. ``files_rewritten``: input files read and
-    replaced; ``files_removed``: input files dropped whole without being read (``delete_rows``);
-    ``rows_changed``: rows deleted, updated, filled or rewritten by this call. ``appended_meanwhile``:
-    snapshots other writers committed on ``main`` after the plan snapshot that only added rows
-    (``rows_appended_meanwhile`` rows, left as they are). ``plan_snapshot_id`` is ``None`` for a table
-    without a snapshot.
+    ``units_skipped``: units found done, before this call or by another run of the step meanwhile.
+    ``files_rewritten``: input files read and replaced; ``files_removed``: input files dropped whole
+    without being read (``delete_rows``); ``rows_changed``: rows deleted, updated, filled or rewritten
+    by this call. ``appended_meanwhile``: snapshots other writers committed on ``main`` after the plan
+    snapshot that only added rows (``rows_appended_meanwhile`` rows, left as they are).
+    ``plan_snapshot_id`` is ``None`` for a table without a snapshot; ``snapshot_ids`` are the commits
+    of this call, in order.
     """
 
     step_id: str

@@ -22,6 +22,7 @@ from iceberg_ops_provider.maintenance.candidates import plan_candidates
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
+    from pyiceberg.schema import Schema
     from pyiceberg.table import FileScanTask, Table
     from pyiceberg.table.metadata import TableMetadata
 
@@ -62,9 +63,9 @@ class StepPlan:
     unit_bytes: int
 
 
-def step_filter(step: DataStep, column: str | None = None) -> BooleanExpression:
+def step_filter(step: DataStep, schema: Schema, column: str | None = None) -> BooleanExpression:
     """The files a step may change: ``where``, and for a backfill also ``column is null``."""
-    where = step.expression()
+    where = step.row_filter(schema)
     if step.kind == "backfill" and column is not None:
         return And(where, IsNull(column)) if where != AlwaysTrue() else IsNull(column)
     return where
@@ -96,7 +97,7 @@ def plan_step(table: Table, step: DataStep, snapshot_id: int | None, unit_bytes:
         return StepPlan(snapshot_id, fingerprint([step.step_id, snapshot_id, []]), (), unit_bytes)
     schema = metadata.schema()
     column = next(iter(step.assignments), None)
-    row_filter = step_filter(step, column)
+    row_filter = step_filter(step, schema, column)
     whole: set[str] = set()
     keep = lambda _file: True  # noqa: E731
     if step.kind == "rewrite_partitions":

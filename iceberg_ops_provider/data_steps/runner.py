@@ -168,10 +168,11 @@ class _StepRun:
             delete_written(table, written, f"{self.step.step_id}: ")
             raise
         totals = self.totals
+        self.units_done = len(outcome.state.done)
         if not outcome.committed:
             delete_written(table, written, f"{self.step.step_id}: ")
             totals.units_skipped += 1
-            self.units_done = len(outcome.state.done)
+            self._report()
             return
         assert outcome.snapshot_id is not None
         totals.snapshot_ids.append(outcome.snapshot_id)
@@ -185,7 +186,11 @@ class _StepRun:
         totals.bytes_read += bytes_read
         totals.bytes_written += sum(data_file.file_size_in_bytes for data_file in outputs)
         totals.delete_files_removed += outcome.delete_files_removed
-        self.units_done = len(outcome.state.done)
+        self._report()
+
+    def _report(self) -> None:
+        """Hand the progress so far to the callback, if there is one."""
+        totals = self.totals
         if self.progress is not None:
             self.progress(
                 StepProgress(
@@ -303,7 +308,7 @@ def run_step(
             step.step_id,
             step.kind,
             step.table_name,
-            state.plan_snapshot_id,
+            state.plan_snapshot_id or None,
             state.units_total,
             state.units_total,
             appended_meanwhile=appended,

@@ -20,7 +20,7 @@ from pyiceberg.expressions.visitors import bind
 from pyiceberg.io.pyarrow import expression_to_pyarrow, schema_to_pyarrow
 
 from iceberg_ops_provider.data_migration.reconcile import ColumnMapping
-from iceberg_ops_provider.errors import InvalidDataStepError
+from iceberg_ops_provider.errors import InvalidDataStepError, ReconciliationError
 
 if TYPE_CHECKING:
     from pyiceberg.schema import Schema
@@ -39,7 +39,7 @@ def arrow_type_of(schema: Schema, column: str) -> pa.DataType:
 def matches(batch: pa.RecordBatch, predicate: pc.Expression | None) -> pa.Array:
     """Where ``predicate`` is true on ``batch`` (false where it is false or null); all true without one."""
     if predicate is None:
-        return pa.array([True] * batch.num_rows, pa.bool_())
+        return pa.repeat(pa.scalar(True), batch.num_rows)
     source = acero.Declaration("table_source", acero.TableSourceNodeOptions(pa.Table.from_batches([batch])))
     project = acero.Declaration("project", acero.ProjectNodeOptions([predicate], ["m"]))
     verdict = acero.Declaration.from_sequence([source, project]).to_table(use_threads=False).column("m")
@@ -72,7 +72,7 @@ def computed_values(value: Any, batch: pa.RecordBatch, column: str, arrow_type: 
             length whose values fit the column.
     """
     if not callable(value):
-        return pa.array([value] * batch.num_rows, arrow_type)
+        return pa.repeat(pa.scalar(value, arrow_type), batch.num_rows)
     result = value(batch)
     if isinstance(result, pa.ChunkedArray):
         result = result.combine_chunks()
@@ -127,11 +127,12 @@ class BatchTransform:
         self.step = step
         self.schema = schema
         self.table = step.table_name
-        where = step.expression()
+        where = step.row_filter(schema)
         self.predicate = (
             None if where == AlwaysTrue() else expression_to_pyarrow(bind(schema, where, case_sensitive=True), schema)
         )
         self.types = {column: arrow_type_of(schema, column) for column in step.assignments}
+        self.required = frozenset(column for column in step.assignments if schema.find_field(column).required)
         self.mapping = ColumnMapping.build(schema, schema)
         self.sort_keys = _sort_keys(schema, sort_order)
         self._lock = threading.Lock()
@@ -150,7 +151,15 @@ class BatchTransform:
             self.rows_changed += changed
         if self.sort_keys and batch.num_rows > 1:
             batch = batch.take(pc.sort_indices(batch, sort_keys=self.sort_keys))
-        return self.mapping.convert(batch)
+        try:
+            return self.mapping.convert(batch)
+        except ReconciliationError as exc:  # a function's values that the table cannot hold (a null, a range)
+            raise InvalidDataStepError(
+                f"{self.step.kind} on {self.table}: the new values do not fit the table: {exc}",
+                table=self.table,
+                expected="values the table's columns hold",
+                got=str(exc),
+            ) from exc
 
     def apply(self, batch: pa.RecordBatch) -> tuple[int, pa.RecordBatch]:
         """The rows ``batch`` changes into and how many rows changed (deleted, updated, filled, rewritten)."""
@@ -167,7 +176,7 @@ class BatchTransform:
         count = pc.sum(selected).as_py() or 0
         if count == 0:
             return 0, batch
-        return count, _assigned(batch, selected, self.step.assignments, self.types, self.table)
+        return count, _assigned(batch, selected, self.step.assignments, self.types, self.table, self.required)
 
 
 def _assigned(
@@ -176,8 +185,14 @@ def _assigned(
     assignments: Mapping[str, Any],
     types: Mapping[str, pa.DataType],
     table: str,
+    required: frozenset[str],
 ) -> pa.RecordBatch:
-    """``batch`` with each assigned column's value replaced where ``selected`` is true."""
+    """``batch`` with each assigned column's value replaced where ``selected`` is true.
+
+    Raises:
+        InvalidDataStepError: A function's values do not fit (:func:`computed_values`), or a column in
+            ``required`` would hold a null.
+    """
     columns = list(batch.columns)
     names = batch.schema.names
     for column, value in assignments.items():
@@ -187,6 +202,15 @@ def _assigned(
         if not old.type.equals(new.type):
             new = new.cast(old.type)
         columns[position] = pc.if_else(selected, new, old)
+        if columns[position].null_count and column in required:
+            raise InvalidDataStepError(
+                f"The new values of {table}.{column} hold {columns[position].null_count} nulls; "
+                f"column {column} is required.",
+                table=table,
+                column=column,
+                expected="no null",
+                got=f"{columns[position].null_count} nulls",
+            )
     return pa.RecordBatch.from_arrays(columns, schema=batch.schema)
 
 

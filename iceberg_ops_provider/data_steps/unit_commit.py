@@ -20,14 +20,15 @@ from pyiceberg.table.update import AssertCurrentSchemaId, AssertDefaultSpecId
 
 from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.core.transactions import cached_transaction
-from iceberg_ops_provider.data_steps.state import UNIT_KEY, StepState, find_step_state, mirror_property
-from iceberg_ops_provider.errors import DataStepConflictError
+from iceberg_ops_provider.data_steps.state import STEP_KEY, UNIT_KEY, StepState, find_step_state, mirror_property
+from iceberg_ops_provider.errors import DataStepConflictError, DataStepStateError
 from iceberg_ops_provider.maintenance.candidates import referenced_paths
 from iceberg_ops_provider.maintenance.rewrite_commit import RewriteFiles, RewriteValidator
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile, ManifestEntry
     from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
 
     from iceberg_ops_provider.data_steps.planning import StepPlan, StepUnit
 
@@ -105,6 +106,8 @@ def commit_step_unit(
     ``spec_id`` for schema ``schema_id``: a change of either since fails the commit.
 
     Raises:
+        DataStepStateError: Another run of the step planned other units (on another head) and
+            committed first.
         DataStepConflictError: The unit's inputs were removed by another writer (not this step), or the
             commit lost :data:`MAX_ATTEMPTS` races in a row.
         UnknownOutcome: The catalog did not answer and reading the table did not tell whether it landed.
@@ -117,6 +120,15 @@ def commit_step_unit(
             with attempt:
                 table.refresh()
                 state = find_step_state(table.metadata, step_id) or initial
+                if state.plan_id != plan.plan_id:
+                    # Another run of the step planned on another head and committed first: its units
+                    # are not these; the next run resumes from the plan it recorded.
+                    raise DataStepStateError(
+                        f"Data step {step_id!r} on {'.'.join(table.name())} was started meanwhile by another run "
+                        f"that planned on snapshot {state.plan_snapshot_id}, not {plan.snapshot_id}; nothing of "
+                        "this run's unit was committed. Run the step again to resume from the recorded plan.",
+                        step_id=step_id,
+                    )
                 if unit.index in state.done:
                     return UnitOutcome(False, None, state)
                 new_state = state.with_unit(unit.index, rows)
@@ -128,12 +140,13 @@ def commit_step_unit(
                 )
                 validator = RewriteValidator(
                     table.io,
-                    plan.snapshot_id,
+                    plan.snapshot_id,  # type: ignore[arg-type]
                     inputs,
                     deletes,
                     caches[0],
                     spec_id,
-                    what="data step",  # type: ignore[arg-type]
+                    what="data step",
+                    own=lambda snapshot: _step_of(snapshot) == step_id,
                 )
                 summary = {**new_state.summary(), UNIT_KEY: str(unit.index)}
                 producer = RewriteFiles(transaction, table.io, validator, summary, operation)
@@ -176,6 +189,11 @@ def commit_step_unit(
             unit=unit.index,
         ) from exc
     raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _step_of(snapshot: Snapshot) -> str | None:
+    """The data step that committed ``snapshot``, if one did."""
+    return snapshot.summary.additional_properties.get(STEP_KEY) if snapshot.summary is not None else None
 
 
 def _landed(table: Table, snapshot_id: int) -> bool | None:

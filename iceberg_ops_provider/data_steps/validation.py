@@ -201,4 +201,12 @@ def validate_step(table: Table, step: DataStep) -> None:
     if batch is None:
         return
     for column, function in functions.items():
-        computed_values(function, batch, column, arrow_type_of(schema, column), step.table_name)
+        values = computed_values(function, batch, column, arrow_type_of(schema, column), step.table_name)
+        if values.null_count and schema.find_field(column).required:
+            raise InvalidDataStepError(
+                f"The function for {step.table_name}.{column} returned nulls; column {column} is required.",
+                table=step.table_name,
+                column=column,
+                expected="no null",
+                got=f"{values.null_count} nulls in {len(values)} values",
+            )

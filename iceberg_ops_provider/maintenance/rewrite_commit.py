@@ -76,7 +76,9 @@ class RewriteValidator:
 
     ``cache`` holds manifest entries already read (manifests never change), shared by the groups of a run;
     a commit that changed the table's default spec from ``spec_id`` (the new files' spec) conflicts.
-    ``what`` names the rewrite in messages (``compaction``, ``data step``).
+    ``what`` names the rewrite in messages (``compaction``, ``data step``); ``own`` tells the rewrite's own
+    earlier commits (a data step's units), which are not read: they add no delete file and remove
+    only files of other units, which the liveness check of :class:`RewriteFiles` covers anyway.
     """
 
     def __init__(
@@ -88,10 +90,12 @@ class RewriteValidator:
         cache: dict[str, list[ManifestEntry]],
         spec_id: int,
         what: str = "compaction",
+        own: Callable[[Snapshot], bool] | None = None,
     ) -> None:
         self.io = io
         self.spec_id = spec_id
         self.what = what
+        self.own = own
         self.base_snapshot_id = base_snapshot_id
         self.data_files = {data_file.file_path: data_file for data_file in data_files}
         self.delete_paths = {delete_file.file_path for delete_file in delete_files}
@@ -147,6 +151,8 @@ class RewriteValidator:
                 f"{self.what} planned."
             )
         for snapshot in self._window(metadata, head_id):
+            if self.own is not None and self.own(snapshot):
+                continue
             operation = snapshot.summary.operation.value if snapshot.summary else "unknown"
             for manifest in self._reader.manifests(snapshot):
                 if manifest.added_snapshot_id != snapshot.snapshot_id:

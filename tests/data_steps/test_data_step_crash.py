@@ -17,6 +17,7 @@ import pytest
 
 from iceberg_ops_provider.data_steps import DataStep, run_step, step_state
 from tests.data_steps.support import all_rows, make_table, read_rows
+from tests.support.lake import Lake
 
 pytestmark = pytest.mark.long
 
@@ -82,7 +83,6 @@ def test_a_step_killed_after_its_first_unit_commit_finishes_exactly_once(lake):
 
 
 def test_steps_killed_at_random_moments_settle_with_the_next_run(tmp_path):
-    from tests.support.lake import Lake
 
     reference = Lake(tmp_path / "reference")
     make_table(reference.catalog(), files_per_region=6, rows=100)

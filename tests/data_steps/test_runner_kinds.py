@@ -3,12 +3,15 @@ nulls kept where ``where`` is null, whole-file deletes without reading, and the 
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pyarrow as pa
 import pyarrow.compute as pc
+from pyiceberg.types import StringType
 
 from iceberg_ops_provider.data_steps import DataStep, run_step, step_state
 from iceberg_ops_provider.data_steps.state import STEP_KEY, UNIT_KEY
-from tests.data_steps.support import all_rows, make_table, read_rows
+from tests.data_steps.support import ARROW, SCHEMA, all_rows, make_table, read_rows
 
 TABLE = ("sales", "orders")
 
@@ -100,7 +103,7 @@ def test_a_step_matching_no_file_is_recorded_complete_without_a_snapshot(catalog
 def test_backfill_fills_only_nulls_where_the_filter_holds(catalog):
     table = make_table(catalog)
     with table.update_schema() as update:
-        update.add_column("note", pa_string())
+        update.add_column("note", StringType())
     table.append(
         pa.table(
             {"id": [10_000], "region": ["eu"], "k": [1], "v": [1.0], "note": ["kept"]},
@@ -129,17 +132,9 @@ def test_backfill_of_an_existing_column_keeps_its_values(catalog):
     assert result.rows_changed == sum(1 for i in range(1200) if i % 7 == 0)
 
 
-def pa_string():
-    from pyiceberg.types import StringType
-
-    return StringType()
-
-
 def test_a_file_of_nulls_and_non_matching_values_is_not_dropped_whole(catalog):
     # Strict metrics say "every row matches k != 5" for a file holding only 7 and null: the nulls must stay.
     catalog.create_namespace("sales")
-    from tests.data_steps.support import ARROW, SCHEMA
-
     table = catalog.create_table("sales.orders", SCHEMA)
     table.append(pa.table({"id": [1, 2, 3], "region": ["eu"] * 3, "k": [7, None, 7], "v": [1.0, 2.0, 3.0]}, ARROW))
     table.append(pa.table({"id": [4, 5], "region": ["eu"] * 2, "k": [None, None], "v": [4.0, 5.0]}, ARROW))
@@ -148,3 +143,15 @@ def test_a_file_of_nulls_and_non_matching_values_is_not_dropped_whole(catalog):
 
     assert sorted(read_rows(table)) == [2, 4, 5]
     assert result.files_removed == 0 and result.rows_changed == 2
+
+
+def test_a_date_compared_with_a_timestamp_column_is_that_days_midnight(catalog):
+    catalog.create_namespace("sales")
+    arrow = pa.schema([pa.field("id", pa.int64()), pa.field("ts", pa.timestamp("us", tz="UTC"))])
+    table = catalog.create_table("sales.orders", arrow)
+    day = [datetime(2024, 1, d, 12, tzinfo=UTC) for d in (1, 2, 3)]
+    table.append(pa.table({"id": [1, 2, 3], "ts": day}, arrow))
+
+    result = run_step(catalog, DataStep("t/1", "delete_rows", TABLE, "ts >= '2024-01-02'"))
+
+    assert result.rows_changed == 2 and sorted(read_rows(table)) == [1]

@@ -7,7 +7,9 @@ import pyarrow.compute as pc
 import pytest
 
 from iceberg_ops_provider.data_steps import DataStep, run_step, step_state
-from iceberg_ops_provider.data_steps.state import property_key
+from iceberg_ops_provider.data_steps.planning import plan_step
+from iceberg_ops_provider.data_steps.runner import _StepRun
+from iceberg_ops_provider.data_steps.state import StepState, property_key
 from iceberg_ops_provider.errors import DataStepConflictError, DataStepStateError
 from tests.data_steps.support import all_rows, make_table, read_rows, rows_of
 from tests.support.tables import files_on_disk
@@ -143,3 +145,25 @@ def test_the_state_outlives_the_expiry_of_every_step_snapshot(catalog):
     assert state is not None and state.complete and state.units_total == 6
     again = run_step(catalog, _doubling())
     assert again.units_skipped == 6 and again.rows_changed == 0
+
+
+def test_a_run_that_planned_on_another_head_than_the_recorded_plan_stops_and_the_next_run_resumes(lake):
+
+    catalog, other = lake.catalog(), lake.catalog()
+    table = make_table(catalog)
+    step = _doubling()
+    # This run plans first; another one appends, plans on the new head and commits a unit before it.
+    plan = plan_step(table, step, table.metadata.current_snapshot_id, 1)
+    initial = StepState(step.step_id, step.fingerprint(), plan.snapshot_id, plan.plan_id, len(plan.units), 1)
+    other.load_table(TABLE).append(rows_of(80_000, 20, "eu"))
+    with pytest.raises(Interrupted):
+        run_step(other, step, unit_bytes=1, progress=_stop_after(1))
+
+    with pytest.raises(DataStepStateError, match="another run") as raised:
+        _StepRun(table.refresh(), step, plan, initial, None).run()
+    assert raised.value.step_id == "x/1"
+
+    run_step(catalog, step)
+    expected = _doubled(all_rows())
+    expected.update(_doubled({row["id"]: row for row in rows_of(80_000, 20, "eu").to_pylist()}))
+    assert read_rows(table) == expected  # the recorded plan covers the appended rows, each once

@@ -9,7 +9,7 @@ import pytest
 
 from iceberg_ops_provider.data_steps import DataStep, run_step, validate_step
 from iceberg_ops_provider.errors import InvalidDataStepError
-from tests.data_steps.support import SCHEMA, make_table
+from tests.data_steps.support import SCHEMA, make_table, read_rows
 
 TABLE = ("sales", "orders")
 
@@ -100,3 +100,19 @@ def test_run_step_refuses_before_any_commit(catalog, table):
     with pytest.raises(InvalidDataStepError):
         run_step(catalog, DataStep("v/15", "update_rows", TABLE, "k = 1", {"v": lambda batch: pa.array([1.0])}))
     assert len(table.refresh().metadata.snapshots) == snapshots
+
+
+def test_a_function_returning_nulls_for_a_required_column(table):
+    step = DataStep("v/16", "update_rows", TABLE, None, {"id": lambda batch: pa.nulls(batch.num_rows, pa.int64())})
+    error = _refused(table, step)
+    assert error.column == "id" and error.expected == "no null"
+
+
+def test_a_function_that_returns_nulls_for_a_required_column_only_later_stops_before_that_unit(catalog, table):
+    def nulls_past_the_probe(batch):
+        ids = batch.column("id")
+        return pc.if_else(pc.greater(ids, 36), pa.nulls(batch.num_rows, pa.int64()), ids)
+
+    with pytest.raises(InvalidDataStepError, match="is required"):
+        run_step(catalog, DataStep("v/17", "update_rows", TABLE, None, {"id": nulls_past_the_probe}), unit_bytes=1)
+    assert sorted(read_rows(table)) == list(range(40))

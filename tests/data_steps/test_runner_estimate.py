@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pyarrow.parquet as pq
 import pytest
 
 from iceberg_ops_provider.data_steps import DataStep, estimate_step, run_step
-from tests.data_steps.support import make_table
+from tests.data_steps.support import SCHEMA, make_table
 
 TABLE = ("sales", "orders")
 
@@ -50,7 +51,6 @@ def test_files_whose_metrics_say_no_null_are_not_counted_by_a_backfill(catalog):
 
 
 def test_an_empty_table_estimates_nothing(catalog):
-    from tests.data_steps.support import SCHEMA
 
     catalog.create_namespace("sales")
     table = catalog.create_table("sales.orders", SCHEMA)
@@ -61,7 +61,6 @@ def test_an_empty_table_estimates_nothing(catalog):
 @pytest.fixture(autouse=True)
 def no_reads(monkeypatch):
     """Estimates read manifests only: opening a Parquet file fails the test (``undo()`` before a run)."""
-    import pyarrow.parquet as pq
 
     def refuse(*args, **kwargs):
         raise AssertionError("a data file was opened")

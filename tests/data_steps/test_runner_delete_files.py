@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from iceberg_ops_provider.data_steps import DataStep, estimate_step, run_step
-from iceberg_ops_provider.errors import UnsupportedDeleteFilesError
+from iceberg_ops_provider.errors import DataStepConflictError, UnsupportedDeleteFilesError
 from tests.data_steps.support import all_rows, make_table, read_rows
 from tests.support.tables import commit_delete_files, equality_delete_file, position_delete_file
 
@@ -60,3 +60,19 @@ def test_equality_deletes_are_refused_before_anything_is_committed(catalog):
     with pytest.raises(UnsupportedDeleteFilesError, match="equality delete"):
         run_step(catalog, DataStep("p/3", "delete_rows", TABLE, "k = 1"))
     assert len(table.refresh().metadata.snapshots) == snapshots
+
+
+def test_a_position_delete_added_after_the_plan_on_a_units_file_stops_that_unit(lake):
+    catalog, other = lake.catalog(), lake.catalog()
+    table = make_table(catalog)
+    last_eu = _eu_files(table)[-1]
+
+    def delete_foreign(report):
+        if report.units_done == 1:
+            foreign = other.load_table(TABLE)
+            commit_delete_files(foreign, [position_delete_file(foreign, {last_eu.file_path: [0]})])
+
+    step = DataStep("p/4", "update_rows", TABLE, "region = 'eu'", {"k": 1})
+    with pytest.raises(DataStepConflictError, match="added delete file") as raised:
+        run_step(catalog, step, unit_bytes=1, progress=delete_foreign)
+    assert raised.value.unit == 2  # units follow file locations; the last eu file is the third
