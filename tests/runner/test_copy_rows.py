@@ -43,10 +43,14 @@ def _ids(catalog, name: str) -> Counter:
     return Counter(catalog.load_table(name).scan().to_arrow().column("id").to_pylist())
 
 
-def test_a_copy_into_a_table_the_same_migration_creates(catalog, runner, migrations_dir):
+def test_a_copy_into_a_table_the_same_migration_creates(catalog, migrations_dir):
     _orders(catalog)
     write_migration(migrations_dir, "0001_archive.py", CREATE_ARCHIVE + 'ctx.copy_rows("orders", "archive")')
+    events: list[str] = []
+    runner = MigrationRunner(catalog, "sales", migrations_dir, on_event=events.append)
     [result] = runner.upgrade()
+    progress = [e for e in events if e.startswith("sales: 0001: copy rows of orders into archive: ")]
+    assert {f"unit {n} of 4 done" for n in range(1, 5)} <= {part for e in progress for part in e.split(", ")}
     assert result.status == "applied" and not result.atomic
     assert _ids(catalog, "sales.archive") == Counter(range(100))  # every row once
     [copied] = result.data_steps
