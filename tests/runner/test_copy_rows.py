@@ -84,11 +84,12 @@ def test_a_copy_with_where_columns_and_rename(catalog, runner, migrations_dir):
 @pytest.mark.parametrize(
     ("body", "names"),
     [
-        ('ctx.copy_rows("ordres", "archive")', ["ordres", "sales.orders"]),  # the closest table
-        ('ctx.copy_rows("orders", "archive", columns=["id", "regoin"])', ["regoin", "region"]),
-        ('ctx.copy_rows("orders", "archive", rename={"vv": "value"})', ["vv", "'v'"]),
-        ('ctx.copy_rows("orders", "archive", where="regoin = \'eu\'")', ["regoin", "region"]),
-        ('ctx.copy_rows("orders", "archive", rename={"region": "regoin"})', ["regoin", "'region'"]),
+        ('ctx.copy_rows("ordres", "archive")', ["ordres", "Did you mean 'sales.orders'?"]),
+        ('ctx.copy_rows("orders", "archive", columns=["id", "regoin"])', ["regoin", "Did you mean 'region'?"]),
+        ('ctx.copy_rows("orders", "archive", rename={"vv": "value"})', ["vv", "Did you mean 'v'?"]),
+        ('ctx.copy_rows("orders", "archive", where="regoin = \'eu\'")', ["regoin", "the closest: 'region'"]),
+        ('ctx.copy_rows("orders", "archive", rename={"region": "regoin"})', ["regoin", "Did you mean 'region'?"]),
+        ('ctx.copy_rows("orders", "orders")', ["same table"]),
     ],
 )
 def test_bad_input_fails_before_anything_is_committed(catalog, runner, migrations_dir, body, names):
