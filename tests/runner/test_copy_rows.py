@@ -267,3 +267,16 @@ def test_a_run_killed_in_its_only_data_step_a_copy_is_judged_by_the_moves_record
     # with new step ids, would start a new move and copy every row again) and whether it finished.
     catalog = _killed(tmp_path, kill, 'ctx.copy_rows("orders", "archive", where="id >= 0")', archive=True)
     _settles(catalog, tmp_path, Counter(range(120)), outcome)
+
+
+@pytest.mark.long
+def test_a_copy_changed_in_the_file_after_a_kill_is_not_resumed(tmp_path):
+    from iceberg_ops_provider.errors import UnfinishedDataStepsError
+
+    catalog = _killed(tmp_path, "after:2", 'ctx.copy_rows("orders", "archive", where="id >= 0")', archive=True)
+    path = tmp_path / "migrations" / "0001_archive.py"
+    path.write_text(path.read_text().replace('where="id >= 0"', 'where="id >= 10"'))
+    with pytest.raises(UnfinishedDataStepsError) as raised:
+        MigrationRunner(catalog, "sales", tmp_path / "migrations").upgrade()
+    assert raised.value.changed
+    assert sum(_ids(catalog, "sales.archive").values()) == 40  # the two units committed, nothing more
