@@ -85,7 +85,8 @@ def restore_to(table: Table, name: str, step_prefix: str) -> Restored:
     """Move ``main`` back to the tag ``name`` and remove the tag, in one commit guarded by ``main``'s head.
 
     Every snapshot on ``main`` after the tagged one must carry a data-step id (or a copy step's move id)
-    starting with ``step_prefix`` (this migration's upgrade). Moving a table that is already there only removes the tag.
+    starting with ``step_prefix`` (this migration's upgrade). Moving a table that is already there only
+    removes the tag.
 
     Raises:
         RestorePointError: See :func:`check_restore`; nothing changed.

@@ -3,8 +3,8 @@
 Each is an :class:`~iceberg_ops_provider.migration.operation.Operation` like the schema changes, so ``plan``,
 autogenerate's risk table and ``lint`` read the same definition. Staging one only records it; the migration's
 schema changes commit first, then its data operations run in order as tracked steps
-(:mod:`iceberg_ops_provider.data_steps`), each resumable from its last committed unit (docs/migrations.md,
-"Data operations").
+(:mod:`iceberg_ops_provider.data_steps`; a copy through the data mover), each resumable from its last
+committed unit (docs/migrations.md, "Data operations").
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ class DataOperation(Operation):
     """An operation on a table's rows: recorded when the body calls it, run once its schema changes committed."""
 
     step_kind: ClassVar[str]
-    """The :class:`~iceberg_ops_provider.data_steps.DataStep` kind it runs as."""
+    """The :class:`~iceberg_ops_provider.data_steps.DataStep` kind it runs as (``copy_rows`` runs the data mover)."""
     changes_rows: ClassVar[bool] = True
 
     where: Any = None
