@@ -25,6 +25,8 @@ from pyiceberg.expressions.literals import StringLiteral
 from pyiceberg.expressions.visitors import BooleanExpressionVisitor, bind, visit
 from pyiceberg.types import TimestampType, TimestamptzType
 
+from iceberg_ops_provider.core.name_hints import closest
+
 if TYPE_CHECKING:
     from pyiceberg.expressions import BoundPredicate
     from pyiceberg.expressions.literals import Literal
@@ -51,7 +53,8 @@ def bind_filter(expression: BooleanExpression, schema: Schema, *, case_sensitive
     """``expression`` as :func:`with_timestamp_dates` writes it (unbound), checked by binding it to ``schema``.
 
     Raises:
-        ValueError: A column ``schema`` does not have, or a value its column's type cannot take.
+        ValueError: A column ``schema`` does not have (with the closest name), or a value its column's type
+            cannot take.
     """
     adjusted = with_timestamp_dates(expression, schema, case_sensitive=case_sensitive)
     bind(schema, adjusted, case_sensitive=case_sensitive)
@@ -108,12 +111,16 @@ class _TimestampDates(ExpressionRewriter):
 
     def visit_unbound_predicate(self, predicate: UnboundPredicate) -> BooleanExpression:
         term = predicate.term
-        if not isinstance(term, Reference) or not isinstance(predicate, LiteralPredicate | SetPredicate):
+        if not isinstance(term, Reference):
             return predicate
         try:
             field = self.schema.find_field(term.name, case_sensitive=self.case_sensitive)
         except ValueError:
-            return predicate  # binding names the missing column
+            guess = closest(term.name, self.schema.column_names)
+            hint = f" (the closest: {guess!r})" if guess else ""
+            raise ValueError(f"there is no column {term.name!r}{hint}") from None
+        if not isinstance(predicate, LiteralPredicate | SetPredicate):
+            return predicate
         if not isinstance(field.field_type, TimestampType | TimestamptzType):
             return predicate
         if isinstance(predicate, LiteralPredicate):

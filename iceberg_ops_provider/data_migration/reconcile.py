@@ -32,6 +32,7 @@ from pyiceberg.types import (
     StructType,
 )
 
+from iceberg_ops_provider.core.name_hints import closest, did_you_mean
 from iceberg_ops_provider.data_migration.batch_convert import BatchPlan, FieldNode
 from iceberg_ops_provider.data_migration.target_schema import (
     Path,
@@ -270,10 +271,12 @@ class _Builder:
             fixes += f", leave it out with {{columns}}, or add column `{target}` to the target's schema"
         else:
             fixes += f" or add field `{target}` to the target's schema"
+        guess = closest(target.rpartition(".")[2], [f.name for f in targets])
         return message(
             f"Source column `{source}` has no column `{target}` in {where} (it has: "
-            f"{', '.join(f'`{f.name}`' for f in targets) or 'none'}). Fix: map it to a target column with {fixes}.",
-            rename=Arg("rename", {source: "<target column>"}),
+            f"{', '.join(f'`{f.name}`' for f in targets) or 'none'}).{did_you_mean(guess)} Fix: map it to a target "
+            f"column with {fixes}.",
+            rename=Arg("rename", {source: guess or "<target column>"}),
             columns=Arg("columns", keyword=True),
         )
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Resolved",
     "build_mapping",
+    "check_tables",
     "create_target",
     "current_state",
     "load_source",
@@ -176,6 +177,22 @@ def check_values(
         log.info("reading %d source files the filter may clear of values that do not fit", len(suspects))
         for batch in stream_tasks(metadata, io, suspects, mapping.source_columns, row_filter):
             mapping.convert(batch)
+
+
+def check_tables(mover: MoveDefinition, source: Table, target: Table) -> None:
+    """What :func:`resolve` checks of a move's tables, for tables given as they will be when it runs.
+
+    A migration checks its copy against the source and target as its staged changes leave them, before
+    anything commits: the filter, the column mapping and the values of the source's current snapshot.
+
+    Raises:
+        InvalidMoveError, ReconciliationError: See :func:`bound_filter`, :func:`build_mapping`, :func:`check_values`.
+    """
+    schema = source.schema()
+    row_filter = bound_filter(mover, schema)
+    mapping = build_mapping(mover, schema, target)
+    tasks = scan_tasks(source, source.metadata.current_snapshot_id, row_filter, mapping.source_columns)
+    check_values(mapping, source.metadata, source.io, tasks, row_filter)
 
 
 def refuse_forgotten_move(mover: MoveDefinition, target: Table) -> None:

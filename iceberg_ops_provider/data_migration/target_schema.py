@@ -27,6 +27,7 @@ from pyiceberg.table.sorting import INITIAL_SORT_ORDER_ID, UNSORTED_SORT_ORDER, 
 from pyiceberg.types import IcebergType, ListType, MapType, NestedField, StructType
 
 from iceberg_ops_provider.core.filters import ExpressionRewriter
+from iceberg_ops_provider.core.name_hints import closest, did_you_mean
 from iceberg_ops_provider.core.schema_diff import field_paths
 from iceberg_ops_provider.errors import ReconciliationError
 from iceberg_ops_provider.messages import Arg, message
@@ -100,7 +101,8 @@ def select_columns(
         if unknown:
             raise _refused(
                 f"{{columns}} names {_quoted(unknown)}, which the source does not have as top-level columns "
-                f"(nested fields move with their column). Available columns: {available}.",
+                f"(nested fields move with their column). Available columns: {available}."
+                f"{did_you_mean(closest(unknown[0], top))}",
                 "columns",
             )
         selected = [f for f in source.fields if f.name in wanted]
@@ -125,7 +127,8 @@ def _check_renames(
             except ValueError:
                 raise _refused(
                     f"{{rename}} names `{key}`, which the source does not have. Available columns: {available} "
-                    "(nested struct fields as dotted paths, for example `address.zip`).",
+                    "(nested struct fields as dotted paths, for example `address.zip`)."
+                    f"{did_you_mean(closest(key, top))}",
                     "rename",
                 ) from None
             parent = source.find_field(".".join(path[:-1]))

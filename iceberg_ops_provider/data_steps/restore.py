@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import ancestors_of
 
-from iceberg_ops_provider.data_steps.state import STEP_KEY
+from iceberg_ops_provider.data_steps.state import recorded_step
 from iceberg_ops_provider.errors import RestorePointError
 
 if TYPE_CHECKING:
@@ -43,14 +43,18 @@ def tag_name(namespace: str, version: str) -> str:
     return f"iceberg-ops/{namespace}/{version}"
 
 
-def tag_restore_point(table: Table, name: str) -> int | None:
+def tag_restore_point(table: Table, name: str, *, mark_empty: bool = False) -> int | None:
     """Tag ``main``'s head as ``name`` unless that tag exists (a resumed step keeps the first); its snapshot id.
 
-    ``None`` for a table without a snapshot (nothing to restore to).
+    A table without a snapshot has nothing to restore to (``None``), unless ``mark_empty``: then it first
+    gets a snapshot of no rows to tag, the point a step that adds rows to it (a copy) is undone to.
     """
     ref = table.metadata.refs.get(name)
     if ref is not None:
         return ref.snapshot_id
+    if table.metadata.current_snapshot_id is None and mark_empty:
+        with table.transaction() as transaction:
+            transaction.update_snapshot().fast_append().commit()
     head = table.metadata.current_snapshot_id
     if head is None:
         return None
@@ -80,8 +84,9 @@ class Restored:
 def restore_to(table: Table, name: str, step_prefix: str) -> Restored:
     """Move ``main`` back to the tag ``name`` and remove the tag, in one commit guarded by ``main``'s head.
 
-    Every snapshot on ``main`` after the tagged one must carry a data-step id starting with ``step_prefix``
-    (this migration's upgrade). Moving a table that is already there only removes the tag.
+    Every snapshot on ``main`` after the tagged one must carry a data-step id (or a copy step's move id)
+    starting with ``step_prefix`` (this migration's upgrade). Moving a table that is already there only
+    removes the tag.
 
     Raises:
         RestorePointError: See :func:`check_restore`; nothing changed.
@@ -115,7 +120,7 @@ def check_restore(table: Table, name: str, step_prefix: str) -> tuple[int, int]:
             since.append(snapshot)
         else:  # main no longer descends from the tag: its history was rewritten
             raise RestorePointError(label, name, reason="not_an_ancestor")
-    foreign = [s for s in since if not (s.summary and (s.summary.get(STEP_KEY) or "").startswith(step_prefix))]
+    foreign = [s for s in since if not (recorded_step(s) or "").startswith(step_prefix)]
     if foreign:
         raise RestorePointError(
             label,

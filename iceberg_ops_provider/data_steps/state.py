@@ -12,12 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table.snapshots import ancestors_of
 
-from iceberg_ops_provider.data_migration.state import format_ranges, parse_ranges
+from iceberg_ops_provider.data_migration.state import MOVE_ID_KEY, format_ranges, parse_ranges
 from iceberg_ops_provider.errors import DataStepStateError
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Snapshot
 
 __all__ = [
     "STATE_KEY",
@@ -26,7 +27,9 @@ __all__ = [
     "StepState",
     "find_step_state",
     "mirror_property",
+    "move_id_of",
     "property_key",
+    "recorded_step",
     "step_state",
 ]
 
@@ -140,3 +143,17 @@ def step_state(table: Table, step_id: str) -> StepState | None:
         DataStepStateError: The recorded state cannot be read.
     """
     return find_step_state(table.metadata, step_id)
+
+
+def move_id_of(step_id: str) -> str:
+    """The data mover's move id of a copy run as data step ``step_id``: the step id itself.
+
+    A resumed step (same id) continues the same move, and each of the move's commits names the step.
+    """
+    return step_id
+
+
+def recorded_step(snapshot: Snapshot) -> str | None:
+    """The data step that committed ``snapshot``: a step's id, or the move id of a copy step; else ``None``."""
+    properties = snapshot.summary.additional_properties if snapshot.summary is not None else {}
+    return properties.get(STEP_KEY) or properties.get(MOVE_ID_KEY)

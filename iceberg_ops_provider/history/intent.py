@@ -21,6 +21,9 @@ from iceberg_ops_provider.messages import Hint, message
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
+    from iceberg_ops_provider.data_migration.state import MoveState
+    from iceberg_ops_provider.data_steps.state import StepState
+
 __all__ = ["INTENT_PROPERTY", "RECEIPT_PROPERTY", "Assessment", "Intent", "IntentAction", "assess"]
 
 log = logging.getLogger(__name__)
@@ -48,6 +51,8 @@ class IntentAction:
         to: The new name, for ``rename``.
         fingerprint: A ``data`` action's definition (kind, table, ``where``, columns): a run resuming
             the step checks the migration still asks for the same one.
+        operation: A ``data`` action's operation (``copy_rows``, ``delete_rows``, ...): which record of
+            its progress the table keeps (a copy's is the data mover's, under the move id its step id names).
     """
 
     table: str
@@ -55,6 +60,7 @@ class IntentAction:
     receipt: str | None = None
     to: str | None = None
     fingerprint: str | None = None
+    operation: str | None = None
 
     def label(self) -> str:
         """``sales.orders (drop)``."""
@@ -131,6 +137,7 @@ class Intent:
                         receipt=a.get("receipt"),
                         to=a.get("to"),
                         fingerprint=a.get("fingerprint"),
+                        operation=a.get("operation"),
                     )
                     for a in data.get("actions", [])
                 ),
@@ -254,13 +261,19 @@ def assess(catalog: Catalog, intent: Intent) -> Assessment:
     )
 
 
-def _data_state(catalog: Catalog, action: IntentAction) -> Any:
-    from iceberg_ops_provider.data_steps import step_state
+def _data_state(catalog: Catalog, action: IntentAction) -> StepState | MoveState | None:
+    """The progress a data action's table records: a copy's move state, else the data step's state."""
+    from pyiceberg.table.refs import MAIN_BRANCH
+
+    from iceberg_ops_provider.data_migration.state import find_state
+    from iceberg_ops_provider.data_steps.state import move_id_of, step_state
 
     try:
         table = catalog.load_table(_identifier(action.table))
     except NoSuchTableError:
         return None
+    if action.operation == "copy_rows":
+        return find_state(table.metadata, move_id_of(action.receipt or ""), MAIN_BRANCH)[0]
     return step_state(table, action.receipt or "")
 
 

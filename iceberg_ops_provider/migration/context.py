@@ -321,6 +321,30 @@ class MigrationContext:
         """Rewrite existing data files into the table's current partition spec and sort order; rows unchanged."""
         self._stage(data.RewritePartitions(table, where))
 
+    def copy_rows(
+        self,
+        source: str,
+        target: str,
+        where: str | BooleanExpression | None = None,
+        columns: Iterable[str] | None = None,
+        rename: Mapping[str, str] | None = None,
+    ) -> None:
+        """Copy the rows of ``source`` where ``where`` is true into ``target``, with the data mover.
+
+        Runs after the migration's schema changes commit (a target it creates exists by then), in units
+        of source files that each commit once with the move's progress; a run stopped in it is finished
+        by the next run of the migration, and no row is copied twice (docs/migrations.md, "Data operations").
+
+        Args:
+            source: The table to read, as of its snapshot when the copy starts.
+            target: The table to append to; the restore point a downgrade's ``restore_data`` returns to is taken on it.
+            where: Which rows (a filter string or a PyIceberg expression on source columns); default all.
+            columns: Source columns to copy; default all (target columns left out read null).
+            rename: ``{source_column: target_column}`` for columns whose names differ.
+        """
+        chosen = _strings(columns) if columns is not None else None
+        self._stage(data.CopyRows(target, where, source, chosen, dict(rename or {})))
+
     def restore_data(self, table: str) -> None:
         """In ``downgrade()``: bring the table's rows back to what they were before this migration's data steps.
 

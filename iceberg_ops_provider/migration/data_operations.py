@@ -3,8 +3,8 @@
 Each is an :class:`~iceberg_ops_provider.migration.operation.Operation` like the schema changes, so ``plan``,
 autogenerate's risk table and ``lint`` read the same definition. Staging one only records it; the migration's
 schema changes commit first, then its data operations run in order as tracked steps
-(:mod:`iceberg_ops_provider.data_steps`), each resumable from its last committed unit (docs/migrations.md,
-"Data operations").
+(:mod:`iceberg_ops_provider.data_steps`; a copy through the data mover), each resumable from its last
+committed unit (docs/migrations.md, "Data operations").
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Backfill",
+    "CopyRows",
     "DataOperation",
     "DeleteRows",
     "RestoreData",
@@ -37,7 +38,7 @@ class DataOperation(Operation):
     """An operation on a table's rows: recorded when the body calls it, run once its schema changes committed."""
 
     step_kind: ClassVar[str]
-    """The :class:`~iceberg_ops_provider.data_steps.DataStep` kind it runs as."""
+    """The :class:`~iceberg_ops_provider.data_steps.DataStep` kind it runs as (``copy_rows`` runs the data mover)."""
     changes_rows: ClassVar[bool] = True
 
     where: Any = None
@@ -125,6 +126,38 @@ class RewritePartitions(DataOperation):
     def reverse(self) -> list[Operation]:
         """Nothing: the rows are the same, in the layout of the spec the rollback leaves."""
         return []
+
+
+@dataclass(frozen=True)
+class CopyRows(DataOperation):
+    """Copy the rows of ``source`` matching ``where`` into ``table`` (the target) with the data mover.
+
+    ``columns`` selects source columns (default all); ``rename`` maps source names to the target's.
+    """
+
+    risks: ClassVar[Mapping[str, Risk]] = {"copy_rows": "data"}
+    step_kind: ClassVar[str] = "copy_rows"
+
+    source: str = ""
+    columns: tuple[str, ...] | None = None
+    rename: Mapping[str, str] = field(default_factory=dict)
+
+    def tables(self) -> tuple[str, ...]:
+        """The target, then the source."""
+        return (self.table, self.source)
+
+    def call(self) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """``ctx.copy_rows(source, target, ...)``, with only the keywords given."""
+        given = {"where": self.where, "columns": list(self.columns) if self.columns is not None else None}
+        given["rename"] = dict(self.rename) or None
+        return (self.source, self.table), {key: value for key, value in given.items() if value is not None}
+
+    def describe(self) -> str:
+        """``copy rows of sales.orders into sales.archive where day < '2026-01-01'``."""
+        what = ", ".join(self.columns) if self.columns is not None else "rows"
+        renamed = f" (renamed: {', '.join(f'{a} as {b}' for a, b in self.rename.items())})" if self.rename else ""
+        where = f" where {self.where}" if self.where is not None else ""
+        return f"copy {what}{renamed} of {self.source} into {self.table}{where}"
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 The body records its data operations (:mod:`.data_operations`); when it returns, :func:`finish_with_data`
 checks each against the table as the migration leaves it, commits the schema changes under an intent
 that lists the data steps, then runs the steps in order (:func:`iceberg_ops_provider.data_steps.run_step`),
-each in units that commit once. A run stopped anywhere in them is finished by the next run of the same
-migration: the step ids come from the run that started them (docs/migrations.md, "Data operations").
+each in units that commit once (a copy: the data mover, :mod:`.data_copy`). A run stopped anywhere in them is
+finished by the next run of the same migration: the step ids come from the run that started them
+(docs/migrations.md, "Data operations").
 """
 
 from __future__ import annotations
@@ -16,13 +17,17 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 
+from iceberg_ops_provider.core.name_hints import did_you_mean, missing_table
+from iceberg_ops_provider.data_migration.resolution import check_tables
 from iceberg_ops_provider.data_steps import DataStep, StepProgress, StepResult, run_step, validate_step
 from iceberg_ops_provider.data_steps.restore import Restored, check_restore, restore_to, tag_restore_point
 from iceberg_ops_provider.errors import InvalidOperationError
 from iceberg_ops_provider.history.intent import IntentAction
-from iceberg_ops_provider.migration.data_operations import RestoreData
+from iceberg_ops_provider.migration.data_copy import Copied, copy_fingerprint, copy_mover, run_copy
+from iceberg_ops_provider.migration.data_operations import CopyRows, RestoreData
 
 if TYPE_CHECKING:
+    from iceberg_ops_provider.data_migration import DataMover
     from iceberg_ops_provider.migration.data_operations import DataOperation
     from iceberg_ops_provider.migration.staging import Identifier, TableStaging
 
@@ -35,18 +40,29 @@ engine's default without it); smaller units lose less work to a crash and make m
 
 @dataclass(frozen=True)
 class PlannedStep:
-    """A data step the migration asked for: the operation, the engine's step (``None`` for a restore), unit size."""
+    """A data step the migration asked for: the operation, what runs it, unit size.
+
+    ``step``: the engine's step of a delete, update, backfill or rewrite; ``mover``: a copy's data mover,
+    whose move id derives from ``step_id``; neither for a restore. ``identifier``: the table it changes.
+    """
 
     operation: DataOperation | RestoreData
     identifier: Identifier
     step_id: str
     step: DataStep | None = None
     unit_bytes: int | None = None
+    mover: DataMover | None = None
 
     def action(self) -> IntentAction:
-        """The step in the intent record."""
-        fingerprint = self.step.fingerprint() if self.step is not None else f"restore_data:{self.operation.table}"
-        return IntentAction(".".join(self.identifier), "data", receipt=self.step_id, fingerprint=fingerprint)
+        """The step in the intent record; its ``operation`` tells how the step's own record is read."""
+        if self.step is not None:
+            fingerprint = self.step.fingerprint()
+        elif self.mover is not None:
+            fingerprint = copy_fingerprint(self.mover)
+        else:
+            fingerprint = f"restore_data:{self.operation.table}"
+        table, kind = ".".join(self.identifier), self.operation.kind
+        return IntentAction(table, "data", receipt=self.step_id, fingerprint=fingerprint, operation=kind)
 
 
 def planned_steps(staging: TableStaging) -> list[PlannedStep]:
@@ -76,6 +92,12 @@ def planned_steps(staging: TableStaging) -> list[PlannedStep]:
             check_restore(table, point[0], point[1])
             steps.append(PlannedStep(operation, identifier, step_id))
             continue
+        if isinstance(operation, CopyRows):
+            source, unit_bytes = staging.identifier(operation.source), _unit_bytes(staging, table)
+            mover = copy_mover(staging.catalog, operation, source, identifier, step_id, unit_bytes)
+            check_tables(mover, _as_left(staging, source), table)
+            steps.append(PlannedStep(operation, identifier, step_id, unit_bytes=unit_bytes, mover=mover))
+            continue
         step = DataStep(step_id, operation.step_kind, identifier, operation.where, dict(operation.assignments()))
         validate_step(table, step)
         steps.append(PlannedStep(operation, identifier, step_id, step, _unit_bytes(staging, table)))
@@ -90,20 +112,21 @@ def _as_left(staging: TableStaging, identifier: Identifier) -> Table:
         try:
             return staging.catalog.load_table(identifier)
         except NoSuchTableError as exc:
+            missing = missing_table(staging.catalog, ".".join(identifier))
             raise InvalidOperationError(
-                f"Table {staging.label(identifier)} does not exist; a data operation needs an existing table, or "
-                "one the migration creates before it."
+                f"Table {staging.label(identifier)} does not exist ({missing.detail}).{did_you_mean(missing.guess)} "
+                "A data operation needs an existing table, or one the migration creates before it."
             ) from exc
     staging.schemas.fold(identifier)
     table = transaction._table
     return Table(identifier, transaction.table_metadata, table.metadata_location, table.io, staging.catalog)
 
 
-def finish_with_data(staging: TableStaging) -> list[StepResult | Restored]:
+def finish_with_data(staging: TableStaging) -> list[StepResult | Restored | Copied]:
     """Commit the schema changes (the intent listing the data steps first), then run the data steps in order.
 
     An upgrade tags each table's ``main`` before its first data step (the restore point a downgrade's
-    ``restore_data`` returns to).
+    ``restore_data`` returns to); a copy's target without a snapshot first gets an empty one to tag.
     """
     steps = planned_steps(staging)
     commits = staging.commits
@@ -116,19 +139,23 @@ def finish_with_data(staging: TableStaging) -> list[StepResult | Restored]:
     point = journal.restore_point() if hasattr(journal, "restore_point") else None
     progress = getattr(journal, "data_progress", None)
     tagged: set[Identifier] = set()
-    results: list[StepResult | Restored] = []
+    results: list[StepResult | Restored | Copied] = []
     for planned in steps:
         identifier, catalog = planned.identifier, staging.catalog
-        if planned.step is None:
+        if planned.step is None and planned.mover is None:
             assert point is not None  # planned_steps refuses a restore without one
             results.append(restore_to(catalog.load_table(identifier), point[0], point[1]))
         else:
             if point is not None and point[2] and identifier not in tagged:
-                tag_restore_point(catalog.load_table(identifier), point[0])
+                tag_restore_point(catalog.load_table(identifier), point[0], mark_empty=planned.mover is not None)
                 tagged.add(identifier)
             what = planned.operation.describe()
-            report = (lambda done, what=what: progress(f"{what}: {progress_line(done)}")) if progress else None
-            results.append(run_step(catalog, planned.step, progress=report, unit_bytes=planned.unit_bytes))
+            if planned.mover is not None:
+                results.append(run_copy(planned.mover, planned.step_id, what, progress))
+            else:
+                assert planned.step is not None
+                report = (lambda done, what=what: progress(f"{what}: {progress_line(done)}")) if progress else None
+                results.append(run_step(catalog, planned.step, progress=report, unit_bytes=planned.unit_bytes))
         staging.touched.altered(staging.label(identifier))
     return results
 

@@ -69,6 +69,10 @@ class Operation:
         """How risky the step is (``safe``, ``review``, ``destructive``), from the table ``plan`` reads too."""
         return risk_of(self.kind)
 
+    def tables(self) -> tuple[str, ...]:
+        """The tables it names, the one it changes first (a copy also reads its source)."""
+        return (self.table,)
+
     def note(self) -> str:
         """What ``plan`` lists for this step (``MigrationContext.operations``)."""
         return self.noted.format_map(vars(self)) if self.noted else self.describe()

@@ -204,12 +204,13 @@ class TableStaging:
 
     def request_data(self, operation: Any) -> None:
         """Record a data operation: it runs once the migration's schema changes are committed."""
-        identifier = self.identifier(operation.table)
-        if identifier in self.commits.gone:
-            raise InvalidOperationError(
-                f"Table {self.label(identifier)} is dropped or renamed earlier in this migration; a data operation "
-                "needs the table it names, and runs after every schema change of the migration."
-            )
+        for name in operation.tables():
+            identifier = self.identifier(name)
+            if identifier in self.commits.gone:
+                raise InvalidOperationError(
+                    f"Table {self.label(identifier)} is dropped or renamed earlier in this migration; a data "
+                    "operation needs the tables it names, and runs after every schema change of the migration."
+                )
         self.data.append(operation)
 
     def forget(self, identifier: Identifier) -> None:

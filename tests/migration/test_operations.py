@@ -35,6 +35,7 @@ from iceberg_ops_provider.migration.column_operations import (
 )
 from iceberg_ops_provider.migration.data_operations import (
     Backfill,
+    CopyRows,
     DeleteRows,
     RestoreData,
     RewritePartitions,
@@ -91,6 +92,7 @@ SAMPLES: dict[str, Operation] = {
     "update_rows": UpdateRows("orders", "customer = 'a'", {"qty": 3}),
     "backfill": Backfill("orders", None, "customer", "unknown"),
     "rewrite_partitions": RewritePartitions("orders"),
+    "copy_rows": CopyRows("empty", "qty > 1", "orders", ("id", "qty"), {"qty": "id_copy"}),
     "restore_data": RestoreData("orders"),
 }
 
