@@ -16,17 +16,33 @@ from typing import TYPE_CHECKING, Any
 from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table import Table
 
-from iceberg_ops_provider.data_steps import DataStep, StepProgress, StepResult, run_step, validate_step
+from iceberg_ops_provider.data_steps import (
+    DataStep,
+    Estimate,
+    StepProgress,
+    StepResult,
+    estimate_step,
+    run_step,
+    validate_step,
+)
 from iceberg_ops_provider.data_steps.restore import Restored, check_restore, restore_to, tag_restore_point
 from iceberg_ops_provider.errors import InvalidOperationError
 from iceberg_ops_provider.history.intent import IntentAction
 from iceberg_ops_provider.migration.data_operations import RestoreData
+from iceberg_ops_provider.progress import duration_text, size_text
 
 if TYPE_CHECKING:
     from iceberg_ops_provider.migration.data_operations import DataOperation
     from iceberg_ops_provider.migration.staging import Identifier, TableStaging
 
-__all__ = ["UNIT_BYTES_PROPERTY", "PlannedStep", "finish_with_data", "planned_steps", "progress_line"]
+__all__ = [
+    "UNIT_BYTES_PROPERTY",
+    "PlannedStep",
+    "estimate_fields",
+    "finish_with_data",
+    "planned_steps",
+    "progress_line",
+]
 
 UNIT_BYTES_PROPERTY = "iceberg-ops.data-step.unit-bytes"
 """Table property: the bytes of data files one unit of a data step rewrites and commits at once (the
@@ -42,6 +58,8 @@ class PlannedStep:
     step_id: str
     step: DataStep | None = None
     unit_bytes: int | None = None
+    estimate: Estimate | None = None
+    """In a dry run: what the step would rewrite, from manifest metadata (``None`` for a restore)."""
 
     def action(self) -> IntentAction:
         """The step in the intent record."""
@@ -51,6 +69,10 @@ class PlannedStep:
 
 def planned_steps(staging: TableStaging) -> list[PlannedStep]:
     """The data steps the migration asked for, with ids, each checked against its table as the migration leaves it.
+
+    A dry run also estimates each step on that table (:func:`~iceberg_ops_provider.data_steps.estimate_step`:
+    manifests only, no data file read; a table the migration creates holds nothing yet), and checks a restore
+    only where the runner gives it its restore point (``plan`` has none).
 
     Raises:
         InvalidOperationError, InvalidDataStepError, RestorePointError: A table that will not exist, a bad
@@ -68,6 +90,9 @@ def planned_steps(staging: TableStaging) -> list[PlannedStep]:
         identifier = staging.identifier(operation.table)
         table = _as_left(staging, identifier)
         if isinstance(operation, RestoreData):
+            if point is None and staging.dry_run:
+                steps.append(PlannedStep(operation, identifier, step_id))
+                continue
             if point is None:
                 raise InvalidOperationError(
                     "restore_data returns a table to the restore point the runner takes before a migration's data "
@@ -78,7 +103,9 @@ def planned_steps(staging: TableStaging) -> list[PlannedStep]:
             continue
         step = DataStep(step_id, operation.step_kind, identifier, operation.where, dict(operation.assignments()))
         validate_step(table, step)
-        steps.append(PlannedStep(operation, identifier, step_id, step, _unit_bytes(staging, table)))
+        unit_bytes = _unit_bytes(staging, table)
+        estimate = estimate_step(table, step, unit_bytes) if staging.dry_run else None
+        steps.append(PlannedStep(operation, identifier, step_id, step, unit_bytes, estimate))
     return steps
 
 
@@ -103,11 +130,15 @@ def finish_with_data(staging: TableStaging) -> list[StepResult | Restored]:
     """Commit the schema changes (the intent listing the data steps first), then run the data steps in order.
 
     An upgrade tags each table's ``main`` before its first data step (the restore point a downgrade's
-    ``restore_data`` returns to).
+    ``restore_data`` returns to). A dry run commits nothing: each data operation's entry in
+    ``staging.operations`` gets its estimate (:func:`estimate_fields`) instead.
     """
     steps = planned_steps(staging)
     commits = staging.commits
     if staging.dry_run:
+        for planned, noted in zip(steps, staging.data_notes, strict=True):
+            if planned.estimate is not None:
+                noted["estimate"] = estimate_fields(planned.estimate)
         commits.commit(complete=True)
         return []
     commits.commit(complete=True, then=[planned.action() for planned in steps])
@@ -133,6 +164,28 @@ def finish_with_data(staging: TableStaging) -> list[StepResult | Restored]:
     return results
 
 
+def estimate_fields(estimate: Estimate) -> dict[str, int | None]:
+    """What ``plan`` carries of an estimate: its numbers and the snapshot it was made from.
+
+    The files, bytes and rows rewritten, those a delete drops whole, the delete files applied and the commits.
+    """
+    fields = estimate.to_json()
+    return {name: fields[name] for name in _ESTIMATE_FIELDS}
+
+
+_ESTIMATE_FIELDS = (
+    "snapshot_id",
+    "files",
+    "bytes",
+    "rows",
+    "files_dropped",
+    "bytes_dropped",
+    "rows_dropped",
+    "delete_files",
+    "units",
+)
+
+
 def _unit_bytes(staging: TableStaging, table: Table) -> int | None:
     """The table's :data:`UNIT_BYTES_PROPERTY`, else ``None`` (the engine's default)."""
     value = table.properties.get(UNIT_BYTES_PROPERTY)
@@ -151,13 +204,13 @@ def _unit_bytes(staging: TableStaging, table: Table) -> int | None:
 
 
 def progress_line(progress: StepProgress) -> str:
-    """``unit 3/10, 120,000 rows (4,000 changed), 48.0 MiB read, 9.6 MiB/s, about 5 s left``."""
+    """``unit 3/10, 120,000 rows (4,000 changed), 48.0 MiB read, 9.6 MiB/s, ETA 5s`` (sizes as ``size_text`` writes)."""
     rate = progress.bytes_read / progress.seconds if progress.seconds > 0 else 0.0
     left = progress.units_total - progress.units_done
     # Units are of similar size: the time per unit so far (a resumed step's earlier units count as done
     # in no time, so its first estimates run short) times the units left.
-    eta = f", about {progress.seconds / max(progress.units_done, 1) * left:.0f} s left" if left else ""
+    eta = f", ETA {duration_text(progress.seconds / max(progress.units_done, 1) * left)}" if left else ""
     return (
         f"unit {progress.units_done}/{progress.units_total}, {progress.rows:,} rows ({progress.rows_changed:,} "
-        f"changed), {progress.bytes_read / 2**20:.1f} MiB read, {rate / 2**20:.1f} MiB/s{eta}"
+        f"changed), {size_text(progress.bytes_read)} read, {size_text(rate)}/s{eta}"
     )

@@ -252,6 +252,7 @@ def inspect_step(target: RunTarget, step: PlanStep, planned: PlannedCatalog | No
     try:
         with importable(target.folder):
             getattr(step.script.migration, step.direction)(context)
+        context.finish()  # commits nothing: checks and estimates the data operations on the tables as left
     except DryRunLimit as exc:
         problem = (f"unknown from here: {exc}", "unknown")
     except IrreversibleMigrationError as exc:  # known: a rollback stops here, whatever the body staged before
