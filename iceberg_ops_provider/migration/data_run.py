@@ -112,6 +112,11 @@ def planned_steps(staging: TableStaging) -> list[PlannedStep]:
 def _as_left(staging: TableStaging, identifier: Identifier) -> Table:
     """The table as the migration's staged changes leave it: its pending schema, spec and sort order on its data."""
     commits = staging.commits
+    if identifier in commits.gone:  # a drop or rename after the data operation: it commits first
+        raise InvalidOperationError(
+            f"Table {staging.label(identifier)} is dropped or renamed later in this migration; its data operations "
+            "run after every schema change of the migration, when no table has that name."
+        )
     transaction = commits.pending.get(identifier)
     if transaction is None:
         try:

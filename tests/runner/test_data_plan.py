@@ -5,6 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from iceberg_ops_provider.errors import IcebergOpsError
+from iceberg_ops_provider.history import HistoryStore
 from iceberg_ops_provider.migration.data_run import UNIT_BYTES_PROPERTY
 from iceberg_ops_provider.runner.plan_document import plan_document
 from tests.support.migrations import write_migration
@@ -142,3 +144,18 @@ def test_plan_fails_a_step_whose_data_operation_is_bad(catalog, runner, migratio
     [step] = runner.plan("head", inspect=True)
     assert step.risk == "failed"
     assert named in step.operations[-1]["operation"]
+
+
+@pytest.mark.parametrize("then", ['ctx.drop_table("orders")', 'ctx.rename_table("orders", "orders_old")'])
+def test_a_data_operation_on_a_table_the_migration_drops_later_is_refused_before_any_commit(
+    catalog, runner, migrations_dir, then
+):
+    table = _orders(catalog)
+    write_migration(migrations_dir, "0001_drop.py", f'ctx.delete_rows("orders", "id < 3")\n{then}')
+    [step] = runner.plan("head", inspect=True)
+    assert step.risk == "failed" and "dropped or renamed later in this migration" in step.operations[-1]["operation"]
+    with pytest.raises(IcebergOpsError, match="dropped or renamed later in this migration"):
+        runner.upgrade()
+    after = catalog.load_table("sales.orders")
+    assert after.metadata_location == table.metadata_location
+    assert [row.status for row in HistoryStore(catalog).rows("sales")] == ["failed"]
