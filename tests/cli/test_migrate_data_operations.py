@@ -23,6 +23,7 @@ FIX = """
 ctx.add_column("orders", "score", "long")
 ctx.backfill("orders", "score", 7)
 ctx.delete_rows("orders", "id < 25")
+ctx.rewrite_partitions("orders")
 """
 
 
@@ -60,9 +61,14 @@ def test_plan_shows_each_data_operation_with_its_estimate(tmp_path: Path):
         r"25 rows; 1 commit\)",
         lines[3],
     ), lines[3]
+    assert (
+        lines[4]
+        == "    [safe] rewrite the files of orders into its current partition spec and sort order (estimate: no file "
+        "to rewrite)"
+    )
 
     document = json.loads(_cli(tmp_path, "--json", "plan").stdout)
-    _, backfill, delete = document["steps"][0]["operations"]
+    _, backfill, delete, _ = document["steps"][0]["operations"]
     assert backfill["risk"] == "data" and delete["risk"] == "destructive"
     assert (backfill["estimate"]["files"], backfill["estimate"]["rows"], backfill["estimate"]["units"]) == (4, 100, 4)
     assert isinstance(backfill["estimate"]["bytes"], int) and backfill["estimate"]["bytes"] > 0
@@ -76,7 +82,7 @@ def test_upgrade_prints_a_progress_line_per_unit_and_json_stays_json(tmp_path: P
 
     assert result.returncode == 0, result.stderr
     [applied] = json.loads(result.stdout)  # stdout holds the document alone
-    assert applied["status"] == "applied" and len(applied["data_steps"]) == 2
+    assert applied["status"] == "applied" and len(applied["data_steps"]) == 3
     progress = [line for line in result.stderr.splitlines() if "backfill score of orders" in line]
     assert len(progress) == 4, result.stderr  # one per committed unit
     assert re.fullmatch(

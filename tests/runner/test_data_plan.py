@@ -159,3 +159,15 @@ def test_a_data_operation_on_a_table_the_migration_drops_later_is_refused_before
     after = catalog.load_table("sales.orders")
     assert after.metadata_location == table.metadata_location
     assert [row.status for row in HistoryStore(catalog).rows("sales")] == ["failed"]
+
+
+def test_an_operation_without_a_where_says_every_row(catalog, runner, migrations_dir):
+    _orders(catalog)
+    write_migration(
+        migrations_dir,
+        "0001_all.py",
+        'ctx.update_rows("orders", {"v": 0}, where=None)\nctx.delete_rows("orders", None)',
+    )
+    update, delete = _operations(runner)
+    assert (update["operation"], update["estimate"]["rows"]) == ("update v of every row of orders", 100)
+    assert (delete["operation"], delete["estimate"]["rows_dropped"]) == ("delete every row of orders", 100)
