@@ -43,8 +43,16 @@ def _cli(root: Path, *args: str):
     return run(root, *options, *args)
 
 
+def _state(root: Path) -> dict[str, tuple[str, list[int]]]:
+    """Every table's metadata location and snapshot ids."""
+    catalog = sqlite_catalog(root)
+    tables = [catalog.load_table(name) for ns in catalog.list_namespaces() for name in catalog.list_tables(ns)]
+    return {str(t.name()): (t.metadata_location, [s.snapshot_id for s in t.snapshots()]) for t in tables}
+
+
 def test_plan_shows_each_data_operation_with_its_estimate(tmp_path: Path):
     _lake(tmp_path)
+    before = _state(tmp_path)
 
     result = _cli(tmp_path, "plan")
 
@@ -73,6 +81,7 @@ def test_plan_shows_each_data_operation_with_its_estimate(tmp_path: Path):
     assert (backfill["estimate"]["files"], backfill["estimate"]["rows"], backfill["estimate"]["units"]) == (4, 100, 4)
     assert isinstance(backfill["estimate"]["bytes"], int) and backfill["estimate"]["bytes"] > 0
     assert (delete["estimate"]["files_dropped"], delete["estimate"]["rows_dropped"]) == (1, 25)
+    assert _state(tmp_path) == before  # plan wrote nothing
 
 
 def test_upgrade_prints_a_progress_line_per_unit_and_json_stays_json(tmp_path: Path):
