@@ -31,6 +31,7 @@ _CALLS: dict[str, type[Operation]] = {op.method: op for op in OPERATIONS.values(
 # The operations on a table's rows, which run after every schema change of their migration.
 _DATA_CALLS = frozenset(op.method for op in OPERATIONS.values() if op.changes_rows)
 _DIRECT = ("catalog", "load_table")
+_ROWS_OF_TABLE = ("delete-all-rows", "update-all-rows")  # rules about every row of a table
 
 
 @dataclass(frozen=True)
@@ -404,9 +405,6 @@ def _read_call(
         )
         judged = {"severity": "info", "fix": "nothing to fix: a rollback removes what the upgrade made"}
     found.add(call.lineno, rule_id, message, function=function, table=table, column=column, span=span, **judged)
-
-
-_ROWS_OF_TABLE = ("delete-all-rows", "update-all-rows")
 
 
 def _track_tables(call: ast.Call, method: str, made: _Made, span: range) -> None:
