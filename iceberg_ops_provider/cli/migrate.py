@@ -183,6 +183,7 @@ def plan(settings: Settings, target: str, direction: str | None) -> None:
 
     Exit 1: a step's dry run raised (it would fail); exit 3: the rollback reaches an irreversible one.
     """
+    from iceberg_ops_provider.migration.data_run import operation_line
     from iceberg_ops_provider.runner.plan_document import plan_document
 
     runner = settings.runner(access="read")
@@ -190,7 +191,7 @@ def plan(settings: Settings, target: str, direction: str | None) -> None:
     lines = []
     for step in steps:
         lines.append(f"{step.direction} {step.version} {step.description}  [{step.risk}]")
-        lines += [f"    [{op['risk']}] {op['operation']}{_estimated(op.get('estimate'))}" for op in step.operations]
+        lines += [f"    {operation_line(op)}" for op in step.operations]
     stop = next((index for index, step in enumerate(steps) if step.risk == "irreversible"), None)
     if stop is not None:
         blocked, before = steps[stop], [step.version for step in steps[:stop]]
@@ -213,33 +214,6 @@ def plan(settings: Settings, target: str, direction: str | None) -> None:
         sys.exit(1)
     if stop is not None:
         sys.exit(EXIT_IRREVERSIBLE)
-
-
-def _estimated(estimate: dict[str, Any] | None) -> str:
-    """A data operation's estimate, as ``plan`` words it: ``(estimate: rewrites 2 files, 1.4 KiB, 50 rows; ...)``."""
-    if estimate is None:
-        return ""
-    from iceberg_ops_provider.progress import size_text
-
-    parts = []
-    if estimate["files"]:
-        parts.append(f"rewrites {_files(estimate['files'])}, {size_text(estimate['bytes'])}, {estimate['rows']:,} rows")
-    if estimate["files_dropped"]:
-        dropped = estimate["files_dropped"]
-        parts.append(
-            f"removes {_files(dropped)} whole, {size_text(estimate['bytes_dropped'])}, "
-            f"{estimate['rows_dropped']:,} rows"
-        )
-    if estimate["delete_files"]:
-        parts.append(f"applies {estimate['delete_files']:,} delete file(s)")
-    if not parts:
-        return " (estimate: no file to rewrite)"
-    units = estimate["units"]
-    return f" (estimate: {'; '.join(parts)}; {units:,} commit{'s' if units != 1 else ''})"
-
-
-def _files(count: int) -> str:
-    return f"{count:,} file{'s' if count != 1 else ''}"
 
 
 @click.command()

@@ -10,6 +10,7 @@ migration: the step ids come from the run that started them (docs/migrations.md,
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -39,7 +40,9 @@ __all__ = [
     "UNIT_BYTES_PROPERTY",
     "PlannedStep",
     "estimate_fields",
+    "estimate_text",
     "finish_with_data",
+    "operation_line",
     "planned_steps",
     "progress_line",
 ]
@@ -176,6 +179,35 @@ def estimate_fields(estimate: Estimate) -> dict[str, int | None]:
     """
     fields = estimate.to_json()
     return {name: fields[name] for name in _ESTIMATE_FIELDS}
+
+
+def estimate_text(estimate: Mapping[str, Any]) -> str:
+    """An estimate (:func:`estimate_fields`) in words: ``rewrites 2 files, 1.4 KiB, 50 rows; 2 commits``."""
+    parts = []
+    if estimate["files"]:
+        parts.append(f"rewrites {_files(estimate['files'])}, {size_text(estimate['bytes'])}, {estimate['rows']:,} rows")
+    if estimate["files_dropped"]:
+        parts.append(
+            f"removes {_files(estimate['files_dropped'])} whole, {size_text(estimate['bytes_dropped'])}, "
+            f"{estimate['rows_dropped']:,} rows"
+        )
+    if estimate["delete_files"]:
+        parts.append(f"applies {estimate['delete_files']:,} delete file(s)")
+    if not parts:
+        return "no file to rewrite"
+    units = estimate["units"]
+    return f"{'; '.join(parts)}; {units:,} commit{'s' if units != 1 else ''}"
+
+
+def operation_line(operation: Mapping[str, Any]) -> str:
+    """One operation of a plan (``MigrationContext.operations``): ``[data] backfill ... (estimate: ...)``."""
+    estimate = operation.get("estimate")
+    shown = f" (estimate: {estimate_text(estimate)})" if estimate is not None else ""
+    return f"[{operation['risk']}] {operation['operation']}{shown}"
+
+
+def _files(count: int) -> str:
+    return f"{count:,} file{'s' if count != 1 else ''}"
 
 
 _ESTIMATE_FIELDS = (

@@ -1,6 +1,6 @@
 """``IcebergMigrateOperator``'s task log shows a data step's progress: a line per committed unit (rows,
-bytes, rate, ETA), worded as the command line prints it; the plan task carries each data operation's
-estimate in its XCom. The operator runs for real on a SQLite catalog."""
+bytes, rate, ETA), worded as the command line prints it; the plan task logs each data operation with its
+estimate, and carries the estimate's numbers in its XCom. The operator runs for real on a SQLite catalog."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _orders(root):
     return catalog
 
 
-def test_the_task_log_shows_each_unit_of_a_data_step(iceberg_connection, task_log):
+def test_the_task_log_shows_each_unit_of_a_data_step(iceberg_connection, task_log, capfd):
     from iceberg_ops_provider.operators.migrate import IcebergMigrateOperator
 
     catalog = _orders(iceberg_connection)
@@ -36,6 +36,12 @@ def test_the_task_log_shows_each_unit_of_a_data_step(iceberg_connection, task_lo
     [step] = planned.execute({})["plan"]["steps"]
     [update] = step["operations"]
     assert update["risk"] == "data" and (update["estimate"]["files"], update["estimate"]["rows"]) == (3, 30)
+    planned_log = task_log() + capfd.readouterr().out  # the operator's own lines, where structlog prints them
+    assert re.search(
+        r"plan:     \[data\] update v of orders where id >= 0 \(estimate: rewrites 3 files, [\d.,]+ KiB, 30 rows; "
+        r"3 commits\)",
+        planned_log,
+    ), planned_log
 
     IcebergMigrateOperator(task_id="migrate", namespace="sales", migrations_dir=migrations).execute({})
 
