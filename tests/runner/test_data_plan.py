@@ -143,6 +143,7 @@ def test_plan_fails_a_step_whose_data_operation_is_bad(catalog, runner, migratio
     write_migration(migrations_dir, "0001_bad.py", body)
     [step] = runner.plan("head", inspect=True)
     assert step.risk == "failed"
+    assert step.operations[-1]["operation"].startswith("failed: its data operations were refused: ")
     assert named in step.operations[-1]["operation"]
 
 
