@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["Progress", "ProgressCallback", "ProgressTracker", "size_text"]
+__all__ = ["Progress", "ProgressCallback", "ProgressTracker", "duration_text", "size_text"]
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class Progress:
             parts.append(f"{self.unit_name} {self.units_done} of {self.units_total} done")
         parts.append(f"{size_text(self.bytes_per_second)}/s, {self.rows_per_second:,.0f} rows/s")
         if (eta := self.eta_seconds) is not None:
-            parts.append(f"ETA {_duration(eta)}")
+            parts.append(f"ETA {duration_text(eta)}")
         return f"{self.label}: " + ", ".join(parts)
 
 
@@ -90,7 +90,8 @@ def size_text(nbytes: float) -> str:
     return f"{nbytes / 2**30:,.2f} GiB"
 
 
-def _duration(seconds: float) -> str:
+def duration_text(seconds: float) -> str:
+    """``seconds`` as the command line and logs write a time left (``4s``, ``2m05s``, ``1h03m``)."""
     seconds = round(seconds)
     if seconds < 60:
         return f"{seconds}s"

@@ -183,6 +183,7 @@ def plan(settings: Settings, target: str, direction: str | None) -> None:
 
     Exit 1: a step's dry run raised (it would fail); exit 3: the rollback reaches an irreversible one.
     """
+    from iceberg_ops_provider.migration.data_run import operation_line
     from iceberg_ops_provider.runner.plan_document import plan_document
 
     runner = settings.runner(access="read")
@@ -190,7 +191,7 @@ def plan(settings: Settings, target: str, direction: str | None) -> None:
     lines = []
     for step in steps:
         lines.append(f"{step.direction} {step.version} {step.description}  [{step.risk}]")
-        lines += [f"    [{op['risk']}] {op['operation']}" for op in step.operations]
+        lines += [f"    {operation_line(op)}" for op in step.operations]
     stop = next((index for index, step in enumerate(steps) if step.risk == "irreversible"), None)
     if stop is not None:
         blocked, before = steps[stop], [step.version for step in steps[:stop]]

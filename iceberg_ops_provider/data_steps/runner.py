@@ -336,9 +336,12 @@ def run_step(
     return result
 
 
-def estimate_step(table: Table, step: DataStep) -> Estimate:
-    """What ``step`` would read and change on ``table``'s current snapshot, from manifest metadata only."""
-    plan = plan_step(table, step, table.metadata.current_snapshot_id, UNIT_BYTES)
+def estimate_step(table: Table, step: DataStep, unit_bytes: int | None = None) -> Estimate:
+    """What ``step`` would read and change on ``table``'s current snapshot, from manifest metadata only.
+
+    ``unit_bytes``: the unit size the run would use (``run_step``'s), for the count of commits.
+    """
+    plan = plan_step(table, step, table.metadata.current_snapshot_id, unit_bytes or UNIT_BYTES)
     rewritten = [task for unit in plan.units if not unit.removal_only for task in unit.tasks]
     dropped = [task for unit in plan.units if unit.removal_only for task in unit.tasks]
     deletes = {d.file_path for task in rewritten for d in task.delete_files}

@@ -1,7 +1,7 @@
 """Lint migration files: each file's findings, its folder's (version gaps, duplicate slugs), allowances applied.
 
-With a catalog, a drop from a table that holds no rows (or does not exist yet) loses nothing and
-becomes ``info``; without one, every finding keeps its rule's severity.
+With a catalog, a drop from a table that holds no rows (or does not exist yet), or a delete or update of
+every row of one, loses nothing and becomes ``info``; without one, every finding keeps its rule's severity.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ __all__ = ["LintReport", "lint_paths", "migration_files", "rule_list", "rules_js
 
 log = logging.getLogger(__name__)
 
-_DROPS = ("drop-table", "drop-column")
+_ROW_LOSSES = ("drop-table", "drop-column", "delete-all-rows", "update-all-rows")
+"""The rules whose change loses nothing on a table that holds no rows."""
 
 
 @dataclass(frozen=True)
@@ -180,7 +181,7 @@ def _judged(
     if finding.table is None:
         return finding
     restore = finding.rule == "restore-column" and finding.column is not None
-    if not restore and (finding.rule not in _DROPS or finding.allowed is not None or finding.table in renamed_to):
+    if not restore and (finding.rule not in _ROW_LOSSES or finding.allowed is not None or finding.table in renamed_to):
         return finding
     if "." not in finding.table and namespace is None:
         return replace(

@@ -122,6 +122,29 @@ _ALL = (
         f"{allowance('direct-write')}",
     ),
     Rule(
+        "delete-all-rows",
+        "rows are deleted without a where",
+        "with no where (or where=None), every row of the table is deleted; restore_data in downgrade() brings them "
+        "back only while nothing else has committed to the table",
+        "name the rows to delete (ctx.delete_rows(table, \"region = 'eu'\")), or allow it: "
+        f"{allowance('delete-all-rows')}",
+    ),
+    Rule(
+        "update-all-rows",
+        "rows are updated without a where",
+        "with no where (or where=None), every row of the table gets the new values and every data file is rewritten",
+        f"name the rows to change (where=...), or allow it when every row must change: {allowance('update-all-rows')}",
+        severity="warning",
+    ),
+    Rule(
+        "data-on-dropped-table",
+        "a data operation names a table the same migration drops or renames",
+        "a migration's data operations run after all its schema changes, when no table has that name: the runner "
+        "refuses the migration before it commits anything",
+        "change the rows in an earlier migration, or name the table as the migration leaves it",
+        not_allowable="the runner refuses the migration whatever lint says",
+    ),
+    Rule(
         "version-gap",
         "a version number is skipped",
         "usually a file deleted or renamed by mistake; the history then differs between environments",

@@ -28,7 +28,10 @@ _ALLOW = re.compile(
 
 # The operations a rule reviews, by the context method that stages them (each operation names its rule).
 _CALLS: dict[str, type[Operation]] = {op.method: op for op in OPERATIONS.values() if op.rule is not None}
+# The operations on a table's rows, which run after every schema change of their migration.
+_DATA_CALLS = frozenset(op.method for op in OPERATIONS.values() if op.changes_rows)
 _DIRECT = ("catalog", "load_table")
+_ROWS_OF_TABLE = ("delete-all-rows", "update-all-rows")  # rules about every row of a table
 
 
 @dataclass(frozen=True)
@@ -310,10 +313,17 @@ def _walk(function: ast.FunctionDef | ast.AsyncFunctionDef) -> Iterator[tuple[as
 
 @dataclass
 class _Made:
-    """What a body makes itself: the tables it creates and the columns it adds, by literal name."""
+    """What a body makes itself: the tables it creates and the columns it adds, by literal name.
+
+    Also the tables it drops or renames away (``gone``, as of the call being read), and its data
+    operations with the tables gone when each was called.
+    """
 
     tables: set[str | None] = field(default_factory=set)
     columns: set[tuple[str | None, str | None]] = field(default_factory=set)
+    gone: set[str] = field(default_factory=set)
+    data: list[tuple[str, str, int, range, bool]] = field(default_factory=list)
+    """Each data operation on a literal table: method, table, line, span, whether the table was gone then."""
 
     def table(self, table: str | None) -> bool:
         return table is not None and table in self.tables
@@ -344,6 +354,14 @@ def _read_body(
         elif isinstance(node, ast.Raise) and name == "downgrade" and _raises_irreversible(node, irreversible):
             why = "downgrade() raises IrreversibleMigrationError: a rollback stops here"
             found.add(node.lineno, "irreversible-downgrade", why, function=name, span=span)
+    for method, table, line, span, gone_then in made.data:
+        if gone_then or table in made.gone:
+            when = "earlier" if gone_then else "later"
+            why = (
+                f"{name}() calls {method} on {table}, which it drops or renames {when}: "
+                f"{RULES['data-on-dropped-table'].effect}"
+            )
+            found.add(line, "data-on-dropped-table", why, function=name, table=table, span=span)
     return made
 
 
@@ -351,8 +369,7 @@ def _read_call(
     found: SourceFile, call: ast.Call, method: str, function: str, span: range, made: _Made, upgrade: _Made
 ) -> None:
     """Record the finding of one call on the context, if it makes one; note what it creates or adds in ``made``."""
-    if method == "create_table":
-        made.tables.add(_argument(call, 0, "name"))
+    _track_tables(call, method, made, span)
     if method == "add_column":
         made.columns.add((_argument(call, 0, "table"), _argument(call, 1, "name")))
     if method not in _CALLS:
@@ -361,16 +378,19 @@ def _read_call(
     rule_id = operation.rule or ""
     if operation.rule_when is not None and not _maybe_true(call, *operation.rule_when):
         return
+    if operation.rule_unless is not None and _maybe_given(call, *operation.rule_unless):
+        return
     table_keyword, second_keyword = operation.lint_arguments
-    table, column = _argument(call, 0, table_keyword), _argument(call, 1, second_keyword)
-    # What this body made itself no reader has seen: dropping, renaming or requiring it loses nothing.
-    if (rule_id in ("add-required-column", "drop-table") and made.table(table)) or (
+    table = _argument(call, 0, table_keyword)
+    column = _argument(call, 1, second_keyword) if second_keyword is not None else None
+    # What this body made itself no reader has seen: dropping, renaming, requiring or emptying it loses nothing.
+    if (rule_id in ("add-required-column", "drop-table", *_ROWS_OF_TABLE) and made.table(table)) or (
         rule_id in ("drop-column", "rename-column") and made.column(table, column)
     ):
         if rule_id == "rename-column":
             made.columns.add((table, _argument(call, 2, "new")))
         return
-    shown = _shown(call, 0, table_keyword), _shown(call, 1, second_keyword)
+    shown = _shown(call, 0, table_keyword), _shown(call, 1, second_keyword) if second_keyword is not None else None
     message = f"{function}() calls {method} on {_target(rule_id, *shown)}: {RULES[rule_id].effect}"
     judged: dict[str, Any] = {}  # the rule's severity and fix unless the upgrade made what this removes
     if function == "downgrade" and (
@@ -385,6 +405,23 @@ def _read_call(
         )
         judged = {"severity": "info", "fix": "nothing to fix: a rollback removes what the upgrade made"}
     found.add(call.lineno, rule_id, message, function=function, table=table, column=column, span=span, **judged)
+
+
+def _track_tables(call: ast.Call, method: str, made: _Made, span: range) -> None:
+    """Note the tables a call creates, drops or renames away, and a data operation with what is gone by then."""
+    if method == "create_table":
+        created = _argument(call, 0, "name")
+        made.tables.add(created)
+        made.gone.discard(created or "")
+    elif method == "drop_table" and (dropped := _argument(call, 0, "name")) is not None:
+        made.gone.add(dropped)
+    elif method == "rename_table":
+        old, new = _argument(call, 0, "old"), _argument(call, 1, "new")
+        if old is not None:
+            made.gone.add(old)
+        made.gone.discard(new or "")
+    elif method in _DATA_CALLS and (table := _argument(call, 0, "table")) is not None:
+        made.data.append((method, table, call.lineno, span, table in made.gone))
 
 
 def _argument(call: ast.Call, position: int, keyword: str) -> str | None:
@@ -412,6 +449,14 @@ def _maybe_true(call: ast.Call, keyword: str, position: int) -> bool:
     """Whether the argument may be true: anything but a literal false (a variable counts, it may be)."""
     given = _given(call, position, keyword) or next((k.value for k in call.keywords if k.arg is None), None)
     return given is not None and not (isinstance(given, ast.Constant) and not given.value)
+
+
+def _maybe_given(call: ast.Call, keyword: str, position: int) -> bool:
+    """Whether the argument may be given a value: anything but absent or a literal ``None`` (``**kwargs`` may)."""
+    given = _given(call, position, keyword)
+    if given is None:
+        return any(k.arg is None for k in call.keywords)
+    return not (isinstance(given, ast.Constant) and given.value is None)
 
 
 def _raises_irreversible(node: ast.Raise, names: set[str]) -> bool:

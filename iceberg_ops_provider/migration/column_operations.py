@@ -262,7 +262,7 @@ class RenameColumn(Operation):
 
     risks: ClassVar[Mapping[str, Risk]] = {"rename_column": "review"}
     rule: ClassVar[str | None] = "rename-column"
-    lint_arguments: ClassVar[tuple[str, str]] = ("table", "old")
+    lint_arguments: ClassVar[tuple[str, str | None]] = ("table", "old")
 
     old: ColumnPath = ""
     new: str = ""

@@ -64,8 +64,11 @@ class MigrationContext:
         self._staging.resuming = resuming
         self.data_results: list[StepResult] = []
         """What each data step did (rows, files, the snapshot it read), once :meth:`finish` ran them."""
-        self.operations: list[dict[str, str]] = self._staging.operations
-        """What the migration asked for, in order, each with its risk (``safe``, ``review``, ``destructive``)."""
+        self.operations: list[dict[str, Any]] = self._staging.operations
+        """What the migration asked for, in order, each with its risk (``safe``, ``review``, ``data``, ``destructive``).
+
+        In a dry run, :meth:`finish` adds each data operation's ``estimate`` (``plan``'s numbers).
+        """
         self.touched: TouchedTables = self._staging.touched
         """The net change of every table this migration reached (the runner's recording, when one is open)."""
 

@@ -40,6 +40,7 @@ class DataOperation(Operation):
     step_kind: ClassVar[str]
     """The :class:`~iceberg_ops_provider.data_steps.DataStep` kind it runs as (``copy_rows`` runs the data mover)."""
     changes_rows: ClassVar[bool] = True
+    lint_arguments: ClassVar[tuple[str, str | None]] = ("table", None)
 
     where: Any = None
 
@@ -64,6 +65,12 @@ class DeleteRows(DataOperation):
     step_kind: ClassVar[str] = "delete_rows"
     arguments: ClassVar[tuple[str, ...]] = ("table", "where")
     described: ClassVar[str] = "delete rows of {table} where {where}"
+    rule: ClassVar[str | None] = "delete-all-rows"
+    rule_unless: ClassVar[tuple[str, int] | None] = ("where", 1)
+
+    def describe(self) -> str:
+        """``delete rows of sales.orders where region = 'eu'``; ``delete every row of ...`` without a ``where``."""
+        return f"delete every row of {self.table}" if self.where is None else super().describe()
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,8 @@ class UpdateRows(DataOperation):
     step_kind: ClassVar[str] = "update_rows"
     arguments: ClassVar[tuple[str, ...]] = ("table", "values", "where")
     described: ClassVar[str] = "update {columns} of {table} where {where}"
+    rule: ClassVar[str | None] = "update-all-rows"
+    rule_unless: ClassVar[tuple[str, int] | None] = ("where", 2)
 
     values: Mapping[str, Any] = field(default_factory=dict)
 
@@ -82,8 +91,10 @@ class UpdateRows(DataOperation):
         return self.values
 
     def describe(self) -> str:
-        """``update total of sales.orders where region = 'eu'``."""
-        return self.described.format(columns=", ".join(self.values), table=self.table, where=self.where or "true")
+        """``update total of sales.orders where region = 'eu'``; ``... of every row`` without a ``where``."""
+        if self.where is None:
+            return f"update {', '.join(self.values)} of every row of {self.table}"
+        return self.described.format(columns=", ".join(self.values), table=self.table, where=self.where)
 
     def render(self, indent: str = "") -> str:
         """The call as source; a computed value renders as the function's name."""
@@ -166,6 +177,7 @@ class RestoreData(Operation):
 
     risks: ClassVar[Mapping[str, Risk]] = {"restore_data": "destructive"}
     changes_rows: ClassVar[bool] = True
+    lint_arguments: ClassVar[tuple[str, str | None]] = ("table", None)
     described: ClassVar[str] = "restore the rows of {table} as they were before this migration's data steps"
 
     def build(self, staging: TableStaging) -> None:

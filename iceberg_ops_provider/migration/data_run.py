@@ -11,6 +11,7 @@ finished by the next run of the same migration: the step ids come from the run t
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,19 +20,37 @@ from pyiceberg.table import Table
 
 from iceberg_ops_provider.core.name_hints import did_you_mean, missing_table
 from iceberg_ops_provider.data_migration.resolution import check_tables
-from iceberg_ops_provider.data_steps import DataStep, StepProgress, StepResult, run_step, validate_step
+from iceberg_ops_provider.data_steps import (
+    DataStep,
+    Estimate,
+    StepProgress,
+    StepResult,
+    estimate_step,
+    run_step,
+    validate_step,
+)
 from iceberg_ops_provider.data_steps.restore import Restored, check_restore, restore_to, tag_restore_point
 from iceberg_ops_provider.errors import InvalidOperationError
 from iceberg_ops_provider.history.intent import IntentAction
 from iceberg_ops_provider.migration.data_copy import Copied, copy_fingerprint, copy_mover, run_copy
 from iceberg_ops_provider.migration.data_operations import CopyRows, RestoreData
+from iceberg_ops_provider.progress import duration_text, size_text
 
 if TYPE_CHECKING:
     from iceberg_ops_provider.data_migration import DataMover
     from iceberg_ops_provider.migration.data_operations import DataOperation
     from iceberg_ops_provider.migration.staging import Identifier, TableStaging
 
-__all__ = ["UNIT_BYTES_PROPERTY", "PlannedStep", "finish_with_data", "planned_steps", "progress_line"]
+__all__ = [
+    "UNIT_BYTES_PROPERTY",
+    "PlannedStep",
+    "estimate_fields",
+    "estimate_text",
+    "finish_with_data",
+    "operation_line",
+    "planned_steps",
+    "progress_line",
+]
 
 UNIT_BYTES_PROPERTY = "iceberg-ops.data-step.unit-bytes"
 """Table property: the bytes of data files one unit of a data step rewrites and commits at once (the
@@ -51,6 +70,8 @@ class PlannedStep:
     step_id: str
     step: DataStep | None = None
     unit_bytes: int | None = None
+    estimate: Estimate | None = None
+    """In a dry run: what the step would rewrite, from manifest metadata (``None`` for a restore)."""
     mover: DataMover | None = None
 
     def action(self) -> IntentAction:
@@ -68,6 +89,10 @@ class PlannedStep:
 def planned_steps(staging: TableStaging) -> list[PlannedStep]:
     """The data steps the migration asked for, with ids, each checked against its table as the migration leaves it.
 
+    A dry run also estimates each step on that table (:func:`~iceberg_ops_provider.data_steps.estimate_step`:
+    manifests only, no data file read; a table the migration creates holds nothing yet), and checks a restore
+    only where the runner gives it its restore point (``plan`` has none).
+
     Raises:
         InvalidOperationError, InvalidDataStepError, RestorePointError: A table that will not exist, a bad
             column, value or ``where``, or a restore point that is gone or was written over.
@@ -84,6 +109,9 @@ def planned_steps(staging: TableStaging) -> list[PlannedStep]:
         identifier = staging.identifier(operation.table)
         table = _as_left(staging, identifier)
         if isinstance(operation, RestoreData):
+            if point is None and staging.dry_run:
+                steps.append(PlannedStep(operation, identifier, step_id))
+                continue
             if point is None:
                 raise InvalidOperationError(
                     "restore_data returns a table to the restore point the runner takes before a migration's data "
@@ -100,13 +128,20 @@ def planned_steps(staging: TableStaging) -> list[PlannedStep]:
             continue
         step = DataStep(step_id, operation.step_kind, identifier, operation.where, dict(operation.assignments()))
         validate_step(table, step)
-        steps.append(PlannedStep(operation, identifier, step_id, step, _unit_bytes(staging, table)))
+        unit_bytes = _unit_bytes(staging, table)
+        estimate = estimate_step(table, step, unit_bytes) if staging.dry_run else None
+        steps.append(PlannedStep(operation, identifier, step_id, step, unit_bytes, estimate))
     return steps
 
 
 def _as_left(staging: TableStaging, identifier: Identifier) -> Table:
     """The table as the migration's staged changes leave it: its pending schema, spec and sort order on its data."""
     commits = staging.commits
+    if identifier in commits.gone:  # a drop or rename after the data operation: it commits first
+        raise InvalidOperationError(
+            f"Table {staging.label(identifier)} is dropped or renamed later in this migration; its data operations "
+            "run after every schema change of the migration, when no table has that name."
+        )
     transaction = commits.pending.get(identifier)
     if transaction is None:
         try:
@@ -126,11 +161,16 @@ def finish_with_data(staging: TableStaging) -> list[StepResult | Restored | Copi
     """Commit the schema changes (the intent listing the data steps first), then run the data steps in order.
 
     An upgrade tags each table's ``main`` before its first data step (the restore point a downgrade's
-    ``restore_data`` returns to); a copy's target without a snapshot first gets an empty one to tag.
+    ``restore_data`` returns to); a copy's target without a snapshot first gets an empty one to tag. A dry
+    run commits nothing: each data operation's entry in ``staging.operations`` gets its estimate
+    (:func:`estimate_fields`) instead.
     """
     steps = planned_steps(staging)
     commits = staging.commits
     if staging.dry_run:
+        for planned, noted in zip(steps, staging.data_notes, strict=True):
+            if planned.estimate is not None:
+                noted["estimate"] = estimate_fields(planned.estimate)
         commits.commit(complete=True)
         return []
     commits.commit(complete=True, then=[planned.action() for planned in steps])
@@ -160,6 +200,57 @@ def finish_with_data(staging: TableStaging) -> list[StepResult | Restored | Copi
     return results
 
 
+def estimate_fields(estimate: Estimate) -> dict[str, int | None]:
+    """What ``plan`` carries of an estimate: its numbers and the snapshot it was made from.
+
+    The files, bytes and rows rewritten, those a delete drops whole, the delete files applied and the commits.
+    """
+    fields = estimate.to_json()
+    return {name: fields[name] for name in _ESTIMATE_FIELDS}
+
+
+def estimate_text(estimate: Mapping[str, Any]) -> str:
+    """An estimate (:func:`estimate_fields`) in words: ``rewrites 2 files, 1.4 KiB, 50 rows; 2 commits``."""
+    parts = []
+    if estimate["files"]:
+        parts.append(f"rewrites {_files(estimate['files'])}, {size_text(estimate['bytes'])}, {estimate['rows']:,} rows")
+    if estimate["files_dropped"]:
+        parts.append(
+            f"removes {_files(estimate['files_dropped'])} whole, {size_text(estimate['bytes_dropped'])}, "
+            f"{estimate['rows_dropped']:,} rows"
+        )
+    if estimate["delete_files"]:
+        parts.append(f"applies {estimate['delete_files']:,} delete file(s)")
+    if not parts:
+        return "no file to rewrite"
+    units = estimate["units"]
+    return f"{'; '.join(parts)}; {units:,} commit{'s' if units != 1 else ''}"
+
+
+def operation_line(operation: Mapping[str, Any]) -> str:
+    """One operation of a plan (``MigrationContext.operations``): ``[data] backfill ... (estimate: ...)``."""
+    estimate = operation.get("estimate")
+    shown = f" (estimate: {estimate_text(estimate)})" if estimate is not None else ""
+    return f"[{operation['risk']}] {operation['operation']}{shown}"
+
+
+def _files(count: int) -> str:
+    return f"{count:,} file{'s' if count != 1 else ''}"
+
+
+_ESTIMATE_FIELDS = (
+    "snapshot_id",
+    "files",
+    "bytes",
+    "rows",
+    "files_dropped",
+    "bytes_dropped",
+    "rows_dropped",
+    "delete_files",
+    "units",
+)
+
+
 def _unit_bytes(staging: TableStaging, table: Table) -> int | None:
     """The table's :data:`UNIT_BYTES_PROPERTY`, else ``None`` (the engine's default)."""
     value = table.properties.get(UNIT_BYTES_PROPERTY)
@@ -178,13 +269,13 @@ def _unit_bytes(staging: TableStaging, table: Table) -> int | None:
 
 
 def progress_line(progress: StepProgress) -> str:
-    """``unit 3/10, 120,000 rows (4,000 changed), 48.0 MiB read, 9.6 MiB/s, about 5 s left``."""
+    """``unit 3/10, 120,000 rows (4,000 changed), 48.0 MiB read, 9.6 MiB/s, ETA 5s`` (sizes as ``size_text`` writes)."""
     rate = progress.bytes_read / progress.seconds if progress.seconds > 0 else 0.0
     left = progress.units_total - progress.units_done
     # Units are of similar size: the time per unit so far (a resumed step's earlier units count as done
     # in no time, so its first estimates run short) times the units left.
-    eta = f", about {progress.seconds / max(progress.units_done, 1) * left:.0f} s left" if left else ""
+    eta = f", ETA {duration_text(progress.seconds / max(progress.units_done, 1) * left)}" if left else ""
     return (
         f"unit {progress.units_done}/{progress.units_total}, {progress.rows:,} rows ({progress.rows_changed:,} "
-        f"changed), {progress.bytes_read / 2**20:.1f} MiB read, {rate / 2**20:.1f} MiB/s{eta}"
+        f"changed), {size_text(progress.bytes_read)} read, {size_text(rate)}/s{eta}"
     )

@@ -47,7 +47,8 @@ class Operation:
     noted: ClassVar[str] = ""
     rule: ClassVar[str | None] = None
     rule_when: ClassVar[tuple[str, int] | None] = None  # a keyword (and position) that must be true for the rule
-    lint_arguments: ClassVar[tuple[str, str]] = ("table", "name")  # the parameters naming the table and column
+    rule_unless: ClassVar[tuple[str, int] | None] = None  # a keyword (and position) whose value, not None, exempts
+    lint_arguments: ClassVar[tuple[str, str | None]] = ("table", "name")  # the parameters naming table and column
     changes_rows: ClassVar[bool] = False  # a data operation: it runs after the schema changes, and on resume
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -76,7 +76,7 @@ class TableStaging:
         self.namespace = namespace
         self.meta_namespace = meta_namespace
         self.dry_run = dry_run
-        self.operations: list[dict[str, str]] = []
+        self.operations: list[dict[str, Any]] = []
         self._direct: set[str] = set()
         self.schemas = SchemaChanges()
         self.touched: TouchedTables = current_recording() or TouchedTables()
@@ -85,6 +85,8 @@ class TableStaging:
         """A migration resumed in its data steps: its schema changes committed before, only its data steps run."""
         self.data: list[Any] = []  # DataOperation (which imports this module)
         """The data operations the migration asked for, in order (:mod:`.data_operations`)."""
+        self.data_notes: list[dict[str, Any]] = []
+        """The entry of :attr:`operations` of each of :attr:`data` (a dry run adds its estimate there)."""
 
     def identifier(self, name: str) -> Identifier:
         """The full identifier of a table name (see ``MigrationContext.identifier``)."""
@@ -212,6 +214,7 @@ class TableStaging:
                     "operation needs the tables it names, and runs after every schema change of the migration."
                 )
         self.data.append(operation)
+        self.data_notes.append(self.operations[-1] if self.operations else {})
 
     def forget(self, identifier: Identifier) -> None:
         """Drop what is staged for one table (its queued transaction and schema changes)."""

@@ -124,7 +124,7 @@ class DropTable(Operation):
     risks: ClassVar[Mapping[str, Risk]] = {"drop_table": "destructive"}
     described: ClassVar[str] = "drop table {table}"
     rule: ClassVar[str | None] = "drop-table"
-    lint_arguments: ClassVar[tuple[str, str]] = ("name", "name")
+    lint_arguments: ClassVar[tuple[str, str | None]] = ("name", "name")
 
     purge: bool = False
     if_exists: bool = False
@@ -158,7 +158,7 @@ class RenameTable(Operation):
     risks: ClassVar[Mapping[str, Risk]] = {"rename_table": "review"}
     described: ClassVar[str] = "rename table {table} to {new}"
     rule: ClassVar[str | None] = "rename-table"
-    lint_arguments: ClassVar[tuple[str, str]] = ("old", "new")
+    lint_arguments: ClassVar[tuple[str, str | None]] = ("old", "new")
     arguments: ClassVar[tuple[str, ...]] = ("table", "new")
 
     new: str = ""

@@ -213,6 +213,7 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
         return {"migrations": [result.to_json() for result in results]}
 
     def _plan(self, runner: Any) -> dict[str, Any]:
+        from iceberg_ops_provider.migration.data_run import operation_line
         from iceberg_ops_provider.runner.plan_document import plan_document
 
         steps = runner.plan(self.target, inspect=True)
@@ -221,6 +222,8 @@ class IcebergMigrateOperator(IcebergLineageMixin, BaseOperator):
             self.log.info(
                 "plan: %s %s %s [%s]", step["direction"], step["version"], step["description"], step.get("risk")
             )
+            for operation in step.get("operations", ()):
+                self.log.info("plan:     %s", operation_line(operation))
         failed = [step for step in steps if step.risk == "failed"]
         if failed:  # as `iceberg-ops plan` exits 1: a run would fail at the same step
             reasons = "; ".join(

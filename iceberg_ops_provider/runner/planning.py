@@ -55,7 +55,7 @@ class PlanStep:
     version: str
     description: str
     script: MigrationScript | None = field(default=None, compare=False, repr=False)
-    operations: tuple[dict[str, str], ...] = field(default=(), compare=False)
+    operations: tuple[dict[str, Any], ...] = field(default=(), compare=False)
     risk: str | None = field(default=None, compare=False)
     changes: tuple[dict[str, Any], ...] = field(default=(), compare=False)
 

@@ -249,15 +249,18 @@ def inspect_step(target: RunTarget, step: PlanStep, planned: PlannedCatalog | No
     catalog: Any = planned if planned is not None else target.catalog
     context = MigrationContext(catalog, target.namespace, meta_namespace=target.meta_namespace, dry_run=True)
     problem: tuple[str, str] | None = None  # what stopped the dry run, and the risk it means
+    what = "a dry run of its body raised"
     try:
         with importable(target.folder):
             getattr(step.script.migration, step.direction)(context)
+        what = "its data operations were refused:"
+        context.finish()  # commits nothing: checks and estimates the data operations on the tables as left
     except DryRunLimit as exc:
         problem = (f"unknown from here: {exc}", "unknown")
     except IrreversibleMigrationError as exc:  # known: a rollback stops here, whatever the body staged before
         problem = (str(exc) or f"{step.version} cannot be rolled back", "irreversible")
     except Exception as exc:  # a run would fail here too
-        problem = (f"failed: a dry run of its body raised {type(exc).__name__}: {exc}", "failed")
+        problem = (f"failed: {what} {type(exc).__name__}: {exc}", "failed")
     operations = list(context.operations)
     changes = tuple(context.pending_changes())
     if planned is not None and (problem is None or problem[1] != "irreversible"):

@@ -7,6 +7,7 @@ before any test module imports ``airflow``.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -46,6 +47,33 @@ def airflow_db() -> Path:
     )
     assert migrate.returncode == 0, migrate.stderr[-3000:]
     return DAGS
+
+
+@pytest.fixture
+def task_log() -> Iterator[Callable[[], str]]:
+    """The lines the task log gets while the test runs (the operator's and the engine's), as one text.
+
+    The operator's own lines are structlog's; the engine's come from stdlib loggers under ``iceberg_ops_provider``,
+    caught by a handler of their own (Airflow configures its logging on first use, which would drop caplog's).
+    """
+    import structlog.testing
+
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(record.getMessage())
+
+    engine = logging.getLogger("iceberg_ops_provider")
+    handler, level = Collect(logging.INFO), engine.level
+    engine.addHandler(handler)
+    engine.setLevel(logging.INFO)
+    try:
+        with structlog.testing.capture_logs() as events:
+            yield lambda: "\n".join([*lines, *(str(event["event"]) for event in events)])
+    finally:
+        engine.removeHandler(handler)
+        engine.setLevel(level)
 
 
 @pytest.fixture

@@ -150,9 +150,12 @@ def test_every_operation_names_a_lint_rule_or_none_and_where_its_call_names_thin
     if cls.rule is not None:  # None: a change lint lets pass
         assert cls.rule in RULES and _CALLS[cls.method] is cls
         assert cls.lint_arguments[0] == parameters[0]
-    if cls.rule_when is not None:
-        keyword, position = cls.rule_when
-        assert parameters[position] == keyword
+    for given in (cls.rule_when, cls.rule_unless):  # a keyword the rule reads, where the call gives it
+        if given is not None:
+            keyword, position = given
+            assert parameters[position] == keyword
+    if cls.rule is not None and cls.lint_arguments[1] is not None:  # None: it names no column
+        assert cls.lint_arguments[1] in parameters
 
 
 @pytest.mark.parametrize("kind", sorted(SAMPLES))
@@ -189,6 +192,21 @@ def test_alter_column_takes_the_highest_risk_of_what_it_changes(tables, namespac
     assert [op["risk"] for op in context.operations] == [RISKS["promote_column"]]
     with pytest.raises(Irreversible, match="without saying what it was before"):
         AlterColumn("orders", "qty", doc="how many").reverse()
+
+
+def test_a_rule_applies_only_when_its_keyword_may_be_missing(tmp_path):
+    from iceberg_ops_provider.lint import lint_paths
+
+    body = (
+        "from iceberg_ops_provider.migration import BaseMigration\n\n\n"
+        "class Migration(BaseMigration):\n"
+        "    def upgrade(self, ctx):\n"
+        '        ctx.update_rows("orders", {"v": 1}, "v > 0")\n'
+        '        ctx.update_rows("orders", {"v": 2}, where=None)\n'
+    )
+    (tmp_path / "0001_set.py").write_text(body)
+    findings = lint_paths([tmp_path]).findings
+    assert [(f.rule, f.line, f.table, f.column) for f in findings] == [("update-all-rows", 7, "orders", None)]
 
 
 def test_a_rule_applies_only_when_its_keyword_may_be_true(tmp_path):

@@ -7,38 +7,14 @@ caplog's); the demo task's ``dag.test()`` run prints to the process's output."""
 
 from __future__ import annotations
 
-import logging
 import re
-from collections.abc import Callable, Iterator
 
 import pyarrow as pa
 import pytest
-import structlog.testing
 
 from iceberg_ops_provider.operators.data_move import IcebergDataMoveOperator, IcebergMoveVerifyOperator
 from iceberg_ops_provider.operators.maintenance import IcebergCompactOperator
 from tests.airflow.conftest import catalog_at, xcom
-
-
-@pytest.fixture
-def task_log() -> Iterator[Callable[[], str]]:
-    """The lines the task log gets while the test runs (the operator's and the engine's), as one text."""
-    lines: list[str] = []
-
-    class Collect(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            lines.append(record.getMessage())
-
-    engine = logging.getLogger("iceberg_ops_provider")
-    handler, level = Collect(logging.INFO), engine.level
-    engine.addHandler(handler)
-    engine.setLevel(logging.INFO)
-    try:
-        with structlog.testing.capture_logs() as events:
-            yield lambda: "\n".join([*lines, *(str(event["event"]) for event in events)])
-    finally:
-        engine.removeHandler(handler)
-        engine.setLevel(level)
 
 
 def _events(root, appends: int = 6):
