@@ -119,6 +119,10 @@ class Backfill(DataOperation):
         """The one column filled."""
         return {self.column: self.value}
 
+    def describe(self) -> str:
+        """``backfill tier of sales.orders where it is null``, ``... and amount >= 30`` with a ``where``."""
+        return super().describe() + (f" and {self.where}" if self.where is not None else "")
+
     def render(self, indent: str = "") -> str:
         """The call as source; a computed value renders as the function's name."""
         where = f", where={self.where!r}" if self.where is not None else ""
