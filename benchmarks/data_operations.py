@@ -158,7 +158,7 @@ def generate(cache: Path, target_bytes: int, files: int) -> None:
     pq.write_table(sample, probe, **_get_parquet_writer_kwargs(table.properties))
     bytes_per_row = probe.stat().st_size / sample.num_rows
     probe.unlink()
-    rows_per_file = int(target_bytes / files / bytes_per_row * 1.02)
+    rows_per_file = int(target_bytes / files / bytes_per_row * 1.1)  # larger files compress a little better
     for number in range(files):
         table.append(_chunk(number * rows_per_file, rows_per_file, rng))
         print(f"  generated file {number + 1} of {files}", flush=True)
@@ -358,12 +358,18 @@ def profile(case: str, cache: Path, out: Path) -> None:
     print(f"cProfile stats in {out}")
 
 
+def _paired(reference: list[dict[str, float]], samples: list[dict[str, float]], metric: str) -> float:
+    """The reference's ``metric`` over the case's, per round (a shared machine's speed drifts between rounds)."""
+    return statistics.median(r[metric] / s[metric] for r, s in zip(reference, samples, strict=True))
+
+
 def report(results: dict[str, list[dict[str, float]]], info: dict[str, int], rounds: int) -> None:
     """Medians per case, and each case's throughput against the raw limit and PyIceberg, paired per round."""
     mib = info["bytes"] / 2**20
     print(f"\ntable: {info['files']} files, {mib:,.0f} MiB, {info['rows']:,} rows; median of {rounds} round(s)")
     columns = f"{'wall s':>9}{'cpu s':>9}{'MiB/s':>9}{'peak RSS MiB':>14}{'over start':>12}"
-    print(f"\n{'case':22}{columns}{'vs raw':>9}{'vs pyiceberg':>14}")
+    ratios = f"{'raw':>9}{'raw cpu':>9}{'pyice':>9}{'pyice cpu':>10}"
+    print(f"\n{'case':22}{columns}{ratios}")
     for case in CASES:
         samples = results.get(case)
         if not samples:
@@ -371,19 +377,15 @@ def report(results: dict[str, list[dict[str, float]]], info: dict[str, int], rou
         wall = statistics.median(s["wall"] for s in samples)
         cpu = statistics.median(s["cpu"] for s in samples)
         peak = statistics.median(s["peak_rss"] for s in samples) / 2**20
-        # Throughput ratios paired within each round (a shared machine's speed drifts between rounds).
-        vs_raw = statistics.median(r["wall"] / s["wall"] for r, s in zip(results["raw"], samples, strict=True))
-        op = case.partition("_")[2]
-        baseline = results.get(f"pyiceberg_{op}")
-        vs_py = (
-            f"{statistics.median(p['wall'] / s['wall'] for p, s in zip(baseline, samples, strict=True)):14.2f}"
-            if baseline and case.startswith(("step", "runner"))
-            else f"{'':14}"
-        )
         base = statistics.median(s["rss_before"] for s in samples) / 2**20
-        print(f"{case:22}{wall:9.2f}{cpu:9.2f}{mib / wall:9.1f}{peak:14.0f}{peak - base:12.0f}{vs_raw:9.2f}{vs_py}")
-    print("\nvs raw / vs pyiceberg: that round's raw (or pyiceberg) wall time over the case's, median of the rounds;")
-    print("above 1 is faster. Peak RSS: ru_maxrss of the case's process (imports included); over start: minus")
+        op = case.partition("_")[2]
+        ratios = [_paired(results["raw"], samples, metric) for metric in ("wall", "cpu")]
+        baseline = results.get(f"pyiceberg_{op}") if case.startswith(("step", "runner")) else None
+        ratios += [_paired(baseline, samples, metric) if baseline else None for metric in ("wall", "cpu")]
+        shown = "".join(f"{r:9.2f}" if r is not None else f"{'':9}" for r in ratios)
+        print(f"{case:22}{wall:9.2f}{cpu:9.2f}{mib / wall:9.1f}{peak:14.0f}{peak - base:12.0f}{shown}")
+    print("\nraw, pyice: that round's raw (or PyIceberg's) wall time over the case's, median of the rounds (cpu: CPU")
+    print("time); above 1 is faster. Peak RSS: ru_maxrss of the case's process (imports included); over start: minus")
     print("its RSS just before the timed work (every case imports the same modules first).")
 
 
@@ -397,6 +399,7 @@ def main() -> None:
     parser.add_argument("--cases", nargs="+", choices=CASES, default=list(CASES))
     parser.add_argument("--cache", type=Path, help="where the table is generated (default: a folder in the temp dir)")
     parser.add_argument("--profile", choices=CASES, help="profile one case (py-spy, else cProfile) and stop")
+    parser.add_argument("--out", type=Path, help="also write every sample to this JSON file")
     parser.add_argument("--measure", choices=CASES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     gib, files, repeat = (1 / 16, 4, 1) if args.quick else (args.gib, args.files, args.repeat)
@@ -425,6 +428,8 @@ def main() -> None:
                 print(f"  {case:<20} {line}", flush=True)
     finally:
         restore(cache)
+    if args.out:
+        args.out.write_text(json.dumps({"table": info, "samples": results}, indent=1))
     report(results, info, repeat)
 
 
