@@ -46,6 +46,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
 
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # this checkout's package, whatever the environment's editable install points at
+
 NAMESPACE = "bench"
 TABLE = "events"
 REGIONS = ("eu", "us", "apac", "latam", "mea", "ca", "uk", "jp", "in", "au")  # "eu": a tenth of every file
@@ -310,8 +314,11 @@ def measure(case: str, cache: Path) -> dict[str, float]:
     import pyarrow.parquet  # noqa: F401
     import pyiceberg.io.pyarrow  # noqa: F401
 
-    import iceberg_ops_provider.data_steps
-    import iceberg_ops_provider.runner  # noqa: F401
+    import iceberg_ops_provider.migration  # noqa: F401
+    from iceberg_ops_provider.data_steps import run_step
+    from iceberg_ops_provider.runner import MigrationRunner  # noqa: F401  (a lazy name: imports the runner)
+
+    assert Path(run_step.__code__.co_filename).is_relative_to(ROOT), run_step.__code__.co_filename
 
     restore(cache)
     catalog = _catalog(cache)
@@ -340,8 +347,7 @@ def measure(case: str, cache: Path) -> dict[str, float]:
 
 def _child(case: str, cache: Path, prefix: list[str] | None = None) -> dict[str, float]:
     command = [*(prefix or []), sys.executable, __file__, "--cache", str(cache), "--measure", case]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    output = subprocess.run(command, check=True, capture_output=True, text=True, env=env).stdout
+    output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return json.loads(output.strip().splitlines()[-1])
 
 
@@ -350,7 +356,8 @@ def profile(case: str, cache: Path, out: Path) -> None:
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if Path(spy).exists():
         prefix = [spy, "record", "--format", "raw", "--rate", "50", "--output", str(out), "--threads", "--"]
-        subprocess.run([*prefix, sys.executable, __file__, "--cache", str(cache), "--measure", case], check=True)
+        command = [*prefix, sys.executable, __file__, "--cache", str(cache), "--measure", case]
+        subprocess.run(command, check=True)
         print(f"py-spy folded stacks in {out}")
         return
     command = [sys.executable, "-m", "cProfile", "-o", str(out), __file__, "--cache", str(cache), "--measure", case]
