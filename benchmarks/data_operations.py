@@ -20,7 +20,7 @@ Every measurement runs in a fresh process after an idle pause and a full garbage
 shuffled order, repeated; the report gives wall time, CPU time, peak RSS (``ru_maxrss`` of the child)
 and, per round, each case's throughput against that round's raw limit and PyIceberg's.
 
-    .venv/bin/python benchmarks/data_operations.py               # 1 GiB table, 3 rounds (about half an hour)
+    .venv/bin/python benchmarks/data_operations.py               # 1 GiB table, 3 rounds (10-15 minutes)
     .venv/bin/python benchmarks/data_operations.py --quick       # 64 MiB table, one round
     .venv/bin/python benchmarks/data_operations.py --profile step_update   # py-spy or cProfile of one case
 """
