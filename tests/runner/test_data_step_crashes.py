@@ -295,7 +295,7 @@ class Worker:
 
 
 class Appender:
-    """Appends three rows to a table every tenth of a second from a thread, until stopped.
+    """Appends three rows to a table a tenth of a second after its last append landed, from a thread, until stopped.
 
     ``batches`` holds each append's snapshot and rows, once it landed.
     """
@@ -313,15 +313,16 @@ class Appender:
         catalog = self.lake.catalog()
         next_id = 1_000_000
         try:
-            while not self._stop.wait(0.1):
+            while not self._stop.is_set():
                 rows = {i: {"id": i, "k": i % 5, "v": i} for i in range(next_id, next_id + 3)}
                 table = catalog.load_table(self.identifier)
                 try:
                     table.append(pa.Table.from_pylist(list(rows.values()), schema=SCHEMA))
                 except CommitFailedException:
-                    continue  # lost a race to another commit: nothing landed, append again
+                    continue  # lost a race to another commit: nothing landed, append again at once
                 self.batches.append((table.metadata.current_snapshot_id, rows))
                 next_id += 3
+                self._stop.wait(0.1)
         except BaseException as exc:
             self.failure = exc
         finally:
@@ -393,16 +394,16 @@ def _alone(trial: Trial, *, appending: bool) -> None:
 
 
 def _freeze(worker: Worker, root: Path) -> None:
-    """SIGSTOP ``worker`` at a moment it holds no write lock of the SQLite catalog's file.
+    """SIGSTOP ``worker`` at a moment it holds no lock of the SQLite catalog's file.
 
-    A process frozen inside a SQLite write would block every other process's writes: a trait of a catalog
-    in one local file, not of a paused runner (a catalog server holds no lock for a paused client).
+    A process frozen inside a SQLite read or write would block every other process's commits: a trait of a
+    catalog in one local file, not of a paused runner (a catalog server holds no lock for a paused client).
     """
     for _ in range(100):
         worker.signal(signal.SIGSTOP)
         probe = sqlite3.connect(root / "catalog.db", timeout=0.2, isolation_level=None)
         try:
-            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("BEGIN EXCLUSIVE")  # refused while another holds even a read lock
             probe.execute("ROLLBACK")
             return
         except sqlite3.OperationalError:
