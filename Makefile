@@ -77,14 +77,16 @@ unit: $(INSTALLED)
 # The crash tests in full: 40 random SIGKILLs during upgrades committing table by table, each followed
 # by a recovering run; 30 during all-or-nothing upgrades, each checked before anything recovers;
 # 30 during data moves (and 10 beside a second worker), each resumed and checked row for row;
-# 12 during compactions; 20 during data steps, each rerun and checked row for row. make test-all runs
-# the same tests with a few kills each.
+# 12 during compactions; 20 during data steps, each rerun and checked row for row; 75 inside migrations'
+# data steps (15 per operation), each settled by a plain upgrade. make test-all runs the same tests with
+# a few kills each.
 crash: $(INSTALLED)
 	ICEBERG_OPS_CRASH_KILLS=40 $(PY) -m pytest tests/runner/test_crash_recovery.py
 	ICEBERG_OPS_ATOMIC_KILLS=30 $(PY) -m pytest tests/runner/test_atomic_crashes.py
 	ICEBERG_OPS_MOVE_KILLS=30 $(PY) -m pytest tests/data_migration/test_mover_crash.py
 	ICEBERG_OPS_COMPACTION_KILLS=12 $(PY) -m pytest tests/maintenance/test_compaction_crash.py -k random
 	ICEBERG_OPS_STEP_KILLS=20 $(PY) -m pytest tests/data_steps/test_data_step_crash.py -k random
+	ICEBERG_OPS_DATA_STEP_KILLS=15 $(PY) -m pytest tests/runner/test_data_step_crashes.py
 	ICEBERG_OPS_DEPLOYMENT_KILL=1 $(PY) -m pytest tests/deployment -k worker_killed
 
 # Where the demo and the local Airflow keep Airflow's state and the SQLite catalog (override for a scratch copy).

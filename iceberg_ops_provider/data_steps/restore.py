@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import ancestors_of
 
+from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.data_steps.state import recorded_step
 from iceberg_ops_provider.errors import RestorePointError
 
@@ -37,6 +38,9 @@ expiry removes older ones, and with them the files only they hold."""
 DEFAULT_MAX_AGE_MS = 7 * 24 * 3600 * 1000
 """A restore point's age limit without :data:`MAX_AGE_PROPERTY`: seven days."""
 
+TAG_ATTEMPTS = 20
+"""Attempts of the tag's commit that lose to other writers' commits (an append landing meanwhile)."""
+
 
 def tag_name(namespace: str, version: str) -> str:
     """The tag of a migration's restore point: ``iceberg-ops/sales/0004``."""
@@ -46,21 +50,28 @@ def tag_name(namespace: str, version: str) -> str:
 def tag_restore_point(table: Table, name: str, *, mark_empty: bool = False) -> int | None:
     """Tag ``main``'s head as ``name`` unless that tag exists (a resumed step keeps the first); its snapshot id.
 
+    A commit that loses to another writer's (an append) tags the head that writer left.
+
     A table without a snapshot has nothing to restore to (``None``), unless ``mark_empty``: then it first
     gets a snapshot of no rows to tag, the point a step that adds rows to it (a copy) is undone to.
     """
-    ref = table.metadata.refs.get(name)
-    if ref is not None:
-        return ref.snapshot_id
-    if table.metadata.current_snapshot_id is None and mark_empty:
-        with table.transaction() as transaction:
-            transaction.update_snapshot().fast_append().commit()
-    head = table.metadata.current_snapshot_id
-    if head is None:
-        return None
-    max_age = int(table.properties.get(MAX_AGE_PROPERTY, DEFAULT_MAX_AGE_MS))
-    table.manage_snapshots().create_tag(head, name, max_ref_age_ms=max_age).commit()
-    return head
+    for attempt in lost_races(TAG_ATTEMPTS, what=f"restore point {name} of {'.'.join(table.name())}"):
+        with attempt:
+            if attempt.retry_state.attempt_number > 1:
+                table.refresh()  # another writer committed meanwhile: tag the head it left
+            ref = table.metadata.refs.get(name)
+            if ref is not None:
+                return ref.snapshot_id
+            if table.metadata.current_snapshot_id is None and mark_empty:
+                with table.transaction() as transaction:
+                    transaction.update_snapshot().fast_append().commit()
+            head = table.metadata.current_snapshot_id
+            if head is None:
+                return None
+            max_age = int(table.properties.get(MAX_AGE_PROPERTY, DEFAULT_MAX_AGE_MS))
+            table.manage_snapshots().create_tag(head, name, max_ref_age_ms=max_age).commit()
+            return head
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 @dataclass(frozen=True)

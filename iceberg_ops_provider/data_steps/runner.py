@@ -16,13 +16,14 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.table.snapshots import Operation, ancestors_of
 
+from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.data_migration.copy import FileCopier
 from iceberg_ops_provider.data_migration.state import file_prefix
 from iceberg_ops_provider.data_steps.definition import UNIT_BYTES, Estimate, StepProgress, StepResult
 from iceberg_ops_provider.data_steps.planning import StepPlan, StepUnit, plan_step
 from iceberg_ops_provider.data_steps.state import STEP_KEY, StepState, find_step_state, mirror_property
 from iceberg_ops_provider.data_steps.transform import BatchTransform
-from iceberg_ops_provider.data_steps.unit_commit import UnknownOutcome, commit_step_unit
+from iceberg_ops_provider.data_steps.unit_commit import MAX_ATTEMPTS, UnknownOutcome, commit_step_unit
 from iceberg_ops_provider.data_steps.validation import validate_step
 from iceberg_ops_provider.errors import DataStepStateError
 from iceberg_ops_provider.maintenance.candidates import refuse_equality_deletes
@@ -241,10 +242,17 @@ def _no_files(unit: StepUnit) -> StepUnit:
 
 
 def _record_nothing_to_do(table: Table, state: StepState) -> None:
-    """Record a step that has no unit as complete (in the property alone: no snapshot for nothing)."""
-    transaction = table.transaction()
-    transaction.set_properties(mirror_property(state, state.plan_snapshot_id))
-    transaction.commit_transaction()
+    """Record a step that has no unit as complete (in the property alone: no snapshot for nothing).
+
+    A commit lost to another writer's (an append) is made again on the table that writer left.
+    """
+    for attempt in lost_races(MAX_ATTEMPTS, what=f"data step {state.step_id!r}"):
+        with attempt:
+            if attempt.retry_state.attempt_number > 1:
+                table.refresh()
+            transaction = table.transaction()
+            transaction.set_properties(mirror_property(state, state.plan_snapshot_id))
+            transaction.commit_transaction()
 
 
 def _plan(table: Table, step: DataStep, state: StepState | None, unit_bytes: int | None) -> tuple[StepPlan, StepState]:

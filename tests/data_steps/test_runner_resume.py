@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pyarrow.compute as pc
 import pytest
+from pyiceberg.exceptions import CommitFailedException
 
 from iceberg_ops_provider.data_steps import DataStep, run_step, step_state
 from iceberg_ops_provider.data_steps.planning import plan_step
@@ -81,6 +82,28 @@ def test_rows_appended_between_units_are_kept_as_they_are(lake):
     expected.update({row["id"]: row for row in appended.to_pylist()})  # not doubled: after the plan snapshot
     assert read_rows(table) == expected
     assert result.appended_meanwhile == 1 and result.rows_appended_meanwhile == 30
+
+
+def test_a_step_with_no_unit_records_itself_complete_after_losing_a_race_to_an_append(lake):
+    # The SQL catalog refuses a commit when another lands between its read of the table and its write.
+    catalog, other = lake.catalog(), lake.catalog()
+    table = make_table(catalog)
+    commit, refused = catalog.commit_table, []
+
+    def append_first(target, requirements, updates):
+        if not refused:
+            other.load_table(TABLE).append(rows_of(50_000, 3, "us"))
+            refused.append(True)
+            raise CommitFailedException("Table has been updated by another process: sales.orders")
+        return commit(target, requirements, updates)
+
+    catalog.commit_table = append_first
+    step = DataStep("n/1", "update_rows", TABLE, "v = 0.5", {"k": 1})  # no file can hold v = 0.5
+
+    result = run_step(catalog, step)
+
+    assert refused and result.units == 0
+    assert step_state(table.refresh(), "n/1").complete
 
 
 def test_a_unit_done_by_another_run_meanwhile_is_skipped_and_its_files_deleted(lake):
