@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test test-all lint unit crash demo airflow clean spark-peer rust-peer chromium test-newest-pyarrow
+.PHONY: test test-all lint unit crash memory demo airflow clean spark-peer rust-peer chromium test-newest-pyarrow
 
 $(INSTALLED): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -87,6 +87,10 @@ crash: $(INSTALLED)
 	ICEBERG_OPS_COMPACTION_KILLS=12 $(PY) -m pytest tests/maintenance/test_compaction_crash.py -k random
 	ICEBERG_OPS_STEP_KILLS=20 $(PY) -m pytest tests/data_steps/test_data_step_crash.py -k random
 	ICEBERG_OPS_DATA_STEP_KILLS=15 $(PY) -m pytest tests/runner/test_data_step_crashes.py
+
+# Peak-memory bounds, measured alone (docs/data-steps.md, "Memory"): run on a machine doing nothing else.
+memory: $(INSTALLED)
+	ICEBERG_OPS_MEMORY=1 $(PY) -m pytest tests/data_steps/test_data_step_memory.py
 	ICEBERG_OPS_DEPLOYMENT_KILL=1 $(PY) -m pytest tests/deployment -k worker_killed
 
 # Where the demo and the local Airflow keep Airflow's state and the SQLite catalog (override for a scratch copy).

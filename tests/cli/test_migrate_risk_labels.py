@@ -67,7 +67,7 @@ CASES: dict[str, tuple[str | None, str, bool]] = {
 # only as the downgrade of a drop).
 CONTEXT_ONLY = {"rename_table", "rename_partition_field", "restore_column"}
 # Data operations: a model says what tables look like, not how their rows change.
-CONTEXT_ONLY |= {"delete_rows", "update_rows", "backfill", "rewrite_partitions", "restore_data"}
+CONTEXT_ONLY |= {"delete_rows", "update_rows", "backfill", "rewrite_partitions", "copy_rows", "restore_data"}
 
 
 def _model(kind: str, body: str) -> str:
