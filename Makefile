@@ -87,11 +87,11 @@ crash: $(INSTALLED)
 	ICEBERG_OPS_COMPACTION_KILLS=12 $(PY) -m pytest tests/maintenance/test_compaction_crash.py -k random
 	ICEBERG_OPS_STEP_KILLS=20 $(PY) -m pytest tests/data_steps/test_data_step_crash.py -k random
 	ICEBERG_OPS_DATA_STEP_KILLS=15 $(PY) -m pytest tests/runner/test_data_step_crashes.py
+	ICEBERG_OPS_DEPLOYMENT_KILL=1 $(PY) -m pytest tests/deployment -k worker_killed
 
 # Peak-memory bounds, measured alone (docs/data-steps.md, "Memory"): run on a machine doing nothing else.
 memory: $(INSTALLED)
 	ICEBERG_OPS_MEMORY=1 $(PY) -m pytest tests/data_steps/test_data_step_memory.py
-	ICEBERG_OPS_DEPLOYMENT_KILL=1 $(PY) -m pytest tests/deployment -k worker_killed
 
 # Where the demo and the local Airflow keep Airflow's state and the SQLite catalog (override for a scratch copy).
 AIRFLOW_LOCAL_HOME ?= $(CURDIR)/airflow_home
