@@ -87,7 +87,9 @@ class FileCopier:
 
     ``convert`` turns a batch of source rows into the batch to write (the target's file column names
     and field ids); it runs on the lane threads, as does ``on_progress(rows, source_bytes)``, called
-    without a lock held. ``verbatim``: copy the bytes of source files that need no change
+    without a lock held, and ``changed_rows()``, called right after each ``convert`` on the same lane:
+    the rows that conversion changed (a data step's count), summed per unit in
+    :attr:`.UnitCopy.rows_changed`. ``verbatim``: copy the bytes of source files that need no change
     (:mod:`.verbatim`); the caller has checked that the two schemas allow it. ``parallelism`` defaults
     to the number of CPUs, ``target_file_size_bytes`` to the target's ``write.target-file-size-bytes``.
 
@@ -111,6 +113,7 @@ class FileCopier:
         target_file_size_bytes: int | None = None,
         file_name_prefix: str = "",
         on_progress: Callable[[int, int], None] | None = None,
+        changed_rows: Callable[[], int] | None = None,
         piece_bytes: int = PIECE_BYTES,
         verbatim: bool = False,
     ) -> None:
@@ -122,6 +125,7 @@ class FileCopier:
         self.row_filter = row_filter
         self.case_sensitive = case_sensitive
         self.on_progress = on_progress
+        self.changed_rows = changed_rows
         self.file_name_prefix = file_name_prefix
         self.parallelism = parallelism or os.cpu_count() or 1
         self.piece_bytes = piece_bytes
@@ -203,7 +207,7 @@ class FileCopier:
         pipeline.units[0].written = written  # before the lanes start: they list every file they create here
         with pipeline:
             copied = pipeline.next_unit()
-        return CopyOutcome(copied.data_files, copied.rows, copied.bytes_read, copied.bytes_written)
+        return CopyOutcome(copied.data_files, copied.rows, copied.bytes_read, copied.bytes_written, copied.rows_changed)
 
     def pipeline(self, units: Sequence[Sequence[FileScanTask]], lookahead: int = 1) -> CopyPipeline:
         """A :class:`.CopyPipeline` that copies ``units`` (each a list of scan tasks) in order with this copier's lanes.
@@ -265,6 +269,8 @@ class _Lane:
                     self.source_read += source_bytes
                     if batch is not None:
                         self._write(copier.convert(batch))
+                        if copier.changed_rows is not None:
+                            self.share.rows_changed += copier.changed_rows()
                     if copier.on_progress is not None and (source_bytes or batch is not None):
                         copier.on_progress(batch.num_rows if batch is not None else 0, source_bytes)
         except BaseException:

@@ -38,6 +38,7 @@ class UnitCopy:
     data_files: list[DataFile] = field(default_factory=list)
     rows: int = 0
     bytes_read: int = 0
+    rows_changed: int = 0
     written: list[str] = field(default_factory=list)
     skipped: bool = False
     pieces_total: int = 0
@@ -57,12 +58,16 @@ class UnitCopy:
 
 @dataclass
 class CopyOutcome:
-    """What a copy wrote (new uncommitted data files, rows, bytes read and written), or one lane of one unit."""
+    """What a copy wrote (new uncommitted data files, rows, bytes read and written), or one lane of one unit.
+
+    ``rows_changed``: what the copier's ``changed_rows`` counted, if it has one.
+    """
 
     data_files: list[DataFile] = field(default_factory=list)
     rows: int = 0
     bytes_read: int = 0
     bytes_written: int = 0
+    rows_changed: int = 0
 
 
 class CopyPipeline:
@@ -158,6 +163,7 @@ class CopyPipeline:
             unit.data_files.extend(share.data_files)
             unit.rows += share.rows
             unit.bytes_read += share.bytes_read
+            unit.rows_changed += share.rows_changed
             unit.lanes_in -= 1
             self._changed.notify_all()
 

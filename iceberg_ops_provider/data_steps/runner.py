@@ -3,8 +3,9 @@
 Each unit is a group of whole data files of the plan snapshot, read a row group at a time by the data
 mover's :class:`~iceberg_ops_provider.data_migration.copy.FileCopier`, changed by the step's
 :class:`~iceberg_ops_provider.data_steps.transform.BatchTransform` and written in the table's current spec,
-then committed alone (:mod:`.unit_commit`). Files written for a unit that did not commit are deleted,
-except after an unknown outcome.
+then committed alone (:mod:`.unit_commit`). The copier's lanes copy the next unit while one commits (its
+files are the plan snapshot's, fixed), so no core idles on a commit or on a unit's last file. Files
+written for a unit that did not commit are deleted, except after an unknown outcome.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from iceberg_ops_provider.data_steps.definition import UNIT_BYTES, Estimate, Ste
 from iceberg_ops_provider.data_steps.planning import StepPlan, StepUnit, plan_step
 from iceberg_ops_provider.data_steps.state import STEP_KEY, StepState, find_step_state, mirror_property
 from iceberg_ops_provider.data_steps.transform import BatchTransform
-from iceberg_ops_provider.data_steps.unit_commit import MAX_ATTEMPTS, UnknownOutcome, commit_step_unit
+from iceberg_ops_provider.data_steps.unit_commit import MAX_ATTEMPTS, StaleOutputs, UnknownOutcome, commit_step_unit
 from iceberg_ops_provider.data_steps.validation import validate_step
 from iceberg_ops_provider.errors import DataStepStateError
 from iceberg_ops_provider.maintenance.candidates import refuse_equality_deletes
@@ -33,9 +34,11 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pyiceberg.catalog import Catalog
-    from pyiceberg.manifest import DataFile, ManifestEntry
+    from pyiceberg.manifest import ManifestEntry
     from pyiceberg.table import Table
+    from pyiceberg.table.metadata import TableMetadata
 
+    from iceberg_ops_provider.data_migration.pipeline import UnitCopy
     from iceberg_ops_provider.data_steps.definition import DataStep
 
 __all__ = ["estimate_step", "run_step"]
@@ -110,70 +113,90 @@ class _StepRun:
         self.units_done = len(initial.done)
 
     def run(self) -> None:
-        """Apply every unit not recorded as done."""
-        for unit in self.plan.units:
-            if unit.index in self.initial.done:
-                self.totals.units_skipped += 1
-                continue
-            self._unit(unit)
+        """Apply every unit not recorded as done, copying the next unit while one commits."""
+        pending = [unit for unit in self.plan.units if unit.index not in self.initial.done]
+        self.totals.units_skipped += len(self.plan.units) - len(pending)
+        while pending:
+            pending = self._pipeline(pending)
 
-    def _unit(self, unit: StepUnit) -> None:
+    def _pipeline(self, pending: list[StepUnit]) -> list[StepUnit]:
+        """Copy and commit ``pending`` in order; the units left when the table's schema or spec changed.
+
+        The lanes copy at most one unit ahead of the commits. After a failure, the files of every unit
+        not committed are deleted, except those of a commit whose outcome is unknown.
+        """
         table = self.table
         table.refresh()
         metadata = table.metadata
-        written: list[str] = []
-        outputs: list[DataFile] = []
-        rows_changed = unit.records if unit.removal_only else 0
-        bytes_read = rows_read = 0
-        replaced = True  # whether the commit replaces the unit's files (not when no row of them changed)
-        try:
-            if not unit.removal_only:
-                transform = BatchTransform(self.step, metadata.schema(), metadata.sort_order())
-                copier = FileCopier(
-                    source_metadata=metadata,
-                    source_io=table.io,
-                    target_metadata=metadata,
-                    target_io=table.io,
-                    convert=transform,
-                    file_name_prefix=file_prefix(self.step.step_id),
-                )
-                copied = copier.copy(unit.tasks, written)
-                rows_changed = transform.take_changed()
-                bytes_read, rows_read = copied.bytes_read, copied.rows
-                # A unit that changed no row is recorded with its files left as they are, unless position
-                # deletes apply to them: those are removed once their data files are all rewritten.
-                replaced = bool(rows_changed) or self.step.kind == "rewrite_partitions" or _has_deletes(unit)
-                if replaced:
-                    outputs = list(copied.data_files)
-                else:
-                    delete_written(table, written, f"{self.step.step_id}: ")
-                    written = []
-            outcome = commit_step_unit(
-                table,
-                self.plan,
-                unit if replaced else _no_files(unit),
-                initial=self.initial,
-                outputs=outputs,
-                rows=rows_changed,
-                operation=_operation(self.step, unit, rows_changed),
-                spec_id=metadata.default_spec_id,
-                schema_id=metadata.current_schema_id,
-                caches=(self.manifest_cache, self.reference_cache),
-            )
-        except UnknownOutcome:
-            log.error(
-                "data step %s unit %d: outcome unknown; its files are kept: %s", self.step.step_id, unit.index, written
-            )
-            raise
-        except BaseException:
-            delete_written(table, written, f"{self.step.step_id}: ")
-            raise
+        transform = BatchTransform(self.step, metadata.schema(), metadata.sort_order())
+        copier = FileCopier(
+            source_metadata=metadata,
+            source_io=table.io,
+            target_metadata=metadata,
+            target_io=table.io,
+            convert=transform,
+            changed_rows=transform.changed_rows,
+            file_name_prefix=file_prefix(self.step.step_id),
+        )
+        settled, unknown = 0, -1  # units whose files were committed or deleted; a commit of unknown outcome
+        with copier.pipeline([() if unit.removal_only else unit.tasks for unit in pending]) as pipeline:
+            try:
+                for position, unit in enumerate(pending):
+                    copied = pipeline.next_unit()
+                    try:
+                        self._commit(unit, copied, metadata)
+                    except StaleOutputs:
+                        log.info(
+                            "data step %s: the table's schema or spec changed; units left: %d",
+                            self.step.step_id,
+                            len(pending) - position,
+                        )
+                        return pending[position:]
+                    except UnknownOutcome:
+                        unknown = position
+                        log.error(
+                            "data step %s unit %d: outcome unknown; its files are kept: %s",
+                            self.step.step_id,
+                            unit.index,
+                            copied.written,
+                        )
+                        raise
+                    settled = position + 1
+                    pipeline.release(copied)
+                    self._report()
+            finally:
+                pipeline.close()
+                for copied in pipeline.units[settled:]:
+                    if copied.index != unknown:
+                        delete_written(table, copied.written, f"{self.step.step_id}: ")
+        return []
+
+    def _commit(self, unit: StepUnit, copied: UnitCopy, metadata: TableMetadata) -> None:
+        """Commit ``unit`` from what its copy wrote (nothing for a unit that only drops files)."""
+        table, step = self.table, self.step
+        rows_changed = unit.records if unit.removal_only else copied.rows_changed
+        # A unit that changed no row is recorded with its files left as they are, unless position
+        # deletes apply to them: those are removed once their data files are all rewritten.
+        replaced = unit.removal_only or bool(rows_changed) or step.kind == "rewrite_partitions" or _has_deletes(unit)
+        outputs = list(copied.data_files) if replaced and not unit.removal_only else []
+        outcome = commit_step_unit(
+            table,
+            self.plan,
+            unit if replaced else _no_files(unit),
+            initial=self.initial,
+            outputs=outputs,
+            rows=rows_changed,
+            operation=_operation(step, unit, rows_changed),
+            spec_id=metadata.default_spec_id,
+            schema_id=metadata.current_schema_id,
+            caches=(self.manifest_cache, self.reference_cache),
+        )
         totals = self.totals
         self.units_done = len(outcome.state.done)
+        if not outcome.committed or not replaced:
+            delete_written(table, copied.written, f"{step.step_id}: ")
         if not outcome.committed:
-            delete_written(table, written, f"{self.step.step_id}: ")
             totals.units_skipped += 1
-            self._report()
             return
         assert outcome.snapshot_id is not None
         totals.snapshot_ids.append(outcome.snapshot_id)
@@ -182,12 +205,11 @@ class _StepRun:
         elif replaced:
             totals.files_rewritten += len(unit.tasks)
         totals.files_added += len(outputs)
-        totals.rows += rows_read
+        totals.rows += copied.rows
         totals.rows_changed += rows_changed
-        totals.bytes_read += bytes_read
+        totals.bytes_read += copied.bytes_read
         totals.bytes_written += sum(data_file.file_size_in_bytes for data_file in outputs)
         totals.delete_files_removed += outcome.delete_files_removed
-        self._report()
 
     def _report(self) -> None:
         """Hand the progress so far to the callback, if there is one."""

@@ -120,7 +120,8 @@ def computed_values(value: Any, batch: pa.RecordBatch, column: str, arrow_type: 
 class BatchTransform:
     """The per-batch work of one step: keep, compute, then convert for the writer; counts the rows it changed.
 
-    Runs on the copy's lanes (several threads); ``rows_changed`` is read once the copy of a unit ended.
+    Runs on the copy's lanes (several threads): :meth:`changed_rows`, called on a lane right after a
+    call, says how many rows that call changed (the copier sums them per unit).
     """
 
     def __init__(self, step: DataStep, schema: Schema, sort_order: SortOrder | None = None) -> None:
@@ -135,20 +136,16 @@ class BatchTransform:
         self.required = frozenset(column for column in step.assignments if schema.find_field(column).required)
         self.mapping = ColumnMapping.build(schema, schema)
         self.sort_keys = _sort_keys(schema, sort_order)
-        self._lock = threading.Lock()
-        self.rows_changed = 0
+        self._last = threading.local()
 
-    def take_changed(self) -> int:
-        """The rows changed since the last call (a unit's count), reset to zero."""
-        with self._lock:
-            changed, self.rows_changed = self.rows_changed, 0
-        return changed
+    def changed_rows(self) -> int:
+        """The rows this thread's last call changed (deleted, updated, filled or rewritten)."""
+        return getattr(self._last, "changed", 0)
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         """The batch to write for ``batch`` read from an input file."""
         changed, batch = self.apply(batch)
-        with self._lock:
-            self.rows_changed += changed
+        self._last.changed = changed
         if self.sort_keys and batch.num_rows > 1:
             batch = batch.take(pc.sort_indices(batch, sort_keys=self.sort_keys))
         try:

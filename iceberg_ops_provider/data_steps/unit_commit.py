@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 
     from iceberg_ops_provider.data_steps.planning import StepPlan, StepUnit
 
-__all__ = ["MAX_ATTEMPTS", "UnitOutcome", "UnknownOutcome", "commit_step_unit"]
+__all__ = ["MAX_ATTEMPTS", "StaleOutputs", "UnitOutcome", "UnknownOutcome", "commit_step_unit"]
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +42,10 @@ MAX_ATTEMPTS = 60
 
 class UnknownOutcome(Exception):
     """The commit failed without saying whether it landed, and reading the table did not tell: keep its files."""
+
+
+class StaleOutputs(Exception):
+    """The table's schema or default spec changed since the unit's outputs were written: write them again."""
 
 
 @dataclass(frozen=True)
@@ -103,11 +107,14 @@ def commit_step_unit(
     """Commit ``unit`` (``outputs`` replacing its inputs, ``rows`` changed) unless a state says it is done.
 
     ``initial`` is the state recorded with the step's first unit. ``outputs`` were written in spec
-    ``spec_id`` for schema ``schema_id``: a change of either since fails the commit.
+    ``spec_id`` for schema ``schema_id``: a change of either since fails the commit (a change seen
+    before committing raises :class:`StaleOutputs`; one that lands while committing loses the race).
 
     Raises:
         DataStepStateError: Another run of the step planned other units (on another head) and
             committed first.
+        StaleOutputs: The unit is not done and the table's schema or default spec is no longer the
+            outputs'; nothing was committed.
         DataStepConflictError: The unit's inputs were removed by another writer (not this step), or the
             commit lost :data:`MAX_ATTEMPTS` races in a row.
         UnknownOutcome: The catalog did not answer and reading the table did not tell whether it landed.
@@ -131,6 +138,9 @@ def commit_step_unit(
                     )
                 if unit.index in state.done:
                     return UnitOutcome(False, None, state)
+                metadata = table.metadata
+                if metadata.current_schema_id != schema_id or metadata.default_spec_id != spec_id:
+                    raise StaleOutputs(f"{label}: schema {metadata.current_schema_id}, spec {metadata.default_spec_id}")
                 new_state = state.with_unit(unit.index, rows)
                 deletes = removable_deletes(table, plan, new_state.done, unit, caches[1])
                 transaction = cached_transaction(table)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pyarrow.compute as pc
 import pytest
 from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.types import StringType
 
 from iceberg_ops_provider.data_steps import DataStep, run_step, step_state
 from iceberg_ops_provider.data_steps.planning import plan_step
@@ -190,3 +191,51 @@ def test_a_run_that_planned_on_another_head_than_the_recorded_plan_stops_and_the
     expected = _doubled(all_rows())
     expected.update(_doubled({row["id"]: row for row in rows_of(80_000, 20, "eu").to_pylist()}))
     assert read_rows(table) == expected  # the recorded plan covers the appended rows, each once
+
+
+
+def _step_files(warehouse) -> set[str]:
+    """Data files on disk that a step wrote (named with the step's ``move-`` prefix)."""
+    return {
+        path
+        for path in files_on_disk(warehouse)
+        if path.endswith(".parquet") and "/data/" in path and path.rsplit("/", 1)[-1].startswith("move-")
+    }
+
+
+def _live_files(table) -> set[str]:
+    return {task.file.file_path.removeprefix("file://") for task in table.refresh().scan().plan_files()}
+
+
+def test_a_failure_after_a_unit_deletes_what_was_copied_ahead_and_keeps_what_committed(lake):
+    catalog = lake.catalog()
+    table = make_table(catalog)
+
+    with pytest.raises(Interrupted):  # raised after unit 2 committed, with unit 3 copied ahead meanwhile
+        run_step(catalog, _doubling(), unit_bytes=1, progress=_stop_after(2))
+
+    step_files = _step_files(lake.warehouse)
+    assert len(step_files) == 2 and step_files <= _live_files(table)
+    run_step(catalog, _doubling(), unit_bytes=1)
+    assert read_rows(table) == _doubled(all_rows())
+    assert _step_files(lake.warehouse) == _step_files(lake.warehouse) & _live_files(table)
+
+
+def test_a_schema_change_between_units_writes_the_units_copied_ahead_again_in_the_new_schema(lake):
+    catalog, other = lake.catalog(), lake.catalog()
+    table = make_table(catalog)
+
+    def add_column_once(report):
+        if report.units_done == 1 and "note" not in other.load_table(TABLE).schema().column_names:
+            with other.load_table(TABLE).update_schema() as update:
+                update.add_column("note", StringType())
+
+    result = run_step(catalog, _doubling(), unit_bytes=1, progress=add_column_once)
+
+    assert result.units == 6 and result.units_skipped == 0 and result.files_rewritten == 6
+    assert read_rows(table) == {key: {**row, "note": None} for key, row in _doubled(all_rows()).items()}
+    live = _live_files(table)
+    assert _step_files(lake.warehouse) == live  # the copy in the old schema was deleted, not left behind
+    schema_id = table.metadata.current_schema_id
+    later = [s for s in table.metadata.snapshots if s.summary.get("iceberg-ops.data-unit") not in (None, "0")]
+    assert len(later) == 5 and all(s.schema_id == schema_id for s in later)
