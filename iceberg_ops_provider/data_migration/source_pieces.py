@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 from pyiceberg.expressions import AlwaysTrue
 from pyiceberg.expressions.visitors import bind, translate_column_names
 from pyiceberg.io.pyarrow import (
@@ -111,13 +112,16 @@ def projected_row_groups(
     stream: Any,
     positional_deletes: list[pa.ChunkedArray] | None,
     piece: SourcePiece | None = None,
+    batch_rows: int | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of a Parquet data file (or of one piece of it) as ``scan`` reads them, one row group at a time.
 
     What PyIceberg's ``_task_to_record_batches`` does (schema projection, identity partition values
     for columns the file lacks, position deletes, the row filter), except that it scans the file's
     row groups one after the other: PyIceberg scans the whole file at once with pre-buffering,
-    which holds all of it in memory.
+    which holds all of it in memory. ``batch_rows`` (no filter, no deletes): batches of that many rows
+    decoded one at a time, for a caller that wants only the first rows (Arrow's dataset scanner decodes
+    a whole row group ahead, a second for a large one).
     """
     metadata = scan._table_metadata
     downcast = scan._downcast_ns_timestamp_to_us
@@ -154,15 +158,19 @@ def projected_row_groups(
     group_start = sum(group.num_rows for group in groups[: wanted.start])  # position of the group's first row
     for group in groups[wanted.start : wanted.stop]:
         position, group_start = group_start, group_start + group.num_rows
-        scanner = ds.Scanner.from_fragment(
-            fragment.subset(row_group_ids=[group.id]),
-            schema=physical_schema,
-            # With position deletes, rows are filtered after the deleted positions are dropped.
-            filter=row_filter if not positional_deletes else None,
-            columns=columns,
-            use_threads=False,
-        )
-        for batch in scanner.to_batches():
+        if batch_rows is not None and row_filter is None and not positional_deletes:
+            stream.seek(0)
+            batches = pq.ParquetFile(stream).iter_batches(batch_rows, [group.id], columns, use_threads=False)
+        else:
+            batches = ds.Scanner.from_fragment(
+                fragment.subset(row_group_ids=[group.id]),
+                schema=physical_schema,
+                # With position deletes, rows are filtered after the deleted positions are dropped.
+                filter=row_filter if not positional_deletes else None,
+                columns=columns,
+                use_threads=False,
+            ).to_batches()
+        for batch in batches:
             start, position = position, position + batch.num_rows
             if positional_deletes:
                 batch = batch.take(_combine_positional_deletes(positional_deletes, start, position))

@@ -171,7 +171,7 @@ def probe_batch(table: Table, rows: int = PROBE_ROWS) -> pa.RecordBatch | None:
     scan = ArrowScan(table.metadata, table.io, table.metadata.schema(), AlwaysTrue(), True)
     for task in sorted(tasks, key=lambda each: each.file.file_size_in_bytes)[:3]:
         with table.io.new_input(task.file.file_path).open() as stream:
-            for batch in projected_row_groups(scan, task, stream, None):
+            for batch in projected_row_groups(scan, task, stream, None, batch_rows=rows):
                 return batch.slice(0, rows)
     return None
 
