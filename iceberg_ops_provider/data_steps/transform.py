@@ -194,8 +194,13 @@ def _assigned(
     names = batch.schema.names
     for column, value in assignments.items():
         position = names.index(column)
-        new = computed_values(value, batch, column, types[column], table)
         old = columns[position]
+        new: pa.Array | pa.Scalar  # a literal stays a scalar: if_else needs no array of it
+        new = (
+            computed_values(value, batch, column, types[column], table)
+            if callable(value)
+            else pa.scalar(value, types[column])
+        )
         if not old.type.equals(new.type):
             new = new.cast(old.type)
         columns[position] = pc.if_else(selected, new, old)
