@@ -1,7 +1,10 @@
 """Progress of long work (rows, bytes, rate, ETA), reported through one callback and the log.
 
-Long engine calls take ``on_progress``, called with :class:`Progress` snapshots from worker threads
-(keep it quick); the same tracker logs a line at a steady cadence, so a task log shows the work moving.
+Long engine calls take ``on_progress``, called with :class:`Progress` snapshots (keep it quick); the same
+tracker logs a line at a steady cadence, so a task log shows the work moving. A tracker made with
+``report_on_add=False`` calls it only on the threads that call :meth:`ProgressTracker.poll`,
+:meth:`~ProgressTracker.unit_done` and :meth:`~ProgressTracker.finish` (the data mover: the thread that
+commits its units), never on the worker threads that count.
 """
 
 from __future__ import annotations
@@ -109,6 +112,8 @@ class ProgressTracker:
         units_done: Units already done before this call (a resumed move's committed units).
         on_progress: Gets a :class:`Progress` at most twice a second, per unit done, and at the end.
         log_every: Seconds between log lines (``0`` logs nothing).
+        report_on_add: Whether :meth:`add` calls ``on_progress`` (on the thread that counts); without it,
+            :meth:`poll` does, on its caller's thread, so that an error the callback raises is that thread's.
     """
 
     def __init__(
@@ -122,10 +127,13 @@ class ProgressTracker:
         log_every: float = 10.0,
         files_total: int | None = None,
         unit_name: str = "unit",
+        report_on_add: bool = True,
     ) -> None:
         self.label, self.total_bytes, self.units_total = label, total_bytes, units_total
         self.files_total, self.unit_name = files_total, unit_name
         self._on_progress, self._log_every = on_progress, log_every
+        self._report_on_add = report_on_add
+        self._unreported = False  # counted since the callback last ran
         self._lock = threading.Lock()
         self._started = self._last_log = time.monotonic()
         self._rows = self._bytes = self._files = 0
@@ -150,12 +158,15 @@ class ProgressTracker:
             self._rows += rows
             self._bytes += nbytes
             self._files += files
+            self._unreported = True
             log_due = self._log_every > 0 and now - self._last_log >= self._log_every
-            callback_due = self._on_progress is not None and now - self._last_callback >= _CALLBACK_EVERY
+            callback_due = (
+                self._report_on_add and self._on_progress is not None and now - self._last_callback >= _CALLBACK_EVERY
+            )
             if log_due:
                 self._last_log = now
             if callback_due:
-                self._last_callback = now
+                self._last_callback, self._unreported = now, False
             progress = self._snapshot_locked() if log_due or callback_due else None
         if progress is not None:
             if log_due:
@@ -163,10 +174,26 @@ class ProgressTracker:
             if callback_due and self._on_progress is not None:
                 self._on_progress(progress)
 
+    def poll(self) -> None:
+        """Hand the progress to ``on_progress`` when something was counted since its last call, at most twice a second.
+
+        Called by the thread that should run the callback, while it waits for the counting threads.
+        """
+        if self._on_progress is None:
+            return
+        now = time.monotonic()
+        with self._lock:
+            if not self._unreported or now - self._last_callback < _CALLBACK_EVERY:
+                return
+            self._last_callback, self._unreported = now, False
+            progress = self._snapshot_locked()
+        self._on_progress(progress)
+
     def unit_done(self) -> None:
         """Count one unit finished and report it."""
         with self._lock:
             self._units += 1
+            self._last_callback, self._unreported = time.monotonic(), False
             progress = self._snapshot_locked()
         if self._on_progress is not None:
             self._on_progress(progress)

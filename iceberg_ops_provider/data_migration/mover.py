@@ -78,7 +78,9 @@ class DataMover:
         commit_every_bytes: Source bytes per unit (one commit each).
         verify: ``count``, ``checksum`` or ``sample``: verify after the move completes and fail when not ok.
         parallelism: Files read and written at once; default the number of CPUs.
-        on_progress: Receives :class:`~iceberg_ops_provider.progress.Progress` as the move advances.
+        on_progress: Receives :class:`~iceberg_ops_provider.progress.Progress` as the move advances, at most
+            twice a second and after each unit, always on the thread that called :meth:`run`: an error it
+            raises stops the run there (the units not committed are discarded, their files deleted).
         sample_size: Rows compared by the ``sample`` verification.
         source_snapshot_id: The source snapshot to move when the move starts; default the current one.
         rewrite: Re-encode every row into new files. By default a source file that needs no change
@@ -278,6 +280,7 @@ class DataMover:
             units_total=len(plan.units) if units is None else len(selected),
             units_done=len(plan.done) if units is None else 0,
             on_progress=self.on_progress,
+            report_on_add=False,  # the lanes count; the thread that commits the units reports
         )
         copier = FileCopier(
             source_metadata=resolved.source_metadata,

@@ -167,12 +167,22 @@ class CopyPipeline:
             unit.lanes_in -= 1
             self._changed.notify_all()
 
-    def next_unit(self) -> UnitCopy:
-        """Wait until the next unit (in order) is copied, and return it; raises a lane's failure (every lane stops)."""
+    def next_unit(self, waiting: Callable[[], None] | None = None, every: float = 0.5) -> UnitCopy:
+        """Wait until the next unit (in order) is copied, and return it; raises a lane's failure (every lane stops).
+
+        While it waits, ``waiting`` is called on this (the caller's) thread, without the pipeline's lock, each
+        time the lanes move on and at least every ``every`` seconds: an error it raises is raised here (the
+        lanes stop when the caller leaves the pipeline).
+        """
         unit = self.units[self._next]
+        while True:
+            with self._changed:
+                if unit.done or self.error is not None or self.stop.is_set():
+                    break
+                self._changed.wait(every if waiting is not None else None)
+            if waiting is not None:
+                waiting()
         with self._changed:
-            while not unit.done and self.error is None and not self.stop.is_set():
-                self._changed.wait()
             if self.error is not None:
                 raise self.error
             if not unit.done:

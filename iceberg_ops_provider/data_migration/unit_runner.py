@@ -140,7 +140,7 @@ def run_units(
                 if stop_requested.is_set():
                     stopped = True
                     break
-                copied = pipeline.next_unit()
+                copied = pipeline.next_unit(waiting=tracker.poll)  # the progress callback runs on this thread
                 label = f"{unit.index + 1}/{unit.count}"
                 if copied.skipped:
                     log.info("unit %s of move %s: already committed", label, move.move_id)

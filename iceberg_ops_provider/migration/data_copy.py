@@ -75,8 +75,9 @@ def run_copy(mover: DataMover, step_id: str, what: str, report: Callable[[str], 
         units_seen = [-1]
 
         def on_progress(progress: Progress) -> None:
-            # The tracker reports at most twice a second from the copy's threads too: only a unit
-            # committed is an event of the migration (and the moment the runner checks its lease).
+            # The mover reports on this thread (the one committing units), at most twice a second while a
+            # unit is copied: only a unit committed is an event of the migration (and the moment the runner
+            # checks its lease).
             if progress.units_done != units_seen[0]:
                 units_seen[0] = progress.units_done
                 report(replace(progress, label=what).describe())

@@ -20,6 +20,7 @@ from iceberg_ops_provider.history.store import StagedWrite
 from iceberg_ops_provider.runner.commit_modes import ATOMIC_MODES, explain_commit_mode
 from iceberg_ops_provider.runner.planning import PlanStep
 from iceberg_ops_provider.runner.session import RunSession, success_status
+from iceberg_ops_provider.runner.step_cleanup import step_id_prefix
 
 __all__ = ["RunJournal"]
 
@@ -57,7 +58,8 @@ class RunJournal:
     def data_step_id(self, ordinal: int) -> str:
         """The id of the step's ``ordinal``-th data step; a resumed step keeps the interrupted run's."""
         run_id = self.resuming.run_id if self.resuming is not None else self.session.run_id
-        return f"{self.session.target.namespace}/{self.step.version}/{self.step.direction}/{run_id}/{ordinal}"
+        prefix = step_id_prefix(self.session.target.namespace, self.step.version, self.step.direction)
+        return f"{prefix}{run_id}/{ordinal}"
 
     def restore_point(self) -> tuple[str, str, bool]:
         """This migration's restore point: its tag, its upgrade's data-step id prefix, whether this step takes it.
@@ -65,7 +67,8 @@ class RunJournal:
         An upgrade takes the restore point; a downgrade's ``restore_data`` returns to it.
         """
         namespace, version = self.session.target.namespace, self.step.version
-        return tag_name(namespace, version), f"{namespace}/{version}/upgrade/", self.step.direction == "upgrade"
+        upgrade = step_id_prefix(namespace, version, "upgrade")
+        return tag_name(namespace, version), upgrade, self.step.direction == "upgrade"
 
     def data_progress(self, event: str) -> None:
         """A data step's progress (one unit committed): reported, and the lease checked before the next unit."""

@@ -21,6 +21,7 @@ from iceberg_ops_provider.history.records import HistoryRow, Operation, Status
 from iceberg_ops_provider.history.store import HistoryStore
 from iceberg_ops_provider.runner.planning import NamespaceState, PlanStep, classify
 from iceberg_ops_provider.runner.results import MigrationResult
+from iceberg_ops_provider.runner.step_cleanup import forget_data_steps
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -280,7 +281,10 @@ class RunSession:
         if intent is None or intent.namespace != target.namespace:
             return False
         if is_settled(self.state, intent):
-            return False  # its run recorded the outcome and stopped before clearing the record
+            # Its run recorded the outcome and stopped before clearing the record, perhaps before forgetting
+            # its data steps too.
+            forget_data_steps(target.catalog, intent)
+            return False
         self.intent_settled = False
         assessment = assess(target.catalog, intent)
         return self._settle(intent, assessment, stamping=stamping)
@@ -332,6 +336,7 @@ class RunSession:
                 version, success_status(direction), direction, run_id=intent.run_id, executed_by=intent.executed_by
             )
             self.write([row])
+            forget_data_steps(target.catalog, intent)
             message = (
                 f"{target.namespace}: run {intent.run_id} was interrupted after committing every change of "
                 f"{version} ({direction}); recorded it as {row.status} without running it again"

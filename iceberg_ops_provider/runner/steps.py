@@ -31,6 +31,7 @@ from iceberg_ops_provider.runner.planned_catalog import PlannedCatalog
 from iceberg_ops_provider.runner.planning import PlanStep
 from iceberg_ops_provider.runner.results import MigrationResult
 from iceberg_ops_provider.runner.session import RunSession, RunTarget, action_labels, success_status
+from iceberg_ops_provider.runner.step_cleanup import forget_data_steps
 
 __all__ = ["execute_step", "inspect_step"]
 
@@ -136,6 +137,7 @@ def execute_step(session: RunSession, step: PlanStep, index: int, total: int) ->
         session.written([row])
     if journal.intent is not None:
         session.intent_settled = True
+    forget_data_steps(target.catalog, journal.intent)  # only now: the history row says no run resumes them
     duration = (row.duration_ms or 0) / 1000
     result = _result(step, status, duration, journal, context)
     how = "all-or-nothing, with its history record" if result.atomic else f"table by table: {result.not_atomic_reason}"
@@ -209,6 +211,8 @@ def _failure(
         )
         checked += f" Recording it in the history failed: {type(record_error).__name__}: {record_error}."
     if done:
+        if recorded:
+            forget_data_steps(session.target.catalog, journal.intent)
         session.reporter.event(f"[{index}/{total}] {step.version} {row.status} (a commit reported {error}, yet landed)")
         return _result(step, row.status, duration_ms / 1000, journal, context)
     hint = _failure_hint(step.direction, outcome, recorded) + checked

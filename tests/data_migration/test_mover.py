@@ -5,6 +5,7 @@ The tests of workers racing on one move run on PostgreSQL as well (``catalog_bac
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections import Counter
 from datetime import UTC, datetime, timedelta
@@ -146,8 +147,8 @@ def test_a_target_schema_change_while_a_unit_is_copied_fails_its_commit(catalog,
     mover = DataMover(catalog, "sales.orders", "archive.orders", commit_every_bytes=SMALL_UNITS)
     next_unit = CopyPipeline.next_unit
 
-    def copy_then_evolve(self):
-        copied = next_unit(self)
+    def copy_then_evolve(self, **kwargs):
+        copied = next_unit(self, **kwargs)
         with catalog.load_table("archive.orders").update_schema() as update:
             update.delete_column("customer")
         with catalog.load_table("archive.orders").update_schema() as update:
@@ -432,6 +433,69 @@ def test_progress_is_reported_and_logged(catalog, caplog):
     assert seen and seen[-1].rows == 1500 and seen[-1].units_done == 3
     assert seen[-1].bytes == seen[-1].total_bytes
     assert any("rows/s" in record.getMessage() for record in caplog.records)
+
+
+def _lanes_alive() -> list[str]:
+    return [thread.name for thread in threading.enumerate() if thread.name.startswith("iceberg-ops-copy-")]
+
+
+def _files_on_disk(table) -> set[str]:
+    root = table.location().removeprefix("file://") + "/data"
+    return {f"{folder}/{name}" for folder, _, names in os.walk(root) for name in names}
+
+
+def _committed_files(table) -> set[str]:
+    return {task.file.file_path.removeprefix("file://") for task in table.refresh().scan().plan_files()}
+
+
+def test_progress_reaches_the_callback_on_the_thread_that_runs_the_move(catalog):
+    source_table(catalog, files=4)
+    threads = []
+    mover = DataMover(
+        catalog,
+        "sales.orders",
+        "archive.orders",
+        create_target=True,
+        commit_every_bytes=SMALL_UNITS,
+        parallelism=2,
+        on_progress=lambda progress: threads.append(threading.current_thread()),
+    )
+    assert mover.run().complete
+    assert threads and set(threads) == {threading.current_thread()}  # never a lane's
+
+
+class _Refused(Exception):
+    pass
+
+
+def test_a_progress_callback_that_raises_stops_the_move_on_its_thread(catalog):
+    source_table(catalog, files=6)
+    calls, raised = [], []
+
+    def refuse(progress) -> None:
+        calls.append(threading.current_thread())
+        if progress.units_done == 2 and not raised:
+            raised.append(progress)
+            raise _Refused("the caller says stop")
+
+    mover = DataMover(
+        catalog,
+        "sales.orders",
+        "archive.orders",
+        create_target=True,
+        commit_every_bytes=SMALL_UNITS,
+        parallelism=2,
+        on_progress=refuse,
+    )
+    with pytest.raises(_Refused):
+        mover.run()
+    assert raised and set(calls) == {threading.current_thread()}
+    assert _lanes_alive() == []
+    target = catalog.load_table("archive.orders")
+    assert sum(row_multiset(target).values()) == 1000  # the two units committed, nothing more
+    assert _files_on_disk(target) == _committed_files(target)  # the unit copied ahead left no file
+    assert mover.run().complete  # and the move resumes
+    assert row_multiset(catalog.load_table("archive.orders")) == row_multiset(catalog.load_table("sales.orders"))
 
 
 def test_units_planned_before_a_source_commit_run_on_their_snapshot(catalog):

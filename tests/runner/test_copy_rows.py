@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 from collections import Counter
 from pathlib import Path
 
@@ -63,6 +64,40 @@ def test_a_copy_into_a_table_the_same_migration_creates(catalog, migrations_dir)
     assert "iceberg-ops/sales/0001" in archive.metadata.refs  # the restore point, on the empty table
     assert [r.status for r in HistoryStore(catalog).rows("sales")] == ["applied"]
     assert runner.upgrade() == []
+
+
+class _ReportFailed(Exception):
+    pass
+
+
+def _files_on_disk(table) -> set[str]:
+    root = table.location().removeprefix("file://") + "/data"
+    return {f"{folder}/{name}" for folder, _, names in os.walk(root) for name in names}
+
+
+def test_a_progress_report_that_raises_fails_the_run_on_the_thread_that_commits(catalog, migrations_dir):
+    # The runner checks its lease and calls on_event with each unit's progress line: either may raise.
+    _orders(catalog, files=6, rows=20)
+    write_migration(migrations_dir, "0001_archive.py", CREATE_ARCHIVE + 'ctx.copy_rows("orders", "archive")')
+    threads = []
+
+    def report(event: str) -> None:
+        threads.append(threading.current_thread())
+        if event.startswith("sales: 0001: copy rows of orders into archive: ") and "unit 2 of 6 done" in event:
+            raise _ReportFailed(event)
+
+    with pytest.raises(MigrationError) as raised:
+        MigrationRunner(catalog, "sales", migrations_dir, on_event=report).upgrade()
+
+    assert isinstance(raised.value.__cause__, _ReportFailed)
+    assert set(threads) == {threading.current_thread()}  # every report, on the thread that runs the migration
+    assert [thread for thread in threading.enumerate() if thread.name.startswith("iceberg-ops-copy-")] == []
+    archive = catalog.load_table("sales.archive")
+    assert sum(_ids(catalog, "sales.archive").values()) == 40  # two units committed
+    committed = {task.file.file_path.removeprefix("file://") for task in archive.scan().plan_files()}
+    assert _files_on_disk(archive) == committed  # the unit copied ahead left no file
+    assert MigrationRunner(catalog, "sales", migrations_dir).upgrade()[0].status == "applied"  # resumed
+    assert _ids(catalog, "sales.archive") == Counter(range(120))
 
 
 def test_a_copy_with_where_columns_and_rename(catalog, runner, migrations_dir):

@@ -9,8 +9,8 @@ from the table right after it, the step's record holds at least one unit and not
 does not land is run again and does not count). Right after the kill no row is there twice. Then a plain
 ``MigrationRunner(...).upgrade()`` here, as an operator would run it (Airflow's retry of the task is the same
 call in a new process): no ``PartialMigrationError``, the migration recorded once, the lock released and its
-intent record cleared, and the rows exactly those expected: each id once, each value changed exactly once
-(``v = v * 2`` shows a unit applied twice).
+intent record cleared, no table keeping a step's state property, and the rows exactly those expected: each
+id once, each value changed exactly once (``v = v * 2`` shows a unit applied twice).
 
 Trials take turns among three ways of dying:
 
@@ -67,6 +67,8 @@ LEASE = 2.0
 """The lease of a worker a second runner takes over from (a lock's shortest is 1 s)."""
 MODES = ("alone", "appender", "takeover")
 TABLE = "orders"
+STATE_PREFIXES = ("iceberg-ops.data-step.", "iceberg-ops.move.")
+"""The table properties a data step (and a copy step's move) mirrors its state in."""
 SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("v", pa.int64())])
 
 Rows = dict[int, dict[str, Any]]
@@ -493,6 +495,10 @@ def _check_settled(trial: Trial, catalog: Any, before: Rows, actions: list[Inten
     assert runner.lock.read() == (None, None)  # the lock released, the intent record cleared
     status = runner.status()
     assert status.is_clean and status.interrupted is None and not status.pending
+    for identifier in catalog.list_tables(trial.namespace):  # the recorded migration forgot its steps' state
+        properties = catalog.load_table(identifier).properties
+        left = [k for k in properties if k.startswith(STATE_PREFIXES) and k != UNIT_BYTES_PROPERTY]
+        assert not left, f"{'.'.join(identifier)} keeps {left}"
     if not actions:
         return 0
     planned = _planned(catalog, trial, actions)
