@@ -193,7 +193,6 @@ def test_a_run_that_planned_on_another_head_than_the_recorded_plan_stops_and_the
     assert read_rows(table) == expected  # the recorded plan covers the appended rows, each once
 
 
-
 def _step_files(warehouse) -> set[str]:
     """Data files on disk that a step wrote (named with the step's ``move-`` prefix)."""
     return {
