@@ -166,15 +166,13 @@ def check_filter(text: str | None, option: str = "--where") -> str | None:
         return None
     from pyiceberg.expressions.parser import parse
 
+    from iceberg_ops_provider.core.filters import FILTER_FORM, syntax_problem
+
     try:
         parse(text)
     except Exception as exc:
-        where = re.search(r"\(at char (\d+)\)", str(exc))
-        at = f" at character {int(where.group(1)) + 1}" if where else ""
         raise click.BadParameter(
-            f"{text!r} does not parse as a filter{at}. Write comparisons of a column with a literal (strings in "
-            "single quotes), joined with and/or: \"day >= '2026-11-01' and region in ('eu', 'us')\".",
-            param_hint=f"'{option}'",
+            f"{text!r} does not parse as a filter{syntax_problem(exc)}. {FILTER_FORM}", param_hint=f"'{option}'"
         ) from exc
     return text
 

@@ -33,9 +33,25 @@ if TYPE_CHECKING:
     from pyiceberg.schema import Schema
     from pyiceberg.types import IcebergType
 
-__all__ = ["ExpressionRewriter", "bind_filter", "with_timestamp_dates"]
+__all__ = ["FILTER_FORM", "ExpressionRewriter", "bind_filter", "syntax_problem", "with_timestamp_dates"]
 
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_AT_CHAR = re.compile(r"\(at char (\d+)\)")
+
+FILTER_FORM = (
+    "Write comparisons of a column with a literal (strings in single quotes), joined with and/or: "
+    "\"day >= '2026-11-01' and region in ('eu', 'us')\"."
+)
+"""What a filter string looks like, for the errors about one that does not parse."""
+
+
+def syntax_problem(error: Exception) -> str:
+    """Where PyIceberg's parser stopped, as `` at character N`` (1-based; empty when it does not say).
+
+    The parser's own message lists its whole grammar, which tells a reader nothing; the position does.
+    """
+    found = _AT_CHAR.search(str(error))
+    return f" at character {int(found.group(1)) + 1}" if found else ""
 
 
 def with_timestamp_dates(

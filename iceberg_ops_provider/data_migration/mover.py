@@ -17,6 +17,7 @@ from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.expressions.parser import parse
 from pyiceberg.table.refs import MAIN_BRANCH
 
+from iceberg_ops_provider.core.filters import FILTER_FORM, syntax_problem
 from iceberg_ops_provider.data_migration.copy import FileCopier
 from iceberg_ops_provider.data_migration.planning import fingerprint
 from iceberg_ops_provider.data_migration.resolution import Resolved, create_target, current_state, resolve
@@ -144,7 +145,8 @@ class DataMover:
         try:
             self.where: BooleanExpression = parse(where) if isinstance(where, str) else where or AlwaysTrue()
         except Exception as exc:
-            raise _bad("where", where, f"{{where}} does not parse as a PyIceberg filter: {exc}") from exc
+            problem = f"{{where}} does not parse as a filter{syntax_problem(exc)}. {FILTER_FORM}"
+            raise _bad("where", where, problem) from exc
         self.columns = list(columns) if columns is not None else None
         self.rename = dict(rename or {})
         self.create_target = create_target

@@ -9,6 +9,7 @@ refuses and names those commits (docs/data-steps.md, "Restore points").
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pyiceberg.table.refs import SnapshotRefType
@@ -138,7 +139,8 @@ def check_restore(table: Table, name: str, step_prefix: str) -> tuple[int, int]:
             name,
             reason="foreign_commits",
             commits=[
-                f"{s.snapshot_id} ({s.summary.operation.value if s.summary else 'unknown'}, at {s.timestamp_ms} ms)"
+                f"{s.snapshot_id} ({s.summary.operation.value if s.summary else 'unknown'}, at "
+                f"{datetime.fromtimestamp(s.timestamp_ms / 1000, tz=UTC).isoformat(timespec='seconds')})"
                 for s in foreign
             ],
         )

@@ -78,7 +78,8 @@ def computed_values(value: Any, batch: pa.RecordBatch, column: str, arrow_type: 
         result = result.combine_chunks()
     if not isinstance(result, pa.Array):
         raise InvalidDataStepError(
-            f"The function for {table}.{column} returned {type(result).__name__}, not a pyarrow.Array.",
+            f"The function for {table}.{column} returned {type(result).__name__}, not a pyarrow.Array: return "
+            "pyarrow.array(values), or a pyarrow.compute result on the batch's columns.",
             table=table,
             column=column,
             expected="pyarrow.Array",
@@ -86,7 +87,8 @@ def computed_values(value: Any, batch: pa.RecordBatch, column: str, arrow_type: 
         )
     if len(result) != batch.num_rows:
         raise InvalidDataStepError(
-            f"The function for {table}.{column} returned {len(result)} values for a batch of {batch.num_rows} rows.",
+            f"The function for {table}.{column} returned {len(result)} values for a batch of {batch.num_rows} rows: "
+            "it must return one value for each row of the batch it is given, in the batch's order.",
             table=table,
             column=column,
             expected=f"{batch.num_rows} values",

@@ -13,7 +13,7 @@ import pyarrow as pa
 from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, Not, Or, UnboundPredicate
 from pyiceberg.io.pyarrow import ArrowScan
 
-from iceberg_ops_provider.core.filters import bind_filter
+from iceberg_ops_provider.core.filters import FILTER_FORM, bind_filter, syntax_problem
 from iceberg_ops_provider.core.name_hints import closest, did_you_mean
 from iceberg_ops_provider.data_migration.source_pieces import projected_row_groups
 from iceberg_ops_provider.data_steps.definition import KINDS
@@ -62,11 +62,20 @@ def _unknown(step: DataStep, schema: Schema, column: str, role: str) -> InvalidD
 
 
 def _check_where(step: DataStep, schema: Schema) -> None:
+    if isinstance(step.where, str) and not step.where.strip():
+        raise InvalidDataStepError(
+            f"{step.kind} on {step.table_name}: where is {step.where!r}, which names no rows. Write the filter, or "
+            "give no where (None) to mean every row.",
+            table=step.table_name,
+            expected="a filter, or None for every row",
+            got=repr(step.where),
+        )
     try:
         expression = step.expression()
     except Exception as exc:
         raise InvalidDataStepError(
-            f"{step.kind} on {step.table_name}: where {step.where_text!r} does not parse as a filter: {exc}",
+            f"{step.kind} on {step.table_name}: where {step.where_text!r} does not parse as a filter"
+            f"{syntax_problem(exc)}. {FILTER_FORM}",
             table=step.table_name,
             expected="a PyIceberg filter string or expression",
             got=str(step.where_text),
@@ -144,8 +153,9 @@ def _check_literal(step: DataStep, schema: Schema, column: str, value: Any, requ
             got="None",
         )
     problem: Exception | None = None
-    if value is not None and family(pa.scalar(value).type) not in _TAKES.get(family(arrow_type), (family(arrow_type),)):
-        problem = TypeError(f"a {type(value).__name__} is not a {family(arrow_type)}")
+    takes = _TAKES.get(family(arrow_type), (family(arrow_type),))
+    if value is not None and family(pa.scalar(value).type) not in takes:
+        problem = TypeError(f"it takes {' or '.join(takes)} values, not {family(pa.scalar(value).type)}")
     else:
         try:
             pa.array([value], arrow_type)

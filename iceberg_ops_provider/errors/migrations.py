@@ -258,4 +258,11 @@ class RestorePointError(MigrationError):
                 f"point (tag {tag}), and moving back would lose them: {', '.join(self.commits)}"
             ),
         }[reason]
-        super().__init__(f"Cannot restore the rows of {table}: {why}. Nothing was changed.")
+        fix = (
+            "To keep them, undo the upgrade's data steps with data operations in the downgrade (update_rows, "
+            "delete_rows) instead of restore_data."
+            if reason == "foreign_commits"
+            else "Undo the upgrade's data steps with data operations in the downgrade (update_rows, delete_rows) "
+            "instead of restore_data."
+        )
+        super().__init__(f"Cannot restore the rows of {table}: {why}. Nothing was changed. {fix}")

@@ -286,7 +286,7 @@ class CommitQueue:
         only_separate = bool(self.items) and complete and mode is not None
         if self.items and not complete:
             self.not_atomic = self.not_atomic or f"it committed before its body finished ({why or 'early'})"
-        elif not self.items and complete and mode is not None and not self.separate:
+        elif not self.items and complete and mode is not None and not self.separate and not then:
             self.not_atomic = self.not_atomic or "it changes no table"
         done = [(item, item.identifier in self.created) for item in self.items]
         namespaces_before = len(self.created_namespaces)

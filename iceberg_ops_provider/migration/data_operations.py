@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from iceberg_ops_provider.errors import InvalidOperationError
 from iceberg_ops_provider.migration.operation import Irreversible, Operation
 from iceberg_ops_provider.migration.risks import Risk
 
@@ -45,7 +46,18 @@ class DataOperation(Operation):
     where: Any = None
 
     def build(self, staging: TableStaging) -> None:
-        """Record the step; it runs after the migration's schema changes commit."""
+        """Record the step; it runs after the migration's schema changes commit.
+
+        Raises:
+            InvalidOperationError: ``where`` is an empty or blank string.
+        """
+        if isinstance(self.where, str) and not self.where.strip():
+            # A filter rendered from an empty template would otherwise reach every row, past lint's
+            # delete-all-rows and update-all-rows rules, which only look for a missing where.
+            raise InvalidOperationError(
+                f"{self.kind} on {staging.label(staging.identifier(self.table))}: where is {self.where!r}, which "
+                "names no rows. Write the filter (\"region = 'eu'\"), or pass where=None to mean every row."
+            )
         staging.request_data(self)
 
     def assignments(self) -> Mapping[str, Any]:

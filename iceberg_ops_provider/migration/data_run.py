@@ -269,13 +269,17 @@ def _unit_bytes(staging: TableStaging, table: Table) -> int | None:
 
 
 def progress_line(progress: StepProgress) -> str:
-    """``unit 3/10, 120,000 rows (4,000 changed), 48.0 MiB read, 9.6 MiB/s, ETA 5s`` (sizes as ``size_text`` writes)."""
+    """``unit 3/10, 120,000 rows written (4,000 changed), 48.0 MiB read, 9.6 MiB/s, ETA 5s``.
+
+    Sizes as ``size_text`` writes them. The rows are those written to new files: a delete writes the
+    rows it keeps, and a file it drops whole writes none.
+    """
     rate = progress.bytes_read / progress.seconds if progress.seconds > 0 else 0.0
     left = progress.units_total - progress.units_done
     # Units are of similar size: the time per unit so far (a resumed step's earlier units count as done
     # in no time, so its first estimates run short) times the units left.
     eta = f", ETA {duration_text(progress.seconds / max(progress.units_done, 1) * left)}" if left else ""
     return (
-        f"unit {progress.units_done}/{progress.units_total}, {progress.rows:,} rows ({progress.rows_changed:,} "
+        f"unit {progress.units_done}/{progress.units_total}, {progress.rows:,} rows written ({progress.rows_changed:,} "
         f"changed), {size_text(progress.bytes_read)} read, {size_text(rate)}/s{eta}"
     )

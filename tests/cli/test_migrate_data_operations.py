@@ -95,13 +95,14 @@ def test_upgrade_prints_a_progress_line_per_unit_and_json_stays_json(tmp_path: P
     progress = [line for line in result.stderr.splitlines() if "backfill score of orders" in line]
     assert len(progress) == 4, result.stderr  # one per committed unit
     assert re.fullmatch(
-        r"sales: 0001: backfill score of orders where it is null: unit 4/4, 100 rows \(100 changed\), "
+        r"sales: 0001: backfill score of orders where it is null: unit 4/4, 100 rows written \(100 changed\), "
         r"[\d.,]+ KiB read, [\d.,]+ (?:[KMG]i)?B/s",
         progress[-1],
     ), progress[-1]
-    assert re.search(r"unit 1/4, 25 rows \(25 changed\), .*iB/s, ETA \d+s$", progress[0]), progress[0]
+    assert re.search(r"unit 1/4, 25 rows written \(25 changed\), .*iB/s, ETA \d+s$", progress[0]), progress[0]
     # A unit that drops its one file whole reads nothing.
-    assert "delete rows of orders where id < 25: unit 1/1, 0 rows (25 changed), 0 B read, 0 B/s" in result.stderr
+    dropped = "delete rows of orders where id < 25: unit 1/1, 0 rows written (25 changed), 0 B read, 0 B/s"
+    assert dropped in result.stderr
 
 
 def test_upgrade_without_json_prints_progress_on_stderr_and_the_table_on_stdout(tmp_path: Path):

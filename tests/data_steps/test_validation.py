@@ -41,6 +41,24 @@ def test_a_where_that_does_not_parse(table):
     assert "does not parse" in str(error) and error.got == "k >>> 3"
 
 
+def test_a_where_that_does_not_parse_says_where_it_stopped_not_the_parsers_grammar(table):
+    error = _refused(table, DataStep("v/3b", "delete_rows", TABLE, "k >"))
+    assert "does not parse as a filter at character 1." in str(error)
+    assert "Write comparisons of a column with a literal" in str(error)
+    assert "W:(" not in str(error) and len(str(error)) < 400
+
+
+@pytest.mark.parametrize("where", ["", "   "])
+def test_an_empty_where_is_refused_rather_than_read_as_every_row(catalog, table, where):
+    step = DataStep("v/3c", "delete_rows", TABLE, where)
+    error = _refused(table, step)
+    assert (error.expected, error.got) == ("a filter, or None for every row", repr(where))
+    assert "names no rows" in str(error)
+    with pytest.raises(InvalidDataStepError):
+        run_step(catalog, step)
+    assert catalog.load_table(TABLE).scan().to_arrow().num_rows == 40  # nothing deleted
+
+
 @pytest.mark.parametrize(
     ("column", "value", "expected"),
     [("k", "five", "long"), ("v", "1.5", "double"), ("k", 1.5, "long"), ("region", 3, "string"), ("k", True, "long")],
@@ -48,6 +66,13 @@ def test_a_where_that_does_not_parse(table):
 def test_a_literal_of_the_wrong_type(table, column, value, expected):
     error = _refused(table, DataStep("v/4", "update_rows", TABLE, None, {column: value}))
     assert (error.column, error.expected, error.got) == (column, expected, type(value).__name__)
+
+
+def test_a_literal_of_the_wrong_type_says_what_the_column_takes(table):
+    error = _refused(table, DataStep("v/4b", "update_rows", TABLE, None, {"k": "five"}))
+    assert str(error).endswith("it takes integer values, not string")
+    error = _refused(table, DataStep("v/4c", "update_rows", TABLE, None, {"v": "1.5"}))
+    assert str(error).endswith("it takes float or integer values, not string")
 
 
 def test_null_into_a_required_column(table):
@@ -69,6 +94,7 @@ def test_a_function_returning_the_wrong_length(table):
     step = DataStep("v/10", "update_rows", TABLE, None, {"v": lambda batch: pa.array([1.0])})
     error = _refused(table, step)
     assert error.column == "v" and error.got == "1 values" and error.expected.endswith("values")
+    assert "it must return one value for each row of the batch" in str(error)
 
 
 def test_a_function_returning_the_wrong_type(table):
@@ -79,7 +105,7 @@ def test_a_function_returning_the_wrong_type(table):
 
 def test_a_function_returning_no_array(table):
     error = _refused(table, DataStep("v/12", "update_rows", TABLE, None, {"v": lambda batch: [1.0] * batch.num_rows}))
-    assert error.got == "list"
+    assert error.got == "list" and "return pyarrow.array(values)" in str(error)
 
 
 def test_an_unknown_kind(table):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pyarrow as pa
@@ -79,6 +80,36 @@ def test_bad_input_fails_before_anything_is_committed(catalog, runner, migration
     after = catalog.load_table("sales.orders")
     assert after.schema().column_names == table.schema().column_names  # the added column did not commit
     assert after.current_snapshot().snapshot_id == table.current_snapshot().snapshot_id
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        'ctx.delete_rows("orders", "")',
+        'ctx.update_rows("orders", {"v": 0}, where="  ")',
+        'ctx.backfill("orders", "v", 0, where="")',
+        'ctx.rewrite_partitions("orders", where="")',
+        'ctx.copy_rows("orders", "orders_copy", where="")',
+    ],
+)
+def test_an_empty_where_is_refused_rather_than_read_as_every_row(catalog, runner, migrations_dir, call):
+    table = _orders(catalog)
+    catalog.create_table("sales.orders_copy", SCHEMA.append(pa.field("score", pa.int64())))
+    write_migration(migrations_dir, "0001_empty_where.py", f'ctx.add_column("orders", "score", "long")\n{call}')
+    with pytest.raises(MigrationError, match=r"on sales\.orders(_copy)?: where is .*, which names no rows") as raised:
+        runner.upgrade()
+    assert "pass where=None to mean every row" in str(raised.value)
+    after = catalog.load_table("sales.orders")
+    assert after.current_snapshot().snapshot_id == table.current_snapshot().snapshot_id and len(_rows(catalog)) == 100
+    assert "score" not in after.schema().column_names  # nothing committed
+    assert catalog.load_table("sales.orders_copy").current_snapshot() is None
+
+
+def test_a_migration_of_data_steps_alone_says_so_in_its_commit_mode(catalog, runner, migrations_dir):
+    _orders(catalog)
+    write_migration(migrations_dir, "0001_delete.py", 'ctx.delete_rows("orders", "v < 10")')
+    [result] = runner.upgrade()
+    assert result.not_atomic_reason == "its data steps commit in units of files, after its schema changes"
 
 
 def test_a_data_step_on_a_table_the_migration_dropped_is_refused(catalog, runner, migrations_dir):
@@ -209,6 +240,9 @@ def test_a_restore_over_someone_elses_commit_is_refused_before_anything_commits(
     cause = raised.value.__cause__
     assert isinstance(cause, RestorePointError) and cause.reason == "foreign_commits"
     assert str(head) in str(raised.value)
+    moment = datetime.fromtimestamp(catalog.load_table("sales.orders").current_snapshot().timestamp_ms / 1000, UTC)
+    assert f"{head} (append, at {moment.isoformat(timespec='seconds')})" in str(cause)  # a time, not epoch ms
+    assert str(cause).endswith("in the downgrade (update_rows, delete_rows) instead of restore_data.")
     after = catalog.load_table("sales.orders")
     assert after.current_snapshot().snapshot_id == head and "note" in after.schema().column_names
     assert runner.current() == "0001"

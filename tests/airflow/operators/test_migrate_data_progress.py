@@ -48,5 +48,5 @@ def test_the_task_log_shows_each_unit_of_a_data_step(iceberg_connection, task_lo
     log = task_log()
     units = re.findall(r"sales: 0001: update v of orders where id >= 0: unit (\d)/3, (\d+) rows .*B/s", log)
     assert units == [("1", "10"), ("2", "20"), ("3", "30")], log
-    assert re.search(r"unit 1/3, 10 rows \(10 changed\), [\d.,]+ KiB read, .*/s, ETA \d+s", log), log
+    assert re.search(r"unit 1/3, 10 rows written \(10 changed\), [\d.,]+ KiB read, .*/s, ETA \d+s", log), log
     assert {row["v"] for row in catalog.load_table("sales.orders").scan().to_arrow().to_pylist()} == {0}
