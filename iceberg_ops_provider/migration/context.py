@@ -59,9 +59,11 @@ class MigrationContext:
         meta_namespace: str | None = None,
         dry_run: bool = False,
         resuming: bool = False,
+        restore_point: tuple[str, str, bool] | None = None,
     ) -> None:
         self._staging = TableStaging(catalog, namespace, journal, meta_namespace=meta_namespace, dry_run=dry_run)
         self._staging.resuming = resuming
+        self._staging.restore_point = restore_point
         self.data_results: list[StepResult] = []
         """What each data step did (rows, files, the snapshot it read), once :meth:`finish` ran them."""
         self.operations: list[dict[str, Any]] = self._staging.operations

@@ -91,7 +91,7 @@ def planned_steps(staging: TableStaging) -> list[PlannedStep]:
 
     A dry run also estimates each step on that table (:func:`~iceberg_ops_provider.data_steps.estimate_step`:
     manifests only, no data file read; a table the migration creates holds nothing yet), and checks a restore
-    only where the runner gives it its restore point (``plan`` has none).
+    where the runner gives it its restore point (a run's journal, or ``plan``'s dry run).
 
     Raises:
         InvalidOperationError, InvalidDataStepError, RestorePointError: A table that will not exist, a bad
@@ -100,6 +100,7 @@ def planned_steps(staging: TableStaging) -> list[PlannedStep]:
     journal: Any = staging.commits.journal
     standalone = uuid.uuid4().hex  # without a runner: ids unique to this context
     point = journal.restore_point() if journal is not None and hasattr(journal, "restore_point") else None
+    point = point or staging.restore_point
     steps = []
     for ordinal, operation in enumerate(staging.data, 1):
         if journal is not None and hasattr(journal, "data_step_id"):

@@ -83,6 +83,9 @@ class TableStaging:
         self.commits = CommitQueue(catalog, journal, self.touched, dry_run=dry_run, fold=self.schemas.fold)
         self.resuming = False
         """A migration resumed in its data steps: its schema changes committed before, only its data steps run."""
+        self.restore_point: tuple[str, str, bool] | None = None
+        """A dry run's restore point (tag, upgrade step-id prefix, whether this direction takes it), so a
+        plan checks ``restore_data`` as a run would; a run's comes from its journal."""
         self.data: list[Any] = []  # DataOperation (which imports this module)
         """The data operations the migration asked for, in order (:mod:`.data_operations`)."""
         self.data_notes: list[dict[str, Any]] = []

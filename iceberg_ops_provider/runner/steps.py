@@ -10,6 +10,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
+from iceberg_ops_provider.data_steps.restore import tag_name
 from iceberg_ops_provider.errors import (
     ConcurrentMigrationError,
     DryRunLimit,
@@ -31,7 +32,7 @@ from iceberg_ops_provider.runner.planned_catalog import PlannedCatalog
 from iceberg_ops_provider.runner.planning import PlanStep
 from iceberg_ops_provider.runner.results import MigrationResult
 from iceberg_ops_provider.runner.session import RunSession, RunTarget, action_labels, success_status
-from iceberg_ops_provider.runner.step_cleanup import forget_data_steps
+from iceberg_ops_provider.runner.step_cleanup import forget_data_steps, step_id_prefix
 
 __all__ = ["execute_step", "inspect_step"]
 
@@ -251,7 +252,11 @@ def inspect_step(target: RunTarget, step: PlanStep, planned: PlannedCatalog | No
     if step.script is None:
         return replace(step, risk="unknown", operations=({"operation": "the file is missing", "risk": "unknown"},))
     catalog: Any = planned if planned is not None else target.catalog
-    context = MigrationContext(catalog, target.namespace, meta_namespace=target.meta_namespace, dry_run=True)
+    namespace, version = target.namespace, step.version
+    restore_point = (tag_name(namespace, version), step_id_prefix(namespace, version, "upgrade"), False)
+    context = MigrationContext(
+        catalog, namespace, meta_namespace=target.meta_namespace, dry_run=True, restore_point=restore_point
+    )
     problem: tuple[str, str] | None = None  # what stopped the dry run, and the risk it means
     what = "a dry run of its body raised"
     try:

@@ -131,6 +131,27 @@ def test_a_downgrade_that_restores_data_plans(catalog, runner, migrations_dir):
     assert restore["risk"] == "destructive" and "estimate" not in restore
 
 
+def test_a_plan_shows_a_restore_that_another_writers_commit_would_refuse(catalog, runner, migrations_dir):
+    _orders(catalog)
+    write_migration(
+        migrations_dir,
+        "0001_double.py",
+        'ctx.update_rows("orders", {"v": 1}, where="id < 50")',
+        downgrade='ctx.restore_data("orders")',
+    )
+    runner.upgrade()
+    table = catalog.load_table("sales.orders")
+    table.append(pa.table({"id": [1000], "v": [1], "region": ["eu"]}, schema=SCHEMA))
+    head = catalog.load_table("sales.orders").current_snapshot().snapshot_id
+
+    [step] = runner.plan("base", inspect=True)
+
+    assert step.risk == "failed"
+    problem = step.operations[-1]["operation"]
+    assert "RestorePointError" in problem and str(head) in problem
+    assert catalog.load_table("sales.orders").current_snapshot().snapshot_id == head  # a plan writes nothing
+
+
 @pytest.mark.parametrize(
     ("body", "named"),
     [
