@@ -243,11 +243,11 @@ def create_tag(
         if is_tag and exist_ok and existing.snapshot_id == target:
             return TagCreated(label, _ref_info(metadata, name, int(time.time() * 1000)), created=False)
         if not (is_tag and replace):
-            kind = "tag" if is_tag else "branch"
+            kind, fix = ("tag", "Drop it first, or choose") if is_tag else ("branch", "Choose")
             raise RefError(
                 f"{label} already has a {kind} {name!r}, on snapshot {existing.snapshot_id}"
-                f"{' (the one asked for)' if existing.snapshot_id == target else ''}; it was not moved. Drop it "
-                "first, or choose another name. Nothing was changed.",
+                f"{' (the one asked for)' if existing.snapshot_id == target else ''}; it was not moved. {fix} "
+                "another name. Nothing was changed.",
                 table=label,
                 ref=name,
                 reason="exists",

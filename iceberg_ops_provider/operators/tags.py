@@ -93,7 +93,8 @@ class IcebergTagOperator(BaseOperator):
                 table, self.tag, snapshot_id=snapshot_id, max_age=self.max_age, exist_ok=True, replace=replace
             )
         except RefError as exc:
-            advice = " Pass replace=True to move the tag." if exc.reason == "exists" and not replace else ""
+            movable = exc.reason == "exists" and exc.ref in exc.tags and not replace
+            advice = " Pass replace=True to move the tag." if movable else ""
             raise AirflowFailException(operator_message(exc) + advice) from exc
         except IcebergOpsError as exc:
             if exc.transient:

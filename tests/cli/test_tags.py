@@ -185,3 +185,31 @@ def test_a_yes_at_the_prompt_restores_and_a_no_changes_nothing(lake, events):
         assert process.returncode == code, err
         assert lake.catalog().load_table("sales.events").current_snapshot().snapshot_id == expected
     assert b"1 commit(s) undone, nothing deleted" in out
+
+
+@pytest.mark.postgres
+def test_tag_and_restore_on_a_postgresql_backed_catalog(new_postgres_database: str, tmp_path):
+    from iceberg_ops_provider.catalogs import CatalogFactory
+
+    warehouse = tmp_path / "warehouse"
+    catalog = CatalogFactory.build("sql", uri=new_postgres_database, warehouse_dir=warehouse)
+    catalog.create_namespace("sales")
+    table = catalog.create_table("sales.events", SCHEMA)
+    table.append(_rows(0, 5))
+    tagged = table.current_snapshot().snapshot_id
+    flags = ["--catalog", "sql", "--catalog-uri", new_postgres_database, "--warehouse", str(warehouse)]
+
+    created = run(tmp_path, *flags, "tag", "create", "sales.events", "before-load", "--max-age", "7d")
+    assert created.returncode == 0, created.stderr
+    table.append(_rows(5, 5))
+    listed = json.loads(run(tmp_path, *flags, "--json", "tag", "list", "sales.events").stdout)
+    assert [(r["name"], r["snapshot_id"]) for r in listed["refs"]][1] == ("before-load", tagged)
+
+    restored = run(tmp_path, *flags, "restore", "sales.events", "--to-tag", "before-load", "--yes")
+
+    assert restored.returncode == 0, restored.stderr
+    assert "undoes 1 commit(s)" in restored.stdout and "1 commit(s) undone, nothing deleted" in restored.stdout
+    after = catalog.load_table("sales.events")
+    assert after.current_snapshot().snapshot_id == tagged and after.scan().to_arrow().num_rows == 5
+    assert run(tmp_path, *flags, "tag", "drop", "sales.events", "before-load").returncode == 0
+    assert "before-load" not in catalog.load_table("sales.events").refs()

@@ -57,6 +57,9 @@ def test_the_task_fails_at_once_with_words_for_the_task(iceberg_connection):
     catalog.load_table("sales.events").append(pa.table({"id": pa.array([3], pa.int64())}))
     with pytest.raises(AirflowFailException, match=rf"on snapshot {first}; it was not moved.*Pass replace=True"):
         IcebergTagOperator(task_id="t", table="sales.events", tag="t").execute({})
+    with pytest.raises(AirflowFailException, match=r"already has a branch 'main'.*Choose another name") as branch:
+        IcebergTagOperator(task_id="t", table="sales.events", tag="main").execute({})
+    assert "replace=True" not in str(branch.value) and "Drop it" not in str(branch.value)
     with pytest.raises(AirflowFailException, match="already has a branch 'main'"):
         IcebergTagOperator(task_id="t", table="sales.events", tag="main", replace=True).execute({})
     with pytest.raises(AirflowFailException, match=r"has no snapshot 5.*leave out snapshot_id"):
