@@ -21,6 +21,7 @@ from iceberg_ops_provider.cli.maintain import maintain
 from iceberg_ops_provider.cli.migrate import COMMANDS
 from iceberg_ops_provider.cli.move import move
 from iceberg_ops_provider.cli.settings import Settings
+from iceberg_ops_provider.cli.tags import restore, tag
 
 __all__ = ["cli", "main"]
 
@@ -109,7 +110,7 @@ class _Warnings(logging.Handler):
             click.echo(f"warning: {record.getMessage()}", err=True)
 
 
-for _command in (*COMMANDS, lint, maintain, move):
+for _command in (*COMMANDS, lint, maintain, move, tag, restore):
     cli.add_command(_command)
 
 

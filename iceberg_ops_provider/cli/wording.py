@@ -26,6 +26,7 @@ __all__ = [
     "HINTS",
     "OPTIONS",
     "Option",
+    "age_text",
     "cli_message",
     "cli_words",
     "global_options",
@@ -85,6 +86,9 @@ OPTIONS: dict[str, Option] = {
     "allow_destructive": Option("--yes", "flag"),
     "autogenerate_from_models": Option("--autogenerate", "flag"),
     "target_table": Option("--target-table"),
+    # tag, restore
+    "snapshot_id": Option("--snapshot"),
+    "max_age": Option("--max-age"),
 }
 """Each argument of the engine's verbs, ``DataMover`` and catalogs that an option sets, and how."""
 
@@ -193,8 +197,8 @@ def usage_error(error: BaseException) -> click.BadParameter | None:
     return usage
 
 
-def _age_text(seconds: float) -> str:
-    """An age as ``--older-than`` takes it: ``5d``, ``12h``, ``30m``, ``45s``."""
+def age_text(seconds: float) -> str:
+    """An age as ``--older-than`` and ``--max-age`` take it: ``5d``, ``12h``, ``30m``, ``45s``."""
     return _in_units(max(0, round(seconds)), (("d", 86400), ("h", 3600), ("m", 60)), "s")
 
 
@@ -255,7 +259,7 @@ def maintenance_command(
         if value is None or (name == "delete_files" and value is True):
             continue
         if name == "older_than" and isinstance(value, datetime):
-            words.append(f"--older-than {_age_text((at - value).total_seconds())}")
+            words.append(f"--older-than {age_text((at - value).total_seconds())}")
             continue
         typed = _option_words(name, value)
         if typed is None:

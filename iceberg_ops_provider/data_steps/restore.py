@@ -12,9 +12,10 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from pyiceberg.table.snapshots import ancestors_of
 
+from iceberg_ops_provider.core.refs import commit_refs, move_ref
 from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.data_steps.state import recorded_step
 from iceberg_ops_provider.errors import RestorePointError
@@ -96,19 +97,22 @@ class Restored:
 def restore_to(table: Table, name: str, step_prefix: str) -> Restored:
     """Move ``main`` back to the tag ``name`` and remove the tag, in one commit guarded by ``main``'s head.
 
+    ``main`` keeps its retention fields (``core.refs.move_ref``, the one guarded move of a ref).
+
     Every snapshot on ``main`` after the tagged one must carry a data-step id (or a copy step's move id)
     starting with ``step_prefix`` (this migration's upgrade). Moving a table that is already there only
     removes the tag.
 
     Raises:
         RestorePointError: See :func:`check_restore`; nothing changed.
+        RefMovedError: A commit landed on ``main`` (or the tag moved) after the check; nothing changed.
     """
     tagged, since = check_restore(table, name, step_prefix)
     head = table.metadata.current_snapshot_id
-    with table.manage_snapshots() as snapshots:  # guarded by main's head: a commit meanwhile fails it
-        if head != tagged:
-            snapshots.set_current_snapshot(snapshot_id=tagged)  # of main
-        snapshots.remove_tag(name)
+    if head != tagged:
+        move_ref(table, MAIN_BRANCH, tagged, expected=head, also_expected={name: tagged}, remove=(name,))
+    else:
+        commit_refs(table, expected={name: tagged}, remove=(name,))
     return Restored(".".join(table.name()), name, head, tagged, since)
 
 

@@ -155,6 +155,67 @@ class DataStepConflictError(DataStepError):
         super().__init__(message)
 
 
+class RefError(IcebergOpsError, ValueError):
+    """A tag cannot be created, dropped or restored to as asked; nothing changed.
+
+    Attributes:
+        table: The table, dotted.
+        ref: The tag (or branch) asked for.
+        reason: ``exists`` (a tag or branch of that name exists: ``snapshot_id`` is where it points),
+            ``unknown_snapshot`` (no such snapshot: ``snapshot_id`` is the id asked for), ``missing`` (no
+            such tag: ``tags`` lists those there are), ``branch`` (the name is a branch, not a tag),
+            ``no_snapshot`` (the table has no snapshot to tag) or ``invalid_name``.
+        snapshot_id: The snapshot the reason is about, when there is one.
+        current_snapshot_id: The table's current snapshot (``main``'s head), ``None`` without one.
+        tags: The table's tags, by name.
+    """
+
+    def __init__(
+        self,
+        message: object,
+        *,
+        table: str,
+        ref: str,
+        reason: str,
+        snapshot_id: int | None = None,
+        current_snapshot_id: int | None = None,
+        tags: Sequence[str] = (),
+    ) -> None:
+        self.table, self.ref, self.reason = table, ref, reason
+        self.snapshot_id, self.current_snapshot_id, self.tags = snapshot_id, current_snapshot_id, list(tags)
+        super().__init__(message)
+
+
+class RefMovedError(IcebergOpsError):
+    """A ref moved (or appeared, or went) between the read a change was decided on and its commit; nothing changed.
+
+    Attributes:
+        table: The table, dotted.
+        ref: The ref that moved (``main`` for a commit that landed on the table).
+        expected: Where the change expected it (``None``: absent).
+        found: Where it is now (``None``: absent).
+        commits: The commits on it since ``expected`` (``id (operation, at time)``), newest first.
+    """
+
+    transient: ClassVar[bool] = True
+
+    def __init__(
+        self, table: str, ref: str, expected: int | None, found: int | None, commits: Sequence[str] = ()
+    ) -> None:
+        self.table, self.ref, self.expected, self.found, self.commits = table, ref, expected, found, list(commits)
+        if expected is None:
+            what = f"was created (on snapshot {found})"
+        elif found is None:
+            what = f"was removed (it was on snapshot {expected})"
+        else:
+            what = f"moved from snapshot {expected} to {found}"
+        since = f"; committed since: {', '.join(self.commits)}" if self.commits else ""
+        super().__init__(
+            f"{ref} of {table} {what} after it was read{since}. Nothing was changed; look at the table again and "
+            "repeat if it still applies."
+        )
+
+
 class PolarisError(IcebergOpsError):
     """Apache Polaris's policy API refused a request, answered something unexpected, or was not reached.
 

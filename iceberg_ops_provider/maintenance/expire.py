@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["ExpirePlan", "ExpireSnapshotsResult", "expire_snapshots", "plan_expiry"]
+__all__ = ["ExpirePlan", "ExpireSnapshotsResult", "expire_snapshots", "plan_expiry", "ref_expires_at_ms"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -126,14 +126,12 @@ def plan_expiry(
     default_age = _int_property(metadata, MAX_SNAPSHOT_AGE_MS, _DEFAULT_MAX_SNAPSHOT_AGE_MS)
     default_cutoff = older_than_ms if older_than_ms is not None else now_ms - (default_age or 0)
     default_keep = max(retain_last, _int_property(metadata, MIN_SNAPSHOTS_TO_KEEP, 1) or 1)
-    default_ref_age = _int_property(metadata, MAX_REF_AGE_MS, None)
-
+    _int_property(metadata, MAX_REF_AGE_MS, None)  # a bad value fails the plan, refs or not
     removed_refs: list[str] = []
     retained: set[int] = set()
     for name, ref in metadata.refs.items():
-        head = metadata.snapshot_by_id(ref.snapshot_id)
-        max_ref_age = ref.max_ref_age_ms or default_ref_age
-        if name != MAIN_BRANCH and max_ref_age and head is not None and now_ms - head.timestamp_ms > max_ref_age:
+        expires = ref_expires_at_ms(metadata, name)
+        if expires is not None and now_ms > expires:
             removed_refs.append(name)
             continue
         if ref.snapshot_ref_type == SnapshotRefType.TAG:
@@ -162,6 +160,25 @@ def plan_expiry(
     expired = tuple(s.snapshot_id for s in metadata.snapshots if s.snapshot_id not in retained)
     kept = tuple(s.snapshot_id for s in metadata.snapshots if s.snapshot_id in retained)
     return ExpirePlan(expired, tuple(removed_refs), kept, default_cutoff)
+
+
+def ref_expires_at_ms(metadata: TableMetadata, name: str) -> int | None:
+    """When expiry starts removing ref ``name`` (epoch ms), by its ``max-ref-age-ms`` or the table's default.
+
+    A ref's age is that of the snapshot it points at, as in Java's ``RemoveSnapshots``; ``None`` for
+    ``main``, a ref without an age limit, and one whose snapshot is not in the metadata.
+
+    Raises:
+        ValueError: The table's ``history.expire.max-ref-age-ms`` is not an integer.
+    """
+    ref = metadata.refs.get(name)
+    if name == MAIN_BRANCH or ref is None:
+        return None
+    max_ref_age = ref.max_ref_age_ms or _int_property(metadata, MAX_REF_AGE_MS, None)
+    head = metadata.snapshot_by_id(ref.snapshot_id)
+    if not max_ref_age or head is None:
+        return None
+    return head.timestamp_ms + max_ref_age
 
 
 @dataclass

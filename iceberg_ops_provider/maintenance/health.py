@@ -177,7 +177,8 @@ class TableHealthReport:
             f"delete files: {deletes.position_delete_files} position, {deletes.equality_delete_files} equality",
             f"manifests: {manifests.manifests:,} in the current snapshot ({manifests.small_manifests:,} small); "
             f"snapshots: {snaps.snapshots:,} (oldest {_age(snaps.oldest_age_seconds)}, "
-            f"newest {_age(snaps.newest_age_seconds)}); metadata.json "
+            f"newest {_age(snaps.newest_age_seconds)}); refs: {_n(snaps.branches, 'branch')}, {_n(snaps.tags, 'tag')}; "
+            "metadata.json "
             f"{'?' if self.metadata.file_bytes is None else _size(self.metadata.file_bytes)}, "
             f"log of {self.metadata.log_length}",
         ]
@@ -311,8 +312,8 @@ def _threshold(name: str) -> Hint:
 
 
 def _n(count: int, noun: str) -> str:
-    """``1 file``, ``2 files``."""
-    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+    """``1 file``, ``2 files``, ``2 branches``."""
+    return f"{count:,} {noun}{'' if count == 1 else 'es' if noun.endswith('ch') else 's'}"
 
 
 def _compaction(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["parse_older_than"]
+__all__ = ["parse_age_ms", "parse_older_than"]
 
 _UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
 
@@ -35,3 +35,28 @@ def parse_older_than(value: datetime | timedelta | str | None, field: str = "old
             "'30m', or an ISO timestamp such as '2026-11-01T00:00:00+00:00'."
         ) from None
     return parsed if parsed.tzinfo is not None else parsed.replace(tzinfo=UTC)
+
+
+def parse_age_ms(value: timedelta | int | str, field: str = "max_age") -> int:
+    """A positive age in milliseconds from a ``timedelta``, milliseconds, or text: ``"7d"``, ``"12h"``, ``"30m"``.
+
+    Raises:
+        ValueError: Anything else, or an age that is not positive, naming the forms accepted.
+    """
+    if isinstance(value, timedelta):
+        milliseconds = int(value.total_seconds() * 1000)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        milliseconds = value
+    else:
+        text = str(value).strip().lower()
+        if text.isdigit():
+            milliseconds = int(text)
+        elif text[-1:] in _UNITS and text[:-1].replace(".", "", 1).isdigit():
+            milliseconds = int(timedelta(**{_UNITS[text[-1]]: float(text[:-1])}).total_seconds() * 1000)
+        else:
+            milliseconds = -1
+    if milliseconds <= 0:
+        raise ValueError(
+            f"{field}={value!r} is not an age: pass a positive age such as '7d', '12h' or '30m', or milliseconds."
+        )
+    return milliseconds

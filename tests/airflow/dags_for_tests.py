@@ -85,3 +85,27 @@ def iceberg_ops_expire():
 
 
 iceberg_ops_expire()
+
+
+@dag(params={"table": "sales.events", "replace": False}, **DEFAULTS)
+def iceberg_ops_tag():
+    from iceberg_ops_provider.operators.tags import IcebergTagOperator
+
+    tagged = IcebergTagOperator(
+        task_id="tag",
+        table="{{ params.table }}",
+        tag="before-load-{{ ds }}",
+        max_age="7d",
+        replace="{{ params.replace }}",
+        retries=1,
+        retry_delay=timedelta(seconds=0),
+    )
+
+    @task
+    def load(tag: dict) -> int:
+        return tag["snapshot_id"]
+
+    load(tagged.output)
+
+
+iceberg_ops_tag()
