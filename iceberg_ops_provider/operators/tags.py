@@ -37,13 +37,13 @@ class IcebergTagOperator(BaseOperator):
             (forever) (templated).
         snapshot_id: The snapshot to tag; default the current one (templated).
         replace: Move a tag of that name that points at another snapshot (templated).
-        conn_id: The catalog's Airflow connection (templated).
+        iceberg_conn_id: The catalog's Airflow connection (templated).
 
     Returns (XCom): ``tag``, ``snapshot_id``, ``created`` (``False`` when it was there already),
     ``replaced`` (the snapshot a moved tag left), ``table`` and ``ref`` (the tag's age limit and expiry).
     """
 
-    template_fields: Sequence[str] = ("table", "tag", "max_age", "snapshot_id", "replace", "conn_id")
+    template_fields: Sequence[str] = ("table", "tag", "max_age", "snapshot_id", "replace", "iceberg_conn_id")
     ui_color = "#d6eaf8"
 
     def __init__(
@@ -54,7 +54,7 @@ class IcebergTagOperator(BaseOperator):
         max_age: timedelta | int | str | None = None,
         snapshot_id: int | str | None = None,
         replace: bool | str = False,
-        conn_id: str = IcebergCatalogHook.default_conn_name,
+        iceberg_conn_id: str = IcebergCatalogHook.default_conn_name,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -63,7 +63,7 @@ class IcebergTagOperator(BaseOperator):
         self.max_age = max_age
         self.snapshot_id = snapshot_id
         self.replace = replace
-        self.conn_id = conn_id
+        self.iceberg_conn_id = iceberg_conn_id
 
     def execute(self, context: Context) -> dict[str, Any]:
         """Create the tag (or find it there) and return the result's JSON for XCom.
@@ -81,12 +81,13 @@ class IcebergTagOperator(BaseOperator):
         try:
             replace = as_flag(self.replace, "replace")
             snapshot_id = _snapshot_id(self.snapshot_id)
-            catalog = IcebergCatalogHook(iceberg_conn_id=self.conn_id).catalog_for("write")
+            catalog = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id).catalog_for("write")
             try:
                 table = catalog.load_table(self.table)
             except NoSuchTableError as exc:
                 raise AirflowFailException(
-                    f"Table {self.table!r} does not exist in the catalog of connection {self.conn_id!r} ({exc}). "
+                    f"Table {self.table!r} does not exist in the catalog of connection "
+                    f"{self.iceberg_conn_id!r} ({exc}). "
                     "Check the `table` argument (namespace.table)."
                 ) from exc
             result = create_tag(

@@ -34,7 +34,7 @@ TARGETS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "IcebergRemoveOrphanFilesOperator": ("table", "table", ("iceberg_conn_id",)),
     "IcebergRewriteManifestsOperator": ("table", "table", ("iceberg_conn_id",)),
     "IcebergPartitionSensor": ("table", "table", ("iceberg_conn_id",)),
-    "IcebergTagOperator": ("table", "table", ("conn_id",)),
+    "IcebergTagOperator": ("table", "table", ("iceberg_conn_id",)),
     "IcebergDataMoveOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
     "IcebergMovePlanOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
     "IcebergMoveVerifyOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
