@@ -17,7 +17,7 @@ file is kept as it was generated, and before each measurement the catalog file i
 file the previous measurement wrote is deleted, so every measurement starts from the same table.
 
 Every measurement runs in a fresh process after an idle pause and a full garbage collection, in
-shuffled order, repeated; the report gives wall time, CPU time, peak RSS (``ru_maxrss`` of the child)
+shuffled order, repeated; the report gives wall time, CPU time, peak RSS (the child's own, ``VmHWM``)
 and, per round, each case's throughput against that round's raw limit and PyIceberg's.
 
     .venv/bin/python benchmarks/data_operations.py               # 1 GiB table, 3 rounds (10-15 minutes)
@@ -32,7 +32,6 @@ import gc
 import json
 import os
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -42,6 +41,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from peak_memory import memory, reset_peak
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -269,11 +270,6 @@ def _pyiceberg(catalog: Catalog, op: str) -> dict[str, int]:
     return {"rows": rows.num_rows}
 
 
-def _rss_bytes() -> int:
-    with open("/proc/self/statm") as statm:
-        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-
-
 def _eu_facts(catalog: Catalog) -> dict[str, float]:
     """What the checks compare: all rows, "eu" rows, their amounts' sum and those with a currency."""
     import pyarrow.compute as pc
@@ -326,7 +322,8 @@ def measure(case: str, cache: Path) -> dict[str, float]:
     with tempfile.TemporaryDirectory() as tmp:
         kind, _, op = case.partition("_")
         gc.collect()
-        rss_before = _rss_bytes()
+        reset_peak()
+        rss_before = memory()[0]
         started, cpu_started = time.perf_counter(), time.process_time()
         if kind == "raw":
             facts = _raw(catalog, cache)
@@ -337,7 +334,7 @@ def measure(case: str, cache: Path) -> dict[str, float]:
         else:
             facts = _pyiceberg(catalog, op)
         wall, cpu = time.perf_counter() - started, time.process_time() - cpu_started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    peak = memory()[1]
     _check(case, before, _eu_facts(catalog))
     return {"wall": wall, "cpu": cpu, "peak_rss": peak, "rss_before": rss_before, **facts}
 
@@ -392,8 +389,8 @@ def report(results: dict[str, list[dict[str, float]]], info: dict[str, int], rou
         shown = "".join(f"{r:9.2f}" if r is not None else f"{'':9}" for r in ratios)
         print(f"{case:22}{wall:9.2f}{cpu:9.2f}{mib / wall:9.1f}{peak:14.0f}{peak - base:12.0f}{shown}")
     print("\nraw, pyice: that round's raw (or PyIceberg's) wall time over the case's, median of the rounds (cpu: CPU")
-    print("time); above 1 is faster. Peak RSS: ru_maxrss of the case's process (imports included); over start: minus")
-    print("its RSS just before the timed work (every case imports the same modules first).")
+    print("time); above 1 is faster. Peak RSS: the case's process's own peak (VmHWM, reset just before the timed")
+    print("work, imports resident); over start: minus its RSS then (every case imports the same modules first).")
 
 
 def main() -> None:

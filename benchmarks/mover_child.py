@@ -7,8 +7,8 @@
 Each command prints one JSON line. ``measure`` times only the copy: the target table is created,
 and for the raw copy the worker processes are started and have imported PyArrow, before the clock
 starts; the row count is checked after it stops. Memory is measured by each process on itself:
-``ru_maxrss`` (the peak resident size of the process's life) minus the resident size read from
-``/proc/self/status`` just before the copy.
+its peak resident size (``VmHWM``, reset just before the copy: ``peak_memory.py``) minus its resident
+size then.
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ from __future__ import annotations
 import json
 import multiprocessing
 import os
-import resource
 import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any
+
+from peak_memory import memory, reset_peak
 
 SOURCE_NAMESPACE, TARGET_NAMESPACE = "src", "dst"
 TARGET_TABLE = f"{TARGET_NAMESPACE}.copy"
@@ -181,10 +182,12 @@ def build(cache: Path, name: str, rows: int, file_bytes: int) -> dict[str, Any]:
 
 
 def _rss_now() -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    raise RuntimeError("VmRSS missing from /proc/self/status: this benchmark needs Linux")
+    """The resident size now, the peak reset to it (the copy's peak is then its own)."""
+    reset_peak()
+    current = memory()[0]
+    if not current:
+        raise RuntimeError("VmRSS missing from /proc/self/status: this benchmark needs Linux")
+    return current
 
 
 def machine_busy_seconds() -> float:
@@ -201,7 +204,7 @@ def _others_share(busy: float, own_cpu: float, seconds: float) -> float:
 
 
 def _peak_above(start_rss: int) -> int:
-    return max(0, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - start_rss)
+    return max(0, memory()[1] - start_rss)
 
 
 def _raw_worker(paths: Any, results: Any, barrier: Any, out_dir: str, kwargs: dict[str, Any]) -> None:
