@@ -81,6 +81,23 @@ def test_bad_input_fails_before_anything_is_committed(catalog, runner, migration
     assert after.current_snapshot().snapshot_id == table.current_snapshot().snapshot_id
 
 
+@pytest.mark.parametrize(
+    "body",
+    ['ctx.delete_rows("orders", "")', 'ctx.update_rows("orders", {"v": 0}, where="  ")'],
+    ids=["delete", "update"],
+)
+def test_a_blank_where_fails_before_anything_commits_rather_than_changing_every_row(
+    catalog, runner, migrations_dir, body
+):
+    table = _orders(catalog)
+    write_migration(migrations_dir, "0001_blank.py", f'ctx.add_column("orders", "note", "string")\n{body}')
+    with pytest.raises(MigrationError, match="where is a blank string"):
+        runner.upgrade()
+    after = catalog.load_table("sales.orders")
+    assert after.current_snapshot().snapshot_id == table.current_snapshot().snapshot_id
+    assert "note" not in after.schema().column_names and len(_rows(catalog)) == 100
+
+
 def test_a_data_step_on_a_table_the_migration_dropped_is_refused(catalog, runner, migrations_dir):
     _orders(catalog)
     write_migration(migrations_dir, "0001_drop.py", 'ctx.drop_table("orders")\nctx.delete_rows("orders", "id < 3")')
