@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.table.refs import SnapshotRefType
 from pyiceberg.table.snapshots import ancestors_of
+from pyiceberg.table.update.snapshot import ManageSnapshots
 
 from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.data_steps.state import recorded_step
@@ -24,9 +25,11 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_AGE_MS",
     "MAX_AGE_PROPERTY",
+    "RESTORED_PROPERTY",
     "Restored",
     "check_restore",
     "restore_to",
+    "restored_by",
     "tag_name",
     "tag_restore_point",
 ]
@@ -37,6 +40,10 @@ expiry removes older ones, and with them the files only they hold."""
 
 DEFAULT_MAX_AGE_MS = 7 * 24 * 3600 * 1000
 """A restore point's age limit without :data:`MAX_AGE_PROPERTY`: seven days."""
+
+RESTORED_PROPERTY = "iceberg-ops.restored-by"
+"""Table property: the step id of the last restore, set in the restore's own commit, so that a run killed
+right after that commit (its tag gone with it) knows the restore done when it resumes under that id."""
 
 TAG_ATTEMPTS = 20
 """Attempts of the tag's commit that lose to other writers' commits (an append landing meanwhile)."""
@@ -92,23 +99,36 @@ class Restored:
         return {"kind": "restore_data", **asdict(self)}
 
 
-def restore_to(table: Table, name: str, step_prefix: str) -> Restored:
+def restore_to(table: Table, name: str, step_prefix: str, step_id: str | None = None) -> Restored:
     """Move ``main`` back to the tag ``name`` and remove the tag, in one commit guarded by ``main``'s head.
 
     Every snapshot on ``main`` after the tagged one must carry a data-step id (or a copy step's move id)
     starting with ``step_prefix`` (this migration's upgrade). Moving a table that is already there only
-    removes the tag.
+    removes the tag. ``step_id``: the restore's own id, recorded in the same commit
+    (:data:`RESTORED_PROPERTY`); a restore that :func:`restored_by` finds done changes nothing.
 
     Raises:
         RestorePointError: See :func:`check_restore`; nothing changed.
     """
-    tagged, since = check_restore(table, name, step_prefix)
     head = table.metadata.current_snapshot_id
-    with table.manage_snapshots() as snapshots:  # guarded by main's head: a commit meanwhile fails it
-        if head != tagged:
-            snapshots.set_current_snapshot(snapshot_id=tagged)  # of main
-        snapshots.remove_tag(name)
+    if step_id is not None and restored_by(table, step_id):
+        return Restored(".".join(table.name()), name, head, head or 0, 0)
+    tagged, since = check_restore(table, name, step_prefix)
+    transaction = table.transaction()
+    snapshots = ManageSnapshots(transaction)  # guarded by main's head: a commit meanwhile fails it
+    if head != tagged:
+        snapshots.set_current_snapshot(snapshot_id=tagged)  # of main
+    snapshots.remove_tag(name)
+    snapshots.commit()
+    if step_id is not None:
+        transaction.set_properties({RESTORED_PROPERTY: step_id})
+    transaction.commit_transaction()
     return Restored(".".join(table.name()), name, head, tagged, since)
+
+
+def restored_by(table: Table, step_id: str) -> bool:
+    """Whether the restore of step ``step_id`` committed (it may have, in a run that was killed right after)."""
+    return table.properties.get(RESTORED_PROPERTY) == step_id
 
 
 def check_restore(table: Table, name: str, step_prefix: str) -> tuple[int, int]:
