@@ -153,3 +153,10 @@ def test_a_function_that_raises_on_the_probe_names_its_column(table):
     error = _refused(table, DataStep("v/22", "update_rows", TABLE, None, {"v": lambda batch: 1 / 0}))
     assert (error.column, error.got) == ("v", "ZeroDivisionError")
     assert isinstance(error.__cause__, ZeroDivisionError)
+
+
+def test_a_where_is_parsed_once_however_often_the_step_reads_it(table):
+    where = "k in (" + ", ".join(str(i) for i in range(2000)) + ")"
+    first, second = DataStep("v/23", "delete_rows", TABLE, where), DataStep("v/24", "delete_rows", TABLE, where)
+    validate_step(table, first)
+    assert first.expression() is second.expression()  # a long list's parse takes seconds
