@@ -19,6 +19,7 @@ from pyiceberg.table.update import (
     AssertRefSnapshotId,
     AssertTableUUID,
     RemoveSnapshotRefUpdate,
+    SetPropertiesUpdate,
     SetSnapshotRefUpdate,
 )
 
@@ -38,12 +39,14 @@ def commit_refs(
     expected: Mapping[str, int | None],
     set_refs: Mapping[str, SnapshotRef] | None = None,
     remove: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
 ) -> None:
     """One metadata commit setting ``set_refs`` and removing ``remove``, if every ref of ``expected`` is unmoved.
 
     ``expected`` maps each ref to the snapshot it must still point at (``None``: it must not exist); a
     ref set or removed belongs in it, so that a commit of another writer in between fails this one.
-    ``table`` holds the new metadata afterwards.
+    ``properties``: table properties set in the same commit (a receipt of what it did). ``table``
+    holds the new metadata afterwards.
 
     Raises:
         RefMovedError: A ref of ``expected`` is elsewhere now (``table`` is then refreshed).
@@ -59,6 +62,7 @@ def commit_refs(
             SetSnapshotRefUpdate(ref_name=name, **ref.model_dump(by_alias=True))
             for name, ref in (set_refs or {}).items()
         ),
+        *((SetPropertiesUpdate(updates=dict(properties)),) if properties else ()),
     )
     try:
         table._do_commit(updates=updates, requirements=requirements)
@@ -77,11 +81,13 @@ def move_ref(
     expected: int | None,
     also_expected: Mapping[str, int | None] | None = None,
     remove: Sequence[str] = (),
+    properties: Mapping[str, str] | None = None,
 ) -> None:
     """Point ref ``name`` (``main``, a branch, a tag) at ``snapshot_id`` in one commit, keeping its retention fields.
 
     Guarded by ``name`` still being at ``expected`` and every ref of ``also_expected`` where it says;
-    ``remove``: refs removed in the same commit (list them in ``also_expected`` too). A ref that does
+    ``remove``: refs removed in the same commit (list them in ``also_expected`` too), ``properties``:
+    table properties set in it (:func:`commit_refs`). A ref that does
     not exist yet (``expected=None``) becomes a branch without retention fields. Nothing checks that
     the move goes forward: a caller that needs it (a fast-forward) checks ancestry first.
 
@@ -96,7 +102,13 @@ def move_ref(
         max_snapshot_age_ms=current.max_snapshot_age_ms if current is not None else None,
         max_ref_age_ms=current.max_ref_age_ms if current is not None else None,
     )
-    commit_refs(table, expected={**(also_expected or {}), name: expected}, set_refs={name: ref}, remove=remove)
+    commit_refs(
+        table,
+        expected={**(also_expected or {}), name: expected},
+        set_refs={name: ref},
+        remove=remove,
+        properties=properties,
+    )
 
 
 def commits_since(metadata: TableMetadata, head: int | None, since: int | None) -> list[Snapshot]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Literal
 
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
@@ -66,7 +67,7 @@ class DataStep:
         """
         if self.where_text is None:
             return AlwaysTrue()
-        return parse(self.where) if isinstance(self.where, str) else self.where  # type: ignore[return-value]
+        return _parsed(self.where) if isinstance(self.where, str) else self.where  # type: ignore[return-value]
 
     def row_filter(self, schema: Schema) -> BooleanExpression:
         """``where`` as ``schema`` reads it, unbound: a date compared with a timestamp column is that day's midnight.
@@ -84,6 +85,13 @@ class DataStep:
         return fingerprint(
             {"kind": self.kind, "table": list(self.identifier), "where": self.where_text, "set": assigned}
         )
+
+
+@lru_cache(maxsize=32)
+def _parsed(where: str) -> BooleanExpression:
+    # A step reads its where several times (validation, planning, each copy pipeline) and PyIceberg's
+    # parser takes time quadratic in a list's length: 10,000 values take about a second, 100,000 a minute.
+    return parse(where)
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,11 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MAX_AGE_MS",
     "MAX_AGE_PROPERTY",
+    "RESTORED_PROPERTY",
     "Restored",
     "check_restore",
     "restore_to",
+    "restored_by",
     "tag_name",
     "tag_restore_point",
 ]
@@ -39,6 +41,10 @@ expiry removes older ones, and with them the files only they hold."""
 
 DEFAULT_MAX_AGE_MS = 7 * 24 * 3600 * 1000
 """A restore point's age limit without :data:`MAX_AGE_PROPERTY`: seven days."""
+
+RESTORED_PROPERTY = "iceberg-ops.restored-by"
+"""Table property: the step id of the last restore, set in the restore's own commit, so that a run killed
+right after that commit (its tag gone with it) knows the restore done when it resumes under that id."""
 
 TAG_ATTEMPTS = 20
 """Attempts of the tag's commit that lose to other writers' commits (an append landing meanwhile)."""
@@ -94,26 +100,37 @@ class Restored:
         return {"kind": "restore_data", **asdict(self)}
 
 
-def restore_to(table: Table, name: str, step_prefix: str) -> Restored:
+def restore_to(table: Table, name: str, step_prefix: str, step_id: str | None = None) -> Restored:
     """Move ``main`` back to the tag ``name`` and remove the tag, in one commit guarded by ``main``'s head.
 
     ``main`` keeps its retention fields (``core.refs.move_ref``, the one guarded move of a ref).
 
     Every snapshot on ``main`` after the tagged one must carry a data-step id (or a copy step's move id)
     starting with ``step_prefix`` (this migration's upgrade). Moving a table that is already there only
-    removes the tag.
+    removes the tag. ``step_id``: the restore's own id, recorded in the same commit
+    (:data:`RESTORED_PROPERTY`); a restore that :func:`restored_by` finds done changes nothing.
 
     Raises:
         RestorePointError: See :func:`check_restore`; nothing changed.
         RefMovedError: A commit landed on ``main`` (or the tag moved) after the check; nothing changed.
     """
-    tagged, since = check_restore(table, name, step_prefix)
     head = table.metadata.current_snapshot_id
+    if step_id is not None and restored_by(table, step_id):
+        return Restored(".".join(table.name()), name, head, head or 0, 0)
+    tagged, since = check_restore(table, name, step_prefix)
+    receipt = {RESTORED_PROPERTY: step_id} if step_id is not None else None
     if head != tagged:
-        move_ref(table, MAIN_BRANCH, tagged, expected=head, also_expected={name: tagged}, remove=(name,))
+        move_ref(
+            table, MAIN_BRANCH, tagged, expected=head, also_expected={name: tagged}, remove=(name,), properties=receipt
+        )
     else:
-        commit_refs(table, expected={name: tagged}, remove=(name,))
+        commit_refs(table, expected={name: tagged}, remove=(name,), properties=receipt)
     return Restored(".".join(table.name()), name, head, tagged, since)
+
+
+def restored_by(table: Table, step_id: str) -> bool:
+    """Whether the restore of step ``step_id`` committed (it may have, in a run that was killed right after)."""
+    return table.properties.get(RESTORED_PROPERTY) == step_id
 
 
 def check_restore(table: Table, name: str, step_prefix: str) -> tuple[int, int]:

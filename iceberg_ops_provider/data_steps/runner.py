@@ -118,6 +118,8 @@ class _StepRun:
         self.totals.units_skipped += len(self.plan.units) - len(pending)
         while pending:
             pending = self._pipeline(pending)
+            if pending:  # the schema changed under the step: a column it names may be gone
+                validate_step(self.table.refresh(), self.step)
 
     def _pipeline(self, pending: list[StepUnit]) -> list[StepUnit]:
         """Copy and commit ``pending`` in order; the units left when the table's schema or spec changed.
@@ -160,6 +162,11 @@ class _StepRun:
                             unit.index,
                             copied.written,
                         )
+                        raise
+                    except BaseException as exc:
+                        if not isinstance(exc, Exception):
+                            # Ctrl-C or an exit raised inside the commit: it may have landed, so its files stay.
+                            unknown = position
                         raise
                     settled = position + 1
                     pipeline.release(copied)

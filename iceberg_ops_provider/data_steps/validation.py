@@ -113,9 +113,25 @@ def _check_assignments(step: DataStep, schema: Schema) -> None:
             got=f"{count} columns",
         )
     for column, value in step.assignments.items():
+        if not isinstance(column, str):
+            raise InvalidDataStepError(
+                f"{step.kind} on {step.table_name}: the change names column {column!r} "
+                f"({type(column).__name__}); columns are named by strings.",
+                table=step.table_name,
+                expected="a column name (str)",
+                got=type(column).__name__,
+            )
         if not _has(schema, column):
             raise _unknown(step, schema, column, "the change")
         field = schema.find_field(column)
+        if column not in {top.name for top in schema.fields}:
+            raise InvalidDataStepError(
+                f"{step.kind} on {step.table_name}: column {column} is nested; only top-level columns can be set.",
+                table=step.table_name,
+                column=column,
+                expected="a top-level column",
+                got="a nested field",
+            )
         if not field.field_type.is_primitive:
             raise InvalidDataStepError(
                 f"{step.kind} on {step.table_name}: column {column} is {field.field_type}; only columns of a "
@@ -153,14 +169,14 @@ def _check_literal(step: DataStep, schema: Schema, column: str, value: Any, requ
             got="None",
         )
     problem: Exception | None = None
-    takes = _TAKES.get(family(arrow_type), (family(arrow_type),))
-    if value is not None and family(pa.scalar(value).type) not in takes:
-        problem = TypeError(f"it takes {' or '.join(takes)} values, not {family(pa.scalar(value).type)}")
-    else:
-        try:
+    try:
+        takes = _TAKES.get(family(arrow_type), (family(arrow_type),))
+        if value is not None and family(pa.scalar(value).type) not in takes:
+            problem = TypeError(f"it takes {' or '.join(takes)} values, not {family(pa.scalar(value).type)}")
+        else:
             pa.array([value], arrow_type)
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
-            problem = exc
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError, OverflowError) as exc:
+        problem = exc  # pa.scalar refuses an int beyond 64 bits, or an object Arrow has no type for
     if problem is not None:
         raise InvalidDataStepError(
             f"{step.kind} on {step.table_name}: {value!r} ({type(value).__name__}) is not a value of column "
@@ -191,8 +207,9 @@ def validate_step(table: Table, step: DataStep) -> None:
 
     Raises:
         InvalidDataStepError: An unknown kind, a column the table lacks (with the closest name), a
-            ``where`` that does not parse or bind, a literal of the wrong type, a function returning the
-            wrong length or type, a backfill of a required column.
+            ``where`` that is blank or does not parse or bind, a nested column or a name that is not a
+            string to set, a literal of the wrong type, a function that raises or returns the wrong length
+            or type, a backfill of a required column.
     """
     if step.kind not in KINDS:
         raise InvalidDataStepError(
@@ -211,7 +228,19 @@ def validate_step(table: Table, step: DataStep) -> None:
     if batch is None:
         return
     for column, function in functions.items():
-        values = computed_values(function, batch, column, arrow_type_of(schema, column), step.table_name)
+        try:
+            values = computed_values(function, batch, column, arrow_type_of(schema, column), step.table_name)
+        except InvalidDataStepError:
+            raise
+        except Exception as exc:
+            raise InvalidDataStepError(
+                f"The function for {step.table_name}.{column} raised {type(exc).__name__} on {batch.num_rows} rows "
+                f"of the table: {exc}",
+                table=step.table_name,
+                column=column,
+                expected="a function of a pyarrow.RecordBatch returning a pyarrow.Array",
+                got=type(exc).__name__,
+            ) from exc
         if values.null_count and schema.find_field(column).required:
             raise InvalidDataStepError(
                 f"The function for {step.table_name}.{column} returned nulls; column {column} is required.",

@@ -277,10 +277,25 @@ def _data_state(catalog: Catalog, action: IntentAction) -> StepState | MoveState
     return step_state(table, action.receipt or "")
 
 
+def _restored(catalog: Catalog, action: IntentAction) -> bool:
+    """Whether a ``restore_data`` action committed (it records its step id in its own commit)."""
+    from iceberg_ops_provider.data_steps.restore import restored_by
+
+    try:
+        table = catalog.load_table(_identifier(action.table))
+    except NoSuchTableError:
+        return False
+    return restored_by(table, action.receipt or "")
+
+
 def _data_started(catalog: Catalog, action: IntentAction) -> bool:
+    if action.operation == "restore_data":
+        return _restored(catalog, action)
     return _data_state(catalog, action) is not None
 
 
 def _data_done(catalog: Catalog, action: IntentAction) -> bool:
+    if action.operation == "restore_data":
+        return _restored(catalog, action)
     state = _data_state(catalog, action)
     return state is not None and state.complete

@@ -313,7 +313,7 @@ class MigrationContext:
                 and returning a ``pyarrow.Array`` of the column's new values (one per row).
             where: Which rows (a filter string or a PyIceberg expression); rows where it is null keep their values.
         """
-        self._stage(data.UpdateRows(table, where, dict(set)))
+        self._stage(data.UpdateRows(table, where, _columns_to(set, "update_rows", "set")))
 
     def backfill(self, table: str, column: str, value: Any, where: str | BooleanExpression | None = None) -> None:
         """Fill ``column`` where it is null (and ``where`` is true) with a literal or a function of the batch.
@@ -348,7 +348,11 @@ class MigrationContext:
             rename: ``{source_column: target_column}`` for columns whose names differ.
         """
         chosen = _strings(columns) if columns is not None else None
-        self._stage(data.CopyRows(target, where, source, chosen, dict(rename or {})))
+        self._stage(
+            data.CopyRows(
+                target, where, source, chosen, _columns_to(rename or {}, "copy_rows", "rename", "{'v': 'amount'}")
+            )
+        )
 
     def restore_data(self, table: str) -> None:
         """In ``downgrade()``: bring the table's rows back to what they were before this migration's data steps.
@@ -358,6 +362,25 @@ class MigrationContext:
         else has committed to the table since, naming those commits, or when the tag expired.
         """
         self._stage(data.RestoreData(table))
+
+
+def _columns_to(given: Any, method: str, argument: str, example: str = "{'amount': 0}") -> dict[str, Any]:
+    """``given`` as a dict keyed by column names.
+
+    Raises:
+        InvalidOperationError: ``given`` is not a mapping, or one of its keys is not a string.
+    """
+    if not isinstance(given, Mapping):
+        raise InvalidOperationError(
+            f"{method}: {argument} must be a mapping keyed by column names, such as {example}; got "
+            f"{type(given).__name__} {given!r}."
+        )
+    for key in given:
+        if not isinstance(key, str):
+            raise InvalidOperationError(
+                f"{method}: {argument} names column {key!r} ({type(key).__name__}); columns are named by strings."
+            )
+    return dict(given)
 
 
 def _strings(given: Iterable[str] | str | None) -> tuple[str, ...]:

@@ -29,7 +29,7 @@ from iceberg_ops_provider.data_steps import (
     run_step,
     validate_step,
 )
-from iceberg_ops_provider.data_steps.restore import Restored, check_restore, restore_to, tag_restore_point
+from iceberg_ops_provider.data_steps.restore import Restored, check_restore, restore_to, restored_by, tag_restore_point
 from iceberg_ops_provider.errors import InvalidOperationError
 from iceberg_ops_provider.history.intent import IntentAction
 from iceberg_ops_provider.migration.data_copy import Copied, copy_fingerprint, copy_mover, run_copy
@@ -118,7 +118,8 @@ def planned_steps(staging: TableStaging) -> list[PlannedStep]:
                     "restore_data returns a table to the restore point the runner takes before a migration's data "
                     "steps; it runs in a migration run by the runner."
                 )
-            check_restore(table, point[0], point[1])
+            if not restored_by(table, step_id):  # done by the interrupted run this one resumes: its tag is gone
+                check_restore(table, point[0], point[1])
             steps.append(PlannedStep(operation, identifier, step_id))
             continue
         if isinstance(operation, CopyRows):
@@ -185,7 +186,7 @@ def finish_with_data(staging: TableStaging) -> list[StepResult | Restored | Copi
         identifier, catalog = planned.identifier, staging.catalog
         if planned.step is None and planned.mover is None:
             assert point is not None  # planned_steps refuses a restore without one
-            results.append(restore_to(catalog.load_table(identifier), point[0], point[1]))
+            results.append(restore_to(catalog.load_table(identifier), point[0], point[1], planned.step_id))
         else:
             if point is not None and point[2] and identifier not in tagged:
                 tag_restore_point(catalog.load_table(identifier), point[0], mark_empty=planned.mover is not None)

@@ -11,8 +11,8 @@ from pyiceberg.types import StringType
 from iceberg_ops_provider.data_steps import DataStep, run_step, step_state
 from iceberg_ops_provider.data_steps.planning import plan_step
 from iceberg_ops_provider.data_steps.runner import _StepRun
-from iceberg_ops_provider.data_steps.state import StepState, property_key
-from iceberg_ops_provider.errors import DataStepConflictError, DataStepStateError
+from iceberg_ops_provider.data_steps.state import StepState, find_step_state, property_key
+from iceberg_ops_provider.errors import DataStepConflictError, DataStepStateError, InvalidDataStepError
 from tests.data_steps.support import all_rows, make_table, read_rows, rows_of
 from tests.support.tables import files_on_disk
 
@@ -238,3 +238,43 @@ def test_a_schema_change_between_units_writes_the_units_copied_ahead_again_in_th
     schema_id = table.metadata.current_schema_id
     later = [s for s in table.metadata.snapshots if s.summary.get("iceberg-ops.data-unit") not in (None, "0")]
     assert len(later) == 5 and all(s.schema_id == schema_id for s in later)
+
+
+@pytest.mark.parametrize("interruption", [KeyboardInterrupt, SystemExit])
+def test_an_interruption_right_after_a_unit_landed_keeps_its_files(catalog, monkeypatch, interruption):
+    table = make_table(catalog)
+    commit_table = catalog.commit_table
+
+    def interrupted_once_unit_1_landed(target, requirements, updates):
+        # Ctrl-C (or a signal handler's exit) arriving once the catalog recorded the unit's commit and
+        # before the call returned: the unit is committed, and the run cannot tell.
+        response = commit_table(target, requirements, updates)
+        state = find_step_state(response.metadata, "x/1")
+        if state is not None and state.done == {0, 1}:
+            raise interruption()
+        return response
+
+    monkeypatch.setattr(catalog, "commit_table", interrupted_once_unit_1_landed)
+    with pytest.raises(interruption):
+        run_step(catalog, _doubling(), unit_bytes=1)
+    monkeypatch.undo()
+
+    assert step_state(table.refresh(), "x/1").units_done == 2
+    assert sorted(read_rows(table)) == sorted(all_rows())  # every file of the committed snapshots is there
+    run_step(catalog, _doubling(), unit_bytes=1)
+    assert read_rows(table) == _doubled(all_rows())
+
+
+def test_a_column_the_step_names_renamed_meanwhile_stops_it_naming_the_column(lake):
+    catalog, other = lake.catalog(), lake.catalog()
+    table = make_table(catalog)
+
+    def rename_v_once(report):
+        if report.units_done == 1 and "v" in other.load_table(TABLE).schema().column_names:
+            with other.load_table(TABLE).update_schema() as update:
+                update.rename_column("v", "value")
+
+    with pytest.raises(InvalidDataStepError, match="'v'") as raised:
+        run_step(catalog, _doubling(), unit_bytes=1, progress=rename_v_once)
+    assert raised.value.column == "v" and "value" in str(raised.value)  # the columns it has now
+    assert step_state(table.refresh(), "x/1").units_done == 1  # the unit committed before stays

@@ -142,3 +142,47 @@ def test_a_function_that_returns_nulls_for_a_required_column_only_later_stops_be
     with pytest.raises(InvalidDataStepError, match="is required"):
         run_step(catalog, DataStep("v/17", "update_rows", TABLE, None, {"id": nulls_past_the_probe}), unit_bytes=1)
     assert sorted(read_rows(table)) == list(range(40))
+
+
+@pytest.mark.parametrize("kind", ["delete_rows", "update_rows"])
+@pytest.mark.parametrize("where", ["", "   "])
+def test_a_blank_where_is_refused_rather_than_read_as_every_row(catalog, table, kind, where):
+    assignments = {"k": 1} if kind == "update_rows" else {}
+    error = _refused(table, DataStep("v/18", kind, TABLE, where, assignments))
+    assert "blank" in str(error) and error.got == repr(where)
+    with pytest.raises(InvalidDataStepError):
+        run_step(catalog, DataStep("v/18", kind, TABLE, where, assignments))
+    assert sorted(read_rows(table)) == list(range(40))
+
+
+def test_a_nested_column_is_refused_by_name(catalog):
+    catalog.create_namespace("sales")
+    schema = pa.schema([("id", pa.int64()), ("s", pa.struct([("x", pa.int64())]))])
+    table = catalog.create_table("sales.orders", schema)
+    table.append(pa.Table.from_pylist([{"id": 1, "s": {"x": None}}], schema=schema))
+    for kind in ("update_rows", "backfill"):
+        error = _refused(table, DataStep("v/19", kind, TABLE, None, {"s.x": 1}))
+        assert (error.column, error.expected) == ("s.x", "a top-level column")
+
+
+def test_a_column_named_by_something_else_than_a_string(table):
+    error = _refused(table, DataStep("v/20", "update_rows", TABLE, None, {5: 1}))
+    assert (error.expected, error.got) == ("a column name (str)", "int")
+
+
+def test_a_literal_beyond_the_column_range_names_the_column(table):
+    error = _refused(table, DataStep("v/21", "update_rows", TABLE, None, {"k": 2**70}))
+    assert (error.column, error.expected, error.got) == ("k", "long", "int")
+
+
+def test_a_function_that_raises_on_the_probe_names_its_column(table):
+    error = _refused(table, DataStep("v/22", "update_rows", TABLE, None, {"v": lambda batch: 1 / 0}))
+    assert (error.column, error.got) == ("v", "ZeroDivisionError")
+    assert isinstance(error.__cause__, ZeroDivisionError)
+
+
+def test_a_where_is_parsed_once_however_often_the_step_reads_it(table):
+    where = "k in (" + ", ".join(str(i) for i in range(2000)) + ")"
+    first, second = DataStep("v/23", "delete_rows", TABLE, where), DataStep("v/24", "delete_rows", TABLE, where)
+    validate_step(table, first)
+    assert first.expression() is second.expression()  # a long list's parse takes seconds

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pytest
 from pyiceberg.schema import Schema
@@ -373,3 +375,16 @@ def test_dropping_a_column_the_spec_sort_order_or_row_key_uses_names_the_fix(cat
     ctx.drop_column("events", "ts")  # in the right order it works
     ctx.commit()
     assert catalog.load_table("sales.events").schema().column_names == ["id", "k"]
+
+
+@pytest.mark.parametrize(
+    ("call", "named"),
+    [
+        (lambda ctx: ctx.update_rows("orders", "qty"), "set must be a mapping keyed by column names"),
+        (lambda ctx: ctx.update_rows("orders", {1: 2}), "set names column 1 (int)"),
+        (lambda ctx: ctx.copy_rows("orders", "archive", rename="qty"), "rename must be a mapping"),
+    ],
+)
+def test_a_data_operation_refuses_columns_given_as_something_else_than_a_mapping_of_names(ctx, orders, call, named):
+    with pytest.raises(InvalidOperationError, match=re.escape(named)):
+        call(ctx)

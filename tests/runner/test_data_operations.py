@@ -226,6 +226,50 @@ def test_a_downgrade_restores_the_rows_its_upgrade_changed(catalog, runner, migr
     assert _rows(catalog)[3]["v"] == 6
 
 
+DOWNGRADING_WORKER = KILLED_WORKER.replace(".upgrade()", '.downgrade("base")')
+
+DIE_AFTER_THE_RESTORE = """
+import os
+import pyarrow.compute as pc
+
+calls = []
+
+
+def touch(batch):
+    calls.append(len(batch))
+    if os.environ.get("KILL_AT_CALL") and len(calls) == 2:  # the probe, then the step after the restore
+        os.kill(os.getpid(), 9)
+    return pc.add(batch["v"], 1)
+"""
+
+
+@pytest.mark.slow  # a worker process
+def test_a_downgrade_killed_right_after_its_restore_committed_is_finished_by_the_next_plain_downgrade(
+    tmp_path, catalog, runner
+):
+    _orders(catalog)
+    before = _rows(catalog)
+    catalog.create_table("sales.audit", SCHEMA).append(pa.table({"id": [1], "v": [1], "region": ["eu"]}, schema=SCHEMA))
+    path = write_migration(
+        tmp_path / "migrations",
+        "0001_double.py",
+        'ctx.update_rows("orders", {"v": lambda batch: pa.compute.multiply(batch["v"], 2)}, where="id < 50")',
+        downgrade='ctx.restore_data("orders")\nctx.update_rows("audit", {"v": touch})',
+    )
+    path.write_text(DIE_AFTER_THE_RESTORE + path.read_text())
+    runner.upgrade()
+    env = {**__import__("os").environ, "KILL_AT_CALL": "1"}
+    worker = subprocess.run([sys.executable, "-c", DOWNGRADING_WORKER, str(tmp_path)], env=env, capture_output=True)
+    assert worker.returncode == -9, worker.stderr.decode()[-2000:]
+    assert _rows(catalog) == before  # the restore landed, and its tag went with it
+    assert "iceberg-ops/sales/0001" not in catalog.load_table("sales.orders").metadata.refs
+
+    MigrationRunner(catalog, "sales", tmp_path / "migrations").downgrade("base")
+    assert _rows(catalog) == before
+    assert catalog.load_table("sales.audit").scan().to_arrow()["v"].to_pylist() == [2]  # once
+    assert [(r.version, r.status) for r in HistoryStore(catalog).rows("sales")][-1] == ("0001", "rolled_back")
+
+
 def test_a_restore_over_someone_elses_commit_is_refused_before_anything_commits(catalog, runner, migrations_dir):
     from iceberg_ops_provider.errors import RestorePointError
 
