@@ -149,7 +149,7 @@ def test_a_function_that_returns_nulls_for_a_required_column_only_later_stops_be
 def test_a_blank_where_is_refused_rather_than_read_as_every_row(catalog, table, kind, where):
     assignments = {"k": 1} if kind == "update_rows" else {}
     error = _refused(table, DataStep("v/18", kind, TABLE, where, assignments))
-    assert "blank" in str(error) and error.got == repr(where)
+    assert "which names no rows" in str(error) and error.got == repr(where)
     with pytest.raises(InvalidDataStepError):
         run_step(catalog, DataStep("v/18", kind, TABLE, where, assignments))
     assert sorted(read_rows(table)) == list(range(40))
