@@ -170,9 +170,11 @@ def commit_step_unit(
                     producer._clean_all_uncommitted()
                     raise DataStepConflictError(
                         f"Unit {unit.index} of data step {step_id!r} on {'.'.join(table.name())} cannot commit: {exc} "
-                        "Another writer changed the files it rewrites; units committed before stay committed.",
+                        "Another writer changed the files it rewrites, so no later run can finish the step exactly "
+                        "once; units committed before stay committed.",
                         step_id=step_id,
                         unit=unit.index,
+                        reason="foreign_rewrite",
                     ) from exc
                 transaction.set_properties(mirror_property(new_state, producer.snapshot_id))
                 transaction._snapshot_producers = []  # a lost race comes back here, to the state check

@@ -40,7 +40,8 @@ class MigrationFailedError(MigrationError):
     """A migration's ``upgrade()`` or ``downgrade()`` raised; the run stopped there.
 
     Transient: the cause may be a conflict or a network failure, and a retry runs the migration again
-    only when none of its changes were committed.
+    only when none of its changes were committed; permanent when the cause is one of this project's
+    errors that says retrying cannot help (a refused input, a data step whose files another writer rewrote).
 
     Attributes:
         direction: ``upgrade`` or ``downgrade``.
@@ -48,12 +49,14 @@ class MigrationFailedError(MigrationError):
         completed: Results of the migrations this run finished before the failure.
     """
 
-    transient: ClassVar[bool] = True
+    transient: bool = True
 
     def __init__(self, version: str, direction: str, cause: BaseException, *, hint: str = "") -> None:
         self.version = version
         self.direction = direction
         self.cause = cause
+        if isinstance(cause, IcebergOpsError):  # a cause known not to pass (a refused input) makes a retry futile
+            self.transient = cause.transient
         self.completed: list[object] = []
         super().__init__(
             f"Migration {version} failed during {direction}(): {type(cause).__name__}: {str(cause).rstrip('.')}. "

@@ -140,18 +140,23 @@ class DataStepStateError(DataStepError, ValueError):
 class DataStepConflictError(DataStepError):
     """A unit of a data step could not commit: another writer removed or rewrote its files, or kept winning.
 
-    Units committed before stay committed; running the step again resumes it.
+    Units committed before stay committed. Transient when commits kept losing races (``contention``:
+    running the step again resumes it); permanent when another writer rewrote or removed files the
+    unit reads (``foreign_rewrite``: every run would fail the same way).
 
     Attributes:
         step_id: The step's id.
         unit: The unit's index.
+        reason: ``contention`` or ``foreign_rewrite``.
     """
 
-    transient: ClassVar[bool] = True
+    transient: bool = True
 
-    def __init__(self, message: object, *, step_id: str = "", unit: int = -1) -> None:
+    def __init__(self, message: object, *, step_id: str = "", unit: int = -1, reason: str = "contention") -> None:
         self.step_id = step_id
         self.unit = unit
+        self.reason = reason
+        self.transient = reason == "contention"
         super().__init__(message)
 
 

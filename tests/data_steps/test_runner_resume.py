@@ -150,6 +150,7 @@ def test_a_foreign_rewrite_of_a_units_files_stops_the_step(lake):
     with pytest.raises(DataStepConflictError) as raised:
         run_step(catalog, _doubling(), unit_bytes=1, progress=rewrite_foreign)
     assert raised.value.unit >= 1 and raised.value.step_id == "x/1"
+    assert raised.value.reason == "foreign_rewrite" and not raised.value.transient  # a retry cannot pass
     assert step_state(table.refresh(), "x/1").units_done >= 1
 
 

@@ -77,6 +77,7 @@ def test_bad_input_fails_before_anything_is_committed(catalog, runner, migration
     with pytest.raises(MigrationError, match="scroe") as raised:
         runner.upgrade()
     assert "score" in str(raised.value)  # the closest name
+    assert not raised.value.transient  # a refused input: retrying the task cannot pass
     after = catalog.load_table("sales.orders")
     assert after.schema().column_names == table.schema().column_names  # the added column did not commit
     assert after.current_snapshot().snapshot_id == table.current_snapshot().snapshot_id
