@@ -146,7 +146,7 @@ class _StepRun:
                 for position, unit in enumerate(pending):
                     copied = pipeline.next_unit()
                     try:
-                        self._commit(unit, copied, metadata)
+                        referenced = self._commit(unit, copied, metadata)
                     except StaleOutputs:
                         log.info(
                             "data step %s: the table's schema or spec changed; units left: %d",
@@ -169,6 +169,8 @@ class _StepRun:
                             unknown = position
                         raise
                     settled = position + 1
+                    if not referenced:  # a unit done by another run, or one that changed no row
+                        delete_written(table, copied.written, f"{self.step.step_id}: ")
                     pipeline.release(copied)
                     self._report()
             finally:
@@ -178,8 +180,11 @@ class _StepRun:
                         delete_written(table, copied.written, f"{self.step.step_id}: ")
         return []
 
-    def _commit(self, unit: StepUnit, copied: UnitCopy, metadata: TableMetadata) -> None:
-        """Commit ``unit`` from what its copy wrote (nothing for a unit that only drops files)."""
+    def _commit(self, unit: StepUnit, copied: UnitCopy, metadata: TableMetadata) -> bool:
+        """Commit ``unit`` from what its copy wrote (nothing for a unit that only drops files), and count it.
+
+        Returns whether the table now references the files the copy wrote (the caller deletes them if not).
+        """
         table, step = self.table, self.step
         rows_changed = unit.records if unit.removal_only else copied.rows_changed
         # A unit that changed no row is recorded with its files left as they are, unless position
@@ -200,11 +205,9 @@ class _StepRun:
         )
         totals = self.totals
         self.units_done = len(outcome.state.done)
-        if not outcome.committed or not replaced:
-            delete_written(table, copied.written, f"{step.step_id}: ")
         if not outcome.committed:
             totals.units_skipped += 1
-            return
+            return False
         assert outcome.snapshot_id is not None
         totals.snapshot_ids.append(outcome.snapshot_id)
         if unit.removal_only:
@@ -217,6 +220,7 @@ class _StepRun:
         totals.bytes_read += copied.bytes_read
         totals.bytes_written += sum(data_file.file_size_in_bytes for data_file in outputs)
         totals.delete_files_removed += outcome.delete_files_removed
+        return replaced
 
     def _report(self) -> None:
         """Hand the progress so far to the callback, if there is one."""
