@@ -12,9 +12,10 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from pyiceberg.table.refs import SnapshotRefType
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from pyiceberg.table.snapshots import ancestors_of
 
+from iceberg_ops_provider.core.refs import commit_refs
 from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.data_steps.state import recorded_step
 from iceberg_ops_provider.errors import RestorePointError
@@ -105,10 +106,8 @@ def restore_to(table: Table, name: str, step_prefix: str) -> Restored:
     """
     tagged, since = check_restore(table, name, step_prefix)
     head = table.metadata.current_snapshot_id
-    with table.manage_snapshots() as snapshots:  # guarded by main's head: a commit meanwhile fails it
-        if head != tagged:
-            snapshots.set_current_snapshot(snapshot_id=tagged)  # of main
-        snapshots.remove_tag(name)
+    # Guarded by main's head: a commit meanwhile fails it. main keeps its retention settings.
+    commit_refs(table, expect={MAIN_BRANCH: head}, move={MAIN_BRANCH: tagged}, remove=(name,))
     return Restored(".".join(table.name()), name, head, tagged, since)
 
 
