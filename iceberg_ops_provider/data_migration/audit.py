@@ -34,7 +34,7 @@ from iceberg_ops_provider.core.refs import commit_refs
 from iceberg_ops_provider.data_migration.move_files import stream_tasks
 from iceberg_ops_provider.data_migration.planning import snapshot_paths
 from iceberg_ops_provider.data_migration.state import state_of
-from iceberg_ops_provider.errors import InvalidMoveError, MoveConflictError
+from iceberg_ops_provider.errors import InvalidMoveError, MoveConflictError, MoveStateError
 from iceberg_ops_provider.maintenance.files import ManifestReader
 from iceberg_ops_provider.messages import Arg, message
 
@@ -215,18 +215,31 @@ def _where(text: object, schema: Schema) -> tuple[str, pc.Expression] | None:
 def added_since_fork(
     table: Table, head: Snapshot, fork_snapshot_id: int, move_id: str
 ) -> tuple[set[str], list[Snapshot]]:
-    """The data files the move's commits added between the fork and ``head``, and the other commits there."""
+    """The data files the move's commits added between the fork and ``head``, and the other commits there.
+
+    Raises:
+        MoveStateError: The branch's history no longer reaches back to the fork (its snapshots were expired),
+            so which files the move added cannot be told.
+    """
     reader = ManifestReader(table.io)
     paths: set[str] = set()
     foreign: list[Snapshot] = []
     for snapshot in ancestors_of(head, table.metadata):
         if snapshot.snapshot_id == fork_snapshot_id:
-            break
+            return paths, foreign
         if state_of(snapshot, move_id) is None:
             foreign.append(snapshot)
         elif snapshot.summary is None or snapshot.summary.operation == Operation.APPEND:
             paths |= snapshot_paths(reader, snapshot, ManifestEntryStatus.ADDED)
-    return paths, foreign
+    raise MoveStateError(
+        message(
+            f"The history of the branch of move {move_id!r} in {'.'.join(table.name())} no longer reaches back to "
+            f"snapshot {fork_snapshot_id}, where it was cut (its snapshots were expired): the rows the move added "
+            "cannot be told from the others. Audit the whole branch ({scope}); it can then be published only while "
+            "main is still at the fork.",
+            scope=Arg("scope", "branch"),
+        )
+    )
 
 
 class _Sampler:

@@ -120,7 +120,7 @@ def record_of(metadata: TableMetadata, branch: str) -> BranchRecord | None:
         return None
 
 
-def check_owner(metadata: TableMetadata, branch: str, move_id: str, table_name: str) -> BranchRecord | None:
+def owned_record(metadata: TableMetadata, branch: str, move_id: str, table_name: str) -> BranchRecord | None:
     """The record of ``branch`` when it belongs to ``move_id``; ``None`` when the branch does not exist.
 
     Raises:
@@ -163,13 +163,13 @@ def cut_branch(table: Table, branch: str, move_id: str) -> BranchRecord:
     """Cut ``branch`` from ``main``'s head for ``move_id`` unless it is already the move's; its record.
 
     Raises:
-        MoveStateError: See :func:`check_owner`.
+        MoveStateError: See :func:`owned_record`.
         MoveConflictError: Other writers kept winning the commit (transient).
     """
     name = ".".join(table.name())
     for _ in range(CUT_ATTEMPTS):
         table.refresh()
-        record = check_owner(table.metadata, branch, move_id, name)
+        record = owned_record(table.metadata, branch, move_id, name)
         if record is not None:
             return record
         head = table.metadata.current_snapshot_id

@@ -20,7 +20,12 @@ from pyiceberg.table.refs import MAIN_BRANCH
 
 from iceberg_ops_provider.core.filters import FILTER_FORM, syntax_problem
 from iceberg_ops_provider.data_migration.audit import AuditReport, Check, audit_branch
-from iceberg_ops_provider.data_migration.audit_branch import check_branch_name, check_owner, cut_branch, is_audit_branch
+from iceberg_ops_provider.data_migration.audit_branch import (
+    check_branch_name,
+    cut_branch,
+    is_audit_branch,
+    owned_record,
+)
 from iceberg_ops_provider.data_migration.copy import FileCopier
 from iceberg_ops_provider.data_migration.planning import fingerprint
 from iceberg_ops_provider.data_migration.publish import Discarded, Published, discard_branch, publish_branch
@@ -302,8 +307,6 @@ class DataMover:
         target = resolved.target
         assert target is not None
         own_branch = is_audit_branch(self.branch)
-        if own_branch:
-            check_owner(target.metadata, self.branch, self.move_id, self.target)
         work = bool(plan.pending) or resolved.initial_state is not None
         if (self.mode == "overwrite" or (own_branch and work)) and target.metadata.current_snapshot_id is None:
             # A catalog accepts a branch only on a table with a snapshot: give the empty table one.
@@ -468,7 +471,7 @@ class DataMover:
             MoveConflictError: The branch moved while it was read (transient: audit again).
         """
         target = self._own_branch_target("audit")
-        record = check_owner(target.metadata, self.branch, self.move_id, self.target)
+        record = owned_record(target.metadata, self.branch, self.move_id, self.target)
         if record is None:
             finished, _ = find_state(target.metadata, self.move_id, MAIN_BRANCH)
             done = finished is not None and finished.complete and finished.fork_snapshot_id is not None

@@ -24,7 +24,7 @@ from pyiceberg.table.snapshots import Operation, ancestors_of
 
 from iceberg_ops_provider.core.refs import commit_refs
 from iceberg_ops_provider.data_migration.audit import added_since_fork
-from iceberg_ops_provider.data_migration.audit_branch import BranchRecord, check_owner
+from iceberg_ops_provider.data_migration.audit_branch import BranchRecord, owned_record
 from iceberg_ops_provider.data_migration.state import MoveState, find_state, property_key
 from iceberg_ops_provider.data_migration.unit_commit import commit_unit
 from iceberg_ops_provider.errors import MoveConflictError, PublishRefusedError
@@ -197,7 +197,7 @@ def publish_branch(table: Table, move_id: str, branch: str) -> Published:
         table.refresh()
         metadata = table.metadata
         main_before = metadata.current_snapshot_id
-        record = check_owner(metadata, branch, move_id, name)
+        record = owned_record(metadata, branch, move_id, name)
         if record is None:
             finished, _ = find_state(metadata, move_id, MAIN_BRANCH)
             if finished is not None and finished.complete and finished.fork_snapshot_id is not None:
@@ -317,7 +317,7 @@ def discard_branch(table: Table, move_id: str, branch: str) -> Discarded:
     for _ in range(ATTEMPTS):
         table.refresh()
         metadata = table.metadata
-        record = check_owner(metadata, branch, move_id, name)
+        record = owned_record(metadata, branch, move_id, name)
         if record is None:
             return Discarded(move_id, name, branch, dropped=False)
         head = metadata.refs[branch].snapshot_id

@@ -17,7 +17,7 @@ from pyiceberg.table.snapshots import ancestors_of
 
 from iceberg_ops_provider.core.filters import bind_filter
 from iceberg_ops_provider.core.name_hints import did_you_mean, missing_table
-from iceberg_ops_provider.data_migration.audit_branch import is_audit_branch, record_of
+from iceberg_ops_provider.data_migration.audit_branch import is_audit_branch, owned_record, record_of
 from iceberg_ops_provider.data_migration.move_files import stream_tasks
 from iceberg_ops_provider.data_migration.planning import group_units, incremental_range, scan_tasks
 from iceberg_ops_provider.data_migration.reconcile import (
@@ -290,6 +290,8 @@ def resolve(mover: MoveDefinition, pinned: int | None = None) -> Resolved:
     """
     source = load_source(mover)
     target = load_target(mover)
+    if target is not None and is_audit_branch(mover.branch):
+        owned_record(target.metadata, mover.branch, mover.move_id, mover.target)  # a tag, or another's branch
     state = current_state(mover, target)
     notes: list[str] = []
     current = source.metadata.current_snapshot_id

@@ -426,3 +426,22 @@ def test_an_unfinished_or_published_move_is_not_audited(catalog, tables):
     mover.publish()
     with pytest.raises(MoveStateError, match="published to main already"):
         mover.audit()
+
+
+def test_a_branch_whose_history_was_expired_is_audited_whole_and_not_appended_to_main(catalog, tables):
+    _, target = tables
+    mover = _mover(catalog)
+    mover.run()
+    target = catalog.load_table("archive.orders")
+    first_unit = target.metadata.snapshot_by_name("backfill").parent_snapshot_id
+    first_unit = target.metadata.snapshot_by_id(first_unit).parent_snapshot_id
+    target.maintenance.expire_snapshots().by_id(first_unit).commit()  # an ancestor: PyIceberg expires it
+
+    with pytest.raises(MoveStateError, match="no longer reaches back") as refused:
+        mover.audit()
+    assert "scope='branch'" in str(refused.value)
+    assert mover.audit(scope="branch").ok
+    catalog.load_table("archive.orders").append(orders(200_000, 5))
+    with pytest.raises(MoveStateError, match="no longer reaches back"):
+        mover.publish()
+    assert "backfill" in catalog.load_table("archive.orders").metadata.refs
