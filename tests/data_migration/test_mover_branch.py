@@ -13,6 +13,7 @@ from pyiceberg.types import StringType
 from iceberg_ops_provider.data_migration import DataMover
 from iceberg_ops_provider.data_migration import publish as publishing
 from iceberg_ops_provider.data_migration.audit_branch import RECORD_PREFIX, check_branch_name
+from iceberg_ops_provider.data_migration.progress_report import moves_into
 from iceberg_ops_provider.data_migration.publish import PUBLISHED_KEY
 from iceberg_ops_provider.data_migration.state import find_state
 from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError, PublishRefusedError
@@ -445,3 +446,21 @@ def test_a_branch_whose_history_was_expired_is_audited_whole_and_not_appended_to
     with pytest.raises(MoveStateError, match="no longer reaches back"):
         mover.publish()
     assert "backfill" in catalog.load_table("archive.orders").metadata.refs
+
+
+def test_a_moves_progress_is_read_on_its_branch_until_it_is_published(catalog, tables):
+    mover = _mover(catalog)
+    mover.run(units=[0])
+
+    (progress,) = moves_into(catalog.load_table("archive.orders"))
+    assert (progress.branch, progress.units_committed, progress.units_planned, progress.error) == (
+        "backfill",
+        1,
+        3,
+        None,
+    )
+    mover.run()
+    mover.audit()
+    mover.publish()
+    (progress,) = moves_into(catalog.load_table("archive.orders"))
+    assert (progress.branch, progress.complete, progress.rows) == ("main", True, 1500)
