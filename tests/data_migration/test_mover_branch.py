@@ -3,6 +3,7 @@ its publish (fast-forward, or an append after others' commits) exactly once, its
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 
 import pytest
@@ -464,3 +465,30 @@ def test_a_moves_progress_is_read_on_its_branch_until_it_is_published(catalog, t
     mover.publish()
     (progress,) = moves_into(catalog.load_table("archive.orders"))
     assert (progress.branch, progress.complete, progress.rows) == ("main", True, 1500)
+
+
+def test_workers_of_one_move_cut_its_branch_once_and_commit_each_unit_once(catalog_backend):
+    catalog = catalog_backend.build()
+    source = source_table(catalog, files=4)
+    catalog.create_namespace("archive")
+    catalog.create_table("archive.orders", schema=ORDERS_SCHEMA).append(orders(100_000, 10))
+    errors: list[BaseException] = []
+
+    def work(handle) -> None:
+        try:
+            DataMover(handle, "sales.orders", "archive.orders", branch="backfill", commit_every_bytes=SMALL_UNITS).run()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(catalog_backend.build(),)) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert not errors
+    mover = _mover(catalog)
+    assert mover.audit(unique=["id"], min_rows=2000, max_rows=2000).ok
+    assert mover.publish().how == "fast_forward"
+    target = catalog.load_table("archive.orders")
+    assert row_multiset(target) == row_multiset(source) + row_multiset_of(orders(100_000, 10))
