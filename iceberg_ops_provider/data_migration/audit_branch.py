@@ -17,7 +17,7 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 
 from iceberg_ops_provider.core.refs import commit_refs
-from iceberg_ops_provider.data_migration.state import STAGING_BRANCH_PREFIX
+from iceberg_ops_provider.data_migration.state import STAGING_BRANCH_PREFIX, MoveState
 from iceberg_ops_provider.errors import InvalidMoveError, MoveConflictError, MoveStateError
 from iceberg_ops_provider.messages import Arg, message
 
@@ -32,6 +32,7 @@ __all__ = [
     "cut_branch",
     "is_audit_branch",
     "record_of",
+    "unfinished",
 ]
 
 RECORD_PREFIX = "iceberg-ops.branch."
@@ -99,6 +100,13 @@ class BranchRecord:
     def audited(self, snapshot_id: int) -> BranchRecord:
         """This record once an audit of ``snapshot_id`` passed."""
         return replace(self, audited_snapshot_id=snapshot_id)
+
+
+def unfinished(state: MoveState | None, record: BranchRecord) -> str | None:
+    """How much of the move's current run is on the branch of ``record`` (``1 of 3``), ``None`` when all of it."""
+    if state is None or state.fork_snapshot_id != record.fork_snapshot_id:
+        return "none of its"  # nothing, or only what main held when the branch was cut
+    return None if state.complete else f"{len(state.done)} of {state.unit_count}"
 
 
 def record_of(metadata: TableMetadata, branch: str) -> BranchRecord | None:

@@ -25,6 +25,7 @@ from iceberg_ops_provider.data_migration.audit_branch import (
     cut_branch,
     is_audit_branch,
     owned_record,
+    unfinished,
 )
 from iceberg_ops_provider.data_migration.copy import FileCopier
 from iceberg_ops_provider.data_migration.planning import fingerprint
@@ -480,8 +481,8 @@ class DataMover:
                 + ("it was published to main already." if done else "it has not started (or was discarded); run it.")
             )
         state, _ = find_state(target.metadata, self.move_id, self.branch)
-        if state is None or not state.complete:
-            done_units = f"{len(state.done)} of {state.unit_count}" if state is not None else "none of its"
+        done_units = unfinished(state, record)
+        if done_units is not None:
             raise MoveStateError(
                 f"Move {self.move_id!r} has not finished: {done_units} units are committed to branch "
                 f"{self.branch!r}. Run it to the end, then audit."

@@ -24,7 +24,7 @@ from pyiceberg.table.snapshots import Operation, ancestors_of
 
 from iceberg_ops_provider.core.refs import commit_refs
 from iceberg_ops_provider.data_migration.audit import added_since_fork
-from iceberg_ops_provider.data_migration.audit_branch import BranchRecord, owned_record
+from iceberg_ops_provider.data_migration.audit_branch import BranchRecord, owned_record, unfinished
 from iceberg_ops_provider.data_migration.state import MoveState, find_state, property_key
 from iceberg_ops_provider.data_migration.unit_commit import commit_unit
 from iceberg_ops_provider.errors import MoveConflictError, PublishRefusedError
@@ -206,8 +206,8 @@ def publish_branch(table: Table, move_id: str, branch: str) -> Published:
         head = metadata.snapshot_by_name(branch)
         assert head is not None
         state, _ = find_state(metadata, move_id, branch)
-        if state is None or not state.complete or state.fork_snapshot_id != record.fork_snapshot_id:
-            done = f"{len(state.done)} of {state.unit_count}" if state is not None else "none of its"
+        done = unfinished(state, record)
+        if done is not None:
             raise refuse("incomplete", f"{done} units are committed to the branch; run the move to finish it first.")
         audited = record.audited_snapshot_id
         if _published(metadata, record, head.snapshot_id):

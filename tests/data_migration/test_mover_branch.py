@@ -492,3 +492,20 @@ def test_workers_of_one_move_cut_its_branch_once_and_commit_each_unit_once(catal
     assert mover.publish().how == "fast_forward"
     target = catalog.load_table("archive.orders")
     assert row_multiset(target) == row_multiset(source) + row_multiset_of(orders(100_000, 10))
+
+
+def test_a_branch_cut_for_a_new_incremental_run_is_not_audited_or_published_before_its_units(catalog, tables):
+    source, _ = tables
+    mover = _mover(catalog, mode="incremental")
+    mover.run()
+    mover.audit()
+    mover.publish()
+    source.append(orders(10_000, 20))
+    mover.run(units=[])  # cuts the branch, commits no unit (as a run killed right after the cut)
+
+    assert "backfill" in catalog.load_table("archive.orders").metadata.refs
+    with pytest.raises(MoveStateError, match="none of its units"):
+        mover.audit()
+    with pytest.raises(PublishRefusedError, match="none of its units") as refused:
+        mover.publish()
+    assert refused.value.reason == "incomplete"
