@@ -32,13 +32,12 @@ from iceberg_ops_provider.core.filters import FILTER_FORM, bind_filter, syntax_p
 from iceberg_ops_provider.core.name_hints import closest, did_you_mean
 from iceberg_ops_provider.core.refs import commit_refs
 from iceberg_ops_provider.data_migration.move_files import stream_tasks
-from iceberg_ops_provider.data_migration.planning import snapshot_paths
 from iceberg_ops_provider.data_migration.state import state_of
 from iceberg_ops_provider.errors import InvalidMoveError, MoveConflictError, MoveStateError
-from iceberg_ops_provider.maintenance.files import ManifestReader
 from iceberg_ops_provider.messages import Arg, message
 
 if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
     from pyiceberg.schema import Schema
     from pyiceberg.table import FileScanTask, Table
     from pyiceberg.table.snapshots import Snapshot
@@ -214,23 +213,29 @@ def _where(text: object, schema: Schema) -> tuple[str, pc.Expression] | None:
 
 def added_since_fork(
     table: Table, head: Snapshot, fork_snapshot_id: int, move_id: str
-) -> tuple[set[str], list[Snapshot]]:
-    """The data files the move's commits added between the fork and ``head``, and the other commits there.
+) -> tuple[dict[str, DataFile], list[Snapshot]]:
+    """The data files the move's commits added between the fork and ``head`` (by location), and the other commits.
+
+    Only the manifests those commits wrote are read, so the cost follows the move, not the table.
 
     Raises:
         MoveStateError: The branch's history no longer reaches back to the fork (its snapshots were expired),
             so which files the move added cannot be told.
     """
-    reader = ManifestReader(table.io)
-    paths: set[str] = set()
+    added: dict[str, DataFile] = {}
     foreign: list[Snapshot] = []
     for snapshot in ancestors_of(head, table.metadata):
         if snapshot.snapshot_id == fork_snapshot_id:
-            return paths, foreign
+            return added, foreign
         if state_of(snapshot, move_id) is None:
             foreign.append(snapshot)
         elif snapshot.summary is None or snapshot.summary.operation == Operation.APPEND:
-            paths |= snapshot_paths(reader, snapshot, ManifestEntryStatus.ADDED)
+            for manifest in snapshot.manifests(table.io):
+                if manifest.added_snapshot_id != snapshot.snapshot_id:
+                    continue
+                for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                    if entry.status == ManifestEntryStatus.ADDED and entry.snapshot_id == snapshot.snapshot_id:
+                        added[entry.data_file.file_path] = entry.data_file
     raise MoveStateError(
         message(
             f"The history of the branch of move {move_id!r} in {'.'.join(table.name())} no longer reaches back to "

@@ -248,7 +248,7 @@ def publish_branch(table: Table, move_id: str, branch: str) -> Published:
 def _append(table: Table, record: BranchRecord, head: Snapshot, state: MoveState, refuse: _Refusal) -> Published:
     """Append the move's files on the branch to ``main``, with its state and the receipt, in one commit."""
     name = ".".join(table.name())
-    paths, foreign = added_since_fork(table, head, record.fork_snapshot_id, record.move_id)
+    added, foreign = added_since_fork(table, head, record.fork_snapshot_id, record.move_id)
     if foreign:
         raise refuse(
             "branch_changed",
@@ -257,9 +257,7 @@ def _append(table: Table, record: BranchRecord, head: Snapshot, state: MoveState
             "published.",
             [_described(s) for s in foreign],
         )
-    files = [
-        task.file for task in table.scan(snapshot_id=head.snapshot_id).plan_files() if task.file.file_path in paths
-    ]
+    files = list(added.values())
     if head.schema_id is not None and head.schema_id != table.metadata.current_schema_id:
         raise refuse(
             "schema_changed",
