@@ -18,9 +18,12 @@ from pyiceberg.table.snapshots import ancestors_of
 from pyiceberg.table.update import (
     AssertRefSnapshotId,
     AssertTableUUID,
+    RemovePropertiesUpdate,
     RemoveSnapshotRefUpdate,
     SetPropertiesUpdate,
     SetSnapshotRefUpdate,
+    TableRequirement,
+    TableUpdate,
 )
 
 from iceberg_ops_provider.errors import RefMovedError
@@ -37,40 +40,64 @@ def commit_refs(
     table: Table,
     *,
     expected: Mapping[str, int | None],
+    move: Mapping[str, int] | None = None,
     set_refs: Mapping[str, SnapshotRef] | None = None,
     remove: Sequence[str] = (),
     properties: Mapping[str, str] | None = None,
+    remove_properties: Sequence[str] = (),
 ) -> None:
-    """One metadata commit setting ``set_refs`` and removing ``remove``, if every ref of ``expected`` is unmoved.
+    """One metadata commit changing refs and properties, if every ref of ``expected`` is where it was read.
 
-    ``expected`` maps each ref to the snapshot it must still point at (``None``: it must not exist); a
-    ref set or removed belongs in it, so that a commit of another writer in between fails this one.
-    ``properties``: table properties set in the same commit (a receipt of what it did). ``table``
-    holds the new metadata afterwards.
+    Args:
+        table: The table as read when ``expected`` was decided; it holds the new metadata afterwards.
+        expected: ``{ref: snapshot id}`` each ref must still point at (``None``: it must not exist). A
+            ref changed belongs in it, so that a commit of another writer in between fails this one.
+        move: ``{ref: snapshot id}`` to point each ref at; an existing ref keeps its type and retention
+            fields, a missing one becomes a branch without them.
+        set_refs: Refs to set as given (a new tag with its ``max-ref-age-ms``).
+        remove: Refs to remove (those that exist).
+        properties: Table properties set in the same commit (a receipt of what it did).
+        remove_properties: Table properties removed in the same commit (those that exist).
 
     Raises:
-        RefMovedError: A ref of ``expected`` is elsewhere now (``table`` is then refreshed).
+        RefMovedError: A ref of ``expected`` is elsewhere now (``table`` is then refreshed); it is a
+            ``CommitFailedException`` too.
         CommitFailedException: The catalog refused the commit for another reason.
+        ValueError: A snapshot of ``move`` is not in the table's metadata.
     """
-    requirements = (
-        AssertTableUUID(uuid=table.metadata.table_uuid),
-        *(AssertRefSnapshotId(ref=name, snapshot_id=snapshot_id) for name, snapshot_id in expected.items()),
-    )
-    updates = (
-        *(RemoveSnapshotRefUpdate(ref_name=name) for name in remove),
-        *(
-            SetSnapshotRefUpdate(ref_name=name, **ref.model_dump(by_alias=True))
-            for name, ref in (set_refs or {}).items()
-        ),
-        *((SetPropertiesUpdate(updates=dict(properties)),) if properties else ()),
-    )
+    metadata = table.metadata
+    updates: list[TableUpdate] = []
+    for name, snapshot_id in (move or {}).items():
+        if metadata.snapshot_by_id(snapshot_id) is None:
+            raise ValueError(
+                f"Cannot point {name} at snapshot {snapshot_id}: {'.'.join(table.name())} has no such snapshot"
+            )
+        current = metadata.refs.get(name)
+        if current is None:
+            updates.append(SetSnapshotRefUpdate(ref_name=name, type=SnapshotRefType.BRANCH, snapshot_id=snapshot_id))
+        elif current.snapshot_id != snapshot_id:  # PyIceberg's own ref updates drop the retention fields
+            fields = {**current.model_dump(by_alias=True), "snapshot-id": snapshot_id}
+            updates.append(SetSnapshotRefUpdate(ref_name=name, **fields))
+    updates += [
+        SetSnapshotRefUpdate(ref_name=name, **ref.model_dump(by_alias=True)) for name, ref in (set_refs or {}).items()
+    ]
+    updates += [RemoveSnapshotRefUpdate(ref_name=name) for name in remove if name in metadata.refs]
+    if properties:
+        updates.append(SetPropertiesUpdate(updates=dict(properties)))
+    gone = [key for key in remove_properties if key in metadata.properties]
+    if gone:
+        updates.append(RemovePropertiesUpdate(removals=gone))
+    if not updates:
+        return
+    requirements: list[TableRequirement] = [AssertTableUUID(uuid=metadata.table_uuid)]
+    requirements += [AssertRefSnapshotId(ref=name, snapshot_id=snapshot_id) for name, snapshot_id in expected.items()]
     try:
-        table._do_commit(updates=updates, requirements=requirements)
-    except CommitFailedException as exc:
+        table._do_commit(updates=tuple(updates), requirements=tuple(requirements))
+    except CommitFailedException:
         moved = _moved(table, expected)
         if moved is None:
             raise
-        raise moved from exc
+        raise moved from None
 
 
 def move_ref(
@@ -85,27 +112,17 @@ def move_ref(
 ) -> None:
     """Point ref ``name`` (``main``, a branch, a tag) at ``snapshot_id`` in one commit, keeping its retention fields.
 
-    Guarded by ``name`` still being at ``expected`` and every ref of ``also_expected`` where it says;
-    ``remove``: refs removed in the same commit (list them in ``also_expected`` too), ``properties``:
-    table properties set in it (:func:`commit_refs`). A ref that does
-    not exist yet (``expected=None``) becomes a branch without retention fields. Nothing checks that
+    Guarded by ``name`` still being at ``expected`` and every ref of ``also_expected`` where it says
+    (:func:`commit_refs`, with ``remove`` and ``properties`` in the same commit). Nothing checks that
     the move goes forward: a caller that needs it (a fast-forward) checks ancestry first.
 
     Raises:
         RefMovedError: ``name`` or a ref of ``also_expected`` moved since it was read.
     """
-    current = table.metadata.refs.get(name)
-    ref = SnapshotRef(
-        snapshot_id=snapshot_id,
-        snapshot_ref_type=current.snapshot_ref_type if current is not None else SnapshotRefType.BRANCH,
-        min_snapshots_to_keep=current.min_snapshots_to_keep if current is not None else None,
-        max_snapshot_age_ms=current.max_snapshot_age_ms if current is not None else None,
-        max_ref_age_ms=current.max_ref_age_ms if current is not None else None,
-    )
     commit_refs(
         table,
         expected={**(also_expected or {}), name: expected},
-        set_refs={name: ref},
+        move={name: snapshot_id},
         remove=remove,
         properties=properties,
     )

@@ -61,7 +61,12 @@ def stream_tasks(
 
 
 def target_batches(
-    table: Table, move: MoveDefinition, columns: Sequence[str], row_filter: BooleanExpression, moved_rows: int
+    table: Table,
+    move: MoveDefinition,
+    columns: Sequence[str],
+    row_filter: BooleanExpression,
+    moved_rows: int,
+    branch: str = MAIN_BRANCH,
 ) -> tuple[Stream, dict[str, object]]:
     """A stream of the target rows to compare with the source, and what they are (``scope``, ``target_files``).
 
@@ -70,8 +75,9 @@ def target_batches(
     move's commits, its rows cannot be told apart from others and the scope is ``table``: every target
     row matching ``row_filter``, exact only when ``foreign_changes`` is empty.
     An ``overwrite`` replaced the target's earlier rows matching the filter: those are no foreign change.
+    ``branch``: where the rows are read (a move's own branch before it is published).
     """
-    move_id, branch = move.move_id, MAIN_BRANCH
+    move_id = move.move_id
     paths = move_data_paths(table, move_id, branch)
     head = table.metadata.snapshot_by_name(branch)
     if head is None:

@@ -13,16 +13,32 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression
 from pyiceberg.expressions.parser import parse
 from pyiceberg.table.refs import MAIN_BRANCH
 
 from iceberg_ops_provider.core.filters import FILTER_FORM, syntax_problem
+from iceberg_ops_provider.data_migration.audit import AuditReport, Check, audit_branch
+from iceberg_ops_provider.data_migration.audit_branch import (
+    check_branch_name,
+    cut_branch,
+    is_audit_branch,
+    owned_record,
+    unfinished,
+)
 from iceberg_ops_provider.data_migration.copy import FileCopier
 from iceberg_ops_provider.data_migration.planning import fingerprint
+from iceberg_ops_provider.data_migration.publish import Discarded, Published, discard_branch, publish_branch
 from iceberg_ops_provider.data_migration.resolution import Resolved, create_target, current_state, resolve
 from iceberg_ops_provider.data_migration.results import VERIFY_METHODS, MovePlan, MoveResult, MoveUnit, VerifyReport
-from iceberg_ops_provider.data_migration.state import STAGING_BRANCH_PREFIX, file_prefix, move_snapshots, state_of
+from iceberg_ops_provider.data_migration.state import (
+    STAGING_BRANCH_PREFIX,
+    file_prefix,
+    find_state,
+    move_snapshots,
+    state_of,
+)
 from iceberg_ops_provider.data_migration.unit_runner import publish, published, record_empty, run_units
 from iceberg_ops_provider.data_migration.verbatim import schema_blocker
 from iceberg_ops_provider.data_migration.verification import verify_move
@@ -87,6 +103,9 @@ class DataMover:
         rewrite: Re-encode every row into new files. By default a source file that needs no change
             (same field ids, names and types in the target, read in full, compatible partitioning;
             see :mod:`.verbatim`) is copied byte for byte, keeping its size, row groups and compression.
+        branch: Write-audit-publish: commit the units to this branch of the target, cut from ``main``'s
+            head when the move starts, instead of to ``main``; readers of ``main`` see nothing until
+            :meth:`publish` (after :meth:`audit`). ``append`` and ``incremental`` modes only.
     """
 
     def __init__(
@@ -109,6 +128,7 @@ class DataMover:
         sample_size: int = 100,
         source_snapshot_id: int | None = None,
         rewrite: bool = False,
+        branch: str | None = None,
     ) -> None:
         if mode not in MODES:
             raise _bad("mode", mode, f"{{mode}} is not one of {', '.join(MODES)}.")
@@ -173,7 +193,22 @@ class DataMover:
             }
         )
         self.move_id = move_id or f"{self.source}-to-{self.target}-{self.definition}"
-        self.branch = MAIN_BRANCH if mode != "overwrite" else STAGING_BRANCH_PREFIX + self.move_id
+        if branch is not None:
+            check_branch_name(branch)
+            if mode == "overwrite":
+                raise InvalidMoveError(
+                    message(
+                        "{branch} works with {append} and {incremental}: an overwrite already stages its units on a "
+                        "branch of its own and replaces the rows on main in one commit at its end.",
+                        about="branch",
+                        branch=Arg("branch", branch),
+                        append=Arg("mode", "append"),
+                        incremental=Arg("mode", "incremental"),
+                    )
+                )
+            self.branch = branch
+        else:
+            self.branch = MAIN_BRANCH if mode != "overwrite" else STAGING_BRANCH_PREFIX + self.move_id
         self._stop_requested = threading.Event()
         self.created_target = False
         """Whether this object's run created the target (``create_target=True`` and it was missing)."""
@@ -272,10 +307,20 @@ class DataMover:
             plan = resolved.plan
         target = resolved.target
         assert target is not None
-        if self.mode == "overwrite" and target.metadata.current_snapshot_id is None:
+        own_branch = is_audit_branch(self.branch)
+        work = bool(plan.pending) or resolved.initial_state is not None
+        if (self.mode == "overwrite" or (own_branch and work)) and target.metadata.current_snapshot_id is None:
             # A catalog accepts a branch only on a table with a snapshot: give the empty table one.
             with target.transaction() as transaction:
                 transaction.update_snapshot().fast_append().commit()
+        if own_branch and work and self.branch not in target.metadata.refs:
+            cut_branch(target, self.branch, self.move_id)
+            # Its state (and the fork it records) is now read from the branch.
+            resolved = resolve(self, pinned=plan.source_snapshot_id)
+            plan = resolved.plan
+            selected = self._units(plan, units)
+            target = resolved.target
+            assert target is not None
         tracker = ProgressTracker(
             f"move {self.source} -> {self.target}",
             total_bytes=sum(unit.bytes for unit in selected if unit.index not in plan.done),
@@ -370,3 +415,109 @@ class DataMover:
         not finished (or never ran) raises ``MoveStateError``.
         """
         return verify_move(self, method, seed=seed)
+
+    def _own_branch_target(self, verb: str) -> Table:
+        """The target, for a verb of a move given a branch of its own; refused for any other move."""
+        if not is_audit_branch(self.branch):
+            raise InvalidMoveError(
+                message(
+                    f"{verb} works on a move given a branch of its own ({{branch}}); move {self.move_id!r} commits "
+                    f"to {self.branch}.",
+                    about="branch",
+                    branch=Arg("branch", "NAME"),
+                )
+            )
+        try:
+            return self.target_catalog.load_table(self.target)
+        except NoSuchTableError as exc:
+            raise MoveStateError(
+                f"Move {self.move_id!r} has not started: its target {self.target} does not exist; run it first."
+            ) from exc
+
+    def audit(
+        self,
+        not_null: Sequence[str] = (),
+        unique: Sequence[str | Sequence[str]] = (),
+        no_rows_where: str | BooleanExpression | None = None,
+        min_rows: int | None = None,
+        max_rows: int | None = None,
+        checks: Sequence[Check] | Mapping[str, Check] = (),
+        *,
+        scope: str = "move",
+        sample_size: int = 5,
+    ) -> AuditReport:
+        """Check the rows on the move's branch; a passing audit is recorded, and :meth:`publish` needs one.
+
+        Args:
+            not_null: Columns that must hold no null.
+            unique: Columns, or lists of columns taken together, whose values no two rows may share
+                (rows with a null in the key are not compared, as in SQL).
+            no_rows_where: A filter no row may match (``"amount < 0"``).
+            min_rows: The fewest rows the audit may read.
+            max_rows: The most rows the audit may read.
+            checks: Functions of a ``pyarrow.RecordBatch`` returning its number of offending rows
+                (named by their ``__name__``, or given as ``{name: function}``).
+            scope: ``move`` (default): the rows the move's commits added since the branch was cut;
+                ``branch``: every row the branch holds (``main``'s rows at the fork included).
+            sample_size: Offending rows kept per check, for the report.
+
+        Returns:
+            The report: ``ok``, and per check its failed rows and a sample. A failed audit changes
+            nothing but the record of an earlier passing one, which it clears: ``main`` is untouched
+            and the branch kept.
+
+        Raises:
+            InvalidMoveError: A bad argument, or a move without ``branch``.
+            MoveStateError: The move has not finished on its branch, or was published already.
+            MoveConflictError: The branch moved while it was read (transient: audit again).
+        """
+        target = self._own_branch_target("audit")
+        record = owned_record(target.metadata, self.branch, self.move_id, self.target)
+        if record is None:
+            finished, _ = find_state(target.metadata, self.move_id, MAIN_BRANCH)
+            done = finished is not None and finished.complete and finished.fork_snapshot_id is not None
+            raise MoveStateError(
+                f"Move {self.move_id!r} has no branch {self.branch!r} to audit: "
+                + ("it was published to main already." if done else "it has not started (or was discarded); run it.")
+            )
+        state, _ = find_state(target.metadata, self.move_id, self.branch)
+        done_units = unfinished(state, record)
+        if done_units is not None:
+            raise MoveStateError(
+                f"Move {self.move_id!r} has not finished: {done_units} units are committed to branch "
+                f"{self.branch!r}. Run it to the end, then audit."
+            )
+        return audit_branch(
+            target,
+            record,
+            not_null=not_null,
+            unique=unique,
+            no_rows_where=no_rows_where,
+            min_rows=min_rows,
+            max_rows=max_rows,
+            checks=checks,
+            scope=scope,
+            sample_size=sample_size,
+        )
+
+    def publish(self) -> Published:
+        """Make the audited branch ``main``'s, in one metadata commit, exactly once; then remove the branch.
+
+        With ``main`` where the branch was cut, ``main`` moves to the audited snapshot; after appends by
+        others, the move's files are appended to ``main`` with a receipt. Publishing again after a crash
+        or a retry commits nothing (``how="already_published"``). See ``docs/data_mover.md``.
+
+        Raises:
+            PublishRefusedError: Not finished, not audited, the branch moved after the audit, or ``main``
+                changed in a way the move's rows cannot be combined with; nothing changed.
+            MoveConflictError: Other writers kept winning the commit (transient: publish again).
+        """
+        return publish_branch(self._own_branch_target("publish"), self.move_id, self.branch)
+
+    def discard(self) -> Discarded:
+        """Remove the move's branch and its records, leaving ``main`` untouched.
+
+        The data files only the branch referenced are removed by snapshot expiry and orphan-file removal.
+        Running the move again afterwards starts it anew on a new branch.
+        """
+        return discard_branch(self._own_branch_target("discard"), self.move_id, self.branch)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table.refs import MAIN_BRANCH
 
+from iceberg_ops_provider.data_migration.audit_branch import RECORD_PREFIX, record_of
 from iceberg_ops_provider.data_migration.state import (
     MOVE_ID_KEY,
     PROPERTY_PREFIX,
@@ -31,9 +32,10 @@ __all__ = ["MoveProgress", "moves_into"]
 class MoveProgress:
     """How far one move into a table has got.
 
-    ``source`` is ``None`` and ``error`` says why when the state cannot be read. ``branch`` is ``main``
-    or an ``overwrite`` move's staging branch. ``bytes`` counts the data files added by the move's
-    commits still in the history (``added-files-size``), ``last_commit_at`` the newest of them (UTC).
+    ``source`` is ``None`` and ``error`` says why when the state cannot be read. ``branch`` is ``main``,
+    an ``overwrite`` move's staging branch, or the branch of a move given one, until it is published.
+    ``bytes`` counts the data files added by the move's commits still in the history
+    (``added-files-size``), ``last_commit_at`` the newest of them (UTC).
     ``runs``: runs the move started (an ``incremental`` move adds one per run; 1 otherwise).
     """
 
@@ -63,13 +65,26 @@ def _known_moves(table: Table) -> list[str]:
     return [move_id for move_id in dict.fromkeys(moves) if move_id]
 
 
+def _own_branch(table: Table, move_id: str) -> str | None:
+    """The branch of its own a move writes to (``DataMover(branch=...)``), while it exists."""
+    metadata = table.metadata
+    for key in metadata.properties:
+        record = record_of(metadata, key.removeprefix(RECORD_PREFIX)) if key.startswith(RECORD_PREFIX) else None
+        if record is not None and record.move_id == move_id and record.branch in metadata.refs:
+            return record.branch
+    return None
+
+
 def _progress(table: Table, move_id: str) -> MoveProgress:
-    """A move's progress, read on ``main``, or on the staging branch of an ``overwrite`` not yet published."""
+    """A move's progress: on its own branch while it has one, else on ``main`` or an unpublished overwrite's staging."""
     metadata = table.metadata
     staging = f"{STAGING_BRANCH_PREFIX}{move_id}"
     branch = MAIN_BRANCH
     try:
-        state, _ = find_state(metadata, move_id, MAIN_BRANCH)
+        own = _own_branch(table, move_id)
+        if own is not None:
+            branch = own
+        state, _ = find_state(metadata, move_id, branch)
         if state is None and staging in metadata.refs:
             branch = staging
             state, _ = find_state(metadata, move_id, staging)

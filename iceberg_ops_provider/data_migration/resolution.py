@@ -17,6 +17,7 @@ from pyiceberg.table.snapshots import ancestors_of
 
 from iceberg_ops_provider.core.filters import bind_filter
 from iceberg_ops_provider.core.name_hints import did_you_mean, missing_table
+from iceberg_ops_provider.data_migration.audit_branch import is_audit_branch, owned_record, record_of
 from iceberg_ops_provider.data_migration.move_files import stream_tasks
 from iceberg_ops_provider.data_migration.planning import group_units, incremental_range, scan_tasks
 from iceberg_ops_provider.data_migration.reconcile import (
@@ -222,9 +223,15 @@ def refuse_forgotten_move(mover: MoveDefinition, target: Table) -> None:
 
 
 def current_state(mover: MoveDefinition, target: Table | None) -> MoveState | None:
-    """The move's newest state: on ``main`` once an overwrite is published, else on the move's branch."""
+    """The move's newest state: on ``main`` once an overwrite is published, else on the move's branch.
+
+    A move given a branch of its own keeps its state there while the branch exists; once it was
+    published (the branch removed), or before it was cut, ``main`` holds the state.
+    """
     if target is None:
         return None
+    if is_audit_branch(mover.branch) and mover.branch not in target.metadata.refs:
+        return find_state(target.metadata, mover.move_id, MAIN_BRANCH)[0]
     if mover.mode == "overwrite":
         finished, _ = find_state(target.metadata, mover.move_id, MAIN_BRANCH)
         if finished is not None:
@@ -267,6 +274,14 @@ def _after(metadata: TableMetadata, snapshot_id: int, earlier_id: int | None) ->
     return any(ancestor.snapshot_id == earlier_id for ancestor in ancestry)
 
 
+def _fork(mover: MoveDefinition, target: Table | None) -> int | None:
+    """The snapshot of ``main`` the move's own branch was cut from (``None`` for a move without one)."""
+    if target is None or not is_audit_branch(mover.branch):
+        return None
+    record = record_of(target.metadata, mover.branch)
+    return record.fork_snapshot_id if record is not None and record.move_id == mover.move_id else None
+
+
 def resolve(mover: MoveDefinition, pinned: int | None = None) -> Resolved:
     """Load, reconcile, read the state and plan (changes nothing).
 
@@ -275,6 +290,8 @@ def resolve(mover: MoveDefinition, pinned: int | None = None) -> Resolved:
     """
     source = load_source(mover)
     target = load_target(mover)
+    if target is not None and is_audit_branch(mover.branch):
+        owned_record(target.metadata, mover.branch, mover.move_id, mover.target)  # a tag, or another's branch
     state = current_state(mover, target)
     notes: list[str] = []
     current = source.metadata.current_snapshot_id
@@ -369,6 +386,7 @@ def resolve(mover: MoveDefinition, pinned: int | None = None) -> Resolved:
             completed_snapshot_id=state.completed_snapshot_id if state is not None else None,
             epoch=state.epoch + 1 if state is not None else 0,
             rows=state.rows if state is not None else 0,
+            fork_snapshot_id=_fork(mover, target),
         )
     check_values(mapping, source_metadata, source.io, tasks, row_filter)
     plan = MovePlan(

@@ -87,7 +87,8 @@ class MoveState:
     ``completed_snapshot_id`` the newest whose rows are all in the target. ``done`` holds the indexes
     of the units of plan ``plan_id`` committed; ``commit_every_bytes`` is the unit size that plan was
     made with. ``epoch`` counts the runs of an incremental move (0 for the first); ``rows`` the rows
-    committed over every run.
+    committed over every run. ``fork_snapshot_id``: for a move that commits to a branch of its own
+    (``DataMover(branch=...)``), the snapshot of ``main`` the branch was cut from for this run.
     """
 
     move_id: str
@@ -103,6 +104,7 @@ class MoveState:
     completed_snapshot_id: int | None = None
     epoch: int = 0
     rows: int = 0
+    fork_snapshot_id: int | None = None
 
     @property
     def complete(self) -> bool:
@@ -122,6 +124,8 @@ class MoveState:
         payload = asdict(self)
         payload["done"] = format_ranges(self.done)
         payload["v"] = STATE_VERSION
+        if self.fork_snapshot_id is None:  # a move on main: its summaries stay as before branches existed
+            del payload["fork_snapshot_id"]
         return {MOVE_ID_KEY: self.move_id, STATE_KEY: json.dumps(payload, sort_keys=True, separators=(",", ":"))}
 
     @classmethod

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -16,8 +16,9 @@ from pyiceberg.exceptions import CommitFailedException, ValidationException
 from pyiceberg.table.update import AssertCurrentSchemaId
 
 from iceberg_ops_provider.core.retrying import lost_races
+from iceberg_ops_provider.data_migration.audit_branch import is_audit_branch
 from iceberg_ops_provider.data_migration.state import UNIT_KEY, MoveState, find_state, mirror_properties
-from iceberg_ops_provider.errors import MoveConflictError
+from iceberg_ops_provider.errors import MoveConflictError, MoveStateError
 
 if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
@@ -105,25 +106,34 @@ def commit_unit(
     decide: Callable[[MoveState | None], MoveState | None],
     unit_label: str,
     delete_filter: BooleanExpression | None = None,
+    summary: Mapping[str, str] | None = None,
 ) -> UnitCommit:
     """Commit ``files`` to ``branch`` with the state ``decide`` returns, unless the unit is already done.
 
     ``decide`` gets the move's state at the branch head (the table read again just before each
     attempt) and returns the state to record, or ``None`` when the unit is done (nothing is
     committed); it may raise ``MoveStateError`` to refuse. ``delete_filter``: rows of the branch to
-    delete in the same commit (an overwrite's final commit). The caller deletes ``files`` when the
-    result's ``committed`` is ``False``.
+    delete in the same commit (an overwrite's final commit); ``summary``: more snapshot summary
+    properties (a publish's receipt). A move's own branch (``DataMover(branch=...)``) must exist:
+    ``MoveStateError`` otherwise, as PyIceberg would create it without its history. The caller
+    deletes ``files`` when the result's ``committed`` is ``False``.
     """
     try:
         for attempt in lost_races(MAX_ATTEMPTS, what=f"unit {unit_label}", when=_lost_race):
             with attempt:
                 number = attempt.retry_state.attempt_number
                 table.refresh()
+                if is_audit_branch(branch) and branch not in table.metadata.refs:
+                    # PyIceberg would create it, parentless, holding only this unit's rows.
+                    raise MoveStateError(
+                        f"Branch {branch!r} of {'.'.join(table.name())} was removed (discarded or published) while "
+                        f"unit {unit_label} of move {move_id!r} was copied; nothing of the unit was committed."
+                    )
                 state, _head = find_state(table.metadata, move_id, branch)
                 new_state = decide(state)
                 if new_state is None:
                     return UnitCommit(False, None, state, number - 1)
-                properties = {**new_state.to_summary(), UNIT_KEY: unit_label}
+                properties = {**new_state.to_summary(), UNIT_KEY: unit_label, **(summary or {})}
                 transaction, producers = _stage(table, files, new_state, properties, branch, delete_filter)
                 try:
                     transaction.commit_transaction()  # type: ignore[attr-defined]

@@ -10,6 +10,7 @@ from pyiceberg.exceptions import NoSuchTableError
 from pyiceberg.table.refs import MAIN_BRANCH
 
 from iceberg_ops_provider.data_migration import move_files
+from iceberg_ops_provider.data_migration.audit_branch import is_audit_branch
 from iceberg_ops_provider.data_migration.resolution import bound_filter, build_mapping, load_source, metadata_at
 from iceberg_ops_provider.data_migration.results import VERIFY_METHODS, VerifyReport
 from iceberg_ops_provider.data_migration.state import find_state
@@ -58,7 +59,9 @@ def verify_move(mover: MoveDefinition, method: str | None = None, *, seed: int |
                 ),
             )
         ) from exc
-    state, _ = find_state(target.metadata, mover.move_id, MAIN_BRANCH)
+    # A move on a branch of its own is verified there until it is published (its branch removed).
+    branch = mover.branch if is_audit_branch(mover.branch) and mover.branch in target.metadata.refs else MAIN_BRANCH
+    state, _ = find_state(target.metadata, mover.move_id, branch)
     if state is None or not state.complete:
         done = f"{len(state.done)} of {state.unit_count} units" if state is not None else "nothing"
         raise MoveStateError(
@@ -72,11 +75,13 @@ def verify_move(mover: MoveDefinition, method: str | None = None, *, seed: int |
         source, source_metadata, state.completed_snapshot_id, row_filter, mapping, compared
     )
     target_filter = mapping.target_expression(row_filter)
-    target_stream, scope = move_files.target_batches(target, mover, compared, target_filter, state.rows)
+    target_stream, scope = move_files.target_batches(target, mover, compared, target_filter, state.rows, branch)
     report = verify_rows(
         method, source_stream, target_stream, columns=compared, sample_size=mover.sample_size, seed=seed
     )
     details = {**report.details, **scope, "source_snapshot_id": state.completed_snapshot_id}
+    if branch != MAIN_BRANCH:
+        details["branch"] = branch
     report = replace(report, details=details)
     foreign = scope.get("foreign_changes")
     if method != "checksum" and foreign and report.ok:

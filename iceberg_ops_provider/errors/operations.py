@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from pyiceberg.exceptions import CommitFailedException
+
 from iceberg_ops_provider.errors.base import IcebergOpsError
 
 
@@ -75,6 +77,28 @@ class MoveConflictError(DataMoveError):
     """A unit's commit kept losing to concurrent commits on the target; running the move again resumes it."""
 
     transient: ClassVar[bool] = True
+
+
+class PublishRefusedError(DataMoveError):
+    """A move's branch cannot be published; ``main`` and the branch are unchanged.
+
+    Attributes:
+        table: The target table, dotted.
+        branch: The move's branch.
+        reason: ``no_branch`` (never cut, or discarded), ``incomplete`` (units left), ``not_audited`` (no
+            passing audit), ``audit_stale`` (the branch moved after the audit), ``branch_changed`` (commits
+            on the branch that are not the move's, which only a fast-forward could carry), ``main_rewritten``
+            (``main`` no longer descends from the fork), ``main_changed`` (commits on ``main`` since the fork
+            that cannot be combined with the move's rows), ``schema_changed`` or ``spec_changed``.
+        snapshots: The commits the refusal is about, each as ``id (operation, what it touched)``.
+    """
+
+    def __init__(self, message: object, *, table: str, branch: str, reason: str, snapshots: Sequence[str] = ()) -> None:
+        self.table = table
+        self.branch = branch
+        self.reason = reason
+        self.snapshots = list(snapshots)
+        super().__init__(message)
 
 
 class VerificationFailedError(DataMoveError):
@@ -191,8 +215,10 @@ class RefError(IcebergOpsError, ValueError):
         super().__init__(message)
 
 
-class RefMovedError(IcebergOpsError):
+class RefMovedError(IcebergOpsError, CommitFailedException):
     """A ref moved (or appeared, or went) between the read a change was decided on and its commit; nothing changed.
+
+    A ``CommitFailedException`` too: a guarded commit whose guard failed.
 
     Attributes:
         table: The table, dotted.

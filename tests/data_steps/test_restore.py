@@ -6,7 +6,7 @@ import pyarrow as pa
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table.update import SetSnapshotRefUpdate
 
-from iceberg_ops_provider.data_steps.restore import tag_restore_point
+from iceberg_ops_provider.data_steps.restore import restore_to, tag_restore_point
 from tests.data_steps.support import make_table, rows_of
 
 
@@ -41,3 +41,21 @@ def test_a_tag_that_exists_is_kept(lake):
     first = tag_restore_point(table, "iceberg-ops/sales/0001")
     table.append(pa.Table.from_batches(rows_of(100, 5, "eu").to_batches()))
     assert tag_restore_point(table, "iceberg-ops/sales/0001") == first != table.metadata.current_snapshot_id
+
+
+def test_a_restore_keeps_mains_retention_settings_and_removes_the_tag(lake):
+    table = make_table(lake.catalog(), files_per_region=1, rows=10)
+    tagged = tag_restore_point(table, "iceberg-ops/sales/0001")
+    table.append(rows_of(100, 5, "eu"))  # a commit to undo (any commit counts as the step's with the prefix "")
+    head = table.metadata.current_snapshot_id
+    table.manage_snapshots().create_branch(
+        head, "main", min_snapshots_to_keep=3, max_snapshot_age_ms=86_400_000
+    ).commit()
+
+    restored = restore_to(table, "iceberg-ops/sales/0001", "")
+
+    table.refresh()
+    main = table.metadata.refs["main"]
+    assert restored.to_snapshot_id == tagged == main.snapshot_id
+    assert (main.min_snapshots_to_keep, main.max_snapshot_age_ms) == (3, 86_400_000)
+    assert "iceberg-ops/sales/0001" not in table.metadata.refs

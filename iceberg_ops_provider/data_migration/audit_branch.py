@@ -1,0 +1,194 @@
+"""A move's own branch (``DataMover(branch=...)``): its name checked, its record, its creation from ``main``.
+
+The branch is cut from ``main``'s head in one commit that also writes the table property
+``iceberg-ops.branch.<name>`` (:class:`BranchRecord`: the move that owns it, the fork snapshot, and the
+branch head a passing audit vouched for). That commit requires the branch not to exist, so two workers
+starting the same move cut it once, and a branch of anyone else is never taken over.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass, replace
+from typing import TYPE_CHECKING
+
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+
+from iceberg_ops_provider.core.refs import commit_refs
+from iceberg_ops_provider.data_migration.state import STAGING_BRANCH_PREFIX, MoveState
+from iceberg_ops_provider.errors import InvalidMoveError, MoveConflictError, MoveStateError
+from iceberg_ops_provider.messages import Arg, message
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+    from pyiceberg.table.metadata import TableMetadata
+
+__all__ = [
+    "RECORD_PREFIX",
+    "BranchRecord",
+    "check_branch_name",
+    "cut_branch",
+    "is_audit_branch",
+    "record_of",
+    "unfinished",
+]
+
+RECORD_PREFIX = "iceberg-ops.branch."
+"""Table properties ``iceberg-ops.branch.<name>`` record the move that owns each branch (:class:`BranchRecord`)."""
+
+CUT_ATTEMPTS = 10
+
+# Git's rules for a ref name, which Spark's identifiers and the REST catalog both accept: no control
+# characters, spaces or ~^:?*[\ anywhere, no "..", "@{", "//", no leading or trailing "/" or ".".
+_FORBIDDEN = re.compile(r"[\x00-\x20\x7f~^:?*\[\\]|\.\.|@\{|//|^[/.]|[/.]$|\.lock$")
+MAX_NAME_LENGTH = 200
+
+
+def is_audit_branch(branch: str) -> bool:
+    """Whether a move's ``branch`` is one it was given to write, audit and publish (not ``main`` or a staging one)."""
+    return branch != MAIN_BRANCH and not branch.startswith(STAGING_BRANCH_PREFIX)
+
+
+def check_branch_name(branch: object) -> str:
+    """``branch`` if it can name a move's branch; else :class:`InvalidMoveError` saying why."""
+
+    def bad(why: str) -> InvalidMoveError:
+        return InvalidMoveError(message(f"{{branch}} {why}", about="branch", branch=Arg("branch", branch)))
+
+    if not isinstance(branch, str) or not branch:
+        raise bad("must be a non-empty branch name.")
+    if branch == MAIN_BRANCH:
+        raise bad("cannot be main: the move writes to a branch of its own, and publishing moves main to it.")
+    if branch.startswith(STAGING_BRANCH_PREFIX):
+        raise bad(f"starts with {STAGING_BRANCH_PREFIX!r}, which names the staging branches of overwrite moves.")
+    if len(branch) > MAX_NAME_LENGTH:
+        raise bad(f"is {len(branch)} characters long; at most {MAX_NAME_LENGTH} are allowed.")
+    found = _FORBIDDEN.search(branch)
+    if found is not None:
+        raise bad(
+            f"is not a valid ref name ({found.group()!r} at character {found.start() + 1}): use letters, digits "
+            "and - _ . /, without spaces, '..', or a leading or trailing '/' or '.'."
+        )
+    return branch
+
+
+@dataclass(frozen=True)
+class BranchRecord:
+    """What the table property of a move's branch says: its owner, where it was cut, what an audit passed.
+
+    ``audited_snapshot_id`` is the branch head the last passing audit read (``None`` before one passed);
+    publishing requires it to still be the head.
+    """
+
+    branch: str
+    move_id: str
+    fork_snapshot_id: int
+    audited_snapshot_id: int | None = None
+
+    @property
+    def key(self) -> str:
+        """The table property holding this record."""
+        return RECORD_PREFIX + self.branch
+
+    def to_properties(self) -> dict[str, str]:
+        """The table property recording this."""
+        payload = {k: v for k, v in asdict(self).items() if k != "branch"}
+        return {self.key: json.dumps(payload, sort_keys=True, separators=(",", ":"))}
+
+    def audited(self, snapshot_id: int) -> BranchRecord:
+        """This record once an audit of ``snapshot_id`` passed."""
+        return replace(self, audited_snapshot_id=snapshot_id)
+
+
+def unfinished(state: MoveState | None, record: BranchRecord) -> str | None:
+    """How much of the move's current run is on the branch of ``record`` (``1 of 3``), ``None`` when all of it."""
+    if state is None or state.fork_snapshot_id != record.fork_snapshot_id:
+        return "none of its"  # nothing, or only what main held when the branch was cut
+    return None if state.complete else f"{len(state.done)} of {state.unit_count}"
+
+
+def record_of(metadata: TableMetadata, branch: str) -> BranchRecord | None:
+    """The record of ``branch`` in the table's properties; ``None`` without one (or when it cannot be read)."""
+    text = metadata.properties.get(RECORD_PREFIX + branch)
+    if text is None:
+        return None
+    try:
+        payload = json.loads(text)
+        return BranchRecord(
+            branch=branch,
+            move_id=str(payload["move_id"]),
+            fork_snapshot_id=int(payload["fork_snapshot_id"]),
+            audited_snapshot_id=None
+            if payload.get("audited_snapshot_id") is None
+            else int(payload["audited_snapshot_id"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def owned_record(metadata: TableMetadata, branch: str, move_id: str, table_name: str) -> BranchRecord | None:
+    """The record of ``branch`` when it belongs to ``move_id``; ``None`` when the branch does not exist.
+
+    Raises:
+        MoveStateError: ``branch`` is a tag, a branch of another move, or a branch no move cut.
+    """
+    ref = metadata.refs.get(branch)
+    if ref is None:
+        return None
+    if ref.snapshot_ref_type == SnapshotRefType.TAG:
+        raise MoveStateError(
+            message(
+                f"{table_name} has a tag named {branch!r}: a move's {{branch}} must be a name no ref has.",
+                about="branch",
+                branch=Arg("branch", branch),
+            )
+        )
+    record = record_of(metadata, branch)
+    if record is None:
+        raise MoveStateError(
+            message(
+                f"{table_name} already has a branch {branch!r} that no move cut (it has no property "
+                f"{RECORD_PREFIX}{branch}): a move writes only to a branch of its own. Choose another {{branch}}.",
+                about="branch",
+                branch=Arg("branch", branch),
+            )
+        )
+    if record.move_id != move_id:
+        raise MoveStateError(
+            message(
+                f"Branch {branch!r} of {table_name} belongs to move {record.move_id!r}, not to {move_id!r}. "
+                "Publish or discard that move first, or choose another {branch}.",
+                about="branch",
+                branch=Arg("branch", branch),
+            )
+        )
+    return record
+
+
+def cut_branch(table: Table, branch: str, move_id: str) -> BranchRecord:
+    """Cut ``branch`` from ``main``'s head for ``move_id`` unless it is already the move's; its record.
+
+    Raises:
+        MoveStateError: See :func:`owned_record`.
+        MoveConflictError: Other writers kept winning the commit (transient).
+    """
+    name = ".".join(table.name())
+    for _ in range(CUT_ATTEMPTS):
+        table.refresh()
+        record = owned_record(table.metadata, branch, move_id, name)
+        if record is not None:
+            return record
+        head = table.metadata.current_snapshot_id
+        assert head is not None, "the caller gives an empty table a snapshot first"
+        record = BranchRecord(branch, move_id, head)
+        try:
+            commit_refs(table, expected={branch: None}, move={branch: head}, properties=record.to_properties())
+        except CommitFailedException:
+            continue  # another worker cut it, or another writer committed: look again
+        return record
+    raise MoveConflictError(
+        f"Could not cut branch {branch!r} of {name} for move {move_id!r}: {CUT_ATTEMPTS} commits in a row lost to "
+        "concurrent commits. Run the move again."
+    )

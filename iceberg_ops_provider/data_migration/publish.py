@@ -1,0 +1,333 @@
+"""Publishing a move's audited branch onto ``main``, exactly once, in one metadata commit; or discarding it.
+
+While ``main`` is still at the fork, ``main`` is fast-forwarded to the audited snapshot and the branch
+removed, in one commit that requires ``main`` at the fork and the branch at the audited snapshot
+(:func:`~iceberg_ops_provider.core.refs.commit_refs`). When others appended to ``main`` meanwhile,
+the data files the move added on the branch are appended to ``main`` in one commit that carries the
+move's state and a receipt (``iceberg-ops.published-branch`` = ``<branch>@<audited id>``) and
+requires ``main``'s head as read; the branch is removed after. Either way a publish run again (after
+a crash, by a retry) finds the audited snapshot in ``main``'s history, or the receipt, and commits
+nothing. No data file is read or written.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from pyiceberg.exceptions import CommitFailedException
+from pyiceberg.manifest import ManifestEntryStatus
+from pyiceberg.table.refs import MAIN_BRANCH
+from pyiceberg.table.snapshots import Operation, ancestors_of
+
+from iceberg_ops_provider.core.refs import commit_refs
+from iceberg_ops_provider.data_migration.audit import added_since_fork
+from iceberg_ops_provider.data_migration.audit_branch import BranchRecord, owned_record, unfinished
+from iceberg_ops_provider.data_migration.state import MoveState, find_state, property_key
+from iceberg_ops_provider.data_migration.unit_commit import commit_unit
+from iceberg_ops_provider.errors import MoveConflictError, PublishRefusedError
+
+if TYPE_CHECKING:
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.table import Table
+    from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Snapshot
+
+__all__ = ["PUBLISHED_KEY", "Discarded", "Published", "discard_branch", "publish_branch"]
+
+log = logging.getLogger(__name__)
+
+PUBLISHED_KEY = "iceberg-ops.published-branch"
+"""Snapshot summary key of a publish that appended the branch's files to ``main``: ``<branch>@<audited id>``."""
+
+ATTEMPTS = 20
+"""Attempts of a publish or discard that lose to other writers' commits before giving up (transient)."""
+
+COMBINABLE = {Operation.APPEND, Operation.REPLACE}
+"""Commits on ``main`` the move's rows can be appended after whatever they touched: appends, and rewrites
+that change no rows (compaction)."""
+
+
+@dataclass(frozen=True)
+class Published:
+    """What :func:`publish_branch` did.
+
+    ``how``: ``fast_forward`` (``main`` moved to ``snapshot_id``), ``append`` (the move's ``files`` appended
+    to ``main`` as ``main_after``) or ``already_published`` (an earlier publish did it; nothing committed).
+    """
+
+    move_id: str
+    table: str
+    branch: str
+    how: str
+    snapshot_id: int | None
+    main_before: int | None
+    main_after: int | None
+    files: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form, for XCom and the command line."""
+        return {"kind": "publish", **asdict(self)}
+
+
+@dataclass(frozen=True)
+class Discarded:
+    """What :func:`discard_branch` did: ``dropped`` the branch at ``snapshot_id``, or found none."""
+
+    move_id: str
+    table: str
+    branch: str
+    dropped: bool
+    snapshot_id: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form, for XCom and the command line."""
+        return {"kind": "discard", **asdict(self)}
+
+
+def _described(snapshot: Snapshot, touched: str = "") -> str:
+    operation = snapshot.summary.operation.value if snapshot.summary is not None else "unknown"
+    when = datetime.fromtimestamp(snapshot.timestamp_ms / 1000, tz=UTC).isoformat(timespec="seconds")
+    return f"{snapshot.snapshot_id} ({operation}{', ' + touched if touched else ''}, at {when})"
+
+
+def _since(metadata: TableMetadata, head: Snapshot | None, stop: int) -> list[Snapshot] | None:
+    """The snapshots of ``head``'s history after ``stop``, newest first; ``None`` when ``stop`` is not in it."""
+    found = []
+    for snapshot in ancestors_of(head, metadata):
+        if snapshot.snapshot_id == stop:
+            return found
+        found.append(snapshot)
+    return None
+
+
+def _published(metadata: TableMetadata, record: BranchRecord, audited: int) -> bool:
+    """Whether ``main`` already holds the audited snapshot: fast-forwarded to it, or its receipt appended."""
+    receipt = f"{record.branch}@{audited}"
+    for snapshot in _since(metadata, metadata.current_snapshot(), record.fork_snapshot_id) or ():
+        if snapshot.snapshot_id == audited:
+            return True
+        if snapshot.summary is not None and snapshot.summary.additional_properties.get(PUBLISHED_KEY) == receipt:
+            return True
+    return False
+
+
+def _partitions(table: Table, snapshot: Snapshot) -> set[tuple[int, tuple[Any, ...]]]:
+    """The partitions (spec id, values) of the files ``snapshot`` added or removed, data and delete files."""
+    touched = set()
+    for manifest in snapshot.manifests(table.io):
+        if manifest.added_snapshot_id != snapshot.snapshot_id:
+            continue
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+            if entry.snapshot_id == snapshot.snapshot_id and entry.status != ManifestEntryStatus.EXISTING:
+                touched.add((manifest.partition_spec_id, tuple(entry.data_file.partition)))
+    return touched
+
+
+class _Refusal:
+    """Builds a :class:`PublishRefusedError` for one branch."""
+
+    def __init__(self, table: Table, branch: str, move_id: str) -> None:
+        self.table, self.branch, self.move_id = ".".join(table.name()), branch, move_id
+
+    def __call__(self, reason: str, text: str, snapshots: list[str] | None = None) -> PublishRefusedError:
+        return PublishRefusedError(
+            f"Move {self.move_id!r} cannot publish branch {self.branch!r} of {self.table}: {text}",
+            table=self.table,
+            branch=self.branch,
+            reason=reason,
+            snapshots=snapshots or [],
+        )
+
+
+def _conflicts(table: Table, record: BranchRecord, files: list[DataFile], refuse: _Refusal) -> None:
+    """Refuse an append-publish that would not give ``main`` exactly its rows plus the move's."""
+    metadata = table.metadata
+    since = _since(metadata, metadata.current_snapshot(), record.fork_snapshot_id)
+    if since is None:
+        raise refuse(
+            "main_rewritten",
+            f"main no longer descends from snapshot {record.fork_snapshot_id}, where the branch was cut (rolled "
+            "back or replaced since); nothing was published. Discard the move and run it again.",
+        )
+    spec_id = metadata.default_spec_id
+    stale = sorted({f.spec_id for f in files if f.spec_id != spec_id})
+    if stale:
+        raise refuse(
+            "spec_changed",
+            f"the table's partition spec changed to {spec_id} since the move wrote its files (spec "
+            f"{', '.join(map(str, stale))}); nothing was published. Discard the move and run it again.",
+        )
+    ours = {(f.spec_id, tuple(f.partition)) for f in files}
+    clashes = []
+    for snapshot in reversed(since):
+        operation = snapshot.summary.operation if snapshot.summary is not None else None
+        if operation in COMBINABLE:
+            continue
+        touched = _partitions(table, snapshot)
+        shared = ours & touched if all(s == spec_id for s, _ in touched) else touched
+        if shared:
+            values = sorted(str(list(p)) for _, p in shared)
+            what = "the whole table" if values == ["[]"] else f"partitions {', '.join(values[:5])}"
+            clashes.append(_described(snapshot, f"touching {what}"))
+    if clashes:
+        raise refuse(
+            "main_changed",
+            f"main changed since the branch was cut from snapshot {record.fork_snapshot_id} in a way the move's rows "
+            f"cannot be added to: {'; '.join(clashes)}. Nothing was published; the branch is kept. Discard the move "
+            "and run it again on the new main, or undo those commits.",
+            clashes,
+        )
+
+
+def publish_branch(table: Table, move_id: str, branch: str) -> Published:
+    """Publish the audited head of ``move_id``'s ``branch`` onto ``main`` (see the module documentation).
+
+    Raises:
+        PublishRefusedError: Nothing to publish yet, no passing audit of the head, or ``main`` changed in a way
+            the move's rows cannot be combined with (its ``reason`` and ``snapshots`` say which).
+        MoveStateError: ``branch`` is another move's, or a tag.
+        MoveConflictError: Other writers kept winning the commit (transient: publish again).
+    """
+    name = ".".join(table.name())
+    refuse = _Refusal(table, branch, move_id)
+    for _ in range(ATTEMPTS):
+        table.refresh()
+        metadata = table.metadata
+        main_before = metadata.current_snapshot_id
+        record = owned_record(metadata, branch, move_id, name)
+        if record is None:
+            finished, _ = find_state(metadata, move_id, MAIN_BRANCH)
+            if finished is not None and finished.complete and finished.fork_snapshot_id is not None:
+                return Published(move_id, name, branch, "already_published", None, main_before, main_before)
+            raise refuse("no_branch", "the branch does not exist (the move never started, or it was discarded).")
+        head = metadata.snapshot_by_name(branch)
+        assert head is not None
+        state, _ = find_state(metadata, move_id, branch)
+        done = unfinished(state, record)
+        if done is not None:
+            raise refuse("incomplete", f"{done} units are committed to the branch; run the move to finish it first.")
+        audited = record.audited_snapshot_id
+        if _published(metadata, record, head.snapshot_id):
+            _drop(table, record, head.snapshot_id)
+            return Published(move_id, name, branch, "already_published", head.snapshot_id, main_before, main_before)
+        if audited is None:
+            raise refuse("not_audited", f"no audit passed on its head, snapshot {head.snapshot_id}; audit it first.")
+        if audited != head.snapshot_id:
+            since = _since(metadata, head, audited) or []
+            raise refuse(
+                "audit_stale",
+                f"the audit passed on snapshot {audited}, but the branch has moved to {head.snapshot_id} since "
+                f"({'; '.join(_described(s) for s in since) or 'rewritten'}); audit it again.",
+                [_described(s) for s in since],
+            )
+        if main_before == record.fork_snapshot_id:
+            try:
+                commit_refs(
+                    table,
+                    expected={MAIN_BRANCH: main_before, branch: audited},
+                    move={MAIN_BRANCH: audited},
+                    remove=(branch,),
+                    remove_properties=(record.key,),
+                )
+            except CommitFailedException:
+                continue  # main or the branch moved meanwhile: look again
+            log.info("move %s: main of %s fast-forwarded to audited snapshot %s", move_id, name, audited)
+            return Published(move_id, name, branch, "fast_forward", audited, main_before, audited)
+        result = _append(table, record, head, state, refuse)
+        _drop(table, record, audited)
+        return result
+    raise MoveConflictError(
+        f"Publishing branch {branch!r} of {name} lost {ATTEMPTS} commits in a row to concurrent commits; nothing was "
+        "published. Publish again."
+    )
+
+
+def _append(table: Table, record: BranchRecord, head: Snapshot, state: MoveState, refuse: _Refusal) -> Published:
+    """Append the move's files on the branch to ``main``, with its state and the receipt, in one commit."""
+    name = ".".join(table.name())
+    added, foreign = added_since_fork(table, head, record.fork_snapshot_id, record.move_id)
+    if foreign:
+        raise refuse(
+            "branch_changed",
+            "commits that are not the move's are on the branch and main has moved since the fork, so the branch "
+            f"can only be published by moving main to it: {'; '.join(_described(s) for s in foreign)}. Nothing was "
+            "published.",
+            [_described(s) for s in foreign],
+        )
+    files = list(added.values())
+    if head.schema_id is not None and head.schema_id != table.metadata.current_schema_id:
+        raise refuse(
+            "schema_changed",
+            f"the table's schema changed (schema {table.metadata.current_schema_id}) since the audited snapshot "
+            f"{head.snapshot_id} was written (schema {head.schema_id}); nothing was published. Audit the branch "
+            "again after running the move on the new schema, or discard it.",
+        )
+    receipt = f"{record.branch}@{head.snapshot_id}"
+
+    def decide(on_main: MoveState | None) -> MoveState | None:
+        if _published(table.metadata, record, head.snapshot_id):
+            return None  # an earlier attempt's commit landed
+        _conflicts(table, record, files, refuse)  # against main as it is now, on every attempt
+        return state
+
+    before = table.metadata.current_snapshot_id
+    commit = commit_unit(
+        table,
+        files,
+        move_id=record.move_id,
+        branch=MAIN_BRANCH,
+        decide=decide,
+        unit_label="publish",
+        summary={PUBLISHED_KEY: receipt},
+    )
+    if not commit.committed:
+        return Published(record.move_id, name, record.branch, "already_published", head.snapshot_id, before, before)
+    log.info("move %s: %d files of branch %s appended to main of %s", record.move_id, len(files), record.branch, name)
+    return Published(
+        record.move_id, name, record.branch, "append", head.snapshot_id, before, commit.snapshot_id, len(files)
+    )
+
+
+def _drop(table: Table, record: BranchRecord, head: int) -> None:
+    """Remove the published branch and its record (a failure is left to the next publish or discard)."""
+    try:
+        commit_refs(table, expected={record.branch: head}, remove=(record.branch,), remove_properties=(record.key,))
+    except Exception as exc:  # published already; the next publish or discard removes it
+        log.warning(
+            "could not remove published branch %s (%s); publish or discard again removes it", record.branch, exc
+        )
+
+
+def discard_branch(table: Table, move_id: str, branch: str) -> Discarded:
+    """Remove ``move_id``'s ``branch`` and its records; ``main`` is untouched.
+
+    The data files only the branch referenced stay in storage until snapshot expiry (the branch's
+    snapshots are no longer protected by a ref) and orphan-file removal delete them.
+
+    Raises:
+        MoveStateError: ``branch`` is another move's, or a tag.
+        MoveConflictError: The branch kept moving (a run of the move still committing; transient).
+    """
+    name = ".".join(table.name())
+    for _ in range(ATTEMPTS):
+        table.refresh()
+        metadata = table.metadata
+        record = owned_record(metadata, branch, move_id, name)
+        if record is None:
+            return Discarded(move_id, name, branch, dropped=False)
+        head = metadata.refs[branch].snapshot_id
+        mirrored = metadata.properties.get(property_key(move_id), "")
+        gone = [record.key] + ([property_key(move_id)] if f'"branch":"{branch}"' in mirrored else [])
+        try:
+            commit_refs(table, expected={branch: head}, remove=(branch,), remove_properties=gone)
+        except CommitFailedException:
+            continue
+        log.info("move %s: branch %s of %s discarded at snapshot %s", move_id, branch, name, head)
+        return Discarded(move_id, name, branch, dropped=True, snapshot_id=head)
+    raise MoveConflictError(
+        f"Discarding branch {branch!r} of {name} lost {ATTEMPTS} commits in a row; a run of move {move_id!r} may "
+        "still be committing to it. Stop it, then discard again."
+    )
