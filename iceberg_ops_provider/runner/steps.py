@@ -162,7 +162,7 @@ def _failure(
     reported an error (an answer lost on the way back): the migration is done and recorded so.
     """
     duration_ms = journal.elapsed_ms()
-    error = f"{type(exc).__name__}: {exc}"
+    error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__  # Ctrl-C says nothing more
     if isinstance(exc, LockLostError):
         # Another run holds the namespace now and settles this migration from the intent record. The
         # error raised says so in full; the step line only marks where the run stopped.

@@ -39,6 +39,7 @@ def test_interrupts_and_task_timeouts_are_recorded_and_keep_their_type(runner, m
     statuses = _statuses(runner)
     assert statuses["0001"] == ("applied", None)
     assert statuses["0002"][0] == "failed" and kind.__name__ in statuses["0002"][1]
+    assert not statuses["0002"][1].rstrip().endswith(":")  # a bare Ctrl-C is named, not followed by an empty text
     assert runner.lock.info() is None
     assert "a" not in runner.catalog.load_table("sales.t").properties  # staged, never committed
 
