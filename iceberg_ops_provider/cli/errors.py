@@ -29,6 +29,7 @@ from iceberg_ops_provider.errors import (
     MigrationIntegrityError,
     MigrationNotRecordedError,
     PartialMigrationError,
+    PublishRefusedError,
     VerificationFailedError,
 )
 
@@ -65,6 +66,7 @@ STATE_ERRORS = (
     IntentRecordError,
     CatalogUnavailableError,
     VerificationFailedError,
+    PublishRefusedError,
 )
 """Errors that describe the state of the world rather than a mistake in the command: exit 1 (as transient ones)."""
 

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from iceberg_ops_provider.cli.settings import Settings
     from iceberg_ops_provider.data_migration import DataMover
 
-__all__ = ["MoveGroup", "move"]
+__all__ = ["MoveGroup", "definition", "move", "mover_for"]
 
 
 def _target_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -66,8 +66,8 @@ class MoveGroup(click.Group):
         return super().parse_args(ctx, args)
 
 
-def _definition(command: Callable[..., Any]) -> Callable[..., Any]:
-    """The arguments and options that define a move (and its default id), shared by run, plan and verify."""
+def definition(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The arguments and options that define a move (and its default id), shared by its subcommands."""
     decorators = [
         click.argument("source"),
         click.argument("target"),
@@ -100,6 +100,12 @@ def _definition(command: Callable[..., Any]) -> Callable[..., Any]:
             "--move-id", help="Name of the move (default: derived from the tables, filter, columns, renames, mode)."
         ),
         click.option("--create-target", is_flag=True, help="Create the target from the source's schema when missing."),
+        click.option(
+            "--branch",
+            metavar="NAME",
+            help="Write-audit-publish: the move commits to this branch of the target, cut from main; "
+            "`move audit` checks it, `move publish` makes it main's.",
+        ),
         click.option(
             "--commit-every-bytes",
             type=SIZE,
@@ -181,7 +187,7 @@ def _reworded(error: IcebergOpsError, message: Message) -> IcebergOpsError:
     return renamed
 
 
-def _mover(settings: Settings, options: dict[str, Any], *, read_only: bool = False, **extra: Any) -> DataMover:
+def mover_for(settings: Settings, options: dict[str, Any], *, read_only: bool = False, **extra: Any) -> DataMover:
     """The mover the options describe; ``--where`` is bound to the source's columns before anything is printed."""
     from iceberg_ops_provider.data_migration import DEFAULT_COMMIT_EVERY_BYTES, DataMover
     from iceberg_ops_provider.data_migration.resolution import bound_filter, load_source
@@ -202,6 +208,7 @@ def _mover(settings: Settings, options: dict[str, Any], *, read_only: bool = Fal
             move_id=options["move_id"] or None,
             commit_every_bytes=options["commit_every_bytes"] or DEFAULT_COMMIT_EVERY_BYTES,
             source_snapshot_id=options["source_snapshot_id"],
+            branch=options["branch"] or None,
             **extra,
         )
         if mover.where_text is not None:
@@ -306,7 +313,7 @@ def move() -> None:
 
 
 @move.command("run")
-@_definition
+@definition
 @click.option(
     "--verify",
     type=click.Choice(["count", "checksum", "sample"]),
@@ -336,7 +343,7 @@ def run_move(settings: Settings, **options: Any) -> None:
     with stopping:
         try:
             with display:
-                mover = _mover(
+                mover = mover_for(
                     settings,
                     options,
                     verify=options["verify"],
@@ -414,13 +421,13 @@ def _describe_report(report: Any) -> str:
 
 
 @move.command("plan")
-@_definition
+@definition
 @click.pass_obj
 @handles_errors
 def plan_move(settings: Settings, **options: Any) -> None:
     """Show the move's units, their sizes and which are done; changes nothing."""
     try:
-        plan = _mover(settings, options, read_only=True).plan()
+        plan = mover_for(settings, options, read_only=True).plan()
     except KeyboardInterrupt:
         exit_interrupted(settings, "stopped while planning the move; plan changes nothing.")
     head = (
@@ -439,7 +446,7 @@ def plan_move(settings: Settings, **options: Any) -> None:
 
 
 @move.command("verify")
-@_definition
+@definition
 @click.option(
     "--method",
     type=click.Choice(["count", "checksum", "sample"]),
@@ -455,7 +462,7 @@ def verify_move(settings: Settings, method: str, seed: int | None, **options: An
     """Compare the rows a finished move wrote with the source's; exit 1 when they differ."""
     sample_size = options.pop("sample_size")
     try:
-        mover = _mover(settings, options, read_only=True, sample_size=sample_size)
+        mover = mover_for(settings, options, read_only=True, sample_size=sample_size)
         try:
             report = mover.verify(method, seed=seed)
         except MoveStateError as exc:
@@ -484,6 +491,7 @@ def _with_move_command(error: IcebergOpsError, settings: Settings, options: dict
         "move_id": options["move_id"],
         "commit_every_bytes": options["commit_every_bytes"],
         "source_snapshot_id": options["source_snapshot_id"],
+        "branch": options["branch"],
     }
     command = move_command(
         options["source"],

@@ -77,6 +77,13 @@ OPTIONS: dict[str, Option] = {
     "rewrite": Option("--rewrite", "flag"),
     "method": Option("--method"),
     "seed": Option("--seed"),
+    "branch": Option("--branch"),
+    "not_null": Option("--not-null"),
+    "unique": Option("--unique"),
+    "no_rows_where": Option("--no-rows-where"),
+    "min_rows": Option("--min-rows"),
+    "max_rows": Option("--max-rows"),
+    "scope": Option("--scope"),
     # migrations
     "namespace": Option("--namespace"),
     "meta_namespace": Option("--meta-namespace"),
