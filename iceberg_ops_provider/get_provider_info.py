@@ -34,7 +34,7 @@ def get_provider_info() -> dict[str, Any]:
             {"integration-name": _INTEGRATION, "external-doc-url": "https://iceberg.apache.org/", "tags": ["software"]}
         ],
         "hooks": _modules("hooks", "catalog"),
-        "operators": _modules("operators", "migrate", "maintenance", "data_move", "policy_maintenance", "tags"),
+        "operators": _modules("operators", "migrate", "maintenance", "data_move", "policy_maintenance", "tags", "wap"),
         "sensors": _modules("sensors", "migration", "partition"),
         "triggers": _modules("triggers", "migration", "partition"),
         # The Iceberg pages of Airflow's UI (docs/ui.md); the `airflow.plugins` entry point registers the same class.

@@ -33,7 +33,7 @@ __all__ = ["IcebergDataMoveOperator", "IcebergMovePlanOperator", "IcebergMoveVer
 MODES = ("append", "overwrite", "incremental")
 VERIFY_METHODS = ("count", "checksum", "sample")
 DEFAULT_COMMIT_EVERY_BYTES = 256 * 2**20
-MOVE_TEMPLATE_FIELDS = ("source", "target", "where", "move_id", "source_conn_id", "target_conn_id")
+MOVE_TEMPLATE_FIELDS = ("source", "target", "where", "move_id", "branch", "source_conn_id", "target_conn_id")
 
 
 def default_move_id(context: Context | Mapping[str, Any]) -> str | None:
@@ -83,6 +83,7 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
         create_target: bool = False,
         commit_every_bytes: int = DEFAULT_COMMIT_EVERY_BYTES,
         rewrite: bool = False,
+        branch: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -102,6 +103,7 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
         self.create_target = create_target
         self.commit_every_bytes = commit_every_bytes
         self.rewrite = rewrite
+        self.branch = branch
 
     def _mover(
         self,
@@ -138,6 +140,7 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
             verify=verify,
             source_snapshot_id=source_snapshot_id,
             rewrite=self.rewrite,
+            branch=_text(self.branch),
         )
         return self._active_mover
 
@@ -245,9 +248,13 @@ class IcebergDataMoveOperator(_MoveOperator):
         commit_every_bytes: Source bytes per unit (per target commit).
         rewrite: Re-encode every row into new files. By default a source file whose rows need no
             change is copied byte for byte (see ``docs/data_mover.md``).
+        branch: Write-audit-publish: commit the units to this branch of the target, cut from ``main``
+            (templated); :class:`~iceberg_ops_provider.operators.wap.IcebergAuditOperator` checks it and
+            :class:`~iceberg_ops_provider.operators.wap.IcebergPublishOperator` makes it ``main``'s.
 
-    Returns (XCom): the ``MoveResult`` JSON. When verification fails, its report is pushed under the
-    XCom key ``report`` before the task fails.
+    Returns (XCom): the ``MoveResult`` JSON; the move id is also pushed under the XCom key ``move_id``
+    (``move.output["move_id"]`` for the audit and publish tasks). When verification fails, its report
+    is pushed under the XCom key ``report`` before the task fails.
     """
 
     def __init__(
@@ -289,6 +296,8 @@ class IcebergDataMoveOperator(_MoveOperator):
             )
         )
         payload = result.to_json()
+        if "ti" in context:  # for the audit and publish tasks: move.output["move_id"]
+            context["ti"].xcom_push(key="move_id", value=result.move_id)
         self.log.info(
             "Moved %s rows (%s read, %s written) in %.1f s: %s unit(s) committed, %s already done, move %s",
             payload["rows"],
@@ -329,9 +338,10 @@ class IcebergDataMoveOperator(_MoveOperator):
             target = mover.target_catalog.load_table(mover.target)
         except NoSuchTableError:
             target = None
+        branch = _text(self.branch) or MAIN_BRANCH  # a move given a branch commits its units there
         mine = [
             snapshot
-            for snapshot in (move_snapshots(target.metadata, mover.move_id, MAIN_BRANCH) if target else [])
+            for snapshot in (move_snapshots(target.metadata, mover.move_id, branch) if target else [])
             if snapshot.timestamp_ms >= started_ms
         ]
         state = state_of(mine[0], mover.move_id) if mine else None

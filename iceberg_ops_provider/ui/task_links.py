@@ -38,6 +38,8 @@ TARGETS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "IcebergDataMoveOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
     "IcebergMovePlanOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
     "IcebergMoveVerifyOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
+    "IcebergAuditOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
+    "IcebergPublishOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
 }
 _DEFAULT_CONN_ID = "iceberg_ops_default"  # IcebergCatalogHook.default_conn_name, without importing the hook
 

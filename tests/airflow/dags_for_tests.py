@@ -109,3 +109,49 @@ def iceberg_ops_tag():
 
 
 iceberg_ops_tag()
+
+
+@dag(params={"move_id": "orders-backfill", "branch": "backfill", "no_rows_where": "amount < 0"}, **DEFAULTS)
+def iceberg_ops_wap():
+    from iceberg_ops_provider.operators.data_move import IcebergDataMoveOperator
+    from iceberg_ops_provider.operators.wap import IcebergAuditOperator, IcebergPublishOperator
+
+    move = IcebergDataMoveOperator(
+        task_id="move",
+        source="staging.orders",
+        target="sales.orders",
+        move_id="{{ params.move_id }}",
+        branch="{{ params.branch }}",
+    )
+    audit = IcebergAuditOperator(
+        task_id="audit",
+        source="staging.orders",
+        target="sales.orders",
+        move_id=move.output["move_id"],
+        branch="{{ params.branch }}",
+        not_null=["id"],
+        unique=["id"],
+        no_rows_where="{{ params.no_rows_where }}",
+        min_rows=1,
+        checks={"customer set": lambda batch: batch.column("customer").null_count},
+    )
+    publish = IcebergPublishOperator(
+        task_id="publish",
+        source="staging.orders",
+        target="sales.orders",
+        move_id=move.output["move_id"],
+        branch="{{ params.branch }}",
+        retries=1,
+        retry_delay=timedelta(seconds=0),
+    )
+    publish_again = IcebergPublishOperator(
+        task_id="publish_again",
+        source="staging.orders",
+        target="sales.orders",
+        move_id=move.output["move_id"],
+        branch="{{ params.branch }}",
+    )
+    audit >> publish >> publish_again
+
+
+iceberg_ops_wap()
