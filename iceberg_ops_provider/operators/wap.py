@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from iceberg_ops_provider.hooks.version_compat import AirflowFailException
+from iceberg_ops_provider.hooks.version_compat import AirflowFailException, AirflowSkipException
 from iceberg_ops_provider.operators.data_move import MOVE_TEMPLATE_FIELDS, _MoveOperator, _text
 
 if TYPE_CHECKING:
@@ -78,6 +78,23 @@ def _describe(report: AuditReport) -> str:
     return "\n".join(lines)
 
 
+def _published(mover: DataMover) -> bool:
+    """Whether the move finished and was published: its branch is gone and ``main`` holds its completed state."""
+    from pyiceberg.exceptions import NoSuchTableError
+    from pyiceberg.table.refs import MAIN_BRANCH
+
+    from iceberg_ops_provider.data_migration.state import find_state
+
+    try:
+        metadata = mover.target_catalog.load_table(mover.target).metadata
+    except NoSuchTableError:
+        return False
+    if mover.branch in metadata.refs:
+        return False
+    state, _ = find_state(metadata, mover.move_id, MAIN_BRANCH)
+    return state is not None and state.complete and state.fork_snapshot_id is not None
+
+
 class _BranchOperator(_MoveOperator):
     """A step on the branch of a move the arguments identify, as the move task ran it."""
 
@@ -119,7 +136,8 @@ class IcebergAuditOperator(_BranchOperator):
 
     Returns (XCom): the ``AuditReport`` JSON (``ok``, ``rows``, ``checks``: each ``name``,
     ``failed_rows``, ``sample``). When a check fails the report is also pushed under the XCom key
-    ``report`` and written to the log, and the task fails with ``AirflowFailException``.
+    ``report`` and written to the log, and the task fails with ``AirflowFailException``. A move
+    published already (a DAG run again) skips the task, and so the publish task after it.
     """
 
     template_fields: Sequence[str] = (
@@ -164,6 +182,11 @@ class IcebergAuditOperator(_BranchOperator):
 
     def _execute(self, context: Context) -> dict[str, Any]:
         mover = self._branch_mover()
+        if _published(mover):
+            raise AirflowSkipException(
+                f"Move {mover.move_id!r} was published to main already and its branch {mover.branch!r} removed: "
+                "nothing to audit (the publish task after this one is skipped too)."
+            )
         self.log.info("Auditing move %s on branch %s of %s", mover.move_id, mover.branch, self.target)
         report = mover.audit(
             not_null=_names(self.not_null),
