@@ -35,7 +35,6 @@ MOVE = {
     "where": "{{ params.date_column }} >= '{{ params.start }}' and {{ params.date_column }} < '{{ params.end }}'",
     "branch": "backfill-{{ params.start }}-{{ params.end }}",
 }
-# A fixed move id per range (not the task instance's): the run again finds the move, and each task the same one.
 RETRIES = {"retries": 2, "retry_delay": timedelta(seconds=30)}
 
 
@@ -82,6 +81,7 @@ def backfill_write_audit_publish():
             table.append(pa.table(rows, schema=schema))
         print(f"created demo table {source}: 2,100 rows, 100 a day from 2026-11-02")
 
+    # A move id per range, not the task instance's default: a run again finds the move published.
     move = IcebergDataMoveOperator(
         task_id="move", move_id="backfill:{{ params.start }}:{{ params.end }}", create_target=True, **MOVE, **RETRIES
     )
