@@ -478,7 +478,8 @@ class DataMover:
             done = finished is not None and finished.complete and finished.fork_snapshot_id is not None
             raise MoveStateError(
                 f"Move {self.move_id!r} has no branch {self.branch!r} to audit: "
-                + ("it was published to main already." if done else "it has not started (or was discarded); run it.")
+                + ("it was published to main already." if done else "it has not started (or was discarded); run it."),
+                reason="published" if done else "",
             )
         state, _ = find_state(target.metadata, self.move_id, self.branch)
         done_units = unfinished(state, record)

@@ -70,7 +70,16 @@ class ReconciliationError(DataMoveError, ValueError):
 
 
 class MoveStateError(DataMoveError, ValueError):
-    """A move cannot start or resume: its ``move_id`` is another move's, or ``mode`` cannot carry the change."""
+    """A move cannot start or resume: its ``move_id`` is another move's, or ``mode`` cannot carry the change.
+
+    Attributes:
+        reason: What state stopped it, where a caller may act on it: ``published`` (its branch was
+            published to ``main`` and removed: nothing left to audit), else ``""``.
+    """
+
+    def __init__(self, message: object, *, reason: str = "") -> None:
+        self.reason = reason
+        super().__init__(message)
 
 
 class MoveConflictError(DataMoveError):

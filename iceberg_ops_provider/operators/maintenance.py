@@ -18,6 +18,7 @@ from iceberg_ops_provider.hooks.version_compat import AirflowException, AirflowF
 from iceberg_ops_provider.maintenance.times import parse_older_than
 from iceberg_ops_provider.operators.data_move import unit_list
 from iceberg_ops_provider.operators.lineage import IcebergLineageMixin
+from iceberg_ops_provider.operators.rendered import as_flag
 from iceberg_ops_provider.operators.wording import operator_message
 from iceberg_ops_provider.progress import size_text
 
@@ -36,20 +37,6 @@ __all__ = [
     "as_flag",
     "parse_older_than",
 ]
-
-
-def as_flag(value: bool | str, field: str = "dry_run") -> bool:
-    """A boolean argument that may arrive rendered from a template (``"True"``, ``"false"``).
-
-    Raises:
-        ValueError: Anything but a bool or the words true/false.
-    """
-    if isinstance(value, bool):
-        return value
-    text = str(value).strip().lower()
-    if text in ("true", "false"):
-        return text == "true"
-    raise ValueError(f"{field}={value!r} is not true or false.")
 
 
 class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):

@@ -14,7 +14,7 @@ from airflow.sdk import BaseOperator
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.hooks.version_compat import AirflowException, AirflowFailException, AirflowNotFoundException
 from iceberg_ops_provider.operators.lineage import IcebergLineageMixin, table_extra
-from iceberg_ops_provider.operators.maintenance import as_flag
+from iceberg_ops_provider.operators.rendered import as_flag
 
 if TYPE_CHECKING:
     from airflow.sdk import Context

@@ -13,7 +13,7 @@ from airflow.sdk import BaseOperator
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.hooks.version_compat import AirflowFailException
-from iceberg_ops_provider.operators.maintenance import as_flag
+from iceberg_ops_provider.operators.rendered import as_flag, optional_int
 from iceberg_ops_provider.operators.wording import operator_message
 
 if TYPE_CHECKING:
@@ -80,7 +80,7 @@ class IcebergTagOperator(BaseOperator):
 
         try:
             replace = as_flag(self.replace, "replace")
-            snapshot_id = _snapshot_id(self.snapshot_id)
+            snapshot_id = optional_int(self.snapshot_id, "snapshot_id", "a snapshot id")
             catalog = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id).catalog_for("write")
             try:
                 table = catalog.load_table(self.table)
@@ -107,16 +107,3 @@ class IcebergTagOperator(BaseOperator):
         moved = f" (moved from snapshot {result.replaced})" if result.replaced is not None else ""
         self.log.info("%s %s snapshot %s as %s%s", self.table, done, result.tag.snapshot_id, self.tag, moved)
         return result.to_json()
-
-
-def _snapshot_id(value: int | str | None) -> int | None:
-    """The snapshot id as given or as a template rendered it (``""``, ``"None"``: none)."""
-    if value is None or isinstance(value, int):
-        return value
-    text = str(value).strip()
-    if text in ("", "None"):
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"snapshot_id={value!r} is not a snapshot id (a whole number).") from None

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from iceberg_ops_provider.hooks.version_compat import AirflowFailException, AirflowSkipException
 from iceberg_ops_provider.operators.data_move import MOVE_TEMPLATE_FIELDS, _MoveOperator, _text
+from iceberg_ops_provider.operators.rendered import optional_int
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -36,19 +37,6 @@ def _named_move(move_id: str | None, branch: str | None) -> tuple[str, str]:
     if given_branch is None:
         raise ValueError("branch is empty: pass the branch the move task was given (its branch=...).")
     return given_id, given_branch
-
-
-def _count(value: int | str | None, name: str) -> int | None:
-    """A row count as given or as a template rendered it (``""``, ``"None"``: none)."""
-    if value is None or isinstance(value, int):
-        return value
-    text = str(value).strip()
-    if text in ("", "None"):
-        return None
-    try:
-        return int(text)
-    except ValueError:
-        raise ValueError(f"{name}={value!r} is not a number of rows (a whole number).") from None
 
 
 def _names(value: Sequence[Any] | str | None) -> list[Any]:
@@ -76,23 +64,6 @@ def _describe(report: AuditReport) -> str:
         lines.append(f"  {'ok' if check.ok else 'FAILED'}  {check.name}: {check.failed_rows} offending row(s)")
         lines.extend(f"      {row}" for row in check.sample)
     return "\n".join(lines)
-
-
-def _published(mover: DataMover) -> bool:
-    """Whether the move finished and was published: its branch is gone and ``main`` holds its completed state."""
-    from pyiceberg.exceptions import NoSuchTableError
-    from pyiceberg.table.refs import MAIN_BRANCH
-
-    from iceberg_ops_provider.data_migration.state import find_state
-
-    try:
-        metadata = mover.target_catalog.load_table(mover.target).metadata
-    except NoSuchTableError:
-        return False
-    if mover.branch in metadata.refs:
-        return False
-    state, _ = find_state(metadata, mover.move_id, MAIN_BRANCH)
-    return state is not None and state.complete and state.fork_snapshot_id is not None
 
 
 class _BranchOperator(_MoveOperator):
@@ -181,23 +152,28 @@ class IcebergAuditOperator(_BranchOperator):
         self.sample_size = sample_size
 
     def _execute(self, context: Context) -> dict[str, Any]:
+        from iceberg_ops_provider.errors import MoveStateError
+
         mover = self._branch_mover()
-        if _published(mover):
+        self.log.info("Auditing move %s on branch %s of %s", mover.move_id, mover.branch, self.target)
+        try:
+            report = mover.audit(
+                not_null=_names(self.not_null),
+                unique=[tuple(key) if isinstance(key, list) else key for key in _names(self.unique)],
+                no_rows_where=_text(self.no_rows_where),
+                min_rows=optional_int(self.min_rows, "min_rows", "a number of rows"),
+                max_rows=optional_int(self.max_rows, "max_rows", "a number of rows"),
+                checks=self.checks,
+                scope=str(self.scope),
+                sample_size=self.sample_size,
+            )
+        except MoveStateError as exc:
+            if exc.reason != "published":
+                raise
             raise AirflowSkipException(
                 f"Move {mover.move_id!r} was published to main already and its branch {mover.branch!r} removed: "
                 "nothing to audit (the publish task after this one is skipped too)."
-            )
-        self.log.info("Auditing move %s on branch %s of %s", mover.move_id, mover.branch, self.target)
-        report = mover.audit(
-            not_null=_names(self.not_null),
-            unique=[tuple(key) if isinstance(key, list) else key for key in _names(self.unique)],
-            no_rows_where=_text(self.no_rows_where),
-            min_rows=_count(self.min_rows, "min_rows"),
-            max_rows=_count(self.max_rows, "max_rows"),
-            checks=self.checks,
-            scope=str(self.scope),
-            sample_size=self.sample_size,
-        )
+            ) from exc
         self.collect_lineage(lambda: self._record_target(mover, report.snapshot_id, written=False))
         payload = report.to_json()
         if report.ok:

@@ -416,8 +416,9 @@ def test_bad_audit_arguments_are_refused(catalog, tables, kwargs, match):
 
 def test_an_unfinished_or_published_move_is_not_audited(catalog, tables):
     mover = _mover(catalog)
-    with pytest.raises(MoveStateError, match="has not started"):
+    with pytest.raises(MoveStateError, match="has not started") as not_started:
         mover.audit()
+    assert not_started.value.reason == ""
     mover.run(units=[0])
     with pytest.raises(MoveStateError, match="1 of 3 units"):
         mover.audit()
@@ -426,8 +427,9 @@ def test_an_unfinished_or_published_move_is_not_audited(catalog, tables):
     mover.run()
     mover.audit()
     mover.publish()
-    with pytest.raises(MoveStateError, match="published to main already"):
+    with pytest.raises(MoveStateError, match="published to main already") as published:
         mover.audit()
+    assert published.value.reason == "published"  # the fact an audit task skips on
 
 
 def test_a_branch_whose_history_was_expired_is_audited_whole_and_not_appended_to_main(catalog, tables):
