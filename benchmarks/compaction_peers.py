@@ -40,6 +40,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from peak_memory import memory, reset_peak
+
 ROOT = Path(__file__).resolve().parents[1]
 CATALOG_NAME = "lake"
 NAMESPACE = "bench"
@@ -53,19 +55,6 @@ TARGET = 512 * 1024 * 1024
 
 # --------------------------------------------------------------------------------------------------
 # Memory and catalogs (every child)
-
-
-def _reset_peak() -> None:
-    with contextlib.suppress(OSError):
-        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM, the peak resident size
-
-
-def _peak(pid: int | str = "self") -> int:
-    with contextlib.suppress(OSError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    return 0
 
 
 def _catalog(database: str, warehouse: Path) -> Any:
@@ -175,20 +164,20 @@ def measure_ours(database: str, warehouse: Path, name: str) -> dict[str, Any]:
     from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 
     table = _catalog(database, warehouse).load_table(name)
-    _reset_peak()
+    reset_peak()
     started = time.perf_counter()
     result = compact_small_files_streaming(table, min_input_files=2)
     assert result.failed_groups_count == 0
-    return {"call_seconds": time.perf_counter() - started, "peak": _peak()}
+    return {"call_seconds": time.perf_counter() - started, "peak": memory()[1]}
 
 
 def measure_pyiceberg(database: str, warehouse: Path, name: str) -> dict[str, Any]:
     """PyIceberg alone: read the whole table, overwrite it."""
     table = _catalog(database, warehouse).load_table(name)
-    _reset_peak()
+    reset_peak()
     started = time.perf_counter()
     table.overwrite(table.scan().to_arrow())
-    return {"call_seconds": time.perf_counter() - started, "peak": _peak()}
+    return {"call_seconds": time.perf_counter() - started, "peak": memory()[1]}
 
 
 def measure_spark(database: str, warehouse: Path, name: str) -> dict[str, Any]:
@@ -237,14 +226,14 @@ def measure_spark(database: str, warehouse: Path, name: str) -> dict[str, Any]:
     warmup_seconds = rewrite(WARMUP)
     call_seconds = rewrite(name)
     process = getattr(spark.sparkContext._gateway, "proc", None)  # the JVM pyspark launched
-    jvm_peak = _peak(process.pid) if process is not None else 0
+    jvm_peak = memory(process.pid)[1] if process is not None else 0
     spark.stop()
     shutil.rmtree(scratch, ignore_errors=True)
     return {
         "call_seconds": call_seconds,
         "warmup_seconds": warmup_seconds,
         "session_seconds": session_seconds,
-        "peak": _peak() + jvm_peak,
+        "peak": memory()[1] + jvm_peak,
     }
 
 
@@ -255,12 +244,12 @@ def measure_zamboni(database: str, warehouse: Path, name: str) -> dict[str, Any]
     from zamboni.session import CatalogSession
 
     catalog = _catalog(database, warehouse)
-    _reset_peak()
+    reset_peak()
     started = time.perf_counter()
     session = CatalogSession.from_catalog(catalog, threads=2)
     config = CompactionConfig(target_file_size_bytes=TARGET, min_input_files=2, skip_partitions_newer_than_windows=None)
     TableCompactor(session, name, config).execute()
-    return {"call_seconds": time.perf_counter() - started, "peak": _peak()}
+    return {"call_seconds": time.perf_counter() - started, "peak": memory()[1]}
 
 
 MEASURES = {

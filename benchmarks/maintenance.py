@@ -24,10 +24,8 @@ scan in a fresh process, before and after ``rewrite_manifests``.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import random
-import resource
 import shutil
 import statistics
 import subprocess
@@ -39,6 +37,8 @@ import uuid
 from pathlib import Path
 from queue import Queue
 from typing import Any
+
+from peak_memory import memory, reset_peak
 
 NAMESPACE, TABLE = "bench", "bench.events"
 TARGET = 512 * 1024 * 1024
@@ -121,25 +121,6 @@ def build_table(root: Path, files: int, rows: int) -> dict[str, Any]:
     return {"files": files, "rows": files * rows, "arrow_bytes": arrow_bytes, "parquet_bytes": parquet_bytes}
 
 
-def _reset_peak() -> None:
-    with contextlib.suppress(OSError):
-        Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM, the peak resident size
-
-
-def _memory() -> tuple[int, int]:
-    """Current and peak resident bytes (peak since the last reset where the kernel allows one)."""
-    current = peak = 0
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                current = int(line.split()[1]) * 1024
-            elif line.startswith("VmHWM:"):
-                peak = int(line.split()[1]) * 1024
-    except OSError:
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    return current, peak
-
-
 def _raw_copy(table: Any, paths: list[str], out_dir: Path) -> int:
     """Read ``paths`` with PyArrow in a thread; write them as one stream of target-sized files."""
     import pyarrow as pa
@@ -188,8 +169,8 @@ def measure(method: str, root: Path) -> dict[str, float]:
     table = _catalog(root).load_table(TABLE)
     records = int(table.current_snapshot().summary["total-records"])
     paths = [task.file.file_path for task in table.scan().plan_files()] if method == "raw" else []
-    before, _ = _memory()
-    _reset_peak()
+    before, _ = memory()
+    reset_peak()
     cpu = time.process_time()
     started = time.perf_counter()
     if method == "compact":
@@ -201,7 +182,7 @@ def measure(method: str, root: Path) -> dict[str, float]:
         _raw_copy(table, paths, root)
     elapsed = time.perf_counter() - started
     cpu = time.process_time() - cpu
-    _, peak = _memory()
+    _, peak = memory()
     if method != "raw":
         table.refresh()
         assert int(table.current_snapshot().summary["total-records"]) == records
