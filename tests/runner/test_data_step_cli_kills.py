@@ -3,12 +3,12 @@ runs them, on a SQLite and a PostgreSQL catalog: the next plain command settles 
 
 Each trial creates a table of ``FILES`` files, one unit each, and runs a migration whose upgrade doubles ``v`` where
 ``k >= 1`` (not idempotent: a unit applied twice shows) and deletes the rows where ``k = 0``, and whose downgrade
-restores the rows (``restore_data``). The command is a fresh process: the test waits until the first step reported a
-random number of units, naps less than a unit or two take, and sends the signal. Right after it every file of the
-table's snapshots is still there (a unit whose commit landed kept its files) and at most two units' outputs are
-unreferenced (the unit being committed and the one copied ahead). Then a plain ``upgrade`` must finish, with every
-row exactly right and the migration recorded once. The downgrade is then stopped the same way, at a random moment
-after it started, and a plain ``downgrade`` must bring every row back.
+restores the rows (``restore_data``). The command is a fresh process: the test polls the table until the first step
+committed a random number of units, naps a random part of a unit's time, and sends the signal. Right after it every
+file of the table's snapshots is still there (a unit whose commit landed kept its files) and at most two units'
+outputs are unreferenced (the unit being committed and the one copied ahead). Then a plain ``upgrade`` must finish,
+with every row exactly right and the migration recorded once. The downgrade is then stopped the same way, at a
+random moment after it started, and a plain ``downgrade`` must bring every row back.
 
 ``ICEBERG_OPS_DATA_STEP_CLI_KILLS`` sets the landed trials per catalog and signal (1 by default);
 ``ICEBERG_OPS_CRASH_SEED`` replays a run's random choices.
@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import os
 import random
-import re
 import select
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,8 +48,6 @@ UPGRADE = (
     'ctx.update_rows("orders", {"v": lambda batch: pc.multiply(batch["v"], 2)}, where="k >= 1")\n'
     'ctx.delete_rows("orders", "k = 0")'
 )
-STEP = "update v of"
-"""The start of the first data step's progress lines."""
 
 
 def _before() -> dict[int, dict[str, Any]]:
@@ -94,28 +91,46 @@ def _start(command: list[str]) -> subprocess.Popen[str]:
     )
 
 
-def _stop_inside(process: subprocess.Popen[str], chance: random.Random, units: int | None) -> str:
-    """Send the signal once the step reported a random unit (``None``: once the command printed a line), after a nap."""
-    target = chance.randint(1, units - 1) if units else 1
-    seen, last, pace, output = 0, time.monotonic(), 0.2, []
+def _first_step_units(catalog: Any, name: str) -> int:
+    """Units of the migration's first data step committed so far: one snapshot each, marked with the step's id."""
+    steps = [
+        s.summary.additional_properties.get("iceberg-ops.data-step")
+        for s in catalog.load_table(name).metadata.snapshots
+    ]
+    steps = [step for step in steps if step]
+    return steps.count(steps[0]) if steps else 0
+
+
+def _stop_inside(process: subprocess.Popen[str], chance: random.Random, watch: Callable[[], int] | None) -> str:
+    """Send the signal once ``watch`` counts a random number of units done, a random part of a unit later.
+
+    The moment comes from the table (polled), not from the command's progress lines: those are at most one a
+    second, and a whole step can take less. ``None``: once the command printed a line.
+    """
+    target = chance.randint(1, FILES - 2) if watch else 0
+    fraction = chance.random()
+    output: list[bytes] = []
+    stream = process.stdout.fileno()  # type: ignore[union-attr]
+    seen, last, pace = 0, time.monotonic(), None
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([process.stdout], [], [], 0.2)
-        if not ready:
-            continue
-        line = process.stdout.readline()  # type: ignore[union-attr]
-        if not line:
-            break
-        output.append(line)
-        if units is None or (STEP in line and re.search(r"unit \d+/", line)):
-            now = time.monotonic()
-            pace, last, seen = (now - last if seen else pace), now, seen + 1
-            if seen >= target:
-                time.sleep(chance.uniform(0, 1.5 * pace))
+    while time.monotonic() < deadline and process.poll() is None:
+        # Raw reads of the pipe: the pipe never fills, and no line waits in a reader's buffer.
+        chunk = os.read(stream, 65536) if select.select([stream], [], [], 0.005)[0] else b""
+        output.append(chunk)
+        if watch is None:
+            if chunk:
                 break
+            continue
+        done = watch()
+        if done > seen:
+            now = time.monotonic()
+            pace, last, seen = (now - last) / (done - seen) if seen else pace, now, done
+        if seen >= target:
+            time.sleep(fraction * (pace or 0.0))
+            break
     process.send_signal(process.signal)  # type: ignore[attr-defined]
     rest, _ = process.communicate(timeout=120)
-    return "".join(output) + rest
+    return b"".join(output).decode(errors="replace") + rest
 
 
 def _files_of_snapshots(table: Any) -> set[str]:
@@ -155,7 +170,7 @@ def _trial(flags: list[str], root: Path, namespace: str, chance: random.Random, 
 
     upgrade = _start(_command(flags, namespace, migrations, "upgrade"))
     upgrade.signal = number  # type: ignore[attr-defined]
-    output = _stop_inside(upgrade, chance, FILES)
+    output = _stop_inside(upgrade, chance, lambda: _first_step_units(catalog, f"{namespace}.orders"))
     assert upgrade.returncode in (0, -signal.SIGKILL, -signal.SIGINT, 130), output
     table.refresh()
     steps = sorted(
