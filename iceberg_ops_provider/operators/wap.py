@@ -1,6 +1,6 @@
-"""Write-audit-publish operators: audit a move's branch, then publish it onto ``main``.
+"""Write-audit-publish operators: audit a move's branch, then publish it onto ``main`` (or discard it).
 
-Thin fronts over :meth:`DataMover.audit` and :meth:`DataMover.publish` for a move that
+Thin fronts over :meth:`DataMover.audit`, :meth:`DataMover.publish` and :meth:`DataMover.discard` for a move that
 :class:`~iceberg_ops_provider.operators.data_move.IcebergDataMoveOperator` ran with ``branch=...``
 (``docs/data_mover.md``, "Write-audit-publish"). Both take the move's ``move_id`` (the move task's
 ``.output["move_id"]``) and ``branch``: the move task's default id belongs to its own task instance.
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from iceberg_ops_provider.data_migration import AuditReport, DataMover
 
-__all__ = ["IcebergAuditOperator", "IcebergPublishOperator"]
+__all__ = ["IcebergAuditOperator", "IcebergDiscardOperator", "IcebergPublishOperator"]
 
 SCOPES = ("move", "branch")
 
@@ -231,3 +231,43 @@ class IcebergPublishOperator(_BranchOperator):
                 {"move_id": published.move_id, "published": published.how},
             )
         return published.to_json()
+
+
+class IcebergDiscardOperator(_BranchOperator):
+    """Remove a move's branch and its records, leaving ``main`` untouched; safe to retry.
+
+    For a DAG that gives up on a backfill (e.g. ``trigger_rule="all_failed"`` after the audit, once the
+    report was looked at): the data files only the branch referenced go with snapshot expiry and
+    orphan-file removal. A branch gone already (discarded or published) is nothing to do. Running the
+    move again afterwards starts it anew on a new branch.
+
+    Args:
+        source, target, source_conn_id, target_conn_id, where, columns, rename, mode: As the move ran.
+        move_id: The move's id (templated), e.g. ``move.output["move_id"]``.
+        branch: The move's branch (templated).
+
+    Returns (XCom): the ``Discarded`` JSON: ``dropped`` (whether a branch was removed), ``snapshot_id``
+    (its head when removed).
+    """
+
+    ui_color = "#f5b7b1"
+
+    def _execute(self, context: Context) -> dict[str, Any]:
+        mover = self._branch_mover()
+        discarded = mover.discard()
+        if discarded.dropped:
+            self.log.info(
+                "Move %s: branch %s of %s removed at snapshot %s; main untouched",
+                discarded.move_id,
+                discarded.branch,
+                discarded.table,
+                discarded.snapshot_id,
+            )
+        else:
+            self.log.info(
+                "Move %s: %s has no branch %s of this move (discarded or published already); nothing to do",
+                discarded.move_id,
+                discarded.table,
+                discarded.branch,
+            )
+        return discarded.to_json()

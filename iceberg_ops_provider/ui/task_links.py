@@ -40,6 +40,7 @@ TARGETS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "IcebergMoveVerifyOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
     "IcebergAuditOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
     "IcebergPublishOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
+    "IcebergDiscardOperator": ("table", "target", ("target_conn_id", "source_conn_id")),
 }
 _DEFAULT_CONN_ID = "iceberg_ops_default"  # IcebergCatalogHook.default_conn_name, without importing the hook
 

@@ -85,3 +85,20 @@ def test_the_operators_fail_at_once_with_words_for_the_task(iceberg_connection):
     published = publish.execute({})
     assert published["how"] == "fast_forward" and publish.lineage_inputs == ()
     assert [(t.table, t.snapshot_id) for t in publish.lineage_outputs] == [("sales.orders", published["main_after"])]
+
+
+def test_a_discard_task_drops_the_branch_once_and_leaves_main_untouched(iceberg_connection):
+    from iceberg_ops_provider.operators.data_move import IcebergDataMoveOperator
+    from iceberg_ops_provider.operators.wap import IcebergDiscardOperator
+
+    catalog = _orders(iceberg_connection, [1, -2])
+    move = {"source": "staging.orders", "target": "sales.orders", "move_id": "m", "branch": "b"}
+    IcebergDataMoveOperator(task_id="m", **move).execute({})
+    head = catalog.load_table("sales.orders").refs()["b"].snapshot_id
+    discarded = IcebergDiscardOperator(task_id="d", **move).execute({})
+    assert discarded["dropped"] is True and discarded["snapshot_id"] == head
+    table = catalog.load_table("sales.orders")
+    assert "b" not in table.refs() and not [key for key in table.properties if key.startswith("iceberg-ops.branch.")]
+    assert _main_ids(catalog) == [100]
+    again = IcebergDiscardOperator(task_id="d", **move).execute({})  # a retry: nothing left to do
+    assert again["dropped"] is False and _main_ids(catalog) == [100]
