@@ -31,6 +31,7 @@ from pyiceberg.table.snapshots import Operation, ancestors_of
 from iceberg_ops_provider.core.filters import FILTER_FORM, bind_filter, syntax_problem
 from iceberg_ops_provider.core.name_hints import closest, did_you_mean
 from iceberg_ops_provider.core.refs import commit_refs
+from iceberg_ops_provider.data_migration.audit_branch import on_main_since
 from iceberg_ops_provider.data_migration.move_files import stream_tasks
 from iceberg_ops_provider.data_migration.state import state_of
 from iceberg_ops_provider.errors import InvalidMoveError, MoveConflictError, MoveStateError
@@ -319,7 +320,7 @@ def audit_branch(
     assert head is not None
     tasks: list[FileScanTask] = list(table.scan(snapshot_id=head.snapshot_id).plan_files())
     if scope == "move":
-        added, _ = added_since_fork(table, head, record.fork_snapshot_id, record.move_id)
+        added, _ = added_since_fork(table, head, on_main_since(metadata, record, head), record.move_id)
         tasks = [task for task in tasks if task.file.file_path in added]
     nulls = [_Sampler(f"not_null({name})", sample_size) for name in not_null_columns]
     dupes = [(_Sampler(f"unique({', '.join(key)})", sample_size), key, set[bytes]()) for key in keys]
