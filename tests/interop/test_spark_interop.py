@@ -624,6 +624,36 @@ def test_spark_fast_forwards_main_to_our_audited_branch_and_our_publish_finds_it
     assert_same_rows(on_branch, spark_rows(spark, target), "Spark reads main after the move ran again")
 
 
+def test_our_move_runs_on_after_spark_fast_forwarded_main_and_publishes_only_its_new_rows(spark, lake, ns):
+    """Spark's fast_forward leaves the branch: the move's next run commits to it, and its audit and publish take
+    only the rows after the snapshot Spark moved main to (main already holds the others)."""
+    from iceberg_ops_provider.data_migration import DataMover
+    from tests.interop.support import fill
+
+    source, target = _wap_tables(spark, ns)
+    mover = DataMover(
+        lake, source, target, where="region = 'eu'", branch="wap-next", mode="incremental", commit_every_bytes=1
+    )
+    assert mover.run().complete and mover.audit().ok
+    forwarded = _call(spark, "fast_forward", f"table => '{target}', branch => 'main', to => 'wap-next'")
+    fill(spark, source, inserts=1, rows=30, start=1_000)  # new rows for the next run
+    fill(spark, target, inserts=1, rows=6, start=40_000)  # and Spark appends to main
+    new = f"SELECT * FROM lake.{source} WHERE region = 'eu' AND id >= 1000"
+    added = _query_rows(spark, new)
+    expected = _query_rows(spark, f"SELECT * FROM lake.{target} UNION ALL {new}")
+
+    assert mover.run().units_committed >= 1
+    report = mover.audit(unique=["id"], min_rows=len(added), max_rows=len(added))
+    published = mover.publish()
+
+    assert report.ok, report.to_json()
+    assert published.how == "append" and published.main_before != forwarded["updated_ref"], published
+    assert_same_rows(expected, spark_rows(spark, target), "Spark reads main after the second publish")
+    assert_same_rows(expected, our_rows(lake, target), "PyIceberg reads main after the second publish")
+    assert scalar(spark, f"SELECT count(*) - count(DISTINCT id) FROM lake.{target}") == 0  # each row once
+    assert _spark_refs(spark, target) == {"main": published.main_after}
+
+
 # ---------------------------------------------------------------------------------------------------
 # Both engines' maintenance on one table, each after the other.
 
