@@ -227,6 +227,16 @@ def publish_branch(table: Table, move_id: str, branch: str) -> Published:
             raise refuse("incomplete", f"{done} units are committed to the branch; run the move to finish it first.")
         audited = record.audited_snapshot_id
         if _published(metadata, record, head.snapshot_id):
+            if audited != head.snapshot_id:  # another engine moved main there (Spark's fast_forward)
+                log.warning(
+                    "move %s: main of %s already holds branch %s at snapshot %s, which no passing audit read "
+                    "(audited: %s); it was published outside this publish, which only removes the branch",
+                    move_id,
+                    name,
+                    branch,
+                    head.snapshot_id,
+                    audited,
+                )
             _drop(table, record, head.snapshot_id)
             return Published(move_id, name, branch, "already_published", head.snapshot_id, main_before, main_before)
         if audited is None:

@@ -524,7 +524,7 @@ def _fast_forward_main_outside_the_move(catalog, branch: str = "backfill") -> in
     return head
 
 
-def test_after_another_engine_fast_forwarded_main_publish_finds_it_done(catalog, tables):
+def test_after_another_engine_fast_forwarded_main_publish_finds_it_done(catalog, tables, caplog):
     source, target = tables
     before = row_multiset(target)
     mover = _mover(catalog)
@@ -539,6 +539,21 @@ def test_after_another_engine_fast_forwarded_main_publish_finds_it_done(catalog,
     assert "backfill" not in target.metadata.refs and RECORD_PREFIX + "backfill" not in target.properties
     assert target.metadata.current_snapshot_id == audited
     assert row_multiset(target) == before + row_multiset(source)
+    assert "no passing audit read" not in caplog.text
+
+
+def test_a_branch_head_another_engine_published_unaudited_is_reported_and_the_branch_removed(catalog, tables, caplog):
+    mover = _mover(catalog)
+    mover.run()
+    mover.audit()
+    catalog.load_table("archive.orders").append(orders(500_000, 4), branch="backfill")  # after the audit
+    head = _fast_forward_main_outside_the_move(catalog)
+
+    published = mover.publish()
+
+    assert published.how == "already_published" and published.snapshot_id == head
+    assert f"snapshot {head}, which no passing audit read" in caplog.text
+    assert "backfill" not in catalog.load_table("archive.orders").metadata.refs
 
 
 @pytest.mark.parametrize("main_moves", [False, True], ids=["main-still-there", "main-appended-to"])
