@@ -50,7 +50,8 @@ __all__ = ["AUDIT_SCOPES", "AuditCheck", "AuditReport", "Check", "audit_branch",
 log = logging.getLogger(__name__)
 
 AUDIT_SCOPES = ("move", "branch")
-"""``move``: the rows the move's commits added to the branch since the fork; ``branch``: every row of the branch."""
+"""``move``: the rows the move's commits added to the branch since the fork (or since the branch snapshot ``main``
+was fast-forwarded to by another engine: :func:`~.audit_branch.on_main_since`); ``branch``: every row of the branch."""
 
 Check = Callable[[pa.RecordBatch], int]
 """A check of its own: the number of offending rows in a batch."""
