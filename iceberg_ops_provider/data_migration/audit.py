@@ -31,6 +31,7 @@ from pyiceberg.table.snapshots import Operation, ancestors_of
 from iceberg_ops_provider.core.filters import FILTER_FORM, bind_filter, syntax_problem
 from iceberg_ops_provider.core.name_hints import closest, did_you_mean
 from iceberg_ops_provider.core.refs import commit_refs
+from iceberg_ops_provider.data_migration.audit_branch import on_main_since
 from iceberg_ops_provider.data_migration.move_files import stream_tasks
 from iceberg_ops_provider.data_migration.state import state_of
 from iceberg_ops_provider.errors import InvalidMoveError, MoveConflictError, MoveStateError
@@ -49,7 +50,8 @@ __all__ = ["AUDIT_SCOPES", "AuditCheck", "AuditReport", "Check", "audit_branch",
 log = logging.getLogger(__name__)
 
 AUDIT_SCOPES = ("move", "branch")
-"""``move``: the rows the move's commits added to the branch since the fork; ``branch``: every row of the branch."""
+"""``move``: the rows the move's commits added to the branch since the fork (or since the branch snapshot ``main``
+was fast-forwarded to by another engine: :func:`~.audit_branch.on_main_since`); ``branch``: every row of the branch."""
 
 Check = Callable[[pa.RecordBatch], int]
 """A check of its own: the number of offending rows in a batch."""
@@ -319,7 +321,7 @@ def audit_branch(
     assert head is not None
     tasks: list[FileScanTask] = list(table.scan(snapshot_id=head.snapshot_id).plan_files())
     if scope == "move":
-        added, _ = added_since_fork(table, head, record.fork_snapshot_id, record.move_id)
+        added, _ = added_since_fork(table, head, on_main_since(metadata, record, head), record.move_id)
         tasks = [task for task in tasks if task.file.file_path in added]
     nulls = [_Sampler(f"not_null({name})", sample_size) for name in not_null_columns]
     dupes = [(_Sampler(f"unique({', '.join(key)})", sample_size), key, set[bytes]()) for key in keys]

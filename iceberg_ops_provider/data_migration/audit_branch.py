@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
+from pyiceberg.table.snapshots import ancestors_of
 
 from iceberg_ops_provider.core.refs import commit_refs
 from iceberg_ops_provider.data_migration.state import STAGING_BRANCH_PREFIX, MoveState
@@ -24,6 +25,7 @@ from iceberg_ops_provider.messages import Arg, message
 if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyiceberg.table.metadata import TableMetadata
+    from pyiceberg.table.snapshots import Snapshot
 
 __all__ = [
     "RECORD_PREFIX",
@@ -31,6 +33,7 @@ __all__ = [
     "check_branch_name",
     "cut_branch",
     "is_audit_branch",
+    "on_main_since",
     "record_of",
     "unfinished",
 ]
@@ -107,6 +110,28 @@ def unfinished(state: MoveState | None, record: BranchRecord) -> str | None:
     if state is None or state.fork_snapshot_id != record.fork_snapshot_id:
         return "none of its"  # nothing, or only what main held when the branch was cut
     return None if state.complete else f"{len(state.done)} of {state.unit_count}"
+
+
+def on_main_since(metadata: TableMetadata, record: BranchRecord, head: Snapshot) -> int:
+    """The newest snapshot of the branch (from ``head`` back to its fork) that ``main`` holds too.
+
+    That is the fork, unless another engine fast-forwarded ``main`` onto the branch (Spark's
+    ``fast_forward`` procedure moves ``main`` and leaves the branch and its record): then it is the
+    branch snapshot ``main`` was moved to, and only the move's commits after it are new to ``main``.
+    Also the fork when ``main`` no longer descends from it (publish refuses that).
+    """
+    fork = record.fork_snapshot_id
+    held: set[int] = set()
+    for snapshot in ancestors_of(metadata.current_snapshot(), metadata):
+        held.add(snapshot.snapshot_id)
+        if snapshot.snapshot_id == fork:
+            break
+    else:
+        return fork
+    for snapshot in ancestors_of(head, metadata):
+        if snapshot.snapshot_id in held:
+            return snapshot.snapshot_id
+    return fork
 
 
 def record_of(metadata: TableMetadata, branch: str) -> BranchRecord | None:

@@ -8,6 +8,12 @@ move's state and a receipt (``iceberg-ops.published-branch`` = ``<branch>@<audit
 requires ``main``'s head as read; the branch is removed after. Either way a publish run again (after
 a crash, by a retry) finds the audited snapshot in ``main``'s history, or the receipt, and commits
 nothing. No data file is read or written.
+
+Another engine may fast-forward ``main`` onto the branch itself (Spark's ``fast_forward`` procedure),
+leaving the branch and its record. A publish then finds the audited snapshot in ``main``'s history
+(``already_published``) and removes the branch; and when the move ran on into the branch first, the
+branch snapshot ``main`` was moved to takes the fork's place: ``main`` still there is fast-forwarded,
+else only the move's files after that snapshot are appended.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from pyiceberg.table.snapshots import Operation, ancestors_of
 
 from iceberg_ops_provider.core.refs import commit_refs
 from iceberg_ops_provider.data_migration.audit import added_since_fork
-from iceberg_ops_provider.data_migration.audit_branch import BranchRecord, owned_record, unfinished
+from iceberg_ops_provider.data_migration.audit_branch import BranchRecord, on_main_since, owned_record, unfinished
 from iceberg_ops_provider.data_migration.state import MoveState, find_state, property_key
 from iceberg_ops_provider.data_migration.unit_commit import commit_unit
 from iceberg_ops_provider.errors import MoveConflictError, PublishRefusedError
@@ -142,10 +148,14 @@ class _Refusal:
         )
 
 
-def _conflicts(table: Table, record: BranchRecord, files: list[DataFile], refuse: _Refusal) -> None:
-    """Refuse an append-publish that would not give ``main`` exactly its rows plus the move's."""
+def _conflicts(table: Table, record: BranchRecord, files: list[DataFile], refuse: _Refusal, base: int) -> None:
+    """Refuse an append-publish that would not give ``main`` exactly its rows plus the move's.
+
+    ``base`` is the branch's newest snapshot ``main`` holds (:func:`on_main_since`): ``main``'s commits after it
+    are checked.
+    """
     metadata = table.metadata
-    since = _since(metadata, metadata.current_snapshot(), record.fork_snapshot_id)
+    since = _since(metadata, metadata.current_snapshot(), base)
     if since is None:
         raise refuse(
             "main_rewritten",
@@ -175,11 +185,17 @@ def _conflicts(table: Table, record: BranchRecord, files: list[DataFile], refuse
     if clashes:
         raise refuse(
             "main_changed",
-            f"main changed since the branch was cut from snapshot {record.fork_snapshot_id} in a way the move's rows "
+            f"main changed since {_held(record, base)} in a way the move's rows "
             f"cannot be added to: {'; '.join(clashes)}. Nothing was published; the branch is kept. Discard the move "
             "and run it again on the new main, or undo those commits.",
             clashes,
         )
+
+
+def _held(record: BranchRecord, base: int) -> str:
+    if base == record.fork_snapshot_id:
+        return f"the branch was cut from snapshot {base}"
+    return f"it was fast-forwarded to the branch's snapshot {base}"
 
 
 def publish_branch(table: Table, move_id: str, branch: str) -> Published:
@@ -211,6 +227,16 @@ def publish_branch(table: Table, move_id: str, branch: str) -> Published:
             raise refuse("incomplete", f"{done} units are committed to the branch; run the move to finish it first.")
         audited = record.audited_snapshot_id
         if _published(metadata, record, head.snapshot_id):
+            if audited != head.snapshot_id:  # another engine moved main there (Spark's fast_forward)
+                log.warning(
+                    "move %s: main of %s already holds branch %s at snapshot %s, which no passing audit read "
+                    "(audited: %s); it was published outside this publish, which only removes the branch",
+                    move_id,
+                    name,
+                    branch,
+                    head.snapshot_id,
+                    audited,
+                )
             _drop(table, record, head.snapshot_id)
             return Published(move_id, name, branch, "already_published", head.snapshot_id, main_before, main_before)
         if audited is None:
@@ -223,7 +249,8 @@ def publish_branch(table: Table, move_id: str, branch: str) -> Published:
                 f"({'; '.join(_described(s) for s in since) or 'rewritten'}); audit it again.",
                 [_described(s) for s in since],
             )
-        if main_before == record.fork_snapshot_id:
+        base = on_main_since(metadata, record, head)
+        if main_before == base:  # main at the fork, or at the branch snapshot another engine fast-forwarded it to
             try:
                 commit_refs(
                     table,
@@ -236,7 +263,7 @@ def publish_branch(table: Table, move_id: str, branch: str) -> Published:
                 continue  # main or the branch moved meanwhile: look again
             log.info("move %s: main of %s fast-forwarded to audited snapshot %s", move_id, name, audited)
             return Published(move_id, name, branch, "fast_forward", audited, main_before, audited)
-        result = _append(table, record, head, state, refuse)
+        result = _append(table, record, head, state, refuse, base)
         _drop(table, record, audited)
         return result
     raise MoveConflictError(
@@ -245,10 +272,12 @@ def publish_branch(table: Table, move_id: str, branch: str) -> Published:
     )
 
 
-def _append(table: Table, record: BranchRecord, head: Snapshot, state: MoveState, refuse: _Refusal) -> Published:
-    """Append the move's files on the branch to ``main``, with its state and the receipt, in one commit."""
+def _append(
+    table: Table, record: BranchRecord, head: Snapshot, state: MoveState, refuse: _Refusal, base: int
+) -> Published:
+    """Append the move's files on the branch after ``base`` to ``main``, with its state and a receipt, in one commit."""
     name = ".".join(table.name())
-    added, foreign = added_since_fork(table, head, record.fork_snapshot_id, record.move_id)
+    added, foreign = added_since_fork(table, head, base, record.move_id)
     if foreign:
         raise refuse(
             "branch_changed",
@@ -270,7 +299,7 @@ def _append(table: Table, record: BranchRecord, head: Snapshot, state: MoveState
     def decide(on_main: MoveState | None) -> MoveState | None:
         if _published(table.metadata, record, head.snapshot_id):
             return None  # an earlier attempt's commit landed
-        _conflicts(table, record, files, refuse)  # against main as it is now, on every attempt
+        _conflicts(table, record, files, refuse, base)  # against main as it is now, on every attempt
         return state
 
     before = table.metadata.current_snapshot_id

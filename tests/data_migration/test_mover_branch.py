@@ -511,3 +511,79 @@ def test_a_branch_cut_for_a_new_incremental_run_is_not_audited_or_published_befo
     with pytest.raises(PublishRefusedError, match="none of its units") as refused:
         mover.publish()
     assert refused.value.reason == "incomplete"
+
+
+def _fast_forward_main_outside_the_move(catalog, branch: str = "backfill") -> int:
+    """What Spark's ``CALL system.fast_forward(table, 'main', branch)`` commits: main moved to the branch head,
+    the branch and its record left in place. The head's id."""
+    from iceberg_ops_provider.core.refs import commit_refs
+
+    target = catalog.load_table("archive.orders")
+    head = target.metadata.refs[branch].snapshot_id
+    commit_refs(target, expected={"main": target.metadata.current_snapshot_id}, move={"main": head})
+    return head
+
+
+def test_after_another_engine_fast_forwarded_main_publish_finds_it_done(catalog, tables, caplog):
+    source, target = tables
+    before = row_multiset(target)
+    mover = _mover(catalog)
+    mover.run()
+    audited = mover.audit().snapshot_id
+    _fast_forward_main_outside_the_move(catalog)
+
+    published = mover.publish()
+
+    target = catalog.load_table("archive.orders")
+    assert published.how == "already_published" and published.snapshot_id == audited
+    assert "backfill" not in target.metadata.refs and RECORD_PREFIX + "backfill" not in target.properties
+    assert target.metadata.current_snapshot_id == audited
+    assert row_multiset(target) == before + row_multiset(source)
+    assert "no passing audit read" not in caplog.text
+
+
+def test_a_branch_head_another_engine_published_unaudited_is_reported_and_the_branch_removed(catalog, tables, caplog):
+    mover = _mover(catalog)
+    mover.run()
+    mover.audit()
+    catalog.load_table("archive.orders").append(orders(500_000, 4), branch="backfill")  # after the audit
+    head = _fast_forward_main_outside_the_move(catalog)
+
+    published = mover.publish()
+
+    assert published.how == "already_published" and published.snapshot_id == head
+    assert f"snapshot {head}, which no passing audit read" in caplog.text
+    assert "backfill" not in catalog.load_table("archive.orders").metadata.refs
+
+
+@pytest.mark.parametrize("main_moves", [False, True], ids=["main-still-there", "main-appended-to"])
+def test_an_incremental_run_after_another_engine_fast_forwarded_main_publishes_only_its_new_rows(
+    catalog, tables, main_moves
+):
+    """The next run commits to the branch main was fast-forwarded onto: its audit and publish take the rows
+    since that snapshot, not since the fork (which main already holds), and main gets each row once."""
+    source, target = tables
+    before = row_multiset(target)
+    mover = _mover(catalog, mode="incremental")
+    mover.run()
+    mover.audit()
+    forwarded = _fast_forward_main_outside_the_move(catalog)
+    source.append(orders(10_000, 20))
+    expected = before + row_multiset(source)
+    if main_moves:
+        catalog.load_table("archive.orders").append(orders(300_000, 3))
+        expected += row_multiset_of(orders(300_000, 3))
+    assert mover.run().units_committed == 1
+
+    report = mover.audit(unique=["id"], max_rows=20)
+    published = mover.publish()
+
+    assert report.ok and report.rows == 20, report.to_json()
+    assert published.how == ("append" if main_moves else "fast_forward"), published
+    assert published.files == (1 if main_moves else 0) and published.snapshot_id == report.snapshot_id
+    assert published.main_before != forwarded if main_moves else published.main_before == forwarded
+    target = catalog.load_table("archive.orders")
+    assert row_multiset(target) == expected
+    assert "backfill" not in target.metadata.refs
+    assert mover.publish().how == "already_published"
+    assert row_multiset(catalog.load_table("archive.orders")) == expected

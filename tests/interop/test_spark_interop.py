@@ -470,6 +470,191 @@ def test_data_mover_copies_spark_tables_and_spark_reads_our_copies(spark, lake, 
 
 
 # ---------------------------------------------------------------------------------------------------
+# Write-audit-publish: the mover writes an audit branch of a Spark table; Spark reads the branch, then
+# main after our publish (a fast-forward, or an append after Spark's own appends), or fast-forwards it itself.
+
+
+def _wap_tables(spark, ns: str) -> tuple[str, str]:
+    """A Spark source of 180 events (ids 0-179) and a Spark target holding 20 events of its own (ids from 10,000)."""
+    from tests.interop.support import EVENT_COLUMNS, fill
+
+    source, target = f"{ns}.events", f"{ns}.events_wap"
+    SHAPES["v1-identity"](spark, source)
+    sql(
+        spark,
+        f"CREATE TABLE lake.{target} ({EVENT_COLUMNS}) USING iceberg PARTITIONED BY (region) "
+        "TBLPROPERTIES ('format-version'='2')",
+    )
+    fill(spark, target, inserts=1, rows=20, start=10_000)
+    return source, target
+
+
+def _query_rows(spark, query: str) -> Rows:
+    frame = spark.sql(query)
+    return Rows.of(frame.columns, (tuple(row) for row in frame.collect()))
+
+
+def _branch_rows(spark, table: str, branch: str) -> Rows:
+    """``branch`` as Spark reads it by its identifier (``branch_<name>``), checked equal to ``VERSION AS OF``."""
+    by_identifier = spark_rows(spark, f"{table}.`branch_{branch}`")
+    by_version = _query_rows(spark, f"SELECT * FROM lake.{table} VERSION AS OF '{branch}'")
+    assert_same_rows(by_identifier, by_version, f"Spark's two reads of branch {branch}")
+    return by_identifier
+
+
+def _spark_refs(spark, table: str) -> dict[str, int]:
+    rows = spark.sql(f"SELECT name, snapshot_id FROM lake.{table}.refs").collect()
+    return {row.name: row.snapshot_id for row in rows}
+
+
+def _wap_mover(lake, source: str, target: str, where: str, branch: str) -> Any:
+    from iceberg_ops_provider.data_migration import DataMover
+
+    return DataMover(lake, source, target, where=where, branch=branch, commit_every_bytes=1)  # a unit per file
+
+
+def test_spark_reads_our_audit_branch_and_main_after_our_fast_forward_publish(spark, lake, ns):
+    source, target = _wap_tables(spark, ns)
+    on_main = spark_rows(spark, target)
+    moved = _query_rows(spark, f"SELECT * FROM lake.{source} WHERE id < 90")
+    expected = _query_rows(spark, f"SELECT * FROM lake.{target} UNION ALL SELECT * FROM lake.{source} WHERE id < 90")
+    assert len(moved) == 90 and len(expected) == 110
+    fork = lake.load_table(target).metadata.current_snapshot_id
+    mover = _wap_mover(lake, source, target, "id < 90", "wap-ff")
+
+    result = mover.run()
+
+    assert result.complete and result.units_committed >= 2, result.to_json()
+    assert_same_rows(expected, _branch_rows(spark, target, "wap-ff"), "Spark reads the audit branch")
+    assert_same_rows(on_main, spark_rows(spark, target), "Spark reads main before the publish")
+    assert scalar(spark, f"SELECT count(*) FROM lake.{target} WHERE id < 90") == 0
+    report = mover.audit(not_null=["id"], unique=["id"], min_rows=90, max_rows=90)
+    assert report.ok and report.fork_snapshot_id == fork, report.to_json()
+    assert _spark_refs(spark, target) == {"main": fork, "wap-ff": report.snapshot_id}
+
+    published = mover.publish()
+
+    assert (published.how, published.main_before, published.main_after) == ("fast_forward", fork, report.snapshot_id)
+    assert_same_rows(expected, spark_rows(spark, target), "Spark reads main after our fast-forward")
+    assert_same_rows(expected, our_rows(lake, target), "PyIceberg reads main after our fast-forward")
+    assert _spark_refs(spark, target) == {"main": report.snapshot_id}
+    # Spark keeps writing to main on top of the published snapshot.
+    sql(spark, f"INSERT INTO lake.{target} SELECT * FROM lake.{source} WHERE id = 170")
+    assert scalar(spark, f"SELECT count(*) FROM lake.{target}") == len(expected) + 1
+    assert mover.publish().how == "already_published"
+
+
+def test_spark_appends_to_main_before_our_publish_and_reads_both_once(spark, lake, ns):
+    from tests.interop.support import fill
+
+    source, target = _wap_tables(spark, ns)
+    moved = _query_rows(spark, f"SELECT * FROM lake.{source} WHERE id >= 90")
+    at_fork = _query_rows(spark, f"SELECT * FROM lake.{target} UNION ALL SELECT * FROM lake.{source} WHERE id >= 90")
+    mover = _wap_mover(lake, source, target, "id >= 90", "wap_append")
+    assert mover.run().complete
+    report = mover.audit(unique=["id"], min_rows=len(moved), max_rows=len(moved))
+    assert report.ok, report.to_json()
+
+    # Spark appends to main after the audit: the branch is unchanged, main no longer at the fork.
+    fill(spark, target, inserts=2, rows=10, start=30_000)
+    assert_same_rows(at_fork, _branch_rows(spark, target, "wap_append"), "Spark reads the audit branch")
+    assert scalar(spark, f"SELECT count(*) FROM lake.{target} WHERE id >= 90 AND id < 180") == 0
+    expected = _query_rows(spark, f"SELECT * FROM lake.{target} UNION ALL SELECT * FROM lake.{source} WHERE id >= 90")
+    spark_head = _spark_refs(spark, target)["main"]
+
+    published = mover.publish()
+
+    assert published.how == "append" and published.files >= 1, published
+    assert published.main_before == spark_head and published.snapshot_id == report.snapshot_id, published
+    assert_same_rows(expected, spark_rows(spark, target), "Spark reads main after our append-publish")
+    assert_same_rows(expected, our_rows(lake, target), "PyIceberg reads main after our append-publish")
+    assert scalar(spark, f"SELECT count(*) - count(DISTINCT id) FROM lake.{target}") == 0  # each row once
+    assert _spark_refs(spark, target) == {"main": published.main_after}
+    receipt = scalar(
+        spark,
+        f"SELECT summary['iceberg-ops.published-branch'] FROM lake.{target}.snapshots "
+        f"WHERE snapshot_id = {published.main_after}",
+    )
+    assert receipt == f"wap_append@{report.snapshot_id}"
+    # Spark's incremental read from its own last append sees exactly the published rows.
+    since = spark.read.format("iceberg").option("start-snapshot-id", spark_head).load(f"lake.{target}")
+    assert_same_rows(moved, Rows.of(since.columns, (tuple(row) for row in since.collect())), "Spark's increment")
+
+    again = mover.publish()
+    assert again.how == "already_published" and again.main_after == published.main_after, again
+    assert_same_rows(expected, spark_rows(spark, target), "Spark reads main after a second publish")
+
+
+def test_spark_fast_forwards_main_to_our_audited_branch_and_our_publish_finds_it_done(spark, lake, ns):
+    from iceberg_ops_provider.data_migration.audit_branch import RECORD_PREFIX
+    from iceberg_ops_provider.errors import MoveStateError
+
+    source, target = _wap_tables(spark, ns)
+    fork = lake.load_table(target).metadata.current_snapshot_id
+    mover = _wap_mover(lake, source, target, "region = 'eu'", "wap-spark")
+    assert mover.run().complete
+    report = mover.audit(not_null=["id"], unique=["id"])
+    assert report.ok, report.to_json()
+    on_branch = _branch_rows(spark, target, "wap-spark")
+    assert len(on_branch) == 20 + 60
+
+    forwarded = _call(spark, "fast_forward", f"table => '{target}', branch => 'main', to => 'wap-spark'")
+
+    assert forwarded == {"branch_updated": "main", "previous_ref": fork, "updated_ref": report.snapshot_id}
+    assert_same_rows(on_branch, spark_rows(spark, target), "Spark reads main after its fast_forward")
+    assert_same_rows(on_branch, our_rows(lake, target), "PyIceberg reads main after Spark's fast_forward")
+    table = lake.load_table(target)
+    assert table.metadata.refs["wap-spark"].snapshot_id == report.snapshot_id  # Spark leaves the branch
+    history = len(table.metadata.snapshot_log)
+
+    published = mover.publish()
+
+    assert published.how == "already_published", published
+    assert (published.snapshot_id, published.main_before, published.main_after) == (report.snapshot_id,) * 3
+    table.refresh()
+    assert "wap-spark" not in table.metadata.refs and RECORD_PREFIX + "wap-spark" not in table.properties
+    assert table.metadata.current_snapshot_id == report.snapshot_id and len(table.metadata.snapshot_log) == history
+    assert _spark_refs(spark, target) == {"main": report.snapshot_id}
+    assert_same_rows(on_branch, spark_rows(spark, target), "Spark reads main after our publish")
+    assert mover.publish().how == "already_published"
+    with pytest.raises(MoveStateError, match="published to main already") as audited:
+        mover.audit()
+    assert audited.value.reason == "published"
+    assert mover.run().units_committed == 0
+    assert_same_rows(on_branch, spark_rows(spark, target), "Spark reads main after the move ran again")
+
+
+def test_our_move_runs_on_after_spark_fast_forwarded_main_and_publishes_only_its_new_rows(spark, lake, ns):
+    """Spark's fast_forward leaves the branch: the move's next run commits to it, and its audit and publish take
+    only the rows after the snapshot Spark moved main to (main already holds the others)."""
+    from iceberg_ops_provider.data_migration import DataMover
+    from tests.interop.support import fill
+
+    source, target = _wap_tables(spark, ns)
+    mover = DataMover(
+        lake, source, target, where="region = 'eu'", branch="wap-next", mode="incremental", commit_every_bytes=1
+    )
+    assert mover.run().complete and mover.audit().ok
+    forwarded = _call(spark, "fast_forward", f"table => '{target}', branch => 'main', to => 'wap-next'")
+    fill(spark, source, inserts=1, rows=30, start=1_000)  # new rows for the next run
+    fill(spark, target, inserts=1, rows=6, start=40_000)  # and Spark appends to main
+    new = f"SELECT * FROM lake.{source} WHERE region = 'eu' AND id >= 1000"
+    added = _query_rows(spark, new)
+    expected = _query_rows(spark, f"SELECT * FROM lake.{target} UNION ALL {new}")
+
+    assert mover.run().units_committed >= 1
+    report = mover.audit(unique=["id"], min_rows=len(added), max_rows=len(added))
+    published = mover.publish()
+
+    assert report.ok, report.to_json()
+    assert published.how == "append" and published.main_before != forwarded["updated_ref"], published
+    assert_same_rows(expected, spark_rows(spark, target), "Spark reads main after the second publish")
+    assert_same_rows(expected, our_rows(lake, target), "PyIceberg reads main after the second publish")
+    assert scalar(spark, f"SELECT count(*) - count(DISTINCT id) FROM lake.{target}") == 0  # each row once
+    assert _spark_refs(spark, target) == {"main": published.main_after}
+
+
+# ---------------------------------------------------------------------------------------------------
 # Both engines' maintenance on one table, each after the other.
 
 
