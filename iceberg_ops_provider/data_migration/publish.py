@@ -28,6 +28,7 @@ from iceberg_ops_provider.data_migration.audit_branch import BranchRecord, owned
 from iceberg_ops_provider.data_migration.state import MoveState, find_state, property_key
 from iceberg_ops_provider.data_migration.unit_commit import commit_unit
 from iceberg_ops_provider.errors import MoveConflictError, PublishRefusedError
+from iceberg_ops_provider.messages import Arg, Message, message
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -132,9 +133,9 @@ class _Refusal:
     def __init__(self, table: Table, branch: str, move_id: str) -> None:
         self.table, self.branch, self.move_id = ".".join(table.name()), branch, move_id
 
-    def __call__(self, reason: str, text: str, snapshots: list[str] | None = None) -> PublishRefusedError:
+    def __call__(self, reason: str, text: str | Message, snapshots: list[str] | None = None) -> PublishRefusedError:
         return PublishRefusedError(
-            f"Move {self.move_id!r} cannot publish branch {self.branch!r} of {self.table}: {text}",
+            f"Move {self.move_id!r} cannot publish branch {self.branch!r} of {self.table}: " + text,
             table=self.table,
             branch=self.branch,
             reason=reason,
@@ -182,6 +183,29 @@ def _conflicts(table: Table, record: BranchRecord, files: list[DataFile], refuse
         )
 
 
+def _refuse_unaudited_commits(table: Table, record: BranchRecord, head: Snapshot, refuse: _Refusal) -> None:
+    """Refuse a fast-forward that would carry commits of other writers whose rows no audit read.
+
+    An audit of scope ``move`` reads only the rows the move's commits added; moving ``main`` to the branch's
+    head would publish every other commit on the branch too.
+    """
+    if record.audited_scope == "branch":
+        return
+    _, foreign = added_since_fork(table, head, record.fork_snapshot_id, record.move_id)
+    if foreign:
+        raise refuse(
+            "audit_scope",
+            message(
+                "commits that are not the move's are on the branch, and the passing audit read only the move's rows "
+                f"(scope move): {'; '.join(_described(s) for s in foreign)}. Publishing moves main to the branch's "
+                "head and would carry their rows unaudited; nothing was published. Audit the whole branch "
+                "({scope}), or discard it.",
+                scope=Arg("scope", "branch"),
+            ),
+            [_described(s) for s in foreign],
+        )
+
+
 def publish_branch(table: Table, move_id: str, branch: str) -> Published:
     """Publish the audited head of ``move_id``'s ``branch`` onto ``main`` (see the module documentation).
 
@@ -224,6 +248,7 @@ def publish_branch(table: Table, move_id: str, branch: str) -> Published:
                 [_described(s) for s in since],
             )
         if main_before == record.fork_snapshot_id:
+            _refuse_unaudited_commits(table, record, head, refuse)
             try:
                 commit_refs(
                     table,

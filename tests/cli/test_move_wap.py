@@ -126,6 +126,23 @@ def test_publish_after_appends_on_main_appends_the_files_and_discard_drops_a_bra
     assert json.loads(_ops(lake, "move", "discard", *other, "--json").stdout)["dropped"] is False
 
 
+def test_a_publish_refusing_other_writers_rows_the_audit_did_not_read_names_the_scope_option(lake, tables):
+    assert _ops(lake, "move", *MOVE).returncode == 0
+    lake.catalog().load_table("sales.orders").append(_rows(range(300, 302)), branch="backfill")
+    assert _ops(lake, "move", "audit", *MOVE, "--unique", "id").returncode == 0  # scope move: the 10 moved rows
+
+    refused = _ops(lake, "move", "publish", *MOVE)
+    assert refused.returncode == 1
+    assert "would carry their rows unaudited" in refused.stderr and "(--scope branch)" in refused.stderr
+    assert "scope=" not in refused.stderr  # worded for the command line, not the Python API
+    assert "move audit staging.orders sales.orders --branch backfill --scope branch --not-null COL" in refused.stderr
+    assert _main_ids(lake) == [100, 101, 102]
+
+    assert _ops(lake, "move", "audit", *MOVE, "--unique", "id", "--scope", "branch").returncode == 0
+    assert _ops(lake, "move", "publish", *MOVE).returncode == 0
+    assert _main_ids(lake) == [*range(10), 100, 101, 102, 300, 301]
+
+
 def test_bad_audit_input_is_refused_with_the_option_named(lake, tables):
     assert _ops(lake, "move", *MOVE).returncode == 0
     empty = _ops(lake, "move", "audit", *MOVE, "--unique", "id,")

@@ -254,6 +254,28 @@ def test_publish_needs_a_passing_audit_of_the_branch_head(catalog, tables):
     assert target.metadata.current_snapshot_id == main and "backfill" in target.metadata.refs
 
 
+def test_a_fast_forward_never_carries_commits_of_other_writers_that_the_audit_did_not_read(catalog, tables):
+    _, target = tables
+    main = target.metadata.current_snapshot_id
+    mover = _mover(catalog)
+    mover.run()
+    catalog.load_table("archive.orders").append(orders(500_000, 2), branch="backfill")  # not the move's rows
+    report = mover.audit(unique=["id"])
+    assert report.ok and report.rows == 1500  # scope move: the other writer's 2 rows were not read
+
+    with pytest.raises(PublishRefusedError, match="would carry their rows unaudited") as refused:
+        mover.publish()
+    assert refused.value.reason == "audit_scope" and len(refused.value.snapshots) == 1
+    assert "scope='branch'" in str(refused.value)
+    target.refresh()
+    assert target.metadata.current_snapshot_id == main and "backfill" in target.metadata.refs
+
+    assert mover.audit(unique=["id"], scope="branch").ok  # every row of the branch read: it may be fast-forwarded
+    published = mover.publish()
+    assert published.how == "fast_forward"
+    assert 500_000 in set(catalog.load_table("archive.orders").scan().to_arrow().column("id").to_pylist())
+
+
 def test_the_audit_reports_each_check_with_samples_and_reads_the_new_rows_or_the_whole_branch(catalog, tables):
     source, _ = tables
     mover = _mover(catalog)
