@@ -25,7 +25,13 @@ from pyiceberg.table.snapshots import Operation, ancestors_of
 from iceberg_ops_provider.core.refs import commit_refs
 from iceberg_ops_provider.data_migration.audit import added_since_fork
 from iceberg_ops_provider.data_migration.audit_branch import BranchRecord, owned_record, unfinished
-from iceberg_ops_provider.data_migration.state import MoveState, find_state, property_key
+from iceberg_ops_provider.data_migration.state import (
+    MoveState,
+    find_state,
+    mirror_properties,
+    move_snapshots,
+    property_key,
+)
 from iceberg_ops_provider.data_migration.unit_commit import commit_unit
 from iceberg_ops_provider.errors import MoveConflictError, PublishRefusedError
 from iceberg_ops_provider.messages import Arg, Message, message
@@ -206,6 +212,18 @@ def _refuse_unaudited_commits(table: Table, record: BranchRecord, head: Snapshot
         )
 
 
+def _mirrored_on_main(metadata: TableMetadata, state: MoveState | None, branch: str) -> dict[str, str]:
+    """The move's state property once a fast-forward made its commits ``main``'s (nothing without a state).
+
+    Mirrored as ``main``'s, a later run reads it against ``main``'s history: rolled back past the move's
+    commits (a restore), it is refused before anything is cut or written.
+    """
+    if state is None:
+        return {}
+    committed = move_snapshots(metadata, state.move_id, branch)
+    return mirror_properties(state, MAIN_BRANCH, committed[0].snapshot_id) if committed else {}
+
+
 def publish_branch(table: Table, move_id: str, branch: str) -> Published:
     """Publish the audited head of ``move_id``'s ``branch`` onto ``main`` (see the module documentation).
 
@@ -255,6 +273,7 @@ def publish_branch(table: Table, move_id: str, branch: str) -> Published:
                     expected={MAIN_BRANCH: main_before, branch: audited},
                     move={MAIN_BRANCH: audited},
                     remove=(branch,),
+                    properties=_mirrored_on_main(metadata, state, branch),
                     remove_properties=(record.key,),
                 )
             except CommitFailedException:

@@ -17,6 +17,7 @@ from iceberg_ops_provider.data_migration.audit_branch import RECORD_PREFIX, chec
 from iceberg_ops_provider.data_migration.progress_report import moves_into
 from iceberg_ops_provider.data_migration.publish import PUBLISHED_KEY
 from iceberg_ops_provider.data_migration.state import find_state
+from iceberg_ops_provider.data_steps.tags import create_tag, preview_restore, restore_to_tag
 from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError, PublishRefusedError
 from tests.data_migration.support import ORDERS_SCHEMA, orders, row_multiset, source_table
 
@@ -274,6 +275,24 @@ def test_a_fast_forward_never_carries_commits_of_other_writers_that_the_audit_di
     published = mover.publish()
     assert published.how == "fast_forward"
     assert 500_000 in set(catalog.load_table("archive.orders").scan().to_arrow().column("id").to_pylist())
+
+
+def test_a_move_run_again_after_main_was_restored_past_its_fast_forward_is_refused_before_cutting_a_branch(
+    catalog, tables
+):
+    _, target = tables
+    create_tag(target, "before")
+    mover = _mover(catalog)
+    mover.run()
+    assert mover.audit().ok
+    assert mover.publish().how == "fast_forward"
+    target = catalog.load_table("archive.orders")
+    restore_to_tag(target, preview_restore(target, "before"))  # the published rows are undone on main
+    refs = set(catalog.load_table("archive.orders").metadata.refs)
+
+    with pytest.raises(MoveStateError, match="no longer in the history of main"):
+        _mover(catalog).run()
+    assert set(catalog.load_table("archive.orders").metadata.refs) == refs  # no branch was cut for it
 
 
 def test_the_audit_reports_each_check_with_samples_and_reads_the_new_rows_or_the_whole_branch(catalog, tables):
