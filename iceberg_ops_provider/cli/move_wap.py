@@ -100,9 +100,10 @@ def _describe_audit(report: AuditReport) -> str:
     if not report.checks:
         lines.append("  (no checks given: the audit passes; pass --not-null, --unique, --no-rows-where, ...)")
     lines.append(
-        "publish it with `iceberg-ops move publish` and the same move"
+        f"To publish it: `{_same_move('publish')}`"
         if report.ok
-        else "main is untouched and the branch kept: fix the data and audit again, or `iceberg-ops move discard`"
+        else "main is untouched and the branch kept: fix the data and audit again, or discard it: "
+        f"`{_same_move('discard')}`"
     )
     return "\n".join(lines)
 

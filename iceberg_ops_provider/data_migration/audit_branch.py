@@ -162,10 +162,12 @@ def owned_record(metadata: TableMetadata, branch: str, move_id: str, table_name:
     if record.move_id != move_id:
         raise MoveStateError(
             message(
-                f"Branch {branch!r} of {table_name} belongs to move {record.move_id!r}, not to {move_id!r}. "
-                "Publish or discard that move first, or choose another {branch}.",
+                f"Branch {branch!r} of {table_name} belongs to move {record.move_id!r}, not to {move_id!r}. To "
+                "act on that move (audit, publish or discard it), pass {owner} with the arguments it was "
+                "defined with; otherwise publish or discard it first, or choose another {branch}.",
                 about="branch",
-                branch=Arg("branch", branch),
+                owner=Arg("move_id", record.move_id),
+                branch=Arg("branch"),
             )
         )
     return record

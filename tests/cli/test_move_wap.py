@@ -68,6 +68,8 @@ def test_move_to_a_branch_audit_and_publish_leave_main_alone_until_published(lak
     assert "FAILED (1 of 2 checks)" in failing.stdout and "10 rows read (scope move)" in failing.stdout
     assert "  ok      not_null(customer)" in failing.stdout
     assert "{'id': 8," in failing.stdout  # a sample of the offending rows
+    assert "or discard it: `iceberg-ops " in failing.stdout
+    assert failing.stdout.rstrip().endswith("move discard staging.orders sales.orders --branch backfill`")
     report = json.loads(_ops(lake, "move", "audit", *MOVE, "--no-rows-where", "id >= 8", "--json").stdout)
     assert report["ok"] is False and report["rows"] == 10
     assert [(c["name"], c["failed_rows"]) for c in report["checks"]] == [("no_rows_where(id >= 8)", 2)]
@@ -95,6 +97,8 @@ def test_move_to_a_branch_audit_and_publish_leave_main_alone_until_published(lak
     assert len(names) == 5 and all("customer" in n or "id" in n or "rows" in n for n in names)
     assert _main_ids(lake) == [100, 101, 102]
 
+    hinted = _ops(lake, "move", "audit", *MOVE, "--not-null", "id")
+    assert hinted.stdout.rstrip().endswith("move publish staging.orders sales.orders --branch backfill`")
     published = _ops(lake, "move", "publish", *MOVE)
     assert published.returncode == 0, published.stderr
     assert "published: main fast-forwarded from snapshot" in published.stdout
@@ -141,6 +145,18 @@ def test_a_publish_refusing_other_writers_rows_the_audit_did_not_read_names_the_
     assert _ops(lake, "move", "audit", *MOVE, "--unique", "id", "--scope", "branch").returncode == 0
     assert _ops(lake, "move", "publish", *MOVE).returncode == 0
     assert _main_ids(lake) == [*range(10), 100, 101, 102, 300, 301]
+
+
+def test_a_branch_of_another_move_is_refused_naming_the_move_id_that_acts_on_it(lake, tables):
+    assert _ops(lake, "move", *MOVE).returncode == 0
+    owner = json.loads(_ops(lake, "move", "plan", *MOVE, "--json").stdout)["move_id"]
+    other = _ops(lake, "move", "discard", *MOVE, "--where", "id >= 5")  # another definition: another move id
+    assert other.returncode == 2
+    assert f"pass --move-id {owner} with the arguments it was defined with" in other.stderr, other.stderr
+    assert "choose another --branch." in other.stderr
+    discarded = _ops(lake, "move", "discard", *MOVE, "--where", "id >= 5", "--move-id", owner)
+    assert discarded.returncode == 0, discarded.stderr
+    assert "backfill" not in lake.catalog().load_table("sales.orders").metadata.refs
 
 
 def test_bad_audit_input_is_refused_with_the_option_named(lake, tables):
