@@ -52,6 +52,8 @@ def _main_ids(lake: Lake) -> list[int]:
 def test_move_to_a_branch_audit_and_publish_leave_main_alone_until_published(lake, tables):
     moved = _ops(lake, "move", *MOVE)
     assert moved.returncode == 0, moved.stderr
+    assert "move staging.orders -> sales.orders on branch backfill (append, move id" in moved.stdout
+    assert "main of sales.orders is unchanged until the branch is audited and published" in moved.stdout
     assert _main_ids(lake) == [100, 101, 102]  # main sees nothing of the move yet
     assert "backfill" in lake.catalog().load_table("sales.orders").metadata.refs
 
