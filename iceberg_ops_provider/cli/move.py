@@ -408,7 +408,9 @@ def _describe_result(result: Any, branch: str | None = None) -> str:
     ]
     if result.verify is not None:
         lines.append(_describe_report(result.verify))
-    if branch and result.complete:
+    if branch and result.complete and not result.units_total and not result.target_snapshot_ids:
+        lines.append("nothing new to move since the published run: no branch was cut, nothing to audit or publish")
+    elif branch and result.complete:
         lines.append(
             f"main of {result.target} is unchanged until the branch is audited and published: `iceberg-ops move "
             "audit`, then `move publish`, with the same arguments"

@@ -161,6 +161,20 @@ def test_a_branch_of_another_move_is_refused_naming_the_move_id_that_acts_on_it(
     assert "backfill" not in lake.catalog().load_table("sales.orders").metadata.refs
 
 
+def test_an_incremental_move_with_nothing_new_says_no_branch_was_cut(lake, tables):
+    move = ("staging.orders", "sales.orders", "--mode", "incremental", "--where", "id < 50", "--branch", "inc")
+    assert _ops(lake, "move", *move).returncode == 0
+    assert _ops(lake, "move", "audit", *move).returncode == 0
+    assert _ops(lake, "move", "publish", *move).returncode == 0
+    lake.catalog().load_table("staging.orders").append(_rows(range(60, 62)))  # not under the filter
+
+    again = _ops(lake, "move", *move)
+    assert again.returncode == 0, again.stderr
+    assert "nothing new to move since the published run: no branch was cut" in again.stdout
+    assert "inc" not in lake.catalog().load_table("sales.orders").metadata.refs
+    assert _main_ids(lake) == [*range(10), 100, 101, 102]
+
+
 def test_bad_audit_input_is_refused_with_the_option_named(lake, tables):
     assert _ops(lake, "move", *MOVE).returncode == 0
     empty = _ops(lake, "move", "audit", *MOVE, "--unique", "id,")

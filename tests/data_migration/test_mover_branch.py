@@ -383,6 +383,33 @@ def test_an_incremental_move_publishes_each_run_once(catalog, tables):
     assert row_multiset(catalog.load_table("archive.orders")) == before + row_multiset(source)
 
 
+def test_an_incremental_run_with_nothing_new_under_its_filter_cuts_no_branch(catalog, tables):
+    source, target = tables
+    mover = _mover(catalog, mode="incremental", where="id < 10000")
+    mover.run()
+    mover.audit()
+    mover.publish()
+    main = catalog.load_table("archive.orders").metadata.current_snapshot_id
+    source.append(orders(20_000, 5))  # rows the filter leaves out
+
+    result = mover.run()
+
+    target = catalog.load_table("archive.orders")
+    assert result.complete and result.units_total == 0 and result.target_snapshot_ids == ()
+    assert "backfill" not in target.metadata.refs and target.metadata.current_snapshot_id == main
+    with pytest.raises(MoveStateError) as published:  # as after any publish: nothing on a branch to audit
+        mover.audit()
+    assert published.value.reason == "published"
+    assert mover.publish().how == "already_published"
+
+    source.append(orders(5_000, 3))  # rows it selects: the next run moves them, from the published run on
+    mover.run()
+    assert mover.audit().rows == 3
+    assert mover.publish().how == "fast_forward"
+    ids = catalog.load_table("archive.orders").scan().to_arrow().column("id").to_pylist()
+    assert sorted(i for i in ids if 5_000 <= i < 30_000) == [5_000, 5_001, 5_002]
+
+
 @pytest.mark.parametrize(
     ("branch", "match"),
     [
