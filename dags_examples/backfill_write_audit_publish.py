@@ -2,12 +2,15 @@
 
 Readers of the target see nothing of the backfill until it passed its audit, then all of it in one
 commit. The move commits its units to the branch ``backfill-<start>-<end>`` (resumable: a retry
-skips the committed units); the audit checks the rows the move added (ids set and unique, no negative
-amounts, at least one row, and a Python check of its own) and fails the task, without retrying,
-when a check fails: the report with sample rows is in its log and in XCom under ``report``, ``main``
-is untouched and the branch kept for a look (``iceberg-ops move discard ... --branch NAME`` drops it).
-The publish fast-forwards ``main`` to the audited snapshot, or appends the move's files when others
-appended to ``main`` meanwhile; run again, it commits nothing.
+skips the committed units); the audit checks the rows the move added (ids and days set, ids unique,
+no negative ids, at least one row, and a Python check of its own: every ``kind`` known) and fails
+the task, without retrying, when a check fails: the report is in its log and in XCom under
+``report``, ``main`` is untouched and the branch kept for a look. ``iceberg-ops --conn-id
+iceberg_ops_default move discard SOURCE TARGET --move-id backfill:<start>:<end> --branch
+backfill-<start>-<end>`` drops it; fix the source and clear the run's tasks to move, audit and
+publish the range again. The publish fast-forwards ``main`` to the audited snapshot, or appends the
+move's files when others appended to ``main`` meanwhile; run again, it commits nothing (the run's
+move task fails instead once the source has changed since: the range is not copied twice).
 
 ``demo_source`` fills a small demo table when the source does not exist (``make demo``'s connection
 points at the embedded SQLite catalog in ``local_data/``); remove it when moving your own table.

@@ -364,7 +364,7 @@ def run_move(settings: Settings, **options: Any) -> None:
         if abandoned or (stopping.requested and result is not None and not result.complete):
             _interrupted(settings, mover, display.last, result, notes)
         assert result is not None
-        settings.emit({**result.to_json(), "notes": notes}, _describe_result(result))
+        settings.emit({**result.to_json(), "notes": notes}, _describe_result(result, options["branch"]))
         if not result.complete:
             click.echo(
                 f"error: move {result.move_id} is not complete ({result.units_committed} unit(s) committed by this "
@@ -396,10 +396,11 @@ def _interrupted(settings: Settings, mover: DataMover | None, last: Any, result:
     )
 
 
-def _describe_result(result: Any) -> str:
+def _describe_result(result: Any, branch: str | None = None) -> str:
     state = "complete" if result.complete else "NOT complete"
+    on = f" on branch {branch}" if branch else ""
     lines = [
-        f"move {result.source} -> {result.target} ({result.mode}, move id {result.move_id}): {state}",
+        f"move {result.source} -> {result.target}{on} ({result.mode}, move id {result.move_id}): {state}",
         f"this run: {result.units_committed} unit(s) committed, {result.units_skipped} skipped"
         f"{' (already committed by another run)' if result.units_skipped else ''}, of "
         f"{result.units_total}; {result.rows:,} rows, {size_text(result.bytes_read)} read, "
@@ -407,6 +408,13 @@ def _describe_result(result: Any) -> str:
     ]
     if result.verify is not None:
         lines.append(_describe_report(result.verify))
+    if branch and result.complete and not result.units_total and not result.target_snapshot_ids:
+        lines.append("nothing new to move since the published run: no branch was cut, nothing to audit or publish")
+    elif branch and result.complete:
+        lines.append(
+            f"main of {result.target} is unchanged until the branch is audited and published: `iceberg-ops move "
+            "audit`, then `move publish`, with the same arguments"
+        )
     return "\n".join(lines)
 
 

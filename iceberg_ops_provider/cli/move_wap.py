@@ -17,6 +17,7 @@ from iceberg_ops_provider.cli.errors import exit_interrupted, handles_errors
 from iceberg_ops_provider.cli.move import definition, mover_for
 from iceberg_ops_provider.cli.shared import check_filter
 from iceberg_ops_provider.errors import PublishRefusedError
+from iceberg_ops_provider.messages import Message
 
 if TYPE_CHECKING:
     from iceberg_ops_provider.cli.settings import Settings
@@ -29,6 +30,7 @@ _AFTER_REFUSAL: dict[str, tuple[str, str]] = {
     "incomplete": ("To finish the move", "run"),
     "not_audited": ("To audit it", "audit"),
     "audit_stale": ("To audit it", "audit"),
+    "audit_scope": ("To audit the whole branch", "audit"),
     "branch_changed": ("To discard it", "discard"),
     "main_rewritten": ("To discard it", "discard"),
     "main_changed": ("To discard it", "discard"),
@@ -98,9 +100,10 @@ def _describe_audit(report: AuditReport) -> str:
     if not report.checks:
         lines.append("  (no checks given: the audit passes; pass --not-null, --unique, --no-rows-where, ...)")
     lines.append(
-        "publish it with `iceberg-ops move publish` and the same move"
+        f"To publish it: `{_same_move('publish')}`"
         if report.ok
-        else "main is untouched and the branch kept: fix the data and audit again, or `iceberg-ops move discard`"
+        else "main is untouched and the branch kept: fix the data and audit again, or discard it: "
+        f"`{_same_move('discard')}`"
     )
     return "\n".join(lines)
 
@@ -195,8 +198,11 @@ def _with_advice(error: PublishRefusedError) -> PublishRefusedError:
         return error
     what, verb = advice
     checks = " --not-null COL --unique COL ..." if verb == "audit" else ""
+    if error.reason == "audit_scope":
+        checks = " --scope branch" + checks
+    text = error.args[0] if len(error.args) == 1 and isinstance(error.args[0], Message) else str(error)
     return PublishRefusedError(
-        f"{error} {what}: `{_same_move(verb)}{checks}`",
+        text + f" {what}: `{_same_move(verb)}{checks}`",
         table=error.table,
         branch=error.branch,
         reason=error.reason,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import date, datetime, time
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -380,10 +380,10 @@ def _mask(batch: pa.RecordBatch, expression: pc.Expression) -> pa.Array:
 
 def _record(table: Table, record: BranchRecord, report: AuditReport) -> None:
     """Record a passing audit's head in the branch's record (or clear a passing one after a failure)."""
-    audited = report.snapshot_id if report.ok else None
-    if record.audited_snapshot_id == audited:
+    audited = (report.snapshot_id, report.scope) if report.ok else (None, None)
+    if (record.audited_snapshot_id, record.audited_scope) == audited:
         return
-    new = record.audited(audited) if audited is not None else replace(record, audited_snapshot_id=None)
+    new = record.audited(*audited)
     try:
         commit_refs(table, expected={record.branch: report.snapshot_id}, properties=new.to_properties())
     except CommitFailedException as exc:

@@ -82,13 +82,16 @@ class BranchRecord:
     """What the table property of a move's branch says: its owner, where it was cut, what an audit passed.
 
     ``audited_snapshot_id`` is the branch head the last passing audit read (``None`` before one passed);
-    publishing requires it to still be the head.
+    publishing requires it to still be the head. ``audited_scope`` is that audit's scope (``move`` or
+    ``branch``): a fast-forward carries every commit on the branch, so commits that are not the move's
+    are published that way only after an audit of scope ``branch`` read their rows.
     """
 
     branch: str
     move_id: str
     fork_snapshot_id: int
     audited_snapshot_id: int | None = None
+    audited_scope: str | None = None
 
     @property
     def key(self) -> str:
@@ -100,9 +103,9 @@ class BranchRecord:
         payload = {k: v for k, v in asdict(self).items() if k != "branch"}
         return {self.key: json.dumps(payload, sort_keys=True, separators=(",", ":"))}
 
-    def audited(self, snapshot_id: int) -> BranchRecord:
-        """This record once an audit of ``snapshot_id`` passed."""
-        return replace(self, audited_snapshot_id=snapshot_id)
+    def audited(self, snapshot_id: int | None, scope: str | None) -> BranchRecord:
+        """This record once an audit of ``snapshot_id`` with ``scope`` passed (``None``, ``None``: none did)."""
+        return replace(self, audited_snapshot_id=snapshot_id, audited_scope=scope)
 
 
 def unfinished(state: MoveState | None, record: BranchRecord) -> str | None:
@@ -148,6 +151,7 @@ def record_of(metadata: TableMetadata, branch: str) -> BranchRecord | None:
             audited_snapshot_id=None
             if payload.get("audited_snapshot_id") is None
             else int(payload["audited_snapshot_id"]),
+            audited_scope=None if payload.get("audited_scope") is None else str(payload["audited_scope"]),
         )
     except (ValueError, KeyError, TypeError):
         return None
@@ -183,10 +187,12 @@ def owned_record(metadata: TableMetadata, branch: str, move_id: str, table_name:
     if record.move_id != move_id:
         raise MoveStateError(
             message(
-                f"Branch {branch!r} of {table_name} belongs to move {record.move_id!r}, not to {move_id!r}. "
-                "Publish or discard that move first, or choose another {branch}.",
+                f"Branch {branch!r} of {table_name} belongs to move {record.move_id!r}, not to {move_id!r}. To "
+                "act on that move (audit, publish or discard it), pass {owner} with the arguments it was "
+                "defined with; otherwise publish or discard it first, or choose another {branch}.",
                 about="branch",
-                branch=Arg("branch", branch),
+                owner=Arg("move_id", record.move_id),
+                branch=Arg("branch"),
             )
         )
     return record

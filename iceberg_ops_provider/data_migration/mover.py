@@ -308,7 +308,16 @@ class DataMover:
         target = resolved.target
         assert target is not None
         own_branch = is_audit_branch(self.branch)
-        work = bool(plan.pending) or resolved.initial_state is not None
+        # An incremental run of a published move that finds nothing new under its filter: no branch to cut,
+        # audit and publish for it; the next run looks again from where the published run finished.
+        nothing_new = (
+            own_branch
+            and not plan.units
+            and self.branch not in target.metadata.refs
+            and resolved.state is not None
+            and resolved.state.complete
+        )
+        work = (bool(plan.pending) or resolved.initial_state is not None) and not nothing_new
         if (self.mode == "overwrite" or (own_branch and work)) and target.metadata.current_snapshot_id is None:
             # A catalog accepts a branch only on a table with a snapshot: give the empty table one.
             with target.transaction() as transaction:
@@ -357,7 +366,7 @@ class DataMover:
                     f"{plan.plan_id} (another run of it started since the units were planned). Plan again."
                 )
         snapshots = run_units(self, resolved, copier, pending, totals, tracker, self._stop_requested)
-        if not plan.units and resolved.initial_state is not None:
+        if not plan.units and resolved.initial_state is not None and not nothing_new:
             recorded = record_empty(self, resolved)
             snapshots.extend([recorded] if recorded is not None else [])
         target.refresh()

@@ -31,9 +31,16 @@ from pyiceberg.table.snapshots import Operation, ancestors_of
 from iceberg_ops_provider.core.refs import commit_refs
 from iceberg_ops_provider.data_migration.audit import added_since_fork
 from iceberg_ops_provider.data_migration.audit_branch import BranchRecord, on_main_since, owned_record, unfinished
-from iceberg_ops_provider.data_migration.state import MoveState, find_state, property_key
+from iceberg_ops_provider.data_migration.state import (
+    MoveState,
+    find_state,
+    mirror_properties,
+    move_snapshots,
+    property_key,
+)
 from iceberg_ops_provider.data_migration.unit_commit import commit_unit
 from iceberg_ops_provider.errors import MoveConflictError, PublishRefusedError
+from iceberg_ops_provider.messages import Arg, Message, message
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -138,9 +145,9 @@ class _Refusal:
     def __init__(self, table: Table, branch: str, move_id: str) -> None:
         self.table, self.branch, self.move_id = ".".join(table.name()), branch, move_id
 
-    def __call__(self, reason: str, text: str, snapshots: list[str] | None = None) -> PublishRefusedError:
+    def __call__(self, reason: str, text: str | Message, snapshots: list[str] | None = None) -> PublishRefusedError:
         return PublishRefusedError(
-            f"Move {self.move_id!r} cannot publish branch {self.branch!r} of {self.table}: {text}",
+            f"Move {self.move_id!r} cannot publish branch {self.branch!r} of {self.table}: " + text,
             table=self.table,
             branch=self.branch,
             reason=reason,
@@ -198,6 +205,42 @@ def _held(record: BranchRecord, base: int) -> str:
     return f"it was fast-forwarded to the branch's snapshot {base}"
 
 
+def _refuse_unaudited_commits(table: Table, record: BranchRecord, head: Snapshot, refuse: _Refusal, base: int) -> None:
+    """Refuse a fast-forward that would carry commits of other writers whose rows no audit read.
+
+    An audit of scope ``move`` reads only the rows the move's commits added (since ``base``, the branch
+    snapshot ``main`` holds); moving ``main`` to the branch's head would publish every other commit on
+    the branch too.
+    """
+    if record.audited_scope == "branch":
+        return
+    _, foreign = added_since_fork(table, head, base, record.move_id)
+    if foreign:
+        raise refuse(
+            "audit_scope",
+            message(
+                "commits that are not the move's are on the branch, and the passing audit read only the move's rows "
+                f"(scope move): {'; '.join(_described(s) for s in foreign)}. Publishing moves main to the branch's "
+                "head and would carry their rows unaudited; nothing was published. Audit the whole branch "
+                "({scope}), or discard it.",
+                scope=Arg("scope", "branch"),
+            ),
+            [_described(s) for s in foreign],
+        )
+
+
+def _mirrored_on_main(metadata: TableMetadata, state: MoveState | None, branch: str) -> dict[str, str]:
+    """The move's state property once a fast-forward made its commits ``main``'s (nothing without a state).
+
+    Mirrored as ``main``'s, a later run reads it against ``main``'s history: rolled back past the move's
+    commits (a restore), it is refused before anything is cut or written.
+    """
+    if state is None:
+        return {}
+    committed = move_snapshots(metadata, state.move_id, branch)
+    return mirror_properties(state, MAIN_BRANCH, committed[0].snapshot_id) if committed else {}
+
+
 def publish_branch(table: Table, move_id: str, branch: str) -> Published:
     """Publish the audited head of ``move_id``'s ``branch`` onto ``main`` (see the module documentation).
 
@@ -251,12 +294,14 @@ def publish_branch(table: Table, move_id: str, branch: str) -> Published:
             )
         base = on_main_since(metadata, record, head)
         if main_before == base:  # main at the fork, or at the branch snapshot another engine fast-forwarded it to
+            _refuse_unaudited_commits(table, record, head, refuse, base)
             try:
                 commit_refs(
                     table,
                     expected={MAIN_BRANCH: main_before, branch: audited},
                     move={MAIN_BRANCH: audited},
                     remove=(branch,),
+                    properties=_mirrored_on_main(metadata, state, branch),
                     remove_properties=(record.key,),
                 )
             except CommitFailedException:

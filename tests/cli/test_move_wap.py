@@ -52,6 +52,8 @@ def _main_ids(lake: Lake) -> list[int]:
 def test_move_to_a_branch_audit_and_publish_leave_main_alone_until_published(lake, tables):
     moved = _ops(lake, "move", *MOVE)
     assert moved.returncode == 0, moved.stderr
+    assert "move staging.orders -> sales.orders on branch backfill (append, move id" in moved.stdout
+    assert "main of sales.orders is unchanged until the branch is audited and published" in moved.stdout
     assert _main_ids(lake) == [100, 101, 102]  # main sees nothing of the move yet
     assert "backfill" in lake.catalog().load_table("sales.orders").metadata.refs
 
@@ -68,6 +70,8 @@ def test_move_to_a_branch_audit_and_publish_leave_main_alone_until_published(lak
     assert "FAILED (1 of 2 checks)" in failing.stdout and "10 rows read (scope move)" in failing.stdout
     assert "  ok      not_null(customer)" in failing.stdout
     assert "{'id': 8," in failing.stdout  # a sample of the offending rows
+    assert "or discard it: `iceberg-ops " in failing.stdout
+    assert failing.stdout.rstrip().endswith("move discard staging.orders sales.orders --branch backfill`")
     report = json.loads(_ops(lake, "move", "audit", *MOVE, "--no-rows-where", "id >= 8", "--json").stdout)
     assert report["ok"] is False and report["rows"] == 10
     assert [(c["name"], c["failed_rows"]) for c in report["checks"]] == [("no_rows_where(id >= 8)", 2)]
@@ -95,6 +99,8 @@ def test_move_to_a_branch_audit_and_publish_leave_main_alone_until_published(lak
     assert len(names) == 5 and all("customer" in n or "id" in n or "rows" in n for n in names)
     assert _main_ids(lake) == [100, 101, 102]
 
+    hinted = _ops(lake, "move", "audit", *MOVE, "--not-null", "id")
+    assert hinted.stdout.rstrip().endswith("move publish staging.orders sales.orders --branch backfill`")
     published = _ops(lake, "move", "publish", *MOVE)
     assert published.returncode == 0, published.stderr
     assert "published: main fast-forwarded from snapshot" in published.stdout
@@ -124,6 +130,49 @@ def test_publish_after_appends_on_main_appends_the_files_and_discard_drops_a_bra
     assert "more" not in lake.catalog().load_table("sales.orders").metadata.refs
     assert _main_ids(lake) == [*range(10), 100, 101, 102, 200, 201]
     assert json.loads(_ops(lake, "move", "discard", *other, "--json").stdout)["dropped"] is False
+
+
+def test_a_publish_refusing_other_writers_rows_the_audit_did_not_read_names_the_scope_option(lake, tables):
+    assert _ops(lake, "move", *MOVE).returncode == 0
+    lake.catalog().load_table("sales.orders").append(_rows(range(300, 302)), branch="backfill")
+    assert _ops(lake, "move", "audit", *MOVE, "--unique", "id").returncode == 0  # scope move: the 10 moved rows
+
+    refused = _ops(lake, "move", "publish", *MOVE)
+    assert refused.returncode == 1
+    assert "would carry their rows unaudited" in refused.stderr and "(--scope branch)" in refused.stderr
+    assert "scope=" not in refused.stderr  # worded for the command line, not the Python API
+    assert "move audit staging.orders sales.orders --branch backfill --scope branch --not-null COL" in refused.stderr
+    assert _main_ids(lake) == [100, 101, 102]
+
+    assert _ops(lake, "move", "audit", *MOVE, "--unique", "id", "--scope", "branch").returncode == 0
+    assert _ops(lake, "move", "publish", *MOVE).returncode == 0
+    assert _main_ids(lake) == [*range(10), 100, 101, 102, 300, 301]
+
+
+def test_a_branch_of_another_move_is_refused_naming_the_move_id_that_acts_on_it(lake, tables):
+    assert _ops(lake, "move", *MOVE).returncode == 0
+    owner = json.loads(_ops(lake, "move", "plan", *MOVE, "--json").stdout)["move_id"]
+    other = _ops(lake, "move", "discard", *MOVE, "--where", "id >= 5")  # another definition: another move id
+    assert other.returncode == 2
+    assert f"pass --move-id {owner} with the arguments it was defined with" in other.stderr, other.stderr
+    assert "choose another --branch." in other.stderr
+    discarded = _ops(lake, "move", "discard", *MOVE, "--where", "id >= 5", "--move-id", owner)
+    assert discarded.returncode == 0, discarded.stderr
+    assert "backfill" not in lake.catalog().load_table("sales.orders").metadata.refs
+
+
+def test_an_incremental_move_with_nothing_new_says_no_branch_was_cut(lake, tables):
+    move = ("staging.orders", "sales.orders", "--mode", "incremental", "--where", "id < 50", "--branch", "inc")
+    assert _ops(lake, "move", *move).returncode == 0
+    assert _ops(lake, "move", "audit", *move).returncode == 0
+    assert _ops(lake, "move", "publish", *move).returncode == 0
+    lake.catalog().load_table("staging.orders").append(_rows(range(60, 62)))  # not under the filter
+
+    again = _ops(lake, "move", *move)
+    assert again.returncode == 0, again.stderr
+    assert "nothing new to move since the published run: no branch was cut" in again.stdout
+    assert "inc" not in lake.catalog().load_table("sales.orders").metadata.refs
+    assert _main_ids(lake) == [*range(10), 100, 101, 102]
 
 
 def test_bad_audit_input_is_refused_with_the_option_named(lake, tables):

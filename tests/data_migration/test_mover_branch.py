@@ -17,6 +17,7 @@ from iceberg_ops_provider.data_migration.audit_branch import RECORD_PREFIX, chec
 from iceberg_ops_provider.data_migration.progress_report import moves_into
 from iceberg_ops_provider.data_migration.publish import PUBLISHED_KEY
 from iceberg_ops_provider.data_migration.state import find_state
+from iceberg_ops_provider.data_steps.tags import create_tag, preview_restore, restore_to_tag
 from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError, PublishRefusedError
 from tests.data_migration.support import ORDERS_SCHEMA, orders, row_multiset, source_table
 
@@ -254,6 +255,46 @@ def test_publish_needs_a_passing_audit_of_the_branch_head(catalog, tables):
     assert target.metadata.current_snapshot_id == main and "backfill" in target.metadata.refs
 
 
+def test_a_fast_forward_never_carries_commits_of_other_writers_that_the_audit_did_not_read(catalog, tables):
+    _, target = tables
+    main = target.metadata.current_snapshot_id
+    mover = _mover(catalog)
+    mover.run()
+    catalog.load_table("archive.orders").append(orders(500_000, 2), branch="backfill")  # not the move's rows
+    report = mover.audit(unique=["id"])
+    assert report.ok and report.rows == 1500  # scope move: the other writer's 2 rows were not read
+
+    with pytest.raises(PublishRefusedError, match="would carry their rows unaudited") as refused:
+        mover.publish()
+    assert refused.value.reason == "audit_scope" and len(refused.value.snapshots) == 1
+    assert "scope='branch'" in str(refused.value)
+    target.refresh()
+    assert target.metadata.current_snapshot_id == main and "backfill" in target.metadata.refs
+
+    assert mover.audit(unique=["id"], scope="branch").ok  # every row of the branch read: it may be fast-forwarded
+    published = mover.publish()
+    assert published.how == "fast_forward"
+    assert 500_000 in set(catalog.load_table("archive.orders").scan().to_arrow().column("id").to_pylist())
+
+
+def test_a_move_run_again_after_main_was_restored_past_its_fast_forward_is_refused_before_cutting_a_branch(
+    catalog, tables
+):
+    _, target = tables
+    create_tag(target, "before")
+    mover = _mover(catalog)
+    mover.run()
+    assert mover.audit().ok
+    assert mover.publish().how == "fast_forward"
+    target = catalog.load_table("archive.orders")
+    restore_to_tag(target, preview_restore(target, "before"))  # the published rows are undone on main
+    refs = set(catalog.load_table("archive.orders").metadata.refs)
+
+    with pytest.raises(MoveStateError, match="no longer in the history of main"):
+        _mover(catalog).run()
+    assert set(catalog.load_table("archive.orders").metadata.refs) == refs  # no branch was cut for it
+
+
 def test_the_audit_reports_each_check_with_samples_and_reads_the_new_rows_or_the_whole_branch(catalog, tables):
     source, _ = tables
     mover = _mover(catalog)
@@ -340,6 +381,33 @@ def test_an_incremental_move_publishes_each_run_once(catalog, tables):
     assert mover.publish().how == "fast_forward"
 
     assert row_multiset(catalog.load_table("archive.orders")) == before + row_multiset(source)
+
+
+def test_an_incremental_run_with_nothing_new_under_its_filter_cuts_no_branch(catalog, tables):
+    source, target = tables
+    mover = _mover(catalog, mode="incremental", where="id < 10000")
+    mover.run()
+    mover.audit()
+    mover.publish()
+    main = catalog.load_table("archive.orders").metadata.current_snapshot_id
+    source.append(orders(20_000, 5))  # rows the filter leaves out
+
+    result = mover.run()
+
+    target = catalog.load_table("archive.orders")
+    assert result.complete and result.units_total == 0 and result.target_snapshot_ids == ()
+    assert "backfill" not in target.metadata.refs and target.metadata.current_snapshot_id == main
+    with pytest.raises(MoveStateError) as published:  # as after any publish: nothing on a branch to audit
+        mover.audit()
+    assert published.value.reason == "published"
+    assert mover.publish().how == "already_published"
+
+    source.append(orders(5_000, 3))  # rows it selects: the next run moves them, from the published run on
+    mover.run()
+    assert mover.audit().rows == 3
+    assert mover.publish().how == "fast_forward"
+    ids = catalog.load_table("archive.orders").scan().to_arrow().column("id").to_pylist()
+    assert sorted(i for i in ids if 5_000 <= i < 30_000) == [5_000, 5_001, 5_002]
 
 
 @pytest.mark.parametrize(
