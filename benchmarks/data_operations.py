@@ -306,11 +306,12 @@ def _check(case: str, before: dict[str, float], after: dict[str, float]) -> None
 
 def measure(case: str, cache: Path) -> dict[str, float]:
     """Run in a fresh process: restore the table, then time ``case`` alone, then check what it did."""
-    # Everything any case imports is imported first: every case starts from the same process.
+    # Everything any case imports is imported first: every case starts from the same process. The package
+    # comes before PyArrow, as in the CLI and an Airflow task, so its allocator setting applies to every case.
+    import iceberg_ops_provider.migration  # noqa: F401, I001
     import pyarrow.parquet  # noqa: F401
     import pyiceberg.io.pyarrow  # noqa: F401
 
-    import iceberg_ops_provider.migration  # noqa: F401
     from iceberg_ops_provider.data_steps import run_step
     from iceberg_ops_provider.runner import MigrationRunner  # noqa: F401  (a lazy name: imports the runner)
 

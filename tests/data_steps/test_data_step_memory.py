@@ -29,9 +29,9 @@ STEP = (
     + """
 import sys, threading, time
 from pathlib import Path
+from iceberg_ops_provider.data_steps import DataStep, run_step  # first, as the CLI and Airflow tasks import it
 import pyarrow.compute as pc
 from tests.support.lake import Lake
-from iceberg_ops_provider.data_steps import DataStep, run_step
 
 catalog = Lake(Path(sys.argv[1])).catalog()
 start = own_memory("VmRSS")
