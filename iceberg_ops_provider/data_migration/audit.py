@@ -336,7 +336,15 @@ def audit_branch(
         if matched is not None and where is not None:
             matched.add(batch, _mask(batch, where[1]))
         for sampler, name, check in mine:
-            found = check(batch)
+            try:
+                found = check(batch)
+            except Exception as exc:
+                raise _bad(
+                    "checks",
+                    name,
+                    f"The check {name!r} raised {type(exc).__name__}: {exc}. Nothing was recorded; fix the check "
+                    "(a function of a pyarrow.RecordBatch returning its number of offending rows) and audit again.",
+                ) from exc
             if isinstance(found, bool) or not isinstance(found, int) or found < 0:
                 raise _bad("checks", name, f"The check {name!r} returned {found!r}, not a number of offending rows.")
             sampler.add(batch, count=found)

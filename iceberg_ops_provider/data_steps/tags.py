@@ -55,6 +55,10 @@ _COUNTS = {
 """Snapshot summary counts a restore preview shows, and their names in it."""
 
 
+_LATEST_MS = int((datetime.max.replace(tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1000)
+"""The last moment a ``datetime`` holds, in epoch milliseconds: a ref that expires later never does, in effect."""
+
+
 def _utc(epoch_ms: int) -> datetime:
     return datetime.fromtimestamp(epoch_ms / 1000, UTC)
 
@@ -88,6 +92,8 @@ def _ref_info(metadata: TableMetadata, name: str, now_ms: int) -> RefInfo:
     ref = metadata.refs[name]
     snapshot = metadata.snapshot_by_id(ref.snapshot_id)
     expires = ref_expires_at_ms(metadata, name)
+    if expires is not None and expires > _LATEST_MS:  # an age limit such as Java's Long.MAX_VALUE: never
+        expires = None
     soon = expires is not None and expires - now_ms <= EXPIRES_SOON.total_seconds() * 1000
     return RefInfo(
         name=name,

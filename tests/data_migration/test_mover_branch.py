@@ -399,19 +399,25 @@ def test_a_tag_a_foreign_branch_or_another_moves_branch_is_not_taken(catalog, ta
         ({"unique": [[]]}, "lists of column names"),
         ({"no_rows_where": "id <<< 3"}, "does not parse"),
         ({"no_rows_where": "nope = 1"}, "does not fit"),
+        ({"no_rows_where": "customer > 3"}, "compared with a column of another type"),
         ({"no_rows_where": " "}, "is empty"),
         ({"min_rows": 5, "max_rows": 2}, "no row count can pass"),
         ({"min_rows": -1}, "number of rows"),
         ({"checks": [3]}, "not a function"),
         ({"checks": [lambda batch: "many"]}, "not a number of offending rows"),
+        ({"checks": {"ratio": lambda batch: 1 // 0}}, "The check 'ratio' raised ZeroDivisionError"),
         ({"scope": "all"}, "scope"),
     ],
 )
 def test_bad_audit_arguments_are_refused(catalog, tables, kwargs, match):
     mover = _mover(catalog)
     mover.run()
+    target = catalog.load_table(mover.target)
+    location = target.metadata_location
     with pytest.raises(InvalidMoveError, match=match):
         mover.audit(**kwargs)
+    target.refresh()
+    assert target.metadata_location == location  # nothing committed
 
 
 def test_an_unfinished_or_published_move_is_not_audited(catalog, tables):
