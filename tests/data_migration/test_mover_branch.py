@@ -517,3 +517,43 @@ def test_a_branch_cut_for_a_new_incremental_run_is_not_audited_or_published_befo
     with pytest.raises(PublishRefusedError, match="none of its units") as refused:
         mover.publish()
     assert refused.value.reason == "incomplete"
+
+
+@pytest.mark.parametrize("meanwhile", ["discard", "failing_audit"])
+def test_a_discard_or_failing_audit_while_an_append_publish_reads_the_branch_publishes_nothing(
+    catalog, tables, monkeypatch, meanwhile
+):
+    _, target = tables
+    mover = _mover(catalog)
+    mover.run()
+    assert mover.audit().ok
+    catalog.load_table("archive.orders").append(orders(200_000, 5))  # main moved: the publish appends
+    rows = row_multiset(catalog.load_table("archive.orders"))
+    other = _mover(catalog)  # another process acting on the same move
+    acted = []
+    if meanwhile == "discard":  # just before the publish's commit: its requirement on the branch refuses it
+        real_conflicts = publishing._conflicts
+
+        def conflicts_then_discard(*args):
+            real_conflicts(*args)
+            if not acted:
+                acted.append(other.discard())
+
+        monkeypatch.setattr(publishing, "_conflicts", conflicts_then_discard)
+    else:  # while the publish reads the move's manifests: its check before committing refuses it
+        real_added = publishing.added_since_fork
+
+        def read_then_fail(*args):
+            found = real_added(*args)
+            acted.append(other.audit(max_rows=1))
+            return found
+
+        monkeypatch.setattr(publishing, "added_since_fork", read_then_fail)
+    with pytest.raises(PublishRefusedError) as refused:
+        mover.publish()
+
+    assert refused.value.reason == ("no_branch" if meanwhile == "discard" else "not_audited")
+    assert acted and (acted[0].dropped if meanwhile == "discard" else not acted[0].ok)
+    target = catalog.load_table("archive.orders")
+    assert row_multiset(target) == rows  # main untouched
+    assert PUBLISHED_KEY not in (target.metadata.current_snapshot().summary or {}).additional_properties
