@@ -18,6 +18,7 @@ from iceberg_ops_provider.data_migration.progress_report import moves_into
 from iceberg_ops_provider.data_migration.publish import PUBLISHED_KEY
 from iceberg_ops_provider.data_migration.state import find_state
 from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError, PublishRefusedError
+from iceberg_ops_provider.maintenance.expire import expire_snapshots
 from tests.data_migration.support import ORDERS_SCHEMA, orders, row_multiset, source_table
 
 SMALL_UNITS = 1  # every source file is a unit of its own
@@ -455,6 +456,27 @@ def test_a_branch_whose_history_was_expired_is_audited_whole_and_not_appended_to
     with pytest.raises(MoveStateError, match="no longer reaches back"):
         mover.publish()
     assert "backfill" in catalog.load_table("archive.orders").metadata.refs
+
+
+def test_snapshot_expiry_keeps_an_open_branch_and_mains_history_back_to_the_fork(catalog, tables):
+    source, target = tables
+    mover = _mover(catalog)
+    mover.run()
+    for first in (200_000, 300_000):  # main moves on: the publish will append and look back to the fork
+        catalog.load_table("archive.orders").append(orders(first, 5))
+    rows = row_multiset(catalog.load_table("archive.orders"))
+
+    expired = expire_snapshots(catalog.load_table("archive.orders"), older_than="0s")
+
+    target = catalog.load_table("archive.orders")
+    fork = find_state(target.metadata, mover.move_id, "backfill")[0].fork_snapshot_id
+    assert target.metadata.snapshot_by_id(fork) is not None and expired.deleted_data_files_count == 0
+    assert mover.audit(unique=["id"]).ok  # scope "move": the branch still reaches back to the fork
+    assert mover.publish().how == "append"
+    assert row_multiset(catalog.load_table("archive.orders")) == rows + row_multiset(source)
+    # Published, the branch no longer holds anything back.
+    expire_snapshots(catalog.load_table("archive.orders"), older_than="0s")
+    assert len(catalog.load_table("archive.orders").metadata.snapshots) == 1
 
 
 def test_a_moves_progress_is_read_on_its_branch_until_it_is_published(catalog, tables):
