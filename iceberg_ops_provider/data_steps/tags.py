@@ -201,7 +201,8 @@ def create_tag(
         max_age: How long snapshot expiry keeps the tag, counted from the tagged snapshot's commit
             (``"7d"``, ``"12h"``, ``"30m"``, a ``timedelta`` or milliseconds); default the table's
             ``history.expire.max-ref-age-ms`` (forever).
-        exist_ok: A tag ``name`` on that very snapshot is fine: nothing is committed (a retried task).
+        exist_ok: A tag ``name`` on that very snapshot, with that age limit, is fine: nothing is committed
+            (a retried task, a command run again).
         replace: A tag ``name`` on another snapshot is moved to this one (never a branch).
 
     Raises:
@@ -246,7 +247,7 @@ def create_tag(
     existing = metadata.refs.get(name)
     if existing is not None:
         is_tag = existing.snapshot_ref_type == SnapshotRefType.TAG
-        if is_tag and exist_ok and existing.snapshot_id == target:
+        if is_tag and exist_ok and existing.snapshot_id == target and existing.max_ref_age_ms == max_age_ms:
             return TagCreated(label, _ref_info(metadata, name, int(time.time() * 1000)), created=False)
         if not (is_tag and replace):
             kind, fix = ("tag", "Drop it first, or choose") if is_tag else ("branch", "Choose")
