@@ -75,6 +75,11 @@ def test_the_operators_fail_at_once_with_words_for_the_task(iceberg_connection):
         IcebergAuditOperator(task_id="a", **move, move_id="", branch="b").execute({})
     with pytest.raises(AirflowFailException, match=r"min_rows='many' is not a number of rows"):
         IcebergAuditOperator(task_id="a", **move, move_id="m", branch="b", min_rows="many").execute({})
+    with pytest.raises(AirflowFailException, match=r"not_null='\[id' is not a list of column names: render it as JSON"):
+        IcebergAuditOperator(task_id="a", **move, move_id="m", branch="b", not_null="[id").execute({})
+    # A list param rendered by plain Jinja reads as Python's repr of it.
+    listed = IcebergAuditOperator(task_id="a", **move, move_id="m", branch="b", unique="[['id', 'customer']]")
+    assert [check["name"] for check in listed.execute({})["checks"]] == ["unique(id, customer)"]
     with pytest.raises(ValueError, match="scope='all' is not an audit scope"):
         IcebergAuditOperator(task_id="a", **move, move_id="m", branch="b", scope="all")
     audit = IcebergAuditOperator(task_id="a", **move, move_id="m", branch="b", min_rows="2")
