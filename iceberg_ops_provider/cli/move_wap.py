@@ -209,7 +209,10 @@ def _with_advice(error: PublishRefusedError) -> PublishRefusedError:
 @click.pass_obj
 @handles_errors
 def discard_move(settings: Settings, **options: Any) -> None:
-    """Remove the move's --branch and its records; main is untouched. Running the move again starts anew."""
+    """Remove the move's --branch and its records; main is untouched. Running the move again starts anew.
+
+    A move already published (a publish that stopped before removing its branch) is refused.
+    """
     discarded = mover_for(settings, options).discard()
     settings.emit(
         discarded.to_json(),

@@ -28,7 +28,7 @@ from iceberg_ops_provider.data_migration.audit import added_since_fork
 from iceberg_ops_provider.data_migration.audit_branch import BranchRecord, owned_record, record_of, unfinished
 from iceberg_ops_provider.data_migration.state import MoveState, find_state, property_key
 from iceberg_ops_provider.data_migration.unit_commit import commit_unit
-from iceberg_ops_provider.errors import MoveConflictError, PublishRefusedError
+from iceberg_ops_provider.errors import MoveConflictError, MoveStateError, PublishRefusedError
 
 if TYPE_CHECKING:
     from pyiceberg.manifest import DataFile
@@ -335,7 +335,8 @@ def discard_branch(table: Table, move_id: str, branch: str) -> Discarded:
     snapshots are no longer protected by a ref) and orphan-file removal delete them.
 
     Raises:
-        MoveStateError: ``branch`` is another move's, or a tag.
+        MoveStateError: ``branch`` is another move's, or a tag; or the move was published already and
+            the branch is one its publish left (``reason`` ``published``; nothing changed).
         MoveConflictError: The branch kept moving (a run of the move still committing; transient).
     """
     name = ".".join(table.name())
@@ -346,6 +347,14 @@ def discard_branch(table: Table, move_id: str, branch: str) -> Discarded:
         if record is None:
             return Discarded(move_id, name, branch, dropped=False)
         head = metadata.refs[branch].snapshot_id
+        if _published(metadata, record, head):  # a publish that stopped before removing the branch
+            raise MoveStateError(
+                f"Move {move_id!r} was published to main of {name} already (main holds the branch's snapshot "
+                f"{head}, or its files); discarding cannot take its rows off main, and nothing was changed. Publish "
+                "again to remove the branch it left; to undo the rows, restore main to a tag taken before the "
+                "publish.",
+                reason="published",
+            )
         mirrored = metadata.properties.get(property_key(move_id), "")
         gone = [record.key] + ([property_key(move_id)] if f'"branch":"{branch}"' in mirrored else [])
         try:

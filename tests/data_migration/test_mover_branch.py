@@ -165,6 +165,27 @@ def test_a_publish_that_stopped_before_removing_the_branch_commits_nothing_again
     assert target.metadata.current_snapshot_id == first.main_after and "backfill" not in target.metadata.refs
 
 
+def test_a_discard_after_a_publish_that_left_its_branch_refuses_saying_main_holds_the_rows(
+    catalog, tables, monkeypatch
+):
+    mover = _mover(catalog)
+    mover.run()
+    mover.audit()
+    catalog.load_table("archive.orders").append(orders(200_000, 5))
+    monkeypatch.setattr(publishing, "_drop", lambda *args: None)  # the publish died right after its commit
+    assert mover.publish().how == "append"
+    monkeypatch.undo()
+    location = catalog.load_table("archive.orders").metadata_location
+
+    with pytest.raises(MoveStateError, match=r"published to main of archive\.orders already") as refused:
+        mover.discard()
+
+    assert refused.value.reason == "published" and "Publish again to remove the branch" in str(refused.value)
+    assert catalog.load_table("archive.orders").metadata_location == location  # nothing changed
+    assert mover.publish().how == "already_published"
+    assert "backfill" not in catalog.load_table("archive.orders").metadata.refs
+
+
 @pytest.fixture
 def by_day(catalog):
     """A source of 4 files, and a target partitioned by day holding orders of every day."""
