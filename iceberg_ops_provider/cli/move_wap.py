@@ -140,7 +140,7 @@ def _describe_publish(published: Published) -> str:
     type=click.Choice(["move", "branch"]),
     default="move",
     show_default=True,
-    help="move: the rows the move added on its branch; branch: every row of the branch (main's at the fork too).",
+    help="move: the rows added on the branch since it was cut; branch: every row of it (main's at the fork too).",
 )
 @click.option(
     "--sample-size", type=click.IntRange(min=0), default=5, show_default=True, help="Offending rows shown per check."

@@ -49,7 +49,7 @@ __all__ = ["AUDIT_SCOPES", "AuditCheck", "AuditReport", "Check", "audit_branch",
 log = logging.getLogger(__name__)
 
 AUDIT_SCOPES = ("move", "branch")
-"""``move``: the rows the move's commits added to the branch since the fork; ``branch``: every row of the branch."""
+"""``move``: the rows added on the branch since the fork (by any commit); ``branch``: every row of the branch."""
 
 Check = Callable[[pa.RecordBatch], int]
 """A check of its own: the number of offending rows in a batch."""
@@ -212,11 +212,13 @@ def _where(text: object, schema: Schema) -> tuple[str, pc.Expression] | None:
 
 
 def added_since_fork(
-    table: Table, head: Snapshot, fork_snapshot_id: int, move_id: str
+    table: Table, head: Snapshot, fork_snapshot_id: int, move_id: str, *, by_anyone: bool = False
 ) -> tuple[dict[str, DataFile], list[Snapshot]]:
     """The data files the move's commits added between the fork and ``head`` (by location), and the other commits.
 
-    Only the manifests those commits wrote are read, so the cost follows the move, not the table.
+    With ``by_anyone``, the files the other commits added too (another writer's append to the branch, the
+    files a delete or overwrite on it rewrote): every file the branch gained since the fork. Only the
+    manifests those commits wrote are read, so the cost follows the commits since the fork, not the table.
 
     Raises:
         MoveStateError: The branch's history no longer reaches back to the fork (its snapshots were expired),
@@ -227,9 +229,10 @@ def added_since_fork(
     for snapshot in ancestors_of(head, table.metadata):
         if snapshot.snapshot_id == fork_snapshot_id:
             return added, foreign
-        if state_of(snapshot, move_id) is None:
+        mine = state_of(snapshot, move_id) is not None
+        if not mine:
             foreign.append(snapshot)
-        elif snapshot.summary is None or snapshot.summary.operation == Operation.APPEND:
+        if by_anyone or (mine and (snapshot.summary is None or snapshot.summary.operation == Operation.APPEND)):
             for manifest in snapshot.manifests(table.io):
                 if manifest.added_snapshot_id != snapshot.snapshot_id:
                     continue
@@ -319,7 +322,8 @@ def audit_branch(
     assert head is not None
     tasks: list[FileScanTask] = list(table.scan(snapshot_id=head.snapshot_id).plan_files())
     if scope == "move":
-        added, _ = added_since_fork(table, head, record.fork_snapshot_id, record.move_id)
+        # Every file the branch gained since the fork: what a fast-forward publishes, another writer's fix included.
+        added, _ = added_since_fork(table, head, record.fork_snapshot_id, record.move_id, by_anyone=True)
         tasks = [task for task in tasks if task.file.file_path in added]
     nulls = [_Sampler(f"not_null({name})", sample_size) for name in not_null_columns]
     dupes = [(_Sampler(f"unique({', '.join(key)})", sample_size), key, set[bytes]()) for key in keys]

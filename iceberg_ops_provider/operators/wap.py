@@ -117,7 +117,7 @@ class IcebergAuditOperator(_BranchOperator):
         min_rows, max_rows: Bounds on the rows read (templated).
         checks: Functions of a ``pyarrow.RecordBatch`` returning its number of offending rows (named
             by ``__name__``), or ``{name: function}``; Python DAGs only.
-        scope: ``move`` (default: the rows the move added) or ``branch`` (every row of the branch).
+        scope: ``move`` (default: the rows added on the branch since it was cut) or ``branch`` (every row of it).
         sample_size: Offending rows kept per check.
 
     Returns (XCom): the ``AuditReport`` JSON (``ok``, ``rows``, ``checks``: each ``name``,

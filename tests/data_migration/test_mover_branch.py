@@ -186,6 +186,20 @@ def test_a_discard_after_a_publish_that_left_its_branch_refuses_saying_main_hold
     assert "backfill" not in catalog.load_table("archive.orders").metadata.refs
 
 
+def test_the_audit_reads_what_other_commits_on_the_branch_added_as_a_fast_forward_publishes_them(catalog, tables):
+    mover = _mover(catalog)
+    mover.run()
+    assert mover.audit(no_rows_where="id < 100").checks[0].failed_rows == 100
+    catalog.load_table("archive.orders").delete("id < 100", branch="backfill")  # the data fixed on the branch
+    catalog.load_table("archive.orders").append(orders(900_000, 3), branch="backfill")  # another writer's rows
+    on_branch = catalog.load_table("archive.orders").scan().use_ref("backfill").to_arrow().num_rows
+
+    report = mover.audit(no_rows_where="id < 100", unique=["id"])
+
+    assert report.ok and report.rows == on_branch - 10 == 1403  # every row the publish brings, none of main's
+    assert mover.publish().how == "fast_forward"
+
+
 @pytest.fixture
 def by_day(catalog):
     """A source of 4 files, and a target partitioned by day holding orders of every day."""
