@@ -30,7 +30,7 @@ from pyiceberg.table.snapshots import Operation, ancestors_of
 
 from iceberg_ops_provider.core.filters import FILTER_FORM, bind_filter, syntax_problem
 from iceberg_ops_provider.core.name_hints import closest, did_you_mean
-from iceberg_ops_provider.core.refs import commit_refs
+from iceberg_ops_provider.core.refs import commit_refs, record_of
 from iceberg_ops_provider.data_migration.move_files import stream_tasks
 from iceberg_ops_provider.data_migration.state import state_of
 from iceberg_ops_provider.errors import InvalidMoveError, MoveConflictError, MoveStateError
@@ -391,14 +391,23 @@ def _mask(batch: pa.RecordBatch, expression: pc.Expression) -> pa.Array:
 def _record(table: Table, record: BranchRecord, report: AuditReport) -> None:
     """Record a passing audit's head in the branch's record (or clear a passing one after a failure)."""
     audited = report.snapshot_id if report.ok else None
-    if record.audited_snapshot_id == audited:
+    moved = MoveConflictError(
+        f"Branch {record.branch!r} of {report.table} moved while it was audited (it was at snapshot "
+        f"{report.snapshot_id}); nothing was recorded. Audit it again."
+    )
+    table.refresh()  # as it is now: another audit may have recorded its verdict meanwhile
+    ref = table.metadata.refs.get(record.branch)
+    current = record_of(table.metadata, record.branch)
+    if ref is None or ref.snapshot_id != report.snapshot_id or current is None or current.move_id != record.move_id:
+        raise moved
+    if current.audited_snapshot_id == audited:
         return
-    new = record.audited(audited) if audited is not None else replace(record, audited_snapshot_id=None)
     try:
-        commit_refs(table, expected={record.branch: report.snapshot_id}, properties=new.to_properties())
+        commit_refs(
+            table,
+            expected={record.branch: report.snapshot_id},
+            properties=replace(current, audited_snapshot_id=audited).to_properties(),
+        )
     except CommitFailedException as exc:
-        raise MoveConflictError(
-            f"Branch {record.branch!r} of {report.table} moved while it was audited (it was at snapshot "
-            f"{report.snapshot_id}); nothing was recorded. Audit it again."
-        ) from exc
+        raise moved from exc
     table.refresh()

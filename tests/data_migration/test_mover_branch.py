@@ -200,6 +200,25 @@ def test_the_audit_reads_what_other_commits_on_the_branch_added_as_a_fast_forwar
     assert mover.publish().how == "fast_forward"
 
 
+def test_an_audit_failing_after_another_passed_meanwhile_withdraws_that_pass(catalog, tables):
+    mover = _mover(catalog)
+    mover.run()
+    other = _mover(catalog)  # another process auditing the same branch
+
+    def fails_after_another_audit_passed(batch):
+        if not passed:
+            passed.append(other.audit().ok)
+        return batch.num_rows
+
+    passed: list[bool] = []
+    report = mover.audit(checks={"nothing allowed": fails_after_another_audit_passed})
+
+    assert passed == [True] and not report.ok
+    with pytest.raises(PublishRefusedError) as refused:  # the latest audit failed
+        mover.publish()
+    assert refused.value.reason == "not_audited"
+
+
 @pytest.fixture
 def by_day(catalog):
     """A source of 4 files, and a target partitioned by day holding orders of every day."""
