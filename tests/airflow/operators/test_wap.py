@@ -68,6 +68,10 @@ def test_the_operators_fail_at_once_with_words_for_the_task(iceberg_connection):
     move = {"source": "staging.orders", "target": "sales.orders"}
     with pytest.raises(AirflowFailException, match="branch='main' cannot be main"):
         IcebergDataMoveOperator(task_id="m", **move, move_id="m", branch="main").execute({})
+    # A branch param left unset renders empty: refused, not a move straight to main without its audit.
+    with pytest.raises(AirflowFailException, match=r"branch=' ' is empty .*leave branch out \(None\)"):
+        IcebergDataMoveOperator(task_id="m", **move, move_id="m", branch=" ").execute({})
+    assert _main_ids(catalog_at(iceberg_connection)) == [100]
     IcebergDataMoveOperator(task_id="m", **move, move_id="m", branch="b").execute({})
     with pytest.raises(AirflowFailException, match=r"PublishRefusedError: .*no audit passed.*audit it first"):
         IcebergPublishOperator(task_id="p", **move, move_id="m", branch="b").execute({})
