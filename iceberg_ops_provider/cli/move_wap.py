@@ -143,7 +143,7 @@ def _describe_publish(published: Published) -> str:
     type=click.Choice(["move", "branch"]),
     default="move",
     show_default=True,
-    help="move: the rows the move added on its branch; branch: every row of the branch (main's at the fork too).",
+    help="move: the rows added on the branch since it was cut; branch: every row of it (main's at the fork too).",
 )
 @click.option(
     "--sample-size", type=click.IntRange(min=0), default=5, show_default=True, help="Offending rows shown per check."
@@ -215,7 +215,10 @@ def _with_advice(error: PublishRefusedError) -> PublishRefusedError:
 @click.pass_obj
 @handles_errors
 def discard_move(settings: Settings, **options: Any) -> None:
-    """Remove the move's --branch and its records; main is untouched. Running the move again starts anew."""
+    """Remove the move's --branch and its records; main is untouched. Running the move again starts anew.
+
+    A move already published (a publish that stopped before removing its branch) is refused.
+    """
     discarded = mover_for(settings, options).discard()
     settings.emit(
         discarded.to_json(),

@@ -84,13 +84,23 @@ def tag() -> None:
 @click.pass_obj
 @handles_errors
 def create(settings: Settings, table: str, name: str, snapshot_id: int | None, max_age: int | None) -> None:
-    """Tag a snapshot of TABLE as NAME; an existing tag or branch NAME is refused, never moved."""
+    """Tag a snapshot of TABLE as NAME; an existing tag or branch NAME is refused, never moved.
+
+    Run again after it committed (the same snapshot and age), it finds the tag there and commits nothing.
+    """
     from iceberg_ops_provider.data_steps.tags import create_tag
 
-    created = create_tag(_table(settings, table, changes=True), name, snapshot_id=snapshot_id, max_age=max_age)
+    created = create_tag(
+        _table(settings, table, changes=True), name, snapshot_id=snapshot_id, max_age=max_age, exist_ok=True
+    )
     ref = created.tag
     kept = f"kept until {_expiry(ref)}" if ref.expires_at is not None else "kept until dropped"
-    settings.emit(created.to_json(), f"tagged snapshot {ref.snapshot_id} of {created.table} as {ref.name} ({kept})")
+    human = (
+        f"tagged snapshot {ref.snapshot_id} of {created.table} as {ref.name} ({kept})"
+        if created.created
+        else f"tag {ref.name} of {created.table} is on snapshot {ref.snapshot_id} already ({kept}): nothing to do"
+    )
+    settings.emit(created.to_json(), human)
     if ref.expires_soon:
         click.echo(
             f"warning: snapshot expiry will drop tag {ref.name} at its next run after {_when(ref.expires_at)}: its "

@@ -73,7 +73,13 @@ def bind_filter(expression: BooleanExpression, schema: Schema, *, case_sensitive
             cannot take.
     """
     adjusted = with_timestamp_dates(expression, schema, case_sensitive=case_sensitive)
-    bind(schema, adjusted, case_sensitive=case_sensitive)
+    try:
+        bind(schema, adjusted, case_sensitive=case_sensitive)
+    except TypeError as exc:  # PyIceberg's literal conversions: "Cannot convert LongLiteral into string"
+        raise ValueError(
+            f"a value is compared with a column of another type ({exc}): compare each column with a value of "
+            "its type, strings in single quotes (customer = '42', not customer = 42)"
+        ) from None
     return adjusted
 
 

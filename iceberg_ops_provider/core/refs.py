@@ -8,12 +8,14 @@ them with the updates at once (docs/tags-and-restore.md, "How a restore commits"
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from pyiceberg.exceptions import CommitFailedException
-from pyiceberg.table.refs import SnapshotRef, SnapshotRefType
+from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRef, SnapshotRefType
 from pyiceberg.table.snapshots import ancestors_of
 from pyiceberg.table.update import (
     AssertRefSnapshotId,
@@ -33,7 +35,94 @@ if TYPE_CHECKING:
     from pyiceberg.table.metadata import TableMetadata
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["commit_refs", "commits_since", "describe_commit", "move_ref"]
+__all__ = [
+    "RECORD_PREFIX",
+    "BranchRecord",
+    "commit_refs",
+    "commits_since",
+    "describe_commit",
+    "history_to_keep",
+    "move_ref",
+    "record_of",
+]
+
+RECORD_PREFIX = "iceberg-ops.branch."
+"""Table properties ``iceberg-ops.branch.<name>`` record the move that owns each branch (:class:`BranchRecord`)."""
+
+
+@dataclass(frozen=True)
+class BranchRecord:
+    """What the table property of a move's branch says: its owner, where it was cut, what an audit passed.
+
+    ``audited_snapshot_id`` is the branch head the last passing audit read (``None`` before one passed);
+    publishing requires it to still be the head. ``audited_scope`` is that audit's scope (``move`` or
+    ``branch``): a fast-forward carries every commit on the branch, so commits that are not the move's
+    are published that way only after an audit of scope ``branch`` read their rows.
+    """
+
+    branch: str
+    move_id: str
+    fork_snapshot_id: int
+    audited_snapshot_id: int | None = None
+    audited_scope: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The table property holding this record."""
+        return RECORD_PREFIX + self.branch
+
+    def to_properties(self) -> dict[str, str]:
+        """The table property recording this."""
+        payload = {k: v for k, v in asdict(self).items() if k != "branch"}
+        return {self.key: json.dumps(payload, sort_keys=True, separators=(",", ":"))}
+
+    def audited(self, snapshot_id: int | None, scope: str | None) -> BranchRecord:
+        """This record once an audit of ``snapshot_id`` with ``scope`` passed (``None``, ``None``: none did)."""
+        return replace(self, audited_snapshot_id=snapshot_id, audited_scope=scope)
+
+
+def record_of(metadata: TableMetadata, branch: str) -> BranchRecord | None:
+    """The record of ``branch`` in the table's properties; ``None`` without one (or when it cannot be read)."""
+    text = metadata.properties.get(RECORD_PREFIX + branch)
+    if text is None:
+        return None
+    try:
+        payload = json.loads(text)
+        return BranchRecord(
+            branch=branch,
+            move_id=str(payload["move_id"]),
+            fork_snapshot_id=int(payload["fork_snapshot_id"]),
+            audited_snapshot_id=None
+            if payload.get("audited_snapshot_id") is None
+            else int(payload["audited_snapshot_id"]),
+            audited_scope=None if payload.get("audited_scope") is None else str(payload["audited_scope"]),
+        )
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def history_to_keep(metadata: TableMetadata) -> set[int]:
+    """The snapshots each move's branch needs until it is published or discarded: both heads back to the fork.
+
+    For every branch with a :class:`BranchRecord`, its ancestors and ``main``'s back to its fork
+    snapshot (included), when they descend from it: an audit tells the move's rows by them, and an
+    appending publish finds the commits on ``main`` since the fork. Snapshot expiry keeps them whatever
+    their age.
+    """
+    kept: set[int] = set()
+    main = metadata.refs.get(MAIN_BRANCH)
+    for name, ref in metadata.refs.items():
+        record = record_of(metadata, name) if ref.snapshot_ref_type == SnapshotRefType.BRANCH else None
+        if record is None:
+            continue
+        for head in (ref.snapshot_id, main.snapshot_id if main is not None else None):
+            chain = []
+            for snapshot in ancestors_of(metadata.snapshot_by_id(head) if head is not None else None, metadata):
+                chain.append(snapshot.snapshot_id)
+                if snapshot.snapshot_id == record.fork_snapshot_id:
+                    kept.update(chain)
+                    break
+    return kept
 
 
 def commit_refs(

@@ -30,7 +30,7 @@ from pyiceberg.table.snapshots import Operation, ancestors_of
 
 from iceberg_ops_provider.core.filters import FILTER_FORM, bind_filter, syntax_problem
 from iceberg_ops_provider.core.name_hints import closest, did_you_mean
-from iceberg_ops_provider.core.refs import commit_refs
+from iceberg_ops_provider.core.refs import commit_refs, record_of
 from iceberg_ops_provider.data_migration.audit_branch import on_main_since
 from iceberg_ops_provider.data_migration.move_files import stream_tasks
 from iceberg_ops_provider.data_migration.state import state_of
@@ -50,8 +50,8 @@ __all__ = ["AUDIT_SCOPES", "AuditCheck", "AuditReport", "Check", "audit_branch",
 log = logging.getLogger(__name__)
 
 AUDIT_SCOPES = ("move", "branch")
-"""``move``: the rows the move's commits added to the branch since the fork (or since the branch snapshot ``main``
-was fast-forwarded to by another engine: :func:`~.audit_branch.on_main_since`); ``branch``: every row of the branch."""
+"""``move``: the rows added on the branch, by any commit, since the fork (or since the branch snapshot ``main`` was
+fast-forwarded to by another engine: :func:`~.audit_branch.on_main_since`); ``branch``: every row of the branch."""
 
 Check = Callable[[pa.RecordBatch], int]
 """A check of its own: the number of offending rows in a batch."""
@@ -214,11 +214,13 @@ def _where(text: object, schema: Schema) -> tuple[str, pc.Expression] | None:
 
 
 def added_since_fork(
-    table: Table, head: Snapshot, fork_snapshot_id: int, move_id: str
+    table: Table, head: Snapshot, fork_snapshot_id: int, move_id: str, *, by_anyone: bool = False
 ) -> tuple[dict[str, DataFile], list[Snapshot]]:
     """The data files the move's commits added between the fork and ``head`` (by location), and the other commits.
 
-    Only the manifests those commits wrote are read, so the cost follows the move, not the table.
+    With ``by_anyone``, the files the other commits added too (another writer's append to the branch, the
+    files a delete or overwrite on it rewrote): every file the branch gained since the fork. Only the
+    manifests those commits wrote are read, so the cost follows the commits since the fork, not the table.
 
     Raises:
         MoveStateError: The branch's history no longer reaches back to the fork (its snapshots were expired),
@@ -229,9 +231,10 @@ def added_since_fork(
     for snapshot in ancestors_of(head, table.metadata):
         if snapshot.snapshot_id == fork_snapshot_id:
             return added, foreign
-        if state_of(snapshot, move_id) is None:
+        mine = state_of(snapshot, move_id) is not None
+        if not mine:
             foreign.append(snapshot)
-        elif snapshot.summary is None or snapshot.summary.operation == Operation.APPEND:
+        if by_anyone or (mine and (snapshot.summary is None or snapshot.summary.operation == Operation.APPEND)):
             for manifest in snapshot.manifests(table.io):
                 if manifest.added_snapshot_id != snapshot.snapshot_id:
                     continue
@@ -321,7 +324,8 @@ def audit_branch(
     assert head is not None
     tasks: list[FileScanTask] = list(table.scan(snapshot_id=head.snapshot_id).plan_files())
     if scope == "move":
-        added, _ = added_since_fork(table, head, on_main_since(metadata, record, head), record.move_id)
+        # Every file the branch gained since main last held it: what a fast-forward publishes, others' fixes included.
+        added, _ = added_since_fork(table, head, on_main_since(metadata, record, head), record.move_id, by_anyone=True)
         tasks = [task for task in tasks if task.file.file_path in added]
     nulls = [_Sampler(f"not_null({name})", sample_size) for name in not_null_columns]
     dupes = [(_Sampler(f"unique({', '.join(key)})", sample_size), key, set[bytes]()) for key in keys]
@@ -338,7 +342,15 @@ def audit_branch(
         if matched is not None and where is not None:
             matched.add(batch, _mask(batch, where[1]))
         for sampler, name, check in mine:
-            found = check(batch)
+            try:
+                found = check(batch)
+            except Exception as exc:
+                raise _bad(
+                    "checks",
+                    name,
+                    f"The check {name!r} raised {type(exc).__name__}: {exc}. Nothing was recorded; fix the check "
+                    "(a function of a pyarrow.RecordBatch returning its number of offending rows) and audit again.",
+                ) from exc
             if isinstance(found, bool) or not isinstance(found, int) or found < 0:
                 raise _bad("checks", name, f"The check {name!r} returned {found!r}, not a number of offending rows.")
             sampler.add(batch, count=found)
@@ -381,14 +393,23 @@ def _mask(batch: pa.RecordBatch, expression: pc.Expression) -> pa.Array:
 def _record(table: Table, record: BranchRecord, report: AuditReport) -> None:
     """Record a passing audit's head in the branch's record (or clear a passing one after a failure)."""
     audited = (report.snapshot_id, report.scope) if report.ok else (None, None)
-    if (record.audited_snapshot_id, record.audited_scope) == audited:
+    moved = MoveConflictError(
+        f"Branch {record.branch!r} of {report.table} moved while it was audited (it was at snapshot "
+        f"{report.snapshot_id}); nothing was recorded. Audit it again."
+    )
+    table.refresh()  # as it is now: another audit may have recorded its verdict meanwhile
+    ref = table.metadata.refs.get(record.branch)
+    current = record_of(table.metadata, record.branch)
+    if ref is None or ref.snapshot_id != report.snapshot_id or current is None or current.move_id != record.move_id:
+        raise moved
+    if (current.audited_snapshot_id, current.audited_scope) == audited:
         return
-    new = record.audited(*audited)
     try:
-        commit_refs(table, expected={record.branch: report.snapshot_id}, properties=new.to_properties())
+        commit_refs(
+            table,
+            expected={record.branch: report.snapshot_id},
+            properties=current.audited(*audited).to_properties(),
+        )
     except CommitFailedException as exc:
-        raise MoveConflictError(
-            f"Branch {record.branch!r} of {report.table} moved while it was audited (it was at snapshot "
-            f"{report.snapshot_id}); nothing was recorded. Audit it again."
-        ) from exc
+        raise moved from exc
     table.refresh()

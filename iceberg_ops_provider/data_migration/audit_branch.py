@@ -8,16 +8,14 @@ starting the same move cut it once, and a branch of anyone else is never taken o
 
 from __future__ import annotations
 
-import json
 import re
-from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING
 
 from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.table.refs import MAIN_BRANCH, SnapshotRefType
 from pyiceberg.table.snapshots import ancestors_of
 
-from iceberg_ops_provider.core.refs import commit_refs
+from iceberg_ops_provider.core.refs import RECORD_PREFIX, BranchRecord, commit_refs, record_of
 from iceberg_ops_provider.data_migration.state import STAGING_BRANCH_PREFIX, MoveState
 from iceberg_ops_provider.errors import InvalidMoveError, MoveConflictError, MoveStateError
 from iceberg_ops_provider.messages import Arg, message
@@ -37,9 +35,6 @@ __all__ = [
     "record_of",
     "unfinished",
 ]
-
-RECORD_PREFIX = "iceberg-ops.branch."
-"""Table properties ``iceberg-ops.branch.<name>`` record the move that owns each branch (:class:`BranchRecord`)."""
 
 CUT_ATTEMPTS = 10
 
@@ -77,37 +72,6 @@ def check_branch_name(branch: object) -> str:
     return branch
 
 
-@dataclass(frozen=True)
-class BranchRecord:
-    """What the table property of a move's branch says: its owner, where it was cut, what an audit passed.
-
-    ``audited_snapshot_id`` is the branch head the last passing audit read (``None`` before one passed);
-    publishing requires it to still be the head. ``audited_scope`` is that audit's scope (``move`` or
-    ``branch``): a fast-forward carries every commit on the branch, so commits that are not the move's
-    are published that way only after an audit of scope ``branch`` read their rows.
-    """
-
-    branch: str
-    move_id: str
-    fork_snapshot_id: int
-    audited_snapshot_id: int | None = None
-    audited_scope: str | None = None
-
-    @property
-    def key(self) -> str:
-        """The table property holding this record."""
-        return RECORD_PREFIX + self.branch
-
-    def to_properties(self) -> dict[str, str]:
-        """The table property recording this."""
-        payload = {k: v for k, v in asdict(self).items() if k != "branch"}
-        return {self.key: json.dumps(payload, sort_keys=True, separators=(",", ":"))}
-
-    def audited(self, snapshot_id: int | None, scope: str | None) -> BranchRecord:
-        """This record once an audit of ``snapshot_id`` with ``scope`` passed (``None``, ``None``: none did)."""
-        return replace(self, audited_snapshot_id=snapshot_id, audited_scope=scope)
-
-
 def unfinished(state: MoveState | None, record: BranchRecord) -> str | None:
     """How much of the move's current run is on the branch of ``record`` (``1 of 3``), ``None`` when all of it."""
     if state is None or state.fork_snapshot_id != record.fork_snapshot_id:
@@ -135,26 +99,6 @@ def on_main_since(metadata: TableMetadata, record: BranchRecord, head: Snapshot)
         if snapshot.snapshot_id in held:
             return snapshot.snapshot_id
     return fork
-
-
-def record_of(metadata: TableMetadata, branch: str) -> BranchRecord | None:
-    """The record of ``branch`` in the table's properties; ``None`` without one (or when it cannot be read)."""
-    text = metadata.properties.get(RECORD_PREFIX + branch)
-    if text is None:
-        return None
-    try:
-        payload = json.loads(text)
-        return BranchRecord(
-            branch=branch,
-            move_id=str(payload["move_id"]),
-            fork_snapshot_id=int(payload["fork_snapshot_id"]),
-            audited_snapshot_id=None
-            if payload.get("audited_snapshot_id") is None
-            else int(payload["audited_snapshot_id"]),
-            audited_scope=None if payload.get("audited_scope") is None else str(payload["audited_scope"]),
-        )
-    except (ValueError, KeyError, TypeError):
-        return None
 
 
 def owned_record(metadata: TableMetadata, branch: str, move_id: str, table_name: str) -> BranchRecord | None:

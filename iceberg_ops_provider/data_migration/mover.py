@@ -466,8 +466,8 @@ class DataMover:
             max_rows: The most rows the audit may read.
             checks: Functions of a ``pyarrow.RecordBatch`` returning its number of offending rows
                 (named by their ``__name__``, or given as ``{name: function}``).
-            scope: ``move`` (default): the rows the move's commits added since the branch was cut (or since
-                the branch snapshot another engine fast-forwarded ``main`` to);
+            scope: ``move`` (default): the rows added on the branch since it was cut, by the move or others
+                (since the branch snapshot another engine fast-forwarded ``main`` to, if one did);
                 ``branch``: every row the branch holds (``main``'s rows at the fork included).
             sample_size: Offending rows kept per check, for the report.
 

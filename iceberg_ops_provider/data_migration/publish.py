@@ -5,9 +5,9 @@ removed, in one commit that requires ``main`` at the fork and the branch at the 
 (:func:`~iceberg_ops_provider.core.refs.commit_refs`). When others appended to ``main`` meanwhile,
 the data files the move added on the branch are appended to ``main`` in one commit that carries the
 move's state and a receipt (``iceberg-ops.published-branch`` = ``<branch>@<audited id>``) and
-requires ``main``'s head as read; the branch is removed after. Either way a publish run again (after
-a crash, by a retry) finds the audited snapshot in ``main``'s history, or the receipt, and commits
-nothing. No data file is read or written.
+requires ``main``'s head as read and the branch at the audited snapshot; the branch is removed
+after. Either way a publish run again (after a crash, by a retry) finds the audited snapshot in
+``main``'s history, or the receipt, and commits nothing. No data file is read or written.
 
 Another engine may fast-forward ``main`` onto the branch itself (Spark's ``fast_forward`` procedure),
 leaving the branch and its record. A publish then finds the audited snapshot in ``main``'s history
@@ -27,10 +27,17 @@ from pyiceberg.exceptions import CommitFailedException
 from pyiceberg.manifest import ManifestEntryStatus
 from pyiceberg.table.refs import MAIN_BRANCH
 from pyiceberg.table.snapshots import Operation, ancestors_of
+from pyiceberg.table.update import AssertRefSnapshotId
 
 from iceberg_ops_provider.core.refs import commit_refs
 from iceberg_ops_provider.data_migration.audit import added_since_fork
-from iceberg_ops_provider.data_migration.audit_branch import BranchRecord, on_main_since, owned_record, unfinished
+from iceberg_ops_provider.data_migration.audit_branch import (
+    BranchRecord,
+    on_main_since,
+    owned_record,
+    record_of,
+    unfinished,
+)
 from iceberg_ops_provider.data_migration.state import (
     MoveState,
     find_state,
@@ -39,7 +46,7 @@ from iceberg_ops_provider.data_migration.state import (
     property_key,
 )
 from iceberg_ops_provider.data_migration.unit_commit import commit_unit
-from iceberg_ops_provider.errors import MoveConflictError, PublishRefusedError
+from iceberg_ops_provider.errors import MoveConflictError, MoveStateError, PublishRefusedError
 from iceberg_ops_provider.messages import Arg, Message, message
 
 if TYPE_CHECKING:
@@ -344,6 +351,7 @@ def _append(
     def decide(on_main: MoveState | None) -> MoveState | None:
         if _published(table.metadata, record, head.snapshot_id):
             return None  # an earlier attempt's commit landed
+        _still_audited(table.metadata, record, head.snapshot_id, refuse)  # not discarded or re-audited since
         _conflicts(table, record, files, refuse, base)  # against main as it is now, on every attempt
         return state
 
@@ -356,6 +364,8 @@ def _append(
         decide=decide,
         unit_label="publish",
         summary={PUBLISHED_KEY: receipt},
+        # A discard (or a unit) landing between the check above and this commit fails it, and the check refuses.
+        requirements=(AssertRefSnapshotId(ref=record.branch, snapshot_id=head.snapshot_id),),
     )
     if not commit.committed:
         return Published(record.move_id, name, record.branch, "already_published", head.snapshot_id, before, before)
@@ -363,6 +373,29 @@ def _append(
     return Published(
         record.move_id, name, record.branch, "append", head.snapshot_id, before, commit.snapshot_id, len(files)
     )
+
+
+def _still_audited(metadata: TableMetadata, record: BranchRecord, audited: int, refuse: _Refusal) -> None:
+    """Refuse unless the branch is still at ``audited`` with its record saying an audit passed there."""
+    ref = metadata.refs.get(record.branch)
+    now = record_of(metadata, record.branch)
+    if ref is None or now is None or now.move_id != record.move_id:
+        raise refuse(
+            "no_branch",
+            "the branch was discarded while the publish read it; nothing was published. Run the move again.",
+        )
+    if ref.snapshot_id != audited:
+        raise refuse(
+            "audit_stale",
+            f"the branch moved from the audited snapshot {audited} to {ref.snapshot_id} while the publish read it; "
+            "nothing was published. Audit it again.",
+        )
+    if now.audited_snapshot_id != audited:
+        raise refuse(
+            "not_audited",
+            f"an audit of snapshot {audited} failed while the publish read it, withdrawing the one that passed; "
+            "nothing was published. Fix the data and audit it again, or discard it.",
+        )
 
 
 def _drop(table: Table, record: BranchRecord, head: int) -> None:
@@ -382,7 +415,8 @@ def discard_branch(table: Table, move_id: str, branch: str) -> Discarded:
     snapshots are no longer protected by a ref) and orphan-file removal delete them.
 
     Raises:
-        MoveStateError: ``branch`` is another move's, or a tag.
+        MoveStateError: ``branch`` is another move's, or a tag; or the move was published already and
+            the branch is one its publish left (``reason`` ``published``; nothing changed).
         MoveConflictError: The branch kept moving (a run of the move still committing; transient).
     """
     name = ".".join(table.name())
@@ -393,6 +427,14 @@ def discard_branch(table: Table, move_id: str, branch: str) -> Discarded:
         if record is None:
             return Discarded(move_id, name, branch, dropped=False)
         head = metadata.refs[branch].snapshot_id
+        if _published(metadata, record, head):  # a publish that stopped before removing the branch
+            raise MoveStateError(
+                f"Move {move_id!r} was published to main of {name} already (main holds the branch's snapshot "
+                f"{head}, or its files); discarding cannot take its rows off main, and nothing was changed. Publish "
+                "again to remove the branch it left; to undo the rows, restore main to a tag taken before the "
+                "publish.",
+                reason="published",
+            )
         mirrored = metadata.properties.get(property_key(move_id), "")
         gone = [record.key] + ([property_key(move_id)] if f'"branch":"{branch}"' in mirrored else [])
         try:

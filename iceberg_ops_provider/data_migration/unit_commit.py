@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pyiceberg.expressions import BooleanExpression
     from pyiceberg.manifest import DataFile
     from pyiceberg.table import Table
+    from pyiceberg.table.update import TableRequirement
     from pyiceberg.table.update.snapshot import _SnapshotProducer
 
 __all__ = ["UnitCommit", "commit_unit"]
@@ -107,6 +108,7 @@ def commit_unit(
     unit_label: str,
     delete_filter: BooleanExpression | None = None,
     summary: Mapping[str, str] | None = None,
+    requirements: Sequence[TableRequirement] = (),
 ) -> UnitCommit:
     """Commit ``files`` to ``branch`` with the state ``decide`` returns, unless the unit is already done.
 
@@ -114,7 +116,8 @@ def commit_unit(
     attempt) and returns the state to record, or ``None`` when the unit is done (nothing is
     committed); it may raise ``MoveStateError`` to refuse. ``delete_filter``: rows of the branch to
     delete in the same commit (an overwrite's final commit); ``summary``: more snapshot summary
-    properties (a publish's receipt). A move's own branch (``DataMover(branch=...)``) must exist:
+    properties (a publish's receipt); ``requirements``: more the catalog checks with the commit (a
+    publish's: its branch still at the audited snapshot). A move's own branch (``DataMover(branch=...)``) must exist:
     ``MoveStateError`` otherwise, as PyIceberg would create it without its history. The caller
     deletes ``files`` when the result's ``committed`` is ``False``.
     """
@@ -135,6 +138,9 @@ def commit_unit(
                     return UnitCommit(False, None, state, number - 1)
                 properties = {**new_state.to_summary(), UNIT_KEY: unit_label, **(summary or {})}
                 transaction, producers = _stage(table, files, new_state, properties, branch, delete_filter)
+                # Added as they are: Transaction._stage keeps one requirement per class, and the
+                # append's own AssertRefSnapshotId on the branch is one.
+                transaction._requirements += tuple(requirements)  # type: ignore[attr-defined]
                 try:
                     transaction.commit_transaction()  # type: ignore[attr-defined]
                 except Exception as exc:

@@ -55,6 +55,10 @@ _COUNTS = {
 """Snapshot summary counts a restore preview shows, and their names in it."""
 
 
+_LATEST_MS = int((datetime.max.replace(tzinfo=UTC) - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1000)
+"""The last moment a ``datetime`` holds, in epoch milliseconds: a ref that expires later never does, in effect."""
+
+
 def _utc(epoch_ms: int) -> datetime:
     return datetime.fromtimestamp(epoch_ms / 1000, UTC)
 
@@ -88,6 +92,8 @@ def _ref_info(metadata: TableMetadata, name: str, now_ms: int) -> RefInfo:
     ref = metadata.refs[name]
     snapshot = metadata.snapshot_by_id(ref.snapshot_id)
     expires = ref_expires_at_ms(metadata, name)
+    if expires is not None and expires > _LATEST_MS:  # an age limit such as Java's Long.MAX_VALUE: never
+        expires = None
     soon = expires is not None and expires - now_ms <= EXPIRES_SOON.total_seconds() * 1000
     return RefInfo(
         name=name,
@@ -195,7 +201,8 @@ def create_tag(
         max_age: How long snapshot expiry keeps the tag, counted from the tagged snapshot's commit
             (``"7d"``, ``"12h"``, ``"30m"``, a ``timedelta`` or milliseconds); default the table's
             ``history.expire.max-ref-age-ms`` (forever).
-        exist_ok: A tag ``name`` on that very snapshot is fine: nothing is committed (a retried task).
+        exist_ok: A tag ``name`` on that very snapshot, with that age limit, is fine: nothing is committed
+            (a retried task, a command run again).
         replace: A tag ``name`` on another snapshot is moved to this one (never a branch).
 
     Raises:
@@ -240,7 +247,7 @@ def create_tag(
     existing = metadata.refs.get(name)
     if existing is not None:
         is_tag = existing.snapshot_ref_type == SnapshotRefType.TAG
-        if is_tag and exist_ok and existing.snapshot_id == target:
+        if is_tag and exist_ok and existing.snapshot_id == target and existing.max_ref_age_ms == max_age_ms:
             return TagCreated(label, _ref_info(metadata, name, int(time.time() * 1000)), created=False)
         if not (is_tag and replace):
             kind, fix = ("tag", "Drop it first, or choose") if is_tag else ("branch", "Choose")

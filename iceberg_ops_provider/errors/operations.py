@@ -74,7 +74,7 @@ class MoveStateError(DataMoveError, ValueError):
 
     Attributes:
         reason: What state stopped it, where a caller may act on it: ``published`` (its branch was
-            published to ``main`` and removed: nothing left to audit), else ``""``.
+            published to ``main``: nothing left to audit, or to discard), else ``""``.
     """
 
     def __init__(self, message: object, *, reason: str = "") -> None:

@@ -28,6 +28,7 @@ from pyiceberg.table.update import (
     SetSnapshotRefUpdate,
 )
 
+from iceberg_ops_provider.core.refs import history_to_keep
 from iceberg_ops_provider.core.retrying import rereads
 from iceberg_ops_provider.errors import MaintenanceConflictError
 from iceberg_ops_provider.maintenance import files as _files
@@ -156,6 +157,7 @@ def plan_expiry(
             retained.add(snapshot.snapshot_id)
     if metadata.current_snapshot_id is not None:
         retained.add(metadata.current_snapshot_id)
+    retained |= history_to_keep(metadata)  # a move's open branch, back to its fork
 
     expired = tuple(s.snapshot_id for s in metadata.snapshots if s.snapshot_id not in retained)
     kept = tuple(s.snapshot_id for s in metadata.snapshots if s.snapshot_id in retained)

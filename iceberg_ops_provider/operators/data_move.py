@@ -140,9 +140,20 @@ class _MoveOperator(IcebergLineageMixin, BaseOperator):
             verify=verify,
             source_snapshot_id=source_snapshot_id,
             rewrite=self.rewrite,
-            branch=_text(self.branch),
+            branch=self._branch(),
         )
         return self._active_mover
+
+    def _branch(self) -> str | None:
+        """The branch the move was given; refused when one was given and rendered empty (an unset param)."""
+        branch = _text(self.branch)
+        if branch is None and self.branch is not None:
+            # Moving to main instead would publish the rows without the audit the DAG has for them.
+            raise ValueError(
+                f"branch={self.branch!r} is empty (a template rendered it so): give the branch name, or leave "
+                "branch out (None) to move straight to main."
+            )
+        return branch
 
     def execute(self, context: Context) -> Any:
         """Run the operator's step; permanent errors fail the task at once, transient ones are retried.

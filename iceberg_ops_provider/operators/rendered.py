@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-__all__ = ["as_flag", "optional_int"]
+__all__ = ["as_flag", "optional_int", "optional_text"]
+
+
+def optional_text(value: object) -> object:
+    """``value``, or ``None`` when a template rendered it empty (``""``, ``"None"``: an unset param)."""
+    if isinstance(value, str) and value.strip() in ("", "None"):
+        return None
+    return value
 
 
 def optional_int(value: int | str | None, name: str, what: str) -> int | None:
@@ -13,9 +20,9 @@ def optional_int(value: int | str | None, name: str, what: str) -> int | None:
     """
     if value is None or isinstance(value, int):
         return value
-    text = str(value).strip()
-    if text in ("", "None"):
+    if optional_text(value) is None:
         return None
+    text = str(value).strip()
     try:
         return int(text)
     except ValueError:

@@ -13,7 +13,7 @@ from airflow.sdk import BaseOperator
 
 from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
 from iceberg_ops_provider.hooks.version_compat import AirflowFailException
-from iceberg_ops_provider.operators.rendered import as_flag, optional_int
+from iceberg_ops_provider.operators.rendered import as_flag, optional_int, optional_text
 from iceberg_ops_provider.operators.wording import operator_message
 
 if TYPE_CHECKING:
@@ -91,7 +91,12 @@ class IcebergTagOperator(BaseOperator):
                     "Check the `table` argument (namespace.table)."
                 ) from exc
             result = create_tag(
-                table, self.tag, snapshot_id=snapshot_id, max_age=self.max_age, exist_ok=True, replace=replace
+                table,
+                self.tag,
+                snapshot_id=snapshot_id,
+                max_age=optional_text(self.max_age),  # type: ignore[arg-type]
+                exist_ok=True,
+                replace=replace,
             )
         except RefError as exc:
             movable = exc.reason == "exists" and exc.ref in exc.tags and not replace

@@ -8,6 +8,7 @@ Thin fronts over :meth:`DataMover.audit`, :meth:`DataMover.publish` and :meth:`D
 
 from __future__ import annotations
 
+import ast
 import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -39,8 +40,12 @@ def _named_move(move_id: str | None, branch: str | None) -> tuple[str, str]:
     return given_id, given_branch
 
 
-def _names(value: Sequence[Any] | str | None) -> list[Any]:
-    """A list of columns (or keys) as given, or as a template rendered it (JSON text, or one name)."""
+def _names(value: Sequence[Any] | str | None, field: str) -> list[Any]:
+    """A list of columns (or keys) as given, or as a template rendered it (JSON text, a Python list, or one name).
+
+    Raises:
+        ValueError: Text starting with ``[`` that is not a list, naming ``field``.
+    """
     if value is None:
         return []
     if isinstance(value, str):
@@ -48,7 +53,17 @@ def _names(value: Sequence[Any] | str | None) -> list[Any]:
         if not text:
             return []
         if text.startswith("["):
-            return list(json.loads(text))
+            for read in (json.loads, ast.literal_eval):  # a list param renders as Python's repr: ['id', 'day']
+                try:
+                    found = read(text)
+                except (ValueError, SyntaxError):
+                    continue
+                if isinstance(found, list):
+                    return found
+            raise ValueError(
+                f"{field}={value!r} is not a list of column names: render it as JSON, such as "
+                '["id", "customer"], or give one column name.'
+            )
         return [text]
     return list(value)
 
@@ -102,7 +117,7 @@ class IcebergAuditOperator(_BranchOperator):
         min_rows, max_rows: Bounds on the rows read (templated).
         checks: Functions of a ``pyarrow.RecordBatch`` returning its number of offending rows (named
             by ``__name__``), or ``{name: function}``; Python DAGs only.
-        scope: ``move`` (default: the rows the move added) or ``branch`` (every row of the branch).
+        scope: ``move`` (default: the rows added on the branch since it was cut) or ``branch`` (every row of it).
         sample_size: Offending rows kept per check.
 
     Returns (XCom): the ``AuditReport`` JSON (``ok``, ``rows``, ``checks``: each ``name``,
@@ -158,8 +173,8 @@ class IcebergAuditOperator(_BranchOperator):
         self.log.info("Auditing move %s on branch %s of %s", mover.move_id, mover.branch, self.target)
         try:
             report = mover.audit(
-                not_null=_names(self.not_null),
-                unique=[tuple(key) if isinstance(key, list) else key for key in _names(self.unique)],
+                not_null=_names(self.not_null, "not_null"),
+                unique=[tuple(key) if isinstance(key, list) else key for key in _names(self.unique, "unique")],
                 no_rows_where=_text(self.no_rows_where),
                 min_rows=optional_int(self.min_rows, "min_rows", "a number of rows"),
                 max_rows=optional_int(self.max_rows, "max_rows", "a number of rows"),

@@ -41,6 +41,14 @@ def test_tags_are_created_listed_and_dropped_and_bad_input_is_refused(lake, even
     created = _ops(lake, "tag", "create", "sales.events", "before-load", "--max-age", "7d")
     assert created.returncode == 0, created.stderr
     assert created.stdout.startswith(f"tagged snapshot {first} of sales.events as before-load (kept until ")
+    location = lake.catalog().load_table("sales.events").metadata_location
+    rerun = _ops(lake, "tag", "create", "sales.events", "before-load", "--max-age", "7d")  # e.g. after a crash
+    assert rerun.returncode == 0, rerun.stderr
+    assert rerun.stdout.startswith(f"tag before-load of sales.events is on snapshot {first} already (kept until ")
+    assert rerun.stdout.rstrip().endswith("): nothing to do")
+    assert lake.catalog().load_table("sales.events").metadata_location == location
+    other_age = _ops(lake, "tag", "create", "sales.events", "before-load", "--max-age", "8d")
+    assert other_age.returncode == 2 and "(the one asked for); it was not moved" in other_age.stderr
     events.append(_rows(5, 1))
 
     again = _ops(lake, "tag", "create", "sales.events", "before-load")

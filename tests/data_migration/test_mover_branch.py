@@ -19,6 +19,7 @@ from iceberg_ops_provider.data_migration.publish import PUBLISHED_KEY
 from iceberg_ops_provider.data_migration.state import find_state
 from iceberg_ops_provider.data_steps.tags import create_tag, preview_restore, restore_to_tag
 from iceberg_ops_provider.errors import InvalidMoveError, MoveStateError, PublishRefusedError
+from iceberg_ops_provider.maintenance.expire import expire_snapshots
 from tests.data_migration.support import ORDERS_SCHEMA, orders, row_multiset, source_table
 
 SMALL_UNITS = 1  # every source file is a unit of its own
@@ -163,6 +164,60 @@ def test_a_publish_that_stopped_before_removing_the_branch_commits_nothing_again
     target = catalog.load_table("archive.orders")
     assert again.how == "already_published" and row_multiset(target) == rows
     assert target.metadata.current_snapshot_id == first.main_after and "backfill" not in target.metadata.refs
+
+
+def test_a_discard_after_a_publish_that_left_its_branch_refuses_saying_main_holds_the_rows(
+    catalog, tables, monkeypatch
+):
+    mover = _mover(catalog)
+    mover.run()
+    mover.audit()
+    catalog.load_table("archive.orders").append(orders(200_000, 5))
+    monkeypatch.setattr(publishing, "_drop", lambda *args: None)  # the publish died right after its commit
+    assert mover.publish().how == "append"
+    monkeypatch.undo()
+    location = catalog.load_table("archive.orders").metadata_location
+
+    with pytest.raises(MoveStateError, match=r"published to main of archive\.orders already") as refused:
+        mover.discard()
+
+    assert refused.value.reason == "published" and "Publish again to remove the branch" in str(refused.value)
+    assert catalog.load_table("archive.orders").metadata_location == location  # nothing changed
+    assert mover.publish().how == "already_published"
+    assert "backfill" not in catalog.load_table("archive.orders").metadata.refs
+
+
+def test_the_audit_reads_what_other_commits_on_the_branch_added_as_a_fast_forward_publishes_them(catalog, tables):
+    mover = _mover(catalog)
+    mover.run()
+    assert mover.audit(no_rows_where="id < 100").checks[0].failed_rows == 100
+    catalog.load_table("archive.orders").delete("id < 100", branch="backfill")  # the data fixed on the branch
+    catalog.load_table("archive.orders").append(orders(900_000, 3), branch="backfill")  # another writer's rows
+    on_branch = catalog.load_table("archive.orders").scan().use_ref("backfill").to_arrow().num_rows
+
+    report = mover.audit(no_rows_where="id < 100", unique=["id"])
+
+    assert report.ok and report.rows == on_branch - 10 == 1403  # every row the publish brings, none of main's
+    assert mover.publish().how == "fast_forward"
+
+
+def test_an_audit_failing_after_another_passed_meanwhile_withdraws_that_pass(catalog, tables):
+    mover = _mover(catalog)
+    mover.run()
+    other = _mover(catalog)  # another process auditing the same branch
+
+    def fails_after_another_audit_passed(batch):
+        if not passed:
+            passed.append(other.audit().ok)
+        return batch.num_rows
+
+    passed: list[bool] = []
+    report = mover.audit(checks={"nothing allowed": fails_after_another_audit_passed})
+
+    assert passed == [True] and not report.ok
+    with pytest.raises(PublishRefusedError) as refused:  # the latest audit failed
+        mover.publish()
+    assert refused.value.reason == "not_audited"
 
 
 @pytest.fixture
@@ -467,19 +522,25 @@ def test_a_tag_a_foreign_branch_or_another_moves_branch_is_not_taken(catalog, ta
         ({"unique": [[]]}, "lists of column names"),
         ({"no_rows_where": "id <<< 3"}, "does not parse"),
         ({"no_rows_where": "nope = 1"}, "does not fit"),
+        ({"no_rows_where": "customer > 3"}, "compared with a column of another type"),
         ({"no_rows_where": " "}, "is empty"),
         ({"min_rows": 5, "max_rows": 2}, "no row count can pass"),
         ({"min_rows": -1}, "number of rows"),
         ({"checks": [3]}, "not a function"),
         ({"checks": [lambda batch: "many"]}, "not a number of offending rows"),
+        ({"checks": {"ratio": lambda batch: 1 // 0}}, "The check 'ratio' raised ZeroDivisionError"),
         ({"scope": "all"}, "scope"),
     ],
 )
 def test_bad_audit_arguments_are_refused(catalog, tables, kwargs, match):
     mover = _mover(catalog)
     mover.run()
+    target = catalog.load_table(mover.target)
+    location = target.metadata_location
     with pytest.raises(InvalidMoveError, match=match):
         mover.audit(**kwargs)
+    target.refresh()
+    assert target.metadata_location == location  # nothing committed
 
 
 def test_an_unfinished_or_published_move_is_not_audited(catalog, tables):
@@ -517,6 +578,27 @@ def test_a_branch_whose_history_was_expired_is_audited_whole_and_not_appended_to
     with pytest.raises(MoveStateError, match="no longer reaches back"):
         mover.publish()
     assert "backfill" in catalog.load_table("archive.orders").metadata.refs
+
+
+def test_snapshot_expiry_keeps_an_open_branch_and_mains_history_back_to_the_fork(catalog, tables):
+    source, target = tables
+    mover = _mover(catalog)
+    mover.run()
+    for first in (200_000, 300_000):  # main moves on: the publish will append and look back to the fork
+        catalog.load_table("archive.orders").append(orders(first, 5))
+    rows = row_multiset(catalog.load_table("archive.orders"))
+
+    expired = expire_snapshots(catalog.load_table("archive.orders"), older_than="0s")
+
+    target = catalog.load_table("archive.orders")
+    fork = find_state(target.metadata, mover.move_id, "backfill")[0].fork_snapshot_id
+    assert target.metadata.snapshot_by_id(fork) is not None and expired.deleted_data_files_count == 0
+    assert mover.audit(unique=["id"]).ok  # scope "move": the branch still reaches back to the fork
+    assert mover.publish().how == "append"
+    assert row_multiset(catalog.load_table("archive.orders")) == rows + row_multiset(source)
+    # Published, the branch no longer holds anything back.
+    expire_snapshots(catalog.load_table("archive.orders"), older_than="0s")
+    assert len(catalog.load_table("archive.orders").metadata.snapshots) == 1
 
 
 def test_a_moves_progress_is_read_on_its_branch_until_it_is_published(catalog, tables):
@@ -655,3 +737,43 @@ def test_an_incremental_run_after_another_engine_fast_forwarded_main_publishes_o
     assert "backfill" not in target.metadata.refs
     assert mover.publish().how == "already_published"
     assert row_multiset(catalog.load_table("archive.orders")) == expected
+
+
+@pytest.mark.parametrize("meanwhile", ["discard", "failing_audit"])
+def test_a_discard_or_failing_audit_while_an_append_publish_reads_the_branch_publishes_nothing(
+    catalog, tables, monkeypatch, meanwhile
+):
+    _, target = tables
+    mover = _mover(catalog)
+    mover.run()
+    assert mover.audit().ok
+    catalog.load_table("archive.orders").append(orders(200_000, 5))  # main moved: the publish appends
+    rows = row_multiset(catalog.load_table("archive.orders"))
+    other = _mover(catalog)  # another process acting on the same move
+    acted = []
+    if meanwhile == "discard":  # just before the publish's commit: its requirement on the branch refuses it
+        real_conflicts = publishing._conflicts
+
+        def conflicts_then_discard(*args):
+            real_conflicts(*args)
+            if not acted:
+                acted.append(other.discard())
+
+        monkeypatch.setattr(publishing, "_conflicts", conflicts_then_discard)
+    else:  # while the publish reads the move's manifests: its check before committing refuses it
+        real_added = publishing.added_since_fork
+
+        def read_then_fail(*args):
+            found = real_added(*args)
+            acted.append(other.audit(max_rows=1))
+            return found
+
+        monkeypatch.setattr(publishing, "added_since_fork", read_then_fail)
+    with pytest.raises(PublishRefusedError) as refused:
+        mover.publish()
+
+    assert refused.value.reason == ("no_branch" if meanwhile == "discard" else "not_audited")
+    assert acted and (acted[0].dropped if meanwhile == "discard" else not acted[0].ok)
+    target = catalog.load_table("archive.orders")
+    assert row_multiset(target) == rows  # main untouched
+    assert PUBLISHED_KEY not in (target.metadata.current_snapshot().summary or {}).additional_properties

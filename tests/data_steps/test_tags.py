@@ -90,7 +90,23 @@ def test_bad_input_is_refused_before_anything_commits(table):
     for bad in ("soon", "0", "-5m", 0):
         with pytest.raises(ValueError, match="is not an age"):
             create_tag(table, "t", max_age=bad)
+    # Longer than a long: the metadata would hold a max-ref-age-ms no reader takes.
+    for bad in ("99999999999999999999", "99999999999999999999d", 2**63):
+        with pytest.raises(ValueError, match="longer than a table's metadata can hold"):
+            create_tag(table, "t", max_age=bad)
     assert table.metadata_location == location
+    assert "t" not in table.refs()
+
+
+def test_a_tag_kept_longer_than_a_date_can_say_is_listed_as_never_expiring(table):
+    with table.transaction() as transaction:  # Java's default, written out: Long.MAX_VALUE
+        transaction.set_properties({"history.expire.max-ref-age-ms": str(2**63 - 1)})
+    created = create_tag(table, "by-default")
+    longest = create_tag(table, "own", max_age=2**63 - 1)
+    assert created.tag.expires_at is None and longest.tag.expires_at is None
+    listed = {ref.name: ref for ref in list_refs(table)}
+    assert listed["by-default"].expires_at is None and not listed["by-default"].expires_soon
+    assert listed["own"].max_age_ms == 2**63 - 1
 
 
 def test_an_empty_table_has_nothing_to_tag(catalog):

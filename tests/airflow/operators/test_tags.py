@@ -66,6 +66,11 @@ def test_the_task_fails_at_once_with_words_for_the_task(iceberg_connection):
         IcebergTagOperator(task_id="t", table="sales.events", tag="u", snapshot_id="5").execute({})
     with pytest.raises(AirflowFailException, match=r"max_age='soon' is not an age"):
         IcebergTagOperator(task_id="t", table="sales.events", tag="u", max_age="soon").execute({})
+    with pytest.raises(AirflowFailException, match=r"max_age='99999999999999999999d' is longer than"):
+        IcebergTagOperator(task_id="t", table="sales.events", tag="u", max_age="99999999999999999999d").execute({})
     with pytest.raises(AirflowFailException, match=r"Table 'sales\.nope' does not exist"):
         IcebergTagOperator(task_id="t", table="sales.nope", tag="u").execute({})
     assert sorted(catalog.load_table("sales.events").refs()) == ["main", "t"]
+    # An unset param renders empty or "None": no age limit, as if not given.
+    unset = IcebergTagOperator(task_id="t", table="sales.events", tag="v", max_age="None").execute({})
+    assert unset["created"] and unset["ref"]["max_age_ms"] is None

@@ -68,6 +68,10 @@ def test_the_operators_fail_at_once_with_words_for_the_task(iceberg_connection):
     move = {"source": "staging.orders", "target": "sales.orders"}
     with pytest.raises(AirflowFailException, match="branch='main' cannot be main"):
         IcebergDataMoveOperator(task_id="m", **move, move_id="m", branch="main").execute({})
+    # A branch param left unset renders empty: refused, not a move straight to main without its audit.
+    with pytest.raises(AirflowFailException, match=r"branch=' ' is empty .*leave branch out \(None\)"):
+        IcebergDataMoveOperator(task_id="m", **move, move_id="m", branch=" ").execute({})
+    assert _main_ids(catalog_at(iceberg_connection)) == [100]
     IcebergDataMoveOperator(task_id="m", **move, move_id="m", branch="b").execute({})
     with pytest.raises(AirflowFailException, match=r"PublishRefusedError: .*no audit passed.*audit it first"):
         IcebergPublishOperator(task_id="p", **move, move_id="m", branch="b").execute({})
@@ -75,6 +79,11 @@ def test_the_operators_fail_at_once_with_words_for_the_task(iceberg_connection):
         IcebergAuditOperator(task_id="a", **move, move_id="", branch="b").execute({})
     with pytest.raises(AirflowFailException, match=r"min_rows='many' is not a number of rows"):
         IcebergAuditOperator(task_id="a", **move, move_id="m", branch="b", min_rows="many").execute({})
+    with pytest.raises(AirflowFailException, match=r"not_null='\[id' is not a list of column names: render it as JSON"):
+        IcebergAuditOperator(task_id="a", **move, move_id="m", branch="b", not_null="[id").execute({})
+    # A list param rendered by plain Jinja reads as Python's repr of it.
+    listed = IcebergAuditOperator(task_id="a", **move, move_id="m", branch="b", unique="[['id', 'customer']]")
+    assert [check["name"] for check in listed.execute({})["checks"]] == ["unique(id, customer)"]
     with pytest.raises(ValueError, match="scope='all' is not an audit scope"):
         IcebergAuditOperator(task_id="a", **move, move_id="m", branch="b", scope="all")
     audit = IcebergAuditOperator(task_id="a", **move, move_id="m", branch="b", min_rows="2")
