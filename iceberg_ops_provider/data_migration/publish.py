@@ -213,23 +213,24 @@ def _held(record: BranchRecord, base: int) -> str:
 
 
 def _refuse_unaudited_commits(table: Table, record: BranchRecord, head: Snapshot, refuse: _Refusal, base: int) -> None:
-    """Refuse a fast-forward that would carry commits of other writers whose rows no audit read.
+    """Refuse a fast-forward that would carry what other writers' commits removed, which no audit saw.
 
-    An audit of scope ``move`` reads only the rows the move's commits added (since ``base``, the branch
-    snapshot ``main`` holds); moving ``main`` to the branch's head would publish every other commit on
-    the branch too.
+    An audit of scope ``move`` reads every row the branch gained since ``base`` (the branch snapshot
+    ``main`` holds), other writers' appends included; what their overwrites and deletes removed from
+    ``main``'s rows shows only to an audit of scope ``branch``.
     """
     if record.audited_scope == "branch":
         return
-    _, foreign = added_since_fork(table, head, base, record.move_id)
+    _, others = added_since_fork(table, head, base, record.move_id)
+    foreign = [s for s in others if s.summary is None or s.summary.operation != Operation.APPEND]
     if foreign:
         raise refuse(
             "audit_scope",
             message(
-                "commits that are not the move's are on the branch, and the passing audit read only the move's rows "
-                f"(scope move): {'; '.join(_described(s) for s in foreign)}. Publishing moves main to the branch's "
-                "head and would carry their rows unaudited; nothing was published. Audit the whole branch "
-                "({scope}), or discard it.",
+                "commits that are not the move's removed or rewrote rows on the branch, and the passing audit read "
+                f"only the rows the branch gained (scope move): {'; '.join(_described(s) for s in foreign)}. "
+                "Publishing moves main to the branch's head and would carry their rows unaudited; nothing was "
+                "published. Audit the whole branch ({scope}), or discard it.",
                 scope=Arg("scope", "branch"),
             ),
             [_described(s) for s in foreign],

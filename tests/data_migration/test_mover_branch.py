@@ -198,6 +198,10 @@ def test_the_audit_reads_what_other_commits_on_the_branch_added_as_a_fast_forwar
     report = mover.audit(no_rows_where="id < 100", unique=["id"])
 
     assert report.ok and report.rows == on_branch - 10 == 1403  # every row the publish brings, none of main's
+    with pytest.raises(PublishRefusedError) as refused:  # what a delete removed shows only to a branch audit
+        mover.publish()
+    assert refused.value.reason == "audit_scope"
+    assert mover.audit(no_rows_where="id < 100", unique=["id"], scope="branch").ok
     assert mover.publish().how == "fast_forward"
 
 
@@ -310,14 +314,17 @@ def test_publish_needs_a_passing_audit_of_the_branch_head(catalog, tables):
     assert target.metadata.current_snapshot_id == main and "backfill" in target.metadata.refs
 
 
-def test_a_fast_forward_never_carries_commits_of_other_writers_that_the_audit_did_not_read(catalog, tables):
+def test_a_fast_forward_never_carries_a_delete_of_another_writer_that_the_audit_did_not_read(catalog, tables):
     _, target = tables
     main = target.metadata.current_snapshot_id
     mover = _mover(catalog)
     mover.run()
-    catalog.load_table("archive.orders").append(orders(500_000, 2), branch="backfill")  # not the move's rows
+    catalog.load_table("archive.orders").append(orders(500_000, 2), branch="backfill")  # read by a move audit
+    catalog.load_table("archive.orders").delete("id = 100000", branch="backfill")  # one of main's rows
     report = mover.audit(unique=["id"])
-    assert report.ok and report.rows == 1500  # scope move: the other writer's 2 rows were not read
+    # Scope move: what the branch gained (the move's 1,500 rows, the 2 appended, main's 9 other rows in the file
+    # the delete rewrote), not what it lost.
+    assert report.ok and report.rows == 1511
 
     with pytest.raises(PublishRefusedError, match="would carry their rows unaudited") as refused:
         mover.publish()
@@ -329,7 +336,8 @@ def test_a_fast_forward_never_carries_commits_of_other_writers_that_the_audit_di
     assert mover.audit(unique=["id"], scope="branch").ok  # every row of the branch read: it may be fast-forwarded
     published = mover.publish()
     assert published.how == "fast_forward"
-    assert 500_000 in set(catalog.load_table("archive.orders").scan().to_arrow().column("id").to_pylist())
+    ids = set(catalog.load_table("archive.orders").scan().to_arrow().column("id").to_pylist())
+    assert 500_000 in ids and 100_000 not in ids
 
 
 def test_a_move_run_again_after_main_was_restored_past_its_fast_forward_is_refused_before_cutting_a_branch(
