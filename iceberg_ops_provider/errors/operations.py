@@ -96,8 +96,9 @@ class PublishRefusedError(DataMoveError):
         branch: The move's branch.
         reason: ``no_branch`` (never cut, or discarded), ``incomplete`` (units left), ``not_audited`` (no
             passing audit), ``audit_stale`` (the branch moved after the audit), ``audit_scope`` (overwrites or
-            deletes of another writer on the branch, which an audit of scope ``move`` cannot show), ``branch_changed`` (commits
-            on the branch that are not the move's, which only a fast-forward could carry), ``main_rewritten``
+            deletes of another writer on the branch, which an audit of scope ``move`` cannot show),
+            ``branch_changed`` (commits on the branch that are not the move's, which only a fast-forward could
+            carry), ``main_rewritten``
             (``main`` no longer descends from the fork), ``main_changed`` (commits on ``main`` since the fork
             that cannot be combined with the move's rows), ``schema_changed`` or ``spec_changed``.
         snapshots: The commits the refusal is about, each as ``id (operation, what it touched)``.
