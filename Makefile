@@ -154,7 +154,8 @@ demo: $(INSTALLED)
 # restored (a background job would ignore it), and stops its components when the recipe passes Ctrl-C on;
 # whatever of its process group still runs 90 seconds later is terminated, then killed. The API listens on
 # AIRFLOW_PORT, the log servers on AIRFLOW_WORKER_LOG_PORT and AIRFLOW_TRIGGER_LOG_PORT (refused up front when
-# one is taken). New DAGs start unpaused, so a triggered run runs (the @daily examples run once at start).
+# one is taken). New DAGs start unpaused, so a triggered run runs; the @daily examples (table_maintenance,
+# policy_maintenance) start paused all the same, since their params must be set first.
 # The Iceberg pages read the example migrations, so they show what is pending.
 airflow: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 airflow: export AIRFLOW__API__HOST := 127.0.0.1

@@ -75,7 +75,8 @@ class Published:
     """What :func:`publish_branch` did.
 
     ``how``: ``fast_forward`` (``main`` moved to ``snapshot_id``), ``append`` (the move's ``files`` appended
-    to ``main`` as ``main_after``) or ``already_published`` (an earlier publish did it; nothing committed).
+    to ``main`` as ``main_after``) or ``already_published`` (an earlier publish did it; nothing committed;
+    ``snapshot_id`` is ``None`` when that publish removed the branch already).
     """
 
     move_id: str

@@ -121,9 +121,10 @@ class IcebergAuditOperator(_BranchOperator):
         sample_size: Offending rows kept per check.
 
     Returns (XCom): the ``AuditReport`` JSON (``ok``, ``rows``, ``checks``: each ``name``,
-    ``failed_rows``, ``sample``). When a check fails the report is also pushed under the XCom key
-    ``report`` and written to the log, and the task fails with ``AirflowFailException``. A move
-    published already (a DAG run again) skips the task, and so the publish task after it.
+    ``failed_rows``, ``sample``). When a check fails the report is pushed under the XCom key ``report``
+    instead (a failed task returns nothing) and written to the log, and the task fails with
+    ``AirflowFailException``. A move published already (a DAG run again) skips the task, and so the
+    publish task after it.
     """
 
     template_fields: Sequence[str] = (
@@ -218,7 +219,8 @@ class IcebergPublishOperator(_BranchOperator):
         branch: The move's branch (templated).
 
     Returns (XCom): the ``Published`` JSON: ``how`` (``fast_forward``, ``append`` or
-    ``already_published``), ``snapshot_id`` (the audited snapshot), ``main_before``, ``main_after``,
+    ``already_published``), ``snapshot_id`` (the audited snapshot; null for ``already_published`` once the
+    branch is gone), ``main_before``, ``main_after``,
     ``files`` (appended; 0 for a fast-forward).
     """
 
