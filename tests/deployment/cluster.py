@@ -510,7 +510,12 @@ class AirflowCluster:
         if not service.running:
             raise ClusterError(f"{name} is not running")
         self.killed.add(name)
+        # Frozen first, then listed again: a process forked between the listing and the kill (a new task
+        # process leads a group of its own) would otherwise live on, and run tasks under this worker's name.
         groups = _process_groups(service.process)
+        for pgid in groups:
+            _signal_group(pgid, signal.SIGSTOP)
+        groups += [pgid for pgid in _process_groups(service.process) if pgid not in groups]
         for pgid in groups:
             _signal_group(pgid, signal.SIGKILL)
         service.process.wait(timeout=10)  # type: ignore[union-attr]
