@@ -157,3 +157,24 @@ def test_compaction_rewrites_at_most_the_policys_bytes_per_run(lake, tables):
     assert uncapped.returncode == 0
     full = json.loads(_ops(lake, "--json", "maintain", "compact", "sales.a", "--dry-run").stdout)
     assert full["deferred_groups_count"] == 0 and full["rewritten_bytes_count"] == sum(sizes)
+
+
+def test_a_migration_setting_a_bad_policy_value_fails_before_its_commit(lake, tables):
+    from tests.cli.ops_support import CommandLake
+    from tests.support.migrations import write_migration
+
+    command = CommandLake(lake.root)
+    write_migration(
+        command.migrations, "0001_policy.py", 'ctx.set_properties("a", {"iceberg-ops.maintenance.quiet-hours": "1-5"})'
+    )
+    write_migration(
+        command.migrations, "0002_bad_policy.py", 'ctx.set_properties("a", {"iceberg-ops.maintenance.enabled": "off"})'
+    )
+    location = lake.catalog().load_table("sales.a").metadata_location
+    done = command.run("upgrade")
+    assert done.returncode != 0
+    assert "iceberg-ops.maintenance.enabled='off' is not accepted: it takes true or false" in done.stdout + done.stderr
+    table = lake.catalog().load_table("sales.a")
+    assert table.properties.get("iceberg-ops.maintenance.quiet-hours") == "1-5"  # the first migration committed
+    assert "iceberg-ops.maintenance.enabled" not in table.properties
+    assert table.metadata_location != location
