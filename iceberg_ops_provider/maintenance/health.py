@@ -199,18 +199,25 @@ def table_health_report(table: Table, thresholds: HealthThresholds | None = None
 
     Read-only; the table is reported as loaded, unless a concurrent expiry deleted files that metadata
     lists: then it is refreshed and measured once more. Without ``thresholds``, the table is judged by
-    its maintenance policy (:func:`~iceberg_ops_provider.maintenance.policy.table_policy`); a policy
-    that turns maintenance off leaves the report without recommendations (``policy_enabled`` is ``False``).
+    its maintenance policy (:func:`~iceberg_ops_provider.maintenance.policy.table_policy`); with them,
+    only the policy's ``enabled`` key is read. A policy that turns maintenance off leaves the report
+    without recommendations (``policy_enabled`` is ``False``).
 
     Raises:
-        MaintenancePolicyError: A policy property of the table holds a value its key does not accept.
+        MaintenancePolicyError: A policy property of the table holds a value its key does not accept (without
+            ``thresholds``; with them, only a bad ``iceberg-ops.maintenance.enabled``).
         FileNotFoundError: A manifest list or manifest of the current metadata is missing (the table is damaged).
         ValueError: ``thresholds`` is not a :class:`HealthThresholds`, or a target size property is not a
             positive integer (and no threshold overrides it).
     """
     started = time.monotonic()
-    policy = table_policy(table)
-    thresholds = policy.thresholds() if thresholds is None else thresholds
+    if thresholds is None:
+        policy = table_policy(table)
+        thresholds = policy.thresholds()
+    else:  # the caller's thresholds replace the policy's, which then only says whether maintenance is on
+        properties = table.metadata.properties
+        only = {ENABLED_KEY: properties[ENABLED_KEY]} if ENABLED_KEY in properties else {}
+        policy = table_policy(only, ".".join(table.name()))
     if not isinstance(thresholds, HealthThresholds):
         raise ValueError(
             f"thresholds must be a HealthThresholds (HealthThresholds.from_json builds one from a dict), "
