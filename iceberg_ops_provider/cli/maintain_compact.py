@@ -227,8 +227,11 @@ def _compact_units(
         raise click.UsageError("--all with --units or --unit: units belong to one table; name it as TABLE.")
 
     def planned(loaded: Any) -> list[Any]:
-        minimum = plan_options["min_input_files"] or table_policy(loaded).min_input_files
-        return plan_compaction_units(loaded, **{**plan_options, "min_input_files": minimum})
+        policy = table_policy(loaded)
+        minimum = plan_options["min_input_files"] or policy.min_input_files
+        return plan_compaction_units(
+            loaded, **{**plan_options, "min_input_files": minimum}, max_rewrite_bytes=policy.max_rewrite_bytes
+        )
 
     if show_plan:
 

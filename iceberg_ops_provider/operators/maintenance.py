@@ -273,7 +273,8 @@ class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
 
     Args:
         table, iceberg_conn_id, target_file_size_bytes, min_input_files, where, strategy: As for
-            :class:`IcebergCompactOperator` (``table``, ``iceberg_conn_id`` and ``where`` templated).
+            :class:`IcebergCompactOperator` (``table``, ``iceberg_conn_id`` and ``where`` templated). The
+            plan holds only the units the table policy's ``max-rewrite-bytes`` lets one run rewrite.
         units_per_task: Units each compact task runs, one after the other (at least 1).
         max_tasks: At most this many compact tasks (at least 1).
 
@@ -288,7 +289,7 @@ class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
         *,
         table: str,
         target_file_size_bytes: int | None = None,
-        min_input_files: int = 5,
+        min_input_files: int | None = None,
         where: str | None = None,
         strategy: str = "binpack",
         units_per_task: int = 1,
@@ -318,7 +319,9 @@ class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
         """Plan the units and split them into tasks."""
         from iceberg_ops_provider.maintenance.compaction_units import plan_compaction_units
 
-        units = plan_compaction_units(table, **_planning(self))
+        units = plan_compaction_units(
+            table, **_planning(self, self.policy), max_rewrite_bytes=self.policy.max_rewrite_bytes
+        )
         per_task = max(self.units_per_task, -(-len(units) // self.max_tasks))
         tasks = [
             {"table": self.table, "units": [unit.to_json() for unit in units[start : start + per_task]]}

@@ -153,10 +153,14 @@ def test_compaction_rewrites_at_most_the_policys_bytes_per_run(lake, tables):
     planned = json.loads(dry.stdout)
     assert planned["rewritten_bytes_count"] <= one_file
     assert planned["deferred_groups_count"] >= 1
+    plan = json.loads(_ops(lake, "--json", "maintain", "compact", "sales.a", "--plan").stdout)
+    assert plan["units"] == []  # the one group does not fit in the run's limit
     uncapped = _ops(lake, "policy", "set", "sales.a", "max-rewrite-bytes=")
     assert uncapped.returncode == 0
     full = json.loads(_ops(lake, "--json", "maintain", "compact", "sales.a", "--dry-run").stdout)
     assert full["deferred_groups_count"] == 0 and full["rewritten_bytes_count"] == sum(sizes)
+    plan = json.loads(_ops(lake, "--json", "maintain", "compact", "sales.a", "--plan").stdout)
+    assert len(plan["units"]) == 1 and plan["units"][0]["bytes"] == sum(sizes)
 
 
 def test_a_migration_setting_a_bad_policy_value_fails_before_its_commit(lake, tables):
