@@ -170,7 +170,7 @@ def test_a_literal_maintenance_policy_value_a_key_does_not_accept_is_an_error(tm
     found = _found(
         tmp_path,
         'ctx.set_properties("orders", {"iceberg-ops.maintenance.enabled": "off", "owner": "sales"})\n'
-        'ctx.set_properties("orders", {"iceberg-ops.maintenance.quiet-hours": "01-05", "write.format.default": "orc"})\n'
+        'ctx.set_properties("orders", {"iceberg-ops.maintenance.quiet-hours": "01-05", "owner": "ops"})\n'
         'ctx.set_properties("orders", {"iceberg-ops.maintenance.max-rewrite-byte": 5})\n'
         'ctx.set_properties("orders", {"iceberg-ops.maintenance.enabled": flag})\n',
     )
