@@ -21,6 +21,7 @@ from iceberg_ops_provider.cli.maintain import maintain
 from iceberg_ops_provider.cli.migrate import COMMANDS
 from iceberg_ops_provider.cli.move import move
 from iceberg_ops_provider.cli.move_wap import audit_move, discard_move, publish_move
+from iceberg_ops_provider.cli.policy import policy
 from iceberg_ops_provider.cli.settings import Settings
 from iceberg_ops_provider.cli.tags import restore, tag
 
@@ -113,7 +114,7 @@ class _Warnings(logging.Handler):
 
 for _verb in (audit_move, publish_move, discard_move):
     move.add_command(_verb)
-for _command in (*COMMANDS, lint, maintain, move, tag, restore):
+for _command in (*COMMANDS, lint, maintain, move, policy, tag, restore):
     cli.add_command(_command)
 
 

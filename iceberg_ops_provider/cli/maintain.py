@@ -70,7 +70,7 @@ def health(
     """Report what TABLE needs (reads metadata only); exit 1 when maintenance is due, so CI can gate on it."""
     from iceberg_ops_provider.maintenance.health import table_health_report
 
-    limits = _thresholds(thresholds, target_file_size)
+    limits = _thresholds(thresholds, target_file_size) if thresholds or target_file_size is not None else None
     reports = run_on_tables(
         settings,
         table,
@@ -179,8 +179,8 @@ def expire(
 @click.option(
     "--older-than",
     type=OLDER_THAN,
-    help="Only files older than this are deleted: an age (3d) or an ISO timestamp (default 3 days: newer "
-    "files may belong to writes in flight).",
+    help="Only files older than this are deleted: an age (3d) or an ISO timestamp (default: the table's policy, "
+    "iceberg-ops.maintenance.orphan-age, 3 days: newer files may belong to writes in flight).",
 )
 @click.option("--location", help="A folder inside the table's location to clean instead of all of it.")
 @click.option(
@@ -219,13 +219,17 @@ def orphans(
         lines += [f"  left alone, table inside: {nested}" for nested in result.nested_tables]
         return "\n".join(lines)
 
-    call = partial(
-        remove_orphan_files,
-        older_than=older_than,
-        dry_run=dry_run,
-        location=location,
-        check_nested_tables=check_nested_tables,
-    )
+    def call(loaded: Any) -> Any:
+        from iceberg_ops_provider.maintenance.policy import table_policy
+
+        return remove_orphan_files(
+            loaded,
+            older_than=table_policy(loaded).orphan_age if older_than is None else older_than,
+            dry_run=dry_run,
+            location=location,
+            check_nested_tables=check_nested_tables,
+        )
+
     run_on_tables(settings, table, every, call, describe, changes=not dry_run)
 
 

@@ -56,10 +56,8 @@ def _warn_restorable(table: Any, columns: list[str], verb: str) -> None:
 @click.option(
     "--min-input-files",
     type=int,
-    default=5,
-    show_default=True,
     help="Partitions with fewer small files are left alone (1: a lone small file is rewritten too, to sort it or "
-    "apply its deletes).",
+    "apply its deletes; default: the table's policy, iceberg-ops.maintenance.min-input-files, 5).",
 )
 @click.option(
     "--where", metavar="FILTER", help="Only files that may hold rows matching this filter: \"day >= '2026-11-01'\"."
@@ -114,7 +112,7 @@ def compact(
     table: str | None,
     every: bool,
     target_file_size: int | None,
-    min_input_files: int,
+    min_input_files: int | None,
     where: str | None,
     strategy: str,
     dry_run: bool,
@@ -132,9 +130,10 @@ def compact(
     """
     from iceberg_ops_provider.maintenance.binpack import min_input_files_problem
     from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
+    from iceberg_ops_provider.maintenance.policy import table_policy
     from iceberg_ops_provider.migration.restore import restorable_columns
 
-    problem = min_input_files_problem(min_input_files)  # the engine's rule, before any table is opened
+    problem = None if min_input_files is None else min_input_files_problem(min_input_files)  # before any table opens
     if problem is not None:
         raise click.BadParameter(f"--min-input-files {problem}.", param_hint="'--min-input-files'")
     where = check_filter(where)
@@ -169,10 +168,12 @@ def compact(
         restorable = restorable_columns(loaded.metadata, loaded.io)
         if restorable and not dry_run:
             _warn_restorable(loaded, restorable, "rewrites")
+        policy = table_policy(loaded)
         result = compact_small_files_streaming(
             loaded,
             target_file_size_bytes=target_file_size,
-            min_input_files=min_input_files,
+            min_input_files=policy.min_input_files if min_input_files is None else min_input_files,
+            max_rewrite_bytes=policy.max_rewrite_bytes,
             where=where or None,
             strategy=strategy,  # type: ignore[arg-type]
             dry_run=dry_run,
@@ -208,8 +209,10 @@ def _compact_units(
         planning_arguments,
         run_compaction_units,
     )
+    from iceberg_ops_provider.maintenance.policy import table_policy
 
-    planning_flags = [OPTIONS[name].flag for name in planning_arguments(plan_options)]
+    given = {name: value for name, value in plan_options.items() if value is not None}
+    planning_flags = [OPTIONS[name].flag for name in planning_arguments(given)]
 
     if show_plan and units_file:
         raise click.UsageError("--plan and --units: the file is a plan already; give one of them.")
@@ -224,7 +227,11 @@ def _compact_units(
         raise click.UsageError("--all with --units or --unit: units belong to one table; name it as TABLE.")
 
     def planned(loaded: Any) -> list[Any]:
-        return plan_compaction_units(loaded, **plan_options)
+        policy = table_policy(loaded)
+        minimum = plan_options["min_input_files"] or policy.min_input_files
+        return plan_compaction_units(
+            loaded, **{**plan_options, "min_input_files": minimum}, max_rewrite_bytes=policy.max_rewrite_bytes
+        )
 
     if show_plan:
 
@@ -292,7 +299,15 @@ def _describe_compaction(result: Any) -> str:
         f"{size_text(result.rewritten_bytes_count)}, in "
         f"{result.file_groups_count - result.skipped_groups_count} group(s)"
     )
+    deferred = (
+        f"; {result.deferred_groups_count} group(s), {size_text(result.deferred_bytes_count)}, left for a later run "
+        "(the policy's iceberg-ops.maintenance.max-rewrite-bytes)"
+        if result.deferred_groups_count
+        else ""
+    )
     if not result.file_groups_count:
+        if result.deferred_groups_count:
+            return f"{result.table}: nothing compacted: no group fits in the run's limit{deferred}."
         return f"{result.table}: nothing to compact (no partition has enough small files)."
     if not result.dry_run:
         head += (
@@ -301,6 +316,7 @@ def _describe_compaction(result: Any) -> str:
         )
         if result.skipped_groups_count:
             head += f"; {result.skipped_groups_count} skipped (another run had already compacted their files)"
+    head += deferred
     rows = [
         (g.index, g.partition or "-", g.status, len(g.data_files), size_text(g.bytes), len(g.added_data_files))
         for g in result.groups

@@ -42,7 +42,9 @@ def run_on_tables(
 
     With several tables, a table's failure is reported and the others still run; one table's failure
     propagates as it is. ``display`` (the progress ``call`` reports to) is closed before the results are
-    printed. ``changes=False``: the catalog opens read-only. Nothing is created.
+    printed. ``changes=False``: the catalog opens read-only. Nothing is created. With ``changes``, a table
+    whose maintenance policy is off or in its quiet hours is skipped (said so, not a failure), and one whose
+    policy holds a bad value fails with that error.
     """
     results: list[Any] = []
     documents: list[dict[str, Any]] = []
@@ -58,6 +60,11 @@ def run_on_tables(
             for name in names:
                 try:
                     loaded = catalog.load_table(name)
+                    skipped = _skipped(loaded) if changes else None
+                    if skipped is not None:
+                        documents.append(skipped[0])
+                        human.append(skipped[1])
+                        continue
                     try:
                         result = call(loaded)
                     except Exception as exc:
@@ -87,3 +94,23 @@ def run_on_tables(
     if worst:
         raise SystemExit(worst)
     return results
+
+
+def _skipped(table: Any) -> tuple[dict[str, Any], str] | None:
+    """The JSON and the line of ``table`` skipped by its maintenance policy (off, or in quiet hours); else ``None``.
+
+    Raises:
+        MaintenancePolicyError: The policy holds a bad value.
+    """
+    from iceberg_ops_provider.maintenance.policy import ENABLED_KEY, PREFIX, table_policy
+
+    policy = table_policy(table)
+    reason = policy.skip_reason()
+    if reason is None:
+        return None
+    if reason == "disabled":
+        why = f"maintenance is off by its policy ({ENABLED_KEY}=false)"
+    else:
+        hours = next(value for value in policy.values() if value.key.name == "quiet_hours")
+        why = f"inside its quiet hours ({PREFIX}quiet-hours={hours.key.text(hours.value)}, UTC); run again after them"
+    return {"table": policy.table, "skipped": reason}, f"{policy.table}: skipped: {why}"

@@ -54,6 +54,30 @@ class MaintenanceConflictError(MaintenanceError):
     result: Any = None
 
 
+class MaintenancePolicyError(MaintenanceError, ValueError):
+    """A table's maintenance policy (its properties) holds a value it does not accept, or an unknown key.
+
+    Raised before anything is done to the table; other tables of a multi-table run go on. ``key``, ``value``,
+    ``accepted`` and ``closest`` are those of the first problem; ``problems`` lists them all.
+
+    Attributes:
+        table: The table, dotted (empty when the properties are checked before they belong to one).
+        key: The property key at fault (``iceberg-ops.maintenance.quiet-hours``).
+        value: The value it holds (``None`` when not set).
+        accepted: What the key accepts, in words (empty for an unknown key).
+        closest: For an unknown key, the known key closest to it, if any.
+        problems: Each problem as a ``(key, value, accepted, closest)`` tuple.
+    """
+
+    def __init__(
+        self, message: object, *, table: str = "", problems: Sequence[tuple[str, Any, str, str | None]] = ()
+    ) -> None:
+        self.table = table
+        self.problems = list(problems)
+        self.key, self.value, self.accepted, self.closest = self.problems[0] if self.problems else ("", None, "", None)
+        super().__init__(message)
+
+
 class DataMoveError(IcebergOpsError):
     """Base class of the errors of the data mover (:mod:`iceberg_ops_provider.data_migration`)."""
 

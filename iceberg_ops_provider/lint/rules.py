@@ -145,6 +145,14 @@ _ALL = (
         not_allowable="the runner refuses the migration whatever lint says",
     ),
     Rule(
+        "maintenance-policy-value",
+        "set_properties gives a maintenance policy key a value it does not accept",
+        "the migration step fails before its commit: ctx.set_properties checks the table's maintenance policy "
+        "keys (docs/maintenance/policy.md)",
+        "give the key a value it accepts (the message says which), or fix the key's spelling",
+        not_allowable="ctx.set_properties refuses the value whatever lint says",
+    ),
+    Rule(
         "version-gap",
         "a version number is skipped",
         "usually a file deleted or renamed by mistake; the history then differs between environments",

@@ -370,6 +370,8 @@ def _read_call(
 ) -> None:
     """Record the finding of one call on the context, if it makes one; note what it creates or adds in ``made``."""
     _track_tables(call, method, made, span)
+    if method == "set_properties":
+        _policy_values(found, call, function, span)
     if method == "add_column":
         made.columns.add((_argument(call, 0, "table"), _argument(call, 1, "name")))
     if method not in _CALLS:
@@ -405,6 +407,39 @@ def _read_call(
         )
         judged = {"severity": "info", "fix": "nothing to fix: a rollback removes what the upgrade made"}
     found.add(call.lineno, rule_id, message, function=function, table=table, column=column, span=span, **judged)
+
+
+def _policy_values(found: SourceFile, call: ast.Call, function: str, span: range) -> None:
+    """A finding for each literal maintenance policy value of a ``set_properties`` call its key does not accept."""
+    from iceberg_ops_provider.errors import MaintenancePolicyError
+    from iceberg_ops_provider.maintenance.policy import check_policy_properties
+
+    given = _given(call, 1, "properties")
+    if not isinstance(given, ast.Dict):
+        return
+    literal = {
+        key.value: value.value
+        for key, value in zip(given.keys, given.values, strict=True)
+        if isinstance(key, ast.Constant) and isinstance(key.value, str) and isinstance(value, ast.Constant)
+    }
+    try:
+        check_policy_properties(literal, table=_argument(call, 0, "table") or "")
+    except MaintenancePolicyError as exc:
+        table = _argument(call, 0, "table")
+        for key, value, accepted, closest in exc.problems:
+            what = (
+                f"{key}={value!r} is not accepted: it takes {accepted}"
+                if accepted
+                else f"{key!r} is no maintenance policy key" + (f" (did you mean {closest!r}?)" if closest else "")
+            )
+            found.add(
+                call.lineno,
+                "maintenance-policy-value",
+                f"{function}() calls set_properties on {_target('maintenance-policy-value', table, None)}: {what}",
+                function=function,
+                table=table,
+                span=span,
+            )
 
 
 def _track_tables(call: ast.Call, method: str, made: _Made, span: range) -> None:

@@ -151,6 +151,7 @@ def compact_small_files_streaming(
     should_stop: Callable[[], bool] | None = None,
     commit_every_bytes: int | None = None,
     max_concurrent_groups: int | None = None,
+    max_rewrite_bytes: int | None = None,
 ) -> CompactionResult:
     """Rewrite the small data files of ``table``'s ``main`` (refreshed) into files near the target size.
 
@@ -170,6 +171,9 @@ def compact_small_files_streaming(
             this (or a minute passed); default: the target size; ``0``: each group alone. A crash loses
             the groups written since the last commit.
         max_concurrent_groups: Groups written side by side; default 2 with ``binpack``, 1 with ``sort``.
+        max_rewrite_bytes: Rewrite at most this many bytes of input: the planned groups are taken in order
+            while their total stays within it, the rest are left for a later run (``deferred_groups_count``);
+            a policy's ``iceberg-ops.maintenance.max-rewrite-bytes``. Default: no limit.
 
     Raises:
         ValueError: A bad argument, ``sort`` on a table without a sort order, or a non-integer
@@ -182,6 +186,16 @@ def compact_small_files_streaming(
     target, expression = check_arguments(
         table, target_file_size_bytes, min_input_files, where, strategy, commit_every_bytes, max_concurrent_groups
     )
+    if max_rewrite_bytes is not None and (
+        isinstance(max_rewrite_bytes, bool) or not isinstance(max_rewrite_bytes, int) or max_rewrite_bytes < 1
+    ):
+        raise ValueError(
+            message(
+                f"{{max_rewrite_bytes}} must be an integer of at least 1, got {max_rewrite_bytes!r}.",
+                about="max_rewrite_bytes",
+                max_rewrite_bytes=Arg("max_rewrite_bytes"),
+            )
+        )
     name = ".".join(table.name())
     table.refresh()
     metadata = table.metadata
@@ -202,6 +216,16 @@ def compact_small_files_streaming(
         target_file_size_bytes=target,
         min_input_files=min_input_files,
     )
+    groups, deferred = _within(groups, max_rewrite_bytes)
+    if deferred:
+        base = {**base, "deferred_groups_count": len(deferred), "deferred_bytes_count": sum(g.bytes for g in deferred)}
+        log.info(
+            "%s: %d group(s), %s, left for a later run: the run may rewrite at most %s",
+            name,
+            len(deferred),
+            size_text(base["deferred_bytes_count"]),
+            size_text(max_rewrite_bytes or 0),
+        )
     planning_seconds = time.monotonic() - started
     total_bytes = sum(group.bytes for group in groups)
     log.info(
@@ -263,6 +287,20 @@ def compact_small_files_streaming(
         error.result = result
         raise error
     return result
+
+
+def _within(groups: list[FileGroup], max_bytes: int | None) -> tuple[list[FileGroup], list[FileGroup]]:
+    """The groups, in plan order, whose total stays within ``max_bytes`` (all without one), and the rest."""
+    if max_bytes is None:
+        return groups, []
+    taken: list[FileGroup] = []
+    total = 0
+    for index, group in enumerate(groups):
+        if total + group.bytes > max_bytes:
+            return taken, groups[index:]
+        taken.append(group)
+        total += group.bytes
+    return taken, []
 
 
 def _dry_run(table: Table, groups: list[FileGroup]) -> list[CompactionGroupResult]:

@@ -93,14 +93,21 @@ def plan_compaction_units(
     min_input_files: int = 5,
     where: str | BooleanExpression | None = None,
     strategy: Literal["binpack", "sort"] = "binpack",
+    max_rewrite_bytes: int | None = None,
 ) -> list[CompactionUnit]:
     """The units a compaction of ``table`` would rewrite (none: nothing to compact); writes nothing.
 
     Takes the arguments of :func:`~iceberg_ops_provider.maintenance.compaction.compact_small_files_streaming`
-    and raises what it raises for them.
+    and raises what it raises for them; with ``max_rewrite_bytes``, only the units one run may rewrite.
     """
     planned = compact_small_files_streaming(
-        table, target_file_size_bytes, min_input_files, where, strategy, dry_run=True
+        table,
+        target_file_size_bytes,
+        min_input_files,
+        where,
+        strategy,
+        dry_run=True,
+        max_rewrite_bytes=max_rewrite_bytes,
     )
     if planned.planned_snapshot_id is None:
         return []

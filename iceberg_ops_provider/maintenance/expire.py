@@ -48,7 +48,7 @@ T = TypeVar("T")
 MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
 MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
 MAX_REF_AGE_MS = "history.expire.max-ref-age-ms"
-_DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000  # Iceberg's default: 5 days
+DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000  # Iceberg's default: 5 days
 _COMMIT_ATTEMPTS = 4
 
 
@@ -124,7 +124,7 @@ def plan_expiry(
     """
     if retain_last < 1:
         raise ValueError(f"retain_last must be at least 1 (the current snapshot always stays), got {retain_last}.")
-    default_age = _int_property(metadata, MAX_SNAPSHOT_AGE_MS, _DEFAULT_MAX_SNAPSHOT_AGE_MS)
+    default_age = _int_property(metadata, MAX_SNAPSHOT_AGE_MS, DEFAULT_MAX_SNAPSHOT_AGE_MS)
     default_cutoff = older_than_ms if older_than_ms is not None else now_ms - (default_age or 0)
     default_keep = max(retain_last, _int_property(metadata, MIN_SNAPSHOTS_TO_KEEP, 1) or 1)
     _int_property(metadata, MAX_REF_AGE_MS, None)  # a bad value fails the plan, refs or not

@@ -113,6 +113,10 @@ class CompactionResult:
     duration_seconds: float = 0.0
     stopped: bool = False
     """``should_stop`` asked to stop before every group was done: ``groups`` are those that were."""
+    deferred_groups_count: int = 0
+    """Groups planned but left for a later run because ``max_rewrite_bytes`` would have been exceeded."""
+    deferred_bytes_count: int = 0
+    """Bytes of those groups."""
 
     def to_json(self, include_files: bool = False) -> dict[str, Any]:
         """JSON-able form (also what the operator pushes to XCom); file paths only with ``include_files``."""

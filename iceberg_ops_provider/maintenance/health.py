@@ -11,7 +11,7 @@ import logging
 import statistics
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from iceberg_ops_provider.maintenance.health_stats import (
 )
 from iceberg_ops_provider.maintenance.health_thresholds import HealthThresholds
 from iceberg_ops_provider.maintenance.manifests import DEFAULT_TARGET_SIZE, TARGET_SIZE_PROPERTY
+from iceberg_ops_provider.maintenance.policy import ENABLED_KEY, table_policy
 from iceberg_ops_provider.messages import Hint
 from iceberg_ops_provider.progress import size_text as _size  # the one size formatter of logs and the CLI
 
@@ -102,6 +103,8 @@ class TableHealthReport:
     recommendations: tuple[Recommendation, ...] = ()
     warnings: tuple[str, ...] = ()
     duration_seconds: float = field(default=0.0, compare=False)
+    policy_enabled: bool = True
+    """``False``: the table's policy turns maintenance off, so nothing is recommended (the numbers still are)."""
 
     @property
     def needs(self) -> tuple[str, ...]:
@@ -134,6 +137,7 @@ class TableHealthReport:
             "snapshot_id": self.snapshot_id,
             "format_version": self.format_version,
             "healthy": self.healthy,
+            "policy_enabled": self.policy_enabled,
             "needs": list(self.needs),
             "recommendations": [r.to_json() for r in self.recommendations],
             "warnings": list(self.warnings),
@@ -167,6 +171,8 @@ class TableHealthReport:
         write = call or Recommendation.call
         data, deletes, manifests, snaps = self.data_files, self.delete_files, self.manifests, self.snapshots
         verdict = f"needs {', '.join(self.needs)}" if self.needs else "healthy, no maintenance due"
+        if not self.policy_enabled:
+            verdict = f"maintenance off by its policy ({ENABLED_KEY}=false), nothing recommended"
         small_limit = int(self.target_file_size_bytes * self.thresholds.small_file_fraction)
         needing = sum(p.needs_compaction for p in self.partitions)
         lines = [
@@ -192,22 +198,33 @@ def table_health_report(table: Table, thresholds: HealthThresholds | None = None
     """Measure ``table`` (a ``StaticTable`` too) from its metadata and say which maintenance it needs, and how.
 
     Read-only; the table is reported as loaded, unless a concurrent expiry deleted files that metadata
-    lists: then it is refreshed and measured once more.
+    lists: then it is refreshed and measured once more. Without ``thresholds``, the table is judged by
+    its maintenance policy (:func:`~iceberg_ops_provider.maintenance.policy.table_policy`); with them,
+    only the policy's ``enabled`` key is read. A policy that turns maintenance off leaves the report
+    without recommendations (``policy_enabled`` is ``False``).
 
     Raises:
+        MaintenancePolicyError: A policy property of the table holds a value its key does not accept (without
+            ``thresholds``; with them, only a bad ``iceberg-ops.maintenance.enabled``).
         FileNotFoundError: A manifest list or manifest of the current metadata is missing (the table is damaged).
         ValueError: ``thresholds`` is not a :class:`HealthThresholds`, or a target size property is not a
             positive integer (and no threshold overrides it).
     """
     started = time.monotonic()
-    thresholds = HealthThresholds() if thresholds is None else thresholds
+    if thresholds is None:
+        policy = table_policy(table)
+        thresholds = policy.thresholds()
+    else:  # the caller's thresholds replace the policy's, which then only says whether maintenance is on
+        properties = table.metadata.properties
+        only = {ENABLED_KEY: properties[ENABLED_KEY]} if ENABLED_KEY in properties else {}
+        policy = table_policy(only, ".".join(table.name()))
     if not isinstance(thresholds, HealthThresholds):
         raise ValueError(
             f"thresholds must be a HealthThresholds (HealthThresholds.from_json builds one from a dict), "
             f"got {type(thresholds).__name__}."
         )
     try:
-        return _report(table, thresholds, started)
+        return _enabled(_report(table, thresholds, started), policy.enabled)
     except FileNotFoundError:
         # A concurrent expiry deletes the manifest lists (and manifests) of the snapshots it removes:
         # a handle loaded before it may point at them. Measure the fresh metadata once.
@@ -220,7 +237,12 @@ def table_health_report(table: Table, thresholds: HealthThresholds | None = None
         if not moved:
             raise
         log.info("%s: files of the loaded metadata were removed meanwhile; reporting on the fresh metadata", before)
-        return _report(table, thresholds, started)
+        return _enabled(_report(table, thresholds, started), policy.enabled)
+
+
+def _enabled(report: TableHealthReport, enabled: bool) -> TableHealthReport:
+    """``report``, without recommendations when the table's policy turns maintenance off."""
+    return report if enabled else replace(report, recommendations=(), policy_enabled=False)
 
 
 def _report(table: Table, thresholds: HealthThresholds, started: float) -> TableHealthReport:

@@ -17,7 +17,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 from iceberg_ops_provider.core.name_hints import closest
 from iceberg_ops_provider.maintenance.binpack import MIN_INPUT_FILES
 
-__all__ = ["HealthThresholds"]
+__all__ = ["HealthThresholds", "threshold_type"]
 
 MIB = 1024 * 1024
 _SIGNS = {"gt": ">", "ge": ">=", "lt": "<", "le": "<="}
@@ -47,6 +47,11 @@ def _adapter(name: str) -> tuple[TypeAdapter[Any], str]:
     """The strict validator of threshold ``name`` (no ``True`` for 1, no text for numbers) and what it allows."""
     hint = get_type_hints(HealthThresholds, include_extras=True)[name]
     return TypeAdapter(hint, config={"strict": True}), hint.__metadata__[-1].description
+
+
+def threshold_type(name: str) -> Any:
+    """The annotated type of threshold ``name`` (its bounds, and what it allows in words as its description)."""
+    return get_type_hints(HealthThresholds, include_extras=True)[name]
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pyiceberg.table.update import AddSortOrderUpdate, AssertDefaultSortOrderId,
 
 from iceberg_ops_provider.core.types import arrow_to_iceberg_schema
 from iceberg_ops_provider.errors import InvalidOperationError
+from iceberg_ops_provider.maintenance.policy import check_policy_properties
 from iceberg_ops_provider.migration.commit_queue import placeholder_create
 from iceberg_ops_provider.migration.operation import Irreversible, Operation, Rendered
 from iceberg_ops_provider.migration.transforms import parse_partition_expr, parse_sort_field
@@ -334,6 +335,7 @@ class SetProperties(Operation):
         if not self.values:
             raise InvalidOperationError("set_properties needs at least one property.")
         values = {key: _property_value(key, value, f"table {self.table!r}") for key, value in self.values.items()}
+        check_policy_properties(values, table=self.table)  # a bad maintenance policy value fails before the commit
         staging.staged(self.table, "set properties", lambda transaction: transaction.set_properties(values))
 
     def describe(self) -> str:  # noqa: D102

@@ -68,6 +68,9 @@ class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
             hook = IcebergCatalogHook(iceberg_conn_id=self.iceberg_conn_id)
             catalog = hook.catalog_for("write" if self.changes_table() else "read")
             table = self._load(catalog)
+            skipped = self._skipped(table)
+            if skipped is not None:
+                return skipped
             self.collect_lineage(lambda: self.record_lineage(inputs=[table_lineage(catalog, table)]))
             loaded_at = table.metadata_location
             try:
@@ -91,6 +94,21 @@ class _TableMaintenanceOperator(IcebergLineageMixin, BaseOperator):
             context, {"table": self.table, "operation": self.verb, **_counts(payload)}, {"operation": self.verb}
         )
         return payload
+
+    def _skipped(self, table: Table) -> dict[str, Any] | None:
+        """The XCom of a run its table's maintenance policy skips (off, or in its quiet hours); else ``None``.
+
+        Only runs that change the table are skipped. A bad policy value raises its error (the task fails).
+        """
+        from iceberg_ops_provider.maintenance.policy import ENABLED_KEY, PREFIX, table_policy
+
+        self.policy = table_policy(table)
+        reason = self.policy.skip_reason() if self.changes_table() else None
+        if reason is None:
+            return None
+        why = f"{ENABLED_KEY}=false" if reason == "disabled" else f"inside {PREFIX}quiet-hours (UTC)"
+        self.log.info("%s of %s skipped by the table's maintenance policy: %s", self.verb, self.table, why)
+        return {"table": self.table, "skipped": reason}
 
     def changes_table(self) -> bool:
         """Whether this run may have changed the table (not a dry run): it is then a lineage output too."""
@@ -146,7 +164,8 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
     Args:
         table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
         target_file_size_bytes: Output file size; default the table's ``write.target-file-size-bytes``.
-        min_input_files: Partitions with fewer small files are left alone.
+        min_input_files: Partitions with fewer small files are left alone; default the table's policy
+            (``iceberg-ops.maintenance.min-input-files``, 5).
         where: A filter restricting the files considered, e.g. ``"day >= '2026-11-01'"`` (templated).
         strategy: ``binpack`` or ``sort`` (also sort each output file by the table's sort order).
         dry_run: Only report what would be rewritten (not with ``units``: the plan is the dry run).
@@ -168,7 +187,7 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
         *,
         table: str,
         target_file_size_bytes: int | None = None,
-        min_input_files: int = 5,
+        min_input_files: int | None = None,
         where: str | None = None,
         strategy: str = "binpack",
         dry_run: bool = False,
@@ -209,7 +228,7 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
                     f"{' and '.join(batching)} given with units: units run one at a time and each is its own commit. "
                     "Leave them unset, or leave units unset to compact the whole table."
                 )
-            planning = planning_arguments(_planning(self))
+            planning = planning_arguments({k: v for k, v in _planning(self).items() if v is not None})
             if planning:
                 raise ValueError(
                     f"{', '.join(planning)} given with units: each unit carries the strategy and target size it was "
@@ -218,7 +237,8 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
             return run_compaction_units(table, units)
         return compact_small_files_streaming(
             table,
-            **_planning(self),
+            **_planning(self, self.policy),
+            max_rewrite_bytes=self.policy.max_rewrite_bytes,
             dry_run=as_flag(self.dry_run),
             commit_every_bytes=self.commit_every_bytes,
             max_concurrent_groups=self.max_concurrent_groups,
@@ -231,11 +251,15 @@ class IcebergCompactOperator(_TableMaintenanceOperator):
         return written_statistics(table, result.snapshot_ids)
 
 
-def _planning(operator: IcebergCompactOperator | IcebergPlanCompactionOperator) -> dict[str, Any]:
-    """The planning arguments of a compact or plan task, for the engine (an empty ``where``: none)."""
+def _planning(operator: IcebergCompactOperator | IcebergPlanCompactionOperator, policy: Any = None) -> dict[str, Any]:
+    """The planning arguments of a compact or plan task, for the engine (an empty ``where``: none).
+
+    With the table's ``policy``, an unset ``min_input_files`` is the policy's.
+    """
+    minimum = operator.min_input_files
     return {
         "target_file_size_bytes": operator.target_file_size_bytes,
-        "min_input_files": operator.min_input_files,
+        "min_input_files": policy.min_input_files if minimum is None and policy is not None else minimum,
         "where": operator.where or None,
         "strategy": operator.strategy,
     }
@@ -249,7 +273,8 @@ class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
 
     Args:
         table, iceberg_conn_id, target_file_size_bytes, min_input_files, where, strategy: As for
-            :class:`IcebergCompactOperator` (``table``, ``iceberg_conn_id`` and ``where`` templated).
+            :class:`IcebergCompactOperator` (``table``, ``iceberg_conn_id`` and ``where`` templated). The
+            plan holds only the units the table policy's ``max-rewrite-bytes`` lets one run rewrite.
         units_per_task: Units each compact task runs, one after the other (at least 1).
         max_tasks: At most this many compact tasks (at least 1).
 
@@ -264,7 +289,7 @@ class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
         *,
         table: str,
         target_file_size_bytes: int | None = None,
-        min_input_files: int = 5,
+        min_input_files: int | None = None,
         where: str | None = None,
         strategy: str = "binpack",
         units_per_task: int = 1,
@@ -294,7 +319,9 @@ class IcebergPlanCompactionOperator(_TableMaintenanceOperator):
         """Plan the units and split them into tasks."""
         from iceberg_ops_provider.maintenance.compaction_units import plan_compaction_units
 
-        units = plan_compaction_units(table, **_planning(self))
+        units = plan_compaction_units(
+            table, **_planning(self, self.policy), max_rewrite_bytes=self.policy.max_rewrite_bytes
+        )
         per_task = max(self.units_per_task, -(-len(units) // self.max_tasks))
         tasks = [
             {"table": self.table, "units": [unit.to_json() for unit in units[start : start + per_task]]}
@@ -374,7 +401,8 @@ class IcebergRemoveOrphanFilesOperator(_TableMaintenanceOperator):
 
     Args:
         table, iceberg_conn_id: ``namespace.table`` and the catalog's Airflow connection (templated).
-        older_than: Only files older than this (default: 3 days ago, so writes in flight are safe);
+        older_than: Only files older than this (default: the table's policy, ``iceberg-ops.maintenance.orphan-age``,
+            3 days, so writes in flight are safe);
             the same forms as :class:`IcebergExpireSnapshotsOperator` (templated).
         location: A folder inside the table's location to limit the listing to (templated).
         dry_run: Only report the orphans found.
@@ -408,7 +436,7 @@ class IcebergRemoveOrphanFilesOperator(_TableMaintenanceOperator):
 
         return remove_orphan_files(
             table,
-            older_than=parse_older_than(self.older_than),
+            older_than=parse_older_than(self.older_than) or self.policy.orphan_age,
             dry_run=as_flag(self.dry_run),
             location=self.location or None,
             check_nested_tables=as_flag(self.check_nested_tables),

@@ -163,3 +163,23 @@ def test_with_a_catalog_an_empty_table_loses_nothing_and_a_full_one_says_its_row
     assert (empty.rule, empty.severity) == ("delete-all-rows", "info") and "holds no rows" in empty.message
     assert (whole.rule, whole.severity) == ("update-all-rows", "warning") and "holds 3 rows" in whole.message
     assert not report.ok
+
+
+def test_a_literal_maintenance_policy_value_a_key_does_not_accept_is_an_error(tmp_path):
+    assert not RULES["maintenance-policy-value"].allowable
+    found = _found(
+        tmp_path,
+        'ctx.set_properties("orders", {"iceberg-ops.maintenance.enabled": "off", "owner": "sales"})\n'
+        'ctx.set_properties("orders", {"iceberg-ops.maintenance.quiet-hours": "01-05", "owner": "ops"})\n'
+        'ctx.set_properties("orders", {"iceberg-ops.maintenance.max-rewrite-byte": 5})\n'
+        'ctx.set_properties("orders", {"iceberg-ops.maintenance.enabled": flag})\n',
+    )
+    assert found == [("maintenance-policy-value", 1, "orders"), ("maintenance-policy-value", 3, "orders")]
+    report = _lint(
+        tmp_path,
+        "class Migration(BaseMigration):\n    def upgrade(self, ctx):\n"
+        '        ctx.set_properties("orders", {"history.expire.min-snapshots-to-keep": 0})\n',
+    )
+    [finding] = report.findings
+    assert "history.expire.min-snapshots-to-keep=0 is not accepted: it takes an integer >= 1" in finding.message
+    assert finding.severity == "error"

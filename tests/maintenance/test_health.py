@@ -34,6 +34,7 @@ from pyiceberg.typedef import Record
 from pyiceberg.types import LongType, NestedField, StringType
 
 from iceberg_ops_provider.catalogs import CatalogFactory
+from iceberg_ops_provider.errors import MaintenancePolicyError
 from iceberg_ops_provider.maintenance.binpack import expected_output_files
 from iceberg_ops_provider.maintenance.expire import expire_snapshots
 from iceberg_ops_provider.maintenance.health import (
@@ -392,12 +393,17 @@ def test_the_recommended_calls_run_as_given_and_settle_the_table(catalog):
     assert sorted(table.scan().to_arrow().column("id").to_pylist()) == rows
 
 
-def test_a_bad_expiry_property_is_a_warning_not_a_crash(catalog):
+def test_a_bad_expiry_property_is_a_policy_error_and_a_warning_under_given_thresholds(catalog):
     catalog.create_namespace("ops")
     table = catalog.create_table("ops.badprop", SCHEMA, properties={"history.expire.max-snapshot-age-ms": "soon"})
     table.append(_rows(0, 3))
 
-    report = table_health_report(table)
+    with pytest.raises(MaintenancePolicyError) as raised:
+        table_health_report(table)  # judged by its policy, which holds a bad value
+    assert (raised.value.key, raised.value.value) == ("history.expire.max-snapshot-age-ms", "soon")
+    assert raised.value.accepted == "an integer >= 0 (milliseconds)"
+
+    report = table_health_report(table, HealthThresholds())
 
     assert report.needs == () and any("max-snapshot-age-ms='soon' is not an integer" in w for w in report.warnings)
 
@@ -634,7 +640,7 @@ def test_bad_arguments_and_table_properties(catalog):
         transaction.set_properties({"write.target-file-size-bytes": "big"})
     with pytest.raises(ValueError, match=r"HealthThresholds\.from_json builds one from a dict"):
         table_health_report(table, {"min_input_files": 3})
-    with pytest.raises(ValueError, match=r"write.target-file-size-bytes='big' is not a positive integer"):
+    with pytest.raises(ValueError, match=r"write.target-file-size-bytes='big' is not accepted: it takes an integer"):
         table_health_report(table)
     assert table_health_report(table, HealthThresholds(target_file_size_bytes=1024)).healthy  # an override wins
     report = table_health_report(table, HealthThresholds(target_file_size_bytes=1024))

@@ -90,3 +90,60 @@ def test_rewrite_manifests_orphans_and_the_health_gate_through_their_operators(i
         IcebergTableHealthOperator(task_id="typo", table="sales.events", fail_on="compaction")
     strict = IcebergTableHealthOperator(task_id="s", table="sales.events", thresholds={"min_input_files": 7})
     assert strict.execute({})["needs"] == []
+
+
+def test_the_operators_honour_the_table_policy(iceberg_connection):
+    import os
+
+    from iceberg_ops_provider.hooks.version_compat import AirflowFailException
+    from iceberg_ops_provider.maintenance.policy import set_table_policy
+    from iceberg_ops_provider.operators.maintenance import (
+        IcebergCompactOperator,
+        IcebergExpireSnapshotsOperator,
+        IcebergRemoveOrphanFilesOperator,
+        IcebergTableHealthOperator,
+    )
+
+    catalog = _events_table(iceberg_connection, appends=4)
+    table = catalog.load_table("sales.events")
+    before = table.metadata_location
+    set_table_policy(table, {"enabled": "false"})
+    off = catalog.load_table("sales.events").metadata_location
+    assert IcebergCompactOperator(task_id="c", table="sales.events").execute({}) == {
+        "table": "sales.events",
+        "skipped": "disabled",
+    }
+    assert IcebergExpireSnapshotsOperator(task_id="e", table="sales.events", older_than="0s").execute({})["skipped"]
+    assert catalog.load_table("sales.events").metadata_location == off != before
+    report = IcebergTableHealthOperator(task_id="h", table="sales.events", fail_on="any").execute({})
+    assert report["policy_enabled"] is False and report["needs"] == []  # measured, nothing recommended
+
+    set_table_policy(catalog.load_table("sales.events"), {"enabled": "", "quiet-hours": "00-24"})
+    assert IcebergCompactOperator(task_id="c", table="sales.events").execute({})["skipped"] == "quiet_hours"
+    dry = IcebergCompactOperator(task_id="c", table="sales.events", min_input_files=1, dry_run=True).execute({})
+    assert dry["file_groups_count"] == 1  # a dry run changes nothing: quiet hours do not stop it
+
+    set_table_policy(catalog.load_table("sales.events"), {"quiet-hours": "", "min-input-files": "4"})
+    sizes = [t.file.file_size_in_bytes for t in catalog.load_table("sales.events").scan().plan_files()]
+    set_table_policy(catalog.load_table("sales.events"), {"max-rewrite-bytes": str(sum(sizes) - 1)})
+    capped = IcebergCompactOperator(task_id="c", table="sales.events").execute({})
+    assert capped["deferred_groups_count"] == 1 and capped["committed_groups_count"] == 0
+    set_table_policy(catalog.load_table("sales.events"), {"max-rewrite-bytes": ""})
+    done = IcebergCompactOperator(task_id="c", table="sales.events").execute({})
+    assert done["committed_groups_count"] == 1 and done["rewritten_data_files_count"] == 4  # policy's min 4
+
+    data = iceberg_connection / "warehouse" / "sales" / "events" / "data"
+    planted = data / "left-two-hours-ago.parquet"
+    planted.write_bytes(b"not referenced")
+    two_hours_ago = (datetime.now(UTC) - timedelta(hours=2)).timestamp()
+    os.utime(planted, (two_hours_ago, two_hours_ago))
+    kept = IcebergRemoveOrphanFilesOperator(task_id="o", table="sales.events").execute({})
+    assert kept["orphan_file_locations"] == [] and planted.exists()  # the default age is 3 days
+    set_table_policy(catalog.load_table("sales.events"), {"orphan-age": "1h"})
+    removed = IcebergRemoveOrphanFilesOperator(task_id="o", table="sales.events").execute({})
+    assert [path.rsplit("/", 1)[-1] for path in removed["orphan_file_locations"]] == [planted.name]
+
+    with catalog.load_table("sales.events").transaction() as transaction:
+        transaction.set_properties({"iceberg-ops.maintenance.orphan-age": "a while"})
+    with pytest.raises(AirflowFailException, match=r"iceberg-ops.maintenance.orphan-age='a while' is not accepted"):
+        IcebergCompactOperator(task_id="c", table="sales.events").execute({})
