@@ -164,6 +164,11 @@ def _raw_copy(table: Any, paths: list[str], out_dir: Path) -> int:
 
 def measure(method: str, root: Path) -> dict[str, float]:
     """Run in a fresh process: compact the table at ``root`` one way; time and memory of that call only."""
+    # The package comes before PyArrow, as in the CLI and an Airflow task, so its allocator setting
+    # (freed memory returned at once) applies to every method alike.
+    import iceberg_ops_provider  # noqa: F401, I001
+    import pyarrow  # noqa: F401
+
     from iceberg_ops_provider.maintenance.compaction import compact_small_files_streaming
 
     table = _catalog(root).load_table(TABLE)
@@ -270,15 +275,15 @@ def compaction_benchmark(workdir: Path, sizes: dict[str, tuple[int, int]], repea
                 f"peak +{_mib(sample['peak_above_start'])} MiB  -> {sample['files_after']:.0f} file(s)",
                 flush=True,
             )
-    report: dict[str, Any] = {"shapes": shapes, "median": {}, "round_ratios": {}}
+    report: dict[str, Any] = {"shapes": shapes, "median": {}, "round_ratios": {}, "round_peak_ratios": {}}
     # Ratios within each round (measured minutes apart) are steadier than ratios of medians on a shared VM.
     for label in sizes:
         for other in ("naive", "raw"):
-            ratios = [
-                theirs["seconds"] / mine["seconds"]
-                for mine, theirs in zip(samples[("compact", label)], samples[(other, label)], strict=True)
-            ]
+            pairs = list(zip(samples[("compact", label)], samples[(other, label)], strict=True))
+            ratios = [theirs["seconds"] / mine["seconds"] for mine, theirs in pairs]
             report["round_ratios"][f"compact/{other}/{label}"] = statistics.median(ratios)
+            peaks = [mine["peak_above_start"] / max(1, theirs["peak_above_start"]) for mine, theirs in pairs]
+            report["round_peak_ratios"][f"compact/{other}/{label}"] = statistics.median(peaks)
     for (method, label), values in samples.items():
         seconds = statistics.median(v["seconds"] for v in values)
         report["median"][f"{method}/{label}"] = {
@@ -326,7 +331,7 @@ def planning_benchmark(workdir: Path, commits: int, repeat: int, pause: float) -
 
 def _print_compaction(report: dict[str, Any], sizes: list[str]) -> None:
     median = report["median"]
-    small, large = sizes
+    small, large = sizes[0], sizes[-1]
     print(f"\n{'median':<28}" + "".join(f"{label:>22}" for label in sizes))
     for method in METHODS:
         cells = []
@@ -338,7 +343,7 @@ def _print_compaction(report: dict[str, Any], sizes: list[str]) -> None:
     for label in sizes:
         compact, naive, raw = (median[f"{m}/{label}"] for m in METHODS)
         checks.append(
-            (f"throughput vs naive ({label})", compact["mib_per_second"] / naive["mib_per_second"], 1.0, ">=")
+            (f"throughput vs naive ({label})", compact["mib_per_second"] / naive["mib_per_second"], 1.5, ">=")
         )
         checks.append((f"throughput vs raw ({label})", compact["mib_per_second"] / raw["mib_per_second"], 0.7, ">="))
     checks.append(
@@ -349,18 +354,23 @@ def _print_compaction(report: dict[str, Any], sizes: list[str]) -> None:
             "<=",
         )
     )
-    checks.append(
-        (
-            f"peak memory {large} / {small}",
-            median[f"compact/{large}"]["peak_above_start_mib"] / median[f"compact/{small}"]["peak_above_start_mib"],
-            1.1,
-            "<=",
+    if large != small:
+        checks.append(
+            (
+                f"peak memory {large} / {small}",
+                median[f"compact/{large}"]["peak_above_start_mib"] / median[f"compact/{small}"]["peak_above_start_mib"],
+                1.1,
+                "<=",
+            )
         )
-    )
     print()
     for key, value in report["round_ratios"].items():
         method, other, label = key.split("/")
-        print(f"{'median of per-round ratios':<28}{method} / {other} throughput ({label}): {value:.2f}")
+        peak = report["round_peak_ratios"][key]
+        print(
+            f"{'median of per-round ratios':<28}{method} / {other} ({label}): throughput {value:.2f}, "
+            f"peak memory {peak:.2f}"
+        )
     print()
     for name, value, bound, sense in checks:
         met = value >= bound if sense == ">=" else value <= bound
@@ -377,6 +387,7 @@ def main() -> None:
     parser.add_argument("--commits", type=int, default=1000, help="commits before the manifest rewrite")
     parser.add_argument("--workdir", type=Path, default=None, help="where tables are built (default: a temp dir)")
     parser.add_argument("--skip-planning", action="store_true", help="only the compaction benchmark")
+    parser.add_argument("--one-size", action="store_true", help="only the smaller table (--files files)")
     parser.add_argument("--json", type=Path, default=None, help="also write the report here")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -397,7 +408,7 @@ def main() -> None:
     files, rows, repeat, commits, pause = args.files, args.rows, args.repeat, args.commits, args.pause
     if args.quick:
         files, rows, repeat, commits, pause = 100, 2000, 1, 100, 0.5
-    sizes = {"small": (files, rows), "large": (4 * files, rows)}
+    sizes = {"small": (files, rows)} if args.one_size else {"small": (files, rows), "large": (4 * files, rows)}
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="iceberg-ops-bench-"))
     try:
         report = {"compaction": compaction_benchmark(workdir, sizes, repeat, pause)}

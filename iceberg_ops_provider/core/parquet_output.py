@@ -145,12 +145,17 @@ class OutputFile:
             self._arrow_joined += arrow_bytes
 
     @property
+    def arrow_bytes_encoding(self) -> int:
+        """Arrow bytes of the row groups handed to encoder threads and not yet joined into the file."""
+        return sum(arrow_bytes for _, arrow_bytes in self._encoding)
+
+    @property
     def bytes_written(self) -> int:
         """Bytes written so far, plus those being encoded estimated at the compression ratio so far."""
         if self._joiner is None:
             return self._stream.tell()
         joined = self._joiner.bytes_written
-        encoding = sum(arrow_bytes for _, arrow_bytes in self._encoding)
+        encoding = self.arrow_bytes_encoding
         return joined + (int(encoding * joined / self._arrow_joined) if self._arrow_joined else 0)
 
     def close(self) -> tuple[pq.FileMetaData, int]:

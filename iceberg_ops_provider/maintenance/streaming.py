@@ -48,12 +48,12 @@ if TYPE_CHECKING:
     from pyiceberg.table import FileScanTask
     from pyiceberg.table.metadata import TableMetadata
 
-__all__ = ["MAX_FILE_SIZE_RATIO", "QUEUE_BYTES", "ROW_GROUP_BYTES", "GroupRewriter", "PlainSchemas"]
+__all__ = ["MAX_FILE_SIZE_RATIO", "PIPELINE_BYTES", "QUEUE_BYTES", "ROW_GROUP_BYTES", "GroupRewriter", "PlainSchemas"]
 
 log = logging.getLogger(__name__)
 
-QUEUE_BYTES = 64 * 1024 * 1024
-"""Arrow bytes the reader may run ahead of the writer: a row group's worth, read while the writer encodes one."""
+QUEUE_BYTES = 16 * 1024 * 1024
+"""Arrow bytes the reader may always run ahead of the writer (more while encoders hold less: ``PIPELINE_BYTES``)."""
 
 ROW_GROUP_BYTES = 64 * 1024 * 1024
 """Arrow bytes buffered per output row group (``binpack``, a move); the table's row-group row limit also applies."""
@@ -69,6 +69,12 @@ MAX_OPEN_FILES = 8
 
 ENCODE_THREADS = min(2, os.cpu_count() or 1)
 """Row groups of one output file encoded side by side (see ``OutputFile``): two cores keep up with one reader."""
+
+PIPELINE_BYTES = ENCODE_THREADS * ROW_GROUP_BYTES + QUEUE_BYTES
+"""Arrow bytes a group's rows may take between the reader and the files: queued, gathered, being encoded.
+
+The reader runs ahead into what the writer does not hold: a row group while the first one of a file is
+encoded, only ``QUEUE_BYTES`` while two are (rows read then would wait, and their memory adds to the peak)."""
 
 
 class PlainSchemas:
@@ -108,19 +114,36 @@ _DONE = object()
 
 
 class _ByteQueue:
-    """A FIFO bounded by the Arrow bytes it holds (one item always fits); ``close()`` releases a blocked producer."""
+    """A FIFO bounded by Arrow bytes (one item always fits); ``close()`` releases a blocked producer.
 
-    def __init__(self, capacity: int) -> None:
+    It holds at most ``capacity`` bytes less what the consumer says it holds (:meth:`consumer_holds`),
+    and at least ``minimum``.
+    """
+
+    def __init__(self, capacity: int, minimum: int | None = None) -> None:
         self._items: deque[tuple[Any, int]] = deque()
         self._bytes = 0
         self._capacity = capacity
+        self._minimum = capacity if minimum is None else minimum
+        self._held = 0
         self._closed = False
         self._changed = threading.Condition()
+
+    def consumer_holds(self, nbytes: int) -> None:
+        """The bytes the consumer holds now, of items it took (the queue makes room for the rest)."""
+        with self._changed:
+            if nbytes < self._held:
+                self._changed.notify_all()
+            self._held = nbytes
 
     def put(self, item: Any, nbytes: int) -> bool:
         """Add ``item``; returns False, without adding it, once the queue is closed."""
         with self._changed:
-            while self._items and self._bytes + nbytes > self._capacity and not self._closed:
+            while (
+                self._items
+                and self._bytes + nbytes > max(self._minimum, self._capacity - self._held)
+                and not self._closed
+            ):
                 self._changed.wait()
             if self._closed:
                 return False
@@ -256,7 +279,7 @@ class GroupRewriter:
         self._format = ParquetFormatModel()
         self._write_uuid = uuid.uuid4()
         self._file_counter = 0
-        self._queue = _ByteQueue(QUEUE_BYTES)
+        self._queue = _ByteQueue(PIPELINE_BYTES, QUEUE_BYTES)
         self._stop = threading.Event()
         self.arrow_schema: pa.Schema | None = None
         self.data_files: list[DataFile] = []
@@ -287,7 +310,11 @@ class GroupRewriter:
             with self.io.new_input(task.file.file_path).open() as stream:
                 parquet = pq.ParquetFile(stream, pre_buffer=True)
                 if self._plain(parquet.schema_arrow):
-                    yield from parquet.iter_batches(batch_size=READ_BATCH_ROWS, use_threads=False)
+                    # One row group per call: pre-buffering reads every row group asked for at once.
+                    for group in range(parquet.num_row_groups):
+                        yield from parquet.iter_batches(
+                            batch_size=READ_BATCH_ROWS, row_groups=[group], use_threads=False
+                        )
                     return
         for batch in scan._record_batches_from_scan_tasks_and_deletes([task], deletes):
             yield _to_requested_schema(
@@ -444,6 +471,13 @@ class GroupRewriter:
         if output.row_group_full:
             output.flush()
 
+    def _held(self) -> int:
+        """Arrow bytes of rows taken from the queue and not yet in a file: gathered, or being encoded."""
+        return sum(
+            output.pending_bytes + (output.file.arrow_bytes_encoding if output.file is not None else 0)
+            for output in self._outputs.values()
+        )
+
     def _roll_single(self, output: _PartitionOutput) -> None:
         """Roll so the group ends in files of about equal size (Spark's rule on the expected output size)."""
         ratio = self.ratio()
@@ -477,6 +511,7 @@ class GroupRewriter:
                 if isinstance(item, BaseException):
                     raise item
                 self._take(item)
+                self._queue.consumer_holds(self._held())
                 if on_progress is not None and item.consumed:
                     on_progress(item.consumed)
             for output in self._outputs.values():
