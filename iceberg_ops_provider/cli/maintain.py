@@ -15,6 +15,7 @@ import click
 
 from iceberg_ops_provider.cli.errors import handles_errors
 from iceberg_ops_provider.cli.maintain_compact import compact
+from iceberg_ops_provider.cli.maintain_queue import queue
 from iceberg_ops_provider.cli.maintain_tables import (
     ALL_OPTION,
     DRY_RUN_OPTION,
@@ -37,7 +38,8 @@ def maintain() -> None:
     """Table maintenance without a JVM: health report, compaction, snapshot expiry, orphan files, manifests.
 
     TABLE is namespace.table, or with --all a namespace (every table of it). Exit codes: 0 done,
-    1 health found maintenance due or a transient failure, 2 bad input, 130 interrupted.
+    1 health found maintenance due, queue could not read a table, or a transient failure, 2 bad input,
+    130 interrupted.
     """
 
 
@@ -263,3 +265,4 @@ def manifests(
 
 
 maintain.add_command(compact)
+maintain.add_command(queue)

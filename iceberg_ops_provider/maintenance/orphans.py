@@ -18,6 +18,7 @@ from iceberg_ops_provider.errors import FileListingError, UnsafeLocationError
 from iceberg_ops_provider.maintenance import files as _files
 from iceberg_ops_provider.maintenance.files import ManifestReader
 from iceberg_ops_provider.maintenance.listing import contains, list_files, normalize_location
+from iceberg_ops_provider.maintenance.overview import catalog_namespaces
 from iceberg_ops_provider.maintenance.times import parse_older_than
 from iceberg_ops_provider.messages import Arg, message
 
@@ -43,7 +44,6 @@ DEFAULT_LOOKUP_TIMEOUT = 300.0
 """Seconds the whole look-up may take (listing and loading every table of the catalog)."""
 
 _WORKERS = 8
-_MAX_NAMESPACE_DEPTH = 16  # namespaces nested deeper than this are not listed (none are expected)
 
 
 @dataclass(frozen=True)
@@ -53,23 +53,6 @@ class NestedTable:
     table: str
     """Its dotted identifier."""
     location: str
-
-
-def _namespaces(catalog: Catalog) -> list[Identifier]:
-    """Every namespace the catalog lists, those nested in namespaces included, each once."""
-    seen: set[Identifier] = set()
-    todo: list[Identifier] = list(catalog.list_namespaces())
-    while todo:
-        namespace = tuple(todo.pop())
-        if namespace in seen or len(namespace) > _MAX_NAMESPACE_DEPTH:
-            continue
-        seen.add(namespace)
-        try:
-            children = catalog.list_namespaces(namespace)
-        except NotImplementedError:  # a catalog without nested namespaces
-            children = []
-        todo.extend(tuple(child) for child in children if tuple(child) != namespace)
-    return sorted(seen)
 
 
 def _location(catalog: Catalog, identifier: Identifier) -> str | None:
@@ -92,7 +75,7 @@ def _nested(table: Table, folder: str) -> list[NestedTable]:
     try:
         identifiers = [
             tuple(identifier)
-            for namespace in _namespaces(catalog)
+            for namespace in catalog_namespaces(catalog)
             for identifier in catalog.list_tables(namespace)
             if tuple(identifier) != tuple(outside)
         ]

@@ -15,11 +15,21 @@ from iceberg_ops_provider.core.threads import carrying_context
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
     from pyiceberg.table import Table
+    from pyiceberg.typedef import Identifier
 
-__all__ = ["DEFAULT_PARALLELISM", "NamespaceTables", "TableOverview", "namespace_tables", "table_overview"]
+__all__ = [
+    "DEFAULT_PARALLELISM",
+    "NamespaceTables",
+    "catalog_namespaces",
+    "TableOverview",
+    "namespace_tables",
+    "table_overview",
+]
 
 DEFAULT_PARALLELISM = 8
 """Tables whose metadata is read at the same time by :func:`namespace_tables`."""
+
+_MAX_NAMESPACE_DEPTH = 16  # namespaces nested deeper than this are not listed (none are expected)
 
 
 def _int(summary: dict[str, str], key: str) -> int | None:
@@ -135,3 +145,20 @@ def namespace_tables(catalog: Catalog, namespace: str, *, parallelism: int = DEF
     tables = [result for result in results if not isinstance(result, str)]
     errors = {".".join(i): result for i, result in zip(identifiers, results, strict=True) if isinstance(result, str)}
     return NamespaceTables(namespace=namespace, tables=tables, errors=errors)
+
+
+def catalog_namespaces(catalog: Catalog) -> list[Identifier]:
+    """Every namespace the catalog lists, those nested in namespaces included, each once."""
+    seen: set[Identifier] = set()
+    todo: list[Identifier] = list(catalog.list_namespaces())
+    while todo:
+        namespace = tuple(todo.pop())
+        if namespace in seen or len(namespace) > _MAX_NAMESPACE_DEPTH:
+            continue
+        seen.add(namespace)
+        try:
+            children = catalog.list_namespaces(namespace)
+        except NotImplementedError:  # a catalog without nested namespaces
+            children = []
+        todo.extend(tuple(child) for child in children if tuple(child) != namespace)
+    return sorted(seen)
