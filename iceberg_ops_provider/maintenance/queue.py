@@ -30,7 +30,7 @@ from iceberg_ops_provider.errors import IcebergOpsError, MaintenancePolicyError
 from iceberg_ops_provider.maintenance.binpack import expected_output_files
 from iceberg_ops_provider.maintenance.health import TableHealthReport, table_health_report
 from iceberg_ops_provider.maintenance.overview import DEFAULT_PARALLELISM, catalog_namespaces
-from iceberg_ops_provider.maintenance.policy import table_policy
+from iceberg_ops_provider.maintenance.policy import MaintenancePolicy, table_policy
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -47,6 +47,7 @@ class QueuedTable:
 
     ``held`` is why the policy keeps maintenance from running now (``disabled``, ``quiet_hours``), or ``None``
     for a ranked table; a ``disabled`` table's report recommends nothing, so its ``needs`` are empty.
+    ``max_rewrite_bytes`` is the policy's cap on the bytes one compaction run rewrites (``None``: no cap).
     """
 
     table: str
@@ -57,6 +58,7 @@ class QueuedTable:
     rewrite_bytes: int
     held: str | None
     report: TableHealthReport | None
+    max_rewrite_bytes: int | None = None
 
     @property
     def benefit(self) -> int:
@@ -81,6 +83,7 @@ class QueuedTable:
             "manifests_removed": self.manifests_removed,
             "snapshots_expired": self.snapshots_expired,
             "rewrite_bytes": self.rewrite_bytes,
+            "max_rewrite_bytes": self.max_rewrite_bytes,
             "recommendations": needed,
         }
 
@@ -143,9 +146,10 @@ def work_benefit(report: TableHealthReport) -> tuple[int, int, int, int]:
     return files, manifests, snapshots, rewrite
 
 
-def _entry(table: str, report: TableHealthReport | None, held: str | None) -> QueuedTable:
+def _entry(table: str, report: TableHealthReport | None, policy: MaintenancePolicy, held: str | None) -> QueuedTable:
     numbers = (0, 0, 0, 0) if report is None else work_benefit(report)
-    return QueuedTable(table, () if report is None else report.needs, *numbers, held=held, report=report)
+    needs = () if report is None else report.needs
+    return QueuedTable(table, needs, *numbers, held=held, report=report, max_rewrite_bytes=policy.max_rewrite_bytes)
 
 
 def maintenance_queue(
@@ -176,14 +180,15 @@ def maintenance_queue(
             found = failure(exc, spec)
             return QueueError(name, found.kind, type(exc).__name__, None)
         try:
-            held = table_policy(table).skip_reason(moment)
+            policy = table_policy(table)
+            held = policy.skip_reason(moment)
             if held == "disabled":
-                return _entry(name, None, held)
+                return _entry(name, None, policy, held)
             report = table_health_report(table)
         except (IcebergOpsError, OSError, ValueError) as exc:
             kind = "policy" if isinstance(exc, MaintenancePolicyError) else "metadata"
             return QueueError(name, kind, type(exc).__name__, str(exc))
-        return name if report.healthy else _entry(name, report, held)
+        return name if report.healthy else _entry(name, report, policy, held)
 
     workers = max(1, min(parallelism, len(identifiers)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="queue") as pool:

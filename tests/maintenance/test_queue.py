@@ -26,8 +26,10 @@ def _appends(catalog, identifier: str, count: int, properties: dict[str, str] | 
 def test_degraded_tables_are_ranked_by_files_removed_per_mib_and_healthy_ones_left_out(catalog, namespace):
     catalog.create_namespace("ops")
     _appends(catalog, "sales.few", 6)
-    _appends(catalog, "ops.many", 12)
+    many = _appends(catalog, "ops.many", 12, {"iceberg-ops.maintenance.max-rewrite-bytes": "1048576"})
     _appends(catalog, "sales.healthy", 1)
+    for task in many.scan().plan_files():  # metadata alone: the data files are never opened
+        Path(task.file.file_path.removeprefix("file://")).unlink()
     found = maintenance_queue(catalog, moment=NOON)
     assert found.namespaces == ("ops", "sales")
     assert [entry.table for entry in found.ranked] == ["ops.many", "sales.few"]
@@ -38,6 +40,7 @@ def test_degraded_tables_are_ranked_by_files_removed_per_mib_and_healthy_ones_le
     assert (many.files_removed, many.manifests_removed, many.snapshots_expired) == (11, 0, 0)
     assert 0 < many.rewrite_bytes < MIB and many.score == 11.0  # under a MiB counts as one
     assert found.ranked[1].score == 5.0
+    assert (many.max_rewrite_bytes, found.ranked[1].max_rewrite_bytes) == (MIB, None)
     # the numbers are the health report's, under the table's policy
     assert work_benefit(table_health_report(catalog.load_table("ops.many")))[:3] == (11, 0, 0)
     only = maintenance_queue(catalog, "sales", moment=NOON)
