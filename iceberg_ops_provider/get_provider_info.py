@@ -36,7 +36,7 @@ def get_provider_info() -> dict[str, Any]:
         "hooks": _modules("hooks", "catalog"),
         "operators": _modules("operators", "migrate", "maintenance", "data_move", "policy_maintenance", "tags", "wap"),
         "sensors": _modules("sensors", "migration", "partition"),
-        "triggers": _modules("triggers", "migration", "partition"),
+        "triggers": _modules("triggers", "health", "migration", "partition"),
         # The Iceberg pages of Airflow's UI (docs/ui.md); the `airflow.plugins` entry point registers the same class.
         "plugins": [{"name": "iceberg_ops", "plugin-class": "iceberg_ops_provider.ui.plugin.IcebergOpsPlugin"}],
         "config": _ui_config(),

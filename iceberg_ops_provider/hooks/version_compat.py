@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from airflow import __version__
 from airflow.configuration import conf  # the same on 3.1 to 3.3, workers and api-server alike
+from airflow.triggers.base import BaseEventTrigger  # triggers an AssetWatcher accepts (core, not the SDK)
 from packaging.version import Version
 
 __all__ = [
@@ -17,6 +18,7 @@ __all__ = [
     "AirflowNotFoundException",
     "AirflowSensorTimeout",
     "AirflowSkipException",
+    "BaseEventTrigger",
     "conf",
     "default_deferrable",
 ]

@@ -34,9 +34,10 @@ from iceberg_ops_provider.maintenance.policy import MaintenancePolicy, table_pol
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
+    from pyiceberg.table import Table
     from pyiceberg.typedef import Identifier
 
-__all__ = ["MaintenanceQueue", "QueueError", "QueuedTable", "maintenance_queue", "work_benefit"]
+__all__ = ["MaintenanceQueue", "QueueError", "QueuedTable", "maintenance_queue", "measure_table", "work_benefit"]
 
 MIB = 1024 * 1024
 
@@ -152,6 +153,25 @@ def _entry(table: str, report: TableHealthReport | None, policy: MaintenancePoli
     return QueuedTable(table, needs, *numbers, held=held, report=report, max_rewrite_bytes=policy.max_rewrite_bytes)
 
 
+def measure_table(name: str, table: Table, moment: datetime) -> QueuedTable | QueueError | str:
+    """A loaded table as the queue lists it: its entry (ranked, or held at ``moment``), its error, or its name.
+
+    The name alone means the table is healthy.
+
+    A table whose policy turns maintenance off is not measured; one in its quiet hours is (and held).
+    """
+    try:
+        policy = table_policy(table)
+        held = policy.skip_reason(moment)
+        if held == "disabled":
+            return _entry(name, None, policy, held)
+        report = table_health_report(table)
+    except (IcebergOpsError, OSError, ValueError) as exc:
+        kind = "policy" if isinstance(exc, MaintenancePolicyError) else "metadata"
+        return QueueError(name, kind, type(exc).__name__, str(exc))
+    return name if report.healthy else _entry(name, report, policy, held)
+
+
 def maintenance_queue(
     catalog: Catalog,
     namespace: str | None = None,
@@ -179,16 +199,7 @@ def maintenance_queue(
         except Exception as exc:  # one unreadable table must not hide the others
             found = failure(exc, spec)
             return QueueError(name, found.kind, type(exc).__name__, None)
-        try:
-            policy = table_policy(table)
-            held = policy.skip_reason(moment)
-            if held == "disabled":
-                return _entry(name, None, policy, held)
-            report = table_health_report(table)
-        except (IcebergOpsError, OSError, ValueError) as exc:
-            kind = "policy" if isinstance(exc, MaintenancePolicyError) else "metadata"
-            return QueueError(name, kind, type(exc).__name__, str(exc))
-        return name if report.healthy else _entry(name, report, policy, held)
+        return measure_table(name, table, moment)
 
     workers = max(1, min(parallelism, len(identifiers)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="queue") as pool:

@@ -17,7 +17,11 @@ from iceberg_ops_provider.get_provider_info import get_provider_info
 BIN = Path(sys.executable).parent
 INTEGRATION = "Apache Iceberg (iceberg-ops)"
 SENSOR_MODULES = ["iceberg_ops_provider.sensors.migration", "iceberg_ops_provider.sensors.partition"]
-TRIGGER_MODULES = ["iceberg_ops_provider.triggers.migration", "iceberg_ops_provider.triggers.partition"]
+TRIGGER_MODULES = [
+    "iceberg_ops_provider.triggers.health",
+    "iceberg_ops_provider.triggers.migration",
+    "iceberg_ops_provider.triggers.partition",
+]
 
 
 def _airflow(tmp_path: Path, *args: str) -> list[dict]:
@@ -57,6 +61,7 @@ def test_the_provider_info_fits_airflows_schema():
         ("iceberg_ops_provider.sensors.partition", "IcebergPartitionSensor", "airflow.sdk.BaseSensorOperator"),
         ("iceberg_ops_provider.triggers.migration", "IcebergMigrationTrigger", "airflow.triggers.base.BaseTrigger"),
         ("iceberg_ops_provider.triggers.partition", "IcebergPartitionTrigger", "airflow.triggers.base.BaseTrigger"),
+        ("iceberg_ops_provider.triggers.health", "TableHealthTrigger", "airflow.triggers.base.BaseEventTrigger"),
     ],
 )
 def test_each_listed_module_holds_its_class(module, name, base):

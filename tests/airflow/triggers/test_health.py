@@ -1,0 +1,113 @@
+"""TableHealthTrigger run under asyncio against a real SQLite catalog connection, and accepted by an AssetWatcher."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pyarrow as pa
+import pytest
+
+from iceberg_ops_provider.triggers import TableHealthTrigger
+from iceberg_ops_provider.triggers.health import WATCH_STATE_KEY
+from tests.airflow.conftest import catalog_at
+
+SCHEMA = pa.schema([pa.field("id", pa.int64())])
+
+
+class _Store:
+    """A state store keeping JSON values in a dict, as the triggerer's accessor of one asset does."""
+
+    def __init__(self) -> None:
+        self.values: dict[str, object] = {}
+
+    def get(self, key: str, default: object = None) -> object:
+        return self.values.get(key, default)
+
+    def set(self, key: str, value: object) -> None:
+        self.values[key] = value
+
+
+def _appends(table, count: int) -> None:
+    for n in range(count):
+        table.append(pa.table({"id": [n]}, schema=SCHEMA))
+
+
+async def _events(trigger: TableHealthTrigger, seconds: float) -> list[dict]:
+    """The payloads ``run()`` yields within ``seconds``."""
+    events: list[dict] = []
+
+    async def collect() -> None:
+        async for event in trigger.run():
+            events.append(event.payload)
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(collect(), seconds)
+    return events
+
+
+def test_the_trigger_fires_once_for_a_newly_due_table_and_keeps_its_watermark(iceberg_connection):
+    catalog = catalog_at(iceberg_connection)
+    catalog.create_namespace("sales")
+    due = catalog.create_table("sales.due", schema=SCHEMA)
+    catalog.create_table("sales.healthy", schema=SCHEMA)
+    _appends(due, 6)
+    store = _Store()
+    trigger = TableHealthTrigger(namespace="sales", poll_interval=0.2)
+    trigger.asset_state_store = store
+
+    events = asyncio.run(_events(trigger, 1.5))  # several polls, one change
+    assert len(events) == 1, events
+    (event,) = events
+    assert event["namespace"] == "sales"
+    assert [(t["table"], t["needs"]) for t in event["tables"]] == [("sales.due", ["compact"])]
+    assert event["tables"][0]["score"] > 0
+    assert set(store.values[WATCH_STATE_KEY]["locations"]) == {"sales.due", "sales.healthy"}
+
+    # re-created from its serialized kwargs, as after a triggerer restart: the kept state means no repeat
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "iceberg_ops_provider.triggers.health.TableHealthTrigger"
+    again = TableHealthTrigger(**kwargs)
+    assert again.serialize() == (classpath, kwargs)
+    again.asset_state_store = store
+    assert asyncio.run(_events(again, 0.8)) == []
+
+    # without a state store it starts from nothing and announces the due table once more
+    fresh = TableHealthTrigger(**kwargs)
+    assert [t["table"] for e in asyncio.run(_events(fresh, 0.8)) for t in e["tables"]] == ["sales.due"]
+
+
+def test_a_list_of_tables_is_watched_and_an_append_during_the_watch_fires(iceberg_connection):
+    catalog = catalog_at(iceberg_connection)
+    catalog.create_namespace("sales")
+    table = catalog.create_table("sales.t", schema=SCHEMA)
+    catalog.create_table("sales.other", schema=SCHEMA)
+    trigger = TableHealthTrigger(tables=["sales.t"], poll_interval=0.2)
+
+    async def watch_while_appending() -> list[dict]:
+        watching = asyncio.create_task(_events(trigger, 2.5))
+        await asyncio.sleep(0.8)
+        await asyncio.to_thread(_appends, table, 6)
+        return await watching
+
+    events = asyncio.run(watch_while_appending())
+    assert [[t["table"] for t in e["tables"]] for e in events] == [["sales.t"]]
+    assert events[0]["namespace"] is None and events[0]["watched"] == 1
+
+
+def test_a_missing_connection_keeps_the_watcher_alive(monkeypatch):
+    trigger = TableHealthTrigger(iceberg_conn_id="nowhere", namespace="sales", poll_interval=0.1)
+    assert asyncio.run(_events(trigger, 0.5)) == []  # it logs and tries again, it does not end
+
+
+def test_an_asset_watcher_accepts_it_and_it_needs_a_namespace_or_tables():
+    from airflow.sdk import Asset, AssetWatcher
+
+    trigger = TableHealthTrigger(namespace="sales", iceberg_conn_id="lake", poll_interval=60)
+    watcher = AssetWatcher(name="sales_health_watcher", trigger=trigger)
+    asset = Asset(name="sales_health", uri="iceberg-ops://lake/sales", watchers=[watcher])
+    assert asset.watchers[0].trigger is trigger
+    with pytest.raises(ValueError, match="exactly one"):
+        TableHealthTrigger(namespace="sales", tables=["sales.t"])
+    with pytest.raises(ValueError, match="exactly one"):
+        TableHealthTrigger()
