@@ -1,7 +1,7 @@
 """The one module that knows which Airflow it runs on (the official providers' ``version_compat.py``).
 
-Every operator, sensor and page imports from here Airflow's exceptions and configuration, which moved
-between versions, so supporting another Airflow version changes this module alone.
+Every operator, sensor, trigger and page imports from here Airflow's exceptions, configuration and trigger
+bases, which moved between versions, so supporting another Airflow version changes this module alone.
 """
 
 from __future__ import annotations

@@ -129,10 +129,10 @@ class TableHealthTrigger(BaseEventTrigger):
                         len(result.measured),
                         len(result.due),
                     )
-                    self.state = result.state
+                    changed, self.state = result.state != self.state, result.state
                     if result.due:
                         yield TriggerEvent({"namespace": self.namespace, **result.to_json()})
-                    if store is not None:  # saved after the event: a crash in between announces again, never less
+                    if store is not None and changed:  # after the event: a crash in between announces again
                         await asyncio.to_thread(store.set, WATCH_STATE_KEY, self.state.to_json())
                 _call(getattr(catalog, "engine", None), "dispose")  # a SQL catalog's pooled connections
                 await asyncio.sleep(self.poll_interval)

@@ -20,12 +20,14 @@ class _Store:
 
     def __init__(self) -> None:
         self.values: dict[str, object] = {}
+        self.writes = 0
 
     def get(self, key: str, default: object = None) -> object:
         return self.values.get(key, default)
 
     def set(self, key: str, value: object) -> None:
         self.values[key] = value
+        self.writes += 1
 
 
 def _appends(table, count: int) -> None:
@@ -63,6 +65,7 @@ def test_the_trigger_fires_once_for_a_newly_due_table_and_keeps_its_watermark(ic
     assert [(t["table"], t["needs"]) for t in event["tables"]] == [("sales.due", ["compact"])]
     assert event["tables"][0]["score"] > 0
     assert set(store.values[WATCH_STATE_KEY]["locations"]) == {"sales.due", "sales.healthy"}
+    assert store.writes == 1  # written when the state changed, not at every poll
 
     # re-created from its serialized kwargs, as after a triggerer restart: the kept state means no repeat
     classpath, kwargs = trigger.serialize()
