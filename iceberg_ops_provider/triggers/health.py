@@ -27,7 +27,7 @@ __all__ = ["WATCH_STATE_KEY", "TableHealthTrigger"]
 WATCH_STATE_KEY = "table_health_watch"
 """The key of the watch state (last seen locations, announced tables) in the asset's state store."""
 
-_MULTI_ASSET = "more than one"  # the accessor refuses unsubscripted calls when several assets share the trigger
+_MULTI_ASSET = "concrete inlets and outlets"  # Airflow's refusal of an unsubscripted call when several assets share it
 
 
 class TableHealthTrigger(BaseEventTrigger):

@@ -98,6 +98,22 @@ def test_a_list_of_tables_is_watched_and_an_append_during_the_watch_fires(iceber
     assert events[0]["namespace"] is None and events[0]["watched"] == 1
 
 
+def test_a_trigger_shared_by_several_assets_keeps_its_state_in_memory(iceberg_connection):
+    from airflow.sdk import Asset
+    from airflow.sdk.execution_time.context import AssetStateStoreAccessors
+
+    catalog = catalog_at(iceberg_connection)
+    catalog.create_namespace("sales")
+    _appends(catalog.create_table("sales.due", schema=SCHEMA), 6)
+    trigger = TableHealthTrigger(namespace="sales", poll_interval=0.2)
+    # the triggerer's own accessors for two watched assets: an unsubscripted call is refused
+    trigger.asset_state_store = AssetStateStoreAccessors(
+        inlets=[Asset(name="a", uri="s3://a"), Asset(name="b", uri="s3://b")]
+    )
+    events = asyncio.run(_events(trigger, 1.0))
+    assert [[t["table"] for t in e["tables"]] for e in events] == [["sales.due"]]  # watched, announced once
+
+
 def test_a_missing_connection_keeps_the_watcher_alive(monkeypatch):
     trigger = TableHealthTrigger(iceberg_conn_id="nowhere", namespace="sales", poll_interval=0.1)
     assert asyncio.run(_events(trigger, 0.5)) == []  # it logs and tries again, it does not end
