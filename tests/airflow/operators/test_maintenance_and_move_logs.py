@@ -33,7 +33,7 @@ def test_compaction_logs_kilobytes_as_the_command_line_shows_them(iceberg_connec
 
     log = task_log()
     assert "0.0 MiB" not in log and "0.0 -> 0.0" not in log
-    committed = r"committed snapshot \d+: 6 -> 1 file\(s\), [\d.]+ KiB -> \d+ B, written at [\d.]+ KiB/s"
+    committed = r"committed snapshot \d+: 6 -> 1 file\(s\), [\d.]+ KiB -> \d+ B, written at [\d.]+ [KM]iB/s"
     assert re.search(committed, log), log
     assert re.search(r"[\d.]+ KiB to rewrite \(target 512\.0 MiB, binpack\)", log), log
     # The operator's summary line: byte counts as sizes, the other counts as numbers.
