@@ -139,7 +139,19 @@ def _hours_text(ranges: tuple[tuple[int, int], ...]) -> str:
     return ",".join(f"{start:02d}-{end:02d}" for start, end in ranges) or "none"
 
 
-_positive_bytes = _checked(threshold_type("max_metadata_file_bytes"))  # an integer >= 1
+def _integer(minimum: int) -> Callable[[str], int]:
+    """A parser of an integer of at least ``minimum`` (a size or an age no health threshold shares)."""
+
+    def parse(text: str) -> int:
+        value = int(text.strip())
+        if value < minimum:
+            raise ValueError(text)
+        return value
+
+    return parse
+
+
+_positive_bytes = _integer(1)
 
 
 KEYS: tuple[PolicyKey, ...] = (
@@ -173,7 +185,7 @@ KEYS: tuple[PolicyKey, ...] = (
         "max_snapshot_age_ms",
         DEFAULT_MAX_SNAPSHOT_AGE_MS,
         "an integer >= 0 (milliseconds)",
-        _checked(threshold_type("max_position_delete_files")),
+        _integer(0),
         description="snapshots older than this are expired (unless kept by min-snapshots-to-keep or a ref)",
     ),
     PolicyKey(
