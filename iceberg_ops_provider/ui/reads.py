@@ -15,6 +15,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from iceberg_ops_provider.ui.metadata_cache import MetadataCache
+
 __all__ = ["MAX_RUNNING", "MAX_RUNNING_ALL", "MAX_WAITING", "MAX_WAITING_ALL", "RETRY_AFTER", "Part", "Reads"]
 
 T = TypeVar("T")
@@ -84,6 +86,8 @@ class Reads:
         self._failed_builds: dict[str, tuple[str, float, BaseException]] = {}
         self._waiting: dict[str, int] = {}
         self._running: dict[str, int] = {}
+        self.metadata = MetadataCache()
+        """Facts computed from a table's metadata, kept per metadata location."""
 
     def _timed_out(self, catalog: str, deadline: float, timeout: float) -> None:
         """Record that ``catalog`` had no answer by ``deadline``, unless it answered since (the pause runs from it)."""
@@ -289,6 +293,7 @@ class Reads:
             held = (self._entries, self._catalogs, self._silent, self._answered, self._failed_builds, self._waiting)
             for cache in held:
                 cache.clear()
+        self.metadata.clear()
 
 
 def _is_timeout(exc: BaseException) -> bool:
