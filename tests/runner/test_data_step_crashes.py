@@ -15,10 +15,10 @@ id once, each value changed exactly once (``v = v * 2`` shows a unit applied twi
 Trials take turns among three ways of dying:
 
 - alone;
-- beside an appender that appends rows from the worker's start until the kill: a step changes the rows of the
-  snapshot it planned on and keeps the rows appended after it as they are, so each appended row is expected
-  changed or not by where its snapshot lies (a later step of the migration plans on a later snapshot); the
-  worker is frozen inside the step until an append lands, so one provably lands while the step runs;
+- with rows appended while the step runs: the worker is frozen (SIGSTOP) inside the step, one to three appends
+  land, and it is thawed. A step changes the rows of the snapshot it planned on and keeps the rows appended
+  after it as they are, so each appended row is expected changed or not by where its snapshot lies (a later
+  step of the migration plans on a later snapshot);
 - with a second runner taking the lock over: the worker runs with a 2 s lease and is frozen (SIGSTOP) inside
   the step; once its lease has run out a second worker takes the lock over and resumes the step; the first is
   thawed (SIGCONT) while the second runs, so both work on the same step until the second is killed. The first
@@ -40,9 +40,7 @@ import random
 import re
 import signal
 import sqlite3
-import threading
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -302,53 +300,17 @@ class Worker:
         return self.process.exitcode
 
 
-class Appender:
-    """Appends three rows to a table a tenth of a second after its last append landed, from a thread, until stopped.
-
-    ``batches`` holds each append's snapshot and rows, once it landed.
-    """
-
-    def __init__(self, lake: Lake, identifier: str) -> None:
-        self.lake = lake
-        self.identifier = identifier
-        self.batches: list[tuple[int, Rows]] = []
-        self.failure: BaseException | None = None
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        catalog = self.lake.catalog()
-        next_id = 1_000_000
+def _append(catalog: Any, identifier: str, first_id: int) -> tuple[int, Rows]:
+    """Append three rows from ``first_id`` on, again at once after a lost race; the snapshot that holds them."""
+    rows = {i: {"id": i, "k": i % 5, "v": i} for i in range(first_id, first_id + 3)}
+    for _ in range(100):
+        table = catalog.load_table(identifier)
         try:
-            while not self._stop.is_set():
-                rows = {i: {"id": i, "k": i % 5, "v": i} for i in range(next_id, next_id + 3)}
-                table = catalog.load_table(self.identifier)
-                try:
-                    table.append(pa.Table.from_pylist(list(rows.values()), schema=SCHEMA))
-                except CommitFailedException:
-                    continue  # lost a race to another commit: nothing landed, append again at once
-                self.batches.append((table.metadata.current_snapshot_id, rows))
-                next_id += 3
-                self._stop.wait(0.1)
-        except BaseException as exc:
-            self.failure = exc
-        finally:
-            catalog.close()
-
-    def wait_beyond(self, count: int) -> None:
-        """Wait until more than ``count`` appends landed."""
-        deadline = time.monotonic() + 60
-        while len(self.batches) <= count and self.failure is None:
-            assert time.monotonic() < deadline, "no append landed within 60 s"
-            time.sleep(0.01)
-
-    def stop(self) -> list[tuple[int, Rows]]:
-        """Stop appending; the appends that landed."""
-        self._stop.set()
-        self._thread.join(timeout=60)
-        assert self.failure is None, "the appender failed: " + "".join(traceback.format_exception(self.failure))
-        return self.batches
+            table.append(pa.Table.from_pylist(list(rows.values()), schema=SCHEMA))
+        except CommitFailedException:
+            continue  # lost a race to another commit: nothing landed
+        return table.metadata.current_snapshot_id, rows
+    raise AssertionError(f"no append to {identifier} landed in 100 tries")
 
 
 @dataclass
@@ -384,27 +346,24 @@ class Trial:
         time.sleep(self.chance.uniform(0, 1.5 * self.pace))
 
 
-def _alone(trial: Trial, *, appending: bool) -> None:
+def _alone(trial: Trial, catalog: Any, *, appending: bool) -> None:
     worker = Worker(trial.root, trial.namespace, trial.migrations, "worker")
-    appender = Appender(Lake(trial.root), trial.identifier) if appending else None
     try:
         units, _ = worker.wait_units(trial.case.marker, 1)
-        planned = len(appender.batches) if appender is not None else 0  # at most: the step planned before
         _, pace = worker.wait_units(trial.case.marker, trial.target(units, spare=1))
-        if appender is not None:
-            # The step's commits can win every race against the appender's slower load, write and commit until
-            # the step is done: frozen between two catalog calls, the worker lets a row be appended while its
-            # step runs, and must then commit its next units over it.
+        if appending:
+            # Frozen between two catalog calls, the worker lets rows be appended while its step runs (a thread
+            # appending all along loses every race to a step's commits on a fast machine, and wins every race on
+            # a loaded one, starving the step); thawed, it commits its next units over them.
             _freeze(worker, trial.root)
             try:
-                appender.wait_beyond(planned)
+                for _ in range(trial.chance.randint(1, 3)):
+                    trial.batches.append(_append(catalog, trial.identifier, 1_000_000 + 3 * len(trial.batches)))
             finally:
                 worker.signal(signal.SIGCONT)
         trial.nap(pace)
     finally:
         worker.kill()
-        if appender is not None:
-            trial.batches = appender.stop()
     assert worker.returncode in (0, -signal.SIGKILL), f"the worker failed: {worker.stderr}"
 
 
@@ -539,7 +498,7 @@ def _trial(trial: Trial, catalog: Any, mode: str) -> int:
     if mode == "takeover":
         _takeover(trial, catalog, runner)
     else:
-        _alone(trial, appending=mode == "appender")
+        _alone(trial, catalog, appending=mode == "appender")
         trial.landed = _landing(trial, catalog, runner)
     actions = _data_actions(runner)
     if trial.landed is not None:
@@ -558,8 +517,8 @@ def test_sigkills_inside_a_data_step_settle_with_the_next_plain_upgrade(tmp_path
     landed: list[tuple[str, tuple[int, int], int]] = []  # mode, (units done, units), rows appended meanwhile
     attempt, pace = 0, 0.1
     while len(landed) < KILLS and attempt < 3 * KILLS:
-        # Turns by attempt, not by landed trial: a mode whose kills miss on this machine (an appender slower
-        # than a whole step) cannot take every remaining attempt.
+        # Turns by attempt, not by landed trial: a mode whose kills miss on this machine (its step's last units
+        # done within a nap) cannot take every remaining attempt.
         mode = MODES[attempt % len(MODES)]
         trial = Trial(tmp_path, case, f"{operation}_{attempt}", migrations, chance, pace)
         attempt += 1
