@@ -39,7 +39,7 @@ MAX_CONCURRENT_TABLES = 4
 
 TABLE_HEALTH = Asset(
     name=f"iceberg_ops_table_health_{NAMESPACE}",
-    uri=f"iceberg-ops://iceberg_ops_default/{NAMESPACE.replace('.', '/')}",
+    uri=f"iceberg-ops://iceberg_ops_default/{NAMESPACE}",
     watchers=[
         AssetWatcher(
             name=f"iceberg_ops_table_health_{NAMESPACE}_watcher",
