@@ -4,12 +4,15 @@ A namespace holds tables degraded by many small appends, a table whose policy ca
 compaction rewrites, and healthy tables. Once the DAG is unpaused (and its file parsed again, which
 registers the watcher), the ``TableHealthTrigger`` in the triggerer announces the degraded tables, the
 scheduler creates asset-triggered runs, and Celery workers compact exactly those tables: the budgeted
-one in two runs, one per partition. The healthy tables get no new snapshot. More small appends to one
+one in two runs, one per partition. The healthy tables get no new snapshot. A table whose budget is
+smaller than any group is announced once and never again while it does not change, even across a
+crash of the triggerer (the watch state is in the asset's state store). More small appends to one
 table later bring it back, alone.
 """
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -28,6 +31,7 @@ NAMESPACE = "selfopt"
 SCHEMA = pa.schema([("id", pa.int64()), ("region", pa.string())])
 DEGRADED = (f"{NAMESPACE}.clicks", f"{NAMESPACE}.views")
 BUDGETED = f"{NAMESPACE}.budgeted"
+TIGHT = f"{NAMESPACE}.tight"  # due, but its budget is smaller than any group: compaction never rewrites it
 HEALTHY = (f"{NAMESPACE}.lookup", f"{NAMESPACE}.steady")
 
 
@@ -47,6 +51,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowCluster
         "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "True",
         "ICEBERG_OPS_SELF_OPTIMIZING_NAMESPACE": NAMESPACE,
         "ICEBERG_OPS_SELF_OPTIMIZING_POLL_SECONDS": "1",
+        # A crashed triggerer's triggers move to the new one once its heartbeat is this old (default 30 s).
+        "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "6",
     }
     started = time.monotonic()
     root = tmp_path_factory.mktemp("cluster")
@@ -96,6 +102,19 @@ def _settled(cluster: AirflowCluster) -> bool:
     return bool(runs) and all(run["state"] in ("success", "failed") for run in runs)
 
 
+def _watch_state(cluster: AirflowCluster) -> dict[str, Any]:
+    """The watch state the trigger keeps in the asset's state store (read from the metadata database)."""
+    import psycopg
+
+    from tests.deployment.cluster import POSTGRES_HOST, POSTGRES_PORT, POSTGRES_USER
+
+    with psycopg.connect(
+        host=POSTGRES_HOST, port=POSTGRES_PORT, user=POSTGRES_USER, dbname=cluster.metadata_database
+    ) as connection:
+        (value,) = connection.execute("SELECT value FROM asset_state_store WHERE key = 'table_health_watch'").fetchone()
+    return json.loads(value)
+
+
 def _compacted_tables(cluster: AirflowCluster, run_id: str) -> list[str]:
     """The tables the run's mapped compact task maintained, by their map index names."""
     instances = [ti for ti in cluster.task_instances(DAG, run_id) if ti["task_id"] == "compact"]
@@ -114,9 +133,13 @@ def test_the_watcher_starts_runs_that_compact_exactly_the_degraded_tables(cluste
     total = sum(budgeted.inspect.files().column("file_size_in_bytes").to_pylist())
     with catalog.load_table(BUDGETED).transaction() as transaction:  # one partition's files per run, not both
         transaction.set_properties({"iceberg-ops.maintenance.max-rewrite-bytes": str(total * 3 // 4)})
+    tight = catalog.create_table(TIGHT, SCHEMA)
+    _appends(tight, 6)
+    with catalog.load_table(TIGHT).transaction() as transaction:
+        transaction.set_properties({"iceberg-ops.maintenance.max-rewrite-bytes": "1"})
     _appends(catalog.create_table(HEALTHY[0], SCHEMA), 1)
     _appends(catalog.create_table(HEALTHY[1], SCHEMA), 3)  # fewer small files than a compaction needs
-    untouched = {name: catalog.load_table(name).metadata_location for name in HEALTHY}
+    untouched = {name: catalog.load_table(name).metadata_location for name in (*HEALTHY, TIGHT)}
 
     details = cluster.wait_for_dag(DAG)
     assert details["is_paused"] and _runs(cluster) == []  # paused when first seen: nothing watched, nothing run
@@ -139,9 +162,15 @@ def test_the_watcher_starts_runs_that_compact_exactly_the_degraded_tables(cluste
     assert not failed, "\n".join(failed)
     first = runs[0]["dag_run_id"]
     due = cluster.xcom(DAG, first, "due_tables")
-    assert sorted(entry["table"] for entry in due) == sorted([*DEGRADED, BUDGETED])
+    assert sorted(entry["table"] for entry in due) == sorted([*DEGRADED, BUDGETED, TIGHT])
     assert all(entry["needs"] == ["compact"] for entry in due), due
-    assert _compacted_tables(cluster, first) == sorted([*DEGRADED, BUDGETED])
+    assert _compacted_tables(cluster, first) == sorted([*DEGRADED, BUDGETED, TIGHT])
+    (stuck,) = [
+        cluster.xcom(DAG, first, "compact", ti["map_index"])
+        for ti in cluster.task_instances(DAG, first)
+        if ti["task_id"] == "compact" and ti["rendered_map_index"] == TIGHT
+    ]
+    assert stuck["deferred_groups_count"] == 1 and stuck["rewritten_data_files_count"] == 0, stuck
     # The budget let the first run rewrite one partition; the commit made the watcher announce the table
     # again, and a second run took the other partition. Nothing else was due then.
     assert len(runs) == 2, runs
@@ -152,10 +181,24 @@ def test_the_watcher_starts_runs_that_compact_exactly_the_degraded_tables(cluste
         assert summary["iceberg-ops.compaction.rewritten-data-files"] == "12", summary
     budget_runs = _compactions(catalog.load_table(BUDGETED))
     assert sorted(s["iceberg-ops.compaction.partition"] for s in budget_runs) == ["region=r0", "region=r1"]
-    assert {name: catalog.load_table(name).metadata_location for name in HEALTHY} == untouched
+    assert {name: catalog.load_table(name).metadata_location for name in (*HEALTHY, TIGHT)} == untouched
 
-    # Healthy tables and tables already announced do not fire again: no run while nothing changes.
+    # Healthy tables and tables already announced (the tight one, still due) do not fire again.
     time.sleep(5)
+    assert len(_runs(cluster)) == 2
+    stored = _watch_state(cluster)
+    assert set(stored["locations"]) == {*DEGRADED, BUDGETED, TIGHT, *HEALTHY}
+    assert stored["announced"] == {TIGHT: untouched[TIGHT]}, stored["announced"]
+
+    # A crashed triggerer: the new one runs the watcher from the stored state, so the tight table, still
+    # due, is not announced again (a watcher without that state would announce it and start a run).
+    cluster.crash_and_restart("triggerer")
+    triggerer = cluster.services["triggerer"]
+    took = _until(
+        "the watcher looking again", lambda: triggerer.log_tail(200_000).count("Watched 6 table(s)") >= 2, cluster
+    )
+    print(f"watcher running again {took:.1f}s after the triggerer crashed")
+    assert "0 measured, 0 newly due" in triggerer.log_tail(200_000)
     assert len(_runs(cluster)) == 2
 
     # Round two: more small appends to one table bring it (and only it) back.
@@ -175,6 +218,6 @@ def test_the_watcher_starts_runs_that_compact_exactly_the_degraded_tables(cluste
     table = catalog.load_table(DEGRADED[0])
     assert _files(table) == 1 and _compactions(table)[-1]["iceberg-ops.compaction.rewritten-data-files"] == "9"
     assert table.scan().to_arrow().num_rows == 20
-    for name in (DEGRADED[1], BUDGETED, *HEALTHY):
+    for name in (DEGRADED[1], BUDGETED, TIGHT, *HEALTHY):
         before = {**compacted, **untouched}[name]
         assert catalog.load_table(name).metadata_location == before, name
