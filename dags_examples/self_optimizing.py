@@ -12,10 +12,10 @@ maintenance off or entered its quiet hours since the event is skipped by the tas
 retry-safe; a run with nothing left to do finishes in seconds. See docs/maintenance/self_optimizing.md.
 
 The watched namespace and the poll interval are read when the file is parsed, from the environment of
-the dag-processor and the triggerer: ``ICEBERG_OPS_SELF_OPTIMIZING_NAMESPACE`` (default ``demo``) and
+the dag-processor: ``ICEBERG_OPS_SELF_OPTIMIZING_NAMESPACE`` (default ``demo``) and
 ``ICEBERG_OPS_SELF_OPTIMIZING_POLL_SECONDS`` (default 300). The catalog is the ``iceberg_ops_default``
-connection, which the triggerer must be able to read too. It starts paused: unpausing it starts the
-watcher, pausing it stops the watcher.
+connection, which the triggerer must be able to read too. It starts paused: the watcher starts when
+the file is parsed after the DAG was unpaused, and stops when it is parsed after it was paused.
 """
 
 from __future__ import annotations

@@ -115,6 +115,14 @@ def _watch_state(cluster: AirflowCluster) -> dict[str, Any]:
     return json.loads(value)
 
 
+def _print_timeline(cluster: AirflowCluster, runs: list[dict[str, Any]]) -> None:
+    """When each run was queued, started and ended, and how long its tasks took (for the test's output)."""
+    for run in runs:
+        print(f"run {run['dag_run_id']}: queued {run['queued_at']}, start {run['start_date']}, end {run['end_date']}")
+        for ti in sorted(cluster.task_instances(DAG, run["dag_run_id"]), key=lambda ti: ti["start_date"] or ""):
+            print(f"  {ti['task_id']}[{ti['rendered_map_index']}] {ti['state']} {ti['start_date']} {ti['duration']}")
+
+
 def _compacted_tables(cluster: AirflowCluster, run_id: str) -> list[str]:
     """The tables the run's mapped compact task maintained, by their map index names."""
     instances = [ti for ti in cluster.task_instances(DAG, run_id) if ti["task_id"] == "compact"]
@@ -155,6 +163,7 @@ def test_the_watcher_starts_runs_that_compact_exactly_the_degraded_tables(cluste
     print(f"degraded tables compacted {took:.1f}s after the unpause")
 
     runs = _runs(cluster)
+    _print_timeline(cluster, runs)
     assert [run["run_type"] for run in runs] == ["asset_triggered"] * len(runs)  # no schedule, no hand
     failed = [
         cluster.failure_report(cluster.wait_for_run(DAG, r["dag_run_id"], 1)) for r in runs if r["state"] != "success"
