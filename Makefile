@@ -155,7 +155,8 @@ demo: $(INSTALLED)
 # whatever of its process group still runs 90 seconds later is terminated, then killed. The API listens on
 # AIRFLOW_PORT, the log servers on AIRFLOW_WORKER_LOG_PORT and AIRFLOW_TRIGGER_LOG_PORT (refused up front when
 # one is taken). New DAGs start unpaused, so a triggered run runs; the @daily examples (table_maintenance,
-# policy_maintenance) start paused all the same, since their params must be set first.
+# policy_maintenance) start paused all the same, since their params must be set first, and so does
+# self_optimizing, whose watcher would otherwise start maintaining the demo namespace on its own.
 # The Iceberg pages read the example migrations, so they show what is pending.
 airflow: export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 airflow: export AIRFLOW__API__HOST := 127.0.0.1

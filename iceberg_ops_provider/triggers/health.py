@@ -27,6 +27,8 @@ __all__ = ["WATCH_STATE_KEY", "TableHealthTrigger"]
 WATCH_STATE_KEY = "table_health_watch"
 """The key of the watch state (last seen locations, announced tables) in the asset's state store."""
 
+_UNREAD = object()  # the state store not read yet
+
 _MULTI_ASSET = "concrete inlets and outlets"  # Airflow's refusal of an unsubscripted call when several assets share it
 
 
@@ -100,6 +102,17 @@ class TableHealthTrigger(BaseEventTrigger):
         self.state = WatchState.from_json(saved)
         return store
 
+    async def _save(self, store: Any) -> None:
+        """Write the watch state to the store; a failed write is logged (the state stays in memory)."""
+        try:
+            await asyncio.to_thread(store.set, WATCH_STATE_KEY, self.state.to_json())
+        except Exception as exc:  # the watcher outlives a state store that did not answer
+            self.log.warning(
+                "The watch state was not stored (kept in memory, written at the next change; a triggerer "
+                "restart before then announces the tables still due once more): %s",
+                describe_error(exc),
+            )
+
     def _look(self, catalog: Catalog) -> Any:
         """One look (blocking; runs in a thread)."""
         names = watched_tables(catalog, self.namespace, self.tables)
@@ -107,11 +120,13 @@ class TableHealthTrigger(BaseEventTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         """Look every ``poll_interval`` seconds, forever; yield an event when tables newly fall due."""
-        store = await self._store()
+        store: Any = _UNREAD
         catalog: Catalog | None = None
         try:
             while True:
                 try:
+                    if store is _UNREAD:  # before the first look: a look from an empty state announces again
+                        store = await self._store()
                     if catalog is None:
                         connection = await _connection(self.iceberg_conn_id)
                         catalog = await asyncio.to_thread(_open_catalog, connection)
@@ -133,7 +148,7 @@ class TableHealthTrigger(BaseEventTrigger):
                     if result.due:
                         yield TriggerEvent({"namespace": self.namespace, **result.to_json()})
                     if store is not None and changed:  # after the event: a crash in between announces again
-                        await asyncio.to_thread(store.set, WATCH_STATE_KEY, self.state.to_json())
+                        await self._save(store)
                 _call(getattr(catalog, "engine", None), "dispose")  # a SQL catalog's pooled connections
                 await asyncio.sleep(self.poll_interval)
         finally:

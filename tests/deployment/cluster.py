@@ -510,8 +510,23 @@ class AirflowCluster:
         if not service.running:
             raise ClusterError(f"{name} is not running")
         self.killed.add(name)
+        self._kill(service)
+
+    def crash_and_restart(self, name: str) -> None:
+        """SIGKILL service ``name`` (a scheduler, the triggerer, ...) and everything below it, then start it again.
+
+        The new process writes its log from the start (the old one's output is gone).
+        """
+        service = self.services[name]
+        if not service.running:
+            raise ClusterError(f"{name} is not running")
+        self._kill(service)
+        self._launch(service, self.env)
+
+    def _kill(self, service: Service) -> None:
+        """SIGKILL ``service`` and every process group below it, and wait for it to end."""
         # Frozen first, then listed again: a process forked between the listing and the kill (a new task
-        # process leads a group of its own) would otherwise live on, and run tasks under this worker's name.
+        # process leads a group of its own) would otherwise live on (and a worker's would run tasks under its name).
         groups = _process_groups(service.process)
         for pgid in groups:
             _signal_group(pgid, signal.SIGSTOP)

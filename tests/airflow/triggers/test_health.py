@@ -35,6 +35,13 @@ def _appends(table, count: int) -> None:
         table.append(pa.table({"id": [n]}, schema=SCHEMA))
 
 
+def _appends_at_once(table, count: int) -> None:
+    """``count`` one-row files in one commit (one metadata change)."""
+    with table.transaction() as transaction:
+        for n in range(count):
+            transaction.append(pa.table({"id": [n]}, schema=SCHEMA))
+
+
 async def _events(trigger: TableHealthTrigger, seconds: float) -> list[dict]:
     """The payloads ``run()`` yields within ``seconds``."""
     events: list[dict] = []
@@ -90,7 +97,7 @@ def test_a_list_of_tables_is_watched_and_an_append_during_the_watch_fires(iceber
     async def watch_while_appending() -> list[dict]:
         watching = asyncio.create_task(_events(trigger, 2.5))
         await asyncio.sleep(0.8)
-        await asyncio.to_thread(_appends, table, 6)
+        await asyncio.to_thread(_appends_at_once, table, 6)  # one commit: no look sees five of the six files
         return await watching
 
     events = asyncio.run(watch_while_appending())
@@ -130,3 +137,47 @@ def test_an_asset_watcher_accepts_it_and_it_needs_a_namespace_or_tables():
         TableHealthTrigger(namespace="sales", tables=["sales.t"])
     with pytest.raises(ValueError, match="exactly one"):
         TableHealthTrigger()
+
+
+class _FlakyStore(_Store):
+    """A state store that does not answer its first read and its first write (an API server restarting)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failures = {"get": 1, "set": 1}
+
+    def _answer(self, call: str) -> None:
+        if self.failures[call]:
+            self.failures[call] -= 1
+            raise ConnectionError(f"the state store did not answer a {call}")
+
+    def get(self, key: str, default: object = None) -> object:
+        self._answer("get")
+        return super().get(key, default)
+
+    def set(self, key: str, value: object) -> None:
+        self._answer("set")
+        super().set(key, value)
+
+
+def test_a_state_store_that_does_not_answer_keeps_the_watcher_alive(iceberg_connection):
+    catalog = catalog_at(iceberg_connection)
+    catalog.create_namespace("sales")
+    table = catalog.create_table("sales.due", schema=SCHEMA)
+    _appends(table, 6)
+    store = _FlakyStore()
+    trigger = TableHealthTrigger(namespace="sales", poll_interval=0.2)
+    trigger.asset_state_store = store
+
+    async def watch_while_appending() -> list[dict]:
+        watching = asyncio.create_task(_events(trigger, 2.5))
+        await asyncio.sleep(1.2)
+        await asyncio.to_thread(_appends, table, 1)  # a change: the state is written again
+        return await watching
+
+    events = asyncio.run(watch_while_appending())
+    # the first read failed: the look waited for the next poll, then read the store and announced the table;
+    # the first write failed, the watcher went on, and the next change's write landed
+    assert [[t["table"] for t in e["tables"]] for e in events] == [["sales.due"], ["sales.due"]]
+    assert store.failures == {"get": 0, "set": 0} and store.writes == 1
+    assert store.values[WATCH_STATE_KEY]["announced"]["sales.due"] == catalog.load_table("sales.due").metadata_location
