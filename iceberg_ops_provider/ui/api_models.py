@@ -69,6 +69,9 @@ class NamespaceSummary(BaseModel):
     missing: int | None = None
     broken: int | None = None
     locked: bool | None = None
+    lock_expired: bool | None = Field(
+        default=None, description="The lock's holder is gone (its lease ran out): the next run takes it over."
+    )
     interrupted: bool | None = Field(default=None, description="An interrupted run is not settled yet.")
     tables: int | None = None
     error: str | None = Field(default=None, description="Why this namespace could not be read.")

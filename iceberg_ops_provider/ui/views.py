@@ -178,6 +178,7 @@ def _namespace_summary(reads: Reads, conn: CatalogConnection, namespace: str, se
         **{key: len(getattr(status, key)) for key in ("applied", "failed", "changed", "missing", "broken")},
         "pending": len(status.pending) if status.files_compared else None,
         "locked": status.lock is not None,
+        "lock_expired": status.lock is not None and status.lock.stale_cause() is not None,
         "interrupted": status.interrupted is not None,
         "tables": tables,
         "error": None,

@@ -147,8 +147,12 @@ def test_a_lock_whose_lease_ran_out_shows_as_expired(admin, lake):
     try:
         data = admin.get("/iceberg-ops/api/c/iceberg_ops_default/ns/shop").json()["migrations"]
         text = html_text(admin.get("/iceberg-ops/c/iceberg_ops_default/ns/shop"))
+        summaries = admin.get("/iceberg-ops/api/c/iceberg_ops_default").json()["namespaces"]
+        catalog_text = html_text(admin.get("/iceberg-ops/c/iceberg_ops_default/"))
     finally:
         runner.lock.release(held.run_id)
+    shop = next(summary for summary in summaries if summary["namespace"] == "shop")
+    assert (shop["locked"], shop["lock_expired"]) == (True, True) and "lock expired" in catalog_text
     assert data["lock"] == {"state": "expired", "stale_cause": "lease_expired"}
     assert data["status"]["lock"]["run_id"] == "ui-stale-run"
     assert "Lock expired its lease ran out without being renewed" in text and "the next run takes it over" in text
@@ -160,8 +164,11 @@ def test_a_live_lock_shows_as_held(admin, lake):
     try:
         data = admin.get("/iceberg-ops/api/c/iceberg_ops_default/ns/shop").json()["migrations"]
         text = html_text(admin.get("/iceberg-ops/c/iceberg_ops_default/ns/shop"))
+        summaries = admin.get("/iceberg-ops/api/c/iceberg_ops_default").json()["namespaces"]
     finally:
         runner.lock.release(held.run_id)
+    shop = next(summary for summary in summaries if summary["namespace"] == "shop")
+    assert (shop["locked"], shop["lock_expired"]) == (True, False)
     assert data["lock"] == {"state": "held", "stale_cause": None}
     assert "Lock held" in text and "expired" not in text
 
