@@ -7,8 +7,8 @@ migrations applied (their history and audit trail). Three ways to learn what the
 - *page, first view*: ``GET /c/bench/ns/big`` of the plugin's application (FastAPI, through its
   routes, HTML rendered) right after the catalog page (``/c/bench/``), the way a user reaches it:
   nothing of the namespace is cached; the status, history, audit trail and the 200 tables'
-  metadata are read (the tables 8 at a time, the three parts side by side), each part bounded by
-  the connection's timeout;
+  metadata are read (the tables 8 at a time, the three parts side by side), and the manifests of
+  the first page's 50 tables (their health), each part bounded by the connection's timeout;
 - *page, first request*: the same as the very first request of a fresh api-server process (the
   connections listed and the catalog opened on the way, and Airflow's ORM mappers configured, which
   in a running api-server the first request of any page of Airflow does);

@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
@@ -230,12 +231,20 @@ def _audit(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSe
 
 
 def _measure(reads: Reads, conn: CatalogConnection, moment: datetime) -> Callable[[Any], TableStatus]:
-    """A table's status, its health report kept per metadata location (and per UTC hour: expiry runs on the clock)."""
-    kind = f"health_report@{moment:%Y-%m-%dT%H}"
+    """A table's status, its health measure kept per metadata location (and per UTC hour: expiry runs on the clock).
+
+    What is kept is the health report with only the partitions that call for compaction (all a status reads), so a
+    list of thousands of tables keeps a small entry per table.
+    """
+    kind = f"status_report@{moment:%Y-%m-%dT%H}"
+
+    def slim(table: Any) -> TableHealthReport:
+        report = table_health_report(table)
+        return replace(report, partitions=tuple(p for p in report.partitions if p.needs_compaction))
 
     def health(table: Any) -> TableHealthReport:
         name = ".".join(table.name())
-        return reads.metadata.get(kind, conn.conn_id, name, table.metadata_location, lambda: table_health_report(table))
+        return reads.metadata.get(kind, conn.conn_id, name, table.metadata_location, lambda: slim(table))
 
     return lambda table: table_status(table, moment, health=health)
 
