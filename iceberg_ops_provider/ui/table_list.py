@@ -8,6 +8,7 @@ application's :class:`~iceberg_ops_provider.ui.metadata_cache.MetadataCache`.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,8 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 __all__ = ["ORDERS", "SORTS", "TableQuery", "table_list"]
+
+log = logging.getLogger(__name__)
 
 SORTS: tuple[str, ...] = (
     "table",
@@ -73,6 +76,7 @@ class _Row:
     overview: TableOverview
     policy: PolicyState
     status: TableStatus | None = None
+    measured: bool = False
 
     @property
     def name(self) -> str:
@@ -135,12 +139,19 @@ def table_list(
     matched = [row for row in rows if wanted in row.name.casefold()]
     failed = {name: error for name, error in errors.items() if wanted in name.rsplit(".", 1)[-1].casefold()}
 
+    def safely(table: Table) -> TableStatus | None:
+        try:
+            return measure(table)
+        except Exception as exc:  # one table that cannot be measured must not hide the others' health
+            log.warning("%s could not be measured: %s", ".".join(table.name()), type(exc).__name__)
+            return None
+
     def measured(chosen: list[_Row]) -> None:
-        todo = [row for row in chosen if row.status is None]
+        todo = [row for row in chosen if not row.measured]
         workers = max(1, min(parallelism, len(todo)))
         with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="ui-status") as pool:
-            for row, status in zip(todo, pool.map(carrying_context(measure), [r.table for r in todo]), strict=True):
-                row.status = status
+            for row, status in zip(todo, pool.map(carrying_context(safely), [r.table for r in todo]), strict=True):
+                row.status, row.measured = status, True
 
     if query.sort == "health":
         measured(matched)
