@@ -37,6 +37,8 @@ class MoveProgress:
     ``bytes`` counts the data files added by the move's commits still in the history
     (``added-files-size``), ``last_commit_at`` the newest of them (UTC).
     ``runs``: runs the move started (an ``incremental`` move adds one per run; 1 otherwise).
+    :attr:`state` sums it up: ``complete``, ``broken`` (its state cannot be read, or none is recorded where
+    its commits are: no run can resume it) or ``in_progress``.
     """
 
     move_id: str
@@ -51,10 +53,17 @@ class MoveProgress:
     runs: int = 1
     error: str | None = None
 
+    @property
+    def state(self) -> str:
+        """``complete``, ``broken`` (an ``error`` and not complete) or ``in_progress``."""
+        if self.complete:
+            return "complete"
+        return "broken" if self.error is not None else "in_progress"
+
     def to_json(self) -> dict[str, Any]:
-        """JSON-able form."""
+        """JSON-able form (with :attr:`state`)."""
         last = self.last_commit_at.isoformat() if self.last_commit_at else None
-        return {**asdict(self), "last_commit_at": last}
+        return {**asdict(self), "last_commit_at": last, "state": self.state}
 
 
 def _known_moves(table: Table) -> list[str]:

@@ -164,16 +164,31 @@ class LockInfo:
             context={str(k): str(v) for k, v in context.items()} if isinstance(context, dict) else {},
         )
 
-    def stale_reason(self, now: datetime | None = None) -> str | None:
-        """Why this lock may be taken over (lease expired, holder process gone), or ``None`` if it is live."""
+    def stale_cause(self, now: datetime | None = None) -> str | None:
+        """Why this lock may be taken over, as a fact; ``None`` while it is live.
+
+        ``lease_expired``, ``process_gone`` (its holder on this host no longer runs) or ``run_ended`` (its run, in
+        this very process, ended without releasing it).
+        """
         now = now or datetime.now(UTC)
         if now >= self.expires_at():
-            return f"its lease expired at {self.expires_at().isoformat()} (no renewal for {self.stale_after:g} s)"
+            return "lease_expired"
         if self.host == socket.gethostname():
             if self.pid != os.getpid() and _process_is_gone(self.pid):
-                return f"its process (pid {self.pid}) no longer runs on this host"
+                return "process_gone"
             if self.pid == os.getpid() and self.run_id not in ACTIVE_RUNS:
-                return "its run, in this very process, ended without releasing it"
+                return "run_ended"
+        return None
+
+    def stale_reason(self, now: datetime | None = None) -> str | None:
+        """Why this lock may be taken over (lease expired, holder process gone), or ``None`` if it is live."""
+        cause = self.stale_cause(now)
+        if cause == "lease_expired":
+            return f"its lease expired at {self.expires_at().isoformat()} (no renewal for {self.stale_after:g} s)"
+        if cause == "process_gone":
+            return f"its process (pid {self.pid}) no longer runs on this host"
+        if cause == "run_ended":
+            return "its run, in this very process, ended without releasing it"
         return None
 
     def to_json(self) -> dict[str, object]:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pyiceberg.table import TableProperties
 
@@ -23,8 +24,11 @@ __all__ = [
     "catalog_namespaces",
     "TableOverview",
     "namespace_tables",
+    "read_tables",
     "table_overview",
 ]
+
+T = TypeVar("T")
 
 DEFAULT_PARALLELISM = 8
 """Tables whose metadata is read at the same time by :func:`namespace_tables`."""
@@ -128,12 +132,27 @@ def namespace_tables(catalog: Catalog, namespace: str, *, parallelism: int = DEF
     Raises:
         NoSuchNamespaceError: The namespace does not exist (listing it fails as the catalog says).
     """
+    tables, errors = read_tables(catalog, namespace, table_overview, parallelism=parallelism)
+    return NamespaceTables(namespace=namespace, tables=tables, errors=errors)
+
+
+def read_tables(
+    catalog: Catalog, namespace: str, read: Callable[[Table], T], *, parallelism: int = DEFAULT_PARALLELISM
+) -> tuple[list[T], dict[str, str]]:
+    """``read`` of every table of ``namespace`` (loaded ``parallelism`` at a time, by name), and the failures.
+
+    The failures map each table that could not be loaded or read to the kind of failure and the error's type
+    (as :class:`NamespaceTables` ``errors``); one unreadable table never hides the others.
+
+    Raises:
+        NoSuchNamespaceError: The namespace does not exist (listing it fails as the catalog says).
+    """
     identifiers = sorted(catalog.list_tables(namespace))
     spec = spec_of(catalog)
 
-    def read(identifier: tuple[str, ...]) -> TableOverview | str:
+    def one(identifier: tuple[str, ...]) -> tuple[T] | str:
         try:
-            return table_overview(catalog.load_table(identifier))
+            return (read(catalog.load_table(identifier)),)
         except Exception as exc:  # one unreadable table must not hide the others
             found = failure(exc, spec)
             status = f", HTTP {found.status_class}" if found.status_class else ""
@@ -141,10 +160,10 @@ def namespace_tables(catalog: Catalog, namespace: str, *, parallelism: int = DEF
 
     workers = max(1, min(parallelism, len(identifiers)))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="overview") as pool:
-        results = list(pool.map(carrying_context(read), identifiers))
-    tables = [result for result in results if not isinstance(result, str)]
+        results = list(pool.map(carrying_context(one), identifiers))
+    tables = [result[0] for result in results if not isinstance(result, str)]
     errors = {".".join(i): result for i, result in zip(identifiers, results, strict=True) if isinstance(result, str)}
-    return NamespaceTables(namespace=namespace, tables=tables, errors=errors)
+    return tables, errors
 
 
 def catalog_namespaces(catalog: Catalog) -> list[Identifier]:

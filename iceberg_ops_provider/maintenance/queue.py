@@ -19,6 +19,7 @@ planner and from the metadata, per MiB the work rewrites::
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -37,7 +38,15 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
     from pyiceberg.typedef import Identifier
 
-__all__ = ["MaintenanceQueue", "QueueError", "QueuedTable", "maintenance_queue", "measure_table", "work_benefit"]
+__all__ = [
+    "MaintenanceQueue",
+    "QueueError",
+    "QueuedTable",
+    "compaction_bytes",
+    "maintenance_queue",
+    "measure_table",
+    "work_benefit",
+]
 
 MIB = 1024 * 1024
 
@@ -48,7 +57,8 @@ class QueuedTable:
 
     ``held`` is why the policy keeps maintenance from running now (``disabled``, ``quiet_hours``), or ``None``
     for a ranked table; a ``disabled`` table's report recommends nothing, so its ``needs`` are empty.
-    ``max_rewrite_bytes`` is the policy's cap on the bytes one compaction run rewrites (``None``: no cap).
+    ``max_rewrite_bytes`` is the policy's cap on the bytes one compaction run rewrites (``None``: no cap);
+    ``compaction_bytes`` the bytes of the data files the due compaction rewrites (0 when none is due).
     """
 
     table: str
@@ -60,6 +70,12 @@ class QueuedTable:
     held: str | None
     report: TableHealthReport | None
     max_rewrite_bytes: int | None = None
+    compaction_bytes: int = 0
+
+    @property
+    def over_budget(self) -> bool:
+        """Whether the due compaction rewrites more than the policy lets one run rewrite (the rest waits a run)."""
+        return self.max_rewrite_bytes is not None and self.compaction_bytes > self.max_rewrite_bytes
 
     @property
     def benefit(self) -> int:
@@ -85,6 +101,8 @@ class QueuedTable:
             "snapshots_expired": self.snapshots_expired,
             "rewrite_bytes": self.rewrite_bytes,
             "max_rewrite_bytes": self.max_rewrite_bytes,
+            "compaction_bytes": self.compaction_bytes,
+            "over_budget": self.over_budget,
             "recommendations": needed,
         }
 
@@ -147,25 +165,48 @@ def work_benefit(report: TableHealthReport) -> tuple[int, int, int, int]:
     return files, manifests, snapshots, rewrite
 
 
+def compaction_bytes(report: TableHealthReport) -> int:
+    """The bytes of the data files the compaction ``report`` calls for rewrites (0 when none is due)."""
+    if "compact" not in report.needs:
+        return 0
+    return sum(p.compaction_candidate_bytes for p in report.partitions if p.needs_compaction)
+
+
 def _entry(table: str, report: TableHealthReport | None, policy: MaintenancePolicy, held: str | None) -> QueuedTable:
     numbers = (0, 0, 0, 0) if report is None else work_benefit(report)
     needs = () if report is None else report.needs
-    return QueuedTable(table, needs, *numbers, held=held, report=report, max_rewrite_bytes=policy.max_rewrite_bytes)
+    return QueuedTable(
+        table,
+        needs,
+        *numbers,
+        held=held,
+        report=report,
+        max_rewrite_bytes=policy.max_rewrite_bytes,
+        compaction_bytes=0 if report is None else compaction_bytes(report),
+    )
 
 
-def measure_table(name: str, table: Table, moment: datetime) -> QueuedTable | QueueError | str:
+def measure_table(
+    name: str,
+    table: Table,
+    moment: datetime,
+    *,
+    health: Callable[[Table], TableHealthReport] = table_health_report,
+) -> QueuedTable | QueueError | str:
     """A loaded table as the queue lists it: its entry (ranked, or held at ``moment``), its error, or its name.
 
     The name alone means the table is healthy.
 
     A table whose policy turns maintenance off is not measured; one in its quiet hours is (and held).
+    ``health`` measures the table (default :func:`table_health_report`; a caller keeping reports per metadata
+    location passes its own, which must judge the table by its policy as that function does).
     """
     try:
         policy = table_policy(table)
         held = policy.skip_reason(moment)
         if held == "disabled":
             return _entry(name, None, policy, held)
-        report = table_health_report(table)
+        report = health(table)
     except (IcebergOpsError, OSError, ValueError) as exc:
         kind = "policy" if isinstance(exc, MaintenancePolicyError) else "metadata"
         return QueueError(name, kind, type(exc).__name__, str(exc))

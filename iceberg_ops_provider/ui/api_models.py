@@ -69,6 +69,9 @@ class NamespaceSummary(BaseModel):
     missing: int | None = None
     broken: int | None = None
     locked: bool | None = None
+    lock_expired: bool | None = Field(
+        default=None, description="The lock's holder is gone (its lease ran out): the next run takes it over."
+    )
     interrupted: bool | None = Field(default=None, description="An interrupted run is not settled yet.")
     tables: int | None = None
     error: str | None = Field(default=None, description="Why this namespace could not be read.")
@@ -98,10 +101,19 @@ class NamespaceResponse(BaseModel):
     migrations_dir: str | None
     page: int = Field(description="The page of the audit trail, 1 the newest.")
     migrations: dict[str, Any] | None = Field(
-        description="`status` (`MigrationRunner.status().to_json()`), `versions` (one row each), `meta_namespace`."
+        description="`status` (`MigrationRunner.status().to_json()`), `lock` (`null` when free, else `state`: "
+        "`held` or `expired`, and `stale_cause`: `lease_expired`, `process_gone`, `run_ended` or `null`), "
+        "`versions` (one row each), `meta_namespace`."
     )
     audit: dict[str, Any] | None = Field(description="`audit_trail().to_json()`: a page of events, newest first.")
-    tables: dict[str, Any] | None = Field(description="`namespace_tables().to_json()`: every table at a glance.")
+    tables: dict[str, Any] | None = Field(
+        description="One page of the tables: `tables` (each `table_overview().to_json()` with `metadata_location`, "
+        "`policy` (`state`: `on`, `off`, `quiet_hours`, `invalid`; `keys_set`; `message`) and `status` "
+        "(`TableStatus.to_json()`: `state` one of `unreadable`, `policy_error`, `over_budget`, `due`, `healthy`, "
+        "`disabled`, with `needs`, `held`, `score`, `compaction_bytes`, `max_rewrite_bytes`)), `errors` (tables "
+        "that could not be loaded), `exists`, `total`, `matched`, `sort`, `order`, `filter`, `page`, `pages`, "
+        "`page_size`."
+    )
     errors: dict[str, str]
     read_at: str
 

@@ -6,7 +6,7 @@ Every route depends on the api-server's check of the right to read connections; 
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity
 from airflow.api_fastapi.common.db.common import SessionDep
@@ -25,6 +25,7 @@ from iceberg_ops_provider.ui.connections import CONN_ID, CatalogConnection, find
 from iceberg_ops_provider.ui.html import SCRIPT, STYLE
 from iceberg_ops_provider.ui.reads import Reads
 from iceberg_ops_provider.ui.settings import ui_settings
+from iceberg_ops_provider.ui.table_list import ORDERS, SORTS, TableQuery
 from iceberg_ops_provider.ui.task_links import MOUNT, URL_ROUTE, read_task, task_target
 
 __all__ = ["READS", "create_app"]
@@ -43,6 +44,15 @@ ICON = (
 ConnectionId = Annotated[str, Path(description="An Airflow connection of type iceberg_ops or iceberg.", max_length=250)]
 Namespace = Annotated[str, Path(description="A namespace (`sales`, nested `lake.sales`).", max_length=1000)]
 Page = Annotated[int, Query(ge=1, le=100_000, description="Page of the audit trail, 1 the newest.")]
+TableSort = Annotated[
+    Literal[SORTS],  # type: ignore[valid-type]
+    Query(description="The column the tables are sorted by (`health`: those calling for attention first)."),
+]
+TableOrder = Annotated[Literal[ORDERS], Query(description="`asc` or `desc`.")]  # type: ignore[valid-type]
+TableFilter = Annotated[
+    str, Query(alias="filter", max_length=200, description="Only tables whose name holds this text (any case).")
+]
+TablePage = Annotated[int, Query(ge=1, le=100_000, description="Page of the tables, 1 the first.")]
 TableName = Annotated[
     str, Path(description="A table of the namespace (its name without the namespace).", max_length=255)
 ]
@@ -160,9 +170,10 @@ def _catalog(connection_id: str) -> dict[str, Any]:
     return views.catalog_view(_connection(connection_id), ui_settings(), READS)
 
 
-def _namespace(connection_id: str, namespace: str, page: int) -> dict[str, Any]:
+def _namespace(connection_id: str, namespace: str, page: int, tables: TableQuery) -> dict[str, Any]:
     conn = _connection(connection_id)
-    return views.namespace_view(conn, _checked("namespace", namespace), ui_settings(), READS, page=page)
+    checked = _checked("namespace", namespace)
+    return views.namespace_view(conn, checked, ui_settings(), READS, page=page, tables=tables)
 
 
 def _table(connection_id: str, namespace: str, table: str) -> dict[str, Any]:
@@ -227,9 +238,17 @@ def create_app() -> FastAPI:
 
     @guarded.get("/c/{connection_id}/ns/{namespace}", include_in_schema=False)
     def namespace_html(
-        request: Request, connection_id: ConnectionId, namespace: Namespace, page: Page = 1
+        request: Request,
+        connection_id: ConnectionId,
+        namespace: Namespace,
+        page: Page = 1,
+        sort: TableSort = "table",
+        order: TableOrder = "asc",
+        table_filter: TableFilter = "",
+        tpage: TablePage = 1,
     ) -> HTMLResponse:
-        return _html(pages.namespace_page(_namespace(connection_id, namespace, page), _urls(request)))
+        tables = TableQuery(sort, order, table_filter, tpage)
+        return _html(pages.namespace_page(_namespace(connection_id, namespace, page, tables), _urls(request)))
 
     @guarded.get("/c/{connection_id}/ns/{namespace}/t/{table}", include_in_schema=False)
     def table_html(
@@ -295,9 +314,21 @@ def create_app() -> FastAPI:
         return _catalog(connection_id)
 
     @guarded.get("/api/c/{connection_id}/ns/{namespace}", response_model=models.NamespaceResponse, tags=["Iceberg"])
-    def namespace_json(connection_id: ConnectionId, namespace: Namespace, page: Page = 1) -> Any:
-        """A namespace: versions, status, lock, unsettled run, a page of its audit trail, and its tables."""
-        return _namespace(connection_id, namespace, page)
+    def namespace_json(
+        connection_id: ConnectionId,
+        namespace: Namespace,
+        page: Page = 1,
+        sort: TableSort = "table",
+        order: TableOrder = "asc",
+        table_filter: TableFilter = "",
+        tpage: TablePage = 1,
+    ) -> Any:
+        """A namespace: versions, status, lock, unsettled run, a page of its audit trail, and a page of its tables.
+
+        The tables are filtered by name (`filter`), sorted (`sort`, `order`) and paged (`tpage`), each with its
+        health `status` (as `iceberg-ops maintain queue` measures it) and its `policy` state.
+        """
+        return _namespace(connection_id, namespace, page, TableQuery(sort, order, table_filter, tpage))
 
     @guarded.get(
         "/api/c/{connection_id}/ns/{namespace}/t/{table}", response_model=models.TableResponse, tags=["Iceberg"]

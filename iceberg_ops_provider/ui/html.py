@@ -19,6 +19,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from iceberg_ops_provider.progress import size_text
+from iceberg_ops_provider.ui import words
 
 __all__ = ["SCRIPT", "STYLE", "Markup", "errors_once", "path", "render"]
 
@@ -115,7 +116,13 @@ def _environment() -> Environment:
         tojson_sorted=lambda value: json.dumps(value, sort_keys=True),
         tojson_pretty=lambda value: json.dumps(value, indent=2, sort_keys=True, default=str),
         maintenance_text=_maintenance_text,
+        need_text=words.need_text,
+        health_badges=words.health_badges,
+        policy_badge=words.policy_badge,
+        lock_badge=words.lock_badge,
+        move_badge=words.move_badge,
     )
+    environment.globals["lock_causes"] = words.LOCK_CAUSES
     return environment
 
 

@@ -21,8 +21,12 @@ __all__ = ["MAX_ENTRIES", "MetadataCache"]
 
 T = TypeVar("T")
 
-MAX_ENTRIES = 512
-"""Facts kept at most, the least recently used dropped first (each is a page's part of one table)."""
+MAX_ENTRIES = 4096
+"""Facts kept at most, the least recently used dropped first (each is a page's part of one table).
+
+A namespace's table list keeps one small health measure per table: a list of a few thousand tables sorted
+by health stays within it.
+"""
 
 
 class MetadataCache:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlencode
 
 from iceberg_ops_provider.ui.html import errors_once, path, render
 
@@ -17,6 +19,8 @@ __all__ = [
     "namespace_page",
     "table_page",
 ]
+
+_TABLE_DEFAULTS: dict[str, Any] = {"sort": "table", "order": "asc", "filter": "", "tpage": 1}
 
 
 @dataclass(frozen=True)
@@ -34,10 +38,17 @@ class Urls:
         """A catalog's page."""
         return f"{self.root}/c/{path(conn_id)}/"
 
-    def namespace(self, conn_id: str, namespace: str, page: int | None = None) -> str:
-        """A namespace's page (``page``: of its audit trail)."""
-        suffix = f"?page={page}" if page and page > 1 else ""
-        return f"{self.root}/c/{path(conn_id)}/ns/{path(namespace)}{suffix}"
+    def namespace(
+        self, conn_id: str, namespace: str, page: int | None = None, tables: Mapping[str, Any] | None = None
+    ) -> str:
+        """A namespace's page (``page``: of its audit trail; ``tables``: ``sort``, ``order``, ``filter``, ``tpage``).
+
+        Values at their defaults are left out of the query; a list of tables asked for is shown at its panel.
+        """
+        query = {"page": page} if page and page > 1 else {}
+        listed = {key: value for key, value in (tables or {}).items() if value != _TABLE_DEFAULTS.get(key)}
+        suffix = f"?{urlencode({**query, **listed})}" if query or listed else ""
+        return f"{self.root}/c/{path(conn_id)}/ns/{path(namespace)}{suffix}{'#tables' if listed else ''}"
 
     def table(self, conn_id: str, namespace: str, name: str) -> str:
         """A table's page."""

@@ -30,6 +30,7 @@ OPTIONS: dict[str, tuple[str, str]] = {
     ),
     "ui_cache_seconds": ("5", "Seconds a page's catalog reads are reused before they are read again."),
     "ui_events_page_size": ("50", "Events of the audit trail on one page (1 to 500)."),
+    "ui_tables_page_size": ("50", "Tables of a namespace's list on one page (1 to 500)."),
     "ui_parallelism": ("8", "Tables (or metadata files) whose metadata is read at the same time."),
 }
 
@@ -44,6 +45,7 @@ class UiSettings:
     cache_seconds: float
     events_page_size: int
     parallelism: int
+    tables_page_size: int = 50
     problems: tuple[str, ...] = ()
 
 
@@ -74,5 +76,6 @@ def ui_settings() -> UiSettings:
         cache_seconds=float(number("ui_cache_seconds", float, 0, 3600)),
         events_page_size=int(number("ui_events_page_size", int, 1, 500)),
         parallelism=int(number("ui_parallelism", int, 1, 64)),
+        tables_page_size=int(number("ui_tables_page_size", int, 1, 500)),
         problems=tuple(problems),
     )

@@ -10,6 +10,7 @@ import logging
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any, TypeVar
@@ -27,13 +28,15 @@ from iceberg_ops_provider.errors import CatalogConfigError, CatalogUnavailableEr
 from iceberg_ops_provider.history.store import default_meta_namespace
 from iceberg_ops_provider.hooks.catalog import failure_sentence
 from iceberg_ops_provider.maintenance.activity import maintenance_history
-from iceberg_ops_provider.maintenance.health import table_health_report
-from iceberg_ops_provider.maintenance.overview import namespace_tables, table_overview
+from iceberg_ops_provider.maintenance.health import TableHealthReport, table_health_report
+from iceberg_ops_provider.maintenance.overview import table_overview
+from iceberg_ops_provider.maintenance.table_status import TableStatus, table_status
 from iceberg_ops_provider.runner.migration_runner import MigrationRunner
 from iceberg_ops_provider.runner.report import audit_trail, version_table
 from iceberg_ops_provider.ui.connections import CatalogConnection
 from iceberg_ops_provider.ui.reads import Part, Reads
 from iceberg_ops_provider.ui.settings import UiSettings
+from iceberg_ops_provider.ui.table_list import TableQuery, table_list
 
 __all__ = ["MAX_ANSWER_BYTES", "TableNotFound", "catalog_view", "catalogs_view", "namespace_view", "table_view"]
 
@@ -176,6 +179,7 @@ def _namespace_summary(reads: Reads, conn: CatalogConnection, namespace: str, se
         **{key: len(getattr(status, key)) for key in ("applied", "failed", "changed", "missing", "broken")},
         "pending": len(status.pending) if status.files_compared else None,
         "locked": status.lock is not None,
+        "lock_expired": status.lock is not None and status.lock.stale_cause() is not None,
         "interrupted": status.interrupted is not None,
         "tables": tables,
         "error": None,
@@ -214,6 +218,7 @@ def _migrations(reads: Reads, conn: CatalogConnection, namespace: str, settings:
     scripts = runner.scripts(broken=[]) if runner.files_compared else []
     return {
         "status": status.to_json(),
+        "lock": _lock_state(status),
         "versions": [row.to_json() for row in version_table(status, runner.history(), scripts)],
         "meta_namespace": runner.meta_namespace,
     }
@@ -225,24 +230,79 @@ def _audit(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSe
     return audit_trail(_runner(reads, conn, namespace, settings, files=False), offset=offset, limit=limit).to_json()
 
 
-def _tables(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSettings) -> dict[str, Any]:
+def _measure(reads: Reads, conn: CatalogConnection, moment: datetime) -> Callable[[Any], TableStatus]:
+    """A table's status, its health measure kept per metadata location (and per UTC hour: expiry runs on the clock).
+
+    What is kept is the health report with only the partitions that call for compaction (all a status reads), so a
+    list of thousands of tables keeps a small entry per table.
+    """
+    kind = f"status_report@{moment:%Y-%m-%dT%H}"
+
+    def slim(table: Any) -> TableHealthReport:
+        report = table_health_report(table)
+        return replace(report, partitions=tuple(p for p in report.partitions if p.needs_compaction))
+
+    def health(table: Any) -> TableHealthReport:
+        name = ".".join(table.name())
+        return reads.metadata.get(kind, conn.conn_id, name, table.metadata_location, lambda: slim(table))
+
+    return lambda table: table_status(table, moment, health=health)
+
+
+def _tables(
+    reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSettings, query: TableQuery
+) -> dict[str, Any]:
+    moment = datetime.now(UTC)
     try:
-        found = namespace_tables(_catalog(reads, conn), namespace, parallelism=settings.parallelism).to_json()
+        return table_list(
+            _catalog(reads, conn),
+            namespace,
+            query,
+            page_size=settings.tables_page_size,
+            parallelism=settings.parallelism,
+            measure=_measure(reads, conn, moment),
+            moment=moment,
+        )
     except NoSuchNamespaceError:  # not created yet (its first migration creates it): nothing to show, no error
-        return {"namespace": namespace, "tables": [], "errors": {}, "exists": False}
-    return {**found, "exists": True}
+        return {"namespace": namespace, "tables": [], "errors": {}, "exists": False, **_no_tables(query, settings)}
+
+
+def _no_tables(query: TableQuery, settings: UiSettings) -> dict[str, Any]:
+    keys = {"sort": query.sort, "order": query.order, "filter": query.filter}
+    return {**keys, "total": 0, "matched": 0, "page": 1, "pages": 1, "page_size": settings.tables_page_size}
+
+
+def _lock_state(status: Any) -> dict[str, Any] | None:
+    """The lock's state now: ``held``, or ``expired`` with the cause (``lease_expired``, ``process_gone``, ...)."""
+    if status.lock is None:
+        return None
+    cause = status.lock.stale_cause()
+    return {"state": "held" if cause is None else "expired", "stale_cause": cause}
 
 
 def namespace_view(
-    conn: CatalogConnection, namespace: str, settings: UiSettings, reads: Reads, *, page: int = 1
+    conn: CatalogConnection,
+    namespace: str,
+    settings: UiSettings,
+    reads: Reads,
+    *,
+    page: int = 1,
+    tables: TableQuery | None = None,
 ) -> dict[str, Any]:
-    """A namespace: its versions and status, the lock and an unsettled run, a page of its audit trail, its tables."""
+    """A namespace: its versions and status, the lock and an unsettled run, a page of its audit trail, its tables.
+
+    ``tables`` says which page of the tables to list, filtered and sorted how (default: the first, by name).
+    """
+    query = tables or TableQuery()
     limit = settings.events_page_size
     offset = (page - 1) * limit
     jobs = {
         "migrations": ((namespace, _folder(settings)), lambda: _migrations(reads, conn, namespace, settings)),
         "audit": ((namespace, offset, limit), lambda: _audit(reads, conn, namespace, settings, offset, limit)),
-        "tables": ((namespace,), lambda: _tables(reads, conn, namespace, settings)),
+        "tables": (
+            (namespace, *query.key(), settings.tables_page_size),
+            lambda: _tables(reads, conn, namespace, settings, query),
+        ),
     }
     parts = _parts(reads, conn, settings, jobs)
     return _finish(

@@ -23,12 +23,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
-from tests.airflow.ui.support import REPOSITORY, leaked, small_files_table
+from tests.airflow.ui.support import EVENTS_SCHEMA, REPOSITORY, leaked, small_files_table
 from tests.support.hostile import never, raw_server
 
 CHROMIUM = Path("/usr/bin/chromium")
+MAX_REWRITE = "iceberg-ops.maintenance.max-rewrite-bytes"
+ENABLED = "iceberg-ops.maintenance.enabled"
 ARGS = [
     "--headless",
     "--no-sandbox",
@@ -67,11 +70,29 @@ def airflow(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
         catalog = deployment.catalog()
         catalog.create_namespace("demo")
         small_files_table(catalog, "demo.clicks", files=8)
+        _fleet(catalog)
         deployment.start()
         try:
             yield deployment
         finally:
             deployment.stop()
+
+
+FLEET_SPARE = 50  # empty tables beside the three that need attention: more than one page of the list (50)
+
+
+def _fleet(catalog: Any) -> None:
+    """Namespace ``fleet``: a table due for compaction, one over its policy's budget, one whose policy is off,
+    and :data:`FLEET_SPARE` empty (healthy) tables."""
+    catalog.create_namespace("fleet")
+    small_files_table(catalog, "fleet.orders", files=6)
+    budget = catalog.create_table("fleet.budget", schema=EVENTS_SCHEMA, properties={MAX_REWRITE: "1"})
+    paused = catalog.create_table("fleet.paused", schema=EVENTS_SCHEMA, properties={ENABLED: "false"})
+    for n in range(8):
+        for table in (budget, paused):
+            table.append(pa.table({"id": [n], "kind": ["k"]}, schema=EVENTS_SCHEMA))
+    for n in range(FLEET_SPARE):
+        catalog.create_table(f"fleet.part_{n:02d}", schema=EVENTS_SCHEMA)
 
 
 @pytest.fixture(scope="module")
@@ -232,7 +253,7 @@ def test_from_the_navigation_to_a_namespace_at_head_and_a_compacted_table(page, 
     # A table of many small files: the compaction the maintenance DAG would run, with its parameters.
     _frame(page).locator("#tables").get_by_role("link", name="clicks").click()
     health = _frame(page).locator("#health")
-    expect(health).to_contain_text("needs compact")
+    expect(health).to_contain_text("compaction due")
     expect(health).to_contain_text("min_input_files=5")
     _docs_shot(page, "table")
 
@@ -250,6 +271,61 @@ def test_from_the_navigation_to_a_namespace_at_head_and_a_compacted_table(page, 
     _until(compacted, page)
     _docs_shot(page, "table-maintained")
     assert page.seen.bodies, "no response of the pages was seen"
+
+
+def test_a_namespace_s_tables_are_sorted_filtered_and_paged_with_their_health(page, airflow):
+    from playwright.sync_api import expect
+
+    _log_in(page, airflow)
+    page.goto(f"{airflow.api_url}/plugin/iceberg/iceberg-ops/c/iceberg_ops_default/ns/fleet")
+    tables = _frame(page).locator("#tables")
+    total = FLEET_SPARE + 3
+    expect(tables).to_contain_text(f"{total} table(s)")
+    expect(tables).to_contain_text("page 1 of 2")
+    rows = tables.locator("tbody tr")
+    expect(rows).to_have_count(50)
+    expect(rows.first).to_contain_text("budget")  # by name: budget, orders, part_00, ...
+    expect(rows.first).to_contain_text("compaction due")
+    expect(rows.first).to_contain_text("over budget")
+
+    # The health column, sorted: what calls for attention first, a policy that is off last.
+    tables.get_by_role("link", name="health", exact=True).click()
+    tables = _frame(page).locator("#tables")
+    expect(tables.locator("th[aria-sort=ascending]")).to_contain_text("health")
+    rows = tables.locator("tbody tr")
+    expect(rows.nth(0)).to_contain_text("over budget")
+    expect(rows.nth(1)).to_contain_text("orders")
+    expect(rows.nth(1)).to_contain_text("compaction due")
+    expect(rows.nth(2)).to_contain_text("healthy")
+    assert "sort=health" in page.url or "sort=health" in _frame(page).locator("th[aria-sort] a").get_attribute("href")
+
+    # The last page holds the rest, and the policy that is off.
+    tables.get_by_role("link", name="next →").click()
+    tables = _frame(page).locator("#tables")
+    expect(tables).to_contain_text("page 2 of 2")
+    expect(tables.locator("tbody tr")).to_have_count(total - 50)
+    expect(tables.locator("tbody tr").last).to_contain_text("paused")
+    expect(tables.locator("tbody tr").last).to_contain_text("policy off")
+
+    # A filter by part of the name, kept in the address: the sort stays.
+    tables.get_by_role("searchbox").fill("ORD")
+    tables.get_by_role("button", name="Filter").click()
+    tables = _frame(page).locator("#tables")
+    expect(tables).to_contain_text(f"1 of {total} table(s) match")
+    expect(tables.locator("tbody tr")).to_have_count(1)
+    expect(tables.locator("tbody tr")).to_contain_text("compaction due")
+    expect(tables.locator("th[aria-sort=ascending]")).to_contain_text("health")
+    tables.scroll_into_view_if_needed()
+    tables.get_by_role("link", name="show all").click()
+    tables = _frame(page).locator("#tables")
+    expect(tables.locator("tbody tr")).to_have_count(50)
+    tables.get_by_role("link", name="data files", exact=True).click()
+    tables = _frame(page).locator("#tables")
+    expect(tables.locator("tbody tr").first).to_contain_text("budget")  # most data files first (8, 8, 6)
+    expect(tables.locator("tbody tr").nth(2)).to_contain_text("orders")
+    tables.get_by_role("link", name="health", exact=True).click()
+    _frame(page).locator("#tables").scroll_into_view_if_needed()
+    _docs_shot(page, "namespace-tables")
 
 
 def test_an_anonymous_browser_is_led_to_the_login_and_back_to_the_page_it_asked_for(browser, airflow):

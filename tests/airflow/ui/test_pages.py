@@ -168,7 +168,7 @@ def test_the_table_page_shows_health_recommendations_maintenance_and_moves(admin
     compact = data["health"]["recommendations"][0]
     assert compact["action"] == "compact" and compact["params"]["min_input_files"] == 5
     text = html_text(admin.get("/iceberg-ops/c/iceberg_ops_default/ns/shop/t/clicks"))
-    assert "needs compact" in text and "min_input_files=5" in text and "target_file_size_bytes=536870912" in text
+    assert "compaction due" in text and "min_input_files=5" in text and "target_file_size_bytes=536870912" in text
 
     history = admin.get("/iceberg-ops/api/c/iceberg_ops_default/ns/shop/t/events").json()["maintenance"]["commits"]
     assert [commit["kind"] for commit in history] == ["expire_snapshots", "rewrite_manifests", "compaction"]
