@@ -5,8 +5,9 @@ through them its manifests. Whatever is computed from that state alone (a health
 sizes, a snapshot timeline) stays true while the location stays the same, however often a page asks. A page
 reads the location (one catalog call that loads the table) and computes the rest only when it changed.
 
-Facts that depend on the clock as well as the metadata (what is expirable *now*, a lock's lease) are not kept
-here: they are computed on each view.
+Facts that depend on the clock as well as the metadata (what is expirable *now*, a lock's lease) are computed
+on each view, or kept under a kind that names the time they hold for (the table page's health report, kept for
+at most ten minutes: ``ui/table_parts.py``).
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ class MetadataCache:
     def __init__(self, max_entries: int = MAX_ENTRIES) -> None:
         self._lock = threading.Lock()
         self._facts: LRUCache[Hashable, Any] = LRUCache(maxsize=max_entries)
+        self.computed = 0
+        """How many facts were computed (not found kept) since the cache was made: what a page cost."""
 
     def get(self, kind: str, catalog: str, table: str, metadata_location: str | None, compute: Callable[[], T]) -> T:
         """The ``kind`` fact of ``table`` at ``metadata_location``, computed by ``compute`` unless kept already.
@@ -42,6 +45,8 @@ class MetadataCache:
         A table without a metadata location (one a catalog answers for without a file) is computed every time.
         """
         if metadata_location is None:
+            with self._lock:
+                self.computed += 1
             return compute()
         key = (kind, catalog, table, metadata_location)
         with self._lock:
@@ -50,6 +55,7 @@ class MetadataCache:
         value = compute()
         with self._lock:
             self._facts[key] = value
+            self.computed += 1
         return value
 
     def __len__(self) -> int:

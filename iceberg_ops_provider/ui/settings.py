@@ -31,6 +31,11 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "ui_cache_seconds": ("5", "Seconds a page's catalog reads are reused before they are read again."),
     "ui_events_page_size": ("50", "Events of the audit trail on one page (1 to 500)."),
     "ui_parallelism": ("8", "Tables (or metadata files) whose metadata is read at the same time."),
+    "ui_maintenance_dag": (
+        "table_maintenance",
+        "The DAG a table's page offers to trigger for the table's namespace (its run config filled in), to users "
+        "who may trigger it. Empty: no link.",
+    ),
 }
 
 
@@ -44,6 +49,7 @@ class UiSettings:
     cache_seconds: float
     events_page_size: int
     parallelism: int
+    maintenance_dag: str | None = None
     problems: tuple[str, ...] = ()
 
 
@@ -74,5 +80,6 @@ def ui_settings() -> UiSettings:
         cache_seconds=float(number("ui_cache_seconds", float, 0, 3600)),
         events_page_size=int(number("ui_events_page_size", int, 1, 500)),
         parallelism=int(number("ui_parallelism", int, 1, 64)),
+        maintenance_dag=_get("ui_maintenance_dag").strip() or None,
         problems=tuple(problems),
     )

@@ -26,14 +26,13 @@ from iceberg_ops_provider.data_migration.progress_report import moves_into
 from iceberg_ops_provider.errors import CatalogConfigError, CatalogUnavailableError, IcebergOpsError, MissingExtraError
 from iceberg_ops_provider.history.store import default_meta_namespace
 from iceberg_ops_provider.hooks.catalog import failure_sentence
-from iceberg_ops_provider.maintenance.activity import maintenance_history
-from iceberg_ops_provider.maintenance.health import table_health_report
 from iceberg_ops_provider.maintenance.overview import namespace_tables, table_overview
 from iceberg_ops_provider.runner.migration_runner import MigrationRunner
 from iceberg_ops_provider.runner.report import audit_trail, version_table
 from iceberg_ops_provider.ui.connections import CatalogConnection
 from iceberg_ops_provider.ui.reads import Part, Reads
 from iceberg_ops_provider.ui.settings import UiSettings
+from iceberg_ops_provider.ui.table_parts import shared_load, split_measures, table_parts
 
 __all__ = ["MAX_ANSWER_BYTES", "TableNotFound", "catalog_view", "catalogs_view", "namespace_view", "table_view"]
 
@@ -265,16 +264,21 @@ def _table_facts(reads: Reads, conn: CatalogConnection, identifier: str) -> dict
 def table_view(
     conn: CatalogConnection, namespace: str, name: str, settings: UiSettings, reads: Reads
 ) -> dict[str, Any]:
-    """A table: what its metadata says, its health report, its last maintenance, the moves into it."""
+    """A table: what its metadata says, its health, policy, last maintenance and the moves into it, and more.
+
+    Its schema, specs, refs and properties (``details``), snapshot timeline and metadata growth (``timeline``),
+    file sizes and largest partitions (``files``), and its maintenance policy (``policy``).
+
+    What is computed from the table's metadata is kept per metadata location (:mod:`.table_parts`).
+    """
     identifier = f"{namespace}.{name}"
-    load = partial(_load, reads, conn, identifier)
+    load = shared_load(partial(_load, reads, conn, identifier))
     jobs = {
         "facts": ((identifier,), lambda: _table_facts(reads, conn, identifier)),
-        "health": ((identifier,), lambda: table_health_report(load()).to_json()),
-        "maintenance": ((identifier,), lambda: maintenance_history(load(), parallelism=settings.parallelism).to_json()),
+        **table_parts(reads.metadata, conn.conn_id, identifier, load, settings.parallelism),
     }
     parts = _parts(reads, conn, settings, jobs)
     missing = parts["facts"].exception
     if isinstance(missing, NoSuchTableError | NoSuchNamespaceError):
         raise TableNotFound(f"No table {identifier} in catalog {conn.conn_id!r}.")
-    return _finish({"catalog": conn.describe(), "namespace": namespace, "table": name}, parts)
+    return split_measures(_finish({"catalog": conn.describe(), "namespace": namespace, "table": name}, parts))
