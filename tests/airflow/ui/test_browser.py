@@ -336,7 +336,7 @@ def test_a_table_page_shows_its_shape_history_files_and_policy_and_leads_to_the_
     frame = _frame(page)
     expect(frame.locator("#policy")).to_contain_text("write.target-file-size-bytes")
     expect(frame.locator("#files")).to_contain_text("File sizes")
-    expect(frame.locator("#timeline tbody tr").first).to_contain_text("append")
+    expect(frame.locator("#timeline tbody tr").last).to_contain_text("append")  # the oldest
     expect(frame.locator("#schema")).to_contain_text("id")
     expect(frame.locator("#specs")).to_contain_text("main")
     expect(frame.locator("#growth")).to_contain_text("current")
