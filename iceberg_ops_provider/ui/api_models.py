@@ -118,6 +118,13 @@ class NamespaceResponse(BaseModel):
     read_at: str
 
 
+class TriggerLink(BaseModel):
+    """The maintenance DAG a user may trigger for a table, and the run config that names the table's namespace."""
+
+    dag_id: str = Field(description="`[iceberg_ops] ui_maintenance_dag`.")
+    conf: dict[str, Any] = Field(description='The run config to trigger it with (`{"namespace": ...}`).')
+
+
 class TableResponse(BaseModel):
     """A table: what its metadata says, its health, its last maintenance, the moves into it."""
 
@@ -130,6 +137,24 @@ class TableResponse(BaseModel):
     )
     maintenance: dict[str, Any] | None = Field(
         description="`maintenance_history().to_json()`: the last compactions, manifest rewrites and expiries."
+    )
+    details: dict[str, Any] | None = Field(
+        default=None,
+        description="`table_details().to_json()`: schema fields, partition specs, sort orders, properties, refs.",
+    )
+    timeline: dict[str, Any] | None = Field(
+        default=None,
+        description="`snapshot_timeline().to_json()`: the newest snapshots (`rows`) and the metadata log (`growth`).",
+    )
+    files: dict[str, Any] | None = Field(
+        default=None,
+        description="`file_layout().to_json()`: the file-size histogram and the largest partitions against the median.",
+    )
+    policy: dict[str, Any] | None = Field(
+        default=None, description="`table_policy().to_json()`: each policy key's effective value and its source."
+    )
+    trigger: TriggerLink | None = Field(
+        default=None, description="The maintenance DAG the user may trigger for this table, `null` otherwise."
     )
     errors: dict[str, str]
     read_at: str

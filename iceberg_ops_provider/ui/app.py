@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity
+from airflow.api_fastapi.auth.managers.models.resource_details import ConnectionDetails, DagAccessEntity, DagDetails
 from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_connection, requires_access_dag
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Path, Query, Request, status
@@ -176,12 +176,27 @@ def _namespace(connection_id: str, namespace: str, page: int, tables: TableQuery
     return views.namespace_view(conn, checked, ui_settings(), READS, page=page, tables=tables)
 
 
-def _table(connection_id: str, namespace: str, table: str) -> dict[str, Any]:
+def _table(connection_id: str, namespace: str, table: str, user: Any) -> dict[str, Any]:
     conn = _connection(connection_id)
+    settings = ui_settings()
     try:
-        return views.table_view(conn, _checked("namespace", namespace), _checked("table", table), ui_settings(), READS)
+        view = views.table_view(conn, _checked("namespace", namespace), _checked("table", table), settings, READS)
     except views.TableNotFound as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
+    view["trigger"] = _trigger(settings.maintenance_dag, namespace, user)
+    return view
+
+
+def _trigger(dag_id: str | None, namespace: str, user: Any) -> dict[str, Any] | None:
+    """The maintenance DAG and the run config for the table's namespace, when ``user`` may trigger that DAG."""
+    if dag_id is None:
+        return None
+    from airflow.api_fastapi.app import get_auth_manager
+
+    allowed = get_auth_manager().is_authorized_dag(
+        method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=dag_id), user=user
+    )
+    return {"dag_id": dag_id, "conf": {"namespace": namespace}} if allowed else None
 
 
 def create_app() -> FastAPI:
@@ -252,9 +267,9 @@ def create_app() -> FastAPI:
 
     @guarded.get("/c/{connection_id}/ns/{namespace}/t/{table}", include_in_schema=False)
     def table_html(
-        request: Request, connection_id: ConnectionId, namespace: Namespace, table: TableName
+        request: Request, connection_id: ConnectionId, namespace: Namespace, table: TableName, user: GetUserDep
     ) -> HTMLResponse:
-        return _html(pages.table_page(_table(connection_id, namespace, table), _urls(request)))
+        return _html(pages.table_page(_table(connection_id, namespace, table, user), _urls(request)))
 
     @guarded.get(
         "/tasks/{dag_id}/{dag_run_id}/{task_id}",
@@ -333,9 +348,9 @@ def create_app() -> FastAPI:
     @guarded.get(
         "/api/c/{connection_id}/ns/{namespace}/t/{table}", response_model=models.TableResponse, tags=["Iceberg"]
     )
-    def table_json(connection_id: ConnectionId, namespace: Namespace, table: TableName) -> Any:
-        """A table: its metadata, health report and recommendations, last maintenance, and the moves into it."""
-        return _table(connection_id, namespace, table)
+    def table_json(connection_id: ConnectionId, namespace: Namespace, table: TableName, user: GetUserDep) -> Any:
+        """A table: metadata, schema, specs, refs, snapshots, file sizes, health, policy, maintenance, moves."""
+        return _table(connection_id, namespace, table, user)
 
     @guarded.get("/openapi.json", include_in_schema=False)
     def openapi(request: Request) -> JSONResponse:

@@ -32,6 +32,11 @@ OPTIONS: dict[str, tuple[str, str]] = {
     "ui_events_page_size": ("50", "Events of the audit trail on one page (1 to 500)."),
     "ui_tables_page_size": ("50", "Tables of a namespace's list on one page (1 to 500)."),
     "ui_parallelism": ("8", "Tables (or metadata files) whose metadata is read at the same time."),
+    "ui_maintenance_dag": (
+        "table_maintenance",
+        "The DAG a table's page offers to trigger for the table's namespace (its run config filled in), to users "
+        "who may trigger it. Empty: no link.",
+    ),
 }
 
 
@@ -46,6 +51,7 @@ class UiSettings:
     events_page_size: int
     parallelism: int
     tables_page_size: int = 50
+    maintenance_dag: str | None = None
     problems: tuple[str, ...] = ()
 
 
@@ -77,5 +83,6 @@ def ui_settings() -> UiSettings:
         events_page_size=int(number("ui_events_page_size", int, 1, 500)),
         parallelism=int(number("ui_parallelism", int, 1, 64)),
         tables_page_size=int(number("ui_tables_page_size", int, 1, 500)),
+        maintenance_dag=_get("ui_maintenance_dag").strip() or None,
         problems=tuple(problems),
     )

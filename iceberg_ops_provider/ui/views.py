@@ -27,16 +27,17 @@ from iceberg_ops_provider.data_migration.progress_report import moves_into
 from iceberg_ops_provider.errors import CatalogConfigError, CatalogUnavailableError, IcebergOpsError, MissingExtraError
 from iceberg_ops_provider.history.store import default_meta_namespace
 from iceberg_ops_provider.hooks.catalog import failure_sentence
-from iceberg_ops_provider.maintenance.activity import maintenance_history
 from iceberg_ops_provider.maintenance.health import TableHealthReport, table_health_report
 from iceberg_ops_provider.maintenance.overview import table_overview
 from iceberg_ops_provider.maintenance.table_status import TableStatus, table_status
 from iceberg_ops_provider.runner.migration_runner import MigrationRunner
 from iceberg_ops_provider.runner.report import audit_trail, version_table
 from iceberg_ops_provider.ui.connections import CatalogConnection
+from iceberg_ops_provider.ui.metadata_cache import clock_kind
 from iceberg_ops_provider.ui.reads import Part, Reads
 from iceberg_ops_provider.ui.settings import UiSettings
 from iceberg_ops_provider.ui.table_list import TableQuery, table_list
+from iceberg_ops_provider.ui.table_parts import shared_load, split_measures, table_parts
 
 __all__ = ["MAX_ANSWER_BYTES", "TableNotFound", "catalog_view", "catalogs_view", "namespace_view", "table_view"]
 
@@ -231,12 +232,12 @@ def _audit(reads: Reads, conn: CatalogConnection, namespace: str, settings: UiSe
 
 
 def _measure(reads: Reads, conn: CatalogConnection, moment: datetime) -> Callable[[Any], TableStatus]:
-    """A table's status, its health measure kept per metadata location (and per UTC hour: expiry runs on the clock).
+    """A table's status, its health measure kept per metadata location (and at most ``CLOCK_SECONDS``: clock facts).
 
     What is kept is the health report with only the partitions that call for compaction (all a status reads), so a
     list of thousands of tables keeps a small entry per table.
     """
-    kind = f"status_report@{moment:%Y-%m-%dT%H}"
+    kind = clock_kind("status_report", moment.timestamp())
 
     def slim(table: Any) -> TableHealthReport:
         report = table_health_report(table)
@@ -325,16 +326,21 @@ def _table_facts(reads: Reads, conn: CatalogConnection, identifier: str) -> dict
 def table_view(
     conn: CatalogConnection, namespace: str, name: str, settings: UiSettings, reads: Reads
 ) -> dict[str, Any]:
-    """A table: what its metadata says, its health report, its last maintenance, the moves into it."""
+    """A table: what its metadata says, its health, policy, last maintenance and the moves into it, and more.
+
+    Its schema, specs, refs and properties (``details``), snapshot timeline and metadata growth (``timeline``),
+    file sizes and largest partitions (``files``), and its maintenance policy (``policy``).
+
+    What is computed from the table's metadata is kept per metadata location (:mod:`.table_parts`).
+    """
     identifier = f"{namespace}.{name}"
-    load = partial(_load, reads, conn, identifier)
+    load = shared_load(partial(_load, reads, conn, identifier))
     jobs = {
         "facts": ((identifier,), lambda: _table_facts(reads, conn, identifier)),
-        "health": ((identifier,), lambda: table_health_report(load()).to_json()),
-        "maintenance": ((identifier,), lambda: maintenance_history(load(), parallelism=settings.parallelism).to_json()),
+        **table_parts(reads.metadata, conn.conn_id, identifier, load, settings.parallelism),
     }
     parts = _parts(reads, conn, settings, jobs)
     missing = parts["facts"].exception
     if isinstance(missing, NoSuchTableError | NoSuchNamespaceError):
         raise TableNotFound(f"No table {identifier} in catalog {conn.conn_id!r}.")
-    return _finish({"catalog": conn.describe(), "namespace": namespace, "table": name}, parts)
+    return split_measures(_finish({"catalog": conn.describe(), "namespace": namespace, "table": name}, parts))

@@ -402,3 +402,23 @@ def test_a_user_whose_role_may_not_read_connections_is_refused(browser, airflow)
         assert response is not None and response.status == 403
     finally:
         context.close()
+
+
+def test_a_table_page_shows_its_shape_history_files_and_policy_and_leads_to_the_maintenance_dag(page, airflow):
+    from playwright.sync_api import expect
+
+    _log_in(page, airflow)
+    page.goto(f"{airflow.api_url}/plugin/iceberg/iceberg-ops/c/iceberg_ops_default/ns/demo/t/clicks")
+    frame = _frame(page)
+    expect(frame.locator("#policy")).to_contain_text("write.target-file-size-bytes")
+    expect(frame.locator("#files")).to_contain_text("File sizes")
+    expect(frame.locator("#timeline tbody tr").last).to_contain_text("append")  # the oldest
+    expect(frame.locator("#schema")).to_contain_text("id")
+    expect(frame.locator("#specs")).to_contain_text("main")
+    expect(frame.locator("#growth")).to_contain_text("current")
+    expect(frame.locator("#trigger-conf")).to_have_text('{"namespace": "demo"}')
+    frame.locator("#timeline").scroll_into_view_if_needed()
+    _docs_shot(page, "table-history")
+    frame.locator("#trigger").get_by_role("link", name=re.compile("table_maintenance")).click()
+    page.wait_for_url(re.compile(r".*/dags/table_maintenance$"))  # Airflow's page of the DAG, in its window
+    expect(page.get_by_role("button", name="Trigger Dag")).to_be_visible()

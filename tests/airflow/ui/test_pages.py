@@ -231,3 +231,25 @@ def test_the_plugin_is_listed_by_airflow_plugins(lake):
     assert listing.returncode == 0, listing.stderr[-2000:]
     assert '"name": "iceberg_ops"' in listing.stdout
     assert '"url_prefix": "/iceberg-ops"' in listing.stdout and '"url_route": "iceberg"' in listing.stdout
+
+
+def test_the_table_page_shows_its_shape_history_files_policy_and_the_trigger_link(admin, lake, monkeypatch):
+    data = admin.get("/iceberg-ops/api/c/iceberg_ops_default/ns/shop/t/events").json()
+    assert data["errors"] == {}
+    assert [field["name"] for field in data["details"]["fields"]][:1] == ["id"]
+    assert [ref["name"] for ref in data["details"]["refs"]] == ["main"]
+    assert data["timeline"]["snapshots"] == len(data["timeline"]["rows"]) >= 1
+    assert data["timeline"]["growth"][-1]["current"] is True
+    assert data["files"]["files"] == data["health"]["data_files"]["files"]
+    assert {value["key"] for value in data["policy"]["values"]} >= {"write.target-file-size-bytes"}
+    assert data["trigger"] == {"dag_id": "table_maintenance", "conf": {"namespace": "shop"}}
+    page = admin.get("/iceberg-ops/c/iceberg_ops_default/ns/shop/t/events")
+    text = html_text(page)
+    for section in ("Schema", "Partition specs", "Branches and tags", "Snapshot timeline", "File sizes"):
+        assert section in text
+    assert "Metadata growth" in text and "Maintenance policy" in text and "last compaction" in text
+    assert 'href="/dags/table_maintenance"' in page.text and '{"namespace": "shop"}' in text
+
+    monkeypatch.setenv("AIRFLOW__ICEBERG_OPS__UI_MAINTENANCE_DAG", "")  # no DAG named: no link
+    assert admin.get("/iceberg-ops/api/c/iceberg_ops_default/ns/shop/t/events").json()["trigger"] is None
+    assert "Run maintenance" not in html_text(admin.get("/iceberg-ops/c/iceberg_ops_default/ns/shop/t/events"))
