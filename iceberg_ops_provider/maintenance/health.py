@@ -194,8 +194,13 @@ class TableHealthReport:
         return "\n".join(lines)
 
 
-def table_health_report(table: Table, thresholds: HealthThresholds | None = None) -> TableHealthReport:
+def table_health_report(
+    table: Table, thresholds: HealthThresholds | None = None, *, kept_snapshots: bool = True
+) -> TableHealthReport:
     """Measure ``table`` (a ``StaticTable`` too) from its metadata and say which maintenance it needs, and how.
+
+    ``kept_snapshots=False`` skips reading every kept snapshot's manifest list: the report's kept-snapshot
+    manifest figures are then ``None``, and its verdict and recommendations are the same.
 
     Read-only; the table is reported as loaded, unless a concurrent expiry deleted files that metadata
     lists: then it is refreshed and measured once more. Without ``thresholds``, the table is judged by
@@ -224,7 +229,7 @@ def table_health_report(table: Table, thresholds: HealthThresholds | None = None
             f"got {type(thresholds).__name__}."
         )
     try:
-        return _enabled(_report(table, thresholds, started), policy.enabled)
+        return _enabled(_report(table, thresholds, started, kept_snapshots), policy.enabled)
     except FileNotFoundError:
         # A concurrent expiry deletes the manifest lists (and manifests) of the snapshots it removes:
         # a handle loaded before it may point at them. Measure the fresh metadata once.
@@ -237,7 +242,7 @@ def table_health_report(table: Table, thresholds: HealthThresholds | None = None
         if not moved:
             raise
         log.info("%s: files of the loaded metadata were removed meanwhile; reporting on the fresh metadata", before)
-        return _enabled(_report(table, thresholds, started), policy.enabled)
+        return _enabled(_report(table, thresholds, started, kept_snapshots), policy.enabled)
 
 
 def _enabled(report: TableHealthReport, enabled: bool) -> TableHealthReport:
@@ -245,7 +250,7 @@ def _enabled(report: TableHealthReport, enabled: bool) -> TableHealthReport:
     return report if enabled else replace(report, recommendations=(), policy_enabled=False)
 
 
-def _report(table: Table, thresholds: HealthThresholds, started: float) -> TableHealthReport:
+def _report(table: Table, thresholds: HealthThresholds, started: float, kept_snapshots: bool) -> TableHealthReport:
     name = ".".join(table.name())
     metadata = table.metadata
     now_ms = int(time.time() * 1000)
@@ -265,7 +270,9 @@ def _report(table: Table, thresholds: HealthThresholds, started: float) -> Table
     scan.run(current)
     partitions = scan.partition_health(thresholds.min_input_files, thresholds.max_small_file_ratio)
     data_files, delete_files = scan.data_file_stats(), scan.delete_file_stats()
-    manifests = manifest_stats(table, current, manifest_target, thresholds.small_manifest_fraction)
+    manifests = manifest_stats(
+        table, current, manifest_target, thresholds.small_manifest_fraction, kept_snapshots=kept_snapshots
+    )
     meta = metadata_stats(table)
 
     warnings: list[str] = []

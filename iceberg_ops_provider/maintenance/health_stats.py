@@ -122,7 +122,11 @@ class PartitionHealth:
 
 @dataclass(frozen=True)
 class ManifestStats:
-    """Manifests of the current snapshot (``manifests`` to ``manifests_after_rewrite``) and of every kept snapshot."""
+    """Manifests of the current snapshot (``manifests`` to ``manifests_after_rewrite``) and of every kept snapshot.
+
+    The kept snapshots' figures (``max_manifests_per_snapshot`` to ``distinct_manifest_bytes``) are ``None`` when
+    their manifest lists were not read.
+    """
 
     manifests: int
     data_manifests: int
@@ -132,10 +136,10 @@ class ManifestStats:
     max_bytes: int
     small_manifests: int
     manifests_after_rewrite: int
-    max_manifests_per_snapshot: int
-    mean_manifests_per_snapshot: float
-    distinct_manifests: int
-    distinct_manifest_bytes: int
+    max_manifests_per_snapshot: int | None
+    mean_manifests_per_snapshot: float | None
+    distinct_manifests: int | None
+    distinct_manifest_bytes: int | None
 
 
 @dataclass(frozen=True)
@@ -330,9 +334,18 @@ class _PartitionNames:
 
 
 def manifest_stats(
-    table: Table, current: list[ManifestFile], target_manifest_size_bytes: int, small_manifest_fraction: float
+    table: Table,
+    current: list[ManifestFile],
+    target_manifest_size_bytes: int,
+    small_manifest_fraction: float,
+    *,
+    kept_snapshots: bool = True,
 ) -> ManifestStats:
-    """Measure the current snapshot's manifests and every kept snapshot's manifest list (each read once)."""
+    """Measure the current snapshot's manifests and, with ``kept_snapshots``, every kept snapshot's manifest list.
+
+    Each list is read once; with a manifest per commit, N snapshots list about N*N/2 manifests (a second or more
+    for a thousand snapshots), which no recommendation needs: callers that only decide what to run skip them.
+    """
     small_limit = target_manifest_size_bytes * small_manifest_fraction
     sizes = [m.manifest_length for m in current]
     groups: Counter[tuple[int, int]] = Counter()
@@ -348,7 +361,7 @@ def manifest_stats(
 
     distinct: dict[str, int] = {}
     counts: list[int] = []
-    snapshots = table.metadata.snapshots
+    snapshots = table.metadata.snapshots if kept_snapshots else []
     last_log = time.monotonic()
     for done, listed in enumerate(window_map(read_list, snapshots), 1):
         counts.append(len(listed))
@@ -365,10 +378,10 @@ def manifest_stats(
         max_bytes=max(sizes, default=0),
         small_manifests=sum(size < small_limit for size in sizes),
         manifests_after_rewrite=after if current else 0,
-        max_manifests_per_snapshot=max(counts, default=0),
-        mean_manifests_per_snapshot=sum(counts) / len(counts) if counts else 0.0,
-        distinct_manifests=len(distinct),
-        distinct_manifest_bytes=sum(distinct.values()),
+        max_manifests_per_snapshot=max(counts, default=0) if kept_snapshots else None,
+        mean_manifests_per_snapshot=(sum(counts) / len(counts) if counts else 0.0) if kept_snapshots else None,
+        distinct_manifests=len(distinct) if kept_snapshots else None,
+        distinct_manifest_bytes=sum(distinct.values()) if kept_snapshots else None,
     )
 
 

@@ -191,22 +191,23 @@ def measure_table(
     table: Table,
     moment: datetime,
     *,
-    health: Callable[[Table], TableHealthReport] = table_health_report,
+    health: Callable[[Table], TableHealthReport] | None = None,
 ) -> QueuedTable | QueueError | str:
     """A loaded table as the queue lists it: its entry (ranked, or held at ``moment``), its error, or its name.
 
     The name alone means the table is healthy.
 
     A table whose policy turns maintenance off is not measured; one in its quiet hours is (and held).
-    ``health`` measures the table (default :func:`table_health_report`; a caller keeping reports per metadata
-    location passes its own, which must judge the table by its policy as that function does).
+    ``health`` measures the table (default :func:`table_health_report` without the kept snapshots' manifest
+    lists, which no ranking reads; a caller keeping reports per metadata location passes its own, which must
+    judge the table by its policy as that function does).
     """
     try:
         policy = table_policy(table)
         held = policy.skip_reason(moment)
         if held == "disabled":
             return _entry(name, None, policy, held)
-        report = health(table)
+        report = health(table) if health is not None else table_health_report(table, kept_snapshots=False)
     except (IcebergOpsError, OSError, ValueError) as exc:
         kind = "policy" if isinstance(exc, MaintenancePolicyError) else "metadata"
         return QueueError(name, kind, type(exc).__name__, str(exc))

@@ -51,7 +51,7 @@ def _kept(cache: MetadataCache, kind: str, catalog: str, identifier: str, table:
 
 
 def _measures(table: Any) -> dict[str, Any]:
-    report = table_health_report(table)
+    report = table_health_report(table, kept_snapshots=False)  # the page shows none of their figures
     return {"health": report.to_json(), "files": file_layout(report).to_json()}
 
 

@@ -240,7 +240,7 @@ def _measure(reads: Reads, conn: CatalogConnection, moment: datetime) -> Callabl
     kind = clock_kind("status_report", moment.timestamp())
 
     def slim(table: Any) -> TableHealthReport:
-        report = table_health_report(table)
+        report = table_health_report(table, kept_snapshots=False)
         return replace(report, partitions=tuple(p for p in report.partitions if p.needs_compaction))
 
     def health(table: Any) -> TableHealthReport:

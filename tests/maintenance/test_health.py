@@ -284,6 +284,31 @@ def test_many_manifests_need_rewrite_manifests(busy):
     assert [r.action for r in report.recommendations] == ["compact", "rewrite_manifests"]  # order to run them
 
 
+def test_skipping_the_kept_snapshots_manifest_lists_leaves_the_verdict_and_drops_only_their_figures(busy):
+    table, _ = busy
+    full = table_health_report(table)
+    read: list[str] = []
+    opened = table.io.new_input
+
+    def new_input(location: str):
+        read.append(location)
+        return opened(location)
+
+    table.io.new_input = new_input
+    try:
+        quick = table_health_report(table, kept_snapshots=False)
+    finally:
+        table.io.new_input = opened
+
+    lists = {snapshot.manifest_list for snapshot in table.snapshots()}
+    assert len(lists & set(read)) <= 1  # at most the current snapshot's own list, for its manifests
+    assert quick.needs == full.needs and quick.recommendations == full.recommendations
+    assert quick.manifests.max_manifests_per_snapshot is None and quick.manifests.distinct_manifests is None
+    assert quick.manifests.mean_manifests_per_snapshot is None and quick.manifests.distinct_manifest_bytes is None
+    assert quick.manifests.manifests == full.manifests.manifests == 100
+    assert quick.to_json()["manifests"]["distinct_manifests"] is None
+
+
 def test_thresholds_change_the_verdict(busy):
     table, _ = busy
     assert table_health_report(table).needs == ("compact", "rewrite_manifests")
