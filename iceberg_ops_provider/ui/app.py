@@ -53,6 +53,16 @@ TableFilter = Annotated[
     str, Query(alias="filter", max_length=200, description="Only tables whose name holds this text (any case).")
 ]
 TablePage = Annotated[int, Query(ge=1, le=100_000, description="Page of the tables, 1 the first.")]
+
+
+def _table_query(
+    sort: TableSort = "table", order: TableOrder = "asc", table_filter: TableFilter = "", tpage: TablePage = 1
+) -> TableQuery:
+    """A namespace's table list as its query parameters ask for it (the page and its JSON take the same)."""
+    return TableQuery(sort, order, table_filter, tpage)
+
+
+Tables = Annotated[TableQuery, Depends(_table_query)]
 TableName = Annotated[
     str, Path(description="A table of the namespace (its name without the namespace).", max_length=255)
 ]
@@ -256,13 +266,9 @@ def create_app() -> FastAPI:
         request: Request,
         connection_id: ConnectionId,
         namespace: Namespace,
+        tables: Tables,
         page: Page = 1,
-        sort: TableSort = "table",
-        order: TableOrder = "asc",
-        table_filter: TableFilter = "",
-        tpage: TablePage = 1,
     ) -> HTMLResponse:
-        tables = TableQuery(sort, order, table_filter, tpage)
         return _html(pages.namespace_page(_namespace(connection_id, namespace, page, tables), _urls(request)))
 
     @guarded.get("/c/{connection_id}/ns/{namespace}/t/{table}", include_in_schema=False)
@@ -332,18 +338,15 @@ def create_app() -> FastAPI:
     def namespace_json(
         connection_id: ConnectionId,
         namespace: Namespace,
+        tables: Tables,
         page: Page = 1,
-        sort: TableSort = "table",
-        order: TableOrder = "asc",
-        table_filter: TableFilter = "",
-        tpage: TablePage = 1,
     ) -> Any:
         """A namespace: versions, status, lock, unsettled run, a page of its audit trail, and a page of its tables.
 
         The tables are filtered by name (`filter`), sorted (`sort`, `order`) and paged (`tpage`), each with its
         health `status` (as `iceberg-ops maintain queue` measures it) and its `policy` state.
         """
-        return _namespace(connection_id, namespace, page, TableQuery(sort, order, table_filter, tpage))
+        return _namespace(connection_id, namespace, page, tables)
 
     @guarded.get(
         "/api/c/{connection_id}/ns/{namespace}/t/{table}", response_model=models.TableResponse, tags=["Iceberg"]

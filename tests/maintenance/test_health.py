@@ -284,21 +284,20 @@ def test_many_manifests_need_rewrite_manifests(busy):
     assert [r.action for r in report.recommendations] == ["compact", "rewrite_manifests"]  # order to run them
 
 
-def test_skipping_the_kept_snapshots_manifest_lists_leaves_the_verdict_and_drops_only_their_figures(busy):
+def test_skipping_the_kept_snapshots_manifest_lists_leaves_the_verdict_and_drops_only_their_figures(busy, monkeypatch):
     table, _ = busy
     full = table_health_report(table)
     read: list[str] = []
-    opened = table.io.new_input
+    lock = threading.Lock()
+    real = type(table.io).new_input
 
-    def new_input(location: str):
-        read.append(location)
-        return opened(location)
+    def counting(io, location):
+        with lock:
+            read.append(location)
+        return real(io, location)
 
-    table.io.new_input = new_input
-    try:
-        quick = table_health_report(table, kept_snapshots=False)
-    finally:
-        table.io.new_input = opened
+    monkeypatch.setattr(type(table.io), "new_input", counting)  # counts real reads; each still happens
+    quick = table_health_report(table, kept_snapshots=False)
 
     lists = {snapshot.manifest_list for snapshot in table.snapshots()}
     assert len(lists & set(read)) <= 1  # at most the current snapshot's own list, for its manifests
