@@ -11,6 +11,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from iceberg_ops_provider.catalogs.redact import split_secrets
 from iceberg_ops_provider.maintenance.files import window_map
 
 if TYPE_CHECKING:
@@ -134,6 +135,12 @@ def _int(value: str | None) -> int | None:
         return None
 
 
+def _writers(summary: dict[str, str]) -> dict[str, str]:
+    """The summary's :data:`WRITER_KEYS`, a credential in one (a URI's password, ...) as ``***``, then shortened."""
+    shown, _ = split_secrets({key: str(summary[key]) for key in WRITER_KEYS if key in summary})
+    return {key: str(value)[:_MAX_VALUE] for key, value in shown.items()}
+
+
 def _on_branches(table: Table) -> dict[int, list[str]]:
     """Snapshot id -> the branches whose history holds it (each branch followed from its head to its root)."""
     parents = {s.snapshot_id: s.parent_snapshot_id for s in table.metadata.snapshots}
@@ -181,7 +188,7 @@ def snapshot_timeline(table: Table, *, limit: int = DEFAULT_LIMIT, parallelism: 
                 operation=operation,
                 schema_id=snapshot.schema_id,
                 **{name: _int(summary.get(key)) for key, name in _COUNTS.items()},
-                written_by={key: str(summary[key])[:_MAX_VALUE] for key in WRITER_KEYS if key in summary},
+                written_by=_writers(summary),
                 branches=tuple(branches.get(snapshot.snapshot_id, ())),
                 tags=tuple(tags.get(snapshot.snapshot_id, ())),
             )
