@@ -21,6 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from pyiceberg.table import TableProperties
 
 from iceberg_ops_provider.core.name_hints import closest
+from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.errors import MaintenancePolicyError
 from iceberg_ops_provider.maintenance.expire import (
     DEFAULT_MAX_SNAPSHOT_AGE_MS,
@@ -56,6 +57,9 @@ ENABLED_KEY = f"{PREFIX}enabled"
 """The key that turns a table's maintenance off (``false``)."""
 
 _DEFAULTS = HealthThresholds()
+
+SET_ATTEMPTS = 8
+"""Commits :func:`set_table_policy` tries, each on a fresh read, when other writers keep committing first."""
 
 LONG_MAX = 2**63 - 1
 """The largest value of an Iceberg key other engines read as a long (Java's ``Long.parseLong``)."""
@@ -527,22 +531,30 @@ def set_table_policy(table: Table, updates: Mapping[str, Any]) -> PolicyChange:
     """Set (or, with ``None`` or ``""``, remove) policy keys of ``table`` in one commit, after checking them all.
 
     Keys are full property keys, or ours without :data:`PREFIX`; any other key is refused. A removed key's
-    default applies again. Nothing is committed when every property already holds what was asked.
+    default applies again. Nothing is committed when every property already holds what was asked. A commit
+    that loses to another writer's (another ``policy set``, an append) is tried again on a fresh read of the
+    table, up to :data:`SET_ATTEMPTS` times.
 
     Raises:
         MaintenancePolicyError: An unknown key (with the closest one) or a value its key does not accept;
             nothing was changed.
+        CommitFailedException: Every attempt lost (or whatever else the catalog raised); nothing was changed.
     """
     name = ".".join(table.name())
     checked = check_policy_properties(updates, table=name, short_names=True)
-    properties = table.metadata.properties
-    sets = {key: value for key, value in checked.items() if value is not None and properties.get(key) != value}
-    removed = tuple(key for key, value in checked.items() if value is None and key in properties)
-    unchanged = tuple(key for key in checked if key not in sets and key not in removed)
-    if sets or removed:
-        with table.transaction() as transaction:
-            if sets:
-                transaction.set_properties(sets)
-            if removed:
-                transaction.remove_properties(*removed)
-    return PolicyChange(name, sets, removed, unchanged)
+    for attempt in lost_races(SET_ATTEMPTS, what=f"setting the maintenance policy of {name}"):
+        with attempt:
+            if attempt.retry_state.attempt_number > 1:
+                table.refresh()
+            properties = table.metadata.properties
+            sets = {key: value for key, value in checked.items() if value is not None and properties.get(key) != value}
+            removed = tuple(key for key, value in checked.items() if value is None and key in properties)
+            unchanged = tuple(key for key in checked if key not in sets and key not in removed)
+            if sets or removed:
+                with table.transaction() as transaction:
+                    if sets:
+                        transaction.set_properties(sets)
+                    if removed:
+                        transaction.remove_properties(*removed)
+            return PolicyChange(name, sets, removed, unchanged)
+    raise AssertionError("unreachable")  # pragma: no cover
