@@ -22,7 +22,7 @@ from iceberg_ops_provider.maintenance.compaction import OPERATION_PROPERTY
 if TYPE_CHECKING:
     from pyiceberg.table import Table
 
-__all__ = ["MAX_METADATA_BYTES", "MaintenanceCommit", "MaintenanceHistory", "maintenance_history"]
+__all__ = ["MAX_METADATA_BYTES", "MaintenanceCommit", "MaintenanceHistory", "maintenance_history", "may_read_metadata"]
 
 MAX_METADATA_BYTES = 256 * 1024 * 1024
 """The most of one earlier metadata file read (and of it decompressed); a larger one ends the search."""
@@ -112,7 +112,7 @@ def _current_snapshots(table: Table) -> dict[int, Summary]:
     return found
 
 
-def _may_read(table: Table, location: str) -> bool:
+def may_read_metadata(table: Table, location: str) -> bool:
     """Whether ``location`` is beside the current metadata file or under the table's, and a regular file if local."""
     current = table.metadata_location.rsplit("/", 1)[0] + "/"
     root = table.metadata.location.rstrip("/") + "/"
@@ -141,7 +141,7 @@ def _bounded_read(stream: Any) -> bytes | None:
 
 def _read_metadata(table: Table, location: str) -> tuple[dict[int, Summary], int] | None:
     """The snapshots and ``last-updated-ms`` a metadata file holds; ``None`` when it cannot, or may not, be read."""
-    if not _may_read(table, location):
+    if not may_read_metadata(table, location):
         return None
     try:
         with table.io.new_input(location).open() as stream:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import os
+import stat
 import threading
 from collections import OrderedDict, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -10,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
 from typing import TYPE_CHECKING, ClassVar, TypeVar
+from urllib.parse import urlsplit
 
 from pyiceberg.manifest import DataFileContent, ManifestEntryStatus
 
@@ -21,7 +24,7 @@ if TYPE_CHECKING:
     from pyiceberg.manifest import ManifestFile
     from pyiceberg.table.snapshots import Snapshot
 
-__all__ = ["FileEntry", "ManifestReader", "delete_files", "size_property", "window_map"]
+__all__ = ["FileEntry", "ManifestReader", "delete_files", "regular_file", "size_property", "window_map"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -92,6 +95,7 @@ class ManifestReader:
             if cached is not None:
                 self._lists.move_to_end(key)
                 return cached
+        regular_file(key)
         manifests = list(snapshot.manifests(self.io))
         with self._lists_lock:
             self._lists[key] = manifests
@@ -109,6 +113,7 @@ class ManifestReader:
             if shared is not None:
                 self._small_manifests.move_to_end(path)
         if shared is None:
+            regular_file(path)
             shared = [
                 FileEntry(
                     path=entry.data_file.file_path,
@@ -145,6 +150,26 @@ class ManifestReader:
         manifests = list(manifests)
         self.prefetch(manifests)
         return {entry.path for manifest in manifests for entry in self.entries(manifest) if entry.live}
+
+
+def regular_file(location: str) -> None:
+    """Nothing, unless ``location`` is a local path to something other than a regular file.
+
+    A pipe or a device named by a manifest list (a hostile or broken writer's) would block a read forever, or
+    never end it; an object store holds no such thing. A file that is not there is left to the read to report.
+
+    Raises:
+        OSError: ``location`` is a local pipe, device, socket or folder.
+    """
+    parts = urlsplit(location)
+    if parts.scheme.lower() not in ("", "file"):
+        return
+    try:
+        mode = os.stat(parts.path if parts.scheme else location).st_mode
+    except OSError:
+        return
+    if not stat.S_ISREG(mode):
+        raise OSError(f"{location} is not a regular file: it is not read (a pipe or device would never end)")
 
 
 def _local(paths: Iterable[str]) -> bool:

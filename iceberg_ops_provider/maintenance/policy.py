@@ -11,6 +11,7 @@ of the maintenance calls (``docs/maintenance/policy.md``).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
@@ -20,6 +21,7 @@ from pydantic import TypeAdapter, ValidationError
 from pyiceberg.table import TableProperties
 
 from iceberg_ops_provider.core.name_hints import closest
+from iceberg_ops_provider.core.retrying import lost_races
 from iceberg_ops_provider.errors import MaintenancePolicyError
 from iceberg_ops_provider.maintenance.expire import (
     DEFAULT_MAX_SNAPSHOT_AGE_MS,
@@ -56,6 +58,25 @@ ENABLED_KEY = f"{PREFIX}enabled"
 
 _DEFAULTS = HealthThresholds()
 
+SET_ATTEMPTS = 8
+"""Commits :func:`set_table_policy` tries, each on a fresh read, when other writers keep committing first."""
+
+LONG_MAX = 2**63 - 1
+"""The largest value of an Iceberg key other engines read as a long (Java's ``Long.parseLong``)."""
+
+INT_MAX = 2**31 - 1
+"""The largest value of an Iceberg key other engines read as an int (``history.expire.min-snapshots-to-keep``)."""
+
+_WHOLE = re.compile(r"-?[0-9]+")
+
+
+def _whole(text: str) -> int:
+    """``text`` as an integer in ASCII digits: ``int`` also takes ``1_000`` and other scripts' digits, Java does not."""
+    stripped = text.strip()
+    if not _WHOLE.fullmatch(stripped):
+        raise ValueError(text)
+    return int(stripped)
+
 
 @dataclass(frozen=True)
 class PolicyKey:
@@ -82,7 +103,7 @@ class PolicyKey:
 def _checked(kind: Any) -> Callable[[str], Any]:
     """A parser of property text into ``kind`` (a :mod:`.health_thresholds` type), its bounds enforced by pydantic."""
     adapter: TypeAdapter[Any] = TypeAdapter(kind)
-    number = float if "number" in kind.__metadata__[-1].description else int
+    number = float if "number" in kind.__metadata__[-1].description else _whole
 
     def parse(text: str) -> Any:
         try:
@@ -126,7 +147,7 @@ def _quiet_hours(text: str) -> tuple[tuple[int, int], ...]:
     ranges = []
     for part in text.split(","):
         start, dash, end = part.strip().partition("-")
-        if not dash or not start.strip().isdigit() or not end.strip().isdigit():
+        if not dash or not all(_WHOLE.fullmatch(hour.strip()) for hour in (start, end)):
             raise ValueError(text)
         first, last = int(start), int(end)
         if not (0 <= first <= 23 and 0 <= last <= 24) or first == last:
@@ -139,19 +160,30 @@ def _hours_text(ranges: tuple[tuple[int, int], ...]) -> str:
     return ",".join(f"{start:02d}-{end:02d}" for start, end in ranges) or "none"
 
 
-def _integer(minimum: int) -> Callable[[str], int]:
-    """A parser of an integer of at least ``minimum`` (a size or an age no health threshold shares)."""
+def _integer(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+    """A parser of an integer from ``minimum`` to ``maximum`` (a size or an age no health threshold shares)."""
 
     def parse(text: str) -> int:
-        value = int(text.strip())
-        if value < minimum:
+        value = _whole(text)
+        if value < minimum or (maximum is not None and value > maximum):
             raise ValueError(text)
         return value
 
     return parse
 
 
+def _at_most(parse: Callable[[str], int], maximum: int) -> Callable[[str], int]:
+    def bounded(text: str) -> int:
+        value = parse(text)
+        if value > maximum:
+            raise ValueError(text)
+        return value
+
+    return bounded
+
+
 _positive_bytes = _integer(1)
+_iceberg_bytes = _integer(1, LONG_MAX)
 
 
 KEYS: tuple[PolicyKey, ...] = (
@@ -168,32 +200,32 @@ KEYS: tuple[PolicyKey, ...] = (
         TableProperties.WRITE_TARGET_FILE_SIZE_BYTES,
         "target_file_size_bytes",
         TableProperties.WRITE_TARGET_FILE_SIZE_BYTES_DEFAULT,
-        "an integer >= 1 (bytes)",
-        _positive_bytes,
+        "an integer >= 1 (bytes) and < 2^63",
+        _iceberg_bytes,
         description="the size compaction writes; data files under 75% of it are small",
     ),
     PolicyKey(
         TARGET_SIZE_PROPERTY,
         "target_manifest_size_bytes",
         DEFAULT_TARGET_SIZE,
-        "an integer >= 1 (bytes)",
-        _positive_bytes,
+        "an integer >= 1 (bytes) and < 2^63",
+        _iceberg_bytes,
         description="the size a manifest rewrite writes; smaller manifests count towards one",
     ),
     PolicyKey(
         MAX_SNAPSHOT_AGE_MS,
         "max_snapshot_age_ms",
         DEFAULT_MAX_SNAPSHOT_AGE_MS,
-        "an integer >= 0 (milliseconds)",
-        _integer(0),
+        "an integer >= 0 (milliseconds) and < 2^63",
+        _integer(0, LONG_MAX),
         description="snapshots older than this are expired (unless kept by min-snapshots-to-keep or a ref)",
     ),
     PolicyKey(
         MIN_SNAPSHOTS_TO_KEEP,
         "min_snapshots_to_keep",
         _DEFAULTS.retain_last,
-        "an integer >= 1",
-        _checked(threshold_type("retain_last")),
+        "an integer >= 1 and < 2^31",
+        _at_most(_checked(threshold_type("retain_last")), INT_MAX),
         description="the latest snapshots of each branch an expiry keeps whatever their age",
     ),
     PolicyKey(
@@ -439,6 +471,7 @@ def check_policy_properties(
     checked: dict[str, str | None] = {}
     unknown: list[str] = []
     problems = []
+    named: dict[str, str] = {}
     for given, value in updates.items():
         key = _BY_PROPERTY.get(given) or (_SHORT.get(given) if short_names else None)
         if key is None:
@@ -447,6 +480,11 @@ def check_policy_properties(
             else:
                 checked[given] = None if value is None else str(value)
             continue
+        if key.property in named:  # its full and its short name: which value was meant is not known
+            twice = f"one value, not two: it was given twice, as {named[key.property]!r} and {given!r}"
+            problems.append((key.property, value, twice, None))
+            continue
+        named[key.property] = given
         if value is None or str(value) == "":
             checked[key.property] = None
             continue
@@ -456,7 +494,7 @@ def check_policy_properties(
         except ValueError:
             problems.append((key.property, value, key.accepted, None))
             continue
-        checked[key.property] = text
+        checked[key.property] = text.strip()  # as other engines parse it (Java's parseLong takes no blank)
     if unknown:
         raise _unknown(unknown, table)
     if problems:
@@ -493,22 +531,30 @@ def set_table_policy(table: Table, updates: Mapping[str, Any]) -> PolicyChange:
     """Set (or, with ``None`` or ``""``, remove) policy keys of ``table`` in one commit, after checking them all.
 
     Keys are full property keys, or ours without :data:`PREFIX`; any other key is refused. A removed key's
-    default applies again. Nothing is committed when every property already holds what was asked.
+    default applies again. Nothing is committed when every property already holds what was asked. A commit
+    that loses to another writer's (another ``policy set``, an append) is tried again on a fresh read of the
+    table, up to :data:`SET_ATTEMPTS` times.
 
     Raises:
         MaintenancePolicyError: An unknown key (with the closest one) or a value its key does not accept;
             nothing was changed.
+        CommitFailedException: Every attempt lost (or whatever else the catalog raised); nothing was changed.
     """
     name = ".".join(table.name())
     checked = check_policy_properties(updates, table=name, short_names=True)
-    properties = table.metadata.properties
-    sets = {key: value for key, value in checked.items() if value is not None and properties.get(key) != value}
-    removed = tuple(key for key, value in checked.items() if value is None and key in properties)
-    unchanged = tuple(key for key in checked if key not in sets and key not in removed)
-    if sets or removed:
-        with table.transaction() as transaction:
-            if sets:
-                transaction.set_properties(sets)
-            if removed:
-                transaction.remove_properties(*removed)
-    return PolicyChange(name, sets, removed, unchanged)
+    for attempt in lost_races(SET_ATTEMPTS, what=f"setting the maintenance policy of {name}"):
+        with attempt:
+            if attempt.retry_state.attempt_number > 1:
+                table.refresh()
+            properties = table.metadata.properties
+            sets = {key: value for key, value in checked.items() if value is not None and properties.get(key) != value}
+            removed = tuple(key for key, value in checked.items() if value is None and key in properties)
+            unchanged = tuple(key for key in checked if key not in sets and key not in removed)
+            if sets or removed:
+                with table.transaction() as transaction:
+                    if sets:
+                        transaction.set_properties(sets)
+                    if removed:
+                        transaction.remove_properties(*removed)
+            return PolicyChange(name, sets, removed, unchanged)
+    raise AssertionError("unreachable")  # pragma: no cover

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from iceberg_ops_provider.catalogs import failure, spec_of
 from iceberg_ops_provider.core.threads import carrying_context
-from iceberg_ops_provider.errors import IcebergOpsError, MaintenancePolicyError
+from iceberg_ops_provider.errors import MaintenancePolicyError
 from iceberg_ops_provider.maintenance.binpack import expected_output_files
 from iceberg_ops_provider.maintenance.health import TableHealthReport, table_health_report
 from iceberg_ops_provider.maintenance.overview import DEFAULT_PARALLELISM, catalog_namespaces
@@ -195,7 +195,8 @@ def measure_table(
 ) -> QueuedTable | QueueError | str:
     """A loaded table as the queue lists it: its entry (ranked, or held at ``moment``), its error, or its name.
 
-    The name alone means the table is healthy.
+    The name alone means the table is healthy. Whatever measuring the table raises is its error (a bad policy,
+    or metadata that is missing or damaged), never the caller's: one table must not stop a look at the others.
 
     A table whose policy turns maintenance off is not measured; one in its quiet hours is (and held).
     ``health`` measures the table (default :func:`table_health_report` without the kept snapshots' manifest
@@ -208,7 +209,7 @@ def measure_table(
         if held == "disabled":
             return _entry(name, None, policy, held)
         report = health(table) if health is not None else table_health_report(table, kept_snapshots=False)
-    except (IcebergOpsError, OSError, ValueError) as exc:
+    except Exception as exc:  # damaged metadata raises what its reader meets (EOFError, UnicodeDecodeError, ...)
         kind = "policy" if isinstance(exc, MaintenancePolicyError) else "metadata"
         return QueueError(name, kind, type(exc).__name__, str(exc))
     return name if report.healthy else _entry(name, report, policy, held)

@@ -1,6 +1,8 @@
 """What a table's metadata file says of its shape: schema, partition specs, sort orders, properties and refs.
 
-Read from the loaded metadata alone: no manifest list, manifest or data file is opened.
+Read from the loaded metadata alone: no manifest list, manifest or data file is opened. A property holding a
+credential (by its name, or a URI's password, query or path parameters) is given as ``***``
+(:func:`~iceberg_ops_provider.catalogs.redact.split_secrets`): what is read here is shown to whoever may read the table.
 """
 
 from __future__ import annotations
@@ -9,6 +11,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.types import ListType, MapType, NestedField, StructType
+
+from iceberg_ops_provider.catalogs.redact import split_secrets
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -186,6 +190,6 @@ def table_details(table: Table) -> TableDetails:
         identifier_field_ids=tuple(schema.identifier_field_ids),
         specs=specs,
         sort_orders=orders,
-        properties=tuple(sorted(metadata.properties.items())),
+        properties=tuple(sorted(split_secrets(metadata.properties)[0].items())),
         refs=refs,
     )

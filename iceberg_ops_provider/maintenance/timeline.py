@@ -2,7 +2,7 @@
 
 Each snapshot's row comes from its summary (what it added and removed, its totals, the writer it names) and
 from the refs (the branches whose history holds it, the tags on it); the growth from the metadata log and the
-size of each file it lists. No manifest list, manifest or data file is read.
+size of each file it lists (only where the table keeps its metadata). No manifest list, manifest or data file is read.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from iceberg_ops_provider.catalogs.redact import split_secrets
+from iceberg_ops_provider.maintenance.activity import may_read_metadata
 from iceberg_ops_provider.maintenance.files import window_map
 
 if TYPE_CHECKING:
@@ -94,7 +96,10 @@ class SnapshotRow:
 
 @dataclass(frozen=True)
 class MetadataPoint:
-    """One metadata file of the log (the current one last): when it was written, and its size (``None``: gone)."""
+    """One metadata file of the log (the current one last): when it was written, and its size.
+
+    ``bytes`` is ``None`` when the file is gone, or is outside the table's folders (never looked at).
+    """
 
     at: datetime
     location: str
@@ -134,6 +139,12 @@ def _int(value: str | None) -> int | None:
         return None
 
 
+def _writers(summary: dict[str, str]) -> dict[str, str]:
+    """The summary's :data:`WRITER_KEYS`, a credential in one (a URI's password, ...) as ``***``, then shortened."""
+    shown, _ = split_secrets({key: str(summary[key]) for key in WRITER_KEYS if key in summary})
+    return {key: str(value)[:_MAX_VALUE] for key, value in shown.items()}
+
+
 def _on_branches(table: Table) -> dict[int, list[str]]:
     """Snapshot id -> the branches whose history holds it (each branch followed from its head to its root)."""
     parents = {s.snapshot_id: s.parent_snapshot_id for s in table.metadata.snapshots}
@@ -151,6 +162,8 @@ def _on_branches(table: Table) -> dict[int, list[str]]:
 
 
 def _size(table: Table, location: str) -> int | None:
+    if not may_read_metadata(table, location):  # a log naming a file elsewhere: not even its size is looked at
+        return None
     try:
         return len(table.io.new_input(location))
     except Exception:  # removed since (or unreadable): the point stays, without a size
@@ -181,7 +194,7 @@ def snapshot_timeline(table: Table, *, limit: int = DEFAULT_LIMIT, parallelism: 
                 operation=operation,
                 schema_id=snapshot.schema_id,
                 **{name: _int(summary.get(key)) for key, name in _COUNTS.items()},
-                written_by={key: str(summary[key])[:_MAX_VALUE] for key in WRITER_KEYS if key in summary},
+                written_by=_writers(summary),
                 branches=tuple(branches.get(snapshot.snapshot_id, ())),
                 tags=tuple(tags.get(snapshot.snapshot_id, ())),
             )

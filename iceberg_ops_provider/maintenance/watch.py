@@ -51,15 +51,26 @@ class WatchState:
 
     @classmethod
     def from_json(cls, value: Mapping[str, Any] | None) -> WatchState:
-        """The state :meth:`to_json` wrote; an empty state for ``None`` or anything that is not such a mapping."""
+        """The state :meth:`to_json` wrote; an empty state for ``None`` or anything that is not such a mapping.
+
+        Only entries of the shape :meth:`to_json` writes are kept (a table's name and a location, as text):
+        a state of another shape costs the tables it names one measure each, never the look.
+        """
         if not isinstance(value, Mapping):
             return cls()
         locations, announced, held = value.get("locations"), value.get("announced"), value.get("held")
         return cls(
-            locations=dict(locations) if isinstance(locations, Mapping) else {},
-            announced=dict(announced) if isinstance(announced, Mapping) else {},
-            held=frozenset(held) if isinstance(held, list) else frozenset(),
+            locations=_texts(locations),
+            announced=_texts(announced),
+            held=frozenset(name for name in held if isinstance(name, str)) if isinstance(held, list) else frozenset(),
         )
+
+
+def _texts(value: Any) -> dict[str, str]:
+    """The entries of ``value`` (when a mapping) whose key and value are both text."""
+    if not isinstance(value, Mapping):
+        return {}
+    return {key: item for key, item in value.items() if isinstance(key, str) and isinstance(item, str)}
 
 
 @dataclass(frozen=True)

@@ -107,7 +107,8 @@ class NamespaceResponse(BaseModel):
     )
     audit: dict[str, Any] | None = Field(description="`audit_trail().to_json()`: a page of events, newest first.")
     tables: dict[str, Any] | None = Field(
-        description="One page of the tables: `tables` (each `table_overview().to_json()` with `metadata_location`, "
+        description="One page of the tables: `tables` (each `table_overview().to_json()` with `name` (the table's "
+        "own name, which may hold a `.`), `metadata_location`, "
         "`policy` (`state`: `on`, `off`, `quiet_hours`, `invalid`; `keys_set`; `message`) and `status` "
         "(`TableStatus.to_json()`: `state` one of `unreadable`, `policy_error`, `over_budget`, `due`, `healthy`, "
         "`disabled`, with `needs`, `held`, `score`, `compaction_bytes`, `max_rewrite_bytes`)), `errors` (tables "

@@ -80,11 +80,12 @@ class _Row:
 
     @property
     def name(self) -> str:
-        return self.overview.table.rsplit(".", 1)[-1]
+        return self.table.name()[-1]  # Iceberg allows a '.' in it: the dotted full name cannot say where it starts
 
     def to_json(self) -> dict[str, Any]:
         return {
             **self.overview.to_json(),
+            "name": self.name,
             "metadata_location": self.table.metadata_location,
             "policy": self.policy.to_json(),
             "status": None if self.status is None else self.status.to_json(),

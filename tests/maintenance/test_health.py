@@ -425,7 +425,7 @@ def test_a_bad_expiry_property_is_a_policy_error_and_a_warning_under_given_thres
     with pytest.raises(MaintenancePolicyError) as raised:
         table_health_report(table)  # judged by its policy, which holds a bad value
     assert (raised.value.key, raised.value.value) == ("history.expire.max-snapshot-age-ms", "soon")
-    assert raised.value.accepted == "an integer >= 0 (milliseconds)"
+    assert raised.value.accepted == "an integer >= 0 (milliseconds) and < 2^63"
 
     report = table_health_report(table, HealthThresholds())
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import multiprocessing
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -18,6 +20,7 @@ from iceberg_ops_provider.maintenance.policy import (
     set_table_policy,
     table_policy,
 )
+from tests.support.lake import Lake
 
 SCHEMA = pa.schema([pa.field("id", pa.int64())])
 
@@ -69,6 +72,15 @@ def test_policy_set_and_read_back_through_another_catalog_object(catalog_backend
         ("write.target-file-size-bytes", "512MB", "an integer >= 1 (bytes)"),
         ("history.expire.max-snapshot-age-ms", "-1", "an integer >= 0 (milliseconds)"),
         ("history.expire.min-snapshots-to-keep", "0", "an integer >= 1"),
+        # Other engines read Iceberg's keys as Java's long (int for min-snapshots-to-keep): what they cannot parse
+        # would fail their writes, so it is refused here too; and ours take the same digits.
+        ("write.target-file-size-bytes", "1_000_000", "an integer >= 1 (bytes)"),
+        ("write.target-file-size-bytes", str(2**63), "an integer >= 1 (bytes)"),
+        ("history.expire.max-snapshot-age-ms", "\u0663", "an integer >= 0 (milliseconds)"),
+        ("history.expire.min-snapshots-to-keep", str(2**31), "an integer >= 1"),
+        ("history.expire.min-snapshots-to-keep", "1_0", "an integer >= 1"),
+        ("iceberg-ops.maintenance.min-input-files", "1_0", "an integer of at least 1"),
+        ("iceberg-ops.maintenance.quiet-hours", "\uff10\uff11-05", "UTC hour ranges"),
     ],
 )
 def test_each_kind_of_bad_value_names_its_key_and_what_it_accepts(key, value, accepted):
@@ -149,3 +161,50 @@ def test_compaction_rewrites_at_most_max_rewrite_bytes_and_leaves_the_rest(catal
     assert spec_table.scan().to_arrow().num_rows == 9
     with pytest.raises(ValueError, match="max_rewrite_bytes must be an integer of at least 1"):
         compact_small_files_streaming(spec_table, max_rewrite_bytes=0)
+
+
+def test_policy_set_writes_what_other_engines_parse_and_refuses_a_key_given_twice(catalog):
+    table = _table(catalog)
+    change = set_table_policy(table, {"write.target-file-size-bytes": " 1048576 ", "quiet-hours": " 01-05"})
+    properties = catalog.load_table("ops.t").metadata.properties
+    assert properties["write.target-file-size-bytes"] == "1048576"  # Java's parseLong takes no blank
+    assert properties["iceberg-ops.maintenance.quiet-hours"] == "01-05"
+    assert change.set["write.target-file-size-bytes"] == "1048576"
+
+    with pytest.raises(MaintenancePolicyError) as raised:  # the same key by its two names: which one was meant?
+        set_table_policy(table, {"iceberg-ops.maintenance.enabled": "true", "enabled": "false"})
+    assert raised.value.key == "iceberg-ops.maintenance.enabled"
+    assert "given twice" in str(raised.value) and "'enabled'" in str(raised.value)
+    assert "iceberg-ops.maintenance.enabled" not in catalog.load_table("ops.t").metadata.properties
+
+
+SETS = 8
+
+
+def _set_many(root: Path, key: str, start: multiprocessing.synchronize.Barrier, errors: multiprocessing.Queue) -> None:
+    """Another process: ``SETS`` sets of ``key`` on ``ops.t``, each on a fresh catalog object."""
+    start.wait()
+    for n in range(SETS):
+        try:
+            set_table_policy(Lake(root).catalog().load_table("ops.t"), {key: str(n + 1)})
+        except Exception as exc:
+            errors.put(f"{key}={n + 1}: {type(exc).__name__}: {exc}")
+
+
+def test_two_processes_setting_the_same_tables_policy_both_win(tmp_path, catalog):
+    _table(catalog)
+    fork = multiprocessing.get_context("fork")
+    start, errors = fork.Barrier(2), fork.Queue()
+    keys = ("min-input-files", "max-rewrite-bytes")
+    workers = [fork.Process(target=_set_many, args=(tmp_path, key, start, errors)) for key in keys]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(120)
+    assert [worker.exitcode for worker in workers] == [0, 0]
+    lost = []
+    while not errors.empty():
+        lost.append(errors.get())
+    assert lost == []  # a property set is not a conflict: a lost race is tried again on a fresh read
+    policy = table_policy(catalog.load_table("ops.t"))
+    assert (policy.min_input_files, policy.max_rewrite_bytes) == (SETS, SETS)

@@ -86,6 +86,42 @@ def test_a_broken_table_or_bad_policy_is_reported_and_the_others_still_listed(ca
     assert errors["sales.bad"].kind == "policy" and "min-input-files" in errors["sales.bad"].message
 
 
+@pytest.mark.parametrize("damage", [b"", b"Obj\x01" + b"\xff" * 300], ids=["empty", "garbage"])
+def test_a_manifest_list_that_is_not_avro_is_that_tables_error_and_the_others_still_listed(catalog, namespace, damage):
+    from iceberg_ops_provider.maintenance.watch import watch_tables
+
+    _appends(catalog, "sales.due", 6)
+    damaged = _appends(catalog, "sales.damaged", 6)
+    Path(damaged.current_snapshot().manifest_list.removeprefix("file://")).write_bytes(damage)  # EOFError to read
+    found = maintenance_queue(catalog, moment=NOON, parallelism=2)
+    assert [entry.table for entry in found.ranked] == ["sales.due"]
+    assert [(error.table, error.kind, error.error) for error in found.errors] == [
+        ("sales.damaged", "metadata", "EOFError")
+    ]
+    looked = watch_tables(catalog, ["sales.damaged", "sales.due"], moment=NOON)
+    assert [entry.table for entry in looked.due] == ["sales.due"]
+    assert [error.table for error in looked.errors] == ["sales.damaged"]
+
+
 def test_an_unknown_namespace_raises(catalog, namespace):
     with pytest.raises(NoSuchNamespaceError):
         maintenance_queue(catalog, "nowhere")
+
+
+def test_a_manifest_list_replaced_by_a_pipe_is_that_tables_error_not_a_read_that_never_ends(catalog, namespace):
+    import os
+    import threading
+
+    _appends(catalog, "sales.due", 6)
+    piped = _appends(catalog, "sales.piped", 6)
+    manifest_list = Path(piped.current_snapshot().manifest_list.removeprefix("file://"))
+    manifest_list.unlink()
+    os.mkfifo(manifest_list)  # opening it for reading waits for a writer that never comes
+    found: list = []
+    look = threading.Thread(target=lambda: found.append(maintenance_queue(catalog, moment=NOON)), daemon=True)
+    look.start()
+    look.join(20)
+    assert found, "the queue never finished: a read of the pipe blocked"
+    assert [entry.table for entry in found[0].ranked] == ["sales.due"]
+    assert [(error.table, error.kind) for error in found[0].errors] == [("sales.piped", "metadata")]
+    assert "not a regular file" in found[0].errors[0].message

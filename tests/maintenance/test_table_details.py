@@ -120,3 +120,46 @@ def test_a_table_without_snapshots(catalog, namespace):
     assert table_details(table).refs == ()
     layout = file_layout(table_health_report(table))
     assert (layout.files, layout.histogram, layout.largest, layout.skew) == (0, (), (), None)
+
+
+def test_properties_and_writers_holding_a_credential_are_masked(catalog, namespace):
+    secrets = {
+        "s3.secret-access-key": "SECRET-ONE",
+        "client.secret": "SECRET-TWO",
+        "token": "SECRET-THREE",
+        "rest.uri": "https://user:SECRET-FOUR@host/api?sig=SECRET-FIVE",
+    }
+    table = catalog.create_table(f"{namespace}.keys", schema=SCHEMA, properties={**secrets, "owner": "sales"})
+    table.append(_rows([1], "eu"), snapshot_properties={"app-id": "https://u:SECRET-SIX@spark/app"})
+    table = catalog.load_table(f"{namespace}.keys")
+
+    details = table_details(table).to_json()
+    timeline = snapshot_timeline(table).to_json()
+    shown = repr(details) + repr(timeline)
+    assert [word for word in ("ONE", "TWO", "THREE", "FOUR", "FIVE", "SIX") if f"SECRET-{word}" in shown] == []
+    assert details["properties"]["owner"] == "sales"  # the rest as written
+    assert details["properties"]["client.secret"] == "***"
+    assert details["properties"]["rest.uri"] == "https://user:***@host/api?sig=***"
+    assert timeline["rows"][0]["written_by"]["app-id"] == "https://u:***@spark/app"
+
+
+def test_metadata_growth_sizes_no_file_outside_the_table(table, tmp_path: Path):
+    # A metadata log naming any path (written by hand, or by a hostile writer) must not make a reader stat it:
+    # the page would show whether that file exists, and its size.
+    from pyiceberg.table import Table
+    from pyiceberg.table.metadata import MetadataLogEntry
+
+    outside = tmp_path / "elsewhere" / "secret.metadata.json"
+    outside.parent.mkdir()
+    outside.write_text("x" * 1234)
+    log = [*table.metadata.metadata_log, MetadataLogEntry(metadata_file=f"file://{outside}", timestamp_ms=1)]
+    forged = Table(
+        table.name(),
+        table.metadata.model_copy(update={"metadata_log": log}),
+        table.metadata_location,
+        table.io,
+        table.catalog,
+    )
+    growth = {point.location: point.bytes for point in snapshot_timeline(forged).growth}
+    assert growth[f"file://{outside}"] is None
+    assert all(size for location, size in growth.items() if location != f"file://{outside}")  # the table's own

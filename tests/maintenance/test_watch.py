@@ -103,3 +103,21 @@ def test_a_broken_table_is_reported_and_tried_again_and_a_dropped_one_forgotten(
     second = watch_tables(catalog, ["sales.broken"], first.state, moment=NOON)
     assert [error.table for error in second.errors] == ["sales.broken"]
     assert second.state.locations == {}
+
+
+def test_a_stored_state_of_another_shape_keeps_only_what_it_can_read(catalog, namespace):
+    # Written by another version, or by hand: a look from it must still run (a bad entry costs a measure).
+    stored = {
+        "locations": {"sales.a": "file:///a.metadata.json", "sales.b": 7, "sales.c": None},
+        "announced": {"sales.a": "file:///a.metadata.json", "sales.d": ["x"]},
+        "held": ["sales.e", ["sales.f", "quiet_hours"], {"table": "sales.g"}, 3],
+    }
+    state = WatchState.from_json(stored)
+    assert state == WatchState(
+        locations={"sales.a": "file:///a.metadata.json"},
+        announced={"sales.a": "file:///a.metadata.json"},
+        held=frozenset({"sales.e"}),
+    )
+    due = catalog.create_table("sales.due", schema=SCHEMA)
+    _appends(due, 6)
+    assert [entry.table for entry in watch_tables(catalog, ["sales.due"], state, moment=NOON).due] == ["sales.due"]

@@ -61,3 +61,31 @@ def test_the_filter_matches_part_of_the_name_in_any_case_and_a_page_past_the_las
     _tables(catalog)
     found = _list(catalog, TableQuery(filter="EMP", page=7))
     assert _names(found) == ["empty"] and (found["page"], found["pages"], found["matched"]) == (1, 1, 1)
+
+
+def test_a_table_whose_name_holds_a_dot_is_listed_by_its_whole_name_never_linked_to_another(tmp_path):
+    # Iceberg allows a '.' in a table's name: ("sales", "old.a") is not sales.a, and the pages cannot open it.
+    from iceberg_ops_provider.catalogs.sources import from_options
+    from iceberg_ops_provider.ui import pages, views
+    from iceberg_ops_provider.ui.connections import CatalogConnection
+    from iceberg_ops_provider.ui.reads import Reads
+    from iceberg_ops_provider.ui.settings import UiSettings
+    from tests.support.lake import Lake
+
+    lake = Lake(tmp_path)
+    catalog = lake.catalog()
+    catalog.create_namespace("sales")
+    for name in ("a", "old.a"):
+        catalog.create_table(("sales", name), schema=SCHEMA)
+    found = _list(catalog, TableQuery(), page_size=10)
+    assert [row["name"] for row in found["tables"]] == ["a", "old.a"]
+    assert [row["name"] for row in _list(catalog, TableQuery(filter="OLD"))["tables"]] == ["old.a"]
+
+    spec = from_options("sqlite", db_path=str(lake.db_path), warehouse_dir=str(lake.warehouse))
+    conn = CatalogConnection("lake", "iceberg_ops", spec)
+    settings = UiSettings(
+        enabled=True, migrations_dir=None, connections=(), cache_seconds=0, events_page_size=50, parallelism=2
+    )
+    page = pages.namespace_page(views.namespace_view(conn, "sales", settings, Reads()), pages.Urls("/iceberg-ops", ""))
+    assert page.count('href="/iceberg-ops/c/lake/ns/sales/t/a"') == 1  # sales.a's link, once
+    assert ">old.a<" in page
