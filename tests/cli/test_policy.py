@@ -182,3 +182,18 @@ def test_a_migration_setting_a_bad_policy_value_fails_before_its_commit(lake, ta
     assert table.properties.get("iceberg-ops.maintenance.quiet-hours") == "1-5"  # the first migration committed
     assert "iceberg-ops.maintenance.enabled" not in table.properties
     assert table.metadata_location != location
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["policy", "show", "sales.nope"], "table 'sales.nope' does not exist in the catalog (tables of sales: a, b)."),
+        (["policy", "set", "sales", "enabled=false"], "'sales' is a namespace: name a table as sales.TABLE."),
+        (["tag", "list", "a"], "'a' has no namespace: name it as namespace.table (or pass --namespace)."),
+    ],
+)
+def test_one_table_commands_do_not_suggest_an_all_flag_they_lack(lake, tables, args, expected):
+    refused = _ops(lake, *args)
+    assert refused.returncode == 2
+    assert expected in " ".join(refused.stderr.split())
+    assert "--all" not in refused.stderr
