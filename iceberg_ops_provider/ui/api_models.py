@@ -119,10 +119,12 @@ class NamespaceResponse(BaseModel):
 
 
 class TriggerLink(BaseModel):
-    """The maintenance DAG a user may trigger for a table, and the run config that names the table's namespace."""
+    """The maintenance DAG a user may trigger for a table, and the run config that names the table."""
 
     dag_id: str = Field(description="`[iceberg_ops] ui_maintenance_dag`.")
-    conf: dict[str, Any] = Field(description='The run config to trigger it with (`{"namespace": ...}`).')
+    conf: dict[str, Any] = Field(
+        description='The run config to trigger it with (`{"namespace": ..., "tables": ["<namespace>.<table>"]}`).'
+    )
 
 
 class TableResponse(BaseModel):

@@ -183,12 +183,12 @@ def _table(connection_id: str, namespace: str, table: str, user: Any) -> dict[st
         view = views.table_view(conn, _checked("namespace", namespace), _checked("table", table), settings, READS)
     except views.TableNotFound as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
-    view["trigger"] = _trigger(settings.maintenance_dag, namespace, user)
+    view["trigger"] = _trigger(settings.maintenance_dag, namespace, table, user)
     return view
 
 
-def _trigger(dag_id: str | None, namespace: str, user: Any) -> dict[str, Any] | None:
-    """The maintenance DAG and the run config for the table's namespace, when ``user`` may trigger that DAG."""
+def _trigger(dag_id: str | None, namespace: str, table: str, user: Any) -> dict[str, Any] | None:
+    """The maintenance DAG and the run config naming the table, when ``user`` may trigger that DAG."""
     if dag_id is None:
         return None
     from airflow.api_fastapi.app import get_auth_manager
@@ -196,7 +196,8 @@ def _trigger(dag_id: str | None, namespace: str, user: Any) -> dict[str, Any] | 
     allowed = get_auth_manager().is_authorized_dag(
         method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=dag_id), user=user
     )
-    return {"dag_id": dag_id, "conf": {"namespace": namespace}} if allowed else None
+    conf = {"namespace": namespace, "tables": [f"{namespace}.{table}"]}
+    return {"dag_id": dag_id, "conf": conf} if allowed else None
 
 
 def create_app() -> FastAPI:
