@@ -135,7 +135,8 @@ class TableResponse(BaseModel):
     table: str
     facts: dict[str, Any] | None = Field(description="`overview` (table_overview) and `moves` (moves_into).")
     health: dict[str, Any] | None = Field(
-        description="`table_health_report().to_json()`: recommendations with the parameters the maintenance DAG uses."
+        description="`table_health_report().to_json()`: recommendations with the parameters the maintenance DAG uses; "
+        "`budget`: the due compaction's bytes (`compaction_bytes`), the policy's `max_rewrite_bytes` and `over_budget`."
     )
     maintenance: dict[str, Any] | None = Field(
         description="`maintenance_history().to_json()`: the last compactions, manifest rewrites and expiries."
