@@ -127,6 +127,7 @@ def test_maintenance_skips_disabled_and_quiet_tables_and_a_bad_policy_stops_only
     )
     assert "sales.b: skipped: inside its quiet hours (iceberg-ops.maintenance.quiet-hours=00-24, UTC)" in compact.stdout
     assert "iceberg-ops.maintenance.min-input-files='many' is not accepted" in compact.stderr
+    assert "error: sales.c: maintenance policy: " in compact.stderr  # the table named once
     assert {name: lake.catalog().load_table(name).metadata_location for name in before} == before
 
     # The bad value fixed, the same run compacts sales.c; the other two tables are still skipped.
