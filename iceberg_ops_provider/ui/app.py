@@ -115,7 +115,8 @@ def _error_page(request: Request, code: int, detail: Any) -> Response:
                 "Not allowed",
                 "Your Airflow role may not read connections, which these pages need.",
             ),
-            _UNPROCESSABLE: ("Invalid name", _validation_text(detail)),
+            # A name refused by this application's checks, or a parameter refused by its declared values.
+            _UNPROCESSABLE: ("Invalid name" if isinstance(detail, str) else "Invalid value", _validation_text(detail)),
             status.HTTP_404_NOT_FOUND: ("Not found", str(detail)),
         }.get(code, (f"Error {code}", str(detail)))
     return _html(pages.message_page(title, message, urls, action=action, login=login), code)

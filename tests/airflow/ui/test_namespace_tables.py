@@ -137,6 +137,7 @@ def test_bad_table_parameters_are_refused_with_422_before_a_catalog_is_asked(adm
         assert response.json()["detail"][0]["loc"] == ["query", name]
     else:
         assert f"query.{name}" in html_text(response)
+        assert "Invalid value" in html_text(response) and "Invalid name" not in html_text(response)
 
 
 def test_a_lock_whose_lease_ran_out_shows_as_expired(admin, lake):
