@@ -12,7 +12,8 @@ task is retry-safe (compaction commits group by group, so a retry only does what
 against whatever catalog the ``iceberg_ops_default`` connection points at.
 
 Trigger with ``{"namespace": "sales"}`` as run config (``"dry_run": true`` to see what it would do: the
-plan task's XCom lists the compaction units; no unit runs).
+plan task's XCom lists the compaction units; no unit runs), and ``"tables": ["sales.orders"]`` to maintain
+only those tables of the namespace (a table's page in the Iceberg pages gives that run config).
 It starts paused: set the ``namespace`` param's default to yours, then unpause it (a scheduled run uses
 the default; no run, scheduled or triggered by hand, starts while it is paused).
 """
@@ -45,12 +46,14 @@ AFTER_EARLIER_STEPS = {"trigger_rule": "none_failed", **RETRIES}
     # Paused when first seen: its scheduled runs maintain the `namespace` param's default, set it first.
     is_paused_upon_creation=True,
     render_template_as_native_obj=True,  # "{{ params.dry_run }}" renders as a bool
-    params={"namespace": "demo", "dry_run": False},
+    # `tables`: names (namespace.table) of tables of `namespace` to maintain; empty: every table of it.
+    params={"namespace": "demo", "tables": [], "dry_run": False},
     tags=["iceberg-ops", "example", "maintenance"],
 )
 def table_maintenance():
     @task
-    def list_tables(namespace: str) -> list[str]:
+    def list_tables(namespace: str, only: list[str] | None) -> list[str]:
+        """The tables of ``namespace`` to maintain: those named in ``only``, or every one when it is empty."""
         from pyiceberg.exceptions import NoSuchNamespaceError
 
         from iceberg_ops_provider.hooks.catalog import IcebergCatalogHook
@@ -62,7 +65,15 @@ def table_maintenance():
                 f"Namespace {namespace!r} does not exist in the catalog of connection iceberg_ops_default: set the "
                 "DAG's `namespace` param (run config, or its default for scheduled runs)."
             ) from exc
-        return sorted(".".join(identifier) for identifier in tables)
+        names = sorted(".".join(identifier) for identifier in tables)
+        only = [only] if isinstance(only, str) else list(only or ())  # one name typed without brackets
+        unknown = sorted(set(only) - set(names))
+        if unknown:
+            raise ValueError(
+                f"The `tables` param names {', '.join(map(repr, unknown))}, not tables of namespace {namespace!r} "
+                f"(name them as {namespace}.TABLE; its tables: {', '.join(names) or 'none'})."
+            )
+        return [name for name in names if name in only] if only else names
 
     @task
     def recommended(action: str, tables: list[str], reports: list[dict], dry_run: bool | None) -> list[dict]:
@@ -80,7 +91,7 @@ def table_maintenance():
 
     namespace = "{{ params.namespace }}"
     dry_run = "{{ params.dry_run }}"
-    tables = list_tables(namespace)
+    tables = list_tables(namespace, "{{ params.tables }}")
     health = IcebergTableHealthOperator.partial(task_id="health", **RETRIES).expand(table=tables)
 
     def needing(action: str, task_id: str, dry_run=dry_run):

@@ -127,7 +127,7 @@ def report_error(settings: Settings, table: str, exc: Exception) -> tuple[int, d
         code, message, kind = exc.exit_code, exc.format_message(), "UsageError"
     else:
         code, message, kind = error_report(settings, exc)
-    click.echo(f"error: {table}: {message}", err=True)
+    click.echo(f"error: {table}: {message.removeprefix(f'{table}: ')}", err=True)  # named once, when it names it
     return code, {"table": table, **_document(message, kind, code)}
 
 

@@ -80,10 +80,19 @@ def _describe(found: Any) -> str:
         for row in rows:
             lines.append("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
         lines.append("score: (files + manifests + snapshots removed) per MiB rewritten (docs/maintenance/queue.md)")
+    for entry in found.ranked + found.held:
+        if entry.over_budget:
+            lines.append(
+                f"over budget: {entry.table}: its compaction rewrites {size_text(entry.compaction_bytes)}, more than "
+                f"the {size_text(entry.max_rewrite_bytes)} one run may rewrite "
+                "(iceberg-ops.maintenance.max-rewrite-bytes): runs take it a budget at a time, and none rewrites "
+                "a group larger than that"
+            )
     for entry in found.held:
         needs = f"; would need {', '.join(entry.needs)}" if entry.needs else ""
         lines.append(f"held: {entry.table}: {_HELD.get(entry.held, entry.held)}{needs}")
     for error in found.errors:
-        detail = f": {error.message}" if error.message else ""
+        message = (error.message or "").removeprefix(f"{error.table}: ")  # the line names the table already
+        detail = f": {message}" if message else ""
         lines.append(f"could not be read: {error.table}: {error.kind} ({error.error}){detail}")
     return "\n".join(lines)

@@ -24,7 +24,7 @@ __all__ = ["policy"]
 def _table(settings: Settings, name: str, *, changes: bool) -> Table:
     """The table ``name`` (``namespace.table``, or a table of ``--namespace``); a usage error when there is none."""
     catalog = open_catalog(settings, access="write" if changes else "read")
-    return catalog.load_table(resolve_tables(settings, catalog, name, False)[0])
+    return catalog.load_table(resolve_tables(settings, catalog, name, False, offers_all=False)[0])
 
 
 @click.group()

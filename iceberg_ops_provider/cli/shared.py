@@ -177,8 +177,13 @@ def check_filter(text: str | None, option: str = "--where") -> str | None:
     return text
 
 
-def resolve_tables(settings: Settings, catalog: Catalog, table: str | None, every: bool) -> list[str]:
+def resolve_tables(
+    settings: Settings, catalog: Catalog, table: str | None, every: bool, *, offers_all: bool = True
+) -> list[str]:
     """The tables a maintenance command works on: ``TABLE``, or every table of a namespace with ``--all``.
+
+    ``offers_all=False`` for a command that takes one table and has no ``--all``: its messages do not
+    suggest that flag.
 
     Raises:
         click.BadParameter: No table or namespace given, or one that does not exist.
@@ -207,24 +212,29 @@ def resolve_tables(settings: Settings, catalog: Catalog, table: str | None, ever
             )
         return sorted(".".join(identifier) for identifier in found)
     if not table:
-        raise click.BadParameter("name a table (namespace.table), or a namespace with --all.", param_hint="'TABLE'")
+        either = ", or a namespace with --all" if offers_all else ""
+        raise click.BadParameter(f"name a table (namespace.table){either}.", param_hint="'TABLE'")
     if "." not in table.strip("."):
         namespace = namespace_of(settings)
         if not (namespace and catalog.table_exists(f"{namespace}.{table}")) and catalog.namespace_exists(table):
+            every_table = "pass --all to work on every table of it, or " if offers_all else ""
             raise click.BadParameter(
-                f"{table!r} is a namespace: pass --all to work on every table of it, or name a table as {table}.TABLE.",
-                param_hint="'TABLE'",
+                f"{table!r} is a namespace: {every_table}name a table as {table}.TABLE.", param_hint="'TABLE'"
             )
         if not namespace:
+            or_all = ", or --all for every table of a namespace" if offers_all else ""
             raise click.BadParameter(
-                f"{table!r} has no namespace: name it as namespace.table (or pass --namespace, or --all for every "
-                "table of a namespace).",
+                f"{table!r} has no namespace: name it as namespace.table (or pass --namespace{or_all}).",
                 param_hint="'TABLE'",
             )
         table = f"{namespace}.{table}"
     if not catalog.table_exists(table):
         missing = missing_table(catalog, table)
-        every_one = f"; with --all, {missing.namespace} means every one of them" if missing.namespace_exists else ""
+        every_one = (
+            f"; with --all, {missing.namespace} means every one of them"
+            if missing.namespace_exists and offers_all
+            else ""
+        )
         raise click.BadParameter(
             f"table {table!r} does not exist in the catalog ({missing.detail}{every_one})."
             + did_you_mean(missing.guess),

@@ -120,10 +120,12 @@ class NamespaceResponse(BaseModel):
 
 
 class TriggerLink(BaseModel):
-    """The maintenance DAG a user may trigger for a table, and the run config that names the table's namespace."""
+    """The maintenance DAG a user may trigger for a table, and the run config that names the table."""
 
     dag_id: str = Field(description="`[iceberg_ops] ui_maintenance_dag`.")
-    conf: dict[str, Any] = Field(description='The run config to trigger it with (`{"namespace": ...}`).')
+    conf: dict[str, Any] = Field(
+        description='The run config to trigger it with (`{"namespace": ..., "tables": ["<namespace>.<table>"]}`).'
+    )
 
 
 class TableResponse(BaseModel):
@@ -134,7 +136,8 @@ class TableResponse(BaseModel):
     table: str
     facts: dict[str, Any] | None = Field(description="`overview` (table_overview) and `moves` (moves_into).")
     health: dict[str, Any] | None = Field(
-        description="`table_health_report().to_json()`: recommendations with the parameters the maintenance DAG uses."
+        description="`table_health_report().to_json()`: recommendations with the parameters the maintenance DAG uses; "
+        "`budget`: the due compaction's bytes (`compaction_bytes`), the policy's `max_rewrite_bytes` and `over_budget`."
     )
     maintenance: dict[str, Any] | None = Field(
         description="`maintenance_history().to_json()`: the last compactions, manifest rewrites and expiries."

@@ -125,7 +125,8 @@ def _error_page(request: Request, code: int, detail: Any) -> Response:
                 "Not allowed",
                 "Your Airflow role may not read connections, which these pages need.",
             ),
-            _UNPROCESSABLE: ("Invalid name", _validation_text(detail)),
+            # A name refused by this application's checks, or a parameter refused by its declared values.
+            _UNPROCESSABLE: ("Invalid name" if isinstance(detail, str) else "Invalid value", _validation_text(detail)),
             status.HTTP_404_NOT_FOUND: ("Not found", str(detail)),
         }.get(code, (f"Error {code}", str(detail)))
     return _html(pages.message_page(title, message, urls, action=action, login=login), code)
@@ -193,12 +194,12 @@ def _table(connection_id: str, namespace: str, table: str, user: Any) -> dict[st
         view = views.table_view(conn, _checked("namespace", namespace), _checked("table", table), settings, READS)
     except views.TableNotFound as exc:
         raise HTTPException(status.HTTP_404_NOT_FOUND, str(exc)) from exc
-    view["trigger"] = _trigger(settings.maintenance_dag, namespace, user)
+    view["trigger"] = _trigger(settings.maintenance_dag, namespace, table, user)
     return view
 
 
-def _trigger(dag_id: str | None, namespace: str, user: Any) -> dict[str, Any] | None:
-    """The maintenance DAG and the run config for the table's namespace, when ``user`` may trigger that DAG."""
+def _trigger(dag_id: str | None, namespace: str, table: str, user: Any) -> dict[str, Any] | None:
+    """The maintenance DAG and the run config naming the table, when ``user`` may trigger that DAG."""
     if dag_id is None:
         return None
     from airflow.api_fastapi.app import get_auth_manager
@@ -206,7 +207,8 @@ def _trigger(dag_id: str | None, namespace: str, user: Any) -> dict[str, Any] | 
     allowed = get_auth_manager().is_authorized_dag(
         method="POST", access_entity=DagAccessEntity.RUN, details=DagDetails(id=dag_id), user=user
     )
-    return {"dag_id": dag_id, "conf": {"namespace": namespace}} if allowed else None
+    conf = {"namespace": namespace, "tables": [f"{namespace}.{table}"]}
+    return {"dag_id": dag_id, "conf": conf} if allowed else None
 
 
 def create_app() -> FastAPI:

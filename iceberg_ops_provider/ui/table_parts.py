@@ -52,7 +52,16 @@ def _kept(cache: MetadataCache, kind: str, catalog: str, identifier: str, table:
 
 def _measures(table: Any) -> dict[str, Any]:
     report = table_health_report(table, kept_snapshots=False)  # the page shows none of their figures
-    return {"health": report.to_json(), "files": file_layout(report).to_json()}
+    return {"health": {**report.to_json(), "budget": _budget(table, report)}, "files": file_layout(report).to_json()}
+
+
+def _budget(table: Any, report: Any) -> dict[str, Any]:
+    """The due compaction's bytes against the policy's ``max-rewrite-bytes``, as the namespace's list words it."""
+    from iceberg_ops_provider.maintenance.policy import table_policy
+    from iceberg_ops_provider.maintenance.queue import compaction_bytes
+
+    due, cap = compaction_bytes(report), table_policy(table).max_rewrite_bytes
+    return {"compaction_bytes": due, "max_rewrite_bytes": cap, "over_budget": cap is not None and due > cap}
 
 
 def table_parts(

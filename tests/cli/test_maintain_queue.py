@@ -92,3 +92,21 @@ def test_queue_of_an_unknown_namespace_is_a_usage_error(lake: Lake):
     done = _ops(lake, "maintain", "queue", "--namespace", "nowhere")
     assert done.returncode == 2, (done.returncode, done.stdout, done.stderr)
     assert "namespace 'nowhere' does not exist in the catalog (existing namespaces: sales)" in done.stderr
+
+
+def test_the_text_names_a_table_over_its_budget_and_a_bad_policy_once(lake: Lake):
+    catalog = lake.catalog()
+    catalog.create_namespace("sales")
+    _appends(catalog, "sales.tight", 6, {"iceberg-ops.maintenance.max-rewrite-bytes": "1000"})
+    _appends(catalog, "sales.bad", 1, {"iceberg-ops.maintenance.small-file-share": "2"})
+    catalog.close()
+
+    text = _ops(lake, "maintain", "queue")
+    assert text.returncode == 1, (text.stdout, text.stderr)
+    lines = text.stdout.splitlines()
+    (over,) = [line for line in lines if line.startswith("over budget: ")]
+    assert over.startswith("over budget: sales.tight: its compaction rewrites ")
+    assert "more than the 1,000 B one run may rewrite (iceberg-ops.maintenance.max-rewrite-bytes)" in over
+    (bad,) = [line for line in lines if line.startswith("could not be read: ")]
+    assert bad.startswith("could not be read: sales.bad: policy (MaintenancePolicyError): maintenance policy: ")
+    assert bad.count("sales.bad") == 1

@@ -127,6 +127,7 @@ def test_maintenance_skips_disabled_and_quiet_tables_and_a_bad_policy_stops_only
     )
     assert "sales.b: skipped: inside its quiet hours (iceberg-ops.maintenance.quiet-hours=00-24, UTC)" in compact.stdout
     assert "iceberg-ops.maintenance.min-input-files='many' is not accepted" in compact.stderr
+    assert "error: sales.c: maintenance policy: " in compact.stderr  # the table named once
     assert {name: lake.catalog().load_table(name).metadata_location for name in before} == before
 
     # The bad value fixed, the same run compacts sales.c; the other two tables are still skipped.
@@ -182,3 +183,18 @@ def test_a_migration_setting_a_bad_policy_value_fails_before_its_commit(lake, ta
     assert table.properties.get("iceberg-ops.maintenance.quiet-hours") == "1-5"  # the first migration committed
     assert "iceberg-ops.maintenance.enabled" not in table.properties
     assert table.metadata_location != location
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["policy", "show", "sales.nope"], "table 'sales.nope' does not exist in the catalog (tables of sales: a, b)."),
+        (["policy", "set", "sales", "enabled=false"], "'sales' is a namespace: name a table as sales.TABLE."),
+        (["tag", "list", "a"], "'a' has no namespace: name it as namespace.table (or pass --namespace)."),
+    ],
+)
+def test_one_table_commands_do_not_suggest_an_all_flag_they_lack(lake, tables, args, expected):
+    refused = _ops(lake, *args)
+    assert refused.returncode == 2
+    assert expected in " ".join(refused.stderr.split())
+    assert "--all" not in refused.stderr

@@ -77,3 +77,25 @@ def test_a_dry_run_of_the_maintenance_dag_changes_nothing(run_dag, iceberg_conne
     assert task["table"] == "shop.clicks" and len(task["units"][0]["data_files"]) == 6
     assert _states(dag_run, "compact") == {"skipped"}
     assert catalog.load_table("shop.clicks").metadata_location == location
+
+
+def test_the_tables_param_limits_a_run_to_the_tables_it_names(run_dag, iceberg_connection):
+    catalog = catalog_at(iceberg_connection)
+    catalog.create_namespace("shop")
+    for name in ("shop.clicks", "shop.views"):
+        table = catalog.create_table(name, pa.schema([pa.field("id", pa.int64())]))
+        for n in range(6):  # six tiny files each: both are compaction candidates
+            table.append(pa.table({"id": pa.array([n], pa.int64())}))
+    views = catalog.load_table("shop.views").metadata_location
+
+    dag_run = run_dag("table_maintenance", namespace="shop", tables=["shop.clicks"])
+
+    assert str(dag_run.state) == "success"
+    assert xcom(dag_run, "list_tables") == ["shop.clicks"]
+    assert len(catalog.load_table("shop.clicks").inspect.files()) == 1
+    assert catalog.load_table("shop.views").metadata_location == views  # not named: not touched
+
+    wrong = run_dag("table_maintenance", namespace="shop", tables=["views"])  # not namespace.table
+    assert str(wrong.state) == "failed"
+    assert {str(ti.state) for ti in wrong.get_task_instances() if ti.task_id == "list_tables"} == {"failed"}
+    assert catalog.load_table("shop.views").metadata_location == views

@@ -416,7 +416,7 @@ def test_a_table_page_shows_its_shape_history_files_and_policy_and_leads_to_the_
     expect(frame.locator("#schema")).to_contain_text("id")
     expect(frame.locator("#specs")).to_contain_text("main")
     expect(frame.locator("#growth")).to_contain_text("current")
-    expect(frame.locator("#trigger-conf")).to_have_text('{"namespace": "demo"}')
+    expect(frame.locator("#trigger-conf")).to_have_text('{"namespace": "demo", "tables": ["demo.clicks"]}')
     frame.locator("#timeline").scroll_into_view_if_needed()
     _docs_shot(page, "table-history")
     frame.locator("#trigger").get_by_role("link", name=re.compile("table_maintenance")).click()

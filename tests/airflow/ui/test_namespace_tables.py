@@ -137,6 +137,7 @@ def test_bad_table_parameters_are_refused_with_422_before_a_catalog_is_asked(adm
         assert response.json()["detail"][0]["loc"] == ["query", name]
     else:
         assert f"query.{name}" in html_text(response)
+        assert "Invalid value" in html_text(response) and "Invalid name" not in html_text(response)
 
 
 def test_a_lock_whose_lease_ran_out_shows_as_expired(admin, lake):
@@ -183,3 +184,15 @@ def test_a_move_without_its_state_shows_as_broken_never_in_progress(admin, lake)
     assert moves[0]["error"] == "no state recorded on main"
     text = html_text(admin.get("/iceberg-ops/c/iceberg_ops_default/ns/shop/t/orphaned_copy"))
     assert "broken" in text and "in progress" not in text
+
+
+def test_a_tables_page_says_over_budget_as_the_namespace_list_does(admin, many):
+    data = admin.get("/iceberg-ops/api/c/iceberg_ops_default/ns/many/t/budget").json()
+    assert data["errors"] == {}
+    budget = data["health"]["budget"]
+    assert budget["over_budget"] is True and budget["max_rewrite_bytes"] == 1 and budget["compaction_bytes"] > 1
+    text = html_text(admin.get("/iceberg-ops/c/iceberg_ops_default/ns/many/t/budget"))
+    assert "compaction due over budget" in text and "to compact, at most 1 B a run" in text
+    calm = admin.get("/iceberg-ops/api/c/iceberg_ops_default/ns/many/t/orders").json()["health"]["budget"]
+    assert calm == {"compaction_bytes": calm["compaction_bytes"], "max_rewrite_bytes": None, "over_budget": False}
+    assert "over budget" not in html_text(admin.get("/iceberg-ops/c/iceberg_ops_default/ns/many/t/orders"))

@@ -242,13 +242,14 @@ def test_the_table_page_shows_its_shape_history_files_policy_and_the_trigger_lin
     assert data["timeline"]["growth"][-1]["current"] is True
     assert data["files"]["files"] == data["health"]["data_files"]["files"]
     assert {value["key"] for value in data["policy"]["values"]} >= {"write.target-file-size-bytes"}
-    assert data["trigger"] == {"dag_id": "table_maintenance", "conf": {"namespace": "shop"}}
+    conf = {"namespace": "shop", "tables": ["shop.events"]}  # the table alone, as the DAG's `tables` param takes it
+    assert data["trigger"] == {"dag_id": "table_maintenance", "conf": conf}
     page = admin.get("/iceberg-ops/c/iceberg_ops_default/ns/shop/t/events")
     text = html_text(page)
     for section in ("Schema", "Partition specs", "Branches and tags", "Snapshot timeline", "File sizes"):
         assert section in text
     assert "Metadata growth" in text and "Maintenance policy" in text and "last compaction" in text
-    assert 'href="/dags/table_maintenance"' in page.text and '{"namespace": "shop"}' in text
+    assert 'href="/dags/table_maintenance"' in page.text and '{"namespace": "shop", "tables": ["shop.events"]}' in text
 
     monkeypatch.setenv("AIRFLOW__ICEBERG_OPS__UI_MAINTENANCE_DAG", "")  # no DAG named: no link
     assert admin.get("/iceberg-ops/api/c/iceberg_ops_default/ns/shop/t/events").json()["trigger"] is None
