@@ -324,6 +324,7 @@ def test_a_namespace_s_tables_are_sorted_filtered_and_paged_with_their_health(pa
     expect(tables.locator("tbody tr").first).to_contain_text("budget")  # most data files first (8, 8, 6)
     expect(tables.locator("tbody tr").nth(2)).to_contain_text("orders")
     tables.get_by_role("link", name="health", exact=True).click()
+    expect(_frame(page).locator("#tables th[aria-sort]")).to_contain_text("health")  # the sorted page is shown
     _frame(page).locator("#tables").scroll_into_view_if_needed()
     _docs_shot(page, "namespace-tables")
 
