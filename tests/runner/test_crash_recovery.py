@@ -10,6 +10,10 @@ commit (Glue, Hive); the runs that recover use the default, so they settle what 
 and finish with all-or-nothing commits. The SQLite catalog's all-or-nothing commits have their own
 kill test, ``test_atomic_crashes.py``.
 
+Kills fall within the time an unkilled upgrade took; a round whose worker finished before its kill is
+checked all the same, shortens the next aim, and rounds go on until ``ICEBERG_OPS_CRASH_KILLS`` kills
+landed mid-run (at most three times as many rounds).
+
 A long suite (``make test-all``) of a few rounds; ``ICEBERG_OPS_CRASH_KILLS=40`` (``make crash``) runs the full test.
 """
 
@@ -142,16 +146,20 @@ def test_random_sigkills_during_upgrades_leave_nothing_for_a_person_but_partial_
     process, started = start("calibration")
     assert process.wait() == 0, f"worker failed (seed {seed})"
     duration = time.monotonic() - started
-    for round_number in range(KILLS):
-        namespace = f"crash{round_number}"
-        process, _ = start(namespace)
+    attempts = 0
+    while killed_mid_run < KILLS and attempts < 3 * KILLS:
+        namespace = f"crash{attempts}"
+        attempts += 1
+        process, started = start(namespace)
         time.sleep(chooser.uniform(0, 0.9 * duration))
         if process.poll() is None:
             killed_mid_run += 1
             os.killpg(process.pid, signal.SIGKILL)
+        else:  # done before the kill (the machine got faster than when timed): aim within this run's length
+            duration = 0.7 * (time.monotonic() - started)
         process.wait()
         assert process.returncode in (0, -signal.SIGKILL), f"worker failed (seed {seed})"
         settled_by_hand += _recover(catalog, namespace, migrations)
         _check(catalog, namespace, migrations)
-    assert killed_mid_run >= KILLS // 2, f"most kills should land mid-run (seed {seed})"
+    assert killed_mid_run >= KILLS // 2, f"{killed_mid_run} of {attempts} kills landed mid-run (seed {seed})"
     assert set(settled_by_hand) <= TWO_COMMITS, f"only multi-table migrations may need a person (seed {seed})"
