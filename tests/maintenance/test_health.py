@@ -284,19 +284,25 @@ def test_many_manifests_need_rewrite_manifests(busy):
     assert [r.action for r in report.recommendations] == ["compact", "rewrite_manifests"]  # order to run them
 
 
-def test_skipping_the_kept_snapshots_manifest_lists_leaves_the_verdict_and_drops_only_their_figures(busy, monkeypatch):
-    table, _ = busy
-    full = table_health_report(table)
-    read: list[str] = []
+def _count_opened(table, monkeypatch) -> list[str]:
+    """The locations the table's FileIO opens from now on, in order (each read still happens)."""
+    opened: list[str] = []
     lock = threading.Lock()
     real = type(table.io).new_input
 
     def counting(io, location):
         with lock:
-            read.append(location)
+            opened.append(location)
         return real(io, location)
 
-    monkeypatch.setattr(type(table.io), "new_input", counting)  # counts real reads; each still happens
+    monkeypatch.setattr(type(table.io), "new_input", counting)
+    return opened
+
+
+def test_skipping_the_kept_snapshots_manifest_lists_leaves_the_verdict_and_drops_only_their_figures(busy, monkeypatch):
+    table, _ = busy
+    full = table_health_report(table)
+    read = _count_opened(table, monkeypatch)
     quick = table_health_report(table, kept_snapshots=False)
 
     lists = {snapshot.manifest_list for snapshot in table.snapshots()}
@@ -346,16 +352,7 @@ def test_thresholds_change_the_verdict(busy):
 
 def test_the_report_reads_each_manifest_once_and_no_data_file(busy, monkeypatch):
     table, _ = busy
-    opened: list[str] = []
-    lock = threading.Lock()
-    real = type(table.io).new_input
-
-    def counting(io, location):
-        with lock:
-            opened.append(location)
-        return real(io, location)
-
-    monkeypatch.setattr(type(table.io), "new_input", counting)  # counts real reads; each still happens
+    opened = _count_opened(table, monkeypatch)
     report = table_health_report(table)
 
     manifests = [p for p in opened if p.endswith(".avro") and "/snap-" not in p]
