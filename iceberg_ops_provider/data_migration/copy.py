@@ -43,7 +43,13 @@ from iceberg_ops_provider.data_migration.source_pieces import (
 )
 from iceberg_ops_provider.data_migration.verbatim import PartitionPath, copy_stream, partition_as_is
 from iceberg_ops_provider.errors import DataMoveError
-from iceberg_ops_provider.maintenance.streaming import MAX_OPEN_FILES, READ_BATCH_ROWS, ROW_GROUP_BYTES, PlainSchemas
+from iceberg_ops_provider.maintenance.streaming import (
+    MAX_OPEN_FILES,
+    READ_BATCH_ROWS,
+    ROW_GROUP_BYTES,
+    BatchSizer,
+    PlainSchemas,
+)
 from iceberg_ops_provider.progress import size_text
 
 if TYPE_CHECKING:
@@ -228,6 +234,7 @@ class _Lane:
         self.copier = copier
         self.number = number
         self.write_id = write_id
+        self.sizer = BatchSizer()
         self.unit: UnitCopy | None = None
         self.share = CopyOutcome()
         self.outputs: dict[Record, _Output] = {}
@@ -358,15 +365,15 @@ class _Lane:
                 if copier.plain(parquet.schema_arrow):
                     # One row group per call: pre-buffering a whole file's row groups holds the file in memory.
                     for group in group_range(piece, parquet.num_row_groups):
-                        yield from parquet.iter_batches(
-                            batch_size=READ_BATCH_ROWS,
-                            row_groups=[group],
-                            columns=copier.read_columns,
-                            use_threads=False,
+                        batches = parquet.iter_batches(
+                            self.sizer.rows(), [group], columns=copier.read_columns, use_threads=False
                         )
+                        yield from map(self.sizer.saw, batches)
                     return
             deletes = _read_all_delete_files(copier.source_io, [task]) if task.delete_files else {}
-            yield from projected_row_groups(scan, task, stream, deletes.get(task.file.file_path), piece)
+            yield from projected_row_groups(
+                scan, task, stream, deletes.get(task.file.file_path), piece, sizer=self.sizer
+            )
 
     def _write(self, batch: pa.RecordBatch) -> None:
         if batch.num_rows == 0:

@@ -25,7 +25,7 @@ from pyiceberg.io.pyarrow import (
 from pyiceberg.manifest import FileFormat
 from pyiceberg.schema import prune_columns
 
-from iceberg_ops_provider.maintenance.streaming import READ_BATCH_ROWS
+from iceberg_ops_provider.maintenance.streaming import BatchSizer
 
 if TYPE_CHECKING:
     from pyiceberg.table import FileScanTask
@@ -114,17 +114,20 @@ def projected_row_groups(
     positional_deletes: list[pa.ChunkedArray] | None,
     piece: SourcePiece | None = None,
     batch_rows: int | None = None,
+    sizer: BatchSizer | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """The rows of a Parquet data file (or of one piece of it) as ``scan`` reads them, a batch at a time.
 
     What PyIceberg's ``_task_to_record_batches`` does (schema projection, identity partition values
-    for columns the file lacks, position deletes, the row filter), except that it decodes one batch of
-    ``batch_rows`` rows (default :data:`READ_BATCH_ROWS`) at a time: PyIceberg scans the whole file at
-    once with pre-buffering, which holds all of it in memory, and Arrow's dataset scanner decodes whole
-    row groups ahead (about 80 MiB more per reader on row groups of 1 Mi rows). The row filter applies
-    to each batch, after the deleted positions are dropped.
+    for columns the file lacks, position deletes, the row filter), except that it decodes one batch at a
+    time, of ``batch_rows`` rows or, by default, as many as ``sizer`` (a new
+    :class:`~iceberg_ops_provider.maintenance.streaming.BatchSizer` if none) says for each row group:
+    PyIceberg scans the whole file at once with pre-buffering, which holds all of it in memory, and
+    Arrow's dataset scanner decodes whole row groups ahead (about 80 MiB more per reader on row groups
+    of 1 Mi rows). The row filter applies to each batch, after the deleted positions are dropped.
     """
     metadata = scan._table_metadata
+    sizer = sizer or BatchSizer()
     downcast = scan._downcast_ns_timestamp_to_us
     if downcast is None:
         downcast = metadata.format_version <= 2
@@ -157,8 +160,8 @@ def projected_row_groups(
     wanted = group_range(piece, parquet.num_row_groups) if piece is not None else range(parquet.num_row_groups)
     position = sum(parquet.metadata.row_group(group).num_rows for group in range(wanted.start))
     for group in wanted:
-        batches = parquet.iter_batches(batch_rows or READ_BATCH_ROWS, [group], read, use_threads=False)
-        for batch in batches:
+        batches = parquet.iter_batches(batch_rows or sizer.rows(), [group], read, use_threads=False)
+        for batch in map(sizer.saw, batches):
             start, position = position, position + batch.num_rows
             if positional_deletes:
                 batch = batch.take(_combine_positional_deletes(positional_deletes, start, position))

@@ -48,7 +48,16 @@ if TYPE_CHECKING:
     from pyiceberg.table import FileScanTask
     from pyiceberg.table.metadata import TableMetadata
 
-__all__ = ["MAX_FILE_SIZE_RATIO", "PIPELINE_BYTES", "QUEUE_BYTES", "ROW_GROUP_BYTES", "GroupRewriter", "PlainSchemas"]
+__all__ = [
+    "MAX_FILE_SIZE_RATIO",
+    "PIPELINE_BYTES",
+    "QUEUE_BYTES",
+    "READ_BATCH_BYTES",
+    "ROW_GROUP_BYTES",
+    "BatchSizer",
+    "GroupRewriter",
+    "PlainSchemas",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,7 +71,13 @@ MAX_FILE_SIZE_RATIO = 1.8
 """An output file is closed once it reaches this multiple of the target (Spark's ``max-file-size-bytes``)."""
 
 READ_BATCH_ROWS = 128 * 1024
-"""Rows per batch read from an input file read with PyArrow alone."""
+"""Rows of a reader's first batch, before it knows the Arrow bytes of a row (then: ``READ_BATCH_BYTES``)."""
+
+READ_BATCH_BYTES = 32 * 1024 * 1024
+"""Arrow bytes a read batch aims at once a reader measured its rows (see :class:`BatchSizer`)."""
+
+MAX_READ_BATCH_ROWS = 1024 * 1024
+"""Rows a read batch holds at most, however narrow its rows."""
 
 MAX_OPEN_FILES = 8
 """Output files one writer (a group, a move's lane) keeps open, one per partition; one more rolls the largest."""
@@ -75,6 +90,33 @@ PIPELINE_BYTES = ENCODE_THREADS * ROW_GROUP_BYTES + QUEUE_BYTES
 
 The reader runs ahead into what the writer does not hold: a row group while the first one of a file is
 encoded, only ``QUEUE_BYTES`` while two are (rows read then would wait, and their memory adds to the peak)."""
+
+
+class BatchSizer:
+    """Rows per read batch for one reader: :data:`READ_BATCH_ROWS` at first, then about :data:`READ_BATCH_BYTES`.
+
+    Each batch costs the same fixed work (Arrow's column readers, the caller's per-batch Python, fresh
+    buffers), so narrow rows are read in larger batches; the size follows the Arrow bytes per row of
+    the batches :meth:`saw` so far, not the footer's sizes (a dictionary-encoded column takes far more
+    memory decoded than on storage). Used by one thread.
+    """
+
+    def __init__(self) -> None:
+        self._bytes = 0
+        self._rows = 0
+
+    def rows(self) -> int:
+        """Rows the next batch should hold."""
+        if not self._rows:
+            return READ_BATCH_ROWS
+        per_row = max(1.0, self._bytes / self._rows)
+        return max(1, min(MAX_READ_BATCH_ROWS, int(READ_BATCH_BYTES / per_row)))
+
+    def saw(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """Count ``batch`` into the estimate; returns it."""
+        self._bytes += batch.nbytes
+        self._rows += batch.num_rows
+        return batch
 
 
 class PlainSchemas:
@@ -291,6 +333,7 @@ class GroupRewriter:
         self.arrow_written = 0
         self._outputs: dict[Record, _PartitionOutput] = {}
         self._plain = PlainSchemas(self.schema, metadata.format_version)
+        self._sizer = BatchSizer()
 
     # Reader side (its own thread).
 
@@ -312,9 +355,8 @@ class GroupRewriter:
                 if self._plain(parquet.schema_arrow):
                     # One row group per call: pre-buffering reads every row group asked for at once.
                     for group in range(parquet.num_row_groups):
-                        yield from parquet.iter_batches(
-                            batch_size=READ_BATCH_ROWS, row_groups=[group], use_threads=False
-                        )
+                        batches = parquet.iter_batches(self._sizer.rows(), [group], use_threads=False)
+                        yield from map(self._sizer.saw, batches)
                     return
         for batch in scan._record_batches_from_scan_tasks_and_deletes([task], deletes):
             yield _to_requested_schema(
