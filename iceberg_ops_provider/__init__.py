@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import os
 
-# PyArrow's default allocator, mimalloc, returns freed pages to the system after a delay. At 0 (at once),
-# every read batch's fresh buffers cost page faults: a sixth more CPU to decode a file in batches. Its own
-# 10 ms keeps pages a batch frees for the next one, and a data step's peak stays below 512 MiB above its
-# start (docs/data-steps.md, "Memory"). mimalloc reads the variable when PyArrow loads, so it applies where
-# this package is imported first (the CLI, Airflow tasks); a value in the environment wins.
+# PyArrow's default allocator, mimalloc, returns freed pages to the system after a delay: 1 s by default,
+# which let a data step's peak pass 512 MiB above its start. At 0 (at once) every read batch's fresh buffers
+# cost page faults, a sixth more CPU to decode a file in batches; at 10 ms the pages a batch frees serve the
+# next one and the peak stays below 512 MiB (docs/data-steps.md, "Memory"). mimalloc reads the variable when
+# PyArrow loads, so it applies where this package is imported first (the CLI, Airflow tasks); a value in the
+# environment wins.
 os.environ.setdefault("MIMALLOC_PURGE_DELAY", "10")
 
 __version__ = "0.1.0"
