@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import shutil
 import statistics
@@ -43,6 +42,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ui_support import UNCHECKED_APP, airflow_db, airflow_environment
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 MIGRATIONS = REPOSITORY / "dags_examples" / "migrations"
 NAMESPACE = "big"
@@ -50,18 +51,7 @@ METHODS = ("page", "page-first-request", "naive")
 
 
 def _environment(root: Path) -> dict[str, str]:
-    connection = {
-        "conn_type": "iceberg_ops",
-        "extra": {"kind": "sqlite", "db_path": str(root / "catalog.db"), "warehouse_dir": str(root / "warehouse")},
-    }
-    return {
-        **{key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")},
-        "AIRFLOW_HOME": str(root / "airflow"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__ICEBERG_OPS__UI_MIGRATIONS_DIR": str(MIGRATIONS),
-        "AIRFLOW_CONN_BENCH": json.dumps(connection),
-        "PYTHONWARNINGS": "ignore",
-    }
+    return airflow_environment(root, ui_migrations_dir=str(MIGRATIONS))
 
 
 def build(root: Path, tables: int) -> None:
@@ -78,26 +68,13 @@ def build(root: Path, tables: int) -> None:
         table = catalog.create_table(f"{NAMESPACE}.t{n:03d}", schema=schema)
         for batch in range(2):
             table.append(pa.table({"id": [batch], "v": ["x"]}, schema=schema))
-    (root / "airflow").mkdir()
-    migrate = subprocess.run(
-        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
-        env=_environment(root),
-        capture_output=True,
-        text=True,
-    )
-    if migrate.returncode != 0:
-        raise SystemExit(migrate.stderr[-3000:])
+    airflow_db(_environment(root))
 
 
-PAGE = """
+PAGE = (
+    UNCHECKED_APP
+    + """
 import json, sys, time
-from fastapi.testclient import TestClient
-from iceberg_ops_provider.ui.app import create_app
-app = create_app()
-for route in app.routes:  # the auth manager's check on each route: Airflow's, per request, left out here
-    for dependency in getattr(route, "dependencies", []):
-        app.dependency_overrides[dependency.dependency] = lambda: None
-client = TestClient(app)
 if sys.argv[3] == "after-catalog-page":  # how a user gets there: Iceberg, the catalog, then the namespace
     assert client.get("/c/bench/").status_code == 200
 path = "/c/bench/ns/big"
@@ -110,6 +87,7 @@ import re
 listed = int(re.search(r"(\\d+) table\\(s\\)", first.text).group(1))
 print("RESULT " + json.dumps({"cold": cold, "warm": warm, "tables": listed, "shown": first.text.count("/ns/big/t/")}))
 """
+)
 
 NAIVE = """
 import json, sys, time

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -34,24 +33,14 @@ import tempfile
 import time
 from pathlib import Path
 
+from ui_support import UNCHECKED_APP, airflow_db, airflow_environment
+
 REPOSITORY = Path(__file__).resolve().parents[1]
 PER_TRANSACTION = 50
 
 
 def _environment(root: Path) -> dict[str, str]:
-    connection = {
-        "conn_type": "iceberg_ops",
-        "extra": {"kind": "sqlite", "db_path": str(root / "catalog.db"), "warehouse_dir": str(root / "warehouse")},
-    }
-    return {
-        **{key: value for key, value in os.environ.items() if not key.startswith("AIRFLOW")},
-        "AIRFLOW_HOME": str(root / "airflow"),
-        "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__ICEBERG_OPS__UI_CACHE_SECONDS": "0",
-        "AIRFLOW__ICEBERG_OPS__UI_MAINTENANCE_DAG": "",
-        "AIRFLOW_CONN_BENCH": json.dumps(connection),
-        "PYTHONWARNINGS": "ignore",
-    }
+    return airflow_environment(root, ui_cache_seconds="0", ui_maintenance_dag="")
 
 
 def build(root: Path, files: int, snapshots: int) -> None:
@@ -81,33 +70,15 @@ def build(root: Path, files: int, snapshots: int) -> None:
             for n in range(start, min(snapshots, start + PER_TRANSACTION)):
                 transaction.append(pa.table({"p": [n % 100], "v": ["y" * (1 + n % 50)]}, schema=arrow))
     table.manage_snapshots().create_branch(table.current_snapshot().snapshot_id, "audit").commit()
-    airflow_db(root)
+    airflow_db(_environment(root))
 
 
-def airflow_db(root: Path) -> None:
-    """Airflow's metadata database for the measuring processes (the connection comes from the environment)."""
-    (root / "airflow").mkdir(exist_ok=True)
-    migrate = subprocess.run(
-        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
-        env=_environment(root),
-        capture_output=True,
-        text=True,
-    )
-    if migrate.returncode != 0:
-        raise SystemExit(migrate.stderr[-3000:])
-
-
-PAGE = """
+# No trigger link: ui_maintenance_dag is empty.
+PAGE = (
+    UNCHECKED_APP
+    + """
 import json, sys, time
-from fastapi.testclient import TestClient
-from iceberg_ops_provider.ui.app import READS, create_app
-from airflow.api_fastapi.core_api.security import get_user
-app = create_app()
-for route in app.routes:  # the auth manager's check on each route: Airflow's, per request, left out here
-    for dependency in getattr(route, "dependencies", []):
-        app.dependency_overrides[dependency.dependency] = lambda: None
-app.dependency_overrides[get_user] = lambda: None  # as is its user (no trigger link: ui_maintenance_dag empty)
-client = TestClient(app)
+from iceberg_ops_provider.ui.app import READS
 path = "/c/bench/ns/big/t/wide"
 started = time.perf_counter(); first = client.get(path); cold = time.perf_counter() - started
 computed = READS.metadata.computed
@@ -118,6 +89,7 @@ assert "Could not read" not in first.text and "Could not read" not in second.tex
 assert READS.metadata.computed == computed, "the warm page computed again"
 print("RESULT " + json.dumps({"cold": cold, "warm": warm, "bytes": len(first.text)}))
 """
+)
 
 
 def describe(root: Path) -> str:
@@ -172,7 +144,7 @@ def main() -> None:
                 flush=True,
             )
         if not (root / "airflow" / "airflow.db").exists():
-            airflow_db(root)
+            airflow_db(_environment(root))
         print(f"table: {describe(root)}", flush=True)
         results = []
         for _ in range(arguments.repeat):
